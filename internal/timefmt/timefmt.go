@@ -1,0 +1,66 @@
+// Package timefmt encodes timestamps for the legacy tables so that string
+// order equals time order.
+//
+// Go's time.RFC3339Nano trims trailing zeros from the fraction, so
+// "2024-01-01T00:00:05.5Z" sorts before "2024-01-01T00:00:05Z" although it is
+// later. Sort keys and every attribute used in a key or range condition must
+// therefore be written in a fixed width:
+//
+//   - [Seconds]: whole seconds, "2006-01-02T15:04:05Z" (billing_date, as in
+//     existing items);
+//   - [Nanos]: a fixed nine-digit fraction, "2006-01-02T15:04:05.000000000Z"
+//     (last_run_date and the other run timestamps; still valid RFC3339Nano).
+//
+// Both are UTC and only defined for years 0000–9999, where fixed-width strings
+// compare like the instants they encode. [Parse] accepts every RFC3339 form
+// (any fraction width, any offset) and returns UTC.
+package timefmt
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+const (
+	// SecondsLayout is the layout of [Seconds].
+	SecondsLayout = "2006-01-02T15:04:05Z"
+	// NanosLayout is the layout of [Nanos].
+	NanosLayout = "2006-01-02T15:04:05.000000000Z"
+)
+
+// ErrRange reports a time outside the years 0000–9999.
+var ErrRange = errors.New("time outside years 0000-9999")
+
+func checkRange(t time.Time) error {
+	if y := t.UTC().Year(); y < 0 || y > 9999 {
+		return fmt.Errorf("%w: %d", ErrRange, y)
+	}
+	return nil
+}
+
+// Seconds formats t in UTC with whole seconds, truncating any fraction.
+func Seconds(t time.Time) (string, error) {
+	if err := checkRange(t); err != nil {
+		return "", err
+	}
+	return t.UTC().Format(SecondsLayout), nil
+}
+
+// Nanos formats t in UTC with a fixed nine-digit fraction.
+func Nanos(t time.Time) (string, error) {
+	if err := checkRange(t); err != nil {
+		return "", err
+	}
+	return t.UTC().Format(NanosLayout), nil
+}
+
+// Parse reads any RFC3339 timestamp ("Z" or a numeric offset, with or
+// without a fraction of any width) and returns it in UTC.
+func Parse(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("not an RFC3339 timestamp: %q", s)
+	}
+	return t.UTC(), nil
+}

@@ -1,0 +1,410 @@
+package billing
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynabill/billing/internal/timefmt"
+)
+
+// Attribute names of the legacy tables: the wire contract. Repository code
+// and hosts building their own expressions use these, never literals.
+const (
+	AttrUserID              = "user_id"
+	AttrBillingDate         = "billing_date"
+	AttrSubscriptionID      = "subscription_id"
+	AttrBillingAmount       = "billing_amount"
+	AttrBillingStatus       = "billing_status"
+	AttrBillingPeriod       = "billing_period"
+	AttrTransactionID       = "transaction_id"
+	AttrPaymentError        = "usio_error"
+	AttrInitialRunDate      = "initial_run_date"
+	AttrCompletionDate      = "completion_date"
+	AttrLastRunDate         = "last_run_date"
+	AttrCreatedDate         = "created_date"
+	AttrProcess             = "process"
+	AttrUpdatedEvent        = "updated_event"
+	AttrTerm                = "term"
+	AttrReceiptAccountMask  = "receipt_account_mask"
+	AttrReceiptTierName     = "receipt_tier_name"
+	AttrReceiptPaymentType  = "receipt_payment_type"
+	AttrBillingWeek         = "billing_week"
+	AttrPauseDurationMonths = "pause_duration_months"
+	AttrIsPendingDowngrade  = "is_pending_downgrade"
+
+	// AttrAnchorDay is added by this library; optional on read.
+	AttrAnchorDay = "billing_anchor_day"
+	// AttrAttempt is added by this library; optional on read.
+	AttrAttempt = "billing_attempt"
+
+	// DataPrefix starts the attributes kept only in the history table.
+	DataPrefix = "data_"
+)
+
+// stringFields maps the plain string attributes to their fields.
+func stringFields(s *Subscription) map[string]*string {
+	return map[string]*string{
+		AttrSubscriptionID:     &s.SubscriptionID,
+		AttrBillingPeriod:      &s.BillingPeriod,
+		AttrTransactionID:      &s.TransactionID,
+		AttrPaymentError:       &s.PaymentError,
+		AttrReceiptAccountMask: &s.ReceiptAccountMask,
+		AttrReceiptTierName:    &s.ReceiptTierName,
+		AttrReceiptPaymentType: &s.ReceiptPaymentType,
+	}
+}
+
+// runTimes maps the timestamps written with a nine-digit fraction.
+func runTimes(s *Subscription) map[string]*time.Time {
+	return map[string]*time.Time{
+		AttrInitialRunDate: &s.InitialRunDate,
+		AttrCompletionDate: &s.CompletionDate,
+		AttrLastRunDate:    &s.LastRunDate,
+		AttrCreatedDate:    &s.CreatedDate,
+	}
+}
+
+// intFields maps the optional numbers to their fields and inclusive bounds.
+func intFields(s *Subscription) map[string]struct {
+	p        *int
+	min, max int
+} {
+	type f = struct {
+		p        *int
+		min, max int
+	}
+	return map[string]f{
+		AttrBillingWeek:         {&s.BillingWeek, 0, 5},
+		AttrPauseDurationMonths: {&s.PauseDurationMonths, 0, 1200},
+		AttrAnchorDay:           {&s.AnchorDay, 0, 31},
+		AttrAttempt:             {&s.Attempt, 0, 1 << 30},
+	}
+}
+
+func isKnown(name string) bool {
+	var s Subscription
+	if _, ok := stringFields(&s)[name]; ok {
+		return true
+	}
+	if _, ok := runTimes(&s)[name]; ok {
+		return true
+	}
+	if _, ok := intFields(&s)[name]; ok {
+		return true
+	}
+	switch name {
+	case AttrUserID, AttrBillingDate, AttrBillingAmount, AttrBillingStatus,
+		AttrProcess, AttrUpdatedEvent, AttrTerm, AttrIsPendingDowngrade:
+		return true
+	}
+	return false
+}
+
+// EncodeItem encodes s as a billing-activity item: the wire contract of the
+// legacy table. data_ attributes are left out (they belong to history, see
+// [EncodeHistoryItem]).
+//
+// Encoding rules: billing_date in whole seconds UTC
+// ("2006-01-02T15:04:05Z", any fraction truncated); the other timestamps with
+// a fixed nine-digit fraction, omitted when zero; billing_amount as a string
+// ("4.99"); term always written (MONTHLY when empty); empty strings, a zero
+// billing_week, pause_duration_months, billing_anchor_day and
+// billing_attempt, and a false is_pending_downgrade are omitted; Extra
+// attributes are written back unchanged.
+//
+// A record that cannot be stored (no user, subscription ID or billing date,
+// the INACTIVE status, out-of-range numbers) is an error naming the field.
+func EncodeItem(s *Subscription) (map[string]types.AttributeValue, error) {
+	return encode(s, false)
+}
+
+// EncodeHistoryItem encodes s as a billing-activity-history item: the same
+// attributes as [EncodeItem] plus the data_ attributes. Its key is user_id
+// and last_run_date, so LastRunDate must be set.
+func EncodeHistoryItem(s *Subscription) (map[string]types.AttributeValue, error) {
+	if s.LastRunDate.IsZero() {
+		return nil, &FieldError{Field: AttrLastRunDate, Key: s.Key(), Err: fmt.Errorf("%w: history rows need last_run_date", ErrInvalidItem)}
+	}
+	return encode(s, true)
+}
+
+func encode(s *Subscription, withData bool) (map[string]types.AttributeValue, error) {
+	bad := func(field, value string, cause error) error {
+		return &FieldError{Field: field, Value: value, Key: s.Key(), Err: fmt.Errorf("%w: %w", ErrInvalidItem, cause)}
+	}
+	if s.UserID == "" {
+		return nil, bad(AttrUserID, "", errors.New("empty"))
+	}
+	if s.BillingDate.IsZero() {
+		return nil, bad(AttrBillingDate, "", errors.New("zero time"))
+	}
+	if s.SubscriptionID == "" {
+		return nil, bad(AttrSubscriptionID, "", errors.New("empty"))
+	}
+	if !s.Status.Storable() {
+		return nil, bad(AttrBillingStatus, string(s.Status), ErrInvalidStatus)
+	}
+	if s.Amount < 0 {
+		return nil, bad(AttrBillingAmount, s.Amount.String(), ErrInvalidAmount)
+	}
+	term, err := ParseTerm(string(s.Term))
+	if err != nil {
+		return nil, bad(AttrTerm, string(s.Term), ErrInvalidTerm)
+	}
+
+	item := make(map[string]types.AttributeValue, 24)
+	str := func(name, v string) {
+		if v != "" {
+			item[name] = &types.AttributeValueMemberS{Value: v}
+		}
+	}
+	bd, err := timefmt.Seconds(s.BillingDate)
+	if raw := s.rawBillingDate; raw != "" && raw != bd {
+		// A legacy key with a fraction or an offset: keep it byte for byte,
+		// or a rewrite would address (and create) a different item.
+		if t, perr := timefmt.Parse(raw); perr == nil && t.Equal(s.BillingDate) {
+			bd = raw
+		}
+	}
+	if err != nil {
+		return nil, bad(AttrBillingDate, s.BillingDate.String(), fmt.Errorf("%w: %w", ErrInvalidDate, err))
+	}
+	item[AttrUserID] = &types.AttributeValueMemberS{Value: s.UserID}
+	item[AttrBillingDate] = &types.AttributeValueMemberS{Value: bd}
+	item[AttrBillingAmount] = &types.AttributeValueMemberS{Value: s.Amount.String()}
+	item[AttrBillingStatus] = &types.AttributeValueMemberS{Value: string(s.Status)}
+	item[AttrTerm] = &types.AttributeValueMemberS{Value: string(term)}
+	for name, p := range stringFields(s) {
+		str(name, *p)
+	}
+	str(AttrProcess, string(s.Process))
+	str(AttrUpdatedEvent, string(s.UpdatedEvent))
+	for name, p := range runTimes(s) {
+		if p.IsZero() {
+			continue
+		}
+		v, err := timefmt.Nanos(*p)
+		if err != nil {
+			return nil, bad(name, p.String(), fmt.Errorf("%w: %w", ErrInvalidDate, err))
+		}
+		item[name] = &types.AttributeValueMemberS{Value: v}
+	}
+	for name, f := range intFields(s) {
+		v := *f.p
+		if v < f.min || v > f.max {
+			return nil, bad(name, strconv.Itoa(v), fmt.Errorf("out of range %d..%d", f.min, f.max))
+		}
+		if v != 0 {
+			item[name] = &types.AttributeValueMemberN{Value: strconv.Itoa(v)}
+		}
+	}
+	if s.IsPendingDowngrade {
+		item[AttrIsPendingDowngrade] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	for name, v := range s.Extra {
+		if isKnown(name) || strings.HasPrefix(name, DataPrefix) {
+			return nil, bad(name, "", errors.New("Extra attribute shadows a known or data_ attribute"))
+		}
+		item[name] = v
+	}
+	if withData {
+		for name, v := range s.Data {
+			if !strings.HasPrefix(name, DataPrefix) {
+				return nil, bad(name, "", errors.New("Data attribute without the data_ prefix"))
+			}
+			item[name] = v
+		}
+	}
+	return item, nil
+}
+
+// DecodeItem decodes an item of billing-activity or billing-activity-history.
+//
+// It accepts every form existing items use: timestamps in any RFC3339 form
+// (a zero "0001-01-01T00:00:00Z" reads as the zero time), NULL or empty
+// strings for unset attributes, a missing term (MONTHLY), a missing
+// billing_week. data_ attributes go to Data, unknown ones to Extra.
+// user_id, billing_date, subscription_id, billing_status and billing_amount
+// are required. Any error is a [*FieldError] wrapping [ErrInvalidItem] that
+// names the attribute, its value and the item's key.
+func DecodeItem(item map[string]types.AttributeValue) (Subscription, error) {
+	var s Subscription
+	key := itemKey(item)
+	bad := func(field, value string, cause error) error {
+		return &FieldError{Field: field, Value: value, Key: key, Err: fmt.Errorf("%w: %w", ErrInvalidItem, cause)}
+	}
+	for _, req := range []string{AttrUserID, AttrBillingDate, AttrSubscriptionID, AttrBillingStatus, AttrBillingAmount} {
+		if v, ok := item[req]; !ok || isNull(v) {
+			return Subscription{}, bad(req, "", errors.New("missing"))
+		}
+	}
+	strs := stringFields(&s)
+	times := runTimes(&s)
+	ints := intFields(&s)
+	for name, av := range item {
+		if strings.HasPrefix(name, DataPrefix) {
+			if s.Data == nil {
+				s.Data = map[string]types.AttributeValue{}
+			}
+			s.Data[name] = av
+			continue
+		}
+		if !isKnown(name) {
+			if s.Extra == nil {
+				s.Extra = map[string]types.AttributeValue{}
+			}
+			s.Extra[name] = av
+			continue
+		}
+		if name == AttrIsPendingDowngrade {
+			switch v := av.(type) {
+			case *types.AttributeValueMemberBOOL:
+				s.IsPendingDowngrade = v.Value
+			case *types.AttributeValueMemberNULL:
+			default:
+				return Subscription{}, bad(name, describe(av), errors.New("want BOOL"))
+			}
+			continue
+		}
+		if f, ok := ints[name]; ok {
+			raw, err := numberValue(av)
+			if err != nil {
+				return Subscription{}, bad(name, describe(av), err)
+			}
+			if raw == "" {
+				continue
+			}
+			n, err := strconv.Atoi(raw)
+			if err != nil || n < f.min || n > f.max {
+				return Subscription{}, bad(name, raw, fmt.Errorf("want an integer in %d..%d", f.min, f.max))
+			}
+			*f.p = n
+			continue
+		}
+		v, err := stringValue(av)
+		if err != nil {
+			return Subscription{}, bad(name, describe(av), err)
+		}
+		if p, ok := strs[name]; ok {
+			*p = v
+			continue
+		}
+		if p, ok := times[name]; ok {
+			if v == "" {
+				continue
+			}
+			t, err := timefmt.Parse(v)
+			if err != nil {
+				return Subscription{}, bad(name, v, fmt.Errorf("%w: %w", ErrInvalidDate, err))
+			}
+			if !t.Equal(time.Time{}) {
+				*p = t
+			}
+			continue
+		}
+		switch name {
+		case AttrUserID:
+			if v == "" {
+				return Subscription{}, bad(name, v, errors.New("empty"))
+			}
+			s.UserID = v
+		case AttrBillingDate:
+			t, err := timefmt.Parse(v)
+			if err != nil || t.IsZero() {
+				return Subscription{}, bad(name, v, fmt.Errorf("%w: want an RFC3339 timestamp", ErrInvalidDate))
+			}
+			s.BillingDate = t
+			s.rawBillingDate = v
+		case AttrBillingAmount:
+			a, err := ParseAmount(v)
+			if err != nil {
+				return Subscription{}, bad(name, v, err)
+			}
+			s.Amount = a
+		case AttrBillingStatus:
+			st := Status(v)
+			if !st.Storable() {
+				return Subscription{}, bad(name, v, ErrInvalidStatus)
+			}
+			s.Status = st
+		case AttrTerm:
+			t, err := ParseTerm(v)
+			if err != nil {
+				return Subscription{}, bad(name, v, ErrInvalidTerm)
+			}
+			s.Term = t
+		case AttrProcess:
+			s.Process = Process(v)
+		case AttrUpdatedEvent:
+			s.UpdatedEvent = UpdatedEvent(v)
+		}
+	}
+	if s.SubscriptionID == "" {
+		return Subscription{}, bad(AttrSubscriptionID, "", errors.New("empty"))
+	}
+	if s.Term == "" {
+		s.Term = TermMonthly
+	}
+	return s, nil
+}
+
+func isNull(av types.AttributeValue) bool {
+	_, ok := av.(*types.AttributeValueMemberNULL)
+	return ok
+}
+
+// stringValue reads an S attribute; NULL reads as "".
+func stringValue(av types.AttributeValue) (string, error) {
+	switch v := av.(type) {
+	case *types.AttributeValueMemberS:
+		return v.Value, nil
+	case *types.AttributeValueMemberNULL:
+		return "", nil
+	}
+	return "", errors.New("want S")
+}
+
+// numberValue reads an N attribute; NULL reads as "".
+func numberValue(av types.AttributeValue) (string, error) {
+	switch v := av.(type) {
+	case *types.AttributeValueMemberN:
+		return v.Value, nil
+	case *types.AttributeValueMemberNULL:
+		return "", nil
+	}
+	return "", errors.New("want N")
+}
+
+// describe renders an attribute value of any type for an error message.
+func describe(av types.AttributeValue) string {
+	switch v := av.(type) {
+	case *types.AttributeValueMemberS:
+		return v.Value
+	case *types.AttributeValueMemberN:
+		return v.Value
+	case *types.AttributeValueMemberBOOL:
+		return strconv.FormatBool(v.Value)
+	}
+	return fmt.Sprintf("%T", av)
+}
+
+// itemKey describes an item's key from its raw attributes, for errors about
+// items that could not be decoded.
+func itemKey(item map[string]types.AttributeValue) string {
+	get := func(n string) string {
+		if v, ok := item[n].(*types.AttributeValueMemberS); ok {
+			return v.Value
+		}
+		return "?"
+	}
+	k := "user_id=" + get(AttrUserID) + " billing_date=" + get(AttrBillingDate)
+	if _, ok := item[AttrLastRunDate]; ok {
+		k += " last_run_date=" + get(AttrLastRunDate)
+	}
+	return k
+}

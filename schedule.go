@@ -1,0 +1,288 @@
+package billing
+
+import (
+	"fmt"
+	"time"
+)
+
+// Schedule says when a subscription is billed. It is derived from a
+// subscription record (its term, billing anchor day and billing week) and
+// drives [NextBillingDate] and [AddBillingPeriods]. All computations are in
+// UTC and never read the clock: callers pass the times in.
+//
+// # Where the anchor day comes from, and why
+//
+// A monthly subscription started on the 31st cannot be billed on the 31st
+// every month, so each period's billing_date is clamped to the last day of
+// its month. Once clamped, the record has lost information: an item billed
+// on Feb 28 cannot tell whether the user signed up on the 28th, 29th, 30th or
+// 31st, and stepping "one month after Feb 28" would drift the subscription to
+// the 28th for ever. The anchor is therefore carried on the record: the
+// Subscription has an optional AnchorDay field, stored in the optional
+// attribute billing_anchor_day. Legacy items written without it use the day
+// of that record's billing_date as the anchor, which is exactly what the
+// legacy service did (so old data keeps its old behaviour). With the anchor,
+// a subscription started on Jan 31 is billed Jan 31 → Feb 29 (or 28) →
+// Mar 31 → Apr 30 → May 31 and never drifts to the 28th.
+//
+// The zero Schedule is a monthly schedule anchored on the day of the date it
+// is applied to.
+type Schedule struct {
+	// Term is the billing term: [TermMonthly] (one month between billing
+	// dates) or [TermYearly] (twelve months). The empty Term is treated as
+	// [TermMonthly], matching how an empty stored term decodes.
+	Term Term
+
+	// AnchorDay, 1..31, is the day of the month the subscription was
+	// originally billed on (attribute billing_anchor_day). A billing date
+	// falls on min(AnchorDay, days in its month). 0 means "use the day of
+	// the date passed in", which is how legacy records without the
+	// attribute behave. AnchorDay is ignored when BillingWeek is set.
+	AnchorDay int
+
+	// BillingWeek is the Friday billing week (attribute billing_week):
+	// 0 means the subscription is not on Friday billing; 1..5 means it is
+	// billed on the n-th Friday of the month. A month without a fifth Friday
+	// bills week-5 subscriptions on its last (fourth) Friday.
+	BillingWeek int
+}
+
+// NotificationLeadDays is how many days ahead of a billing date the
+// pre-billing notification is sent: the notifier runs daily and looks for
+// subscriptions whose billing_date falls on today (UTC) + NotificationLeadDays,
+// which gives users roughly a three-day heads-up. See [NotificationWindow].
+const NotificationLeadDays = 4
+
+// maxPeriods bounds n in [AddBillingPeriods] so month arithmetic cannot
+// overflow; results must in any case fall in years 1..9999.
+const maxPeriods = 12 * 10000
+
+// validate checks the schedule and returns the number of months in one
+// billing period.
+func (s Schedule) validate() (months int, err error) {
+	switch s.Term {
+	case TermMonthly, "":
+		months = 1
+	case TermYearly:
+		months = 12
+	default:
+		return 0, &FieldError{Field: "term", Value: string(s.Term), Err: ErrInvalidTerm}
+	}
+	if s.AnchorDay < 0 || s.AnchorDay > 31 {
+		return 0, &FieldError{Field: "billing_anchor_day", Value: fmt.Sprint(s.AnchorDay),
+			Err: fmt.Errorf("%w: anchor day must be 0..31", ErrInvalidDate)}
+	}
+	if s.BillingWeek < 0 || s.BillingWeek > 5 {
+		return 0, &FieldError{Field: "billing_week", Value: fmt.Sprint(s.BillingWeek),
+			Err: fmt.Errorf("%w: billing week must be 0..5", ErrInvalidDate)}
+	}
+	return months, nil
+}
+
+// NextBillingDate returns the billing date one period after current under
+// schedule s: one month later for a monthly (or empty) term, twelve months
+// later for a yearly term. It is AddBillingPeriods(current, s, 1).
+//
+// The day is min(anchor, days in the target month), where the anchor is
+// s.AnchorDay or, when that is 0, the day of current; so with AnchorDay 31,
+// Jan 31 → Feb 29 (leap year) → Mar 31 → Apr 30, and a yearly subscription
+// anchored on Feb 29 is billed on Feb 28 in common years and Feb 29 in leap
+// years. With s.BillingWeek set the result is the n-th Friday of the target
+// month instead (its last Friday when there is no fifth). The time of day of
+// current is kept and the result is in UTC; current is converted to UTC
+// first, so the day and month are those of the UTC instant.
+//
+// The error wraps [ErrInvalidTerm] for an unknown term, and [ErrInvalidDate]
+// for an AnchorDay outside 0..31, a BillingWeek outside 0..5 or a zero
+// current.
+func NextBillingDate(current time.Time, s Schedule) (time.Time, error) {
+	return AddBillingPeriods(current, s, 1)
+}
+
+// AddBillingPeriods returns the billing date n periods after start under
+// schedule s (n may be 0 or negative). It is computed directly from start's
+// month and the anchor day, not by stepping one period at a time, so it never
+// drifts: with AnchorDay 31 the 13th period after Jan 31 is Feb 28 of the
+// following year regardless of the short months in between.
+//
+// The rules, time-of-day handling and errors are those of [NextBillingDate];
+// in addition the result must fall in the years 1..9999.
+func AddBillingPeriods(start time.Time, s Schedule, n int) (time.Time, error) {
+	step, err := s.validate()
+	if err != nil {
+		return time.Time{}, err
+	}
+	if start.IsZero() {
+		return time.Time{}, &FieldError{Field: "billing_date", Value: "0001-01-01T00:00:00Z",
+			Err: fmt.Errorf("%w: zero time", ErrInvalidDate)}
+	}
+	if n > maxPeriods || n < -maxPeriods {
+		return time.Time{}, fmt.Errorf("%w: %d billing periods after %s is out of range",
+			ErrInvalidDate, n, start.UTC().Format(time.RFC3339))
+	}
+	start = start.UTC()
+	// Month index counted from year 0, so the target year and month come
+	// from one division and never depend on time.Date normalisation.
+	idx := start.Year()*12 + int(start.Month()-1) + n*step
+	year, month := floorDiv(idx, 12), time.Month(floorMod(idx, 12)+1)
+	if year < 1 || year > 9999 {
+		return time.Time{}, fmt.Errorf("%w: %d billing periods after %s is out of range",
+			ErrInvalidDate, n, start.Format(time.RFC3339))
+	}
+	var day int
+	if s.BillingWeek != 0 {
+		day = NthFriday(year, month, s.BillingWeek).Day()
+	} else {
+		anchor := s.AnchorDay
+		if anchor == 0 {
+			anchor = start.Day()
+		}
+		day = min(anchor, daysIn(year, month))
+	}
+	return time.Date(year, month, day,
+		start.Hour(), start.Minute(), start.Second(), start.Nanosecond(), time.UTC), nil
+}
+
+// NthFriday returns the n-th Friday of the given month at midnight UTC.
+// When the month has fewer than n Fridays (n is 5 in a month with four) it
+// returns the month's last Friday; n below 1 is treated as 1. year and month
+// are normalised as by [time.Date].
+func NthFriday(year int, month time.Month, n int) time.Time {
+	first := time.Date(year, month, 1, 0, 0, 0, 0, time.UTC)
+	year, month = first.Year(), first.Month()
+	n = max(n, 1)
+	offset := (int(time.Friday) - int(first.Weekday()) + 7) % 7 // days to the first Friday
+	day := 1 + offset + 7*(n-1)
+	for day > daysIn(year, month) {
+		day -= 7
+	}
+	return time.Date(year, month, day, 0, 0, 0, 0, time.UTC)
+}
+
+// FridayWeek reports which Friday of its month t falls on, 1..5, judged in
+// UTC; it returns 0 when t is not a Friday. It is the inverse of [NthFriday]
+// for the Fridays that exist: FridayWeek(NthFriday(y, m, n)) == n when the
+// month has an n-th Friday.
+func FridayWeek(t time.Time) int {
+	t = t.UTC()
+	if t.Weekday() != time.Friday {
+		return 0
+	}
+	return (t.Day()-1)/7 + 1
+}
+
+// BillingPeriod returns the billing_period attribute value of t: its UTC
+// month as "MM/YYYY", e.g. "01/2024".
+func BillingPeriod(t time.Time) string {
+	return t.UTC().Format("01/2006")
+}
+
+// ParseBillingPeriod parses a billing_period value. The input must be exactly
+// "MM/YYYY": a two-digit month 01..12, a slash and a four-digit year
+// 0001..9999, nothing else (no spaces, signs or shorter forms). The error is
+// a [*FieldError] for field billing_period wrapping [ErrInvalidDate].
+func ParseBillingPeriod(s string) (year int, month time.Month, err error) {
+	bad := func(why string) (int, time.Month, error) {
+		return 0, 0, &FieldError{Field: "billing_period", Value: s,
+			Err: fmt.Errorf("%w: %s (want MM/YYYY)", ErrInvalidDate, why)}
+	}
+	if len(s) != 7 || s[2] != '/' {
+		return bad("malformed")
+	}
+	m, ok := digits(s[0:2])
+	if !ok {
+		return bad("malformed month")
+	}
+	y, ok := digits(s[3:7])
+	if !ok {
+		return bad("malformed year")
+	}
+	if m < 1 || m > 12 {
+		return bad("month out of range")
+	}
+	if y < 1 {
+		return bad("year out of range")
+	}
+	return y, time.Month(m), nil
+}
+
+// NotificationWindow returns the range of billing dates the daily pre-billing
+// notifier looks at when it runs at now: [start, end), where start is
+// midnight UTC of now's UTC date plus [NotificationLeadDays] days and end is
+// start plus one day. For a run at 2026-12-29T23:59Z the window is
+// [2027-01-02, 2027-01-03).
+//
+// A non-empty override (the scheduler event's date field, used for manual
+// backfill runs) replaces the computed start: it must be exactly eight digits
+// "YYYYMMDD" naming a real date (year 0001..9999), and start is that date at
+// 00:00 UTC; now is then ignored. The error is a [*FieldError] wrapping
+// [ErrInvalidDate] for a malformed override, or for a zero now when there is
+// no override (a clock that was never injected).
+func NotificationWindow(now time.Time, override string) (start, end time.Time, err error) {
+	if override != "" {
+		start, err = parseDay(override)
+		if err != nil {
+			return time.Time{}, time.Time{}, err
+		}
+	} else {
+		if now.IsZero() {
+			return time.Time{}, time.Time{}, &FieldError{Field: "now", Value: "0001-01-01T00:00:00Z",
+				Err: fmt.Errorf("%w: zero time (clock not set)", ErrInvalidDate)}
+		}
+		now = now.UTC()
+		start = time.Date(now.Year(), now.Month(), now.Day()+NotificationLeadDays, 0, 0, 0, 0, time.UTC)
+	}
+	return start, start.AddDate(0, 0, 1), nil
+}
+
+// parseDay parses a strict "YYYYMMDD" date to midnight UTC.
+func parseDay(s string) (time.Time, error) {
+	bad := func(why string) (time.Time, error) {
+		return time.Time{}, &FieldError{Field: "date", Value: s,
+			Err: fmt.Errorf("%w: %s (want YYYYMMDD)", ErrInvalidDate, why)}
+	}
+	if len(s) != 8 {
+		return bad("malformed")
+	}
+	y, ok1 := digits(s[0:4])
+	m, ok2 := digits(s[4:6])
+	d, ok3 := digits(s[6:8])
+	if !ok1 || !ok2 || !ok3 {
+		return bad("malformed")
+	}
+	if y < 1 || m < 1 || m > 12 || d < 1 || d > daysIn(y, time.Month(m)) {
+		return bad("no such date")
+	}
+	return time.Date(y, time.Month(m), d, 0, 0, 0, 0, time.UTC), nil
+}
+
+// digits parses s, which must consist only of ASCII digits, as a decimal.
+func digits(s string) (int, bool) {
+	if s == "" {
+		return 0, false
+	}
+	v := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int(c-'0')
+	}
+	return v, true
+}
+
+// daysIn returns the number of days in the month.
+func daysIn(year int, month time.Month) int {
+	return time.Date(year, month+1, 0, 0, 0, 0, 0, time.UTC).Day()
+}
+
+func floorDiv(a, b int) int {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
+
+func floorMod(a, b int) int { return a - floorDiv(a, b)*b }

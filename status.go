@@ -1,0 +1,158 @@
+package billing
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Status is the billing_status of a record: where one billing period stands
+// in its collection lifecycle.
+//
+// # Transition table
+//
+// Every state change the library writes is checked against this table by
+// [CanTransition]; a change the table does not allow is an
+// [ErrIllegalTransition] and is never written. Rows are the current status,
+// the second column lists every status it may move to. A status moving to
+// itself is only allowed where listed (an ERROR record that fails again stays
+// ERROR; an admin edit of a SCHEDULED or PAUSED record keeps its status).
+//
+//	from            to
+//	--------------  ----------------------------------------------------------------
+//	SCHEDULED       SCHEDULED ACHSENT COMPLETED ERROR WAIVED CANCELLED PAUSED STALE
+//	ACHSENT         COMPLETED ERROR
+//	ERROR           ERROR ACHSENT COMPLETED WAIVED CANCELLED STALE
+//	PAUSED          PAUSED PAUSED_SKIPPED SCHEDULED CANCELLED
+//	COMPLETED       REFUNDED
+//	WAIVED          (none)
+//	CANCELLED       (none)
+//	PAUSED_SKIPPED  (none)
+//	REFUNDED        (none)
+//	STALE           (none)
+//	INACTIVE        (none; never stored)
+//
+// Why these rows:
+//   - SCHEDULED is where every period starts. A collection attempt moves it to
+//     ACHSENT (an ACH debit awaiting settlement), COMPLETED (the processor
+//     settled at once) or ERROR (declined). An operator may waive, cancel or
+//     pause it; the collector marks it STALE when it is older than the
+//     stale threshold.
+//   - ACHSENT only waits for settlement: COMPLETED, or ERROR on an ACH
+//     return. Anything else would lose track of money in flight.
+//   - ERROR is retried (ERROR again, ACHSENT, COMPLETED), forgiven
+//     (WAIVED), cancelled, or given up on (STALE).
+//   - PAUSED is advanced by the pause run (PAUSED_SKIPPED), resumed
+//     (SCHEDULED), edited (PAUSED) or cancelled.
+//   - COMPLETED is terminal for collection; only a refund may follow it.
+//   - INACTIVE is a sentinel meaning "no active subscription": it is never
+//     stored, so it has no transitions at all.
+type Status string
+
+// The statuses of the legacy billing-activity table.
+const (
+	StatusScheduled     Status = "SCHEDULED"
+	StatusACHSent       Status = "ACHSENT"
+	StatusCompleted     Status = "COMPLETED"
+	StatusError         Status = "ERROR"
+	StatusWaived        Status = "WAIVED"
+	StatusCancelled     Status = "CANCELLED"
+	StatusPaused        Status = "PAUSED"
+	StatusPausedSkipped Status = "PAUSED_SKIPPED"
+	StatusRefunded      Status = "REFUNDED"
+	StatusStale         Status = "STALE"
+
+	// StatusInactive represents the absence of an active subscription. It is
+	// never stored: encoding a record with it is an error.
+	StatusInactive Status = "INACTIVE"
+)
+
+// Statuses lists every status, the INACTIVE sentinel last.
+func Statuses() []Status {
+	return []Status{
+		StatusScheduled, StatusACHSent, StatusCompleted, StatusError,
+		StatusWaived, StatusCancelled, StatusPaused, StatusPausedSkipped,
+		StatusRefunded, StatusStale, StatusInactive,
+	}
+}
+
+// transitions is the table documented on [Status].
+var transitions = map[Status][]Status{
+	StatusScheduled: {StatusScheduled, StatusACHSent, StatusCompleted, StatusError, StatusWaived, StatusCancelled, StatusPaused, StatusStale},
+	StatusACHSent:   {StatusCompleted, StatusError},
+	StatusError:     {StatusError, StatusACHSent, StatusCompleted, StatusWaived, StatusCancelled, StatusStale},
+	StatusPaused:    {StatusPaused, StatusPausedSkipped, StatusScheduled, StatusCancelled},
+	StatusCompleted: {StatusRefunded},
+}
+
+// ParseStatus parses a stored billing_status value. Values are
+// case-sensitive, as stored. An unknown value is an error wrapping
+// [ErrInvalidStatus] and naming the value.
+func ParseStatus(s string) (Status, error) {
+	st := Status(s)
+	if !st.Valid() {
+		return "", &FieldError{Field: "billing_status", Value: s, Err: ErrInvalidStatus}
+	}
+	return st, nil
+}
+
+// Valid reports whether s is one of the statuses (INACTIVE included).
+func (s Status) Valid() bool {
+	return slices.Contains(Statuses(), s)
+}
+
+// Storable reports whether s may be written to a table: every valid status
+// except the INACTIVE sentinel.
+func (s Status) Storable() bool {
+	return s.Valid() && s != StatusInactive
+}
+
+// IsTerminal reports whether no further collection happens for a record in
+// this status: COMPLETED, WAIVED, CANCELLED, PAUSED_SKIPPED, REFUNDED, STALE
+// and the INACTIVE sentinel. COMPLETED is terminal for collection although a
+// refund may still follow it (see the table on [Status]).
+func (s Status) IsTerminal() bool {
+	switch s {
+	case StatusCompleted, StatusWaived, StatusCancelled, StatusPausedSkipped,
+		StatusRefunded, StatusStale, StatusInactive:
+		return true
+	}
+	return false
+}
+
+// IsCollectible reports whether a collection attempt may be made on a record
+// in this status: SCHEDULED or ERROR.
+func (s Status) IsCollectible() bool {
+	return s == StatusScheduled || s == StatusError
+}
+
+// String returns the stored form.
+func (s Status) String() string { return string(s) }
+
+// CanTransition reports whether the table on [Status] allows a record in
+// status from to be written with status to.
+func CanTransition(from, to Status) bool {
+	return slices.Contains(transitions[from], to)
+}
+
+// CheckTransition returns nil when [CanTransition] allows the change and a
+// [*TransitionError] wrapping [ErrIllegalTransition] otherwise.
+func CheckTransition(from, to Status) error {
+	if CanTransition(from, to) {
+		return nil
+	}
+	return &TransitionError{From: from, To: to}
+}
+
+// TransitionError reports a status change the transition table forbids.
+// It wraps [ErrIllegalTransition].
+type TransitionError struct {
+	From, To Status
+}
+
+// Error implements error.
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("%s: %s -> %s", ErrIllegalTransition, e.From, e.To)
+}
+
+// Unwrap returns [ErrIllegalTransition].
+func (e *TransitionError) Unwrap() error { return ErrIllegalTransition }

@@ -1,0 +1,144 @@
+package billing
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// allowed is the transition table written out independently of the
+// implementation, as documented on Status: "from": "to to to".
+var allowed = map[Status]string{
+	StatusScheduled:     "SCHEDULED ACHSENT COMPLETED ERROR WAIVED CANCELLED PAUSED STALE",
+	StatusACHSent:       "COMPLETED ERROR",
+	StatusError:         "ERROR ACHSENT COMPLETED WAIVED CANCELLED STALE",
+	StatusPaused:        "PAUSED PAUSED_SKIPPED SCHEDULED CANCELLED",
+	StatusCompleted:     "REFUNDED",
+	StatusWaived:        "",
+	StatusCancelled:     "",
+	StatusPausedSkipped: "",
+	StatusRefunded:      "",
+	StatusStale:         "",
+	StatusInactive:      "",
+}
+
+func TestCanTransitionEveryPair(t *testing.T) {
+	all := Statuses()
+	if len(all) != 11 {
+		t.Fatalf("Statuses() = %d values, want 11", len(all))
+	}
+	checked := 0
+	for _, from := range all {
+		want := map[Status]bool{}
+		for _, to := range strings.Fields(allowed[from]) {
+			want[Status(to)] = true
+		}
+		for _, to := range all {
+			checked++
+			got := CanTransition(from, to)
+			if got != want[to] {
+				t.Errorf("CanTransition(%s, %s) = %v, want %v", from, to, got, want[to])
+			}
+			err := CheckTransition(from, to)
+			if want[to] != (err == nil) {
+				t.Errorf("CheckTransition(%s, %s) = %v", from, to, err)
+			}
+			if err != nil {
+				var te *TransitionError
+				if !errors.Is(err, ErrIllegalTransition) || !errors.As(err, &te) || te.From != from || te.To != to {
+					t.Errorf("CheckTransition(%s, %s) error %v does not carry the pair", from, to, err)
+				}
+				if !strings.Contains(err.Error(), string(from)+" -> "+string(to)) {
+					t.Errorf("error %q does not name the pair", err)
+				}
+			}
+		}
+	}
+	if checked != 121 {
+		t.Fatalf("checked %d pairs, want 121", checked)
+	}
+	// Unknown statuses never transition.
+	for _, s := range []Status{"", "scheduled", "PENDING"} {
+		if CanTransition(s, StatusScheduled) || CanTransition(StatusScheduled, s) {
+			t.Errorf("unknown status %q transitions", s)
+		}
+	}
+}
+
+func TestTerminalStatusesHaveNoWayBack(t *testing.T) {
+	for _, s := range Statuses() {
+		outs := strings.Fields(allowed[s])
+		switch {
+		case s == StatusCompleted:
+			if !s.IsTerminal() || len(outs) != 1 || outs[0] != "REFUNDED" {
+				t.Errorf("COMPLETED: terminal=%v outs=%v", s.IsTerminal(), outs)
+			}
+		case s.IsTerminal():
+			if len(outs) != 0 {
+				t.Errorf("terminal %s has transitions %v", s, outs)
+			}
+		default:
+			if len(outs) == 0 {
+				t.Errorf("non-terminal %s has no transitions", s)
+			}
+		}
+	}
+}
+
+func TestStatusPredicates(t *testing.T) {
+	tests := []struct {
+		s                                      Status
+		terminal, collectible, storable, valid bool
+	}{
+		{StatusScheduled, false, true, true, true},
+		{StatusACHSent, false, false, true, true},
+		{StatusCompleted, true, false, true, true},
+		{StatusError, false, true, true, true},
+		{StatusWaived, true, false, true, true},
+		{StatusCancelled, true, false, true, true},
+		{StatusPaused, false, false, true, true},
+		{StatusPausedSkipped, true, false, true, true},
+		{StatusRefunded, true, false, true, true},
+		{StatusStale, true, false, true, true},
+		{StatusInactive, true, false, false, true},
+		{"", false, false, false, false},
+		{"Completed", false, false, false, false},
+	}
+	for _, tt := range tests {
+		if got := tt.s.IsTerminal(); got != tt.terminal {
+			t.Errorf("%q.IsTerminal() = %v", tt.s, got)
+		}
+		if got := tt.s.IsCollectible(); got != tt.collectible {
+			t.Errorf("%q.IsCollectible() = %v", tt.s, got)
+		}
+		if got := tt.s.Storable(); got != tt.storable {
+			t.Errorf("%q.Storable() = %v", tt.s, got)
+		}
+		if got := tt.s.Valid(); got != tt.valid {
+			t.Errorf("%q.Valid() = %v", tt.s, got)
+		}
+	}
+}
+
+func TestParseStatus(t *testing.T) {
+	for _, s := range Statuses() {
+		got, err := ParseStatus(string(s))
+		if err != nil || got != s {
+			t.Errorf("ParseStatus(%q) = %q, %v", s, got, err)
+		}
+	}
+	for _, bad := range []string{"", "scheduled", "ACH_SENT", " SCHEDULED", "PENDING_CANCELLATION"} {
+		_, err := ParseStatus(bad)
+		if !errors.Is(err, ErrInvalidStatus) {
+			t.Errorf("ParseStatus(%q) err = %v, want ErrInvalidStatus", bad, err)
+			continue
+		}
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != "billing_status" || fe.Value != bad {
+			t.Errorf("ParseStatus(%q) err = %#v, want FieldError naming the value", bad, err)
+		}
+		if !strings.Contains(err.Error(), `"`+bad+`"`) {
+			t.Errorf("error %q does not quote the value", err)
+		}
+	}
+}

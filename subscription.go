@@ -1,0 +1,247 @@
+package billing
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Subscription is one billing period of one user: a record of the
+// billing-activity table (and, with its data_ fields, a row of
+// billing-activity-history). Field comments give the stored attribute name;
+// those names, the key schema and the encodings are the wire contract with
+// existing tables (see [EncodeItem]).
+type Subscription struct {
+	// UserID is the owning user (user_id, partition key).
+	UserID string
+	// BillingDate is the due date of the period (billing_date, sort key),
+	// stored in whole seconds UTC.
+	BillingDate time.Time
+	// SubscriptionID is the UUID of this record (subscription_id, key of
+	// subscription_id-index).
+	SubscriptionID string
+	// Amount is charged for the period (billing_amount, a string like "4.99").
+	Amount Amount
+	// Status is the lifecycle status (billing_status).
+	Status Status
+	// BillingPeriod is BillingDate as "MM/YYYY" (billing_period);
+	// informational, see [BillingPeriod].
+	BillingPeriod string
+	// TransactionID is the processor's confirmation ID of the latest attempt
+	// (transaction_id).
+	TransactionID string
+	// PaymentError is the processor's message for the latest failed attempt
+	// (usio_error); cleared when the record completes.
+	PaymentError string
+	// InitialRunDate is the first collection attempt of the period (initial_run_date).
+	InitialRunDate time.Time
+	// CompletionDate is when the record reached a terminal status (completion_date).
+	CompletionDate time.Time
+	// LastRunDate is the latest update (last_run_date, sort key of the history
+	// table), stored with a fixed nine-digit fraction. Every write advances it.
+	LastRunDate time.Time
+	// CreatedDate is when the record was first written (created_date).
+	CreatedDate time.Time
+	// Process is the stage that last updated the record (process).
+	Process Process
+	// UpdatedEvent tags a lifecycle update (updated_event).
+	UpdatedEvent UpdatedEvent
+	// Term is MONTHLY or YEARLY (term); a missing term reads as MONTHLY.
+	Term Term
+	// ReceiptAccountMask is the last four digits of the charged account
+	// (receipt_account_mask).
+	ReceiptAccountMask string
+	// ReceiptTierName is the tier at collection time, "Name:Version"
+	// (receipt_tier_name); see [Subscription.Tier].
+	ReceiptTierName string
+	// ReceiptPaymentType is the payment method type, e.g. "ACH" (receipt_payment_type).
+	ReceiptPaymentType string
+	// BillingWeek is which Friday of the month the user is billed on, 1–5,
+	// for Friday billing; 0 means not on Friday billing and the attribute
+	// billing_week is absent.
+	BillingWeek int
+	// PauseDurationMonths is how many months the subscription stays paused
+	// (pause_duration_months).
+	PauseDurationMonths int
+	// IsPendingDowngrade is true while a requested downgrade is not applied
+	// (is_pending_downgrade, omitted when false).
+	IsPendingDowngrade bool
+
+	// AnchorDay is the day of month the subscription was first billed on,
+	// 1–31, carried from period to period so that a Jan 31 subscription bills
+	// on Mar 31 after Feb 28 (billing_anchor_day, added by this library and
+	// optional: 0 means unknown, and the day of BillingDate is used).
+	AnchorDay int
+	// Attempt counts the collection attempts of this period whose outcome was
+	// recorded (billing_attempt, added by this library, optional). Together
+	// with SubscriptionID it derives the payment idempotency key.
+	Attempt int
+
+	// Data holds the data_-prefixed attributes, keyed by their full name.
+	// They are written to the history table only; [EncodeItem] strips them
+	// from the primary item.
+	Data map[string]types.AttributeValue
+	// Extra holds attributes this library does not know, keyed by name, so
+	// that rewriting an item written by another service never drops them.
+	Extra map[string]types.AttributeValue
+
+	// rawBillingDate is billing_date exactly as read, so that a legacy key
+	// that is not in the canonical form is written back unchanged.
+	rawBillingDate string
+}
+
+// Key describes the item's primary key for error messages and logs.
+func (s *Subscription) Key() string {
+	return fmt.Sprintf("user_id=%s billing_date=%s", s.UserID, s.BillingDate.UTC().Format(time.RFC3339))
+}
+
+// Tier returns the tier name of ReceiptTierName: "Plus" for "Plus:v2".
+func (s *Subscription) Tier() string {
+	name, _ := SplitTier(s.ReceiptTierName)
+	return name
+}
+
+// TierVersion returns the tier version of ReceiptTierName: "v2" for
+// "Plus:v2", "" when there is none.
+func (s *Subscription) TierVersion() string {
+	_, v := SplitTier(s.ReceiptTierName)
+	return v
+}
+
+// EffectiveAnchorDay returns AnchorDay, or the day of BillingDate when the
+// record does not carry one (legacy items).
+func (s *Subscription) EffectiveAnchorDay() int {
+	if s.AnchorDay > 0 {
+		return s.AnchorDay
+	}
+	return s.BillingDate.UTC().Day()
+}
+
+// Schedule returns the record's billing schedule: its term, anchor day and
+// Friday billing week, as used by [NextBillingDate].
+func (s *Subscription) Schedule() Schedule {
+	return Schedule{Term: s.Term, AnchorDay: s.EffectiveAnchorDay(), BillingWeek: s.BillingWeek}
+}
+
+// Clone returns a deep copy: the Data and Extra maps are copied, so changing
+// the clone's maps never changes s.
+func (s *Subscription) Clone() Subscription {
+	c := *s
+	c.Data = cloneAttrs(s.Data)
+	c.Extra = cloneAttrs(s.Extra)
+	return c
+}
+
+func cloneAttrs(m map[string]types.AttributeValue) map[string]types.AttributeValue {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]types.AttributeValue, len(m))
+	for k, v := range m {
+		out[k] = v // AttributeValues are treated as immutable.
+	}
+	return out
+}
+
+// SplitTier splits a receipt_tier_name "Name:Version" at its first colon:
+// "Plus:v2" gives ("Plus", "v2"), "Plus" gives ("Plus", "").
+func SplitTier(s string) (name, version string) {
+	name, version, _ = strings.Cut(s, ":")
+	return name, version
+}
+
+// JoinTier builds a receipt_tier_name: JoinTier("Plus", "v2") is "Plus:v2";
+// an empty version gives just the name.
+func JoinTier(name, version string) string {
+	if version == "" {
+		return name
+	}
+	return name + ":" + version
+}
+
+// Term is the billing term of a subscription: how far apart its billing
+// periods are. It is stored in the term attribute.
+type Term string
+
+// The terms. An empty stored term decodes as [TermMonthly].
+const (
+	TermMonthly Term = "MONTHLY"
+	TermYearly  Term = "YEARLY"
+)
+
+// ParseTerm parses a stored term: "MONTHLY", "YEARLY", or "" (MONTHLY).
+// Anything else wraps [ErrInvalidTerm].
+func ParseTerm(s string) (Term, error) {
+	switch Term(s) {
+	case "", TermMonthly:
+		return TermMonthly, nil
+	case TermYearly:
+		return TermYearly, nil
+	}
+	return "", &FieldError{Field: "term", Value: s, Err: ErrInvalidTerm}
+}
+
+// Months returns the length of the term in months: 1 or 12 (empty is MONTHLY).
+// It returns 0 for an unknown term.
+func (t Term) Months() int {
+	switch t {
+	case "", TermMonthly:
+		return 1
+	case TermYearly:
+		return 12
+	}
+	return 0
+}
+
+// Process names the collection stage or flow that last wrote a record
+// (the process attribute).
+type Process string
+
+// The processes.
+const (
+	ProcessInitial         Process = "INITIAL"          // first scheduled attempt
+	ProcessRetry           Process = "RETRY"            // daily retry of an ERROR record
+	ProcessPause           Process = "PAUSE"            // pause run advancing a past-due PAUSED record
+	ProcessWebhook         Process = "WEBHOOK"          // income-detection event
+	ProcessWebhookBalance  Process = "WEBHOOK_BALANCE"  // new-account balance event
+	ProcessBatch           Process = "BATCH"            // operational batch run
+	ProcessReactivation    Process = "REACTIVATION"     // user reactivation flow
+	ProcessManualRepayment Process = "MANUAL_REPAYMENT" // POST .../pay
+	ProcessNotIdentified   Process = "NOT_IDENTIFIED"   // could not be determined
+)
+
+// Processes lists every known process.
+func Processes() []Process {
+	return []Process{
+		ProcessInitial, ProcessRetry, ProcessPause, ProcessWebhook, ProcessWebhookBalance,
+		ProcessBatch, ProcessReactivation, ProcessManualRepayment, ProcessNotIdentified,
+	}
+}
+
+// Valid reports whether p is a known process. Decoding keeps unknown values
+// as they are (the attribute is informational); writers should use known ones.
+func (p Process) Valid() bool {
+	for _, q := range Processes() {
+		if p == q {
+			return true
+		}
+	}
+	return false
+}
+
+// UpdatedEvent tags a specific lifecycle update (the updated_event attribute).
+// Other services write it too, so decoding keeps any value.
+type UpdatedEvent string
+
+// The known updated events.
+const (
+	EventPauseSkipped       UpdatedEvent = "pause-skipped"
+	EventPausePendingResume UpdatedEvent = "pause-pending-resume"
+	EventPauseResume        UpdatedEvent = "pause-resume"
+	EventUserReactivated    UpdatedEvent = "user-reactivated"
+	// EventPendingCancellation marks a user who has started cancelling; the
+	// notifier sends them nothing.
+	EventPendingCancellation UpdatedEvent = "PENDING_CANCELLATION"
+)
