@@ -115,7 +115,9 @@ func isKnown(name string) bool {
 // ("4.99"); term always written (MONTHLY when empty); empty strings, a zero
 // billing_week, pause_duration_months, billing_anchor_day and
 // billing_attempt, and a false is_pending_downgrade are omitted; Extra
-// attributes are written back unchanged.
+// attributes are written back unchanged. A record decoded from an item keeps
+// that item's billing_date and last_run_date strings while they denote the
+// same instants, so a legacy key is addressed byte for byte.
 //
 // A record that cannot be stored (no user, subscription ID or billing date,
 // the INACTIVE status, out-of-range numbers) is an error naming the field.
@@ -163,14 +165,7 @@ func encode(s *Subscription, withData bool) (map[string]types.AttributeValue, er
 			item[name] = &types.AttributeValueMemberS{Value: v}
 		}
 	}
-	bd, err := timefmt.Seconds(s.BillingDate)
-	if raw := s.rawBillingDate; raw != "" && raw != bd {
-		// A legacy key with a fraction or an offset: keep it byte for byte,
-		// or a rewrite would address (and create) a different item.
-		if t, perr := timefmt.Parse(raw); perr == nil && t.Equal(s.BillingDate) {
-			bd = raw
-		}
-	}
+	bd, err := s.billingDateKey()
 	if err != nil {
 		return nil, bad(AttrBillingDate, s.BillingDate.String(), fmt.Errorf("%w: %w", ErrInvalidDate, err))
 	}
@@ -193,6 +188,11 @@ func encode(s *Subscription, withData bool) (map[string]types.AttributeValue, er
 			return nil, bad(name, p.String(), fmt.Errorf("%w: %w", ErrInvalidDate, err))
 		}
 		item[name] = &types.AttributeValueMemberS{Value: v}
+	}
+	if lr := s.LastRunDateKey(); lr != "" {
+		// Keep a legacy last_run_date byte for byte: conditional writes
+		// compare it as a string.
+		item[AttrLastRunDate] = &types.AttributeValueMemberS{Value: lr}
 	}
 	for name, f := range intFields(s) {
 		v := *f.p
@@ -304,6 +304,9 @@ func DecodeItem(item map[string]types.AttributeValue) (Subscription, error) {
 			}
 			if !t.Equal(time.Time{}) {
 				*p = t
+				if name == AttrLastRunDate {
+					s.rawLastRunDate = v
+				}
 			}
 			continue
 		}
@@ -407,4 +410,46 @@ func itemKey(item map[string]types.AttributeValue) string {
 		k += " last_run_date=" + get(AttrLastRunDate)
 	}
 	return k
+}
+
+// BillingDateKey returns billing_date exactly as it is (or will be) stored:
+// whole seconds UTC, or the original string of a legacy item read with
+// another form of the same instant (so a rewrite addresses the same item).
+// It returns "" for a zero or unencodable BillingDate.
+func (s *Subscription) BillingDateKey() string {
+	k, _ := s.billingDateKey()
+	return k
+}
+
+func (s *Subscription) billingDateKey() (string, error) {
+	bd, err := timefmt.Seconds(s.BillingDate)
+	if err != nil || s.BillingDate.IsZero() {
+		return "", err
+	}
+	if raw := s.rawBillingDate; raw != "" && raw != bd {
+		if t, perr := timefmt.Parse(raw); perr == nil && t.Equal(s.BillingDate) {
+			return raw, nil
+		}
+	}
+	return bd, nil
+}
+
+// LastRunDateKey returns last_run_date exactly as it is (or will be) stored:
+// a fixed nine-digit fraction, or the original string of a legacy item read
+// with another form of the same instant. Conditional writes compare this
+// string. It returns "" when LastRunDate is zero.
+func (s *Subscription) LastRunDateKey() string {
+	if s.LastRunDate.IsZero() {
+		return ""
+	}
+	n, err := timefmt.Nanos(s.LastRunDate)
+	if err != nil {
+		return ""
+	}
+	if raw := s.rawLastRunDate; raw != "" && raw != n {
+		if t, perr := timefmt.Parse(raw); perr == nil && t.Equal(s.LastRunDate) {
+			return raw
+		}
+	}
+	return n
 }

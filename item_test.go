@@ -138,6 +138,7 @@ func TestDecodeValues(t *testing.T) {
 		ReceiptPaymentType: "ACH",
 		ReceiptTierName:    "Plus:v1",
 		rawBillingDate:     "2023-11-30T09:00:00Z",
+		rawLastRunDate:     "2023-11-30T03:01:02.123456-06:00",
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("decoded\n%+v\nwant\n%+v", s, want)

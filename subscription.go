@@ -90,6 +90,9 @@ type Subscription struct {
 	// rawBillingDate is billing_date exactly as read, so that a legacy key
 	// that is not in the canonical form is written back unchanged.
 	rawBillingDate string
+	// rawLastRunDate is last_run_date exactly as read: conditional writes
+	// compare it as a string.
+	rawLastRunDate string
 }
 
 // Key describes the item's primary key for error messages and logs.
