@@ -1,0 +1,86 @@
+package billingtest_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+)
+
+const memLease = time.Minute
+
+func TestLockerSuite(t *testing.T) {
+	billingtest.TestLocker(t, func(t *testing.T) billingtest.LockerHarness {
+		clock := billingtest.NewClock(time.Date(2024, 1, 31, 0, 0, 0, 0, time.UTC))
+		l := billingtest.NewLocker(clock, memLease)
+		return billingtest.LockerHarness{
+			Locker:    l,
+			Stalled:   stallingLocker{l},
+			WaitLease: func() { clock.Advance(memLease) },
+		}
+	})
+}
+
+// stallingLocker locks through an in-memory Locker and stops each lease's
+// heartbeat at once.
+type stallingLocker struct{ l *billingtest.Locker }
+
+func (s stallingLocker) Lock(ctx context.Context, userID string) (billing.Lease, error) {
+	lease, err := s.l.Lock(ctx, userID)
+	if err == nil {
+		s.l.StopHeartbeat(lease)
+	}
+	return lease, err
+}
+
+func TestLockerStopHeartbeat(t *testing.T) {
+	clock := billingtest.NewClock(time.Time{})
+	l := billingtest.NewLocker(clock, memLease)
+	lease, err := l.Lock(t.Context(), "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(10 * memLease) // heartbeating: never expires
+	if !l.Locked("u1") {
+		t.Fatal("a heartbeating lease expired")
+	}
+	l.StopHeartbeat(lease)
+	clock.Advance(memLease - time.Nanosecond)
+	if !l.Locked("u1") {
+		t.Fatal("a stopped lease expired before its lease duration")
+	}
+	select {
+	case <-lease.Lost():
+		t.Fatal("Lost closed before the lease duration passed")
+	case <-time.After(20 * time.Millisecond):
+	}
+	clock.Advance(time.Nanosecond)
+	select {
+	case <-lease.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lost not closed after the lease duration passed on the clock")
+	}
+	if l.Locked("u1") {
+		t.Error("Locked reports an expired lease")
+	}
+	if err := lease.Release(t.Context()); !errors.Is(err, billing.ErrLeaseLost) {
+		t.Errorf("Release = %v, want ErrLeaseLost", err)
+	}
+}
+
+func TestLockerStopHeartbeatForeignLease(t *testing.T) {
+	a, b := billingtest.NewLocker(nil, 0), billingtest.NewLocker(nil, 0)
+	lease, err := a.Lock(t.Context(), "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("StopHeartbeat of another Locker's lease did not panic")
+		}
+	}()
+	b.StopHeartbeat(lease)
+}
