@@ -55,6 +55,38 @@
 //	}
 //	next, err := billing.NextBillingDate(sub.BillingDate, sub.Schedule())
 //
-// The repository, locks, collector and notifier build on these types; see
-// the README for the state of each.
+// # Storage
+//
+// [Repository] and [History] are the storage ports; [NewDynamoRepository]
+// and [NewDynamoHistory] implement them on the legacy tables, and package
+// billingtest has an in-memory twin that passes the same conformance suites.
+// Writes are transactions conditional on what the writer read, so a stale
+// reader gets [ErrConflict] instead of overwriting newer state:
+//
+//	client := dynamodb.NewFromConfig(awsCfg) // or any DynamoDBAPI
+//	cfg := billing.DynamoConfig{Client: client} // default table names
+//	if err := billing.CreateTables(ctx, client, cfg.Tables); err != nil { // tests and local runs
+//		return err
+//	}
+//	repo, err := billing.NewDynamoRepository(cfg)
+//	if err != nil {
+//		return err
+//	}
+//	page, err := billing.ScheduledPage(ctx, repo, clock.Now(), cursor)
+//	for _, sub := range page.Items {
+//		next := sub.Clone()
+//		next.Status = billing.StatusWaived
+//		next.LastRunDate = clock.Now()
+//		if err := repo.Update(ctx, &sub, &next); billing.IsConflict(err) {
+//			// someone else wrote first: re-read and decide again
+//		}
+//	}
+//	// page.Next continues the run in the next invocation
+//
+// # Locks
+//
+// A [Locker] hands out per-user billing leases ([NewDynamoLocker] on
+// dynamolock). The lock keeps two processes from working on one user at
+// once; the conditional writes are what make that safe when a lease is
+// lost.
 package billing

@@ -1,10 +1,27 @@
 // Package billingtest helps test code that uses package billing: fakes for
-// every port (a controllable [Clock], in-memory storage and locks) and the
-// conformance suites every implementation of a port must pass.
+// every port (a controllable [Clock], an in-memory [Store] implementing
+// billing.Repository and billing.History, an in-memory [Locker]) and the
+// conformance suites every implementation of a port must pass
+// ([TestRepository], [TestHistory], [TestLocker]).
 //
 // # Wiring
 //
 //	clock := billingtest.NewClock(time.Date(2024, 1, 31, 0, 0, 0, 0, time.UTC))
-//	// hand clock to anything that takes a billing.Clock, then
+//	store := billingtest.NewStore(billingtest.StoreOptions{PageSize: 50})
+//	repo, hist := store.Repository(), store.History()
+//	locker := billingtest.NewLocker(clock, time.Minute)
+//	// hand them to the code under test, then
 //	clock.Advance(24 * time.Hour)
+//	billingtest.RequireHistoryMatchesPrimary(t, repo, hist, "user-1")
+//
+// # Conformance
+//
+// A storage implementation proves it behaves like DynamoDB by passing the
+// suites with a factory that returns fresh, empty stores:
+//
+//	func TestMyRepository(t *testing.T) {
+//		billingtest.TestRepository(t, func(t *testing.T, opts billingtest.StoreOptions) (billing.Repository, billing.History) {
+//			return newMyStores(t, opts)
+//		})
+//	}
 package billingtest

@@ -1,0 +1,323 @@
+package billingtest
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynabill/billing"
+)
+
+// TestHistory runs the conformance suite of [billing.History] on the
+// histories newHistory returns, each on a fresh, empty table. Every
+// subtest calls t.Parallel and uses its own history and IDs.
+//
+// It checks that Add appends and never overwrites (a taken user_id and
+// last_run_date is a *ConflictError wrapping ErrAlreadyExists), that
+// AddAll writes every row or, for rows sharing a key within the call or
+// unstorable rows, nothing, that both listings are ascending by
+// last_run_date in time order (the fixed-width encoding) and complete,
+// and that data_ and unknown attributes round trip. ListBySubscription
+// reads an index: it is expected to see rows written before it, as moto
+// and DynamoDB Local do.
+func TestHistory(t *testing.T, newHistory func(t *testing.T) billing.History) {
+	t.Helper()
+	s := &histSuite{newHistory: newHistory, ids: newSuiteIDs()}
+	for _, c := range s.cases() {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(t)
+		})
+	}
+}
+
+type histSuite struct {
+	newHistory func(t *testing.T) billing.History
+	ids        *suiteIDs
+}
+
+type histEnv struct {
+	t    *testing.T
+	hist billing.History
+}
+
+func (s *histSuite) env(t *testing.T) *histEnv {
+	t.Helper()
+	h := s.newHistory(t)
+	if h == nil {
+		t.Fatal("billingtest.TestHistory: the factory returned a nil History")
+	}
+	return &histEnv{t: t, hist: h}
+}
+
+func (e *histEnv) add(rows ...billing.Subscription) {
+	e.t.Helper()
+	for i := range rows {
+		if err := e.hist.Add(e.t.Context(), &rows[i]); err != nil {
+			e.t.Fatalf("History.Add(%s at %s): %v", rows[i].Key(), rows[i].LastRunDateKey(), err)
+		}
+	}
+}
+
+func (e *histEnv) bySub(id string) []billing.Subscription {
+	e.t.Helper()
+	rows, err := e.hist.ListBySubscription(e.t.Context(), id)
+	if err != nil {
+		e.t.Fatalf("ListBySubscription(%s): %v", id, err)
+	}
+	return rows
+}
+
+func (e *histEnv) byUser(u string) []billing.Subscription {
+	e.t.Helper()
+	rows, err := e.hist.ListByUser(e.t.Context(), u)
+	if err != nil {
+		e.t.Fatalf("ListByUser(%s): %v", u, err)
+	}
+	return rows
+}
+
+// requireRows checks that got are want in this order, attribute for
+// attribute (data_ included).
+func (e *histEnv) requireRows(what string, got, want []billing.Subscription) {
+	e.t.Helper()
+	if len(got) != len(want) {
+		e.t.Fatalf("%s: %d rows %v, want %d %v", what, len(got), runDates(got), len(want), runDates(want))
+	}
+	for i := range got {
+		if d := diffHistoryRow(&got[i], &want[i]); d != "" {
+			e.t.Fatalf("%s: row %d (want last_run_date %s) differs: %s\n got order %v", what, i, want[i].LastRunDateKey(), d, runDates(got))
+		}
+	}
+}
+
+func runDates(rows []billing.Subscription) []string {
+	out := make([]string, len(rows))
+	for i := range rows {
+		out[i] = rows[i].LastRunDateKey()
+	}
+	return out
+}
+
+// rowsOf returns n rows of one subscription at increasing last_run_dates,
+// some of them a fraction of a second apart (a trimmed encoding would
+// misorder 10:00:05.5 and 10:00:05).
+func (s *histSuite) rowsOf(user, subID string, n int) []billing.Subscription {
+	base := s.ids.record(user, day(0), billing.StatusScheduled)
+	base.SubscriptionID = subID
+	rows := make([]billing.Subscription, n)
+	var sec time.Time
+	for i := range rows {
+		if i%2 == 0 {
+			sec = s.ids.second()
+		}
+		rows[i] = base.Clone()
+		rows[i].LastRunDate = sec.Add(time.Duration(i%2) * 500 * time.Millisecond)
+		rows[i].Attempt = i
+		if i > 0 {
+			rows[i].Status = billing.StatusError
+		}
+	}
+	return rows
+}
+
+// shuffled returns rows in a fixed scrambled order.
+func shuffled(rows []billing.Subscription) []billing.Subscription {
+	out := make([]billing.Subscription, 0, len(rows))
+	n := len(rows)
+	step := 7
+	for n > 0 && gcd(step, n) != 1 {
+		step++
+	}
+	for i := range n {
+		out = append(out, rows[(i*step+3)%n])
+	}
+	return out
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+func (s *histSuite) cases() []repoCase {
+	ids := s.ids
+	return []repoCase{
+		{"AddAndList", func(t *testing.T) {
+			e := s.env(t)
+			r := ids.fullRecord(ids.user())
+			e.add(r)
+			e.requireRows("ListBySubscription", e.bySub(r.SubscriptionID), []billing.Subscription{r})
+			e.requireRows("ListByUser", e.byUser(r.UserID), []billing.Subscription{r})
+		}},
+		{"ListBySubscriptionAscending", func(t *testing.T) {
+			e := s.env(t)
+			u := ids.user()
+			rows := s.rowsOf(u, ids.subID(), 25)
+			e.add(shuffled(rows)...)
+			e.add(s.rowsOf(u, ids.subID(), 3)...)          // another subscription of the user
+			e.add(s.rowsOf(ids.user(), ids.subID(), 2)...) // and another user's
+			e.requireRows("ListBySubscription", e.bySub(rows[0].SubscriptionID), rows)
+		}},
+		{"ListByUserAscending", func(t *testing.T) {
+			e := s.env(t)
+			u := ids.user()
+			var all []billing.Subscription
+			for range 3 {
+				all = append(all, s.rowsOf(u, ids.subID(), 5)...)
+			}
+			e.add(shuffled(all)...)
+			e.add(s.rowsOf(ids.user(), ids.subID(), 4)...)
+			got := e.byUser(u)
+			want := slices.Clone(all)
+			slices.SortFunc(want, func(a, b billing.Subscription) int { return a.LastRunDate.Compare(b.LastRunDate) })
+			e.requireRows("ListByUser", got, want)
+		}},
+		{"DuplicateKey", func(t *testing.T) {
+			e := s.env(t)
+			r := ids.record(ids.user(), day(0), billing.StatusScheduled)
+			e.add(r)
+			dup := ids.record(r.UserID, day(31), billing.StatusError)
+			dup.LastRunDate = r.LastRunDate
+			err := e.hist.Add(t.Context(), &dup)
+			requireConflict(t, err, billing.ErrAlreadyExists, "history add", r.UserID)
+			e.requireRows("ListByUser", e.byUser(r.UserID), []billing.Subscription{r})
+			if rows := e.bySub(dup.SubscriptionID); len(rows) != 0 {
+				t.Fatalf("the rejected row is listed under its subscription: %d rows", len(rows))
+			}
+		}},
+		{"SameRunDateOtherUser", func(t *testing.T) {
+			e := s.env(t)
+			a := ids.record(ids.user(), day(0), billing.StatusScheduled)
+			b := ids.record(ids.user(), day(0), billing.StatusScheduled)
+			b.LastRunDate = a.LastRunDate
+			e.add(a, b)
+			e.requireRows("ListByUser a", e.byUser(a.UserID), []billing.Subscription{a})
+			e.requireRows("ListByUser b", e.byUser(b.UserID), []billing.Subscription{b})
+		}},
+		{"AddAllSixty", func(t *testing.T) {
+			e := s.env(t)
+			users := []string{ids.user(), ids.user()}
+			subs := []string{ids.subID(), ids.subID(), ids.subID(), ids.subID(), ids.subID(), ids.subID()}
+			var all []billing.Subscription
+			for i, sub := range subs {
+				all = append(all, s.rowsOf(users[i%2], sub, 10)...)
+			}
+			if err := e.hist.AddAll(t.Context(), shuffled(all)); err != nil {
+				t.Fatalf("AddAll of %d rows: %v", len(all), err)
+			}
+			for i, sub := range subs {
+				e.requireRows("ListBySubscription "+sub, e.bySub(sub), all[i*10:(i+1)*10])
+			}
+			for _, u := range users {
+				if got := e.byUser(u); len(got) != 30 {
+					t.Fatalf("user %s has %d rows, want 30", u, len(got))
+				}
+			}
+		}},
+		{"AddAllDuplicateWithinCall", func(t *testing.T) {
+			e := s.env(t)
+			u := ids.user()
+			rows := s.rowsOf(u, ids.subID(), 30)
+			dup := rows[4].Clone()
+			dup.Status = billing.StatusCompleted
+			batch := append(slices.Clone(rows), dup)
+			if err := e.hist.AddAll(t.Context(), batch); err == nil {
+				t.Fatal("AddAll with two rows on one key succeeded")
+			}
+			if got := e.byUser(u); len(got) != 0 {
+				t.Fatalf("%d rows written by a rejected AddAll, want none", len(got))
+			}
+		}},
+		{"AddAllUnstorableRow", func(t *testing.T) {
+			e := s.env(t)
+			u := ids.user()
+			rows := s.rowsOf(u, ids.subID(), 3)
+			noRunDate := ids.record(u, day(1), billing.StatusScheduled)
+			noRunDate.LastRunDate = time.Time{}
+			inactive := ids.record(u, day(2), billing.StatusInactive)
+			for _, bad := range []billing.Subscription{noRunDate, inactive} {
+				if err := e.hist.AddAll(t.Context(), append(slices.Clone(rows), bad)); err == nil {
+					t.Fatalf("AddAll with an unstorable row (%s, last_run_date %q) succeeded", bad.Status, bad.LastRunDateKey())
+				}
+			}
+			if got := e.byUser(u); len(got) != 0 {
+				t.Fatalf("%d rows written by rejected AddAlls, want none", len(got))
+			}
+		}},
+		{"AddAllEmpty", func(t *testing.T) {
+			e := s.env(t)
+			if err := e.hist.AddAll(t.Context(), nil); err != nil {
+				t.Fatalf("AddAll(nil): %v", err)
+			}
+		}},
+		{"UnknownIDs", func(t *testing.T) {
+			e := s.env(t)
+			e.add(ids.record(ids.user(), day(0), billing.StatusScheduled))
+			if rows := e.bySub(ids.subID()); len(rows) != 0 {
+				t.Fatalf("ListBySubscription of an unknown ID = %d rows", len(rows))
+			}
+			if rows := e.byUser(ids.user()); len(rows) != 0 {
+				t.Fatalf("ListByUser of an unknown user = %d rows", len(rows))
+			}
+		}},
+		{"MissingLastRunDate", func(t *testing.T) {
+			e := s.env(t)
+			r := ids.record(ids.user(), day(0), billing.StatusScheduled)
+			r.LastRunDate = time.Time{}
+			if err := e.hist.Add(t.Context(), &r); !errors.Is(err, billing.ErrInvalidItem) {
+				t.Fatalf("Add without last_run_date = %v, want ErrInvalidItem", err)
+			}
+			if rows := e.byUser(r.UserID); len(rows) != 0 {
+				t.Fatalf("%d rows written", len(rows))
+			}
+		}},
+		{"DataAndUnknownAttributesRoundTrip", func(t *testing.T) {
+			e := s.env(t)
+			r := ids.record(ids.user(), day(0), billing.StatusCompleted)
+			r.Data = map[string]types.AttributeValue{
+				"data_s":    &types.AttributeValueMemberS{Value: "text"},
+				"data_n":    &types.AttributeValueMemberN{Value: "42"},
+				"data_bool": &types.AttributeValueMemberBOOL{Value: true},
+				"data_list": &types.AttributeValueMemberL{Value: []types.AttributeValue{
+					&types.AttributeValueMemberS{Value: "a"}, &types.AttributeValueMemberN{Value: "1"},
+				}},
+				"data_map": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+					"nested": &types.AttributeValueMemberS{Value: "v"},
+				}},
+			}
+			r.Extra = map[string]types.AttributeValue{"legacy_note": &types.AttributeValueMemberS{Value: "kept"}}
+			e.add(r)
+			for _, got := range [][]billing.Subscription{e.bySub(r.SubscriptionID), e.byUser(r.UserID)} {
+				if len(got) != 1 {
+					t.Fatalf("%d rows, want 1", len(got))
+				}
+				if !reflect.DeepEqual(got[0].Data, r.Data) {
+					t.Fatalf("data_ attributes = %v, want %v", got[0].Data, r.Data)
+				}
+				if !reflect.DeepEqual(got[0].Extra, r.Extra) {
+					t.Fatalf("unknown attributes = %v, want %v", got[0].Extra, r.Extra)
+				}
+			}
+		}},
+		{"CanceledContext", func(t *testing.T) {
+			e := s.env(t)
+			r := ids.record(ids.user(), day(0), billing.StatusScheduled)
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			if err := e.hist.Add(ctx, &r); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Add with a cancelled context = %v, want an error wrapping context.Canceled", err)
+			}
+			if rows := e.byUser(r.UserID); len(rows) != 0 {
+				t.Fatalf("%d rows written with a cancelled context", len(rows))
+			}
+		}},
+	}
+}

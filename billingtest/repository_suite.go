@@ -1,0 +1,315 @@
+package billingtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+)
+
+// StoreFactory returns a repository and the history it writes to, on
+// fresh, empty tables, configured by opts: page size, status index mode
+// and collision policy. [TestRepository] calls it once or twice per
+// subtest, from parallel subtests; release resources with t.Cleanup.
+type StoreFactory func(t *testing.T, opts StoreOptions) (billing.Repository, billing.History)
+
+// TestRepository runs the conformance suite of [billing.Repository] on
+// the stores newStores returns. Every subtest calls t.Parallel and uses
+// its own stores and user IDs.
+//
+// The suite asserts only what the interface documents and DynamoDB does:
+// adds and updates are transactions with their history rows, conditional
+// on the record read (a lost race is a *ConflictError wrapping ErrConflict,
+// an add onto a taken key one wrapping ErrAlreadyExists, and nothing is
+// written); AdminUpdate moves a record atomically; status pages read at
+// most Limit items, continue with opaque cursors that reject tampering,
+// and report Scanned and Count as DynamoDB does; AddAll applies the
+// collision policy and overwrites. It never asserts the order of a page of
+// the legacy (hash-only) status index, nor whether the last page of a
+// query that ends exactly at the limit carries a cursor (DynamoDB's does,
+// moto's does not); a cursor always leads to an empty page or to the rest.
+//
+// Status queries run in both index modes. Reads through indexes
+// (GetByID, QueryStatus) are expected to see writes that completed
+// before them, as moto and DynamoDB Local do; DynamoDB itself only
+// promises that eventually.
+//
+// Choices the suite pins down for every implementation, beyond the
+// interface comments:
+//   - Update and AdminUpdate whose next history row (user_id,
+//     last_run_date) exists fail with a *ConflictError wrapping
+//     ErrConflict (not ErrAlreadyExists), as does an AdminUpdate onto a
+//     taken billing_date.
+//   - ConflictError.Op is "add", "update" or "admin update" (AdminUpdate
+//     that moves the record), as documented on the type.
+//   - Updates that ValidateUpdate rejects return its error (wrapping
+//     ErrIllegalTransition or ErrInvalidItem) without writing.
+func TestRepository(t *testing.T, newStores StoreFactory) {
+	t.Helper()
+	s := &repoSuite{newStores: newStores, ids: newSuiteIDs()}
+	groups := []struct {
+		name  string
+		cases []repoCase
+	}{
+		{"Add", s.addCases()},
+		{"Read", s.readCases()},
+		{"Update", s.updateCases()},
+		{"AdminUpdate", s.adminUpdateCases()},
+		{"AddAll", s.addAllCases()},
+		{"Invariants", s.invariantCases()},
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			for _, c := range g.cases {
+				t.Run(c.name, func(t *testing.T) {
+					t.Parallel()
+					c.run(t)
+				})
+			}
+		})
+	}
+	t.Run("QueryStatus", func(t *testing.T) {
+		t.Parallel()
+		for _, mode := range []billing.StatusIndexMode{billing.StatusIndexLegacy, billing.StatusIndexSorted} {
+			t.Run(mode.String(), func(t *testing.T) {
+				t.Parallel()
+				for _, c := range s.queryCases(mode) {
+					t.Run(c.name, func(t *testing.T) {
+						t.Parallel()
+						c.run(t)
+					})
+				}
+			})
+		}
+	})
+}
+
+// repoCase is one subtest of TestRepository.
+type repoCase struct {
+	name string
+	run  func(t *testing.T)
+}
+
+type repoSuite struct {
+	newStores StoreFactory
+	ids       *suiteIDs
+}
+
+// repoEnv is a subtest's fresh stores with helpers that fail the test.
+type repoEnv struct {
+	t    *testing.T
+	repo billing.Repository
+	hist billing.History
+	ids  *suiteIDs
+}
+
+func (s *repoSuite) env(t *testing.T, opts StoreOptions) *repoEnv {
+	t.Helper()
+	repo, hist := s.newStores(t, opts)
+	if repo == nil || hist == nil {
+		t.Fatal("billingtest.TestRepository: the factory returned a nil Repository or History")
+	}
+	return &repoEnv{t: t, repo: repo, hist: hist, ids: s.ids}
+}
+
+// suiteIDs hands out user IDs, subscription IDs and last_run_dates unique
+// to one suite run (and increasing), so that subtests never collide.
+type suiteIDs struct {
+	tag string
+	seq atomic.Int64
+}
+
+func newSuiteIDs() *suiteIDs {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return &suiteIDs{tag: hex.EncodeToString(b)}
+}
+
+func (ids *suiteIDs) user() string { return fmt.Sprintf("user-%s-%d", ids.tag, ids.seq.Add(1)) }
+
+// subID returns a UUID-shaped subscription ID.
+func (ids *suiteIDs) subID() string {
+	return fmt.Sprintf("%s-0000-4000-8000-%012d", ids.tag, ids.seq.Add(1))
+}
+
+// runBase is the first last_run_date handed out.
+var runBase = time.Date(2024, 1, 1, 8, 0, 0, 0, time.UTC)
+
+// runDate returns a last_run_date later than every one before it, with a
+// fraction that is sometimes zero and sometimes not (5s, 6.1s, …, 14.9s,
+// 15s), so that encodings that trim zeros would misorder them.
+func (ids *suiteIDs) runDate() time.Time {
+	n := ids.seq.Add(1)
+	return runBase.Add(time.Duration(n)*time.Second + time.Duration(n%10)*100*time.Millisecond)
+}
+
+// second returns a whole second no runDate or second call returns (and
+// no runDate falls within).
+func (ids *suiteIDs) second() time.Time {
+	return runBase.Add(time.Duration(ids.seq.Add(1)) * time.Second)
+}
+
+// billingBase is the reference billing date of the suites.
+var billingBase = time.Date(2024, 5, 15, 0, 0, 0, 0, time.UTC)
+
+func day(n int) time.Time { return billingBase.AddDate(0, 0, n) }
+
+// record returns a new record of user due on billingDate.
+func (ids *suiteIDs) record(user string, billingDate time.Time, status billing.Status) billing.Subscription {
+	run := ids.runDate()
+	return billing.Subscription{
+		UserID:          user,
+		BillingDate:     billingDate,
+		SubscriptionID:  ids.subID(),
+		Amount:          billing.Cents(499),
+		Status:          status,
+		BillingPeriod:   billing.BillingPeriod(billingDate),
+		LastRunDate:     run,
+		CreatedDate:     run,
+		Process:         billing.ProcessInitial,
+		Term:            billing.TermMonthly,
+		ReceiptTierName: "Plus:v2",
+	}
+}
+
+// next returns prev moved to status with a later last_run_date.
+func (ids *suiteIDs) next(prev billing.Subscription, status billing.Status) billing.Subscription {
+	n := prev.Clone()
+	n.Status = status
+	n.LastRunDate = ids.runDate()
+	return n
+}
+
+func (e *repoEnv) ctx() context.Context { return e.t.Context() }
+
+func (e *repoEnv) add(recs ...billing.Subscription) {
+	e.t.Helper()
+	for i := range recs {
+		if err := e.repo.Add(e.ctx(), &recs[i]); err != nil {
+			e.t.Fatalf("Add(%s): %v", recs[i].Key(), err)
+		}
+	}
+}
+
+func (e *repoEnv) update(prev, next billing.Subscription) {
+	e.t.Helper()
+	if err := e.repo.Update(e.ctx(), &prev, &next); err != nil {
+		e.t.Fatalf("Update(%s, %s -> %s): %v", prev.Key(), prev.Status, next.Status, err)
+	}
+}
+
+func (e *repoEnv) get(userID string, billingDate time.Time) billing.Subscription {
+	e.t.Helper()
+	got, err := e.repo.Get(e.ctx(), userID, billingDate)
+	if err != nil {
+		e.t.Fatalf("Get(%s, %s): %v", userID, billingDate.Format(time.RFC3339), err)
+	}
+	return got
+}
+
+// requireStored checks that the record at want's key is want, attribute
+// for attribute as the table stores it.
+func (e *repoEnv) requireStored(want billing.Subscription) {
+	e.t.Helper()
+	got := e.get(want.UserID, want.BillingDate)
+	if d := diffStored(&got, &want); d != "" {
+		e.t.Fatalf("record %s differs from the one written (got vs want): %s", want.Key(), d)
+	}
+}
+
+func (e *repoEnv) requireAbsent(userID string, billingDate time.Time) {
+	e.t.Helper()
+	got, err := e.repo.Get(e.ctx(), userID, billingDate)
+	if !errors.Is(err, billing.ErrNotFound) {
+		e.t.Fatalf("Get(%s, %s) = %s %s, %v; want ErrNotFound", userID, billingDate.Format(time.RFC3339), got.Key(), got.Status, err)
+	}
+}
+
+func (e *repoEnv) list(userID string) []billing.Subscription {
+	e.t.Helper()
+	got, err := e.repo.ListByUser(e.ctx(), userID)
+	if err != nil {
+		e.t.Fatalf("ListByUser(%s): %v", userID, err)
+	}
+	return got
+}
+
+func (e *repoEnv) historyRows(userID string) []billing.Subscription {
+	e.t.Helper()
+	rows, err := e.hist.ListByUser(e.ctx(), userID)
+	if err != nil {
+		e.t.Fatalf("History.ListByUser(%s): %v", userID, err)
+	}
+	return rows
+}
+
+func (e *repoEnv) requireHistoryCount(userID string, want int) {
+	e.t.Helper()
+	if rows := e.historyRows(userID); len(rows) != want {
+		e.t.Fatalf("user %s has %d history rows, want %d", userID, len(rows), want)
+	}
+}
+
+// requireLastHistoryRow checks that the user's newest history row is want,
+// data_ attributes included.
+func (e *repoEnv) requireLastHistoryRow(want billing.Subscription) {
+	e.t.Helper()
+	rows := e.historyRows(want.UserID)
+	if len(rows) == 0 {
+		e.t.Fatalf("user %s has no history rows", want.UserID)
+	}
+	last := rows[len(rows)-1]
+	if d := diffHistoryRow(&last, &want); d != "" {
+		e.t.Fatalf("newest history row of %s differs from the record written (got vs want): %s", want.UserID, d)
+	}
+}
+
+// requireConflict checks that err is a *ConflictError wrapping sentinel,
+// with operation op ("" for any) and naming the user.
+func requireConflict(t *testing.T, err, sentinel error, op, userID string) {
+	t.Helper()
+	var ce *billing.ConflictError
+	switch {
+	case err == nil:
+		t.Fatalf("got no error, want a *ConflictError wrapping %v", sentinel)
+	case !errors.Is(err, sentinel):
+		t.Fatalf("error %v does not wrap %v", err, sentinel)
+	case !errors.As(err, &ce):
+		t.Fatalf("error %v is not a *billing.ConflictError", err)
+	case op != "" && ce.Op != op:
+		t.Fatalf("ConflictError.Op = %q, want %q (error %v)", ce.Op, op, err)
+	case !strings.Contains(ce.Key, userID):
+		t.Fatalf("ConflictError.Key = %q does not name user %s", ce.Key, userID)
+	}
+}
+
+// requireRejected checks that err wraps sentinel and is not a conflict.
+func requireRejected(t *testing.T, err, sentinel error) {
+	t.Helper()
+	if !errors.Is(err, sentinel) || billing.IsConflict(err) {
+		t.Fatalf("error = %v, want one wrapping %v (and not a conflict)", err, sentinel)
+	}
+}
+
+func subIDs(recs []billing.Subscription) []string {
+	out := make([]string, len(recs))
+	for i := range recs {
+		out[i] = recs[i].SubscriptionID
+	}
+	return out
+}
+
+func sortedIDs(recs []billing.Subscription) []string {
+	out := subIDs(recs)
+	slices.Sort(out)
+	return out
+}

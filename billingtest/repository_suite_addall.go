@@ -1,0 +1,275 @@
+package billingtest
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynabill/billing"
+)
+
+// addAll calls AddAll and fails the test on an error.
+func (e *repoEnv) addAll(recs []billing.Subscription) []billing.Subscription {
+	e.t.Helper()
+	written, err := e.repo.AddAll(e.ctx(), recs)
+	if err != nil {
+		e.t.Fatalf("AddAll of %d records: %v", len(recs), err)
+	}
+	if len(written) != len(recs) {
+		e.t.Fatalf("AddAll returned %d records, want %d", len(written), len(recs))
+	}
+	return written
+}
+
+// requireAllStored checks that each record is stored and has a history
+// row equal to it.
+func (e *repoEnv) requireAllStored(recs []billing.Subscription) {
+	e.t.Helper()
+	rows := map[string][]billing.Subscription{}
+	for i := range recs {
+		e.requireStored(recs[i])
+		u := recs[i].UserID
+		if _, ok := rows[u]; !ok {
+			rows[u] = e.historyRows(u)
+		}
+		found := false
+		for j := range rows[u] {
+			if rows[u][j].LastRunDateKey() == recs[i].LastRunDateKey() {
+				found = true
+				if d := diffHistoryRow(&rows[u][j], &recs[i]); d != "" {
+					e.t.Fatalf("history row of %s differs: %s", recs[i].Key(), d)
+				}
+			}
+		}
+		if !found {
+			e.t.Fatalf("no history row for %s at last_run_date %s", recs[i].Key(), recs[i].LastRunDateKey())
+		}
+	}
+}
+
+func (s *repoSuite) addAllCases() []repoCase {
+	ids := s.ids
+	return []repoCase{
+		{"WritesAllWithHistory", func(t *testing.T) {
+			e := s.env(t, StoreOptions{})
+			u1, u2 := ids.user(), ids.user()
+			recs := []billing.Subscription{
+				ids.record(u1, day(0), billing.StatusScheduled),
+				ids.record(u1, day(31), billing.StatusScheduled),
+				ids.record(u2, day(0), billing.StatusCompleted),
+				ids.fullRecord(u2),
+				ids.record(u2, day(-31), billing.StatusCancelled),
+			}
+			recs[3].BillingDate = day(5)
+			written := e.addAll(recs)
+			for i := range recs {
+				if d := diffHistoryRow(&written[i], &recs[i]); d != "" {
+					t.Fatalf("AddAll changed record %d without a collision: %s", i, d)
+				}
+			}
+			e.requireAllStored(recs)
+			for _, u := range []string{u1, u2} {
+				RequireHistoryMatchesPrimary(t, e.repo, e.hist, u)
+			}
+			if got := e.list(u2); len(got) != 3 {
+				t.Fatalf("user %s has %d records, want 3", u2, len(got))
+			}
+		}},
+		{"CollisionRule", func(t *testing.T) {
+			e := s.env(t, StoreOptions{})
+			u := ids.user()
+			cancelled := ids.record(u, day(0), billing.StatusCancelled)
+			scheduled := ids.record(u, day(0), billing.StatusScheduled)
+			scheduled.LastRunDate = cancelled.LastRunDate // one history key too
+			in := []billing.Subscription{cancelled, scheduled}
+			written := e.addAll(in)
+			if !written[0].BillingDate.Equal(day(0).Add(time.Hour)) || written[0].Status != billing.StatusCancelled {
+				t.Fatalf("cancelled record written at %v, want %v (+1h)", written[0].BillingDate, day(0).Add(time.Hour))
+			}
+			if !written[1].BillingDate.Equal(day(0)) || written[1].Status != billing.StatusScheduled {
+				t.Fatalf("scheduled record written at %v, want %v (it keeps the date)", written[1].BillingDate, day(0))
+			}
+			if written[0].LastRunDateKey() == written[1].LastRunDateKey() {
+				t.Fatalf("both records written with last_run_date %s", written[0].LastRunDateKey())
+			}
+			if !in[0].BillingDate.Equal(day(0)) {
+				t.Fatal("AddAll modified its input")
+			}
+			e.requireAllStored(written)
+			if got := e.get(u, day(0)); got.SubscriptionID != scheduled.SubscriptionID {
+				t.Fatalf("record at the shared date is %s %s, want the SCHEDULED one", got.SubscriptionID, got.Status)
+			}
+			e.requireHistoryCount(u, 2)
+			RequireHistoryMatchesPrimary(t, e.repo, e.hist, u)
+		}},
+		{"SixtyRecords", func(t *testing.T) {
+			e := s.env(t, StoreOptions{})
+			users := []string{ids.user(), ids.user(), ids.user()}
+			var recs []billing.Subscription
+			for i := range 60 {
+				recs = append(recs, ids.record(users[i%3], billingBase.AddDate(0, i/3, 0), billing.StatusScheduled))
+			}
+			written := e.addAll(recs)
+			for _, u := range users {
+				var want []billing.Subscription
+				for _, w := range written {
+					if w.UserID == u {
+						want = append(want, w)
+					}
+				}
+				got := e.list(u)
+				if !slices.Equal(subIDs(got), subIDs(want)) {
+					t.Fatalf("user %s: %d records %v, want %d %v", u, len(got), subIDs(got), len(want), subIDs(want))
+				}
+				rows := e.historyRows(u)
+				if !slices.Equal(sortedIDs(rows), sortedIDs(want)) {
+					t.Fatalf("user %s: %d history rows, want one per record (%d)", u, len(rows), len(want))
+				}
+				RequireHistoryMatchesPrimary(t, e.repo, e.hist, u)
+			}
+		}},
+		{"TwoScheduledSameKey", func(t *testing.T) {
+			e := s.env(t, StoreOptions{})
+			u, other := ids.user(), ids.user()
+			recs := []billing.Subscription{
+				ids.record(other, day(0), billing.StatusScheduled),
+				ids.record(u, day(0), billing.StatusScheduled),
+				ids.record(u, day(1), billing.StatusScheduled),
+				ids.record(u, day(0), billing.StatusScheduled),
+			}
+			written, err := e.repo.AddAll(e.ctx(), recs)
+			if !errors.Is(err, billing.ErrAlreadyExists) || len(written) != 0 {
+				t.Fatalf("AddAll with two SCHEDULED records on one key = %d records, %v; want an error wrapping ErrAlreadyExists", len(written), err)
+			}
+			for _, who := range []string{u, other} {
+				if got := e.list(who); len(got) != 0 {
+					t.Fatalf("user %s has %d records after a rejected AddAll", who, len(got))
+				}
+				e.requireHistoryCount(who, 0)
+			}
+		}},
+		{"InvalidRecord", func(t *testing.T) {
+			e := s.env(t, StoreOptions{})
+			u := ids.user()
+			bad := ids.record(u, day(1), billing.StatusScheduled)
+			bad.LastRunDate = time.Time{}
+			inactive := ids.record(u, day(2), billing.StatusInactive)
+			for _, b := range []billing.Subscription{bad, inactive} {
+				recs := []billing.Subscription{ids.record(u, day(0), billing.StatusScheduled), b}
+				if written, err := e.repo.AddAll(e.ctx(), recs); err == nil || len(written) != 0 {
+					t.Fatalf("AddAll with an unstorable record = %d records, %v; want an error", len(written), err)
+				}
+			}
+			if got := e.list(u); len(got) != 0 {
+				t.Fatalf("user has %d records after rejected batches", len(got))
+			}
+			e.requireHistoryCount(u, 0)
+		}},
+		{"OverwritesExisting", func(t *testing.T) {
+			e := s.env(t, StoreOptions{})
+			u := ids.user()
+			old := ids.record(u, day(0), billing.StatusScheduled)
+			e.add(old)
+			repl := ids.record(u, day(0), billing.StatusScheduled)
+			repl.Amount = billing.Cents(999)
+			repl.ReceiptTierName = "Premium:v1"
+			e.addAll([]billing.Subscription{repl})
+			e.requireStored(repl)
+			if got := e.list(u); len(got) != 1 {
+				t.Fatalf("user has %d records, want the overwritten one", len(got))
+			}
+			e.requireHistoryCount(u, 2)
+			RequireHistoryMatchesPrimary(t, e.repo, e.hist, u)
+		}},
+		{"CustomCollisionPolicy", func(t *testing.T) {
+			var seen int
+			shift := func(subs []billing.Subscription) ([]billing.Subscription, error) {
+				seen = len(subs)
+				out := make([]billing.Subscription, len(subs))
+				for i := range subs {
+					out[i] = subs[i].Clone()
+					out[i].BillingDate = out[i].BillingDate.AddDate(0, 0, 1)
+					out[i].BillingPeriod = billing.BillingPeriod(out[i].BillingDate)
+				}
+				return out, nil
+			}
+			e := s.env(t, StoreOptions{Collisions: shift})
+			u := ids.user()
+			recs := []billing.Subscription{ids.record(u, day(0), billing.StatusScheduled), ids.record(u, day(10), billing.StatusCancelled)}
+			written := e.addAll(recs)
+			if seen != 2 {
+				t.Fatalf("the configured policy saw %d records, want 2", seen)
+			}
+			for i := range written {
+				if !written[i].BillingDate.Equal(recs[i].BillingDate.AddDate(0, 0, 1)) {
+					t.Fatalf("record %d written at %v, want the policy's %v", i, written[i].BillingDate, recs[i].BillingDate.AddDate(0, 0, 1))
+				}
+			}
+			e.requireAllStored(written)
+			e.requireAbsent(u, day(0))
+			e.requireAbsent(u, day(10))
+		}},
+		{"Empty", func(t *testing.T) {
+			e := s.env(t, StoreOptions{})
+			written, err := e.repo.AddAll(e.ctx(), nil)
+			if err != nil || len(written) != 0 {
+				t.Fatalf("AddAll(nil) = %d records, %v", len(written), err)
+			}
+		}},
+	}
+}
+
+func (s *repoSuite) invariantCases() []repoCase {
+	ids := s.ids
+	return []repoCase{
+		{"HistoryMatchesPrimary", func(t *testing.T) {
+			e := s.env(t, StoreOptions{})
+			u := ids.user()
+			a := ids.record(u, day(0), billing.StatusScheduled)
+			b := ids.record(u, day(31), billing.StatusScheduled)
+			c := ids.record(u, day(62), billing.StatusPaused)
+			e.add(a, b, c)
+			writes := 3
+			RequireHistoryMatchesPrimary(t, e.repo, e.hist, u)
+
+			a1 := ids.next(a, billing.StatusError)
+			a1.PaymentError = "declined"
+			a1.Data = map[string]types.AttributeValue{"data_attempt": &types.AttributeValueMemberN{Value: "1"}}
+			e.update(a, a1)
+			a2 := ids.next(a1, billing.StatusCompleted)
+			a2.PaymentError = ""
+			a2.CompletionDate = a2.LastRunDate
+			e.update(a1, a2)
+			writes += 2
+
+			b1 := ids.next(b, billing.StatusScheduled)
+			b1.BillingDate = day(35)
+			b1.BillingPeriod = billing.BillingPeriod(b1.BillingDate)
+			if err := e.repo.AdminUpdate(e.ctx(), &b, &b1); err != nil {
+				t.Fatalf("AdminUpdate: %v", err)
+			}
+			writes++
+
+			stale := ids.next(a, billing.StatusWaived) // from the old SCHEDULED read
+			if err := e.repo.Update(e.ctx(), &a, &stale); !errors.Is(err, billing.ErrConflict) {
+				t.Fatalf("stale Update = %v, want ErrConflict", err)
+			}
+			c1 := ids.next(c, billing.StatusPausedSkipped)
+			e.update(c, c1)
+			writes++
+
+			more := []billing.Subscription{ids.record(u, day(93), billing.StatusScheduled), ids.record(u, day(35), billing.StatusCancelled)}
+			e.addAll(more) // the second overwrites b1's key
+			writes += 2
+
+			RequireHistoryMatchesPrimary(t, e.repo, e.hist, u)
+			e.requireHistoryCount(u, writes)
+			if got := e.list(u); len(got) != 4 {
+				t.Fatalf("user has %d records, want 4", len(got))
+			}
+		}},
+	}
+}

@@ -1,0 +1,451 @@
+package billingtest
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+)
+
+// maxPages bounds every pagination loop of the suite.
+const maxPages = 1000
+
+// pager fetches one page of a query from a cursor.
+type pager func(cursor string) (billing.Page, error)
+
+// queryRun is the outcome of reading every page of a query.
+type queryRun struct {
+	items   []billing.Subscription
+	pages   []billing.Page
+	scanned int
+}
+
+// collect reads every page and checks what holds for any page of any
+// store: Count is len(Items)+len(Invalid) and at most Scanned, Scanned is
+// at most limit, a page that read fewer than limit items is the last, and
+// (in sorted mode) only matching items are read and they come ascending
+// by billing_date.
+func (e *repoEnv) collect(mode billing.StatusIndexMode, limit int, fetch pager) queryRun {
+	e.t.Helper()
+	var run queryRun
+	cur := ""
+	for n := 0; ; n++ {
+		if n == maxPages {
+			e.t.Fatalf("query did not end after %d pages", maxPages)
+		}
+		p, err := fetch(cur)
+		if err != nil {
+			e.t.Fatalf("page %d: %v", n, err)
+		}
+		switch {
+		case len(p.Invalid) > 0:
+			e.t.Fatalf("page %d reports invalid items: %v", n, p.Invalid)
+		case p.Count != len(p.Items)+len(p.Invalid):
+			e.t.Fatalf("page %d: Count %d, want len(Items)+len(Invalid) = %d", n, p.Count, len(p.Items)+len(p.Invalid))
+		case p.Count > p.Scanned:
+			e.t.Fatalf("page %d: Count %d > Scanned %d", n, p.Count, p.Scanned)
+		case p.Scanned > limit:
+			e.t.Fatalf("page %d: Scanned %d > limit %d", n, p.Scanned, limit)
+		case p.Next != "" && p.Scanned < limit:
+			e.t.Fatalf("page %d read %d items, fewer than the limit %d, but has a Next cursor", n, p.Scanned, limit)
+		case mode == billing.StatusIndexSorted && p.Scanned != p.Count:
+			e.t.Fatalf("sorted index page %d: Scanned %d != Count %d: items outside the range were read", n, p.Scanned, p.Count)
+		}
+		run.pages = append(run.pages, p)
+		run.items = append(run.items, p.Items...)
+		run.scanned += p.Scanned
+		if p.Next == "" {
+			break
+		}
+		if p.Next == cur {
+			e.t.Fatalf("page %d returned its own cursor as Next", n)
+		}
+		cur = p.Next
+	}
+	if mode == billing.StatusIndexSorted && !slices.IsSortedFunc(run.items, func(a, b billing.Subscription) int {
+		return a.BillingDate.Compare(b.BillingDate)
+	}) {
+		e.t.Fatalf("sorted index: items not ascending by billing_date: %v", billingDates(run.items))
+	}
+	return run
+}
+
+// requireExactly checks that items are want, each exactly once (in any
+// order), with the status queried and as stored.
+func (e *repoEnv) requireExactly(items, want []billing.Subscription) {
+	e.t.Helper()
+	seen := map[string]int{}
+	for _, it := range items {
+		seen[it.SubscriptionID]++
+	}
+	for id, n := range seen {
+		if n > 1 {
+			e.t.Fatalf("record %s returned %d times", id, n)
+		}
+	}
+	if got, w := sortedIDs(items), sortedIDs(want); !slices.Equal(got, w) {
+		e.t.Fatalf("query returned %d records %v\nwant %d: %v", len(got), billingDates(items), len(w), billingDates(want))
+	}
+	byID := map[string]billing.Subscription{}
+	for _, w := range want {
+		byID[w.SubscriptionID] = w
+	}
+	for i := range items {
+		w := byID[items[i].SubscriptionID]
+		if d := diffStored(&items[i], &w); d != "" {
+			e.t.Fatalf("record %s differs from the one stored: %s", w.Key(), d)
+		}
+	}
+}
+
+func billingDates(recs []billing.Subscription) []string {
+	out := make([]string, len(recs))
+	for i := range recs {
+		out[i] = recs[i].Status.String() + "@" + recs[i].BillingDateKey()
+	}
+	return out
+}
+
+func countStatus(recs []billing.Subscription, st billing.Status) int {
+	n := 0
+	for i := range recs {
+		if recs[i].Status == st {
+			n++
+		}
+	}
+	return n
+}
+
+// queryFixture adds records of several users and returns them.
+type queryFixture struct {
+	e     *repoEnv
+	users []string
+	all   []billing.Subscription
+	taken map[string]bool
+}
+
+func (s *repoSuite) queryFixture(t *testing.T, mode billing.StatusIndexMode, pageSize int) *queryFixture {
+	t.Helper()
+	f := &queryFixture{e: s.env(t, StoreOptions{PageSize: pageSize, StatusIndexMode: mode}), taken: map[string]bool{}}
+	for range 3 {
+		f.users = append(f.users, s.ids.user())
+	}
+	return f
+}
+
+// put adds a record of status due at d, for the users in turn (skipping
+// users that have a record due at d).
+func (f *queryFixture) put(d time.Time, st billing.Status) billing.Subscription {
+	f.e.t.Helper()
+	for i := range f.users {
+		u := f.users[(len(f.all)+i)%len(f.users)]
+		if k := u + " " + d.UTC().Format(time.RFC3339); !f.taken[k] {
+			f.taken[k] = true
+			r := f.e.ids.record(u, d, st)
+			f.e.add(r)
+			f.all = append(f.all, r)
+			return r
+		}
+	}
+	f.e.t.Fatalf("queryFixture: every user has a record due at %v", d)
+	return billing.Subscription{}
+}
+
+func (s *repoSuite) queryCases(mode billing.StatusIndexMode) []repoCase {
+	const pageSize = 4
+	sorted := mode == billing.StatusIndexSorted
+	// window runs a range query case: records put by fill, the query read
+	// with a named helper, the result compared with the records want keeps.
+	window := func(t *testing.T, st billing.Status, fill func(f *queryFixture), fetch func(e *repoEnv) pager, want func(r billing.Subscription) bool) {
+		f := s.queryFixture(t, mode, pageSize)
+		fill(f)
+		run := f.e.collect(mode, pageSize, fetch(f.e))
+		var expected []billing.Subscription
+		for _, r := range f.all {
+			if r.Status == st && want(r) {
+				expected = append(expected, r)
+			}
+		}
+		f.e.requireExactly(run.items, expected)
+		if !sorted && run.scanned != countStatus(f.all, st) {
+			t.Fatalf("legacy index: %d items read over all pages, want every %s record: %d", run.scanned, st, countStatus(f.all, st))
+		}
+	}
+	cut := day(30)
+	return []repoCase{
+		{"ScheduledBefore", func(t *testing.T) {
+			window(t, billing.StatusScheduled, func(f *queryFixture) {
+				for _, d := range []time.Time{day(-40), day(29), cut.Add(-time.Second), cut, cut.Add(time.Second), day(31), day(90)} {
+					f.put(d, billing.StatusScheduled)
+				}
+				f.put(day(1), billing.StatusError)
+				f.put(day(2), billing.StatusPaused)
+				f.put(day(3), billing.StatusCompleted)
+				f.put(day(4), billing.StatusACHSent)
+			}, func(e *repoEnv) pager {
+				return func(c string) (billing.Page, error) { return billing.ScheduledPage(e.ctx(), e.repo, cut, c) }
+			}, func(r billing.Subscription) bool { return r.BillingDate.Before(cut) })
+		}},
+		{"RetryAfter", func(t *testing.T) {
+			window(t, billing.StatusError, func(f *queryFixture) {
+				for _, d := range []time.Time{day(-3), cut.Add(-time.Second), cut, cut.Add(time.Second), day(45), day(400)} {
+					f.put(d, billing.StatusError)
+				}
+				f.put(day(40), billing.StatusScheduled)
+				f.put(day(41), billing.StatusACHSent)
+			}, func(e *repoEnv) pager {
+				return func(c string) (billing.Page, error) { return billing.RetryPage(e.ctx(), e.repo, cut, c) }
+			}, func(r billing.Subscription) bool { return r.BillingDate.After(cut) })
+		}},
+		{"PausedBefore", func(t *testing.T) {
+			window(t, billing.StatusPaused, func(f *queryFixture) {
+				for _, d := range []time.Time{day(-100), day(0), cut.Add(-time.Second), cut, day(60)} {
+					f.put(d, billing.StatusPaused)
+				}
+				f.put(day(1), billing.StatusScheduled)
+				f.put(day(2), billing.StatusPausedSkipped)
+			}, func(e *repoEnv) pager {
+				return func(c string) (billing.Page, error) { return billing.PausedPage(e.ctx(), e.repo, cut, c) }
+			}, func(r billing.Subscription) bool { return r.BillingDate.Before(cut) })
+		}},
+		{"NotificationWindow", func(t *testing.T) {
+			start, end := day(10), day(17)
+			window(t, billing.StatusScheduled, func(f *queryFixture) {
+				for _, d := range []time.Time{
+					day(0), start.Add(-time.Second), start, start.Add(time.Second), day(13),
+					end.Add(-time.Second), end, end.Add(time.Second), day(30),
+				} {
+					f.put(d, billing.StatusScheduled)
+				}
+				f.put(start.Add(time.Hour), billing.StatusError)
+				f.put(day(12), billing.StatusCancelled)
+			}, func(e *repoEnv) pager {
+				return func(c string) (billing.Page, error) {
+					return billing.NotificationPage(e.ctx(), e.repo, billing.StatusScheduled, start, end, c)
+				}
+			}, func(r billing.Subscription) bool { return !r.BillingDate.Before(start) && r.BillingDate.Before(end) })
+		}},
+		{"Unbounded", func(t *testing.T) {
+			window(t, billing.StatusError, func(f *queryFixture) {
+				for i := range 5 {
+					f.put(day(-50+40*i), billing.StatusError)
+				}
+				f.put(day(0), billing.StatusScheduled)
+			}, func(e *repoEnv) pager {
+				return func(c string) (billing.Page, error) {
+					return e.repo.QueryStatus(e.ctx(), billing.StatusQuery{Status: billing.StatusError, Cursor: c})
+				}
+			}, func(billing.Subscription) bool { return true })
+		}},
+		{"NoRecordsOfStatus", func(t *testing.T) {
+			f := s.queryFixture(t, mode, pageSize)
+			f.put(day(0), billing.StatusScheduled)
+			p, err := billing.PausedPage(f.e.ctx(), f.e.repo, day(100), "")
+			if err != nil || len(p.Items) != 0 || p.Count != 0 || p.Scanned != 0 || p.Next != "" {
+				t.Fatalf("page of a status without records = %+v, %v; want an empty last page", p, err)
+			}
+		}},
+		{"Pagination", func(t *testing.T) {
+			for _, c := range []struct{ due, pageSize int }{{20, 3}, {6, 3}, {1, 3}, {7, 1}} {
+				t.Run(fmt.Sprintf("%dDueByPage%d", c.due, c.pageSize), func(t *testing.T) {
+					f := s.queryFixture(t, mode, c.pageSize)
+					var due []billing.Subscription
+					for i := range c.due { // several users share each date: ties in the sorted index
+						due = append(due, f.put(day(-i/3), billing.StatusScheduled))
+					}
+					for i := range 7 {
+						f.put(day(1+i), billing.StatusScheduled)
+					}
+					for i := range 5 {
+						f.put(day(-i).Add(time.Hour), billing.StatusError)
+					}
+					run := f.e.collect(mode, c.pageSize, func(cur string) (billing.Page, error) {
+						return billing.ScheduledPage(f.e.ctx(), f.e.repo, day(1), cur)
+					})
+					f.e.requireExactly(run.items, due)
+					read := c.due
+					if !sorted {
+						read += 7
+					}
+					if run.scanned != read {
+						t.Fatalf("%d items read over all pages, want %d", run.scanned, read)
+					}
+					minPages := (read + c.pageSize - 1) / c.pageSize
+					if n := len(run.pages); n < minPages || n > minPages+1 {
+						t.Fatalf("%d pages for %d items read by %d, want %d or %d", n, read, c.pageSize, minPages, minPages+1)
+					}
+				})
+			}
+		}},
+		{"LimitOverridesPageSize", func(t *testing.T) {
+			f := s.queryFixture(t, mode, 3)
+			for i := range 10 {
+				f.put(day(-i), billing.StatusScheduled)
+			}
+			q := billing.StatusQuery{Status: billing.StatusScheduled, Before: day(1), Limit: 7}
+			p, err := f.e.repo.QueryStatus(f.e.ctx(), q)
+			if err != nil || p.Scanned != 7 || len(p.Items) != 7 || p.Next == "" {
+				t.Fatalf("first page with Limit 7 = %d read, %d items, next %q, %v; want 7, 7 and a cursor", p.Scanned, len(p.Items), p.Next, err)
+			}
+			q.Cursor = p.Next
+			p2, err := f.e.repo.QueryStatus(f.e.ctx(), q)
+			if err != nil || p2.Scanned != 3 || len(p2.Items) != 3 || p2.Next != "" {
+				t.Fatalf("second page with Limit 7 = %d read, %d items, next %q, %v; want the last 3", p2.Scanned, len(p2.Items), p2.Next, err)
+			}
+			f.e.requireExactly(append(p.Items, p2.Items...), f.all)
+
+			d := s.queryFixture(t, mode, 0) // default page size
+			for i := range 12 {
+				d.put(day(-i), billing.StatusScheduled)
+			}
+			all, err := billing.ScheduledPage(d.e.ctx(), d.e.repo, day(1), "")
+			if err != nil || all.Scanned != 12 || all.Next != "" {
+				t.Fatalf("page with the default page size = %d read, next %q, %v; want all 12 in one page", all.Scanned, all.Next, err)
+			}
+		}},
+		{"CursorOfAnotherStatus", func(t *testing.T) {
+			f := s.queryFixture(t, mode, 2)
+			for i := range 5 {
+				f.put(day(-i), billing.StatusScheduled)
+				f.put(day(-i).Add(time.Hour), billing.StatusError)
+			}
+			p, err := billing.ScheduledPage(f.e.ctx(), f.e.repo, day(1), "")
+			if err != nil || p.Next == "" {
+				t.Fatalf("first page: next %q, %v", p.Next, err)
+			}
+			for _, st := range []billing.Status{billing.StatusError, billing.StatusPaused} {
+				got, err := f.e.repo.QueryStatus(f.e.ctx(), billing.StatusQuery{Status: st, Cursor: p.Next})
+				if !errors.Is(err, billing.ErrInvalidCursor) || len(got.Items) != 0 {
+					t.Fatalf("%s query with a SCHEDULED cursor = %d items, %v; want ErrInvalidCursor", st, len(got.Items), err)
+				}
+			}
+		}},
+		{"CorruptCursor", func(t *testing.T) {
+			f := s.queryFixture(t, mode, 2)
+			for i := range 6 {
+				f.put(day(-i), billing.StatusScheduled)
+			}
+			p, err := billing.ScheduledPage(f.e.ctx(), f.e.repo, day(1), "")
+			if err != nil || p.Next == "" {
+				t.Fatalf("first page: next %q, %v", p.Next, err)
+			}
+			otherMode := billing.StatusIndexLegacy
+			if !sorted {
+				otherMode = billing.StatusIndexSorted
+			}
+			other := s.queryFixture(t, otherMode, 2)
+			for i := range 6 {
+				other.put(day(-i), billing.StatusScheduled)
+			}
+			op, err := billing.ScheduledPage(other.e.ctx(), other.e.repo, day(1), "")
+			if err != nil || op.Next == "" {
+				t.Fatalf("first page of the other mode: next %q, %v", op.Next, err)
+			}
+			tok := p.Next
+			raw, _ := base64.RawURLEncoding.DecodeString(tok)
+			flipped := slices.Clone(raw)
+			if len(flipped) > 0 {
+				flipped[len(flipped)/2] ^= 0x04
+			}
+			mid := len(tok) / 2
+			swapped := tok[:mid] + string(nextChar(tok[mid])) + tok[mid+1:]
+			for _, c := range []struct{ name, cursor string }{
+				{"Garbage", "not a cursor"},
+				{"GarbageBase64", base64.RawURLEncoding.EncodeToString([]byte("hello, world: a cursor?"))},
+				{"JSONKey", base64.RawURLEncoding.EncodeToString([]byte(`{"user_id":{"S":"u"},"billing_date":{"S":"2024-01-01T00:00:00Z"}}`))},
+				{"Truncated", tok[:len(tok)-1]},
+				{"TruncatedHalf", tok[:len(tok)/2]},
+				{"Extended", tok + "AA"},
+				{"BitFlipped", base64.RawURLEncoding.EncodeToString(flipped)},
+				{"CharSwapped", swapped},
+				{"StdBase64", base64.StdEncoding.EncodeToString(raw)},
+				{"Whitespace", " " + tok},
+				{"OtherIndexMode", op.Next},
+			} {
+				t.Run(c.name, func(t *testing.T) {
+					if c.cursor == tok {
+						t.Skip("mutation left the token unchanged")
+					}
+					got, err := billing.ScheduledPage(f.e.ctx(), f.e.repo, day(1), c.cursor)
+					if !errors.Is(err, billing.ErrInvalidCursor) || len(got.Items) != 0 {
+						t.Fatalf("page with cursor %q = %d items, %v; want ErrInvalidCursor and nothing (never a restart)", c.cursor, len(got.Items), err)
+					}
+				})
+			}
+		}},
+		{"InvalidQuery", func(t *testing.T) {
+			f := s.queryFixture(t, mode, pageSize)
+			f.put(day(0), billing.StatusScheduled)
+			for _, c := range []struct {
+				name string
+				q    billing.StatusQuery
+			}{
+				{"NoStatus", billing.StatusQuery{Before: day(1)}},
+				{"UnknownStatus", billing.StatusQuery{Status: "BOGUS"}},
+				{"LowercaseStatus", billing.StatusQuery{Status: "scheduled"}},
+				{"Inactive", billing.StatusQuery{Status: billing.StatusInactive}},
+				{"SinceAndAfter", billing.StatusQuery{Status: billing.StatusScheduled, Since: day(-1), After: day(-2)}},
+				{"NegativeLimit", billing.StatusQuery{Status: billing.StatusScheduled, Limit: -1}},
+			} {
+				t.Run(c.name, func(t *testing.T) {
+					p, err := f.e.repo.QueryStatus(f.e.ctx(), c.q)
+					if !errors.Is(err, billing.ErrInvalidQuery) || len(p.Items) != 0 {
+						t.Fatalf("QueryStatus(%+v) = %d items, %v; want ErrInvalidQuery", c.q, len(p.Items), err)
+					}
+				})
+			}
+		}},
+		{"RecordsMovedBetweenPages", func(t *testing.T) {
+			f := s.queryFixture(t, mode, 3)
+			for i := range 12 {
+				f.put(day(-i/2), billing.StatusScheduled)
+			}
+			fetch := func(c string) (billing.Page, error) { return billing.ScheduledPage(f.e.ctx(), f.e.repo, day(1), c) }
+			first, err := fetch("")
+			if err != nil || len(first.Items) != 3 || first.Next == "" {
+				t.Fatalf("first page = %d items, next %q, %v; want 3 and a cursor", len(first.Items), first.Next, err)
+			}
+			read := map[string]bool{}
+			for _, it := range first.Items {
+				read[it.SubscriptionID] = true
+			}
+			var unread []billing.Subscription
+			for _, r := range f.all {
+				if !read[r.SubscriptionID] {
+					unread = append(unread, r)
+				}
+			}
+			// The cursor's own item leaves the status, another read item is
+			// rewritten in place, and an unread one leaves too.
+			atCursor, rewritten, gone := first.Items[2], first.Items[0], unread[len(unread)/2]
+			f.e.update(atCursor, f.e.ids.next(atCursor, billing.StatusError))
+			f.e.update(rewritten, f.e.ids.next(rewritten, billing.StatusScheduled))
+			f.e.update(gone, f.e.ids.next(gone, billing.StatusCancelled))
+			rest := f.e.collect(mode, 3, func(c string) (billing.Page, error) {
+				if c == "" {
+					c = first.Next
+				}
+				return fetch(c)
+			})
+			var want []billing.Subscription
+			for _, r := range unread {
+				if r.SubscriptionID != gone.SubscriptionID {
+					want = append(want, r)
+				}
+			}
+			f.e.requireExactly(rest.items, want)
+		}},
+	}
+}
+
+// nextChar returns another base64url character.
+func nextChar(c byte) byte {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	i := strings.IndexByte(alphabet, c)
+	return alphabet[(i+1)%len(alphabet)]
+}

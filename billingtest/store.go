@@ -1,0 +1,485 @@
+package billingtest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/timefmt"
+)
+
+// StoreOptions configures an in-memory [Store]. The zero value is the
+// legacy deployment: the hash-only status index, 100 items per status page
+// and the default collision rule.
+type StoreOptions struct {
+	// PageSize is the number of items a status page reads when the query
+	// sets no Limit (DynamoDB's Limit). Defaults to 100.
+	PageSize int
+	// StatusIndexMode selects the status index the store emulates, as
+	// [billing.TableConfig] does. Defaults to [billing.StatusIndexLegacy].
+	StatusIndexMode billing.StatusIndexMode
+	// Collisions makes the keys of an AddAll batch distinct. Defaults to
+	// [billing.DefaultCollisionPolicy].
+	Collisions billing.CollisionPolicy
+}
+
+// defaultPageSize is the page size when StoreOptions.PageSize is 0.
+const defaultPageSize = 100
+
+// Table names accepted by [Store.Items] and [Store.PutRawItem].
+const (
+	SubscriptionsTable = billing.DefaultSubscriptionsTable
+	HistoryTable       = billing.DefaultHistoryTable
+)
+
+// tableKey is an item's primary key: user_id and the sort key string
+// (billing_date in the primary table, last_run_date in history).
+type tableKey struct{ pk, sk string }
+
+// table holds encoded items by key, as DynamoDB does.
+type table map[tableKey]map[string]types.AttributeValue
+
+// Store is an in-memory stand-in for the billing-activity and
+// billing-activity-history tables. It keeps items in their encoded form
+// ([billing.EncodeItem], [billing.EncodeHistoryItem]) keyed by their key
+// strings, so key order, conditions and round trips are those of DynamoDB:
+// transactional adds and updates with their conditions, overwriting batch
+// writes, and status pages that read (and count) items like a Query on the
+// status index with Limit, including opaque cursors and items that cannot
+// be decoded. Records returned are copies. Safe for concurrent use.
+//
+// Unlike DynamoDB its indexes are always up to date, and it never fails
+// for capacity or network reasons.
+type Store struct {
+	opts StoreOptions
+
+	mu      sync.Mutex
+	primary table
+	history table
+
+	repo *MemoryRepository
+	hist *MemoryHistory
+}
+
+// MemoryRepository is the [billing.Repository] of a [Store].
+type MemoryRepository struct{ s *Store }
+
+// MemoryHistory is the [billing.History] of a [Store].
+type MemoryHistory struct{ s *Store }
+
+var (
+	_ billing.Repository = (*MemoryRepository)(nil)
+	_ billing.History    = (*MemoryHistory)(nil)
+)
+
+// NewStore returns an empty store. It panics on a negative PageSize or an
+// unknown StatusIndexMode: options are fixed by the test that builds them.
+func NewStore(opts StoreOptions) *Store {
+	if opts.PageSize < 0 {
+		panic(fmt.Sprintf("billingtest: StoreOptions.PageSize: negative %d", opts.PageSize))
+	}
+	if opts.PageSize == 0 {
+		opts.PageSize = defaultPageSize
+	}
+	if opts.StatusIndexMode != billing.StatusIndexLegacy && opts.StatusIndexMode != billing.StatusIndexSorted {
+		panic(fmt.Sprintf("billingtest: StoreOptions.StatusIndexMode: unknown %v", opts.StatusIndexMode))
+	}
+	if opts.Collisions == nil {
+		opts.Collisions = billing.DefaultCollisionPolicy
+	}
+	s := &Store{opts: opts, primary: table{}, history: table{}}
+	s.repo = &MemoryRepository{s: s}
+	s.hist = &MemoryHistory{s: s}
+	return s
+}
+
+// Repository returns the store's billing-activity table.
+func (s *Store) Repository() *MemoryRepository { return s.repo }
+
+// History returns the store's billing-activity-history table.
+func (s *Store) History() *MemoryHistory { return s.hist }
+
+// Items returns the number of items in a table: [SubscriptionsTable] or
+// [HistoryTable]. It panics on another name.
+func (s *Store) Items(tableName string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.table(tableName))
+}
+
+// PutRawItem writes item unchanged (a copy) to a table, overwriting any
+// item with its key, as a PutItem by another service would: the way to
+// store items this library would not write, such as undecodable ones. The
+// item needs its key attributes as non-empty strings (user_id, and
+// billing_date or last_run_date); other attributes are not checked.
+func (s *Store) PutRawItem(tableName string, item map[string]types.AttributeValue) error {
+	skName := billing.AttrBillingDate
+	if tableName == HistoryTable {
+		skName = billing.AttrLastRunDate
+	}
+	pk, sk := stringAttr(item, billing.AttrUserID), stringAttr(item, skName)
+	if pk == "" || sk == "" {
+		return fmt.Errorf("billingtest: PutRawItem: %s needs %s and %s as non-empty strings", tableName, billing.AttrUserID, skName)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.table(tableName)[tableKey{pk, sk}] = cloneItem(item)
+	return nil
+}
+
+func (s *Store) table(name string) table {
+	switch name {
+	case SubscriptionsTable:
+		return s.primary
+	case HistoryTable:
+		return s.history
+	}
+	panic(fmt.Sprintf("billingtest: unknown table %q (want %q or %q)", name, SubscriptionsTable, HistoryTable))
+}
+
+// Add implements [billing.Repository.Add].
+func (r *MemoryRepository) Add(ctx context.Context, sub *billing.Subscription) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	item, hitem, err := encodeBoth(sub)
+	if err != nil {
+		return err
+	}
+	pk, hk := primaryKey(item), historyKey(hitem)
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	exists := func(reason string) error {
+		return &billing.ConflictError{Op: "add", Key: sub.Key(), Reason: reason, Err: billing.ErrAlreadyExists}
+	}
+	if _, ok := s.primary[pk]; ok {
+		return exists("record exists")
+	}
+	if _, ok := s.history[hk]; ok {
+		return exists("history row exists")
+	}
+	s.primary[pk] = item
+	s.history[hk] = hitem
+	return nil
+}
+
+// Get implements [billing.Repository.Get].
+func (r *MemoryRepository) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Subscription, error) {
+	if err := ctx.Err(); err != nil {
+		return billing.Subscription{}, err
+	}
+	bd, err := timefmt.Seconds(billingDate)
+	if err != nil || billingDate.IsZero() || userID == "" {
+		return billing.Subscription{}, fmt.Errorf("billingtest: get user_id=%q billing_date=%v: %w: not a key", userID, billingDate, billing.ErrInvalidDate)
+	}
+	r.s.mu.Lock()
+	item, ok := r.s.primary[tableKey{userID, bd}]
+	r.s.mu.Unlock()
+	if !ok {
+		return billing.Subscription{}, fmt.Errorf("%w: user_id=%s billing_date=%s", billing.ErrNotFound, userID, bd)
+	}
+	return billing.DecodeItem(cloneItem(item))
+}
+
+// GetByID implements [billing.Repository.GetByID]. Should several records
+// share the ID, the one with the smallest key is returned.
+func (r *MemoryRepository) GetByID(ctx context.Context, subscriptionID string) (billing.Subscription, error) {
+	if err := ctx.Err(); err != nil {
+		return billing.Subscription{}, err
+	}
+	r.s.mu.Lock()
+	found := r.s.primary.where(billing.AttrSubscriptionID, subscriptionID)
+	r.s.mu.Unlock()
+	if len(found) == 0 {
+		return billing.Subscription{}, fmt.Errorf("%w: subscription_id=%s", billing.ErrNotFound, subscriptionID)
+	}
+	sortByKey(found, false)
+	return billing.DecodeItem(cloneItem(found[0].item))
+}
+
+// ListByUser implements [billing.Repository.ListByUser].
+func (r *MemoryRepository) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+	return r.s.listUser(ctx, r.s.primary, userID, false, 0)
+}
+
+// Recent implements [billing.Repository.Recent].
+func (r *MemoryRepository) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
+	if limit <= 0 {
+		limit = 10
+	}
+	return r.s.listUser(ctx, r.s.primary, userID, true, limit)
+}
+
+// Update implements [billing.Repository.Update].
+func (r *MemoryRepository) Update(ctx context.Context, prev, next *billing.Subscription) error {
+	return r.s.update(ctx, "update", prev, next, false)
+}
+
+// AdminUpdate implements [billing.Repository.AdminUpdate].
+func (r *MemoryRepository) AdminUpdate(ctx context.Context, prev, next *billing.Subscription) error {
+	return r.s.update(ctx, "admin update", prev, next, true)
+}
+
+// update is one transaction: a condition on the stored record (prev's
+// status and last_run_date), the new key free when it moves, the history
+// row free; then delete, put and history put. Any failed condition is a
+// *ConflictError wrapping ErrConflict, a taken history row included.
+func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subscription, dateChange bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if prev == nil || next == nil {
+		return fmt.Errorf("billingtest: %s: nil record", op)
+	}
+	if err := billing.ValidateUpdate(prev, next, dateChange); err != nil {
+		return err
+	}
+	item, hitem, err := encodeBoth(next)
+	if err != nil {
+		return err
+	}
+	oldKey := tableKey{prev.UserID, prev.BillingDateKey()}
+	newKey, hk := primaryKey(item), historyKey(hitem)
+	conflict := func(key, reason string) error {
+		return &billing.ConflictError{Op: op, Key: key, Reason: reason, Err: billing.ErrConflict}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.primary[oldKey]
+	switch {
+	case !ok:
+		return conflict(prev.Key(), "record does not exist")
+	case !attrIs(cur, billing.AttrBillingStatus, string(prev.Status)) ||
+		!attrIs(cur, billing.AttrLastRunDate, prev.LastRunDateKey()):
+		return conflict(prev.Key(), "status or last_run_date changed")
+	}
+	if newKey != oldKey {
+		if _, taken := s.primary[newKey]; taken {
+			return conflict(next.Key(), "new billing_date taken")
+		}
+	}
+	if _, taken := s.history[hk]; taken {
+		return conflict(next.Key(), "history row exists")
+	}
+	delete(s.primary, oldKey)
+	s.primary[newKey] = item
+	s.history[hk] = hitem
+	return nil
+}
+
+// AddAll implements [billing.Repository.AddAll]. It resolves collisions
+// with the store's policy and writes every record and history row, or,
+// when a record cannot be written, nothing: the error is a
+// *billing.BatchError naming every record.
+func (r *MemoryRepository) AddAll(ctx context.Context, subs []billing.Subscription) ([]billing.Subscription, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(subs) == 0 {
+		return nil, nil
+	}
+	out, err := r.s.opts.Collisions(subs)
+	if err != nil {
+		return nil, batchError(subs, err)
+	}
+	items := make([]map[string]types.AttributeValue, len(out))
+	hitems := make([]map[string]types.AttributeValue, len(out))
+	pks, hks := map[tableKey]bool{}, map[tableKey]bool{}
+	for i := range out {
+		if items[i], hitems[i], err = encodeBoth(&out[i]); err != nil {
+			return nil, batchError(out, fmt.Errorf("record %d: %w", i, err))
+		}
+		pk, hk := primaryKey(items[i]), historyKey(hitems[i])
+		if pks[pk] || hks[hk] {
+			// BatchWriteItem rejects a batch holding one key twice.
+			return nil, batchError(out, fmt.Errorf("record %d (%s): %w: key twice in one batch after the collision policy", i, out[i].Key(), billing.ErrAlreadyExists))
+		}
+		pks[pk], hks[hk] = true, true
+	}
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	for i := range out {
+		r.s.primary[primaryKey(items[i])] = items[i]
+		r.s.history[historyKey(hitems[i])] = hitems[i]
+	}
+	written := make([]billing.Subscription, len(out))
+	for i := range out {
+		written[i] = out[i].Clone()
+	}
+	return written, nil
+}
+
+// encodeBoth encodes s for the primary table and for history; the items
+// share no attribute values with s.
+func encodeBoth(s *billing.Subscription) (item, hitem map[string]types.AttributeValue, err error) {
+	if item, err = billing.EncodeItem(s); err != nil {
+		return nil, nil, err
+	}
+	if hitem, err = billing.EncodeHistoryItem(s); err != nil {
+		return nil, nil, err
+	}
+	return cloneItem(item), cloneItem(hitem), nil
+}
+
+func batchError(subs []billing.Subscription, err error) error {
+	keys := make([]string, len(subs))
+	for i := range subs {
+		keys[i] = subs[i].Key()
+	}
+	return &billing.BatchError{Unwritten: keys, Err: err}
+}
+
+func primaryKey(item map[string]types.AttributeValue) tableKey {
+	return tableKey{stringAttr(item, billing.AttrUserID), stringAttr(item, billing.AttrBillingDate)}
+}
+
+func historyKey(item map[string]types.AttributeValue) tableKey {
+	return tableKey{stringAttr(item, billing.AttrUserID), stringAttr(item, billing.AttrLastRunDate)}
+}
+
+// stringAttr returns an S attribute's value, "" when absent or not S.
+func stringAttr(item map[string]types.AttributeValue, name string) string {
+	if v, ok := item[name].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+// attrIs is a condition: attribute = want, or attribute_not_exists when
+// want is "".
+func attrIs(item map[string]types.AttributeValue, name, want string) bool {
+	v, ok := item[name]
+	if want == "" {
+		return !ok
+	}
+	s, isS := v.(*types.AttributeValueMemberS)
+	return isS && s.Value == want
+}
+
+// keyedItem is an item with its key, for sorting.
+type keyedItem struct {
+	key  tableKey
+	item map[string]types.AttributeValue
+}
+
+// where returns the items whose attribute name is the string value (a
+// query on a hash-only index). The caller holds the lock; the items are
+// shared and must be copied (decoding copies) before the lock is released
+// if they may be changed.
+func (t table) where(name, value string) []keyedItem {
+	var out []keyedItem
+	for k, item := range t {
+		if stringAttr(item, name) == value {
+			out = append(out, keyedItem{k, item})
+		}
+	}
+	return out
+}
+
+// sortByKey orders items by user_id then sort key string, or by the sort
+// key string then user_id when bySK.
+func sortByKey(items []keyedItem, bySK bool) {
+	slices.SortFunc(items, func(a, b keyedItem) int {
+		if bySK {
+			if c := strings.Compare(a.key.sk, b.key.sk); c != 0 {
+				return c
+			}
+			return strings.Compare(a.key.pk, b.key.pk)
+		}
+		if c := strings.Compare(a.key.pk, b.key.pk); c != 0 {
+			return c
+		}
+		return strings.Compare(a.key.sk, b.key.sk)
+	})
+}
+
+// listUser queries one partition of t by sort key string, ascending or
+// descending, stopping after limit items when limit > 0.
+func (s *Store) listUser(ctx context.Context, t table, userID string, desc bool, limit int) ([]billing.Subscription, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	var found []keyedItem
+	for k, item := range t {
+		if k.pk == userID {
+			found = append(found, keyedItem{k, item})
+		}
+	}
+	s.mu.Unlock()
+	sortByKey(found, false)
+	if desc {
+		slices.Reverse(found)
+	}
+	if limit > 0 && len(found) > limit {
+		found = found[:limit]
+	}
+	return decodeAll(found)
+}
+
+// decodeAll decodes items in order; the first that fails is the error.
+func decodeAll(items []keyedItem) ([]billing.Subscription, error) {
+	out := make([]billing.Subscription, 0, len(items))
+	for _, ki := range items {
+		sub, err := billing.DecodeItem(cloneItem(ki.item))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sub)
+	}
+	return out, nil
+}
+
+// cloneItem deep-copies an item, so that neither the store nor a caller
+// shares attribute values with the other.
+func cloneItem(item map[string]types.AttributeValue) map[string]types.AttributeValue {
+	if item == nil {
+		return nil
+	}
+	out := make(map[string]types.AttributeValue, len(item))
+	for k, v := range item {
+		out[k] = cloneValue(v)
+	}
+	return out
+}
+
+func cloneValue(v types.AttributeValue) types.AttributeValue {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return &types.AttributeValueMemberS{Value: v.Value}
+	case *types.AttributeValueMemberN:
+		return &types.AttributeValueMemberN{Value: v.Value}
+	case *types.AttributeValueMemberBOOL:
+		return &types.AttributeValueMemberBOOL{Value: v.Value}
+	case *types.AttributeValueMemberNULL:
+		return &types.AttributeValueMemberNULL{Value: v.Value}
+	case *types.AttributeValueMemberB:
+		return &types.AttributeValueMemberB{Value: slices.Clone(v.Value)}
+	case *types.AttributeValueMemberSS:
+		return &types.AttributeValueMemberSS{Value: slices.Clone(v.Value)}
+	case *types.AttributeValueMemberNS:
+		return &types.AttributeValueMemberNS{Value: slices.Clone(v.Value)}
+	case *types.AttributeValueMemberBS:
+		bs := make([][]byte, len(v.Value))
+		for i, b := range v.Value {
+			bs[i] = slices.Clone(b)
+		}
+		return &types.AttributeValueMemberBS{Value: bs}
+	case *types.AttributeValueMemberL:
+		l := make([]types.AttributeValue, len(v.Value))
+		for i, e := range v.Value {
+			l[i] = cloneValue(e)
+		}
+		return &types.AttributeValueMemberL{Value: l}
+	case *types.AttributeValueMemberM:
+		return &types.AttributeValueMemberM{Value: cloneItem(v.Value)}
+	}
+	return v
+}

@@ -1,0 +1,94 @@
+package billingtest
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynabill/billing"
+)
+
+// Add implements [billing.History.Add]: a put conditional on the key being
+// free.
+func (h *MemoryHistory) Add(ctx context.Context, sub *billing.Subscription) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	item, err := billing.EncodeHistoryItem(sub)
+	if err != nil {
+		return err
+	}
+	item = cloneItem(item)
+	hk := historyKey(item)
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	if _, ok := h.s.history[hk]; ok {
+		return &billing.ConflictError{Op: "history add", Key: historyRowKey(sub), Reason: "history row exists", Err: billing.ErrAlreadyExists}
+	}
+	h.s.history[hk] = item
+	return nil
+}
+
+// AddAll implements [billing.History.AddAll]. Rows that cannot be encoded
+// or that share a key within the call are a *billing.BatchError naming
+// every row, and nothing is written; otherwise every row is written,
+// overwriting rows with the same key as BatchWriteItem does.
+func (h *MemoryHistory) AddAll(ctx context.Context, subs []billing.Subscription) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	items := make([]map[string]types.AttributeValue, len(subs))
+	seen := map[tableKey]int{}
+	for i := range subs {
+		item, err := billing.EncodeHistoryItem(&subs[i])
+		if err != nil {
+			return historyBatchError(subs, fmt.Errorf("row %d: %w", i, err))
+		}
+		items[i] = cloneItem(item)
+		hk := historyKey(items[i])
+		if j, dup := seen[hk]; dup {
+			return historyBatchError(subs, &billing.ConflictError{
+				Op: "history add", Key: historyRowKey(&subs[i]),
+				Reason: fmt.Sprintf("rows %d and %d share user_id and last_run_date", j, i), Err: billing.ErrAlreadyExists,
+			})
+		}
+		seen[hk] = i
+	}
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	for _, item := range items {
+		h.s.history[historyKey(item)] = item
+	}
+	return nil
+}
+
+// ListBySubscription implements [billing.History.ListBySubscription]:
+// rows ascending by last_run_date (then user_id).
+func (h *MemoryHistory) ListBySubscription(ctx context.Context, subscriptionID string) ([]billing.Subscription, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	h.s.mu.Lock()
+	found := h.s.history.where(billing.AttrSubscriptionID, subscriptionID)
+	h.s.mu.Unlock()
+	sortByKey(found, true)
+	return decodeAll(found)
+}
+
+// ListByUser implements [billing.History.ListByUser].
+func (h *MemoryHistory) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+	return h.s.listUser(ctx, h.s.history, userID, false, 0)
+}
+
+func historyRowKey(s *billing.Subscription) string {
+	return s.Key() + " last_run_date=" + s.LastRunDateKey()
+}
+
+func historyBatchError(subs []billing.Subscription, err error) error {
+	keys := make([]string, len(subs))
+	for i := range subs {
+		keys[i] = historyRowKey(&subs[i])
+	}
+	return &billing.BatchError{Unwritten: keys, Err: err}
+}

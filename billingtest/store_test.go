@@ -1,0 +1,297 @@
+package billingtest_test
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+)
+
+func TestRepositorySuite(t *testing.T) {
+	billingtest.TestRepository(t, func(t *testing.T, opts billingtest.StoreOptions) (billing.Repository, billing.History) {
+		s := billingtest.NewStore(opts)
+		return s.Repository(), s.History()
+	})
+}
+
+func TestHistorySuite(t *testing.T) {
+	billingtest.TestHistory(t, func(t *testing.T) billing.History {
+		return billingtest.NewStore(billingtest.StoreOptions{}).History()
+	})
+}
+
+var due = time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC)
+
+func rec(user string, n int, billingDate time.Time, st billing.Status) billing.Subscription {
+	return billing.Subscription{
+		UserID:         user,
+		BillingDate:    billingDate,
+		SubscriptionID: fmt.Sprintf("sub-%s-%d", user, n),
+		Amount:         billing.Cents(499),
+		Status:         st,
+		LastRunDate:    time.Date(2024, 1, 1, 0, 0, n, 0, time.UTC),
+	}
+}
+
+func mustAdd(t *testing.T, r billing.Repository, subs ...billing.Subscription) {
+	t.Helper()
+	for i := range subs {
+		if err := r.Add(t.Context(), &subs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestStoreInvalidItemsReported(t *testing.T) {
+	for _, mode := range []billing.StatusIndexMode{billing.StatusIndexLegacy, billing.StatusIndexSorted} {
+		t.Run(mode.String(), func(t *testing.T) {
+			s := billingtest.NewStore(billingtest.StoreOptions{PageSize: 2, StatusIndexMode: mode})
+			repo := s.Repository()
+			for i := range 5 {
+				mustAdd(t, repo, rec("u1", i, due.AddDate(0, 0, -10+i), billing.StatusScheduled))
+			}
+			bad := func(date, amount string) map[string]types.AttributeValue {
+				return map[string]types.AttributeValue{
+					billing.AttrUserID:         &types.AttributeValueMemberS{Value: "u0"},
+					billing.AttrBillingDate:    &types.AttributeValueMemberS{Value: date},
+					billing.AttrSubscriptionID: &types.AttributeValueMemberS{Value: "bad-" + date},
+					billing.AttrBillingStatus:  &types.AttributeValueMemberS{Value: string(billing.StatusScheduled)},
+					billing.AttrBillingAmount:  &types.AttributeValueMemberS{Value: amount},
+				}
+			}
+			if err := s.PutRawItem(billingtest.SubscriptionsTable, bad("2024-05-20T00:00:00Z", "4.999")); err != nil {
+				t.Fatal(err)
+			}
+			// Out of range: read in legacy mode, but filtered out, not reported.
+			if err := s.PutRawItem(billingtest.SubscriptionsTable, bad("2024-07-01T00:00:00Z", "x")); err != nil {
+				t.Fatal(err)
+			}
+			var items []billing.Subscription
+			var invalid []error
+			scanned, pages, cur := 0, 0, ""
+			for {
+				p, err := billing.ScheduledPage(t.Context(), repo, due, cur)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.Count != len(p.Items)+len(p.Invalid) {
+					t.Fatalf("Count %d with %d items and %d invalid", p.Count, len(p.Items), len(p.Invalid))
+				}
+				pages++
+				scanned += p.Scanned
+				items = append(items, p.Items...)
+				invalid = append(invalid, p.Invalid...)
+				if cur = p.Next; cur == "" {
+					break
+				}
+			}
+			if len(items) != 5 || len(invalid) != 1 {
+				t.Fatalf("%d items and %d invalid over %d pages, want 5 and 1", len(items), len(invalid), pages)
+			}
+			var fe *billing.FieldError
+			if !errors.As(invalid[0], &fe) || fe.Field != billing.AttrBillingAmount || !errors.Is(fe, billing.ErrInvalidItem) || !strings.Contains(fe.Key, "u0") {
+				t.Fatalf("invalid item reported as %v, want a FieldError naming billing_amount and the key", invalid[0])
+			}
+			wantScanned := 6
+			if mode == billing.StatusIndexLegacy {
+				wantScanned = 7
+			}
+			if scanned != wantScanned {
+				t.Fatalf("Scanned %d over all pages, want %d", scanned, wantScanned)
+			}
+			if _, err := repo.ListByUser(t.Context(), "u0"); !errors.Is(err, billing.ErrInvalidItem) {
+				t.Fatalf("ListByUser over an undecodable item = %v, want ErrInvalidItem", err)
+			}
+		})
+	}
+}
+
+func TestStoreLastPageExactlyFull(t *testing.T) {
+	// DynamoDB returns a LastEvaluatedKey whenever Limit items were read.
+	s := billingtest.NewStore(billingtest.StoreOptions{PageSize: 3, StatusIndexMode: billing.StatusIndexSorted})
+	for i := range 3 {
+		mustAdd(t, s.Repository(), rec("u1", i, due.AddDate(0, 0, -i-1), billing.StatusScheduled))
+	}
+	p, err := billing.ScheduledPage(t.Context(), s.Repository(), due, "")
+	if err != nil || len(p.Items) != 3 || p.Next == "" {
+		t.Fatalf("full page = %d items, next %q, %v; want 3 and a cursor", len(p.Items), p.Next, err)
+	}
+	p2, err := billing.ScheduledPage(t.Context(), s.Repository(), due, p.Next)
+	if err != nil || len(p2.Items) != 0 || p2.Scanned != 0 || p2.Next != "" {
+		t.Fatalf("page after the full one = %+v, %v; want empty and last", p2, err)
+	}
+}
+
+func TestStoreLegacyPageOfFilteredItems(t *testing.T) {
+	s := billingtest.NewStore(billingtest.StoreOptions{PageSize: 2})
+	mustAdd(t, s.Repository(),
+		rec("a", 1, due.AddDate(0, 0, 5), billing.StatusScheduled),
+		rec("b", 2, due.AddDate(0, 0, 6), billing.StatusScheduled),
+		rec("c", 3, due.AddDate(0, 0, -1), billing.StatusScheduled),
+	)
+	p, err := billing.ScheduledPage(t.Context(), s.Repository(), due, "")
+	if err != nil || len(p.Items) != 0 || p.Scanned != 2 || p.Count != 0 || p.Next == "" {
+		t.Fatalf("first legacy page = %+v, %v; want nothing due among 2 read, and a cursor", p, err)
+	}
+	p2, err := billing.ScheduledPage(t.Context(), s.Repository(), due, p.Next)
+	if err != nil || len(p2.Items) != 1 || p2.Items[0].UserID != "c" || p2.Next != "" {
+		t.Fatalf("second legacy page = %+v, %v; want user c's record", p2, err)
+	}
+}
+
+func TestStoreReturnsCopies(t *testing.T) {
+	s := billingtest.NewStore(billingtest.StoreOptions{})
+	r := rec("u1", 1, due, billing.StatusScheduled)
+	r.Extra = map[string]types.AttributeValue{"x_note": &types.AttributeValueMemberS{Value: "orig"}}
+	r.Data = map[string]types.AttributeValue{"data_l": &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: "orig"}}}}
+	mustAdd(t, s.Repository(), r)
+	// Changing the input after Add changes nothing stored.
+	r.Extra["x_note"].(*types.AttributeValueMemberS).Value = "input changed"
+	r.Data["data_l"].(*types.AttributeValueMemberL).Value[0] = &types.AttributeValueMemberS{Value: "input changed"}
+
+	mutate := func(sub billing.Subscription) {
+		sub.Status = billing.StatusError
+		if v, ok := sub.Extra["x_note"].(*types.AttributeValueMemberS); ok {
+			v.Value = "mutated"
+		}
+		if l, ok := sub.Data["data_l"].(*types.AttributeValueMemberL); ok {
+			l.Value[0].(*types.AttributeValueMemberS).Value = "mutated"
+		}
+		sub.Extra["added"] = &types.AttributeValueMemberS{Value: "x"}
+	}
+	got, err := s.Repository().Get(t.Context(), "u1", due)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutate(got)
+	list, _ := s.Repository().ListByUser(t.Context(), "u1")
+	mutate(list[0])
+	byID, _ := s.Repository().GetByID(t.Context(), r.SubscriptionID)
+	mutate(byID)
+	rows, _ := s.History().ListByUser(t.Context(), "u1")
+	mutate(rows[0])
+
+	again, err := s.Repository().Get(t.Context(), "u1", due)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := again.Extra["x_note"].(*types.AttributeValueMemberS).Value; v != "orig" || again.Status != billing.StatusScheduled || len(again.Extra) != 1 {
+		t.Fatalf("stored record changed through a returned copy: status %s, Extra %v", again.Status, again.Extra)
+	}
+	hrows, _ := s.History().ListBySubscription(t.Context(), r.SubscriptionID)
+	if v := hrows[0].Data["data_l"].(*types.AttributeValueMemberL).Value[0].(*types.AttributeValueMemberS).Value; v != "orig" {
+		t.Fatalf("stored history row changed through a copy: data_l[0] = %q", v)
+	}
+}
+
+func TestStoreItemsAndPutRawItem(t *testing.T) {
+	s := billingtest.NewStore(billingtest.StoreOptions{})
+	mustAdd(t, s.Repository(), rec("u1", 1, due, billing.StatusScheduled), rec("u1", 2, due.AddDate(0, 1, 0), billing.StatusScheduled))
+	if n, h := s.Items(billingtest.SubscriptionsTable), s.Items(billingtest.HistoryTable); n != 2 || h != 2 {
+		t.Fatalf("Items = %d, %d; want 2, 2", n, h)
+	}
+	if err := s.PutRawItem(billingtest.HistoryTable, map[string]types.AttributeValue{
+		billing.AttrUserID: &types.AttributeValueMemberS{Value: "u1"},
+	}); err == nil {
+		t.Fatal("PutRawItem without last_run_date succeeded")
+	}
+	if h := s.Items(billingtest.HistoryTable); h != 2 {
+		t.Fatalf("history has %d items after a rejected PutRawItem", h)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Items of an unknown table did not panic")
+		}
+	}()
+	s.Items("nope")
+}
+
+func TestNewStoreRejectsBadOptions(t *testing.T) {
+	for _, opts := range []billingtest.StoreOptions{{PageSize: -1}, {StatusIndexMode: 7}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("NewStore(%+v) did not panic", opts)
+				}
+			}()
+			billingtest.NewStore(opts)
+		}()
+	}
+}
+
+// fatalRecorder is a testing.TB whose Fatal stops only the calling
+// goroutine and records the message.
+type fatalRecorder struct {
+	testing.TB
+	mu  sync.Mutex
+	msg string
+}
+
+func (f *fatalRecorder) Helper() {}
+
+func (f *fatalRecorder) Fatalf(format string, args ...any) {
+	f.mu.Lock()
+	f.msg = fmt.Sprintf(format, args...)
+	f.mu.Unlock()
+	runtime.Goexit()
+}
+
+func (f *fatalRecorder) run(fn func(tb testing.TB)) string {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn(f)
+	}()
+	<-done
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.msg
+}
+
+func TestRequireHistoryMatchesPrimary(t *testing.T) {
+	s := billingtest.NewStore(billingtest.StoreOptions{})
+	repo, hist := s.Repository(), s.History()
+	r := rec("u1", 1, due, billing.StatusScheduled)
+	mustAdd(t, repo, r)
+	next := r.Clone()
+	next.Status = billing.StatusError
+	next.LastRunDate = r.LastRunDate.Add(time.Minute)
+	if err := repo.Update(t.Context(), &r, &next); err != nil {
+		t.Fatal(err)
+	}
+	if msg := (&fatalRecorder{TB: t}).run(func(tb testing.TB) {
+		billingtest.RequireHistoryMatchesPrimary(tb, repo, hist, "u1")
+	}); msg != "" {
+		t.Fatalf("consistent store reported: %s", msg)
+	}
+
+	// A primary write that bypassed history: the newest row is stale.
+	item, err := billing.EncodeItem(&next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	item[billing.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "9.99"}
+	if err := s.PutRawItem(billingtest.SubscriptionsTable, item); err != nil {
+		t.Fatal(err)
+	}
+	// And a record without any history row.
+	orphan := rec("u1", 9, due.AddDate(0, 1, 0), billing.StatusScheduled)
+	item, _ = billing.EncodeItem(&orphan)
+	if err := s.PutRawItem(billingtest.SubscriptionsTable, item); err != nil {
+		t.Fatal(err)
+	}
+	msg := (&fatalRecorder{TB: t}).run(func(tb testing.TB) {
+		billingtest.RequireHistoryMatchesPrimary(tb, repo, hist, "u1")
+	})
+	if !strings.Contains(msg, "billing_amount") || !strings.Contains(msg, orphan.SubscriptionID) || !strings.Contains(msg, "no history row") {
+		t.Fatalf("mismatch not reported (or not named): %q", msg)
+	}
+}

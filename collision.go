@@ -1,0 +1,135 @@
+package billing
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dynabill/billing/internal/timefmt"
+)
+
+// CollisionPolicy makes the keys of a batch of records distinct before a
+// batch write, which cannot hold two writes of one key. It returns the
+// records to write (copies; the input is not modified) or an error when the
+// collisions cannot be resolved. [DefaultCollisionPolicy] is the legacy rule.
+type CollisionPolicy func(subs []Subscription) ([]Subscription, error)
+
+// DefaultCollisionPolicy is the legacy service's SK collision rule for
+// upgrade and downgrade batches, made deterministic:
+//
+//   - Records of one user sharing a billing_date form a group. The SCHEDULED
+//     record of the group keeps the date (or, when none is SCHEDULED, the
+//     first in input order does). Every other record, in input order, gets
+//     billing_date + N hours for the smallest N >= 1 that is free in the
+//     batch. Two SCHEDULED records with one date are an error wrapping
+//     [ErrAlreadyExists]: there is no rule for which one to move.
+//   - Records of one user sharing a last_run_date (the history key) get
+//     +N nanoseconds, in input order, for the smallest N >= 1 that is free.
+//
+// Every record must be encodable ([EncodeHistoryItem]); the first that is
+// not is returned as the error, before anything is resolved.
+func DefaultCollisionPolicy(subs []Subscription) ([]Subscription, error) {
+	out := make([]Subscription, len(subs))
+	for i := range subs {
+		out[i] = subs[i].Clone()
+		if _, err := EncodeHistoryItem(&out[i]); err != nil {
+			return nil, fmt.Errorf("record %d: %w", i, err)
+		}
+	}
+	// Sort keys: keep the SCHEDULED record of each group, move the others.
+	taken := map[string]bool{}
+	keeper := map[string]int{}
+	for i := range out {
+		k := out[i].UserID + "\x00" + out[i].BillingDateKey()
+		j, seen := keeper[k]
+		switch {
+		case !seen:
+			keeper[k] = i
+		case out[i].Status == StatusScheduled && out[j].Status == StatusScheduled:
+			return nil, fmt.Errorf("%w: two SCHEDULED records for %s", ErrAlreadyExists, out[i].Key())
+		case out[i].Status == StatusScheduled:
+			keeper[k] = i
+		}
+		taken[k] = true
+	}
+	for i := range out {
+		k := out[i].UserID + "\x00" + out[i].BillingDateKey()
+		if keeper[k] == i {
+			continue
+		}
+		base := out[i].BillingDate.Truncate(time.Second)
+		for n := 1; ; n++ {
+			d := base.Add(time.Duration(n) * time.Hour)
+			nk := out[i].UserID + "\x00" + d.UTC().Format(timefmt.SecondsLayout)
+			if !taken[nk] {
+				taken[nk] = true
+				out[i].BillingDate = d.UTC()
+				out[i].rawBillingDate = ""
+				out[i].BillingPeriod = BillingPeriod(d)
+				break
+			}
+		}
+	}
+	// History keys.
+	seen := map[string]bool{}
+	for i := range out {
+		seen[out[i].UserID+"\x00"+out[i].LastRunDateKey()] = true
+	}
+	used := map[string]bool{}
+	for i := range out {
+		k := out[i].UserID + "\x00" + out[i].LastRunDateKey()
+		if !used[k] {
+			used[k] = true
+			continue
+		}
+		base := out[i].LastRunDate
+		for n := 1; ; n++ {
+			out[i].LastRunDate = base.Add(time.Duration(n))
+			out[i].rawLastRunDate = ""
+			nk := out[i].UserID + "\x00" + out[i].LastRunDateKey()
+			if !used[nk] && !seen[nk] {
+				used[nk] = true
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// ValidateUpdate checks that next may replace prev as [Repository.Update]
+// (dateChange false) or [Repository.AdminUpdate] (dateChange true) require:
+// the same user and subscription ID, the same billing_date unless
+// dateChange, a transition the table allows, and a later last_run_date.
+// Storage implementations call it before writing; the error wraps
+// [ErrIllegalTransition] or [ErrInvalidItem].
+func ValidateUpdate(prev, next *Subscription, dateChange bool) error {
+	bad := func(field, value, why string) error {
+		return &FieldError{Field: field, Value: value, Key: prev.Key(), Err: fmt.Errorf("%w: %s", ErrInvalidItem, why)}
+	}
+	if next.UserID != prev.UserID {
+		return bad(AttrUserID, next.UserID, "an update cannot change user_id")
+	}
+	if next.SubscriptionID != prev.SubscriptionID {
+		return bad(AttrSubscriptionID, next.SubscriptionID, "an update cannot change subscription_id")
+	}
+	if !dateChange && next.BillingDateKey() != prev.BillingDateKey() {
+		return bad(AttrBillingDate, next.BillingDateKey(), "billing_date changed: use AdminUpdate")
+	}
+	if err := CheckTransition(prev.Status, next.Status); err != nil {
+		return fmt.Errorf("%s: %w", prev.Key(), err)
+	}
+	if !next.LastRunDate.After(prev.LastRunDate) {
+		return bad(AttrLastRunDate, next.LastRunDateKey(), "last_run_date must advance past "+prev.LastRunDateKey())
+	}
+	if _, err := EncodeHistoryItem(next); err != nil {
+		return err
+	}
+	return nil
+}
+
+// IsConflict reports whether err is a lost race ([ErrConflict] or
+// [ErrAlreadyExists]) rather than a failure: the caller re-reads and
+// decides again.
+func IsConflict(err error) bool {
+	return errors.Is(err, ErrConflict) || errors.Is(err, ErrAlreadyExists)
+}

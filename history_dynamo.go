@@ -1,0 +1,138 @@
+package billing
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// DynamoHistory is the [History] on the billing-activity-history table.
+type DynamoHistory struct {
+	cfg DynamoConfig
+	bw  *batchWriter
+}
+
+var _ History = (*DynamoHistory)(nil)
+
+// NewDynamoHistory returns a History on cfg.Tables.History.
+func NewDynamoHistory(cfg DynamoConfig) (*DynamoHistory, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &DynamoHistory{cfg: cfg, bw: cfg.batchWriter()}, nil
+}
+
+func historyKey(sub *Subscription) string {
+	return "user_id=" + sub.UserID + " last_run_date=" + sub.LastRunDateKey()
+}
+
+// Add implements [History.Add].
+func (h *DynamoHistory) Add(ctx context.Context, sub *Subscription) error {
+	item, err := EncodeHistoryItem(sub)
+	if err != nil {
+		return err
+	}
+	_, err = h.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &h.cfg.Tables.History, Item: item,
+		ConditionExpression:      aws.String(condAbsent),
+		ExpressionAttributeNames: map[string]string{"#pk": AttrUserID},
+	})
+	return translateWrite("history add", []txOp{{key: historyKey(sub), reason: "a history row with this user_id and last_run_date exists", exists: true}}, err)
+}
+
+// AddAll implements [History.AddAll].
+func (h *DynamoHistory) AddAll(ctx context.Context, subs []Subscription) error {
+	puts := make([]batchPut, 0, len(subs))
+	seen := map[string]bool{}
+	for i := range subs {
+		item, err := EncodeHistoryItem(&subs[i])
+		if err != nil {
+			return fmt.Errorf("history row %d: %w", i, err)
+		}
+		k := historyKey(&subs[i])
+		if seen[k] {
+			return &ConflictError{Op: "history add", Key: k, Reason: "two rows of the batch share user_id and last_run_date", Err: ErrAlreadyExists}
+		}
+		seen[k] = true
+		puts = append(puts, batchPut{table: h.cfg.Tables.History, item: item, record: i, key: k})
+	}
+	unwritten, lastErr := h.bw.write(ctx, puts, maxBatchWrite)
+	if len(unwritten) == 0 {
+		return nil
+	}
+	be := &BatchError{Err: lastErr}
+	for i := range subs {
+		if unwritten[i] {
+			be.Unwritten = append(be.Unwritten, historyKey(&subs[i]))
+		}
+	}
+	return be
+}
+
+// ListBySubscription implements [History.ListBySubscription]. The index has
+// no range key, so rows are sorted by last_run_date after reading all pages.
+func (h *DynamoHistory) ListBySubscription(ctx context.Context, subscriptionID string) ([]Subscription, error) {
+	rows, err := h.query(ctx, &dynamodb.QueryInput{
+		TableName:                 &h.cfg.Tables.History,
+		IndexName:                 &h.cfg.Tables.SubscriptionIDIndex,
+		KeyConditionExpression:    aws.String("#id = :id"),
+		ExpressionAttributeNames:  map[string]string{"#id": AttrSubscriptionID},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": attrS(subscriptionID)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("billing: history of subscription %s: %w", subscriptionID, err)
+	}
+	sortHistory(rows)
+	return rows, nil
+}
+
+// ListByUser implements [History.ListByUser].
+func (h *DynamoHistory) ListByUser(ctx context.Context, userID string) ([]Subscription, error) {
+	rows, err := h.query(ctx, &dynamodb.QueryInput{
+		TableName:                 &h.cfg.Tables.History,
+		KeyConditionExpression:    aws.String("#u = :u"),
+		ExpressionAttributeNames:  map[string]string{"#u": AttrUserID},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":u": attrS(userID)},
+		ConsistentRead:            aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("billing: history of user %s: %w", userID, err)
+	}
+	sortHistory(rows)
+	return rows, nil
+}
+
+func (h *DynamoHistory) query(ctx context.Context, in *dynamodb.QueryInput) ([]Subscription, error) {
+	var rows []Subscription
+	for {
+		out, err := h.cfg.Client.Query(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range out.Items {
+			sub, err := DecodeItem(it)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, sub)
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return rows, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// sortHistory orders rows by last_run_date as a time (legacy rows may use
+// other string forms, whose string order is not time order), then by user.
+func sortHistory(rows []Subscription) {
+	slices.SortStableFunc(rows, func(a, b Subscription) int {
+		return cmp.Or(a.LastRunDate.Compare(b.LastRunDate), cmp.Compare(a.UserID, b.UserID))
+	})
+}

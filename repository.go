@@ -1,0 +1,191 @@
+package billing
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Repository stores the billing-activity records: one record per user per
+// billing period, keyed by user_id and billing_date. Every write also appends
+// the record's row to the history (billing-activity-history) atomically.
+//
+// Implementations: [DynamoRepository] on the legacy tables, and the
+// in-memory store in package billingtest. Both pass
+// billingtest.TestRepository.
+type Repository interface {
+	// Add writes a new record and its history row in one transaction. The
+	// record's LastRunDate must be set (it keys the history row). When a
+	// record with the same user_id and billing_date exists, or the history
+	// row exists, nothing is written and the error is a [*ConflictError]
+	// wrapping [ErrAlreadyExists].
+	Add(ctx context.Context, s *Subscription) error
+
+	// Get reads a record by its key with a consistent read. [ErrNotFound]
+	// when there is none.
+	Get(ctx context.Context, userID string, billingDate time.Time) (Subscription, error)
+
+	// GetByID finds a record by subscription_id through the
+	// subscription_id-index, then re-reads it from the table with a
+	// consistent read (indexes are eventually consistent). [ErrNotFound]
+	// when there is none.
+	GetByID(ctx context.Context, subscriptionID string) (Subscription, error)
+
+	// ListByUser returns all records of a user ascending by billing_date,
+	// reading every page.
+	ListByUser(ctx context.Context, userID string) ([]Subscription, error)
+
+	// Recent returns at most limit records of a user, most recent
+	// billing_date first. limit <= 0 means 10.
+	Recent(ctx context.Context, userID string, limit int) ([]Subscription, error)
+
+	// QueryStatus returns one page of records in a status, narrowed by
+	// billing_date (see [StatusQuery]). Items that cannot be decoded are
+	// reported in [Page.Invalid], not returned as an error: one bad item
+	// never stops a run.
+	QueryStatus(ctx context.Context, q StatusQuery) (Page, error)
+
+	// Update replaces the record prev with next (the same user_id,
+	// billing_date and subscription_id) and appends next's history row, in
+	// one transaction conditional on the stored record still having prev's
+	// billing_status and last_run_date. The change prev.Status →
+	// next.Status must be allowed by [CanTransition], and next.LastRunDate
+	// must be after prev.LastRunDate. When someone else wrote first (or the
+	// record is gone) nothing is written and the error is a
+	// [*ConflictError] wrapping [ErrConflict].
+	Update(ctx context.Context, prev, next *Subscription) error
+
+	// AdminUpdate is Update for changes of billing_date (the sort key): the
+	// old item is deleted, the new one put (its key must be free) and the
+	// history row appended, in one transaction conditional on prev as in
+	// Update. With an unchanged billing_date it is Update.
+	AdminUpdate(ctx context.Context, prev, next *Subscription) error
+
+	// AddAll writes many records (upgrades and downgrades) to the table and
+	// their history rows, in batches. It first applies the collision policy
+	// ([DefaultCollisionPolicy] unless configured), so records sharing a
+	// key get distinct ones, and returns the records as written. Batch
+	// writes cannot be conditional: like the legacy service, AddAll
+	// overwrites records with the same key. Either every record and history
+	// row is written, or the error is a [*BatchError] naming the records
+	// not written.
+	AddAll(ctx context.Context, subs []Subscription) ([]Subscription, error)
+}
+
+// StatusQuery selects one page of records in a status by billing_date.
+// At most one of Since and After may be set; zero times are unbounded.
+type StatusQuery struct {
+	// Status is required.
+	Status Status
+	// Since keeps billing_date >= Since.
+	Since time.Time
+	// After keeps billing_date > After.
+	After time.Time
+	// Before keeps billing_date < Before.
+	Before time.Time
+	// Cursor continues a previous page ([Page.Next]); "" starts at the top.
+	Cursor string
+	// Limit is the number of items read (not returned) per page, as
+	// DynamoDB's Limit. 0 uses the store's page size.
+	Limit int
+}
+
+// Validate checks the query: a storable status, not both Since and After,
+// a non-negative limit, and a non-empty range.
+func (q StatusQuery) Validate() error {
+	switch {
+	case !q.Status.Storable():
+		return fmt.Errorf("%w: status %q", ErrInvalidQuery, q.Status)
+	case !q.Since.IsZero() && !q.After.IsZero():
+		return fmt.Errorf("%w: both Since and After set", ErrInvalidQuery)
+	case q.Limit < 0:
+		return fmt.Errorf("%w: negative limit %d", ErrInvalidQuery, q.Limit)
+	case !q.Before.IsZero() && !q.Since.IsZero() && !q.Since.Truncate(time.Second).Before(q.Before.Truncate(time.Second)):
+		return fmt.Errorf("%w: empty billing_date range [%v, %v)", ErrInvalidQuery, q.Since, q.Before)
+	case !q.Before.IsZero() && !q.After.IsZero() && !q.After.Truncate(time.Second).Add(time.Second).Before(q.Before.Truncate(time.Second)):
+		return fmt.Errorf("%w: empty billing_date range (%v, %v)", ErrInvalidQuery, q.After, q.Before)
+	}
+	return nil
+}
+
+// Matches reports whether billingDate is inside the query's range. Stores
+// use it to filter; it compares whole seconds, as stored.
+func (q StatusQuery) Matches(billingDate time.Time) bool {
+	d := billingDate.Truncate(time.Second)
+	if !q.Since.IsZero() && d.Before(q.Since.Truncate(time.Second)) {
+		return false
+	}
+	if !q.After.IsZero() && !d.After(q.After.Truncate(time.Second)) {
+		return false
+	}
+	if !q.Before.IsZero() && !d.Before(q.Before.Truncate(time.Second)) {
+		return false
+	}
+	return true
+}
+
+// Page is one page of a status query.
+type Page struct {
+	// Items are the decoded records of the page, in index order.
+	Items []Subscription
+	// Invalid holds one error per item of the page that could not be
+	// decoded (a [*FieldError] naming the attribute and key).
+	Invalid []error
+	// Next continues the query; "" when there are no more pages. It is an
+	// opaque URL-safe token, safe to put in a queue message.
+	Next string
+	// Scanned is the number of items read (DynamoDB's ScannedCount): what
+	// the page cost.
+	Scanned int
+	// Count is the number of items that matched (DynamoDB's Count):
+	// len(Items) + len(Invalid).
+	Count int
+}
+
+// ScheduledPage returns a page of SCHEDULED records due before the given
+// time (billing_date < before): the scheduled collection run.
+func ScheduledPage(ctx context.Context, r Repository, before time.Time, cursor string) (Page, error) {
+	return r.QueryStatus(ctx, StatusQuery{Status: StatusScheduled, Before: before, Cursor: cursor})
+}
+
+// RetryPage returns a page of ERROR records billed after the given time
+// (billing_date > after): the retry run.
+func RetryPage(ctx context.Context, r Repository, after time.Time, cursor string) (Page, error) {
+	return r.QueryStatus(ctx, StatusQuery{Status: StatusError, After: after, Cursor: cursor})
+}
+
+// PausedPage returns a page of PAUSED records due before the given time
+// (billing_date < before): the pause run.
+func PausedPage(ctx context.Context, r Repository, before time.Time, cursor string) (Page, error) {
+	return r.QueryStatus(ctx, StatusQuery{Status: StatusPaused, Before: before, Cursor: cursor})
+}
+
+// NotificationPage returns a page of records in status with billing_date in
+// [start, end): the notifier's window.
+func NotificationPage(ctx context.Context, r Repository, status Status, start, end time.Time, cursor string) (Page, error) {
+	return r.QueryStatus(ctx, StatusQuery{Status: status, Since: start, Before: end, Cursor: cursor})
+}
+
+// History is the append-only audit log (billing-activity-history): one row
+// per write of a record, keyed by user_id and last_run_date.
+//
+// Implementations: [DynamoHistory] and the in-memory store in package
+// billingtest. Both pass billingtest.TestHistory.
+type History interface {
+	// Add appends a row. LastRunDate must be set. An existing row with the
+	// same user_id and last_run_date is never overwritten: the error is a
+	// [*ConflictError] wrapping [ErrAlreadyExists].
+	Add(ctx context.Context, s *Subscription) error
+
+	// AddAll appends many rows in batches. Rows sharing user_id and
+	// last_run_date within the call are an error before anything is
+	// written. Either every row is written or the error is a [*BatchError].
+	AddAll(ctx context.Context, subs []Subscription) error
+
+	// ListBySubscription returns every row of a subscription ID ascending by
+	// last_run_date, reading every page.
+	ListBySubscription(ctx context.Context, subscriptionID string) ([]Subscription, error)
+
+	// ListByUser returns every row of a user ascending by last_run_date.
+	ListByUser(ctx context.Context, userID string) ([]Subscription, error)
+}

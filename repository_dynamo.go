@@ -1,0 +1,474 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynabill/billing/internal/cursor"
+	"github.com/dynabill/billing/internal/timefmt"
+)
+
+// DynamoConfig configures [NewDynamoRepository] and [NewDynamoHistory].
+type DynamoConfig struct {
+	// Client talks to DynamoDB; *dynamodb.Client satisfies it. Required.
+	Client DynamoDBAPI
+	// Tables names the tables and indexes and picks the status index mode.
+	// Defaults to the existing deployment's names, legacy status index.
+	Tables TableConfig
+	// PageSize is the number of items a status page reads (DynamoDB's
+	// Limit). Defaults to 100.
+	PageSize int
+	// Collisions resolves duplicate keys in AddAll. Defaults to
+	// [DefaultCollisionPolicy].
+	Collisions CollisionPolicy
+	// BatchRetries is how many times a batch chunk with unprocessed items or
+	// a failed request is retried. Defaults to 8.
+	BatchRetries int
+	// BatchBackoff is the first retry delay; it doubles per attempt (with
+	// full jitter) up to BatchMaxBackoff. Defaults to 50ms.
+	BatchBackoff time.Duration
+	// BatchMaxBackoff caps the retry delay. Defaults to 5s.
+	BatchMaxBackoff time.Duration
+	// Logger receives debug and warning logs. Defaults to discarding them.
+	Logger *slog.Logger
+}
+
+func (c DynamoConfig) withDefaults() (DynamoConfig, error) {
+	if c.Client == nil {
+		return c, errors.New("billing: DynamoConfig.Client is required")
+	}
+	if err := c.Tables.validate(); err != nil {
+		return c, err
+	}
+	if c.PageSize < 0 {
+		return c, fmt.Errorf("billing: DynamoConfig.PageSize: negative %d", c.PageSize)
+	}
+	if c.BatchRetries < 0 {
+		return c, fmt.Errorf("billing: DynamoConfig.BatchRetries: negative %d", c.BatchRetries)
+	}
+	c.Tables = c.Tables.WithDefaults()
+	if c.PageSize == 0 {
+		c.PageSize = 100
+	}
+	if c.Collisions == nil {
+		c.Collisions = DefaultCollisionPolicy
+	}
+	if c.BatchRetries == 0 {
+		c.BatchRetries = 8
+	}
+	if c.BatchBackoff <= 0 {
+		c.BatchBackoff = 50 * time.Millisecond
+	}
+	if c.BatchMaxBackoff <= 0 {
+		c.BatchMaxBackoff = 5 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+func (c DynamoConfig) batchWriter() *batchWriter {
+	return &batchWriter{
+		client: c.Client, retries: c.BatchRetries, baseDelay: c.BatchBackoff, maxDelay: c.BatchMaxBackoff,
+		keyAttrs: map[string][2]string{
+			c.Tables.Subscriptions: {AttrUserID, AttrBillingDate},
+			c.Tables.History:       {AttrUserID, AttrLastRunDate},
+		},
+	}
+}
+
+// DynamoRepository is the [Repository] on the legacy billing-activity and
+// billing-activity-history tables.
+type DynamoRepository struct {
+	cfg DynamoConfig
+	bw  *batchWriter
+}
+
+var _ Repository = (*DynamoRepository)(nil)
+
+// NewDynamoRepository returns a Repository on the tables of cfg.Tables.
+func NewDynamoRepository(cfg DynamoConfig) (*DynamoRepository, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &DynamoRepository{cfg: cfg, bw: cfg.batchWriter()}, nil
+}
+
+func attrS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+
+const (
+	condAbsent = "attribute_not_exists(#pk)"
+)
+
+// Add implements [Repository.Add].
+func (r *DynamoRepository) Add(ctx context.Context, sub *Subscription) error {
+	hist, err := EncodeHistoryItem(sub)
+	if err != nil {
+		return err
+	}
+	prim, _ := EncodeItem(sub)
+	names := map[string]string{"#pk": AttrUserID}
+	_, err = r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Put: &types.Put{TableName: &r.cfg.Tables.Subscriptions, Item: prim, ConditionExpression: aws.String(condAbsent), ExpressionAttributeNames: names}},
+		{Put: &types.Put{TableName: &r.cfg.Tables.History, Item: hist, ConditionExpression: aws.String(condAbsent), ExpressionAttributeNames: names}},
+	}})
+	return translateWrite("add", []txOp{
+		{key: sub.Key(), reason: "a record with this user_id and billing_date exists", exists: true},
+		{key: sub.Key(), reason: "a history row with this user_id and last_run_date exists", exists: true},
+	}, err)
+}
+
+// Get implements [Repository.Get].
+func (r *DynamoRepository) Get(ctx context.Context, userID string, billingDate time.Time) (Subscription, error) {
+	bd, err := timefmt.Seconds(billingDate)
+	if err != nil {
+		return Subscription{}, fmt.Errorf("%w: billing_date %v: %w", ErrInvalidDate, billingDate, err)
+	}
+	return r.getKey(ctx, userID, bd)
+}
+
+func (r *DynamoRepository) getKey(ctx context.Context, userID, billingDate string) (Subscription, error) {
+	key := keyString(userID, billingDate)
+	out, err := r.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &r.cfg.Tables.Subscriptions,
+		Key:            map[string]types.AttributeValue{AttrUserID: attrS(userID), AttrBillingDate: attrS(billingDate)},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Subscription{}, fmt.Errorf("billing: get (%s): %w", key, err)
+	}
+	if len(out.Item) == 0 {
+		return Subscription{}, fmt.Errorf("%w: record %s", ErrNotFound, key)
+	}
+	return DecodeItem(out.Item)
+}
+
+func keyString(userID, billingDate string) string {
+	return "user_id=" + userID + " billing_date=" + billingDate
+}
+
+// GetByID implements [Repository.GetByID]: an index query, then a consistent
+// read of each key found (an index lagging behind an AdminUpdate may still
+// list the old key).
+func (r *DynamoRepository) GetByID(ctx context.Context, subscriptionID string) (Subscription, error) {
+	if subscriptionID == "" {
+		return Subscription{}, fmt.Errorf("%w: empty subscription ID", ErrNotFound)
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 &r.cfg.Tables.Subscriptions,
+		IndexName:                 &r.cfg.Tables.SubscriptionIDIndex,
+		KeyConditionExpression:    aws.String("#id = :id"),
+		ExpressionAttributeNames:  map[string]string{"#id": AttrSubscriptionID},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": attrS(subscriptionID)},
+	}
+	for {
+		out, err := r.cfg.Client.Query(ctx, in)
+		if err != nil {
+			return Subscription{}, fmt.Errorf("billing: get by id %s: %w", subscriptionID, err)
+		}
+		for _, it := range out.Items {
+			sub, err := r.getKey(ctx, stringAttr(it[AttrUserID]), stringAttr(it[AttrBillingDate]))
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return Subscription{}, err
+			}
+			if sub.SubscriptionID == subscriptionID {
+				return sub, nil
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return Subscription{}, fmt.Errorf("%w: subscription_id %s", ErrNotFound, subscriptionID)
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// ListByUser implements [Repository.ListByUser].
+func (r *DynamoRepository) ListByUser(ctx context.Context, userID string) ([]Subscription, error) {
+	return r.queryUser(ctx, userID, true, 0)
+}
+
+// Recent implements [Repository.Recent].
+func (r *DynamoRepository) Recent(ctx context.Context, userID string, limit int) ([]Subscription, error) {
+	if limit <= 0 {
+		limit = 10
+	}
+	return r.queryUser(ctx, userID, false, limit)
+}
+
+func (r *DynamoRepository) queryUser(ctx context.Context, userID string, forward bool, limit int) ([]Subscription, error) {
+	in := &dynamodb.QueryInput{
+		TableName:                 &r.cfg.Tables.Subscriptions,
+		KeyConditionExpression:    aws.String("#u = :u"),
+		ExpressionAttributeNames:  map[string]string{"#u": AttrUserID},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":u": attrS(userID)},
+		ScanIndexForward:          aws.Bool(forward),
+		ConsistentRead:            aws.Bool(true),
+	}
+	var subs []Subscription
+	for {
+		if limit > 0 {
+			in.Limit = aws.Int32(int32(limit - len(subs)))
+		}
+		out, err := r.cfg.Client.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("billing: list user %s: %w", userID, err)
+		}
+		for _, it := range out.Items {
+			sub, err := DecodeItem(it)
+			if err != nil {
+				return nil, err
+			}
+			subs = append(subs, sub)
+		}
+		if len(out.LastEvaluatedKey) == 0 || (limit > 0 && len(subs) >= limit) {
+			return subs, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// statusCursorNames are the attributes of a status index LastEvaluatedKey.
+var statusCursorNames = []string{AttrUserID, AttrBillingDate, AttrBillingStatus}
+
+func (r *DynamoRepository) cursorScope(st Status) string {
+	t := r.cfg.Tables
+	return "status/" + t.StatusIndexMode.String() + "/" + t.Subscriptions + "/" + t.StatusIndex + "/" + string(st)
+}
+
+// QueryStatus implements [Repository.QueryStatus]. In legacy mode the date
+// bounds are a filter over every record of the status; in sorted mode they
+// are a key condition (plus the same filter for exactness when both ends are
+// bounded).
+func (r *DynamoRepository) QueryStatus(ctx context.Context, q StatusQuery) (Page, error) {
+	if err := q.Validate(); err != nil {
+		return Page{}, err
+	}
+	scope := r.cursorScope(q.Status)
+	start, err := cursor.Decode(scope, q.Cursor, statusCursorNames...)
+	if err != nil {
+		return Page{}, fmt.Errorf("%w: %v", ErrInvalidCursor, err)
+	}
+	if start != nil && stringAttr(start[AttrBillingStatus]) != string(q.Status) {
+		return Page{}, fmt.Errorf("%w: cursor of another status", ErrInvalidCursor)
+	}
+	limit := q.Limit
+	if limit == 0 {
+		limit = r.cfg.PageSize
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                &r.cfg.Tables.Subscriptions,
+		IndexName:                &r.cfg.Tables.StatusIndex,
+		ExpressionAttributeNames: map[string]string{"#s": AttrBillingStatus},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":s": attrS(string(q.Status)),
+		},
+		ExclusiveStartKey: start,
+		Limit:             aws.Int32(int32(min(limit, 1<<30))),
+	}
+	keyCond, filter, err := r.statusConditions(q, in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+	if err != nil {
+		return Page{}, err
+	}
+	in.KeyConditionExpression = aws.String(keyCond)
+	if filter != "" {
+		in.FilterExpression = aws.String(filter)
+	}
+	out, err := r.cfg.Client.Query(ctx, in)
+	if err != nil {
+		return Page{}, fmt.Errorf("billing: status page %s: %w", q.Status, err)
+	}
+	page := Page{Scanned: int(out.ScannedCount), Count: int(out.Count)}
+	for _, it := range out.Items {
+		sub, err := DecodeItem(it)
+		if err != nil {
+			r.cfg.Logger.WarnContext(ctx, "billing: skipping undecodable item", "status", q.Status, "error", err)
+			page.Invalid = append(page.Invalid, err)
+			continue
+		}
+		page.Items = append(page.Items, sub)
+	}
+	if page.Next, err = cursor.Encode(scope, out.LastEvaluatedKey); err != nil {
+		return Page{}, fmt.Errorf("billing: status page %s: cursor: %w", q.Status, err)
+	}
+	return page, nil
+}
+
+// statusConditions builds the key condition and filter of a status query,
+// adding their names and values.
+func (r *DynamoRepository) statusConditions(q StatusQuery, names map[string]string, values map[string]types.AttributeValue) (keyCond, filter string, err error) {
+	keyCond = "#s = :s"
+	var filters []string
+	add := func(expr, name string, t time.Time) error {
+		v, err := timefmt.Seconds(t)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidQuery, err)
+		}
+		values[name] = attrS(v)
+		if expr != "" {
+			filters = append(filters, expr)
+		}
+		return nil
+	}
+	if !q.Since.IsZero() {
+		if err := add("#d >= :since", ":since", q.Since); err != nil {
+			return "", "", err
+		}
+	}
+	if !q.After.IsZero() {
+		if err := add("#d > :after", ":after", q.After); err != nil {
+			return "", "", err
+		}
+	}
+	if !q.Before.IsZero() {
+		if err := add("#d < :before", ":before", q.Before); err != nil {
+			return "", "", err
+		}
+	}
+	if len(filters) == 0 {
+		return keyCond, "", nil
+	}
+	names["#d"] = AttrBillingDate
+	if r.cfg.Tables.StatusIndexMode == StatusIndexLegacy {
+		return keyCond, joinAnd(filters), nil
+	}
+	if len(filters) == 1 {
+		return keyCond + " AND " + filters[0], "", nil
+	}
+	// Both ends bounded: the key condition allows one BETWEEN (inclusive);
+	// whole-second keys make [lo, hi-1s] the same range, and the filter
+	// keeps the exact bounds.
+	lo := q.Since
+	if lo.IsZero() {
+		lo = q.After.Truncate(time.Second).Add(time.Second)
+	}
+	hi := q.Before.Truncate(time.Second).Add(-time.Second)
+	if hi.Before(lo) {
+		hi = lo
+	}
+	if err := add("", ":lo", lo); err != nil {
+		return "", "", err
+	}
+	if err := add("", ":hi", hi); err != nil {
+		return "", "", err
+	}
+	return keyCond + " AND #d BETWEEN :lo AND :hi", joinAnd(filters), nil
+}
+
+func joinAnd(parts []string) string {
+	out := ""
+	for i, p := range parts {
+		if i > 0 {
+			out += " AND "
+		}
+		out += p
+	}
+	return out
+}
+
+// updateCondition is the fence of Update and AdminUpdate: the stored record
+// still has the status and last_run_date the writer read.
+func updateCondition(prev *Subscription) (string, map[string]string, map[string]types.AttributeValue) {
+	names := map[string]string{"#pk": AttrUserID, "#st": AttrBillingStatus, "#lr": AttrLastRunDate}
+	values := map[string]types.AttributeValue{":st": attrS(string(prev.Status))}
+	cond := "attribute_exists(#pk) AND #st = :st AND "
+	if lr := prev.LastRunDateKey(); lr != "" {
+		cond += "#lr = :lr"
+		values[":lr"] = attrS(lr)
+	} else {
+		cond += "attribute_not_exists(#lr)"
+	}
+	return cond, names, values
+}
+
+const staleReason = "the record changed since it was read (status or last_run_date differ) or was deleted"
+
+// Update implements [Repository.Update].
+func (r *DynamoRepository) Update(ctx context.Context, prev, next *Subscription) error {
+	if err := ValidateUpdate(prev, next, false); err != nil {
+		return err
+	}
+	prim, _ := EncodeItem(next)
+	hist, _ := EncodeHistoryItem(next)
+	cond, names, values := updateCondition(prev)
+	_, err := r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Put: &types.Put{TableName: &r.cfg.Tables.Subscriptions, Item: prim, ConditionExpression: &cond,
+			ExpressionAttributeNames: names, ExpressionAttributeValues: values}},
+		{Put: &types.Put{TableName: &r.cfg.Tables.History, Item: hist, ConditionExpression: aws.String(condAbsent),
+			ExpressionAttributeNames: map[string]string{"#pk": AttrUserID}}},
+	}})
+	return translateWrite("update", []txOp{
+		{key: prev.Key(), reason: staleReason},
+		{key: next.Key(), reason: "a history row with this user_id and last_run_date exists"},
+	}, err)
+}
+
+// AdminUpdate implements [Repository.AdminUpdate].
+func (r *DynamoRepository) AdminUpdate(ctx context.Context, prev, next *Subscription) error {
+	if next.BillingDateKey() == prev.BillingDateKey() {
+		return r.Update(ctx, prev, next)
+	}
+	if err := ValidateUpdate(prev, next, true); err != nil {
+		return err
+	}
+	prim, _ := EncodeItem(next)
+	hist, _ := EncodeHistoryItem(next)
+	cond, names, values := updateCondition(prev)
+	absent := map[string]string{"#pk": AttrUserID}
+	_, err := r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Delete: &types.Delete{TableName: &r.cfg.Tables.Subscriptions,
+			Key:                 map[string]types.AttributeValue{AttrUserID: attrS(prev.UserID), AttrBillingDate: attrS(prev.BillingDateKey())},
+			ConditionExpression: &cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values}},
+		{Put: &types.Put{TableName: &r.cfg.Tables.Subscriptions, Item: prim, ConditionExpression: aws.String(condAbsent), ExpressionAttributeNames: absent}},
+		{Put: &types.Put{TableName: &r.cfg.Tables.History, Item: hist, ConditionExpression: aws.String(condAbsent), ExpressionAttributeNames: absent}},
+	}})
+	return translateWrite("admin update", []txOp{
+		{key: prev.Key(), reason: staleReason},
+		{key: next.Key(), reason: "new billing_date taken: a record with that key exists"},
+		{key: next.Key(), reason: "a history row with this user_id and last_run_date exists"},
+	}, err)
+}
+
+// AddAll implements [Repository.AddAll]: BatchWriteItem on both tables, a
+// record's primary item and history row in the same chunk (12 records, 24
+// requests per chunk).
+func (r *DynamoRepository) AddAll(ctx context.Context, subs []Subscription) ([]Subscription, error) {
+	resolved, err := r.cfg.Collisions(subs)
+	if err != nil {
+		return nil, err
+	}
+	puts := make([]batchPut, 0, 2*len(resolved))
+	for i := range resolved {
+		hist, err := EncodeHistoryItem(&resolved[i])
+		if err != nil {
+			return nil, err
+		}
+		prim, _ := EncodeItem(&resolved[i])
+		k := resolved[i].Key()
+		puts = append(puts,
+			batchPut{table: r.cfg.Tables.Subscriptions, item: prim, record: i, key: k},
+			batchPut{table: r.cfg.Tables.History, item: hist, record: i, key: k})
+	}
+	unwritten, lastErr := r.bw.write(ctx, puts, maxBatchWrite-1)
+	if len(unwritten) > 0 {
+		be := &BatchError{Err: lastErr}
+		for i := range resolved {
+			if unwritten[i] {
+				be.Unwritten = append(be.Unwritten, resolved[i].Key())
+			}
+		}
+		return resolved, be
+	}
+	return resolved, nil
+}
