@@ -41,6 +41,12 @@ const (
 	AttrAnchorDay = "billing_anchor_day"
 	// AttrAttempt is added by this library; optional on read.
 	AttrAttempt = "billing_attempt"
+	// AttrNoRetry is added by this library; optional on read.
+	AttrNoRetry = "billing_no_retry"
+	// AttrPendingTier is added by this library; optional on read.
+	AttrPendingTier = "billing_pending_tier"
+	// AttrPendingAmount is added by this library; optional on read.
+	AttrPendingAmount = "billing_pending_amount"
 
 	// DataPrefix starts the attributes kept only in the history table.
 	DataPrefix = "data_"
@@ -56,6 +62,7 @@ func stringFields(s *Subscription) map[string]*string {
 		AttrReceiptAccountMask: &s.ReceiptAccountMask,
 		AttrReceiptTierName:    &s.ReceiptTierName,
 		AttrReceiptPaymentType: &s.ReceiptPaymentType,
+		AttrPendingTier:        &s.PendingTierName,
 	}
 }
 
@@ -99,7 +106,8 @@ func isKnown(name string) bool {
 	}
 	switch name {
 	case AttrUserID, AttrBillingDate, AttrBillingAmount, AttrBillingStatus,
-		AttrProcess, AttrUpdatedEvent, AttrTerm, AttrIsPendingDowngrade:
+		AttrProcess, AttrUpdatedEvent, AttrTerm, AttrIsPendingDowngrade,
+		AttrNoRetry, AttrPendingAmount:
 		return true
 	}
 	return false
@@ -206,6 +214,15 @@ func encode(s *Subscription, withData bool) (map[string]types.AttributeValue, er
 	if s.IsPendingDowngrade {
 		item[AttrIsPendingDowngrade] = &types.AttributeValueMemberBOOL{Value: true}
 	}
+	if s.NoRetry {
+		item[AttrNoRetry] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if s.PendingTierName != "" {
+		if s.PendingAmount < 0 {
+			return nil, bad(AttrPendingAmount, s.PendingAmount.String(), ErrInvalidAmount)
+		}
+		item[AttrPendingAmount] = &types.AttributeValueMemberS{Value: s.PendingAmount.String()}
+	}
 	for name, v := range s.Extra {
 		if isKnown(name) || strings.HasPrefix(name, DataPrefix) {
 			return nil, bad(name, "", errors.New("Extra attribute shadows a known or data_ attribute"))
@@ -261,10 +278,14 @@ func DecodeItem(item map[string]types.AttributeValue) (Subscription, error) {
 			s.Extra[name] = av
 			continue
 		}
-		if name == AttrIsPendingDowngrade {
+		if name == AttrIsPendingDowngrade || name == AttrNoRetry {
+			p := &s.IsPendingDowngrade
+			if name == AttrNoRetry {
+				p = &s.NoRetry
+			}
 			switch v := av.(type) {
 			case *types.AttributeValueMemberBOOL:
-				s.IsPendingDowngrade = v.Value
+				*p = v.Value
 			case *types.AttributeValueMemberNULL:
 			default:
 				return Subscription{}, bad(name, describe(av), errors.New("want BOOL"))
@@ -323,12 +344,19 @@ func DecodeItem(item map[string]types.AttributeValue) (Subscription, error) {
 			}
 			s.BillingDate = t
 			s.rawBillingDate = v
-		case AttrBillingAmount:
+		case AttrBillingAmount, AttrPendingAmount:
+			if v == "" && name == AttrPendingAmount {
+				continue
+			}
 			a, err := ParseAmount(v)
 			if err != nil {
 				return Subscription{}, bad(name, v, err)
 			}
-			s.Amount = a
+			if name == AttrPendingAmount {
+				s.PendingAmount = a
+			} else {
+				s.Amount = a
+			}
 		case AttrBillingStatus:
 			st := Status(v)
 			if !st.Storable() {

@@ -53,7 +53,12 @@ type Repository interface {
 	// must be after prev.LastRunDate. When someone else wrote first (or the
 	// record is gone) nothing is written and the error is a
 	// [*ConflictError] wrapping [ErrConflict].
-	Update(ctx context.Context, prev, next *Subscription) error
+	//
+	// Records in create (at most [MaxUpdateCreates]) are added in the same
+	// transaction with their history rows, each key required to be free
+	// (else [ErrAlreadyExists] and nothing is written): the collector
+	// records an attempt and creates the next period's record at once.
+	Update(ctx context.Context, prev, next *Subscription, create ...*Subscription) error
 
 	// AdminUpdate is Update for changes of billing_date (the sort key): the
 	// old item is deleted, the new one put (its key must be free) and the
@@ -71,6 +76,10 @@ type Repository interface {
 	// not written.
 	AddAll(ctx context.Context, subs []Subscription) ([]Subscription, error)
 }
+
+// MaxUpdateCreates bounds the records [Repository.Update] creates in its
+// transaction (DynamoDB allows 100 actions; each record takes two).
+const MaxUpdateCreates = 8
 
 // StatusQuery selects one page of records in a status by billing_date.
 // At most one of Since and After may be set; zero times are unbounded.

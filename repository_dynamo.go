@@ -395,23 +395,53 @@ func updateCondition(prev *Subscription) (string, map[string]string, map[string]
 const staleReason = "the record changed since it was read (status or last_run_date differ) or was deleted"
 
 // Update implements [Repository.Update].
-func (r *DynamoRepository) Update(ctx context.Context, prev, next *Subscription) error {
+func (r *DynamoRepository) Update(ctx context.Context, prev, next *Subscription, create ...*Subscription) error {
 	if err := ValidateUpdate(prev, next, false); err != nil {
 		return err
+	}
+	if len(create) > MaxUpdateCreates {
+		return fmt.Errorf("billing: update (%s): %d records to create, at most %d", prev.Key(), len(create), MaxUpdateCreates)
 	}
 	prim, _ := EncodeItem(next)
 	hist, _ := EncodeHistoryItem(next)
 	cond, names, values := updateCondition(prev)
-	_, err := r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+	absent := map[string]string{"#pk": AttrUserID}
+	items := []types.TransactWriteItem{
 		{Put: &types.Put{TableName: &r.cfg.Tables.Subscriptions, Item: prim, ConditionExpression: &cond,
 			ExpressionAttributeNames: names, ExpressionAttributeValues: values}},
 		{Put: &types.Put{TableName: &r.cfg.Tables.History, Item: hist, ConditionExpression: aws.String(condAbsent),
-			ExpressionAttributeNames: map[string]string{"#pk": AttrUserID}}},
-	}})
-	return translateWrite("update", []txOp{
+			ExpressionAttributeNames: absent}},
+	}
+	ops := []txOp{
 		{key: prev.Key(), reason: staleReason},
 		{key: next.Key(), reason: "a history row with this user_id and last_run_date exists"},
-	}, err)
+	}
+	// One action per item in a transaction: reject duplicate keys here.
+	usedP := map[string]bool{prev.BillingDateKey(): true}
+	usedH := map[string]bool{next.LastRunDateKey(): true}
+	for _, c := range create {
+		ch, err := EncodeHistoryItem(c)
+		if err != nil {
+			return err
+		}
+		if c.UserID == prev.UserID && (usedP[c.BillingDateKey()] || usedH[c.LastRunDateKey()]) {
+			return &ConflictError{Op: "update", Key: c.Key(), Reason: "two records of one update share a key", Err: ErrAlreadyExists}
+		}
+		if c.UserID == prev.UserID {
+			usedP[c.BillingDateKey()], usedH[c.LastRunDateKey()] = true, true
+		}
+		cp, _ := EncodeItem(c)
+		items = append(items,
+			types.TransactWriteItem{Put: &types.Put{TableName: &r.cfg.Tables.Subscriptions, Item: cp,
+				ConditionExpression: aws.String(condAbsent), ExpressionAttributeNames: absent}},
+			types.TransactWriteItem{Put: &types.Put{TableName: &r.cfg.Tables.History, Item: ch,
+				ConditionExpression: aws.String(condAbsent), ExpressionAttributeNames: absent}})
+		ops = append(ops,
+			txOp{key: c.Key(), reason: "a record to create exists", exists: true},
+			txOp{key: c.Key(), reason: "a history row of a record to create exists", exists: true})
+	}
+	_, err := r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	return translateWrite("update", ops, err)
 }
 
 // AdminUpdate implements [Repository.AdminUpdate].
@@ -471,4 +501,17 @@ func (r *DynamoRepository) AddAll(ctx context.Context, subs []Subscription) ([]S
 		return resolved, be
 	}
 	return resolved, nil
+}
+
+// DynamoClientOf returns the client a [DynamoRepository] or [DynamoHistory]
+// talks to (nil for other implementations): for tests and tools that wrap
+// it to count calls.
+func DynamoClientOf(store any) DynamoDBAPI {
+	switch s := store.(type) {
+	case *DynamoRepository:
+		return s.cfg.Client
+	case *DynamoHistory:
+		return s.cfg.Client
+	}
+	return nil
 }

@@ -79,6 +79,17 @@ type Subscription struct {
 	// with SubscriptionID it derives the payment idempotency key.
 	Attempt int
 
+	// NoRetry is set when the provider declined the latest attempt as not
+	// worth retrying; retry runs leave the record alone (billing_no_retry,
+	// added by this library, omitted when false).
+	NoRetry bool
+	// PendingTierName and PendingAmount are the tier and amount a pending
+	// downgrade (IsPendingDowngrade) moves the next period to
+	// (billing_pending_tier and billing_pending_amount, added by this
+	// library, written only while PendingTierName is set).
+	PendingTierName string
+	PendingAmount   Amount
+
 	// Data holds the data_-prefixed attributes, keyed by their full name.
 	// They are written to the history table only; [EncodeItem] strips them
 	// from the primary item.

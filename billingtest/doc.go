@@ -1,6 +1,9 @@
 // Package billingtest helps test code that uses package billing: fakes for
 // every port (a controllable [Clock], an in-memory [Store] implementing
-// billing.Repository and billing.History, an in-memory [Locker]) and the
+// billing.Repository and billing.History, an in-memory [Locker], a scripted
+// [Provider] implementing billing.PaymentProvider that honours idempotency
+// keys like a real processor, a recording [EventRecorder] implementing
+// billing.EventSink) and the
 // conformance suites every implementation of a port must pass
 // ([TestRepository], [TestHistory], [TestLocker]).
 //

@@ -62,6 +62,7 @@ func TestRepository(t *testing.T, newStores StoreFactory) {
 		{"Add", s.addCases()},
 		{"Read", s.readCases()},
 		{"Update", s.updateCases()},
+		{"UpdateCreate", s.updateCreateCases()},
 		{"AdminUpdate", s.adminUpdateCases()},
 		{"AddAll", s.addAllCases()},
 		{"Invariants", s.invariantCases()},

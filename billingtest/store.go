@@ -218,20 +218,20 @@ func (r *MemoryRepository) Recent(ctx context.Context, userID string, limit int)
 }
 
 // Update implements [billing.Repository.Update].
-func (r *MemoryRepository) Update(ctx context.Context, prev, next *billing.Subscription) error {
-	return r.s.update(ctx, "update", prev, next, false)
+func (r *MemoryRepository) Update(ctx context.Context, prev, next *billing.Subscription, create ...*billing.Subscription) error {
+	return r.s.update(ctx, "update", prev, next, false, create)
 }
 
 // AdminUpdate implements [billing.Repository.AdminUpdate].
 func (r *MemoryRepository) AdminUpdate(ctx context.Context, prev, next *billing.Subscription) error {
-	return r.s.update(ctx, "admin update", prev, next, true)
+	return r.s.update(ctx, "admin update", prev, next, true, nil)
 }
 
 // update is one transaction: a condition on the stored record (prev's
 // status and last_run_date), the new key free when it moves, the history
 // row free; then delete, put and history put. Any failed condition is a
 // *ConflictError wrapping ErrConflict, a taken history row included.
-func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subscription, dateChange bool) error {
+func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subscription, dateChange bool, create []*billing.Subscription) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -244,6 +244,20 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 	item, hitem, err := encodeBoth(next)
 	if err != nil {
 		return err
+	}
+	if len(create) > billing.MaxUpdateCreates {
+		return fmt.Errorf("billingtest: %s: %d records to create, at most %d", op, len(create), billing.MaxUpdateCreates)
+	}
+	type created struct {
+		item, hitem map[string]types.AttributeValue
+	}
+	var adds []created
+	for _, c := range create {
+		ci, ch, err := encodeBoth(c)
+		if err != nil {
+			return err
+		}
+		adds = append(adds, created{ci, ch})
 	}
 	oldKey := tableKey{prev.UserID, prev.BillingDateKey()}
 	newKey, hk := primaryKey(item), historyKey(hitem)
@@ -268,9 +282,23 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 	if _, taken := s.history[hk]; taken {
 		return conflict(next.Key(), "history row exists")
 	}
+	usedP, usedH := map[tableKey]bool{newKey: true}, map[tableKey]bool{hk: true}
+	for i, a := range adds {
+		pk, chk := primaryKey(a.item), historyKey(a.hitem)
+		_, takenP := s.primary[pk]
+		_, takenH := s.history[chk]
+		if takenP || takenH || usedP[pk] || usedH[chk] || pk == oldKey {
+			return &billing.ConflictError{Op: op, Key: create[i].Key(), Reason: "a record to create exists", Err: billing.ErrAlreadyExists}
+		}
+		usedP[pk], usedH[chk] = true, true
+	}
 	delete(s.primary, oldKey)
 	s.primary[newKey] = item
 	s.history[hk] = hitem
+	for _, a := range adds {
+		s.primary[primaryKey(a.item)] = a.item
+		s.history[historyKey(a.hitem)] = a.hitem
+	}
 	return nil
 }
 

@@ -1,0 +1,118 @@
+package billingtest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+)
+
+func testEvent(typ billing.EventType, sub string) billing.Event {
+	return billing.Event{Type: typ, UserID: "u1", SubscriptionID: sub, Amount: billing.Cents(499)}
+}
+
+func TestEventRecorderQueries(t *testing.T) {
+	var r billingtest.EventRecorder
+	in := []billing.Event{
+		testEvent(billing.EventPaymentPending, "s1"),
+		testEvent(billing.EventPaymentDeclined, "s2"),
+		testEvent(billing.EventPaymentSucceeded, "s1"),
+		testEvent(billing.EventPaymentDeclined, "s3"),
+	}
+	for _, e := range in {
+		if err := r.Emit(t.Context(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	subs := func(es []billing.Event) string {
+		s := ""
+		for _, e := range es {
+			s += fmt.Sprintf("%s/%s ", e.Type, e.SubscriptionID)
+		}
+		return s
+	}
+	tests := []struct {
+		name string
+		got  []billing.Event
+		want []billing.Event
+	}{
+		{"Events", r.Events(), in},
+		{"OfType declined", r.OfType(billing.EventPaymentDeclined), []billing.Event{in[1], in[3]}},
+		{"OfType stale", r.OfType(billing.EventStale), nil},
+		{"ForSubscription s1", r.ForSubscription("s1"), []billing.Event{in[0], in[2]}},
+	}
+	for _, tt := range tests {
+		if subs(tt.got) != subs(tt.want) {
+			t.Errorf("%s = %s, want %s", tt.name, subs(tt.got), subs(tt.want))
+		}
+	}
+	for typ, want := range map[billing.EventType]int{billing.EventPaymentDeclined: 2, billing.EventPaymentPending: 1, billing.EventUnrecorded: 0} {
+		if n := r.Count(typ); n != want {
+			t.Errorf("Count(%s) = %d, want %d", typ, n, want)
+		}
+	}
+	// Returned slices are copies.
+	r.Events()[0].Type = billing.EventStale
+	if r.Count(billing.EventStale) != 0 {
+		t.Errorf("Events exposed the recorder's slice")
+	}
+}
+
+func TestEventRecorderFailures(t *testing.T) {
+	var r billingtest.EventRecorder
+	boom := errors.New("sink down")
+	r.FailWith(boom)
+	if err := r.Emit(t.Context(), testEvent(billing.EventPaymentSucceeded, "s1")); !errors.Is(err, boom) {
+		t.Fatalf("Emit = %v, want %v", err, boom)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	r.FailWith(nil)
+	if err := r.Emit(ctx, testEvent(billing.EventPaymentSucceeded, "s2")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Emit with done context = %v", err)
+	}
+	if err := r.Emit(t.Context(), testEvent(billing.EventPaymentSucceeded, "s3")); err != nil {
+		t.Fatalf("Emit after FailWith(nil) = %v", err)
+	}
+	if n, rej, ev := r.Emits(), len(r.Rejected()), len(r.Events()); n != 3 || rej != 2 || ev != 1 {
+		t.Fatalf("Emits %d, Rejected %d, Events %d; want 3, 2, 1", n, rej, ev)
+	}
+	if r.Events()[0].SubscriptionID != "s3" {
+		t.Errorf("kept %+v", r.Events()[0])
+	}
+
+	r.FailWith(boom)
+	r.Reset()
+	if r.Emits() != 0 || len(r.Events()) != 0 || len(r.Rejected()) != 0 {
+		t.Fatalf("Reset left state: %d emits, %v, %v", r.Emits(), r.Events(), r.Rejected())
+	}
+	if err := r.Emit(t.Context(), testEvent(billing.EventStale, "s4")); err != nil {
+		t.Fatalf("Reset kept the failure: %v", err)
+	}
+}
+
+func TestEventRecorderConcurrent(t *testing.T) {
+	var r billingtest.EventRecorder
+	const n = 50
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			typ := billing.EventPaymentSucceeded
+			if i%2 == 1 {
+				typ = billing.EventPaymentDeclined
+			}
+			if err := r.Emit(t.Context(), testEvent(typ, fmt.Sprint("s", i))); err != nil {
+				t.Error(err)
+			}
+			_ = r.Count(typ)
+		})
+	}
+	wg.Wait()
+	if r.Count(billing.EventPaymentSucceeded) != n/2 || r.Count(billing.EventPaymentDeclined) != n/2 || r.Emits() != n {
+		t.Fatalf("counts %d/%d, %d emits", r.Count(billing.EventPaymentSucceeded), r.Count(billing.EventPaymentDeclined), r.Emits())
+	}
+}

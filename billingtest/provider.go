@@ -1,0 +1,495 @@
+package billingtest
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+)
+
+// Errors of a [Provider], for errors.Is.
+var (
+	// ErrTimeout is what a scripted unknown outcome returns when its Step
+	// names no error: the caller cannot tell whether money moved.
+	ErrTimeout = errors.New("billingtest: payment provider timed out (outcome unknown)")
+	// ErrKeyReused is returned for a request whose idempotency key was
+	// first used with a different user, subscription or amount, as a real
+	// processor rejects a reused key with different parameters. Nothing is
+	// charged.
+	ErrKeyReused = errors.New("billingtest: idempotency key reused with different parameters")
+)
+
+// Step is what a [Provider] does with one request: answer it (succeeded,
+// pending or declined), or fail with an outcome unknown to the caller,
+// before or after acting. Build steps with [Succeeded], [Pending],
+// [Declined], [UnknownBeforeCharge] and [UnknownAfterCharge]. The zero Step
+// succeeds.
+type Step struct {
+	// Outcome is the processor's answer. Zero means
+	// [billing.OutcomeSucceeded].
+	Outcome billing.PaymentOutcome
+	// DeclineReason and Retryable describe a decline; they are ignored
+	// for other outcomes.
+	DeclineReason string
+	Retryable     bool
+	// Err, when not nil, is returned to the caller instead of the answer.
+	Err error
+	// Charged, with Err, says the processor acted before the error: the
+	// answer is stored under the key (and charged, if it moves money), and
+	// a retry with the same key replays it with a nil error. Without
+	// Charged the processor did nothing: no answer is stored, and a retry
+	// with the same key is a new request.
+	Charged bool
+}
+
+// Succeeded is a Step that collects the money at once.
+func Succeeded() Step { return Step{Outcome: billing.OutcomeSucceeded} }
+
+// Pending is a Step that submits an ACH debit awaiting settlement; the
+// charge shows in [Provider.PendingSettlements] until settled or returned.
+func Pending() Step { return Step{Outcome: billing.OutcomePending} }
+
+// Declined is a Step that declines the collection with reason; retryable
+// is what the answer's Retryable says.
+func Declined(reason string, retryable bool) Step {
+	return Step{Outcome: billing.OutcomeDeclined, DeclineReason: reason, Retryable: retryable}
+}
+
+// UnknownBeforeCharge is a Step that fails with err (nil means
+// [ErrTimeout]) before the processor acts: nothing is charged or stored,
+// so a retry with the same key is answered afresh by the next Step.
+func UnknownBeforeCharge(err error) Step {
+	return Step{Err: cmp.Or(err, ErrTimeout)}
+}
+
+// UnknownAfterCharge is a Step that performs s (its answer stored under the
+// key and charged if it moves money) and then fails with err (nil means
+// [ErrTimeout]), like a timeout after the processor acted. A retry with the
+// same key gets s's answer with a nil error and charges nothing more.
+func UnknownAfterCharge(s Step, err error) Step {
+	s.Err = cmp.Or(err, ErrTimeout)
+	s.Charged = true
+	return s
+}
+
+// Script decides the Step for a request that no [Provider.SetAttempt] or
+// [Provider.SetUser] script covers. It is called with the provider's lock
+// held, once per request that is not a replay, and must not call the
+// Provider.
+type Script func(req billing.PaymentRequest) Step
+
+// Always is a Script giving s to every request.
+func Always(s Step) Script { return func(billing.PaymentRequest) Step { return s } }
+
+// Sequence is a Script giving steps in order, one per request, the last
+// repeating; with no steps it gives [Succeeded]. It keeps its position, so
+// hand each Provider its own Sequence. Safe for concurrent use.
+func Sequence(steps ...Step) Script {
+	var (
+		mu sync.Mutex
+		sq = sequence{steps: slices.Clone(steps)}
+	)
+	return func(billing.PaymentRequest) Step {
+		mu.Lock()
+		defer mu.Unlock()
+		return sq.next()
+	}
+}
+
+// RandomScript is a Script for simulations: it declines (retryably, reason
+// "R01: insufficient funds") with probability declineRate, leaves a debit
+// pending with probability pendingRate, and succeeds otherwise. The draw is
+// a hash of seed and the request's idempotency key, with no shared random
+// state, so the same seed and keys give the same steps whatever the order
+// of the calls. It panics unless both rates and their sum lie in [0, 1].
+func RandomScript(seed int64, declineRate, pendingRate float64) Script {
+	for _, r := range []float64{declineRate, pendingRate, declineRate + pendingRate} {
+		if !(r >= 0 && r <= 1) { // also rejects NaN
+			panic(fmt.Sprintf("billingtest: RandomScript: rates %v (decline) and %v (pending) must each lie in [0, 1] and sum to at most 1", declineRate, pendingRate))
+		}
+	}
+	return func(req billing.PaymentRequest) Step {
+		switch u := unitHash(seed, req.IdempotencyKey); {
+		case u < declineRate:
+			return Declined("R01: insufficient funds", true)
+		case u < declineRate+pendingRate:
+			return Pending()
+		}
+		return Succeeded()
+	}
+}
+
+// unitHash maps seed and key to a float in [0, 1).
+func unitHash(seed int64, key string) float64 {
+	h := fnv.New64a()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(seed))
+	h.Write(b[:])
+	h.Write([]byte(key))
+	x := h.Sum64()
+	// splitmix64's finalizer spreads FNV's weak low-order bits.
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return float64(x>>11) / (1 << 53)
+}
+
+// sequence hands out steps in order, the last repeating.
+type sequence struct {
+	steps []Step
+	pos   int
+}
+
+func (s *sequence) next() Step {
+	if len(s.steps) == 0 {
+		return Succeeded()
+	}
+	st := s.steps[min(s.pos, len(s.steps)-1)]
+	s.pos++
+	return st
+}
+
+// ProviderOptions configures a [Provider]. The zero value succeeds every
+// collection at once.
+type ProviderOptions struct {
+	// Default decides requests no SetAttempt or SetUser script covers.
+	// Defaults to Always(Succeeded()).
+	Default Script
+	// Clock stamps calls and charges. Defaults to [billing.SystemClock].
+	Clock billing.Clock
+	// AccountMask is the answers' account mask. Defaults to "6789".
+	AccountMask string
+	// PaymentType is the answers' payment type. Defaults to "ACH".
+	PaymentType string
+}
+
+// Call is one request a [Provider] received and what it answered.
+type Call struct {
+	Request billing.PaymentRequest
+	// Result is the answer; zero when Err is not nil.
+	Result billing.PaymentResult
+	Err    error
+	// Replayed says the key had been answered before: Result is that
+	// first answer and nothing was charged.
+	Replayed bool
+	At       time.Time
+}
+
+// Charge is a collection that moved money: one answered succeeded or
+// pending. There is at most one per idempotency key.
+type Charge struct {
+	Key            string
+	UserID         string
+	SubscriptionID string
+	Attempt        int
+	Amount         billing.Amount
+	Outcome        billing.PaymentOutcome
+	TransactionID  string
+	At             time.Time
+	// Settled and Returned record what [Provider.Settle] and
+	// [Provider.Return] did to a pending charge.
+	Settled  bool
+	Returned bool
+}
+
+// Provider is a scripted [billing.PaymentProvider] that keeps idempotency
+// keys like a real processor: the first request with a key is answered by
+// a Step, later requests with that key replay the stored answer (with a nil
+// error, even when the first one timed out after acting) and charge
+// nothing; a key reused with a different user, subscription or amount
+// fails with [ErrKeyReused]. A request with an empty key, a negative
+// amount or a done context fails and charges nothing.
+//
+// The Step for a new key comes, in order of precedence, from the script
+// set for its subscription and attempt ([Provider.SetAttempt]), for its
+// user ([Provider.SetUser]), or the default Script. Each request that is
+// not a replay consumes one step of the script that decides it.
+//
+// Answers carry the transaction ID "txn-" + key, the account mask and the
+// payment type of the options. The zero value is ready to use with default
+// options. Safe for concurrent use: requests are handled one at a time, so
+// concurrent requests with one key charge once.
+type Provider struct {
+	mu       sync.Mutex
+	opts     ProviderOptions
+	users    map[string]*sequence
+	attempts map[attemptKey]*sequence
+	answers  map[string]answer
+	calls    []Call
+	charges  []Charge
+}
+
+var _ billing.PaymentProvider = (*Provider)(nil)
+
+// attemptKey names one attempt of one subscription record.
+type attemptKey struct {
+	subscriptionID string
+	attempt        int
+}
+
+// answer is what a key was first answered, with the parameters it was
+// answered for.
+type answer struct {
+	userID, subscriptionID string
+	amount                 billing.Amount
+	result                 billing.PaymentResult
+}
+
+// NewProvider returns a Provider with opts.
+func NewProvider(opts ProviderOptions) *Provider { return &Provider{opts: opts} }
+
+// NewRandomProvider returns a Provider deciding every request by
+// [RandomScript](seed, declineRate, pendingRate). It panics on rates out of
+// range.
+func NewRandomProvider(seed int64, declineRate, pendingRate float64) *Provider {
+	return NewProvider(ProviderOptions{Default: RandomScript(seed, declineRate, pendingRate)})
+}
+
+// SetDefault replaces the default Script; nil restores Always(Succeeded()).
+func (p *Provider) SetDefault(s Script) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.opts.Default = s
+}
+
+// SetUser scripts the requests of userID: each new request consumes the
+// next step, the last repeating. No steps removes the script.
+func (p *Provider) SetUser(userID string, steps ...Step) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(steps) == 0 {
+		delete(p.users, userID)
+		return
+	}
+	if p.users == nil {
+		p.users = map[string]*sequence{}
+	}
+	p.users[userID] = &sequence{steps: slices.Clone(steps)}
+}
+
+// SetAttempt scripts the requests for attempt n of subscriptionID,
+// overriding SetUser and the default: each new request consumes the next
+// step, the last repeating (so UnknownBeforeCharge(nil), Succeeded() times
+// out once and then succeeds). No steps removes the script.
+func (p *Provider) SetAttempt(subscriptionID string, n int, steps ...Step) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := attemptKey{subscriptionID, n}
+	if len(steps) == 0 {
+		delete(p.attempts, k)
+		return
+	}
+	if p.attempts == nil {
+		p.attempts = map[attemptKey]*sequence{}
+	}
+	p.attempts[k] = &sequence{steps: slices.Clone(steps)}
+}
+
+// Collect implements [billing.PaymentProvider].
+func (p *Provider) Collect(ctx context.Context, req billing.PaymentRequest) (billing.PaymentResult, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := Call{Request: req, At: p.now()}
+	c.Result, c.Replayed, c.Err = p.collect(ctx, req, c.At)
+	if c.Err != nil {
+		c.Result = billing.PaymentResult{}
+	}
+	p.calls = append(p.calls, c)
+	return c.Result, c.Err
+}
+
+// collect answers req; p.mu is held.
+func (p *Provider) collect(ctx context.Context, req billing.PaymentRequest, at time.Time) (billing.PaymentResult, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return billing.PaymentResult{}, false, err
+	}
+	key := req.IdempotencyKey
+	if key == "" {
+		return billing.PaymentResult{}, false, errors.New("billingtest: Provider.Collect: empty IdempotencyKey")
+	}
+	if req.Amount < 0 {
+		return billing.PaymentResult{}, false, fmt.Errorf("billingtest: Provider.Collect: negative amount %s", req.Amount)
+	}
+	if a, ok := p.answers[key]; ok {
+		if a.userID != req.UserID || a.subscriptionID != req.SubscriptionID || a.amount != req.Amount {
+			return billing.PaymentResult{}, false, fmt.Errorf("%w: key %q was first used for user %q, subscription %q, amount %s; now user %q, subscription %q, amount %s",
+				ErrKeyReused, key, a.userID, a.subscriptionID, a.amount, req.UserID, req.SubscriptionID, req.Amount)
+		}
+		return a.result, true, nil
+	}
+
+	st := p.step(req)
+	if st.Err != nil && !st.Charged {
+		return billing.PaymentResult{}, false, st.Err
+	}
+	res := billing.PaymentResult{
+		Outcome:       cmp.Or(st.Outcome, billing.OutcomeSucceeded),
+		TransactionID: "txn-" + key,
+		AccountMask:   cmp.Or(p.opts.AccountMask, "6789"),
+		PaymentType:   cmp.Or(p.opts.PaymentType, "ACH"),
+	}
+	if res.Outcome == billing.OutcomeDeclined {
+		res.DeclineReason, res.Retryable = st.DeclineReason, st.Retryable
+	}
+	if p.answers == nil {
+		p.answers = map[string]answer{}
+	}
+	p.answers[key] = answer{userID: req.UserID, subscriptionID: req.SubscriptionID, amount: req.Amount, result: res}
+	if res.Outcome == billing.OutcomeSucceeded || res.Outcome == billing.OutcomePending {
+		p.charges = append(p.charges, Charge{
+			Key: key, UserID: req.UserID, SubscriptionID: req.SubscriptionID, Attempt: req.Attempt,
+			Amount: req.Amount, Outcome: res.Outcome, TransactionID: res.TransactionID, At: at,
+		})
+	}
+	return res, false, st.Err
+}
+
+// step picks the Step for a new request; p.mu is held.
+func (p *Provider) step(req billing.PaymentRequest) Step {
+	if sq, ok := p.attempts[attemptKey{req.SubscriptionID, req.Attempt}]; ok {
+		return sq.next()
+	}
+	if sq, ok := p.users[req.UserID]; ok {
+		return sq.next()
+	}
+	if p.opts.Default != nil {
+		return p.opts.Default(req)
+	}
+	return Succeeded()
+}
+
+func (p *Provider) now() time.Time {
+	if p.opts.Clock == nil {
+		return billing.SystemClock{}.Now()
+	}
+	return p.opts.Clock.Now()
+}
+
+// Calls returns every request received, replays and failures included, in
+// order.
+func (p *Provider) Calls() []Call {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.calls)
+}
+
+// CallCount returns the number of requests received.
+func (p *Provider) CallCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.calls)
+}
+
+// Charges returns every charge, in the order they were made.
+func (p *Provider) Charges() []Charge {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.charges)
+}
+
+// ChargesFor returns the charges of subscriptionID, in order.
+func (p *Provider) ChargesFor(subscriptionID string) []Charge {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []Charge
+	for _, c := range p.charges {
+		if c.SubscriptionID == subscriptionID {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// KeysFor returns the distinct idempotency keys requests for
+// subscriptionID presented, failed requests included, in order of first
+// use.
+func (p *Provider) KeysFor(subscriptionID string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, c := range p.calls {
+		if c.Request.SubscriptionID == subscriptionID && !slices.Contains(out, c.Request.IdempotencyKey) {
+			out = append(out, c.Request.IdempotencyKey)
+		}
+	}
+	return out
+}
+
+// PendingSettlements returns the pending charges neither settled nor
+// returned, in order. A simulation settles or returns each (Settle,
+// Return) and tells the code under test, as the processor's settlement
+// events would.
+func (p *Provider) PendingSettlements() []Charge {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []Charge
+	for _, c := range p.charges {
+		if c.Outcome == billing.OutcomePending && !c.Settled && !c.Returned {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Settle marks the pending charge of key settled: the money arrived. A
+// replay of the key still answers pending, as the processor replays its
+// first response.
+func (p *Provider) Settle(key string) error { return p.resolve("Settle", key, false) }
+
+// Return marks the pending charge of key returned: the debit bounced and
+// the money went back, so [RequireNoDoubleCharge] no longer counts it.
+func (p *Provider) Return(key string) error { return p.resolve("Return", key, true) }
+
+func (p *Provider) resolve(op, key string, returned bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i := slices.IndexFunc(p.charges, func(c Charge) bool { return c.Key == key })
+	switch {
+	case i < 0:
+		return fmt.Errorf("billingtest: Provider.%s: no charge with key %q", op, key)
+	case p.charges[i].Outcome != billing.OutcomePending:
+		return fmt.Errorf("billingtest: Provider.%s: charge %q is %v, not pending", op, key, p.charges[i].Outcome)
+	case p.charges[i].Settled || p.charges[i].Returned:
+		return fmt.Errorf("billingtest: Provider.%s: charge %q is already resolved", op, key)
+	}
+	if returned {
+		p.charges[i].Returned = true
+	} else {
+		p.charges[i].Settled = true
+	}
+	return nil
+}
+
+// RequireNoDoubleCharge fails t if money moved twice for one billing
+// period: a subscription ID with more than one charge (succeeded, or
+// pending and not returned), listing their keys.
+func RequireNoDoubleCharge(t testing.TB, p *Provider) {
+	t.Helper()
+	bySub := map[string][]string{}
+	for _, c := range p.Charges() {
+		if !c.Returned {
+			bySub[c.SubscriptionID] = append(bySub[c.SubscriptionID], c.Key)
+		}
+	}
+	var problems []string
+	for sub, keys := range bySub {
+		if len(keys) > 1 {
+			problems = append(problems, fmt.Sprintf("subscription %q charged %d times, keys %q", sub, len(keys), keys))
+		}
+	}
+	if len(problems) > 0 {
+		slices.Sort(problems)
+		t.Fatalf("double charge:\n\t%s", strings.Join(problems, "\n\t"))
+	}
+}

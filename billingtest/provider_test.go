@@ -1,0 +1,624 @@
+package billingtest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+)
+
+var errProviderBoom = errors.New("boom")
+
+// payReq is a request for attempt n of subscription sub of user.
+func payReq(user, sub string, n int) billing.PaymentRequest {
+	return billing.PaymentRequest{
+		UserID:         user,
+		SubscriptionID: sub,
+		Amount:         billing.Cents(499),
+		BillingDate:    time.Date(2024, 2, 1, 0, 0, 0, 0, time.UTC),
+		Tier:           "Plus:v2",
+		Process:        billing.ProcessInitial,
+		Attempt:        n,
+		IdempotencyKey: billing.IdempotencyKey(sub, n),
+	}
+}
+
+// payAnswer is one Collect answer reduced to what the tests compare.
+type payAnswer struct {
+	outcome   billing.PaymentOutcome
+	reason    string
+	retryable bool
+	err       error
+}
+
+func (g payAnswer) String() string {
+	return fmt.Sprintf("{%v %q retryable=%v err=%v}", g.outcome, g.reason, g.retryable, g.err)
+}
+
+func collectOne(t *testing.T, p *billingtest.Provider, req billing.PaymentRequest) payAnswer {
+	t.Helper()
+	res, err := p.Collect(t.Context(), req)
+	if err != nil && res != (billing.PaymentResult{}) {
+		t.Errorf("Collect(%s) returned result %+v with error %v", req.IdempotencyKey, res, err)
+	}
+	return payAnswer{res.Outcome, res.DeclineReason, res.Retryable, err}
+}
+
+func sameAnswer(a, b payAnswer) bool {
+	return a.outcome == b.outcome && a.reason == b.reason && a.retryable == b.retryable && errors.Is(a.err, b.err) && (a.err == nil) == (b.err == nil)
+}
+
+var (
+	wantOK      = payAnswer{outcome: billing.OutcomeSucceeded}
+	wantPending = payAnswer{outcome: billing.OutcomePending}
+	wantNSF     = payAnswer{outcome: billing.OutcomeDeclined, reason: "NSF", retryable: true}
+	wantTimeout = payAnswer{err: billingtest.ErrTimeout}
+)
+
+func TestProviderScripts(t *testing.T) {
+	type call struct {
+		user, sub string
+		attempt   int
+		want      payAnswer
+	}
+	tests := []struct {
+		name        string
+		setup       func(p *billingtest.Provider)
+		calls       []call
+		wantCharges int
+	}{
+		{
+			name:        "default succeeds",
+			setup:       func(*billingtest.Provider) {},
+			calls:       []call{{"u1", "s1", 1, wantOK}, {"u2", "s2", 1, wantOK}},
+			wantCharges: 2,
+		},
+		{
+			name: "user steps in order, last repeating",
+			setup: func(p *billingtest.Provider) {
+				p.SetUser("u1", billingtest.Declined("NSF", true), billingtest.Pending())
+			},
+			calls: []call{
+				{"u1", "s1", 1, wantNSF},
+				{"u1", "s1", 2, wantPending},
+				{"u1", "s2", 1, wantPending},
+				{"u2", "s3", 1, wantOK}, // another user: default
+			},
+			wantCharges: 3,
+		},
+		{
+			name: "attempt overrides user and default",
+			setup: func(p *billingtest.Provider) {
+				p.SetDefault(billingtest.Always(billingtest.Pending()))
+				p.SetUser("u1", billingtest.Declined("NSF", true))
+				p.SetAttempt("s1", 2, billingtest.Succeeded())
+			},
+			calls: []call{
+				{"u1", "s1", 1, wantNSF},
+				{"u1", "s1", 2, wantOK},
+				{"u1", "s1", 3, wantNSF},
+				{"u2", "s2", 1, wantPending},
+			},
+			wantCharges: 2,
+		},
+		{
+			name: "attempt script not consuming the user's",
+			setup: func(p *billingtest.Provider) {
+				p.SetUser("u1", billingtest.Declined("NSF", true), billingtest.Succeeded())
+				p.SetAttempt("s1", 1, billingtest.Declined("R02", false))
+			},
+			calls: []call{
+				{"u1", "s1", 1, payAnswer{outcome: billing.OutcomeDeclined, reason: "R02"}},
+				{"u1", "s1", 2, wantNSF},
+				{"u1", "s1", 3, wantOK},
+			},
+			wantCharges: 1,
+		},
+		{
+			name: "removed scripts",
+			setup: func(p *billingtest.Provider) {
+				p.SetUser("u1", billingtest.Declined("NSF", true))
+				p.SetAttempt("s1", 1, billingtest.Pending())
+				p.SetUser("u1")
+				p.SetAttempt("s1", 1)
+			},
+			calls:       []call{{"u1", "s1", 1, wantOK}},
+			wantCharges: 1,
+		},
+		{
+			name: "unknown before charge: the retry of the key is a new request",
+			setup: func(p *billingtest.Provider) {
+				p.SetAttempt("s1", 1, billingtest.UnknownBeforeCharge(nil), billingtest.Declined("NSF", true))
+			},
+			calls:       []call{{"u1", "s1", 1, wantTimeout}, {"u1", "s1", 1, wantNSF}, {"u1", "s1", 1, wantNSF}},
+			wantCharges: 0,
+		},
+		{
+			name: "unknown before charge with the given error",
+			setup: func(p *billingtest.Provider) {
+				p.SetUser("u1", billingtest.UnknownBeforeCharge(errProviderBoom))
+			},
+			calls:       []call{{"u1", "s1", 1, payAnswer{err: errProviderBoom}}, {"u1", "s1", 1, payAnswer{err: errProviderBoom}}},
+			wantCharges: 0,
+		},
+		{
+			name: "unknown after charge: the retry replays with nil error",
+			setup: func(p *billingtest.Provider) {
+				p.SetUser("u1", billingtest.UnknownAfterCharge(billingtest.Succeeded(), nil), billingtest.Declined("NSF", true))
+			},
+			calls:       []call{{"u1", "s1", 1, wantTimeout}, {"u1", "s1", 1, wantOK}, {"u1", "s1", 1, wantOK}, {"u1", "s1", 2, wantNSF}},
+			wantCharges: 1,
+		},
+		{
+			name: "unknown after a decline: stored, nothing charged",
+			setup: func(p *billingtest.Provider) {
+				p.SetUser("u1", billingtest.UnknownAfterCharge(billingtest.Declined("NSF", true), errProviderBoom), billingtest.Succeeded())
+			},
+			calls:       []call{{"u1", "s1", 1, payAnswer{err: errProviderBoom}}, {"u1", "s1", 1, wantNSF}, {"u1", "s1", 2, wantOK}},
+			wantCharges: 1,
+		},
+		{
+			name: "sequence default",
+			setup: func(p *billingtest.Provider) {
+				p.SetDefault(billingtest.Sequence(billingtest.Pending(), billingtest.Declined("NSF", true)))
+			},
+			calls:       []call{{"u1", "s1", 1, wantPending}, {"u2", "s2", 1, wantNSF}, {"u3", "s3", 1, wantNSF}, {"u1", "s1", 1, wantPending}},
+			wantCharges: 1,
+		},
+		{
+			name: "zero step succeeds",
+			setup: func(p *billingtest.Provider) {
+				p.SetUser("u1", billingtest.Step{})
+			},
+			calls:       []call{{"u1", "s1", 1, wantOK}},
+			wantCharges: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &billingtest.Provider{}
+			tt.setup(p)
+			for i, c := range tt.calls {
+				if g := collectOne(t, p, payReq(c.user, c.sub, c.attempt)); !sameAnswer(g, c.want) {
+					t.Errorf("call %d (%s attempt %d) = %v, want %v", i, c.sub, c.attempt, g, c.want)
+				}
+			}
+			if n := len(p.Charges()); n != tt.wantCharges {
+				t.Errorf("%d charges, want %d: %+v", n, tt.wantCharges, p.Charges())
+			}
+			if n := p.CallCount(); n != len(tt.calls) {
+				t.Errorf("CallCount = %d, want %d", n, len(tt.calls))
+			}
+			billingtest.RequireNoDoubleCharge(t, p)
+		})
+	}
+}
+
+func TestProviderAnswerFields(t *testing.T) {
+	clock := billingtest.NewClock(time.Date(2024, 2, 1, 9, 0, 0, 0, time.UTC))
+	p := billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock})
+	req := payReq("u1", "s1", 3)
+	res, err := p.Collect(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := billing.PaymentResult{
+		Outcome:       billing.OutcomeSucceeded,
+		TransactionID: "txn-" + billing.IdempotencyKey("s1", 3),
+		AccountMask:   "6789",
+		PaymentType:   "ACH",
+	}
+	if res != want {
+		t.Errorf("result = %+v, want %+v", res, want)
+	}
+	charges := p.ChargesFor("s1")
+	if len(charges) != 1 {
+		t.Fatalf("ChargesFor(s1) = %+v, want one charge", charges)
+	}
+	wantCharge := billingtest.Charge{
+		Key: req.IdempotencyKey, UserID: "u1", SubscriptionID: "s1", Attempt: 3, Amount: req.Amount,
+		Outcome: billing.OutcomeSucceeded, TransactionID: want.TransactionID, At: clock.Now(),
+	}
+	if charges[0] != wantCharge {
+		t.Errorf("charge = %+v, want %+v", charges[0], wantCharge)
+	}
+	if cs := p.ChargesFor("other"); len(cs) != 0 {
+		t.Errorf("ChargesFor(other) = %+v", cs)
+	}
+
+	// Options override mask and type; declines carry reason and retryable,
+	// other outcomes never do.
+	p = billingtest.NewProvider(billingtest.ProviderOptions{AccountMask: "1111", PaymentType: "CARD"})
+	p.SetUser("u1", billingtest.Declined("R01", false), billingtest.Step{Outcome: billing.OutcomePending, DeclineReason: "ignored", Retryable: true})
+	res, _ = p.Collect(t.Context(), payReq("u1", "s1", 1))
+	if res.AccountMask != "1111" || res.PaymentType != "CARD" || res.DeclineReason != "R01" || res.Retryable {
+		t.Errorf("declined result = %+v", res)
+	}
+	res, _ = p.Collect(t.Context(), payReq("u1", "s1", 2))
+	if res.Outcome != billing.OutcomePending || res.DeclineReason != "" || res.Retryable {
+		t.Errorf("pending result = %+v", res)
+	}
+}
+
+func TestProviderReplay(t *testing.T) {
+	p := &billingtest.Provider{}
+	p.SetUser("u1", billingtest.UnknownAfterCharge(billingtest.Pending(), nil), billingtest.Succeeded())
+	req := payReq("u1", "s1", 1)
+	if _, err := p.Collect(t.Context(), req); !errors.Is(err, billingtest.ErrTimeout) {
+		t.Fatalf("first call: err = %v, want ErrTimeout", err)
+	}
+	// The rerun presents the same key, with another process.
+	req.Process = billing.ProcessRetry
+	first, err := p.Collect(t.Context(), req)
+	if err != nil || first.Outcome != billing.OutcomePending {
+		t.Fatalf("replay = %+v, %v; want wantPending, nil", first, err)
+	}
+	again, err := p.Collect(t.Context(), req)
+	if err != nil || again != first {
+		t.Fatalf("second replay = %+v, %v; want %+v", again, err, first)
+	}
+	if cs := p.ChargesFor("s1"); len(cs) != 1 || cs[0].Outcome != billing.OutcomePending {
+		t.Fatalf("charges = %+v, want exactly one pending", cs)
+	}
+	calls := p.Calls()
+	if len(calls) != 3 || calls[0].Replayed || calls[0].Err == nil || !calls[1].Replayed || !calls[2].Replayed || calls[1].Err != nil {
+		t.Fatalf("calls = %+v", calls)
+	}
+	if keys := p.KeysFor("s1"); len(keys) != 1 || keys[0] != req.IdempotencyKey {
+		t.Fatalf("KeysFor(s1) = %q", keys)
+	}
+	// The next attempt gets a new key and the next step.
+	if g := collectOne(t, p, payReq("u1", "s1", 2)); !sameAnswer(g, wantOK) {
+		t.Fatalf("attempt 2 = %v", g)
+	}
+	if keys := p.KeysFor("s1"); len(keys) != 2 || keys[1] != billing.IdempotencyKey("s1", 2) {
+		t.Fatalf("KeysFor(s1) = %q", keys)
+	}
+}
+
+func TestProviderRejectsBadRequests(t *testing.T) {
+	base := payReq("u1", "s1", 1)
+	tests := []struct {
+		name    string
+		mutate  func(*billing.PaymentRequest)
+		wantErr error // nil: any error
+	}{
+		{"different amount", func(r *billing.PaymentRequest) { r.Amount++ }, billingtest.ErrKeyReused},
+		{"different subscription", func(r *billing.PaymentRequest) { r.SubscriptionID = "s2" }, billingtest.ErrKeyReused},
+		{"different user", func(r *billing.PaymentRequest) { r.UserID = "u2" }, billingtest.ErrKeyReused},
+		{"empty key", func(r *billing.PaymentRequest) { r.IdempotencyKey = "" }, nil},
+		{"negative amount", func(r *billing.PaymentRequest) { r.IdempotencyKey = "other"; r.Amount = -1 }, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &billingtest.Provider{}
+			if _, err := p.Collect(t.Context(), base); err != nil {
+				t.Fatal(err)
+			}
+			req := base
+			tt.mutate(&req)
+			res, err := p.Collect(t.Context(), req)
+			if err == nil || (tt.wantErr != nil && !errors.Is(err, tt.wantErr)) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if res != (billing.PaymentResult{}) {
+				t.Errorf("result with error: %+v", res)
+			}
+			if n := len(p.Charges()); n != 1 {
+				t.Errorf("%d charges, want 1", n)
+			}
+			if calls := p.Calls(); len(calls) != 2 || calls[1].Err == nil || calls[1].Replayed {
+				t.Errorf("calls = %+v", calls)
+			}
+			// The original parameters still replay.
+			if _, err := p.Collect(t.Context(), base); err != nil {
+				t.Errorf("replay after rejection: %v", err)
+			}
+		})
+	}
+}
+
+func TestProviderDoneContextChargesNothing(t *testing.T) {
+	p := &billingtest.Provider{}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := p.Collect(ctx, payReq("u1", "s1", 1)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if len(p.Charges()) != 0 || p.CallCount() != 1 {
+		t.Fatalf("charges %+v, %d calls", p.Charges(), p.CallCount())
+	}
+}
+
+func TestProviderConcurrentSameKeyChargesOnce(t *testing.T) {
+	for _, step := range []billingtest.Step{billingtest.Succeeded(), billingtest.Pending(), billingtest.Declined("NSF", true)} {
+		t.Run(fmt.Sprint(step.Outcome), func(t *testing.T) {
+			p := billingtest.NewProvider(billingtest.ProviderOptions{Default: billingtest.Always(step)})
+			const n = 20
+			results := make([]billing.PaymentResult, n)
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := range n {
+				wg.Go(func() {
+					<-start
+					results[i], errs[i] = p.Collect(t.Context(), payReq("u1", "s1", 1))
+				})
+			}
+			close(start)
+			wg.Wait()
+			for i := range n {
+				if errs[i] != nil || results[i] != results[0] {
+					t.Errorf("answer %d = %+v, %v; answer 0 = %+v", i, results[i], errs[i], results[0])
+				}
+			}
+			if results[0].Outcome != step.Outcome {
+				t.Errorf("outcome %v, want %v", results[0].Outcome, step.Outcome)
+			}
+			wantCharges := 1
+			if step.Outcome == billing.OutcomeDeclined {
+				wantCharges = 0
+			}
+			if cs := p.Charges(); len(cs) != wantCharges {
+				t.Errorf("charges = %+v, want %d", cs, wantCharges)
+			}
+			replayed := 0
+			for _, c := range p.Calls() {
+				if c.Replayed {
+					replayed++
+				}
+			}
+			if p.CallCount() != n || replayed != n-1 {
+				t.Errorf("%d calls, %d replayed; want %d, %d", p.CallCount(), replayed, n, n-1)
+			}
+			billingtest.RequireNoDoubleCharge(t, p)
+		})
+	}
+}
+
+func TestProviderSettlements(t *testing.T) {
+	p := billingtest.NewProvider(billingtest.ProviderOptions{Default: billingtest.Always(billingtest.Pending())})
+	p.SetUser("u3", billingtest.Succeeded())
+	for _, r := range []billing.PaymentRequest{payReq("u1", "s1", 1), payReq("u2", "s2", 1), payReq("u3", "s3", 1)} {
+		if _, err := p.Collect(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k1, k2, k3 := billing.IdempotencyKey("s1", 1), billing.IdempotencyKey("s2", 1), billing.IdempotencyKey("s3", 1)
+	if got := chargeKeys(p.PendingSettlements()); got != k1+" "+k2 {
+		t.Fatalf("PendingSettlements = %s", got)
+	}
+	if err := p.Settle(k1); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Return(k2); err != nil {
+		t.Fatal(err)
+	}
+	if got := chargeKeys(p.PendingSettlements()); got != "" {
+		t.Fatalf("PendingSettlements after resolving = %s", got)
+	}
+	for _, key := range []string{k1, k2, k3, "nope"} {
+		if err := p.Settle(key); err == nil {
+			t.Errorf("Settle(%q) accepted", key)
+		}
+		if err := p.Return(key); err == nil {
+			t.Errorf("Return(%q) accepted", key)
+		}
+	}
+	if cs := p.ChargesFor("s1"); !cs[0].Settled || cs[0].Returned {
+		t.Errorf("s1 charge = %+v", cs[0])
+	}
+	if cs := p.ChargesFor("s2"); cs[0].Settled || !cs[0].Returned {
+		t.Errorf("s2 charge = %+v", cs[0])
+	}
+	// A replay still answers the first response.
+	if res, err := p.Collect(t.Context(), payReq("u1", "s1", 1)); err != nil || res.Outcome != billing.OutcomePending {
+		t.Errorf("replay after settlement = %+v, %v", res, err)
+	}
+	// A returned debit is retried under the next attempt's key: not a
+	// double charge.
+	if _, err := p.Collect(t.Context(), payReq("u2", "s2", 2)); err != nil {
+		t.Fatal(err)
+	}
+	billingtest.RequireNoDoubleCharge(t, p)
+}
+
+func chargeKeys(cs []billingtest.Charge) string {
+	keys := make([]string, len(cs))
+	for i, c := range cs {
+		keys[i] = c.Key
+	}
+	return strings.Join(keys, " ")
+}
+
+// tbRecorder is a testing.TB whose Fatalf records the message and stops
+// only the calling goroutine.
+type tbRecorder struct {
+	testing.TB
+	mu  sync.Mutex
+	msg string
+}
+
+func (f *tbRecorder) Helper() {}
+
+func (f *tbRecorder) Fatalf(format string, args ...any) {
+	f.mu.Lock()
+	f.msg = fmt.Sprintf(format, args...)
+	f.mu.Unlock()
+	runtime.Goexit()
+}
+
+// failure runs fn against f in its own goroutine and returns the Fatalf
+// message, "" when fn passed.
+func (f *tbRecorder) failure(fn func(tb testing.TB)) string {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn(f)
+	}()
+	<-done
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.msg
+}
+
+func TestRequireNoDoubleCharge(t *testing.T) {
+	tests := []struct {
+		name   string
+		setup  func(t *testing.T, p *billingtest.Provider)
+		wantIn []string // substrings of the failure; none: passes
+	}{
+		{
+			name: "one charge per subscription",
+			setup: func(t *testing.T, p *billingtest.Provider) {
+				collectOne(t, p, payReq("u1", "s1", 1))
+				collectOne(t, p, payReq("u1", "s1", 1))
+				collectOne(t, p, payReq("u1", "s2", 1))
+			},
+		},
+		{
+			name: "declines before the charge",
+			setup: func(t *testing.T, p *billingtest.Provider) {
+				p.SetUser("u1", billingtest.Declined("NSF", true), billingtest.Declined("NSF", true), billingtest.Succeeded())
+				for n := 1; n <= 3; n++ {
+					collectOne(t, p, payReq("u1", "s1", n))
+				}
+			},
+		},
+		{
+			name: "two attempts both succeeded",
+			setup: func(t *testing.T, p *billingtest.Provider) {
+				collectOne(t, p, payReq("u1", "s1", 1))
+				collectOne(t, p, payReq("u1", "s1", 2))
+				collectOne(t, p, payReq("u1", "s2", 1))
+			},
+			wantIn: []string{`"s1"`, billing.IdempotencyKey("s1", 1), billing.IdempotencyKey("s1", 2)},
+		},
+		{
+			name: "pending then succeeded under another key",
+			setup: func(t *testing.T, p *billingtest.Provider) {
+				p.SetUser("u1", billingtest.Pending(), billingtest.Succeeded())
+				collectOne(t, p, payReq("u1", "s1", 1))
+				r := payReq("u1", "s1", 1)
+				r.IdempotencyKey = "fresh-key-after-crash"
+				collectOne(t, p, r)
+			},
+			wantIn: []string{`"s1"`, billing.IdempotencyKey("s1", 1), "fresh-key-after-crash"},
+		},
+		{
+			name: "settled pending still counts",
+			setup: func(t *testing.T, p *billingtest.Provider) {
+				p.SetUser("u1", billingtest.Pending())
+				collectOne(t, p, payReq("u1", "s1", 1))
+				if err := p.Settle(billing.IdempotencyKey("s1", 1)); err != nil {
+					t.Fatal(err)
+				}
+				collectOne(t, p, payReq("u1", "s1", 2))
+			},
+			wantIn: []string{`"s1"`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &billingtest.Provider{}
+			tt.setup(t, p)
+			msg := (&tbRecorder{TB: t}).failure(func(tb testing.TB) { billingtest.RequireNoDoubleCharge(tb, p) })
+			if len(tt.wantIn) == 0 {
+				if msg != "" {
+					t.Fatalf("reported %q", msg)
+				}
+				return
+			}
+			for _, s := range tt.wantIn {
+				if !strings.Contains(msg, s) {
+					t.Errorf("failure %q does not mention %q", msg, s)
+				}
+			}
+			if strings.Contains(msg, `"s2"`) {
+				t.Errorf("failure %q names s2, charged once", msg)
+			}
+		})
+	}
+}
+
+func TestRandomProviderDeterministic(t *testing.T) {
+	const subs = 2000
+	run := func(seed int64, reverse bool) map[string]billing.PaymentOutcome {
+		p := billingtest.NewRandomProvider(seed, 0.2, 0.3)
+		var wg sync.WaitGroup
+		for i := range subs {
+			if reverse {
+				i = subs - 1 - i
+			}
+			wg.Go(func() {
+				if _, err := p.Collect(t.Context(), payReq("u", fmt.Sprint("s", i), 1)); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		out := map[string]billing.PaymentOutcome{}
+		for _, c := range p.Calls() {
+			out[c.Request.IdempotencyKey] = c.Result.Outcome
+		}
+		return out
+	}
+	a, b := run(7, false), run(7, true)
+	if len(a) != subs {
+		t.Fatalf("%d answers, want %d", len(a), subs)
+	}
+	counts := map[billing.PaymentOutcome]int{}
+	for k, o := range a {
+		if b[k] != o {
+			t.Fatalf("key %s: %v then %v with the same seed", k, o, b[k])
+		}
+		counts[o]++
+	}
+	// Rates within a generous band of 0.2 declined, 0.3 pending.
+	for o, want := range map[billing.PaymentOutcome]float64{billing.OutcomeDeclined: 0.2, billing.OutcomePending: 0.3, billing.OutcomeSucceeded: 0.5} {
+		if got := float64(counts[o]) / subs; got < want-0.05 || got > want+0.05 {
+			t.Errorf("%v rate %.3f, want about %.2f", o, got, want)
+		}
+	}
+	c := run(8, false)
+	differ := 0
+	for k, o := range a {
+		if c[k] != o {
+			differ++
+		}
+	}
+	if differ == 0 {
+		t.Errorf("seeds 7 and 8 gave the same outcomes")
+	}
+}
+
+func TestProviderRandomScriptEdges(t *testing.T) {
+	req := payReq("u", "s", 1)
+	for _, tt := range []struct {
+		decline, pending float64
+		want             billing.PaymentOutcome
+	}{{0, 0, billing.OutcomeSucceeded}, {1, 0, billing.OutcomeDeclined}, {0, 1, billing.OutcomePending}} {
+		if st := billingtest.RandomScript(1, tt.decline, tt.pending)(req); st.Outcome != tt.want {
+			t.Errorf("rates %v/%v gave %v, want %v", tt.decline, tt.pending, st.Outcome, tt.want)
+		}
+	}
+	nan := 0.0
+	nan /= nan
+	for _, rates := range [][2]float64{{-0.1, 0}, {0, 1.1}, {0.6, 0.6}, {nan, 0}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("RandomScript(%v, %v) did not panic", rates[0], rates[1])
+				}
+			}()
+			billingtest.RandomScript(1, rates[0], rates[1])
+		}()
+	}
+}

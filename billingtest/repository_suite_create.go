@@ -1,0 +1,81 @@
+package billingtest
+
+import (
+	"testing"
+
+	"github.com/dynabill/billing"
+)
+
+// updateCreateCases cover Update with records to create in the same
+// transaction: how the collector records an attempt and opens the next
+// period at once.
+func (s *repoSuite) updateCreateCases() []repoCase {
+	ids := s.ids
+	setup := func(t *testing.T) (*repoEnv, billing.Subscription, billing.Subscription, billing.Subscription) {
+		t.Helper()
+		e := s.env(t, StoreOptions{})
+		r := ids.record(ids.user(), day(0), billing.StatusScheduled)
+		e.add(r)
+		next := ids.next(r, billing.StatusACHSent)
+		next.Attempt = 1
+		following := ids.record(r.UserID, day(31), billing.StatusScheduled)
+		return e, r, next, following
+	}
+	return []repoCase{
+		{"CreatesInSameTransaction", func(t *testing.T) {
+			e, r, next, following := setup(t)
+			if err := e.repo.Update(e.ctx(), &r, &next, &following); err != nil {
+				t.Fatal(err)
+			}
+			e.requireStored(next)
+			e.requireStored(following)
+			e.requireHistoryCount(r.UserID, 3)
+			got, err := e.repo.GetByID(e.ctx(), following.SubscriptionID)
+			if err != nil || got.Status != billing.StatusScheduled || !got.BillingDate.Equal(day(31)) {
+				t.Fatalf("GetByID(created) = %+v, %v", got, err)
+			}
+			RequireHistoryMatchesPrimary(t, e.repo, e.hist, r.UserID)
+		}},
+		{"CreateOntoExistingKeyWritesNothing", func(t *testing.T) {
+			e, r, next, following := setup(t)
+			squatter := ids.record(r.UserID, day(31), billing.StatusScheduled)
+			e.add(squatter)
+			recs, hist := e.snapshot(r.UserID)
+			err := e.repo.Update(e.ctx(), &r, &next, &following)
+			requireConflict(t, err, billing.ErrAlreadyExists, "", r.UserID)
+			e.requireUnchanged(r.UserID, recs, hist)
+		}},
+		{"StalePrevCreatesNothing", func(t *testing.T) {
+			e, r, next, following := setup(t)
+			other := ids.next(r, billing.StatusError)
+			e.update(r, other)
+			recs, hist := e.snapshot(r.UserID)
+			err := e.repo.Update(e.ctx(), &r, &next, &following)
+			requireConflict(t, err, billing.ErrConflict, "update", r.UserID)
+			e.requireUnchanged(r.UserID, recs, hist)
+			e.requireAbsent(r.UserID, day(31))
+		}},
+		{"TwoCreatesSameKeyRejected", func(t *testing.T) {
+			e, r, next, following := setup(t)
+			twin := ids.record(r.UserID, day(31), billing.StatusScheduled)
+			recs, hist := e.snapshot(r.UserID)
+			if err := e.repo.Update(e.ctx(), &r, &next, &following, &twin); err == nil {
+				t.Fatal("two records to create with one key were accepted")
+			}
+			e.requireUnchanged(r.UserID, recs, hist)
+		}},
+		{"TooManyCreatesRejected", func(t *testing.T) {
+			e, r, next, _ := setup(t)
+			var many []*billing.Subscription
+			for i := range billing.MaxUpdateCreates + 1 {
+				c := ids.record(r.UserID, day(40+i), billing.StatusScheduled)
+				many = append(many, &c)
+			}
+			recs, hist := e.snapshot(r.UserID)
+			if err := e.repo.Update(e.ctx(), &r, &next, many...); err == nil {
+				t.Fatal("more than MaxUpdateCreates records accepted")
+			}
+			e.requireUnchanged(r.UserID, recs, hist)
+		}},
+	}
+}

@@ -1,0 +1,254 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrNotCollectible reports a single collection of a record that is not
+// eligible now (already collected, not due, paused, cancelled, ...).
+var ErrNotCollectible = errors.New("billing: record not collectible")
+
+// eligible reports whether cur may be attempted by proc at now, and why not.
+func (c *Collector) eligible(proc Process, cur *Subscription, now time.Time) (bool, string) {
+	due := !cur.BillingDate.After(now)
+	switch proc {
+	case ProcessInitial:
+		return cur.Status == StatusScheduled && due, "not SCHEDULED and due"
+	case ProcessRetry:
+		if cur.Status != StatusError || cur.NoRetry {
+			return false, "not a retryable ERROR"
+		}
+		return c.cfg.RetryPolicy.ShouldRetry(cur, now), "retry policy says not now"
+	case ProcessWebhook, ProcessWebhookBalance, ProcessBatch:
+		ok := due && (cur.Status == StatusScheduled || (cur.Status == StatusError && !cur.NoRetry))
+		return ok, "not a due SCHEDULED or retryable ERROR record"
+	case ProcessManualRepayment:
+		return cur.Status == StatusError || (cur.Status == StatusScheduled && due), "not ERROR or a due SCHEDULED record"
+	}
+	return false, "process " + string(proc) + " does not collect"
+}
+
+// stale reports whether cur is older than the stale threshold.
+func (c *Collector) stale(cur *Subscription, now time.Time) bool {
+	return now.Sub(cur.BillingDate) > time.Duration(c.cfg.OldSubscriptionDays)*24*time.Hour
+}
+
+// runTime returns the last_run_date of a write after cur: now, or just
+// after cur's when the clock is behind it (history rows need distinct,
+// increasing keys). Records created in the same write take this time plus
+// a few nanoseconds, so the next write of either record cannot collide.
+func runTime(cur *Subscription, now time.Time) time.Time {
+	if now.After(cur.LastRunDate) {
+		return now.UTC()
+	}
+	return cur.LastRunDate.Add(time.Microsecond).UTC()
+}
+
+// attempt collects cur (re-read under the user's lock) by proc.
+func (c *Collector) attempt(ctx context.Context, proc Process, cur *Subscription, rep *Report) error {
+	now := c.cfg.Clock.Now()
+	if ok, why := c.eligible(proc, cur, now); !ok {
+		rep.count(&rep.NotEligible)
+		c.cfg.Logger.DebugContext(ctx, "billing: not eligible", "subscription_id", cur.SubscriptionID, "status", cur.Status, "why", why)
+		return nil
+	}
+	if c.stale(cur, now) {
+		return c.markStale(ctx, proc, cur, now, rep)
+	}
+	var create []*Subscription
+	if cur.InitialRunDate.IsZero() {
+		following, err := c.nextPeriod(ctx, proc, cur, now)
+		if err != nil {
+			return err
+		}
+		if following != nil {
+			create = append(create, following)
+		}
+	}
+	n := cur.Attempt + 1
+	req := PaymentRequest{
+		UserID: cur.UserID, SubscriptionID: cur.SubscriptionID, Amount: cur.Amount, BillingDate: cur.BillingDate,
+		Tier: cur.ReceiptTierName, Process: proc, Attempt: n, IdempotencyKey: IdempotencyKey(cur.SubscriptionID, n),
+	}
+	rep.count(&rep.Attempted)
+	res, err := c.cfg.Provider.Collect(ctx, req)
+	if err != nil {
+		// Outcome unknown: record nothing. The next try derives the same
+		// key and the provider replays what happened.
+		rep.count(&rep.Unknown)
+		return fmt.Errorf("collect %s attempt %d: outcome unknown, will retry with key %s: %w", cur.SubscriptionID, n, req.IdempotencyKey, err)
+	}
+	next, ev, err := outcome(cur, res, proc, n, runTime(cur, c.cfg.Clock.Now()))
+	if err != nil {
+		return err
+	}
+	for _, f := range create {
+		f.LastRunDate = next.LastRunDate.Add(time.Nanosecond)
+		f.CreatedDate = f.LastRunDate
+	}
+	err = c.cfg.Repository.Update(ctx, cur, &next, create...)
+	if errors.Is(err, ErrAlreadyExists) && len(create) > 0 {
+		// The next period appeared meanwhile: record the outcome alone.
+		err = c.cfg.Repository.Update(ctx, cur, &next)
+	}
+	if err != nil {
+		if IsConflict(err) {
+			// The record changed during the charge (e.g. an operator
+			// cancelled it): the outcome cannot be recorded on it.
+			e := eventFor(EventUnrecorded, &next, next.LastRunDate)
+			e.Reason = fmt.Sprintf("%s outcome of key %s not recorded: %v", res.Outcome, req.IdempotencyKey, err)
+			c.emit(ctx, e)
+		}
+		return fmt.Errorf("record %s outcome of %s: %w", res.Outcome, cur.SubscriptionID, err)
+	}
+	switch res.Outcome {
+	case OutcomeSucceeded:
+		rep.count(&rep.Collected)
+	case OutcomePending:
+		rep.count(&rep.Pending)
+	case OutcomeDeclined:
+		rep.count(&rep.Declined)
+	}
+	c.emit(ctx, eventFor(ev, &next, next.LastRunDate))
+	return nil
+}
+
+// outcome applies a provider result to cur.
+func outcome(cur *Subscription, res PaymentResult, proc Process, attempt int, at time.Time) (Subscription, EventType, error) {
+	next := cur.Clone()
+	next.Process = proc
+	next.Attempt = attempt
+	next.LastRunDate = at
+	if next.InitialRunDate.IsZero() {
+		next.InitialRunDate = at
+	}
+	if res.TransactionID != "" {
+		next.TransactionID = res.TransactionID
+	}
+	if res.AccountMask != "" {
+		next.ReceiptAccountMask = res.AccountMask
+	}
+	if res.PaymentType != "" {
+		next.ReceiptPaymentType = res.PaymentType
+	}
+	var ev EventType
+	switch res.Outcome {
+	case OutcomeSucceeded:
+		next.Status, next.CompletionDate, next.PaymentError, next.NoRetry = StatusCompleted, at, "", false
+		ev = EventPaymentSucceeded
+	case OutcomePending:
+		next.Status, next.NoRetry = StatusACHSent, false
+		ev = EventPaymentPending
+	case OutcomeDeclined:
+		next.Status, next.PaymentError, next.NoRetry = StatusError, res.DeclineReason, !res.Retryable
+		if next.PaymentError == "" {
+			next.PaymentError = "declined"
+		}
+		ev = EventPaymentDeclined
+	default:
+		return Subscription{}, "", fmt.Errorf("provider returned unknown outcome %v for %s", res.Outcome, cur.SubscriptionID)
+	}
+	return next, ev, nil
+}
+
+// nextPeriod returns the next period's SCHEDULED record for cur, or nil
+// when the user already has a later record (the period is open already).
+func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Subscription, now time.Time) (*Subscription, error) {
+	latest, err := c.cfg.Repository.Recent(ctx, cur.UserID, 1)
+	if err != nil {
+		return nil, fmt.Errorf("look for the next period of %s: %w", cur.SubscriptionID, err)
+	}
+	if len(latest) > 0 && latest[0].BillingDate.After(cur.BillingDate) {
+		return nil, nil
+	}
+	date, err := NextBillingDate(cur.BillingDate, cur.Schedule())
+	if err != nil {
+		return nil, fmt.Errorf("next billing date of %s: %w", cur.SubscriptionID, err)
+	}
+	f := &Subscription{
+		UserID: cur.UserID, BillingDate: date, SubscriptionID: c.cfg.NewID(), Amount: cur.Amount,
+		Status: StatusScheduled, BillingPeriod: BillingPeriod(date), Process: proc, Term: cur.Term,
+		AnchorDay: cur.EffectiveAnchorDay(), BillingWeek: cur.BillingWeek, ReceiptTierName: cur.ReceiptTierName,
+		CreatedDate: now, LastRunDate: now,
+	}
+	if f.Term == "" {
+		f.Term = TermMonthly
+	}
+	if cur.IsPendingDowngrade && cur.PendingTierName != "" {
+		f.ReceiptTierName, f.Amount = cur.PendingTierName, cur.PendingAmount
+	}
+	return f, nil
+}
+
+// markStale moves a record too old to collect to STALE. A record that was
+// never attempted also opens the next period, so the subscription goes on.
+func (c *Collector) markStale(ctx context.Context, proc Process, cur *Subscription, now time.Time, rep *Report) error {
+	next := cur.Clone()
+	next.Status = StatusStale
+	next.Process = proc
+	next.LastRunDate = runTime(cur, now)
+	next.CompletionDate = next.LastRunDate
+	var create []*Subscription
+	if cur.InitialRunDate.IsZero() {
+		following, err := c.nextPeriod(ctx, proc, cur, now)
+		if err != nil {
+			return err
+		}
+		if following != nil {
+			following.LastRunDate = next.LastRunDate.Add(time.Nanosecond)
+			following.CreatedDate = following.LastRunDate
+			create = append(create, following)
+		}
+	}
+	if err := c.cfg.Repository.Update(ctx, cur, &next, create...); err != nil {
+		return fmt.Errorf("mark %s stale: %w", cur.SubscriptionID, err)
+	}
+	rep.count(&rep.Stale)
+	e := eventFor(EventStale, &next, next.LastRunDate)
+	e.Reason = fmt.Sprintf("older than %d days", c.cfg.OldSubscriptionDays)
+	c.emit(ctx, e)
+	return nil
+}
+
+// advancePause moves a PAUSED record past due to PAUSED_SKIPPED and opens
+// the next period: PAUSED with one month fewer, or SCHEDULED (pause-resume)
+// when the pause is over.
+func (c *Collector) advancePause(ctx context.Context, cur *Subscription, rep *Report) error {
+	now := c.cfg.Clock.Now()
+	if cur.Status != StatusPaused || !cur.BillingDate.Before(now) {
+		rep.count(&rep.NotEligible)
+		return nil
+	}
+	next := cur.Clone()
+	next.Status = StatusPausedSkipped
+	next.UpdatedEvent = EventPauseSkipped
+	next.Process = ProcessPause
+	next.LastRunDate = runTime(cur, now)
+	var create []*Subscription
+	following, err := c.nextPeriod(ctx, ProcessPause, cur, now)
+	if err != nil {
+		return err
+	}
+	if following != nil {
+		following.LastRunDate = next.LastRunDate.Add(time.Nanosecond)
+		following.CreatedDate = following.LastRunDate
+		if left := cur.PauseDurationMonths - 1; left > 0 {
+			following.Status = StatusPaused
+			following.PauseDurationMonths = left
+			if left == 1 {
+				following.UpdatedEvent = EventPausePendingResume
+			}
+		} else {
+			following.UpdatedEvent = EventPauseResume
+		}
+		create = append(create, following)
+	}
+	if err := c.cfg.Repository.Update(ctx, cur, &next, create...); err != nil {
+		return fmt.Errorf("advance paused %s: %w", cur.SubscriptionID, err)
+	}
+	rep.count(&rep.Advanced)
+	return nil
+}

@@ -1,0 +1,91 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// CollectUser collects every collectible record of a user that is due, oldest
+// first, under one hold of the user's lock: what an income event (WEBHOOK)
+// or a new-account balance event (WEBHOOK_BALANCE) triggers. A held lock is
+// an error wrapping [ErrAlreadyLocked]; the caller's queue retries later.
+func (c *Collector) CollectUser(ctx context.Context, userID string, proc Process) (*Report, error) {
+	if proc != ProcessWebhook && proc != ProcessWebhookBalance && proc != ProcessBatch {
+		return nil, fmt.Errorf("%w: CollectUser with process %q", ErrInvalidQuery, proc)
+	}
+	return c.single(ctx, string(proc), userID, "", func(ctx context.Context, rep *Report) error {
+		recs, err := c.cfg.Repository.ListByUser(ctx, userID)
+		if err != nil {
+			return err
+		}
+		var errs []error
+		for i := range recs {
+			if ok, _ := c.eligible(proc, &recs[i], c.cfg.Clock.Now()); !ok {
+				continue
+			}
+			if err := c.attempt(ctx, proc, &recs[i], rep); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// CollectByID collects one record by subscription ID (BATCH): the batch
+// worker's operation. A record that is not a due SCHEDULED or retryable
+// ERROR record is an error wrapping [ErrNotCollectible].
+func (c *Collector) CollectByID(ctx context.Context, subscriptionID string) (*Report, error) {
+	return c.collectOne(ctx, ProcessBatch, subscriptionID)
+}
+
+// ManualRepayment collects one ERROR (or due SCHEDULED) record at the
+// user's request (MANUAL_REPAYMENT, the POST .../pay endpoint), whatever
+// the retry policy says.
+func (c *Collector) ManualRepayment(ctx context.Context, subscriptionID string) (*Report, error) {
+	return c.collectOne(ctx, ProcessManualRepayment, subscriptionID)
+}
+
+func (c *Collector) collectOne(ctx context.Context, proc Process, subscriptionID string) (*Report, error) {
+	found, err := c.cfg.Repository.GetByID(ctx, subscriptionID)
+	if err != nil {
+		return nil, err
+	}
+	return c.single(ctx, string(proc), found.UserID, subscriptionID, func(ctx context.Context, rep *Report) error {
+		cur, err := c.cfg.Repository.GetByID(ctx, subscriptionID) // consistent re-read under the lock
+		if err != nil {
+			return err
+		}
+		if ok, why := c.eligible(proc, &cur, c.cfg.Clock.Now()); !ok {
+			return fmt.Errorf("%w: %s is %s: %s", ErrNotCollectible, subscriptionID, cur.Status, why)
+		}
+		return c.attempt(ctx, proc, &cur, rep)
+	})
+}
+
+// single runs fn under userID's lock and returns its report; unlike a run,
+// a held lock or a failure is returned as the error.
+func (c *Collector) single(ctx context.Context, kind, userID, subID string, fn func(ctx context.Context, rep *Report) error) (*Report, error) {
+	rep := &Report{Kind: kind, Started: c.cfg.Clock.Now()}
+	defer func() { rep.Finished = c.cfg.Clock.Now() }()
+	lease, err := c.cfg.Locker.Lock(ctx, userID)
+	if err != nil {
+		if errors.Is(err, ErrAlreadyLocked) {
+			rep.SkippedLocked++
+		}
+		return rep, err
+	}
+	defer func() {
+		if err := lease.Release(context.WithoutCancel(ctx)); err != nil {
+			c.cfg.Logger.WarnContext(ctx, "billing: releasing lock", "user_id", userID, "error", err)
+		}
+	}()
+	if err := fn(ctx, rep); err != nil {
+		if IsConflict(err) {
+			rep.Conflicts++
+		}
+		rep.Failed = append(rep.Failed, ItemFailure{UserID: userID, SubscriptionID: subID, Reason: err.Error()})
+		return rep, err
+	}
+	return rep, nil
+}

@@ -1,0 +1,317 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Config configures a [Collector]. Repository, Locker and Provider are
+// required; every other field has a default.
+type Config struct {
+	// Repository stores the records (and their history, atomically).
+	Repository Repository
+	// History is read by callers that show a record's audit trail; the
+	// collector writes history through Repository. Optional.
+	History History
+	// Locker serializes collections per user.
+	Locker Locker
+	// Provider charges.
+	Provider PaymentProvider
+	// Clock tells the time. Defaults to SystemClock.
+	Clock Clock
+	// Logger receives logs. Defaults to discarding them.
+	Logger *slog.Logger
+	// RetryPolicy decides which ERROR records the retry run attempts.
+	// Defaults to DefaultRetryPolicy{} (once a day for 30 days).
+	RetryPolicy RetryPolicy
+	// OldSubscriptionDays is the age (now minus billing date) past which a
+	// SCHEDULED or ERROR record is marked STALE instead of collected.
+	// Defaults to 30.
+	OldSubscriptionDays int
+	// Concurrency bounds the collections a run makes at once. Defaults to 4.
+	Concurrency int
+	// PagesPerInvocation bounds the status pages one Run reads; the rest
+	// continues from Report.Next. Defaults to 10.
+	PagesPerInvocation int
+	// Events receives events after the changes they describe are stored.
+	// Defaults to discarding them.
+	Events EventSink
+	// NewID makes subscription IDs for new records. Defaults to random
+	// UUIDs.
+	NewID func() string
+}
+
+func (c Config) withDefaults() (Config, error) {
+	switch {
+	case c.Repository == nil:
+		return c, errors.New("billing: Config.Repository is required")
+	case c.Locker == nil:
+		return c, errors.New("billing: Config.Locker is required")
+	case c.Provider == nil:
+		return c, errors.New("billing: Config.Provider is required")
+	case c.OldSubscriptionDays < 0:
+		return c, fmt.Errorf("billing: Config.OldSubscriptionDays: negative %d", c.OldSubscriptionDays)
+	case c.Concurrency < 0:
+		return c, fmt.Errorf("billing: Config.Concurrency: negative %d", c.Concurrency)
+	case c.PagesPerInvocation < 0:
+		return c, fmt.Errorf("billing: Config.PagesPerInvocation: negative %d", c.PagesPerInvocation)
+	}
+	if c.Clock == nil {
+		c.Clock = SystemClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.RetryPolicy == nil {
+		c.RetryPolicy = DefaultRetryPolicy{}
+	}
+	if c.OldSubscriptionDays == 0 {
+		c.OldSubscriptionDays = 30
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 4
+	}
+	if c.PagesPerInvocation == 0 {
+		c.PagesPerInvocation = 10
+	}
+	if c.Events == nil {
+		c.Events = EventSinkFunc(func(context.Context, Event) error { return nil })
+	}
+	if c.NewID == nil {
+		c.NewID = uuid.NewString
+	}
+	return c, nil
+}
+
+// Collector is the collection engine: runs over status pages (scheduled,
+// retry, pause), single collections for queue workers and APIs, ACH
+// settlement and admin changes. It is safe for concurrent use; all state
+// lives in the repository.
+//
+// # Correctness
+//
+// Every attempt takes the user's lock (a held lock skips the user and
+// leaves the record untouched), re-reads the record with a consistent read,
+// checks it is still eligible, and charges with an idempotency key derived
+// from the record's attempt number ([IdempotencyKey]). The outcome, the
+// attempt number, the run timestamps and, on the period's first attempt,
+// the next period's SCHEDULED record are written in one transaction
+// conditional on the record read. So a crash anywhere, a provider error
+// ("outcome unknown") or a lost lease never charges twice: the rerun finds
+// either the recorded outcome (nothing left to do) or the same attempt
+// number (the same key, which the provider replays).
+type Collector struct {
+	cfg Config
+}
+
+// NewCollector checks cfg, fills its defaults and returns a Collector.
+func NewCollector(cfg Config) (*Collector, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Collector{cfg: cfg}, nil
+}
+
+// RunKind names a run over a status query.
+type RunKind string
+
+// The runs.
+const (
+	// RunScheduled collects SCHEDULED records due before now (INITIAL).
+	RunScheduled RunKind = "scheduled"
+	// RunRetry retries ERROR records the retry policy selects (RETRY).
+	RunRetry RunKind = "retry"
+	// RunPause advances PAUSED records past due (PAUSE).
+	RunPause RunKind = "pause"
+)
+
+// RunRequest starts or continues a run. It is JSON so a host can put it in
+// a queue message to continue a run in another invocation.
+type RunRequest struct {
+	Kind RunKind `json:"kind"`
+	// Cursor continues a run: the Next of the previous invocation's report.
+	Cursor string `json:"cursor,omitempty"`
+}
+
+// Report counts what a run or a single collection did. It is
+// JSON-serializable for logs and operator tools.
+type Report struct {
+	Kind     string    `json:"kind"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	// Pages and Scanned are the status pages read and the items they read.
+	Pages   int `json:"pages"`
+	Scanned int `json:"scanned"`
+	// Invalid counts items that could not be decoded (skipped, logged).
+	Invalid int `json:"invalid"`
+	// Attempted counts provider calls.
+	Attempted int `json:"attempted"`
+	Collected int `json:"collected"`
+	Pending   int `json:"pending"`
+	Declined  int `json:"declined"`
+	// Unknown counts provider errors: the attempt stays open and is
+	// retried later with the same idempotency key.
+	Unknown int `json:"unknown"`
+	// Advanced counts PAUSED records moved on by the pause run.
+	Advanced int `json:"advanced"`
+	Stale    int `json:"stale"`
+	// SkippedLocked counts users skipped because their lock was held.
+	SkippedLocked int `json:"skipped_locked"`
+	// NotEligible counts records found by the query that were no longer
+	// eligible when re-read (already handled, changed, retried today).
+	NotEligible int `json:"not_eligible"`
+	// Conflicts counts writes that lost to a concurrent writer.
+	Conflicts int `json:"conflicts"`
+	// Failed lists the records whose handling failed, with the reason.
+	Failed []ItemFailure `json:"failed,omitempty"`
+	// Next continues the run in another invocation; "" when it is done.
+	Next string `json:"next,omitempty"`
+
+	mu sync.Mutex
+}
+
+// ItemFailure is one record a run could not handle.
+type ItemFailure struct {
+	UserID         string `json:"user_id"`
+	SubscriptionID string `json:"subscription_id,omitempty"`
+	Reason         string `json:"reason"`
+}
+
+func (r *Report) count(p *int) {
+	r.mu.Lock()
+	*p++
+	r.mu.Unlock()
+}
+
+func (r *Report) fail(userID, subID string, err error) {
+	r.mu.Lock()
+	r.Failed = append(r.Failed, ItemFailure{UserID: userID, SubscriptionID: subID, Reason: err.Error()})
+	r.mu.Unlock()
+}
+
+// Run reads up to PagesPerInvocation pages of the run's status query,
+// starting at req.Cursor, and handles every record with bounded
+// concurrency. When pages remain, Report.Next is set: the host hands
+// RunRequest{Kind: req.Kind, Cursor: report.Next} to the next invocation.
+// A failed page read returns the report so far and the error; Next then
+// holds the cursor to retry from.
+func (c *Collector) Run(ctx context.Context, req RunRequest) (*Report, error) {
+	now := c.cfg.Clock.Now()
+	rep := &Report{Kind: string(req.Kind), Started: now}
+	defer func() { rep.Finished = c.cfg.Clock.Now() }()
+	var query func(cursor string) StatusQuery
+	switch req.Kind {
+	case RunScheduled:
+		query = func(cur string) StatusQuery { return StatusQuery{Status: StatusScheduled, Before: now, Cursor: cur} }
+	case RunRetry:
+		// Look a week past the stale threshold, so a record crossing it is
+		// seen (and marked STALE) even when some daily runs were missed.
+		since := now.Add(-time.Duration(c.cfg.OldSubscriptionDays+7) * 24 * time.Hour)
+		query = func(cur string) StatusQuery { return StatusQuery{Status: StatusError, After: since, Cursor: cur} }
+	case RunPause:
+		query = func(cur string) StatusQuery { return StatusQuery{Status: StatusPaused, Before: now, Cursor: cur} }
+	default:
+		return rep, fmt.Errorf("%w: run kind %q", ErrInvalidQuery, req.Kind)
+	}
+	cursor := req.Cursor
+	for page := 0; page < c.cfg.PagesPerInvocation; page++ {
+		p, err := c.cfg.Repository.QueryStatus(ctx, query(cursor))
+		if err != nil {
+			rep.Next = cursor
+			return rep, fmt.Errorf("billing: %s run: page %d: %w", req.Kind, rep.Pages+1, err)
+		}
+		rep.Pages++
+		rep.Scanned += p.Scanned
+		rep.Invalid += len(p.Invalid)
+		for _, bad := range p.Invalid {
+			c.cfg.Logger.WarnContext(ctx, "billing: skipping undecodable record", "run", req.Kind, "error", bad)
+		}
+		c.handlePage(ctx, req.Kind, p.Items, rep)
+		cursor = p.Next
+		if cursor == "" || ctx.Err() != nil {
+			break
+		}
+	}
+	rep.Next = cursor
+	return rep, ctx.Err()
+}
+
+// handlePage handles a page's records with at most Concurrency at once.
+func (c *Collector) handlePage(ctx context.Context, kind RunKind, items []Subscription, rep *Report) {
+	sem := make(chan struct{}, c.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for i := range items {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			it := &items[i]
+			c.withLock(ctx, it.UserID, it.SubscriptionID, rep, func(ctx context.Context) error {
+				cur, err := c.cfg.Repository.Get(ctx, it.UserID, it.BillingDate)
+				if errors.Is(err, ErrNotFound) {
+					rep.count(&rep.NotEligible) // moved or deleted since the index read
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				if kind == RunPause {
+					return c.advancePause(ctx, &cur, rep)
+				}
+				proc := ProcessInitial
+				if kind == RunRetry {
+					proc = ProcessRetry
+				}
+				return c.attempt(ctx, proc, &cur, rep)
+			})
+		})
+	}
+	wg.Wait()
+}
+
+// withLock runs fn holding userID's lock. A held lock is counted as
+// skipped; errors are recorded as failures of the item.
+func (c *Collector) withLock(ctx context.Context, userID, subID string, rep *Report, fn func(ctx context.Context) error) {
+	lease, err := c.cfg.Locker.Lock(ctx, userID)
+	if errors.Is(err, ErrAlreadyLocked) {
+		rep.count(&rep.SkippedLocked)
+		c.cfg.Logger.DebugContext(ctx, "billing: user locked, skipped", "user_id", userID)
+		return
+	}
+	if err != nil {
+		rep.fail(userID, subID, fmt.Errorf("lock: %w", err))
+		return
+	}
+	defer func() {
+		if err := lease.Release(context.WithoutCancel(ctx)); err != nil {
+			c.cfg.Logger.WarnContext(ctx, "billing: releasing lock", "user_id", userID, "error", err)
+		}
+	}()
+	if err := fn(ctx); err != nil {
+		if IsConflict(err) {
+			rep.count(&rep.Conflicts)
+		}
+		rep.fail(userID, subID, err)
+		c.cfg.Logger.WarnContext(ctx, "billing: collection failed", "user_id", userID, "subscription_id", subID, "error", err)
+	}
+}
+
+func (c *Collector) emit(ctx context.Context, e Event) {
+	if err := c.cfg.Events.Emit(ctx, e); err != nil {
+		c.cfg.Logger.WarnContext(ctx, "billing: event sink", "type", e.Type, "subscription_id", e.SubscriptionID, "error", err)
+	}
+}
+
+func eventFor(t EventType, s *Subscription, at time.Time) Event {
+	return Event{Type: t, At: at, UserID: s.UserID, SubscriptionID: s.SubscriptionID, BillingDate: s.BillingDate,
+		Amount: s.Amount, Process: s.Process, TransactionID: s.TransactionID, Reason: s.PaymentError}
+}

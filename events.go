@@ -1,0 +1,60 @@
+package billing
+
+import (
+	"context"
+	"time"
+)
+
+// EventType names what happened to a record.
+type EventType string
+
+// The events the collector emits.
+const (
+	// EventPaymentSucceeded: a collection completed (COMPLETED).
+	EventPaymentSucceeded EventType = "payment_succeeded"
+	// EventPaymentPending: an ACH debit was submitted (ACHSENT).
+	EventPaymentPending EventType = "payment_pending"
+	// EventPaymentDeclined: a collection was declined (ERROR).
+	EventPaymentDeclined EventType = "payment_declined"
+	// EventPaymentReturned: a submitted ACH debit came back (ACHSENT →
+	// ERROR). The legacy service sends user_subscription_payment_failed to
+	// the user on it.
+	EventPaymentReturned EventType = "user_subscription_payment_failed"
+	// EventPaymentRefunded: a completed payment was refunded (REFUNDED).
+	EventPaymentRefunded EventType = "payment_refunded"
+	// EventStale: a record was too old to collect (STALE).
+	EventStale EventType = "subscription_stale"
+	// EventUnrecorded: the provider answered but the outcome could not be
+	// recorded because the record changed meanwhile (e.g. an operator
+	// cancelled it during the charge). Money may have moved for a record
+	// that no longer expects it: the host should reconcile.
+	EventUnrecorded EventType = "payment_unrecorded"
+)
+
+// Event is what the collector tells the host's [EventSink].
+type Event struct {
+	Type           EventType `json:"type"`
+	At             time.Time `json:"at"`
+	UserID         string    `json:"user_id"`
+	SubscriptionID string    `json:"subscription_id"`
+	BillingDate    time.Time `json:"billing_date"`
+	Amount         Amount    `json:"amount"`
+	Process        Process   `json:"process,omitempty"`
+	TransactionID  string    `json:"transaction_id,omitempty"`
+	// Reason is the decline or return reason, or what went wrong.
+	Reason string `json:"reason,omitempty"`
+}
+
+// EventSink receives events after the change they describe is stored. It
+// is best effort: an error is logged and counted, never undoes the change,
+// and a crash between the write and Emit loses the event (a host that must
+// not miss one reads the table's stream instead).
+type EventSink interface {
+	Emit(ctx context.Context, e Event) error
+}
+
+// EventSinkFunc adapts a function to [EventSink].
+type EventSinkFunc func(ctx context.Context, e Event) error
+
+// Emit calls f.
+func (f EventSinkFunc) Emit(ctx context.Context, e Event) error { return f(ctx, e) }

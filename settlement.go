@@ -1,0 +1,112 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ErrTransactionMismatch reports a settlement event whose transaction ID is
+// not the one recorded on the subscription record: nothing is written.
+var ErrTransactionMismatch = errors.New("billing: transaction ID does not match the record")
+
+// SettlementKind is what happened to a submitted or completed payment.
+type SettlementKind string
+
+// The settlement kinds.
+const (
+	// SettlementSettled: the ACH debit settled (ACHSENT → COMPLETED).
+	SettlementSettled SettlementKind = "settled"
+	// SettlementReturned: the ACH debit came back (ACHSENT → ERROR), and
+	// the host is told to send user_subscription_payment_failed.
+	SettlementReturned SettlementKind = "returned"
+	// SettlementRefunded: a completed payment was refunded (COMPLETED →
+	// REFUNDED).
+	SettlementRefunded SettlementKind = "refunded"
+)
+
+// Settlement is a payment event from the processor (the site-payments
+// stream in the legacy service).
+type Settlement struct {
+	SubscriptionID string         `json:"subscription_id"`
+	TransactionID  string         `json:"transaction_id"`
+	Kind           SettlementKind `json:"kind"`
+	// Reason is the return reason (e.g. "R01 insufficient funds").
+	Reason string `json:"reason,omitempty"`
+}
+
+// ApplySettlement applies a settlement event under the user's lock. The
+// event's transaction ID must be the one on the record
+// ([ErrTransactionMismatch] otherwise). Events are idempotent: a replay,
+// or an event arriving after a later one (a settlement after the return of
+// the same debit), changes nothing and returns changed=false. A change the
+// transition table forbids (a return of a completed payment) is an error
+// wrapping [ErrIllegalTransition].
+func (c *Collector) ApplySettlement(ctx context.Context, s Settlement) (rec Subscription, changed bool, err error) {
+	if s.SubscriptionID == "" || s.TransactionID == "" {
+		return Subscription{}, false, fmt.Errorf("%w: settlement needs subscription and transaction IDs", ErrInvalidQuery)
+	}
+	found, err := c.cfg.Repository.GetByID(ctx, s.SubscriptionID)
+	if err != nil {
+		return Subscription{}, false, err
+	}
+	_, err = c.single(ctx, "settlement", found.UserID, s.SubscriptionID, func(ctx context.Context, _ *Report) error {
+		cur, err := c.cfg.Repository.GetByID(ctx, s.SubscriptionID)
+		if err != nil {
+			return err
+		}
+		rec = cur
+		if cur.TransactionID != s.TransactionID {
+			return fmt.Errorf("%w: %s %s event for %s, record has %q", ErrTransactionMismatch, s.SubscriptionID, s.Kind, s.TransactionID, cur.TransactionID)
+		}
+		var to Status
+		var ev EventType
+		switch s.Kind {
+		case SettlementSettled:
+			switch cur.Status {
+			case StatusCompleted, StatusRefunded, StatusError:
+				return nil // replay, or the return of this debit came first
+			}
+			to, ev = StatusCompleted, EventPaymentSucceeded
+		case SettlementReturned:
+			if cur.Status == StatusError {
+				return nil // replay
+			}
+			to, ev = StatusError, EventPaymentReturned
+		case SettlementRefunded:
+			if cur.Status == StatusRefunded {
+				return nil // replay
+			}
+			to, ev = StatusRefunded, EventPaymentRefunded
+		default:
+			return fmt.Errorf("%w: settlement kind %q", ErrInvalidQuery, s.Kind)
+		}
+		if err := CheckTransition(cur.Status, to); err != nil {
+			return fmt.Errorf("%s event for %s: %w", s.Kind, s.SubscriptionID, err)
+		}
+		now := c.cfg.Clock.Now()
+		next := cur.Clone()
+		next.Status = to
+		next.LastRunDate = runTime(&cur, now)
+		switch to {
+		case StatusCompleted:
+			next.CompletionDate, next.PaymentError = next.LastRunDate, ""
+		case StatusError:
+			next.PaymentError = s.Reason
+			if next.PaymentError == "" {
+				next.PaymentError = "ACH returned"
+			}
+		case StatusRefunded:
+			next.CompletionDate = next.LastRunDate
+		}
+		if err := c.cfg.Repository.Update(ctx, &cur, &next); err != nil {
+			return err
+		}
+		rec, changed = next, true
+		e := eventFor(ev, &next, next.LastRunDate)
+		e.Reason = s.Reason
+		c.emit(ctx, e)
+		return nil
+	})
+	return rec, changed, err
+}
