@@ -39,12 +39,7 @@ func (c *Collector) admin(ctx context.Context, op, subscriptionID string, edit f
 			f.LastRunDate = next.LastRunDate.Add(time.Duration(i+1) * time.Nanosecond)
 			f.CreatedDate = f.LastRunDate
 		}
-		if next.BillingDateKey() != cur.BillingDateKey() {
-			err = c.cfg.Repository.AdminUpdate(ctx, &cur, &next)
-		} else {
-			err = c.cfg.Repository.Update(ctx, &cur, &next, create...)
-		}
-		if err != nil {
+		if err := c.write(ctx, &cur, &next, create); err != nil {
 			return fmt.Errorf("%s %s: %w", op, subscriptionID, err)
 		}
 		ch = Change{Before: cur, After: next}
@@ -199,7 +194,14 @@ func (c *Collector) Reactivate(ctx context.Context, userID string, date time.Tim
 		if last.BillingWeek != 0 {
 			created.BillingWeek = FridayWeek(d)
 		}
-		return c.cfg.Repository.Add(ctx, &created)
+		for i := 0; ; i++ {
+			err := c.cfg.Repository.Add(ctx, &created)
+			if !IsHistoryKeyConflict(err) || i == historyKeyRetries {
+				return err
+			}
+			created.LastRunDate = created.LastRunDate.Add(time.Millisecond)
+			created.CreatedDate = created.LastRunDate
+		}
 	})
 	return created, err
 }

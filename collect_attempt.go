@@ -89,10 +89,10 @@ func (c *Collector) attempt(ctx context.Context, proc Process, cur *Subscription
 		f.LastRunDate = next.LastRunDate.Add(time.Nanosecond)
 		f.CreatedDate = f.LastRunDate
 	}
-	err = c.cfg.Repository.Update(ctx, cur, &next, create...)
+	err = c.write(ctx, cur, &next, create)
 	if errors.Is(err, ErrAlreadyExists) && len(create) > 0 {
 		// The next period appeared meanwhile: record the outcome alone.
-		err = c.cfg.Repository.Update(ctx, cur, &next)
+		err = c.write(ctx, cur, &next, nil)
 	}
 	if err != nil {
 		if IsConflict(err) {
@@ -203,7 +203,7 @@ func (c *Collector) markStale(ctx context.Context, proc Process, cur *Subscripti
 			create = append(create, following)
 		}
 	}
-	if err := c.cfg.Repository.Update(ctx, cur, &next, create...); err != nil {
+	if err := c.write(ctx, cur, &next, create); err != nil {
 		return fmt.Errorf("mark %s stale: %w", cur.SubscriptionID, err)
 	}
 	rep.count(&rep.Stale)
@@ -246,9 +246,36 @@ func (c *Collector) advancePause(ctx context.Context, cur *Subscription, rep *Re
 		}
 		create = append(create, following)
 	}
-	if err := c.cfg.Repository.Update(ctx, cur, &next, create...); err != nil {
+	if err := c.write(ctx, cur, &next, create); err != nil {
 		return fmt.Errorf("advance paused %s: %w", cur.SubscriptionID, err)
 	}
 	rep.count(&rep.Advanced)
 	return nil
+}
+
+// historyKeyRetries bounds the rewrites of a write whose only failed
+// condition was a taken history key.
+const historyKeyRetries = 3
+
+// write stores next (replacing cur) and the records in create. When only a
+// history key was taken (another row of the user has that last_run_date:
+// two writes of one user in the same instant), the record's condition held,
+// so the write is repeated with later last_run_dates.
+func (c *Collector) write(ctx context.Context, cur, next *Subscription, create []*Subscription) error {
+	for i := 0; ; i++ {
+		var err error
+		if next.BillingDateKey() != cur.BillingDateKey() {
+			err = c.cfg.Repository.AdminUpdate(ctx, cur, next)
+		} else {
+			err = c.cfg.Repository.Update(ctx, cur, next, create...)
+		}
+		if !IsHistoryKeyConflict(err) || i == historyKeyRetries {
+			return err
+		}
+		next.LastRunDate = next.LastRunDate.Add(time.Duration(i+1) * time.Millisecond)
+		for j, f := range create {
+			f.LastRunDate = next.LastRunDate.Add(time.Duration(j+1) * time.Nanosecond)
+			f.CreatedDate = f.LastRunDate
+		}
+	}
 }

@@ -14,6 +14,7 @@ type txOp struct {
 	key    string
 	reason string // what a failed condition of this action means
 	exists bool   // a failed condition means "already exists"
+	history bool  // the action is a history row put
 }
 
 // translateWrite turns DynamoDB's condition and transaction failures into
@@ -52,7 +53,7 @@ func translateWrite(op string, ops []txOp, err error) error {
 }
 
 func conflictFor(op string, o txOp) error {
-	e := &ConflictError{Op: op, Key: o.key, Reason: o.reason, Err: ErrConflict}
+	e := &ConflictError{Op: op, Key: o.key, Reason: o.reason, Err: ErrConflict, HistoryRow: o.history}
 	if o.exists {
 		e.Err = ErrAlreadyExists
 	}

@@ -105,6 +105,11 @@ type ConflictError struct {
 	// Reason says which condition failed, e.g. "status or last_run_date
 	// changed" or "record does not exist", as far as the store can tell.
 	Reason string
+	// HistoryRow is set when the failed condition was the history row's key
+	// (another row of the user already has this last_run_date), not the
+	// record itself: the record's condition held, and the same write with a
+	// later last_run_date may succeed.
+	HistoryRow bool
 	// Err is ErrConflict or ErrAlreadyExists.
 	Err error
 }
@@ -134,3 +139,10 @@ func (e *BatchError) Error() string {
 
 // Unwrap returns the last error seen.
 func (e *BatchError) Unwrap() error { return e.Err }
+
+// IsHistoryKeyConflict reports whether err is a [*ConflictError] caused only
+// by a taken history key (see [ConflictError.HistoryRow]).
+func IsHistoryKeyConflict(err error) bool {
+	var ce *ConflictError
+	return errors.As(err, &ce) && ce.HistoryRow
+}

@@ -43,7 +43,7 @@ func (h *DynamoHistory) Add(ctx context.Context, sub *Subscription) error {
 		ConditionExpression:      aws.String(condAbsent),
 		ExpressionAttributeNames: map[string]string{"#pk": AttrUserID},
 	})
-	return translateWrite("history add", []txOp{{key: historyKey(sub), reason: "a history row with this user_id and last_run_date exists", exists: true}}, err)
+	return translateWrite("history add", []txOp{{key: historyKey(sub), reason: "a history row with this user_id and last_run_date exists", exists: true, history: true}}, err)
 }
 
 // AddAll implements [History.AddAll].

@@ -123,7 +123,7 @@ func (r *DynamoRepository) Add(ctx context.Context, sub *Subscription) error {
 	}})
 	return translateWrite("add", []txOp{
 		{key: sub.Key(), reason: "a record with this user_id and billing_date exists", exists: true},
-		{key: sub.Key(), reason: "a history row with this user_id and last_run_date exists", exists: true},
+		{key: sub.Key(), reason: "a history row with this user_id and last_run_date exists", exists: true, history: true},
 	}, err)
 }
 
@@ -414,7 +414,7 @@ func (r *DynamoRepository) Update(ctx context.Context, prev, next *Subscription,
 	}
 	ops := []txOp{
 		{key: prev.Key(), reason: staleReason},
-		{key: next.Key(), reason: "a history row with this user_id and last_run_date exists"},
+		{key: next.Key(), reason: "a history row with this user_id and last_run_date exists", history: true},
 	}
 	// One action per item in a transaction: reject duplicate keys here.
 	usedP := map[string]bool{prev.BillingDateKey(): true}
@@ -438,7 +438,7 @@ func (r *DynamoRepository) Update(ctx context.Context, prev, next *Subscription,
 				ConditionExpression: aws.String(condAbsent), ExpressionAttributeNames: absent}})
 		ops = append(ops,
 			txOp{key: c.Key(), reason: "a record to create exists", exists: true},
-			txOp{key: c.Key(), reason: "a history row of a record to create exists", exists: true})
+			txOp{key: c.Key(), reason: "a history row of a record to create exists", exists: true, history: true})
 	}
 	_, err := r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	return translateWrite("update", ops, err)
@@ -466,7 +466,7 @@ func (r *DynamoRepository) AdminUpdate(ctx context.Context, prev, next *Subscrip
 	return translateWrite("admin update", []txOp{
 		{key: prev.Key(), reason: staleReason},
 		{key: next.Key(), reason: "new billing_date taken: a record with that key exists"},
-		{key: next.Key(), reason: "a history row with this user_id and last_run_date exists"},
+		{key: next.Key(), reason: "a history row with this user_id and last_run_date exists", history: true},
 	}, err)
 }
 

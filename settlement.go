@@ -99,7 +99,7 @@ func (c *Collector) ApplySettlement(ctx context.Context, s Settlement) (rec Subs
 		case StatusRefunded:
 			next.CompletionDate = next.LastRunDate
 		}
-		if err := c.cfg.Repository.Update(ctx, &cur, &next); err != nil {
+		if err := c.write(ctx, &cur, &next, nil); err != nil {
 			return err
 		}
 		rec, changed = next, true

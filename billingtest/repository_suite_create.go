@@ -64,6 +64,33 @@ func (s *repoSuite) updateCreateCases() []repoCase {
 			}
 			e.requireUnchanged(r.UserID, recs, hist)
 		}},
+		{"HistoryKeyConflictIsMarked", func(t *testing.T) {
+			e, r, next, _ := setup(t)
+			other := ids.record(r.UserID, day(60), billing.StatusScheduled)
+			e.add(other)
+			clash := next.Clone()
+			clash.LastRunDate = other.LastRunDate // a history row of the user has it
+			if !clash.LastRunDate.After(r.LastRunDate) {
+				t.Skip("fixture order: other record's run date is not after r's")
+			}
+			recs, hist := e.snapshot(r.UserID)
+			err := e.repo.Update(e.ctx(), &r, &clash)
+			requireConflict(t, err, billing.ErrConflict, "update", r.UserID)
+			if !billing.IsHistoryKeyConflict(err) {
+				t.Fatalf("history key conflict not marked: %v", err)
+			}
+			e.requireUnchanged(r.UserID, recs, hist)
+			stale := ids.next(r, billing.StatusError)
+			e.update(r, stale)
+			if err := e.repo.Update(e.ctx(), &r, &next); billing.IsHistoryKeyConflict(err) || !billing.IsConflict(err) {
+				t.Fatalf("stale record conflict marked as history key conflict: %v", err)
+			}
+			dup := ids.record(r.UserID, day(90), billing.StatusScheduled)
+			dup.LastRunDate = other.LastRunDate
+			if err := e.repo.Add(e.ctx(), &dup); !billing.IsHistoryKeyConflict(err) {
+				t.Fatalf("Add onto a taken history key: %v", err)
+			}
+		}},
 		{"TooManyCreatesRejected", func(t *testing.T) {
 			e, r, next, _ := setup(t)
 			var many []*billing.Subscription

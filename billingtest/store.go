@@ -156,14 +156,14 @@ func (r *MemoryRepository) Add(ctx context.Context, sub *billing.Subscription) e
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	exists := func(reason string) error {
-		return &billing.ConflictError{Op: "add", Key: sub.Key(), Reason: reason, Err: billing.ErrAlreadyExists}
+	exists := func(reason string, history bool) error {
+		return &billing.ConflictError{Op: "add", Key: sub.Key(), Reason: reason, Err: billing.ErrAlreadyExists, HistoryRow: history}
 	}
 	if _, ok := s.primary[pk]; ok {
-		return exists("record exists")
+		return exists("record exists", false)
 	}
 	if _, ok := s.history[hk]; ok {
-		return exists("history row exists")
+		return exists("history row exists", true)
 	}
 	s.primary[pk] = item
 	s.history[hk] = hitem
@@ -280,15 +280,18 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 		}
 	}
 	if _, taken := s.history[hk]; taken {
-		return conflict(next.Key(), "history row exists")
+		return &billing.ConflictError{Op: op, Key: next.Key(), Reason: "history row exists", Err: billing.ErrConflict, HistoryRow: true}
 	}
 	usedP, usedH := map[tableKey]bool{newKey: true}, map[tableKey]bool{hk: true}
 	for i, a := range adds {
 		pk, chk := primaryKey(a.item), historyKey(a.hitem)
 		_, takenP := s.primary[pk]
 		_, takenH := s.history[chk]
-		if takenP || takenH || usedP[pk] || usedH[chk] || pk == oldKey {
+		if takenP || usedP[pk] || pk == oldKey {
 			return &billing.ConflictError{Op: op, Key: create[i].Key(), Reason: "a record to create exists", Err: billing.ErrAlreadyExists}
+		}
+		if takenH || usedH[chk] {
+			return &billing.ConflictError{Op: op, Key: create[i].Key(), Reason: "a history row of a record to create exists", Err: billing.ErrAlreadyExists, HistoryRow: true}
 		}
 		usedP[pk], usedH[chk] = true, true
 	}

@@ -24,7 +24,7 @@ func (h *MemoryHistory) Add(ctx context.Context, sub *billing.Subscription) erro
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
 	if _, ok := h.s.history[hk]; ok {
-		return &billing.ConflictError{Op: "history add", Key: historyRowKey(sub), Reason: "history row exists", Err: billing.ErrAlreadyExists}
+		return &billing.ConflictError{Op: "history add", Key: historyRowKey(sub), Reason: "history row exists", Err: billing.ErrAlreadyExists, HistoryRow: true}
 	}
 	h.s.history[hk] = item
 	return nil
