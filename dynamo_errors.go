@@ -11,10 +11,10 @@ import (
 // txOp describes one action of a transaction for error translation: which
 // operation and key it belongs to, and what a failed condition means.
 type txOp struct {
-	key    string
-	reason string // what a failed condition of this action means
-	exists bool   // a failed condition means "already exists"
-	history bool  // the action is a history row put
+	key     string
+	reason  string // what a failed condition of this action means
+	exists  bool   // a failed condition means "already exists"
+	history bool   // the action is a history row put
 }
 
 // translateWrite turns DynamoDB's condition and transaction failures into
