@@ -1,10 +1,12 @@
 package dynamotest
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
@@ -81,7 +83,7 @@ func launchMoto(path string, port int) (*motoServer, error) {
 		out:      &tailBuffer{max: 64 << 10},
 		exited:   make(chan struct{}),
 	}
-	cmd := exec.Command(path, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
+	cmd := motoCmd(path, port)
 	cmd.Stdout = s.out
 	cmd.Stderr = s.out
 	cmd.WaitDelay = time.Second // don't wait for pipes held open by stray grandchildren
@@ -186,4 +188,61 @@ func (b *tailBuffer) tail(n int) string {
 		return "(no output)"
 	}
 	return strings.ToValidUTF8(string(data), "?")
+}
+
+// serializedMoto runs moto's WSGI app like moto_server does, but handles one
+// request at a time. moto's DynamoDB backend is not thread-safe: with
+// moto_server's threaded server, two concurrent conditional puts of one key
+// can both pass their condition (seen here as two winners of one lock under
+// load), where DynamoDB applies writes to an item atomically. Python's GIL
+// means the threads never ran in parallel anyway, so serializing costs
+// little.
+const serializedMoto = `
+import os, signal, sys, threading
+from werkzeug.serving import run_simple
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+host, port = sys.argv[1], int(sys.argv[2])
+os.environ.setdefault("MOTO_PORT", str(port))
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+app = DomainDispatcherApplication(create_backend_app)
+lock = threading.Lock()
+def serialized(environ, start_response):
+    with lock:
+        body = app(environ, start_response)
+        try:
+            return [b"".join(body)]
+        finally:
+            close = getattr(body, "close", None)
+            if close:
+                close()
+run_simple(host, port, serialized, threaded=True)
+`
+
+// motoCmd returns the command that serves moto on port: the serialized
+// launcher above when a Python interpreter with moto is found (the one in
+// moto_server's shebang, or python3 on PATH), else moto_server itself.
+func motoCmd(motoPath string, port int) *exec.Cmd {
+	for _, py := range pythonCandidates(motoPath) {
+		if exec.Command(py, "-c", "import moto.moto_server.werkzeug_app, werkzeug.serving").Run() == nil {
+			return exec.Command(py, "-c", serializedMoto, "127.0.0.1", strconv.Itoa(port))
+		}
+	}
+	return exec.Command(motoPath, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
+}
+
+// pythonCandidates lists interpreters that may have moto installed.
+func pythonCandidates(motoPath string) []string {
+	var out []string
+	if f, err := os.Open(motoPath); err == nil {
+		line, _ := bufio.NewReader(f).ReadString('\n')
+		f.Close()
+		if fields := strings.Fields(strings.TrimPrefix(line, "#!")); strings.HasPrefix(line, "#!") && len(fields) > 0 &&
+			strings.Contains(fields[len(fields)-1], "python") {
+			out = append(out, fields[len(fields)-1])
+		}
+	}
+	if p, err := exec.LookPath("python3"); err == nil {
+		out = append(out, p)
+	}
+	return out
 }
