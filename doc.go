@@ -89,4 +89,29 @@
 // dynamolock). The lock keeps two processes from working on one user at
 // once; the conditional writes are what make that safe when a lease is
 // lost.
+//
+// # Collector
+//
+// A [Collector] charges through the host's [PaymentProvider]: scheduled,
+// retry and pause runs page through their status queries and hand back a
+// continuation (Report.Next) for the next invocation; CollectUser,
+// CollectByID and ManualRepayment serve queue workers and APIs;
+// ApplySettlement applies ACH settlement events; Waive, Cancel, Pause,
+// Resume, ChangeBillingDate, ChangeTier and Reactivate are the admin
+// changes. See ExampleCollector and examples/lambda.
+//
+//	c, err := billing.NewCollector(billing.Config{Repository: repo, Locker: locker, Provider: processor})
+//	rep, err := c.Run(ctx, billing.RunRequest{Kind: billing.RunScheduled, Cursor: cursorFromQueue})
+//	if rep.Next != "" {
+//		// re-enqueue billing.RunRequest{Kind: billing.RunScheduled, Cursor: rep.Next}
+//	}
+//
+// # Notifier
+//
+// [Scheduler] pages through the records due in [NotificationWindow] and
+// hands each page to an [Enqueuer] in batches of 10, returning a
+// continuation [SchedulerEvent] while pages remain; [Worker] turns each
+// message into a [ThreeDayNotification] for the host's [Notifier] and then
+// applies a [PrenotePolicy]. See ExampleScheduler, ExampleWorker and
+// examples/lambda.
 package billing

@@ -3,7 +3,9 @@
 // billing.Repository and billing.History, an in-memory [Locker], a scripted
 // [Provider] implementing billing.PaymentProvider that honours idempotency
 // keys like a real processor, a recording [EventRecorder] implementing
-// billing.EventSink) and the
+// billing.EventSink, recording fakes of the notifier's ports
+// ([RecordingEnqueuer], [RecordingNotifier], [UserDirectory], [BankAccounts],
+// [UserPayments], [FeatureFlags], [PrenoteSubmitter], [MetricsRecorder])) and the
 // conformance suites every implementation of a port must pass
 // ([TestRepository], [TestHistory], [TestLocker]).
 //

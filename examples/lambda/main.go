@@ -1,0 +1,342 @@
+// Command lambda wires the billing library into AWS Lambda the way the
+// legacy subscription service ran it: one binary, one function per role,
+// chosen by the HANDLER environment variable.
+//
+//	HANDLER=scheduler  notifier-scheduler: the daily CloudWatch (EventBridge)
+//	                   rule and the scheduler's own SQS queue (batch size 1)
+//	HANDLER=worker     notifier-worker: the worker SQS queue (batch size 10,
+//	                   ReportBatchItemFailures enabled)
+//	HANDLER=collector  collection runs: CloudWatch rules with detail
+//	                   {"kind": "scheduled"|"retry"|"pause"} and the
+//	                   collector's own SQS queue for continuations (batch
+//	                   size 1)
+//
+// It is its own module so that the library does not depend on
+// aws-lambda-go. Build it for Lambda's provided.al2023 runtime with
+//
+//	GOOS=linux GOARCH=arm64 go build -tags lambda.norpc -o bootstrap .
+//
+// Environment:
+//
+//	BILLING_TABLE            billing-activity table (default "billing-activity")
+//	BILLING_HISTORY_TABLE    history table (default "billing-activity-history")
+//	STATUS_INDEX_MODE        "legacy" (default) or "sorted"
+//	DYNAMODB_ENDPOINT        optional, e.g. http://localhost:8000 for local runs
+//	WORKER_QUEUE_URL         pre-subscription-notifier-worker queue (scheduler)
+//	SCHEDULER_QUEUE_URL      pre-subscription-notifier-scheduler queue (scheduler)
+//	PAGES_PER_INVOKE         status pages per scheduler invocation (default 3)
+//	LOCK_TABLE               dynamolock table (default "locks")
+//	COLLECTOR_QUEUE_URL      the collector's continuation queue (collector)
+//	OLD_SUBSCRIPTION_DAYS    stale threshold (collector, default 30)
+//	ALLOWED_EMAIL_SUFFIXES   comma-separated; set in test environments only,
+//	                         e.g. "integrationtest.com,integrationtest.floatme.io"
+//
+// The host ports a real service implements against its own systems (user
+// service, bank links, payments, feature flags, notification channel,
+// metrics) are stubs in hostports.go that log what they are asked.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/dynabill/billing"
+)
+
+func main() {
+	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	handler, err := newHandler(context.Background(), os.Getenv("HANDLER"), logger)
+	if err != nil {
+		logger.Error("startup failed", "error", err)
+		os.Exit(1)
+	}
+	lambda.Start(handler)
+}
+
+// newHandler builds the handler for role, with its dependencies created once
+// per Lambda container.
+func newHandler(ctx context.Context, role string, logger *slog.Logger) (any, error) {
+	awsCfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("aws config: %w", err)
+	}
+	switch role {
+	case "scheduler":
+		repo, err := newRepository(awsCfg, logger)
+		if err != nil {
+			return nil, err
+		}
+		client := sqs.NewFromConfig(awsCfg)
+		workerQueue, schedulerQueue := os.Getenv("WORKER_QUEUE_URL"), os.Getenv("SCHEDULER_QUEUE_URL")
+		if workerQueue == "" || schedulerQueue == "" {
+			return nil, errors.New("WORKER_QUEUE_URL and SCHEDULER_QUEUE_URL are required")
+		}
+		pages, err := intEnv("PAGES_PER_INVOKE")
+		if err != nil {
+			return nil, err
+		}
+		sched, err := billing.NewScheduler(billing.SchedulerConfig{
+			Repository:         repo,
+			Enqueuer:           &sqsEnqueuer{client: client, queueURL: workerQueue},
+			PagesPerInvocation: pages,
+			Logger:             logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+		h := &schedulerHandler{sched: sched, continuations: &sqsSender{client: client, queueURL: schedulerQueue}, logger: logger}
+		return h.Handle, nil
+	case "worker":
+		worker, err := newWorker(logger)
+		if err != nil {
+			return nil, err
+		}
+		return workerHandler(worker), nil
+	case "collector":
+		repo, err := newRepository(awsCfg, logger)
+		if err != nil {
+			return nil, err
+		}
+		queue := os.Getenv("COLLECTOR_QUEUE_URL")
+		if queue == "" {
+			return nil, errors.New("COLLECTOR_QUEUE_URL is required")
+		}
+		oldDays, err := intEnv("OLD_SUBSCRIPTION_DAYS")
+		if err != nil {
+			return nil, err
+		}
+		locker, err := billing.NewDynamoLocker(billing.DynamoClientOf(repo),
+			billing.WithLockTable(os.Getenv("LOCK_TABLE")), billing.WithLockLogger(logger))
+		if err != nil {
+			return nil, err
+		}
+		c, err := billing.NewCollector(billing.Config{
+			Repository:          repo,
+			Locker:              locker,
+			Provider:            stubProvider{logger},
+			Logger:              logger,
+			OldSubscriptionDays: oldDays,
+			Events:              logEvents{logger},
+		})
+		if err != nil {
+			return nil, err
+		}
+		h := &collectorHandler{collector: c, continuations: &sqsSender{client: sqs.NewFromConfig(awsCfg), queueURL: queue}, logger: logger}
+		return h.Handle, nil
+	}
+	return nil, fmt.Errorf("HANDLER must be scheduler, worker or collector, got %q", role)
+}
+
+// newRepository opens the legacy tables.
+func newRepository(awsCfg aws.Config, logger *slog.Logger) (*billing.DynamoRepository, error) {
+	var opts []func(*dynamodb.Options)
+	if ep := os.Getenv("DYNAMODB_ENDPOINT"); ep != "" {
+		opts = append(opts, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(ep) })
+	}
+	tables := billing.TableConfig{
+		Subscriptions: os.Getenv("BILLING_TABLE"),
+		History:       os.Getenv("BILLING_HISTORY_TABLE"),
+	}
+	switch mode := os.Getenv("STATUS_INDEX_MODE"); mode {
+	case "", "legacy":
+		tables.StatusIndexMode = billing.StatusIndexLegacy
+	case "sorted":
+		tables.StatusIndexMode = billing.StatusIndexSorted
+	default:
+		return nil, fmt.Errorf("STATUS_INDEX_MODE must be legacy or sorted, got %q", mode)
+	}
+	return billing.NewDynamoRepository(billing.DynamoConfig{
+		Client: dynamodb.NewFromConfig(awsCfg, opts...),
+		Tables: tables,
+		Logger: logger,
+	})
+}
+
+// newWorker wires the worker to the host ports and the legacy prenote rule.
+func newWorker(logger *slog.Logger) (*billing.Worker, error) {
+	accounts := stubBankAccounts{logger}
+	policy, err := billing.NewDefaultPrenotePolicy(billing.PrenotePolicyConfig{
+		Flags:    stubFlags{logger},
+		Accounts: accounts,
+		Payments: stubPayments{logger},
+	})
+	if err != nil {
+		return nil, err
+	}
+	var suffixes []string
+	for s := range strings.SplitSeq(os.Getenv("ALLOWED_EMAIL_SUFFIXES"), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			suffixes = append(suffixes, s)
+		}
+	}
+	return billing.NewWorker(billing.WorkerConfig{
+		Users:                stubUsers{logger},
+		Notifier:             logNotifier{logger},
+		Accounts:             accounts,
+		Prenote:              policy,
+		Submitter:            stubSubmitter{logger},
+		Metrics:              logMetrics{logger},
+		AllowedEmailSuffixes: suffixes,
+		Logger:               logger,
+	})
+}
+
+// continuationSender sends a continuation to the scheduler's own queue.
+type continuationSender interface {
+	Send(ctx context.Context, body string) error
+}
+
+// schedulerHandler is the notifier-scheduler function. It takes both of its
+// triggers: the daily rule's CloudWatch event (whose detail is the
+// scheduler event, {"status": "SCHEDULED"}) and a batch from the scheduler
+// queue (one continuation). When pages remain, it sends the continuation
+// to the scheduler queue before returning.
+type schedulerHandler struct {
+	sched         *billing.Scheduler
+	continuations continuationSender
+	logger        *slog.Logger
+}
+
+// Handle tells the two triggers apart by shape: an SQS event has Records.
+func (h *schedulerHandler) Handle(ctx context.Context, raw json.RawMessage) error {
+	var probe struct {
+		Records []events.SQSMessage `json:"Records"`
+	}
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		return fmt.Errorf("scheduler: unrecognised event: %w", err)
+	}
+	var (
+		res billing.SchedulerResult
+		err error
+	)
+	if len(probe.Records) > 0 {
+		bodies := make([]string, len(probe.Records))
+		for i, r := range probe.Records {
+			bodies[i] = r.Body
+		}
+		// More than one record fails the whole invocation
+		// (billing.ErrTooManyRecords): the mapping's batch size is 1.
+		res, err = h.sched.RunBatch(ctx, bodies)
+	} else {
+		var cw events.CloudWatchEvent
+		if err := json.Unmarshal(raw, &cw); err != nil {
+			return fmt.Errorf("scheduler: CloudWatch event: %w", err)
+		}
+		ev, perr := billing.ParseSchedulerEvent(cw.Detail)
+		if perr != nil {
+			return perr
+		}
+		res, err = h.sched.Run(ctx, ev)
+	}
+	if err != nil {
+		// Returned so SQS retries the message (up to maxReceiveCount, then
+		// the DLQ); pages already enqueued by this invocation may be
+		// enqueued again: delivery is at least once.
+		return err
+	}
+	if res.Continuation != nil {
+		body, err := json.Marshal(res.Continuation)
+		if err != nil {
+			return err
+		}
+		if err := h.continuations.Send(ctx, string(body)); err != nil {
+			return fmt.Errorf("scheduler: re-enqueue continuation: %w", err)
+		}
+	}
+	return nil
+}
+
+// workerHandler is the notifier-worker function: it reports the failed
+// messages so that SQS redelivers only those.
+func workerHandler(w *billing.Worker) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		msgs := make([]billing.Message, len(ev.Records))
+		for i, r := range ev.Records {
+			msgs[i] = billing.Message{ID: r.MessageId, Body: r.Body}
+		}
+		var resp events.SQSEventResponse
+		for _, id := range w.HandleBatch(ctx, msgs) {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
+		}
+		return resp, nil
+	}
+}
+
+// collectorHandler runs the collection engine: a CloudWatch rule per run
+// kind starts a run, and while pages remain the handler re-enqueues the
+// continuation (a billing.RunRequest with the cursor) to its own queue.
+type collectorHandler struct {
+	collector     *billing.Collector
+	continuations continuationSender
+	logger        *slog.Logger
+}
+
+// Handle tells the two triggers apart by shape: an SQS event has Records.
+func (h *collectorHandler) Handle(ctx context.Context, raw json.RawMessage) error {
+	var probe struct {
+		Records []events.SQSMessage `json:"Records"`
+	}
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		return fmt.Errorf("collector: unrecognised event: %w", err)
+	}
+	var body []byte
+	switch len(probe.Records) {
+	case 0:
+		var cw events.CloudWatchEvent
+		if err := json.Unmarshal(raw, &cw); err != nil {
+			return fmt.Errorf("collector: CloudWatch event: %w", err)
+		}
+		body = cw.Detail
+	case 1:
+		body = []byte(probe.Records[0].Body)
+	default:
+		return fmt.Errorf("collector: %d records in one invocation, the queue's batch size must be 1", len(probe.Records))
+	}
+	var req billing.RunRequest
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return fmt.Errorf("collector: run request %s: %w", body, err)
+	}
+	rep, err := h.collector.Run(ctx, req)
+	h.logger.InfoContext(ctx, "collection run", "report", rep)
+	if rep != nil && rep.Next != "" {
+		next, merr := json.Marshal(billing.RunRequest{Kind: req.Kind, Cursor: rep.Next})
+		if merr != nil {
+			return merr
+		}
+		if serr := h.continuations.Send(ctx, string(next)); serr != nil {
+			return fmt.Errorf("collector: re-enqueue continuation: %w", serr)
+		}
+	}
+	// A failed page read is returned (SQS retries the message); failed
+	// items are in the report and are picked up by the next run.
+	return err
+}
+
+// intEnv reads an optional non-negative integer variable; unset is 0 (the
+// library default).
+func intEnv(name string) (int, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s must be a non-negative integer, got %q", name, v)
+	}
+	return n, nil
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+)
+
+// fakeSQS records what the adapters send and rejects scripted entries.
+type fakeSQS struct {
+	batches [][]string
+	sent    []string
+	reject  map[string]types.BatchResultErrorEntry // by body, once
+}
+
+func (f *fakeSQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	f.sent = append(f.sent, aws.ToString(in.MessageBody))
+	return &sqs.SendMessageOutput{}, nil
+}
+
+func (f *fakeSQS) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	var out sqs.SendMessageBatchOutput
+	var accepted []string
+	for _, e := range in.Entries {
+		body := aws.ToString(e.MessageBody)
+		if r, ok := f.reject[body]; ok {
+			delete(f.reject, body)
+			r.Id = e.Id
+			out.Failed = append(out.Failed, r)
+			continue
+		}
+		accepted = append(accepted, body)
+	}
+	f.batches = append(f.batches, accepted)
+	return &out, nil
+}
+
+func TestSQSEnqueuerRetriesServerFaults(t *testing.T) {
+	f := &fakeSQS{reject: map[string]types.BatchResultErrorEntry{
+		"b": {Code: aws.String("InternalError"), SenderFault: false},
+	}}
+	q := &sqsEnqueuer{client: f, queueURL: "q"}
+	if err := q.Enqueue(context.Background(), []string{"a", "b", "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(f.batches) != "[[a c] [b]]" {
+		t.Fatalf("batches %v", f.batches)
+	}
+	f.reject = map[string]types.BatchResultErrorEntry{"x": {Code: aws.String("InvalidMessageContents"), SenderFault: true}}
+	if err := q.Enqueue(context.Background(), []string{"x"}); err == nil {
+		t.Fatal("sender fault not reported")
+	}
+}
+
+func TestSchedulerHandlerTriggers(t *testing.T) {
+	ctx := context.Background()
+	store := billingtest.NewStore(billingtest.StoreOptions{PageSize: 1})
+	now := time.Now().UTC()
+	due := time.Date(now.Year(), now.Month(), now.Day()+billing.NotificationLeadDays, 10, 0, 0, 0, time.UTC)
+	for _, u := range []string{"a", "b"} {
+		if _, err := store.Repository().AddAll(ctx, []billing.Subscription{{
+			UserID: u, SubscriptionID: "s-" + u, BillingDate: due, Status: billing.StatusScheduled,
+			Amount: 499, LastRunDate: now,
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := &fakeSQS{}
+	sched, err := billing.NewScheduler(billing.SchedulerConfig{
+		Repository: store.Repository(), Enqueuer: &sqsEnqueuer{client: f, queueURL: "w"}, PagesPerInvocation: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &schedulerHandler{sched: sched, continuations: &sqsSender{client: f, queueURL: "s"}, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+
+	cw, _ := json.Marshal(events.CloudWatchEvent{Source: "aws.events", Detail: json.RawMessage(`{"status":"SCHEDULED"}`)})
+	if err := h.Handle(ctx, cw); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.sent) != 1 || len(f.batches) != 1 {
+		t.Fatalf("after the trigger: continuations %v batches %v", f.sent, f.batches)
+	}
+	sqsEvent, _ := json.Marshal(events.SQSEvent{Records: []events.SQSMessage{{MessageId: "1", Body: f.sent[0]}}})
+	if err := h.Handle(ctx, sqsEvent); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.batches) != 2 {
+		t.Fatalf("after the continuation: batches %v", f.batches)
+	}
+	two, _ := json.Marshal(events.SQSEvent{Records: []events.SQSMessage{{Body: "{}"}, {Body: "{}"}}})
+	if err := h.Handle(ctx, two); !errors.Is(err, billing.ErrTooManyRecords) {
+		t.Fatalf("two records: %v", err)
+	}
+}
+
+func TestWorkerHandlerReportsFailures(t *testing.T) {
+	w, err := newWorker(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := workerHandler(w)(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+		{MessageId: "bad", Body: "nope"},
+		{MessageId: "stub", Body: `{"event_type":"three_day_notification","user_id":"u","billing_date":"2024-03-14T00:00:00Z","billing_amount":"1.00"}`},
+		{MessageId: "cancelling", Body: `{"event_type":"three_day_notification","user_id":"u","billing_date":"2024-03-14T00:00:00Z","billing_amount":"1.00","updated_event":"PENDING_CANCELLATION"}`},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(resp.BatchItemFailures) != "[{bad} {stub}]" {
+		t.Fatalf("failures %v", resp.BatchItemFailures)
+	}
+}
+
+// sentBodies is a continuationSender that records what it is given.
+type sentBodies struct{ bodies []string }
+
+func (s *sentBodies) Send(_ context.Context, body string) error {
+	s.bodies = append(s.bodies, body)
+	return nil
+}
+
+func TestCollectorHandlerContinuesThroughItsQueue(t *testing.T) {
+	ctx := context.Background()
+	clock := billingtest.NewClock(time.Date(2024, 2, 1, 12, 0, 0, 0, time.UTC))
+	store := billingtest.NewStore(billingtest.StoreOptions{PageSize: 1})
+	for i := range 3 {
+		d := time.Date(2024, 1, 31, 0, 0, 0, 0, time.UTC)
+		s := billing.Subscription{UserID: fmt.Sprintf("u%d", i), SubscriptionID: fmt.Sprintf("s%d", i), BillingDate: d,
+			Amount: billing.MustParseAmount("4.99"), Status: billing.StatusScheduled, Term: billing.TermMonthly, LastRunDate: d.AddDate(0, -1, 0)}
+		if err := store.Repository().Add(ctx, &s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pay := billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock})
+	c, err := billing.NewCollector(billing.Config{Repository: store.Repository(), Locker: billingtest.NewLocker(clock, time.Minute),
+		Provider: pay, Clock: clock, PagesPerInvocation: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := &sentBodies{}
+	h := &collectorHandler{collector: c, continuations: sent, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cw, _ := json.Marshal(events.CloudWatchEvent{Detail: json.RawMessage(`{"kind":"scheduled"}`)})
+	if err := h.Handle(ctx, cw); err != nil {
+		t.Fatal(err)
+	}
+	for len(sent.bodies) > 0 {
+		body := sent.bodies[0]
+		sent.bodies = sent.bodies[1:]
+		ev, _ := json.Marshal(events.SQSEvent{Records: []events.SQSMessage{{Body: body}}})
+		if err := h.Handle(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := pay.CallCount(); n != 3 {
+		t.Fatalf("provider called %d times, want 3 (every due record once, across invocations)", n)
+	}
+	bad, _ := json.Marshal(events.CloudWatchEvent{Detail: json.RawMessage(`{"kind":"scheduled","extra":1}`)})
+	if err := h.Handle(ctx, bad); err == nil {
+		t.Fatal("unknown field accepted")
+	}
+	two, _ := json.Marshal(events.SQSEvent{Records: []events.SQSMessage{{Body: `{"kind":"retry"}`}, {Body: `{"kind":"retry"}`}}})
+	if err := h.Handle(ctx, two); err == nil {
+		t.Fatal("two records accepted")
+	}
+	if err := h.Handle(ctx, []byte(`{"detail":{"kind":"weekly"}}`)); !errors.Is(err, billing.ErrInvalidQuery) {
+		t.Fatalf("unknown kind: %v", err)
+	}
+}

@@ -1,0 +1,120 @@
+package billing_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+)
+
+// The scheduler pages through the records due in four days and hands back a
+// continuation while pages remain; the host sends it to the scheduler's own
+// queue and runs it in the next invocation.
+func ExampleScheduler() {
+	ctx := context.Background()
+	store := billingtest.NewStore(billingtest.StoreOptions{PageSize: 2})
+	now := time.Date(2024, 3, 10, 12, 0, 0, 0, time.UTC) // due: 2024-03-14
+	var subs []billing.Subscription
+	for i, user := range []string{"ann", "bo", "cy"} {
+		bd := time.Date(2024, 3, 14, 9+i, 0, 0, 0, time.UTC)
+		subs = append(subs, billing.Subscription{
+			UserID: user, SubscriptionID: "sub-" + user, BillingDate: bd, Status: billing.StatusScheduled,
+			Amount: billing.MustParseAmount("4.99"), ReceiptTierName: "Plus:v2", LastRunDate: now,
+		})
+	}
+	if _, err := store.Repository().AddAll(ctx, subs); err != nil {
+		log.Fatal(err)
+	}
+
+	queue := &billingtest.RecordingEnqueuer{} // in production: SQS SendMessageBatch
+	sched, err := billing.NewScheduler(billing.SchedulerConfig{
+		Repository:         store.Repository(),
+		Enqueuer:           queue,
+		Clock:              billingtest.NewClock(now),
+		PagesPerInvocation: 1,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The daily trigger's detail.
+	ev, err := billing.ParseSchedulerEvent([]byte(`{"status": "SCHEDULED"}`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	for invocation := 1; ; invocation++ {
+		res, err := sched.Run(ctx, ev)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("invocation %d: %d page, %d enqueued\n", invocation, res.Pages, res.Enqueued)
+		if res.Continuation == nil {
+			break
+		}
+		body, _ := json.Marshal(res.Continuation) // sent to the scheduler queue
+		fmt.Printf("  continue with date %s, status %s\n", res.Continuation.Date, res.Continuation.Status)
+		if ev, err = billing.ParseSchedulerEvent(body); err != nil {
+			log.Fatal(err)
+		}
+	}
+	for _, body := range queue.Bodies() {
+		m, _ := billing.ParseNotificationMessage([]byte(body))
+		fmt.Println(m.UserID, m.BillingDate.Format(time.DateOnly), m.Amount)
+	}
+	// Output:
+	// invocation 1: 1 page, 2 enqueued
+	//   continue with date 20240314, status SCHEDULED
+	// invocation 2: 1 page, 1 enqueued
+	// ann 2024-03-14 4.99
+	// bo 2024-03-14 4.99
+	// cy 2024-03-14 4.99
+}
+
+// The worker handles a batch from the worker queue and returns the IDs of
+// the messages SQS should redeliver; after each notification it decides on
+// an ACH prenote with the default policy and meters the decision.
+func ExampleWorker() {
+	ctx := context.Background()
+	now := time.Date(2024, 3, 10, 12, 0, 0, 0, time.UTC)
+	users := billingtest.NewUserDirectory(billing.User{
+		ID: "ann", Email: "ann@example.com", FirstName: "Ann", LastName: "Lee",
+		Status: billing.UserStatusActive, DateJoined: now.AddDate(0, 0, -10),
+	})
+	accounts := &billingtest.BankAccounts{}
+	accounts.Set("ann", billing.BankLink{PrimaryAccountID: "acc-1", Accounts: []billing.BankAccount{{ID: "acc-1", Mask: "6789"}}})
+	flags := &billingtest.FeatureFlags{}
+	flags.SetEnabled(billing.PrenotesFlag, true)
+	policy, err := billing.NewDefaultPrenotePolicy(billing.PrenotePolicyConfig{
+		Flags: flags, Accounts: accounts, Payments: &billingtest.UserPayments{}, Clock: billingtest.NewClock(now),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	notifier, metrics := &billingtest.RecordingNotifier{}, &billingtest.MetricsRecorder{}
+	worker, err := billing.NewWorker(billing.WorkerConfig{
+		Users: users, Notifier: notifier, Accounts: accounts,
+		Prenote: policy, Submitter: &billingtest.PrenoteSubmitter{}, Metrics: metrics,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	good := `{"event_type":"three_day_notification","user_id":"ann","subscription_id":"sub-ann",` +
+		`"billing_date":"2024-03-14T09:00:00Z","billing_amount":"4.99","billing_status":"SCHEDULED","receipt_tier_name":"Plus:v2"}`
+	failed := worker.HandleBatch(ctx, []billing.Message{{ID: "m1", Body: good}, {ID: "m2", Body: "not json"}})
+	fmt.Println("failed:", failed)
+	for _, s := range notifier.Sent() {
+		b, _ := json.Marshal(s.Notification)
+		fmt.Println("sent to", s.Email, string(b))
+	}
+	for _, c := range metrics.Counts() {
+		fmt.Println("metric", c.Name, c.Tags)
+	}
+	// Output:
+	// failed: [m2]
+	// sent to ann@example.com {"event_type":"three_day_notification","user_id":"ann","billing_date":"03/14/2024","amount":"4.99","membership_tier":"Plus","account":"6789"}
+	// metric subscriptions.notifier.prenotes [submitted:true provider:jpm]
+}

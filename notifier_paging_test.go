@@ -1,0 +1,171 @@
+package billing_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+)
+
+// The paging acceptance: 2,500 due records read 358 per page are 7 pages;
+// with 3 pages per invocation that is exactly 3 invocations (3 + 3 + 1
+// pages), and every record is enqueued exactly once.
+const (
+	notifDueCount = 2500
+	notifPageSize = 358
+)
+
+// notifNow is the clock of the first invocation: the window is 2024-03-14.
+var notifNow = time.Date(2024, 3, 10, 12, 0, 0, 0, time.UTC)
+
+// notifRecords returns the due records of the window starting at start and
+// decoys the scheduler must not enqueue: SCHEDULED records the day before
+// and the day after, and COMPLETED records inside the window. There are 5
+// SCHEDULED decoys, so that in the legacy index mode (which reads every
+// SCHEDULED record and filters on billing_date) the status holds 2,505
+// records: still 7 pages of 358, the last one short.
+func notifRecords(start time.Time) (due, decoys []billing.Subscription) {
+	rec := func(user, id string, bd time.Time, st billing.Status) billing.Subscription {
+		return billing.Subscription{
+			UserID: user, SubscriptionID: id, BillingDate: bd, Status: st,
+			Amount: billing.Cents(499), BillingPeriod: billing.BillingPeriod(bd), Term: billing.TermMonthly,
+			ReceiptTierName: "Plus:v2", Process: billing.ProcessInitial,
+			CreatedDate: bd.AddDate(0, -1, 0), LastRunDate: bd.AddDate(0, -1, 0),
+		}
+	}
+	for i := range notifDueCount {
+		// Spread over the whole day, including its first and last second.
+		bd := start.Add(time.Duration(i) * (24*time.Hour - time.Second) / (notifDueCount - 1)).Truncate(time.Second)
+		due = append(due, rec(fmt.Sprintf("user-%04d", i), fmt.Sprintf("sub-%04d", i), bd, billing.StatusScheduled))
+	}
+	for i, bd := range []time.Time{
+		start.Add(-time.Second), start.Add(-time.Hour),
+		start.Add(24 * time.Hour), start.Add(25 * time.Hour), start.Add(47 * time.Hour),
+	} {
+		decoys = append(decoys, rec(fmt.Sprintf("decoy-s-%d", i), fmt.Sprintf("decoy-sched-%d", i), bd, billing.StatusScheduled))
+	}
+	for i := range 10 {
+		bd := start.Add(time.Duration(i) * time.Hour)
+		decoys = append(decoys, rec(fmt.Sprintf("decoy-c-%d", i), fmt.Sprintf("decoy-done-%d", i), bd, billing.StatusCompleted))
+	}
+	return due, decoys
+}
+
+// testNotifierPaging seeds repo and drives the scheduler like its Lambda:
+// one invocation from the daily trigger's detail, then one per continuation
+// message, each continuation serialized to JSON and back through the
+// scheduler queue's handler. The clock passes midnight UTC between
+// invocations, which must not move the window.
+func testNotifierPaging(t *testing.T, repo billing.Repository) {
+	ctx := context.Background()
+	start := time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC)
+	due, decoys := notifRecords(start)
+	began := time.Now()
+	if _, err := repo.AddAll(ctx, append(slices.Clone(due), decoys...)); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("seeded %d records in %v", len(due)+len(decoys), time.Since(began).Round(time.Millisecond))
+
+	clock := billingtest.NewClock(notifNow)
+	queue := &billingtest.RecordingEnqueuer{}
+	sched, err := billing.NewScheduler(billing.SchedulerConfig{
+		Repository: repo, Enqueuer: queue, Clock: clock, PagesPerInvocation: 3,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	began = time.Now()
+	trigger, err := billing.ParseSchedulerEvent([]byte(`{"status": "SCHEDULED"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sched.Run(ctx, trigger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := []int{res.Pages}
+	enqueued := res.Enqueued
+	for res.Continuation != nil {
+		if len(pages) >= 10 {
+			t.Fatalf("runaway: %d invocations", len(pages))
+		}
+		body, err := json.Marshal(res.Continuation)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fields map[string]any
+		if err := json.Unmarshal(body, &fields); err != nil {
+			t.Fatal(err)
+		}
+		if len(fields) != 3 || fields["date"] != "20240314" || fields["status"] != "SCHEDULED" ||
+			fields["start_key"] == "" || fields["start_key"] == nil {
+			t.Fatalf("continuation %d: want {date: 20240314, status: SCHEDULED, start_key: token}, got %s", len(pages), body)
+		}
+		clock.Advance(13 * time.Hour) // crosses midnight UTC
+		res, err = sched.RunBatch(ctx, []string{string(body)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages = append(pages, res.Pages)
+		enqueued += res.Enqueued
+	}
+	t.Logf("3 invocations, pages %v, in %v", pages, time.Since(began).Round(time.Millisecond))
+
+	if !slices.Equal(pages, []int{3, 3, 1}) {
+		t.Fatalf("pages per invocation: got %v, want [3 3 1] (exactly 3 invocations)", pages)
+	}
+	if enqueued != notifDueCount {
+		t.Errorf("Enqueued: got %d, want %d", enqueued, notifDueCount)
+	}
+	for i, b := range queue.Batches() {
+		if len(b) < 1 || len(b) > 10 {
+			t.Fatalf("batch %d has %d messages", i, len(b))
+		}
+	}
+	seen := map[string]int{}
+	for _, m := range queue.Messages(t) {
+		seen[m.SubscriptionID]++
+		if !m.BillingDate.Before(start.AddDate(0, 0, 1)) || m.BillingDate.Before(start) {
+			t.Errorf("%s: billing date %v outside the window", m.SubscriptionID, m.BillingDate)
+		}
+	}
+	for _, sub := range due {
+		if n := seen[sub.SubscriptionID]; n != 1 {
+			t.Errorf("%s enqueued %d times, want once", sub.SubscriptionID, n)
+		}
+	}
+	for _, sub := range decoys {
+		if n := seen[sub.SubscriptionID]; n != 0 {
+			t.Errorf("decoy %s enqueued %d times", sub.SubscriptionID, n)
+		}
+	}
+	if len(seen) != notifDueCount {
+		t.Errorf("distinct records enqueued: got %d, want %d", len(seen), notifDueCount)
+	}
+}
+
+func TestSchedulerPagingMemory(t *testing.T) {
+	for _, mode := range []billing.StatusIndexMode{billing.StatusIndexLegacy, billing.StatusIndexSorted} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			store := billingtest.NewStore(billingtest.StoreOptions{PageSize: notifPageSize, StatusIndexMode: mode})
+			testNotifierPaging(t, store.Repository())
+		})
+	}
+}
+
+func TestSchedulerPagingDynamoDB(t *testing.T) {
+	for _, mode := range []billing.StatusIndexMode{billing.StatusIndexLegacy, billing.StatusIndexSorted} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			repo, _ := dynamoStores(t, billingtest.StoreOptions{PageSize: notifPageSize, StatusIndexMode: mode})
+			testNotifierPaging(t, repo)
+		})
+	}
+}

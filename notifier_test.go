@@ -1,0 +1,388 @@
+package billing_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+)
+
+// notifStubRepo answers QueryStatus from a script; every other Repository
+// method panics (the embedded interface is nil).
+type notifStubRepo struct {
+	billing.Repository
+
+	mu      sync.Mutex
+	pages   []billing.Page
+	err     error
+	queries []billing.StatusQuery
+}
+
+func (r *notifStubRepo) QueryStatus(_ context.Context, q billing.StatusQuery) (billing.Page, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.queries = append(r.queries, q)
+	if r.err != nil {
+		return billing.Page{}, r.err
+	}
+	if len(r.pages) == 0 {
+		return billing.Page{}, nil
+	}
+	p := r.pages[0]
+	r.pages = r.pages[1:]
+	return p, nil
+}
+
+func notifSub(user string, bd time.Time) billing.Subscription {
+	return billing.Subscription{
+		UserID: user, SubscriptionID: "sub-" + user, BillingDate: bd, Status: billing.StatusScheduled,
+		Amount: billing.Cents(499), Term: billing.TermMonthly, BillingPeriod: billing.BillingPeriod(bd),
+		CreatedDate: bd.AddDate(0, -1, 0), LastRunDate: bd.AddDate(0, -1, 0),
+	}
+}
+
+func newNotifScheduler(t *testing.T, repo billing.Repository, q billing.Enqueuer, mut ...func(*billing.SchedulerConfig)) *billing.Scheduler {
+	t.Helper()
+	cfg := billing.SchedulerConfig{Repository: repo, Enqueuer: q, Clock: billingtest.NewClock(notifNow)}
+	for _, m := range mut {
+		m(&cfg)
+	}
+	s, err := billing.NewScheduler(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestBatchesOf10(t *testing.T) {
+	for _, tc := range []struct{ n, batches, last int }{
+		{0, 0, 0}, {1, 1, 1}, {9, 1, 9}, {10, 1, 10}, {11, 2, 1}, {25, 3, 5}, {358, 36, 8},
+	} {
+		items := make([]int, tc.n)
+		for i := range items {
+			items[i] = i
+		}
+		got := billing.BatchesOf10(items)
+		if len(got) != tc.batches {
+			t.Fatalf("%d items: %d batches, want %d", tc.n, len(got), tc.batches)
+		}
+		next := 0
+		for i, b := range got {
+			if len(b) == 0 || len(b) > 10 || (i < len(got)-1 && len(b) != 10) {
+				t.Fatalf("%d items: batch %d has %d", tc.n, i, len(b))
+			}
+			for _, v := range b {
+				if v != next {
+					t.Fatalf("%d items: out of order at %d", tc.n, next)
+				}
+				next++
+			}
+		}
+		if tc.batches > 0 && len(got[len(got)-1]) != tc.last {
+			t.Fatalf("%d items: last batch %d, want %d", tc.n, len(got[len(got)-1]), tc.last)
+		}
+		if len(got) > 1 {
+			_ = append(got[0], -1) // must not overwrite the next batch
+			if got[1][0] != 10 {
+				t.Fatal("appending to a batch overwrote the next one")
+			}
+		}
+	}
+}
+
+func TestNewSchedulerConfig(t *testing.T) {
+	repo := billingtest.NewStore(billingtest.StoreOptions{}).Repository()
+	q := &billingtest.RecordingEnqueuer{}
+	for _, tc := range []struct {
+		cfg  billing.SchedulerConfig
+		want string
+	}{
+		{billing.SchedulerConfig{Enqueuer: q}, "Repository"},
+		{billing.SchedulerConfig{Repository: repo}, "Enqueuer"},
+		{billing.SchedulerConfig{Repository: repo, Enqueuer: q, PagesPerInvocation: -1}, "PagesPerInvocation"},
+		{billing.SchedulerConfig{Repository: repo, Enqueuer: q, PageSize: -1}, "PageSize"},
+	} {
+		if _, err := billing.NewScheduler(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("want an error naming %s, got %v", tc.want, err)
+		}
+	}
+}
+
+func TestParseSchedulerEvent(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want billing.SchedulerEvent
+		err  error
+	}{
+		{``, billing.SchedulerEvent{}, nil},
+		{`null`, billing.SchedulerEvent{}, nil},
+		{`{}`, billing.SchedulerEvent{}, nil},
+		{`{"status": "SCHEDULED"}`, billing.SchedulerEvent{Status: billing.StatusScheduled}, nil},
+		{`{"date": "", "status": "SCHEDULED", "start_key": null}`, billing.SchedulerEvent{Status: billing.StatusScheduled}, nil},
+		{`{"date":"20240314","status":"ERROR","start_key":"AQtok","extra":1}`,
+			billing.SchedulerEvent{Date: "20240314", Status: billing.StatusError, StartKey: "AQtok"}, nil},
+		{`{"date": null, "status": null}`, billing.SchedulerEvent{}, nil},
+		{`{"start_key": {"user_id": {"S": "u1"}, "billing_date": {"S": "2024-03-14T00:00:00Z"}}}`, billing.SchedulerEvent{}, billing.ErrInvalidEvent},
+		{`{"start_key": 7}`, billing.SchedulerEvent{}, billing.ErrInvalidEvent},
+		{`{"date": "2024-03-14"}`, billing.SchedulerEvent{}, billing.ErrInvalidDate},
+		{`{"date": "20240230"}`, billing.SchedulerEvent{}, billing.ErrInvalidDate},
+		{`{"date": 20240314}`, billing.SchedulerEvent{}, billing.ErrInvalidEvent},
+		{`{"status": "NOPE"}`, billing.SchedulerEvent{}, billing.ErrInvalidStatus},
+		{`{"status": "INACTIVE"}`, billing.SchedulerEvent{}, billing.ErrInvalidEvent},
+		{`[]`, billing.SchedulerEvent{}, billing.ErrInvalidEvent},
+		{`"SCHEDULED"`, billing.SchedulerEvent{}, billing.ErrInvalidEvent},
+		{`{"status": "SCHEDULED"`, billing.SchedulerEvent{}, billing.ErrInvalidEvent},
+	} {
+		got, err := billing.ParseSchedulerEvent([]byte(tc.in))
+		if tc.err != nil {
+			if !errors.Is(err, tc.err) || !errors.Is(err, billing.ErrInvalidEvent) {
+				t.Errorf("%s: want %v (and ErrInvalidEvent), got %v", tc.in, tc.err, err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s: got %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestSchedulerEventJSONFieldNames(t *testing.T) {
+	ev := billing.SchedulerEvent{Date: "20240314", Status: billing.StatusScheduled, StartKey: "tok"}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"date":"20240314","status":"SCHEDULED","start_key":"tok"}`; string(b) != want {
+		t.Fatalf("got %s, want %s", b, want)
+	}
+	back, err := billing.ParseSchedulerEvent(b)
+	if err != nil || back != ev {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+}
+
+func TestSchedulerWindowStatusAndDate(t *testing.T) {
+	ctx := context.Background()
+	store := billingtest.NewStore(billingtest.StoreOptions{PageSize: 2})
+	day := func(d int) time.Time { return time.Date(2024, 3, d, 9, 30, 0, 0, time.UTC) }
+	var subs []billing.Subscription
+	for i, d := range []int{13, 14, 14, 14, 15, 20} {
+		subs = append(subs, notifSub(fmt.Sprintf("u%d-%d", d, i), day(d)))
+	}
+	errSub := notifSub("u-error", day(14))
+	errSub.Status = billing.StatusError
+	subs = append(subs, errSub)
+	if _, err := store.Repository().AddAll(ctx, subs); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		event string
+		want  []string
+	}{
+		{`{"status": "SCHEDULED"}`, []string{"u14-1", "u14-2", "u14-3"}}, // today (03-10) + 4
+		{`{}`, []string{"u14-1", "u14-2", "u14-3"}},                      // status defaults to SCHEDULED
+		{`{"date": "20240320"}`, []string{"u20-5"}},
+		{`{"date": "20240314", "status": "ERROR"}`, []string{"u-error"}},
+		{`{"date": "20240401"}`, nil},
+	} {
+		q := &billingtest.RecordingEnqueuer{}
+		sched := newNotifScheduler(t, store.Repository(), q, func(c *billing.SchedulerConfig) { c.PagesPerInvocation = 10 })
+		ev, err := billing.ParseSchedulerEvent([]byte(tc.event))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := sched.Run(ctx, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, m := range q.Messages(t) {
+			got = append(got, m.UserID)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) || res.Enqueued != len(tc.want) || res.Continuation != nil {
+			t.Errorf("%s: enqueued %v (%+v), want %v", tc.event, got, res, tc.want)
+		}
+	}
+}
+
+func TestSchedulerDefaultPagesPerInvocation(t *testing.T) {
+	ctx := context.Background()
+	store := billingtest.NewStore(billingtest.StoreOptions{PageSize: 1})
+	start := time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC)
+	var subs []billing.Subscription
+	for i := range 5 {
+		subs = append(subs, notifSub(fmt.Sprintf("u%d", i), start.Add(time.Duration(i)*time.Hour)))
+	}
+	if _, err := store.Repository().AddAll(ctx, subs); err != nil {
+		t.Fatal(err)
+	}
+	q := &billingtest.RecordingEnqueuer{}
+	res, err := newNotifScheduler(t, store.Repository(), q).Run(ctx, billing.SchedulerEvent{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pages != billing.DefaultPagesPerInvocation || res.Enqueued != 3 || res.Continuation == nil {
+		t.Fatalf("got %+v, want 3 pages, 3 enqueued and a continuation", res)
+	}
+	if c := res.Continuation; c.Date != "20240314" || c.Status != billing.StatusScheduled || c.StartKey == "" {
+		t.Fatalf("continuation %+v", c)
+	}
+	// PageSize overrides the repository's page size.
+	q2 := &billingtest.RecordingEnqueuer{}
+	res, err = newNotifScheduler(t, store.Repository(), q2, func(c *billing.SchedulerConfig) { c.PageSize = 100 }).Run(ctx, billing.SchedulerEvent{})
+	if err != nil || res.Pages != 1 || res.Enqueued != 5 || res.Continuation != nil {
+		t.Fatalf("PageSize 100: %+v, %v", res, err)
+	}
+}
+
+func TestSchedulerSkipsRecordsItCannotUse(t *testing.T) {
+	ctx := context.Background()
+	start := time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC)
+
+	// An undecodable item in the window (Page.Invalid) is logged and skipped.
+	store := billingtest.NewStore(billingtest.StoreOptions{PageSize: 2})
+	if _, err := store.Repository().AddAll(ctx, []billing.Subscription{
+		notifSub("u1", start.Add(time.Hour)), notifSub("u2", start.Add(2*time.Hour)),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	item, err := billing.EncodeItem(notifPtr(notifSub("u-bad", start.Add(3*time.Hour))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	item[billing.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "four dollars"}
+	if err := store.PutRawItem(billingtest.SubscriptionsTable, item); err != nil {
+		t.Fatal(err)
+	}
+	q := &billingtest.RecordingEnqueuer{}
+	res, err := newNotifScheduler(t, store.Repository(), q).Run(ctx, billing.SchedulerEvent{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Enqueued != 2 || res.Skipped != 1 || res.Continuation != nil {
+		t.Fatalf("undecodable item: %+v", res)
+	}
+
+	// Records that cannot become a message are logged and skipped.
+	noUser := notifSub("", start)
+	negative := notifSub("u-neg", start)
+	negative.Amount = -1
+	good := notifSub("u-good", start)
+	repo := &notifStubRepo{pages: []billing.Page{{Items: []billing.Subscription{noUser, good, negative}, Scanned: 3, Count: 3}}}
+	q = &billingtest.RecordingEnqueuer{}
+	res, err = newNotifScheduler(t, repo, q).Run(ctx, billing.SchedulerEvent{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Enqueued != 1 || res.Skipped != 2 || res.Scanned != 3 || len(q.Bodies()) != 1 {
+		t.Fatalf("unusable records: %+v", res)
+	}
+}
+
+func TestSchedulerErrors(t *testing.T) {
+	ctx := context.Background()
+	start := time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC)
+	var items []billing.Subscription
+	for i := range 25 {
+		items = append(items, notifSub(fmt.Sprintf("u%02d", i), start))
+	}
+
+	t.Run("enqueue error ends the run", func(t *testing.T) {
+		repo := &notifStubRepo{pages: []billing.Page{{Items: items, Next: "more"}}}
+		q := &billingtest.RecordingEnqueuer{}
+		boom := errors.New("sqs down")
+		q.FailNth(2, boom)
+		res, err := newNotifScheduler(t, repo, q).Run(ctx, billing.SchedulerEvent{})
+		if !errors.Is(err, boom) || res.Enqueued != 10 || res.Continuation != nil || len(repo.queries) != 1 {
+			t.Fatalf("got %+v, %v", res, err)
+		}
+	})
+	t.Run("query error", func(t *testing.T) {
+		boom := errors.New("throttled")
+		repo := &notifStubRepo{err: boom}
+		q := &billingtest.RecordingEnqueuer{}
+		_, err := newNotifScheduler(t, repo, q).Run(ctx, billing.SchedulerEvent{})
+		if !errors.Is(err, boom) || q.Calls() != 0 {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("query carries window, status, cursor and page size", func(t *testing.T) {
+		repo := &notifStubRepo{}
+		_, err := newNotifScheduler(t, repo, &billingtest.RecordingEnqueuer{}, func(c *billing.SchedulerConfig) { c.PageSize = 7 }).
+			Run(ctx, billing.SchedulerEvent{Status: billing.StatusPaused, StartKey: "tok"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := billing.StatusQuery{Status: billing.StatusPaused, Since: start, Before: start.AddDate(0, 0, 1), Cursor: "tok", Limit: 7}
+		if len(repo.queries) != 1 || repo.queries[0] != want {
+			t.Fatalf("queries %+v, want %+v", repo.queries, want)
+		}
+	})
+	t.Run("malformed start key is an error, not a restart", func(t *testing.T) {
+		store := billingtest.NewStore(billingtest.StoreOptions{})
+		if _, err := store.Repository().AddAll(ctx, items[:3]); err != nil {
+			t.Fatal(err)
+		}
+		q := &billingtest.RecordingEnqueuer{}
+		_, err := newNotifScheduler(t, store.Repository(), q).Run(ctx, billing.SchedulerEvent{StartKey: "not-a-token"})
+		if !errors.Is(err, billing.ErrInvalidCursor) || q.Calls() != 0 {
+			t.Fatalf("got %v, %d enqueues", err, q.Calls())
+		}
+	})
+	t.Run("invalid event", func(t *testing.T) {
+		repo := &notifStubRepo{}
+		s := newNotifScheduler(t, repo, &billingtest.RecordingEnqueuer{})
+		if _, err := s.Run(ctx, billing.SchedulerEvent{Status: billing.StatusInactive}); !errors.Is(err, billing.ErrInvalidEvent) {
+			t.Errorf("INACTIVE: %v", err)
+		}
+		if _, err := s.Run(ctx, billing.SchedulerEvent{Date: "yesterday"}); !errors.Is(err, billing.ErrInvalidDate) {
+			t.Errorf("bad date: %v", err)
+		}
+		if len(repo.queries) != 0 {
+			t.Errorf("queried %d times", len(repo.queries))
+		}
+	})
+	t.Run("cancelled context", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		repo := &notifStubRepo{}
+		if _, err := newNotifScheduler(t, repo, &billingtest.RecordingEnqueuer{}).Run(cctx, billing.SchedulerEvent{}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
+
+func TestSchedulerRunBatch(t *testing.T) {
+	ctx := context.Background()
+	repo := &notifStubRepo{}
+	s := newNotifScheduler(t, repo, &billingtest.RecordingEnqueuer{})
+	if _, err := s.RunBatch(ctx, []string{`{"status":"SCHEDULED"}`, `{"status":"SCHEDULED"}`}); !errors.Is(err, billing.ErrTooManyRecords) {
+		t.Fatalf("two records: %v", err)
+	}
+	if len(repo.queries) != 0 {
+		t.Fatal("a batch of two ran")
+	}
+	if res, err := s.RunBatch(ctx, nil); err != nil || res != (billing.SchedulerResult{}) {
+		t.Fatalf("no records: %+v, %v", res, err)
+	}
+	if _, err := s.RunBatch(ctx, []string{`{"start_key": {"user_id": {"S": "u"}}}`}); !errors.Is(err, billing.ErrInvalidEvent) {
+		t.Fatalf("legacy key: %v", err)
+	}
+	if _, err := s.RunBatch(ctx, []string{`{"date":"20240314","status":"SCHEDULED","start_key":""}`}); err != nil {
+		t.Fatal(err)
+	}
+	if len(repo.queries) != 1 {
+		t.Fatalf("queries: %d", len(repo.queries))
+	}
+}
+
+func notifPtr[T any](v T) *T { return &v }

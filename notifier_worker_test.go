@@ -1,0 +1,307 @@
+package billing_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+)
+
+// notifEnv is a Worker wired to a fake for every port, with one ACTIVE new
+// user "u1" whose prenote flag is on and whose bank link is usable.
+type notifEnv struct {
+	clock     *billingtest.Clock
+	users     *billingtest.UserDirectory
+	notifier  *billingtest.RecordingNotifier
+	accounts  *billingtest.BankAccounts
+	payments  *billingtest.UserPayments
+	flags     *billingtest.FeatureFlags
+	submitter *billingtest.PrenoteSubmitter
+	metrics   *billingtest.MetricsRecorder
+	policy    *billing.DefaultPrenotePolicy
+	cfg       billing.WorkerConfig
+}
+
+var notifUser = billing.User{
+	ID: "u1", Email: "ann@example.com", FirstName: "Ann", LastName: "Lee",
+	Status: billing.UserStatusActive, DateJoined: notifNow.AddDate(0, 0, -10),
+}
+
+func newNotifEnv(t *testing.T) *notifEnv {
+	t.Helper()
+	e := &notifEnv{
+		clock:     billingtest.NewClock(notifNow),
+		users:     billingtest.NewUserDirectory(notifUser),
+		notifier:  &billingtest.RecordingNotifier{},
+		accounts:  &billingtest.BankAccounts{},
+		payments:  &billingtest.UserPayments{},
+		flags:     &billingtest.FeatureFlags{},
+		submitter: &billingtest.PrenoteSubmitter{},
+		metrics:   &billingtest.MetricsRecorder{},
+	}
+	e.accounts.Set("u1", billing.BankLink{PrimaryAccountID: "acc-1", Accounts: []billing.BankAccount{
+		{ID: "acc-2", Mask: "4321"}, {ID: "acc-1", Mask: "123456789"},
+	}})
+	e.flags.SetEnabled(billing.PrenotesFlag, true)
+	policy, err := billing.NewDefaultPrenotePolicy(billing.PrenotePolicyConfig{
+		Flags: e.flags, Accounts: e.accounts, Payments: e.payments, Clock: e.clock,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.policy = policy
+	e.cfg = billing.WorkerConfig{
+		Users: e.users, Notifier: e.notifier, Accounts: e.accounts,
+		Prenote: policy, Submitter: e.submitter, Metrics: e.metrics,
+	}
+	return e
+}
+
+func (e *notifEnv) worker(t *testing.T) *billing.Worker {
+	t.Helper()
+	w, err := billing.NewWorker(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// metricTags returns the tags of every prenote count, and fails t if a
+// count has another name or value.
+func (e *notifEnv) metricTags(t *testing.T) [][]string {
+	t.Helper()
+	var out [][]string
+	for _, c := range e.metrics.Counts() {
+		if c.Name != billing.PrenoteMetricName || c.Value != 1 {
+			t.Errorf("unexpected count %+v", c)
+		}
+		out = append(out, c.Tags)
+	}
+	return out
+}
+
+func notifMessage() billing.NotificationMessage {
+	return billing.NotificationMessage{
+		UserID: "u1", SubscriptionID: "s1", BillingDate: time.Date(2024, 3, 14, 15, 0, 0, 0, time.UTC),
+		Amount: billing.Cents(499), Status: billing.StatusScheduled, TierName: "Plus:v2",
+	}
+}
+
+func notifBody(t *testing.T, m billing.NotificationMessage) string {
+	t.Helper()
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestWorkerBranches covers every branch of the worker flow in document
+// 003, in its order: parse, decode, pending cancellation, user lookup,
+// active check, test-environment filter, build (bank account), send,
+// prenote.
+func TestWorkerBranches(t *testing.T) {
+	boom := errors.New("boom")
+	sent := func(account, tier string) []billingtest.SentNotification {
+		return []billingtest.SentNotification{{Email: "ann@example.com", Notification: billing.ThreeDayNotification{
+			EventType: "three_day_notification", UserID: "u1", BillingDate: "03/14/2024",
+			Amount: billing.Cents(499), MembershipTier: tier, Account: account,
+		}}}
+	}
+	submittedJPM := [][]string{{"submitted:true", "provider:jpm"}}
+	for _, tc := range []struct {
+		name    string
+		body    string                             // raw body; empty: the message below
+		msg     func(*billing.NotificationMessage) // changes the default message
+		setup   func(*notifEnv)                    // scripts the fakes
+		failed  bool                               // reported as a batch item failure
+		lookups int                                // user lookups
+		sent    []billingtest.SentNotification     // what the Notifier got
+		metrics [][]string                         // prenote metric tags
+		submits int                                // prenote submissions
+	}{
+		{name: "parse error: not JSON", body: "hello", failed: true},
+		{name: "parse error: wrong JSON types", body: `{"user_id": 5}`, failed: true},
+		{name: "decode error: bad amount", failed: true,
+			body: `{"event_type":"three_day_notification","user_id":"u1","billing_date":"2024-03-14T15:00:00Z","billing_amount":"4.999"}`},
+		{name: "decode error: a continuation on the worker queue", failed: true,
+			body: `{"date":"20240314","status":"SCHEDULED","start_key":"tok"}`},
+		{name: "pending cancellation: skipped before the user lookup",
+			msg: func(m *billing.NotificationMessage) { m.UpdatedEvent = billing.EventPendingCancellation }},
+		{name: "user lookup error: failure", failed: true, lookups: 1,
+			setup: func(e *notifEnv) { e.users.FailFor("u1", boom) }},
+		{name: "unknown user: failure", failed: true, lookups: 1,
+			msg: func(m *billing.NotificationMessage) { m.UserID = "ghost" }},
+		{name: "user not active: skipped", lookups: 1,
+			setup: func(e *notifEnv) { e.users.Put(billing.User{ID: "u1", Email: "ann@example.com", Status: "SUSPENDED"}) }},
+		{name: "test environment: email not allowed: skipped", lookups: 1,
+			setup: func(e *notifEnv) {
+				e.cfg.AllowedEmailSuffixes = []string{"integrationtest.com", "integrationtest.floatme.io"}
+			}},
+		{name: "test environment: allowed suffix, any case: sent", lookups: 1,
+			setup: func(e *notifEnv) {
+				e.cfg.AllowedEmailSuffixes = []string{"integrationtest.com", "EXAMPLE.com"}
+			},
+			sent: sent("6789", "Plus"), metrics: submittedJPM, submits: 1},
+		{name: "bank account lookup error: failure", failed: true, lookups: 1,
+			setup: func(e *notifEnv) { e.accounts.FailFor("u1", boom) }},
+		{name: "send error: failure, no prenote", failed: true, lookups: 1,
+			setup: func(e *notifEnv) { e.notifier.FailFor("ann@example.com", boom) }},
+		{name: "sent: date MM/DD/YYYY, amount, tier, last four; then the prenote", lookups: 1,
+			sent: sent("6789", "Plus"), metrics: submittedJPM, submits: 1},
+		{name: "no tier: LITE", lookups: 1, msg: func(m *billing.NotificationMessage) { m.TierName = "" },
+			sent: sent("6789", "LITE"), metrics: submittedJPM, submits: 1},
+		{name: "no primary account: sent without digits, prenote no_good_plaid_item", lookups: 1,
+			setup: func(e *notifEnv) {
+				e.accounts.Set("u1", billing.BankLink{Accounts: []billing.BankAccount{{ID: "acc-2", Mask: "4321"}}})
+			},
+			sent: sent("", "Plus"), metrics: [][]string{{"submitted:false", "submitted_reason:no_good_plaid_item"}}},
+		{name: "prenote error: logged and metered, not a failure", lookups: 1,
+			setup: func(e *notifEnv) { e.flags.Fail(billing.PrenotesFlag, boom) },
+			sent:  sent("6789", "Plus"), metrics: [][]string{{"submitted:false", "submitted_reason:error"}}},
+		{name: "prenote refused: not a failure", lookups: 1,
+			setup: func(e *notifEnv) { e.submitter.Respond(500, nil) },
+			sent:  sent("6789", "Plus"), submits: 1,
+			metrics: [][]string{{"submitted:false", "submitted_reason:bad_response_code", "provider:jpm"}}},
+		{name: "no prenote policy: no prenote step", lookups: 1,
+			setup: func(e *notifEnv) { e.cfg.Prenote, e.cfg.Submitter = nil, nil },
+			sent:  sent("6789", "Plus")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newNotifEnv(t)
+			if tc.setup != nil {
+				tc.setup(e)
+			}
+			body := tc.body
+			if body == "" {
+				m := notifMessage()
+				if tc.msg != nil {
+					tc.msg(&m)
+				}
+				body = notifBody(t, m)
+			}
+			failed := e.worker(t).HandleBatch(context.Background(), []billing.Message{{ID: "m1", Body: body}})
+			if got := len(failed) == 1 && failed[0] == "m1"; got != tc.failed || (!tc.failed && len(failed) != 0) {
+				t.Errorf("failed IDs %v, want failed=%v", failed, tc.failed)
+			}
+			if n := len(e.users.Calls()); n != tc.lookups {
+				t.Errorf("user lookups: %d, want %d", n, tc.lookups)
+			}
+			if got := e.notifier.Sent(); !slices.Equal(got, tc.sent) {
+				t.Errorf("sent\n got %+v\nwant %+v", got, tc.sent)
+			}
+			if got := e.metricTags(t); fmt.Sprint(got) != fmt.Sprint(tc.metrics) {
+				t.Errorf("metrics: got %v, want %v", got, tc.metrics)
+			}
+			if n := len(e.submitter.Submissions()); n != tc.submits {
+				t.Errorf("prenote submissions: %d, want %d", n, tc.submits)
+			}
+		})
+	}
+}
+
+func TestWorkerHandleOutcomes(t *testing.T) {
+	ctx := context.Background()
+	e := newNotifEnv(t)
+	e.users.Put(billing.User{ID: "u2", Email: "bo@example.com", Status: "INACTIVE"})
+	e.users.Put(billing.User{ID: "u3", Email: "cy@elsewhere.org", Status: billing.UserStatusActive})
+	e.cfg.AllowedEmailSuffixes = []string{"@example.com"}
+	w := e.worker(t)
+	for _, tc := range []struct {
+		mut  func(*billing.NotificationMessage)
+		want billing.NotificationOutcome
+	}{
+		{func(*billing.NotificationMessage) {}, billing.NotificationSent},
+		{func(m *billing.NotificationMessage) { m.UpdatedEvent = billing.EventPendingCancellation }, billing.NotificationSkippedPendingCancellation},
+		{func(m *billing.NotificationMessage) { m.UserID = "u2" }, billing.NotificationSkippedInactiveUser},
+		{func(m *billing.NotificationMessage) { m.UserID = "u3" }, billing.NotificationSkippedTestEnvironment},
+	} {
+		m := notifMessage()
+		tc.mut(&m)
+		if got, err := w.Handle(ctx, m); err != nil || got != tc.want {
+			t.Errorf("%s: got %q, %v; want %q", m.UserID, got, err, tc.want)
+		}
+	}
+	m := notifMessage()
+	m.UserID = "nobody"
+	if _, err := w.Handle(ctx, m); !errors.Is(err, billing.ErrNotFound) {
+		t.Errorf("unknown user: %v", err)
+	}
+}
+
+func TestWorkerBatchReportsOnlyFailures(t *testing.T) {
+	e := newNotifEnv(t)
+	e.users.Put(billing.User{ID: "u2", Email: "bo@example.com", Status: billing.UserStatusActive})
+	e.users.FailFor("u3", errors.New("user service down"))
+	e.notifier.FailFor("bo@example.com", errors.New("iterable down"))
+	msg := func(user string) string {
+		m := notifMessage()
+		m.UserID = user
+		return notifBody(t, m)
+	}
+	batch := []billing.Message{
+		{ID: "a", Body: msg("u1")}, // sent
+		{ID: "b", Body: "garbage"}, // parse error
+		{ID: "c", Body: msg("u2")}, // send error
+		{ID: "d", Body: msg("u3")}, // user service error
+		{ID: "e", Body: msg("u1")}, // sent again
+	}
+	failed := e.worker(t).HandleBatch(context.Background(), batch)
+	if !slices.Equal(failed, []string{"b", "c", "d"}) {
+		t.Fatalf("failed %v, want [b c d]", failed)
+	}
+	if len(e.notifier.Sent()) != 2 {
+		t.Fatalf("sent %d", len(e.notifier.Sent()))
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if failed := e.worker(t).HandleBatch(ctx, batch[:2]); !slices.Equal(failed, []string{"a", "b"}) {
+		t.Fatalf("cancelled: failed %v", failed)
+	}
+}
+
+func TestNewWorkerConfig(t *testing.T) {
+	e := newNotifEnv(t)
+	for _, tc := range []struct {
+		mut  func(*billing.WorkerConfig)
+		want string
+	}{
+		{func(c *billing.WorkerConfig) { c.Users = nil }, "Users"},
+		{func(c *billing.WorkerConfig) { c.Notifier = nil }, "Notifier"},
+		{func(c *billing.WorkerConfig) { c.Accounts = nil }, "Accounts"},
+		{func(c *billing.WorkerConfig) { c.Submitter = nil }, "Submitter"},
+		{func(c *billing.WorkerConfig) { c.AllowedEmailSuffixes = []string{""} }, "AllowedEmailSuffixes"},
+	} {
+		cfg := e.cfg
+		tc.mut(&cfg)
+		if _, err := billing.NewWorker(cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("want an error naming %s, got %v", tc.want, err)
+		}
+	}
+	// Metrics and the metric name have defaults.
+	cfg := e.cfg
+	cfg.Metrics = nil
+	if _, err := billing.NewWorker(cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg = e.cfg
+	cfg.PrenoteMetric = "custom.prenotes"
+	w, err := billing.NewWorker(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Handle(context.Background(), notifMessage()); err != nil {
+		t.Fatal(err)
+	}
+	if e.metrics.Total("custom.prenotes", "submitted:true") != 1 {
+		t.Fatalf("custom metric name not used: %+v", e.metrics.Counts())
+	}
+}

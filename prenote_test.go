@@ -1,0 +1,268 @@
+package billing_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+)
+
+// TestPrenoteBranches covers every gate and reason of the prenote flow in
+// document 003, run through the worker after a notification: what the
+// policy decided, what was submitted and what was metered. A prenote never
+// fails the message.
+func TestPrenoteBranches(t *testing.T) {
+	boom := errors.New("boom")
+	day := 24 * time.Hour
+	age := func(d time.Duration) func(*notifEnv) {
+		return func(e *notifEnv) {
+			u := notifUser
+			u.DateJoined = notifNow.Add(-d)
+			e.users.Put(u)
+		}
+	}
+	old := age(100 * day)
+	payment := func(provider, status string, ago time.Duration) billing.UserPayment {
+		p := billing.UserPayment{ID: "p", Provider: provider, Status: status}
+		if ago >= 0 {
+			p.CompletionDate = notifNow.Add(-ago)
+		}
+		return p
+	}
+	pays := func(ps ...billing.UserPayment) func(*notifEnv) {
+		return func(e *notifEnv) { e.payments.Set("u1", ps...) }
+	}
+	all := func(fs ...func(*notifEnv)) func(*notifEnv) {
+		return func(e *notifEnv) {
+			for _, f := range fs {
+				f(e)
+			}
+		}
+	}
+	jpmReq := billing.PrenoteRequest{UserID: "u1", FirstName: "Ann", LastName: "Lee"}
+	usioReq := billing.PrenoteRequest{UserID: "u1", FirstName: "Ann", LastName: "Lee", Email: "ann@example.com", Account: "subscription"}
+	jpm := []billingtest.PrenoteSubmission{{Provider: "jpm", Request: jpmReq}}
+	usio := []billingtest.PrenoteSubmission{{Provider: "usio", Request: usioReq}}
+	submitted := func(p string) []string { return []string{"submitted:true", "provider:" + p} }
+	notSubmitted := func(reason string) []string { return []string{"submitted:false", "submitted_reason:" + reason} }
+	decided := func(reason, provider string) billing.PrenoteDecision {
+		return billing.PrenoteDecision{Submit: true, Reason: reason, Provider: provider}
+	}
+	refused := func(reason string) billing.PrenoteDecision { return billing.PrenoteDecision{Reason: reason} }
+
+	for _, tc := range []struct {
+		name        string
+		setup       func(*notifEnv)
+		decision    billing.PrenoteDecision // what the policy decides; zero with decideErr
+		decideErr   bool
+		tags        []string
+		submissions []billingtest.PrenoteSubmission
+		payLookups  int // the payment check ran
+	}{
+		// Gate 1: the feature flag.
+		{name: "flag off", setup: func(e *notifEnv) { e.flags.SetEnabled(billing.PrenotesFlag, false) },
+			decision: refused("feature_flag_disabled"), tags: notSubmitted("feature_flag_disabled")},
+		{name: "flag off for this user", setup: func(e *notifEnv) { e.flags.SetEnabledFor(billing.PrenotesFlag, "u1", false) },
+			decision: refused("feature_flag_disabled"), tags: notSubmitted("feature_flag_disabled")},
+		{name: "flag error", setup: func(e *notifEnv) { e.flags.Fail(billing.PrenotesFlag, boom) },
+			decideErr: true, tags: notSubmitted("error")},
+		// Gate 2: a usable bank link.
+		{name: "no bank link", setup: func(e *notifEnv) { e.accounts.Set("u1", billing.BankLink{}) },
+			decision: refused("no_good_plaid_item"), tags: notSubmitted("no_good_plaid_item")},
+		{name: "primary account but no accounts", setup: func(e *notifEnv) { e.accounts.Set("u1", billing.BankLink{PrimaryAccountID: "acc-1"}) },
+			decision: refused("no_good_plaid_item"), tags: notSubmitted("no_good_plaid_item")},
+		{name: "accounts but no primary", setup: func(e *notifEnv) {
+			e.accounts.Set("u1", billing.BankLink{Accounts: []billing.BankAccount{{ID: "acc-1", Mask: "1234"}}})
+		}, decision: refused("no_good_plaid_item"), tags: notSubmitted("no_good_plaid_item")},
+		{name: "bank link error", setup: func(e *notifEnv) {
+			failing := &billingtest.BankAccounts{}
+			failing.FailFor("u1", boom)
+			e.cfg.Prenote, _ = billing.NewDefaultPrenotePolicy(billing.PrenotePolicyConfig{
+				Flags: e.flags, Accounts: failing, Payments: e.payments, Clock: e.clock})
+			e.policy = e.cfg.Prenote.(*billing.DefaultPrenotePolicy)
+		}, decideErr: true, tags: notSubmitted("error")},
+		// Gate 3: new users skip the payment check.
+		{name: "new user: jpm by default", decision: decided("new_user", "jpm"), tags: submitted("jpm"), submissions: jpm},
+		{name: "new user: usio by flag", setup: func(e *notifEnv) { e.flags.SetValue(billing.PaymentsProviderFlag, "usio") },
+			decision: decided("new_user", "usio"), tags: submitted("usio"), submissions: usio},
+		{name: "new user: other provider value is jpm", setup: func(e *notifEnv) { e.flags.SetValueFor(billing.PaymentsProviderFlag, "u1", "stripe") },
+			decision: decided("new_user", "jpm"), tags: submitted("jpm"), submissions: jpm},
+		{name: "29 days 23 hours is new", setup: age(30*day - time.Hour),
+			decision: decided("new_user", "jpm"), tags: submitted("jpm"), submissions: jpm},
+		{name: "30 days needs a payment", setup: age(30 * day), payLookups: 1,
+			decision: refused("no_good_payment"), tags: notSubmitted("no_good_payment")},
+		{name: "unknown join date needs a payment", payLookups: 1, setup: func(e *notifEnv) {
+			u := notifUser
+			u.DateJoined = time.Time{}
+			e.users.Put(u)
+		},
+			decision: refused("no_good_payment"), tags: notSubmitted("no_good_payment")},
+		// Gate 4: a good payment: jpm, COMPLETED, within 40 days.
+		{name: "old user without payments", setup: old, payLookups: 1,
+			decision: refused("no_good_payment"), tags: notSubmitted("no_good_payment")},
+		{name: "payment through usio", setup: all(old, pays(payment("usio", "COMPLETED", day))), payLookups: 1,
+			decision: refused("no_good_payment"), tags: notSubmitted("no_good_payment")},
+		{name: "payment not completed", setup: all(old, pays(payment("jpm", "PENDING", day))), payLookups: 1,
+			decision: refused("no_good_payment"), tags: notSubmitted("no_good_payment")},
+		{name: "payment completed 41 days ago", setup: all(old, pays(payment("jpm", "COMPLETED", 41*day))), payLookups: 1,
+			decision: refused("no_good_payment"), tags: notSubmitted("no_good_payment")},
+		{name: "payment without completion date", setup: all(old, pays(payment("jpm", "COMPLETED", -1))), payLookups: 1,
+			decision: refused("no_good_payment"), tags: notSubmitted("no_good_payment")},
+		{name: "payment completed exactly 40 days ago", setup: all(old, pays(payment("jpm", "COMPLETED", 40*day))), payLookups: 1,
+			decision: decided("good_payment", "jpm"), tags: submitted("jpm"), submissions: jpm},
+		{name: "one good payment among bad ones", payLookups: 1, setup: all(old, pays(
+			payment("usio", "COMPLETED", day), payment("jpm", "RETURNED", day), payment("jpm", "COMPLETED", 3*day))),
+			decision: decided("good_payment", "jpm"), tags: submitted("jpm"), submissions: jpm},
+		{name: "good payment, usio by flag", payLookups: 1, setup: all(old, pays(payment("jpm", "COMPLETED", day)),
+			func(e *notifEnv) { e.flags.SetValue(billing.PaymentsProviderFlag, "usio") }),
+			decision: decided("good_payment", "usio"), tags: submitted("usio"), submissions: usio},
+		{name: "payments error", setup: all(old, func(e *notifEnv) { e.payments.FailFor("u1", boom) }), payLookups: 1,
+			decideErr: true, tags: notSubmitted("error")},
+		{name: "provider flag error", setup: func(e *notifEnv) { e.flags.Fail(billing.PaymentsProviderFlag, boom) },
+			decideErr: true, tags: notSubmitted("error")},
+		// Submission.
+		{name: "jpm answers 200: bad_response_code", setup: func(e *notifEnv) { e.submitter.Respond(200, nil) },
+			decision: decided("new_user", "jpm"), submissions: jpm,
+			tags: []string{"submitted:false", "submitted_reason:bad_response_code", "provider:jpm"}},
+		{name: "usio answers 500: bad_response_code", setup: func(e *notifEnv) {
+			e.flags.SetValue(billing.PaymentsProviderFlag, "usio")
+			e.submitter.Respond(500, nil)
+		}, decision: decided("new_user", "usio"), submissions: usio,
+			tags: []string{"submitted:false", "submitted_reason:bad_response_code", "provider:usio"}},
+		{name: "submission error", setup: func(e *notifEnv) { e.submitter.Respond(0, boom) },
+			decision: decided("new_user", "jpm"), submissions: jpm,
+			tags: []string{"submitted:false", "submitted_reason:error", "provider:jpm"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newNotifEnv(t)
+			if tc.setup != nil {
+				tc.setup(e)
+			}
+			failed := e.worker(t).HandleBatch(context.Background(), []billing.Message{{ID: "m1", Body: notifBody(t, notifMessage())}})
+			if len(failed) != 0 {
+				t.Fatalf("a prenote outcome failed the message: %v", failed)
+			}
+			if len(e.notifier.Sent()) != 1 {
+				t.Fatalf("notification not sent")
+			}
+			tags := e.metricTags(t)
+			if len(tags) != 1 || !slices.Equal(tags[0], tc.tags) {
+				t.Errorf("metric tags %v, want [%v]", tags, tc.tags)
+			}
+			if got := e.submitter.Submissions(); !slices.Equal(got, tc.submissions) {
+				t.Errorf("submissions\n got %+v\nwant %+v", got, tc.submissions)
+			}
+			if n := len(e.payments.Calls()); n != tc.payLookups {
+				t.Errorf("payment lookups: %d, want %d", n, tc.payLookups)
+			}
+			// The policy alone decides the same way (the worker adds only
+			// the submission).
+			d, err := e.policy.Decide(context.Background(), mustUser(t, e))
+			if (err != nil) != tc.decideErr || d != tc.decision {
+				t.Errorf("Decide: %+v, %v; want %+v (error %v)", d, err, tc.decision, tc.decideErr)
+			}
+		})
+	}
+}
+
+func mustUser(t *testing.T, e *notifEnv) billing.User {
+	t.Helper()
+	u, err := e.users.GetUser(context.Background(), "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// TestPrenoteGateOrder checks the gates run in the document's order and
+// stop at the first that decides: a disabled flag never looks at the bank
+// link, a bad link never looks at payments.
+func TestPrenoteGateOrder(t *testing.T) {
+	ctx := context.Background()
+	e := newNotifEnv(t)
+	e.flags.SetEnabled(billing.PrenotesFlag, false)
+	if _, err := e.policy.Decide(ctx, notifUser); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.accounts.Calls()) != 0 || len(e.payments.Calls()) != 0 {
+		t.Fatalf("flag off looked further: accounts %v payments %v", e.accounts.Calls(), e.payments.Calls())
+	}
+	e.flags.SetEnabled(billing.PrenotesFlag, true)
+	e.accounts.Set("u1", billing.BankLink{})
+	u := notifUser
+	u.DateJoined = notifNow.AddDate(-1, 0, 0)
+	if d, err := e.policy.Decide(ctx, u); err != nil || d.Reason != billing.PrenoteReasonNoGoodPlaidItem {
+		t.Fatal(d, err)
+	}
+	if len(e.payments.Calls()) != 0 {
+		t.Fatal("bad link looked at payments")
+	}
+	want := []billingtest.FlagCall{{Flag: billing.PrenotesFlag, UserID: "u1"}, {Flag: billing.PrenotesFlag, UserID: "u1"}}
+	if got := e.flags.Calls(); !slices.Equal(got, want) {
+		t.Fatalf("flag calls %v", got)
+	}
+}
+
+func TestNewDefaultPrenotePolicyConfig(t *testing.T) {
+	flags, accounts, payments := &billingtest.FeatureFlags{}, &billingtest.BankAccounts{}, &billingtest.UserPayments{}
+	ok := billing.PrenotePolicyConfig{Flags: flags, Accounts: accounts, Payments: payments}
+	for _, tc := range []struct {
+		mut  func(*billing.PrenotePolicyConfig)
+		want string
+	}{
+		{func(c *billing.PrenotePolicyConfig) { c.Flags = nil }, "Flags"},
+		{func(c *billing.PrenotePolicyConfig) { c.Accounts = nil }, "Accounts"},
+		{func(c *billing.PrenotePolicyConfig) { c.Payments = nil }, "Payments"},
+		{func(c *billing.PrenotePolicyConfig) { c.NewUserDays = -1 }, "NewUserDays"},
+		{func(c *billing.PrenotePolicyConfig) { c.GoodPaymentDays = -1 }, "GoodPaymentDays"},
+	} {
+		cfg := ok
+		tc.mut(&cfg)
+		if _, err := billing.NewDefaultPrenotePolicy(cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("want an error naming %s, got %v", tc.want, err)
+		}
+	}
+
+	// Custom flag names and thresholds replace the defaults.
+	clock := billingtest.NewClock(notifNow)
+	cfg := billing.PrenotePolicyConfig{Flags: flags, Accounts: accounts, Payments: payments, Clock: clock,
+		EnabledFlag: "my.prenotes", ProviderFlag: "my.provider", NewUserDays: 7, GoodPaymentDays: 3}
+	p, err := billing.NewDefaultPrenotePolicy(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags.SetEnabled("my.prenotes", true)
+	flags.SetValue("my.provider", "usio")
+	accounts.Set("u1", billing.BankLink{PrimaryAccountID: "a", Accounts: []billing.BankAccount{{ID: "a"}}})
+	payments.Set("u1", billing.UserPayment{Provider: "jpm", Status: "COMPLETED", CompletionDate: notifNow.AddDate(0, 0, -4)})
+	u := billing.User{ID: "u1", DateJoined: notifNow.AddDate(0, 0, -8)}
+	if d, err := p.Decide(context.Background(), u); err != nil || d.Reason != billing.PrenoteReasonNoGoodPayment {
+		t.Fatalf("8-day-old user, 4-day-old payment: %+v, %v", d, err)
+	}
+	u.DateJoined = notifNow.AddDate(0, 0, -6)
+	if d, err := p.Decide(context.Background(), u); err != nil || d != (billing.PrenoteDecision{Submit: true, Reason: "new_user", Provider: "usio"}) {
+		t.Fatalf("6-day-old user: %+v, %v", d, err)
+	}
+}
+
+func TestPrenotePolicyFunc(t *testing.T) {
+	e := newNotifEnv(t)
+	e.cfg.Prenote = billing.PrenotePolicyFunc(func(_ context.Context, u billing.User) (billing.PrenoteDecision, error) {
+		return billing.PrenoteDecision{Submit: true, Reason: "always", Provider: "acme"}, nil
+	})
+	if failed := e.worker(t).HandleBatch(context.Background(), []billing.Message{{ID: "m", Body: notifBody(t, notifMessage())}}); len(failed) != 0 {
+		t.Fatal(failed)
+	}
+	subs := e.submitter.Submissions()
+	if len(subs) != 1 || subs[0].Provider != "acme" || subs[0].Request.Email != "" {
+		t.Fatalf("submissions %+v", subs)
+	}
+	if e.metrics.Total(billing.PrenoteMetricName, "submitted:true", "provider:acme") != 1 {
+		t.Fatalf("metrics %+v", e.metrics.Counts())
+	}
+}
