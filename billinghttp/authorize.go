@@ -1,0 +1,77 @@
+package billinghttp
+
+import (
+	"errors"
+	"net/http"
+)
+
+// Authorizer errors. An [Authorizer] returns one of them (possibly wrapped)
+// to refuse a request; any other non-nil error refuses it as
+// [ErrForbidden] does.
+var (
+	// ErrUnauthenticated refuses a request whose caller is not known (no
+	// or bad credentials): 401 Unauthorized.
+	ErrUnauthenticated = errors.New("billinghttp: unauthenticated")
+
+	// ErrForbidden refuses a request whose caller is known but may not
+	// perform the action: 403 Forbidden.
+	ErrForbidden = errors.New("billinghttp: forbidden")
+)
+
+// Authorizer decides whether the request r may perform the action a. It
+// returns nil to allow it, or an error to refuse it: [ErrUnauthenticated]
+// (401), [ErrForbidden] (403), or any other error (403; its text is logged,
+// never sent). There is no default: [New] fails without one.
+//
+// # Contract
+//
+// The handler calls the Authorizer once per request, after routing and
+// before it reads the body or touches storage, so a refused request costs
+// no storage call and reveals nothing. The Authorizer must decide from r
+// (credentials in headers, the host's session) and a alone:
+//
+//   - it must check that the caller may act on a.UserID: that is the only
+//     owner check it has to make. A user acting on themselves, an operator
+//     acting on anyone, a support role limited to reads (a.Write false) are
+//     all policies the host expresses here;
+//   - a.SubscriptionID is not yet known to belong to a.UserID when the
+//     Authorizer runs. The handler guarantees it afterwards: a subscription
+//     of another user is answered 404 "subscription not found", exactly like
+//     an unknown ID, and is neither shown nor changed.
+//
+// So "may caller X act on user U" is the host's decision and "does
+// subscription S belong to U" is the handler's, and together they keep one
+// user's records away from another. The Authorizer must not read r.Body.
+type Authorizer func(r *http.Request, a Action) error
+
+// Action is what a request wants to do, as the [Authorizer] sees it.
+type Action struct {
+	// Name identifies the operation: one of the Action… constants, e.g.
+	// "subscription.pay".
+	Name string
+	// UserID is the {user_id} of the path: the user whose records the
+	// request reads or changes. Never empty.
+	UserID string
+	// SubscriptionID is the {subscription_id} of the path, "" for the
+	// routes without one (list, reactivate). Not yet checked to belong to
+	// UserID (see [Authorizer]).
+	SubscriptionID string
+	// Write is true for the operations that change records or move money
+	// (every POST), false for reads.
+	Write bool
+}
+
+// The action names, one per route (see the package documentation).
+const (
+	ActionListSubscriptions = "subscriptions.list"        // GET /{user_id}/subscriptions
+	ActionGetSubscription   = "subscription.get"          // GET /{user_id}/subscriptions/{subscription_id}
+	ActionHistory           = "subscription.history"      // GET …/{subscription_id}/history
+	ActionPay               = "subscription.pay"          // POST …/{subscription_id}/pay
+	ActionWaive             = "subscription.waive"        // POST …/{subscription_id}/waive
+	ActionCancel            = "subscription.cancel"       // POST …/{subscription_id}/cancel
+	ActionPause             = "subscription.pause"        // POST …/{subscription_id}/pause
+	ActionResume            = "subscription.resume"       // POST …/{subscription_id}/resume
+	ActionChangeBillingDate = "subscription.billing_date" // POST …/{subscription_id}/billing-date
+	ActionChangeTier        = "subscription.tier"         // POST …/{subscription_id}/tier
+	ActionReactivate        = "user.reactivate"           // POST /{user_id}/reactivate
+)

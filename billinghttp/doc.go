@@ -1,0 +1,100 @@
+// Package billinghttp serves the billing admin API over HTTP: list a user's
+// subscriptions, get one, read its history, collect it manually, and make
+// the admin changes of [billing.Collector], as JSON.
+//
+// # Routes
+//
+// [Handler] is an [http.Handler] built on [http.ServeMux] patterns. Each
+// route has an action name, which the [Authorizer] receives:
+//
+//	GET  /{user_id}/subscriptions                                 subscriptions.list        {"subscriptions": [S…]}
+//	GET  /{user_id}/subscriptions/{subscription_id}               subscription.get          {"subscription": S}
+//	GET  /{user_id}/subscriptions/{subscription_id}/history       subscription.history      {"history": [S…]}
+//	POST /{user_id}/subscriptions/{subscription_id}/pay           subscription.pay          {"report": R, "subscription": S}
+//	POST /{user_id}/subscriptions/{subscription_id}/waive         subscription.waive        C
+//	POST /{user_id}/subscriptions/{subscription_id}/cancel        subscription.cancel       C
+//	POST /{user_id}/subscriptions/{subscription_id}/pause         subscription.pause        C   body {"months": 2}
+//	POST /{user_id}/subscriptions/{subscription_id}/resume        subscription.resume       C
+//	POST /{user_id}/subscriptions/{subscription_id}/billing-date  subscription.billing_date C   body {"billing_date": "2024-03-15"}
+//	POST /{user_id}/subscriptions/{subscription_id}/tier          subscription.tier         C   body {"tier": "Lite:v1", "amount": "2.99", "downgrade": true}
+//	POST /{user_id}/reactivate                                    user.reactivate           201 {"created": [S]}   body {"billing_date": "2024-03-15"}
+//
+// S is a [SubscriptionJSON], R a [ReportJSON], C a [ChangeJSON]
+// ({"before": S, "after": S, "created": [S…]}). Dates in bodies are
+// "YYYY-MM-DD" (midnight UTC) or RFC 3339; amounts are strings. POST
+// routes without parameters take an empty body or {}. Every body is one
+// JSON object of at most Config.MaxBodyBytes (64 KiB by default), without
+// unknown fields or trailing data.
+//
+// To serve the API under a prefix, strip it:
+//
+//	mux.Handle("/billing/", http.StripPrefix("/billing", h))
+//
+// # Authorization
+//
+// There is no open default: [New] fails without Config.Authorize. Every
+// request is routed, then authorized, and only then is its body read or
+// storage touched. The [Authorizer] decides whether the caller may perform
+// [Action] on Action.UserID; the handler then guarantees that the
+// subscription of the path belongs to that user, answering 404 "subscription
+// not found" for another user's subscription exactly as for an unknown ID.
+// POST requests from cross-origin browser pages are refused (403) by
+// [http.CrossOriginProtection], so a cookie-based Authorizer is not open to
+// cross-site request forgery.
+//
+// # Errors
+//
+// Errors are JSON, {"error": {"code": "not_found", "message": "…", "field":
+// "…"}} ([ErrorJSON]), with these statuses and codes:
+//
+//	400 invalid_request   malformed JSON, a body that is not an object, trailing data,
+//	                      a missing or malformed field (field names it), library input errors
+//	400 unknown_field     a field the body does not have
+//	401 unauthenticated   the Authorizer returned ErrUnauthenticated (WWW-Authenticate: Config.Challenge)
+//	403 forbidden         the Authorizer returned ErrForbidden or any other error; a cross-origin browser POST
+//	404 not_found         an unknown route, subscription ID, another user's subscription (billing.ErrNotFound)
+//	405 method_not_allowed  a route path with another method (Allow lists the methods)
+//	409 locked            billing.ErrAlreadyLocked: the user's billing lock is held; retry later
+//	409 not_collectible   billing.ErrNotCollectible: the record's status does not allow the action
+//	409 illegal_transition  billing.ErrIllegalTransition
+//	409 already_exists    billing.ErrAlreadyExists, e.g. a new billing date that another record has
+//	409 conflict          billing.ErrConflict: the record changed meanwhile
+//	413 body_too_large    the body is over Config.MaxBodyBytes
+//	500 internal          anything else, including stored items that do not decode
+//	502 payment_outcome_unknown  the processor did not answer a repayment: nothing is
+//	                      recorded, and a retry presents the same idempotency key
+//
+// Messages are fixed per code and never carry an error's text: storage
+// errors, keys and the Authorizer's reasons go to Config.Logger only.
+//
+// # Wiring
+//
+//	collector, err := billing.NewCollector(billing.Config{Repository: repo, History: hist, Locker: locker, Provider: processor})
+//	if err != nil {
+//		return err
+//	}
+//	api, err := billinghttp.New(billinghttp.Config{
+//		Repository: repo,
+//		History:    hist,
+//		Collector:  collector,
+//		Logger:     logger,
+//		Authorize: func(r *http.Request, a billinghttp.Action) error {
+//			caller, err := auth.Verify(r.Header.Get("Authorization")) // the host's own
+//			switch {
+//			case err != nil:
+//				return billinghttp.ErrUnauthenticated
+//			case caller.IsOperator(), caller.UserID == a.UserID && !a.Write:
+//				return nil
+//			}
+//			return billinghttp.ErrForbidden
+//		},
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	mux := http.NewServeMux()
+//	mux.Handle("/billing/", http.StripPrefix("/billing", api))
+//	return http.ListenAndServe(addr, mux)
+//
+// See ExampleNew and examples/httpserver for runnable versions.
+package billinghttp

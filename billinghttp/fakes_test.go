@@ -1,0 +1,190 @@
+package billinghttp_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billinghttp"
+)
+
+// faults counts the storage calls the handler and the collector make, and
+// fails the ones told to.
+type faults struct {
+	mu    sync.Mutex
+	calls map[string]int
+	fail  map[string]error
+}
+
+func newFaults() *faults { return &faults{calls: map[string]int{}, fail: map[string]error{}} }
+
+func (f *faults) hit(op string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls[op]++
+	return f.fail[op]
+}
+
+// failOn makes every later call of op ("Repository.GetByID", …) fail.
+func (f *faults) failOn(op string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail[op] = err
+}
+
+// total returns the number of storage calls so far.
+func (f *faults) total() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		n += c
+	}
+	return n
+}
+
+// faultRepo is a billing.Repository that counts and fails calls. It does
+// not embed the inner repository, so no method can pass uncounted.
+type faultRepo struct {
+	inner billing.Repository
+	f     *faults
+}
+
+var _ billing.Repository = (*faultRepo)(nil)
+
+func (r *faultRepo) Add(ctx context.Context, s *billing.Subscription) error {
+	if err := r.f.hit("Repository.Add"); err != nil {
+		return err
+	}
+	return r.inner.Add(ctx, s)
+}
+
+func (r *faultRepo) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Subscription, error) {
+	if err := r.f.hit("Repository.Get"); err != nil {
+		return billing.Subscription{}, err
+	}
+	return r.inner.Get(ctx, userID, billingDate)
+}
+
+func (r *faultRepo) GetByID(ctx context.Context, id string) (billing.Subscription, error) {
+	if err := r.f.hit("Repository.GetByID"); err != nil {
+		return billing.Subscription{}, err
+	}
+	return r.inner.GetByID(ctx, id)
+}
+
+func (r *faultRepo) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+	if err := r.f.hit("Repository.ListByUser"); err != nil {
+		return nil, err
+	}
+	return r.inner.ListByUser(ctx, userID)
+}
+
+func (r *faultRepo) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
+	if err := r.f.hit("Repository.Recent"); err != nil {
+		return nil, err
+	}
+	return r.inner.Recent(ctx, userID, limit)
+}
+
+func (r *faultRepo) QueryStatus(ctx context.Context, q billing.StatusQuery) (billing.Page, error) {
+	if err := r.f.hit("Repository.QueryStatus"); err != nil {
+		return billing.Page{}, err
+	}
+	return r.inner.QueryStatus(ctx, q)
+}
+
+func (r *faultRepo) Update(ctx context.Context, prev, next *billing.Subscription, create ...*billing.Subscription) error {
+	if err := r.f.hit("Repository.Update"); err != nil {
+		return err
+	}
+	return r.inner.Update(ctx, prev, next, create...)
+}
+
+func (r *faultRepo) AdminUpdate(ctx context.Context, prev, next *billing.Subscription) error {
+	if err := r.f.hit("Repository.AdminUpdate"); err != nil {
+		return err
+	}
+	return r.inner.AdminUpdate(ctx, prev, next)
+}
+
+func (r *faultRepo) AddAll(ctx context.Context, subs []billing.Subscription) ([]billing.Subscription, error) {
+	if err := r.f.hit("Repository.AddAll"); err != nil {
+		return nil, err
+	}
+	return r.inner.AddAll(ctx, subs)
+}
+
+// faultHistory is a billing.History that counts and fails calls.
+type faultHistory struct {
+	inner billing.History
+	f     *faults
+}
+
+var _ billing.History = (*faultHistory)(nil)
+
+func (h *faultHistory) Add(ctx context.Context, s *billing.Subscription) error {
+	if err := h.f.hit("History.Add"); err != nil {
+		return err
+	}
+	return h.inner.Add(ctx, s)
+}
+
+func (h *faultHistory) AddAll(ctx context.Context, subs []billing.Subscription) error {
+	if err := h.f.hit("History.AddAll"); err != nil {
+		return err
+	}
+	return h.inner.AddAll(ctx, subs)
+}
+
+func (h *faultHistory) ListBySubscription(ctx context.Context, id string) ([]billing.Subscription, error) {
+	if err := h.f.hit("History.ListBySubscription"); err != nil {
+		return nil, err
+	}
+	return h.inner.ListBySubscription(ctx, id)
+}
+
+func (h *faultHistory) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+	if err := h.f.hit("History.ListByUser"); err != nil {
+		return nil, err
+	}
+	return h.inner.ListByUser(ctx, userID)
+}
+
+// tokenAuth is the tests' Authorizer: "Authorization: Bearer X" where X
+// is the user acting on themselves, or "operator" (anyone), or "broken"
+// (the token service fails). No header is unauthenticated.
+func tokenAuth(r *http.Request, a billinghttp.Action) error {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	switch {
+	case !ok || token == "":
+		return billinghttp.ErrUnauthenticated
+	case token == "broken":
+		return errTokenService
+	case token == "operator", token == a.UserID:
+		return nil
+	}
+	return billinghttp.ErrForbidden
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,213 @@
+package billinghttp
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/dynabill/billing"
+)
+
+// owned loads the subscription of the path and checks that it belongs to
+// the path's user. An unknown ID and another user's subscription are the
+// same 404, so the answer never tells that the ID exists.
+func (h *Handler) owned(ctx context.Context, a Action) (billing.Subscription, error) {
+	s, err := h.cfg.Repository.GetByID(ctx, a.SubscriptionID)
+	if errors.Is(err, billing.ErrNotFound) {
+		return billing.Subscription{}, errSubscriptionNotFound
+	}
+	if err != nil {
+		return billing.Subscription{}, err
+	}
+	if s.UserID != a.UserID {
+		return billing.Subscription{}, errSubscriptionNotFound
+	}
+	return s, nil
+}
+
+// list serves GET /{user_id}/subscriptions: every record of the user,
+// ascending by billing date; an empty list for a user without any.
+func (h *Handler) list(ctx context.Context, _ *http.Request, a Action) (int, any, error) {
+	subs, err := h.cfg.Repository.ListByUser(ctx, a.UserID)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, struct {
+		Subscriptions []SubscriptionJSON `json:"subscriptions"`
+	}{newSubscriptionsJSON(subs)}, nil
+}
+
+// get serves GET /{user_id}/subscriptions/{subscription_id}.
+func (h *Handler) get(ctx context.Context, _ *http.Request, a Action) (int, any, error) {
+	s, err := h.owned(ctx, a)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := NewSubscriptionJSON(s)
+	return http.StatusOK, struct {
+		Subscription *SubscriptionJSON `json:"subscription"`
+	}{&out}, nil
+}
+
+// history serves GET …/history: every history row of the subscription,
+// ascending by last_run_date.
+func (h *Handler) history(ctx context.Context, _ *http.Request, a Action) (int, any, error) {
+	if _, err := h.owned(ctx, a); err != nil {
+		return 0, nil, err
+	}
+	rows, err := h.cfg.History.ListBySubscription(ctx, a.SubscriptionID)
+	if err != nil {
+		return 0, nil, err
+	}
+	mine := make([]billing.Subscription, 0, len(rows))
+	for _, r := range rows {
+		if r.UserID == a.UserID { // defence in depth: the ID is the user's
+			mine = append(mine, r)
+		}
+	}
+	return http.StatusOK, struct {
+		History []SubscriptionJSON `json:"history"`
+	}{newSubscriptionsJSON(mine)}, nil
+}
+
+// pay serves POST …/pay: a manual repayment of an ERROR or due SCHEDULED
+// record. A declined payment is a 200 whose report says declined; a
+// processor that does not answer is a 502 (the attempt stays open and a
+// retry presents the same idempotency key, so it cannot charge twice).
+func (h *Handler) pay(ctx context.Context, r *http.Request, a Action) (int, any, error) {
+	if err := decodeEmpty(r); err != nil {
+		return 0, nil, err
+	}
+	if _, err := h.owned(ctx, a); err != nil {
+		return 0, nil, err
+	}
+	rep, err := h.cfg.Collector.ManualRepayment(ctx, a.SubscriptionID)
+	if err != nil {
+		if rep != nil && rep.Unknown > 0 && classify(err).status == http.StatusInternalServerError {
+			return 0, nil, &apiError{status: http.StatusBadGateway, code: CodeOutcomeUnknown,
+				message: "the payment processor did not answer; the outcome is unknown and retrying cannot charge twice", cause: err}
+		}
+		return 0, nil, err
+	}
+	out := PayJSON{Report: NewReportJSON(rep)}
+	after, err := h.cfg.Repository.GetByID(ctx, a.SubscriptionID)
+	if err != nil {
+		// The attempt is recorded; only reading it back failed.
+		h.log.WarnContext(ctx, "billinghttp: reading the record after a repayment",
+			"user_id", a.UserID, "subscription_id", a.SubscriptionID, "error", err)
+	} else {
+		s := NewSubscriptionJSON(after)
+		out.Subscription = &s
+	}
+	return http.StatusOK, out, nil
+}
+
+// simpleChange serves the admin changes without parameters: waive,
+// cancel, resume.
+func (h *Handler) simpleChange(change func(ctx context.Context, subscriptionID string) (billing.Change, error)) func(context.Context, *http.Request, Action) (int, any, error) {
+	return func(ctx context.Context, r *http.Request, a Action) (int, any, error) {
+		if err := decodeEmpty(r); err != nil {
+			return 0, nil, err
+		}
+		return h.change(ctx, a, func() (billing.Change, error) { return change(ctx, a.SubscriptionID) })
+	}
+}
+
+// change checks ownership, applies the change and answers it.
+func (h *Handler) change(ctx context.Context, a Action, apply func() (billing.Change, error)) (int, any, error) {
+	if _, err := h.owned(ctx, a); err != nil {
+		return 0, nil, err
+	}
+	ch, err := apply()
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, NewChangeJSON(ch), nil
+}
+
+// pause serves POST …/pause {"months": 2}.
+func (h *Handler) pause(ctx context.Context, r *http.Request, a Action) (int, any, error) {
+	var req PauseRequest
+	if err := decodeBody(r, &req, true); err != nil {
+		return 0, nil, err
+	}
+	if req.Months == nil {
+		return 0, nil, badRequest("months", "months is required")
+	}
+	if m := *req.Months; m < 1 || m > 120 {
+		return 0, nil, badRequest("months", "months must be between 1 and 120")
+	}
+	return h.change(ctx, a, func() (billing.Change, error) {
+		return h.cfg.Collector.Pause(ctx, a.SubscriptionID, *req.Months)
+	})
+}
+
+// billingDate serves POST …/billing-date {"billing_date": "2024-03-15"}.
+func (h *Handler) billingDate(ctx context.Context, r *http.Request, a Action) (int, any, error) {
+	var req BillingDateRequest
+	if err := decodeBody(r, &req, true); err != nil {
+		return 0, nil, err
+	}
+	date, err := parseDate("billing_date", req.BillingDate)
+	if err != nil {
+		return 0, nil, err
+	}
+	return h.change(ctx, a, func() (billing.Change, error) {
+		// The move fails when the user has a record on the new date; the
+		// store reports that as a conflict, so look first to tell the
+		// caller which (the conditional write remains the fence).
+		other, err := h.cfg.Repository.Get(ctx, a.UserID, date.Truncate(time.Second))
+		switch {
+		case err == nil && other.SubscriptionID != a.SubscriptionID:
+			return billing.Change{}, &apiError{status: http.StatusConflict, code: CodeAlreadyExists,
+				field: "billing_date", message: "the user has another record on this billing date"}
+		case err != nil && !errors.Is(err, billing.ErrNotFound):
+			return billing.Change{}, err
+		}
+		return h.cfg.Collector.ChangeBillingDate(ctx, a.SubscriptionID, date)
+	})
+}
+
+// tier serves POST …/tier {"tier": "Lite:v1", "amount": "2.99", "downgrade": true}.
+func (h *Handler) tier(ctx context.Context, r *http.Request, a Action) (int, any, error) {
+	var req TierRequest
+	if err := decodeBody(r, &req, true); err != nil {
+		return 0, nil, err
+	}
+	if req.Tier == "" {
+		return 0, nil, badRequest("tier", `tier is required, e.g. "Plus:v2"`)
+	}
+	if req.Amount == nil {
+		return 0, nil, badRequest("amount", `amount is required, a string such as "4.99"`)
+	}
+	amount, err := billing.ParseAmount(*req.Amount)
+	if err != nil {
+		return 0, nil, &apiError{status: http.StatusBadRequest, code: CodeInvalidRequest, field: "amount",
+			message: `amount must be a non-negative decimal string with at most two fraction digits, e.g. "4.99"`, cause: err}
+	}
+	return h.change(ctx, a, func() (billing.Change, error) {
+		return h.cfg.Collector.ChangeTier(ctx, a.SubscriptionID, req.Tier, amount, req.Downgrade)
+	})
+}
+
+// reactivate serves POST /{user_id}/reactivate {"billing_date": "2024-03-15"}:
+// a new SCHEDULED record for a user whose records are all terminal.
+func (h *Handler) reactivate(ctx context.Context, r *http.Request, a Action) (int, any, error) {
+	var req ReactivateRequest
+	if err := decodeBody(r, &req, true); err != nil {
+		return 0, nil, err
+	}
+	date, err := parseDate("billing_date", req.BillingDate)
+	if err != nil {
+		return 0, nil, err
+	}
+	created, err := h.cfg.Collector.Reactivate(ctx, a.UserID, date)
+	if errors.Is(err, billing.ErrNotFound) {
+		return 0, nil, &apiError{status: http.StatusNotFound, code: CodeNotFound, message: "the user has no subscriptions to reactivate", cause: err}
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, ChangeJSON{Created: []SubscriptionJSON{NewSubscriptionJSON(created)}}, nil
+}
