@@ -1,0 +1,364 @@
+package billingtest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dynabill/billing"
+)
+
+// AccountsOptions configures an in-memory [Accounts], like the matching
+// fields of [billing.DynamoAccountsConfig].
+type AccountsOptions struct {
+	// Clock gives "now". Defaults to [billing.SystemClock].
+	Clock billing.Clock
+	// Quotas are the monthly grants per tier; missing tiers keep their
+	// default. Defaults to [billing.DefaultCreditQuotas].
+	Quotas billing.CreditQuotas
+	// CreditExpiry, when positive, sets a balance's expiry to now +
+	// CreditExpiry on every grant, top-up and monthly grant.
+	CreditExpiry time.Duration
+}
+
+// Accounts is an in-memory [billing.Accounts] that behaves like
+// [billing.DynamoAccounts]: the same validation and errors, balances that
+// read as zero once expired and restart from zero on the next grant,
+// monthly grants applied once per period, provider events applied in
+// (Created, EventID) order, idempotent founder passes, timestamps kept
+// to whole seconds as DynamoDB stores them. Results are copies. Safe for
+// concurrent use.
+//
+// Unlike DynamoDB it keeps monthly grant markers forever (DynamoDB's
+// expire by TTL after a retention of months) and never fails for capacity
+// or network reasons.
+type Accounts struct {
+	clock  billing.Clock
+	quotas billing.CreditQuotas
+	expiry time.Duration
+
+	mu       sync.Mutex
+	credits  map[string]billing.Credits // as stored: balance not zeroed by expiry
+	grants   map[string]map[string]bool // user → granted periods
+	subs     map[string]map[string]billing.ProviderSubscription
+	passes   map[string]map[billing.PassType]billing.FounderPass
+	profiles map[string]billing.Tier
+}
+
+var _ billing.Accounts = (*Accounts)(nil)
+
+// NewAccounts returns an empty in-memory Accounts. Invalid quotas or a
+// negative expiry are errors, as for [billing.NewDynamoAccounts].
+func NewAccounts(opts AccountsOptions) (*Accounts, error) {
+	q, err := opts.Quotas.WithDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("billingtest: AccountsOptions.Quotas: %w", err)
+	}
+	if opts.CreditExpiry < 0 {
+		return nil, fmt.Errorf("billingtest: AccountsOptions.CreditExpiry: negative %v", opts.CreditExpiry)
+	}
+	if opts.Clock == nil {
+		opts.Clock = billing.SystemClock{}
+	}
+	return &Accounts{
+		clock: opts.Clock, quotas: q, expiry: opts.CreditExpiry,
+		credits: map[string]billing.Credits{}, grants: map[string]map[string]bool{},
+		subs: map[string]map[string]billing.ProviderSubscription{}, passes: map[string]map[billing.PassType]billing.FounderPass{},
+		profiles: map[string]billing.Tier{},
+	}, nil
+}
+
+// now is the clock's time in UTC, whole seconds (the stored precision).
+func (a *Accounts) now() time.Time { return a.clock.Now().UTC().Truncate(time.Second) }
+
+func expired(c billing.Credits, now time.Time) bool {
+	return !c.ExpiresAt.IsZero() && !now.Before(c.ExpiresAt)
+}
+
+// view is a stored balance as read at now.
+func view(c billing.Credits, now time.Time) billing.Credits {
+	if expired(c, now) {
+		c.Balance, c.Expired = 0, true
+	}
+	return c
+}
+
+func check(op, userID string) error {
+	if err := billing.CheckAccountID(userID); err != nil {
+		return fmt.Errorf("billing: %s: %w", op, err)
+	}
+	return nil
+}
+
+// Balance implements [billing.Accounts.Balance].
+func (a *Accounts) Balance(_ context.Context, userID string) (billing.Credits, error) {
+	if err := check("balance", userID); err != nil {
+		return billing.Credits{}, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c, ok := a.credits[userID]
+	if !ok {
+		return billing.Credits{UserID: userID}, nil
+	}
+	return view(c, a.clock.Now()), nil
+}
+
+// Grant implements [billing.Accounts.Grant].
+func (a *Accounts) Grant(_ context.Context, userID string, n int64) (billing.Credits, error) {
+	return a.increment("grant", userID, n, nil)
+}
+
+// TopUp implements [billing.Accounts.TopUp].
+func (a *Accounts) TopUp(_ context.Context, userID string, n int64) (billing.Credits, error) {
+	return a.increment("top up", userID, n, func(c *billing.Credits, now time.Time) { c.LastTopUp = now })
+}
+
+func (a *Accounts) increment(op, userID string, n int64, stamp func(*billing.Credits, time.Time)) (billing.Credits, error) {
+	if err := check(op, userID); err != nil {
+		return billing.Credits{}, err
+	}
+	if err := billing.CheckCreditAmount(n); err != nil {
+		return billing.Credits{}, fmt.Errorf("billing: %s: %w", op, err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.add(userID, n, stamp), nil
+}
+
+// add adds n to the balance, restarting an expired one from zero; a.mu
+// is held.
+func (a *Accounts) add(userID string, n int64, stamp func(*billing.Credits, time.Time)) billing.Credits {
+	now := a.now()
+	c, ok := a.credits[userID]
+	if !ok {
+		c = billing.Credits{UserID: userID, CreatedAt: now}
+	}
+	if expired(c, a.clock.Now()) {
+		c.Balance, c.ExpiresAt = 0, time.Time{}
+	}
+	c.Balance += n
+	c.UpdatedAt = now
+	if stamp != nil {
+		stamp(&c, now)
+	}
+	if a.expiry > 0 {
+		c.ExpiresAt = a.clock.Now().Add(a.expiry).Truncate(time.Second).UTC()
+	}
+	a.credits[userID] = c
+	return view(c, a.clock.Now())
+}
+
+// Consume implements [billing.Accounts.Consume].
+func (a *Accounts) Consume(_ context.Context, userID string, n int64) (billing.Credits, error) {
+	if err := check("consume", userID); err != nil {
+		return billing.Credits{}, err
+	}
+	if err := billing.CheckCreditAmount(n); err != nil {
+		return billing.Credits{}, fmt.Errorf("billing: consume: %w", err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c, ok := a.credits[userID]
+	cur := view(c, a.clock.Now())
+	if !ok || cur.Balance < n {
+		return billing.Credits{}, &billing.InsufficientCreditsError{UserID: userID, Balance: cur.Balance, Requested: n}
+	}
+	c.Balance -= n
+	c.UpdatedAt = a.now()
+	a.credits[userID] = c
+	return view(c, a.clock.Now()), nil
+}
+
+// MonthlyGrant implements [billing.Accounts.MonthlyGrant].
+func (a *Accounts) MonthlyGrant(_ context.Context, userID string, tier billing.Tier, period, eventID string) (billing.MonthlyGrantResult, error) {
+	if err := check("monthly grant", userID); err != nil {
+		return billing.MonthlyGrantResult{}, err
+	}
+	t, err := billing.ParseTier(string(tier))
+	if err != nil {
+		return billing.MonthlyGrantResult{}, fmt.Errorf("billing: monthly grant: %w", err)
+	}
+	if err := billing.CheckGrantPeriod(period); err != nil {
+		return billing.MonthlyGrantResult{}, fmt.Errorf("billing: monthly grant: %w", err)
+	}
+	res := billing.MonthlyGrantResult{Tier: t, Period: period}
+	quota := a.quotas.Quota(t)
+	if quota == 0 {
+		return res, nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.grants[userID][period] {
+		return res, nil
+	}
+	if a.grants[userID] == nil {
+		a.grants[userID] = map[string]bool{}
+	}
+	a.grants[userID][period] = true
+	a.add(userID, quota, func(c *billing.Credits, now time.Time) {
+		c.LastReset, c.LastGrantPeriod = now, period
+		if eventID != "" {
+			c.LastGrantEventID = eventID
+		}
+	})
+	res.Applied, res.Amount = true, quota
+	return res, nil
+}
+
+// ApplyProviderEvent implements [billing.Accounts.ApplyProviderEvent].
+func (a *Accounts) ApplyProviderEvent(_ context.Context, ev billing.ProviderEvent) (bool, error) {
+	n, err := ev.Normalize()
+	if err != nil {
+		return false, fmt.Errorf("billing: apply provider event %q: %w", ev.EventID, err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.now()
+	cur, exists := a.subs[n.UserID][n.SubscriptionID]
+	if exists && !n.NewerThan(cur) {
+		return false, nil
+	}
+	s := billing.ProviderSubscription{
+		UserID: n.UserID, SubscriptionID: n.SubscriptionID, CustomerID: n.Customer, Tier: n.Tier, Status: n.Status,
+		CurrentPeriodStart: n.CurrentPeriodStart.Truncate(time.Second), CurrentPeriodEnd: n.CurrentPeriodEnd.Truncate(time.Second),
+		CancelAtPeriodEnd: n.CancelAtPeriodEnd, AuthProvider: cur.AuthProvider,
+		LastEventID: n.EventID, LastEventAt: n.Created, CreatedAt: now, UpdatedAt: now,
+	}
+	if exists {
+		s.CreatedAt = cur.CreatedAt
+	}
+	if a.subs[n.UserID] == nil {
+		a.subs[n.UserID] = map[string]billing.ProviderSubscription{}
+	}
+	a.subs[n.UserID][n.SubscriptionID] = s
+	return true, nil
+}
+
+// GetProviderSubscription implements [billing.Accounts.GetProviderSubscription].
+func (a *Accounts) GetProviderSubscription(_ context.Context, userID, subscriptionID string) (billing.ProviderSubscription, error) {
+	if err := check("get provider subscription", userID); err != nil {
+		return billing.ProviderSubscription{}, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, ok := a.subs[userID][subscriptionID]
+	if !ok || subscriptionID == "" {
+		return billing.ProviderSubscription{}, fmt.Errorf("%w: subscription %q of user %s", billing.ErrNotFound, subscriptionID, userID)
+	}
+	return s, nil
+}
+
+// ListProviderSubscriptions implements [billing.Accounts.ListProviderSubscriptions].
+func (a *Accounts) ListProviderSubscriptions(_ context.Context, userID string) ([]billing.ProviderSubscription, error) {
+	if err := check("list provider subscriptions", userID); err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.listSubs(userID), nil
+}
+
+func (a *Accounts) listSubs(userID string) []billing.ProviderSubscription {
+	out := make([]billing.ProviderSubscription, 0, len(a.subs[userID]))
+	for _, s := range a.subs[userID] {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(x, y billing.ProviderSubscription) int {
+		return strings.Compare(x.SubscriptionID, y.SubscriptionID)
+	})
+	return out
+}
+
+// GrantFounderPass implements [billing.Accounts.GrantFounderPass].
+func (a *Accounts) GrantFounderPass(_ context.Context, userID string, pass billing.PassType, paymentIntentID string, purchasedAt time.Time) (bool, error) {
+	if err := check("grant founder pass", userID); err != nil {
+		return false, err
+	}
+	p, err := billing.ParsePassType(string(pass))
+	if err != nil {
+		return false, fmt.Errorf("billing: grant founder pass: %w", err)
+	}
+	if paymentIntentID == "" || len(paymentIntentID) > billing.MaxProviderID {
+		return false, &billing.FieldError{Field: "paymentIntentID", Value: paymentIntentID,
+			Err: fmt.Errorf("%w: 1 to %d bytes required", billing.ErrInvalidProviderEvent, billing.MaxProviderID)}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.now()
+	if purchasedAt.IsZero() {
+		purchasedAt = now
+	}
+	if _, ok := a.passes[userID][p]; ok {
+		return false, nil
+	}
+	if a.passes[userID] == nil {
+		a.passes[userID] = map[billing.PassType]billing.FounderPass{}
+	}
+	a.passes[userID][p] = billing.FounderPass{
+		UserID: userID, PassType: p, PaymentIntentID: paymentIntentID, PurchasedAt: purchasedAt.UTC().Truncate(time.Second),
+		LifetimeAccess: true, GrantedTier: p.Tier(), CreatedAt: now, UpdatedAt: now,
+	}
+	return true, nil
+}
+
+// FounderPasses implements [billing.Accounts.FounderPasses].
+func (a *Accounts) FounderPasses(_ context.Context, userID string) ([]billing.FounderPass, error) {
+	if err := check("founder passes", userID); err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.listPasses(userID), nil
+}
+
+func (a *Accounts) listPasses(userID string) []billing.FounderPass {
+	out := make([]billing.FounderPass, 0, len(a.passes[userID]))
+	for _, p := range a.passes[userID] {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(x, y billing.FounderPass) int { return strings.Compare(string(x.PassType), string(y.PassType)) })
+	return out
+}
+
+// RevokeFounderPass marks a pass as no longer granting access
+// (lifetimeAccess false), as a host may do after a refund; for tests of
+// access resolution. It reports whether the user held the pass.
+func (a *Accounts) RevokeFounderPass(userID string, pass billing.PassType) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p, ok := a.passes[userID][pass]
+	if ok {
+		p.LifetimeAccess = false
+		a.passes[userID][pass] = p
+	}
+	return ok
+}
+
+// SetProfileTier implements [billing.Accounts.SetProfileTier].
+func (a *Accounts) SetProfileTier(_ context.Context, userID string, tier billing.Tier) error {
+	if err := check("set profile tier", userID); err != nil {
+		return err
+	}
+	t, err := billing.ParseTier(string(tier))
+	if err != nil {
+		return fmt.Errorf("billing: set profile tier: %w", err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.profiles[userID] = t
+	return nil
+}
+
+// ResolveAccess implements [billing.Accounts.ResolveAccess].
+func (a *Accounts) ResolveAccess(_ context.Context, userID string) (billing.Access, error) {
+	if err := check("resolve access", userID); err != nil {
+		return billing.Access{}, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return billing.ResolveAccess(a.clock.Now(), a.listPasses(userID), a.listSubs(userID), a.profiles[userID]), nil
+}

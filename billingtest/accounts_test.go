@@ -1,0 +1,61 @@
+package billingtest_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+)
+
+// The behaviour of Accounts is tested in package billing against both
+// implementations (forEachAccounts); these tests cover what is specific
+// to the twin.
+
+func TestAccountsOptions(t *testing.T) {
+	if _, err := billingtest.NewAccounts(billingtest.AccountsOptions{CreditExpiry: -time.Second}); err == nil {
+		t.Fatal("negative expiry accepted")
+	}
+	if _, err := billingtest.NewAccounts(billingtest.AccountsOptions{Quotas: billing.CreditQuotas{"GOLD": 1}}); !errors.Is(err, billing.ErrInvalidTier) {
+		t.Fatalf("bad quota tier: %v", err)
+	}
+	a, err := billingtest.NewAccounts(billingtest.AccountsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := a.Grant(t.Context(), "u1", 1); err != nil || c.CreatedAt.IsZero() || c.CreatedAt.Nanosecond() != 0 {
+		t.Fatalf("system clock, whole seconds: %+v %v", c, err)
+	}
+}
+
+// TestAccountsConcurrentMixedUse runs every operation at once under -race.
+func TestAccountsConcurrentMixedUse(t *testing.T) {
+	clock := billingtest.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	a, _ := billingtest.NewAccounts(billingtest.AccountsOptions{Clock: clock, CreditExpiry: time.Hour})
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			_, _ = a.Grant(ctx, "u1", 2)
+			_, _ = a.Consume(ctx, "u1", 1)
+			_, _ = a.MonthlyGrant(ctx, "u1", billing.TierSage, "2025-01", "evt")
+			_, _ = a.ApplyProviderEvent(ctx, billing.ProviderEvent{EventID: "evt", Created: clock.Now().Add(time.Duration(i)),
+				UserID: "u1", SubscriptionID: "sub_1", Customer: "cus_1", Tier: billing.TierSage, Status: billing.ProviderActive})
+			_, _ = a.GrantFounderPass(ctx, "u1", billing.PassFoundingMember, "pi", time.Time{})
+			_ = a.SetProfileTier(ctx, "u1", billing.TierInitiate)
+			_, _ = a.ResolveAccess(ctx, "u1")
+			clock.Advance(time.Second)
+		})
+	}
+	wg.Wait()
+	c, err := a.Balance(ctx, "u1")
+	if err != nil || c.Balance != 20+15 {
+		t.Fatalf("balance %+v %v", c, err)
+	}
+	s, err := a.GetProviderSubscription(ctx, "u1", "sub_1")
+	if err != nil || s.LastEventAt.Sub(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)) < 0 {
+		t.Fatalf("subscription %+v %v", s, err)
+	}
+}

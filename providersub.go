@@ -1,0 +1,350 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynabill/billing/internal/timefmt"
+)
+
+// Provider subscription errors.
+var (
+	// ErrInvalidProviderStatus reports a subscription status other than the
+	// six of requirements/002. The error is a [*FieldError] naming "status"
+	// and the value.
+	ErrInvalidProviderStatus = errors.New("billing: invalid provider subscription status")
+
+	// ErrInvalidProviderEvent reports a [ProviderEvent] with a missing or malformed
+	// field. The error is a [*FieldError] naming the field.
+	ErrInvalidProviderEvent = errors.New("billing: invalid provider event")
+)
+
+// ProviderStatus is the status of a subscription billed by an external
+// processor, spelled as the processor (Stripe) spells it.
+type ProviderStatus string
+
+// The provider subscription statuses.
+const (
+	ProviderActive            ProviderStatus = "active"
+	ProviderCanceled          ProviderStatus = "canceled"
+	ProviderPastDue           ProviderStatus = "past_due"
+	ProviderTrialing          ProviderStatus = "trialing"
+	ProviderIncomplete        ProviderStatus = "incomplete"
+	ProviderIncompleteExpired ProviderStatus = "incomplete_expired"
+)
+
+// ProviderStatuses returns every known status.
+func ProviderStatuses() []ProviderStatus {
+	return []ProviderStatus{ProviderActive, ProviderCanceled, ProviderPastDue, ProviderTrialing, ProviderIncomplete, ProviderIncompleteExpired}
+}
+
+// Valid reports whether s is a known status.
+func (s ProviderStatus) Valid() bool {
+	switch s {
+	case ProviderActive, ProviderCanceled, ProviderPastDue, ProviderTrialing, ProviderIncomplete, ProviderIncompleteExpired:
+		return true
+	}
+	return false
+}
+
+// ParseProviderStatus reads a status strictly: exactly one of the six
+// lower-case values. Anything else, including a status a processor adds
+// later ("paused", "unpaid"), is a [*FieldError] wrapping
+// [ErrInvalidProviderStatus], so that a new status surfaces as an error
+// instead of silently granting or denying access.
+func ParseProviderStatus(s string) (ProviderStatus, error) {
+	if st := ProviderStatus(s); st.Valid() {
+		return st, nil
+	}
+	return "", &FieldError{Field: "status", Value: s, Err: ErrInvalidProviderStatus}
+}
+
+// ProviderEvent is one subscription event of the external processor
+// (customer.subscription.created/updated/deleted), already mapped by the
+// host to the user and the tier.
+type ProviderEvent struct {
+	// EventID is the processor's event ID ("evt_…"). Required.
+	EventID string
+	// Created is when the processor created the event; events apply in
+	// this order, ties broken by EventID. Required.
+	Created time.Time
+	// UserID is the account the subscription belongs to. Required.
+	UserID string
+	// SubscriptionID is the processor's subscription ID ("sub_…"). Required.
+	SubscriptionID string
+	// Customer is the processor's customer ID ("cus_…"). Required.
+	Customer string
+	// Tier is the plan's tier: INITIATE, JOURNEYMAN, SAGE or GUILDMASTER
+	// (any case). Required.
+	Tier Tier
+	// Status is the subscription's status. Required.
+	Status ProviderStatus
+	// CurrentPeriodStart and CurrentPeriodEnd bound the paid period
+	// (optional; the end is the grace limit of a cancelled subscription).
+	CurrentPeriodStart, CurrentPeriodEnd time.Time
+	// CancelAtPeriodEnd reports a cancellation scheduled for the period end.
+	CancelAtPeriodEnd bool
+}
+
+// MaxProviderID bounds the processor's IDs (event, subscription,
+// customer, payment intent) stored in keys and attributes.
+const MaxProviderID = 255
+
+// Normalize validates ev and returns it with its tier in canonical case
+// and its times in UTC. A bad field is a [*FieldError] naming it, wrapping
+// [ErrInvalidProviderEvent], [ErrInvalidProviderStatus], [ErrInvalidTier] or
+// [ErrInvalidAccount].
+func (ev ProviderEvent) Normalize() (ProviderEvent, error) {
+	bad := func(field, value string, err error) (ProviderEvent, error) {
+		return ProviderEvent{}, &FieldError{Field: field, Value: value, Err: err}
+	}
+	if err := checkAccount("provider event", ev.UserID); err != nil {
+		return bad("UserID", ev.UserID, ErrInvalidAccount)
+	}
+	for _, f := range []struct{ name, v string }{{"EventID", ev.EventID}, {"SubscriptionID", ev.SubscriptionID}, {"Customer", ev.Customer}} {
+		if f.v == "" || len(f.v) > MaxProviderID {
+			return bad(f.name, f.v, fmt.Errorf("%w: 1 to %d bytes required", ErrInvalidProviderEvent, MaxProviderID))
+		}
+	}
+	if _, err := ParseProviderStatus(string(ev.Status)); err != nil {
+		return ProviderEvent{}, err
+	}
+	t, err := ParseTier(string(ev.Tier))
+	if err != nil {
+		return ProviderEvent{}, err
+	}
+	if t == TierFree {
+		return bad("tier", string(ev.Tier), fmt.Errorf("%w: a provider subscription has a paid tier", ErrInvalidTier))
+	}
+	ev.Tier = t
+	for _, f := range []struct {
+		name string
+		t    *time.Time
+	}{{"Created", &ev.Created}, {"CurrentPeriodStart", &ev.CurrentPeriodStart}, {"CurrentPeriodEnd", &ev.CurrentPeriodEnd}} {
+		if f.t.IsZero() {
+			if f.name == "Created" {
+				return bad(f.name, "", fmt.Errorf("%w: required", ErrInvalidProviderEvent))
+			}
+			continue
+		}
+		if _, err := timefmt.Nanos(*f.t); err != nil {
+			return bad(f.name, f.t.String(), ErrInvalidDate)
+		}
+		*f.t = f.t.UTC()
+	}
+	if !ev.CurrentPeriodStart.IsZero() && !ev.CurrentPeriodEnd.IsZero() && ev.CurrentPeriodEnd.Before(ev.CurrentPeriodStart) {
+		return bad("CurrentPeriodEnd", ev.CurrentPeriodEnd.String(), fmt.Errorf("%w: before CurrentPeriodStart", ErrInvalidProviderEvent))
+	}
+	return ev, nil
+}
+
+// NewerThan reports whether ev orders after the last event applied to s:
+// s has no last event (never written by an event), or ev was created
+// later, or at the same instant with a greater EventID. This is the order
+// in which [Accounts.ApplyProviderEvent] applies events.
+func (ev ProviderEvent) NewerThan(s ProviderSubscription) bool {
+	if s.LastEventAt.IsZero() {
+		return true
+	}
+	if !ev.Created.Equal(s.LastEventAt) {
+		return ev.Created.After(s.LastEventAt)
+	}
+	return ev.EventID > s.LastEventID
+}
+
+// ProviderSubscription is the mirror of a processor's subscription: the
+// item PK=USER#<id>, SK=SUBSCRIPTION#<subscriptionId> of requirements/002.
+type ProviderSubscription struct {
+	UserID         string
+	SubscriptionID string
+	// CustomerID is stripeCustomerId.
+	CustomerID string
+	// Tier is planTier.
+	Tier   Tier
+	Status ProviderStatus
+	// CurrentPeriodStart and CurrentPeriodEnd bound the paid period; zero
+	// when unknown.
+	CurrentPeriodStart, CurrentPeriodEnd time.Time
+	CancelAtPeriodEnd                    bool
+	// AuthProvider is the host's "provider" attribute (local or cognito):
+	// read, never written, by the library.
+	AuthProvider string
+	// LastEventID and LastEventAt identify the newest event applied
+	// (attributes added by this library; empty on records written by
+	// others, which any event overwrites).
+	LastEventID string
+	LastEventAt time.Time
+	// CreatedAt and UpdatedAt are the record's timestamps.
+	CreatedAt, UpdatedAt time.Time
+}
+
+// Attribute names of the subscription record (requirements/002).
+const (
+	subID           = "subscriptionId"
+	subPlanTier     = "planTier"
+	subStatus       = "status"
+	subCustomer     = "stripeCustomerId"
+	subPeriodStart  = "currentPeriodStart"
+	subPeriodEnd    = "currentPeriodEnd"
+	subCancelAtEnd  = "cancelAtPeriodEnd"
+	subAuthProvider = "provider"
+	subLastEventID  = "lastEventId"
+	subLastEventAt  = "lastEventAt"
+	subTypeValue    = "Subscription"
+)
+
+// DecodeProviderSubscription decodes a subscription item of this layout.
+// Status and planTier are checked strictly; a bad attribute is a
+// [*FieldError] naming it and the item's key.
+func (c SingleTableConfig) DecodeProviderSubscription(item map[string]types.AttributeValue) (ProviderSubscription, error) {
+	c = c.decodeDefaults()
+	r := newItemReader(item)
+	s := ProviderSubscription{
+		UserID:             c.accountID(r),
+		SubscriptionID:     r.str(subID),
+		CustomerID:         r.str(subCustomer),
+		CurrentPeriodStart: r.timestamp(subPeriodStart),
+		CurrentPeriodEnd:   r.timestamp(subPeriodEnd),
+		CancelAtPeriodEnd:  r.boolean(subCancelAtEnd),
+		AuthProvider:       r.str(subAuthProvider),
+		LastEventID:        r.str(subLastEventID),
+		LastEventAt:        r.timestamp(subLastEventAt),
+		CreatedAt:          r.timestamp(acctCreatedAt),
+		UpdatedAt:          r.timestamp(acctUpdatedAt),
+	}
+	sk := r.required(AttrSK)
+	id, ok := strings.CutPrefix(sk, SKSubscriptionPrefix)
+	if r.err == nil && (!ok || id == "") {
+		r.fail(AttrSK, sk, fmt.Errorf("%w: not a subscription item", ErrInvalidItem))
+	}
+	if s.SubscriptionID == "" {
+		s.SubscriptionID = id
+	}
+	st, tier := r.required(subStatus), r.required(subPlanTier)
+	if r.err != nil {
+		return ProviderSubscription{}, r.err
+	}
+	var err error
+	if s.Status, err = ParseProviderStatus(st); err != nil {
+		r.fail(subStatus, st, ErrInvalidProviderStatus)
+	} else if s.Tier, err = ParseTier(tier); err != nil {
+		r.fail(subPlanTier, tier, ErrInvalidTier)
+	}
+	if r.err != nil {
+		return ProviderSubscription{}, r.err
+	}
+	return s, nil
+}
+
+// ApplyProviderEvent implements [Accounts.ApplyProviderEvent] with one
+// conditional UpdateItem. The write happens only if the record does not
+// exist, was never written by an event (no lastEventAt), or its last event
+// orders before ev (see [ProviderEvent.NewerThan]); so an older event never overwrites a
+// newer one and a replayed event changes nothing: both return applied
+// false and no error. Attributes the library does not own (provider) and
+// createdAt are kept. lastEventAt is written with a fixed nine-digit
+// fraction so that string order in the condition is time order.
+func (a *DynamoAccounts) ApplyProviderEvent(ctx context.Context, ev ProviderEvent) (bool, error) {
+	n, err := ev.Normalize()
+	if err != nil {
+		return false, fmt.Errorf("billing: apply provider event %q: %w", ev.EventID, err)
+	}
+	ev = n
+	now := a.now()
+	ts, _ := acctTime(now)
+	at, _ := timefmt.Nanos(ev.Created)
+	sk := SKSubscriptionPrefix + ev.SubscriptionID
+	names := map[string]string{
+		"#pk": AttrPK, "#type": acctType, "#sid": subID, "#tier": subPlanTier, "#st": subStatus, "#cus": subCustomer,
+		"#cape": subCancelAtEnd, "#lei": subLastEventID, "#lea": subLastEventAt, "#u": acctUpdatedAt, "#c": acctCreatedAt,
+		"#cps": subPeriodStart, "#cpe": subPeriodEnd,
+	}
+	values := map[string]types.AttributeValue{
+		":type": attrS(subTypeValue), ":sid": attrS(ev.SubscriptionID), ":tier": attrS(string(ev.Tier)),
+		":st": attrS(string(ev.Status)), ":cus": attrS(ev.Customer), ":cape": attrBool(ev.CancelAtPeriodEnd),
+		":lei": attrS(ev.EventID), ":lea": attrS(at), ":now": attrS(ts),
+	}
+	set := "SET #type = :type, #sid = :sid, #tier = :tier, #st = :st, #cus = :cus, #cape = :cape, " +
+		"#lei = :lei, #lea = :lea, #u = :now, #c = if_not_exists(#c, :now)"
+	var remove []string
+	for _, p := range []struct {
+		name, value string
+		t           time.Time
+	}{{"#cps", ":cps", ev.CurrentPeriodStart}, {"#cpe", ":cpe", ev.CurrentPeriodEnd}} {
+		if p.t.IsZero() {
+			remove = append(remove, p.name)
+			continue
+		}
+		v, _ := acctTime(p.t)
+		values[p.value] = attrS(v)
+		set += ", " + p.name + " = " + p.value
+	}
+	if len(remove) > 0 {
+		set += " REMOVE " + strings.Join(remove, ", ")
+	}
+	_, err = a.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &a.cfg.Table.Table,
+		Key:                       a.key(ev.UserID, sk),
+		UpdateExpression:          aws.String(set),
+		ConditionExpression:       aws.String("attribute_not_exists(#pk) OR attribute_not_exists(#lea) OR #lea < :lea OR (#lea = :lea AND #lei < :lei)"),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+	})
+	if _, ok := isConditionFailed(err); ok {
+		a.cfg.Logger.DebugContext(ctx, "billing: provider event not newer than the record; ignored",
+			"event", ev.EventID, "subscription", ev.SubscriptionID, "user", ev.UserID)
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("billing: apply provider event %s (%s): %w", ev.EventID, a.keyText(ev.UserID, sk), err)
+	}
+	return true, nil
+}
+
+// GetProviderSubscription implements [Accounts.GetProviderSubscription].
+func (a *DynamoAccounts) GetProviderSubscription(ctx context.Context, userID, subscriptionID string) (ProviderSubscription, error) {
+	if err := checkAccount("get provider subscription", userID); err != nil {
+		return ProviderSubscription{}, err
+	}
+	if subscriptionID == "" {
+		return ProviderSubscription{}, fmt.Errorf("%w: empty subscription ID", ErrNotFound)
+	}
+	sk := SKSubscriptionPrefix + subscriptionID
+	item, err := a.getItem(ctx, "get provider subscription", userID, sk)
+	if err != nil {
+		return ProviderSubscription{}, err
+	}
+	if item == nil {
+		return ProviderSubscription{}, fmt.Errorf("%w: %s", ErrNotFound, a.keyText(userID, sk))
+	}
+	return a.cfg.Table.DecodeProviderSubscription(item)
+}
+
+// ListProviderSubscriptions implements [Accounts.ListProviderSubscriptions]
+// with one Query (SK begins_with SUBSCRIPTION#). An undecodable item fails
+// the call with a [*FieldError] naming it.
+func (a *DynamoAccounts) ListProviderSubscriptions(ctx context.Context, userID string) ([]ProviderSubscription, error) {
+	if err := checkAccount("list provider subscriptions", userID); err != nil {
+		return nil, err
+	}
+	items, err := a.queryAccount(ctx, "list provider subscriptions", userID, SKSubscriptionPrefix)
+	if err != nil {
+		return nil, err
+	}
+	subs := make([]ProviderSubscription, 0, len(items))
+	for _, it := range items {
+		s, err := a.cfg.Table.DecodeProviderSubscription(it)
+		if err != nil {
+			return nil, err
+		}
+		subs = append(subs, s)
+	}
+	return subs, nil
+}
