@@ -31,6 +31,19 @@ func (c *Collector) eligible(proc Process, cur *Subscription, now time.Time) (bo
 	return false, "process " + string(proc) + " does not collect"
 }
 
+// staleable reports whether proc should mark cur STALE: a SCHEDULED or
+// ERROR record older than the threshold, found by a collecting process.
+func (c *Collector) staleable(proc Process, cur *Subscription, now time.Time) bool {
+	if cur.Status != StatusScheduled && cur.Status != StatusError {
+		return false
+	}
+	switch proc {
+	case ProcessInitial, ProcessRetry, ProcessWebhook, ProcessWebhookBalance, ProcessBatch, ProcessManualRepayment:
+		return c.stale(cur, now)
+	}
+	return false
+}
+
 // stale reports whether cur is older than the stale threshold.
 func (c *Collector) stale(cur *Subscription, now time.Time) bool {
 	return now.Sub(cur.BillingDate) > time.Duration(c.cfg.OldSubscriptionDays)*24*time.Hour
@@ -47,16 +60,27 @@ func runTime(cur *Subscription, now time.Time) time.Time {
 	return cur.LastRunDate.Add(time.Microsecond).UTC()
 }
 
-// attempt collects cur (re-read under the user's lock) by proc.
+// attempt collects cur (re-read under the user's lock) by proc for a single
+// collection, observed as a record of its own (a run observes each record
+// around its lock and calls attemptRecord).
 func (c *Collector) attempt(ctx context.Context, proc Process, cur *Subscription, rep *Report) error {
+	ctx, obs := c.tel.startRecord(ctx, singleRun(proc), proc, cur.UserID, cur.SubscriptionID)
+	obs.err = c.attemptRecord(ctx, proc, cur, obs.rep)
+	obs.end(ctx, rep)
+	return obs.err
+}
+
+// attemptRecord collects cur (re-read under the user's lock) by proc.
+func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Subscription, rep *Report) error {
 	now := c.cfg.Clock.Now()
+	if c.staleable(proc, cur, now) {
+		// Too old to collect, whatever the retry policy says.
+		return c.markStale(ctx, proc, cur, now, rep)
+	}
 	if ok, why := c.eligible(proc, cur, now); !ok {
 		rep.count(&rep.NotEligible)
 		c.cfg.Logger.DebugContext(ctx, "billing: not eligible", "subscription_id", cur.SubscriptionID, "status", cur.Status, "why", why)
 		return nil
-	}
-	if c.stale(cur, now) {
-		return c.markStale(ctx, proc, cur, now, rep)
 	}
 	var create []*Subscription
 	if cur.InitialRunDate.IsZero() {
@@ -74,7 +98,9 @@ func (c *Collector) attempt(ctx context.Context, proc Process, cur *Subscription
 		Tier: cur.ReceiptTierName, Process: proc, Attempt: n, IdempotencyKey: IdempotencyKey(cur.SubscriptionID, n),
 	}
 	rep.count(&rep.Attempted)
+	start := time.Now()
 	res, err := c.cfg.Provider.Collect(ctx, req)
+	c.tel.providerCalled(ctx, n, time.Since(start), res, err)
 	if err != nil {
 		// Outcome unknown: record nothing. The next try derives the same
 		// key and the provider replays what happened.

@@ -21,7 +21,8 @@ func (c *Collector) CollectUser(ctx context.Context, userID string, proc Process
 		}
 		var errs []error
 		for i := range recs {
-			if ok, _ := c.eligible(proc, &recs[i], c.cfg.Clock.Now()); !ok {
+			now := c.cfg.Clock.Now()
+			if ok, _ := c.eligible(proc, &recs[i], now); !ok && !c.staleable(proc, &recs[i], now) {
 				continue
 			}
 			if err := c.attempt(ctx, proc, &recs[i], rep); err != nil {
@@ -56,7 +57,7 @@ func (c *Collector) collectOne(ctx context.Context, proc Process, subscriptionID
 		if err != nil {
 			return err
 		}
-		if ok, why := c.eligible(proc, &cur, c.cfg.Clock.Now()); !ok {
+		if ok, why := c.eligible(proc, &cur, c.cfg.Clock.Now()); !ok && !c.staleable(proc, &cur, c.cfg.Clock.Now()) {
 			return fmt.Errorf("%w: %s is %s: %s", ErrNotCollectible, subscriptionID, cur.Status, why)
 		}
 		return c.attempt(ctx, proc, &cur, rep)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config configures a [Collector]. Repository, Locker and Provider are
@@ -45,6 +47,14 @@ type Config struct {
 	// NewID makes subscription IDs for new records. Defaults to random
 	// UUIDs.
 	NewID func() string
+	// MeterProvider makes the collection metrics (see
+	// [MetricCollectionAttempts]). Defaults to otel.GetMeterProvider(), a
+	// no-op unless the host installs a global provider.
+	MeterProvider metric.MeterProvider
+	// TracerProvider makes the run and attempt spans (see
+	// [SpanCollectionRun]). Defaults to otel.GetTracerProvider(), a no-op
+	// unless the host installs a global provider.
+	TracerProvider trace.TracerProvider
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -108,6 +118,7 @@ func (c Config) withDefaults() (Config, error) {
 // number (the same key, which the provider replays).
 type Collector struct {
 	cfg Config
+	tel *telemetry
 }
 
 // NewCollector checks cfg, fills its defaults and returns a Collector.
@@ -116,7 +127,7 @@ func NewCollector(cfg Config) (*Collector, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Collector{cfg: cfg}, nil
+	return &Collector{cfg: cfg, tel: newTelemetry(cfg.MeterProvider, cfg.TracerProvider)}, nil
 }
 
 // RunKind names a run over a status query.
@@ -203,6 +214,13 @@ func (r *Report) fail(userID, subID string, err error) {
 // A failed page read returns the report so far and the error; Next then
 // holds the cursor to retry from.
 func (c *Collector) Run(ctx context.Context, req RunRequest) (*Report, error) {
+	ctx, span := c.tel.startRun(ctx, req.Kind)
+	rep, err := c.run(ctx, req)
+	c.tel.endRun(span, rep, err)
+	return rep, err
+}
+
+func (c *Collector) run(ctx context.Context, req RunRequest) (*Report, error) {
 	now := c.cfg.Clock.Now()
 	rep := &Report{Kind: string(req.Kind), Started: now}
 	defer func() { rep.Finished = c.cfg.Clock.Now() }()
@@ -243,39 +261,116 @@ func (c *Collector) Run(ctx context.Context, req RunRequest) (*Report, error) {
 	return rep, ctx.Err()
 }
 
-// handlePage handles a page's records with at most Concurrency at once.
+// handlePage handles a page's records with at most Concurrency users at
+// once. A user's records on the page are handled in index order under one
+// hold of the user's lock: concurrent holds would skip all but one of them.
+// Each record is observed (span, outcome metric) on its own.
 func (c *Collector) handlePage(ctx context.Context, kind RunKind, items []Subscription, rep *Report) {
+	var order []string
+	byUser := map[string][]int{}
+	for i := range items {
+		u := items[i].UserID
+		if _, seen := byUser[u]; !seen {
+			order = append(order, u)
+		}
+		byUser[u] = append(byUser[u], i)
+	}
 	sem := make(chan struct{}, c.cfg.Concurrency)
 	var wg sync.WaitGroup
-	for i := range items {
+	for _, u := range order {
 		if ctx.Err() != nil {
 			break
 		}
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			it := &items[i]
-			c.withLock(ctx, it.UserID, it.SubscriptionID, rep, func(ctx context.Context) error {
-				cur, err := c.cfg.Repository.Get(ctx, it.UserID, it.BillingDate)
-				if errors.Is(err, ErrNotFound) {
-					rep.count(&rep.NotEligible) // moved or deleted since the index read
-					return nil
-				}
-				if err != nil {
-					return err
-				}
-				if kind == RunPause {
-					return c.advancePause(ctx, &cur, rep)
-				}
-				proc := ProcessInitial
-				if kind == RunRetry {
-					proc = ProcessRetry
-				}
-				return c.attempt(ctx, proc, &cur, rep)
-			})
+			c.handleUser(ctx, kind, u, items, byUser[u], rep)
 		})
 	}
 	wg.Wait()
+}
+
+// handleUser handles the records items[idx] of one user under one hold of
+// the user's lock.
+func (c *Collector) handleUser(ctx context.Context, kind RunKind, userID string, items []Subscription, idx []int, rep *Report) {
+	now := c.cfg.Clock.Now()
+	// Records the index shows as not worth a lock are skipped first, so an
+	// ineligible record never costs a lock and a read (they are checked
+	// again, on the consistent read, when they are handled).
+	var todo []int
+	for _, i := range idx {
+		if c.worthHandling(kind, &items[i], now) {
+			todo = append(todo, i)
+			continue
+		}
+		rctx, obs := c.tel.startRecord(ctx, string(kind), kind.process(), userID, items[i].SubscriptionID)
+		obs.rep.count(&obs.rep.NotEligible)
+		obs.end(rctx, rep)
+	}
+	if len(todo) == 0 {
+		return
+	}
+	lease, lockErr := c.cfg.Locker.Lock(ctx, userID)
+	if lockErr == nil {
+		defer func() {
+			if err := lease.Release(context.WithoutCancel(ctx)); err != nil {
+				c.cfg.Logger.WarnContext(ctx, "billing: releasing lock", "user_id", userID, "error", err)
+			}
+		}()
+	}
+	for _, i := range todo {
+		it := &items[i]
+		rctx, obs := c.tel.startRecord(ctx, string(kind), kind.process(), it.UserID, it.SubscriptionID)
+		switch {
+		case errors.Is(lockErr, ErrAlreadyLocked):
+			obs.rep.count(&obs.rep.SkippedLocked)
+			c.cfg.Logger.DebugContext(rctx, "billing: user locked, skipped", "user_id", userID)
+		case lockErr != nil:
+			obs.rep.fail(userID, it.SubscriptionID, fmt.Errorf("lock: %w", lockErr))
+		case rctx.Err() != nil:
+			obs.rep.fail(userID, it.SubscriptionID, rctx.Err())
+		default:
+			obs.err = c.handleRecord(rctx, kind, it, obs.rep)
+			if obs.err != nil {
+				if IsConflict(obs.err) {
+					obs.rep.count(&obs.rep.Conflicts)
+				}
+				obs.rep.fail(userID, it.SubscriptionID, obs.err)
+				c.cfg.Logger.WarnContext(rctx, "billing: collection failed", "user_id", userID, "subscription_id", it.SubscriptionID, "error", obs.err)
+			}
+		}
+		obs.end(rctx, rep)
+	}
+}
+
+// handleRecord re-reads a record found by a run (indexes are eventually
+// consistent) and handles it; the caller holds the user's lock.
+func (c *Collector) handleRecord(ctx context.Context, kind RunKind, it *Subscription, rep *Report) error {
+	cur, err := c.cfg.Repository.Get(ctx, it.UserID, it.BillingDate)
+	if errors.Is(err, ErrNotFound) {
+		rep.count(&rep.NotEligible) // moved or deleted since the index read
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if kind == RunPause {
+		return c.advancePause(ctx, &cur, rep)
+	}
+	return c.attemptRecord(ctx, kind.process(), &cur, rep)
+}
+
+// worthHandling reports whether a record as the index shows it may need
+// the run: the retry run skips records the policy would not attempt today
+// and that are not old enough to be marked stale.
+func (c *Collector) worthHandling(kind RunKind, it *Subscription, now time.Time) bool {
+	if kind != RunRetry {
+		return true
+	}
+	if it.Status != StatusError {
+		return true // changed since; the consistent read decides
+	}
+	return c.stale(it, now) || (!it.NoRetry && c.cfg.RetryPolicy.ShouldRetry(it, now))
 }
 
 // withLock runs fn holding userID's lock. A held lock is counted as

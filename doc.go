@@ -114,4 +114,25 @@
 // message into a [ThreeDayNotification] for the host's [Notifier] and then
 // applies a [PrenotePolicy]. See ExampleScheduler, ExampleWorker and
 // examples/lambda.
+//
+// # Observability
+//
+// The collector, the notifier's Scheduler and Worker, and the DynamoDB
+// Repository and History report metrics and traces through the
+// OpenTelemetry API. Set MeterProvider and TracerProvider in their configs,
+// or leave them nil to use the global providers, which do nothing unless the
+// host installs some. The names are listed at [MetricCollectionAttempts]:
+// a counter per collection outcome and per notifier outcome, histograms of
+// payment-provider and DynamoDB latency, and a span per run and per record
+// attempt (with the user and subscription IDs as attributes).
+//
+// # Single table
+//
+// [NewDynamoAccounts] serves document 002's entities on one table
+// ([SingleTableDefinition]): a credit balance changed only atomically
+// (Consume fails with [ErrInsufficientCredits]), subscriptions mirrored
+// from an external processor's events, lifetime founder passes, and
+// [ResolveAccess]: pass > active or in-grace subscription > profile tier >
+// free. (This [Tier] is an access tier; a record's receipt tier
+// "Name:Version" is read with [SplitTier].)
 package billing

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Notifier errors.
@@ -82,6 +85,14 @@ type SchedulerConfig struct {
 	// Logger receives a summary per run and a warning per skipped record.
 	// Defaults to discarding logs.
 	Logger *slog.Logger
+	// MeterProvider makes the enqueued-messages metric (see
+	// [MetricNotifierEnqueued]). Defaults to otel.GetMeterProvider(), a
+	// no-op unless the host installs a global provider.
+	MeterProvider metric.MeterProvider
+	// TracerProvider makes a span per run (see [SpanNotifierSchedule]).
+	// Defaults to otel.GetTracerProvider(), a no-op unless the host
+	// installs a global provider.
+	TracerProvider trace.TracerProvider
 }
 
 // Scheduler is the first half of the pre-billing notifier (the legacy
@@ -105,6 +116,7 @@ type SchedulerConfig struct {
 // start key, which may enqueue the pages of that invocation again.
 type Scheduler struct {
 	cfg SchedulerConfig
+	tel *telemetry
 }
 
 // NewScheduler returns a Scheduler, or an error naming the missing or bad
@@ -129,7 +141,7 @@ func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Scheduler{cfg: cfg}, nil
+	return &Scheduler{cfg: cfg, tel: newTelemetry(cfg.MeterProvider, cfg.TracerProvider)}, nil
 }
 
 // SchedulerResult reports one [Scheduler.Run].
@@ -164,6 +176,13 @@ type SchedulerResult struct {
 // result so far; a malformed start key is an [ErrInvalidCursor] error, never
 // a restart from the top.
 func (s *Scheduler) Run(ctx context.Context, ev SchedulerEvent) (SchedulerResult, error) {
+	ctx, span := s.tel.startSchedule(ctx, ev)
+	res, err := s.run(ctx, ev)
+	s.tel.endSchedule(ctx, span, res, err)
+	return res, err
+}
+
+func (s *Scheduler) run(ctx context.Context, ev SchedulerEvent) (SchedulerResult, error) {
 	var res SchedulerResult
 	status := ev.Status
 	if status == "" {

@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // UserStatusActive is the user-service status of a user who is notified.
@@ -170,6 +173,14 @@ type WorkerConfig struct {
 	// Logger receives a line per skipped or failed message and per prenote
 	// decision. Defaults to discarding logs.
 	Logger *slog.Logger
+	// MeterProvider makes the handled-messages metric (see
+	// [MetricNotifierMessages]). Defaults to otel.GetMeterProvider(), a
+	// no-op unless the host installs a global provider.
+	MeterProvider metric.MeterProvider
+	// TracerProvider makes a span per message (see [SpanNotifierMessage]).
+	// Defaults to otel.GetTracerProvider(), a no-op unless the host
+	// installs a global provider.
+	TracerProvider trace.TracerProvider
 }
 
 // Worker is the second half of the pre-billing notifier (the legacy
@@ -179,6 +190,7 @@ type WorkerConfig struct {
 type Worker struct {
 	cfg      WorkerConfig
 	suffixes []string
+	tel      *telemetry
 }
 
 // NewWorker returns a Worker, or an error naming the missing config field.
@@ -202,7 +214,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	w := &Worker{cfg: cfg}
+	w := &Worker{cfg: cfg, tel: newTelemetry(cfg.MeterProvider, cfg.TracerProvider)}
 	for _, s := range cfg.AllowedEmailSuffixes {
 		if s == "" {
 			return nil, errors.New("billing: WorkerConfig.AllowedEmailSuffixes: empty suffix")
@@ -225,6 +237,7 @@ func (w *Worker) HandleBatch(ctx context.Context, msgs []Message) (failedIDs []s
 		log := w.cfg.Logger.With("message_id", msg.ID)
 		if err := ctx.Err(); err != nil {
 			log.WarnContext(ctx, "billing: notifier worker: not tried", "error", err)
+			w.tel.countMessage(ctx, messageFailed)
 			failedIDs = append(failedIDs, msg.ID)
 			continue
 		}
@@ -235,6 +248,7 @@ func (w *Worker) HandleBatch(ctx context.Context, msgs []Message) (failedIDs []s
 				what = "cannot decode message"
 			}
 			log.ErrorContext(ctx, "billing: notifier worker: "+what, "error", err)
+			w.tel.countMessage(ctx, messageFailed)
 			failedIDs = append(failedIDs, msg.ID)
 			continue
 		}
@@ -266,6 +280,13 @@ func (w *Worker) HandleBatch(ctx context.Context, msgs []Message) (failedIDs []s
 //
 // Skips return their outcome and a nil error.
 func (w *Worker) Handle(ctx context.Context, m NotificationMessage) (NotificationOutcome, error) {
+	ctx, span := w.tel.startMessage(ctx, &m)
+	out, err := w.handle(ctx, m)
+	w.tel.endMessage(ctx, span, out, err)
+	return out, err
+}
+
+func (w *Worker) handle(ctx context.Context, m NotificationMessage) (NotificationOutcome, error) {
 	log := w.cfg.Logger.With("user_id", m.UserID, "subscription_id", m.SubscriptionID)
 	if m.UpdatedEvent == EventPendingCancellation {
 		log.InfoContext(ctx, "User is pending cancellation")

@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dynabill/billing/internal/cursor"
 	"github.com/dynabill/billing/internal/timefmt"
@@ -38,6 +40,15 @@ type DynamoConfig struct {
 	BatchMaxBackoff time.Duration
 	// Logger receives debug and warning logs. Defaults to discarding them.
 	Logger *slog.Logger
+	// MeterProvider makes the DynamoDB latency metric (see
+	// [MetricDynamoDBDuration]); every call of Client is timed. Defaults to
+	// otel.GetMeterProvider(), a no-op unless the host installs a global
+	// provider.
+	MeterProvider metric.MeterProvider
+	// TracerProvider makes a client span per DynamoDB call (see
+	// [SpanDynamoDBPrefix]). Defaults to otel.GetTracerProvider(), a no-op
+	// unless the host installs a global provider.
+	TracerProvider trace.TracerProvider
 }
 
 func (c DynamoConfig) withDefaults() (DynamoConfig, error) {
@@ -72,6 +83,7 @@ func (c DynamoConfig) withDefaults() (DynamoConfig, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	c.Client = instrumentDynamo(c.Client, newTelemetry(c.MeterProvider, c.TracerProvider))
 	return c, nil
 }
 
@@ -504,14 +516,14 @@ func (r *DynamoRepository) AddAll(ctx context.Context, subs []Subscription) ([]S
 }
 
 // DynamoClientOf returns the client a [DynamoRepository] or [DynamoHistory]
-// talks to (nil for other implementations): for tests and tools that wrap
-// it to count calls.
+// was configured with, DynamoConfig.Client (nil for other implementations):
+// for tests and tools that wrap it to count calls.
 func DynamoClientOf(store any) DynamoDBAPI {
 	switch s := store.(type) {
 	case *DynamoRepository:
-		return s.cfg.Client
+		return unwrapDynamo(s.cfg.Client)
 	case *DynamoHistory:
-		return s.cfg.Client
+		return unwrapDynamo(s.cfg.Client)
 	}
 	return nil
 }

@@ -5,7 +5,9 @@
 // keys like a real processor, a recording [EventRecorder] implementing
 // billing.EventSink, recording fakes of the notifier's ports
 // ([RecordingEnqueuer], [RecordingNotifier], [UserDirectory], [BankAccounts],
-// [UserPayments], [FeatureFlags], [PrenoteSubmitter], [MetricsRecorder])) and the
+// [UserPayments], [FeatureFlags], [PrenoteSubmitter], [MetricsRecorder]), an
+// in-memory [Accounts] twin of the single-table credits and access store)
+// and the
 // conformance suites every implementation of a port must pass
 // ([TestRepository], [TestHistory], [TestLocker]).
 //

@@ -1,0 +1,455 @@
+package billing_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+)
+
+// otelEnv is an OpenTelemetry SDK recording in memory: metrics through a
+// manual reader, ended spans through a span recorder.
+type otelEnv struct {
+	reader *sdkmetric.ManualReader
+	mp     *sdkmetric.MeterProvider
+	spans  *tracetest.SpanRecorder
+	tp     *sdktrace.TracerProvider
+}
+
+func newOtelEnv(t *testing.T) *otelEnv {
+	t.Helper()
+	o := &otelEnv{reader: sdkmetric.NewManualReader(), spans: tracetest.NewSpanRecorder()}
+	o.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(o.reader))
+	o.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(o.spans))
+	t.Cleanup(func() {
+		_ = o.mp.Shutdown(context.Background())
+		_ = o.tp.Shutdown(context.Background())
+	})
+	return o
+}
+
+// metric returns the named metric of the library's scope, failing t when
+// it was not recorded.
+func (o *otelEnv) metric(t *testing.T, name string) metricdata.Metrics {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := o.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != billing.InstrumentationName {
+			t.Errorf("scope %q, want %q", sm.Scope.Name, billing.InstrumentationName)
+		}
+		for _, m := range sm.Metrics {
+			if m.Name == name {
+				return m
+			}
+		}
+	}
+	t.Fatalf("metric %s not recorded", name)
+	return metricdata.Metrics{}
+}
+
+// attrKey renders an attribute set as "k=v,k=v" (sorted by key).
+func attrKey(s attribute.Set) string {
+	var parts []string
+	for _, kv := range s.ToSlice() {
+		parts = append(parts, string(kv.Key)+"="+kv.Value.Emit())
+	}
+	return strings.Join(parts, ",")
+}
+
+// counts returns a counter's values by attribute set.
+func (o *otelEnv) counts(t *testing.T, name string) map[string]int64 {
+	t.Helper()
+	m := o.metric(t, name)
+	sum, ok := m.Data.(metricdata.Sum[int64])
+	if !ok {
+		t.Fatalf("%s is %T, want an int64 sum", name, m.Data)
+	}
+	if !sum.IsMonotonic {
+		t.Errorf("%s is not monotonic", name)
+	}
+	out := map[string]int64{}
+	for _, dp := range sum.DataPoints {
+		out[attrKey(dp.Attributes)] = dp.Value
+	}
+	return out
+}
+
+// histCounts returns a histogram's sample counts by attribute set.
+func (o *otelEnv) histCounts(t *testing.T, name string) map[string]uint64 {
+	t.Helper()
+	m := o.metric(t, name)
+	if m.Unit != "s" {
+		t.Errorf("%s unit %q, want s", name, m.Unit)
+	}
+	h, ok := m.Data.(metricdata.Histogram[float64])
+	if !ok {
+		t.Fatalf("%s is %T, want a float64 histogram", name, m.Data)
+	}
+	out := map[string]uint64{}
+	for _, dp := range h.DataPoints {
+		out[attrKey(dp.Attributes)] = dp.Count
+		if dp.Sum < 0 {
+			t.Errorf("%s %s: negative sum %v", name, attrKey(dp.Attributes), dp.Sum)
+		}
+	}
+	return out
+}
+
+// ended returns the ended spans with the name.
+func (o *otelEnv) ended(name string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range o.spans.Ended() {
+		if s.Name() == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// spanAttrs returns a span's attributes as strings.
+func spanAttrs(s sdktrace.ReadOnlySpan) map[string]string {
+	out := map[string]string{}
+	for _, kv := range s.Attributes() {
+		out[string(kv.Key)] = kv.Value.Emit()
+	}
+	return out
+}
+
+func requireEqualMap[V comparable](t *testing.T, what string, got, want map[string]V) {
+	t.Helper()
+	if !maps.Equal(got, want) {
+		t.Errorf("%s:\n got  %v\n want %v", what, got, want)
+	}
+}
+
+// The acceptance test: one scheduled run over records whose users are
+// scripted to succeed, decline, pend, time out, be locked and be stale.
+func TestTelemetryScheduledRun(t *testing.T) {
+	o := newOtelEnv(t)
+	e := newCollectorEnv(t, func(c *billing.Config) { c.MeterProvider, c.TracerProvider = o.mp, o.tp })
+	ctx := context.Background()
+	want := map[string]string{ // user → outcome
+		"u-ok":    "collected",
+		"u-decl":  "declined",
+		"u-pend":  "pending",
+		"u-unk":   "unknown",
+		"u-lock":  "skipped_locked",
+		"u-stale": "stale",
+	}
+	for user := range want {
+		date := jan31
+		if user == "u-stale" {
+			date = jan31.AddDate(0, 0, -40)
+		}
+		e.add(user, date, billing.StatusScheduled)
+	}
+	e.add("u-later", jan31.AddDate(0, 0, 5), billing.StatusScheduled) // not due: not read
+	e.pay.SetUser("u-decl", billingtest.Declined("R01: insufficient funds", true))
+	e.pay.SetUser("u-pend", billingtest.Pending())
+	e.pay.SetUser("u-unk", billingtest.UnknownBeforeCharge(nil))
+	lease, err := e.locker.Lock(ctx, "u-lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(ctx)
+
+	rep, err := e.c.Run(ctx, billing.RunRequest{Kind: billing.RunScheduled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Next != "" || rep.Attempted != 4 || rep.Collected != 1 || rep.Declined != 1 || rep.Pending != 1 ||
+		rep.Unknown != 1 || rep.SkippedLocked != 1 || rep.Stale != 1 || len(rep.Failed) != 1 || rep.Failed[0].UserID != "u-unk" {
+		t.Fatalf("report = %+v", rep)
+	}
+
+	// Counters: one per record, by outcome; no user IDs in metric attributes.
+	wantCounts := map[string]int64{}
+	for _, out := range want {
+		wantCounts["outcome="+out+",process=INITIAL,run=scheduled"] = 1
+	}
+	requireEqualMap(t, billing.MetricCollectionAttempts, o.counts(t, billing.MetricCollectionAttempts), wantCounts)
+	requireEqualMap(t, billing.MetricProviderDuration, o.histCounts(t, billing.MetricProviderDuration), map[string]uint64{
+		"error=false,outcome=succeeded": 1,
+		"error=false,outcome=declined":  1,
+		"error=false,outcome=pending":   1,
+		"error=true,outcome=unknown":    1,
+	})
+
+	// Spans: the run, and one attempt per record read, its children.
+	runs := o.ended(billing.SpanCollectionRun)
+	if len(runs) != 1 {
+		t.Fatalf("%d run spans, want 1", len(runs))
+	}
+	run := runs[0]
+	requireEqualMap(t, "run span attributes", spanAttrs(run), map[string]string{
+		"dynabill.run.kind": "scheduled", "dynabill.run.pages": fmt.Sprint(rep.Pages), "dynabill.run.scanned": fmt.Sprint(rep.Scanned),
+		"dynabill.run.invalid": "0", "dynabill.run.attempted": "4", "dynabill.run.collected": "1", "dynabill.run.pending": "1",
+		"dynabill.run.declined": "1", "dynabill.run.unknown": "1", "dynabill.run.advanced": "0", "dynabill.run.stale": "1",
+		"dynabill.run.skipped_locked": "1", "dynabill.run.not_eligible": "0", "dynabill.run.conflicts": "0",
+		"dynabill.run.failed": "1", "dynabill.run.continues": "false",
+	})
+	if run.Status().Code != codes.Unset || run.Parent().IsValid() {
+		t.Errorf("run span status %v, parent %v", run.Status(), run.Parent())
+	}
+	attempts := o.ended(billing.SpanCollectionAttempt)
+	if len(attempts) != len(want) {
+		t.Fatalf("%d attempt spans, want %d", len(attempts), len(want))
+	}
+	seen := map[string]bool{}
+	for _, s := range attempts {
+		a := spanAttrs(s)
+		user := a["dynabill.user_id"]
+		if seen[user] {
+			t.Errorf("two attempt spans for %s", user)
+		}
+		seen[user] = true
+		if s.Parent().SpanID() != run.SpanContext().SpanID() || s.SpanContext().TraceID() != run.SpanContext().TraceID() {
+			t.Errorf("%s: attempt span is not a child of the run span", user)
+		}
+		sub := user + "-" + jan31.Format("20060102")
+		if user == "u-stale" {
+			sub = user + "-" + jan31.AddDate(0, 0, -40).Format("20060102")
+		}
+		wantAttrs := map[string]string{
+			"dynabill.user_id": user, "dynabill.subscription_id": sub, "dynabill.process": "INITIAL",
+			"dynabill.run.kind": "scheduled", "dynabill.outcome": want[user],
+		}
+		if user != "u-lock" && user != "u-stale" { // the provider was called
+			wantAttrs["dynabill.attempt"] = "1"
+		}
+		requireEqualMap(t, user+" attempt span attributes", a, wantAttrs)
+		wantCode := codes.Unset
+		if user == "u-unk" {
+			wantCode = codes.Error
+			if evs := s.Events(); len(evs) != 1 || evs[0].Name != "exception" {
+				t.Errorf("u-unk span events = %v, want the error", evs)
+			}
+		}
+		if s.Status().Code != wantCode {
+			t.Errorf("%s: span status %v, want %v", user, s.Status(), wantCode)
+		}
+	}
+}
+
+func TestTelemetrySingleCollection(t *testing.T) {
+	o := newOtelEnv(t)
+	e := newCollectorEnv(t, func(c *billing.Config) { c.MeterProvider, c.TracerProvider = o.mp, o.tp })
+	s := e.add("u1", jan31, billing.StatusScheduled)
+	if _, err := e.c.CollectByID(context.Background(), s.SubscriptionID); err != nil {
+		t.Fatal(err)
+	}
+	requireEqualMap(t, billing.MetricCollectionAttempts, o.counts(t, billing.MetricCollectionAttempts),
+		map[string]int64{"outcome=collected,process=BATCH,run=batch": 1})
+	spans := o.ended(billing.SpanCollectionAttempt)
+	if len(spans) != 1 {
+		t.Fatalf("%d attempt spans, want 1", len(spans))
+	}
+	requireEqualMap(t, "attempt span attributes", spanAttrs(spans[0]), map[string]string{
+		"dynabill.user_id": "u1", "dynabill.subscription_id": s.SubscriptionID, "dynabill.process": "BATCH",
+		"dynabill.run.kind": "batch", "dynabill.outcome": "collected", "dynabill.attempt": "1",
+	})
+}
+
+func TestTelemetryNotifier(t *testing.T) {
+	o := newOtelEnv(t)
+	ctx := context.Background()
+	store := billingtest.NewStore(billingtest.StoreOptions{})
+	day := time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC)
+	for i := range 3 {
+		bd := day.Add(time.Duration(10+i) * time.Hour)
+		sub := billing.Subscription{UserID: fmt.Sprintf("u%d", i), SubscriptionID: fmt.Sprintf("s%d", i), BillingDate: bd,
+			Status: billing.StatusScheduled, Amount: billing.Cents(499), Term: billing.TermMonthly,
+			BillingPeriod: billing.BillingPeriod(bd), CreatedDate: bd.AddDate(0, -1, 0), LastRunDate: bd.AddDate(0, -1, 0)}
+		if err := store.Repository().Add(ctx, &sub); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := &billingtest.RecordingEnqueuer{}
+	s, err := billing.NewScheduler(billing.SchedulerConfig{Repository: store.Repository(), Enqueuer: q,
+		Clock: billingtest.NewClock(day.AddDate(0, 0, -4)), MeterProvider: o.mp, TracerProvider: o.tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Run(ctx, billing.SchedulerEvent{})
+	if err != nil || res.Enqueued != 3 {
+		t.Fatalf("scheduler run = %+v, %v", res, err)
+	}
+	requireEqualMap(t, billing.MetricNotifierEnqueued, o.counts(t, billing.MetricNotifierEnqueued), map[string]int64{"": 3})
+	if spans := o.ended(billing.SpanNotifierSchedule); len(spans) != 1 || spanAttrs(spans[0])["dynabill.notifier.enqueued"] != "3" {
+		t.Errorf("scheduler spans = %v", spans)
+	}
+
+	bodies := q.Bodies()
+	w, err := billing.NewWorker(billing.WorkerConfig{
+		Users: billingtest.NewUserDirectory(
+			billing.User{ID: "u0", Email: "a@example.com", Status: billing.UserStatusActive},
+			billing.User{ID: "u1", Email: "b@example.com", Status: "SUSPENDED"},
+		),
+		Notifier: &billingtest.RecordingNotifier{}, Accounts: &billingtest.BankAccounts{},
+		MeterProvider: o.mp, TracerProvider: o.tp,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := w.HandleBatch(ctx, []billing.Message{
+		{ID: "m0", Body: bodies[0]}, // u0: sent
+		{ID: "m1", Body: bodies[1]}, // u1: inactive
+		{ID: "m2", Body: bodies[2]}, // u2: unknown user, fails
+		{ID: "m3", Body: "{"},       // unparseable
+	})
+	if !slices.Equal(failed, []string{"m2", "m3"}) {
+		t.Fatalf("failed = %v", failed)
+	}
+	requireEqualMap(t, billing.MetricNotifierMessages, o.counts(t, billing.MetricNotifierMessages), map[string]int64{
+		"outcome=sent": 1, "outcome=skipped_inactive_user": 1, "outcome=failed": 2,
+	})
+	outcomes := map[string]string{}
+	for _, sp := range o.ended(billing.SpanNotifierMessage) {
+		a := spanAttrs(sp)
+		outcomes[a["dynabill.user_id"]] = a["dynabill.outcome"]
+		if (a["dynabill.outcome"] == "failed") != (sp.Status().Code == codes.Error) {
+			t.Errorf("%s: status %v", a["dynabill.user_id"], sp.Status())
+		}
+	}
+	requireEqualMap(t, "message span outcomes", outcomes, map[string]string{"u0": "sent", "u1": "skipped_inactive_user", "u2": "failed"})
+}
+
+// fakeDynamo answers GetItem and Query with nothing and fails
+// TransactWriteItems; other methods panic (the embedded interface is nil).
+type fakeDynamo struct {
+	billing.DynamoDBAPI
+	calls []string
+}
+
+func (f *fakeDynamo) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	f.calls = append(f.calls, "GetItem")
+	return &dynamodb.GetItemOutput{}, nil
+}
+
+func (f *fakeDynamo) Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	f.calls = append(f.calls, "Query")
+	return &dynamodb.QueryOutput{}, nil
+}
+
+var errFakeDynamo = errors.New("fake: service unavailable")
+
+func (f *fakeDynamo) TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	f.calls = append(f.calls, "TransactWriteItems")
+	return nil, errFakeDynamo
+}
+
+func TestTelemetryDynamoDB(t *testing.T) {
+	o := newOtelEnv(t)
+	ctx := context.Background()
+	fake := &fakeDynamo{}
+	cfg := billing.DynamoConfig{Client: fake, MeterProvider: o.mp, TracerProvider: o.tp}
+	repo, err := billing.NewDynamoRepository(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hist, err := billing.NewDynamoHistory(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if billing.DynamoClientOf(repo) != fake || billing.DynamoClientOf(hist) != fake {
+		t.Fatal("DynamoClientOf does not return the configured client")
+	}
+	if _, err := repo.Get(ctx, "u1", jan31); !errors.Is(err, billing.ErrNotFound) {
+		t.Fatalf("Get: %v", err)
+	}
+	if _, err := repo.ListByUser(ctx, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hist.ListByUser(ctx, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	sub := billing.Subscription{UserID: "u1", SubscriptionID: "s1", BillingDate: jan31, Status: billing.StatusScheduled,
+		Amount: billing.Cents(499), Term: billing.TermMonthly, BillingPeriod: billing.BillingPeriod(jan31),
+		CreatedDate: jan31, LastRunDate: jan31}
+	if err := repo.Add(ctx, &sub); !errors.Is(err, errFakeDynamo) {
+		t.Fatalf("Add: %v", err)
+	}
+	if want := []string{"GetItem", "Query", "Query", "TransactWriteItems"}; !slices.Equal(fake.calls, want) {
+		t.Fatalf("client calls %v, want %v", fake.calls, want)
+	}
+	requireEqualMap(t, billing.MetricDynamoDBDuration, o.histCounts(t, billing.MetricDynamoDBDuration), map[string]uint64{
+		"error=false,operation=GetItem":           1,
+		"error=false,operation=Query":             2,
+		"error=true,operation=TransactWriteItems": 1,
+	})
+	var names []string
+	for _, s := range o.spans.Ended() {
+		names = append(names, s.Name())
+		wantCode := codes.Unset
+		if s.Name() == billing.SpanDynamoDBPrefix+"TransactWriteItems" {
+			wantCode = codes.Error
+		}
+		if s.Status().Code != wantCode || s.SpanKind().String() != "client" ||
+			spanAttrs(s)["rpc.method"] != strings.TrimPrefix(s.Name(), billing.SpanDynamoDBPrefix) {
+			t.Errorf("span %s: status %v, kind %v, attributes %v", s.Name(), s.Status(), s.SpanKind(), spanAttrs(s))
+		}
+	}
+	if want := []string{"dynabill.dynamodb.GetItem", "dynabill.dynamodb.Query", "dynabill.dynamodb.Query",
+		"dynabill.dynamodb.TransactWriteItems"}; !slices.Equal(names, want) {
+		t.Errorf("spans %v, want %v", names, want)
+	}
+}
+
+// With no providers configured every component uses the global ones (no-ops
+// here) and works as before.
+func TestTelemetryNilProviders(t *testing.T) {
+	ctx := context.Background()
+	e := newCollectorEnv(t)
+	e.add("u1", jan31, billing.StatusScheduled)
+	e.pay.SetUser("u1", billingtest.UnknownBeforeCharge(nil), billingtest.Succeeded())
+	if rep, err := e.c.Run(ctx, billing.RunRequest{Kind: billing.RunScheduled}); err != nil || rep.Unknown != 1 {
+		t.Fatalf("run = %+v, %v", rep, err)
+	}
+	if rep, err := e.c.CollectUser(ctx, "u1", billing.ProcessWebhook); err != nil || rep.Collected != 1 {
+		t.Fatalf("CollectUser = %+v, %v", rep, err)
+	}
+
+	s, err := billing.NewScheduler(billing.SchedulerConfig{Repository: e.repo, Enqueuer: &billingtest.RecordingEnqueuer{},
+		Clock: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Run(ctx, billing.SchedulerEvent{}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := billing.NewWorker(billing.WorkerConfig{Users: billingtest.NewUserDirectory(),
+		Notifier: &billingtest.RecordingNotifier{}, Accounts: &billingtest.BankAccounts{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if failed := w.HandleBatch(ctx, []billing.Message{{ID: "m", Body: "{"}}); len(failed) != 1 {
+		t.Fatalf("failed = %v", failed)
+	}
+
+	fake := &fakeDynamo{}
+	repo, err := billing.NewDynamoRepository(billing.DynamoConfig{Client: fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.ListByUser(ctx, "u1"); err != nil || len(fake.calls) != 1 {
+		t.Fatalf("ListByUser: %v, calls %v", err, fake.calls)
+	}
+}
