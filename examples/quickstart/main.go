@@ -1,94 +1,171 @@
-// Command quickstart shows the library's domain model without any
-// infrastructure: a monthly subscription started on January 31 is billed
-// through a year without drifting to the 28th, a Friday-billing
-// subscription lands on its week's Friday, amounts stay exact, and a record
-// is encoded as the billing-activity item existing tables hold.
+// Command quickstart runs recurring billing for 1,000 users over three
+// simulated months on the in-memory default, no AWS account or server
+// needed:
 //
 //	go run ./examples/quickstart
+//
+// Users are on monthly and yearly plans (some on Friday billing, some
+// paused, some with a record left over from an outage); a scripted
+// processor declines some collections, submits others as ACH debits that
+// settle or come back the next day, and times out now and then. A fake
+// clock steps day by day through the collector's scheduled, retry and
+// pause runs and the settlements. The program prints a table per month
+// and one user's full history, as the history table records it.
+//
+// The same simulation runs on DynamoDB Local or moto; the tables (with
+// the lock table) are created under unique names and deleted afterwards:
+//
+//	docker run -p 8000:8000 amazon/dynamodb-local   # or: moto_server -p 8000
+//	go run ./examples/quickstart -dynamodb-endpoint http://localhost:8000 -users 50
 package main
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
 	"fmt"
 	"log"
 	"os"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/dynabill/billing"
-	"github.com/dynabill/billing/internal/ddbjson"
+	"github.com/dynabill/billing/internal/simulate"
 )
 
 func main() {
-	if err := run(); err != nil {
+	var (
+		users    = flag.Int("users", simulate.DefaultUsers, "number of users")
+		months   = flag.Int("months", simulate.DefaultMonths, "calendar months to simulate")
+		seed     = flag.Int64("seed", 1, "seed of the population and of the processor's answers")
+		decline  = flag.Float64("decline-rate", simulate.DefaultDeclineRate, "share of attempts declined")
+		pending  = flag.Float64("pending-rate", simulate.DefaultPendingRate, "share of attempts submitted as ACH debits")
+		returns  = flag.Float64("return-rate", simulate.DefaultReturnRate, "share of ACH debits returned")
+		endpoint = flag.String("dynamodb-endpoint", "", "run on DynamoDB at this URL (DynamoDB Local, moto) instead of in memory")
+		keep     = flag.Bool("keep-tables", false, "with -dynamodb-endpoint: keep the tables afterwards")
+	)
+	flag.Parse()
+	opts := simulate.Options{
+		Users: *users, Months: *months, Seed: *seed,
+		DeclineRate: zeroAsNegative(*decline), PendingRate: zeroAsNegative(*pending), ReturnRate: zeroAsNegative(*returns),
+	}
+	if err := run(context.Background(), opts, *endpoint, *keep); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run() error {
-	price, err := billing.ParseAmount("4.99")
-	if err != nil {
-		return err
+// zeroAsNegative maps a flag's 0 to the option's "none" (a negative rate).
+func zeroAsNegative(r float64) float64 {
+	if r == 0 {
+		return -1
 	}
-	start := time.Date(2024, time.January, 31, 15, 0, 0, 0, time.UTC)
-	sub := billing.Subscription{
-		UserID:          "user-1001",
-		SubscriptionID:  "2f1c8a4e-7b3d-4c55-9f0e-1a2b3c4d5e6f",
-		BillingDate:     start,
-		AnchorDay:       start.Day(),
-		Amount:          price,
-		Status:          billing.StatusScheduled,
-		Term:            billing.TermMonthly,
-		BillingPeriod:   billing.BillingPeriod(start),
-		ReceiptTierName: billing.JoinTier("Plus", "v2"),
-		Process:         billing.ProcessInitial,
-		CreatedDate:     start.Add(-30 * 24 * time.Hour),
-		LastRunDate:     start.Add(-30 * 24 * time.Hour),
-	}
+	return r
+}
 
-	fmt.Println("Monthly, anchored on the 31st:")
-	total := billing.Amount(0)
-	date := sub.BillingDate
-	for range 12 {
-		fmt.Printf("  %s  period %s  %s\n", date.Format("Mon 2006-01-02"), billing.BillingPeriod(date), sub.Amount)
-		if total, err = total.Add(sub.Amount); err != nil {
+func run(ctx context.Context, opts simulate.Options, endpoint string, keep bool) error {
+	where := "in memory"
+	if endpoint != "" {
+		cleanup, err := useDynamoDB(ctx, &opts, endpoint, keep)
+		if err != nil {
 			return err
 		}
-		if date, err = billing.NextBillingDate(date, sub.Schedule()); err != nil {
-			return err
+		defer cleanup()
+		where = "on DynamoDB at " + endpoint
+		if opts.Users > 100 {
+			fmt.Fprintf(os.Stderr, "%d users on DynamoDB: minutes on DynamoDB Local, much longer on moto (try -users 50)\n", opts.Users)
+		}
+		opts.AfterStep = func(_ context.Context, s simulate.Step) error {
+			if s.Kind == simulate.StepPause && s.Day.AddDate(0, 0, 1).Day() == 1 {
+				fmt.Fprintf(os.Stderr, "simulated %s\n", s.Day.Format("January 2006"))
+			}
+			return nil
 		}
 	}
-	fmt.Printf("  a year costs %s (exact: %d cents)\n\n", total, total.MinorUnits())
-
-	fmt.Println("Friday billing, week 5 (last Friday when a month has only four):")
-	friday := billing.Schedule{Term: billing.TermMonthly, BillingWeek: 5}
-	date = billing.NthFriday(2024, time.March, 5).Add(14 * time.Hour)
-	for range 4 {
-		fmt.Printf("  %s\n", date.Format("Mon 2006-01-02"))
-		if date, err = billing.NextBillingDate(date, friday); err != nil {
-			return err
+	began := time.Now()
+	res, err := simulate.Run(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if err := res.Format(os.Stdout); err != nil {
+		return err
+	}
+	fmt.Printf("(%s, %.1fs)\n", where, time.Since(began).Seconds())
+	if res.Showcase == "" {
+		return nil
+	}
+	rows, err := res.History.ListByUser(ctx, res.Showcase)
+	if err != nil {
+		return err
+	}
+	for _, u := range res.Users {
+		if u.ID == res.Showcase {
+			fmt.Printf("\nHistory of %s (%s %s at %s", u.ID, u.Tier, u.Term, u.Amount)
+			if u.BillingWeek > 0 {
+				fmt.Printf(", Friday billing week %d", u.BillingWeek)
+			} else {
+				fmt.Printf(", billed on day %d", u.AnchorDay)
+			}
+			fmt.Printf("), one row per write:\n\n")
 		}
 	}
+	return simulate.FormatHistory(os.Stdout, rows)
+}
 
-	now := time.Date(2024, time.December, 29, 12, 0, 0, 0, time.UTC)
-	from, to, err := billing.NotificationWindow(now, "")
-	if err != nil {
-		return err
+// useDynamoDB points opts at new tables on the server at endpoint and
+// returns what removes them.
+func useDynamoDB(ctx context.Context, opts *simulate.Options, endpoint string, keep bool) (func(), error) {
+	client := dynamodb.New(dynamodb.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(endpoint),
+		Credentials:  credentials.NewStaticCredentialsProvider("dummy", "dummy", ""),
+	})
+	tag := make([]byte, 4)
+	_, _ = rand.Read(tag)
+	prefix := "quickstart-" + hex.EncodeToString(tag) + "-"
+	tables := billing.TableConfig{
+		Subscriptions: prefix + billing.DefaultSubscriptionsTable,
+		History:       prefix + billing.DefaultHistoryTable,
+		Locks:         prefix + billing.DefaultLockTable,
 	}
-	fmt.Printf("\nOn %s the notifier looks for billing dates in [%s, %s).\n\n",
-		now.Format("2006-01-02"), from.Format("2006-01-02"), to.Format("2006-01-02"))
-
-	fmt.Printf("Status %s may become %s: %v; %s may become %s: %v.\n\n",
-		billing.StatusACHSent, billing.StatusCompleted, billing.CanTransition(billing.StatusACHSent, billing.StatusCompleted),
-		billing.StatusCompleted, billing.StatusScheduled, billing.CanTransition(billing.StatusCompleted, billing.StatusScheduled))
-
-	item, err := billing.EncodeItem(&sub)
-	if err != nil {
-		return err
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := billing.CreateTables(cctx, client, tables); err != nil {
+		return nil, fmt.Errorf("creating the tables on %s: %w", endpoint, err)
 	}
-	js, err := ddbjson.MarshalItem(item)
-	if err != nil {
-		return err
+	remove := func() {
+		if keep {
+			fmt.Fprintf(os.Stderr, "tables kept: %s, %s, %s\n", tables.Subscriptions, tables.History, tables.Locks)
+			return
+		}
+		for _, name := range []string{tables.Subscriptions, tables.History, tables.Locks} {
+			_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+		}
 	}
-	fmt.Println("The first record as a billing-activity item:")
-	_, err = os.Stdout.Write(js)
-	return err
+	cfg := billing.DynamoConfig{Client: client, Tables: tables}
+	repo, err := billing.NewDynamoRepository(cfg)
+	if err == nil {
+		opts.Repository = repo
+		opts.History, err = billing.NewDynamoHistory(cfg)
+	}
+	var locker *billing.DynamoLocker
+	if err == nil {
+		locker, err = billing.NewDynamoLocker(client, billing.WithLockTable(tables.Locks))
+		opts.Locker = locker
+	}
+	if err != nil {
+		remove()
+		return nil, err
+	}
+	return func() {
+		err := locker.Close(context.Background())
+		remove()
+		if err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintf(os.Stderr, "closing the locker: %v\n", err)
+		}
+	}, nil
 }

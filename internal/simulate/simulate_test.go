@@ -1,0 +1,125 @@
+package simulate_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/simulate"
+)
+
+// The invariants of a simulation are checked by the root package's
+// simulation tests; these check the simulator itself.
+
+func TestRunIsDeterministic(t *testing.T) {
+	t.Parallel()
+	run := func(seed int64) *simulate.Result {
+		// One collection at a time: concurrent runs may order the writes
+		// of one user differently.
+		res, err := simulate.Run(t.Context(), simulate.Options{Users: 200, Months: 2, Seed: seed, Concurrency: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	a, b, c := run(3), run(3), run(4)
+	if !equalMonths(a.Months, b.Months) || a.Showcase != b.Showcase {
+		t.Errorf("same seed, different results:\n%s\n%s", format(t, a), format(t, b))
+	}
+	if equalMonths(a.Months, c.Months) {
+		t.Errorf("seeds 3 and 4 gave the same table:\n%s", format(t, a))
+	}
+	if len(a.Months) != 2 || a.Months[0].Period != "01/2024" || a.Months[1].Period != "02/2024" || a.Total.Revenue <= 0 {
+		t.Errorf("months:\n%s", format(t, a))
+	}
+}
+
+func equalMonths(a, b []simulate.Month) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func format(t *testing.T, r *simulate.Result) string {
+	t.Helper()
+	var b strings.Builder
+	if err := r.Format(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func TestPopulationMix(t *testing.T) {
+	t.Parallel()
+	res, err := simulate.Run(t.Context(), simulate.Options{Users: 1000, Months: 1, Start: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var yearly, friday, paused, backlog, monthEnd int
+	for _, u := range res.Users {
+		switch {
+		case u.Term == billing.TermYearly:
+			yearly++
+			if u.Amount != billing.MustParseAmount("39.99") && u.Amount != billing.MustParseAmount("99.99") {
+				t.Errorf("%s: yearly at %s", u.ID, u.Amount)
+			}
+		case u.Amount != billing.MustParseAmount("4.99") && u.Amount != billing.MustParseAmount("9.99"):
+			t.Errorf("%s: monthly at %s", u.ID, u.Amount)
+		}
+		if u.BillingWeek > 0 {
+			friday++
+			d := u.FirstBillingDate
+			if d.Weekday() != time.Friday || billing.NthFriday(d.Year(), d.Month(), u.BillingWeek).Day() != d.Day() {
+				t.Errorf("%s: Friday week %d billed %v", u.ID, u.BillingWeek, u.FirstBillingDate)
+			}
+		}
+		if u.PauseMonths > 0 {
+			paused++
+		}
+		if u.Backlog {
+			backlog++
+			if age := res.Start.Sub(u.FirstBillingDate); age <= 30*24*time.Hour {
+				t.Errorf("%s: backlog record only %v old", u.ID, age)
+			}
+		} else if u.BillingWeek == 0 && u.FirstBillingDate.Month() != time.March {
+			t.Errorf("%s: first billed %v, not in the first month", u.ID, u.FirstBillingDate)
+		}
+		if u.AnchorDay >= 29 {
+			monthEnd++
+		}
+	}
+	within := func(name string, n, lo, hi int) {
+		if n < lo || n > hi {
+			t.Errorf("%d %s users of 1000, want %d to %d", n, name, lo, hi)
+		}
+	}
+	within("yearly", yearly, 160, 240)
+	within("Friday billing", friday, 120, 180)
+	within("paused", paused, 30, 70)
+	within("backlog", backlog, 3, 20)
+	within("month-end anchor", monthEnd, 80, 200)
+	if res.Total.Collected == 0 || res.Total.Paused == 0 || res.Total.Stale == 0 {
+		t.Errorf("one month exercised too little:\n%s", format(t, res))
+	}
+}
+
+func TestOptionsRejected(t *testing.T) {
+	t.Parallel()
+	for _, o := range []simulate.Options{
+		{Users: -1},
+		{Months: -1},
+		{DeclineRate: 0.7, PendingRate: 0.5},
+		{ReturnRate: 1.5},
+	} {
+		if _, err := simulate.Run(t.Context(), o); err == nil {
+			t.Errorf("Run(%+v) succeeded", o)
+		}
+	}
+}
