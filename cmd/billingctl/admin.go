@@ -1,0 +1,403 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/dynabill/billing"
+)
+
+const adminDoc = `
+
+Shows the record, asks "Apply? [y/N]" on stderr (unless --yes), applies the
+change through the collector's admin API (under the user's billing lock,
+conditional on the record read, with a history row; nothing is charged) and
+shows the record after it, changed attributes marked "*". An unknown ID, a
+record in a status the change does not allow, a record changed meanwhile or
+a held billing lock exit 1, as does a declined confirmation.`
+
+var waiveCmd = &command{
+	name:     "waive",
+	synopsis: "SUBSCRIPTION_ID",
+	doc: `forgive a SCHEDULED or ERROR record (WAIVED)
+A record that was never attempted also opens the next period, as an attempt
+would.` + adminDoc,
+	run: runWaive,
+}
+
+var cancelCmd = &command{
+	name:     "cancel",
+	synopsis: "SUBSCRIPTION_ID",
+	doc: `cancel a SCHEDULED, ERROR or PAUSED record (CANCELLED)
+The subscription ends: no next period is opened.` + adminDoc,
+	run: runCancel,
+}
+
+var pauseCmd = &command{
+	name:     "pause",
+	synopsis: "SUBSCRIPTION_ID --months N",
+	doc: `pause a SCHEDULED record, or change a pause, for N periods
+The record becomes PAUSED for N billing periods (1 to 120); the pause run
+skips them one by one and then resumes the subscription.` + adminDoc,
+	run: runPause,
+}
+
+var resumeCmd = &command{
+	name:     "resume",
+	synopsis: "SUBSCRIPTION_ID",
+	doc: `end the pause of a PAUSED record
+The record becomes SCHEDULED again (pause-resume) on its billing date.` + adminDoc,
+	run: runResume,
+}
+
+var changeDateCmd = &command{
+	name:     "change-date",
+	synopsis: "SUBSCRIPTION_ID --date YYYY-MM-DD|RFC3339",
+	doc: `move a SCHEDULED, ERROR or PAUSED record to another billing date
+The new date's day becomes the subscription's anchor day. A date without a
+time keeps the record's time of day. The old item is deleted and the new one
+written in one transaction; a date another record of the user has is a
+conflict.` + adminDoc,
+	run: runChangeDate,
+}
+
+var changeTierCmd = &command{
+	name:     "change-tier",
+	synopsis: "SUBSCRIPTION_ID --tier NAME:VERSION --amount AMOUNT [--downgrade]",
+	doc: `change a SCHEDULED record's tier and amount
+An upgrade applies to this period at once. With --downgrade the change is
+marked pending and applies from the next period.` + adminDoc,
+	run: runChangeTier,
+}
+
+// oneID checks that an admin command got one SUBSCRIPTION_ID.
+func (a *app) oneID(c *command, pos []string) (string, error) {
+	if len(pos) != 1 {
+		return "", usagef(c.name, "want one SUBSCRIPTION_ID argument, got %d", len(pos))
+	}
+	if strings.TrimSpace(pos[0]) == "" {
+		return "", usagef(c.name, "empty SUBSCRIPTION_ID")
+	}
+	return pos[0], nil
+}
+
+func runWaive(a *app, c *command, args []string) error {
+	pos, err := a.parse(c, a.newFlags(c), args)
+	if err != nil {
+		return err
+	}
+	id, err := a.oneID(c, pos)
+	if err != nil {
+		return err
+	}
+	return a.admin(c, id, func(b *billing.Subscription) string {
+		return fmt.Sprintf("billing_status %s -> %s (a record never attempted also opens the next period)", b.Status, billing.StatusWaived)
+	}, func(ctx context.Context, col *billing.Collector, _ *billing.Subscription) (billing.Change, error) {
+		return col.Waive(ctx, id)
+	})
+}
+
+func runCancel(a *app, c *command, args []string) error {
+	pos, err := a.parse(c, a.newFlags(c), args)
+	if err != nil {
+		return err
+	}
+	id, err := a.oneID(c, pos)
+	if err != nil {
+		return err
+	}
+	return a.admin(c, id, func(b *billing.Subscription) string {
+		return fmt.Sprintf("billing_status %s -> %s (the subscription ends)", b.Status, billing.StatusCancelled)
+	}, func(ctx context.Context, col *billing.Collector, _ *billing.Subscription) (billing.Change, error) {
+		return col.Cancel(ctx, id)
+	})
+}
+
+func runPause(a *app, c *command, args []string) error {
+	fs := a.newFlags(c)
+	months := fs.Int("months", 0, "pause for this many billing `periods`, 1 to 120 (required)")
+	pos, err := a.parse(c, fs, args)
+	if err != nil {
+		return err
+	}
+	id, err := a.oneID(c, pos)
+	if err != nil {
+		return err
+	}
+	if *months < 1 || *months > 120 {
+		return usagef(c.name, "--months %d: want 1 to 120", *months)
+	}
+	return a.admin(c, id, func(b *billing.Subscription) string {
+		return fmt.Sprintf("billing_status %s -> %s for %d billing period(s)", b.Status, billing.StatusPaused, *months)
+	}, func(ctx context.Context, col *billing.Collector, _ *billing.Subscription) (billing.Change, error) {
+		return col.Pause(ctx, id, *months)
+	})
+}
+
+func runResume(a *app, c *command, args []string) error {
+	pos, err := a.parse(c, a.newFlags(c), args)
+	if err != nil {
+		return err
+	}
+	id, err := a.oneID(c, pos)
+	if err != nil {
+		return err
+	}
+	return a.admin(c, id, func(b *billing.Subscription) string {
+		return fmt.Sprintf("billing_status %s -> %s (pause-resume) on its billing date %s", b.Status, billing.StatusScheduled, fmtTime(b.BillingDate))
+	}, func(ctx context.Context, col *billing.Collector, _ *billing.Subscription) (billing.Change, error) {
+		return col.Resume(ctx, id)
+	})
+}
+
+// newBillingDate is a parsed --date of change-date: a day (the record's
+// time of day is kept) or an instant.
+type newBillingDate struct {
+	t       time.Time
+	dayOnly bool
+}
+
+func parseNewBillingDate(s string) (newBillingDate, bool) {
+	if d, err := time.Parse(time.DateOnly, s); err == nil {
+		return newBillingDate{t: d, dayOnly: true}, true
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return newBillingDate{t: t.UTC()}, true
+	}
+	return newBillingDate{}, false
+}
+
+// on returns the new billing date for the record b.
+func (d newBillingDate) on(b *billing.Subscription) time.Time {
+	if !d.dayOnly {
+		return d.t.Truncate(time.Second)
+	}
+	bd := b.BillingDate.UTC()
+	return time.Date(d.t.Year(), d.t.Month(), d.t.Day(), bd.Hour(), bd.Minute(), bd.Second(), 0, time.UTC)
+}
+
+func runChangeDate(a *app, c *command, args []string) error {
+	fs := a.newFlags(c)
+	dateFlag := fs.String("date", "", "the new billing `date`: YYYY-MM-DD (keeps the time of day) or RFC3339 (required)")
+	pos, err := a.parse(c, fs, args)
+	if err != nil {
+		return err
+	}
+	id, err := a.oneID(c, pos)
+	if err != nil {
+		return err
+	}
+	if *dateFlag == "" {
+		return usagef(c.name, "--date is required")
+	}
+	nd, ok := parseNewBillingDate(*dateFlag)
+	if !ok {
+		return usagef(c.name, "--date %q: want YYYY-MM-DD or an RFC3339 time, a real date", *dateFlag)
+	}
+	if y := nd.t.Year(); y < 1970 || y > 9999 {
+		return usagef(c.name, "--date %q: year out of range", *dateFlag)
+	}
+	return a.admin(c, id, func(b *billing.Subscription) string {
+		to := nd.on(b)
+		return fmt.Sprintf("billing_date %s -> %s (anchor day %d)", fmtTime(b.BillingDate), fmtTime(to), to.Day())
+	}, func(ctx context.Context, col *billing.Collector, b *billing.Subscription) (billing.Change, error) {
+		return col.ChangeBillingDate(ctx, id, nd.on(b))
+	})
+}
+
+func runChangeTier(a *app, c *command, args []string) error {
+	fs := a.newFlags(c)
+	tier := fs.String("tier", "", "the new tier, `NAME:VERSION` as in receipt_tier_name, e.g. Plus:v2 (required)")
+	amountFlag := fs.String("amount", "", "the new `amount` per period, e.g. 9.99 (required)")
+	downgrade := fs.Bool("downgrade", false, "apply from the next period (pending downgrade) instead of now")
+	pos, err := a.parse(c, fs, args)
+	if err != nil {
+		return err
+	}
+	id, err := a.oneID(c, pos)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(*tier) == "" {
+		return usagef(c.name, "--tier is required")
+	}
+	if *amountFlag == "" {
+		return usagef(c.name, "--amount is required")
+	}
+	amount, err := billing.ParseAmount(*amountFlag)
+	if err != nil {
+		return usagef(c.name, "--amount: %v", err)
+	}
+	return a.admin(c, id, func(b *billing.Subscription) string {
+		if *downgrade {
+			return fmt.Sprintf("pending downgrade to %s at %s from the next period (now %s at %s)",
+				*tier, amount, dash(b.ReceiptTierName), b.Amount)
+		}
+		return fmt.Sprintf("tier %s -> %s, amount %s -> %s from this period", dash(b.ReceiptTierName), *tier, b.Amount, amount)
+	}, func(ctx context.Context, col *billing.Collector, _ *billing.Subscription) (billing.Change, error) {
+		return col.ChangeTier(ctx, id, *tier, amount, *downgrade)
+	})
+}
+
+// admin shows the record, asks for confirmation, applies the change and
+// shows the result. describe says what the change does to the record;
+// apply makes it with the collector.
+func (a *app) admin(c *command, id string, describe func(b *billing.Subscription) string,
+	apply func(ctx context.Context, col *billing.Collector, b *billing.Subscription) (billing.Change, error)) error {
+	repo, hist, err := a.stores()
+	if err != nil {
+		return err
+	}
+	before, err := getByID(a.ctx, repo, id)
+	if err != nil {
+		return err
+	}
+	plan := fmt.Sprintf("%s %s: %s", c.name, id, describe(&before))
+	// Human output goes to stdout, or to stderr beside the prompt when
+	// stdout is JSON.
+	human := a.stdout
+	if a.g.json {
+		human = a.stderr
+	}
+	if !a.g.json || !a.g.yes {
+		fmt.Fprintf(human, "Before:\n")
+		if err := writeRecord(human, recordItem(&before)); err != nil {
+			return err
+		}
+		fmt.Fprintf(human, "\nChange: %s\n", plan)
+	}
+	if !a.g.yes {
+		ok, err := a.confirm("Apply? [y/N] ")
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errAborted
+		}
+		// The answer may have taken a while: apply only to what was shown.
+		cur, err := getByID(a.ctx, repo, id)
+		if err != nil {
+			return err
+		}
+		if changed(&before, &cur) {
+			return fmt.Errorf("%w: %s %s: the record changed while waiting for confirmation (now %s, last_run_date %s); "+
+				"nothing was changed, run the command again", billing.ErrConflict, c.name, id, cur.Status, cur.LastRunDateKey())
+		}
+	}
+
+	col, closeCol, err := a.adminCollector(repo, hist)
+	if err != nil {
+		return err
+	}
+	defer closeCol()
+	ch, err := apply(a.ctx, col, &before)
+	if err != nil {
+		return err
+	}
+	if changed(&before, &ch.Before) {
+		fmt.Fprintf(a.stderr, "billingctl: warning: the record changed between showing it and applying %s; "+
+			"the change was applied to the newer record shown below as before\n", c.name)
+	}
+	if a.g.json {
+		created := make([]map[string]any, 0, len(ch.Created))
+		for i := range ch.Created {
+			created = append(created, plainItem(recordItem(&ch.Created[i])))
+		}
+		return writeJSON(a.stdout, map[string]any{
+			"operation": c.name, "subscription_id": id,
+			"before": plainItem(recordItem(&ch.Before)), "after": plainItem(recordItem(&ch.After)), "created": created,
+		})
+	}
+	fmt.Fprintf(a.stdout, "\nAfter (* changed):\n")
+	if err := writeChanged(a.stdout, recordItem(&ch.Before), recordItem(&ch.After)); err != nil {
+		return err
+	}
+	for i := range ch.Created {
+		fmt.Fprintf(a.stdout, "\nCreated (the next period):\n")
+		if err := writeRecord(a.stdout, recordItem(&ch.Created[i])); err != nil {
+			return err
+		}
+	}
+	_, err = fmt.Fprintf(a.stdout, "\nApplied: %s\n", plan)
+	return err
+}
+
+// changed reports whether cur is not the version of the record shown.
+func changed(shown, cur *billing.Subscription) bool {
+	return shown.Status != cur.Status || shown.LastRunDateKey() != cur.LastRunDateKey() ||
+		shown.BillingDateKey() != cur.BillingDateKey()
+}
+
+// confirm asks on stderr and reads the answer from stdin: "y" or "yes"
+// (any case) confirms; anything else, or no answer, declines.
+func (a *app) confirm(prompt string) (bool, error) {
+	fmt.Fprint(a.stderr, prompt)
+	if a.stdin == nil {
+		fmt.Fprintln(a.stderr)
+		return false, nil
+	}
+	line, err := bufio.NewReader(a.stdin).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("reading the answer: %w", err)
+	}
+	if !isTerminal(a.stdin) {
+		// A terminal echoes the answer; show a piped one the same way.
+		fmt.Fprintln(a.stderr, strings.TrimSpace(line))
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
+}
+
+// refuseProvider is the payment provider of admin changes: they never
+// charge, so any call is a bug.
+type refuseProvider struct{}
+
+func (refuseProvider) Collect(context.Context, billing.PaymentRequest) (billing.PaymentResult, error) {
+	return billing.PaymentResult{}, errors.New("billingctl: admin changes do not charge")
+}
+
+// adminCollector returns a collector on the tables with the DynamoDB
+// billing lock, and what closes its locker.
+func (a *app) adminCollector(repo billing.Repository, hist billing.History) (*billing.Collector, func(), error) {
+	client, err := a.dynamo()
+	if err != nil {
+		return nil, nil, err
+	}
+	locker, err := billing.NewDynamoLocker(client, billing.WithLockTable(a.tables().Locks), billing.WithLockOwner(lockOwner()))
+	if err != nil {
+		return nil, nil, err
+	}
+	closeLocker := func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), 10*time.Second)
+		defer cancel()
+		if err := locker.Close(ctx); err != nil {
+			fmt.Fprintf(a.stderr, "billingctl: warning: closing the billing locker: %v\n", err)
+		}
+	}
+	col, err := billing.NewCollector(billing.Config{Repository: repo, History: hist, Locker: locker, Provider: refuseProvider{}})
+	if err != nil {
+		closeLocker()
+		return nil, nil, err
+	}
+	return col, closeLocker, nil
+}
+
+// lockOwner names this process in the lock items it writes, for people
+// inspecting the lock table; the random part keeps it unique.
+func lockOwner() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("billingctl@%s:%d:%s", cmpOr(host, "unknown"), os.Getpid(), hex.EncodeToString(b))
+}

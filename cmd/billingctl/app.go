@@ -1,0 +1,294 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynabill/billing"
+)
+
+// defaultRegion is the region when neither the flag, the environment nor
+// the shared config names one.
+const defaultRegion = "us-east-1"
+
+// globals are the flags every command accepts.
+type globals struct {
+	endpoint     string
+	region       string
+	table        string
+	historyTable string
+	lockTable    string
+	statusIndex  string
+	json         bool
+	yes          bool
+}
+
+// globalNames are the names of the global flags, to leave them out of a
+// command's own flag list.
+var globalNames = []string{"endpoint", "region", "table", "history-table", "lock-table", "status-index", "json", "yes"}
+
+// register defines the global flags on fs with the values parsed so far as
+// defaults, so a later FlagSet keeps what an earlier one set.
+func (g *globals) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.endpoint, "endpoint", g.endpoint, "DynamoDB endpoint `URL`, e.g. http://localhost:8000 (default: AWS)")
+	fs.StringVar(&g.region, "region", g.region, "AWS `region` (default: $AWS_REGION, $AWS_DEFAULT_REGION, shared config, "+defaultRegion+")")
+	fs.StringVar(&g.table, "table", g.table, "subscriptions table `name` (default "+billing.DefaultSubscriptionsTable+")")
+	fs.StringVar(&g.historyTable, "history-table", g.historyTable, "history table `name` (default "+billing.DefaultHistoryTable+")")
+	fs.StringVar(&g.lockTable, "lock-table", g.lockTable, "lock table `name` (default "+billing.DefaultLockTable+")")
+	fs.StringVar(&g.statusIndex, "status-index", g.statusIndex, "status index `mode`: legacy ("+billing.DefaultStatusIndex+
+		") or sorted ("+billing.DefaultSortedStatusIndex+") (default legacy)")
+	fs.BoolVar(&g.json, "json", g.json, "print JSON instead of tables")
+	fs.BoolVar(&g.yes, "yes", g.yes, "apply admin changes without asking")
+}
+
+// app is one invocation of billingctl.
+type app struct {
+	ctx    context.Context
+	g      globals
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	env    func(string) string
+
+	client *dynamodb.Client
+}
+
+// newFlags returns the FlagSet of command c; define the command's own
+// flags on it, then call parse.
+func (a *app) newFlags(c *command) *flag.FlagSet {
+	fs := flag.NewFlagSet("billingctl "+c.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// parse adds the global flags to fs and parses args, flags and arguments
+// in any order ("--" ends the flags). It returns the arguments. -h prints
+// the command's usage and returns errHelp; a bad flag is a usage error.
+func (a *app) parse(c *command, fs *flag.FlagSet, args []string) ([]string, error) {
+	a.g.register(fs)
+	var pos []string
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			a.commandUsage(a.stdout, c, fs)
+			return nil, errHelp
+		}
+		if err != nil {
+			return nil, usagef(c.name, "%v", err)
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	if err := a.checkGlobals(c); err != nil {
+		return nil, err
+	}
+	return pos, nil
+}
+
+func (a *app) checkGlobals(c *command) error {
+	switch a.g.statusIndex {
+	case "", "legacy", "sorted":
+	default:
+		return usagef(c.name, "--status-index %q: want legacy or sorted", a.g.statusIndex)
+	}
+	if a.g.endpoint != "" {
+		u, err := url.Parse(a.g.endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usagef(c.name, "--endpoint %q: want a URL such as http://localhost:8000", a.g.endpoint)
+		}
+	}
+	return nil
+}
+
+// commandUsage prints c's usage and its own flags (not the global ones).
+func (a *app) commandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage: billingctl %s", c.name)
+	if c.synopsis != "" {
+		fmt.Fprintf(w, " %s", c.synopsis)
+	}
+	summary, rest, _ := strings.Cut(strings.TrimRight(c.doc, "\n"), "\n")
+	fmt.Fprintf(w, "\n\n%s.\n", capitalize(summary))
+	if rest != "" {
+		fmt.Fprintf(w, "\n%s\n", rest)
+	}
+	own := 0
+	fs.VisitAll(func(f *flag.Flag) {
+		if !slices.Contains(globalNames, f.Name) {
+			own++
+		}
+	})
+	if own > 0 {
+		fmt.Fprint(w, "\nFlags:\n")
+		printFlags(w, fs, globalNames)
+	}
+	fmt.Fprint(w, "\nGlobal flags (--endpoint, --region, --table, --history-table, --lock-table,\n"+
+		"--status-index, --json, --yes): see 'billingctl help'.\n")
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// tables returns the table configuration of the global flags.
+func (a *app) tables() billing.TableConfig {
+	cfg := billing.TableConfig{Subscriptions: a.g.table, History: a.g.historyTable, Locks: a.g.lockTable}
+	if a.g.statusIndex == "sorted" {
+		cfg.StatusIndexMode = billing.StatusIndexSorted
+	}
+	return cfg.WithDefaults()
+}
+
+// dynamo returns the DynamoDB client, made on first use.
+func (a *app) dynamo() (*dynamodb.Client, error) {
+	if a.client != nil {
+		return a.client, nil
+	}
+	cfg, err := a.awsConfig()
+	if err != nil {
+		return nil, err
+	}
+	a.client = dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		if a.g.endpoint != "" {
+			o.BaseEndpoint = aws.String(a.g.endpoint)
+		}
+	})
+	return a.client, nil
+}
+
+// awsConfig loads the AWS configuration: the region of the flag, the
+// environment, the shared config or us-east-1; the default credential
+// chain, with dummy credentials for local servers (see the package doc).
+func (a *app) awsConfig() (aws.Config, error) {
+	var opts []func(*config.LoadOptions) error
+	region := cmpOr(a.g.region, a.env("AWS_REGION"), a.env("AWS_DEFAULT_REGION"))
+	if region != "" {
+		opts = append(opts, config.WithRegion(region))
+	}
+	local := a.g.endpoint != "" && localEndpoint(a.g.endpoint) && a.env("AWS_ACCESS_KEY_ID") == "" && a.env("AWS_PROFILE") == ""
+	if local {
+		opts = append(opts, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
+	}
+	cfg, err := config.LoadDefaultConfig(a.ctx, opts...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("loading the AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		cfg.Region = defaultRegion
+	}
+	if local {
+		ctx, cancel := context.WithTimeout(a.ctx, 5*time.Second)
+		_, err := cfg.Credentials.Retrieve(ctx)
+		cancel()
+		if err != nil {
+			cfg.Credentials = credentials.NewStaticCredentialsProvider("billingctl-local", "billingctl-local", "")
+		}
+	}
+	return cfg, nil
+}
+
+func cmpOr(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// localEndpoint reports whether endpoint is a local server: localhost, a
+// loopback address, or a host name without dots (a container's name).
+func localEndpoint(endpoint string) bool {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname()
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	return host != "" && !strings.Contains(host, ".")
+}
+
+// stores returns the repository and the history on the configured tables.
+func (a *app) stores() (*billing.DynamoRepository, *billing.DynamoHistory, error) {
+	client, err := a.dynamo()
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := billing.DynamoConfig{Client: client, Tables: a.tables()}
+	repo, err := billing.NewDynamoRepository(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	hist, err := billing.NewDynamoHistory(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return repo, hist, nil
+}
+
+// notFoundError is an unknown subscription ID.
+type notFoundError struct{ id string }
+
+func (e *notFoundError) Error() string { return "unknown subscription ID " + e.id }
+
+// getByID reads a record by subscription ID; an unknown ID is a
+// *notFoundError.
+func getByID(ctx context.Context, repo billing.Repository, id string) (billing.Subscription, error) {
+	sub, err := repo.GetByID(ctx, id)
+	if errors.Is(err, billing.ErrNotFound) {
+		return sub, &notFoundError{id: id}
+	}
+	return sub, err
+}
+
+// explain turns an error into the message printed after "billingctl: ",
+// naming what went wrong: unknown ID, conflict, locked, missing table.
+func explain(err error) string {
+	var nf *notFoundError
+	var rnf *types.ResourceNotFoundException
+	switch {
+	case errors.As(err, &nf):
+		return nf.Error()
+	case errors.Is(err, errAborted):
+		return "aborted: nothing was changed"
+	case errors.Is(err, billing.ErrAlreadyLocked):
+		return "locked: the user's billing lock is held by another process (a run or another operator); " +
+			"nothing was changed, try again later: " + err.Error()
+	case errors.Is(err, billing.ErrNotCollectible), billing.IsConflict(err):
+		return "conflict: " + err.Error()
+	case errors.As(err, &rnf):
+		return "table not found (check --table, --history-table, --lock-table, --region and --endpoint, " +
+			"or run 'billingctl tables create'): " + err.Error()
+	}
+	return err.Error()
+}

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+)
+
+// seedDue adds records around 2024-03-15 in every status the runs query,
+// and some they never read.
+func seedDue(e *testEnv) {
+	e.t.Helper()
+	noRetry := rec("u7", "e2", "2024-03-12T00:00:00Z", billing.StatusError, "4.99")
+	noRetry.NoRetry = true
+	retriedToday := rec("u8", "e3", "2024-03-14T00:00:00Z", billing.StatusError, "4.99")
+	retriedToday.LastRunDate = time.Date(2024, 3, 15, 12, 0, 0, 0, time.UTC)
+	paused2 := rec("u10", "p1", "2024-03-05T00:00:00Z", billing.StatusPaused, "4.99")
+	paused2.PauseDurationMonths = 2
+	paused1 := rec("u11", "p2", "2024-03-15T10:00:00Z", billing.StatusPaused, "4.99")
+	paused1.PauseDurationMonths = 1
+	pausedLater := rec("u12", "p3", "2024-04-05T00:00:00Z", billing.StatusPaused, "4.99")
+	pausedLater.PauseDurationMonths = 1
+	e.seed(
+		rec("u1", "s1", "2024-03-15T15:00:00Z", billing.StatusScheduled, "4.99"),
+		rec("u2", "s2", "2024-03-01T00:00:00Z", billing.StatusScheduled, "9.99"),
+		rec("u3", "s3", "2024-01-20T00:00:00Z", billing.StatusScheduled, "0.01"), // older than 30 days
+		rec("u4", "s4", "2024-03-16T00:00:00Z", billing.StatusScheduled, "4.99"), // not due yet
+		rec("u5", "s5", "2024-04-01T00:00:00Z", billing.StatusScheduled, "4.99"),
+		rec("u6", "e1", "2024-03-10T00:00:00Z", billing.StatusError, "4.99"),
+		noRetry, retriedToday,
+		rec("u9", "e4", "2023-12-01T00:00:00Z", billing.StatusError, "4.99"), // before the lookback
+		paused2, paused1, pausedLater,
+		rec("u1", "c1", "2024-02-15T15:00:00Z", billing.StatusCompleted, "4.99"),
+	)
+}
+
+type dueJSON struct {
+	IndexMode string       `json:"index_mode"`
+	Runs      []dueSummary `json:"runs"`
+	Total     dueSummary   `json:"total"`
+}
+
+func TestDue(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		mode                   string
+		schedRead, retryRead   int
+		pauseRead, totalRead   int
+		schedRatio, totalRatio string
+		schedPages2            int // pages with --page-size 2
+	}{
+		// Legacy: every record of the status is read, billing_date filters.
+		{mode: "legacy", schedRead: 5, retryRead: 4, pauseRead: 3, totalRead: 12, schedRatio: "1.67", totalRatio: "1.50", schedPages2: 3},
+		// Sorted: the date range is a key condition.
+		{mode: "sorted", schedRead: 3, retryRead: 3, pauseRead: 2, totalRead: 8, schedRatio: "1.00", totalRatio: "1.00", schedPages2: 2},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, tc.mode)
+			seedDue(e)
+
+			var got dueJSON
+			r := e.run("", "due", "--date", "2024-03-15", "--json")
+			r.want(t, exitOK)
+			r.decode(t, &got)
+			if got.IndexMode != tc.mode || len(got.Runs) != 3 {
+				t.Fatalf("due JSON: %s", r)
+			}
+			sched, retry, pause := got.Runs[0], got.Runs[1], got.Runs[2]
+			check := func(s dueSummary, run string, records int, amount string, read int) {
+				t.Helper()
+				if s.Run != run || s.Records != records || s.Amount.String() != amount || s.ItemsRead != read ||
+					s.ItemsReturned != records || s.Invalid != 0 || s.ReadPerReturned == nil {
+					t.Errorf("%s run: %+v, want %d records, amount %s, %d items read", run, s, records, amount, read)
+				}
+			}
+			check(sched, "scheduled", 3, "14.99", tc.schedRead)
+			check(retry, "retry", 3, "14.97", tc.retryRead)
+			check(pause, "pause", 2, "9.98", tc.pauseRead)
+			check(got.Total, "total", 8, "39.94", tc.totalRead)
+			wantActions := func(s dueSummary, want ...dueAction) {
+				t.Helper()
+				if len(s.Actions) != len(want) {
+					t.Errorf("%s actions: %+v, want %+v", s.Run, s.Actions, want)
+					return
+				}
+				for _, w := range want {
+					found := false
+					for _, a := range s.Actions {
+						found = found || a == w
+					}
+					if !found {
+						t.Errorf("%s actions: %+v, want %+v", s.Run, s.Actions, w)
+					}
+				}
+			}
+			wantActions(sched, dueAction{"collect", 2, 1498}, dueAction{"mark stale", 1, 1})
+			wantActions(retry, dueAction{"retry", 1, 499}, dueAction{"skip (declined as final)", 1, 499},
+				dueAction{"skip (retry policy: not now)", 1, 499})
+			wantActions(pause, dueAction{"skip period, stay paused", 1, 499}, dueAction{"skip period, then resume", 1, 499})
+
+			r = e.run("", "due", "--date", "2024-03-15")
+			r.want(t, exitOK, "Runs at the end of 2024-03-15 (UTC)", "index "+e.tables.StatusIndex,
+				"READ_PER_RETURNED", tc.schedRatio, tc.totalRatio, "39.94",
+				"scheduled run (SCHEDULED with billing_date < 2024-03-16T00:00:00Z): ",
+				"collect 2 (14.98)", "mark stale 1 (0.01)",
+				"retry run (ERROR with billing_date > 2024-02-07T23:59:59Z): ")
+
+			// Smaller pages; one run.
+			r = e.run("", "due", "--date", "2024-03-15", "--run", "scheduled", "--page-size", "2", "--json")
+			r.want(t, exitOK)
+			got = dueJSON{}
+			r.decode(t, &got)
+			if len(got.Runs) != 1 || got.Runs[0].Pages != tc.schedPages2 || got.Runs[0].Records != 3 {
+				t.Errorf("scheduled run with 2 items per page: %+v, want %d pages", got.Runs, tc.schedPages2)
+			}
+
+			// A run at noon: s1, billed at 15:00, is not due yet.
+			r = e.run("", "due", "--at", "2024-03-15T12:00:00Z", "--run", "scheduled", "--json")
+			r.want(t, exitOK)
+			got = dueJSON{}
+			r.decode(t, &got)
+			if got.Runs[0].Records != 2 || got.Runs[0].Amount != 1000 {
+				t.Errorf("scheduled run at noon: %+v", got.Runs[0])
+			}
+		})
+	}
+}
+
+func TestDueEmptyAndToday(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "legacy")
+	r := e.run("", "due")
+	r.want(t, exitOK, "Runs at the end of "+time.Now().UTC().Format(time.DateOnly), "nothing to do")
+	var got dueJSON
+	r = e.run("", "due", "--json", "--run", "retry")
+	r.want(t, exitOK)
+	r.decode(t, &got)
+	if got.Total.Records != 0 || got.Total.ReadPerReturned != nil || got.Runs[0].Pages != 1 {
+		t.Errorf("empty table: %+v", got)
+	}
+	if r.stderr != "" {
+		t.Errorf("stderr is not a terminal, yet something was drawn: %q", r.stderr)
+	}
+}
+
+func TestProgress(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	if isTerminal(&buf) {
+		t.Fatal("a buffer is not a terminal")
+	}
+	now := time.Unix(0, 0)
+	p := &progress{w: &buf, on: true, label: "due: scheduled", now: func() time.Time { return now }}
+	p.update(1, 100, 3)
+	p.update(2, 200, 5) // within 100ms: not drawn
+	now = now.Add(time.Second)
+	p.update(3, 300, 7)
+	p.finish()
+	out := buf.String()
+	for _, s := range []string{"\rdue: scheduled [====", "page 1, 100 items read, 3 returned", "page 3, 300 items read, 7 returned", "\r\x1b[K"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("progress output lacks %q: %q", s, out)
+		}
+	}
+	if strings.Contains(out, "page 2") {
+		t.Errorf("redrawn within 100ms: %q", out)
+	}
+	var off bytes.Buffer
+	q := &progress{w: &off, now: time.Now}
+	q.update(1, 1, 1)
+	q.finish()
+	if off.Len() != 0 {
+		t.Errorf("disabled progress drew %q", off.String())
+	}
+}

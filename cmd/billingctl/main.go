@@ -1,0 +1,310 @@
+// Command billingctl inspects and operates dynabill's subscription billing
+// tables on DynamoDB, or on a local DynamoDB-compatible server.
+//
+// Install it with
+//
+//	go install github.com/dynabill/billing/cmd/billingctl@latest
+//
+// # Usage
+//
+//	billingctl [global flags] COMMAND [arguments] [flags]
+//
+//	tables create                      create the library's tables (those missing) and wait until ACTIVE
+//	tables describe                    compare the live tables with the library's definitions
+//	subs list USER                     a user's records, oldest billing date first
+//	subs get SUBSCRIPTION_ID           one record, every attribute
+//	history SUBSCRIPTION_ID            the audit rows of a record, oldest first (or --user USER)
+//	due                                what the scheduled, retry and pause runs would pick up on a date
+//	notify preview                     who the pre-billing notifier would message for a date
+//	waive SUBSCRIPTION_ID              forgive a SCHEDULED or ERROR record (WAIVED)
+//	cancel SUBSCRIPTION_ID             cancel a SCHEDULED, ERROR or PAUSED record (CANCELLED)
+//	pause SUBSCRIPTION_ID --months N   pause a SCHEDULED record, or change a pause, for N periods
+//	resume SUBSCRIPTION_ID             end the pause of a PAUSED record
+//	change-date SUBSCRIPTION_ID --date YYYY-MM-DD|RFC3339
+//	                                   move a record to another billing date
+//	change-tier SUBSCRIPTION_ID --tier NAME:VERSION --amount 9.99 [--downgrade]
+//	                                   change a SCHEDULED record's tier and amount
+//	simulate                           the quickstart simulation, in memory
+//	help [COMMAND]                     usage of billingctl or of a command
+//
+// Global flags may come before or after the command:
+//
+//	--endpoint URL          DynamoDB endpoint, e.g. http://localhost:8000 (default: AWS)
+//	--region REGION         AWS region (default: $AWS_REGION, $AWS_DEFAULT_REGION, the
+//	                        shared config, then us-east-1)
+//	--table NAME            subscriptions table (default billing-activity)
+//	--history-table NAME    history table (default billing-activity-history)
+//	--lock-table NAME       lock table (default locks)
+//	--status-index MODE     legacy (billing_status-index) or sorted
+//	                        (billing_status-billing_date-index); default legacy
+//	--json                  print JSON instead of tables, for scripts
+//	--yes                   apply admin changes without asking
+//
+// Commands print tables by default and JSON with --json. Run
+// "billingctl help COMMAND" for a command's flags.
+//
+// # Credentials
+//
+// billingctl uses the usual AWS credential chain (environment, shared
+// config and credentials files, SSO, web identity, container and instance
+// roles). With --endpoint pointing at a local server (localhost, a loopback
+// address or a single-label host name such as a docker-compose service
+// "dynamodb-local") and no AWS_ACCESS_KEY_ID or AWS_PROFILE in the
+// environment, the chain is tried without the instance metadata service,
+// and if it finds nothing, static dummy credentials are used: local servers
+// accept any.
+//
+// # Admin changes
+//
+// waive, cancel, pause, resume, change-date and change-tier go through the
+// collector's admin API: under the user's billing lock (the --lock-table
+// dynamolock table), conditional on the record read, with a history row.
+// Each prints the record, asks "Apply? [y/N]" on stderr (unless --yes),
+// applies the change and prints the record after it, marking the changed
+// attributes with "*". Admin changes never charge.
+//
+// # Exit codes
+//
+//	0  success
+//	1  the operation failed: unknown subscription ID, a conflict (the
+//	   record is not in a status the change allows, or it changed
+//	   meanwhile), the user's billing is locked, a DynamoDB error, a
+//	   declined confirmation ("aborted"), or a table that differs from the
+//	   library's definition (tables describe)
+//	2  usage: unknown command or flag, a missing or extra argument, a
+//	   malformed date, amount or number
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+// command is one billingctl command.
+type command struct {
+	// name is the command as typed: "subs list", "waive".
+	name string
+	// synopsis is what follows the name in the usage line.
+	synopsis string
+	// doc describes the command (a few lines).
+	doc string
+	// run parses args (flags and arguments after the name) and runs.
+	run func(a *app, c *command, args []string) error
+}
+
+// commands lists every command in the order of the usage text.
+var commands []*command
+
+func init() {
+	commands = []*command{
+		tablesCreateCmd, tablesDescribeCmd,
+		subsListCmd, subsGetCmd, historyCmd,
+		dueCmd, notifyPreviewCmd,
+		waiveCmd, cancelCmd, pauseCmd, resumeCmd, changeDateCmd, changeTierCmd,
+		simulateCmd,
+	}
+}
+
+// groups are the commands that take a subcommand.
+var groups = map[string]bool{"tables": true, "subs": true, "notify": true}
+
+// lookup finds the command args start with and returns the rest.
+func lookup(args []string) (*command, []string, error) {
+	if len(args) == 0 {
+		return nil, nil, usagef("", "no command given")
+	}
+	name := args[0]
+	rest := args[1:]
+	if groups[name] {
+		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+			return nil, nil, usagef("", "%q needs a subcommand: %s", name, strings.Join(subcommands(name), ", "))
+		}
+		name += " " + rest[0]
+		rest = rest[1:]
+	}
+	for _, c := range commands {
+		if c.name == name {
+			return c, rest, nil
+		}
+	}
+	if g, _, ok := strings.Cut(name, " "); ok && groups[g] {
+		return nil, nil, usagef("", "unknown command %q (%s has: %s)", name, g, strings.Join(subcommands(g), ", "))
+	}
+	return nil, nil, usagef("", "unknown command %q", name)
+}
+
+func subcommands(group string) []string {
+	var out []string
+	for _, c := range commands {
+		if g, sub, ok := strings.Cut(c.name, " "); ok && g == group {
+			out = append(out, sub)
+		}
+	}
+	return out
+}
+
+// usageError is bad command-line input: exit code 2.
+type usageError struct {
+	cmd string // the command, "" for billingctl itself
+	msg string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(cmd, format string, args ...any) error {
+	return &usageError{cmd: cmd, msg: fmt.Sprintf(format, args...)}
+}
+
+// errHelp reports that help was printed: exit code 0.
+var errHelp = errors.New("help printed")
+
+// errAborted reports a declined confirmation: exit code 1.
+var errAborted = errors.New("aborted")
+
+// run runs billingctl with args (without the program name) and returns the
+// exit code. It reads confirmations from stdin, writes results to stdout
+// and errors, prompts and progress to stderr, and looks up environment
+// variables with env.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, env func(string) string) int {
+	if env == nil {
+		env = func(string) string { return "" }
+	}
+	a := &app{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, env: env}
+	err := a.main(args)
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "billingctl: %s\n", ue.msg)
+		if ue.cmd != "" {
+			fmt.Fprintf(stderr, "Run 'billingctl help %s' for usage.\n", ue.cmd)
+		} else {
+			fmt.Fprintln(stderr, "Run 'billingctl help' for usage.")
+		}
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "billingctl: %s\n", explain(err))
+		return exitFail
+	}
+}
+
+func (a *app) main(args []string) error {
+	fs := flag.NewFlagSet("billingctl", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	a.g.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			a.printUsage(a.stdout)
+			return errHelp
+		}
+		return usagef("", "%v", err)
+	}
+	args = fs.Args()
+	if len(args) > 0 && args[0] == "help" {
+		return a.help(args[1:])
+	}
+	if len(args) == 0 {
+		a.printUsage(a.stderr)
+		return usagef("", "no command given")
+	}
+	c, rest, err := lookup(args)
+	if err != nil {
+		return err
+	}
+	return c.run(a, c, rest)
+}
+
+// help prints the usage of billingctl or of a command.
+func (a *app) help(args []string) error {
+	if len(args) == 0 {
+		a.printUsage(a.stdout)
+		return errHelp
+	}
+	c, rest, err := lookup(args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("", "help takes one command, got extra %q", strings.Join(rest, " "))
+	}
+	// Every command prints its usage, flags included, on -h.
+	return c.run(a, c, []string{"-h"})
+}
+
+func (a *app) printUsage(w io.Writer) {
+	fmt.Fprint(w, "billingctl inspects and operates dynabill's subscription billing tables.\n\n")
+	fmt.Fprint(w, "Usage: billingctl [global flags] COMMAND [arguments] [flags]\n\nCommands:\n")
+	tw := newTable(w)
+	for _, c := range commands {
+		line := c.name
+		if args := positional(c.synopsis); args != "" {
+			line += " " + args
+		}
+		summary, _, _ := strings.Cut(c.doc, "\n")
+		fmt.Fprintf(tw, "  %s\t%s\n", line, summary)
+	}
+	fmt.Fprintf(tw, "  help [COMMAND]\tusage of billingctl or of a command\n")
+	tw.Flush()
+	fmt.Fprint(w, "\nGlobal flags (before or after the command):\n")
+	gfs := flag.NewFlagSet("billingctl", flag.ContinueOnError)
+	var g globals
+	g.register(gfs)
+	printFlags(w, gfs, nil)
+	fmt.Fprint(w, "\nExit codes: 0 ok, 1 the operation failed (unknown ID, conflict, locked, aborted,\n"+
+		"a DynamoDB error, tables that differ), 2 usage (bad command, flag or argument).\n")
+}
+
+// positional returns the arguments of a synopsis, without its flags:
+// "SUBSCRIPTION_ID" of "SUBSCRIPTION_ID --months N".
+func positional(synopsis string) string {
+	var out []string
+	for _, f := range strings.Fields(synopsis) {
+		if strings.HasPrefix(f, "-") || strings.HasPrefix(f, "[") || f == "|" {
+			break
+		}
+		out = append(out, f)
+	}
+	return strings.Join(out, " ")
+}
+
+// printFlags prints the flags of fs, but not those skip names, as
+// "  --name value" lines each followed by its indented usage.
+func printFlags(w io.Writer, fs *flag.FlagSet, skip []string) {
+	fs.VisitAll(func(f *flag.Flag) {
+		if slices.Contains(skip, f.Name) {
+			return
+		}
+		name, usage := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+			usage += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintf(w, "%s\n      %s\n", line, usage)
+	})
+}

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/dynamotest"
+)
+
+func TestMain(m *testing.M) { dynamotest.Main(m) }
+
+// result is what one billingctl invocation did.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\n--- stdout:\n%s--- stderr:\n%s", r.code, r.stdout, r.stderr)
+}
+
+// noEnv is an empty environment: no AWS variables, no TERM.
+func noEnv(string) string { return "" }
+
+// runCLI runs billingctl with args and stdin.
+func runCLI(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	code := run(ctx, args, strings.NewReader(stdin), &out, &errb, noEnv)
+	return result{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+// want checks the exit code and that stdout (for code 0) or stderr (else)
+// contains every string of contains.
+func (r result) want(t *testing.T, code int, contains ...string) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("want exit %d, got %s", code, r)
+	}
+	where := r.stdout
+	if code != 0 {
+		where = r.stderr
+	}
+	where = squeeze(where)
+	for _, s := range contains {
+		if !strings.Contains(where, squeeze(s)) {
+			t.Errorf("output lacks %q:\n%s", s, r)
+		}
+	}
+}
+
+// squeeze collapses runs of spaces and tabs, so that checks need not
+// know how a table's columns were padded.
+func squeeze(s string) string {
+	return spaces.ReplaceAllString(s, " ")
+}
+
+var spaces = regexp.MustCompile(`[ \t]+`)
+
+// decode parses stdout as JSON into v.
+func (r result) decode(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
+		t.Fatalf("stdout is not the JSON expected (%v):\n%s", err, r)
+	}
+}
+
+// testEnv is a set of tables on the local server, created through
+// billingctl, and a repository on them for seeding.
+type testEnv struct {
+	t        *testing.T
+	endpoint string
+	client   *dynamodb.Client
+	tables   billing.TableConfig
+	mode     string
+	repo     *billing.DynamoRepository
+}
+
+// newEnv creates unique tables with "billingctl tables create" in the
+// status index mode ("legacy" or "sorted") and deletes them after the test.
+func newEnv(t *testing.T, mode string) *testEnv {
+	t.Helper()
+	e := &testEnv{t: t, endpoint: dynamotest.Endpoint(t), client: dynamotest.Client(t), mode: mode}
+	e.tables = billing.TableConfig{
+		Subscriptions: dynamotest.TableName(t, "billing-activity"),
+		History:       dynamotest.TableName(t, "billing-activity-history"),
+		Locks:         dynamotest.TableName(t, "locks"),
+	}
+	if mode == "sorted" {
+		e.tables.StatusIndexMode = billing.StatusIndexSorted
+	}
+	e.tables = e.tables.WithDefaults()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, name := range []string{e.tables.Subscriptions, e.tables.History, e.tables.Locks} {
+			_, _ = e.client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+		}
+	})
+	e.run("", "tables", "create").want(t, 0, "created")
+	repo, err := billing.NewDynamoRepository(billing.DynamoConfig{Client: e.client, Tables: e.tables})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.repo = repo
+	return e
+}
+
+// flags are the global flags pointing billingctl at the env's tables.
+func (e *testEnv) flags() []string {
+	return []string{"--endpoint", e.endpoint, "--table", e.tables.Subscriptions, "--history-table", e.tables.History,
+		"--lock-table", e.tables.Locks, "--status-index", e.mode}
+}
+
+// run runs billingctl on the env's tables; the global flags come first,
+// so args may add their own.
+func (e *testEnv) run(stdin string, args ...string) result {
+	e.t.Helper()
+	return runCLI(e.t, stdin, append(e.flags(), args...)...)
+}
+
+// seed adds records through the library.
+func (e *testEnv) seed(subs ...billing.Subscription) {
+	e.t.Helper()
+	for i := range subs {
+		if err := e.repo.Add(e.t.Context(), &subs[i]); err != nil {
+			e.t.Fatalf("seeding %s: %v", subs[i].SubscriptionID, err)
+		}
+	}
+}
+
+// get reads a record back through the library.
+func (e *testEnv) get(id string) billing.Subscription {
+	e.t.Helper()
+	s, err := e.repo.GetByID(e.t.Context(), id)
+	if err != nil {
+		e.t.Fatalf("reading %s back: %v", id, err)
+	}
+	return s
+}
+
+// rec builds a record of user billed at date; written three days before.
+func rec(user, id, date string, status billing.Status, amount string) billing.Subscription {
+	d, err := time.Parse(time.RFC3339, date)
+	if err != nil {
+		panic(err)
+	}
+	written := d.Add(-72 * time.Hour)
+	return billing.Subscription{
+		UserID: user, SubscriptionID: id, BillingDate: d, Amount: billing.MustParseAmount(amount), Status: status,
+		BillingPeriod: billing.BillingPeriod(d), Term: billing.TermMonthly, ReceiptTierName: "Plus:v2",
+		Process: billing.ProcessNotIdentified, AnchorDay: d.Day(), CreatedDate: written, LastRunDate: written,
+	}
+}
+
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no command", nil, "no command given"},
+		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{"group without subcommand", []string{"subs"}, `"subs" needs a subcommand: list, get`},
+		{"unknown subcommand", []string{"tables", "drop"}, `unknown command "tables drop"`},
+		{"unknown flag", []string{"due", "--bogus"}, "flag provided but not defined: -bogus"},
+		{"unknown global flag", []string{"--bogus", "due"}, "flag provided but not defined: -bogus"},
+		{"missing ID", []string{"subs", "get"}, "want one SUBSCRIPTION_ID argument, got 0"},
+		{"extra argument", []string{"subs", "get", "a", "b"}, "want one SUBSCRIPTION_ID argument, got 2"},
+		{"missing user", []string{"subs", "list"}, "want one USER argument, got 0"},
+		{"history ID and user", []string{"history", "id1", "--user", "u1"}, "not both"},
+		{"bad status index", []string{"due", "--status-index", "fancy"}, `--status-index "fancy": want legacy or sorted`},
+		{"bad endpoint", []string{"due", "--endpoint", "localhost:8000"}, "--endpoint"},
+		{"malformed due date", []string{"due", "--date", "2024-13-01"}, `--date "2024-13-01": want YYYY-MM-DD`},
+		{"due date and at", []string{"due", "--date", "2024-03-01", "--at", "2024-03-01T12:00:00Z"}, "not both"},
+		{"malformed at", []string{"due", "--at", "noon"}, `--at "noon"`},
+		{"bad run", []string{"due", "--run", "settle"}, `--run "settle"`},
+		{"malformed notify date", []string{"notify", "preview", "--date", "20240230"}, `--date "20240230": want YYYYMMDD`},
+		{"dashed notify date", []string{"notify", "preview", "--date", "2024-03-14"}, `--date "2024-03-14"`},
+		{"bad notify status", []string{"notify", "preview", "--status", "INACTIVE"}, `--status "INACTIVE"`},
+		{"pause without months", []string{"pause", "id1"}, "--months 0: want 1 to 120"},
+		{"pause months not a number", []string{"pause", "id1", "--months", "two"}, `invalid value "two" for flag -months`},
+		{"pause too long", []string{"pause", "id1", "--months", "121"}, "--months 121"},
+		{"change-date without date", []string{"change-date", "id1"}, "--date is required"},
+		{"malformed change date", []string{"change-date", "id1", "--date", "14/03/2024"}, `--date "14/03/2024"`},
+		{"malformed amount", []string{"change-tier", "id1", "--tier", "Plus:v2", "--amount", "4.999"}, "--amount: billing: invalid amount"},
+		{"negative amount", []string{"change-tier", "id1", "--tier", "Plus:v2", "--amount=-1"}, "--amount"},
+		{"change-tier without tier", []string{"change-tier", "id1", "--amount", "4.99"}, "--tier is required"},
+		{"admin without ID", []string{"cancel"}, "want one SUBSCRIPTION_ID argument, got 0"},
+		{"simulate no users", []string{"simulate", "--users", "0"}, "--users 0"},
+		{"simulate bad rate", []string{"simulate", "--decline-rate", "1.5"}, "--decline-rate 1.5"},
+		{"simulate rates above 1", []string{"simulate", "--decline-rate", "0.6", "--pending-rate", "0.6"}, "must sum to at most 1"},
+		{"help of unknown command", []string{"help", "frobnicate"}, `unknown command "frobnicate"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := runCLI(t, "", tc.args...)
+			r.want(t, exitUsage, tc.want, "Run 'billingctl help")
+			if r.stdout != "" {
+				t.Errorf("usage error printed on stdout: %s", r)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, "", "help")
+	r.want(t, exitOK, "Usage: billingctl [global flags] COMMAND", "--endpoint URL", "--status-index mode", "Exit codes")
+	for _, c := range commands {
+		if !strings.Contains(r.stdout, "  "+c.name) {
+			t.Errorf("help lacks %q", c.name)
+		}
+		h := runCLI(t, "", "help", c.name)
+		h.want(t, exitOK, "Usage: billingctl "+c.name)
+		if h2 := runCLI(t, "", append(strings.Fields(c.name), "-h")...); h2.stdout != h.stdout || h2.code != exitOK {
+			t.Errorf("%s -h differs from help %s:\n%s", c.name, c.name, h2)
+		}
+	}
+	runCLI(t, "", "--help").want(t, exitOK, "Commands:")
+	runCLI(t, "", "pause", "-h").want(t, exitOK, "--months periods")
+}
+
+// TestDocListsCommands keeps the package documentation's usage in step
+// with the commands.
+func TestDocListsCommands(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(b)
+	for _, c := range commands {
+		if !strings.Contains(src, "//\t"+c.name+" ") {
+			t.Errorf("the package doc's usage does not list %q", c.name)
+		}
+	}
+}
+
+func TestLocalEndpoint(t *testing.T) {
+	t.Parallel()
+	for ep, want := range map[string]bool{
+		"http://localhost:8000":                     true,
+		"http://127.0.0.1:8000":                     true,
+		"http://[::1]:8000":                         true,
+		"http://dynamodb-local:8000":                true,
+		"https://dynamodb.us-east-1.amazonaws.com":  false,
+		"https://vpce-123.dynamodb.eu-west-1.vpce":  false,
+		"http://10.0.0.5:8000":                      false,
+		"https://dynamodb.example.com":              false,
+		"http://db.localhost:8000":                  true,
+		"https://dynamodb.us-gov-west-1.amazonaws.": false,
+	} {
+		if got := localEndpoint(ep); got != want {
+			t.Errorf("localEndpoint(%q) = %v, want %v", ep, got, want)
+		}
+	}
+}

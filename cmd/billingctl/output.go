@@ -1,0 +1,249 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynabill/billing"
+)
+
+// newTable returns a tabwriter for aligned columns.
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+}
+
+// writeJSON prints v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// attrOrder is the order records are printed in: the key, what an operator
+// looks at first, then the rest of the wire contract and the library's
+// attributes. Other attributes follow sorted, data_ ones last.
+var attrOrder = []string{
+	billing.AttrSubscriptionID, billing.AttrUserID, billing.AttrBillingDate, billing.AttrBillingStatus,
+	billing.AttrBillingAmount, billing.AttrReceiptTierName, billing.AttrTerm, billing.AttrBillingPeriod,
+	billing.AttrBillingWeek, billing.AttrAnchorDay, billing.AttrProcess, billing.AttrUpdatedEvent,
+	billing.AttrPauseDurationMonths, billing.AttrIsPendingDowngrade, billing.AttrPendingTier, billing.AttrPendingAmount,
+	billing.AttrAttempt, billing.AttrNoRetry, billing.AttrTransactionID, billing.AttrPaymentError,
+	billing.AttrReceiptAccountMask, billing.AttrReceiptPaymentType,
+	billing.AttrInitialRunDate, billing.AttrCompletionDate, billing.AttrCreatedDate, billing.AttrLastRunDate,
+}
+
+// orderedNames returns the attribute names of the items in print order.
+func orderedNames(items ...map[string]types.AttributeValue) []string {
+	seen := map[string]bool{}
+	for _, it := range items {
+		for name := range it {
+			seen[name] = true
+		}
+	}
+	var names []string
+	for _, n := range attrOrder {
+		if seen[n] {
+			names = append(names, n)
+			delete(seen, n)
+		}
+	}
+	var rest []string
+	for n := range seen {
+		rest = append(rest, n)
+	}
+	slices.SortFunc(rest, func(a, b string) int {
+		da, db := strings.HasPrefix(a, billing.DataPrefix), strings.HasPrefix(b, billing.DataPrefix)
+		if da != db {
+			if da {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(a, b)
+	})
+	return append(names, rest...)
+}
+
+// plainItem converts an item to plain JSON values: strings, numbers (exact,
+// as json.Number), booleans, null, lists, objects, base64 for binary.
+func plainItem(item map[string]types.AttributeValue) map[string]any {
+	out := make(map[string]any, len(item))
+	for k, v := range item {
+		out[k] = plainValue(v)
+	}
+	return out
+}
+
+func plainValue(av types.AttributeValue) any {
+	switch v := av.(type) {
+	case *types.AttributeValueMemberS:
+		return v.Value
+	case *types.AttributeValueMemberN:
+		return json.Number(v.Value)
+	case *types.AttributeValueMemberBOOL:
+		return v.Value
+	case *types.AttributeValueMemberNULL:
+		return nil
+	case *types.AttributeValueMemberB:
+		return base64.StdEncoding.EncodeToString(v.Value)
+	case *types.AttributeValueMemberSS:
+		return v.Value
+	case *types.AttributeValueMemberNS:
+		ns := make([]json.Number, len(v.Value))
+		for i, n := range v.Value {
+			ns[i] = json.Number(n)
+		}
+		return ns
+	case *types.AttributeValueMemberBS:
+		bs := make([]string, len(v.Value))
+		for i, b := range v.Value {
+			bs[i] = base64.StdEncoding.EncodeToString(b)
+		}
+		return bs
+	case *types.AttributeValueMemberL:
+		l := make([]any, len(v.Value))
+		for i, e := range v.Value {
+			l[i] = plainValue(e)
+		}
+		return l
+	case *types.AttributeValueMemberM:
+		return plainItem(v.Value)
+	}
+	return fmt.Sprintf("%T", av)
+}
+
+// valueText renders an attribute value for a table cell.
+func valueText(av types.AttributeValue) string {
+	switch v := av.(type) {
+	case nil:
+		return ""
+	case *types.AttributeValueMemberS:
+		return v.Value
+	case *types.AttributeValueMemberN:
+		return v.Value
+	case *types.AttributeValueMemberBOOL:
+		return fmt.Sprint(v.Value)
+	case *types.AttributeValueMemberNULL:
+		return "null"
+	}
+	b, err := json.Marshal(plainValue(av))
+	if err != nil {
+		return fmt.Sprintf("%T", av)
+	}
+	return string(b)
+}
+
+// recordItem is the stored form of a record: what the table holds.
+func recordItem(s *billing.Subscription) map[string]types.AttributeValue {
+	item, err := billing.EncodeItem(s)
+	if err != nil {
+		return fallbackItem(s, err)
+	}
+	return item
+}
+
+// historyItem is the stored form of a history row (data_ attributes
+// included).
+func historyItem(s *billing.Subscription) map[string]types.AttributeValue {
+	item, err := billing.EncodeHistoryItem(s)
+	if err != nil {
+		return fallbackItem(s, err)
+	}
+	return item
+}
+
+// fallbackItem shows what can be shown of a record that does not encode
+// (it was decoded, so this should not happen).
+func fallbackItem(s *billing.Subscription, err error) map[string]types.AttributeValue {
+	str := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	return map[string]types.AttributeValue{
+		billing.AttrUserID:         str(s.UserID),
+		billing.AttrSubscriptionID: str(s.SubscriptionID),
+		billing.AttrBillingDate:    str(fmtTime(s.BillingDate)),
+		billing.AttrBillingStatus:  str(string(s.Status)),
+		billing.AttrBillingAmount:  str(s.Amount.String()),
+		"billingctl_error":         str(err.Error()),
+	}
+}
+
+// writeRecord prints an item as "attribute  value" lines.
+func writeRecord(w io.Writer, item map[string]types.AttributeValue) error {
+	tw := newTable(w)
+	for _, n := range orderedNames(item) {
+		fmt.Fprintf(tw, "  %s\t%s\n", n, valueText(item[n]))
+	}
+	return tw.Flush()
+}
+
+// writeChanged prints after as "attribute  value" lines, marking with "*"
+// the attributes that differ from before (a removed one shows "(removed)").
+func writeChanged(w io.Writer, before, after map[string]types.AttributeValue) error {
+	tw := newTable(w)
+	for _, n := range orderedNames(before, after) {
+		b, a := valueText(before[n]), valueText(after[n])
+		_, inB := before[n]
+		_, inA := after[n]
+		switch {
+		case !inA:
+			fmt.Fprintf(tw, "* %s\t(removed; was %s)\n", n, b)
+		case !inB || a != b:
+			fmt.Fprintf(tw, "* %s\t%s\n", n, a)
+		default:
+			fmt.Fprintf(tw, "  %s\t%s\n", n, a)
+		}
+	}
+	return tw.Flush()
+}
+
+// fmtTime formats a time in UTC to the second; "" for the zero time.
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// ratio formats items read per item returned; "-" when nothing was
+// returned.
+func ratio(read, returned int) string {
+	if returned == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", float64(read)/float64(returned))
+}
+
+// ratioJSON is ratio for JSON: null when nothing was returned.
+func ratioJSON(read, returned int) *float64 {
+	if returned == 0 {
+		return nil
+	}
+	r := float64(read) / float64(returned)
+	return &r
+}
+
+// sumAmounts adds amounts exactly.
+func sumAmounts(total *billing.Amount, a billing.Amount) error {
+	s, err := total.Add(a)
+	if err != nil {
+		return err
+	}
+	*total = s
+	return nil
+}
+
+// plural formats a count and a noun: "1 page", "3 pages".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+func TestPlainItem(t *testing.T) {
+	t.Parallel()
+	item := map[string]types.AttributeValue{
+		"s":    &types.AttributeValueMemberS{Value: "x"},
+		"n":    &types.AttributeValueMemberN{Value: "12345678901234567890.5"},
+		"b":    &types.AttributeValueMemberBOOL{Value: true},
+		"null": &types.AttributeValueMemberNULL{Value: true},
+		"bin":  &types.AttributeValueMemberB{Value: []byte("hi")},
+		"ss":   &types.AttributeValueMemberSS{Value: []string{"a", "b"}},
+		"l":    &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberN{Value: "1"}}},
+		"m":    &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"k": &types.AttributeValueMemberS{Value: "v"}}},
+	}
+	var buf bytes.Buffer
+	if err := writeJSON(&buf, plainItem(item)); err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]json.RawMessage
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{
+		"s": `"x"`, "n": `12345678901234567890.5`, "b": `true`, "null": `null`, "bin": `"aGk="`,
+		"ss": `["a","b"]`, "l": `[1]`, "m": `{"k":"v"}`,
+	} {
+		var compact bytes.Buffer
+		_ = json.Compact(&compact, back[k])
+		if compact.String() != want {
+			t.Errorf("%s: got %s, want %s", k, compact.String(), want)
+		}
+	}
+	if got := valueText(item["m"]); got != `{"k":"v"}` {
+		t.Errorf("valueText of a map: %s", got)
+	}
+}
+
+func TestOrderedNames(t *testing.T) {
+	t.Parallel()
+	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	got := orderedNames(map[string]types.AttributeValue{
+		"zeta": s(""), "data_x": s(""), "billing_status": s(""), "user_id": s(""), "subscription_id": s(""), "alpha": s(""),
+	})
+	want := "subscription_id user_id billing_status alpha zeta data_x"
+	if strings.Join(got, " ") != want {
+		t.Errorf("got %v, want %s", got, want)
+	}
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dynabill/billing"
+)
+
+func TestSubs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "legacy")
+	feb := rec("u1", "sub-feb", "2024-02-14T15:00:00Z", billing.StatusCompleted, "4.99")
+	feb.TransactionID = "tx-1"
+	mar := rec("u1", "sub-mar", "2024-03-14T15:00:00Z", billing.StatusScheduled, "4.99")
+	mar.BillingWeek = 2
+	e.seed(mar, feb, rec("u2", "sub-other", "2024-03-01T00:00:00Z", billing.StatusScheduled, "9.99"))
+
+	t.Run("list", func(t *testing.T) {
+		r := e.run("", "subs", "list", "u1")
+		r.want(t, exitOK, "SUBSCRIPTION_ID", "sub-feb", "COMPLETED", "sub-mar", "SCHEDULED", "4.99", "Plus:v2", "MONTHLY")
+		if strings.Index(r.stdout, "sub-feb") > strings.Index(r.stdout, "sub-mar") {
+			t.Errorf("records not oldest first:\n%s", r)
+		}
+		if strings.Contains(r.stdout, "sub-other") {
+			t.Errorf("another user's record listed:\n%s", r)
+		}
+	})
+	t.Run("list json", func(t *testing.T) {
+		var items []map[string]any
+		r := e.run("", "subs", "list", "--json", "u1")
+		r.want(t, exitOK)
+		r.decode(t, &items)
+		if len(items) != 2 {
+			t.Fatalf("want 2 records, got %d:\n%s", len(items), r)
+		}
+		got := items[1]
+		if got["subscription_id"] != "sub-mar" || got["billing_amount"] != "4.99" || got["billing_status"] != "SCHEDULED" ||
+			got["billing_date"] != "2024-03-14T15:00:00Z" || got["billing_week"] != float64(2) {
+			t.Errorf("record JSON: %v", got)
+		}
+	})
+	t.Run("list unknown user", func(t *testing.T) {
+		e.run("", "subs", "list", "nobody").want(t, exitOK, "no records for user nobody")
+		r := e.run("", "subs", "list", "nobody", "--json")
+		r.want(t, exitOK)
+		if strings.TrimSpace(r.stdout) != "[]" {
+			t.Errorf("want [], got %s", r)
+		}
+	})
+	t.Run("get", func(t *testing.T) {
+		r := e.run("", "subs", "get", "sub-feb")
+		r.want(t, exitOK, "subscription_id", "sub-feb", "billing_status", "COMPLETED", "transaction_id", "tx-1",
+			"last_run_date", "2024-02-11T15:00:00.000000000Z")
+		var item map[string]any
+		r = e.run("", "--json", "subs", "get", "sub-mar")
+		r.want(t, exitOK)
+		r.decode(t, &item)
+		if item["user_id"] != "u1" || item["billing_period"] != "03/2024" || item["receipt_tier_name"] != "Plus:v2" {
+			t.Errorf("record JSON: %v", item)
+		}
+	})
+	t.Run("get unknown ID", func(t *testing.T) {
+		r := e.run("", "subs", "get", "nope")
+		r.want(t, exitFail, "billingctl: unknown subscription ID nope")
+		if r.stdout != "" {
+			t.Errorf("output on stdout: %s", r)
+		}
+	})
+	t.Run("missing table", func(t *testing.T) {
+		r := runCLI(t, "", "--endpoint", e.endpoint, "--table", "no-such-table", "subs", "get", "sub-feb")
+		r.want(t, exitFail, "table not found")
+	})
+}
+
+func TestHistory(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "legacy")
+	e.seed(rec("u1", "sub-1", "2024-03-14T15:00:00Z", billing.StatusScheduled, "4.99"),
+		rec("u1", "sub-0", "2024-02-14T15:00:00Z", billing.StatusCompleted, "4.99"))
+	e.run("", "cancel", "sub-1", "--yes").want(t, exitOK)
+
+	r := e.run("", "history", "sub-1")
+	r.want(t, exitOK, "WRITTEN", "SCHEDULED", "CANCELLED", "2024-03-11T15:00:00.000Z")
+	if strings.Count(r.stdout, "sub-1") != 2 || strings.Index(r.stdout, "SCHEDULED") > strings.Index(r.stdout, "CANCELLED") {
+		t.Errorf("want two rows of sub-1, oldest first:\n%s", r)
+	}
+	if strings.Contains(r.stdout, "sub-0") {
+		t.Errorf("another record's rows listed:\n%s", r)
+	}
+
+	var rows []map[string]any
+	r = e.run("", "history", "sub-1", "--json")
+	r.want(t, exitOK)
+	r.decode(t, &rows)
+	if len(rows) != 2 || rows[1]["billing_status"] != "CANCELLED" || rows[0]["last_run_date"] != "2024-03-11T15:00:00.000000000Z" {
+		t.Errorf("history JSON: %v", rows)
+	}
+
+	r = e.run("", "history", "--user", "u1")
+	r.want(t, exitOK, "sub-0", "sub-1")
+	if strings.Count(r.stdout, "\n") != 4 { // header and three rows
+		t.Errorf("want three rows:\n%s", r)
+	}
+
+	e.run("", "history", "nope").want(t, exitFail, "unknown subscription ID nope")
+	e.run("", "history", "--user", "nobody").want(t, exitOK, "no history rows")
+}

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynabill/billing"
+)
+
+var tablesCreateCmd = &command{
+	name: "tables create",
+	doc: `create the library's tables (those missing) and wait until ACTIVE
+The subscriptions table (with the subscription ID index and the status index
+of --status-index), the history table and the lock table, named by --table,
+--history-table and --lock-table, on-demand billing. Existing tables are left
+as they are; compare them with 'billingctl tables describe'.`,
+	run: runTablesCreate,
+}
+
+var tablesDescribeCmd = &command{
+	name: "tables describe",
+	doc: `compare the live tables with the library's definitions
+Prints each table's status and item count and every way it differs from the
+definition the library uses: missing table, key schema, key attribute types,
+missing indexes or indexes with another key schema or projection. Notes
+(extra indexes, provisioned billing) are printed but are not differences.
+Exits 1 when a table is missing or differs, so it can gate a deployment.`,
+	run: runTablesDescribe,
+}
+
+// tableRoles names the tables of billing.TableDefinitions, in its order.
+var tableRoles = []string{"subscriptions", "history", "locks"}
+
+func runTablesCreate(a *app, c *command, args []string) error {
+	pos, err := a.parse(c, a.newFlags(c), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef(c.name, "unexpected argument %q", pos[0])
+	}
+	client, err := a.dynamo()
+	if err != nil {
+		return err
+	}
+	cfg := a.tables()
+	defs := billing.TableDefinitions(cfg)
+	existed := make([]bool, len(defs))
+	for i, def := range defs {
+		_, err := client.DescribeTable(a.ctx, &dynamodb.DescribeTableInput{TableName: def.TableName})
+		var nf *types.ResourceNotFoundException
+		switch {
+		case err == nil:
+			existed[i] = true
+		case !errors.As(err, &nf):
+			return fmt.Errorf("describe table %s: %w", aws.ToString(def.TableName), err)
+		}
+	}
+	if err := billing.CreateTables(a.ctx, client, cfg); err != nil {
+		return err
+	}
+	type row struct {
+		Role   string `json:"role"`
+		Name   string `json:"name"`
+		Action string `json:"action"`
+	}
+	rows := make([]row, len(defs))
+	for i, def := range defs {
+		rows[i] = row{Role: tableRoles[i], Name: aws.ToString(def.TableName), Action: "created"}
+		if existed[i] {
+			rows[i].Action = "exists"
+		}
+	}
+	if a.g.json {
+		return writeJSON(a.stdout, rows)
+	}
+	tw := newTable(a.stdout)
+	fmt.Fprintln(tw, "ROLE\tTABLE\tACTION")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Role, r.Name, r.Action)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if slices.Contains(existed, true) {
+		fmt.Fprintln(a.stdout, "Existing tables were left as they are; compare them with 'billingctl tables describe'.")
+	}
+	return nil
+}
+
+// tableReport is what describe says about one table.
+type tableReport struct {
+	Role        string   `json:"role"`
+	Name        string   `json:"name"`
+	Exists      bool     `json:"exists"`
+	Status      string   `json:"status,omitempty"`
+	ItemCount   *int64   `json:"item_count,omitempty"`
+	BillingMode string   `json:"billing_mode,omitempty"`
+	KeySchema   string   `json:"key_schema,omitempty"`
+	Indexes     []string `json:"indexes,omitempty"`
+	Differences []string `json:"differences"`
+	Notes       []string `json:"notes"`
+}
+
+// errTablesDiffer is describe's failure: some table is missing or differs.
+var errTablesDiffer = errors.New("tables differ from the library's definitions (see above)")
+
+func runTablesDescribe(a *app, c *command, args []string) error {
+	pos, err := a.parse(c, a.newFlags(c), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef(c.name, "unexpected argument %q", pos[0])
+	}
+	client, err := a.dynamo()
+	if err != nil {
+		return err
+	}
+	var reports []tableReport
+	differ := false
+	for i, def := range billing.TableDefinitions(a.tables()) {
+		rep := tableReport{Role: tableRoles[i], Name: aws.ToString(def.TableName), Differences: []string{}, Notes: []string{}}
+		out, err := client.DescribeTable(a.ctx, &dynamodb.DescribeTableInput{TableName: def.TableName})
+		var nf *types.ResourceNotFoundException
+		switch {
+		case errors.As(err, &nf):
+			rep.Differences = append(rep.Differences, "table does not exist")
+		case err != nil:
+			return fmt.Errorf("describe table %s: %w", rep.Name, err)
+		default:
+			rep.Exists = true
+			compareTable(&rep, def, out.Table)
+		}
+		differ = differ || len(rep.Differences) > 0
+		reports = append(reports, rep)
+	}
+	if a.g.json {
+		if err := writeJSON(a.stdout, reports); err != nil {
+			return err
+		}
+	} else {
+		for i, r := range reports {
+			if i > 0 {
+				fmt.Fprintln(a.stdout)
+			}
+			writeTableReport(a, &r)
+		}
+	}
+	if differ {
+		return errTablesDiffer
+	}
+	return nil
+}
+
+func writeTableReport(a *app, r *tableReport) {
+	w := a.stdout
+	fmt.Fprintf(w, "%s (%s)", r.Name, r.Role)
+	if !r.Exists {
+		fmt.Fprintln(w, ": MISSING")
+	} else {
+		fmt.Fprintf(w, ": %s", r.Status)
+		if r.ItemCount != nil {
+			fmt.Fprintf(w, ", %d items", *r.ItemCount)
+		}
+		if r.BillingMode != "" {
+			fmt.Fprintf(w, ", %s", r.BillingMode)
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "  key: %s\n", r.KeySchema)
+		for _, ix := range r.Indexes {
+			fmt.Fprintf(w, "  index: %s\n", ix)
+		}
+	}
+	if len(r.Differences) == 0 {
+		fmt.Fprintln(w, "  matches the library's definition")
+	}
+	for _, d := range r.Differences {
+		fmt.Fprintf(w, "  DIFFERS: %s\n", d)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+}
+
+// compareTable fills rep from the live table and lists how it differs
+// from def.
+func compareTable(rep *tableReport, def *dynamodb.CreateTableInput, live *types.TableDescription) {
+	if live == nil {
+		rep.Differences = append(rep.Differences, "DescribeTable returned no description")
+		return
+	}
+	rep.Status = string(live.TableStatus)
+	rep.ItemCount = live.ItemCount
+	rep.KeySchema = keyText(live.KeySchema, live.AttributeDefinitions)
+	if live.TableStatus != types.TableStatusActive {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("status %s, not ACTIVE", live.TableStatus))
+	}
+	liveMode := types.BillingModeProvisioned // a table without a summary was created provisioned
+	if live.BillingModeSummary != nil && live.BillingModeSummary.BillingMode != "" {
+		liveMode = live.BillingModeSummary.BillingMode
+	}
+	rep.BillingMode = string(liveMode)
+	if liveMode != def.BillingMode {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("billing mode %s, the definition has %s (works; capacity is yours to manage)",
+			liveMode, def.BillingMode))
+	}
+
+	want := keyText(def.KeySchema, def.AttributeDefinitions)
+	if rep.KeySchema != want {
+		rep.Differences = append(rep.Differences, fmt.Sprintf("key schema is %s, want %s", rep.KeySchema, want))
+	}
+
+	liveIx := map[string]types.GlobalSecondaryIndexDescription{}
+	for _, g := range live.GlobalSecondaryIndexes {
+		name := aws.ToString(g.IndexName)
+		liveIx[name] = g
+		text := name + " " + keyText(g.KeySchema, live.AttributeDefinitions)
+		if g.Projection != nil {
+			text += " projection " + string(g.Projection.ProjectionType)
+		}
+		if g.IndexStatus != "" {
+			text += " " + string(g.IndexStatus)
+		}
+		rep.Indexes = append(rep.Indexes, text)
+	}
+	for _, g := range def.GlobalSecondaryIndexes {
+		name := aws.ToString(g.IndexName)
+		l, ok := liveIx[name]
+		if !ok {
+			rep.Differences = append(rep.Differences, fmt.Sprintf("index %s (%s) is missing", name, keyText(g.KeySchema, def.AttributeDefinitions)))
+			continue
+		}
+		delete(liveIx, name)
+		gotKey, wantKey := keyText(l.KeySchema, live.AttributeDefinitions), keyText(g.KeySchema, def.AttributeDefinitions)
+		if gotKey != wantKey {
+			rep.Differences = append(rep.Differences, fmt.Sprintf("index %s key schema is %s, want %s", name, gotKey, wantKey))
+		}
+		var gotProj types.ProjectionType
+		if l.Projection != nil {
+			gotProj = l.Projection.ProjectionType
+		}
+		if gotProj != g.Projection.ProjectionType {
+			rep.Differences = append(rep.Differences, fmt.Sprintf("index %s projects %s, want %s (the library reads whole records from it)",
+				name, cmpOr(string(gotProj), "nothing"), g.Projection.ProjectionType))
+		}
+	}
+	extra := make([]string, 0, len(liveIx))
+	for name := range liveIx {
+		extra = append(extra, name)
+	}
+	slices.Sort(extra)
+	for _, name := range extra {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("index %s is not in the definition (unused by the library with these flags)", name))
+	}
+	if n := len(live.LocalSecondaryIndexes); n > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%d local secondary index(es), not in the definition", n))
+	}
+}
+
+// keyText renders a key schema with attribute types: "user_id:S HASH,
+// billing_date:S RANGE", hash first.
+func keyText(keys []types.KeySchemaElement, attrs []types.AttributeDefinition) string {
+	typ := map[string]string{}
+	for _, d := range attrs {
+		typ[aws.ToString(d.AttributeName)] = string(d.AttributeType)
+	}
+	sorted := slices.Clone(keys)
+	slices.SortStableFunc(sorted, func(x, y types.KeySchemaElement) int {
+		if x.KeyType == y.KeyType {
+			return 0
+		}
+		if x.KeyType == types.KeyTypeHash {
+			return -1
+		}
+		return 1
+	})
+	parts := make([]string, len(sorted))
+	for i, k := range sorted {
+		name := aws.ToString(k.AttributeName)
+		parts[i] = fmt.Sprintf("%s:%s %s", name, cmpOr(typ[name], "?"), k.KeyType)
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynabill/billing/internal/dynamotest"
+)
+
+func TestTablesCreateDescribe(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "legacy")
+
+	// Creating again leaves the tables as they are.
+	r := e.run("", "tables", "create")
+	r.want(t, exitOK, e.tables.Subscriptions, "exists", "compare them with 'billingctl tables describe'")
+	if strings.Contains(r.stdout, "created") {
+		t.Errorf("second create created something:\n%s", r)
+	}
+
+	e.run("", "tables", "describe").want(t, exitOK,
+		e.tables.Subscriptions+" (subscriptions): ACTIVE", "user_id:S HASH, billing_date:S RANGE",
+		"billing_status-index billing_status:S HASH projection ALL", "matches the library's definition",
+		e.tables.History+" (history)", "user_id:S HASH, last_run_date:S RANGE",
+		e.tables.Locks+" (locks)", "PartitionKey:S HASH")
+
+	var reports []tableReport
+	r = e.run("", "tables", "describe", "--json")
+	r.want(t, exitOK)
+	r.decode(t, &reports)
+	if len(reports) != 3 {
+		t.Fatalf("want 3 table reports, got %d", len(reports))
+	}
+	for _, rep := range reports {
+		if !rep.Exists || len(rep.Differences) != 0 || rep.Status != "ACTIVE" {
+			t.Errorf("table %s: %+v", rep.Name, rep)
+		}
+	}
+}
+
+func TestTablesDescribeDiffers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "legacy")
+
+	// The tables have the legacy status index; sorted mode wants another.
+	r := e.run("", "tables", "describe", "--status-index", "sorted")
+	r.want(t, exitFail, "tables differ from the library's definitions")
+	for _, s := range []string{
+		"DIFFERS: index billing_status-billing_date-index (billing_status:S HASH, billing_date:S RANGE) is missing",
+		"note: index billing_status-index is not in the definition",
+	} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("describe lacks %q:\n%s", s, r)
+		}
+	}
+
+	// A lock table with another key, and a history table that is missing.
+	client := dynamotest.Client(t)
+	odd := dynamotest.TableName(t, "locks-odd")
+	dynamotest.CreateTable(t, client, &dynamodb.CreateTableInput{
+		TableName:            aws.String(odd),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("lock_id"), AttributeType: types.ScalarAttributeTypeN}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("lock_id"), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModeProvisioned,
+		ProvisionedThroughput: &types.ProvisionedThroughput{
+			ReadCapacityUnits: aws.Int64(1), WriteCapacityUnits: aws.Int64(1),
+		},
+	})
+	missing := dynamotest.TableName(t, "no-such-history")
+	r = e.run("", "tables", "describe", "--lock-table", odd, "--history-table", missing)
+	r.want(t, exitFail, "tables differ")
+	for _, s := range []string{
+		missing + " (history): MISSING", "DIFFERS: table does not exist",
+		odd + " (locks): ACTIVE", "DIFFERS: key schema is lock_id:N HASH, want PartitionKey:S HASH",
+		"note: billing mode PROVISIONED",
+	} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("describe lacks %q:\n%s", s, r)
+		}
+	}
+
+	var reports []tableReport
+	r = e.run("", "tables", "describe", "--json", "--lock-table", odd)
+	r.want(t, exitFail)
+	r.decode(t, &reports)
+	if got := reports[2]; got.Name != odd || len(got.Differences) != 1 || !strings.Contains(got.Differences[0], "key schema") {
+		t.Errorf("lock table report: %+v", got)
+	}
+	if len(reports[0].Differences) != 0 {
+		t.Errorf("subscriptions table report: %+v", reports[0])
+	}
+}
