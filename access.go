@@ -163,15 +163,21 @@ func (a *DynamoAccounts) FounderPasses(ctx context.Context, userID string) ([]Fo
 	if err != nil {
 		return nil, err
 	}
-	passes := make([]FounderPass, 0, len(items))
+	return decodeAll(items, a.cfg.Table.DecodeFounderPass)
+}
+
+// decodeAll decodes every item with decode, failing on the first that does
+// not decode.
+func decodeAll[T any](items []map[string]types.AttributeValue, decode func(map[string]types.AttributeValue) (T, error)) ([]T, error) {
+	out := make([]T, 0, len(items))
 	for _, it := range items {
-		p, err := a.cfg.Table.DecodeFounderPass(it)
+		v, err := decode(it)
 		if err != nil {
 			return nil, err
 		}
-		passes = append(passes, p)
+		out = append(out, v)
 	}
-	return passes, nil
+	return out, nil
 }
 
 // ProfileTierValue is how a tier is stored in a profile's tier attribute:

@@ -338,13 +338,5 @@ func (a *DynamoAccounts) ListProviderSubscriptions(ctx context.Context, userID s
 	if err != nil {
 		return nil, err
 	}
-	subs := make([]ProviderSubscription, 0, len(items))
-	for _, it := range items {
-		s, err := a.cfg.Table.DecodeProviderSubscription(it)
-		if err != nil {
-			return nil, err
-		}
-		subs = append(subs, s)
-	}
-	return subs, nil
+	return decodeAll(items, a.cfg.Table.DecodeProviderSubscription)
 }
