@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dynabill/billing/internal/timefmt"
 )
@@ -167,12 +169,18 @@ type DynamoAccountsConfig struct {
 	GrantMarkerRetention time.Duration
 	// Logger receives debug logs of ignored events. Defaults to discarding.
 	Logger *slog.Logger
+	// MeterProvider and TracerProvider observe every DynamoDB call (see
+	// [MetricDynamoDBDuration]). Default to the global OpenTelemetry
+	// providers, no-ops unless the host installs some.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 }
 
 func (c DynamoAccountsConfig) withDefaults() (DynamoAccountsConfig, error) {
 	if c.Client == nil {
 		return c, errors.New("billing: DynamoAccountsConfig.Client is required")
 	}
+	c.Client = instrumentDynamo(c.Client, newTelemetry(c.MeterProvider, c.TracerProvider))
 	c.Table = c.Table.WithDefaults()
 	if err := c.Table.validate(); err != nil {
 		return c, err
