@@ -373,33 +373,6 @@ func (c *Collector) worthHandling(kind RunKind, it *Subscription, now time.Time)
 	return c.stale(it, now) || (!it.NoRetry && c.cfg.RetryPolicy.ShouldRetry(it, now))
 }
 
-// withLock runs fn holding userID's lock. A held lock is counted as
-// skipped; errors are recorded as failures of the item.
-func (c *Collector) withLock(ctx context.Context, userID, subID string, rep *Report, fn func(ctx context.Context) error) {
-	lease, err := c.cfg.Locker.Lock(ctx, userID)
-	if errors.Is(err, ErrAlreadyLocked) {
-		rep.count(&rep.SkippedLocked)
-		c.cfg.Logger.DebugContext(ctx, "billing: user locked, skipped", "user_id", userID)
-		return
-	}
-	if err != nil {
-		rep.fail(userID, subID, fmt.Errorf("lock: %w", err))
-		return
-	}
-	defer func() {
-		if err := lease.Release(context.WithoutCancel(ctx)); err != nil {
-			c.cfg.Logger.WarnContext(ctx, "billing: releasing lock", "user_id", userID, "error", err)
-		}
-	}()
-	if err := fn(ctx); err != nil {
-		if IsConflict(err) {
-			rep.count(&rep.Conflicts)
-		}
-		rep.fail(userID, subID, err)
-		c.cfg.Logger.WarnContext(ctx, "billing: collection failed", "user_id", userID, "subscription_id", subID, "error", err)
-	}
-}
-
 func (c *Collector) emit(ctx context.Context, e Event) {
 	if err := c.cfg.Events.Emit(ctx, e); err != nil {
 		c.cfg.Logger.WarnContext(ctx, "billing: event sink", "type", e.Type, "subscription_id", e.SubscriptionID, "error", err)

@@ -225,14 +225,14 @@ func encode(s *Subscription, withData bool) (map[string]types.AttributeValue, er
 	}
 	for name, v := range s.Extra {
 		if isKnown(name) || strings.HasPrefix(name, DataPrefix) {
-			return nil, bad(name, "", errors.New("Extra attribute shadows a known or data_ attribute"))
+			return nil, bad(name, "", errors.New("an Extra attribute shadows a known or data_ attribute"))
 		}
 		item[name] = v
 	}
 	if withData {
 		for name, v := range s.Data {
 			if !strings.HasPrefix(name, DataPrefix) {
-				return nil, bad(name, "", errors.New("Data attribute without the data_ prefix"))
+				return nil, bad(name, "", errors.New("a Data attribute lacks the data_ prefix"))
 			}
 			item[name] = v
 		}

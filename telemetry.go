@@ -258,14 +258,6 @@ func (t *telemetry) startRecord(ctx context.Context, run string, proc Process, u
 	return ctx, &recordObs{tel: t, span: span, rep: &Report{}, run: run, proc: proc}
 }
 
-// capture returns fn noting its error in o.err.
-func (o *recordObs) capture(fn func(ctx context.Context) error) func(ctx context.Context) error {
-	return func(ctx context.Context) error {
-		o.err = fn(ctx)
-		return o.err
-	}
-}
-
 // end adds the record's counts to into, counts its outcome and ends its
 // span.
 func (o *recordObs) end(ctx context.Context, into *Report) {

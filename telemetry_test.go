@@ -69,7 +69,7 @@ func (o *otelEnv) metric(t *testing.T, name string) metricdata.Metrics {
 func attrKey(s attribute.Set) string {
 	var parts []string
 	for _, kv := range s.ToSlice() {
-		parts = append(parts, string(kv.Key)+"="+kv.Value.Emit())
+		parts = append(parts, string(kv.Key)+"="+kv.Value.String())
 	}
 	return strings.Join(parts, ",")
 }
@@ -128,7 +128,7 @@ func (o *otelEnv) ended(name string) []sdktrace.ReadOnlySpan {
 func spanAttrs(s sdktrace.ReadOnlySpan) map[string]string {
 	out := map[string]string{}
 	for _, kv := range s.Attributes() {
-		out[string(kv.Key)] = kv.Value.Emit()
+		out[string(kv.Key)] = kv.Value.String()
 	}
 	return out
 }
