@@ -1,0 +1,328 @@
+package billingtest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/cursor"
+)
+
+// PaymentsOptions configures an in-memory [Payments], like the matching
+// fields of [billing.DynamoPaymentsConfig].
+type PaymentsOptions struct {
+	// Table sets the account prefix and TTL attribute used in keys and
+	// errors. Defaults to [billing.SingleTableConfig]'s defaults.
+	Table billing.SingleTableConfig
+	// Clock gives "now". Defaults to [billing.SystemClock].
+	Clock billing.Clock
+	// ReceiptRetention defaults to [billing.DefaultReceiptRetention].
+	ReceiptRetention time.Duration
+	// PageSize of the due-date queries, 1 to [billing.MaxPaymentsPageSize].
+	// Defaults to [billing.DefaultPaymentsPageSize].
+	PageSize int
+}
+
+// Payments is an in-memory [billing.Payments] that behaves like
+// [billing.DynamoPayments]: the same validation, normalization (dates to
+// days, timestamps to seconds, through the same item encoding), version
+// conditions and errors, receipts idempotent on their key, due-date pages
+// in index order (last date, then key) with opaque cursors, and
+// RecordPayment all-or-nothing. Safe for concurrent use.
+//
+// Unlike DynamoDB its indexes are exactly consistent, and it never deletes
+// expired receipts (DynamoDB's TTL does, some time after ExpiresAt).
+type Payments struct {
+	table     billing.SingleTableConfig
+	clock     billing.Clock
+	retention time.Duration
+	pageSize  int
+
+	mu    sync.Mutex
+	items map[string]map[string]types.AttributeValue // PK "\x00" SK → item, as DynamoPayments writes it
+}
+
+var _ billing.Payments = (*Payments)(nil)
+
+// NewPayments returns an empty in-memory Payments; invalid options are
+// errors as for [billing.NewDynamoPayments].
+func NewPayments(opts PaymentsOptions) (*Payments, error) {
+	ret, size, err := billing.PaymentsLimits(opts.ReceiptRetention, opts.PageSize)
+	if err != nil {
+		return nil, fmt.Errorf("billingtest: PaymentsOptions.%w", err)
+	}
+	if opts.Clock == nil {
+		opts.Clock = billing.SystemClock{}
+	}
+	t := opts.Table.WithDefaults()
+	return &Payments{table: t, clock: opts.Clock, retention: ret, pageSize: size, items: map[string]map[string]types.AttributeValue{}}, nil
+}
+
+func (p *Payments) now() time.Time { return p.clock.Now().UTC().Truncate(time.Second) }
+
+func itemKey(item map[string]types.AttributeValue) string {
+	return str(item["PK"]) + "\x00" + str(item["SK"])
+}
+
+func str(v types.AttributeValue) string {
+	if s, ok := v.(*types.AttributeValueMemberS); ok {
+		return s.Value
+	}
+	return ""
+}
+
+func keyText(item map[string]types.AttributeValue) string {
+	return "PK=" + str(item["PK"]) + " SK=" + str(item["SK"])
+}
+
+// CreateSubscription implements [billing.Payments.CreateSubscription].
+func (p *Payments) CreateSubscription(_ context.Context, s billing.RecurringSubscription) (billing.RecurringSubscription, error) {
+	now := p.now()
+	s.CreatedAt, s.UpdatedAt, s.Version = now, now, 1
+	item, err := p.table.EncodeRecurringSubscription(s)
+	if err != nil {
+		return billing.RecurringSubscription{}, fmt.Errorf("billing: create subscription: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.items[itemKey(item)]; ok {
+		return billing.RecurringSubscription{}, &billing.ConflictError{Op: "create subscription", Key: keyText(item), Reason: "subscription exists", Err: billing.ErrAlreadyExists}
+	}
+	p.items[itemKey(item)] = item
+	return p.table.DecodeRecurringSubscription(item)
+}
+
+// GetSubscription implements [billing.Payments.GetSubscription].
+func (p *Payments) GetSubscription(_ context.Context, accountID, subscriptionID, sku string) (billing.RecurringSubscription, error) {
+	probe := billing.RecurringSubscription{AccountID: accountID, SubscriptionID: subscriptionID, SKU: sku, PaymentDay: 1}
+	key, err := p.table.EncodeRecurringSubscription(probe)
+	if err != nil {
+		return billing.RecurringSubscription{}, fmt.Errorf("billing: get subscription: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	item, ok := p.items[itemKey(key)]
+	if !ok {
+		return billing.RecurringSubscription{}, fmt.Errorf("billing: get subscription (%s): %w", keyText(key), billing.ErrNotFound)
+	}
+	return p.table.DecodeRecurringSubscription(item)
+}
+
+// partition returns the items of the account whose SK starts with prefix,
+// by SK; the caller holds mu.
+func (p *Payments) partition(accountID, prefix string) []map[string]types.AttributeValue {
+	pk := p.table.AccountPrefix + accountID
+	var out []map[string]types.AttributeValue
+	for _, it := range p.items {
+		if str(it["PK"]) == pk && strings.HasPrefix(str(it["SK"]), prefix) {
+			out = append(out, it)
+		}
+	}
+	slices.SortFunc(out, func(a, b map[string]types.AttributeValue) int { return strings.Compare(str(a["SK"]), str(b["SK"])) })
+	return out
+}
+
+// SubscriptionsByAccount implements [billing.Payments.SubscriptionsByAccount].
+func (p *Payments) SubscriptionsByAccount(_ context.Context, accountID string) ([]billing.RecurringSubscription, error) {
+	if err := billing.CheckAccountID(accountID); err != nil {
+		return nil, fmt.Errorf("billing: subscriptions by account: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	subs := []billing.RecurringSubscription{}
+	for _, it := range p.partition(accountID, billing.SKRecurringPrefix) {
+		s, err := p.table.DecodeRecurringSubscription(it)
+		if err != nil {
+			return nil, fmt.Errorf("billing: subscriptions by account: %w", err)
+		}
+		subs = append(subs, s)
+	}
+	return subs, nil
+}
+
+// update checks prev's version and returns the item of next; the caller
+// holds mu and stores it.
+func (p *Payments) update(op string, prev, next billing.RecurringSubscription) (map[string]types.AttributeValue, billing.RecurringSubscription, error) {
+	next, err := billing.PrepareSubscriptionUpdate(prev, next, p.now())
+	if err != nil {
+		return nil, next, fmt.Errorf("billing: %s: %w", op, err)
+	}
+	item, err := p.table.EncodeRecurringSubscription(next)
+	if err != nil {
+		return nil, next, fmt.Errorf("billing: %s: %w", op, err)
+	}
+	old, ok := p.items[itemKey(item)]
+	if !ok || numText(old["Version"]) != fmt.Sprint(prev.Version) {
+		return nil, next, &billing.ConflictError{Op: op, Key: keyText(item), Reason: "version changed or subscription deleted", Err: billing.ErrConflict}
+	}
+	item["CreatedAt"] = old["CreatedAt"] // never rewritten by an update
+	if item["CreatedAt"] == nil {
+		delete(item, "CreatedAt")
+	}
+	next, err = p.table.DecodeRecurringSubscription(item)
+	return item, next, err
+}
+
+func numText(v types.AttributeValue) string {
+	if n, ok := v.(*types.AttributeValueMemberN); ok {
+		return n.Value
+	}
+	return ""
+}
+
+// UpdateSubscription implements [billing.Payments.UpdateSubscription].
+func (p *Payments) UpdateSubscription(_ context.Context, prev, next billing.RecurringSubscription) (billing.RecurringSubscription, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	item, next, err := p.update("update subscription", prev, next)
+	if err != nil {
+		return billing.RecurringSubscription{}, err
+	}
+	p.items[itemKey(item)] = item
+	return next, nil
+}
+
+// MarkReminded implements [billing.Payments.MarkReminded].
+func (p *Payments) MarkReminded(ctx context.Context, prev billing.RecurringSubscription, nextReminder time.Time) (billing.RecurringSubscription, error) {
+	next := prev
+	next.LastReminderDate, next.NextReminderDate = billing.PaymentDate(p.now()), nextReminder
+	return p.UpdateSubscription(ctx, prev, next)
+}
+
+// receipt checks r's idempotency and returns its item; the caller holds mu.
+func (p *Payments) receipt(op string, r billing.Receipt) (map[string]types.AttributeValue, billing.Receipt, error) {
+	r.ExpiresAt = r.ProcessedDate.Add(p.retention)
+	item, err := p.table.EncodeReceipt(r)
+	if err != nil {
+		return nil, r, fmt.Errorf("billing: %s: %w", op, err)
+	}
+	if r, err = p.table.DecodeReceipt(item); err != nil {
+		return nil, r, err
+	}
+	if old, ok := p.items[itemKey(item)]; ok {
+		for _, a := range []string{"SubscriptionID", "ProcessedAmount", "TransactionID"} {
+			if str(old[a]) != str(item[a]) {
+				return nil, r, &billing.ConflictError{Op: op, Key: keyText(item), Reason: "a receipt with other content exists", Err: billing.ErrAlreadyExists}
+			}
+		}
+	}
+	return item, r, nil
+}
+
+// CreateReceipt implements [billing.Payments.CreateReceipt].
+func (p *Payments) CreateReceipt(_ context.Context, r billing.Receipt) (billing.Receipt, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	item, r, err := p.receipt("create receipt", r)
+	if err != nil {
+		return billing.Receipt{}, err
+	}
+	p.items[itemKey(item)] = item
+	return r, nil
+}
+
+// ReceiptsByAccount implements [billing.Payments.ReceiptsByAccount].
+func (p *Payments) ReceiptsByAccount(_ context.Context, accountID string, since time.Time) ([]billing.Receipt, error) {
+	if err := billing.CheckAccountID(accountID); err != nil {
+		return nil, fmt.Errorf("billing: receipts by account: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var recs []billing.Receipt
+	for _, it := range slices.Backward(p.partition(accountID, billing.SKReceiptPrefix)) {
+		r, err := p.table.DecodeReceipt(it)
+		if err != nil {
+			return nil, fmt.Errorf("billing: receipts by account: %w", err)
+		}
+		if !r.ProcessedDate.Before(since) {
+			recs = append(recs, r)
+		}
+	}
+	return recs, nil
+}
+
+// RecordPayment implements [billing.Payments.RecordPayment].
+func (p *Payments) RecordPayment(_ context.Context, prev billing.RecurringSubscription, r billing.Receipt, nextPayment, nextReminder time.Time) (billing.RecurringSubscription, billing.Receipt, error) {
+	const op = "record payment"
+	if r.AccountID != prev.AccountID || r.SubscriptionID != prev.SubscriptionID || r.SKU != prev.SKU {
+		return billing.RecurringSubscription{}, billing.Receipt{}, fmt.Errorf("billing: %s: %w", op,
+			&billing.FieldError{Field: "SubscriptionID", Value: r.SubscriptionID, Err: fmt.Errorf("%w: receipt of another subscription", billing.ErrInvalidPayment)})
+	}
+	next := prev
+	next.NextPaymentDate, next.NextReminderDate, next.LastPaymentDate = nextPayment, nextReminder, billing.PaymentDate(r.ProcessedDate)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	recItem, r, err := p.receipt(op, r)
+	if err != nil {
+		return billing.RecurringSubscription{}, billing.Receipt{}, err
+	}
+	subItem, next, err := p.update(op, prev, next)
+	if err != nil {
+		return billing.RecurringSubscription{}, billing.Receipt{}, err
+	}
+	p.items[itemKey(recItem)], p.items[itemKey(subItem)] = recItem, subItem
+	return next, r, nil
+}
+
+// DuePaymentsByDate implements [billing.Payments.DuePaymentsByDate].
+func (p *Payments) DuePaymentsByDate(_ context.Context, day time.Time, token string) ([]billing.RecurringSubscription, string, error) {
+	return p.due("due payments", billing.AttrNextPaymentDate, billing.AttrLastPaymentDate, day, token)
+}
+
+// DueRemindersByDate implements [billing.Payments.DueRemindersByDate].
+func (p *Payments) DueRemindersByDate(_ context.Context, day time.Time, token string) ([]billing.RecurringSubscription, string, error) {
+	return p.due("due reminders", billing.AttrNextReminderDate, billing.AttrLastReminderDate, day, token)
+}
+
+// due pages through the items whose hash attribute is day, ordered by
+// (range attribute, PK, SK) like a sparse index.
+func (p *Payments) due(op, hash, rng string, day time.Time, token string) ([]billing.RecurringSubscription, string, error) {
+	if day.IsZero() || day.UTC().Year() < 1 || day.UTC().Year() > 9999 {
+		return nil, "", fmt.Errorf("billing: %s: %w: day %v", op, billing.ErrInvalidQuery, day)
+	}
+	d := day.UTC().Format("2006-01-02")
+	scope := "memory/" + hash + "/" + d
+	start, err := cursor.Decode(scope, token, "PK", "SK", hash, rng)
+	if err != nil {
+		return nil, "", fmt.Errorf("billing: %s: %w: %v", op, billing.ErrInvalidCursor, err)
+	}
+	order := func(it map[string]types.AttributeValue) []string {
+		return []string{str(it[rng]), str(it["PK"]), str(it["SK"])}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var hits []map[string]types.AttributeValue
+	for _, it := range p.items {
+		if str(it[hash]) == d && str(it[rng]) != "" && (start == nil || slices.Compare(order(it), order(start)) > 0) {
+			hits = append(hits, it)
+		}
+	}
+	slices.SortFunc(hits, func(a, b map[string]types.AttributeValue) int { return slices.Compare(order(a), order(b)) })
+	next := ""
+	if len(hits) > p.pageSize {
+		hits = hits[:p.pageSize]
+		last := hits[len(hits)-1]
+		key := map[string]types.AttributeValue{}
+		for _, a := range []string{"PK", "SK", hash, rng} {
+			key[a] = last[a]
+		}
+		if next, err = cursor.Encode(scope, key); err != nil {
+			return nil, "", err
+		}
+	}
+	page := make([]billing.RecurringSubscription, 0, len(hits))
+	for _, it := range hits {
+		s, err := p.table.DecodeRecurringSubscription(it)
+		if err != nil {
+			continue // like DynamoPayments: logged and skipped there
+		}
+		page = append(page, s)
+	}
+	return page, next, nil
+}

@@ -1,0 +1,73 @@
+package billingtest_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+)
+
+// The behaviour of Payments is tested in package billing against both
+// implementations (forEachPayments); these tests cover the twin's own.
+
+func TestPaymentsOptions(t *testing.T) {
+	for _, o := range []billingtest.PaymentsOptions{{PageSize: 101}, {ReceiptRetention: -1}} {
+		if _, err := billingtest.NewPayments(o); err == nil {
+			t.Errorf("%+v accepted", o)
+		}
+	}
+	p, err := billingtest.NewPayments(billingtest.PaymentsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := p.CreateSubscription(t.Context(), billing.RecurringSubscription{AccountID: "u", SubscriptionID: "s", SKU: "k", PaymentDay: 1})
+	if err != nil || s.CreatedAt.IsZero() || s.CreatedAt.Nanosecond() != 0 || s.Version != 1 {
+		t.Fatalf("system clock, whole seconds: %+v %v", s, err)
+	}
+}
+
+// TestPaymentsConcurrentRecordPayment: of many RecordPayment calls with the
+// same prev, exactly one wins; run under -race.
+func TestPaymentsConcurrentRecordPayment(t *testing.T) {
+	clock := billingtest.NewClock(time.Date(2025, 1, 28, 6, 0, 0, 0, time.UTC))
+	p, _ := billingtest.NewPayments(billingtest.PaymentsOptions{Clock: clock, PageSize: 1})
+	ctx := t.Context()
+	due := time.Date(2025, 1, 28, 0, 0, 0, 0, time.UTC)
+	prev, err := p.CreateSubscription(ctx, billing.RecurringSubscription{AccountID: "u", SubscriptionID: "s", SKU: "k",
+		PaymentDay: 28, PaymentAmount: 100, NextPaymentDate: due})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins, conflicts := 0, 0
+	for i := range 20 {
+		wg.Go(func() {
+			r := billing.Receipt{AccountID: "u", SubscriptionID: "s", SKU: "k", ProcessedDate: due.Add(time.Duration(i) * time.Second), ProcessedAmount: 100}
+			_, _, err := p.RecordPayment(ctx, prev, r, due.AddDate(0, 1, 0), time.Time{})
+			_, _, _ = p.DuePaymentsByDate(ctx, due, "")
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				wins++
+			case errors.Is(err, billing.ErrConflict):
+				conflicts++
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	recs, _ := p.ReceiptsByAccount(ctx, "u", time.Time{})
+	if wins != 1 || conflicts != 19 || len(recs) != 1 {
+		t.Fatalf("wins %d conflicts %d receipts %d", wins, conflicts, len(recs))
+	}
+	if s, _ := p.GetSubscription(ctx, "u", "s", "k"); s.Version != 2 || fmt.Sprint(s.NextPaymentDate.Month()) != "February" {
+		t.Fatalf("stored %+v", s)
+	}
+}
