@@ -358,3 +358,40 @@ func TestCollectorAdminChanges(t *testing.T) {
 	}
 	billingtest.RequireHistoryMatchesPrimary(t, e.repo, e.hist, "u1")
 }
+
+// TestCollectorSettlementBeforeItsAttemptIsRecorded: the processor charged
+// (ACH submitted) but the collector saw a timeout, so the record does not
+// know the transaction when the settlement arrives: ErrSettlementEarly, no
+// write; after the rerun records the attempt, the redelivered event applies.
+func TestCollectorSettlementBeforeItsAttemptIsRecorded(t *testing.T) {
+	e := newCollectorEnv(t)
+	s := e.add("u1", jan31, billing.StatusScheduled)
+	e.pay.SetUser("u1", billingtest.UnknownAfterCharge(billingtest.Pending(), nil))
+	e.run(billing.RunScheduled)
+	charges := e.pay.ChargesFor(s.SubscriptionID)
+	if len(charges) != 1 {
+		t.Fatalf("charges = %+v", charges)
+	}
+	ev := billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: charges[0].TransactionID, Kind: billing.SettlementSettled}
+	_, changed, err := e.c.ApplySettlement(context.Background(), ev)
+	if !errors.Is(err, billing.ErrSettlementEarly) || !errors.Is(err, billing.ErrTransactionMismatch) || changed {
+		t.Fatalf("early settlement: changed=%v err=%v", changed, err)
+	}
+	if cur, _ := e.repo.GetByID(context.Background(), s.SubscriptionID); cur.Status != billing.StatusScheduled {
+		t.Fatalf("early settlement wrote: %+v", cur)
+	}
+	e.clock.Advance(time.Hour)
+	e.run(billing.RunScheduled) // replays the key, records ACHSENT
+	got, changed, err := e.c.ApplySettlement(context.Background(), ev)
+	if err != nil || !changed || got.Status != billing.StatusCompleted {
+		t.Fatalf("redelivered settlement: %+v %v %v", got.Status, changed, err)
+	}
+	// A settlement for a transaction the record never had, once it is
+	// past collection, is a plain mismatch.
+	other := ev
+	other.TransactionID = "txn-other"
+	if _, _, err := e.c.ApplySettlement(context.Background(), other); !errors.Is(err, billing.ErrTransactionMismatch) || errors.Is(err, billing.ErrSettlementEarly) {
+		t.Fatalf("foreign transaction: %v", err)
+	}
+	billingtest.RequireNoDoubleCharge(t, e.pay)
+}

@@ -10,6 +10,15 @@ import (
 // not the one recorded on the subscription record: nothing is written.
 var ErrTransactionMismatch = errors.New("billing: transaction ID does not match the record")
 
+// ErrSettlementEarly reports a settlement event for a record that is still
+// waiting to be collected (SCHEDULED or ERROR) and does not carry the
+// event's transaction: most likely the attempt that created the
+// transaction ended with an unknown outcome and has not been recorded yet.
+// Nothing is written; the host should deliver the event again later (the
+// next run replays the attempt's idempotency key and records it). The error
+// also wraps [ErrTransactionMismatch].
+var ErrSettlementEarly = errors.New("billing: settlement arrived before its attempt was recorded")
+
 // SettlementKind is what happened to a submitted or completed payment.
 type SettlementKind string
 
@@ -37,7 +46,8 @@ type Settlement struct {
 
 // ApplySettlement applies a settlement event under the user's lock. The
 // event's transaction ID must be the one on the record
-// ([ErrTransactionMismatch] otherwise). Events are idempotent: a replay,
+// ([ErrTransactionMismatch] otherwise; [ErrSettlementEarly] when the record
+// is still waiting to be collected, so the event should be redelivered). Events are idempotent: a replay,
 // or an event arriving after a later one (a settlement after the return of
 // the same debit), changes nothing and returns changed=false. A change the
 // transition table forbids (a return of a completed payment) is an error
@@ -57,6 +67,10 @@ func (c *Collector) ApplySettlement(ctx context.Context, s Settlement) (rec Subs
 		}
 		rec = cur
 		if cur.TransactionID != s.TransactionID {
+			if cur.Status == StatusScheduled || cur.Status == StatusError {
+				return fmt.Errorf("%w: %w: %s %s event for %s, record is %s with %q", ErrSettlementEarly, ErrTransactionMismatch,
+					s.SubscriptionID, s.Kind, s.TransactionID, cur.Status, cur.TransactionID)
+			}
 			return fmt.Errorf("%w: %s %s event for %s, record has %q", ErrTransactionMismatch, s.SubscriptionID, s.Kind, s.TransactionID, cur.TransactionID)
 		}
 		var to Status

@@ -333,9 +333,10 @@ func (s *sim) settle(ctx context.Context, day time.Time) error {
 			ev.Kind, ev.Reason = billing.SettlementReturned, ReasonInsufficientFunds
 		}
 		_, changed, err := s.c.ApplySettlement(ctx, ev)
-		if errors.Is(err, billing.ErrTransactionMismatch) {
+		if errors.Is(err, billing.ErrSettlementEarly) {
 			// The attempt's outcome is not recorded yet: deliver again
-			// tomorrow, as a queue would.
+			// tomorrow, as a queue would. Any other mismatch fails the
+			// simulation.
 			s.res.Deferred++
 			continue
 		}
