@@ -52,7 +52,7 @@ func (c *Collector) collectOne(ctx context.Context, proc Process, subscriptionID
 	if err != nil {
 		return nil, err
 	}
-	return c.single(ctx, string(proc), found.UserID, subscriptionID, func(ctx context.Context, rep *Report) error {
+	rep, err := c.single(ctx, string(proc), found.UserID, subscriptionID, func(ctx context.Context, rep *Report) error {
 		cur, err := c.cfg.Repository.GetByID(ctx, subscriptionID) // consistent re-read under the lock
 		if err != nil {
 			return err
@@ -62,6 +62,22 @@ func (c *Collector) collectOne(ctx context.Context, proc Process, subscriptionID
 		}
 		return c.attempt(ctx, proc, &cur, rep)
 	})
+	// Refusals before an attempt are outcomes too: count and trace them.
+	switch {
+	case errors.Is(err, ErrAlreadyLocked):
+		c.observeRefusal(ctx, proc, found.UserID, subscriptionID, func(r *Report) { r.SkippedLocked++ })
+	case errors.Is(err, ErrNotCollectible):
+		c.observeRefusal(ctx, proc, found.UserID, subscriptionID, func(r *Report) { r.NotEligible++ })
+	}
+	return rep, err
+}
+
+// observeRefusal records the telemetry of a single collection refused
+// before any attempt (the user's lock held, the record not collectible).
+func (c *Collector) observeRefusal(ctx context.Context, proc Process, userID, subID string, count func(*Report)) {
+	ctx, obs := c.tel.startRecord(ctx, singleRun(proc), proc, userID, subID)
+	count(obs.rep)
+	obs.end(ctx, &Report{})
 }
 
 // single runs fn under userID's lock and returns its report; unlike a run,

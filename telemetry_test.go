@@ -266,6 +266,28 @@ func TestTelemetrySingleCollection(t *testing.T) {
 		"dynabill.user_id": "u1", "dynabill.subscription_id": s.SubscriptionID, "dynabill.process": "BATCH",
 		"dynabill.run.kind": "batch", "dynabill.outcome": "collected", "dynabill.attempt": "1",
 	})
+
+	// Refusals before an attempt are counted too: a collected record is
+	// not collectible any more, and a held lock skips.
+	if _, err := e.c.CollectByID(context.Background(), s.SubscriptionID); !errors.Is(err, billing.ErrNotCollectible) {
+		t.Fatalf("second collection: %v", err)
+	}
+	lease, err := e.locker.Lock(context.Background(), "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(context.Background())
+	if _, err := e.c.ManualRepayment(context.Background(), s.SubscriptionID); !errors.Is(err, billing.ErrAlreadyLocked) {
+		t.Fatalf("locked repayment: %v", err)
+	}
+	requireEqualMap(t, billing.MetricCollectionAttempts, o.counts(t, billing.MetricCollectionAttempts), map[string]int64{
+		"outcome=collected,process=BATCH,run=batch":                  1,
+		"outcome=not_eligible,process=BATCH,run=batch":               1,
+		"outcome=skipped_locked,process=MANUAL_REPAYMENT,run=manual": 1,
+	})
+	if n := len(o.ended(billing.SpanCollectionAttempt)); n != 3 {
+		t.Fatalf("%d attempt spans, want 3", n)
+	}
 }
 
 func TestTelemetryNotifier(t *testing.T) {
