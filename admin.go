@@ -24,7 +24,7 @@ func (c *Collector) admin(ctx context.Context, op, subscriptionID string, edit f
 	}
 	var ch Change
 	_, err = c.single(ctx, op, found.UserID, subscriptionID, func(ctx context.Context, _ *Report) error {
-		cur, err := c.cfg.Repository.GetByID(ctx, subscriptionID)
+		cur, err := c.reread(ctx, &found)
 		if err != nil {
 			return err
 		}

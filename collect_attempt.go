@@ -11,6 +11,13 @@ import (
 // eligible now (already collected, not due, paused, cancelled, ...).
 var ErrNotCollectible = errors.New("billing: record not collectible")
 
+// Reasons a retry run leaves an ERROR record alone ([Plan.Reason]).
+const (
+	ReasonNotError      = "not an ERROR record"
+	ReasonDeclinedFinal = "declined as final"
+	ReasonRetryNotNow   = "retry policy: not now"
+)
+
 // eligible reports whether cur may be attempted by proc at now, and why not.
 func (c *Collector) eligible(proc Process, cur *Subscription, now time.Time) (bool, string) {
 	due := !cur.BillingDate.After(now)
@@ -18,10 +25,13 @@ func (c *Collector) eligible(proc Process, cur *Subscription, now time.Time) (bo
 	case ProcessInitial:
 		return cur.Status == StatusScheduled && due, "not SCHEDULED and due"
 	case ProcessRetry:
-		if cur.Status != StatusError || cur.NoRetry {
-			return false, "not a retryable ERROR"
+		switch {
+		case cur.Status != StatusError:
+			return false, ReasonNotError
+		case cur.NoRetry:
+			return false, ReasonDeclinedFinal
 		}
-		return c.cfg.RetryPolicy.ShouldRetry(cur, now), "retry policy says not now"
+		return c.cfg.RetryPolicy.ShouldRetry(cur, now), ReasonRetryNotNow
 	case ProcessWebhook, ProcessWebhookBalance, ProcessBatch:
 		ok := due && (cur.Status == StatusScheduled || (cur.Status == StatusError && !cur.NoRetry))
 		return ok, "not a due SCHEDULED or retryable ERROR record"
@@ -244,7 +254,7 @@ func (c *Collector) markStale(ctx context.Context, proc Process, cur *Subscripti
 // when the pause is over.
 func (c *Collector) advancePause(ctx context.Context, cur *Subscription, rep *Report) error {
 	now := c.cfg.Clock.Now()
-	if cur.Status != StatusPaused || !cur.BillingDate.Before(now) {
+	if c.PlanRecord(RunPause, cur, now).Action != PlanAdvancePause {
 		rep.count(&rep.NotEligible)
 		return nil
 	}

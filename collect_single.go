@@ -53,7 +53,7 @@ func (c *Collector) collectOne(ctx context.Context, proc Process, subscriptionID
 		return nil, err
 	}
 	rep, err := c.single(ctx, string(proc), found.UserID, subscriptionID, func(ctx context.Context, rep *Report) error {
-		cur, err := c.cfg.Repository.GetByID(ctx, subscriptionID) // consistent re-read under the lock
+		cur, err := c.reread(ctx, &found)
 		if err != nil {
 			return err
 		}
@@ -105,4 +105,19 @@ func (c *Collector) single(ctx context.Context, kind, userID, subID string, fn f
 		return rep, err
 	}
 	return rep, nil
+}
+
+// reread reads found again under the user's lock: a consistent read of its
+// key (one call), or, when it has moved since (an admin change of its
+// billing date) or its key is not in the canonical form, by its
+// subscription ID (an index query and a consistent read).
+func (c *Collector) reread(ctx context.Context, found *Subscription) (Subscription, error) {
+	cur, err := c.cfg.Repository.Get(ctx, found.UserID, found.BillingDate)
+	if err == nil && cur.SubscriptionID == found.SubscriptionID {
+		return cur, nil
+	}
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return Subscription{}, err
+	}
+	return c.cfg.Repository.GetByID(ctx, found.SubscriptionID)
 }

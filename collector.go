@@ -224,23 +224,14 @@ func (c *Collector) run(ctx context.Context, req RunRequest) (*Report, error) {
 	now := c.cfg.Clock.Now()
 	rep := &Report{Kind: string(req.Kind), Started: now}
 	defer func() { rep.Finished = c.cfg.Clock.Now() }()
-	var query func(cursor string) StatusQuery
-	switch req.Kind {
-	case RunScheduled:
-		query = func(cur string) StatusQuery { return StatusQuery{Status: StatusScheduled, Before: now, Cursor: cur} }
-	case RunRetry:
-		// Look a week past the stale threshold, so a record crossing it is
-		// seen (and marked STALE) even when some daily runs were missed.
-		since := now.Add(-time.Duration(c.cfg.OldSubscriptionDays+7) * 24 * time.Hour)
-		query = func(cur string) StatusQuery { return StatusQuery{Status: StatusError, After: since, Cursor: cur} }
-	case RunPause:
-		query = func(cur string) StatusQuery { return StatusQuery{Status: StatusPaused, Before: now, Cursor: cur} }
-	default:
-		return rep, fmt.Errorf("%w: run kind %q", ErrInvalidQuery, req.Kind)
+	q, err := c.RunQuery(req.Kind, now)
+	if err != nil {
+		return rep, err
 	}
 	cursor := req.Cursor
 	for page := 0; page < c.cfg.PagesPerInvocation; page++ {
-		p, err := c.cfg.Repository.QueryStatus(ctx, query(cursor))
+		q.Cursor = cursor
+		p, err := c.cfg.Repository.QueryStatus(ctx, q)
 		if err != nil {
 			rep.Next = cursor
 			return rep, fmt.Errorf("billing: %s run: page %d: %w", req.Kind, rep.Pages+1, err)
@@ -259,6 +250,65 @@ func (c *Collector) run(ctx context.Context, req RunRequest) (*Report, error) {
 	}
 	rep.Next = cursor
 	return rep, ctx.Err()
+}
+
+// RunQuery returns the status query a run of kind makes at now (without a
+// cursor): SCHEDULED due before now, ERROR billed after now minus the
+// stale threshold and a week (so a record crossing the threshold is seen and
+// marked STALE even when some daily runs were missed), PAUSED due before
+// now. Operator tools use it to preview a run.
+func (c *Collector) RunQuery(kind RunKind, now time.Time) (StatusQuery, error) {
+	switch kind {
+	case RunScheduled:
+		return StatusQuery{Status: StatusScheduled, Before: now}, nil
+	case RunRetry:
+		since := now.Add(-time.Duration(c.cfg.OldSubscriptionDays+7) * 24 * time.Hour)
+		return StatusQuery{Status: StatusError, After: since}, nil
+	case RunPause:
+		return StatusQuery{Status: StatusPaused, Before: now}, nil
+	}
+	return StatusQuery{}, fmt.Errorf("%w: run kind %q", ErrInvalidQuery, kind)
+}
+
+// PlanAction is what a run would do with a record.
+type PlanAction string
+
+// The plan actions.
+const (
+	// PlanCollect: the record is charged (process INITIAL or RETRY).
+	PlanCollect PlanAction = "collect"
+	// PlanMarkStale: the record is too old to collect and becomes STALE.
+	PlanMarkStale PlanAction = "mark stale"
+	// PlanAdvancePause: the paused period is skipped and the next opened.
+	PlanAdvancePause PlanAction = "advance pause"
+	// PlanSkip: the run leaves the record alone (Reason says why).
+	PlanSkip PlanAction = "skip"
+)
+
+// Plan is what a run would do with one record, and why.
+type Plan struct {
+	Action PlanAction
+	Reason string
+}
+
+// PlanRecord says what a run of kind would do at now with sub as read
+// under the user's lock: the same decision the run makes, for operator
+// previews. It does no I/O.
+func (c *Collector) PlanRecord(kind RunKind, sub *Subscription, now time.Time) Plan {
+	if kind == RunPause {
+		if sub.Status != StatusPaused || !sub.BillingDate.Before(now) {
+			return Plan{PlanSkip, "not a PAUSED record past due"}
+		}
+		return Plan{PlanAdvancePause, ""}
+	}
+	proc := kind.process()
+	if c.staleable(proc, sub, now) {
+		return Plan{PlanMarkStale, fmt.Sprintf("older than %d days", c.cfg.OldSubscriptionDays)}
+	}
+	if ok, why := c.eligible(proc, sub, now); !ok {
+		return Plan{PlanSkip, why}
+	}
+	return Plan{PlanCollect, ""}
 }
 
 // handlePage handles a page's records with at most Concurrency users at

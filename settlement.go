@@ -61,7 +61,7 @@ func (c *Collector) ApplySettlement(ctx context.Context, s Settlement) (rec Subs
 		return Subscription{}, false, err
 	}
 	_, err = c.single(ctx, "settlement", found.UserID, s.SubscriptionID, func(ctx context.Context, _ *Report) error {
-		cur, err := c.cfg.Repository.GetByID(ctx, s.SubscriptionID)
+		cur, err := c.reread(ctx, &found)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -118,17 +120,31 @@ func runDue(a *app, c *command, args []string) error {
 		now = bound.Add(-time.Nanosecond)
 		when = "at the end of " + day.Format(time.DateOnly) + " (UTC)"
 	}
-	since := now.Add(-time.Duration(*staleDays+7) * 24 * time.Hour)
-	all := []dueRun{
-		{billing.RunScheduled, billing.StatusScheduled, billing.StatusQuery{Status: billing.StatusScheduled, Before: bound}},
-		{billing.RunRetry, billing.StatusError, billing.StatusQuery{Status: billing.StatusError, After: since}},
-		{billing.RunPause, billing.StatusPaused, billing.StatusQuery{Status: billing.StatusPaused, Before: bound}},
+	// The run's own queries and decisions, from a collector that only
+	// plans (it never locks or charges).
+	planner, err := billing.NewCollector(billing.Config{Repository: noRepository{}, Locker: noLocker{},
+		Provider: refuseProvider{}, OldSubscriptionDays: *staleDays})
+	if err != nil {
+		return err
 	}
 	var runs []dueRun
-	for _, r := range all {
-		if *runFlag == "all" || *runFlag == string(r.kind) {
-			runs = append(runs, r)
+	for _, k := range []billing.RunKind{billing.RunScheduled, billing.RunRetry, billing.RunPause} {
+		if *runFlag != "all" && *runFlag != string(k) {
+			continue
 		}
+		// Scheduled and pause runs are bounded by the end of the day, so
+		// the preview includes every record billed on it (a query at the
+		// last instant would be truncated to its whole second); the retry
+		// lookback counts from the run's instant.
+		at := bound
+		if k == billing.RunRetry {
+			at = now
+		}
+		q, err := planner.RunQuery(k, at)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, dueRun{k, q.Status, q})
 	}
 	if len(runs) == 0 {
 		return usagef(c.name, "--run %q: want scheduled, retry, pause or all", *runFlag)
@@ -138,7 +154,7 @@ func runDue(a *app, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	ev := dueEvaluator{now: now, staleAfter: time.Duration(*staleDays) * 24 * time.Hour, retry: billing.DefaultRetryPolicy{}}
+	ev := dueEvaluator{now: now, planner: planner}
 	var sums []dueSummary
 	for _, r := range runs {
 		r.query.Limit = *pageSize
@@ -246,47 +262,45 @@ func (a *app) dueRun(repo billing.Repository, r dueRun, ev *dueEvaluator) (dueSu
 	return sum, nil
 }
 
-// dueEvaluator says what a run would do with a record, with the checks
-// the collector makes after re-reading it under the user's lock.
+// dueEvaluator says what a run would do with a record: the collector's
+// own decision ([billing.Collector.PlanRecord]), worded for operators.
 type dueEvaluator struct {
-	now        time.Time
-	staleAfter time.Duration
-	retry      billing.RetryPolicy
+	now     time.Time
+	planner *billing.Collector
 }
 
 func (e *dueEvaluator) action(kind billing.RunKind, s *billing.Subscription) string {
-	stale := e.now.Sub(s.BillingDate) > e.staleAfter
-	switch kind {
-	case billing.RunScheduled:
-		switch {
-		case s.Status != billing.StatusScheduled || s.BillingDate.After(e.now):
-			return "not eligible"
-		case stale:
-			return "mark stale"
+	p := e.planner.PlanRecord(kind, s, e.now)
+	switch p.Action {
+	case billing.PlanCollect:
+		if kind == billing.RunRetry {
+			return "retry"
 		}
 		return "collect"
-	case billing.RunRetry:
-		switch {
-		case s.Status != billing.StatusError:
-			return "not eligible"
-		case s.NoRetry:
-			return "skip (declined as final)"
-		case !e.retry.ShouldRetry(s, e.now):
-			return "skip (retry policy: not now)"
-		case stale:
-			return "mark stale"
-		}
-		return "retry"
-	case billing.RunPause:
-		switch {
-		case s.Status != billing.StatusPaused || !s.BillingDate.Before(e.now):
-			return "not eligible"
-		case s.PauseDurationMonths > 1:
+	case billing.PlanMarkStale:
+		return "mark stale"
+	case billing.PlanAdvancePause:
+		if s.PauseDurationMonths > 1 {
 			return "skip period, stay paused"
 		}
 		return "skip period, then resume"
 	}
-	return "unknown run"
+	switch p.Reason {
+	case billing.ReasonDeclinedFinal, billing.ReasonRetryNotNow:
+		return "skip (" + p.Reason + ")"
+	}
+	return "not eligible"
+}
+
+// noRepository and noLocker complete the planning collector of due, which
+// never reads, writes or locks.
+type (
+	noRepository struct{ billing.Repository }
+	noLocker     struct{}
+)
+
+func (noLocker) Lock(context.Context, string) (billing.Lease, error) {
+	return nil, errors.New("billingctl: due only plans")
 }
 
 // queryText describes a status query's date range.
