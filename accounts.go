@@ -281,11 +281,17 @@ func (a *DynamoAccounts) getItem(ctx context.Context, op, userID, sk string) (ma
 // queryAccount reads every item of the user's partition whose sort key
 // starts with prefix (all items for ""), with consistent reads, all pages.
 func (a *DynamoAccounts) queryAccount(ctx context.Context, op, userID, prefix string) ([]map[string]types.AttributeValue, error) {
+	return queryAccount(ctx, a.cfg.Client, a.cfg.Table, op, userID, prefix)
+}
+
+// queryAccount reads every item of an account's partition whose sort key
+// begins with prefix ("" for all), consistently, across all pages.
+func queryAccount(ctx context.Context, client DynamoDBAPI, table SingleTableConfig, op, userID, prefix string) ([]map[string]types.AttributeValue, error) {
 	in := &dynamodb.QueryInput{
-		TableName:                 &a.cfg.Table.Table,
+		TableName:                 &table.Table,
 		KeyConditionExpression:    aws.String("#pk = :pk"),
 		ExpressionAttributeNames:  map[string]string{"#pk": AttrPK},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": attrS(a.cfg.Table.accountPK(userID))},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": attrS(table.accountPK(userID))},
 		ConsistentRead:            aws.Bool(true),
 	}
 	if prefix != "" {
@@ -295,7 +301,7 @@ func (a *DynamoAccounts) queryAccount(ctx context.Context, op, userID, prefix st
 	}
 	var items []map[string]types.AttributeValue
 	for {
-		out, err := a.cfg.Client.Query(ctx, in)
+		out, err := client.Query(ctx, in)
 		if err != nil {
 			return nil, fmt.Errorf("billing: %s (user %s): %w", op, userID, err)
 		}

@@ -267,6 +267,18 @@ func checkPaymentKey(accountID, subscriptionID, sku string) error {
 	return nil
 }
 
+// PaymentDayKey is how a day is stored in NextPaymentDate,
+// NextReminderDate and their Last… attributes, and so the value the
+// due-date indexes are queried by: its UTC date, "2006-01-02". It returns
+// "" for the zero time or a year outside 0001–9999.
+func PaymentDayKey(t time.Time) string {
+	d, err := payDayText("day", t, false)
+	if err != nil {
+		return ""
+	}
+	return d
+}
+
 // payDayText encodes a date of a subscription; zero is "" (attribute
 // absent) unless never is set, then it is payNever.
 func payDayText(field string, t time.Time, never bool) (string, error) {
@@ -458,18 +470,13 @@ func (p *DynamoPayments) SubscriptionsByAccount(ctx context.Context, accountID s
 	if err := checkAccount("subscriptions by account", accountID); err != nil {
 		return nil, err
 	}
-	a := &DynamoAccounts{cfg: DynamoAccountsConfig{Client: p.cfg.Client, Table: p.cfg.Table}} // reuses queryAccount
-	items, err := a.queryAccount(ctx, "subscriptions by account", accountID, SKRecurringPrefix)
+	items, err := queryAccount(ctx, p.cfg.Client, p.cfg.Table, "subscriptions by account", accountID, SKRecurringPrefix)
 	if err != nil {
 		return nil, err
 	}
-	subs := make([]RecurringSubscription, 0, len(items))
-	for _, it := range items {
-		s, err := p.cfg.Table.DecodeRecurringSubscription(it)
-		if err != nil {
-			return nil, fmt.Errorf("billing: subscriptions by account: %w", err)
-		}
-		subs = append(subs, s)
+	subs, err := decodeAll(items, p.cfg.Table.DecodeRecurringSubscription)
+	if err != nil {
+		return nil, fmt.Errorf("billing: subscriptions by account: %w", err)
 	}
 	return subs, nil
 }

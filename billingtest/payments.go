@@ -283,10 +283,10 @@ func (p *Payments) DueRemindersByDate(_ context.Context, day time.Time, token st
 // due pages through the items whose hash attribute is day, ordered by
 // (range attribute, PK, SK) like a sparse index.
 func (p *Payments) due(op, hash, rng string, day time.Time, token string) ([]billing.RecurringSubscription, string, error) {
-	if day.IsZero() || day.UTC().Year() < 1 || day.UTC().Year() > 9999 {
+	d := billing.PaymentDayKey(day)
+	if d == "" {
 		return nil, "", fmt.Errorf("billing: %s: %w: day %v", op, billing.ErrInvalidQuery, day)
 	}
-	d := day.UTC().Format("2006-01-02")
 	scope := "memory/" + hash + "/" + d
 	start, err := cursor.Decode(scope, token, "PK", "SK", hash, rng)
 	if err != nil {
