@@ -15,6 +15,7 @@ type txOp struct {
 	reason  string // what a failed condition of this action means
 	exists  bool   // a failed condition means "already exists"
 	history bool   // the action is a history row put
+	taken   bool   // a failed condition means "the new key of a move is taken"
 }
 
 // translateWrite turns DynamoDB's condition and transaction failures into
@@ -53,7 +54,7 @@ func translateWrite(op string, ops []txOp, err error) error {
 }
 
 func conflictFor(op string, o txOp) error {
-	e := &ConflictError{Op: op, Key: o.key, Reason: o.reason, Err: ErrConflict, HistoryRow: o.history}
+	e := &ConflictError{Op: op, Key: o.key, Reason: o.reason, Err: ErrConflict, HistoryRow: o.history, Taken: o.taken}
 	if o.exists {
 		e.Err = ErrAlreadyExists
 	}

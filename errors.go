@@ -110,6 +110,11 @@ type ConflictError struct {
 	// record itself: the record's condition held, and the same write with a
 	// later last_run_date may succeed.
 	HistoryRow bool
+	// Taken is set when the failed condition was that the new key of a
+	// moved record is taken by another record (an AdminUpdate onto a
+	// billing date the user already has). The error then also matches
+	// [ErrAlreadyExists].
+	Taken bool
 	// Err is ErrConflict or ErrAlreadyExists.
 	Err error
 }
@@ -119,8 +124,14 @@ func (e *ConflictError) Error() string {
 	return fmt.Sprintf("%s: %s (%s): %s", e.Err, e.Op, e.Key, e.Reason)
 }
 
-// Unwrap returns ErrConflict or ErrAlreadyExists.
-func (e *ConflictError) Unwrap() error { return e.Err }
+// Unwrap returns ErrConflict or ErrAlreadyExists, and ErrAlreadyExists as
+// well when Taken is set.
+func (e *ConflictError) Unwrap() []error {
+	if e.Taken && e.Err != ErrAlreadyExists {
+		return []error{e.Err, ErrAlreadyExists}
+	}
+	return []error{e.Err}
+}
 
 // BatchError reports a batch add that did not write every item. Unwritten
 // lists the keys of the records not written to the primary table or the

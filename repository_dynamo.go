@@ -477,7 +477,7 @@ func (r *DynamoRepository) AdminUpdate(ctx context.Context, prev, next *Subscrip
 	}})
 	return translateWrite("admin update", []txOp{
 		{key: prev.Key(), reason: staleReason},
-		{key: next.Key(), reason: "new billing_date taken: a record with that key exists"},
+		{key: next.Key(), reason: "new billing_date taken: a record with that key exists", taken: true},
 		{key: next.Key(), reason: "a history row with this user_id and last_run_date exists", history: true},
 	}, err)
 }

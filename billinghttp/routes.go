@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/dynabill/billing"
 )
@@ -154,18 +153,13 @@ func (h *Handler) billingDate(ctx context.Context, r *http.Request, a Action) (i
 		return 0, nil, err
 	}
 	return h.change(ctx, a, func() (billing.Change, error) {
-		// The move fails when the user has a record on the new date; the
-		// store reports that as a conflict, so look first to tell the
-		// caller which (the conditional write remains the fence).
-		other, err := h.cfg.Repository.Get(ctx, a.UserID, date.Truncate(time.Second))
-		switch {
-		case err == nil && other.SubscriptionID != a.SubscriptionID:
-			return billing.Change{}, &apiError{status: http.StatusConflict, code: CodeAlreadyExists,
-				field: "billing_date", message: "the user has another record on this billing date"}
-		case err != nil && !errors.Is(err, billing.ErrNotFound):
-			return billing.Change{}, err
+		ch, err := h.cfg.Collector.ChangeBillingDate(ctx, a.SubscriptionID, date)
+		if errors.Is(err, billing.ErrAlreadyExists) {
+			// The store's conditional move found the new key taken.
+			return ch, &apiError{status: http.StatusConflict, code: CodeAlreadyExists, field: "billing_date",
+				message: "the user has another record on this billing date", cause: err}
 		}
-		return h.cfg.Collector.ChangeBillingDate(ctx, a.SubscriptionID, date)
+		return ch, err
 	})
 }
 

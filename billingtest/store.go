@@ -276,7 +276,7 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 	}
 	if newKey != oldKey {
 		if _, taken := s.primary[newKey]; taken {
-			return conflict(next.Key(), "new billing_date taken")
+			return &billing.ConflictError{Op: op, Key: next.Key(), Reason: "new billing_date taken", Err: billing.ErrConflict, Taken: true}
 		}
 	}
 	if _, taken := s.history[hk]; taken {
