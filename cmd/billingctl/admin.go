@@ -89,37 +89,38 @@ func (a *app) oneID(c *command, pos []string) (string, error) {
 	return pos[0], nil
 }
 
-func runWaive(a *app, c *command, args []string) error {
-	pos, err := a.parse(c, a.newFlags(c), args)
-	if err != nil {
-		return err
+// idOnlyAdmin makes an admin command that takes one SUBSCRIPTION_ID and no
+// flags of its own: describe says what will change, op makes the change.
+func idOnlyAdmin(describe func(b *billing.Subscription) string,
+	op func(col *billing.Collector, ctx context.Context, id string) (billing.Change, error)) func(a *app, c *command, args []string) error {
+	return func(a *app, c *command, args []string) error {
+		pos, err := a.parse(c, a.newFlags(c), args)
+		if err != nil {
+			return err
+		}
+		id, err := a.oneID(c, pos)
+		if err != nil {
+			return err
+		}
+		return a.admin(c, id, describe, func(ctx context.Context, col *billing.Collector, _ *billing.Subscription) (billing.Change, error) {
+			return op(col, ctx, id)
+		})
 	}
-	id, err := a.oneID(c, pos)
-	if err != nil {
-		return err
-	}
-	return a.admin(c, id, func(b *billing.Subscription) string {
-		return fmt.Sprintf("billing_status %s -> %s (a record never attempted also opens the next period)", b.Status, billing.StatusWaived)
-	}, func(ctx context.Context, col *billing.Collector, _ *billing.Subscription) (billing.Change, error) {
-		return col.Waive(ctx, id)
-	})
 }
 
-func runCancel(a *app, c *command, args []string) error {
-	pos, err := a.parse(c, a.newFlags(c), args)
-	if err != nil {
-		return err
-	}
-	id, err := a.oneID(c, pos)
-	if err != nil {
-		return err
-	}
-	return a.admin(c, id, func(b *billing.Subscription) string {
+var (
+	runWaive = idOnlyAdmin(func(b *billing.Subscription) string {
+		return fmt.Sprintf("billing_status %s -> %s (a record never attempted also opens the next period)", b.Status, billing.StatusWaived)
+	}, (*billing.Collector).Waive)
+
+	runCancel = idOnlyAdmin(func(b *billing.Subscription) string {
 		return fmt.Sprintf("billing_status %s -> %s (the subscription ends)", b.Status, billing.StatusCancelled)
-	}, func(ctx context.Context, col *billing.Collector, _ *billing.Subscription) (billing.Change, error) {
-		return col.Cancel(ctx, id)
-	})
-}
+	}, (*billing.Collector).Cancel)
+
+	runResume = idOnlyAdmin(func(b *billing.Subscription) string {
+		return fmt.Sprintf("billing_status %s -> %s (pause-resume) on its billing date %s", b.Status, billing.StatusScheduled, fmtTime(b.BillingDate))
+	}, (*billing.Collector).Resume)
+)
 
 func runPause(a *app, c *command, args []string) error {
 	fs := a.newFlags(c)
@@ -139,22 +140,6 @@ func runPause(a *app, c *command, args []string) error {
 		return fmt.Sprintf("billing_status %s -> %s for %d billing period(s)", b.Status, billing.StatusPaused, *months)
 	}, func(ctx context.Context, col *billing.Collector, _ *billing.Subscription) (billing.Change, error) {
 		return col.Pause(ctx, id, *months)
-	})
-}
-
-func runResume(a *app, c *command, args []string) error {
-	pos, err := a.parse(c, a.newFlags(c), args)
-	if err != nil {
-		return err
-	}
-	id, err := a.oneID(c, pos)
-	if err != nil {
-		return err
-	}
-	return a.admin(c, id, func(b *billing.Subscription) string {
-		return fmt.Sprintf("billing_status %s -> %s (pause-resume) on its billing date %s", b.Status, billing.StatusScheduled, fmtTime(b.BillingDate))
-	}, func(ctx context.Context, col *billing.Collector, _ *billing.Subscription) (billing.Change, error) {
-		return col.Resume(ctx, id)
 	})
 }
 
