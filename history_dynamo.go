@@ -48,11 +48,24 @@ func (h *DynamoHistory) Add(ctx context.Context, sub *Subscription) error {
 
 // AddAll implements [History.AddAll].
 func (h *DynamoHistory) AddAll(ctx context.Context, subs []Subscription) error {
+	if err := checkHistoryBatch(subs); err != nil {
+		return err
+	}
 	puts := make([]batchPut, 0, len(subs))
+	for i := range subs {
+		item, _ := EncodeHistoryItem(&subs[i])
+		puts = append(puts, batchPut{table: h.cfg.Tables.History, item: item, record: i, key: historyKey(&subs[i])})
+	}
+	unwritten, lastErr := h.bw.write(ctx, puts, maxBatchWrite)
+	return historyBatchError(subs, unwritten, lastErr)
+}
+
+// checkHistoryBatch validates the rows of a History.AddAll before
+// anything is written: each storable, no two sharing a key.
+func checkHistoryBatch(subs []Subscription) error {
 	seen := map[string]bool{}
 	for i := range subs {
-		item, err := EncodeHistoryItem(&subs[i])
-		if err != nil {
+		if _, err := EncodeHistoryItem(&subs[i]); err != nil {
 			return fmt.Errorf("history row %d: %w", i, err)
 		}
 		k := historyKey(&subs[i])
@@ -60,9 +73,13 @@ func (h *DynamoHistory) AddAll(ctx context.Context, subs []Subscription) error {
 			return &ConflictError{Op: "history add", Key: k, Reason: "two rows of the batch share user_id and last_run_date", Err: ErrAlreadyExists}
 		}
 		seen[k] = true
-		puts = append(puts, batchPut{table: h.cfg.Tables.History, item: item, record: i, key: k})
 	}
-	unwritten, lastErr := h.bw.write(ctx, puts, maxBatchWrite)
+	return nil
+}
+
+// historyBatchError is the [*BatchError] naming the rows not written, or
+// nil.
+func historyBatchError(subs []Subscription, unwritten map[int]bool, lastErr error) error {
 	if len(unwritten) == 0 {
 		return nil
 	}

@@ -428,20 +428,11 @@ func (r *DynamoRepository) Update(ctx context.Context, prev, next *Subscription,
 		{key: prev.Key(), reason: staleReason},
 		{key: next.Key(), reason: "a history row with this user_id and last_run_date exists", history: true},
 	}
-	// One action per item in a transaction: reject duplicate keys here.
-	usedP := map[string]bool{prev.BillingDateKey(): true}
-	usedH := map[string]bool{next.LastRunDateKey(): true}
+	if err := checkCreates(prev, next, create); err != nil {
+		return err
+	}
 	for _, c := range create {
-		ch, err := EncodeHistoryItem(c)
-		if err != nil {
-			return err
-		}
-		if c.UserID == prev.UserID && (usedP[c.BillingDateKey()] || usedH[c.LastRunDateKey()]) {
-			return &ConflictError{Op: "update", Key: c.Key(), Reason: "two records of one update share a key", Err: ErrAlreadyExists}
-		}
-		if c.UserID == prev.UserID {
-			usedP[c.BillingDateKey()], usedH[c.LastRunDateKey()] = true, true
-		}
+		ch, _ := EncodeHistoryItem(c)
 		cp, _ := EncodeItem(c)
 		items = append(items,
 			types.TransactWriteItem{Put: &types.Put{TableName: &r.cfg.Tables.Subscriptions, Item: cp,
@@ -454,6 +445,27 @@ func (r *DynamoRepository) Update(ctx context.Context, prev, next *Subscription,
 	}
 	_, err := r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	return translateWrite("update", ops, err)
+}
+
+// checkCreates validates the records an update creates: storable, and no
+// two actions of the transaction on one item (DynamoDB rejects that), so
+// records of prev's user must not share a key with prev, next or each
+// other.
+func checkCreates(prev, next *Subscription, create []*Subscription) error {
+	usedP := map[string]bool{prev.BillingDateKey(): true}
+	usedH := map[string]bool{next.LastRunDateKey(): true}
+	for _, c := range create {
+		if _, err := EncodeHistoryItem(c); err != nil {
+			return err
+		}
+		if c.UserID == prev.UserID && (usedP[c.BillingDateKey()] || usedH[c.LastRunDateKey()]) {
+			return &ConflictError{Op: "update", Key: c.Key(), Reason: "two records of one update share a key", Err: ErrAlreadyExists}
+		}
+		if c.UserID == prev.UserID {
+			usedP[c.BillingDateKey()], usedH[c.LastRunDateKey()] = true, true
+		}
+	}
+	return nil
 }
 
 // AdminUpdate implements [Repository.AdminUpdate].

@@ -27,7 +27,14 @@ import (
 // and DynamoDB Local do.
 func TestHistory(t *testing.T, newHistory func(t *testing.T) billing.History) {
 	t.Helper()
-	s := &histSuite{newHistory: newHistory, ids: newSuiteIDs()}
+	TestHistoryWith(t, newHistory, SuiteOptions{})
+}
+
+// TestHistoryWith is [TestHistory] with the user IDs mapped by
+// opts.UserID.
+func TestHistoryWith(t *testing.T, newHistory func(t *testing.T) billing.History, opts SuiteOptions) {
+	t.Helper()
+	s := &histSuite{newHistory: newHistory, ids: newSuiteIDs(opts)}
 	for _, c := range s.cases() {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

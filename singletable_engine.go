@@ -1,0 +1,229 @@
+package billing
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynabill/billing/internal/timefmt"
+)
+
+// This file maps the collection engine's records ([Subscription], one per
+// billing period) onto the single table of requirements/001 and 004. The
+// mapping is shared by [SingleTableRepository] and its in-memory twin in
+// package billingtest; the package documentation (doc.go, "Single-table
+// layout") describes it for operators.
+
+// Sort-key and partition prefixes of the engine's items in the single table.
+const (
+	// SKPeriodPrefix starts a billing period's sort key:
+	// "PER#<subscriptionID>#SKU#<sku>#<billing_date>".
+	SKPeriodPrefix = "PER#"
+	// SKHistoryPrefix starts a history row's sort key:
+	// "HIST#<subscriptionID>#SKU#<sku>#<last_run_date>".
+	SKHistoryPrefix = "HIST#"
+	// PeriodIDPrefix starts the partition of a period's ID pointer:
+	// PK "PERIODID#<subscription_id of the period>", SK the engine user ID
+	// ([SubscriptionRef.UserID]). It answers GetByID and
+	// ListBySubscription without a third index.
+	PeriodIDPrefix = "PERIODID#"
+	// DefaultCatchUpDays is how many days before a status query's range
+	// the due-date walk starts (see [SingleTableRepository.QueryStatus]).
+	DefaultCatchUpDays = 45
+)
+
+// Attribute names the engine adds to the single table's items.
+const (
+	// AttrOpenPeriods is a map on a subscription item from the billing_date
+	// of each of its periods a run may still act on (SCHEDULED, ERROR,
+	// PAUSED) to that period's status.
+	AttrOpenPeriods = "OpenPeriods"
+	entityPeriod    = "Period"
+	entityHistory   = "History"
+	entityPeriodID  = "PeriodID"
+)
+
+// SubscriptionRef names one subscription of an account in the single
+// table: the item PK=<prefix><AccountID>, SK=SUB#<SubscriptionID>#SKU#<SKU>.
+// The collection engine sees each subscription as one "user": its
+// [Subscription.UserID] is [SubscriptionRef.UserID], so locks, keys and
+// runs are per subscription, and an account may hold several SKUs.
+type SubscriptionRef struct {
+	AccountID      string
+	SubscriptionID string // no '#'
+	SKU            string // no '#'
+}
+
+// UserID is the engine user ID of the subscription:
+// "<AccountID>#<SubscriptionID>#<SKU>".
+func (r SubscriptionRef) UserID() string {
+	return r.AccountID + "#" + r.SubscriptionID + "#" + r.SKU
+}
+
+// SK is the sort key of the subscription item.
+func (r SubscriptionRef) SK() string { return RecurringSK(r.SubscriptionID, r.SKU) }
+
+// ParseSubscriptionRef splits an engine user ID made by
+// [SubscriptionRef.UserID]. The account ID may contain '#'; the
+// subscription ID and SKU may not. A malformed ID is a [*FieldError]
+// wrapping [ErrInvalidPayment].
+func ParseSubscriptionRef(userID string) (SubscriptionRef, error) {
+	i := strings.LastIndexByte(userID, '#')
+	if i < 0 {
+		return SubscriptionRef{}, payInvalid("user_id", userID, "not <account>#<subscription>#<sku>")
+	}
+	j := strings.LastIndexByte(userID[:i], '#')
+	if j < 0 {
+		return SubscriptionRef{}, payInvalid("user_id", userID, "not <account>#<subscription>#<sku>")
+	}
+	r := SubscriptionRef{AccountID: userID[:j], SubscriptionID: userID[j+1 : i], SKU: userID[i+1:]}
+	if err := checkPaymentKey(r.AccountID, r.SubscriptionID, r.SKU); err != nil {
+		return SubscriptionRef{}, err
+	}
+	return r, nil
+}
+
+// PeriodOpen reports whether a run may still act on a period in status st:
+// SCHEDULED (the scheduled run), ERROR (the retry run) and PAUSED (the
+// pause run). Only open periods keep their subscription in the due-date
+// indexes.
+func PeriodOpen(st Status) bool {
+	return st == StatusScheduled || st == StatusError || st == StatusPaused
+}
+
+// OpenPeriods is the [AttrOpenPeriods] map of a subscription item: the
+// billing_date (as stored, [Subscription.BillingDateKey]) of each open
+// period and its status.
+type OpenPeriods map[string]Status
+
+// Record notes sub's status: kept when open, dropped otherwise.
+func (o OpenPeriods) Record(sub *Subscription) {
+	if PeriodOpen(sub.Status) {
+		o[sub.BillingDateKey()] = sub.Status
+		return
+	}
+	delete(o, sub.BillingDateKey())
+}
+
+// Due returns the subscription item's due dates for the open periods:
+// NextPaymentDate is the day of the earliest open period (the first day a
+// run acts on the subscription; an overdue period keeps it there until it
+// is handled), NextReminderDate is leadDays before the day of the
+// earliest SCHEDULED period. A zero date means "not due": the attribute
+// is removed and the item leaves that index.
+func (o OpenPeriods) Due(leadDays int) (nextPayment, nextReminder time.Time) {
+	for _, k := range slices.Sorted(maps.Keys(o)) {
+		t, err := timefmt.Parse(k)
+		if err != nil {
+			continue
+		}
+		d := PaymentDate(t)
+		if nextPayment.IsZero() || d.Before(nextPayment) {
+			nextPayment = d
+		}
+		if o[k] == StatusScheduled {
+			if r := d.AddDate(0, 0, -leadDays); nextReminder.IsZero() || r.Before(nextReminder) {
+				nextReminder = r
+			}
+		}
+	}
+	return nextPayment, nextReminder
+}
+
+func (o OpenPeriods) attr() types.AttributeValue {
+	m := make(map[string]types.AttributeValue, len(o))
+	for k, st := range o {
+		m[k] = attrS(string(st))
+	}
+	return &types.AttributeValueMemberM{Value: m}
+}
+
+func decodeOpenPeriods(av types.AttributeValue) OpenPeriods {
+	o := OpenPeriods{}
+	if m, ok := av.(*types.AttributeValueMemberM); ok {
+		for k, v := range m.Value {
+			o[k] = Status(stringAttr(v))
+		}
+	}
+	return o
+}
+
+// PeriodReceipt returns the receipt an update of a period from prev to
+// next creates: one when next completes the period (ok false otherwise, and
+// for records added already complete, prev nil: imports are not
+// payments). ProcessedDate is next's CompletionDate (LastRunDate when it
+// has none), the amount next's Amount.
+func PeriodReceipt(ref SubscriptionRef, prev, next *Subscription) (Receipt, bool) {
+	if prev == nil || next.Status != StatusCompleted || prev.Status == StatusCompleted {
+		return Receipt{}, false
+	}
+	at := next.CompletionDate
+	if at.IsZero() {
+		at = next.LastRunDate
+	}
+	return Receipt{
+		AccountID: ref.AccountID, SubscriptionID: ref.SubscriptionID, SKU: ref.SKU,
+		ProcessedDate: at, ProcessedAmount: next.Amount, TransactionID: next.TransactionID,
+	}, true
+}
+
+// EngineSubscription returns the subscription item a set of period writes
+// leaves: cur as stored (exists false when there is none yet, then it is
+// created from the first written period), open its open periods after the
+// writes, written the periods written. It sets the due dates from open
+// ([OpenPeriods.Due]), the amount and payment day of the latest open
+// period written (anchor days 29 to 31 are stored as PaymentDay 28, the
+// last day every month has; the periods keep the exact anchor), LastPaymentDate to the latest completion written,
+// UpdatedAt to now and the version one up. Email and PaymentDetails,
+// which the engine's records do not carry, are kept.
+func EngineSubscription(ref SubscriptionRef, cur RecurringSubscription, exists bool, open OpenPeriods, written []*Subscription, now time.Time, leadDays int) RecurringSubscription {
+	next := cur
+	next.AccountID, next.SubscriptionID, next.SKU = ref.AccountID, ref.SubscriptionID, ref.SKU
+	now = now.UTC().Truncate(time.Second)
+	if !exists {
+		next = RecurringSubscription{AccountID: ref.AccountID, SubscriptionID: ref.SubscriptionID, SKU: ref.SKU, CreatedAt: now}
+	}
+	for _, w := range written {
+		if PeriodOpen(w.Status) || next.PaymentDay == 0 {
+			next.PaymentAmount = w.Amount
+			next.PaymentDay = min(w.EffectiveAnchorDay(), MaxPaymentDay)
+		}
+		if w.Status == StatusCompleted {
+			at := w.CompletionDate
+			if at.IsZero() {
+				at = w.LastRunDate
+			}
+			if d := PaymentDate(at); d.After(next.LastPaymentDate) {
+				next.LastPaymentDate = d
+			}
+		}
+	}
+	next.NextPaymentDate, next.NextReminderDate = open.Due(leadDays)
+	next.UpdatedAt, next.Version = now, cur.Version+1
+	if !exists {
+		next.Version = 1
+	}
+	return next
+}
+
+// periodSK and historySK are the sort keys of a period and a history row.
+func periodSK(ref SubscriptionRef, billingDateKey string) string {
+	return SKPeriodPrefix + ref.SubscriptionID + "#SKU#" + ref.SKU + "#" + billingDateKey
+}
+
+func historySK(ref SubscriptionRef, lastRunDateKey string) string {
+	return SKHistoryPrefix + ref.SubscriptionID + "#SKU#" + ref.SKU + "#" + lastRunDateKey
+}
+
+// engineRef parses the UserID of a record to be stored in the single table.
+func engineRef(sub *Subscription) (SubscriptionRef, error) {
+	ref, err := ParseSubscriptionRef(sub.UserID)
+	if err != nil {
+		return ref, fmt.Errorf("billing: single table: record %s: %w", sub.Key(), err)
+	}
+	return ref, nil
+}

@@ -1,0 +1,610 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dynabill/billing/internal/timefmt"
+)
+
+// SingleTableStoreConfig configures [NewSingleTableRepository].
+type SingleTableStoreConfig struct {
+	// Client talks to DynamoDB; *dynamodb.Client satisfies it. Required.
+	Client DynamoDBAPI
+	// Table names the single table, its indexes, TTL attribute and account
+	// prefix. Defaults to [SingleTableConfig]'s defaults; the layout of
+	// requirements/001 uses AccountPrefix "ACC#".
+	Table SingleTableConfig
+	// Clock gives "now" for the open end of status queries and for the
+	// subscription items' UpdatedAt. Defaults to [SystemClock].
+	Clock Clock
+	// PageSize is the number of index items a status page reads.
+	// Defaults to 100.
+	PageSize int
+	// CatchUpDays is how many days before a status query's range the walk
+	// over the payment index starts, so that a subscription whose earliest
+	// open period is overdue (it stays at that period's day until the
+	// period is handled) is still found. A period left open longer than
+	// this is not seen by status queries: runs mark SCHEDULED and ERROR
+	// periods STALE after Config.OldSubscriptionDays (30) and advance
+	// PAUSED ones the day they are due, so only runs missed for longer than
+	// the difference leave one behind. Defaults to [DefaultCatchUpDays].
+	CatchUpDays int
+	// ReminderLeadDays is how many days before a SCHEDULED period's day
+	// NextReminderDate falls. Defaults to [NotificationLeadDays], the
+	// notifier's window, so that the notifier's daily run and the reminder
+	// index agree.
+	ReminderLeadDays int
+	// ReceiptRetention is how long after its processed date a receipt
+	// expires. Defaults to [DefaultReceiptRetention].
+	ReceiptRetention time.Duration
+	// Collisions resolves duplicate keys in AddAll. Defaults to
+	// [DefaultCollisionPolicy].
+	Collisions CollisionPolicy
+	// Logger receives warnings about undecodable items. Defaults to
+	// discarding.
+	Logger *slog.Logger
+	// MeterProvider and TracerProvider observe every DynamoDB call.
+	// Default to the global OpenTelemetry providers.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
+}
+
+// SingleTableRepository is the [Repository] (and, through History, the
+// [History]) of the collection engine on the single table of
+// requirements/001 and 004, next to the [Payments] and accounts entities
+// of the same table. The collector and the notifier drive it exactly as
+// they drive [DynamoRepository]; the mapping is described in the package
+// documentation ("Single-table layout").
+//
+// An engine user is one subscription of an account: a record's UserID is
+// [SubscriptionRef.UserID], and a record whose UserID is not one is
+// rejected.
+type SingleTableRepository struct {
+	cfg SingleTableStoreConfig
+	pay *DynamoPayments
+	bw  *batchWriter
+}
+
+var _ Repository = (*SingleTableRepository)(nil)
+
+// NewSingleTableRepository checks cfg and returns the repository.
+func NewSingleTableRepository(cfg SingleTableStoreConfig) (*SingleTableRepository, error) {
+	switch {
+	case cfg.PageSize < 0:
+		return nil, fmt.Errorf("billing: SingleTableStoreConfig.PageSize: negative %d", cfg.PageSize)
+	case cfg.CatchUpDays < 0:
+		return nil, fmt.Errorf("billing: SingleTableStoreConfig.CatchUpDays: negative %d", cfg.CatchUpDays)
+	case cfg.ReminderLeadDays < 0:
+		return nil, fmt.Errorf("billing: SingleTableStoreConfig.ReminderLeadDays: negative %d", cfg.ReminderLeadDays)
+	case strings.HasPrefix(PeriodIDPrefix, cfg.Table.WithDefaults().AccountPrefix):
+		return nil, fmt.Errorf("billing: SingleTableStoreConfig.Table.AccountPrefix %q clashes with %q", cfg.Table.AccountPrefix, PeriodIDPrefix)
+	}
+	pay, err := NewDynamoPayments(DynamoPaymentsConfig{
+		Client: cfg.Client, Table: cfg.Table, Clock: cfg.Clock, ReceiptRetention: cfg.ReceiptRetention,
+		Logger: cfg.Logger, MeterProvider: cfg.MeterProvider, TracerProvider: cfg.TracerProvider,
+	})
+	if err != nil {
+		return nil, err
+	}
+	pc := pay.cfg
+	cfg.Client, cfg.Table, cfg.Clock, cfg.ReceiptRetention, cfg.Logger = pc.Client, pc.Table, pc.Clock, pc.ReceiptRetention, pc.Logger
+	if cfg.PageSize == 0 {
+		cfg.PageSize = 100
+	}
+	if cfg.CatchUpDays == 0 {
+		cfg.CatchUpDays = DefaultCatchUpDays
+	}
+	if cfg.ReminderLeadDays == 0 {
+		cfg.ReminderLeadDays = NotificationLeadDays
+	}
+	if cfg.Collisions == nil {
+		cfg.Collisions = DefaultCollisionPolicy
+	}
+	bw := &batchWriter{client: cfg.Client, retries: 8, baseDelay: 50 * time.Millisecond, maxDelay: 5 * time.Second,
+		keyAttrs: map[string][2]string{cfg.Table.Table: {AttrPK, AttrSK}}}
+	return &SingleTableRepository{cfg: cfg, pay: pay, bw: bw}, nil
+}
+
+// Payments returns the [Payments] view of the same table: the
+// subscription items the engine maintains (getSubscriptionsByAccount,
+// getDuePaymentsByDate, getDueRemindersByDate) and its receipts
+// (getReceiptsByAccount).
+func (r *SingleTableRepository) Payments() *DynamoPayments { return r.pay }
+
+// History returns the engine's history rows in the same table.
+func (r *SingleTableRepository) History() *SingleTableHistory { return &SingleTableHistory{r: r} }
+
+func (r *SingleTableRepository) table() *string { return &r.cfg.Table.Table }
+
+func (r *SingleTableRepository) keyText(accountID, sk string) string {
+	return "PK=" + r.cfg.Table.accountPK(accountID) + " SK=" + sk
+}
+
+// periodItem is the item of a period: the legacy record's attributes
+// ([EncodeItem]) with the layout's keys.
+func (r *SingleTableRepository) periodItem(ref SubscriptionRef, sub *Subscription) (map[string]types.AttributeValue, error) {
+	item, err := EncodeItem(sub)
+	if err != nil {
+		return nil, err
+	}
+	item[AttrPK], item[AttrSK] = attrS(r.cfg.Table.accountPK(ref.AccountID)), attrS(periodSK(ref, sub.BillingDateKey()))
+	item[payEntity] = attrS(entityPeriod)
+	return item, nil
+}
+
+func (r *SingleTableRepository) historyItem(ref SubscriptionRef, sub *Subscription) (map[string]types.AttributeValue, error) {
+	item, err := EncodeHistoryItem(sub)
+	if err != nil {
+		return nil, err
+	}
+	item[AttrPK], item[AttrSK] = attrS(r.cfg.Table.accountPK(ref.AccountID)), attrS(historySK(ref, sub.LastRunDateKey()))
+	item[payEntity] = attrS(entityHistory)
+	return item, nil
+}
+
+// pointerKey is the key of a period ID pointer.
+func pointerKey(subscriptionID, userID string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{AttrPK: attrS(PeriodIDPrefix + subscriptionID), AttrSK: attrS(userID)}
+}
+
+// decodeEngineItem decodes a period or history item: the layout's own
+// attributes are not part of the record.
+func decodeEngineItem(item map[string]types.AttributeValue) (Subscription, error) {
+	rec := maps.Clone(item)
+	delete(rec, AttrPK)
+	delete(rec, AttrSK)
+	delete(rec, payEntity)
+	return DecodeItem(rec)
+}
+
+// stTx collects the actions of one transaction on the single table and
+// the period writes whose subscription items it must update.
+type stTx struct {
+	op     string
+	items  []types.TransactWriteItem
+	ops    []txOp
+	chains map[string]*chainWrite
+	order  []string
+}
+
+type chainWrite struct {
+	ref     SubscriptionRef
+	deleted []string // billing_date keys of periods removed
+	written []*Subscription
+}
+
+func newSTTx(op string) *stTx { return &stTx{op: op, chains: map[string]*chainWrite{}} }
+
+func (t *stTx) add(item types.TransactWriteItem, op txOp) {
+	t.items = append(t.items, item)
+	t.ops = append(t.ops, op)
+}
+
+func (t *stTx) chain(ref SubscriptionRef) *chainWrite {
+	u := ref.UserID()
+	c, ok := t.chains[u]
+	if !ok {
+		c = &chainWrite{ref: ref}
+		t.chains[u] = c
+		t.order = append(t.order, u)
+	}
+	return c
+}
+
+var absentPK = map[string]string{"#pk": AttrPK}
+
+// putPeriod adds the put of next (conditional on prev when set, else on
+// the key being free, or unconditional when overwrite), its history row,
+// its ID pointer and, when it completes a period, its receipt.
+func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *Subscription, overwrite bool) error {
+	ref, err := engineRef(next)
+	if err != nil {
+		return err
+	}
+	prim, err := r.periodItem(ref, next)
+	if err != nil {
+		return err
+	}
+	hist, err := r.historyItem(ref, next)
+	if err != nil {
+		return err
+	}
+	put := &types.Put{TableName: r.table(), Item: prim}
+	op := txOp{key: next.Key(), reason: "a record with this user_id and billing_date exists", exists: true}
+	switch {
+	case overwrite:
+	case prev != nil && prev.BillingDateKey() == next.BillingDateKey():
+		cond, names, values := updateCondition(prev)
+		put.ConditionExpression, put.ExpressionAttributeNames, put.ExpressionAttributeValues = &cond, names, values
+		op = txOp{key: prev.Key(), reason: staleReason}
+	default:
+		put.ConditionExpression, put.ExpressionAttributeNames = aws.String(condAbsent), absentPK
+		if prev != nil {
+			op = txOp{key: next.Key(), reason: "new billing_date taken: a record with that key exists", taken: true}
+		}
+	}
+	t.add(types.TransactWriteItem{Put: put}, op)
+	hput := &types.Put{TableName: r.table(), Item: hist}
+	if !overwrite {
+		hput.ConditionExpression, hput.ExpressionAttributeNames = aws.String(condAbsent), absentPK
+	}
+	t.add(types.TransactWriteItem{Put: hput}, txOp{key: next.Key(), reason: "a history row with this user_id and last_run_date exists",
+		exists: prev == nil, history: true})
+	if prev == nil || prev.BillingDateKey() != next.BillingDateKey() {
+		bd := next.BillingDateKey()
+		t.add(types.TransactWriteItem{Put: &types.Put{TableName: r.table(), Item: r.pointerItem(next.SubscriptionID, next.UserID, bd)}},
+			txOp{key: next.Key(), reason: "period ID pointer"})
+	}
+	if rc, ok := PeriodReceipt(ref, prev, next); ok {
+		rput, rc, err := r.pay.receiptPut(rc)
+		if err != nil {
+			return err
+		}
+		t.add(types.TransactWriteItem{Put: rput}, r.pay.receiptOp(rc))
+	}
+	c := t.chain(ref)
+	c.written = append(c.written, next)
+	return nil
+}
+
+func (r *SingleTableRepository) pointerItem(subscriptionID, userID, billingDateKey string) map[string]types.AttributeValue {
+	item := pointerKey(subscriptionID, userID)
+	item[AttrUserID], item[AttrBillingDate], item[payEntity] = attrS(userID), attrS(billingDateKey), attrS(entityPeriodID)
+	return item
+}
+
+// maxSubRetries bounds the re-reads of subscription items whose version
+// moved under a transaction (another period of the same subscription was
+// written concurrently).
+const maxSubRetries = 8
+
+// commit reads the subscription items the transaction's periods belong
+// to, adds their updates (conditional on the version read) and runs the
+// transaction. When only a subscription item's version moved, it is read
+// again and the transaction retried; any other failed condition is the
+// write's conflict.
+func (r *SingleTableRepository) commit(ctx context.Context, t *stTx) error {
+	for attempt := 0; ; attempt++ {
+		items, ops := t.items, t.ops
+		for _, u := range t.order {
+			it, op, err := r.subscriptionWrite(ctx, t.chains[u])
+			if err != nil {
+				return fmt.Errorf("billing: %s: %w", t.op, err)
+			}
+			items, ops = append(items, it), append(ops, op)
+		}
+		_, err := r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		if err == nil {
+			return nil
+		}
+		if i := failedAction(err); i >= len(t.items) && i < len(items) && attempt < maxSubRetries {
+			continue
+		}
+		return translateWrite(t.op, ops, err)
+	}
+}
+
+// failedAction returns the index of the first action of a cancelled
+// transaction whose condition failed, or -1.
+func failedAction(err error) int {
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		for i, rs := range tce.CancellationReasons {
+			if aws.ToString(rs.Code) == "ConditionalCheckFailed" {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// subscriptionWrite reads a subscription item and returns its put with
+// the open periods and due dates after the chain's writes, conditional on
+// the version read (or on its absence).
+func (r *SingleTableRepository) subscriptionWrite(ctx context.Context, c *chainWrite) (types.TransactWriteItem, txOp, error) {
+	key := map[string]types.AttributeValue{AttrPK: attrS(r.cfg.Table.accountPK(c.ref.AccountID)), AttrSK: attrS(c.ref.SK())}
+	keyText := r.keyText(c.ref.AccountID, c.ref.SK())
+	out, err := r.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: r.table(), Key: key, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return types.TransactWriteItem{}, txOp{}, fmt.Errorf("read subscription (%s): %w", keyText, err)
+	}
+	item := map[string]types.AttributeValue{}
+	var cur RecurringSubscription
+	open := OpenPeriods{}
+	exists := len(out.Item) > 0
+	if exists {
+		item = maps.Clone(out.Item)
+		if cur, err = r.cfg.Table.DecodeRecurringSubscription(item); err != nil {
+			return types.TransactWriteItem{}, txOp{}, fmt.Errorf("subscription (%s): %w", keyText, err)
+		}
+		open = decodeOpenPeriods(item[AttrOpenPeriods])
+	}
+	for _, d := range c.deleted {
+		delete(open, d)
+	}
+	for _, w := range c.written {
+		open.Record(w)
+	}
+	next := EngineSubscription(c.ref, cur, exists, open, c.written, r.cfg.Clock.Now(), r.cfg.ReminderLeadDays)
+	enc, err := r.cfg.Table.EncodeRecurringSubscription(next)
+	if err != nil {
+		return types.TransactWriteItem{}, txOp{}, fmt.Errorf("subscription (%s): %w", keyText, err)
+	}
+	delete(item, AttrNextPaymentDate)
+	delete(item, AttrNextReminderDate)
+	maps.Copy(item, enc)
+	item[AttrOpenPeriods] = open.attr()
+	put := &types.Put{TableName: r.table(), Item: item}
+	if exists {
+		put.ConditionExpression = aws.String("#ver = :ver")
+		put.ExpressionAttributeNames = map[string]string{"#ver": payVersion}
+		put.ExpressionAttributeValues = map[string]types.AttributeValue{":ver": attrN(int64(cur.Version))}
+	} else {
+		put.ConditionExpression, put.ExpressionAttributeNames = aws.String(condAbsent), absentPK
+	}
+	return types.TransactWriteItem{Put: put}, txOp{key: keyText, reason: "the subscription item changed concurrently"}, nil
+}
+
+// Add implements [Repository.Add]: the period, its history row, its ID
+// pointer and the subscription item (created when absent) in one
+// transaction.
+func (r *SingleTableRepository) Add(ctx context.Context, sub *Subscription) error {
+	if _, err := EncodeHistoryItem(sub); err != nil {
+		return err
+	}
+	t := newSTTx("add")
+	if err := r.putPeriod(t, nil, sub, false); err != nil {
+		return err
+	}
+	return r.commit(ctx, t)
+}
+
+// Get implements [Repository.Get] with one consistent GetItem.
+func (r *SingleTableRepository) Get(ctx context.Context, userID string, billingDate time.Time) (Subscription, error) {
+	bd, err := timefmt.Seconds(billingDate)
+	if err != nil {
+		return Subscription{}, fmt.Errorf("%w: billing_date %v: %w", ErrInvalidDate, billingDate, err)
+	}
+	return r.getKey(ctx, userID, bd)
+}
+
+func (r *SingleTableRepository) getKey(ctx context.Context, userID, billingDateKey string) (Subscription, error) {
+	key := keyString(userID, billingDateKey)
+	ref, err := ParseSubscriptionRef(userID)
+	if err != nil {
+		return Subscription{}, fmt.Errorf("%w: record %s: %w", ErrNotFound, key, err)
+	}
+	out, err := r.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: r.table(), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{AttrPK: attrS(r.cfg.Table.accountPK(ref.AccountID)), AttrSK: attrS(periodSK(ref, billingDateKey))},
+	})
+	if err != nil {
+		return Subscription{}, fmt.Errorf("billing: get (%s): %w", key, err)
+	}
+	if len(out.Item) == 0 {
+		return Subscription{}, fmt.Errorf("%w: record %s", ErrNotFound, key)
+	}
+	return decodeEngineItem(out.Item)
+}
+
+// GetByID implements [Repository.GetByID]: a consistent query of the
+// period's ID pointers, then a consistent read of each period they name.
+func (r *SingleTableRepository) GetByID(ctx context.Context, subscriptionID string) (Subscription, error) {
+	if subscriptionID == "" {
+		return Subscription{}, fmt.Errorf("%w: empty subscription ID", ErrNotFound)
+	}
+	ptrs, err := r.pointers(ctx, subscriptionID)
+	if err != nil {
+		return Subscription{}, err
+	}
+	for _, p := range ptrs {
+		sub, err := r.getKey(ctx, stringAttr(p[AttrUserID]), stringAttr(p[AttrBillingDate]))
+		if err == nil && sub.SubscriptionID == subscriptionID {
+			return sub, nil
+		}
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return Subscription{}, err
+		}
+		// The pointer was written by a history row or an overwrite: look
+		// through the user's periods.
+		subs, err := r.ListByUser(ctx, stringAttr(p[AttrUserID]))
+		if err != nil {
+			return Subscription{}, err
+		}
+		for _, s := range subs {
+			if s.SubscriptionID == subscriptionID {
+				return s, nil
+			}
+		}
+	}
+	return Subscription{}, fmt.Errorf("%w: subscription_id %s", ErrNotFound, subscriptionID)
+}
+
+func (r *SingleTableRepository) pointers(ctx context.Context, subscriptionID string) ([]map[string]types.AttributeValue, error) {
+	return r.queryAll(ctx, "get by id "+subscriptionID, &dynamodb.QueryInput{
+		TableName:                 r.table(),
+		KeyConditionExpression:    aws.String("#pk = :pk"),
+		ExpressionAttributeNames:  map[string]string{"#pk": AttrPK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": attrS(PeriodIDPrefix + subscriptionID)},
+		ConsistentRead:            aws.Bool(true),
+	}, 0)
+}
+
+// queryAll reads every page of in (at most limit items when limit > 0).
+func (r *SingleTableRepository) queryAll(ctx context.Context, op string, in *dynamodb.QueryInput, limit int) ([]map[string]types.AttributeValue, error) {
+	var items []map[string]types.AttributeValue
+	for {
+		if limit > 0 {
+			in.Limit = aws.Int32(int32(limit - len(items)))
+		}
+		out, err := r.cfg.Client.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("billing: %s: %w", op, err)
+		}
+		items = append(items, out.Items...)
+		if len(out.LastEvaluatedKey) == 0 || (limit > 0 && len(items) >= limit) {
+			return items, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// chainQuery is a consistent query of one subscription's items whose sort
+// key starts with prefix (periods or history rows).
+func (r *SingleTableRepository) chainQuery(ref SubscriptionRef, lo, hi string, forward bool) *dynamodb.QueryInput {
+	return &dynamodb.QueryInput{
+		TableName:                r.table(),
+		KeyConditionExpression:   aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
+		ExpressionAttributeNames: map[string]string{"#pk": AttrPK, "#sk": AttrSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": attrS(r.cfg.Table.accountPK(ref.AccountID)), ":lo": attrS(lo), ":hi": attrS(hi),
+		},
+		ScanIndexForward: aws.Bool(forward),
+		ConsistentRead:   aws.Bool(true),
+	}
+}
+
+// ListByUser implements [Repository.ListByUser].
+func (r *SingleTableRepository) ListByUser(ctx context.Context, userID string) ([]Subscription, error) {
+	return r.listPeriods(ctx, userID, true, 0)
+}
+
+// Recent implements [Repository.Recent].
+func (r *SingleTableRepository) Recent(ctx context.Context, userID string, limit int) ([]Subscription, error) {
+	if limit <= 0 {
+		limit = 10
+	}
+	return r.listPeriods(ctx, userID, false, limit)
+}
+
+func (r *SingleTableRepository) listPeriods(ctx context.Context, userID string, forward bool, limit int) ([]Subscription, error) {
+	ref, err := ParseSubscriptionRef(userID)
+	if err != nil {
+		return nil, nil // no such user can be stored
+	}
+	prefix := periodSK(ref, "")
+	items, err := r.queryAll(ctx, "list user "+userID, r.chainQuery(ref, prefix, prefix+"~", forward), limit)
+	if err != nil {
+		return nil, err
+	}
+	return decodeAll(items, decodeEngineItem)
+}
+
+// Update implements [Repository.Update]: next's period (conditional on
+// prev), its history row, the records created with theirs, a receipt when
+// next completes the period, and the subscription items, in one
+// transaction.
+func (r *SingleTableRepository) Update(ctx context.Context, prev, next *Subscription, create ...*Subscription) error {
+	if err := ValidateUpdate(prev, next, false); err != nil {
+		return err
+	}
+	if len(create) > MaxUpdateCreates {
+		return fmt.Errorf("billing: update (%s): %d records to create, at most %d", prev.Key(), len(create), MaxUpdateCreates)
+	}
+	if err := checkCreates(prev, next, create); err != nil {
+		return err
+	}
+	t := newSTTx("update")
+	if err := r.putPeriod(t, prev, next, false); err != nil {
+		return err
+	}
+	for _, c := range create {
+		if err := r.putPeriod(t, nil, c, false); err != nil {
+			return err
+		}
+	}
+	return r.commit(ctx, t)
+}
+
+// AdminUpdate implements [Repository.AdminUpdate]: a move deletes the old
+// period (conditional on prev), puts the new one (its key must be free),
+// moves the ID pointer and updates the subscription item, atomically.
+func (r *SingleTableRepository) AdminUpdate(ctx context.Context, prev, next *Subscription) error {
+	if next.BillingDateKey() == prev.BillingDateKey() {
+		return r.Update(ctx, prev, next)
+	}
+	if err := ValidateUpdate(prev, next, true); err != nil {
+		return err
+	}
+	ref, err := engineRef(prev)
+	if err != nil {
+		return err
+	}
+	t := newSTTx("admin update")
+	cond, names, values := updateCondition(prev)
+	t.add(types.TransactWriteItem{Delete: &types.Delete{TableName: r.table(),
+		Key:                 map[string]types.AttributeValue{AttrPK: attrS(r.cfg.Table.accountPK(ref.AccountID)), AttrSK: attrS(periodSK(ref, prev.BillingDateKey()))},
+		ConditionExpression: &cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values}},
+		txOp{key: prev.Key(), reason: staleReason})
+	if err := r.putPeriod(t, prev, next, false); err != nil {
+		return err
+	}
+	// The pointer of the same ID and user is rewritten in place by putPeriod.
+	t.chain(ref).deleted = append(t.chain(ref).deleted, prev.BillingDateKey())
+	return r.commit(ctx, t)
+}
+
+// maxAddAllGroup is how many records of one subscription AddAll writes in
+// one transaction (four actions each at most, plus the subscription item).
+const maxAddAllGroup = 8
+
+// AddAll implements [Repository.AddAll]. Unlike the legacy tables it
+// writes with transactions, one per subscription and up to
+// [maxAddAllGroup] of its records, so that the subscription item always
+// matches its periods; like the legacy tables, it overwrites records and
+// history rows with the same keys.
+func (r *SingleTableRepository) AddAll(ctx context.Context, subs []Subscription) ([]Subscription, error) {
+	resolved, err := r.cfg.Collisions(subs)
+	if err != nil {
+		return nil, err
+	}
+	var groups [][]int
+	open := map[string]int{}
+	for i := range resolved {
+		if _, err := EncodeHistoryItem(&resolved[i]); err != nil {
+			return nil, err
+		}
+		if _, err := engineRef(&resolved[i]); err != nil {
+			return nil, err
+		}
+		u := resolved[i].UserID
+		g, ok := open[u]
+		if !ok || len(groups[g]) == maxAddAllGroup {
+			g = len(groups)
+			groups = append(groups, nil)
+			open[u] = g
+		}
+		groups[g] = append(groups[g], i)
+	}
+	be := &BatchError{}
+	for _, g := range groups {
+		t := newSTTx("add all")
+		for _, i := range g {
+			if err := r.putPeriod(t, nil, &resolved[i], true); err != nil {
+				return resolved, err
+			}
+		}
+		if err := r.commit(ctx, t); err != nil {
+			be.Err = err
+			for _, i := range g {
+				be.Unwritten = append(be.Unwritten, resolved[i].Key())
+			}
+		}
+	}
+	if len(be.Unwritten) > 0 {
+		return resolved, be
+	}
+	return resolved, nil
+}
