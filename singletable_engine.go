@@ -82,7 +82,7 @@ func ParseSubscriptionRef(userID string) (SubscriptionRef, error) {
 	}
 	r := SubscriptionRef{AccountID: userID[:j], SubscriptionID: userID[j+1 : i], SKU: userID[i+1:]}
 	if err := checkPaymentKey(r.AccountID, r.SubscriptionID, r.SKU); err != nil {
-		return SubscriptionRef{}, err
+		return SubscriptionRef{}, &FieldError{Field: "user_id", Value: userID, Err: fmt.Errorf("%w: %w", ErrInvalidPayment, err)}
 	}
 	return r, nil
 }

@@ -22,56 +22,65 @@ const cursorDay = "day"
 // without finding anything before it hands back a cursor.
 const maxEmptyDays = 62
 
-// statusWalk is the day range of the payment index a status query walks
-// and the sort-key range of the periods it keeps.
-type statusWalk struct {
-	first, last time.Time // days, inclusive
-	lo, hi      string    // billing_date keys, inclusive ("" and "~": open)
+// StatusWalk is how the single-table layout answers a status query: the
+// days of the payment index (NextPaymentDate) it reads, and the
+// billing_date keys of the periods it keeps (inclusive; "" and "~" are
+// open ends).
+type StatusWalk struct {
+	First, Last time.Time // days (midnight UTC), inclusive
+	Lo, Hi      string    // billing_date keys, inclusive
 }
 
-// walk returns the days of the payment index a status query reads: from
-// CatchUpDays before its lower bound (or before its upper bound when it
-// has none) to the day of its upper bound (or of tomorrow when it has
-// none).
-func (r *SingleTableRepository) walk(q StatusQuery) (statusWalk, error) {
-	var w statusWalk
+// SingleTableWalk returns the walk of q at now: from catchUpDays before
+// the query's lower bound (or before its upper bound when it has none) to
+// the day of its upper bound (or the day after now when it has none).
+// [SingleTableRepository] and its in-memory twin both use it.
+func SingleTableWalk(q StatusQuery, now time.Time, catchUpDays int) (StatusWalk, error) {
+	var w StatusWalk
 	upper := q.Before
 	if upper.IsZero() {
-		upper = PaymentDate(r.cfg.Clock.Now()).AddDate(0, 0, 2)
+		upper = PaymentDate(now).AddDate(0, 0, 2)
 	}
-	w.last = PaymentDate(upper.Add(-time.Nanosecond))
+	w.Last = PaymentDate(upper.Add(-time.Nanosecond))
 	lower := q.Since
 	if !q.After.IsZero() {
 		lower = q.After.Truncate(time.Second).Add(time.Second)
 	}
-	w.first = PaymentDate(lower)
+	w.First = PaymentDate(lower)
 	if lower.IsZero() {
-		w.first = w.last
+		w.First = w.Last
 	}
-	w.first = w.first.AddDate(0, 0, -r.cfg.CatchUpDays)
-	w.hi = "~"
+	w.First = w.First.AddDate(0, 0, -catchUpDays)
+	w.Hi = "~"
 	if !q.Before.IsZero() {
 		hi, err := timefmt.Seconds(q.Before.Truncate(time.Second).Add(-time.Second))
 		if err != nil {
 			return w, fmt.Errorf("%w: before %v: %v", ErrInvalidQuery, q.Before, err)
 		}
-		w.hi = hi
+		w.Hi = hi
 	}
 	if !lower.IsZero() {
 		lo, err := timefmt.Seconds(lower)
 		if err != nil {
 			return w, fmt.Errorf("%w: since %v: %v", ErrInvalidQuery, lower, err)
 		}
-		w.lo = lo
+		w.Lo = lo
 	}
-	if w.first.Year() < 1 || w.last.Year() > 9999 {
+	if w.First.Year() < 1 || w.Last.Year() > 9999 {
 		return w, fmt.Errorf("%w: range outside years 0001-9999", ErrInvalidQuery)
 	}
 	return w, nil
 }
 
-func (r *SingleTableRepository) statusScope(q StatusQuery, w statusWalk) string {
-	return fmt.Sprintf("single/%s/%s/%s/%s/%s", r.cfg.Table.Table, r.cfg.Table.PaymentIndex, q.Status, w.lo, w.hi)
+// Keeps reports whether the walk keeps a period of billingDate found at
+// the index day: in the query's range and not before that day (earlier
+// periods of the subscription are closed).
+func (w StatusWalk) Keeps(q StatusQuery, day, billingDate time.Time) bool {
+	return !billingDate.Before(day) && q.Matches(billingDate)
+}
+
+func (r *SingleTableRepository) statusScope(q StatusQuery, w StatusWalk) string {
+	return fmt.Sprintf("single/%s/%s/%s/%s/%s", r.cfg.Table.Table, r.cfg.Table.PaymentIndex, q.Status, w.Lo, w.Hi)
 }
 
 // QueryStatus implements [Repository.QueryStatus] on the payment index
@@ -92,7 +101,7 @@ func (r *SingleTableRepository) QueryStatus(ctx context.Context, q StatusQuery) 
 	if err := q.Validate(); err != nil {
 		return Page{}, err
 	}
-	w, err := r.walk(q)
+	w, err := SingleTableWalk(q, r.cfg.Clock.Now(), r.cfg.CatchUpDays)
 	if err != nil {
 		return Page{}, err
 	}
@@ -107,7 +116,7 @@ func (r *SingleTableRepository) QueryStatus(ctx context.Context, q StatusQuery) 
 	}
 	var page Page
 	read, empty := 0, 0
-	for !day.After(w.last) {
+	for !day.After(w.Last) {
 		d := PaymentDayKey(day)
 		out, err := r.cfg.Client.Query(ctx, &dynamodb.QueryInput{
 			TableName: r.table(), IndexName: aws.String(r.cfg.Table.PaymentIndex),
@@ -135,7 +144,7 @@ func (r *SingleTableRepository) QueryStatus(ctx context.Context, q StatusQuery) 
 		if len(out.Items) == 0 {
 			empty++
 		}
-		if !day.After(w.last) && (read >= limit || page.Count > 0 || empty >= maxEmptyDays) {
+		if !day.After(w.Last) && (read >= limit || page.Count > 0 || empty >= maxEmptyDays) {
 			return r.finishPage(scope, page, map[string]types.AttributeValue{cursorDay: attrS(PaymentDayKey(day))})
 		}
 	}
@@ -153,9 +162,9 @@ func (r *SingleTableRepository) finishPage(scope string, page Page, key map[stri
 
 // decodeStatusCursor returns the day and index position a cursor
 // continues from: the walk's first day for "".
-func (r *SingleTableRepository) decodeStatusCursor(scope, token string, w statusWalk) (time.Time, map[string]types.AttributeValue, error) {
+func (r *SingleTableRepository) decodeStatusCursor(scope, token string, w StatusWalk) (time.Time, map[string]types.AttributeValue, error) {
 	if token == "" {
-		return w.first, nil, nil
+		return w.First, nil, nil
 	}
 	key, err := cursor.Decode(scope, token, cursorDay)
 	if err != nil {
@@ -165,7 +174,7 @@ func (r *SingleTableRepository) decodeStatusCursor(scope, token string, w status
 		return time.Time{}, nil, fmt.Errorf("%w: %v", ErrInvalidCursor, err)
 	}
 	day, err := time.Parse(payDayLayout, stringAttr(key[cursorDay]))
-	if err != nil || day.Before(w.first) || day.After(w.last) {
+	if err != nil || day.Before(w.First) || day.After(w.Last) {
 		return time.Time{}, nil, fmt.Errorf("%w: day %q outside the query", ErrInvalidCursor, stringAttr(key[cursorDay]))
 	}
 	delete(key, cursorDay)
@@ -179,7 +188,7 @@ func (r *SingleTableRepository) decodeStatusCursor(scope, token string, w status
 
 // expand adds the periods of the subscription hit (found at day) that are
 // in the query's status and range.
-func (r *SingleTableRepository) expand(ctx context.Context, q StatusQuery, w statusWalk, day time.Time, hit map[string]types.AttributeValue, page *Page) error {
+func (r *SingleTableRepository) expand(ctx context.Context, q StatusQuery, w StatusWalk, day time.Time, hit map[string]types.AttributeValue, page *Page) error {
 	ref, err := r.refOfItem(hit)
 	if err != nil {
 		r.cfg.Logger.WarnContext(ctx, "billing: skipping an index item that is not a subscription", "error", err)
@@ -187,12 +196,12 @@ func (r *SingleTableRepository) expand(ctx context.Context, q StatusQuery, w sta
 		page.Count++
 		return nil
 	}
-	lo := w.lo
+	lo := w.Lo
 	if d, _ := timefmt.Seconds(day); d > lo {
 		lo = d
 	}
 	prefix := periodSK(ref, "")
-	in := r.chainQuery(ref, prefix+lo, prefix+w.hi, true)
+	in := r.chainQuery(ref, prefix+lo, prefix+w.Hi, true)
 	in.FilterExpression = aws.String("#st = :st")
 	in.ExpressionAttributeNames["#st"] = AttrBillingStatus
 	in.ExpressionAttributeValues[":st"] = attrS(string(q.Status))
@@ -210,7 +219,7 @@ func (r *SingleTableRepository) expand(ctx context.Context, q StatusQuery, w sta
 				page.Count++
 				continue
 			}
-			if sub.Status == q.Status && q.Matches(sub.BillingDate) {
+			if sub.Status == q.Status && w.Keeps(q, day, sub.BillingDate) {
 				page.Items = append(page.Items, sub)
 				page.Count++
 			}

@@ -48,3 +48,10 @@ func TestSingleTableHistoryConformance(t *testing.T) {
 		return newSingleTableStore(t, nil, billingtest.StoreOptions{}).History()
 	}, singleTableSuite)
 }
+
+func TestSingleTableLayout(t *testing.T) {
+	billingtest.TestSingleTable(t, func(t *testing.T, clock billing.Clock, pageSize int) billingtest.SingleTableStores {
+		repo := newSingleTableStore(t, clock, billingtest.StoreOptions{PageSize: pageSize})
+		return billingtest.SingleTableStores{Repository: repo, History: repo.History(), Payments: repo.Payments()}
+	})
+}
