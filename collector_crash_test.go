@@ -22,18 +22,46 @@ type crashEnv struct {
 	clock *billingtest.Clock
 	c     *billing.Collector
 	users []string
+	// single is the store when the env runs on the single-table layout.
+	single *billing.SingleTableRepository
 }
 
 func newCrashEnv(t *testing.T, users int) *crashEnv {
 	t.Helper()
 	repo, hist := dynamoStores(t, billingtest.StoreOptions{PageSize: 2})
-	e := &crashEnv{clock: billingtest.NewClock(jan31.Add(time.Hour))}
+	return startCrashEnv(t, &crashEnv{repo: repo, hist: hist, clock: billingtest.NewClock(jan31.Add(time.Hour))}, users,
+		func(i int) string { return fmt.Sprintf("crash-user-%d", i) })
+}
+
+// newSingleCrashEnv is newCrashEnv on the single-table layout: the users
+// are subscriptions of one account, and the walk catches up two days
+// (fewer calls to fail).
+func newSingleCrashEnv(t *testing.T, users int) *crashEnv {
+	t.Helper()
+	clock := billingtest.NewClock(jan31.Add(time.Hour))
+	client := dynamotest.Client(t)
+	table := billing.SingleTableConfig{Table: dynamotest.TableName(t, "payments"), AccountPrefix: "ACC#", TTLAttribute: "TTL"}
+	dynamotest.CreateTable(t, client, billing.SingleTableDefinition(table))
+	w := dynamotest.Wrap(client)
+	t.Cleanup(func() { w.AssertNoViolations(t) })
+	repo, err := billing.NewSingleTableRepository(billing.SingleTableStoreConfig{Client: w, Table: table, Clock: clock, PageSize: 2, CatchUpDays: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	skus := []string{"STREAM", "MUSIC", "NEWS"}
+	return startCrashEnv(t, &crashEnv{repo: repo, hist: repo.History(), single: repo, clock: clock}, users, func(i int) string {
+		return billing.SubscriptionRef{AccountID: "crash", SubscriptionID: fmt.Sprint("s", i), SKU: skus[i%len(skus)]}.UserID()
+	})
+}
+
+func startCrashEnv(t *testing.T, e *crashEnv, users int, userID func(int) string) *crashEnv {
+	t.Helper()
+	repo := e.repo
 	e.w = wrapperOf(t, repo)
-	e.repo, e.hist = repo, hist
 	e.pay = billingtest.NewProvider(billingtest.ProviderOptions{Clock: e.clock})
 	seq := 0
 	c, err := billing.NewCollector(billing.Config{
-		Repository: repo, History: hist, Locker: billingtest.NewLocker(e.clock, time.Minute), Provider: e.pay,
+		Repository: repo, History: e.hist, Locker: billingtest.NewLocker(e.clock, time.Minute), Provider: e.pay,
 		Clock: e.clock, Concurrency: 1, PagesPerInvocation: 100,
 		NewID: func() string { seq++; return fmt.Sprintf("next-%d", seq) },
 	})
@@ -42,9 +70,9 @@ func newCrashEnv(t *testing.T, users int) *crashEnv {
 	}
 	e.c = c
 	for i := range users {
-		u := fmt.Sprintf("crash-user-%d", i)
+		u := userID(i)
 		e.users = append(e.users, u)
-		s := billing.Subscription{UserID: u, SubscriptionID: u + "-jan", BillingDate: jan31, Amount: billing.MustParseAmount("9.99"),
+		s := billing.Subscription{UserID: u, SubscriptionID: fmt.Sprintf("sub-%d-jan", i), BillingDate: jan31, Amount: billing.MustParseAmount("9.99"),
 			Status: billing.StatusScheduled, BillingPeriod: "01/2024", Term: billing.TermMonthly, AnchorDay: 31,
 			CreatedDate: jan31.AddDate(0, -1, 0), LastRunDate: jan31.AddDate(0, -1, 0)}
 		if err := repo.Add(context.Background(), &s); err != nil {
@@ -88,11 +116,43 @@ func (e *crashEnv) check(t *testing.T) {
 		billingtest.RequireHistoryMatchesPrimary(t, e.repo, e.hist, u)
 	}
 	billingtest.RequireNoDoubleCharge(t, e.pay)
+	if e.single != nil {
+		e.checkSingleTable(t)
+	}
 	// Every call for a record reuses the key of its unfinished attempt:
 	// the January records were only ever attempt 1.
 	for _, call := range e.pay.Calls() {
 		if want := billing.IdempotencyKey(call.Request.SubscriptionID, 1); call.Request.IdempotencyKey != want {
 			t.Fatalf("call with key %s, want %s", call.Request.IdempotencyKey, want)
+		}
+	}
+}
+
+// checkSingleTable asserts what the single-table layout adds: one
+// receipt per collected period, and subscription items due on February's
+// period.
+func (e *crashEnv) checkSingleTable(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	recs, err := e.single.Payments().ReceiptsByAccount(ctx, "crash", time.Time{})
+	if err != nil || len(recs) != len(e.users) {
+		t.Fatalf("receipts = %+v, %v; want one per user (%d)", recs, err, len(e.users))
+	}
+	seen := map[string]bool{}
+	for _, r := range recs {
+		if seen[r.SubscriptionID] || r.ProcessedAmount != billing.MustParseAmount("9.99") || r.TransactionID == "" {
+			t.Fatalf("receipts: %+v", recs)
+		}
+		seen[r.SubscriptionID] = true
+	}
+	subs, err := e.single.Payments().SubscriptionsByAccount(ctx, "crash")
+	if err != nil || len(subs) != len(e.users) {
+		t.Fatalf("subscriptions = %+v, %v", subs, err)
+	}
+	feb := time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC)
+	for _, s := range subs {
+		if !s.NextPaymentDate.Equal(feb) || !s.NextReminderDate.Equal(feb.AddDate(0, 0, -billing.NotificationLeadDays)) || !s.LastPaymentDate.Equal(billing.PaymentDate(jan31)) {
+			t.Fatalf("subscription item after rerun: %+v; want due %v, paid %v", s, feb, billing.PaymentDate(jan31))
 		}
 	}
 }
@@ -115,7 +175,19 @@ func wrapperOf(t *testing.T, repo billing.Repository) *dynamotest.Wrapper {
 // equals its newest history row.
 func TestCollectorCrashAtEveryCall(t *testing.T) {
 	t.Parallel()
-	probe := newCrashEnv(t, 3)
+	crashAtEveryCall(t, newCrashEnv)
+}
+
+// TestSingleTableCrashAtEveryCall is TestCollectorCrashAtEveryCall on the
+// single-table layout, three SKUs of one account: the subscription item
+// and the receipt are written with the period or not at all.
+func TestSingleTableCrashAtEveryCall(t *testing.T) {
+	t.Parallel()
+	crashAtEveryCall(t, newSingleCrashEnv)
+}
+
+func crashAtEveryCall(t *testing.T, newEnv func(t *testing.T, users int) *crashEnv) {
+	probe := newEnv(t, 3)
 	probe.runUntilDone(t)
 	calls := probe.w.TotalCalls()
 	probe.check(t)
@@ -130,7 +202,7 @@ func TestCollectorCrashAtEveryCall(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				e := newCrashEnv(t, 3)
+				e := newEnv(t, 3)
 				if after {
 					e.w.FailAfterInner(dynamotest.AnyOp, k, nil)
 				} else {
@@ -154,7 +226,7 @@ func TestCollectorProviderUnknownAtEveryAttempt(t *testing.T) {
 			e.pay.SetUser(e.users[n], billingtest.UnknownAfterCharge(billingtest.Succeeded(), nil), billingtest.Succeeded())
 			e.runUntilDone(t)
 			e.check(t)
-			if got := len(e.pay.ChargesFor(e.users[n] + "-jan")); got != 1 {
+			if got := len(e.pay.ChargesFor(fmt.Sprintf("sub-%d-jan", n))); got != 1 {
 				t.Fatalf("%d charges, want 1", got)
 			}
 		})

@@ -527,14 +527,17 @@ func (r *DynamoRepository) AddAll(ctx context.Context, subs []Subscription) ([]S
 	return resolved, nil
 }
 
-// DynamoClientOf returns the client a [DynamoRepository] or [DynamoHistory]
-// was configured with, DynamoConfig.Client (nil for other implementations):
+// DynamoClientOf returns the client a [DynamoRepository], [DynamoHistory]
+// or [SingleTableRepository] was configured with (nil for other
+// implementations):
 // for tests and tools that wrap it to count calls.
 func DynamoClientOf(store any) DynamoDBAPI {
 	switch s := store.(type) {
 	case *DynamoRepository:
 		return unwrapDynamo(s.cfg.Client)
 	case *DynamoHistory:
+		return unwrapDynamo(s.cfg.Client)
+	case *SingleTableRepository:
 		return unwrapDynamo(s.cfg.Client)
 	}
 	return nil

@@ -177,6 +177,8 @@ type stTx struct {
 	ops    []txOp
 	chains map[string]*chainWrite
 	order  []string
+	// receipts are the receipts put, by action index.
+	receipts map[int]Receipt
 }
 
 type chainWrite struct {
@@ -185,7 +187,9 @@ type chainWrite struct {
 	written []*Subscription
 }
 
-func newSTTx(op string) *stTx { return &stTx{op: op, chains: map[string]*chainWrite{}} }
+func newSTTx(op string) *stTx {
+	return &stTx{op: op, chains: map[string]*chainWrite{}, receipts: map[int]Receipt{}}
+}
 
 func (t *stTx) add(item types.TransactWriteItem, op txOp) {
 	t.items = append(t.items, item)
@@ -248,14 +252,28 @@ func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *Subscription, ove
 			txOp{key: next.Key(), reason: "period ID pointer"})
 	}
 	if rc, ok := PeriodReceipt(ref, prev, next); ok {
-		rput, rc, err := r.pay.receiptPut(rc)
-		if err != nil {
+		if err := r.putReceipt(t, len(t.items), rc); err != nil {
 			return err
 		}
-		t.add(types.TransactWriteItem{Put: rput}, r.pay.receiptOp(rc))
 	}
 	c := t.chain(ref)
 	c.written = append(c.written, next)
+	return nil
+}
+
+// putReceipt sets action i of t (appending it when i is the next) to the
+// idempotent put of rc.
+func (r *SingleTableRepository) putReceipt(t *stTx, i int, rc Receipt) error {
+	rput, rc, err := r.pay.receiptPut(rc)
+	if err != nil {
+		return err
+	}
+	if i == len(t.items) {
+		t.add(types.TransactWriteItem{Put: rput}, r.pay.receiptOp(rc))
+	} else {
+		t.items[i], t.ops[i] = types.TransactWriteItem{Put: rput}, r.pay.receiptOp(rc)
+	}
+	t.receipts[i] = rc
 	return nil
 }
 
@@ -289,7 +307,19 @@ func (r *SingleTableRepository) commit(ctx context.Context, t *stTx) error {
 		if err == nil {
 			return nil
 		}
-		if i := failedAction(err); i >= len(t.items) && i < len(items) && attempt < maxSubRetries {
+		i := failedAction(err)
+		if i >= len(t.items) && i < len(items) && attempt < maxSubRetries {
+			continue
+		}
+		if rc, ok := t.receipts[i]; ok && attempt < maxSubRetries {
+			// Another receipt of the same SKU in the account has this
+			// processed date to the nanosecond: the sort key
+			// REC#<date>#SKU#<sku> must be unique, so this one moves on by
+			// a nanosecond.
+			rc.ProcessedDate = rc.ProcessedDate.Add(time.Nanosecond)
+			if err := r.putReceipt(t, i, rc); err != nil {
+				return err
+			}
 			continue
 		}
 		return translateWrite(t.op, ops, err)
