@@ -23,7 +23,8 @@ import (
 // BenchmarkCollectorDynamoDB runs the scheduled run over benchDue due
 // SCHEDULED records among benchNotDue later ones (every collection
 // succeeds and opens the next period) on the local DynamoDB server, in
-// both status index modes, with the DynamoDB locker, and reports per
+// both status index modes and on the single-table layout (three SKUs per
+// account), with the DynamoDB locker, and reports per
 // collected subscription the DynamoDB calls (locks included), the items
 // read, and the write and read capacity units computed by dynamotest's
 // wrapper from item sizes (its RCU under-counts filtered pages: the legacy
@@ -46,10 +47,53 @@ const (
 )
 
 func BenchmarkCollectorDynamoDB(b *testing.B) {
-	for _, mode := range []billing.StatusIndexMode{billing.StatusIndexLegacy, billing.StatusIndexSorted} {
-		b.Run(mode.String(), func(b *testing.B) {
+	type layout struct {
+		name string
+		// stores creates fresh tables and returns the repository on
+		// client and the lock table.
+		stores func(b *testing.B, client *dynamodb.Client) (repo func(billing.DynamoDBAPI) billing.Repository, userID func(int) string, locks string)
+	}
+	legacy := func(mode billing.StatusIndexMode) layout {
+		return layout{mode.String(), func(b *testing.B, client *dynamodb.Client) (func(billing.DynamoDBAPI) billing.Repository, func(int) string, string) {
+			tables := billing.TableConfig{
+				Subscriptions:   dynamotest.TableName(b, "bench-activity"),
+				History:         dynamotest.TableName(b, "bench-history"),
+				Locks:           dynamotest.TableName(b, "bench-locks"),
+				StatusIndexMode: mode,
+			}
+			dynamotest.CreateTable(b, client, billing.SubscriptionsTableDefinition(tables))
+			dynamotest.CreateTable(b, client, billing.HistoryTableDefinition(tables))
+			dynamotest.CreateTable(b, client, billing.LockTableDefinition(tables.Locks))
+			return func(c billing.DynamoDBAPI) billing.Repository {
+				repo, err := billing.NewDynamoRepository(billing.DynamoConfig{Client: c, Tables: tables})
+				if err != nil {
+					b.Fatal(err)
+				}
+				return repo
+			}, func(i int) string { return fmt.Sprintf("bench-user-%05d", i) }, tables.Locks
+		}}
+	}
+	single := layout{"single-table", func(b *testing.B, client *dynamodb.Client) (func(billing.DynamoDBAPI) billing.Repository, func(int) string, string) {
+		table := billing.SingleTableConfig{Table: dynamotest.TableName(b, "bench-payments"), AccountPrefix: "ACC#"}
+		locks := dynamotest.TableName(b, "bench-locks")
+		dynamotest.CreateTable(b, client, billing.SingleTableDefinition(table))
+		dynamotest.CreateTable(b, client, billing.LockTableDefinition(locks))
+		skus := []string{"STREAM", "MUSIC", "NEWS"}
+		return func(c billing.DynamoDBAPI) billing.Repository {
+				repo, err := billing.NewSingleTableRepository(billing.SingleTableStoreConfig{Client: c, Table: table,
+					Clock: billingtest.NewClock(benchNow)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				return repo
+			}, func(i int) string {
+				return billing.SubscriptionRef{AccountID: fmt.Sprintf("bench-%05d", i/3), SubscriptionID: fmt.Sprint("s", i), SKU: skus[i%3]}.UserID()
+			}, locks
+	}}
+	for _, l := range []layout{legacy(billing.StatusIndexLegacy), legacy(billing.StatusIndexSorted), single} {
+		b.Run(l.name, func(b *testing.B) {
 			client := dynamotest.Client(b)
-			now := time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
+			now := benchNow
 			var calls, itemsRead, collected int
 			var wcu, rcu float64
 			var server serverCapacity
@@ -57,28 +101,13 @@ func BenchmarkCollectorDynamoDB(b *testing.B) {
 				b.StopTimer()
 				// Fresh tables per iteration: moto's transactions copy the
 				// tables they touch, so their cost grows with the tables.
-				tables := billing.TableConfig{
-					Subscriptions:   dynamotest.TableName(b, "bench-activity"),
-					History:         dynamotest.TableName(b, "bench-history"),
-					Locks:           dynamotest.TableName(b, "bench-locks"),
-					StatusIndexMode: mode,
-				}
-				dynamotest.CreateTable(b, client, billing.SubscriptionsTableDefinition(tables))
-				dynamotest.CreateTable(b, client, billing.HistoryTableDefinition(tables))
-				dynamotest.CreateTable(b, client, billing.LockTableDefinition(tables.Locks))
-				seedRepo, err := billing.NewDynamoRepository(billing.DynamoConfig{Client: client, Tables: tables})
-				if err != nil {
-					b.Fatal(err)
-				}
-				seedDue(b, seedRepo, now, benchDue, benchNotDue)
+				newRepo, userID, locks := l.stores(b, client)
+				seedDue(b, newRepo(client), now, benchDue, benchNotDue, userID)
 
 				w := dynamotest.Wrap(client)
 				cc := &consumedCounter{DynamoDBAPI: w}
-				repo, err := billing.NewDynamoRepository(billing.DynamoConfig{Client: cc, Tables: tables})
-				if err != nil {
-					b.Fatal(err)
-				}
-				locker, err := billing.NewDynamoLocker(cc, billing.WithLockTable(tables.Locks))
+				repo := newRepo(cc)
+				locker, err := billing.NewDynamoLocker(cc, billing.WithLockTable(locks))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -116,13 +145,13 @@ func BenchmarkCollectorDynamoDB(b *testing.B) {
 
 func BenchmarkCollectorInMemory(b *testing.B) {
 	const due = 1000
-	now := time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
+	now := benchNow
 	var collected int
 	var spent time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		store := billingtest.NewStore(billingtest.StoreOptions{})
-		seedDue(b, store.Repository(), now, due, 0)
+		seedDue(b, store.Repository(), now, due, 0, func(i int) string { return fmt.Sprintf("bench-user-%05d", i) })
 		c := newBenchCollector(b, store.Repository(), nil, now)
 		b.StartTimer()
 		began := time.Now()
@@ -136,9 +165,12 @@ func BenchmarkCollectorInMemory(b *testing.B) {
 	b.ReportMetric(float64(collected)/spent.Seconds(), "collections/s")
 }
 
+// benchNow is the time of the benchmarks' runs.
+var benchNow = time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
+
 // seedDue writes due SCHEDULED records billed before now and notDue
-// billed after it, one per user.
-func seedDue(b *testing.B, repo billing.Repository, now time.Time, due, notDue int) {
+// billed after it, one per user (the i-th is userID(i)).
+func seedDue(b *testing.B, repo billing.Repository, now time.Time, due, notDue int, userID func(int) string) {
 	b.Helper()
 	recs := make([]billing.Subscription, due+notDue)
 	for i := range recs {
@@ -147,7 +179,7 @@ func seedDue(b *testing.B, repo billing.Repository, now time.Time, due, notDue i
 			bd = now.Add(time.Duration(i+1) * time.Hour).Truncate(time.Second)
 		}
 		recs[i] = billing.Subscription{
-			UserID: fmt.Sprintf("bench-user-%05d", i), SubscriptionID: fmt.Sprintf("bench-sub-%05d", i),
+			UserID: userID(i), SubscriptionID: fmt.Sprintf("bench-sub-%05d", i),
 			BillingDate: bd, AnchorDay: bd.Day(), BillingPeriod: billing.BillingPeriod(bd), Status: billing.StatusScheduled,
 			Amount: billing.MustParseAmount("9.99"), Term: billing.TermMonthly, ReceiptTierName: "Plus:v2",
 			CreatedDate: now.AddDate(0, -1, 0), LastRunDate: now.AddDate(0, -1, 0),

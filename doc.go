@@ -135,4 +135,57 @@
 // [ResolveAccess]: pass > active or in-grace subscription > profile tier >
 // free. (This [Tier] is an access tier; a record's receipt tier
 // "Name:Version" is read with [SplitTier].)
+//
+// # Single-table layout
+//
+// The same table holds the recurring payments design of documents 001 and
+// 004 ([Payments]: subscriptions, receipts, the two due-date indexes), and
+// [SingleTableRepository] lets the collector and the notifier run on it
+// unchanged: it is a [Repository] and, through History, a [History]. One
+// engine, two layouts. The mapping, for an account A (PK
+// <AccountPrefix>A) with a subscription S of SKU K:
+//
+//	SK SUB#S#SKU#K                the subscription (doc 001): Email, PaymentDay,
+//	                              PaymentAmount, PaymentDetails, Version,
+//	                              NextPaymentDate, NextReminderDate,
+//	                              LastPaymentDate, LastReminderDate, OpenPeriods
+//	SK PER#S#SKU#K#<billing_date> one billing period: the legacy record's
+//	                              attributes (billing_status, billing_amount, …)
+//	SK HIST#S#SKU#K#<last_run>    one history row per write of a period
+//	SK REC#<processed>#SKU#K      one receipt per completed period (TTL)
+//	PK PERIODID#<id>, SK <user>   a period's subscription_id → its key
+//
+// The engine's user ID of S is [SubscriptionRef.UserID], "A#S#K": locks,
+// runs and idempotency keys are per subscription, so an account may hold
+// several SKUs billed on the same day. Every write of a period is one
+// transaction with its history row and the subscription item (conditional
+// on the version read; re-read and retried when only that moved), plus
+// the receipt when an update completes the period (retries of the same
+// period are not payments; records added already complete are not
+// either).
+//
+// The subscription item's OpenPeriods maps the billing dates of its open
+// periods (SCHEDULED, ERROR, PAUSED: what a run may still act on) to their
+// status. NextPaymentDate is the day of the earliest one: the first day a
+// run acts on the subscription (an unpaid period keeps it there while it
+// is retried); NextReminderDate is [NotificationLeadDays] before the day
+// of the earliest SCHEDULED one. With nothing open both are removed and
+// the item leaves the sparse indexes; LastPaymentDate is the day of the
+// latest completed period ("0001-01-01" before the first, because the
+// indexes need both of their keys). begins_with(SK, "SUB#") still lists
+// subscriptions only.
+//
+// The two daily jobs of document 001 are the engine's own runs on this
+// repository: reminders due today are the notifier's daily [Scheduler.Run]
+// (its window, billing dates [NotificationLeadDays] days ahead, is exactly
+// the subscriptions whose NextReminderDate is today, which
+// Payments.DueRemindersByDate lists from GSI-1), and payments due today
+// are the collector's scheduled run, then its retry and pause runs.
+// [SingleTableRepository.QueryStatus] answers their status queries from
+// GSI-2 by walking its days, from CatchUpDays before the query's range to
+// its end, and expanding each subscription found into its periods in the
+// range. A period left open longer than CatchUpDays (45 by default) is not
+// found: runs close SCHEDULED and ERROR periods (STALE) within 30 days and
+// advance PAUSED ones the day they are due, so only weeks of missed runs
+// leave one behind.
 package billing
