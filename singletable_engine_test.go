@@ -1,0 +1,147 @@
+package billing_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+)
+
+func TestParseSubscriptionRef(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want billing.SubscriptionRef
+		ok   bool
+	}{
+		{"123#s1#999", billing.SubscriptionRef{AccountID: "123", SubscriptionID: "s1", SKU: "999"}, true},
+		{"org#7#s1#999", billing.SubscriptionRef{AccountID: "org#7", SubscriptionID: "s1", SKU: "999"}, true}, // '#' only in the account
+		{"", billing.SubscriptionRef{}, false},
+		{"user-1", billing.SubscriptionRef{}, false},
+		{"a#b", billing.SubscriptionRef{}, false},
+		{"#s#k", billing.SubscriptionRef{}, false},
+		{"a##k", billing.SubscriptionRef{}, false},
+		{"a#s#", billing.SubscriptionRef{}, false},
+		{"a#s#" + strings.Repeat("k", billing.MaxPaymentID+1), billing.SubscriptionRef{}, false},
+	} {
+		got, err := billing.ParseSubscriptionRef(c.in)
+		if c.ok != (err == nil) || got != c.want {
+			t.Errorf("ParseSubscriptionRef(%q) = %+v, %v; want %+v, ok %v", c.in, got, err, c.want, c.ok)
+		}
+		if err != nil && !errors.Is(err, billing.ErrInvalidPayment) {
+			t.Errorf("ParseSubscriptionRef(%q): %v does not wrap ErrInvalidPayment", c.in, err)
+		}
+		if err == nil && got.UserID() != c.in {
+			t.Errorf("UserID of %+v = %q, want %q", got, got.UserID(), c.in)
+		}
+	}
+}
+
+// FuzzParseSubscriptionRef: the parser never panics, and what it accepts
+// is exactly what UserID makes of the result.
+func FuzzParseSubscriptionRef(f *testing.F) {
+	for _, s := range []string{"123#s1#999", "a#b#c#d", "##", "a#b", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ref, err := billing.ParseSubscriptionRef(s)
+		if err != nil {
+			if !errors.Is(err, billing.ErrInvalidPayment) {
+				t.Fatalf("%q: %v does not wrap ErrInvalidPayment", s, err)
+			}
+			return
+		}
+		if ref.UserID() != s || strings.Contains(ref.SubscriptionID, "#") || strings.Contains(ref.SKU, "#") {
+			t.Fatalf("%q parsed as %+v", s, ref)
+		}
+		if again, err := billing.ParseSubscriptionRef(ref.UserID()); err != nil || again != ref {
+			t.Fatalf("round trip of %+v: %+v, %v", ref, again, err)
+		}
+	})
+}
+
+func TestOpenPeriodsDue(t *testing.T) {
+	d := func(day int) string { return time.Date(2024, 3, day, 9, 30, 0, 0, time.UTC).Format(time.RFC3339) }
+	day := func(n int) time.Time { return time.Date(2024, 3, n, 0, 0, 0, 0, time.UTC) }
+	for _, c := range []struct {
+		name              string
+		open              billing.OpenPeriods
+		payment, reminder time.Time
+	}{
+		{"nothing open", billing.OpenPeriods{}, time.Time{}, time.Time{}},
+		{"one scheduled", billing.OpenPeriods{d(10): billing.StatusScheduled}, day(10), day(6)},
+		{"error before scheduled", billing.OpenPeriods{d(2): billing.StatusError, d(30): billing.StatusScheduled}, day(2), day(26)},
+		{"only error", billing.OpenPeriods{d(2): billing.StatusError}, day(2), time.Time{}},
+		{"paused", billing.OpenPeriods{d(12): billing.StatusPaused}, day(12), time.Time{}},
+		{"two scheduled", billing.OpenPeriods{d(20): billing.StatusScheduled, d(10): billing.StatusScheduled}, day(10), day(6)},
+		{"unparsable key ignored", billing.OpenPeriods{"garbage": billing.StatusScheduled, d(15): billing.StatusError}, day(15), time.Time{}},
+	} {
+		p, r := c.open.Due(4)
+		if !p.Equal(c.payment) || !r.Equal(c.reminder) {
+			t.Errorf("%s: Due = %v, %v; want %v, %v", c.name, p, r, c.payment, c.reminder)
+		}
+	}
+	o := billing.OpenPeriods{}
+	rec := billing.Subscription{BillingDate: time.Date(2024, 3, 5, 0, 0, 0, 0, time.UTC), Status: billing.StatusScheduled}
+	o.Record(&rec)
+	rec.Status = billing.StatusACHSent
+	o.Record(&rec)
+	if len(o) != 0 {
+		t.Errorf("a period that left the open statuses is still recorded: %v", o)
+	}
+}
+
+func TestPeriodReceipt(t *testing.T) {
+	ref := billing.SubscriptionRef{AccountID: "a", SubscriptionID: "s", SKU: "k"}
+	done := time.Date(2024, 3, 5, 12, 0, 0, 7, time.UTC)
+	rec := func(st billing.Status) *billing.Subscription {
+		return &billing.Subscription{Status: st, Amount: billing.Cents(999), TransactionID: "tx", CompletionDate: done, LastRunDate: done.Add(time.Second)}
+	}
+	for _, c := range []struct {
+		name       string
+		prev, next *billing.Subscription
+		want       bool
+	}{
+		{"collected", rec(billing.StatusScheduled), rec(billing.StatusCompleted), true},
+		{"ach settled", rec(billing.StatusACHSent), rec(billing.StatusCompleted), true},
+		{"retry collected", rec(billing.StatusError), rec(billing.StatusCompleted), true},
+		{"declined", rec(billing.StatusScheduled), rec(billing.StatusError), false},
+		{"ach sent", rec(billing.StatusScheduled), rec(billing.StatusACHSent), false},
+		{"refund of a completed period", rec(billing.StatusCompleted), rec(billing.StatusRefunded), false},
+		{"added complete (an import)", nil, rec(billing.StatusCompleted), false},
+	} {
+		r, ok := billing.PeriodReceipt(ref, c.prev, c.next)
+		if ok != c.want {
+			t.Errorf("%s: receipt %v, want %v", c.name, ok, c.want)
+			continue
+		}
+		if ok && (r.AccountID != "a" || r.SubscriptionID != "s" || r.SKU != "k" || !r.ProcessedDate.Equal(done) || r.ProcessedAmount != billing.Cents(999) || r.TransactionID != "tx") {
+			t.Errorf("%s: receipt %+v", c.name, r)
+		}
+	}
+}
+
+func TestSingleTableWalk(t *testing.T) {
+	now := time.Date(2024, 5, 15, 12, 0, 0, 0, time.UTC)
+	day := func(n int) time.Time { return time.Date(2024, 5, 15+n, 0, 0, 0, 0, time.UTC) }
+	for _, c := range []struct {
+		name        string
+		q           billing.StatusQuery
+		first, last time.Time
+		lo, hi      string
+	}{
+		{"scheduled run", billing.StatusQuery{Status: billing.StatusScheduled, Before: now}, day(-45), day(0), "", "2024-05-15T11:59:59Z"},
+		{"before midnight", billing.StatusQuery{Status: billing.StatusScheduled, Before: day(0)}, day(-46), day(-1), "", "2024-05-14T23:59:59Z"},
+		{"retry run", billing.StatusQuery{Status: billing.StatusError, After: now.AddDate(0, 0, -37)}, day(-82), day(1), "2024-04-08T12:00:01Z", "~"},
+		{"notifier window", billing.StatusQuery{Status: billing.StatusScheduled, Since: day(4), Before: day(5)}, day(-41), day(4), "2024-05-19T00:00:00Z", "2024-05-19T23:59:59Z"},
+	} {
+		w, err := billing.SingleTableWalk(c.q, now, 45)
+		if err != nil || !w.First.Equal(c.first) || !w.Last.Equal(c.last) || w.Lo != c.lo || w.Hi != c.hi {
+			t.Errorf("%s: walk %+v, %v; want days %v..%v, keys %q..%q", c.name, w, err, c.first, c.last, c.lo, c.hi)
+		}
+	}
+	if _, err := billing.SingleTableWalk(billing.StatusQuery{Status: billing.StatusError, Since: time.Date(1, 1, 2, 0, 0, 0, 0, time.UTC)}, now, 45); !errors.Is(err, billing.ErrInvalidQuery) {
+		t.Errorf("walk before year 1: %v; want ErrInvalidQuery", err)
+	}
+}
