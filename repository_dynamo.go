@@ -428,7 +428,7 @@ func (r *DynamoRepository) Update(ctx context.Context, prev, next *Subscription,
 		{key: prev.Key(), reason: staleReason},
 		{key: next.Key(), reason: "a history row with this user_id and last_run_date exists", history: true},
 	}
-	if err := checkCreates(prev, next, create); err != nil {
+	if err := ValidateCreates(prev, next, create); err != nil {
 		return err
 	}
 	for _, c := range create {
@@ -447,11 +447,13 @@ func (r *DynamoRepository) Update(ctx context.Context, prev, next *Subscription,
 	return translateWrite("update", ops, err)
 }
 
-// checkCreates validates the records an update creates: storable, and no
-// two actions of the transaction on one item (DynamoDB rejects that), so
-// records of prev's user must not share a key with prev, next or each
-// other.
-func checkCreates(prev, next *Subscription, create []*Subscription) error {
+// ValidateCreates validates the records an update of prev to next
+// creates ([Repository.Update]), as the DynamoDB stores do before their
+// transaction: each storable, and no two actions of the transaction on one
+// item (DynamoDB rejects that), so records of prev's user must not share a
+// key with prev, next or each other (a [*ConflictError] wrapping
+// [ErrAlreadyExists]).
+func ValidateCreates(prev, next *Subscription, create []*Subscription) error {
 	usedP := map[string]bool{prev.BillingDateKey(): true}
 	usedH := map[string]bool{next.LastRunDateKey(): true}
 	for _, c := range create {

@@ -179,6 +179,9 @@ type stTx struct {
 	order  []string
 	// receipts are the receipts put, by action index.
 	receipts map[int]Receipt
+	// pointers are the ID pointers put, by subscription ID and user ID:
+	// one action per item in a transaction.
+	pointers map[string]int
 }
 
 type chainWrite struct {
@@ -188,7 +191,7 @@ type chainWrite struct {
 }
 
 func newSTTx(op string) *stTx {
-	return &stTx{op: op, chains: map[string]*chainWrite{}, receipts: map[int]Receipt{}}
+	return &stTx{op: op, chains: map[string]*chainWrite{}, receipts: map[int]Receipt{}, pointers: map[string]int{}}
 }
 
 func (t *stTx) add(item types.TransactWriteItem, op txOp) {
@@ -247,9 +250,15 @@ func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *Subscription, ove
 	t.add(types.TransactWriteItem{Put: hput}, txOp{key: next.Key(), reason: "a history row with this user_id and last_run_date exists",
 		exists: prev == nil, history: true})
 	if prev == nil || prev.BillingDateKey() != next.BillingDateKey() {
-		bd := next.BillingDateKey()
-		t.add(types.TransactWriteItem{Put: &types.Put{TableName: r.table(), Item: r.pointerItem(next.SubscriptionID, next.UserID, bd)}},
-			txOp{key: next.Key(), reason: "period ID pointer"})
+		ptr := types.TransactWriteItem{Put: &types.Put{TableName: r.table(), Item: r.pointerItem(next.SubscriptionID, next.UserID, next.BillingDateKey())}}
+		// Records of one transaction sharing an ID (imports may) share the
+		// pointer: the last one's key is kept.
+		if i, ok := t.pointers[next.SubscriptionID+"\x00"+next.UserID]; ok {
+			t.items[i] = ptr
+		} else {
+			t.pointers[next.SubscriptionID+"\x00"+next.UserID] = len(t.items)
+			t.add(ptr, txOp{key: next.Key(), reason: "period ID pointer"})
+		}
 	}
 	if rc, ok := PeriodReceipt(ref, prev, next); ok {
 		if err := r.putReceipt(t, len(t.items), rc); err != nil {
@@ -294,7 +303,8 @@ const maxSubRetries = 8
 // again and the transaction retried; any other failed condition is the
 // write's conflict.
 func (r *SingleTableRepository) commit(ctx context.Context, t *stTx) error {
-	for attempt := 0; ; attempt++ {
+	subRetries, receiptMoves := 0, 0
+	for {
 		items, ops := t.items, t.ops
 		for _, u := range t.order {
 			it, op, err := r.subscriptionWrite(ctx, t.chains[u])
@@ -308,10 +318,12 @@ func (r *SingleTableRepository) commit(ctx context.Context, t *stTx) error {
 			return nil
 		}
 		i := failedAction(err)
-		if i >= len(t.items) && i < len(items) && attempt < maxSubRetries {
+		if i >= len(t.items) && i < len(items) && subRetries < maxSubRetries {
+			subRetries++
 			continue
 		}
-		if rc, ok := t.receipts[i]; ok && attempt < maxSubRetries {
+		if rc, ok := t.receipts[i]; ok && receiptMoves < maxSubRetries {
+			receiptMoves++
 			// Another receipt of the same SKU in the account has this
 			// processed date to the nanosecond: the sort key
 			// REC#<date>#SKU#<sku> must be unique, so this one moves on by
@@ -543,7 +555,7 @@ func (r *SingleTableRepository) Update(ctx context.Context, prev, next *Subscrip
 	if len(create) > MaxUpdateCreates {
 		return fmt.Errorf("billing: update (%s): %d records to create, at most %d", prev.Key(), len(create), MaxUpdateCreates)
 	}
-	if err := checkCreates(prev, next, create); err != nil {
+	if err := ValidateCreates(prev, next, create); err != nil {
 		return err
 	}
 	t := newSTTx("update")
@@ -590,6 +602,33 @@ func (r *SingleTableRepository) AdminUpdate(ctx context.Context, prev, next *Sub
 // one transaction (four actions each at most, plus the subscription item).
 const maxAddAllGroup = 8
 
+// SingleTableGroups returns how [SingleTableRepository.AddAll] writes
+// records (after the collision policy): groups of indexes into recs, each
+// up to 8 records of one subscription, written by one transaction. Every
+// record must be storable with a [SubscriptionRef] user ID, else the error
+// names the first that is not.
+func SingleTableGroups(recs []Subscription) ([][]int, error) {
+	var groups [][]int
+	open := map[string]int{}
+	for i := range recs {
+		if _, err := EncodeHistoryItem(&recs[i]); err != nil {
+			return nil, err
+		}
+		if _, err := engineRef(&recs[i]); err != nil {
+			return nil, err
+		}
+		u := recs[i].UserID
+		g, ok := open[u]
+		if !ok || len(groups[g]) == maxAddAllGroup {
+			g = len(groups)
+			groups = append(groups, nil)
+			open[u] = g
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups, nil
+}
+
 // AddAll implements [Repository.AddAll]. Unlike the legacy tables it
 // writes with transactions, one per subscription and up to
 // [maxAddAllGroup] of its records, so that the subscription item always
@@ -600,23 +639,9 @@ func (r *SingleTableRepository) AddAll(ctx context.Context, subs []Subscription)
 	if err != nil {
 		return nil, err
 	}
-	var groups [][]int
-	open := map[string]int{}
-	for i := range resolved {
-		if _, err := EncodeHistoryItem(&resolved[i]); err != nil {
-			return nil, err
-		}
-		if _, err := engineRef(&resolved[i]); err != nil {
-			return nil, err
-		}
-		u := resolved[i].UserID
-		g, ok := open[u]
-		if !ok || len(groups[g]) == maxAddAllGroup {
-			g = len(groups)
-			groups = append(groups, nil)
-			open[u] = g
-		}
-		groups[g] = append(groups[g], i)
+	groups, err := SingleTableGroups(resolved)
+	if err != nil {
+		return nil, err
 	}
 	be := &BatchError{}
 	for _, g := range groups {

@@ -6,10 +6,13 @@
 // billing.EventSink, recording fakes of the notifier's ports
 // ([RecordingEnqueuer], [RecordingNotifier], [UserDirectory], [BankAccounts],
 // [UserPayments], [FeatureFlags], [PrenoteSubmitter], [MetricsRecorder]), an
-// in-memory [Accounts] twin of the single-table credits and access store)
-// and the
-// conformance suites every implementation of a port must pass
-// ([TestRepository], [TestHistory], [TestLocker]).
+// in-memory [Accounts] twin of the single-table credits and access store,
+// in-memory [Payments] and [SingleTable] twins of the single-table
+// recurring payments and engine layout) and the conformance suites every
+// implementation of a port must pass ([TestRepository], [TestHistory],
+// [TestLocker]; [TestRepositoryWith] and [TestHistoryWith] adapt the first
+// two to a layout's user IDs, and [TestSingleTable] checks what the
+// single-table layout adds).
 //
 // # Wiring
 //

@@ -54,6 +54,7 @@ func TestSingleTable(t *testing.T, newStores SingleTableFactory) {
 		{"StatusWalkByPagesOfOne", func(t *testing.T) { s.statusWalk(t, 1) }},
 		{"CursorsBoundToTheirQuery", s.cursors},
 		{"RejectsOtherUserIDs", s.rejectsUserIDs},
+		{"AddAllRecordsSharingAnID", s.addAllSharedID},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -378,4 +379,25 @@ func (s *stSuite) rejectsUserIDs(t *testing.T) {
 			t.Errorf("GetByID after rejected adds of %q = %+v, %v; want ErrNotFound", u, got, err)
 		}
 	}
+}
+
+// addAllSharedID: imports may reuse one subscription_id for several
+// periods of a subscription; AddAll writes them all (one pointer per ID).
+func (s *stSuite) addAllSharedID(t *testing.T) {
+	e := s.env(t, 0)
+	ref := e.ref("", "STREAM")
+	a := e.ids.record(ref.UserID(), day(1), billing.StatusCompleted)
+	b := e.ids.record(ref.UserID(), day(31), billing.StatusScheduled)
+	b.SubscriptionID = a.SubscriptionID
+	if _, err := e.Repository.AddAll(e.ctx(), []billing.Subscription{a, b}); err != nil {
+		t.Fatalf("AddAll: %v", err)
+	}
+	recs, err := e.Repository.ListByUser(e.ctx(), ref.UserID())
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("ListByUser = %d records, %v; want 2", len(recs), err)
+	}
+	if got, err := e.Repository.GetByID(e.ctx(), a.SubscriptionID); err != nil || got.SubscriptionID != a.SubscriptionID {
+		t.Fatalf("GetByID(%s) = %+v, %v", a.SubscriptionID, got, err)
+	}
+	e.requireDue(ref, b.BillingDate, reminderOf(b.BillingDate))
 }

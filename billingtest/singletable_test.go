@@ -1,0 +1,864 @@
+package billingtest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/internal/dynamotest"
+)
+
+// stSuiteOptions maps the suites' users to subscriptions of their own
+// accounts, as the DynamoDB store's conformance tests do.
+var stSuiteOptions = billingtest.SuiteOptions{
+	UserID: func(base string) string {
+		return billing.SubscriptionRef{AccountID: base, SubscriptionID: "S1", SKU: "SKU9"}.UserID()
+	},
+	SkipStatusQueries: true,
+}
+
+func TestSingleTableRepositorySuite(t *testing.T) {
+	billingtest.TestRepositoryWith(t, func(t *testing.T, opts billingtest.StoreOptions) (billing.Repository, billing.History) {
+		s := billingtest.NewSingleTable(billingtest.SingleTableOptions{PageSize: opts.PageSize, Collisions: opts.Collisions})
+		return s.Repository(), s.History()
+	}, stSuiteOptions)
+}
+
+func TestSingleTableHistorySuite(t *testing.T) {
+	billingtest.TestHistoryWith(t, func(t *testing.T) billing.History {
+		return billingtest.NewSingleTable(billingtest.SingleTableOptions{}).History()
+	}, stSuiteOptions)
+}
+
+func TestSingleTableLayoutSuite(t *testing.T) {
+	billingtest.TestSingleTable(t, func(t *testing.T, clock billing.Clock, pageSize int) billingtest.SingleTableStores {
+		s := billingtest.NewSingleTable(billingtest.SingleTableOptions{Clock: clock, PageSize: pageSize})
+		return billingtest.SingleTableStores{Repository: s.Repository(), History: s.History(), Payments: s.Payments()}
+	})
+}
+
+// stNow is the clock of the twin's own tests.
+var stNow = time.Date(2024, 5, 15, 12, 0, 0, 0, time.UTC)
+
+func stDay(n int) time.Time { return time.Date(2024, 5, 15, 0, 0, 0, 0, time.UTC).AddDate(0, 0, n) }
+
+// stRecord is a period of ref; n makes its IDs and last_run_date unique.
+func stRecord(ref billing.SubscriptionRef, n int, billingDate time.Time, st billing.Status) billing.Subscription {
+	run := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(n) * time.Minute)
+	return billing.Subscription{
+		UserID: ref.UserID(), BillingDate: billingDate, SubscriptionID: fmt.Sprintf("period-%d", n),
+		Amount: billing.Cents(499), Status: st, BillingPeriod: billing.BillingPeriod(billingDate),
+		LastRunDate: run, CreatedDate: run, Process: billing.ProcessInitial, Term: billing.TermMonthly,
+	}
+}
+
+// stNext is prev rewritten in status st by run n.
+func stNext(prev billing.Subscription, n int, st billing.Status) billing.Subscription {
+	next := prev.Clone()
+	next.Status = st
+	next.LastRunDate = time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(n) * time.Minute)
+	return next
+}
+
+func TestSingleTableDefaults(t *testing.T) {
+	s := billingtest.NewSingleTable(billingtest.SingleTableOptions{})
+	ref := billing.SubscriptionRef{AccountID: "acct", SubscriptionID: "sub", SKU: "STREAM"}
+	r := stRecord(ref, 1, time.Date(2024, 1, 20, 9, 0, 0, 0, time.UTC), billing.StatusScheduled)
+	if err := s.Repository().Add(t.Context(), &r); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := s.Payments().GetSubscription(t.Context(), ref.AccountID, ref.SubscriptionID, ref.SKU)
+	want := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err != nil || !sub.CreatedAt.Equal(want) || !sub.UpdatedAt.Equal(want) || sub.Version != 1 {
+		t.Fatalf("subscription item = %+v, %v; want created and updated at %v (the default clock), version 1", sub, err, want)
+	}
+	if got := sub.NextReminderDate; !got.Equal(stDayOf(r.BillingDate).AddDate(0, 0, -billing.NotificationLeadDays)) {
+		t.Fatalf("NextReminderDate = %v; want the default lead before %v", got, r.BillingDate)
+	}
+	// The open end of a status query is the day after the default clock's.
+	p, err := s.Repository().QueryStatus(t.Context(), billing.StatusQuery{Status: billing.StatusScheduled})
+	if err != nil || len(p.Items) != 0 {
+		t.Fatalf("open-ended query at the default clock = %+v, %v; want nothing (the period is later)", p, err)
+	}
+	for _, o := range []billingtest.SingleTableOptions{{PageSize: -1}, {CatchUpDays: -1}, {ReminderLeadDays: -1}, {ReceiptRetention: -1},
+		{Table: billing.SingleTableConfig{AccountPrefix: "PER"}}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("NewSingleTable(%+v) did not panic", o)
+				}
+			}()
+			billingtest.NewSingleTable(o)
+		}()
+	}
+}
+
+func stDayOf(t time.Time) time.Time { return billing.PaymentDate(t) }
+
+// stEnv is a twin with helpers that fail the test.
+type stEnv struct {
+	t     *testing.T
+	clock *billingtest.Clock
+	st    *billingtest.SingleTable
+	repo  billing.Repository
+	hist  billing.History
+	pay   billing.Payments
+}
+
+func newSTEnv(t *testing.T, opts billingtest.SingleTableOptions) *stEnv {
+	clock := billingtest.NewClock(stNow)
+	if opts.Clock == nil {
+		opts.Clock = clock
+	}
+	s := billingtest.NewSingleTable(opts)
+	return &stEnv{t: t, clock: clock, st: s, repo: s.Repository(), hist: s.History(), pay: s.Payments()}
+}
+
+func (e *stEnv) add(recs ...billing.Subscription) {
+	e.t.Helper()
+	for i := range recs {
+		if err := e.repo.Add(e.t.Context(), &recs[i]); err != nil {
+			e.t.Fatalf("Add(%s): %v", recs[i].Key(), err)
+		}
+	}
+}
+
+func (e *stEnv) sub(ref billing.SubscriptionRef) billing.RecurringSubscription {
+	e.t.Helper()
+	s, err := e.pay.GetSubscription(e.t.Context(), ref.AccountID, ref.SubscriptionID, ref.SKU)
+	if err != nil {
+		e.t.Fatalf("GetSubscription(%s): %v", ref.UserID(), err)
+	}
+	return s
+}
+
+func (e *stEnv) receipts(account string) []billing.Receipt {
+	e.t.Helper()
+	recs, err := e.pay.ReceiptsByAccount(e.t.Context(), account, time.Time{})
+	if err != nil {
+		e.t.Fatalf("ReceiptsByAccount(%s): %v", account, err)
+	}
+	return recs
+}
+
+func (e *stEnv) historyCount(ref billing.SubscriptionRef) int {
+	e.t.Helper()
+	rows, err := e.hist.ListByUser(e.t.Context(), ref.UserID())
+	if err != nil {
+		e.t.Fatalf("history of %s: %v", ref.UserID(), err)
+	}
+	return len(rows)
+}
+
+// TestSingleTableReceiptKeys: a receipt whose key another subscription's
+// receipt holds moves on by a nanosecond, up to 8 times; past that the
+// update writes nothing, and a failed condition of the period itself is
+// reported first, as in the DynamoDB transaction.
+func TestSingleTableReceiptKeys(t *testing.T) {
+	e := newSTEnv(t, billingtest.SingleTableOptions{})
+	ctx := t.Context()
+	a := billing.SubscriptionRef{AccountID: "acct", SubscriptionID: "subA", SKU: "STREAM"}
+	b := billing.SubscriptionRef{AccountID: "acct", SubscriptionID: "subB", SKU: "STREAM"} // same receipt partition and SKU
+	c := billing.SubscriptionRef{AccountID: "acct", SubscriptionID: "subC", SKU: "STREAM"}
+	ra, rb, rc := stRecord(a, 1, stDay(-1), billing.StatusScheduled), stRecord(b, 2, stDay(-1), billing.StatusScheduled),
+		stRecord(c, 3, stDay(-1), billing.StatusScheduled)
+	e.add(ra, rb, rc)
+	paidAt := stDay(-1).Add(10 * time.Hour)
+	da := stNext(ra, 4, billing.StatusCompleted)
+	da.CompletionDate, da.TransactionID = paidAt, "tx-a"
+	if err := e.repo.Update(ctx, &ra, &da); err != nil {
+		t.Fatal(err)
+	}
+	db := stNext(rb, 5, billing.StatusCompleted)
+	db.CompletionDate, db.TransactionID = paidAt, "tx-b"
+	if err := e.repo.Update(ctx, &rb, &db); err != nil {
+		t.Fatalf("Update completing at a taken receipt key: %v", err)
+	}
+	recs := e.receipts("acct")
+	if len(recs) != 2 || !recs[0].ProcessedDate.Equal(paidAt.Add(time.Nanosecond)) || recs[0].SubscriptionID != b.SubscriptionID {
+		t.Fatalf("receipts = %+v; want b's a nanosecond after a's", recs)
+	}
+
+	// Every key up to 8 ns later taken: nothing is written.
+	for i := 2; i <= stMaxReceiptMoves; i++ {
+		if _, err := e.pay.CreateReceipt(ctx, billing.Receipt{AccountID: "acct", SubscriptionID: "other", SKU: "STREAM",
+			ProcessedDate: paidAt.Add(time.Duration(i) * time.Nanosecond), ProcessedAmount: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, beforeRows := e.sub(c), e.historyCount(c)
+	dc := stNext(rc, 6, billing.StatusCompleted)
+	dc.CompletionDate, dc.TransactionID = paidAt, "tx-c"
+	next := stRecord(c, 7, stDay(30), billing.StatusScheduled)
+	err := e.repo.Update(ctx, &rc, &dc, &next)
+	var ce *billing.ConflictError
+	if !errors.As(err, &ce) || !errors.Is(err, billing.ErrAlreadyExists) || ce.Op != "update" || ce.HistoryRow {
+		t.Fatalf("Update with no free receipt key = %v; want a *ConflictError wrapping ErrAlreadyExists", err)
+	}
+	if got, err := e.repo.Get(ctx, c.UserID(), rc.BillingDate); err != nil || got.Status != billing.StatusScheduled {
+		t.Fatalf("period after the failed update = %v, %v; want still SCHEDULED", got.Status, err)
+	}
+	if _, err := e.repo.Get(ctx, c.UserID(), next.BillingDate); !errors.Is(err, billing.ErrNotFound) {
+		t.Fatalf("record to create after the failed update: %v; want ErrNotFound", err)
+	}
+	if after := e.sub(c); after != before || e.historyCount(c) != beforeRows || len(e.receipts("acct")) != stMaxReceiptMoves+1 {
+		t.Fatalf("failed update changed something: subscription %+v → %+v, %d receipts", before, after, len(e.receipts("acct")))
+	}
+
+	// The same update from a stale read: the period's condition first.
+	stale := rc
+	stale.Status = billing.StatusError
+	dc2 := stNext(stale, 8, billing.StatusCompleted)
+	dc2.CompletionDate, dc2.TransactionID = paidAt, "tx-c"
+	if err := e.repo.Update(ctx, &stale, &dc2); !errors.Is(err, billing.ErrConflict) {
+		t.Fatalf("stale Update with no free receipt key = %v; want ErrConflict", err)
+	}
+	// A history row taken by next: also before the receipt.
+	row := stNext(rc, 9, billing.StatusCompleted)
+	if err := e.hist.Add(ctx, &row); err != nil {
+		t.Fatal(err)
+	}
+	row.CompletionDate, row.TransactionID = paidAt, "tx-c"
+	if err := e.repo.Update(ctx, &rc, &row); !errors.As(err, &ce) || !ce.HistoryRow || !errors.Is(err, billing.ErrConflict) {
+		t.Fatalf("Update with a taken history row and no free receipt key = %v; want the history row's ErrConflict", err)
+	}
+	// Its own receipt replayed at the first key: idempotent.
+	if _, err := e.pay.CreateReceipt(ctx, billing.Receipt{AccountID: "acct", SubscriptionID: c.SubscriptionID, SKU: "STREAM",
+		ProcessedDate: paidAt.Add(-time.Second), ProcessedAmount: dc.Amount, TransactionID: "tx-c"}); err != nil {
+		t.Fatal(err)
+	}
+	dc.CompletionDate = paidAt.Add(-time.Second)
+	if err := e.repo.Update(ctx, &rc, &dc); err != nil {
+		t.Fatalf("Update whose receipt is already stored: %v", err)
+	}
+	if n := len(e.receipts("acct")); n != stMaxReceiptMoves+2 {
+		t.Fatalf("%d receipts; want %d", n, stMaxReceiptMoves+2)
+	}
+}
+
+// stMaxReceiptMoves is how far (in nanoseconds) the DynamoDB store moves
+// a receipt whose key is taken.
+const stMaxReceiptMoves = 8
+
+// TestSingleTableAdminMoveCompletes: a move that completes the period
+// writes its receipt and leaves no open period at the old key.
+func TestSingleTableAdminMoveCompletes(t *testing.T) {
+	e := newSTEnv(t, billingtest.SingleTableOptions{})
+	ctx := t.Context()
+	ref := billing.SubscriptionRef{AccountID: "acct", SubscriptionID: "sub", SKU: "STREAM"}
+	r := stRecord(ref, 1, stDay(2), billing.StatusScheduled)
+	e.add(r)
+	moved := stNext(r, 2, billing.StatusCompleted)
+	moved.BillingDate, moved.CompletionDate = stDay(3), stDay(1).Add(time.Hour)
+	if err := e.repo.AdminUpdate(ctx, &r, &moved); err != nil {
+		t.Fatal(err)
+	}
+	sub := e.sub(ref)
+	if !sub.NextPaymentDate.IsZero() || !sub.NextReminderDate.IsZero() || !sub.LastPaymentDate.Equal(stDay(1)) || sub.Version != 2 {
+		t.Fatalf("subscription after a completing move = %+v; want nothing due, paid %v, version 2", sub, stDay(1))
+	}
+	if recs := e.receipts("acct"); len(recs) != 1 || !recs[0].ProcessedDate.Equal(moved.CompletionDate) {
+		t.Fatalf("receipts = %+v; want one at %v", recs, moved.CompletionDate)
+	}
+	// The subscription item's CreatedAt and Email survive engine writes;
+	// an update through Payments is kept too.
+	sub.Email = "a@example.com"
+	if _, err := e.pay.UpdateSubscription(ctx, sub, sub); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Hour)
+	r2 := stRecord(ref, 3, stDay(33), billing.StatusScheduled)
+	e.add(r2)
+	after := e.sub(ref)
+	if after.Email != "a@example.com" || !after.CreatedAt.Equal(sub.CreatedAt) || after.Version != 4 ||
+		!after.UpdatedAt.Equal(stNow.Add(time.Hour)) || !after.NextPaymentDate.Equal(stDay(33)) {
+		t.Fatalf("subscription after another period = %+v", after)
+	}
+}
+
+// TestSingleTableAddAllGroups: AddAll writes one subscription's records in
+// groups of 8, each with its subscription item; a group the DynamoDB
+// transaction would reject is reported alone.
+func TestSingleTableAddAllGroups(t *testing.T) {
+	var bad bool
+	policy := func(subs []billing.Subscription) ([]billing.Subscription, error) {
+		out := make([]billing.Subscription, len(subs))
+		for i := range subs {
+			out[i] = subs[i].Clone()
+		}
+		if bad { // leave two records of the second group on one key
+			out[9].BillingDate = out[10].BillingDate
+		}
+		return out, nil
+	}
+	e := newSTEnv(t, billingtest.SingleTableOptions{Collisions: policy})
+	ctx := t.Context()
+	ref := billing.SubscriptionRef{AccountID: "acct", SubscriptionID: "sub", SKU: "STREAM"}
+	other := billing.SubscriptionRef{AccountID: "acct2", SubscriptionID: "sub", SKU: "STREAM"}
+	var recs []billing.Subscription
+	for i := range 20 {
+		recs = append(recs, stRecord(ref, i, stDay(31*i), billing.StatusScheduled))
+	}
+	recs = append(recs, stRecord(other, 100, stDay(1), billing.StatusScheduled))
+	written, err := e.repo.AddAll(ctx, recs)
+	if err != nil || len(written) != len(recs) {
+		t.Fatalf("AddAll = %d, %v", len(written), err)
+	}
+	if sub := e.sub(ref); sub.Version != 3 || !sub.NextPaymentDate.Equal(stDay(0)) {
+		t.Fatalf("subscription after 20 records = version %d, due %v; want 3 writes (groups of 8), due %v", sub.Version, sub.NextPaymentDate, stDay(0))
+	}
+
+	e2 := newSTEnv(t, billingtest.SingleTableOptions{Collisions: policy})
+	bad = true
+	written, err = e2.repo.AddAll(ctx, recs)
+	var be *billing.BatchError
+	if !errors.As(err, &be) || len(be.Unwritten) != 8 || len(written) != len(recs) {
+		t.Fatalf("AddAll with a duplicate key in one group = %d records, %v; want a BatchError naming that group's 8", len(written), err)
+	}
+	got, _ := e2.repo.ListByUser(ctx, ref.UserID())
+	if len(got) != 12 || e2.historyCount(ref) != 12 {
+		t.Fatalf("%d records written; want the other groups' 12", len(got))
+	}
+	if sub := e2.sub(ref); sub.Version != 2 {
+		t.Fatalf("subscription version %d; want 2 (two groups written)", sub.Version)
+	}
+}
+
+// TestSingleTableGetByIDPointers: GetByID follows the period-ID pointers,
+// also when a history batch pointed one at another billing date.
+func TestSingleTableGetByIDPointers(t *testing.T) {
+	e := newSTEnv(t, billingtest.SingleTableOptions{})
+	ctx := t.Context()
+	ref := billing.SubscriptionRef{AccountID: "acct", SubscriptionID: "sub", SKU: "STREAM"}
+	r := stRecord(ref, 1, stDay(5), billing.StatusScheduled)
+	e.add(r)
+	row := stRecord(ref, 2, stDay(9), billing.StatusScheduled)
+	row.SubscriptionID = r.SubscriptionID
+	if err := e.hist.AddAll(ctx, []billing.Subscription{row}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.repo.GetByID(ctx, r.SubscriptionID); err != nil || !got.BillingDate.Equal(stDay(5)) {
+		t.Fatalf("GetByID = %v, %v; want the period at %v", got.BillingDate, err, stDay(5))
+	}
+	rows, err := e.hist.ListBySubscription(ctx, r.SubscriptionID)
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("ListBySubscription = %d rows, %v; want 2", len(rows), err)
+	}
+	for _, id := range []string{"", "nope"} {
+		if _, err := e.repo.GetByID(ctx, id); !errors.Is(err, billing.ErrNotFound) {
+			t.Errorf("GetByID(%q) = %v; want ErrNotFound", id, err)
+		}
+	}
+	// Only a history row: the pointer is there, the period is not.
+	lone := stRecord(ref, 3, stDay(40), billing.StatusScheduled)
+	if err := e.hist.Add(ctx, &lone); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.repo.GetByID(ctx, lone.SubscriptionID); !errors.Is(err, billing.ErrNotFound) {
+		t.Fatalf("GetByID of a history-only ID = %v; want ErrNotFound", err)
+	}
+	if _, err := e.repo.Get(ctx, "not-a-ref", stDay(5)); !errors.Is(err, billing.ErrNotFound) {
+		t.Fatalf("Get of another user ID = %v; want ErrNotFound", err)
+	}
+	if got, err := e.repo.ListByUser(ctx, "not-a-ref"); err != nil || got != nil {
+		t.Fatalf("ListByUser of another user ID = %v, %v; want nothing", got, err)
+	}
+}
+
+// TestSingleTableRejectsUserIDs: every write path rejects user IDs that
+// are not subscription references, before writing anything.
+func TestSingleTableRejectsUserIDs(t *testing.T) {
+	e := newSTEnv(t, billingtest.SingleTableOptions{})
+	ctx := t.Context()
+	ref := billing.SubscriptionRef{AccountID: "acct", SubscriptionID: "sub", SKU: "STREAM"}
+	r := stRecord(ref, 1, stDay(5), billing.StatusScheduled)
+	e.add(r)
+	plain := r
+	plain.UserID, plain.SubscriptionID = "plain", "other"
+	next := stNext(r, 2, billing.StatusError)
+	checks := map[string]error{
+		"AddAll": func() error {
+			_, err := e.repo.AddAll(ctx, []billing.Subscription{stRecord(ref, 3, stDay(40), billing.StatusScheduled), plain})
+			return err
+		}(),
+		"UpdateCreate":  e.repo.Update(ctx, &r, &next, &plain),
+		"HistoryAddAll": e.hist.AddAll(ctx, []billing.Subscription{plain}),
+		"HistoryAdd":    e.hist.Add(ctx, &plain),
+	}
+	for name, err := range checks {
+		if !errors.Is(err, billing.ErrInvalidPayment) {
+			t.Errorf("%s with user ID %q = %v; want ErrInvalidPayment", name, plain.UserID, err)
+		}
+	}
+	if got, _ := e.repo.ListByUser(ctx, ref.UserID()); len(got) != 1 || got[0].Status != billing.StatusScheduled || e.historyCount(ref) != 1 {
+		t.Fatalf("records after rejected writes = %+v", got)
+	}
+}
+
+// TestSingleTableStatusPages checks the walk's paging: Limit counts index
+// items, a cursor at a full page even when nothing remains, Scanned
+// counts index items and periods read, empty stretches end pages.
+func TestSingleTableStatusPages(t *testing.T) {
+	e := newSTEnv(t, billingtest.SingleTableOptions{PageSize: 2, CatchUpDays: 70})
+	ctx := t.Context()
+	var want []billing.Subscription
+	for i := range 3 {
+		ref := billing.SubscriptionRef{AccountID: fmt.Sprintf("acct%d", i), SubscriptionID: "sub", SKU: "STREAM"}
+		r := stRecord(ref, i, stDay(-2).Add(time.Duration(i)*time.Hour), billing.StatusScheduled)
+		later := stRecord(ref, 10+i, stDay(20), billing.StatusScheduled) // not due before now
+		e.add(r, later)
+		want = append(want, r)
+	}
+	q := billing.StatusQuery{Status: billing.StatusScheduled, Before: stNow}
+	var pages []billing.Page
+	for {
+		p, err := e.repo.QueryStatus(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Count != len(p.Items)+len(p.Invalid) {
+			t.Fatalf("Count %d for %d items", p.Count, len(p.Items))
+		}
+		pages = append(pages, p)
+		if q.Cursor = p.Next; q.Cursor == "" {
+			break
+		}
+	}
+	// From the catch-up start (70 days back): the first page ends after
+	// 62 empty days, the second with the full page of two index items (2
+	// × 2 periods read, the later ones outside the range), the third with
+	// the day's last item, the fourth with the two empty days left.
+	var items []billing.Subscription
+	scanned := 0
+	for _, p := range pages {
+		items = append(items, p.Items...)
+		scanned += p.Scanned
+	}
+	if len(items) != 3 || scanned != 3+3 {
+		t.Fatalf("%d items, %d scanned over %d pages; want 3 and 6 (3 index items, 3 periods in the range)", len(items), scanned, len(pages))
+	}
+	for i := range want {
+		if items[i].SubscriptionID != want[i].SubscriptionID {
+			t.Fatalf("item %d is %s; want %s (index order)", i, items[i].SubscriptionID, want[i].SubscriptionID)
+		}
+	}
+	if len(pages) != 4 || pages[0].Scanned != 0 || pages[0].Next == "" {
+		t.Fatalf("%d pages, the first %+v; want 4, the first 62 empty days and a cursor", len(pages), pages[0])
+	}
+	full := pages[1]
+	if len(full.Items) != 2 || full.Scanned != 4 || full.Next == "" {
+		t.Fatalf("second page = %d items, %d scanned, next %q; want the two index items of a day and a cursor", len(full.Items), full.Scanned, full.Next)
+	}
+
+	// Limit 1 reaches the limit on a day with one item left: the cursor
+	// stays on that day, the next page finds nothing there and goes on.
+	q = billing.StatusQuery{Status: billing.StatusScheduled, Since: stDay(-2), Before: stNow, Limit: 1}
+	var got []billing.Subscription
+	for n := 0; ; n++ {
+		p, err := e.repo.QueryStatus(ctx, q)
+		if err != nil || n > 200 {
+			t.Fatalf("page %d: %v", n, err)
+		}
+		if p.Scanned > 2 {
+			t.Fatalf("page %d read %d items with Limit 1", n, p.Scanned)
+		}
+		got = append(got, p.Items...)
+		if q.Cursor = p.Next; q.Cursor == "" {
+			break
+		}
+	}
+	if len(got) != 3 {
+		t.Fatalf("Limit 1: %d items; want 3", len(got))
+	}
+
+	for name, bad := range map[string]billing.StatusQuery{
+		"Garbage":    {Status: billing.StatusScheduled, Before: stNow, Cursor: "x"},
+		"OtherQuery": {Status: billing.StatusError, Before: stNow, Cursor: pages[0].Next},
+	} {
+		if _, err := e.repo.QueryStatus(ctx, bad); !errors.Is(err, billing.ErrInvalidCursor) {
+			t.Errorf("%s: %v; want ErrInvalidCursor", name, err)
+		}
+	}
+	if _, err := e.repo.QueryStatus(ctx, billing.StatusQuery{Status: "NOPE"}); !errors.Is(err, billing.ErrInvalidQuery) {
+		t.Errorf("invalid query: %v; want ErrInvalidQuery", err)
+	}
+}
+
+// TestSingleTableConcurrent races engine writes, Payments writes and
+// status queries; every write is atomic, so the subscription item always
+// matches its periods. Run under -race.
+func TestSingleTableConcurrent(t *testing.T) {
+	e := newSTEnv(t, billingtest.SingleTableOptions{PageSize: 3})
+	ctx := t.Context()
+	var refs []billing.SubscriptionRef
+	var firsts []billing.Subscription
+	for i := range 6 {
+		ref := billing.SubscriptionRef{AccountID: fmt.Sprintf("acct%d", i%2), SubscriptionID: fmt.Sprintf("sub%d", i), SKU: "STREAM"}
+		r := stRecord(ref, i, stDay(-1), billing.StatusScheduled)
+		e.add(r)
+		refs, firsts = append(refs, ref), append(firsts, r)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins := map[string]int{}
+	for w := range 8 {
+		wg.Go(func() {
+			for i, r := range firsts {
+				done := stNext(r, 1000+w*10+i, billing.StatusCompleted)
+				done.CompletionDate, done.TransactionID = stDay(-1).Add(time.Duration(w+1)*time.Minute), fmt.Sprintf("tx-%d", w)
+				next := stRecord(refs[i], 2000+w*10+i, stDay(30), billing.StatusScheduled)
+				err := e.repo.Update(ctx, &r, &done, &next)
+				if err == nil {
+					mu.Lock()
+					wins[r.UserID]++
+					mu.Unlock()
+				} else if !billing.IsConflict(err) {
+					t.Errorf("Update: %v", err)
+				}
+				if s, err := e.pay.GetSubscription(ctx, refs[i].AccountID, refs[i].SubscriptionID, refs[i].SKU); err == nil {
+					s.Email = fmt.Sprintf("w%d@example.com", w)
+					if _, err := e.pay.UpdateSubscription(ctx, s, s); err != nil && !errors.Is(err, billing.ErrConflict) {
+						t.Errorf("UpdateSubscription: %v", err)
+					}
+				}
+				if _, err := e.repo.QueryStatus(ctx, billing.StatusQuery{Status: billing.StatusScheduled, Before: stNow}); err != nil {
+					t.Errorf("QueryStatus: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, ref := range refs {
+		if wins[ref.UserID()] != 1 {
+			t.Fatalf("%s: %d winning updates; want 1", ref.UserID(), wins[ref.UserID()])
+		}
+		periods, err := e.repo.ListByUser(ctx, ref.UserID())
+		if err != nil || len(periods) != 2 {
+			t.Fatalf("%s: %d periods, %v; want 2", ref.UserID(), len(periods), err)
+		}
+		sub := e.sub(ref)
+		if !sub.NextPaymentDate.Equal(stDay(30)) || !sub.LastPaymentDate.Equal(stDay(-1)) {
+			t.Fatalf("%s: subscription %+v; want due %v, paid %v", ref.UserID(), sub, stDay(30), stDay(-1))
+		}
+		if recs := e.receipts(ref.AccountID); len(recs) != 3 {
+			t.Fatalf("account %s: %d receipts; want one per subscription (3) [%d]", ref.AccountID, len(recs), i)
+		}
+	}
+}
+
+// TestSingleTableMatchesDynamo runs one script of writes and reads on
+// billing.SingleTableRepository (on the local DynamoDB-compatible server,
+// skipped without one unless CI=true) and on the twin, with one clock,
+// and requires the same outcomes: errors by kind, records, history,
+// subscription items, receipts, and status queries (their items in order
+// and their Scanned totals: page breaks may differ, because moto, unlike
+// DynamoDB and the twin, gives no cursor when a query stops exactly at
+// its Limit).
+func TestSingleTableMatchesDynamo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a DynamoDB-compatible server: not in -short")
+	}
+	t.Parallel()
+	client := dynamotest.Client(t)
+	table := billing.SingleTableConfig{Table: dynamotest.TableName(t, "payments"), AccountPrefix: "ACC#", TTLAttribute: "TTL"}
+	dynamotest.CreateTable(t, client, billing.SingleTableDefinition(table))
+	wrapped := dynamotest.Wrap(client)
+	t.Cleanup(func() { wrapped.AssertNoViolations(t) })
+	clock := billingtest.NewClock(stNow)
+	dyn, err := billing.NewSingleTableRepository(billing.SingleTableStoreConfig{Client: wrapped, Table: table, Clock: clock, PageSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	twin := billingtest.NewSingleTable(billingtest.SingleTableOptions{Clock: clock, PageSize: 2, Table: table})
+	stores := []billingtest.SingleTableStores{
+		{Repository: dyn, History: dyn.History(), Payments: dyn.Payments()},
+		{Repository: twin.Repository(), History: twin.History(), Payments: twin.Payments()},
+	}
+	ctx := t.Context()
+	step := func(name string, op func(s billingtest.SingleTableStores) (any, error)) {
+		t.Helper()
+		var got [2]string
+		var errs [2]error
+		for i, s := range stores {
+			v, err := op(s)
+			got[i], errs[i] = fmt.Sprintf("%+v", v), err
+		}
+		if errKind(errs[0]) != errKind(errs[1]) || got[0] != got[1] {
+			t.Errorf("%s:\n\tdynamo: %s %s\n\ttwin:   %s %s", name, errKind(errs[0]), got[0], errKind(errs[1]), got[1])
+		} else if fmt.Sprint(errs[0]) != fmt.Sprint(errs[1]) {
+			t.Logf("%s: messages differ:\n\tdynamo: %v\n\ttwin:   %v", name, errs[0], errs[1])
+		}
+	}
+	write := func(name string, op func(s billingtest.SingleTableStores) error) {
+		t.Helper()
+		step(name, func(s billingtest.SingleTableStores) (any, error) { return nil, op(s) })
+	}
+
+	a := billing.SubscriptionRef{AccountID: "a1", SubscriptionID: "subA", SKU: "STREAM"}
+	b := billing.SubscriptionRef{AccountID: "a1", SubscriptionID: "subB", SKU: "STREAM"} // a's receipt partition and SKU
+	c := billing.SubscriptionRef{AccountID: "a1", SubscriptionID: "subC", SKU: "MUSIC"}
+	d := billing.SubscriptionRef{AccountID: "a2", SubscriptionID: "subD", SKU: "STREAM"}
+	refs := []billing.SubscriptionRef{a, b, c, d}
+	ids := map[string]bool{}
+	rec := func(ref billing.SubscriptionRef, n int, bd time.Time, st billing.Status) billing.Subscription {
+		r := stRecord(ref, n, bd, st)
+		ids[r.SubscriptionID] = true
+		return r
+	}
+	add := func(r billing.Subscription) {
+		t.Helper()
+		write("Add "+r.Key(), func(s billingtest.SingleTableStores) error { return s.Repository.Add(ctx, &r) })
+	}
+	update := func(name string, prev, next billing.Subscription, create ...billing.Subscription) {
+		t.Helper()
+		write(name, func(s billingtest.SingleTableStores) error {
+			ptrs := make([]*billing.Subscription, len(create))
+			for i := range create {
+				c := create[i].Clone()
+				ptrs[i] = &c
+			}
+			return s.Repository.Update(ctx, &prev, &next, ptrs...)
+		})
+	}
+	admin := func(name string, prev, next billing.Subscription) {
+		t.Helper()
+		write(name, func(s billingtest.SingleTableStores) error { return s.Repository.AdminUpdate(ctx, &prev, &next) })
+	}
+
+	step("CreateSubscription d", func(s billingtest.SingleTableStores) (any, error) {
+		return s.Payments.CreateSubscription(ctx, billing.RecurringSubscription{AccountID: d.AccountID, SubscriptionID: d.SubscriptionID, SKU: d.SKU,
+			Email: "d@example.com", PaymentDay: 5, PaymentAmount: billing.Cents(999), PaymentDetails: "tok"})
+	})
+	paidAt := stDay(-3).Add(10*time.Hour + 123*time.Millisecond)
+	p1 := rec(a, 1, stDay(-3).Add(9*time.Hour), billing.StatusScheduled)
+	q1 := rec(b, 2, stDay(-3).Add(9*time.Hour), billing.StatusScheduled)
+	c1 := rec(c, 3, stDay(5), billing.StatusPaused)
+	d1 := rec(d, 4, stDay(-1), billing.StatusScheduled)
+	d1.AnchorDay = 31
+	for _, r := range []billing.Subscription{p1, p1, q1, c1, d1} {
+		add(r)
+	}
+	plain := rec(a, 5, stDay(1), billing.StatusScheduled)
+	plain.UserID = "plain"
+	add(plain)
+	clock.Advance(time.Hour)
+
+	p1e := stNext(p1, 6, billing.StatusError)
+	p2 := rec(a, 7, stDay(28).Add(9*time.Hour), billing.StatusScheduled)
+	update("fail p1, open p2", p1, p1e, p2)
+	update("stale p1", p1, stNext(p1, 8, billing.StatusCompleted))
+	p1c := stNext(p1e, 9, billing.StatusCompleted)
+	p1c.CompletionDate, p1c.TransactionID = paidAt, "t1"
+	update("pay p1", p1e, p1c)
+	q1c := stNext(q1, 10, billing.StatusCompleted)
+	q1c.CompletionDate, q1c.TransactionID = paidAt, "t2"
+	update("pay q1 onto a's receipt key", q1, q1c)
+	staleQ := q1
+	staleQ.Status = billing.StatusError
+	update("pay q1 from a stale read onto a's receipt key", staleQ, stNext(q1c, 11, billing.StatusCompleted))
+	q1c.CompletionDate = paidAt.Add(time.Second)
+	update("pay q1", q1, q1c)
+	update("replay q1's payment", q1, q1c)
+	update("note on p1", p1c, stNext(p1c, 12, billing.StatusCompleted))
+	q1w := stNext(q1, 13, billing.StatusWaived)
+	update("waive completed q1 (illegal)", q1c, q1w)
+	// Every receipt key a third payment at paidAt could move to is taken.
+	e := billing.SubscriptionRef{AccountID: "a1", SubscriptionID: "subE", SKU: "STREAM"}
+	refs = append(refs, e)
+	for i := 2; i <= stMaxReceiptMoves; i++ {
+		step(fmt.Sprint("CreateReceipt +", i, "ns"), func(s billingtest.SingleTableStores) (any, error) {
+			return s.Payments.CreateReceipt(ctx, billing.Receipt{AccountID: "a1", SubscriptionID: "other", SKU: "STREAM",
+				ProcessedDate: paidAt.Add(time.Duration(i) * time.Nanosecond), ProcessedAmount: 1})
+		})
+	}
+	e1 := rec(e, 31, stDay(-2), billing.StatusScheduled)
+	add(e1)
+	e1c := stNext(e1, 32, billing.StatusCompleted)
+	e1c.CompletionDate, e1c.TransactionID = paidAt, "t3"
+	update("pay e1 with no free receipt key", e1, e1c, rec(e, 33, stDay(28), billing.StatusScheduled))
+	staleE := e1
+	staleE.Status = billing.StatusError
+	update("pay e1 from a stale read with no free receipt key", staleE, stNext(e1c, 34, billing.StatusCompleted))
+	e1c.CompletionDate = paidAt.Add(-time.Nanosecond)
+	update("pay e1", e1, e1c)
+	clock.Advance(time.Hour)
+
+	c1m := stNext(c1, 14, billing.StatusPaused)
+	c1m.BillingDate = stDay(7)
+	admin("move c1", c1, c1m)
+	c2 := rec(c, 15, stDay(9), billing.StatusScheduled)
+	add(c2)
+	c2m := stNext(c2, 16, billing.StatusScheduled)
+	c2m.BillingDate = stDay(7)
+	admin("move c2 onto c1", c2, c2m)
+	admin("admin update in place", c1m, stNext(c1m, 17, billing.StatusPausedSkipped))
+	c2d := stNext(c2, 18, billing.StatusCompleted)
+	c2d.BillingDate, c2d.CompletionDate = stDay(10), stDay(8).Add(time.Hour)
+	admin("move and complete c2", c2, c2d)
+
+	// Updates creating records of other subscriptions, and bad creates.
+	p2e := stNext(p2, 19, billing.StatusError)
+	d2 := rec(d, 20, stDay(40), billing.StatusScheduled)
+	update("fail p2, create d2", p2, p2e, d2)
+	bad := rec(a, 21, stDay(28).Add(9*time.Hour), billing.StatusScheduled)
+	update("create onto prev's key", p2e, stNext(p2e, 22, billing.StatusError), bad)
+	many := make([]billing.Subscription, billing.MaxUpdateCreates+1)
+	for i := range many {
+		many[i] = rec(a, 100+i, stDay(60+i), billing.StatusScheduled)
+	}
+	update("too many creates", p2e, stNext(p2e, 23, billing.StatusError), many...)
+	update("create an unstorable user", p2e, stNext(p2e, 24, billing.StatusError), plain)
+	taken := rec(d, 25, stDay(40), billing.StatusScheduled)
+	update("create onto a taken key of another subscription", p2e, stNext(p2e, 26, billing.StatusError), taken)
+
+	// Payments writes between engine writes.
+	step("Payments update of a", func(s billingtest.SingleTableStores) (any, error) {
+		cur, err := s.Payments.GetSubscription(ctx, a.AccountID, a.SubscriptionID, a.SKU)
+		if err != nil {
+			return nil, err
+		}
+		cur.Email, cur.NextPaymentDate = "a@example.com", stDay(99)
+		return s.Payments.UpdateSubscription(ctx, cur, cur)
+	})
+	p2c := stNext(p2e, 27, billing.StatusCompleted)
+	update("pay p2 (no completion date)", p2e, p2c)
+
+	// History.
+	lone := rec(a, 28, stDay(50), billing.StatusScheduled)
+	write("History.Add", func(s billingtest.SingleTableStores) error { return s.History.Add(ctx, &lone) })
+	write("History.Add again", func(s billingtest.SingleTableStores) error { return s.History.Add(ctx, &lone) })
+	write("History.Add plain", func(s billingtest.SingleTableStores) error { return s.History.Add(ctx, &plain) })
+	rows := []billing.Subscription{rec(b, 29, stDay(70), billing.StatusScheduled), rec(b, 30, stDay(71), billing.StatusCancelled)}
+	rows[1].SubscriptionID = q1.SubscriptionID
+	write("History.AddAll", func(s billingtest.SingleTableStores) error { return s.History.AddAll(ctx, rows) })
+	write("History.AddAll twice one key", func(s billingtest.SingleTableStores) error {
+		return s.History.AddAll(ctx, []billing.Subscription{rows[0], rows[0]})
+	})
+	write("History.AddAll plain", func(s billingtest.SingleTableStores) error {
+		return s.History.AddAll(ctx, []billing.Subscription{plain})
+	})
+
+	// AddAll: overwrites, collisions, groups.
+	var batch []billing.Subscription
+	for i := range 10 {
+		batch = append(batch, rec(d, 200+i, stDay(-1+31*i), billing.StatusScheduled))
+	}
+	batch[3].Status = billing.StatusCancelled
+	batch = append(batch, rec(d, 220, stDay(92), billing.StatusCancelled), rec(b, 221, stDay(-2), billing.StatusError))
+	step("AddAll", func(s billingtest.SingleTableStores) (any, error) { return s.Repository.AddAll(ctx, batch) })
+	step("AddAll two SCHEDULED on one key", func(s billingtest.SingleTableStores) (any, error) {
+		return s.Repository.AddAll(ctx, []billing.Subscription{batch[0], batch[0]})
+	})
+	step("AddAll plain", func(s billingtest.SingleTableStores) (any, error) {
+		return s.Repository.AddAll(ctx, []billing.Subscription{plain})
+	})
+	step("AddAll nothing", func(s billingtest.SingleTableStores) (any, error) { return s.Repository.AddAll(ctx, nil) })
+
+	// The state each store is left in.
+	for _, ref := range refs {
+		u := ref.UserID()
+		step("ListByUser "+u, func(s billingtest.SingleTableStores) (any, error) { return s.Repository.ListByUser(ctx, u) })
+		step("Recent "+u, func(s billingtest.SingleTableStores) (any, error) { return s.Repository.Recent(ctx, u, 3) })
+		step("History "+u, func(s billingtest.SingleTableStores) (any, error) { return s.History.ListByUser(ctx, u) })
+		step("Subscription "+u, func(s billingtest.SingleTableStores) (any, error) {
+			return s.Payments.GetSubscription(ctx, ref.AccountID, ref.SubscriptionID, ref.SKU)
+		})
+		step("Get "+u, func(s billingtest.SingleTableStores) (any, error) { return s.Repository.Get(ctx, u, stDay(7)) })
+	}
+	for _, acct := range []string{"a1", "a2"} {
+		step("Receipts "+acct, func(s billingtest.SingleTableStores) (any, error) {
+			return s.Payments.ReceiptsByAccount(ctx, acct, time.Time{})
+		})
+		step("Subscriptions "+acct, func(s billingtest.SingleTableStores) (any, error) {
+			return s.Payments.SubscriptionsByAccount(ctx, acct)
+		})
+	}
+	for id := range ids {
+		step("GetByID "+id, func(s billingtest.SingleTableStores) (any, error) { return s.Repository.GetByID(ctx, id) })
+		step("ListBySubscription "+id, func(s billingtest.SingleTableStores) (any, error) { return s.History.ListBySubscription(ctx, id) })
+	}
+	for n := -5; n < 100; n++ {
+		for name, list := range map[string]func(billing.Payments) func(context.Context, time.Time, string) ([]billing.RecurringSubscription, string, error){
+			"DuePayments": func(p billing.Payments) func(context.Context, time.Time, string) ([]billing.RecurringSubscription, string, error) {
+				return p.DuePaymentsByDate
+			},
+			"DueReminders": func(p billing.Payments) func(context.Context, time.Time, string) ([]billing.RecurringSubscription, string, error) {
+				return p.DueRemindersByDate
+			},
+		} {
+			step(fmt.Sprint(name, " ", n), func(s billingtest.SingleTableStores) (any, error) {
+				subs, _, err := list(s.Payments)(ctx, stDay(n), "")
+				return subs, err
+			})
+		}
+	}
+	now := clock.Now()
+	for _, q := range []billing.StatusQuery{
+		{Status: billing.StatusScheduled, Before: now},
+		{Status: billing.StatusScheduled},
+		{Status: billing.StatusScheduled, Since: stDay(25), Before: stDay(35)},
+		{Status: billing.StatusError, After: now.AddDate(0, 0, -37)},
+		{Status: billing.StatusPaused, Before: now.AddDate(0, 0, 10)},
+		{Status: billing.StatusPausedSkipped, Before: now.AddDate(0, 0, 10)},
+		{Status: billing.StatusCancelled, Before: now},
+		{Status: billing.StatusScheduled, Since: stDay(-10), Before: stDay(100)},
+	} {
+		for _, limit := range []int{0, 1, 3} {
+			q.Limit = limit
+			step(fmt.Sprintf("QueryStatus %+v", q), func(s billingtest.SingleTableStores) (any, error) {
+				var items []string
+				scanned, pages := 0, 0
+				for cur := ""; ; {
+					q := q
+					q.Cursor = cur
+					p, err := s.Repository.QueryStatus(ctx, q)
+					if err != nil {
+						return nil, err
+					}
+					if pages++; pages > 1000 {
+						return nil, errors.New("more than 1000 pages")
+					}
+					for _, it := range p.Items {
+						items = append(items, it.SubscriptionID+"@"+it.BillingDateKey())
+					}
+					scanned += p.Scanned
+					if cur = p.Next; cur == "" {
+						return fmt.Sprintf("%v scanned %d", items, scanned), nil
+					}
+				}
+			})
+		}
+	}
+}
+
+// errKind describes err by what callers test: the sentinels it wraps and
+// the fields of a *ConflictError or *BatchError.
+func errKind(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	kind := ""
+	for _, s := range []error{billing.ErrConflict, billing.ErrAlreadyExists, billing.ErrNotFound, billing.ErrInvalidPayment,
+		billing.ErrInvalidItem, billing.ErrIllegalTransition, billing.ErrInvalidCursor, billing.ErrInvalidQuery, billing.ErrInvalidDate} {
+		if errors.Is(err, s) {
+			kind += "[" + s.Error() + "]"
+		}
+	}
+	var ce *billing.ConflictError
+	if errors.As(err, &ce) {
+		kind += fmt.Sprintf(" conflict op=%q history=%v taken=%v", ce.Op, ce.HistoryRow, ce.Taken)
+	}
+	var be *billing.BatchError
+	if errors.As(err, &be) {
+		kind += fmt.Sprintf(" batch unwritten=%d", len(be.Unwritten))
+	}
+	if kind == "" {
+		return "error"
+	}
+	return kind
+}
