@@ -18,6 +18,15 @@
 //
 // Environment:
 //
+//	BILLING_LAYOUT           "legacy" (default): the billing-activity tables;
+//	                         "single": the single table of the recurring
+//	                         payments design (document 001), whose daily jobs
+//	                         are this binary's scheduler (reminders due today)
+//	                         and collector (payments due today)
+//	SINGLE_TABLE             the single table (default "gg_core")
+//	ACCOUNT_PREFIX           its account partition prefix (default "USER#";
+//	                         "ACC#" for document 001)
+//	SINGLE_TABLE_TTL         its TTL attribute (default "expiresAt")
 //	BILLING_TABLE            billing-activity table (default "billing-activity")
 //	BILLING_HISTORY_TABLE    history table (default "billing-activity-history")
 //	STATUS_INDEX_MODE        "legacy" (default) or "sorted"
@@ -140,11 +149,25 @@ func newHandler(ctx context.Context, role string, logger *slog.Logger) (any, err
 	return nil, fmt.Errorf("HANDLER must be scheduler, worker or collector, got %q", role)
 }
 
-// newRepository opens the legacy tables.
-func newRepository(awsCfg aws.Config, logger *slog.Logger) (*billing.DynamoRepository, error) {
+// newRepository opens the tables of BILLING_LAYOUT.
+func newRepository(awsCfg aws.Config, logger *slog.Logger) (billing.Repository, error) {
 	var opts []func(*dynamodb.Options)
 	if ep := os.Getenv("DYNAMODB_ENDPOINT"); ep != "" {
 		opts = append(opts, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(ep) })
+	}
+	client := dynamodb.NewFromConfig(awsCfg, opts...)
+	switch layout := os.Getenv("BILLING_LAYOUT"); layout {
+	case "", "legacy":
+	case "single":
+		return billing.NewSingleTableRepository(billing.SingleTableStoreConfig{
+			Client: client,
+			Table: billing.SingleTableConfig{
+				Table: os.Getenv("SINGLE_TABLE"), AccountPrefix: os.Getenv("ACCOUNT_PREFIX"), TTLAttribute: os.Getenv("SINGLE_TABLE_TTL"),
+			},
+			Logger: logger,
+		})
+	default:
+		return nil, fmt.Errorf("BILLING_LAYOUT must be legacy or single, got %q", layout)
 	}
 	tables := billing.TableConfig{
 		Subscriptions: os.Getenv("BILLING_TABLE"),
@@ -159,7 +182,7 @@ func newRepository(awsCfg aws.Config, logger *slog.Logger) (*billing.DynamoRepos
 		return nil, fmt.Errorf("STATUS_INDEX_MODE must be legacy or sorted, got %q", mode)
 	}
 	return billing.NewDynamoRepository(billing.DynamoConfig{
-		Client: dynamodb.NewFromConfig(awsCfg, opts...),
+		Client: client,
 		Tables: tables,
 		Logger: logger,
 	})

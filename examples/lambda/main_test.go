@@ -180,3 +180,20 @@ func TestCollectorHandlerContinuesThroughItsQueue(t *testing.T) {
 		t.Fatalf("unknown kind: %v", err)
 	}
 }
+
+func TestNewRepositoryLayouts(t *testing.T) {
+	cfg := aws.Config{Region: "us-east-1"}
+	for _, c := range []struct {
+		layout string
+		want   string
+	}{{"", "*billing.DynamoRepository"}, {"legacy", "*billing.DynamoRepository"}, {"single", "*billing.SingleTableRepository"}, {"other", ""}} {
+		t.Run(c.layout, func(t *testing.T) {
+			t.Setenv("BILLING_LAYOUT", c.layout)
+			t.Setenv("ACCOUNT_PREFIX", "ACC#")
+			repo, err := newRepository(cfg, slog.New(slog.DiscardHandler))
+			if got := fmt.Sprintf("%T", repo); (err == nil) != (c.want != "") || (err == nil && got != c.want) {
+				t.Fatalf("BILLING_LAYOUT=%q: %s, %v; want %s", c.layout, got, err, c.want)
+			}
+		})
+	}
+}
