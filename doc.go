@@ -157,7 +157,10 @@
 //
 // The engine's user ID of S is [SubscriptionRef.UserID], "A#S#K": locks,
 // runs and idempotency keys are per subscription, so an account may hold
-// several SKUs billed on the same day. Every write of a period is one
+// several SKUs billed on the same day. (The notifier's worker hands that
+// ID to the host's [UserDirectory]; [ParseSubscriptionRef] gives the
+// account.) A subscription is driven either by the engine or by the host
+// through Payments.RecordPayment, not both. Every write of a period is one
 // transaction with its history row and the subscription item (conditional
 // on the version read; re-read and retried when only that moved), plus
 // the receipt when an update completes the period (retries of the same
