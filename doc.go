@@ -185,8 +185,8 @@
 // Payments.DueRemindersByDate lists from GSI-1), and payments due today
 // are the collector's scheduled run, then its retry and pause runs.
 // [SingleTableRepository.QueryStatus] answers their status queries from
-// GSI-2 by walking its days, from CatchUpDays before the query's range to
-// its end, and expanding each subscription found into its periods in the
+// GSI-2 by walking its days, from CatchUpDays before today (or the
+// query's start, when earlier) to the query's end, and expanding each subscription found into its periods in the
 // range. A period left open longer than CatchUpDays (45 by default) is not
 // found: runs close SCHEDULED and ERROR periods (STALE) within 30 days and
 // advance PAUSED ones the day they are due, so only weeks of missed runs

@@ -133,15 +133,17 @@ func TestSingleTableWalk(t *testing.T) {
 	}{
 		{"scheduled run", billing.StatusQuery{Status: billing.StatusScheduled, Before: now}, day(-45), day(0), "", "2024-05-15T11:59:59Z"},
 		{"before midnight", billing.StatusQuery{Status: billing.StatusScheduled, Before: day(0)}, day(-46), day(-1), "", "2024-05-14T23:59:59Z"},
-		{"retry run", billing.StatusQuery{Status: billing.StatusError, After: now.AddDate(0, 0, -37)}, day(-82), day(1), "2024-04-08T12:00:01Z", "~"},
-		{"notifier window", billing.StatusQuery{Status: billing.StatusScheduled, Since: day(4), Before: day(5)}, day(-41), day(4), "2024-05-19T00:00:00Z", "2024-05-19T23:59:59Z"},
+		{"retry run", billing.StatusQuery{Status: billing.StatusError, After: now.AddDate(0, 0, -37)}, day(-45), day(1), "2024-04-08T12:00:01Z", "~"},
+		{"notifier window", billing.StatusQuery{Status: billing.StatusScheduled, Since: day(4), Before: day(5)}, day(-45), day(4), "2024-05-19T00:00:00Z", "2024-05-19T23:59:59Z"},
+		{"since long ago", billing.StatusQuery{Status: billing.StatusError, Since: day(-100)}, day(-100), day(1), "2024-02-05T00:00:00Z", "~"},
+		{"future upper bound", billing.StatusQuery{Status: billing.StatusScheduled, Before: day(10)}, day(-45), day(9), "", "2024-05-24T23:59:59Z"},
 	} {
 		w, err := billing.SingleTableWalk(c.q, now, 45)
 		if err != nil || !w.First.Equal(c.first) || !w.Last.Equal(c.last) || w.Lo != c.lo || w.Hi != c.hi {
 			t.Errorf("%s: walk %+v, %v; want days %v..%v, keys %q..%q", c.name, w, err, c.first, c.last, c.lo, c.hi)
 		}
 	}
-	if _, err := billing.SingleTableWalk(billing.StatusQuery{Status: billing.StatusError, Since: time.Date(1, 1, 2, 0, 0, 0, 0, time.UTC)}, now, 45); !errors.Is(err, billing.ErrInvalidQuery) {
+	if _, err := billing.SingleTableWalk(billing.StatusQuery{Status: billing.StatusError, Before: time.Date(1, 1, 2, 0, 0, 0, 0, time.UTC)}, now, 45); !errors.Is(err, billing.ErrInvalidQuery) {
 		t.Errorf("walk before year 1: %v; want ErrInvalidQuery", err)
 	}
 }

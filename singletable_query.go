@@ -31,10 +31,13 @@ type StatusWalk struct {
 	Lo, Hi      string    // billing_date keys, inclusive
 }
 
-// SingleTableWalk returns the walk of q at now: from catchUpDays before
-// the query's lower bound (or before its upper bound when it has none) to
-// the day of its upper bound (or the day after now when it has none).
-// [SingleTableRepository] and its in-memory twin both use it.
+// SingleTableWalk returns the walk of q at now. A subscription sits at
+// the day of its earliest open period, which is at most catchUpDays before
+// today (runs close or advance older ones), so the walk starts catchUpDays
+// before today, or earlier when the query's lower bound is (or, without
+// one, when its upper bound is in the past: catchUpDays before that). It
+// ends on the day of the query's upper bound, or the day after now when it
+// has none. [SingleTableRepository] and its in-memory twin both use it.
 func SingleTableWalk(q StatusQuery, now time.Time, catchUpDays int) (StatusWalk, error) {
 	var w StatusWalk
 	upper := q.Before
@@ -46,11 +49,14 @@ func SingleTableWalk(q StatusQuery, now time.Time, catchUpDays int) (StatusWalk,
 	if !q.After.IsZero() {
 		lower = q.After.Truncate(time.Second).Add(time.Second)
 	}
-	w.First = PaymentDate(lower)
+	w.First = PaymentDate(now).AddDate(0, 0, -catchUpDays)
 	if lower.IsZero() {
-		w.First = w.Last
+		if early := w.Last.AddDate(0, 0, -catchUpDays); early.Before(w.First) {
+			w.First = early
+		}
+	} else if d := PaymentDate(lower); d.Before(w.First) {
+		w.First = d
 	}
-	w.First = w.First.AddDate(0, 0, -catchUpDays)
 	w.Hi = "~"
 	if !q.Before.IsZero() {
 		hi, err := timefmt.Seconds(q.Before.Truncate(time.Second).Add(-time.Second))
@@ -84,8 +90,9 @@ func (r *SingleTableRepository) statusScope(q StatusQuery, w StatusWalk) string 
 }
 
 // QueryStatus implements [Repository.QueryStatus] on the payment index
-// (NextPaymentDate): it walks the index's days from CatchUpDays before the
-// query's range to its end (see [SingleTableRepository.walk]); each
+// (NextPaymentDate): it walks the index's days from CatchUpDays before
+// today (or the query's start, when earlier) to the query's end (see
+// [SingleTableWalk]); each
 // subscription found there (it sits at the day of its earliest open
 // period) is expanded with a consistent query of its periods in the
 // range, and the periods in the query's status are returned. A page reads

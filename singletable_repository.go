@@ -32,11 +32,11 @@ type SingleTableStoreConfig struct {
 	// PageSize is the number of index items a status page reads.
 	// Defaults to 100.
 	PageSize int
-	// CatchUpDays is how many days before a status query's range the walk
-	// over the payment index starts, so that a subscription whose earliest
-	// open period is overdue (it stays at that period's day until the
-	// period is handled) is still found. A period left open longer than
-	// this is not seen by status queries: runs mark SCHEDULED and ERROR
+	// CatchUpDays is how many days before today the walk over the
+	// payment index starts (see [SingleTableWalk]), so that a subscription
+	// whose earliest open period is overdue (it stays at that period's day
+	// until the period is handled) is still found. A period left open
+	// longer than this is not seen by status queries: runs mark SCHEDULED and ERROR
 	// periods STALE after Config.OldSubscriptionDays (30) and advance
 	// PAUSED ones the day they are due, so only runs missed for longer than
 	// the difference leave one behind. Defaults to [DefaultCatchUpDays].

@@ -102,13 +102,24 @@ var (
 
 // population draws the users of a simulation. Each user has its own random
 // stream (seed, index), so the first n users are the same whatever the
-// number asked for.
-func population(seed int64, n int, start time.Time) []User {
+// number asked for. userID names the i-th user (nil: "user-%04d" of i+1).
+func population(seed int64, n int, start time.Time, userID func(i int) string) ([]User, error) {
+	if userID == nil {
+		userID = func(i int) string { return fmt.Sprintf("user-%04d", i+1) }
+	}
 	users := make([]User, n)
+	ids := make(map[string]int, n)
 	ns := uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "dynabill/simulate/%d", seed))
 	for i := range users {
 		r := rand.New(rand.NewPCG(uint64(seed), uint64(i)))
-		u := User{ID: fmt.Sprintf("user-%04d", i+1), Behavior: BehaviorRandom}
+		u := User{ID: userID(i), Behavior: BehaviorRandom}
+		if u.ID == "" {
+			return nil, fmt.Errorf("simulate: Options.UserID(%d) is empty", i)
+		}
+		if j, dup := ids[u.ID]; dup {
+			return nil, fmt.Errorf("simulate: Options.UserID gives %q to users %d and %d", u.ID, j, i)
+		}
+		ids[u.ID] = i
 		hour, minute := r.IntN(24), r.IntN(60)
 		var p plan
 		switch x := r.Float64(); {
@@ -162,7 +173,7 @@ func population(seed int64, n int, start time.Time) []User {
 		u.FirstSubscriptionID = uuid.NewSHA1(ns, fmt.Appendf(nil, "%s/%s", u.ID, u.FirstBillingDate.Format(time.RFC3339))).String()
 		users[i] = u
 	}
-	return users
+	return users, nil
 }
 
 func daysIn(t time.Time) int {

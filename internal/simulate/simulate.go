@@ -71,6 +71,12 @@ const (
 type Options struct {
 	// Users is the number of users seeded. Defaults to 1000.
 	Users int
+	// UserID, when set, gives the user ID of the i-th user seeded (i from
+	// 0), e.g. a single-table [billing.SubscriptionRef.UserID]; the IDs
+	// must be distinct. Defaults to "user-%04d" of i+1. The population
+	// (plans, dates, behaviours) does not depend on the IDs; the
+	// processor's answers and the first records' subscription IDs do.
+	UserID func(i int) string
 	// Months is the number of calendar months simulated. Defaults to 3.
 	Months int
 	// Start is the first simulated day (its date in UTC is used).
@@ -219,7 +225,10 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	end := opts.Start.AddDate(0, opts.Months, 0)
-	users := population(opts.Seed, opts.Users, opts.Start)
+	users, err := population(opts.Seed, opts.Users, opts.Start, opts.UserID)
+	if err != nil {
+		return nil, err
+	}
 	s := &sim{
 		opts:   opts,
 		script: newScript(opts.Seed, opts.DeclineRate, opts.PendingRate, opts.ReturnRate, users),

@@ -1,6 +1,7 @@
 package simulate_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -117,9 +118,46 @@ func TestOptionsRejected(t *testing.T) {
 		{Months: -1},
 		{DeclineRate: 0.7, PendingRate: 0.5},
 		{ReturnRate: 1.5},
+		{Users: 3, Months: 1, UserID: func(int) string { return "same" }},
+		{Users: 3, Months: 1, UserID: func(int) string { return "" }},
 	} {
 		if _, err := simulate.Run(t.Context(), o); err == nil {
 			t.Errorf("Run(%+v) succeeded", o)
+		}
+	}
+}
+
+// TestUserID: Options.UserID names the users and changes nothing else of
+// the population; without it the users are "user-0001"… as before.
+func TestUserID(t *testing.T) {
+	t.Parallel()
+	run := func(id func(int) string) *simulate.Result {
+		res, err := simulate.Run(t.Context(), simulate.Options{Users: 30, Months: 1, Seed: 9, UserID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	def := run(nil)
+	named := run(func(i int) string { return fmt.Sprintf("acct-%03d#sub-%04d#SKU", i/3, i) })
+	for i := range def.Users {
+		d, n := def.Users[i], named.Users[i]
+		if want := fmt.Sprintf("user-%04d", i+1); d.ID != want {
+			t.Errorf("user %d without Options.UserID: %q, want %q", i, d.ID, want)
+		}
+		if want := fmt.Sprintf("acct-%03d#sub-%04d#SKU", i/3, i); n.ID != want {
+			t.Errorf("user %d: %q, want %q", i, n.ID, want)
+		}
+		if n.FirstSubscriptionID == d.FirstSubscriptionID {
+			t.Errorf("user %d: the first subscription ID does not depend on the user ID", i)
+		}
+		d.ID, d.FirstSubscriptionID, n.ID, n.FirstSubscriptionID = "", "", "", ""
+		if d != n {
+			t.Errorf("user %d: the population depends on the user ID:\n\t%+v\n\t%+v", i, d, n)
+		}
+		recs, err := named.Repository.ListByUser(t.Context(), named.Users[i].ID)
+		if err != nil || len(recs) == 0 || recs[0].SubscriptionID != named.Users[i].FirstSubscriptionID {
+			t.Errorf("user %s: records %v, %v", named.Users[i].ID, recs, err)
 		}
 	}
 }
