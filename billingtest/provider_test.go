@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -438,37 +437,6 @@ func chargeKeys(cs []billingtest.Charge) string {
 	return strings.Join(keys, " ")
 }
 
-// tbRecorder is a testing.TB whose Fatalf records the message and stops
-// only the calling goroutine.
-type tbRecorder struct {
-	testing.TB
-	mu  sync.Mutex
-	msg string
-}
-
-func (f *tbRecorder) Helper() {}
-
-func (f *tbRecorder) Fatalf(format string, args ...any) {
-	f.mu.Lock()
-	f.msg = fmt.Sprintf(format, args...)
-	f.mu.Unlock()
-	runtime.Goexit()
-}
-
-// failure runs fn against f in its own goroutine and returns the Fatalf
-// message, "" when fn passed.
-func (f *tbRecorder) failure(fn func(tb testing.TB)) string {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		fn(f)
-	}()
-	<-done
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.msg
-}
-
 func TestRequireNoDoubleCharge(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -529,7 +497,7 @@ func TestRequireNoDoubleCharge(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &billingtest.Provider{}
 			tt.setup(t, p)
-			msg := (&tbRecorder{TB: t}).failure(func(tb testing.TB) { billingtest.RequireNoDoubleCharge(tb, p) })
+			msg := (&fatalRecorder{TB: t}).run(func(tb testing.TB) { billingtest.RequireNoDoubleCharge(tb, p) })
 			if len(tt.wantIn) == 0 {
 				if msg != "" {
 					t.Fatalf("reported %q", msg)
