@@ -177,16 +177,8 @@ type DynamoAccountsConfig struct {
 }
 
 func (c DynamoAccountsConfig) withDefaults() (DynamoAccountsConfig, error) {
-	if c.Client == nil {
-		return c, errors.New("billing: DynamoAccountsConfig.Client is required")
-	}
-	c.Client = instrumentDynamo(c.Client, newTelemetry(c.MeterProvider, c.TracerProvider))
-	c.Table = c.Table.WithDefaults()
-	if err := c.Table.validate(); err != nil {
+	if err := singleTableDefaults("DynamoAccountsConfig", &c.Client, &c.Table, &c.Clock, &c.Logger, c.MeterProvider, c.TracerProvider); err != nil {
 		return c, err
-	}
-	if c.Clock == nil {
-		c.Clock = SystemClock{}
 	}
 	q, err := c.Quotas.WithDefaults()
 	if err != nil {
@@ -201,9 +193,6 @@ func (c DynamoAccountsConfig) withDefaults() (DynamoAccountsConfig, error) {
 	}
 	if c.GrantMarkerRetention == 0 {
 		c.GrantMarkerRetention = 400 * 24 * time.Hour
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c, nil
 }

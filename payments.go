@@ -178,23 +178,12 @@ type DynamoPaymentsConfig struct {
 }
 
 func (c DynamoPaymentsConfig) withDefaults() (DynamoPaymentsConfig, error) {
-	if c.Client == nil {
-		return c, errors.New("billing: DynamoPaymentsConfig.Client is required")
-	}
-	c.Client = instrumentDynamo(c.Client, newTelemetry(c.MeterProvider, c.TracerProvider))
-	c.Table = c.Table.WithDefaults()
-	if err := c.Table.validate(); err != nil {
+	if err := singleTableDefaults("DynamoPaymentsConfig", &c.Client, &c.Table, &c.Clock, &c.Logger, c.MeterProvider, c.TracerProvider); err != nil {
 		return c, err
-	}
-	if c.Clock == nil {
-		c.Clock = SystemClock{}
 	}
 	var err error
 	if c.ReceiptRetention, c.PageSize, err = PaymentsLimits(c.ReceiptRetention, c.PageSize); err != nil {
 		return c, fmt.Errorf("billing: DynamoPaymentsConfig.%w", err)
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c, nil
 }

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Default names of the single-table layout. The table, the account prefix
@@ -159,6 +162,29 @@ func (c SingleTableConfig) validate() error {
 				return fmt.Errorf("billing: SingleTableConfig.%s: %q is empty or a key of the table or the index (keys are always projected)", p.field, a)
 			}
 		}
+	}
+	return nil
+}
+
+// singleTableDefaults checks and fills the fields every single-table
+// store's config (named cfg in errors) shares: the client is required and
+// observed through the telemetry providers, the table gets its defaults
+// and is validated, the clock defaults to [SystemClock] and the logger to
+// discarding.
+func singleTableDefaults(cfg string, client *DynamoDBAPI, table *SingleTableConfig, clock *Clock, logger **slog.Logger, mp metric.MeterProvider, tp trace.TracerProvider) error {
+	if *client == nil {
+		return fmt.Errorf("billing: %s.Client is required", cfg)
+	}
+	*client = instrumentDynamo(*client, newTelemetry(mp, tp))
+	*table = table.WithDefaults()
+	if err := table.validate(); err != nil {
+		return err
+	}
+	if *clock == nil {
+		*clock = SystemClock{}
+	}
+	if *logger == nil {
+		*logger = slog.New(slog.DiscardHandler)
 	}
 	return nil
 }
