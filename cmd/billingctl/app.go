@@ -76,6 +76,19 @@ func (a *app) newFlags(c *command) *flag.FlagSet {
 	return fs
 }
 
+// parseNoArgs is parse for commands that take flags only: a positional
+// argument is a usage error.
+func (a *app) parseNoArgs(c *command, fs *flag.FlagSet, args []string) error {
+	pos, err := a.parse(c, fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef(c.name, "unexpected argument %q", pos[0])
+	}
+	return nil
+}
+
 // parse adds the global flags to fs and parses args, flags and arguments
 // in any order ("--" ends the flags). It returns the arguments. -h prints
 // the command's usage and returns errHelp; a bad flag is a usage error.

@@ -79,12 +79,8 @@ func runDue(a *app, c *command, args []string) error {
 	atFlag := fs.String("at", "", "the run `time`, RFC3339 (instead of --date)")
 	pageSize := fs.Int("page-size", 0, "items read per page (DynamoDB's Limit; default the library's 100)")
 	staleDays := fs.Int("stale-days", 30, "the collector's OldSubscriptionDays: older records are marked STALE")
-	pos, err := a.parse(c, fs, args)
-	if err != nil {
+	if err := a.parseNoArgs(c, fs, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef(c.name, "unexpected argument %q", pos[0])
 	}
 	if *pageSize < 0 {
 		return usagef(c.name, "--page-size %d: must not be negative", *pageSize)

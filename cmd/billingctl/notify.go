@@ -44,12 +44,8 @@ func runNotifyPreview(a *app, c *command, args []string) error {
 	runDate := fs.String("run-date", "", "the `day` of a daily run, YYYYMMDD, instead of --date (default today, UTC)")
 	statusFlag := fs.String("status", string(billing.StatusScheduled), "the billing_status the scheduler queries")
 	pageSize := fs.Int("page-size", 0, "items read per page (DynamoDB's Limit; default the library's 100)")
-	pos, err := a.parse(c, fs, args)
-	if err != nil {
+	if err := a.parseNoArgs(c, fs, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef(c.name, "unexpected argument %q", pos[0])
 	}
 	if *pageSize < 0 {
 		return usagef(c.name, "--page-size %d: must not be negative", *pageSize)

@@ -52,12 +52,8 @@ func runSimulate(a *app, c *command, args []string) error {
 	seed := fs.Int64("seed", 1, "seed of the population and of the processor's answers")
 	start := fs.String("start", simulate.DefaultStart.Format(time.DateOnly), "first simulated `day`, YYYY-MM-DD")
 	showcase := fs.Bool("showcase", true, "print the history of one eventful user")
-	pos, err := a.parse(c, fs, args)
-	if err != nil {
+	if err := a.parseNoArgs(c, fs, args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef(c.name, "unexpected argument %q", pos[0])
 	}
 	switch {
 	case *users < 1 || *users > 100000:

@@ -38,12 +38,8 @@ Exits 1 when a table is missing or differs, so it can gate a deployment.`,
 var tableRoles = []string{"subscriptions", "history", "locks"}
 
 func runTablesCreate(a *app, c *command, args []string) error {
-	pos, err := a.parse(c, a.newFlags(c), args)
-	if err != nil {
+	if err := a.parseNoArgs(c, a.newFlags(c), args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef(c.name, "unexpected argument %q", pos[0])
 	}
 	client, err := a.dynamo()
 	if err != nil {
@@ -112,12 +108,8 @@ type tableReport struct {
 var errTablesDiffer = errors.New("tables differ from the library's definitions (see above)")
 
 func runTablesDescribe(a *app, c *command, args []string) error {
-	pos, err := a.parse(c, a.newFlags(c), args)
-	if err != nil {
+	if err := a.parseNoArgs(c, a.newFlags(c), args); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef(c.name, "unexpected argument %q", pos[0])
 	}
 	client, err := a.dynamo()
 	if err != nil {
