@@ -23,7 +23,12 @@ func dynamoStores(t *testing.T, opts billingtest.StoreOptions) (billing.Reposito
 	dynamotest.CreateTable(t, client, billing.HistoryTableDefinition(tables))
 	w := dynamotest.Wrap(client)
 	t.Cleanup(func() { w.AssertNoViolations(t) })
-	cfg := billing.DynamoConfig{Client: w, Tables: tables, PageSize: opts.PageSize, Collisions: opts.Collisions}
+	return newDynamoStores(t, billing.DynamoConfig{Client: w, Tables: tables, PageSize: opts.PageSize, Collisions: opts.Collisions})
+}
+
+// newDynamoStores returns the repository and history of cfg.
+func newDynamoStores(t *testing.T, cfg billing.DynamoConfig) (*billing.DynamoRepository, *billing.DynamoHistory) {
+	t.Helper()
 	repo, err := billing.NewDynamoRepository(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -84,15 +84,7 @@ func TestSimulationDynamoDB(t *testing.T) {
 	t.Cleanup(func() { w.AssertNoViolations(t) })
 	// Pages of 20 and one page per invocation: the scheduled run (which
 	// reads every SCHEDULED record on the legacy index) takes three.
-	cfg := billing.DynamoConfig{Client: w, Tables: tables, PageSize: 20}
-	repo, err := billing.NewDynamoRepository(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hist, err := billing.NewDynamoHistory(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo, hist := newDynamoStores(t, billing.DynamoConfig{Client: w, Tables: tables, PageSize: 20})
 	locker, err := billing.NewDynamoLocker(w, billing.WithLockTable(tables.Locks))
 	if err != nil {
 		t.Fatal(err)

@@ -382,15 +382,7 @@ func TestTelemetryDynamoDB(t *testing.T) {
 	o := newOtelEnv(t)
 	ctx := context.Background()
 	fake := &fakeDynamo{}
-	cfg := billing.DynamoConfig{Client: fake, MeterProvider: o.mp, TracerProvider: o.tp}
-	repo, err := billing.NewDynamoRepository(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hist, err := billing.NewDynamoHistory(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo, hist := newDynamoStores(t, billing.DynamoConfig{Client: fake, MeterProvider: o.mp, TracerProvider: o.tp})
 	if billing.DynamoClientOf(repo) != fake || billing.DynamoClientOf(hist) != fake {
 		t.Fatal("DynamoClientOf does not return the configured client")
 	}
