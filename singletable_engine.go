@@ -2,8 +2,6 @@ package billing
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -116,7 +114,7 @@ func (o OpenPeriods) Record(sub *Subscription) {
 // earliest SCHEDULED period. A zero date means "not due": the attribute
 // is removed and the item leaves that index.
 func (o OpenPeriods) Due(leadDays int) (nextPayment, nextReminder time.Time) {
-	for _, k := range slices.Sorted(maps.Keys(o)) {
+	for k, st := range o {
 		t, err := timefmt.Parse(k)
 		if err != nil {
 			continue
@@ -125,7 +123,7 @@ func (o OpenPeriods) Due(leadDays int) (nextPayment, nextReminder time.Time) {
 		if nextPayment.IsZero() || d.Before(nextPayment) {
 			nextPayment = d
 		}
-		if o[k] == StatusScheduled {
+		if st == StatusScheduled {
 			if r := d.AddDate(0, 0, -leadDays); nextReminder.IsZero() || r.Before(nextReminder) {
 				nextReminder = r
 			}

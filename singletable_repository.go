@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -305,7 +306,8 @@ const maxSubRetries = 8
 func (r *SingleTableRepository) commit(ctx context.Context, t *stTx) error {
 	subRetries, receiptMoves := 0, 0
 	for {
-		items, ops := t.items, t.ops
+		// Clipped: the subscription items are appended anew each attempt.
+		items, ops := slices.Clip(t.items), slices.Clip(t.ops)
 		for _, u := range t.order {
 			it, op, err := r.subscriptionWrite(ctx, t.chains[u])
 			if err != nil {
