@@ -3,6 +3,8 @@ package billing
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"strconv"
 	"time"
 
 	"github.com/dynabill/billing/internal/timefmt"
@@ -122,6 +124,38 @@ func ValidateUpdate(prev, next *Subscription, dateChange bool) error {
 		return bad(AttrLastRunDate, next.LastRunDateKey(), "last_run_date must advance past "+prev.LastRunDateKey())
 	}
 	if _, err := EncodeHistoryItem(next); err != nil {
+		return err
+	}
+	return nil
+}
+
+// ValidateAttemptUpdate checks a [Repository.SetAttempt] of prev to next,
+// as every store does before writing: next differs from prev in
+// LastAttempt and Attempt only, neither goes backwards, an attempt to make
+// durable has its key and start time, and next encodes.
+func ValidateAttemptUpdate(prev, next *Subscription) error {
+	bad := func(field, value, why string) error {
+		return &FieldError{Field: field, Value: value, Key: prev.Key(), Err: fmt.Errorf("%w: %s", ErrInvalidItem, why)}
+	}
+	same := next.Clone()
+	same.LastAttempt, same.Attempt = prev.LastAttempt, prev.Attempt
+	a, _ := EncodeItem(prev)
+	b, err := EncodeItem(&same)
+	if err != nil {
+		return err
+	}
+	if !reflect.DeepEqual(a, b) {
+		return bad(AttrAttemptNumber, strconv.Itoa(next.LastAttempt.Number), "an attempt update changes nothing but the attempt")
+	}
+	switch {
+	case next.LastAttempt.Number < prev.LastAttempt.Number || next.Attempt < prev.Attempt:
+		return bad(AttrAttemptNumber, strconv.Itoa(next.LastAttempt.Number), "attempt numbers never go back")
+	case next.Attempt > next.LastAttempt.Number && next.Attempt != prev.Attempt:
+		return bad(AttrAttempt, strconv.Itoa(next.Attempt), "attempts are settled only up to the last attempt made")
+	case next.InFlight() && (next.LastAttempt.Key == "" || next.LastAttempt.Started.IsZero()):
+		return bad(AttrAttemptKey, next.LastAttempt.Key, "an attempt in flight needs its key and start time")
+	}
+	if _, err := EncodeItem(next); err != nil {
 		return err
 	}
 	return nil

@@ -47,6 +47,14 @@ const (
 	AttrPendingTier = "billing_pending_tier"
 	// AttrPendingAmount is added by this library; optional on read.
 	AttrPendingAmount = "billing_pending_amount"
+	// The in-flight attempt ([Subscription.LastAttempt]) is added by this
+	// library; optional on read.
+	AttrAttemptNumber  = "billing_attempt_number"
+	AttrAttemptKey     = "billing_attempt_key"
+	AttrAttemptAmount  = "billing_attempt_amount"
+	AttrAttemptTier    = "billing_attempt_tier"
+	AttrAttemptProcess = "billing_attempt_process"
+	AttrAttemptStarted = "billing_attempt_started"
 
 	// DataPrefix starts the attributes kept only in the history table.
 	DataPrefix = "data_"
@@ -63,6 +71,8 @@ func stringFields(s *Subscription) map[string]*string {
 		AttrReceiptTierName:    &s.ReceiptTierName,
 		AttrReceiptPaymentType: &s.ReceiptPaymentType,
 		AttrPendingTier:        &s.PendingTierName,
+		AttrAttemptKey:         &s.LastAttempt.Key,
+		AttrAttemptTier:        &s.LastAttempt.Tier,
 	}
 }
 
@@ -73,6 +83,7 @@ func runTimes(s *Subscription) map[string]*time.Time {
 		AttrCompletionDate: &s.CompletionDate,
 		AttrLastRunDate:    &s.LastRunDate,
 		AttrCreatedDate:    &s.CreatedDate,
+		AttrAttemptStarted: &s.LastAttempt.Started,
 	}
 }
 
@@ -90,6 +101,7 @@ func intFields(s *Subscription) map[string]struct {
 		AttrPauseDurationMonths: {&s.PauseDurationMonths, 0, 1200},
 		AttrAnchorDay:           {&s.AnchorDay, 0, 31},
 		AttrAttempt:             {&s.Attempt, 0, 1 << 30},
+		AttrAttemptNumber:       {&s.LastAttempt.Number, 0, 1 << 30},
 	}
 }
 
@@ -107,7 +119,7 @@ func isKnown(name string) bool {
 	switch name {
 	case AttrUserID, AttrBillingDate, AttrBillingAmount, AttrBillingStatus,
 		AttrProcess, AttrUpdatedEvent, AttrTerm, AttrIsPendingDowngrade,
-		AttrNoRetry, AttrPendingAmount:
+		AttrNoRetry, AttrPendingAmount, AttrAttemptAmount, AttrAttemptProcess:
 		return true
 	}
 	return false
@@ -216,6 +228,13 @@ func encode(s *Subscription, withData bool) (map[string]types.AttributeValue, er
 	}
 	if s.NoRetry {
 		item[AttrNoRetry] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if s.LastAttempt.Number != 0 {
+		if s.LastAttempt.Amount < 0 {
+			return nil, bad(AttrAttemptAmount, s.LastAttempt.Amount.String(), ErrInvalidAmount)
+		}
+		item[AttrAttemptAmount] = &types.AttributeValueMemberS{Value: s.LastAttempt.Amount.String()}
+		str(AttrAttemptProcess, string(s.LastAttempt.Process))
 	}
 	if s.PendingTierName != "" {
 		if s.PendingAmount < 0 {
@@ -344,19 +363,24 @@ func DecodeItem(item map[string]types.AttributeValue) (Subscription, error) {
 			}
 			s.BillingDate = t
 			s.rawBillingDate = v
-		case AttrBillingAmount, AttrPendingAmount:
-			if v == "" && name == AttrPendingAmount {
+		case AttrBillingAmount, AttrPendingAmount, AttrAttemptAmount:
+			if v == "" && name != AttrBillingAmount {
 				continue
 			}
 			a, err := ParseAmount(v)
 			if err != nil {
 				return Subscription{}, bad(name, v, err)
 			}
-			if name == AttrPendingAmount {
+			switch name {
+			case AttrPendingAmount:
 				s.PendingAmount = a
-			} else {
+			case AttrAttemptAmount:
+				s.LastAttempt.Amount = a
+			default:
 				s.Amount = a
 			}
+		case AttrAttemptProcess:
+			s.LastAttempt.Process = Process(v)
 		case AttrBillingStatus:
 			st := Status(v)
 			if !st.Storable() {

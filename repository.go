@@ -48,7 +48,9 @@ type Repository interface {
 	// Update replaces the record prev with next (the same user_id,
 	// billing_date and subscription_id) and appends next's history row, in
 	// one transaction conditional on the stored record still having prev's
-	// billing_status and last_run_date. The change prev.Status →
+	// billing_status, last_run_date and attempt (billing_attempt and
+	// billing_attempt_number): a record made in flight since it was read is
+	// never overwritten. The change prev.Status →
 	// next.Status must be allowed by [CanTransition], and next.LastRunDate
 	// must be after prev.LastRunDate. When someone else wrote first (or the
 	// record is gone) nothing is written and the error is a
@@ -65,6 +67,18 @@ type Repository interface {
 	// history row appended, in one transaction conditional on prev as in
 	// Update. With an unchanged billing_date it is Update.
 	AdminUpdate(ctx context.Context, prev, next *Subscription) error
+
+	// SetAttempt makes an attempt durable before the processor is called,
+	// or settles one that will never have an outcome: it writes next's
+	// LastAttempt and Attempt onto the stored record prev, and nothing
+	// else. next must be prev with only those two fields changed (see
+	// [ValidateAttemptUpdate]). It is one write conditional on the stored
+	// record still having prev's billing_status, last_run_date, attempt
+	// count and attempt number; it is not a status change and appends no
+	// history row (the row that records the attempt's outcome carries the
+	// attempt). When someone else wrote first the error is a
+	// [*ConflictError] wrapping [ErrConflict].
+	SetAttempt(ctx context.Context, prev, next *Subscription) error
 
 	// AddAll writes many records (upgrades and downgrades) to the table and
 	// their history rows, in batches. It first applies the collision policy

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.opentelemetry.io/otel/metric"
@@ -389,22 +391,79 @@ func joinAnd(parts []string) string {
 	return out
 }
 
-// updateCondition is the fence of Update and AdminUpdate: the stored record
-// still has the status and last_run_date the writer read.
+// updateCondition is the fence of Update, AdminUpdate and SetAttempt: the
+// stored record still has the status, last_run_date and attempt fields the
+// writer read.
 func updateCondition(prev *Subscription) (string, map[string]string, map[string]types.AttributeValue) {
-	names := map[string]string{"#pk": AttrUserID, "#st": AttrBillingStatus, "#lr": AttrLastRunDate}
-	values := map[string]types.AttributeValue{":st": attrS(string(prev.Status))}
-	cond := "attribute_exists(#pk) AND #st = :st AND "
-	if lr := prev.LastRunDateKey(); lr != "" {
-		cond += "#lr = :lr"
-		values[":lr"] = attrS(lr)
-	} else {
-		cond += "attribute_not_exists(#lr)"
+	expr, err := expression.NewBuilder().WithCondition(fence(prev)).Build()
+	if err != nil {
+		panic("billing: update condition: " + err.Error()) // the builder only fails on empty operands
 	}
-	return cond, names, values
+	return *expr.Condition(), expr.Names(), expr.Values()
+}
+
+// fence is updateCondition's condition, for expressions that add to it.
+func fence(prev *Subscription) expression.ConditionBuilder {
+	cond := expression.AttributeExists(expression.Name(AttrUserID)).
+		And(expression.Name(AttrBillingStatus).Equal(expression.Value(string(prev.Status))))
+	if lr := prev.LastRunDateKey(); lr != "" {
+		cond = cond.And(expression.Name(AttrLastRunDate).Equal(expression.Value(lr)))
+	} else {
+		cond = cond.And(expression.AttributeNotExists(expression.Name(AttrLastRunDate)))
+	}
+	for name, n := range map[string]int{AttrAttempt: prev.Attempt, AttrAttemptNumber: prev.LastAttempt.Number} {
+		v := expression.Name(name).Equal(expression.Value(&types.AttributeValueMemberN{Value: strconv.Itoa(n)}))
+		if n == 0 {
+			v = expression.AttributeNotExists(expression.Name(name)).Or(v)
+		}
+		cond = cond.And(v)
+	}
+	return cond
+}
+
+// attemptAttrs are the attributes [Repository.SetAttempt] writes.
+var attemptAttrs = []string{AttrAttempt, AttrAttemptNumber, AttrAttemptKey, AttrAttemptAmount, AttrAttemptTier, AttrAttemptProcess, AttrAttemptStarted}
+
+// attemptUpdate is SetAttempt's write: the attempt attributes of next set
+// (or removed when next has none), every other attribute untouched, on the
+// fence of prev.
+func attemptUpdate(prev, next *Subscription) (expression.Expression, error) {
+	if err := ValidateAttemptUpdate(prev, next); err != nil {
+		return expression.Expression{}, err
+	}
+	enc, _ := EncodeItem(next)
+	var upd expression.UpdateBuilder
+	for _, name := range attemptAttrs {
+		if v, ok := enc[name]; ok {
+			upd = upd.Set(expression.Name(name), expression.Value(v))
+		} else {
+			upd = upd.Remove(expression.Name(name))
+		}
+	}
+	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(fence(prev)).Build()
+	if err != nil {
+		return expression.Expression{}, fmt.Errorf("billing: set attempt (%s): %w", prev.Key(), err)
+	}
+	return expr, nil
 }
 
 const staleReason = "the record changed since it was read (status or last_run_date differ) or was deleted"
+
+// SetAttempt implements [Repository.SetAttempt] with one conditional
+// UpdateItem.
+func (r *DynamoRepository) SetAttempt(ctx context.Context, prev, next *Subscription) error {
+	expr, err := attemptUpdate(prev, next)
+	if err != nil {
+		return err
+	}
+	_, err = r.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:        &r.cfg.Tables.Subscriptions,
+		Key:              map[string]types.AttributeValue{AttrUserID: attrS(prev.UserID), AttrBillingDate: attrS(prev.BillingDateKey())},
+		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	})
+	return translateWrite("set attempt", []txOp{{key: prev.Key(), reason: staleReason}}, err)
+}
 
 // Update implements [Repository.Update].
 func (r *DynamoRepository) Update(ctx context.Context, prev, next *Subscription, create ...*Subscription) error {

@@ -546,6 +546,27 @@ func (r *SingleTableRepository) listPeriods(ctx context.Context, userID string, 
 	return decodeAll(items, decodeEngineItem)
 }
 
+// SetAttempt implements [Repository.SetAttempt] with one conditional
+// UpdateItem of the period; the subscription item does not change (its
+// open periods and due dates depend on statuses only).
+func (r *SingleTableRepository) SetAttempt(ctx context.Context, prev, next *Subscription) error {
+	ref, err := engineRef(prev)
+	if err != nil {
+		return err
+	}
+	expr, err := attemptUpdate(prev, next)
+	if err != nil {
+		return err
+	}
+	_, err = r.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:        r.table(),
+		Key:              map[string]types.AttributeValue{AttrPK: attrS(r.cfg.Table.accountPK(ref.AccountID)), AttrSK: attrS(periodSK(ref, prev.BillingDateKey()))},
+		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	})
+	return translateWrite("set attempt", []txOp{{key: prev.Key(), reason: staleReason}}, err)
+}
+
 // Update implements [Repository.Update]: next's period (conditional on
 // prev), its history row, the records created with theirs, a receipt when
 // next completes the period, and the subscription items, in one

@@ -83,6 +83,14 @@ type Subscription struct {
 	// worth retrying; retry runs leave the record alone (billing_no_retry,
 	// added by this library, omitted when false).
 	NoRetry bool
+	// LastAttempt is the latest collection attempt made durable before the
+	// processor was called (billing_attempt_number, billing_attempt_key,
+	// billing_attempt_amount, billing_attempt_tier, billing_attempt_process
+	// and billing_attempt_started, added by this library, optional: the
+	// zero Attempt when none was recorded). While its Number is above
+	// Attempt the record is in flight: see [Subscription.InFlight].
+	LastAttempt Attempt
+
 	// PendingTierName and PendingAmount are the tier and amount a pending
 	// downgrade (IsPendingDowngrade) moves the next period to
 	// (billing_pending_tier and billing_pending_amount, added by this
@@ -105,6 +113,41 @@ type Subscription struct {
 	// compare it as a string.
 	rawLastRunDate string
 }
+
+// Attempt is one collection attempt as the collector records it on the
+// record before it calls the processor: what it asked for, so that a later
+// try can present exactly the same request.
+type Attempt struct {
+	// Number is the attempt's number within the period, from 1.
+	Number int
+	// Key is the idempotency key the processor was given.
+	Key string
+	// Amount is the amount asked for. A replay asks for this amount again,
+	// whatever the record's amount has become since.
+	Amount Amount
+	// Tier is the receipt_tier_name sent with the request.
+	Tier string
+	// Process is the process that made the attempt.
+	Process Process
+	// Started is when the attempt was recorded, just before the call.
+	Started time.Time
+}
+
+// Request returns the payment request of the attempt on s: the request a
+// replay presents.
+func (a Attempt) Request(s *Subscription) PaymentRequest {
+	return PaymentRequest{
+		UserID: s.UserID, SubscriptionID: s.SubscriptionID, Amount: a.Amount, BillingDate: s.BillingDate,
+		Tier: a.Tier, Process: a.Process, Attempt: a.Number, IdempotencyKey: a.Key,
+	}
+}
+
+// InFlight reports whether the record carries an attempt whose outcome is
+// not recorded yet: the processor was (or may have been) called with
+// LastAttempt's key, and nobody knows what it answered. Nothing may close
+// or change an in-flight record until that outcome is resolved, by a replay
+// of the same request or by asking the processor (see [PaymentLookup]).
+func (s *Subscription) InFlight() bool { return s.LastAttempt.Number > s.Attempt }
 
 // Key describes the item's primary key for error messages and logs.
 func (s *Subscription) Key() string {

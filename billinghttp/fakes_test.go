@@ -105,6 +105,13 @@ func (r *faultRepo) Update(ctx context.Context, prev, next *billing.Subscription
 	return r.inner.Update(ctx, prev, next, create...)
 }
 
+func (r *faultRepo) SetAttempt(ctx context.Context, prev, next *billing.Subscription) error {
+	if err := r.f.hit("Repository.SetAttempt"); err != nil {
+		return err
+	}
+	return r.inner.SetAttempt(ctx, prev, next)
+}
+
 func (r *faultRepo) AdminUpdate(ctx context.Context, prev, next *billing.Subscription) error {
 	if err := r.f.hit("Repository.AdminUpdate"); err != nil {
 		return err

@@ -84,6 +84,7 @@ func TestRepositoryWith(t *testing.T, newStores StoreFactory, opts SuiteOptions)
 		{"Update", s.updateCases()},
 		{"UpdateCreate", s.updateCreateCases()},
 		{"AdminUpdate", s.adminUpdateCases()},
+		{"SetAttempt", s.attemptCases()},
 		{"AddAll", s.addAllCases()},
 		{"Invariants", s.invariantCases()},
 	}

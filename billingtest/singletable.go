@@ -380,8 +380,8 @@ func (s *SingleTable) periodConflict(op string, prev, next *billing.Subscription
 	switch {
 	case !ok:
 		return &billing.ConflictError{Op: op, Key: prev.Key(), Reason: "record does not exist", Err: billing.ErrConflict}
-	case !attrIs(cur, billing.AttrBillingStatus, string(prev.Status)) || !attrIs(cur, billing.AttrLastRunDate, prev.LastRunDateKey()):
-		return &billing.ConflictError{Op: op, Key: prev.Key(), Reason: "status or last_run_date changed", Err: billing.ErrConflict}
+	case !fenceHolds(cur, prev):
+		return &billing.ConflictError{Op: op, Key: prev.Key(), Reason: "status, last_run_date or attempt changed", Err: billing.ErrConflict}
 	}
 	if newKey := (tableKey{next.UserID, next.BillingDateKey()}); newKey != oldKey {
 		if _, taken := st.primary[newKey]; taken {
@@ -546,6 +546,20 @@ func (r *stRepository) Update(ctx context.Context, prev, next *billing.Subscript
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.write(t, prev, next, func() error { return s.periods.Repository().Update(ctx, prev, next, create...) })
+}
+
+// SetAttempt implements [billing.Repository.SetAttempt]: the period's
+// attempt attributes only; the subscription item does not change.
+func (r *stRepository) SetAttempt(ctx context.Context, prev, next *billing.Subscription) error {
+	if prev != nil {
+		if _, err := billing.ParseSubscriptionRef(prev.UserID); err != nil {
+			return err
+		}
+	}
+	s := (*SingleTable)(r)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.periods.setAttempt(ctx, prev, next)
 }
 
 // AdminUpdate implements [billing.Repository.AdminUpdate]: a move deletes

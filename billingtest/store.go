@@ -2,8 +2,10 @@ package billingtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -227,6 +229,47 @@ func (r *MemoryRepository) AdminUpdate(ctx context.Context, prev, next *billing.
 	return r.s.update(ctx, "admin update", prev, next, true, nil)
 }
 
+// SetAttempt implements [billing.Repository.SetAttempt].
+func (r *MemoryRepository) SetAttempt(ctx context.Context, prev, next *billing.Subscription) error {
+	return r.s.setAttempt(ctx, prev, next)
+}
+
+// setAttempt writes next's attempt attributes on the stored record,
+// conditional on prev; no history row.
+func (s *Store) setAttempt(ctx context.Context, prev, next *billing.Subscription) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if prev == nil || next == nil {
+		return errors.New("billingtest: set attempt: nil record")
+	}
+	if err := billing.ValidateAttemptUpdate(prev, next); err != nil {
+		return err
+	}
+	enc, err := billing.EncodeItem(next)
+	if err != nil {
+		return err
+	}
+	key := tableKey{prev.UserID, prev.BillingDateKey()}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.primary[key]
+	if !ok || !fenceHolds(cur, prev) {
+		return &billing.ConflictError{Op: "set attempt", Key: prev.Key(), Reason: "record gone, or status, last_run_date or attempt changed", Err: billing.ErrConflict}
+	}
+	item := cloneItem(cur)
+	for _, name := range []string{billing.AttrAttempt, billing.AttrAttemptNumber, billing.AttrAttemptKey, billing.AttrAttemptAmount,
+		billing.AttrAttemptTier, billing.AttrAttemptProcess, billing.AttrAttemptStarted} {
+		if v, ok := enc[name]; ok {
+			item[name] = v
+		} else {
+			delete(item, name)
+		}
+	}
+	s.primary[key] = item
+	return nil
+}
+
 // update is one transaction: a condition on the stored record (prev's
 // status and last_run_date), the new key free when it moves, the history
 // row free; then delete, put and history put. Any failed condition is a
@@ -270,9 +313,8 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 	switch {
 	case !ok:
 		return conflict(prev.Key(), "record does not exist")
-	case !attrIs(cur, billing.AttrBillingStatus, string(prev.Status)) ||
-		!attrIs(cur, billing.AttrLastRunDate, prev.LastRunDateKey()):
-		return conflict(prev.Key(), "status or last_run_date changed")
+	case !fenceHolds(cur, prev):
+		return conflict(prev.Key(), "status, last_run_date or attempt changed")
 	}
 	if newKey != oldKey {
 		if _, taken := s.primary[newKey]; taken {
@@ -381,6 +423,20 @@ func stringAttr(item map[string]types.AttributeValue, name string) string {
 		return v.Value
 	}
 	return ""
+}
+
+// fenceHolds is the condition of every update of prev: the stored item
+// still has prev's status, last_run_date and attempt numbers.
+func fenceHolds(cur map[string]types.AttributeValue, prev *billing.Subscription) bool {
+	num := func(name string, want int) bool {
+		v, ok := cur[name].(*types.AttributeValueMemberN)
+		if !ok {
+			return want == 0 && cur[name] == nil
+		}
+		return v.Value == strconv.Itoa(want)
+	}
+	return attrIs(cur, billing.AttrBillingStatus, string(prev.Status)) && attrIs(cur, billing.AttrLastRunDate, prev.LastRunDateKey()) &&
+		num(billing.AttrAttempt, prev.Attempt) && num(billing.AttrAttemptNumber, prev.LastAttempt.Number)
 }
 
 // attrIs is a condition: attribute = want, or attribute_not_exists when

@@ -1,0 +1,139 @@
+package billingtest
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/dynabill/billing"
+)
+
+// inFlight returns r with attempt n made durable at the suite's next run
+// time.
+func (ids *suiteIDs) inFlight(r billing.Subscription, n int, amount billing.Amount) billing.Subscription {
+	next := r.Clone()
+	next.LastAttempt = billing.Attempt{
+		Number: n, Key: billing.IdempotencyKey(r.SubscriptionID, n), Amount: amount,
+		Tier: r.ReceiptTierName, Process: billing.ProcessInitial, Started: ids.runDate(),
+	}
+	return next
+}
+
+func (e *repoEnv) setAttempt(prev, next billing.Subscription) {
+	e.t.Helper()
+	if err := e.repo.SetAttempt(e.ctx(), &prev, &next); err != nil {
+		e.t.Fatalf("SetAttempt(%s): %v", prev.Key(), err)
+	}
+}
+
+func (s *repoSuite) attemptCases() []repoCase {
+	ids := s.ids
+	added := func(t *testing.T) (*repoEnv, billing.Subscription) {
+		t.Helper()
+		e := s.env(t, StoreOptions{})
+		r := ids.record(ids.user(), day(0), billing.StatusScheduled)
+		r.ReceiptTierName = "Plus:v2"
+		e.add(r)
+		return e, r
+	}
+	return []repoCase{
+		{"MarkInFlight", func(t *testing.T) {
+			e, r := added(t)
+			_, hist := e.snapshot(r.UserID)
+			marked := ids.inFlight(r, 1, r.Amount+100)
+			e.setAttempt(r, marked)
+			got := e.get(r.UserID, r.BillingDate)
+			if !got.InFlight() || got.LastAttempt.Key != marked.LastAttempt.Key || got.LastAttempt.Amount != r.Amount+100 ||
+				got.LastAttempt.Number != 1 || got.LastAttempt.Tier != "Plus:v2" || got.LastAttempt.Process != billing.ProcessInitial ||
+				!got.LastAttempt.Started.Equal(marked.LastAttempt.Started) {
+				t.Fatalf("attempt after SetAttempt = %+v (in flight %v), want %+v", got.LastAttempt, got.InFlight(), marked.LastAttempt)
+			}
+			if got.Status != r.Status || got.LastRunDateKey() != r.LastRunDateKey() || got.Amount != r.Amount || got.Attempt != 0 {
+				t.Fatalf("SetAttempt changed more than the attempt: %s %s amount %s count %d", got.Status, got.LastRunDateKey(), got.Amount, got.Attempt)
+			}
+			if rows := e.historyRows(r.UserID); len(rows) != len(hist) {
+				t.Fatalf("SetAttempt wrote %d history rows, want none", len(rows)-len(hist))
+			}
+		}},
+		{"FencesUpdates", func(t *testing.T) {
+			// A writer that read the record before it went in flight
+			// cannot overwrite it: the attempt is part of the fence.
+			e, r := added(t)
+			e.setAttempt(r, ids.inFlight(r, 1, r.Amount))
+			recs, hist := e.snapshot(r.UserID)
+			next := ids.next(r, billing.StatusWaived)
+			err := e.repo.Update(e.ctx(), &r, &next)
+			if !errors.Is(err, billing.ErrConflict) {
+				t.Fatalf("Update of a record read before it went in flight: %v, want ErrConflict", err)
+			}
+			e.requireUnchanged(r.UserID, recs, hist)
+			moved := next
+			moved.BillingDate = day(3)
+			if err := e.repo.AdminUpdate(e.ctx(), &r, &moved); !errors.Is(err, billing.ErrConflict) {
+				t.Fatalf("AdminUpdate of a record read before it went in flight: %v, want ErrConflict", err)
+			}
+			e.requireUnchanged(r.UserID, recs, hist)
+		}},
+		{"StaleWriterLoses", func(t *testing.T) {
+			e, r := added(t)
+			e.setAttempt(r, ids.inFlight(r, 1, r.Amount))
+			recs, hist := e.snapshot(r.UserID)
+			// Read before the first marker: the second one must fail.
+			if err := e.repo.SetAttempt(e.ctx(), &r, new(ids.inFlight(r, 1, r.Amount+1))); !errors.Is(err, billing.ErrConflict) {
+				t.Fatalf("second SetAttempt from the same read: %v, want ErrConflict", err)
+			}
+			e.requireUnchanged(r.UserID, recs, hist)
+			gone := r
+			gone.BillingDate = day(9)
+			if err := e.repo.SetAttempt(e.ctx(), &gone, new(ids.inFlight(gone, 1, r.Amount))); !errors.Is(err, billing.ErrConflict) {
+				t.Fatalf("SetAttempt of a missing record: %v, want ErrConflict", err)
+			}
+		}},
+		{"OutcomeRecordedThroughUpdate", func(t *testing.T) {
+			e, r := added(t)
+			marked := ids.inFlight(r, 1, r.Amount)
+			e.setAttempt(r, marked)
+			cur := e.get(r.UserID, r.BillingDate)
+			done := ids.next(cur, billing.StatusCompleted)
+			done.Attempt, done.TransactionID = 1, "txn-1"
+			e.update(cur, done)
+			got := e.get(r.UserID, r.BillingDate)
+			if got.InFlight() || got.Attempt != 1 || got.LastAttempt.Key != marked.LastAttempt.Key {
+				t.Fatalf("after the outcome: in flight %v, count %d, attempt %+v", got.InFlight(), got.Attempt, got.LastAttempt)
+			}
+			e.requireLastHistoryRow(done)
+			rows := e.historyRows(r.UserID)
+			if last := rows[len(rows)-1]; last.LastAttempt.Key != marked.LastAttempt.Key || !last.LastAttempt.Started.Equal(marked.LastAttempt.Started) {
+				t.Fatalf("the outcome's history row carries attempt %+v, want the key and start of %+v", last.LastAttempt, marked.LastAttempt)
+			}
+		}},
+		{"Abandon", func(t *testing.T) {
+			// An attempt the processor never saw is settled by counting
+			// it: the next attempt takes a fresh key.
+			e, r := added(t)
+			marked := ids.inFlight(r, 1, r.Amount)
+			e.setAttempt(r, marked)
+			settled := marked.Clone()
+			settled.Attempt = 1
+			e.setAttempt(marked, settled)
+			got := e.get(r.UserID, r.BillingDate)
+			if got.InFlight() || got.Attempt != 1 || got.Status != billing.StatusScheduled {
+				t.Fatalf("after settling: in flight %v, count %d, %s", got.InFlight(), got.Attempt, got.Status)
+			}
+		}},
+		{"Invalid", func(t *testing.T) {
+			e, r := added(t)
+			recs, hist := e.snapshot(r.UserID)
+			bad := ids.inFlight(r, 1, r.Amount)
+			bad.Status = billing.StatusCompleted
+			if err := e.repo.SetAttempt(e.ctx(), &r, &bad); !errors.Is(err, billing.ErrInvalidItem) {
+				t.Fatalf("SetAttempt changing the status: %v, want ErrInvalidItem", err)
+			}
+			noKey := ids.inFlight(r, 1, r.Amount)
+			noKey.LastAttempt.Key = ""
+			if err := e.repo.SetAttempt(e.ctx(), &r, &noKey); !errors.Is(err, billing.ErrInvalidItem) {
+				t.Fatalf("SetAttempt without a key: %v, want ErrInvalidItem", err)
+			}
+			e.requireUnchanged(r.UserID, recs, hist)
+		}},
+	}
+}
