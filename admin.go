@@ -28,6 +28,11 @@ func (c *Collector) admin(ctx context.Context, op, subscriptionID string, edit f
 		if err != nil {
 			return err
 		}
+		// Nothing changes a record whose charge may have happened: its
+		// attempt is resolved first, or the change is refused.
+		if cur, err = c.resolve(ctx, &cur, &Report{}); err != nil {
+			return fmt.Errorf("%s %s: %w", op, subscriptionID, err)
+		}
 		now := c.cfg.Clock.Now()
 		next := cur.Clone()
 		next.LastRunDate = runTime(&cur, now)

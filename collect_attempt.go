@@ -80,8 +80,23 @@ func (c *Collector) attempt(ctx context.Context, proc Process, cur *Subscription
 	return obs.err
 }
 
-// attemptRecord collects cur (re-read under the user's lock) by proc.
+// attemptRecord collects cur (re-read under the user's lock) by proc. A
+// record in flight is first resolved (see [Collector.resolve]); when its
+// outcome stays unknown it is left alone, even past the stale threshold,
+// and reported.
 func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Subscription, rep *Report) error {
+	if cur.InFlight() {
+		_, err := c.resolve(ctx, cur, rep)
+		var unresolved *InFlightError
+		if errors.As(err, &unresolved) {
+			e := eventFor(EventAttemptUnresolved, cur, c.cfg.Clock.Now())
+			e.Amount, e.Reason = unresolved.Amount, unresolved.Error()
+			c.emit(ctx, e)
+		}
+		// Resolved: the outcome is recorded; a declined one is retried by
+		// the retry policy like any other.
+		return err
+	}
 	now := c.cfg.Clock.Now()
 	if c.staleable(proc, cur, now) {
 		// Too old to collect, whatever the retry policy says.
@@ -92,64 +107,11 @@ func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Subscr
 		c.cfg.Logger.DebugContext(ctx, "billing: not eligible", "subscription_id", cur.SubscriptionID, "status", cur.Status, "why", why)
 		return nil
 	}
-	var create []*Subscription
-	if cur.InitialRunDate.IsZero() {
-		following, err := c.nextPeriod(ctx, proc, cur, now)
-		if err != nil {
-			return err
-		}
-		if following != nil {
-			create = append(create, following)
-		}
-	}
-	n := cur.Attempt + 1
-	req := PaymentRequest{
-		UserID: cur.UserID, SubscriptionID: cur.SubscriptionID, Amount: cur.Amount, BillingDate: cur.BillingDate,
-		Tier: cur.ReceiptTierName, Process: proc, Attempt: n, IdempotencyKey: IdempotencyKey(cur.SubscriptionID, n),
-	}
-	rep.count(&rep.Attempted)
-	start := time.Now()
-	res, err := c.cfg.Provider.Collect(ctx, req)
-	c.tel.providerCalled(ctx, n, time.Since(start), res, err)
-	if err != nil {
-		// Outcome unknown: record nothing. The next try derives the same
-		// key and the provider replays what happened.
-		rep.count(&rep.Unknown)
-		return fmt.Errorf("collect %s attempt %d: outcome unknown, will retry with key %s: %w", cur.SubscriptionID, n, req.IdempotencyKey, err)
-	}
-	next, ev, err := outcome(cur, res, proc, n, runTime(cur, c.cfg.Clock.Now()))
+	marked, err := c.startAttempt(ctx, proc, cur, now)
 	if err != nil {
 		return err
 	}
-	for _, f := range create {
-		f.LastRunDate = next.LastRunDate.Add(time.Nanosecond)
-		f.CreatedDate = f.LastRunDate
-	}
-	err = c.write(ctx, cur, &next, create)
-	if errors.Is(err, ErrAlreadyExists) && len(create) > 0 {
-		// The next period appeared meanwhile: record the outcome alone.
-		err = c.write(ctx, cur, &next, nil)
-	}
-	if err != nil {
-		if IsConflict(err) {
-			// The record changed during the charge (e.g. an operator
-			// cancelled it): the outcome cannot be recorded on it.
-			e := eventFor(EventUnrecorded, &next, next.LastRunDate)
-			e.Reason = fmt.Sprintf("%s outcome of key %s not recorded: %v", res.Outcome, req.IdempotencyKey, err)
-			c.emit(ctx, e)
-		}
-		return fmt.Errorf("record %s outcome of %s: %w", res.Outcome, cur.SubscriptionID, err)
-	}
-	switch res.Outcome {
-	case OutcomeSucceeded:
-		rep.count(&rep.Collected)
-	case OutcomePending:
-		rep.count(&rep.Pending)
-	case OutcomeDeclined:
-		rep.count(&rep.Declined)
-	}
-	c.emit(ctx, eventFor(ev, &next, next.LastRunDate))
-	return nil
+	return c.charge(ctx, &marked, rep)
 }
 
 // outcome applies a provider result to cur.

@@ -22,7 +22,7 @@ func (c *Collector) CollectUser(ctx context.Context, userID string, proc Process
 		var errs []error
 		for i := range recs {
 			now := c.cfg.Clock.Now()
-			if ok, _ := c.eligible(proc, &recs[i], now); !ok && !c.staleable(proc, &recs[i], now) {
+			if ok, _ := c.eligible(proc, &recs[i], now); !ok && !c.staleable(proc, &recs[i], now) && !recs[i].InFlight() {
 				continue
 			}
 			if err := c.attempt(ctx, proc, &recs[i], rep); err != nil {
@@ -57,7 +57,7 @@ func (c *Collector) collectOne(ctx context.Context, proc Process, subscriptionID
 		if err != nil {
 			return err
 		}
-		if ok, why := c.eligible(proc, &cur, c.cfg.Clock.Now()); !ok && !c.staleable(proc, &cur, c.cfg.Clock.Now()) {
+		if ok, why := c.eligible(proc, &cur, c.cfg.Clock.Now()); !ok && !c.staleable(proc, &cur, c.cfg.Clock.Now()) && !cur.InFlight() {
 			return fmt.Errorf("%w: %s is %s: %s", ErrNotCollectible, subscriptionID, cur.Status, why)
 		}
 		return c.attempt(ctx, proc, &cur, rep)
@@ -92,12 +92,14 @@ func (c *Collector) single(ctx context.Context, kind, userID, subID string, fn f
 		}
 		return rep, err
 	}
-	defer func() {
-		if err := lease.Release(context.WithoutCancel(ctx)); err != nil {
-			c.cfg.Logger.WarnContext(ctx, "billing: releasing lock", "user_id", userID, "error", err)
-		}
-	}()
-	if err := fn(ctx, rep); err != nil {
+	ctx = withLease(ctx, lease)
+	err = fn(ctx, rep)
+	if rerr := c.release(ctx, lease); rerr != nil {
+		// The work is done (or failed on its own); the caller learns that
+		// the lock may stay held until it expires.
+		err = errors.Join(err, rerr)
+	}
+	if err != nil {
 		if IsConflict(err) {
 			rep.Conflicts++
 		}

@@ -281,6 +281,9 @@ const (
 	PlanMarkStale PlanAction = "mark stale"
 	// PlanAdvancePause: the paused period is skipped and the next opened.
 	PlanAdvancePause PlanAction = "advance pause"
+	// PlanResolve: the record's attempt is in flight; the run replays it
+	// or looks it up, and records its outcome (see [PaymentLookup]).
+	PlanResolve PlanAction = "resolve attempt"
 	// PlanSkip: the run leaves the record alone (Reason says why).
 	PlanSkip PlanAction = "skip"
 )
@@ -300,6 +303,9 @@ func (c *Collector) PlanRecord(kind RunKind, sub *Subscription, now time.Time) P
 			return Plan{PlanSkip, "not a PAUSED record past due"}
 		}
 		return Plan{PlanAdvancePause, ""}
+	}
+	if sub.InFlight() {
+		return Plan{PlanResolve, fmt.Sprintf("attempt %d in flight (key %s)", sub.LastAttempt.Number, sub.LastAttempt.Key)}
 	}
 	proc := kind.process()
 	if c.staleable(proc, sub, now) {
@@ -362,9 +368,10 @@ func (c *Collector) handleUser(ctx context.Context, kind RunKind, userID string,
 	}
 	lease, lockErr := c.cfg.Locker.Lock(ctx, userID)
 	if lockErr == nil {
+		ctx = withLease(ctx, lease)
 		defer func() {
-			if err := lease.Release(context.WithoutCancel(ctx)); err != nil {
-				c.cfg.Logger.WarnContext(ctx, "billing: releasing lock", "user_id", userID, "error", err)
+			if err := c.release(ctx, lease); err != nil {
+				rep.fail(userID, "", err)
 			}
 		}()
 	}

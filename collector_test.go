@@ -373,15 +373,20 @@ func TestCollectorSettlementBeforeItsAttemptIsRecorded(t *testing.T) {
 		t.Fatalf("charges = %+v", charges)
 	}
 	ev := billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: charges[0].TransactionID, Kind: billing.SettlementSettled}
+	// The processor cannot be reached to resolve the attempt: the event is
+	// early, and nothing is written.
+	e.pay.SetUnreachable(true)
 	_, changed, err := e.c.ApplySettlement(context.Background(), ev)
 	if !errors.Is(err, billing.ErrSettlementEarly) || !errors.Is(err, billing.ErrTransactionMismatch) || changed {
 		t.Fatalf("early settlement: changed=%v err=%v", changed, err)
 	}
-	if cur, _ := e.repo.GetByID(context.Background(), s.SubscriptionID); cur.Status != billing.StatusScheduled {
+	if cur, _ := e.repo.GetByID(context.Background(), s.SubscriptionID); cur.Status != billing.StatusScheduled || !cur.InFlight() {
 		t.Fatalf("early settlement wrote: %+v", cur)
 	}
+	// Redelivered once the processor answers: the settlement first
+	// replays the attempt's key (ACHSENT recorded), then applies.
+	e.pay.SetUnreachable(false)
 	e.clock.Advance(time.Hour)
-	e.run(billing.RunScheduled) // replays the key, records ACHSENT
 	got, changed, err := e.c.ApplySettlement(context.Background(), ev)
 	if err != nil || !changed || got.Status != billing.StatusCompleted {
 		t.Fatalf("redelivered settlement: %+v %v %v", got.Status, changed, err)

@@ -3,6 +3,7 @@ package billing
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Sentinel errors. Test for them with [errors.Is]; the errors returned by the
@@ -24,6 +25,12 @@ var (
 	// ErrInvalidItem reports a stored item that cannot be decoded into a
 	// [Subscription]. The error is always a [*FieldError] naming the attribute.
 	ErrInvalidItem = errors.New("billing: invalid item")
+
+	// ErrAttemptInFlight reports a record whose latest collection attempt
+	// has no known outcome: the processor may have charged it, and neither a
+	// replay nor a lookup could tell. Nothing was changed; try again later.
+	// The error is an [*InFlightError] naming the key.
+	ErrAttemptInFlight = errors.New("billing: attempt in flight, outcome unknown")
 
 	// ErrIllegalTransition reports a status change the transition table
 	// forbids. The error is a [*TransitionError] carrying both statuses.
@@ -157,3 +164,28 @@ func IsHistoryKeyConflict(err error) bool {
 	var ce *ConflictError
 	return errors.As(err, &ce) && ce.HistoryRow
 }
+
+// InFlightError reports an operation refused, or a record left alone,
+// because the record's attempt [Subscription.LastAttempt] is in flight and
+// its outcome could not be resolved. It wraps [ErrAttemptInFlight] and the
+// reason the outcome is unknown.
+type InFlightError struct {
+	// SubscriptionID and Key identify the record and the attempt's
+	// idempotency key; Amount is the amount it asked for.
+	SubscriptionID string
+	Key            string
+	Amount         Amount
+	// Started is when the attempt was recorded.
+	Started time.Time
+	// Err says why the outcome is unknown (the provider's error, or that
+	// the processor's replay window has passed and it offers no lookup).
+	Err error
+}
+
+func (e *InFlightError) Error() string {
+	return fmt.Sprintf("%s: %s key %s (%s, started %s): %v", ErrAttemptInFlight, e.SubscriptionID, e.Key, e.Amount,
+		e.Started.UTC().Format(time.RFC3339), e.Err)
+}
+
+// Unwrap returns [ErrAttemptInFlight] and the reason.
+func (e *InFlightError) Unwrap() []error { return []error{ErrAttemptInFlight, e.Err} }

@@ -29,6 +29,16 @@ const (
 	// cancelled it during the charge). Money may have moved for a record
 	// that no longer expects it: the host should reconcile.
 	EventUnrecorded EventType = "payment_unrecorded"
+	// EventAttemptUnresolved: a run found a record whose attempt is in
+	// flight and could not resolve it (the processor neither replayed nor
+	// answered a lookup). The record is left as it is, even past the stale
+	// threshold; an operator should look the key (in Reason) up with the
+	// processor.
+	EventAttemptUnresolved EventType = "payment_attempt_unresolved"
+	// EventACHOverdue: an ACH debit was not settled or returned within
+	// [Config.ACHSettlementDeadline]. The record is moved to STALE with
+	// updated_event ach-overdue; a late settlement still applies to it.
+	EventACHOverdue EventType = "payment_ach_overdue"
 )
 
 // Event is what the collector tells the host's [EventSink].

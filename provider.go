@@ -12,14 +12,54 @@ import (
 // Collect asks for one collection. A nil error means the provider gave an
 // answer ([PaymentResult.Outcome]). An error means the outcome is unknown
 // (a timeout, a 5xx, a dropped connection): the money may or may not have
-// moved. The collector then records nothing and leaves the attempt open; a
-// later run presents the same [PaymentRequest.IdempotencyKey], and the
-// provider must answer it with the first attempt's outcome instead of
-// charging again. Every real processor used for recurring billing offers
-// such keys; an adapter for one that does not must keep its own table of
-// keys.
+// moved.
+//
+// # Attempts in flight
+//
+// Before it calls Collect the collector records the attempt on the record
+// (its key, amount, tier, process and start: [Subscription.LastAttempt]).
+// Until the outcome is recorded the record is in flight: runs, single
+// collections and every operator action (waive, cancel, pause, tier and
+// date changes, stale marking) first resolve the attempt, by presenting
+// exactly the recorded request again — the same
+// [PaymentRequest.IdempotencyKey] and amount, which the provider must
+// answer with the first call's outcome instead of charging again — or, when
+// the provider implements [PaymentLookup], by asking what became of the
+// key. While neither gives an answer the record is left as it is and the
+// operation fails with an [*InFlightError] ([ErrAttemptInFlight]). Every
+// real processor used for recurring billing offers such keys; an adapter
+// for one that does not must keep its own table of keys.
+//
+// A processor that forgets keys after a while (Stripe keeps them for 24
+// hours) must say so by implementing [ReplayWindow]: past the window a
+// replay could charge again, so the collector only resolves such an
+// attempt through [PaymentLookup], never by calling Collect with the old
+// key.
 type PaymentProvider interface {
 	Collect(ctx context.Context, req PaymentRequest) (PaymentResult, error)
+}
+
+// PaymentLookup is implemented by providers that can tell what became of
+// an earlier request by its idempotency key, without charging.
+type PaymentLookup interface {
+	// LookupPayment returns the outcome of the request with
+	// req.IdempotencyKey (req is the request as first made). found is false
+	// when the processor certainly has no payment for that key, so nothing
+	// was charged: the collector then counts the attempt as made and the
+	// next attempt takes a new key. An error means the processor could not
+	// tell; the attempt stays in flight.
+	LookupPayment(ctx context.Context, req PaymentRequest) (res PaymentResult, found bool, err error)
+}
+
+// ReplayWindow is implemented by providers whose processor forgets
+// idempotency keys: a request replayed after the window may be charged as
+// a new one. The collector replays an attempt in flight only while
+// it is younger than the window (by the collector's clock, from
+// [Attempt.Started]); older ones are resolved only through
+// [PaymentLookup]. A provider that does not implement it, or returns 0,
+// is taken to keep its keys for ever.
+type ReplayWindow interface {
+	ReplayWindow() time.Duration
 }
 
 // PaymentRequest is one collection attempt.
@@ -87,12 +127,10 @@ type PaymentResult struct {
 // IdempotencyKey derives the key of attempt n of a subscription record:
 // "dynabill:<subscription ID>:<n>".
 //
-// The collector uses derived keys rather than writing a key before each
-// call: the attempt number lives on the record (billing_attempt) and
-// advances in the same conditional write that records an outcome, so a
-// crash or an unknown outcome leaves it unchanged and the rerun derives the
-// same key. That costs no write beyond the one that records the outcome,
-// where a key written before the call costs one more write per attempt.
+// Attempt n is made only after the outcomes of attempts 1..n-1 are
+// recorded (billing_attempt), and it is written on the record with its key
+// before the call (billing_attempt_number, billing_attempt_key), so a
+// crash or an unknown outcome leaves the same key for the rerun to replay.
 func IdempotencyKey(subscriptionID string, attempt int) string {
 	return fmt.Sprintf("dynabill:%s:%d", subscriptionID, attempt)
 }

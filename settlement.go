@@ -65,6 +65,13 @@ func (c *Collector) ApplySettlement(ctx context.Context, s Settlement) (rec Subs
 		if err != nil {
 			return err
 		}
+		// An event about an attempt still in flight: record the attempt's
+		// outcome first (a replay or lookup), then apply the event to it.
+		if resolved, err := c.resolve(ctx, &cur, &Report{}); err == nil {
+			cur = resolved
+		} else if !errors.Is(err, ErrAttemptInFlight) {
+			return err
+		}
 		rec = cur
 		if cur.TransactionID != s.TransactionID {
 			if cur.Status == StatusScheduled || cur.Status == StatusError {

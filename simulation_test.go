@@ -286,8 +286,16 @@ func (ck *stepChecker) after(ctx context.Context, s simulate.Step) error {
 		}
 	}
 	if s.Kind == simulate.StepSettlement || s.Kind == simulate.StepPause {
-		if len(calls) > 0 {
-			bad("%d provider calls during the %s step", len(calls), s.Kind)
+		// The only calls these steps make resolve an attempt in flight:
+		// they present a key the provider was given before.
+		seen := map[string]bool{}
+		for _, c := range ck.prov.Calls()[:ck.calls] {
+			seen[c.Request.IdempotencyKey] = true
+		}
+		for _, c := range calls {
+			if !seen[c.Request.IdempotencyKey] {
+				bad("provider call with the new key %s during the %s step", c.Request.IdempotencyKey, s.Kind)
+			}
 		}
 	}
 	if s.Kind == simulate.StepSettlement {
@@ -436,6 +444,7 @@ func checkCallLog(t *testing.T, res *simulate.Result) {
 	perRun := map[runKey][]billingtest.Call{}
 	perDay := map[runKey]int{}
 	noRetry := map[string]time.Time{}
+	seen := map[string]bool{}
 	var problems []string
 	for _, c := range res.Provider.Calls() {
 		r := c.Request
@@ -452,12 +461,17 @@ func checkCallLog(t *testing.T, res *simulate.Result) {
 			problems = append(problems, fmt.Sprintf("%s: called more than once on %s", r.SubscriptionID, day.at.Format("2006-01-02")))
 		}
 		since := c.At.Sub(r.BillingDate)
-		switch r.Process {
-		case billing.ProcessInitial:
+		replay := seen[r.IdempotencyKey]
+		seen[r.IdempotencyKey] = true
+		switch {
+		case replay:
+			// Resolving an attempt in flight presents its recorded request
+			// again, whichever step finds it.
+		case r.Process == billing.ProcessInitial:
 			if c.At.Sub(c.At.Truncate(24*time.Hour)) != simulate.ScheduledAt || since < 0 || since > 30*24*time.Hour {
 				problems = append(problems, fmt.Sprintf("%s: INITIAL call at %v for billing date %v", r.SubscriptionID, c.At, r.BillingDate))
 			}
-		case billing.ProcessRetry:
+		case r.Process == billing.ProcessRetry:
 			if c.At.Sub(c.At.Truncate(24*time.Hour)) != simulate.RetryAt || since <= 0 || since > 30*24*time.Hour || r.Attempt < 2 {
 				problems = append(problems, fmt.Sprintf("%s: RETRY call (attempt %d) at %v for billing date %v", r.SubscriptionID, r.Attempt, c.At, r.BillingDate))
 			}

@@ -341,6 +341,11 @@ func (w *stWriteTracker) Update(ctx context.Context, prev, next *billing.Subscri
 	return w.Repository.Update(ctx, prev, next, create...)
 }
 
+func (w *stWriteTracker) SetAttempt(ctx context.Context, prev, next *billing.Subscription) error {
+	w.o.touch(prev.UserID)
+	return w.Repository.SetAttempt(ctx, prev, next)
+}
+
 func (w *stWriteTracker) AdminUpdate(ctx context.Context, prev, next *billing.Subscription) error {
 	w.o.touch(prev.UserID, next.UserID)
 	return w.Repository.AdminUpdate(ctx, prev, next)

@@ -61,8 +61,10 @@
 //	409 conflict          billing.ErrConflict: the record changed meanwhile
 //	413 body_too_large    the body is over Config.MaxBodyBytes
 //	500 internal          anything else, including stored items that do not decode
-//	502 payment_outcome_unknown  the processor did not answer a repayment: nothing is
-//	                      recorded, and a retry presents the same idempotency key
+//	502 payment_outcome_unknown  billing.ErrAttemptInFlight: a payment attempt has no known
+//	                      outcome (the processor did not answer a repayment, or an
+//	                      action met an attempt in flight); the record carries the
+//	                      attempt and a retry presents the same idempotency key
 //
 // Messages are fixed per code and never carry an error's text: storage
 // errors, keys and the Authorizer's reasons go to Config.Logger only.

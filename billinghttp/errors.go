@@ -24,7 +24,7 @@ const (
 	CodeIllegalTransition = "illegal_transition"      // 409: the transition table forbids it (billing.ErrIllegalTransition)
 	CodeTooLarge          = "body_too_large"          // 413: the body is over Config.MaxBodyBytes
 	CodeInternal          = "internal"                // 500: anything else; details are logged, never sent
-	CodeOutcomeUnknown    = "payment_outcome_unknown" // 502: the processor did not answer a repayment
+	CodeOutcomeUnknown    = "payment_outcome_unknown" // 502: an attempt's outcome is unknown (billing.ErrAttemptInFlight)
 )
 
 // apiError is an error with its response: the errors the handler makes
@@ -76,6 +76,9 @@ func classify(err error) *apiError {
 		return internal(err)
 	case errors.Is(err, billing.ErrNotFound):
 		return &apiError{status: http.StatusNotFound, code: CodeNotFound, message: "not found", cause: err}
+	case errors.Is(err, billing.ErrAttemptInFlight):
+		return &apiError{status: http.StatusBadGateway, code: CodeOutcomeUnknown,
+			message: "a payment attempt of this subscription has no known outcome yet; nothing was changed, and retrying cannot charge twice", cause: err}
 	case errors.Is(err, billing.ErrAlreadyLocked):
 		return &apiError{status: http.StatusConflict, code: CodeLocked, message: "the user's billing is busy with another operation; retry later", cause: err}
 	case errors.Is(err, billing.ErrNotCollectible):

@@ -134,9 +134,21 @@ func TestErrorStatuses(t *testing.T) {
 			}},
 
 		// 502: the processor did not answer a repayment.
-		{name: "payment outcome unknown", method: "POST", path: "/alice/subscriptions/a-err/pay", token: "alice", status: 502, code: "payment_outcome_unknown", unchanged: "a-err", logged: "secret-gateway",
+		// The record keeps its status but carries the attempt in flight.
+		{name: "payment outcome unknown", method: "POST", path: "/alice/subscriptions/a-err/pay", token: "alice", status: 502, code: "payment_outcome_unknown", logged: "secret-gateway",
 			setup: func(e *env) {
 				e.provider.SetUser("alice", billingtest.UnknownBeforeCharge(errors.New("processor: timeout at secret-gateway")))
+			}},
+		{name: "waive while an attempt is in flight", method: "POST", path: "/alice/subscriptions/a-err/waive", token: "alice", status: 502, code: "payment_outcome_unknown", unchanged: "a-err", logged: "secret-gateway",
+			setup: func(e *env) {
+				e.provider.SetUser("alice", billingtest.UnknownBeforeCharge(errors.New("processor: timeout at secret-gateway")))
+				r := httptest.NewRequest("POST", "/alice/subscriptions/a-err/pay", nil)
+				r.Header.Set("Authorization", "Bearer alice")
+				w := httptest.NewRecorder()
+				e.h.ServeHTTP(w, r)
+				if w.Code != 502 {
+					e.t.Fatalf("repayment: %d %s, want 502", w.Code, w.Body)
+				}
 			}},
 	}
 	for _, tc := range cases {

@@ -83,11 +83,7 @@ func (h *Handler) pay(ctx context.Context, r *http.Request, a Action) (int, any,
 	}
 	rep, err := h.cfg.Collector.ManualRepayment(ctx, a.SubscriptionID)
 	if err != nil {
-		if rep != nil && rep.Unknown > 0 && classify(err).status == http.StatusInternalServerError {
-			return 0, nil, &apiError{status: http.StatusBadGateway, code: CodeOutcomeUnknown,
-				message: "the payment processor did not answer; the outcome is unknown and retrying cannot charge twice", cause: err}
-		}
-		return 0, nil, err
+		return 0, nil, err // an unknown outcome is billing.ErrAttemptInFlight: 502
 	}
 	out := PayJSON{Report: NewReportJSON(rep)}
 	after, err := h.cfg.Repository.GetByID(ctx, a.SubscriptionID)

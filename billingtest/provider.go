@@ -26,6 +26,9 @@ var (
 	// processor rejects a reused key with different parameters. Nothing is
 	// charged.
 	ErrKeyReused = errors.New("billingtest: idempotency key reused with different parameters")
+	// ErrNoLookup is returned by [Provider.LookupPayment] unless
+	// [ProviderOptions.Lookup] is set.
+	ErrNoLookup = errors.New("billingtest: payment provider offers no lookup")
 )
 
 // Step is what a [Provider] does with one request: answer it (succeeded,
@@ -172,6 +175,16 @@ type ProviderOptions struct {
 	AccountMask string
 	// PaymentType is the answers' payment type. Defaults to "ACH".
 	PaymentType string
+	// ReplayWindow is how long the provider keeps idempotency keys: a key
+	// first answered longer ago (by Clock) is forgotten, and a request with
+	// it is a new one that may charge again, as with processors that prune
+	// keys. The provider reports it through [billing.ReplayWindow]. 0 keeps
+	// keys for ever.
+	ReplayWindow time.Duration
+	// Lookup makes [Provider.LookupPayment] answer from the provider's
+	// ledger, which never forgets; without it LookupPayment fails with
+	// [ErrNoLookup], as for a processor that offers no lookup.
+	Lookup bool
 }
 
 // Call is one request a [Provider] received and what it answered.
@@ -228,9 +241,59 @@ type Provider struct {
 	answers  map[string]answer
 	calls    []Call
 	charges  []Charge
+	ledger   map[string]answer // every answer ever given, for lookups
+	down     bool
+	lookups  int
 }
 
-var _ billing.PaymentProvider = (*Provider)(nil)
+var (
+	_ billing.PaymentProvider = (*Provider)(nil)
+	_ billing.PaymentLookup   = (*Provider)(nil)
+	_ billing.ReplayWindow    = (*Provider)(nil)
+)
+
+// ReplayWindow implements [billing.ReplayWindow]: [ProviderOptions.ReplayWindow].
+func (p *Provider) ReplayWindow() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.opts.ReplayWindow
+}
+
+// SetUnreachable makes every request and lookup fail with [ErrTimeout]
+// before acting (true), as a processor that cannot be reached, or serve
+// them again (false).
+func (p *Provider) SetUnreachable(down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = down
+}
+
+// LookupPayment implements [billing.PaymentLookup] when
+// [ProviderOptions.Lookup] is set: the answer first given to the key, from
+// a ledger that outlives the replay window, or found=false when the key
+// was never answered. Lookups are recorded in [Provider.Lookups].
+func (p *Provider) LookupPayment(ctx context.Context, req billing.PaymentRequest) (billing.PaymentResult, bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lookups++
+	switch {
+	case ctx.Err() != nil:
+		return billing.PaymentResult{}, false, ctx.Err()
+	case !p.opts.Lookup:
+		return billing.PaymentResult{}, false, ErrNoLookup
+	case p.down:
+		return billing.PaymentResult{}, false, ErrTimeout
+	}
+	a, ok := p.ledger[req.IdempotencyKey]
+	return a.result, ok, nil
+}
+
+// Lookups returns the number of LookupPayment calls.
+func (p *Provider) Lookups() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lookups
+}
 
 // attemptKey names one attempt of one subscription record.
 type attemptKey struct {
@@ -244,6 +307,7 @@ type answer struct {
 	userID, subscriptionID string
 	amount                 billing.Amount
 	result                 billing.PaymentResult
+	at                     time.Time
 }
 
 // NewProvider returns a Provider with opts.
@@ -321,6 +385,12 @@ func (p *Provider) collect(ctx context.Context, req billing.PaymentRequest, at t
 	if req.Amount < 0 {
 		return billing.PaymentResult{}, false, fmt.Errorf("billingtest: Provider.Collect: negative amount %s", req.Amount)
 	}
+	if p.down {
+		return billing.PaymentResult{}, false, ErrTimeout
+	}
+	if a, ok := p.answers[key]; ok && p.opts.ReplayWindow > 0 && at.Sub(a.at) > p.opts.ReplayWindow {
+		delete(p.answers, key) // forgotten: the request is a new one
+	}
 	if a, ok := p.answers[key]; ok {
 		if a.userID != req.UserID || a.subscriptionID != req.SubscriptionID || a.amount != req.Amount {
 			return billing.PaymentResult{}, false, fmt.Errorf("%w: key %q was first used for user %q, subscription %q, amount %s; now user %q, subscription %q, amount %s",
@@ -345,7 +415,13 @@ func (p *Provider) collect(ctx context.Context, req billing.PaymentRequest, at t
 	if p.answers == nil {
 		p.answers = map[string]answer{}
 	}
-	p.answers[key] = answer{userID: req.UserID, subscriptionID: req.SubscriptionID, amount: req.Amount, result: res}
+	p.answers[key] = answer{userID: req.UserID, subscriptionID: req.SubscriptionID, amount: req.Amount, result: res, at: at}
+	if p.ledger == nil {
+		p.ledger = map[string]answer{}
+	}
+	if _, ok := p.ledger[key]; !ok {
+		p.ledger[key] = p.answers[key]
+	}
 	if res.Outcome == billing.OutcomeSucceeded || res.Outcome == billing.OutcomePending {
 		p.charges = append(p.charges, Charge{
 			Key: key, UserID: req.UserID, SubscriptionID: req.SubscriptionID, Attempt: req.Attempt,

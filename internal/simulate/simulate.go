@@ -341,7 +341,13 @@ func (s *sim) settle(ctx context.Context, day time.Time) error {
 		if returned {
 			ev.Kind, ev.Reason = billing.SettlementReturned, ReasonInsufficientFunds
 		}
+		calls := s.opts.Provider.CallCount()
 		_, changed, err := s.c.ApplySettlement(ctx, ev)
+		if n := s.opts.Provider.CallCount() - calls; n > 0 {
+			// The event resolved the attempt in flight it is about first
+			// (a replay of its key): provider calls like any other.
+			s.tally.count(s.opts.Clock.Now(), func(m *Month) { m.Attempts += n })
+		}
 		if errors.Is(err, billing.ErrSettlementEarly) {
 			// The attempt's outcome is not recorded yet: deliver again
 			// tomorrow, as a queue would. Any other mismatch fails the
