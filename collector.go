@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +37,16 @@ type Config struct {
 	// SCHEDULED or ERROR record is marked STALE instead of collected.
 	// Defaults to 30.
 	OldSubscriptionDays int
+	// ACHSettlementDeadline is how long an ACH debit may wait for its
+	// settlement (from the attempt that submitted it). The retry run looks
+	// at ACHSENT records past it: it asks the processor through
+	// [PaymentLookup] when the provider offers that and records the answer;
+	// otherwise (or when the processor still says pending) it moves the
+	// record to STALE with updated_event ach-overdue and emits
+	// [EventPaymentACHOverdue]. Such a record no longer blocks
+	// [Collector.Reactivate], and a settlement that arrives later still
+	// completes it. Defaults to 14 days.
+	ACHSettlementDeadline time.Duration
 	// Concurrency bounds the collections a run makes at once. Defaults to 4.
 	Concurrency int
 	// PagesPerInvocation bounds the status pages one Run reads; the rest
@@ -67,6 +78,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("billing: Config.Provider is required")
 	case c.OldSubscriptionDays < 0:
 		return c, fmt.Errorf("billing: Config.OldSubscriptionDays: negative %d", c.OldSubscriptionDays)
+	case c.ACHSettlementDeadline < 0:
+		return c, fmt.Errorf("billing: Config.ACHSettlementDeadline: negative %v", c.ACHSettlementDeadline)
 	case c.Concurrency < 0:
 		return c, fmt.Errorf("billing: Config.Concurrency: negative %d", c.Concurrency)
 	case c.PagesPerInvocation < 0:
@@ -87,6 +100,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Concurrency == 0 {
 		c.Concurrency = 4
 	}
+	if c.ACHSettlementDeadline == 0 {
+		c.ACHSettlementDeadline = DefaultACHSettlementDeadline
+	}
 	if c.PagesPerInvocation == 0 {
 		c.PagesPerInvocation = 10
 	}
@@ -98,6 +114,10 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	return c, nil
 }
+
+// DefaultACHSettlementDeadline is [Config.ACHSettlementDeadline] unless
+// configured.
+const DefaultACHSettlementDeadline = 14 * 24 * time.Hour
 
 // Collector is the collection engine: runs over status pages (scheduled,
 // retry, pause), single collections for queue workers and APIs, ACH
@@ -173,6 +193,9 @@ type Report struct {
 	// Advanced counts PAUSED records moved on by the pause run.
 	Advanced int `json:"advanced"`
 	Stale    int `json:"stale"`
+	// ACHOverdue counts ACH debits given up on past the settlement
+	// deadline (STALE, ach-overdue).
+	ACHOverdue int `json:"ach_overdue"`
 	// SkippedLocked counts users skipped because their lock was held.
 	SkippedLocked int `json:"skipped_locked"`
 	// NotEligible counts records found by the query that were no longer
@@ -228,12 +251,28 @@ func (c *Collector) run(ctx context.Context, req RunRequest) (*Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	cursor := req.Cursor
+	// The retry run reads a second query when the first is done: ACH
+	// debits past their settlement deadline. Its cursors carry a prefix.
+	queries := []StatusQuery{q}
+	if req.Kind == RunRetry {
+		queries = append(queries, StatusQuery{Status: StatusACHSent, Before: now.Add(-c.cfg.ACHSettlementDeadline)})
+	}
+	phase, cursor := 0, req.Cursor
+	if rest, ok := strings.CutPrefix(cursor, achCursorPrefix); ok && len(queries) > 1 {
+		phase, cursor = 1, rest
+	}
+	next := func() string {
+		if phase > 0 {
+			return achCursorPrefix + cursor
+		}
+		return cursor
+	}
 	for page := 0; page < c.cfg.PagesPerInvocation; page++ {
+		q := queries[phase]
 		q.Cursor = cursor
 		p, err := c.cfg.Repository.QueryStatus(ctx, q)
 		if err != nil {
-			rep.Next = cursor
+			rep.Next = next()
 			return rep, fmt.Errorf("billing: %s run: page %d: %w", req.Kind, rep.Pages+1, err)
 		}
 		rep.Pages++
@@ -244,13 +283,23 @@ func (c *Collector) run(ctx context.Context, req RunRequest) (*Report, error) {
 		}
 		c.handlePage(ctx, req.Kind, p.Items, rep)
 		cursor = p.Next
+		if cursor == "" && phase+1 < len(queries) {
+			phase++ // the next query, from its top
+			continue
+		}
 		if cursor == "" || ctx.Err() != nil {
 			break
 		}
 	}
-	rep.Next = cursor
+	rep.Next = next()
+	if cursor == "" && phase == len(queries)-1 {
+		rep.Next = ""
+	}
 	return rep, ctx.Err()
 }
+
+// achCursorPrefix marks a retry run's cursor in its second query.
+const achCursorPrefix = "ach:"
 
 // RunQuery returns the status query a run of kind makes at now (without a
 // cursor): SCHEDULED due before now, ERROR billed after now minus the
@@ -284,6 +333,9 @@ const (
 	// PlanResolve: the record's attempt is in flight; the run replays it
 	// or looks it up, and records its outcome (see [PaymentLookup]).
 	PlanResolve PlanAction = "resolve attempt"
+	// PlanACHOverdue: an ACH debit past its settlement deadline is looked
+	// up with the processor, or marked STALE (ach-overdue).
+	PlanACHOverdue PlanAction = "ach overdue"
 	// PlanSkip: the run leaves the record alone (Reason says why).
 	PlanSkip PlanAction = "skip"
 )
@@ -298,6 +350,12 @@ type Plan struct {
 // under the user's lock: the same decision the run makes, for operator
 // previews. It does no I/O.
 func (c *Collector) PlanRecord(kind RunKind, sub *Subscription, now time.Time) Plan {
+	if kind == RunRetry && sub.Status == StatusACHSent {
+		if now.Sub(sub.LastRunDate) <= c.cfg.ACHSettlementDeadline {
+			return Plan{PlanSkip, "ACH debit within its settlement deadline"}
+		}
+		return Plan{PlanACHOverdue, fmt.Sprintf("no settlement within %v", c.cfg.ACHSettlementDeadline)}
+	}
 	if kind == RunPause {
 		if sub.Status != StatusPaused || !sub.BillingDate.Before(now) {
 			return Plan{PlanSkip, "not a PAUSED record past due"}
@@ -413,6 +471,9 @@ func (c *Collector) handleRecord(ctx context.Context, kind RunKind, it *Subscrip
 	}
 	if kind == RunPause {
 		return c.advancePause(ctx, &cur, rep)
+	}
+	if kind == RunRetry && cur.Status == StatusACHSent {
+		return c.achOverdue(ctx, &cur, rep)
 	}
 	return c.attemptRecord(ctx, kind.process(), &cur, rep)
 }

@@ -35,10 +35,12 @@ const (
 	// threshold; an operator should look the key (in Reason) up with the
 	// processor.
 	EventAttemptUnresolved EventType = "payment_attempt_unresolved"
-	// EventACHOverdue: an ACH debit was not settled or returned within
-	// [Config.ACHSettlementDeadline]. The record is moved to STALE with
-	// updated_event ach-overdue; a late settlement still applies to it.
-	EventACHOverdue EventType = "payment_ach_overdue"
+	// EventPaymentACHOverdue: an ACH debit was not settled or returned
+	// within [Config.ACHSettlementDeadline], and the processor could not
+	// tell what became of it. The record is moved to STALE with
+	// updated_event ach-overdue; a late settlement still completes it. An
+	// operator should find out from the processor.
+	EventPaymentACHOverdue EventType = "payment_ach_overdue"
 )
 
 // Event is what the collector tells the host's [EventSink].

@@ -84,14 +84,16 @@ func (c *Collector) ApplySettlement(ctx context.Context, s Settlement) (rec Subs
 		var ev EventType
 		switch s.Kind {
 		case SettlementSettled:
-			switch cur.Status {
-			case StatusCompleted, StatusRefunded, StatusError:
+			switch {
+			case cur.Status == StatusCompleted, cur.Status == StatusRefunded, cur.Status == StatusError:
 				return nil // replay, or the return of this debit came first
+			case cur.Status == StatusStale && cur.UpdatedEvent != EventACHOverdue:
+				return fmt.Errorf("%s event for %s: %w", s.Kind, s.SubscriptionID, &TransitionError{From: cur.Status, To: StatusCompleted})
 			}
 			to, ev = StatusCompleted, EventPaymentSucceeded
 		case SettlementReturned:
-			if cur.Status == StatusError {
-				return nil // replay
+			if cur.Status == StatusError || (cur.Status == StatusStale && cur.UpdatedEvent == EventACHOverdue) {
+				return nil // replay, or the return of a debit given up on: nothing was collected
 			}
 			to, ev = StatusError, EventPaymentReturned
 		case SettlementRefunded:
@@ -105,29 +107,88 @@ func (c *Collector) ApplySettlement(ctx context.Context, s Settlement) (rec Subs
 		if err := CheckTransition(cur.Status, to); err != nil {
 			return fmt.Errorf("%s event for %s: %w", s.Kind, s.SubscriptionID, err)
 		}
-		now := c.cfg.Clock.Now()
-		next := cur.Clone()
-		next.Status = to
-		next.LastRunDate = runTime(&cur, now)
-		switch to {
-		case StatusCompleted:
-			next.CompletionDate, next.PaymentError = next.LastRunDate, ""
-		case StatusError:
-			next.PaymentError = s.Reason
-			if next.PaymentError == "" {
-				next.PaymentError = "ACH returned"
-			}
-		case StatusRefunded:
-			next.CompletionDate = next.LastRunDate
-		}
-		if err := c.write(ctx, &cur, &next, nil); err != nil {
+		next, err := c.settle(ctx, &cur, to, ev, s.Reason)
+		if err != nil {
 			return err
 		}
 		rec, changed = next, true
-		e := eventFor(ev, &next, next.LastRunDate)
-		e.Reason = s.Reason
-		c.emit(ctx, e)
 		return nil
 	})
 	return rec, changed, err
+}
+
+// settle writes cur's move to status to (COMPLETED, ERROR, REFUNDED or,
+// for an overdue ACH debit, STALE) with its history row, and emits ev.
+func (c *Collector) settle(ctx context.Context, cur *Subscription, to Status, ev EventType, reason string) (Subscription, error) {
+	now := c.cfg.Clock.Now()
+	next := cur.Clone()
+	next.Status = to
+	next.LastRunDate = runTime(cur, now)
+	switch to {
+	case StatusCompleted:
+		next.CompletionDate, next.PaymentError = next.LastRunDate, ""
+	case StatusError:
+		next.PaymentError = reason
+		if next.PaymentError == "" {
+			next.PaymentError = "ACH returned"
+		}
+	case StatusRefunded:
+		next.CompletionDate = next.LastRunDate
+	case StatusStale:
+		next.CompletionDate, next.UpdatedEvent = next.LastRunDate, EventACHOverdue
+	}
+	if err := c.write(ctx, cur, &next, nil); err != nil {
+		return Subscription{}, err
+	}
+	e := eventFor(ev, &next, next.LastRunDate)
+	e.Reason = reason
+	c.emit(ctx, e)
+	return next, nil
+}
+
+// achOverdue handles an ACHSENT record found by the retry run: past the
+// settlement deadline it asks the processor (when the provider offers
+// [PaymentLookup]) and records a settled or returned debit; otherwise it
+// gives up on the debit: STALE (ach-overdue) and [EventPaymentACHOverdue].
+func (c *Collector) achOverdue(ctx context.Context, cur *Subscription, rep *Report) error {
+	now := c.cfg.Clock.Now()
+	if c.PlanRecord(RunRetry, cur, now).Action != PlanACHOverdue {
+		rep.count(&rep.NotEligible)
+		return nil
+	}
+	reason := fmt.Sprintf("no settlement within %v of the debit", c.cfg.ACHSettlementDeadline)
+	if lookup, ok := c.cfg.Provider.(PaymentLookup); ok {
+		req := cur.LastAttempt.Request(cur)
+		if cur.LastAttempt.Number != cur.Attempt || req.IdempotencyKey == "" {
+			// Recorded before attempts were written: derive the request.
+			req = PaymentRequest{UserID: cur.UserID, SubscriptionID: cur.SubscriptionID, Amount: cur.Amount, BillingDate: cur.BillingDate,
+				Tier: cur.ReceiptTierName, Process: cur.Process, Attempt: cur.Attempt, IdempotencyKey: IdempotencyKey(cur.SubscriptionID, cur.Attempt)}
+		}
+		res, found, err := lookup.LookupPayment(ctx, req)
+		switch {
+		case err != nil:
+			reason += fmt.Sprintf("; lookup failed: %v", err)
+		case !found:
+			reason += "; the processor has no payment for key " + req.IdempotencyKey
+		case res.Outcome == OutcomeSucceeded:
+			if _, err := c.settle(ctx, cur, StatusCompleted, EventPaymentSucceeded, ""); err != nil {
+				return fmt.Errorf("settle overdue ACH debit of %s: %w", cur.SubscriptionID, err)
+			}
+			rep.count(&rep.Collected)
+			return nil
+		case res.Outcome == OutcomeDeclined:
+			if _, err := c.settle(ctx, cur, StatusError, EventPaymentReturned, res.DeclineReason); err != nil {
+				return fmt.Errorf("return overdue ACH debit of %s: %w", cur.SubscriptionID, err)
+			}
+			rep.count(&rep.Declined)
+			return nil
+		default:
+			reason += "; the processor still reports it pending"
+		}
+	}
+	if _, err := c.settle(ctx, cur, StatusStale, EventPaymentACHOverdue, reason); err != nil {
+		return fmt.Errorf("mark overdue ACH debit of %s: %w", cur.SubscriptionID, err)
+	}
+	rep.count(&rep.ACHOverdue)
+	return nil
 }

@@ -86,11 +86,13 @@ func ParseSubscriptionRef(userID string) (SubscriptionRef, error) {
 }
 
 // PeriodOpen reports whether a run may still act on a period in status st:
-// SCHEDULED (the scheduled run), ERROR (the retry run) and PAUSED (the
+// SCHEDULED (the scheduled run), ERROR and ACHSENT (the retry run, which
+// gives up on an ACH debit past its settlement deadline) and PAUSED (the
 // pause run). Only open periods keep their subscription in the due-date
-// indexes.
+// indexes: an ACH debit awaiting settlement keeps its subscription at the
+// debit's day until it settles, is returned or is given up on.
 func PeriodOpen(st Status) bool {
-	return st == StatusScheduled || st == StatusError || st == StatusPaused
+	return st == StatusScheduled || st == StatusError || st == StatusACHSent || st == StatusPaused
 }
 
 // OpenPeriods is the [AttrOpenPeriods] map of a subscription item: the

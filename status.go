@@ -20,7 +20,7 @@ import (
 //	from            to
 //	--------------  ----------------------------------------------------------------
 //	SCHEDULED       SCHEDULED ACHSENT COMPLETED ERROR WAIVED CANCELLED PAUSED STALE
-//	ACHSENT         COMPLETED ERROR
+//	ACHSENT         COMPLETED ERROR STALE
 //	ERROR           ERROR ACHSENT COMPLETED WAIVED CANCELLED STALE
 //	PAUSED          PAUSED PAUSED_SKIPPED SCHEDULED CANCELLED
 //	COMPLETED       REFUNDED
@@ -28,7 +28,7 @@ import (
 //	CANCELLED       (none)
 //	PAUSED_SKIPPED  (none)
 //	REFUNDED        (none)
-//	STALE           (none)
+//	STALE           COMPLETED
 //	INACTIVE        (none; never stored)
 //
 // Why these rows:
@@ -38,7 +38,13 @@ import (
 //     pause it; the collector marks it STALE when it is older than the
 //     stale threshold.
 //   - ACHSENT only waits for settlement: COMPLETED, or ERROR on an ACH
-//     return. Anything else would lose track of money in flight.
+//     return. Anything else would lose track of money in flight, except
+//     STALE when no settlement came within the collector's
+//     ACHSettlementDeadline (updated_event ach-overdue; see
+//     [Config.ACHSettlementDeadline]).
+//   - STALE is terminal for collection, but the settlement of an overdue
+//     ACH debit that arrives late still completes it (COMPLETED), so the
+//     money it moved is recorded.
 //   - ERROR is retried (ERROR again, ACHSENT, COMPLETED), forgiven
 //     (WAIVED), cancelled, or given up on (STALE).
 //   - PAUSED is advanced by the pause run (PAUSED_SKIPPED), resumed
@@ -78,10 +84,11 @@ func Statuses() []Status {
 // transitions is the table documented on [Status].
 var transitions = map[Status][]Status{
 	StatusScheduled: {StatusScheduled, StatusACHSent, StatusCompleted, StatusError, StatusWaived, StatusCancelled, StatusPaused, StatusStale},
-	StatusACHSent:   {StatusCompleted, StatusError},
+	StatusACHSent:   {StatusCompleted, StatusError, StatusStale},
 	StatusError:     {StatusError, StatusACHSent, StatusCompleted, StatusWaived, StatusCancelled, StatusStale},
 	StatusPaused:    {StatusPaused, StatusPausedSkipped, StatusScheduled, StatusCancelled},
 	StatusCompleted: {StatusRefunded},
+	StatusStale:     {StatusCompleted},
 }
 
 // ParseStatus parses a stored billing_status value. Values are

@@ -10,7 +10,7 @@ import (
 // implementation, as documented on Status: "from": "to to to".
 var allowed = map[Status]string{
 	StatusScheduled:     "SCHEDULED ACHSENT COMPLETED ERROR WAIVED CANCELLED PAUSED STALE",
-	StatusACHSent:       "COMPLETED ERROR",
+	StatusACHSent:       "COMPLETED ERROR STALE",
 	StatusError:         "ERROR ACHSENT COMPLETED WAIVED CANCELLED STALE",
 	StatusPaused:        "PAUSED PAUSED_SKIPPED SCHEDULED CANCELLED",
 	StatusCompleted:     "REFUNDED",
@@ -18,7 +18,7 @@ var allowed = map[Status]string{
 	StatusCancelled:     "",
 	StatusPausedSkipped: "",
 	StatusRefunded:      "",
-	StatusStale:         "",
+	StatusStale:         "COMPLETED",
 	StatusInactive:      "",
 }
 
@@ -72,6 +72,11 @@ func TestTerminalStatusesHaveNoWayBack(t *testing.T) {
 		case s == StatusCompleted:
 			if !s.IsTerminal() || len(outs) != 1 || outs[0] != "REFUNDED" {
 				t.Errorf("COMPLETED: terminal=%v outs=%v", s.IsTerminal(), outs)
+			}
+		case s == StatusStale:
+			// Only the late settlement of an overdue ACH debit.
+			if !s.IsTerminal() || len(outs) != 1 || outs[0] != "COMPLETED" {
+				t.Errorf("STALE: terminal=%v outs=%v", s.IsTerminal(), outs)
 			}
 		case s.IsTerminal():
 			if len(outs) != 0 {

@@ -298,6 +298,9 @@ const (
 	EventPausePendingResume UpdatedEvent = "pause-pending-resume"
 	EventPauseResume        UpdatedEvent = "pause-resume"
 	EventUserReactivated    UpdatedEvent = "user-reactivated"
+	// EventACHOverdue marks an ACHSENT record moved to STALE because no
+	// settlement came within the collector's ACH settlement deadline.
+	EventACHOverdue UpdatedEvent = "ach-overdue"
 	// EventPendingCancellation marks a user who has started cancelling; the
 	// notifier sends them nothing.
 	EventPendingCancellation UpdatedEvent = "PENDING_CANCELLATION"
