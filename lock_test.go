@@ -59,8 +59,11 @@ func TestDynamoLockerSuite(t *testing.T) {
 		table := newLockTable(t, client)
 		opts := []billing.LockerOption{billing.WithLockTable(table), billing.WithLeaseDuration(testLease)}
 		return billingtest.LockerHarness{
-			Locker:    newDynamoLocker(t, client, append(opts, billing.WithHeartbeatPeriod(testHeartbeat))...),
-			Stalled:   newDynamoLocker(t, client, append(opts, billing.WithHeartbeatPeriod(0))...),
+			Locker:  newDynamoLocker(t, client, append(opts, billing.WithHeartbeatPeriod(testHeartbeat))...),
+			Stalled: newDynamoLocker(t, client, append(opts, billing.WithHeartbeatPeriod(0))...),
+			Fresh: func(t *testing.T) billing.Locker {
+				return newDynamoLocker(t, client, append(opts, billing.WithHeartbeatPeriod(testHeartbeat))...)
+			},
 			WaitLease: func() { time.Sleep(testLease + testLease/4) },
 		}
 	})

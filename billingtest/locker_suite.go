@@ -27,6 +27,13 @@ type LockerHarness struct {
 	// lock, and must be lost once the lease duration has passed.
 	Stalled billing.Locker
 
+	// Fresh, when set, returns a new Locker on the same store that has seen
+	// nothing yet, as a new process (a Lambda invocation, a restarted
+	// server) would be. For an implementation whose instances share their
+	// state in memory it may return Locker. Without it, TestLocker skips the
+	// subtest that needs it.
+	Fresh func(t *testing.T) billing.Locker
+
 	// WaitLease lets a little more than one lease duration pass: it advances
 	// the fake clock of an in-memory locker, or sleeps for a real one.
 	// TestLocker calls it after a contender has seen the stalled lease held
@@ -56,8 +63,10 @@ const lostWait = 10 * time.Second
 // idempotent; that different users never block each other; that a lease
 // that is renewed outlives its lease duration, while a stalled one is lost
 // after it (Lost closes, another holder can take the lock, the old Release
-// reports [billing.ErrLeaseLost]); and that a cancelled context fails Lock
-// and Release without side effects.
+// reports [billing.ErrLeaseLost]), also by a fresh Locker that never saw
+// it held (within lostWait of real time after WaitLease); that a lease's
+// Deadline is ahead while it is held and has passed once it is lost; and
+// that a cancelled context fails Lock and Release without side effects.
 func TestLocker(t *testing.T, newLocker func(t *testing.T) LockerHarness) {
 	t.Helper()
 	users := newUserSource()
@@ -78,6 +87,7 @@ func TestLocker(t *testing.T, newLocker func(t *testing.T) LockerHarness) {
 			t.Errorf("UserID() = %q, want %q", got, u)
 		}
 		requireNotLost(t, lease)
+		requireDeadlineAhead(t, lease)
 		mustRelease(t, lease)
 		mustRelease(t, lease) // idempotent
 		requireNotLost(t, lease)
@@ -148,10 +158,15 @@ func TestLocker(t *testing.T, newLocker func(t *testing.T) LockerHarness) {
 		u := users.next()
 		lease := mustLock(t, h.Locker, u)
 		requireLocked(t, h.Locker, u)
+		first := lease.Deadline()
 		h.WaitLease()
 		requireLocked(t, h.Locker, u)
 		requireLocked(t, h.Stalled, u)
 		requireNotLost(t, lease)
+		requireDeadlineAhead(t, lease)
+		if d := lease.Deadline(); !d.After(first) {
+			t.Errorf("Deadline of a renewed lease did not move forward: %v, then %v", first, d)
+		}
 		mustRelease(t, lease)
 	})
 
@@ -184,12 +199,47 @@ func TestLocker(t *testing.T, newLocker func(t *testing.T) LockerHarness) {
 		h := setup(t)
 		u := users.next()
 		stalled := mustLock(t, h.Stalled, u)
+		requireDeadlineAhead(t, stalled)
 		h.WaitLease()
 		requireLost(t, stalled)
+		if d := stalled.Deadline(); time.Now().Before(d) {
+			t.Errorf("Deadline %v of a lost lease is still ahead", d)
+		}
 		if err := stalled.Release(t.Context()); !errors.Is(err, billing.ErrLeaseLost) {
 			t.Errorf("Release of the expired lease = %v, want ErrLeaseLost", err)
 		}
 		mustRelease(t, mustLock(t, h.Locker, u))
+	})
+
+	t.Run("StalledLeaseIsTakenOverByFreshLocker", func(t *testing.T) {
+		h := setup(t)
+		if h.Fresh == nil {
+			t.Skip("billingtest.TestLocker: the harness has no Fresh")
+		}
+		u := users.next()
+		stalled := mustLock(t, h.Stalled, u)
+		requireLocked(t, h.Fresh(t), u) // not yet expired
+		h.WaitLease()
+		var taker billing.Lease
+		for end := time.Now().Add(lostWait); taker == nil; {
+			lease, err := h.Fresh(t).Lock(t.Context(), u)
+			switch {
+			case err == nil:
+				taker = lease
+			case !errors.Is(err, billing.ErrAlreadyLocked):
+				t.Fatalf("Lock by a fresh locker after the stalled lease's duration passed: %v", err)
+			case time.Now().After(end):
+				t.Fatalf("no fresh locker took the stalled lease %v after its lease duration passed: %v", lostWait, err)
+			default:
+				time.Sleep(lostWait / 200)
+			}
+		}
+		requireLost(t, stalled)
+		if err := stalled.Release(t.Context()); !errors.Is(err, billing.ErrLeaseLost) {
+			t.Errorf("Release of the lost lease = %v, want ErrLeaseLost", err)
+		}
+		requireLocked(t, h.Fresh(t), u)
+		mustRelease(t, taker)
 	})
 
 	t.Run("CanceledContext", func(t *testing.T) {
@@ -291,6 +341,13 @@ func requireNotLost(t *testing.T, lease billing.Lease) {
 	case <-lease.Lost():
 		t.Fatalf("lease of %q reports Lost, want held", lease.UserID())
 	default:
+	}
+}
+
+func requireDeadlineAhead(t *testing.T, lease billing.Lease) {
+	t.Helper()
+	if d := lease.Deadline(); !d.After(time.Now()) {
+		t.Fatalf("Deadline %v of the held lease of %q has passed", d, lease.UserID())
 	}
 }
 
