@@ -73,8 +73,9 @@ type Lease interface {
 	// Deadline returns the local instant (on this process's clock, to be
 	// compared with time.Now) after which the holder must assume the lease
 	// lost unless a heartbeat renews it first. It moves forward on each
-	// successful heartbeat, and no other holder can take the lock before it
-	// (see [DynamoLocker] for the margin). Once Lost is closed, Deadline is
+	// successful heartbeat; another holder takes the lock only some time
+	// after it (see [DynamoLocker] for the margin and the clock assumption
+	// behind it). Once Lost is closed, Deadline is
 	// not after the moment it closed. Deadline is cheap: it reads no storage,
 	// so a holder can call it right before every step that must be done under
 	// the lock, together with a non-blocking look at Lost.

@@ -46,28 +46,30 @@ const maxObservations = 4096
 //     the writer's wall-clock time in Unix nanoseconds, a colon and random
 //     letters; that time is the holder's last heartbeat, readable by any
 //     process from the one read Lock makes anyway. So any DynamoLocker, a
-//     fresh one too, takes over a lock within 1.25 lease durations (plus
-//     the time until its next Lock call) of the holder's last heartbeat.
+//     fresh one too, takes over the lock at its first Lock call from 1.25
+//     lease durations after the holder's last heartbeat on.
 //   - This DynamoLocker saw the same record version at least the holder's
 //     lease duration ago on its own monotonic clock (dynamolock's own rule,
 //     which trusts no other clock). It is the only rule for record versions
 //     without a time (written by dynamolock before v2.1.0), which are
 //     therefore taken over only by a long-lived locker that sees them twice.
 //
-// The heartbeat time is not taken from the item's data, although the
-// locker writes its acquisition time there: holders that do not rewrite it
-// on each heartbeat (the legacy service, earlier releases of this library)
-// would look abandoned a lease after they took the lock while still alive.
+// The heartbeat time is not taken from the item's data: the data is the
+// acquisition time, which no holder (the legacy service, this locker)
+// rewrites on heartbeats, so a live holder would look abandoned a lease
+// after it took the lock.
 //
 // The first rule assumes that the wall clocks of all processes sharing the
 // lock table (NTP-synchronised hosts, Lambda) differ by less than a quarter
-// of the lease duration (15 s at the default 60 s lease). Under that
-// assumption a takeover never comes before the old holder's Deadline, which
-// is a tenth of the lease earlier still: with clocks in step the holder has
-// at least 0.35 lease durations, 21 s by default, between its Deadline and
-// the earliest takeover. A taker whose clock runs ahead by more than the
-// margin can take a lock whose holder is alive; the conditional billing
-// writes (see [Locker]) still keep it from doing harm.
+// of the lease duration (15 s at the default 60 s lease). The old holder's
+// [Lease.Deadline] comes 0.9 lease durations after the start of its last
+// heartbeat, so with clocks in step it has 0.35 lease durations (21 s by
+// default) between its Deadline and the earliest takeover, and still a
+// tenth of a lease with the largest tolerated skew. A taker whose clock runs
+// ahead by more than the margin can take a lock whose holder is alive; the
+// conditional billing writes (see [Locker]) still keep that from doing harm.
+// The second rule needs no clock but the taker's own: the holder's Deadline
+// is at least a tenth of a lease before it.
 //
 // Either way the takeover is a conditional delete of the expired record
 // version followed by an ordinary acquisition, so of several lockers that

@@ -177,6 +177,7 @@ func (s *dynamoLease) Release(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.released {
+		s.stopOnce.Do(func() { close(s.stop) }) // renewal ends here, whatever the outcome
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("billing: releasing lock of user %q: %w", s.userID, err)
 		}

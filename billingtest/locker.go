@@ -22,7 +22,8 @@ const lostPoll = time.Millisecond
 // a paused or partitioned holder: it is lost once the lease duration has
 // passed on the injected clock (Lost is closed within about a millisecond of
 // the clock reaching that point, or at once when a contender takes the lock).
-// Any contender may take an expired lease on its first try.
+// Any contender may take an expired lease on its first try. A Release that
+// fails (its context is done) stops the renewal as StopHeartbeat does.
 //
 // [billing.Lease.Deadline] is on the process's clock, as the interface
 // requires, whatever clock the Locker was given: a renewed lease's deadline
@@ -194,6 +195,11 @@ func (s *memLease) Release(ctx context.Context) error {
 	defer s.locker.mu.Unlock()
 	if !s.released {
 		if err := ctx.Err(); err != nil {
+			// Renewal ends at the first Release, as for the DynamoDB locker.
+			if s.stoppedAt.IsZero() && !s.isLost() {
+				s.stoppedAt = now
+				go s.watch()
+			}
 			return fmt.Errorf("billing: releasing lock of user %q: %w", s.userID, err)
 		}
 		if s.expired(now) {

@@ -64,7 +64,8 @@ const lostWait = 10 * time.Second
 // that is renewed outlives its lease duration, while a stalled one is lost
 // after it (Lost closes, another holder can take the lock, the old Release
 // reports [billing.ErrLeaseLost]), also by a fresh Locker that never saw
-// it held (within lostWait of real time after WaitLease); that a lease's
+// it held (within lostWait of real time after WaitLease); that a lease
+// whose Release failed is no longer renewed and runs out; that a lease's
 // Deadline is ahead while it is held and has passed once it is lost; and
 // that a cancelled context fails Lock and Release without side effects.
 func TestLocker(t *testing.T, newLocker func(t *testing.T) LockerHarness) {
@@ -220,26 +221,36 @@ func TestLocker(t *testing.T, newLocker func(t *testing.T) LockerHarness) {
 		stalled := mustLock(t, h.Stalled, u)
 		requireLocked(t, h.Fresh(t), u) // not yet expired
 		h.WaitLease()
-		var taker billing.Lease
-		for end := time.Now().Add(lostWait); taker == nil; {
-			lease, err := h.Fresh(t).Lock(t.Context(), u)
-			switch {
-			case err == nil:
-				taker = lease
-			case !errors.Is(err, billing.ErrAlreadyLocked):
-				t.Fatalf("Lock by a fresh locker after the stalled lease's duration passed: %v", err)
-			case time.Now().After(end):
-				t.Fatalf("no fresh locker took the stalled lease %v after its lease duration passed: %v", lostWait, err)
-			default:
-				time.Sleep(lostWait / 200)
-			}
-		}
+		taker := lockSoon(t, func() billing.Locker { return h.Fresh(t) }, u, "a fresh locker, after the stalled lease's duration passed")
 		requireLost(t, stalled)
 		if err := stalled.Release(t.Context()); !errors.Is(err, billing.ErrLeaseLost) {
 			t.Errorf("Release of the lost lease = %v, want ErrLeaseLost", err)
 		}
 		requireLocked(t, h.Fresh(t), u)
 		mustRelease(t, taker)
+	})
+
+	t.Run("FailedReleaseRunsOut", func(t *testing.T) {
+		h := setup(t)
+		u := users.next()
+		held := mustLock(t, h.Locker, u)
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if err := held.Release(ctx); err == nil {
+			t.Fatal("Release with a cancelled context succeeded")
+		}
+		h.WaitLease()
+		requireLost(t, held)
+		locker := func() billing.Locker { return h.Locker }
+		if h.Fresh != nil {
+			locker = func() billing.Locker { return h.Fresh(t) }
+		}
+		next := lockSoon(t, locker, u, "after a failed Release and the lease duration")
+		if err := held.Release(t.Context()); !errors.Is(err, billing.ErrLeaseLost) {
+			t.Errorf("retried Release of the lease that ran out = %v, want ErrLeaseLost", err)
+		}
+		requireNotLost(t, next)
+		mustRelease(t, next)
 	})
 
 	t.Run("CanceledContext", func(t *testing.T) {
@@ -304,6 +315,25 @@ func raceFor(t *testing.T, l billing.Locker, u, what string) billing.Lease {
 		return nil
 	}
 	return winners[0]
+}
+
+// lockSoon calls Lock of u on a locker from newLocker until it succeeds,
+// failing the test on an error other than ErrAlreadyLocked or when lostWait
+// passes first. what says when, for messages.
+func lockSoon(t *testing.T, newLocker func() billing.Locker, u, what string) billing.Lease {
+	t.Helper()
+	for end := time.Now().Add(lostWait); ; {
+		lease, err := newLocker().Lock(t.Context(), u)
+		switch {
+		case err == nil:
+			return lease
+		case !errors.Is(err, billing.ErrAlreadyLocked):
+			t.Fatalf("Lock(%q) by %s: %v", u, what, err)
+		case time.Now().After(end):
+			t.Fatalf("Lock(%q) by %s: still %v after %v", u, what, err, lostWait)
+		}
+		time.Sleep(lostWait / 200)
+	}
 }
 
 func mustLock(t *testing.T, l billing.Locker, u string) billing.Lease {
