@@ -16,6 +16,15 @@ import (
 // fire together). [NewDynamoLocker] is the DynamoDB implementation;
 // billingtest.NewLocker is an in-memory one for tests.
 //
+// # Recovery
+//
+// A lock is never held for ever by a holder that is gone. Its lease lasts one
+// lease duration past its holder's last heartbeat; a holder that crashed, was
+// frozen, lost its network or failed to release stops heartbeating, and any
+// process (a fresh one included: a new Lambda invocation, a restarted server)
+// can take the lock over within two lease durations of the last heartbeat.
+// See [DynamoLocker] for how, and for the clock assumption it makes.
+//
 // # What a lease lock cannot promise
 //
 // A lock held as a lease is only as good as the holder's sense of time. A
@@ -23,8 +32,10 @@ import (
 // longer than the lease after it last checked that it still holds the lock;
 // meanwhile the lease expires, another process takes the lock, and when the
 // first one wakes up it carries on as if it were still the holder. No lock
-// client can prevent that: [Lease.Lost] and the [ErrLeaseLost] returned by
-// [Lease.Release] only tell the holder afterwards.
+// client can prevent that: [Lease.Lost], [Lease.Deadline] and the
+// [ErrLeaseLost] returned by [Lease.Release] only narrow the window. A holder
+// checks Lost and Deadline right before each step that must not run twice
+// (a charge, the write that records it).
 //
 // So the lock is an optimisation, not the guarantee. It keeps two processes
 // from doing the same work at the same time, and the library fences every
@@ -33,36 +44,54 @@ import (
 // lease was lost, or who read a stale index, gets a failed condition instead
 // of overwriting newer state. A charge carries an idempotency key that stays
 // the same across reruns, so a second holder replays the first one's charge
-// instead of charging again. See DESIGN §4.
+// instead of charging again.
 type Locker interface {
 	// Lock takes the billing lock of userID. When another holder has it,
 	// Lock returns an error wrapping [ErrAlreadyLocked] at once, without
 	// waiting: the caller skips the user and leaves its records untouched.
 	// Other errors (a cancelled ctx, a storage failure) are returned as they
 	// are, wrapped with the user ID; the caller does not hold the lock then
-	// either.
+	// either, and a failed Lock leaves the user lockable again within two
+	// lease durations at most.
 	Lock(ctx context.Context, userID string) (Lease, error)
 }
 
 // Lease is a held billing lock. The implementation keeps it alive (by
-// heartbeats) until Release; the holder watches Lost while it works.
+// heartbeats) until Release; the holder watches Lost and Deadline while it
+// works.
 type Lease interface {
 	// UserID returns the user whose billing is locked.
 	UserID() string
 
-	// Lost is closed when the lease is lost while held: it expired because
-	// it could not be renewed in time, another holder took it, or the Locker
+	// Lost is closed when the lease is lost while held: its Deadline passed
+	// without a heartbeat renewing it, another holder took it, or the Locker
 	// was closed. The holder should stop as soon as it can; its conditional
 	// writes fail anyway once someone else has changed the records. Lost is
 	// never closed by a successful Release.
 	Lost() <-chan struct{}
 
+	// Deadline returns the local instant (on this process's clock, to be
+	// compared with time.Now) after which the holder must assume the lease
+	// lost unless a heartbeat renews it first. It moves forward on each
+	// successful heartbeat; another holder takes the lock only some time
+	// after it (see [DynamoLocker] for the margin and the clock assumption
+	// behind it). Once Lost is closed, Deadline is
+	// not after the moment it closed. Deadline is cheap: it reads no storage,
+	// so a holder can call it right before every step that must be done under
+	// the lock, together with a non-blocking look at Lost.
+	Deadline() time.Time
+
 	// Release gives the lock back. It returns an error wrapping
 	// [ErrLeaseLost] when the lease was lost before it was released (Lost is
 	// closed then): the holder must assume that someone else may have acted
 	// on the user meanwhile. Release is idempotent: calling it again returns
-	// nil, or again ErrLeaseLost. Other errors (ctx, storage) leave the lease
-	// unreleased, and Release may be retried.
+	// nil, or again ErrLeaseLost.
+	//
+	// Other errors (ctx, storage) leave the lease unreleased, and Release may
+	// be retried; but the lease is no longer renewed from the first Release
+	// call on, whatever its outcome. A lease whose release failed therefore
+	// runs out: Lost is closed at its Deadline, and another holder can take
+	// the lock within two lease durations, even if Release is never retried.
 	Release(ctx context.Context) error
 }
 
@@ -78,13 +107,15 @@ const (
 	DefaultHeartbeatPeriod = time.Second
 )
 
-// Attributes of the lock table. dynamolock owns them; the locker reads the
-// last three to decide whether another holder's lease has expired.
+// Attributes of the lock table. dynamolock owns them; the locker reads
+// them to decide whether another holder's lease has expired, and to undo
+// its own failed acquisitions.
 const (
 	lockAttrPartitionKey  = "PartitionKey"
 	lockAttrRVN           = "recordVersionNumber"
 	lockAttrLeaseDuration = "leaseDuration"
 	lockAttrIsReleased    = "isReleased"
+	lockAttrOwnerName     = "ownerName"
 )
 
 // lockKeyPrefix is the wire format of lock keys in the legacy locks table.
@@ -140,9 +171,9 @@ func WithLeaseDuration(d time.Duration) LockerOption {
 
 // WithHeartbeatPeriod sets how often a held lease is renewed; it must be at
 // most half the lease duration. Zero disables heartbeats: every lease is then
-// lost one lease duration after it was taken (for work bounded by the lease,
-// and for tests that simulate a stalled holder). Defaults to
-// [DefaultHeartbeatPeriod].
+// lost at its [Lease.Deadline], a little less than one lease duration after
+// it was taken (for work bounded by the lease, and for tests that simulate a
+// stalled holder). Defaults to [DefaultHeartbeatPeriod].
 func WithHeartbeatPeriod(d time.Duration) LockerOption {
 	return func(c *lockerConfig) { c.heartbeat = d }
 }
@@ -158,6 +189,7 @@ func WithLockOwner(name string) LockerOption { return func(c *lockerConfig) { c.
 func WithLockLogger(l *slog.Logger) LockerOption { return func(c *lockerConfig) { c.logger = l } }
 
 // WithLockClock sets the clock of the acquisition time stored in the lock's
-// data. Lease timing always uses the process's monotonic clock. Defaults to
-// [SystemClock].
+// data. Lease timing always uses the process's monotonic clock, and the
+// expiry of another holder's lease the process's wall clock (see
+// [DynamoLocker]); neither reads the data. Defaults to [SystemClock].
 func WithLockClock(clk Clock) LockerOption { return func(c *lockerConfig) { c.clock = clk } }

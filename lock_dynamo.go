@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"cirello.io/dynamolock/v2"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -24,25 +27,72 @@ const maxObservations = 4096
 // replace-data. Release marks the lock item released rather than deleting it.
 //
 // Each lease has one goroutine that sends its heartbeats and closes
-// [Lease.Lost] when a heartbeat finds the lock taken over, or when no
-// heartbeat has succeeded for a lease duration (with heartbeats disabled:
-// when the lease duration has passed). The goroutine ends on Release or
-// [DynamoLocker.Close]; dynamolock's own heartbeat loop is not used.
+// [Lease.Lost] when a heartbeat finds the lock taken over, and a timer that
+// closes it at [Lease.Deadline]: the start of the last successful heartbeat
+// (or of the acquisition) plus nine tenths of the lease duration. The
+// goroutine ends on Release or [DynamoLocker.Close]; dynamolock's own
+// heartbeat loop is not used.
 //
-// An expired lease is taken over the way dynamolock judges expiry, without
-// trusting any clock but its own: a locker that finds the lock held
-// remembers the lock's record version, and once it sees the same version
-// again after the holder's lease duration has passed on its own clock, it
-// removes that version (conditionally) and takes the lock. Lock never waits
-// for that: a lock whose holder vanished is reported as [ErrAlreadyLocked]
-// until a Lock call on the same DynamoLocker comes at least one lease
-// duration after an earlier one saw it. (The legacy service never took over
-// at all.)
+// # Taking over an abandoned lock
+//
+// Lock never waits: it takes a free or released lock, takes over an
+// expired one, and otherwise returns [ErrAlreadyLocked] at once. A lock is
+// expired when either of two things shows that its holder stopped
+// heartbeating:
+//
+//   - Its heartbeat time is older than its lease duration plus a quarter of
+//     it. Every write dynamolock v2.1.0 makes to a lock item (the
+//     acquisition and each heartbeat) gives it a new record version made of
+//     the writer's wall-clock time in Unix nanoseconds, a colon and random
+//     letters; that time is the holder's last heartbeat, readable by any
+//     process from the one read Lock makes anyway. So any DynamoLocker, a
+//     fresh one too, takes over the lock at its first Lock call from 1.25
+//     lease durations after the holder's last heartbeat on.
+//   - This DynamoLocker saw the same record version at least the holder's
+//     lease duration ago on its own monotonic clock (dynamolock's own rule,
+//     which trusts no other clock). It is the only rule for record versions
+//     without a time (written by dynamolock before v2.1.0), which are
+//     therefore taken over only by a long-lived locker that sees them twice.
+//
+// The heartbeat time is not taken from the item's data: the data is the
+// acquisition time, which no holder (the legacy service, this locker)
+// rewrites on heartbeats, so a live holder would look abandoned a lease
+// after it took the lock.
+//
+// The first rule assumes that the wall clocks of all processes sharing the
+// lock table (NTP-synchronised hosts, Lambda) differ by less than a quarter
+// of the lease duration (15 s at the default 60 s lease). The old holder's
+// [Lease.Deadline] comes 0.9 lease durations after the start of its last
+// heartbeat, so with clocks in step it has 0.35 lease durations (21 s by
+// default) between its Deadline and the earliest takeover, and still a
+// tenth of a lease with the largest tolerated skew. A taker whose clock runs
+// ahead by more than the margin can take a lock whose holder is alive; the
+// conditional billing writes (see [Locker]) still keep that from doing harm.
+// The second rule needs no clock but the taker's own: the holder's Deadline
+// is at least a tenth of a lease before it.
+//
+// Either way the takeover is a conditional delete of the expired record
+// version followed by an ordinary acquisition, so of several lockers that
+// judge the same lock expired only one gets it, and a holder whose heartbeat
+// lands first keeps it.
+//
+// # Failures
+//
+// An acquisition write that fails with an outcome the locker cannot know
+// (a timeout after DynamoDB applied it) is undone at once: the locker
+// deletes the item on the condition that it still has the record version
+// and owner name that write carried. If that fails too, the item is an
+// abandoned lock like a crashed holder's and is taken over as above. A
+// lease whose heartbeats or whose Release fail is not renewed; see
+// [Lease.Release].
+//
+// # Wire format and costs
 //
 // Lock items carry the attributes dynamolock v2.1.0 writes: PartitionKey,
 // data, ownerName, leaseDuration (e.g. "1m0s"), recordVersionNumber, and
 // isReleased once released; no TTL attribute. Costs: a Lock of a held user
 // is one consistent GetItem, of a free one a GetItem and a conditional
+// PutItem, a takeover adds a conditional DeleteItem, a GetItem and a
 // PutItem; each held lease writes one UpdateItem per heartbeat period.
 // Locks are not reentrant: a second Lock of the same user fails.
 //
@@ -144,6 +194,9 @@ func (l *DynamoLocker) Lock(ctx context.Context, userID string) (Lease, error) {
 		if err == nil {
 			return l.startLease(userID, key, lock, start), nil
 		}
+		if read.putFailed {
+			l.undoAcquire(ctx, userID, key, read.putRVN, read.putOwner)
+		}
 		if errors.Is(err, errLostRace) {
 			return nil, fmt.Errorf("billing: locking user %q: %w", userID, ErrAlreadyLocked)
 		}
@@ -163,6 +216,50 @@ func (l *DynamoLocker) Lock(ctx context.Context, userID string) (Lease, error) {
 	}
 }
 
+// undoAcquire deletes the lock item that the acquisition write of a failed
+// Lock may have stored although it returned an error, on the condition that
+// the item still has the record version and owner name of that write: it
+// removes nothing else, and nothing if the write was not applied. It runs
+// even when ctx is done (a timeout is the typical ambiguous outcome). When it
+// fails, the item is left to be taken over like an abandoned lock.
+func (l *DynamoLocker) undoAcquire(ctx context.Context, userID, key, rvn, owner string) {
+	if rvn == "" || owner == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.lease/2)
+	defer cancel()
+	err := l.deleteLockItem(ctx, key, expression.And(
+		expression.Name(lockAttrRVN).Equal(expression.Value(rvn)),
+		expression.Name(lockAttrOwnerName).Equal(expression.Value(owner)),
+	))
+	switch {
+	case err == nil:
+		l.log(slog.LevelWarn, "billing: undid a failed billing lock acquisition", userID,
+			slog.String("record_version", rvn))
+	case errors.As(err, new(*types.ConditionalCheckFailedException)):
+		// The write was not applied, or someone took the lock since.
+	default:
+		l.log(slog.LevelWarn, "billing: could not undo a failed billing lock acquisition; it expires with its lease", userID,
+			slog.String("record_version", rvn), slog.String("error", err.Error()))
+	}
+}
+
+// deleteLockItem deletes key's lock item on cond.
+func (l *DynamoLocker) deleteLockItem(ctx context.Context, key string, cond expression.ConditionBuilder) error {
+	expr, err := expression.NewBuilder().WithCondition(cond).Build()
+	if err != nil {
+		return err
+	}
+	_, err = l.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                 aws.String(l.cfg.table),
+		Key:                       map[string]types.AttributeValue{lockAttrPartitionKey: &types.AttributeValueMemberS{Value: key}},
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	})
+	return err
+}
+
 // lockRead is what dynamolock's last read of a lock item said; captureClient
 // records it for a Lock call, so that Lock need not read the item again.
 type lockRead struct {
@@ -171,6 +268,13 @@ type lockRead struct {
 	released bool
 	rvn      string
 	lease    string
+
+	// The acquisition write: the record version and owner name of the item
+	// it tried to store, and whether it failed other than on its condition
+	// (so it may or may not have been applied).
+	putRVN    string
+	putOwner  string
+	putFailed bool
 }
 
 type lockReadKey struct{}
@@ -183,7 +287,8 @@ type lockReadKey struct{}
 //   - A PutItem (the conditional write that takes the lock) that fails its
 //     condition returns errLostRace: another holder took the lock since it
 //     was read. dynamolock would instead sleep and read the item again only
-//     to report it locked.
+//     to report it locked. A PutItem that fails otherwise is recorded, so
+//     that Lock can undo it.
 type captureClient struct{ DynamoDBAPI }
 
 // errLostRace must not wrap the ConditionalCheckFailedException, or
@@ -192,8 +297,15 @@ var errLostRace = errors.New("lost the race for a free lock")
 
 func (c captureClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	out, err := c.DynamoDBAPI.PutItem(ctx, in, optFns...)
-	if _, ok := ctx.Value(lockReadKey{}).(*lockRead); ok && errors.As(err, new(*types.ConditionalCheckFailedException)) {
+	r, ok := ctx.Value(lockReadKey{}).(*lockRead)
+	switch {
+	case !ok || err == nil:
+	case errors.As(err, new(*types.ConditionalCheckFailedException)):
 		return out, errLostRace
+	default:
+		r.putRVN = stringAttr(in.Item[lockAttrRVN])
+		r.putOwner = stringAttr(in.Item[lockAttrOwnerName])
+		r.putFailed = true
 	}
 	return out, err
 }
@@ -202,31 +314,27 @@ func (c captureClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o
 	out, err := c.DynamoDBAPI.GetItem(ctx, in, optFns...)
 	if r, ok := ctx.Value(lockReadKey{}).(*lockRead); ok && err == nil {
 		_, released := out.Item[lockAttrIsReleased]
-		*r = lockRead{
-			done:     true,
-			found:    out.Item != nil,
-			released: released,
-			rvn:      stringAttr(out.Item[lockAttrRVN]),
-			lease:    stringAttr(out.Item[lockAttrLeaseDuration]),
-		}
+		r.done = true
+		r.found = out.Item != nil
+		r.released = released
+		r.rvn = stringAttr(out.Item[lockAttrRVN])
+		r.lease = stringAttr(out.Item[lockAttrLeaseDuration])
 	}
 	return out, err
 }
 
 // takeOverExpired decides what to do about a held lock, given dynamolock's
 // last read of its item (read again if there was none). It reports true
-// when the lock can be tried again: the item is gone or released, or its
-// record version is the one this locker saw at least the holder's lease
-// duration ago, which it has then deleted (on the condition that the version
-// is still the same).
+// when the lock can be tried again: the item is gone or released, or it is
+// expired (see [DynamoLocker]) and this locker has deleted it on the
+// condition that its record version is still the same.
 func (l *DynamoLocker) takeOverExpired(ctx context.Context, userID, key string, read lockRead) (bool, error) {
-	itemKey := map[string]types.AttributeValue{lockAttrPartitionKey: &types.AttributeValueMemberS{Value: key}}
 	if !read.done {
 		// No captured read (dynamolock did not get to read): read it here.
 		cc := captureClient{l.client}
 		_, err := cc.GetItem(context.WithValue(ctx, lockReadKey{}, &read), &dynamodb.GetItemInput{
 			TableName:      aws.String(l.cfg.table),
-			Key:            itemKey,
+			Key:            map[string]types.AttributeValue{lockAttrPartitionKey: &types.AttributeValueMemberS{Value: key}},
 			ConsistentRead: aws.Bool(true),
 		})
 		if err != nil {
@@ -241,24 +349,23 @@ func (l *DynamoLocker) takeOverExpired(ctx context.Context, userID, key string, 
 		lease = l.cfg.lease
 	}
 	now := time.Now()
-	l.mu.Lock()
-	seen, ok := l.seen[key]
-	if !ok || seen.rvn != read.rvn {
-		l.observe(key, observation{rvn: read.rvn, at: now})
+	beat, stamped := heartbeatTime(read.rvn)
+	rule := "heartbeat time"
+	if !stamped || !now.After(beat.Add(lease+skewMargin(lease))) {
+		rule = "seen unchanged for a lease"
+		l.mu.Lock()
+		seen, ok := l.seen[key]
+		if !ok || seen.rvn != read.rvn {
+			l.observe(key, observation{rvn: read.rvn, at: now})
+			l.mu.Unlock()
+			return false, nil
+		}
 		l.mu.Unlock()
-		return false, nil
+		if now.Sub(seen.at) <= lease {
+			return false, nil
+		}
 	}
-	l.mu.Unlock()
-	if now.Sub(seen.at) <= lease {
-		return false, nil
-	}
-	_, err = l.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:                 aws.String(l.cfg.table),
-		Key:                       itemKey,
-		ConditionExpression:       aws.String("#rvn = :rvn"),
-		ExpressionAttributeNames:  map[string]string{"#rvn": lockAttrRVN},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":rvn": &types.AttributeValueMemberS{Value: read.rvn}},
-	})
+	err = l.deleteLockItem(ctx, key, expression.Name(lockAttrRVN).Equal(expression.Value(read.rvn)))
 	if errors.As(err, new(*types.ConditionalCheckFailedException)) {
 		return false, nil // renewed or taken meanwhile
 	}
@@ -268,9 +375,34 @@ func (l *DynamoLocker) takeOverExpired(ctx context.Context, userID, key string, 
 	l.mu.Lock()
 	delete(l.seen, key)
 	l.mu.Unlock()
-	l.log(slog.LevelWarn, "billing: took over an expired billing lock", userID,
-		slog.String("record_version", read.rvn), slog.Duration("lease", lease))
+	attrs := []slog.Attr{slog.String("record_version", read.rvn), slog.Duration("lease", lease), slog.String("rule", rule)}
+	if stamped {
+		attrs = append(attrs, slog.Duration("since_heartbeat", now.Sub(beat)))
+	}
+	l.log(slog.LevelWarn, "billing: took over an expired billing lock", userID, attrs...)
 	return true, nil
+}
+
+// skewMargin is how much later than the lease duration after a lock's
+// heartbeat time a locker takes it over: the largest difference between the
+// wall clocks of two lockers that [DynamoLocker] tolerates.
+func skewMargin(lease time.Duration) time.Duration { return lease / 4 }
+
+// heartbeatTime returns the wall-clock time a lock's record version was
+// made at: dynamolock v2.1.0 makes them of the writer's time in Unix
+// nanoseconds in decimal, a colon and random letters. ok is false for record
+// versions of any other form (dynamolock before v2.1.0 used random letters
+// alone).
+func heartbeatTime(rvn string) (t time.Time, ok bool) {
+	digits, rest, found := strings.Cut(rvn, ":")
+	if !found || rest == "" || digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return time.Time{}, false
+	}
+	ns, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || ns <= 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, ns), true
 }
 
 // observe records o; l.mu is held. When the map is full it forgets the
@@ -303,7 +435,12 @@ func (l *DynamoLocker) startLease(userID, key string, lock *dynamolock.Lock, sta
 	delete(l.seen, key)
 	l.leases[s] = struct{}{}
 	l.mu.Unlock()
-	go s.heartbeat(start.Add(l.cfg.lease))
+	s.startExpiry(start)
+	if l.cfg.heartbeat > 0 {
+		go s.heartbeat()
+	} else {
+		close(s.done)
+	}
 	return s
 }
 
@@ -348,163 +485,6 @@ func (l *DynamoLocker) log(level slog.Level, msg, userID string, attrs ...slog.A
 	}
 	attrs = append(attrs, slog.String("user_id", userID), slog.String("table", l.cfg.table))
 	l.cfg.logger.LogAttrs(context.Background(), level, msg, attrs...)
-}
-
-// dynamoLease is a lease of a DynamoLocker.
-type dynamoLease struct {
-	locker *DynamoLocker
-	lock   *dynamolock.Lock
-	userID string
-
-	lost     chan struct{}
-	lostOnce sync.Once
-	stop     chan struct{} // closed to end the heartbeat goroutine
-	stopOnce sync.Once
-	done     chan struct{} // closed by the heartbeat goroutine when it ends
-
-	mu       sync.Mutex // serialises Release and Close
-	tried    bool       // a release was attempted: dynamolock now calls the lock expired
-	released bool
-}
-
-var _ Lease = (*dynamoLease)(nil)
-
-func (s *dynamoLease) UserID() string        { return s.userID }
-func (s *dynamoLease) Lost() <-chan struct{} { return s.lost }
-
-func (s *dynamoLease) markLost(reason string, err error) {
-	s.lostOnce.Do(func() {
-		close(s.lost)
-		attrs := []slog.Attr{slog.String("reason", reason)}
-		if err != nil {
-			attrs = append(attrs, slog.String("error", err.Error()))
-		}
-		s.locker.log(slog.LevelWarn, "billing: billing lock lease lost", s.userID, attrs...)
-	})
-}
-
-func (s *dynamoLease) isLost() bool {
-	select {
-	case <-s.lost:
-		return true
-	default:
-		return false
-	}
-}
-
-// heartbeat renews the lease every heartbeat period until stopped, and
-// closes lost when the lease cannot be kept. With heartbeats disabled it
-// only closes lost at expires.
-func (s *dynamoLease) heartbeat(expires time.Time) {
-	defer close(s.done)
-	period, lease := s.locker.cfg.heartbeat, s.locker.cfg.lease
-	if period <= 0 {
-		t := time.NewTimer(time.Until(expires))
-		defer t.Stop()
-		select {
-		case <-s.stop:
-		case <-t.C:
-			s.markLost("lease expired (heartbeats disabled)", nil)
-		}
-		return
-	}
-	tick := time.NewTicker(period)
-	defer tick.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-tick.C:
-		}
-		// Not cancelled by Release: a heartbeat aborted after DynamoDB applied
-		// it would leave a stale record version here and make Release fail.
-		// Release waits for it instead.
-		ctx, cancel := context.WithTimeout(context.Background(), lease/2)
-		err := s.locker.dl.SendHeartbeatWithContext(ctx, s.lock)
-		cancel()
-		switch {
-		case err == nil:
-		case errors.As(err, new(*dynamolock.LockNotGrantedError)):
-			s.markLost("lock taken over or expired", err)
-			return
-		case s.lock.IsExpired():
-			s.markLost("no heartbeat succeeded for a lease duration", err)
-			return
-		default:
-			s.locker.log(slog.LevelWarn, "billing: billing lock heartbeat failed", s.userID, slog.String("error", err.Error()))
-		}
-	}
-}
-
-// stopHeartbeat ends the heartbeat goroutine and waits for it (and for a
-// heartbeat in flight) or for ctx.
-func (s *dynamoLease) stopHeartbeat(ctx context.Context) error {
-	s.stopOnce.Do(func() { close(s.stop) })
-	select {
-	case <-s.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// Release implements [Lease].
-func (s *dynamoLease) Release(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.released {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("billing: releasing lock of user %q: %w", s.userID, err)
-		}
-		if err := s.release(ctx); err != nil {
-			return fmt.Errorf("billing: releasing lock of user %q: %w", s.userID, err)
-		}
-	}
-	if s.isLost() {
-		return fmt.Errorf("billing: releasing lock of user %q: %w", s.userID, ErrLeaseLost)
-	}
-	return nil
-}
-
-// release gives the lock item back; s.mu is held. A lease that had expired
-// is marked lost, but its item is still released if nobody took it.
-func (s *dynamoLease) release(ctx context.Context) error {
-	if err := s.stopHeartbeat(ctx); err != nil {
-		return err
-	}
-	if !s.tried && s.lock.IsExpired() {
-		s.markLost("lease expired before release", nil)
-	}
-	s.tried = true
-	_, err := s.locker.dl.ReleaseLockWithContext(ctx, s.lock)
-	switch {
-	case err == nil:
-	case errors.As(err, new(*types.ConditionalCheckFailedException)):
-		s.markLost("lock taken over before release", nil)
-	case errors.Is(err, dynamolock.ErrClientClosed):
-		s.markLost("locker closed", nil)
-	default:
-		return err
-	}
-	s.released = true
-	s.locker.mu.Lock()
-	delete(s.locker.leases, s)
-	s.locker.mu.Unlock()
-	return nil
-}
-
-// closeLease is Close's part: the lease is lost to its holder, and released.
-func (s *dynamoLease) closeLease(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.released {
-		return nil
-	}
-	s.markLost("locker closed", nil)
-	if err := s.release(ctx); err != nil {
-		return fmt.Errorf("releasing lock of user %q: %w", s.userID, err)
-	}
-	return nil
 }
 
 func stringAttr(v types.AttributeValue) string {

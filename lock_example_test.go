@@ -11,7 +11,9 @@ import (
 )
 
 // A collector takes the user's lock, skips the user when someone else has
-// it, stops when the lease is lost, and reports a lost lease at release.
+// it, checks right before each step that must not run twice that the lease
+// is neither lost nor past its deadline, and reports a lost lease at
+// release.
 // In production the Locker is a [billing.DynamoLocker]:
 //
 //	locker, err := billing.NewDynamoLocker(dynamodb.NewFromConfig(cfg))
@@ -36,6 +38,10 @@ func ExampleLocker() {
 	case <-lease.Lost():
 		fmt.Println("lease lost: stop before the next write")
 	default:
+		if time.Now().After(lease.Deadline()) {
+			fmt.Println("lease ran out: stop before the next write")
+			break
+		}
 		fmt.Println("collecting", lease.UserID()) // every write is conditional anyway
 	}
 	if err := lease.Release(ctx); errors.Is(err, billing.ErrLeaseLost) {

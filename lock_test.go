@@ -59,8 +59,11 @@ func TestDynamoLockerSuite(t *testing.T) {
 		table := newLockTable(t, client)
 		opts := []billing.LockerOption{billing.WithLockTable(table), billing.WithLeaseDuration(testLease)}
 		return billingtest.LockerHarness{
-			Locker:    newDynamoLocker(t, client, append(opts, billing.WithHeartbeatPeriod(testHeartbeat))...),
-			Stalled:   newDynamoLocker(t, client, append(opts, billing.WithHeartbeatPeriod(0))...),
+			Locker:  newDynamoLocker(t, client, append(opts, billing.WithHeartbeatPeriod(testHeartbeat))...),
+			Stalled: newDynamoLocker(t, client, append(opts, billing.WithHeartbeatPeriod(0))...),
+			Fresh: func(t *testing.T) billing.Locker {
+				return newDynamoLocker(t, client, append(opts, billing.WithHeartbeatPeriod(testHeartbeat))...)
+			},
 			WaitLease: func() { time.Sleep(testLease + testLease/4) },
 		}
 	})
@@ -172,9 +175,9 @@ func TestDynamoLockerHeartbeatFailure(t *testing.T) {
 	}
 }
 
-// TestDynamoLockerTakeoverTiming: a stalled lease is taken over only once
-// its lease duration has passed since the taker first saw it held, and its
-// holder has been told by then.
+// TestDynamoLockerTakeoverTiming: a stalled lease is not taken over before
+// its lease duration has passed (here by the locker that watched it, a lease
+// after it first saw it held), and its holder has been told by then.
 func TestDynamoLockerTakeoverTiming(t *testing.T) {
 	// A longer lease than fastLease: the probes before the lease duration
 	// must not be pushed past it by a slow server on a loaded machine.

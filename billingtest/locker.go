@@ -22,8 +22,15 @@ const lostPoll = time.Millisecond
 // a paused or partitioned holder: it is lost once the lease duration has
 // passed on the injected clock (Lost is closed within about a millisecond of
 // the clock reaching that point, or at once when a contender takes the lock).
-// Unlike the DynamoDB locker, a contender may take an expired lease on its
-// first try.
+// Any contender may take an expired lease on its first try. A Release that
+// fails (its context is done) stops the renewal as StopHeartbeat does.
+//
+// [billing.Lease.Deadline] is on the process's clock, as the interface
+// requires, whatever clock the Locker was given: a renewed lease's deadline
+// is one lease duration from now (as if it had just been renewed), a stopped
+// lease's is now plus what is left of its lease on the injected clock, and a
+// lost or released lease's is the moment (on the process's clock) it was
+// lost or released.
 //
 // Safe for concurrent use.
 type Locker struct {
@@ -103,14 +110,37 @@ type memLease struct {
 	userID string
 
 	lost      chan struct{}
-	stoppedAt time.Time // zero while heartbeating
+	stoppedAt time.Time // zero while heartbeating; on the injected clock
 	released  bool
+	endedAt   time.Time // when lost or released, on the process's clock
 }
 
 var _ billing.Lease = (*memLease)(nil)
 
 func (s *memLease) UserID() string        { return s.userID }
 func (s *memLease) Lost() <-chan struct{} { return s.lost }
+
+// Deadline implements [billing.Lease]; see [Locker].
+func (s *memLease) Deadline() time.Time {
+	now := s.locker.clock.Now()
+	s.locker.mu.Lock()
+	defer s.locker.mu.Unlock()
+	switch {
+	case !s.endedAt.IsZero():
+		return s.endedAt
+	case s.stoppedAt.IsZero():
+		return time.Now().Add(s.locker.lease)
+	default:
+		return time.Now().Add(s.stoppedAt.Add(s.locker.lease).Sub(now))
+	}
+}
+
+// end records when the lease was lost or released; locker.mu is held.
+func (s *memLease) end() {
+	if s.endedAt.IsZero() {
+		s.endedAt = time.Now()
+	}
+}
 
 func (s *memLease) isLost() bool {
 	select {
@@ -124,6 +154,7 @@ func (s *memLease) isLost() bool {
 // markLost closes lost and frees the user; locker.mu is held.
 func (s *memLease) markLost() {
 	if !s.isLost() {
+		s.end()
 		close(s.lost)
 	}
 	if s.locker.held[s.userID] == s {
@@ -164,6 +195,11 @@ func (s *memLease) Release(ctx context.Context) error {
 	defer s.locker.mu.Unlock()
 	if !s.released {
 		if err := ctx.Err(); err != nil {
+			// Renewal ends at the first Release, as for the DynamoDB locker.
+			if s.stoppedAt.IsZero() && !s.isLost() {
+				s.stoppedAt = now
+				go s.watch()
+			}
 			return fmt.Errorf("billing: releasing lock of user %q: %w", s.userID, err)
 		}
 		if s.expired(now) {
@@ -172,6 +208,7 @@ func (s *memLease) Release(ctx context.Context) error {
 		if s.locker.held[s.userID] == s {
 			delete(s.locker.held, s.userID)
 		}
+		s.end()
 		s.released = true
 	}
 	if s.isLost() {

@@ -27,6 +27,13 @@ type LockerHarness struct {
 	// lock, and must be lost once the lease duration has passed.
 	Stalled billing.Locker
 
+	// Fresh, when set, returns a new Locker on the same store that has seen
+	// nothing yet, as a new process (a Lambda invocation, a restarted
+	// server) would be. For an implementation whose instances share their
+	// state in memory it may return Locker. Without it, TestLocker skips the
+	// subtest that needs it.
+	Fresh func(t *testing.T) billing.Locker
+
 	// WaitLease lets a little more than one lease duration pass: it advances
 	// the fake clock of an in-memory locker, or sleeps for a real one.
 	// TestLocker calls it after a contender has seen the stalled lease held
@@ -56,8 +63,11 @@ const lostWait = 10 * time.Second
 // idempotent; that different users never block each other; that a lease
 // that is renewed outlives its lease duration, while a stalled one is lost
 // after it (Lost closes, another holder can take the lock, the old Release
-// reports [billing.ErrLeaseLost]); and that a cancelled context fails Lock
-// and Release without side effects.
+// reports [billing.ErrLeaseLost]), also by a fresh Locker that never saw
+// it held (within lostWait of real time after WaitLease); that a lease
+// whose Release failed is no longer renewed and runs out; that a lease's
+// Deadline is ahead while it is held and has passed once it is lost; and
+// that a cancelled context fails Lock and Release without side effects.
 func TestLocker(t *testing.T, newLocker func(t *testing.T) LockerHarness) {
 	t.Helper()
 	users := newUserSource()
@@ -78,6 +88,7 @@ func TestLocker(t *testing.T, newLocker func(t *testing.T) LockerHarness) {
 			t.Errorf("UserID() = %q, want %q", got, u)
 		}
 		requireNotLost(t, lease)
+		requireDeadlineAhead(t, lease)
 		mustRelease(t, lease)
 		mustRelease(t, lease) // idempotent
 		requireNotLost(t, lease)
@@ -148,10 +159,15 @@ func TestLocker(t *testing.T, newLocker func(t *testing.T) LockerHarness) {
 		u := users.next()
 		lease := mustLock(t, h.Locker, u)
 		requireLocked(t, h.Locker, u)
+		first := lease.Deadline()
 		h.WaitLease()
 		requireLocked(t, h.Locker, u)
 		requireLocked(t, h.Stalled, u)
 		requireNotLost(t, lease)
+		requireDeadlineAhead(t, lease)
+		if d := lease.Deadline(); !d.After(first) {
+			t.Errorf("Deadline of a renewed lease did not move forward: %v, then %v", first, d)
+		}
 		mustRelease(t, lease)
 	})
 
@@ -184,12 +200,57 @@ func TestLocker(t *testing.T, newLocker func(t *testing.T) LockerHarness) {
 		h := setup(t)
 		u := users.next()
 		stalled := mustLock(t, h.Stalled, u)
+		requireDeadlineAhead(t, stalled)
 		h.WaitLease()
 		requireLost(t, stalled)
+		if d := stalled.Deadline(); time.Now().Before(d) {
+			t.Errorf("Deadline %v of a lost lease is still ahead", d)
+		}
 		if err := stalled.Release(t.Context()); !errors.Is(err, billing.ErrLeaseLost) {
 			t.Errorf("Release of the expired lease = %v, want ErrLeaseLost", err)
 		}
 		mustRelease(t, mustLock(t, h.Locker, u))
+	})
+
+	t.Run("StalledLeaseIsTakenOverByFreshLocker", func(t *testing.T) {
+		h := setup(t)
+		if h.Fresh == nil {
+			t.Skip("billingtest.TestLocker: the harness has no Fresh")
+		}
+		u := users.next()
+		stalled := mustLock(t, h.Stalled, u)
+		requireLocked(t, h.Fresh(t), u) // not yet expired
+		h.WaitLease()
+		taker := lockSoon(t, func() billing.Locker { return h.Fresh(t) }, u, "a fresh locker, after the stalled lease's duration passed")
+		requireLost(t, stalled)
+		if err := stalled.Release(t.Context()); !errors.Is(err, billing.ErrLeaseLost) {
+			t.Errorf("Release of the lost lease = %v, want ErrLeaseLost", err)
+		}
+		requireLocked(t, h.Fresh(t), u)
+		mustRelease(t, taker)
+	})
+
+	t.Run("FailedReleaseRunsOut", func(t *testing.T) {
+		h := setup(t)
+		u := users.next()
+		held := mustLock(t, h.Locker, u)
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if err := held.Release(ctx); err == nil {
+			t.Fatal("Release with a cancelled context succeeded")
+		}
+		h.WaitLease()
+		requireLost(t, held)
+		locker := func() billing.Locker { return h.Locker }
+		if h.Fresh != nil {
+			locker = func() billing.Locker { return h.Fresh(t) }
+		}
+		next := lockSoon(t, locker, u, "after a failed Release and the lease duration")
+		if err := held.Release(t.Context()); !errors.Is(err, billing.ErrLeaseLost) {
+			t.Errorf("retried Release of the lease that ran out = %v, want ErrLeaseLost", err)
+		}
+		requireNotLost(t, next)
+		mustRelease(t, next)
 	})
 
 	t.Run("CanceledContext", func(t *testing.T) {
@@ -256,6 +317,25 @@ func raceFor(t *testing.T, l billing.Locker, u, what string) billing.Lease {
 	return winners[0]
 }
 
+// lockSoon calls Lock of u on a locker from newLocker until it succeeds,
+// failing the test on an error other than ErrAlreadyLocked or when lostWait
+// passes first. what says when, for messages.
+func lockSoon(t *testing.T, newLocker func() billing.Locker, u, what string) billing.Lease {
+	t.Helper()
+	for end := time.Now().Add(lostWait); ; {
+		lease, err := newLocker().Lock(t.Context(), u)
+		switch {
+		case err == nil:
+			return lease
+		case !errors.Is(err, billing.ErrAlreadyLocked):
+			t.Fatalf("Lock(%q) by %s: %v", u, what, err)
+		case time.Now().After(end):
+			t.Fatalf("Lock(%q) by %s: still %v after %v", u, what, err, lostWait)
+		}
+		time.Sleep(lostWait / 200)
+	}
+}
+
 func mustLock(t *testing.T, l billing.Locker, u string) billing.Lease {
 	t.Helper()
 	lease, err := l.Lock(t.Context(), u)
@@ -291,6 +371,13 @@ func requireNotLost(t *testing.T, lease billing.Lease) {
 	case <-lease.Lost():
 		t.Fatalf("lease of %q reports Lost, want held", lease.UserID())
 	default:
+	}
+}
+
+func requireDeadlineAhead(t *testing.T, lease billing.Lease) {
+	t.Helper()
+	if d := lease.Deadline(); !d.After(time.Now()) {
+		t.Fatalf("Deadline %v of the held lease of %q has passed", d, lease.UserID())
 	}
 }
 

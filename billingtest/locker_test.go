@@ -19,6 +19,7 @@ func TestLockerSuite(t *testing.T) {
 		return billingtest.LockerHarness{
 			Locker:    l,
 			Stalled:   stallingLocker{l},
+			Fresh:     func(*testing.T) billing.Locker { return l }, // the store is the Locker
 			WaitLease: func() { clock.Advance(memLease) },
 		}
 	})
@@ -47,8 +48,15 @@ func TestLockerStopHeartbeat(t *testing.T) {
 	if !l.Locked("u1") {
 		t.Fatal("a heartbeating lease expired")
 	}
+	if d := time.Until(lease.Deadline()); d <= memLease-time.Second || d > memLease {
+		t.Errorf("Deadline of a heartbeating lease is %v from now, want one lease duration (%v)", d, memLease)
+	}
 	l.StopHeartbeat(lease)
-	clock.Advance(memLease - time.Nanosecond)
+	clock.Advance(memLease / 2)
+	if d := time.Until(lease.Deadline()); d <= memLease/2-time.Second || d > memLease/2 {
+		t.Errorf("Deadline of a stopped lease half expired on the clock is %v from now, want %v", d, memLease/2)
+	}
+	clock.Advance(memLease/2 - time.Nanosecond)
 	if !l.Locked("u1") {
 		t.Fatal("a stopped lease expired before its lease duration")
 	}
@@ -65,6 +73,9 @@ func TestLockerStopHeartbeat(t *testing.T) {
 	}
 	if l.Locked("u1") {
 		t.Error("Locked reports an expired lease")
+	}
+	if d := lease.Deadline(); time.Now().Before(d) {
+		t.Errorf("Deadline %v of a lost lease is ahead", d)
 	}
 	if err := lease.Release(t.Context()); !errors.Is(err, billing.ErrLeaseLost) {
 		t.Errorf("Release = %v, want ErrLeaseLost", err)
