@@ -28,10 +28,8 @@ func checkLease(ctx context.Context) error {
 		return fmt.Errorf("billing: lock of %s: %w", l.UserID(), ErrLeaseLost)
 	default:
 	}
-	if d, ok := l.(interface{ Deadline() time.Time }); ok {
-		if dl := d.Deadline(); !dl.IsZero() && time.Now().After(dl) {
-			return fmt.Errorf("billing: lock of %s: past its local deadline: %w", l.UserID(), ErrLeaseLost)
-		}
+	if dl := l.Deadline(); !dl.IsZero() && time.Now().After(dl) {
+		return fmt.Errorf("billing: lock of %s: past its local deadline %v: %w", l.UserID(), dl.Format(time.RFC3339Nano), ErrLeaseLost)
 	}
 	return nil
 }
