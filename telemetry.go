@@ -294,7 +294,7 @@ func (o *recordObs) outcome() string {
 		return outcomePending
 	case r.Declined > 0:
 		return outcomeDeclined
-	case r.Stale > 0:
+	case r.Stale > 0, r.ACHOverdue > 0:
 		return outcomeStale
 	case r.Advanced > 0:
 		return outcomeAdvanced
@@ -317,6 +317,7 @@ func (r *Report) add(o *Report) {
 	r.Unknown += o.Unknown
 	r.Advanced += o.Advanced
 	r.Stale += o.Stale
+	r.ACHOverdue += o.ACHOverdue
 	r.SkippedLocked += o.SkippedLocked
 	r.NotEligible += o.NotEligible
 	r.Conflicts += o.Conflicts

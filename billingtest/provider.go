@@ -270,8 +270,9 @@ func (p *Provider) SetUnreachable(down bool) {
 
 // LookupPayment implements [billing.PaymentLookup] when
 // [ProviderOptions.Lookup] is set: the answer first given to the key, from
-// a ledger that outlives the replay window, or found=false when the key
-// was never answered. Lookups are recorded in [Provider.Lookups].
+// a ledger that outlives the replay window (a pending ACH debit that was
+// settled or returned since reads as succeeded or declined), or
+// found=false when the key was never answered. Lookups are recorded in [Provider.Lookups].
 func (p *Provider) LookupPayment(ctx context.Context, req billing.PaymentRequest) (billing.PaymentResult, bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -285,7 +286,18 @@ func (p *Provider) LookupPayment(ctx context.Context, req billing.PaymentRequest
 		return billing.PaymentResult{}, false, ErrTimeout
 	}
 	a, ok := p.ledger[req.IdempotencyKey]
-	return a.result, ok, nil
+	res := a.result
+	for _, c := range p.charges {
+		// An ACH debit's answer changes when it settles or comes back.
+		switch {
+		case c.Key != req.IdempotencyKey || c.Outcome != billing.OutcomePending:
+		case c.Settled:
+			res.Outcome = billing.OutcomeSucceeded
+		case c.Returned:
+			res.Outcome, res.DeclineReason = billing.OutcomeDeclined, "ACH returned"
+		}
+	}
+	return res, ok, nil
 }
 
 // Lookups returns the number of LookupPayment calls.
