@@ -23,6 +23,7 @@ const (
 	CodeNotCollectible    = "not_collectible"         // 409: the record's status does not allow the action (billing.ErrNotCollectible)
 	CodeIllegalTransition = "illegal_transition"      // 409: the transition table forbids it (billing.ErrIllegalTransition)
 	CodeTooLarge          = "body_too_large"          // 413: the body is over Config.MaxBodyBytes
+	CodeDateOutOfOrder    = "date_out_of_order"       // 422: a new billing date onto or across another period (billing.ErrDateMove)
 	CodeInternal          = "internal"                // 500: anything else; details are logged, never sent
 	CodeOutcomeUnknown    = "payment_outcome_unknown" // 502: the processor did not answer a repayment
 )
@@ -76,6 +77,10 @@ func classify(err error) *apiError {
 		return internal(err)
 	case errors.Is(err, billing.ErrNotFound):
 		return &apiError{status: http.StatusNotFound, code: CodeNotFound, message: "not found", cause: err}
+	case errors.Is(err, billing.ErrDateMove):
+		// Before the conflict cases: retrying cannot help, the date must change.
+		return &apiError{status: http.StatusUnprocessableEntity, code: CodeDateOutOfOrder, field: "billing_date",
+			message: "the new billing date is on or across another billing period of the user", cause: err}
 	case errors.Is(err, billing.ErrAlreadyLocked):
 		return &apiError{status: http.StatusConflict, code: CodeLocked, message: "the user's billing is busy with another operation; retry later", cause: err}
 	case errors.Is(err, billing.ErrNotCollectible):
