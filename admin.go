@@ -85,8 +85,15 @@ func (c *Collector) Cancel(ctx context.Context, subscriptionID string) (Change, 
 	})
 }
 
-// Pause pauses a SCHEDULED record for months billing periods (PAUSED), or
-// changes the months of a PAUSED one. The pause run advances it.
+// Pause pauses a SCHEDULED record for months months (PAUSED), or changes
+// the months of a PAUSED one. The pause run advances it.
+//
+// A pause counts calendar months on every term: the record's billing date
+// is skipped and the subscription is charged again months months after it
+// ([PauseResumeDate]), for a yearly plan too, which is then billed yearly
+// from that date. The pause run skips one month at a time: each skipped
+// PAUSED record opens the next one a month later with one month fewer,
+// and the last opens the SCHEDULED record (pause-resume).
 func (c *Collector) Pause(ctx context.Context, subscriptionID string, months int) (Change, error) {
 	return c.admin(ctx, "pause", subscriptionID, func(cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
 		if months < 1 || months > 120 {
