@@ -77,10 +77,6 @@ func classify(err error) *apiError {
 		return internal(err)
 	case errors.Is(err, billing.ErrNotFound):
 		return &apiError{status: http.StatusNotFound, code: CodeNotFound, message: "not found", cause: err}
-	case errors.Is(err, billing.ErrDateMove):
-		// Before the conflict cases: retrying cannot help, the date must change.
-		return &apiError{status: http.StatusUnprocessableEntity, code: CodeDateOutOfOrder, field: "billing_date",
-			message: "the new billing date is on or across another billing period of the user", cause: err}
 	case errors.Is(err, billing.ErrAlreadyLocked):
 		return &apiError{status: http.StatusConflict, code: CodeLocked, message: "the user's billing is busy with another operation; retry later", cause: err}
 	case errors.Is(err, billing.ErrNotCollectible):
@@ -91,6 +87,11 @@ func classify(err error) *apiError {
 		return &apiError{status: http.StatusConflict, code: CodeAlreadyExists, message: "a record with this billing date already exists", cause: err}
 	case errors.Is(err, billing.ErrConflict):
 		return &apiError{status: http.StatusConflict, code: CodeConflict, message: "the subscription changed meanwhile; reload and retry", cause: err}
+	case errors.Is(err, billing.ErrDateMove):
+		// Before the input errors (it matches billing.ErrInvalidDate too):
+		// retrying cannot help, the date must change.
+		return &apiError{status: http.StatusUnprocessableEntity, code: CodeDateOutOfOrder, field: "billing_date",
+			message: "the new billing date is on or across another billing period of the user", cause: err}
 	case isFE:
 		return &apiError{status: http.StatusBadRequest, code: CodeInvalidRequest, field: fe.Field, message: "invalid " + fe.Field, cause: err}
 	case errors.Is(err, billing.ErrInvalidQuery), errors.Is(err, billing.ErrInvalidDate),
