@@ -120,8 +120,9 @@ type Accounts interface {
 	MonthlyGrant(ctx context.Context, userID string, tier Tier, period, eventID string) (MonthlyGrantResult, error)
 
 	// ApplyProviderEvent mirrors a processor event into the subscription
-	// record unless the record already reflects this or a newer event;
-	// applied reports whether it wrote.
+	// record unless the record already reflects this or a newer event, in
+	// the order of [ProviderEvent.NewerThan] (a deletion is final over an
+	// update of the same instant); applied reports whether it wrote.
 	ApplyProviderEvent(ctx context.Context, ev ProviderEvent) (applied bool, err error)
 	// GetProviderSubscription returns one subscription or [ErrNotFound].
 	GetProviderSubscription(ctx context.Context, userID, subscriptionID string) (ProviderSubscription, error)

@@ -2,6 +2,7 @@ package billing
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -89,8 +90,15 @@ func (c *Collector) Cancel(ctx context.Context, subscriptionID string) (Change, 
 	})
 }
 
-// Pause pauses a SCHEDULED record for months billing periods (PAUSED), or
-// changes the months of a PAUSED one. The pause run advances it.
+// Pause pauses a SCHEDULED record for months months (PAUSED), or changes
+// the months of a PAUSED one. The pause run advances it.
+//
+// A pause counts calendar months on every term: the record's billing date
+// is skipped and the subscription is charged again months months after it
+// ([PauseResumeDate]), for a yearly plan too, which is then billed yearly
+// from that date. The pause run skips one month at a time: each skipped
+// PAUSED record opens the next one a month later with one month fewer,
+// and the last opens the SCHEDULED record (pause-resume).
 func (c *Collector) Pause(ctx context.Context, subscriptionID string, months int) (Change, error) {
 	return c.admin(ctx, "pause", subscriptionID, func(cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
 		if months < 1 || months > 120 {
@@ -124,6 +132,23 @@ func (c *Collector) Resume(ctx context.Context, subscriptionID string) (Change, 
 // billing date (delete + put + history in one transaction). The new date's
 // day becomes the anchor day; a Friday-billing record takes the Friday week
 // of the new date.
+//
+// A move keeps the record's place among the user's periods, because the
+// collector opens a user's next period only from the latest record:
+//
+//   - the new date must be before every later open (SCHEDULED, ERROR,
+//     ACHSENT or PAUSED) record of the user: a move onto or past the next
+//     period would leave two open periods in the wrong order and no period
+//     after them;
+//   - the new date must be after every earlier record of the user, whatever
+//     its status: a record moved onto or before its previous period would
+//     no longer be the latest, and collecting it would open nothing;
+//   - the new date must not be the date of any other record of the user.
+//
+// Such a move is refused with a [*DateMoveError] (matching [ErrDateMove]
+// and [ErrInvalidDate], never [ErrConflict]): retrying cannot help, the
+// date must change. Moving a record past later records that are all
+// terminal (cancelled, completed, ...) is allowed: it stays the latest.
 func (c *Collector) ChangeBillingDate(ctx context.Context, subscriptionID string, date time.Time) (Change, error) {
 	return c.admin(ctx, "change billing date", subscriptionID, func(cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
 		if err := requireStatus(cur, StatusScheduled, StatusError, StatusPaused); err != nil {
@@ -133,6 +158,15 @@ func (c *Collector) ChangeBillingDate(ctx context.Context, subscriptionID string
 			return nil, fmt.Errorf("%w: zero billing date", ErrInvalidDate)
 		}
 		d := date.UTC().Truncate(time.Second)
+		// Read under the user's lock; the write's condition on cur stays
+		// the fence against anything this read could miss.
+		recs, err := c.cfg.Repository.ListByUser(ctx, cur.UserID)
+		if err != nil {
+			return nil, fmt.Errorf("list the records of user %s: %w", cur.UserID, err)
+		}
+		if err := checkDateMove(cur, d, recs); err != nil {
+			return nil, err
+		}
 		next.BillingDate, next.BillingPeriod, next.AnchorDay = d, BillingPeriod(d), d.Day()
 		if cur.BillingWeek != 0 {
 			if w := FridayWeek(d); w != 0 {
@@ -141,6 +175,73 @@ func (c *Collector) ChangeBillingDate(ctx context.Context, subscriptionID string
 		}
 		return nil, nil
 	})
+}
+
+// ErrDateMove reports a billing date move that would take a record onto or
+// across another period of its user (see [Collector.ChangeBillingDate]).
+// The error is a [*DateMoveError].
+var ErrDateMove = errors.New("billing: billing date move out of order")
+
+// DateMoveError reports a refused [Collector.ChangeBillingDate]: the
+// requested date is on or past a later open period of the user, or on or
+// before an earlier period. It matches [ErrDateMove] and [ErrInvalidDate].
+type DateMoveError struct {
+	// SubscriptionID is the record that was to move.
+	SubscriptionID string
+	// Date is the requested billing date.
+	Date time.Time
+	// PeriodID and PeriodDate identify the user's record in the way, and
+	// PeriodStatus is its status.
+	PeriodID     string
+	PeriodDate   time.Time
+	PeriodStatus Status
+	// Later is set when that record is later than the moving one (an open
+	// period the move would reach or pass, or any record on the requested
+	// date), unset when it is an earlier period (the move would reach or
+	// precede it).
+	Later bool
+}
+
+// Error implements error.
+func (e *DateMoveError) Error() string {
+	rel, side := "on or before the earlier period", "after"
+	if e.Later {
+		rel, side = "on or past the later period", "before"
+	}
+	return fmt.Sprintf("%s: %s to %s is %s %s (%s, %s); the new date must be %s it",
+		ErrDateMove, e.SubscriptionID, e.Date.UTC().Format(time.RFC3339), rel,
+		e.PeriodID, e.PeriodDate.UTC().Format(time.RFC3339), e.PeriodStatus, side)
+}
+
+// Unwrap returns ErrDateMove and ErrInvalidDate.
+func (e *DateMoveError) Unwrap() []error { return []error{ErrDateMove, ErrInvalidDate} }
+
+// checkDateMove refuses moving cur to d when d is on or past a later open
+// record of recs, on another later record, or on or before an earlier
+// record. recs are the user's records ascending by billing date.
+func checkDateMove(cur *Subscription, d time.Time, recs []Subscription) error {
+	var prev *Subscription
+	for i := range recs {
+		r := &recs[i]
+		switch {
+		case r.SubscriptionID == cur.SubscriptionID:
+		case r.BillingDate.After(cur.BillingDate):
+			if !d.Before(r.BillingDate) && (!r.Status.IsTerminal() || d.Equal(r.BillingDate)) {
+				return newDateMoveError(cur, d, r, true) // the nearest such record: recs ascend
+			}
+		default:
+			prev = r // the last earlier record is the nearest
+		}
+	}
+	if prev != nil && !d.After(prev.BillingDate) {
+		return newDateMoveError(cur, d, prev, false)
+	}
+	return nil
+}
+
+func newDateMoveError(cur *Subscription, d time.Time, r *Subscription, later bool) *DateMoveError {
+	return &DateMoveError{SubscriptionID: cur.SubscriptionID, Date: d, PeriodID: r.SubscriptionID,
+		PeriodDate: r.BillingDate, PeriodStatus: r.Status, Later: later}
 }
 
 // ChangeTier changes the tier and amount of a SCHEDULED record. An upgrade

@@ -181,6 +181,18 @@ func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Subscript
 	return f, nil
 }
 
+// pauseMonthAfter dates following, the period nextPeriod opened after the
+// PAUSED record cur, one month after cur whatever the term: a pause counts
+// months. For a monthly term this is the date nextPeriod gave.
+func pauseMonthAfter(cur, following *Subscription) error {
+	date, err := PauseResumeDate(cur.BillingDate, cur.Schedule(), 1)
+	if err != nil {
+		return fmt.Errorf("month after the pause of %s: %w", cur.SubscriptionID, err)
+	}
+	following.BillingDate, following.BillingPeriod = date, BillingPeriod(date)
+	return nil
+}
+
 // markStale moves a record too old to collect to STALE. A record that was
 // never attempted also opens the next period, so the subscription goes on.
 func (c *Collector) markStale(ctx context.Context, proc Process, cur *Subscription, now time.Time, rep *Report) error {
@@ -214,6 +226,13 @@ func (c *Collector) markStale(ctx context.Context, proc Process, cur *Subscripti
 // advancePause moves a PAUSED record past due to PAUSED_SKIPPED and opens
 // the next period: PAUSED with one month fewer, or SCHEDULED (pause-resume)
 // when the pause is over.
+//
+// A pause counts calendar months on every term, so each PAUSED record
+// stands for one month: the record opened after it is one month later
+// (anchor day and Friday week kept), for a yearly plan too. A yearly plan
+// paused for N months on billing date D thus goes through PAUSED records
+// on D, D+1, …, D+N-1 months and is charged again on D+N months (see
+// [PauseResumeDate]); its yearly schedule goes on from that date.
 func (c *Collector) advancePause(ctx context.Context, cur *Subscription, rep *Report) error {
 	now := c.cfg.Clock.Now()
 	if c.PlanRecord(RunPause, cur, now).Action != PlanAdvancePause {
@@ -231,6 +250,9 @@ func (c *Collector) advancePause(ctx context.Context, cur *Subscription, rep *Re
 		return err
 	}
 	if following != nil {
+		if err := pauseMonthAfter(cur, following); err != nil {
+			return err
+		}
 		following.LastRunDate = next.LastRunDate.Add(time.Nanosecond)
 		following.CreatedDate = following.LastRunDate
 		if left := cur.PauseDurationMonths - 1; left > 0 {

@@ -73,7 +73,8 @@ type ProviderEvent struct {
 	// EventID is the processor's event ID ("evt_…"). Required.
 	EventID string
 	// Created is when the processor created the event; events apply in
-	// this order, ties broken by EventID. Required.
+	// this order (see [ProviderEvent.NewerThan] for events of the same
+	// instant). Required.
 	Created time.Time
 	// UserID is the account the subscription belongs to. Required.
 	UserID string
@@ -145,10 +146,26 @@ func (ev ProviderEvent) Normalize() (ProviderEvent, error) {
 	return ev, nil
 }
 
-// NewerThan reports whether ev orders after the last event applied to s:
-// s has no last event (never written by an event), or ev was created
-// later, or at the same instant with a greater EventID. This is the order
-// in which [Accounts.ApplyProviderEvent] applies events.
+// NewerThan reports whether ev orders after the last event applied to s.
+// Events apply in the order of their Created time. A processor stamps
+// events in whole seconds, so events of one change (a deletion and the
+// update before it) often share an instant; among those, the event that
+// ends more of the subscription orders last, so a deletion or
+// cancellation is final over an update of the same instant whatever the
+// delivery order:
+//
+//  1. an incomplete subscription (only ever its first state);
+//  2. any other update (active, trialing, past_due, ...);
+//  3. an update that sets CancelAtPeriodEnd;
+//  4. a cancellation or deletion (status canceled or incomplete_expired).
+//
+// Events of the same instant and rank are ordered by EventID, so the
+// order is total and every store picks the same winner. The rank of the
+// last event applied is that of s's Status and CancelAtPeriodEnd, which
+// the event wrote. ev is newer when s has no last event (never written by
+// an event), when ev was created later, or when it was created at the
+// same instant and orders after by rank, then EventID. A replay of the
+// last event (same instant, rank and ID) is not newer.
 func (ev ProviderEvent) NewerThan(s ProviderSubscription) bool {
 	if s.LastEventAt.IsZero() {
 		return true
@@ -156,7 +173,63 @@ func (ev ProviderEvent) NewerThan(s ProviderSubscription) bool {
 	if !ev.Created.Equal(s.LastEventAt) {
 		return ev.Created.After(s.LastEventAt)
 	}
+	if r, last := providerRank(ev.Status, ev.CancelAtPeriodEnd), providerRank(s.Status, s.CancelAtPeriodEnd); r != last {
+		return r > last
+	}
 	return ev.EventID > s.LastEventID
+}
+
+// providerRank orders the states events of the same instant carry (see
+// [ProviderEvent.NewerThan]): 3 ended, 2 cancelling at the period end, 1
+// any other, 0 incomplete.
+func providerRank(st ProviderStatus, cancelAtPeriodEnd bool) int {
+	switch {
+	case st == ProviderCanceled || st == ProviderIncompleteExpired:
+		return 3
+	case cancelAtPeriodEnd:
+		return 2
+	case st == ProviderIncomplete:
+		return 0
+	}
+	return 1
+}
+
+// sameInstantCondition is the condition expression under which an event of
+// the given rank, created at the instant of the stored last event, orders
+// after it (the order of [ProviderEvent.NewerThan]): the stored status and
+// cancelAtPeriodEnd, written by the last event, rank lower, or rank the
+// same and the stored lastEventId is smaller. It adds the values it uses.
+func sameInstantCondition(rank int, values map[string]types.AttributeValue) string {
+	const (
+		ended    = "#st IN (:ended, :expired)"
+		notEnded = "NOT (" + ended + ")"
+		notCape  = "NOT (#cape = :true)" // also true when the attribute is absent
+	)
+	var lower, same string
+	switch rank {
+	case 3:
+		lower, same = notEnded, ended
+	case 2:
+		lower, same = notEnded+" AND "+notCape, notEnded+" AND #cape = :true"
+	case 1:
+		lower, same = "#st = :incomplete AND "+notCape, "NOT (#st IN (:ended, :expired, :incomplete)) AND "+notCape
+	default:
+		same = "#st = :incomplete AND " + notCape
+	}
+	// No parentheses around the whole: DynamoDB refuses redundant ones.
+	cond := same + " AND #lei < :lei"
+	if lower != "" {
+		cond = "(" + lower + ") OR (" + cond + ")"
+	}
+	for k, v := range map[string]types.AttributeValue{
+		":ended": attrS(string(ProviderCanceled)), ":expired": attrS(string(ProviderIncompleteExpired)),
+		":incomplete": attrS(string(ProviderIncomplete)), ":true": attrBool(true),
+	} {
+		if strings.Contains(cond, k) {
+			values[k] = v
+		}
+	}
+	return cond
 }
 
 // ProviderSubscription is the mirror of a processor's subscription: the
@@ -246,11 +319,15 @@ func (c SingleTableConfig) DecodeProviderSubscription(item map[string]types.Attr
 // ApplyProviderEvent implements [Accounts.ApplyProviderEvent] with one
 // conditional UpdateItem. The write happens only if the record does not
 // exist, was never written by an event (no lastEventAt), or its last event
-// orders before ev (see [ProviderEvent.NewerThan]); so an older event never overwrites a
-// newer one and a replayed event changes nothing: both return applied
+// orders before ev (see [ProviderEvent.NewerThan]); so an older event never
+// overwrites a newer one, a deletion is not undone by an update of the same
+// instant, and a replayed event changes nothing: those return applied
 // false and no error. Attributes the library does not own (provider) and
 // createdAt are kept. lastEventAt is written with a fixed nine-digit
-// fraction so that string order in the condition is time order.
+// fraction so that string order in the condition is time order; at the
+// same instant the condition ranks the stored status and cancelAtPeriodEnd
+// (the last event's), so items written before the rank existed need no
+// new attribute.
 func (a *DynamoAccounts) ApplyProviderEvent(ctx context.Context, ev ProviderEvent) (bool, error) {
 	n, err := ev.Normalize()
 	if err != nil {
@@ -289,11 +366,13 @@ func (a *DynamoAccounts) ApplyProviderEvent(ctx context.Context, ev ProviderEven
 	if len(remove) > 0 {
 		set += " REMOVE " + strings.Join(remove, ", ")
 	}
+	cond := "attribute_not_exists(#pk) OR attribute_not_exists(#lea) OR #lea < :lea OR (#lea = :lea AND (" +
+		sameInstantCondition(providerRank(ev.Status, ev.CancelAtPeriodEnd), values) + "))"
 	_, err = a.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &a.cfg.Table.Table,
 		Key:                       a.key(ev.UserID, sk),
 		UpdateExpression:          aws.String(set),
-		ConditionExpression:       aws.String("attribute_not_exists(#pk) OR attribute_not_exists(#lea) OR #lea < :lea OR (#lea = :lea AND #lei < :lei)"),
+		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 	})

@@ -128,12 +128,12 @@ func TestProviderEventReplay(t *testing.T) {
 		if got := provGet(t, e, "sub_1"); !reflect.DeepEqual(got, first) {
 			t.Fatalf("a replay changed the record:\n%+v\n%+v", got, first)
 		}
-		// Ties on Created are broken by event ID.
-		tie := provEvent("evt_4", 0, billing.ProviderCanceled)
+		// Ties on Created and rank are broken by event ID.
+		tie := provEvent("evt_4", 0, billing.ProviderPastDue)
 		provApply(t, e, tie, false)
 		tie.EventID = "evt_6"
 		provApply(t, e, tie, true)
-		if got := provGet(t, e, "sub_1"); got.Status != billing.ProviderCanceled || got.LastEventID != "evt_6" {
+		if got := provGet(t, e, "sub_1"); got.Status != billing.ProviderPastDue || got.LastEventID != "evt_6" {
 			t.Fatalf("after the tie: %+v", got)
 		}
 	})

@@ -143,6 +143,28 @@ func AddBillingPeriods(start time.Time, s Schedule, n int) (time.Time, error) {
 		start.Hour(), start.Minute(), start.Second(), start.Nanosecond(), time.UTC), nil
 }
 
+// PauseResumeDate returns the billing date on which a subscription paused
+// on its billing date paused for the given number of months is charged
+// again: that many calendar months later on every term, so a yearly plan
+// paused for two months resumes two months after paused (and is billed
+// yearly from the resume date). The day follows s as in
+// [AddBillingPeriods]: min(anchor, days in the month), or the n-th Friday
+// for a Friday-billing schedule; the time of day is kept.
+//
+// months must be at least 1 (an error wrapping [ErrInvalidQuery]
+// otherwise); the other errors are those of [AddBillingPeriods], including
+// [ErrInvalidTerm] for an unknown term.
+func PauseResumeDate(paused time.Time, s Schedule, months int) (time.Time, error) {
+	if _, err := s.validate(); err != nil {
+		return time.Time{}, err
+	}
+	if months < 1 {
+		return time.Time{}, fmt.Errorf("%w: pause of %d months", ErrInvalidQuery, months)
+	}
+	s.Term = TermMonthly
+	return AddBillingPeriods(paused, s, months)
+}
+
 // NthFriday returns the n-th Friday of the given month at midnight UTC.
 // When the month has fewer than n Fridays (n is 5 in a month with four) it
 // returns the month's last Friday; n below 1 is treated as 1. year and month

@@ -60,6 +60,8 @@
 //	409 already_exists    billing.ErrAlreadyExists, e.g. a new billing date that another record has
 //	409 conflict          billing.ErrConflict: the record changed meanwhile
 //	413 body_too_large    the body is over Config.MaxBodyBytes
+//	422 date_out_of_order billing.ErrDateMove: a new billing date on or past the user's next
+//	                      open period, or on or before the previous one (field billing_date)
 //	500 internal          anything else, including stored items that do not decode
 //	502 payment_outcome_unknown  billing.ErrAttemptInFlight: a payment attempt has no known
 //	                      outcome (the processor did not answer a repayment, or an

@@ -23,6 +23,7 @@ const (
 	CodeNotCollectible    = "not_collectible"         // 409: the record's status does not allow the action (billing.ErrNotCollectible)
 	CodeIllegalTransition = "illegal_transition"      // 409: the transition table forbids it (billing.ErrIllegalTransition)
 	CodeTooLarge          = "body_too_large"          // 413: the body is over Config.MaxBodyBytes
+	CodeDateOutOfOrder    = "date_out_of_order"       // 422: a new billing date onto or across another period (billing.ErrDateMove)
 	CodeInternal          = "internal"                // 500: anything else; details are logged, never sent
 	CodeOutcomeUnknown    = "payment_outcome_unknown" // 502: an attempt's outcome is unknown (billing.ErrAttemptInFlight)
 )
@@ -89,6 +90,11 @@ func classify(err error) *apiError {
 		return &apiError{status: http.StatusConflict, code: CodeAlreadyExists, message: "a record with this billing date already exists", cause: err}
 	case errors.Is(err, billing.ErrConflict):
 		return &apiError{status: http.StatusConflict, code: CodeConflict, message: "the subscription changed meanwhile; reload and retry", cause: err}
+	case errors.Is(err, billing.ErrDateMove):
+		// Before the input errors (it matches billing.ErrInvalidDate too):
+		// retrying cannot help, the date must change.
+		return &apiError{status: http.StatusUnprocessableEntity, code: CodeDateOutOfOrder, field: "billing_date",
+			message: "the new billing date is on or across another billing period of the user", cause: err}
 	case isFE:
 		return &apiError{status: http.StatusBadRequest, code: CodeInvalidRequest, field: fe.Field, message: "invalid " + fe.Field, cause: err}
 	case errors.Is(err, billing.ErrInvalidQuery), errors.Is(err, billing.ErrInvalidDate),

@@ -151,8 +151,8 @@ type PayJSON struct {
 // Request bodies. Unknown fields, trailing data and bodies over
 // Config.MaxBodyBytes are refused.
 type (
-	// PauseRequest is the body of POST …/pause: the number of billing
-	// periods to pause, 1 to 120.
+	// PauseRequest is the body of POST …/pause: the number of months to
+	// pause, 1 to 120, on every term.
 	PauseRequest struct {
 		Months *int `json:"months"`
 	}

@@ -44,9 +44,10 @@ The subscription ends: no next period is opened.` + adminDoc,
 var pauseCmd = &command{
 	name:     "pause",
 	synopsis: "SUBSCRIPTION_ID --months N",
-	doc: `pause a SCHEDULED record, or change a pause, for N periods
-The record becomes PAUSED for N billing periods (1 to 120); the pause run
-skips them one by one and then resumes the subscription.` + adminDoc,
+	doc: `pause a SCHEDULED record, or change a pause, for N months
+The record becomes PAUSED for N months (1 to 120), on monthly and yearly
+plans alike; the pause run skips them a month at a time and then resumes
+the subscription N months after the paused billing date.` + adminDoc,
 	run: runPause,
 }
 
@@ -124,7 +125,7 @@ var (
 
 func runPause(a *app, c *command, args []string) error {
 	fs := a.newFlags(c)
-	months := fs.Int("months", 0, "pause for this many billing `periods`, 1 to 120 (required)")
+	months := fs.Int("months", 0, "pause for this many `months`, 1 to 120, on every term (required)")
 	pos, err := a.parse(c, fs, args)
 	if err != nil {
 		return err

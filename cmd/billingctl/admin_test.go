@@ -179,7 +179,14 @@ func TestAdminErrors(t *testing.T) {
 	})
 	t.Run("change-date onto another record", func(t *testing.T) {
 		r := e.run("", "change-date", "x2", "--date", "2024-04-14T15:00:00Z", "--yes")
-		r.want(t, exitFail, "conflict: ")
+		r.want(t, exitFail, "billingctl: date out of order: ", "later period x3 (2024-04-14T15:00:00Z")
+		if s := e.get("x2"); s.BillingDate.Month() != time.March {
+			t.Errorf("record moved: %v", s.BillingDate)
+		}
+	})
+	t.Run("change-date past the next period", func(t *testing.T) {
+		r := e.run("", "change-date", "x2", "--date", "2024-05-01T15:00:00Z", "--yes")
+		r.want(t, exitFail, "billingctl: date out of order: ", "2024-05-01T15:00:00Z", "later period x3 (2024-04-14T15:00:00Z")
 		if s := e.get("x2"); s.BillingDate.Month() != time.March {
 			t.Errorf("record moved: %v", s.BillingDate)
 		}

@@ -297,6 +297,8 @@ func explain(err error) string {
 	case errors.Is(err, billing.ErrAlreadyLocked):
 		return "locked: the user's billing lock is held by another process (a run or another operator); " +
 			"nothing was changed, try again later: " + err.Error()
+	case errors.Is(err, billing.ErrDateMove):
+		return "date out of order: nothing was changed, choose a date between the user's neighbouring periods: " + err.Error()
 	case errors.Is(err, billing.ErrNotCollectible), billing.IsConflict(err):
 		return "conflict: " + err.Error()
 	case errors.As(err, &rnf):

@@ -18,7 +18,7 @@
 //	notify preview                     who the pre-billing notifier would message for a date
 //	waive SUBSCRIPTION_ID              forgive a SCHEDULED or ERROR record (WAIVED)
 //	cancel SUBSCRIPTION_ID             cancel a SCHEDULED, ERROR or PAUSED record (CANCELLED)
-//	pause SUBSCRIPTION_ID --months N   pause a SCHEDULED record, or change a pause, for N periods
+//	pause SUBSCRIPTION_ID --months N   pause a SCHEDULED record, or change a pause, for N months
 //	resume SUBSCRIPTION_ID             end the pause of a PAUSED record
 //	change-date SUBSCRIPTION_ID --date YYYY-MM-DD|RFC3339
 //	                                   move a record to another billing date

@@ -232,7 +232,7 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	runCLI(t, "", "--help").want(t, exitOK, "Commands:")
-	runCLI(t, "", "pause", "-h").want(t, exitOK, "--months periods")
+	runCLI(t, "", "pause", "-h").want(t, exitOK, "--months months")
 }
 
 // TestDocListsCommands keeps the package documentation's usage in step
