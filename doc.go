@@ -88,7 +88,9 @@
 // A [Locker] hands out per-user billing leases ([NewDynamoLocker] on
 // dynamolock). The lock keeps two processes from working on one user at
 // once; the conditional writes are what make that safe when a lease is
-// lost.
+// lost. Any instance takes over a lock whose holder stopped heartbeating
+// within two lease durations, and the collector checks its lease right
+// before each charge.
 //
 // # Collector
 //
@@ -99,6 +101,16 @@
 // ApplySettlement applies ACH settlement events; Waive, Cancel, Pause,
 // Resume, ChangeBillingDate, ChangeTier and Reactivate are the admin
 // changes. See ExampleCollector and examples/lambda.
+//
+// Before each charge the attempt is written on the record
+// ([Subscription.LastAttempt]); a record whose attempt has no recorded
+// outcome is in flight, and nothing closes or changes it before the
+// attempt is resolved by a replay of the same request or through the
+// optional [PaymentLookup] port: otherwise the operation fails with
+// [ErrAttemptInFlight]. A provider that forgets idempotency keys says so
+// with [ReplayWindow]. ACH debits not settled within
+// [Config.ACHSettlementDeadline] are resolved or given up on by the retry
+// run.
 //
 //	c, err := billing.NewCollector(billing.Config{Repository: repo, Locker: locker, Provider: processor})
 //	rep, err := c.Run(ctx, billing.RunRequest{Kind: billing.RunScheduled, Cursor: cursorFromQueue})

@@ -11,11 +11,12 @@ import (
 // txOp describes one action of a transaction for error translation: which
 // operation and key it belongs to, and what a failed condition means.
 type txOp struct {
-	key     string
-	reason  string // what a failed condition of this action means
-	exists  bool   // a failed condition means "already exists"
-	history bool   // the action is a history row put
-	taken   bool   // a failed condition means "the new key of a move is taken"
+	key      string
+	reason   string // what a failed condition of this action means
+	exists   bool   // a failed condition means "already exists"
+	history  bool   // the action is a history row put
+	taken    bool   // a failed condition means "the new key of a move is taken"
+	inFlight bool   // a failed condition means "the stored record is in flight"
 }
 
 // translateWrite turns DynamoDB's condition and transaction failures into
@@ -57,6 +58,9 @@ func conflictFor(op string, o txOp) error {
 	e := &ConflictError{Op: op, Key: o.key, Reason: o.reason, Err: ErrConflict, HistoryRow: o.history, Taken: o.taken}
 	if o.exists {
 		e.Err = ErrAlreadyExists
+	}
+	if o.inFlight {
+		e.Err = ErrAttemptInFlight
 	}
 	return e
 }

@@ -421,6 +421,13 @@ func fence(prev *Subscription) expression.ConditionBuilder {
 	return cond
 }
 
+// notInFlight is the condition that a stored record, if any, is not in
+// flight: it has no attempt number above its attempt count.
+func notInFlight() expression.ConditionBuilder {
+	num, cnt := expression.Name(AttrAttemptNumber), expression.Name(AttrAttempt)
+	return expression.AttributeNotExists(num).Or(expression.AttributeExists(cnt).And(num.LessThanEqual(cnt)))
+}
+
 // attemptAttrs are the attributes [Repository.SetAttempt] writes.
 var attemptAttrs = []string{AttrAttempt, AttrAttemptNumber, AttrAttemptKey, AttrAttemptAmount, AttrAttemptTier, AttrAttemptProcess, AttrAttemptStarted}
 
@@ -557,14 +564,27 @@ func (r *DynamoRepository) AdminUpdate(ctx context.Context, prev, next *Subscrip
 
 // AddAll implements [Repository.AddAll]: BatchWriteItem on both tables, a
 // record's primary item and history row in the same chunk (12 records, 24
-// requests per chunk).
+// requests per chunk). The keys are read first (BatchGetItem, consistent)
+// and a stored record in flight is not overwritten: it is named in the
+// [*BatchError], which wraps [ErrAttemptInFlight]. Batch writes cannot be
+// conditional, so a record that goes in flight between that read and the
+// write is still overwritten; the collector's outcome write then fails its
+// condition and emits [EventUnrecorded].
+
 func (r *DynamoRepository) AddAll(ctx context.Context, subs []Subscription) ([]Subscription, error) {
 	resolved, err := r.cfg.Collisions(subs)
 	if err != nil {
 		return nil, err
 	}
+	busy, err := r.inFlight(ctx, resolved)
+	if err != nil {
+		return resolved, &BatchError{Unwritten: keysOf(resolved), Err: err}
+	}
 	puts := make([]batchPut, 0, 2*len(resolved))
 	for i := range resolved {
+		if busy[i] {
+			continue
+		}
 		hist, err := EncodeHistoryItem(&resolved[i])
 		if err != nil {
 			return nil, err
@@ -576,6 +596,10 @@ func (r *DynamoRepository) AddAll(ctx context.Context, subs []Subscription) ([]S
 			batchPut{table: r.cfg.Tables.History, item: hist, record: i, key: k})
 	}
 	unwritten, lastErr := r.bw.write(ctx, puts, maxBatchWrite-1)
+	for i := range busy {
+		unwritten[i] = true
+		lastErr = errors.Join(lastErr, fmt.Errorf("%s: %w: not overwritten", resolved[i].Key(), ErrAttemptInFlight))
+	}
 	if len(unwritten) > 0 {
 		be := &BatchError{Err: lastErr}
 		for i := range resolved {
@@ -586,6 +610,65 @@ func (r *DynamoRepository) AddAll(ctx context.Context, subs []Subscription) ([]S
 		return resolved, be
 	}
 	return resolved, nil
+}
+
+// inFlight reads the stored records at the keys of recs and returns the
+// indexes of those in flight.
+func (r *DynamoRepository) inFlight(ctx context.Context, recs []Subscription) (map[int]bool, error) {
+	busy := map[int]bool{}
+	proj := expression.NamesList(expression.Name(AttrUserID), expression.Name(AttrBillingDate), expression.Name(AttrAttempt), expression.Name(AttrAttemptNumber))
+	expr, err := expression.NewBuilder().WithProjection(proj).Build()
+	if err != nil {
+		return nil, err
+	}
+	at := map[string]int{}
+	for start := 0; start < len(recs); start += maxBatchGet {
+		var keys []map[string]types.AttributeValue
+		for i := start; i < min(start+maxBatchGet, len(recs)); i++ {
+			at[keyString(recs[i].UserID, recs[i].BillingDateKey())] = i
+			keys = append(keys, map[string]types.AttributeValue{AttrUserID: attrS(recs[i].UserID), AttrBillingDate: attrS(recs[i].BillingDateKey())})
+		}
+		req := map[string]types.KeysAndAttributes{r.cfg.Tables.Subscriptions: {Keys: keys, ConsistentRead: aws.Bool(true),
+			ProjectionExpression: expr.Projection(), ExpressionAttributeNames: expr.Names()}}
+		for try := 0; len(req) > 0; try++ {
+			if try > r.bw.retries {
+				return nil, fmt.Errorf("billing: batch add: reading the stored records: keys still unprocessed after %d tries", try)
+			}
+			out, err := r.cfg.Client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return nil, fmt.Errorf("billing: batch add: reading the stored records: %w", err)
+			}
+			for _, item := range out.Responses[r.cfg.Tables.Subscriptions] {
+				var s Subscription
+				for name, p := range map[string]*int{AttrAttempt: &s.Attempt, AttrAttemptNumber: &s.LastAttempt.Number} {
+					if v, ok := item[name].(*types.AttributeValueMemberN); ok {
+						*p, _ = strconv.Atoi(v.Value)
+					}
+				}
+				if s.InFlight() {
+					busy[at[keyString(stringAttr(item[AttrUserID]), stringAttr(item[AttrBillingDate]))]] = true
+				}
+			}
+			req = out.UnprocessedKeys
+			if len(req) > 0 {
+				if err := r.bw.sleep(ctx, try); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return busy, nil
+}
+
+// maxBatchGet is DynamoDB's limit of keys in one BatchGetItem.
+const maxBatchGet = 100
+
+func keysOf(recs []Subscription) []string {
+	out := make([]string, len(recs))
+	for i := range recs {
+		out[i] = recs[i].Key()
+	}
+	return out
 }
 
 // DynamoClientOf returns the client a [DynamoRepository], [DynamoHistory]

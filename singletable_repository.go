@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.opentelemetry.io/otel/metric"
@@ -233,6 +234,13 @@ func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *Subscription, ove
 	op := txOp{key: next.Key(), reason: "a record with this user_id and billing_date exists", exists: true}
 	switch {
 	case overwrite:
+		// AddAll overwrites, but never a record in flight.
+		expr, err := expression.NewBuilder().WithCondition(notInFlight()).Build()
+		if err != nil {
+			return err
+		}
+		put.ConditionExpression, put.ExpressionAttributeNames, put.ExpressionAttributeValues = expr.Condition(), expr.Names(), expr.Values()
+		op = txOp{key: next.Key(), reason: "the record is in flight", inFlight: true}
 	case prev != nil && prev.BillingDateKey() == next.BillingDateKey():
 		cond, names, values := updateCondition(prev)
 		put.ConditionExpression, put.ExpressionAttributeNames, put.ExpressionAttributeValues = &cond, names, values
@@ -656,7 +664,9 @@ func SingleTableGroups(recs []Subscription) ([][]int, error) {
 // writes with transactions, one per subscription and up to
 // [maxAddAllGroup] of its records, so that the subscription item always
 // matches its periods; like the legacy tables, it overwrites records and
-// history rows with the same keys.
+// history rows with the same keys, except a record in flight: the
+// transaction's condition refuses it, and its group is named in the
+// [*BatchError] (wrapping [ErrAttemptInFlight]).
 func (r *SingleTableRepository) AddAll(ctx context.Context, subs []Subscription) ([]Subscription, error) {
 	resolved, err := r.cfg.Collisions(subs)
 	if err != nil {

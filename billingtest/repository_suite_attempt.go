@@ -120,6 +120,24 @@ func (s *repoSuite) attemptCases() []repoCase {
 				t.Fatalf("after settling: in flight %v, count %d, %s", got.InFlight(), got.Attempt, got.Status)
 			}
 		}},
+		{"AddAllSparesInFlight", func(t *testing.T) {
+			// A batch upgrade never overwrites a record whose charge may
+			// have happened; the rest of the batch is written.
+			e, r := added(t)
+			e.setAttempt(r, ids.inFlight(r, 1, r.Amount))
+			recs, hist := e.snapshot(r.UserID)
+			upgrade := r.Clone()
+			upgrade.Amount, upgrade.ReceiptTierName = r.Amount+500, "Premium:v1"
+			upgrade.LastRunDate = ids.runDate()
+			other := ids.record(ids.user(), day(0), billing.StatusScheduled)
+			_, err := e.repo.AddAll(e.ctx(), []billing.Subscription{upgrade, other})
+			var be *billing.BatchError
+			if !errors.As(err, &be) || !errors.Is(err, billing.ErrAttemptInFlight) || len(be.Unwritten) != 1 || be.Unwritten[0] != r.Key() {
+				t.Fatalf("AddAll over a record in flight: %v, want a BatchError naming %s, wrapping ErrAttemptInFlight", err, r.Key())
+			}
+			e.requireUnchanged(r.UserID, recs, hist)
+			e.requireStored(other)
+		}},
 		{"Invalid", func(t *testing.T) {
 			e, r := added(t)
 			recs, hist := e.snapshot(r.UserID)

@@ -627,6 +627,11 @@ func (r *stRepository) AddAll(ctx context.Context, subs []billing.Subscription) 
 			recs = append(recs, resolved[i])
 		}
 		err := checkGroup(recs)
+		for _, rec := range recs {
+			if err == nil && s.periods.inFlightAt(rec.UserID, rec.BillingDateKey()) {
+				err = &billing.ConflictError{Op: "add all", Key: rec.Key(), Reason: "the record is in flight", Err: billing.ErrAttemptInFlight}
+			}
+		}
 		if err == nil {
 			err = s.write(t, nil, nil, func() error {
 				_, err := s.periods.Repository().AddAll(ctx, recs)

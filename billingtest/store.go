@@ -378,7 +378,14 @@ func (r *MemoryRepository) AddAll(ctx context.Context, subs []billing.Subscripti
 	}
 	r.s.mu.Lock()
 	defer r.s.mu.Unlock()
+	be := &billing.BatchError{}
 	for i := range out {
+		if cur, ok := r.s.primary[primaryKey(items[i])]; ok && itemInFlight(cur) {
+			// A record whose charge may have happened is not overwritten.
+			be.Unwritten = append(be.Unwritten, out[i].Key())
+			be.Err = errors.Join(be.Err, fmt.Errorf("%s: %w: not overwritten", out[i].Key(), billing.ErrAttemptInFlight))
+			continue
+		}
 		r.s.primary[primaryKey(items[i])] = items[i]
 		r.s.history[historyKey(hitems[i])] = hitems[i]
 	}
@@ -386,7 +393,32 @@ func (r *MemoryRepository) AddAll(ctx context.Context, subs []billing.Subscripti
 	for i := range out {
 		written[i] = out[i].Clone()
 	}
+	if len(be.Unwritten) > 0 {
+		return written, be
+	}
 	return written, nil
+}
+
+// itemInFlight reports whether a stored item carries an attempt whose
+// outcome is not recorded ([billing.Subscription.InFlight]).
+func itemInFlight(item map[string]types.AttributeValue) bool {
+	num := func(name string) int {
+		if v, ok := item[name].(*types.AttributeValueMemberN); ok {
+			n, _ := strconv.Atoi(v.Value)
+			return n
+		}
+		return 0
+	}
+	return num(billing.AttrAttemptNumber) > num(billing.AttrAttempt)
+}
+
+// inFlightAt reports whether the stored record at userID and billingDate
+// (as stored) is in flight.
+func (s *Store) inFlightAt(userID, billingDate string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.primary[tableKey{userID, billingDate}]
+	return ok && itemInFlight(cur)
 }
 
 // encodeBoth encodes s for the primary table and for history; the items
