@@ -269,7 +269,10 @@ func (c *Collector) ChangeTier(ctx context.Context, subscriptionID, tier string,
 // Reactivate opens a new SCHEDULED record for a user whose subscription
 // ended (REACTIVATION, user-reactivated), billed on date with the tier,
 // amount, term and Friday week of the user's latest record. The user must
-// have no SCHEDULED, ERROR, ACHSENT or PAUSED record.
+// have no SCHEDULED, ERROR, ACHSENT or PAUSED record ([ErrNotCollectible]
+// otherwise; an [*InFlightError] when such a record's attempt is in
+// flight). An ACH debit given up on past [Config.ACHSettlementDeadline] is
+// STALE and no longer blocks reactivation.
 func (c *Collector) Reactivate(ctx context.Context, userID string, date time.Time) (Subscription, error) {
 	var created Subscription
 	_, err := c.single(ctx, "reactivate", userID, "", func(ctx context.Context, _ *Report) error {
@@ -281,6 +284,9 @@ func (c *Collector) Reactivate(ctx context.Context, userID string, date time.Tim
 			return fmt.Errorf("%w: user %s has no records to reactivate", ErrNotFound, userID)
 		}
 		for _, r := range recs {
+			if r.InFlight() {
+				return inFlightErr(&r, fmt.Errorf("user %s cannot be reactivated before the attempt's outcome is known", userID))
+			}
 			if !r.Status.IsTerminal() {
 				return fmt.Errorf("%w: user %s has an open record %s (%s)", ErrNotCollectible, userID, r.SubscriptionID, r.Status)
 			}

@@ -203,7 +203,9 @@ func TestInFlightAttemptIsNotClosed(t *testing.T) {
 				inflight := e.chargedInFlight(s, billingtest.Succeeded())
 				e.clock.Advance(time.Hour)
 
-				err := op.do(e, s.SubscriptionID)
+				_, err := e.c.Reactivate(t.Context(), e.user, jan31.AddDate(0, 2, 0))
+				require.ErrorIs(t, err, billing.ErrAttemptInFlight, "no reactivation over a charge in flight")
+				err = op.do(e, s.SubscriptionID)
 				require.ErrorIs(t, err, billing.ErrAttemptInFlight)
 				require.ErrorContains(t, err, inflight.LastAttempt.Key)
 				var ife *billing.InFlightError
