@@ -41,7 +41,14 @@ type SingleTableStoreConfig struct {
 	// longer than this is not seen by status queries: runs mark SCHEDULED and ERROR
 	// periods STALE after Config.OldSubscriptionDays (30) and advance
 	// PAUSED ones the day they are due, so only runs missed for longer than
-	// the difference leave one behind. Defaults to [DefaultCatchUpDays].
+	// the difference leave one behind. Two kinds of periods stay open
+	// longer by design and must be handled within it: an ACHSENT period
+	// waits at most Config.ACHSettlementDeadline (14 days unless
+	// configured: keep it below CatchUpDays), and a period whose attempt
+	// is in flight is never closed before the attempt is resolved, so a
+	// processor unreachable for longer than CatchUpDays leaves it to
+	// single collections (CollectByID) and operators, after daily
+	// payment_attempt_unresolved events. Defaults to [DefaultCatchUpDays].
 	CatchUpDays int
 	// ReminderLeadDays is how many days before a SCHEDULED period's day
 	// NextReminderDate falls. Defaults to [NotificationLeadDays], the
