@@ -481,7 +481,7 @@ func (r *DynamoRepository) Update(ctx context.Context, prev, next *Subscription,
 	if len(create) > MaxUpdateCreates {
 		return fmt.Errorf("billing: update (%s): %d records to create, at most %d", prev.Key(), len(create), MaxUpdateCreates)
 	}
-	upd, err := r.writeBack(prev, next)
+	upd, err := r.writeBackAction(prev, next)
 	if err != nil {
 		return err
 	}
@@ -515,10 +515,10 @@ func (r *DynamoRepository) Update(ctx context.Context, prev, next *Subscription,
 	return translateWrite("update", ops, err)
 }
 
-// writeBack is the update action of Update: the change from prev's
+// writeBackAction is the update action of Update: the change from prev's
 // encoding to next's (see [writeBack]) on prev's key, conditional on the
 // fence of prev.
-func (r *DynamoRepository) writeBack(prev, next *Subscription) (*types.Update, error) {
+func (r *DynamoRepository) writeBackAction(prev, next *Subscription) (*types.Update, error) {
 	prevItem, err := EncodeItem(prev)
 	if err != nil {
 		return nil, err
