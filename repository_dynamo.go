@@ -472,7 +472,15 @@ func (r *DynamoRepository) SetAttempt(ctx context.Context, prev, next *Subscript
 	return translateWrite("set attempt", []txOp{{key: prev.Key(), reason: staleReason}}, err)
 }
 
-// Update implements [Repository.Update].
+// Update implements [Repository.Update]. The record is written back with
+// an update of only the attributes whose encoding changes from prev to
+// next (SET, or REMOVE when next omits one): every other attribute of the
+// stored item keeps its bytes, whatever form a legacy writer gave them
+// (a timestamp text, an empty string, a NULL, an N "0"), and so do data_
+// attributes other services put on the item and attributes the library has
+// never heard of. The update is conditional on the fence of prev (status,
+// last_run_date and attempt as read); the history row is a new item, a
+// full put of next.
 func (r *DynamoRepository) Update(ctx context.Context, prev, next *Subscription, create ...*Subscription) error {
 	if err := ValidateUpdate(prev, next, false); err != nil {
 		return err
@@ -480,13 +488,14 @@ func (r *DynamoRepository) Update(ctx context.Context, prev, next *Subscription,
 	if len(create) > MaxUpdateCreates {
 		return fmt.Errorf("billing: update (%s): %d records to create, at most %d", prev.Key(), len(create), MaxUpdateCreates)
 	}
-	prim, _ := EncodeItem(next)
+	upd, err := r.writeBackAction(prev, next)
+	if err != nil {
+		return err
+	}
 	hist, _ := EncodeHistoryItem(next)
-	cond, names, values := updateCondition(prev)
 	absent := map[string]string{"#pk": AttrUserID}
 	items := []types.TransactWriteItem{
-		{Put: &types.Put{TableName: &r.cfg.Tables.Subscriptions, Item: prim, ConditionExpression: &cond,
-			ExpressionAttributeNames: names, ExpressionAttributeValues: values}},
+		{Update: upd},
 		{Put: &types.Put{TableName: &r.cfg.Tables.History, Item: hist, ConditionExpression: aws.String(condAbsent),
 			ExpressionAttributeNames: absent}},
 	}
@@ -509,8 +518,25 @@ func (r *DynamoRepository) Update(ctx context.Context, prev, next *Subscription,
 			txOp{key: c.Key(), reason: "a record to create exists", exists: true},
 			txOp{key: c.Key(), reason: "a history row of a record to create exists", exists: true, history: true})
 	}
-	_, err := r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	_, err = r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	return translateWrite("update", ops, err)
+}
+
+// writeBackAction is the update action of Update: the change from prev's
+// encoding to next's (see [writeBack]) on prev's key, conditional on the
+// fence of prev.
+func (r *DynamoRepository) writeBackAction(prev, next *Subscription) (*types.Update, error) {
+	prevItem, err := EncodeItem(prev)
+	if err != nil {
+		return nil, err
+	}
+	nextItem, _ := EncodeItem(next) // ValidateUpdate encoded it
+	key := map[string]types.AttributeValue{AttrUserID: attrS(prev.UserID), AttrBillingDate: attrS(prev.BillingDateKey())}
+	upd, err := updateAction(&r.cfg.Tables.Subscriptions, key, prevItem, nextItem, fence(prev), AttrLastRunDate)
+	if err != nil {
+		return nil, fmt.Errorf("billing: update (%s): %w", prev.Key(), err)
+	}
+	return upd, nil
 }
 
 // ValidateCreates validates the records an update of prev to next
@@ -536,7 +562,16 @@ func ValidateCreates(prev, next *Subscription, create []*Subscription) error {
 	return nil
 }
 
-// AdminUpdate implements [Repository.AdminUpdate].
+// AdminUpdate implements [Repository.AdminUpdate]. With an unchanged
+// billing_date it is [DynamoRepository.Update]: only the changed attributes
+// are written. A changed billing_date is a move, one transaction of the
+// conditional delete of prev's item, the put of next's under the new key and
+// the history row. The new item is written from the records, so the
+// attributes the library knows are written canonically (as [EncodeItem]
+// writes them; a legacy text form of a timestamp is not kept), while the
+// attributes it does not own are carried over: unknown ones (prev's Extra,
+// which next carries) and the data_ attributes of prev's primary item
+// (prev's Data) keep their values.
 func (r *DynamoRepository) AdminUpdate(ctx context.Context, prev, next *Subscription) error {
 	if next.BillingDateKey() == prev.BillingDateKey() {
 		return r.Update(ctx, prev, next)
@@ -544,7 +579,8 @@ func (r *DynamoRepository) AdminUpdate(ctx context.Context, prev, next *Subscrip
 	if err := ValidateUpdate(prev, next, true); err != nil {
 		return err
 	}
-	prim, _ := EncodeItem(next)
+	prim, _ := EncodeItem(next) // ValidateUpdate encoded it
+	carryData(prim, prev)
 	hist, _ := EncodeHistoryItem(next)
 	cond, names, values := updateCondition(prev)
 	absent := map[string]string{"#pk": AttrUserID}

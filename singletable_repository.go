@@ -221,9 +221,13 @@ func (t *stTx) chain(ref SubscriptionRef) *chainWrite {
 
 var absentPK = map[string]string{"#pk": AttrPK}
 
-// putPeriod adds the put of next (conditional on prev when set, else on
-// the key being free, or unconditional when overwrite), its history row,
-// its ID pointer and, when it completes a period, its receipt.
+// putPeriod adds the write of next's period, its history row, its ID
+// pointer and, when it completes a period, its receipt. The period is
+// written back when prev is the same period (an update of only the
+// attributes whose encoding changes, conditional on prev, see
+// [writeBack]); otherwise it is put: conditional on the key being free
+// (a new record, or prev moved to a new key, which carries prev's data_
+// attributes along), or unconditional when overwrite.
 func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *Subscription, overwrite bool) error {
 	ref, err := engineRef(next)
 	if err != nil {
@@ -249,16 +253,22 @@ func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *Subscription, ove
 		put.ConditionExpression, put.ExpressionAttributeNames, put.ExpressionAttributeValues = expr.Condition(), expr.Names(), expr.Values()
 		op = txOp{key: next.Key(), reason: "the record is in flight", inFlight: true}
 	case prev != nil && prev.BillingDateKey() == next.BillingDateKey():
-		cond, names, values := updateCondition(prev)
-		put.ConditionExpression, put.ExpressionAttributeNames, put.ExpressionAttributeValues = &cond, names, values
-		op = txOp{key: prev.Key(), reason: staleReason}
+		upd, err := r.periodWriteBack(ref, prev, prim)
+		if err != nil {
+			return err
+		}
+		t.add(types.TransactWriteItem{Update: upd}, txOp{key: prev.Key(), reason: staleReason})
+		put = nil
 	default:
 		put.ConditionExpression, put.ExpressionAttributeNames = aws.String(condAbsent), absentPK
 		if prev != nil {
 			op = txOp{key: next.Key(), reason: "new billing_date taken: a record with that key exists", taken: true}
+			carryData(prim, prev)
 		}
 	}
-	t.add(types.TransactWriteItem{Put: put}, op)
+	if put != nil {
+		t.add(types.TransactWriteItem{Put: put}, op)
+	}
 	hput := &types.Put{TableName: r.table(), Item: hist}
 	if !overwrite {
 		hput.ConditionExpression, hput.ExpressionAttributeNames = aws.String(condAbsent), absentPK
@@ -284,6 +294,21 @@ func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *Subscription, ove
 	c := t.chain(ref)
 	c.written = append(c.written, next)
 	return nil
+}
+
+// periodWriteBack is the update of prev's period to nextItem (next's
+// period item): see [writeBack].
+func (r *SingleTableRepository) periodWriteBack(ref SubscriptionRef, prev *Subscription, nextItem map[string]types.AttributeValue) (*types.Update, error) {
+	prevItem, err := r.periodItem(ref, prev)
+	if err != nil {
+		return nil, err
+	}
+	key := map[string]types.AttributeValue{AttrPK: prevItem[AttrPK], AttrSK: prevItem[AttrSK]}
+	upd, err := updateAction(r.table(), key, prevItem, nextItem, fence(prev), AttrLastRunDate)
+	if err != nil {
+		return nil, fmt.Errorf("billing: update (%s): %w", prev.Key(), err)
+	}
+	return upd, nil
 }
 
 // putReceipt sets action i of t (appending it when i is the next) to the
@@ -369,26 +394,29 @@ func failedAction(err error) int {
 	return -1
 }
 
-// subscriptionWrite reads a subscription item and returns its put with
+// subscriptionWrite reads a subscription item and returns its write with
 // the open periods and due dates after the chain's writes, conditional on
-// the version read (or on its absence).
+// the version read (or on its absence). The item is shared with
+// [DynamoPayments] and the host's own code, so an existing one is written
+// back with an update of only the attributes whose encoding changes (see
+// [writeBack]): the rest, unknown attributes and the stored form of known
+// ones included, keep their bytes. A missing one is put.
 func (r *SingleTableRepository) subscriptionWrite(ctx context.Context, c *chainWrite) (types.TransactWriteItem, txOp, error) {
 	key := map[string]types.AttributeValue{AttrPK: attrS(r.cfg.Table.accountPK(c.ref.AccountID)), AttrSK: attrS(c.ref.SK())}
 	keyText := r.keyText(c.ref.AccountID, c.ref.SK())
+	op := txOp{key: keyText, reason: "the subscription item changed concurrently"}
 	out, err := r.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: r.table(), Key: key, ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return types.TransactWriteItem{}, txOp{}, fmt.Errorf("read subscription (%s): %w", keyText, err)
 	}
-	item := map[string]types.AttributeValue{}
 	var cur RecurringSubscription
 	open := OpenPeriods{}
 	exists := len(out.Item) > 0
 	if exists {
-		item = maps.Clone(out.Item)
-		if cur, err = r.cfg.Table.DecodeRecurringSubscription(item); err != nil {
+		if cur, err = r.cfg.Table.DecodeRecurringSubscription(out.Item); err != nil {
 			return types.TransactWriteItem{}, txOp{}, fmt.Errorf("subscription (%s): %w", keyText, err)
 		}
-		open = decodeOpenPeriods(item[AttrOpenPeriods])
+		open = decodeOpenPeriods(out.Item[AttrOpenPeriods])
 	}
 	for _, d := range c.deleted {
 		delete(open, d)
@@ -401,19 +429,31 @@ func (r *SingleTableRepository) subscriptionWrite(ctx context.Context, c *chainW
 	if err != nil {
 		return types.TransactWriteItem{}, txOp{}, fmt.Errorf("subscription (%s): %w", keyText, err)
 	}
-	delete(item, AttrNextPaymentDate)
-	delete(item, AttrNextReminderDate)
-	maps.Copy(item, enc)
-	item[AttrOpenPeriods] = open.attr()
-	put := &types.Put{TableName: r.table(), Item: item}
-	if exists {
-		put.ConditionExpression = aws.String("#ver = :ver")
-		put.ExpressionAttributeNames = map[string]string{"#ver": payVersion}
-		put.ExpressionAttributeValues = map[string]types.AttributeValue{":ver": attrN(int64(cur.Version))}
-	} else {
-		put.ConditionExpression, put.ExpressionAttributeNames = aws.String(condAbsent), absentPK
+	enc[AttrOpenPeriods] = open.attr()
+	if !exists {
+		put := &types.Put{TableName: r.table(), Item: enc, ConditionExpression: aws.String(condAbsent), ExpressionAttributeNames: absentPK}
+		return types.TransactWriteItem{Put: put}, op, nil
 	}
-	return types.TransactWriteItem{Put: put}, txOp{key: keyText, reason: "the subscription item changed concurrently"}, nil
+	was, err := r.cfg.Table.EncodeRecurringSubscription(cur)
+	if err != nil {
+		return types.TransactWriteItem{}, txOp{}, fmt.Errorf("subscription (%s): %w", keyText, err)
+	}
+	// The stored open periods, and due dates that decode as none (an
+	// empty string): the write owns them, so they are compared as stored
+	// (a due date no period has left is removed, the index keys must go).
+	for _, name := range []string{AttrOpenPeriods, AttrNextPaymentDate, AttrNextReminderDate} {
+		if v, ok := out.Item[name]; ok {
+			if _, known := was[name]; !known || name == AttrOpenPeriods {
+				was[name] = v
+			}
+		}
+	}
+	cond := expression.Name(payVersion).Equal(expression.Value(attrN(int64(cur.Version))))
+	upd, err := updateAction(r.table(), key, was, enc, cond, payVersion)
+	if err != nil {
+		return types.TransactWriteItem{}, txOp{}, fmt.Errorf("subscription (%s): %w", keyText, err)
+	}
+	return types.TransactWriteItem{Update: upd}, op, nil
 }
 
 // Add implements [Repository.Add]: the period, its history row, its ID
