@@ -405,15 +405,7 @@ func TestACHSettlementDeadline(t *testing.T) {
 // TestCollectorStopsOnLostLease (point 7): a lease lost before the charge
 // stops the collection: nothing is charged, and the next holder collects.
 func TestCollectorStopsOnLostLease(t *testing.T) {
-	clock := billingtest.NewClock(jan31.Add(time.Hour))
-	st := billingtest.NewStore(billingtest.StoreOptions{})
-	locker := &losingLocker{Locker: billingtest.NewLocker(clock, time.Minute)}
-	pay := billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock})
-	c, err := billing.NewCollector(billing.Config{Repository: st.Repository(), Locker: locker, Provider: pay, Clock: clock})
-	require.NoError(t, err)
-	s := billing.Subscription{UserID: "u1", SubscriptionID: "s1", BillingDate: jan31, Amount: billing.MustParseAmount("4.99"),
-		Status: billing.StatusScheduled, Term: billing.TermMonthly, LastRunDate: jan31.AddDate(0, -1, 0)}
-	require.NoError(t, st.Repository().Add(t.Context(), &s))
+	c, locker, pay := newLeaseEnv(t, false)
 
 	locker.lose = true
 	rep, err := c.Run(t.Context(), billing.RunRequest{Kind: billing.RunScheduled})
@@ -432,24 +424,33 @@ func TestCollectorStopsOnLostLease(t *testing.T) {
 // TestCollectorReportsFailedRelease (point 7): a release that keeps
 // failing is retried and then returned, not only logged.
 func TestCollectorReportsFailedRelease(t *testing.T) {
+	c, locker, pay := newLeaseEnv(t, true)
+
+	rep, err := c.CollectByID(t.Context(), "s1")
+	require.ErrorIs(t, err, errReleaseFailed)
+	assert.Equal(t, 1, rep.Collected, "the collection itself is done")
+	assert.Equal(t, 3, locker.releases, "retried")
+	assert.Len(t, pay.ChargesFor("s1"), 1)
+
+	rep, err = c.Run(t.Context(), billing.RunRequest{Kind: billing.RunRetry})
+	require.NoError(t, err)
+	assert.Empty(t, rep.Failed, "nothing to do, no lock taken")
+}
+
+// newLeaseEnv is a collector on the in-memory store behind a losingLocker,
+// with one due SCHEDULED record, s1 of u1.
+func newLeaseEnv(t *testing.T, failRelease bool) (*billing.Collector, *losingLocker, *billingtest.Provider) {
+	t.Helper()
 	clock := billingtest.NewClock(jan31.Add(time.Hour))
 	st := billingtest.NewStore(billingtest.StoreOptions{})
-	locker := &losingLocker{Locker: billingtest.NewLocker(clock, time.Minute), failRelease: true}
+	locker := &losingLocker{Locker: billingtest.NewLocker(clock, time.Minute), failRelease: failRelease}
 	pay := billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock})
 	c, err := billing.NewCollector(billing.Config{Repository: st.Repository(), Locker: locker, Provider: pay, Clock: clock})
 	require.NoError(t, err)
 	s := billing.Subscription{UserID: "u1", SubscriptionID: "s1", BillingDate: jan31, Amount: billing.MustParseAmount("4.99"),
 		Status: billing.StatusScheduled, Term: billing.TermMonthly, LastRunDate: jan31.AddDate(0, -1, 0)}
 	require.NoError(t, st.Repository().Add(t.Context(), &s))
-
-	rep, err := c.CollectByID(t.Context(), "s1")
-	require.ErrorIs(t, err, errReleaseFailed)
-	assert.Equal(t, 1, rep.Collected, "the collection itself is done")
-	assert.Equal(t, 3, locker.releases, "retried")
-
-	rep, err = c.Run(t.Context(), billing.RunRequest{Kind: billing.RunRetry})
-	require.NoError(t, err)
-	assert.Empty(t, rep.Failed, "nothing to do, no lock taken")
+	return c, locker, pay
 }
 
 var errReleaseFailed = errors.New("release: throttled")
