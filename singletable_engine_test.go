@@ -85,7 +85,12 @@ func TestOpenPeriodsDue(t *testing.T) {
 	o := billing.OpenPeriods{}
 	rec := billing.Subscription{BillingDate: time.Date(2024, 3, 5, 0, 0, 0, 0, time.UTC), Status: billing.StatusScheduled}
 	o.Record(&rec)
-	rec.Status = billing.StatusACHSent
+	rec.Status = billing.StatusACHSent // still open: the retry run gives up on it past its deadline
+	o.Record(&rec)
+	if len(o) != 1 || o[rec.BillingDateKey()] != billing.StatusACHSent {
+		t.Errorf("an ACHSENT period is not recorded as open: %v", o)
+	}
+	rec.Status = billing.StatusCompleted
 	o.Record(&rec)
 	if len(o) != 0 {
 		t.Errorf("a period that left the open statuses is still recorded: %v", o)

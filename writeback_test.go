@@ -219,9 +219,10 @@ func TestDynamoWriteBackScheduledCollectionKeepsLegacyBytes(t *testing.T) {
 	lr := requireNanos(t, after, billing.AttrLastRunDate)
 	requireS(t, after, billing.AttrInitialRunDate, lr)
 	requireS(t, after, billing.AttrCompletionDate, lr)
-	for _, a := range attemptAttrs {
-		require.NotContains(t, after, a, "the recorded outcome closes the attempt")
-	}
+	// The attempt stays on the record, settled: its number equals the
+	// attempt count, so it is no longer in flight.
+	require.Equal(t, avN("1"), after[billing.AttrAttemptNumber])
+	requireS(t, after, billing.AttrAttemptKey, billing.IdempotencyKey("wb-sched-jan", 1))
 }
 
 func TestDynamoWriteBackRetryCollectionKeepsLegacyBytes(t *testing.T) {
