@@ -89,6 +89,7 @@ func ExampleWorker() {
 	flags.SetEnabled(billing.PrenotesFlag, true)
 	policy, err := billing.NewDefaultPrenotePolicy(billing.PrenotePolicyConfig{
 		Flags: flags, Accounts: accounts, Payments: &billingtest.UserPayments{}, Clock: billingtest.NewClock(now),
+		Provider: "ach", // the host's name for its prenote provider
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -116,5 +117,5 @@ func ExampleWorker() {
 	// Output:
 	// failed: [m2]
 	// sent to ann@example.com {"event_type":"three_day_notification","user_id":"ann","billing_date":"03/14/2024","amount":"4.99","membership_tier":"Plus","account":"6789"}
-	// metric subscriptions.notifier.prenotes [submitted:true provider:jpm]
+	// metric subscriptions.notifier.prenotes [submitted:true provider:ach]
 }

@@ -15,7 +15,9 @@ import (
 )
 
 // notifEnv is a Worker wired to a fake for every port, with one ACTIVE new
-// user "u1" whose prenote flag is on and whose bank link is usable.
+// user "u1" whose prenote flag is on and whose bank link is usable. Its
+// prenote providers are "primary" and "secondary" (submitted under the
+// default account "subscription").
 type notifEnv struct {
 	clock     *billingtest.Clock
 	users     *billingtest.UserDirectory
@@ -52,6 +54,7 @@ func newNotifEnv(t *testing.T) *notifEnv {
 	e.flags.SetEnabled(billing.PrenotesFlag, true)
 	policy, err := billing.NewDefaultPrenotePolicy(billing.PrenotePolicyConfig{
 		Flags: e.flags, Accounts: e.accounts, Payments: e.payments, Clock: e.clock,
+		Provider: "primary", AlternateProvider: "secondary",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +118,7 @@ func TestWorkerBranches(t *testing.T) {
 			Amount: billing.Cents(499), MembershipTier: tier, Account: account,
 		}}}
 	}
-	submittedJPM := [][]string{{"submitted:true", "provider:jpm"}}
+	submittedPrimary := [][]string{{"submitted:true", "provider:primary"}}
 	for _, tc := range []struct {
 		name    string
 		body    string                             // raw body; empty: the message below
@@ -149,15 +152,15 @@ func TestWorkerBranches(t *testing.T) {
 			setup: func(e *notifEnv) {
 				e.cfg.AllowedEmailSuffixes = []string{"integrationtest.com", "EXAMPLE.com"}
 			},
-			sent: sent("6789", "Plus"), metrics: submittedJPM, submits: 1},
+			sent: sent("6789", "Plus"), metrics: submittedPrimary, submits: 1},
 		{name: "bank account lookup error: failure", failed: true, lookups: 1,
 			setup: func(e *notifEnv) { e.accounts.FailFor("u1", boom) }},
 		{name: "send error: failure, no prenote", failed: true, lookups: 1,
 			setup: func(e *notifEnv) { e.notifier.FailFor("ann@example.com", boom) }},
 		{name: "sent: date MM/DD/YYYY, amount, tier, last four; then the prenote", lookups: 1,
-			sent: sent("6789", "Plus"), metrics: submittedJPM, submits: 1},
+			sent: sent("6789", "Plus"), metrics: submittedPrimary, submits: 1},
 		{name: "no tier: LITE", lookups: 1, msg: func(m *billing.NotificationMessage) { m.TierName = "" },
-			sent: sent("6789", "LITE"), metrics: submittedJPM, submits: 1},
+			sent: sent("6789", "LITE"), metrics: submittedPrimary, submits: 1},
 		{name: "no primary account: sent without digits, prenote no_good_plaid_item", lookups: 1,
 			setup: func(e *notifEnv) {
 				e.accounts.Set("u1", billing.BankLink{Accounts: []billing.BankAccount{{ID: "acc-2", Mask: "4321"}}})
@@ -169,7 +172,7 @@ func TestWorkerBranches(t *testing.T) {
 		{name: "prenote refused: not a failure", lookups: 1,
 			setup: func(e *notifEnv) { e.submitter.Respond(500, nil) },
 			sent:  sent("6789", "Plus"), submits: 1,
-			metrics: [][]string{{"submitted:false", "submitted_reason:bad_response_code", "provider:jpm"}}},
+			metrics: [][]string{{"submitted:false", "submitted_reason:bad_response_code", "provider:primary"}}},
 		{name: "no prenote policy: no prenote step", lookups: 1,
 			setup: func(e *notifEnv) { e.cfg.Prenote, e.cfg.Submitter = nil, nil },
 			sent:  sent("6789", "Plus")},

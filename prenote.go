@@ -9,32 +9,34 @@ import (
 	"time"
 )
 
-// Prenote names: the legacy feature flags and metric, the providers and
-// the metric's submitted_reason values.
+// Prenote names: the default feature flags and metric, the default
+// provider names and the metric's submitted_reason values.
 const (
-	// PrenotesFlag turns prenotes on per user (GrowthBook, boolean).
+	// PrenotesFlag turns prenotes on per user (a boolean flag).
 	PrenotesFlag = "subscriptions.prenotes"
-	// PaymentsProviderFlag picks the prenote provider per user (GrowthBook,
-	// string): "usio" submits through Usio, anything else through JPM.
+	// PaymentsProviderFlag picks the prenote provider per user (a string
+	// flag): its value names the alternate provider or anything else, which
+	// means the main provider.
 	PaymentsProviderFlag = "subscriptions.payments.provider"
 
-	// PrenoteMetricName is the prenote counter (a Datadog custom metric in
-	// the legacy service), tagged submitted:true|false,
-	// submitted_reason:<reason> when not submitted, and provider:jpm|usio
-	// once a provider was picked.
+	// PrenoteMetricName is the prenote counter, tagged submitted:true|false,
+	// submitted_reason:<reason> when not submitted, and
+	// provider:<provider> once a provider was picked.
 	PrenoteMetricName = "subscriptions.notifier.prenotes"
 
-	// PrenoteProviderJPM is the default prenote provider.
-	PrenoteProviderJPM = "jpm"
-	// PrenoteProviderUsio is the provider PaymentsProviderFlag may pick.
-	PrenoteProviderUsio = "usio"
-	// UsioPrenoteAccount is the Usio account prenotes are submitted under.
-	UsioPrenoteAccount = "subscription"
+	// PrenoteProviderDefault is the default name of the main prenote
+	// provider ([PrenotePolicyConfig.Provider]).
+	PrenoteProviderDefault = "default"
+	// PrenoteProviderAlternate is the default name of the provider the
+	// provider flag may pick instead ([PrenotePolicyConfig.AlternateProvider]).
+	PrenoteProviderAlternate = "alternate"
+	// DefaultAlternatePrenoteAccount is the default account prenotes through
+	// the alternate provider are submitted under
+	// ([PrenotePolicyConfig.AlternateAccount]).
+	DefaultAlternatePrenoteAccount = "subscription"
 
-	// GoodPaymentProvider and GoodPaymentStatus are what a "good" recent
-	// payment must have.
-	GoodPaymentProvider = "jpm"
-	GoodPaymentStatus   = "COMPLETED"
+	// GoodPaymentStatus is the status a "good" recent payment must have.
+	GoodPaymentStatus = "COMPLETED"
 
 	// DefaultNewUserDays: users younger than this many days submit a
 	// prenote without the payment check.
@@ -74,12 +76,17 @@ type PrenoteDecision struct {
 	Reason string
 	// Provider is the provider to submit through, when Submit is true.
 	Provider string
+	// Account is the provider account to submit under, for a provider that
+	// takes one. A decision with an Account also sends the user's email
+	// ([PrenoteRequest]); without one the request carries only the user's
+	// ID and names.
+	Account string
 }
 
 // PrenotePolicy decides whether the worker submits an ACH prenote (a
 // zero-dollar test debit that validates the bank account before the real
 // collection) for a user it just notified. The worker submits and meters.
-// [DefaultPrenotePolicy] is the legacy service's rule.
+// [DefaultPrenotePolicy] is the rule this library ships.
 type PrenotePolicy interface {
 	// Decide returns the decision for user. An error is logged and metered
 	// as submitted_reason:error; it never fails the message.
@@ -94,8 +101,7 @@ func (f PrenotePolicyFunc) Decide(ctx context.Context, user User) (PrenoteDecisi
 	return f(ctx, user)
 }
 
-// FeatureFlags evaluates the host's feature flags (GrowthBook in the legacy
-// service) for a user.
+// FeatureFlags evaluates the host's feature flags for a user.
 type FeatureFlags interface {
 	// Enabled reports whether a boolean flag is on for the user.
 	Enabled(ctx context.Context, flag, userID string) (bool, error)
@@ -107,7 +113,7 @@ type FeatureFlags interface {
 type UserPayment struct {
 	// ID identifies the payment.
 	ID string
-	// Provider processed it, e.g. "jpm".
+	// Provider is the name of the processor that handled it.
 	Provider string
 	// Status is the payment's status, e.g. "COMPLETED".
 	Status string
@@ -121,15 +127,15 @@ type UserPayments interface {
 	Payments(ctx context.Context, userID string) ([]UserPayment, error)
 }
 
-// PrenoteRequest is a prenote submission, filled per provider as the legacy
-// service did: JPM gets the names and user ID; Usio also the email and
-// [UsioPrenoteAccount].
+// PrenoteRequest is a prenote submission: the user's ID and names, and,
+// when the decision names a provider account ([PrenoteDecision.Account]),
+// the user's email and that account.
 type PrenoteRequest struct {
 	UserID    string
 	FirstName string
 	LastName  string
-	Email     string // Usio only
-	Account   string // Usio only
+	Email     string // only with Account
+	Account   string // the decision's Account, if any
 }
 
 // PrenoteSubmitter submits prenotes through the host's payments service.
@@ -165,8 +171,25 @@ type PrenotePolicyConfig struct {
 	Clock Clock
 	// EnabledFlag turns prenotes on per user. Defaults to [PrenotesFlag].
 	EnabledFlag string
-	// ProviderFlag picks the provider. Defaults to [PaymentsProviderFlag].
+	// ProviderFlag picks the provider: a value equal to AlternateProvider
+	// picks it, anything else (or unset) picks Provider. Defaults to
+	// [PaymentsProviderFlag].
 	ProviderFlag string
+	// Provider is the name of the main prenote provider, passed to the
+	// [PrenoteSubmitter] and tagged on the metric. Defaults to
+	// [PrenoteProviderDefault] ("default").
+	Provider string
+	// AlternateProvider is the name of the provider ProviderFlag may pick
+	// instead. Defaults to [PrenoteProviderAlternate] ("alternate").
+	AlternateProvider string
+	// AlternateAccount is the account prenotes through AlternateProvider
+	// are submitted under ([PrenoteDecision.Account]); those requests also
+	// carry the user's email. Defaults to [DefaultAlternatePrenoteAccount]
+	// ("subscription").
+	AlternateAccount string
+	// GoodPaymentProvider is the provider a good recent payment must have
+	// gone through. Defaults to Provider.
+	GoodPaymentProvider string
 	// NewUserDays: younger users skip the payment check. Defaults to
 	// [DefaultNewUserDays] (30).
 	NewUserDays int
@@ -175,8 +198,8 @@ type PrenotePolicyConfig struct {
 	GoodPaymentDays int
 }
 
-// DefaultPrenotePolicy is the legacy service's prenote rule. Its gates, in
-// order (the first that fails decides):
+// DefaultPrenotePolicy is the library's prenote rule. Its gates, in order
+// (the first that fails decides):
 //
 //  1. EnabledFlag must be on for the user, else feature_flag_disabled.
 //  2. The user's bank link must be usable, a primary account ID and at
@@ -185,18 +208,20 @@ type PrenotePolicyConfig struct {
 //  3. A user who joined less than NewUserDays ago submits without a payment
 //     check (reason new_user): new users have no payment history yet.
 //  4. Otherwise the user needs a good payment, else no_good_payment: one
-//     with provider jpm, status COMPLETED and a completion date within the
-//     last GoodPaymentDays (reason good_payment).
+//     through GoodPaymentProvider, with status COMPLETED and a completion
+//     date within the last GoodPaymentDays (reason good_payment).
 //
-// The provider is usio when ProviderFlag's value is "usio", jpm otherwise.
-// A failed lookup is returned as an error. Safe for concurrent use.
+// The provider is AlternateProvider, submitted under AlternateAccount, when
+// ProviderFlag's value for the user equals AlternateProvider; it is
+// Provider otherwise. A failed lookup is returned as an error. Safe for
+// concurrent use.
 type DefaultPrenotePolicy struct {
 	cfg PrenotePolicyConfig
 }
 
 var _ PrenotePolicy = (*DefaultPrenotePolicy)(nil)
 
-// NewDefaultPrenotePolicy returns the legacy prenote rule, or an error
+// NewDefaultPrenotePolicy returns the default prenote rule, or an error
 // naming the missing or bad config field.
 func NewDefaultPrenotePolicy(cfg PrenotePolicyConfig) (*DefaultPrenotePolicy, error) {
 	switch {
@@ -219,6 +244,18 @@ func NewDefaultPrenotePolicy(cfg PrenotePolicyConfig) (*DefaultPrenotePolicy, er
 	}
 	if cfg.ProviderFlag == "" {
 		cfg.ProviderFlag = PaymentsProviderFlag
+	}
+	if cfg.Provider == "" {
+		cfg.Provider = PrenoteProviderDefault
+	}
+	if cfg.AlternateProvider == "" {
+		cfg.AlternateProvider = PrenoteProviderAlternate
+	}
+	if cfg.AlternateAccount == "" {
+		cfg.AlternateAccount = DefaultAlternatePrenoteAccount
+	}
+	if cfg.GoodPaymentProvider == "" {
+		cfg.GoodPaymentProvider = cfg.Provider
 	}
 	if cfg.NewUserDays == 0 {
 		cfg.NewUserDays = DefaultNewUserDays
@@ -257,22 +294,23 @@ func (p *DefaultPrenotePolicy) Decide(ctx context.Context, user User) (PrenoteDe
 		}
 		reason = PrenoteReasonGoodPayment
 	}
-	provider, err := p.cfg.Flags.Value(ctx, p.cfg.ProviderFlag, user.ID)
+	picked, err := p.cfg.Flags.Value(ctx, p.cfg.ProviderFlag, user.ID)
 	if err != nil {
 		return PrenoteDecision{}, fmt.Errorf("billing: prenote: flag %s: %w", p.cfg.ProviderFlag, err)
 	}
-	if provider != PrenoteProviderUsio {
-		provider = PrenoteProviderJPM
+	if picked == p.cfg.AlternateProvider {
+		return PrenoteDecision{Submit: true, Reason: reason, Provider: picked, Account: p.cfg.AlternateAccount}, nil
 	}
-	return PrenoteDecision{Submit: true, Reason: reason, Provider: provider}, nil
+	return PrenoteDecision{Submit: true, Reason: reason, Provider: p.cfg.Provider}, nil
 }
 
-// hasGoodPayment reports whether one payment is jpm, COMPLETED and
-// completed no earlier than GoodPaymentDays before now.
+// hasGoodPayment reports whether one payment went through
+// GoodPaymentProvider, is COMPLETED and completed no earlier than
+// GoodPaymentDays before now.
 func (p *DefaultPrenotePolicy) hasGoodPayment(payments []UserPayment, now time.Time) bool {
 	since := now.Add(-time.Duration(p.cfg.GoodPaymentDays) * 24 * time.Hour)
 	for _, pay := range payments {
-		if pay.Provider == GoodPaymentProvider && pay.Status == GoodPaymentStatus &&
+		if pay.Provider == p.cfg.GoodPaymentProvider && pay.Status == GoodPaymentStatus &&
 			!pay.CompletionDate.IsZero() && !pay.CompletionDate.Before(since) {
 			return true
 		}
@@ -305,9 +343,9 @@ func (w *Worker) prenote(ctx context.Context, user User, log *slog.Logger) {
 		return
 	}
 	req := PrenoteRequest{UserID: user.ID, FirstName: user.FirstName, LastName: user.LastName}
-	if d.Provider == PrenoteProviderUsio {
+	if d.Account != "" {
 		req.Email = user.Email
-		req.Account = UsioPrenoteAccount
+		req.Account = d.Account
 	}
 	log = log.With("provider", d.Provider, "reason", d.Reason)
 	code, err := w.cfg.Submitter.Submit(ctx, d.Provider, req)

@@ -12,8 +12,8 @@ import (
 	"github.com/dynabill/billing/billingtest"
 )
 
-// TestPrenoteBranches covers every gate and reason of the prenote flow in
-// document 003, run through the worker after a notification: what the
+// TestPrenoteBranches covers every gate and reason of the prenote flow,
+// run through the worker after a notification: what the
 // policy decided, what was submitted and what was metered. A prenote never
 // fails the message.
 func TestPrenoteBranches(t *testing.T) {
@@ -44,14 +44,18 @@ func TestPrenoteBranches(t *testing.T) {
 			}
 		}
 	}
-	jpmReq := billing.PrenoteRequest{UserID: "u1", FirstName: "Ann", LastName: "Lee"}
-	usioReq := billing.PrenoteRequest{UserID: "u1", FirstName: "Ann", LastName: "Lee", Email: "ann@example.com", Account: "subscription"}
-	jpm := []billingtest.PrenoteSubmission{{Provider: "jpm", Request: jpmReq}}
-	usio := []billingtest.PrenoteSubmission{{Provider: "usio", Request: usioReq}}
+	primaryReq := billing.PrenoteRequest{UserID: "u1", FirstName: "Ann", LastName: "Lee"}
+	secondaryReq := billing.PrenoteRequest{UserID: "u1", FirstName: "Ann", LastName: "Lee", Email: "ann@example.com", Account: "subscription"}
+	primary := []billingtest.PrenoteSubmission{{Provider: "primary", Request: primaryReq}}
+	secondary := []billingtest.PrenoteSubmission{{Provider: "secondary", Request: secondaryReq}}
 	submitted := func(p string) []string { return []string{"submitted:true", "provider:" + p} }
 	notSubmitted := func(reason string) []string { return []string{"submitted:false", "submitted_reason:" + reason} }
 	decided := func(reason, provider string) billing.PrenoteDecision {
-		return billing.PrenoteDecision{Submit: true, Reason: reason, Provider: provider}
+		d := billing.PrenoteDecision{Submit: true, Reason: reason, Provider: provider}
+		if provider == "secondary" {
+			d.Account = "subscription"
+		}
+		return d
 	}
 	refused := func(reason string) billing.PrenoteDecision { return billing.PrenoteDecision{Reason: reason} }
 
@@ -83,17 +87,18 @@ func TestPrenoteBranches(t *testing.T) {
 			failing := &billingtest.BankAccounts{}
 			failing.FailFor("u1", boom)
 			e.cfg.Prenote, _ = billing.NewDefaultPrenotePolicy(billing.PrenotePolicyConfig{
-				Flags: e.flags, Accounts: failing, Payments: e.payments, Clock: e.clock})
+				Flags: e.flags, Accounts: failing, Payments: e.payments, Clock: e.clock,
+				Provider: "primary", AlternateProvider: "secondary"})
 			e.policy = e.cfg.Prenote.(*billing.DefaultPrenotePolicy)
 		}, decideErr: true, tags: notSubmitted("error")},
 		// Gate 3: new users skip the payment check.
-		{name: "new user: jpm by default", decision: decided("new_user", "jpm"), tags: submitted("jpm"), submissions: jpm},
-		{name: "new user: usio by flag", setup: func(e *notifEnv) { e.flags.SetValue(billing.PaymentsProviderFlag, "usio") },
-			decision: decided("new_user", "usio"), tags: submitted("usio"), submissions: usio},
-		{name: "new user: other provider value is jpm", setup: func(e *notifEnv) { e.flags.SetValueFor(billing.PaymentsProviderFlag, "u1", "stripe") },
-			decision: decided("new_user", "jpm"), tags: submitted("jpm"), submissions: jpm},
+		{name: "new user: primary by default", decision: decided("new_user", "primary"), tags: submitted("primary"), submissions: primary},
+		{name: "new user: secondary by flag", setup: func(e *notifEnv) { e.flags.SetValue(billing.PaymentsProviderFlag, "secondary") },
+			decision: decided("new_user", "secondary"), tags: submitted("secondary"), submissions: secondary},
+		{name: "new user: other provider value is primary", setup: func(e *notifEnv) { e.flags.SetValueFor(billing.PaymentsProviderFlag, "u1", "stripe") },
+			decision: decided("new_user", "primary"), tags: submitted("primary"), submissions: primary},
 		{name: "29 days 23 hours is new", setup: age(30*day - time.Hour),
-			decision: decided("new_user", "jpm"), tags: submitted("jpm"), submissions: jpm},
+			decision: decided("new_user", "primary"), tags: submitted("primary"), submissions: primary},
 		{name: "30 days needs a payment", setup: age(30 * day), payLookups: 1,
 			decision: refused("no_good_payment"), tags: notSubmitted("no_good_payment")},
 		{name: "unknown join date needs a payment", payLookups: 1, setup: func(e *notifEnv) {
@@ -102,41 +107,41 @@ func TestPrenoteBranches(t *testing.T) {
 			e.users.Put(u)
 		},
 			decision: refused("no_good_payment"), tags: notSubmitted("no_good_payment")},
-		// Gate 4: a good payment: jpm, COMPLETED, within 40 days.
+		// Gate 4: a good payment: primary, COMPLETED, within 40 days.
 		{name: "old user without payments", setup: old, payLookups: 1,
 			decision: refused("no_good_payment"), tags: notSubmitted("no_good_payment")},
-		{name: "payment through usio", setup: all(old, pays(payment("usio", "COMPLETED", day))), payLookups: 1,
+		{name: "payment through secondary", setup: all(old, pays(payment("secondary", "COMPLETED", day))), payLookups: 1,
 			decision: refused("no_good_payment"), tags: notSubmitted("no_good_payment")},
-		{name: "payment not completed", setup: all(old, pays(payment("jpm", "PENDING", day))), payLookups: 1,
+		{name: "payment not completed", setup: all(old, pays(payment("primary", "PENDING", day))), payLookups: 1,
 			decision: refused("no_good_payment"), tags: notSubmitted("no_good_payment")},
-		{name: "payment completed 41 days ago", setup: all(old, pays(payment("jpm", "COMPLETED", 41*day))), payLookups: 1,
+		{name: "payment completed 41 days ago", setup: all(old, pays(payment("primary", "COMPLETED", 41*day))), payLookups: 1,
 			decision: refused("no_good_payment"), tags: notSubmitted("no_good_payment")},
-		{name: "payment without completion date", setup: all(old, pays(payment("jpm", "COMPLETED", -1))), payLookups: 1,
+		{name: "payment without completion date", setup: all(old, pays(payment("primary", "COMPLETED", -1))), payLookups: 1,
 			decision: refused("no_good_payment"), tags: notSubmitted("no_good_payment")},
-		{name: "payment completed exactly 40 days ago", setup: all(old, pays(payment("jpm", "COMPLETED", 40*day))), payLookups: 1,
-			decision: decided("good_payment", "jpm"), tags: submitted("jpm"), submissions: jpm},
+		{name: "payment completed exactly 40 days ago", setup: all(old, pays(payment("primary", "COMPLETED", 40*day))), payLookups: 1,
+			decision: decided("good_payment", "primary"), tags: submitted("primary"), submissions: primary},
 		{name: "one good payment among bad ones", payLookups: 1, setup: all(old, pays(
-			payment("usio", "COMPLETED", day), payment("jpm", "RETURNED", day), payment("jpm", "COMPLETED", 3*day))),
-			decision: decided("good_payment", "jpm"), tags: submitted("jpm"), submissions: jpm},
-		{name: "good payment, usio by flag", payLookups: 1, setup: all(old, pays(payment("jpm", "COMPLETED", day)),
-			func(e *notifEnv) { e.flags.SetValue(billing.PaymentsProviderFlag, "usio") }),
-			decision: decided("good_payment", "usio"), tags: submitted("usio"), submissions: usio},
+			payment("secondary", "COMPLETED", day), payment("primary", "RETURNED", day), payment("primary", "COMPLETED", 3*day))),
+			decision: decided("good_payment", "primary"), tags: submitted("primary"), submissions: primary},
+		{name: "good payment, secondary by flag", payLookups: 1, setup: all(old, pays(payment("primary", "COMPLETED", day)),
+			func(e *notifEnv) { e.flags.SetValue(billing.PaymentsProviderFlag, "secondary") }),
+			decision: decided("good_payment", "secondary"), tags: submitted("secondary"), submissions: secondary},
 		{name: "payments error", setup: all(old, func(e *notifEnv) { e.payments.FailFor("u1", boom) }), payLookups: 1,
 			decideErr: true, tags: notSubmitted("error")},
 		{name: "provider flag error", setup: func(e *notifEnv) { e.flags.Fail(billing.PaymentsProviderFlag, boom) },
 			decideErr: true, tags: notSubmitted("error")},
 		// Submission.
-		{name: "jpm answers 200: bad_response_code", setup: func(e *notifEnv) { e.submitter.Respond(200, nil) },
-			decision: decided("new_user", "jpm"), submissions: jpm,
-			tags: []string{"submitted:false", "submitted_reason:bad_response_code", "provider:jpm"}},
-		{name: "usio answers 500: bad_response_code", setup: func(e *notifEnv) {
-			e.flags.SetValue(billing.PaymentsProviderFlag, "usio")
+		{name: "primary answers 200: bad_response_code", setup: func(e *notifEnv) { e.submitter.Respond(200, nil) },
+			decision: decided("new_user", "primary"), submissions: primary,
+			tags: []string{"submitted:false", "submitted_reason:bad_response_code", "provider:primary"}},
+		{name: "secondary answers 500: bad_response_code", setup: func(e *notifEnv) {
+			e.flags.SetValue(billing.PaymentsProviderFlag, "secondary")
 			e.submitter.Respond(500, nil)
-		}, decision: decided("new_user", "usio"), submissions: usio,
-			tags: []string{"submitted:false", "submitted_reason:bad_response_code", "provider:usio"}},
+		}, decision: decided("new_user", "secondary"), submissions: secondary,
+			tags: []string{"submitted:false", "submitted_reason:bad_response_code", "provider:secondary"}},
 		{name: "submission error", setup: func(e *notifEnv) { e.submitter.Respond(0, boom) },
-			decision: decided("new_user", "jpm"), submissions: jpm,
-			tags: []string{"submitted:false", "submitted_reason:error", "provider:jpm"}},
+			decision: decided("new_user", "primary"), submissions: primary,
+			tags: []string{"submitted:false", "submitted_reason:error", "provider:primary"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newNotifEnv(t)
@@ -179,7 +184,7 @@ func mustUser(t *testing.T, e *notifEnv) billing.User {
 	return u
 }
 
-// TestPrenoteGateOrder checks the gates run in the document's order and
+// TestPrenoteGateOrder checks the gates run in their documented order and
 // stop at the first that decides: a disabled flag never looks at the bank
 // link, a bad link never looks at payments.
 func TestPrenoteGateOrder(t *testing.T) {
@@ -228,25 +233,57 @@ func TestNewDefaultPrenotePolicyConfig(t *testing.T) {
 		}
 	}
 
-	// Custom flag names and thresholds replace the defaults.
+	// Custom flag names, providers and thresholds replace the defaults.
 	clock := billingtest.NewClock(notifNow)
 	cfg := billing.PrenotePolicyConfig{Flags: flags, Accounts: accounts, Payments: payments, Clock: clock,
-		EnabledFlag: "my.prenotes", ProviderFlag: "my.provider", NewUserDays: 7, GoodPaymentDays: 3}
+		EnabledFlag: "my.prenotes", ProviderFlag: "my.provider", NewUserDays: 7, GoodPaymentDays: 3,
+		Provider: "ach", AlternateProvider: "ach2", AlternateAccount: "acct", GoodPaymentProvider: "cards"}
 	p, err := billing.NewDefaultPrenotePolicy(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	flags.SetEnabled("my.prenotes", true)
-	flags.SetValue("my.provider", "usio")
+	flags.SetValue("my.provider", "ach2")
 	accounts.Set("u1", billing.BankLink{PrimaryAccountID: "a", Accounts: []billing.BankAccount{{ID: "a"}}})
-	payments.Set("u1", billing.UserPayment{Provider: "jpm", Status: "COMPLETED", CompletionDate: notifNow.AddDate(0, 0, -4)})
+	payments.Set("u1", billing.UserPayment{Provider: "cards", Status: "COMPLETED", CompletionDate: notifNow.AddDate(0, 0, -4)})
 	u := billing.User{ID: "u1", DateJoined: notifNow.AddDate(0, 0, -8)}
 	if d, err := p.Decide(context.Background(), u); err != nil || d.Reason != billing.PrenoteReasonNoGoodPayment {
 		t.Fatalf("8-day-old user, 4-day-old payment: %+v, %v", d, err)
 	}
 	u.DateJoined = notifNow.AddDate(0, 0, -6)
-	if d, err := p.Decide(context.Background(), u); err != nil || d != (billing.PrenoteDecision{Submit: true, Reason: "new_user", Provider: "usio"}) {
+	if d, err := p.Decide(context.Background(), u); err != nil || d != (billing.PrenoteDecision{Submit: true, Reason: "new_user", Provider: "ach2", Account: "acct"}) {
 		t.Fatalf("6-day-old user: %+v, %v", d, err)
+	}
+	payments.Set("u1", billing.UserPayment{Provider: "cards", Status: "COMPLETED", CompletionDate: notifNow.AddDate(0, 0, -2)})
+	flags.SetValue("my.provider", "other")
+	u.DateJoined = notifNow.AddDate(0, 0, -8)
+	if d, err := p.Decide(context.Background(), u); err != nil || d != (billing.PrenoteDecision{Submit: true, Reason: "good_payment", Provider: "ach"}) {
+		t.Fatalf("GoodPaymentProvider: %+v, %v", d, err)
+	}
+}
+
+// TestDefaultPrenotePolicyDefaults checks the provider names a policy uses
+// when the host names none: "default", or "alternate" under the account
+// "subscription" when the provider flag says so; a good payment went
+// through "default".
+func TestDefaultPrenotePolicyDefaults(t *testing.T) {
+	flags, accounts, payments := &billingtest.FeatureFlags{}, &billingtest.BankAccounts{}, &billingtest.UserPayments{}
+	p, err := billing.NewDefaultPrenotePolicy(billing.PrenotePolicyConfig{Flags: flags, Accounts: accounts, Payments: payments,
+		Clock: billingtest.NewClock(notifNow)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags.SetEnabled(billing.PrenotesFlag, true)
+	accounts.Set("u1", billing.BankLink{PrimaryAccountID: "a", Accounts: []billing.BankAccount{{ID: "a"}}})
+	payments.Set("u1", billing.UserPayment{Provider: billing.PrenoteProviderDefault, Status: "COMPLETED", CompletionDate: notifNow.AddDate(0, 0, -1)})
+	u := billing.User{ID: "u1", DateJoined: notifNow.AddDate(-1, 0, 0)}
+	if d, err := p.Decide(context.Background(), u); err != nil || d != (billing.PrenoteDecision{Submit: true, Reason: "good_payment", Provider: "default"}) {
+		t.Fatalf("default provider: %+v, %v", d, err)
+	}
+	flags.SetValue(billing.PaymentsProviderFlag, billing.PrenoteProviderAlternate)
+	want := billing.PrenoteDecision{Submit: true, Reason: "good_payment", Provider: "alternate", Account: "subscription"}
+	if d, err := p.Decide(context.Background(), u); err != nil || d != want {
+		t.Fatalf("alternate provider: %+v, %v", d, err)
 	}
 }
 
@@ -264,5 +301,18 @@ func TestPrenotePolicyFunc(t *testing.T) {
 	}
 	if e.metrics.Total(billing.PrenoteMetricName, "submitted:true", "provider:acme") != 1 {
 		t.Fatalf("metrics %+v", e.metrics.Counts())
+	}
+	// A decision with an Account sends it with the user's email.
+	e = newNotifEnv(t)
+	e.cfg.Prenote = billing.PrenotePolicyFunc(func(_ context.Context, u billing.User) (billing.PrenoteDecision, error) {
+		return billing.PrenoteDecision{Submit: true, Reason: "always", Provider: "acme", Account: "acct-9"}, nil
+	})
+	if failed := e.worker(t).HandleBatch(context.Background(), []billing.Message{{ID: "m", Body: notifBody(t, notifMessage())}}); len(failed) != 0 {
+		t.Fatal(failed)
+	}
+	want := []billingtest.PrenoteSubmission{{Provider: "acme", Request: billing.PrenoteRequest{
+		UserID: "u1", FirstName: "Ann", LastName: "Lee", Email: "ann@example.com", Account: "acct-9"}}}
+	if got := e.submitter.Submissions(); !slices.Equal(got, want) {
+		t.Fatalf("submissions %+v", got)
 	}
 }

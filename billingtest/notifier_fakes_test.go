@@ -116,13 +116,13 @@ func TestNotifierFakesScriptAndRecord(t *testing.T) {
 	}
 	flags.SetEnabled("f", true)
 	flags.SetEnabledFor("f", "u2", false)
-	flags.SetValue("v", "usio")
-	flags.SetValueFor("v", "u2", "jpm")
+	flags.SetValue("v", "secondary")
+	flags.SetValueFor("v", "u2", "primary")
 	for _, tc := range []struct {
 		user string
 		on   bool
 		v    string
-	}{{"u1", true, "usio"}, {"u2", false, "jpm"}} {
+	}{{"u1", true, "secondary"}, {"u2", false, "primary"}} {
 		on, _ := flags.Enabled(ctx, "f", tc.user)
 		v, _ := flags.Value(ctx, "v", tc.user)
 		if on != tc.on || v != tc.v {
@@ -144,12 +144,12 @@ func TestNotifierFakesScriptAndRecord(t *testing.T) {
 		code int
 		err  error
 	}{{500, nil}, {0, boom}, {201, nil}} {
-		code, err := sub.Submit(ctx, "jpm", billing.PrenoteRequest{UserID: fmt.Sprint(i)})
+		code, err := sub.Submit(ctx, "primary", billing.PrenoteRequest{UserID: fmt.Sprint(i)})
 		if code != want.code || !errors.Is(err, want.err) {
 			t.Fatalf("call %d: %d %v", i, code, err)
 		}
 	}
-	if s := sub.Submissions(); len(s) != 3 || s[2].Request.UserID != "2" || s[0].Provider != "jpm" {
+	if s := sub.Submissions(); len(s) != 3 || s[2].Request.UserID != "2" || s[0].Provider != "primary" {
 		t.Fatalf("submissions %+v", s)
 	}
 
@@ -174,7 +174,7 @@ func TestNotifierFakesConcurrent(t *testing.T) {
 			_ = q.Enqueue(ctx, []string{fmt.Sprint(i)})
 			_ = n.Send(ctx, fmt.Sprint(i), billing.ThreeDayNotification{})
 			m.Count(ctx, "c", 1, nil)
-			_, _ = s.Submit(ctx, "jpm", billing.PrenoteRequest{})
+			_, _ = s.Submit(ctx, "primary", billing.PrenoteRequest{})
 		})
 	}
 	wg.Wait()

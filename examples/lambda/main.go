@@ -188,13 +188,21 @@ func newRepository(awsCfg aws.Config, logger *slog.Logger) (billing.Repository, 
 	})
 }
 
-// newWorker wires the worker to the host ports and the legacy prenote rule.
+// newWorker wires the worker to the host ports and the default prenote
+// rule, configured the way the legacy service ran it: prenotes go through
+// "jpm" unless the provider flag says "usio", whose prenotes are submitted
+// under the account "subscription" with the user's email; a good payment
+// went through "jpm". The names are this host's; the library has none.
 func newWorker(logger *slog.Logger) (*billing.Worker, error) {
 	accounts := stubBankAccounts{logger}
 	policy, err := billing.NewDefaultPrenotePolicy(billing.PrenotePolicyConfig{
-		Flags:    stubFlags{logger},
-		Accounts: accounts,
-		Payments: stubPayments{logger},
+		Flags:               stubFlags{logger},
+		Accounts:            accounts,
+		Payments:            stubPayments{logger},
+		Provider:            "jpm",
+		AlternateProvider:   "usio",
+		AlternateAccount:    "subscription",
+		GoodPaymentProvider: "jpm",
 	})
 	if err != nil {
 		return nil, err
