@@ -76,7 +76,7 @@ func ExampleNewDynamoAccounts() {
 		BaseEndpoint: aws.String("http://localhost:8000"),
 		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
 	})
-	table := billing.SingleTableConfig{} // gg_core, USER#<id>, TTL on expiresAt
+	table := billing.SingleTableConfig{} // table "billing", USER#<id>, TTL on expiresAt
 	if err := billing.CreateSingleTable(ctx, client, table); err != nil {
 		fmt.Println(err)
 		return

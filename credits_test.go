@@ -62,7 +62,7 @@ func newDynamoAccountsEnv(t *testing.T, opts acctOpts) *acctEnv {
 	t.Helper()
 	client := dynamotest.Client(t)
 	cfg := opts.table
-	cfg.Table = dynamotest.TableName(t, "gg_core")
+	cfg.Table = dynamotest.TableName(t, "billing")
 	cfg = cfg.WithDefaults()
 	dynamotest.CreateTable(t, client, billing.SingleTableDefinition(cfg))
 	w := dynamotest.Wrap(client)

@@ -14,13 +14,12 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Default names of the single-table layout. The table, the account prefix
-// and the TTL attribute are those of the provider-billed tiers deployment
-// (requirements/002: table gg_core, partitions USER#<id>, credits expiring
-// by expiresAt); the index names are those of the recurring payments design
-// (requirements/001 and 004: GSI-1 for reminders, GSI-2 for payments).
+// Default names of the single-table layout: the table, account partitions
+// USER#<id>, a sparse reminder index GSI-1 and payment index GSI-2, and
+// the TTL attribute expiresAt that credit balances, grant markers and
+// receipts expire by. Every one can be set in [SingleTableConfig].
 const (
-	DefaultSingleTable        = "gg_core"
+	DefaultSingleTable        = "billing"
 	DefaultAccountPrefix      = "USER#"
 	DefaultReminderIndex      = "GSI-1"
 	DefaultPaymentIndex       = "GSI-2"
@@ -45,7 +44,7 @@ const (
 	AttrLastPaymentDate = "LastPaymentDate"
 )
 
-// Sort keys and sort-key prefixes of the account entities (requirements/002).
+// Sort keys and sort-key prefixes of the account entities.
 const (
 	SKCredits            = "CREDITS#BALANCE"
 	SKCreditGrantPrefix  = "CREDITS#GRANT#"
@@ -55,8 +54,8 @@ const (
 )
 
 // DefaultReminderProjection and DefaultPaymentProjection return the non-key
-// attributes the reminder and payment indexes project (requirements/004).
-// The table's PK and SK and the index's own keys are always projected, so
+// attributes the reminder and payment indexes project: what a reminder or
+// a collection run reads without fetching the item. The table's PK and SK and the index's own keys are always projected, so
 // they are not listed.
 func DefaultReminderProjection() []string {
 	return []string{"SKU", "Email", AttrNextPaymentDate}
@@ -69,11 +68,12 @@ func DefaultPaymentProjection() []string {
 
 // SingleTableConfig names the single table, its indexes and its TTL
 // attribute, and the prefix of account partitions. The zero value is the
-// provider-billed tiers deployment (requirements/002); for the recurring
-// payments design (requirements/001) set AccountPrefix "ACC#" and
+// provider-billed tiers layout (USER#<id> partitions, TTL on expiresAt);
+// the recurring payments layout sets AccountPrefix "ACC#" and
 // TTLAttribute "TTL".
 type SingleTableConfig struct {
-	// Table is the table name. Defaults to "gg_core".
+	// Table is the table name. Defaults to [DefaultSingleTable] ("billing");
+	// a host with an existing table sets its name here.
 	Table string
 	// AccountPrefix starts every account's partition key: PK is
 	// AccountPrefix + account ID. Defaults to "USER#".
@@ -93,8 +93,7 @@ type SingleTableConfig struct {
 	// TTLAttribute is the table's time-to-live attribute (a Number of Unix
 	// seconds): DynamoDB deletes an item some time after the instant it
 	// holds. One attribute serves every entity: credit balances write their
-	// expiry to it (requirements/002 calls it expiresAt), and so do the
-	// monthly grant markers and receipts (requirements/004 calls it TTL).
+	// expiry to it, and so do the monthly grant markers and receipts.
 	// Defaults to "expiresAt".
 	TTLAttribute string
 }

@@ -63,7 +63,7 @@ func stShapeOfDefinition(in *dynamodb.CreateTableInput) stShape {
 
 func TestSingleTableConfigDefaults(t *testing.T) {
 	c := billing.SingleTableConfig{}.WithDefaults()
-	want := billing.SingleTableConfig{Table: "gg_core", AccountPrefix: "USER#", ReminderIndex: "GSI-1", PaymentIndex: "GSI-2",
+	want := billing.SingleTableConfig{Table: "billing", AccountPrefix: "USER#", ReminderIndex: "GSI-1", PaymentIndex: "GSI-2",
 		ReminderProjection: []string{"SKU", "Email", "NextPaymentDate"},
 		PaymentProjection:  []string{"Email", "PaymentDay", "PaymentAmount", "SKU", "PaymentDetails"},
 		TTLAttribute:       "expiresAt"}
@@ -84,7 +84,7 @@ func TestSingleTableConfigDefaults(t *testing.T) {
 func TestSingleTableDefinition(t *testing.T) {
 	got := stShapeOfDefinition(billing.SingleTableDefinition(billing.SingleTableConfig{}))
 	want := stShape{
-		Name: "gg_core", Billing: "PAY_PER_REQUEST",
+		Name: "billing", Billing: "PAY_PER_REQUEST",
 		Attrs: []string{"LastPaymentDate:S", "LastReminderDate:S", "NextPaymentDate:S", "NextReminderDate:S", "PK:S", "SK:S"},
 		Keys:  []string{"PK:HASH", "SK:RANGE"},
 		Indexes: map[string][]string{
@@ -126,7 +126,7 @@ func TestSingleTableConfigInvalid(t *testing.T) {
 func TestSingleTableCreateOnServer(t *testing.T) {
 	t.Parallel()
 	client := dynamotest.Client(t)
-	cfg := billing.SingleTableConfig{Table: dynamotest.TableName(t, "gg_core")}
+	cfg := billing.SingleTableConfig{Table: dynamotest.TableName(t, "billing")}
 	t.Cleanup(func() {
 		_, _ = client.DeleteTable(t.Context(), &dynamodb.DeleteTableInput{TableName: aws.String(cfg.Table)})
 	})

@@ -23,7 +23,8 @@
 //	                         payments design (document 001), whose daily jobs
 //	                         are this binary's scheduler (reminders due today)
 //	                         and collector (payments due today)
-//	SINGLE_TABLE             the single table (default "gg_core")
+//	SINGLE_TABLE             the single table (default "billing"; set it to
+//	                         the name of your existing table)
 //	ACCOUNT_PREFIX           its account partition prefix (default "USER#";
 //	                         "ACC#" for document 001)
 //	SINGLE_TABLE_TTL         its TTL attribute (default "expiresAt")
