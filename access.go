@@ -47,7 +47,7 @@ func ParsePassType(s string) (PassType, error) {
 }
 
 // FounderPass is a lifetime pass: the item PK=USER#<id>,
-// SK=FOUNDER#<passType> of requirements/002.
+// SK=FOUNDER#<passType>.
 type FounderPass struct {
 	UserID   string
 	PassType PassType
@@ -64,7 +64,7 @@ type FounderPass struct {
 	CreatedAt, UpdatedAt time.Time
 }
 
-// Attribute names of the founder pass and the profile (requirements/002).
+// Attribute names of the founder pass and the profile, as stored.
 const (
 	passTypeAttr     = "passType"
 	passIntent       = "stripePaymentIntentId"
@@ -241,8 +241,8 @@ type Access struct {
 	Until time.Time
 }
 
-// ResolveAccess decides a user's effective tier at now, by the rules of
-// requirements/002, first match wins:
+// ResolveAccess decides a user's effective tier at now by these rules,
+// first match wins:
 //
 //  1. founder pass: the highest GrantedTier among passes with
 //     LifetimeAccess (an active subscription may coexist; the pass wins);

@@ -28,8 +28,8 @@ var (
 	ErrInvalidAccount = errors.New("billing: invalid account ID")
 )
 
-// Tier is an access tier of the provider-billed deployment
-// (requirements/002). Tiers are ordered: FREE < INITIATE < JOURNEYMAN < SAGE
+// Tier is an access tier of the provider-billed deployment. Tiers are
+// ordered: FREE < INITIATE < JOURNEYMAN < SAGE
 // < GUILDMASTER (see [Tier.Rank]).
 //
 // The canonical spelling is upper case. Profiles store the free tier as
@@ -199,7 +199,7 @@ func (c DynamoAccountsConfig) withDefaults() (DynamoAccountsConfig, error) {
 }
 
 // DynamoAccounts is [Accounts] on the single table of [SingleTableConfig],
-// with the items and attribute names of requirements/002.
+// with the items and attribute names existing deployments use.
 type DynamoAccounts struct {
 	cfg DynamoAccountsConfig
 }
@@ -215,7 +215,7 @@ func NewDynamoAccounts(cfg DynamoAccountsConfig) (*DynamoAccounts, error) {
 	return &DynamoAccounts{cfg: cfg}, nil
 }
 
-// Attribute names shared by the account entities (requirements/002).
+// Attribute names shared by the account entities.
 const (
 	acctType      = "type"
 	acctCreatedAt = "createdAt"
@@ -310,7 +310,7 @@ func attrN(n int64) types.AttributeValue {
 func attrBool(b bool) types.AttributeValue { return &types.AttributeValueMemberBOOL{Value: b} }
 
 // acctTime encodes a timestamp of the account entities: UTC, whole
-// seconds, "2025-01-15T10:30:00Z", as in requirements/002.
+// seconds, "2025-01-15T10:30:00Z", as existing items store them.
 func acctTime(t time.Time) (string, error) {
 	s, err := timefmt.Seconds(t)
 	if err != nil {

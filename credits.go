@@ -33,8 +33,8 @@ const MaxCreditAmount int64 = 1_000_000_000_000
 // sort key.
 const maxGrantPeriod = 256
 
-// Attribute names of the credits balance (requirements/002) and of the
-// monthly grant markers (added by this library).
+// Attribute names of the credits balance (as existing items spell them)
+// and of the monthly grant markers (added by this library).
 const (
 	credBalance         = "balance"
 	credLastTopUp       = "lastTopUp"
@@ -50,7 +50,7 @@ const (
 )
 
 // Credits is a user's credit balance: the item PK=USER#<id>,
-// SK=CREDITS#BALANCE of requirements/002.
+// SK=CREDITS#BALANCE.
 type Credits struct {
 	// UserID is the account ID.
 	UserID string
@@ -96,7 +96,7 @@ func (e *InsufficientCreditsError) Unwrap() error { return ErrInsufficientCredit
 // CreditQuotas maps a tier to its monthly credit grant.
 type CreditQuotas map[Tier]int64
 
-// DefaultCreditQuotas returns the quotas of requirements/002: FREE 0,
+// DefaultCreditQuotas returns the monthly quotas per tier: FREE 0,
 // INITIATE 2, JOURNEYMAN 5, SAGE 15, GUILDMASTER 15 (founder passes grant
 // the quota of their tier: FOUNDING_MEMBER that of SAGE, GUILD_BUILDER that
 // of GUILDMASTER).

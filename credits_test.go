@@ -454,8 +454,8 @@ func TestCreditsWithoutExpiryWriteNoTTL(t *testing.T) {
 	}
 }
 
-// TestCreditsDecodeDocumentExample decodes the credits item of
-// requirements/002 as stored by the existing deployment.
+// TestCreditsDecodeDocumentExample decodes a credits item as an existing
+// deployment stores it.
 func TestCreditsDecodeDocumentExample(t *testing.T) {
 	item := map[string]types.AttributeValue{
 		"PK": acctS("USER#abc123"), "SK": acctS("CREDITS#BALANCE"), "type": acctS("Credits"), "balance": acctN(12),

@@ -140,8 +140,8 @@
 //
 // # Single table
 //
-// [NewDynamoAccounts] serves document 002's entities on one table
-// ([SingleTableDefinition]): a credit balance changed only atomically
+// [NewDynamoAccounts] serves the provider-billed tiers' entities on one
+// table ([SingleTableDefinition]): a credit balance changed only atomically
 // (Consume fails with [ErrInsufficientCredits]), subscriptions mirrored
 // from an external processor's events, lifetime founder passes, and
 // [ResolveAccess]: pass > active or in-grace subscription > profile tier >
@@ -150,14 +150,14 @@
 //
 // # Single-table layout
 //
-// The same table holds the recurring payments design of documents 001 and
-// 004 ([Payments]: subscriptions, receipts, the two due-date indexes), and
+// The same table holds recurring payments ([Payments]: subscriptions,
+// receipts, the two due-date indexes), and
 // [SingleTableRepository] lets the collector and the notifier run on it
 // unchanged: it is a [Repository] and, through History, a [History]. One
 // engine, two layouts. The mapping, for an account A (PK
 // <AccountPrefix>A) with a subscription S of SKU K:
 //
-//	SK SUB#S#SKU#K                the subscription (doc 001): Email, PaymentDay,
+//	SK SUB#S#SKU#K                the subscription: Email, PaymentDay,
 //	                              PaymentAmount, PaymentDetails, Version,
 //	                              NextPaymentDate, NextReminderDate,
 //	                              LastPaymentDate, LastReminderDate, OpenPeriods
@@ -190,7 +190,7 @@
 // indexes need both of their keys). begins_with(SK, "SUB#") still lists
 // subscriptions only.
 //
-// The two daily jobs of document 001 are the engine's own runs on this
+// The two daily jobs of recurring payments are the engine's own runs on this
 // repository: reminders due today are the notifier's daily [Scheduler.Run]
 // (its window, billing dates [NotificationLeadDays] days ahead, is exactly
 // the subscriptions whose NextReminderDate is today, which

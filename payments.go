@@ -23,8 +23,7 @@ import (
 // The error is a [*FieldError] naming the field.
 var ErrInvalidPayment = errors.New("billing: invalid recurring payment")
 
-// Sort-key prefixes and limits of the recurring payments layout
-// (requirements/001 and 004).
+// Sort-key prefixes and limits of the recurring payments layout.
 const (
 	// SKRecurringPrefix starts a subscription's sort key:
 	// "SUB#<subscriptionID>#SKU#<sku>".
@@ -35,12 +34,12 @@ const (
 	// MaxPaymentID bounds a subscription ID and a SKU (bytes).
 	MaxPaymentID = 256
 	// MaxPaymentDay is the last day of the month a payment may be taken
-	// on: requirements/001 bills "on the same day each month", and only
+	// on: a subscription is billed on the same day each month, and only
 	// days 1 to 28 exist in every month.
 	MaxPaymentDay = 28
 	// DefaultReceiptRetention is how long a receipt is kept (by TTL)
-	// after its processed date: requirements/001 shows "past receipts for
-	// the last six months".
+	// after its processed date: long enough to show the past six months
+	// of receipts.
 	DefaultReceiptRetention = 183 * 24 * time.Hour
 	// DefaultPaymentsPageSize and MaxPaymentsPageSize bound the pages of
 	// the due-date queries.
@@ -48,7 +47,7 @@ const (
 	MaxPaymentsPageSize     = 100
 )
 
-// Attribute names of the recurring payments items (requirements/004).
+// Attribute names of the recurring payments items.
 const (
 	payEntity        = "Entity"
 	paySKU           = "SKU"
@@ -66,8 +65,8 @@ const (
 	payCondAbsent    = "attribute_not_exists(#pk)"
 )
 
-// RecurringSubscription is a subscription of the recurring payments design
-// (requirements/001): the account agrees to pay PaymentAmount on day
+// RecurringSubscription is a recurring payments subscription: the
+// account agrees to pay PaymentAmount on day
 // PaymentDay of every month for SKU.
 //
 // It is stored at PK=<AccountPrefix><AccountID>,
@@ -104,8 +103,8 @@ type RecurringSubscription struct {
 	Version int
 }
 
-// Payments stores the recurring payments design of requirements/001 and
-// 004: subscriptions and receipts in the account partitions of the single
+// Payments stores recurring payments: subscriptions and receipts in the
+// account partitions of the single
 // table, and the two sparse indexes the daily reminder and payment jobs
 // read. [DynamoPayments] implements it; billingtest.Payments is the
 // in-memory twin. Every method is safe for concurrent use.
@@ -157,7 +156,7 @@ type DynamoPaymentsConfig struct {
 	Client DynamoDBAPI
 	// Table names the single table, its indexes and TTL attribute, and
 	// the account prefix. Defaults to [SingleTableConfig]'s defaults; the
-	// layout of requirements/001 uses AccountPrefix "ACC#".
+	// recurring payments layout uses AccountPrefix "ACC#".
 	Table SingleTableConfig
 	// Clock gives "now" for CreatedAt, UpdatedAt and reminder dates.
 	// Defaults to [SystemClock].

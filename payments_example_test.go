@@ -9,7 +9,7 @@ import (
 	"github.com/dynabill/billing/billingtest"
 )
 
-// The daily payment job of requirements/001 on the in-memory twin; on
+// The daily payment job of recurring payments on the in-memory twin; on
 // DynamoDB use billing.NewDynamoPayments with a *dynamodb.Client (for a
 // local server: dynamodb.Options.BaseEndpoint "http://localhost:8000").
 func ExamplePayments() {

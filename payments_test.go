@@ -15,7 +15,7 @@ import (
 // payStart is the clock's start in the recurring payments tests.
 var payStart = time.Date(2025, 1, 15, 10, 30, 0, 0, time.UTC)
 
-// payTable is the layout of requirements/001: ACC# partitions, TTL attribute "TTL".
+// payTable is the recurring payments layout: ACC# partitions, TTL attribute "TTL".
 var payTable = billing.SingleTableConfig{AccountPrefix: "ACC#", TTLAttribute: "TTL"}
 
 // payEnv is one implementation of billing.Payments under test; acct is

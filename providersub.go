@@ -17,7 +17,7 @@ import (
 // Provider subscription errors.
 var (
 	// ErrInvalidProviderStatus reports a subscription status other than the
-	// six of requirements/002. The error is a [*FieldError] naming "status"
+	// six a processor reports. The error is a [*FieldError] naming "status"
 	// and the value.
 	ErrInvalidProviderStatus = errors.New("billing: invalid provider subscription status")
 
@@ -233,7 +233,7 @@ func sameInstantCondition(rank int, values map[string]types.AttributeValue) stri
 }
 
 // ProviderSubscription is the mirror of a processor's subscription: the
-// item PK=USER#<id>, SK=SUBSCRIPTION#<subscriptionId> of requirements/002.
+// item PK=USER#<id>, SK=SUBSCRIPTION#<subscriptionId>.
 type ProviderSubscription struct {
 	UserID         string
 	SubscriptionID string
@@ -258,7 +258,7 @@ type ProviderSubscription struct {
 	CreatedAt, UpdatedAt time.Time
 }
 
-// Attribute names of the subscription record (requirements/002).
+// Attribute names of the subscription record, as existing items spell them.
 const (
 	subID           = "subscriptionId"
 	subPlanTier     = "planTier"

@@ -179,8 +179,8 @@ func TestProviderEventValidation(t *testing.T) {
 	})
 }
 
-// TestProviderSubscriptionExistingItem starts from the example item of
-// requirements/002, written by the host without the library's event
+// TestProviderSubscriptionExistingItem starts from an item as an existing
+// deployment wrote it, without the library's event
 // attributes: any event overwrites it, keeping provider and createdAt.
 func TestProviderSubscriptionExistingItem(t *testing.T) {
 	t.Parallel()

@@ -19,7 +19,7 @@ import (
 // the due-date queries on the sparse indexes, RecordPayment, MarkReminded,
 // and the conditional subscription update they share with UpdateSubscription.
 
-// Attribute names of a receipt item (requirements/004).
+// Attribute names of a receipt item.
 const (
 	recSubscriptionID = "SubscriptionID"
 	recProcessedDate  = "ProcessedDate"

@@ -11,7 +11,7 @@ import (
 )
 
 // This file maps the collection engine's records ([Subscription], one per
-// billing period) onto the single table of requirements/001 and 004. The
+// billing period) onto the recurring payments single table. The
 // mapping is shared by [SingleTableRepository] and its in-memory twin in
 // package billingtest; the package documentation (doc.go, "Single-table
 // layout") describes it for operators.

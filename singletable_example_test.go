@@ -13,8 +13,8 @@ import (
 	"github.com/dynabill/billing/billingtest"
 )
 
-// Example_singleTableDailyJobs runs document 001's two daily jobs on the
-// single-table layout: reminders due today through the notifier's
+// Example_singleTableDailyJobs runs the two daily jobs of recurring
+// payments on the single-table layout: reminders due today through the notifier's
 // scheduler, payments due today through the collector. One account holds
 // two SKUs; the in-memory twin stands in for [billing.NewSingleTableRepository].
 func Example_singleTableDailyJobs() {
@@ -105,7 +105,7 @@ func ExampleNewSingleTableRepository() {
 		BaseEndpoint: aws.String("http://localhost:8000"),
 		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
 	})
-	table := billing.SingleTableConfig{Table: "payments", AccountPrefix: "ACC#", TTLAttribute: "TTL"} // requirements/001
+	table := billing.SingleTableConfig{Table: "payments", AccountPrefix: "ACC#", TTLAttribute: "TTL"} // the recurring payments layout
 	if err := billing.CreateSingleTable(ctx, client, table); err != nil {
 		fmt.Println(err)
 		return

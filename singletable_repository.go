@@ -25,8 +25,8 @@ type SingleTableStoreConfig struct {
 	// Client talks to DynamoDB; *dynamodb.Client satisfies it. Required.
 	Client DynamoDBAPI
 	// Table names the single table, its indexes, TTL attribute and account
-	// prefix. Defaults to [SingleTableConfig]'s defaults; the layout of
-	// requirements/001 uses AccountPrefix "ACC#".
+	// prefix. Defaults to [SingleTableConfig]'s defaults; the recurring
+	// payments layout uses AccountPrefix "ACC#".
 	Table SingleTableConfig
 	// Clock gives "now" for the open end of status queries and for the
 	// subscription items' UpdatedAt. Defaults to [SystemClock].
@@ -71,8 +71,8 @@ type SingleTableStoreConfig struct {
 }
 
 // SingleTableRepository is the [Repository] (and, through History, the
-// [History]) of the collection engine on the single table of
-// requirements/001 and 004, next to the [Payments] and accounts entities
+// [History]) of the collection engine on the recurring payments single
+// table, next to the [Payments] and accounts entities
 // of the same table. The collector and the notifier drive it exactly as
 // they drive [DynamoRepository]; the mapping is described in the package
 // documentation ("Single-table layout").

@@ -20,7 +20,7 @@ var singleTableSuite = billingtest.SuiteOptions{UserID: singleTableUser, SkipSta
 
 // newSingleTableStore returns the engine's store on a fresh single table
 // on the local server, behind the limit-checking wrapper, with ACC#
-// partitions (requirements/001).
+// partitions (the recurring payments layout).
 func newSingleTableStore(t *testing.T, clock billing.Clock, opts billingtest.StoreOptions) *billing.SingleTableRepository {
 	t.Helper()
 	client := dynamotest.Client(t)

@@ -172,7 +172,7 @@ func TestSingleTableCreateOnServer(t *testing.T) {
 }
 
 // TestSingleTableRecurringPaymentsLayout uses the key prefix and TTL
-// attribute of requirements/001 and 004 for the account entities.
+// attribute of the recurring payments layout for the account entities.
 func TestSingleTableRecurringPaymentsLayout(t *testing.T) {
 	t.Parallel()
 	e := newDynamoAccountsEnv(t, acctOpts{table: billing.SingleTableConfig{AccountPrefix: "ACC#", TTLAttribute: "TTL"}, expiry: time.Hour})

@@ -19,14 +19,14 @@
 // Environment:
 //
 //	BILLING_LAYOUT           "legacy" (default): the billing-activity tables;
-//	                         "single": the single table of the recurring
-//	                         payments design (document 001), whose daily jobs
+//	                         "single": the single table of recurring
+//	                         payments, whose daily jobs
 //	                         are this binary's scheduler (reminders due today)
 //	                         and collector (payments due today)
 //	SINGLE_TABLE             the single table (default "billing"; set it to
 //	                         the name of your existing table)
 //	ACCOUNT_PREFIX           its account partition prefix (default "USER#";
-//	                         "ACC#" for document 001)
+//	                         "ACC#" for the recurring payments layout)
 //	SINGLE_TABLE_TTL         its TTL attribute (default "expiresAt")
 //	BILLING_TABLE            billing-activity table (default "billing-activity")
 //	BILLING_HISTORY_TABLE    history table (default "billing-activity-history")
