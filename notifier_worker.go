@@ -51,13 +51,12 @@ type UserDirectory interface {
 type BankAccount struct {
 	// ID identifies the account in its link.
 	ID string
-	// Mask is the end of the account number as the link reports it (Plaid's
-	// mask); only its last four characters are ever put in a notification.
+	// Mask is the end of the account number as the link reports it; only its last four characters are ever put in a notification.
 	Mask string
 }
 
-// BankLink is a user's linked bank (the legacy Plaid item): the primary
-// account that is charged and every linked account.
+// BankLink is a user's linked bank (an account aggregator's item): the
+// primary account that is charged and every linked account.
 type BankLink struct {
 	// PrimaryAccountID is the ID of the account collections debit (the
 	// legacy main_account_id / primary_account_id); empty when none is set.
@@ -80,7 +79,7 @@ func (l BankLink) Primary() (BankAccount, bool) {
 }
 
 // Usable reports whether the link can take a prenote: it has a primary
-// account ID and at least one account (the legacy hasGoodPlaidItem).
+// account ID and at least one account.
 func (l BankLink) Usable() bool { return l.PrimaryAccountID != "" && len(l.Accounts) > 0 }
 
 // BankAccounts looks up users' linked bank accounts.
@@ -93,8 +92,8 @@ type BankAccounts interface {
 }
 
 // ThreeDayNotification is the pre-billing notification's payload (the
-// legacy ThreeDaySubNotification, sent as the properties of an Iterable
-// track event named three_day_notification).
+// legacy ThreeDaySubNotification, sent as the properties of a messaging
+// platform's track event named three_day_notification).
 type ThreeDayNotification struct {
 	// EventType is [ThreeDayNotificationEvent].
 	EventType string `json:"event_type"`
@@ -113,7 +112,7 @@ type ThreeDayNotification struct {
 }
 
 // Notifier delivers notifications through the host's channel (the legacy
-// service sent an Iterable track event keyed by the email).
+// service sent a messaging platform's track event keyed by the email).
 type Notifier interface {
 	// Send delivers n to the user with the email. An error fails the
 	// message, which SQS then redelivers.
@@ -166,9 +165,8 @@ type WorkerConfig struct {
 	PrenoteMetric string
 	// AllowedEmailSuffixes, when not empty, restricts notifications to
 	// emails ending (case-insensitively) in one of them; other users are
-	// skipped. Set it in test environments, e.g. to the legacy
-	// "integrationtest.com" and "integrationtest.floatme.io". Defaults to
-	// nil: everyone (production).
+	// skipped. Set it in test environments, e.g. to "integrationtest.com"
+	// and "test.example.com". Defaults to nil: everyone (production).
 	AllowedEmailSuffixes []string
 	// Logger receives a line per skipped or failed message and per prenote
 	// decision. Defaults to discarding logs.

@@ -146,7 +146,7 @@ func TestWorkerBranches(t *testing.T) {
 			setup: func(e *notifEnv) { e.users.Put(billing.User{ID: "u1", Email: "ann@example.com", Status: "SUSPENDED"}) }},
 		{name: "test environment: email not allowed: skipped", lookups: 1,
 			setup: func(e *notifEnv) {
-				e.cfg.AllowedEmailSuffixes = []string{"integrationtest.com", "integrationtest.floatme.io"}
+				e.cfg.AllowedEmailSuffixes = []string{"integrationtest.com", "test.example.org"}
 			}},
 		{name: "test environment: allowed suffix, any case: sent", lookups: 1,
 			setup: func(e *notifEnv) {

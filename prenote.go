@@ -50,8 +50,9 @@ const (
 const (
 	// PrenoteReasonFeatureFlagDisabled: PrenotesFlag is off for the user.
 	PrenoteReasonFeatureFlagDisabled = "feature_flag_disabled"
-	// PrenoteReasonNoGoodPlaidItem: no primary account or no accounts linked.
-	PrenoteReasonNoGoodPlaidItem = "no_good_plaid_item"
+	// PrenoteReasonNoUsableBankLink: no primary account or no accounts
+	// linked (the wire value keeps its legacy spelling).
+	PrenoteReasonNoUsableBankLink = "no_good_plaid_item"
 	// PrenoteReasonNoGoodPayment: an older user without a good payment.
 	PrenoteReasonNoGoodPayment = "no_good_payment"
 	// PrenoteReasonBadResponseCode: the provider answered other than 201.
@@ -280,7 +281,7 @@ func (p *DefaultPrenotePolicy) Decide(ctx context.Context, user User) (PrenoteDe
 		return PrenoteDecision{}, fmt.Errorf("billing: prenote: bank link: %w", err)
 	}
 	if !link.Usable() {
-		return PrenoteDecision{Reason: PrenoteReasonNoGoodPlaidItem}, nil
+		return PrenoteDecision{Reason: PrenoteReasonNoUsableBankLink}, nil
 	}
 	now := p.cfg.Clock.Now()
 	reason := PrenoteReasonNewUser

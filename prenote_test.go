@@ -201,7 +201,7 @@ func TestPrenoteGateOrder(t *testing.T) {
 	e.accounts.Set("u1", billing.BankLink{})
 	u := notifUser
 	u.DateJoined = notifNow.AddDate(-1, 0, 0)
-	if d, err := e.policy.Decide(ctx, u); err != nil || d.Reason != billing.PrenoteReasonNoGoodPlaidItem {
+	if d, err := e.policy.Decide(ctx, u); err != nil || d.Reason != billing.PrenoteReasonNoUsableBankLink {
 		t.Fatal(d, err)
 	}
 	if len(e.payments.Calls()) != 0 {
