@@ -62,6 +62,7 @@ func eachStore(t *testing.T, popts billingtest.ProviderOptions, fn func(t *testi
 			t.Parallel()
 			clock := billingtest.NewClock(jan31.Add(time.Hour))
 			repo, hist, user := st.open(t, clock)
+			popts := popts // each subtest its own copy: they run in parallel
 			popts.Clock = clock
 			e := &moneyEnv{t: t, repo: repo, hist: hist, clock: clock, pay: billingtest.NewProvider(popts),
 				events: &billingtest.EventRecorder{}, user: user}
