@@ -425,12 +425,8 @@ func joinAnd(conds []expression.ConditionBuilder) expression.ConditionBuilder {
 // updateCondition is the fence of Update, AdminUpdate and SetAttempt: the
 // stored record still has the status, last_run_date and attempt fields the
 // writer read.
-func updateCondition(prev *Subscription) (string, map[string]string, map[string]types.AttributeValue) {
-	expr, err := expression.NewBuilder().WithCondition(fence(prev)).Build()
-	if err != nil {
-		panic("billing: update condition: " + err.Error()) // the builder only fails on empty operands
-	}
-	return *expr.Condition(), expr.Names(), expr.Values()
+func updateCondition(prev *Subscription) expression.Expression {
+	return mustBuild(expression.NewBuilder().WithCondition(fence(prev)))
 }
 
 // fence is updateCondition's condition, for expressions that add to it.
@@ -609,11 +605,11 @@ func (r *DynamoRepository) AdminUpdate(ctx context.Context, prev, next *Subscrip
 	prim, _ := EncodeItem(next) // ValidateUpdate encoded it
 	carryData(prim, prev)
 	hist, _ := EncodeHistoryItem(next)
-	cond, names, values := updateCondition(prev)
+	cond := updateCondition(prev)
 	_, err := r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Delete: &types.Delete{TableName: &r.cfg.Tables.Subscriptions,
 			Key:                 map[string]types.AttributeValue{AttrUserID: attrS(prev.UserID), AttrBillingDate: attrS(prev.BillingDateKey())},
-			ConditionExpression: &cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values}},
+			ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()}},
 		{Put: putAbsent(&r.cfg.Tables.Subscriptions, prim, AttrUserID)},
 		{Put: putAbsent(&r.cfg.Tables.History, hist, AttrUserID)},
 	}})

@@ -667,10 +667,10 @@ func (r *SingleTableRepository) AdminUpdate(ctx context.Context, prev, next *Sub
 		return err
 	}
 	t := newSTTx("admin update")
-	cond, names, values := updateCondition(prev)
+	cond := updateCondition(prev)
 	t.add(types.TransactWriteItem{Delete: &types.Delete{TableName: r.table(),
 		Key:                 map[string]types.AttributeValue{AttrPK: attrS(r.cfg.Table.accountPK(ref.AccountID)), AttrSK: attrS(periodSK(ref, prev.BillingDateKey()))},
-		ConditionExpression: &cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values}},
+		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()}},
 		txOp{key: prev.Key(), reason: staleReason})
 	if err := r.putPeriod(t, prev, next, false); err != nil {
 		return err
