@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -139,11 +139,12 @@ func (a *DynamoAccounts) GrantFounderPass(ctx context.Context, userID string, pa
 	item[acctType], item[passTypeAttr], item[passIntent] = attrS(passTypeValue), attrS(string(p)), attrS(paymentIntentID)
 	item[passPurchasedAt], item[passLifetime], item[passGrantedTier] = attrS(bought), attrBool(true), attrS(string(p.Tier()))
 	item[acctCreatedAt], item[acctUpdatedAt] = attrS(ts), attrS(ts)
+	cond := absent(AttrPK)
 	_, err = a.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                &a.cfg.Table.Table,
 		Item:                     item,
-		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
-		ExpressionAttributeNames: map[string]string{"#pk": AttrPK},
+		ConditionExpression:      cond.Condition(),
+		ExpressionAttributeNames: cond.Names(),
 	})
 	if _, ok := isConditionFailed(err); ok {
 		return false, nil
@@ -203,12 +204,15 @@ func (a *DynamoAccounts) SetProfileTier(ctx context.Context, userID string, tier
 	}
 	ts, _ := acctTime(a.now())
 	sk := SKProfilePrefix + userID
+	expr := mustBuild(expression.NewBuilder().WithUpdate(
+		expression.Set(expression.Name(profileTierAttr), expression.Value(attrS(ProfileTierValue(t)))).
+			Set(expression.Name(acctUpdatedAt), expression.Value(attrS(ts)))))
 	_, err = a.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &a.cfg.Table.Table,
 		Key:                       a.key(userID, sk),
-		UpdateExpression:          aws.String("SET #t = :t, #u = :now"),
-		ExpressionAttributeNames:  map[string]string{"#t": profileTierAttr, "#u": acctUpdatedAt},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":t": attrS(ProfileTierValue(t)), ":now": attrS(ts)},
+		UpdateExpression:          expr.Update(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
 	})
 	if err != nil {
 		return fmt.Errorf("billing: set profile tier (%s): %w", a.keyText(userID, sk), err)

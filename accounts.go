@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.opentelemetry.io/otel/metric"
@@ -277,17 +278,17 @@ func (a *DynamoAccounts) queryAccount(ctx context.Context, op, userID, prefix st
 // queryAccount reads every item of an account's partition whose sort key
 // begins with prefix ("" for all), consistently, across all pages.
 func queryAccount(ctx context.Context, client DynamoDBAPI, table SingleTableConfig, op, userID, prefix string) ([]map[string]types.AttributeValue, error) {
+	key := expression.Key(AttrPK).Equal(expression.Value(attrS(table.accountPK(userID))))
+	if prefix != "" {
+		key = key.And(expression.Key(AttrSK).BeginsWith(prefix))
+	}
+	expr := mustBuild(expression.NewBuilder().WithKeyCondition(key))
 	in := &dynamodb.QueryInput{
 		TableName:                 &table.Table,
-		KeyConditionExpression:    aws.String("#pk = :pk"),
-		ExpressionAttributeNames:  map[string]string{"#pk": AttrPK},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": attrS(table.accountPK(userID))},
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
 		ConsistentRead:            aws.Bool(true),
-	}
-	if prefix != "" {
-		in.KeyConditionExpression = aws.String("#pk = :pk AND begins_with(#sk, :sk)")
-		in.ExpressionAttributeNames["#sk"] = AttrSK
-		in.ExpressionAttributeValues[":sk"] = attrS(prefix)
 	}
 	var items []map[string]types.AttributeValue
 	for {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -228,32 +229,36 @@ const maxExpiryRetries = 4
 // attributes set to now; set holds other attributes to set.
 func (a *DynamoAccounts) incrementExpr(n int64, now time.Time, setNow []string, set map[string]types.AttributeValue) *types.Update {
 	ts, _ := acctTime(now)
-	names := map[string]string{"#type": acctType, "#c": acctCreatedAt, "#u": acctUpdatedAt, "#bal": credBalance, "#exp": a.cfg.Table.TTLAttribute}
-	values := map[string]types.AttributeValue{
-		":type": attrS(credTypeBalance), ":now": attrS(ts), ":n": attrN(n), ":nowu": attrN(now.Unix()),
+	nowV := expression.Value(attrS(ts))
+	typ, created, exp := expression.Name(acctType), expression.Name(acctCreatedAt), expression.Name(a.cfg.Table.TTLAttribute)
+	upd := expression.Set(typ, expression.IfNotExists(typ, expression.Value(attrS(credTypeBalance)))).
+		Set(created, expression.IfNotExists(created, nowV)).
+		Set(expression.Name(acctUpdatedAt), nowV)
+	for _, attr := range setNow {
+		upd = upd.Set(expression.Name(attr), nowV)
 	}
-	expr := "SET #type = if_not_exists(#type, :type), #c = if_not_exists(#c, :now), #u = :now"
-	for i, attr := range setNow {
-		p := fmt.Sprintf("#t%d", i)
-		names[p] = attr
-		expr += ", " + p + " = :now"
-	}
-	for i, attr := range slices.Sorted(maps.Keys(set)) {
-		p := fmt.Sprintf("s%d", i)
-		names["#"+p], values[":"+p] = attr, set[attr]
-		expr += ", #" + p + " = :" + p
+	for _, attr := range slices.Sorted(maps.Keys(set)) {
+		upd = upd.Set(expression.Name(attr), expression.Value(set[attr]))
 	}
 	if a.cfg.CreditExpiry > 0 {
-		values[":exp"] = attrN(now.Add(a.cfg.CreditExpiry).Unix())
-		expr += ", #exp = :exp"
+		upd = upd.Set(exp, expression.Value(attrN(now.Add(a.cfg.CreditExpiry).Unix())))
 	}
+	upd = upd.Add(expression.Name(credBalance), expression.Value(attrN(n)))
+	expr := mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(a.unexpired(now)))
 	return &types.Update{
 		TableName:                 &a.cfg.Table.Table,
-		UpdateExpression:          aws.String(expr + " ADD #bal :n"),
-		ConditionExpression:       aws.String("attribute_not_exists(#exp) OR #exp > :nowu"),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: values,
+		UpdateExpression:          expr.Update(),
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
 	}
+}
+
+// unexpired is the condition that the credits record has no expiry or one
+// after now.
+func (a *DynamoAccounts) unexpired(now time.Time) expression.ConditionBuilder {
+	exp := expression.Name(a.cfg.Table.TTLAttribute)
+	return expression.AttributeNotExists(exp).Or(exp.GreaterThan(expression.Value(attrN(now.Unix()))))
 }
 
 func (a *DynamoAccounts) increment(ctx context.Context, op, userID string, n int64, setNow string) (Credits, error) {
@@ -298,15 +303,19 @@ func (a *DynamoAccounts) creditWriteError(op, userID string, err error) error {
 // (or no longer) expired is left alone.
 func (a *DynamoAccounts) expireCredits(ctx context.Context, userID string, now time.Time) error {
 	ts, _ := acctTime(now)
+	exp := expression.Name(a.cfg.Table.TTLAttribute)
+	expr := mustBuild(expression.NewBuilder().
+		WithUpdate(expression.Set(expression.Name(credBalance), expression.Value(attrN(0))).
+			Set(expression.Name(acctUpdatedAt), expression.Value(attrS(ts))).
+			Remove(exp)).
+		WithCondition(exp.LessThanEqual(expression.Value(attrN(now.Unix())))))
 	_, err := a.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                &a.cfg.Table.Table,
-		Key:                      a.key(userID, SKCredits),
-		UpdateExpression:         aws.String("SET #bal = :zero, #u = :now REMOVE #exp"),
-		ConditionExpression:      aws.String("#exp <= :nowu"),
-		ExpressionAttributeNames: map[string]string{"#bal": credBalance, "#u": acctUpdatedAt, "#exp": a.cfg.Table.TTLAttribute},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":zero": attrN(0), ":now": attrS(ts), ":nowu": attrN(now.Unix()),
-		},
+		TableName:                 &a.cfg.Table.Table,
+		Key:                       a.key(userID, SKCredits),
+		UpdateExpression:          expr.Update(),
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
 	})
 	if _, ok := isConditionFailed(err); ok {
 		return nil
@@ -330,15 +339,17 @@ func (a *DynamoAccounts) Consume(ctx context.Context, userID string, n int64) (C
 	}
 	now := a.now()
 	ts, _ := acctTime(now)
+	bal, nv := expression.Name(credBalance), expression.Value(attrN(n))
+	expr := mustBuild(expression.NewBuilder().
+		WithUpdate(expression.Set(bal, bal.Minus(nv)).Set(expression.Name(acctUpdatedAt), expression.Value(attrS(ts)))).
+		WithCondition(bal.GreaterThanEqual(nv).And(a.unexpired(now))))
 	out, err := a.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                &a.cfg.Table.Table,
-		Key:                      a.key(userID, SKCredits),
-		UpdateExpression:         aws.String("SET #bal = #bal - :n, #u = :now"),
-		ConditionExpression:      aws.String("#bal >= :n AND (attribute_not_exists(#exp) OR #exp > :nowu)"),
-		ExpressionAttributeNames: map[string]string{"#bal": credBalance, "#u": acctUpdatedAt, "#exp": a.cfg.Table.TTLAttribute},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":n": attrN(n), ":now": attrS(ts), ":nowu": attrN(now.Unix()),
-		},
+		TableName:                           &a.cfg.Table.Table,
+		Key:                                 a.key(userID, SKCredits),
+		UpdateExpression:                    expr.Update(),
+		ConditionExpression:                 expr.Condition(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
@@ -408,8 +419,7 @@ func (a *DynamoAccounts) MonthlyGrant(ctx context.Context, userID string, tier T
 		upd := a.incrementExpr(quota, now, []string{credLastReset}, set)
 		upd.Key = a.key(userID, SKCredits)
 		_, err := a.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-			{Put: &types.Put{TableName: &a.cfg.Table.Table, Item: marker, ConditionExpression: aws.String("attribute_not_exists(#pk)"),
-				ExpressionAttributeNames: map[string]string{"#pk": AttrPK}}},
+			{Put: putAbsent(&a.cfg.Table.Table, marker, AttrPK)},
 			{Update: upd},
 		}})
 		if err == nil {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // DynamoHistory is the [History] on the billing-activity-history table.
@@ -38,10 +37,11 @@ func (h *DynamoHistory) Add(ctx context.Context, sub *Subscription) error {
 	if err != nil {
 		return err
 	}
+	cond := absent(AttrUserID)
 	_, err = h.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &h.cfg.Tables.History, Item: item,
-		ConditionExpression:      aws.String(condAbsent),
-		ExpressionAttributeNames: map[string]string{"#pk": AttrUserID},
+		ConditionExpression:      cond.Condition(),
+		ExpressionAttributeNames: cond.Names(),
 	})
 	return translateWrite("history add", []txOp{{key: historyKey(sub), reason: "a history row with this user_id and last_run_date exists", exists: true, history: true}}, err)
 }
@@ -95,12 +95,13 @@ func historyBatchError(subs []Subscription, unwritten map[int]bool, lastErr erro
 // ListBySubscription implements [History.ListBySubscription]. The index has
 // no range key, so rows are sorted by last_run_date after reading all pages.
 func (h *DynamoHistory) ListBySubscription(ctx context.Context, subscriptionID string) ([]Subscription, error) {
+	expr := keyEquals(AttrSubscriptionID, subscriptionID)
 	rows, err := h.query(ctx, &dynamodb.QueryInput{
 		TableName:                 &h.cfg.Tables.History,
 		IndexName:                 &h.cfg.Tables.SubscriptionIDIndex,
-		KeyConditionExpression:    aws.String("#id = :id"),
-		ExpressionAttributeNames:  map[string]string{"#id": AttrSubscriptionID},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":id": attrS(subscriptionID)},
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("billing: history of subscription %s: %w", subscriptionID, err)
@@ -111,11 +112,12 @@ func (h *DynamoHistory) ListBySubscription(ctx context.Context, subscriptionID s
 
 // ListByUser implements [History.ListByUser].
 func (h *DynamoHistory) ListByUser(ctx context.Context, userID string) ([]Subscription, error) {
+	expr := keyEquals(AttrUserID, userID)
 	rows, err := h.query(ctx, &dynamodb.QueryInput{
 		TableName:                 &h.cfg.Tables.History,
-		KeyConditionExpression:    aws.String("#u = :u"),
-		ExpressionAttributeNames:  map[string]string{"#u": AttrUserID},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":u": attrS(userID)},
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
 		ConsistentRead:            aws.Bool(true),
 	})
 	if err != nil {

@@ -62,7 +62,6 @@ const (
 	payEntityReceipt = "Receipt"
 	payDayLayout     = "2006-01-02"
 	payNever         = "0001-01-01" // the zero time's day: "never", sorts first
-	payCondAbsent    = "attribute_not_exists(#pk)"
 )
 
 // RecurringSubscription is a recurring payments subscription: the
@@ -421,10 +420,11 @@ func (p *DynamoPayments) CreateSubscription(ctx context.Context, s RecurringSubs
 	if err != nil {
 		return RecurringSubscription{}, fmt.Errorf("billing: create subscription: %w", err)
 	}
+	cond := absent(AttrPK)
 	_, err = p.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &p.cfg.Table.Table, Item: item,
-		ConditionExpression:      aws.String(payCondAbsent),
-		ExpressionAttributeNames: map[string]string{"#pk": AttrPK},
+		ConditionExpression:      cond.Condition(),
+		ExpressionAttributeNames: cond.Names(),
 	})
 	key := p.keyText(s.AccountID, RecurringSK(s.SubscriptionID, s.SKU))
 	if err := translateWrite("create subscription", []txOp{{key: key, reason: "subscription exists", exists: true}}, err); err != nil {

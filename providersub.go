@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -194,40 +194,34 @@ func providerRank(st ProviderStatus, cancelAtPeriodEnd bool) int {
 	return 1
 }
 
-// sameInstantCondition is the condition expression under which an event of
-// the given rank, created at the instant of the stored last event, orders
-// after it (the order of [ProviderEvent.NewerThan]): the stored status and
+// sameInstantCondition is the condition under which an event of the given
+// rank, created at the instant of the stored last event, orders after it
+// (the order of [ProviderEvent.NewerThan]): the stored status and
 // cancelAtPeriodEnd, written by the last event, rank lower, or rank the
-// same and the stored lastEventId is smaller. It adds the values it uses.
-func sameInstantCondition(rank int, values map[string]types.AttributeValue) string {
-	const (
-		ended    = "#st IN (:ended, :expired)"
-		notEnded = "NOT (" + ended + ")"
-		notCape  = "NOT (#cape = :true)" // also true when the attribute is absent
-	)
-	var lower, same string
+// same and the stored lastEventId is smaller than eventID.
+func sameInstantCondition(rank int, eventID string) expression.ConditionBuilder {
+	st, cape := expression.Name(subStatus), expression.Name(subCancelAtEnd)
+	endedV, expiredV := expression.Value(attrS(string(ProviderCanceled))), expression.Value(attrS(string(ProviderIncompleteExpired)))
+	incompleteV, trueV := expression.Value(attrS(string(ProviderIncomplete))), expression.Value(attrBool(true))
+	ended := st.In(endedV, expiredV)
+	notEnded := expression.Not(ended)
+	notCape := expression.Not(cape.Equal(trueV)) // also true when the attribute is absent
+	incomplete := st.Equal(incompleteV)
+	var lower, same expression.ConditionBuilder
+	hasLower := true
 	switch rank {
 	case 3:
 		lower, same = notEnded, ended
 	case 2:
-		lower, same = notEnded+" AND "+notCape, notEnded+" AND #cape = :true"
+		lower, same = notEnded.And(notCape), notEnded.And(cape.Equal(trueV))
 	case 1:
-		lower, same = "#st = :incomplete AND "+notCape, "NOT (#st IN (:ended, :expired, :incomplete)) AND "+notCape
+		lower, same = incomplete.And(notCape), expression.Not(st.In(endedV, expiredV, incompleteV)).And(notCape)
 	default:
-		same = "#st = :incomplete AND " + notCape
+		same, hasLower = incomplete.And(notCape), false
 	}
-	// No parentheses around the whole: DynamoDB refuses redundant ones.
-	cond := same + " AND #lei < :lei"
-	if lower != "" {
-		cond = "(" + lower + ") OR (" + cond + ")"
-	}
-	for k, v := range map[string]types.AttributeValue{
-		":ended": attrS(string(ProviderCanceled)), ":expired": attrS(string(ProviderIncompleteExpired)),
-		":incomplete": attrS(string(ProviderIncomplete)), ":true": attrBool(true),
-	} {
-		if strings.Contains(cond, k) {
-			values[k] = v
-		}
+	cond := same.And(expression.Name(subLastEventID).LessThan(expression.Value(attrS(eventID))))
+	if hasLower {
+		cond = lower.Or(cond)
 	}
 	return cond
 }
@@ -338,43 +332,40 @@ func (a *DynamoAccounts) ApplyProviderEvent(ctx context.Context, ev ProviderEven
 	ts, _ := acctTime(now)
 	at, _ := timefmt.Nanos(ev.Created)
 	sk := SKSubscriptionPrefix + ev.SubscriptionID
-	names := map[string]string{
-		"#pk": AttrPK, "#type": acctType, "#sid": subID, "#tier": subPlanTier, "#st": subStatus, "#cus": subCustomer,
-		"#cape": subCancelAtEnd, "#lei": subLastEventID, "#lea": subLastEventAt, "#u": acctUpdatedAt, "#c": acctCreatedAt,
-		"#cps": subPeriodStart, "#cpe": subPeriodEnd,
-	}
-	values := map[string]types.AttributeValue{
-		":type": attrS(subTypeValue), ":sid": attrS(ev.SubscriptionID), ":tier": attrS(string(ev.Tier)),
-		":st": attrS(string(ev.Status)), ":cus": attrS(ev.Customer), ":cape": attrBool(ev.CancelAtPeriodEnd),
-		":lei": attrS(ev.EventID), ":lea": attrS(at), ":now": attrS(ts),
-	}
-	set := "SET #type = :type, #sid = :sid, #tier = :tier, #st = :st, #cus = :cus, #cape = :cape, " +
-		"#lei = :lei, #lea = :lea, #u = :now, #c = if_not_exists(#c, :now)"
-	var remove []string
+	nowV := expression.Value(attrS(ts))
+	created := expression.Name(acctCreatedAt)
+	upd := expression.Set(expression.Name(acctType), expression.Value(attrS(subTypeValue))).
+		Set(expression.Name(subID), expression.Value(attrS(ev.SubscriptionID))).
+		Set(expression.Name(subPlanTier), expression.Value(attrS(string(ev.Tier)))).
+		Set(expression.Name(subStatus), expression.Value(attrS(string(ev.Status)))).
+		Set(expression.Name(subCustomer), expression.Value(attrS(ev.Customer))).
+		Set(expression.Name(subCancelAtEnd), expression.Value(attrBool(ev.CancelAtPeriodEnd))).
+		Set(expression.Name(subLastEventID), expression.Value(attrS(ev.EventID))).
+		Set(expression.Name(subLastEventAt), expression.Value(attrS(at))).
+		Set(expression.Name(acctUpdatedAt), nowV).
+		Set(created, expression.IfNotExists(created, nowV))
 	for _, p := range []struct {
-		name, value string
-		t           time.Time
-	}{{"#cps", ":cps", ev.CurrentPeriodStart}, {"#cpe", ":cpe", ev.CurrentPeriodEnd}} {
+		name string
+		t    time.Time
+	}{{subPeriodStart, ev.CurrentPeriodStart}, {subPeriodEnd, ev.CurrentPeriodEnd}} {
 		if p.t.IsZero() {
-			remove = append(remove, p.name)
+			upd = upd.Remove(expression.Name(p.name))
 			continue
 		}
 		v, _ := acctTime(p.t)
-		values[p.value] = attrS(v)
-		set += ", " + p.name + " = " + p.value
+		upd = upd.Set(expression.Name(p.name), expression.Value(attrS(v)))
 	}
-	if len(remove) > 0 {
-		set += " REMOVE " + strings.Join(remove, ", ")
-	}
-	cond := "attribute_not_exists(#pk) OR attribute_not_exists(#lea) OR #lea < :lea OR (#lea = :lea AND (" +
-		sameInstantCondition(providerRank(ev.Status, ev.CancelAtPeriodEnd), values) + "))"
+	lea, leaV := expression.Name(subLastEventAt), expression.Value(attrS(at))
+	cond := expression.Or(expression.AttributeNotExists(expression.Name(AttrPK)), expression.AttributeNotExists(lea),
+		lea.LessThan(leaV), lea.Equal(leaV).And(sameInstantCondition(providerRank(ev.Status, ev.CancelAtPeriodEnd), ev.EventID)))
+	expr := mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(cond))
 	_, err = a.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &a.cfg.Table.Table,
 		Key:                       a.key(ev.UserID, sk),
-		UpdateExpression:          aws.String(set),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: values,
+		UpdateExpression:          expr.Update(),
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
 	})
 	if _, ok := isConditionFailed(err); ok {
 		a.cfg.Logger.DebugContext(ctx, "billing: provider event not newer than the record; ignored",

@@ -3,11 +3,13 @@ package billing
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -135,17 +137,21 @@ func (p *DynamoPayments) receiptPut(r Receipt) (*types.Put, Receipt, error) {
 	if r, err = p.cfg.Table.DecodeReceipt(item); err != nil {
 		return nil, r, err
 	}
-	names := map[string]string{"#pk": AttrPK, "#sub": recSubscriptionID, "#amt": recAmount, "#tx": recTransactionID}
-	values := map[string]types.AttributeValue{":sub": item[recSubscriptionID], ":amt": item[recAmount]}
-	same := "#sub = :sub AND #amt = :amt AND attribute_not_exists(#tx)"
+	txName := expression.Name(recTransactionID)
+	sameTx := expression.AttributeNotExists(txName)
 	if tx, ok := item[recTransactionID]; ok {
-		values[":tx"] = tx
-		same = "#sub = :sub AND #amt = :amt AND #tx = :tx"
+		sameTx = txName.Equal(expression.Value(tx))
+	}
+	same := expression.Name(recSubscriptionID).Equal(expression.Value(item[recSubscriptionID])).
+		And(expression.Name(recAmount).Equal(expression.Value(item[recAmount])), sameTx)
+	expr, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK)).Or(same)).Build()
+	if err != nil {
+		return nil, r, err
 	}
 	return &types.Put{
 		TableName: &p.cfg.Table.Table, Item: item,
-		ConditionExpression:      aws.String(payCondAbsent + " OR (" + same + ")"),
-		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+		ConditionExpression:      expr.Condition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 	}, r, nil
 }
 
@@ -185,14 +191,15 @@ func (p *DynamoPayments) ReceiptsByAccount(ctx context.Context, accountID string
 		}
 		lo += ts
 	}
+	expr := mustBuild(expression.NewBuilder().WithKeyCondition(
+		expression.Key(AttrPK).Equal(expression.Value(attrS(p.cfg.Table.accountPK(accountID)))).
+			And(expression.Key(AttrSK).Between(expression.Value(attrS(lo)), expression.Value(attrS("REC$"))))))
 	in := &dynamodb.QueryInput{
-		TableName:                &p.cfg.Table.Table,
-		KeyConditionExpression:   aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
-		ExpressionAttributeNames: map[string]string{"#pk": AttrPK, "#sk": AttrSK},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": attrS(p.cfg.Table.accountPK(accountID)), ":lo": attrS(lo), ":hi": attrS("REC$"),
-		},
-		ConsistentRead: aws.Bool(true), ScanIndexForward: aws.Bool(false),
+		TableName:                 &p.cfg.Table.Table,
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ConsistentRead:            aws.Bool(true), ScanIndexForward: aws.Bool(false),
 	}
 	var recs []Receipt
 	for {
@@ -288,11 +295,12 @@ func (p *DynamoPayments) due(ctx context.Context, op, index, hash, rng string, d
 	if err != nil {
 		return nil, "", fmt.Errorf("billing: %s: %w: %v", op, ErrInvalidCursor, err)
 	}
+	expr := keyEquals(hash, d)
 	out, err := p.cfg.Client.Query(ctx, &dynamodb.QueryInput{
 		TableName: &p.cfg.Table.Table, IndexName: aws.String(index),
-		KeyConditionExpression:    aws.String("#d = :d"),
-		ExpressionAttributeNames:  map[string]string{"#d": hash},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":d": attrS(d)},
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
 		ExclusiveStartKey:         start, Limit: aws.Int32(int32(p.cfg.PageSize)),
 	})
 	if err != nil {
@@ -365,37 +373,27 @@ func (p *DynamoPayments) subUpdate(prevVersion int, next RecurringSubscription) 
 	if err != nil {
 		return nil, err
 	}
-	names := map[string]string{"#ver": payVersion}
-	values := map[string]types.AttributeValue{":prev": attrN(int64(prevVersion))}
-	var set, remove []string
-	attrs := make([]string, 0, len(item))
-	for a := range item {
-		attrs = append(attrs, a)
-	}
-	slices.Sort(attrs)
-	for i, a := range attrs {
+	var upd expression.UpdateBuilder
+	for _, a := range slices.Sorted(maps.Keys(item)) {
 		if a == AttrPK || a == AttrSK || a == payCreatedAt {
 			continue
 		}
-		n, v := fmt.Sprintf("#a%d", i), fmt.Sprintf(":v%d", i)
-		names[n], values[v] = a, item[a]
-		set = append(set, n+" = "+v)
+		upd = upd.Set(expression.Name(a), expression.Value(item[a]))
 	}
-	for i, a := range []string{AttrNextPaymentDate, AttrNextReminderDate, payEmail, payDetails} {
+	for _, a := range []string{AttrNextPaymentDate, AttrNextReminderDate, payEmail, payDetails} {
 		if _, ok := item[a]; !ok {
-			n := fmt.Sprintf("#r%d", i)
-			names[n] = a
-			remove = append(remove, n)
+			upd = upd.Remove(expression.Name(a))
 		}
 	}
-	expr := "SET " + strings.Join(set, ", ")
-	if len(remove) > 0 {
-		expr += " REMOVE " + strings.Join(remove, ", ")
+	cond := expression.Name(payVersion).Equal(expression.Value(attrN(int64(prevVersion))))
+	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	if err != nil {
+		return nil, err
 	}
 	return &types.Update{
 		TableName: &p.cfg.Table.Table, Key: p.subKey(next.AccountID, next.SubscriptionID, next.SKU),
-		UpdateExpression: aws.String(expr), ConditionExpression: aws.String("#ver = :prev"),
-		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 	}, nil
 }
 

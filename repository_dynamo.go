@@ -119,9 +119,33 @@ func NewDynamoRepository(cfg DynamoConfig) (*DynamoRepository, error) {
 
 func attrS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 
-const (
-	condAbsent = "attribute_not_exists(#pk)"
-)
+// mustBuild builds an expression whose operands are all set (names and
+// values never empty): the builder fails only on empty operands.
+func mustBuild(b expression.Builder) expression.Expression {
+	expr, err := b.Build()
+	if err != nil {
+		panic("billing: expression: " + err.Error())
+	}
+	return expr
+}
+
+// absent is the condition that no item with the key exists: the partition
+// key attribute pk is not there.
+func absent(pk string) expression.Expression {
+	return mustBuild(expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(pk))))
+}
+
+// putAbsent is the put of item into table conditional on absent(pk): it
+// creates the item, never overwrites one.
+func putAbsent(table *string, item map[string]types.AttributeValue, pk string) *types.Put {
+	expr := absent(pk)
+	return &types.Put{TableName: table, Item: item, ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names()}
+}
+
+// keyEquals is the key condition name = v on a string key attribute.
+func keyEquals(name, v string) expression.Expression {
+	return mustBuild(expression.NewBuilder().WithKeyCondition(expression.Key(name).Equal(expression.Value(attrS(v)))))
+}
 
 // Add implements [Repository.Add].
 func (r *DynamoRepository) Add(ctx context.Context, sub *Subscription) error {
@@ -130,10 +154,9 @@ func (r *DynamoRepository) Add(ctx context.Context, sub *Subscription) error {
 		return err
 	}
 	prim, _ := EncodeItem(sub)
-	names := map[string]string{"#pk": AttrUserID}
 	_, err = r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Put: &types.Put{TableName: &r.cfg.Tables.Subscriptions, Item: prim, ConditionExpression: aws.String(condAbsent), ExpressionAttributeNames: names}},
-		{Put: &types.Put{TableName: &r.cfg.Tables.History, Item: hist, ConditionExpression: aws.String(condAbsent), ExpressionAttributeNames: names}},
+		{Put: putAbsent(&r.cfg.Tables.Subscriptions, prim, AttrUserID)},
+		{Put: putAbsent(&r.cfg.Tables.History, hist, AttrUserID)},
 	}})
 	return translateWrite("add", []txOp{
 		{key: sub.Key(), reason: "a record with this user_id and billing_date exists", exists: true},
@@ -177,12 +200,13 @@ func (r *DynamoRepository) GetByID(ctx context.Context, subscriptionID string) (
 	if subscriptionID == "" {
 		return Subscription{}, fmt.Errorf("%w: empty subscription ID", ErrNotFound)
 	}
+	expr := keyEquals(AttrSubscriptionID, subscriptionID)
 	in := &dynamodb.QueryInput{
 		TableName:                 &r.cfg.Tables.Subscriptions,
 		IndexName:                 &r.cfg.Tables.SubscriptionIDIndex,
-		KeyConditionExpression:    aws.String("#id = :id"),
-		ExpressionAttributeNames:  map[string]string{"#id": AttrSubscriptionID},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":id": attrS(subscriptionID)},
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
 	}
 	for {
 		out, err := r.cfg.Client.Query(ctx, in)
@@ -222,11 +246,12 @@ func (r *DynamoRepository) Recent(ctx context.Context, userID string, limit int)
 }
 
 func (r *DynamoRepository) queryUser(ctx context.Context, userID string, forward bool, limit int) ([]Subscription, error) {
+	expr := keyEquals(AttrUserID, userID)
 	in := &dynamodb.QueryInput{
 		TableName:                 &r.cfg.Tables.Subscriptions,
-		KeyConditionExpression:    aws.String("#u = :u"),
-		ExpressionAttributeNames:  map[string]string{"#u": AttrUserID},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":u": attrS(userID)},
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
 		ScanIndexForward:          aws.Bool(forward),
 		ConsistentRead:            aws.Bool(true),
 	}
@@ -281,23 +306,19 @@ func (r *DynamoRepository) QueryStatus(ctx context.Context, q StatusQuery) (Page
 	if limit == 0 {
 		limit = r.cfg.PageSize
 	}
-	in := &dynamodb.QueryInput{
-		TableName:                &r.cfg.Tables.Subscriptions,
-		IndexName:                &r.cfg.Tables.StatusIndex,
-		ExpressionAttributeNames: map[string]string{"#s": AttrBillingStatus},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":s": attrS(string(q.Status)),
-		},
-		ExclusiveStartKey: start,
-		Limit:             aws.Int32(int32(min(limit, 1<<30))),
-	}
-	keyCond, filter, err := r.statusConditions(q, in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+	expr, err := r.statusConditions(q)
 	if err != nil {
 		return Page{}, err
 	}
-	in.KeyConditionExpression = aws.String(keyCond)
-	if filter != "" {
-		in.FilterExpression = aws.String(filter)
+	in := &dynamodb.QueryInput{
+		TableName:                 &r.cfg.Tables.Subscriptions,
+		IndexName:                 &r.cfg.Tables.StatusIndex,
+		KeyConditionExpression:    expr.KeyCondition(),
+		FilterExpression:          expr.Filter(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ExclusiveStartKey:         start,
+		Limit:                     aws.Int32(int32(min(limit, 1<<30))),
 	}
 	out, err := r.cfg.Client.Query(ctx, in)
 	if err != nil {
@@ -319,87 +340,93 @@ func (r *DynamoRepository) QueryStatus(ctx context.Context, q StatusQuery) (Page
 	return page, nil
 }
 
-// statusConditions builds the key condition and filter of a status query,
-// adding their names and values.
-func (r *DynamoRepository) statusConditions(q StatusQuery, names map[string]string, values map[string]types.AttributeValue) (keyCond, filter string, err error) {
-	keyCond = "#s = :s"
-	var filters []string
-	add := func(expr, name string, t time.Time) error {
+// statusConditions builds the key condition and filter of a status query.
+func (r *DynamoRepository) statusConditions(q StatusQuery) (expression.Expression, error) {
+	keyCond := expression.Key(AttrBillingStatus).Equal(expression.Value(attrS(string(q.Status))))
+	date := expression.Name(AttrBillingDate)
+	var filters []expression.ConditionBuilder
+	var keyDate expression.KeyConditionBuilder // the one bound of a sorted index
+	value := func(t time.Time) (expression.ValueBuilder, error) {
 		v, err := timefmt.Seconds(t)
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrInvalidQuery, err)
+			return expression.ValueBuilder{}, fmt.Errorf("%w: %v", ErrInvalidQuery, err)
 		}
-		values[name] = attrS(v)
-		if expr != "" {
-			filters = append(filters, expr)
-		}
-		return nil
+		return expression.Value(attrS(v)), nil
 	}
 	if !q.Since.IsZero() {
-		if err := add("#d >= :since", ":since", q.Since); err != nil {
-			return "", "", err
+		v, err := value(q.Since)
+		if err != nil {
+			return expression.Expression{}, err
 		}
+		filters = append(filters, date.GreaterThanEqual(v))
+		keyDate = expression.Key(AttrBillingDate).GreaterThanEqual(v)
 	}
 	if !q.After.IsZero() {
-		if err := add("#d > :after", ":after", q.After); err != nil {
-			return "", "", err
+		v, err := value(q.After)
+		if err != nil {
+			return expression.Expression{}, err
 		}
+		filters = append(filters, date.GreaterThan(v))
+		keyDate = expression.Key(AttrBillingDate).GreaterThan(v)
 	}
 	if !q.Before.IsZero() {
-		if err := add("#d < :before", ":before", q.Before); err != nil {
-			return "", "", err
+		v, err := value(q.Before)
+		if err != nil {
+			return expression.Expression{}, err
 		}
+		filters = append(filters, date.LessThan(v))
+		keyDate = expression.Key(AttrBillingDate).LessThan(v)
 	}
-	if len(filters) == 0 {
-		return keyCond, "", nil
+	b := expression.NewBuilder()
+	switch {
+	case len(filters) == 0:
+		b = b.WithKeyCondition(keyCond)
+	case r.cfg.Tables.StatusIndexMode == StatusIndexLegacy:
+		b = b.WithKeyCondition(keyCond).WithFilter(joinAnd(filters))
+	case len(filters) == 1:
+		b = b.WithKeyCondition(keyCond.And(keyDate))
+	default:
+		// Both ends bounded: the key condition allows one BETWEEN
+		// (inclusive); whole-second keys make [lo, hi-1s] the same range,
+		// and the filter keeps the exact bounds.
+		lo := q.Since
+		if lo.IsZero() {
+			lo = q.After.Truncate(time.Second).Add(time.Second)
+		}
+		hi := q.Before.Truncate(time.Second).Add(-time.Second)
+		if hi.Before(lo) {
+			hi = lo
+		}
+		lov, err := value(lo)
+		if err != nil {
+			return expression.Expression{}, err
+		}
+		hiv, err := value(hi)
+		if err != nil {
+			return expression.Expression{}, err
+		}
+		b = b.WithKeyCondition(keyCond.And(expression.Key(AttrBillingDate).Between(lov, hiv))).WithFilter(joinAnd(filters))
 	}
-	names["#d"] = AttrBillingDate
-	if r.cfg.Tables.StatusIndexMode == StatusIndexLegacy {
-		return keyCond, joinAnd(filters), nil
+	expr, err := b.Build()
+	if err != nil {
+		return expression.Expression{}, fmt.Errorf("billing: status page %s: %w", q.Status, err)
 	}
-	if len(filters) == 1 {
-		return keyCond + " AND " + filters[0], "", nil
-	}
-	// Both ends bounded: the key condition allows one BETWEEN (inclusive);
-	// whole-second keys make [lo, hi-1s] the same range, and the filter
-	// keeps the exact bounds.
-	lo := q.Since
-	if lo.IsZero() {
-		lo = q.After.Truncate(time.Second).Add(time.Second)
-	}
-	hi := q.Before.Truncate(time.Second).Add(-time.Second)
-	if hi.Before(lo) {
-		hi = lo
-	}
-	if err := add("", ":lo", lo); err != nil {
-		return "", "", err
-	}
-	if err := add("", ":hi", hi); err != nil {
-		return "", "", err
-	}
-	return keyCond + " AND #d BETWEEN :lo AND :hi", joinAnd(filters), nil
+	return expr, nil
 }
 
-func joinAnd(parts []string) string {
-	out := ""
-	for i, p := range parts {
-		if i > 0 {
-			out += " AND "
-		}
-		out += p
+// joinAnd is the conjunction of one or more conditions.
+func joinAnd(conds []expression.ConditionBuilder) expression.ConditionBuilder {
+	if len(conds) == 1 {
+		return conds[0]
 	}
-	return out
+	return expression.And(conds[0], conds[1], conds[2:]...)
 }
 
 // updateCondition is the fence of Update, AdminUpdate and SetAttempt: the
 // stored record still has the status, last_run_date and attempt fields the
 // writer read.
-func updateCondition(prev *Subscription) (string, map[string]string, map[string]types.AttributeValue) {
-	expr, err := expression.NewBuilder().WithCondition(fence(prev)).Build()
-	if err != nil {
-		panic("billing: update condition: " + err.Error()) // the builder only fails on empty operands
-	}
-	return *expr.Condition(), expr.Names(), expr.Values()
+func updateCondition(prev *Subscription) expression.Expression {
+	return mustBuild(expression.NewBuilder().WithCondition(fence(prev)))
 }
 
 // fence is updateCondition's condition, for expressions that add to it.
@@ -493,11 +520,9 @@ func (r *DynamoRepository) Update(ctx context.Context, prev, next *Subscription,
 		return err
 	}
 	hist, _ := EncodeHistoryItem(next)
-	absent := map[string]string{"#pk": AttrUserID}
 	items := []types.TransactWriteItem{
 		{Update: upd},
-		{Put: &types.Put{TableName: &r.cfg.Tables.History, Item: hist, ConditionExpression: aws.String(condAbsent),
-			ExpressionAttributeNames: absent}},
+		{Put: putAbsent(&r.cfg.Tables.History, hist, AttrUserID)},
 	}
 	ops := []txOp{
 		{key: prev.Key(), reason: staleReason},
@@ -510,10 +535,8 @@ func (r *DynamoRepository) Update(ctx context.Context, prev, next *Subscription,
 		ch, _ := EncodeHistoryItem(c)
 		cp, _ := EncodeItem(c)
 		items = append(items,
-			types.TransactWriteItem{Put: &types.Put{TableName: &r.cfg.Tables.Subscriptions, Item: cp,
-				ConditionExpression: aws.String(condAbsent), ExpressionAttributeNames: absent}},
-			types.TransactWriteItem{Put: &types.Put{TableName: &r.cfg.Tables.History, Item: ch,
-				ConditionExpression: aws.String(condAbsent), ExpressionAttributeNames: absent}})
+			types.TransactWriteItem{Put: putAbsent(&r.cfg.Tables.Subscriptions, cp, AttrUserID)},
+			types.TransactWriteItem{Put: putAbsent(&r.cfg.Tables.History, ch, AttrUserID)})
 		ops = append(ops,
 			txOp{key: c.Key(), reason: "a record to create exists", exists: true},
 			txOp{key: c.Key(), reason: "a history row of a record to create exists", exists: true, history: true})
@@ -582,14 +605,13 @@ func (r *DynamoRepository) AdminUpdate(ctx context.Context, prev, next *Subscrip
 	prim, _ := EncodeItem(next) // ValidateUpdate encoded it
 	carryData(prim, prev)
 	hist, _ := EncodeHistoryItem(next)
-	cond, names, values := updateCondition(prev)
-	absent := map[string]string{"#pk": AttrUserID}
+	cond := updateCondition(prev)
 	_, err := r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Delete: &types.Delete{TableName: &r.cfg.Tables.Subscriptions,
 			Key:                 map[string]types.AttributeValue{AttrUserID: attrS(prev.UserID), AttrBillingDate: attrS(prev.BillingDateKey())},
-			ConditionExpression: &cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values}},
-		{Put: &types.Put{TableName: &r.cfg.Tables.Subscriptions, Item: prim, ConditionExpression: aws.String(condAbsent), ExpressionAttributeNames: absent}},
-		{Put: &types.Put{TableName: &r.cfg.Tables.History, Item: hist, ConditionExpression: aws.String(condAbsent), ExpressionAttributeNames: absent}},
+			ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()}},
+		{Put: putAbsent(&r.cfg.Tables.Subscriptions, prim, AttrUserID)},
+		{Put: putAbsent(&r.cfg.Tables.History, hist, AttrUserID)},
 	}})
 	return translateWrite("admin update", []txOp{
 		{key: prev.Key(), reason: staleReason},

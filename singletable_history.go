@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -21,13 +21,16 @@ var _ History = (*SingleTableHistory)(nil)
 // pointerUpdate records that a row of subscriptionID belongs to userID,
 // keeping the billing_date a period write put there.
 func (h *SingleTableHistory) pointerUpdate(sub *Subscription) *types.Update {
+	bd := expression.Name(AttrBillingDate)
+	expr := mustBuild(expression.NewBuilder().WithUpdate(expression.
+		Set(expression.Name(AttrUserID), expression.Value(attrS(sub.UserID))).
+		Set(bd, expression.IfNotExists(bd, expression.Value(attrS(sub.BillingDateKey())))).
+		Set(expression.Name(payEntity), expression.Value(attrS(entityPeriodID)))))
 	return &types.Update{
 		TableName: h.r.table(), Key: pointerKey(sub.SubscriptionID, sub.UserID),
-		UpdateExpression:         aws.String("SET #u = :u, #bd = if_not_exists(#bd, :bd), #e = :e"),
-		ExpressionAttributeNames: map[string]string{"#u": AttrUserID, "#bd": AttrBillingDate, "#e": payEntity},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":u": attrS(sub.UserID), ":bd": attrS(sub.BillingDateKey()), ":e": attrS(entityPeriodID),
-		},
+		UpdateExpression:          expr.Update(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
 	}
 }
 
@@ -43,7 +46,7 @@ func (h *SingleTableHistory) Add(ctx context.Context, sub *Subscription) error {
 		return err
 	}
 	_, err = h.r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Put: &types.Put{TableName: h.r.table(), Item: item, ConditionExpression: aws.String(condAbsent), ExpressionAttributeNames: absentPK}},
+		{Put: putAbsent(h.r.table(), item, AttrPK)},
 		{Update: h.pointerUpdate(sub)},
 	}})
 	return translateWrite("history add", []txOp{

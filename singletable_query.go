@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -125,11 +126,12 @@ func (r *SingleTableRepository) QueryStatus(ctx context.Context, q StatusQuery) 
 	read, empty := 0, 0
 	for !day.After(w.Last) {
 		d := PaymentDayKey(day)
+		expr := keyEquals(AttrNextPaymentDate, d)
 		out, err := r.cfg.Client.Query(ctx, &dynamodb.QueryInput{
 			TableName: r.table(), IndexName: aws.String(r.cfg.Table.PaymentIndex),
-			KeyConditionExpression:    aws.String("#d = :d"),
-			ExpressionAttributeNames:  map[string]string{"#d": AttrNextPaymentDate},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":d": attrS(d)},
+			KeyConditionExpression:    expr.KeyCondition(),
+			ExpressionAttributeNames:  expr.Names(),
+			ExpressionAttributeValues: expr.Values(),
 			ExclusiveStartKey:         start, Limit: aws.Int32(int32(min(limit-read, 1<<30))),
 		})
 		if err != nil {
@@ -208,10 +210,8 @@ func (r *SingleTableRepository) expand(ctx context.Context, q StatusQuery, w Sta
 		lo = d
 	}
 	prefix := periodSK(ref, "")
-	in := r.chainQuery(ref, prefix+lo, prefix+w.Hi, true)
-	in.FilterExpression = aws.String("#st = :st")
-	in.ExpressionAttributeNames["#st"] = AttrBillingStatus
-	in.ExpressionAttributeValues[":st"] = attrS(string(q.Status))
+	in := r.chainQuery(ref, prefix+lo, prefix+w.Hi, true,
+		expression.Name(AttrBillingStatus).Equal(expression.Value(attrS(string(q.Status)))))
 	for {
 		out, err := r.cfg.Client.Query(ctx, in)
 		if err != nil {

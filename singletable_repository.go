@@ -219,8 +219,6 @@ func (t *stTx) chain(ref SubscriptionRef) *chainWrite {
 	return c
 }
 
-var absentPK = map[string]string{"#pk": AttrPK}
-
 // putPeriod adds the write of next's period, its history row, its ID
 // pointer and, when it completes a period, its receipt. The period is
 // written back when prev is the same period (an update of only the
@@ -260,7 +258,7 @@ func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *Subscription, ove
 		t.add(types.TransactWriteItem{Update: upd}, txOp{key: prev.Key(), reason: staleReason})
 		put = nil
 	default:
-		put.ConditionExpression, put.ExpressionAttributeNames = aws.String(condAbsent), absentPK
+		put = putAbsent(r.table(), prim, AttrPK)
 		if prev != nil {
 			op = txOp{key: next.Key(), reason: "new billing_date taken: a record with that key exists", taken: true}
 			carryData(prim, prev)
@@ -271,7 +269,7 @@ func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *Subscription, ove
 	}
 	hput := &types.Put{TableName: r.table(), Item: hist}
 	if !overwrite {
-		hput.ConditionExpression, hput.ExpressionAttributeNames = aws.String(condAbsent), absentPK
+		hput = putAbsent(r.table(), hist, AttrPK)
 	}
 	t.add(types.TransactWriteItem{Put: hput}, txOp{key: next.Key(), reason: "a history row with this user_id and last_run_date exists",
 		exists: prev == nil, history: true})
@@ -431,8 +429,7 @@ func (r *SingleTableRepository) subscriptionWrite(ctx context.Context, c *chainW
 	}
 	enc[AttrOpenPeriods] = open.attr()
 	if !exists {
-		put := &types.Put{TableName: r.table(), Item: enc, ConditionExpression: aws.String(condAbsent), ExpressionAttributeNames: absentPK}
-		return types.TransactWriteItem{Put: put}, op, nil
+		return types.TransactWriteItem{Put: putAbsent(r.table(), enc, AttrPK)}, op, nil
 	}
 	was, err := r.cfg.Table.EncodeRecurringSubscription(cur)
 	if err != nil {
@@ -532,11 +529,12 @@ func (r *SingleTableRepository) GetByID(ctx context.Context, subscriptionID stri
 }
 
 func (r *SingleTableRepository) pointers(ctx context.Context, subscriptionID string) ([]map[string]types.AttributeValue, error) {
+	expr := keyEquals(AttrPK, PeriodIDPrefix+subscriptionID)
 	return r.queryAll(ctx, "get by id "+subscriptionID, &dynamodb.QueryInput{
 		TableName:                 r.table(),
-		KeyConditionExpression:    aws.String("#pk = :pk"),
-		ExpressionAttributeNames:  map[string]string{"#pk": AttrPK},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": attrS(PeriodIDPrefix + subscriptionID)},
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
 		ConsistentRead:            aws.Bool(true),
 	}, 0)
 }
@@ -561,17 +559,23 @@ func (r *SingleTableRepository) queryAll(ctx context.Context, op string, in *dyn
 }
 
 // chainQuery is a consistent query of one subscription's items whose sort
-// key starts with prefix (periods or history rows).
-func (r *SingleTableRepository) chainQuery(ref SubscriptionRef, lo, hi string, forward bool) *dynamodb.QueryInput {
+// key is between lo and hi (periods or history rows), keeping those that
+// match filter when one is given.
+func (r *SingleTableRepository) chainQuery(ref SubscriptionRef, lo, hi string, forward bool, filter ...expression.ConditionBuilder) *dynamodb.QueryInput {
+	b := expression.NewBuilder().WithKeyCondition(expression.Key(AttrPK).Equal(expression.Value(attrS(r.cfg.Table.accountPK(ref.AccountID)))).
+		And(expression.Key(AttrSK).Between(expression.Value(attrS(lo)), expression.Value(attrS(hi)))))
+	if len(filter) > 0 {
+		b = b.WithFilter(joinAnd(filter))
+	}
+	expr := mustBuild(b)
 	return &dynamodb.QueryInput{
-		TableName:                r.table(),
-		KeyConditionExpression:   aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
-		ExpressionAttributeNames: map[string]string{"#pk": AttrPK, "#sk": AttrSK},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": attrS(r.cfg.Table.accountPK(ref.AccountID)), ":lo": attrS(lo), ":hi": attrS(hi),
-		},
-		ScanIndexForward: aws.Bool(forward),
-		ConsistentRead:   aws.Bool(true),
+		TableName:                 r.table(),
+		KeyConditionExpression:    expr.KeyCondition(),
+		FilterExpression:          expr.Filter(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ScanIndexForward:          aws.Bool(forward),
+		ConsistentRead:            aws.Bool(true),
 	}
 }
 
@@ -663,10 +667,10 @@ func (r *SingleTableRepository) AdminUpdate(ctx context.Context, prev, next *Sub
 		return err
 	}
 	t := newSTTx("admin update")
-	cond, names, values := updateCondition(prev)
+	cond := updateCondition(prev)
 	t.add(types.TransactWriteItem{Delete: &types.Delete{TableName: r.table(),
 		Key:                 map[string]types.AttributeValue{AttrPK: attrS(r.cfg.Table.accountPK(ref.AccountID)), AttrSK: attrS(periodSK(ref, prev.BillingDateKey()))},
-		ConditionExpression: &cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values}},
+		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()}},
 		txOp{key: prev.Key(), reason: staleReason})
 	if err := r.putPeriod(t, prev, next, false); err != nil {
 		return err
