@@ -111,7 +111,10 @@ func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Subscr
 	if err != nil {
 		return err
 	}
-	return c.charge(ctx, &marked, rep)
+	if _, err = c.charge(ctx, &marked, rep); errors.Is(err, ErrAttemptInFlight) {
+		rep.count(&rep.Unknown)
+	}
+	return err
 }
 
 // outcome applies a provider result to cur.

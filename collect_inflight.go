@@ -79,18 +79,18 @@ func (c *Collector) startAttempt(ctx context.Context, proc Process, cur *Subscri
 // charge calls the provider with the attempt recorded on cur and records
 // its answer. The lease is checked right before the call and again before
 // the outcome is written; a lost lease stops the collection and leaves the
-// attempt in flight for the next holder to replay.
-func (c *Collector) charge(ctx context.Context, cur *Subscription, rep *Report) error {
+// attempt in flight for the next holder to replay. A provider error is an
+// [*InFlightError]: the outcome is unknown.
+func (c *Collector) charge(ctx context.Context, cur *Subscription, rep *Report) (Subscription, error) {
 	res, err := c.call(ctx, cur, rep)
 	if err != nil {
 		if !errors.Is(err, ErrLeaseLost) {
-			rep.count(&rep.Unknown)
 			err = inFlightErr(cur, err)
 		}
-		return err
+		return Subscription{}, err
 	}
 	if err := checkLease(ctx); err != nil {
-		return fmt.Errorf("%s outcome of key %s not recorded: %w", res.Outcome, cur.LastAttempt.Key, err)
+		return Subscription{}, fmt.Errorf("%s outcome of key %s not recorded: %w", res.Outcome, cur.LastAttempt.Key, err)
 	}
 	return c.recordOutcome(ctx, cur, res, rep)
 }
@@ -136,20 +136,12 @@ func (c *Collector) resolve(ctx context.Context, cur *Subscription, rep *Report)
 	if w, ok := c.cfg.Provider.(ReplayWindow); ok && w.ReplayWindow() > 0 && c.cfg.Clock.Now().Sub(a.Started) > w.ReplayWindow() {
 		why = fmt.Errorf("the processor's replay window (%v) has passed", w.ReplayWindow())
 	} else {
-		res, err := c.call(ctx, cur, rep)
-		if errors.Is(err, ErrLeaseLost) {
-			return Subscription{}, err
+		stored, err := c.charge(ctx, cur, rep) // the replay
+		var unresolved *InFlightError
+		if !errors.As(err, &unresolved) {
+			return stored, err
 		}
-		if err == nil {
-			if err := checkLease(ctx); err != nil {
-				return Subscription{}, err
-			}
-			if err := c.recordOutcome(ctx, cur, res, rep); err != nil {
-				return Subscription{}, err
-			}
-			return c.cfg.Repository.Get(ctx, cur.UserID, cur.BillingDate)
-		}
-		why = err
+		why = unresolved.Err
 	}
 	if !canLookup {
 		return Subscription{}, unknown(fmt.Errorf("%w; the provider offers no lookup", why))
@@ -172,23 +164,21 @@ func (c *Collector) resolve(ctx context.Context, cur *Subscription, rep *Report)
 		c.cfg.Logger.InfoContext(ctx, "billing: attempt not found by the processor, settled", "subscription_id", cur.SubscriptionID, "key", a.Key)
 		return settled, nil
 	}
-	if err := c.recordOutcome(ctx, cur, res, rep); err != nil {
-		return Subscription{}, err
-	}
-	return c.cfg.Repository.Get(ctx, cur.UserID, cur.BillingDate)
+	return c.recordOutcome(ctx, cur, res, rep)
 }
 
 // recordOutcome writes the provider's answer to the attempt in flight on
 // cur, with the next period's record when this was the period's first
-// attempt, in one transaction conditional on cur.
-func (c *Collector) recordOutcome(ctx context.Context, cur *Subscription, res PaymentResult, rep *Report) error {
+// attempt, in one transaction conditional on cur, and returns the record
+// as written.
+func (c *Collector) recordOutcome(ctx context.Context, cur *Subscription, res PaymentResult, rep *Report) (Subscription, error) {
 	a := cur.LastAttempt
 	now := c.cfg.Clock.Now()
 	var create []*Subscription
 	if cur.InitialRunDate.IsZero() {
 		following, err := c.nextPeriod(ctx, a.Process, cur, now)
 		if err != nil {
-			return err
+			return Subscription{}, err
 		}
 		if following != nil {
 			create = append(create, following)
@@ -196,7 +186,7 @@ func (c *Collector) recordOutcome(ctx context.Context, cur *Subscription, res Pa
 	}
 	next, ev, err := outcome(cur, res, a.Process, a.Number, runTime(cur, now))
 	if err != nil {
-		return err
+		return Subscription{}, err
 	}
 	next.Amount = a.Amount // what was asked for is what the answer is about
 	for _, f := range create {
@@ -216,7 +206,7 @@ func (c *Collector) recordOutcome(ctx context.Context, cur *Subscription, res Pa
 			e.Reason = fmt.Sprintf("%s outcome of key %s not recorded: %v", res.Outcome, a.Key, err)
 			c.emit(ctx, e)
 		}
-		return fmt.Errorf("record %s outcome of %s: %w", res.Outcome, cur.SubscriptionID, err)
+		return Subscription{}, fmt.Errorf("record %s outcome of %s: %w", res.Outcome, cur.SubscriptionID, err)
 	}
 	switch res.Outcome {
 	case OutcomeSucceeded:
@@ -227,5 +217,5 @@ func (c *Collector) recordOutcome(ctx context.Context, cur *Subscription, res Pa
 		rep.count(&rep.Declined)
 	}
 	c.emit(ctx, eventFor(ev, &next, next.LastRunDate))
-	return nil
+	return next, nil
 }

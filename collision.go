@@ -148,6 +148,8 @@ func ValidateAttemptUpdate(prev, next *Subscription) error {
 		return bad(AttrAttemptNumber, strconv.Itoa(next.LastAttempt.Number), "an attempt update changes nothing but the attempt")
 	}
 	switch {
+	case next.LastAttempt == prev.LastAttempt && next.Attempt == prev.Attempt:
+		return bad(AttrAttemptNumber, strconv.Itoa(next.LastAttempt.Number), "an attempt update changes nothing")
 	case next.LastAttempt.Number < prev.LastAttempt.Number || next.Attempt < prev.Attempt:
 		return bad(AttrAttemptNumber, strconv.Itoa(next.LastAttempt.Number), "attempt numbers never go back")
 	case next.Attempt > next.LastAttempt.Number && next.Attempt != prev.Attempt:

@@ -455,25 +455,16 @@ func notInFlight() expression.ConditionBuilder {
 	return expression.AttributeNotExists(num).Or(expression.AttributeExists(cnt).And(num.LessThanEqual(cnt)))
 }
 
-// attemptAttrs are the attributes [Repository.SetAttempt] writes.
-var attemptAttrs = []string{AttrAttempt, AttrAttemptNumber, AttrAttemptKey, AttrAttemptAmount, AttrAttemptTier, AttrAttemptProcess, AttrAttemptStarted}
-
-// attemptUpdate is SetAttempt's write: the attempt attributes of next set
-// (or removed when next has none), every other attribute untouched, on the
-// fence of prev.
+// attemptUpdate is SetAttempt's write on the fence of prev: the
+// write-back of prev to next (see [writeBack]), which ValidateAttemptUpdate
+// has checked differ in their attempt attributes only.
 func attemptUpdate(prev, next *Subscription) (expression.Expression, error) {
 	if err := ValidateAttemptUpdate(prev, next); err != nil {
 		return expression.Expression{}, err
 	}
-	enc, _ := EncodeItem(next)
-	var upd expression.UpdateBuilder
-	for _, name := range attemptAttrs {
-		if v, ok := enc[name]; ok {
-			upd = upd.Set(expression.Name(name), expression.Value(v))
-		} else {
-			upd = upd.Remove(expression.Name(name))
-		}
-	}
+	before, _ := EncodeItem(prev)
+	after, _ := EncodeItem(next)
+	upd := writeBack(before, after, []string{AttrUserID, AttrBillingDate}, nil)
 	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(fence(prev)).Build()
 	if err != nil {
 		return expression.Expression{}, fmt.Errorf("billing: set attempt (%s): %w", prev.Key(), err)

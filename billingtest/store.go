@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -246,6 +247,7 @@ func (s *Store) setAttempt(ctx context.Context, prev, next *billing.Subscription
 	if err := billing.ValidateAttemptUpdate(prev, next); err != nil {
 		return err
 	}
+	before, _ := billing.EncodeItem(prev)
 	enc, err := billing.EncodeItem(next)
 	if err != nil {
 		return err
@@ -257,15 +259,14 @@ func (s *Store) setAttempt(ctx context.Context, prev, next *billing.Subscription
 	if !ok || !fenceHolds(cur, prev) {
 		return &billing.ConflictError{Op: "set attempt", Key: prev.Key(), Reason: "record gone, or status, last_run_date or attempt changed", Err: billing.ErrConflict}
 	}
+	// Only the attempt differs between the two encodings (validated).
 	item := cloneItem(cur)
-	for _, name := range []string{billing.AttrAttempt, billing.AttrAttemptNumber, billing.AttrAttemptKey, billing.AttrAttemptAmount,
-		billing.AttrAttemptTier, billing.AttrAttemptProcess, billing.AttrAttemptStarted} {
-		if v, ok := enc[name]; ok {
-			item[name] = v
-		} else {
+	for name := range before {
+		if _, ok := enc[name]; !ok {
 			delete(item, name)
 		}
 	}
+	maps.Copy(item, enc)
 	s.primary[key] = item
 	return nil
 }
