@@ -282,19 +282,17 @@ func (c *Collector) run(ctx context.Context, req RunRequest) (*Report, error) {
 			c.cfg.Logger.WarnContext(ctx, "billing: skipping undecodable record", "run", req.Kind, "error", bad)
 		}
 		c.handlePage(ctx, req.Kind, p.Items, rep)
-		cursor = p.Next
-		if cursor == "" && phase+1 < len(queries) {
+		if cursor = p.Next; cursor == "" {
+			if phase+1 == len(queries) {
+				return rep, ctx.Err() // done: no Next
+			}
 			phase++ // the next query, from its top
-			continue
 		}
-		if cursor == "" || ctx.Err() != nil {
+		if ctx.Err() != nil {
 			break
 		}
 	}
 	rep.Next = next()
-	if cursor == "" && phase == len(queries)-1 {
-		rep.Next = ""
-	}
 	return rep, ctx.Err()
 }
 

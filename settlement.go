@@ -158,12 +158,13 @@ func (c *Collector) achOverdue(ctx context.Context, cur *Subscription, rep *Repo
 	}
 	reason := fmt.Sprintf("no settlement within %v of the debit", c.cfg.ACHSettlementDeadline)
 	if lookup, ok := c.cfg.Provider.(PaymentLookup); ok {
-		req := cur.LastAttempt.Request(cur)
-		if cur.LastAttempt.Number != cur.Attempt || req.IdempotencyKey == "" {
-			// Recorded before attempts were written: derive the request.
-			req = PaymentRequest{UserID: cur.UserID, SubscriptionID: cur.SubscriptionID, Amount: cur.Amount, BillingDate: cur.BillingDate,
-				Tier: cur.ReceiptTierName, Process: cur.Process, Attempt: cur.Attempt, IdempotencyKey: IdempotencyKey(cur.SubscriptionID, cur.Attempt)}
+		a := cur.LastAttempt
+		if a.Number != cur.Attempt || a.Key == "" {
+			// Recorded before attempts were written: the attempt is derived.
+			a = Attempt{Number: cur.Attempt, Key: IdempotencyKey(cur.SubscriptionID, cur.Attempt), Amount: cur.Amount,
+				Tier: cur.ReceiptTierName, Process: cur.Process}
 		}
+		req := a.Request(cur)
 		res, found, err := lookup.LookupPayment(ctx, req)
 		switch {
 		case err != nil:
