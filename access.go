@@ -370,20 +370,28 @@ func (a *DynamoAccounts) ResolveAccess(ctx context.Context, userID string) (Acce
 			}
 			subs = append(subs, s)
 		case sk == profileSK:
-			r := newItemReader(it)
-			v := r.str(profileTierAttr)
-			if r.err != nil {
-				errs = append(errs, r.err)
-				continue
-			}
-			if v == "" {
-				continue
-			}
-			if profile, err = ParseTier(v); err != nil {
-				r.fail(profileTierAttr, v, ErrInvalidTier)
-				errs = append(errs, r.err)
+			if t, err := a.cfg.Table.DecodeProfileTier(it); err != nil {
+				errs = append(errs, err)
+			} else if t != "" {
+				profile = t
 			}
 		}
 	}
 	return ResolveAccess(a.now(), passes, subs, profile), errors.Join(errs...)
+}
+
+// DecodeProfileTier decodes the tier of a profile item; "" when it has
+// none.
+func (c SingleTableConfig) DecodeProfileTier(item map[string]types.AttributeValue) (Tier, error) {
+	r := newItemReader(item)
+	v := r.str(profileTierAttr)
+	if r.err != nil || v == "" {
+		return "", r.err
+	}
+	t, err := ParseTier(v)
+	if err != nil {
+		r.fail(profileTierAttr, v, ErrInvalidTier)
+		return "", r.err
+	}
+	return t, nil
 }

@@ -244,11 +244,11 @@ func checkAccount(op, userID string) error {
 }
 
 func (a *DynamoAccounts) key(userID, sk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{AttrPK: attrS(a.cfg.Table.accountPK(userID)), AttrSK: attrS(sk)}
+	return map[string]types.AttributeValue{AttrPK: attrS(a.cfg.Table.AccountPK(userID)), AttrSK: attrS(sk)}
 }
 
 func (a *DynamoAccounts) keyText(userID, sk string) string {
-	return "PK=" + a.cfg.Table.accountPK(userID) + " SK=" + sk
+	return "PK=" + a.cfg.Table.AccountPK(userID) + " SK=" + sk
 }
 
 func (a *DynamoAccounts) now() time.Time { return a.cfg.Clock.Now().UTC() }
@@ -278,7 +278,7 @@ func (a *DynamoAccounts) queryAccount(ctx context.Context, op, userID, prefix st
 // queryAccount reads every item of an account's partition whose sort key
 // begins with prefix ("" for all), consistently, across all pages.
 func queryAccount(ctx context.Context, client DynamoDBAPI, table SingleTableConfig, op, userID, prefix string) ([]map[string]types.AttributeValue, error) {
-	key := expression.Key(AttrPK).Equal(expression.Value(attrS(table.accountPK(userID))))
+	key := expression.Key(AttrPK).Equal(expression.Value(attrS(table.AccountPK(userID))))
 	if prefix != "" {
 		key = key.And(expression.Key(AttrSK).BeginsWith(prefix))
 	}

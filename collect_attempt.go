@@ -287,7 +287,7 @@ const historyKeyRetries = 3
 func (c *Collector) write(ctx context.Context, cur, next *Subscription, create []*Subscription) error {
 	for i := 0; ; i++ {
 		var err error
-		if next.BillingDateKey() != cur.BillingDateKey() {
+		if !next.BillingDate.Truncate(time.Second).Equal(cur.BillingDate.Truncate(time.Second)) {
 			err = c.cfg.Repository.AdminUpdate(ctx, cur, next)
 		} else {
 			err = c.cfg.Repository.Update(ctx, cur, next, create...)

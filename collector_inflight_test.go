@@ -219,7 +219,7 @@ func TestInFlightAttemptIsNotClosed(t *testing.T) {
 				after := e.get(s)
 				assert.Equal(t, billing.StatusScheduled, after.Status, "nothing closed the record")
 				assert.True(t, after.InFlight())
-				assert.Equal(t, inflight.LastRunDateKey(), after.LastRunDateKey())
+				assert.Equal(t, billing.LastRunDateKey(&inflight), billing.LastRunDateKey(&after))
 
 				// The processor answers again: the operation replays the key
 				// first, and finds the period paid.

@@ -42,7 +42,7 @@ func DefaultCollisionPolicy(subs []Subscription) ([]Subscription, error) {
 	taken := map[string]bool{}
 	keeper := map[string]int{}
 	for i := range out {
-		k := out[i].UserID + "\x00" + out[i].BillingDateKey()
+		k := out[i].UserID + "\x00" + BillingDateKey(&out[i])
 		j, seen := keeper[k]
 		switch {
 		case !seen:
@@ -55,7 +55,7 @@ func DefaultCollisionPolicy(subs []Subscription) ([]Subscription, error) {
 		taken[k] = true
 	}
 	for i := range out {
-		k := out[i].UserID + "\x00" + out[i].BillingDateKey()
+		k := out[i].UserID + "\x00" + BillingDateKey(&out[i])
 		if keeper[k] == i {
 			continue
 		}
@@ -66,7 +66,6 @@ func DefaultCollisionPolicy(subs []Subscription) ([]Subscription, error) {
 			if !taken[nk] {
 				taken[nk] = true
 				out[i].BillingDate = d.UTC()
-				out[i].rawBillingDate = ""
 				out[i].BillingPeriod = BillingPeriod(d)
 				break
 			}
@@ -75,11 +74,11 @@ func DefaultCollisionPolicy(subs []Subscription) ([]Subscription, error) {
 	// History keys.
 	seen := map[string]bool{}
 	for i := range out {
-		seen[out[i].UserID+"\x00"+out[i].LastRunDateKey()] = true
+		seen[out[i].UserID+"\x00"+LastRunDateKey(&out[i])] = true
 	}
 	used := map[string]bool{}
 	for i := range out {
-		k := out[i].UserID + "\x00" + out[i].LastRunDateKey()
+		k := out[i].UserID + "\x00" + LastRunDateKey(&out[i])
 		if !used[k] {
 			used[k] = true
 			continue
@@ -87,8 +86,7 @@ func DefaultCollisionPolicy(subs []Subscription) ([]Subscription, error) {
 		base := out[i].LastRunDate
 		for n := 1; ; n++ {
 			out[i].LastRunDate = base.Add(time.Duration(n))
-			out[i].rawLastRunDate = ""
-			nk := out[i].UserID + "\x00" + out[i].LastRunDateKey()
+			nk := out[i].UserID + "\x00" + LastRunDateKey(&out[i])
 			if !used[nk] && !seen[nk] {
 				used[nk] = true
 				break
@@ -114,14 +112,14 @@ func ValidateUpdate(prev, next *Subscription, dateChange bool) error {
 	if next.SubscriptionID != prev.SubscriptionID {
 		return bad(AttrSubscriptionID, next.SubscriptionID, "an update cannot change subscription_id")
 	}
-	if !dateChange && next.BillingDateKey() != prev.BillingDateKey() {
-		return bad(AttrBillingDate, next.BillingDateKey(), "billing_date changed: use AdminUpdate")
+	if !dateChange && BillingDateKey(next) != BillingDateKey(prev) {
+		return bad(AttrBillingDate, BillingDateKey(next), "billing_date changed: use AdminUpdate")
 	}
 	if err := CheckTransition(prev.Status, next.Status); err != nil {
 		return fmt.Errorf("%s: %w", prev.Key(), err)
 	}
 	if !next.LastRunDate.After(prev.LastRunDate) {
-		return bad(AttrLastRunDate, next.LastRunDateKey(), "last_run_date must advance past "+prev.LastRunDateKey())
+		return bad(AttrLastRunDate, LastRunDateKey(next), "last_run_date must advance past "+LastRunDateKey(prev))
 	}
 	if _, err := EncodeHistoryItem(next); err != nil {
 		return err

@@ -60,8 +60,8 @@ func TestDefaultCollisionPolicy(t *testing.T) {
 				if !in[i].BillingDate.Equal(tt.in[i].BillingDate) {
 					t.Errorf("input %d modified", i)
 				}
-				k := s.UserID + s.BillingDateKey()
-				h := s.UserID + s.LastRunDateKey()
+				k := s.UserID + BillingDateKey(&s)
+				h := s.UserID + LastRunDateKey(&s)
 				if keys[k] || hist[h] {
 					t.Errorf("record %d: duplicate key after resolution", i)
 				}

@@ -28,7 +28,7 @@ func NewDynamoHistory(cfg DynamoConfig) (*DynamoHistory, error) {
 }
 
 func historyKey(sub *Subscription) string {
-	return "user_id=" + sub.UserID + " last_run_date=" + sub.LastRunDateKey()
+	return "user_id=" + sub.UserID + " last_run_date=" + LastRunDateKey(sub)
 }
 
 // Add implements [History.Add].

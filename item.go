@@ -1,11 +1,14 @@
 package billing
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dynabill/billing/internal/ddbjson"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -185,7 +188,7 @@ func encode(s *Subscription, withData bool) (map[string]types.AttributeValue, er
 			item[name] = &types.AttributeValueMemberS{Value: v}
 		}
 	}
-	bd, err := s.billingDateKey()
+	bd, err := billingDateKey(s)
 	if err != nil {
 		return nil, bad(AttrBillingDate, s.BillingDate.String(), fmt.Errorf("%w: %w", ErrInvalidDate, err))
 	}
@@ -209,7 +212,7 @@ func encode(s *Subscription, withData bool) (map[string]types.AttributeValue, er
 		}
 		item[name] = &types.AttributeValueMemberS{Value: v}
 	}
-	if lr := s.LastRunDateKey(); lr != "" {
+	if lr := LastRunDateKey(s); lr != "" {
 		// Keep a legacy last_run_date byte for byte: conditional writes
 		// compare it as a string.
 		item[AttrLastRunDate] = &types.AttributeValueMemberS{Value: lr}
@@ -242,14 +245,14 @@ func encode(s *Subscription, withData bool) (map[string]types.AttributeValue, er
 		}
 		item[AttrPendingAmount] = &types.AttributeValueMemberS{Value: s.PendingAmount.String()}
 	}
-	for name, v := range s.Extra {
+	for name, v := range storedOf(s).extra {
 		if isKnown(name) || strings.HasPrefix(name, DataPrefix) {
 			return nil, bad(name, "", errors.New("an Extra attribute shadows a known or data_ attribute"))
 		}
 		item[name] = v
 	}
 	if withData {
-		for name, v := range s.Data {
+		for name, v := range storedOf(s).data {
 			if !strings.HasPrefix(name, DataPrefix) {
 				return nil, bad(name, "", errors.New("a Data attribute lacks the data_ prefix"))
 			}
@@ -264,12 +267,15 @@ func encode(s *Subscription, withData bool) (map[string]types.AttributeValue, er
 // It accepts every form existing items use: timestamps in any RFC3339 form
 // (a zero "0001-01-01T00:00:00Z" reads as the zero time), NULL or empty
 // strings for unset attributes, a missing term (MONTHLY), a missing
-// billing_week. data_ attributes go to Data, unknown ones to Extra.
+// billing_week. data_ attributes and unknown ones are kept in Stored (see
+// [DataAttributes] and [ExtraAttributes]).
 // user_id, billing_date, subscription_id, billing_status and billing_amount
 // are required. Any error is a [*FieldError] wrapping [ErrInvalidItem] that
 // names the attribute, its value and the item's key.
 func DecodeItem(item map[string]types.AttributeValue) (Subscription, error) {
 	var s Subscription
+	st := &stored{}
+	s.Stored = st
 	key := itemKey(item)
 	bad := func(field, value string, cause error) error {
 		return &FieldError{Field: field, Value: value, Key: key, Err: fmt.Errorf("%w: %w", ErrInvalidItem, cause)}
@@ -284,17 +290,17 @@ func DecodeItem(item map[string]types.AttributeValue) (Subscription, error) {
 	ints := intFields(&s)
 	for name, av := range item {
 		if strings.HasPrefix(name, DataPrefix) {
-			if s.Data == nil {
-				s.Data = map[string]types.AttributeValue{}
+			if st.data == nil {
+				st.data = map[string]types.AttributeValue{}
 			}
-			s.Data[name] = av
+			st.data[name] = av
 			continue
 		}
 		if !isKnown(name) {
-			if s.Extra == nil {
-				s.Extra = map[string]types.AttributeValue{}
+			if st.extra == nil {
+				st.extra = map[string]types.AttributeValue{}
 			}
-			s.Extra[name] = av
+			st.extra[name] = av
 			continue
 		}
 		if name == AttrIsPendingDowngrade || name == AttrNoRetry {
@@ -345,7 +351,7 @@ func DecodeItem(item map[string]types.AttributeValue) (Subscription, error) {
 			if !t.Equal(time.Time{}) {
 				*p = t
 				if name == AttrLastRunDate {
-					s.rawLastRunDate = v
+					st.lastRunDate = v
 				}
 			}
 			continue
@@ -362,7 +368,7 @@ func DecodeItem(item map[string]types.AttributeValue) (Subscription, error) {
 				return Subscription{}, bad(name, v, fmt.Errorf("%w: want an RFC3339 timestamp", ErrInvalidDate))
 			}
 			s.BillingDate = t
-			s.rawBillingDate = v
+			st.billingDate = v
 		case AttrBillingAmount, AttrPendingAmount, AttrAttemptAmount:
 			if v == "" && name != AttrBillingAmount {
 				continue
@@ -464,21 +470,75 @@ func itemKey(item map[string]types.AttributeValue) string {
 	return k
 }
 
+// stored is what DecodeItem keeps in Subscription.Stored: the attributes
+// the record does not model and the key text exactly as read.
+type stored struct {
+	data, extra              map[string]types.AttributeValue
+	billingDate, lastRunDate string
+}
+
+// String shows the stored part by value (not by address), so that records
+// printed with %v compare by what they hold.
+func (st *stored) String() string {
+	data, _ := ddbjson.MarshalItem(st.data)
+	extra, _ := ddbjson.MarshalItem(st.extra)
+	return fmt.Sprintf("{data:%s extra:%s billing_date:%q last_run_date:%q}",
+		bytes.Join(bytes.Fields(data), nil), bytes.Join(bytes.Fields(extra), nil), st.billingDate, st.lastRunDate)
+}
+
+// storedOf returns the stored part of s; a record not read by DecodeItem
+// has an empty one.
+func storedOf(s *Subscription) *stored {
+	if st, ok := s.Stored.(*stored); ok && st != nil {
+		return st
+	}
+	return &stored{}
+}
+
+// withStored sets a copy of s's stored part, changed by f, on s: the value
+// in Stored may be shared with copies of s, so it is never changed in place.
+func withStored(s *Subscription, f func(*stored)) {
+	st := *storedOf(s)
+	f(&st)
+	s.Stored = &st
+}
+
+// DataAttributes returns the data_ attributes of s, keyed by their full
+// name: read with the item, or set with SetDataAttributes. They are written
+// to the history table only. The map must not be changed.
+func DataAttributes(s *Subscription) map[string]types.AttributeValue { return storedOf(s).data }
+
+// SetDataAttributes sets the data_ attributes s writes to its next history
+// row.
+func SetDataAttributes(s *Subscription, m map[string]types.AttributeValue) {
+	withStored(s, func(st *stored) { st.data = m })
+}
+
+// ExtraAttributes returns the attributes of the item s was read from that
+// this library does not know, keyed by name, so that rewriting an item
+// another service wrote never drops them. The map must not be changed.
+func ExtraAttributes(s *Subscription) map[string]types.AttributeValue { return storedOf(s).extra }
+
+// SetExtraAttributes sets the unknown attributes written with s.
+func SetExtraAttributes(s *Subscription, m map[string]types.AttributeValue) {
+	withStored(s, func(st *stored) { st.extra = m })
+}
+
 // BillingDateKey returns billing_date exactly as it is (or will be) stored:
 // whole seconds UTC, or the original string of a legacy item read with
 // another form of the same instant (so a rewrite addresses the same item).
 // It returns "" for a zero or unencodable BillingDate.
-func (s *Subscription) BillingDateKey() string {
-	k, _ := s.billingDateKey()
+func BillingDateKey(s *Subscription) string {
+	k, _ := billingDateKey(s)
 	return k
 }
 
-func (s *Subscription) billingDateKey() (string, error) {
+func billingDateKey(s *Subscription) (string, error) {
 	bd, err := timefmt.Seconds(s.BillingDate)
 	if err != nil || s.BillingDate.IsZero() {
 		return "", err
 	}
-	if raw := s.rawBillingDate; raw != "" && raw != bd {
+	if raw := storedOf(s).billingDate; raw != "" && raw != bd {
 		if t, perr := timefmt.Parse(raw); perr == nil && t.Equal(s.BillingDate) {
 			return raw, nil
 		}
@@ -490,7 +550,7 @@ func (s *Subscription) billingDateKey() (string, error) {
 // a fixed nine-digit fraction, or the original string of a legacy item read
 // with another form of the same instant. Conditional writes compare this
 // string. It returns "" when LastRunDate is zero.
-func (s *Subscription) LastRunDateKey() string {
+func LastRunDateKey(s *Subscription) string {
 	if s.LastRunDate.IsZero() {
 		return ""
 	}
@@ -498,7 +558,7 @@ func (s *Subscription) LastRunDateKey() string {
 	if err != nil {
 		return ""
 	}
-	if raw := s.rawLastRunDate; raw != "" && raw != n {
+	if raw := storedOf(s).lastRunDate; raw != "" && raw != n {
 		if t, perr := timefmt.Parse(raw); perr == nil && t.Equal(s.LastRunDate) {
 			return raw
 		}

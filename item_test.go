@@ -137,8 +137,7 @@ func TestDecodeValues(t *testing.T) {
 		ReceiptAccountMask: "1234",
 		ReceiptPaymentType: "ACH",
 		ReceiptTierName:    "Plus:v1",
-		rawBillingDate:     "2023-11-30T09:00:00Z",
-		rawLastRunDate:     "2023-11-30T03:01:02.123456-06:00",
+		Stored:             &stored{billingDate: "2023-11-30T09:00:00Z", lastRunDate: "2023-11-30T03:01:02.123456-06:00"},
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("decoded\n%+v\nwant\n%+v", s, want)
@@ -151,11 +150,11 @@ func TestDecodeValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(h.Data) != 3 || h.Data["data_downgrade_reason"] == nil {
-		t.Errorf("Data = %v", h.Data)
+	if len(DataAttributes(&h)) != 3 || DataAttributes(&h)["data_downgrade_reason"] == nil {
+		t.Errorf("Data = %v", DataAttributes(&h))
 	}
-	if len(h.Extra) != 1 || h.Extra["kinesis_sequence"] == nil {
-		t.Errorf("Extra = %v", h.Extra)
+	if len(ExtraAttributes(&h)) != 1 || ExtraAttributes(&h)["kinesis_sequence"] == nil {
+		t.Errorf("Extra = %v", ExtraAttributes(&h))
 	}
 	if !h.IsPendingDowngrade || h.UpdatedEvent != EventUserReactivated || h.Process != ProcessReactivation {
 		t.Errorf("decoded %+v", h)
@@ -272,10 +271,10 @@ func TestEncodeRejectsUnstorable(t *testing.T) {
 		{AttrAnchorDay, func(s *Subscription) { s.AnchorDay = -1 }},
 		{AttrPauseDurationMonths, func(s *Subscription) { s.PauseDurationMonths = -1 }},
 		{AttrBillingStatus, func(s *Subscription) {
-			s.Extra = map[string]types.AttributeValue{AttrBillingStatus: &types.AttributeValueMemberS{Value: "X"}}
+			SetExtraAttributes(s, map[string]types.AttributeValue{AttrBillingStatus: &types.AttributeValueMemberS{Value: "X"}})
 		}},
 		{"other", func(s *Subscription) {
-			s.Data = map[string]types.AttributeValue{"other": &types.AttributeValueMemberS{Value: "X"}}
+			SetDataAttributes(s, map[string]types.AttributeValue{"other": &types.AttributeValueMemberS{Value: "X"}})
 		}},
 		{AttrLastRunDate, func(s *Subscription) { s.LastRunDate = time.Time{} }},
 	}
@@ -303,12 +302,13 @@ func TestEncodeRejectsUnstorable(t *testing.T) {
 	}
 }
 
-func TestCloneIsDeep(t *testing.T) {
-	s := Subscription{Data: map[string]types.AttributeValue{"data_a": &types.AttributeValueMemberS{Value: "1"}}}
+func TestSetDataAttributesLeavesCopiesAlone(t *testing.T) {
+	var s Subscription
+	SetDataAttributes(&s, map[string]types.AttributeValue{"data_a": &types.AttributeValueMemberS{Value: "1"}})
 	c := s.Clone()
-	c.Data["data_b"] = &types.AttributeValueMemberS{Value: "2"}
-	if len(s.Data) != 1 {
-		t.Fatal("Clone shares Data")
+	SetDataAttributes(&c, map[string]types.AttributeValue{"data_b": &types.AttributeValueMemberS{Value: "2"}})
+	if len(DataAttributes(&s)) != 1 || DataAttributes(&s)["data_a"] == nil {
+		t.Fatalf("setting a copy's data_ attributes changed the original: %v", DataAttributes(&s))
 	}
 }
 

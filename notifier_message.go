@@ -209,15 +209,15 @@ func ParseNotificationMessage(body []byte) (NotificationMessage, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, w.BillingDate)
 	if err != nil {
-		return bad(AttrBillingDate, w.BillingDate, "want RFC 3339")
+		return bad("billing_date", w.BillingDate, "want RFC 3339")
 	}
 	m.BillingDate = t.UTC()
 	if m.Amount, err = ParseAmount(w.Amount); err != nil {
-		return bad(AttrBillingAmount, w.Amount, err)
+		return bad("billing_amount", w.Amount, err)
 	}
 	if w.Status != "" {
 		if m.Status, err = ParseStatus(w.Status); err != nil {
-			return bad(AttrBillingStatus, w.Status, err)
+			return bad("billing_status", w.Status, err)
 		}
 	}
 	if err := m.validate(); err != nil {
@@ -233,15 +233,15 @@ func (m *NotificationMessage) validate() *FieldError {
 	}
 	switch y := m.BillingDate.UTC().Year(); {
 	case m.UserID == "":
-		return bad(AttrUserID, "", "required")
+		return bad("user_id", "", "required")
 	case m.BillingDate.IsZero():
-		return bad(AttrBillingDate, "", "required")
+		return bad("billing_date", "", "required")
 	case y < 1 || y > 9999:
-		return bad(AttrBillingDate, m.BillingDate.UTC().String(), "year outside 1–9999")
+		return bad("billing_date", m.BillingDate.UTC().String(), "year outside 1–9999")
 	case m.Amount < 0:
-		return bad(AttrBillingAmount, m.Amount.String(), "negative")
+		return bad("billing_amount", m.Amount.String(), "negative")
 	case m.Status != "" && !m.Status.Valid():
-		return bad(AttrBillingStatus, string(m.Status), "unknown status")
+		return bad("billing_status", string(m.Status), "unknown status")
 	}
 	return nil
 }

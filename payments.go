@@ -299,7 +299,7 @@ func (c SingleTableConfig) EncodeRecurringSubscription(s RecurringSubscription) 
 		return nil, payInvalid("Version", fmt.Sprint(s.Version), "negative")
 	}
 	item := map[string]types.AttributeValue{
-		AttrPK: attrS(c.accountPK(s.AccountID)), AttrSK: attrS(RecurringSK(s.SubscriptionID, s.SKU)),
+		AttrPK: attrS(c.AccountPK(s.AccountID)), AttrSK: attrS(RecurringSK(s.SubscriptionID, s.SKU)),
 		payEntity: attrS(payEntitySub), paySKU: attrS(s.SKU), payDay: attrN(int64(s.PaymentDay)),
 		payAmount: attrS(s.PaymentAmount.String()), payVersion: attrN(int64(s.Version)),
 	}
@@ -403,12 +403,12 @@ func (p *DynamoPayments) now() time.Time { return p.cfg.Clock.Now().UTC().Trunca
 
 func (p *DynamoPayments) subKey(accountID, subscriptionID, sku string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		AttrPK: attrS(p.cfg.Table.accountPK(accountID)), AttrSK: attrS(RecurringSK(subscriptionID, sku)),
+		AttrPK: attrS(p.cfg.Table.AccountPK(accountID)), AttrSK: attrS(RecurringSK(subscriptionID, sku)),
 	}
 }
 
 func (p *DynamoPayments) keyText(accountID, sk string) string {
-	return "PK=" + p.cfg.Table.accountPK(accountID) + " SK=" + sk
+	return "PK=" + p.cfg.Table.AccountPK(accountID) + " SK=" + sk
 }
 
 // CreateSubscription implements [Payments.CreateSubscription] with one

@@ -106,7 +106,7 @@ func (ev ProviderEvent) Normalize() (ProviderEvent, error) {
 	bad := func(field, value string, err error) (ProviderEvent, error) {
 		return ProviderEvent{}, &FieldError{Field: field, Value: value, Err: err}
 	}
-	if err := checkAccount("provider event", ev.UserID); err != nil {
+	if err := CheckAccountID(ev.UserID); err != nil {
 		return bad("UserID", ev.UserID, ErrInvalidAccount)
 	}
 	for _, f := range []struct{ name, v string }{{"EventID", ev.EventID}, {"SubscriptionID", ev.SubscriptionID}, {"Customer", ev.Customer}} {
@@ -178,6 +178,10 @@ func (ev ProviderEvent) NewerThan(s ProviderSubscription) bool {
 	}
 	return ev.EventID > s.LastEventID
 }
+
+// Rank orders the state ev carries among events of the same instant: see
+// providerRank.
+func (ev ProviderEvent) Rank() int { return providerRank(ev.Status, ev.CancelAtPeriodEnd) }
 
 // providerRank orders the states events of the same instant carry (see
 // [ProviderEvent.NewerThan]): 3 ended, 2 cancelling at the period end, 1
@@ -357,7 +361,7 @@ func (a *DynamoAccounts) ApplyProviderEvent(ctx context.Context, ev ProviderEven
 	}
 	lea, leaV := expression.Name(subLastEventAt), expression.Value(attrS(at))
 	cond := expression.Or(expression.AttributeNotExists(expression.Name(AttrPK)), expression.AttributeNotExists(lea),
-		lea.LessThan(leaV), lea.Equal(leaV).And(sameInstantCondition(providerRank(ev.Status, ev.CancelAtPeriodEnd), ev.EventID)))
+		lea.LessThan(leaV), lea.Equal(leaV).And(sameInstantCondition(ev.Rank(), ev.EventID)))
 	expr := mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(cond))
 	_, err = a.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &a.cfg.Table.Table,

@@ -74,7 +74,7 @@ func (c SingleTableConfig) EncodeReceipt(r Receipt) (map[string]types.AttributeV
 		return nil, err
 	}
 	item := map[string]types.AttributeValue{
-		AttrPK: attrS(c.accountPK(r.AccountID)), AttrSK: attrS(sk),
+		AttrPK: attrS(c.AccountPK(r.AccountID)), AttrSK: attrS(sk),
 		payEntity: attrS(payEntityReceipt), paySKU: attrS(r.SKU), recSubscriptionID: attrS(r.SubscriptionID),
 		recProcessedDate: attrS(strings.Split(sk, "#")[1]), recAmount: attrS(r.ProcessedAmount.String()),
 	}
@@ -192,7 +192,7 @@ func (p *DynamoPayments) ReceiptsByAccount(ctx context.Context, accountID string
 		lo += ts
 	}
 	expr := mustBuild(expression.NewBuilder().WithKeyCondition(
-		expression.Key(AttrPK).Equal(expression.Value(attrS(p.cfg.Table.accountPK(accountID)))).
+		expression.Key(AttrPK).Equal(expression.Value(attrS(p.cfg.Table.AccountPK(accountID)))).
 			And(expression.Key(AttrSK).Between(expression.Value(attrS(lo)), expression.Value(attrS("REC$"))))))
 	in := &dynamodb.QueryInput{
 		TableName:                 &p.cfg.Table.Table,

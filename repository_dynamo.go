@@ -433,7 +433,7 @@ func updateCondition(prev *Subscription) expression.Expression {
 func fence(prev *Subscription) expression.ConditionBuilder {
 	cond := expression.AttributeExists(expression.Name(AttrUserID)).
 		And(expression.Name(AttrBillingStatus).Equal(expression.Value(string(prev.Status))))
-	if lr := prev.LastRunDateKey(); lr != "" {
+	if lr := LastRunDateKey(prev); lr != "" {
 		cond = cond.And(expression.Name(AttrLastRunDate).Equal(expression.Value(lr)))
 	} else {
 		cond = cond.And(expression.AttributeNotExists(expression.Name(AttrLastRunDate)))
@@ -483,7 +483,7 @@ func (r *DynamoRepository) SetAttempt(ctx context.Context, prev, next *Subscript
 	}
 	_, err = r.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:        &r.cfg.Tables.Subscriptions,
-		Key:              map[string]types.AttributeValue{AttrUserID: attrS(prev.UserID), AttrBillingDate: attrS(prev.BillingDateKey())},
+		Key:              map[string]types.AttributeValue{AttrUserID: attrS(prev.UserID), AttrBillingDate: attrS(BillingDateKey(prev))},
 		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 	})
@@ -545,7 +545,7 @@ func (r *DynamoRepository) writeBackAction(prev, next *Subscription) (*types.Upd
 		return nil, err
 	}
 	nextItem, _ := EncodeItem(next) // ValidateUpdate encoded it
-	key := map[string]types.AttributeValue{AttrUserID: attrS(prev.UserID), AttrBillingDate: attrS(prev.BillingDateKey())}
+	key := map[string]types.AttributeValue{AttrUserID: attrS(prev.UserID), AttrBillingDate: attrS(BillingDateKey(prev))}
 	upd, err := updateAction(&r.cfg.Tables.Subscriptions, key, prevItem, nextItem, fence(prev), AttrLastRunDate)
 	if err != nil {
 		return nil, fmt.Errorf("billing: update (%s): %w", prev.Key(), err)
@@ -560,17 +560,17 @@ func (r *DynamoRepository) writeBackAction(prev, next *Subscription) (*types.Upd
 // key with prev, next or each other (a [*ConflictError] wrapping
 // [ErrAlreadyExists]).
 func ValidateCreates(prev, next *Subscription, create []*Subscription) error {
-	usedP := map[string]bool{prev.BillingDateKey(): true}
-	usedH := map[string]bool{next.LastRunDateKey(): true}
+	usedP := map[string]bool{BillingDateKey(prev): true}
+	usedH := map[string]bool{LastRunDateKey(next): true}
 	for _, c := range create {
 		if _, err := EncodeHistoryItem(c); err != nil {
 			return err
 		}
-		if c.UserID == prev.UserID && (usedP[c.BillingDateKey()] || usedH[c.LastRunDateKey()]) {
+		if c.UserID == prev.UserID && (usedP[BillingDateKey(c)] || usedH[LastRunDateKey(c)]) {
 			return &ConflictError{Op: "update", Key: c.Key(), Reason: "two records of one update share a key", Err: ErrAlreadyExists}
 		}
 		if c.UserID == prev.UserID {
-			usedP[c.BillingDateKey()], usedH[c.LastRunDateKey()] = true, true
+			usedP[BillingDateKey(c)], usedH[LastRunDateKey(c)] = true, true
 		}
 	}
 	return nil
@@ -587,7 +587,7 @@ func ValidateCreates(prev, next *Subscription, create []*Subscription) error {
 // which next carries) and the data_ attributes of prev's primary item
 // (prev's Data) keep their values.
 func (r *DynamoRepository) AdminUpdate(ctx context.Context, prev, next *Subscription) error {
-	if next.BillingDateKey() == prev.BillingDateKey() {
+	if BillingDateKey(next) == BillingDateKey(prev) {
 		return r.Update(ctx, prev, next)
 	}
 	if err := ValidateUpdate(prev, next, true); err != nil {
@@ -599,7 +599,7 @@ func (r *DynamoRepository) AdminUpdate(ctx context.Context, prev, next *Subscrip
 	cond := updateCondition(prev)
 	_, err := r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Delete: &types.Delete{TableName: &r.cfg.Tables.Subscriptions,
-			Key:                 map[string]types.AttributeValue{AttrUserID: attrS(prev.UserID), AttrBillingDate: attrS(prev.BillingDateKey())},
+			Key:                 map[string]types.AttributeValue{AttrUserID: attrS(prev.UserID), AttrBillingDate: attrS(BillingDateKey(prev))},
 			ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()}},
 		{Put: putAbsent(&r.cfg.Tables.Subscriptions, prim, AttrUserID)},
 		{Put: putAbsent(&r.cfg.Tables.History, hist, AttrUserID)},
@@ -674,8 +674,8 @@ func (r *DynamoRepository) inFlight(ctx context.Context, recs []Subscription) (m
 	for start := 0; start < len(recs); start += maxBatchGet {
 		var keys []map[string]types.AttributeValue
 		for i := start; i < min(start+maxBatchGet, len(recs)); i++ {
-			at[keyString(recs[i].UserID, recs[i].BillingDateKey())] = i
-			keys = append(keys, map[string]types.AttributeValue{AttrUserID: attrS(recs[i].UserID), AttrBillingDate: attrS(recs[i].BillingDateKey())})
+			at[keyString(recs[i].UserID, BillingDateKey(&recs[i]))] = i
+			keys = append(keys, map[string]types.AttributeValue{AttrUserID: attrS(recs[i].UserID), AttrBillingDate: attrS(BillingDateKey(&recs[i]))})
 		}
 		req := map[string]types.KeysAndAttributes{r.cfg.Tables.Subscriptions: {Keys: keys, ConsistentRead: aws.Bool(true),
 			ProjectionExpression: expr.Projection(), ExpressionAttributeNames: expr.Names()}}

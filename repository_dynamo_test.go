@@ -71,12 +71,12 @@ func requireConsistent(t *testing.T, f *dynamoFixture, user string) (prim, hist 
 	}
 	byKey := map[string]Subscription{}
 	for _, r := range rows {
-		byKey[r.SubscriptionID+"|"+r.LastRunDateKey()] = r
+		byKey[r.SubscriptionID+"|"+LastRunDateKey(&r)] = r
 	}
 	for _, r := range recs {
-		h, ok := byKey[r.SubscriptionID+"|"+r.LastRunDateKey()]
+		h, ok := byKey[r.SubscriptionID+"|"+LastRunDateKey(&r)]
 		if !ok {
-			t.Fatalf("record %s (%s) has no history row for last_run_date %s", r.Key(), r.Status, r.LastRunDateKey())
+			t.Fatalf("record %s (%s) has no history row for last_run_date %s", r.Key(), r.Status, LastRunDateKey(&r))
 		}
 		if h.Status != r.Status || h.Amount != r.Amount || !h.BillingDate.Equal(r.BillingDate) {
 			t.Fatalf("history row of %s differs: %s/%s", r.Key(), h.Status, r.Status)

@@ -136,8 +136,8 @@ func (c SingleTableConfig) decodeDefaults() SingleTableConfig {
 	return c
 }
 
-// validate checks a config after defaults.
-func (c SingleTableConfig) validate() error {
+// Validate checks a config after defaults.
+func (c SingleTableConfig) Validate() error {
 	if len(c.AccountPrefix) > maxAccountPrefix {
 		return fmt.Errorf("billing: SingleTableConfig.AccountPrefix: longer than %d bytes", maxAccountPrefix)
 	}
@@ -176,7 +176,7 @@ func singleTableDefaults(cfg string, client *DynamoDBAPI, table *SingleTableConf
 	}
 	*client = instrumentDynamo(*client, newTelemetry(mp, tp))
 	*table = table.WithDefaults()
-	if err := table.validate(); err != nil {
+	if err := table.Validate(); err != nil {
 		return err
 	}
 	if *clock == nil {
@@ -189,7 +189,7 @@ func singleTableDefaults(cfg string, client *DynamoDBAPI, table *SingleTableConf
 }
 
 // accountPK is the partition key of an account.
-func (c SingleTableConfig) accountPK(accountID string) string { return c.AccountPrefix + accountID }
+func (c SingleTableConfig) AccountPK(accountID string) string { return c.AccountPrefix + accountID }
 
 func includeGSI(name string, projection []string, keys ...types.KeySchemaElement) types.GlobalSecondaryIndex {
 	return types.GlobalSecondaryIndex{
@@ -259,7 +259,7 @@ var _ SingleTableClient = DynamoDBAPI(nil)
 // runs and first provisioning.
 func CreateSingleTable(ctx context.Context, client SingleTableClient, cfg SingleTableConfig) error {
 	cfg = cfg.WithDefaults()
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	def := SingleTableDefinition(cfg)

@@ -103,10 +103,10 @@ type OpenPeriods map[string]Status
 // Record notes sub's status: kept when open, dropped otherwise.
 func (o OpenPeriods) Record(sub *Subscription) {
 	if PeriodOpen(sub.Status) {
-		o[sub.BillingDateKey()] = sub.Status
+		o[BillingDateKey(sub)] = sub.Status
 		return
 	}
-	delete(o, sub.BillingDateKey())
+	delete(o, BillingDateKey(sub))
 }
 
 // Due returns the subscription item's due dates for the open periods:
@@ -134,7 +134,7 @@ func (o OpenPeriods) Due(leadDays int) (nextPayment, nextReminder time.Time) {
 	return nextPayment, nextReminder
 }
 
-func (o OpenPeriods) attr() types.AttributeValue {
+func (o OpenPeriods) AttributeValue() types.AttributeValue {
 	m := make(map[string]types.AttributeValue, len(o))
 	for k, st := range o {
 		m[k] = attrS(string(st))

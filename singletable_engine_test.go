@@ -87,7 +87,7 @@ func TestOpenPeriodsDue(t *testing.T) {
 	o.Record(&rec)
 	rec.Status = billing.StatusACHSent // still open: the retry run gives up on it past its deadline
 	o.Record(&rec)
-	if len(o) != 1 || o[rec.BillingDateKey()] != billing.StatusACHSent {
+	if len(o) != 1 || o[billing.BillingDateKey(&rec)] != billing.StatusACHSent {
 		t.Errorf("an ACHSENT period is not recorded as open: %v", o)
 	}
 	rec.Status = billing.StatusCompleted

@@ -24,7 +24,7 @@ func (h *SingleTableHistory) pointerUpdate(sub *Subscription) *types.Update {
 	bd := expression.Name(AttrBillingDate)
 	expr := mustBuild(expression.NewBuilder().WithUpdate(expression.
 		Set(expression.Name(AttrUserID), expression.Value(attrS(sub.UserID))).
-		Set(bd, expression.IfNotExists(bd, expression.Value(attrS(sub.BillingDateKey())))).
+		Set(bd, expression.IfNotExists(bd, expression.Value(attrS(BillingDateKey(sub))))).
 		Set(expression.Name(payEntity), expression.Value(attrS(entityPeriodID)))))
 	return &types.Update{
 		TableName: h.r.table(), Key: pointerKey(sub.SubscriptionID, sub.UserID),
@@ -76,7 +76,7 @@ func (h *SingleTableHistory) AddAll(ctx context.Context, subs []Subscription) er
 		puts = append(puts, batchPut{table: h.r.cfg.Table.Table, item: item, record: i, key: k})
 		if p := subs[i].SubscriptionID + "\x00" + subs[i].UserID; !seen[p] {
 			seen[p] = true
-			ptr := h.r.pointerItem(subs[i].SubscriptionID, subs[i].UserID, subs[i].BillingDateKey())
+			ptr := h.r.pointerItem(subs[i].SubscriptionID, subs[i].UserID, BillingDateKey(&subs[i]))
 			puts = append(puts, batchPut{table: h.r.cfg.Table.Table, item: ptr, record: i, key: k})
 		}
 	}

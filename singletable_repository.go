@@ -138,7 +138,7 @@ func (r *SingleTableRepository) History() *SingleTableHistory { return &SingleTa
 func (r *SingleTableRepository) table() *string { return &r.cfg.Table.Table }
 
 func (r *SingleTableRepository) keyText(accountID, sk string) string {
-	return "PK=" + r.cfg.Table.accountPK(accountID) + " SK=" + sk
+	return "PK=" + r.cfg.Table.AccountPK(accountID) + " SK=" + sk
 }
 
 // periodItem is the item of a period: the legacy record's attributes
@@ -148,7 +148,7 @@ func (r *SingleTableRepository) periodItem(ref SubscriptionRef, sub *Subscriptio
 	if err != nil {
 		return nil, err
 	}
-	item[AttrPK], item[AttrSK] = attrS(r.cfg.Table.accountPK(ref.AccountID)), attrS(periodSK(ref, sub.BillingDateKey()))
+	item[AttrPK], item[AttrSK] = attrS(r.cfg.Table.AccountPK(ref.AccountID)), attrS(periodSK(ref, BillingDateKey(sub)))
 	item[payEntity] = attrS(entityPeriod)
 	return item, nil
 }
@@ -158,7 +158,7 @@ func (r *SingleTableRepository) historyItem(ref SubscriptionRef, sub *Subscripti
 	if err != nil {
 		return nil, err
 	}
-	item[AttrPK], item[AttrSK] = attrS(r.cfg.Table.accountPK(ref.AccountID)), attrS(historySK(ref, sub.LastRunDateKey()))
+	item[AttrPK], item[AttrSK] = attrS(r.cfg.Table.AccountPK(ref.AccountID)), attrS(historySK(ref, LastRunDateKey(sub)))
 	item[payEntity] = attrS(entityHistory)
 	return item, nil
 }
@@ -250,7 +250,7 @@ func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *Subscription, ove
 		}
 		put.ConditionExpression, put.ExpressionAttributeNames, put.ExpressionAttributeValues = expr.Condition(), expr.Names(), expr.Values()
 		op = txOp{key: next.Key(), reason: "the record is in flight", inFlight: true}
-	case prev != nil && prev.BillingDateKey() == next.BillingDateKey():
+	case prev != nil && BillingDateKey(prev) == BillingDateKey(next):
 		upd, err := r.periodWriteBack(ref, prev, prim)
 		if err != nil {
 			return err
@@ -273,8 +273,8 @@ func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *Subscription, ove
 	}
 	t.add(types.TransactWriteItem{Put: hput}, txOp{key: next.Key(), reason: "a history row with this user_id and last_run_date exists",
 		exists: prev == nil, history: true})
-	if prev == nil || prev.BillingDateKey() != next.BillingDateKey() {
-		ptr := types.TransactWriteItem{Put: &types.Put{TableName: r.table(), Item: r.pointerItem(next.SubscriptionID, next.UserID, next.BillingDateKey())}}
+	if prev == nil || BillingDateKey(prev) != BillingDateKey(next) {
+		ptr := types.TransactWriteItem{Put: &types.Put{TableName: r.table(), Item: r.pointerItem(next.SubscriptionID, next.UserID, BillingDateKey(next))}}
 		// Records of one transaction sharing an ID (imports may) share the
 		// pointer: the last one's key is kept.
 		if i, ok := t.pointers[next.SubscriptionID+"\x00"+next.UserID]; ok {
@@ -400,7 +400,7 @@ func failedAction(err error) int {
 // [writeBack]): the rest, unknown attributes and the stored form of known
 // ones included, keep their bytes. A missing one is put.
 func (r *SingleTableRepository) subscriptionWrite(ctx context.Context, c *chainWrite) (types.TransactWriteItem, txOp, error) {
-	key := map[string]types.AttributeValue{AttrPK: attrS(r.cfg.Table.accountPK(c.ref.AccountID)), AttrSK: attrS(c.ref.SK())}
+	key := map[string]types.AttributeValue{AttrPK: attrS(r.cfg.Table.AccountPK(c.ref.AccountID)), AttrSK: attrS(c.ref.SK())}
 	keyText := r.keyText(c.ref.AccountID, c.ref.SK())
 	op := txOp{key: keyText, reason: "the subscription item changed concurrently"}
 	out, err := r.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: r.table(), Key: key, ConsistentRead: aws.Bool(true)})
@@ -427,7 +427,7 @@ func (r *SingleTableRepository) subscriptionWrite(ctx context.Context, c *chainW
 	if err != nil {
 		return types.TransactWriteItem{}, txOp{}, fmt.Errorf("subscription (%s): %w", keyText, err)
 	}
-	enc[AttrOpenPeriods] = open.attr()
+	enc[AttrOpenPeriods] = open.AttributeValue()
 	if !exists {
 		return types.TransactWriteItem{Put: putAbsent(r.table(), enc, AttrPK)}, op, nil
 	}
@@ -484,7 +484,7 @@ func (r *SingleTableRepository) getKey(ctx context.Context, userID, billingDateK
 	}
 	out, err := r.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: r.table(), ConsistentRead: aws.Bool(true),
-		Key: map[string]types.AttributeValue{AttrPK: attrS(r.cfg.Table.accountPK(ref.AccountID)), AttrSK: attrS(periodSK(ref, billingDateKey))},
+		Key: map[string]types.AttributeValue{AttrPK: attrS(r.cfg.Table.AccountPK(ref.AccountID)), AttrSK: attrS(periodSK(ref, billingDateKey))},
 	})
 	if err != nil {
 		return Subscription{}, fmt.Errorf("billing: get (%s): %w", key, err)
@@ -562,7 +562,7 @@ func (r *SingleTableRepository) queryAll(ctx context.Context, op string, in *dyn
 // key is between lo and hi (periods or history rows), keeping those that
 // match filter when one is given.
 func (r *SingleTableRepository) chainQuery(ref SubscriptionRef, lo, hi string, forward bool, filter ...expression.ConditionBuilder) *dynamodb.QueryInput {
-	b := expression.NewBuilder().WithKeyCondition(expression.Key(AttrPK).Equal(expression.Value(attrS(r.cfg.Table.accountPK(ref.AccountID)))).
+	b := expression.NewBuilder().WithKeyCondition(expression.Key(AttrPK).Equal(expression.Value(attrS(r.cfg.Table.AccountPK(ref.AccountID)))).
 		And(expression.Key(AttrSK).Between(expression.Value(attrS(lo)), expression.Value(attrS(hi)))))
 	if len(filter) > 0 {
 		b = b.WithFilter(joinAnd(filter))
@@ -619,7 +619,7 @@ func (r *SingleTableRepository) SetAttempt(ctx context.Context, prev, next *Subs
 	}
 	_, err = r.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:        r.table(),
-		Key:              map[string]types.AttributeValue{AttrPK: attrS(r.cfg.Table.accountPK(ref.AccountID)), AttrSK: attrS(periodSK(ref, prev.BillingDateKey()))},
+		Key:              map[string]types.AttributeValue{AttrPK: attrS(r.cfg.Table.AccountPK(ref.AccountID)), AttrSK: attrS(periodSK(ref, BillingDateKey(prev)))},
 		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 	})
@@ -656,7 +656,7 @@ func (r *SingleTableRepository) Update(ctx context.Context, prev, next *Subscrip
 // period (conditional on prev), puts the new one (its key must be free),
 // moves the ID pointer and updates the subscription item, atomically.
 func (r *SingleTableRepository) AdminUpdate(ctx context.Context, prev, next *Subscription) error {
-	if next.BillingDateKey() == prev.BillingDateKey() {
+	if BillingDateKey(next) == BillingDateKey(prev) {
 		return r.Update(ctx, prev, next)
 	}
 	if err := ValidateUpdate(prev, next, true); err != nil {
@@ -669,14 +669,14 @@ func (r *SingleTableRepository) AdminUpdate(ctx context.Context, prev, next *Sub
 	t := newSTTx("admin update")
 	cond := updateCondition(prev)
 	t.add(types.TransactWriteItem{Delete: &types.Delete{TableName: r.table(),
-		Key:                 map[string]types.AttributeValue{AttrPK: attrS(r.cfg.Table.accountPK(ref.AccountID)), AttrSK: attrS(periodSK(ref, prev.BillingDateKey()))},
+		Key:                 map[string]types.AttributeValue{AttrPK: attrS(r.cfg.Table.AccountPK(ref.AccountID)), AttrSK: attrS(periodSK(ref, BillingDateKey(prev)))},
 		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()}},
 		txOp{key: prev.Key(), reason: staleReason})
 	if err := r.putPeriod(t, prev, next, false); err != nil {
 		return err
 	}
 	// The pointer of the same ID and user is rewritten in place by putPeriod.
-	t.chain(ref).deleted = append(t.chain(ref).deleted, prev.BillingDateKey())
+	t.chain(ref).deleted = append(t.chain(ref).deleted, BillingDateKey(prev))
 	return r.commit(ctx, t)
 }
 

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // Subscription is one billing period of one user: a record of the
@@ -98,20 +96,14 @@ type Subscription struct {
 	PendingTierName string
 	PendingAmount   Amount
 
-	// Data holds the data_-prefixed attributes, keyed by their full name.
-	// They are written to the history table only; [EncodeItem] strips them
-	// from the primary item.
-	Data map[string]types.AttributeValue
-	// Extra holds attributes this library does not know, keyed by name, so
-	// that rewriting an item written by another service never drops them.
-	Extra map[string]types.AttributeValue
-
-	// rawBillingDate is billing_date exactly as read, so that a legacy key
-	// that is not in the canonical form is written back unchanged.
-	rawBillingDate string
-	// rawLastRunDate is last_run_date exactly as read: conditional writes
-	// compare it as a string.
-	rawLastRunDate string
+	// Stored is what the store that read this record keeps about the item
+	// it came from and the domain does not model: attributes other
+	// services wrote and key text exactly as read. The engine copies it with
+	// the record and never looks inside; a store reads it back when the
+	// record is written again, so that bytes it does not own stay as they
+	// were. Nil for a record that was not read from a store. Stores treat
+	// the value as immutable, so copies of a record may share it.
+	Stored any
 }
 
 // Attempt is one collection attempt as the collector records it on the
@@ -182,24 +174,11 @@ func (s *Subscription) Schedule() Schedule {
 	return Schedule{Term: s.Term, AnchorDay: s.EffectiveAnchorDay(), BillingWeek: s.BillingWeek}
 }
 
-// Clone returns a deep copy: the Data and Extra maps are copied, so changing
-// the clone's maps never changes s.
+// Clone returns a copy of s. It is kept for callers that copied records
+// before Stored was shared: a Subscription holds no mutable references, so
+// an assignment copies it as well.
 func (s *Subscription) Clone() Subscription {
-	c := *s
-	c.Data = cloneAttrs(s.Data)
-	c.Extra = cloneAttrs(s.Extra)
-	return c
-}
-
-func cloneAttrs(m map[string]types.AttributeValue) map[string]types.AttributeValue {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]types.AttributeValue, len(m))
-	for k, v := range m {
-		out[k] = v // AttributeValues are treated as immutable.
-	}
-	return out
+	return *s
 }
 
 // SplitTier splits a receipt_tier_name "Name:Version" at its first colon:

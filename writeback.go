@@ -74,7 +74,7 @@ func updateAction(table *string, key, prevItem, nextItem map[string]types.Attrib
 // whoever put them there, and [EncodeItem] leaves data_ out of primary
 // items, so without this a move would drop them.
 func carryData(item map[string]types.AttributeValue, prev *Subscription) {
-	for name, v := range prev.Data {
+	for name, v := range DataAttributes(prev) {
 		if strings.HasPrefix(name, DataPrefix) {
 			item[name] = v
 		}

@@ -66,7 +66,7 @@ func (e *histEnv) add(rows ...billing.Subscription) {
 	e.t.Helper()
 	for i := range rows {
 		if err := e.hist.Add(e.t.Context(), &rows[i]); err != nil {
-			e.t.Fatalf("History.Add(%s at %s): %v", rows[i].Key(), rows[i].LastRunDateKey(), err)
+			e.t.Fatalf("History.Add(%s at %s): %v", rows[i].Key(), billing.LastRunDateKey(&rows[i]), err)
 		}
 	}
 }
@@ -98,7 +98,7 @@ func (e *histEnv) requireRows(what string, got, want []billing.Subscription) {
 	}
 	for i := range got {
 		if d := diffHistoryRow(&got[i], &want[i]); d != "" {
-			e.t.Fatalf("%s: row %d (want last_run_date %s) differs: %s\n got order %v", what, i, want[i].LastRunDateKey(), d, runDates(got))
+			e.t.Fatalf("%s: row %d (want last_run_date %s) differs: %s\n got order %v", what, i, billing.LastRunDateKey(&want[i]), d, runDates(got))
 		}
 	}
 }
@@ -106,7 +106,7 @@ func (e *histEnv) requireRows(what string, got, want []billing.Subscription) {
 func runDates(rows []billing.Subscription) []string {
 	out := make([]string, len(rows))
 	for i := range rows {
-		out[i] = rows[i].LastRunDateKey()
+		out[i] = billing.LastRunDateKey(&rows[i])
 	}
 	return out
 }
@@ -252,7 +252,7 @@ func (s *histSuite) cases() []repoCase {
 			inactive := ids.record(u, day(2), billing.StatusInactive)
 			for _, bad := range []billing.Subscription{noRunDate, inactive} {
 				if err := e.hist.AddAll(t.Context(), append(slices.Clone(rows), bad)); err == nil {
-					t.Fatalf("AddAll with an unstorable row (%s, last_run_date %q) succeeded", bad.Status, bad.LastRunDateKey())
+					t.Fatalf("AddAll with an unstorable row (%s, last_run_date %q) succeeded", bad.Status, billing.LastRunDateKey(&bad))
 				}
 			}
 			if got := e.byUser(u); len(got) != 0 {
@@ -289,7 +289,7 @@ func (s *histSuite) cases() []repoCase {
 		{"DataAndUnknownAttributesRoundTrip", func(t *testing.T) {
 			e := s.env(t)
 			r := ids.record(ids.user(), day(0), billing.StatusCompleted)
-			r.Data = map[string]types.AttributeValue{
+			billing.SetDataAttributes(&r, map[string]types.AttributeValue{
 				"data_s":    &types.AttributeValueMemberS{Value: "text"},
 				"data_n":    &types.AttributeValueMemberN{Value: "42"},
 				"data_bool": &types.AttributeValueMemberBOOL{Value: true},
@@ -299,18 +299,18 @@ func (s *histSuite) cases() []repoCase {
 				"data_map": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
 					"nested": &types.AttributeValueMemberS{Value: "v"},
 				}},
-			}
-			r.Extra = map[string]types.AttributeValue{"legacy_note": &types.AttributeValueMemberS{Value: "kept"}}
+			})
+			billing.SetExtraAttributes(&r, map[string]types.AttributeValue{"legacy_note": &types.AttributeValueMemberS{Value: "kept"}})
 			e.add(r)
 			for _, got := range [][]billing.Subscription{e.bySub(r.SubscriptionID), e.byUser(r.UserID)} {
 				if len(got) != 1 {
 					t.Fatalf("%d rows, want 1", len(got))
 				}
-				if !reflect.DeepEqual(got[0].Data, r.Data) {
-					t.Fatalf("data_ attributes = %v, want %v", got[0].Data, r.Data)
+				if !reflect.DeepEqual(billing.DataAttributes(&got[0]), billing.DataAttributes(&r)) {
+					t.Fatalf("data_ attributes = %v, want %v", billing.DataAttributes(&got[0]), billing.DataAttributes(&r))
 				}
-				if !reflect.DeepEqual(got[0].Extra, r.Extra) {
-					t.Fatalf("unknown attributes = %v, want %v", got[0].Extra, r.Extra)
+				if !reflect.DeepEqual(billing.ExtraAttributes(&got[0]), billing.ExtraAttributes(&r)) {
+					t.Fatalf("unknown attributes = %v, want %v", billing.ExtraAttributes(&got[0]), billing.ExtraAttributes(&r))
 				}
 			}
 		}},

@@ -32,17 +32,17 @@ func (ids *suiteIDs) fullRecord(user string) billing.Subscription {
 	r.IsPendingDowngrade = true
 	r.AnchorDay = 31
 	r.Attempt = 2
-	r.Extra = map[string]types.AttributeValue{
+	billing.SetExtraAttributes(&r, map[string]types.AttributeValue{
 		"legacy_flag":  &types.AttributeValueMemberS{Value: "kept"},
 		"legacy_count": &types.AttributeValueMemberN{Value: "7"},
-	}
-	r.Data = map[string]types.AttributeValue{
+	})
+	billing.SetDataAttributes(&r, map[string]types.AttributeValue{
 		"data_note": &types.AttributeValueMemberS{Value: "history only"},
 		"data_payload": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
 			"source": &types.AttributeValueMemberS{Value: "webhook"},
 			"tries":  &types.AttributeValueMemberN{Value: "2"},
 		}},
-	}
+	})
 	return r
 }
 
@@ -83,11 +83,11 @@ func (s *repoSuite) addCases() []repoCase {
 				!got.LastRunDate.Equal(r.LastRunDate) {
 				t.Fatalf("fields lost in the round trip: got %+v", got)
 			}
-			if len(got.Extra) != 2 {
-				t.Fatalf("unknown attributes not kept: Extra = %v", got.Extra)
+			if len(billing.ExtraAttributes(&got)) != 2 {
+				t.Fatalf("unknown attributes not kept: Extra = %v", billing.ExtraAttributes(&got))
 			}
-			if len(got.Data) != 0 {
-				t.Fatalf("data_ attributes stored in the primary table: %v", got.Data)
+			if len(billing.DataAttributes(&got)) != 0 {
+				t.Fatalf("data_ attributes stored in the primary table: %v", billing.DataAttributes(&got))
 			}
 			e.requireLastHistoryRow(r) // with its data_ attributes
 		}},
@@ -98,8 +98,8 @@ func (s *repoSuite) addCases() []repoCase {
 			e.add(r)
 			want := time.Date(2024, 2, 10, 10, 30, 45, 0, time.UTC)
 			got := e.get(u, want)
-			if !got.BillingDate.Equal(want) || got.BillingDateKey() != "2024-02-10T10:30:45Z" {
-				t.Fatalf("billing_date stored as %q (%v), want 2024-02-10T10:30:45Z", got.BillingDateKey(), got.BillingDate)
+			if !got.BillingDate.Equal(want) || billing.BillingDateKey(&got) != "2024-02-10T10:30:45Z" {
+				t.Fatalf("billing_date stored as %q (%v), want 2024-02-10T10:30:45Z", billing.BillingDateKey(&got), got.BillingDate)
 			}
 			if again := e.get(u, r.BillingDate); again.SubscriptionID != r.SubscriptionID {
 				t.Fatalf("Get with the original zoned time found %s", again.SubscriptionID)

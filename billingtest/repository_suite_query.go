@@ -106,7 +106,7 @@ func (e *repoEnv) requireExactly(items, want []billing.Subscription) {
 func billingDates(recs []billing.Subscription) []string {
 	out := make([]string, len(recs))
 	for i := range recs {
-		out[i] = recs[i].Status.String() + "@" + recs[i].BillingDateKey()
+		out[i] = recs[i].Status.String() + "@" + billing.BillingDateKey(&recs[i])
 	}
 	return out
 }

@@ -246,8 +246,8 @@ func (s *SingleTable) putPeriod(t *stTx, prev, next *billing.Subscription) error
 	if _, err := billing.EncodeHistoryItem(next); err != nil {
 		return err
 	}
-	if prev == nil || prev.BillingDateKey() != next.BillingDateKey() {
-		t.pointers = append(t.pointers, stPointer{subscriptionID: next.SubscriptionID, userID: next.UserID, billingDate: next.BillingDateKey()})
+	if prev == nil || billing.BillingDateKey(prev) != billing.BillingDateKey(next) {
+		t.pointers = append(t.pointers, stPointer{subscriptionID: next.SubscriptionID, userID: next.UserID, billingDate: billing.BillingDateKey(next)})
 	}
 	if rc, ok := billing.PeriodReceipt(ref, prev, next); ok {
 		rc.ExpiresAt = rc.ProcessedDate.Add(s.pay.retention)
@@ -375,7 +375,7 @@ func (s *SingleTable) periodConflict(op string, prev, next *billing.Subscription
 	st := s.periods
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	oldKey := tableKey{prev.UserID, prev.BillingDateKey()}
+	oldKey := tableKey{prev.UserID, billing.BillingDateKey(prev)}
 	cur, ok := st.primary[oldKey]
 	switch {
 	case !ok:
@@ -383,12 +383,12 @@ func (s *SingleTable) periodConflict(op string, prev, next *billing.Subscription
 	case !fenceHolds(cur, prev):
 		return &billing.ConflictError{Op: op, Key: prev.Key(), Reason: "status, last_run_date or attempt changed", Err: billing.ErrConflict}
 	}
-	if newKey := (tableKey{next.UserID, next.BillingDateKey()}); newKey != oldKey {
+	if newKey := (tableKey{next.UserID, billing.BillingDateKey(next)}); newKey != oldKey {
 		if _, taken := st.primary[newKey]; taken {
 			return &billing.ConflictError{Op: op, Key: next.Key(), Reason: "new billing_date taken", Err: billing.ErrConflict, Taken: true}
 		}
 	}
-	if _, taken := st.history[tableKey{next.UserID, next.LastRunDateKey()}]; taken {
+	if _, taken := st.history[tableKey{next.UserID, billing.LastRunDateKey(next)}]; taken {
 		return &billing.ConflictError{Op: op, Key: next.Key(), Reason: "history row exists", Err: billing.ErrConflict, HistoryRow: true}
 	}
 	return nil
@@ -573,7 +573,7 @@ func (r *stRepository) AdminUpdate(ctx context.Context, prev, next *billing.Subs
 	if prev == nil || next == nil {
 		return errors.New("billingtest: admin update: nil record")
 	}
-	if next.BillingDateKey() == prev.BillingDateKey() {
+	if billing.BillingDateKey(next) == billing.BillingDateKey(prev) {
 		return r.Update(ctx, prev, next)
 	}
 	if err := billing.ValidateUpdate(prev, next, true); err != nil {
@@ -589,7 +589,7 @@ func (r *stRepository) AdminUpdate(ctx context.Context, prev, next *billing.Subs
 		return err
 	}
 	c := t.chain(ref)
-	c.deleted = append(c.deleted, prev.BillingDateKey())
+	c.deleted = append(c.deleted, billing.BillingDateKey(prev))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.write(t, prev, next, func() error { return s.periods.Repository().AdminUpdate(ctx, prev, next) })
@@ -628,7 +628,7 @@ func (r *stRepository) AddAll(ctx context.Context, subs []billing.Subscription) 
 		}
 		err := checkGroup(recs)
 		for _, rec := range recs {
-			if err == nil && s.periods.inFlightAt(rec.UserID, rec.BillingDateKey()) {
+			if err == nil && s.periods.inFlightAt(rec.UserID, billing.BillingDateKey(&rec)) {
 				err = &billing.ConflictError{Op: "add all", Key: rec.Key(), Reason: "the record is in flight", Err: billing.ErrAttemptInFlight}
 			}
 		}
@@ -657,7 +657,7 @@ func (r *stRepository) AddAll(ctx context.Context, subs []billing.Subscription) 
 func checkGroup(recs []billing.Subscription) error {
 	periods, rows := map[string]bool{}, map[string]bool{}
 	for i := range recs {
-		p, h := recs[i].UserID+"\x00"+recs[i].BillingDateKey(), recs[i].UserID+"\x00"+recs[i].LastRunDateKey()
+		p, h := recs[i].UserID+"\x00"+billing.BillingDateKey(&recs[i]), recs[i].UserID+"\x00"+billing.LastRunDateKey(&recs[i])
 		if periods[p] || rows[h] {
 			return fmt.Errorf("billing: add all (%s): transaction cancelled: two actions on one item", recs[i].Key())
 		}
@@ -852,7 +852,7 @@ func (h *stHistory) Add(ctx context.Context, sub *billing.Subscription) error {
 	if err := s.periods.History().Add(ctx, sub); err != nil {
 		return err
 	}
-	s.apply(&stTx{pointers: []stPointer{{subscriptionID: sub.SubscriptionID, userID: sub.UserID, billingDate: sub.BillingDateKey(), ifAbsent: true}}})
+	s.apply(&stTx{pointers: []stPointer{{subscriptionID: sub.SubscriptionID, userID: sub.UserID, billingDate: billing.BillingDateKey(sub), ifAbsent: true}}})
 	return nil
 }
 
@@ -870,7 +870,7 @@ func (h *stHistory) AddAll(ctx context.Context, subs []billing.Subscription) err
 		if _, err := billing.EncodeHistoryItem(&subs[i]); err != nil {
 			return fmt.Errorf("history row %d: %w", i, err)
 		}
-		k := "user_id=" + subs[i].UserID + " last_run_date=" + subs[i].LastRunDateKey()
+		k := "user_id=" + subs[i].UserID + " last_run_date=" + billing.LastRunDateKey(&subs[i])
 		if seen[k] {
 			return &billing.ConflictError{Op: "history add", Key: k, Reason: "two rows of the batch share user_id and last_run_date", Err: billing.ErrAlreadyExists}
 		}
@@ -884,7 +884,7 @@ func (h *stHistory) AddAll(ctx context.Context, subs []billing.Subscription) err
 		}
 		if p := subs[i].SubscriptionID + "\x00" + subs[i].UserID; !ptrs[p] {
 			ptrs[p] = true
-			t.pointers = append(t.pointers, stPointer{subscriptionID: subs[i].SubscriptionID, userID: subs[i].UserID, billingDate: subs[i].BillingDateKey()})
+			t.pointers = append(t.pointers, stPointer{subscriptionID: subs[i].SubscriptionID, userID: subs[i].UserID, billingDate: billing.BillingDateKey(&subs[i])})
 		}
 	}
 	s := (*SingleTable)(h)

@@ -824,7 +824,7 @@ func TestSingleTableMatchesDynamo(t *testing.T) {
 						return nil, errors.New("more than 1000 pages")
 					}
 					for _, it := range p.Items {
-						items = append(items, it.SubscriptionID+"@"+it.BillingDateKey())
+						items = append(items, it.SubscriptionID+"@"+billing.BillingDateKey(&it))
 					}
 					scanned += p.Scanned
 					if cur = p.Next; cur == "" {

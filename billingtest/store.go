@@ -252,7 +252,7 @@ func (s *Store) setAttempt(ctx context.Context, prev, next *billing.Subscription
 	if err != nil {
 		return err
 	}
-	key := tableKey{prev.UserID, prev.BillingDateKey()}
+	key := tableKey{prev.UserID, billing.BillingDateKey(prev)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, ok := s.primary[key]
@@ -303,7 +303,7 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 		}
 		adds = append(adds, created{ci, ch})
 	}
-	oldKey := tableKey{prev.UserID, prev.BillingDateKey()}
+	oldKey := tableKey{prev.UserID, billing.BillingDateKey(prev)}
 	newKey, hk := primaryKey(item), historyKey(hitem)
 	conflict := func(key, reason string) error {
 		return &billing.ConflictError{Op: op, Key: key, Reason: reason, Err: billing.ErrConflict}
@@ -468,7 +468,7 @@ func fenceHolds(cur map[string]types.AttributeValue, prev *billing.Subscription)
 		}
 		return v.Value == strconv.Itoa(want)
 	}
-	return attrIs(cur, billing.AttrBillingStatus, string(prev.Status)) && attrIs(cur, billing.AttrLastRunDate, prev.LastRunDateKey()) &&
+	return attrIs(cur, billing.AttrBillingStatus, string(prev.Status)) && attrIs(cur, billing.AttrLastRunDate, billing.LastRunDateKey(prev)) &&
 		num(billing.AttrAttempt, prev.Attempt) && num(billing.AttrAttemptNumber, prev.LastAttempt.Number)
 }
 

@@ -82,7 +82,7 @@ func (h *MemoryHistory) ListByUser(ctx context.Context, userID string) ([]billin
 }
 
 func historyRowKey(s *billing.Subscription) string {
-	return s.Key() + " last_run_date=" + s.LastRunDateKey()
+	return s.Key() + " last_run_date=" + billing.LastRunDateKey(s)
 }
 
 func historyBatchError(subs []billing.Subscription, err error) error {

@@ -48,7 +48,7 @@ func RequireHistoryMatchesPrimary(t testing.TB, repo billing.Repository, hist bi
 		}
 		if d := diffStored(&row, rec); d != "" {
 			problems = append(problems, fmt.Sprintf("%s (subscription_id %s): newest history row (last_run_date %s) differs from the record: %s",
-				rec.Key(), rec.SubscriptionID, row.LastRunDateKey(), d))
+				rec.Key(), rec.SubscriptionID, billing.LastRunDateKey(&row), d))
 		}
 	}
 	if len(problems) > 0 {

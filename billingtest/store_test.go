@@ -150,22 +150,22 @@ func TestStoreLegacyPageOfFilteredItems(t *testing.T) {
 func TestStoreReturnsCopies(t *testing.T) {
 	s := billingtest.NewStore(billingtest.StoreOptions{})
 	r := rec("u1", 1, due, billing.StatusScheduled)
-	r.Extra = map[string]types.AttributeValue{"x_note": &types.AttributeValueMemberS{Value: "orig"}}
-	r.Data = map[string]types.AttributeValue{"data_l": &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: "orig"}}}}
+	billing.SetExtraAttributes(&r, map[string]types.AttributeValue{"x_note": &types.AttributeValueMemberS{Value: "orig"}})
+	billing.SetDataAttributes(&r, map[string]types.AttributeValue{"data_l": &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: "orig"}}}})
 	mustAdd(t, s.Repository(), r)
 	// Changing the input after Add changes nothing stored.
-	r.Extra["x_note"].(*types.AttributeValueMemberS).Value = "input changed"
-	r.Data["data_l"].(*types.AttributeValueMemberL).Value[0] = &types.AttributeValueMemberS{Value: "input changed"}
+	billing.ExtraAttributes(&r)["x_note"].(*types.AttributeValueMemberS).Value = "input changed"
+	billing.DataAttributes(&r)["data_l"].(*types.AttributeValueMemberL).Value[0] = &types.AttributeValueMemberS{Value: "input changed"}
 
 	mutate := func(sub billing.Subscription) {
 		sub.Status = billing.StatusError
-		if v, ok := sub.Extra["x_note"].(*types.AttributeValueMemberS); ok {
+		if v, ok := billing.ExtraAttributes(&sub)["x_note"].(*types.AttributeValueMemberS); ok {
 			v.Value = "mutated"
 		}
-		if l, ok := sub.Data["data_l"].(*types.AttributeValueMemberL); ok {
+		if l, ok := billing.DataAttributes(&sub)["data_l"].(*types.AttributeValueMemberL); ok {
 			l.Value[0].(*types.AttributeValueMemberS).Value = "mutated"
 		}
-		sub.Extra["added"] = &types.AttributeValueMemberS{Value: "x"}
+		billing.ExtraAttributes(&sub)["added"] = &types.AttributeValueMemberS{Value: "x"}
 	}
 	got, err := s.Repository().Get(t.Context(), "u1", due)
 	if err != nil {
@@ -183,11 +183,11 @@ func TestStoreReturnsCopies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := again.Extra["x_note"].(*types.AttributeValueMemberS).Value; v != "orig" || again.Status != billing.StatusScheduled || len(again.Extra) != 1 {
-		t.Fatalf("stored record changed through a returned copy: status %s, Extra %v", again.Status, again.Extra)
+	if v := billing.ExtraAttributes(&again)["x_note"].(*types.AttributeValueMemberS).Value; v != "orig" || again.Status != billing.StatusScheduled || len(billing.ExtraAttributes(&again)) != 1 {
+		t.Fatalf("stored record changed through a returned copy: status %s, Extra %v", again.Status, billing.ExtraAttributes(&again))
 	}
 	hrows, _ := s.History().ListBySubscription(t.Context(), r.SubscriptionID)
-	if v := hrows[0].Data["data_l"].(*types.AttributeValueMemberL).Value[0].(*types.AttributeValueMemberS).Value; v != "orig" {
+	if v := billing.DataAttributes(&hrows[0])["data_l"].(*types.AttributeValueMemberL).Value[0].(*types.AttributeValueMemberS).Value; v != "orig" {
 		t.Fatalf("stored history row changed through a copy: data_l[0] = %q", v)
 	}
 }

@@ -275,7 +275,7 @@ func (a *app) admin(c *command, id string, describe func(b *billing.Subscription
 		}
 		if changed(&before, &cur) {
 			return fmt.Errorf("%w: %s %s: the record changed while waiting for confirmation (now %s, last_run_date %s); "+
-				"nothing was changed, run the command again", billing.ErrConflict, c.name, id, cur.Status, cur.LastRunDateKey())
+				"nothing was changed, run the command again", billing.ErrConflict, c.name, id, cur.Status, billing.LastRunDateKey(&cur))
 		}
 	}
 
@@ -318,8 +318,8 @@ func (a *app) admin(c *command, id string, describe func(b *billing.Subscription
 
 // changed reports whether cur is not the version of the record shown.
 func changed(shown, cur *billing.Subscription) bool {
-	return shown.Status != cur.Status || shown.LastRunDateKey() != cur.LastRunDateKey() ||
-		shown.BillingDateKey() != cur.BillingDateKey()
+	return shown.Status != cur.Status || billing.LastRunDateKey(shown) != billing.LastRunDateKey(cur) ||
+		billing.BillingDateKey(shown) != billing.BillingDateKey(cur)
 }
 
 // confirm asks on stderr and reads the answer from stdin: "y" or "yes"
