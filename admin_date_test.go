@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dynabill/billing/internal/storetest"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -20,7 +22,7 @@ func forEachCollectorStore(t *testing.T, f func(t *testing.T, e *collectorEnv)) 
 	})
 	t.Run("dynamo", func(t *testing.T) {
 		t.Parallel()
-		repo, hist := dynamoStores(t, billingtest.StoreOptions{PageSize: 7})
+		repo, hist := storetest.DynamoStores(t, billingtest.StoreOptions{PageSize: 7})
 		e := newCollectorEnv(t, func(c *billing.Config) { c.Repository, c.History = repo, hist })
 		e.repo, e.hist = repo, hist
 		f(t, e)

@@ -11,10 +11,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/dynamotest"
+	"github.com/dynabill/billing/internal/layout"
 )
 
 // The collector benchmarks: what a scheduled run costs per collected
@@ -47,25 +48,25 @@ const (
 )
 
 func BenchmarkCollectorDynamoDB(b *testing.B) {
-	type layout struct {
+	type storeLayout struct {
 		name string
 		// stores creates fresh tables and returns the repository on
 		// client and the lock table.
-		stores func(b *testing.B, client *dynamodb.Client) (repo func(billing.DynamoDBAPI) billing.Repository, userID func(int) string, locks string)
+		stores func(b *testing.B, client *dynamodb.Client) (repo func(dynamostore.API) billing.Repository, userID func(int) string, locks string)
 	}
-	legacy := func(mode billing.StatusIndexMode) layout {
-		return layout{mode.String(), func(b *testing.B, client *dynamodb.Client) (func(billing.DynamoDBAPI) billing.Repository, func(int) string, string) {
-			tables := billing.TableConfig{
+	legacy := func(mode dynamostore.StatusIndexMode) storeLayout {
+		return storeLayout{mode.String(), func(b *testing.B, client *dynamodb.Client) (func(dynamostore.API) billing.Repository, func(int) string, string) {
+			tables := dynamostore.TableConfig{
 				Subscriptions:   dynamotest.TableName(b, "bench-activity"),
 				History:         dynamotest.TableName(b, "bench-history"),
 				Locks:           dynamotest.TableName(b, "bench-locks"),
 				StatusIndexMode: mode,
 			}
-			dynamotest.CreateTable(b, client, billing.SubscriptionsTableDefinition(tables))
-			dynamotest.CreateTable(b, client, billing.HistoryTableDefinition(tables))
-			dynamotest.CreateTable(b, client, billing.LockTableDefinition(tables.Locks))
-			return func(c billing.DynamoDBAPI) billing.Repository {
-				repo, err := billing.NewDynamoRepository(billing.DynamoConfig{Client: c, Tables: tables})
+			dynamotest.CreateTable(b, client, dynamostore.SubscriptionsTableDefinition(tables))
+			dynamotest.CreateTable(b, client, dynamostore.HistoryTableDefinition(tables))
+			dynamotest.CreateTable(b, client, dynamostore.LockTableDefinition(tables.Locks))
+			return func(c dynamostore.API) billing.Repository {
+				repo, err := dynamostore.NewRepository(dynamostore.Config{Client: c, Tables: tables})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -73,24 +74,24 @@ func BenchmarkCollectorDynamoDB(b *testing.B) {
 			}, func(i int) string { return fmt.Sprintf("bench-user-%05d", i) }, tables.Locks
 		}}
 	}
-	single := layout{"single-table", func(b *testing.B, client *dynamodb.Client) (func(billing.DynamoDBAPI) billing.Repository, func(int) string, string) {
-		table := billing.SingleTableConfig{Table: dynamotest.TableName(b, "bench-payments"), AccountPrefix: "ACC#"}
+	single := storeLayout{"single-table", func(b *testing.B, client *dynamodb.Client) (func(dynamostore.API) billing.Repository, func(int) string, string) {
+		table := dynamostore.SingleTableConfig{Table: dynamotest.TableName(b, "bench-payments"), AccountPrefix: "ACC#"}
 		locks := dynamotest.TableName(b, "bench-locks")
-		dynamotest.CreateTable(b, client, billing.SingleTableDefinition(table))
-		dynamotest.CreateTable(b, client, billing.LockTableDefinition(locks))
+		dynamotest.CreateTable(b, client, dynamostore.SingleTableDefinition(table))
+		dynamotest.CreateTable(b, client, dynamostore.LockTableDefinition(locks))
 		skus := []string{"STREAM", "MUSIC", "NEWS"}
-		return func(c billing.DynamoDBAPI) billing.Repository {
-				repo, err := billing.NewSingleTableRepository(billing.SingleTableStoreConfig{Client: c, Table: table,
+		return func(c dynamostore.API) billing.Repository {
+				repo, err := dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{Client: c, Table: table,
 					Clock: billingtest.NewClock(benchNow)})
 				if err != nil {
 					b.Fatal(err)
 				}
 				return repo
 			}, func(i int) string {
-				return billing.SubscriptionRef{AccountID: fmt.Sprintf("bench-%05d", i/3), SubscriptionID: fmt.Sprint("s", i), SKU: skus[i%3]}.UserID()
+				return layout.SubscriptionRef{AccountID: fmt.Sprintf("bench-%05d", i/3), SubscriptionID: fmt.Sprint("s", i), SKU: skus[i%3]}.UserID()
 			}, locks
 	}}
-	for _, l := range []layout{legacy(billing.StatusIndexLegacy), legacy(billing.StatusIndexSorted), single} {
+	for _, l := range []storeLayout{legacy(dynamostore.StatusIndexLegacy), legacy(dynamostore.StatusIndexSorted), single} {
 		b.Run(l.name, func(b *testing.B) {
 			client := dynamotest.Client(b)
 			now := benchNow
@@ -105,12 +106,12 @@ func BenchmarkCollectorDynamoDB(b *testing.B) {
 				seedDue(b, newRepo(client), now, benchDue, benchNotDue, userID)
 
 				w := dynamotest.Wrap(client)
-				cc := &consumedCounter{DynamoDBAPI: w}
+				cc := &consumedCounter{API: w}
 				repo := newRepo(cc)
 				// The locks get a wrapper of their own: their heartbeats
 				// depend on how long the run takes, the data calls do not.
 				wl := dynamotest.Wrap(client)
-				locker, err := billing.NewDynamoLocker(wl, billing.WithLockTable(locks))
+				locker, err := dynamostore.NewLocker(wl, dynamostore.WithLockTable(locks))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -255,12 +256,12 @@ func (c *serverCapacity) add(o serverCapacity) {
 // data-plane call and sums what it answers, reads and writes apart. The
 // caller's inputs are copied, never changed.
 type consumedCounter struct {
-	billing.DynamoDBAPI
+	dynamostore.API
 	mu sync.Mutex
 	c  serverCapacity
 }
 
-var _ billing.DynamoDBAPI = (*consumedCounter)(nil)
+var _ dynamostore.API = (*consumedCounter)(nil)
 
 func (cc *consumedCounter) total() serverCapacity {
 	cc.mu.Lock()
@@ -297,7 +298,7 @@ const capacityTotal = types.ReturnConsumedCapacityTotal
 func (cc *consumedCounter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	cp := *in
 	cp.ReturnConsumedCapacity = capacityTotal
-	out, err := cc.DynamoDBAPI.GetItem(ctx, &cp, optFns...)
+	out, err := cc.API.GetItem(ctx, &cp, optFns...)
 	if err == nil {
 		cc.record(false, oneCapacity(out.ConsumedCapacity)...)
 	}
@@ -307,7 +308,7 @@ func (cc *consumedCounter) GetItem(ctx context.Context, in *dynamodb.GetItemInpu
 func (cc *consumedCounter) Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	cp := *in
 	cp.ReturnConsumedCapacity = capacityTotal
-	out, err := cc.DynamoDBAPI.Query(ctx, &cp, optFns...)
+	out, err := cc.API.Query(ctx, &cp, optFns...)
 	if err == nil {
 		cc.record(false, oneCapacity(out.ConsumedCapacity)...)
 	}
@@ -317,7 +318,7 @@ func (cc *consumedCounter) Query(ctx context.Context, in *dynamodb.QueryInput, o
 func (cc *consumedCounter) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	cp := *in
 	cp.ReturnConsumedCapacity = capacityTotal
-	out, err := cc.DynamoDBAPI.PutItem(ctx, &cp, optFns...)
+	out, err := cc.API.PutItem(ctx, &cp, optFns...)
 	if err == nil {
 		cc.record(true, oneCapacity(out.ConsumedCapacity)...)
 	}
@@ -327,7 +328,7 @@ func (cc *consumedCounter) PutItem(ctx context.Context, in *dynamodb.PutItemInpu
 func (cc *consumedCounter) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	cp := *in
 	cp.ReturnConsumedCapacity = capacityTotal
-	out, err := cc.DynamoDBAPI.UpdateItem(ctx, &cp, optFns...)
+	out, err := cc.API.UpdateItem(ctx, &cp, optFns...)
 	if err == nil {
 		cc.record(true, oneCapacity(out.ConsumedCapacity)...)
 	}
@@ -337,7 +338,7 @@ func (cc *consumedCounter) UpdateItem(ctx context.Context, in *dynamodb.UpdateIt
 func (cc *consumedCounter) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
 	cp := *in
 	cp.ReturnConsumedCapacity = capacityTotal
-	out, err := cc.DynamoDBAPI.DeleteItem(ctx, &cp, optFns...)
+	out, err := cc.API.DeleteItem(ctx, &cp, optFns...)
 	if err == nil {
 		cc.record(true, oneCapacity(out.ConsumedCapacity)...)
 	}
@@ -347,7 +348,7 @@ func (cc *consumedCounter) DeleteItem(ctx context.Context, in *dynamodb.DeleteIt
 func (cc *consumedCounter) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
 	cp := *in
 	cp.ReturnConsumedCapacity = capacityTotal
-	out, err := cc.DynamoDBAPI.TransactWriteItems(ctx, &cp, optFns...)
+	out, err := cc.API.TransactWriteItems(ctx, &cp, optFns...)
 	if err == nil {
 		cc.record(true, out.ConsumedCapacity...)
 	}
@@ -357,7 +358,7 @@ func (cc *consumedCounter) TransactWriteItems(ctx context.Context, in *dynamodb.
 func (cc *consumedCounter) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
 	cp := *in
 	cp.ReturnConsumedCapacity = capacityTotal
-	out, err := cc.DynamoDBAPI.BatchWriteItem(ctx, &cp, optFns...)
+	out, err := cc.API.BatchWriteItem(ctx, &cp, optFns...)
 	if err == nil {
 		cc.record(true, out.ConsumedCapacity...)
 	}

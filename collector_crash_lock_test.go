@@ -9,12 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+	"github.com/dynabill/billing/internal/storetest"
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/dynamotest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // crashLease is the lease of the lock crash sweep: short, so that waiting
@@ -39,10 +41,10 @@ type lockCrashEnv struct {
 
 func newLockCrashEnv(t *testing.T) *lockCrashEnv {
 	t.Helper()
-	repo, hist := dynamoStores(t, billingtest.StoreOptions{})
+	repo, hist := storetest.DynamoStores(t, billingtest.StoreOptions{})
 	e := &lockCrashEnv{w: wrapperOf(t, repo), repo: repo, hist: hist, clock: billingtest.NewClock(jan31.Add(time.Hour)),
 		locks: dynamotest.TableName(t, "locks"), user: "lock-crash-user"}
-	dynamotest.CreateTable(t, dynamotest.Client(t), billing.LockTableDefinition(e.locks))
+	dynamotest.CreateTable(t, dynamotest.Client(t), dynamostore.LockTableDefinition(e.locks))
 	e.pay = billingtest.NewProvider(billingtest.ProviderOptions{Clock: e.clock})
 	e.sub = billing.Subscription{UserID: e.user, SubscriptionID: "lock-crash-jan", BillingDate: jan31, Amount: billing.MustParseAmount("9.99"),
 		Status: billing.StatusScheduled, BillingPeriod: "01/2024", Term: billing.TermMonthly, AnchorDay: 31,
@@ -54,11 +56,11 @@ func newLockCrashEnv(t *testing.T) *lockCrashEnv {
 
 // locker returns a new locker instance, as a new Lambda invocation or a
 // restarted server has.
-func (e *lockCrashEnv) locker(t *testing.T) *billing.DynamoLocker {
+func (e *lockCrashEnv) locker(t *testing.T) *dynamostore.Locker {
 	t.Helper()
 	e.lockNo++
-	l, err := billing.NewDynamoLocker(e.w, billing.WithLockTable(e.locks), billing.WithLeaseDuration(crashLease),
-		billing.WithHeartbeatPeriod(0), billing.WithLockOwner(fmt.Sprintf("instance-%d", e.lockNo)))
+	l, err := dynamostore.NewLocker(e.w, dynamostore.WithLockTable(e.locks), dynamostore.WithLeaseDuration(crashLease),
+		dynamostore.WithHeartbeatPeriod(0), dynamostore.WithLockOwner(fmt.Sprintf("instance-%d", e.lockNo)))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close(context.Background()) })
 	return l

@@ -6,9 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dynabill/billing/internal/storetest"
+
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/dynamotest"
+	"github.com/dynabill/billing/internal/layout"
 )
 
 // crashEnv is a collector on fresh DynamoDB tables behind the fault
@@ -23,12 +28,12 @@ type crashEnv struct {
 	c     *billing.Collector
 	users []string
 	// single is the store when the env runs on the single-table layout.
-	single *billing.SingleTableRepository
+	single *dynamostore.SingleTableRepository
 }
 
 func newCrashEnv(t *testing.T, users int) *crashEnv {
 	t.Helper()
-	repo, hist := dynamoStores(t, billingtest.StoreOptions{PageSize: 2})
+	repo, hist := storetest.DynamoStores(t, billingtest.StoreOptions{PageSize: 2})
 	return startCrashEnv(t, &crashEnv{repo: repo, hist: hist, clock: billingtest.NewClock(jan31.Add(time.Hour))}, users,
 		func(i int) string { return fmt.Sprintf("crash-user-%d", i) })
 }
@@ -40,17 +45,17 @@ func newSingleCrashEnv(t *testing.T, users int) *crashEnv {
 	t.Helper()
 	clock := billingtest.NewClock(jan31.Add(time.Hour))
 	client := dynamotest.Client(t)
-	table := billing.SingleTableConfig{Table: dynamotest.TableName(t, "payments"), AccountPrefix: "ACC#", TTLAttribute: "TTL"}
-	dynamotest.CreateTable(t, client, billing.SingleTableDefinition(table))
+	table := dynamostore.SingleTableConfig{Table: dynamotest.TableName(t, "payments"), AccountPrefix: "ACC#", TTLAttribute: "TTL"}
+	dynamotest.CreateTable(t, client, dynamostore.SingleTableDefinition(table))
 	w := dynamotest.Wrap(client)
 	t.Cleanup(func() { w.AssertNoViolations(t) })
-	repo, err := billing.NewSingleTableRepository(billing.SingleTableStoreConfig{Client: w, Table: table, Clock: clock, PageSize: 2, CatchUpDays: 2})
+	repo, err := dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{Client: w, Table: table, Clock: clock, PageSize: 2, CatchUpDays: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	skus := []string{"STREAM", "MUSIC", "NEWS"}
 	return startCrashEnv(t, &crashEnv{repo: repo, hist: repo.History(), single: repo, clock: clock}, users, func(i int) string {
-		return billing.SubscriptionRef{AccountID: "crash", SubscriptionID: fmt.Sprint("s", i), SKU: skus[i%len(skus)]}.UserID()
+		return layout.SubscriptionRef{AccountID: "crash", SubscriptionID: fmt.Sprint("s", i), SKU: skus[i%len(skus)]}.UserID()
 	})
 }
 
@@ -151,16 +156,16 @@ func (e *crashEnv) checkSingleTable(t *testing.T) {
 	}
 	feb := time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC)
 	for _, s := range subs {
-		if !s.NextPaymentDate.Equal(feb) || !s.NextReminderDate.Equal(feb.AddDate(0, 0, -billing.NotificationLeadDays)) || !s.LastPaymentDate.Equal(billing.PaymentDate(jan31)) {
-			t.Fatalf("subscription item after rerun: %+v; want due %v, paid %v", s, feb, billing.PaymentDate(jan31))
+		if !s.NextPaymentDate.Equal(feb) || !s.NextReminderDate.Equal(feb.AddDate(0, 0, -billing.NotificationLeadDays)) || !s.LastPaymentDate.Equal(entitlement.PaymentDate(jan31)) {
+			t.Fatalf("subscription item after rerun: %+v; want due %v, paid %v", s, feb, entitlement.PaymentDate(jan31))
 		}
 	}
 }
 
-// wrapperOf digs the wrapper out of a repository made by dynamoStores.
+// wrapperOf digs the wrapper out of a repository made by storetest.DynamoStores.
 func wrapperOf(t *testing.T, repo billing.Repository) *dynamotest.Wrapper {
 	t.Helper()
-	w, ok := billing.DynamoClientOf(repo).(*dynamotest.Wrapper)
+	w, ok := dynamostore.ClientOf(repo).(*dynamotest.Wrapper)
 	if !ok {
 		t.Fatal("repository is not behind a dynamotest.Wrapper")
 	}

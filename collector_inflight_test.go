@@ -8,11 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+	"github.com/dynabill/billing/internal/storetest"
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/internal/layout"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // moneyEnv is a collector on one of the stores, for the exactly-once
@@ -42,15 +44,15 @@ func moneyStores() []moneyStore {
 		}},
 		{"memory-single", func(t *testing.T, clock *billingtest.Clock) (billing.Repository, billing.History, string) {
 			st := billingtest.NewSingleTable(billingtest.SingleTableOptions{Clock: clock, PageSize: 5})
-			return st.Repository(), st.History(), billing.SubscriptionRef{AccountID: "a1", SubscriptionID: "s1", SKU: "PLUS"}.UserID()
+			return st.Repository(), st.History(), layout.SubscriptionRef{AccountID: "a1", SubscriptionID: "s1", SKU: "PLUS"}.UserID()
 		}},
 		{"dynamodb", func(t *testing.T, _ *billingtest.Clock) (billing.Repository, billing.History, string) {
-			repo, hist := dynamoStores(t, billingtest.StoreOptions{PageSize: 5})
+			repo, hist := storetest.DynamoStores(t, billingtest.StoreOptions{PageSize: 5})
 			return repo, hist, "u1"
 		}},
 		{"dynamodb-single", func(t *testing.T, clock *billingtest.Clock) (billing.Repository, billing.History, string) {
-			repo := newSingleTableStore(t, clock, billingtest.StoreOptions{PageSize: 5})
-			return repo, repo.History(), billing.SubscriptionRef{AccountID: "a1", SubscriptionID: "s1", SKU: "PLUS"}.UserID()
+			repo := storetest.NewSingleTableStore(t, clock, billingtest.StoreOptions{PageSize: 5})
+			return repo, repo.History(), layout.SubscriptionRef{AccountID: "a1", SubscriptionID: "s1", SKU: "PLUS"}.UserID()
 		}},
 	}
 }
@@ -219,7 +221,7 @@ func TestInFlightAttemptIsNotClosed(t *testing.T) {
 				after := e.get(s)
 				assert.Equal(t, billing.StatusScheduled, after.Status, "nothing closed the record")
 				assert.True(t, after.InFlight())
-				assert.Equal(t, billing.LastRunDateKey(&inflight), billing.LastRunDateKey(&after))
+				assert.Equal(t, layout.LastRunDateKey(&inflight), layout.LastRunDateKey(&after))
 
 				// The processor answers again: the operation replays the key
 				// first, and finds the period paid.

@@ -2,13 +2,7 @@ package billing
 
 import (
 	"context"
-	"log/slog"
-	"strconv"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // Locker hands out per-user billing locks, so that only one process at a
@@ -96,100 +90,3 @@ type Lease interface {
 }
 
 // The legacy lock table's wire format.
-
-// DefaultLockTable is the name of the lock table of the legacy layout.
-const DefaultLockTable = "locks"
-
-// Lease timing of [NewDynamoLocker] unless configured, as the legacy
-// service ran it.
-const (
-	DefaultLeaseDuration   = 60 * time.Second
-	DefaultHeartbeatPeriod = time.Second
-)
-
-// Attributes of the lock table. dynamolock owns them; the locker reads
-// them to decide whether another holder's lease has expired, and to undo
-// its own failed acquisitions.
-const (
-	lockAttrPartitionKey  = "PartitionKey"
-	lockAttrRVN           = "recordVersionNumber"
-	lockAttrLeaseDuration = "leaseDuration"
-	lockAttrIsReleased    = "isReleased"
-	lockAttrOwnerName     = "ownerName"
-)
-
-// lockKeyPrefix is the wire format of lock keys in the legacy locks table.
-const lockKeyPrefix = "subscription-billing:user_id:"
-
-// LockKey returns the key of userID's billing lock in the lock table:
-// "subscription-billing:user_id:" followed by the user ID, as the legacy
-// service wrote it.
-func LockKey(userID string) string { return lockKeyPrefix + userID }
-
-// LockTableDefinition returns the definition of a lock table named
-// tableName: string hash key PartitionKey, no sort key, on-demand billing.
-func LockTableDefinition(tableName string) *dynamodb.CreateTableInput {
-	return &dynamodb.CreateTableInput{
-		TableName: aws.String(tableName),
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(lockAttrPartitionKey), AttributeType: types.ScalarAttributeTypeS},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(lockAttrPartitionKey), KeyType: types.KeyTypeHash},
-		},
-		BillingMode: types.BillingModePayPerRequest,
-	}
-}
-
-// lockData is the lock item's data: the acquisition time in Unix
-// nanoseconds as decimal ASCII digits (e.g. "1706659200000000000"), the
-// form strconv.FormatInt gives, which is how the legacy Go service most
-// plausibly wrote its "Unix nanosecond timestamp (as bytes)". The service
-// never reads it back; it is there for people inspecting the table.
-func lockData(t time.Time) []byte { return strconv.AppendInt(nil, t.UnixNano(), 10) }
-
-// LockerOption configures [NewDynamoLocker].
-type LockerOption func(*lockerConfig)
-
-type lockerConfig struct {
-	table     string
-	lease     time.Duration
-	heartbeat time.Duration
-	owner     string
-	logger    *slog.Logger
-	clock     Clock
-}
-
-// WithLockTable sets the lock table's name. Defaults to [DefaultLockTable].
-func WithLockTable(name string) LockerOption { return func(c *lockerConfig) { c.table = name } }
-
-// WithLeaseDuration sets how long a lease lasts without a heartbeat.
-// Defaults to [DefaultLeaseDuration].
-func WithLeaseDuration(d time.Duration) LockerOption {
-	return func(c *lockerConfig) { c.lease = d }
-}
-
-// WithHeartbeatPeriod sets how often a held lease is renewed; it must be at
-// most half the lease duration. Zero disables heartbeats: every lease is then
-// lost at its [Lease.Deadline], a little less than one lease duration after
-// it was taken (for work bounded by the lease, and for tests that simulate a
-// stalled holder). Defaults to [DefaultHeartbeatPeriod].
-func WithHeartbeatPeriod(d time.Duration) LockerOption {
-	return func(c *lockerConfig) { c.heartbeat = d }
-}
-
-// WithLockOwner sets the owner name written to the locks, which must be
-// unique to this locker (e.g. the Lambda request ID). Defaults to a random
-// name.
-func WithLockOwner(name string) LockerOption { return func(c *lockerConfig) { c.owner = name } }
-
-// WithLockLogger sets the logger for lost leases, heartbeat failures and
-// takeovers (dynamolock's own chatter goes at debug level). Defaults to nil:
-// quiet.
-func WithLockLogger(l *slog.Logger) LockerOption { return func(c *lockerConfig) { c.logger = l } }
-
-// WithLockClock sets the clock of the acquisition time stored in the lock's
-// data. Lease timing always uses the process's monotonic clock, and the
-// expiry of another holder's lease the process's wall clock (see
-// [DynamoLocker]); neither reads the data. Defaults to [SystemClock].
-func WithLockClock(clk Clock) LockerOption { return func(c *lockerConfig) { c.clock = clk } }

@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dynabill/billing/internal/storetest"
+
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/dynamostore"
 )
 
 // The paging acceptance: 2,500 due records read 358 per page are 7 pages;
@@ -151,7 +154,7 @@ func testNotifierPaging(t *testing.T, repo billing.Repository) {
 }
 
 func TestSchedulerPagingMemory(t *testing.T) {
-	for _, mode := range []billing.StatusIndexMode{billing.StatusIndexLegacy, billing.StatusIndexSorted} {
+	for _, mode := range []dynamostore.StatusIndexMode{dynamostore.StatusIndexLegacy, dynamostore.StatusIndexSorted} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
 			store := billingtest.NewStore(billingtest.StoreOptions{PageSize: notifPageSize, StatusIndexMode: mode})
@@ -161,10 +164,10 @@ func TestSchedulerPagingMemory(t *testing.T) {
 }
 
 func TestSchedulerPagingDynamoDB(t *testing.T) {
-	for _, mode := range []billing.StatusIndexMode{billing.StatusIndexLegacy, billing.StatusIndexSorted} {
+	for _, mode := range []dynamostore.StatusIndexMode{dynamostore.StatusIndexLegacy, dynamostore.StatusIndexSorted} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
-			repo, _ := dynamoStores(t, billingtest.StoreOptions{PageSize: notifPageSize, StatusIndexMode: mode})
+			repo, _ := storetest.DynamoStores(t, billingtest.StoreOptions{PageSize: notifPageSize, StatusIndexMode: mode})
 			testNotifierPaging(t, repo)
 		})
 	}

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/internal/layout"
 )
 
 // notifStubRepo answers QueryStatus from a script; every other Repository
@@ -255,11 +255,11 @@ func TestSchedulerSkipsRecordsItCannotUse(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	item, err := billing.EncodeItem(notifPtr(notifSub("u-bad", start.Add(3*time.Hour))))
+	item, err := layout.EncodeItem(notifPtr(notifSub("u-bad", start.Add(3*time.Hour))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	item[billing.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "four dollars"}
+	item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "four dollars"}
 	if err := store.PutRawItem(billingtest.SubscriptionsTable, item); err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dynabill/billing/internal/storetest"
+
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/dynamotest"
 	"github.com/dynabill/billing/internal/simulate"
 )
@@ -72,20 +75,20 @@ func TestSimulationInMemory(t *testing.T) {
 func TestSimulationDynamoDB(t *testing.T) {
 	t.Parallel()
 	client := dynamotest.Client(t)
-	tables := billing.TableConfig{
+	tables := dynamostore.TableConfig{
 		Subscriptions: dynamotest.TableName(t, "billing-activity"),
 		History:       dynamotest.TableName(t, "billing-activity-history"),
 		Locks:         dynamotest.TableName(t, "locks"),
 	}
-	dynamotest.CreateTable(t, client, billing.SubscriptionsTableDefinition(tables))
-	dynamotest.CreateTable(t, client, billing.HistoryTableDefinition(tables))
-	dynamotest.CreateTable(t, client, billing.LockTableDefinition(tables.Locks))
+	dynamotest.CreateTable(t, client, dynamostore.SubscriptionsTableDefinition(tables))
+	dynamotest.CreateTable(t, client, dynamostore.HistoryTableDefinition(tables))
+	dynamotest.CreateTable(t, client, dynamostore.LockTableDefinition(tables.Locks))
 	w := dynamotest.Wrap(client)
 	t.Cleanup(func() { w.AssertNoViolations(t) })
 	// Pages of 20 and one page per invocation: the scheduled run (which
 	// reads every SCHEDULED record on the legacy index) takes three.
-	repo, hist := newDynamoStores(t, billing.DynamoConfig{Client: w, Tables: tables, PageSize: 20})
-	locker, err := billing.NewDynamoLocker(w, billing.WithLockTable(tables.Locks))
+	repo, hist := storetest.NewDynamoStores(t, dynamostore.Config{Client: w, Tables: tables, PageSize: 20})
+	locker, err := dynamostore.NewLocker(w, dynamostore.WithLockTable(tables.Locks))
 	if err != nil {
 		t.Fatal(err)
 	}

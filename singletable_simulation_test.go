@@ -16,7 +16,10 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/dynamotest"
+	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/internal/simulate"
 )
 
@@ -47,7 +50,7 @@ import (
 var stSimSKUs = []string{"STREAM", "MUSIC", "NEWS"}
 
 func stSimUserID(i int) string {
-	return billing.SubscriptionRef{
+	return layout.SubscriptionRef{
 		AccountID: fmt.Sprintf("acct-%03d", i/3), SubscriptionID: fmt.Sprintf("sub-%04d", i), SKU: stSimSKUs[i%3],
 	}.UserID()
 }
@@ -72,17 +75,17 @@ func TestSingleTableSimulationDynamoDB(t *testing.T) {
 	// "TTL"), with the wrapper's counters logged; status pages of 20 index
 	// items and one page per invocation, so runs continue.
 	client := dynamotest.Client(t)
-	table := billing.SingleTableConfig{Table: dynamotest.TableName(t, "payments"), AccountPrefix: "ACC#", TTLAttribute: "TTL"}
-	dynamotest.CreateTable(t, client, billing.SingleTableDefinition(table))
+	table := dynamostore.SingleTableConfig{Table: dynamotest.TableName(t, "payments"), AccountPrefix: "ACC#", TTLAttribute: "TTL"}
+	dynamotest.CreateTable(t, client, dynamostore.SingleTableDefinition(table))
 	locks := dynamotest.TableName(t, "locks")
-	dynamotest.CreateTable(t, client, billing.LockTableDefinition(locks))
+	dynamotest.CreateTable(t, client, dynamostore.LockTableDefinition(locks))
 	w := dynamotest.Wrap(client)
 	t.Cleanup(func() { w.AssertNoViolations(t) })
-	repo, err := billing.NewSingleTableRepository(billing.SingleTableStoreConfig{Client: w, Table: table, Clock: clock, PageSize: 20})
+	repo, err := dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{Client: w, Table: table, Clock: clock, PageSize: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
-	locker, err := billing.NewDynamoLocker(w, billing.WithLockTable(locks))
+	locker, err := dynamostore.NewLocker(w, dynamostore.WithLockTable(locks))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +115,7 @@ func TestSingleTableSimulationDynamoDB(t *testing.T) {
 		backlog = backlog || u.Backlog
 		yearly = yearly || u.Term == billing.TermYearly
 		friday = friday || u.BillingWeek > 0
-		ref, err := billing.ParseSubscriptionRef(u.ID)
+		ref, err := layout.ParseSubscriptionRef(u.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +170,7 @@ const (
 // stOracle as the step checks' oracle, checks the reminders every day and
 // the receipts and subscription items at the end. opts.UserID, Repository,
 // History and the step hooks are set here; opts.Clock must be the store's.
-func runSingleTableSimulation(t *testing.T, repo billing.Repository, hist billing.History, pay billing.Payments, opts simulate.Options) *simulate.Result {
+func runSingleTableSimulation(t *testing.T, repo billing.Repository, hist billing.History, pay entitlement.Payments, opts simulate.Options) *simulate.Result {
 	t.Helper()
 	if opts.Clock == nil {
 		t.Fatal("runSingleTableSimulation: opts.Clock must be the store's clock")
@@ -362,7 +365,7 @@ func (w *stWriteTracker) AddAll(ctx context.Context, subs []billing.Subscription
 // whom it reminded.
 type stReminderCheck struct {
 	repo   billing.Repository
-	pay    billing.Payments
+	pay    entitlement.Payments
 	clock  billing.Clock
 	oracle *stOracle
 
@@ -471,7 +474,7 @@ func (c *stReminderCheck) check(ctx context.Context, s simulate.Step) error {
 			return fmt.Errorf("due reminders %s: %w", s.Day.Format("2006-01-02"), err)
 		}
 		for _, sub := range subs {
-			u := billing.SubscriptionRef{AccountID: sub.AccountID, SubscriptionID: sub.SubscriptionID, SKU: sub.SKU}.UserID()
+			u := layout.SubscriptionRef{AccountID: sub.AccountID, SubscriptionID: sub.SubscriptionID, SKU: sub.SKU}.UserID()
 			if indexed[u] {
 				bad("%s listed twice by DueRemindersByDate", u)
 			}
@@ -512,17 +515,17 @@ func sortedKeys(m map[string]bool) []string {
 
 // checkSingleTablePayments checks every account's receipts and
 // subscription items against its users' records at the end.
-func checkSingleTablePayments(t *testing.T, res *simulate.Result, pay billing.Payments) {
+func checkSingleTablePayments(t *testing.T, res *simulate.Result, pay entitlement.Payments) {
 	t.Helper()
 	ctx := t.Context()
 	type account struct {
-		refs []billing.SubscriptionRef
+		refs []layout.SubscriptionRef
 		recs [][]billing.Subscription // per ref
 	}
 	accounts := map[string]*account{}
 	var names []string
 	for _, u := range res.Users {
-		ref, err := billing.ParseSubscriptionRef(u.ID)
+		ref, err := layout.ParseSubscriptionRef(u.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -552,7 +555,7 @@ func checkSingleTablePayments(t *testing.T, res *simulate.Result, pay billing.Pa
 		}
 		receipts += len(got)
 		type want struct {
-			ref billing.SubscriptionRef
+			ref layout.SubscriptionRef
 			rec billing.Subscription
 		}
 		wanted := map[string]want{} // by subscription, SKU and transaction ID
@@ -604,9 +607,9 @@ func checkSingleTablePayments(t *testing.T, res *simulate.Result, pay billing.Pa
 			t.Fatal(err)
 		}
 		subItems += len(subs)
-		bySK := map[string]billing.RecurringSubscription{}
+		bySK := map[string]entitlement.RecurringSubscription{}
 		for _, s := range subs {
-			ref := billing.SubscriptionRef{AccountID: s.AccountID, SubscriptionID: s.SubscriptionID, SKU: s.SKU}
+			ref := layout.SubscriptionRef{AccountID: s.AccountID, SubscriptionID: s.SubscriptionID, SKU: s.SKU}
 			if _, dup := bySK[ref.SK()]; dup || s.AccountID != name || !slices.Contains(a.refs, ref) {
 				bad(name, "subscription item %s/%s of no user of the account (or twice)", s.SubscriptionID, s.SKU)
 			}
@@ -622,16 +625,16 @@ func checkSingleTablePayments(t *testing.T, res *simulate.Result, pay billing.Pa
 			var amount billing.Amount
 			for _, r := range a.recs[i] {
 				amount = r.Amount
-				if !billing.PeriodOpen(r.Status) {
+				if !layout.PeriodOpen(r.Status) {
 					continue
 				}
-				if d := billing.PaymentDate(r.BillingDate); nextPay.IsZero() || d.Before(nextPay) {
+				if d := entitlement.PaymentDate(r.BillingDate); nextPay.IsZero() || d.Before(nextPay) {
 					nextPay = d
 				}
 				if r.Status != billing.StatusScheduled {
 					continue
 				}
-				if d := billing.PaymentDate(r.BillingDate).AddDate(0, 0, -billing.NotificationLeadDays); nextRemind.IsZero() || d.Before(nextRemind) {
+				if d := entitlement.PaymentDate(r.BillingDate).AddDate(0, 0, -billing.NotificationLeadDays); nextRemind.IsZero() || d.Before(nextRemind) {
 					nextRemind = d
 				}
 			}

@@ -10,16 +10,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dynabill/billing/internal/storetest"
+
+	itel "github.com/dynabill/billing/internal/telemetry"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/dynamostore"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // otelEnv is an OpenTelemetry SDK recording in memory: metrics through a
@@ -52,8 +58,8 @@ func (o *otelEnv) metric(t *testing.T, name string) metricdata.Metrics {
 		t.Fatal(err)
 	}
 	for _, sm := range rm.ScopeMetrics {
-		if sm.Scope.Name != billing.InstrumentationName {
-			t.Errorf("scope %q, want %q", sm.Scope.Name, billing.InstrumentationName)
+		if sm.Scope.Name != itel.InstrumentationName {
+			t.Errorf("scope %q, want %q", sm.Scope.Name, itel.InstrumentationName)
 		}
 		for _, m := range sm.Metrics {
 			if m.Name == name {
@@ -185,8 +191,8 @@ func TestTelemetryScheduledRun(t *testing.T) {
 	for _, out := range want {
 		wantCounts["outcome="+out+",process=INITIAL,run=scheduled"] = 1
 	}
-	requireEqualMap(t, billing.MetricCollectionAttempts, o.counts(t, billing.MetricCollectionAttempts), wantCounts)
-	requireEqualMap(t, billing.MetricProviderDuration, o.histCounts(t, billing.MetricProviderDuration), map[string]uint64{
+	requireEqualMap(t, itel.MetricCollectionAttempts, o.counts(t, itel.MetricCollectionAttempts), wantCounts)
+	requireEqualMap(t, itel.MetricProviderDuration, o.histCounts(t, itel.MetricProviderDuration), map[string]uint64{
 		"error=false,outcome=succeeded": 1,
 		"error=false,outcome=declined":  1,
 		"error=false,outcome=pending":   1,
@@ -194,7 +200,7 @@ func TestTelemetryScheduledRun(t *testing.T) {
 	})
 
 	// Spans: the run, and one attempt per record read, its children.
-	runs := o.ended(billing.SpanCollectionRun)
+	runs := o.ended(itel.SpanCollectionRun)
 	if len(runs) != 1 {
 		t.Fatalf("%d run spans, want 1", len(runs))
 	}
@@ -209,7 +215,7 @@ func TestTelemetryScheduledRun(t *testing.T) {
 	if run.Status().Code != codes.Unset || run.Parent().IsValid() {
 		t.Errorf("run span status %v, parent %v", run.Status(), run.Parent())
 	}
-	attempts := o.ended(billing.SpanCollectionAttempt)
+	attempts := o.ended(itel.SpanCollectionAttempt)
 	if len(attempts) != len(want) {
 		t.Fatalf("%d attempt spans, want %d", len(attempts), len(want))
 	}
@@ -256,9 +262,9 @@ func TestTelemetrySingleCollection(t *testing.T) {
 	if _, err := e.c.CollectByID(context.Background(), s.SubscriptionID); err != nil {
 		t.Fatal(err)
 	}
-	requireEqualMap(t, billing.MetricCollectionAttempts, o.counts(t, billing.MetricCollectionAttempts),
+	requireEqualMap(t, itel.MetricCollectionAttempts, o.counts(t, itel.MetricCollectionAttempts),
 		map[string]int64{"outcome=collected,process=BATCH,run=batch": 1})
-	spans := o.ended(billing.SpanCollectionAttempt)
+	spans := o.ended(itel.SpanCollectionAttempt)
 	if len(spans) != 1 {
 		t.Fatalf("%d attempt spans, want 1", len(spans))
 	}
@@ -280,12 +286,12 @@ func TestTelemetrySingleCollection(t *testing.T) {
 	if _, err := e.c.ManualRepayment(context.Background(), s.SubscriptionID); !errors.Is(err, billing.ErrAlreadyLocked) {
 		t.Fatalf("locked repayment: %v", err)
 	}
-	requireEqualMap(t, billing.MetricCollectionAttempts, o.counts(t, billing.MetricCollectionAttempts), map[string]int64{
+	requireEqualMap(t, itel.MetricCollectionAttempts, o.counts(t, itel.MetricCollectionAttempts), map[string]int64{
 		"outcome=collected,process=BATCH,run=batch":                  1,
 		"outcome=not_eligible,process=BATCH,run=batch":               1,
 		"outcome=skipped_locked,process=MANUAL_REPAYMENT,run=manual": 1,
 	})
-	if n := len(o.ended(billing.SpanCollectionAttempt)); n != 3 {
+	if n := len(o.ended(itel.SpanCollectionAttempt)); n != 3 {
 		t.Fatalf("%d attempt spans, want 3", n)
 	}
 }
@@ -314,8 +320,8 @@ func TestTelemetryNotifier(t *testing.T) {
 	if err != nil || res.Enqueued != 3 {
 		t.Fatalf("scheduler run = %+v, %v", res, err)
 	}
-	requireEqualMap(t, billing.MetricNotifierEnqueued, o.counts(t, billing.MetricNotifierEnqueued), map[string]int64{"": 3})
-	if spans := o.ended(billing.SpanNotifierSchedule); len(spans) != 1 || spanAttrs(spans[0])["dynabill.notifier.enqueued"] != "3" {
+	requireEqualMap(t, itel.MetricNotifierEnqueued, o.counts(t, itel.MetricNotifierEnqueued), map[string]int64{"": 3})
+	if spans := o.ended(itel.SpanNotifierSchedule); len(spans) != 1 || spanAttrs(spans[0])["dynabill.notifier.enqueued"] != "3" {
 		t.Errorf("scheduler spans = %v", spans)
 	}
 
@@ -340,11 +346,11 @@ func TestTelemetryNotifier(t *testing.T) {
 	if !slices.Equal(failed, []string{"m2", "m3"}) {
 		t.Fatalf("failed = %v", failed)
 	}
-	requireEqualMap(t, billing.MetricNotifierMessages, o.counts(t, billing.MetricNotifierMessages), map[string]int64{
+	requireEqualMap(t, itel.MetricNotifierMessages, o.counts(t, itel.MetricNotifierMessages), map[string]int64{
 		"outcome=sent": 1, "outcome=skipped_inactive_user": 1, "outcome=failed": 2,
 	})
 	outcomes := map[string]string{}
-	for _, sp := range o.ended(billing.SpanNotifierMessage) {
+	for _, sp := range o.ended(itel.SpanNotifierMessage) {
 		a := spanAttrs(sp)
 		outcomes[a["dynabill.user_id"]] = a["dynabill.outcome"]
 		if (a["dynabill.outcome"] == "failed") != (sp.Status().Code == codes.Error) {
@@ -357,7 +363,7 @@ func TestTelemetryNotifier(t *testing.T) {
 // fakeDynamo answers GetItem and Query with nothing and fails
 // TransactWriteItems; other methods panic (the embedded interface is nil).
 type fakeDynamo struct {
-	billing.DynamoDBAPI
+	dynamostore.API
 	calls []string
 }
 
@@ -382,8 +388,8 @@ func TestTelemetryDynamoDB(t *testing.T) {
 	o := newOtelEnv(t)
 	ctx := context.Background()
 	fake := &fakeDynamo{}
-	repo, hist := newDynamoStores(t, billing.DynamoConfig{Client: fake, MeterProvider: o.mp, TracerProvider: o.tp})
-	if billing.DynamoClientOf(repo) != fake || billing.DynamoClientOf(hist) != fake {
+	repo, hist := storetest.NewDynamoStores(t, dynamostore.Config{Client: fake, MeterProvider: o.mp, TracerProvider: o.tp})
+	if dynamostore.ClientOf(repo) != fake || dynamostore.ClientOf(hist) != fake {
 		t.Fatal("DynamoClientOf does not return the configured client")
 	}
 	if _, err := repo.Get(ctx, "u1", jan31); !errors.Is(err, billing.ErrNotFound) {
@@ -404,7 +410,7 @@ func TestTelemetryDynamoDB(t *testing.T) {
 	if want := []string{"GetItem", "Query", "Query", "TransactWriteItems"}; !slices.Equal(fake.calls, want) {
 		t.Fatalf("client calls %v, want %v", fake.calls, want)
 	}
-	requireEqualMap(t, billing.MetricDynamoDBDuration, o.histCounts(t, billing.MetricDynamoDBDuration), map[string]uint64{
+	requireEqualMap(t, itel.MetricDynamoDBDuration, o.histCounts(t, itel.MetricDynamoDBDuration), map[string]uint64{
 		"error=false,operation=GetItem":           1,
 		"error=false,operation=Query":             2,
 		"error=true,operation=TransactWriteItems": 1,
@@ -413,11 +419,11 @@ func TestTelemetryDynamoDB(t *testing.T) {
 	for _, s := range o.spans.Ended() {
 		names = append(names, s.Name())
 		wantCode := codes.Unset
-		if s.Name() == billing.SpanDynamoDBPrefix+"TransactWriteItems" {
+		if s.Name() == itel.SpanDynamoDBPrefix+"TransactWriteItems" {
 			wantCode = codes.Error
 		}
 		if s.Status().Code != wantCode || s.SpanKind().String() != "client" ||
-			spanAttrs(s)["rpc.method"] != strings.TrimPrefix(s.Name(), billing.SpanDynamoDBPrefix) {
+			spanAttrs(s)["rpc.method"] != strings.TrimPrefix(s.Name(), itel.SpanDynamoDBPrefix) {
 			t.Errorf("span %s: status %v, kind %v, attributes %v", s.Name(), s.Status(), s.SpanKind(), spanAttrs(s))
 		}
 	}
@@ -459,7 +465,7 @@ func TestTelemetryNilProviders(t *testing.T) {
 	}
 
 	fake := &fakeDynamo{}
-	repo, err := billing.NewDynamoRepository(billing.DynamoConfig{Client: fake})
+	repo, err := dynamostore.NewRepository(dynamostore.Config{Client: fake})
 	if err != nil {
 		t.Fatal(err)
 	}

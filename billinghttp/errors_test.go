@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billinghttp"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/internal/layout"
 )
 
 // secret marks text that storage, the authorizer or the processor put in
@@ -125,11 +125,11 @@ func TestErrorStatuses(t *testing.T) {
 		{name: "corrupt stored item", method: "GET", path: "/zoe/subscriptions", token: "zoe", status: 500, code: "internal", logged: "billing_amount",
 			setup: func(e *env) {
 				s := rec("zoe", "z-bad", "2024-03-01", billing.StatusScheduled)
-				item, err := billing.EncodeItem(&s)
+				item, err := layout.EncodeItem(&s)
 				if err != nil {
 					e.t.Fatal(err)
 				}
-				item[billing.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "secret-4.999"}
+				item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "secret-4.999"}
 				if err := e.store.PutRawItem(billingtest.SubscriptionsTable, item); err != nil {
 					e.t.Fatal(err)
 				}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/entitlement"
 )
 
 // AccountsOptions configures an in-memory [Accounts], like the matching
@@ -18,7 +19,7 @@ type AccountsOptions struct {
 	Clock billing.Clock
 	// Quotas are the monthly grants per tier; missing tiers keep their
 	// default. Defaults to [billing.DefaultCreditQuotas].
-	Quotas billing.CreditQuotas
+	Quotas entitlement.CreditQuotas
 	// CreditExpiry, when positive, sets a balance's expiry to now +
 	// CreditExpiry on every grant, top-up and monthly grant.
 	CreditExpiry time.Duration
@@ -37,18 +38,18 @@ type AccountsOptions struct {
 // or network reasons.
 type Accounts struct {
 	clock  billing.Clock
-	quotas billing.CreditQuotas
+	quotas entitlement.CreditQuotas
 	expiry time.Duration
 
 	mu       sync.Mutex
-	credits  map[string]billing.Credits // as stored: balance not zeroed by expiry
-	grants   map[string]map[string]bool // user → granted periods
-	subs     map[string]map[string]billing.ProviderSubscription
-	passes   map[string]map[billing.PassType]billing.FounderPass
-	profiles map[string]billing.Tier
+	credits  map[string]entitlement.Credits // as stored: balance not zeroed by expiry
+	grants   map[string]map[string]bool     // user → granted periods
+	subs     map[string]map[string]entitlement.ProviderSubscription
+	passes   map[string]map[entitlement.PassType]entitlement.FounderPass
+	profiles map[string]entitlement.Tier
 }
 
-var _ billing.Accounts = (*Accounts)(nil)
+var _ entitlement.Accounts = (*Accounts)(nil)
 
 // NewAccounts returns an empty in-memory Accounts. Invalid quotas or a
 // negative expiry are errors, as for [billing.NewDynamoAccounts].
@@ -65,21 +66,21 @@ func NewAccounts(opts AccountsOptions) (*Accounts, error) {
 	}
 	return &Accounts{
 		clock: opts.Clock, quotas: q, expiry: opts.CreditExpiry,
-		credits: map[string]billing.Credits{}, grants: map[string]map[string]bool{},
-		subs: map[string]map[string]billing.ProviderSubscription{}, passes: map[string]map[billing.PassType]billing.FounderPass{},
-		profiles: map[string]billing.Tier{},
+		credits: map[string]entitlement.Credits{}, grants: map[string]map[string]bool{},
+		subs: map[string]map[string]entitlement.ProviderSubscription{}, passes: map[string]map[entitlement.PassType]entitlement.FounderPass{},
+		profiles: map[string]entitlement.Tier{},
 	}, nil
 }
 
 // now is the clock's time in UTC, whole seconds (the stored precision).
 func (a *Accounts) now() time.Time { return a.clock.Now().UTC().Truncate(time.Second) }
 
-func expired(c billing.Credits, now time.Time) bool {
+func expired(c entitlement.Credits, now time.Time) bool {
 	return !c.ExpiresAt.IsZero() && !now.Before(c.ExpiresAt)
 }
 
 // view is a stored balance as read at now.
-func view(c billing.Credits, now time.Time) billing.Credits {
+func view(c entitlement.Credits, now time.Time) entitlement.Credits {
 	if expired(c, now) {
 		c.Balance, c.Expired = 0, true
 	}
@@ -87,42 +88,42 @@ func view(c billing.Credits, now time.Time) billing.Credits {
 }
 
 func check(op, userID string) error {
-	if err := billing.CheckAccountID(userID); err != nil {
+	if err := entitlement.CheckAccountID(userID); err != nil {
 		return fmt.Errorf("billing: %s: %w", op, err)
 	}
 	return nil
 }
 
 // Balance implements [billing.Accounts.Balance].
-func (a *Accounts) Balance(_ context.Context, userID string) (billing.Credits, error) {
+func (a *Accounts) Balance(_ context.Context, userID string) (entitlement.Credits, error) {
 	if err := check("balance", userID); err != nil {
-		return billing.Credits{}, err
+		return entitlement.Credits{}, err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c, ok := a.credits[userID]
 	if !ok {
-		return billing.Credits{UserID: userID}, nil
+		return entitlement.Credits{UserID: userID}, nil
 	}
 	return view(c, a.clock.Now()), nil
 }
 
 // Grant implements [billing.Accounts.Grant].
-func (a *Accounts) Grant(_ context.Context, userID string, n int64) (billing.Credits, error) {
+func (a *Accounts) Grant(_ context.Context, userID string, n int64) (entitlement.Credits, error) {
 	return a.increment("grant", userID, n, nil)
 }
 
 // TopUp implements [billing.Accounts.TopUp].
-func (a *Accounts) TopUp(_ context.Context, userID string, n int64) (billing.Credits, error) {
-	return a.increment("top up", userID, n, func(c *billing.Credits, now time.Time) { c.LastTopUp = now })
+func (a *Accounts) TopUp(_ context.Context, userID string, n int64) (entitlement.Credits, error) {
+	return a.increment("top up", userID, n, func(c *entitlement.Credits, now time.Time) { c.LastTopUp = now })
 }
 
-func (a *Accounts) increment(op, userID string, n int64, stamp func(*billing.Credits, time.Time)) (billing.Credits, error) {
+func (a *Accounts) increment(op, userID string, n int64, stamp func(*entitlement.Credits, time.Time)) (entitlement.Credits, error) {
 	if err := check(op, userID); err != nil {
-		return billing.Credits{}, err
+		return entitlement.Credits{}, err
 	}
-	if err := billing.CheckCreditAmount(n); err != nil {
-		return billing.Credits{}, fmt.Errorf("billing: %s: %w", op, err)
+	if err := entitlement.CheckCreditAmount(n); err != nil {
+		return entitlement.Credits{}, fmt.Errorf("billing: %s: %w", op, err)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -131,11 +132,11 @@ func (a *Accounts) increment(op, userID string, n int64, stamp func(*billing.Cre
 
 // add adds n to the balance, restarting an expired one from zero; a.mu
 // is held.
-func (a *Accounts) add(userID string, n int64, stamp func(*billing.Credits, time.Time)) billing.Credits {
+func (a *Accounts) add(userID string, n int64, stamp func(*entitlement.Credits, time.Time)) entitlement.Credits {
 	now := a.now()
 	c, ok := a.credits[userID]
 	if !ok {
-		c = billing.Credits{UserID: userID, CreatedAt: now}
+		c = entitlement.Credits{UserID: userID, CreatedAt: now}
 	}
 	if expired(c, a.clock.Now()) {
 		c.Balance, c.ExpiresAt = 0, time.Time{}
@@ -153,19 +154,19 @@ func (a *Accounts) add(userID string, n int64, stamp func(*billing.Credits, time
 }
 
 // Consume implements [billing.Accounts.Consume].
-func (a *Accounts) Consume(_ context.Context, userID string, n int64) (billing.Credits, error) {
+func (a *Accounts) Consume(_ context.Context, userID string, n int64) (entitlement.Credits, error) {
 	if err := check("consume", userID); err != nil {
-		return billing.Credits{}, err
+		return entitlement.Credits{}, err
 	}
-	if err := billing.CheckCreditAmount(n); err != nil {
-		return billing.Credits{}, fmt.Errorf("billing: consume: %w", err)
+	if err := entitlement.CheckCreditAmount(n); err != nil {
+		return entitlement.Credits{}, fmt.Errorf("billing: consume: %w", err)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c, ok := a.credits[userID]
 	cur := view(c, a.clock.Now())
 	if !ok || cur.Balance < n {
-		return billing.Credits{}, &billing.InsufficientCreditsError{UserID: userID, Balance: cur.Balance, Requested: n}
+		return entitlement.Credits{}, &entitlement.InsufficientCreditsError{UserID: userID, Balance: cur.Balance, Requested: n}
 	}
 	c.Balance -= n
 	c.UpdatedAt = a.now()
@@ -174,18 +175,18 @@ func (a *Accounts) Consume(_ context.Context, userID string, n int64) (billing.C
 }
 
 // MonthlyGrant implements [billing.Accounts.MonthlyGrant].
-func (a *Accounts) MonthlyGrant(_ context.Context, userID string, tier billing.Tier, period, eventID string) (billing.MonthlyGrantResult, error) {
+func (a *Accounts) MonthlyGrant(_ context.Context, userID string, tier entitlement.Tier, period, eventID string) (entitlement.MonthlyGrantResult, error) {
 	if err := check("monthly grant", userID); err != nil {
-		return billing.MonthlyGrantResult{}, err
+		return entitlement.MonthlyGrantResult{}, err
 	}
-	t, err := billing.ParseTier(string(tier))
+	t, err := entitlement.ParseTier(string(tier))
 	if err != nil {
-		return billing.MonthlyGrantResult{}, fmt.Errorf("billing: monthly grant: %w", err)
+		return entitlement.MonthlyGrantResult{}, fmt.Errorf("billing: monthly grant: %w", err)
 	}
-	if err := billing.CheckGrantPeriod(period); err != nil {
-		return billing.MonthlyGrantResult{}, fmt.Errorf("billing: monthly grant: %w", err)
+	if err := entitlement.CheckGrantPeriod(period); err != nil {
+		return entitlement.MonthlyGrantResult{}, fmt.Errorf("billing: monthly grant: %w", err)
 	}
-	res := billing.MonthlyGrantResult{Tier: t, Period: period}
+	res := entitlement.MonthlyGrantResult{Tier: t, Period: period}
 	quota := a.quotas.Quota(t)
 	if quota == 0 {
 		return res, nil
@@ -199,7 +200,7 @@ func (a *Accounts) MonthlyGrant(_ context.Context, userID string, tier billing.T
 		a.grants[userID] = map[string]bool{}
 	}
 	a.grants[userID][period] = true
-	a.add(userID, quota, func(c *billing.Credits, now time.Time) {
+	a.add(userID, quota, func(c *entitlement.Credits, now time.Time) {
 		c.LastReset, c.LastGrantPeriod = now, period
 		if eventID != "" {
 			c.LastGrantEventID = eventID
@@ -210,7 +211,7 @@ func (a *Accounts) MonthlyGrant(_ context.Context, userID string, tier billing.T
 }
 
 // ApplyProviderEvent implements [billing.Accounts.ApplyProviderEvent].
-func (a *Accounts) ApplyProviderEvent(_ context.Context, ev billing.ProviderEvent) (bool, error) {
+func (a *Accounts) ApplyProviderEvent(_ context.Context, ev entitlement.ProviderEvent) (bool, error) {
 	n, err := ev.Normalize()
 	if err != nil {
 		return false, fmt.Errorf("billing: apply provider event %q: %w", ev.EventID, err)
@@ -222,7 +223,7 @@ func (a *Accounts) ApplyProviderEvent(_ context.Context, ev billing.ProviderEven
 	if exists && !n.NewerThan(cur) {
 		return false, nil
 	}
-	s := billing.ProviderSubscription{
+	s := entitlement.ProviderSubscription{
 		UserID: n.UserID, SubscriptionID: n.SubscriptionID, CustomerID: n.Customer, Tier: n.Tier, Status: n.Status,
 		CurrentPeriodStart: n.CurrentPeriodStart.Truncate(time.Second), CurrentPeriodEnd: n.CurrentPeriodEnd.Truncate(time.Second),
 		CancelAtPeriodEnd: n.CancelAtPeriodEnd, AuthProvider: cur.AuthProvider,
@@ -232,28 +233,28 @@ func (a *Accounts) ApplyProviderEvent(_ context.Context, ev billing.ProviderEven
 		s.CreatedAt = cur.CreatedAt
 	}
 	if a.subs[n.UserID] == nil {
-		a.subs[n.UserID] = map[string]billing.ProviderSubscription{}
+		a.subs[n.UserID] = map[string]entitlement.ProviderSubscription{}
 	}
 	a.subs[n.UserID][n.SubscriptionID] = s
 	return true, nil
 }
 
 // GetProviderSubscription implements [billing.Accounts.GetProviderSubscription].
-func (a *Accounts) GetProviderSubscription(_ context.Context, userID, subscriptionID string) (billing.ProviderSubscription, error) {
+func (a *Accounts) GetProviderSubscription(_ context.Context, userID, subscriptionID string) (entitlement.ProviderSubscription, error) {
 	if err := check("get provider subscription", userID); err != nil {
-		return billing.ProviderSubscription{}, err
+		return entitlement.ProviderSubscription{}, err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s, ok := a.subs[userID][subscriptionID]
 	if !ok || subscriptionID == "" {
-		return billing.ProviderSubscription{}, fmt.Errorf("%w: subscription %q of user %s", billing.ErrNotFound, subscriptionID, userID)
+		return entitlement.ProviderSubscription{}, fmt.Errorf("%w: subscription %q of user %s", billing.ErrNotFound, subscriptionID, userID)
 	}
 	return s, nil
 }
 
 // ListProviderSubscriptions implements [billing.Accounts.ListProviderSubscriptions].
-func (a *Accounts) ListProviderSubscriptions(_ context.Context, userID string) ([]billing.ProviderSubscription, error) {
+func (a *Accounts) ListProviderSubscriptions(_ context.Context, userID string) ([]entitlement.ProviderSubscription, error) {
 	if err := check("list provider subscriptions", userID); err != nil {
 		return nil, err
 	}
@@ -262,29 +263,29 @@ func (a *Accounts) ListProviderSubscriptions(_ context.Context, userID string) (
 	return a.listSubs(userID), nil
 }
 
-func (a *Accounts) listSubs(userID string) []billing.ProviderSubscription {
-	out := make([]billing.ProviderSubscription, 0, len(a.subs[userID]))
+func (a *Accounts) listSubs(userID string) []entitlement.ProviderSubscription {
+	out := make([]entitlement.ProviderSubscription, 0, len(a.subs[userID]))
 	for _, s := range a.subs[userID] {
 		out = append(out, s)
 	}
-	slices.SortFunc(out, func(x, y billing.ProviderSubscription) int {
+	slices.SortFunc(out, func(x, y entitlement.ProviderSubscription) int {
 		return strings.Compare(x.SubscriptionID, y.SubscriptionID)
 	})
 	return out
 }
 
 // GrantFounderPass implements [billing.Accounts.GrantFounderPass].
-func (a *Accounts) GrantFounderPass(_ context.Context, userID string, pass billing.PassType, paymentIntentID string, purchasedAt time.Time) (bool, error) {
+func (a *Accounts) GrantFounderPass(_ context.Context, userID string, pass entitlement.PassType, paymentIntentID string, purchasedAt time.Time) (bool, error) {
 	if err := check("grant founder pass", userID); err != nil {
 		return false, err
 	}
-	p, err := billing.ParsePassType(string(pass))
+	p, err := entitlement.ParsePassType(string(pass))
 	if err != nil {
 		return false, fmt.Errorf("billing: grant founder pass: %w", err)
 	}
-	if paymentIntentID == "" || len(paymentIntentID) > billing.MaxProviderID {
+	if paymentIntentID == "" || len(paymentIntentID) > entitlement.MaxProviderID {
 		return false, &billing.FieldError{Field: "paymentIntentID", Value: paymentIntentID,
-			Err: fmt.Errorf("%w: 1 to %d bytes required", billing.ErrInvalidProviderEvent, billing.MaxProviderID)}
+			Err: fmt.Errorf("%w: 1 to %d bytes required", entitlement.ErrInvalidProviderEvent, entitlement.MaxProviderID)}
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -296,9 +297,9 @@ func (a *Accounts) GrantFounderPass(_ context.Context, userID string, pass billi
 		return false, nil
 	}
 	if a.passes[userID] == nil {
-		a.passes[userID] = map[billing.PassType]billing.FounderPass{}
+		a.passes[userID] = map[entitlement.PassType]entitlement.FounderPass{}
 	}
-	a.passes[userID][p] = billing.FounderPass{
+	a.passes[userID][p] = entitlement.FounderPass{
 		UserID: userID, PassType: p, PaymentIntentID: paymentIntentID, PurchasedAt: purchasedAt.UTC().Truncate(time.Second),
 		LifetimeAccess: true, GrantedTier: p.Tier(), CreatedAt: now, UpdatedAt: now,
 	}
@@ -306,7 +307,7 @@ func (a *Accounts) GrantFounderPass(_ context.Context, userID string, pass billi
 }
 
 // FounderPasses implements [billing.Accounts.FounderPasses].
-func (a *Accounts) FounderPasses(_ context.Context, userID string) ([]billing.FounderPass, error) {
+func (a *Accounts) FounderPasses(_ context.Context, userID string) ([]entitlement.FounderPass, error) {
 	if err := check("founder passes", userID); err != nil {
 		return nil, err
 	}
@@ -315,19 +316,19 @@ func (a *Accounts) FounderPasses(_ context.Context, userID string) ([]billing.Fo
 	return a.listPasses(userID), nil
 }
 
-func (a *Accounts) listPasses(userID string) []billing.FounderPass {
-	out := make([]billing.FounderPass, 0, len(a.passes[userID]))
+func (a *Accounts) listPasses(userID string) []entitlement.FounderPass {
+	out := make([]entitlement.FounderPass, 0, len(a.passes[userID]))
 	for _, p := range a.passes[userID] {
 		out = append(out, p)
 	}
-	slices.SortFunc(out, func(x, y billing.FounderPass) int { return strings.Compare(string(x.PassType), string(y.PassType)) })
+	slices.SortFunc(out, func(x, y entitlement.FounderPass) int { return strings.Compare(string(x.PassType), string(y.PassType)) })
 	return out
 }
 
 // RevokeFounderPass marks a pass as no longer granting access
 // (lifetimeAccess false), as a host may do after a refund; for tests of
 // access resolution. It reports whether the user held the pass.
-func (a *Accounts) RevokeFounderPass(userID string, pass billing.PassType) bool {
+func (a *Accounts) RevokeFounderPass(userID string, pass entitlement.PassType) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p, ok := a.passes[userID][pass]
@@ -339,11 +340,11 @@ func (a *Accounts) RevokeFounderPass(userID string, pass billing.PassType) bool 
 }
 
 // SetProfileTier implements [billing.Accounts.SetProfileTier].
-func (a *Accounts) SetProfileTier(_ context.Context, userID string, tier billing.Tier) error {
+func (a *Accounts) SetProfileTier(_ context.Context, userID string, tier entitlement.Tier) error {
 	if err := check("set profile tier", userID); err != nil {
 		return err
 	}
-	t, err := billing.ParseTier(string(tier))
+	t, err := entitlement.ParseTier(string(tier))
 	if err != nil {
 		return fmt.Errorf("billing: set profile tier: %w", err)
 	}
@@ -354,11 +355,11 @@ func (a *Accounts) SetProfileTier(_ context.Context, userID string, tier billing
 }
 
 // ResolveAccess implements [billing.Accounts.ResolveAccess].
-func (a *Accounts) ResolveAccess(_ context.Context, userID string) (billing.Access, error) {
+func (a *Accounts) ResolveAccess(_ context.Context, userID string) (entitlement.Access, error) {
 	if err := check("resolve access", userID); err != nil {
-		return billing.Access{}, err
+		return entitlement.Access{}, err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return billing.ResolveAccess(a.clock.Now(), a.listPasses(userID), a.listSubs(userID), a.profiles[userID]), nil
+	return entitlement.ResolveAccess(a.clock.Now(), a.listPasses(userID), a.listSubs(userID), a.profiles[userID]), nil
 }

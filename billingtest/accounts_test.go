@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/entitlement"
 )
 
 // The behaviour of Accounts is tested in package billing against both
@@ -18,7 +18,7 @@ func TestAccountsOptions(t *testing.T) {
 	if _, err := billingtest.NewAccounts(billingtest.AccountsOptions{CreditExpiry: -time.Second}); err == nil {
 		t.Fatal("negative expiry accepted")
 	}
-	if _, err := billingtest.NewAccounts(billingtest.AccountsOptions{Quotas: billing.CreditQuotas{"GOLD": 1}}); !errors.Is(err, billing.ErrInvalidTier) {
+	if _, err := billingtest.NewAccounts(billingtest.AccountsOptions{Quotas: entitlement.CreditQuotas{"GOLD": 1}}); !errors.Is(err, entitlement.ErrInvalidTier) {
 		t.Fatalf("bad quota tier: %v", err)
 	}
 	a, err := billingtest.NewAccounts(billingtest.AccountsOptions{})
@@ -40,11 +40,11 @@ func TestAccountsConcurrentMixedUse(t *testing.T) {
 		wg.Go(func() {
 			_, _ = a.Grant(ctx, "u1", 2)
 			_, _ = a.Consume(ctx, "u1", 1)
-			_, _ = a.MonthlyGrant(ctx, "u1", billing.TierSage, "2025-01", "evt")
-			_, _ = a.ApplyProviderEvent(ctx, billing.ProviderEvent{EventID: "evt", Created: clock.Now().Add(time.Duration(i)),
-				UserID: "u1", SubscriptionID: "sub_1", Customer: "cus_1", Tier: billing.TierSage, Status: billing.ProviderActive})
-			_, _ = a.GrantFounderPass(ctx, "u1", billing.PassFoundingMember, "pi", time.Time{})
-			_ = a.SetProfileTier(ctx, "u1", billing.TierInitiate)
+			_, _ = a.MonthlyGrant(ctx, "u1", entitlement.TierSage, "2025-01", "evt")
+			_, _ = a.ApplyProviderEvent(ctx, entitlement.ProviderEvent{EventID: "evt", Created: clock.Now().Add(time.Duration(i)),
+				UserID: "u1", SubscriptionID: "sub_1", Customer: "cus_1", Tier: entitlement.TierSage, Status: entitlement.ProviderActive})
+			_, _ = a.GrantFounderPass(ctx, "u1", entitlement.PassFoundingMember, "pi", time.Time{})
+			_ = a.SetProfileTier(ctx, "u1", entitlement.TierInitiate)
 			_, _ = a.ResolveAccess(ctx, "u1")
 			clock.Advance(time.Second)
 		})

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/layout"
 )
 
 // TestHistory runs the conformance suite of [billing.History] on the
@@ -66,7 +66,7 @@ func (e *histEnv) add(rows ...billing.Subscription) {
 	e.t.Helper()
 	for i := range rows {
 		if err := e.hist.Add(e.t.Context(), &rows[i]); err != nil {
-			e.t.Fatalf("History.Add(%s at %s): %v", rows[i].Key(), billing.LastRunDateKey(&rows[i]), err)
+			e.t.Fatalf("History.Add(%s at %s): %v", rows[i].Key(), layout.LastRunDateKey(&rows[i]), err)
 		}
 	}
 }
@@ -98,7 +98,7 @@ func (e *histEnv) requireRows(what string, got, want []billing.Subscription) {
 	}
 	for i := range got {
 		if d := diffHistoryRow(&got[i], &want[i]); d != "" {
-			e.t.Fatalf("%s: row %d (want last_run_date %s) differs: %s\n got order %v", what, i, billing.LastRunDateKey(&want[i]), d, runDates(got))
+			e.t.Fatalf("%s: row %d (want last_run_date %s) differs: %s\n got order %v", what, i, layout.LastRunDateKey(&want[i]), d, runDates(got))
 		}
 	}
 }
@@ -106,7 +106,7 @@ func (e *histEnv) requireRows(what string, got, want []billing.Subscription) {
 func runDates(rows []billing.Subscription) []string {
 	out := make([]string, len(rows))
 	for i := range rows {
-		out[i] = billing.LastRunDateKey(&rows[i])
+		out[i] = layout.LastRunDateKey(&rows[i])
 	}
 	return out
 }
@@ -252,7 +252,7 @@ func (s *histSuite) cases() []repoCase {
 			inactive := ids.record(u, day(2), billing.StatusInactive)
 			for _, bad := range []billing.Subscription{noRunDate, inactive} {
 				if err := e.hist.AddAll(t.Context(), append(slices.Clone(rows), bad)); err == nil {
-					t.Fatalf("AddAll with an unstorable row (%s, last_run_date %q) succeeded", bad.Status, billing.LastRunDateKey(&bad))
+					t.Fatalf("AddAll with an unstorable row (%s, last_run_date %q) succeeded", bad.Status, layout.LastRunDateKey(&bad))
 				}
 			}
 			if got := e.byUser(u); len(got) != 0 {
@@ -289,7 +289,7 @@ func (s *histSuite) cases() []repoCase {
 		{"DataAndUnknownAttributesRoundTrip", func(t *testing.T) {
 			e := s.env(t)
 			r := ids.record(ids.user(), day(0), billing.StatusCompleted)
-			billing.SetDataAttributes(&r, map[string]types.AttributeValue{
+			layout.SetDataAttributes(&r, map[string]types.AttributeValue{
 				"data_s":    &types.AttributeValueMemberS{Value: "text"},
 				"data_n":    &types.AttributeValueMemberN{Value: "42"},
 				"data_bool": &types.AttributeValueMemberBOOL{Value: true},
@@ -300,17 +300,17 @@ func (s *histSuite) cases() []repoCase {
 					"nested": &types.AttributeValueMemberS{Value: "v"},
 				}},
 			})
-			billing.SetExtraAttributes(&r, map[string]types.AttributeValue{"legacy_note": &types.AttributeValueMemberS{Value: "kept"}})
+			layout.SetExtraAttributes(&r, map[string]types.AttributeValue{"legacy_note": &types.AttributeValueMemberS{Value: "kept"}})
 			e.add(r)
 			for _, got := range [][]billing.Subscription{e.bySub(r.SubscriptionID), e.byUser(r.UserID)} {
 				if len(got) != 1 {
 					t.Fatalf("%d rows, want 1", len(got))
 				}
-				if !reflect.DeepEqual(billing.DataAttributes(&got[0]), billing.DataAttributes(&r)) {
-					t.Fatalf("data_ attributes = %v, want %v", billing.DataAttributes(&got[0]), billing.DataAttributes(&r))
+				if !reflect.DeepEqual(layout.DataAttributes(&got[0]), layout.DataAttributes(&r)) {
+					t.Fatalf("data_ attributes = %v, want %v", layout.DataAttributes(&got[0]), layout.DataAttributes(&r))
 				}
-				if !reflect.DeepEqual(billing.ExtraAttributes(&got[0]), billing.ExtraAttributes(&r)) {
-					t.Fatalf("unknown attributes = %v, want %v", billing.ExtraAttributes(&got[0]), billing.ExtraAttributes(&r))
+				if !reflect.DeepEqual(layout.ExtraAttributes(&got[0]), layout.ExtraAttributes(&r)) {
+					t.Fatalf("unknown attributes = %v, want %v", layout.ExtraAttributes(&got[0]), layout.ExtraAttributes(&r))
 				}
 			}
 		}},

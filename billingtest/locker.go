@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/dynamostore"
 )
 
 // lostPoll is how often a stopped lease looks at the clock to notice that it
@@ -51,7 +52,7 @@ func NewLocker(clock billing.Clock, leaseDuration time.Duration) *Locker {
 		clock = billing.SystemClock{}
 	}
 	if leaseDuration <= 0 {
-		leaseDuration = billing.DefaultLeaseDuration
+		leaseDuration = dynamostore.DefaultLeaseDuration
 	}
 	return &Locker{clock: clock, lease: leaseDuration, held: make(map[string]*memLease)}
 }

@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/cursor"
+	"github.com/dynabill/billing/internal/layout"
 )
 
 // PaymentsOptions configures an in-memory [Payments], like the matching
@@ -19,7 +21,7 @@ import (
 type PaymentsOptions struct {
 	// Table sets the account prefix and TTL attribute used in keys and
 	// errors. Defaults to [billing.SingleTableConfig]'s defaults.
-	Table billing.SingleTableConfig
+	Table dynamostore.SingleTableConfig
 	// Clock gives "now". Defaults to [billing.SystemClock].
 	Clock billing.Clock
 	// ReceiptRetention defaults to [billing.DefaultReceiptRetention].
@@ -39,7 +41,7 @@ type PaymentsOptions struct {
 // Unlike DynamoDB its indexes are exactly consistent, and it never deletes
 // expired receipts (DynamoDB's TTL does, some time after ExpiresAt).
 type Payments struct {
-	table     billing.SingleTableConfig
+	table     dynamostore.SingleTableConfig
 	clock     billing.Clock
 	retention time.Duration
 	pageSize  int
@@ -48,12 +50,12 @@ type Payments struct {
 	items map[string]map[string]types.AttributeValue // PK "\x00" SK → item, as DynamoPayments writes it
 }
 
-var _ billing.Payments = (*Payments)(nil)
+var _ entitlement.Payments = (*Payments)(nil)
 
 // NewPayments returns an empty in-memory Payments; invalid options are
 // errors as for [billing.NewDynamoPayments].
 func NewPayments(opts PaymentsOptions) (*Payments, error) {
-	ret, size, err := billing.PaymentsLimits(opts.ReceiptRetention, opts.PageSize)
+	ret, size, err := layout.PaymentsLimits(opts.ReceiptRetention, opts.PageSize)
 	if err != nil {
 		return nil, fmt.Errorf("billingtest: PaymentsOptions.%w", err)
 	}
@@ -82,34 +84,34 @@ func keyText(item map[string]types.AttributeValue) string {
 }
 
 // CreateSubscription implements [billing.Payments.CreateSubscription].
-func (p *Payments) CreateSubscription(_ context.Context, s billing.RecurringSubscription) (billing.RecurringSubscription, error) {
+func (p *Payments) CreateSubscription(_ context.Context, s entitlement.RecurringSubscription) (entitlement.RecurringSubscription, error) {
 	now := p.now()
 	s.CreatedAt, s.UpdatedAt, s.Version = now, now, 1
 	item, err := p.table.EncodeRecurringSubscription(s)
 	if err != nil {
-		return billing.RecurringSubscription{}, fmt.Errorf("billing: create subscription: %w", err)
+		return entitlement.RecurringSubscription{}, fmt.Errorf("billing: create subscription: %w", err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.items[itemKey(item)]; ok {
-		return billing.RecurringSubscription{}, &billing.ConflictError{Op: "create subscription", Key: keyText(item), Reason: "subscription exists", Err: billing.ErrAlreadyExists}
+		return entitlement.RecurringSubscription{}, &billing.ConflictError{Op: "create subscription", Key: keyText(item), Reason: "subscription exists", Err: billing.ErrAlreadyExists}
 	}
 	p.items[itemKey(item)] = item
 	return p.table.DecodeRecurringSubscription(item)
 }
 
 // GetSubscription implements [billing.Payments.GetSubscription].
-func (p *Payments) GetSubscription(_ context.Context, accountID, subscriptionID, sku string) (billing.RecurringSubscription, error) {
-	probe := billing.RecurringSubscription{AccountID: accountID, SubscriptionID: subscriptionID, SKU: sku, PaymentDay: 1}
+func (p *Payments) GetSubscription(_ context.Context, accountID, subscriptionID, sku string) (entitlement.RecurringSubscription, error) {
+	probe := entitlement.RecurringSubscription{AccountID: accountID, SubscriptionID: subscriptionID, SKU: sku, PaymentDay: 1}
 	key, err := p.table.EncodeRecurringSubscription(probe)
 	if err != nil {
-		return billing.RecurringSubscription{}, fmt.Errorf("billing: get subscription: %w", err)
+		return entitlement.RecurringSubscription{}, fmt.Errorf("billing: get subscription: %w", err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	item, ok := p.items[itemKey(key)]
 	if !ok {
-		return billing.RecurringSubscription{}, fmt.Errorf("billing: get subscription (%s): %w", keyText(key), billing.ErrNotFound)
+		return entitlement.RecurringSubscription{}, fmt.Errorf("billing: get subscription (%s): %w", keyText(key), billing.ErrNotFound)
 	}
 	return p.table.DecodeRecurringSubscription(item)
 }
@@ -129,14 +131,14 @@ func (p *Payments) partition(accountID, prefix string) []map[string]types.Attrib
 }
 
 // SubscriptionsByAccount implements [billing.Payments.SubscriptionsByAccount].
-func (p *Payments) SubscriptionsByAccount(_ context.Context, accountID string) ([]billing.RecurringSubscription, error) {
-	if err := billing.CheckAccountID(accountID); err != nil {
+func (p *Payments) SubscriptionsByAccount(_ context.Context, accountID string) ([]entitlement.RecurringSubscription, error) {
+	if err := entitlement.CheckAccountID(accountID); err != nil {
 		return nil, fmt.Errorf("billing: subscriptions by account: %w", err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	subs := []billing.RecurringSubscription{}
-	for _, it := range p.partition(accountID, billing.SKRecurringPrefix) {
+	subs := []entitlement.RecurringSubscription{}
+	for _, it := range p.partition(accountID, layout.SKRecurringPrefix) {
 		s, err := p.table.DecodeRecurringSubscription(it)
 		if err != nil {
 			return nil, fmt.Errorf("billing: subscriptions by account: %w", err)
@@ -148,8 +150,8 @@ func (p *Payments) SubscriptionsByAccount(_ context.Context, accountID string) (
 
 // update checks prev's version and returns the item of next; the caller
 // holds mu and stores it.
-func (p *Payments) update(op string, prev, next billing.RecurringSubscription) (map[string]types.AttributeValue, billing.RecurringSubscription, error) {
-	next, err := billing.PrepareSubscriptionUpdate(prev, next, p.now())
+func (p *Payments) update(op string, prev, next entitlement.RecurringSubscription) (map[string]types.AttributeValue, entitlement.RecurringSubscription, error) {
+	next, err := layout.PrepareSubscriptionUpdate(prev, next, p.now())
 	if err != nil {
 		return nil, next, fmt.Errorf("billing: %s: %w", op, err)
 	}
@@ -177,26 +179,26 @@ func numText(v types.AttributeValue) string {
 }
 
 // UpdateSubscription implements [billing.Payments.UpdateSubscription].
-func (p *Payments) UpdateSubscription(_ context.Context, prev, next billing.RecurringSubscription) (billing.RecurringSubscription, error) {
+func (p *Payments) UpdateSubscription(_ context.Context, prev, next entitlement.RecurringSubscription) (entitlement.RecurringSubscription, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	item, next, err := p.update("update subscription", prev, next)
 	if err != nil {
-		return billing.RecurringSubscription{}, err
+		return entitlement.RecurringSubscription{}, err
 	}
 	p.items[itemKey(item)] = item
 	return next, nil
 }
 
 // MarkReminded implements [billing.Payments.MarkReminded].
-func (p *Payments) MarkReminded(ctx context.Context, prev billing.RecurringSubscription, nextReminder time.Time) (billing.RecurringSubscription, error) {
+func (p *Payments) MarkReminded(ctx context.Context, prev entitlement.RecurringSubscription, nextReminder time.Time) (entitlement.RecurringSubscription, error) {
 	next := prev
-	next.LastReminderDate, next.NextReminderDate = billing.PaymentDate(p.now()), nextReminder
+	next.LastReminderDate, next.NextReminderDate = entitlement.PaymentDate(p.now()), nextReminder
 	return p.UpdateSubscription(ctx, prev, next)
 }
 
 // receipt checks r's idempotency and returns its item; the caller holds mu.
-func (p *Payments) receipt(op string, r billing.Receipt) (map[string]types.AttributeValue, billing.Receipt, error) {
+func (p *Payments) receipt(op string, r entitlement.Receipt) (map[string]types.AttributeValue, entitlement.Receipt, error) {
 	r.ExpiresAt = r.ProcessedDate.Add(p.retention)
 	item, err := p.table.EncodeReceipt(r)
 	if err != nil {
@@ -216,26 +218,26 @@ func (p *Payments) receipt(op string, r billing.Receipt) (map[string]types.Attri
 }
 
 // CreateReceipt implements [billing.Payments.CreateReceipt].
-func (p *Payments) CreateReceipt(_ context.Context, r billing.Receipt) (billing.Receipt, error) {
+func (p *Payments) CreateReceipt(_ context.Context, r entitlement.Receipt) (entitlement.Receipt, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	item, r, err := p.receipt("create receipt", r)
 	if err != nil {
-		return billing.Receipt{}, err
+		return entitlement.Receipt{}, err
 	}
 	p.items[itemKey(item)] = item
 	return r, nil
 }
 
 // ReceiptsByAccount implements [billing.Payments.ReceiptsByAccount].
-func (p *Payments) ReceiptsByAccount(_ context.Context, accountID string, since time.Time) ([]billing.Receipt, error) {
-	if err := billing.CheckAccountID(accountID); err != nil {
+func (p *Payments) ReceiptsByAccount(_ context.Context, accountID string, since time.Time) ([]entitlement.Receipt, error) {
+	if err := entitlement.CheckAccountID(accountID); err != nil {
 		return nil, fmt.Errorf("billing: receipts by account: %w", err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var recs []billing.Receipt
-	for _, it := range slices.Backward(p.partition(accountID, billing.SKReceiptPrefix)) {
+	var recs []entitlement.Receipt
+	for _, it := range slices.Backward(p.partition(accountID, layout.SKReceiptPrefix)) {
 		r, err := p.table.DecodeReceipt(it)
 		if err != nil {
 			return nil, fmt.Errorf("billing: receipts by account: %w", err)
@@ -248,42 +250,42 @@ func (p *Payments) ReceiptsByAccount(_ context.Context, accountID string, since 
 }
 
 // RecordPayment implements [billing.Payments.RecordPayment].
-func (p *Payments) RecordPayment(_ context.Context, prev billing.RecurringSubscription, r billing.Receipt, nextPayment, nextReminder time.Time) (billing.RecurringSubscription, billing.Receipt, error) {
+func (p *Payments) RecordPayment(_ context.Context, prev entitlement.RecurringSubscription, r entitlement.Receipt, nextPayment, nextReminder time.Time) (entitlement.RecurringSubscription, entitlement.Receipt, error) {
 	const op = "record payment"
 	if r.AccountID != prev.AccountID || r.SubscriptionID != prev.SubscriptionID || r.SKU != prev.SKU {
-		return billing.RecurringSubscription{}, billing.Receipt{}, fmt.Errorf("billing: %s: %w", op,
-			&billing.FieldError{Field: "SubscriptionID", Value: r.SubscriptionID, Err: fmt.Errorf("%w: receipt of another subscription", billing.ErrInvalidPayment)})
+		return entitlement.RecurringSubscription{}, entitlement.Receipt{}, fmt.Errorf("billing: %s: %w", op,
+			&billing.FieldError{Field: "SubscriptionID", Value: r.SubscriptionID, Err: fmt.Errorf("%w: receipt of another subscription", entitlement.ErrInvalidPayment)})
 	}
 	next := prev
-	next.NextPaymentDate, next.NextReminderDate, next.LastPaymentDate = nextPayment, nextReminder, billing.PaymentDate(r.ProcessedDate)
+	next.NextPaymentDate, next.NextReminderDate, next.LastPaymentDate = nextPayment, nextReminder, entitlement.PaymentDate(r.ProcessedDate)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	recItem, r, err := p.receipt(op, r)
 	if err != nil {
-		return billing.RecurringSubscription{}, billing.Receipt{}, err
+		return entitlement.RecurringSubscription{}, entitlement.Receipt{}, err
 	}
 	subItem, next, err := p.update(op, prev, next)
 	if err != nil {
-		return billing.RecurringSubscription{}, billing.Receipt{}, err
+		return entitlement.RecurringSubscription{}, entitlement.Receipt{}, err
 	}
 	p.items[itemKey(recItem)], p.items[itemKey(subItem)] = recItem, subItem
 	return next, r, nil
 }
 
 // DuePaymentsByDate implements [billing.Payments.DuePaymentsByDate].
-func (p *Payments) DuePaymentsByDate(_ context.Context, day time.Time, token string) ([]billing.RecurringSubscription, string, error) {
-	return p.due("due payments", billing.AttrNextPaymentDate, billing.AttrLastPaymentDate, day, token)
+func (p *Payments) DuePaymentsByDate(_ context.Context, day time.Time, token string) ([]entitlement.RecurringSubscription, string, error) {
+	return p.due("due payments", layout.AttrNextPaymentDate, layout.AttrLastPaymentDate, day, token)
 }
 
 // DueRemindersByDate implements [billing.Payments.DueRemindersByDate].
-func (p *Payments) DueRemindersByDate(_ context.Context, day time.Time, token string) ([]billing.RecurringSubscription, string, error) {
-	return p.due("due reminders", billing.AttrNextReminderDate, billing.AttrLastReminderDate, day, token)
+func (p *Payments) DueRemindersByDate(_ context.Context, day time.Time, token string) ([]entitlement.RecurringSubscription, string, error) {
+	return p.due("due reminders", layout.AttrNextReminderDate, layout.AttrLastReminderDate, day, token)
 }
 
 // due pages through the items whose hash attribute is day, ordered by
 // (range attribute, PK, SK) like a sparse index.
-func (p *Payments) due(op, hash, rng string, day time.Time, token string) ([]billing.RecurringSubscription, string, error) {
-	d := billing.PaymentDayKey(day)
+func (p *Payments) due(op, hash, rng string, day time.Time, token string) ([]entitlement.RecurringSubscription, string, error) {
+	d := layout.PaymentDayKey(day)
 	if d == "" {
 		return nil, "", fmt.Errorf("billing: %s: %w: day %v", op, billing.ErrInvalidQuery, day)
 	}
@@ -316,7 +318,7 @@ func (p *Payments) due(op, hash, rng string, day time.Time, token string) ([]bil
 			return nil, "", err
 		}
 	}
-	page := make([]billing.RecurringSubscription, 0, len(hits))
+	page := make([]entitlement.RecurringSubscription, 0, len(hits))
 	for _, it := range hits {
 		s, err := p.table.DecodeRecurringSubscription(it)
 		if err != nil {

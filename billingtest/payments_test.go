@@ -9,6 +9,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/entitlement"
 )
 
 // The behaviour of Payments is tested in package billing against both
@@ -24,7 +25,7 @@ func TestPaymentsOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := p.CreateSubscription(t.Context(), billing.RecurringSubscription{AccountID: "u", SubscriptionID: "s", SKU: "k", PaymentDay: 1})
+	s, err := p.CreateSubscription(t.Context(), entitlement.RecurringSubscription{AccountID: "u", SubscriptionID: "s", SKU: "k", PaymentDay: 1})
 	if err != nil || s.CreatedAt.IsZero() || s.CreatedAt.Nanosecond() != 0 || s.Version != 1 {
 		t.Fatalf("system clock, whole seconds: %+v %v", s, err)
 	}
@@ -37,7 +38,7 @@ func TestPaymentsConcurrentRecordPayment(t *testing.T) {
 	p, _ := billingtest.NewPayments(billingtest.PaymentsOptions{Clock: clock, PageSize: 1})
 	ctx := t.Context()
 	due := time.Date(2025, 1, 28, 0, 0, 0, 0, time.UTC)
-	prev, err := p.CreateSubscription(ctx, billing.RecurringSubscription{AccountID: "u", SubscriptionID: "s", SKU: "k",
+	prev, err := p.CreateSubscription(ctx, entitlement.RecurringSubscription{AccountID: "u", SubscriptionID: "s", SKU: "k",
 		PaymentDay: 28, PaymentAmount: 100, NextPaymentDate: due})
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +48,7 @@ func TestPaymentsConcurrentRecordPayment(t *testing.T) {
 	wins, conflicts := 0, 0
 	for i := range 20 {
 		wg.Go(func() {
-			r := billing.Receipt{AccountID: "u", SubscriptionID: "s", SKU: "k", ProcessedDate: due.Add(time.Duration(i) * time.Second), ProcessedAmount: 100}
+			r := entitlement.Receipt{AccountID: "u", SubscriptionID: "s", SKU: "k", ProcessedDate: due.Add(time.Duration(i) * time.Second), ProcessedAmount: 100}
 			_, _, err := p.RecordPayment(ctx, prev, r, due.AddDate(0, 1, 0), time.Time{})
 			_, _, _ = p.DuePaymentsByDate(ctx, due, "")
 			mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/dynamostore"
 )
 
 // StoreFactory returns a repository and the history it writes to, on
@@ -104,7 +105,7 @@ func TestRepositoryWith(t *testing.T, newStores StoreFactory, opts SuiteOptions)
 	}
 	t.Run("QueryStatus", func(t *testing.T) {
 		t.Parallel()
-		for _, mode := range []billing.StatusIndexMode{billing.StatusIndexLegacy, billing.StatusIndexSorted} {
+		for _, mode := range []dynamostore.StatusIndexMode{dynamostore.StatusIndexLegacy, dynamostore.StatusIndexSorted} {
 			t.Run(mode.String(), func(t *testing.T) {
 				t.Parallel()
 				for _, c := range s.queryCases(mode) {

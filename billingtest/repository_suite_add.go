@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/layout"
 )
 
 // fullRecord returns a record with every field set, data_ and unknown
@@ -32,11 +32,11 @@ func (ids *suiteIDs) fullRecord(user string) billing.Subscription {
 	r.IsPendingDowngrade = true
 	r.AnchorDay = 31
 	r.Attempt = 2
-	billing.SetExtraAttributes(&r, map[string]types.AttributeValue{
+	layout.SetExtraAttributes(&r, map[string]types.AttributeValue{
 		"legacy_flag":  &types.AttributeValueMemberS{Value: "kept"},
 		"legacy_count": &types.AttributeValueMemberN{Value: "7"},
 	})
-	billing.SetDataAttributes(&r, map[string]types.AttributeValue{
+	layout.SetDataAttributes(&r, map[string]types.AttributeValue{
 		"data_note": &types.AttributeValueMemberS{Value: "history only"},
 		"data_payload": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
 			"source": &types.AttributeValueMemberS{Value: "webhook"},
@@ -83,11 +83,11 @@ func (s *repoSuite) addCases() []repoCase {
 				!got.LastRunDate.Equal(r.LastRunDate) {
 				t.Fatalf("fields lost in the round trip: got %+v", got)
 			}
-			if len(billing.ExtraAttributes(&got)) != 2 {
-				t.Fatalf("unknown attributes not kept: Extra = %v", billing.ExtraAttributes(&got))
+			if len(layout.ExtraAttributes(&got)) != 2 {
+				t.Fatalf("unknown attributes not kept: Extra = %v", layout.ExtraAttributes(&got))
 			}
-			if len(billing.DataAttributes(&got)) != 0 {
-				t.Fatalf("data_ attributes stored in the primary table: %v", billing.DataAttributes(&got))
+			if len(layout.DataAttributes(&got)) != 0 {
+				t.Fatalf("data_ attributes stored in the primary table: %v", layout.DataAttributes(&got))
 			}
 			e.requireLastHistoryRow(r) // with its data_ attributes
 		}},
@@ -98,8 +98,8 @@ func (s *repoSuite) addCases() []repoCase {
 			e.add(r)
 			want := time.Date(2024, 2, 10, 10, 30, 45, 0, time.UTC)
 			got := e.get(u, want)
-			if !got.BillingDate.Equal(want) || billing.BillingDateKey(&got) != "2024-02-10T10:30:45Z" {
-				t.Fatalf("billing_date stored as %q (%v), want 2024-02-10T10:30:45Z", billing.BillingDateKey(&got), got.BillingDate)
+			if !got.BillingDate.Equal(want) || layout.BillingDateKey(&got) != "2024-02-10T10:30:45Z" {
+				t.Fatalf("billing_date stored as %q (%v), want 2024-02-10T10:30:45Z", layout.BillingDateKey(&got), got.BillingDate)
 			}
 			if again := e.get(u, r.BillingDate); again.SubscriptionID != r.SubscriptionID {
 				t.Fatalf("Get with the original zoned time found %s", again.SubscriptionID)

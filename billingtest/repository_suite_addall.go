@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/layout"
 )
 
 // addAll calls AddAll and fails the test on an error.
@@ -37,7 +37,7 @@ func (e *repoEnv) requireAllStored(recs []billing.Subscription) {
 		}
 		found := false
 		for j := range rows[u] {
-			if billing.LastRunDateKey(&rows[u][j]) == billing.LastRunDateKey(&recs[i]) {
+			if layout.LastRunDateKey(&rows[u][j]) == layout.LastRunDateKey(&recs[i]) {
 				found = true
 				if d := diffHistoryRow(&rows[u][j], &recs[i]); d != "" {
 					e.t.Fatalf("history row of %s differs: %s", recs[i].Key(), d)
@@ -45,7 +45,7 @@ func (e *repoEnv) requireAllStored(recs []billing.Subscription) {
 			}
 		}
 		if !found {
-			e.t.Fatalf("no history row for %s at last_run_date %s", recs[i].Key(), billing.LastRunDateKey(&recs[i]))
+			e.t.Fatalf("no history row for %s at last_run_date %s", recs[i].Key(), layout.LastRunDateKey(&recs[i]))
 		}
 	}
 }
@@ -92,8 +92,8 @@ func (s *repoSuite) addAllCases() []repoCase {
 			if !written[1].BillingDate.Equal(day(0)) || written[1].Status != billing.StatusScheduled {
 				t.Fatalf("scheduled record written at %v, want %v (it keeps the date)", written[1].BillingDate, day(0))
 			}
-			if billing.LastRunDateKey(&written[0]) == billing.LastRunDateKey(&written[1]) {
-				t.Fatalf("both records written with last_run_date %s", billing.LastRunDateKey(&written[0]))
+			if layout.LastRunDateKey(&written[0]) == layout.LastRunDateKey(&written[1]) {
+				t.Fatalf("both records written with last_run_date %s", layout.LastRunDateKey(&written[0]))
 			}
 			if !in[0].BillingDate.Equal(day(0)) {
 				t.Fatal("AddAll modified its input")
@@ -237,7 +237,7 @@ func (s *repoSuite) invariantCases() []repoCase {
 
 			a1 := ids.next(a, billing.StatusError)
 			a1.PaymentError = "declined"
-			billing.SetDataAttributes(&a1, map[string]types.AttributeValue{"data_attempt": &types.AttributeValueMemberN{Value: "1"}})
+			layout.SetDataAttributes(&a1, map[string]types.AttributeValue{"data_attempt": &types.AttributeValueMemberN{Value: "1"}})
 			e.update(a, a1)
 			a2 := ids.next(a1, billing.StatusCompleted)
 			a2.PaymentError = ""

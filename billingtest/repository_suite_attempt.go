@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/layout"
 )
 
 // inFlight returns r with attempt n made durable at the suite's next run
@@ -47,8 +48,8 @@ func (s *repoSuite) attemptCases() []repoCase {
 				!got.LastAttempt.Started.Equal(marked.LastAttempt.Started) {
 				t.Fatalf("attempt after SetAttempt = %+v (in flight %v), want %+v", got.LastAttempt, got.InFlight(), marked.LastAttempt)
 			}
-			if got.Status != r.Status || billing.LastRunDateKey(&got) != billing.LastRunDateKey(&r) || got.Amount != r.Amount || got.Attempt != 0 {
-				t.Fatalf("SetAttempt changed more than the attempt: %s %s amount %s count %d", got.Status, billing.LastRunDateKey(&got), got.Amount, got.Attempt)
+			if got.Status != r.Status || layout.LastRunDateKey(&got) != layout.LastRunDateKey(&r) || got.Amount != r.Amount || got.Attempt != 0 {
+				t.Fatalf("SetAttempt changed more than the attempt: %s %s amount %s count %d", got.Status, layout.LastRunDateKey(&got), got.Amount, got.Attempt)
 			}
 			if rows := e.historyRows(r.UserID); len(rows) != len(hist) {
 				t.Fatalf("SetAttempt wrote %d history rows, want none", len(rows)-len(hist))

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/internal/layout"
 )
 
 // maxPages bounds every pagination loop of the suite.
@@ -30,7 +32,7 @@ type queryRun struct {
 // at most limit, a page that read fewer than limit items is the last, and
 // (in sorted mode) only matching items are read and they come ascending
 // by billing_date.
-func (e *repoEnv) collect(mode billing.StatusIndexMode, limit int, fetch pager) queryRun {
+func (e *repoEnv) collect(mode dynamostore.StatusIndexMode, limit int, fetch pager) queryRun {
 	e.t.Helper()
 	var run queryRun
 	cur := ""
@@ -53,7 +55,7 @@ func (e *repoEnv) collect(mode billing.StatusIndexMode, limit int, fetch pager) 
 			e.t.Fatalf("page %d: Scanned %d > limit %d", n, p.Scanned, limit)
 		case p.Next != "" && p.Scanned < limit:
 			e.t.Fatalf("page %d read %d items, fewer than the limit %d, but has a Next cursor", n, p.Scanned, limit)
-		case mode == billing.StatusIndexSorted && p.Scanned != p.Count:
+		case mode == dynamostore.StatusIndexSorted && p.Scanned != p.Count:
 			e.t.Fatalf("sorted index page %d: Scanned %d != Count %d: items outside the range were read", n, p.Scanned, p.Count)
 		}
 		run.pages = append(run.pages, p)
@@ -67,7 +69,7 @@ func (e *repoEnv) collect(mode billing.StatusIndexMode, limit int, fetch pager) 
 		}
 		cur = p.Next
 	}
-	if mode == billing.StatusIndexSorted && !slices.IsSortedFunc(run.items, func(a, b billing.Subscription) int {
+	if mode == dynamostore.StatusIndexSorted && !slices.IsSortedFunc(run.items, func(a, b billing.Subscription) int {
 		return a.BillingDate.Compare(b.BillingDate)
 	}) {
 		e.t.Fatalf("sorted index: items not ascending by billing_date: %v", billingDates(run.items))
@@ -106,7 +108,7 @@ func (e *repoEnv) requireExactly(items, want []billing.Subscription) {
 func billingDates(recs []billing.Subscription) []string {
 	out := make([]string, len(recs))
 	for i := range recs {
-		out[i] = recs[i].Status.String() + "@" + billing.BillingDateKey(&recs[i])
+		out[i] = recs[i].Status.String() + "@" + layout.BillingDateKey(&recs[i])
 	}
 	return out
 }
@@ -129,7 +131,7 @@ type queryFixture struct {
 	taken map[string]bool
 }
 
-func (s *repoSuite) queryFixture(t *testing.T, mode billing.StatusIndexMode, pageSize int) *queryFixture {
+func (s *repoSuite) queryFixture(t *testing.T, mode dynamostore.StatusIndexMode, pageSize int) *queryFixture {
 	t.Helper()
 	f := &queryFixture{e: s.env(t, StoreOptions{PageSize: pageSize, StatusIndexMode: mode}), taken: map[string]bool{}}
 	for range 3 {
@@ -156,9 +158,9 @@ func (f *queryFixture) put(d time.Time, st billing.Status) billing.Subscription 
 	return billing.Subscription{}
 }
 
-func (s *repoSuite) queryCases(mode billing.StatusIndexMode) []repoCase {
+func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 	const pageSize = 4
-	sorted := mode == billing.StatusIndexSorted
+	sorted := mode == dynamostore.StatusIndexSorted
 	// window runs a range query case: records put by fill, the query read
 	// with a named helper, the result compared with the records want keeps.
 	window := func(t *testing.T, st billing.Status, fill func(f *queryFixture), fetch func(e *repoEnv) pager, want func(r billing.Subscription) bool) {
@@ -334,9 +336,9 @@ func (s *repoSuite) queryCases(mode billing.StatusIndexMode) []repoCase {
 			if err != nil || p.Next == "" {
 				t.Fatalf("first page: next %q, %v", p.Next, err)
 			}
-			otherMode := billing.StatusIndexLegacy
+			otherMode := dynamostore.StatusIndexLegacy
 			if !sorted {
-				otherMode = billing.StatusIndexSorted
+				otherMode = dynamostore.StatusIndexSorted
 			}
 			other := s.queryFixture(t, otherMode, 2)
 			for i := range 6 {

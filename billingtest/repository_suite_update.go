@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/layout"
 )
 
 // updateRacers is the number of goroutines racing to update one record.
@@ -63,7 +63,7 @@ func (s *repoSuite) updateCases() []repoCase {
 			next.Process = billing.ProcessInitial
 			next.InitialRunDate = next.LastRunDate
 			next.Attempt = 1
-			billing.SetDataAttributes(&next, map[string]types.AttributeValue{"data_reason": &types.AttributeValueMemberS{Value: "declined"}})
+			layout.SetDataAttributes(&next, map[string]types.AttributeValue{"data_reason": &types.AttributeValueMemberS{Value: "declined"}})
 			e.update(r, next)
 			e.requireStored(next)
 			got := e.get(r.UserID, r.BillingDate)
@@ -103,14 +103,14 @@ func (s *repoSuite) updateCases() []repoCase {
 		{"KeepsUnknownAttributes", func(t *testing.T) {
 			e := s.env(t, StoreOptions{})
 			r := ids.record(ids.user(), day(0), billing.StatusScheduled)
-			billing.SetExtraAttributes(&r, map[string]types.AttributeValue{"other_service_flag": &types.AttributeValueMemberS{Value: "x"}})
+			layout.SetExtraAttributes(&r, map[string]types.AttributeValue{"other_service_flag": &types.AttributeValueMemberS{Value: "x"}})
 			e.add(r)
 			read := e.get(r.UserID, r.BillingDate)
 			next := ids.next(read, billing.StatusACHSent)
 			e.update(read, next)
 			got := e.get(r.UserID, r.BillingDate)
-			if v, ok := billing.ExtraAttributes(&got)["other_service_flag"].(*types.AttributeValueMemberS); !ok || v.Value != "x" || got.Status != billing.StatusACHSent {
-				t.Fatalf("after Update: status %s, Extra %v; want ACHSENT with other_service_flag kept", got.Status, billing.ExtraAttributes(&got))
+			if v, ok := layout.ExtraAttributes(&got)["other_service_flag"].(*types.AttributeValueMemberS); !ok || v.Value != "x" || got.Status != billing.StatusACHSent {
+				t.Fatalf("after Update: status %s, Extra %v; want ACHSENT with other_service_flag kept", got.Status, layout.ExtraAttributes(&got))
 			}
 		}},
 		{"StaleStatus", func(t *testing.T) {

@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/cursor"
+	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/internal/timefmt"
 )
 
@@ -42,7 +44,7 @@ type SingleTableOptions struct {
 	// Table sets the account prefix, index names and TTL attribute used in
 	// keys, errors and cursors, as [billing.SingleTableStoreConfig.Table]
 	// does. Defaults to [billing.SingleTableConfig]'s defaults.
-	Table billing.SingleTableConfig
+	Table dynamostore.SingleTableConfig
 }
 
 // stMaxEmptyDays bounds the days of the payment index one status page
@@ -80,7 +82,7 @@ const stPayDayLayout = "2006-01-02"
 // receipts. Safe for concurrent use.
 type SingleTable struct {
 	clock      billing.Clock
-	table      billing.SingleTableConfig
+	table      dynamostore.SingleTableConfig
 	pageSize   int
 	catchUp    int
 	leadDays   int
@@ -92,7 +94,7 @@ type SingleTable struct {
 	// open is the OpenPeriods attribute of each subscription item the
 	// engine wrote, by engine user ID (Payments items carry only the
 	// attributes of a RecurringSubscription).
-	open map[string]billing.OpenPeriods
+	open map[string]layout.OpenPeriods
 	// pointers are the period-ID pointers: subscription_id → engine user
 	// ID → billing_date key.
 	pointers map[string]map[string]string
@@ -112,8 +114,8 @@ func NewSingleTable(opts SingleTableOptions) *SingleTable {
 		panic(fmt.Sprintf("billingtest: SingleTableOptions.ReminderLeadDays: negative %d", opts.ReminderLeadDays))
 	}
 	table := opts.Table.WithDefaults()
-	if strings.HasPrefix(billing.PeriodIDPrefix, table.AccountPrefix) {
-		panic(fmt.Sprintf("billingtest: SingleTableOptions.Table.AccountPrefix %q clashes with %q", table.AccountPrefix, billing.PeriodIDPrefix))
+	if strings.HasPrefix(layout.PeriodIDPrefix, table.AccountPrefix) {
+		panic(fmt.Sprintf("billingtest: SingleTableOptions.Table.AccountPrefix %q clashes with %q", table.AccountPrefix, layout.PeriodIDPrefix))
 	}
 	if opts.Clock == nil {
 		opts.Clock = NewClock(time.Time{})
@@ -126,13 +128,13 @@ func NewSingleTable(opts SingleTableOptions) *SingleTable {
 		opts.PageSize = defaultPageSize
 	}
 	if opts.CatchUpDays == 0 {
-		opts.CatchUpDays = billing.DefaultCatchUpDays
+		opts.CatchUpDays = layout.DefaultCatchUpDays
 	}
 	if opts.ReminderLeadDays == 0 {
 		opts.ReminderLeadDays = billing.NotificationLeadDays
 	}
 	if opts.Collisions == nil {
-		opts.Collisions = billing.DefaultCollisionPolicy
+		opts.Collisions = layout.DefaultCollisionPolicy
 	}
 	// The inner store writes what it is given: the collision policy is
 	// applied here, before records are grouped like the DynamoDB store's
@@ -142,7 +144,7 @@ func NewSingleTable(opts SingleTableOptions) *SingleTable {
 		clock: opts.Clock, table: table, pageSize: opts.PageSize, catchUp: opts.CatchUpDays,
 		leadDays: opts.ReminderLeadDays, collisions: opts.Collisions,
 		periods: NewStore(StoreOptions{Collisions: keep}), pay: pay,
-		open: map[string]billing.OpenPeriods{}, pointers: map[string]map[string]string{},
+		open: map[string]layout.OpenPeriods{}, pointers: map[string]map[string]string{},
 	}
 }
 
@@ -157,7 +159,7 @@ func (s *SingleTable) History() billing.History { return (*stHistory)(s) }
 // Payments returns the [billing.Payments] view of the table, as
 // [billing.SingleTableRepository.Payments]: the subscription items the
 // engine maintains and its receipts.
-func (s *SingleTable) Payments() billing.Payments { return (*stPayments)(s) }
+func (s *SingleTable) Payments() entitlement.Payments { return (*stPayments)(s) }
 
 type (
 	stRepository SingleTable
@@ -166,15 +168,15 @@ type (
 )
 
 var (
-	_ billing.Repository = (*stRepository)(nil)
-	_ billing.History    = (*stHistory)(nil)
-	_ billing.Payments   = (*stPayments)(nil)
+	_ billing.Repository   = (*stRepository)(nil)
+	_ billing.History      = (*stHistory)(nil)
+	_ entitlement.Payments = (*stPayments)(nil)
 )
 
 // engineRef parses the UserID of a record to be stored, with the error
 // of the DynamoDB store.
-func engineRef(sub *billing.Subscription) (billing.SubscriptionRef, error) {
-	ref, err := billing.ParseSubscriptionRef(sub.UserID)
+func engineRef(sub *billing.Subscription) (layout.SubscriptionRef, error) {
+	ref, err := layout.ParseSubscriptionRef(sub.UserID)
 	if err != nil {
 		return ref, fmt.Errorf("billing: single table: record %s: %w", sub.Key(), err)
 	}
@@ -186,11 +188,11 @@ func recordKey(userID, billingDateKey string) string {
 }
 
 // subItemKey is the key of a subscription item in the Payments twin.
-func (s *SingleTable) subItemKey(ref billing.SubscriptionRef) string {
+func (s *SingleTable) subItemKey(ref layout.SubscriptionRef) string {
 	return s.table.AccountPrefix + ref.AccountID + "\x00" + ref.SK()
 }
 
-func (s *SingleTable) subKeyText(ref billing.SubscriptionRef) string {
+func (s *SingleTable) subKeyText(ref layout.SubscriptionRef) string {
 	return "PK=" + s.table.AccountPrefix + ref.AccountID + " SK=" + ref.SK()
 }
 
@@ -200,7 +202,7 @@ type stTx struct {
 	op       string
 	chains   []*stChain
 	pointers []stPointer
-	receipt  *billing.Receipt
+	receipt  *entitlement.Receipt
 	// receiptItem is the receipt's item once checked against the table.
 	receiptItem map[string]types.AttributeValue
 }
@@ -208,11 +210,11 @@ type stTx struct {
 // stChain is the writes of one subscription (engine user) in a tx, and
 // the subscription item they leave.
 type stChain struct {
-	ref     billing.SubscriptionRef
+	ref     layout.SubscriptionRef
 	deleted []string // billing_date keys of periods removed
 	written []*billing.Subscription
 	item    map[string]types.AttributeValue
-	open    billing.OpenPeriods
+	open    layout.OpenPeriods
 }
 
 // stPointer is the write of a period-ID pointer.
@@ -221,7 +223,7 @@ type stPointer struct {
 	ifAbsent                            bool // keep a stored billing_date (History.Add)
 }
 
-func (t *stTx) chain(ref billing.SubscriptionRef) *stChain {
+func (t *stTx) chain(ref layout.SubscriptionRef) *stChain {
 	for _, c := range t.chains {
 		if c.ref == ref {
 			return c
@@ -240,16 +242,16 @@ func (s *SingleTable) putPeriod(t *stTx, prev, next *billing.Subscription) error
 	if err != nil {
 		return err
 	}
-	if _, err := billing.EncodeItem(next); err != nil {
+	if _, err := layout.EncodeItem(next); err != nil {
 		return err
 	}
-	if _, err := billing.EncodeHistoryItem(next); err != nil {
+	if _, err := layout.EncodeHistoryItem(next); err != nil {
 		return err
 	}
-	if prev == nil || billing.BillingDateKey(prev) != billing.BillingDateKey(next) {
-		t.pointers = append(t.pointers, stPointer{subscriptionID: next.SubscriptionID, userID: next.UserID, billingDate: billing.BillingDateKey(next)})
+	if prev == nil || layout.BillingDateKey(prev) != layout.BillingDateKey(next) {
+		t.pointers = append(t.pointers, stPointer{subscriptionID: next.SubscriptionID, userID: next.UserID, billingDate: layout.BillingDateKey(next)})
 	}
-	if rc, ok := billing.PeriodReceipt(ref, prev, next); ok {
+	if rc, ok := layout.PeriodReceipt(ref, prev, next); ok {
 		rc.ExpiresAt = rc.ProcessedDate.Add(s.pay.retention)
 		if _, err := s.table.EncodeReceipt(rc); err != nil {
 			return err
@@ -271,7 +273,7 @@ func (s *SingleTable) prepare(t *stTx) error {
 	s.pay.mu.Lock()
 	defer s.pay.mu.Unlock()
 	for _, c := range t.chains {
-		var cur billing.RecurringSubscription
+		var cur entitlement.RecurringSubscription
 		stored, exists := s.pay.items[s.subItemKey(c.ref)]
 		if exists {
 			var err error
@@ -279,7 +281,7 @@ func (s *SingleTable) prepare(t *stTx) error {
 				return fmt.Errorf("billing: %s: subscription (%s): %w", t.op, s.subKeyText(c.ref), err)
 			}
 		}
-		open := billing.OpenPeriods{}
+		open := layout.OpenPeriods{}
 		if exists {
 			maps.Copy(open, s.open[c.ref.UserID()])
 		}
@@ -289,7 +291,7 @@ func (s *SingleTable) prepare(t *stTx) error {
 		for _, w := range c.written {
 			open.Record(w)
 		}
-		next := billing.EngineSubscription(c.ref, cur, exists, open, c.written, s.clock.Now(), s.leadDays)
+		next := layout.EngineSubscription(c.ref, cur, exists, open, c.written, s.clock.Now(), s.leadDays)
 		item, err := s.table.EncodeRecurringSubscription(next)
 		if err != nil {
 			return fmt.Errorf("billing: %s: subscription (%s): %w", t.op, s.subKeyText(c.ref), err)
@@ -375,7 +377,7 @@ func (s *SingleTable) periodConflict(op string, prev, next *billing.Subscription
 	st := s.periods
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	oldKey := tableKey{prev.UserID, billing.BillingDateKey(prev)}
+	oldKey := tableKey{prev.UserID, layout.BillingDateKey(prev)}
 	cur, ok := st.primary[oldKey]
 	switch {
 	case !ok:
@@ -383,12 +385,12 @@ func (s *SingleTable) periodConflict(op string, prev, next *billing.Subscription
 	case !fenceHolds(cur, prev):
 		return &billing.ConflictError{Op: op, Key: prev.Key(), Reason: "status, last_run_date or attempt changed", Err: billing.ErrConflict}
 	}
-	if newKey := (tableKey{next.UserID, billing.BillingDateKey(next)}); newKey != oldKey {
+	if newKey := (tableKey{next.UserID, layout.BillingDateKey(next)}); newKey != oldKey {
 		if _, taken := st.primary[newKey]; taken {
 			return &billing.ConflictError{Op: op, Key: next.Key(), Reason: "new billing_date taken", Err: billing.ErrConflict, Taken: true}
 		}
 	}
-	if _, taken := st.history[tableKey{next.UserID, billing.LastRunDateKey(next)}]; taken {
+	if _, taken := st.history[tableKey{next.UserID, layout.LastRunDateKey(next)}]; taken {
 		return &billing.ConflictError{Op: op, Key: next.Key(), Reason: "history row exists", Err: billing.ErrConflict, HistoryRow: true}
 	}
 	return nil
@@ -404,7 +406,7 @@ func (r *stRepository) Add(ctx context.Context, sub *billing.Subscription) error
 	if sub == nil {
 		return errors.New("billingtest: add: nil record")
 	}
-	if _, err := billing.EncodeHistoryItem(sub); err != nil {
+	if _, err := layout.EncodeHistoryItem(sub); err != nil {
 		return err
 	}
 	s := (*SingleTable)(r)
@@ -435,7 +437,7 @@ func (r *stRepository) Get(ctx context.Context, userID string, billingDate time.
 // getKey reads one period by its key strings; the caller holds s.mu.
 func (s *SingleTable) getKey(userID, billingDateKey string) (billing.Subscription, error) {
 	key := recordKey(userID, billingDateKey)
-	if _, err := billing.ParseSubscriptionRef(userID); err != nil {
+	if _, err := layout.ParseSubscriptionRef(userID); err != nil {
 		return billing.Subscription{}, fmt.Errorf("%w: record %s: %w", billing.ErrNotFound, key, err)
 	}
 	s.periods.mu.Lock()
@@ -447,7 +449,7 @@ func (s *SingleTable) getKey(userID, billingDateKey string) (billing.Subscriptio
 	if !ok {
 		return billing.Subscription{}, fmt.Errorf("%w: record %s", billing.ErrNotFound, key)
 	}
-	return billing.DecodeItem(item)
+	return layout.DecodeItem(item)
 }
 
 // GetByID implements [billing.Repository.GetByID] through the period ID
@@ -488,7 +490,7 @@ func (r *stRepository) GetByID(ctx context.Context, subscriptionID string) (bill
 // listPeriods lists a user's periods; no user that is not a subscription
 // reference can be stored. The caller holds s.mu.
 func (s *SingleTable) listPeriods(ctx context.Context, userID string, desc bool, limit int) ([]billing.Subscription, error) {
-	if _, err := billing.ParseSubscriptionRef(userID); err != nil {
+	if _, err := layout.ParseSubscriptionRef(userID); err != nil {
 		return nil, nil
 	}
 	return s.periods.listUser(ctx, s.periods.primary, userID, desc, limit)
@@ -524,13 +526,13 @@ func (r *stRepository) Update(ctx context.Context, prev, next *billing.Subscript
 	if prev == nil || next == nil || slices.Contains(create, nil) {
 		return errors.New("billingtest: update: nil record")
 	}
-	if err := billing.ValidateUpdate(prev, next, false); err != nil {
+	if err := layout.ValidateUpdate(prev, next, false); err != nil {
 		return err
 	}
 	if len(create) > billing.MaxUpdateCreates {
 		return fmt.Errorf("billing: update (%s): %d records to create, at most %d", prev.Key(), len(create), billing.MaxUpdateCreates)
 	}
-	if err := billing.ValidateCreates(prev, next, create); err != nil {
+	if err := layout.ValidateCreates(prev, next, create); err != nil {
 		return err
 	}
 	s := (*SingleTable)(r)
@@ -552,7 +554,7 @@ func (r *stRepository) Update(ctx context.Context, prev, next *billing.Subscript
 // attempt attributes only; the subscription item does not change.
 func (r *stRepository) SetAttempt(ctx context.Context, prev, next *billing.Subscription) error {
 	if prev != nil {
-		if _, err := billing.ParseSubscriptionRef(prev.UserID); err != nil {
+		if _, err := layout.ParseSubscriptionRef(prev.UserID); err != nil {
 			return err
 		}
 	}
@@ -573,10 +575,10 @@ func (r *stRepository) AdminUpdate(ctx context.Context, prev, next *billing.Subs
 	if prev == nil || next == nil {
 		return errors.New("billingtest: admin update: nil record")
 	}
-	if billing.BillingDateKey(next) == billing.BillingDateKey(prev) {
+	if layout.BillingDateKey(next) == layout.BillingDateKey(prev) {
 		return r.Update(ctx, prev, next)
 	}
-	if err := billing.ValidateUpdate(prev, next, true); err != nil {
+	if err := layout.ValidateUpdate(prev, next, true); err != nil {
 		return err
 	}
 	ref, err := engineRef(prev)
@@ -589,7 +591,7 @@ func (r *stRepository) AdminUpdate(ctx context.Context, prev, next *billing.Subs
 		return err
 	}
 	c := t.chain(ref)
-	c.deleted = append(c.deleted, billing.BillingDateKey(prev))
+	c.deleted = append(c.deleted, layout.BillingDateKey(prev))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.write(t, prev, next, func() error { return s.periods.Repository().AdminUpdate(ctx, prev, next) })
@@ -610,7 +612,7 @@ func (r *stRepository) AddAll(ctx context.Context, subs []billing.Subscription) 
 	if err != nil {
 		return nil, err
 	}
-	groups, err := billing.SingleTableGroups(resolved)
+	groups, err := layout.SingleTableGroups(resolved)
 	if err != nil {
 		return nil, err
 	}
@@ -628,7 +630,7 @@ func (r *stRepository) AddAll(ctx context.Context, subs []billing.Subscription) 
 		}
 		err := checkGroup(recs)
 		for _, rec := range recs {
-			if err == nil && s.periods.inFlightAt(rec.UserID, billing.BillingDateKey(&rec)) {
+			if err == nil && s.periods.inFlightAt(rec.UserID, layout.BillingDateKey(&rec)) {
 				err = &billing.ConflictError{Op: "add all", Key: rec.Key(), Reason: "the record is in flight", Err: billing.ErrAttemptInFlight}
 			}
 		}
@@ -657,7 +659,7 @@ func (r *stRepository) AddAll(ctx context.Context, subs []billing.Subscription) 
 func checkGroup(recs []billing.Subscription) error {
 	periods, rows := map[string]bool{}, map[string]bool{}
 	for i := range recs {
-		p, h := recs[i].UserID+"\x00"+billing.BillingDateKey(&recs[i]), recs[i].UserID+"\x00"+billing.LastRunDateKey(&recs[i])
+		p, h := recs[i].UserID+"\x00"+layout.BillingDateKey(&recs[i]), recs[i].UserID+"\x00"+layout.LastRunDateKey(&recs[i])
 		if periods[p] || rows[h] {
 			return fmt.Errorf("billing: add all (%s): transaction cancelled: two actions on one item", recs[i].Key())
 		}
@@ -686,7 +688,7 @@ func (r *stRepository) QueryStatus(ctx context.Context, q billing.StatusQuery) (
 	s := (*SingleTable)(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	w, err := billing.SingleTableWalk(q, s.clock.Now(), s.catchUp)
+	w, err := layout.SingleTableWalk(q, s.clock.Now(), s.catchUp)
 	if err != nil {
 		return billing.Page{}, err
 	}
@@ -702,7 +704,7 @@ func (r *stRepository) QueryStatus(ctx context.Context, q billing.StatusQuery) (
 	var page billing.Page
 	read, empty := 0, 0
 	for !day.After(w.Last) {
-		d := billing.PaymentDayKey(day)
+		d := layout.PaymentDayKey(day)
 		hits := s.paymentIndex(d, start)
 		more := len(hits) >= limit-read // DynamoDB: Limit reached, LastEvaluatedKey set
 		hits = hits[:min(len(hits), limit-read)]
@@ -715,7 +717,7 @@ func (r *stRepository) QueryStatus(ctx context.Context, q billing.StatusQuery) (
 		}
 		if more && len(hits) > 0 {
 			key := map[string]types.AttributeValue{stCursorDay: &types.AttributeValueMemberS{Value: d}}
-			for _, a := range []string{billing.AttrPK, billing.AttrSK, billing.AttrNextPaymentDate, billing.AttrLastPaymentDate} {
+			for _, a := range []string{layout.AttrPK, layout.AttrSK, layout.AttrNextPaymentDate, layout.AttrLastPaymentDate} {
 				key[a] = hits[len(hits)-1][a]
 			}
 			return finishStatusPage(scope, page, key)
@@ -725,7 +727,7 @@ func (r *stRepository) QueryStatus(ctx context.Context, q billing.StatusQuery) (
 			empty++
 		}
 		if !day.After(w.Last) && (read >= limit || page.Count > 0 || empty >= stMaxEmptyDays) {
-			return finishStatusPage(scope, page, map[string]types.AttributeValue{stCursorDay: &types.AttributeValueMemberS{Value: billing.PaymentDayKey(day)}})
+			return finishStatusPage(scope, page, map[string]types.AttributeValue{stCursorDay: &types.AttributeValueMemberS{Value: layout.PaymentDayKey(day)}})
 		}
 	}
 	return page, nil
@@ -742,13 +744,13 @@ func finishStatusPage(scope string, page billing.Page, key map[string]types.Attr
 
 // decodeStatusCursor returns the day and index position a cursor
 // continues from: the walk's first day for "".
-func decodeStatusCursor(scope, token string, w billing.StatusWalk) (time.Time, map[string]types.AttributeValue, error) {
+func decodeStatusCursor(scope, token string, w layout.StatusWalk) (time.Time, map[string]types.AttributeValue, error) {
 	if token == "" {
 		return w.First, nil, nil
 	}
 	key, err := cursor.Decode(scope, token, stCursorDay)
 	if err != nil {
-		key, err = cursor.Decode(scope, token, stCursorDay, billing.AttrPK, billing.AttrSK, billing.AttrNextPaymentDate, billing.AttrLastPaymentDate)
+		key, err = cursor.Decode(scope, token, stCursorDay, layout.AttrPK, layout.AttrSK, layout.AttrNextPaymentDate, layout.AttrLastPaymentDate)
 	}
 	if err != nil {
 		return time.Time{}, nil, fmt.Errorf("%w: %v", billing.ErrInvalidCursor, err)
@@ -761,7 +763,7 @@ func decodeStatusCursor(scope, token string, w billing.StatusWalk) (time.Time, m
 	delete(key, stCursorDay)
 	if len(key) == 0 {
 		key = nil
-	} else if str(key[billing.AttrNextPaymentDate]) != d {
+	} else if str(key[layout.AttrNextPaymentDate]) != d {
 		return time.Time{}, nil, fmt.Errorf("%w: index key of another day", billing.ErrInvalidCursor)
 	}
 	return day, key, nil
@@ -772,13 +774,13 @@ func decodeStatusCursor(scope, token string, w billing.StatusWalk) (time.Time, m
 // copies. The caller holds s.mu.
 func (s *SingleTable) paymentIndex(d string, start map[string]types.AttributeValue) []map[string]types.AttributeValue {
 	order := func(it map[string]types.AttributeValue) []string {
-		return []string{str(it[billing.AttrLastPaymentDate]), str(it[billing.AttrPK]), str(it[billing.AttrSK])}
+		return []string{str(it[layout.AttrLastPaymentDate]), str(it[layout.AttrPK]), str(it[layout.AttrSK])}
 	}
 	s.pay.mu.Lock()
 	defer s.pay.mu.Unlock()
 	var hits []map[string]types.AttributeValue
 	for _, it := range s.pay.items {
-		if str(it[billing.AttrNextPaymentDate]) == d && str(it[billing.AttrLastPaymentDate]) != "" &&
+		if str(it[layout.AttrNextPaymentDate]) == d && str(it[layout.AttrLastPaymentDate]) != "" &&
 			(start == nil || slices.Compare(order(it), order(start)) > 0) {
 			hits = append(hits, cloneItem(it))
 		}
@@ -791,14 +793,14 @@ func (s *SingleTable) paymentIndex(d string, start map[string]types.AttributeVal
 // that are in the query's status and kept by the walk. It reads, and
 // counts in Scanned, the subscription's periods from the later of the
 // day and the range's start to the range's end.
-func (s *SingleTable) expand(ctx context.Context, q billing.StatusQuery, w billing.StatusWalk, day time.Time, hit map[string]types.AttributeValue, page *billing.Page) error {
+func (s *SingleTable) expand(ctx context.Context, q billing.StatusQuery, w layout.StatusWalk, day time.Time, hit map[string]types.AttributeValue, page *billing.Page) error {
 	rs, err := s.table.DecodeRecurringSubscription(hit)
 	if err != nil {
 		page.Invalid = append(page.Invalid, err)
 		page.Count++
 		return nil
 	}
-	ref := billing.SubscriptionRef{AccountID: rs.AccountID, SubscriptionID: rs.SubscriptionID, SKU: rs.SKU}
+	ref := layout.SubscriptionRef{AccountID: rs.AccountID, SubscriptionID: rs.SubscriptionID, SKU: rs.SKU}
 	lo := w.Lo
 	if d, _ := timefmt.Seconds(day); d > lo {
 		lo = d
@@ -817,10 +819,10 @@ func (s *SingleTable) expand(ctx context.Context, q billing.StatusQuery, w billi
 			return err
 		}
 		page.Scanned++
-		if stringAttr(ki.item, billing.AttrBillingStatus) != string(q.Status) {
+		if stringAttr(ki.item, layout.AttrBillingStatus) != string(q.Status) {
 			continue // the query's filter
 		}
-		sub, err := billing.DecodeItem(ki.item)
+		sub, err := layout.DecodeItem(ki.item)
 		if err != nil {
 			page.Invalid = append(page.Invalid, err)
 			page.Count++
@@ -852,7 +854,7 @@ func (h *stHistory) Add(ctx context.Context, sub *billing.Subscription) error {
 	if err := s.periods.History().Add(ctx, sub); err != nil {
 		return err
 	}
-	s.apply(&stTx{pointers: []stPointer{{subscriptionID: sub.SubscriptionID, userID: sub.UserID, billingDate: billing.BillingDateKey(sub), ifAbsent: true}}})
+	s.apply(&stTx{pointers: []stPointer{{subscriptionID: sub.SubscriptionID, userID: sub.UserID, billingDate: layout.BillingDateKey(sub), ifAbsent: true}}})
 	return nil
 }
 
@@ -867,10 +869,10 @@ func (h *stHistory) AddAll(ctx context.Context, subs []billing.Subscription) err
 	}
 	seen := map[string]bool{}
 	for i := range subs {
-		if _, err := billing.EncodeHistoryItem(&subs[i]); err != nil {
+		if _, err := layout.EncodeHistoryItem(&subs[i]); err != nil {
 			return fmt.Errorf("history row %d: %w", i, err)
 		}
-		k := "user_id=" + subs[i].UserID + " last_run_date=" + billing.LastRunDateKey(&subs[i])
+		k := "user_id=" + subs[i].UserID + " last_run_date=" + layout.LastRunDateKey(&subs[i])
 		if seen[k] {
 			return &billing.ConflictError{Op: "history add", Key: k, Reason: "two rows of the batch share user_id and last_run_date", Err: billing.ErrAlreadyExists}
 		}
@@ -884,7 +886,7 @@ func (h *stHistory) AddAll(ctx context.Context, subs []billing.Subscription) err
 		}
 		if p := subs[i].SubscriptionID + "\x00" + subs[i].UserID; !ptrs[p] {
 			ptrs[p] = true
-			t.pointers = append(t.pointers, stPointer{subscriptionID: subs[i].SubscriptionID, userID: subs[i].UserID, billingDate: billing.BillingDateKey(&subs[i])})
+			t.pointers = append(t.pointers, stPointer{subscriptionID: subs[i].SubscriptionID, userID: subs[i].UserID, billingDate: layout.BillingDateKey(&subs[i])})
 		}
 	}
 	s := (*SingleTable)(h)
@@ -915,7 +917,7 @@ func (h *stHistory) ListBySubscription(ctx context.Context, subscriptionID strin
 
 // ListByUser implements [billing.History.ListByUser].
 func (h *stHistory) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
-	if _, err := billing.ParseSubscriptionRef(userID); err != nil {
+	if _, err := layout.ParseSubscriptionRef(userID); err != nil {
 		return nil, ctx.Err()
 	}
 	s := (*SingleTable)(h)
@@ -928,70 +930,70 @@ func (h *stHistory) ListByUser(ctx context.Context, userID string) ([]billing.Su
 // so that they never interleave with an engine write.
 
 // CreateSubscription implements [billing.Payments.CreateSubscription].
-func (p *stPayments) CreateSubscription(ctx context.Context, s billing.RecurringSubscription) (billing.RecurringSubscription, error) {
+func (p *stPayments) CreateSubscription(ctx context.Context, s entitlement.RecurringSubscription) (entitlement.RecurringSubscription, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pay.CreateSubscription(ctx, s)
 }
 
 // GetSubscription implements [billing.Payments.GetSubscription].
-func (p *stPayments) GetSubscription(ctx context.Context, accountID, subscriptionID, sku string) (billing.RecurringSubscription, error) {
+func (p *stPayments) GetSubscription(ctx context.Context, accountID, subscriptionID, sku string) (entitlement.RecurringSubscription, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pay.GetSubscription(ctx, accountID, subscriptionID, sku)
 }
 
 // UpdateSubscription implements [billing.Payments.UpdateSubscription].
-func (p *stPayments) UpdateSubscription(ctx context.Context, prev, next billing.RecurringSubscription) (billing.RecurringSubscription, error) {
+func (p *stPayments) UpdateSubscription(ctx context.Context, prev, next entitlement.RecurringSubscription) (entitlement.RecurringSubscription, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pay.UpdateSubscription(ctx, prev, next)
 }
 
 // MarkReminded implements [billing.Payments.MarkReminded].
-func (p *stPayments) MarkReminded(ctx context.Context, prev billing.RecurringSubscription, nextReminder time.Time) (billing.RecurringSubscription, error) {
+func (p *stPayments) MarkReminded(ctx context.Context, prev entitlement.RecurringSubscription, nextReminder time.Time) (entitlement.RecurringSubscription, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pay.MarkReminded(ctx, prev, nextReminder)
 }
 
 // SubscriptionsByAccount implements [billing.Payments.SubscriptionsByAccount].
-func (p *stPayments) SubscriptionsByAccount(ctx context.Context, accountID string) ([]billing.RecurringSubscription, error) {
+func (p *stPayments) SubscriptionsByAccount(ctx context.Context, accountID string) ([]entitlement.RecurringSubscription, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pay.SubscriptionsByAccount(ctx, accountID)
 }
 
 // DuePaymentsByDate implements [billing.Payments.DuePaymentsByDate].
-func (p *stPayments) DuePaymentsByDate(ctx context.Context, day time.Time, token string) ([]billing.RecurringSubscription, string, error) {
+func (p *stPayments) DuePaymentsByDate(ctx context.Context, day time.Time, token string) ([]entitlement.RecurringSubscription, string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pay.DuePaymentsByDate(ctx, day, token)
 }
 
 // DueRemindersByDate implements [billing.Payments.DueRemindersByDate].
-func (p *stPayments) DueRemindersByDate(ctx context.Context, day time.Time, token string) ([]billing.RecurringSubscription, string, error) {
+func (p *stPayments) DueRemindersByDate(ctx context.Context, day time.Time, token string) ([]entitlement.RecurringSubscription, string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pay.DueRemindersByDate(ctx, day, token)
 }
 
 // CreateReceipt implements [billing.Payments.CreateReceipt].
-func (p *stPayments) CreateReceipt(ctx context.Context, r billing.Receipt) (billing.Receipt, error) {
+func (p *stPayments) CreateReceipt(ctx context.Context, r entitlement.Receipt) (entitlement.Receipt, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pay.CreateReceipt(ctx, r)
 }
 
 // ReceiptsByAccount implements [billing.Payments.ReceiptsByAccount].
-func (p *stPayments) ReceiptsByAccount(ctx context.Context, accountID string, since time.Time) ([]billing.Receipt, error) {
+func (p *stPayments) ReceiptsByAccount(ctx context.Context, accountID string, since time.Time) ([]entitlement.Receipt, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pay.ReceiptsByAccount(ctx, accountID, since)
 }
 
 // RecordPayment implements [billing.Payments.RecordPayment].
-func (p *stPayments) RecordPayment(ctx context.Context, prev billing.RecurringSubscription, r billing.Receipt, nextPayment, nextReminder time.Time) (billing.RecurringSubscription, billing.Receipt, error) {
+func (p *stPayments) RecordPayment(ctx context.Context, prev entitlement.RecurringSubscription, r entitlement.Receipt, nextPayment, nextReminder time.Time) (entitlement.RecurringSubscription, entitlement.Receipt, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pay.RecordPayment(ctx, prev, r, nextPayment, nextReminder)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/entitlement"
+	"github.com/dynabill/billing/internal/layout"
 )
 
 // SingleTableStores is one store of the single-table layout under test:
@@ -17,7 +19,7 @@ import (
 type SingleTableStores struct {
 	Repository billing.Repository
 	History    billing.History
-	Payments   billing.Payments
+	Payments   entitlement.Payments
 }
 
 // SingleTableFactory returns stores on a fresh, empty table, reading the
@@ -87,14 +89,14 @@ func (s *stSuite) env(t *testing.T, pageSize int) *stEnv {
 func (e *stEnv) ctx() context.Context { return e.t.Context() }
 
 // ref returns a new subscription of account (a new account when "").
-func (e *stEnv) ref(account, sku string) billing.SubscriptionRef {
+func (e *stEnv) ref(account, sku string) layout.SubscriptionRef {
 	if account == "" {
 		account = "acct-" + e.ids.tag + "-" + strings.TrimPrefix(e.ids.user(), "user-")
 	}
-	return billing.SubscriptionRef{AccountID: account, SubscriptionID: "sub" + strings.ReplaceAll(e.ids.subID()[len(e.ids.tag):], "-", ""), SKU: sku}
+	return layout.SubscriptionRef{AccountID: account, SubscriptionID: "sub" + strings.ReplaceAll(e.ids.subID()[len(e.ids.tag):], "-", ""), SKU: sku}
 }
 
-func (e *stEnv) add(ref billing.SubscriptionRef, billingDate time.Time, st billing.Status) billing.Subscription {
+func (e *stEnv) add(ref layout.SubscriptionRef, billingDate time.Time, st billing.Status) billing.Subscription {
 	e.t.Helper()
 	r := e.ids.record(ref.UserID(), billingDate, st)
 	if err := e.Repository.Add(e.ctx(), &r); err != nil {
@@ -114,7 +116,7 @@ func (e *stEnv) update(prev, next billing.Subscription, create ...billing.Subscr
 	}
 }
 
-func (e *stEnv) sub(ref billing.SubscriptionRef) billing.RecurringSubscription {
+func (e *stEnv) sub(ref layout.SubscriptionRef) entitlement.RecurringSubscription {
 	e.t.Helper()
 	s, err := e.Payments.GetSubscription(e.ctx(), ref.AccountID, ref.SubscriptionID, ref.SKU)
 	if err != nil {
@@ -124,18 +126,18 @@ func (e *stEnv) sub(ref billing.SubscriptionRef) billing.RecurringSubscription {
 }
 
 // requireDue checks the subscription item's due dates (zero: absent).
-func (e *stEnv) requireDue(ref billing.SubscriptionRef, payment, reminder time.Time) billing.RecurringSubscription {
+func (e *stEnv) requireDue(ref layout.SubscriptionRef, payment, reminder time.Time) entitlement.RecurringSubscription {
 	e.t.Helper()
 	s := e.sub(ref)
-	if !s.NextPaymentDate.Equal(billing.PaymentDate(payment)) || !s.NextReminderDate.Equal(billing.PaymentDate(reminder)) {
+	if !s.NextPaymentDate.Equal(entitlement.PaymentDate(payment)) || !s.NextReminderDate.Equal(entitlement.PaymentDate(reminder)) {
 		e.t.Fatalf("%s: NextPaymentDate %v, NextReminderDate %v; want %v, %v", ref.UserID(),
-			s.NextPaymentDate, s.NextReminderDate, billing.PaymentDate(payment), billing.PaymentDate(reminder))
+			s.NextPaymentDate, s.NextReminderDate, entitlement.PaymentDate(payment), entitlement.PaymentDate(reminder))
 	}
 	return s
 }
 
 func reminderOf(billingDate time.Time) time.Time {
-	return billing.PaymentDate(billingDate).AddDate(0, 0, -billing.NotificationLeadDays)
+	return entitlement.PaymentDate(billingDate).AddDate(0, 0, -billing.NotificationLeadDays)
 }
 
 func (s *stSuite) subscriptionFollowsPeriods(t *testing.T) {
@@ -163,9 +165,9 @@ func (s *stSuite) subscriptionFollowsPeriods(t *testing.T) {
 		t.Fatalf("after the payment: LastPaymentDate %v, version %d; want %v, 3", sub.LastPaymentDate, sub.Version, day(5))
 	}
 	recs, err := e.Payments.ReceiptsByAccount(e.ctx(), ref.AccountID, time.Time{})
-	want := billing.Receipt{AccountID: ref.AccountID, SubscriptionID: ref.SubscriptionID, SKU: ref.SKU,
+	want := entitlement.Receipt{AccountID: ref.AccountID, SubscriptionID: ref.SubscriptionID, SKU: ref.SKU,
 		ProcessedDate: done.CompletionDate, ProcessedAmount: done.Amount, TransactionID: done.TransactionID,
-		ExpiresAt: done.CompletionDate.Add(billing.DefaultReceiptRetention).Truncate(time.Second)}
+		ExpiresAt: done.CompletionDate.Add(layout.DefaultReceiptRetention).Truncate(time.Second)}
 	if err != nil || len(recs) != 1 || !recs[0].ProcessedDate.Equal(want.ProcessedDate) || !recs[0].ExpiresAt.Equal(want.ExpiresAt) {
 		t.Fatalf("receipts = %+v, %v; want exactly %+v", recs, err, want)
 	}
@@ -185,7 +187,7 @@ func (s *stSuite) subscriptionFollowsPeriods(t *testing.T) {
 	e.requireDue(ref, time.Time{}, time.Time{})
 	for _, d := range []time.Time{day(3), r2.BillingDate} {
 		due, _, err := e.Payments.DuePaymentsByDate(e.ctx(), d, "")
-		if err != nil || slices.ContainsFunc(due, func(s billing.RecurringSubscription) bool { return s.SubscriptionID == ref.SubscriptionID }) {
+		if err != nil || slices.ContainsFunc(due, func(s entitlement.RecurringSubscription) bool { return s.SubscriptionID == ref.SubscriptionID }) {
 			t.Fatalf("DuePaymentsByDate(%v) = %+v, %v; want the cancelled subscription gone", d, due, err)
 		}
 	}
@@ -205,7 +207,7 @@ func (s *stSuite) subscriptionFollowsPeriods(t *testing.T) {
 func (s *stSuite) severalSKUs(t *testing.T) {
 	e := s.env(t, 0)
 	first := e.ref("", "STREAM")
-	refs := []billing.SubscriptionRef{first, e.ref(first.AccountID, "MUSIC"), e.ref(first.AccountID, "NEWS")}
+	refs := []layout.SubscriptionRef{first, e.ref(first.AccountID, "MUSIC"), e.ref(first.AccountID, "NEWS")}
 	due := day(-1).Add(7 * time.Hour)
 	var added []billing.Subscription
 	for _, ref := range refs {
@@ -219,7 +221,7 @@ func (s *stSuite) severalSKUs(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		list func(context.Context, time.Time, string) ([]billing.RecurringSubscription, string, error)
+		list func(context.Context, time.Time, string) ([]entitlement.RecurringSubscription, string, error)
 		day  time.Time
 	}{{"DuePaymentsByDate", e.Payments.DuePaymentsByDate, due}, {"DueRemindersByDate", e.Payments.DueRemindersByDate, reminderOf(due)}} {
 		var n int
@@ -304,7 +306,7 @@ func requireSameRecords(t *testing.T, got, want []billing.Subscription) {
 func (s *stSuite) statusWalk(t *testing.T, pageSize int) {
 	e := s.env(t, pageSize)
 	at := func(days int, h time.Duration) time.Time {
-		return billing.PaymentDate(stNow).AddDate(0, 0, days).Add(h)
+		return entitlement.PaymentDate(stNow).AddDate(0, 0, days).Add(h)
 	}
 	var scheduled, errored, paused, window []billing.Subscription
 	// SCHEDULED: overdue within the catch-up, yesterday, earlier today,
@@ -342,7 +344,7 @@ func (s *stSuite) statusWalk(t *testing.T, pageSize int) {
 func (s *stSuite) cursors(t *testing.T) {
 	e := s.env(t, 1)
 	for i := range 4 {
-		e.add(e.ref("", "STREAM"), billing.PaymentDate(stNow).AddDate(0, 0, -i-1), billing.StatusScheduled)
+		e.add(e.ref("", "STREAM"), entitlement.PaymentDate(stNow).AddDate(0, 0, -i-1), billing.StatusScheduled)
 	}
 	q := billing.StatusQuery{Status: billing.StatusScheduled, Before: stNow}
 	p, err := e.Repository.QueryStatus(e.ctx(), q)
@@ -369,10 +371,10 @@ func (s *stSuite) rejectsUserIDs(t *testing.T) {
 	e := s.env(t, 0)
 	for _, u := range []string{"plain-user", "acct#sub", "#sub#sku", "acct#sub#", "acct##sku"} {
 		r := e.ids.record(u, day(1), billing.StatusScheduled)
-		if err := e.Repository.Add(e.ctx(), &r); !errors.Is(err, billing.ErrInvalidPayment) {
+		if err := e.Repository.Add(e.ctx(), &r); !errors.Is(err, entitlement.ErrInvalidPayment) {
 			t.Errorf("Add with user ID %q: %v; want ErrInvalidPayment", u, err)
 		}
-		if err := e.History.Add(e.ctx(), &r); !errors.Is(err, billing.ErrInvalidPayment) {
+		if err := e.History.Add(e.ctx(), &r); !errors.Is(err, entitlement.ErrInvalidPayment) {
 			t.Errorf("History.Add with user ID %q: %v; want ErrInvalidPayment", u, err)
 		}
 		if got, err := e.Repository.GetByID(e.ctx(), r.SubscriptionID); !errors.Is(err, billing.ErrNotFound) {

@@ -10,14 +10,17 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/dynamotest"
+	"github.com/dynabill/billing/internal/layout"
 )
 
 // stSuiteOptions maps the suites' users to subscriptions of their own
 // accounts, as the DynamoDB store's conformance tests do.
 var stSuiteOptions = billingtest.SuiteOptions{
 	UserID: func(base string) string {
-		return billing.SubscriptionRef{AccountID: base, SubscriptionID: "S1", SKU: "SKU9"}.UserID()
+		return layout.SubscriptionRef{AccountID: base, SubscriptionID: "S1", SKU: "SKU9"}.UserID()
 	},
 	SkipStatusQueries: true,
 }
@@ -48,7 +51,7 @@ var stNow = time.Date(2024, 5, 15, 12, 0, 0, 0, time.UTC)
 func stDay(n int) time.Time { return time.Date(2024, 5, 15, 0, 0, 0, 0, time.UTC).AddDate(0, 0, n) }
 
 // stRecord is a period of ref; n makes its IDs and last_run_date unique.
-func stRecord(ref billing.SubscriptionRef, n int, billingDate time.Time, st billing.Status) billing.Subscription {
+func stRecord(ref layout.SubscriptionRef, n int, billingDate time.Time, st billing.Status) billing.Subscription {
 	run := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(n) * time.Minute)
 	return billing.Subscription{
 		UserID: ref.UserID(), BillingDate: billingDate, SubscriptionID: fmt.Sprintf("period-%d", n),
@@ -67,7 +70,7 @@ func stNext(prev billing.Subscription, n int, st billing.Status) billing.Subscri
 
 func TestSingleTableDefaults(t *testing.T) {
 	s := billingtest.NewSingleTable(billingtest.SingleTableOptions{})
-	ref := billing.SubscriptionRef{AccountID: "acct", SubscriptionID: "sub", SKU: "STREAM"}
+	ref := layout.SubscriptionRef{AccountID: "acct", SubscriptionID: "sub", SKU: "STREAM"}
 	r := stRecord(ref, 1, time.Date(2024, 1, 20, 9, 0, 0, 0, time.UTC), billing.StatusScheduled)
 	if err := s.Repository().Add(t.Context(), &r); err != nil {
 		t.Fatal(err)
@@ -86,7 +89,7 @@ func TestSingleTableDefaults(t *testing.T) {
 		t.Fatalf("open-ended query at the default clock = %+v, %v; want nothing (the period is later)", p, err)
 	}
 	for _, o := range []billingtest.SingleTableOptions{{PageSize: -1}, {CatchUpDays: -1}, {ReminderLeadDays: -1}, {ReceiptRetention: -1},
-		{Table: billing.SingleTableConfig{AccountPrefix: "PER"}}} {
+		{Table: dynamostore.SingleTableConfig{AccountPrefix: "PER"}}} {
 		func() {
 			defer func() {
 				if recover() == nil {
@@ -98,7 +101,7 @@ func TestSingleTableDefaults(t *testing.T) {
 	}
 }
 
-func stDayOf(t time.Time) time.Time { return billing.PaymentDate(t) }
+func stDayOf(t time.Time) time.Time { return entitlement.PaymentDate(t) }
 
 // stEnv is a twin with helpers that fail the test.
 type stEnv struct {
@@ -107,7 +110,7 @@ type stEnv struct {
 	st    *billingtest.SingleTable
 	repo  billing.Repository
 	hist  billing.History
-	pay   billing.Payments
+	pay   entitlement.Payments
 }
 
 func newSTEnv(t *testing.T, opts billingtest.SingleTableOptions) *stEnv {
@@ -128,7 +131,7 @@ func (e *stEnv) add(recs ...billing.Subscription) {
 	}
 }
 
-func (e *stEnv) sub(ref billing.SubscriptionRef) billing.RecurringSubscription {
+func (e *stEnv) sub(ref layout.SubscriptionRef) entitlement.RecurringSubscription {
 	e.t.Helper()
 	s, err := e.pay.GetSubscription(e.t.Context(), ref.AccountID, ref.SubscriptionID, ref.SKU)
 	if err != nil {
@@ -137,7 +140,7 @@ func (e *stEnv) sub(ref billing.SubscriptionRef) billing.RecurringSubscription {
 	return s
 }
 
-func (e *stEnv) receipts(account string) []billing.Receipt {
+func (e *stEnv) receipts(account string) []entitlement.Receipt {
 	e.t.Helper()
 	recs, err := e.pay.ReceiptsByAccount(e.t.Context(), account, time.Time{})
 	if err != nil {
@@ -146,7 +149,7 @@ func (e *stEnv) receipts(account string) []billing.Receipt {
 	return recs
 }
 
-func (e *stEnv) historyCount(ref billing.SubscriptionRef) int {
+func (e *stEnv) historyCount(ref layout.SubscriptionRef) int {
 	e.t.Helper()
 	rows, err := e.hist.ListByUser(e.t.Context(), ref.UserID())
 	if err != nil {
@@ -162,9 +165,9 @@ func (e *stEnv) historyCount(ref billing.SubscriptionRef) int {
 func TestSingleTableReceiptKeys(t *testing.T) {
 	e := newSTEnv(t, billingtest.SingleTableOptions{})
 	ctx := t.Context()
-	a := billing.SubscriptionRef{AccountID: "acct", SubscriptionID: "subA", SKU: "STREAM"}
-	b := billing.SubscriptionRef{AccountID: "acct", SubscriptionID: "subB", SKU: "STREAM"} // same receipt partition and SKU
-	c := billing.SubscriptionRef{AccountID: "acct", SubscriptionID: "subC", SKU: "STREAM"}
+	a := layout.SubscriptionRef{AccountID: "acct", SubscriptionID: "subA", SKU: "STREAM"}
+	b := layout.SubscriptionRef{AccountID: "acct", SubscriptionID: "subB", SKU: "STREAM"} // same receipt partition and SKU
+	c := layout.SubscriptionRef{AccountID: "acct", SubscriptionID: "subC", SKU: "STREAM"}
 	ra, rb, rc := stRecord(a, 1, stDay(-1), billing.StatusScheduled), stRecord(b, 2, stDay(-1), billing.StatusScheduled),
 		stRecord(c, 3, stDay(-1), billing.StatusScheduled)
 	e.add(ra, rb, rc)
@@ -186,7 +189,7 @@ func TestSingleTableReceiptKeys(t *testing.T) {
 
 	// Every key up to 8 ns later taken: nothing is written.
 	for i := 2; i <= stMaxReceiptMoves; i++ {
-		if _, err := e.pay.CreateReceipt(ctx, billing.Receipt{AccountID: "acct", SubscriptionID: "other", SKU: "STREAM",
+		if _, err := e.pay.CreateReceipt(ctx, entitlement.Receipt{AccountID: "acct", SubscriptionID: "other", SKU: "STREAM",
 			ProcessedDate: paidAt.Add(time.Duration(i) * time.Nanosecond), ProcessedAmount: 1}); err != nil {
 			t.Fatal(err)
 		}
@@ -228,7 +231,7 @@ func TestSingleTableReceiptKeys(t *testing.T) {
 		t.Fatalf("Update with a taken history row and no free receipt key = %v; want the history row's ErrConflict", err)
 	}
 	// Its own receipt replayed at the first key: idempotent.
-	if _, err := e.pay.CreateReceipt(ctx, billing.Receipt{AccountID: "acct", SubscriptionID: c.SubscriptionID, SKU: "STREAM",
+	if _, err := e.pay.CreateReceipt(ctx, entitlement.Receipt{AccountID: "acct", SubscriptionID: c.SubscriptionID, SKU: "STREAM",
 		ProcessedDate: paidAt.Add(-time.Second), ProcessedAmount: dc.Amount, TransactionID: "tx-c"}); err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +253,7 @@ const stMaxReceiptMoves = 8
 func TestSingleTableAdminMoveCompletes(t *testing.T) {
 	e := newSTEnv(t, billingtest.SingleTableOptions{})
 	ctx := t.Context()
-	ref := billing.SubscriptionRef{AccountID: "acct", SubscriptionID: "sub", SKU: "STREAM"}
+	ref := layout.SubscriptionRef{AccountID: "acct", SubscriptionID: "sub", SKU: "STREAM"}
 	r := stRecord(ref, 1, stDay(2), billing.StatusScheduled)
 	e.add(r)
 	moved := stNext(r, 2, billing.StatusCompleted)
@@ -298,8 +301,8 @@ func TestSingleTableAddAllGroups(t *testing.T) {
 	}
 	e := newSTEnv(t, billingtest.SingleTableOptions{Collisions: policy})
 	ctx := t.Context()
-	ref := billing.SubscriptionRef{AccountID: "acct", SubscriptionID: "sub", SKU: "STREAM"}
-	other := billing.SubscriptionRef{AccountID: "acct2", SubscriptionID: "sub", SKU: "STREAM"}
+	ref := layout.SubscriptionRef{AccountID: "acct", SubscriptionID: "sub", SKU: "STREAM"}
+	other := layout.SubscriptionRef{AccountID: "acct2", SubscriptionID: "sub", SKU: "STREAM"}
 	var recs []billing.Subscription
 	for i := range 20 {
 		recs = append(recs, stRecord(ref, i, stDay(31*i), billing.StatusScheduled))
@@ -334,7 +337,7 @@ func TestSingleTableAddAllGroups(t *testing.T) {
 func TestSingleTableGetByIDPointers(t *testing.T) {
 	e := newSTEnv(t, billingtest.SingleTableOptions{})
 	ctx := t.Context()
-	ref := billing.SubscriptionRef{AccountID: "acct", SubscriptionID: "sub", SKU: "STREAM"}
+	ref := layout.SubscriptionRef{AccountID: "acct", SubscriptionID: "sub", SKU: "STREAM"}
 	r := stRecord(ref, 1, stDay(5), billing.StatusScheduled)
 	e.add(r)
 	row := stRecord(ref, 2, stDay(9), billing.StatusScheduled)
@@ -375,7 +378,7 @@ func TestSingleTableGetByIDPointers(t *testing.T) {
 func TestSingleTableRejectsUserIDs(t *testing.T) {
 	e := newSTEnv(t, billingtest.SingleTableOptions{})
 	ctx := t.Context()
-	ref := billing.SubscriptionRef{AccountID: "acct", SubscriptionID: "sub", SKU: "STREAM"}
+	ref := layout.SubscriptionRef{AccountID: "acct", SubscriptionID: "sub", SKU: "STREAM"}
 	r := stRecord(ref, 1, stDay(5), billing.StatusScheduled)
 	e.add(r)
 	plain := r
@@ -391,7 +394,7 @@ func TestSingleTableRejectsUserIDs(t *testing.T) {
 		"HistoryAdd":    e.hist.Add(ctx, &plain),
 	}
 	for name, err := range checks {
-		if !errors.Is(err, billing.ErrInvalidPayment) {
+		if !errors.Is(err, entitlement.ErrInvalidPayment) {
 			t.Errorf("%s with user ID %q = %v; want ErrInvalidPayment", name, plain.UserID, err)
 		}
 	}
@@ -408,7 +411,7 @@ func TestSingleTableStatusPages(t *testing.T) {
 	ctx := t.Context()
 	var want []billing.Subscription
 	for i := range 3 {
-		ref := billing.SubscriptionRef{AccountID: fmt.Sprintf("acct%d", i), SubscriptionID: "sub", SKU: "STREAM"}
+		ref := layout.SubscriptionRef{AccountID: fmt.Sprintf("acct%d", i), SubscriptionID: "sub", SKU: "STREAM"}
 		r := stRecord(ref, i, stDay(-2).Add(time.Duration(i)*time.Hour), billing.StatusScheduled)
 		later := stRecord(ref, 10+i, stDay(20), billing.StatusScheduled) // not due before now
 		e.add(r, later)
@@ -495,10 +498,10 @@ func TestSingleTableStatusPages(t *testing.T) {
 func TestSingleTableConcurrent(t *testing.T) {
 	e := newSTEnv(t, billingtest.SingleTableOptions{PageSize: 3})
 	ctx := t.Context()
-	var refs []billing.SubscriptionRef
+	var refs []layout.SubscriptionRef
 	var firsts []billing.Subscription
 	for i := range 6 {
-		ref := billing.SubscriptionRef{AccountID: fmt.Sprintf("acct%d", i%2), SubscriptionID: fmt.Sprintf("sub%d", i), SKU: "STREAM"}
+		ref := layout.SubscriptionRef{AccountID: fmt.Sprintf("acct%d", i%2), SubscriptionID: fmt.Sprintf("sub%d", i), SKU: "STREAM"}
 		r := stRecord(ref, i, stDay(-1), billing.StatusScheduled)
 		e.add(r)
 		refs, firsts = append(refs, ref), append(firsts, r)
@@ -565,12 +568,12 @@ func TestSingleTableMatchesDynamo(t *testing.T) {
 	}
 	t.Parallel()
 	client := dynamotest.Client(t)
-	table := billing.SingleTableConfig{Table: dynamotest.TableName(t, "payments"), AccountPrefix: "ACC#", TTLAttribute: "TTL"}
-	dynamotest.CreateTable(t, client, billing.SingleTableDefinition(table))
+	table := dynamostore.SingleTableConfig{Table: dynamotest.TableName(t, "payments"), AccountPrefix: "ACC#", TTLAttribute: "TTL"}
+	dynamotest.CreateTable(t, client, dynamostore.SingleTableDefinition(table))
 	wrapped := dynamotest.Wrap(client)
 	t.Cleanup(func() { wrapped.AssertNoViolations(t) })
 	clock := billingtest.NewClock(stNow)
-	dyn, err := billing.NewSingleTableRepository(billing.SingleTableStoreConfig{Client: wrapped, Table: table, Clock: clock, PageSize: 2})
+	dyn, err := dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{Client: wrapped, Table: table, Clock: clock, PageSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -599,13 +602,13 @@ func TestSingleTableMatchesDynamo(t *testing.T) {
 		step(name, func(s billingtest.SingleTableStores) (any, error) { return nil, op(s) })
 	}
 
-	a := billing.SubscriptionRef{AccountID: "a1", SubscriptionID: "subA", SKU: "STREAM"}
-	b := billing.SubscriptionRef{AccountID: "a1", SubscriptionID: "subB", SKU: "STREAM"} // a's receipt partition and SKU
-	c := billing.SubscriptionRef{AccountID: "a1", SubscriptionID: "subC", SKU: "MUSIC"}
-	d := billing.SubscriptionRef{AccountID: "a2", SubscriptionID: "subD", SKU: "STREAM"}
-	refs := []billing.SubscriptionRef{a, b, c, d}
+	a := layout.SubscriptionRef{AccountID: "a1", SubscriptionID: "subA", SKU: "STREAM"}
+	b := layout.SubscriptionRef{AccountID: "a1", SubscriptionID: "subB", SKU: "STREAM"} // a's receipt partition and SKU
+	c := layout.SubscriptionRef{AccountID: "a1", SubscriptionID: "subC", SKU: "MUSIC"}
+	d := layout.SubscriptionRef{AccountID: "a2", SubscriptionID: "subD", SKU: "STREAM"}
+	refs := []layout.SubscriptionRef{a, b, c, d}
 	ids := map[string]bool{}
-	rec := func(ref billing.SubscriptionRef, n int, bd time.Time, st billing.Status) billing.Subscription {
+	rec := func(ref layout.SubscriptionRef, n int, bd time.Time, st billing.Status) billing.Subscription {
 		r := stRecord(ref, n, bd, st)
 		ids[r.SubscriptionID] = true
 		return r
@@ -631,7 +634,7 @@ func TestSingleTableMatchesDynamo(t *testing.T) {
 	}
 
 	step("CreateSubscription d", func(s billingtest.SingleTableStores) (any, error) {
-		return s.Payments.CreateSubscription(ctx, billing.RecurringSubscription{AccountID: d.AccountID, SubscriptionID: d.SubscriptionID, SKU: d.SKU,
+		return s.Payments.CreateSubscription(ctx, entitlement.RecurringSubscription{AccountID: d.AccountID, SubscriptionID: d.SubscriptionID, SKU: d.SKU,
 			Email: "d@example.com", PaymentDay: 5, PaymentAmount: billing.Cents(999), PaymentDetails: "tok"})
 	})
 	paidAt := stDay(-3).Add(10*time.Hour + 123*time.Millisecond)
@@ -668,11 +671,11 @@ func TestSingleTableMatchesDynamo(t *testing.T) {
 	q1w := stNext(q1, 13, billing.StatusWaived)
 	update("waive completed q1 (illegal)", q1c, q1w)
 	// Every receipt key a third payment at paidAt could move to is taken.
-	e := billing.SubscriptionRef{AccountID: "a1", SubscriptionID: "subE", SKU: "STREAM"}
+	e := layout.SubscriptionRef{AccountID: "a1", SubscriptionID: "subE", SKU: "STREAM"}
 	refs = append(refs, e)
 	for i := 2; i <= stMaxReceiptMoves; i++ {
 		step(fmt.Sprint("CreateReceipt +", i, "ns"), func(s billingtest.SingleTableStores) (any, error) {
-			return s.Payments.CreateReceipt(ctx, billing.Receipt{AccountID: "a1", SubscriptionID: "other", SKU: "STREAM",
+			return s.Payments.CreateReceipt(ctx, entitlement.Receipt{AccountID: "a1", SubscriptionID: "other", SKU: "STREAM",
 				ProcessedDate: paidAt.Add(time.Duration(i) * time.Nanosecond), ProcessedAmount: 1})
 		})
 	}
@@ -783,11 +786,11 @@ func TestSingleTableMatchesDynamo(t *testing.T) {
 		step("ListBySubscription "+id, func(s billingtest.SingleTableStores) (any, error) { return s.History.ListBySubscription(ctx, id) })
 	}
 	for n := -5; n < 100; n++ {
-		for name, list := range map[string]func(billing.Payments) func(context.Context, time.Time, string) ([]billing.RecurringSubscription, string, error){
-			"DuePayments": func(p billing.Payments) func(context.Context, time.Time, string) ([]billing.RecurringSubscription, string, error) {
+		for name, list := range map[string]func(entitlement.Payments) func(context.Context, time.Time, string) ([]entitlement.RecurringSubscription, string, error){
+			"DuePayments": func(p entitlement.Payments) func(context.Context, time.Time, string) ([]entitlement.RecurringSubscription, string, error) {
 				return p.DuePaymentsByDate
 			},
-			"DueReminders": func(p billing.Payments) func(context.Context, time.Time, string) ([]billing.RecurringSubscription, string, error) {
+			"DueReminders": func(p entitlement.Payments) func(context.Context, time.Time, string) ([]entitlement.RecurringSubscription, string, error) {
 				return p.DueRemindersByDate
 			},
 		} {
@@ -824,7 +827,7 @@ func TestSingleTableMatchesDynamo(t *testing.T) {
 						return nil, errors.New("more than 1000 pages")
 					}
 					for _, it := range p.Items {
-						items = append(items, it.SubscriptionID+"@"+billing.BillingDateKey(&it))
+						items = append(items, it.SubscriptionID+"@"+layout.BillingDateKey(&it))
 					}
 					scanned += p.Scanned
 					if cur = p.Next; cur == "" {
@@ -843,7 +846,7 @@ func errKind(err error) string {
 		return "ok"
 	}
 	kind := ""
-	for _, s := range []error{billing.ErrConflict, billing.ErrAlreadyExists, billing.ErrNotFound, billing.ErrInvalidPayment,
+	for _, s := range []error{billing.ErrConflict, billing.ErrAlreadyExists, billing.ErrNotFound, entitlement.ErrInvalidPayment,
 		billing.ErrInvalidItem, billing.ErrIllegalTransition, billing.ErrInvalidCursor, billing.ErrInvalidQuery, billing.ErrInvalidDate} {
 		if errors.Is(err, s) {
 			kind += "[" + s.Error() + "]"

@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/internal/timefmt"
 )
 
@@ -26,7 +27,7 @@ type StoreOptions struct {
 	PageSize int
 	// StatusIndexMode selects the status index the store emulates, as
 	// [billing.TableConfig] does. Defaults to [billing.StatusIndexLegacy].
-	StatusIndexMode billing.StatusIndexMode
+	StatusIndexMode dynamostore.StatusIndexMode
 	// Collisions makes the keys of an AddAll batch distinct. Defaults to
 	// [billing.DefaultCollisionPolicy].
 	Collisions billing.CollisionPolicy
@@ -37,8 +38,8 @@ const defaultPageSize = 100
 
 // Table names accepted by [Store.Items] and [Store.PutRawItem].
 const (
-	SubscriptionsTable = billing.DefaultSubscriptionsTable
-	HistoryTable       = billing.DefaultHistoryTable
+	SubscriptionsTable = dynamostore.DefaultSubscriptionsTable
+	HistoryTable       = dynamostore.DefaultHistoryTable
 )
 
 // tableKey is an item's primary key: user_id and the sort key string
@@ -90,11 +91,11 @@ func NewStore(opts StoreOptions) *Store {
 	if opts.PageSize == 0 {
 		opts.PageSize = defaultPageSize
 	}
-	if opts.StatusIndexMode != billing.StatusIndexLegacy && opts.StatusIndexMode != billing.StatusIndexSorted {
+	if opts.StatusIndexMode != dynamostore.StatusIndexLegacy && opts.StatusIndexMode != dynamostore.StatusIndexSorted {
 		panic(fmt.Sprintf("billingtest: StoreOptions.StatusIndexMode: unknown %v", opts.StatusIndexMode))
 	}
 	if opts.Collisions == nil {
-		opts.Collisions = billing.DefaultCollisionPolicy
+		opts.Collisions = layout.DefaultCollisionPolicy
 	}
 	s := &Store{opts: opts, primary: table{}, history: table{}}
 	s.repo = &MemoryRepository{s: s}
@@ -122,13 +123,13 @@ func (s *Store) Items(tableName string) int {
 // item needs its key attributes as non-empty strings (user_id, and
 // billing_date or last_run_date); other attributes are not checked.
 func (s *Store) PutRawItem(tableName string, item map[string]types.AttributeValue) error {
-	skName := billing.AttrBillingDate
+	skName := layout.AttrBillingDate
 	if tableName == HistoryTable {
-		skName = billing.AttrLastRunDate
+		skName = layout.AttrLastRunDate
 	}
-	pk, sk := stringAttr(item, billing.AttrUserID), stringAttr(item, skName)
+	pk, sk := stringAttr(item, layout.AttrUserID), stringAttr(item, skName)
 	if pk == "" || sk == "" {
-		return fmt.Errorf("billingtest: PutRawItem: %s needs %s and %s as non-empty strings", tableName, billing.AttrUserID, skName)
+		return fmt.Errorf("billingtest: PutRawItem: %s needs %s and %s as non-empty strings", tableName, layout.AttrUserID, skName)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -188,7 +189,7 @@ func (r *MemoryRepository) Get(ctx context.Context, userID string, billingDate t
 	if !ok {
 		return billing.Subscription{}, fmt.Errorf("%w: user_id=%s billing_date=%s", billing.ErrNotFound, userID, bd)
 	}
-	return billing.DecodeItem(cloneItem(item))
+	return layout.DecodeItem(cloneItem(item))
 }
 
 // GetByID implements [billing.Repository.GetByID]. Should several records
@@ -198,13 +199,13 @@ func (r *MemoryRepository) GetByID(ctx context.Context, subscriptionID string) (
 		return billing.Subscription{}, err
 	}
 	r.s.mu.Lock()
-	found := r.s.primary.where(billing.AttrSubscriptionID, subscriptionID)
+	found := r.s.primary.where(layout.AttrSubscriptionID, subscriptionID)
 	r.s.mu.Unlock()
 	if len(found) == 0 {
 		return billing.Subscription{}, fmt.Errorf("%w: subscription_id=%s", billing.ErrNotFound, subscriptionID)
 	}
 	sortByKey(found, false)
-	return billing.DecodeItem(cloneItem(found[0].item))
+	return layout.DecodeItem(cloneItem(found[0].item))
 }
 
 // ListByUser implements [billing.Repository.ListByUser].
@@ -244,15 +245,15 @@ func (s *Store) setAttempt(ctx context.Context, prev, next *billing.Subscription
 	if prev == nil || next == nil {
 		return errors.New("billingtest: set attempt: nil record")
 	}
-	if err := billing.ValidateAttemptUpdate(prev, next); err != nil {
+	if err := layout.ValidateAttemptUpdate(prev, next); err != nil {
 		return err
 	}
-	before, _ := billing.EncodeItem(prev)
-	enc, err := billing.EncodeItem(next)
+	before, _ := layout.EncodeItem(prev)
+	enc, err := layout.EncodeItem(next)
 	if err != nil {
 		return err
 	}
-	key := tableKey{prev.UserID, billing.BillingDateKey(prev)}
+	key := tableKey{prev.UserID, layout.BillingDateKey(prev)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, ok := s.primary[key]
@@ -282,7 +283,7 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 	if prev == nil || next == nil {
 		return fmt.Errorf("billingtest: %s: nil record", op)
 	}
-	if err := billing.ValidateUpdate(prev, next, dateChange); err != nil {
+	if err := layout.ValidateUpdate(prev, next, dateChange); err != nil {
 		return err
 	}
 	item, hitem, err := encodeBoth(next)
@@ -303,7 +304,7 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 		}
 		adds = append(adds, created{ci, ch})
 	}
-	oldKey := tableKey{prev.UserID, billing.BillingDateKey(prev)}
+	oldKey := tableKey{prev.UserID, layout.BillingDateKey(prev)}
 	newKey, hk := primaryKey(item), historyKey(hitem)
 	conflict := func(key, reason string) error {
 		return &billing.ConflictError{Op: op, Key: key, Reason: reason, Err: billing.ErrConflict}
@@ -410,7 +411,7 @@ func itemInFlight(item map[string]types.AttributeValue) bool {
 		}
 		return 0
 	}
-	return num(billing.AttrAttemptNumber) > num(billing.AttrAttempt)
+	return num(layout.AttrAttemptNumber) > num(layout.AttrAttempt)
 }
 
 // inFlightAt reports whether the stored record at userID and billingDate
@@ -425,10 +426,10 @@ func (s *Store) inFlightAt(userID, billingDate string) bool {
 // encodeBoth encodes s for the primary table and for history; the items
 // share no attribute values with s.
 func encodeBoth(s *billing.Subscription) (item, hitem map[string]types.AttributeValue, err error) {
-	if item, err = billing.EncodeItem(s); err != nil {
+	if item, err = layout.EncodeItem(s); err != nil {
 		return nil, nil, err
 	}
-	if hitem, err = billing.EncodeHistoryItem(s); err != nil {
+	if hitem, err = layout.EncodeHistoryItem(s); err != nil {
 		return nil, nil, err
 	}
 	return cloneItem(item), cloneItem(hitem), nil
@@ -443,11 +444,11 @@ func batchError(subs []billing.Subscription, err error) error {
 }
 
 func primaryKey(item map[string]types.AttributeValue) tableKey {
-	return tableKey{stringAttr(item, billing.AttrUserID), stringAttr(item, billing.AttrBillingDate)}
+	return tableKey{stringAttr(item, layout.AttrUserID), stringAttr(item, layout.AttrBillingDate)}
 }
 
 func historyKey(item map[string]types.AttributeValue) tableKey {
-	return tableKey{stringAttr(item, billing.AttrUserID), stringAttr(item, billing.AttrLastRunDate)}
+	return tableKey{stringAttr(item, layout.AttrUserID), stringAttr(item, layout.AttrLastRunDate)}
 }
 
 // stringAttr returns an S attribute's value, "" when absent or not S.
@@ -468,8 +469,8 @@ func fenceHolds(cur map[string]types.AttributeValue, prev *billing.Subscription)
 		}
 		return v.Value == strconv.Itoa(want)
 	}
-	return attrIs(cur, billing.AttrBillingStatus, string(prev.Status)) && attrIs(cur, billing.AttrLastRunDate, billing.LastRunDateKey(prev)) &&
-		num(billing.AttrAttempt, prev.Attempt) && num(billing.AttrAttemptNumber, prev.LastAttempt.Number)
+	return attrIs(cur, layout.AttrBillingStatus, string(prev.Status)) && attrIs(cur, layout.AttrLastRunDate, layout.LastRunDateKey(prev)) &&
+		num(layout.AttrAttempt, prev.Attempt) && num(layout.AttrAttemptNumber, prev.LastAttempt.Number)
 }
 
 // attrIs is a condition: attribute = want, or attribute_not_exists when
@@ -548,7 +549,7 @@ func (s *Store) listUser(ctx context.Context, t table, userID string, desc bool,
 func decodeAll(items []keyedItem) ([]billing.Subscription, error) {
 	out := make([]billing.Subscription, 0, len(items))
 	for _, ki := range items {
-		sub, err := billing.DecodeItem(cloneItem(ki.item))
+		sub, err := layout.DecodeItem(cloneItem(ki.item))
 		if err != nil {
 			return nil, err
 		}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/layout"
 )
 
 // Add implements [billing.History.Add]: a put conditional on the key being
@@ -15,7 +15,7 @@ func (h *MemoryHistory) Add(ctx context.Context, sub *billing.Subscription) erro
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	item, err := billing.EncodeHistoryItem(sub)
+	item, err := layout.EncodeHistoryItem(sub)
 	if err != nil {
 		return err
 	}
@@ -41,7 +41,7 @@ func (h *MemoryHistory) AddAll(ctx context.Context, subs []billing.Subscription)
 	items := make([]map[string]types.AttributeValue, len(subs))
 	seen := map[tableKey]int{}
 	for i := range subs {
-		item, err := billing.EncodeHistoryItem(&subs[i])
+		item, err := layout.EncodeHistoryItem(&subs[i])
 		if err != nil {
 			return historyBatchError(subs, fmt.Errorf("row %d: %w", i, err))
 		}
@@ -70,7 +70,7 @@ func (h *MemoryHistory) ListBySubscription(ctx context.Context, subscriptionID s
 		return nil, err
 	}
 	h.s.mu.Lock()
-	found := h.s.history.where(billing.AttrSubscriptionID, subscriptionID)
+	found := h.s.history.where(layout.AttrSubscriptionID, subscriptionID)
 	h.s.mu.Unlock()
 	sortByKey(found, true)
 	return decodeAll(found)
@@ -82,7 +82,7 @@ func (h *MemoryHistory) ListByUser(ctx context.Context, userID string) ([]billin
 }
 
 func historyRowKey(s *billing.Subscription) string {
-	return s.Key() + " last_run_date=" + billing.LastRunDateKey(s)
+	return s.Key() + " last_run_date=" + layout.LastRunDateKey(s)
 }
 
 func historyBatchError(subs []billing.Subscription, err error) error {

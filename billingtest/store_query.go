@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/cursor"
+	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/internal/timefmt"
 )
 
@@ -45,14 +46,14 @@ func (r *MemoryRepository) QueryStatus(ctx context.Context, q billing.StatusQuer
 	scope := cursorScope(mode, q.Status)
 	var start *indexPos
 	if q.Cursor != "" {
-		key, err := cursor.Decode(scope, q.Cursor, billing.AttrUserID, billing.AttrBillingDate, billing.AttrBillingStatus)
+		key, err := cursor.Decode(scope, q.Cursor, layout.AttrUserID, layout.AttrBillingDate, layout.AttrBillingStatus)
 		if err != nil {
 			return billing.Page{}, fmt.Errorf("%w: %v", billing.ErrInvalidCursor, err)
 		}
-		if stringAttr(key, billing.AttrBillingStatus) != string(q.Status) {
+		if stringAttr(key, layout.AttrBillingStatus) != string(q.Status) {
 			return billing.Page{}, fmt.Errorf("%w: cursor of another status", billing.ErrInvalidCursor)
 		}
-		p := positionOf(mode, tableKey{stringAttr(key, billing.AttrUserID), stringAttr(key, billing.AttrBillingDate)})
+		p := positionOf(mode, tableKey{stringAttr(key, layout.AttrUserID), stringAttr(key, layout.AttrBillingDate)})
 		start = &p
 	}
 	limit := q.Limit
@@ -61,9 +62,9 @@ func (r *MemoryRepository) QueryStatus(ctx context.Context, q billing.StatusQuer
 	}
 
 	r.s.mu.Lock()
-	entries := r.s.primary.where(billing.AttrBillingStatus, string(q.Status))
+	entries := r.s.primary.where(layout.AttrBillingStatus, string(q.Status))
 	r.s.mu.Unlock()
-	sortByKey(entries, mode == billing.StatusIndexSorted)
+	sortByKey(entries, mode == dynamostore.StatusIndexSorted)
 
 	var (
 		page billing.Page
@@ -75,13 +76,13 @@ func (r *MemoryRepository) QueryStatus(ctx context.Context, q billing.StatusQuer
 			continue
 		}
 		in := inRange(e.key.sk)
-		if mode == billing.StatusIndexSorted && !in {
+		if mode == dynamostore.StatusIndexSorted && !in {
 			continue // outside the key condition: not read
 		}
 		page.Scanned++
 		last = e
 		if in {
-			sub, err := billing.DecodeItem(cloneItem(e.item))
+			sub, err := layout.DecodeItem(cloneItem(e.item))
 			switch {
 			case err != nil:
 				page.Invalid = append(page.Invalid, err)
@@ -96,9 +97,9 @@ func (r *MemoryRepository) QueryStatus(ctx context.Context, q billing.StatusQuer
 	page.Count = len(page.Items) + len(page.Invalid)
 	if page.Scanned == limit && last != nil {
 		next, err := cursor.Encode(scope, map[string]types.AttributeValue{
-			billing.AttrUserID:        &types.AttributeValueMemberS{Value: last.key.pk},
-			billing.AttrBillingDate:   &types.AttributeValueMemberS{Value: last.key.sk},
-			billing.AttrBillingStatus: &types.AttributeValueMemberS{Value: string(q.Status)},
+			layout.AttrUserID:        &types.AttributeValueMemberS{Value: last.key.pk},
+			layout.AttrBillingDate:   &types.AttributeValueMemberS{Value: last.key.sk},
+			layout.AttrBillingStatus: &types.AttributeValueMemberS{Value: string(q.Status)},
 		})
 		if err != nil {
 			return billing.Page{}, fmt.Errorf("billingtest: encode cursor: %w", err)
@@ -109,15 +110,15 @@ func (r *MemoryRepository) QueryStatus(ctx context.Context, q billing.StatusQuer
 }
 
 // cursorScope ties a cursor to the index mode and status it was made for.
-func cursorScope(mode billing.StatusIndexMode, status billing.Status) string {
+func cursorScope(mode dynamostore.StatusIndexMode, status billing.Status) string {
 	return "billingtest/status-index/" + mode.String() + "/" + string(status)
 }
 
 // indexPos is an item's position in the status index.
 type indexPos [2]string
 
-func positionOf(mode billing.StatusIndexMode, k tableKey) indexPos {
-	if mode == billing.StatusIndexSorted {
+func positionOf(mode dynamostore.StatusIndexMode, k tableKey) indexPos {
+	if mode == dynamostore.StatusIndexSorted {
 		return indexPos{k.sk, k.pk}
 	}
 	return indexPos{k.pk, k.sk}

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/layout"
 )
 
 // RequireHistoryMatchesPrimary checks the invariant that history mirrors
@@ -48,7 +48,7 @@ func RequireHistoryMatchesPrimary(t testing.TB, repo billing.Repository, hist bi
 		}
 		if d := diffStored(&row, rec); d != "" {
 			problems = append(problems, fmt.Sprintf("%s (subscription_id %s): newest history row (last_run_date %s) differs from the record: %s",
-				rec.Key(), rec.SubscriptionID, billing.LastRunDateKey(&row), d))
+				rec.Key(), rec.SubscriptionID, layout.LastRunDateKey(&row), d))
 		}
 	}
 	if len(problems) > 0 {
@@ -60,12 +60,12 @@ func RequireHistoryMatchesPrimary(t testing.TB, repo billing.Repository, hist bi
 // ([billing.EncodeItem]: data_ attributes left out) and describes the
 // attributes that differ as "name: got vs want"; "" when equal.
 func diffStored(got, want *billing.Subscription) string {
-	return diffItems(billing.EncodeItem, got, want)
+	return diffItems(layout.EncodeItem, got, want)
 }
 
 // diffHistoryRow is diffStored with the data_ attributes.
 func diffHistoryRow(got, want *billing.Subscription) string {
-	return diffItems(billing.EncodeHistoryItem, got, want)
+	return diffItems(layout.EncodeHistoryItem, got, want)
 }
 
 func diffItems(encode func(*billing.Subscription) (map[string]types.AttributeValue, error), got, want *billing.Subscription) string {

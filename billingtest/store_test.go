@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/internal/layout"
 )
 
 func TestRepositorySuite(t *testing.T) {
@@ -51,7 +52,7 @@ func mustAdd(t *testing.T, r billing.Repository, subs ...billing.Subscription) {
 }
 
 func TestStoreInvalidItemsReported(t *testing.T) {
-	for _, mode := range []billing.StatusIndexMode{billing.StatusIndexLegacy, billing.StatusIndexSorted} {
+	for _, mode := range []dynamostore.StatusIndexMode{dynamostore.StatusIndexLegacy, dynamostore.StatusIndexSorted} {
 		t.Run(mode.String(), func(t *testing.T) {
 			s := billingtest.NewStore(billingtest.StoreOptions{PageSize: 2, StatusIndexMode: mode})
 			repo := s.Repository()
@@ -60,11 +61,11 @@ func TestStoreInvalidItemsReported(t *testing.T) {
 			}
 			bad := func(date, amount string) map[string]types.AttributeValue {
 				return map[string]types.AttributeValue{
-					billing.AttrUserID:         &types.AttributeValueMemberS{Value: "u0"},
-					billing.AttrBillingDate:    &types.AttributeValueMemberS{Value: date},
-					billing.AttrSubscriptionID: &types.AttributeValueMemberS{Value: "bad-" + date},
-					billing.AttrBillingStatus:  &types.AttributeValueMemberS{Value: string(billing.StatusScheduled)},
-					billing.AttrBillingAmount:  &types.AttributeValueMemberS{Value: amount},
+					layout.AttrUserID:         &types.AttributeValueMemberS{Value: "u0"},
+					layout.AttrBillingDate:    &types.AttributeValueMemberS{Value: date},
+					layout.AttrSubscriptionID: &types.AttributeValueMemberS{Value: "bad-" + date},
+					layout.AttrBillingStatus:  &types.AttributeValueMemberS{Value: string(billing.StatusScheduled)},
+					layout.AttrBillingAmount:  &types.AttributeValueMemberS{Value: amount},
 				}
 			}
 			if err := s.PutRawItem(billingtest.SubscriptionsTable, bad("2024-05-20T00:00:00Z", "4.999")); err != nil {
@@ -97,11 +98,11 @@ func TestStoreInvalidItemsReported(t *testing.T) {
 				t.Fatalf("%d items and %d invalid over %d pages, want 5 and 1", len(items), len(invalid), pages)
 			}
 			var fe *billing.FieldError
-			if !errors.As(invalid[0], &fe) || fe.Field != billing.AttrBillingAmount || !errors.Is(fe, billing.ErrInvalidItem) || !strings.Contains(fe.Key, "u0") {
+			if !errors.As(invalid[0], &fe) || fe.Field != layout.AttrBillingAmount || !errors.Is(fe, billing.ErrInvalidItem) || !strings.Contains(fe.Key, "u0") {
 				t.Fatalf("invalid item reported as %v, want a FieldError naming billing_amount and the key", invalid[0])
 			}
 			wantScanned := 6
-			if mode == billing.StatusIndexLegacy {
+			if mode == dynamostore.StatusIndexLegacy {
 				wantScanned = 7
 			}
 			if scanned != wantScanned {
@@ -116,7 +117,7 @@ func TestStoreInvalidItemsReported(t *testing.T) {
 
 func TestStoreLastPageExactlyFull(t *testing.T) {
 	// DynamoDB returns a LastEvaluatedKey whenever Limit items were read.
-	s := billingtest.NewStore(billingtest.StoreOptions{PageSize: 3, StatusIndexMode: billing.StatusIndexSorted})
+	s := billingtest.NewStore(billingtest.StoreOptions{PageSize: 3, StatusIndexMode: dynamostore.StatusIndexSorted})
 	for i := range 3 {
 		mustAdd(t, s.Repository(), rec("u1", i, due.AddDate(0, 0, -i-1), billing.StatusScheduled))
 	}
@@ -150,22 +151,22 @@ func TestStoreLegacyPageOfFilteredItems(t *testing.T) {
 func TestStoreReturnsCopies(t *testing.T) {
 	s := billingtest.NewStore(billingtest.StoreOptions{})
 	r := rec("u1", 1, due, billing.StatusScheduled)
-	billing.SetExtraAttributes(&r, map[string]types.AttributeValue{"x_note": &types.AttributeValueMemberS{Value: "orig"}})
-	billing.SetDataAttributes(&r, map[string]types.AttributeValue{"data_l": &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: "orig"}}}})
+	layout.SetExtraAttributes(&r, map[string]types.AttributeValue{"x_note": &types.AttributeValueMemberS{Value: "orig"}})
+	layout.SetDataAttributes(&r, map[string]types.AttributeValue{"data_l": &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: "orig"}}}})
 	mustAdd(t, s.Repository(), r)
 	// Changing the input after Add changes nothing stored.
-	billing.ExtraAttributes(&r)["x_note"].(*types.AttributeValueMemberS).Value = "input changed"
-	billing.DataAttributes(&r)["data_l"].(*types.AttributeValueMemberL).Value[0] = &types.AttributeValueMemberS{Value: "input changed"}
+	layout.ExtraAttributes(&r)["x_note"].(*types.AttributeValueMemberS).Value = "input changed"
+	layout.DataAttributes(&r)["data_l"].(*types.AttributeValueMemberL).Value[0] = &types.AttributeValueMemberS{Value: "input changed"}
 
 	mutate := func(sub billing.Subscription) {
 		sub.Status = billing.StatusError
-		if v, ok := billing.ExtraAttributes(&sub)["x_note"].(*types.AttributeValueMemberS); ok {
+		if v, ok := layout.ExtraAttributes(&sub)["x_note"].(*types.AttributeValueMemberS); ok {
 			v.Value = "mutated"
 		}
-		if l, ok := billing.DataAttributes(&sub)["data_l"].(*types.AttributeValueMemberL); ok {
+		if l, ok := layout.DataAttributes(&sub)["data_l"].(*types.AttributeValueMemberL); ok {
 			l.Value[0].(*types.AttributeValueMemberS).Value = "mutated"
 		}
-		billing.ExtraAttributes(&sub)["added"] = &types.AttributeValueMemberS{Value: "x"}
+		layout.ExtraAttributes(&sub)["added"] = &types.AttributeValueMemberS{Value: "x"}
 	}
 	got, err := s.Repository().Get(t.Context(), "u1", due)
 	if err != nil {
@@ -183,11 +184,11 @@ func TestStoreReturnsCopies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := billing.ExtraAttributes(&again)["x_note"].(*types.AttributeValueMemberS).Value; v != "orig" || again.Status != billing.StatusScheduled || len(billing.ExtraAttributes(&again)) != 1 {
-		t.Fatalf("stored record changed through a returned copy: status %s, Extra %v", again.Status, billing.ExtraAttributes(&again))
+	if v := layout.ExtraAttributes(&again)["x_note"].(*types.AttributeValueMemberS).Value; v != "orig" || again.Status != billing.StatusScheduled || len(layout.ExtraAttributes(&again)) != 1 {
+		t.Fatalf("stored record changed through a returned copy: status %s, Extra %v", again.Status, layout.ExtraAttributes(&again))
 	}
 	hrows, _ := s.History().ListBySubscription(t.Context(), r.SubscriptionID)
-	if v := billing.DataAttributes(&hrows[0])["data_l"].(*types.AttributeValueMemberL).Value[0].(*types.AttributeValueMemberS).Value; v != "orig" {
+	if v := layout.DataAttributes(&hrows[0])["data_l"].(*types.AttributeValueMemberL).Value[0].(*types.AttributeValueMemberS).Value; v != "orig" {
 		t.Fatalf("stored history row changed through a copy: data_l[0] = %q", v)
 	}
 }
@@ -199,7 +200,7 @@ func TestStoreItemsAndPutRawItem(t *testing.T) {
 		t.Fatalf("Items = %d, %d; want 2, 2", n, h)
 	}
 	if err := s.PutRawItem(billingtest.HistoryTable, map[string]types.AttributeValue{
-		billing.AttrUserID: &types.AttributeValueMemberS{Value: "u1"},
+		layout.AttrUserID: &types.AttributeValueMemberS{Value: "u1"},
 	}); err == nil {
 		t.Fatal("PutRawItem without last_run_date succeeded")
 	}
@@ -274,17 +275,17 @@ func TestRequireHistoryMatchesPrimary(t *testing.T) {
 	}
 
 	// A primary write that bypassed history: the newest row is stale.
-	item, err := billing.EncodeItem(&next)
+	item, err := layout.EncodeItem(&next)
 	if err != nil {
 		t.Fatal(err)
 	}
-	item[billing.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "9.99"}
+	item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "9.99"}
 	if err := s.PutRawItem(billingtest.SubscriptionsTable, item); err != nil {
 		t.Fatal(err)
 	}
 	// And a record without any history row.
 	orphan := rec("u1", 9, due.AddDate(0, 1, 0), billing.StatusScheduled)
-	item, _ = billing.EncodeItem(&orphan)
+	item, _ = layout.EncodeItem(&orphan)
 	if err := s.PutRawItem(billingtest.SubscriptionsTable, item); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/internal/layout"
 )
 
 const adminDoc = `
@@ -275,7 +277,7 @@ func (a *app) admin(c *command, id string, describe func(b *billing.Subscription
 		}
 		if changed(&before, &cur) {
 			return fmt.Errorf("%w: %s %s: the record changed while waiting for confirmation (now %s, last_run_date %s); "+
-				"nothing was changed, run the command again", billing.ErrConflict, c.name, id, cur.Status, billing.LastRunDateKey(&cur))
+				"nothing was changed, run the command again", billing.ErrConflict, c.name, id, cur.Status, layout.LastRunDateKey(&cur))
 		}
 	}
 
@@ -318,8 +320,8 @@ func (a *app) admin(c *command, id string, describe func(b *billing.Subscription
 
 // changed reports whether cur is not the version of the record shown.
 func changed(shown, cur *billing.Subscription) bool {
-	return shown.Status != cur.Status || billing.LastRunDateKey(shown) != billing.LastRunDateKey(cur) ||
-		billing.BillingDateKey(shown) != billing.BillingDateKey(cur)
+	return shown.Status != cur.Status || layout.LastRunDateKey(shown) != layout.LastRunDateKey(cur) ||
+		layout.BillingDateKey(shown) != layout.BillingDateKey(cur)
 }
 
 // confirm asks on stderr and reads the answer from stdin: "y" or "yes"
@@ -360,7 +362,7 @@ func (a *app) adminCollector(repo billing.Repository, hist billing.History) (*bi
 	if err != nil {
 		return nil, nil, err
 	}
-	locker, err := billing.NewDynamoLocker(client, billing.WithLockTable(a.tables().Locks), billing.WithLockOwner(lockOwner()))
+	locker, err := dynamostore.NewLocker(client, dynamostore.WithLockTable(a.tables().Locks), dynamostore.WithLockOwner(lockOwner()))
 	if err != nil {
 		return nil, nil, err
 	}

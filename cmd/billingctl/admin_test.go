@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/internal/layout"
 )
 
 func TestAdminChanges(t *testing.T) {
@@ -97,7 +99,7 @@ func TestAdminChanges(t *testing.T) {
 			if !strings.Contains(r.stdout, "Before:") {
 				t.Errorf("the record was not shown before asking:\n%s", r)
 			}
-			if s := e.get(id); billing.LastRunDateKey(&s) != billing.LastRunDateKey(&before) || s.Status != before.Status {
+			if s := e.get(id); layout.LastRunDateKey(&s) != layout.LastRunDateKey(&before) || s.Status != before.Status {
 				t.Fatalf("declined change was applied: %+v", s)
 			}
 			// With --yes.
@@ -170,7 +172,7 @@ func TestAdminErrors(t *testing.T) {
 	t.Run("cancel a cancelled record", func(t *testing.T) {
 		r := e.run("", "cancel", "x1", "--yes")
 		r.want(t, exitFail, "billingctl: conflict: ", "record is CANCELLED")
-		if s := e.get("x1"); billing.LastRunDateKey(&s) != "2024-03-11T15:00:00.000000000Z" {
+		if s := e.get("x1"); layout.LastRunDateKey(&s) != "2024-03-11T15:00:00.000000000Z" {
 			t.Errorf("record rewritten: %+v", s)
 		}
 	})
@@ -192,7 +194,7 @@ func TestAdminErrors(t *testing.T) {
 		}
 	})
 	t.Run("locked", func(t *testing.T) {
-		locker, err := billing.NewDynamoLocker(e.client, billing.WithLockTable(e.tables.Locks))
+		locker, err := dynamostore.NewLocker(e.client, dynamostore.WithLockTable(e.tables.Locks))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,8 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/dynamostore"
 )
 
 // defaultRegion is the region when neither the flag, the environment nor
@@ -47,11 +47,11 @@ var globalNames = []string{"endpoint", "region", "table", "history-table", "lock
 func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.endpoint, "endpoint", g.endpoint, "DynamoDB endpoint `URL`, e.g. http://localhost:8000 (default: AWS)")
 	fs.StringVar(&g.region, "region", g.region, "AWS `region` (default: $AWS_REGION, $AWS_DEFAULT_REGION, shared config, "+defaultRegion+")")
-	fs.StringVar(&g.table, "table", g.table, "subscriptions table `name` (default "+billing.DefaultSubscriptionsTable+")")
-	fs.StringVar(&g.historyTable, "history-table", g.historyTable, "history table `name` (default "+billing.DefaultHistoryTable+")")
-	fs.StringVar(&g.lockTable, "lock-table", g.lockTable, "lock table `name` (default "+billing.DefaultLockTable+")")
-	fs.StringVar(&g.statusIndex, "status-index", g.statusIndex, "status index `mode`: legacy ("+billing.DefaultStatusIndex+
-		") or sorted ("+billing.DefaultSortedStatusIndex+") (default legacy)")
+	fs.StringVar(&g.table, "table", g.table, "subscriptions table `name` (default "+dynamostore.DefaultSubscriptionsTable+")")
+	fs.StringVar(&g.historyTable, "history-table", g.historyTable, "history table `name` (default "+dynamostore.DefaultHistoryTable+")")
+	fs.StringVar(&g.lockTable, "lock-table", g.lockTable, "lock table `name` (default "+dynamostore.DefaultLockTable+")")
+	fs.StringVar(&g.statusIndex, "status-index", g.statusIndex, "status index `mode`: legacy ("+dynamostore.DefaultStatusIndex+
+		") or sorted ("+dynamostore.DefaultSortedStatusIndex+") (default legacy)")
 	fs.BoolVar(&g.json, "json", g.json, "print JSON instead of tables")
 	fs.BoolVar(&g.yes, "yes", g.yes, "apply admin changes without asking")
 }
@@ -169,10 +169,10 @@ func capitalize(s string) string {
 }
 
 // tables returns the table configuration of the global flags.
-func (a *app) tables() billing.TableConfig {
-	cfg := billing.TableConfig{Subscriptions: a.g.table, History: a.g.historyTable, Locks: a.g.lockTable}
+func (a *app) tables() dynamostore.TableConfig {
+	cfg := dynamostore.TableConfig{Subscriptions: a.g.table, History: a.g.historyTable, Locks: a.g.lockTable}
 	if a.g.statusIndex == "sorted" {
-		cfg.StatusIndexMode = billing.StatusIndexSorted
+		cfg.StatusIndexMode = dynamostore.StatusIndexSorted
 	}
 	return cfg.WithDefaults()
 }
@@ -252,17 +252,17 @@ func localEndpoint(endpoint string) bool {
 }
 
 // stores returns the repository and the history on the configured tables.
-func (a *app) stores() (*billing.DynamoRepository, *billing.DynamoHistory, error) {
+func (a *app) stores() (*dynamostore.Repository, *dynamostore.History, error) {
 	client, err := a.dynamo()
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := billing.DynamoConfig{Client: client, Tables: a.tables()}
-	repo, err := billing.NewDynamoRepository(cfg)
+	cfg := dynamostore.Config{Client: client, Tables: a.tables()}
+	repo, err := dynamostore.NewRepository(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	hist, err := billing.NewDynamoHistory(cfg)
+	hist, err := dynamostore.NewHistory(cfg)
 	if err != nil {
 		return nil, nil, err
 	}

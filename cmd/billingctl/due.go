@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/dynamostore"
 )
 
 var dueCmd = &command{
@@ -174,7 +175,7 @@ func runDue(a *app, c *command, args []string) error {
 	total.ReadPerReturned = ratioJSON(total.ItemsRead, total.ItemsReturned)
 	tables := a.tables()
 	mode := "legacy: billing_date is a filter, every record of the status is read"
-	if tables.StatusIndexMode == billing.StatusIndexSorted {
+	if tables.StatusIndexMode == dynamostore.StatusIndexSorted {
 		mode = "sorted: billing_date is a key condition, only due records are read"
 	}
 	if a.g.json {

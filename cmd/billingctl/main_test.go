@@ -13,8 +13,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/dynamotest"
 )
 
@@ -84,9 +84,9 @@ type testEnv struct {
 	t        *testing.T
 	endpoint string
 	client   *dynamodb.Client
-	tables   billing.TableConfig
+	tables   dynamostore.TableConfig
 	mode     string
-	repo     *billing.DynamoRepository
+	repo     *dynamostore.Repository
 }
 
 // newEnv creates unique tables with "billingctl tables create" in the
@@ -94,13 +94,13 @@ type testEnv struct {
 func newEnv(t *testing.T, mode string) *testEnv {
 	t.Helper()
 	e := &testEnv{t: t, endpoint: dynamotest.Endpoint(t), client: dynamotest.Client(t), mode: mode}
-	e.tables = billing.TableConfig{
+	e.tables = dynamostore.TableConfig{
 		Subscriptions: dynamotest.TableName(t, "billing-activity"),
 		History:       dynamotest.TableName(t, "billing-activity-history"),
 		Locks:         dynamotest.TableName(t, "locks"),
 	}
 	if mode == "sorted" {
-		e.tables.StatusIndexMode = billing.StatusIndexSorted
+		e.tables.StatusIndexMode = dynamostore.StatusIndexSorted
 	}
 	e.tables = e.tables.WithDefaults()
 	t.Cleanup(func() {
@@ -111,7 +111,7 @@ func newEnv(t *testing.T, mode string) *testEnv {
 		}
 	})
 	e.run("", "tables", "create").want(t, 0, "created")
-	repo, err := billing.NewDynamoRepository(billing.DynamoConfig{Client: e.client, Tables: e.tables})
+	repo, err := dynamostore.NewRepository(dynamostore.Config{Client: e.client, Tables: e.tables})
 	if err != nil {
 		t.Fatal(err)
 	}

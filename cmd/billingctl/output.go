@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/layout"
 )
 
 // newTable returns a tabwriter for aligned columns.
@@ -32,13 +32,13 @@ func writeJSON(w io.Writer, v any) error {
 // looks at first, then the rest of the wire contract and the library's
 // attributes. Other attributes follow sorted, data_ ones last.
 var attrOrder = []string{
-	billing.AttrSubscriptionID, billing.AttrUserID, billing.AttrBillingDate, billing.AttrBillingStatus,
-	billing.AttrBillingAmount, billing.AttrReceiptTierName, billing.AttrTerm, billing.AttrBillingPeriod,
-	billing.AttrBillingWeek, billing.AttrAnchorDay, billing.AttrProcess, billing.AttrUpdatedEvent,
-	billing.AttrPauseDurationMonths, billing.AttrIsPendingDowngrade, billing.AttrPendingTier, billing.AttrPendingAmount,
-	billing.AttrAttempt, billing.AttrNoRetry, billing.AttrTransactionID, billing.AttrPaymentError,
-	billing.AttrReceiptAccountMask, billing.AttrReceiptPaymentType,
-	billing.AttrInitialRunDate, billing.AttrCompletionDate, billing.AttrCreatedDate, billing.AttrLastRunDate,
+	layout.AttrSubscriptionID, layout.AttrUserID, layout.AttrBillingDate, layout.AttrBillingStatus,
+	layout.AttrBillingAmount, layout.AttrReceiptTierName, layout.AttrTerm, layout.AttrBillingPeriod,
+	layout.AttrBillingWeek, layout.AttrAnchorDay, layout.AttrProcess, layout.AttrUpdatedEvent,
+	layout.AttrPauseDurationMonths, layout.AttrIsPendingDowngrade, layout.AttrPendingTier, layout.AttrPendingAmount,
+	layout.AttrAttempt, layout.AttrNoRetry, layout.AttrTransactionID, layout.AttrPaymentError,
+	layout.AttrReceiptAccountMask, layout.AttrReceiptPaymentType,
+	layout.AttrInitialRunDate, layout.AttrCompletionDate, layout.AttrCreatedDate, layout.AttrLastRunDate,
 }
 
 // orderedNames returns the attribute names of the items in print order.
@@ -61,7 +61,7 @@ func orderedNames(items ...map[string]types.AttributeValue) []string {
 		rest = append(rest, n)
 	}
 	slices.SortFunc(rest, func(a, b string) int {
-		da, db := strings.HasPrefix(a, billing.DataPrefix), strings.HasPrefix(b, billing.DataPrefix)
+		da, db := strings.HasPrefix(a, layout.DataPrefix), strings.HasPrefix(b, layout.DataPrefix)
 		if da != db {
 			if da {
 				return 1
@@ -144,7 +144,7 @@ func valueText(av types.AttributeValue) string {
 
 // recordItem is the stored form of a record: what the table holds.
 func recordItem(s *billing.Subscription) map[string]types.AttributeValue {
-	item, err := billing.EncodeItem(s)
+	item, err := layout.EncodeItem(s)
 	if err != nil {
 		return fallbackItem(s, err)
 	}
@@ -154,7 +154,7 @@ func recordItem(s *billing.Subscription) map[string]types.AttributeValue {
 // historyItem is the stored form of a history row (data_ attributes
 // included).
 func historyItem(s *billing.Subscription) map[string]types.AttributeValue {
-	item, err := billing.EncodeHistoryItem(s)
+	item, err := layout.EncodeHistoryItem(s)
 	if err != nil {
 		return fallbackItem(s, err)
 	}
@@ -166,12 +166,12 @@ func historyItem(s *billing.Subscription) map[string]types.AttributeValue {
 func fallbackItem(s *billing.Subscription, err error) map[string]types.AttributeValue {
 	str := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	return map[string]types.AttributeValue{
-		billing.AttrUserID:         str(s.UserID),
-		billing.AttrSubscriptionID: str(s.SubscriptionID),
-		billing.AttrBillingDate:    str(fmtTime(s.BillingDate)),
-		billing.AttrBillingStatus:  str(string(s.Status)),
-		billing.AttrBillingAmount:  str(s.Amount.String()),
-		"billingctl_error":         str(err.Error()),
+		layout.AttrUserID:         str(s.UserID),
+		layout.AttrSubscriptionID: str(s.SubscriptionID),
+		layout.AttrBillingDate:    str(fmtTime(s.BillingDate)),
+		layout.AttrBillingStatus:  str(string(s.Status)),
+		layout.AttrBillingAmount:  str(s.Amount.String()),
+		"billingctl_error":        str(err.Error()),
 	}
 }
 

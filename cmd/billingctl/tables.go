@@ -9,8 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/dynamostore"
 )
 
 var tablesCreateCmd = &command{
@@ -46,7 +45,7 @@ func runTablesCreate(a *app, c *command, args []string) error {
 		return err
 	}
 	cfg := a.tables()
-	defs := billing.TableDefinitions(cfg)
+	defs := dynamostore.TableDefinitions(cfg)
 	existed := make([]bool, len(defs))
 	for i, def := range defs {
 		_, err := client.DescribeTable(a.ctx, &dynamodb.DescribeTableInput{TableName: def.TableName})
@@ -58,7 +57,7 @@ func runTablesCreate(a *app, c *command, args []string) error {
 			return fmt.Errorf("describe table %s: %w", aws.ToString(def.TableName), err)
 		}
 	}
-	if err := billing.CreateTables(a.ctx, client, cfg); err != nil {
+	if err := dynamostore.CreateTables(a.ctx, client, cfg); err != nil {
 		return err
 	}
 	type row struct {
@@ -117,7 +116,7 @@ func runTablesDescribe(a *app, c *command, args []string) error {
 	}
 	var reports []tableReport
 	differ := false
-	for i, def := range billing.TableDefinitions(a.tables()) {
+	for i, def := range dynamostore.TableDefinitions(a.tables()) {
 		rep := tableReport{Role: tableRoles[i], Name: aws.ToString(def.TableName), Differences: []string{}, Notes: []string{}}
 		out, err := client.DescribeTable(a.ctx, &dynamodb.DescribeTableInput{TableName: def.TableName})
 		var nf *types.ResourceNotFoundException

@@ -64,6 +64,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/dynamostore"
 )
 
 func main() {
@@ -128,8 +129,8 @@ func newHandler(ctx context.Context, role string, logger *slog.Logger) (any, err
 		if err != nil {
 			return nil, err
 		}
-		locker, err := billing.NewDynamoLocker(billing.DynamoClientOf(repo),
-			billing.WithLockTable(os.Getenv("LOCK_TABLE")), billing.WithLockLogger(logger))
+		locker, err := dynamostore.NewLocker(dynamostore.ClientOf(repo),
+			dynamostore.WithLockTable(os.Getenv("LOCK_TABLE")), dynamostore.WithLockLogger(logger))
 		if err != nil {
 			return nil, err
 		}
@@ -160,9 +161,9 @@ func newRepository(awsCfg aws.Config, logger *slog.Logger) (billing.Repository, 
 	switch layout := os.Getenv("BILLING_LAYOUT"); layout {
 	case "", "legacy":
 	case "single":
-		return billing.NewSingleTableRepository(billing.SingleTableStoreConfig{
+		return dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{
 			Client: client,
-			Table: billing.SingleTableConfig{
+			Table: dynamostore.SingleTableConfig{
 				Table: os.Getenv("SINGLE_TABLE"), AccountPrefix: os.Getenv("ACCOUNT_PREFIX"), TTLAttribute: os.Getenv("SINGLE_TABLE_TTL"),
 			},
 			Logger: logger,
@@ -170,19 +171,19 @@ func newRepository(awsCfg aws.Config, logger *slog.Logger) (billing.Repository, 
 	default:
 		return nil, fmt.Errorf("BILLING_LAYOUT must be legacy or single, got %q", layout)
 	}
-	tables := billing.TableConfig{
+	tables := dynamostore.TableConfig{
 		Subscriptions: os.Getenv("BILLING_TABLE"),
 		History:       os.Getenv("BILLING_HISTORY_TABLE"),
 	}
 	switch mode := os.Getenv("STATUS_INDEX_MODE"); mode {
 	case "", "legacy":
-		tables.StatusIndexMode = billing.StatusIndexLegacy
+		tables.StatusIndexMode = dynamostore.StatusIndexLegacy
 	case "sorted":
-		tables.StatusIndexMode = billing.StatusIndexSorted
+		tables.StatusIndexMode = dynamostore.StatusIndexSorted
 	default:
 		return nil, fmt.Errorf("STATUS_INDEX_MODE must be legacy or sorted, got %q", mode)
 	}
-	return billing.NewDynamoRepository(billing.DynamoConfig{
+	return dynamostore.NewRepository(dynamostore.Config{
 		Client: client,
 		Tables: tables,
 		Logger: logger,

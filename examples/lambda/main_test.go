@@ -186,7 +186,7 @@ func TestNewRepositoryLayouts(t *testing.T) {
 	for _, c := range []struct {
 		layout string
 		want   string
-	}{{"", "*billing.DynamoRepository"}, {"legacy", "*billing.DynamoRepository"}, {"single", "*billing.SingleTableRepository"}, {"other", ""}} {
+	}{{"", "*dynamostore.Repository"}, {"legacy", "*dynamostore.Repository"}, {"single", "*dynamostore.SingleTableRepository"}, {"other", ""}} {
 		t.Run(c.layout, func(t *testing.T) {
 			t.Setenv("BILLING_LAYOUT", c.layout)
 			t.Setenv("ACCOUNT_PREFIX", "ACC#")

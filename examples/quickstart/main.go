@@ -33,8 +33,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
-	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/simulate"
 )
 
@@ -127,14 +126,14 @@ func useDynamoDB(ctx context.Context, opts *simulate.Options, endpoint string, k
 	tag := make([]byte, 4)
 	_, _ = rand.Read(tag)
 	prefix := "quickstart-" + hex.EncodeToString(tag) + "-"
-	tables := billing.TableConfig{
-		Subscriptions: prefix + billing.DefaultSubscriptionsTable,
-		History:       prefix + billing.DefaultHistoryTable,
-		Locks:         prefix + billing.DefaultLockTable,
+	tables := dynamostore.TableConfig{
+		Subscriptions: prefix + dynamostore.DefaultSubscriptionsTable,
+		History:       prefix + dynamostore.DefaultHistoryTable,
+		Locks:         prefix + dynamostore.DefaultLockTable,
 	}
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if err := billing.CreateTables(cctx, client, tables); err != nil {
+	if err := dynamostore.CreateTables(cctx, client, tables); err != nil {
 		return nil, fmt.Errorf("creating the tables on %s: %w", endpoint, err)
 	}
 	remove := func() {
@@ -146,15 +145,15 @@ func useDynamoDB(ctx context.Context, opts *simulate.Options, endpoint string, k
 			_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
 		}
 	}
-	cfg := billing.DynamoConfig{Client: client, Tables: tables}
-	repo, err := billing.NewDynamoRepository(cfg)
+	cfg := dynamostore.Config{Client: client, Tables: tables}
+	repo, err := dynamostore.NewRepository(cfg)
 	if err == nil {
 		opts.Repository = repo
-		opts.History, err = billing.NewDynamoHistory(cfg)
+		opts.History, err = dynamostore.NewHistory(cfg)
 	}
-	var locker *billing.DynamoLocker
+	var locker *dynamostore.Locker
 	if err == nil {
-		locker, err = billing.NewDynamoLocker(client, billing.WithLockTable(tables.Locks))
+		locker, err = dynamostore.NewLocker(client, dynamostore.WithLockTable(tables.Locks))
 		opts.Locker = locker
 	}
 	if err != nil {

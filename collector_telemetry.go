@@ -1,0 +1,269 @@
+package billing
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	itel "github.com/dynabill/billing/internal/telemetry"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Collection outcomes: the outcome attribute of dynabill.collection.attempts
+// and dynabill.outcome of an attempt span.
+const (
+	outcomeCollected     = "collected"
+	outcomePending       = "pending"
+	outcomeDeclined      = "declined"
+	outcomeUnknown       = "unknown"
+	outcomeStale         = "stale"
+	outcomeAdvanced      = "advanced"
+	outcomeSkippedLocked = "skipped_locked"
+	outcomeNotEligible   = "not_eligible"
+	outcomeConflict      = "conflict"
+	outcomeFailed        = "failed"
+)
+
+// telemetry holds one component's instruments and tracer, built once when
+// the component is.
+type telemetry struct {
+	tracer           trace.Tracer
+	attempts         metric.Int64Counter
+	providerDuration metric.Float64Histogram
+	messages         metric.Int64Counter
+	enqueued         metric.Int64Counter
+}
+
+// newTelemetry builds the instruments on mp and tp; nil means the global
+// provider (a no-op unless the host installed one).
+func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) *telemetry {
+	m, tracer := itel.Providers(mp, tp)
+	return &telemetry{
+		tracer:           tracer,
+		attempts:         itel.Counter(m, itel.MetricCollectionAttempts, "{record}", "Records handled by the collector, by outcome."),
+		providerDuration: itel.Histogram(m, itel.MetricProviderDuration, "Duration of PaymentProvider.Collect calls."),
+		messages:         itel.Counter(m, itel.MetricNotifierMessages, "{message}", "Notifier worker messages handled, by outcome."),
+		enqueued:         itel.Counter(m, itel.MetricNotifierEnqueued, "{message}", "Messages the notifier scheduler enqueued."),
+	}
+}
+
+// process returns the process a run of kind collects with.
+func (k RunKind) process() Process {
+	switch k {
+	case RunRetry:
+		return ProcessRetry
+	case RunPause:
+		return ProcessPause
+	}
+	return ProcessInitial
+}
+
+// singleRun names the single-collection entry point of proc for the run
+// attribute.
+func singleRun(proc Process) string {
+	switch proc {
+	case ProcessWebhook, ProcessWebhookBalance:
+		return "webhook"
+	case ProcessBatch:
+		return "batch"
+	case ProcessManualRepayment:
+		return "manual"
+	}
+	return strings.ToLower(string(proc))
+}
+
+// startRun starts the span of a run.
+func (t *telemetry) startRun(ctx context.Context, kind RunKind) (context.Context, trace.Span) {
+	return t.tracer.Start(ctx, itel.SpanCollectionRun, trace.WithAttributes(attribute.String("dynabill.run.kind", string(kind))))
+}
+
+// endRun records rep on the run's span and ends it.
+func (t *telemetry) endRun(span trace.Span, rep *Report, err error) {
+	if rep != nil {
+		span.SetAttributes(
+			attribute.Int("dynabill.run.pages", rep.Pages),
+			attribute.Int("dynabill.run.scanned", rep.Scanned),
+			attribute.Int("dynabill.run.invalid", rep.Invalid),
+			attribute.Int("dynabill.run.attempted", rep.Attempted),
+			attribute.Int("dynabill.run.collected", rep.Collected),
+			attribute.Int("dynabill.run.pending", rep.Pending),
+			attribute.Int("dynabill.run.declined", rep.Declined),
+			attribute.Int("dynabill.run.unknown", rep.Unknown),
+			attribute.Int("dynabill.run.advanced", rep.Advanced),
+			attribute.Int("dynabill.run.stale", rep.Stale),
+			attribute.Int("dynabill.run.skipped_locked", rep.SkippedLocked),
+			attribute.Int("dynabill.run.not_eligible", rep.NotEligible),
+			attribute.Int("dynabill.run.conflicts", rep.Conflicts),
+			attribute.Int("dynabill.run.failed", len(rep.Failed)),
+			attribute.Bool("dynabill.run.continues", rep.Next != ""),
+		)
+	}
+	if err != nil {
+		itel.FailSpan(span, err)
+	}
+	span.End()
+}
+
+// recordObs observes the handling of one record: its span, and a report of
+// its own whose counts tell the outcome; end adds them to the caller's.
+type recordObs struct {
+	tel  *telemetry
+	span trace.Span
+	rep  *Report
+	run  string
+	proc Process
+	// err is what handling the record returned, if the caller saw it.
+	err error
+}
+
+// startRecord starts observing the record of userID and subID, handled
+// by proc in run.
+func (t *telemetry) startRecord(ctx context.Context, run string, proc Process, userID, subID string) (context.Context, *recordObs) {
+	ctx, span := t.tracer.Start(ctx, itel.SpanCollectionAttempt, trace.WithAttributes(
+		attribute.String("dynabill.user_id", userID),
+		attribute.String("dynabill.subscription_id", subID),
+		attribute.String("dynabill.process", string(proc)),
+		attribute.String("dynabill.run.kind", run),
+	))
+	return ctx, &recordObs{tel: t, span: span, rep: &Report{}, run: run, proc: proc}
+}
+
+// end adds the record's counts to into, counts its outcome and ends its
+// span.
+func (o *recordObs) end(ctx context.Context, into *Report) {
+	into.add(o.rep)
+	out := o.outcome()
+	o.tel.attempts.Add(ctx, 1, metric.WithAttributes(
+		attribute.String("outcome", out),
+		attribute.String("process", string(o.proc)),
+		attribute.String("run", o.run),
+	))
+	o.span.SetAttributes(attribute.String("dynabill.outcome", out))
+	switch {
+	case o.err != nil:
+		itel.FailSpan(o.span, o.err)
+	case len(o.rep.Failed) > 0: // the lock could not be taken
+		o.span.SetStatus(codes.Error, o.rep.Failed[0].Reason)
+	}
+	o.span.End()
+}
+
+// outcome tells what came of the record from its counts and error.
+func (o *recordObs) outcome() string {
+	r := o.rep
+	switch {
+	case r.Unknown > 0:
+		return outcomeUnknown
+	case r.Conflicts > 0 || IsConflict(o.err):
+		return outcomeConflict
+	case o.err != nil || len(r.Failed) > 0:
+		return outcomeFailed
+	case r.Collected > 0:
+		return outcomeCollected
+	case r.Pending > 0:
+		return outcomePending
+	case r.Declined > 0:
+		return outcomeDeclined
+	case r.Stale > 0, r.ACHOverdue > 0:
+		return outcomeStale
+	case r.Advanced > 0:
+		return outcomeAdvanced
+	case r.SkippedLocked > 0:
+		return outcomeSkippedLocked
+	}
+	return outcomeNotEligible // nothing was done to it
+}
+
+// add adds the counts and failures of o to r. Run-level fields (kind,
+// times, pages, cursor) are left alone.
+func (r *Report) add(o *Report) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Invalid += o.Invalid
+	r.Attempted += o.Attempted
+	r.Collected += o.Collected
+	r.Pending += o.Pending
+	r.Declined += o.Declined
+	r.Unknown += o.Unknown
+	r.Advanced += o.Advanced
+	r.Stale += o.Stale
+	r.ACHOverdue += o.ACHOverdue
+	r.SkippedLocked += o.SkippedLocked
+	r.NotEligible += o.NotEligible
+	r.Conflicts += o.Conflicts
+	r.Failed = append(r.Failed, o.Failed...)
+}
+
+// providerCalled records a PaymentProvider.Collect call of attempt n that
+// took d.
+func (t *telemetry) providerCalled(ctx context.Context, n int, d time.Duration, res PaymentResult, err error) {
+	out := res.Outcome.String()
+	if err != nil {
+		out = outcomeUnknown
+	}
+	t.providerDuration.Record(ctx, d.Seconds(), metric.WithAttributes(
+		attribute.String("outcome", out),
+		attribute.Bool("error", err != nil),
+	))
+	trace.SpanFromContext(ctx).SetAttributes(attribute.Int("dynabill.attempt", n))
+}
+
+// startSchedule starts the span of a scheduler run.
+func (t *telemetry) startSchedule(ctx context.Context, ev SchedulerEvent) (context.Context, trace.Span) {
+	status := ev.Status
+	if status == "" {
+		status = StatusScheduled
+	}
+	return t.tracer.Start(ctx, itel.SpanNotifierSchedule, trace.WithAttributes(attribute.String("dynabill.notifier.status", string(status))))
+}
+
+// endSchedule counts what a scheduler run enqueued and ends its span.
+func (t *telemetry) endSchedule(ctx context.Context, span trace.Span, res SchedulerResult, err error) {
+	if res.Enqueued > 0 {
+		t.enqueued.Add(ctx, int64(res.Enqueued))
+	}
+	span.SetAttributes(
+		attribute.Int("dynabill.notifier.pages", res.Pages),
+		attribute.Int("dynabill.notifier.scanned", res.Scanned),
+		attribute.Int("dynabill.notifier.enqueued", res.Enqueued),
+		attribute.Int("dynabill.notifier.skipped", res.Skipped),
+		attribute.Bool("dynabill.notifier.continues", res.Continuation != nil),
+	)
+	if err != nil {
+		itel.FailSpan(span, err)
+	}
+	span.End()
+}
+
+// messageFailed is the notifier outcome of a message that goes back to
+// the queue.
+const messageFailed = "failed"
+
+// countMessage counts a worker message by outcome.
+func (t *telemetry) countMessage(ctx context.Context, outcome string) {
+	t.messages.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
+}
+
+// startMessage starts the span of a worker message.
+func (t *telemetry) startMessage(ctx context.Context, m *NotificationMessage) (context.Context, trace.Span) {
+	return t.tracer.Start(ctx, itel.SpanNotifierMessage, trace.WithAttributes(
+		attribute.String("dynabill.user_id", m.UserID),
+		attribute.String("dynabill.subscription_id", m.SubscriptionID),
+	))
+}
+
+// endMessage counts a handled message and ends its span.
+func (t *telemetry) endMessage(ctx context.Context, span trace.Span, out NotificationOutcome, err error) {
+	outcome := string(out)
+	if err != nil {
+		outcome = messageFailed
+		itel.FailSpan(span, err)
+	}
+	t.countMessage(ctx, outcome)
+	span.SetAttributes(attribute.String("dynabill.outcome", outcome))
+	span.End()
+}

@@ -1,0 +1,152 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/entitlement"
+	"github.com/dynabill/billing/internal/layout"
+)
+
+// GrantFounderPass implements [Accounts.GrantFounderPass] with one PutItem
+// on condition attribute_not_exists: granting a pass the user holds writes
+// nothing and returns false. A zero purchasedAt means now.
+func (a *Accounts) GrantFounderPass(ctx context.Context, userID string, pass entitlement.PassType, paymentIntentID string, purchasedAt time.Time) (bool, error) {
+	if err := checkAccount("grant founder pass", userID); err != nil {
+		return false, err
+	}
+	p, err := entitlement.ParsePassType(string(pass))
+	if err != nil {
+		return false, fmt.Errorf("billing: grant founder pass: %w", err)
+	}
+	if paymentIntentID == "" || len(paymentIntentID) > entitlement.MaxProviderID {
+		return false, &billing.FieldError{Field: "paymentIntentID", Value: paymentIntentID, Err: fmt.Errorf("%w: 1 to %d bytes required", entitlement.ErrInvalidProviderEvent, entitlement.MaxProviderID)}
+	}
+	now := a.now()
+	if purchasedAt.IsZero() {
+		purchasedAt = now
+	}
+	ts, _ := layout.AcctTime(now)
+	bought, err := layout.AcctTime(purchasedAt)
+	if err != nil {
+		return false, fmt.Errorf("billing: grant founder pass: purchasedAt: %w", err)
+	}
+	sk := layout.SKFounderPrefix + string(p)
+	item := a.key(userID, sk)
+	item[layout.AcctType], item[layout.PassTypeAttr], item[layout.PassIntent] = layout.StringAV(layout.PassTypeValue), layout.StringAV(string(p)), layout.StringAV(paymentIntentID)
+	item[layout.PassPurchasedAt], item[layout.PassLifetime], item[layout.PassGrantedTier] = layout.StringAV(bought), layout.BoolAV(true), layout.StringAV(string(p.Tier()))
+	item[layout.AcctCreatedAt], item[layout.AcctUpdatedAt] = layout.StringAV(ts), layout.StringAV(ts)
+	cond := absent(layout.AttrPK)
+	_, err = a.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                &a.cfg.Table.Table,
+		Item:                     item,
+		ConditionExpression:      cond.Condition(),
+		ExpressionAttributeNames: cond.Names(),
+	})
+	if _, ok := isConditionFailed(err); ok {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("billing: grant founder pass (%s): %w", a.keyText(userID, sk), err)
+	}
+	return true, nil
+}
+
+// FounderPasses implements [Accounts.FounderPasses] with one Query.
+func (a *Accounts) FounderPasses(ctx context.Context, userID string) ([]entitlement.FounderPass, error) {
+	if err := checkAccount("founder passes", userID); err != nil {
+		return nil, err
+	}
+	items, err := a.queryAccount(ctx, "founder passes", userID, layout.SKFounderPrefix)
+	if err != nil {
+		return nil, err
+	}
+	return layout.DecodeAll(items, a.cfg.Table.DecodeFounderPass)
+}
+
+// SetProfileTier implements [Accounts.SetProfileTier]: an UpdateItem of
+// tier and updatedAt on PK=USER#<id>, SK=PROFILE#<id>, keeping the
+// profile's other attributes.
+func (a *Accounts) SetProfileTier(ctx context.Context, userID string, tier entitlement.Tier) error {
+	if err := checkAccount("set profile tier", userID); err != nil {
+		return err
+	}
+	t, err := entitlement.ParseTier(string(tier))
+	if err != nil {
+		return fmt.Errorf("billing: set profile tier: %w", err)
+	}
+	ts, _ := layout.AcctTime(a.now())
+	sk := layout.SKProfilePrefix + userID
+	expr := mustBuild(expression.NewBuilder().WithUpdate(
+		expression.Set(expression.Name(layout.ProfileTierAttr), expression.Value(layout.StringAV(layout.ProfileTierValue(t)))).
+			Set(expression.Name(layout.AcctUpdatedAt), expression.Value(layout.StringAV(ts)))))
+	_, err = a.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &a.cfg.Table.Table,
+		Key:                       a.key(userID, sk),
+		UpdateExpression:          expr.Update(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	})
+	if err != nil {
+		return fmt.Errorf("billing: set profile tier (%s): %w", a.keyText(userID, sk), err)
+	}
+	return nil
+}
+
+// ResolveAccess implements [Accounts.ResolveAccess]: one Query reads the
+// user's whole partition (passes, subscriptions and profile share it) and
+// [ResolveAccess] decides at the clock's now.
+//
+// Items of the partition that cannot be decoded (an unknown status, tier
+// or pass type) do not stop the resolution: the Access returned is
+// resolved from the other items, and the error, a join of [*FieldError]s,
+// names the bad ones. Callers choose between failing closed on the error
+// and using the Access.
+func (a *Accounts) ResolveAccess(ctx context.Context, userID string) (entitlement.Access, error) {
+	if err := checkAccount("resolve access", userID); err != nil {
+		return entitlement.Access{}, err
+	}
+	items, err := a.queryAccount(ctx, "resolve access", userID, "")
+	if err != nil {
+		return entitlement.Access{}, err
+	}
+	var (
+		passes  []entitlement.FounderPass
+		subs    []entitlement.ProviderSubscription
+		profile entitlement.Tier
+		errs    []error
+	)
+	profileSK := layout.SKProfilePrefix + userID
+	for _, it := range items {
+		sk := layout.StringOf(it[layout.AttrSK])
+		switch {
+		case strings.HasPrefix(sk, layout.SKFounderPrefix):
+			p, err := a.cfg.Table.DecodeFounderPass(it)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			passes = append(passes, p)
+		case strings.HasPrefix(sk, layout.SKSubscriptionPrefix):
+			s, err := a.cfg.Table.DecodeProviderSubscription(it)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			subs = append(subs, s)
+		case sk == profileSK:
+			if t, err := a.cfg.Table.DecodeProfileTier(it); err != nil {
+				errs = append(errs, err)
+			} else if t != "" {
+				profile = t
+			}
+		}
+	}
+	return entitlement.ResolveAccess(a.now(), passes, subs, profile), errors.Join(errs...)
+}

@@ -1,0 +1,314 @@
+package dynamostore_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/entitlement"
+	"github.com/dynabill/billing/internal/layout"
+)
+
+// TestAccessResolveRules is the table test of issue #7: every rule of
+// access resolution, and the grace boundary one second either side of
+// currentPeriodEnd.
+func TestAccessResolveRules(t *testing.T) {
+	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	sub := func(id string, tier entitlement.Tier, st entitlement.ProviderStatus, end time.Duration) entitlement.ProviderSubscription {
+		s := entitlement.ProviderSubscription{UserID: "u1", SubscriptionID: id, Tier: tier, Status: st}
+		if end != 0 {
+			s.CurrentPeriodEnd = now.Add(end)
+		}
+		return s
+	}
+	noEnd := time.Duration(0)
+	pass := func(p entitlement.PassType) entitlement.FounderPass {
+		return entitlement.FounderPass{UserID: "u1", PassType: p, LifetimeAccess: true, GrantedTier: p.Tier()}
+	}
+	revoked := pass(entitlement.PassGuildBuilder)
+	revoked.LifetimeAccess = false
+	month := 30 * 24 * time.Hour
+	type subs = []entitlement.ProviderSubscription
+	type passes = []entitlement.FounderPass
+	free := entitlement.Access{Tier: entitlement.TierFree, Reason: entitlement.ReasonFree}
+	for _, c := range []struct {
+		name    string
+		passes  passes
+		subs    subs
+		profile entitlement.Tier
+		want    entitlement.Access
+	}{
+		{"nothing is free", nil, nil, "", free},
+		{"profile free", nil, nil, entitlement.TierFree, entitlement.Access{Tier: entitlement.TierFree, Reason: entitlement.ReasonProfile, Source: "profile"}},
+		{"profile tier", nil, nil, entitlement.TierSage, entitlement.Access{Tier: entitlement.TierSage, Reason: entitlement.ReasonProfile, Source: "profile"}},
+		{"invalid profile is ignored", nil, nil, "PLATINUM", free},
+		{"founding member pass", passes{pass(entitlement.PassFoundingMember)}, nil, entitlement.TierInitiate,
+			entitlement.Access{Tier: entitlement.TierSage, Reason: entitlement.ReasonFounderPass, Source: "FOUNDING_MEMBER"}},
+		{"pass wins over a higher subscription", passes{pass(entitlement.PassFoundingMember)},
+			subs{sub("sub_g", entitlement.TierGuildmaster, entitlement.ProviderActive, month)}, "",
+			entitlement.Access{Tier: entitlement.TierSage, Reason: entitlement.ReasonFounderPass, Source: "FOUNDING_MEMBER"}},
+		{"highest pass", passes{pass(entitlement.PassFoundingMember), pass(entitlement.PassGuildBuilder)}, nil, "",
+			entitlement.Access{Tier: entitlement.TierGuildmaster, Reason: entitlement.ReasonFounderPass, Source: "GUILD_BUILDER"}},
+		{"revoked pass grants nothing", passes{revoked}, nil, entitlement.TierInitiate,
+			entitlement.Access{Tier: entitlement.TierInitiate, Reason: entitlement.ReasonProfile, Source: "profile"}},
+		{"active subscription", nil, subs{sub("sub_1", entitlement.TierJourneyman, entitlement.ProviderActive, month)}, entitlement.TierGuildmaster,
+			entitlement.Access{Tier: entitlement.TierJourneyman, Reason: entitlement.ReasonActiveSubscription, Source: "sub_1", Until: now.Add(month)}},
+		{"active, cancelling at period end", nil, subs{{SubscriptionID: "sub_1", Tier: entitlement.TierSage, Status: entitlement.ProviderActive,
+			CancelAtPeriodEnd: true, CurrentPeriodEnd: now.Add(time.Hour)}}, "",
+			entitlement.Access{Tier: entitlement.TierSage, Reason: entitlement.ReasonActiveSubscription, Source: "sub_1", Until: now.Add(time.Hour)}},
+		{"active, period end unknown", nil, subs{sub("sub_1", entitlement.TierSage, entitlement.ProviderActive, noEnd)}, "",
+			entitlement.Access{Tier: entitlement.TierSage, Reason: entitlement.ReasonActiveSubscription, Source: "sub_1"}},
+		{"active, 1s before period end", nil, subs{sub("sub_1", entitlement.TierSage, entitlement.ProviderActive, time.Second)}, "",
+			entitlement.Access{Tier: entitlement.TierSage, Reason: entitlement.ReasonActiveSubscription, Source: "sub_1", Until: now.Add(time.Second)}},
+		{"active, at period end", nil, subs{{SubscriptionID: "sub_1", Tier: entitlement.TierSage, Status: entitlement.ProviderActive, CurrentPeriodEnd: now}}, "", free},
+		{"active, 1s after period end", nil, subs{sub("sub_1", entitlement.TierSage, entitlement.ProviderActive, -time.Second)}, entitlement.TierInitiate,
+			entitlement.Access{Tier: entitlement.TierInitiate, Reason: entitlement.ReasonProfile, Source: "profile"}},
+		{"trialing counts as active", nil, subs{sub("sub_t", entitlement.TierInitiate, entitlement.ProviderTrialing, month)}, "",
+			entitlement.Access{Tier: entitlement.TierInitiate, Reason: entitlement.ReasonActiveSubscription, Source: "sub_t", Until: now.Add(month)}},
+		{"canceled, 1s before period end: grace", nil, subs{sub("sub_c", entitlement.TierSage, entitlement.ProviderCanceled, time.Second)}, "",
+			entitlement.Access{Tier: entitlement.TierSage, Reason: entitlement.ReasonGracePeriod, Source: "sub_c", Until: now.Add(time.Second)}},
+		{"canceled, at period end: no grace", nil, subs{{SubscriptionID: "sub_c", Tier: entitlement.TierSage, Status: entitlement.ProviderCanceled, CurrentPeriodEnd: now}}, "", free},
+		{"canceled, 1s after period end: no grace", nil, subs{sub("sub_c", entitlement.TierSage, entitlement.ProviderCanceled, -time.Second)}, entitlement.TierJourneyman,
+			entitlement.Access{Tier: entitlement.TierJourneyman, Reason: entitlement.ReasonProfile, Source: "profile"}},
+		{"canceled, period end unknown: no grace", nil, subs{sub("sub_c", entitlement.TierSage, entitlement.ProviderCanceled, noEnd)}, "", free},
+		{"past_due grants nothing", nil, subs{sub("sub_p", entitlement.TierSage, entitlement.ProviderPastDue, month)}, "", free},
+		{"incomplete grants nothing", nil, subs{sub("sub_i", entitlement.TierSage, entitlement.ProviderIncomplete, month)}, "", free},
+		{"incomplete_expired grants nothing", nil, subs{sub("sub_x", entitlement.TierSage, entitlement.ProviderIncompleteExpired, month)}, "", free},
+		{"highest qualifying tier, grace included", nil, subs{
+			sub("sub_a", entitlement.TierInitiate, entitlement.ProviderActive, month),
+			sub("sub_c", entitlement.TierSage, entitlement.ProviderCanceled, time.Hour),
+			sub("sub_p", entitlement.TierGuildmaster, entitlement.ProviderPastDue, month),
+		}, "", entitlement.Access{Tier: entitlement.TierSage, Reason: entitlement.ReasonGracePeriod, Source: "sub_c", Until: now.Add(time.Hour)}},
+		{"equal tiers: active before grace", nil, subs{
+			sub("sub_c", entitlement.TierSage, entitlement.ProviderCanceled, month),
+			sub("sub_a", entitlement.TierSage, entitlement.ProviderActive, time.Hour),
+		}, "", entitlement.Access{Tier: entitlement.TierSage, Reason: entitlement.ReasonActiveSubscription, Source: "sub_a", Until: now.Add(time.Hour)}},
+		{"equal tiers and reasons: later end", nil, subs{
+			sub("sub_a", entitlement.TierSage, entitlement.ProviderActive, time.Hour),
+			sub("sub_b", entitlement.TierSage, entitlement.ProviderActive, month),
+		}, "", entitlement.Access{Tier: entitlement.TierSage, Reason: entitlement.ReasonActiveSubscription, Source: "sub_b", Until: now.Add(month)}},
+		{"subscription before a higher profile", nil, subs{sub("sub_1", entitlement.TierInitiate, entitlement.ProviderActive, month)}, entitlement.TierGuildmaster,
+			entitlement.Access{Tier: entitlement.TierInitiate, Reason: entitlement.ReasonActiveSubscription, Source: "sub_1", Until: now.Add(month)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := entitlement.ResolveAccess(now, c.passes, c.subs, c.profile)
+			if got != c.want {
+				t.Fatalf("got  %+v\nwant %+v", got, c.want)
+			}
+			// Order of the inputs does not matter.
+			if r := entitlement.ResolveAccess(now, acctReversed(c.passes), acctReversed(c.subs), c.profile); r != got {
+				t.Fatalf("acctReversed inputs: %+v", r)
+			}
+		})
+	}
+}
+
+func acctReversed[T any](in []T) []T {
+	out := slices.Clone(in)
+	slices.Reverse(out)
+	return out
+}
+
+// TestAccessResolveEndToEnd walks one user through every rule on both
+// stores, the subscription written by provider events.
+func TestAccessResolveEndToEnd(t *testing.T) {
+	forEachAccounts(t, acctOpts{}, func(t *testing.T, e *acctEnv) {
+		ctx := t.Context()
+		want := func(tier entitlement.Tier, reason entitlement.AccessReason, source string) {
+			t.Helper()
+			got, err := e.accounts.ResolveAccess(ctx, "u1")
+			if err != nil || got.Tier != tier || got.Reason != reason || got.Source != source {
+				t.Fatalf("at %v: %+v %v; want %s %s %s", e.clock.Now(), got, err, tier, reason, source)
+			}
+		}
+		want(entitlement.TierFree, entitlement.ReasonFree, "")
+		if err := e.accounts.SetProfileTier(ctx, "u1", "free"); err != nil {
+			t.Fatal(err)
+		}
+		want(entitlement.TierFree, entitlement.ReasonProfile, "profile")
+		if e.db != nil {
+			if v := acctText(e.raw(t, "USER#u1", "PROFILE#u1")["tier"]); v != "free" {
+				t.Fatalf("profile tier stored as %q", v)
+			}
+		}
+		if err := e.accounts.SetProfileTier(ctx, "u1", entitlement.TierJourneyman); err != nil {
+			t.Fatal(err)
+		}
+		want(entitlement.TierJourneyman, entitlement.ReasonProfile, "profile")
+
+		end := acctStart.Add(30 * 24 * time.Hour)
+		ev := provEvent("evt_1", 0, entitlement.ProviderActive)
+		ev.Tier, ev.CurrentPeriodStart, ev.CurrentPeriodEnd = entitlement.TierSage, acctStart, end
+		provApply(t, e, ev, true)
+		want(entitlement.TierSage, entitlement.ReasonActiveSubscription, "sub_1")
+
+		ev.EventID, ev.Created, ev.Status = "evt_2", acctStart.Add(time.Hour), entitlement.ProviderCanceled
+		provApply(t, e, ev, true)
+		want(entitlement.TierSage, entitlement.ReasonGracePeriod, "sub_1")
+		e.clock.Set(end.Add(-time.Second))
+		want(entitlement.TierSage, entitlement.ReasonGracePeriod, "sub_1")
+		e.clock.Set(end)
+		want(entitlement.TierJourneyman, entitlement.ReasonProfile, "profile")
+		e.clock.Set(end.Add(time.Second))
+		want(entitlement.TierJourneyman, entitlement.ReasonProfile, "profile")
+
+		if _, err := e.accounts.GrantFounderPass(ctx, "u1", entitlement.PassFoundingMember, "pi_1", time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		want(entitlement.TierSage, entitlement.ReasonFounderPass, "FOUNDING_MEMBER")
+		// Credits in the same partition do not disturb the resolution.
+		if _, err := e.accounts.MonthlyGrant(ctx, "u1", entitlement.TierSage, "2025-02", "evt_3"); err != nil {
+			t.Fatal(err)
+		}
+		want(entitlement.TierSage, entitlement.ReasonFounderPass, "FOUNDING_MEMBER")
+		if err := e.accounts.SetProfileTier(ctx, "u1", "PLATINUM"); !errors.Is(err, entitlement.ErrInvalidTier) {
+			t.Fatalf("set invalid profile tier: %v", err)
+		}
+		if e.db != nil && e.db.Calls("Query") == 0 {
+			t.Fatal("no query")
+		}
+	})
+}
+
+// TestAccessResolveBadItems: items that cannot be decoded are reported,
+// and the rest of the partition still resolves.
+func TestAccessResolveBadItems(t *testing.T) {
+	t.Parallel()
+	e := newDynamoAccountsEnv(t, acctOpts{})
+	ctx := t.Context()
+	ev := provEvent("evt_1", 0, entitlement.ProviderActive)
+	ev.CurrentPeriodEnd = acctStart.Add(time.Hour)
+	provApply(t, e, ev, true)
+	e.putRaw(t, map[string]types.AttributeValue{"PK": acctS("USER#u1"), "SK": acctS("SUBSCRIPTION#sub_9"), "status": acctS("paused"), "planTier": acctS("GUILDMASTER")})
+	e.putRaw(t, map[string]types.AttributeValue{"PK": acctS("USER#u1"), "SK": acctS("PROFILE#u1"), "tier": acctS("PLATINUM"), "email": acctS("a@b.c")})
+	e.putRaw(t, map[string]types.AttributeValue{"PK": acctS("USER#u1"), "SK": acctS("SUB#x#SKU#1"), "status": acctS("whatever")}) // another layout's item
+	got, err := e.accounts.ResolveAccess(ctx, "u1")
+	if got.Tier != entitlement.TierJourneyman || got.Reason != entitlement.ReasonActiveSubscription {
+		t.Fatalf("access %+v", got)
+	}
+	if !errors.Is(err, entitlement.ErrInvalidProviderStatus) || !errors.Is(err, entitlement.ErrInvalidTier) ||
+		!strings.Contains(err.Error(), "SUBSCRIPTION#sub_9") || !strings.Contains(err.Error(), "PROFILE#u1") ||
+		strings.Contains(err.Error(), "SUB#x") {
+		t.Fatalf("error: %v", err)
+	}
+	// SetProfileTier keeps the host's attributes.
+	if err := e.accounts.SetProfileTier(ctx, "u1", entitlement.TierSage); err != nil {
+		t.Fatal(err)
+	}
+	if p := e.raw(t, "USER#u1", "PROFILE#u1"); acctText(p["email"]) != "a@b.c" || acctText(p["tier"]) != "SAGE" {
+		t.Fatalf("profile %v", p)
+	}
+}
+
+func TestAccessTierParseAndOrder(t *testing.T) {
+	for in, want := range map[string]entitlement.Tier{"free": "FREE", "FREE": "FREE", " Sage ": "SAGE", "guildmaster": "GUILDMASTER",
+		"Initiate": "INITIATE", "journeyman\n": "JOURNEYMAN"} {
+		if got, err := entitlement.ParseTier(in); err != nil || got != want {
+			t.Errorf("ParseTier(%q) = %q, %v", in, got, err)
+		}
+	}
+	for _, in := range []string{"", "PLATINUM", "free tier", "SAGE2"} {
+		var fe *billing.FieldError
+		if _, err := entitlement.ParseTier(in); !errors.Is(err, entitlement.ErrInvalidTier) || !errors.As(err, &fe) || fe.Value != in {
+			t.Errorf("ParseTier(%q): %v", in, err)
+		}
+	}
+	tiers := entitlement.Tiers()
+	for i := range tiers {
+		if tiers[i].Rank() != i {
+			t.Errorf("%s rank %d", tiers[i], tiers[i].Rank())
+		}
+	}
+	if entitlement.Tier("sage").Valid() || entitlement.Tier("sage").Rank() != -1 {
+		t.Error("non-canonical tier valid")
+	}
+	if layout.ProfileTierValue(entitlement.TierFree) != "free" || layout.ProfileTierValue(entitlement.TierSage) != "SAGE" {
+		t.Error("profile values")
+	}
+	for in, want := range map[string]entitlement.PassType{"FOUNDING_MEMBER": entitlement.PassFoundingMember, "guild_builder": entitlement.PassGuildBuilder} {
+		if got, err := entitlement.ParsePassType(in); err != nil || got != want {
+			t.Errorf("ParsePassType(%q) = %q, %v", in, got, err)
+		}
+	}
+	if entitlement.PassFoundingMember.Tier() != entitlement.TierSage || entitlement.PassGuildBuilder.Tier() != entitlement.TierGuildmaster {
+		t.Error("pass tiers")
+	}
+}
+
+func FuzzAccessTier(f *testing.F) {
+	for _, t := range entitlement.Tiers() {
+		f.Add(string(t))
+	}
+	f.Add("free")
+	f.Add(" sage\t")
+	f.Add("ſage") // U+017F upper-cases to 'S' under Unicode rules; only ASCII case folds
+	f.Fuzz(func(t *testing.T, v string) {
+		tier, err := entitlement.ParseTier(v)
+		if err != nil {
+			if !errors.Is(err, entitlement.ErrInvalidTier) {
+				t.Fatal(err)
+			}
+			return
+		}
+		if !tier.Valid() || strings.ToUpper(strings.TrimSpace(v)) != string(tier) || strings.ContainsRune(v, 'ſ') {
+			t.Fatalf("%q parsed as %q", v, tier)
+		}
+		if again, err := entitlement.ParseTier(layout.ProfileTierValue(tier)); err != nil || again != tier {
+			t.Fatalf("profile round trip of %q: %q %v", tier, again, err)
+		}
+	})
+}
+
+func FuzzFounderPassItem(f *testing.F) {
+	f.Add("USER#u1", "FOUNDER#GUILD_BUILDER", "GUILD_BUILDER", "GUILDMASTER", "2025-01-01T00:00:00Z")
+	f.Add("USER#u1", "FOUNDER#FOUNDING_MEMBER", "", "", "")
+	f.Add("USER#", "FOUNDER#X", "x", "gold", "now")
+	f.Fuzz(func(t *testing.T, pk, sk, passType, granted, purchased string) {
+		item := map[string]types.AttributeValue{"PK": acctS(pk), "SK": acctS(sk), "purchasedAt": acctS(purchased),
+			"lifetimeAccess": &types.AttributeValueMemberBOOL{Value: true}}
+		if passType != "" {
+			item["passType"] = acctS(passType)
+		}
+		if granted != "" {
+			item["grantedTier"] = acctS(granted)
+		}
+		p, err := dynamostore.SingleTableConfig{}.DecodeFounderPass(item)
+		if err != nil {
+			var fe *billing.FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("not a FieldError: %v", err)
+			}
+			return
+		}
+		if p.PassType.Tier() == "" || !p.GrantedTier.Valid() || p.UserID == "" {
+			t.Fatalf("decoded %+v", p)
+		}
+		a := entitlement.ResolveAccess(time.Now(), []entitlement.FounderPass{p}, nil, "")
+		if a.Reason != entitlement.ReasonFounderPass || a.Tier != p.GrantedTier {
+			t.Fatalf("access of %+v: %+v", p, a)
+		}
+	})
+}
+
+// TestAccessMemoryRevokedPass covers the twin's revocation helper.
+func TestAccessMemoryRevokedPass(t *testing.T) {
+	a, err := billingtest.NewAccounts(billingtest.AccountsOptions{Clock: billingtest.NewClock(acctStart)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.GrantFounderPass(t.Context(), "u1", entitlement.PassGuildBuilder, "pi_1", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if !a.RevokeFounderPass("u1", entitlement.PassGuildBuilder) || a.RevokeFounderPass("u1", entitlement.PassFoundingMember) {
+		t.Fatal("revoke")
+	}
+	if got, _ := a.ResolveAccess(t.Context(), "u1"); got.Reason != entitlement.ReasonFree {
+		t.Fatalf("revoked pass still grants: %+v", got)
+	}
+}

@@ -1,0 +1,283 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing/entitlement"
+	"github.com/dynabill/billing/internal/layout"
+)
+
+// Balance implements [Accounts.Balance] with one consistent GetItem.
+func (a *Accounts) Balance(ctx context.Context, userID string) (entitlement.Credits, error) {
+	if err := checkAccount("balance", userID); err != nil {
+		return entitlement.Credits{}, err
+	}
+	item, err := a.getItem(ctx, "balance", userID, layout.SKCredits)
+	if err != nil {
+		return entitlement.Credits{}, err
+	}
+	if item == nil {
+		return entitlement.Credits{UserID: userID}, nil
+	}
+	return a.cfg.Table.DecodeCredits(item, a.now())
+}
+
+// Grant implements [Accounts.Grant]: one UpdateItem (ADD balance), unless
+// the record has expired (see [DynamoAccounts.Consume]).
+func (a *Accounts) Grant(ctx context.Context, userID string, n int64) (entitlement.Credits, error) {
+	return a.increment(ctx, "grant", userID, n, "")
+}
+
+// TopUp implements [Accounts.TopUp].
+func (a *Accounts) TopUp(ctx context.Context, userID string, n int64) (entitlement.Credits, error) {
+	return a.increment(ctx, "top up", userID, n, layout.CredLastTopUp)
+}
+
+// maxExpiryRetries bounds the retries of a credit write that met an
+// expired record or a concurrent transaction.
+const maxExpiryRetries = 4
+
+// incrementExpr is the update adding n credits to a live (unexpired)
+// record, creating it if absent: its condition fails only for a record
+// past its expiry, whose stale balance must not be revived. setNow names
+// attributes set to now; set holds other attributes to set.
+func (a *Accounts) incrementExpr(n int64, now time.Time, setNow []string, set map[string]types.AttributeValue) *types.Update {
+	ts, _ := layout.AcctTime(now)
+	nowV := expression.Value(layout.StringAV(ts))
+	typ, created, exp := expression.Name(layout.AcctType), expression.Name(layout.AcctCreatedAt), expression.Name(a.cfg.Table.TTLAttribute)
+	upd := expression.Set(typ, expression.IfNotExists(typ, expression.Value(layout.StringAV(layout.CredTypeBalance)))).
+		Set(created, expression.IfNotExists(created, nowV)).
+		Set(expression.Name(layout.AcctUpdatedAt), nowV)
+	for _, attr := range setNow {
+		upd = upd.Set(expression.Name(attr), nowV)
+	}
+	for _, attr := range slices.Sorted(maps.Keys(set)) {
+		upd = upd.Set(expression.Name(attr), expression.Value(set[attr]))
+	}
+	if a.cfg.CreditExpiry > 0 {
+		upd = upd.Set(exp, expression.Value(layout.NumberAV(now.Add(a.cfg.CreditExpiry).Unix())))
+	}
+	upd = upd.Add(expression.Name(layout.CredBalance), expression.Value(layout.NumberAV(n)))
+	expr := mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(a.unexpired(now)))
+	return &types.Update{
+		TableName:                 &a.cfg.Table.Table,
+		UpdateExpression:          expr.Update(),
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	}
+}
+
+// unexpired is the condition that the credits record has no expiry or one
+// after now.
+func (a *Accounts) unexpired(now time.Time) expression.ConditionBuilder {
+	exp := expression.Name(a.cfg.Table.TTLAttribute)
+	return expression.AttributeNotExists(exp).Or(exp.GreaterThan(expression.Value(layout.NumberAV(now.Unix()))))
+}
+
+func (a *Accounts) increment(ctx context.Context, op, userID string, n int64, setNow string) (entitlement.Credits, error) {
+	if err := checkAccount(op, userID); err != nil {
+		return entitlement.Credits{}, err
+	}
+	if err := entitlement.CheckCreditAmount(n); err != nil {
+		return entitlement.Credits{}, fmt.Errorf("billing: %s: %w", op, err)
+	}
+	var stamps []string
+	if setNow != "" {
+		stamps = []string{setNow}
+	}
+	for attempt := 0; ; attempt++ {
+		now := a.now()
+		u := a.incrementExpr(n, now, stamps, nil)
+		out, err := a.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: u.TableName, Key: a.key(userID, layout.SKCredits),
+			UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
+			ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
+			ReturnValues: types.ReturnValueAllNew,
+		})
+		if err == nil {
+			return a.cfg.Table.DecodeCredits(out.Attributes, now)
+		}
+		if _, ok := isConditionFailed(err); !ok || attempt >= maxExpiryRetries {
+			return entitlement.Credits{}, a.creditWriteError(op, userID, err)
+		}
+		if err := a.expireCredits(ctx, userID, now); err != nil {
+			return entitlement.Credits{}, err
+		}
+	}
+}
+
+func (a *Accounts) creditWriteError(op, userID string, err error) error {
+	return translateWrite(op, []txOp{{key: a.keyText(userID, layout.SKCredits),
+		reason: "the balance kept expiring concurrently, or its expiry attribute is not a number"}}, err)
+}
+
+// expireCredits empties a record that is past its expiry and removes the
+// expiry, so that the next grant starts from zero. A record that is not
+// (or no longer) expired is left alone.
+func (a *Accounts) expireCredits(ctx context.Context, userID string, now time.Time) error {
+	ts, _ := layout.AcctTime(now)
+	exp := expression.Name(a.cfg.Table.TTLAttribute)
+	expr := mustBuild(expression.NewBuilder().
+		WithUpdate(expression.Set(expression.Name(layout.CredBalance), expression.Value(layout.NumberAV(0))).
+			Set(expression.Name(layout.AcctUpdatedAt), expression.Value(layout.StringAV(ts))).
+			Remove(exp)).
+		WithCondition(exp.LessThanEqual(expression.Value(layout.NumberAV(now.Unix())))))
+	_, err := a.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &a.cfg.Table.Table,
+		Key:                       a.key(userID, layout.SKCredits),
+		UpdateExpression:          expr.Update(),
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	})
+	if _, ok := isConditionFailed(err); ok {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("billing: expire credits (%s): %w", a.keyText(userID, layout.SKCredits), err)
+	}
+	return nil
+}
+
+// Consume implements [Accounts.Consume]: one UpdateItem that subtracts n on
+// condition balance >= n and the record not expired. On failure DynamoDB
+// returns the old item (ReturnValuesOnConditionCheckFailure), so the
+// error's balance costs no extra read.
+func (a *Accounts) Consume(ctx context.Context, userID string, n int64) (entitlement.Credits, error) {
+	if err := checkAccount("consume", userID); err != nil {
+		return entitlement.Credits{}, err
+	}
+	if err := entitlement.CheckCreditAmount(n); err != nil {
+		return entitlement.Credits{}, fmt.Errorf("billing: consume: %w", err)
+	}
+	now := a.now()
+	ts, _ := layout.AcctTime(now)
+	bal, nv := expression.Name(layout.CredBalance), expression.Value(layout.NumberAV(n))
+	expr := mustBuild(expression.NewBuilder().
+		WithUpdate(expression.Set(bal, bal.Minus(nv)).Set(expression.Name(layout.AcctUpdatedAt), expression.Value(layout.StringAV(ts)))).
+		WithCondition(bal.GreaterThanEqual(nv).And(a.unexpired(now))))
+	out, err := a.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           &a.cfg.Table.Table,
+		Key:                                 a.key(userID, layout.SKCredits),
+		UpdateExpression:                    expr.Update(),
+		ConditionExpression:                 expr.Condition(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return a.cfg.Table.DecodeCredits(out.Attributes, now)
+	}
+	ccf, ok := isConditionFailed(err)
+	if !ok {
+		return entitlement.Credits{}, fmt.Errorf("billing: consume (%s): %w", a.keyText(userID, layout.SKCredits), err)
+	}
+	ie := &entitlement.InsufficientCreditsError{UserID: userID, Requested: n}
+	if len(ccf.Item) > 0 {
+		old, derr := a.cfg.Table.DecodeCredits(ccf.Item, now)
+		if derr != nil {
+			return entitlement.Credits{}, fmt.Errorf("billing: consume: %w", derr)
+		}
+		ie.Balance = old.Balance
+	}
+	return entitlement.Credits{}, ie
+}
+
+// MonthlyGrant implements [Accounts.MonthlyGrant]. period identifies the
+// billing period the payment covers (e.g. the invoice's period start,
+// "2025-01-01T00:00:00Z", or "2025-01"): any string of 1 to 256 bytes,
+// compared exactly. eventID (optional) is recorded for audit.
+//
+// The grant is one transaction of two writes: a marker item
+// SK=CREDITS#GRANT#<period> put on condition that it does not exist, and
+// the increment of the balance (setting lastReset, lastGrantPeriod and
+// lastGrantEventId). A redelivered event finds the marker and changes
+// nothing, whatever the order in which periods arrive; the marker expires
+// by TTL after GrantMarkerRetention. A tier whose quota is 0 writes
+// nothing. A transaction cancelled by concurrent writes to the balance is
+// retried a few times; a [*ConflictError] after that is safe to retry.
+func (a *Accounts) MonthlyGrant(ctx context.Context, userID string, tier entitlement.Tier, period, eventID string) (entitlement.MonthlyGrantResult, error) {
+	if err := checkAccount("monthly grant", userID); err != nil {
+		return entitlement.MonthlyGrantResult{}, err
+	}
+	t, err := entitlement.ParseTier(string(tier))
+	if err != nil {
+		return entitlement.MonthlyGrantResult{}, fmt.Errorf("billing: monthly grant: %w", err)
+	}
+	if err := entitlement.CheckGrantPeriod(period); err != nil {
+		return entitlement.MonthlyGrantResult{}, fmt.Errorf("billing: monthly grant: %w", err)
+	}
+	res := entitlement.MonthlyGrantResult{Tier: t, Period: period}
+	quota := a.cfg.Quotas.Quota(t)
+	if quota == 0 {
+		return res, nil
+	}
+	markerSK := layout.SKCreditGrantPrefix + period
+	ops := []txOp{
+		{key: a.keyText(userID, markerSK), reason: "the period was already granted", exists: true},
+		{key: a.keyText(userID, layout.SKCredits), reason: "the balance kept expiring concurrently, or its expiry attribute is not a number"},
+	}
+	for attempt := 0; ; attempt++ {
+		now := a.now()
+		ts, _ := layout.AcctTime(now)
+		marker := a.key(userID, markerSK)
+		marker[layout.AcctType], marker[layout.GrantPeriod], marker[layout.GrantTier] = layout.StringAV(layout.GrantTypeMarker), layout.StringAV(period), layout.StringAV(string(t))
+		marker[layout.GrantAmount], marker[layout.AcctCreatedAt] = layout.NumberAV(quota), layout.StringAV(ts)
+		marker[a.cfg.Table.TTLAttribute] = layout.NumberAV(now.Add(a.cfg.GrantMarkerRetention).Unix())
+		set := map[string]types.AttributeValue{layout.CredLastGrantPeriod: layout.StringAV(period)}
+		if eventID != "" {
+			marker[layout.GrantEventID], set[layout.CredLastGrantEvent] = layout.StringAV(eventID), layout.StringAV(eventID)
+		}
+		upd := a.incrementExpr(quota, now, []string{layout.CredLastReset}, set)
+		upd.Key = a.key(userID, layout.SKCredits)
+		_, err := a.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{Put: putAbsent(&a.cfg.Table.Table, marker, layout.AttrPK)},
+			{Update: upd},
+		}})
+		if err == nil {
+			res.Applied, res.Amount = true, quota
+			return res, nil
+		}
+		var tce *types.TransactionCanceledException
+		if !errors.As(err, &tce) {
+			return res, translateWrite("monthly grant", ops, err)
+		}
+		codes := make([]string, 2)
+		for i, r := range tce.CancellationReasons {
+			if i < len(codes) {
+				codes[i] = aws.ToString(r.Code)
+			}
+		}
+		switch {
+		case codes[0] == "ConditionalCheckFailed":
+			a.cfg.Logger.DebugContext(ctx, "billing: monthly grant already applied", "user", userID, "period", period, "event", eventID)
+			return res, nil
+		case attempt >= maxExpiryRetries:
+		case codes[1] == "ConditionalCheckFailed":
+			if err := a.expireCredits(ctx, userID, now); err != nil {
+				return res, err
+			}
+			continue
+		case codes[0] == "TransactionConflict" || codes[1] == "TransactionConflict":
+			// A concurrent write to the balance: nothing was written, retry.
+			select {
+			case <-ctx.Done():
+				return res, fmt.Errorf("billing: monthly grant (%s): %w", a.keyText(userID, layout.SKCredits), ctx.Err())
+			case <-time.After(time.Duration(attempt+1) * 10 * time.Millisecond):
+			}
+			continue
+		}
+		return res, translateWrite("monthly grant", ops, err)
+	}
+}

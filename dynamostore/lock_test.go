@@ -1,0 +1,343 @@
+package dynamostore_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/internal/dynamotest"
+)
+
+// Leases are short to keep the suite at seconds, but moto serves about 200 calls a
+// second on a small machine, so the heartbeats of the suite's 33 concurrent
+// leases must stay well below that.
+const (
+	// testLease is long enough that a loaded machine (the whole test
+	// suite hammering one single-threaded moto_server) cannot delay
+	// heartbeats past it: a lease lost to load in the contention test would
+	// look like a double holder.
+	testLease     = 5 * time.Second
+	testHeartbeat = 500 * time.Millisecond
+)
+
+// newLockTable creates a fresh lock table and returns its name.
+func newLockTable(t *testing.T, client *dynamodb.Client) string {
+	t.Helper()
+	table := dynamotest.TableName(t, "locks")
+	dynamotest.CreateTable(t, client, dynamostore.LockTableDefinition(table))
+	return table
+}
+
+// newDynamoLocker returns a locker closed at the end of the test.
+func newDynamoLocker(t *testing.T, client dynamostore.API, opts ...dynamostore.LockerOption) *dynamostore.Locker {
+	t.Helper()
+	l, err := dynamostore.NewLocker(client, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(context.Background()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return l
+}
+
+func TestDynamoLockerSuite(t *testing.T) {
+	billingtest.TestLocker(t, func(t *testing.T) billingtest.LockerHarness {
+		client := dynamotest.Client(t)
+		table := newLockTable(t, client)
+		opts := []dynamostore.LockerOption{dynamostore.WithLockTable(table), dynamostore.WithLeaseDuration(testLease)}
+		return billingtest.LockerHarness{
+			Locker:  newDynamoLocker(t, client, append(opts, dynamostore.WithHeartbeatPeriod(testHeartbeat))...),
+			Stalled: newDynamoLocker(t, client, append(opts, dynamostore.WithHeartbeatPeriod(0))...),
+			Fresh: func(t *testing.T) billing.Locker {
+				return newDynamoLocker(t, client, append(opts, dynamostore.WithHeartbeatPeriod(testHeartbeat))...)
+			},
+			WaitLease: func() { time.Sleep(testLease + testLease/4) },
+		}
+	})
+}
+
+// TestDynamoLockerItem checks the lock item against the legacy wire format.
+func TestDynamoLockerItem(t *testing.T) {
+	client := dynamotest.Client(t)
+	table := newLockTable(t, client)
+	acquired := time.Date(2024, 1, 31, 9, 30, 0, 123456789, time.UTC)
+	l := newDynamoLocker(t, client, dynamostore.WithLockTable(table),
+		dynamostore.WithLockOwner("collections-worker/req-1"),
+		dynamostore.WithLockClock(billingtest.NewClock(acquired)))
+	lease, err := l.Lock(t.Context(), "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	item := getLockItem(t, client, table, "subscription-billing:user_id:u1")
+	want := map[string]types.AttributeValue{
+		"PartitionKey":  &types.AttributeValueMemberS{Value: "subscription-billing:user_id:u1"},
+		"data":          &types.AttributeValueMemberB{Value: []byte("1706693400123456789")},
+		"ownerName":     &types.AttributeValueMemberS{Value: "collections-worker/req-1"},
+		"leaseDuration": &types.AttributeValueMemberS{Value: "1m0s"},
+	}
+	for name, w := range want {
+		if got := item[name]; !attrEqual(got, w) {
+			t.Errorf("attribute %s = %#v, want %#v", name, got, w)
+		}
+	}
+	rvn, ok := item["recordVersionNumber"].(*types.AttributeValueMemberS)
+	if !ok || rvn.Value == "" {
+		t.Errorf("recordVersionNumber = %#v, want a string", item["recordVersionNumber"])
+	}
+	if _, ok := item["isReleased"]; ok {
+		t.Error("a held lock has isReleased")
+	}
+	if err := lease.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	item = getLockItem(t, client, table, "subscription-billing:user_id:u1")
+	if got := item["isReleased"]; !attrEqual(got, &types.AttributeValueMemberS{Value: "1"}) {
+		t.Errorf("after Release isReleased = %#v, want \"1\" (the item is kept, as the legacy service did)", got)
+	}
+	ns, err := strconv.ParseInt(string(item["data"].(*types.AttributeValueMemberB).Value), 10, 64)
+	if err != nil || !time.Unix(0, ns).Equal(acquired) {
+		t.Errorf("data = %d (%v), want %v", ns, err, acquired)
+	}
+}
+
+func getLockItem(t *testing.T, client *dynamodb.Client, table, key string) map[string]types.AttributeValue {
+	t.Helper()
+	out, err := client.GetItem(t.Context(), &dynamodb.GetItemInput{
+		TableName:      aws.String(table),
+		Key:            map[string]types.AttributeValue{"PartitionKey": &types.AttributeValueMemberS{Value: key}},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Item == nil {
+		t.Fatalf("no lock item %q", key)
+	}
+	return out.Item
+}
+
+func attrEqual(a, b types.AttributeValue) bool {
+	switch a := a.(type) {
+	case *types.AttributeValueMemberS:
+		b, ok := b.(*types.AttributeValueMemberS)
+		return ok && a.Value == b.Value
+	case *types.AttributeValueMemberB:
+		b, ok := b.(*types.AttributeValueMemberB)
+		return ok && string(a.Value) == string(b.Value)
+	}
+	return false
+}
+
+// A single lease can heartbeat faster than the suite's many.
+const (
+	fastLease     = time.Second
+	fastHeartbeat = 100 * time.Millisecond
+)
+
+// TestDynamoLockerHeartbeatFailure: a lease whose heartbeats fail is lost
+// once no heartbeat has succeeded for the lease duration.
+func TestDynamoLockerHeartbeatFailure(t *testing.T) {
+	client := dynamotest.Client(t)
+	table := newLockTable(t, client)
+	w := dynamotest.Wrap(client)
+	l := newDynamoLocker(t, w, dynamostore.WithLockTable(table),
+		dynamostore.WithLeaseDuration(fastLease), dynamostore.WithHeartbeatPeriod(fastHeartbeat))
+	lease, err := l.Lock(t.Context(), "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	w.Throttle("UpdateItem", 1_000_000)
+	select {
+	case <-lease.Lost():
+	case <-time.After(5 * fastLease):
+		t.Fatal("Lost not closed while every heartbeat fails")
+	}
+	if d := time.Since(start); d < fastLease-2*fastHeartbeat {
+		t.Errorf("lost after %v, before the lease duration %v", d, fastLease)
+	}
+	w.ClearFaults()
+	if err := lease.Release(t.Context()); !errors.Is(err, billing.ErrLeaseLost) {
+		t.Errorf("Release = %v, want ErrLeaseLost", err)
+	}
+}
+
+// TestDynamoLockerTakeoverTiming: a stalled lease is not taken over before
+// its lease duration has passed (here by the locker that watched it, a lease
+// after it first saw it held), and its holder has been told by then.
+func TestDynamoLockerTakeoverTiming(t *testing.T) {
+	// A longer lease than fastLease: the probes before the lease duration
+	// must not be pushed past it by a slow server on a loaded machine.
+	const fastLease = 2 * time.Second
+	client := dynamotest.Client(t)
+	table := newLockTable(t, client)
+	opts := []dynamostore.LockerOption{dynamostore.WithLockTable(table), dynamostore.WithLeaseDuration(fastLease)}
+	stalled := newDynamoLocker(t, client, append(opts, dynamostore.WithHeartbeatPeriod(0))...)
+	taker := newDynamoLocker(t, client, append(opts, dynamostore.WithHeartbeatPeriod(fastHeartbeat))...)
+	old, err := stalled.Lock(t.Context(), "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstSeen := time.Now()
+	for _, wait := range []time.Duration{0, fastLease / 3, fastLease * 2 / 3} {
+		time.Sleep(time.Until(firstSeen.Add(wait)))
+		if _, err := taker.Lock(t.Context(), "u1"); !errors.Is(err, billing.ErrAlreadyLocked) {
+			t.Fatalf("Lock %v after first seeing the lock = %v, want ErrAlreadyLocked", wait, err)
+		}
+	}
+	time.Sleep(time.Until(firstSeen.Add(fastLease + fastLease/5)))
+	lease, err := taker.Lock(t.Context(), "u1")
+	if err != nil {
+		t.Fatalf("Lock after the lease duration: %v", err)
+	}
+	select {
+	case <-old.Lost():
+	default:
+		t.Error("the lock was taken over before its old holder saw Lost")
+	}
+	if err := old.Release(t.Context()); !errors.Is(err, billing.ErrLeaseLost) {
+		t.Errorf("old Release = %v, want ErrLeaseLost", err)
+	}
+	if err := lease.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDynamoLockerClose(t *testing.T) {
+	client := dynamotest.Client(t)
+	table := newLockTable(t, client)
+	opts := []dynamostore.LockerOption{dynamostore.WithLockTable(table),
+		dynamostore.WithLeaseDuration(testLease), dynamostore.WithHeartbeatPeriod(testHeartbeat)}
+	l, err := dynamostore.NewLocker(client, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := l.Lock(t.Context(), "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	released, err := l.Lock(t.Context(), "u2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := released.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(t.Context()); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := l.Close(t.Context()); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	select {
+	case <-held.Lost():
+	default:
+		t.Error("Close did not close Lost of a held lease")
+	}
+	if err := held.Release(t.Context()); !errors.Is(err, billing.ErrLeaseLost) {
+		t.Errorf("Release after Close = %v, want ErrLeaseLost", err)
+	}
+	if err := released.Release(t.Context()); err != nil {
+		t.Errorf("Release of a lease released before Close = %v, want nil", err)
+	}
+	if _, err := l.Lock(t.Context(), "u3"); err == nil || errors.Is(err, billing.ErrAlreadyLocked) {
+		t.Errorf("Lock after Close = %v, want a closed error", err)
+	}
+	// Close gave the lock back: another locker takes it at once.
+	other := newDynamoLocker(t, client, opts...)
+	lease, err := other.Lock(t.Context(), "u1")
+	if err != nil {
+		t.Fatalf("Lock of a user whose locker was closed: %v", err)
+	}
+	if err := lease.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDynamoLockerHeartbeats checks that a lease heartbeats, and that
+// heartbeats stop at Release.
+func TestDynamoLockerHeartbeats(t *testing.T) {
+	client := dynamotest.Client(t)
+	table := newLockTable(t, client)
+	w := dynamotest.Wrap(client)
+	l := newDynamoLocker(t, w, dynamostore.WithLockTable(table),
+		dynamostore.WithLeaseDuration(fastLease), dynamostore.WithHeartbeatPeriod(fastHeartbeat))
+	lease, err := l.Lock(t.Context(), "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * fastHeartbeat)
+	if n := w.Calls("UpdateItem"); n < 2 {
+		t.Errorf("%d heartbeats (UpdateItem) in %v, want about 5", n, 5*fastHeartbeat)
+	}
+	if err := lease.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	n := w.Calls("UpdateItem") // the release is one
+	time.Sleep(3 * fastHeartbeat)
+	if m := w.Calls("UpdateItem"); m != n {
+		t.Errorf("%d heartbeats after Release, want none", m-n)
+	}
+}
+
+func TestNewDynamoLockerOptions(t *testing.T) {
+	fake := &dynamodb.Client{} // never called
+	for _, tc := range []struct {
+		name string
+		opts []dynamostore.LockerOption
+		want string
+	}{
+		{"empty table", []dynamostore.LockerOption{dynamostore.WithLockTable("")}, "WithLockTable"},
+		{"zero lease", []dynamostore.LockerOption{dynamostore.WithLeaseDuration(0)}, "WithLeaseDuration"},
+		{"negative heartbeat", []dynamostore.LockerOption{dynamostore.WithHeartbeatPeriod(-time.Second)}, "WithHeartbeatPeriod"},
+		{"heartbeat over half the lease", []dynamostore.LockerOption{dynamostore.WithLeaseDuration(time.Second), dynamostore.WithHeartbeatPeriod(600 * time.Millisecond)}, "WithHeartbeatPeriod"},
+		{"nil clock", []dynamostore.LockerOption{dynamostore.WithLockClock(nil)}, "WithLockClock"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := dynamostore.NewLocker(fake, tc.opts...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("NewDynamoLocker = %v, %v; want an error naming %s", l, err, tc.want)
+			}
+		})
+	}
+	if _, err := dynamostore.NewLocker(nil); err == nil {
+		t.Error("NewDynamoLocker(nil) succeeded")
+	}
+	l, err := dynamostore.NewLocker(fake, dynamostore.WithLockLogger(slog.New(slog.DiscardHandler)),
+		dynamostore.WithLockOwner("me"), dynamostore.WithHeartbeatPeriod(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLockKey(t *testing.T) {
+	if got, want := dynamostore.LockKey("u-42"), "subscription-billing:user_id:u-42"; got != want {
+		t.Errorf("LockKey = %q, want %q", got, want)
+	}
+}
+
+func TestLockTableDefinition(t *testing.T) {
+	in := dynamostore.LockTableDefinition("locks-x")
+	if aws.ToString(in.TableName) != "locks-x" || in.BillingMode != types.BillingModePayPerRequest ||
+		len(in.KeySchema) != 1 || aws.ToString(in.KeySchema[0].AttributeName) != "PartitionKey" ||
+		in.KeySchema[0].KeyType != types.KeyTypeHash ||
+		len(in.AttributeDefinitions) != 1 || in.AttributeDefinitions[0].AttributeType != types.ScalarAttributeTypeS {
+		t.Errorf("LockTableDefinition = %+v", in)
+	}
+}

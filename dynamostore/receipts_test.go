@@ -1,0 +1,214 @@
+package dynamostore_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/entitlement"
+	"github.com/dynabill/billing/internal/layout"
+)
+
+func newReceipt(account, sub, sku string, processed time.Time, amount string) entitlement.Receipt {
+	return entitlement.Receipt{AccountID: account, SubscriptionID: sub, SKU: sku, ProcessedDate: processed,
+		ProcessedAmount: billing.MustParseAmount(amount), TransactionID: "tx-" + processed.Format(time.DateOnly)}
+}
+
+// TestReceiptCreateIdempotentTTL: a replay of the same receipt succeeds,
+// other content conflicts; the TTL attribute holds ProcessedDate + retention.
+func TestReceiptCreateIdempotentTTL(t *testing.T) {
+	forEachPayments(t, 0, func(t *testing.T, e *payEnv) {
+		ctx := t.Context()
+		processed := time.Date(2025, 5, 28, 9, 0, 0, 123456789, time.UTC)
+		r := newReceipt("123", "s1", "999", processed, "39.99")
+		got, err := e.payments.CreateReceipt(ctx, r)
+		want := r
+		want.ExpiresAt = processed.Add(layout.DefaultReceiptRetention).Truncate(time.Second)
+		if err != nil || got != want {
+			t.Fatalf("create %+v %v\nwant %+v", got, err, want)
+		}
+		if again, err := e.payments.CreateReceipt(ctx, r); err != nil || again != want {
+			t.Fatalf("replay: %+v %v", again, err)
+		}
+		noTx := newReceipt("123", "s1", "999", processed.Add(time.Second), "1.00")
+		noTx.TransactionID = ""
+		for range 2 {
+			if _, err := e.payments.CreateReceipt(ctx, noTx); err != nil {
+				t.Fatalf("receipt without transaction ID: %v", err)
+			}
+		}
+		for name, edit := range map[string]func(*entitlement.Receipt){
+			"amount":      func(r *entitlement.Receipt) { r.ProcessedAmount++ },
+			"transaction": func(r *entitlement.Receipt) { r.TransactionID = "tx-other" },
+			"no tx":       func(r *entitlement.Receipt) { r.TransactionID = "" },
+		} {
+			other := r
+			edit(&other)
+			if _, err := e.payments.CreateReceipt(ctx, other); !errors.Is(err, billing.ErrAlreadyExists) {
+				t.Errorf("replay with other %s: %v", name, err)
+			}
+		}
+		recs, err := e.payments.ReceiptsByAccount(ctx, "123", time.Time{})
+		if err != nil || len(recs) != 2 || recs[1] != want {
+			t.Fatalf("stored %+v %v", recs, err)
+		}
+		if bad := newReceipt("123", "s1", "999", time.Time{}, "1.00"); true {
+			if _, err := e.payments.CreateReceipt(ctx, bad); !errors.Is(err, entitlement.ErrInvalidPayment) {
+				t.Errorf("no processed date: %v", err)
+			}
+		}
+		if e.acct == nil {
+			return
+		}
+		item := e.acct.raw(t, "ACC#123", "REC#2025-05-28T09:00:00.123456789Z#SKU#999")
+		if n, ok := item["TTL"].(*types.AttributeValueMemberN); !ok || n.Value != "1764234000" {
+			t.Fatalf("TTL attribute: %#v (item %v)", item["TTL"], item)
+		}
+		if want.ExpiresAt.Unix() != 1764234000 {
+			t.Fatalf("expected TTL: %d", want.ExpiresAt.Unix())
+		}
+	})
+}
+
+// TestReceiptsByAccountNewestFirst: receipts since a date, newest first,
+// never subscriptions; subscriptions never receipts.
+func TestReceiptsByAccountNewestFirst(t *testing.T) {
+	forEachPayments(t, 0, func(t *testing.T, e *payEnv) {
+		ctx := t.Context()
+		mustCreate(t, e, newRecurring("123", "s1", "999"))
+		mustCreate(t, e, newRecurring("123", "s1", "777"))
+		dates := []time.Time{day(1, 28), day(2, 28).Add(time.Hour), day(3, 28), day(3, 28).Add(500 * time.Millisecond)}
+		for i, d := range dates {
+			sku := []string{"999", "777"}[i%2]
+			if _, err := e.payments.CreateReceipt(ctx, newReceipt("123", "s1", sku, d, "39.99")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := e.payments.CreateReceipt(ctx, newReceipt("456", "s1", "999", day(3, 1), "1.00")); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := e.payments.ReceiptsByAccount(ctx, "123", day(2, 28))
+		if err != nil || len(recs) != 3 {
+			t.Fatalf("since 28 Feb: %+v %v", recs, err)
+		}
+		for i, want := range []time.Time{dates[3], dates[2], dates[1]} {
+			if !recs[i].ProcessedDate.Equal(want) || recs[i].AccountID != "123" {
+				t.Errorf("receipt %d: %+v, want processed %v", i, recs[i], want)
+			}
+		}
+		if recs, err := e.payments.ReceiptsByAccount(ctx, "123", time.Time{}); err != nil || len(recs) != 4 {
+			t.Fatalf("all: %d %v", len(recs), err)
+		}
+		if recs, err := e.payments.ReceiptsByAccount(ctx, "123", dates[3]); err != nil || len(recs) != 1 {
+			t.Fatalf("since the newest (inclusive): %d %v", len(recs), err)
+		}
+		subs, err := e.payments.SubscriptionsByAccount(ctx, "123")
+		if err != nil || len(subs) != 2 {
+			t.Fatalf("subscriptions among receipts: %+v %v", subs, err)
+		}
+	})
+}
+
+// TestRecordPaymentAtomic: with a stale prev, or a receipt key holding
+// other content, RecordPayment writes nothing: no receipt, no update.
+func TestRecordPaymentAtomic(t *testing.T) {
+	forEachPayments(t, 0, func(t *testing.T, e *payEnv) {
+		ctx := t.Context()
+		v1 := mustCreate(t, e, newRecurring("123", "s1", "999"))
+		next := v1
+		next.Email = "new@example.com"
+		v2, err := e.payments.UpdateSubscription(ctx, v1, next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := newReceipt("123", "s1", "999", day(1, 28).Add(time.Hour), "39.99")
+		if _, _, err := e.payments.RecordPayment(ctx, v1, rec, day(2, 28), day(2, 21)); !errors.Is(err, billing.ErrConflict) {
+			t.Fatalf("stale prev: %v", err)
+		}
+		if recs, _ := e.payments.ReceiptsByAccount(ctx, "123", time.Time{}); len(recs) != 0 {
+			t.Fatalf("receipt written by a failed transaction: %+v", recs)
+		}
+		clash := rec
+		clash.ProcessedAmount = 1
+		if _, err := e.payments.CreateReceipt(ctx, clash); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := e.payments.RecordPayment(ctx, v2, rec, day(2, 28), day(2, 21)); !errors.Is(err, billing.ErrAlreadyExists) {
+			t.Fatalf("receipt clash: %v", err)
+		}
+		if got, _ := e.payments.GetSubscription(ctx, "123", "s1", "999"); got != v2 {
+			t.Fatalf("subscription updated by a failed transaction: %+v", got)
+		}
+		wrong := rec
+		wrong.SKU = "777"
+		if _, _, err := e.payments.RecordPayment(ctx, v2, wrong, day(2, 28), day(2, 21)); !errors.Is(err, entitlement.ErrInvalidPayment) {
+			t.Fatalf("receipt of another subscription: %v", err)
+		}
+		rec.ProcessedDate = rec.ProcessedDate.Add(time.Minute)
+		v3, r, err := e.payments.RecordPayment(ctx, v2, rec, day(2, 28), time.Time{})
+		if err != nil || v3.Version != 3 || !v3.NextReminderDate.IsZero() || r.ProcessedAmount != rec.ProcessedAmount {
+			t.Fatalf("record: %+v %+v %v", v3, r, err)
+		}
+		if recs, _ := e.payments.ReceiptsByAccount(ctx, "123", time.Time{}); len(recs) != 2 || recs[0] != r {
+			t.Fatalf("receipts %+v", recs)
+		}
+	})
+}
+
+// FuzzDecodeRecurringSubscription: the decoders never panic, and what
+// they accept re-encodes to an item that decodes to the same value.
+func FuzzDecodeRecurringSubscription(f *testing.F) {
+	f.Add("ACC#123", "SUB#s1#SKU#999", "999", "28", "39.99", "2025-01-28", "0001-01-01", "1")
+	f.Add("ACC#1", "SUB##SKU#", "", "x", "-1", "2025-13-01", "", "-3")
+	f.Fuzz(func(t *testing.T, pk, sk, sku, payDay, amount, next, last, version string) {
+		item := map[string]types.AttributeValue{
+			"PK": &types.AttributeValueMemberS{Value: pk}, "SK": &types.AttributeValueMemberS{Value: sk},
+			"SKU": &types.AttributeValueMemberS{Value: sku}, "PaymentDay": &types.AttributeValueMemberN{Value: payDay},
+			"PaymentAmount": &types.AttributeValueMemberS{Value: amount}, "NextPaymentDate": &types.AttributeValueMemberS{Value: next},
+			"LastPaymentDate": &types.AttributeValueMemberS{Value: last}, "Version": &types.AttributeValueMemberN{Value: version},
+		}
+		s, err := payTable.DecodeRecurringSubscription(item)
+		if err != nil {
+			if !errors.Is(err, billing.ErrInvalidItem) && !errors.Is(err, billing.ErrInvalidDate) && !errors.Is(err, billing.ErrInvalidAmount) {
+				t.Fatalf("unexpected error kind: %v", err)
+			}
+			return
+		}
+		again, err := payTable.EncodeRecurringSubscription(s)
+		if err != nil {
+			t.Fatalf("accepted %+v but cannot encode it: %v", s, err)
+		}
+		if s2, err := payTable.DecodeRecurringSubscription(again); err != nil || s2 != s {
+			t.Fatalf("round trip %+v → %+v %v", s, s2, err)
+		}
+		if _, err := payTable.DecodeReceipt(item); err == nil {
+			t.Fatalf("a subscription item decodes as a receipt: %v", item)
+		}
+	})
+}
+
+// FuzzDecodeReceipt: see FuzzDecodeRecurringSubscription.
+func FuzzDecodeReceipt(f *testing.F) {
+	f.Add("ACC#123", "REC#2025-05-28T09:00:00.000000000Z#SKU#999", "s1", "2025-05-28T09:00:00Z", "39.99", "1764234000")
+	f.Add("ACC#123", "REC#x#SKU#", "", "2025-05-28T09:00:00.5+02:00", "1", "1e3")
+	f.Fuzz(func(t *testing.T, pk, sk, sub, processed, amount, ttl string) {
+		item := map[string]types.AttributeValue{
+			"PK": &types.AttributeValueMemberS{Value: pk}, "SK": &types.AttributeValueMemberS{Value: sk},
+			"SubscriptionID": &types.AttributeValueMemberS{Value: sub}, "ProcessedDate": &types.AttributeValueMemberS{Value: processed},
+			"ProcessedAmount": &types.AttributeValueMemberS{Value: amount}, "TTL": &types.AttributeValueMemberN{Value: ttl},
+		}
+		r, err := payTable.DecodeReceipt(item)
+		if err != nil {
+			return
+		}
+		again, err := payTable.EncodeReceipt(r)
+		if err != nil {
+			t.Fatalf("accepted %+v but cannot encode it: %v", r, err)
+		}
+		if r2, err := payTable.DecodeReceipt(again); err != nil || r2 != r {
+			t.Fatalf("round trip %+v → %+v %v", r, r2, err)
+		}
+	})
+}

@@ -1,0 +1,704 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/cursor"
+	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/internal/timefmt"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// DynamoConfig configures [NewDynamoRepository] and [NewDynamoHistory].
+type Config struct {
+	// Client talks to DynamoDB; *dynamodb.Client satisfies it. Required.
+	Client API
+	// Tables names the tables and indexes and picks the status index mode.
+	// Defaults to the existing deployment's names, legacy status index.
+	Tables TableConfig
+	// PageSize is the number of items a status page reads (DynamoDB's
+	// Limit). Defaults to 100.
+	PageSize int
+	// Collisions resolves duplicate keys in AddAll. Defaults to
+	// [DefaultCollisionPolicy].
+	Collisions billing.CollisionPolicy
+	// BatchRetries is how many times a batch chunk with unprocessed items or
+	// a failed request is retried. Defaults to 8.
+	BatchRetries int
+	// BatchBackoff is the first retry delay; it doubles per attempt (with
+	// full jitter) up to BatchMaxBackoff. Defaults to 50ms.
+	BatchBackoff time.Duration
+	// BatchMaxBackoff caps the retry delay. Defaults to 5s.
+	BatchMaxBackoff time.Duration
+	// Logger receives debug and warning logs. Defaults to discarding them.
+	Logger *slog.Logger
+	// MeterProvider makes the DynamoDB latency metric (see
+	// [MetricDynamoDBDuration]); every call of Client is timed. Defaults to
+	// otel.GetMeterProvider(), a no-op unless the host installs a global
+	// provider.
+	MeterProvider metric.MeterProvider
+	// TracerProvider makes a client span per DynamoDB call (see
+	// [SpanDynamoDBPrefix]). Defaults to otel.GetTracerProvider(), a no-op
+	// unless the host installs a global provider.
+	TracerProvider trace.TracerProvider
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Client == nil {
+		return c, errors.New("billing: DynamoConfig.Client is required")
+	}
+	if err := c.Tables.validate(); err != nil {
+		return c, err
+	}
+	if c.PageSize < 0 {
+		return c, fmt.Errorf("billing: DynamoConfig.PageSize: negative %d", c.PageSize)
+	}
+	if c.BatchRetries < 0 {
+		return c, fmt.Errorf("billing: DynamoConfig.BatchRetries: negative %d", c.BatchRetries)
+	}
+	c.Tables = c.Tables.WithDefaults()
+	if c.PageSize == 0 {
+		c.PageSize = 100
+	}
+	if c.Collisions == nil {
+		c.Collisions = layout.DefaultCollisionPolicy
+	}
+	if c.BatchRetries == 0 {
+		c.BatchRetries = 8
+	}
+	if c.BatchBackoff <= 0 {
+		c.BatchBackoff = 50 * time.Millisecond
+	}
+	if c.BatchMaxBackoff <= 0 {
+		c.BatchMaxBackoff = 5 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	c.Client = instrumentDynamo(c.Client, newTelemetry(c.MeterProvider, c.TracerProvider))
+	return c, nil
+}
+
+func (c Config) batchWriter() *batchWriter {
+	return &batchWriter{
+		client: c.Client, retries: c.BatchRetries, baseDelay: c.BatchBackoff, maxDelay: c.BatchMaxBackoff,
+		keyAttrs: map[string][2]string{
+			c.Tables.Subscriptions: {layout.AttrUserID, layout.AttrBillingDate},
+			c.Tables.History:       {layout.AttrUserID, layout.AttrLastRunDate},
+		},
+	}
+}
+
+// DynamoRepository is the [Repository] on the legacy billing-activity and
+// billing-activity-history tables.
+type Repository struct {
+	cfg Config
+	bw  *batchWriter
+}
+
+var _ billing.Repository = (*Repository)(nil)
+
+// NewDynamoRepository returns a Repository on the tables of cfg.Tables.
+func NewRepository(cfg Config) (*Repository, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Repository{cfg: cfg, bw: cfg.batchWriter()}, nil
+}
+
+// mustBuild builds an expression whose operands are all set (names and
+// values never empty): the builder fails only on empty operands.
+func mustBuild(b expression.Builder) expression.Expression {
+	expr, err := b.Build()
+	if err != nil {
+		panic("billing: expression: " + err.Error())
+	}
+	return expr
+}
+
+// absent is the condition that no item with the key exists: the partition
+// key attribute pk is not there.
+func absent(pk string) expression.Expression {
+	return mustBuild(expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(pk))))
+}
+
+// putAbsent is the put of item into table conditional on absent(pk): it
+// creates the item, never overwrites one.
+func putAbsent(table *string, item map[string]types.AttributeValue, pk string) *types.Put {
+	expr := absent(pk)
+	return &types.Put{TableName: table, Item: item, ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names()}
+}
+
+// keyEquals is the key condition name = v on a string key attribute.
+func keyEquals(name, v string) expression.Expression {
+	return mustBuild(expression.NewBuilder().WithKeyCondition(expression.Key(name).Equal(expression.Value(layout.StringAV(v)))))
+}
+
+// Add implements [Repository.Add].
+func (r *Repository) Add(ctx context.Context, sub *billing.Subscription) error {
+	hist, err := layout.EncodeHistoryItem(sub)
+	if err != nil {
+		return err
+	}
+	prim, _ := layout.EncodeItem(sub)
+	_, err = r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Put: putAbsent(&r.cfg.Tables.Subscriptions, prim, layout.AttrUserID)},
+		{Put: putAbsent(&r.cfg.Tables.History, hist, layout.AttrUserID)},
+	}})
+	return translateWrite("add", []txOp{
+		{key: sub.Key(), reason: "a record with this user_id and billing_date exists", exists: true},
+		{key: sub.Key(), reason: "a history row with this user_id and last_run_date exists", exists: true, history: true},
+	}, err)
+}
+
+// Get implements [Repository.Get].
+func (r *Repository) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Subscription, error) {
+	bd, err := timefmt.Seconds(billingDate)
+	if err != nil {
+		return billing.Subscription{}, fmt.Errorf("%w: billing_date %v: %w", billing.ErrInvalidDate, billingDate, err)
+	}
+	return r.getKey(ctx, userID, bd)
+}
+
+func (r *Repository) getKey(ctx context.Context, userID, billingDate string) (billing.Subscription, error) {
+	key := keyString(userID, billingDate)
+	out, err := r.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &r.cfg.Tables.Subscriptions,
+		Key:            map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(userID), layout.AttrBillingDate: layout.StringAV(billingDate)},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return billing.Subscription{}, fmt.Errorf("billing: get (%s): %w", key, err)
+	}
+	if len(out.Item) == 0 {
+		return billing.Subscription{}, fmt.Errorf("%w: record %s", billing.ErrNotFound, key)
+	}
+	return layout.DecodeItem(out.Item)
+}
+
+func keyString(userID, billingDate string) string {
+	return "user_id=" + userID + " billing_date=" + billingDate
+}
+
+// GetByID implements [Repository.GetByID]: an index query, then a consistent
+// read of each key found (an index lagging behind an AdminUpdate may still
+// list the old key).
+func (r *Repository) GetByID(ctx context.Context, subscriptionID string) (billing.Subscription, error) {
+	if subscriptionID == "" {
+		return billing.Subscription{}, fmt.Errorf("%w: empty subscription ID", billing.ErrNotFound)
+	}
+	expr := keyEquals(layout.AttrSubscriptionID, subscriptionID)
+	in := &dynamodb.QueryInput{
+		TableName:                 &r.cfg.Tables.Subscriptions,
+		IndexName:                 &r.cfg.Tables.SubscriptionIDIndex,
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	}
+	for {
+		out, err := r.cfg.Client.Query(ctx, in)
+		if err != nil {
+			return billing.Subscription{}, fmt.Errorf("billing: get by id %s: %w", subscriptionID, err)
+		}
+		for _, it := range out.Items {
+			sub, err := r.getKey(ctx, layout.StringOf(it[layout.AttrUserID]), layout.StringOf(it[layout.AttrBillingDate]))
+			if errors.Is(err, billing.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return billing.Subscription{}, err
+			}
+			if sub.SubscriptionID == subscriptionID {
+				return sub, nil
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return billing.Subscription{}, fmt.Errorf("%w: subscription_id %s", billing.ErrNotFound, subscriptionID)
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// ListByUser implements [Repository.ListByUser].
+func (r *Repository) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+	return r.queryUser(ctx, userID, true, 0)
+}
+
+// Recent implements [Repository.Recent].
+func (r *Repository) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
+	if limit <= 0 {
+		limit = 10
+	}
+	return r.queryUser(ctx, userID, false, limit)
+}
+
+func (r *Repository) queryUser(ctx context.Context, userID string, forward bool, limit int) ([]billing.Subscription, error) {
+	expr := keyEquals(layout.AttrUserID, userID)
+	in := &dynamodb.QueryInput{
+		TableName:                 &r.cfg.Tables.Subscriptions,
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ScanIndexForward:          aws.Bool(forward),
+		ConsistentRead:            aws.Bool(true),
+	}
+	var subs []billing.Subscription
+	for {
+		if limit > 0 {
+			in.Limit = aws.Int32(int32(limit - len(subs)))
+		}
+		out, err := r.cfg.Client.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("billing: list user %s: %w", userID, err)
+		}
+		for _, it := range out.Items {
+			sub, err := layout.DecodeItem(it)
+			if err != nil {
+				return nil, err
+			}
+			subs = append(subs, sub)
+		}
+		if len(out.LastEvaluatedKey) == 0 || (limit > 0 && len(subs) >= limit) {
+			return subs, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// statusCursorNames are the attributes of a status index LastEvaluatedKey.
+var statusCursorNames = []string{layout.AttrUserID, layout.AttrBillingDate, layout.AttrBillingStatus}
+
+func (r *Repository) cursorScope(st billing.Status) string {
+	t := r.cfg.Tables
+	return "status/" + t.StatusIndexMode.String() + "/" + t.Subscriptions + "/" + t.StatusIndex + "/" + string(st)
+}
+
+// QueryStatus implements [Repository.QueryStatus]. In legacy mode the date
+// bounds are a filter over every record of the status; in sorted mode they
+// are a key condition (plus the same filter for exactness when both ends are
+// bounded).
+func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (billing.Page, error) {
+	if err := q.Validate(); err != nil {
+		return billing.Page{}, err
+	}
+	scope := r.cursorScope(q.Status)
+	start, err := cursor.Decode(scope, q.Cursor, statusCursorNames...)
+	if err != nil {
+		return billing.Page{}, fmt.Errorf("%w: %v", billing.ErrInvalidCursor, err)
+	}
+	if start != nil && layout.StringOf(start[layout.AttrBillingStatus]) != string(q.Status) {
+		return billing.Page{}, fmt.Errorf("%w: cursor of another status", billing.ErrInvalidCursor)
+	}
+	limit := q.Limit
+	if limit == 0 {
+		limit = r.cfg.PageSize
+	}
+	expr, err := r.statusConditions(q)
+	if err != nil {
+		return billing.Page{}, err
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 &r.cfg.Tables.Subscriptions,
+		IndexName:                 &r.cfg.Tables.StatusIndex,
+		KeyConditionExpression:    expr.KeyCondition(),
+		FilterExpression:          expr.Filter(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ExclusiveStartKey:         start,
+		Limit:                     aws.Int32(int32(min(limit, 1<<30))),
+	}
+	out, err := r.cfg.Client.Query(ctx, in)
+	if err != nil {
+		return billing.Page{}, fmt.Errorf("billing: status page %s: %w", q.Status, err)
+	}
+	page := billing.Page{Scanned: int(out.ScannedCount), Count: int(out.Count)}
+	for _, it := range out.Items {
+		sub, err := layout.DecodeItem(it)
+		if err != nil {
+			r.cfg.Logger.WarnContext(ctx, "billing: skipping undecodable item", "status", q.Status, "error", err)
+			page.Invalid = append(page.Invalid, err)
+			continue
+		}
+		page.Items = append(page.Items, sub)
+	}
+	if page.Next, err = cursor.Encode(scope, out.LastEvaluatedKey); err != nil {
+		return billing.Page{}, fmt.Errorf("billing: status page %s: cursor: %w", q.Status, err)
+	}
+	return page, nil
+}
+
+// statusConditions builds the key condition and filter of a status query.
+func (r *Repository) statusConditions(q billing.StatusQuery) (expression.Expression, error) {
+	keyCond := expression.Key(layout.AttrBillingStatus).Equal(expression.Value(layout.StringAV(string(q.Status))))
+	date := expression.Name(layout.AttrBillingDate)
+	var filters []expression.ConditionBuilder
+	var keyDate expression.KeyConditionBuilder // the one bound of a sorted index
+	value := func(t time.Time) (expression.ValueBuilder, error) {
+		v, err := timefmt.Seconds(t)
+		if err != nil {
+			return expression.ValueBuilder{}, fmt.Errorf("%w: %v", billing.ErrInvalidQuery, err)
+		}
+		return expression.Value(layout.StringAV(v)), nil
+	}
+	if !q.Since.IsZero() {
+		v, err := value(q.Since)
+		if err != nil {
+			return expression.Expression{}, err
+		}
+		filters = append(filters, date.GreaterThanEqual(v))
+		keyDate = expression.Key(layout.AttrBillingDate).GreaterThanEqual(v)
+	}
+	if !q.After.IsZero() {
+		v, err := value(q.After)
+		if err != nil {
+			return expression.Expression{}, err
+		}
+		filters = append(filters, date.GreaterThan(v))
+		keyDate = expression.Key(layout.AttrBillingDate).GreaterThan(v)
+	}
+	if !q.Before.IsZero() {
+		v, err := value(q.Before)
+		if err != nil {
+			return expression.Expression{}, err
+		}
+		filters = append(filters, date.LessThan(v))
+		keyDate = expression.Key(layout.AttrBillingDate).LessThan(v)
+	}
+	b := expression.NewBuilder()
+	switch {
+	case len(filters) == 0:
+		b = b.WithKeyCondition(keyCond)
+	case r.cfg.Tables.StatusIndexMode == StatusIndexLegacy:
+		b = b.WithKeyCondition(keyCond).WithFilter(joinAnd(filters))
+	case len(filters) == 1:
+		b = b.WithKeyCondition(keyCond.And(keyDate))
+	default:
+		// Both ends bounded: the key condition allows one BETWEEN
+		// (inclusive); whole-second keys make [lo, hi-1s] the same range,
+		// and the filter keeps the exact bounds.
+		lo := q.Since
+		if lo.IsZero() {
+			lo = q.After.Truncate(time.Second).Add(time.Second)
+		}
+		hi := q.Before.Truncate(time.Second).Add(-time.Second)
+		if hi.Before(lo) {
+			hi = lo
+		}
+		lov, err := value(lo)
+		if err != nil {
+			return expression.Expression{}, err
+		}
+		hiv, err := value(hi)
+		if err != nil {
+			return expression.Expression{}, err
+		}
+		b = b.WithKeyCondition(keyCond.And(expression.Key(layout.AttrBillingDate).Between(lov, hiv))).WithFilter(joinAnd(filters))
+	}
+	expr, err := b.Build()
+	if err != nil {
+		return expression.Expression{}, fmt.Errorf("billing: status page %s: %w", q.Status, err)
+	}
+	return expr, nil
+}
+
+// joinAnd is the conjunction of one or more conditions.
+func joinAnd(conds []expression.ConditionBuilder) expression.ConditionBuilder {
+	if len(conds) == 1 {
+		return conds[0]
+	}
+	return expression.And(conds[0], conds[1], conds[2:]...)
+}
+
+// updateCondition is the fence of Update, AdminUpdate and SetAttempt: the
+// stored record still has the status, last_run_date and attempt fields the
+// writer read.
+func updateCondition(prev *billing.Subscription) expression.Expression {
+	return mustBuild(expression.NewBuilder().WithCondition(fence(prev)))
+}
+
+// fence is updateCondition's condition, for expressions that add to it.
+func fence(prev *billing.Subscription) expression.ConditionBuilder {
+	cond := expression.AttributeExists(expression.Name(layout.AttrUserID)).
+		And(expression.Name(layout.AttrBillingStatus).Equal(expression.Value(string(prev.Status))))
+	if lr := layout.LastRunDateKey(prev); lr != "" {
+		cond = cond.And(expression.Name(layout.AttrLastRunDate).Equal(expression.Value(lr)))
+	} else {
+		cond = cond.And(expression.AttributeNotExists(expression.Name(layout.AttrLastRunDate)))
+	}
+	for name, n := range map[string]int{layout.AttrAttempt: prev.Attempt, layout.AttrAttemptNumber: prev.LastAttempt.Number} {
+		v := expression.Name(name).Equal(expression.Value(&types.AttributeValueMemberN{Value: strconv.Itoa(n)}))
+		if n == 0 {
+			v = expression.AttributeNotExists(expression.Name(name)).Or(v)
+		}
+		cond = cond.And(v)
+	}
+	return cond
+}
+
+// notInFlight is the condition that a stored record, if any, is not in
+// flight: it has no attempt number above its attempt count.
+func notInFlight() expression.ConditionBuilder {
+	num, cnt := expression.Name(layout.AttrAttemptNumber), expression.Name(layout.AttrAttempt)
+	return expression.AttributeNotExists(num).Or(expression.AttributeExists(cnt).And(num.LessThanEqual(cnt)))
+}
+
+// attemptUpdate is SetAttempt's write on the fence of prev: the
+// write-back of prev to next (see [writeBack]), which ValidateAttemptUpdate
+// has checked differ in their attempt attributes only.
+func attemptUpdate(prev, next *billing.Subscription) (expression.Expression, error) {
+	if err := layout.ValidateAttemptUpdate(prev, next); err != nil {
+		return expression.Expression{}, err
+	}
+	before, _ := layout.EncodeItem(prev)
+	after, _ := layout.EncodeItem(next)
+	upd := writeBack(before, after, []string{layout.AttrUserID, layout.AttrBillingDate}, nil)
+	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(fence(prev)).Build()
+	if err != nil {
+		return expression.Expression{}, fmt.Errorf("billing: set attempt (%s): %w", prev.Key(), err)
+	}
+	return expr, nil
+}
+
+const staleReason = "the record changed since it was read (status or last_run_date differ) or was deleted"
+
+// SetAttempt implements [Repository.SetAttempt] with one conditional
+// UpdateItem.
+func (r *Repository) SetAttempt(ctx context.Context, prev, next *billing.Subscription) error {
+	expr, err := attemptUpdate(prev, next)
+	if err != nil {
+		return err
+	}
+	_, err = r.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:        &r.cfg.Tables.Subscriptions,
+		Key:              map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(prev.UserID), layout.AttrBillingDate: layout.StringAV(layout.BillingDateKey(prev))},
+		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	})
+	return translateWrite("set attempt", []txOp{{key: prev.Key(), reason: staleReason}}, err)
+}
+
+// Update implements [Repository.Update]. The record is written back with
+// an update of only the attributes whose encoding changes from prev to
+// next (SET, or REMOVE when next omits one): every other attribute of the
+// stored item keeps its bytes, whatever form a legacy writer gave them
+// (a timestamp text, an empty string, a NULL, an N "0"), and so do data_
+// attributes other services put on the item and attributes the library has
+// never heard of. The update is conditional on the fence of prev (status,
+// last_run_date and attempt as read); the history row is a new item, a
+// full put of next.
+func (r *Repository) Update(ctx context.Context, prev, next *billing.Subscription, create ...*billing.Subscription) error {
+	if err := layout.ValidateUpdate(prev, next, false); err != nil {
+		return err
+	}
+	if len(create) > billing.MaxUpdateCreates {
+		return fmt.Errorf("billing: update (%s): %d records to create, at most %d", prev.Key(), len(create), billing.MaxUpdateCreates)
+	}
+	upd, err := r.writeBackAction(prev, next)
+	if err != nil {
+		return err
+	}
+	hist, _ := layout.EncodeHistoryItem(next)
+	items := []types.TransactWriteItem{
+		{Update: upd},
+		{Put: putAbsent(&r.cfg.Tables.History, hist, layout.AttrUserID)},
+	}
+	ops := []txOp{
+		{key: prev.Key(), reason: staleReason},
+		{key: next.Key(), reason: "a history row with this user_id and last_run_date exists", history: true},
+	}
+	if err := layout.ValidateCreates(prev, next, create); err != nil {
+		return err
+	}
+	for _, c := range create {
+		ch, _ := layout.EncodeHistoryItem(c)
+		cp, _ := layout.EncodeItem(c)
+		items = append(items,
+			types.TransactWriteItem{Put: putAbsent(&r.cfg.Tables.Subscriptions, cp, layout.AttrUserID)},
+			types.TransactWriteItem{Put: putAbsent(&r.cfg.Tables.History, ch, layout.AttrUserID)})
+		ops = append(ops,
+			txOp{key: c.Key(), reason: "a record to create exists", exists: true},
+			txOp{key: c.Key(), reason: "a history row of a record to create exists", exists: true, history: true})
+	}
+	_, err = r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	return translateWrite("update", ops, err)
+}
+
+// writeBackAction is the update action of Update: the change from prev's
+// encoding to next's (see [writeBack]) on prev's key, conditional on the
+// fence of prev.
+func (r *Repository) writeBackAction(prev, next *billing.Subscription) (*types.Update, error) {
+	prevItem, err := layout.EncodeItem(prev)
+	if err != nil {
+		return nil, err
+	}
+	nextItem, _ := layout.EncodeItem(next) // ValidateUpdate encoded it
+	key := map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(prev.UserID), layout.AttrBillingDate: layout.StringAV(layout.BillingDateKey(prev))}
+	upd, err := updateAction(&r.cfg.Tables.Subscriptions, key, prevItem, nextItem, fence(prev), layout.AttrLastRunDate)
+	if err != nil {
+		return nil, fmt.Errorf("billing: update (%s): %w", prev.Key(), err)
+	}
+	return upd, nil
+}
+
+// AdminUpdate implements [Repository.AdminUpdate]. With an unchanged
+// billing_date it is [DynamoRepository.Update]: only the changed attributes
+// are written. A changed billing_date is a move, one transaction of the
+// conditional delete of prev's item, the put of next's under the new key and
+// the history row. The new item is written from the records, so the
+// attributes the library knows are written canonically (as [EncodeItem]
+// writes them; a legacy text form of a timestamp is not kept), while the
+// attributes it does not own are carried over: unknown ones (prev's Extra,
+// which next carries) and the data_ attributes of prev's primary item
+// (prev's Data) keep their values.
+func (r *Repository) AdminUpdate(ctx context.Context, prev, next *billing.Subscription) error {
+	if layout.BillingDateKey(next) == layout.BillingDateKey(prev) {
+		return r.Update(ctx, prev, next)
+	}
+	if err := layout.ValidateUpdate(prev, next, true); err != nil {
+		return err
+	}
+	prim, _ := layout.EncodeItem(next) // ValidateUpdate encoded it
+	carryData(prim, prev)
+	hist, _ := layout.EncodeHistoryItem(next)
+	cond := updateCondition(prev)
+	_, err := r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Delete: &types.Delete{TableName: &r.cfg.Tables.Subscriptions,
+			Key:                 map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(prev.UserID), layout.AttrBillingDate: layout.StringAV(layout.BillingDateKey(prev))},
+			ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()}},
+		{Put: putAbsent(&r.cfg.Tables.Subscriptions, prim, layout.AttrUserID)},
+		{Put: putAbsent(&r.cfg.Tables.History, hist, layout.AttrUserID)},
+	}})
+	return translateWrite("admin update", []txOp{
+		{key: prev.Key(), reason: staleReason},
+		{key: next.Key(), reason: "new billing_date taken: a record with that key exists", taken: true},
+		{key: next.Key(), reason: "a history row with this user_id and last_run_date exists", history: true},
+	}, err)
+}
+
+func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([]billing.Subscription, error) {
+	resolved, err := r.cfg.Collisions(subs)
+	if err != nil {
+		return nil, err
+	}
+	busy, err := r.inFlight(ctx, resolved)
+	if err != nil {
+		return resolved, &billing.BatchError{Unwritten: keysOf(resolved), Err: err}
+	}
+	puts := make([]batchPut, 0, 2*len(resolved))
+	for i := range resolved {
+		if busy[i] {
+			continue
+		}
+		hist, err := layout.EncodeHistoryItem(&resolved[i])
+		if err != nil {
+			return nil, err
+		}
+		prim, _ := layout.EncodeItem(&resolved[i])
+		k := resolved[i].Key()
+		puts = append(puts,
+			batchPut{table: r.cfg.Tables.Subscriptions, item: prim, record: i, key: k},
+			batchPut{table: r.cfg.Tables.History, item: hist, record: i, key: k})
+	}
+	unwritten, lastErr := r.bw.write(ctx, puts, maxBatchWrite-1)
+	for i := range busy {
+		unwritten[i] = true
+		lastErr = errors.Join(lastErr, fmt.Errorf("%s: %w: not overwritten", resolved[i].Key(), billing.ErrAttemptInFlight))
+	}
+	if len(unwritten) > 0 {
+		be := &billing.BatchError{Err: lastErr}
+		for i := range resolved {
+			if unwritten[i] {
+				be.Unwritten = append(be.Unwritten, resolved[i].Key())
+			}
+		}
+		return resolved, be
+	}
+	return resolved, nil
+}
+
+// inFlight reads the stored records at the keys of recs and returns the
+// indexes of those in flight.
+func (r *Repository) inFlight(ctx context.Context, recs []billing.Subscription) (map[int]bool, error) {
+	busy := map[int]bool{}
+	proj := expression.NamesList(expression.Name(layout.AttrUserID), expression.Name(layout.AttrBillingDate), expression.Name(layout.AttrAttempt), expression.Name(layout.AttrAttemptNumber))
+	expr, err := expression.NewBuilder().WithProjection(proj).Build()
+	if err != nil {
+		return nil, err
+	}
+	at := map[string]int{}
+	for start := 0; start < len(recs); start += maxBatchGet {
+		var keys []map[string]types.AttributeValue
+		for i := start; i < min(start+maxBatchGet, len(recs)); i++ {
+			at[keyString(recs[i].UserID, layout.BillingDateKey(&recs[i]))] = i
+			keys = append(keys, map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(recs[i].UserID), layout.AttrBillingDate: layout.StringAV(layout.BillingDateKey(&recs[i]))})
+		}
+		req := map[string]types.KeysAndAttributes{r.cfg.Tables.Subscriptions: {Keys: keys, ConsistentRead: aws.Bool(true),
+			ProjectionExpression: expr.Projection(), ExpressionAttributeNames: expr.Names()}}
+		for try := 0; len(req) > 0; try++ {
+			if try > r.bw.retries {
+				return nil, fmt.Errorf("billing: batch add: reading the stored records: keys still unprocessed after %d tries", try)
+			}
+			out, err := r.cfg.Client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return nil, fmt.Errorf("billing: batch add: reading the stored records: %w", err)
+			}
+			for _, item := range out.Responses[r.cfg.Tables.Subscriptions] {
+				var s billing.Subscription
+				for name, p := range map[string]*int{layout.AttrAttempt: &s.Attempt, layout.AttrAttemptNumber: &s.LastAttempt.Number} {
+					if v, ok := item[name].(*types.AttributeValueMemberN); ok {
+						*p, _ = strconv.Atoi(v.Value)
+					}
+				}
+				if s.InFlight() {
+					busy[at[keyString(layout.StringOf(item[layout.AttrUserID]), layout.StringOf(item[layout.AttrBillingDate]))]] = true
+				}
+			}
+			req = out.UnprocessedKeys
+			if len(req) > 0 {
+				if err := r.bw.sleep(ctx, try); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return busy, nil
+}
+
+// maxBatchGet is DynamoDB's limit of keys in one BatchGetItem.
+const maxBatchGet = 100
+
+func keysOf(recs []billing.Subscription) []string {
+	out := make([]string, len(recs))
+	for i := range recs {
+		out[i] = recs[i].Key()
+	}
+	return out
+}
+
+// DynamoClientOf returns the client a [DynamoRepository], [DynamoHistory]
+// or [SingleTableRepository] was configured with (nil for other
+// implementations):
+// for tests and tools that wrap it to count calls.
+func ClientOf(store any) API {
+	switch s := store.(type) {
+	case *Repository:
+		return unwrapDynamo(s.cfg.Client)
+	case *History:
+		return unwrapDynamo(s.cfg.Client)
+	case *SingleTableRepository:
+		return unwrapDynamo(s.cfg.Client)
+	}
+	return nil
+}

@@ -1,0 +1,283 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/dynamotest"
+	"github.com/dynabill/billing/internal/layout"
+)
+
+// dynamoFixture is a fresh pair of tables on the local server behind a
+// counting, limit-checking, fault-injecting wrapper.
+type dynamoFixture struct {
+	repo *Repository
+	hist *History
+	w    *dynamotest.Wrapper
+	cfg  Config
+}
+
+func newDynamoFixture(t *testing.T, mode StatusIndexMode, pageSize int, mut ...func(*Config)) *dynamoFixture {
+	t.Helper()
+	client := dynamotest.Client(t)
+	tables := TableConfig{
+		Subscriptions:   dynamotest.TableName(t, "billing-activity"),
+		History:         dynamotest.TableName(t, "billing-activity-history"),
+		StatusIndexMode: mode,
+	}
+	dynamotest.CreateTable(t, client, SubscriptionsTableDefinition(tables))
+	dynamotest.CreateTable(t, client, HistoryTableDefinition(tables))
+	w := dynamotest.Wrap(client)
+	t.Cleanup(func() { w.AssertNoViolations(t) })
+	cfg := Config{Client: w, Tables: tables, PageSize: pageSize, BatchBackoff: time.Millisecond, BatchMaxBackoff: 20 * time.Millisecond}
+	for _, m := range mut {
+		m(&cfg)
+	}
+	repo, err := NewRepository(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hist, err := NewHistory(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &dynamoFixture{repo: repo, hist: hist, w: w, cfg: cfg}
+}
+
+func testRecord(user string, i int, st billing.Status) billing.Subscription {
+	bd := time.Date(2024, 1, 31, 15, 0, 0, 0, time.UTC).AddDate(0, i, 0)
+	return billing.Subscription{
+		UserID: user, SubscriptionID: fmt.Sprintf("%s-sub-%03d", user, i), Status: st, Amount: billing.Cents(499),
+		BillingDate: bd, BillingPeriod: billing.BillingPeriod(bd), Term: billing.TermMonthly, AnchorDay: 31,
+		CreatedDate: bd.AddDate(0, -1, 0), LastRunDate: bd.AddDate(0, -1, 0).Add(time.Duration(i) * time.Millisecond),
+	}
+}
+
+// requireConsistent checks the invariant that no primary record exists
+// without its history row, and returns the number of primary records and
+// history rows of the user.
+func requireConsistent(t *testing.T, f *dynamoFixture, user string) (prim, hist int) {
+	t.Helper()
+	ctx := context.Background()
+	recs, err := f.repo.ListByUser(ctx, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := f.hist.ListByUser(ctx, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKey := map[string]billing.Subscription{}
+	for _, r := range rows {
+		byKey[r.SubscriptionID+"|"+layout.LastRunDateKey(&r)] = r
+	}
+	for _, r := range recs {
+		h, ok := byKey[r.SubscriptionID+"|"+layout.LastRunDateKey(&r)]
+		if !ok {
+			t.Fatalf("record %s (%s) has no history row for last_run_date %s", r.Key(), r.Status, layout.LastRunDateKey(&r))
+		}
+		if h.Status != r.Status || h.Amount != r.Amount || !h.BillingDate.Equal(r.BillingDate) {
+			t.Fatalf("history row of %s differs: %s/%s", r.Key(), h.Status, r.Status)
+		}
+	}
+	return len(recs), len(rows)
+}
+
+func TestDynamoAddAllSurvivesUnprocessedAndThrottling(t *testing.T) {
+	t.Parallel()
+	f := newDynamoFixture(t, StatusIndexLegacy, 0)
+	var subs []billing.Subscription
+	for i := range 60 {
+		subs = append(subs, testRecord("u-batch", i, billing.StatusScheduled))
+	}
+	f.w.Unprocessed(4, 7)
+	f.w.Throttle("BatchWriteItem", 2)
+	written, err := f.repo.AddAll(t.Context(), subs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(written) != 60 {
+		t.Fatalf("written %d", len(written))
+	}
+	prim, hist := requireConsistent(t, f, "u-batch")
+	if prim != 60 || hist != 60 {
+		t.Fatalf("primary %d history %d, want 60 each", prim, hist)
+	}
+	// 120 puts in chunks of 24: 5 calls, plus 3 retries to drain the first
+	// chunk 7 puts at a time (the 4th partial call has only 3 left), plus 2
+	// throttled calls.
+	if c := f.w.Calls("BatchWriteItem"); c != 5+3+2 {
+		t.Errorf("BatchWriteItem calls = %d, want 10", c)
+	}
+}
+
+func TestDynamoAddAllNamesWhatWasNotWritten(t *testing.T) {
+	t.Parallel()
+	f := newDynamoFixture(t, StatusIndexLegacy, 0, func(c *Config) { c.BatchRetries = 2 })
+	var subs []billing.Subscription
+	for i := range 30 {
+		subs = append(subs, testRecord("u-partial", i, billing.StatusScheduled))
+	}
+	// The first chunk's 3 attempts (BatchRetries 2) write nothing: its 12
+	// records are given up on; the other chunk is written.
+	f.w.Unprocessed(3, 0)
+	_, err := f.repo.AddAll(t.Context(), subs)
+	var be *billing.BatchError
+	if !errors.As(err, &be) {
+		t.Fatalf("err = %v, want *BatchError", err)
+	}
+	recs, _ := f.repo.ListByUser(t.Context(), "u-partial")
+	rows, _ := f.hist.ListByUser(t.Context(), "u-partial")
+	have := map[string]bool{}
+	for _, r := range recs {
+		have["p"+r.Key()] = true
+	}
+	for _, r := range rows {
+		have["h"+r.Key()] = true
+	}
+	unwritten := map[string]bool{}
+	for _, k := range be.Unwritten {
+		unwritten[k] = true
+	}
+	if len(unwritten) != 12 {
+		t.Errorf("unwritten = %d records %v, want the 12 of the first chunk", len(unwritten), be.Unwritten)
+	}
+	for _, s := range subs {
+		complete := have["p"+s.Key()] && have["h"+s.Key()]
+		if complete == unwritten[s.Key()] {
+			t.Errorf("%s: complete=%v but reported unwritten=%v", s.Key(), complete, unwritten[s.Key()])
+		}
+	}
+	// Retrying the batch completes it, every record once.
+	f.w.ClearFaults()
+	if _, err := f.repo.AddAll(t.Context(), subs); err != nil {
+		t.Fatal(err)
+	}
+	if prim, hist := requireConsistent(t, f, "u-partial"); prim != 30 || hist != 30 {
+		t.Fatalf("after retry: primary %d history %d", prim, hist)
+	}
+}
+
+// TestDynamoKthCallFails runs a sequence of writes where the k-th DynamoDB
+// call fails (before or after reaching the server, or hangs), for every k,
+// and checks after each that no record exists without its history row and
+// that a retry of the failed step either succeeds or reports a conflict
+// that a re-read explains.
+func TestDynamoKthCallFails(t *testing.T) {
+	t.Parallel()
+	kinds := []string{"before", "after", "hang"}
+	for _, kind := range kinds {
+		for k := 1; k <= 8; k++ {
+			t.Run(fmt.Sprintf("%s-%d", kind, k), func(t *testing.T) {
+				t.Parallel()
+				f := newDynamoFixture(t, StatusIndexLegacy, 0)
+				user := fmt.Sprintf("u-k-%s-%d", kind, k)
+				switch kind {
+				case "before":
+					f.w.FailNth(dynamotest.AnyOp, k, nil)
+				case "after":
+					f.w.FailAfterInner(dynamotest.AnyOp, k, nil)
+				case "hang":
+					f.w.Hang(dynamotest.AnyOp, k)
+				}
+				runSteps(t, f, user)
+				requireConsistent(t, f, user)
+			})
+		}
+	}
+}
+
+// runSteps: add, update to ACHSENT, update to COMPLETED, add the next
+// period, admin-move it. Each step is retried once after a failure, the way
+// a caller re-reads and tries again.
+func runSteps(t *testing.T, f *dynamoFixture, user string) {
+	ctx := context.Background()
+	step := func(name string, fn func(ctx context.Context) error) {
+		for attempt := range 2 {
+			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			err := fn(sctx)
+			cancel()
+			if err == nil {
+				return
+			}
+			if attempt == 1 {
+				t.Fatalf("%s failed twice: %v", name, err)
+			}
+		}
+	}
+	first := testRecord(user, 0, billing.StatusScheduled)
+	step("add", func(ctx context.Context) error {
+		err := f.repo.Add(ctx, &first)
+		if errors.Is(err, billing.ErrAlreadyExists) {
+			return nil // the failed attempt was applied
+		}
+		return err
+	})
+	advance := func(to billing.Status) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			cur, err := f.repo.Get(ctx, user, first.BillingDate)
+			if err != nil {
+				return err
+			}
+			if cur.Status == to {
+				return nil // applied by the attempt that reported failure
+			}
+			next := cur.Clone()
+			next.Status = to
+			next.LastRunDate = cur.LastRunDate.Add(time.Minute)
+			return f.repo.Update(ctx, &cur, &next)
+		}
+	}
+	step("achsent", advance(billing.StatusACHSent))
+	step("completed", advance(billing.StatusCompleted))
+	second := testRecord(user, 1, billing.StatusScheduled)
+	step("add next", func(ctx context.Context) error {
+		err := f.repo.Add(ctx, &second)
+		if errors.Is(err, billing.ErrAlreadyExists) {
+			return nil
+		}
+		return err
+	})
+	moved := second.BillingDate.AddDate(0, 0, 3)
+	step("admin move", func(ctx context.Context) error {
+		cur, err := f.repo.GetByID(ctx, second.SubscriptionID)
+		if err != nil {
+			return err
+		}
+		if cur.BillingDate.Equal(moved) {
+			return nil
+		}
+		next := cur.Clone()
+		next.BillingDate = moved
+		next.LastRunDate = cur.LastRunDate.Add(time.Minute)
+		return f.repo.AdminUpdate(ctx, &cur, &next)
+	})
+	recs, err := f.repo.ListByUser(ctx, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0].Status != billing.StatusCompleted || !recs[1].BillingDate.Equal(moved) {
+		t.Fatalf("final records: %+v", recs)
+	}
+}
+
+func TestDynamoTransactionThrottledWritesNothing(t *testing.T) {
+	t.Parallel()
+	f := newDynamoFixture(t, StatusIndexLegacy, 0)
+	rec := testRecord("u-throttle", 0, billing.StatusScheduled)
+	f.w.Throttle("TransactWriteItems", 1)
+	err := f.repo.Add(t.Context(), &rec)
+	if err == nil || billing.IsConflict(err) {
+		t.Fatalf("err = %v, want a non-conflict failure", err)
+	}
+	if prim, hist := requireConsistent(t, f, "u-throttle"); prim != 0 || hist != 0 {
+		t.Fatalf("throttled add wrote %d/%d", prim, hist)
+	}
+	if err := f.repo.Add(t.Context(), &rec); err != nil {
+		t.Fatal(err)
+	}
+}

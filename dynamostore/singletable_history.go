@@ -1,0 +1,132 @@
+package dynamostore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/layout"
+)
+
+// SingleTableHistory is the [History] of a [SingleTableRepository]: rows
+// HIST#<subscriptionID>#SKU#<sku>#<last_run_date> in the account's
+// partition, found by subscription_id through the period ID pointers.
+type SingleTableHistory struct {
+	r *SingleTableRepository
+}
+
+var _ billing.History = (*SingleTableHistory)(nil)
+
+// pointerUpdate records that a row of subscriptionID belongs to userID,
+// keeping the billing_date a period write put there.
+func (h *SingleTableHistory) pointerUpdate(sub *billing.Subscription) *types.Update {
+	bd := expression.Name(layout.AttrBillingDate)
+	expr := mustBuild(expression.NewBuilder().WithUpdate(expression.
+		Set(expression.Name(layout.AttrUserID), expression.Value(layout.StringAV(sub.UserID))).
+		Set(bd, expression.IfNotExists(bd, expression.Value(layout.StringAV(layout.BillingDateKey(sub))))).
+		Set(expression.Name(layout.PayEntity), expression.Value(layout.StringAV(layout.EntityPeriodID)))))
+	return &types.Update{
+		TableName: h.r.table(), Key: pointerKey(sub.SubscriptionID, sub.UserID),
+		UpdateExpression:          expr.Update(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	}
+}
+
+// Add implements [History.Add]: the row and its ID pointer in one
+// transaction.
+func (h *SingleTableHistory) Add(ctx context.Context, sub *billing.Subscription) error {
+	ref, err := layout.EngineRef(sub)
+	if err != nil {
+		return err
+	}
+	item, err := h.r.historyItem(ref, sub)
+	if err != nil {
+		return err
+	}
+	_, err = h.r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Put: putAbsent(h.r.table(), item, layout.AttrPK)},
+		{Update: h.pointerUpdate(sub)},
+	}})
+	return translateWrite("history add", []txOp{
+		{key: historyKey(sub), reason: "a history row with this user_id and last_run_date exists", exists: true, history: true},
+		{key: historyKey(sub), reason: "period ID pointer"},
+	}, err)
+}
+
+// AddAll implements [History.AddAll] with BatchWriteItem: the rows and
+// their ID pointers (a pointer's billing_date is that of its row).
+func (h *SingleTableHistory) AddAll(ctx context.Context, subs []billing.Subscription) error {
+	if err := checkHistoryBatch(subs); err != nil {
+		return err
+	}
+	puts := make([]batchPut, 0, 2*len(subs))
+	seen := map[string]bool{}
+	for i := range subs {
+		ref, err := layout.EngineRef(&subs[i])
+		if err != nil {
+			return err
+		}
+		item, err := h.r.historyItem(ref, &subs[i])
+		if err != nil {
+			return err
+		}
+		k := historyKey(&subs[i])
+		puts = append(puts, batchPut{table: h.r.cfg.Table.Table, item: item, record: i, key: k})
+		if p := subs[i].SubscriptionID + "\x00" + subs[i].UserID; !seen[p] {
+			seen[p] = true
+			ptr := h.r.pointerItem(subs[i].SubscriptionID, subs[i].UserID, layout.BillingDateKey(&subs[i]))
+			puts = append(puts, batchPut{table: h.r.cfg.Table.Table, item: ptr, record: i, key: k})
+		}
+	}
+	unwritten, lastErr := h.r.bw.write(ctx, puts, maxBatchWrite-1)
+	return historyBatchError(subs, unwritten, lastErr)
+}
+
+// ListBySubscription implements [History.ListBySubscription]: the ID
+// pointers, then the rows of each subscription they name.
+func (h *SingleTableHistory) ListBySubscription(ctx context.Context, subscriptionID string) ([]billing.Subscription, error) {
+	if subscriptionID == "" {
+		return nil, nil
+	}
+	ptrs, err := h.r.pointers(ctx, subscriptionID)
+	if err != nil {
+		return nil, err
+	}
+	var rows []billing.Subscription
+	for _, p := range ptrs {
+		all, err := h.ListByUser(ctx, layout.StringOf(p[layout.AttrUserID]))
+		if err != nil {
+			return nil, err
+		}
+		for _, row := range all {
+			if row.SubscriptionID == subscriptionID {
+				rows = append(rows, row)
+			}
+		}
+	}
+	sortHistory(rows)
+	return rows, nil
+}
+
+// ListByUser implements [History.ListByUser].
+func (h *SingleTableHistory) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+	ref, err := layout.ParseSubscriptionRef(userID)
+	if err != nil {
+		return nil, nil // no such user can be stored
+	}
+	prefix := layout.HistorySK(ref, "")
+	items, err := h.r.queryAll(ctx, "history of user "+userID, h.r.chainQuery(ref, prefix, prefix+"~", true), 0)
+	if err != nil {
+		return nil, fmt.Errorf("billing: history of user %s: %w", userID, err)
+	}
+	rows, err := layout.DecodeAll(items, decodeEngineItem)
+	if err != nil {
+		return nil, err
+	}
+	sortHistory(rows)
+	return rows, nil
+}

@@ -1,0 +1,91 @@
+package dynamostore_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing/internal/storetest"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/internal/layout"
+)
+
+// singleTableUser maps a suite user to a subscription of its own account.
+func singleTableUser(base string) string {
+	return layout.SubscriptionRef{AccountID: base, SubscriptionID: "S1", SKU: "SKU9"}.UserID()
+}
+
+var singleTableSuite = billingtest.SuiteOptions{UserID: singleTableUser, SkipStatusQueries: true}
+
+func TestSingleTableRepositoryConformance(t *testing.T) {
+	billingtest.TestRepositoryWith(t, func(t *testing.T, opts billingtest.StoreOptions) (billing.Repository, billing.History) {
+		repo := storetest.NewSingleTableStore(t, nil, opts)
+		return repo, repo.History()
+	}, singleTableSuite)
+}
+
+func TestSingleTableHistoryConformance(t *testing.T) {
+	billingtest.TestHistoryWith(t, func(t *testing.T) billing.History {
+		return storetest.NewSingleTableStore(t, nil, billingtest.StoreOptions{}).History()
+	}, singleTableSuite)
+}
+
+func TestSingleTableLayout(t *testing.T) {
+	billingtest.TestSingleTable(t, func(t *testing.T, clock billing.Clock, pageSize int) billingtest.SingleTableStores {
+		repo := storetest.NewSingleTableStore(t, clock, billingtest.StoreOptions{PageSize: pageSize})
+		return billingtest.SingleTableStores{Repository: repo, History: repo.History(), Payments: repo.Payments()}
+	})
+}
+
+// TestSingleTableConcurrentPeriodsOfOneSubscription writes two periods of
+// one subscription at once, many times: both writes succeed (a write that
+// finds the subscription item's version moved reads it again), and the
+// item ends with the open periods and receipts of both.
+func TestSingleTableConcurrentPeriodsOfOneSubscription(t *testing.T) {
+	t.Parallel()
+	clock := billingtest.NewClock(time.Date(2024, 3, 10, 12, 0, 0, 0, time.UTC))
+	repo := storetest.NewSingleTableStore(t, clock, billingtest.StoreOptions{})
+	ctx := t.Context()
+	const rounds = 6
+	for i := range rounds {
+		ref := layout.SubscriptionRef{AccountID: "conc", SubscriptionID: fmt.Sprint("s", i), SKU: "STREAM"}
+		run := time.Date(2024, 3, 1, 8, 0, 0, 0, time.UTC)
+		mk := func(bd time.Time, st billing.Status, id string) billing.Subscription {
+			return billing.Subscription{UserID: ref.UserID(), BillingDate: bd, SubscriptionID: id, Amount: billing.Cents(999),
+				Status: st, Term: billing.TermMonthly, LastRunDate: run, CreatedDate: run}
+		}
+		feb, mar := mk(time.Date(2024, 2, 10, 9, 0, 0, 0, time.UTC), billing.StatusError, fmt.Sprint("feb", i)),
+			mk(time.Date(2024, 3, 10, 9, 0, 0, 0, time.UTC), billing.StatusScheduled, fmt.Sprint("mar", i))
+		mar.LastRunDate = run.Add(time.Second)
+		for _, r := range []*billing.Subscription{&feb, &mar} {
+			if err := repo.Add(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for j, prev := range []billing.Subscription{feb, mar} {
+			wg.Go(func() {
+				next := prev.Clone()
+				next.Status, next.LastRunDate = billing.StatusCompleted, clock.Now().Add(time.Duration(j)*time.Millisecond)
+				next.CompletionDate, next.TransactionID = next.LastRunDate, fmt.Sprint("tx-", prev.SubscriptionID)
+				errs[j] = repo.Update(ctx, &prev, &next)
+			})
+		}
+		wg.Wait()
+		if errs[0] != nil || errs[1] != nil {
+			t.Fatalf("round %d: concurrent updates: %v, %v", i, errs[0], errs[1])
+		}
+		sub, err := repo.Payments().GetSubscription(ctx, "conc", ref.SubscriptionID, "STREAM")
+		if err != nil || !sub.NextPaymentDate.IsZero() || !sub.NextReminderDate.IsZero() || sub.Version != 4 {
+			t.Fatalf("round %d: subscription item %+v, %v; want nothing due, version 4", i, sub, err)
+		}
+	}
+	recs, err := repo.Payments().ReceiptsByAccount(ctx, "conc", time.Time{})
+	if err != nil || len(recs) != 2*rounds {
+		t.Fatalf("receipts = %d, %v; want %d", len(recs), err, 2*rounds)
+	}
+}

@@ -1,0 +1,216 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing/internal/layout"
+)
+
+// StatusIndexMode selects how status pages are read.
+type StatusIndexMode int
+
+const (
+	// StatusIndexLegacy reads the legacy billing_status-index, whose only
+	// key is billing_status: a page reads every record of the status and
+	// billing_date is a filter, so items read per item returned grows with
+	// the number of records that are not due.
+	StatusIndexLegacy StatusIndexMode = iota
+	// StatusIndexSorted reads an index keyed by billing_status and
+	// billing_date: the date range is a key condition and only due records
+	// are read.
+	StatusIndexSorted
+)
+
+// String names the mode.
+func (m StatusIndexMode) String() string {
+	switch m {
+	case StatusIndexLegacy:
+		return "legacy"
+	case StatusIndexSorted:
+		return "sorted"
+	}
+	return fmt.Sprintf("StatusIndexMode(%d)", int(m))
+}
+
+// Default table and index names, as in the existing deployment.
+const (
+	DefaultSubscriptionsTable  = "billing-activity"
+	DefaultHistoryTable        = "billing-activity-history"
+	DefaultSubscriptionIDIndex = "subscription_id-index"
+	DefaultStatusIndex         = "billing_status-index"
+	DefaultSortedStatusIndex   = "billing_status-billing_date-index"
+)
+
+// TableConfig names the tables and indexes. The zero value is the existing
+// deployment with the legacy status index.
+type TableConfig struct {
+	// Subscriptions is the primary table. Defaults to "billing-activity".
+	Subscriptions string
+	// History is the audit table. Defaults to "billing-activity-history".
+	History string
+	// Locks is the dynamolock table. Defaults to "locks".
+	Locks string
+	// SubscriptionIDIndex is the GSI on subscription_id, on both tables.
+	// Defaults to "subscription_id-index".
+	SubscriptionIDIndex string
+	// StatusIndexMode selects the status index. Defaults to StatusIndexLegacy.
+	StatusIndexMode StatusIndexMode
+	// StatusIndex is the status GSI on the primary table. Defaults to
+	// "billing_status-index" in legacy mode and
+	// "billing_status-billing_date-index" in sorted mode.
+	StatusIndex string
+}
+
+// WithDefaults returns c with every empty name set to its default.
+func (c TableConfig) WithDefaults() TableConfig {
+	def := func(p *string, v string) {
+		if *p == "" {
+			*p = v
+		}
+	}
+	def(&c.Subscriptions, DefaultSubscriptionsTable)
+	def(&c.History, DefaultHistoryTable)
+	def(&c.Locks, DefaultLockTable)
+	def(&c.SubscriptionIDIndex, DefaultSubscriptionIDIndex)
+	if c.StatusIndexMode == StatusIndexSorted {
+		def(&c.StatusIndex, DefaultSortedStatusIndex)
+	} else {
+		def(&c.StatusIndex, DefaultStatusIndex)
+	}
+	return c
+}
+
+func (c TableConfig) validate() error {
+	if c.StatusIndexMode != StatusIndexLegacy && c.StatusIndexMode != StatusIndexSorted {
+		return fmt.Errorf("billing: TableConfig.StatusIndexMode: unknown %v", c.StatusIndexMode)
+	}
+	return nil
+}
+
+func attrDef(name string) types.AttributeDefinition {
+	return types.AttributeDefinition{AttributeName: aws.String(name), AttributeType: types.ScalarAttributeTypeS}
+}
+
+func keyElem(name string, kt types.KeyType) types.KeySchemaElement {
+	return types.KeySchemaElement{AttributeName: aws.String(name), KeyType: kt}
+}
+
+func gsi(name string, keys ...types.KeySchemaElement) types.GlobalSecondaryIndex {
+	return types.GlobalSecondaryIndex{
+		IndexName:  aws.String(name),
+		KeySchema:  keys,
+		Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+	}
+}
+
+// SubscriptionsTableDefinition is the primary table: key user_id and
+// billing_date, GSIs on subscription_id and on billing_status (with
+// billing_date as range key in sorted mode), all projecting every
+// attribute, on-demand billing.
+func SubscriptionsTableDefinition(cfg TableConfig) *dynamodb.CreateTableInput {
+	cfg = cfg.WithDefaults()
+	status := gsi(cfg.StatusIndex, keyElem(layout.AttrBillingStatus, types.KeyTypeHash))
+	if cfg.StatusIndexMode == StatusIndexSorted {
+		status = gsi(cfg.StatusIndex, keyElem(layout.AttrBillingStatus, types.KeyTypeHash), keyElem(layout.AttrBillingDate, types.KeyTypeRange))
+	}
+	return &dynamodb.CreateTableInput{
+		TableName: aws.String(cfg.Subscriptions),
+		AttributeDefinitions: []types.AttributeDefinition{
+			attrDef(layout.AttrUserID), attrDef(layout.AttrBillingDate), attrDef(layout.AttrSubscriptionID), attrDef(layout.AttrBillingStatus),
+		},
+		KeySchema: []types.KeySchemaElement{keyElem(layout.AttrUserID, types.KeyTypeHash), keyElem(layout.AttrBillingDate, types.KeyTypeRange)},
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
+			gsi(cfg.SubscriptionIDIndex, keyElem(layout.AttrSubscriptionID, types.KeyTypeHash)),
+			status,
+		},
+		BillingMode: types.BillingModePayPerRequest,
+	}
+}
+
+// HistoryTableDefinition is the audit table: key user_id and last_run_date,
+// a GSI on subscription_id projecting every attribute, on-demand billing.
+func HistoryTableDefinition(cfg TableConfig) *dynamodb.CreateTableInput {
+	cfg = cfg.WithDefaults()
+	return &dynamodb.CreateTableInput{
+		TableName:            aws.String(cfg.History),
+		AttributeDefinitions: []types.AttributeDefinition{attrDef(layout.AttrUserID), attrDef(layout.AttrLastRunDate), attrDef(layout.AttrSubscriptionID)},
+		KeySchema:            []types.KeySchemaElement{keyElem(layout.AttrUserID, types.KeyTypeHash), keyElem(layout.AttrLastRunDate, types.KeyTypeRange)},
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
+			gsi(cfg.SubscriptionIDIndex, keyElem(layout.AttrSubscriptionID, types.KeyTypeHash)),
+		},
+		BillingMode: types.BillingModePayPerRequest,
+	}
+}
+
+// TableDefinitions returns the definitions of every table the library uses:
+// subscriptions, history and locks, in that order.
+func TableDefinitions(cfg TableConfig) []*dynamodb.CreateTableInput {
+	cfg = cfg.WithDefaults()
+	return []*dynamodb.CreateTableInput{
+		SubscriptionsTableDefinition(cfg),
+		HistoryTableDefinition(cfg),
+		LockTableDefinition(cfg.Locks),
+	}
+}
+
+// tableClient is what CreateTables needs.
+type tableClient interface {
+	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+}
+
+// CreateTables creates every table of [TableDefinitions] that does not exist
+// yet and waits until all are ACTIVE. It is idempotent: existing tables are
+// left as they are (not compared; see the definitions to check them). Meant
+// for tests, local runs and first provisioning; production tables are
+// usually owned by infrastructure code.
+func CreateTables(ctx context.Context, client tableClient, cfg TableConfig) error {
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	defs := TableDefinitions(cfg)
+	for _, def := range defs {
+		_, err := client.CreateTable(ctx, def)
+		var inUse *types.ResourceInUseException
+		if err != nil && !errors.As(err, &inUse) {
+			return fmt.Errorf("billing: create table %s: %w", aws.ToString(def.TableName), err)
+		}
+	}
+	for _, def := range defs {
+		if err := waitActive(ctx, client, aws.ToString(def.TableName)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func waitActive(ctx context.Context, client tableClient, name string) error {
+	delay := 50 * time.Millisecond
+	for {
+		out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+		if err != nil {
+			return fmt.Errorf("billing: describe table %s: %w", name, err)
+		}
+		active := out.Table != nil && out.Table.TableStatus == types.TableStatusActive
+		for _, g := range out.Table.GlobalSecondaryIndexes {
+			if g.IndexStatus != "" && g.IndexStatus != types.IndexStatusActive {
+				active = false
+			}
+		}
+		if active {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("billing: waiting for table %s: %w", name, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 2*time.Second)
+	}
+}

@@ -1,0 +1,172 @@
+package dynamostore
+
+import (
+	"encoding/json"
+	"os"
+	"reflect"
+	"sort"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing/internal/dynamotest"
+)
+
+// cfnTable is the part of an AWS::DynamoDB::Table resource we compare.
+type cfnTable struct {
+	TableName              string
+	BillingMode            string
+	AttributeDefinitions   []struct{ AttributeName, AttributeType string }
+	KeySchema              []struct{ AttributeName, KeyType string }
+	GlobalSecondaryIndexes []struct {
+		IndexName  string
+		KeySchema  []struct{ AttributeName, KeyType string }
+		Projection struct{ ProjectionType string }
+	}
+}
+
+// shape is a comparable summary of a table definition.
+type shape struct {
+	Name, Billing string
+	Attrs, Keys   []string
+	Indexes       map[string][]string // name → keys and projection
+}
+
+func shapeOfDefinition(in *dynamodb.CreateTableInput) shape {
+	s := shape{Name: aws.ToString(in.TableName), Billing: string(in.BillingMode), Indexes: map[string][]string{}}
+	for _, a := range in.AttributeDefinitions {
+		s.Attrs = append(s.Attrs, aws.ToString(a.AttributeName)+":"+string(a.AttributeType))
+	}
+	sort.Strings(s.Attrs)
+	for _, k := range in.KeySchema {
+		s.Keys = append(s.Keys, aws.ToString(k.AttributeName)+":"+string(k.KeyType))
+	}
+	for _, g := range in.GlobalSecondaryIndexes {
+		var ks []string
+		for _, k := range g.KeySchema {
+			ks = append(ks, aws.ToString(k.AttributeName)+":"+string(k.KeyType))
+		}
+		s.Indexes[aws.ToString(g.IndexName)] = append(ks, string(g.Projection.ProjectionType))
+	}
+	return s
+}
+
+func shapeOfCFN(t cfnTable) shape {
+	s := shape{Name: t.TableName, Billing: t.BillingMode, Indexes: map[string][]string{}}
+	for _, a := range t.AttributeDefinitions {
+		s.Attrs = append(s.Attrs, a.AttributeName+":"+a.AttributeType)
+	}
+	sort.Strings(s.Attrs)
+	for _, k := range t.KeySchema {
+		s.Keys = append(s.Keys, k.AttributeName+":"+k.KeyType)
+	}
+	for _, g := range t.GlobalSecondaryIndexes {
+		var ks []string
+		for _, k := range g.KeySchema {
+			ks = append(ks, k.AttributeName+":"+k.KeyType)
+		}
+		s.Indexes[g.IndexName] = append(ks, g.Projection.ProjectionType)
+	}
+	return s
+}
+
+// TestCloudFormationMatchesDefinitions keeps the provisioning example equal
+// to the definitions CreateTables uses.
+func TestCloudFormationMatchesDefinitions(t *testing.T) {
+	data, err := os.ReadFile("../examples/cloudformation/billing-tables.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tmpl struct {
+		Resources map[string]struct {
+			Type       string
+			Properties cfnTable
+		}
+	}
+	if err := json.Unmarshal(data, &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]shape{}
+	for name, r := range tmpl.Resources {
+		if r.Type != "AWS::DynamoDB::Table" {
+			t.Errorf("resource %s: type %s", name, r.Type)
+			continue
+		}
+		got[r.Properties.TableName] = shapeOfCFN(r.Properties)
+	}
+	defs := TableDefinitions(TableConfig{})
+	if len(got) != len(defs) {
+		t.Fatalf("template has %d tables, definitions %d", len(got), len(defs))
+	}
+	for _, d := range defs {
+		want := shapeOfDefinition(d)
+		if !reflect.DeepEqual(got[want.Name], want) {
+			t.Errorf("table %s:\ntemplate    %+v\ndefinitions %+v", want.Name, got[want.Name], want)
+		}
+	}
+}
+
+func TestTableConfigDefaults(t *testing.T) {
+	c := TableConfig{}.WithDefaults()
+	want := TableConfig{Subscriptions: "billing-activity", History: "billing-activity-history", Locks: "locks",
+		SubscriptionIDIndex: "subscription_id-index", StatusIndex: "billing_status-index"}
+	if c != want {
+		t.Fatalf("defaults = %+v", c)
+	}
+	s := TableConfig{StatusIndexMode: StatusIndexSorted}.WithDefaults()
+	if s.StatusIndex != "billing_status-billing_date-index" {
+		t.Fatalf("sorted index = %q", s.StatusIndex)
+	}
+	def := SubscriptionsTableDefinition(TableConfig{StatusIndexMode: StatusIndexSorted})
+	idx := shapeOfDefinition(def).Indexes["billing_status-billing_date-index"]
+	if !reflect.DeepEqual(idx, []string{"billing_status:HASH", "billing_date:RANGE", "ALL"}) {
+		t.Fatalf("sorted index keys = %v", idx)
+	}
+	if err := CreateTables(t.Context(), nil, TableConfig{StatusIndexMode: 7}); err == nil {
+		t.Fatal("unknown mode accepted")
+	}
+}
+
+// TestCreateTablesOnServer creates the tables twice (idempotent) and checks
+// what the server reports against the definitions.
+func TestCreateTablesOnServer(t *testing.T) {
+	t.Parallel()
+	client := dynamotest.Client(t)
+	for _, mode := range []StatusIndexMode{StatusIndexLegacy, StatusIndexSorted} {
+		cfg := TableConfig{
+			Subscriptions:   dynamotest.TableName(t, "ba"),
+			History:         dynamotest.TableName(t, "bah"),
+			Locks:           dynamotest.TableName(t, "locks"),
+			StatusIndexMode: mode,
+		}
+		t.Cleanup(func() {
+			for _, n := range []string{cfg.Subscriptions, cfg.History, cfg.Locks} {
+				_, _ = client.DeleteTable(t.Context(), &dynamodb.DeleteTableInput{TableName: aws.String(n)})
+			}
+		})
+		for range 2 {
+			if err := CreateTables(t.Context(), client, cfg); err != nil {
+				t.Fatalf("%v: %v", mode, err)
+			}
+		}
+		for _, d := range TableDefinitions(cfg) {
+			out, err := client.DescribeTable(t.Context(), &dynamodb.DescribeTableInput{TableName: d.TableName})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Table.TableStatus != types.TableStatusActive {
+				t.Errorf("%s: %s", aws.ToString(d.TableName), out.Table.TableStatus)
+			}
+			live := &dynamodb.CreateTableInput{TableName: out.Table.TableName, KeySchema: out.Table.KeySchema,
+				AttributeDefinitions: out.Table.AttributeDefinitions, BillingMode: d.BillingMode}
+			for _, g := range out.Table.GlobalSecondaryIndexes {
+				live.GlobalSecondaryIndexes = append(live.GlobalSecondaryIndexes, types.GlobalSecondaryIndex{
+					IndexName: g.IndexName, KeySchema: g.KeySchema, Projection: g.Projection})
+			}
+			if got, want := shapeOfDefinition(live), shapeOfDefinition(d); !reflect.DeepEqual(got, want) {
+				t.Errorf("%v: live table\n%+v\nwant\n%+v", mode, got, want)
+			}
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package entitlement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dynabill/billing"
+)
+
+// Account errors.
+var (
+	// ErrInvalidTier reports a tier name other than FREE, INITIATE,
+	// JOURNEYMAN, SAGE and GUILDMASTER (in any case).
+	ErrInvalidTier = errors.New("billing: invalid tier")
+
+	// ErrInvalidAccount reports an empty or oversized account (user) ID.
+	ErrInvalidAccount = errors.New("billing: invalid account ID")
+)
+
+// Tier is an access tier of the provider-billed deployment. Tiers are
+// ordered: FREE < INITIATE < JOURNEYMAN < SAGE
+// < GUILDMASTER (see [Tier.Rank]).
+//
+// The canonical spelling is upper case. Profiles store the free tier as
+// "free"; [ParseTier] accepts any case and surrounding spaces, and
+// [Accounts.SetProfileTier] writes "free" for [TierFree] as existing
+// profiles do.
+type Tier string
+
+// The tiers, lowest first.
+const (
+	TierFree        Tier = "FREE"
+	TierInitiate    Tier = "INITIATE"
+	TierJourneyman  Tier = "JOURNEYMAN"
+	TierSage        Tier = "SAGE"
+	TierGuildmaster Tier = "GUILDMASTER"
+)
+
+// Tiers returns every tier, lowest first.
+func Tiers() []Tier {
+	return []Tier{TierFree, TierInitiate, TierJourneyman, TierSage, TierGuildmaster}
+}
+
+// Rank orders the tiers: 0 for FREE up to 4 for GUILDMASTER, -1 for a value
+// that is not a tier (compare parsed tiers only).
+func (t Tier) Rank() int {
+	switch t {
+	case TierFree:
+		return 0
+	case TierInitiate:
+		return 1
+	case TierJourneyman:
+		return 2
+	case TierSage:
+		return 3
+	case TierGuildmaster:
+		return 4
+	}
+	return -1
+}
+
+// Valid reports whether t is one of the tier constants (canonical case).
+func (t Tier) Valid() bool { return t.Rank() >= 0 }
+
+// ParseTier reads a tier name in any (ASCII) case, ignoring surrounding
+// spaces: "free", "Sage" and " GUILDMASTER " are tiers. Anything else, the empty
+// string included, is a [*FieldError] wrapping [ErrInvalidTier].
+func ParseTier(s string) (Tier, error) {
+	t := Tier(asciiUpper(strings.TrimSpace(s)))
+	if !t.Valid() {
+		return "", &billing.FieldError{Field: "tier", Value: s, Err: ErrInvalidTier}
+	}
+	return t, nil
+}
+
+// asciiUpper upper-cases ASCII letters only: Unicode case mapping would
+// let look-alikes such as "ſage" (long s) parse as a tier.
+func asciiUpper(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'a' <= r && r <= 'z' {
+			return r - 'a' + 'A'
+		}
+		return r
+	}, s)
+}
+
+// Accounts is the account side of the single-table layout: a credit
+// balance per user, subscriptions billed by an external processor and
+// mirrored from its events, lifetime founder passes, and the resolution of
+// a user's access tier. [DynamoAccounts] implements it on DynamoDB;
+// billingtest.Accounts is the in-memory twin. Every method is safe for
+// concurrent use.
+type Accounts interface {
+	// Balance returns the user's credits. A user without a record has a
+	// zero balance; a record past its expiry reads as zero (see [Credits]).
+	Balance(ctx context.Context, userID string) (Credits, error)
+	// Grant adds n > 0 credits atomically, creating the record if needed,
+	// and returns the new state. Not idempotent: the caller deduplicates.
+	Grant(ctx context.Context, userID string, n int64) (Credits, error)
+	// TopUp is Grant for purchased credits: it also sets LastTopUp.
+	TopUp(ctx context.Context, userID string, n int64) (Credits, error)
+	// Consume takes n > 0 credits if the balance has them, atomically, and
+	// returns the new state; otherwise it changes nothing and returns an
+	// [*InsufficientCreditsError].
+	Consume(ctx context.Context, userID string, n int64) (Credits, error)
+	// MonthlyGrant adds the tier's monthly quota once per period: a second
+	// call with the same period (a redelivered payment event) grants
+	// nothing and reports Applied false. See [DynamoAccounts.MonthlyGrant].
+	MonthlyGrant(ctx context.Context, userID string, tier Tier, period, eventID string) (MonthlyGrantResult, error)
+
+	// ApplyProviderEvent mirrors a processor event into the subscription
+	// record unless the record already reflects this or a newer event, in
+	// the order of [ProviderEvent.NewerThan] (a deletion is final over an
+	// update of the same instant); applied reports whether it wrote.
+	ApplyProviderEvent(ctx context.Context, ev ProviderEvent) (applied bool, err error)
+	// GetProviderSubscription returns one subscription or [ErrNotFound].
+	GetProviderSubscription(ctx context.Context, userID, subscriptionID string) (ProviderSubscription, error)
+	// ListProviderSubscriptions returns the user's subscriptions ordered
+	// by subscription ID.
+	ListProviderSubscriptions(ctx context.Context, userID string) ([]ProviderSubscription, error)
+
+	// GrantFounderPass records a lifetime pass once; granted is false when
+	// the user already holds a pass of this type (the stored one is kept).
+	GrantFounderPass(ctx context.Context, userID string, pass PassType, paymentIntentID string, purchasedAt time.Time) (granted bool, err error)
+	// FounderPasses returns the user's passes ordered by pass type.
+	FounderPasses(ctx context.Context, userID string) ([]FounderPass, error)
+
+	// SetProfileTier sets the tier attribute of the user's profile record,
+	// creating a bare profile if there is none. The profile belongs to the
+	// host; this is for tests and tools.
+	SetProfileTier(ctx context.Context, userID string, tier Tier) error
+	// ResolveAccess returns the user's effective tier and why, by the rules
+	// of [ResolveAccess] at the store's clock's now.
+	ResolveAccess(ctx context.Context, userID string) (Access, error)
+}
+
+// MaxAccountID bounds an account (user) ID so that every key stays far
+// below DynamoDB's limits (2048 bytes partition, 1024 bytes sort key).
+const MaxAccountID = 512
+
+// CheckAccountID returns an error wrapping [ErrInvalidAccount] for an
+// empty account ID or one longer than [MaxAccountID] bytes.
+func CheckAccountID(userID string) error {
+	if userID == "" || len(userID) > MaxAccountID {
+		return fmt.Errorf("%w: user ID %q (1 to %d bytes)", ErrInvalidAccount, userID, MaxAccountID)
+	}
+	return nil
+}

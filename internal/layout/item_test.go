@@ -1,0 +1,365 @@
+package layout
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/ddbjson"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata/legacy")
+
+func loadItem(t testing.TB, path string) map[string]types.AttributeValue {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	item, err := ddbjson.UnmarshalItem(data)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return item
+}
+
+// TestGoldenRoundTrip: every canonical fixture decodes and encodes back to
+// exactly the same item (history form, so data_ attributes included).
+func TestGoldenRoundTrip(t *testing.T) {
+	files, _ := filepath.Glob("../../testdata/items/*.json")
+	if len(files) < 5 {
+		t.Fatalf("found %d fixtures", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			item := loadItem(t, f)
+			s, err := DecodeItem(item)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := EncodeHistoryItem(&s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(item, back) {
+				a, _ := ddbjson.MarshalItem(item)
+				b, _ := ddbjson.MarshalItem(back)
+				t.Fatalf("round trip differs:\nfixture:\n%s\nencoded:\n%s", a, b)
+			}
+			primary, err := EncodeItem(&s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name := range item {
+				_, inPrimary := primary[name]
+				if strings.HasPrefix(name, DataPrefix) == inPrimary {
+					t.Errorf("attribute %s: in primary item = %v", name, inPrimary)
+				}
+			}
+		})
+	}
+}
+
+// TestLegacyFixtures: items in the forms older writers produced (trimmed
+// fractions, offsets, zero times, NULLs, "5", no term) decode, and encode to
+// the canonical form kept in the .golden.json beside them.
+func TestLegacyFixtures(t *testing.T) {
+	files, _ := filepath.Glob("../../testdata/legacy/*[^n].json")
+	if len(files) < 2 {
+		t.Fatalf("found %d legacy fixtures", len(files))
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, ".golden.json") {
+			continue
+		}
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			s, err := DecodeItem(loadItem(t, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			enc, err := EncodeHistoryItem(&s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := ddbjson.MarshalItem(enc)
+			golden := strings.TrimSuffix(f, ".json") + ".golden.json"
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -run TestLegacyFixtures -update)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("encoding differs from %s:\n%s", golden, got)
+			}
+			// The canonical form is stable.
+			s2, err := DecodeItem(enc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			enc2, _ := EncodeHistoryItem(&s2)
+			if !reflect.DeepEqual(enc, enc2) {
+				t.Fatal("canonical form does not round trip")
+			}
+		})
+	}
+}
+
+func TestDecodeValues(t *testing.T) {
+	s, err := DecodeItem(loadItem(t, "../../testdata/legacy/go_sdk_zero_values.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := billing.Subscription{
+		UserID:             "user-6006",
+		BillingDate:        time.Date(2023, 11, 30, 9, 0, 0, 0, time.UTC),
+		SubscriptionID:     "7c6b5a49-3827-4160-9f5e-4d3c2b1a0f9e",
+		Amount:             billing.Cents(500),
+		Status:             billing.StatusACHSent,
+		BillingPeriod:      "11/2023",
+		TransactionID:      "JPM-20231130-0001",
+		CreatedDate:        time.Date(2023, 10, 30, 9, 0, 0, 500_000_000, time.UTC),
+		InitialRunDate:     time.Date(2023, 11, 30, 9, 1, 2, 120_000_000, time.UTC),
+		LastRunDate:        time.Date(2023, 11, 30, 9, 1, 2, 123_456_000, time.UTC),
+		Process:            billing.ProcessWebhook,
+		Term:               billing.TermMonthly,
+		ReceiptAccountMask: "1234",
+		ReceiptPaymentType: "ACH",
+		ReceiptTierName:    "Plus:v1",
+		Stored:             &stored{billingDate: "2023-11-30T09:00:00Z", lastRunDate: "2023-11-30T03:01:02.123456-06:00"},
+	}
+	if !reflect.DeepEqual(s, want) {
+		t.Fatalf("decoded\n%+v\nwant\n%+v", s, want)
+	}
+	if s.Tier() != "Plus" || s.TierVersion() != "v1" {
+		t.Errorf("tier = %q %q", s.Tier(), s.TierVersion())
+	}
+
+	h, err := DecodeItem(loadItem(t, "../../testdata/items/history_with_data.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(DataAttributes(&h)) != 3 || DataAttributes(&h)["data_downgrade_reason"] == nil {
+		t.Errorf("Data = %v", DataAttributes(&h))
+	}
+	if len(ExtraAttributes(&h)) != 1 || ExtraAttributes(&h)["kinesis_sequence"] == nil {
+		t.Errorf("Extra = %v", ExtraAttributes(&h))
+	}
+	if !h.IsPendingDowngrade || h.UpdatedEvent != billing.EventUserReactivated || h.Process != billing.ProcessReactivation {
+		t.Errorf("decoded %+v", h)
+	}
+	f, err := DecodeItem(loadItem(t, "../../testdata/items/friday_billing_error.json"))
+	if err != nil || f.BillingWeek != 2 || f.Attempt != 3 || f.PaymentError != "R01 insufficient funds" {
+		t.Errorf("friday = %+v, %v", f, err)
+	}
+}
+
+// TestLegacyKeyKept: a billing_date key not in canonical form is written back
+// byte for byte, so a rewrite addresses the same item.
+func TestLegacyKeyKept(t *testing.T) {
+	s, err := DecodeItem(loadItem(t, "../../testdata/legacy/sdk_v1_nulls.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	item, _ := EncodeItem(&s)
+	if got := item[AttrBillingDate].(*types.AttributeValueMemberS).Value; got != "2022-02-28T00:00:00.000Z" {
+		t.Fatalf("billing_date = %q", got)
+	}
+	// Once the date changes, the canonical form is used.
+	s.BillingDate = s.BillingDate.AddDate(0, 1, 0)
+	item, _ = EncodeItem(&s)
+	if got := item[AttrBillingDate].(*types.AttributeValueMemberS).Value; got != "2022-03-28T00:00:00Z" {
+		t.Fatalf("billing_date = %q", got)
+	}
+}
+
+func TestDecodeErrorsNameAttributeAndKey(t *testing.T) {
+	base := func() map[string]types.AttributeValue {
+		return loadItem(t, "../../testdata/items/monthly_completed.json")
+	}
+	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	n := func(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
+	tests := []struct {
+		attr  string
+		value types.AttributeValue // nil deletes
+		cause error
+	}{
+		{AttrUserID, nil, nil},
+		{AttrBillingDate, nil, nil},
+		{AttrSubscriptionID, nil, nil},
+		{AttrBillingStatus, nil, nil},
+		{AttrBillingAmount, nil, nil},
+		{AttrUserID, s(""), nil},
+		{AttrSubscriptionID, s(""), nil},
+		{AttrBillingDate, s("2024-01-31"), billing.ErrInvalidDate},
+		{AttrBillingDate, n("1706713200"), nil},
+		{AttrBillingAmount, s("4.999"), billing.ErrInvalidAmount},
+		{AttrBillingAmount, n("4.99"), nil},
+		{AttrBillingStatus, s("PENDING"), billing.ErrInvalidStatus},
+		{AttrBillingStatus, s("INACTIVE"), billing.ErrInvalidStatus},
+		{AttrTerm, s("WEEKLY"), billing.ErrInvalidTerm},
+		{AttrLastRunDate, s("yesterday"), billing.ErrInvalidDate},
+		{AttrCompletionDate, n("0"), nil},
+		{AttrBillingWeek, n("6"), nil},
+		{AttrBillingWeek, n("-1"), nil},
+		{AttrBillingWeek, n("1.5"), nil},
+		{AttrBillingWeek, s("2"), nil},
+		{AttrPauseDurationMonths, n("-2"), nil},
+		{AttrAnchorDay, n("32"), nil},
+		{AttrAttempt, n("99999999999999999999"), nil},
+		{AttrIsPendingDowngrade, s("true"), nil},
+		{AttrReceiptTierName, &types.AttributeValueMemberBOOL{Value: true}, nil},
+	}
+	for _, tt := range tests {
+		item := base()
+		if tt.value == nil {
+			delete(item, tt.attr)
+		} else {
+			item[tt.attr] = tt.value
+		}
+		_, err := DecodeItem(item)
+		var fe *billing.FieldError
+		if !errors.Is(err, billing.ErrInvalidItem) || !errors.As(err, &fe) {
+			t.Errorf("%s=%v: err = %v, want FieldError wrapping ErrInvalidItem", tt.attr, tt.value, err)
+			continue
+		}
+		if fe.Field != tt.attr {
+			t.Errorf("%s: error names field %q", tt.attr, fe.Field)
+		}
+		if tt.cause != nil && !errors.Is(err, tt.cause) {
+			t.Errorf("%s: err = %v, want %v", tt.attr, err, tt.cause)
+		}
+		msg := err.Error()
+		if !strings.Contains(msg, tt.attr) || (tt.attr != AttrUserID && !strings.Contains(msg, "user-1001")) {
+			t.Errorf("%s: message %q does not name the attribute and key", tt.attr, msg)
+		}
+	}
+}
+
+func TestEncodeRejectsUnstorable(t *testing.T) {
+	good := func() billing.Subscription {
+		return billing.Subscription{
+			UserID: "u", SubscriptionID: "s", Status: billing.StatusScheduled, Amount: billing.Cents(499),
+			BillingDate: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC),
+			LastRunDate: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC),
+		}
+	}
+	tests := []struct {
+		field string
+		mut   func(*billing.Subscription)
+	}{
+		{AttrUserID, func(s *billing.Subscription) { s.UserID = "" }},
+		{AttrSubscriptionID, func(s *billing.Subscription) { s.SubscriptionID = "" }},
+		{AttrBillingDate, func(s *billing.Subscription) { s.BillingDate = time.Time{} }},
+		{AttrBillingDate, func(s *billing.Subscription) { s.BillingDate = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }},
+		{AttrBillingStatus, func(s *billing.Subscription) { s.Status = billing.StatusInactive }},
+		{AttrBillingStatus, func(s *billing.Subscription) { s.Status = "" }},
+		{AttrBillingAmount, func(s *billing.Subscription) { s.Amount = -1 }},
+		{AttrTerm, func(s *billing.Subscription) { s.Term = "WEEKLY" }},
+		{AttrBillingWeek, func(s *billing.Subscription) { s.BillingWeek = 6 }},
+		{AttrAnchorDay, func(s *billing.Subscription) { s.AnchorDay = -1 }},
+		{AttrPauseDurationMonths, func(s *billing.Subscription) { s.PauseDurationMonths = -1 }},
+		{AttrBillingStatus, func(s *billing.Subscription) {
+			SetExtraAttributes(s, map[string]types.AttributeValue{AttrBillingStatus: &types.AttributeValueMemberS{Value: "X"}})
+		}},
+		{"other", func(s *billing.Subscription) {
+			SetDataAttributes(s, map[string]types.AttributeValue{"other": &types.AttributeValueMemberS{Value: "X"}})
+		}},
+		{AttrLastRunDate, func(s *billing.Subscription) { s.LastRunDate = time.Time{} }},
+	}
+	for _, tt := range tests {
+		s := good()
+		tt.mut(&s)
+		_, err := EncodeHistoryItem(&s)
+		var fe *billing.FieldError
+		if !errors.As(err, &fe) || fe.Field != tt.field || !errors.Is(err, billing.ErrInvalidItem) {
+			t.Errorf("%s: err = %v", tt.field, err)
+		}
+	}
+	s := good()
+	item, err := EncodeItem(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Minimal record: keys, amount, status, term, and nothing else.
+	want := []string{"billing_amount", "billing_date", "billing_status", "last_run_date", "subscription_id", "term", "user_id"}
+	if got := ddbjson.SortedNames(item); !reflect.DeepEqual(got, want) {
+		t.Fatalf("attributes = %v, want %v", got, want)
+	}
+	if item[AttrTerm].(*types.AttributeValueMemberS).Value != "MONTHLY" {
+		t.Error("empty term not written as MONTHLY")
+	}
+}
+
+func TestSetDataAttributesLeavesCopiesAlone(t *testing.T) {
+	var s billing.Subscription
+	SetDataAttributes(&s, map[string]types.AttributeValue{"data_a": &types.AttributeValueMemberS{Value: "1"}})
+	c := s.Clone()
+	SetDataAttributes(&c, map[string]types.AttributeValue{"data_b": &types.AttributeValueMemberS{Value: "2"}})
+	if len(DataAttributes(&s)) != 1 || DataAttributes(&s)["data_a"] == nil {
+		t.Fatalf("setting a copy's data_ attributes changed the original: %v", DataAttributes(&s))
+	}
+}
+
+func TestSplitTier(t *testing.T) {
+	for _, tt := range []struct{ in, name, version string }{
+		{"Plus:v2", "Plus", "v2"}, {"Plus", "Plus", ""}, {"", "", ""}, {"A:b:c", "A", "b:c"}, {":v1", "", "v1"},
+	} {
+		n, v := billing.SplitTier(tt.in)
+		if n != tt.name || v != tt.version {
+			t.Errorf("SplitTier(%q) = %q, %q", tt.in, n, v)
+		}
+		if tt.in != "" && tt.version != "" && billing.JoinTier(n, v) != tt.in {
+			t.Errorf("JoinTier(%q, %q) = %q", n, v, billing.JoinTier(n, v))
+		}
+	}
+}
+
+func FuzzDecodeItem(f *testing.F) {
+	files, _ := filepath.Glob("../../testdata/*/*.json")
+	for _, p := range files {
+		data, _ := os.ReadFile(p)
+		f.Add(data)
+	}
+	f.Add([]byte(`{"user_id":{"S":"u"},"billing_date":{"S":"x"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		item, err := ddbjson.UnmarshalItem(data)
+		if err != nil {
+			return
+		}
+		s, err := DecodeItem(item)
+		if err != nil {
+			var fe *billing.FieldError
+			if !errors.As(err, &fe) || fe.Field == "" || !errors.Is(err, billing.ErrInvalidItem) {
+				t.Fatalf("decode error without field: %v", err)
+			}
+			return
+		}
+		enc, err := EncodeHistoryItem(&s)
+		if err != nil {
+			if s.LastRunDate.IsZero() {
+				return
+			}
+			t.Fatalf("decoded item does not encode: %v", err)
+		}
+		s2, err := DecodeItem(enc)
+		if err != nil {
+			t.Fatalf("encoded item does not decode: %v", err)
+		}
+		enc2, err := EncodeHistoryItem(&s2)
+		if err != nil || !reflect.DeepEqual(enc, enc2) {
+			t.Fatalf("canonical form unstable: %v", err)
+		}
+	})
+}

@@ -1,0 +1,340 @@
+package layout
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/entitlement"
+	"github.com/dynabill/billing/internal/timefmt"
+)
+
+// Sort-key prefixes and limits of the recurring payments layout.
+const (
+	// SKRecurringPrefix starts a subscription's sort key:
+	// "SUB#<subscriptionID>#SKU#<sku>".
+	SKRecurringPrefix = "SUB#"
+	// SKReceiptPrefix starts a receipt's sort key:
+	// "REC#<processed date, fixed-width RFC3339 nanos>#SKU#<sku>".
+	SKReceiptPrefix = "REC#"
+	// MaxPaymentID bounds a subscription ID and a SKU (bytes).
+	MaxPaymentID = 256
+	// MaxPaymentDay is the last day of the month a payment may be taken
+	// on: a subscription is billed on the same day each month, and only
+	// days 1 to 28 exist in every month.
+	MaxPaymentDay = 28
+	// DefaultReceiptRetention is how long a receipt is kept (by TTL)
+	// after its processed date: long enough to show the past six months
+	// of receipts.
+	DefaultReceiptRetention = 183 * 24 * time.Hour
+	// DefaultPaymentsPageSize and MaxPaymentsPageSize bound the pages of
+	// the due-date queries.
+	DefaultPaymentsPageSize = 100
+	MaxPaymentsPageSize     = 100
+)
+
+// Attribute names of the recurring payments items.
+const (
+	PayEntity        = "Entity"
+	paySKU           = "SKU"
+	PayEmail         = "Email"
+	payDay           = "PaymentDay"
+	payAmount        = "PaymentAmount"
+	PayDetails       = "PaymentDetails"
+	PayVersion       = "Version"
+	PayCreatedAt     = "CreatedAt"
+	payUpdatedAt     = "UpdatedAt"
+	payEntitySub     = "Subscription"
+	payEntityReceipt = "Receipt"
+	PayDayLayout     = "2006-01-02"
+	payNever         = "0001-01-01" // the zero time's day: "never", sorts first
+)
+
+// PaymentsLimits validates and defaults a receipt retention and a page
+// size for a [Payments] implementation: zero means the default, a
+// negative retention or a page size outside 1 to [MaxPaymentsPageSize] is
+// an error naming the field.
+func PaymentsLimits(retention time.Duration, pageSize int) (time.Duration, int, error) {
+	switch {
+	case retention < 0:
+		return 0, 0, fmt.Errorf("ReceiptRetention: negative %v", retention)
+	case pageSize < 0 || pageSize > MaxPaymentsPageSize:
+		return 0, 0, fmt.Errorf("PageSize: %d outside 1 to %d", pageSize, MaxPaymentsPageSize)
+	}
+	if retention == 0 {
+		retention = DefaultReceiptRetention
+	}
+	if pageSize == 0 {
+		pageSize = DefaultPaymentsPageSize
+	}
+	return retention, pageSize, nil
+}
+
+// RecurringSK is the sort key of a subscription.
+func RecurringSK(subscriptionID, sku string) string {
+	return SKRecurringPrefix + subscriptionID + "#SKU#" + sku
+}
+
+func PayInvalid(field, value, reason string) error {
+	return &billing.FieldError{Field: field, Value: value, Err: fmt.Errorf("%w: %s", entitlement.ErrInvalidPayment, reason)}
+}
+
+// checkPaymentKey validates the key fields shared by subscriptions and receipts.
+func CheckPaymentKey(accountID, subscriptionID, sku string) error {
+	if err := entitlement.CheckAccountID(accountID); err != nil {
+		return &billing.FieldError{Field: "AccountID", Value: accountID, Err: err}
+	}
+	for _, f := range []struct{ name, v string }{{"SubscriptionID", subscriptionID}, {"SKU", sku}} {
+		if f.v == "" || len(f.v) > MaxPaymentID || strings.Contains(f.v, "#") {
+			return PayInvalid(f.name, f.v, fmt.Sprintf("1 to %d bytes without '#'", MaxPaymentID))
+		}
+	}
+	return nil
+}
+
+// PaymentDayKey is how a day is stored in NextPaymentDate,
+// NextReminderDate and their Last… attributes, and so the value the
+// due-date indexes are queried by: its UTC date, "2006-01-02". It returns
+// "" for the zero time or a year outside 0001–9999.
+func PaymentDayKey(t time.Time) string {
+	d, err := PayDayText("day", t, false)
+	if err != nil {
+		return ""
+	}
+	return d
+}
+
+// payDayText encodes a date of a subscription; zero is "" (attribute
+// absent) unless never is set, then it is payNever.
+func PayDayText(field string, t time.Time, never bool) (string, error) {
+	if t.IsZero() {
+		if never {
+			return payNever, nil
+		}
+		return "", nil
+	}
+	if y := t.UTC().Year(); y < 1 || y > 9999 {
+		return "", PayInvalid(field, t.String(), "year outside 0001-9999")
+	}
+	return t.UTC().Format(PayDayLayout), nil
+}
+
+// EncodeRecurringSubscription returns the item of s, validating it. Dates
+// are written as days (see [RecurringSubscription]); CreatedAt and
+// UpdatedAt as whole seconds.
+func (c SingleTableConfig) EncodeRecurringSubscription(s entitlement.RecurringSubscription) (map[string]types.AttributeValue, error) {
+	c = c.decodeDefaults()
+	if err := CheckPaymentKey(s.AccountID, s.SubscriptionID, s.SKU); err != nil {
+		return nil, err
+	}
+	if s.PaymentDay < 1 || s.PaymentDay > MaxPaymentDay {
+		return nil, PayInvalid("PaymentDay", fmt.Sprint(s.PaymentDay), fmt.Sprintf("not 1 to %d", MaxPaymentDay))
+	}
+	if s.PaymentAmount < 0 {
+		return nil, PayInvalid("PaymentAmount", s.PaymentAmount.String(), "negative")
+	}
+	if s.Version < 0 {
+		return nil, PayInvalid("Version", fmt.Sprint(s.Version), "negative")
+	}
+	item := map[string]types.AttributeValue{
+		AttrPK: StringAV(c.AccountPK(s.AccountID)), AttrSK: StringAV(RecurringSK(s.SubscriptionID, s.SKU)),
+		PayEntity: StringAV(payEntitySub), paySKU: StringAV(s.SKU), payDay: NumberAV(int64(s.PaymentDay)),
+		payAmount: StringAV(s.PaymentAmount.String()), PayVersion: NumberAV(int64(s.Version)),
+	}
+	for _, d := range []struct {
+		attr  string
+		t     time.Time
+		never bool
+	}{
+		{AttrNextPaymentDate, s.NextPaymentDate, false}, {AttrNextReminderDate, s.NextReminderDate, false},
+		{AttrLastPaymentDate, s.LastPaymentDate, true}, {AttrLastReminderDate, s.LastReminderDate, true},
+	} {
+		v, err := PayDayText(d.attr, d.t, d.never)
+		if err != nil {
+			return nil, err
+		}
+		if v != "" {
+			item[d.attr] = StringAV(v)
+		}
+	}
+	for _, ts := range []struct {
+		attr string
+		t    time.Time
+	}{{PayCreatedAt, s.CreatedAt}, {payUpdatedAt, s.UpdatedAt}} {
+		if ts.t.IsZero() {
+			continue
+		}
+		v, err := timefmt.Seconds(ts.t)
+		if err != nil {
+			return nil, PayInvalid(ts.attr, ts.t.String(), err.Error())
+		}
+		item[ts.attr] = StringAV(v)
+	}
+	for attr, v := range map[string]string{PayEmail: s.Email, PayDetails: s.PaymentDetails} {
+		if v != "" {
+			item[attr] = StringAV(v)
+		}
+	}
+	return item, nil
+}
+
+// DecodeRecurringSubscription decodes a subscription item of this layout.
+// Anything else, receipts included, is a [*FieldError] wrapping
+// [ErrInvalidItem].
+func (c SingleTableConfig) DecodeRecurringSubscription(item map[string]types.AttributeValue) (entitlement.RecurringSubscription, error) {
+	c = c.decodeDefaults()
+	r := newItemReader(item)
+	s := entitlement.RecurringSubscription{
+		AccountID:        c.accountID(r),
+		Email:            r.str(PayEmail),
+		PaymentDay:       int(r.num(payDay)),
+		PaymentDetails:   r.str(PayDetails),
+		NextPaymentDate:  r.day(AttrNextPaymentDate),
+		NextReminderDate: r.day(AttrNextReminderDate),
+		LastPaymentDate:  r.day(AttrLastPaymentDate),
+		LastReminderDate: r.day(AttrLastReminderDate),
+		CreatedAt:        r.timestamp(PayCreatedAt),
+		UpdatedAt:        r.timestamp(payUpdatedAt),
+		Version:          int(r.num(PayVersion)),
+	}
+	sk := r.required(AttrSK)
+	rest, ok := strings.CutPrefix(sk, SKRecurringPrefix)
+	id, sku, ok2 := strings.Cut(rest, "#SKU#")
+	if r.err == nil && (!ok || !ok2 || CheckPaymentKey("a", id, sku) != nil /* "a": only the ID and SKU are checked */) {
+		r.fail(AttrSK, sk, fmt.Errorf("%w: not a recurring subscription", billing.ErrInvalidItem))
+	}
+	s.SubscriptionID, s.SKU = id, sku
+	if v := r.str(paySKU); r.err == nil && v != "" && v != sku {
+		r.fail(paySKU, v, fmt.Errorf("%w: differs from the sort key's SKU", billing.ErrInvalidItem))
+	}
+	amt := r.required(payAmount)
+	if r.err == nil {
+		a, err := billing.ParseAmount(amt)
+		if err != nil {
+			r.fail(payAmount, amt, err)
+		}
+		s.PaymentAmount = a
+	}
+	if r.err == nil && (s.PaymentDay < 1 || s.PaymentDay > MaxPaymentDay || s.Version < 0) {
+		r.fail(payDay, fmt.Sprint(s.PaymentDay, "/v", s.Version), fmt.Errorf("%w: payment day or version out of range", billing.ErrInvalidItem))
+	}
+	if r.err != nil {
+		return entitlement.RecurringSubscription{}, r.err
+	}
+	return s, nil
+}
+
+// PrepareSubscriptionUpdate is what [Payments.UpdateSubscription] stores:
+// next with prev's CreatedAt, Version prev.Version+1 and UpdatedAt now,
+// after checking that next has prev's key and prev a stored version.
+func PrepareSubscriptionUpdate(prev, next entitlement.RecurringSubscription, now time.Time) (entitlement.RecurringSubscription, error) {
+	if err := CheckPaymentKey(prev.AccountID, prev.SubscriptionID, prev.SKU); err != nil {
+		return next, err
+	}
+	if next.AccountID != prev.AccountID || next.SubscriptionID != prev.SubscriptionID || next.SKU != prev.SKU {
+		return next, PayInvalid("SubscriptionID", next.SubscriptionID, "next has another key than prev")
+	}
+	if prev.Version < 1 {
+		return next, PayInvalid("Version", fmt.Sprint(prev.Version), "prev was not read from the store")
+	}
+	next.CreatedAt, next.UpdatedAt, next.Version = prev.CreatedAt, now, prev.Version+1
+	return next, nil
+}
+
+// Attribute names of a receipt item.
+const (
+	RecSubscriptionID = "SubscriptionID"
+	recProcessedDate  = "ProcessedDate"
+	RecAmount         = "ProcessedAmount"
+	RecTransactionID  = "TransactionID"
+)
+
+// ReceiptSK is the sort key of a receipt.
+func ReceiptSK(processed time.Time, sku string) (string, error) {
+	ts, err := timefmt.Nanos(processed)
+	if err != nil {
+		return "", PayInvalid("ProcessedDate", processed.String(), err.Error())
+	}
+	return SKReceiptPrefix + ts + "#SKU#" + sku, nil
+}
+
+// EncodeReceipt returns the item of r, validating it. ExpiresAt is written
+// as is; the stores set it from the retention first.
+func (c SingleTableConfig) EncodeReceipt(r entitlement.Receipt) (map[string]types.AttributeValue, error) {
+	c = c.decodeDefaults()
+	if err := CheckPaymentKey(r.AccountID, r.SubscriptionID, r.SKU); err != nil {
+		return nil, err
+	}
+	if r.ProcessedDate.IsZero() {
+		return nil, PayInvalid("ProcessedDate", "", "missing")
+	}
+	if r.ProcessedAmount < 0 {
+		return nil, PayInvalid("ProcessedAmount", r.ProcessedAmount.String(), "negative")
+	}
+	sk, err := ReceiptSK(r.ProcessedDate, r.SKU)
+	if err != nil {
+		return nil, err
+	}
+	item := map[string]types.AttributeValue{
+		AttrPK: StringAV(c.AccountPK(r.AccountID)), AttrSK: StringAV(sk),
+		PayEntity: StringAV(payEntityReceipt), paySKU: StringAV(r.SKU), RecSubscriptionID: StringAV(r.SubscriptionID),
+		recProcessedDate: StringAV(strings.Split(sk, "#")[1]), RecAmount: StringAV(r.ProcessedAmount.String()),
+	}
+	if r.TransactionID != "" {
+		item[RecTransactionID] = StringAV(r.TransactionID)
+	}
+	if !r.ExpiresAt.IsZero() {
+		item[c.TTLAttribute] = NumberAV(r.ExpiresAt.Unix())
+	}
+	return item, nil
+}
+
+// DecodeReceipt decodes a receipt item of this layout. Anything else,
+// subscriptions included, is a [*FieldError] wrapping [ErrInvalidItem].
+func (c SingleTableConfig) DecodeReceipt(item map[string]types.AttributeValue) (entitlement.Receipt, error) {
+	c = c.decodeDefaults()
+	r := newItemReader(item)
+	rc := entitlement.Receipt{
+		AccountID:      c.accountID(r),
+		SubscriptionID: r.required(RecSubscriptionID),
+		ProcessedDate:  r.timestamp(recProcessedDate),
+		TransactionID:  r.str(RecTransactionID),
+		ExpiresAt:      r.unix(c.TTLAttribute),
+	}
+	sk := r.required(AttrSK)
+	rest, ok := strings.CutPrefix(sk, SKReceiptPrefix)
+	ts, sku, ok2 := strings.Cut(rest, "#SKU#")
+	if r.err == nil {
+		want, err := ReceiptSK(rc.ProcessedDate, sku)
+		if !ok || !ok2 || err != nil || want != sk || CheckPaymentKey("a", rc.SubscriptionID, sku) != nil {
+			r.fail(AttrSK, sk, fmt.Errorf("%w: not a receipt of processed date %s", billing.ErrInvalidItem, ts))
+		}
+	}
+	rc.SKU = sku
+	if v := r.str(paySKU); r.err == nil && v != "" && v != sku {
+		r.fail(paySKU, v, fmt.Errorf("%w: differs from the sort key's SKU", billing.ErrInvalidItem))
+	}
+	amt := r.required(RecAmount)
+	if r.err == nil {
+		a, err := billing.ParseAmount(amt)
+		if err != nil {
+			r.fail(RecAmount, amt, err)
+		}
+		rc.ProcessedAmount = a
+	}
+	if r.err != nil {
+		return entitlement.Receipt{}, r.err
+	}
+	return rc, nil
+}
+
+// roundTripSub returns s as the store keeps it (days, whole seconds).
+func RoundTripSub(c SingleTableConfig, s entitlement.RecurringSubscription) (entitlement.RecurringSubscription, error) {
+	item, err := c.EncodeRecurringSubscription(s)
+	if err != nil {
+		return entitlement.RecurringSubscription{}, err
+	}
+	return c.DecodeRecurringSubscription(item)
+}

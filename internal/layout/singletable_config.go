@@ -1,0 +1,160 @@
+package layout
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Default names of the single-table layout: the table, account partitions
+// USER#<id>, a sparse reminder index GSI-1 and payment index GSI-2, and
+// the TTL attribute expiresAt that credit balances, grant markers and
+// receipts expire by. Every one can be set in [SingleTableConfig].
+const (
+	DefaultSingleTable        = "billing"
+	DefaultAccountPrefix      = "USER#"
+	DefaultReminderIndex      = "GSI-1"
+	DefaultPaymentIndex       = "GSI-2"
+	DefaultSingleTTLAttribute = "expiresAt"
+	maxAccountPrefix          = 64
+)
+
+// Key and index attributes of the single-table layout.
+const (
+	// AttrPK is the generic partition key: the account prefix and the
+	// account (user) ID, e.g. "USER#abc123" or "ACC#123".
+	AttrPK = "PK"
+	// AttrSK is the generic sort key naming the entity within the account:
+	// "CREDITS#BALANCE", "SUBSCRIPTION#<id>", "FOUNDER#<pass>",
+	// "PROFILE#<id>", and for the recurring payments layout "SUB#…", "REC#…".
+	AttrSK = "SK"
+	// AttrNextReminderDate and AttrLastReminderDate key the reminder index.
+	AttrNextReminderDate = "NextReminderDate"
+	AttrLastReminderDate = "LastReminderDate"
+	// AttrNextPaymentDate and AttrLastPaymentDate key the payment index.
+	AttrNextPaymentDate = "NextPaymentDate"
+	AttrLastPaymentDate = "LastPaymentDate"
+)
+
+// Sort keys and sort-key prefixes of the account entities.
+const (
+	SKCredits            = "CREDITS#BALANCE"
+	SKCreditGrantPrefix  = "CREDITS#GRANT#"
+	SKSubscriptionPrefix = "SUBSCRIPTION#"
+	SKFounderPrefix      = "FOUNDER#"
+	SKProfilePrefix      = "PROFILE#"
+)
+
+// DefaultReminderProjection and DefaultPaymentProjection return the non-key
+// attributes the reminder and payment indexes project: what a reminder or
+// a collection run reads without fetching the item. The table's PK and SK and the index's own keys are always projected, so
+// they are not listed.
+func DefaultReminderProjection() []string {
+	return []string{"SKU", "Email", AttrNextPaymentDate}
+}
+
+// DefaultPaymentProjection: see [DefaultReminderProjection].
+func DefaultPaymentProjection() []string {
+	return []string{"Email", "PaymentDay", "PaymentAmount", "SKU", "PaymentDetails"}
+}
+
+// SingleTableConfig names the single table, its indexes and its TTL
+// attribute, and the prefix of account partitions. The zero value is the
+// provider-billed tiers layout (USER#<id> partitions, TTL on expiresAt);
+// the recurring payments layout sets AccountPrefix "ACC#" and
+// TTLAttribute "TTL".
+type SingleTableConfig struct {
+	// Table is the table name. Defaults to [DefaultSingleTable] ("billing");
+	// a host with an existing table sets its name here.
+	Table string
+	// AccountPrefix starts every account's partition key: PK is
+	// AccountPrefix + account ID. Defaults to "USER#".
+	AccountPrefix string
+	// ReminderIndex is the sparse GSI keyed by NextReminderDate (hash) and
+	// LastReminderDate (range). Defaults to "GSI-1".
+	ReminderIndex string
+	// PaymentIndex is the sparse GSI keyed by NextPaymentDate (hash) and
+	// LastPaymentDate (range). Defaults to "GSI-2".
+	PaymentIndex string
+	// ReminderProjection lists the non-key attributes the reminder index
+	// projects (INCLUDE). Defaults to [DefaultReminderProjection].
+	ReminderProjection []string
+	// PaymentProjection lists the non-key attributes the payment index
+	// projects (INCLUDE). Defaults to [DefaultPaymentProjection].
+	PaymentProjection []string
+	// TTLAttribute is the table's time-to-live attribute (a Number of Unix
+	// seconds): DynamoDB deletes an item some time after the instant it
+	// holds. One attribute serves every entity: credit balances write their
+	// expiry to it, and so do the monthly grant markers and receipts.
+	// Defaults to "expiresAt".
+	TTLAttribute string
+}
+
+// WithDefaults returns c with every empty field set to its default. The
+// projection slices are copied.
+func (c SingleTableConfig) WithDefaults() SingleTableConfig {
+	def := func(p *string, v string) {
+		if *p == "" {
+			*p = v
+		}
+	}
+	def(&c.Table, DefaultSingleTable)
+	def(&c.AccountPrefix, DefaultAccountPrefix)
+	def(&c.ReminderIndex, DefaultReminderIndex)
+	def(&c.PaymentIndex, DefaultPaymentIndex)
+	def(&c.TTLAttribute, DefaultSingleTTLAttribute)
+	if c.ReminderProjection == nil {
+		c.ReminderProjection = DefaultReminderProjection()
+	} else {
+		c.ReminderProjection = slices.Clone(c.ReminderProjection)
+	}
+	if c.PaymentProjection == nil {
+		c.PaymentProjection = DefaultPaymentProjection()
+	} else {
+		c.PaymentProjection = slices.Clone(c.PaymentProjection)
+	}
+	return c
+}
+
+// decodeDefaults fills only what the item decoders read (WithDefaults
+// also copies the projections).
+func (c SingleTableConfig) decodeDefaults() SingleTableConfig {
+	if c.AccountPrefix == "" {
+		c.AccountPrefix = DefaultAccountPrefix
+	}
+	if c.TTLAttribute == "" {
+		c.TTLAttribute = DefaultSingleTTLAttribute
+	}
+	return c
+}
+
+// Validate checks a config after defaults.
+func (c SingleTableConfig) Validate() error {
+	if len(c.AccountPrefix) > maxAccountPrefix {
+		return fmt.Errorf("billing: SingleTableConfig.AccountPrefix: longer than %d bytes", maxAccountPrefix)
+	}
+	if c.ReminderIndex == c.PaymentIndex {
+		return fmt.Errorf("billing: SingleTableConfig: ReminderIndex and PaymentIndex are both %q", c.PaymentIndex)
+	}
+	keys := []string{AttrPK, AttrSK, AttrNextReminderDate, AttrLastReminderDate, AttrNextPaymentDate, AttrLastPaymentDate}
+	if slices.Contains(keys, c.TTLAttribute) {
+		return fmt.Errorf("billing: SingleTableConfig.TTLAttribute: %q is a key attribute", c.TTLAttribute)
+	}
+	for _, p := range []struct {
+		field string
+		attrs []string
+		keys  []string
+	}{
+		{"ReminderProjection", c.ReminderProjection, []string{AttrPK, AttrSK, AttrNextReminderDate, AttrLastReminderDate}},
+		{"PaymentProjection", c.PaymentProjection, []string{AttrPK, AttrSK, AttrNextPaymentDate, AttrLastPaymentDate}},
+	} {
+		for _, a := range p.attrs {
+			if a == "" || slices.Contains(p.keys, a) {
+				return fmt.Errorf("billing: SingleTableConfig.%s: %q is empty or a key of the table or the index (keys are always projected)", p.field, a)
+			}
+		}
+	}
+	return nil
+}
+
+// accountPK is the partition key of an account.
+func (c SingleTableConfig) AccountPK(accountID string) string { return c.AccountPrefix + accountID }

@@ -1,0 +1,179 @@
+package layout
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/timefmt"
+)
+
+// DefaultCollisionPolicy is the legacy service's SK collision rule for
+// upgrade and downgrade batches, made deterministic:
+//
+//   - Records of one user sharing a billing_date form a group. The SCHEDULED
+//     record of the group keeps the date (or, when none is SCHEDULED, the
+//     first in input order does). Every other record, in input order, gets
+//     billing_date + N hours for the smallest N >= 1 that is free in the
+//     batch. Two SCHEDULED records with one date are an error wrapping
+//     [ErrAlreadyExists]: there is no rule for which one to move.
+//   - Records of one user sharing a last_run_date (the history key) get
+//     +N nanoseconds, in input order, for the smallest N >= 1 that is free.
+//
+// Every record must be encodable ([EncodeHistoryItem]); the first that is
+// not is returned as the error, before anything is resolved.
+func DefaultCollisionPolicy(subs []billing.Subscription) ([]billing.Subscription, error) {
+	out := make([]billing.Subscription, len(subs))
+	for i := range subs {
+		out[i] = subs[i].Clone()
+		if _, err := EncodeHistoryItem(&out[i]); err != nil {
+			return nil, fmt.Errorf("record %d: %w", i, err)
+		}
+	}
+	// Sort keys: keep the SCHEDULED record of each group, move the others.
+	taken := map[string]bool{}
+	keeper := map[string]int{}
+	for i := range out {
+		k := out[i].UserID + "\x00" + BillingDateKey(&out[i])
+		j, seen := keeper[k]
+		switch {
+		case !seen:
+			keeper[k] = i
+		case out[i].Status == billing.StatusScheduled && out[j].Status == billing.StatusScheduled:
+			return nil, fmt.Errorf("%w: two SCHEDULED records for %s", billing.ErrAlreadyExists, out[i].Key())
+		case out[i].Status == billing.StatusScheduled:
+			keeper[k] = i
+		}
+		taken[k] = true
+	}
+	for i := range out {
+		k := out[i].UserID + "\x00" + BillingDateKey(&out[i])
+		if keeper[k] == i {
+			continue
+		}
+		base := out[i].BillingDate.Truncate(time.Second)
+		for n := 1; ; n++ {
+			d := base.Add(time.Duration(n) * time.Hour)
+			nk := out[i].UserID + "\x00" + d.UTC().Format(timefmt.SecondsLayout)
+			if !taken[nk] {
+				taken[nk] = true
+				out[i].BillingDate = d.UTC()
+				out[i].BillingPeriod = billing.BillingPeriod(d)
+				break
+			}
+		}
+	}
+	// History keys.
+	seen := map[string]bool{}
+	for i := range out {
+		seen[out[i].UserID+"\x00"+LastRunDateKey(&out[i])] = true
+	}
+	used := map[string]bool{}
+	for i := range out {
+		k := out[i].UserID + "\x00" + LastRunDateKey(&out[i])
+		if !used[k] {
+			used[k] = true
+			continue
+		}
+		base := out[i].LastRunDate
+		for n := 1; ; n++ {
+			out[i].LastRunDate = base.Add(time.Duration(n))
+			nk := out[i].UserID + "\x00" + LastRunDateKey(&out[i])
+			if !used[nk] && !seen[nk] {
+				used[nk] = true
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// ValidateUpdate checks that next may replace prev as [Repository.Update]
+// (dateChange false) or [Repository.AdminUpdate] (dateChange true) require:
+// the same user and subscription ID, the same billing_date unless
+// dateChange, a transition the table allows, and a later last_run_date.
+// Storage implementations call it before writing; the error wraps
+// [ErrIllegalTransition] or [ErrInvalidItem].
+func ValidateUpdate(prev, next *billing.Subscription, dateChange bool) error {
+	bad := func(field, value, why string) error {
+		return &billing.FieldError{Field: field, Value: value, Key: prev.Key(), Err: fmt.Errorf("%w: %s", billing.ErrInvalidItem, why)}
+	}
+	if next.UserID != prev.UserID {
+		return bad(AttrUserID, next.UserID, "an update cannot change user_id")
+	}
+	if next.SubscriptionID != prev.SubscriptionID {
+		return bad(AttrSubscriptionID, next.SubscriptionID, "an update cannot change subscription_id")
+	}
+	if !dateChange && BillingDateKey(next) != BillingDateKey(prev) {
+		return bad(AttrBillingDate, BillingDateKey(next), "billing_date changed: use AdminUpdate")
+	}
+	if err := billing.CheckTransition(prev.Status, next.Status); err != nil {
+		return fmt.Errorf("%s: %w", prev.Key(), err)
+	}
+	if !next.LastRunDate.After(prev.LastRunDate) {
+		return bad(AttrLastRunDate, LastRunDateKey(next), "last_run_date must advance past "+LastRunDateKey(prev))
+	}
+	if _, err := EncodeHistoryItem(next); err != nil {
+		return err
+	}
+	return nil
+}
+
+// ValidateAttemptUpdate checks a [Repository.SetAttempt] of prev to next,
+// as every store does before writing: next differs from prev in
+// LastAttempt and Attempt only, neither goes backwards, an attempt to make
+// durable has its key and start time, and next encodes.
+func ValidateAttemptUpdate(prev, next *billing.Subscription) error {
+	bad := func(field, value, why string) error {
+		return &billing.FieldError{Field: field, Value: value, Key: prev.Key(), Err: fmt.Errorf("%w: %s", billing.ErrInvalidItem, why)}
+	}
+	same := next.Clone()
+	same.LastAttempt, same.Attempt = prev.LastAttempt, prev.Attempt
+	a, _ := EncodeItem(prev)
+	b, err := EncodeItem(&same)
+	if err != nil {
+		return err
+	}
+	if !reflect.DeepEqual(a, b) {
+		return bad(AttrAttemptNumber, strconv.Itoa(next.LastAttempt.Number), "an attempt update changes nothing but the attempt")
+	}
+	switch {
+	case next.LastAttempt == prev.LastAttempt && next.Attempt == prev.Attempt:
+		return bad(AttrAttemptNumber, strconv.Itoa(next.LastAttempt.Number), "an attempt update changes nothing")
+	case next.LastAttempt.Number < prev.LastAttempt.Number || next.Attempt < prev.Attempt:
+		return bad(AttrAttemptNumber, strconv.Itoa(next.LastAttempt.Number), "attempt numbers never go back")
+	case next.Attempt > next.LastAttempt.Number && next.Attempt != prev.Attempt:
+		return bad(AttrAttempt, strconv.Itoa(next.Attempt), "attempts are settled only up to the last attempt made")
+	case next.InFlight() && (next.LastAttempt.Key == "" || next.LastAttempt.Started.IsZero()):
+		return bad(AttrAttemptKey, next.LastAttempt.Key, "an attempt in flight needs its key and start time")
+	}
+	if _, err := EncodeItem(next); err != nil {
+		return err
+	}
+	return nil
+}
+
+// ValidateCreates validates the records an update of prev to next
+// creates ([Repository.Update]), as the DynamoDB stores do before their
+// transaction: each storable, and no two actions of the transaction on one
+// item (DynamoDB rejects that), so records of prev's user must not share a
+// key with prev, next or each other (a [*ConflictError] wrapping
+// [ErrAlreadyExists]).
+func ValidateCreates(prev, next *billing.Subscription, create []*billing.Subscription) error {
+	usedP := map[string]bool{BillingDateKey(prev): true}
+	usedH := map[string]bool{LastRunDateKey(next): true}
+	for _, c := range create {
+		if _, err := EncodeHistoryItem(c); err != nil {
+			return err
+		}
+		if c.UserID == prev.UserID && (usedP[BillingDateKey(c)] || usedH[LastRunDateKey(c)]) {
+			return &billing.ConflictError{Op: "update", Key: c.Key(), Reason: "two records of one update share a key", Err: billing.ErrAlreadyExists}
+		}
+		if c.UserID == prev.UserID {
+			usedP[BillingDateKey(c)], usedH[LastRunDateKey(c)] = true, true
+		}
+	}
+	return nil
+}
