@@ -1,6 +1,10 @@
 package billing_test
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"testing"
 	"time"
 
@@ -22,7 +26,7 @@ func forEachCollectorStore(t *testing.T, f func(t *testing.T, e *collectorEnv)) 
 	})
 	t.Run("dynamo", func(t *testing.T) {
 		t.Parallel()
-		repo, hist := storetest.DynamoStores(t, billingtest.StoreOptions{PageSize: 7})
+		repo, hist := storetest.DynamoStores(t, memory.Options{PageSize: 7})
 		e := newCollectorEnv(t, func(c *billing.Config) { c.Repository, c.History = repo, hist })
 		e.repo, e.hist = repo, hist
 		f(t, e)

@@ -1,6 +1,10 @@
 package billing_test
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"context"
 	"fmt"
 	"os"
@@ -158,7 +162,7 @@ func BenchmarkCollectorInMemory(b *testing.B) {
 	var spent time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		store := billingtest.NewStore(billingtest.StoreOptions{})
+		store := memory.New(memory.Options{})
 		seedDue(b, store.Repository(), now, due, 0, func(i int) string { return fmt.Sprintf("bench-user-%05d", i) })
 		c := newBenchCollector(b, store.Repository(), nil, now)
 		b.StartTimer()

@@ -1,6 +1,10 @@
 package billing_test
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"context"
 	"fmt"
 	"slices"
@@ -41,7 +45,7 @@ type lockCrashEnv struct {
 
 func newLockCrashEnv(t *testing.T) *lockCrashEnv {
 	t.Helper()
-	repo, hist := storetest.DynamoStores(t, billingtest.StoreOptions{})
+	repo, hist := storetest.DynamoStores(t, memory.Options{})
 	e := &lockCrashEnv{w: wrapperOf(t, repo), repo: repo, hist: hist, clock: billingtest.NewClock(jan31.Add(time.Hour)),
 		locks: dynamotest.TableName(t, "locks"), user: "lock-crash-user"}
 	dynamotest.CreateTable(t, dynamotest.Client(t), dynamostore.LockTableDefinition(e.locks))

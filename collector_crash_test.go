@@ -1,6 +1,10 @@
 package billing_test
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"context"
 	"fmt"
 	"testing"
@@ -33,7 +37,7 @@ type crashEnv struct {
 
 func newCrashEnv(t *testing.T, users int) *crashEnv {
 	t.Helper()
-	repo, hist := storetest.DynamoStores(t, billingtest.StoreOptions{PageSize: 2})
+	repo, hist := storetest.DynamoStores(t, memory.Options{PageSize: 2})
 	return startCrashEnv(t, &crashEnv{repo: repo, hist: hist, clock: billingtest.NewClock(jan31.Add(time.Hour))}, users,
 		func(i int) string { return fmt.Sprintf("crash-user-%d", i) })
 }

@@ -1,6 +1,10 @@
 package billing_test
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"context"
 	"fmt"
 	"time"
@@ -14,7 +18,7 @@ import (
 func ExampleCollector() {
 	ctx := context.Background()
 	clock := billingtest.NewClock(time.Date(2024, 1, 31, 16, 0, 0, 0, time.UTC))
-	store := billingtest.NewStore(billingtest.StoreOptions{})
+	store := memory.New(memory.Options{})
 	repo := store.Repository()
 	ids := 0
 	c, err := billing.NewCollector(billing.Config{

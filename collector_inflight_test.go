@@ -1,6 +1,10 @@
 package billing_test
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"context"
 	"errors"
 	"fmt"
@@ -39,19 +43,19 @@ type moneyStore struct {
 func moneyStores() []moneyStore {
 	return []moneyStore{
 		{"memory", func(t *testing.T, _ *billingtest.Clock) (billing.Repository, billing.History, string) {
-			st := billingtest.NewStore(billingtest.StoreOptions{PageSize: 5})
+			st := memory.New(memory.Options{PageSize: 5})
 			return st.Repository(), st.History(), "u1"
 		}},
 		{"memory-single", func(t *testing.T, clock *billingtest.Clock) (billing.Repository, billing.History, string) {
-			st := billingtest.NewSingleTable(billingtest.SingleTableOptions{Clock: clock, PageSize: 5})
+			st := memory.NewSingleTable(memory.SingleTableOptions{Clock: clock, PageSize: 5})
 			return st.Repository(), st.History(), layout.SubscriptionRef{AccountID: "a1", SubscriptionID: "s1", SKU: "PLUS"}.UserID()
 		}},
 		{"dynamodb", func(t *testing.T, _ *billingtest.Clock) (billing.Repository, billing.History, string) {
-			repo, hist := storetest.DynamoStores(t, billingtest.StoreOptions{PageSize: 5})
+			repo, hist := storetest.DynamoStores(t, memory.Options{PageSize: 5})
 			return repo, hist, "u1"
 		}},
 		{"dynamodb-single", func(t *testing.T, clock *billingtest.Clock) (billing.Repository, billing.History, string) {
-			repo := storetest.NewSingleTableStore(t, clock, billingtest.StoreOptions{PageSize: 5})
+			repo := storetest.NewSingleTableStore(t, clock, memory.Options{PageSize: 5})
 			return repo, repo.History(), layout.SubscriptionRef{AccountID: "a1", SubscriptionID: "s1", SKU: "PLUS"}.UserID()
 		}},
 	}
@@ -445,7 +449,7 @@ func TestCollectorReportsFailedRelease(t *testing.T) {
 func newLeaseEnv(t *testing.T, failRelease bool) (*billing.Collector, *losingLocker, *billingtest.Provider) {
 	t.Helper()
 	clock := billingtest.NewClock(jan31.Add(time.Hour))
-	st := billingtest.NewStore(billingtest.StoreOptions{})
+	st := memory.New(memory.Options{})
 	locker := &losingLocker{Locker: billingtest.NewLocker(clock, time.Minute), failRelease: failRelease}
 	pay := billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock})
 	c, err := billing.NewCollector(billing.Config{Repository: st.Repository(), Locker: locker, Provider: pay, Clock: clock})

@@ -1,6 +1,10 @@
 package billing_test
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"context"
 	"encoding/json"
 	"errors"
@@ -114,7 +118,7 @@ func TestReportIsJSON(t *testing.T) {
 }
 
 func TestNewCollectorValidates(t *testing.T) {
-	store := billingtest.NewStore(billingtest.StoreOptions{})
+	store := memory.New(memory.Options{})
 	lk := billingtest.NewLocker(billing.SystemClock{}, time.Minute)
 	pay := billingtest.NewProvider(billingtest.ProviderOptions{})
 	for name, cfg := range map[string]billing.Config{

@@ -1,6 +1,10 @@
 package billing_test
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"context"
 	"errors"
 	"fmt"
@@ -16,7 +20,7 @@ import (
 type collectorEnv struct {
 	t      *testing.T
 	clock  *billingtest.Clock
-	store  *billingtest.Store
+	store  *memory.Store
 	repo   billing.Repository
 	hist   billing.History
 	locker *billingtest.Locker
@@ -31,7 +35,7 @@ var jan31 = time.Date(2024, 1, 31, 15, 0, 0, 0, time.UTC)
 func newCollectorEnv(t *testing.T, mut ...func(*billing.Config)) *collectorEnv {
 	t.Helper()
 	e := &collectorEnv{t: t, clock: billingtest.NewClock(jan31.Add(time.Hour)), events: &billingtest.EventRecorder{}}
-	e.store = billingtest.NewStore(billingtest.StoreOptions{PageSize: 7})
+	e.store = memory.New(memory.Options{PageSize: 7})
 	e.repo, e.hist = e.store.Repository(), e.store.History()
 	e.locker = billingtest.NewLocker(e.clock, time.Minute)
 	e.pay = billingtest.NewProvider(billingtest.ProviderOptions{Clock: e.clock})

@@ -7,7 +7,7 @@ import (
 
 // Locker hands out per-user billing locks, so that only one process at a
 // time collects a user's subscriptions (a scheduled run and a webhook may
-// fire together). [NewDynamoLocker] is the DynamoDB implementation;
+// fire together). [dynamostore.NewLocker] is the DynamoDB implementation;
 // billingtest.NewLocker is an in-memory one for tests.
 //
 // # Recovery
@@ -17,7 +17,7 @@ import (
 // frozen, lost its network or failed to release stops heartbeating, and any
 // process (a fresh one included: a new Lambda invocation, a restarted server)
 // can take the lock over within two lease durations of the last heartbeat.
-// See [DynamoLocker] for how, and for the clock assumption it makes.
+// See [dynamostore.Locker] for how, and for the clock assumption it makes.
 //
 // # What a lease lock cannot promise
 //
@@ -68,7 +68,7 @@ type Lease interface {
 	// compared with time.Now) after which the holder must assume the lease
 	// lost unless a heartbeat renews it first. It moves forward on each
 	// successful heartbeat; another holder takes the lock only some time
-	// after it (see [DynamoLocker] for the margin and the clock assumption
+	// after it (see [dynamostore.Locker] for the margin and the clock assumption
 	// behind it). Once Lost is closed, Deadline is
 	// not after the moment it closed. Deadline is cheap: it reads no storage,
 	// so a holder can call it right before every step that must be done under

@@ -14,7 +14,7 @@ import (
 // it, checks right before each step that must not run twice that the lease
 // is neither lost nor past its deadline, and reports a lost lease at
 // release.
-// In production the Locker is a [billing.DynamoLocker]:
+// In production the Locker is a [dynamostore.Locker]:
 //
 //	locker, err := billing.NewDynamoLocker(dynamodb.NewFromConfig(cfg))
 //	...

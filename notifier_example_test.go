@@ -1,6 +1,10 @@
 package billing_test
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,7 +20,7 @@ import (
 // queue and runs it in the next invocation.
 func ExampleScheduler() {
 	ctx := context.Background()
-	store := billingtest.NewStore(billingtest.StoreOptions{PageSize: 2})
+	store := memory.New(memory.Options{PageSize: 2})
 	now := time.Date(2024, 3, 10, 12, 0, 0, 0, time.UTC) // due: 2024-03-14
 	var subs []billing.Subscription
 	for i, user := range []string{"ann", "bo", "cy"} {

@@ -1,6 +1,10 @@
 package billing_test
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"context"
 	"encoding/json"
 	"fmt"
@@ -157,7 +161,7 @@ func TestSchedulerPagingMemory(t *testing.T) {
 	for _, mode := range []dynamostore.StatusIndexMode{dynamostore.StatusIndexLegacy, dynamostore.StatusIndexSorted} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
-			store := billingtest.NewStore(billingtest.StoreOptions{PageSize: notifPageSize, StatusIndexMode: mode})
+			store := memory.New(memory.Options{PageSize: notifPageSize, StatusIndexMode: mode})
 			testNotifierPaging(t, store.Repository())
 		})
 	}
@@ -167,7 +171,7 @@ func TestSchedulerPagingDynamoDB(t *testing.T) {
 	for _, mode := range []dynamostore.StatusIndexMode{dynamostore.StatusIndexLegacy, dynamostore.StatusIndexSorted} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
-			repo, _ := storetest.DynamoStores(t, billingtest.StoreOptions{PageSize: notifPageSize, StatusIndexMode: mode})
+			repo, _ := storetest.DynamoStores(t, memory.Options{PageSize: notifPageSize, StatusIndexMode: mode})
 			testNotifierPaging(t, repo)
 		})
 	}

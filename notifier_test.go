@@ -1,6 +1,10 @@
 package billing_test
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"context"
 	"encoding/json"
 	"errors"
@@ -100,7 +104,7 @@ func TestBatchesOf10(t *testing.T) {
 }
 
 func TestNewSchedulerConfig(t *testing.T) {
-	repo := billingtest.NewStore(billingtest.StoreOptions{}).Repository()
+	repo := memory.New(memory.Options{}).Repository()
 	q := &billingtest.RecordingEnqueuer{}
 	for _, tc := range []struct {
 		cfg  billing.SchedulerConfig
@@ -172,7 +176,7 @@ func TestSchedulerEventJSONFieldNames(t *testing.T) {
 
 func TestSchedulerWindowStatusAndDate(t *testing.T) {
 	ctx := context.Background()
-	store := billingtest.NewStore(billingtest.StoreOptions{PageSize: 2})
+	store := memory.New(memory.Options{PageSize: 2})
 	day := func(d int) time.Time { return time.Date(2024, 3, d, 9, 30, 0, 0, time.UTC) }
 	var subs []billing.Subscription
 	for i, d := range []int{13, 14, 14, 14, 15, 20} {
@@ -216,7 +220,7 @@ func TestSchedulerWindowStatusAndDate(t *testing.T) {
 
 func TestSchedulerDefaultPagesPerInvocation(t *testing.T) {
 	ctx := context.Background()
-	store := billingtest.NewStore(billingtest.StoreOptions{PageSize: 1})
+	store := memory.New(memory.Options{PageSize: 1})
 	start := time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC)
 	var subs []billing.Subscription
 	for i := range 5 {
@@ -249,7 +253,7 @@ func TestSchedulerSkipsRecordsItCannotUse(t *testing.T) {
 	start := time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC)
 
 	// An undecodable item in the window (Page.Invalid) is logged and skipped.
-	store := billingtest.NewStore(billingtest.StoreOptions{PageSize: 2})
+	store := memory.New(memory.Options{PageSize: 2})
 	if _, err := store.Repository().AddAll(ctx, []billing.Subscription{
 		notifSub("u1", start.Add(time.Hour)), notifSub("u2", start.Add(2*time.Hour)),
 	}); err != nil {
@@ -260,7 +264,7 @@ func TestSchedulerSkipsRecordsItCannotUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "four dollars"}
-	if err := store.PutRawItem(billingtest.SubscriptionsTable, item); err != nil {
+	if err := store.PutRawItem(memory.SubscriptionsTable, item); err != nil {
 		t.Fatal(err)
 	}
 	q := &billingtest.RecordingEnqueuer{}
@@ -328,7 +332,7 @@ func TestSchedulerErrors(t *testing.T) {
 		}
 	})
 	t.Run("malformed start key is an error, not a restart", func(t *testing.T) {
-		store := billingtest.NewStore(billingtest.StoreOptions{})
+		store := memory.New(memory.Options{})
 		if _, err := store.Repository().AddAll(ctx, items[:3]); err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,7 @@ import (
 // billing period, keyed by user_id and billing_date. Every write also appends
 // the record's row to the history (billing-activity-history) atomically.
 //
-// Implementations: [DynamoRepository] on the legacy tables, and the
+// Implementations: [dynamostore.Repository] on the legacy tables, and the
 // in-memory store in package billingtest. Both pass
 // billingtest.TestRepository.
 type Repository interface {
@@ -72,7 +72,7 @@ type Repository interface {
 	// or settles one that will never have an outcome: it writes next's
 	// LastAttempt and Attempt onto the stored record prev, and nothing
 	// else. next must be prev with only those two fields changed (see
-	// [ValidateAttemptUpdate]). It is one write conditional on the stored
+	// ValidateAttemptUpdate). It is one write conditional on the stored
 	// record still having prev's billing_status, last_run_date, attempt
 	// count and attempt number; it is not a status change and appends no
 	// history row (the row that records the attempt's outcome carries the
@@ -82,7 +82,7 @@ type Repository interface {
 
 	// AddAll writes many records (upgrades and downgrades) to the table and
 	// their history rows, in batches. It first applies the collision policy
-	// ([DefaultCollisionPolicy] unless configured), so records sharing a
+	// (DefaultCollisionPolicy unless configured), so records sharing a
 	// key get distinct ones, and returns the records as written. Batch
 	// writes cannot be conditional: like the legacy service, AddAll
 	// overwrites records with the same key. Either every record and history
@@ -192,7 +192,7 @@ func NotificationPage(ctx context.Context, r Repository, status Status, start, e
 // History is the append-only audit log (billing-activity-history): one row
 // per write of a record, keyed by user_id and last_run_date.
 //
-// Implementations: [DynamoHistory] and the in-memory store in package
+// Implementations: [dynamostore.History] and the in-memory store in package
 // billingtest. Both pass billingtest.TestHistory.
 type History interface {
 	// Add appends a row. LastRunDate must be set. An existing row with the

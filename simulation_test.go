@@ -1,6 +1,10 @@
 package billing_test
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"context"
 	"fmt"
 	"slices"
@@ -62,7 +66,7 @@ const toleratePerUserRunBug = false
 
 func TestSimulationInMemory(t *testing.T) {
 	t.Parallel()
-	store := billingtest.NewStore(billingtest.StoreOptions{PageSize: 250})
+	store := memory.New(memory.Options{PageSize: 250})
 	res := runSimulation(t, simulate.Options{
 		Users: 1000, Months: 3, Seed: 7,
 		Repository: store.Repository(), History: store.History(),

@@ -1,6 +1,10 @@
 package billing_test
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"context"
 	"encoding/json"
 	"fmt"
@@ -58,7 +62,7 @@ func stSimUserID(i int) string {
 func TestSingleTableSimulationInMemory(t *testing.T) {
 	t.Parallel()
 	clock := billingtest.NewClock(simulate.DefaultStart)
-	st := billingtest.NewSingleTable(billingtest.SingleTableOptions{Clock: clock, PageSize: 250})
+	st := memory.NewSingleTable(memory.SingleTableOptions{Clock: clock, PageSize: 250})
 	res := runSingleTableSimulation(t, st.Repository(), st.History(), st.Payments(), simulate.Options{
 		Users: 900, Months: 3, Seed: 7, Clock: clock,
 	})

@@ -1,6 +1,10 @@
 package billing_test
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"context"
 	"errors"
 	"fmt"
@@ -299,7 +303,7 @@ func TestTelemetrySingleCollection(t *testing.T) {
 func TestTelemetryNotifier(t *testing.T) {
 	o := newOtelEnv(t)
 	ctx := context.Background()
-	store := billingtest.NewStore(billingtest.StoreOptions{})
+	store := memory.New(memory.Options{})
 	day := time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC)
 	for i := range 3 {
 		bd := day.Add(time.Duration(10+i) * time.Hour)

@@ -1,6 +1,10 @@
 package billinghttp_test
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"errors"
 	"net/http/httptest"
 	"reflect"
@@ -130,7 +134,7 @@ func TestErrorStatuses(t *testing.T) {
 					e.t.Fatal(err)
 				}
 				item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "secret-4.999"}
-				if err := e.store.PutRawItem(billingtest.SubscriptionsTable, item); err != nil {
+				if err := e.store.PutRawItem(memory.SubscriptionsTable, item); err != nil {
 					e.t.Fatal(err)
 				}
 			}},

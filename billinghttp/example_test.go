@@ -1,6 +1,10 @@
 package billinghttp_test
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -20,7 +24,7 @@ import (
 // anonymous one, one for another user, and a manual repayment.
 func ExampleNew() {
 	clock := billingtest.NewClock(time.Date(2024, 3, 20, 12, 0, 0, 0, time.UTC))
-	store := billingtest.NewStore(billingtest.StoreOptions{})
+	store := memory.New(memory.Options{})
 	collector, err := billing.NewCollector(billing.Config{
 		Repository: store.Repository(),
 		History:    store.History(),

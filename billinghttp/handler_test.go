@@ -1,6 +1,10 @@
 package billinghttp_test
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -75,7 +79,7 @@ func fixture() []billing.Subscription {
 // storage call of the handler and the collector goes through faults.
 type env struct {
 	t        *testing.T
-	store    *billingtest.Store
+	store    *memory.Store
 	clock    *billingtest.Clock
 	locker   *billingtest.Locker
 	provider *billingtest.Provider
@@ -87,7 +91,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	e := &env{
-		t: t, store: billingtest.NewStore(billingtest.StoreOptions{}), clock: billingtest.NewClock(now),
+		t: t, store: memory.New(memory.Options{}), clock: billingtest.NewClock(now),
 		faults: newFaults(), logs: &syncBuffer{},
 	}
 	e.locker = billingtest.NewLocker(e.clock, time.Minute)
@@ -389,7 +393,7 @@ func TestMountedUnderPrefix(t *testing.T) {
 
 // TestNewRequiresAuthorizer checks that there is no open default.
 func TestNewRequiresAuthorizer(t *testing.T) {
-	store := billingtest.NewStore(billingtest.StoreOptions{})
+	store := memory.New(memory.Options{})
 	c, err := billing.NewCollector(billing.Config{
 		Repository: store.Repository(), Locker: billingtest.NewLocker(nil, 0), Provider: billingtest.NewProvider(billingtest.ProviderOptions{}),
 	})

@@ -13,20 +13,20 @@ import (
 )
 
 // AccountsOptions configures an in-memory [Accounts], like the matching
-// fields of [billing.DynamoAccountsConfig].
+// fields of [dynamostore.AccountsConfig].
 type AccountsOptions struct {
 	// Clock gives "now". Defaults to [billing.SystemClock].
 	Clock billing.Clock
 	// Quotas are the monthly grants per tier; missing tiers keep their
-	// default. Defaults to [billing.DefaultCreditQuotas].
+	// default. Defaults to [entitlement.DefaultCreditQuotas].
 	Quotas entitlement.CreditQuotas
 	// CreditExpiry, when positive, sets a balance's expiry to now +
 	// CreditExpiry on every grant, top-up and monthly grant.
 	CreditExpiry time.Duration
 }
 
-// Accounts is an in-memory [billing.Accounts] that behaves like
-// [billing.DynamoAccounts]: the same validation and errors, balances that
+// Accounts is an in-memory [entitlement.Accounts] that behaves like
+// [dynamostore.Accounts]: the same validation and errors, balances that
 // read as zero once expired and restart from zero on the next grant,
 // monthly grants applied once per period, provider events applied in
 // (Created, EventID) order, idempotent founder passes, timestamps kept
@@ -52,7 +52,7 @@ type Accounts struct {
 var _ entitlement.Accounts = (*Accounts)(nil)
 
 // NewAccounts returns an empty in-memory Accounts. Invalid quotas or a
-// negative expiry are errors, as for [billing.NewDynamoAccounts].
+// negative expiry are errors, as for [dynamostore.NewAccounts].
 func NewAccounts(opts AccountsOptions) (*Accounts, error) {
 	q, err := opts.Quotas.WithDefaults()
 	if err != nil {
@@ -94,7 +94,7 @@ func check(op, userID string) error {
 	return nil
 }
 
-// Balance implements [billing.Accounts.Balance].
+// Balance implements [entitlement.Accounts.Balance].
 func (a *Accounts) Balance(_ context.Context, userID string) (entitlement.Credits, error) {
 	if err := check("balance", userID); err != nil {
 		return entitlement.Credits{}, err
@@ -108,12 +108,12 @@ func (a *Accounts) Balance(_ context.Context, userID string) (entitlement.Credit
 	return view(c, a.clock.Now()), nil
 }
 
-// Grant implements [billing.Accounts.Grant].
+// Grant implements [entitlement.Accounts.Grant].
 func (a *Accounts) Grant(_ context.Context, userID string, n int64) (entitlement.Credits, error) {
 	return a.increment("grant", userID, n, nil)
 }
 
-// TopUp implements [billing.Accounts.TopUp].
+// TopUp implements [entitlement.Accounts.TopUp].
 func (a *Accounts) TopUp(_ context.Context, userID string, n int64) (entitlement.Credits, error) {
 	return a.increment("top up", userID, n, func(c *entitlement.Credits, now time.Time) { c.LastTopUp = now })
 }
@@ -153,7 +153,7 @@ func (a *Accounts) add(userID string, n int64, stamp func(*entitlement.Credits, 
 	return view(c, a.clock.Now())
 }
 
-// Consume implements [billing.Accounts.Consume].
+// Consume implements [entitlement.Accounts.Consume].
 func (a *Accounts) Consume(_ context.Context, userID string, n int64) (entitlement.Credits, error) {
 	if err := check("consume", userID); err != nil {
 		return entitlement.Credits{}, err
@@ -174,7 +174,7 @@ func (a *Accounts) Consume(_ context.Context, userID string, n int64) (entitleme
 	return view(c, a.clock.Now()), nil
 }
 
-// MonthlyGrant implements [billing.Accounts.MonthlyGrant].
+// MonthlyGrant implements [entitlement.Accounts.MonthlyGrant].
 func (a *Accounts) MonthlyGrant(_ context.Context, userID string, tier entitlement.Tier, period, eventID string) (entitlement.MonthlyGrantResult, error) {
 	if err := check("monthly grant", userID); err != nil {
 		return entitlement.MonthlyGrantResult{}, err
@@ -210,7 +210,7 @@ func (a *Accounts) MonthlyGrant(_ context.Context, userID string, tier entitleme
 	return res, nil
 }
 
-// ApplyProviderEvent implements [billing.Accounts.ApplyProviderEvent].
+// ApplyProviderEvent implements [entitlement.Accounts.ApplyProviderEvent].
 func (a *Accounts) ApplyProviderEvent(_ context.Context, ev entitlement.ProviderEvent) (bool, error) {
 	n, err := ev.Normalize()
 	if err != nil {
@@ -239,7 +239,7 @@ func (a *Accounts) ApplyProviderEvent(_ context.Context, ev entitlement.Provider
 	return true, nil
 }
 
-// GetProviderSubscription implements [billing.Accounts.GetProviderSubscription].
+// GetProviderSubscription implements [entitlement.Accounts.GetProviderSubscription].
 func (a *Accounts) GetProviderSubscription(_ context.Context, userID, subscriptionID string) (entitlement.ProviderSubscription, error) {
 	if err := check("get provider subscription", userID); err != nil {
 		return entitlement.ProviderSubscription{}, err
@@ -253,7 +253,7 @@ func (a *Accounts) GetProviderSubscription(_ context.Context, userID, subscripti
 	return s, nil
 }
 
-// ListProviderSubscriptions implements [billing.Accounts.ListProviderSubscriptions].
+// ListProviderSubscriptions implements [entitlement.Accounts.ListProviderSubscriptions].
 func (a *Accounts) ListProviderSubscriptions(_ context.Context, userID string) ([]entitlement.ProviderSubscription, error) {
 	if err := check("list provider subscriptions", userID); err != nil {
 		return nil, err
@@ -274,7 +274,7 @@ func (a *Accounts) listSubs(userID string) []entitlement.ProviderSubscription {
 	return out
 }
 
-// GrantFounderPass implements [billing.Accounts.GrantFounderPass].
+// GrantFounderPass implements [entitlement.Accounts.GrantFounderPass].
 func (a *Accounts) GrantFounderPass(_ context.Context, userID string, pass entitlement.PassType, paymentIntentID string, purchasedAt time.Time) (bool, error) {
 	if err := check("grant founder pass", userID); err != nil {
 		return false, err
@@ -306,7 +306,7 @@ func (a *Accounts) GrantFounderPass(_ context.Context, userID string, pass entit
 	return true, nil
 }
 
-// FounderPasses implements [billing.Accounts.FounderPasses].
+// FounderPasses implements [entitlement.Accounts.FounderPasses].
 func (a *Accounts) FounderPasses(_ context.Context, userID string) ([]entitlement.FounderPass, error) {
 	if err := check("founder passes", userID); err != nil {
 		return nil, err
@@ -339,7 +339,7 @@ func (a *Accounts) RevokeFounderPass(userID string, pass entitlement.PassType) b
 	return ok
 }
 
-// SetProfileTier implements [billing.Accounts.SetProfileTier].
+// SetProfileTier implements [entitlement.Accounts.SetProfileTier].
 func (a *Accounts) SetProfileTier(_ context.Context, userID string, tier entitlement.Tier) error {
 	if err := check("set profile tier", userID); err != nil {
 		return err
@@ -354,7 +354,7 @@ func (a *Accounts) SetProfileTier(_ context.Context, userID string, tier entitle
 	return nil
 }
 
-// ResolveAccess implements [billing.Accounts.ResolveAccess].
+// ResolveAccess implements [entitlement.Accounts.ResolveAccess].
 func (a *Accounts) ResolveAccess(_ context.Context, userID string) (entitlement.Access, error) {
 	if err := check("resolve access", userID); err != nil {
 		return entitlement.Access{}, err

@@ -1,14 +1,13 @@
 // Package billingtest helps test code that uses package billing: fakes for
-// every port (a controllable [Clock], an in-memory [Store] implementing
+// every port (a controllable [Clock], an in-memory [memory.Store] implementing
 // billing.Repository and billing.History, an in-memory [Locker], a scripted
 // [Provider] implementing billing.PaymentProvider that honours idempotency
 // keys like a real processor, a recording [EventRecorder] implementing
 // billing.EventSink, recording fakes of the notifier's ports
 // ([RecordingEnqueuer], [RecordingNotifier], [UserDirectory], [BankAccounts],
 // [UserPayments], [FeatureFlags], [PrenoteSubmitter], [MetricsRecorder]), an
-// in-memory [Accounts] twin of the single-table credits and access store,
-// in-memory [Payments] and [SingleTable] twins of the single-table
-// recurring payments and engine layout) and the conformance suites every
+// in-memory [Accounts] twin of the single-table credits and access store)
+// and the conformance suites every
 // implementation of a port must pass ([TestRepository], [TestHistory],
 // [TestLocker]; [TestRepositoryWith] and [TestHistoryWith] adapt the first
 // two to a layout's user IDs, and [TestSingleTable] checks what the

@@ -46,7 +46,7 @@ var _ billing.Locker = (*Locker)(nil)
 
 // NewLocker returns an in-memory locker whose stopped leases expire after
 // leaseDuration on clock. A nil clock means [billing.SystemClock]; a
-// non-positive leaseDuration means [billing.DefaultLeaseDuration].
+// non-positive leaseDuration means [dynamostore.DefaultLeaseDuration].
 func NewLocker(clock billing.Clock, leaseDuration time.Duration) *Locker {
 	if clock == nil {
 		clock = billing.SystemClock{}

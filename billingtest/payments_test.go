@@ -10,18 +10,19 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/entitlement"
+	"github.com/dynabill/billing/memory"
 )
 
 // The behaviour of Payments is tested in package billing against both
 // implementations (forEachPayments); these tests cover the twin's own.
 
 func TestPaymentsOptions(t *testing.T) {
-	for _, o := range []billingtest.PaymentsOptions{{PageSize: 101}, {ReceiptRetention: -1}} {
-		if _, err := billingtest.NewPayments(o); err == nil {
+	for _, o := range []memory.PaymentsOptions{{PageSize: 101}, {ReceiptRetention: -1}} {
+		if _, err := memory.NewPayments(o); err == nil {
 			t.Errorf("%+v accepted", o)
 		}
 	}
-	p, err := billingtest.NewPayments(billingtest.PaymentsOptions{})
+	p, err := memory.NewPayments(memory.PaymentsOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func TestPaymentsOptions(t *testing.T) {
 // same prev, exactly one wins; run under -race.
 func TestPaymentsConcurrentRecordPayment(t *testing.T) {
 	clock := billingtest.NewClock(time.Date(2025, 1, 28, 6, 0, 0, 0, time.UTC))
-	p, _ := billingtest.NewPayments(billingtest.PaymentsOptions{Clock: clock, PageSize: 1})
+	p, _ := memory.NewPayments(memory.PaymentsOptions{Clock: clock, PageSize: 1})
 	ctx := t.Context()
 	due := time.Date(2025, 1, 28, 0, 0, 0, 0, time.UTC)
 	prev, err := p.CreateSubscription(ctx, entitlement.RecurringSubscription{AccountID: "u", SubscriptionID: "s", SKU: "k",

@@ -14,13 +14,14 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/memory"
 )
 
 // StoreFactory returns a repository and the history it writes to, on
 // fresh, empty tables, configured by opts: page size, status index mode
 // and collision policy. [TestRepository] calls it once or twice per
 // subtest, from parallel subtests; release resources with t.Cleanup.
-type StoreFactory func(t *testing.T, opts StoreOptions) (billing.Repository, billing.History)
+type StoreFactory func(t *testing.T, opts memory.Options) (billing.Repository, billing.History)
 
 // TestRepository runs the conformance suite of [billing.Repository] on
 // the stores newStores returns. Every subtest calls t.Parallel and uses
@@ -138,7 +139,7 @@ type repoEnv struct {
 	ids  *suiteIDs
 }
 
-func (s *repoSuite) env(t *testing.T, opts StoreOptions) *repoEnv {
+func (s *repoSuite) env(t *testing.T, opts memory.Options) *repoEnv {
 	t.Helper()
 	repo, hist := s.newStores(t, opts)
 	if repo == nil || hist == nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/memory"
 )
 
 // fullRecord returns a record with every field set, data_ and unknown
@@ -50,7 +51,7 @@ func (s *repoSuite) addCases() []repoCase {
 	ids := s.ids
 	return []repoCase{
 		{"StoresRecordAndHistoryRow", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			u := ids.user()
 			r := ids.record(u, day(0), billing.StatusScheduled)
 			e.add(r)
@@ -70,7 +71,7 @@ func (s *repoSuite) addCases() []repoCase {
 			}
 		}},
 		{"RoundTripsEveryField", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			r := ids.fullRecord(ids.user())
 			e.add(r)
 			got := e.get(r.UserID, r.BillingDate)
@@ -92,7 +93,7 @@ func (s *repoSuite) addCases() []repoCase {
 			e.requireLastHistoryRow(r) // with its data_ attributes
 		}},
 		{"BillingDateStoredInWholeSecondsUTC", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			u := ids.user()
 			r := ids.record(u, time.Date(2024, 2, 10, 12, 30, 45, 750_000_000, time.FixedZone("EET", 2*3600)), billing.StatusScheduled)
 			e.add(r)
@@ -106,7 +107,7 @@ func (s *repoSuite) addCases() []repoCase {
 			}
 		}},
 		{"DuplicateKey", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			u := ids.user()
 			first := ids.record(u, day(0), billing.StatusScheduled)
 			e.add(first)
@@ -120,7 +121,7 @@ func (s *repoSuite) addCases() []repoCase {
 			}
 		}},
 		{"HistoryKeyTaken", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			u := ids.user()
 			first := ids.record(u, day(0), billing.StatusScheduled)
 			e.add(first)
@@ -132,7 +133,7 @@ func (s *repoSuite) addCases() []repoCase {
 			e.requireLastHistoryRow(first)
 		}},
 		{"SameKeysOfOtherUsers", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			a, b := ids.record(ids.user(), day(0), billing.StatusScheduled), ids.record(ids.user(), day(0), billing.StatusScheduled)
 			b.LastRunDate = a.LastRunDate
 			e.add(a, b)
@@ -142,7 +143,7 @@ func (s *repoSuite) addCases() []repoCase {
 			e.requireHistoryCount(b.UserID, 1)
 		}},
 		{"MissingLastRunDate", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			u := ids.user()
 			r := ids.record(u, day(0), billing.StatusScheduled)
 			r.LastRunDate = time.Time{}
@@ -151,7 +152,7 @@ func (s *repoSuite) addCases() []repoCase {
 			e.requireHistoryCount(u, 0)
 		}},
 		{"InactiveStatusRejected", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			u := ids.user()
 			r := ids.record(u, day(0), billing.StatusInactive)
 			requireRejected(t, e.repo.Add(e.ctx(), &r), billing.ErrInvalidItem)
@@ -159,7 +160,7 @@ func (s *repoSuite) addCases() []repoCase {
 			e.requireHistoryCount(u, 0)
 		}},
 		{"CanceledContext", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			u := ids.user()
 			r := ids.record(u, day(0), billing.StatusScheduled)
 			ctx, cancel := context.WithCancel(e.ctx())
@@ -177,7 +178,7 @@ func (s *repoSuite) readCases() []repoCase {
 	ids := s.ids
 	return []repoCase{
 		{"GetNotFound", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			u := ids.user()
 			e.requireAbsent(u, day(0))
 			e.add(ids.record(u, day(0), billing.StatusScheduled))
@@ -186,14 +187,14 @@ func (s *repoSuite) readCases() []repoCase {
 			e.requireAbsent(ids.user(), day(0))
 		}},
 		{"GetByIDNotFound", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			e.add(ids.record(ids.user(), day(0), billing.StatusScheduled))
 			if got, err := e.repo.GetByID(e.ctx(), ids.subID()); !errors.Is(err, billing.ErrNotFound) {
 				t.Fatalf("GetByID of an unknown ID = %s, %v; want ErrNotFound", got.Key(), err)
 			}
 		}},
 		{"GetByIDFindsRecord", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			u := ids.user()
 			recs := []billing.Subscription{
 				ids.record(u, day(-31), billing.StatusCompleted),
@@ -218,7 +219,7 @@ func (s *repoSuite) readCases() []repoCase {
 			}
 		}},
 		{"ListByUserAscending", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			u, other := ids.user(), ids.user()
 			const n = 30
 			want := make([]billing.Subscription, n)
@@ -240,14 +241,14 @@ func (s *repoSuite) readCases() []repoCase {
 			}
 		}},
 		{"ListByUserUnknown", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			e.add(ids.record(ids.user(), day(0), billing.StatusScheduled))
 			if got := e.list(ids.user()); len(got) != 0 {
 				t.Fatalf("ListByUser of a user without records = %d records", len(got))
 			}
 		}},
 		{"RecentMostRecentFirst", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			u := ids.user()
 			var asc []billing.Subscription
 			for i := range 15 {
@@ -270,7 +271,7 @@ func (s *repoSuite) readCases() []repoCase {
 			}
 		}},
 		{"RecentDefaultLimit", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			u := ids.user()
 			var asc []billing.Subscription
 			for i := range 14 {
@@ -287,7 +288,7 @@ func (s *repoSuite) readCases() []repoCase {
 			}
 		}},
 		{"RecentUnknownUser", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			got, err := e.repo.Recent(e.ctx(), ids.user(), 5)
 			if err != nil || len(got) != 0 {
 				t.Fatalf("Recent of a user without records = %d records, %v", len(got), err)

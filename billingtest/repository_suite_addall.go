@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/memory"
 )
 
 // addAll calls AddAll and fails the test on an error.
@@ -54,7 +55,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 	ids := s.ids
 	return []repoCase{
 		{"WritesAllWithHistory", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			u1, u2 := ids.user(), ids.user()
 			recs := []billing.Subscription{
 				ids.record(u1, day(0), billing.StatusScheduled),
@@ -79,7 +80,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 			}
 		}},
 		{"CollisionRule", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			u := ids.user()
 			cancelled := ids.record(u, day(0), billing.StatusCancelled)
 			scheduled := ids.record(u, day(0), billing.StatusScheduled)
@@ -106,7 +107,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 			RequireHistoryMatchesPrimary(t, e.repo, e.hist, u)
 		}},
 		{"SixtyRecords", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			users := []string{ids.user(), ids.user(), ids.user()}
 			var recs []billing.Subscription
 			for i := range 60 {
@@ -132,7 +133,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 			}
 		}},
 		{"TwoScheduledSameKey", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			u, other := ids.user(), ids.user()
 			recs := []billing.Subscription{
 				ids.record(other, day(0), billing.StatusScheduled),
@@ -152,7 +153,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 			}
 		}},
 		{"InvalidRecord", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			u := ids.user()
 			bad := ids.record(u, day(1), billing.StatusScheduled)
 			bad.LastRunDate = time.Time{}
@@ -169,7 +170,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 			e.requireHistoryCount(u, 0)
 		}},
 		{"OverwritesExisting", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			u := ids.user()
 			old := ids.record(u, day(0), billing.StatusScheduled)
 			e.add(old)
@@ -196,7 +197,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 				}
 				return out, nil
 			}
-			e := s.env(t, StoreOptions{Collisions: shift})
+			e := s.env(t, memory.Options{Collisions: shift})
 			u := ids.user()
 			recs := []billing.Subscription{ids.record(u, day(0), billing.StatusScheduled), ids.record(u, day(10), billing.StatusCancelled)}
 			written := e.addAll(recs)
@@ -213,7 +214,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 			e.requireAbsent(u, day(10))
 		}},
 		{"Empty", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			written, err := e.repo.AddAll(e.ctx(), nil)
 			if err != nil || len(written) != 0 {
 				t.Fatalf("AddAll(nil) = %d records, %v", len(written), err)
@@ -226,7 +227,7 @@ func (s *repoSuite) invariantCases() []repoCase {
 	ids := s.ids
 	return []repoCase{
 		{"HistoryMatchesPrimary", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			u := ids.user()
 			a := ids.record(u, day(0), billing.StatusScheduled)
 			b := ids.record(u, day(31), billing.StatusScheduled)

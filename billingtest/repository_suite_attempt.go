@@ -6,6 +6,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/memory"
 )
 
 // inFlight returns r with attempt n made durable at the suite's next run
@@ -30,7 +31,7 @@ func (s *repoSuite) attemptCases() []repoCase {
 	ids := s.ids
 	added := func(t *testing.T) (*repoEnv, billing.Subscription) {
 		t.Helper()
-		e := s.env(t, StoreOptions{})
+		e := s.env(t, memory.Options{})
 		r := ids.record(ids.user(), day(0), billing.StatusScheduled)
 		r.ReceiptTierName = "Plus:v2"
 		e.add(r)

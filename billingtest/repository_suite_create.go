@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/memory"
 )
 
 // updateCreateCases cover Update with records to create in the same
@@ -13,7 +14,7 @@ func (s *repoSuite) updateCreateCases() []repoCase {
 	ids := s.ids
 	setup := func(t *testing.T) (*repoEnv, billing.Subscription, billing.Subscription, billing.Subscription) {
 		t.Helper()
-		e := s.env(t, StoreOptions{})
+		e := s.env(t, memory.Options{})
 		r := ids.record(ids.user(), day(0), billing.StatusScheduled)
 		e.add(r)
 		next := ids.next(r, billing.StatusACHSent)

@@ -12,6 +12,7 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/memory"
 )
 
 // maxPages bounds every pagination loop of the suite.
@@ -133,7 +134,7 @@ type queryFixture struct {
 
 func (s *repoSuite) queryFixture(t *testing.T, mode dynamostore.StatusIndexMode, pageSize int) *queryFixture {
 	t.Helper()
-	f := &queryFixture{e: s.env(t, StoreOptions{PageSize: pageSize, StatusIndexMode: mode}), taken: map[string]bool{}}
+	f := &queryFixture{e: s.env(t, memory.Options{PageSize: pageSize, StatusIndexMode: mode}), taken: map[string]bool{}}
 	for range 3 {
 		f.users = append(f.users, s.ids.user())
 	}

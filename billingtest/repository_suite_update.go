@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/memory"
 )
 
 // updateRacers is the number of goroutines racing to update one record.
@@ -49,7 +50,7 @@ func (s *repoSuite) updateCases() []repoCase {
 	// added returns a fresh env and a stored SCHEDULED record.
 	added := func(t *testing.T) (*repoEnv, billing.Subscription) {
 		t.Helper()
-		e := s.env(t, StoreOptions{})
+		e := s.env(t, memory.Options{})
 		r := ids.record(ids.user(), day(0), billing.StatusScheduled)
 		e.add(r)
 		return e, r
@@ -101,7 +102,7 @@ func (s *repoSuite) updateCases() []repoCase {
 			RequireHistoryMatchesPrimary(t, e.repo, e.hist, r.UserID)
 		}},
 		{"KeepsUnknownAttributes", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			r := ids.record(ids.user(), day(0), billing.StatusScheduled)
 			layout.SetExtraAttributes(&r, map[string]types.AttributeValue{"other_service_flag": &types.AttributeValueMemberS{Value: "x"}})
 			e.add(r)
@@ -158,7 +159,7 @@ func (s *repoSuite) updateCases() []repoCase {
 			e.requireUnchanged(r.UserID, recs, hist)
 		}},
 		{"NeverAdded", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			r := ids.record(ids.user(), day(0), billing.StatusScheduled)
 			next := ids.next(r, billing.StatusError)
 			requireConflict(t, e.repo.Update(e.ctx(), &r, &next), billing.ErrConflict, "update", r.UserID)
@@ -166,7 +167,7 @@ func (s *repoSuite) updateCases() []repoCase {
 			e.requireHistoryCount(r.UserID, 0)
 		}},
 		{"IllegalTransition", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			for _, c := range []struct{ from, to billing.Status }{
 				{billing.StatusCompleted, billing.StatusScheduled},
 				{billing.StatusACHSent, billing.StatusScheduled},
@@ -270,7 +271,7 @@ func (s *repoSuite) adminUpdateCases() []repoCase {
 	ids := s.ids
 	added := func(t *testing.T) (*repoEnv, billing.Subscription) {
 		t.Helper()
-		e := s.env(t, StoreOptions{})
+		e := s.env(t, memory.Options{})
 		r := ids.record(ids.user(), day(0), billing.StatusScheduled)
 		e.add(r)
 		return e, r
@@ -349,7 +350,7 @@ func (s *repoSuite) adminUpdateCases() []repoCase {
 			e.requireUnchanged(r.UserID, recs, hist)
 		}},
 		{"IllegalTransition", func(t *testing.T) {
-			e := s.env(t, StoreOptions{})
+			e := s.env(t, memory.Options{})
 			r := ids.record(ids.user(), day(0), billing.StatusCompleted)
 			e.add(r)
 			recs, hist := e.snapshot(r.UserID)

@@ -14,7 +14,7 @@ import (
 )
 
 // SingleTableStores is one store of the single-table layout under test:
-// the engine's repository and history and the [billing.Payments] view of
+// the engine's repository and history and the [entitlement.Payments] view of
 // the same table.
 type SingleTableStores struct {
 	Repository billing.Repository

@@ -14,6 +14,7 @@ import (
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/dynamotest"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/memory"
 )
 
 // stSuiteOptions maps the suites' users to subscriptions of their own
@@ -26,21 +27,21 @@ var stSuiteOptions = billingtest.SuiteOptions{
 }
 
 func TestSingleTableRepositorySuite(t *testing.T) {
-	billingtest.TestRepositoryWith(t, func(t *testing.T, opts billingtest.StoreOptions) (billing.Repository, billing.History) {
-		s := billingtest.NewSingleTable(billingtest.SingleTableOptions{PageSize: opts.PageSize, Collisions: opts.Collisions})
+	billingtest.TestRepositoryWith(t, func(t *testing.T, opts memory.Options) (billing.Repository, billing.History) {
+		s := memory.NewSingleTable(memory.SingleTableOptions{PageSize: opts.PageSize, Collisions: opts.Collisions})
 		return s.Repository(), s.History()
 	}, stSuiteOptions)
 }
 
 func TestSingleTableHistorySuite(t *testing.T) {
 	billingtest.TestHistoryWith(t, func(t *testing.T) billing.History {
-		return billingtest.NewSingleTable(billingtest.SingleTableOptions{}).History()
+		return memory.NewSingleTable(memory.SingleTableOptions{}).History()
 	}, stSuiteOptions)
 }
 
 func TestSingleTableLayoutSuite(t *testing.T) {
 	billingtest.TestSingleTable(t, func(t *testing.T, clock billing.Clock, pageSize int) billingtest.SingleTableStores {
-		s := billingtest.NewSingleTable(billingtest.SingleTableOptions{Clock: clock, PageSize: pageSize})
+		s := memory.NewSingleTable(memory.SingleTableOptions{Clock: clock, PageSize: pageSize})
 		return billingtest.SingleTableStores{Repository: s.Repository(), History: s.History(), Payments: s.Payments()}
 	})
 }
@@ -69,7 +70,7 @@ func stNext(prev billing.Subscription, n int, st billing.Status) billing.Subscri
 }
 
 func TestSingleTableDefaults(t *testing.T) {
-	s := billingtest.NewSingleTable(billingtest.SingleTableOptions{})
+	s := memory.NewSingleTable(memory.SingleTableOptions{})
 	ref := layout.SubscriptionRef{AccountID: "acct", SubscriptionID: "sub", SKU: "STREAM"}
 	r := stRecord(ref, 1, time.Date(2024, 1, 20, 9, 0, 0, 0, time.UTC), billing.StatusScheduled)
 	if err := s.Repository().Add(t.Context(), &r); err != nil {
@@ -88,7 +89,7 @@ func TestSingleTableDefaults(t *testing.T) {
 	if err != nil || len(p.Items) != 0 {
 		t.Fatalf("open-ended query at the default clock = %+v, %v; want nothing (the period is later)", p, err)
 	}
-	for _, o := range []billingtest.SingleTableOptions{{PageSize: -1}, {CatchUpDays: -1}, {ReminderLeadDays: -1}, {ReceiptRetention: -1},
+	for _, o := range []memory.SingleTableOptions{{PageSize: -1}, {CatchUpDays: -1}, {ReminderLeadDays: -1}, {ReceiptRetention: -1},
 		{Table: dynamostore.SingleTableConfig{AccountPrefix: "PER"}}} {
 		func() {
 			defer func() {
@@ -96,7 +97,7 @@ func TestSingleTableDefaults(t *testing.T) {
 					t.Errorf("NewSingleTable(%+v) did not panic", o)
 				}
 			}()
-			billingtest.NewSingleTable(o)
+			memory.NewSingleTable(o)
 		}()
 	}
 }
@@ -107,18 +108,18 @@ func stDayOf(t time.Time) time.Time { return entitlement.PaymentDate(t) }
 type stEnv struct {
 	t     *testing.T
 	clock *billingtest.Clock
-	st    *billingtest.SingleTable
+	st    *memory.SingleTable
 	repo  billing.Repository
 	hist  billing.History
 	pay   entitlement.Payments
 }
 
-func newSTEnv(t *testing.T, opts billingtest.SingleTableOptions) *stEnv {
+func newSTEnv(t *testing.T, opts memory.SingleTableOptions) *stEnv {
 	clock := billingtest.NewClock(stNow)
 	if opts.Clock == nil {
 		opts.Clock = clock
 	}
-	s := billingtest.NewSingleTable(opts)
+	s := memory.NewSingleTable(opts)
 	return &stEnv{t: t, clock: clock, st: s, repo: s.Repository(), hist: s.History(), pay: s.Payments()}
 }
 
@@ -163,7 +164,7 @@ func (e *stEnv) historyCount(ref layout.SubscriptionRef) int {
 // update writes nothing, and a failed condition of the period itself is
 // reported first, as in the DynamoDB transaction.
 func TestSingleTableReceiptKeys(t *testing.T) {
-	e := newSTEnv(t, billingtest.SingleTableOptions{})
+	e := newSTEnv(t, memory.SingleTableOptions{})
 	ctx := t.Context()
 	a := layout.SubscriptionRef{AccountID: "acct", SubscriptionID: "subA", SKU: "STREAM"}
 	b := layout.SubscriptionRef{AccountID: "acct", SubscriptionID: "subB", SKU: "STREAM"} // same receipt partition and SKU
@@ -251,7 +252,7 @@ const stMaxReceiptMoves = 8
 // TestSingleTableAdminMoveCompletes: a move that completes the period
 // writes its receipt and leaves no open period at the old key.
 func TestSingleTableAdminMoveCompletes(t *testing.T) {
-	e := newSTEnv(t, billingtest.SingleTableOptions{})
+	e := newSTEnv(t, memory.SingleTableOptions{})
 	ctx := t.Context()
 	ref := layout.SubscriptionRef{AccountID: "acct", SubscriptionID: "sub", SKU: "STREAM"}
 	r := stRecord(ref, 1, stDay(2), billing.StatusScheduled)
@@ -299,7 +300,7 @@ func TestSingleTableAddAllGroups(t *testing.T) {
 		}
 		return out, nil
 	}
-	e := newSTEnv(t, billingtest.SingleTableOptions{Collisions: policy})
+	e := newSTEnv(t, memory.SingleTableOptions{Collisions: policy})
 	ctx := t.Context()
 	ref := layout.SubscriptionRef{AccountID: "acct", SubscriptionID: "sub", SKU: "STREAM"}
 	other := layout.SubscriptionRef{AccountID: "acct2", SubscriptionID: "sub", SKU: "STREAM"}
@@ -316,7 +317,7 @@ func TestSingleTableAddAllGroups(t *testing.T) {
 		t.Fatalf("subscription after 20 records = version %d, due %v; want 3 writes (groups of 8), due %v", sub.Version, sub.NextPaymentDate, stDay(0))
 	}
 
-	e2 := newSTEnv(t, billingtest.SingleTableOptions{Collisions: policy})
+	e2 := newSTEnv(t, memory.SingleTableOptions{Collisions: policy})
 	bad = true
 	written, err = e2.repo.AddAll(ctx, recs)
 	var be *billing.BatchError
@@ -335,7 +336,7 @@ func TestSingleTableAddAllGroups(t *testing.T) {
 // TestSingleTableGetByIDPointers: GetByID follows the period-ID pointers,
 // also when a history batch pointed one at another billing date.
 func TestSingleTableGetByIDPointers(t *testing.T) {
-	e := newSTEnv(t, billingtest.SingleTableOptions{})
+	e := newSTEnv(t, memory.SingleTableOptions{})
 	ctx := t.Context()
 	ref := layout.SubscriptionRef{AccountID: "acct", SubscriptionID: "sub", SKU: "STREAM"}
 	r := stRecord(ref, 1, stDay(5), billing.StatusScheduled)
@@ -376,7 +377,7 @@ func TestSingleTableGetByIDPointers(t *testing.T) {
 // TestSingleTableRejectsUserIDs: every write path rejects user IDs that
 // are not subscription references, before writing anything.
 func TestSingleTableRejectsUserIDs(t *testing.T) {
-	e := newSTEnv(t, billingtest.SingleTableOptions{})
+	e := newSTEnv(t, memory.SingleTableOptions{})
 	ctx := t.Context()
 	ref := layout.SubscriptionRef{AccountID: "acct", SubscriptionID: "sub", SKU: "STREAM"}
 	r := stRecord(ref, 1, stDay(5), billing.StatusScheduled)
@@ -407,7 +408,7 @@ func TestSingleTableRejectsUserIDs(t *testing.T) {
 // items, a cursor at a full page even when nothing remains, Scanned
 // counts index items and periods read, empty stretches end pages.
 func TestSingleTableStatusPages(t *testing.T) {
-	e := newSTEnv(t, billingtest.SingleTableOptions{PageSize: 2, CatchUpDays: 70})
+	e := newSTEnv(t, memory.SingleTableOptions{PageSize: 2, CatchUpDays: 70})
 	ctx := t.Context()
 	var want []billing.Subscription
 	for i := range 3 {
@@ -496,7 +497,7 @@ func TestSingleTableStatusPages(t *testing.T) {
 // status queries; every write is atomic, so the subscription item always
 // matches its periods. Run under -race.
 func TestSingleTableConcurrent(t *testing.T) {
-	e := newSTEnv(t, billingtest.SingleTableOptions{PageSize: 3})
+	e := newSTEnv(t, memory.SingleTableOptions{PageSize: 3})
 	ctx := t.Context()
 	var refs []layout.SubscriptionRef
 	var firsts []billing.Subscription
@@ -577,7 +578,7 @@ func TestSingleTableMatchesDynamo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	twin := billingtest.NewSingleTable(billingtest.SingleTableOptions{Clock: clock, PageSize: 2, Table: table})
+	twin := memory.NewSingleTable(memory.SingleTableOptions{Clock: clock, PageSize: 2, Table: table})
 	stores := []billingtest.SingleTableStores{
 		{Repository: dyn, History: dyn.History(), Payments: dyn.Payments()},
 		{Repository: twin.Repository(), History: twin.History(), Payments: twin.Payments()},

@@ -57,7 +57,7 @@ func RequireHistoryMatchesPrimary(t testing.TB, repo billing.Repository, hist bi
 }
 
 // diffStored compares two records as the primary table stores them
-// ([billing.EncodeItem]: data_ attributes left out) and describes the
+// (EncodeItem: data_ attributes left out) and describes the
 // attributes that differ as "name: got vs want"; "" when equal.
 func diffStored(got, want *billing.Subscription) string {
 	return diffItems(layout.EncodeItem, got, want)

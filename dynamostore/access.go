@@ -101,11 +101,11 @@ func (a *Accounts) SetProfileTier(ctx context.Context, userID string, tier entit
 
 // ResolveAccess implements [Accounts.ResolveAccess]: one Query reads the
 // user's whole partition (passes, subscriptions and profile share it) and
-// [ResolveAccess] decides at the clock's now.
+// [entitlement.ResolveAccess] decides at the clock's now.
 //
 // Items of the partition that cannot be decoded (an unknown status, tier
 // or pass type) do not stop the resolution: the Access returned is
-// resolved from the other items, and the error, a join of [*FieldError]s,
+// resolved from the other items, and the error, a join of [*billing.FieldError]s,
 // names the bad ones. Callers choose between failing closed on the error
 // and using the Access.
 func (a *Accounts) ResolveAccess(ctx context.Context, userID string) (entitlement.Access, error) {

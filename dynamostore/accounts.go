@@ -18,7 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// DynamoAccountsConfig configures [NewDynamoAccounts].
+// DynamoAccountsConfig configures [NewAccounts].
 type AccountsConfig struct {
 	// Client talks to DynamoDB; *dynamodb.Client satisfies it. Required.
 	Client API
@@ -26,10 +26,10 @@ type AccountsConfig struct {
 	// account prefix. Defaults to [SingleTableConfig]'s defaults.
 	Table SingleTableConfig
 	// Clock gives "now" for timestamps, expiry and access resolution.
-	// Defaults to [SystemClock].
+	// Defaults to [billing.SystemClock].
 	Clock billing.Clock
 	// Quotas are the monthly grants per tier. Tiers missing from the map
-	// keep their default. Defaults to [DefaultCreditQuotas].
+	// keep their default. Defaults to [entitlement.DefaultCreditQuotas].
 	Quotas entitlement.CreditQuotas
 	// CreditExpiry, when positive, makes every grant, top-up and monthly
 	// grant set the balance's expiry to now + CreditExpiry (Unix seconds in

@@ -1,6 +1,10 @@
 package dynamostore_test
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"testing"
 
 	"github.com/dynabill/billing/internal/storetest"
@@ -15,7 +19,7 @@ func TestDynamoRepositoryConformance(t *testing.T) {
 
 func TestDynamoHistoryConformance(t *testing.T) {
 	billingtest.TestHistory(t, func(t *testing.T) billing.History {
-		_, h := storetest.DynamoStores(t, billingtest.StoreOptions{})
+		_, h := storetest.DynamoStores(t, memory.Options{})
 		return h
 	})
 }

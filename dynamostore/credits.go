@@ -32,7 +32,7 @@ func (a *Accounts) Balance(ctx context.Context, userID string) (entitlement.Cred
 }
 
 // Grant implements [Accounts.Grant]: one UpdateItem (ADD balance), unless
-// the record has expired (see [DynamoAccounts.Consume]).
+// the record has expired (see [Accounts.Consume]).
 func (a *Accounts) Grant(ctx context.Context, userID string, n int64) (entitlement.Credits, error) {
 	return a.increment(ctx, "grant", userID, n, "")
 }
@@ -206,7 +206,7 @@ func (a *Accounts) Consume(ctx context.Context, userID string, n int64) (entitle
 // nothing, whatever the order in which periods arrive; the marker expires
 // by TTL after GrantMarkerRetention. A tier whose quota is 0 writes
 // nothing. A transaction cancelled by concurrent writes to the balance is
-// retried a few times; a [*ConflictError] after that is safe to retry.
+// retried a few times; a [*billing.ConflictError] after that is safe to retry.
 func (a *Accounts) MonthlyGrant(ctx context.Context, userID string, tier entitlement.Tier, period, eventID string) (entitlement.MonthlyGrantResult, error) {
 	if err := checkAccount("monthly grant", userID); err != nil {
 		return entitlement.MonthlyGrantResult{}, err

@@ -79,7 +79,7 @@ func checkHistoryBatch(subs []billing.Subscription) error {
 	return nil
 }
 
-// historyBatchError is the [*BatchError] naming the rows not written, or
+// historyBatchError is the [*billing.BatchError] naming the rows not written, or
 // nil.
 func historyBatchError(subs []billing.Subscription, unwritten map[int]bool, lastErr error) error {
 	if len(unwritten) == 0 {

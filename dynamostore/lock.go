@@ -22,7 +22,7 @@ import (
 // DefaultLockTable is the name of the lock table of the legacy layout.
 const DefaultLockTable = "locks"
 
-// Lease timing of [NewDynamoLocker] unless configured, as the legacy
+// Lease timing of [NewLocker] unless configured, as the legacy
 // service ran it.
 const (
 	DefaultLeaseDuration   = 60 * time.Second
@@ -70,7 +70,7 @@ func LockTableDefinition(tableName string) *dynamodb.CreateTableInput {
 // never reads it back; it is there for people inspecting the table.
 func lockData(t time.Time) []byte { return strconv.AppendInt(nil, t.UnixNano(), 10) }
 
-// LockerOption configures [NewDynamoLocker].
+// LockerOption configures [NewLocker].
 type LockerOption func(*lockerConfig)
 
 type lockerConfig struct {
@@ -93,7 +93,7 @@ func WithLeaseDuration(d time.Duration) LockerOption {
 
 // WithHeartbeatPeriod sets how often a held lease is renewed; it must be at
 // most half the lease duration. Zero disables heartbeats: every lease is then
-// lost at its [Lease.Deadline], a little less than one lease duration after
+// lost at its [billing.Lease.Deadline], a little less than one lease duration after
 // it was taken (for work bounded by the lease, and for tests that simulate a
 // stalled holder). Defaults to [DefaultHeartbeatPeriod].
 func WithHeartbeatPeriod(d time.Duration) LockerOption {
@@ -113,11 +113,11 @@ func WithLockLogger(l *slog.Logger) LockerOption { return func(c *lockerConfig) 
 // WithLockClock sets the clock of the acquisition time stored in the lock's
 // data. Lease timing always uses the process's monotonic clock, and the
 // expiry of another holder's lease the process's wall clock (see
-// [DynamoLocker]); neither reads the data. Defaults to [SystemClock].
+// [Locker]); neither reads the data. Defaults to [billing.SystemClock].
 func WithLockClock(clk billing.Clock) LockerOption { return func(c *lockerConfig) { c.clock = clk } }
 
 // maxObservations bounds the memory a DynamoLocker spends on remembering
-// other holders' record versions (see [DynamoLocker]).
+// other holders' record versions (see [Locker]).
 const maxObservations = 4096
 
 // DynamoLocker is the [Locker] on a dynamolock (cirello.io/dynamolock/v2)
@@ -126,16 +126,16 @@ const maxObservations = 4096
 // replace-data. Release marks the lock item released rather than deleting it.
 //
 // Each lease has one goroutine that sends its heartbeats and closes
-// [Lease.Lost] when a heartbeat finds the lock taken over, and a timer that
-// closes it at [Lease.Deadline]: the start of the last successful heartbeat
+// [billing.Lease.Lost] when a heartbeat finds the lock taken over, and a timer that
+// closes it at [billing.Lease.Deadline]: the start of the last successful heartbeat
 // (or of the acquisition) plus nine tenths of the lease duration. The
-// goroutine ends on Release or [DynamoLocker.Close]; dynamolock's own
+// goroutine ends on Release or [Locker.Close]; dynamolock's own
 // heartbeat loop is not used.
 //
 // # Taking over an abandoned lock
 //
 // Lock never waits: it takes a free or released lock, takes over an
-// expired one, and otherwise returns [ErrAlreadyLocked] at once. A lock is
+// expired one, and otherwise returns [billing.ErrAlreadyLocked] at once. A lock is
 // expired when either of two things shows that its holder stopped
 // heartbeating:
 //
@@ -161,7 +161,7 @@ const maxObservations = 4096
 // The first rule assumes that the wall clocks of all processes sharing the
 // lock table (NTP-synchronised hosts, Lambda) differ by less than a quarter
 // of the lease duration (15 s at the default 60 s lease). The old holder's
-// [Lease.Deadline] comes 0.9 lease durations after the start of its last
+// [billing.Lease.Deadline] comes 0.9 lease durations after the start of its last
 // heartbeat, so with clocks in step it has 0.35 lease durations (21 s by
 // default) between its Deadline and the earliest takeover, and still a
 // tenth of a lease with the largest tolerated skew. A taker whose clock runs
@@ -183,7 +183,7 @@ const maxObservations = 4096
 // and owner name that write carried. If that fails too, the item is an
 // abandoned lock like a crashed holder's and is taken over as above. A
 // lease whose heartbeats or whose Release fail is not renewed; see
-// [Lease.Release].
+// [billing.Lease.Release].
 //
 // # Wire format and costs
 //
@@ -266,7 +266,7 @@ func NewLocker(client API, opts ...LockerOption) (*Locker, error) {
 	}, nil
 }
 
-// Lock implements [Locker]. See [DynamoLocker] for when an expired lease of
+// Lock implements [Locker]. See [Locker] for when an expired lease of
 // another holder is taken over.
 func (l *Locker) Lock(ctx context.Context, userID string) (billing.Lease, error) {
 	l.mu.Lock()
@@ -425,7 +425,7 @@ func (c captureClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o
 // takeOverExpired decides what to do about a held lock, given dynamolock's
 // last read of its item (read again if there was none). It reports true
 // when the lock can be tried again: the item is gone or released, or it is
-// expired (see [DynamoLocker]) and this locker has deleted it on the
+// expired (see [Locker]) and this locker has deleted it on the
 // condition that its record version is still the same.
 func (l *Locker) takeOverExpired(ctx context.Context, userID, key string, read lockRead) (bool, error) {
 	if !read.done {
@@ -484,7 +484,7 @@ func (l *Locker) takeOverExpired(ctx context.Context, userID, key string, read l
 
 // skewMargin is how much later than the lease duration after a lock's
 // heartbeat time a locker takes it over: the largest difference between the
-// wall clocks of two lockers that [DynamoLocker] tolerates.
+// wall clocks of two lockers that [Locker] tolerates.
 func skewMargin(lease time.Duration) time.Duration { return lease / 4 }
 
 // heartbeatTime returns the wall-clock time a lock's record version was
@@ -544,8 +544,8 @@ func (l *Locker) startLease(userID, key string, lock *dynamolock.Lock, start tim
 }
 
 // Close stops the heartbeats and releases every lease still held; their
-// holders see [Lease.Lost] closed, and their Release returns
-// [ErrLeaseLost]. Lock fails after Close. Close waits for Lock calls in
+// holders see [billing.Lease.Lost] closed, and their Release returns
+// [billing.ErrLeaseLost]. Lock fails after Close. Close waits for Lock calls in
 // progress; calling it again does nothing.
 func (l *Locker) Close(ctx context.Context) error {
 	l.mu.Lock()

@@ -16,7 +16,7 @@ import (
 // leaseLife is how long after the start of its last successful heartbeat
 // (or of its acquisition) a lease of the given duration is held: nine
 // tenths of it. The tenth kept back covers the holder's own clock rate and
-// the time between its last look at [Lease.Deadline] and its next write.
+// the time between its last look at [billing.Lease.Deadline] and its next write.
 func leaseLife(lease time.Duration) time.Duration { return lease - lease/10 }
 
 // dynamoLease is a lease of a DynamoLocker.
@@ -48,7 +48,7 @@ func (s *dynamoLease) UserID() string { return s.userID }
 
 func (s *dynamoLease) Lost() <-chan struct{} { return s.lost }
 
-// Deadline implements [Lease]: the start of the last successful heartbeat,
+// Deadline implements [billing.Lease]: the start of the last successful heartbeat,
 // or of the acquisition, plus nine tenths of the lease duration.
 func (s *dynamoLease) Deadline() time.Time {
 	s.dmu.Lock()
@@ -174,7 +174,7 @@ func (s *dynamoLease) stopHeartbeat(ctx context.Context) error {
 	}
 }
 
-// Release implements [Lease].
+// Release implements [billing.Lease].
 func (s *dynamoLease) Release(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

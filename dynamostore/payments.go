@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// DynamoPaymentsConfig configures [NewDynamoPayments].
+// DynamoPaymentsConfig configures [NewPayments].
 type PaymentsConfig struct {
 	// Client talks to DynamoDB; *dynamodb.Client satisfies it. Required.
 	Client API
@@ -25,13 +25,13 @@ type PaymentsConfig struct {
 	// recurring payments layout uses AccountPrefix "ACC#".
 	Table SingleTableConfig
 	// Clock gives "now" for CreatedAt, UpdatedAt and reminder dates.
-	// Defaults to [SystemClock].
+	// Defaults to [billing.SystemClock].
 	Clock billing.Clock
 	// ReceiptRetention is how long after its processed date a receipt
-	// expires (Table.TTLAttribute). Defaults to [DefaultReceiptRetention].
+	// expires (Table.TTLAttribute). Defaults to DefaultReceiptRetention.
 	ReceiptRetention time.Duration
 	// PageSize is the page size of the due-date queries, 1 to
-	// [MaxPaymentsPageSize]. Defaults to [DefaultPaymentsPageSize].
+	// MaxPaymentsPageSize. Defaults to DefaultPaymentsPageSize.
 	PageSize int
 	// Logger receives warnings about undecodable items. Defaults to
 	// discarding.

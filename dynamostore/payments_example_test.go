@@ -1,6 +1,10 @@
 package dynamostore_test
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"context"
 	"fmt"
 	"time"
@@ -18,7 +22,7 @@ func ExamplePayments() {
 	ctx := context.Background()
 	clock := billingtest.NewClock(time.Date(2025, 5, 28, 6, 0, 0, 0, time.UTC))
 	var payments entitlement.Payments
-	payments, _ = billingtest.NewPayments(billingtest.PaymentsOptions{
+	payments, _ = memory.NewPayments(memory.PaymentsOptions{
 		Table: dynamostore.SingleTableConfig{AccountPrefix: "ACC#", TTLAttribute: "TTL"}, Clock: clock,
 	})
 	_, _ = payments.CreateSubscription(ctx, entitlement.RecurringSubscription{

@@ -1,6 +1,10 @@
 package dynamostore_test
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"errors"
 	"fmt"
 	"slices"
@@ -35,7 +39,7 @@ func forEachPayments(t *testing.T, pageSize int, f func(t *testing.T, e *payEnv)
 	t.Run("memory", func(t *testing.T) {
 		t.Parallel()
 		clock := billingtest.NewClock(payStart)
-		p, err := billingtest.NewPayments(billingtest.PaymentsOptions{Table: payTable, Clock: clock, PageSize: pageSize})
+		p, err := memory.NewPayments(memory.PaymentsOptions{Table: payTable, Clock: clock, PageSize: pageSize})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -307,7 +311,7 @@ func TestPaymentsConfig(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	if _, err := billingtest.NewPayments(billingtest.PaymentsOptions{PageSize: -1}); err == nil {
+	if _, err := memory.NewPayments(memory.PaymentsOptions{PageSize: -1}); err == nil {
 		t.Error("twin: negative page size accepted")
 	}
 	if _, err := dynamostore.NewPayments(dynamostore.PaymentsConfig{Client: client}); err != nil {

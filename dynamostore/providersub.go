@@ -15,7 +15,7 @@ import (
 
 // sameInstantCondition is the condition under which an event of the given
 // rank, created at the instant of the stored last event, orders after it
-// (the order of [ProviderEvent.NewerThan]): the stored status and
+// (the order of [entitlement.ProviderEvent.NewerThan]): the stored status and
 // cancelAtPeriodEnd, written by the last event, rank lower, or rank the
 // same and the stored lastEventId is smaller than eventID.
 func sameInstantCondition(rank int, eventID string) expression.ConditionBuilder {
@@ -48,7 +48,7 @@ func sameInstantCondition(rank int, eventID string) expression.ConditionBuilder 
 // ApplyProviderEvent implements [Accounts.ApplyProviderEvent] with one
 // conditional UpdateItem. The write happens only if the record does not
 // exist, was never written by an event (no lastEventAt), or its last event
-// orders before ev (see [ProviderEvent.NewerThan]); so an older event never
+// orders before ev (see [entitlement.ProviderEvent.NewerThan]); so an older event never
 // overwrites a newer one, a deletion is not undone by an update of the same
 // instant, and a replayed event changes nothing: those return applied
 // false and no error. Attributes the library does not own (provider) and
@@ -134,7 +134,7 @@ func (a *Accounts) GetProviderSubscription(ctx context.Context, userID, subscrip
 
 // ListProviderSubscriptions implements [Accounts.ListProviderSubscriptions]
 // with one Query (SK begins_with SUBSCRIPTION#). An undecodable item fails
-// the call with a [*FieldError] naming it.
+// the call with a [*billing.FieldError] naming it.
 func (a *Accounts) ListProviderSubscriptions(ctx context.Context, userID string) ([]entitlement.ProviderSubscription, error) {
 	if err := checkAccount("list provider subscriptions", userID); err != nil {
 		return nil, err

@@ -172,7 +172,7 @@ func (p *Payments) DuePaymentsByDate(ctx context.Context, day time.Time, token s
 }
 
 // DueRemindersByDate implements [Payments.DueRemindersByDate] like
-// [DynamoPayments.DuePaymentsByDate] on Table.ReminderIndex.
+// [Payments.DuePaymentsByDate] on Table.ReminderIndex.
 func (p *Payments) DueRemindersByDate(ctx context.Context, day time.Time, token string) ([]entitlement.RecurringSubscription, string, error) {
 	return p.due(ctx, "due reminders", p.cfg.Table.ReminderIndex, layout.AttrNextReminderDate, layout.AttrLastReminderDate, day, token,
 		func(s entitlement.RecurringSubscription) time.Time { return s.NextReminderDate })

@@ -20,7 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// DynamoConfig configures [NewDynamoRepository] and [NewDynamoHistory].
+// DynamoConfig configures [NewRepository] and [NewHistory].
 type Config struct {
 	// Client talks to DynamoDB; *dynamodb.Client satisfies it. Required.
 	Client API
@@ -31,7 +31,7 @@ type Config struct {
 	// Limit). Defaults to 100.
 	PageSize int
 	// Collisions resolves duplicate keys in AddAll. Defaults to
-	// [DefaultCollisionPolicy].
+	// DefaultCollisionPolicy.
 	Collisions billing.CollisionPolicy
 	// BatchRetries is how many times a batch chunk with unprocessed items or
 	// a failed request is retried. Defaults to 8.
@@ -553,11 +553,11 @@ func (r *Repository) writeBackAction(prev, next *billing.Subscription) (*types.U
 }
 
 // AdminUpdate implements [Repository.AdminUpdate]. With an unchanged
-// billing_date it is [DynamoRepository.Update]: only the changed attributes
+// billing_date it is [Repository.Update]: only the changed attributes
 // are written. A changed billing_date is a move, one transaction of the
 // conditional delete of prev's item, the put of next's under the new key and
 // the history row. The new item is written from the records, so the
-// attributes the library knows are written canonically (as [EncodeItem]
+// attributes the library knows are written canonically (as EncodeItem
 // writes them; a legacy text form of a timestamp is not kept), while the
 // attributes it does not own are carried over: unknown ones (prev's Extra,
 // which next carries) and the data_ attributes of prev's primary item
@@ -687,7 +687,7 @@ func keysOf(recs []billing.Subscription) []string {
 	return out
 }
 
-// DynamoClientOf returns the client a [DynamoRepository], [DynamoHistory]
+// DynamoClientOf returns the client a [Repository], [History]
 // or [SingleTableRepository] was configured with (nil for other
 // implementations):
 // for tests and tools that wrap it to count calls.

@@ -19,7 +19,7 @@ import (
 // singleTableDefaults checks and fills the fields every single-table
 // store's config (named cfg in errors) shares: the client is required and
 // observed through the telemetry providers, the table gets its defaults
-// and is validated, the clock defaults to [SystemClock] and the logger to
+// and is validated, the clock defaults to [billing.SystemClock] and the logger to
 // discarding.
 func singleTableDefaults(cfg string, client *API, table *SingleTableConfig, clock *billing.Clock, logger **slog.Logger, mp metric.MeterProvider, tp trace.TracerProvider) error {
 	if *client == nil {

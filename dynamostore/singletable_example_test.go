@@ -1,6 +1,10 @@
 package dynamostore_test
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"context"
 	"fmt"
 	"time"
@@ -17,11 +21,11 @@ import (
 // Example_singleTableDailyJobs runs the two daily jobs of recurring
 // payments on the single-table layout: reminders due today through the notifier's
 // scheduler, payments due today through the collector. One account holds
-// two SKUs; the in-memory twin stands in for [billing.NewSingleTableRepository].
+// two SKUs; the in-memory twin stands in for [NewSingleTableRepository].
 func Example_singleTableDailyJobs() {
 	ctx := context.Background()
 	clock := billingtest.NewClock(time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC))
-	table := billingtest.NewSingleTable(billingtest.SingleTableOptions{Clock: clock})
+	table := memory.NewSingleTable(memory.SingleTableOptions{Clock: clock})
 	repo, payments := table.Repository(), table.Payments()
 
 	stream := layout.SubscriptionRef{AccountID: "123", SubscriptionID: "s1", SKU: "STREAM"}

@@ -31,13 +31,13 @@ type SingleTableStoreConfig struct {
 	// payments layout uses AccountPrefix "ACC#".
 	Table SingleTableConfig
 	// Clock gives "now" for the open end of status queries and for the
-	// subscription items' UpdatedAt. Defaults to [SystemClock].
+	// subscription items' UpdatedAt. Defaults to [billing.SystemClock].
 	Clock billing.Clock
 	// PageSize is the number of index items a status page reads.
 	// Defaults to 100.
 	PageSize int
 	// CatchUpDays is how many days before today the walk over the
-	// payment index starts (see [SingleTableWalk]), so that a subscription
+	// payment index starts (see SingleTableWalk), so that a subscription
 	// whose earliest open period is overdue (it stays at that period's day
 	// until the period is handled) is still found. A period left open
 	// longer than this is not seen by status queries: runs mark SCHEDULED and ERROR
@@ -50,18 +50,18 @@ type SingleTableStoreConfig struct {
 	// is in flight is never closed before the attempt is resolved, so a
 	// processor unreachable for longer than CatchUpDays leaves it to
 	// single collections (CollectByID) and operators, after daily
-	// payment_attempt_unresolved events. Defaults to [DefaultCatchUpDays].
+	// payment_attempt_unresolved events. Defaults to DefaultCatchUpDays.
 	CatchUpDays int
 	// ReminderLeadDays is how many days before a SCHEDULED period's day
-	// NextReminderDate falls. Defaults to [NotificationLeadDays], the
+	// NextReminderDate falls. Defaults to [billing.NotificationLeadDays], the
 	// notifier's window, so that the notifier's daily run and the reminder
 	// index agree.
 	ReminderLeadDays int
 	// ReceiptRetention is how long after its processed date a receipt
-	// expires. Defaults to [DefaultReceiptRetention].
+	// expires. Defaults to DefaultReceiptRetention.
 	ReceiptRetention time.Duration
 	// Collisions resolves duplicate keys in AddAll. Defaults to
-	// [DefaultCollisionPolicy].
+	// DefaultCollisionPolicy.
 	Collisions billing.CollisionPolicy
 	// Logger receives warnings about undecodable items. Defaults to
 	// discarding.
@@ -76,11 +76,11 @@ type SingleTableStoreConfig struct {
 // [History]) of the collection engine on the recurring payments single
 // table, next to the [Payments] and accounts entities
 // of the same table. The collector and the notifier drive it exactly as
-// they drive [DynamoRepository]; the mapping is described in the package
+// they drive [Repository]; the mapping is described in the package
 // documentation ("Single-table layout").
 //
 // An engine user is one subscription of an account: a record's UserID is
-// [SubscriptionRef.UserID], and a record whose UserID is not one is
+// SubscriptionRef.UserID, and a record whose UserID is not one is
 // rejected.
 type SingleTableRepository struct {
 	cfg SingleTableStoreConfig
@@ -144,7 +144,7 @@ func (r *SingleTableRepository) keyText(accountID, sk string) string {
 }
 
 // periodItem is the item of a period: the legacy record's attributes
-// ([EncodeItem]) with the layout's keys.
+// (EncodeItem) with the layout's keys.
 func (r *SingleTableRepository) periodItem(ref layout.SubscriptionRef, sub *billing.Subscription) (map[string]types.AttributeValue, error) {
 	item, err := layout.EncodeItem(sub)
 	if err != nil {
@@ -397,7 +397,7 @@ func failedAction(err error) int {
 // subscriptionWrite reads a subscription item and returns its write with
 // the open periods and due dates after the chain's writes, conditional on
 // the version read (or on its absence). The item is shared with
-// [DynamoPayments] and the host's own code, so an existing one is written
+// [Payments] and the host's own code, so an existing one is written
 // back with an update of only the attributes whose encoding changes (see
 // [writeBack]): the rest, unknown attributes and the stored form of known
 // ones included, keep their bytes. A missing one is put.
@@ -688,7 +688,7 @@ func (r *SingleTableRepository) AdminUpdate(ctx context.Context, prev, next *bil
 // matches its periods; like the legacy tables, it overwrites records and
 // history rows with the same keys, except a record in flight: the
 // transaction's condition refuses it, and its group is named in the
-// [*BatchError] (wrapping [ErrAttemptInFlight]).
+// [*billing.BatchError] (wrapping [billing.ErrAttemptInFlight]).
 func (r *SingleTableRepository) AddAll(ctx context.Context, subs []billing.Subscription) ([]billing.Subscription, error) {
 	resolved, err := r.cfg.Collisions(subs)
 	if err != nil {

@@ -1,6 +1,10 @@
 package dynamostore_test
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"fmt"
 	"sync"
 	"testing"
@@ -21,7 +25,7 @@ func singleTableUser(base string) string {
 var singleTableSuite = billingtest.SuiteOptions{UserID: singleTableUser, SkipStatusQueries: true}
 
 func TestSingleTableRepositoryConformance(t *testing.T) {
-	billingtest.TestRepositoryWith(t, func(t *testing.T, opts billingtest.StoreOptions) (billing.Repository, billing.History) {
+	billingtest.TestRepositoryWith(t, func(t *testing.T, opts memory.Options) (billing.Repository, billing.History) {
 		repo := storetest.NewSingleTableStore(t, nil, opts)
 		return repo, repo.History()
 	}, singleTableSuite)
@@ -29,13 +33,13 @@ func TestSingleTableRepositoryConformance(t *testing.T) {
 
 func TestSingleTableHistoryConformance(t *testing.T) {
 	billingtest.TestHistoryWith(t, func(t *testing.T) billing.History {
-		return storetest.NewSingleTableStore(t, nil, billingtest.StoreOptions{}).History()
+		return storetest.NewSingleTableStore(t, nil, memory.Options{}).History()
 	}, singleTableSuite)
 }
 
 func TestSingleTableLayout(t *testing.T) {
 	billingtest.TestSingleTable(t, func(t *testing.T, clock billing.Clock, pageSize int) billingtest.SingleTableStores {
-		repo := storetest.NewSingleTableStore(t, clock, billingtest.StoreOptions{PageSize: pageSize})
+		repo := storetest.NewSingleTableStore(t, clock, memory.Options{PageSize: pageSize})
 		return billingtest.SingleTableStores{Repository: repo, History: repo.History(), Payments: repo.Payments()}
 	})
 }
@@ -47,7 +51,7 @@ func TestSingleTableLayout(t *testing.T) {
 func TestSingleTableConcurrentPeriodsOfOneSubscription(t *testing.T) {
 	t.Parallel()
 	clock := billingtest.NewClock(time.Date(2024, 3, 10, 12, 0, 0, 0, time.UTC))
-	repo := storetest.NewSingleTableStore(t, clock, billingtest.StoreOptions{})
+	repo := storetest.NewSingleTableStore(t, clock, memory.Options{})
 	ctx := t.Context()
 	const rounds = 6
 	for i := range rounds {

@@ -15,7 +15,7 @@ import (
 // instrumentedDynamo is an API that times every call of the client
 // it wraps (dynabill.dynamodb.duration) and traces it
 // (dynabill.dynamodb.OPERATION spans). The DynamoDB Repository and History
-// wrap their client with it; [DynamoClientOf] returns the client inside.
+// wrap their client with it; [ClientOf] returns the client inside.
 type instrumentedDynamo struct {
 	next API
 	tel  *telemetry

@@ -73,7 +73,7 @@ func updateAction(table *string, key, prevItem, nextItem map[string]types.Attrib
 
 // carryData adds to item, the new item of a record moved from prev's key
 // to another, the data_ attributes of prev's stored item: they belong to
-// whoever put them there, and [EncodeItem] leaves data_ out of primary
+// whoever put them there, and EncodeItem leaves data_ out of primary
 // items, so without this a move would drop them.
 func carryData(item map[string]types.AttributeValue, prev *billing.Subscription) {
 	for name, v := range layout.DataAttributes(prev) {

@@ -33,7 +33,7 @@ func (p PassType) Tier() Tier {
 }
 
 // ParsePassType reads a pass type in any (ASCII) case, ignoring surrounding
-// spaces; anything else is a [*FieldError] wrapping [ErrInvalidPassType].
+// spaces; anything else is a [*billing.FieldError] wrapping [ErrInvalidPassType].
 func ParsePassType(s string) (PassType, error) {
 	p := PassType(asciiUpper(strings.TrimSpace(s)))
 	if p.Tier() == "" {

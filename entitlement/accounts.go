@@ -67,7 +67,7 @@ func (t Tier) Valid() bool { return t.Rank() >= 0 }
 
 // ParseTier reads a tier name in any (ASCII) case, ignoring surrounding
 // spaces: "free", "Sage" and " GUILDMASTER " are tiers. Anything else, the empty
-// string included, is a [*FieldError] wrapping [ErrInvalidTier].
+// string included, is a [*billing.FieldError] wrapping [ErrInvalidTier].
 func ParseTier(s string) (Tier, error) {
 	t := Tier(asciiUpper(strings.TrimSpace(s)))
 	if !t.Valid() {
@@ -90,7 +90,7 @@ func asciiUpper(s string) string {
 // Accounts is the account side of the single-table layout: a credit
 // balance per user, subscriptions billed by an external processor and
 // mirrored from its events, lifetime founder passes, and the resolution of
-// a user's access tier. [DynamoAccounts] implements it on DynamoDB;
+// a user's access tier. [dynamostore.Accounts] implements it on DynamoDB;
 // billingtest.Accounts is the in-memory twin. Every method is safe for
 // concurrent use.
 type Accounts interface {
@@ -108,7 +108,7 @@ type Accounts interface {
 	Consume(ctx context.Context, userID string, n int64) (Credits, error)
 	// MonthlyGrant adds the tier's monthly quota once per period: a second
 	// call with the same period (a redelivered payment event) grants
-	// nothing and reports Applied false. See [DynamoAccounts.MonthlyGrant].
+	// nothing and reports Applied false. See [dynamostore.Accounts.MonthlyGrant].
 	MonthlyGrant(ctx context.Context, userID string, tier Tier, period, eventID string) (MonthlyGrantResult, error)
 
 	// ApplyProviderEvent mirrors a processor event into the subscription
@@ -116,7 +116,7 @@ type Accounts interface {
 	// the order of [ProviderEvent.NewerThan] (a deletion is final over an
 	// update of the same instant); applied reports whether it wrote.
 	ApplyProviderEvent(ctx context.Context, ev ProviderEvent) (applied bool, err error)
-	// GetProviderSubscription returns one subscription or [ErrNotFound].
+	// GetProviderSubscription returns one subscription or [billing.ErrNotFound].
 	GetProviderSubscription(ctx context.Context, userID, subscriptionID string) (ProviderSubscription, error)
 	// ListProviderSubscriptions returns the user's subscriptions ordered
 	// by subscription ID.

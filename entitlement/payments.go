@@ -11,7 +11,7 @@ import (
 // ErrInvalidPayment reports a recurring subscription or receipt that
 // cannot be stored: a bad ID, SKU, payment day, amount or date, or a
 // receipt that does not belong to the subscription it is recorded for.
-// The error is a [*FieldError] naming the field.
+// The error is a [*billing.FieldError] naming the field.
 var ErrInvalidPayment = errors.New("billing: invalid recurring payment")
 
 // RecurringSubscription is a recurring payments subscription: the
@@ -34,7 +34,7 @@ type RecurringSubscription struct {
 	SKU            string // no '#'
 	Email          string
 	// PaymentDay is the day of the month payments are taken, 1 to
-	// [MaxPaymentDay].
+	// MaxPaymentDay.
 	PaymentDay    int
 	PaymentAmount billing.Amount
 	// PaymentDetails is an opaque token of the payment method (never card
@@ -55,18 +55,18 @@ type RecurringSubscription struct {
 // Payments stores recurring payments: subscriptions and receipts in the
 // account partitions of the single
 // table, and the two sparse indexes the daily reminder and payment jobs
-// read. [DynamoPayments] implements it; billingtest.Payments is the
+// read. [dynamostore.Payments] implements it; billingtest.Payments is the
 // in-memory twin. Every method is safe for concurrent use.
 type Payments interface {
 	// CreateSubscription stores a new subscription with Version 1, or
-	// returns a [*ConflictError] wrapping [ErrAlreadyExists].
+	// returns a [*billing.ConflictError] wrapping [billing.ErrAlreadyExists].
 	CreateSubscription(ctx context.Context, s RecurringSubscription) (RecurringSubscription, error)
 	// GetSubscription returns one subscription or an error wrapping
-	// [ErrNotFound].
+	// [billing.ErrNotFound].
 	GetSubscription(ctx context.Context, accountID, subscriptionID, sku string) (RecurringSubscription, error)
 	// UpdateSubscription writes next's fields over prev if the stored
-	// version is still prev.Version (else a [*ConflictError] wrapping
-	// [ErrConflict]); next must have prev's key. CreatedAt is kept.
+	// version is still prev.Version (else a [*billing.ConflictError] wrapping
+	// [billing.ErrConflict]); next must have prev's key. CreatedAt is kept.
 	UpdateSubscription(ctx context.Context, prev, next RecurringSubscription) (RecurringSubscription, error)
 	// MarkReminded records that prev's reminder was sent today (the
 	// clock's UTC date) and sets the next reminder date (zero: none).
@@ -78,14 +78,14 @@ type Payments interface {
 	// subscriptions whose NextPaymentDate (NextReminderDate) is day's UTC
 	// date, and an opaque cursor for the next page ("" at the end; a page
 	// may be empty while the cursor is not). A bad cursor is an error
-	// wrapping [ErrInvalidCursor].
+	// wrapping [billing.ErrInvalidCursor].
 	DuePaymentsByDate(ctx context.Context, day time.Time, cursor string) ([]RecurringSubscription, string, error)
 	DueRemindersByDate(ctx context.Context, day time.Time, cursor string) ([]RecurringSubscription, string, error)
 
 	// CreateReceipt stores a receipt. It is idempotent on the receipt's
 	// key: a replay with the same SubscriptionID, ProcessedAmount and
 	// TransactionID succeeds without change; other content is a
-	// [*ConflictError] wrapping [ErrAlreadyExists]. ExpiresAt is set by
+	// [*billing.ConflictError] wrapping [billing.ErrAlreadyExists]. ExpiresAt is set by
 	// the store to ProcessedDate + the receipt retention.
 	CreateReceipt(ctx context.Context, r Receipt) (Receipt, error)
 	// ReceiptsByAccount returns the account's receipts processed at or

@@ -12,12 +12,12 @@ import (
 // Provider subscription errors.
 var (
 	// ErrInvalidProviderStatus reports a subscription status other than the
-	// six a processor reports. The error is a [*FieldError] naming "status"
+	// six a processor reports. The error is a [*billing.FieldError] naming "status"
 	// and the value.
 	ErrInvalidProviderStatus = errors.New("billing: invalid provider subscription status")
 
 	// ErrInvalidProviderEvent reports a [ProviderEvent] with a missing or malformed
-	// field. The error is a [*FieldError] naming the field.
+	// field. The error is a [*billing.FieldError] naming the field.
 	ErrInvalidProviderEvent = errors.New("billing: invalid provider event")
 )
 
@@ -51,7 +51,7 @@ func (s ProviderStatus) Valid() bool {
 
 // ParseProviderStatus reads a status strictly: exactly one of the six
 // lower-case values. Anything else, including a status a processor adds
-// later ("paused", "unpaid"), is a [*FieldError] wrapping
+// later ("paused", "unpaid"), is a [*billing.FieldError] wrapping
 // [ErrInvalidProviderStatus], so that a new status surfaces as an error
 // instead of silently granting or denying access.
 func ParseProviderStatus(s string) (ProviderStatus, error) {
@@ -94,7 +94,7 @@ type ProviderEvent struct {
 const MaxProviderID = 255
 
 // Normalize validates ev and returns it with its tier in canonical case
-// and its times in UTC. A bad field is a [*FieldError] naming it, wrapping
+// and its times in UTC. A bad field is a [*billing.FieldError] naming it, wrapping
 // [ErrInvalidProviderEvent], [ErrInvalidProviderStatus], [ErrInvalidTier] or
 // [ErrInvalidAccount].
 func (ev ProviderEvent) Normalize() (ProviderEvent, error) {

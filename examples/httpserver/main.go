@@ -21,6 +21,10 @@
 package main
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -54,7 +58,7 @@ func main() {
 
 func run(ctx context.Context, addr string) error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	store := billingtest.NewStore(billingtest.StoreOptions{})
+	store := memory.New(memory.Options{})
 	collector, err := billing.NewCollector(billing.Config{
 		Repository: store.Repository(),
 		History:    store.History(),

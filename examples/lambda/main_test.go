@@ -17,6 +17,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/memory"
 )
 
 // fakeSQS records what the adapters send and rejects scripted entries.
@@ -67,7 +68,7 @@ func TestSQSEnqueuerRetriesServerFaults(t *testing.T) {
 
 func TestSchedulerHandlerTriggers(t *testing.T) {
 	ctx := context.Background()
-	store := billingtest.NewStore(billingtest.StoreOptions{PageSize: 1})
+	store := memory.New(memory.Options{PageSize: 1})
 	now := time.Now().UTC()
 	due := time.Date(now.Year(), now.Month(), now.Day()+billing.NotificationLeadDays, 10, 0, 0, 0, time.UTC)
 	for _, u := range []string{"a", "b"} {
@@ -136,7 +137,7 @@ func (s *sentBodies) Send(_ context.Context, body string) error {
 func TestCollectorHandlerContinuesThroughItsQueue(t *testing.T) {
 	ctx := context.Background()
 	clock := billingtest.NewClock(time.Date(2024, 2, 1, 12, 0, 0, 0, time.UTC))
-	store := billingtest.NewStore(billingtest.StoreOptions{PageSize: 1})
+	store := memory.New(memory.Options{PageSize: 1})
 	for i := range 3 {
 		d := time.Date(2024, 1, 31, 0, 0, 0, 0, time.UTC)
 		s := billing.Subscription{UserID: fmt.Sprintf("u%d", i), SubscriptionID: fmt.Sprintf("s%d", i), BillingDate: d,

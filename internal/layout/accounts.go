@@ -74,7 +74,7 @@ func DecodeAll[T any](items []map[string]types.AttributeValue, decode func(map[s
 }
 
 // ProfileTierValue is how a tier is stored in a profile's tier attribute:
-// "free" for [TierFree] (as existing profiles have it), the upper-case name
+// "free" for [entitlement.TierFree] (as existing profiles have it), the upper-case name
 // otherwise.
 func ProfileTierValue(t entitlement.Tier) string {
 	if t == entitlement.TierFree {
@@ -123,7 +123,7 @@ func AcctTime(t time.Time) (string, error) {
 }
 
 // itemReader decodes attributes of one stored item, remembering the first
-// error as a [*FieldError] naming the attribute and the item's key.
+// error as a [*billing.FieldError] naming the attribute and the item's key.
 type itemReader struct {
 	item map[string]types.AttributeValue
 	key  string
@@ -300,7 +300,7 @@ const (
 
 // DecodeProviderSubscription decodes a subscription item of this layout.
 // Status and planTier are checked strictly; a bad attribute is a
-// [*FieldError] naming it and the item's key.
+// [*billing.FieldError] naming it and the item's key.
 func (c SingleTableConfig) DecodeProviderSubscription(item map[string]types.AttributeValue) (entitlement.ProviderSubscription, error) {
 	c = c.decodeDefaults()
 	r := newItemReader(item)

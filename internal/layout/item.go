@@ -49,7 +49,7 @@ const (
 	AttrPendingTier = "billing_pending_tier"
 	// AttrPendingAmount is added by this library; optional on read.
 	AttrPendingAmount = "billing_pending_amount"
-	// The in-flight attempt ([Subscription.LastAttempt]) is added by this
+	// The in-flight attempt ([billing.Subscription.LastAttempt]) is added by this
 	// library; optional on read.
 	AttrAttemptNumber  = "billing_attempt_number"
 	AttrAttemptKey     = "billing_attempt_key"
@@ -269,7 +269,7 @@ func encode(s *billing.Subscription, withData bool) (map[string]types.AttributeV
 // billing_week. data_ attributes and unknown ones are kept in Stored (see
 // [DataAttributes] and [ExtraAttributes]).
 // user_id, billing_date, subscription_id, billing_status and billing_amount
-// are required. Any error is a [*FieldError] wrapping [ErrInvalidItem] that
+// are required. Any error is a [*billing.FieldError] wrapping [billing.ErrInvalidItem] that
 // names the attribute, its value and the item's key.
 func DecodeItem(item map[string]types.AttributeValue) (billing.Subscription, error) {
 	var s billing.Subscription

@@ -53,7 +53,7 @@ const (
 )
 
 // PaymentsLimits validates and defaults a receipt retention and a page
-// size for a [Payments] implementation: zero means the default, a
+// size for a [entitlement.Payments] implementation: zero means the default, a
 // negative retention or a page size outside 1 to [MaxPaymentsPageSize] is
 // an error naming the field.
 func PaymentsLimits(retention time.Duration, pageSize int) (time.Duration, int, error) {
@@ -122,7 +122,7 @@ func PayDayText(field string, t time.Time, never bool) (string, error) {
 }
 
 // EncodeRecurringSubscription returns the item of s, validating it. Dates
-// are written as days (see [RecurringSubscription]); CreatedAt and
+// are written as days (see [entitlement.RecurringSubscription]); CreatedAt and
 // UpdatedAt as whole seconds.
 func (c SingleTableConfig) EncodeRecurringSubscription(s entitlement.RecurringSubscription) (map[string]types.AttributeValue, error) {
 	c = c.decodeDefaults()
@@ -181,8 +181,8 @@ func (c SingleTableConfig) EncodeRecurringSubscription(s entitlement.RecurringSu
 }
 
 // DecodeRecurringSubscription decodes a subscription item of this layout.
-// Anything else, receipts included, is a [*FieldError] wrapping
-// [ErrInvalidItem].
+// Anything else, receipts included, is a [*billing.FieldError] wrapping
+// [billing.ErrInvalidItem].
 func (c SingleTableConfig) DecodeRecurringSubscription(item map[string]types.AttributeValue) (entitlement.RecurringSubscription, error) {
 	c = c.decodeDefaults()
 	r := newItemReader(item)
@@ -226,7 +226,7 @@ func (c SingleTableConfig) DecodeRecurringSubscription(item map[string]types.Att
 	return s, nil
 }
 
-// PrepareSubscriptionUpdate is what [Payments.UpdateSubscription] stores:
+// PrepareSubscriptionUpdate is what [entitlement.Payments.UpdateSubscription] stores:
 // next with prev's CreatedAt, Version prev.Version+1 and UpdatedAt now,
 // after checking that next has prev's key and prev a stored version.
 func PrepareSubscriptionUpdate(prev, next entitlement.RecurringSubscription, now time.Time) (entitlement.RecurringSubscription, error) {
@@ -292,7 +292,7 @@ func (c SingleTableConfig) EncodeReceipt(r entitlement.Receipt) (map[string]type
 }
 
 // DecodeReceipt decodes a receipt item of this layout. Anything else,
-// subscriptions included, is a [*FieldError] wrapping [ErrInvalidItem].
+// subscriptions included, is a [*billing.FieldError] wrapping [billing.ErrInvalidItem].
 func (c SingleTableConfig) DecodeReceipt(item map[string]types.AttributeValue) (entitlement.Receipt, error) {
 	c = c.decodeDefaults()
 	r := newItemReader(item)

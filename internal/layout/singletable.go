@@ -25,7 +25,7 @@ const (
 	// ListBySubscription without a third index.
 	PeriodIDPrefix = "PERIODID#"
 	// DefaultCatchUpDays is how many days before a status query's range
-	// the due-date walk starts (see [SingleTableRepository.QueryStatus]).
+	// the due-date walk starts (see [dynamostore.SingleTableRepository.QueryStatus]).
 	DefaultCatchUpDays = 45
 )
 
@@ -43,7 +43,7 @@ const (
 // SubscriptionRef names one subscription of an account in the single
 // table: the item PK=<prefix><AccountID>, SK=SUB#<SubscriptionID>#SKU#<SKU>.
 // The collection engine sees each subscription as one "user": its
-// [Subscription.UserID] is [SubscriptionRef.UserID], so locks, keys and
+// [billing.Subscription.UserID] is [SubscriptionRef.UserID], so locks, keys and
 // runs are per subscription, and an account may hold several SKUs.
 type SubscriptionRef struct {
 	AccountID      string
@@ -62,8 +62,8 @@ func (r SubscriptionRef) SK() string { return RecurringSK(r.SubscriptionID, r.SK
 
 // ParseSubscriptionRef splits an engine user ID made by
 // [SubscriptionRef.UserID]. The account ID may contain '#'; the
-// subscription ID and SKU may not. A malformed ID is a [*FieldError]
-// wrapping [ErrInvalidPayment].
+// subscription ID and SKU may not. A malformed ID is a [*billing.FieldError]
+// wrapping [entitlement.ErrInvalidPayment].
 func ParseSubscriptionRef(userID string) (SubscriptionRef, error) {
 	i := strings.LastIndexByte(userID, '#')
 	if i < 0 {
@@ -91,7 +91,7 @@ func PeriodOpen(st billing.Status) bool {
 }
 
 // OpenPeriods is the [AttrOpenPeriods] map of a subscription item: the
-// billing_date (as stored, [Subscription.BillingDateKey]) of each open
+// billing_date (as stored, [billing.Subscription.BillingDateKey]) of each open
 // period and its status.
 type OpenPeriods map[string]billing.Status
 
@@ -227,7 +227,7 @@ func EngineRef(sub *billing.Subscription) (SubscriptionRef, error) {
 // one transaction (four actions each at most, plus the subscription item).
 const maxAddAllGroup = 8
 
-// SingleTableGroups returns how [SingleTableRepository.AddAll] writes
+// SingleTableGroups returns how [dynamostore.SingleTableRepository.AddAll] writes
 // records (after the collision policy): groups of indexes into recs, each
 // up to 8 records of one subscription, written by one transaction. Every
 // record must be storable with a [SubscriptionRef] user ID, else the error

@@ -18,7 +18,7 @@ import (
 //     first in input order does). Every other record, in input order, gets
 //     billing_date + N hours for the smallest N >= 1 that is free in the
 //     batch. Two SCHEDULED records with one date are an error wrapping
-//     [ErrAlreadyExists]: there is no rule for which one to move.
+//     [billing.ErrAlreadyExists]: there is no rule for which one to move.
 //   - Records of one user sharing a last_run_date (the history key) get
 //     +N nanoseconds, in input order, for the smallest N >= 1 that is free.
 //
@@ -90,12 +90,12 @@ func DefaultCollisionPolicy(subs []billing.Subscription) ([]billing.Subscription
 	return out, nil
 }
 
-// ValidateUpdate checks that next may replace prev as [Repository.Update]
-// (dateChange false) or [Repository.AdminUpdate] (dateChange true) require:
+// ValidateUpdate checks that next may replace prev as [billing.Repository.Update]
+// (dateChange false) or [billing.Repository.AdminUpdate] (dateChange true) require:
 // the same user and subscription ID, the same billing_date unless
 // dateChange, a transition the table allows, and a later last_run_date.
 // Storage implementations call it before writing; the error wraps
-// [ErrIllegalTransition] or [ErrInvalidItem].
+// [billing.ErrIllegalTransition] or [billing.ErrInvalidItem].
 func ValidateUpdate(prev, next *billing.Subscription, dateChange bool) error {
 	bad := func(field, value, why string) error {
 		return &billing.FieldError{Field: field, Value: value, Key: prev.Key(), Err: fmt.Errorf("%w: %s", billing.ErrInvalidItem, why)}
@@ -121,7 +121,7 @@ func ValidateUpdate(prev, next *billing.Subscription, dateChange bool) error {
 	return nil
 }
 
-// ValidateAttemptUpdate checks a [Repository.SetAttempt] of prev to next,
+// ValidateAttemptUpdate checks a [billing.Repository.SetAttempt] of prev to next,
 // as every store does before writing: next differs from prev in
 // LastAttempt and Attempt only, neither goes backwards, an attempt to make
 // durable has its key and start time, and next encodes.
@@ -156,11 +156,11 @@ func ValidateAttemptUpdate(prev, next *billing.Subscription) error {
 }
 
 // ValidateCreates validates the records an update of prev to next
-// creates ([Repository.Update]), as the DynamoDB stores do before their
+// creates ([billing.Repository.Update]), as the DynamoDB stores do before their
 // transaction: each storable, and no two actions of the transaction on one
 // item (DynamoDB rejects that), so records of prev's user must not share a
-// key with prev, next or each other (a [*ConflictError] wrapping
-// [ErrAlreadyExists]).
+// key with prev, next or each other (a [*billing.ConflictError] wrapping
+// [billing.ErrAlreadyExists]).
 func ValidateCreates(prev, next *billing.Subscription, create []*billing.Subscription) error {
 	usedP := map[string]bool{BillingDateKey(prev): true}
 	usedH := map[string]bool{LastRunDateKey(next): true}

@@ -32,7 +32,7 @@ type StatusWalk struct {
 // before today, or earlier when the query's lower bound is (or, without
 // one, when its upper bound is in the past: catchUpDays before that). It
 // ends on the day of the query's upper bound, or the day after now when it
-// has none. [SingleTableRepository] and its in-memory twin both use it.
+// has none. [dynamostore.SingleTableRepository] and its in-memory twin both use it.
 func SingleTableWalk(q billing.StatusQuery, now time.Time, catchUpDays int) (StatusWalk, error) {
 	var w StatusWalk
 	upper := q.Before

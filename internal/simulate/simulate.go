@@ -29,6 +29,10 @@
 package simulate
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"context"
 	"encoding/json"
 	"errors"
@@ -188,7 +192,7 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Repository == nil {
 		// Pages of 250: the in-memory store scans its table per page.
-		st := billingtest.NewStore(billingtest.StoreOptions{PageSize: 250})
+		st := memory.New(memory.Options{PageSize: 250})
 		o.Repository, o.History = st.Repository(), st.History()
 	}
 	if o.Clock == nil {

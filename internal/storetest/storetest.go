@@ -4,6 +4,10 @@
 package storetest
 
 import (
+	"github.com/dynabill/billing/memory"
+)
+
+import (
 	"testing"
 	"time"
 
@@ -16,7 +20,7 @@ import (
 // DynamoStores is the conformance suites' factory for the DynamoDB
 // implementation: fresh tables on the local server per call, behind the
 // limit-checking wrapper (a violated DynamoDB limit fails the test).
-func DynamoStores(t *testing.T, opts billingtest.StoreOptions) (billing.Repository, billing.History) {
+func DynamoStores(t *testing.T, opts memory.Options) (billing.Repository, billing.History) {
 	t.Helper()
 	client := dynamotest.Client(t)
 	tables := dynamostore.TableConfig{
@@ -48,7 +52,7 @@ func NewDynamoStores(t *testing.T, cfg dynamostore.Config) (*dynamostore.Reposit
 // NewSingleTableStore returns the engine's store on a fresh single table
 // on the local server, behind the limit-checking wrapper, with ACC#
 // partitions (the recurring payments layout).
-func NewSingleTableStore(t *testing.T, clock billing.Clock, opts billingtest.StoreOptions) *dynamostore.SingleTableRepository {
+func NewSingleTableStore(t *testing.T, clock billing.Clock, opts memory.Options) *dynamostore.SingleTableRepository {
 	t.Helper()
 	client := dynamotest.Client(t)
 	table := dynamostore.SingleTableConfig{Table: dynamotest.TableName(t, "payments"), AccountPrefix: "ACC#", TTLAttribute: "TTL"}

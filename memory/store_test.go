@@ -1,11 +1,9 @@
-package billingtest_test
+package memory_test
 
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,18 +12,19 @@ import (
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/memory"
 )
 
 func TestRepositorySuite(t *testing.T) {
-	billingtest.TestRepository(t, func(t *testing.T, opts billingtest.StoreOptions) (billing.Repository, billing.History) {
-		s := billingtest.NewStore(opts)
+	billingtest.TestRepository(t, func(t *testing.T, opts memory.Options) (billing.Repository, billing.History) {
+		s := memory.New(opts)
 		return s.Repository(), s.History()
 	})
 }
 
 func TestHistorySuite(t *testing.T) {
 	billingtest.TestHistory(t, func(t *testing.T) billing.History {
-		return billingtest.NewStore(billingtest.StoreOptions{}).History()
+		return memory.New(memory.Options{}).History()
 	})
 }
 
@@ -54,7 +53,7 @@ func mustAdd(t *testing.T, r billing.Repository, subs ...billing.Subscription) {
 func TestStoreInvalidItemsReported(t *testing.T) {
 	for _, mode := range []dynamostore.StatusIndexMode{dynamostore.StatusIndexLegacy, dynamostore.StatusIndexSorted} {
 		t.Run(mode.String(), func(t *testing.T) {
-			s := billingtest.NewStore(billingtest.StoreOptions{PageSize: 2, StatusIndexMode: mode})
+			s := memory.New(memory.Options{PageSize: 2, StatusIndexMode: mode})
 			repo := s.Repository()
 			for i := range 5 {
 				mustAdd(t, repo, rec("u1", i, due.AddDate(0, 0, -10+i), billing.StatusScheduled))
@@ -68,11 +67,11 @@ func TestStoreInvalidItemsReported(t *testing.T) {
 					layout.AttrBillingAmount:  &types.AttributeValueMemberS{Value: amount},
 				}
 			}
-			if err := s.PutRawItem(billingtest.SubscriptionsTable, bad("2024-05-20T00:00:00Z", "4.999")); err != nil {
+			if err := s.PutRawItem(memory.SubscriptionsTable, bad("2024-05-20T00:00:00Z", "4.999")); err != nil {
 				t.Fatal(err)
 			}
 			// Out of range: read in legacy mode, but filtered out, not reported.
-			if err := s.PutRawItem(billingtest.SubscriptionsTable, bad("2024-07-01T00:00:00Z", "x")); err != nil {
+			if err := s.PutRawItem(memory.SubscriptionsTable, bad("2024-07-01T00:00:00Z", "x")); err != nil {
 				t.Fatal(err)
 			}
 			var items []billing.Subscription
@@ -117,7 +116,7 @@ func TestStoreInvalidItemsReported(t *testing.T) {
 
 func TestStoreLastPageExactlyFull(t *testing.T) {
 	// DynamoDB returns a LastEvaluatedKey whenever Limit items were read.
-	s := billingtest.NewStore(billingtest.StoreOptions{PageSize: 3, StatusIndexMode: dynamostore.StatusIndexSorted})
+	s := memory.New(memory.Options{PageSize: 3, StatusIndexMode: dynamostore.StatusIndexSorted})
 	for i := range 3 {
 		mustAdd(t, s.Repository(), rec("u1", i, due.AddDate(0, 0, -i-1), billing.StatusScheduled))
 	}
@@ -132,7 +131,7 @@ func TestStoreLastPageExactlyFull(t *testing.T) {
 }
 
 func TestStoreLegacyPageOfFilteredItems(t *testing.T) {
-	s := billingtest.NewStore(billingtest.StoreOptions{PageSize: 2})
+	s := memory.New(memory.Options{PageSize: 2})
 	mustAdd(t, s.Repository(),
 		rec("a", 1, due.AddDate(0, 0, 5), billing.StatusScheduled),
 		rec("b", 2, due.AddDate(0, 0, 6), billing.StatusScheduled),
@@ -149,7 +148,7 @@ func TestStoreLegacyPageOfFilteredItems(t *testing.T) {
 }
 
 func TestStoreReturnsCopies(t *testing.T) {
-	s := billingtest.NewStore(billingtest.StoreOptions{})
+	s := memory.New(memory.Options{})
 	r := rec("u1", 1, due, billing.StatusScheduled)
 	layout.SetExtraAttributes(&r, map[string]types.AttributeValue{"x_note": &types.AttributeValueMemberS{Value: "orig"}})
 	layout.SetDataAttributes(&r, map[string]types.AttributeValue{"data_l": &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: "orig"}}}})
@@ -194,17 +193,17 @@ func TestStoreReturnsCopies(t *testing.T) {
 }
 
 func TestStoreItemsAndPutRawItem(t *testing.T) {
-	s := billingtest.NewStore(billingtest.StoreOptions{})
+	s := memory.New(memory.Options{})
 	mustAdd(t, s.Repository(), rec("u1", 1, due, billing.StatusScheduled), rec("u1", 2, due.AddDate(0, 1, 0), billing.StatusScheduled))
-	if n, h := s.Items(billingtest.SubscriptionsTable), s.Items(billingtest.HistoryTable); n != 2 || h != 2 {
+	if n, h := s.Items(memory.SubscriptionsTable), s.Items(memory.HistoryTable); n != 2 || h != 2 {
 		t.Fatalf("Items = %d, %d; want 2, 2", n, h)
 	}
-	if err := s.PutRawItem(billingtest.HistoryTable, map[string]types.AttributeValue{
+	if err := s.PutRawItem(memory.HistoryTable, map[string]types.AttributeValue{
 		layout.AttrUserID: &types.AttributeValueMemberS{Value: "u1"},
 	}); err == nil {
 		t.Fatal("PutRawItem without last_run_date succeeded")
 	}
-	if h := s.Items(billingtest.HistoryTable); h != 2 {
+	if h := s.Items(memory.HistoryTable); h != 2 {
 		t.Fatalf("history has %d items after a rejected PutRawItem", h)
 	}
 	defer func() {
@@ -216,83 +215,14 @@ func TestStoreItemsAndPutRawItem(t *testing.T) {
 }
 
 func TestNewStoreRejectsBadOptions(t *testing.T) {
-	for _, opts := range []billingtest.StoreOptions{{PageSize: -1}, {StatusIndexMode: 7}} {
+	for _, opts := range []memory.Options{{PageSize: -1}, {StatusIndexMode: 7}} {
 		func() {
 			defer func() {
 				if recover() == nil {
 					t.Errorf("NewStore(%+v) did not panic", opts)
 				}
 			}()
-			billingtest.NewStore(opts)
+			memory.New(opts)
 		}()
-	}
-}
-
-// fatalRecorder is a testing.TB whose Fatal stops only the calling
-// goroutine and records the message.
-type fatalRecorder struct {
-	testing.TB
-	mu  sync.Mutex
-	msg string
-}
-
-func (f *fatalRecorder) Helper() {}
-
-func (f *fatalRecorder) Fatalf(format string, args ...any) {
-	f.mu.Lock()
-	f.msg = fmt.Sprintf(format, args...)
-	f.mu.Unlock()
-	runtime.Goexit()
-}
-
-func (f *fatalRecorder) run(fn func(tb testing.TB)) string {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		fn(f)
-	}()
-	<-done
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.msg
-}
-
-func TestRequireHistoryMatchesPrimary(t *testing.T) {
-	s := billingtest.NewStore(billingtest.StoreOptions{})
-	repo, hist := s.Repository(), s.History()
-	r := rec("u1", 1, due, billing.StatusScheduled)
-	mustAdd(t, repo, r)
-	next := r.Clone()
-	next.Status = billing.StatusError
-	next.LastRunDate = r.LastRunDate.Add(time.Minute)
-	if err := repo.Update(t.Context(), &r, &next); err != nil {
-		t.Fatal(err)
-	}
-	if msg := (&fatalRecorder{TB: t}).run(func(tb testing.TB) {
-		billingtest.RequireHistoryMatchesPrimary(tb, repo, hist, "u1")
-	}); msg != "" {
-		t.Fatalf("consistent store reported: %s", msg)
-	}
-
-	// A primary write that bypassed history: the newest row is stale.
-	item, err := layout.EncodeItem(&next)
-	if err != nil {
-		t.Fatal(err)
-	}
-	item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "9.99"}
-	if err := s.PutRawItem(billingtest.SubscriptionsTable, item); err != nil {
-		t.Fatal(err)
-	}
-	// And a record without any history row.
-	orphan := rec("u1", 9, due.AddDate(0, 1, 0), billing.StatusScheduled)
-	item, _ = layout.EncodeItem(&orphan)
-	if err := s.PutRawItem(billingtest.SubscriptionsTable, item); err != nil {
-		t.Fatal(err)
-	}
-	msg := (&fatalRecorder{TB: t}).run(func(tb testing.TB) {
-		billingtest.RequireHistoryMatchesPrimary(tb, repo, hist, "u1")
-	})
-	if !strings.Contains(msg, "billing_amount") || !strings.Contains(msg, orphan.SubscriptionID) || !strings.Contains(msg, "no history row") {
-		t.Fatalf("mismatch not reported (or not named): %q", msg)
 	}
 }

@@ -1,4 +1,4 @@
-package billingtest
+package memory
 
 import (
 	"context"
@@ -17,22 +17,22 @@ import (
 )
 
 // PaymentsOptions configures an in-memory [Payments], like the matching
-// fields of [billing.DynamoPaymentsConfig].
+// fields of [dynamostore.PaymentsConfig].
 type PaymentsOptions struct {
 	// Table sets the account prefix and TTL attribute used in keys and
-	// errors. Defaults to [billing.SingleTableConfig]'s defaults.
+	// errors. Defaults to [dynamostore.SingleTableConfig]'s defaults.
 	Table dynamostore.SingleTableConfig
 	// Clock gives "now". Defaults to [billing.SystemClock].
 	Clock billing.Clock
-	// ReceiptRetention defaults to [billing.DefaultReceiptRetention].
+	// ReceiptRetention defaults to DefaultReceiptRetention.
 	ReceiptRetention time.Duration
-	// PageSize of the due-date queries, 1 to [billing.MaxPaymentsPageSize].
-	// Defaults to [billing.DefaultPaymentsPageSize].
+	// PageSize of the due-date queries, 1 to MaxPaymentsPageSize.
+	// Defaults to DefaultPaymentsPageSize.
 	PageSize int
 }
 
-// Payments is an in-memory [billing.Payments] that behaves like
-// [billing.DynamoPayments]: the same validation, normalization (dates to
+// Payments is an in-memory [entitlement.Payments] that behaves like
+// [dynamostore.Payments]: the same validation, normalization (dates to
 // days, timestamps to seconds, through the same item encoding), version
 // conditions and errors, receipts idempotent on their key, due-date pages
 // in index order (last date, then key) with opaque cursors, and
@@ -47,13 +47,13 @@ type Payments struct {
 	pageSize  int
 
 	mu    sync.Mutex
-	items map[string]map[string]types.AttributeValue // PK "\x00" SK → item, as DynamoPayments writes it
+	items map[string]map[string]types.AttributeValue // PK "\x00" SK → item, as dynamostore.Payments writes it
 }
 
 var _ entitlement.Payments = (*Payments)(nil)
 
 // NewPayments returns an empty in-memory Payments; invalid options are
-// errors as for [billing.NewDynamoPayments].
+// errors as for [dynamostore.NewPayments].
 func NewPayments(opts PaymentsOptions) (*Payments, error) {
 	ret, size, err := layout.PaymentsLimits(opts.ReceiptRetention, opts.PageSize)
 	if err != nil {
@@ -83,7 +83,7 @@ func keyText(item map[string]types.AttributeValue) string {
 	return "PK=" + str(item["PK"]) + " SK=" + str(item["SK"])
 }
 
-// CreateSubscription implements [billing.Payments.CreateSubscription].
+// CreateSubscription implements [entitlement.Payments.CreateSubscription].
 func (p *Payments) CreateSubscription(_ context.Context, s entitlement.RecurringSubscription) (entitlement.RecurringSubscription, error) {
 	now := p.now()
 	s.CreatedAt, s.UpdatedAt, s.Version = now, now, 1
@@ -100,7 +100,7 @@ func (p *Payments) CreateSubscription(_ context.Context, s entitlement.Recurring
 	return p.table.DecodeRecurringSubscription(item)
 }
 
-// GetSubscription implements [billing.Payments.GetSubscription].
+// GetSubscription implements [entitlement.Payments.GetSubscription].
 func (p *Payments) GetSubscription(_ context.Context, accountID, subscriptionID, sku string) (entitlement.RecurringSubscription, error) {
 	probe := entitlement.RecurringSubscription{AccountID: accountID, SubscriptionID: subscriptionID, SKU: sku, PaymentDay: 1}
 	key, err := p.table.EncodeRecurringSubscription(probe)
@@ -130,7 +130,7 @@ func (p *Payments) partition(accountID, prefix string) []map[string]types.Attrib
 	return out
 }
 
-// SubscriptionsByAccount implements [billing.Payments.SubscriptionsByAccount].
+// SubscriptionsByAccount implements [entitlement.Payments.SubscriptionsByAccount].
 func (p *Payments) SubscriptionsByAccount(_ context.Context, accountID string) ([]entitlement.RecurringSubscription, error) {
 	if err := entitlement.CheckAccountID(accountID); err != nil {
 		return nil, fmt.Errorf("billing: subscriptions by account: %w", err)
@@ -178,7 +178,7 @@ func numText(v types.AttributeValue) string {
 	return ""
 }
 
-// UpdateSubscription implements [billing.Payments.UpdateSubscription].
+// UpdateSubscription implements [entitlement.Payments.UpdateSubscription].
 func (p *Payments) UpdateSubscription(_ context.Context, prev, next entitlement.RecurringSubscription) (entitlement.RecurringSubscription, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -190,7 +190,7 @@ func (p *Payments) UpdateSubscription(_ context.Context, prev, next entitlement.
 	return next, nil
 }
 
-// MarkReminded implements [billing.Payments.MarkReminded].
+// MarkReminded implements [entitlement.Payments.MarkReminded].
 func (p *Payments) MarkReminded(ctx context.Context, prev entitlement.RecurringSubscription, nextReminder time.Time) (entitlement.RecurringSubscription, error) {
 	next := prev
 	next.LastReminderDate, next.NextReminderDate = entitlement.PaymentDate(p.now()), nextReminder
@@ -217,7 +217,7 @@ func (p *Payments) receipt(op string, r entitlement.Receipt) (map[string]types.A
 	return item, r, nil
 }
 
-// CreateReceipt implements [billing.Payments.CreateReceipt].
+// CreateReceipt implements [entitlement.Payments.CreateReceipt].
 func (p *Payments) CreateReceipt(_ context.Context, r entitlement.Receipt) (entitlement.Receipt, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -229,7 +229,7 @@ func (p *Payments) CreateReceipt(_ context.Context, r entitlement.Receipt) (enti
 	return r, nil
 }
 
-// ReceiptsByAccount implements [billing.Payments.ReceiptsByAccount].
+// ReceiptsByAccount implements [entitlement.Payments.ReceiptsByAccount].
 func (p *Payments) ReceiptsByAccount(_ context.Context, accountID string, since time.Time) ([]entitlement.Receipt, error) {
 	if err := entitlement.CheckAccountID(accountID); err != nil {
 		return nil, fmt.Errorf("billing: receipts by account: %w", err)
@@ -249,7 +249,7 @@ func (p *Payments) ReceiptsByAccount(_ context.Context, accountID string, since 
 	return recs, nil
 }
 
-// RecordPayment implements [billing.Payments.RecordPayment].
+// RecordPayment implements [entitlement.Payments.RecordPayment].
 func (p *Payments) RecordPayment(_ context.Context, prev entitlement.RecurringSubscription, r entitlement.Receipt, nextPayment, nextReminder time.Time) (entitlement.RecurringSubscription, entitlement.Receipt, error) {
 	const op = "record payment"
 	if r.AccountID != prev.AccountID || r.SubscriptionID != prev.SubscriptionID || r.SKU != prev.SKU {
@@ -272,12 +272,12 @@ func (p *Payments) RecordPayment(_ context.Context, prev entitlement.RecurringSu
 	return next, r, nil
 }
 
-// DuePaymentsByDate implements [billing.Payments.DuePaymentsByDate].
+// DuePaymentsByDate implements [entitlement.Payments.DuePaymentsByDate].
 func (p *Payments) DuePaymentsByDate(_ context.Context, day time.Time, token string) ([]entitlement.RecurringSubscription, string, error) {
 	return p.due("due payments", layout.AttrNextPaymentDate, layout.AttrLastPaymentDate, day, token)
 }
 
-// DueRemindersByDate implements [billing.Payments.DueRemindersByDate].
+// DueRemindersByDate implements [entitlement.Payments.DueRemindersByDate].
 func (p *Payments) DueRemindersByDate(_ context.Context, day time.Time, token string) ([]entitlement.RecurringSubscription, string, error) {
 	return p.due("due reminders", layout.AttrNextReminderDate, layout.AttrLastReminderDate, day, token)
 }

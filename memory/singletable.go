@@ -1,4 +1,4 @@
-package billingtest
+package memory
 
 import (
 	"context"
@@ -22,33 +22,34 @@ import (
 // SingleTableOptions configures NewSingleTable; zero values are defaults.
 type SingleTableOptions struct {
 	// Clock gives "now" for the subscription items' UpdatedAt, receipts'
-	// expiry and the open end of status queries. Defaults to a [Clock]
-	// reading 2024-01-01T00:00:00Z ([NewClock] of the zero time).
+	// expiry and the open end of status queries. Defaults to a [billing.Clock]
+	// that always reads 2024-01-01T00:00:00Z, so that a model built without
+	// one is deterministic; pass billing.SystemClock{} for wall time.
 	Clock billing.Clock
 	// PageSize is the number of index items a status page reads when the
 	// query sets no Limit. Defaults to 100.
 	PageSize int
 	// CatchUpDays is how many days before a status query's range the walk
 	// over the payment index starts. Defaults to
-	// [billing.DefaultCatchUpDays].
+	// DefaultCatchUpDays.
 	CatchUpDays int
 	// ReminderLeadDays is how many days before a SCHEDULED period's day
 	// NextReminderDate falls. Defaults to [billing.NotificationLeadDays].
 	ReminderLeadDays int
 	// ReceiptRetention is how long after its processed date a receipt
-	// expires. Defaults to [billing.DefaultReceiptRetention].
+	// expires. Defaults to DefaultReceiptRetention.
 	ReceiptRetention time.Duration
 	// Collisions resolves duplicate keys in AddAll. Defaults to
-	// [billing.DefaultCollisionPolicy].
+	// DefaultCollisionPolicy.
 	Collisions billing.CollisionPolicy
 	// Table sets the account prefix, index names and TTL attribute used in
-	// keys, errors and cursors, as [billing.SingleTableStoreConfig.Table]
-	// does. Defaults to [billing.SingleTableConfig]'s defaults.
+	// keys, errors and cursors, as [dynamostore.SingleTableStoreConfig.Table]
+	// does. Defaults to [dynamostore.SingleTableConfig]'s defaults.
 	Table dynamostore.SingleTableConfig
 }
 
 // stMaxEmptyDays bounds the days of the payment index one status page
-// walks without finding anything, as [billing.SingleTableRepository]
+// walks without finding anything, as [dynamostore.SingleTableRepository]
 // does.
 const stMaxEmptyDays = 62
 
@@ -59,7 +60,7 @@ const stCursorDay = "day"
 // stPayDayLayout is how the payment index stores a day.
 const stPayDayLayout = "2006-01-02"
 
-// SingleTable is the in-memory twin of [billing.SingleTableRepository]:
+// SingleTable is the in-memory twin of [dynamostore.SingleTableRepository]:
 // the collection engine's periods, history rows and period-ID pointers,
 // and the subscription items and receipts of the same single table,
 // which its [SingleTable.Payments] view reads and writes. It behaves like
@@ -71,8 +72,8 @@ const stPayDayLayout = "2006-01-02"
 // in groups of up to 8 records of one subscription, and status queries
 // that walk the payment index day by day with opaque cursors bound to
 // their query. The layout functions of package billing
-// ([billing.EngineSubscription], [billing.OpenPeriods],
-// [billing.PeriodReceipt], [billing.SingleTableWalk]) are shared with it.
+// (EngineSubscription, OpenPeriods,
+// PeriodReceipt, SingleTableWalk) are shared with it.
 //
 // One mutex serializes every operation of the three views, and a write
 // computes and checks everything that could fail (subscription item,
@@ -102,7 +103,7 @@ type SingleTable struct {
 
 // NewSingleTable returns an empty single table. It panics on negative
 // options or an account prefix that clashes with
-// [billing.PeriodIDPrefix], as [billing.NewSingleTableRepository] rejects
+// PeriodIDPrefix, as [dynamostore.NewSingleTableRepository] rejects
 // them: options are fixed by the test that builds them.
 func NewSingleTable(opts SingleTableOptions) *SingleTable {
 	switch {
@@ -118,7 +119,7 @@ func NewSingleTable(opts SingleTableOptions) *SingleTable {
 		panic(fmt.Sprintf("billingtest: SingleTableOptions.Table.AccountPrefix %q clashes with %q", table.AccountPrefix, layout.PeriodIDPrefix))
 	}
 	if opts.Clock == nil {
-		opts.Clock = NewClock(time.Time{})
+		opts.Clock = billing.ClockFunc(func() time.Time { return time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC) })
 	}
 	pay, err := NewPayments(PaymentsOptions{Table: table, Clock: opts.Clock, ReceiptRetention: opts.ReceiptRetention})
 	if err != nil {
@@ -143,21 +144,21 @@ func NewSingleTable(opts SingleTableOptions) *SingleTable {
 	return &SingleTable{
 		clock: opts.Clock, table: table, pageSize: opts.PageSize, catchUp: opts.CatchUpDays,
 		leadDays: opts.ReminderLeadDays, collisions: opts.Collisions,
-		periods: NewStore(StoreOptions{Collisions: keep}), pay: pay,
+		periods: New(Options{Collisions: keep}), pay: pay,
 		open: map[string]layout.OpenPeriods{}, pointers: map[string]map[string]string{},
 	}
 }
 
 // Repository returns the engine's [billing.Repository] on the table, as
-// [billing.SingleTableRepository] implements it.
+// [dynamostore.SingleTableRepository] implements it.
 func (s *SingleTable) Repository() billing.Repository { return (*stRepository)(s) }
 
 // History returns the engine's history rows in the table, as
-// [billing.SingleTableRepository.History] implements [billing.History].
+// [dynamostore.SingleTableRepository.History] implements [billing.History].
 func (s *SingleTable) History() billing.History { return (*stHistory)(s) }
 
-// Payments returns the [billing.Payments] view of the table, as
-// [billing.SingleTableRepository.Payments]: the subscription items the
+// Payments returns the [Payments] view of the table, as
+// [dynamostore.SingleTableRepository.Payments]: the subscription items the
 // engine maintains and its receipts.
 func (s *SingleTable) Payments() entitlement.Payments { return (*stPayments)(s) }
 
@@ -264,7 +265,7 @@ func (s *SingleTable) putPeriod(t *stTx, prev, next *billing.Subscription) error
 }
 
 // prepare computes the subscription item each chain leaves
-// ([billing.EngineSubscription] over the stored item and its open
+// (EngineSubscription over the stored item and its open
 // periods) and the receipt's item: its key, REC#<processed date>#SKU#<sku>,
 // must be free or hold the same receipt; when another receipt holds it,
 // the processed date moves on by a nanosecond, up to 8 times. The caller
@@ -670,9 +671,9 @@ func checkGroup(recs []billing.Subscription) error {
 
 // QueryStatus implements [billing.Repository.QueryStatus] as the DynamoDB
 // store does: it walks the payment index (the subscription items'
-// NextPaymentDate) over the days of [billing.SingleTableWalk], expands
+// NextPaymentDate) over the days of SingleTableWalk, expands
 // each subscription found on a day into its periods in the query's
-// status that [billing.StatusWalk.Keeps], and pages with opaque cursors
+// status that StatusWalk.Keeps, and pages with opaque cursors
 // bound to the query. A page reads at most Limit index items (a day's
 // items in index order: LastPaymentDate, then key); like DynamoDB, a page
 // that reaches Limit carries a cursor even if nothing remains. It also
@@ -926,73 +927,70 @@ func (h *stHistory) ListByUser(ctx context.Context, userID string) ([]billing.Su
 	return s.periods.History().ListByUser(ctx, userID)
 }
 
-// The Payments view: the inner twin's methods under the table's mutex,
-// so that they never interleave with an engine write.
-
-// CreateSubscription implements [billing.Payments.CreateSubscription].
+// CreateSubscription implements [Payments.CreateSubscription].
 func (p *stPayments) CreateSubscription(ctx context.Context, s entitlement.RecurringSubscription) (entitlement.RecurringSubscription, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pay.CreateSubscription(ctx, s)
 }
 
-// GetSubscription implements [billing.Payments.GetSubscription].
+// GetSubscription implements [Payments.GetSubscription].
 func (p *stPayments) GetSubscription(ctx context.Context, accountID, subscriptionID, sku string) (entitlement.RecurringSubscription, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pay.GetSubscription(ctx, accountID, subscriptionID, sku)
 }
 
-// UpdateSubscription implements [billing.Payments.UpdateSubscription].
+// UpdateSubscription implements [Payments.UpdateSubscription].
 func (p *stPayments) UpdateSubscription(ctx context.Context, prev, next entitlement.RecurringSubscription) (entitlement.RecurringSubscription, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pay.UpdateSubscription(ctx, prev, next)
 }
 
-// MarkReminded implements [billing.Payments.MarkReminded].
+// MarkReminded implements [Payments.MarkReminded].
 func (p *stPayments) MarkReminded(ctx context.Context, prev entitlement.RecurringSubscription, nextReminder time.Time) (entitlement.RecurringSubscription, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pay.MarkReminded(ctx, prev, nextReminder)
 }
 
-// SubscriptionsByAccount implements [billing.Payments.SubscriptionsByAccount].
+// SubscriptionsByAccount implements [Payments.SubscriptionsByAccount].
 func (p *stPayments) SubscriptionsByAccount(ctx context.Context, accountID string) ([]entitlement.RecurringSubscription, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pay.SubscriptionsByAccount(ctx, accountID)
 }
 
-// DuePaymentsByDate implements [billing.Payments.DuePaymentsByDate].
+// DuePaymentsByDate implements [Payments.DuePaymentsByDate].
 func (p *stPayments) DuePaymentsByDate(ctx context.Context, day time.Time, token string) ([]entitlement.RecurringSubscription, string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pay.DuePaymentsByDate(ctx, day, token)
 }
 
-// DueRemindersByDate implements [billing.Payments.DueRemindersByDate].
+// DueRemindersByDate implements [Payments.DueRemindersByDate].
 func (p *stPayments) DueRemindersByDate(ctx context.Context, day time.Time, token string) ([]entitlement.RecurringSubscription, string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pay.DueRemindersByDate(ctx, day, token)
 }
 
-// CreateReceipt implements [billing.Payments.CreateReceipt].
+// CreateReceipt implements [Payments.CreateReceipt].
 func (p *stPayments) CreateReceipt(ctx context.Context, r entitlement.Receipt) (entitlement.Receipt, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pay.CreateReceipt(ctx, r)
 }
 
-// ReceiptsByAccount implements [billing.Payments.ReceiptsByAccount].
+// ReceiptsByAccount implements [Payments.ReceiptsByAccount].
 func (p *stPayments) ReceiptsByAccount(ctx context.Context, accountID string, since time.Time) ([]entitlement.Receipt, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pay.ReceiptsByAccount(ctx, accountID, since)
 }
 
-// RecordPayment implements [billing.Payments.RecordPayment].
+// RecordPayment implements [Payments.RecordPayment].
 func (p *stPayments) RecordPayment(ctx context.Context, prev entitlement.RecurringSubscription, r entitlement.Receipt, nextPayment, nextReminder time.Time) (entitlement.RecurringSubscription, entitlement.Receipt, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -1,4 +1,4 @@
-package billingtest
+package memory
 
 import (
 	"context"
@@ -21,15 +21,15 @@ import (
 // StoreOptions configures an in-memory [Store]. The zero value is the
 // legacy deployment: the hash-only status index, 100 items per status page
 // and the default collision rule.
-type StoreOptions struct {
+type Options struct {
 	// PageSize is the number of items a status page reads when the query
 	// sets no Limit (DynamoDB's Limit). Defaults to 100.
 	PageSize int
 	// StatusIndexMode selects the status index the store emulates, as
-	// [billing.TableConfig] does. Defaults to [billing.StatusIndexLegacy].
+	// [dynamostore.TableConfig] does. Defaults to [dynamostore.StatusIndexLegacy].
 	StatusIndexMode dynamostore.StatusIndexMode
 	// Collisions makes the keys of an AddAll batch distinct. Defaults to
-	// [billing.DefaultCollisionPolicy].
+	// DefaultCollisionPolicy.
 	Collisions billing.CollisionPolicy
 }
 
@@ -51,7 +51,7 @@ type table map[tableKey]map[string]types.AttributeValue
 
 // Store is an in-memory stand-in for the billing-activity and
 // billing-activity-history tables. It keeps items in their encoded form
-// ([billing.EncodeItem], [billing.EncodeHistoryItem]) keyed by their key
+// (EncodeItem, EncodeHistoryItem) keyed by their key
 // strings, so key order, conditions and round trips are those of DynamoDB:
 // transactional adds and updates with their conditions, overwriting batch
 // writes, and status pages that read (and count) items like a Query on the
@@ -61,30 +61,30 @@ type table map[tableKey]map[string]types.AttributeValue
 // Unlike DynamoDB its indexes are always up to date, and it never fails
 // for capacity or network reasons.
 type Store struct {
-	opts StoreOptions
+	opts Options
 
 	mu      sync.Mutex
 	primary table
 	history table
 
-	repo *MemoryRepository
-	hist *MemoryHistory
+	repo *Repository
+	hist *History
 }
 
 // MemoryRepository is the [billing.Repository] of a [Store].
-type MemoryRepository struct{ s *Store }
+type Repository struct{ s *Store }
 
 // MemoryHistory is the [billing.History] of a [Store].
-type MemoryHistory struct{ s *Store }
+type History struct{ s *Store }
 
 var (
-	_ billing.Repository = (*MemoryRepository)(nil)
-	_ billing.History    = (*MemoryHistory)(nil)
+	_ billing.Repository = (*Repository)(nil)
+	_ billing.History    = (*History)(nil)
 )
 
 // NewStore returns an empty store. It panics on a negative PageSize or an
 // unknown StatusIndexMode: options are fixed by the test that builds them.
-func NewStore(opts StoreOptions) *Store {
+func New(opts Options) *Store {
 	if opts.PageSize < 0 {
 		panic(fmt.Sprintf("billingtest: StoreOptions.PageSize: negative %d", opts.PageSize))
 	}
@@ -98,16 +98,16 @@ func NewStore(opts StoreOptions) *Store {
 		opts.Collisions = layout.DefaultCollisionPolicy
 	}
 	s := &Store{opts: opts, primary: table{}, history: table{}}
-	s.repo = &MemoryRepository{s: s}
-	s.hist = &MemoryHistory{s: s}
+	s.repo = &Repository{s: s}
+	s.hist = &History{s: s}
 	return s
 }
 
 // Repository returns the store's billing-activity table.
-func (s *Store) Repository() *MemoryRepository { return s.repo }
+func (s *Store) Repository() *Repository { return s.repo }
 
 // History returns the store's billing-activity-history table.
-func (s *Store) History() *MemoryHistory { return s.hist }
+func (s *Store) History() *History { return s.hist }
 
 // Items returns the number of items in a table: [SubscriptionsTable] or
 // [HistoryTable]. It panics on another name.
@@ -148,7 +148,7 @@ func (s *Store) table(name string) table {
 }
 
 // Add implements [billing.Repository.Add].
-func (r *MemoryRepository) Add(ctx context.Context, sub *billing.Subscription) error {
+func (r *Repository) Add(ctx context.Context, sub *billing.Subscription) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -175,7 +175,7 @@ func (r *MemoryRepository) Add(ctx context.Context, sub *billing.Subscription) e
 }
 
 // Get implements [billing.Repository.Get].
-func (r *MemoryRepository) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Subscription, error) {
+func (r *Repository) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return billing.Subscription{}, err
 	}
@@ -194,7 +194,7 @@ func (r *MemoryRepository) Get(ctx context.Context, userID string, billingDate t
 
 // GetByID implements [billing.Repository.GetByID]. Should several records
 // share the ID, the one with the smallest key is returned.
-func (r *MemoryRepository) GetByID(ctx context.Context, subscriptionID string) (billing.Subscription, error) {
+func (r *Repository) GetByID(ctx context.Context, subscriptionID string) (billing.Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return billing.Subscription{}, err
 	}
@@ -209,12 +209,12 @@ func (r *MemoryRepository) GetByID(ctx context.Context, subscriptionID string) (
 }
 
 // ListByUser implements [billing.Repository.ListByUser].
-func (r *MemoryRepository) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+func (r *Repository) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
 	return r.s.listUser(ctx, r.s.primary, userID, false, 0)
 }
 
 // Recent implements [billing.Repository.Recent].
-func (r *MemoryRepository) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
+func (r *Repository) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
 	if limit <= 0 {
 		limit = 10
 	}
@@ -222,17 +222,17 @@ func (r *MemoryRepository) Recent(ctx context.Context, userID string, limit int)
 }
 
 // Update implements [billing.Repository.Update].
-func (r *MemoryRepository) Update(ctx context.Context, prev, next *billing.Subscription, create ...*billing.Subscription) error {
+func (r *Repository) Update(ctx context.Context, prev, next *billing.Subscription, create ...*billing.Subscription) error {
 	return r.s.update(ctx, "update", prev, next, false, create)
 }
 
 // AdminUpdate implements [billing.Repository.AdminUpdate].
-func (r *MemoryRepository) AdminUpdate(ctx context.Context, prev, next *billing.Subscription) error {
+func (r *Repository) AdminUpdate(ctx context.Context, prev, next *billing.Subscription) error {
 	return r.s.update(ctx, "admin update", prev, next, true, nil)
 }
 
 // SetAttempt implements [billing.Repository.SetAttempt].
-func (r *MemoryRepository) SetAttempt(ctx context.Context, prev, next *billing.Subscription) error {
+func (r *Repository) SetAttempt(ctx context.Context, prev, next *billing.Subscription) error {
 	return r.s.setAttempt(ctx, prev, next)
 }
 
@@ -353,7 +353,7 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 // with the store's policy and writes every record and history row, or,
 // when a record cannot be written, nothing: the error is a
 // *billing.BatchError naming every record.
-func (r *MemoryRepository) AddAll(ctx context.Context, subs []billing.Subscription) ([]billing.Subscription, error) {
+func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([]billing.Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

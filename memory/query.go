@@ -1,4 +1,4 @@
-package billingtest
+package memory
 
 import (
 	"cmp"
@@ -31,7 +31,7 @@ import (
 // billing_date strings, as DynamoDB does, and decoded records are kept
 // only when [billing.StatusQuery.Matches] agrees. Items that cannot be
 // decoded are reported in Invalid.
-func (r *MemoryRepository) QueryStatus(ctx context.Context, q billing.StatusQuery) (billing.Page, error) {
+func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (billing.Page, error) {
 	if err := ctx.Err(); err != nil {
 		return billing.Page{}, err
 	}

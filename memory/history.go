@@ -1,4 +1,4 @@
-package billingtest
+package memory
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 // Add implements [billing.History.Add]: a put conditional on the key being
 // free.
-func (h *MemoryHistory) Add(ctx context.Context, sub *billing.Subscription) error {
+func (h *History) Add(ctx context.Context, sub *billing.Subscription) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -34,7 +34,7 @@ func (h *MemoryHistory) Add(ctx context.Context, sub *billing.Subscription) erro
 // or that share a key within the call are a *billing.BatchError naming
 // every row, and nothing is written; otherwise every row is written,
 // overwriting rows with the same key as BatchWriteItem does.
-func (h *MemoryHistory) AddAll(ctx context.Context, subs []billing.Subscription) error {
+func (h *History) AddAll(ctx context.Context, subs []billing.Subscription) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func (h *MemoryHistory) AddAll(ctx context.Context, subs []billing.Subscription)
 
 // ListBySubscription implements [billing.History.ListBySubscription]:
 // rows ascending by last_run_date (then user_id).
-func (h *MemoryHistory) ListBySubscription(ctx context.Context, subscriptionID string) ([]billing.Subscription, error) {
+func (h *History) ListBySubscription(ctx context.Context, subscriptionID string) ([]billing.Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -77,7 +77,7 @@ func (h *MemoryHistory) ListBySubscription(ctx context.Context, subscriptionID s
 }
 
 // ListByUser implements [billing.History.ListByUser].
-func (h *MemoryHistory) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+func (h *History) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
 	return h.s.listUser(ctx, h.s.history, userID, false, 0)
 }
 

@@ -1,0 +1,101 @@
+package billingtest_test
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/require"
+)
+
+// fatalRecorder is a testing.TB whose Fatal stops only the calling
+// goroutine and records the message.
+type fatalRecorder struct {
+	testing.TB
+	mu  sync.Mutex
+	msg string
+}
+
+func (f *fatalRecorder) Helper() {}
+
+func (f *fatalRecorder) Fatalf(format string, args ...any) {
+	f.mu.Lock()
+	f.msg = fmt.Sprintf(format, args...)
+	f.mu.Unlock()
+	runtime.Goexit()
+}
+
+func (f *fatalRecorder) run(fn func(tb testing.TB)) string {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn(f)
+	}()
+	<-done
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.msg
+}
+
+func TestRequireHistoryMatchesPrimary(t *testing.T) {
+	s := memory.New(memory.Options{})
+	repo, hist := s.Repository(), s.History()
+	r := rec("u1", 1, due, billing.StatusScheduled)
+	mustAdd(t, repo, r)
+	next := r.Clone()
+	next.Status = billing.StatusError
+	next.LastRunDate = r.LastRunDate.Add(time.Minute)
+	if err := repo.Update(t.Context(), &r, &next); err != nil {
+		t.Fatal(err)
+	}
+	if msg := (&fatalRecorder{TB: t}).run(func(tb testing.TB) {
+		billingtest.RequireHistoryMatchesPrimary(tb, repo, hist, "u1")
+	}); msg != "" {
+		t.Fatalf("consistent store reported: %s", msg)
+	}
+
+	// A primary write that bypassed history: the newest row is stale.
+	item, err := layout.EncodeItem(&next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "9.99"}
+	if err := s.PutRawItem(memory.SubscriptionsTable, item); err != nil {
+		t.Fatal(err)
+	}
+	// And a record without any history row.
+	orphan := rec("u1", 9, due.AddDate(0, 1, 0), billing.StatusScheduled)
+	item, _ = layout.EncodeItem(&orphan)
+	if err := s.PutRawItem(memory.SubscriptionsTable, item); err != nil {
+		t.Fatal(err)
+	}
+	msg := (&fatalRecorder{TB: t}).run(func(tb testing.TB) {
+		billingtest.RequireHistoryMatchesPrimary(tb, repo, hist, "u1")
+	})
+	if !strings.Contains(msg, "billing_amount") || !strings.Contains(msg, orphan.SubscriptionID) || !strings.Contains(msg, "no history row") {
+		t.Fatalf("mismatch not reported (or not named): %q", msg)
+	}
+}
+
+var due = time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC)
+
+// rec is record n of user, due on billingDate.
+func rec(user string, n int, billingDate time.Time, st billing.Status) billing.Subscription {
+	return billing.Subscription{UserID: user, BillingDate: billingDate, SubscriptionID: fmt.Sprintf("sub-%s-%d", user, n),
+		Amount: billing.Cents(499), Status: st, LastRunDate: time.Date(2024, 1, 1, 0, 0, n, 0, time.UTC)}
+}
+
+func mustAdd(t *testing.T, r billing.Repository, subs ...billing.Subscription) {
+	t.Helper()
+	for i := range subs {
+		require.NoError(t, r.Add(t.Context(), &subs[i]))
+	}
+}
