@@ -1,10 +1,6 @@
 package billing_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"context"
 	"fmt"
 	"os"
@@ -20,6 +16,7 @@ import (
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/dynamotest"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/memory"
 )
 
 // The collector benchmarks: what a scheduled run costs per collected

@@ -1,10 +1,6 @@
 package billing_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"context"
 	"fmt"
 	"slices"
@@ -13,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dynabill/billing/internal/storetest"
-
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/dynamotest"
+	"github.com/dynabill/billing/internal/storetest"
+	"github.com/dynabill/billing/memory"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

@@ -1,16 +1,10 @@
 package billing_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"context"
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/dynabill/billing/internal/storetest"
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
@@ -18,6 +12,8 @@ import (
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/dynamotest"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/internal/storetest"
+	"github.com/dynabill/billing/memory"
 )
 
 // crashEnv is a collector on fresh DynamoDB tables behind the fault

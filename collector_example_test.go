@@ -1,16 +1,13 @@
 package billing_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"context"
 	"fmt"
 	"time"
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/memory"
 )
 
 // ExampleCollector wires a collector on the in-memory store, collects a due

@@ -1,10 +1,6 @@
 package billing_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"context"
 	"errors"
 	"fmt"
@@ -12,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dynabill/billing/internal/storetest"
-
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/internal/storetest"
+	"github.com/dynabill/billing/memory"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

@@ -1,10 +1,6 @@
 package billing_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +10,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/memory"
 )
 
 func TestCollectorSingleCollections(t *testing.T) {

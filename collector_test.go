@@ -1,10 +1,6 @@
 package billing_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +10,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/memory"
 )
 
 // collectorEnv is a collector on the in-memory store with scripted parts.

@@ -1,5 +1,5 @@
-// Package billing runs recurring subscription billing on Amazon DynamoDB
-// inside a host's own Lambdas and servers.
+// Package billing runs recurring subscription billing inside a host's own
+// Lambdas and servers.
 //
 // It owns the subscription records and their audit history, per-user billing
 // locks, the collection engine and the pre-billing notifier; the host plugs
@@ -14,15 +14,15 @@
 // engines. It knows nothing of how a record is laid out in a table. The
 // implementations of its ports live below it:
 //
-// Existing tables and data must keep working, so attribute names, key schema
-// and encodings are fixed: EncodeItem, EncodeHistoryItem and
-// DecodeItem convert between a Subscription and its DynamoDB item, and the
-// Attr… constants name every attribute. billing_date is written in whole
-// seconds and last_run_date with a fixed nine-digit fraction, so that string
-// order equals time order in keys and range conditions. Items written by
-// older services (NULLs, trimmed fractions, "5" for 5.00, a missing term)
-// still decode; attributes this library does not know are kept and written
-// back.
+//	github.com/dynabill/billing/dynamostore   Repository, History and Locker on DynamoDB
+//	                                          (the legacy two tables or one single table)
+//	github.com/dynabill/billing/memory        Repository and History in memory: the embedded
+//	                                          default for examples, local runs and development
+//	github.com/dynabill/billing/billingtest   fakes (provider, notifier, clock, locker) and the
+//	                                          conformance suites every store passes
+//	github.com/dynabill/billing/entitlement   the provider-billed tiers domain: tiers, passes,
+//	                                          credits, provider subscriptions, recurring payments
+//	github.com/dynabill/billing/billinghttp   an admin HTTP handler a host may mount
 //
 // # The domain model
 //
@@ -136,7 +136,7 @@
 // error, unknown, and error is true exactly then.
 //
 // dynabill.dynamodb.duration times each call of a DynamoDB client made
-// by the DynamoDB Repository and History (their batch writes included);
+// by the stores of package dynamostore (their batch writes included);
 // operation is the API name (GetItem, Query, TransactWriteItems,
 // BatchWriteItem, ...) and error whether the call returned an error
 // (conditional-check failures and throttling included).

@@ -1,10 +1,6 @@
 package billing_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +9,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/memory"
 )
 
 // The scheduler pages through the records due in four days and hands back a

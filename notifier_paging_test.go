@@ -1,10 +1,6 @@
 package billing_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dynabill/billing/internal/storetest"
-
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/internal/storetest"
+	"github.com/dynabill/billing/memory"
 )
 
 // The paging acceptance: 2,500 due records read 358 per page are 7 pages;

@@ -1,10 +1,6 @@
 package billing_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +14,7 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/memory"
 )
 
 // notifStubRepo answers QueryStatus from a script; every other Repository

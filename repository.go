@@ -11,7 +11,7 @@ import (
 // the record's row to the history (billing-activity-history) atomically.
 //
 // Implementations: [dynamostore.Repository] on the legacy tables, and the
-// in-memory store in package billingtest. Both pass
+// in-memory store of package memory. Both pass
 // billingtest.TestRepository.
 type Repository interface {
 	// Add writes a new record and its history row in one transaction. The
@@ -187,28 +187,4 @@ func PausedPage(ctx context.Context, r Repository, before time.Time, cursor stri
 // [start, end): the notifier's window.
 func NotificationPage(ctx context.Context, r Repository, status Status, start, end time.Time, cursor string) (Page, error) {
 	return r.QueryStatus(ctx, StatusQuery{Status: status, Since: start, Before: end, Cursor: cursor})
-}
-
-// History is the append-only audit log (billing-activity-history): one row
-// per write of a record, keyed by user_id and last_run_date.
-//
-// Implementations: [dynamostore.History] and the in-memory store in package
-// billingtest. Both pass billingtest.TestHistory.
-type History interface {
-	// Add appends a row. LastRunDate must be set. An existing row with the
-	// same user_id and last_run_date is never overwritten: the error is a
-	// [*ConflictError] wrapping [ErrAlreadyExists].
-	Add(ctx context.Context, s *Subscription) error
-
-	// AddAll appends many rows in batches. Rows sharing user_id and
-	// last_run_date within the call are an error before anything is
-	// written. Either every row is written or the error is a [*BatchError].
-	AddAll(ctx context.Context, subs []Subscription) error
-
-	// ListBySubscription returns every row of a subscription ID ascending by
-	// last_run_date, reading every page.
-	ListBySubscription(ctx context.Context, subscriptionID string) ([]Subscription, error)
-
-	// ListByUser returns every row of a user ascending by last_run_date.
-	ListByUser(ctx context.Context, userID string) ([]Subscription, error)
 }

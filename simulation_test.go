@@ -1,10 +1,6 @@
 package billing_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"context"
 	"fmt"
 	"slices"
@@ -13,13 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dynabill/billing/internal/storetest"
-
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/dynamotest"
 	"github.com/dynabill/billing/internal/simulate"
+	"github.com/dynabill/billing/internal/storetest"
+	"github.com/dynabill/billing/memory"
 )
 
 // The simulation tests run three months of daily billing (package

@@ -1,10 +1,6 @@
 package billing_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,6 +21,7 @@ import (
 	"github.com/dynabill/billing/internal/dynamotest"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/internal/simulate"
+	"github.com/dynabill/billing/memory"
 )
 
 // The acceptance simulation of the single-table layout: the three-month

@@ -1,6 +1,7 @@
 package billing
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -163,3 +164,9 @@ func (e *TransitionError) Error() string {
 
 // Unwrap returns [ErrIllegalTransition].
 func (e *TransitionError) Unwrap() error { return ErrIllegalTransition }
+
+var (
+	// ErrIllegalTransition reports a status change the transition table
+	// forbids. The error is a [*TransitionError] carrying both statuses.
+	ErrIllegalTransition = errors.New("billing: illegal status transition")
+)

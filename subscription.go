@@ -10,7 +10,7 @@ import (
 // billing-activity table (and, with its data_ fields, a row of
 // billing-activity-history). Field comments give the stored attribute name;
 // those names, the key schema and the encodings are the wire contract with
-// existing tables (see EncodeItem).
+// existing tables (documented in package dynamostore).
 type Subscription struct {
 	// UserID is the owning user (user_id, partition key).
 	UserID string

@@ -1,10 +1,6 @@
 package billing_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"context"
 	"errors"
 	"fmt"
@@ -15,19 +11,19 @@ import (
 	"time"
 
 	"github.com/dynabill/billing/internal/storetest"
-
-	itel "github.com/dynabill/billing/internal/telemetry"
+	"github.com/dynabill/billing/memory"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	itel "github.com/dynabill/billing/internal/telemetry"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/dynamostore"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )

@@ -1,6 +1,6 @@
-// Package billingtest helps test code that uses package billing: fakes for
-// every port (a controllable [Clock], an in-memory [memory.Store] implementing
-// billing.Repository and billing.History, an in-memory [Locker], a scripted
+// Package billingtest helps test code that uses package billing; hosts
+// import it from their _test.go files. It has fakes for every port (a
+// controllable [Clock], an in-memory [Locker], a scripted
 // [Provider] implementing billing.PaymentProvider that honours idempotency
 // keys like a real processor, a recording [EventRecorder] implementing
 // billing.EventSink, recording fakes of the notifier's ports
@@ -16,7 +16,7 @@
 // # Wiring
 //
 //	clock := billingtest.NewClock(time.Date(2024, 1, 31, 0, 0, 0, 0, time.UTC))
-//	store := billingtest.NewStore(billingtest.StoreOptions{PageSize: 50})
+//	store := memory.New(memory.Options{PageSize: 50}) // package memory
 //	repo, hist := store.Repository(), store.History()
 //	locker := billingtest.NewLocker(clock, time.Minute)
 //	// hand them to the code under test, then
@@ -29,7 +29,7 @@
 // suites with a factory that returns fresh, empty stores:
 //
 //	func TestMyRepository(t *testing.T) {
-//		billingtest.TestRepository(t, func(t *testing.T, opts billingtest.StoreOptions) (billing.Repository, billing.History) {
+//		billingtest.TestRepository(t, func(t *testing.T, opts memory.Options) (billing.Repository, billing.History) {
 //			return newMyStores(t, opts)
 //		})
 //	}
