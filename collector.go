@@ -59,11 +59,11 @@ type Config struct {
 	// UUIDs.
 	NewID func() string
 	// MeterProvider makes the collection metrics (see
-	// [MetricCollectionAttempts]). Defaults to otel.GetMeterProvider(), a
+	// dynabill.collection.attempts in the package doc). Defaults to otel.GetMeterProvider(), a
 	// no-op unless the host installs a global provider.
 	MeterProvider metric.MeterProvider
 	// TracerProvider makes the run and attempt spans (see
-	// [SpanCollectionRun]). Defaults to otel.GetTracerProvider(), a no-op
+	// the dynabill.collection.run span). Defaults to otel.GetTracerProvider(), a no-op
 	// unless the host installs a global provider.
 	TracerProvider trace.TracerProvider
 }

@@ -86,10 +86,10 @@ type SchedulerConfig struct {
 	// Defaults to discarding logs.
 	Logger *slog.Logger
 	// MeterProvider makes the enqueued-messages metric (see
-	// [MetricNotifierEnqueued]). Defaults to otel.GetMeterProvider(), a
+	// dynabill.notifier.enqueued). Defaults to otel.GetMeterProvider(), a
 	// no-op unless the host installs a global provider.
 	MeterProvider metric.MeterProvider
-	// TracerProvider makes a span per run (see [SpanNotifierSchedule]).
+	// TracerProvider makes a span per run (see dynabill.notifier.schedule).
 	// Defaults to otel.GetTracerProvider(), a no-op unless the host
 	// installs a global provider.
 	TracerProvider trace.TracerProvider

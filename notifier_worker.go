@@ -172,10 +172,10 @@ type WorkerConfig struct {
 	// decision. Defaults to discarding logs.
 	Logger *slog.Logger
 	// MeterProvider makes the handled-messages metric (see
-	// [MetricNotifierMessages]). Defaults to otel.GetMeterProvider(), a
+	// dynabill.notifier.messages). Defaults to otel.GetMeterProvider(), a
 	// no-op unless the host installs a global provider.
 	MeterProvider metric.MeterProvider
-	// TracerProvider makes a span per message (see [SpanNotifierMessage]).
+	// TracerProvider makes a span per message (see dynabill.notifier.message).
 	// Defaults to otel.GetTracerProvider(), a no-op unless the host
 	// installs a global provider.
 	TracerProvider trace.TracerProvider

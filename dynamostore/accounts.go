@@ -18,7 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// DynamoAccountsConfig configures [NewAccounts].
+// AccountsConfig configures [NewAccounts].
 type AccountsConfig struct {
 	// Client talks to DynamoDB; *dynamodb.Client satisfies it. Required.
 	Client API
@@ -44,7 +44,7 @@ type AccountsConfig struct {
 	// Logger receives debug logs of ignored events. Defaults to discarding.
 	Logger *slog.Logger
 	// MeterProvider and TracerProvider observe every DynamoDB call (see
-	// [MetricDynamoDBDuration]). Default to the global OpenTelemetry
+	// the dynabill.dynamodb.duration histogram). Default to the global OpenTelemetry
 	// providers, no-ops unless the host installs some.
 	MeterProvider  metric.MeterProvider
 	TracerProvider trace.TracerProvider
@@ -71,7 +71,7 @@ func (c AccountsConfig) withDefaults() (AccountsConfig, error) {
 	return c, nil
 }
 
-// DynamoAccounts is [Accounts] on the single table of [SingleTableConfig],
+// Accounts is [Accounts] on the single table of [SingleTableConfig],
 // with the items and attribute names existing deployments use.
 type Accounts struct {
 	cfg AccountsConfig
@@ -79,7 +79,7 @@ type Accounts struct {
 
 var _ entitlement.Accounts = (*Accounts)(nil)
 
-// NewDynamoAccounts returns Accounts on cfg.Table.
+// NewAccounts returns Accounts on cfg.Table.
 func NewAccounts(cfg AccountsConfig) (*Accounts, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {

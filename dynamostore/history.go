@@ -12,7 +12,7 @@ import (
 	"github.com/dynabill/billing/internal/layout"
 )
 
-// DynamoHistory is the [History] on the billing-activity-history table.
+// History is the [History] on the billing-activity-history table.
 type History struct {
 	cfg Config
 	bw  *batchWriter
@@ -20,7 +20,7 @@ type History struct {
 
 var _ billing.History = (*History)(nil)
 
-// NewDynamoHistory returns a History on cfg.Tables.History.
+// NewHistory returns a History on cfg.Tables.History.
 func NewHistory(cfg Config) (*History, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {

@@ -116,11 +116,11 @@ func WithLockLogger(l *slog.Logger) LockerOption { return func(c *lockerConfig) 
 // [Locker]); neither reads the data. Defaults to [billing.SystemClock].
 func WithLockClock(clk billing.Clock) LockerOption { return func(c *lockerConfig) { c.clock = clk } }
 
-// maxObservations bounds the memory a DynamoLocker spends on remembering
+// maxObservations bounds the memory a Locker spends on remembering
 // other holders' record versions (see [Locker]).
 const maxObservations = 4096
 
-// DynamoLocker is the [Locker] on a dynamolock (cirello.io/dynamolock/v2)
+// Locker is the [Locker] on a dynamolock (cirello.io/dynamolock/v2)
 // table, compatible with the legacy service's locks: key [LockKey], data the
 // acquisition time, lease 60 s renewed every second, fail-if-locked,
 // replace-data. Release marks the lock item released rather than deleting it.
@@ -144,10 +144,10 @@ const maxObservations = 4096
 //     acquisition and each heartbeat) gives it a new record version made of
 //     the writer's wall-clock time in Unix nanoseconds, a colon and random
 //     letters; that time is the holder's last heartbeat, readable by any
-//     process from the one read Lock makes anyway. So any DynamoLocker, a
+//     process from the one read Lock makes anyway. So any Locker, a
 //     fresh one too, takes over the lock at its first Lock call from 1.25
 //     lease durations after the holder's last heartbeat on.
-//   - This DynamoLocker saw the same record version at least the holder's
+//   - This Locker saw the same record version at least the holder's
 //     lease duration ago on its own monotonic clock (dynamolock's own rule,
 //     which trusts no other clock). It is the only rule for record versions
 //     without a time (written by dynamolock before v2.1.0), which are
@@ -195,7 +195,7 @@ const maxObservations = 4096
 // PutItem; each held lease writes one UpdateItem per heartbeat period.
 // Locks are not reentrant: a second Lock of the same user fails.
 //
-// A DynamoLocker is safe for concurrent use. Close it to stop heartbeats.
+// A Locker is safe for concurrent use. Close it to stop heartbeats.
 type Locker struct {
 	cfg    lockerConfig
 	client API
@@ -218,7 +218,7 @@ type observation struct {
 // errLockerClosed is returned by Lock after Close.
 var errLockerClosed = errors.New("billing: locker closed")
 
-// NewDynamoLocker returns a locker on the lock table reached through client.
+// NewLocker returns a locker on the lock table reached through client.
 // It validates the options and returns an error naming the bad one.
 func NewLocker(client API, opts ...LockerOption) (*Locker, error) {
 	cfg := lockerConfig{
@@ -245,7 +245,7 @@ func NewLocker(client API, opts ...LockerOption) (*Locker, error) {
 	dlOpts := []dynamolock.ClientOption{
 		dynamolock.WithPartitionKeyName(lockAttrPartitionKey),
 		dynamolock.WithLeaseDuration(cfg.lease),
-		dynamolock.DisableHeartbeat(), // each lease heartbeats itself, see DynamoLocker
+		dynamolock.DisableHeartbeat(), // each lease heartbeats itself, see Locker
 	}
 	if cfg.owner != "" {
 		dlOpts = append(dlOpts, dynamolock.WithOwnerName(cfg.owner))

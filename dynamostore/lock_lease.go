@@ -19,7 +19,7 @@ import (
 // the time between its last look at [billing.Lease.Deadline] and its next write.
 func leaseLife(lease time.Duration) time.Duration { return lease - lease/10 }
 
-// dynamoLease is a lease of a DynamoLocker.
+// dynamoLease is a lease of a Locker.
 type dynamoLease struct {
 	locker *Locker
 	lock   *dynamolock.Lock

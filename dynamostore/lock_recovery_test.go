@@ -32,7 +32,7 @@ func recoveryOpts(table string) []dynamostore.LockerOption {
 		dynamostore.WithLeaseDuration(recoveryLease), dynamostore.WithHeartbeatPeriod(recoveryHeartbeat)}
 }
 
-// lockFresh tries to lock u with a new DynamoLocker, the way a new Lambda
+// lockFresh tries to lock u with a new Locker, the way a new Lambda
 // invocation or a restarted server would: it has never seen the lock
 // before. A locker that got the lease is closed when the test ends.
 func lockFresh(t *testing.T, client dynamostore.API, table, u string) (billing.Lease, error) {

@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// DynamoPaymentsConfig configures [NewPayments].
+// PaymentsConfig configures [NewPayments].
 type PaymentsConfig struct {
 	// Client talks to DynamoDB; *dynamodb.Client satisfies it. Required.
 	Client API
@@ -53,14 +53,14 @@ func (c PaymentsConfig) withDefaults() (PaymentsConfig, error) {
 	return c, nil
 }
 
-// DynamoPayments is [Payments] on the single table of [SingleTableConfig].
+// Payments is [Payments] on the single table of [SingleTableConfig].
 type Payments struct {
 	cfg PaymentsConfig
 }
 
 var _ entitlement.Payments = (*Payments)(nil)
 
-// NewDynamoPayments returns Payments on cfg.Table.
+// NewPayments returns Payments on cfg.Table.
 func NewPayments(cfg PaymentsConfig) (*Payments, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {

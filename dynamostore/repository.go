@@ -20,7 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// DynamoConfig configures [NewRepository] and [NewHistory].
+// Config configures [NewRepository] and [NewHistory].
 type Config struct {
 	// Client talks to DynamoDB; *dynamodb.Client satisfies it. Required.
 	Client API
@@ -44,12 +44,12 @@ type Config struct {
 	// Logger receives debug and warning logs. Defaults to discarding them.
 	Logger *slog.Logger
 	// MeterProvider makes the DynamoDB latency metric (see
-	// [MetricDynamoDBDuration]); every call of Client is timed. Defaults to
+	// the dynabill.dynamodb.duration histogram); every call of Client is timed. Defaults to
 	// otel.GetMeterProvider(), a no-op unless the host installs a global
 	// provider.
 	MeterProvider metric.MeterProvider
 	// TracerProvider makes a client span per DynamoDB call (see
-	// [SpanDynamoDBPrefix]). Defaults to otel.GetTracerProvider(), a no-op
+	// the dynabill.dynamodb.OPERATION spans). Defaults to otel.GetTracerProvider(), a no-op
 	// unless the host installs a global provider.
 	TracerProvider trace.TracerProvider
 }
@@ -100,7 +100,7 @@ func (c Config) batchWriter() *batchWriter {
 	}
 }
 
-// DynamoRepository is the [Repository] on the legacy billing-activity and
+// Repository is the [Repository] on the legacy billing-activity and
 // billing-activity-history tables.
 type Repository struct {
 	cfg Config
@@ -109,7 +109,7 @@ type Repository struct {
 
 var _ billing.Repository = (*Repository)(nil)
 
-// NewDynamoRepository returns a Repository on the tables of cfg.Tables.
+// NewRepository returns a Repository on the tables of cfg.Tables.
 func NewRepository(cfg Config) (*Repository, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -687,7 +687,7 @@ func keysOf(recs []billing.Subscription) []string {
 	return out
 }
 
-// DynamoClientOf returns the client a [Repository], [History]
+// ClientOf returns the client a [Repository], [History]
 // or [SingleTableRepository] was configured with (nil for other
 // implementations):
 // for tests and tools that wrap it to count calls.

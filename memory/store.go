@@ -18,7 +18,7 @@ import (
 	"github.com/dynabill/billing/internal/timefmt"
 )
 
-// StoreOptions configures an in-memory [Store]. The zero value is the
+// Options configures an in-memory [Store]. The zero value is the
 // legacy deployment: the hash-only status index, 100 items per status page
 // and the default collision rule.
 type Options struct {
@@ -71,10 +71,10 @@ type Store struct {
 	hist *History
 }
 
-// MemoryRepository is the [billing.Repository] of a [Store].
+// Repository is the [billing.Repository] of a [Store].
 type Repository struct{ s *Store }
 
-// MemoryHistory is the [billing.History] of a [Store].
+// History is the [billing.History] of a [Store].
 type History struct{ s *Store }
 
 var (
@@ -82,7 +82,7 @@ var (
 	_ billing.History    = (*History)(nil)
 )
 
-// NewStore returns an empty store. It panics on a negative PageSize or an
+// New returns an empty store. It panics on a negative PageSize or an
 // unknown StatusIndexMode: options are fixed by the test that builds them.
 func New(opts Options) *Store {
 	if opts.PageSize < 0 {
