@@ -142,18 +142,11 @@ func queryAccount(ctx context.Context, client API, table SingleTableConfig, op, 
 		ExpressionAttributeValues: expr.Values(),
 		ConsistentRead:            aws.Bool(true),
 	}
-	var items []map[string]types.AttributeValue
-	for {
-		out, err := client.Query(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("billing: %s (user %s): %w", op, userID, err)
-		}
-		items = append(items, out.Items...)
-		if len(out.LastEvaluatedKey) == 0 {
-			return items, nil
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
+	items, err := queryAll(ctx, client, in, 0)
+	if err != nil {
+		return nil, fmt.Errorf("billing: %s (user %s): %w", op, userID, err)
 	}
+	return items, nil
 }
 
 func isConditionFailed(err error) (*types.ConditionalCheckFailedException, bool) {

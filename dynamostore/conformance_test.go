@@ -1,16 +1,12 @@
 package dynamostore_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"testing"
-
-	"github.com/dynabill/billing/internal/storetest"
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/internal/storetest"
+	"github.com/dynabill/billing/memory"
 )
 
 func TestDynamoRepositoryConformance(t *testing.T) {

@@ -130,24 +130,11 @@ func (h *History) ListByUser(ctx context.Context, userID string) ([]billing.Subs
 }
 
 func (h *History) query(ctx context.Context, in *dynamodb.QueryInput) ([]billing.Subscription, error) {
-	var rows []billing.Subscription
-	for {
-		out, err := h.cfg.Client.Query(ctx, in)
-		if err != nil {
-			return nil, err
-		}
-		for _, it := range out.Items {
-			sub, err := layout.DecodeItem(it)
-			if err != nil {
-				return nil, err
-			}
-			rows = append(rows, sub)
-		}
-		if len(out.LastEvaluatedKey) == 0 {
-			return rows, nil
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
+	items, err := queryAll(ctx, h.cfg.Client, in, 0)
+	if err != nil {
+		return nil, err
 	}
+	return layout.DecodeAll(items, layout.DecodeItem)
 }
 
 // sortHistory orders rows by last_run_date as a time (legacy rows may use

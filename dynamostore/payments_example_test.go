@@ -1,10 +1,6 @@
 package dynamostore_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"context"
 	"fmt"
 	"time"
@@ -13,6 +9,7 @@ import (
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/entitlement"
+	"github.com/dynabill/billing/memory"
 )
 
 // The daily payment job of recurring payments on the in-memory twin; on

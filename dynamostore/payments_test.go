@@ -1,10 +1,6 @@
 package dynamostore_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"errors"
 	"fmt"
 	"slices"
@@ -17,6 +13,7 @@ import (
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/dynamotest"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/memory"
 )
 
 // payStart is the clock's start in the recurring payments tests.

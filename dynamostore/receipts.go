@@ -95,8 +95,7 @@ func (p *Payments) ReceiptsByAccount(ctx context.Context, accountID string, sinc
 		ConsistentRead:            aws.Bool(true), ScanIndexForward: aws.Bool(false),
 	}
 	var recs []entitlement.Receipt
-	for {
-		out, err := p.cfg.Client.Query(ctx, in)
+	for out, err := range queryPages(ctx, p.cfg.Client, in) {
 		if err != nil {
 			return nil, fmt.Errorf("billing: receipts by account (account %s): %w", accountID, err)
 		}
@@ -110,11 +109,8 @@ func (p *Payments) ReceiptsByAccount(ctx context.Context, accountID string, sinc
 			}
 			recs = append(recs, r)
 		}
-		if len(out.LastEvaluatedKey) == 0 {
-			return recs, nil
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
+	return recs, nil
 }
 
 // RecordPayment implements [Payments.RecordPayment] with one

@@ -207,8 +207,7 @@ func (r *Repository) GetByID(ctx context.Context, subscriptionID string) (billin
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
 	}
-	for {
-		out, err := r.cfg.Client.Query(ctx, in)
+	for out, err := range queryPages(ctx, r.cfg.Client, in) {
 		if err != nil {
 			return billing.Subscription{}, fmt.Errorf("billing: get by id %s: %w", subscriptionID, err)
 		}
@@ -224,11 +223,8 @@ func (r *Repository) GetByID(ctx context.Context, subscriptionID string) (billin
 				return sub, nil
 			}
 		}
-		if len(out.LastEvaluatedKey) == 0 {
-			return billing.Subscription{}, fmt.Errorf("%w: subscription_id %s", billing.ErrNotFound, subscriptionID)
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
+	return billing.Subscription{}, fmt.Errorf("%w: subscription_id %s", billing.ErrNotFound, subscriptionID)
 }
 
 // ListByUser implements [Repository.ListByUser].
@@ -254,27 +250,11 @@ func (r *Repository) queryUser(ctx context.Context, userID string, forward bool,
 		ScanIndexForward:          aws.Bool(forward),
 		ConsistentRead:            aws.Bool(true),
 	}
-	var subs []billing.Subscription
-	for {
-		if limit > 0 {
-			in.Limit = aws.Int32(int32(limit - len(subs)))
-		}
-		out, err := r.cfg.Client.Query(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("billing: list user %s: %w", userID, err)
-		}
-		for _, it := range out.Items {
-			sub, err := layout.DecodeItem(it)
-			if err != nil {
-				return nil, err
-			}
-			subs = append(subs, sub)
-		}
-		if len(out.LastEvaluatedKey) == 0 || (limit > 0 && len(subs) >= limit) {
-			return subs, nil
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
+	items, err := queryAll(ctx, r.cfg.Client, in, limit)
+	if err != nil {
+		return nil, fmt.Errorf("billing: list user %s: %w", userID, err)
 	}
+	return layout.DecodeAll(items, layout.DecodeItem)
 }
 
 // statusCursorNames are the attributes of a status index LastEvaluatedKey.
@@ -476,17 +456,37 @@ const staleReason = "the record changed since it was read (status or last_run_da
 // SetAttempt implements [Repository.SetAttempt] with one conditional
 // UpdateItem.
 func (r *Repository) SetAttempt(ctx context.Context, prev, next *billing.Subscription) error {
+	key := map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(prev.UserID), layout.AttrBillingDate: layout.StringAV(layout.BillingDateKey(prev))}
+	return setAttempt(ctx, r.cfg.Client, &r.cfg.Tables.Subscriptions, key, prev, next)
+}
+
+// setAttempt writes next's attempt on prev's item at key with one
+// UpdateItem conditional on prev's fence: both layouts store a record's
+// attempt the same way and differ only in its key.
+func setAttempt(ctx context.Context, client API, table *string, key map[string]types.AttributeValue, prev, next *billing.Subscription) error {
 	expr, err := attemptUpdate(prev, next)
 	if err != nil {
 		return err
 	}
-	_, err = r.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:        &r.cfg.Tables.Subscriptions,
-		Key:              map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(prev.UserID), layout.AttrBillingDate: layout.StringAV(layout.BillingDateKey(prev))},
+	_, err = client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: table, Key: key,
 		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 	})
 	return translateWrite("set attempt", []txOp{{key: prev.Key(), reason: staleReason}}, err)
+}
+
+// checkUpdate checks what Update of either layout requires before it
+// builds anything: a valid change of prev into next and few enough
+// records to create in the same transaction.
+func checkUpdate(prev, next *billing.Subscription, create []*billing.Subscription) error {
+	if err := layout.ValidateUpdate(prev, next, false); err != nil {
+		return err
+	}
+	if len(create) > billing.MaxUpdateCreates {
+		return fmt.Errorf("billing: update (%s): %d records to create, at most %d", prev.Key(), len(create), billing.MaxUpdateCreates)
+	}
+	return nil
 }
 
 // Update implements [Repository.Update]. The record is written back with
@@ -499,11 +499,8 @@ func (r *Repository) SetAttempt(ctx context.Context, prev, next *billing.Subscri
 // last_run_date and attempt as read); the history row is a new item, a
 // full put of next.
 func (r *Repository) Update(ctx context.Context, prev, next *billing.Subscription, create ...*billing.Subscription) error {
-	if err := layout.ValidateUpdate(prev, next, false); err != nil {
+	if err := checkUpdate(prev, next, create); err != nil {
 		return err
-	}
-	if len(create) > billing.MaxUpdateCreates {
-		return fmt.Errorf("billing: update (%s): %d records to create, at most %d", prev.Key(), len(create), billing.MaxUpdateCreates)
 	}
 	upd, err := r.writeBackAction(prev, next)
 	if err != nil {

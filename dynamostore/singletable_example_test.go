@@ -1,10 +1,6 @@
 package dynamostore_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"context"
 	"fmt"
 	"time"
@@ -16,6 +12,7 @@ import (
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/memory"
 )
 
 // Example_singleTableDailyJobs runs the two daily jobs of recurring

@@ -142,8 +142,7 @@ func (r *SingleTableRepository) expand(ctx context.Context, q billing.StatusQuer
 	prefix := layout.PeriodSK(ref, "")
 	in := r.chainQuery(ref, prefix+lo, prefix+w.Hi, true,
 		expression.Name(layout.AttrBillingStatus).Equal(expression.Value(layout.StringAV(string(q.Status)))))
-	for {
-		out, err := r.cfg.Client.Query(ctx, in)
+	for out, err := range queryPages(ctx, r.cfg.Client, in) {
 		if err != nil {
 			return fmt.Errorf("billing: status page %s: periods of %s: %w", q.Status, ref.UserID(), err)
 		}
@@ -161,11 +160,8 @@ func (r *SingleTableRepository) expand(ctx context.Context, q billing.StatusQuer
 				page.Count++
 			}
 		}
-		if len(out.LastEvaluatedKey) == 0 {
-			return nil
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
+	return nil
 }
 
 // refOfItem returns the subscription an index item (PK and SK) names.

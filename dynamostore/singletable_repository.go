@@ -543,21 +543,11 @@ func (r *SingleTableRepository) pointers(ctx context.Context, subscriptionID str
 
 // queryAll reads every page of in (at most limit items when limit > 0).
 func (r *SingleTableRepository) queryAll(ctx context.Context, op string, in *dynamodb.QueryInput, limit int) ([]map[string]types.AttributeValue, error) {
-	var items []map[string]types.AttributeValue
-	for {
-		if limit > 0 {
-			in.Limit = aws.Int32(int32(limit - len(items)))
-		}
-		out, err := r.cfg.Client.Query(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("billing: %s: %w", op, err)
-		}
-		items = append(items, out.Items...)
-		if len(out.LastEvaluatedKey) == 0 || (limit > 0 && len(items) >= limit) {
-			return items, nil
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
+	items, err := queryAll(ctx, r.cfg.Client, in, limit)
+	if err != nil {
+		return nil, fmt.Errorf("billing: %s: %w", op, err)
 	}
+	return items, nil
 }
 
 // chainQuery is a consistent query of one subscription's items whose sort
@@ -615,17 +605,8 @@ func (r *SingleTableRepository) SetAttempt(ctx context.Context, prev, next *bill
 	if err != nil {
 		return err
 	}
-	expr, err := attemptUpdate(prev, next)
-	if err != nil {
-		return err
-	}
-	_, err = r.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:        r.table(),
-		Key:              map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.cfg.Table.AccountPK(ref.AccountID)), layout.AttrSK: layout.StringAV(layout.PeriodSK(ref, layout.BillingDateKey(prev)))},
-		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
-		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-	})
-	return translateWrite("set attempt", []txOp{{key: prev.Key(), reason: staleReason}}, err)
+	key := map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.cfg.Table.AccountPK(ref.AccountID)), layout.AttrSK: layout.StringAV(layout.PeriodSK(ref, layout.BillingDateKey(prev)))}
+	return setAttempt(ctx, r.cfg.Client, r.table(), key, prev, next)
 }
 
 // Update implements [Repository.Update]: next's period (conditional on
@@ -633,11 +614,8 @@ func (r *SingleTableRepository) SetAttempt(ctx context.Context, prev, next *bill
 // next completes the period, and the subscription items, in one
 // transaction.
 func (r *SingleTableRepository) Update(ctx context.Context, prev, next *billing.Subscription, create ...*billing.Subscription) error {
-	if err := layout.ValidateUpdate(prev, next, false); err != nil {
+	if err := checkUpdate(prev, next, create); err != nil {
 		return err
-	}
-	if len(create) > billing.MaxUpdateCreates {
-		return fmt.Errorf("billing: update (%s): %d records to create, at most %d", prev.Key(), len(create), billing.MaxUpdateCreates)
 	}
 	if err := layout.ValidateCreates(prev, next, create); err != nil {
 		return err

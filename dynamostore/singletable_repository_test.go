@@ -1,20 +1,16 @@
 package dynamostore_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/dynabill/billing/internal/storetest"
-
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/internal/storetest"
+	"github.com/dynabill/billing/memory"
 )
 
 // singleTableUser maps a suite user to a subscription of its own account.
