@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/entitlement"
@@ -138,31 +139,31 @@ func (c SingleTableConfig) EncodeRecurringSubscription(s entitlement.RecurringSu
 	if s.Version < 0 {
 		return nil, PayInvalid("Version", fmt.Sprint(s.Version), "negative")
 	}
-	item := map[string]types.AttributeValue{
-		AttrPK: StringAV(c.AccountPK(s.AccountID)), AttrSK: StringAV(RecurringSK(s.SubscriptionID, s.SKU)),
-		PayEntity: StringAV(payEntitySub), paySKU: StringAV(s.SKU), payDay: NumberAV(int64(s.PaymentDay)),
-		payAmount: StringAV(s.PaymentAmount.String()), PayVersion: NumberAV(int64(s.Version)),
+	w := recurringItem{
+		PK: c.AccountPK(s.AccountID), SK: RecurringSK(s.SubscriptionID, s.SKU), Entity: payEntitySub, SKU: s.SKU,
+		PaymentDay: s.PaymentDay, PaymentAmount: s.PaymentAmount.String(), Version: s.Version,
+		Email: s.Email, PaymentDetails: s.PaymentDetails,
 	}
 	for _, d := range []struct {
 		attr  string
 		t     time.Time
 		never bool
+		into  *string
 	}{
-		{AttrNextPaymentDate, s.NextPaymentDate, false}, {AttrNextReminderDate, s.NextReminderDate, false},
-		{AttrLastPaymentDate, s.LastPaymentDate, true}, {AttrLastReminderDate, s.LastReminderDate, true},
+		{AttrNextPaymentDate, s.NextPaymentDate, false, &w.NextPaymentDate}, {AttrNextReminderDate, s.NextReminderDate, false, &w.NextReminderDate},
+		{AttrLastPaymentDate, s.LastPaymentDate, true, &w.LastPaymentDate}, {AttrLastReminderDate, s.LastReminderDate, true, &w.LastReminderDate},
 	} {
 		v, err := PayDayText(d.attr, d.t, d.never)
 		if err != nil {
 			return nil, err
 		}
-		if v != "" {
-			item[d.attr] = StringAV(v)
-		}
+		*d.into = v
 	}
 	for _, ts := range []struct {
 		attr string
 		t    time.Time
-	}{{PayCreatedAt, s.CreatedAt}, {payUpdatedAt, s.UpdatedAt}} {
+		into *string
+	}{{PayCreatedAt, s.CreatedAt, &w.CreatedAt}, {payUpdatedAt, s.UpdatedAt, &w.UpdatedAt}} {
 		if ts.t.IsZero() {
 			continue
 		}
@@ -170,14 +171,33 @@ func (c SingleTableConfig) EncodeRecurringSubscription(s entitlement.RecurringSu
 		if err != nil {
 			return nil, PayInvalid(ts.attr, ts.t.String(), err.Error())
 		}
-		item[ts.attr] = StringAV(v)
+		*ts.into = v
 	}
-	for attr, v := range map[string]string{PayEmail: s.Email, PayDetails: s.PaymentDetails} {
-		if v != "" {
-			item[attr] = StringAV(v)
-		}
-	}
-	return item, nil
+	return attributevalue.MarshalMap(w)
+}
+
+// recurringItem is the stored form of a RecurringSubscription, encoded with
+// attributevalue: the tags are the attribute names existing items use, and
+// omitempty leaves out what existing writers leave out (PaymentDay and
+// Version are always written, 0 included). Decoding stays hand-written (see
+// itemReader) because it must accept every form older writers left and
+// name the bad attribute and the item's key in its errors.
+type recurringItem struct {
+	PK               string `dynamodbav:"PK"`
+	SK               string `dynamodbav:"SK"`
+	Entity           string `dynamodbav:"Entity"`
+	SKU              string `dynamodbav:"SKU"`
+	PaymentDay       int    `dynamodbav:"PaymentDay"`
+	PaymentAmount    string `dynamodbav:"PaymentAmount"`
+	Version          int    `dynamodbav:"Version"`
+	Email            string `dynamodbav:"Email,omitempty"`
+	PaymentDetails   string `dynamodbav:"PaymentDetails,omitempty"`
+	NextPaymentDate  string `dynamodbav:"NextPaymentDate,omitempty"`
+	NextReminderDate string `dynamodbav:"NextReminderDate,omitempty"`
+	LastPaymentDate  string `dynamodbav:"LastPaymentDate,omitempty"`
+	LastReminderDate string `dynamodbav:"LastReminderDate,omitempty"`
+	CreatedAt        string `dynamodbav:"CreatedAt,omitempty"`
+	UpdatedAt        string `dynamodbav:"UpdatedAt,omitempty"`
 }
 
 // DecodeRecurringSubscription decodes a subscription item of this layout.
@@ -277,18 +297,31 @@ func (c SingleTableConfig) EncodeReceipt(r entitlement.Receipt) (map[string]type
 	if err != nil {
 		return nil, err
 	}
-	item := map[string]types.AttributeValue{
-		AttrPK: StringAV(c.AccountPK(r.AccountID)), AttrSK: StringAV(sk),
-		PayEntity: StringAV(payEntityReceipt), paySKU: StringAV(r.SKU), RecSubscriptionID: StringAV(r.SubscriptionID),
-		recProcessedDate: StringAV(strings.Split(sk, "#")[1]), RecAmount: StringAV(r.ProcessedAmount.String()),
-	}
-	if r.TransactionID != "" {
-		item[RecTransactionID] = StringAV(r.TransactionID)
+	item, err := attributevalue.MarshalMap(receiptItem{
+		PK: c.AccountPK(r.AccountID), SK: sk, Entity: payEntityReceipt, SKU: r.SKU, SubscriptionID: r.SubscriptionID,
+		ProcessedDate: strings.Split(sk, "#")[1], ProcessedAmount: r.ProcessedAmount.String(), TransactionID: r.TransactionID,
+	})
+	if err != nil {
+		return nil, err
 	}
 	if !r.ExpiresAt.IsZero() {
-		item[c.TTLAttribute] = NumberAV(r.ExpiresAt.Unix())
+		item[c.TTLAttribute] = NumberAV(r.ExpiresAt.Unix()) // the TTL attribute's name is configured
 	}
 	return item, nil
+}
+
+// receiptItem is the stored form of a Receipt (but for its TTL attribute,
+// whose name is configured), encoded with attributevalue; see
+// recurringItem for why decoding is hand-written.
+type receiptItem struct {
+	PK              string `dynamodbav:"PK"`
+	SK              string `dynamodbav:"SK"`
+	Entity          string `dynamodbav:"Entity"`
+	SKU             string `dynamodbav:"SKU"`
+	SubscriptionID  string `dynamodbav:"SubscriptionID"`
+	ProcessedDate   string `dynamodbav:"ProcessedDate"`
+	ProcessedAmount string `dynamodbav:"ProcessedAmount"`
+	TransactionID   string `dynamodbav:"TransactionID,omitempty"`
 }
 
 // DecodeReceipt decodes a receipt item of this layout. Anything else,
