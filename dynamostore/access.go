@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/dynabill/billing"
@@ -38,10 +39,14 @@ func (a *Accounts) GrantFounderPass(ctx context.Context, userID string, pass ent
 		return false, fmt.Errorf("billing: grant founder pass: purchasedAt: %w", err)
 	}
 	sk := layout.SKFounderPrefix + string(p)
-	item := a.key(userID, sk)
-	item[layout.AcctType], item[layout.PassTypeAttr], item[layout.PassIntent] = layout.StringAV(layout.PassTypeValue), layout.StringAV(string(p)), layout.StringAV(paymentIntentID)
-	item[layout.PassPurchasedAt], item[layout.PassLifetime], item[layout.PassGrantedTier] = layout.StringAV(bought), layout.BoolAV(true), layout.StringAV(string(p.Tier()))
-	item[layout.AcctCreatedAt], item[layout.AcctUpdatedAt] = layout.StringAV(ts), layout.StringAV(ts)
+	item, err := attributevalue.MarshalMap(founderPassItem{
+		PK: a.cfg.Table.AccountPK(userID), SK: sk, Type: layout.PassTypeValue, PassType: string(p),
+		PaymentIntentID: paymentIntentID, PurchasedAt: bought, LifetimeAccess: true, GrantedTier: string(p.Tier()),
+		CreatedAt: ts, UpdatedAt: ts,
+	})
+	if err != nil {
+		return false, err
+	}
 	cond := absent(layout.AttrPK)
 	_, err = a.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                &a.cfg.Table.Table,
@@ -149,4 +154,21 @@ func (a *Accounts) ResolveAccess(ctx context.Context, userID string) (entitlemen
 		}
 	}
 	return entitlement.ResolveAccess(a.now(), passes, subs, profile), errors.Join(errs...)
+}
+
+// founderPassItem is the stored form of a founder pass, encoded with
+// attributevalue under the attribute names existing items use. Decoding
+// is hand-written (see SingleTableConfig.DecodeFounderPass): it accepts
+// older items without passType or grantedTier and names a bad attribute.
+type founderPassItem struct {
+	PK              string `dynamodbav:"PK"`
+	SK              string `dynamodbav:"SK"`
+	Type            string `dynamodbav:"type"`
+	PassType        string `dynamodbav:"passType"`
+	PaymentIntentID string `dynamodbav:"stripePaymentIntentId"`
+	PurchasedAt     string `dynamodbav:"purchasedAt"`
+	LifetimeAccess  bool   `dynamodbav:"lifetimeAccess"`
+	GrantedTier     string `dynamodbav:"grantedTier"`
+	CreatedAt       string `dynamodbav:"createdAt"`
+	UpdatedAt       string `dynamodbav:"updatedAt"`
 }
