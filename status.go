@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/dynabill/billing/internal/enum"
 )
 
 // Status is the billing_status of a record: where one billing period stands
@@ -73,14 +75,15 @@ const (
 	StatusInactive Status = "INACTIVE"
 )
 
+// statuses is every status in the order [Statuses] lists them.
+var statuses = enum.New(
+	StatusScheduled, StatusACHSent, StatusCompleted, StatusError,
+	StatusWaived, StatusCancelled, StatusPaused, StatusPausedSkipped,
+	StatusRefunded, StatusStale, StatusInactive,
+)
+
 // Statuses lists every status, the INACTIVE sentinel last.
-func Statuses() []Status {
-	return []Status{
-		StatusScheduled, StatusACHSent, StatusCompleted, StatusError,
-		StatusWaived, StatusCancelled, StatusPaused, StatusPausedSkipped,
-		StatusRefunded, StatusStale, StatusInactive,
-	}
-}
+func Statuses() []Status { return statuses.Values() }
 
 // transitions is the table documented on [Status].
 var transitions = map[Status][]Status{
@@ -96,17 +99,11 @@ var transitions = map[Status][]Status{
 // case-sensitive, as stored. An unknown value is an error wrapping
 // [ErrInvalidStatus] and naming the value.
 func ParseStatus(s string) (Status, error) {
-	st := Status(s)
-	if !st.Valid() {
-		return "", &FieldError{Field: "billing_status", Value: s, Err: ErrInvalidStatus}
-	}
-	return st, nil
+	return statuses.Parse(s, nil, invalidField("billing_status", ErrInvalidStatus))
 }
 
 // Valid reports whether s is one of the statuses (INACTIVE included).
-func (s Status) Valid() bool {
-	return slices.Contains(Statuses(), s)
-}
+func (s Status) Valid() bool { return statuses.Valid(s) }
 
 // Storable reports whether s may be written to a table: every valid status
 // except the INACTIVE sentinel.

@@ -2,6 +2,7 @@ package billing
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -145,5 +146,42 @@ func TestParseStatus(t *testing.T) {
 		if !strings.Contains(err.Error(), `"`+bad+`"`) {
 			t.Errorf("error %q does not quote the value", err)
 		}
+	}
+}
+
+func TestParseTerm(t *testing.T) {
+	for in, want := range map[string]Term{"": TermMonthly, "MONTHLY": TermMonthly, "YEARLY": TermYearly} {
+		if got, err := ParseTerm(in); err != nil || got != want {
+			t.Errorf("ParseTerm(%q) = %q, %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"monthly", " YEARLY", "WEEKLY"} {
+		got, err := ParseTerm(bad)
+		var fe *FieldError
+		if got != "" || !errors.Is(err, ErrInvalidTerm) || !errors.As(err, &fe) || *fe != (FieldError{Field: "term", Value: bad, Err: ErrInvalidTerm}) {
+			t.Errorf("ParseTerm(%q) = %q, %#v", bad, got, err)
+		}
+	}
+}
+
+func TestProcessesValid(t *testing.T) {
+	all := Processes()
+	want := []Process{"INITIAL", "RETRY", "PAUSE", "WEBHOOK", "WEBHOOK_BALANCE", "BATCH", "REACTIVATION", "MANUAL_REPAYMENT", "NOT_IDENTIFIED"}
+	if !slices.Equal(all, want) {
+		t.Fatalf("Processes() = %v", all)
+	}
+	for _, p := range all {
+		if !p.Valid() {
+			t.Errorf("%q.Valid() = false", p)
+		}
+	}
+	for _, bad := range []Process{"", "initial", "UNKNOWN"} {
+		if bad.Valid() {
+			t.Errorf("%q.Valid() = true", bad)
+		}
+	}
+	all[0] = "CHANGED"
+	if Processes()[0] != ProcessInitial || Statuses()[0] != StatusScheduled {
+		t.Error("Processes/Statuses must return a fresh slice")
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/dynabill/billing/internal/enum"
 )
 
 // Subscription is one billing period of one user: a record of the
@@ -207,16 +209,21 @@ const (
 	TermYearly  Term = "YEARLY"
 )
 
+// terms is every term, MONTHLY first.
+var terms = enum.New(TermMonthly, TermYearly)
+
 // ParseTerm parses a stored term: "MONTHLY", "YEARLY", or "" (MONTHLY).
 // Anything else wraps [ErrInvalidTerm].
 func ParseTerm(s string) (Term, error) {
-	switch Term(s) {
-	case "", TermMonthly:
-		return TermMonthly, nil
-	case TermYearly:
-		return TermYearly, nil
+	return terms.Parse(s, emptyTermIsMonthly, invalidField("term", ErrInvalidTerm))
+}
+
+// emptyTermIsMonthly reads a missing term as MONTHLY, as legacy items mean it.
+func emptyTermIsMonthly(s string) string {
+	if s == "" {
+		return string(TermMonthly)
 	}
-	return "", &FieldError{Field: "term", Value: s, Err: ErrInvalidTerm}
+	return s
 }
 
 // Months returns the length of the term in months: 1 or 12 (empty is MONTHLY).
@@ -248,24 +255,18 @@ const (
 	ProcessNotIdentified   Process = "NOT_IDENTIFIED"   // could not be determined
 )
 
+// processes is every known process in the order [Processes] lists them.
+var processes = enum.New(
+	ProcessInitial, ProcessRetry, ProcessPause, ProcessWebhook, ProcessWebhookBalance,
+	ProcessBatch, ProcessReactivation, ProcessManualRepayment, ProcessNotIdentified,
+)
+
 // Processes lists every known process.
-func Processes() []Process {
-	return []Process{
-		ProcessInitial, ProcessRetry, ProcessPause, ProcessWebhook, ProcessWebhookBalance,
-		ProcessBatch, ProcessReactivation, ProcessManualRepayment, ProcessNotIdentified,
-	}
-}
+func Processes() []Process { return processes.Values() }
 
 // Valid reports whether p is a known process. Decoding keeps unknown values
 // as they are (the attribute is informational); writers should use known ones.
-func (p Process) Valid() bool {
-	for _, q := range Processes() {
-		if p == q {
-			return true
-		}
-	}
-	return false
-}
+func (p Process) Valid() bool { return processes.Valid(p) }
 
 // UpdatedEvent tags a specific lifecycle update (the updated_event attribute).
 // Other services write it too, so decoding keeps any value.

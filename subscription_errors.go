@@ -55,3 +55,9 @@ func (e *FieldError) Error() string {
 
 // Unwrap returns the underlying cause.
 func (e *FieldError) Unwrap() error { return e.Err }
+
+// invalidField returns the error of a value outside an enum: a
+// [*FieldError] naming field and the value as given, wrapping sentinel.
+func invalidField(field string, sentinel error) func(value string) error {
+	return func(value string) error { return &FieldError{Field: field, Value: value, Err: sentinel} }
+}

@@ -2,10 +2,9 @@ package entitlement
 
 import (
 	"errors"
-	"strings"
 	"time"
 
-	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/enum"
 )
 
 // ErrInvalidPassType reports a founder pass type other than
@@ -32,14 +31,13 @@ func (p PassType) Tier() Tier {
 	return ""
 }
 
+// passTypes is every pass type: exactly those [PassType.Tier] knows.
+var passTypes = enum.New(PassFoundingMember, PassGuildBuilder)
+
 // ParsePassType reads a pass type in any (ASCII) case, ignoring surrounding
 // spaces; anything else is a [*billing.FieldError] wrapping [ErrInvalidPassType].
 func ParsePassType(s string) (PassType, error) {
-	p := PassType(asciiUpper(strings.TrimSpace(s)))
-	if p.Tier() == "" {
-		return "", &billing.FieldError{Field: "passType", Value: s, Err: ErrInvalidPassType}
-	}
-	return p, nil
+	return passTypes.Parse(s, enum.TrimUpperASCII, invalidField("passType", ErrInvalidPassType))
 }
 
 // FounderPass is a lifetime pass: the item PK=USER#<id>,

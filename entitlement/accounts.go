@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/enum"
 )
 
 // Account errors.
@@ -39,52 +39,31 @@ const (
 	TierGuildmaster Tier = "GUILDMASTER"
 )
 
+// tiers is every tier, lowest first: a tier's index is its [Tier.Rank].
+var tiers = enum.New(TierFree, TierInitiate, TierJourneyman, TierSage, TierGuildmaster)
+
 // Tiers returns every tier, lowest first.
-func Tiers() []Tier {
-	return []Tier{TierFree, TierInitiate, TierJourneyman, TierSage, TierGuildmaster}
-}
+func Tiers() []Tier { return tiers.Values() }
 
 // Rank orders the tiers: 0 for FREE up to 4 for GUILDMASTER, -1 for a value
 // that is not a tier (compare parsed tiers only).
-func (t Tier) Rank() int {
-	switch t {
-	case TierFree:
-		return 0
-	case TierInitiate:
-		return 1
-	case TierJourneyman:
-		return 2
-	case TierSage:
-		return 3
-	case TierGuildmaster:
-		return 4
-	}
-	return -1
-}
+func (t Tier) Rank() int { return tiers.Index(t) }
 
 // Valid reports whether t is one of the tier constants (canonical case).
-func (t Tier) Valid() bool { return t.Rank() >= 0 }
+func (t Tier) Valid() bool { return tiers.Valid(t) }
 
 // ParseTier reads a tier name in any (ASCII) case, ignoring surrounding
 // spaces: "free", "Sage" and " GUILDMASTER " are tiers. Anything else, the empty
 // string included, is a [*billing.FieldError] wrapping [ErrInvalidTier].
+// Only ASCII letters fold: a look-alike such as "ſage" (long s) is not a tier.
 func ParseTier(s string) (Tier, error) {
-	t := Tier(asciiUpper(strings.TrimSpace(s)))
-	if !t.Valid() {
-		return "", &billing.FieldError{Field: "tier", Value: s, Err: ErrInvalidTier}
-	}
-	return t, nil
+	return tiers.Parse(s, enum.TrimUpperASCII, invalidField("tier", ErrInvalidTier))
 }
 
-// asciiUpper upper-cases ASCII letters only: Unicode case mapping would
-// let look-alikes such as "ſage" (long s) parse as a tier.
-func asciiUpper(s string) string {
-	return strings.Map(func(r rune) rune {
-		if 'a' <= r && r <= 'z' {
-			return r - 'a' + 'A'
-		}
-		return r
-	}, s)
+// invalidField returns the error of a value outside an enum: a
+// [*billing.FieldError] naming field and the value as given, wrapping sentinel.
+func invalidField(field string, sentinel error) func(value string) error {
+	return func(value string) error { return &billing.FieldError{Field: field, Value: value, Err: sentinel} }
 }
 
 // Accounts is the account side of the single-table layout: a credit

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/enum"
 	"github.com/dynabill/billing/internal/timefmt"
 )
 
@@ -35,19 +36,14 @@ const (
 	ProviderIncompleteExpired ProviderStatus = "incomplete_expired"
 )
 
+// providerStatuses is every known status, in the order of [ProviderStatuses].
+var providerStatuses = enum.New(ProviderActive, ProviderCanceled, ProviderPastDue, ProviderTrialing, ProviderIncomplete, ProviderIncompleteExpired)
+
 // ProviderStatuses returns every known status.
-func ProviderStatuses() []ProviderStatus {
-	return []ProviderStatus{ProviderActive, ProviderCanceled, ProviderPastDue, ProviderTrialing, ProviderIncomplete, ProviderIncompleteExpired}
-}
+func ProviderStatuses() []ProviderStatus { return providerStatuses.Values() }
 
 // Valid reports whether s is a known status.
-func (s ProviderStatus) Valid() bool {
-	switch s {
-	case ProviderActive, ProviderCanceled, ProviderPastDue, ProviderTrialing, ProviderIncomplete, ProviderIncompleteExpired:
-		return true
-	}
-	return false
-}
+func (s ProviderStatus) Valid() bool { return providerStatuses.Valid(s) }
 
 // ParseProviderStatus reads a status strictly: exactly one of the six
 // lower-case values. Anything else, including a status a processor adds
@@ -55,10 +51,7 @@ func (s ProviderStatus) Valid() bool {
 // [ErrInvalidProviderStatus], so that a new status surfaces as an error
 // instead of silently granting or denying access.
 func ParseProviderStatus(s string) (ProviderStatus, error) {
-	if st := ProviderStatus(s); st.Valid() {
-		return st, nil
-	}
-	return "", &billing.FieldError{Field: "status", Value: s, Err: ErrInvalidProviderStatus}
+	return providerStatuses.Parse(s, nil, invalidField("status", ErrInvalidProviderStatus))
 }
 
 // ProviderEvent is one subscription event of the external processor
