@@ -1,6 +1,8 @@
 // Package billinghttp serves the billing admin API over HTTP: list a user's
 // subscriptions, get one, read its history, collect it manually, and make
-// the admin changes of [billing.Collector], as JSON.
+// the admin changes of [billing.Collector], as JSON. A host imports it to
+// mount an operator API next to its own routes (examples/httpserver does,
+// on the in-memory store of package memory).
 //
 // # Routes
 //
