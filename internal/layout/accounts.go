@@ -124,6 +124,12 @@ func AcctTime(t time.Time) (string, error) {
 
 // itemReader decodes attributes of one stored item, remembering the first
 // error as a [*billing.FieldError] naming the attribute and the item's key.
+// It is the one hand-written decoder of the single-table entities, kept
+// because attributevalue cannot do its two jobs: its type errors name
+// neither the attribute nor the item, and existing items hold forms it
+// would reject or misread (timestamps in any RFC 3339 form, "never" days,
+// a missing attribute meaning a default). Encoders use attributevalue
+// struct tags where the items' form allows it.
 type itemReader struct {
 	item map[string]types.AttributeValue
 	key  string
