@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dynabill/billing/billinghttp"
+	"github.com/stretchr/testify/require"
 )
 
 // allRoutes lists every route with a valid body; {user} and {sub} are
@@ -78,9 +79,7 @@ func TestAuthorizerSeesAction(t *testing.T) {
 					return nil
 				},
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			e.h = h
 			user, sub := "dave", "d-new"
 			if rt.action == billinghttp.ActionReactivate {
@@ -131,9 +130,7 @@ func TestOtherUsersSubscription(t *testing.T) {
 			e := newEnv(t)
 			before := e.stored("b-sched")
 			bobHistory, err := e.store.History().ListBySubscription(t.Context(), "b-sched")
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			w := e.do(rt.method, fill(rt.path, "alice", "b-sched"), "alice", rt.body)
 			unknown := e.do(rt.method, fill(rt.path, "alice", "no-such-id"), "alice", rt.body)
 			if w.Code != 404 {
@@ -149,9 +146,7 @@ func TestOtherUsersSubscription(t *testing.T) {
 				t.Error("bob's record changed")
 			}
 			after, err := e.store.History().ListBySubscription(t.Context(), "b-sched")
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if len(after) != len(bobHistory) {
 				t.Errorf("bob's history grew from %d to %d rows", len(bobHistory), len(after))
 			}

@@ -1,10 +1,6 @@
 package billinghttp_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"errors"
 	"net/http/httptest"
 	"reflect"
@@ -16,6 +12,8 @@ import (
 	"github.com/dynabill/billing/billinghttp"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/require"
 )
 
 // secret marks text that storage, the authorizer or the processor put in
@@ -130,13 +128,9 @@ func TestErrorStatuses(t *testing.T) {
 			setup: func(e *env) {
 				s := rec("zoe", "z-bad", "2024-03-01", billing.StatusScheduled)
 				item, err := layout.EncodeItem(&s)
-				if err != nil {
-					e.t.Fatal(err)
-				}
+				require.NoError(e.t, err)
 				item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "secret-4.999"}
-				if err := e.store.PutRawItem(memory.SubscriptionsTable, item); err != nil {
-					e.t.Fatal(err)
-				}
+				require.NoError(e.t, e.store.PutRawItem(memory.SubscriptionsTable, item))
 			}},
 
 		// 502: the processor did not answer a repayment.
@@ -220,9 +214,7 @@ func TestBodyLimit(t *testing.T) {
 		Repository: e.store.Repository(), History: e.store.History(), Collector: mustCollector(t, e), Authorize: tokenAuth,
 		MaxBodyBytes: 16,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e.h = h
 	if w := e.do("POST", "/dave/subscriptions/d-new/pause", "dave", `{"months": 2}`); w.Code != 200 {
 		t.Fatalf("13-byte body: %d %s", w.Code, w.Body)
@@ -234,8 +226,6 @@ func TestBodyLimit(t *testing.T) {
 func mustCollector(t *testing.T, e *env) *billing.Collector {
 	t.Helper()
 	c, err := billing.NewCollector(billing.Config{Repository: e.store.Repository(), Locker: e.locker, Provider: e.provider, Clock: e.clock})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return c
 }

@@ -1,10 +1,6 @@
 package billinghttp_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -17,6 +13,8 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billinghttp"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/require"
 )
 
 // now is the tests' clock: after alice's ERROR record, before the
@@ -97,9 +95,7 @@ func newEnv(t *testing.T) *env {
 	e.locker = billingtest.NewLocker(e.clock, time.Minute)
 	e.provider = billingtest.NewProvider(billingtest.ProviderOptions{Clock: e.clock})
 	for _, s := range fixture() {
-		if err := e.store.Repository().Add(t.Context(), &s); err != nil {
-			t.Fatalf("seeding %s: %v", s.SubscriptionID, err)
-		}
+		require.NoError(t, e.store.Repository().Add(t.Context(), &s), "seeding %s", s.SubscriptionID)
 	}
 	repo := &faultRepo{inner: e.store.Repository(), f: e.faults}
 	hist := &faultHistory{inner: e.store.History(), f: e.faults}
@@ -108,17 +104,13 @@ func newEnv(t *testing.T) *env {
 		Repository: repo, History: hist, Locker: e.locker, Provider: e.provider, Clock: e.clock,
 		NewID: func() string { ids++; return "new-" + string(rune('0'+ids)) },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	logger := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.h, err = billinghttp.New(billinghttp.Config{
 		Repository: repo, History: hist, Collector: c, Authorize: tokenAuth, Logger: logger,
 		Challenge: `Bearer realm="billing"`,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return e
 }
 
@@ -141,9 +133,7 @@ func (e *env) do(method, path, token, body string) *httptest.ResponseRecorder {
 func (e *env) stored(id string) billing.Subscription {
 	e.t.Helper()
 	s, err := e.store.Repository().GetByID(e.t.Context(), id)
-	if err != nil {
-		e.t.Fatalf("reading %s: %v", id, err)
-	}
+	require.NoError(e.t, err, "reading %s", id)
 	return s
 }
 
@@ -168,9 +158,7 @@ func decode(t *testing.T, w *httptest.ResponseRecorder) response {
 	var resp response
 	dec := json.NewDecoder(strings.NewReader(w.Body.String()))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&resp); err != nil {
-		t.Fatalf("decoding %s: %v", w.Body, err)
-	}
+	require.NoError(t, dec.Decode(&resp), "decoding %s", w.Body)
 	return resp
 }
 
@@ -397,9 +385,7 @@ func TestNewRequiresAuthorizer(t *testing.T) {
 	c, err := billing.NewCollector(billing.Config{
 		Repository: store.Repository(), Locker: billingtest.NewLocker(nil, 0), Provider: billingtest.NewProvider(billingtest.ProviderOptions{}),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	full := billinghttp.Config{Repository: store.Repository(), History: store.History(), Collector: c, Authorize: tokenAuth}
 	for _, tc := range []struct {
 		name  string

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/entitlement"
+	"github.com/stretchr/testify/require"
 )
 
 // The behaviour of Accounts is tested in package billing against both
@@ -22,9 +23,7 @@ func TestAccountsOptions(t *testing.T) {
 		t.Fatalf("bad quota tier: %v", err)
 	}
 	a, err := billingtest.NewAccounts(billingtest.AccountsOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if c, err := a.Grant(t.Context(), "u1", 1); err != nil || c.CreatedAt.IsZero() || c.CreatedAt.Nanosecond() != 0 {
 		t.Fatalf("system clock, whole seconds: %+v %v", c, err)
 	}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var errProviderBoom = errors.New("boom")
@@ -205,9 +207,7 @@ func TestProviderAnswerFields(t *testing.T) {
 	p := billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock})
 	req := payReq("u1", "s1", 3)
 	res, err := p.Collect(t.Context(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := billing.PaymentResult{
 		Outcome:       billing.OutcomeSucceeded,
 		TransactionID: "txn-" + billing.IdempotencyKey("s1", 3),
@@ -394,22 +394,14 @@ func TestProviderSettlements(t *testing.T) {
 	if got := chargeKeys(p.PendingSettlements()); got != k1+" "+k2 {
 		t.Fatalf("PendingSettlements = %s", got)
 	}
-	if err := p.Settle(k1); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Return(k2); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.Settle(k1))
+	require.NoError(t, p.Return(k2))
 	if got := chargeKeys(p.PendingSettlements()); got != "" {
 		t.Fatalf("PendingSettlements after resolving = %s", got)
 	}
 	for _, key := range []string{k1, k2, k3, "nope"} {
-		if err := p.Settle(key); err == nil {
-			t.Errorf("Settle(%q) accepted", key)
-		}
-		if err := p.Return(key); err == nil {
-			t.Errorf("Return(%q) accepted", key)
-		}
+		assert.Error(t, p.Settle(key), "Settle(%q) accepted", key)
+		assert.Error(t, p.Return(key), "Return(%q) accepted", key)
 	}
 	if cs := p.ChargesFor("s1"); !cs[0].Settled || cs[0].Returned {
 		t.Errorf("s1 charge = %+v", cs[0])
@@ -485,9 +477,7 @@ func TestRequireNoDoubleCharge(t *testing.T) {
 			setup: func(t *testing.T, p *billingtest.Provider) {
 				p.SetUser("u1", billingtest.Pending())
 				collectOne(t, p, payReq("u1", "s1", 1))
-				if err := p.Settle(billing.IdempotencyKey("s1", 1)); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, p.Settle(billing.IdempotencyKey("s1", 1)))
 				collectOne(t, p, payReq("u1", "s1", 2))
 			},
 			wantIn: []string{`"s1"`},

@@ -8,6 +8,7 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/stretchr/testify/require"
 )
 
 func TestAdminChanges(t *testing.T) {
@@ -195,19 +196,13 @@ func TestAdminErrors(t *testing.T) {
 	})
 	t.Run("locked", func(t *testing.T) {
 		locker, err := dynamostore.NewLocker(e.client, dynamostore.WithLockTable(e.tables.Locks))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer locker.Close(t.Context())
 		lease, err := locker.Lock(t.Context(), "u2")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		r := e.run("", "pause", "x2", "--months", "1", "--yes")
 		r.want(t, exitFail, "billingctl: locked: ", "try again later")
-		if err := lease.Release(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, lease.Release(t.Context()))
 		if s := e.get("x2"); s.Status != billing.StatusScheduled {
 			t.Errorf("locked record changed: %s", s.Status)
 		}

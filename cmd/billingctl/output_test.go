@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
 )
 
 func TestPlainItem(t *testing.T) {
@@ -22,13 +23,9 @@ func TestPlainItem(t *testing.T) {
 		"m":    &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"k": &types.AttributeValueMemberS{Value: "v"}}},
 	}
 	var buf bytes.Buffer
-	if err := writeJSON(&buf, plainItem(item)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, writeJSON(&buf, plainItem(item)))
 	var back map[string]json.RawMessage
-	if err := json.Unmarshal(buf.Bytes(), &back); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &back))
 	for k, want := range map[string]string{
 		"s": `"x"`, "n": `12345678901234567890.5`, "b": `true`, "null": `null`, "bin": `"aGk="`,
 		"ss": `["a","b"]`, "l": `[1]`, "m": `{"k":"v"}`,
