@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dynabill/billing/billinghttp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -86,19 +87,13 @@ func TestAuthorizerSeesAction(t *testing.T) {
 				user = "erin"
 			}
 			e.do(rt.method, fill(rt.path, user, sub), "", rt.body)
-			if len(seen) != 1 {
-				t.Fatalf("authorizer called %d times, want once", len(seen))
-			}
+			require.Len(t, seen, 1, "authorizer called %d times, want once", len(seen))
 			want := billinghttp.Action{Name: rt.action, UserID: user, Write: rt.write}
 			if rt.hasSub {
 				want.SubscriptionID = sub
 			}
-			if seen[0] != want {
-				t.Errorf("action = %+v, want %+v", seen[0], want)
-			}
-			if callsBefore != 0 {
-				t.Errorf("%d storage calls before the authorizer", callsBefore)
-			}
+			assert.Equal(t, want, seen[0], "action = %+v, want %+v", seen[0], want)
+			assert.Equal(t, 0, callsBefore, "%d storage calls before the authorizer", callsBefore)
 		})
 	}
 }
@@ -113,9 +108,7 @@ func TestOtherUsersSubscription(t *testing.T) {
 			e := newEnv(t)
 			before := e.stored("b-sched")
 			w := e.do(rt.method, fill(rt.path, "bob", "b-sched"), "alice", rt.body)
-			if w.Code != 403 {
-				t.Fatalf("status %d, want 403: %s", w.Code, w.Body)
-			}
+			require.Equal(t, 403, w.Code, "status %d, want 403: %s", w.Code, w.Body)
 			if n := e.faults.total(); n != 0 {
 				t.Errorf("%d storage calls", n)
 			}
@@ -133,9 +126,7 @@ func TestOtherUsersSubscription(t *testing.T) {
 			require.NoError(t, err)
 			w := e.do(rt.method, fill(rt.path, "alice", "b-sched"), "alice", rt.body)
 			unknown := e.do(rt.method, fill(rt.path, "alice", "no-such-id"), "alice", rt.body)
-			if w.Code != 404 {
-				t.Fatalf("status %d, want 404: %s", w.Code, w.Body)
-			}
+			require.Equal(t, 404, w.Code, "status %d, want 404: %s", w.Code, w.Body)
 			if w.Body.String() != unknown.Body.String() {
 				t.Errorf("answer differs from an unknown ID's:\n%s\n%s", w.Body, unknown.Body)
 			}

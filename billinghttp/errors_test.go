@@ -13,6 +13,7 @@ import (
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -146,9 +147,7 @@ func TestErrorStatuses(t *testing.T) {
 				r.Header.Set("Authorization", "Bearer alice")
 				w := httptest.NewRecorder()
 				e.h.ServeHTTP(w, r)
-				if w.Code != 502 {
-					e.t.Fatalf("repayment: %d %s, want 502", w.Code, w.Body)
-				}
+				require.Equal(e.t, 502, w.Code, "repayment: %d %s, want 502", w.Code, w.Body)
 			}},
 	}
 	for _, tc := range cases {
@@ -181,8 +180,8 @@ func TestErrorStatuses(t *testing.T) {
 			if resp.Error == nil || !reflect.DeepEqual(resp, response{Error: resp.Error}) {
 				t.Fatalf("body = %s, want an error only", w.Body)
 			}
-			equal(t, "code", resp.Error.Code, tc.code)
-			equal(t, "field", resp.Error.Field, tc.field)
+			assert.Equal(t, tc.code, resp.Error.Code, "code")
+			assert.Equal(t, tc.field, resp.Error.Field, "field")
 			if resp.Error.Message == "" {
 				t.Error("empty message")
 			}
@@ -196,7 +195,7 @@ func TestErrorStatuses(t *testing.T) {
 			}
 			switch tc.status {
 			case 401:
-				equal(t, "WWW-Authenticate", w.Header().Get("WWW-Authenticate"), `Bearer realm="billing"`)
+				assert.Equal(t, `Bearer realm="billing"`, w.Header().Get("WWW-Authenticate"), "WWW-Authenticate")
 			case 405:
 				if w.Header().Get("Allow") == "" {
 					t.Error("405 without Allow")
@@ -220,7 +219,7 @@ func TestBodyLimit(t *testing.T) {
 		t.Fatalf("13-byte body: %d %s", w.Code, w.Body)
 	}
 	w := e.do("POST", "/carol/subscriptions/c-paused/pause", "carol", `{"months":      2}`)
-	equal(t, "17-byte body", w.Code, 413)
+	assert.Equal(t, 413, w.Code, "17-byte body")
 }
 
 func mustCollector(t *testing.T, e *env) *billing.Collector {

@@ -46,9 +46,7 @@ func TestEventRecorderQueries(t *testing.T) {
 		{"ForSubscription s1", r.ForSubscription("s1"), []billing.Event{in[0], in[2]}},
 	}
 	for _, tt := range tests {
-		if subs(tt.got) != subs(tt.want) {
-			t.Errorf("%s = %s, want %s", tt.name, subs(tt.got), subs(tt.want))
-		}
+		assert.Equal(t, subs(tt.want), subs(tt.got), "%s = %s, want %s", tt.name, subs(tt.got), subs(tt.want))
 	}
 	for typ, want := range map[billing.EventType]int{billing.EventPaymentDeclined: 2, billing.EventPaymentPending: 1, billing.EventUnrecorded: 0} {
 		if n := r.Count(typ); n != want {
@@ -57,9 +55,7 @@ func TestEventRecorderQueries(t *testing.T) {
 	}
 	// Returned slices are copies.
 	r.Events()[0].Type = billing.EventStale
-	if r.Count(billing.EventStale) != 0 {
-		t.Errorf("Events exposed the recorder's slice")
-	}
+	assert.Equal(t, 0, r.Count(billing.EventStale), "Events exposed the recorder's slice")
 }
 
 func TestEventRecorderFailures(t *testing.T) {
@@ -79,9 +75,7 @@ func TestEventRecorderFailures(t *testing.T) {
 	if n, rej, ev := r.Emits(), len(r.Rejected()), len(r.Events()); n != 3 || rej != 2 || ev != 1 {
 		t.Fatalf("Emits %d, Rejected %d, Events %d; want 3, 2, 1", n, rej, ev)
 	}
-	if r.Events()[0].SubscriptionID != "s3" {
-		t.Errorf("kept %+v", r.Events()[0])
-	}
+	assert.Equal(t, "s3", r.Events()[0].SubscriptionID, "kept %+v", r.Events()[0])
 
 	r.FailWith(boom)
 	r.Reset()

@@ -214,20 +214,14 @@ func TestProviderAnswerFields(t *testing.T) {
 		AccountMask:   "6789",
 		PaymentType:   "ACH",
 	}
-	if res != want {
-		t.Errorf("result = %+v, want %+v", res, want)
-	}
+	assert.Equal(t, want, res, "result = %+v, want %+v", res, want)
 	charges := p.ChargesFor("s1")
-	if len(charges) != 1 {
-		t.Fatalf("ChargesFor(s1) = %+v, want one charge", charges)
-	}
+	require.Len(t, charges, 1, "ChargesFor(s1) = %+v, want one charge", charges)
 	wantCharge := billingtest.Charge{
 		Key: req.IdempotencyKey, UserID: "u1", SubscriptionID: "s1", Attempt: 3, Amount: req.Amount,
 		Outcome: billing.OutcomeSucceeded, TransactionID: want.TransactionID, At: clock.Now(),
 	}
-	if charges[0] != wantCharge {
-		t.Errorf("charge = %+v, want %+v", charges[0], wantCharge)
-	}
+	assert.Equal(t, wantCharge, charges[0], "charge = %+v, want %+v", charges[0], wantCharge)
 	if cs := p.ChargesFor("other"); len(cs) != 0 {
 		t.Errorf("ChargesFor(other) = %+v", cs)
 	}
@@ -358,9 +352,7 @@ func TestProviderConcurrentSameKeyChargesOnce(t *testing.T) {
 					t.Errorf("answer %d = %+v, %v; answer 0 = %+v", i, results[i], errs[i], results[0])
 				}
 			}
-			if results[0].Outcome != step.Outcome {
-				t.Errorf("outcome %v, want %v", results[0].Outcome, step.Outcome)
-			}
+			assert.Equal(t, step.Outcome, results[0].Outcome, "outcome %v, want %v", results[0].Outcome, step.Outcome)
 			wantCharges := 1
 			if step.Outcome == billing.OutcomeDeclined {
 				wantCharges = 0
@@ -489,9 +481,7 @@ func TestRequireNoDoubleCharge(t *testing.T) {
 			tt.setup(t, p)
 			msg := (&fatalRecorder{TB: t}).run(func(tb testing.TB) { billingtest.RequireNoDoubleCharge(tb, p) })
 			if len(tt.wantIn) == 0 {
-				if msg != "" {
-					t.Fatalf("reported %q", msg)
-				}
+				require.Equal(t, "", msg, "reported %q", msg)
 				return
 			}
 			for _, s := range tt.wantIn {

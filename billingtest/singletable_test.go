@@ -421,9 +421,7 @@ func TestSingleTableStatusPages(t *testing.T) {
 		t.Fatalf("%d items, %d scanned over %d pages; want 3 and 6 (3 index items, 3 periods in the range)", len(items), scanned, len(pages))
 	}
 	for i := range want {
-		if items[i].SubscriptionID != want[i].SubscriptionID {
-			t.Fatalf("item %d is %s; want %s (index order)", i, items[i].SubscriptionID, want[i].SubscriptionID)
-		}
+		require.Equal(t, want[i].SubscriptionID, items[i].SubscriptionID, "item %d is %s; want %s (index order)", i, items[i].SubscriptionID, want[i].SubscriptionID)
 	}
 	if len(pages) != 4 || pages[0].Scanned != 0 || pages[0].Next == "" {
 		t.Fatalf("%d pages, the first %+v; want 4, the first 62 empty days and a cursor", len(pages), pages[0])
@@ -450,9 +448,7 @@ func TestSingleTableStatusPages(t *testing.T) {
 			break
 		}
 	}
-	if len(got) != 3 {
-		t.Fatalf("Limit 1: %d items; want 3", len(got))
-	}
+	require.Len(t, got, 3, "Limit 1: %d items; want 3", len(got))
 
 	for name, bad := range map[string]billing.StatusQuery{
 		"Garbage":    {Status: billing.StatusScheduled, Before: stNow, Cursor: "x"},
@@ -512,9 +508,7 @@ func TestSingleTableConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	for i, ref := range refs {
-		if wins[ref.UserID()] != 1 {
-			t.Fatalf("%s: %d winning updates; want 1", ref.UserID(), wins[ref.UserID()])
-		}
+		require.Equal(t, 1, wins[ref.UserID()], "%s: %d winning updates; want 1", ref.UserID(), wins[ref.UserID()])
 		periods, err := e.repo.ListByUser(ctx, ref.UserID())
 		if err != nil || len(periods) != 2 {
 			t.Fatalf("%s: %d periods, %v; want 2", ref.UserID(), len(periods), err)

@@ -97,9 +97,7 @@ func TestStoreInvalidItemsReported(t *testing.T) {
 			if mode == dynamostore.StatusIndexLegacy {
 				wantScanned = 7
 			}
-			if scanned != wantScanned {
-				t.Fatalf("Scanned %d over all pages, want %d", scanned, wantScanned)
-			}
+			require.Equal(t, wantScanned, scanned, "Scanned %d over all pages, want %d", scanned, wantScanned)
 			if _, err := repo.ListByUser(t.Context(), "u0"); !errors.Is(err, billing.ErrInvalidItem) {
 				t.Fatalf("ListByUser over an undecodable item = %v, want ErrInvalidItem", err)
 			}

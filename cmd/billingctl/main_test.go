@@ -16,6 +16,7 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/dynamotest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -205,9 +206,7 @@ func TestUsage(t *testing.T) {
 			t.Parallel()
 			r := runCLI(t, "", tc.args...)
 			r.want(t, exitUsage, tc.want, "Run 'billingctl help")
-			if r.stdout != "" {
-				t.Errorf("usage error printed on stdout: %s", r)
-			}
+			assert.Equal(t, "", r.stdout, "usage error printed on stdout: %s", r)
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -32,9 +33,7 @@ func TestPlainItem(t *testing.T) {
 	} {
 		var compact bytes.Buffer
 		_ = json.Compact(&compact, back[k])
-		if compact.String() != want {
-			t.Errorf("%s: got %s, want %s", k, compact.String(), want)
-		}
+		assert.Equal(t, want, compact.String(), "%s: got %s, want %s", k, compact.String(), want)
 	}
 	if got := valueText(item["m"]); got != `{"k":"v"}` {
 		t.Errorf("valueText of a map: %s", got)
