@@ -15,6 +15,7 @@ import (
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/dynamotest"
+	"github.com/stretchr/testify/require"
 )
 
 // acctStart is the clock's start in the account tests.
@@ -53,9 +54,7 @@ func forEachAccounts(t *testing.T, opts acctOpts, f func(t *testing.T, e *acctEn
 func newMemoryAccountsEnv(t *testing.T, opts acctOpts) *acctEnv {
 	clock := billingtest.NewClock(acctStart)
 	a, err := billingtest.NewAccounts(billingtest.AccountsOptions{Clock: clock, Quotas: opts.quotas, CreditExpiry: opts.expiry})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return &acctEnv{accounts: a, clock: clock}
 }
 
@@ -72,9 +71,7 @@ func newDynamoAccountsEnv(t *testing.T, opts acctOpts) *acctEnv {
 	a, err := dynamostore.NewAccounts(dynamostore.AccountsConfig{
 		Client: w, Table: cfg, Clock: clock, Quotas: opts.quotas, CreditExpiry: opts.expiry,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return &acctEnv{accounts: a, clock: clock, db: w, table: cfg}
 }
 
@@ -85,9 +82,7 @@ func (e *acctEnv) raw(t *testing.T, pk, sk string) map[string]types.AttributeVal
 		TableName: aws.String(e.table.Table), ConsistentRead: aws.Bool(true),
 		Key: map[string]types.AttributeValue{"PK": acctS(pk), "SK": acctS(sk)},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return out.Item
 }
 
@@ -108,12 +103,8 @@ func acctN(v int64) types.AttributeValue {
 func acctBalance(t *testing.T, e *acctEnv, user string, want int64) entitlement.Credits {
 	t.Helper()
 	c, err := e.accounts.Balance(t.Context(), user)
-	if err != nil {
-		t.Fatalf("balance %s: %v", user, err)
-	}
-	if c.Balance != want {
-		t.Fatalf("balance %s = %d, want %d (%+v)", user, c.Balance, want, c)
-	}
+	require.NoError(t, err, "balance %s", user)
+	require.Equal(t, want, c.Balance, "balance %s = %d, want %d (%+v)", user, c.Balance, want, c)
 	return c
 }
 
@@ -354,9 +345,7 @@ func TestCreditsMonthlyGrantQuotas(t *testing.T) {
 
 func TestCreditQuotasDefaults(t *testing.T) {
 	q, err := entitlement.CreditQuotas(nil).WithDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := map[entitlement.Tier]int64{"FREE": 0, "INITIATE": 2, "JOURNEYMAN": 5, "SAGE": 15, "GUILDMASTER": 15}
 	for tier, n := range want {
 		if q.Quota(tier) != n {

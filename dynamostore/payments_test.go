@@ -1,10 +1,6 @@
 package dynamostore_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"errors"
 	"fmt"
 	"slices"
@@ -17,6 +13,8 @@ import (
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/dynamotest"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/require"
 )
 
 // payStart is the clock's start in the recurring payments tests.
@@ -40,9 +38,7 @@ func forEachPayments(t *testing.T, pageSize int, f func(t *testing.T, e *payEnv)
 		t.Parallel()
 		clock := billingtest.NewClock(payStart)
 		p, err := memory.NewPayments(memory.PaymentsOptions{Table: payTable, Clock: clock, PageSize: pageSize})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		f(t, &payEnv{payments: p, clock: clock})
 	})
 	t.Run("dynamo", func(t *testing.T) {
@@ -56,9 +52,7 @@ func forEachPayments(t *testing.T, pageSize int, f func(t *testing.T, e *payEnv)
 		t.Cleanup(func() { w.AssertNoViolations(t) })
 		clock := billingtest.NewClock(payStart)
 		p, err := dynamostore.NewPayments(dynamostore.PaymentsConfig{Client: w, Table: cfg, Clock: clock, PageSize: pageSize})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		f(t, &payEnv{payments: p, clock: clock, acct: &acctEnv{db: w, table: cfg}})
 	})
 }
@@ -76,9 +70,7 @@ func newRecurring(account, sub, sku string) entitlement.RecurringSubscription {
 func mustCreate(t *testing.T, e *payEnv, s entitlement.RecurringSubscription) entitlement.RecurringSubscription {
 	t.Helper()
 	got, err := e.payments.CreateSubscription(t.Context(), s)
-	if err != nil {
-		t.Fatalf("create %s/%s: %v", s.SubscriptionID, s.SKU, err)
-	}
+	require.NoError(t, err, "create %s/%s", s.SubscriptionID, s.SKU)
 	return got
 }
 
@@ -93,9 +85,7 @@ func allDue(t *testing.T, e *payEnv, reminders bool, d time.Time) []string {
 			q = e.payments.DueRemindersByDate
 		}
 		page, next, err := q(t.Context(), d, tok)
-		if err != nil {
-			t.Fatalf("due %v: %v", d, err)
-		}
+		require.NoError(t, err, "due %v", d)
 		for _, s := range page {
 			ids = append(ids, s.AccountID+"/"+s.SubscriptionID+"#"+s.SKU)
 		}
@@ -116,9 +106,7 @@ func TestRecurringSubscriptionCreateGetList(t *testing.T) {
 		want := newRecurring("123", "s1", "999")
 		want.NextPaymentDate = day(1, 28) // kept as a day
 		want.CreatedAt, want.UpdatedAt, want.Version = payStart, payStart, 1
-		if a != want {
-			t.Fatalf("created %+v\nwant    %+v", a, want)
-		}
+		require.Equal(t, want, a, "created %+v\nwant    %+v", a, want)
 		b := newRecurring("123", "s1", "777") // another SKU of the same subscription
 		b.Email, b.PaymentDetails, b.NextReminderDate = "", "", time.Time{}
 		mustCreate(t, e, b)

@@ -11,6 +11,7 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/entitlement"
+	"github.com/stretchr/testify/require"
 )
 
 // provEvent is an event of subscription sub_1 of user u1, created at
@@ -35,9 +36,7 @@ func provApply(t *testing.T, e *acctEnv, ev entitlement.ProviderEvent, want bool
 func provGet(t *testing.T, e *acctEnv, id string) entitlement.ProviderSubscription {
 	t.Helper()
 	sub, err := e.accounts.GetProviderSubscription(t.Context(), "u1", id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return sub
 }
 
@@ -64,9 +63,7 @@ func TestProviderEventsInOrder(t *testing.T) {
 			LastEventID: "evt_3", LastEventAt: cancelling.Created,
 			CreatedAt: acctStart, UpdatedAt: acctStart.Add(time.Minute + time.Hour),
 		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("record\n got %+v\nwant %+v", got, want)
-		}
+		require.Equal(t, want, got, "record\n got %+v\nwant %+v", got, want)
 		// A second subscription; the list is ordered by subscription ID.
 		other := provEvent("evt_4", 2*time.Hour, entitlement.ProviderCanceled)
 		other.SubscriptionID = "sub_0"

@@ -9,6 +9,7 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/stretchr/testify/require"
 )
 
 func newReceipt(account, sub, sku string, processed time.Time, amount string) entitlement.Receipt {
@@ -66,9 +67,7 @@ func TestReceiptCreateIdempotentTTL(t *testing.T) {
 		if n, ok := item["TTL"].(*types.AttributeValueMemberN); !ok || n.Value != "1764234000" {
 			t.Fatalf("TTL attribute: %#v (item %v)", item["TTL"], item)
 		}
-		if want.ExpiresAt.Unix() != 1764234000 {
-			t.Fatalf("expected TTL: %d", want.ExpiresAt.Unix())
-		}
+		require.Equal(t, int64(1764234000), want.ExpiresAt.Unix(), "expected TTL: %d", want.ExpiresAt.Unix())
 	})
 }
 
@@ -120,9 +119,7 @@ func TestRecordPaymentAtomic(t *testing.T) {
 		next := v1
 		next.Email = "new@example.com"
 		v2, err := e.payments.UpdateSubscription(ctx, v1, next)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		rec := newReceipt("123", "s1", "999", day(1, 28).Add(time.Hour), "39.99")
 		if _, _, err := e.payments.RecordPayment(ctx, v1, rec, day(2, 28), day(2, 21)); !errors.Is(err, billing.ErrConflict) {
 			t.Fatalf("stale prev: %v", err)
@@ -177,9 +174,7 @@ func FuzzDecodeRecurringSubscription(f *testing.F) {
 			return
 		}
 		again, err := payTable.EncodeRecurringSubscription(s)
-		if err != nil {
-			t.Fatalf("accepted %+v but cannot encode it: %v", s, err)
-		}
+		require.NoError(t, err, "accepted %+v but cannot encode it", s)
 		if s2, err := payTable.DecodeRecurringSubscription(again); err != nil || s2 != s {
 			t.Fatalf("round trip %+v → %+v %v", s, s2, err)
 		}
@@ -204,9 +199,7 @@ func FuzzDecodeReceipt(f *testing.F) {
 			return
 		}
 		again, err := payTable.EncodeReceipt(r)
-		if err != nil {
-			t.Fatalf("accepted %+v but cannot encode it: %v", r, err)
-		}
+		require.NoError(t, err, "accepted %+v but cannot encode it", r)
 		if r2, err := payTable.DecodeReceipt(again); err != nil || r2 != r {
 			t.Fatalf("round trip %+v → %+v %v", r, r2, err)
 		}

@@ -1,20 +1,17 @@
 package dynamostore_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/dynabill/billing/internal/storetest"
-
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/internal/storetest"
+	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/require"
 )
 
 // singleTableUser maps a suite user to a subscription of its own account.
@@ -65,9 +62,7 @@ func TestSingleTableConcurrentPeriodsOfOneSubscription(t *testing.T) {
 			mk(time.Date(2024, 3, 10, 9, 0, 0, 0, time.UTC), billing.StatusScheduled, fmt.Sprint("mar", i))
 		mar.LastRunDate = run.Add(time.Second)
 		for _, r := range []*billing.Subscription{&feb, &mar} {
-			if err := repo.Add(ctx, r); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, repo.Add(ctx, r))
 		}
 		var wg sync.WaitGroup
 		errs := make([]error, 2)
