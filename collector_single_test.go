@@ -11,6 +11,7 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/require"
 )
 
 func TestCollectorSingleCollections(t *testing.T) {
@@ -58,9 +59,7 @@ func TestCollectorSingleCollections(t *testing.T) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
 			}
 			cur, _ := e.repo.GetByID(ctx, s.SubscriptionID)
-			if cur.Status != tt.want {
-				t.Fatalf("status = %s, want %s", cur.Status, tt.want)
-			}
+			require.Equal(t, tt.want, cur.Status, "status = %s, want %s", cur.Status, tt.want)
 			if tt.wantErr == nil && cur.Process != tt.process {
 				t.Fatalf("process = %s, want %s", cur.Process, tt.process)
 			}
@@ -104,9 +103,7 @@ func TestReportIsJSON(t *testing.T) {
 	e.pay.SetUser("u1", billingtest.UnknownBeforeCharge(nil))
 	rep := e.run(billing.RunScheduled)
 	js, err := json.Marshal(rep)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, want := range []string{`"kind":"scheduled"`, `"unknown":1`, `"failed":[{"user_id":"u1"`} {
 		if !strings.Contains(string(js), want) {
 			t.Errorf("report JSON %s lacks %s", js, want)

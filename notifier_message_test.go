@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/stretchr/testify/require"
 )
 
 func TestNotificationMessageJSON(t *testing.T) {
@@ -14,23 +15,15 @@ func TestNotificationMessageJSON(t *testing.T) {
 	sub.ReceiptTierName = "Plus:v2"
 	sub.UpdatedEvent = billing.EventPendingCancellation
 	m, err := billing.NewNotificationMessage(&sub)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := `{"event_type":"three_day_notification","user_id":"u1","subscription_id":"sub-u1",` +
 		`"billing_date":"2024-03-14T15:00:00Z","billing_amount":"4.99","billing_status":"SCHEDULED",` +
 		`"receipt_tier_name":"Plus:v2","updated_event":"PENDING_CANCELLATION"}`
-	if string(b) != want {
-		t.Fatalf("body\n got %s\nwant %s", b, want)
-	}
+	require.Equal(t, want, string(b), "body\n got %s\nwant %s", b, want)
 	back, err := billing.ParseNotificationMessage(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if back != m || back.Tier() != "Plus" {
 		t.Fatalf("round trip: %+v != %+v", back, m)
 	}
