@@ -1,7 +1,6 @@
 package billingtest_test
 
 import (
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -19,9 +18,8 @@ func TestAccountsOptions(t *testing.T) {
 	if _, err := billingtest.NewAccounts(billingtest.AccountsOptions{CreditExpiry: -time.Second}); err == nil {
 		t.Fatal("negative expiry accepted")
 	}
-	if _, err := billingtest.NewAccounts(billingtest.AccountsOptions{Quotas: entitlement.CreditQuotas{"GOLD": 1}}); !errors.Is(err, entitlement.ErrInvalidTier) {
-		t.Fatalf("bad quota tier: %v", err)
-	}
+	_, err := billingtest.NewAccounts(billingtest.AccountsOptions{Quotas: entitlement.CreditQuotas{"GOLD": 1}})
+	require.ErrorIs(t, err, entitlement.ErrInvalidTier, "bad quota tier")
 	a, err := billingtest.NewAccounts(billingtest.AccountsOptions{})
 	require.NoError(t, err)
 	if c, err := a.Grant(t.Context(), "u1", 1); err != nil || c.CreatedAt.IsZero() || c.CreatedAt.Nanosecond() != 0 {

@@ -68,9 +68,7 @@ func TestEventRecorderFailures(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	r.FailWith(nil)
-	if err := r.Emit(ctx, testEvent(billing.EventPaymentSucceeded, "s2")); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Emit with done context = %v", err)
-	}
+	require.ErrorIs(t, r.Emit(ctx, testEvent(billing.EventPaymentSucceeded, "s2")), context.Canceled, "Emit with done context =")
 	require.NoError(t, r.Emit(t.Context(), testEvent(billing.EventPaymentSucceeded, "s3")), "Emit after FailWith(nil) =")
 	if n, rej, ev := r.Emits(), len(r.Rejected()), len(r.Events()); n != 3 || rej != 2 || ev != 1 {
 		t.Fatalf("Emits %d, Rejected %d, Events %d; want 3, 2, 1", n, rej, ev)

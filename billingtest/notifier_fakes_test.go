@@ -20,9 +20,7 @@ func TestNotifierFakeEnqueuer(t *testing.T) {
 	boom := errors.New("boom")
 	q.FailNth(2, boom)
 	require.NoError(t, q.Enqueue(ctx, []string{"a", "b"}))
-	if err := q.Enqueue(ctx, []string{"c"}); !errors.Is(err, boom) {
-		t.Fatalf("second call: %v", err)
-	}
+	require.ErrorIs(t, q.Enqueue(ctx, []string{"c"}), boom, "second call")
 	require.Error(t, q.Enqueue(ctx, nil), "empty batch accepted")
 	require.Error(t, q.Enqueue(ctx, make([]string, 11)), "batch of 11 accepted")
 	if q.Calls() != 4 || !slices.Equal(q.Bodies(), []string{"a", "b"}) || len(q.Batches()) != 1 {

@@ -162,9 +162,7 @@ func TestAccessResolveEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		want(entitlement.TierSage, entitlement.ReasonFounderPass, "FOUNDING_MEMBER")
-		if err := e.accounts.SetProfileTier(ctx, "u1", "PLATINUM"); !errors.Is(err, entitlement.ErrInvalidTier) {
-			t.Fatalf("set invalid profile tier: %v", err)
-		}
+		require.ErrorIs(t, e.accounts.SetProfileTier(ctx, "u1", "PLATINUM"), entitlement.ErrInvalidTier, "set invalid profile tier")
 		if e.db != nil && e.db.Calls("Query") == 0 {
 			t.Fatal("no query")
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/dynamotest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -181,18 +182,14 @@ func TestCreditsInvalidInput(t *testing.T) {
 				t.Errorf("consume %d: %v", n, err)
 			}
 		}
-		if _, err := e.accounts.Grant(ctx, "", 1); !errors.Is(err, entitlement.ErrInvalidAccount) {
-			t.Errorf("empty user: %v", err)
-		}
-		if _, err := e.accounts.Balance(ctx, string(make([]byte, entitlement.MaxAccountID+1))); !errors.Is(err, entitlement.ErrInvalidAccount) {
-			t.Errorf("long user: %v", err)
-		}
-		if _, err := e.accounts.MonthlyGrant(ctx, "u1", "PLATINUM", "2025-01", "evt"); !errors.Is(err, entitlement.ErrInvalidTier) {
-			t.Errorf("bad tier: %v", err)
-		}
-		if _, err := e.accounts.MonthlyGrant(ctx, "u1", entitlement.TierSage, "", "evt"); !errors.Is(err, entitlement.ErrInvalidCredits) {
-			t.Errorf("empty period: %v", err)
-		}
+		_, err := e.accounts.Grant(ctx, "", 1)
+		assert.ErrorIs(t, err, entitlement.ErrInvalidAccount, "empty user")
+		_, err = e.accounts.Balance(ctx, string(make([]byte, entitlement.MaxAccountID+1)))
+		assert.ErrorIs(t, err, entitlement.ErrInvalidAccount, "long user")
+		_, err = e.accounts.MonthlyGrant(ctx, "u1", "PLATINUM", "2025-01", "evt")
+		assert.ErrorIs(t, err, entitlement.ErrInvalidTier, "bad tier")
+		_, err = e.accounts.MonthlyGrant(ctx, "u1", entitlement.TierSage, "", "evt")
+		assert.ErrorIs(t, err, entitlement.ErrInvalidCredits, "empty period")
 		acctBalance(t, e, "u1", 0)
 	})
 }
@@ -403,9 +400,8 @@ func TestCreditsExpiry(t *testing.T) {
 		if c = acctBalance(t, e, "u1", 0); !c.Expired {
 			t.Fatalf("expired balance: %+v", c)
 		}
-		if _, err := e.accounts.Consume(ctx, "u1", 1); !errors.Is(err, entitlement.ErrInsufficientCredits) {
-			t.Fatalf("consume of expired credits: %v", err)
-		}
+		_, err = e.accounts.Consume(ctx, "u1", 1)
+		require.ErrorIs(t, err, entitlement.ErrInsufficientCredits, "consume of expired credits")
 		// A grant restarts from zero: expired credits are not revived.
 		if c, err = e.accounts.Grant(ctx, "u1", 3); err != nil || c.Balance != 3 || c.Expired || !c.ExpiresAt.Equal(e.clock.Now().Add(month)) {
 			t.Fatalf("grant after expiry: %+v %v", c, err)
@@ -467,9 +463,8 @@ func TestCreditsDecodeDocumentExample(t *testing.T) {
 		t.Fatalf("string balance: %v", err)
 	}
 	item["balance"], item["PK"] = acctN(1), acctS("ACC#abc123")
-	if _, err := cfg.DecodeCredits(item, acctStart); !errors.Is(err, billing.ErrInvalidItem) {
-		t.Fatalf("foreign partition: %v", err)
-	}
+	_, err = cfg.DecodeCredits(item, acctStart)
+	require.ErrorIs(t, err, billing.ErrInvalidItem, "foreign partition")
 }
 
 // acctText renders a string or number attribute as text ("" otherwise).

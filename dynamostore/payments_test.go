@@ -14,6 +14,7 @@ import (
 	"github.com/dynabill/billing/internal/dynamotest"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -114,16 +115,14 @@ func TestRecurringSubscriptionCreateGetList(t *testing.T) {
 		if got, err := e.payments.GetSubscription(ctx, "123", "s1", "999"); err != nil || got != a {
 			t.Fatalf("get %+v %v", got, err)
 		}
-		if _, err := e.payments.CreateSubscription(ctx, newRecurring("123", "s1", "999")); !errors.Is(err, billing.ErrAlreadyExists) {
-			t.Fatalf("duplicate: %v", err)
-		}
+		_, err := e.payments.CreateSubscription(ctx, newRecurring("123", "s1", "999"))
+		require.ErrorIs(t, err, billing.ErrAlreadyExists, "duplicate")
 		var ce *billing.ConflictError
 		if _, err := e.payments.CreateSubscription(ctx, newRecurring("123", "s1", "999")); !errors.As(err, &ce) || ce.Key != "PK=ACC#123 SK=SUB#s1#SKU#999" {
 			t.Fatalf("conflict key: %v", err)
 		}
-		if _, err := e.payments.GetSubscription(ctx, "123", "s9", "999"); !errors.Is(err, billing.ErrNotFound) {
-			t.Fatalf("missing: %v", err)
-		}
+		_, err = e.payments.GetSubscription(ctx, "123", "s9", "999")
+		require.ErrorIs(t, err, billing.ErrNotFound, "missing")
 		subs, err := e.payments.SubscriptionsByAccount(ctx, "123")
 		if err != nil || len(subs) != 2 || subs[0].SKU != "777" || subs[1] != a || subs[0].Email != "" || !subs[0].NextReminderDate.IsZero() {
 			t.Fatalf("list: %+v %v", subs, err)
@@ -149,9 +148,8 @@ func TestRecurringSubscriptionInvalid(t *testing.T) {
 				t.Errorf("%s: %v", name, err)
 			}
 		}
-		if _, err := e.payments.CreateSubscription(t.Context(), entitlement.RecurringSubscription{SubscriptionID: "s", SKU: "k", PaymentDay: 1}); !errors.Is(err, entitlement.ErrInvalidAccount) {
-			t.Errorf("no account: %v", err)
-		}
+		_, err := e.payments.CreateSubscription(t.Context(), entitlement.RecurringSubscription{SubscriptionID: "s", SKU: "k", PaymentDay: 1})
+		assert.ErrorIs(t, err, entitlement.ErrInvalidAccount, "no account")
 	})
 }
 
@@ -170,19 +168,16 @@ func TestRecurringSubscriptionUpdateVersions(t *testing.T) {
 		if got, _ := e.payments.GetSubscription(ctx, "123", "s1", "999"); got != v2 {
 			t.Fatalf("stored %+v\nwant   %+v", got, v2)
 		}
-		if _, err := e.payments.UpdateSubscription(ctx, v1, next); !errors.Is(err, billing.ErrConflict) {
-			t.Fatalf("stale version: %v", err)
-		}
+		_, err = e.payments.UpdateSubscription(ctx, v1, next)
+		require.ErrorIs(t, err, billing.ErrConflict, "stale version")
 		other := v2
 		other.SKU = "000"
-		if _, err := e.payments.UpdateSubscription(ctx, v2, other); !errors.Is(err, entitlement.ErrInvalidPayment) {
-			t.Fatalf("key change: %v", err)
-		}
+		_, err = e.payments.UpdateSubscription(ctx, v2, other)
+		require.ErrorIs(t, err, entitlement.ErrInvalidPayment, "key change")
 		ghost := newRecurring("123", "gone", "999")
 		ghost.Version = 1
-		if _, err := e.payments.UpdateSubscription(ctx, ghost, ghost); !errors.Is(err, billing.ErrConflict) {
-			t.Fatalf("missing item: %v", err)
-		}
+		_, err = e.payments.UpdateSubscription(ctx, ghost, ghost)
+		require.ErrorIs(t, err, billing.ErrConflict, "missing item")
 		if got, _ := e.payments.GetSubscription(ctx, "123", "s1", "999"); got != v2 {
 			t.Fatalf("changed by failed updates: %+v", got)
 		}
@@ -237,9 +232,8 @@ func TestDuePaymentsSparseIndex(t *testing.T) {
 		if got := allDue(t, e, true, day(2, 21)); !slices.Equal(got, []string{"456/s3#888"}) {
 			t.Fatalf("reminders 21 Feb: %v", got)
 		}
-		if _, _, err := e.payments.DuePaymentsByDate(ctx, time.Time{}, ""); !errors.Is(err, billing.ErrInvalidQuery) {
-			t.Fatalf("zero day: %v", err)
-		}
+		_, _, err = e.payments.DuePaymentsByDate(ctx, time.Time{}, "")
+		require.ErrorIs(t, err, billing.ErrInvalidQuery, "zero day")
 	})
 }
 
@@ -278,12 +272,10 @@ func TestDuePaymentsPaging(t *testing.T) {
 				t.Errorf("%s cursor: %v", name, err)
 			}
 		}
-		if _, _, err := e.payments.DuePaymentsByDate(ctx, day(1, 29), next); !errors.Is(err, billing.ErrInvalidCursor) {
-			t.Errorf("cursor of another day: %v", err)
-		}
-		if _, _, err := e.payments.DueRemindersByDate(ctx, day(1, 28), next); !errors.Is(err, billing.ErrInvalidCursor) {
-			t.Errorf("payment cursor on the reminder index: %v", err)
-		}
+		_, _, err = e.payments.DuePaymentsByDate(ctx, day(1, 29), next)
+		assert.ErrorIs(t, err, billing.ErrInvalidCursor, "cursor of another day")
+		_, _, err = e.payments.DueRemindersByDate(ctx, day(1, 28), next)
+		assert.ErrorIs(t, err, billing.ErrInvalidCursor, "payment cursor on the reminder index")
 	})
 }
 

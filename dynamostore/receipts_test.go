@@ -9,6 +9,7 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -56,9 +57,8 @@ func TestReceiptCreateIdempotentTTL(t *testing.T) {
 			t.Fatalf("stored %+v %v", recs, err)
 		}
 		if bad := newReceipt("123", "s1", "999", time.Time{}, "1.00"); true {
-			if _, err := e.payments.CreateReceipt(ctx, bad); !errors.Is(err, entitlement.ErrInvalidPayment) {
-				t.Errorf("no processed date: %v", err)
-			}
+			_, err := e.payments.CreateReceipt(ctx, bad)
+			assert.ErrorIs(t, err, entitlement.ErrInvalidPayment, "no processed date")
 		}
 		if e.acct == nil {
 			return
@@ -121,9 +121,8 @@ func TestRecordPaymentAtomic(t *testing.T) {
 		v2, err := e.payments.UpdateSubscription(ctx, v1, next)
 		require.NoError(t, err)
 		rec := newReceipt("123", "s1", "999", day(1, 28).Add(time.Hour), "39.99")
-		if _, _, err := e.payments.RecordPayment(ctx, v1, rec, day(2, 28), day(2, 21)); !errors.Is(err, billing.ErrConflict) {
-			t.Fatalf("stale prev: %v", err)
-		}
+		_, _, err = e.payments.RecordPayment(ctx, v1, rec, day(2, 28), day(2, 21))
+		require.ErrorIs(t, err, billing.ErrConflict, "stale prev")
 		if recs, _ := e.payments.ReceiptsByAccount(ctx, "123", time.Time{}); len(recs) != 0 {
 			t.Fatalf("receipt written by a failed transaction: %+v", recs)
 		}
@@ -132,17 +131,15 @@ func TestRecordPaymentAtomic(t *testing.T) {
 		if _, err := e.payments.CreateReceipt(ctx, clash); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := e.payments.RecordPayment(ctx, v2, rec, day(2, 28), day(2, 21)); !errors.Is(err, billing.ErrAlreadyExists) {
-			t.Fatalf("receipt clash: %v", err)
-		}
+		_, _, err = e.payments.RecordPayment(ctx, v2, rec, day(2, 28), day(2, 21))
+		require.ErrorIs(t, err, billing.ErrAlreadyExists, "receipt clash")
 		if got, _ := e.payments.GetSubscription(ctx, "123", "s1", "999"); got != v2 {
 			t.Fatalf("subscription updated by a failed transaction: %+v", got)
 		}
 		wrong := rec
 		wrong.SKU = "777"
-		if _, _, err := e.payments.RecordPayment(ctx, v2, wrong, day(2, 28), day(2, 21)); !errors.Is(err, entitlement.ErrInvalidPayment) {
-			t.Fatalf("receipt of another subscription: %v", err)
-		}
+		_, _, err = e.payments.RecordPayment(ctx, v2, wrong, day(2, 28), day(2, 21))
+		require.ErrorIs(t, err, entitlement.ErrInvalidPayment, "receipt of another subscription")
 		rec.ProcessedDate = rec.ProcessedDate.Add(time.Minute)
 		v3, r, err := e.payments.RecordPayment(ctx, v2, rec, day(2, 28), time.Time{})
 		if err != nil || v3.Version != 3 || !v3.NextReminderDate.IsZero() || r.ProcessedAmount != rec.ProcessedAmount {
