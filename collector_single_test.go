@@ -82,9 +82,8 @@ func TestCollectorCollectUserTakesOldestFirst(t *testing.T) {
 	if len(calls) != 2 || !calls[0].Request.BillingDate.Before(calls[1].Request.BillingDate) || calls[0].Request.Attempt != 2 {
 		t.Fatalf("calls = %+v", calls)
 	}
-	if _, err := e.c.CollectUser(context.Background(), "u1", billing.ProcessInitial); !errors.Is(err, billing.ErrInvalidQuery) {
-		t.Fatalf("CollectUser with INITIAL: %v", err)
-	}
+	_, err = e.c.CollectUser(context.Background(), "u1", billing.ProcessInitial)
+	require.ErrorIs(t, err, billing.ErrInvalidQuery, "CollectUser with INITIAL")
 }
 
 func TestCollectorLockedSingleCollectionReturnsErrAlreadyLocked(t *testing.T) {
@@ -92,9 +91,8 @@ func TestCollectorLockedSingleCollectionReturnsErrAlreadyLocked(t *testing.T) {
 	s := e.add("u1", jan31, billing.StatusScheduled)
 	lease, _ := e.locker.Lock(context.Background(), "u1")
 	defer lease.Release(context.Background())
-	if _, err := e.c.CollectByID(context.Background(), s.SubscriptionID); !errors.Is(err, billing.ErrAlreadyLocked) {
-		t.Fatalf("err = %v", err)
-	}
+	_, err := e.c.CollectByID(context.Background(), s.SubscriptionID)
+	require.ErrorIs(t, err, billing.ErrAlreadyLocked, "err =")
 }
 
 func TestReportIsJSON(t *testing.T) {

@@ -194,9 +194,8 @@ func TestCollectorACHSettlement(t *testing.T) {
 		t.Fatalf("after submit: %+v", cur)
 	}
 	ctx := context.Background()
-	if _, _, err := e.c.ApplySettlement(ctx, billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: "other", Kind: billing.SettlementSettled}); !errors.Is(err, billing.ErrTransactionMismatch) {
-		t.Fatalf("mismatch: %v", err)
-	}
+	_, _, err := e.c.ApplySettlement(ctx, billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: "other", Kind: billing.SettlementSettled})
+	require.ErrorIs(t, err, billing.ErrTransactionMismatch, "mismatch")
 	ev := billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: cur.TransactionID, Kind: billing.SettlementSettled}
 	got, changed, err := e.c.ApplySettlement(ctx, ev)
 	if err != nil || !changed || got.Status != billing.StatusCompleted {
@@ -205,9 +204,8 @@ func TestCollectorACHSettlement(t *testing.T) {
 	if _, changed, err := e.c.ApplySettlement(ctx, ev); err != nil || changed {
 		t.Fatalf("replay changed=%v err=%v", changed, err)
 	}
-	if _, _, err := e.c.ApplySettlement(ctx, billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: cur.TransactionID, Kind: billing.SettlementReturned}); !errors.Is(err, billing.ErrIllegalTransition) {
-		t.Fatalf("return after settlement: %v", err)
-	}
+	_, _, err = e.c.ApplySettlement(ctx, billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: cur.TransactionID, Kind: billing.SettlementReturned})
+	require.ErrorIs(t, err, billing.ErrIllegalTransition, "return after settlement")
 	ref := billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: cur.TransactionID, Kind: billing.SettlementRefunded}
 	if got, changed, err := e.c.ApplySettlement(ctx, ref); err != nil || !changed || got.Status != billing.StatusRefunded {
 		t.Fatalf("refund: %+v %v", got, err)
@@ -327,9 +325,8 @@ func TestCollectorAdminChanges(t *testing.T) {
 	if ch.Created[0].ReceiptTierName != "Lite:v1" || ch.Created[0].Amount != billing.MustParseAmount("2.99") {
 		t.Fatalf("next period after pending downgrade: %+v", ch.Created[0])
 	}
-	if _, err = e.c.Cancel(ctx, a.SubscriptionID); !errors.Is(err, billing.ErrNotCollectible) {
-		t.Fatalf("cancel of a waived record: %v", err)
-	}
+	_, err = e.c.Cancel(ctx, a.SubscriptionID)
+	require.ErrorIs(t, err, billing.ErrNotCollectible, "cancel of a waived record")
 	if _, err = e.c.Cancel(ctx, ch.Created[0].SubscriptionID); err != nil {
 		t.Fatal(err)
 	}

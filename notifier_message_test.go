@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -86,7 +87,6 @@ func TestNewNotificationMessageErrors(t *testing.T) {
 			t.Errorf("want an error on %s naming the record, got %v", tc.field, err)
 		}
 	}
-	if _, err := json.Marshal(billing.NotificationMessage{UserID: "u1"}); !errors.Is(err, billing.ErrInvalidMessage) {
-		t.Errorf("marshal without billing date: %v", err)
-	}
+	_, err := json.Marshal(billing.NotificationMessage{UserID: "u1"})
+	assert.ErrorIs(t, err, billing.ErrInvalidMessage, "marshal without billing date")
 }

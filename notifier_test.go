@@ -324,21 +324,18 @@ func TestSchedulerErrors(t *testing.T) {
 	t.Run("invalid event", func(t *testing.T) {
 		repo := &notifStubRepo{}
 		s := newNotifScheduler(t, repo, &billingtest.RecordingEnqueuer{})
-		if _, err := s.Run(ctx, billing.SchedulerEvent{Status: billing.StatusInactive}); !errors.Is(err, billing.ErrInvalidEvent) {
-			t.Errorf("INACTIVE: %v", err)
-		}
-		if _, err := s.Run(ctx, billing.SchedulerEvent{Date: "yesterday"}); !errors.Is(err, billing.ErrInvalidDate) {
-			t.Errorf("bad date: %v", err)
-		}
+		_, err := s.Run(ctx, billing.SchedulerEvent{Status: billing.StatusInactive})
+		assert.ErrorIs(t, err, billing.ErrInvalidEvent, "INACTIVE")
+		_, err = s.Run(ctx, billing.SchedulerEvent{Date: "yesterday"})
+		assert.ErrorIs(t, err, billing.ErrInvalidDate, "bad date")
 		assert.Empty(t, repo.queries, "queried %d times", len(repo.queries))
 	})
 	t.Run("cancelled context", func(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
 		repo := &notifStubRepo{}
-		if _, err := newNotifScheduler(t, repo, &billingtest.RecordingEnqueuer{}).Run(cctx, billing.SchedulerEvent{}); !errors.Is(err, context.Canceled) {
-			t.Fatalf("got %v", err)
-		}
+		_, err := newNotifScheduler(t, repo, &billingtest.RecordingEnqueuer{}).Run(cctx, billing.SchedulerEvent{})
+		require.ErrorIs(t, err, context.Canceled, "got")
 	})
 }
 
@@ -346,18 +343,16 @@ func TestSchedulerRunBatch(t *testing.T) {
 	ctx := context.Background()
 	repo := &notifStubRepo{}
 	s := newNotifScheduler(t, repo, &billingtest.RecordingEnqueuer{})
-	if _, err := s.RunBatch(ctx, []string{`{"status":"SCHEDULED"}`, `{"status":"SCHEDULED"}`}); !errors.Is(err, billing.ErrTooManyRecords) {
-		t.Fatalf("two records: %v", err)
-	}
+	_, err := s.RunBatch(ctx, []string{`{"status":"SCHEDULED"}`, `{"status":"SCHEDULED"}`})
+	require.ErrorIs(t, err, billing.ErrTooManyRecords, "two records")
 	if len(repo.queries) != 0 {
 		t.Fatal("a batch of two ran")
 	}
 	if res, err := s.RunBatch(ctx, nil); err != nil || res != (billing.SchedulerResult{}) {
 		t.Fatalf("no records: %+v, %v", res, err)
 	}
-	if _, err := s.RunBatch(ctx, []string{`{"start_key": {"user_id": {"S": "u"}}}`}); !errors.Is(err, billing.ErrInvalidEvent) {
-		t.Fatalf("legacy key: %v", err)
-	}
+	_, err = s.RunBatch(ctx, []string{`{"start_key": {"user_id": {"S": "u"}}}`})
+	require.ErrorIs(t, err, billing.ErrInvalidEvent, "legacy key")
 	if _, err := s.RunBatch(ctx, []string{`{"date":"20240314","status":"SCHEDULED","start_key":""}`}); err != nil {
 		t.Fatal(err)
 	}

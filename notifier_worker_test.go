@@ -12,6 +12,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -229,9 +230,8 @@ func TestWorkerHandleOutcomes(t *testing.T) {
 	}
 	m := notifMessage()
 	m.UserID = "nobody"
-	if _, err := w.Handle(ctx, m); !errors.Is(err, billing.ErrNotFound) {
-		t.Errorf("unknown user: %v", err)
-	}
+	_, err := w.Handle(ctx, m)
+	assert.ErrorIs(t, err, billing.ErrNotFound, "unknown user")
 }
 
 func TestWorkerBatchReportsOnlyFailures(t *testing.T) {

@@ -250,15 +250,13 @@ func TestTelemetrySingleCollection(t *testing.T) {
 
 	// Refusals before an attempt are counted too: a collected record is
 	// not collectible any more, and a held lock skips.
-	if _, err := e.c.CollectByID(context.Background(), s.SubscriptionID); !errors.Is(err, billing.ErrNotCollectible) {
-		t.Fatalf("second collection: %v", err)
-	}
+	_, err := e.c.CollectByID(context.Background(), s.SubscriptionID)
+	require.ErrorIs(t, err, billing.ErrNotCollectible, "second collection")
 	lease, err := e.locker.Lock(context.Background(), "u1")
 	require.NoError(t, err)
 	defer lease.Release(context.Background())
-	if _, err := e.c.ManualRepayment(context.Background(), s.SubscriptionID); !errors.Is(err, billing.ErrAlreadyLocked) {
-		t.Fatalf("locked repayment: %v", err)
-	}
+	_, err = e.c.ManualRepayment(context.Background(), s.SubscriptionID)
+	require.ErrorIs(t, err, billing.ErrAlreadyLocked, "locked repayment")
 	assert.Equal(t, map[string]int64{
 		"outcome=collected,process=BATCH,run=batch":                  1,
 		"outcome=not_eligible,process=BATCH,run=batch":               1,
@@ -359,9 +357,8 @@ func TestTelemetryDynamoDB(t *testing.T) {
 	if dynamostore.ClientOf(repo) != fake || dynamostore.ClientOf(hist) != fake {
 		t.Fatal("DynamoClientOf does not return the configured client")
 	}
-	if _, err := repo.Get(ctx, "u1", jan31); !errors.Is(err, billing.ErrNotFound) {
-		t.Fatalf("Get: %v", err)
-	}
+	_, err := repo.Get(ctx, "u1", jan31)
+	require.ErrorIs(t, err, billing.ErrNotFound, "Get")
 	if _, err := repo.ListByUser(ctx, "u1"); err != nil {
 		t.Fatal(err)
 	}
@@ -371,9 +368,7 @@ func TestTelemetryDynamoDB(t *testing.T) {
 	sub := billing.Subscription{UserID: "u1", SubscriptionID: "s1", BillingDate: jan31, Status: billing.StatusScheduled,
 		Amount: billing.Cents(499), Term: billing.TermMonthly, BillingPeriod: billing.BillingPeriod(jan31),
 		CreatedDate: jan31, LastRunDate: jan31}
-	if err := repo.Add(ctx, &sub); !errors.Is(err, errFakeDynamo) {
-		t.Fatalf("Add: %v", err)
-	}
+	require.ErrorIs(t, repo.Add(ctx, &sub), errFakeDynamo, "Add")
 	if want := []string{"GetItem", "Query", "Query", "TransactWriteItems"}; !slices.Equal(fake.calls, want) {
 		t.Fatalf("client calls %v, want %v", fake.calls, want)
 	}
