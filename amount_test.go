@@ -2,13 +2,13 @@ package billing
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Minimal assertion helpers (testify's require cannot be built here: its
@@ -34,16 +34,12 @@ func amtNoError(t testing.TB, err error, ctx ...any) {
 
 func amtErrorIs(t testing.TB, err, target error, ctx ...any) {
 	t.Helper()
-	if !errors.Is(err, target) {
-		t.Fatalf("error %v does not wrap %v%s", err, target, amtCtx(ctx))
-	}
+	require.ErrorIs(t, err, target, "error %v does not wrap %v%s", err, target, amtCtx(ctx))
 }
 
 func amtEqual[T any](t testing.TB, want, got T, ctx ...any) {
 	t.Helper()
-	if !reflect.DeepEqual(want, got) {
-		t.Fatalf("got %#v, want %#v%s", got, want, amtCtx(ctx))
-	}
+	require.Equal(t, want, got, "got %#v, want %#v%s", got, want, amtCtx(ctx))
 }
 
 func amtZero[T comparable](t testing.TB, got T, ctx ...any) {
@@ -506,15 +502,11 @@ func FuzzParseAmount(f *testing.F) {
 		a, err := ParseAmount(s)
 		canon, wellFormed := canonicalDigits(s)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidAmount) {
-				t.Fatalf("ParseAmount(%q): error %v does not wrap ErrInvalidAmount", s, err)
-			}
+			require.ErrorIs(t, err, ErrInvalidAmount, "ParseAmount(%q): error %v does not wrap ErrInvalidAmount", s, err)
 			if !strings.Contains(err.Error(), quotedInput(s)) {
 				t.Fatalf("ParseAmount(%q): error %q does not quote the input", s, err)
 			}
-			if a != 0 {
-				t.Fatalf("ParseAmount(%q) = %d with error", s, int64(a))
-			}
+			require.Zero(t, a, "ParseAmount(%q) = %d with error", s, int64(a))
 			if wellFormed && fitsAmount(canon) {
 				t.Fatalf("ParseAmount(%q) rejected a well-formed in-range amount: %v", s, err)
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/dynabill/billing/internal/dynamotest"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/require"
 )
 
 // The collector benchmarks: what a scheduled run costs per collected
@@ -68,9 +69,7 @@ func BenchmarkCollectorDynamoDB(b *testing.B) {
 			dynamotest.CreateTable(b, client, dynamostore.LockTableDefinition(tables.Locks))
 			return func(c dynamostore.API) billing.Repository {
 				repo, err := dynamostore.NewRepository(dynamostore.Config{Client: c, Tables: tables})
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				return repo
 			}, func(i int) string { return fmt.Sprintf("bench-user-%05d", i) }, tables.Locks
 		}}
@@ -84,9 +83,7 @@ func BenchmarkCollectorDynamoDB(b *testing.B) {
 		return func(c dynamostore.API) billing.Repository {
 				repo, err := dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{Client: c, Table: table,
 					Clock: billingtest.NewClock(benchNow)})
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				return repo
 			}, func(i int) string {
 				return layout.SubscriptionRef{AccountID: fmt.Sprintf("bench-%05d", i/3), SubscriptionID: fmt.Sprint("s", i), SKU: skus[i%3]}.UserID()
@@ -113,16 +110,12 @@ func BenchmarkCollectorDynamoDB(b *testing.B) {
 				// depend on how long the run takes, the data calls do not.
 				wl := dynamotest.Wrap(client)
 				locker, err := dynamostore.NewLocker(wl, dynamostore.WithLockTable(locks))
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				c := newBenchCollector(b, repo, locker, now)
 				b.StartTimer()
 				rep := runToEnd(b, c, billing.RunScheduled)
 				b.StopTimer()
-				if err := locker.Close(context.Background()); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, locker.Close(context.Background()))
 				if rep.Collected != benchDue {
 					b.Fatalf("collected %d of %d due records: %+v", rep.Collected, benchDue, rep.Failed)
 				}
@@ -211,9 +204,7 @@ func newBenchCollector(b *testing.B, repo billing.Repository, locker billing.Loc
 		Repository: repo, Locker: locker, Clock: clock,
 		Provider: billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock}),
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	return c
 }
 
@@ -229,9 +220,7 @@ func runToEnd(b *testing.B, c *billing.Collector, kind billing.RunKind) (total b
 	req := billing.RunRequest{Kind: kind}
 	for {
 		rep, err := c.Run(context.Background(), req)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		total.Attempted += rep.Attempted
 		total.Collected += rep.Collected
 		total.Failed = append(total.Failed, rep.Failed...)

@@ -14,6 +14,7 @@ import (
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/internal/storetest"
 	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/require"
 )
 
 // crashEnv is a collector on fresh DynamoDB tables behind the fault
@@ -50,9 +51,7 @@ func newSingleCrashEnv(t *testing.T, users int) *crashEnv {
 	w := dynamotest.Wrap(client)
 	t.Cleanup(func() { w.AssertNoViolations(t) })
 	repo, err := dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{Client: w, Table: table, Clock: clock, PageSize: 2, CatchUpDays: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	skus := []string{"STREAM", "MUSIC", "NEWS"}
 	return startCrashEnv(t, &crashEnv{repo: repo, hist: repo.History(), single: repo, clock: clock}, users, func(i int) string {
 		return layout.SubscriptionRef{AccountID: "crash", SubscriptionID: fmt.Sprint("s", i), SKU: skus[i%len(skus)]}.UserID()
@@ -70,9 +69,7 @@ func startCrashEnv(t *testing.T, e *crashEnv, users int, userID func(int) string
 		Clock: e.clock, Concurrency: 1, PagesPerInvocation: 100,
 		NewID: func() string { seq++; return fmt.Sprintf("next-%d", seq) },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e.c = c
 	for i := range users {
 		u := userID(i)
@@ -80,9 +77,7 @@ func startCrashEnv(t *testing.T, e *crashEnv, users int, userID func(int) string
 		s := billing.Subscription{UserID: u, SubscriptionID: fmt.Sprintf("sub-%d-jan", i), BillingDate: jan31, Amount: billing.MustParseAmount("9.99"),
 			Status: billing.StatusScheduled, BillingPeriod: "01/2024", Term: billing.TermMonthly, AnchorDay: 31,
 			CreatedDate: jan31.AddDate(0, -1, 0), LastRunDate: jan31.AddDate(0, -1, 0)}
-		if err := repo.Add(context.Background(), &s); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, repo.Add(context.Background(), &s))
 	}
 	e.w.Reset()
 	return e
@@ -110,9 +105,7 @@ func (e *crashEnv) check(t *testing.T) {
 	ctx := context.Background()
 	for _, u := range e.users {
 		recs, err := e.repo.ListByUser(ctx, u)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		// No period lost, none doubled: January collected, February open.
 		if len(recs) != 2 || recs[0].Status != billing.StatusCompleted || recs[1].Status != billing.StatusScheduled ||
 			recs[1].BillingPeriod != "02/2024" || recs[0].Amount != billing.MustParseAmount("9.99") {

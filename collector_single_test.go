@@ -11,6 +11,7 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/require"
 )
 
 func TestCollectorSingleCollections(t *testing.T) {
@@ -58,9 +59,7 @@ func TestCollectorSingleCollections(t *testing.T) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
 			}
 			cur, _ := e.repo.GetByID(ctx, s.SubscriptionID)
-			if cur.Status != tt.want {
-				t.Fatalf("status = %s, want %s", cur.Status, tt.want)
-			}
+			require.Equal(t, tt.want, cur.Status, "status = %s, want %s", cur.Status, tt.want)
 			if tt.wantErr == nil && cur.Process != tt.process {
 				t.Fatalf("process = %s, want %s", cur.Process, tt.process)
 			}
@@ -83,9 +82,8 @@ func TestCollectorCollectUserTakesOldestFirst(t *testing.T) {
 	if len(calls) != 2 || !calls[0].Request.BillingDate.Before(calls[1].Request.BillingDate) || calls[0].Request.Attempt != 2 {
 		t.Fatalf("calls = %+v", calls)
 	}
-	if _, err := e.c.CollectUser(context.Background(), "u1", billing.ProcessInitial); !errors.Is(err, billing.ErrInvalidQuery) {
-		t.Fatalf("CollectUser with INITIAL: %v", err)
-	}
+	_, err = e.c.CollectUser(context.Background(), "u1", billing.ProcessInitial)
+	require.ErrorIs(t, err, billing.ErrInvalidQuery, "CollectUser with INITIAL")
 }
 
 func TestCollectorLockedSingleCollectionReturnsErrAlreadyLocked(t *testing.T) {
@@ -93,9 +91,8 @@ func TestCollectorLockedSingleCollectionReturnsErrAlreadyLocked(t *testing.T) {
 	s := e.add("u1", jan31, billing.StatusScheduled)
 	lease, _ := e.locker.Lock(context.Background(), "u1")
 	defer lease.Release(context.Background())
-	if _, err := e.c.CollectByID(context.Background(), s.SubscriptionID); !errors.Is(err, billing.ErrAlreadyLocked) {
-		t.Fatalf("err = %v", err)
-	}
+	_, err := e.c.CollectByID(context.Background(), s.SubscriptionID)
+	require.ErrorIs(t, err, billing.ErrAlreadyLocked, "err =")
 }
 
 func TestReportIsJSON(t *testing.T) {
@@ -104,9 +101,7 @@ func TestReportIsJSON(t *testing.T) {
 	e.pay.SetUser("u1", billingtest.UnknownBeforeCharge(nil))
 	rep := e.run(billing.RunScheduled)
 	js, err := json.Marshal(rep)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, want := range []string{`"kind":"scheduled"`, `"unknown":1`, `"failed":[{"user_id":"u1"`} {
 		if !strings.Contains(string(js), want) {
 			t.Errorf("report JSON %s lacks %s", js, want)

@@ -11,6 +11,8 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // collectorEnv is a collector on the in-memory store with scripted parts.
@@ -45,9 +47,7 @@ func newCollectorEnv(t *testing.T, mut ...func(*billing.Config)) *collectorEnv {
 		m(&cfg)
 	}
 	c, err := billing.NewCollector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e.c = c
 	return e
 }
@@ -60,9 +60,7 @@ func (e *collectorEnv) add(user string, date time.Time, st billing.Status, mut .
 	for _, m := range mut {
 		m(&s)
 	}
-	if err := e.repo.Add(context.Background(), &s); err != nil {
-		e.t.Fatal(err)
-	}
+	require.NoError(e.t, e.repo.Add(context.Background(), &s))
 	return s
 }
 
@@ -72,9 +70,7 @@ func (e *collectorEnv) run(kind billing.RunKind) *billing.Report {
 	var total *billing.Report
 	for {
 		rep, err := e.c.Run(context.Background(), req)
-		if err != nil {
-			e.t.Fatalf("%s run: %v", kind, err)
-		}
+		require.NoError(e.t, err, "%s run", kind)
 		if total == nil {
 			total = rep
 		} else {
@@ -93,9 +89,7 @@ func (e *collectorEnv) run(kind billing.RunKind) *billing.Report {
 func (e *collectorEnv) records(user string) []billing.Subscription {
 	e.t.Helper()
 	recs, err := e.repo.ListByUser(context.Background(), user)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	require.NoError(e.t, err)
 	return recs
 }
 
@@ -108,9 +102,7 @@ func TestCollectorScheduledRunCollectsAndOpensNextPeriod(t *testing.T) {
 		t.Fatalf("report = %+v", rep)
 	}
 	recs := e.records("u1")
-	if len(recs) != 2 {
-		t.Fatalf("u1 has %d records, want 2", len(recs))
-	}
+	require.Len(t, recs, 2, "u1 has %d records, want 2", len(recs))
 	got, next := recs[0], recs[1]
 	if got.Status != billing.StatusCompleted || got.Attempt != 1 || got.Process != billing.ProcessInitial ||
 		got.InitialRunDate.IsZero() || got.CompletionDate.IsZero() || got.TransactionID == "" || got.ReceiptAccountMask != "6789" {
@@ -125,14 +117,10 @@ func TestCollectorScheduledRunCollectsAndOpensNextPeriod(t *testing.T) {
 	if len(calls) != 1 || calls[0].Request.IdempotencyKey != billing.IdempotencyKey(s.SubscriptionID, 1) || calls[0].Request.Amount != s.Amount {
 		t.Errorf("provider calls = %+v", calls)
 	}
-	if e.events.Count(billing.EventPaymentSucceeded) != 1 {
-		t.Errorf("events = %+v", e.events.Events())
-	}
+	assert.Equal(t, 1, e.events.Count(billing.EventPaymentSucceeded), "events = %+v", e.events.Events())
 	billingtest.RequireHistoryMatchesPrimary(t, e.repo, e.hist, "u1")
 	rows, _ := e.hist.ListByUser(context.Background(), "u1")
-	if len(rows) != 3 {
-		t.Errorf("history rows = %d, want 3 (add, attempt, next period)", len(rows))
-	}
+	assert.Len(t, rows, 3, "history rows = %d, want 3 (add, attempt, next period)", len(rows))
 	// A second run finds nothing due.
 	if rep := e.run(billing.RunScheduled); rep.Attempted != 0 {
 		t.Errorf("second run attempted %d", rep.Attempted)
@@ -157,9 +145,7 @@ func TestCollectorDeclineAndDailyRetry(t *testing.T) {
 	e.run(billing.RunRetry) // declined again
 	e.clock.Advance(24 * time.Hour)
 	rep := e.run(billing.RunRetry)
-	if rep.Collected != 1 {
-		t.Fatalf("third attempt: %+v", rep)
-	}
+	require.Equal(t, 1, rep.Collected, "third attempt: %+v", rep)
 	keys := e.pay.KeysFor(s.SubscriptionID)
 	if len(keys) != 3 || keys[2] != billing.IdempotencyKey(s.SubscriptionID, 3) {
 		t.Fatalf("keys = %v", keys)
@@ -185,13 +171,9 @@ func TestCollectorUnknownOutcomeReusesKey(t *testing.T) {
 	if cur, _ := e.repo.GetByID(context.Background(), s.SubscriptionID); cur.Status != billing.StatusScheduled || cur.Attempt != 0 {
 		t.Fatalf("record after unknown outcome = %+v", cur)
 	}
-	if n := len(e.records("u1")); n != 1 {
-		t.Fatalf("unknown outcome opened the next period")
-	}
+	require.Len(t, e.records("u1"), 1, "unknown outcome opened the next period")
 	rep = e.run(billing.RunScheduled)
-	if rep.Collected != 1 {
-		t.Fatalf("rerun: %+v", rep)
-	}
+	require.Equal(t, 1, rep.Collected, "rerun: %+v", rep)
 	calls := e.pay.Calls()
 	if len(calls) != 2 || calls[0].Request.IdempotencyKey != calls[1].Request.IdempotencyKey || !calls[1].Replayed {
 		t.Fatalf("calls = %+v, want the same key twice, the second replayed", calls)
@@ -212,9 +194,8 @@ func TestCollectorACHSettlement(t *testing.T) {
 		t.Fatalf("after submit: %+v", cur)
 	}
 	ctx := context.Background()
-	if _, _, err := e.c.ApplySettlement(ctx, billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: "other", Kind: billing.SettlementSettled}); !errors.Is(err, billing.ErrTransactionMismatch) {
-		t.Fatalf("mismatch: %v", err)
-	}
+	_, _, err := e.c.ApplySettlement(ctx, billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: "other", Kind: billing.SettlementSettled})
+	require.ErrorIs(t, err, billing.ErrTransactionMismatch, "mismatch")
 	ev := billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: cur.TransactionID, Kind: billing.SettlementSettled}
 	got, changed, err := e.c.ApplySettlement(ctx, ev)
 	if err != nil || !changed || got.Status != billing.StatusCompleted {
@@ -223,9 +204,8 @@ func TestCollectorACHSettlement(t *testing.T) {
 	if _, changed, err := e.c.ApplySettlement(ctx, ev); err != nil || changed {
 		t.Fatalf("replay changed=%v err=%v", changed, err)
 	}
-	if _, _, err := e.c.ApplySettlement(ctx, billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: cur.TransactionID, Kind: billing.SettlementReturned}); !errors.Is(err, billing.ErrIllegalTransition) {
-		t.Fatalf("return after settlement: %v", err)
-	}
+	_, _, err = e.c.ApplySettlement(ctx, billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: cur.TransactionID, Kind: billing.SettlementReturned})
+	require.ErrorIs(t, err, billing.ErrIllegalTransition, "return after settlement")
 	ref := billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: cur.TransactionID, Kind: billing.SettlementRefunded}
 	if got, changed, err := e.c.ApplySettlement(ctx, ref); err != nil || !changed || got.Status != billing.StatusRefunded {
 		t.Fatalf("refund: %+v %v", got, err)
@@ -290,9 +270,7 @@ func TestCollectorLockedUserIsSkippedUntouched(t *testing.T) {
 	e := newCollectorEnv(t)
 	s := e.add("u1", jan31, billing.StatusScheduled)
 	lease, err := e.locker.Lock(context.Background(), "u1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rep := e.run(billing.RunScheduled)
 	if rep.SkippedLocked != 1 || rep.Attempted != 0 || e.pay.CallCount() != 0 {
 		t.Fatalf("report = %+v", rep)
@@ -347,9 +325,8 @@ func TestCollectorAdminChanges(t *testing.T) {
 	if ch.Created[0].ReceiptTierName != "Lite:v1" || ch.Created[0].Amount != billing.MustParseAmount("2.99") {
 		t.Fatalf("next period after pending downgrade: %+v", ch.Created[0])
 	}
-	if _, err = e.c.Cancel(ctx, a.SubscriptionID); !errors.Is(err, billing.ErrNotCollectible) {
-		t.Fatalf("cancel of a waived record: %v", err)
-	}
+	_, err = e.c.Cancel(ctx, a.SubscriptionID)
+	require.ErrorIs(t, err, billing.ErrNotCollectible, "cancel of a waived record")
 	if _, err = e.c.Cancel(ctx, ch.Created[0].SubscriptionID); err != nil {
 		t.Fatal(err)
 	}
@@ -370,9 +347,7 @@ func TestCollectorSettlementBeforeItsAttemptIsRecorded(t *testing.T) {
 	e.pay.SetUser("u1", billingtest.UnknownAfterCharge(billingtest.Pending(), nil))
 	e.run(billing.RunScheduled)
 	charges := e.pay.ChargesFor(s.SubscriptionID)
-	if len(charges) != 1 {
-		t.Fatalf("charges = %+v", charges)
-	}
+	require.Len(t, charges, 1, "charges = %+v", charges)
 	ev := billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: charges[0].TransactionID, Kind: billing.SettlementSettled}
 	// The processor cannot be reached to resolve the attempt: the event is
 	// early, and nothing is written.

@@ -2,10 +2,10 @@ package billing_test
 
 import (
 	"encoding/json"
-	"errors"
 	"testing"
 
 	"github.com/dynabill/billing"
+	"github.com/stretchr/testify/require"
 )
 
 // FuzzParseEvent: ParseSchedulerEvent never panics, fails only with
@@ -24,19 +24,13 @@ func FuzzParseEvent(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ev, err := billing.ParseSchedulerEvent(data)
 		if err != nil {
-			if !errors.Is(err, billing.ErrInvalidEvent) {
-				t.Fatalf("error without ErrInvalidEvent: %v", err)
-			}
+			require.ErrorIs(t, err, billing.ErrInvalidEvent, "error without ErrInvalidEvent: %v", err)
 			return
 		}
 		b, err := json.Marshal(ev)
-		if err != nil {
-			t.Fatalf("accepted %q but cannot encode %+v: %v", data, ev, err)
-		}
+		require.NoError(t, err, "accepted %q but cannot encode %+v", data, ev)
 		back, err := billing.ParseSchedulerEvent(b)
-		if err != nil {
-			t.Fatalf("re-encoded %s does not parse: %v", b, err)
-		}
+		require.NoError(t, err, "re-encoded %s does not parse", b)
 		if back != ev {
 			t.Fatalf("round trip changed %+v to %+v", ev, back)
 		}
@@ -60,19 +54,13 @@ func FuzzParseMessage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := billing.ParseNotificationMessage(data)
 		if err != nil {
-			if !errors.Is(err, billing.ErrInvalidMessage) {
-				t.Fatalf("error without ErrInvalidMessage: %v", err)
-			}
+			require.ErrorIs(t, err, billing.ErrInvalidMessage, "error without ErrInvalidMessage: %v", err)
 			return
 		}
 		b, err := json.Marshal(m)
-		if err != nil {
-			t.Fatalf("accepted %q but cannot encode %+v: %v", data, m, err)
-		}
+		require.NoError(t, err, "accepted %q but cannot encode %+v", data, m)
 		back, err := billing.ParseNotificationMessage(b)
-		if err != nil {
-			t.Fatalf("re-encoded %s does not parse: %v", b, err)
-		}
+		require.NoError(t, err, "re-encoded %s does not parse", b)
 		if back != m {
 			t.Fatalf("round trip changed %+v to %+v", m, back)
 		}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestNotificationMessageJSON(t *testing.T) {
@@ -14,23 +16,15 @@ func TestNotificationMessageJSON(t *testing.T) {
 	sub.ReceiptTierName = "Plus:v2"
 	sub.UpdatedEvent = billing.EventPendingCancellation
 	m, err := billing.NewNotificationMessage(&sub)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := `{"event_type":"three_day_notification","user_id":"u1","subscription_id":"sub-u1",` +
 		`"billing_date":"2024-03-14T15:00:00Z","billing_amount":"4.99","billing_status":"SCHEDULED",` +
 		`"receipt_tier_name":"Plus:v2","updated_event":"PENDING_CANCELLATION"}`
-	if string(b) != want {
-		t.Fatalf("body\n got %s\nwant %s", b, want)
-	}
+	require.Equal(t, want, string(b), "body\n got %s\nwant %s", b, want)
 	back, err := billing.ParseNotificationMessage(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if back != m || back.Tier() != "Plus" {
 		t.Fatalf("round trip: %+v != %+v", back, m)
 	}
@@ -93,7 +87,6 @@ func TestNewNotificationMessageErrors(t *testing.T) {
 			t.Errorf("want an error on %s naming the record, got %v", tc.field, err)
 		}
 	}
-	if _, err := json.Marshal(billing.NotificationMessage{UserID: "u1"}); !errors.Is(err, billing.ErrInvalidMessage) {
-		t.Errorf("marshal without billing date: %v", err)
-	}
+	_, err := json.Marshal(billing.NotificationMessage{UserID: "u1"})
+	assert.ErrorIs(t, err, billing.ErrInvalidMessage, "marshal without billing date")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/storetest"
 	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/require"
 )
 
 // The paging acceptance: 2,500 due records read 358 per page are 7 pages;
@@ -79,19 +80,13 @@ func testNotifierPaging(t *testing.T, repo billing.Repository) {
 	sched, err := billing.NewScheduler(billing.SchedulerConfig{
 		Repository: repo, Enqueuer: queue, Clock: clock, PagesPerInvocation: 3,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 
 	began = time.Now()
 	trigger, err := billing.ParseSchedulerEvent([]byte(`{"status": "SCHEDULED"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	res, err := sched.Run(ctx, trigger)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	pages := []int{res.Pages}
 	enqueued := res.Enqueued
 	for res.Continuation != nil {
@@ -99,22 +94,16 @@ func testNotifierPaging(t *testing.T, repo billing.Repository) {
 			t.Fatalf("runaway: %d invocations", len(pages))
 		}
 		body, err := json.Marshal(res.Continuation)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var fields map[string]any
-		if err := json.Unmarshal(body, &fields); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, json.Unmarshal(body, &fields))
 		if len(fields) != 3 || fields["date"] != "20240314" || fields["status"] != "SCHEDULED" ||
 			fields["start_key"] == "" || fields["start_key"] == nil {
 			t.Fatalf("continuation %d: want {date: 20240314, status: SCHEDULED, start_key: token}, got %s", len(pages), body)
 		}
 		clock.Advance(13 * time.Hour) // crosses midnight UTC
 		res, err = sched.RunBatch(ctx, []string{string(body)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		pages = append(pages, res.Pages)
 		enqueued += res.Enqueued
 	}

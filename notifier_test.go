@@ -15,6 +15,8 @@ import (
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // notifStubRepo answers QueryStatus from a script; every other Repository
@@ -58,9 +60,7 @@ func newNotifScheduler(t *testing.T, repo billing.Repository, q billing.Enqueuer
 		m(&cfg)
 	}
 	s, err := billing.NewScheduler(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return s
 }
 
@@ -159,9 +159,7 @@ func TestParseSchedulerEvent(t *testing.T) {
 func TestSchedulerEventJSONFieldNames(t *testing.T) {
 	ev := billing.SchedulerEvent{Date: "20240314", Status: billing.StatusScheduled, StartKey: "tok"}
 	b, err := json.Marshal(ev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if want := `{"date":"20240314","status":"SCHEDULED","start_key":"tok"}`; string(b) != want {
 		t.Fatalf("got %s, want %s", b, want)
 	}
@@ -198,13 +196,9 @@ func TestSchedulerWindowStatusAndDate(t *testing.T) {
 		q := &billingtest.RecordingEnqueuer{}
 		sched := newNotifScheduler(t, store.Repository(), q, func(c *billing.SchedulerConfig) { c.PagesPerInvocation = 10 })
 		ev, err := billing.ParseSchedulerEvent([]byte(tc.event))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		res, err := sched.Run(ctx, ev)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var got []string
 		for _, m := range q.Messages(t) {
 			got = append(got, m.UserID)
@@ -228,9 +222,7 @@ func TestSchedulerDefaultPagesPerInvocation(t *testing.T) {
 	}
 	q := &billingtest.RecordingEnqueuer{}
 	res, err := newNotifScheduler(t, store.Repository(), q).Run(ctx, billing.SchedulerEvent{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if res.Pages != billing.DefaultPagesPerInvocation || res.Enqueued != 3 || res.Continuation == nil {
 		t.Fatalf("got %+v, want 3 pages, 3 enqueued and a continuation", res)
 	}
@@ -257,18 +249,12 @@ func TestSchedulerSkipsRecordsItCannotUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	item, err := layout.EncodeItem(notifPtr(notifSub("u-bad", start.Add(3*time.Hour))))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "four dollars"}
-	if err := store.PutRawItem(memory.SubscriptionsTable, item); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, store.PutRawItem(memory.SubscriptionsTable, item))
 	q := &billingtest.RecordingEnqueuer{}
 	res, err := newNotifScheduler(t, store.Repository(), q).Run(ctx, billing.SchedulerEvent{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if res.Enqueued != 2 || res.Skipped != 1 || res.Continuation != nil {
 		t.Fatalf("undecodable item: %+v", res)
 	}
@@ -281,9 +267,7 @@ func TestSchedulerSkipsRecordsItCannotUse(t *testing.T) {
 	repo := &notifStubRepo{pages: []billing.Page{{Items: []billing.Subscription{noUser, good, negative}, Scanned: 3, Count: 3}}}
 	q = &billingtest.RecordingEnqueuer{}
 	res, err = newNotifScheduler(t, repo, q).Run(ctx, billing.SchedulerEvent{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if res.Enqueued != 1 || res.Skipped != 2 || res.Scanned != 3 || len(q.Bodies()) != 1 {
 		t.Fatalf("unusable records: %+v", res)
 	}
@@ -320,9 +304,7 @@ func TestSchedulerErrors(t *testing.T) {
 		repo := &notifStubRepo{}
 		_, err := newNotifScheduler(t, repo, &billingtest.RecordingEnqueuer{}, func(c *billing.SchedulerConfig) { c.PageSize = 7 }).
 			Run(ctx, billing.SchedulerEvent{Status: billing.StatusPaused, StartKey: "tok"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		want := billing.StatusQuery{Status: billing.StatusPaused, Since: start, Before: start.AddDate(0, 0, 1), Cursor: "tok", Limit: 7}
 		if len(repo.queries) != 1 || repo.queries[0] != want {
 			t.Fatalf("queries %+v, want %+v", repo.queries, want)
@@ -342,23 +324,18 @@ func TestSchedulerErrors(t *testing.T) {
 	t.Run("invalid event", func(t *testing.T) {
 		repo := &notifStubRepo{}
 		s := newNotifScheduler(t, repo, &billingtest.RecordingEnqueuer{})
-		if _, err := s.Run(ctx, billing.SchedulerEvent{Status: billing.StatusInactive}); !errors.Is(err, billing.ErrInvalidEvent) {
-			t.Errorf("INACTIVE: %v", err)
-		}
-		if _, err := s.Run(ctx, billing.SchedulerEvent{Date: "yesterday"}); !errors.Is(err, billing.ErrInvalidDate) {
-			t.Errorf("bad date: %v", err)
-		}
-		if len(repo.queries) != 0 {
-			t.Errorf("queried %d times", len(repo.queries))
-		}
+		_, err := s.Run(ctx, billing.SchedulerEvent{Status: billing.StatusInactive})
+		assert.ErrorIs(t, err, billing.ErrInvalidEvent, "INACTIVE")
+		_, err = s.Run(ctx, billing.SchedulerEvent{Date: "yesterday"})
+		assert.ErrorIs(t, err, billing.ErrInvalidDate, "bad date")
+		assert.Empty(t, repo.queries, "queried %d times", len(repo.queries))
 	})
 	t.Run("cancelled context", func(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
 		repo := &notifStubRepo{}
-		if _, err := newNotifScheduler(t, repo, &billingtest.RecordingEnqueuer{}).Run(cctx, billing.SchedulerEvent{}); !errors.Is(err, context.Canceled) {
-			t.Fatalf("got %v", err)
-		}
+		_, err := newNotifScheduler(t, repo, &billingtest.RecordingEnqueuer{}).Run(cctx, billing.SchedulerEvent{})
+		require.ErrorIs(t, err, context.Canceled, "got")
 	})
 }
 
@@ -366,24 +343,20 @@ func TestSchedulerRunBatch(t *testing.T) {
 	ctx := context.Background()
 	repo := &notifStubRepo{}
 	s := newNotifScheduler(t, repo, &billingtest.RecordingEnqueuer{})
-	if _, err := s.RunBatch(ctx, []string{`{"status":"SCHEDULED"}`, `{"status":"SCHEDULED"}`}); !errors.Is(err, billing.ErrTooManyRecords) {
-		t.Fatalf("two records: %v", err)
-	}
+	_, err := s.RunBatch(ctx, []string{`{"status":"SCHEDULED"}`, `{"status":"SCHEDULED"}`})
+	require.ErrorIs(t, err, billing.ErrTooManyRecords, "two records")
 	if len(repo.queries) != 0 {
 		t.Fatal("a batch of two ran")
 	}
 	if res, err := s.RunBatch(ctx, nil); err != nil || res != (billing.SchedulerResult{}) {
 		t.Fatalf("no records: %+v, %v", res, err)
 	}
-	if _, err := s.RunBatch(ctx, []string{`{"start_key": {"user_id": {"S": "u"}}}`}); !errors.Is(err, billing.ErrInvalidEvent) {
-		t.Fatalf("legacy key: %v", err)
-	}
+	_, err = s.RunBatch(ctx, []string{`{"start_key": {"user_id": {"S": "u"}}}`})
+	require.ErrorIs(t, err, billing.ErrInvalidEvent, "legacy key")
 	if _, err := s.RunBatch(ctx, []string{`{"date":"20240314","status":"SCHEDULED","start_key":""}`}); err != nil {
 		t.Fatal(err)
 	}
-	if len(repo.queries) != 1 {
-		t.Fatalf("queries: %d", len(repo.queries))
-	}
+	require.Len(t, repo.queries, 1, "queries: %d", len(repo.queries))
 }
 
 func notifPtr[T any](v T) *T { return &v }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // notifEnv is a Worker wired to a fake for every port, with one ACTIVE new
@@ -56,9 +58,7 @@ func newNotifEnv(t *testing.T) *notifEnv {
 		Flags: e.flags, Accounts: e.accounts, Payments: e.payments, Clock: e.clock,
 		Provider: "primary", AlternateProvider: "secondary",
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e.policy = policy
 	e.cfg = billing.WorkerConfig{
 		Users: e.users, Notifier: e.notifier, Accounts: e.accounts,
@@ -70,9 +70,7 @@ func newNotifEnv(t *testing.T) *notifEnv {
 func (e *notifEnv) worker(t *testing.T) *billing.Worker {
 	t.Helper()
 	w, err := billing.NewWorker(e.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return w
 }
 
@@ -100,9 +98,7 @@ func notifMessage() billing.NotificationMessage {
 func notifBody(t *testing.T, m billing.NotificationMessage) string {
 	t.Helper()
 	b, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return string(b)
 }
 
@@ -234,9 +230,8 @@ func TestWorkerHandleOutcomes(t *testing.T) {
 	}
 	m := notifMessage()
 	m.UserID = "nobody"
-	if _, err := w.Handle(ctx, m); !errors.Is(err, billing.ErrNotFound) {
-		t.Errorf("unknown user: %v", err)
-	}
+	_, err := w.Handle(ctx, m)
+	assert.ErrorIs(t, err, billing.ErrNotFound, "unknown user")
 }
 
 func TestWorkerBatchReportsOnlyFailures(t *testing.T) {
@@ -260,9 +255,7 @@ func TestWorkerBatchReportsOnlyFailures(t *testing.T) {
 	if !slices.Equal(failed, []string{"b", "c", "d"}) {
 		t.Fatalf("failed %v, want [b c d]", failed)
 	}
-	if len(e.notifier.Sent()) != 2 {
-		t.Fatalf("sent %d", len(e.notifier.Sent()))
-	}
+	require.Len(t, e.notifier.Sent(), 2, "sent %d", len(e.notifier.Sent()))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -298,9 +291,7 @@ func TestNewWorkerConfig(t *testing.T) {
 	cfg = e.cfg
 	cfg.PrenoteMetric = "custom.prenotes"
 	w, err := billing.NewWorker(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := w.Handle(context.Background(), notifMessage()); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/stretchr/testify/require"
 )
 
 // TestPrenoteBranches covers every gate and reason of the prenote flow,
@@ -149,12 +150,8 @@ func TestPrenoteBranches(t *testing.T) {
 				tc.setup(e)
 			}
 			failed := e.worker(t).HandleBatch(context.Background(), []billing.Message{{ID: "m1", Body: notifBody(t, notifMessage())}})
-			if len(failed) != 0 {
-				t.Fatalf("a prenote outcome failed the message: %v", failed)
-			}
-			if len(e.notifier.Sent()) != 1 {
-				t.Fatalf("notification not sent")
-			}
+			require.Empty(t, failed, "a prenote outcome failed the message: %v", failed)
+			require.Len(t, e.notifier.Sent(), 1, "notification not sent")
 			tags := e.metricTags(t)
 			if len(tags) != 1 || !slices.Equal(tags[0], tc.tags) {
 				t.Errorf("metric tags %v, want [%v]", tags, tc.tags)
@@ -167,21 +164,14 @@ func TestPrenoteBranches(t *testing.T) {
 			}
 			// The policy alone decides the same way (the worker adds only
 			// the submission).
-			d, err := e.policy.Decide(context.Background(), mustUser(t, e))
+			u, err := e.users.GetUser(context.Background(), "u1")
+			require.NoError(t, err)
+			d, err := e.policy.Decide(context.Background(), u)
 			if (err != nil) != tc.decideErr || d != tc.decision {
 				t.Errorf("Decide: %+v, %v; want %+v (error %v)", d, err, tc.decision, tc.decideErr)
 			}
 		})
 	}
-}
-
-func mustUser(t *testing.T, e *notifEnv) billing.User {
-	t.Helper()
-	u, err := e.users.GetUser(context.Background(), "u1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
 }
 
 // TestPrenoteGateOrder checks the gates run in their documented order and
@@ -239,9 +229,7 @@ func TestNewDefaultPrenotePolicyConfig(t *testing.T) {
 		EnabledFlag: "my.prenotes", ProviderFlag: "my.provider", NewUserDays: 7, GoodPaymentDays: 3,
 		Provider: "ach", AlternateProvider: "ach2", AlternateAccount: "acct", GoodPaymentProvider: "cards"}
 	p, err := billing.NewDefaultPrenotePolicy(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	flags.SetEnabled("my.prenotes", true)
 	flags.SetValue("my.provider", "ach2")
 	accounts.Set("u1", billing.BankLink{PrimaryAccountID: "a", Accounts: []billing.BankAccount{{ID: "a"}}})
@@ -270,9 +258,7 @@ func TestDefaultPrenotePolicyDefaults(t *testing.T) {
 	flags, accounts, payments := &billingtest.FeatureFlags{}, &billingtest.BankAccounts{}, &billingtest.UserPayments{}
 	p, err := billing.NewDefaultPrenotePolicy(billing.PrenotePolicyConfig{Flags: flags, Accounts: accounts, Payments: payments,
 		Clock: billingtest.NewClock(notifNow)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	flags.SetEnabled(billing.PrenotesFlag, true)
 	accounts.Set("u1", billing.BankLink{PrimaryAccountID: "a", Accounts: []billing.BankAccount{{ID: "a"}}})
 	payments.Set("u1", billing.UserPayment{Provider: billing.PrenoteProviderDefault, Status: "COMPLETED", CompletionDate: notifNow.AddDate(0, 0, -1)})

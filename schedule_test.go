@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // ts parses an RFC 3339 timestamp for test tables; it panics on bad input
@@ -112,9 +114,7 @@ func TestScheduleAddBillingPeriods(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			from, want := ts(tc.from), ts(tc.want)
 			got, err := AddBillingPeriods(from, tc.s, tc.n)
-			if err != nil {
-				t.Fatalf("AddBillingPeriods(%s, %+v, %d): %v", tc.from, tc.s, tc.n, err)
-			}
+			require.NoError(t, err, "AddBillingPeriods(%s, %+v, %d)", tc.from, tc.s, tc.n)
 			if !got.Equal(want) || got.Location() != time.UTC {
 				t.Fatalf("AddBillingPeriods(%s, %+v, %d) = %s, want %s (UTC)", tc.from, tc.s, tc.n, got.Format(time.RFC3339Nano), tc.want)
 			}
@@ -143,13 +143,9 @@ func TestScheduleEveryMonthEnd(t *testing.T) {
 			cur := time.Date(tc.year, time.January, 31, 12, 0, 0, 0, time.UTC)
 			for i, day := range tc.want {
 				next, err := NextBillingDate(cur, monthly(31))
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				want := time.Date(tc.year, time.February+time.Month(i), day, 12, 0, 0, 0, time.UTC)
-				if next != want {
-					t.Fatalf("after %s: got %s, want %s", cur.Format(time.DateOnly), next.Format(time.DateOnly), want.Format(time.DateOnly))
-				}
+				require.Equal(t, want, next, "after %s: got %s, want %s", cur.Format(time.DateOnly), next.Format(time.DateOnly), want.Format(time.DateOnly))
 				cur = next
 			}
 		})
@@ -166,13 +162,9 @@ func TestScheduleChainNeverDrifts(t *testing.T) {
 	cur := start
 	for i := 1; i <= 24; i++ {
 		next, err := NextBillingDate(cur, monthly(31))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		direct, err := AddBillingPeriods(start, monthly(31), i)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if next != direct {
 			t.Fatalf("period %d: stepped %s, direct %s", i, next, direct)
 		}
@@ -217,15 +209,11 @@ func TestScheduleYearlyFeb29Chain(t *testing.T) {
 	cur := ts("2024-02-29T10:00:00Z")
 	for i, w := range want {
 		next, err := NextBillingDate(cur, yearly(29))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if got := next.Format(time.DateOnly); got != w {
 			t.Fatalf("year %d: got %s, want %s", i+1, got, w)
 		}
-		if next.Hour() != 10 {
-			t.Fatalf("time of day lost: %s", next)
-		}
+		require.Equal(t, 10, next.Hour(), "time of day lost: %s", next)
 		cur = next
 	}
 }
@@ -254,9 +242,7 @@ func TestScheduleErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := AddBillingPeriods(tc.from, tc.s, tc.n)
-			if !errors.Is(err, tc.want) {
-				t.Fatalf("err = %v, want %v", err, tc.want)
-			}
+			require.ErrorIs(t, err, tc.want, "err = %v, want %v", err, tc.want)
 			if !got.IsZero() {
 				t.Fatalf("got %s with error", got)
 			}
@@ -435,9 +421,7 @@ func TestNotificationWindow(t *testing.T) {
 				now = ts(tc.now)
 			}
 			start, end, err := NotificationWindow(now, tc.override)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if start != ts(tc.start) || end != ts(tc.end) {
 				t.Fatalf("window = [%s, %s), want [%s, %s)", start, end, tc.start, tc.end)
 			}
@@ -479,9 +463,7 @@ func FuzzNotificationWindowOverride(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		start, end, err := NotificationWindow(now, s)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidDate) {
-				t.Fatalf("%q: error %v does not wrap ErrInvalidDate", s, err)
-			}
+			require.ErrorIs(t, err, ErrInvalidDate, "%q: error %v does not wrap ErrInvalidDate", s, err)
 			return
 		}
 		if s != "" {
@@ -505,9 +487,7 @@ func FuzzParseBillingPeriod(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		y, m, err := ParseBillingPeriod(s)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidDate) {
-				t.Fatalf("%q: error %v does not wrap ErrInvalidDate", s, err)
-			}
+			require.ErrorIs(t, err, ErrInvalidDate, "%q: error %v does not wrap ErrInvalidDate", s, err)
 			return
 		}
 		if got := BillingPeriod(time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)); got != s {

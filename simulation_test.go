@@ -16,6 +16,8 @@ import (
 	"github.com/dynabill/billing/internal/simulate"
 	"github.com/dynabill/billing/internal/storetest"
 	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The simulation tests run three months of daily billing (package
@@ -89,13 +91,9 @@ func TestSimulationDynamoDB(t *testing.T) {
 	// reads every SCHEDULED record on the legacy index) takes three.
 	repo, hist := storetest.NewDynamoStores(t, dynamostore.Config{Client: w, Tables: tables, PageSize: 20})
 	locker, err := dynamostore.NewLocker(w, dynamostore.WithLockTable(tables.Locks))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
-		if err := locker.Close(context.Background()); err != nil {
-			t.Errorf("closing the locker: %v", err)
-		}
+		assert.NoError(t, locker.Close(context.Background()), "closing the locker")
 	})
 	res := runSimulation(t, simulate.Options{
 		Users: 50, Months: 3, Seed: dynamoSeed,
@@ -170,9 +168,7 @@ func runSimulationWith(t *testing.T, opts simulate.Options, due dueFunc) *simula
 	opts.BeforeStep, opts.AfterStep = chainStep(ck.before, opts.BeforeStep), chainStep(ck.after, opts.AfterStep)
 	began := time.Now()
 	res, err := simulate.Run(t.Context(), opts)
-	if err != nil {
-		t.Fatalf("simulation: %v", err)
-	}
+	require.NoError(t, err, "simulation")
 	t.Logf("simulated in %v:\n%s", time.Since(began).Round(time.Millisecond), formatResult(res))
 	ck.tolerated = append(ck.tolerated, checkFailures(t, res, ck)...)
 	checkCallLog(t, res)
@@ -521,9 +517,7 @@ func checkEndState(t *testing.T, res *simulate.Result, lastScheduled time.Time) 
 	var settled, returned int
 	add := func(sum *billing.Amount, a billing.Amount) {
 		s, err := sum.Add(a)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		*sum = s
 	}
 	for _, ch := range res.Provider.Charges() {
@@ -547,13 +541,9 @@ func checkEndState(t *testing.T, res *simulate.Result, lastScheduled time.Time) 
 		u := &res.Users[i]
 		billingtest.RequireHistoryMatchesPrimary(t, res.Repository, res.History, u.ID)
 		recs, err := res.Repository.ListByUser(ctx, u.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		rows, err := res.History.ListByUser(ctx, u.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		historyRows += len(rows)
 		rowsOf := map[string][]billing.Subscription{}
 		for _, r := range rows {
@@ -724,9 +714,7 @@ func checkEndState(t *testing.T, res *simulate.Result, lastScheduled time.Time) 
 	got := res.Total
 	want := simulate.Month{Period: "total", Attempts: len(calls), Collected: completed, Pending: pendings, Settled: settled,
 		Returned: returned, Declined: declines, Retried: retried, Unknown: unknownCalls, Stale: stale, Paused: skipped, Revenue: completedSum}
-	if got != want {
-		t.Errorf("month table total\n\t%+v\nstore and call log say\n\t%+v", got, want)
-	}
+	assert.Equal(t, want, got, "month table total\n\t%+v\nstore and call log say\n\t%+v", got, want)
 	if n := len(res.Provider.PendingSettlements()); res.PendingAtEnd != n {
 		t.Errorf("PendingAtEnd %d, provider has %d", res.PendingAtEnd, n)
 	}
@@ -820,9 +808,7 @@ func TestCollectorErrorRecordPastWindowBecomesStale(t *testing.T) {
 	})
 	rep := e.run(billing.RunRetry)
 	cur, err := e.repo.GetByID(t.Context(), s.SubscriptionID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if cur.Status != billing.StatusStale || rep.Stale != 1 {
 		t.Fatalf("ERROR record billed %v, %v old at the retry run: status %s (report: stale %d, not eligible %d); want STALE",
 			s.BillingDate, now.Sub(s.BillingDate), cur.Status, rep.Stale, rep.NotEligible)

@@ -22,6 +22,8 @@ import (
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/internal/simulate"
 	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The acceptance simulation of the single-table layout: the three-month
@@ -83,17 +85,11 @@ func TestSingleTableSimulationDynamoDB(t *testing.T) {
 	w := dynamotest.Wrap(client)
 	t.Cleanup(func() { w.AssertNoViolations(t) })
 	repo, err := dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{Client: w, Table: table, Clock: clock, PageSize: 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	locker, err := dynamostore.NewLocker(w, dynamostore.WithLockTable(locks))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
-		if err := locker.Close(context.Background()); err != nil {
-			t.Errorf("closing the locker: %v", err)
-		}
+		assert.NoError(t, locker.Close(context.Background()), "closing the locker")
 	})
 	res := runSingleTableSimulation(t, repo, repo.History(), repo.Payments(), simulate.Options{
 		Users: stDynamoUsers, Months: months, Seed: stDynamoSeed, Clock: clock,
@@ -117,9 +113,7 @@ func TestSingleTableSimulationDynamoDB(t *testing.T) {
 		yearly = yearly || u.Term == billing.TermYearly
 		friday = friday || u.BillingWeek > 0
 		ref, err := layout.ParseSubscriptionRef(u.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if skus[ref.AccountID] == nil {
 			skus[ref.AccountID] = map[string]bool{}
 		}
@@ -194,9 +188,7 @@ func runSingleTableSimulation(t *testing.T, repo billing.Repository, hist billin
 		return nil
 	}
 	res := runSimulationWith(t, opts, o.due)
-	if err := o.verify(t.Context()); err != nil {
-		t.Error(err)
-	}
+	assert.NoError(t, o.verify(t.Context()))
 	if rc.messages == 0 {
 		t.Errorf("no reminder sent in %d days", rc.days)
 	}
@@ -527,13 +519,9 @@ func checkSingleTablePayments(t *testing.T, res *simulate.Result, pay entitlemen
 	var names []string
 	for _, u := range res.Users {
 		ref, err := layout.ParseSubscriptionRef(u.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		recs, err := res.Repository.ListByUser(ctx, u.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		a := accounts[ref.AccountID]
 		if a == nil {
 			a = &account{}
@@ -551,9 +539,7 @@ func checkSingleTablePayments(t *testing.T, res *simulate.Result, pay entitlemen
 		a := accounts[name]
 		// Receipts: one per COMPLETED record, none other, newest first.
 		got, err := pay.ReceiptsByAccount(ctx, name, time.Time{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		receipts += len(got)
 		type want struct {
 			ref layout.SubscriptionRef
@@ -604,9 +590,7 @@ func checkSingleTablePayments(t *testing.T, res *simulate.Result, pay entitlemen
 		// Subscription items: exactly the account's, due on its earliest
 		// open record.
 		subs, err := pay.SubscriptionsByAccount(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		subItems += len(subs)
 		bySK := map[string]entitlement.RecurringSubscription{}
 		for _, s := range subs {

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // allowed is the transition table written out independently of the
@@ -25,9 +28,7 @@ var allowed = map[Status]string{
 
 func TestCanTransitionEveryPair(t *testing.T) {
 	all := Statuses()
-	if len(all) != 11 {
-		t.Fatalf("Statuses() = %d values, want 11", len(all))
-	}
+	require.Len(t, all, 11, "Statuses() = %d values, want 11", len(all))
 	checked := 0
 	for _, from := range all {
 		want := map[Status]bool{}
@@ -37,9 +38,7 @@ func TestCanTransitionEveryPair(t *testing.T) {
 		for _, to := range all {
 			checked++
 			got := CanTransition(from, to)
-			if got != want[to] {
-				t.Errorf("CanTransition(%s, %s) = %v, want %v", from, to, got, want[to])
-			}
+			assert.Equal(t, want[to], got, "CanTransition(%s, %s) = %v, want %v", from, to, got, want[to])
 			err := CheckTransition(from, to)
 			if want[to] != (err == nil) {
 				t.Errorf("CheckTransition(%s, %s) = %v", from, to, err)
@@ -55,9 +54,7 @@ func TestCanTransitionEveryPair(t *testing.T) {
 			}
 		}
 	}
-	if checked != 121 {
-		t.Fatalf("checked %d pairs, want 121", checked)
-	}
+	require.Equal(t, 121, checked, "checked %d pairs, want 121", checked)
 	// Unknown statuses never transition.
 	for _, s := range []Status{"", "scheduled", "PENDING"} {
 		if CanTransition(s, StatusScheduled) || CanTransition(StatusScheduled, s) {
@@ -80,9 +77,7 @@ func TestTerminalStatusesHaveNoWayBack(t *testing.T) {
 				t.Errorf("STALE: terminal=%v outs=%v", s.IsTerminal(), outs)
 			}
 		case s.IsTerminal():
-			if len(outs) != 0 {
-				t.Errorf("terminal %s has transitions %v", s, outs)
-			}
+			assert.Empty(t, outs, "terminal %s has transitions %v", s, outs)
 		default:
 			if len(outs) == 0 {
 				t.Errorf("non-terminal %s has no transitions", s)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // A run observes each record with a report of its own and adds it to the
@@ -31,9 +33,7 @@ func TestReportAddCoversEveryCount(t *testing.T) {
 			t.Errorf("Report.add does not add %s", f.Name)
 		}
 	}
-	if len(sum.Failed) != 2 {
-		t.Errorf("Report.add: %d failures, want 2", len(sum.Failed))
-	}
+	assert.Len(t, sum.Failed, 2, "Report.add: %d failures, want 2", len(sum.Failed))
 }
 
 func TestRecordOutcome(t *testing.T) {

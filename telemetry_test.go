@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/dynabill/billing/internal/storetest"
 	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	itel "github.com/dynabill/billing/internal/telemetry"
@@ -54,13 +55,9 @@ func newOtelEnv(t *testing.T) *otelEnv {
 func (o *otelEnv) metric(t *testing.T, name string) metricdata.Metrics {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
-	if err := o.reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, o.reader.Collect(context.Background(), &rm))
 	for _, sm := range rm.ScopeMetrics {
-		if sm.Scope.Name != itel.InstrumentationName {
-			t.Errorf("scope %q, want %q", sm.Scope.Name, itel.InstrumentationName)
-		}
+		assert.Equal(t, itel.InstrumentationName, sm.Scope.Name, "scope %q, want %q", sm.Scope.Name, itel.InstrumentationName)
 		for _, m := range sm.Metrics {
 			if m.Name == name {
 				return m
@@ -102,9 +99,7 @@ func (o *otelEnv) counts(t *testing.T, name string) map[string]int64 {
 func (o *otelEnv) histCounts(t *testing.T, name string) map[string]uint64 {
 	t.Helper()
 	m := o.metric(t, name)
-	if m.Unit != "s" {
-		t.Errorf("%s unit %q, want s", name, m.Unit)
-	}
+	assert.Equal(t, "s", m.Unit, "%s unit %q, want s", name, m.Unit)
 	h, ok := m.Data.(metricdata.Histogram[float64])
 	if !ok {
 		t.Fatalf("%s is %T, want a float64 histogram", name, m.Data)
@@ -139,13 +134,6 @@ func spanAttrs(s sdktrace.ReadOnlySpan) map[string]string {
 	return out
 }
 
-func requireEqualMap[V comparable](t *testing.T, what string, got, want map[string]V) {
-	t.Helper()
-	if !maps.Equal(got, want) {
-		t.Errorf("%s:\n got  %v\n want %v", what, got, want)
-	}
-}
-
 // The acceptance test: one scheduled run over records whose users are
 // scripted to succeed, decline, pend, time out, be locked and be stale.
 func TestTelemetryScheduledRun(t *testing.T) {
@@ -172,15 +160,11 @@ func TestTelemetryScheduledRun(t *testing.T) {
 	e.pay.SetUser("u-pend", billingtest.Pending())
 	e.pay.SetUser("u-unk", billingtest.UnknownBeforeCharge(nil))
 	lease, err := e.locker.Lock(ctx, "u-lock")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer lease.Release(ctx)
 
 	rep, err := e.c.Run(ctx, billing.RunRequest{Kind: billing.RunScheduled})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if rep.Next != "" || rep.Attempted != 4 || rep.Collected != 1 || rep.Declined != 1 || rep.Pending != 1 ||
 		rep.Unknown != 1 || rep.SkippedLocked != 1 || rep.Stale != 1 || len(rep.Failed) != 1 || rep.Failed[0].UserID != "u-unk" {
 		t.Fatalf("report = %+v", rep)
@@ -191,34 +175,30 @@ func TestTelemetryScheduledRun(t *testing.T) {
 	for _, out := range want {
 		wantCounts["outcome="+out+",process=INITIAL,run=scheduled"] = 1
 	}
-	requireEqualMap(t, itel.MetricCollectionAttempts, o.counts(t, itel.MetricCollectionAttempts), wantCounts)
-	requireEqualMap(t, itel.MetricProviderDuration, o.histCounts(t, itel.MetricProviderDuration), map[string]uint64{
+	assert.Equal(t, wantCounts, o.counts(t, itel.MetricCollectionAttempts), itel.MetricCollectionAttempts)
+	assert.Equal(t, map[string]uint64{
 		"error=false,outcome=succeeded": 1,
 		"error=false,outcome=declined":  1,
 		"error=false,outcome=pending":   1,
 		"error=true,outcome=unknown":    1,
-	})
+	}, o.histCounts(t, itel.MetricProviderDuration), itel.MetricProviderDuration)
 
 	// Spans: the run, and one attempt per record read, its children.
 	runs := o.ended(itel.SpanCollectionRun)
-	if len(runs) != 1 {
-		t.Fatalf("%d run spans, want 1", len(runs))
-	}
+	require.Len(t, runs, 1, "%d run spans, want 1", len(runs))
 	run := runs[0]
-	requireEqualMap(t, "run span attributes", spanAttrs(run), map[string]string{
+	assert.Equal(t, map[string]string{
 		"dynabill.run.kind": "scheduled", "dynabill.run.pages": fmt.Sprint(rep.Pages), "dynabill.run.scanned": fmt.Sprint(rep.Scanned),
 		"dynabill.run.invalid": "0", "dynabill.run.attempted": "4", "dynabill.run.collected": "1", "dynabill.run.pending": "1",
 		"dynabill.run.declined": "1", "dynabill.run.unknown": "1", "dynabill.run.advanced": "0", "dynabill.run.stale": "1",
 		"dynabill.run.skipped_locked": "1", "dynabill.run.not_eligible": "0", "dynabill.run.conflicts": "0",
 		"dynabill.run.failed": "1", "dynabill.run.continues": "false",
-	})
+	}, spanAttrs(run), "run span attributes")
 	if run.Status().Code != codes.Unset || run.Parent().IsValid() {
 		t.Errorf("run span status %v, parent %v", run.Status(), run.Parent())
 	}
 	attempts := o.ended(itel.SpanCollectionAttempt)
-	if len(attempts) != len(want) {
-		t.Fatalf("%d attempt spans, want %d", len(attempts), len(want))
-	}
+	require.Len(t, attempts, len(want), "%d attempt spans, want %d", len(attempts), len(want))
 	seen := map[string]bool{}
 	for _, s := range attempts {
 		a := spanAttrs(s)
@@ -241,7 +221,7 @@ func TestTelemetryScheduledRun(t *testing.T) {
 		if user != "u-lock" && user != "u-stale" { // the provider was called
 			wantAttrs["dynabill.attempt"] = "1"
 		}
-		requireEqualMap(t, user+" attempt span attributes", a, wantAttrs)
+		assert.Equal(t, wantAttrs, a, user+" attempt span attributes")
 		wantCode := codes.Unset
 		if user == "u-unk" {
 			wantCode = codes.Error
@@ -249,9 +229,7 @@ func TestTelemetryScheduledRun(t *testing.T) {
 				t.Errorf("u-unk span events = %v, want the error", evs)
 			}
 		}
-		if s.Status().Code != wantCode {
-			t.Errorf("%s: span status %v, want %v", user, s.Status(), wantCode)
-		}
+		assert.Equal(t, wantCode, s.Status().Code, "%s: span status %v, want %v", user, s.Status(), wantCode)
 	}
 }
 
@@ -262,35 +240,28 @@ func TestTelemetrySingleCollection(t *testing.T) {
 	if _, err := e.c.CollectByID(context.Background(), s.SubscriptionID); err != nil {
 		t.Fatal(err)
 	}
-	requireEqualMap(t, itel.MetricCollectionAttempts, o.counts(t, itel.MetricCollectionAttempts),
-		map[string]int64{"outcome=collected,process=BATCH,run=batch": 1})
+	assert.Equal(t, map[string]int64{"outcome=collected,process=BATCH,run=batch": 1}, o.counts(t, itel.MetricCollectionAttempts), itel.MetricCollectionAttempts)
 	spans := o.ended(itel.SpanCollectionAttempt)
-	if len(spans) != 1 {
-		t.Fatalf("%d attempt spans, want 1", len(spans))
-	}
-	requireEqualMap(t, "attempt span attributes", spanAttrs(spans[0]), map[string]string{
+	require.Len(t, spans, 1, "%d attempt spans, want 1", len(spans))
+	assert.Equal(t, map[string]string{
 		"dynabill.user_id": "u1", "dynabill.subscription_id": s.SubscriptionID, "dynabill.process": "BATCH",
 		"dynabill.run.kind": "batch", "dynabill.outcome": "collected", "dynabill.attempt": "1",
-	})
+	}, spanAttrs(spans[0]), "attempt span attributes")
 
 	// Refusals before an attempt are counted too: a collected record is
 	// not collectible any more, and a held lock skips.
-	if _, err := e.c.CollectByID(context.Background(), s.SubscriptionID); !errors.Is(err, billing.ErrNotCollectible) {
-		t.Fatalf("second collection: %v", err)
-	}
+	_, err := e.c.CollectByID(context.Background(), s.SubscriptionID)
+	require.ErrorIs(t, err, billing.ErrNotCollectible, "second collection")
 	lease, err := e.locker.Lock(context.Background(), "u1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer lease.Release(context.Background())
-	if _, err := e.c.ManualRepayment(context.Background(), s.SubscriptionID); !errors.Is(err, billing.ErrAlreadyLocked) {
-		t.Fatalf("locked repayment: %v", err)
-	}
-	requireEqualMap(t, itel.MetricCollectionAttempts, o.counts(t, itel.MetricCollectionAttempts), map[string]int64{
+	_, err = e.c.ManualRepayment(context.Background(), s.SubscriptionID)
+	require.ErrorIs(t, err, billing.ErrAlreadyLocked, "locked repayment")
+	assert.Equal(t, map[string]int64{
 		"outcome=collected,process=BATCH,run=batch":                  1,
 		"outcome=not_eligible,process=BATCH,run=batch":               1,
 		"outcome=skipped_locked,process=MANUAL_REPAYMENT,run=manual": 1,
-	})
+	}, o.counts(t, itel.MetricCollectionAttempts), itel.MetricCollectionAttempts)
 	if n := len(o.ended(itel.SpanCollectionAttempt)); n != 3 {
 		t.Fatalf("%d attempt spans, want 3", n)
 	}
@@ -306,21 +277,17 @@ func TestTelemetryNotifier(t *testing.T) {
 		sub := billing.Subscription{UserID: fmt.Sprintf("u%d", i), SubscriptionID: fmt.Sprintf("s%d", i), BillingDate: bd,
 			Status: billing.StatusScheduled, Amount: billing.Cents(499), Term: billing.TermMonthly,
 			BillingPeriod: billing.BillingPeriod(bd), CreatedDate: bd.AddDate(0, -1, 0), LastRunDate: bd.AddDate(0, -1, 0)}
-		if err := store.Repository().Add(ctx, &sub); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, store.Repository().Add(ctx, &sub))
 	}
 	q := &billingtest.RecordingEnqueuer{}
 	s, err := billing.NewScheduler(billing.SchedulerConfig{Repository: store.Repository(), Enqueuer: q,
 		Clock: billingtest.NewClock(day.AddDate(0, 0, -4)), MeterProvider: o.mp, TracerProvider: o.tp})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	res, err := s.Run(ctx, billing.SchedulerEvent{})
 	if err != nil || res.Enqueued != 3 {
 		t.Fatalf("scheduler run = %+v, %v", res, err)
 	}
-	requireEqualMap(t, itel.MetricNotifierEnqueued, o.counts(t, itel.MetricNotifierEnqueued), map[string]int64{"": 3})
+	assert.Equal(t, map[string]int64{"": 3}, o.counts(t, itel.MetricNotifierEnqueued), itel.MetricNotifierEnqueued)
 	if spans := o.ended(itel.SpanNotifierSchedule); len(spans) != 1 || spanAttrs(spans[0])["dynabill.notifier.enqueued"] != "3" {
 		t.Errorf("scheduler spans = %v", spans)
 	}
@@ -334,9 +301,7 @@ func TestTelemetryNotifier(t *testing.T) {
 		Notifier: &billingtest.RecordingNotifier{}, Accounts: &billingtest.BankAccounts{},
 		MeterProvider: o.mp, TracerProvider: o.tp,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	failed := w.HandleBatch(ctx, []billing.Message{
 		{ID: "m0", Body: bodies[0]}, // u0: sent
 		{ID: "m1", Body: bodies[1]}, // u1: inactive
@@ -346,9 +311,9 @@ func TestTelemetryNotifier(t *testing.T) {
 	if !slices.Equal(failed, []string{"m2", "m3"}) {
 		t.Fatalf("failed = %v", failed)
 	}
-	requireEqualMap(t, itel.MetricNotifierMessages, o.counts(t, itel.MetricNotifierMessages), map[string]int64{
+	assert.Equal(t, map[string]int64{
 		"outcome=sent": 1, "outcome=skipped_inactive_user": 1, "outcome=failed": 2,
-	})
+	}, o.counts(t, itel.MetricNotifierMessages), itel.MetricNotifierMessages)
 	outcomes := map[string]string{}
 	for _, sp := range o.ended(itel.SpanNotifierMessage) {
 		a := spanAttrs(sp)
@@ -357,7 +322,7 @@ func TestTelemetryNotifier(t *testing.T) {
 			t.Errorf("%s: status %v", a["dynabill.user_id"], sp.Status())
 		}
 	}
-	requireEqualMap(t, "message span outcomes", outcomes, map[string]string{"u0": "sent", "u1": "skipped_inactive_user", "u2": "failed"})
+	assert.Equal(t, map[string]string{"u0": "sent", "u1": "skipped_inactive_user", "u2": "failed"}, outcomes, "message span outcomes")
 }
 
 // fakeDynamo answers GetItem and Query with nothing and fails
@@ -392,9 +357,8 @@ func TestTelemetryDynamoDB(t *testing.T) {
 	if dynamostore.ClientOf(repo) != fake || dynamostore.ClientOf(hist) != fake {
 		t.Fatal("DynamoClientOf does not return the configured client")
 	}
-	if _, err := repo.Get(ctx, "u1", jan31); !errors.Is(err, billing.ErrNotFound) {
-		t.Fatalf("Get: %v", err)
-	}
+	_, err := repo.Get(ctx, "u1", jan31)
+	require.ErrorIs(t, err, billing.ErrNotFound, "Get")
 	if _, err := repo.ListByUser(ctx, "u1"); err != nil {
 		t.Fatal(err)
 	}
@@ -404,17 +368,15 @@ func TestTelemetryDynamoDB(t *testing.T) {
 	sub := billing.Subscription{UserID: "u1", SubscriptionID: "s1", BillingDate: jan31, Status: billing.StatusScheduled,
 		Amount: billing.Cents(499), Term: billing.TermMonthly, BillingPeriod: billing.BillingPeriod(jan31),
 		CreatedDate: jan31, LastRunDate: jan31}
-	if err := repo.Add(ctx, &sub); !errors.Is(err, errFakeDynamo) {
-		t.Fatalf("Add: %v", err)
-	}
+	require.ErrorIs(t, repo.Add(ctx, &sub), errFakeDynamo, "Add")
 	if want := []string{"GetItem", "Query", "Query", "TransactWriteItems"}; !slices.Equal(fake.calls, want) {
 		t.Fatalf("client calls %v, want %v", fake.calls, want)
 	}
-	requireEqualMap(t, itel.MetricDynamoDBDuration, o.histCounts(t, itel.MetricDynamoDBDuration), map[string]uint64{
+	assert.Equal(t, map[string]uint64{
 		"error=false,operation=GetItem":           1,
 		"error=false,operation=Query":             2,
 		"error=true,operation=TransactWriteItems": 1,
-	})
+	}, o.histCounts(t, itel.MetricDynamoDBDuration), itel.MetricDynamoDBDuration)
 	var names []string
 	for _, s := range o.spans.Ended() {
 		names = append(names, s.Name())
@@ -449,26 +411,20 @@ func TestTelemetryNilProviders(t *testing.T) {
 
 	s, err := billing.NewScheduler(billing.SchedulerConfig{Repository: e.repo, Enqueuer: &billingtest.RecordingEnqueuer{},
 		Clock: e.clock})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := s.Run(ctx, billing.SchedulerEvent{}); err != nil {
 		t.Fatal(err)
 	}
 	w, err := billing.NewWorker(billing.WorkerConfig{Users: billingtest.NewUserDirectory(),
 		Notifier: &billingtest.RecordingNotifier{}, Accounts: &billingtest.BankAccounts{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if failed := w.HandleBatch(ctx, []billing.Message{{ID: "m", Body: "{"}}); len(failed) != 1 {
 		t.Fatalf("failed = %v", failed)
 	}
 
 	fake := &fakeDynamo{}
 	repo, err := dynamostore.NewRepository(dynamostore.Config{Client: fake})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := repo.ListByUser(ctx, "u1"); err != nil || len(fake.calls) != 1 {
 		t.Fatalf("ListByUser: %v, calls %v", err, fake.calls)
 	}

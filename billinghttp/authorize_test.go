@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/dynabill/billing/billinghttp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // allRoutes lists every route with a valid body; {user} and {sub} are
@@ -78,28 +80,20 @@ func TestAuthorizerSeesAction(t *testing.T) {
 					return nil
 				},
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			e.h = h
 			user, sub := "dave", "d-new"
 			if rt.action == billinghttp.ActionReactivate {
 				user = "erin"
 			}
 			e.do(rt.method, fill(rt.path, user, sub), "", rt.body)
-			if len(seen) != 1 {
-				t.Fatalf("authorizer called %d times, want once", len(seen))
-			}
+			require.Len(t, seen, 1, "authorizer called %d times, want once", len(seen))
 			want := billinghttp.Action{Name: rt.action, UserID: user, Write: rt.write}
 			if rt.hasSub {
 				want.SubscriptionID = sub
 			}
-			if seen[0] != want {
-				t.Errorf("action = %+v, want %+v", seen[0], want)
-			}
-			if callsBefore != 0 {
-				t.Errorf("%d storage calls before the authorizer", callsBefore)
-			}
+			assert.Equal(t, want, seen[0], "action = %+v, want %+v", seen[0], want)
+			assert.Equal(t, 0, callsBefore, "%d storage calls before the authorizer", callsBefore)
 		})
 	}
 }
@@ -114,9 +108,7 @@ func TestOtherUsersSubscription(t *testing.T) {
 			e := newEnv(t)
 			before := e.stored("b-sched")
 			w := e.do(rt.method, fill(rt.path, "bob", "b-sched"), "alice", rt.body)
-			if w.Code != 403 {
-				t.Fatalf("status %d, want 403: %s", w.Code, w.Body)
-			}
+			require.Equal(t, 403, w.Code, "status %d, want 403: %s", w.Code, w.Body)
 			if n := e.faults.total(); n != 0 {
 				t.Errorf("%d storage calls", n)
 			}
@@ -131,14 +123,10 @@ func TestOtherUsersSubscription(t *testing.T) {
 			e := newEnv(t)
 			before := e.stored("b-sched")
 			bobHistory, err := e.store.History().ListBySubscription(t.Context(), "b-sched")
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			w := e.do(rt.method, fill(rt.path, "alice", "b-sched"), "alice", rt.body)
 			unknown := e.do(rt.method, fill(rt.path, "alice", "no-such-id"), "alice", rt.body)
-			if w.Code != 404 {
-				t.Fatalf("status %d, want 404: %s", w.Code, w.Body)
-			}
+			require.Equal(t, 404, w.Code, "status %d, want 404: %s", w.Code, w.Body)
 			if w.Body.String() != unknown.Body.String() {
 				t.Errorf("answer differs from an unknown ID's:\n%s\n%s", w.Body, unknown.Body)
 			}
@@ -149,9 +137,7 @@ func TestOtherUsersSubscription(t *testing.T) {
 				t.Error("bob's record changed")
 			}
 			after, err := e.store.History().ListBySubscription(t.Context(), "b-sched")
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if len(after) != len(bobHistory) {
 				t.Errorf("bob's history grew from %d to %d rows", len(bobHistory), len(after))
 			}

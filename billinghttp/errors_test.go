@@ -1,10 +1,6 @@
 package billinghttp_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"errors"
 	"net/http/httptest"
 	"reflect"
@@ -16,6 +12,9 @@ import (
 	"github.com/dynabill/billing/billinghttp"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // secret marks text that storage, the authorizer or the processor put in
@@ -130,13 +129,9 @@ func TestErrorStatuses(t *testing.T) {
 			setup: func(e *env) {
 				s := rec("zoe", "z-bad", "2024-03-01", billing.StatusScheduled)
 				item, err := layout.EncodeItem(&s)
-				if err != nil {
-					e.t.Fatal(err)
-				}
+				require.NoError(e.t, err)
 				item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "secret-4.999"}
-				if err := e.store.PutRawItem(memory.SubscriptionsTable, item); err != nil {
-					e.t.Fatal(err)
-				}
+				require.NoError(e.t, e.store.PutRawItem(memory.SubscriptionsTable, item))
 			}},
 
 		// 502: the processor did not answer a repayment.
@@ -152,9 +147,7 @@ func TestErrorStatuses(t *testing.T) {
 				r.Header.Set("Authorization", "Bearer alice")
 				w := httptest.NewRecorder()
 				e.h.ServeHTTP(w, r)
-				if w.Code != 502 {
-					e.t.Fatalf("repayment: %d %s, want 502", w.Code, w.Body)
-				}
+				require.Equal(e.t, 502, w.Code, "repayment: %d %s, want 502", w.Code, w.Body)
 			}},
 	}
 	for _, tc := range cases {
@@ -187,8 +180,8 @@ func TestErrorStatuses(t *testing.T) {
 			if resp.Error == nil || !reflect.DeepEqual(resp, response{Error: resp.Error}) {
 				t.Fatalf("body = %s, want an error only", w.Body)
 			}
-			equal(t, "code", resp.Error.Code, tc.code)
-			equal(t, "field", resp.Error.Field, tc.field)
+			assert.Equal(t, tc.code, resp.Error.Code, "code")
+			assert.Equal(t, tc.field, resp.Error.Field, "field")
 			if resp.Error.Message == "" {
 				t.Error("empty message")
 			}
@@ -202,7 +195,7 @@ func TestErrorStatuses(t *testing.T) {
 			}
 			switch tc.status {
 			case 401:
-				equal(t, "WWW-Authenticate", w.Header().Get("WWW-Authenticate"), `Bearer realm="billing"`)
+				assert.Equal(t, `Bearer realm="billing"`, w.Header().Get("WWW-Authenticate"), "WWW-Authenticate")
 			case 405:
 				if w.Header().Get("Allow") == "" {
 					t.Error("405 without Allow")
@@ -220,22 +213,18 @@ func TestBodyLimit(t *testing.T) {
 		Repository: e.store.Repository(), History: e.store.History(), Collector: mustCollector(t, e), Authorize: tokenAuth,
 		MaxBodyBytes: 16,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e.h = h
 	if w := e.do("POST", "/dave/subscriptions/d-new/pause", "dave", `{"months": 2}`); w.Code != 200 {
 		t.Fatalf("13-byte body: %d %s", w.Code, w.Body)
 	}
 	w := e.do("POST", "/carol/subscriptions/c-paused/pause", "carol", `{"months":      2}`)
-	equal(t, "17-byte body", w.Code, 413)
+	assert.Equal(t, 413, w.Code, "17-byte body")
 }
 
 func mustCollector(t *testing.T, e *env) *billing.Collector {
 	t.Helper()
 	c, err := billing.NewCollector(billing.Config{Repository: e.store.Repository(), Locker: e.locker, Provider: e.provider, Clock: e.clock})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return c
 }

@@ -1,10 +1,6 @@
 package billinghttp_test
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -17,6 +13,9 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billinghttp"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // now is the tests' clock: after alice's ERROR record, before the
@@ -97,9 +96,7 @@ func newEnv(t *testing.T) *env {
 	e.locker = billingtest.NewLocker(e.clock, time.Minute)
 	e.provider = billingtest.NewProvider(billingtest.ProviderOptions{Clock: e.clock})
 	for _, s := range fixture() {
-		if err := e.store.Repository().Add(t.Context(), &s); err != nil {
-			t.Fatalf("seeding %s: %v", s.SubscriptionID, err)
-		}
+		require.NoError(t, e.store.Repository().Add(t.Context(), &s), "seeding %s", s.SubscriptionID)
 	}
 	repo := &faultRepo{inner: e.store.Repository(), f: e.faults}
 	hist := &faultHistory{inner: e.store.History(), f: e.faults}
@@ -108,17 +105,13 @@ func newEnv(t *testing.T) *env {
 		Repository: repo, History: hist, Locker: e.locker, Provider: e.provider, Clock: e.clock,
 		NewID: func() string { ids++; return "new-" + string(rune('0'+ids)) },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	logger := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.h, err = billinghttp.New(billinghttp.Config{
 		Repository: repo, History: hist, Collector: c, Authorize: tokenAuth, Logger: logger,
 		Challenge: `Bearer realm="billing"`,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return e
 }
 
@@ -141,9 +134,7 @@ func (e *env) do(method, path, token, body string) *httptest.ResponseRecorder {
 func (e *env) stored(id string) billing.Subscription {
 	e.t.Helper()
 	s, err := e.store.Repository().GetByID(e.t.Context(), id)
-	if err != nil {
-		e.t.Fatalf("reading %s: %v", id, err)
-	}
+	require.NoError(e.t, err, "reading %s", id)
 	return s
 }
 
@@ -168,9 +159,7 @@ func decode(t *testing.T, w *httptest.ResponseRecorder) response {
 	var resp response
 	dec := json.NewDecoder(strings.NewReader(w.Body.String()))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&resp); err != nil {
-		t.Fatalf("decoding %s: %v", w.Body, err)
-	}
+	require.NoError(t, dec.Decode(&resp), "decoding %s", w.Body)
 	return resp
 }
 
@@ -180,13 +169,6 @@ func ids(subs []billinghttp.SubscriptionJSON) []string {
 		out = append(out, s.SubscriptionID)
 	}
 	return out
-}
-
-func equal[T comparable](t *testing.T, what string, got, want T) {
-	t.Helper()
-	if got != want {
-		t.Errorf("%s = %v, want %v", what, got, want)
-	}
 }
 
 // TestRoutes calls every route successfully and checks the answer and
@@ -203,7 +185,7 @@ func TestRoutes(t *testing.T) {
 		{
 			name: "list", method: "GET", path: "/alice/subscriptions", token: "alice", status: 200,
 			check: func(t *testing.T, _ *env, r response) {
-				equal(t, "ids", strings.Join(ids(r.Subscriptions), ","), "a-old,a-err,a-next")
+				assert.Equal(t, "a-old,a-err,a-next", strings.Join(ids(r.Subscriptions), ","), "ids")
 			},
 		},
 		{
@@ -218,20 +200,20 @@ func TestRoutes(t *testing.T) {
 			name: "get", method: "GET", path: "/alice/subscriptions/a-err", token: "alice", status: 200,
 			check: func(t *testing.T, _ *env, r response) {
 				s := r.Subscription
-				equal(t, "user_id", s.UserID, "alice")
-				equal(t, "billing_date", s.BillingDate, "2024-03-15T00:00:00Z")
-				equal(t, "billing_amount", s.BillingAmount, "4.99")
-				equal(t, "billing_status", s.BillingStatus, "ERROR")
-				equal(t, "billing_period", s.BillingPeriod, "03/2024")
-				equal(t, "usio_error", s.PaymentError, "insufficient funds")
-				equal(t, "last_run_date", s.LastRunDate, "2024-03-15T01:00:00Z")
-				equal(t, "term", s.Term, "MONTHLY")
-				equal(t, "receipt_tier_name", s.ReceiptTierName, "Plus:v2")
+				assert.Equal(t, "alice", s.UserID, "user_id")
+				assert.Equal(t, "2024-03-15T00:00:00Z", s.BillingDate, "billing_date")
+				assert.Equal(t, "4.99", s.BillingAmount, "billing_amount")
+				assert.Equal(t, "ERROR", s.BillingStatus, "billing_status")
+				assert.Equal(t, "03/2024", s.BillingPeriod, "billing_period")
+				assert.Equal(t, "insufficient funds", s.PaymentError, "usio_error")
+				assert.Equal(t, "2024-03-15T01:00:00Z", s.LastRunDate, "last_run_date")
+				assert.Equal(t, "MONTHLY", s.Term, "term")
+				assert.Equal(t, "Plus:v2", s.ReceiptTierName, "receipt_tier_name")
 			},
 		},
 		{
 			name: "get by an operator", method: "GET", path: "/alice/subscriptions/a-next", token: "operator", status: 200,
-			check: func(t *testing.T, _ *env, r response) { equal(t, "id", r.Subscription.SubscriptionID, "a-next") },
+			check: func(t *testing.T, _ *env, r response) { assert.Equal(t, "a-next", r.Subscription.SubscriptionID, "id") },
 		},
 		{
 			name: "history", method: "GET", path: "/alice/subscriptions/a-next/history", token: "alice", status: 200,
@@ -241,105 +223,101 @@ func TestRoutes(t *testing.T) {
 				}
 			},
 			check: func(t *testing.T, _ *env, r response) {
-				if len(r.History) != 2 {
-					t.Fatalf("history = %+v, want 2 rows", r.History)
-				}
-				equal(t, "row 0 status", r.History[0].BillingStatus, "SCHEDULED")
-				equal(t, "row 1 status", r.History[1].BillingStatus, "PAUSED")
+				require.Len(t, r.History, 2, "history = %+v, want 2 rows", r.History)
+				assert.Equal(t, "SCHEDULED", r.History[0].BillingStatus, "row 0 status")
+				assert.Equal(t, "PAUSED", r.History[1].BillingStatus, "row 1 status")
 			},
 		},
 		{
 			name: "pay", method: "POST", path: "/alice/subscriptions/a-err/pay", token: "alice", status: 200,
 			check: func(t *testing.T, e *env, r response) {
-				equal(t, "attempted", r.Report.Attempted, 1)
-				equal(t, "collected", r.Report.Collected, 1)
-				equal(t, "kind", r.Report.Kind, "MANUAL_REPAYMENT")
-				equal(t, "status", r.Subscription.BillingStatus, "COMPLETED")
-				equal(t, "process", r.Subscription.Process, "MANUAL_REPAYMENT")
-				equal(t, "stored status", e.stored("a-err").Status, billing.StatusCompleted)
-				equal(t, "charges", len(e.provider.ChargesFor("a-err")), 1)
+				assert.Equal(t, 1, r.Report.Attempted, "attempted")
+				assert.Equal(t, 1, r.Report.Collected, "collected")
+				assert.Equal(t, "MANUAL_REPAYMENT", r.Report.Kind, "kind")
+				assert.Equal(t, "COMPLETED", r.Subscription.BillingStatus, "status")
+				assert.Equal(t, "MANUAL_REPAYMENT", r.Subscription.Process, "process")
+				assert.Equal(t, billing.StatusCompleted, e.stored("a-err").Status, "stored status")
+				assert.Equal(t, 1, len(e.provider.ChargesFor("a-err")), "charges")
 			},
 		},
 		{
 			name: "pay declined", method: "POST", path: "/alice/subscriptions/a-err/pay", token: "alice", body: "{}", status: 200,
 			setup: func(e *env) { e.provider.SetUser("alice", billingtest.Declined("card expired", true)) },
 			check: func(t *testing.T, _ *env, r response) {
-				equal(t, "declined", r.Report.Declined, 1)
-				equal(t, "status", r.Subscription.BillingStatus, "ERROR")
-				equal(t, "usio_error", r.Subscription.PaymentError, "card expired")
+				assert.Equal(t, 1, r.Report.Declined, "declined")
+				assert.Equal(t, "ERROR", r.Subscription.BillingStatus, "status")
+				assert.Equal(t, "card expired", r.Subscription.PaymentError, "usio_error")
 			},
 		},
 		{
 			name: "waive", method: "POST", path: "/dave/subscriptions/d-new/waive", token: "dave", status: 200,
 			check: func(t *testing.T, e *env, r response) {
-				equal(t, "before", r.Before.BillingStatus, "SCHEDULED")
-				equal(t, "after", r.After.BillingStatus, "WAIVED")
-				if len(r.Created) != 1 {
-					t.Fatalf("created = %+v, want the next period", r.Created)
-				}
-				equal(t, "next billing_date", r.Created[0].BillingDate, "2024-04-25T00:00:00Z")
-				equal(t, "next status", r.Created[0].BillingStatus, "SCHEDULED")
-				equal(t, "stored", e.stored("d-new").Status, billing.StatusWaived)
+				assert.Equal(t, "SCHEDULED", r.Before.BillingStatus, "before")
+				assert.Equal(t, "WAIVED", r.After.BillingStatus, "after")
+				require.Len(t, r.Created, 1, "created = %+v, want the next period", r.Created)
+				assert.Equal(t, "2024-04-25T00:00:00Z", r.Created[0].BillingDate, "next billing_date")
+				assert.Equal(t, "SCHEDULED", r.Created[0].BillingStatus, "next status")
+				assert.Equal(t, billing.StatusWaived, e.stored("d-new").Status, "stored")
 			},
 		},
 		{
 			name: "cancel", method: "POST", path: "/alice/subscriptions/a-next/cancel", token: "alice", body: "{}", status: 200,
 			check: func(t *testing.T, e *env, r response) {
-				equal(t, "after", r.After.BillingStatus, "CANCELLED")
+				assert.Equal(t, "CANCELLED", r.After.BillingStatus, "after")
 				if r.Created == nil || len(r.Created) != 0 {
 					t.Errorf("created = %v, want []", r.Created)
 				}
-				equal(t, "stored", e.stored("a-next").Status, billing.StatusCancelled)
+				assert.Equal(t, billing.StatusCancelled, e.stored("a-next").Status, "stored")
 			},
 		},
 		{
 			name: "pause", method: "POST", path: "/dave/subscriptions/d-new/pause", token: "dave", body: `{"months": 2}`, status: 200,
 			check: func(t *testing.T, e *env, r response) {
-				equal(t, "after", r.After.BillingStatus, "PAUSED")
-				equal(t, "months", r.After.PauseDurationMonths, 2)
-				equal(t, "stored", e.stored("d-new").PauseDurationMonths, 2)
+				assert.Equal(t, "PAUSED", r.After.BillingStatus, "after")
+				assert.Equal(t, 2, r.After.PauseDurationMonths, "months")
+				assert.Equal(t, 2, e.stored("d-new").PauseDurationMonths, "stored")
 			},
 		},
 		{
 			name: "resume", method: "POST", path: "/carol/subscriptions/c-paused/resume", token: "carol", status: 200,
 			check: func(t *testing.T, _ *env, r response) {
-				equal(t, "after", r.After.BillingStatus, "SCHEDULED")
-				equal(t, "updated_event", r.After.UpdatedEvent, "pause-resume")
+				assert.Equal(t, "SCHEDULED", r.After.BillingStatus, "after")
+				assert.Equal(t, "pause-resume", r.After.UpdatedEvent, "updated_event")
 			},
 		},
 		{
 			name: "billing date", method: "POST", path: "/dave/subscriptions/d-new/billing-date", token: "dave",
 			body: `{"billing_date": "2024-04-02"}`, status: 200,
 			check: func(t *testing.T, e *env, r response) {
-				equal(t, "before", r.Before.BillingDate, "2024-03-25T00:00:00Z")
-				equal(t, "after", r.After.BillingDate, "2024-04-02T00:00:00Z")
-				equal(t, "stored", e.stored("d-new").BillingDate, day("2024-04-02"))
+				assert.Equal(t, "2024-03-25T00:00:00Z", r.Before.BillingDate, "before")
+				assert.Equal(t, "2024-04-02T00:00:00Z", r.After.BillingDate, "after")
+				assert.Equal(t, day("2024-04-02"), e.stored("d-new").BillingDate, "stored")
 			},
 		},
 		{
 			name: "billing date RFC 3339", method: "POST", path: "/dave/subscriptions/d-new/billing-date", token: "dave",
 			body: `{"billing_date": "2024-04-02T09:30:00+02:00"}`, status: 200,
 			check: func(t *testing.T, _ *env, r response) {
-				equal(t, "after", r.After.BillingDate, "2024-04-02T07:30:00Z")
+				assert.Equal(t, "2024-04-02T07:30:00Z", r.After.BillingDate, "after")
 			},
 		},
 		{
 			name: "tier upgrade", method: "POST", path: "/dave/subscriptions/d-new/tier", token: "dave",
 			body: `{"tier": "Max:v1", "amount": "9.99"}`, status: 200,
 			check: func(t *testing.T, e *env, r response) {
-				equal(t, "tier", r.After.ReceiptTierName, "Max:v1")
-				equal(t, "amount", r.After.BillingAmount, "9.99")
-				equal(t, "stored", e.stored("d-new").Amount, billing.MustParseAmount("9.99"))
+				assert.Equal(t, "Max:v1", r.After.ReceiptTierName, "tier")
+				assert.Equal(t, "9.99", r.After.BillingAmount, "amount")
+				assert.Equal(t, billing.MustParseAmount("9.99"), e.stored("d-new").Amount, "stored")
 			},
 		},
 		{
 			name: "tier downgrade", method: "POST", path: "/dave/subscriptions/d-new/tier", token: "dave",
 			body: `{"tier": "Lite:v1", "amount": "2.99", "downgrade": true}`, status: 200,
 			check: func(t *testing.T, _ *env, r response) {
-				equal(t, "pending", r.After.IsPendingDowngrade, true)
-				equal(t, "pending tier", r.After.PendingTierName, "Lite:v1")
-				equal(t, "pending amount", r.After.PendingAmount, "2.99")
-				equal(t, "amount", r.After.BillingAmount, "4.99")
+				assert.Equal(t, true, r.After.IsPendingDowngrade, "pending")
+				assert.Equal(t, "Lite:v1", r.After.PendingTierName, "pending tier")
+				assert.Equal(t, "2.99", r.After.PendingAmount, "pending amount")
+				assert.Equal(t, "4.99", r.After.BillingAmount, "amount")
 			},
 		},
 		{
@@ -350,11 +328,11 @@ func TestRoutes(t *testing.T) {
 					t.Fatalf("answer = %+v, want one created record only", r)
 				}
 				c := r.Created[0]
-				equal(t, "user", c.UserID, "erin")
-				equal(t, "status", c.BillingStatus, "SCHEDULED")
-				equal(t, "billing_date", c.BillingDate, "2024-04-01T00:00:00Z")
-				equal(t, "process", c.Process, "REACTIVATION")
-				equal(t, "stored", e.stored(c.SubscriptionID).UserID, "erin")
+				assert.Equal(t, "erin", c.UserID, "user")
+				assert.Equal(t, "SCHEDULED", c.BillingStatus, "status")
+				assert.Equal(t, "2024-04-01T00:00:00Z", c.BillingDate, "billing_date")
+				assert.Equal(t, "REACTIVATION", c.Process, "process")
+				assert.Equal(t, "erin", e.stored(c.SubscriptionID).UserID, "stored")
 			},
 		},
 	}
@@ -385,10 +363,8 @@ func TestMountedUnderPrefix(t *testing.T) {
 	mux.Handle("/billing/", http.StripPrefix("/billing", e.h))
 	e.h = mux
 	w := e.do("GET", "/billing/alice/subscriptions/a-err", "alice", "")
-	if w.Code != 200 {
-		t.Fatalf("status %d: %s", w.Code, w.Body)
-	}
-	equal(t, "id", decode(t, w).Subscription.SubscriptionID, "a-err")
+	require.Equal(t, 200, w.Code, "status %d: %s", w.Code, w.Body)
+	assert.Equal(t, "a-err", decode(t, w).Subscription.SubscriptionID, "id")
 }
 
 // TestNewRequiresAuthorizer checks that there is no open default.
@@ -397,9 +373,7 @@ func TestNewRequiresAuthorizer(t *testing.T) {
 	c, err := billing.NewCollector(billing.Config{
 		Repository: store.Repository(), Locker: billingtest.NewLocker(nil, 0), Provider: billingtest.NewProvider(billingtest.ProviderOptions{}),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	full := billinghttp.Config{Repository: store.Repository(), History: store.History(), Collector: c, Authorize: tokenAuth}
 	for _, tc := range []struct {
 		name  string

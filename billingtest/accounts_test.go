@@ -1,13 +1,13 @@
 package billingtest_test
 
 import (
-	"errors"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/entitlement"
+	"github.com/stretchr/testify/require"
 )
 
 // The behaviour of Accounts is tested in package billing against both
@@ -18,13 +18,10 @@ func TestAccountsOptions(t *testing.T) {
 	if _, err := billingtest.NewAccounts(billingtest.AccountsOptions{CreditExpiry: -time.Second}); err == nil {
 		t.Fatal("negative expiry accepted")
 	}
-	if _, err := billingtest.NewAccounts(billingtest.AccountsOptions{Quotas: entitlement.CreditQuotas{"GOLD": 1}}); !errors.Is(err, entitlement.ErrInvalidTier) {
-		t.Fatalf("bad quota tier: %v", err)
-	}
+	_, err := billingtest.NewAccounts(billingtest.AccountsOptions{Quotas: entitlement.CreditQuotas{"GOLD": 1}})
+	require.ErrorIs(t, err, entitlement.ErrInvalidTier, "bad quota tier")
 	a, err := billingtest.NewAccounts(billingtest.AccountsOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if c, err := a.Grant(t.Context(), "u1", 1); err != nil || c.CreatedAt.IsZero() || c.CreatedAt.Nanosecond() != 0 {
 		t.Fatalf("system clock, whole seconds: %+v %v", c, err)
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func testEvent(typ billing.EventType, sub string) billing.Event {
@@ -24,9 +26,7 @@ func TestEventRecorderQueries(t *testing.T) {
 		testEvent(billing.EventPaymentDeclined, "s3"),
 	}
 	for _, e := range in {
-		if err := r.Emit(t.Context(), e); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, r.Emit(t.Context(), e))
 	}
 	subs := func(es []billing.Event) string {
 		s := ""
@@ -46,9 +46,7 @@ func TestEventRecorderQueries(t *testing.T) {
 		{"ForSubscription s1", r.ForSubscription("s1"), []billing.Event{in[0], in[2]}},
 	}
 	for _, tt := range tests {
-		if subs(tt.got) != subs(tt.want) {
-			t.Errorf("%s = %s, want %s", tt.name, subs(tt.got), subs(tt.want))
-		}
+		assert.Equal(t, subs(tt.want), subs(tt.got), "%s = %s, want %s", tt.name, subs(tt.got), subs(tt.want))
 	}
 	for typ, want := range map[billing.EventType]int{billing.EventPaymentDeclined: 2, billing.EventPaymentPending: 1, billing.EventUnrecorded: 0} {
 		if n := r.Count(typ); n != want {
@@ -57,9 +55,7 @@ func TestEventRecorderQueries(t *testing.T) {
 	}
 	// Returned slices are copies.
 	r.Events()[0].Type = billing.EventStale
-	if r.Count(billing.EventStale) != 0 {
-		t.Errorf("Events exposed the recorder's slice")
-	}
+	assert.Equal(t, 0, r.Count(billing.EventStale), "Events exposed the recorder's slice")
 }
 
 func TestEventRecorderFailures(t *testing.T) {
@@ -72,27 +68,19 @@ func TestEventRecorderFailures(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	r.FailWith(nil)
-	if err := r.Emit(ctx, testEvent(billing.EventPaymentSucceeded, "s2")); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Emit with done context = %v", err)
-	}
-	if err := r.Emit(t.Context(), testEvent(billing.EventPaymentSucceeded, "s3")); err != nil {
-		t.Fatalf("Emit after FailWith(nil) = %v", err)
-	}
+	require.ErrorIs(t, r.Emit(ctx, testEvent(billing.EventPaymentSucceeded, "s2")), context.Canceled, "Emit with done context =")
+	require.NoError(t, r.Emit(t.Context(), testEvent(billing.EventPaymentSucceeded, "s3")), "Emit after FailWith(nil) =")
 	if n, rej, ev := r.Emits(), len(r.Rejected()), len(r.Events()); n != 3 || rej != 2 || ev != 1 {
 		t.Fatalf("Emits %d, Rejected %d, Events %d; want 3, 2, 1", n, rej, ev)
 	}
-	if r.Events()[0].SubscriptionID != "s3" {
-		t.Errorf("kept %+v", r.Events()[0])
-	}
+	assert.Equal(t, "s3", r.Events()[0].SubscriptionID, "kept %+v", r.Events()[0])
 
 	r.FailWith(boom)
 	r.Reset()
 	if r.Emits() != 0 || len(r.Events()) != 0 || len(r.Rejected()) != 0 {
 		t.Fatalf("Reset left state: %d emits, %v, %v", r.Emits(), r.Events(), r.Rejected())
 	}
-	if err := r.Emit(t.Context(), testEvent(billing.EventStale, "s4")); err != nil {
-		t.Fatalf("Reset kept the failure: %v", err)
-	}
+	require.NoError(t, r.Emit(t.Context(), testEvent(billing.EventStale, "s4")), "Reset kept the failure")
 }
 
 func TestEventRecorderConcurrent(t *testing.T) {
@@ -105,9 +93,7 @@ func TestEventRecorderConcurrent(t *testing.T) {
 			if i%2 == 1 {
 				typ = billing.EventPaymentDeclined
 			}
-			if err := r.Emit(t.Context(), testEvent(typ, fmt.Sprint("s", i))); err != nil {
-				t.Error(err)
-			}
+			assert.NoError(t, r.Emit(t.Context(), testEvent(typ, fmt.Sprint("s", i))))
 			_ = r.Count(typ)
 		})
 	}

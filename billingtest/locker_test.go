@@ -8,6 +8,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/stretchr/testify/require"
 )
 
 const memLease = time.Minute
@@ -41,9 +42,7 @@ func TestLockerStopHeartbeat(t *testing.T) {
 	clock := billingtest.NewClock(time.Time{})
 	l := billingtest.NewLocker(clock, memLease)
 	lease, err := l.Lock(t.Context(), "u1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	clock.Advance(10 * memLease) // heartbeating: never expires
 	if !l.Locked("u1") {
 		t.Fatal("a heartbeating lease expired")
@@ -85,9 +84,7 @@ func TestLockerStopHeartbeat(t *testing.T) {
 func TestLockerStopHeartbeatForeignLease(t *testing.T) {
 	a, b := billingtest.NewLocker(nil, 0), billingtest.NewLocker(nil, 0)
 	lease, err := a.Lock(t.Context(), "u1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer func() {
 		if recover() == nil {
 			t.Error("StopHeartbeat of another Locker's lease did not panic")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/stretchr/testify/require"
 )
 
 func TestNotifierFakeEnqueuer(t *testing.T) {
@@ -18,30 +19,18 @@ func TestNotifierFakeEnqueuer(t *testing.T) {
 	q := &billingtest.RecordingEnqueuer{}
 	boom := errors.New("boom")
 	q.FailNth(2, boom)
-	if err := q.Enqueue(ctx, []string{"a", "b"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Enqueue(ctx, []string{"c"}); !errors.Is(err, boom) {
-		t.Fatalf("second call: %v", err)
-	}
-	if err := q.Enqueue(ctx, nil); err == nil {
-		t.Fatal("empty batch accepted")
-	}
-	if err := q.Enqueue(ctx, make([]string, 11)); err == nil {
-		t.Fatal("batch of 11 accepted")
-	}
+	require.NoError(t, q.Enqueue(ctx, []string{"a", "b"}))
+	require.ErrorIs(t, q.Enqueue(ctx, []string{"c"}), boom, "second call")
+	require.Error(t, q.Enqueue(ctx, nil), "empty batch accepted")
+	require.Error(t, q.Enqueue(ctx, make([]string, 11)), "batch of 11 accepted")
 	if q.Calls() != 4 || !slices.Equal(q.Bodies(), []string{"a", "b"}) || len(q.Batches()) != 1 {
 		t.Fatalf("calls %d bodies %v", q.Calls(), q.Bodies())
 	}
 	m := billing.NotificationMessage{UserID: "u1", BillingDate: time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC), Amount: 499}
 	b, err := m.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	q.Reset()
-	if err := q.Enqueue(ctx, []string{string(b)}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, q.Enqueue(ctx, []string{string(b)}))
 	if got := q.Messages(t); len(got) != 1 || got[0] != m {
 		t.Fatalf("messages %+v", got)
 	}
@@ -56,9 +45,7 @@ func TestNotifierFakesScriptAndRecord(t *testing.T) {
 	if err := n.Send(ctx, "x@example.com", billing.ThreeDayNotification{}); !errors.Is(err, boom) {
 		t.Fatal(err)
 	}
-	if err := n.Send(ctx, "y@example.com", billing.ThreeDayNotification{UserID: "y"}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, n.Send(ctx, "y@example.com", billing.ThreeDayNotification{UserID: "y"}))
 	n.FailAll(boom)
 	if err := n.Send(ctx, "y@example.com", billing.ThreeDayNotification{}); !errors.Is(err, boom) {
 		t.Fatal(err)

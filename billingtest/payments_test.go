@@ -11,6 +11,7 @@ import (
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/require"
 )
 
 // The behaviour of Payments is tested in package billing against both
@@ -23,9 +24,7 @@ func TestPaymentsOptions(t *testing.T) {
 		}
 	}
 	p, err := memory.NewPayments(memory.PaymentsOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	s, err := p.CreateSubscription(t.Context(), entitlement.RecurringSubscription{AccountID: "u", SubscriptionID: "s", SKU: "k", PaymentDay: 1})
 	if err != nil || s.CreatedAt.IsZero() || s.CreatedAt.Nanosecond() != 0 || s.Version != 1 {
 		t.Fatalf("system clock, whole seconds: %+v %v", s, err)
@@ -41,9 +40,7 @@ func TestPaymentsConcurrentRecordPayment(t *testing.T) {
 	due := time.Date(2025, 1, 28, 0, 0, 0, 0, time.UTC)
 	prev, err := p.CreateSubscription(ctx, entitlement.RecurringSubscription{AccountID: "u", SubscriptionID: "s", SKU: "k",
 		PaymentDay: 28, PaymentAmount: 100, NextPaymentDate: due})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	wins, conflicts := 0, 0

@@ -11,6 +11,8 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var errProviderBoom = errors.New("boom")
@@ -205,29 +207,21 @@ func TestProviderAnswerFields(t *testing.T) {
 	p := billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock})
 	req := payReq("u1", "s1", 3)
 	res, err := p.Collect(t.Context(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := billing.PaymentResult{
 		Outcome:       billing.OutcomeSucceeded,
 		TransactionID: "txn-" + billing.IdempotencyKey("s1", 3),
 		AccountMask:   "6789",
 		PaymentType:   "ACH",
 	}
-	if res != want {
-		t.Errorf("result = %+v, want %+v", res, want)
-	}
+	assert.Equal(t, want, res, "result = %+v, want %+v", res, want)
 	charges := p.ChargesFor("s1")
-	if len(charges) != 1 {
-		t.Fatalf("ChargesFor(s1) = %+v, want one charge", charges)
-	}
+	require.Len(t, charges, 1, "ChargesFor(s1) = %+v, want one charge", charges)
 	wantCharge := billingtest.Charge{
 		Key: req.IdempotencyKey, UserID: "u1", SubscriptionID: "s1", Attempt: 3, Amount: req.Amount,
 		Outcome: billing.OutcomeSucceeded, TransactionID: want.TransactionID, At: clock.Now(),
 	}
-	if charges[0] != wantCharge {
-		t.Errorf("charge = %+v, want %+v", charges[0], wantCharge)
-	}
+	assert.Equal(t, wantCharge, charges[0], "charge = %+v, want %+v", charges[0], wantCharge)
 	if cs := p.ChargesFor("other"); len(cs) != 0 {
 		t.Errorf("ChargesFor(other) = %+v", cs)
 	}
@@ -358,9 +352,7 @@ func TestProviderConcurrentSameKeyChargesOnce(t *testing.T) {
 					t.Errorf("answer %d = %+v, %v; answer 0 = %+v", i, results[i], errs[i], results[0])
 				}
 			}
-			if results[0].Outcome != step.Outcome {
-				t.Errorf("outcome %v, want %v", results[0].Outcome, step.Outcome)
-			}
+			assert.Equal(t, step.Outcome, results[0].Outcome, "outcome %v, want %v", results[0].Outcome, step.Outcome)
 			wantCharges := 1
 			if step.Outcome == billing.OutcomeDeclined {
 				wantCharges = 0
@@ -394,22 +386,14 @@ func TestProviderSettlements(t *testing.T) {
 	if got := chargeKeys(p.PendingSettlements()); got != k1+" "+k2 {
 		t.Fatalf("PendingSettlements = %s", got)
 	}
-	if err := p.Settle(k1); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Return(k2); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.Settle(k1))
+	require.NoError(t, p.Return(k2))
 	if got := chargeKeys(p.PendingSettlements()); got != "" {
 		t.Fatalf("PendingSettlements after resolving = %s", got)
 	}
 	for _, key := range []string{k1, k2, k3, "nope"} {
-		if err := p.Settle(key); err == nil {
-			t.Errorf("Settle(%q) accepted", key)
-		}
-		if err := p.Return(key); err == nil {
-			t.Errorf("Return(%q) accepted", key)
-		}
+		assert.Error(t, p.Settle(key), "Settle(%q) accepted", key)
+		assert.Error(t, p.Return(key), "Return(%q) accepted", key)
 	}
 	if cs := p.ChargesFor("s1"); !cs[0].Settled || cs[0].Returned {
 		t.Errorf("s1 charge = %+v", cs[0])
@@ -485,9 +469,7 @@ func TestRequireNoDoubleCharge(t *testing.T) {
 			setup: func(t *testing.T, p *billingtest.Provider) {
 				p.SetUser("u1", billingtest.Pending())
 				collectOne(t, p, payReq("u1", "s1", 1))
-				if err := p.Settle(billing.IdempotencyKey("s1", 1)); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, p.Settle(billing.IdempotencyKey("s1", 1)))
 				collectOne(t, p, payReq("u1", "s1", 2))
 			},
 			wantIn: []string{`"s1"`},
@@ -499,9 +481,7 @@ func TestRequireNoDoubleCharge(t *testing.T) {
 			tt.setup(t, p)
 			msg := (&fatalRecorder{TB: t}).run(func(tb testing.TB) { billingtest.RequireNoDoubleCharge(tb, p) })
 			if len(tt.wantIn) == 0 {
-				if msg != "" {
-					t.Fatalf("reported %q", msg)
-				}
+				require.Equal(t, "", msg, "reported %q", msg)
 				return
 			}
 			for _, s := range tt.wantIn {

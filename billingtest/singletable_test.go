@@ -15,6 +15,8 @@ import (
 	"github.com/dynabill/billing/internal/dynamotest"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // stSuiteOptions maps the suites' users to subscriptions of their own
@@ -73,9 +75,7 @@ func TestSingleTableDefaults(t *testing.T) {
 	s := memory.NewSingleTable(memory.SingleTableOptions{})
 	ref := layout.SubscriptionRef{AccountID: "acct", SubscriptionID: "sub", SKU: "STREAM"}
 	r := stRecord(ref, 1, time.Date(2024, 1, 20, 9, 0, 0, 0, time.UTC), billing.StatusScheduled)
-	if err := s.Repository().Add(t.Context(), &r); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Repository().Add(t.Context(), &r))
 	sub, err := s.Payments().GetSubscription(t.Context(), ref.AccountID, ref.SubscriptionID, ref.SKU)
 	want := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	if err != nil || !sub.CreatedAt.Equal(want) || !sub.UpdatedAt.Equal(want) || sub.Version != 1 {
@@ -126,36 +126,28 @@ func newSTEnv(t *testing.T, opts memory.SingleTableOptions) *stEnv {
 func (e *stEnv) add(recs ...billing.Subscription) {
 	e.t.Helper()
 	for i := range recs {
-		if err := e.repo.Add(e.t.Context(), &recs[i]); err != nil {
-			e.t.Fatalf("Add(%s): %v", recs[i].Key(), err)
-		}
+		require.NoError(e.t, e.repo.Add(e.t.Context(), &recs[i]), "Add(%s)", recs[i].Key())
 	}
 }
 
 func (e *stEnv) sub(ref layout.SubscriptionRef) entitlement.RecurringSubscription {
 	e.t.Helper()
 	s, err := e.pay.GetSubscription(e.t.Context(), ref.AccountID, ref.SubscriptionID, ref.SKU)
-	if err != nil {
-		e.t.Fatalf("GetSubscription(%s): %v", ref.UserID(), err)
-	}
+	require.NoError(e.t, err, "GetSubscription(%s)", ref.UserID())
 	return s
 }
 
 func (e *stEnv) receipts(account string) []entitlement.Receipt {
 	e.t.Helper()
 	recs, err := e.pay.ReceiptsByAccount(e.t.Context(), account, time.Time{})
-	if err != nil {
-		e.t.Fatalf("ReceiptsByAccount(%s): %v", account, err)
-	}
+	require.NoError(e.t, err, "ReceiptsByAccount(%s)", account)
 	return recs
 }
 
 func (e *stEnv) historyCount(ref layout.SubscriptionRef) int {
 	e.t.Helper()
 	rows, err := e.hist.ListByUser(e.t.Context(), ref.UserID())
-	if err != nil {
-		e.t.Fatalf("history of %s: %v", ref.UserID(), err)
-	}
+	require.NoError(e.t, err, "history of %s", ref.UserID())
 	return len(rows)
 }
 
@@ -175,14 +167,10 @@ func TestSingleTableReceiptKeys(t *testing.T) {
 	paidAt := stDay(-1).Add(10 * time.Hour)
 	da := stNext(ra, 4, billing.StatusCompleted)
 	da.CompletionDate, da.TransactionID = paidAt, "tx-a"
-	if err := e.repo.Update(ctx, &ra, &da); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, e.repo.Update(ctx, &ra, &da))
 	db := stNext(rb, 5, billing.StatusCompleted)
 	db.CompletionDate, db.TransactionID = paidAt, "tx-b"
-	if err := e.repo.Update(ctx, &rb, &db); err != nil {
-		t.Fatalf("Update completing at a taken receipt key: %v", err)
-	}
+	require.NoError(t, e.repo.Update(ctx, &rb, &db), "Update completing at a taken receipt key")
 	recs := e.receipts("acct")
 	if len(recs) != 2 || !recs[0].ProcessedDate.Equal(paidAt.Add(time.Nanosecond)) || recs[0].SubscriptionID != b.SubscriptionID {
 		t.Fatalf("receipts = %+v; want b's a nanosecond after a's", recs)
@@ -224,9 +212,7 @@ func TestSingleTableReceiptKeys(t *testing.T) {
 	}
 	// A history row taken by next: also before the receipt.
 	row := stNext(rc, 9, billing.StatusCompleted)
-	if err := e.hist.Add(ctx, &row); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, e.hist.Add(ctx, &row))
 	row.CompletionDate, row.TransactionID = paidAt, "tx-c"
 	if err := e.repo.Update(ctx, &rc, &row); !errors.As(err, &ce) || !ce.HistoryRow || !errors.Is(err, billing.ErrConflict) {
 		t.Fatalf("Update with a taken history row and no free receipt key = %v; want the history row's ErrConflict", err)
@@ -237,9 +223,7 @@ func TestSingleTableReceiptKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	dc.CompletionDate = paidAt.Add(-time.Second)
-	if err := e.repo.Update(ctx, &rc, &dc); err != nil {
-		t.Fatalf("Update whose receipt is already stored: %v", err)
-	}
+	require.NoError(t, e.repo.Update(ctx, &rc, &dc), "Update whose receipt is already stored")
 	if n := len(e.receipts("acct")); n != stMaxReceiptMoves+2 {
 		t.Fatalf("%d receipts; want %d", n, stMaxReceiptMoves+2)
 	}
@@ -259,9 +243,7 @@ func TestSingleTableAdminMoveCompletes(t *testing.T) {
 	e.add(r)
 	moved := stNext(r, 2, billing.StatusCompleted)
 	moved.BillingDate, moved.CompletionDate = stDay(3), stDay(1).Add(time.Hour)
-	if err := e.repo.AdminUpdate(ctx, &r, &moved); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, e.repo.AdminUpdate(ctx, &r, &moved))
 	sub := e.sub(ref)
 	if !sub.NextPaymentDate.IsZero() || !sub.NextReminderDate.IsZero() || !sub.LastPaymentDate.Equal(stDay(1)) || sub.Version != 2 {
 		t.Fatalf("subscription after a completing move = %+v; want nothing due, paid %v, version 2", sub, stDay(1))
@@ -343,9 +325,7 @@ func TestSingleTableGetByIDPointers(t *testing.T) {
 	e.add(r)
 	row := stRecord(ref, 2, stDay(9), billing.StatusScheduled)
 	row.SubscriptionID = r.SubscriptionID
-	if err := e.hist.AddAll(ctx, []billing.Subscription{row}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, e.hist.AddAll(ctx, []billing.Subscription{row}))
 	if got, err := e.repo.GetByID(ctx, r.SubscriptionID); err != nil || !got.BillingDate.Equal(stDay(5)) {
 		t.Fatalf("GetByID = %v, %v; want the period at %v", got.BillingDate, err, stDay(5))
 	}
@@ -360,9 +340,7 @@ func TestSingleTableGetByIDPointers(t *testing.T) {
 	}
 	// Only a history row: the pointer is there, the period is not.
 	lone := stRecord(ref, 3, stDay(40), billing.StatusScheduled)
-	if err := e.hist.Add(ctx, &lone); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, e.hist.Add(ctx, &lone))
 	if _, err := e.repo.GetByID(ctx, lone.SubscriptionID); !errors.Is(err, billing.ErrNotFound) {
 		t.Fatalf("GetByID of a history-only ID = %v; want ErrNotFound", err)
 	}
@@ -395,9 +373,7 @@ func TestSingleTableRejectsUserIDs(t *testing.T) {
 		"HistoryAdd":    e.hist.Add(ctx, &plain),
 	}
 	for name, err := range checks {
-		if !errors.Is(err, entitlement.ErrInvalidPayment) {
-			t.Errorf("%s with user ID %q = %v; want ErrInvalidPayment", name, plain.UserID, err)
-		}
+		assert.ErrorIs(t, err, entitlement.ErrInvalidPayment, "%s with user ID %q = %v; want ErrInvalidPayment", name, plain.UserID, err)
 	}
 	if got, _ := e.repo.ListByUser(ctx, ref.UserID()); len(got) != 1 || got[0].Status != billing.StatusScheduled || e.historyCount(ref) != 1 {
 		t.Fatalf("records after rejected writes = %+v", got)
@@ -422,9 +398,7 @@ func TestSingleTableStatusPages(t *testing.T) {
 	var pages []billing.Page
 	for {
 		p, err := e.repo.QueryStatus(ctx, q)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if p.Count != len(p.Items)+len(p.Invalid) {
 			t.Fatalf("Count %d for %d items", p.Count, len(p.Items))
 		}
@@ -447,9 +421,7 @@ func TestSingleTableStatusPages(t *testing.T) {
 		t.Fatalf("%d items, %d scanned over %d pages; want 3 and 6 (3 index items, 3 periods in the range)", len(items), scanned, len(pages))
 	}
 	for i := range want {
-		if items[i].SubscriptionID != want[i].SubscriptionID {
-			t.Fatalf("item %d is %s; want %s (index order)", i, items[i].SubscriptionID, want[i].SubscriptionID)
-		}
+		require.Equal(t, want[i].SubscriptionID, items[i].SubscriptionID, "item %d is %s; want %s (index order)", i, items[i].SubscriptionID, want[i].SubscriptionID)
 	}
 	if len(pages) != 4 || pages[0].Scanned != 0 || pages[0].Next == "" {
 		t.Fatalf("%d pages, the first %+v; want 4, the first 62 empty days and a cursor", len(pages), pages[0])
@@ -476,9 +448,7 @@ func TestSingleTableStatusPages(t *testing.T) {
 			break
 		}
 	}
-	if len(got) != 3 {
-		t.Fatalf("Limit 1: %d items; want 3", len(got))
-	}
+	require.Len(t, got, 3, "Limit 1: %d items; want 3", len(got))
 
 	for name, bad := range map[string]billing.StatusQuery{
 		"Garbage":    {Status: billing.StatusScheduled, Before: stNow, Cursor: "x"},
@@ -538,9 +508,7 @@ func TestSingleTableConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	for i, ref := range refs {
-		if wins[ref.UserID()] != 1 {
-			t.Fatalf("%s: %d winning updates; want 1", ref.UserID(), wins[ref.UserID()])
-		}
+		require.Equal(t, 1, wins[ref.UserID()], "%s: %d winning updates; want 1", ref.UserID(), wins[ref.UserID()])
 		periods, err := e.repo.ListByUser(ctx, ref.UserID())
 		if err != nil || len(periods) != 2 {
 			t.Fatalf("%s: %d periods, %v; want 2", ref.UserID(), len(periods), err)
@@ -575,9 +543,7 @@ func TestSingleTableMatchesDynamo(t *testing.T) {
 	t.Cleanup(func() { wrapped.AssertNoViolations(t) })
 	clock := billingtest.NewClock(stNow)
 	dyn, err := dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{Client: wrapped, Table: table, Clock: clock, PageSize: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	twin := memory.NewSingleTable(memory.SingleTableOptions{Clock: clock, PageSize: 2, Table: table})
 	stores := []billingtest.SingleTableStores{
 		{Repository: dyn, History: dyn.History(), Payments: dyn.Payments()},

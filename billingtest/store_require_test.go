@@ -53,9 +53,7 @@ func TestRequireHistoryMatchesPrimary(t *testing.T) {
 	next := r.Clone()
 	next.Status = billing.StatusError
 	next.LastRunDate = r.LastRunDate.Add(time.Minute)
-	if err := repo.Update(t.Context(), &r, &next); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, repo.Update(t.Context(), &r, &next))
 	if msg := (&fatalRecorder{TB: t}).run(func(tb testing.TB) {
 		billingtest.RequireHistoryMatchesPrimary(tb, repo, hist, "u1")
 	}); msg != "" {
@@ -64,19 +62,13 @@ func TestRequireHistoryMatchesPrimary(t *testing.T) {
 
 	// A primary write that bypassed history: the newest row is stale.
 	item, err := layout.EncodeItem(&next)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "9.99"}
-	if err := s.PutRawItem(memory.SubscriptionsTable, item); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.PutRawItem(memory.SubscriptionsTable, item))
 	// And a record without any history row.
 	orphan := rec("u1", 9, due.AddDate(0, 1, 0), billing.StatusScheduled)
 	item, _ = layout.EncodeItem(&orphan)
-	if err := s.PutRawItem(memory.SubscriptionsTable, item); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.PutRawItem(memory.SubscriptionsTable, item))
 	msg := (&fatalRecorder{TB: t}).run(func(tb testing.TB) {
 		billingtest.RequireHistoryMatchesPrimary(tb, repo, hist, "u1")
 	})

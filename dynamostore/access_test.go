@@ -13,6 +13,7 @@ import (
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/stretchr/testify/require"
 )
 
 // TestAccessResolveRules is the table test of issue #7: every rule of
@@ -98,9 +99,7 @@ func TestAccessResolveRules(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := entitlement.ResolveAccess(now, c.passes, c.subs, c.profile)
-			if got != c.want {
-				t.Fatalf("got  %+v\nwant %+v", got, c.want)
-			}
+			require.Equal(t, c.want, got, "got  %+v\nwant %+v", got, c.want)
 			// Order of the inputs does not matter.
 			if r := entitlement.ResolveAccess(now, acctReversed(c.passes), acctReversed(c.subs), c.profile); r != got {
 				t.Fatalf("acctReversed inputs: %+v", r)
@@ -128,18 +127,14 @@ func TestAccessResolveEndToEnd(t *testing.T) {
 			}
 		}
 		want(entitlement.TierFree, entitlement.ReasonFree, "")
-		if err := e.accounts.SetProfileTier(ctx, "u1", "free"); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, e.accounts.SetProfileTier(ctx, "u1", "free"))
 		want(entitlement.TierFree, entitlement.ReasonProfile, "profile")
 		if e.db != nil {
 			if v := acctText(e.raw(t, "USER#u1", "PROFILE#u1")["tier"]); v != "free" {
 				t.Fatalf("profile tier stored as %q", v)
 			}
 		}
-		if err := e.accounts.SetProfileTier(ctx, "u1", entitlement.TierJourneyman); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, e.accounts.SetProfileTier(ctx, "u1", entitlement.TierJourneyman))
 		want(entitlement.TierJourneyman, entitlement.ReasonProfile, "profile")
 
 		end := acctStart.Add(30 * 24 * time.Hour)
@@ -167,9 +162,7 @@ func TestAccessResolveEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		want(entitlement.TierSage, entitlement.ReasonFounderPass, "FOUNDING_MEMBER")
-		if err := e.accounts.SetProfileTier(ctx, "u1", "PLATINUM"); !errors.Is(err, entitlement.ErrInvalidTier) {
-			t.Fatalf("set invalid profile tier: %v", err)
-		}
+		require.ErrorIs(t, e.accounts.SetProfileTier(ctx, "u1", "PLATINUM"), entitlement.ErrInvalidTier, "set invalid profile tier")
 		if e.db != nil && e.db.Calls("Query") == 0 {
 			t.Fatal("no query")
 		}
@@ -198,9 +191,7 @@ func TestAccessResolveBadItems(t *testing.T) {
 		t.Fatalf("error: %v", err)
 	}
 	// SetProfileTier keeps the host's attributes.
-	if err := e.accounts.SetProfileTier(ctx, "u1", entitlement.TierSage); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, e.accounts.SetProfileTier(ctx, "u1", entitlement.TierSage))
 	if p := e.raw(t, "USER#u1", "PROFILE#u1"); acctText(p["email"]) != "a@b.c" || acctText(p["tier"]) != "SAGE" {
 		t.Fatalf("profile %v", p)
 	}
@@ -299,9 +290,7 @@ func FuzzFounderPassItem(f *testing.F) {
 // TestAccessMemoryRevokedPass covers the twin's revocation helper.
 func TestAccessMemoryRevokedPass(t *testing.T) {
 	a, err := billingtest.NewAccounts(billingtest.AccountsOptions{Clock: billingtest.NewClock(acctStart)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := a.GrantFounderPass(t.Context(), "u1", entitlement.PassGuildBuilder, "pi_1", time.Time{}); err != nil {
 		t.Fatal(err)
 	}

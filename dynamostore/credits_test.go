@@ -15,6 +15,8 @@ import (
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/dynamotest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // acctStart is the clock's start in the account tests.
@@ -53,9 +55,7 @@ func forEachAccounts(t *testing.T, opts acctOpts, f func(t *testing.T, e *acctEn
 func newMemoryAccountsEnv(t *testing.T, opts acctOpts) *acctEnv {
 	clock := billingtest.NewClock(acctStart)
 	a, err := billingtest.NewAccounts(billingtest.AccountsOptions{Clock: clock, Quotas: opts.quotas, CreditExpiry: opts.expiry})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return &acctEnv{accounts: a, clock: clock}
 }
 
@@ -72,9 +72,7 @@ func newDynamoAccountsEnv(t *testing.T, opts acctOpts) *acctEnv {
 	a, err := dynamostore.NewAccounts(dynamostore.AccountsConfig{
 		Client: w, Table: cfg, Clock: clock, Quotas: opts.quotas, CreditExpiry: opts.expiry,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return &acctEnv{accounts: a, clock: clock, db: w, table: cfg}
 }
 
@@ -85,9 +83,7 @@ func (e *acctEnv) raw(t *testing.T, pk, sk string) map[string]types.AttributeVal
 		TableName: aws.String(e.table.Table), ConsistentRead: aws.Bool(true),
 		Key: map[string]types.AttributeValue{"PK": acctS(pk), "SK": acctS(sk)},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return out.Item
 }
 
@@ -108,12 +104,8 @@ func acctN(v int64) types.AttributeValue {
 func acctBalance(t *testing.T, e *acctEnv, user string, want int64) entitlement.Credits {
 	t.Helper()
 	c, err := e.accounts.Balance(t.Context(), user)
-	if err != nil {
-		t.Fatalf("balance %s: %v", user, err)
-	}
-	if c.Balance != want {
-		t.Fatalf("balance %s = %d, want %d (%+v)", user, c.Balance, want, c)
-	}
+	require.NoError(t, err, "balance %s", user)
+	require.Equal(t, want, c.Balance, "balance %s = %d, want %d (%+v)", user, c.Balance, want, c)
 	return c
 }
 
@@ -190,18 +182,14 @@ func TestCreditsInvalidInput(t *testing.T) {
 				t.Errorf("consume %d: %v", n, err)
 			}
 		}
-		if _, err := e.accounts.Grant(ctx, "", 1); !errors.Is(err, entitlement.ErrInvalidAccount) {
-			t.Errorf("empty user: %v", err)
-		}
-		if _, err := e.accounts.Balance(ctx, string(make([]byte, entitlement.MaxAccountID+1))); !errors.Is(err, entitlement.ErrInvalidAccount) {
-			t.Errorf("long user: %v", err)
-		}
-		if _, err := e.accounts.MonthlyGrant(ctx, "u1", "PLATINUM", "2025-01", "evt"); !errors.Is(err, entitlement.ErrInvalidTier) {
-			t.Errorf("bad tier: %v", err)
-		}
-		if _, err := e.accounts.MonthlyGrant(ctx, "u1", entitlement.TierSage, "", "evt"); !errors.Is(err, entitlement.ErrInvalidCredits) {
-			t.Errorf("empty period: %v", err)
-		}
+		_, err := e.accounts.Grant(ctx, "", 1)
+		assert.ErrorIs(t, err, entitlement.ErrInvalidAccount, "empty user")
+		_, err = e.accounts.Balance(ctx, string(make([]byte, entitlement.MaxAccountID+1)))
+		assert.ErrorIs(t, err, entitlement.ErrInvalidAccount, "long user")
+		_, err = e.accounts.MonthlyGrant(ctx, "u1", "PLATINUM", "2025-01", "evt")
+		assert.ErrorIs(t, err, entitlement.ErrInvalidTier, "bad tier")
+		_, err = e.accounts.MonthlyGrant(ctx, "u1", entitlement.TierSage, "", "evt")
+		assert.ErrorIs(t, err, entitlement.ErrInvalidCredits, "empty period")
 		acctBalance(t, e, "u1", 0)
 	})
 }
@@ -354,9 +342,7 @@ func TestCreditsMonthlyGrantQuotas(t *testing.T) {
 
 func TestCreditQuotasDefaults(t *testing.T) {
 	q, err := entitlement.CreditQuotas(nil).WithDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := map[entitlement.Tier]int64{"FREE": 0, "INITIATE": 2, "JOURNEYMAN": 5, "SAGE": 15, "GUILDMASTER": 15}
 	for tier, n := range want {
 		if q.Quota(tier) != n {
@@ -414,9 +400,8 @@ func TestCreditsExpiry(t *testing.T) {
 		if c = acctBalance(t, e, "u1", 0); !c.Expired {
 			t.Fatalf("expired balance: %+v", c)
 		}
-		if _, err := e.accounts.Consume(ctx, "u1", 1); !errors.Is(err, entitlement.ErrInsufficientCredits) {
-			t.Fatalf("consume of expired credits: %v", err)
-		}
+		_, err = e.accounts.Consume(ctx, "u1", 1)
+		require.ErrorIs(t, err, entitlement.ErrInsufficientCredits, "consume of expired credits")
 		// A grant restarts from zero: expired credits are not revived.
 		if c, err = e.accounts.Grant(ctx, "u1", 3); err != nil || c.Balance != 3 || c.Expired || !c.ExpiresAt.Equal(e.clock.Now().Add(month)) {
 			t.Fatalf("grant after expiry: %+v %v", c, err)
@@ -478,9 +463,8 @@ func TestCreditsDecodeDocumentExample(t *testing.T) {
 		t.Fatalf("string balance: %v", err)
 	}
 	item["balance"], item["PK"] = acctN(1), acctS("ACC#abc123")
-	if _, err := cfg.DecodeCredits(item, acctStart); !errors.Is(err, billing.ErrInvalidItem) {
-		t.Fatalf("foreign partition: %v", err)
-	}
+	_, err = cfg.DecodeCredits(item, acctStart)
+	require.ErrorIs(t, err, billing.ErrInvalidItem, "foreign partition")
 }
 
 // acctText renders a string or number attribute as text ("" otherwise).

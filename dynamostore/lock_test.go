@@ -16,6 +16,8 @@ import (
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/dynamotest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Leases are short to keep the suite at seconds, but moto serves about 200 calls a
@@ -42,13 +44,9 @@ func newLockTable(t *testing.T, client *dynamodb.Client) string {
 func newDynamoLocker(t *testing.T, client dynamostore.API, opts ...dynamostore.LockerOption) *dynamostore.Locker {
 	t.Helper()
 	l, err := dynamostore.NewLocker(client, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
-		if err := l.Close(context.Background()); err != nil {
-			t.Errorf("Close: %v", err)
-		}
+		assert.NoError(t, l.Close(context.Background()), "Close")
 	})
 	return l
 }
@@ -78,9 +76,7 @@ func TestDynamoLockerItem(t *testing.T) {
 		dynamostore.WithLockOwner("collections-worker/req-1"),
 		dynamostore.WithLockClock(billingtest.NewClock(acquired)))
 	lease, err := l.Lock(t.Context(), "u1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	item := getLockItem(t, client, table, "subscription-billing:user_id:u1")
 	want := map[string]types.AttributeValue{
 		"PartitionKey":  &types.AttributeValueMemberS{Value: "subscription-billing:user_id:u1"},
@@ -100,9 +96,7 @@ func TestDynamoLockerItem(t *testing.T) {
 	if _, ok := item["isReleased"]; ok {
 		t.Error("a held lock has isReleased")
 	}
-	if err := lease.Release(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, lease.Release(t.Context()))
 	item = getLockItem(t, client, table, "subscription-billing:user_id:u1")
 	if got := item["isReleased"]; !attrEqual(got, &types.AttributeValueMemberS{Value: "1"}) {
 		t.Errorf("after Release isReleased = %#v, want \"1\" (the item is kept, as the legacy service did)", got)
@@ -120,9 +114,7 @@ func getLockItem(t *testing.T, client *dynamodb.Client, table, key string) map[s
 		Key:            map[string]types.AttributeValue{"PartitionKey": &types.AttributeValueMemberS{Value: key}},
 		ConsistentRead: aws.Bool(true),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if out.Item == nil {
 		t.Fatalf("no lock item %q", key)
 	}
@@ -156,9 +148,7 @@ func TestDynamoLockerHeartbeatFailure(t *testing.T) {
 	l := newDynamoLocker(t, w, dynamostore.WithLockTable(table),
 		dynamostore.WithLeaseDuration(fastLease), dynamostore.WithHeartbeatPeriod(fastHeartbeat))
 	lease, err := l.Lock(t.Context(), "u1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	start := time.Now()
 	w.Throttle("UpdateItem", 1_000_000)
 	select {
@@ -188,9 +178,7 @@ func TestDynamoLockerTakeoverTiming(t *testing.T) {
 	stalled := newDynamoLocker(t, client, append(opts, dynamostore.WithHeartbeatPeriod(0))...)
 	taker := newDynamoLocker(t, client, append(opts, dynamostore.WithHeartbeatPeriod(fastHeartbeat))...)
 	old, err := stalled.Lock(t.Context(), "u1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	firstSeen := time.Now()
 	for _, wait := range []time.Duration{0, fastLease / 3, fastLease * 2 / 3} {
 		time.Sleep(time.Until(firstSeen.Add(wait)))
@@ -200,9 +188,7 @@ func TestDynamoLockerTakeoverTiming(t *testing.T) {
 	}
 	time.Sleep(time.Until(firstSeen.Add(fastLease + fastLease/5)))
 	lease, err := taker.Lock(t.Context(), "u1")
-	if err != nil {
-		t.Fatalf("Lock after the lease duration: %v", err)
-	}
+	require.NoError(t, err, "Lock after the lease duration")
 	select {
 	case <-old.Lost():
 	default:
@@ -211,9 +197,7 @@ func TestDynamoLockerTakeoverTiming(t *testing.T) {
 	if err := old.Release(t.Context()); !errors.Is(err, billing.ErrLeaseLost) {
 		t.Errorf("old Release = %v, want ErrLeaseLost", err)
 	}
-	if err := lease.Release(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, lease.Release(t.Context()))
 }
 
 func TestDynamoLockerClose(t *testing.T) {
@@ -222,26 +206,14 @@ func TestDynamoLockerClose(t *testing.T) {
 	opts := []dynamostore.LockerOption{dynamostore.WithLockTable(table),
 		dynamostore.WithLeaseDuration(testLease), dynamostore.WithHeartbeatPeriod(testHeartbeat)}
 	l, err := dynamostore.NewLocker(client, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	held, err := l.Lock(t.Context(), "u1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	released, err := l.Lock(t.Context(), "u2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := released.Release(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Close(t.Context()); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	if err := l.Close(t.Context()); err != nil {
-		t.Errorf("second Close: %v", err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, released.Release(t.Context()))
+	require.NoError(t, l.Close(t.Context()), "Close")
+	assert.NoError(t, l.Close(t.Context()), "second Close")
 	select {
 	case <-held.Lost():
 	default:
@@ -259,12 +231,8 @@ func TestDynamoLockerClose(t *testing.T) {
 	// Close gave the lock back: another locker takes it at once.
 	other := newDynamoLocker(t, client, opts...)
 	lease, err := other.Lock(t.Context(), "u1")
-	if err != nil {
-		t.Fatalf("Lock of a user whose locker was closed: %v", err)
-	}
-	if err := lease.Release(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "Lock of a user whose locker was closed")
+	require.NoError(t, lease.Release(t.Context()))
 }
 
 // TestDynamoLockerHeartbeats checks that a lease heartbeats, and that
@@ -276,16 +244,12 @@ func TestDynamoLockerHeartbeats(t *testing.T) {
 	l := newDynamoLocker(t, w, dynamostore.WithLockTable(table),
 		dynamostore.WithLeaseDuration(fastLease), dynamostore.WithHeartbeatPeriod(fastHeartbeat))
 	lease, err := l.Lock(t.Context(), "u1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	time.Sleep(5 * fastHeartbeat)
 	if n := w.Calls("UpdateItem"); n < 2 {
 		t.Errorf("%d heartbeats (UpdateItem) in %v, want about 5", n, 5*fastHeartbeat)
 	}
-	if err := lease.Release(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, lease.Release(t.Context()))
 	n := w.Calls("UpdateItem") // the release is one
 	time.Sleep(3 * fastHeartbeat)
 	if m := w.Calls("UpdateItem"); m != n {
@@ -318,12 +282,8 @@ func TestNewDynamoLockerOptions(t *testing.T) {
 	}
 	l, err := dynamostore.NewLocker(fake, dynamostore.WithLockLogger(slog.New(slog.DiscardHandler)),
 		dynamostore.WithLockOwner("me"), dynamostore.WithHeartbeatPeriod(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Close(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, l.Close(t.Context()))
 }
 
 func TestLockKey(t *testing.T) {

@@ -14,6 +14,8 @@ import (
 	"github.com/dynabill/billing/internal/dynamotest"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // payStart is the clock's start in the recurring payments tests.
@@ -37,9 +39,7 @@ func forEachPayments(t *testing.T, pageSize int, f func(t *testing.T, e *payEnv)
 		t.Parallel()
 		clock := billingtest.NewClock(payStart)
 		p, err := memory.NewPayments(memory.PaymentsOptions{Table: payTable, Clock: clock, PageSize: pageSize})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		f(t, &payEnv{payments: p, clock: clock})
 	})
 	t.Run("dynamo", func(t *testing.T) {
@@ -53,9 +53,7 @@ func forEachPayments(t *testing.T, pageSize int, f func(t *testing.T, e *payEnv)
 		t.Cleanup(func() { w.AssertNoViolations(t) })
 		clock := billingtest.NewClock(payStart)
 		p, err := dynamostore.NewPayments(dynamostore.PaymentsConfig{Client: w, Table: cfg, Clock: clock, PageSize: pageSize})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		f(t, &payEnv{payments: p, clock: clock, acct: &acctEnv{db: w, table: cfg}})
 	})
 }
@@ -73,9 +71,7 @@ func newRecurring(account, sub, sku string) entitlement.RecurringSubscription {
 func mustCreate(t *testing.T, e *payEnv, s entitlement.RecurringSubscription) entitlement.RecurringSubscription {
 	t.Helper()
 	got, err := e.payments.CreateSubscription(t.Context(), s)
-	if err != nil {
-		t.Fatalf("create %s/%s: %v", s.SubscriptionID, s.SKU, err)
-	}
+	require.NoError(t, err, "create %s/%s", s.SubscriptionID, s.SKU)
 	return got
 }
 
@@ -90,9 +86,7 @@ func allDue(t *testing.T, e *payEnv, reminders bool, d time.Time) []string {
 			q = e.payments.DueRemindersByDate
 		}
 		page, next, err := q(t.Context(), d, tok)
-		if err != nil {
-			t.Fatalf("due %v: %v", d, err)
-		}
+		require.NoError(t, err, "due %v", d)
 		for _, s := range page {
 			ids = append(ids, s.AccountID+"/"+s.SubscriptionID+"#"+s.SKU)
 		}
@@ -113,9 +107,7 @@ func TestRecurringSubscriptionCreateGetList(t *testing.T) {
 		want := newRecurring("123", "s1", "999")
 		want.NextPaymentDate = day(1, 28) // kept as a day
 		want.CreatedAt, want.UpdatedAt, want.Version = payStart, payStart, 1
-		if a != want {
-			t.Fatalf("created %+v\nwant    %+v", a, want)
-		}
+		require.Equal(t, want, a, "created %+v\nwant    %+v", a, want)
 		b := newRecurring("123", "s1", "777") // another SKU of the same subscription
 		b.Email, b.PaymentDetails, b.NextReminderDate = "", "", time.Time{}
 		mustCreate(t, e, b)
@@ -123,16 +115,14 @@ func TestRecurringSubscriptionCreateGetList(t *testing.T) {
 		if got, err := e.payments.GetSubscription(ctx, "123", "s1", "999"); err != nil || got != a {
 			t.Fatalf("get %+v %v", got, err)
 		}
-		if _, err := e.payments.CreateSubscription(ctx, newRecurring("123", "s1", "999")); !errors.Is(err, billing.ErrAlreadyExists) {
-			t.Fatalf("duplicate: %v", err)
-		}
+		_, err := e.payments.CreateSubscription(ctx, newRecurring("123", "s1", "999"))
+		require.ErrorIs(t, err, billing.ErrAlreadyExists, "duplicate")
 		var ce *billing.ConflictError
 		if _, err := e.payments.CreateSubscription(ctx, newRecurring("123", "s1", "999")); !errors.As(err, &ce) || ce.Key != "PK=ACC#123 SK=SUB#s1#SKU#999" {
 			t.Fatalf("conflict key: %v", err)
 		}
-		if _, err := e.payments.GetSubscription(ctx, "123", "s9", "999"); !errors.Is(err, billing.ErrNotFound) {
-			t.Fatalf("missing: %v", err)
-		}
+		_, err = e.payments.GetSubscription(ctx, "123", "s9", "999")
+		require.ErrorIs(t, err, billing.ErrNotFound, "missing")
 		subs, err := e.payments.SubscriptionsByAccount(ctx, "123")
 		if err != nil || len(subs) != 2 || subs[0].SKU != "777" || subs[1] != a || subs[0].Email != "" || !subs[0].NextReminderDate.IsZero() {
 			t.Fatalf("list: %+v %v", subs, err)
@@ -158,9 +148,8 @@ func TestRecurringSubscriptionInvalid(t *testing.T) {
 				t.Errorf("%s: %v", name, err)
 			}
 		}
-		if _, err := e.payments.CreateSubscription(t.Context(), entitlement.RecurringSubscription{SubscriptionID: "s", SKU: "k", PaymentDay: 1}); !errors.Is(err, entitlement.ErrInvalidAccount) {
-			t.Errorf("no account: %v", err)
-		}
+		_, err := e.payments.CreateSubscription(t.Context(), entitlement.RecurringSubscription{SubscriptionID: "s", SKU: "k", PaymentDay: 1})
+		assert.ErrorIs(t, err, entitlement.ErrInvalidAccount, "no account")
 	})
 }
 
@@ -179,19 +168,16 @@ func TestRecurringSubscriptionUpdateVersions(t *testing.T) {
 		if got, _ := e.payments.GetSubscription(ctx, "123", "s1", "999"); got != v2 {
 			t.Fatalf("stored %+v\nwant   %+v", got, v2)
 		}
-		if _, err := e.payments.UpdateSubscription(ctx, v1, next); !errors.Is(err, billing.ErrConflict) {
-			t.Fatalf("stale version: %v", err)
-		}
+		_, err = e.payments.UpdateSubscription(ctx, v1, next)
+		require.ErrorIs(t, err, billing.ErrConflict, "stale version")
 		other := v2
 		other.SKU = "000"
-		if _, err := e.payments.UpdateSubscription(ctx, v2, other); !errors.Is(err, entitlement.ErrInvalidPayment) {
-			t.Fatalf("key change: %v", err)
-		}
+		_, err = e.payments.UpdateSubscription(ctx, v2, other)
+		require.ErrorIs(t, err, entitlement.ErrInvalidPayment, "key change")
 		ghost := newRecurring("123", "gone", "999")
 		ghost.Version = 1
-		if _, err := e.payments.UpdateSubscription(ctx, ghost, ghost); !errors.Is(err, billing.ErrConflict) {
-			t.Fatalf("missing item: %v", err)
-		}
+		_, err = e.payments.UpdateSubscription(ctx, ghost, ghost)
+		require.ErrorIs(t, err, billing.ErrConflict, "missing item")
 		if got, _ := e.payments.GetSubscription(ctx, "123", "s1", "999"); got != v2 {
 			t.Fatalf("changed by failed updates: %+v", got)
 		}
@@ -246,9 +232,8 @@ func TestDuePaymentsSparseIndex(t *testing.T) {
 		if got := allDue(t, e, true, day(2, 21)); !slices.Equal(got, []string{"456/s3#888"}) {
 			t.Fatalf("reminders 21 Feb: %v", got)
 		}
-		if _, _, err := e.payments.DuePaymentsByDate(ctx, time.Time{}, ""); !errors.Is(err, billing.ErrInvalidQuery) {
-			t.Fatalf("zero day: %v", err)
-		}
+		_, _, err = e.payments.DuePaymentsByDate(ctx, time.Time{}, "")
+		require.ErrorIs(t, err, billing.ErrInvalidQuery, "zero day")
 	})
 }
 
@@ -287,12 +272,10 @@ func TestDuePaymentsPaging(t *testing.T) {
 				t.Errorf("%s cursor: %v", name, err)
 			}
 		}
-		if _, _, err := e.payments.DuePaymentsByDate(ctx, day(1, 29), next); !errors.Is(err, billing.ErrInvalidCursor) {
-			t.Errorf("cursor of another day: %v", err)
-		}
-		if _, _, err := e.payments.DueRemindersByDate(ctx, day(1, 28), next); !errors.Is(err, billing.ErrInvalidCursor) {
-			t.Errorf("payment cursor on the reminder index: %v", err)
-		}
+		_, _, err = e.payments.DuePaymentsByDate(ctx, day(1, 29), next)
+		assert.ErrorIs(t, err, billing.ErrInvalidCursor, "cursor of another day")
+		_, _, err = e.payments.DueRemindersByDate(ctx, day(1, 28), next)
+		assert.ErrorIs(t, err, billing.ErrInvalidCursor, "payment cursor on the reminder index")
 	})
 }
 

@@ -11,6 +11,8 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/entitlement"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // provEvent is an event of subscription sub_1 of user u1, created at
@@ -35,17 +37,14 @@ func provApply(t *testing.T, e *acctEnv, ev entitlement.ProviderEvent, want bool
 func provGet(t *testing.T, e *acctEnv, id string) entitlement.ProviderSubscription {
 	t.Helper()
 	sub, err := e.accounts.GetProviderSubscription(t.Context(), "u1", id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return sub
 }
 
 func TestProviderEventsInOrder(t *testing.T) {
 	forEachAccounts(t, acctOpts{}, func(t *testing.T, e *acctEnv) {
-		if _, err := e.accounts.GetProviderSubscription(t.Context(), "u1", "sub_1"); !errors.Is(err, billing.ErrNotFound) {
-			t.Fatalf("before any event: %v", err)
-		}
+		_, err := e.accounts.GetProviderSubscription(t.Context(), "u1", "sub_1")
+		require.ErrorIs(t, err, billing.ErrNotFound, "before any event")
 		created := provEvent("evt_1", 0, entitlement.ProviderIncomplete)
 		provApply(t, e, created, true)
 		e.clock.Advance(time.Minute)
@@ -64,9 +63,7 @@ func TestProviderEventsInOrder(t *testing.T) {
 			LastEventID: "evt_3", LastEventAt: cancelling.Created,
 			CreatedAt: acctStart, UpdatedAt: acctStart.Add(time.Minute + time.Hour),
 		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("record\n got %+v\nwant %+v", got, want)
-		}
+		require.Equal(t, want, got, "record\n got %+v\nwant %+v", got, want)
 		// A second subscription; the list is ordered by subscription ID.
 		other := provEvent("evt_4", 2*time.Hour, entitlement.ProviderCanceled)
 		other.SubscriptionID = "sub_0"
@@ -216,9 +213,8 @@ func TestProviderSubscriptionExistingItem(t *testing.T) {
 		fe.Value != "paused" || fe.Key != "PK=USER#u1 SK=SUBSCRIPTION#sub_2" {
 		t.Fatalf("unknown stored status: %v", err)
 	}
-	if _, err := e.accounts.ListProviderSubscriptions(t.Context(), "u1"); !errors.Is(err, entitlement.ErrInvalidProviderStatus) {
-		t.Fatalf("list with a bad item: %v", err)
-	}
+	_, err = e.accounts.ListProviderSubscriptions(t.Context(), "u1")
+	require.ErrorIs(t, err, entitlement.ErrInvalidProviderStatus, "list with a bad item")
 }
 
 func TestFounderPassIdempotent(t *testing.T) {
@@ -246,9 +242,8 @@ func TestFounderPassIdempotent(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(passes, want) {
 			t.Fatalf("passes\n got %+v %v\nwant %+v", passes, err, want)
 		}
-		if _, err := e.accounts.GrantFounderPass(ctx, "u1", "EARLY_BIRD", "pi_3", bought); !errors.Is(err, entitlement.ErrInvalidPassType) {
-			t.Errorf("unknown pass: %v", err)
-		}
+		_, err = e.accounts.GrantFounderPass(ctx, "u1", "EARLY_BIRD", "pi_3", bought)
+		assert.ErrorIs(t, err, entitlement.ErrInvalidPassType, "unknown pass")
 		if _, err := e.accounts.GrantFounderPass(ctx, "u2", entitlement.PassGuildBuilder, "", bought); err == nil {
 			t.Error("pass without a payment intent accepted")
 		}

@@ -9,6 +9,8 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func newReceipt(account, sub, sku string, processed time.Time, amount string) entitlement.Receipt {
@@ -55,9 +57,8 @@ func TestReceiptCreateIdempotentTTL(t *testing.T) {
 			t.Fatalf("stored %+v %v", recs, err)
 		}
 		if bad := newReceipt("123", "s1", "999", time.Time{}, "1.00"); true {
-			if _, err := e.payments.CreateReceipt(ctx, bad); !errors.Is(err, entitlement.ErrInvalidPayment) {
-				t.Errorf("no processed date: %v", err)
-			}
+			_, err := e.payments.CreateReceipt(ctx, bad)
+			assert.ErrorIs(t, err, entitlement.ErrInvalidPayment, "no processed date")
 		}
 		if e.acct == nil {
 			return
@@ -66,9 +67,7 @@ func TestReceiptCreateIdempotentTTL(t *testing.T) {
 		if n, ok := item["TTL"].(*types.AttributeValueMemberN); !ok || n.Value != "1764234000" {
 			t.Fatalf("TTL attribute: %#v (item %v)", item["TTL"], item)
 		}
-		if want.ExpiresAt.Unix() != 1764234000 {
-			t.Fatalf("expected TTL: %d", want.ExpiresAt.Unix())
-		}
+		require.Equal(t, int64(1764234000), want.ExpiresAt.Unix(), "expected TTL: %d", want.ExpiresAt.Unix())
 	})
 }
 
@@ -120,13 +119,10 @@ func TestRecordPaymentAtomic(t *testing.T) {
 		next := v1
 		next.Email = "new@example.com"
 		v2, err := e.payments.UpdateSubscription(ctx, v1, next)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		rec := newReceipt("123", "s1", "999", day(1, 28).Add(time.Hour), "39.99")
-		if _, _, err := e.payments.RecordPayment(ctx, v1, rec, day(2, 28), day(2, 21)); !errors.Is(err, billing.ErrConflict) {
-			t.Fatalf("stale prev: %v", err)
-		}
+		_, _, err = e.payments.RecordPayment(ctx, v1, rec, day(2, 28), day(2, 21))
+		require.ErrorIs(t, err, billing.ErrConflict, "stale prev")
 		if recs, _ := e.payments.ReceiptsByAccount(ctx, "123", time.Time{}); len(recs) != 0 {
 			t.Fatalf("receipt written by a failed transaction: %+v", recs)
 		}
@@ -135,17 +131,15 @@ func TestRecordPaymentAtomic(t *testing.T) {
 		if _, err := e.payments.CreateReceipt(ctx, clash); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := e.payments.RecordPayment(ctx, v2, rec, day(2, 28), day(2, 21)); !errors.Is(err, billing.ErrAlreadyExists) {
-			t.Fatalf("receipt clash: %v", err)
-		}
+		_, _, err = e.payments.RecordPayment(ctx, v2, rec, day(2, 28), day(2, 21))
+		require.ErrorIs(t, err, billing.ErrAlreadyExists, "receipt clash")
 		if got, _ := e.payments.GetSubscription(ctx, "123", "s1", "999"); got != v2 {
 			t.Fatalf("subscription updated by a failed transaction: %+v", got)
 		}
 		wrong := rec
 		wrong.SKU = "777"
-		if _, _, err := e.payments.RecordPayment(ctx, v2, wrong, day(2, 28), day(2, 21)); !errors.Is(err, entitlement.ErrInvalidPayment) {
-			t.Fatalf("receipt of another subscription: %v", err)
-		}
+		_, _, err = e.payments.RecordPayment(ctx, v2, wrong, day(2, 28), day(2, 21))
+		require.ErrorIs(t, err, entitlement.ErrInvalidPayment, "receipt of another subscription")
 		rec.ProcessedDate = rec.ProcessedDate.Add(time.Minute)
 		v3, r, err := e.payments.RecordPayment(ctx, v2, rec, day(2, 28), time.Time{})
 		if err != nil || v3.Version != 3 || !v3.NextReminderDate.IsZero() || r.ProcessedAmount != rec.ProcessedAmount {
@@ -177,9 +171,7 @@ func FuzzDecodeRecurringSubscription(f *testing.F) {
 			return
 		}
 		again, err := payTable.EncodeRecurringSubscription(s)
-		if err != nil {
-			t.Fatalf("accepted %+v but cannot encode it: %v", s, err)
-		}
+		require.NoError(t, err, "accepted %+v but cannot encode it", s)
 		if s2, err := payTable.DecodeRecurringSubscription(again); err != nil || s2 != s {
 			t.Fatalf("round trip %+v → %+v %v", s, s2, err)
 		}
@@ -204,9 +196,7 @@ func FuzzDecodeReceipt(f *testing.F) {
 			return
 		}
 		again, err := payTable.EncodeReceipt(r)
-		if err != nil {
-			t.Fatalf("accepted %+v but cannot encode it: %v", r, err)
-		}
+		require.NoError(t, err, "accepted %+v but cannot encode it", r)
 		if r2, err := payTable.DecodeReceipt(again); err != nil || r2 != r {
 			t.Fatalf("round trip %+v → %+v %v", r, r2, err)
 		}

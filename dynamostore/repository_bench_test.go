@@ -11,6 +11,7 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/internal/dynamotest"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/stretchr/testify/require"
 )
 
 // BenchmarkScheduledRun pages through the scheduled run over 10,000
@@ -29,9 +30,7 @@ func BenchmarkScheduledRun(b *testing.B) {
 			seedScheduled(b, client, tables.Subscriptions, now, 10_000, 100)
 			w := dynamotest.Wrap(client)
 			repo, err := NewRepository(Config{Client: w, Tables: tables})
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			b.ResetTimer()
 			var read, due, calls int
 			var rcu float64
@@ -41,9 +40,7 @@ func BenchmarkScheduledRun(b *testing.B) {
 				cur := ""
 				for {
 					p, err := billing.ScheduledPage(context.Background(), repo, now, cur)
-					if err != nil {
-						b.Fatal(err)
-					}
+					require.NoError(b, err)
 					read += p.Scanned
 					due += len(p.Items)
 					if cur = p.Next; cur == "" {
@@ -52,9 +49,7 @@ func BenchmarkScheduledRun(b *testing.B) {
 				}
 				calls, rcu = w.TotalCalls(), w.ReadCapacity()
 			}
-			if due != 100 {
-				b.Fatalf("found %d due records, want 100", due)
-			}
+			require.Equal(b, 100, due, "found %d due records, want 100", due)
 			b.ReportMetric(float64(read)/float64(due), "items-read/due-item")
 			b.ReportMetric(float64(calls)/float64(due), "calls/due-item")
 			b.ReportMetric(rcu/float64(due), "RCU/due-item")
@@ -74,9 +69,7 @@ func seedScheduled(b *testing.B, client API, table string, now time.Time, n, due
 		in := map[string][]types.WriteRequest{table: reqs}
 		for len(in) > 0 {
 			out, err := client.BatchWriteItem(context.Background(), &dynamodb.BatchWriteItemInput{RequestItems: in})
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			in = out.UnprocessedItems
 		}
 		reqs = nil
@@ -89,9 +82,7 @@ func seedScheduled(b *testing.B, client API, table string, now time.Time, n, due
 		s := billing.Subscription{UserID: fmt.Sprintf("bench-user-%05d", i), SubscriptionID: fmt.Sprintf("bench-sub-%05d", i),
 			Status: billing.StatusScheduled, Amount: billing.Cents(499), BillingDate: bd, LastRunDate: now.Add(-48 * time.Hour), Term: billing.TermMonthly}
 		item, err := layout.EncodeItem(&s)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
 		if len(reqs) == maxBatchWrite {
 			flush()

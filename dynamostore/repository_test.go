@@ -10,6 +10,8 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/internal/dynamotest"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // dynamoFixture is a fresh pair of tables on the local server behind a
@@ -38,13 +40,9 @@ func newDynamoFixture(t *testing.T, mode StatusIndexMode, pageSize int, mut ...f
 		m(&cfg)
 	}
 	repo, err := NewRepository(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	hist, err := NewHistory(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return &dynamoFixture{repo: repo, hist: hist, w: w, cfg: cfg}
 }
 
@@ -64,13 +62,9 @@ func requireConsistent(t *testing.T, f *dynamoFixture, user string) (prim, hist 
 	t.Helper()
 	ctx := context.Background()
 	recs, err := f.repo.ListByUser(ctx, user)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rows, err := f.hist.ListByUser(ctx, user)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	byKey := map[string]billing.Subscription{}
 	for _, r := range rows {
 		byKey[r.SubscriptionID+"|"+layout.LastRunDateKey(&r)] = r
@@ -97,12 +91,8 @@ func TestDynamoAddAllSurvivesUnprocessedAndThrottling(t *testing.T) {
 	f.w.Unprocessed(4, 7)
 	f.w.Throttle("BatchWriteItem", 2)
 	written, err := f.repo.AddAll(t.Context(), subs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(written) != 60 {
-		t.Fatalf("written %d", len(written))
-	}
+	require.NoError(t, err)
+	require.Len(t, written, 60, "written %d", len(written))
 	prim, hist := requireConsistent(t, f, "u-batch")
 	if prim != 60 || hist != 60 {
 		t.Fatalf("primary %d history %d, want 60 each", prim, hist)
@@ -143,9 +133,7 @@ func TestDynamoAddAllNamesWhatWasNotWritten(t *testing.T) {
 	for _, k := range be.Unwritten {
 		unwritten[k] = true
 	}
-	if len(unwritten) != 12 {
-		t.Errorf("unwritten = %d records %v, want the 12 of the first chunk", len(unwritten), be.Unwritten)
-	}
+	assert.Len(t, unwritten, 12, "unwritten = %d records %v, want the 12 of the first chunk", len(unwritten), be.Unwritten)
 	for _, s := range subs {
 		complete := have["p"+s.Key()] && have["h"+s.Key()]
 		if complete == unwritten[s.Key()] {
@@ -257,9 +245,7 @@ func runSteps(t *testing.T, f *dynamoFixture, user string) {
 		return f.repo.AdminUpdate(ctx, &cur, &next)
 	})
 	recs, err := f.repo.ListByUser(ctx, user)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if len(recs) != 2 || recs[0].Status != billing.StatusCompleted || !recs[1].BillingDate.Equal(moved) {
 		t.Fatalf("final records: %+v", recs)
 	}
@@ -277,7 +263,5 @@ func TestDynamoTransactionThrottledWritesNothing(t *testing.T) {
 	if prim, hist := requireConsistent(t, f, "u-throttle"); prim != 0 || hist != 0 {
 		t.Fatalf("throttled add wrote %d/%d", prim, hist)
 	}
-	if err := f.repo.Add(t.Context(), &rec); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.repo.Add(t.Context(), &rec))
 }

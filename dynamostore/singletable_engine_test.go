@@ -9,6 +9,8 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestParseSubscriptionRef(t *testing.T) {
@@ -49,9 +51,7 @@ func FuzzParseSubscriptionRef(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		ref, err := layout.ParseSubscriptionRef(s)
 		if err != nil {
-			if !errors.Is(err, entitlement.ErrInvalidPayment) {
-				t.Fatalf("%q: %v does not wrap ErrInvalidPayment", s, err)
-			}
+			require.ErrorIs(t, err, entitlement.ErrInvalidPayment, "%q: %v does not wrap ErrInvalidPayment", s, err)
 			return
 		}
 		if ref.UserID() != s || strings.Contains(ref.SubscriptionID, "#") || strings.Contains(ref.SKU, "#") {
@@ -94,9 +94,7 @@ func TestOpenPeriodsDue(t *testing.T) {
 	}
 	rec.Status = billing.StatusCompleted
 	o.Record(&rec)
-	if len(o) != 0 {
-		t.Errorf("a period that left the open statuses is still recorded: %v", o)
-	}
+	assert.Empty(t, o, "a period that left the open statuses is still recorded: %v", o)
 }
 
 func TestPeriodReceipt(t *testing.T) {

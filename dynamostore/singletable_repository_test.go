@@ -11,6 +11,7 @@ import (
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/internal/storetest"
 	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/require"
 )
 
 // singleTableUser maps a suite user to a subscription of its own account.
@@ -61,9 +62,7 @@ func TestSingleTableConcurrentPeriodsOfOneSubscription(t *testing.T) {
 			mk(time.Date(2024, 3, 10, 9, 0, 0, 0, time.UTC), billing.StatusScheduled, fmt.Sprint("mar", i))
 		mar.LastRunDate = run.Add(time.Second)
 		for _, r := range []*billing.Subscription{&feb, &mar} {
-			if err := repo.Add(ctx, r); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, repo.Add(ctx, r))
 		}
 		var wg sync.WaitGroup
 		errs := make([]error, 2)

@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/dynamotest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // stShape is a comparable summary of a single-table definition.
@@ -66,9 +68,7 @@ func TestSingleTableConfigDefaults(t *testing.T) {
 		ReminderProjection: []string{"SKU", "Email", "NextPaymentDate"},
 		PaymentProjection:  []string{"Email", "PaymentDay", "PaymentAmount", "SKU", "PaymentDetails"},
 		TTLAttribute:       "expiresAt"}
-	if !reflect.DeepEqual(c, want) {
-		t.Fatalf("defaults = %+v", c)
-	}
+	require.Equal(t, want, c, "defaults = %+v", c)
 	custom := dynamostore.SingleTableConfig{Table: "payments", AccountPrefix: "ACC#", TTLAttribute: "TTL", PaymentProjection: []string{"Email"}}
 	c = custom.WithDefaults()
 	if c.Table != "payments" || c.AccountPrefix != "ACC#" || c.TTLAttribute != "TTL" || !reflect.DeepEqual(c.PaymentProjection, []string{"Email"}) {
@@ -91,9 +91,7 @@ func TestSingleTableDefinition(t *testing.T) {
 			"GSI-2": {"NextPaymentDate:HASH", "LastPaymentDate:RANGE", "INCLUDE", "Email", "PaymentAmount", "PaymentDay", "PaymentDetails", "SKU"},
 		},
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("definition\n got %+v\nwant %+v", got, want)
-	}
+	require.Equal(t, want, got, "definition\n got %+v\nwant %+v", got, want)
 	named := dynamostore.SingleTableDefinition(dynamostore.SingleTableConfig{Table: "t", ReminderIndex: "reminders", PaymentIndex: "payments"})
 	if sh := stShapeOfDefinition(named); sh.Name != "t" || sh.Indexes["reminders"] == nil || sh.Indexes["payments"] == nil {
 		t.Fatalf("named: %+v", sh)
@@ -110,9 +108,7 @@ func TestSingleTableConfigInvalid(t *testing.T) {
 		{PaymentProjection: []string{"SK"}},
 		{AccountPrefix: strings.Repeat("x", 65)},
 	} {
-		if err := dynamostore.CreateSingleTable(t.Context(), nil, c); err == nil {
-			t.Errorf("%+v accepted by CreateSingleTable", c)
-		}
+		assert.Error(t, dynamostore.CreateSingleTable(t.Context(), nil, c), "%+v accepted by CreateSingleTable", c)
 		if _, err := dynamostore.NewAccounts(dynamostore.AccountsConfig{Client: dynamotest.Wrap(nil), Table: c}); err == nil {
 			t.Errorf("%+v accepted by NewDynamoAccounts", c)
 		}
@@ -131,21 +127,13 @@ func TestSingleTableCreateOnServer(t *testing.T) {
 	})
 	w := dynamotest.Wrap(client)
 	for range 2 {
-		if err := dynamostore.CreateSingleTable(t.Context(), w, cfg); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, dynamostore.CreateSingleTable(t.Context(), w, cfg))
 	}
-	if w.Calls("UpdateTimeToLive") != 1 {
-		t.Errorf("UpdateTimeToLive called %d times, want once", w.Calls("UpdateTimeToLive"))
-	}
+	assert.Equal(t, 1, w.Calls("UpdateTimeToLive"), "UpdateTimeToLive called %d times, want once", w.Calls("UpdateTimeToLive"))
 	out, err := client.DescribeTable(t.Context(), &dynamodb.DescribeTableInput{TableName: aws.String(cfg.Table)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tb := out.Table
-	if tb.TableStatus != types.TableStatusActive {
-		t.Fatalf("status %s", tb.TableStatus)
-	}
+	require.Equal(t, types.TableStatusActive, tb.TableStatus, "status %s", tb.TableStatus)
 	idx := map[string]stIndex{}
 	for _, g := range tb.GlobalSecondaryIndexes {
 		idx[aws.ToString(g.IndexName)] = stIndex{g.KeySchema, g.Projection}
@@ -156,9 +144,7 @@ func TestSingleTableCreateOnServer(t *testing.T) {
 		t.Fatalf("live table\n%+v\nwant\n%+v", live, want)
 	}
 	ttl, err := client.DescribeTimeToLive(t.Context(), &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(cfg.Table)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if d := ttl.TimeToLiveDescription; d == nil || d.TimeToLiveStatus != types.TimeToLiveStatusEnabled || aws.ToString(d.AttributeName) != "expiresAt" {
 		t.Fatalf("TTL %+v", ttl.TimeToLiveDescription)
 	}

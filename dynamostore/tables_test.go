@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing/internal/dynamotest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // cfnTable is the part of an AWS::DynamoDB::Table resource we compare.
@@ -75,18 +77,14 @@ func shapeOfCFN(t cfnTable) shape {
 // to the definitions CreateTables uses.
 func TestCloudFormationMatchesDefinitions(t *testing.T) {
 	data, err := os.ReadFile("../examples/cloudformation/billing-tables.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var tmpl struct {
 		Resources map[string]struct {
 			Type       string
 			Properties cfnTable
 		}
 	}
-	if err := json.Unmarshal(data, &tmpl); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(data, &tmpl))
 	got := map[string]shape{}
 	for name, r := range tmpl.Resources {
 		if r.Type != "AWS::DynamoDB::Table" {
@@ -101,9 +99,7 @@ func TestCloudFormationMatchesDefinitions(t *testing.T) {
 	}
 	for _, d := range defs {
 		want := shapeOfDefinition(d)
-		if !reflect.DeepEqual(got[want.Name], want) {
-			t.Errorf("table %s:\ntemplate    %+v\ndefinitions %+v", want.Name, got[want.Name], want)
-		}
+		assert.Equal(t, want, got[want.Name], "table %s:\ntemplate    %+v\ndefinitions %+v", want.Name, got[want.Name], want)
 	}
 }
 
@@ -111,21 +107,15 @@ func TestTableConfigDefaults(t *testing.T) {
 	c := TableConfig{}.WithDefaults()
 	want := TableConfig{Subscriptions: "billing-activity", History: "billing-activity-history", Locks: "locks",
 		SubscriptionIDIndex: "subscription_id-index", StatusIndex: "billing_status-index"}
-	if c != want {
-		t.Fatalf("defaults = %+v", c)
-	}
+	require.Equal(t, want, c, "defaults = %+v", c)
 	s := TableConfig{StatusIndexMode: StatusIndexSorted}.WithDefaults()
 	if s.StatusIndex != "billing_status-billing_date-index" {
 		t.Fatalf("sorted index = %q", s.StatusIndex)
 	}
 	def := SubscriptionsTableDefinition(TableConfig{StatusIndexMode: StatusIndexSorted})
 	idx := shapeOfDefinition(def).Indexes["billing_status-billing_date-index"]
-	if !reflect.DeepEqual(idx, []string{"billing_status:HASH", "billing_date:RANGE", "ALL"}) {
-		t.Fatalf("sorted index keys = %v", idx)
-	}
-	if err := CreateTables(t.Context(), nil, TableConfig{StatusIndexMode: 7}); err == nil {
-		t.Fatal("unknown mode accepted")
-	}
+	require.Equal(t, []string{"billing_status:HASH", "billing_date:RANGE", "ALL"}, idx, "sorted index keys = %v", idx)
+	require.Error(t, CreateTables(t.Context(), nil, TableConfig{StatusIndexMode: 7}), "unknown mode accepted")
 }
 
 // TestCreateTablesOnServer creates the tables twice (idempotent) and checks
@@ -146,18 +136,12 @@ func TestCreateTablesOnServer(t *testing.T) {
 			}
 		})
 		for range 2 {
-			if err := CreateTables(t.Context(), client, cfg); err != nil {
-				t.Fatalf("%v: %v", mode, err)
-			}
+			require.NoError(t, CreateTables(t.Context(), client, cfg), "%v", mode)
 		}
 		for _, d := range TableDefinitions(cfg) {
 			out, err := client.DescribeTable(t.Context(), &dynamodb.DescribeTableInput{TableName: d.TableName})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if out.Table.TableStatus != types.TableStatusActive {
-				t.Errorf("%s: %s", aws.ToString(d.TableName), out.Table.TableStatus)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, types.TableStatusActive, out.Table.TableStatus, "%s: %s", aws.ToString(d.TableName), out.Table.TableStatus)
 			live := &dynamodb.CreateTableInput{TableName: out.Table.TableName, KeySchema: out.Table.KeySchema,
 				AttributeDefinitions: out.Table.AttributeDefinitions, BillingMode: d.BillingMode}
 			for _, g := range out.Table.GlobalSecondaryIndexes {

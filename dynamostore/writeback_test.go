@@ -78,8 +78,8 @@ func requireOnlyChanged(t *testing.T, before, after map[string]types.AttributeVa
 		require.Equal(t, v, got, "attribute %s changed from %s to %s", name, showAV(v), showAV(got))
 	}
 	for name, v := range after {
-		if _, ok := before[name]; !ok && !slices.Contains(changed, name) {
-			t.Fatalf("attribute %s was added: %s", name, showAV(v))
+		if !slices.Contains(changed, name) {
+			require.Contains(t, before, name, "attribute %s was added: %s", name, showAV(v))
 		}
 	}
 }
@@ -110,12 +110,6 @@ func showAV(v types.AttributeValue) string {
 		return fmt.Sprintf("L %v", parts)
 	}
 	return fmt.Sprintf("%T", v)
-}
-
-// requireS asserts that item has the S attribute name with value want.
-func requireS(t *testing.T, item map[string]types.AttributeValue, name, want string) {
-	t.Helper()
-	require.Equal(t, avS(want), item[name], "attribute %s", name)
 }
 
 // requireNanos asserts that item's attribute name is a timestamp with a
@@ -207,19 +201,19 @@ func TestDynamoWriteBackScheduledCollectionKeepsLegacyBytes(t *testing.T) {
 	requireOnlyChanged(t, before, after, append([]string{layout.AttrBillingStatus, layout.AttrProcess,
 		layout.AttrLastRunDate, layout.AttrInitialRunDate, layout.AttrCompletionDate, layout.AttrTransactionID,
 		layout.AttrReceiptAccountMask, layout.AttrReceiptPaymentType, layout.AttrAttempt}, attemptAttrs...)...)
-	requireS(t, after, layout.AttrBillingStatus, "COMPLETED")
-	requireS(t, after, layout.AttrProcess, "INITIAL")
-	requireS(t, after, layout.AttrReceiptAccountMask, "6789")
-	requireS(t, after, layout.AttrReceiptPaymentType, "ACH")
-	requireS(t, after, layout.AttrTransactionID, "txn-"+billing.IdempotencyKey("wb-sched-jan", 1))
+	require.Equal(t, avS("COMPLETED"), after[layout.AttrBillingStatus], layout.AttrBillingStatus)
+	require.Equal(t, avS("INITIAL"), after[layout.AttrProcess], layout.AttrProcess)
+	require.Equal(t, avS("6789"), after[layout.AttrReceiptAccountMask], layout.AttrReceiptAccountMask)
+	require.Equal(t, avS("ACH"), after[layout.AttrReceiptPaymentType], layout.AttrReceiptPaymentType)
+	require.Equal(t, avS("txn-"+billing.IdempotencyKey("wb-sched-jan", 1)), after[layout.AttrTransactionID], layout.AttrTransactionID)
 	require.Equal(t, avN("1"), after[layout.AttrAttempt])
 	lr := requireNanos(t, after, layout.AttrLastRunDate)
-	requireS(t, after, layout.AttrInitialRunDate, lr)
-	requireS(t, after, layout.AttrCompletionDate, lr)
+	require.Equal(t, avS(lr), after[layout.AttrInitialRunDate], layout.AttrInitialRunDate)
+	require.Equal(t, avS(lr), after[layout.AttrCompletionDate], layout.AttrCompletionDate)
 	// The attempt stays on the record, settled: its number equals the
 	// attempt count, so it is no longer in flight.
 	require.Equal(t, avN("1"), after[layout.AttrAttemptNumber])
-	requireS(t, after, layout.AttrAttemptKey, billing.IdempotencyKey("wb-sched-jan", 1))
+	require.Equal(t, avS(billing.IdempotencyKey("wb-sched-jan", 1)), after[layout.AttrAttemptKey], layout.AttrAttemptKey)
 }
 
 func TestDynamoWriteBackRetryCollectionKeepsLegacyBytes(t *testing.T) {
@@ -240,13 +234,13 @@ func TestDynamoWriteBackRetryCollectionKeepsLegacyBytes(t *testing.T) {
 	requireOnlyChanged(t, before, after, append([]string{layout.AttrBillingStatus, layout.AttrProcess,
 		layout.AttrLastRunDate, layout.AttrCompletionDate, layout.AttrTransactionID, layout.AttrPaymentError,
 		layout.AttrReceiptAccountMask, layout.AttrReceiptPaymentType, layout.AttrAttempt}, attemptAttrs...)...)
-	requireS(t, after, layout.AttrBillingStatus, "COMPLETED")
-	requireS(t, after, layout.AttrProcess, "RETRY")
+	require.Equal(t, avS("COMPLETED"), after[layout.AttrBillingStatus], layout.AttrBillingStatus)
+	require.Equal(t, avS("RETRY"), after[layout.AttrProcess], layout.AttrProcess)
 	require.NotContains(t, after, layout.AttrPaymentError, "a completed record's error is cleared")
 	lr := requireNanos(t, after, layout.AttrLastRunDate)
-	requireS(t, after, layout.AttrCompletionDate, lr)
+	require.Equal(t, avS(lr), after[layout.AttrCompletionDate], layout.AttrCompletionDate)
 	// initial_run_date keeps its legacy text: the retry did not change it.
-	requireS(t, after, layout.AttrInitialRunDate, "2024-01-31T16:00:00.5Z")
+	require.Equal(t, avS("2024-01-31T16:00:00.5Z"), after[layout.AttrInitialRunDate], layout.AttrInitialRunDate)
 }
 
 func TestDynamoWriteBackAdminOperationsKeepLegacyBytes(t *testing.T) {
@@ -262,14 +256,14 @@ func TestDynamoWriteBackAdminOperationsKeepLegacyBytes(t *testing.T) {
 		{"waive", billing.StatusScheduled, func(id string) error { _, err := e.c.Waive(t.Context(), id); return err },
 			[]string{layout.AttrBillingStatus, layout.AttrLastRunDate, layout.AttrCompletionDate},
 			func(t *testing.T, after map[string]types.AttributeValue) {
-				requireS(t, after, layout.AttrBillingStatus, "WAIVED")
-				requireS(t, after, layout.AttrCompletionDate, requireNanos(t, after, layout.AttrLastRunDate))
+				require.Equal(t, avS("WAIVED"), after[layout.AttrBillingStatus], layout.AttrBillingStatus)
+				require.Equal(t, avS(requireNanos(t, after, layout.AttrLastRunDate)), after[layout.AttrCompletionDate], layout.AttrCompletionDate)
 			}},
 		{"cancel", billing.StatusError, func(id string) error { _, err := e.c.Cancel(t.Context(), id); return err },
 			[]string{layout.AttrBillingStatus, layout.AttrLastRunDate, layout.AttrCompletionDate},
 			func(t *testing.T, after map[string]types.AttributeValue) {
-				requireS(t, after, layout.AttrBillingStatus, "CANCELLED")
-				requireS(t, after, layout.AttrCompletionDate, requireNanos(t, after, layout.AttrLastRunDate))
+				require.Equal(t, avS("CANCELLED"), after[layout.AttrBillingStatus], layout.AttrBillingStatus)
+				require.Equal(t, avS(requireNanos(t, after, layout.AttrLastRunDate)), after[layout.AttrCompletionDate], layout.AttrCompletionDate)
 			}},
 		{"upgrade", billing.StatusScheduled, func(id string) error {
 			_, err := e.c.ChangeTier(t.Context(), id, "Premium:v3", billing.MustParseAmount("9.99"), false)
@@ -277,8 +271,8 @@ func TestDynamoWriteBackAdminOperationsKeepLegacyBytes(t *testing.T) {
 		},
 			[]string{layout.AttrReceiptTierName, layout.AttrBillingAmount, layout.AttrLastRunDate},
 			func(t *testing.T, after map[string]types.AttributeValue) {
-				requireS(t, after, layout.AttrReceiptTierName, "Premium:v3")
-				requireS(t, after, layout.AttrBillingAmount, "9.99")
+				require.Equal(t, avS("Premium:v3"), after[layout.AttrReceiptTierName], layout.AttrReceiptTierName)
+				require.Equal(t, avS("9.99"), after[layout.AttrBillingAmount], layout.AttrBillingAmount)
 				requireNanos(t, after, layout.AttrLastRunDate)
 			}},
 		{"downgrade", billing.StatusScheduled, func(id string) error {
@@ -288,8 +282,8 @@ func TestDynamoWriteBackAdminOperationsKeepLegacyBytes(t *testing.T) {
 			[]string{layout.AttrIsPendingDowngrade, layout.AttrPendingTier, layout.AttrPendingAmount, layout.AttrLastRunDate},
 			func(t *testing.T, after map[string]types.AttributeValue) {
 				require.Equal(t, &types.AttributeValueMemberBOOL{Value: true}, after[layout.AttrIsPendingDowngrade])
-				requireS(t, after, layout.AttrPendingTier, "Basic:v1")
-				requireS(t, after, layout.AttrPendingAmount, "1.99")
+				require.Equal(t, avS("Basic:v1"), after[layout.AttrPendingTier], layout.AttrPendingTier)
+				require.Equal(t, avS("1.99"), after[layout.AttrPendingAmount], layout.AttrPendingAmount)
 			}},
 	}
 	for _, op := range ops {
@@ -322,8 +316,8 @@ func TestDynamoWriteBackSettlementKeepsLegacyBytes(t *testing.T) {
 
 	after := e.get(t, "wb-settle", legacyBillingDate)
 	requireOnlyChanged(t, before, after, layout.AttrBillingStatus, layout.AttrLastRunDate, layout.AttrCompletionDate)
-	requireS(t, after, layout.AttrBillingStatus, "COMPLETED")
-	requireS(t, after, layout.AttrCompletionDate, requireNanos(t, after, layout.AttrLastRunDate))
+	require.Equal(t, avS("COMPLETED"), after[layout.AttrBillingStatus], layout.AttrBillingStatus)
+	require.Equal(t, avS(requireNanos(t, after, layout.AttrLastRunDate)), after[layout.AttrCompletionDate], layout.AttrCompletionDate)
 }
 
 func TestDynamoSetAttemptKeepsLegacyBytes(t *testing.T) {
@@ -344,11 +338,11 @@ func TestDynamoSetAttemptKeepsLegacyBytes(t *testing.T) {
 	after := e.get(t, "wb-attempt", legacyBillingDate)
 	requireOnlyChanged(t, before, after, attemptAttrs...)
 	require.Equal(t, avN("1"), after[layout.AttrAttemptNumber])
-	requireS(t, after, layout.AttrAttemptKey, billing.IdempotencyKey("wb-attempt-jan", 1))
-	requireS(t, after, layout.AttrAttemptAmount, "4.99")
-	requireS(t, after, layout.AttrAttemptTier, "Plus:v2")
-	requireS(t, after, layout.AttrAttemptProcess, "INITIAL")
-	requireS(t, after, layout.AttrAttemptStarted, "2024-01-31T16:00:00.000000000Z")
+	require.Equal(t, avS(billing.IdempotencyKey("wb-attempt-jan", 1)), after[layout.AttrAttemptKey], layout.AttrAttemptKey)
+	require.Equal(t, avS("4.99"), after[layout.AttrAttemptAmount], layout.AttrAttemptAmount)
+	require.Equal(t, avS("Plus:v2"), after[layout.AttrAttemptTier], layout.AttrAttemptTier)
+	require.Equal(t, avS("INITIAL"), after[layout.AttrAttemptProcess], layout.AttrAttemptProcess)
+	require.Equal(t, avS("2024-01-31T16:00:00.000000000Z"), after[layout.AttrAttemptStarted], layout.AttrAttemptStarted)
 }
 
 // A move (changed billing_date) deletes the old item and puts a new one:
@@ -368,10 +362,10 @@ func TestDynamoWriteBackMoveKeepsUnownedAttributes(t *testing.T) {
 	for _, name := range []string{"data_source", "data_foo", "other_service_flag", "other_service_map"} {
 		require.Equal(t, before[name], after[name], "attribute %s", name)
 	}
-	requireS(t, after, layout.AttrBillingPeriod, "02/2024")
-	requireS(t, after, layout.AttrSubscriptionID, "wb-move-jan")
+	require.Equal(t, avS("02/2024"), after[layout.AttrBillingPeriod], layout.AttrBillingPeriod)
+	require.Equal(t, avS("wb-move-jan"), after[layout.AttrSubscriptionID], layout.AttrSubscriptionID)
 	// Canonical: nine-digit fractions, empty and zero values omitted.
-	requireS(t, after, layout.AttrCreatedDate, "2024-01-01T10:00:00.000000000Z")
+	require.Equal(t, avS("2024-01-01T10:00:00.000000000Z"), after[layout.AttrCreatedDate], layout.AttrCreatedDate)
 	requireNanos(t, after, layout.AttrLastRunDate)
 	for _, name := range []string{layout.AttrReceiptAccountMask, layout.AttrBillingWeek, layout.AttrPauseDurationMonths,
 		layout.AttrCompletionDate, layout.AttrIsPendingDowngrade} {
@@ -455,13 +449,13 @@ func TestSingleTableWriteBackKeepsItemBytes(t *testing.T) {
 	requireOnlyChanged(t, period, after, append([]string{layout.AttrBillingStatus, layout.AttrProcess,
 		layout.AttrLastRunDate, layout.AttrInitialRunDate, layout.AttrCompletionDate, layout.AttrTransactionID,
 		layout.AttrReceiptAccountMask, layout.AttrReceiptPaymentType, layout.AttrAttempt}, attemptAttrs...)...)
-	requireS(t, after, layout.AttrBillingStatus, "COMPLETED")
-	requireS(t, after, layout.AttrCompletionDate, requireNanos(t, after, layout.AttrLastRunDate))
+	require.Equal(t, avS("COMPLETED"), after[layout.AttrBillingStatus], layout.AttrBillingStatus)
+	require.Equal(t, avS(requireNanos(t, after, layout.AttrLastRunDate)), after[layout.AttrCompletionDate], layout.AttrCompletionDate)
 
 	subAfter := e.get(t, pk, ref.SK())
 	requireOnlyChanged(t, subItem, subAfter, layout.AttrOpenPeriods, layout.AttrNextPaymentDate, layout.AttrNextReminderDate,
 		layout.AttrLastPaymentDate, "UpdatedAt", "Version")
-	requireS(t, subAfter, layout.AttrNextPaymentDate, "2024-02-29")
-	requireS(t, subAfter, layout.AttrLastPaymentDate, "2024-01-31")
+	require.Equal(t, avS("2024-02-29"), subAfter[layout.AttrNextPaymentDate], layout.AttrNextPaymentDate)
+	require.Equal(t, avS("2024-01-31"), subAfter[layout.AttrLastPaymentDate], layout.AttrLastPaymentDate)
 	require.Equal(t, avN("2"), subAfter["Version"], "created, then one collection (with the next period)")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/require"
 )
 
 func TestRepositorySuite(t *testing.T) {
@@ -44,9 +45,7 @@ func rec(user string, n int, billingDate time.Time, st billing.Status) billing.S
 func mustAdd(t *testing.T, r billing.Repository, subs ...billing.Subscription) {
 	t.Helper()
 	for i := range subs {
-		if err := r.Add(t.Context(), &subs[i]); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, r.Add(t.Context(), &subs[i]))
 	}
 }
 
@@ -67,21 +66,15 @@ func TestStoreInvalidItemsReported(t *testing.T) {
 					layout.AttrBillingAmount:  &types.AttributeValueMemberS{Value: amount},
 				}
 			}
-			if err := s.PutRawItem(memory.SubscriptionsTable, bad("2024-05-20T00:00:00Z", "4.999")); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, s.PutRawItem(memory.SubscriptionsTable, bad("2024-05-20T00:00:00Z", "4.999")))
 			// Out of range: read in legacy mode, but filtered out, not reported.
-			if err := s.PutRawItem(memory.SubscriptionsTable, bad("2024-07-01T00:00:00Z", "x")); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, s.PutRawItem(memory.SubscriptionsTable, bad("2024-07-01T00:00:00Z", "x")))
 			var items []billing.Subscription
 			var invalid []error
 			scanned, pages, cur := 0, 0, ""
 			for {
 				p, err := billing.ScheduledPage(t.Context(), repo, due, cur)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				if p.Count != len(p.Items)+len(p.Invalid) {
 					t.Fatalf("Count %d with %d items and %d invalid", p.Count, len(p.Items), len(p.Invalid))
 				}
@@ -104,9 +97,7 @@ func TestStoreInvalidItemsReported(t *testing.T) {
 			if mode == dynamostore.StatusIndexLegacy {
 				wantScanned = 7
 			}
-			if scanned != wantScanned {
-				t.Fatalf("Scanned %d over all pages, want %d", scanned, wantScanned)
-			}
+			require.Equal(t, wantScanned, scanned, "Scanned %d over all pages, want %d", scanned, wantScanned)
 			if _, err := repo.ListByUser(t.Context(), "u0"); !errors.Is(err, billing.ErrInvalidItem) {
 				t.Fatalf("ListByUser over an undecodable item = %v, want ErrInvalidItem", err)
 			}
@@ -168,9 +159,7 @@ func TestStoreReturnsCopies(t *testing.T) {
 		layout.ExtraAttributes(&sub)["added"] = &types.AttributeValueMemberS{Value: "x"}
 	}
 	got, err := s.Repository().Get(t.Context(), "u1", due)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	mutate(got)
 	list, _ := s.Repository().ListByUser(t.Context(), "u1")
 	mutate(list[0])
@@ -180,9 +169,7 @@ func TestStoreReturnsCopies(t *testing.T) {
 	mutate(rows[0])
 
 	again, err := s.Repository().Get(t.Context(), "u1", due)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if v := layout.ExtraAttributes(&again)["x_note"].(*types.AttributeValueMemberS).Value; v != "orig" || again.Status != billing.StatusScheduled || len(layout.ExtraAttributes(&again)) != 1 {
 		t.Fatalf("stored record changed through a returned copy: status %s, Extra %v", again.Status, layout.ExtraAttributes(&again))
 	}

@@ -8,6 +8,8 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestAdminChanges(t *testing.T) {
@@ -34,9 +36,7 @@ func TestAdminChanges(t *testing.T) {
 		out: []string{"Change: waive a1: billing_status SCHEDULED -> WAIVED", "* billing_status WAIVED",
 			"Created (the next period):", "2024-04-14T15:00:00Z"},
 		check: func(t *testing.T, s billing.Subscription) {
-			if s.Status != billing.StatusWaived {
-				t.Errorf("status %s", s.Status)
-			}
+			assert.Equal(t, billing.StatusWaived, s.Status, "status %s", s.Status)
 		},
 	}, {
 		name: "cancel", args: []string{"cancel", "a2"},
@@ -147,9 +147,7 @@ func TestAdminJSON(t *testing.T) {
 		len(got.Created) != 1 || got.Created[0]["billing_date"] != "2024-04-14T15:00:00Z" {
 		t.Errorf("waive JSON: %s", r)
 	}
-	if r.stderr != "" {
-		t.Errorf("stderr: %q", r.stderr)
-	}
+	assert.Equal(t, "", r.stderr, "stderr: %q", r.stderr)
 }
 
 func TestAdminErrors(t *testing.T) {
@@ -195,19 +193,13 @@ func TestAdminErrors(t *testing.T) {
 	})
 	t.Run("locked", func(t *testing.T) {
 		locker, err := dynamostore.NewLocker(e.client, dynamostore.WithLockTable(e.tables.Locks))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer locker.Close(t.Context())
 		lease, err := locker.Lock(t.Context(), "u2")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		r := e.run("", "pause", "x2", "--months", "1", "--yes")
 		r.want(t, exitFail, "billingctl: locked: ", "try again later")
-		if err := lease.Release(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, lease.Release(t.Context()))
 		if s := e.get("x2"); s.Status != billing.StatusScheduled {
 			t.Errorf("locked record changed: %s", s.Status)
 		}

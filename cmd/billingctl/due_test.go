@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/stretchr/testify/assert"
 )
 
 // seedDue adds records around 2024-03-15 in every status the runs query,
@@ -142,9 +143,7 @@ func TestDueEmptyAndToday(t *testing.T) {
 	if got.Total.Records != 0 || got.Total.ReadPerReturned != nil || got.Runs[0].Pages != 1 {
 		t.Errorf("empty table: %+v", got)
 	}
-	if r.stderr != "" {
-		t.Errorf("stderr is not a terminal, yet something was drawn: %q", r.stderr)
-	}
+	assert.Equal(t, "", r.stderr, "stderr is not a terminal, yet something was drawn: %q", r.stderr)
 }
 
 func TestProgress(t *testing.T) {
@@ -173,7 +172,5 @@ func TestProgress(t *testing.T) {
 	q := &progress{w: &off, now: time.Now}
 	q.update(1, 1, 1)
 	q.finish()
-	if off.Len() != 0 {
-		t.Errorf("disabled progress drew %q", off.String())
-	}
+	assert.Equal(t, 0, off.Len(), "disabled progress drew %q", off.String())
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/dynamotest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestMain(m *testing.M) { dynamotest.Main(m) }
@@ -112,9 +114,7 @@ func newEnv(t *testing.T, mode string) *testEnv {
 	})
 	e.run("", "tables", "create").want(t, 0, "created")
 	repo, err := dynamostore.NewRepository(dynamostore.Config{Client: e.client, Tables: e.tables})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e.repo = repo
 	return e
 }
@@ -136,9 +136,7 @@ func (e *testEnv) run(stdin string, args ...string) result {
 func (e *testEnv) seed(subs ...billing.Subscription) {
 	e.t.Helper()
 	for i := range subs {
-		if err := e.repo.Add(e.t.Context(), &subs[i]); err != nil {
-			e.t.Fatalf("seeding %s: %v", subs[i].SubscriptionID, err)
-		}
+		require.NoError(e.t, e.repo.Add(e.t.Context(), &subs[i]), "seeding %s", subs[i].SubscriptionID)
 	}
 }
 
@@ -146,9 +144,7 @@ func (e *testEnv) seed(subs ...billing.Subscription) {
 func (e *testEnv) get(id string) billing.Subscription {
 	e.t.Helper()
 	s, err := e.repo.GetByID(e.t.Context(), id)
-	if err != nil {
-		e.t.Fatalf("reading %s back: %v", id, err)
-	}
+	require.NoError(e.t, err, "reading %s back", id)
 	return s
 }
 
@@ -210,9 +206,7 @@ func TestUsage(t *testing.T) {
 			t.Parallel()
 			r := runCLI(t, "", tc.args...)
 			r.want(t, exitUsage, tc.want, "Run 'billingctl help")
-			if r.stdout != "" {
-				t.Errorf("usage error printed on stdout: %s", r)
-			}
+			assert.Equal(t, "", r.stdout, "usage error printed on stdout: %s", r)
 		})
 	}
 }
@@ -240,9 +234,7 @@ func TestHelp(t *testing.T) {
 func TestDocListsCommands(t *testing.T) {
 	t.Parallel()
 	b, err := os.ReadFile("main.go")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	src := string(b)
 	for _, c := range commands {
 		if !strings.Contains(src, "//\t"+c.name+" ") {

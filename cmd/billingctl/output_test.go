@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestPlainItem(t *testing.T) {
@@ -22,22 +24,16 @@ func TestPlainItem(t *testing.T) {
 		"m":    &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"k": &types.AttributeValueMemberS{Value: "v"}}},
 	}
 	var buf bytes.Buffer
-	if err := writeJSON(&buf, plainItem(item)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, writeJSON(&buf, plainItem(item)))
 	var back map[string]json.RawMessage
-	if err := json.Unmarshal(buf.Bytes(), &back); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &back))
 	for k, want := range map[string]string{
 		"s": `"x"`, "n": `12345678901234567890.5`, "b": `true`, "null": `null`, "bin": `"aGk="`,
 		"ss": `["a","b"]`, "l": `[1]`, "m": `{"k":"v"}`,
 	} {
 		var compact bytes.Buffer
 		_ = json.Compact(&compact, back[k])
-		if compact.String() != want {
-			t.Errorf("%s: got %s, want %s", k, compact.String(), want)
-		}
+		assert.Equal(t, want, compact.String(), "%s: got %s, want %s", k, compact.String(), want)
 	}
 	if got := valueText(item["m"]); got != `{"k":"v"}` {
 		t.Errorf("valueText of a map: %s", got)

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/dynabill/billing"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestSubs(t *testing.T) {
@@ -31,9 +33,7 @@ func TestSubs(t *testing.T) {
 		r := e.run("", "subs", "list", "--json", "u1")
 		r.want(t, exitOK)
 		r.decode(t, &items)
-		if len(items) != 2 {
-			t.Fatalf("want 2 records, got %d:\n%s", len(items), r)
-		}
+		require.Len(t, items, 2, "want 2 records, got %d:\n%s", len(items), r)
 		got := items[1]
 		if got["subscription_id"] != "sub-mar" || got["billing_amount"] != "4.99" || got["billing_status"] != "SCHEDULED" ||
 			got["billing_date"] != "2024-03-14T15:00:00Z" || got["billing_week"] != float64(2) {
@@ -44,9 +44,7 @@ func TestSubs(t *testing.T) {
 		e.run("", "subs", "list", "nobody").want(t, exitOK, "no records for user nobody")
 		r := e.run("", "subs", "list", "nobody", "--json")
 		r.want(t, exitOK)
-		if strings.TrimSpace(r.stdout) != "[]" {
-			t.Errorf("want [], got %s", r)
-		}
+		assert.Equal(t, "[]", strings.TrimSpace(r.stdout), "want [], got %s", r)
 	})
 	t.Run("get", func(t *testing.T) {
 		r := e.run("", "subs", "get", "sub-feb")
@@ -63,9 +61,7 @@ func TestSubs(t *testing.T) {
 	t.Run("get unknown ID", func(t *testing.T) {
 		r := e.run("", "subs", "get", "nope")
 		r.want(t, exitFail, "billingctl: unknown subscription ID nope")
-		if r.stdout != "" {
-			t.Errorf("output on stdout: %s", r)
-		}
+		assert.Equal(t, "", r.stdout, "output on stdout: %s", r)
 	})
 	t.Run("missing table", func(t *testing.T) {
 		r := runCLI(t, "", "--endpoint", e.endpoint, "--table", "no-such-table", "subs", "get", "sub-feb")

@@ -7,6 +7,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/dynabill/billing/internal/dynamotest"
 )
@@ -32,9 +34,7 @@ func TestTablesCreateDescribe(t *testing.T) {
 	r = e.run("", "tables", "describe", "--json")
 	r.want(t, exitOK)
 	r.decode(t, &reports)
-	if len(reports) != 3 {
-		t.Fatalf("want 3 table reports, got %d", len(reports))
-	}
+	require.Len(t, reports, 3, "want 3 table reports, got %d", len(reports))
 	for _, rep := range reports {
 		if !rep.Exists || len(rep.Differences) != 0 || rep.Status != "ACTIVE" {
 			t.Errorf("table %s: %+v", rep.Name, rep)
@@ -90,7 +90,5 @@ func TestTablesDescribeDiffers(t *testing.T) {
 	if got := reports[2]; got.Name != odd || len(got.Differences) != 1 || !strings.Contains(got.Differences[0], "key schema") {
 		t.Errorf("lock table report: %+v", got)
 	}
-	if len(reports[0].Differences) != 0 {
-		t.Errorf("subscriptions table report: %+v", reports[0])
-	}
+	assert.Empty(t, reports[0].Differences, "subscriptions table report: %+v", reports[0])
 }
