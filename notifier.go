@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -52,19 +53,6 @@ type EnqueuerFunc func(ctx context.Context, bodies []string) error
 
 // Enqueue calls f.
 func (f EnqueuerFunc) Enqueue(ctx context.Context, bodies []string) error { return f(ctx, bodies) }
-
-// BatchesOf10 splits items into consecutive batches of at most
-// [MaxEnqueueBatch] (10) items, the SQS SendMessageBatch limit. The batches
-// share items' backing array. Empty input gives no batches.
-func BatchesOf10[T any](items []T) [][]T {
-	var out [][]T
-	for len(items) > 0 {
-		n := min(len(items), MaxEnqueueBatch)
-		out = append(out, items[:n:n])
-		items = items[n:]
-	}
-	return out
-}
 
 // SchedulerConfig configures [NewScheduler].
 type SchedulerConfig struct {
@@ -223,7 +211,7 @@ func (s *Scheduler) run(ctx context.Context, ev SchedulerEvent) (SchedulerResult
 			}
 			bodies = append(bodies, body)
 		}
-		for _, batch := range BatchesOf10(bodies) {
+		for batch := range slices.Chunk(bodies, MaxEnqueueBatch) {
 			if err := s.cfg.Enqueuer.Enqueue(ctx, batch); err != nil {
 				return res, fmt.Errorf("billing: notifier: enqueue page %d: %w", res.Pages, err)
 			}

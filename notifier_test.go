@@ -64,40 +64,28 @@ func newNotifScheduler(t *testing.T, repo billing.Repository, q billing.Enqueuer
 	return s
 }
 
-func TestBatchesOf10(t *testing.T) {
-	for _, tc := range []struct{ n, batches, last int }{
-		{0, 0, 0}, {1, 1, 1}, {9, 1, 9}, {10, 1, 10}, {11, 2, 1}, {25, 3, 5}, {358, 36, 8},
-	} {
-		items := make([]int, tc.n)
-		for i := range items {
-			items[i] = i
-		}
-		got := billing.BatchesOf10(items)
-		if len(got) != tc.batches {
-			t.Fatalf("%d items: %d batches, want %d", tc.n, len(got), tc.batches)
-		}
-		next := 0
-		for i, b := range got {
-			if len(b) == 0 || len(b) > 10 || (i < len(got)-1 && len(b) != 10) {
-				t.Fatalf("%d items: batch %d has %d", tc.n, i, len(b))
-			}
-			for _, v := range b {
-				if v != next {
-					t.Fatalf("%d items: out of order at %d", tc.n, next)
-				}
-				next++
-			}
-		}
-		if tc.batches > 0 && len(got[len(got)-1]) != tc.last {
-			t.Fatalf("%d items: last batch %d, want %d", tc.n, len(got[len(got)-1]), tc.last)
-		}
-		if len(got) > 1 {
-			_ = append(got[0], -1) // must not overwrite the next batch
-			if got[1][0] != 10 {
-				t.Fatal("appending to a batch overwrote the next one")
-			}
-		}
+// The scheduler hands a page to the Enqueuer in consecutive batches of at
+// most MaxEnqueueBatch (SQS SendMessageBatch's limit), in page order.
+func TestSchedulerEnqueuesInBatchesOf10(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New(memory.Options{PageSize: 100})
+	start := time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC)
+	var subs []billing.Subscription
+	for i := range 25 {
+		subs = append(subs, notifSub(fmt.Sprintf("u%02d", i), start.Add(time.Duration(i)*time.Minute)))
 	}
+	_, err := store.Repository().AddAll(ctx, subs)
+	require.NoError(t, err)
+	q := &billingtest.RecordingEnqueuer{}
+	res, err := newNotifScheduler(t, store.Repository(), q).Run(ctx, billing.SchedulerEvent{})
+	require.NoError(t, err)
+	require.Equal(t, 25, res.Enqueued)
+	var sizes []int
+	for _, b := range q.Batches() {
+		sizes = append(sizes, len(b))
+	}
+	require.Equal(t, []int{10, 10, 5}, sizes)
+	require.Len(t, q.Bodies(), 25)
 }
 
 func TestNewSchedulerConfig(t *testing.T) {
