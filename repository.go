@@ -82,7 +82,7 @@ type Repository interface {
 
 	// AddAll writes many records (upgrades and downgrades) to the table and
 	// their history rows, in batches. It first applies the collision policy
-	// (DefaultCollisionPolicy unless configured), so records sharing a
+	// (the legacy rule of [CollisionPolicy] unless configured), so records sharing a
 	// key get distinct ones, and returns the records as written. Batch
 	// writes cannot be conditional: like the legacy service, AddAll
 	// overwrites records with the same key. Either every record and history

@@ -7,7 +7,14 @@ import (
 // CollisionPolicy makes the keys of a batch of records distinct before a
 // batch write, which cannot hold two writes of one key. It returns the
 // records to write (copies; the input is not modified) or an error when the
-// collisions cannot be resolved. DefaultCollisionPolicy is the legacy rule.
+// collisions cannot be resolved.
+//
+// The stores default to the legacy rule, made deterministic: of the records
+// of one user sharing a billing_date, the SCHEDULED one (else the first)
+// keeps the date and every other moves to billing_date + N hours for the
+// smallest free N >= 1 (two SCHEDULED records with one date are an error
+// wrapping [ErrAlreadyExists]); records of one user sharing a last_run_date
+// get + N nanoseconds the same way.
 type CollisionPolicy func(subs []Subscription) ([]Subscription, error)
 
 // IsConflict reports whether err is a lost race ([ErrConflict] or

@@ -31,7 +31,7 @@ type Config struct {
 	// Limit). Defaults to 100.
 	PageSize int
 	// Collisions resolves duplicate keys in AddAll. Defaults to
-	// DefaultCollisionPolicy.
+	// the legacy rule described on [billing.CollisionPolicy].
 	Collisions billing.CollisionPolicy
 	// BatchRetries is how many times a batch chunk with unprocessed items or
 	// a failed request is retried. Defaults to 8.

@@ -61,7 +61,7 @@ type SingleTableStoreConfig struct {
 	// expires. Defaults to DefaultReceiptRetention.
 	ReceiptRetention time.Duration
 	// Collisions resolves duplicate keys in AddAll. Defaults to
-	// DefaultCollisionPolicy.
+	// the legacy rule described on [billing.CollisionPolicy].
 	Collisions billing.CollisionPolicy
 	// Logger receives warnings about undecodable items. Defaults to
 	// discarding.

@@ -167,8 +167,10 @@ func (ev ProviderEvent) NewerThan(s ProviderSubscription) bool {
 	return ev.EventID > s.LastEventID
 }
 
-// Rank orders the state ev carries among events of the same instant: see
-// providerRank.
+// Rank orders the state ev carries among events of the same instant, as
+// [ProviderEvent.NewerThan] does: 3 ended, 2 cancelling at the period end,
+// 1 any other, 0 incomplete. A store that applies events with a
+// conditional write puts the same order in its condition.
 func (ev ProviderEvent) Rank() int { return providerRank(ev.Status, ev.CancelAtPeriodEnd) }
 
 // providerRank orders the states events of the same instant carry (see

@@ -40,7 +40,7 @@ type SingleTableOptions struct {
 	// expires. Defaults to DefaultReceiptRetention.
 	ReceiptRetention time.Duration
 	// Collisions resolves duplicate keys in AddAll. Defaults to
-	// DefaultCollisionPolicy.
+	// the legacy rule described on [billing.CollisionPolicy].
 	Collisions billing.CollisionPolicy
 	// Table sets the account prefix, index names and TTL attribute used in
 	// keys, errors and cursors, as [dynamostore.SingleTableStoreConfig.Table]

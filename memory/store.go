@@ -29,7 +29,7 @@ type Options struct {
 	// [dynamostore.TableConfig] does. Defaults to [dynamostore.StatusIndexLegacy].
 	StatusIndexMode dynamostore.StatusIndexMode
 	// Collisions makes the keys of an AddAll batch distinct. Defaults to
-	// DefaultCollisionPolicy.
+	// the legacy rule described on [billing.CollisionPolicy].
 	Collisions billing.CollisionPolicy
 }
 

@@ -2,6 +2,7 @@ package layout
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -479,10 +480,21 @@ type stored struct {
 // String shows the stored part by value (not by address), so that records
 // printed with %v compare by what they hold.
 func (st *stored) String() string {
-	data, _ := ddbjson.MarshalItem(st.data)
-	extra, _ := ddbjson.MarshalItem(st.extra)
 	return fmt.Sprintf("{data:%s extra:%s billing_date:%q last_run_date:%q}",
-		bytes.Join(bytes.Fields(data), nil), bytes.Join(bytes.Fields(extra), nil), st.billingDate, st.lastRunDate)
+		compactItem(st.data), compactItem(st.extra), st.billingDate, st.lastRunDate)
+}
+
+// compactItem is item as one line of DynamoDB JSON.
+func compactItem(item map[string]types.AttributeValue) string {
+	data, err := ddbjson.MarshalItem(item)
+	if err != nil {
+		return err.Error()
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, data); err != nil {
+		return err.Error()
+	}
+	return b.String()
 }
 
 // storedOf returns the stored part of s; a record not read by DecodeItem

@@ -17,75 +17,8 @@ import (
 // select its instruments in views.
 const InstrumentationName = "github.com/dynabill/billing"
 
-// OpenTelemetry names. The [Collector], the notifier's [Scheduler] and
-// [Worker], and the DynamoDB [Repository] and [History] record through the
-// OpenTelemetry API with the MeterProvider and TracerProvider of their
-// configs. Nil providers mean otel.GetMeterProvider() and
-// otel.GetTracerProvider(), the global ones: no-ops unless the host
-// installs providers (with otel.SetMeterProvider and
-// otel.SetTracerProvider, before or after the components are built).
-//
-// Metrics (durations in seconds, with explicit buckets from 5ms to 10s):
-//
-//	name                          instrument          attributes
-//	dynabill.collection.attempts  Int64Counter        outcome, process, run
-//	dynabill.provider.duration    Float64Histogram    outcome, error
-//	dynabill.dynamodb.duration    Float64Histogram    operation, error
-//	dynabill.notifier.messages    Int64Counter        outcome
-//	dynabill.notifier.enqueued    Int64Counter        (none)
-//
-// dynabill.collection.attempts counts the records the collector handled,
-// once per record, by what came of it. Its outcome is one of collected,
-// pending (an ACH debit submitted), declined, unknown (the provider
-// returned an error: outcome unknown, retried later with the same key),
-// stale, advanced (a PAUSED record moved on), skipped_locked, not_eligible,
-// conflict (a write lost to a concurrent writer) and failed (any other
-// error). process is the record's process (INITIAL, RETRY, PAUSE, WEBHOOK,
-// WEBHOOK_BALANCE, BATCH, MANUAL_REPAYMENT) and run the run kind or
-// single-collection entry point (scheduled, retry, pause, webhook, batch,
-// manual). A run counts every record of its pages; a single collection
-// ([Collector.CollectUser], [Collector.CollectByID],
-// [Collector.ManualRepayment]) counts the records it attempts, not those it
-// finds locked or ineligible (it returns those as errors).
-//
-// dynabill.provider.duration times each [PaymentProvider] Collect call;
-// outcome is succeeded, pending, declined or, when Collect returned an
-// error, unknown, and error is true exactly then.
-//
-// dynabill.dynamodb.duration times each call of a [DynamoDBAPI] client made
-// by the DynamoDB Repository and History (their batch writes included);
-// operation is the API name (GetItem, Query, TransactWriteItems,
-// BatchWriteItem, ...) and error whether the call returned an error
-// (conditional-check failures and throttling included).
-//
-// dynabill.notifier.messages counts the worker messages handled, by
-// outcome: sent, skipped_pending_cancellation, skipped_inactive_user,
-// skipped_test_environment, or failed (the message goes back to the queue:
-// unparseable, not tried before the deadline, or [Worker.Handle] returned
-// an error). dynabill.notifier.enqueued counts the messages the scheduler's
-// [Enqueuer] accepted.
-//
-// Spans (user and subscription IDs are span attributes only, never metric
-// attributes):
-//
-//	name                          attributes
-//	dynabill.collection.run       dynabill.run.kind; when it ends dynabill.run.pages, .scanned,
-//	                              .invalid, .attempted, .collected, .pending, .declined, .unknown,
-//	                              .advanced, .stale, .skipped_locked, .not_eligible, .conflicts,
-//	                              .failed and .continues (Report.Next is set)
-//	dynabill.collection.attempt   dynabill.user_id, dynabill.subscription_id, dynabill.process,
-//	                              dynabill.run.kind, dynabill.attempt (the attempt number, when
-//	                              the provider is called), dynabill.outcome
-//	dynabill.notifier.schedule    dynabill.notifier.status; when it ends dynabill.notifier.pages,
-//	                              .scanned, .enqueued, .skipped and .continues
-//	dynabill.notifier.message     dynabill.user_id, dynabill.subscription_id, dynabill.outcome
-//	dynabill.dynamodb.OPERATION   (client) rpc.system "aws-api", rpc.service "DynamoDB",
-//	                              rpc.method OPERATION
-//
-// A run's attempt spans are children of its run span; a DynamoDB span is a
-// child of whatever span the context carries. Spans of failures (outcomes
-// unknown, conflict and failed; worker messages that failed; DynamoDB
-// errors) have an error status and the error as an event.
+// The metric and span names. What each records, and its attributes, is
+// documented for hosts in the root package's doc (Observability).
 const (
 	MetricCollectionAttempts = "dynabill.collection.attempts"
 	MetricProviderDuration   = "dynabill.provider.duration"
