@@ -17,7 +17,10 @@
 //	if err != nil {
 //		return err
 //	}
-//	hist, _ := dynamostore.NewHistory(cfg)
+//	hist, err := dynamostore.NewHistory(cfg)
+//	if err != nil {
+//		return err
+//	}
 //	locker, err := dynamostore.NewLocker(client, dynamostore.WithLockTable("locks"))
 //	if err != nil {
 //		return err
