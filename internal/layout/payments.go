@@ -179,9 +179,10 @@ func (c SingleTableConfig) EncodeRecurringSubscription(s entitlement.RecurringSu
 // recurringItem is the stored form of a RecurringSubscription, encoded with
 // attributevalue: the tags are the attribute names existing items use, and
 // omitempty leaves out what existing writers leave out (PaymentDay and
-// Version are always written, 0 included). Decoding stays hand-written (see
-// itemReader) because it must accept every form older writers left and
-// name the bad attribute and the item's key in its errors.
+// Version are always written, 0 included). Decoding reads the same names
+// through recurringFields and itemReader rather than attributevalue,
+// because it must accept every form older writers left and name the bad
+// attribute and the item's key in its errors.
 type recurringItem struct {
 	PK               string `dynamodbav:"PK"`
 	SK               string `dynamodbav:"SK"`
@@ -200,27 +201,32 @@ type recurringItem struct {
 	UpdatedAt        string `dynamodbav:"UpdatedAt,omitempty"`
 }
 
+// recurringFields is [entitlement.RecurringSubscription] with the
+// attributes its fields are read from (see readFields); recurringItem is
+// its stored form for writing.
+type recurringFields struct {
+	AccountID        string `item:"PK,account"`
+	SubscriptionID   string
+	SKU              string
+	Email            string `item:"Email"`
+	PaymentDay       int    `item:"PaymentDay"`
+	PaymentAmount    billing.Amount
+	PaymentDetails   string    `item:"PaymentDetails"`
+	NextPaymentDate  time.Time `item:"NextPaymentDate,day"`
+	NextReminderDate time.Time `item:"NextReminderDate,day"`
+	LastPaymentDate  time.Time `item:"LastPaymentDate,day"`
+	LastReminderDate time.Time `item:"LastReminderDate,day"`
+	CreatedAt        time.Time `item:"CreatedAt"`
+	UpdatedAt        time.Time `item:"UpdatedAt"`
+	Version          int       `item:"Version"`
+}
+
 // DecodeRecurringSubscription decodes a subscription item of this layout.
 // Anything else, receipts included, is a [*billing.FieldError] wrapping
 // [billing.ErrInvalidItem].
 func (c SingleTableConfig) DecodeRecurringSubscription(item map[string]types.AttributeValue) (entitlement.RecurringSubscription, error) {
-	c = c.decodeDefaults()
-	r := newItemReader(item)
-	s := entitlement.RecurringSubscription{
-		AccountID:        c.accountID(r),
-		Email:            r.str(PayEmail),
-		PaymentDay:       int(r.num(payDay)),
-		PaymentDetails:   r.str(PayDetails),
-		NextPaymentDate:  r.day(AttrNextPaymentDate),
-		NextReminderDate: r.day(AttrNextReminderDate),
-		LastPaymentDate:  r.day(AttrLastPaymentDate),
-		LastReminderDate: r.day(AttrLastReminderDate),
-		CreatedAt:        r.timestamp(PayCreatedAt),
-		UpdatedAt:        r.timestamp(payUpdatedAt),
-		Version:          int(r.num(PayVersion)),
-	}
-	sk := r.required(AttrSK)
-	rest, ok := strings.CutPrefix(sk, SKRecurringPrefix)
+	s, r := readAs[recurringFields, entitlement.RecurringSubscription](c, item)
+	sk, rest, ok := r.sortKey(SKRecurringPrefix)
 	id, sku, ok2 := strings.Cut(rest, "#SKU#")
 	if r.err == nil && (!ok || !ok2 || CheckPaymentKey("a", id, sku) != nil /* "a": only the ID and SKU are checked */) {
 		r.fail(AttrSK, sk, fmt.Errorf("%w: not a recurring subscription", billing.ErrInvalidItem))
@@ -229,13 +235,8 @@ func (c SingleTableConfig) DecodeRecurringSubscription(item map[string]types.Att
 	if v := r.str(paySKU); r.err == nil && v != "" && v != sku {
 		r.fail(paySKU, v, fmt.Errorf("%w: differs from the sort key's SKU", billing.ErrInvalidItem))
 	}
-	amt := r.required(payAmount)
 	if r.err == nil {
-		a, err := billing.ParseAmount(amt)
-		if err != nil {
-			r.fail(payAmount, amt, err)
-		}
-		s.PaymentAmount = a
+		s.PaymentAmount = r.amount(payAmount)
 	}
 	if r.err == nil && (s.PaymentDay < 1 || s.PaymentDay > MaxPaymentDay || s.Version < 0) {
 		r.fail(payDay, fmt.Sprint(s.PaymentDay, "/v", s.Version), fmt.Errorf("%w: payment day or version out of range", billing.ErrInvalidItem))
@@ -266,7 +267,6 @@ func PrepareSubscriptionUpdate(prev, next entitlement.RecurringSubscription, now
 // Attribute names of a receipt item.
 const (
 	RecSubscriptionID = "SubscriptionID"
-	recProcessedDate  = "ProcessedDate"
 	RecAmount         = "ProcessedAmount"
 	RecTransactionID  = "TransactionID"
 )
@@ -324,20 +324,24 @@ type receiptItem struct {
 	TransactionID   string `dynamodbav:"TransactionID,omitempty"`
 }
 
+// receiptFields is [entitlement.Receipt] with the attributes its fields
+// are read from (see readFields); receiptItem is its stored form for
+// writing.
+type receiptFields struct {
+	AccountID       string `item:"PK,account"`
+	SubscriptionID  string `item:"SubscriptionID,required"`
+	SKU             string
+	ProcessedDate   time.Time `item:"ProcessedDate"`
+	ProcessedAmount billing.Amount
+	TransactionID   string    `item:"TransactionID"`
+	ExpiresAt       time.Time `item:",ttl"`
+}
+
 // DecodeReceipt decodes a receipt item of this layout. Anything else,
 // subscriptions included, is a [*billing.FieldError] wrapping [billing.ErrInvalidItem].
 func (c SingleTableConfig) DecodeReceipt(item map[string]types.AttributeValue) (entitlement.Receipt, error) {
-	c = c.decodeDefaults()
-	r := newItemReader(item)
-	rc := entitlement.Receipt{
-		AccountID:      c.accountID(r),
-		SubscriptionID: r.required(RecSubscriptionID),
-		ProcessedDate:  r.timestamp(recProcessedDate),
-		TransactionID:  r.str(RecTransactionID),
-		ExpiresAt:      r.unix(c.TTLAttribute),
-	}
-	sk := r.required(AttrSK)
-	rest, ok := strings.CutPrefix(sk, SKReceiptPrefix)
+	rc, r := readAs[receiptFields, entitlement.Receipt](c, item)
+	sk, rest, ok := r.sortKey(SKReceiptPrefix)
 	ts, sku, ok2 := strings.Cut(rest, "#SKU#")
 	if r.err == nil {
 		want, err := ReceiptSK(rc.ProcessedDate, sku)
@@ -349,13 +353,8 @@ func (c SingleTableConfig) DecodeReceipt(item map[string]types.AttributeValue) (
 	if v := r.str(paySKU); r.err == nil && v != "" && v != sku {
 		r.fail(paySKU, v, fmt.Errorf("%w: differs from the sort key's SKU", billing.ErrInvalidItem))
 	}
-	amt := r.required(RecAmount)
 	if r.err == nil {
-		a, err := billing.ParseAmount(amt)
-		if err != nil {
-			r.fail(RecAmount, amt, err)
-		}
-		rc.ProcessedAmount = a
+		rc.ProcessedAmount = r.amount(RecAmount)
 	}
 	if r.err != nil {
 		return entitlement.Receipt{}, r.err
