@@ -40,7 +40,7 @@ func (a *Accounts) GrantFounderPass(ctx context.Context, userID string, pass ent
 	}
 	sk := layout.SKFounderPrefix + string(p)
 	item, err := attributevalue.MarshalMap(founderPassItem{
-		PK: a.cfg.Table.AccountPK(userID), SK: sk, Type: layout.PassTypeValue, PassType: string(p),
+		PK: a.tbl.AccountPK(userID), SK: sk, Type: layout.PassTypeValue, PassType: string(p),
 		PaymentIntentID: paymentIntentID, PurchasedAt: bought, LifetimeAccess: true, GrantedTier: string(p.Tier()),
 		CreatedAt: ts, UpdatedAt: ts,
 	})
@@ -49,7 +49,7 @@ func (a *Accounts) GrantFounderPass(ctx context.Context, userID string, pass ent
 	}
 	cond := absent(layout.AttrPK)
 	_, err = a.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                &a.cfg.Table.Table,
+		TableName:                &a.tbl.Table,
 		Item:                     item,
 		ConditionExpression:      cond.Condition(),
 		ExpressionAttributeNames: cond.Names(),
@@ -72,7 +72,7 @@ func (a *Accounts) FounderPasses(ctx context.Context, userID string) ([]entitlem
 	if err != nil {
 		return nil, err
 	}
-	return layout.DecodeAll(items, a.cfg.Table.DecodeFounderPass)
+	return layout.DecodeAll(items, a.tbl.DecodeFounderPass)
 }
 
 // SetProfileTier implements [Accounts.SetProfileTier]: an UpdateItem of
@@ -92,7 +92,7 @@ func (a *Accounts) SetProfileTier(ctx context.Context, userID string, tier entit
 		expression.Set(expression.Name(layout.ProfileTierAttr), expression.Value(layout.StringAV(layout.ProfileTierValue(t)))).
 			Set(expression.Name(layout.AcctUpdatedAt), expression.Value(layout.StringAV(ts)))))
 	_, err = a.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &a.cfg.Table.Table,
+		TableName:                 &a.tbl.Table,
 		Key:                       a.key(userID, sk),
 		UpdateExpression:          expr.Update(),
 		ExpressionAttributeNames:  expr.Names(),
@@ -132,21 +132,21 @@ func (a *Accounts) ResolveAccess(ctx context.Context, userID string) (entitlemen
 		sk := layout.StringOf(it[layout.AttrSK])
 		switch {
 		case strings.HasPrefix(sk, layout.SKFounderPrefix):
-			p, err := a.cfg.Table.DecodeFounderPass(it)
+			p, err := a.tbl.DecodeFounderPass(it)
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
 			passes = append(passes, p)
 		case strings.HasPrefix(sk, layout.SKSubscriptionPrefix):
-			s, err := a.cfg.Table.DecodeProviderSubscription(it)
+			s, err := a.tbl.DecodeProviderSubscription(it)
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
 			subs = append(subs, s)
 		case sk == profileSK:
-			if t, err := a.cfg.Table.DecodeProfileTier(it); err != nil {
+			if t, err := a.tbl.DecodeProfileTier(it); err != nil {
 				errs = append(errs, err)
 			} else if t != "" {
 				profile = t

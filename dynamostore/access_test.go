@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
-	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/stretchr/testify/require"
@@ -252,37 +251,6 @@ func FuzzAccessTier(f *testing.F) {
 		}
 		if again, err := entitlement.ParseTier(layout.ProfileTierValue(tier)); err != nil || again != tier {
 			t.Fatalf("profile round trip of %q: %q %v", tier, again, err)
-		}
-	})
-}
-
-func FuzzFounderPassItem(f *testing.F) {
-	f.Add("USER#u1", "FOUNDER#GUILD_BUILDER", "GUILD_BUILDER", "GUILDMASTER", "2025-01-01T00:00:00Z")
-	f.Add("USER#u1", "FOUNDER#FOUNDING_MEMBER", "", "", "")
-	f.Add("USER#", "FOUNDER#X", "x", "gold", "now")
-	f.Fuzz(func(t *testing.T, pk, sk, passType, granted, purchased string) {
-		item := map[string]types.AttributeValue{"PK": acctS(pk), "SK": acctS(sk), "purchasedAt": acctS(purchased),
-			"lifetimeAccess": &types.AttributeValueMemberBOOL{Value: true}}
-		if passType != "" {
-			item["passType"] = acctS(passType)
-		}
-		if granted != "" {
-			item["grantedTier"] = acctS(granted)
-		}
-		p, err := dynamostore.SingleTableConfig{}.DecodeFounderPass(item)
-		if err != nil {
-			var fe *billing.FieldError
-			if !errors.As(err, &fe) {
-				t.Fatalf("not a FieldError: %v", err)
-			}
-			return
-		}
-		if p.PassType.Tier() == "" || !p.GrantedTier.Valid() || p.UserID == "" {
-			t.Fatalf("decoded %+v", p)
-		}
-		a := entitlement.ResolveAccess(time.Now(), []entitlement.FounderPass{p}, nil, "")
-		if a.Reason != entitlement.ReasonFounderPass || a.Tier != p.GrantedTier {
-			t.Fatalf("access of %+v: %+v", p, a)
 		}
 	})
 }

@@ -51,19 +51,19 @@ type AccountsConfig struct {
 }
 
 func (c AccountsConfig) withDefaults() (AccountsConfig, error) {
-	if err := singleTableDefaults("DynamoAccountsConfig", &c.Client, &c.Table, &c.Clock, &c.Logger, c.MeterProvider, c.TracerProvider); err != nil {
+	if err := singleTableDefaults("AccountsConfig", &c.Client, &c.Table, &c.Clock, &c.Logger, c.MeterProvider, c.TracerProvider); err != nil {
 		return c, err
 	}
 	q, err := c.Quotas.WithDefaults()
 	if err != nil {
-		return c, fmt.Errorf("billing: DynamoAccountsConfig.Quotas: %w", err)
+		return c, fmt.Errorf("billing: AccountsConfig.Quotas: %w", err)
 	}
 	c.Quotas = q
 	if c.CreditExpiry < 0 {
-		return c, fmt.Errorf("billing: DynamoAccountsConfig.CreditExpiry: negative %v", c.CreditExpiry)
+		return c, fmt.Errorf("billing: AccountsConfig.CreditExpiry: negative %v", c.CreditExpiry)
 	}
 	if c.GrantMarkerRetention < 0 {
-		return c, fmt.Errorf("billing: DynamoAccountsConfig.GrantMarkerRetention: negative %v", c.GrantMarkerRetention)
+		return c, fmt.Errorf("billing: AccountsConfig.GrantMarkerRetention: negative %v", c.GrantMarkerRetention)
 	}
 	if c.GrantMarkerRetention == 0 {
 		c.GrantMarkerRetention = 400 * 24 * time.Hour
@@ -75,6 +75,7 @@ func (c AccountsConfig) withDefaults() (AccountsConfig, error) {
 // with the items and attribute names existing deployments use.
 type Accounts struct {
 	cfg AccountsConfig
+	tbl layout.SingleTableConfig
 }
 
 var _ entitlement.Accounts = (*Accounts)(nil)
@@ -85,7 +86,7 @@ func NewAccounts(cfg AccountsConfig) (*Accounts, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Accounts{cfg: cfg}, nil
+	return &Accounts{cfg: cfg, tbl: cfg.Table.codec()}, nil
 }
 
 func checkAccount(op, userID string) error {
@@ -96,11 +97,11 @@ func checkAccount(op, userID string) error {
 }
 
 func (a *Accounts) key(userID, sk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(a.cfg.Table.AccountPK(userID)), layout.AttrSK: layout.StringAV(sk)}
+	return map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(a.tbl.AccountPK(userID)), layout.AttrSK: layout.StringAV(sk)}
 }
 
 func (a *Accounts) keyText(userID, sk string) string {
-	return "PK=" + a.cfg.Table.AccountPK(userID) + " SK=" + sk
+	return "PK=" + a.tbl.AccountPK(userID) + " SK=" + sk
 }
 
 func (a *Accounts) now() time.Time { return a.cfg.Clock.Now().UTC() }
@@ -108,7 +109,7 @@ func (a *Accounts) now() time.Time { return a.cfg.Clock.Now().UTC() }
 // getItem reads one item with a consistent read; nil when absent.
 func (a *Accounts) getItem(ctx context.Context, op, userID, sk string) (map[string]types.AttributeValue, error) {
 	out, err := a.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      &a.cfg.Table.Table,
+		TableName:      &a.tbl.Table,
 		Key:            a.key(userID, sk),
 		ConsistentRead: aws.Bool(true),
 	})
@@ -124,12 +125,12 @@ func (a *Accounts) getItem(ctx context.Context, op, userID, sk string) (map[stri
 // queryAccount reads every item of the user's partition whose sort key
 // starts with prefix (all items for ""), with consistent reads, all pages.
 func (a *Accounts) queryAccount(ctx context.Context, op, userID, prefix string) ([]map[string]types.AttributeValue, error) {
-	return queryAccount(ctx, a.cfg.Client, a.cfg.Table, op, userID, prefix)
+	return queryAccount(ctx, a.cfg.Client, a.tbl, op, userID, prefix)
 }
 
 // queryAccount reads every item of an account's partition whose sort key
 // begins with prefix ("" for all), consistently, across all pages.
-func queryAccount(ctx context.Context, client API, table SingleTableConfig, op, userID, prefix string) ([]map[string]types.AttributeValue, error) {
+func queryAccount(ctx context.Context, client API, table layout.SingleTableConfig, op, userID, prefix string) ([]map[string]types.AttributeValue, error) {
 	key := expression.Key(layout.AttrPK).Equal(expression.Value(layout.StringAV(table.AccountPK(userID))))
 	if prefix != "" {
 		key = key.And(expression.Key(layout.AttrSK).BeginsWith(prefix))

@@ -28,7 +28,7 @@ func (a *Accounts) Balance(ctx context.Context, userID string) (entitlement.Cred
 	if item == nil {
 		return entitlement.Credits{UserID: userID}, nil
 	}
-	return a.cfg.Table.DecodeCredits(item, a.now())
+	return a.tbl.DecodeCredits(item, a.now())
 }
 
 // Grant implements [Accounts.Grant]: one UpdateItem (ADD balance), unless
@@ -53,7 +53,7 @@ const maxExpiryRetries = 4
 func (a *Accounts) incrementExpr(n int64, now time.Time, setNow []string, set map[string]types.AttributeValue) *types.Update {
 	ts, _ := layout.AcctTime(now)
 	nowV := expression.Value(layout.StringAV(ts))
-	typ, created, exp := expression.Name(layout.AcctType), expression.Name(layout.AcctCreatedAt), expression.Name(a.cfg.Table.TTLAttribute)
+	typ, created, exp := expression.Name(layout.AcctType), expression.Name(layout.AcctCreatedAt), expression.Name(a.tbl.TTLAttribute)
 	upd := expression.Set(typ, expression.IfNotExists(typ, expression.Value(layout.StringAV(layout.CredTypeBalance)))).
 		Set(created, expression.IfNotExists(created, nowV)).
 		Set(expression.Name(layout.AcctUpdatedAt), nowV)
@@ -69,7 +69,7 @@ func (a *Accounts) incrementExpr(n int64, now time.Time, setNow []string, set ma
 	upd = upd.Add(expression.Name(layout.CredBalance), expression.Value(layout.NumberAV(n)))
 	expr := mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(a.unexpired(now)))
 	return &types.Update{
-		TableName:                 &a.cfg.Table.Table,
+		TableName:                 &a.tbl.Table,
 		UpdateExpression:          expr.Update(),
 		ConditionExpression:       expr.Condition(),
 		ExpressionAttributeNames:  expr.Names(),
@@ -80,7 +80,7 @@ func (a *Accounts) incrementExpr(n int64, now time.Time, setNow []string, set ma
 // unexpired is the condition that the credits record has no expiry or one
 // after now.
 func (a *Accounts) unexpired(now time.Time) expression.ConditionBuilder {
-	exp := expression.Name(a.cfg.Table.TTLAttribute)
+	exp := expression.Name(a.tbl.TTLAttribute)
 	return expression.AttributeNotExists(exp).Or(exp.GreaterThan(expression.Value(layout.NumberAV(now.Unix()))))
 }
 
@@ -105,7 +105,7 @@ func (a *Accounts) increment(ctx context.Context, op, userID string, n int64, se
 			ReturnValues: types.ReturnValueAllNew,
 		})
 		if err == nil {
-			return a.cfg.Table.DecodeCredits(out.Attributes, now)
+			return a.tbl.DecodeCredits(out.Attributes, now)
 		}
 		if _, ok := isConditionFailed(err); !ok || attempt >= maxExpiryRetries {
 			return entitlement.Credits{}, a.creditWriteError(op, userID, err)
@@ -126,14 +126,14 @@ func (a *Accounts) creditWriteError(op, userID string, err error) error {
 // (or no longer) expired is left alone.
 func (a *Accounts) expireCredits(ctx context.Context, userID string, now time.Time) error {
 	ts, _ := layout.AcctTime(now)
-	exp := expression.Name(a.cfg.Table.TTLAttribute)
+	exp := expression.Name(a.tbl.TTLAttribute)
 	expr := mustBuild(expression.NewBuilder().
 		WithUpdate(expression.Set(expression.Name(layout.CredBalance), expression.Value(layout.NumberAV(0))).
 			Set(expression.Name(layout.AcctUpdatedAt), expression.Value(layout.StringAV(ts))).
 			Remove(exp)).
 		WithCondition(exp.LessThanEqual(expression.Value(layout.NumberAV(now.Unix())))))
 	_, err := a.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &a.cfg.Table.Table,
+		TableName:                 &a.tbl.Table,
 		Key:                       a.key(userID, layout.SKCredits),
 		UpdateExpression:          expr.Update(),
 		ConditionExpression:       expr.Condition(),
@@ -167,7 +167,7 @@ func (a *Accounts) Consume(ctx context.Context, userID string, n int64) (entitle
 		WithUpdate(expression.Set(bal, bal.Minus(nv)).Set(expression.Name(layout.AcctUpdatedAt), expression.Value(layout.StringAV(ts)))).
 		WithCondition(bal.GreaterThanEqual(nv).And(a.unexpired(now))))
 	out, err := a.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           &a.cfg.Table.Table,
+		TableName:                           &a.tbl.Table,
 		Key:                                 a.key(userID, layout.SKCredits),
 		UpdateExpression:                    expr.Update(),
 		ConditionExpression:                 expr.Condition(),
@@ -177,7 +177,7 @@ func (a *Accounts) Consume(ctx context.Context, userID string, n int64) (entitle
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
-		return a.cfg.Table.DecodeCredits(out.Attributes, now)
+		return a.tbl.DecodeCredits(out.Attributes, now)
 	}
 	ccf, ok := isConditionFailed(err)
 	if !ok {
@@ -185,7 +185,7 @@ func (a *Accounts) Consume(ctx context.Context, userID string, n int64) (entitle
 	}
 	ie := &entitlement.InsufficientCreditsError{UserID: userID, Requested: n}
 	if len(ccf.Item) > 0 {
-		old, derr := a.cfg.Table.DecodeCredits(ccf.Item, now)
+		old, derr := a.tbl.DecodeCredits(ccf.Item, now)
 		if derr != nil {
 			return entitlement.Credits{}, fmt.Errorf("billing: consume: %w", derr)
 		}
@@ -234,7 +234,7 @@ func (a *Accounts) MonthlyGrant(ctx context.Context, userID string, tier entitle
 		marker := a.key(userID, markerSK)
 		marker[layout.AcctType], marker[layout.GrantPeriod], marker[layout.GrantTier] = layout.StringAV(layout.GrantTypeMarker), layout.StringAV(period), layout.StringAV(string(t))
 		marker[layout.GrantAmount], marker[layout.AcctCreatedAt] = layout.NumberAV(quota), layout.StringAV(ts)
-		marker[a.cfg.Table.TTLAttribute] = layout.NumberAV(now.Add(a.cfg.GrantMarkerRetention).Unix())
+		marker[a.tbl.TTLAttribute] = layout.NumberAV(now.Add(a.cfg.GrantMarkerRetention).Unix())
 		set := map[string]types.AttributeValue{layout.CredLastGrantPeriod: layout.StringAV(period)}
 		if eventID != "" {
 			marker[layout.GrantEventID], set[layout.CredLastGrantEvent] = layout.StringAV(eventID), layout.StringAV(eventID)
@@ -242,7 +242,7 @@ func (a *Accounts) MonthlyGrant(ctx context.Context, userID string, tier entitle
 		upd := a.incrementExpr(quota, now, []string{layout.CredLastReset}, set)
 		upd.Key = a.key(userID, layout.SKCredits)
 		_, err := a.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-			{Put: putAbsent(&a.cfg.Table.Table, marker, layout.AttrPK)},
+			{Put: putAbsent(&a.tbl.Table, marker, layout.AttrPK)},
 			{Update: upd},
 		}})
 		if err == nil {

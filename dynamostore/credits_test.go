@@ -15,6 +15,7 @@ import (
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/dynamotest"
+	"github.com/dynabill/billing/internal/layout"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -448,7 +449,7 @@ func TestCreditsDecodeDocumentExample(t *testing.T) {
 		"lastTopUp": acctS("2025-01-15T10:00:00Z"), "lastReset": acctS("2025-01-01T00:00:00Z"), "expiresAt": acctN(1735689600),
 		"createdAt": acctS("2025-01-01T00:00:00Z"), "updatedAt": acctS("2025-01-15T10:30:00Z"),
 	}
-	cfg := dynamostore.SingleTableConfig{}
+	cfg := layout.SingleTableConfig{}
 	c, err := cfg.DecodeCredits(item, time.Unix(1735689600-1, 0))
 	if err != nil || c.UserID != "abc123" || c.Balance != 12 || c.Expired || !c.ExpiresAt.Equal(time.Unix(1735689600, 0)) ||
 		!c.LastTopUp.Equal(time.Date(2025, 1, 15, 10, 0, 0, 0, time.UTC)) {

@@ -43,12 +43,12 @@ type PaymentsConfig struct {
 }
 
 func (c PaymentsConfig) withDefaults() (PaymentsConfig, error) {
-	if err := singleTableDefaults("DynamoPaymentsConfig", &c.Client, &c.Table, &c.Clock, &c.Logger, c.MeterProvider, c.TracerProvider); err != nil {
+	if err := singleTableDefaults("PaymentsConfig", &c.Client, &c.Table, &c.Clock, &c.Logger, c.MeterProvider, c.TracerProvider); err != nil {
 		return c, err
 	}
 	var err error
 	if c.ReceiptRetention, c.PageSize, err = layout.PaymentsLimits(c.ReceiptRetention, c.PageSize); err != nil {
-		return c, fmt.Errorf("billing: DynamoPaymentsConfig.%w", err)
+		return c, fmt.Errorf("billing: PaymentsConfig.%w", err)
 	}
 	return c, nil
 }
@@ -56,6 +56,7 @@ func (c PaymentsConfig) withDefaults() (PaymentsConfig, error) {
 // Payments is [Payments] on the single table of [SingleTableConfig].
 type Payments struct {
 	cfg PaymentsConfig
+	tbl layout.SingleTableConfig
 }
 
 var _ entitlement.Payments = (*Payments)(nil)
@@ -66,19 +67,19 @@ func NewPayments(cfg PaymentsConfig) (*Payments, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Payments{cfg: cfg}, nil
+	return &Payments{cfg: cfg, tbl: cfg.Table.codec()}, nil
 }
 
 func (p *Payments) now() time.Time { return p.cfg.Clock.Now().UTC().Truncate(time.Second) }
 
 func (p *Payments) subKey(accountID, subscriptionID, sku string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		layout.AttrPK: layout.StringAV(p.cfg.Table.AccountPK(accountID)), layout.AttrSK: layout.StringAV(layout.RecurringSK(subscriptionID, sku)),
+		layout.AttrPK: layout.StringAV(p.tbl.AccountPK(accountID)), layout.AttrSK: layout.StringAV(layout.RecurringSK(subscriptionID, sku)),
 	}
 }
 
 func (p *Payments) keyText(accountID, sk string) string {
-	return "PK=" + p.cfg.Table.AccountPK(accountID) + " SK=" + sk
+	return "PK=" + p.tbl.AccountPK(accountID) + " SK=" + sk
 }
 
 // CreateSubscription implements [Payments.CreateSubscription] with one
@@ -86,13 +87,13 @@ func (p *Payments) keyText(accountID, sk string) string {
 func (p *Payments) CreateSubscription(ctx context.Context, s entitlement.RecurringSubscription) (entitlement.RecurringSubscription, error) {
 	now := p.now()
 	s.CreatedAt, s.UpdatedAt, s.Version = now, now, 1
-	item, err := p.cfg.Table.EncodeRecurringSubscription(s)
+	item, err := p.tbl.EncodeRecurringSubscription(s)
 	if err != nil {
 		return entitlement.RecurringSubscription{}, fmt.Errorf("billing: create subscription: %w", err)
 	}
 	cond := absent(layout.AttrPK)
 	_, err = p.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &p.cfg.Table.Table, Item: item,
+		TableName: &p.tbl.Table, Item: item,
 		ConditionExpression:      cond.Condition(),
 		ExpressionAttributeNames: cond.Names(),
 	})
@@ -100,7 +101,7 @@ func (p *Payments) CreateSubscription(ctx context.Context, s entitlement.Recurri
 	if err := translateWrite("create subscription", []txOp{{key: key, reason: "subscription exists", exists: true}}, err); err != nil {
 		return entitlement.RecurringSubscription{}, err
 	}
-	return p.cfg.Table.DecodeRecurringSubscription(item)
+	return p.tbl.DecodeRecurringSubscription(item)
 }
 
 // GetSubscription implements [Payments.GetSubscription] with one
@@ -111,7 +112,7 @@ func (p *Payments) GetSubscription(ctx context.Context, accountID, subscriptionI
 	}
 	key := p.keyText(accountID, layout.RecurringSK(subscriptionID, sku))
 	out, err := p.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: &p.cfg.Table.Table, Key: p.subKey(accountID, subscriptionID, sku), ConsistentRead: aws.Bool(true),
+		TableName: &p.tbl.Table, Key: p.subKey(accountID, subscriptionID, sku), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return entitlement.RecurringSubscription{}, fmt.Errorf("billing: get subscription (%s): %w", key, err)
@@ -119,7 +120,7 @@ func (p *Payments) GetSubscription(ctx context.Context, accountID, subscriptionI
 	if len(out.Item) == 0 {
 		return entitlement.RecurringSubscription{}, fmt.Errorf("billing: get subscription (%s): %w", key, billing.ErrNotFound)
 	}
-	return p.cfg.Table.DecodeRecurringSubscription(out.Item)
+	return p.tbl.DecodeRecurringSubscription(out.Item)
 }
 
 // SubscriptionsByAccount implements [Payments.SubscriptionsByAccount]:
@@ -128,11 +129,11 @@ func (p *Payments) SubscriptionsByAccount(ctx context.Context, accountID string)
 	if err := checkAccount("subscriptions by account", accountID); err != nil {
 		return nil, err
 	}
-	items, err := queryAccount(ctx, p.cfg.Client, p.cfg.Table, "subscriptions by account", accountID, layout.SKRecurringPrefix)
+	items, err := queryAccount(ctx, p.cfg.Client, p.tbl, "subscriptions by account", accountID, layout.SKRecurringPrefix)
 	if err != nil {
 		return nil, err
 	}
-	subs, err := layout.DecodeAll(items, p.cfg.Table.DecodeRecurringSubscription)
+	subs, err := layout.DecodeAll(items, p.tbl.DecodeRecurringSubscription)
 	if err != nil {
 		return nil, fmt.Errorf("billing: subscriptions by account: %w", err)
 	}
@@ -158,5 +159,5 @@ func (p *Payments) UpdateSubscription(ctx context.Context, prev, next entitlemen
 	if err := translateWrite("update subscription", []txOp{{key: key, reason: "version changed or subscription deleted"}}, err); err != nil {
 		return entitlement.RecurringSubscription{}, err
 	}
-	return layout.RoundTripSub(p.cfg.Table, next)
+	return layout.RoundTripSub(p.tbl, next)
 }

@@ -95,7 +95,7 @@ func (a *Accounts) ApplyProviderEvent(ctx context.Context, ev entitlement.Provid
 		lea.LessThan(leaV), lea.Equal(leaV).And(sameInstantCondition(ev.Rank(), ev.EventID)))
 	expr := mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(cond))
 	_, err = a.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &a.cfg.Table.Table,
+		TableName:                 &a.tbl.Table,
 		Key:                       a.key(ev.UserID, sk),
 		UpdateExpression:          expr.Update(),
 		ConditionExpression:       expr.Condition(),
@@ -129,7 +129,7 @@ func (a *Accounts) GetProviderSubscription(ctx context.Context, userID, subscrip
 	if item == nil {
 		return entitlement.ProviderSubscription{}, fmt.Errorf("%w: %s", billing.ErrNotFound, a.keyText(userID, sk))
 	}
-	return a.cfg.Table.DecodeProviderSubscription(item)
+	return a.tbl.DecodeProviderSubscription(item)
 }
 
 // ListProviderSubscriptions implements [Accounts.ListProviderSubscriptions]
@@ -143,5 +143,5 @@ func (a *Accounts) ListProviderSubscriptions(ctx context.Context, userID string)
 	if err != nil {
 		return nil, err
 	}
-	return layout.DecodeAll(items, a.cfg.Table.DecodeProviderSubscription)
+	return layout.DecodeAll(items, a.tbl.DecodeProviderSubscription)
 }

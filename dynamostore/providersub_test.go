@@ -9,8 +9,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
-	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/entitlement"
+	"github.com/dynabill/billing/internal/layout"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -318,7 +318,7 @@ func FuzzProviderSubscriptionItem(f *testing.F) {
 	f.Fuzz(func(t *testing.T, pk, sk, status, tier, start, end string) {
 		item := map[string]types.AttributeValue{"PK": acctS(pk), "SK": acctS(sk), "status": acctS(status), "planTier": acctS(tier),
 			"currentPeriodStart": acctS(start), "currentPeriodEnd": acctS(end)}
-		sub, err := dynamostore.SingleTableConfig{}.DecodeProviderSubscription(item)
+		sub, err := layout.SingleTableConfig{}.DecodeProviderSubscription(item)
 		if err != nil {
 			var fe *billing.FieldError
 			if !errors.As(err, &fe) || fe.Key == "" {

@@ -23,11 +23,11 @@ import (
 // hold the same content.
 func (p *Payments) receiptPut(r entitlement.Receipt) (*types.Put, entitlement.Receipt, error) {
 	r.ExpiresAt = r.ProcessedDate.Add(p.cfg.ReceiptRetention)
-	item, err := p.cfg.Table.EncodeReceipt(r)
+	item, err := p.tbl.EncodeReceipt(r)
 	if err != nil {
 		return nil, r, err
 	}
-	if r, err = p.cfg.Table.DecodeReceipt(item); err != nil {
+	if r, err = p.tbl.DecodeReceipt(item); err != nil {
 		return nil, r, err
 	}
 	txName := expression.Name(layout.RecTransactionID)
@@ -42,7 +42,7 @@ func (p *Payments) receiptPut(r entitlement.Receipt) (*types.Put, entitlement.Re
 		return nil, r, err
 	}
 	return &types.Put{
-		TableName: &p.cfg.Table.Table, Item: item,
+		TableName: &p.tbl.Table, Item: item,
 		ConditionExpression:      expr.Condition(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 	}, r, nil
@@ -85,10 +85,10 @@ func (p *Payments) ReceiptsByAccount(ctx context.Context, accountID string, sinc
 		lo += ts
 	}
 	expr := mustBuild(expression.NewBuilder().WithKeyCondition(
-		expression.Key(layout.AttrPK).Equal(expression.Value(layout.StringAV(p.cfg.Table.AccountPK(accountID)))).
+		expression.Key(layout.AttrPK).Equal(expression.Value(layout.StringAV(p.tbl.AccountPK(accountID)))).
 			And(expression.Key(layout.AttrSK).Between(expression.Value(layout.StringAV(lo)), expression.Value(layout.StringAV("REC$"))))))
 	in := &dynamodb.QueryInput{
-		TableName:                 &p.cfg.Table.Table,
+		TableName:                 &p.tbl.Table,
 		KeyConditionExpression:    expr.KeyCondition(),
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
@@ -103,7 +103,7 @@ func (p *Payments) ReceiptsByAccount(ctx context.Context, accountID string, sinc
 			if !strings.HasPrefix(layout.StringOf(it[layout.AttrSK]), layout.SKReceiptPrefix) {
 				continue
 			}
-			r, err := p.cfg.Table.DecodeReceipt(it)
+			r, err := p.tbl.DecodeReceipt(it)
 			if err != nil {
 				return nil, fmt.Errorf("billing: receipts by account: %w", err)
 			}
@@ -144,7 +144,7 @@ func (p *Payments) RecordPayment(ctx context.Context, prev entitlement.Recurring
 	if err := translateWrite("record payment", ops, err); err != nil {
 		return entitlement.RecurringSubscription{}, entitlement.Receipt{}, err
 	}
-	if next, err = layout.RoundTripSub(p.cfg.Table, next); err != nil {
+	if next, err = layout.RoundTripSub(p.tbl, next); err != nil {
 		return fail(err)
 	}
 	return next, r, nil
@@ -163,14 +163,14 @@ func (p *Payments) MarkReminded(ctx context.Context, prev entitlement.RecurringS
 // only some attributes (not Version) and is eventually consistent: an
 // item whose NextPaymentDate has moved since is dropped.
 func (p *Payments) DuePaymentsByDate(ctx context.Context, day time.Time, token string) ([]entitlement.RecurringSubscription, string, error) {
-	return p.due(ctx, "due payments", p.cfg.Table.PaymentIndex, layout.AttrNextPaymentDate, layout.AttrLastPaymentDate, day, token,
+	return p.due(ctx, "due payments", p.tbl.PaymentIndex, layout.AttrNextPaymentDate, layout.AttrLastPaymentDate, day, token,
 		func(s entitlement.RecurringSubscription) time.Time { return s.NextPaymentDate })
 }
 
 // DueRemindersByDate implements [Payments.DueRemindersByDate] like
 // [Payments.DuePaymentsByDate] on Table.ReminderIndex.
 func (p *Payments) DueRemindersByDate(ctx context.Context, day time.Time, token string) ([]entitlement.RecurringSubscription, string, error) {
-	return p.due(ctx, "due reminders", p.cfg.Table.ReminderIndex, layout.AttrNextReminderDate, layout.AttrLastReminderDate, day, token,
+	return p.due(ctx, "due reminders", p.tbl.ReminderIndex, layout.AttrNextReminderDate, layout.AttrLastReminderDate, day, token,
 		func(s entitlement.RecurringSubscription) time.Time { return s.NextReminderDate })
 }
 
@@ -179,14 +179,14 @@ func (p *Payments) due(ctx context.Context, op, index, hash, rng string, day tim
 	if err != nil || d == "" {
 		return nil, "", fmt.Errorf("billing: %s: %w: day %v", op, billing.ErrInvalidQuery, day)
 	}
-	scope := "payments/" + p.cfg.Table.Table + "/" + index + "/" + d
+	scope := "payments/" + p.tbl.Table + "/" + index + "/" + d
 	start, err := cursor.Decode(scope, token, layout.AttrPK, layout.AttrSK, hash, rng)
 	if err != nil {
 		return nil, "", fmt.Errorf("billing: %s: %w: %v", op, billing.ErrInvalidCursor, err)
 	}
 	expr := keyEquals(hash, d)
 	out, err := p.cfg.Client.Query(ctx, &dynamodb.QueryInput{
-		TableName: &p.cfg.Table.Table, IndexName: aws.String(index),
+		TableName: &p.tbl.Table, IndexName: aws.String(index),
 		KeyConditionExpression:    expr.KeyCondition(),
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
@@ -209,7 +209,7 @@ func (p *Payments) due(ctx context.Context, op, index, hash, rng string, day tim
 		if !ok {
 			continue // deleted since
 		}
-		s, err := p.cfg.Table.DecodeRecurringSubscription(item)
+		s, err := p.tbl.DecodeRecurringSubscription(item)
 		if err != nil {
 			p.cfg.Logger.WarnContext(ctx, "billing: skipping undecodable subscription", "op", op, "day", d, "error", err)
 			continue
@@ -228,12 +228,12 @@ func (p *Payments) batchGet(ctx context.Context, op string, keys []map[string]ty
 	if len(keys) == 0 {
 		return got, nil
 	}
-	req := map[string]types.KeysAndAttributes{p.cfg.Table.Table: {ConsistentRead: aws.Bool(true)}}
-	ka := req[p.cfg.Table.Table]
+	req := map[string]types.KeysAndAttributes{p.tbl.Table: {ConsistentRead: aws.Bool(true)}}
+	ka := req[p.tbl.Table]
 	for _, k := range keys {
 		ka.Keys = append(ka.Keys, map[string]types.AttributeValue{layout.AttrPK: k[layout.AttrPK], layout.AttrSK: k[layout.AttrSK]})
 	}
-	req[p.cfg.Table.Table] = ka
+	req[p.tbl.Table] = ka
 	for attempt := 0; len(req) > 0; attempt++ {
 		if attempt > 0 {
 			select {
@@ -246,7 +246,7 @@ func (p *Payments) batchGet(ctx context.Context, op string, keys []map[string]ty
 		if err != nil {
 			return nil, fmt.Errorf("billing: %s: batch get: %w", op, err)
 		}
-		for _, it := range out.Responses[p.cfg.Table.Table] {
+		for _, it := range out.Responses[p.tbl.Table] {
 			got[layout.StringOf(it[layout.AttrPK])+"\x00"+layout.StringOf(it[layout.AttrSK])] = it
 		}
 		req = out.UnprocessedKeys
@@ -258,7 +258,7 @@ func (p *Payments) batchGet(ctx context.Context, op string, keys []map[string]ty
 // (already prepared): SET every attribute of its item but the keys and
 // CreatedAt, REMOVE the optional ones it lacks, if Version is prev's.
 func (p *Payments) subUpdate(prevVersion int, next entitlement.RecurringSubscription) (*types.Update, error) {
-	item, err := p.cfg.Table.EncodeRecurringSubscription(next)
+	item, err := p.tbl.EncodeRecurringSubscription(next)
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +280,7 @@ func (p *Payments) subUpdate(prevVersion int, next entitlement.RecurringSubscrip
 		return nil, err
 	}
 	return &types.Update{
-		TableName: &p.cfg.Table.Table, Key: p.subKey(next.AccountID, next.SubscriptionID, next.SKU),
+		TableName: &p.tbl.Table, Key: p.subKey(next.AccountID, next.SubscriptionID, next.SKU),
 		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 	}, nil

@@ -163,19 +163,19 @@ func FuzzDecodeRecurringSubscription(f *testing.F) {
 			"PaymentAmount": &types.AttributeValueMemberS{Value: amount}, "NextPaymentDate": &types.AttributeValueMemberS{Value: next},
 			"LastPaymentDate": &types.AttributeValueMemberS{Value: last}, "Version": &types.AttributeValueMemberN{Value: version},
 		}
-		s, err := payTable.DecodeRecurringSubscription(item)
+		s, err := layout.SingleTableConfig(payTable).DecodeRecurringSubscription(item)
 		if err != nil {
 			if !errors.Is(err, billing.ErrInvalidItem) && !errors.Is(err, billing.ErrInvalidDate) && !errors.Is(err, billing.ErrInvalidAmount) {
 				t.Fatalf("unexpected error kind: %v", err)
 			}
 			return
 		}
-		again, err := payTable.EncodeRecurringSubscription(s)
+		again, err := layout.SingleTableConfig(payTable).EncodeRecurringSubscription(s)
 		require.NoError(t, err, "accepted %+v but cannot encode it", s)
-		if s2, err := payTable.DecodeRecurringSubscription(again); err != nil || s2 != s {
+		if s2, err := layout.SingleTableConfig(payTable).DecodeRecurringSubscription(again); err != nil || s2 != s {
 			t.Fatalf("round trip %+v → %+v %v", s, s2, err)
 		}
-		if _, err := payTable.DecodeReceipt(item); err == nil {
+		if _, err := layout.SingleTableConfig(payTable).DecodeReceipt(item); err == nil {
 			t.Fatalf("a subscription item decodes as a receipt: %v", item)
 		}
 	})
@@ -191,13 +191,13 @@ func FuzzDecodeReceipt(f *testing.F) {
 			"SubscriptionID": &types.AttributeValueMemberS{Value: sub}, "ProcessedDate": &types.AttributeValueMemberS{Value: processed},
 			"ProcessedAmount": &types.AttributeValueMemberS{Value: amount}, "TTL": &types.AttributeValueMemberN{Value: ttl},
 		}
-		r, err := payTable.DecodeReceipt(item)
+		r, err := layout.SingleTableConfig(payTable).DecodeReceipt(item)
 		if err != nil {
 			return
 		}
-		again, err := payTable.EncodeReceipt(r)
+		again, err := layout.SingleTableConfig(payTable).EncodeReceipt(r)
 		require.NoError(t, err, "accepted %+v but cannot encode it", r)
-		if r2, err := payTable.DecodeReceipt(again); err != nil || r2 != r {
+		if r2, err := layout.SingleTableConfig(payTable).DecodeReceipt(again); err != nil || r2 != r {
 			t.Fatalf("round trip %+v → %+v %v", r, r2, err)
 		}
 	})

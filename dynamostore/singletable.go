@@ -27,7 +27,7 @@ func singleTableDefaults(cfg string, client *API, table *SingleTableConfig, cloc
 	}
 	*client = instrumentDynamo(*client, newTelemetry(mp, tp))
 	*table = table.WithDefaults()
-	if err := table.Validate(); err != nil {
+	if err := table.codec().Validate(); err != nil {
 		return err
 	}
 	if *clock == nil {
@@ -67,8 +67,8 @@ func includeGSI(name string, projection []string, keys ...types.KeySchemaElement
 //
 // The TTL attribute is not part of a CreateTableInput: [CreateSingleTable]
 // enables it with UpdateTimeToLive.
-func SingleTableDefinition(cfg SingleTableConfig) *dynamodb.CreateTableInput {
-	cfg = cfg.WithDefaults()
+func SingleTableDefinition(config SingleTableConfig) *dynamodb.CreateTableInput {
+	cfg := config.codec()
 	return &dynamodb.CreateTableInput{
 		TableName: aws.String(cfg.Table),
 		AttributeDefinitions: []types.AttributeDefinition{
@@ -105,12 +105,12 @@ var _ SingleTableClient = API(nil)
 // left alone. TTL enabled on another attribute is an error: a table has only
 // one, and changing it is a decision for its owner. Meant for tests, local
 // runs and first provisioning.
-func CreateSingleTable(ctx context.Context, client SingleTableClient, cfg SingleTableConfig) error {
-	cfg = cfg.WithDefaults()
+func CreateSingleTable(ctx context.Context, client SingleTableClient, config SingleTableConfig) error {
+	cfg := config.codec()
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	def := SingleTableDefinition(cfg)
+	def := SingleTableDefinition(config)
 	_, err := client.CreateTable(ctx, def)
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {

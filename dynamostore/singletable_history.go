@@ -75,11 +75,11 @@ func (h *SingleTableHistory) AddAll(ctx context.Context, subs []billing.Subscrip
 			return err
 		}
 		k := historyKey(&subs[i])
-		puts = append(puts, batchPut{table: h.r.cfg.Table.Table, item: item, record: i, key: k})
+		puts = append(puts, batchPut{table: h.r.tbl.Table, item: item, record: i, key: k})
 		if p := subs[i].SubscriptionID + "\x00" + subs[i].UserID; !seen[p] {
 			seen[p] = true
 			ptr := h.r.pointerItem(subs[i].SubscriptionID, subs[i].UserID, layout.BillingDateKey(&subs[i]))
-			puts = append(puts, batchPut{table: h.r.cfg.Table.Table, item: ptr, record: i, key: k})
+			puts = append(puts, batchPut{table: h.r.tbl.Table, item: ptr, record: i, key: k})
 		}
 	}
 	unwritten, lastErr := h.r.bw.write(ctx, puts, maxBatchWrite-1)

@@ -17,7 +17,7 @@ import (
 )
 
 func (r *SingleTableRepository) statusScope(q billing.StatusQuery, w layout.StatusWalk) string {
-	return fmt.Sprintf("single/%s/%s/%s/%s/%s", r.cfg.Table.Table, r.cfg.Table.PaymentIndex, q.Status, w.Lo, w.Hi)
+	return fmt.Sprintf("single/%s/%s/%s/%s/%s", r.tbl.Table, r.tbl.PaymentIndex, q.Status, w.Lo, w.Hi)
 }
 
 // QueryStatus implements [Repository.QueryStatus] on the payment index
@@ -58,7 +58,7 @@ func (r *SingleTableRepository) QueryStatus(ctx context.Context, q billing.Statu
 		d := layout.PaymentDayKey(day)
 		expr := keyEquals(layout.AttrNextPaymentDate, d)
 		out, err := r.cfg.Client.Query(ctx, &dynamodb.QueryInput{
-			TableName: r.table(), IndexName: aws.String(r.cfg.Table.PaymentIndex),
+			TableName: r.table(), IndexName: aws.String(r.tbl.PaymentIndex),
 			KeyConditionExpression:    expr.KeyCondition(),
 			ExpressionAttributeNames:  expr.Names(),
 			ExpressionAttributeValues: expr.Values(),
@@ -167,7 +167,7 @@ func (r *SingleTableRepository) expand(ctx context.Context, q billing.StatusQuer
 // refOfItem returns the subscription an index item (PK and SK) names.
 func (r *SingleTableRepository) refOfItem(item map[string]types.AttributeValue) (layout.SubscriptionRef, error) {
 	pk, sk := layout.StringOf(item[layout.AttrPK]), layout.StringOf(item[layout.AttrSK])
-	account, ok := strings.CutPrefix(pk, r.cfg.Table.AccountPrefix)
+	account, ok := strings.CutPrefix(pk, r.tbl.AccountPrefix)
 	rest, ok2 := strings.CutPrefix(sk, layout.SKRecurringPrefix)
 	if !ok || !ok2 {
 		return layout.SubscriptionRef{}, &billing.FieldError{Field: layout.AttrSK, Value: sk, Key: "PK=" + pk, Err: fmt.Errorf("%w: not a subscription item", billing.ErrInvalidItem)}

@@ -84,6 +84,7 @@ type SingleTableStoreConfig struct {
 // rejected.
 type SingleTableRepository struct {
 	cfg SingleTableStoreConfig
+	tbl layout.SingleTableConfig
 	pay *Payments
 	bw  *batchWriter
 }
@@ -99,7 +100,7 @@ func NewSingleTableRepository(cfg SingleTableStoreConfig) (*SingleTableRepositor
 		return nil, fmt.Errorf("billing: SingleTableStoreConfig.CatchUpDays: negative %d", cfg.CatchUpDays)
 	case cfg.ReminderLeadDays < 0:
 		return nil, fmt.Errorf("billing: SingleTableStoreConfig.ReminderLeadDays: negative %d", cfg.ReminderLeadDays)
-	case strings.HasPrefix(layout.PeriodIDPrefix, cfg.Table.WithDefaults().AccountPrefix):
+	case strings.HasPrefix(layout.PeriodIDPrefix, cfg.Table.codec().AccountPrefix):
 		return nil, fmt.Errorf("billing: SingleTableStoreConfig.Table.AccountPrefix %q clashes with %q", cfg.Table.AccountPrefix, layout.PeriodIDPrefix)
 	}
 	pay, err := NewPayments(PaymentsConfig{
@@ -125,7 +126,7 @@ func NewSingleTableRepository(cfg SingleTableStoreConfig) (*SingleTableRepositor
 	}
 	bw := &batchWriter{client: cfg.Client, retries: 8, baseDelay: 50 * time.Millisecond, maxDelay: 5 * time.Second,
 		keyAttrs: map[string][2]string{cfg.Table.Table: {layout.AttrPK, layout.AttrSK}}}
-	return &SingleTableRepository{cfg: cfg, pay: pay, bw: bw}, nil
+	return &SingleTableRepository{cfg: cfg, tbl: pay.tbl, pay: pay, bw: bw}, nil
 }
 
 // Payments returns the [Payments] view of the same table: the
@@ -137,10 +138,10 @@ func (r *SingleTableRepository) Payments() *Payments { return r.pay }
 // History returns the engine's history rows in the same table.
 func (r *SingleTableRepository) History() *SingleTableHistory { return &SingleTableHistory{r: r} }
 
-func (r *SingleTableRepository) table() *string { return &r.cfg.Table.Table }
+func (r *SingleTableRepository) table() *string { return &r.tbl.Table }
 
 func (r *SingleTableRepository) keyText(accountID, sk string) string {
-	return "PK=" + r.cfg.Table.AccountPK(accountID) + " SK=" + sk
+	return "PK=" + r.tbl.AccountPK(accountID) + " SK=" + sk
 }
 
 // periodItem is the item of a period: the legacy record's attributes
@@ -150,7 +151,7 @@ func (r *SingleTableRepository) periodItem(ref layout.SubscriptionRef, sub *bill
 	if err != nil {
 		return nil, err
 	}
-	item[layout.AttrPK], item[layout.AttrSK] = layout.StringAV(r.cfg.Table.AccountPK(ref.AccountID)), layout.StringAV(layout.PeriodSK(ref, layout.BillingDateKey(sub)))
+	item[layout.AttrPK], item[layout.AttrSK] = layout.StringAV(r.tbl.AccountPK(ref.AccountID)), layout.StringAV(layout.PeriodSK(ref, layout.BillingDateKey(sub)))
 	item[layout.PayEntity] = layout.StringAV(layout.EntityPeriod)
 	return item, nil
 }
@@ -160,7 +161,7 @@ func (r *SingleTableRepository) historyItem(ref layout.SubscriptionRef, sub *bil
 	if err != nil {
 		return nil, err
 	}
-	item[layout.AttrPK], item[layout.AttrSK] = layout.StringAV(r.cfg.Table.AccountPK(ref.AccountID)), layout.StringAV(layout.HistorySK(ref, layout.LastRunDateKey(sub)))
+	item[layout.AttrPK], item[layout.AttrSK] = layout.StringAV(r.tbl.AccountPK(ref.AccountID)), layout.StringAV(layout.HistorySK(ref, layout.LastRunDateKey(sub)))
 	item[layout.PayEntity] = layout.StringAV(layout.EntityHistory)
 	return item, nil
 }
@@ -402,7 +403,7 @@ func failedAction(err error) int {
 // [writeBack]): the rest, unknown attributes and the stored form of known
 // ones included, keep their bytes. A missing one is put.
 func (r *SingleTableRepository) subscriptionWrite(ctx context.Context, c *chainWrite) (types.TransactWriteItem, txOp, error) {
-	key := map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.cfg.Table.AccountPK(c.ref.AccountID)), layout.AttrSK: layout.StringAV(c.ref.SK())}
+	key := map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.tbl.AccountPK(c.ref.AccountID)), layout.AttrSK: layout.StringAV(c.ref.SK())}
 	keyText := r.keyText(c.ref.AccountID, c.ref.SK())
 	op := txOp{key: keyText, reason: "the subscription item changed concurrently"}
 	out, err := r.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: r.table(), Key: key, ConsistentRead: aws.Bool(true)})
@@ -413,7 +414,7 @@ func (r *SingleTableRepository) subscriptionWrite(ctx context.Context, c *chainW
 	open := layout.OpenPeriods{}
 	exists := len(out.Item) > 0
 	if exists {
-		if cur, err = r.cfg.Table.DecodeRecurringSubscription(out.Item); err != nil {
+		if cur, err = r.tbl.DecodeRecurringSubscription(out.Item); err != nil {
 			return types.TransactWriteItem{}, txOp{}, fmt.Errorf("subscription (%s): %w", keyText, err)
 		}
 		open = layout.DecodeOpenPeriods(out.Item[layout.AttrOpenPeriods])
@@ -425,7 +426,7 @@ func (r *SingleTableRepository) subscriptionWrite(ctx context.Context, c *chainW
 		open.Record(w)
 	}
 	next := layout.EngineSubscription(c.ref, cur, exists, open, c.written, r.cfg.Clock.Now(), r.cfg.ReminderLeadDays)
-	enc, err := r.cfg.Table.EncodeRecurringSubscription(next)
+	enc, err := r.tbl.EncodeRecurringSubscription(next)
 	if err != nil {
 		return types.TransactWriteItem{}, txOp{}, fmt.Errorf("subscription (%s): %w", keyText, err)
 	}
@@ -433,7 +434,7 @@ func (r *SingleTableRepository) subscriptionWrite(ctx context.Context, c *chainW
 	if !exists {
 		return types.TransactWriteItem{Put: putAbsent(r.table(), enc, layout.AttrPK)}, op, nil
 	}
-	was, err := r.cfg.Table.EncodeRecurringSubscription(cur)
+	was, err := r.tbl.EncodeRecurringSubscription(cur)
 	if err != nil {
 		return types.TransactWriteItem{}, txOp{}, fmt.Errorf("subscription (%s): %w", keyText, err)
 	}
@@ -486,7 +487,7 @@ func (r *SingleTableRepository) getKey(ctx context.Context, userID, billingDateK
 	}
 	out, err := r.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: r.table(), ConsistentRead: aws.Bool(true),
-		Key: map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.cfg.Table.AccountPK(ref.AccountID)), layout.AttrSK: layout.StringAV(layout.PeriodSK(ref, billingDateKey))},
+		Key: map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.tbl.AccountPK(ref.AccountID)), layout.AttrSK: layout.StringAV(layout.PeriodSK(ref, billingDateKey))},
 	})
 	if err != nil {
 		return billing.Subscription{}, fmt.Errorf("billing: get (%s): %w", key, err)
@@ -554,7 +555,7 @@ func (r *SingleTableRepository) queryAll(ctx context.Context, op string, in *dyn
 // key is between lo and hi (periods or history rows), keeping those that
 // match filter when one is given.
 func (r *SingleTableRepository) chainQuery(ref layout.SubscriptionRef, lo, hi string, forward bool, filter ...expression.ConditionBuilder) *dynamodb.QueryInput {
-	b := expression.NewBuilder().WithKeyCondition(expression.Key(layout.AttrPK).Equal(expression.Value(layout.StringAV(r.cfg.Table.AccountPK(ref.AccountID)))).
+	b := expression.NewBuilder().WithKeyCondition(expression.Key(layout.AttrPK).Equal(expression.Value(layout.StringAV(r.tbl.AccountPK(ref.AccountID)))).
 		And(expression.Key(layout.AttrSK).Between(expression.Value(layout.StringAV(lo)), expression.Value(layout.StringAV(hi)))))
 	if len(filter) > 0 {
 		b = b.WithFilter(joinAnd(filter))
@@ -605,7 +606,7 @@ func (r *SingleTableRepository) SetAttempt(ctx context.Context, prev, next *bill
 	if err != nil {
 		return err
 	}
-	key := map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.cfg.Table.AccountPK(ref.AccountID)), layout.AttrSK: layout.StringAV(layout.PeriodSK(ref, layout.BillingDateKey(prev)))}
+	key := map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.tbl.AccountPK(ref.AccountID)), layout.AttrSK: layout.StringAV(layout.PeriodSK(ref, layout.BillingDateKey(prev)))}
 	return setAttempt(ctx, r.cfg.Client, r.table(), key, prev, next)
 }
 
@@ -649,7 +650,7 @@ func (r *SingleTableRepository) AdminUpdate(ctx context.Context, prev, next *bil
 	t := newSTTx("admin update")
 	cond := updateCondition(prev)
 	t.add(types.TransactWriteItem{Delete: &types.Delete{TableName: r.table(),
-		Key:                 map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.cfg.Table.AccountPK(ref.AccountID)), layout.AttrSK: layout.StringAV(layout.PeriodSK(ref, layout.BillingDateKey(prev)))},
+		Key:                 map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.tbl.AccountPK(ref.AccountID)), layout.AttrSK: layout.StringAV(layout.PeriodSK(ref, layout.BillingDateKey(prev)))},
 		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()}},
 		txOp{key: prev.Key(), reason: staleReason})
 	if err := r.putPeriod(t, prev, next, false); err != nil {

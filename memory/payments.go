@@ -41,7 +41,7 @@ type PaymentsOptions struct {
 // Unlike DynamoDB its indexes are exactly consistent, and it never deletes
 // expired receipts (DynamoDB's TTL does, some time after ExpiresAt).
 type Payments struct {
-	table     dynamostore.SingleTableConfig
+	table     layout.SingleTableConfig
 	clock     billing.Clock
 	retention time.Duration
 	pageSize  int
@@ -57,12 +57,12 @@ var _ entitlement.Payments = (*Payments)(nil)
 func NewPayments(opts PaymentsOptions) (*Payments, error) {
 	ret, size, err := layout.PaymentsLimits(opts.ReceiptRetention, opts.PageSize)
 	if err != nil {
-		return nil, fmt.Errorf("billingtest: PaymentsOptions.%w", err)
+		return nil, fmt.Errorf("memory: PaymentsOptions.%w", err)
 	}
 	if opts.Clock == nil {
 		opts.Clock = billing.SystemClock{}
 	}
-	t := opts.Table.WithDefaults()
+	t := layout.SingleTableConfig(opts.Table).WithDefaults()
 	return &Payments{table: t, clock: opts.Clock, retention: ret, pageSize: size, items: map[string]map[string]types.AttributeValue{}}, nil
 }
 

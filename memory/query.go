@@ -102,7 +102,7 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 			layout.AttrBillingStatus: &types.AttributeValueMemberS{Value: string(q.Status)},
 		})
 		if err != nil {
-			return billing.Page{}, fmt.Errorf("billingtest: encode cursor: %w", err)
+			return billing.Page{}, fmt.Errorf("memory: encode cursor: %w", err)
 		}
 		page.Next = next
 	}

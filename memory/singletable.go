@@ -83,7 +83,7 @@ const stPayDayLayout = "2006-01-02"
 // receipts. Safe for concurrent use.
 type SingleTable struct {
 	clock      billing.Clock
-	table      dynamostore.SingleTableConfig
+	table      layout.SingleTableConfig
 	pageSize   int
 	catchUp    int
 	leadDays   int
@@ -108,22 +108,22 @@ type SingleTable struct {
 func NewSingleTable(opts SingleTableOptions) *SingleTable {
 	switch {
 	case opts.PageSize < 0:
-		panic(fmt.Sprintf("billingtest: SingleTableOptions.PageSize: negative %d", opts.PageSize))
+		panic(fmt.Sprintf("memory: SingleTableOptions.PageSize: negative %d", opts.PageSize))
 	case opts.CatchUpDays < 0:
-		panic(fmt.Sprintf("billingtest: SingleTableOptions.CatchUpDays: negative %d", opts.CatchUpDays))
+		panic(fmt.Sprintf("memory: SingleTableOptions.CatchUpDays: negative %d", opts.CatchUpDays))
 	case opts.ReminderLeadDays < 0:
-		panic(fmt.Sprintf("billingtest: SingleTableOptions.ReminderLeadDays: negative %d", opts.ReminderLeadDays))
+		panic(fmt.Sprintf("memory: SingleTableOptions.ReminderLeadDays: negative %d", opts.ReminderLeadDays))
 	}
-	table := opts.Table.WithDefaults()
+	table := layout.SingleTableConfig(opts.Table).WithDefaults()
 	if strings.HasPrefix(layout.PeriodIDPrefix, table.AccountPrefix) {
-		panic(fmt.Sprintf("billingtest: SingleTableOptions.Table.AccountPrefix %q clashes with %q", table.AccountPrefix, layout.PeriodIDPrefix))
+		panic(fmt.Sprintf("memory: SingleTableOptions.Table.AccountPrefix %q clashes with %q", table.AccountPrefix, layout.PeriodIDPrefix))
 	}
 	if opts.Clock == nil {
 		opts.Clock = billing.ClockFunc(func() time.Time { return time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC) })
 	}
-	pay, err := NewPayments(PaymentsOptions{Table: table, Clock: opts.Clock, ReceiptRetention: opts.ReceiptRetention})
+	pay, err := NewPayments(PaymentsOptions{Table: dynamostore.SingleTableConfig(table), Clock: opts.Clock, ReceiptRetention: opts.ReceiptRetention})
 	if err != nil {
-		panic(fmt.Sprintf("billingtest: SingleTableOptions: %v", err))
+		panic(fmt.Sprintf("memory: SingleTableOptions: %v", err))
 	}
 	if opts.PageSize == 0 {
 		opts.PageSize = defaultPageSize
@@ -405,7 +405,7 @@ func (r *stRepository) Add(ctx context.Context, sub *billing.Subscription) error
 		return err
 	}
 	if sub == nil {
-		return errors.New("billingtest: add: nil record")
+		return errors.New("memory: add: nil record")
 	}
 	if _, err := layout.EncodeHistoryItem(sub); err != nil {
 		return err
@@ -525,7 +525,7 @@ func (r *stRepository) Update(ctx context.Context, prev, next *billing.Subscript
 		return err
 	}
 	if prev == nil || next == nil || slices.Contains(create, nil) {
-		return errors.New("billingtest: update: nil record")
+		return errors.New("memory: update: nil record")
 	}
 	if err := layout.ValidateUpdate(prev, next, false); err != nil {
 		return err
@@ -574,7 +574,7 @@ func (r *stRepository) AdminUpdate(ctx context.Context, prev, next *billing.Subs
 		return err
 	}
 	if prev == nil || next == nil {
-		return errors.New("billingtest: admin update: nil record")
+		return errors.New("memory: admin update: nil record")
 	}
 	if layout.BillingDateKey(next) == layout.BillingDateKey(prev) {
 		return r.Update(ctx, prev, next)
@@ -844,7 +844,7 @@ func (h *stHistory) Add(ctx context.Context, sub *billing.Subscription) error {
 		return err
 	}
 	if sub == nil {
-		return errors.New("billingtest: history add: nil row")
+		return errors.New("memory: history add: nil row")
 	}
 	if _, err := engineRef(sub); err != nil {
 		return err

@@ -86,13 +86,13 @@ var (
 // unknown StatusIndexMode: options are fixed by the test that builds them.
 func New(opts Options) *Store {
 	if opts.PageSize < 0 {
-		panic(fmt.Sprintf("billingtest: StoreOptions.PageSize: negative %d", opts.PageSize))
+		panic(fmt.Sprintf("memory: Options.PageSize: negative %d", opts.PageSize))
 	}
 	if opts.PageSize == 0 {
 		opts.PageSize = defaultPageSize
 	}
 	if opts.StatusIndexMode != dynamostore.StatusIndexLegacy && opts.StatusIndexMode != dynamostore.StatusIndexSorted {
-		panic(fmt.Sprintf("billingtest: StoreOptions.StatusIndexMode: unknown %v", opts.StatusIndexMode))
+		panic(fmt.Sprintf("memory: Options.StatusIndexMode: unknown %v", opts.StatusIndexMode))
 	}
 	if opts.Collisions == nil {
 		opts.Collisions = layout.DefaultCollisionPolicy
@@ -129,7 +129,7 @@ func (s *Store) PutRawItem(tableName string, item map[string]types.AttributeValu
 	}
 	pk, sk := stringAttr(item, layout.AttrUserID), stringAttr(item, skName)
 	if pk == "" || sk == "" {
-		return fmt.Errorf("billingtest: PutRawItem: %s needs %s and %s as non-empty strings", tableName, layout.AttrUserID, skName)
+		return fmt.Errorf("memory: PutRawItem: %s needs %s and %s as non-empty strings", tableName, layout.AttrUserID, skName)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -144,7 +144,7 @@ func (s *Store) table(name string) table {
 	case HistoryTable:
 		return s.history
 	}
-	panic(fmt.Sprintf("billingtest: unknown table %q (want %q or %q)", name, SubscriptionsTable, HistoryTable))
+	panic(fmt.Sprintf("memory: unknown table %q (want %q or %q)", name, SubscriptionsTable, HistoryTable))
 }
 
 // Add implements [billing.Repository.Add].
@@ -181,7 +181,7 @@ func (r *Repository) Get(ctx context.Context, userID string, billingDate time.Ti
 	}
 	bd, err := timefmt.Seconds(billingDate)
 	if err != nil || billingDate.IsZero() || userID == "" {
-		return billing.Subscription{}, fmt.Errorf("billingtest: get user_id=%q billing_date=%v: %w: not a key", userID, billingDate, billing.ErrInvalidDate)
+		return billing.Subscription{}, fmt.Errorf("memory: get user_id=%q billing_date=%v: %w: not a key", userID, billingDate, billing.ErrInvalidDate)
 	}
 	r.s.mu.Lock()
 	item, ok := r.s.primary[tableKey{userID, bd}]
@@ -243,7 +243,7 @@ func (s *Store) setAttempt(ctx context.Context, prev, next *billing.Subscription
 		return err
 	}
 	if prev == nil || next == nil {
-		return errors.New("billingtest: set attempt: nil record")
+		return errors.New("memory: set attempt: nil record")
 	}
 	if err := layout.ValidateAttemptUpdate(prev, next); err != nil {
 		return err
@@ -281,7 +281,7 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 		return err
 	}
 	if prev == nil || next == nil {
-		return fmt.Errorf("billingtest: %s: nil record", op)
+		return fmt.Errorf("memory: %s: nil record", op)
 	}
 	if err := layout.ValidateUpdate(prev, next, dateChange); err != nil {
 		return err
@@ -291,7 +291,7 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 		return err
 	}
 	if len(create) > billing.MaxUpdateCreates {
-		return fmt.Errorf("billingtest: %s: %d records to create, at most %d", op, len(create), billing.MaxUpdateCreates)
+		return fmt.Errorf("memory: %s: %d records to create, at most %d", op, len(create), billing.MaxUpdateCreates)
 	}
 	type created struct {
 		item, hitem map[string]types.AttributeValue

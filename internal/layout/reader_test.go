@@ -3,9 +3,13 @@ package layout
 import (
 	"reflect"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/entitlement"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestDecodeStructsConvert pins that each tagged decode struct is its
@@ -20,4 +24,32 @@ func TestDecodeStructsConvert(t *testing.T) {
 	} {
 		assert.True(t, f.ConvertibleTo(to), "%s -> %s", f, to)
 	}
+}
+
+// FuzzFounderPassItem: any founder pass item decodes to a pass that grants
+// its tier, or fails with a FieldError.
+func FuzzFounderPassItem(f *testing.F) {
+	f.Add("USER#u1", "FOUNDER#GUILD_BUILDER", "GUILD_BUILDER", "GUILDMASTER", "2025-01-01T00:00:00Z")
+	f.Add("USER#u1", "FOUNDER#FOUNDING_MEMBER", "", "", "")
+	f.Add("USER#", "FOUNDER#X", "x", "gold", "now")
+	f.Fuzz(func(t *testing.T, pk, sk, passType, granted, purchased string) {
+		item := map[string]types.AttributeValue{"PK": StringAV(pk), "SK": StringAV(sk), "purchasedAt": StringAV(purchased),
+			"lifetimeAccess": &types.AttributeValueMemberBOOL{Value: true}}
+		if passType != "" {
+			item["passType"] = StringAV(passType)
+		}
+		if granted != "" {
+			item["grantedTier"] = StringAV(granted)
+		}
+		p, err := SingleTableConfig{}.DecodeFounderPass(item)
+		if err != nil {
+			var fe *billing.FieldError
+			require.ErrorAs(t, err, &fe)
+			return
+		}
+		require.True(t, p.PassType.Tier() != "" && p.GrantedTier.Valid() && p.UserID != "", "decoded %+v", p)
+		a := entitlement.ResolveAccess(time.Now(), []entitlement.FounderPass{p}, nil, "")
+		require.Equal(t, entitlement.ReasonFounderPass, a.Reason)
+		require.Equal(t, p.GrantedTier, a.Tier)
+	})
 }

@@ -57,11 +57,9 @@ func DefaultPaymentProjection() []string {
 	return []string{"Email", "PaymentDay", "PaymentAmount", "SKU", "PaymentDetails"}
 }
 
-// SingleTableConfig names the single table, its indexes and its TTL
-// attribute, and the prefix of account partitions. The zero value is the
-// provider-billed tiers layout (USER#<id> partitions, TTL on expiresAt);
-// the recurring payments layout sets AccountPrefix "ACC#" and
-// TTLAttribute "TTL".
+// SingleTableConfig is the stores' table configuration (the public
+// dynamostore.SingleTableConfig converts to it field for field) with the
+// single-table codecs and key builders as methods.
 type SingleTableConfig struct {
 	// Table is the table name. Defaults to [DefaultSingleTable] ("billing");
 	// a host with an existing table sets its name here.
