@@ -49,6 +49,10 @@ type Config struct {
 	ACHSettlementDeadline time.Duration
 	// Concurrency bounds the collections a run makes at once. Defaults to 4.
 	Concurrency int
+	// ProcessorBudget paces the calls to the processor: requests per
+	// second and in progress, and the backoff after a rate-limited answer.
+	// The zero value sets no cap (see [ProcessorBudget]).
+	ProcessorBudget ProcessorBudget
 	// PagesPerInvocation bounds the status pages one Run reads; the rest
 	// continues from Report.Next. Defaults to 10.
 	PagesPerInvocation int
@@ -97,6 +101,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.OldSubscriptionDays == 0 {
 		c.OldSubscriptionDays = 30
 	}
+	budget, err := c.ProcessorBudget.withDefaults()
+	if err != nil {
+		return c, err
+	}
+	c.ProcessorBudget = budget
 	if c.Concurrency == 0 {
 		c.Concurrency = 4
 	}
@@ -137,8 +146,9 @@ const DefaultACHSettlementDeadline = 14 * 24 * time.Hour
 // either the recorded outcome (nothing left to do) or the same attempt
 // number (the same key, which the provider replays).
 type Collector struct {
-	cfg Config
-	tel *telemetry
+	cfg  Config
+	tel  *telemetry
+	pace *pacer
 }
 
 // NewCollector checks cfg, fills its defaults and returns a Collector.
@@ -147,7 +157,7 @@ func NewCollector(cfg Config) (*Collector, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Collector{cfg: cfg, tel: newTelemetry(cfg.MeterProvider, cfg.TracerProvider)}, nil
+	return &Collector{cfg: cfg, tel: newTelemetry(cfg.MeterProvider, cfg.TracerProvider), pace: newPacer(cfg.ProcessorBudget)}, nil
 }
 
 // RunKind names a run over a status query.
@@ -190,6 +200,10 @@ type Report struct {
 	// Unknown counts provider errors: the attempt stays open and is
 	// retried later with the same idempotency key.
 	Unknown int `json:"unknown"`
+	// RateLimited counts calls the processor refused for its rate limit
+	// (see [ErrRateLimited]): not attempted, nothing charged; the record
+	// is tried again later in the run or by the next one.
+	RateLimited int `json:"rate_limited"`
 	// Advanced counts PAUSED records moved on by the pause run.
 	Advanced int `json:"advanced"`
 	Stale    int `json:"stale"`

@@ -107,14 +107,33 @@ func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Subscr
 		c.cfg.Logger.DebugContext(ctx, "billing: not eligible", "subscription_id", cur.SubscriptionID, "status", cur.Status, "why", why)
 		return nil
 	}
-	marked, err := c.startAttempt(ctx, proc, cur, now)
-	if err != nil {
-		return err
+	for try := 0; ; try++ {
+		marked, err := c.startAttempt(ctx, proc, cur, now)
+		if err != nil {
+			return err
+		}
+		_, err = c.charge(ctx, &marked, rep)
+		switch {
+		case errors.Is(err, ErrAttemptInFlight):
+			rep.count(&rep.Unknown)
+			return err
+		case !errors.Is(err, ErrRateLimited):
+			return err
+		}
+		// The processor refused the call before acting on it: withdraw the
+		// attempt, so the record is as it was and nothing waits on a key
+		// the processor never saw. Should that write fail, the attempt
+		// stays in flight and its replay makes it.
+		if werr := c.cfg.Repository.SetAttempt(ctx, &marked, cur); werr != nil {
+			return fmt.Errorf("%w; withdraw the attempt: %w", err, werr)
+		}
+		if try >= c.cfg.ProcessorBudget.RateLimitRetries {
+			c.cfg.Logger.InfoContext(ctx, "billing: processor rate limit, record left for a later run",
+				"subscription_id", cur.SubscriptionID, "tries", try+1)
+			return nil
+		}
+		now = c.cfg.Clock.Now()
 	}
-	if _, err = c.charge(ctx, &marked, rep); errors.Is(err, ErrAttemptInFlight) {
-		rep.count(&rep.Unknown)
-	}
-	return err
 }
 
 // outcome applies a provider result to cur.

@@ -80,11 +80,17 @@ func (c *Collector) startAttempt(ctx context.Context, proc Process, cur *Subscri
 // its answer. The lease is checked right before the call and again before
 // the outcome is written; a lost lease stops the collection and leaves the
 // attempt in flight for the next holder to replay. A provider error is an
-// [*InFlightError]: the outcome is unknown.
+// [*InFlightError]: the outcome is unknown. A rate-limited answer is an
+// error wrapping [ErrRateLimited]: the processor did nothing with the
+// attempt.
 func (c *Collector) charge(ctx context.Context, cur *Subscription, rep *Report) (Subscription, error) {
 	res, err := c.call(ctx, cur, rep)
 	if err != nil {
-		if !errors.Is(err, ErrLeaseLost) {
+		switch {
+		case errors.Is(err, ErrRateLimited):
+			a := cur.LastAttempt
+			err = fmt.Errorf("attempt %d of %s (key %s) not made: %w", a.Number, cur.SubscriptionID, a.Key, err)
+		case !errors.Is(err, ErrLeaseLost):
 			err = inFlightErr(cur, err)
 		}
 		return Subscription{}, err
@@ -95,10 +101,16 @@ func (c *Collector) charge(ctx context.Context, cur *Subscription, rep *Report) 
 	return c.recordOutcome(ctx, cur, res, rep)
 }
 
-// call presents the attempt recorded on cur to the provider, once the
-// lease is checked. An error other than a lost lease is the provider's:
-// the outcome is unknown.
+// call presents the attempt recorded on cur to the provider when the
+// processor budget allows, once the lease is checked. An error other than
+// a lost lease or a rate-limited answer is the provider's: the outcome is
+// unknown.
 func (c *Collector) call(ctx context.Context, cur *Subscription, rep *Report) (PaymentResult, error) {
+	done, err := c.pace.acquire(ctx)
+	if err != nil {
+		return PaymentResult{}, fmt.Errorf("waiting for the processor budget: %w", err)
+	}
+	defer done()
 	if err := checkLease(ctx); err != nil {
 		return PaymentResult{}, err
 	}
@@ -107,7 +119,31 @@ func (c *Collector) call(ctx context.Context, cur *Subscription, rep *Report) (P
 	start := time.Now()
 	res, err := c.cfg.Provider.Collect(ctx, a.Request(cur))
 	c.tel.providerCalled(ctx, a.Number, time.Since(start), res, err)
+	c.paced(err, rep)
 	return res, err
+}
+
+// paced tells the budget how the processor answered a call.
+func (c *Collector) paced(err error, rep *Report) {
+	switch {
+	case errors.Is(err, ErrRateLimited):
+		rep.count(&rep.RateLimited)
+		c.pace.limited(retryAfter(err))
+	case err == nil:
+		c.pace.answered()
+	}
+}
+
+// lookup asks the processor what became of req when the budget allows.
+func (c *Collector) lookup(ctx context.Context, l PaymentLookup, req PaymentRequest, rep *Report) (PaymentResult, bool, error) {
+	done, err := c.pace.acquire(ctx)
+	if err != nil {
+		return PaymentResult{}, false, fmt.Errorf("waiting for the processor budget: %w", err)
+	}
+	defer done()
+	res, found, err := l.LookupPayment(ctx, req)
+	c.paced(err, rep)
+	return res, found, err
 }
 
 func inFlightErr(cur *Subscription, why error) error {
@@ -127,8 +163,12 @@ func (c *Collector) resolve(ctx context.Context, cur *Subscription, rep *Report)
 		return *cur, nil
 	}
 	a := cur.LastAttempt
-	unknown := func(err error) error {
-		rep.count(&rep.Unknown)
+	// unknown leaves the attempt in flight; cause, the last answer, is
+	// counted as unknown unless the processor only rate-limited it.
+	unknown := func(cause, err error) error {
+		if !errors.Is(cause, ErrRateLimited) {
+			rep.count(&rep.Unknown)
+		}
 		return inFlightErr(cur, err)
 	}
 	lookup, canLookup := c.cfg.Provider.(PaymentLookup)
@@ -138,20 +178,28 @@ func (c *Collector) resolve(ctx context.Context, cur *Subscription, rep *Report)
 	} else {
 		stored, err := c.charge(ctx, cur, rep) // the replay
 		var unresolved *InFlightError
-		if !errors.As(err, &unresolved) {
+		switch {
+		case errors.Is(err, ErrRateLimited):
+			why = err // the replay was refused: the first call's fate is still open
+		case !errors.As(err, &unresolved):
 			return stored, err
+		default:
+			why = unresolved.Err
 		}
-		why = unresolved.Err
+	}
+	if errors.Is(why, ErrRateLimited) {
+		// A lookup now would be refused too: ask again in a later run.
+		return Subscription{}, unknown(why, why)
 	}
 	if !canLookup {
-		return Subscription{}, unknown(fmt.Errorf("%w; the provider offers no lookup", why))
+		return Subscription{}, unknown(why, fmt.Errorf("%w; the provider offers no lookup", why))
 	}
 	if err := checkLease(ctx); err != nil {
 		return Subscription{}, err
 	}
-	res, found, err := lookup.LookupPayment(ctx, a.Request(cur))
+	res, found, err := c.lookup(ctx, lookup, a.Request(cur), rep)
 	if err != nil {
-		return Subscription{}, unknown(fmt.Errorf("%w; lookup: %w", why, err))
+		return Subscription{}, unknown(err, fmt.Errorf("%w; lookup: %w", why, err))
 	}
 	if !found {
 		// The processor has nothing for the key: the attempt is counted

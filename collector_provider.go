@@ -2,6 +2,7 @@ package billing
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -35,8 +36,58 @@ import (
 // replay could charge again, so the collector only resolves such an
 // attempt through [PaymentLookup], never by calling Collect with the old
 // key.
+//
+// # Rate limits
+//
+// When the processor refuses a request for its rate limit before acting on
+// it (an HTTP 429 from Stripe, for one), Collect returns an error wrapping
+// [ErrRateLimited], ideally a [*RateLimitedError] with the wait the
+// processor asked for. Nothing was charged: the collector withdraws the
+// attempt it recorded (the record is as it was, the attempt not counted),
+// waits, and tries again within [ProcessorBudget.RateLimitRetries] or
+// leaves the record to a later run. Only say rate-limited when the
+// processor guarantees it did nothing; any other error keeps the attempt
+// in flight.
 type PaymentProvider interface {
 	Collect(ctx context.Context, req PaymentRequest) (PaymentResult, error)
+}
+
+// ErrRateLimited reports a request the processor refused for its rate
+// limit before acting on it: nothing was charged. See [PaymentProvider].
+var ErrRateLimited = errors.New("billing: processor rate limit")
+
+// RateLimitedError is a rate-limited answer from the processor. It
+// matches [ErrRateLimited] with [errors.Is].
+type RateLimitedError struct {
+	// RetryAfter is how long the processor asked callers to wait; 0 when
+	// it did not say ([ProcessorBudget.Backoff] applies then).
+	RetryAfter time.Duration
+	// Err is the processor's error, if any.
+	Err error
+}
+
+func (e *RateLimitedError) Error() string {
+	msg := ErrRateLimited.Error()
+	if e.RetryAfter > 0 {
+		msg += fmt.Sprintf(" (retry after %v)", e.RetryAfter)
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Unwrap returns [ErrRateLimited] and the processor's error.
+func (e *RateLimitedError) Unwrap() []error { return []error{ErrRateLimited, e.Err} }
+
+// retryAfter is the wait a rate-limited error asks for, 0 when it names
+// none.
+func retryAfter(err error) time.Duration {
+	var rl *RateLimitedError
+	if errors.As(err, &rl) {
+		return rl.RetryAfter
+	}
+	return 0
 }
 
 // PaymentLookup is implemented by providers that can tell what became of

@@ -165,8 +165,11 @@ func (c *Collector) achOverdue(ctx context.Context, cur *Subscription, rep *Repo
 				Tier: cur.ReceiptTierName, Process: cur.Process}
 		}
 		req := a.Request(cur)
-		res, found, err := lookup.LookupPayment(ctx, req)
+		res, found, err := c.lookup(ctx, lookup, req, rep)
 		switch {
+		case errors.Is(err, ErrRateLimited):
+			// Ask again in a later run rather than give up on the debit.
+			return nil
 		case err != nil:
 			reason += fmt.Sprintf("; lookup failed: %v", err)
 		case !found:

@@ -2,6 +2,7 @@ package billing
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ const (
 	outcomePending       = "pending"
 	outcomeDeclined      = "declined"
 	outcomeUnknown       = "unknown"
+	outcomeRateLimited   = "rate_limited"
 	outcomeStale         = "stale"
 	outcomeAdvanced      = "advanced"
 	outcomeSkippedLocked = "skipped_locked"
@@ -93,6 +95,7 @@ func (t *telemetry) endRun(span trace.Span, rep *Report, err error) {
 			attribute.Int("dynabill.run.pending", rep.Pending),
 			attribute.Int("dynabill.run.declined", rep.Declined),
 			attribute.Int("dynabill.run.unknown", rep.Unknown),
+			attribute.Int("dynabill.run.rate_limited", rep.RateLimited),
 			attribute.Int("dynabill.run.advanced", rep.Advanced),
 			attribute.Int("dynabill.run.stale", rep.Stale),
 			attribute.Int("dynabill.run.skipped_locked", rep.SkippedLocked),
@@ -168,6 +171,8 @@ func (o *recordObs) outcome() string {
 		return outcomePending
 	case r.Declined > 0:
 		return outcomeDeclined
+	case r.RateLimited > 0:
+		return outcomeRateLimited
 	case r.Stale > 0, r.ACHOverdue > 0:
 		return outcomeStale
 	case r.Advanced > 0:
@@ -189,6 +194,7 @@ func (r *Report) add(o *Report) {
 	r.Pending += o.Pending
 	r.Declined += o.Declined
 	r.Unknown += o.Unknown
+	r.RateLimited += o.RateLimited
 	r.Advanced += o.Advanced
 	r.Stale += o.Stale
 	r.ACHOverdue += o.ACHOverdue
@@ -202,7 +208,10 @@ func (r *Report) add(o *Report) {
 // took d.
 func (t *telemetry) providerCalled(ctx context.Context, n int, d time.Duration, res PaymentResult, err error) {
 	out := res.Outcome.String()
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrRateLimited):
+		out = outcomeRateLimited
+	case err != nil:
 		out = outcomeUnknown
 	}
 	t.providerDuration.Record(ctx, d.Seconds(), metric.WithAttributes(

@@ -121,7 +121,8 @@
 // once per record, by what came of it. Its outcome is one of collected,
 // pending (an ACH debit submitted), declined, unknown (the provider
 // returned an error: outcome unknown, retried later with the same key),
-// stale, advanced (a PAUSED record moved on), skipped_locked, not_eligible,
+// rate_limited (the processor refused the call for its rate limit: nothing
+// charged, tried again later), stale, advanced (a PAUSED record moved on), skipped_locked, not_eligible,
 // conflict (a write lost to a concurrent writer) and failed (any other
 // error). process is the record's process (INITIAL, RETRY, PAUSE, WEBHOOK,
 // WEBHOOK_BALANCE, BATCH, MANUAL_REPAYMENT) and run the run kind or
@@ -133,7 +134,7 @@
 //
 // dynabill.provider.duration times each [PaymentProvider] Collect call;
 // outcome is succeeded, pending, declined or, when Collect returned an
-// error, unknown, and error is true exactly then.
+// error, rate_limited or unknown, and error is true exactly then.
 //
 // dynabill.dynamodb.duration times each call of a DynamoDB client made
 // by the stores of package dynamostore (their batch writes included);
@@ -154,7 +155,7 @@
 //	name                          attributes
 //	dynabill.collection.run       dynabill.run.kind; when it ends dynabill.run.pages, .scanned,
 //	                              .invalid, .attempted, .collected, .pending, .declined, .unknown,
-//	                              .advanced, .stale, .skipped_locked, .not_eligible, .conflicts,
+//	                              .rate_limited, .advanced, .stale, .skipped_locked, .not_eligible, .conflicts,
 //	                              .failed and .continues (Report.Next is set)
 //	dynabill.collection.attempt   dynabill.user_id, dynabill.subscription_id, dynabill.process,
 //	                              dynabill.run.kind, dynabill.attempt (the attempt number, when

@@ -69,7 +69,9 @@ type Repository interface {
 	AdminUpdate(ctx context.Context, prev, next *Subscription) error
 
 	// SetAttempt makes an attempt durable before the processor is called,
-	// or settles one that will never have an outcome: it writes next's
+	// settles one that will never have an outcome, or withdraws one the
+	// processor refused before acting on it (next is then the record as it
+	// was before the attempt, its attempt count unchanged): it writes next's
 	// LastAttempt and Attempt onto the stored record prev, and nothing
 	// else. next must be prev with only those two fields changed (see
 	// ValidateAttemptUpdate). It is one write conditional on the stored

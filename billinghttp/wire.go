@@ -120,6 +120,7 @@ type ReportJSON struct {
 	Pending       int    `json:"pending"`
 	Declined      int    `json:"declined"`
 	Unknown       int    `json:"unknown"`
+	RateLimited   int    `json:"rate_limited"`
 	Stale         int    `json:"stale"`
 	NotEligible   int    `json:"not_eligible"`
 	SkippedLocked int    `json:"skipped_locked"`
@@ -134,7 +135,7 @@ func NewReportJSON(r *billing.Report) ReportJSON {
 	return ReportJSON{
 		Kind: r.Kind, Started: formatTime(r.Started), Finished: formatTime(r.Finished),
 		Attempted: r.Attempted, Collected: r.Collected, Pending: r.Pending, Declined: r.Declined,
-		Unknown: r.Unknown, Stale: r.Stale, NotEligible: r.NotEligible,
+		Unknown: r.Unknown, RateLimited: r.RateLimited, Stale: r.Stale, NotEligible: r.NotEligible,
 		SkippedLocked: r.SkippedLocked, Conflicts: r.Conflicts,
 	}
 }

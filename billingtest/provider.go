@@ -34,7 +34,7 @@ var (
 // Step is what a [Provider] does with one request: answer it (succeeded,
 // pending or declined), or fail with an outcome unknown to the caller,
 // before or after acting. Build steps with [Succeeded], [Pending],
-// [Declined], [UnknownBeforeCharge] and [UnknownAfterCharge]. The zero Step
+// [Declined], [RateLimited], [UnknownBeforeCharge] and [UnknownAfterCharge]. The zero Step
 // succeeds.
 type Step struct {
 	// Outcome is the processor's answer. Zero means
@@ -72,6 +72,14 @@ func Declined(reason string, retryable bool) Step {
 // so a retry with the same key is answered afresh by the next Step.
 func UnknownBeforeCharge(err error) Step {
 	return Step{Err: cmp.Or(err, ErrTimeout)}
+}
+
+// RateLimited is a Step that refuses the request for the processor's rate
+// limit, asking the caller to wait retryAfter (0: unsaid), before acting:
+// nothing is charged or stored, and the error wraps
+// [billing.ErrRateLimited].
+func RateLimited(retryAfter time.Duration) Step {
+	return Step{Err: &billing.RateLimitedError{RetryAfter: retryAfter, Err: errors.New("HTTP 429 Too Many Requests")}}
 }
 
 // UnknownAfterCharge is a Step that performs s (its answer stored under the

@@ -7,6 +7,7 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/require"
 )
 
 // inFlight returns r with attempt n made durable at the suite's next run
@@ -55,6 +56,37 @@ func (s *repoSuite) attemptCases() []repoCase {
 			if rows := e.historyRows(r.UserID); len(rows) != len(hist) {
 				t.Fatalf("SetAttempt wrote %d history rows, want none", len(rows)-len(hist))
 			}
+		}},
+		{"WithdrawRefusedAttempt", func(t *testing.T) {
+			// An attempt the processor refused (rate limit) is withdrawn:
+			// the record reads exactly as before it went in flight, and
+			// the same attempt can be made again.
+			e, r := added(t)
+			recs, hist := e.snapshot(r.UserID)
+			marked := ids.inFlight(r, 1, r.Amount)
+			e.setAttempt(r, marked)
+			e.setAttempt(marked, r)
+			e.requireUnchanged(r.UserID, recs, hist)
+			again := ids.inFlight(r, 1, r.Amount)
+			e.setAttempt(r, again)
+			got := e.get(r.UserID, r.BillingDate)
+			require.True(t, got.InFlight())
+
+			// After a settled attempt, withdrawal restores that attempt.
+			settled := again.Clone()
+			settled.Attempt = 1
+			e.setAttempt(again, settled)
+			recs, hist = e.snapshot(r.UserID)
+			second := ids.inFlight(settled, 2, r.Amount)
+			second.Attempt = 1
+			e.setAttempt(settled, second)
+			e.setAttempt(second, settled)
+			e.requireUnchanged(r.UserID, recs, hist)
+
+			// A withdrawal by a writer whose marker is gone loses.
+			err := e.repo.SetAttempt(e.ctx(), &second, &settled)
+			require.ErrorIs(t, err, billing.ErrConflict)
+			e.requireUnchanged(r.UserID, recs, hist)
 		}},
 		{"FencesUpdates", func(t *testing.T) {
 			// A writer that read the record before it went in flight

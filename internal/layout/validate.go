@@ -139,10 +139,13 @@ func ValidateAttemptUpdate(prev, next *billing.Subscription) error {
 	if !reflect.DeepEqual(a, b) {
 		return bad(AttrAttemptNumber, strconv.Itoa(next.LastAttempt.Number), "an attempt update changes nothing but the attempt")
 	}
+	// An attempt in flight that the processor refused before acting on it
+	// is withdrawn: the record gets back the attempt it had before.
+	withdrawn := prev.InFlight() && !next.InFlight() && next.Attempt == prev.Attempt
 	switch {
 	case next.LastAttempt == prev.LastAttempt && next.Attempt == prev.Attempt:
 		return bad(AttrAttemptNumber, strconv.Itoa(next.LastAttempt.Number), "an attempt update changes nothing")
-	case next.LastAttempt.Number < prev.LastAttempt.Number || next.Attempt < prev.Attempt:
+	case next.Attempt < prev.Attempt || (next.LastAttempt.Number < prev.LastAttempt.Number && !withdrawn):
 		return bad(AttrAttemptNumber, strconv.Itoa(next.LastAttempt.Number), "attempt numbers never go back")
 	case next.Attempt > next.LastAttempt.Number && next.Attempt != prev.Attempt:
 		return bad(AttrAttempt, strconv.Itoa(next.Attempt), "attempts are settled only up to the last attempt made")

@@ -1,0 +1,166 @@
+package billing
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// ProcessorBudget paces a Collector's calls to the payment processor
+// (Collect and LookupPayment), which is the real ceiling of a billing
+// run: processors cap requests per second per account (Stripe allows 100
+// operations a second in live mode, 25 a second per endpoint by default)
+// and answer requests over the cap with a rate-limit error.
+//
+// The budget belongs to one Collector: every run, shard and single
+// collection of that Collector draws on it, so the shards a process runs
+// in parallel share it. Processes do not share budgets. A run fanned out
+// over many Lambdas or servers makes up to their number times the budget's
+// calls, so give each process its share of the processor's limit (the
+// limit divided by the processes that run at once).
+//
+// The zero ProcessorBudget sets no cap; a rate-limited answer is still
+// honoured (see [ErrRateLimited]).
+type ProcessorBudget struct {
+	// RequestsPerSecond caps how many processor calls start per second,
+	// spaced evenly. 0 means no cap.
+	RequestsPerSecond float64
+	// Concurrency caps the processor calls in progress at once. 0 means no
+	// cap beyond [Config.Concurrency].
+	Concurrency int
+	// RateLimitRetries is how many more times the collector tries a record
+	// the processor refused for its rate limit in the same collection,
+	// after backing off. Past that the record is left as it was, for a
+	// later run. Defaults to 3; negative means no retry in the same
+	// collection.
+	RateLimitRetries int
+	// Backoff is how long every call waits after a rate-limited answer
+	// that does not say how long to wait ([RateLimitedError.RetryAfter]);
+	// it doubles with each rate-limited answer in a row, up to MaxBackoff.
+	// Defaults to one second.
+	Backoff time.Duration
+	// MaxBackoff caps Backoff and RetryAfter. Defaults to 30 seconds.
+	MaxBackoff time.Duration
+}
+
+func (b ProcessorBudget) withDefaults() (ProcessorBudget, error) {
+	switch {
+	case b.RequestsPerSecond < 0:
+		return b, fmt.Errorf("billing: Config.ProcessorBudget.RequestsPerSecond: negative %v", b.RequestsPerSecond)
+	case b.Concurrency < 0:
+		return b, fmt.Errorf("billing: Config.ProcessorBudget.Concurrency: negative %d", b.Concurrency)
+	case b.Backoff < 0 || b.MaxBackoff < 0:
+		return b, fmt.Errorf("billing: Config.ProcessorBudget: negative backoff %v / %v", b.Backoff, b.MaxBackoff)
+	}
+	if b.RateLimitRetries == 0 {
+		b.RateLimitRetries = 3
+	}
+	if b.Backoff == 0 {
+		b.Backoff = time.Second
+	}
+	if b.MaxBackoff == 0 {
+		b.MaxBackoff = 30 * time.Second
+	}
+	return b, nil
+}
+
+// pacer spends a ProcessorBudget. Its times are the machine's, not the
+// Collector's Clock (which tells business time and may stand still in
+// tests); now and sleep are fields so tests can drive it.
+type pacer struct {
+	interval    time.Duration // between call starts; 0: no rate cap
+	slots       chan struct{} // calls in progress; nil: no cap
+	backoff     time.Duration
+	maxBackoff  time.Duration
+	now         func() time.Time
+	sleep       func(context.Context, time.Duration) error
+	mu          sync.Mutex
+	next        time.Time // earliest start of the next call
+	pausedUntil time.Time // no call starts before (rate-limited)
+	streak      int       // rate-limited answers in a row
+}
+
+func newPacer(b ProcessorBudget) *pacer {
+	p := &pacer{backoff: b.Backoff, maxBackoff: b.MaxBackoff, now: time.Now, sleep: sleepCtx}
+	if b.RequestsPerSecond > 0 {
+		p.interval = time.Duration(float64(time.Second) / b.RequestsPerSecond)
+	}
+	if b.Concurrency > 0 {
+		p.slots = make(chan struct{}, b.Concurrency)
+	}
+	return p
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// acquire waits for the budget to allow a processor call and returns the
+// function that ends it.
+func (p *pacer) acquire(ctx context.Context) (done func(), err error) {
+	done = func() {}
+	if p.slots != nil {
+		select {
+		case p.slots <- struct{}{}:
+			done = func() { <-p.slots }
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	p.mu.Lock()
+	now := p.now()
+	start := now
+	if p.next.After(start) {
+		start = p.next
+	}
+	if p.pausedUntil.After(start) {
+		start = p.pausedUntil
+	}
+	if p.interval > 0 {
+		p.next = start.Add(p.interval)
+	}
+	p.mu.Unlock()
+	if wait := start.Sub(now); wait > 0 {
+		if err := p.sleep(ctx, wait); err != nil {
+			done()
+			return nil, err
+		}
+	}
+	return done, nil
+}
+
+// limited pauses every call after a rate-limited answer: for retryAfter
+// when the processor said, else for the backoff doubled per answer in a
+// row; both capped at maxBackoff. It returns the pause.
+func (p *pacer) limited(retryAfter time.Duration) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.streak++
+	d := retryAfter
+	if d <= 0 {
+		d = p.backoff
+		for i := 1; i < p.streak && d < p.maxBackoff; i++ {
+			d *= 2
+		}
+	}
+	d = min(d, p.maxBackoff)
+	if until := p.now().Add(d); until.After(p.pausedUntil) {
+		p.pausedUntil = until
+	}
+	return d
+}
+
+// answered ends a streak of rate-limited answers.
+func (p *pacer) answered() {
+	p.mu.Lock()
+	p.streak = 0
+	p.mu.Unlock()
+}

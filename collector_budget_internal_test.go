@@ -1,0 +1,89 @@
+package billing
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fakePacer is a pacer on a fake machine clock: sleeping advances it and
+// records the wait.
+func fakePacer(t *testing.T, b ProcessorBudget) (*pacer, *[]time.Duration) {
+	t.Helper()
+	b, err := b.withDefaults()
+	require.NoError(t, err)
+	p := newPacer(b)
+	var mu sync.Mutex
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	var waits []time.Duration
+	p.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	p.sleep = func(_ context.Context, d time.Duration) error {
+		mu.Lock()
+		defer mu.Unlock()
+		waits = append(waits, d)
+		now = now.Add(d)
+		return nil
+	}
+	return p, &waits
+}
+
+func TestPacerSpacesCallsEvenly(t *testing.T) {
+	p, waits := fakePacer(t, ProcessorBudget{RequestsPerSecond: 4})
+	for range 5 {
+		done, err := p.acquire(context.Background())
+		require.NoError(t, err)
+		done()
+	}
+	// The first call starts at once; each later one a quarter second
+	// after the one before.
+	assert.Equal(t, []time.Duration{250 * time.Millisecond, 250 * time.Millisecond, 250 * time.Millisecond, 250 * time.Millisecond}, *waits)
+}
+
+func TestPacerBacksOffOnRateLimit(t *testing.T) {
+	p, waits := fakePacer(t, ProcessorBudget{Backoff: time.Second, MaxBackoff: 5 * time.Second})
+	// Unsaid waits double per refusal in a row, capped; a said one is
+	// honoured (capped too); an answer ends the streak.
+	assert.Equal(t, time.Second, p.limited(0))
+	assert.Equal(t, 2*time.Second, p.limited(0))
+	assert.Equal(t, 4*time.Second, p.limited(0))
+	assert.Equal(t, 5*time.Second, p.limited(0))
+	assert.Equal(t, 3*time.Second, p.limited(3*time.Second))
+	assert.Equal(t, 5*time.Second, p.limited(time.Hour))
+	p.answered()
+	assert.Equal(t, time.Second, p.limited(0))
+
+	// Every call waits out the longest pause asked for.
+	done, err := p.acquire(context.Background())
+	require.NoError(t, err)
+	done()
+	assert.Equal(t, []time.Duration{5 * time.Second}, *waits)
+}
+
+func TestPacerBoundsCallsInProgress(t *testing.T) {
+	p, _ := fakePacer(t, ProcessorBudget{Concurrency: 2})
+	d1, err := p.acquire(context.Background())
+	require.NoError(t, err)
+	d2, err := p.acquire(context.Background())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = p.acquire(ctx)
+	require.ErrorIs(t, err, context.Canceled, "a third call waits for a slot")
+	d1()
+	d3, err := p.acquire(context.Background())
+	require.NoError(t, err)
+	d2()
+	d3()
+}
+
+func TestRateLimitedErrorMatches(t *testing.T) {
+	err := error(&RateLimitedError{RetryAfter: 2 * time.Second})
+	assert.ErrorIs(t, err, ErrRateLimited)
+	assert.Equal(t, 2*time.Second, retryAfter(err))
+	assert.Zero(t, retryAfter(ErrRateLimited))
+	assert.Contains(t, err.Error(), "retry after 2s")
+}
