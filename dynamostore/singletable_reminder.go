@@ -75,15 +75,32 @@ func (r *SingleTableRepository) ClaimReminder(ctx context.Context, rem billing.R
 		}
 		var tce *types.TransactionCanceledException
 		if errors.As(err, &tce) {
-			if rs := tce.CancellationReasons; len(rs) > 0 && aws.ToString(rs[0].Code) == "ConditionalCheckFailed" {
+			rs := tce.CancellationReasons
+			if len(rs) > 0 && aws.ToString(rs[0].Code) == "ConditionalCheckFailed" {
 				return billing.ReminderClaim{}, claimFailure(ctx, r.cfg.Client, r.table(), pkey, rem, bd, rs[0].Item)
 			}
-			if attempt < maxSubRetries {
-				continue // the subscription item's version moved, or a concurrent transaction
+			if attempt < maxSubRetries && retryableClaim(rs) {
+				continue
 			}
 		}
 		return billing.ReminderClaim{}, fmt.Errorf("billing: claim reminder (%s): %w", rem.Key(), err)
 	}
+}
+
+// retryableClaim reports whether a claim's transaction was cancelled only
+// because the subscription item's version moved or a concurrent
+// transaction held one of its items: read again and retry.
+func retryableClaim(reasons []types.CancellationReason) bool {
+	retry := false
+	for i, r := range reasons {
+		switch code := aws.ToString(r.Code); {
+		case code == "TransactionConflict" || (i == 1 && code == "ConditionalCheckFailed"):
+			retry = true
+		case code != "" && code != "None":
+			return false
+		}
+	}
+	return retry
 }
 
 // ReleaseReminder implements [billing.ReminderClaimer] on the single

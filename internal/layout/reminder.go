@@ -38,6 +38,14 @@ func ReminderAttributes() []string {
 	return []string{AttrRemindedFor, AttrRemindedAt, AttrReminderClaim}
 }
 
+// SubscriptionReminderAttributes returns the attributes a reminder's
+// claim, and its release, write on the single table's subscription item:
+// LastReminderDate, and the Version and UpdatedAt every write of the item
+// moves.
+func SubscriptionReminderAttributes() []string {
+	return []string{AttrLastReminderDate, PayVersion, payUpdatedAt}
+}
+
 // ReminderClaimItem checks r and at and returns a new claim of r (with a
 // fresh random ID as its Token), the claim attributes to SET on the
 // record's item, and the record's billing_date key.
