@@ -101,7 +101,9 @@ type SchedulerConfig struct {
 //
 // Delivery is at least once: when a page cannot be read or enqueued, Run
 // returns the error and the host lets the invocation be retried from its
-// start key, which may enqueue the pages of that invocation again.
+// start key, which may enqueue the pages of that invocation again. A
+// [Worker] with Reminders set sends each of those reminders once all the
+// same (see [ReminderClaimer]).
 type Scheduler struct {
 	cfg SchedulerConfig
 	tel *telemetry

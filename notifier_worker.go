@@ -158,6 +158,15 @@ type WorkerConfig struct {
 	// Submitter submits the prenotes Prenote decides on. Required when
 	// Prenote is set.
 	Submitter PrenoteSubmitter
+	// Reminders records on each record that its reminder was sent, so that
+	// a rerun of the scheduler, a redelivered message or a second worker
+	// never sends it twice (see [ReminderClaimer]): usually the Repository
+	// the [Scheduler] reads. Defaults to nil: every message handled is
+	// sent, as the legacy worker did.
+	Reminders ReminderClaimer
+	// Clock gives the time a reminder is claimed at. Defaults to
+	// [SystemClock].
+	Clock Clock
 	// Metrics receives the prenote metric. Defaults to discarding it.
 	Metrics Metrics
 	// PrenoteMetric names the prenote metric. Defaults to
@@ -206,6 +215,9 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = discardMetrics{}
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock{}
+	}
 	if cfg.PrenoteMetric == "" {
 		cfg.PrenoteMetric = PrenoteMetricName
 	}
@@ -228,7 +240,8 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 //
 // A message fails when its body cannot be parsed or decoded
 // ([ParseNotificationMessage]), or when [Worker.Handle] returns an error:
-// the user lookup, the bank account lookup or the send failed. Once ctx is
+// the user lookup, the bank account lookup, the reminder's claim or the
+// send failed. Once ctx is
 // done, the remaining messages fail without being tried.
 func (w *Worker) HandleBatch(ctx context.Context, msgs []Message) (failedIDs []string) {
 	for _, msg := range msgs {
@@ -271,8 +284,15 @@ func (w *Worker) HandleBatch(ctx context.Context, msgs []Message) (failedIDs []s
 //     name (LITE when the record has none) and the primary account's last
 //     four digits; a bank account lookup error is returned. A user without
 //     a primary account is notified without the digits.
-//  6. It is sent to the user's email; an error is returned.
-//  7. The prenote step runs (see [PrenotePolicy]). Its errors are logged
+//  6. With Reminders set, the reminder is claimed on the record (see
+//     [ReminderClaimer]): a reminder claimed already is skipped as a
+//     duplicate, a record gone or no longer in the message's status or
+//     subscription is skipped as changed, and another error is returned.
+//  7. It is sent to the user's email; an error is returned, after the
+//     claim is released (even when ctx is done, within 10 seconds) so that
+//     the retry can send. A release that fails is joined to the error and
+//     logged: that reminder is then never sent.
+//  8. The prenote step runs (see [PrenotePolicy]). Its errors are logged
 //     and metered, never returned: a prenote failure does not undo the
 //     notification that was delivered.
 //
@@ -306,8 +326,16 @@ func (w *Worker) handle(ctx context.Context, m NotificationMessage) (Notificatio
 	if err != nil {
 		return "", err
 	}
+	claim, skip, err := w.claimReminder(ctx, &m)
+	if err != nil {
+		return "", err
+	}
+	if skip != "" {
+		log.InfoContext(ctx, "billing: notifier worker: reminder not sent", "outcome", skip)
+		return skip, nil
+	}
 	if err := w.cfg.Notifier.Send(ctx, user.Email, n); err != nil {
-		return "", fmt.Errorf("billing: notifier worker: send %s: %w", ThreeDayNotificationEvent, err)
+		return "", w.releaseReminder(ctx, claim, fmt.Errorf("billing: notifier worker: send %s: %w", ThreeDayNotificationEvent, err))
 	}
 	log.InfoContext(ctx, "billing: notifier worker: notification sent")
 	if w.cfg.Prenote != nil {

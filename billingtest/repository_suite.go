@@ -89,6 +89,7 @@ func TestRepositoryWith(t *testing.T, newStores StoreFactory, opts SuiteOptions)
 		{"SetAttempt", s.attemptCases()},
 		{"AddAll", s.addAllCases()},
 		{"Invariants", s.invariantCases()},
+		{"Reminder", s.reminderCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

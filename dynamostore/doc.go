@@ -97,7 +97,11 @@
 // (its window, billing dates billing.NotificationLeadDays days ahead, is exactly
 // the subscriptions whose NextReminderDate is today, which
 // Payments.DueRemindersByDate lists from GSI-1), and payments due today
-// are the collector's scheduled run, then its retry and pause runs.
+// are the collector's scheduled run, then its retry and pause runs. A
+// worker with Reminders set claims each reminder before sending it
+// ([SingleTableRepository.ClaimReminder]): the period records the billing
+// date reminded and the subscription item's LastReminderDate the day, so
+// a rerun the same day sends nothing again.
 // [SingleTableRepository.QueryStatus] answers their status queries from
 // GSI-2 by walking its days, from CatchUpDays before today (or the
 // query's start, when earlier) to the query's end, and expanding each subscription found into its periods in the

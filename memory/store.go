@@ -339,6 +339,16 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 		}
 		usedP[pk], usedH[chk] = true, true
 	}
+	if newKey == oldKey {
+		// An update of the item in place, as DynamoDB's write-back: only
+		// the attributes whose encoding changes are written, so unknown
+		// ones (a reminder's claim) and stored forms stay.
+		before, err := layout.EncodeItem(prev)
+		if err != nil {
+			return err
+		}
+		item = writeBackItem(cur, before, item, []string{layout.AttrUserID, layout.AttrBillingDate}, []string{layout.AttrLastRunDate})
+	}
 	delete(s.primary, oldKey)
 	s.primary[newKey] = item
 	s.history[hk] = hitem

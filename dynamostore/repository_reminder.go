@@ -1,0 +1,146 @@
+package dynamostore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/internal/timefmt"
+)
+
+var (
+	_ billing.ReminderClaimer = (*Repository)(nil)
+	_ billing.ReminderClaimer = (*SingleTableRepository)(nil)
+)
+
+// reminderClaim is the claim of a pre-billing reminder on a record's item
+// (a legacy record or a single-table period: both are written by the
+// record's codec): SET the claim's attributes, on condition that the item
+// exists with the reminder's status and subscription_id (when it sets
+// them) and is not reminded for this billing date already. It is the
+// DynamoDB form of [layout.ReminderClaimRefused].
+func reminderClaim(rem billing.Reminder, bd string, attrs map[string]types.AttributeValue) expression.Expression {
+	cond := expression.AttributeExists(expression.Name(layout.AttrUserID))
+	if rem.Status != "" {
+		cond = cond.And(expression.Name(layout.AttrBillingStatus).Equal(expression.Value(layout.StringAV(string(rem.Status)))))
+	}
+	if rem.SubscriptionID != "" {
+		cond = cond.And(expression.Name(layout.AttrSubscriptionID).Equal(expression.Value(layout.StringAV(rem.SubscriptionID))))
+	}
+	remindedFor := expression.Name(layout.AttrRemindedFor)
+	cond = cond.And(expression.AttributeNotExists(remindedFor).Or(remindedFor.NotEqual(expression.Value(layout.StringAV(bd)))))
+	var upd expression.UpdateBuilder
+	for _, a := range layout.ReminderAttributes() {
+		upd = upd.Set(expression.Name(a), expression.Value(attrs[a]))
+	}
+	return mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(cond))
+}
+
+// reminderRelease removes the claim's attributes from a record's item, on
+// condition that it still holds the claim with this ID.
+func reminderRelease(id string) expression.Expression {
+	var upd expression.UpdateBuilder
+	for _, a := range layout.ReminderAttributes() {
+		upd = upd.Remove(expression.Name(a))
+	}
+	cond := expression.Name(layout.AttrReminderClaim).Equal(expression.Value(layout.StringAV(id)))
+	return mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(cond))
+}
+
+// claimFailure returns the error of a claim whose condition failed: why
+// item (the record's item as the failed write saw it, when the server
+// returned it) refuses it. When the server returned no item, which is
+// also what it does for an item that does not exist, the item is read
+// again. An item that now allows the claim changed in between: a
+// conflict.
+func claimFailure(ctx context.Context, client API, table *string, key map[string]types.AttributeValue, rem billing.Reminder, bd string, item map[string]types.AttributeValue) error {
+	if len(item) == 0 {
+		out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: table, Key: key, ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			return fmt.Errorf("billing: claim reminder (%s): read after a failed condition: %w", rem.Key(), err)
+		}
+		item = out.Item
+	}
+	if err := layout.ReminderClaimRefused(rem, bd, item); err != nil {
+		return err
+	}
+	return &billing.ConflictError{Op: "claim reminder", Key: rem.Key(), Reason: "the record changed during the claim", Err: billing.ErrConflict}
+}
+
+// claimRecordItem claims rem on the record's item at key with one
+// conditional UpdateItem (see [reminderClaim]).
+func claimRecordItem(ctx context.Context, client API, table *string, key map[string]types.AttributeValue, rem billing.Reminder, bd string, attrs map[string]types.AttributeValue) error {
+	expr := reminderClaim(rem, bd, attrs)
+	_, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: table, Key: key,
+		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return nil
+	}
+	if ccf, ok := isConditionFailed(err); ok {
+		return claimFailure(ctx, client, table, key, rem, bd, ccf.Item)
+	}
+	return fmt.Errorf("billing: claim reminder (%s): %w", rem.Key(), err)
+}
+
+// releaseRecordItem releases the claim with ID id on the record's item at
+// key with one conditional UpdateItem (see [reminderRelease]).
+func releaseRecordItem(ctx context.Context, client API, table *string, key map[string]types.AttributeValue, c billing.ReminderClaim, id string) error {
+	expr := reminderRelease(id)
+	_, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: table, Key: key,
+		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	})
+	if _, ok := isConditionFailed(err); ok {
+		return layout.ReminderNotOurs(c)
+	}
+	if err != nil {
+		return fmt.Errorf("billing: release reminder (%s): %w", c.Key(), err)
+	}
+	return nil
+}
+
+// ClaimReminder implements [billing.ReminderClaimer] on the legacy tables:
+// one conditional UpdateItem of the record that SETs billing_reminded_for
+// (the record's billing_date), billing_reminded_at (at) and
+// billing_reminder_claim (the claim's random ID), and nothing else. No
+// history row is written: a reminder is not a change of the record's
+// state. Update and SetAttempt never touch these attributes; AddAll's
+// overwrite drops them.
+func (r *Repository) ClaimReminder(ctx context.Context, rem billing.Reminder, at time.Time) (billing.ReminderClaim, error) {
+	c, attrs, bd, err := layout.ReminderClaimItem(rem, at)
+	if err != nil {
+		return billing.ReminderClaim{}, err
+	}
+	key := map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(rem.UserID), layout.AttrBillingDate: layout.StringAV(bd)}
+	if err := claimRecordItem(ctx, r.cfg.Client, &r.cfg.Tables.Subscriptions, key, rem, bd, attrs); err != nil {
+		return billing.ReminderClaim{}, err
+	}
+	return c, nil
+}
+
+// ReleaseReminder implements [billing.ReminderClaimer] on the legacy
+// tables: one UpdateItem that REMOVEs the claim's three attributes, on
+// condition that billing_reminder_claim is still c's ID.
+func (r *Repository) ReleaseReminder(ctx context.Context, c billing.ReminderClaim) error {
+	tok, err := layout.ParseReminderToken(c.Token)
+	if err != nil {
+		return err
+	}
+	bd, err := timefmt.Seconds(c.BillingDate)
+	if err != nil {
+		return fmt.Errorf("billing: release reminder (%s): %w: %w", c.Key(), billing.ErrInvalidDate, err)
+	}
+	key := map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(c.UserID), layout.AttrBillingDate: layout.StringAV(bd)}
+	return releaseRecordItem(ctx, r.cfg.Client, &r.cfg.Tables.Subscriptions, key, c, tok.ID)
+}

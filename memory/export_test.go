@@ -1,0 +1,32 @@
+package memory
+
+import (
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing/internal/layout"
+)
+
+// RawRecord returns a copy of the primary item at userID and
+// billingDateKey as stored, nil when there is none.
+func (s *Store) RawRecord(userID, billingDateKey string) map[string]types.AttributeValue {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return cloneItem(s.primary[tableKey{userID, billingDateKey}])
+}
+
+// RawPeriod returns a copy of the period item at userID and
+// billingDateKey as stored, nil when there is none.
+func (s *SingleTable) RawPeriod(userID, billingDateKey string) map[string]types.AttributeValue {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.periods.RawRecord(userID, billingDateKey)
+}
+
+// RawSubscription returns a copy of the subscription item of ref as
+// stored, nil when there is none.
+func (s *SingleTable) RawSubscription(ref layout.SubscriptionRef) map[string]types.AttributeValue {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pay.mu.Lock()
+	defer s.pay.mu.Unlock()
+	return cloneItem(s.pay.items[s.subItemKey(ref)])
+}

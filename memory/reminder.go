@@ -1,0 +1,240 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/entitlement"
+	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/internal/timefmt"
+)
+
+var (
+	_ billing.ReminderClaimer = (*Repository)(nil)
+	_ billing.ReminderClaimer = (*stRepository)(nil)
+)
+
+// ClaimReminder implements [billing.ReminderClaimer] as
+// [dynamostore.Repository.ClaimReminder] does: on the conditions of
+// [billing.ReminderClaimer.ClaimReminder], the record's item gains
+// billing_reminded_for, billing_reminded_at and billing_reminder_claim,
+// and nothing else changes.
+func (r *Repository) ClaimReminder(ctx context.Context, rem billing.Reminder, at time.Time) (billing.ReminderClaim, error) {
+	if err := ctx.Err(); err != nil {
+		return billing.ReminderClaim{}, err
+	}
+	c, attrs, bd, err := layout.ReminderClaimItem(rem, at)
+	if err != nil {
+		return billing.ReminderClaim{}, err
+	}
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.claimReminder(rem, bd, attrs); err != nil {
+		return billing.ReminderClaim{}, err
+	}
+	return c, nil
+}
+
+// ReleaseReminder implements [billing.ReminderClaimer]: the claim's
+// attributes are removed if the record still holds c's claim.
+func (r *Repository) ReleaseReminder(ctx context.Context, c billing.ReminderClaim) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	tok, bd, err := releaseArgs(c)
+	if err != nil {
+		return err
+	}
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.releaseReminder(c, tableKey{c.UserID, bd}, tok.ID)
+}
+
+func releaseArgs(c billing.ReminderClaim) (layout.ReminderToken, string, error) {
+	tok, err := layout.ParseReminderToken(c.Token)
+	if err != nil {
+		return tok, "", err
+	}
+	bd, err := timefmt.Seconds(c.BillingDate)
+	if err != nil {
+		return tok, "", fmt.Errorf("billing: release reminder (%s): %w: %w", c.Key(), billing.ErrInvalidDate, err)
+	}
+	return tok, bd, nil
+}
+
+// claimReminder checks and writes a claim on the record at rem's key. The
+// caller holds s.mu.
+func (s *Store) claimReminder(rem billing.Reminder, bd string, attrs map[string]types.AttributeValue) error {
+	key := tableKey{rem.UserID, bd}
+	cur := s.primary[key]
+	if err := layout.ReminderClaimRefused(rem, bd, cur); err != nil {
+		return err
+	}
+	item := cloneItem(cur)
+	maps.Copy(item, cloneItem(attrs))
+	s.primary[key] = item
+	return nil
+}
+
+// releaseReminder removes the claim with ID id from the record at key. The
+// caller holds s.mu.
+func (s *Store) releaseReminder(c billing.ReminderClaim, key tableKey, id string) error {
+	cur := s.primary[key]
+	if err := layout.ReminderReleaseRefused(c, id, cur); err != nil {
+		return err
+	}
+	item := cloneItem(cur)
+	for _, a := range layout.ReminderAttributes() {
+		delete(item, a)
+	}
+	s.primary[key] = item
+	return nil
+}
+
+// ClaimReminder implements [billing.ReminderClaimer] as
+// [dynamostore.SingleTableRepository.ClaimReminder] does: the period is
+// claimed and, in the same write, its subscription item's
+// LastReminderDate becomes at's day with the next Version and UpdatedAt
+// (only those attributes change); a period without a subscription item is
+// claimed alone.
+func (r *stRepository) ClaimReminder(ctx context.Context, rem billing.Reminder, at time.Time) (billing.ReminderClaim, error) {
+	if err := ctx.Err(); err != nil {
+		return billing.ReminderClaim{}, err
+	}
+	c, attrs, bd, err := layout.ReminderClaimItem(rem, at)
+	if err != nil {
+		return billing.ReminderClaim{}, err
+	}
+	ref, err := layout.ParseSubscriptionRef(rem.UserID)
+	if err != nil {
+		return billing.ReminderClaim{}, &billing.ConflictError{Op: "claim reminder", Key: rem.Key(),
+			Reason: "record does not exist: the user ID names no subscription", Err: billing.ErrConflict}
+	}
+	s := (*SingleTable)(r)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.periods.mu.Lock()
+	defer s.periods.mu.Unlock()
+	if err := layout.ReminderClaimRefused(rem, bd, s.periods.primary[tableKey{rem.UserID, bd}]); err != nil {
+		return billing.ReminderClaim{}, err
+	}
+	s.pay.mu.Lock()
+	defer s.pay.mu.Unlock()
+	stored, ok := s.pay.items[s.subItemKey(ref)]
+	if ok {
+		cur, err := s.table.DecodeRecurringSubscription(stored)
+		if err != nil {
+			return billing.ReminderClaim{}, fmt.Errorf("billing: claim reminder (%s): subscription (%s): %w", rem.Key(), s.subKeyText(ref), err)
+		}
+		item, err := s.reminderSubItem(stored, cur, entitlement.PaymentDate(at))
+		if err != nil {
+			return billing.ReminderClaim{}, fmt.Errorf("billing: claim reminder (%s): %w", rem.Key(), err)
+		}
+		s.pay.items[s.subItemKey(ref)] = item
+		c.Token = layout.ReminderToken{ID: c.Token, Sub: true, Version: cur.Version + 1,
+			PrevLastReminder: layout.StringOf(stored[layout.AttrLastReminderDate])}.String()
+	}
+	if err := s.periods.claimReminder(rem, bd, attrs); err != nil {
+		return billing.ReminderClaim{}, err // checked above: cannot happen
+	}
+	return c, nil
+}
+
+// ReleaseReminder implements [billing.ReminderClaimer] as
+// [dynamostore.SingleTableRepository.ReleaseReminder] does: the period's
+// claim is removed if it is still c's, and the subscription item's
+// LastReminderDate put back if its version is still the one the claim
+// left.
+func (r *stRepository) ReleaseReminder(ctx context.Context, c billing.ReminderClaim) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	tok, bd, err := releaseArgs(c)
+	if err != nil {
+		return err
+	}
+	ref, err := layout.ParseSubscriptionRef(c.UserID)
+	if err != nil {
+		return layout.ReminderNotOurs(c)
+	}
+	s := (*SingleTable)(r)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.periods.mu.Lock()
+	defer s.periods.mu.Unlock()
+	if err := s.periods.releaseReminder(c, tableKey{c.UserID, bd}, tok.ID); err != nil {
+		return err
+	}
+	if !tok.Sub {
+		return nil
+	}
+	var prev time.Time
+	if tok.PrevLastReminder != "" {
+		if prev, err = time.Parse(layout.PayDayLayout, tok.PrevLastReminder); err != nil {
+			return nil
+		}
+	}
+	s.pay.mu.Lock()
+	defer s.pay.mu.Unlock()
+	stored, ok := s.pay.items[s.subItemKey(ref)]
+	if !ok {
+		return nil
+	}
+	cur, err := s.table.DecodeRecurringSubscription(stored)
+	if err != nil || cur.Version != tok.Version {
+		return nil
+	}
+	if item, err := s.reminderSubItem(stored, cur, prev); err == nil {
+		s.pay.items[s.subItemKey(ref)] = item
+	}
+	return nil
+}
+
+// reminderSubItem returns the subscription item stored (decoded as cur)
+// with LastReminderDate lastReminder, UpdatedAt now and the next version,
+// as DynamoDB's write-back leaves it. The caller holds s.pay.mu.
+func (s *SingleTable) reminderSubItem(stored map[string]types.AttributeValue, cur entitlement.RecurringSubscription, lastReminder time.Time) (map[string]types.AttributeValue, error) {
+	was, err := s.table.EncodeRecurringSubscription(cur)
+	if err != nil {
+		return nil, err
+	}
+	next := cur
+	next.LastReminderDate, next.UpdatedAt, next.Version = lastReminder, s.pay.now(), cur.Version+1
+	enc, err := s.table.EncodeRecurringSubscription(next)
+	if err != nil {
+		return nil, err
+	}
+	return writeBackItem(stored, was, enc, []string{layout.AttrPK, layout.AttrSK}, nil), nil
+}
+
+// writeBackItem is the item cur after DynamoDB's write-back update from
+// prev to next (the encodings of the record read and of the record to
+// write): an attribute whose encodings are equal keeps its stored bytes, a
+// changed one takes next's, one only prev has is removed, and attributes
+// in neither (unknown ones) stay. keys are never written; always are
+// written even when unchanged.
+func writeBackItem(cur, prev, next map[string]types.AttributeValue, keys, always []string) map[string]types.AttributeValue {
+	out := cloneItem(cur)
+	for name, n := range next {
+		if slices.Contains(keys, name) {
+			continue
+		}
+		if p, ok := prev[name]; !ok || !reflect.DeepEqual(p, n) || slices.Contains(always, name) {
+			out[name] = cloneValue(n)
+		}
+	}
+	for name := range prev {
+		if _, ok := next[name]; !ok && !slices.Contains(keys, name) {
+			delete(out, name)
+		}
+	}
+	return out
+}

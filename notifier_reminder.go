@@ -1,0 +1,147 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrReminderClaimed reports that the reminder of a record for its billing
+// date was claimed already, by this worker or another one: the
+// [Worker] skips the message as a duplicate and sends nothing.
+var ErrReminderClaimed = errors.New("billing: reminder already claimed")
+
+// Reminder names the pre-billing reminder of one record as the worker
+// message showed it: the record's key and what a claim checks is still
+// true of the stored record.
+type Reminder struct {
+	// UserID and BillingDate are the record's key. Required.
+	UserID      string
+	BillingDate time.Time
+	// SubscriptionID, when set, must be the stored record's
+	// subscription_id: a record rewritten under the same key for another
+	// subscription is not reminded.
+	SubscriptionID string
+	// Status, when set, must be the stored record's billing_status: a
+	// record collected, cancelled or paused since the message was built is
+	// not reminded.
+	Status Status
+}
+
+// Reminder returns the reminder m is about.
+func (m *NotificationMessage) Reminder() Reminder {
+	return Reminder{UserID: m.UserID, BillingDate: m.BillingDate, SubscriptionID: m.SubscriptionID, Status: m.Status}
+}
+
+// Key names the record, as [Subscription.Key] does.
+func (r Reminder) Key() string {
+	return fmt.Sprintf("user_id=%s billing_date=%s", r.UserID, r.BillingDate.UTC().Format(time.RFC3339))
+}
+
+// Validate checks what every store needs of a reminder: a user ID, a
+// billing date a record can have (years 1–9999, not zero) and, when set,
+// a status the store keeps. The error is a [*FieldError].
+func (r Reminder) Validate() error {
+	switch y := r.BillingDate.UTC().Year(); {
+	case r.UserID == "":
+		return &FieldError{Field: "user_id", Err: fmt.Errorf("%w: reminder: required", ErrInvalidQuery)}
+	case r.BillingDate.IsZero() || y < 1 || y > 9999:
+		return &FieldError{Field: "billing_date", Value: r.BillingDate.String(), Key: r.Key(), Err: ErrInvalidDate}
+	case r.Status != "" && !r.Status.Storable():
+		return &FieldError{Field: "billing_status", Value: string(r.Status), Key: r.Key(), Err: ErrInvalidStatus}
+	}
+	return nil
+}
+
+// ReminderClaim is a reminder a [ReminderClaimer] claimed: what
+// [ReminderClaimer.ReleaseReminder] needs to undo it.
+type ReminderClaim struct {
+	Reminder
+	// At is when the reminder was claimed: the day it is sent.
+	At time.Time
+	// Token identifies the claim. The store makes it and keeps part of it
+	// on the record; it is opaque and means something only to the
+	// ReleaseReminder of the store that made it.
+	Token string
+}
+
+// ReminderClaimer is implemented by repositories that record, on the record
+// a pre-billing reminder is about, that the reminder was sent: every
+// repository of this module does. Given as [WorkerConfig.Reminders], it
+// makes the [Worker] send each reminder at most once per record and
+// billing date, however often the scheduler runs and however many workers
+// receive the message.
+//
+// The guarantee is at most once, not exactly once: the claim is written
+// before the send, so a worker that crashes between the two loses that
+// reminder rather than risking a second one, and a send that fails is
+// followed by a release that may itself fail (the reminder is then lost
+// too, and the worker logs it).
+type ReminderClaimer interface {
+	// ClaimReminder records, in one conditional write, that r's record is
+	// reminded for its billing date at at. The write is conditional on the
+	// stored record existing with r's subscription ID and status (when r
+	// sets them) and on no claim for that billing date: when the
+	// reminder was claimed already the error wraps [ErrReminderClaimed];
+	// when the record is gone or differs it is a [*ConflictError] wrapping
+	// [ErrConflict]. Either way nothing is written. The write sets only the
+	// claim's own attributes: every other attribute keeps its bytes.
+	ClaimReminder(ctx context.Context, r Reminder, at time.Time) (ReminderClaim, error)
+	// ReleaseReminder undoes c after a failed send, so that a retry can
+	// claim the reminder again: one conditional write that removes the
+	// claim only while it is still c (else a [*ConflictError] wrapping
+	// [ErrConflict], and nothing is written).
+	ReleaseReminder(ctx context.Context, c ReminderClaim) error
+}
+
+// reminderReleaseTimeout bounds the release that follows a failed send; it
+// runs even when the message's context is done (a timed-out send is the
+// usual failure), so that a retry can send.
+const reminderReleaseTimeout = 10 * time.Second
+
+// NotificationSkippedDuplicate and NotificationSkippedRecordChanged are
+// the outcomes of a [Worker] with [WorkerConfig.Reminders].
+const (
+	// NotificationSkippedDuplicate: the reminder was claimed already (sent
+	// by an earlier run or by another worker); nothing was sent.
+	NotificationSkippedDuplicate NotificationOutcome = "skipped_duplicate"
+	// NotificationSkippedRecordChanged: the record is gone, or no longer
+	// in the message's status or subscription; nothing was sent.
+	NotificationSkippedRecordChanged NotificationOutcome = "skipped_record_changed"
+)
+
+// claimReminder claims m's reminder. It returns the claim, or the outcome
+// of a message that must not be sent, or an error to retry the message.
+func (w *Worker) claimReminder(ctx context.Context, m *NotificationMessage) (*ReminderClaim, NotificationOutcome, error) {
+	if w.cfg.Reminders == nil {
+		return nil, "", nil
+	}
+	c, err := w.cfg.Reminders.ClaimReminder(ctx, m.Reminder(), w.cfg.Clock.Now())
+	switch {
+	case err == nil:
+		return &c, "", nil
+	case errors.Is(err, ErrReminderClaimed):
+		return nil, NotificationSkippedDuplicate, nil
+	case errors.Is(err, ErrConflict):
+		return nil, NotificationSkippedRecordChanged, nil
+	}
+	return nil, "", fmt.Errorf("billing: notifier worker: claim reminder (%s): %w", m.Reminder().Key(), err)
+}
+
+// releaseReminder undoes c after the send failed with sendErr and returns
+// the message's error: sendErr, joined with the release's error if it
+// failed too (the reminder is then lost: a retry finds it claimed).
+func (w *Worker) releaseReminder(ctx context.Context, c *ReminderClaim, sendErr error) error {
+	if c == nil {
+		return sendErr
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reminderReleaseTimeout)
+	defer cancel()
+	if err := w.cfg.Reminders.ReleaseReminder(rctx, *c); err != nil {
+		w.cfg.Logger.ErrorContext(ctx, "billing: notifier worker: cannot release the reminder after a failed send; it will not be sent",
+			"user_id", c.UserID, "billing_date", c.BillingDate, "error", err)
+		return errors.Join(sendErr, fmt.Errorf("billing: notifier worker: release reminder (%s): %w", c.Key(), err))
+	}
+	return sendErr
+}
