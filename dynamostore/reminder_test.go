@@ -74,7 +74,7 @@ func TestSingleTableReminderWorkers(t *testing.T) {
 			Items: func(t testing.TB, rec *billing.Subscription) map[string]map[string]types.AttributeValue {
 				ref, err := layout.ParseSubscriptionRef(rec.UserID)
 				require.NoError(t, err)
-				pk := layout.StringAV(table.AccountPK(ref.AccountID))
+				pk := layout.StringAV(layout.SingleTableConfig(table).AccountPK(ref.AccountID))
 				return presentItems(map[string]map[string]types.AttributeValue{
 					billingtest.ReminderRecordItem: rawItem(t, client, table.Table, map[string]types.AttributeValue{
 						layout.AttrPK: pk, layout.AttrSK: layout.StringAV(layout.PeriodSK(ref, layout.BillingDateKey(rec))),

@@ -174,13 +174,13 @@ func (r *SingleTableRepository) releaseWithSubscription(ctx context.Context, ref
 
 // periodKey is the key of a period.
 func (r *SingleTableRepository) periodKey(ref layout.SubscriptionRef, billingDateKey string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.cfg.Table.AccountPK(ref.AccountID)), layout.AttrSK: layout.StringAV(layout.PeriodSK(ref, billingDateKey))}
+	return map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.tbl.AccountPK(ref.AccountID)), layout.AttrSK: layout.StringAV(layout.PeriodSK(ref, billingDateKey))}
 }
 
 // readSubscription reads and decodes a subscription item with a
 // consistent read; ok is false when there is none.
 func (r *SingleTableRepository) readSubscription(ctx context.Context, ref layout.SubscriptionRef) (entitlement.RecurringSubscription, map[string]types.AttributeValue, bool, error) {
-	key := map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.cfg.Table.AccountPK(ref.AccountID)), layout.AttrSK: layout.StringAV(ref.SK())}
+	key := map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.tbl.AccountPK(ref.AccountID)), layout.AttrSK: layout.StringAV(ref.SK())}
 	out, err := r.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: r.table(), Key: key, ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return entitlement.RecurringSubscription{}, nil, false, fmt.Errorf("read subscription (%s): %w", r.keyText(ref.AccountID, ref.SK()), err)
@@ -188,7 +188,7 @@ func (r *SingleTableRepository) readSubscription(ctx context.Context, ref layout
 	if len(out.Item) == 0 {
 		return entitlement.RecurringSubscription{}, nil, false, nil
 	}
-	cur, err := r.cfg.Table.DecodeRecurringSubscription(out.Item)
+	cur, err := r.tbl.DecodeRecurringSubscription(out.Item)
 	if err != nil {
 		return entitlement.RecurringSubscription{}, nil, false, fmt.Errorf("subscription (%s): %w", r.keyText(ref.AccountID, ref.SK()), err)
 	}
@@ -200,17 +200,17 @@ func (r *SingleTableRepository) readSubscription(ctx context.Context, ref layout
 // conditional on cur's version: only the attributes whose encoding
 // changes are SET (see [writeBack]).
 func (r *SingleTableRepository) reminderSubUpdate(ref layout.SubscriptionRef, cur entitlement.RecurringSubscription, lastReminder time.Time) (*types.Update, error) {
-	was, err := r.cfg.Table.EncodeRecurringSubscription(cur)
+	was, err := r.tbl.EncodeRecurringSubscription(cur)
 	if err != nil {
 		return nil, err
 	}
 	next := cur
 	next.LastReminderDate, next.UpdatedAt, next.Version = lastReminder, r.pay.now(), cur.Version+1
-	enc, err := r.cfg.Table.EncodeRecurringSubscription(next)
+	enc, err := r.tbl.EncodeRecurringSubscription(next)
 	if err != nil {
 		return nil, err
 	}
-	key := map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.cfg.Table.AccountPK(ref.AccountID)), layout.AttrSK: layout.StringAV(ref.SK())}
+	key := map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.tbl.AccountPK(ref.AccountID)), layout.AttrSK: layout.StringAV(ref.SK())}
 	cond := expression.Name(layout.PayVersion).Equal(expression.Value(layout.NumberAV(int64(cur.Version))))
 	return updateAction(r.table(), key, was, enc, cond)
 }

@@ -111,7 +111,17 @@ func newHandler(ctx context.Context, role string, logger *slog.Logger) (any, err
 		h := &schedulerHandler{sched: sched, continuations: &sqsSender{client: client, queueURL: schedulerQueue}, logger: logger}
 		return h.Handle, nil
 	case "worker":
-		worker, err := newWorker(logger)
+		repo, err := newRepository(awsCfg, logger)
+		if err != nil {
+			return nil, err
+		}
+		// The worker claims each reminder on its record before sending, so
+		// a redelivered message or a rerun never sends one twice.
+		claims, ok := repo.(billing.ReminderClaimer)
+		if !ok {
+			return nil, fmt.Errorf("repository %T cannot record reminders", repo)
+		}
+		worker, err := newWorker(logger, claims)
 		if err != nil {
 			return nil, err
 		}
@@ -195,7 +205,7 @@ func newRepository(awsCfg aws.Config, logger *slog.Logger) (billing.Repository, 
 // "jpm" unless the provider flag says "usio", whose prenotes are submitted
 // under the account "subscription" with the user's email; a good payment
 // went through "jpm". The names are this host's; the library has none.
-func newWorker(logger *slog.Logger) (*billing.Worker, error) {
+func newWorker(logger *slog.Logger, reminders billing.ReminderClaimer) (*billing.Worker, error) {
 	accounts := stubBankAccounts{logger}
 	policy, err := billing.NewDefaultPrenotePolicy(billing.PrenotePolicyConfig{
 		Flags:               stubFlags{logger},
@@ -216,6 +226,7 @@ func newWorker(logger *slog.Logger) (*billing.Worker, error) {
 		}
 	}
 	return billing.NewWorker(billing.WorkerConfig{
+		Reminders:            reminders,
 		Users:                stubUsers{logger},
 		Notifier:             logNotifier{logger},
 		Accounts:             accounts,

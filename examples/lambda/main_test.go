@@ -109,7 +109,7 @@ func TestSchedulerHandlerTriggers(t *testing.T) {
 }
 
 func TestWorkerHandlerReportsFailures(t *testing.T) {
-	w, err := newWorker(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	w, err := newWorker(slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
