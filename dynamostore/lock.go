@@ -22,12 +22,10 @@ import (
 // DefaultLockTable is the name of the lock table of the legacy layout.
 const DefaultLockTable = "locks"
 
-// Lease timing of [NewLocker] unless configured, as the legacy
-// service ran it.
-const (
-	DefaultLeaseDuration   = 60 * time.Second
-	DefaultHeartbeatPeriod = time.Second
-)
+// DefaultLeaseDuration is the lease of [NewLocker] unless configured, as
+// the legacy service ran it. Heartbeats default to a third of the lease
+// (see [WithHeartbeatPeriod]).
+const DefaultLeaseDuration = 60 * time.Second
 
 // Attributes of the lock table. dynamolock owns them; the locker reads
 // them to decide whether another holder's lease has expired, and to undo
@@ -77,6 +75,7 @@ type lockerConfig struct {
 	table     string
 	lease     time.Duration
 	heartbeat time.Duration
+	beatSet   bool // heartbeat set by WithHeartbeatPeriod
 	owner     string
 	logger    *slog.Logger
 	clock     billing.Clock
@@ -95,9 +94,13 @@ func WithLeaseDuration(d time.Duration) LockerOption {
 // most half the lease duration. Zero disables heartbeats: every lease is then
 // lost at its [billing.Lease.Deadline], a little less than one lease duration after
 // it was taken (for work bounded by the lease, and for tests that simulate a
-// stalled holder). Defaults to [DefaultHeartbeatPeriod].
+// stalled holder). Defaults to a third of the lease duration (20 s at the
+// default lease): a lease then survives a failed heartbeat, and a held
+// lock costs one write per third of a lease rather than one a second (the
+// legacy service's rate; other holders of the same table read no
+// heartbeat rate from the items, only their record versions).
 func WithHeartbeatPeriod(d time.Duration) LockerOption {
-	return func(c *lockerConfig) { c.heartbeat = d }
+	return func(c *lockerConfig) { c.heartbeat, c.beatSet = d, true }
 }
 
 // WithLockOwner sets the owner name written to the locks, which must be
@@ -122,8 +125,9 @@ const maxObservations = 4096
 
 // Locker is the [Locker] on a dynamolock (cirello.io/dynamolock/v2)
 // table, compatible with the legacy service's locks: key [LockKey], data the
-// acquisition time, lease 60 s renewed every second, fail-if-locked,
-// replace-data. Release marks the lock item released rather than deleting it.
+// acquisition time, lease 60 s (renewed every 20 s by default),
+// fail-if-locked, replace-data. Release marks the lock item released
+// rather than deleting it.
 //
 // Each lease has one goroutine that sends its heartbeats and closes
 // [billing.Lease.Lost] when a heartbeat finds the lock taken over, and a timer that
@@ -222,13 +226,15 @@ var errLockerClosed = errors.New("billing: locker closed")
 // It validates the options and returns an error naming the bad one.
 func NewLocker(client API, opts ...LockerOption) (*Locker, error) {
 	cfg := lockerConfig{
-		table:     DefaultLockTable,
-		lease:     DefaultLeaseDuration,
-		heartbeat: DefaultHeartbeatPeriod,
-		clock:     billing.SystemClock{},
+		table: DefaultLockTable,
+		lease: DefaultLeaseDuration,
+		clock: billing.SystemClock{},
 	}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if !cfg.beatSet {
+		cfg.heartbeat = cfg.lease / 3
 	}
 	switch {
 	case client == nil:
