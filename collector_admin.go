@@ -2,7 +2,6 @@ package billing
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -176,11 +175,6 @@ func (c *Collector) ChangeBillingDate(ctx context.Context, subscriptionID string
 		return nil, nil
 	})
 }
-
-// ErrDateMove reports a billing date move that would take a record onto or
-// across another period of its user (see [Collector.ChangeBillingDate]).
-// The error is a [*DateMoveError].
-var ErrDateMove = errors.New("billing: billing date move out of order")
 
 // DateMoveError reports a refused [Collector.ChangeBillingDate]: the
 // requested date is on or past a later open period of the user, or on or

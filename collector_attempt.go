@@ -7,10 +7,6 @@ import (
 	"time"
 )
 
-// ErrNotCollectible reports a single collection of a record that is not
-// eligible now (already collected, not due, paused, cancelled, ...).
-var ErrNotCollectible = errors.New("billing: record not collectible")
-
 // Reasons a retry run leaves an ERROR record alone ([Plan.Reason]).
 const (
 	ReasonNotError      = "not an ERROR record"

@@ -52,10 +52,6 @@ type PaymentProvider interface {
 	Collect(ctx context.Context, req PaymentRequest) (PaymentResult, error)
 }
 
-// ErrRateLimited reports a request the processor refused for its rate
-// limit before acting on it: nothing was charged. See [PaymentProvider].
-var ErrRateLimited = errors.New("billing: processor rate limit")
-
 // RateLimitedError is a rate-limited answer from the processor. It
 // matches [ErrRateLimited] with [errors.Is].
 type RateLimitedError struct {

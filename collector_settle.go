@@ -6,19 +6,6 @@ import (
 	"fmt"
 )
 
-// ErrTransactionMismatch reports a settlement event whose transaction ID is
-// not the one recorded on the subscription record: nothing is written.
-var ErrTransactionMismatch = errors.New("billing: transaction ID does not match the record")
-
-// ErrSettlementEarly reports a settlement event for a record that is still
-// waiting to be collected (SCHEDULED or ERROR) and does not carry the
-// event's transaction: most likely the attempt that created the
-// transaction ended with an unknown outcome and has not been recorded yet.
-// Nothing is written; the host should deliver the event again later (the
-// next run replays the attempt's idempotency key and records it). The error
-// also wraps [ErrTransactionMismatch].
-var ErrSettlementEarly = errors.New("billing: settlement arrived before its attempt was recorded")
-
 // SettlementKind is what happened to a submitted or completed payment.
 type SettlementKind string
 

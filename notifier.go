@@ -27,6 +27,11 @@ var (
 	// ErrInvalidMessage reports a worker-queue message that cannot be parsed
 	// or decoded (see [ParseNotificationMessage]).
 	ErrInvalidMessage = errors.New("billing: invalid notification message")
+
+	// ErrReminderClaimed reports that the reminder of a record for its billing
+	// date was claimed already, by this worker or another one: the
+	// [Worker] skips the message as a duplicate and sends nothing.
+	ErrReminderClaimed = errors.New("billing: reminder already claimed")
 )
 
 // DefaultPagesPerInvocation is the number of status pages one scheduler

@@ -7,11 +7,6 @@ import (
 	"time"
 )
 
-// ErrReminderClaimed reports that the reminder of a record for its billing
-// date was claimed already, by this worker or another one: the
-// [Worker] skips the message as a duplicate and sends nothing.
-var ErrReminderClaimed = errors.New("billing: reminder already claimed")
-
 // Reminder names the pre-billing reminder of one record as the worker
 // message showed it: the record's key and what a claim checks is still
 // true of the stored record.
