@@ -294,7 +294,7 @@ func (c *Collector) Reactivate(ctx context.Context, userID string, date time.Tim
 		created = Subscription{
 			UserID: userID, BillingDate: d, SubscriptionID: c.cfg.NewID(), Amount: last.Amount,
 			Status: StatusScheduled, BillingPeriod: BillingPeriod(d), Process: ProcessReactivation,
-			UpdatedEvent: EventUserReactivated, Term: last.Term, AnchorDay: d.Day(), ReceiptTierName: last.ReceiptTierName,
+			UpdatedEvent: EventUserReactivated, Term: last.Term, AnchorDay: d.Day(), Interval: last.Interval, ReceiptTierName: last.ReceiptTierName,
 			CreatedDate: now, LastRunDate: now,
 		}
 		if last.BillingWeek != 0 {

@@ -187,7 +187,7 @@ func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Subscript
 	f := &Subscription{
 		UserID: cur.UserID, BillingDate: date, SubscriptionID: c.cfg.NewID(), Amount: cur.Amount,
 		Status: StatusScheduled, BillingPeriod: BillingPeriod(date), Process: proc, Term: cur.Term,
-		AnchorDay: cur.EffectiveAnchorDay(), BillingWeek: cur.BillingWeek, ReceiptTierName: cur.ReceiptTierName,
+		AnchorDay: cur.EffectiveAnchorDay(), BillingWeek: cur.BillingWeek, Interval: cur.Interval, ReceiptTierName: cur.ReceiptTierName,
 		CreatedDate: now, LastRunDate: now,
 	}
 	if f.Term == "" {

@@ -66,7 +66,7 @@ func TestPauseResumeDate(t *testing.T) {
 
 	_, err := billing.PauseResumeDate(pday(2024, 1, 15), billing.Schedule{}, 0)
 	assert.ErrorIs(t, err, billing.ErrInvalidQuery)
-	_, err = billing.PauseResumeDate(pday(2024, 1, 15), billing.Schedule{Term: "WEEKLY"}, 1)
+	_, err = billing.PauseResumeDate(pday(2024, 1, 15), billing.Schedule{Term: "DAILY"}, 1)
 	assert.ErrorIs(t, err, billing.ErrInvalidTerm)
 	_, err = billing.PauseResumeDate(pday(2024, 1, 15), billing.Schedule{AnchorDay: 32}, 1)
 	assert.ErrorIs(t, err, billing.ErrInvalidDate)

@@ -29,9 +29,17 @@ import (
 // is applied to.
 type Schedule struct {
 	// Term is the billing term: [TermMonthly] (one month between billing
-	// dates) or [TermYearly] (twelve months). The empty Term is treated as
-	// [TermMonthly], matching how an empty stored term decodes.
+	// dates), [TermYearly] (twelve months) or [TermWeekly] (seven days).
+	// The empty Term is treated as [TermMonthly], matching how an empty
+	// stored term decodes.
 	Term Term
+
+	// Interval is how many terms one period spans (attribute
+	// billing_interval): 3 monthly is quarterly, 6 semi-annual, 2 weekly
+	// bi-weekly. 0 means 1. The anchor-day rule applies to the whole
+	// interval: Jan 31 every 3 months is billed Apr 30, then Jul 31. At
+	// most [MaxInterval].
+	Interval int
 
 	// AnchorDay, 1..31, is the day of the month the subscription was
 	// originally billed on (attribute billing_anchor_day). A billing date
@@ -53,37 +61,48 @@ type Schedule struct {
 // which gives users roughly a three-day heads-up. See [NotificationWindow].
 const NotificationLeadDays = 4
 
+// MaxInterval bounds [Schedule.Interval]: ten years of months.
+const MaxInterval = 120
+
 // maxPeriods bounds n in [AddBillingPeriods] so month arithmetic cannot
 // overflow; results must in any case fall in years 1..9999.
 const maxPeriods = 12 * 10000
 
-// validate checks the schedule and returns the number of months in one
-// billing period.
-func (s Schedule) validate() (months int, err error) {
+// validate checks the schedule and returns the length of one billing
+// period: months, or for a weekly term days (weekly true).
+func (s Schedule) validate() (length int, weekly bool, err error) {
 	switch s.Term {
 	case TermMonthly, "":
-		months = 1
+		length = 1
 	case TermYearly:
-		months = 12
+		length = 12
+	case TermWeekly:
+		length, weekly = 7, true
 	default:
-		return 0, &FieldError{Field: "term", Value: string(s.Term), Err: ErrInvalidTerm}
+		return 0, false, &FieldError{Field: "term", Value: string(s.Term), Err: ErrInvalidTerm}
 	}
+	if s.Interval < 0 || s.Interval > MaxInterval {
+		return 0, false, &FieldError{Field: "billing_interval", Value: fmt.Sprint(s.Interval),
+			Err: fmt.Errorf("%w: interval must be 0..%d", ErrInvalidDate, MaxInterval)}
+	}
+	length *= max(s.Interval, 1)
 	if s.AnchorDay < 0 || s.AnchorDay > 31 {
-		return 0, &FieldError{Field: "billing_anchor_day", Value: fmt.Sprint(s.AnchorDay),
+		return 0, false, &FieldError{Field: "billing_anchor_day", Value: fmt.Sprint(s.AnchorDay),
 			Err: fmt.Errorf("%w: anchor day must be 0..31", ErrInvalidDate)}
 	}
 	if s.BillingWeek < 0 || s.BillingWeek > 5 {
-		return 0, &FieldError{Field: "billing_week", Value: fmt.Sprint(s.BillingWeek),
+		return 0, false, &FieldError{Field: "billing_week", Value: fmt.Sprint(s.BillingWeek),
 			Err: fmt.Errorf("%w: billing week must be 0..5", ErrInvalidDate)}
 	}
-	return months, nil
+	return length, weekly, nil
 }
 
 // NextBillingDate returns the billing date one period after current under
-// schedule s: one month later for a monthly (or empty) term, twelve months
-// later for a yearly term. It is AddBillingPeriods(current, s, 1).
+// schedule s: Interval months later for a monthly (or empty) term,
+// 12·Interval months for a yearly term, 7·Interval days for a weekly one
+// (Interval 0 counting as 1). It is AddBillingPeriods(current, s, 1).
 //
-// The day is min(anchor, days in the target month), where the anchor is
+// For monthly and yearly terms the day is min(anchor, days in the target month), where the anchor is
 // s.AnchorDay or, when that is 0, the day of current; so with AnchorDay 31,
 // Jan 31 → Feb 29 (leap year) → Mar 31 → Apr 30, and a yearly subscription
 // anchored on Feb 29 is billed on Feb 28 in common years and Feb 29 in leap
@@ -103,12 +122,14 @@ func NextBillingDate(current time.Time, s Schedule) (time.Time, error) {
 // schedule s (n may be 0 or negative). It is computed directly from start's
 // month and the anchor day, not by stepping one period at a time, so it never
 // drifts: with AnchorDay 31 the 13th period after Jan 31 is Feb 28 of the
-// following year regardless of the short months in between.
+// following year regardless of the short months in between, and every
+// quarter of a Jan 31 quarterly plan falls on its month's last day or the
+// 31st. A weekly term adds 7·Interval·n days.
 //
 // The rules, time-of-day handling and errors are those of [NextBillingDate];
 // in addition the result must fall in the years 1..9999.
 func AddBillingPeriods(start time.Time, s Schedule, n int) (time.Time, error) {
-	step, err := s.validate()
+	step, weekly, err := s.validate()
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -121,6 +142,14 @@ func AddBillingPeriods(start time.Time, s Schedule, n int) (time.Time, error) {
 			ErrInvalidDate, n, start.UTC().Format(time.RFC3339))
 	}
 	start = start.UTC()
+	if weekly {
+		t := start.AddDate(0, 0, n*step)
+		if t.Year() < 1 || t.Year() > 9999 {
+			return time.Time{}, fmt.Errorf("%w: %d billing periods after %s is out of range",
+				ErrInvalidDate, n, start.Format(time.RFC3339))
+		}
+		return t, nil
+	}
 	// Month index counted from year 0, so the target year and month come
 	// from one division and never depend on time.Date normalisation.
 	idx := start.Year()*12 + int(start.Month()-1) + n*step
@@ -155,13 +184,13 @@ func AddBillingPeriods(start time.Time, s Schedule, n int) (time.Time, error) {
 // otherwise); the other errors are those of [AddBillingPeriods], including
 // [ErrInvalidTerm] for an unknown term.
 func PauseResumeDate(paused time.Time, s Schedule, months int) (time.Time, error) {
-	if _, err := s.validate(); err != nil {
+	if _, _, err := s.validate(); err != nil {
 		return time.Time{}, err
 	}
 	if months < 1 {
 		return time.Time{}, fmt.Errorf("%w: pause of %d months", ErrInvalidQuery, months)
 	}
-	s.Term = TermMonthly
+	s.Term, s.Interval = TermMonthly, 1
 	return AddBillingPeriods(paused, s, months)
 }
 

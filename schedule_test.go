@@ -228,7 +228,7 @@ func TestScheduleErrors(t *testing.T) {
 		want  error
 		field string
 	}{
-		{"unknown term", valid, Schedule{Term: "WEEKLY"}, 1, ErrInvalidTerm, "term"},
+		{"unknown term", valid, Schedule{Term: "FORTNIGHTLY"}, 1, ErrInvalidTerm, "term"},
 		{"lower-case term", valid, Schedule{Term: "monthly"}, 1, ErrInvalidTerm, "term"},
 		{"anchor negative", valid, Schedule{AnchorDay: -1}, 1, ErrInvalidDate, "billing_anchor_day"},
 		{"anchor 32", valid, Schedule{AnchorDay: 32}, 1, ErrInvalidDate, "billing_anchor_day"},

@@ -150,7 +150,7 @@ func TestParseTerm(t *testing.T) {
 			t.Errorf("ParseTerm(%q) = %q, %v", in, got, err)
 		}
 	}
-	for _, bad := range []string{"monthly", " YEARLY", "WEEKLY"} {
+	for _, bad := range []string{"monthly", " YEARLY", "weekly", "DAILY"} {
 		got, err := ParseTerm(bad)
 		var fe *FieldError
 		if got != "" || !errors.Is(err, ErrInvalidTerm) || !errors.As(err, &fe) || *fe != (FieldError{Field: "term", Value: bad, Err: ErrInvalidTerm}) {

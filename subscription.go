@@ -48,7 +48,8 @@ type Subscription struct {
 	Process Process
 	// UpdatedEvent tags a lifecycle update (updated_event).
 	UpdatedEvent UpdatedEvent
-	// Term is MONTHLY or YEARLY (term); a missing term reads as MONTHLY.
+	// Term is MONTHLY, YEARLY or WEEKLY (term); a missing term reads as
+	// MONTHLY.
 	Term Term
 	// ReceiptAccountMask is the last four digits of the charged account
 	// (receipt_account_mask).
@@ -74,6 +75,11 @@ type Subscription struct {
 	// on Mar 31 after Feb 28 (billing_anchor_day, added by this library and
 	// optional: 0 means unknown, and the day of BillingDate is used).
 	AnchorDay int
+	// Interval is how many terms one billing period spans: 3 with a monthly
+	// term bills quarterly, 2 with a weekly term every other week
+	// (billing_interval, added by this library and optional: 0 means 1, as
+	// every record written without it is billed every term).
+	Interval int
 	// Attempt counts the collection attempts of this period whose outcome was
 	// recorded (billing_attempt, added by this library, optional). Together
 	// with SubscriptionID it derives the payment idempotency key.
@@ -173,7 +179,7 @@ func (s *Subscription) EffectiveAnchorDay() int {
 // Schedule returns the record's billing schedule: its term, anchor day and
 // Friday billing week, as used by [NextBillingDate].
 func (s *Subscription) Schedule() Schedule {
-	return Schedule{Term: s.Term, AnchorDay: s.EffectiveAnchorDay(), BillingWeek: s.BillingWeek}
+	return Schedule{Term: s.Term, AnchorDay: s.EffectiveAnchorDay(), BillingWeek: s.BillingWeek, Interval: s.Interval}
 }
 
 // Clone returns a copy of s. It is kept for callers that copied records
@@ -207,12 +213,16 @@ type Term string
 const (
 	TermMonthly Term = "MONTHLY"
 	TermYearly  Term = "YEARLY"
+	// TermWeekly bills every seven days (times [Schedule.Interval]) from
+	// the billing date; anchor day and Friday week do not apply.
+	TermWeekly Term = "WEEKLY"
 )
 
 // terms is every term, MONTHLY first.
-var terms = enum.New(TermMonthly, TermYearly)
+var terms = enum.New(TermMonthly, TermYearly, TermWeekly)
 
-// ParseTerm parses a stored term: "MONTHLY", "YEARLY", or "" (MONTHLY).
+// ParseTerm parses a stored term: "MONTHLY", "YEARLY", "WEEKLY", or ""
+// (MONTHLY).
 // Anything else wraps [ErrInvalidTerm].
 func ParseTerm(s string) (Term, error) {
 	return terms.Parse(s, emptyTermIsMonthly, invalidField("term", ErrInvalidTerm))
@@ -227,7 +237,7 @@ func emptyTermIsMonthly(s string) string {
 }
 
 // Months returns the length of the term in months: 1 or 12 (empty is MONTHLY).
-// It returns 0 for an unknown term.
+// It returns 0 for the weekly term and an unknown one.
 func (t Term) Months() int {
 	switch t {
 	case "", TermMonthly:

@@ -39,6 +39,7 @@ type SubscriptionJSON struct {
 	ReceiptPaymentType string `json:"receipt_payment_type,omitempty"`
 	BillingWeek        int    `json:"billing_week,omitempty"`
 	AnchorDay          int    `json:"billing_anchor_day,omitempty"`
+	Interval           int    `json:"billing_interval,omitempty"`
 	NoRetry            bool   `json:"billing_no_retry,omitempty"`
 	PendingTierName    string `json:"billing_pending_tier,omitempty"`
 	PendingAmount      string `json:"billing_pending_amount,omitempty"`
@@ -75,6 +76,7 @@ func NewSubscriptionJSON(s billing.Subscription) SubscriptionJSON {
 		ReceiptPaymentType:  s.ReceiptPaymentType,
 		BillingWeek:         s.BillingWeek,
 		AnchorDay:           s.AnchorDay,
+		Interval:            s.Interval,
 		NoRetry:             s.NoRetry,
 		PendingTierName:     s.PendingTierName,
 	}

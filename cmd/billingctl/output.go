@@ -34,7 +34,7 @@ func writeJSON(w io.Writer, v any) error {
 var attrOrder = []string{
 	layout.AttrSubscriptionID, layout.AttrUserID, layout.AttrBillingDate, layout.AttrBillingStatus,
 	layout.AttrBillingAmount, layout.AttrReceiptTierName, layout.AttrTerm, layout.AttrBillingPeriod,
-	layout.AttrBillingWeek, layout.AttrAnchorDay, layout.AttrProcess, layout.AttrUpdatedEvent,
+	layout.AttrBillingWeek, layout.AttrAnchorDay, layout.AttrInterval, layout.AttrProcess, layout.AttrUpdatedEvent,
 	layout.AttrPauseDurationMonths, layout.AttrIsPendingDowngrade, layout.AttrPendingTier, layout.AttrPendingAmount,
 	layout.AttrAttempt, layout.AttrNoRetry, layout.AttrTransactionID, layout.AttrPaymentError,
 	layout.AttrReceiptAccountMask, layout.AttrReceiptPaymentType,

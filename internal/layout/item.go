@@ -42,6 +42,9 @@ const (
 
 	// AttrAnchorDay is added by this library; optional on read.
 	AttrAnchorDay = "billing_anchor_day"
+	// AttrInterval is added by this library; optional on read (absent
+	// means every period: 1).
+	AttrInterval = "billing_interval"
 	// AttrAttempt is added by this library; optional on read.
 	AttrAttempt = "billing_attempt"
 	// AttrNoRetry is added by this library; optional on read.
@@ -103,6 +106,7 @@ func intFields(s *billing.Subscription) map[string]struct {
 		AttrBillingWeek:         {&s.BillingWeek, 0, 5},
 		AttrPauseDurationMonths: {&s.PauseDurationMonths, 0, 1200},
 		AttrAnchorDay:           {&s.AnchorDay, 0, 31},
+		AttrInterval:            {&s.Interval, 0, billing.MaxInterval},
 		AttrAttempt:             {&s.Attempt, 0, 1 << 30},
 		AttrAttemptNumber:       {&s.LastAttempt.Number, 0, 1 << 30},
 	}
@@ -136,7 +140,7 @@ func isKnown(name string) bool {
 // ("2006-01-02T15:04:05Z", any fraction truncated); the other timestamps with
 // a fixed nine-digit fraction, omitted when zero; billing_amount as a string
 // ("4.99"); term always written (MONTHLY when empty); empty strings, a zero
-// billing_week, pause_duration_months, billing_anchor_day and
+// billing_week, pause_duration_months, billing_anchor_day, billing_interval and
 // billing_attempt, and a false is_pending_downgrade are omitted; Extra
 // attributes are written back unchanged. A record decoded from an item keeps
 // that item's billing_date and last_run_date strings while they denote the

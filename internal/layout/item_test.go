@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/internal/ddbjson"
+	"github.com/stretchr/testify/require"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/legacy")
@@ -66,6 +67,27 @@ func TestGoldenRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestIntervalRoundTrip: items without billing_interval decode with
+// Interval 0 and keep their bytes (TestGoldenRoundTrip covers that for
+// every fixture); one with it decodes its value and encodes it back.
+func TestIntervalRoundTrip(t *testing.T) {
+	files, _ := filepath.Glob("../../testdata/items/*.json")
+	require.NotEmpty(t, files)
+	item := loadItem(t, files[0])
+	require.NotContains(t, item, AttrInterval)
+	s, err := DecodeItem(item)
+	require.NoError(t, err)
+	require.Zero(t, s.Interval)
+
+	item[AttrInterval] = &types.AttributeValueMemberN{Value: "3"}
+	s, err = DecodeItem(item)
+	require.NoError(t, err)
+	require.Equal(t, 3, s.Interval)
+	back, err := EncodeHistoryItem(&s)
+	require.NoError(t, err)
+	require.Equal(t, item, back)
 }
 
 // TestLegacyFixtures: items in the forms older writers produced (trimmed
@@ -208,7 +230,7 @@ func TestDecodeErrorsNameAttributeAndKey(t *testing.T) {
 		{AttrBillingAmount, n("4.99"), nil},
 		{AttrBillingStatus, s("PENDING"), billing.ErrInvalidStatus},
 		{AttrBillingStatus, s("INACTIVE"), billing.ErrInvalidStatus},
-		{AttrTerm, s("WEEKLY"), billing.ErrInvalidTerm},
+		{AttrTerm, s("FORTNIGHTLY"), billing.ErrInvalidTerm},
 		{AttrLastRunDate, s("yesterday"), billing.ErrInvalidDate},
 		{AttrCompletionDate, n("0"), nil},
 		{AttrBillingWeek, n("6"), nil},
@@ -217,6 +239,10 @@ func TestDecodeErrorsNameAttributeAndKey(t *testing.T) {
 		{AttrBillingWeek, s("2"), nil},
 		{AttrPauseDurationMonths, n("-2"), nil},
 		{AttrAnchorDay, n("32"), nil},
+		{AttrInterval, n("121"), nil},
+		{AttrInterval, n("-1"), nil},
+		{AttrInterval, n("2.5"), nil},
+		{AttrInterval, s("3"), nil},
 		{AttrAttempt, n("99999999999999999999"), nil},
 		{AttrIsPendingDowngrade, s("true"), nil},
 		{AttrReceiptTierName, &types.AttributeValueMemberBOOL{Value: true}, nil},
@@ -266,7 +292,7 @@ func TestEncodeRejectsUnstorable(t *testing.T) {
 		{AttrBillingStatus, func(s *billing.Subscription) { s.Status = billing.StatusInactive }},
 		{AttrBillingStatus, func(s *billing.Subscription) { s.Status = "" }},
 		{AttrBillingAmount, func(s *billing.Subscription) { s.Amount = -1 }},
-		{AttrTerm, func(s *billing.Subscription) { s.Term = "WEEKLY" }},
+		{AttrTerm, func(s *billing.Subscription) { s.Term = "DAILY" }},
 		{AttrBillingWeek, func(s *billing.Subscription) { s.BillingWeek = 6 }},
 		{AttrAnchorDay, func(s *billing.Subscription) { s.AnchorDay = -1 }},
 		{AttrPauseDurationMonths, func(s *billing.Subscription) { s.PauseDurationMonths = -1 }},
