@@ -23,6 +23,18 @@
 //	clock.Advance(24 * time.Hour)
 //	billingtest.RequireHistoryMatchesPrimary(t, repo, hist, "user-1")
 //
+// # Months in a test
+//
+// A [TestClock] walks simulated days and runs the host's jobs on each, so
+// a test of a year of billing needs no loop of its own:
+//
+//	clock := billingtest.NewTestClock(start)
+//	collector, _ := billing.NewCollector(billing.Config{..., Clock: clock})
+//	clock.RunCollector(collector) // scheduled, retry and pause runs, daily
+//	clock.Daily("reminders", func(ctx context.Context, now time.Time) error { ... })
+//	if err := clock.AdvanceMonths(ctx, 13); err != nil { ... }
+//	got := clock.Totals(billing.RunScheduled).Collected
+//
 // # Conformance
 //
 // A storage implementation proves it behaves like DynamoDB by passing the

@@ -1,0 +1,60 @@
+package billing_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestTestClockThirteenMonths bills a monthly plan through a year and a
+// month of simulated days, with one decline retried the next day: 13
+// periods collected, 12 by the scheduled run and 1 by the retry run, each
+// charged once, and the 14th period open.
+func TestTestClockThirteenMonths(t *testing.T) {
+	ctx := context.Background()
+	clock := billingtest.NewTestClock(time.Date(2025, 1, 14, 12, 0, 0, 0, time.UTC))
+	store := memory.New(memory.Options{})
+	pay := billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock})
+	pay.SetUser("ann", billingtest.Succeeded(), billingtest.Succeeded(), billingtest.Declined("insufficient funds", true), billingtest.Succeeded())
+	c, err := billing.NewCollector(billing.Config{Repository: store.Repository(), History: store.History(),
+		Locker: billingtest.NewLocker(clock, time.Minute), Provider: pay, Clock: clock})
+	require.NoError(t, err)
+	clock.RunCollector(c)
+
+	first := time.Date(2025, 1, 15, 0, 0, 0, 0, time.UTC)
+	require.NoError(t, store.Repository().Add(ctx, &billing.Subscription{
+		UserID: "ann", SubscriptionID: "sub-1", BillingDate: first, BillingPeriod: billing.BillingPeriod(first),
+		Amount: billing.MustParseAmount("9.99"), Status: billing.StatusScheduled, Term: billing.TermMonthly,
+		AnchorDay: 15, ReceiptTierName: "Plus:v2", CreatedDate: first.AddDate(0, -1, 0), LastRunDate: first.AddDate(0, -1, 0),
+	}))
+
+	require.NoError(t, clock.AdvanceMonths(ctx, 13))
+
+	sched, retry := clock.Totals(billing.RunScheduled), clock.Totals(billing.RunRetry)
+	assert.Equal(t, 12, sched.Collected)
+	assert.Equal(t, 1, sched.Declined)
+	assert.Equal(t, 1, retry.Collected, "the decline is retried once, the next day")
+	assert.Equal(t, 1, retry.Attempted)
+	days := int(clock.Now().Sub(time.Date(2025, 1, 14, 12, 0, 0, 0, time.UTC)).Hours() / 24)
+	assert.Equal(t, days, sched.Runs, "one scheduled run a simulated day")
+	billingtest.RequireNoDoubleCharge(t, pay)
+	assert.Len(t, pay.Charges(), 13)
+
+	recs, err := store.Repository().ListByUser(ctx, "ann")
+	require.NoError(t, err)
+	require.Len(t, recs, 14)
+	for i, r := range recs[:13] {
+		assert.Equal(t, billing.StatusCompleted, r.Status, "period %d", i+1)
+		assert.Equal(t, first.AddDate(0, i, 0), r.BillingDate, "period %d", i+1)
+	}
+	assert.Equal(t, 2, recs[2].Attempt, "the declined period took two attempts")
+	assert.Equal(t, billing.StatusScheduled, recs[13].Status)
+	assert.Equal(t, time.Date(2026, 2, 15, 0, 0, 0, 0, time.UTC), recs[13].BillingDate)
+	billingtest.RequireHistoryMatchesPrimary(t, store.Repository(), store.History(), "ann")
+}
