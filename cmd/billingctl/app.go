@@ -45,7 +45,7 @@ var globalNames = []string{"endpoint", "region", "table", "history-table", "lock
 // register defines the global flags on fs with the values parsed so far as
 // defaults, so a later FlagSet keeps what an earlier one set.
 func (g *globals) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.endpoint, "endpoint", g.endpoint, "DynamoDB endpoint `URL`, e.g. http://localhost:8000 (default: AWS)")
+	fs.StringVar(&g.endpoint, "endpoint", g.endpoint, "DynamoDB endpoint `URL`, e.g. http://localhost:8000 (default: $"+endpointEnv+", else AWS)")
 	fs.StringVar(&g.region, "region", g.region, "AWS `region` (default: $AWS_REGION, $AWS_DEFAULT_REGION, shared config, "+defaultRegion+")")
 	fs.StringVar(&g.table, "table", g.table, "subscriptions table `name` (default "+dynamostore.DefaultSubscriptionsTable+")")
 	fs.StringVar(&g.historyTable, "history-table", g.historyTable, "history table `name` (default "+dynamostore.DefaultHistoryTable+")")
@@ -127,10 +127,14 @@ func (a *app) checkGlobals(c *command) error {
 	default:
 		return usagef(c.name, "--status-index %q: want legacy or sorted", a.g.statusIndex)
 	}
+	source := "--endpoint"
+	if a.g.endpoint == "" {
+		a.g.endpoint, source = a.env(endpointEnv), endpointEnv
+	}
 	if a.g.endpoint != "" {
 		u, err := url.Parse(a.g.endpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return usagef(c.name, "--endpoint %q: want a URL such as http://localhost:8000", a.g.endpoint)
+			return usagef(c.name, "%s %q: want a URL such as http://localhost:8000", source, a.g.endpoint)
 		}
 	}
 	return nil
@@ -214,6 +218,17 @@ func (a *app) awsConfig() (aws.Config, error) {
 	if cfg.Region == "" {
 		cfg.Region = defaultRegion
 	}
+	if a.g.endpoint == "" {
+		// Real AWS: without credentials the SDK would end in a slow
+		// instance-metadata timeout; say what to set instead. (On EC2 the
+		// metadata service answers well within the wait.)
+		ctx, cancel := context.WithTimeout(a.ctx, 3*time.Second)
+		_, err := cfg.Credentials.Retrieve(ctx)
+		cancel()
+		if err != nil {
+			return aws.Config{}, fmt.Errorf("%w (the SDK said: %v)", errNoTarget, err)
+		}
+	}
 	if local {
 		ctx, cancel := context.WithTimeout(a.ctx, 5*time.Second)
 		_, err := cfg.Credentials.Retrieve(ctx)
@@ -224,6 +239,16 @@ func (a *app) awsConfig() (aws.Config, error) {
 	}
 	return cfg, nil
 }
+
+// endpointEnv names the environment variable every program of this module
+// reads the DynamoDB endpoint from; the --endpoint flag wins over it.
+const endpointEnv = "DYNAMODB_ENDPOINT"
+
+// errNoTarget reports that billingctl has neither a local server nor AWS
+// credentials to talk to.
+var errNoTarget = errors.New("no DynamoDB to talk to: pass --endpoint URL (or set " + endpointEnv +
+	") for a local server such as DynamoDB Local or moto, or configure AWS credentials " +
+	"(AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) for AWS")
 
 func cmpOr(vals ...string) string {
 	for _, v := range vals {

@@ -29,7 +29,8 @@
 //
 // Global flags may come before or after the command:
 //
-//	--endpoint URL          DynamoDB endpoint, e.g. http://localhost:8000 (default: AWS)
+//	--endpoint URL          DynamoDB endpoint, e.g. http://localhost:8000 (default:
+//	                        $DYNAMODB_ENDPOINT, else AWS)
 //	--region REGION         AWS region (default: $AWS_REGION, $AWS_DEFAULT_REGION, the
 //	                        shared config, then us-east-1)
 //	--table NAME            subscriptions table (default billing-activity)
@@ -52,7 +53,10 @@
 // "dynamodb-local") and no AWS_ACCESS_KEY_ID or AWS_PROFILE in the
 // environment, the chain is tried without the instance metadata service,
 // and if it finds nothing, static dummy credentials are used: local servers
-// accept any.
+// accept any. Without an endpoint and without credentials billingctl stops
+// at once (exit status 1) with an error saying to pass --endpoint, set
+// DYNAMODB_ENDPOINT or configure credentials, rather than waiting for the
+// instance metadata service to time out.
 //
 // # Admin changes
 //

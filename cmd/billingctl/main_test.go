@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -261,4 +262,37 @@ func TestLocalEndpoint(t *testing.T) {
 			t.Errorf("localEndpoint(%q) = %v, want %v", ep, got, want)
 		}
 	}
+}
+
+// TestMissingEndpointIsARuntimeError: with neither an endpoint nor AWS
+// credentials, billingctl fails at once with exit status 1 and says what
+// to set (the flag, the variable, credentials); it is not a usage error.
+func TestMissingEndpointIsARuntimeError(t *testing.T) {
+	empty := t.TempDir()
+	t.Setenv("HOME", empty)
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(empty, "config"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(empty, "credentials"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	for _, v := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+		"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "DYNAMODB_ENDPOINT"} {
+		t.Setenv(v, "")
+	}
+	r := runCLI(t, "", "subs", "list", "u1")
+	r.want(t, 1, "--endpoint", "DYNAMODB_ENDPOINT", "AWS_PROFILE", "credentials")
+	assert.NotContains(t, r.stderr, "for usage", "a runtime error, not a usage error")
+}
+
+// TestEndpointFromEnvironment: DYNAMODB_ENDPOINT stands in for --endpoint,
+// and a bad value is named by the variable.
+func TestEndpointFromEnvironment(t *testing.T) {
+	var out, errb bytes.Buffer
+	env := func(k string) string {
+		if k == "DYNAMODB_ENDPOINT" {
+			return "not a url"
+		}
+		return ""
+	}
+	code := run(t.Context(), []string{"subs", "list", "u1"}, strings.NewReader(""), &out, &errb, env)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errb.String(), `DYNAMODB_ENDPOINT "not a url"`)
 }

@@ -16,7 +16,7 @@
 // the lock table) are created under unique names and deleted afterwards:
 //
 //	docker run -p 8000:8000 amazon/dynamodb-local   # or: moto_server -p 8000
-//	go run ./examples/quickstart -dynamodb-endpoint http://localhost:8000 -users 50
+//	go run ./examples/quickstart -endpoint http://localhost:8000 -users 50
 package main
 
 import (
@@ -45,8 +45,8 @@ func main() {
 		decline  = flag.Float64("decline-rate", simulate.DefaultDeclineRate, "share of attempts declined")
 		pending  = flag.Float64("pending-rate", simulate.DefaultPendingRate, "share of attempts submitted as ACH debits")
 		returns  = flag.Float64("return-rate", simulate.DefaultReturnRate, "share of ACH debits returned")
-		endpoint = flag.String("dynamodb-endpoint", "", "run on DynamoDB at this URL (DynamoDB Local, moto) instead of in memory")
-		keep     = flag.Bool("keep-tables", false, "with -dynamodb-endpoint: keep the tables afterwards")
+		endpoint = flag.String("endpoint", os.Getenv("DYNAMODB_ENDPOINT"), "run on DynamoDB at this `URL` (DynamoDB Local, moto) instead of in memory (default $DYNAMODB_ENDPOINT)")
+		keep     = flag.Bool("keep-tables", false, "with -endpoint: keep the tables afterwards")
 	)
 	flag.Parse()
 	opts := simulate.Options{
