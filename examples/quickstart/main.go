@@ -78,14 +78,18 @@ func run(ctx context.Context, opts simulate.Options, endpoint string, keep bool)
 		if opts.Users > 100 {
 			fmt.Fprintf(os.Stderr, "%d users on DynamoDB: minutes on DynamoDB Local, much longer on moto (try -users 50)\n", opts.Users)
 		}
-		opts.AfterStep = func(_ context.Context, s simulate.Step) error {
-			if s.Kind == simulate.StepPause && s.Day.AddDate(0, 0, 1).Day() == 1 {
-				fmt.Fprintf(os.Stderr, "simulated %s\n", s.Day.Format("January 2006"))
-			}
-			return nil
-		}
 	}
+	// Progress, a line per simulated week, on stderr so the table on
+	// stdout stays clean.
 	began := time.Now()
+	week := 0
+	opts.AfterStep = func(_ context.Context, s simulate.Step) error {
+		if s.Kind == simulate.StepPause && s.Day.Weekday() == time.Saturday {
+			week++
+			fmt.Fprintf(os.Stderr, "simulated week %d, to %s (%.1fs)\n", week, s.Day.Format("Mon Jan 2 2006"), time.Since(began).Seconds())
+		}
+		return nil
+	}
 	res, err := simulate.Run(ctx, opts)
 	if err != nil {
 		return err

@@ -149,12 +149,24 @@ func (r *Result) Format(w io.Writer) error {
 		return err
 	}
 	_, err := fmt.Fprintf(w, `
-collected: records COMPLETED (paid at once, or their ACH debit settled the next day); pending: ACH
-debits submitted; declined: attempts declined; retried: attempts of the daily retry run; unknown:
-processor timeouts (retried later with the same idempotency key); stale: records too old to collect;
-paused: paused periods skipped; revenue: the amounts collected.
-ACH debits awaiting settlement at the end: %d; settlement events redelivered: %d; items runs could
-not handle: %d (%d timeouts).
+What the columns count, per calendar month:
+  attempts   calls to the processor: first attempts, retries and replays
+  collected  periods paid: charged at once, or ACH debits that settled (settled counts those again)
+  pending    ACH debits submitted, waiting for the bank
+  settled    ACH debits the bank settled (already in collected)
+  returned   ACH debits the bank returned; the period goes back to be retried
+  declined   attempts the processor declined
+  retried    attempts made by the daily retry run (a subset of attempts)
+  unknown    attempts whose answer was lost (timeouts): replayed later with the same
+             idempotency key, so never charged twice
+  stale      periods too old to collect, closed without a charge
+  paused     periods skipped because the user paused
+  revenue    what was collected that month. It swings from month to month because
+             yearly plans pay a whole year in the month they renew, and an ACH debit
+             counts in the month it settles, not the month it was submitted.
+At the end: %d ACH debits still waiting for the bank; %d settlement events arrived before
+their attempt was recorded and were delivered again; %d attempts ended a run with an unknown
+outcome (%d timeouts in all) and were replayed by a later run.
 `, r.PendingAtEnd, r.Deferred, len(r.Failures), r.Total.Unknown)
 	return err
 }
