@@ -34,19 +34,24 @@ type globals struct {
 	historyTable string
 	lockTable    string
 	statusIndex  string
+	layout       string
+	tablesPrefix string
 	json         bool
 	yes          bool
 }
 
 // globalNames are the names of the global flags, to leave them out of a
 // command's own flag list.
-var globalNames = []string{"endpoint", "region", "table", "history-table", "lock-table", "status-index", "json", "yes"}
+var globalNames = []string{"endpoint", "region", "layout", "tables", "table", "history-table", "lock-table", "status-index", "json", "yes"}
 
 // register defines the global flags on fs with the values parsed so far as
 // defaults, so a later FlagSet keeps what an earlier one set.
 func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.endpoint, "endpoint", g.endpoint, "DynamoDB endpoint `URL`, e.g. http://localhost:8000 (default: $"+endpointEnv+", else AWS)")
 	fs.StringVar(&g.region, "region", g.region, "AWS `region` (default: $AWS_REGION, $AWS_DEFAULT_REGION, shared config, "+defaultRegion+")")
+	fs.StringVar(&g.layout, "layout", g.layout, "table `layout`: legacy (two tables and a lock table) or single (one table and a lock table) (default legacy)")
+	fs.StringVar(&g.tablesPrefix, "tables", g.tablesPrefix, "`prefix` naming every table of the layout: PREFIX-activity, PREFIX-activity-history and\n"+
+		"PREFIX-locks (legacy), PREFIX and PREFIX-locks (single); the per-table flags win")
 	fs.StringVar(&g.table, "table", g.table, "subscriptions table `name` (default "+dynamostore.DefaultSubscriptionsTable+")")
 	fs.StringVar(&g.historyTable, "history-table", g.historyTable, "history table `name` (default "+dynamostore.DefaultHistoryTable+")")
 	fs.StringVar(&g.lockTable, "lock-table", g.lockTable, "lock table `name` (default "+dynamostore.DefaultLockTable+")")
@@ -127,6 +132,11 @@ func (a *app) checkGlobals(c *command) error {
 	default:
 		return usagef(c.name, "--status-index %q: want legacy or sorted", a.g.statusIndex)
 	}
+	switch a.g.layout {
+	case "", "legacy", "single":
+	default:
+		return usagef(c.name, "--layout %q: want legacy or single", a.g.layout)
+	}
 	source := "--endpoint"
 	if a.g.endpoint == "" {
 		a.g.endpoint, source = a.env(endpointEnv), endpointEnv
@@ -161,7 +171,7 @@ func (a *app) commandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 		fmt.Fprint(w, "\nFlags:\n")
 		printFlags(w, fs, globalNames)
 	}
-	fmt.Fprint(w, "\nGlobal flags (--endpoint, --region, --table, --history-table, --lock-table,\n"+
+	fmt.Fprint(w, "\nGlobal flags (--endpoint, --layout, --tables, --region, --table, --history-table, --lock-table,\n"+
 		"--status-index, --json, --yes): see 'billingctl help'.\n")
 }
 
@@ -172,9 +182,25 @@ func capitalize(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-// tables returns the table configuration of the global flags.
+// single reports whether the single-table layout was chosen.
+func (a *app) single() bool { return a.g.layout == "single" }
+
+// tables returns the legacy table configuration of the global flags (for
+// the single-table layout only Locks and Subscriptions, the single table's
+// name, are used).
 func (a *app) tables() dynamostore.TableConfig {
 	cfg := dynamostore.TableConfig{Subscriptions: a.g.table, History: a.g.historyTable, Locks: a.g.lockTable}
+	if p := a.g.tablesPrefix; p != "" {
+		cfg.Subscriptions = cmpOr(cfg.Subscriptions, p+"-activity")
+		cfg.History = cmpOr(cfg.History, p+"-activity-history")
+		cfg.Locks = cmpOr(cfg.Locks, p+"-locks")
+		if a.single() {
+			cfg.Subscriptions = cmpOr(a.g.table, p)
+		}
+	}
+	if a.single() && cfg.Subscriptions == "" {
+		cfg.Subscriptions = singleDefaultTable
+	}
 	if a.g.statusIndex == "sorted" {
 		cfg.StatusIndexMode = dynamostore.StatusIndexSorted
 	}
@@ -276,11 +302,27 @@ func localEndpoint(endpoint string) bool {
 	return host != "" && !strings.Contains(host, ".")
 }
 
-// stores returns the repository and the history on the configured tables.
-func (a *app) stores() (*dynamostore.Repository, *dynamostore.History, error) {
+// singleDefaultTable is the single table's name unless configured.
+const singleDefaultTable = "billing"
+
+// singleTable is the single-table configuration of the global flags.
+func (a *app) singleTable() dynamostore.SingleTableConfig {
+	return dynamostore.SingleTableConfig{Table: a.tables().Subscriptions}.WithDefaults()
+}
+
+// stores returns the repository and the history on the configured tables
+// of the chosen layout.
+func (a *app) stores() (billing.Repository, billing.History, error) {
 	client, err := a.dynamo()
 	if err != nil {
 		return nil, nil, err
+	}
+	if a.single() {
+		repo, err := dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{Client: client, Table: a.singleTable()})
+		if err != nil {
+			return nil, nil, err
+		}
+		return repo, repo.History(), nil
 	}
 	cfg := dynamostore.Config{Client: client, Tables: a.tables()}
 	repo, err := dynamostore.NewRepository(cfg)

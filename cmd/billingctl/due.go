@@ -178,6 +178,10 @@ func runDue(a *app, c *command, args []string) error {
 	if tables.StatusIndexMode == dynamostore.StatusIndexSorted {
 		mode = "sorted: billing_date is a key condition, only due records are read"
 	}
+	if a.single() {
+		st := a.singleTable()
+		tables.StatusIndex, mode = st.PaymentIndex, "single table: the payment-date index, day by day"
+	}
 	if a.g.json {
 		return writeJSON(a.stdout, map[string]any{
 			"now": now.Format(time.RFC3339Nano), "table": tables.Subscriptions, "index": tables.StatusIndex,

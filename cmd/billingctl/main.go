@@ -24,6 +24,7 @@
 //	                                   move a record to another billing date
 //	change-tier SUBSCRIPTION_ID --tier NAME:VERSION --amount 9.99 [--downgrade]
 //	                                   change a SCHEDULED record's tier and amount
+//	seed [--users N] [--now DATE]      fill the tables with sample subscriptions (local servers)
 //	simulate                           the quickstart simulation, in memory
 //	help [COMMAND]                     usage of billingctl or of a command
 //
@@ -31,6 +32,11 @@
 //
 //	--endpoint URL          DynamoDB endpoint, e.g. http://localhost:8000 (default:
 //	                        $DYNAMODB_ENDPOINT, else AWS)
+//	--layout LAYOUT         legacy (two tables and a lock table, the default) or single
+//	                        (one table and a lock table)
+//	--tables PREFIX         name every table from one prefix: PREFIX-activity,
+//	                        PREFIX-activity-history, PREFIX-locks (legacy); PREFIX and
+//	                        PREFIX-locks (single). The per-table flags below win.
 //	--region REGION         AWS region (default: $AWS_REGION, $AWS_DEFAULT_REGION, the
 //	                        shared config, then us-east-1)
 //	--table NAME            subscriptions table (default billing-activity)
@@ -127,7 +133,7 @@ func init() {
 		subsListCmd, subsGetCmd, historyCmd,
 		dueCmd, notifyPreviewCmd,
 		waiveCmd, cancelCmd, pauseCmd, resumeCmd, changeDateCmd, changeTierCmd,
-		simulateCmd,
+		seedCmd, simulateCmd,
 	}
 }
 

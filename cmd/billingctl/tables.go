@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -36,6 +37,35 @@ Exits 1 when a table is missing or differs, so it can gate a deployment.`,
 // tableRoles names the tables of billing.TableDefinitions, in its order.
 var tableRoles = []string{"subscriptions", "history", "locks"}
 
+// tableDefs returns the tables of the chosen layout and their roles.
+func (a *app) tableDefs() ([]string, []*dynamodb.CreateTableInput) {
+	if a.single() {
+		return []string{"single table", "locks"}, []*dynamodb.CreateTableInput{
+			dynamostore.SingleTableDefinition(a.singleTable()), dynamostore.LockTableDefinition(a.tables().Locks)}
+	}
+	return tableRoles, dynamostore.TableDefinitions(a.tables())
+}
+
+// createSingle creates the single table (with its TTL) and the lock table
+// where they do not exist yet.
+func (a *app) createSingle(client *dynamodb.Client, defs []*dynamodb.CreateTableInput, existed []bool) error {
+	if !existed[0] {
+		if err := dynamostore.CreateSingleTable(a.ctx, client, a.singleTable()); err != nil {
+			return err
+		}
+	}
+	if !existed[1] {
+		if _, err := client.CreateTable(a.ctx, defs[1]); err != nil {
+			return fmt.Errorf("create table %s: %w", aws.ToString(defs[1].TableName), err)
+		}
+		w := dynamodb.NewTableExistsWaiter(client)
+		if err := w.Wait(a.ctx, &dynamodb.DescribeTableInput{TableName: defs[1].TableName}, 2*time.Minute); err != nil {
+			return fmt.Errorf("wait for table %s: %w", aws.ToString(defs[1].TableName), err)
+		}
+	}
+	return nil
+}
+
 func runTablesCreate(a *app, c *command, args []string) error {
 	if err := a.parseNoArgs(c, a.newFlags(c), args); err != nil {
 		return err
@@ -45,7 +75,7 @@ func runTablesCreate(a *app, c *command, args []string) error {
 		return err
 	}
 	cfg := a.tables()
-	defs := dynamostore.TableDefinitions(cfg)
+	roles, defs := a.tableDefs()
 	existed := make([]bool, len(defs))
 	for i, def := range defs {
 		_, err := client.DescribeTable(a.ctx, &dynamodb.DescribeTableInput{TableName: def.TableName})
@@ -57,7 +87,11 @@ func runTablesCreate(a *app, c *command, args []string) error {
 			return fmt.Errorf("describe table %s: %w", aws.ToString(def.TableName), err)
 		}
 	}
-	if err := dynamostore.CreateTables(a.ctx, client, cfg); err != nil {
+	if a.single() {
+		if err := a.createSingle(client, defs, existed); err != nil {
+			return err
+		}
+	} else if err := dynamostore.CreateTables(a.ctx, client, cfg); err != nil {
 		return err
 	}
 	type row struct {
@@ -67,7 +101,7 @@ func runTablesCreate(a *app, c *command, args []string) error {
 	}
 	rows := make([]row, len(defs))
 	for i, def := range defs {
-		rows[i] = row{Role: tableRoles[i], Name: aws.ToString(def.TableName), Action: "created"}
+		rows[i] = row{Role: roles[i], Name: aws.ToString(def.TableName), Action: "created"}
 		if existed[i] {
 			rows[i].Action = "exists"
 		}
@@ -116,8 +150,9 @@ func runTablesDescribe(a *app, c *command, args []string) error {
 	}
 	var reports []tableReport
 	differ := false
-	for i, def := range dynamostore.TableDefinitions(a.tables()) {
-		rep := tableReport{Role: tableRoles[i], Name: aws.ToString(def.TableName), Differences: []string{}, Notes: []string{}}
+	roles, defs := a.tableDefs()
+	for i, def := range defs {
+		rep := tableReport{Role: roles[i], Name: aws.ToString(def.TableName), Differences: []string{}, Notes: []string{}}
 		out, err := client.DescribeTable(a.ctx, &dynamodb.DescribeTableInput{TableName: def.TableName})
 		var nf *types.ResourceNotFoundException
 		switch {

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/stretchr/testify/assert"
+
+	"github.com/dynabill/billing/internal/dynamotest"
+)
+
+// TestDayOneBothLayouts walks a host's first day on each layout: create
+// the tables from one --tables prefix, seed them (twice: the second run
+// writes nothing), list a user, see what the scheduled run would collect,
+// and read a record's history.
+func TestDayOneBothLayouts(t *testing.T) {
+	for _, c := range []struct{ layout, user string }{
+		{"legacy", "seed-user-04"},
+		{"single", "seed-acct-04#seed-plan-04#PLUS"},
+	} {
+		t.Run(c.layout, func(t *testing.T) {
+			t.Parallel()
+			endpoint, client := dynamotest.Endpoint(t), dynamotest.Client(t)
+			prefix := dynamotest.TableName(t, "day1")
+			tables := []string{prefix + "-activity", prefix + "-activity-history", prefix + "-locks"}
+			if c.layout == "single" {
+				tables = []string{prefix, prefix + "-locks"}
+			}
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				for _, name := range tables {
+					_, _ = client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+				}
+			})
+			cli := func(args ...string) result {
+				return runCLI(t, "", append([]string{"--endpoint", endpoint, "--layout", c.layout, "--tables", prefix}, args...)...)
+			}
+			r := cli("tables", "create")
+			r.want(t, exitOK, append(tables, "created")...)
+
+			r = cli("seed", "--users", "6", "--now", "2025-03-14")
+			r.want(t, exitOK, "seed-00-due", "seed-02-declined", "ERROR", "seed-03-paused", "PAUSED", "seed-05-yearly", "created")
+			assert.NotContains(t, r.stdout, "exists")
+			r = cli("seed", "--users", "6", "--now", "2025-03-14")
+			r.want(t, exitOK, "exists")
+			assert.NotContains(t, r.stdout, "created", "a second seed writes nothing")
+
+			cli("subs", "list", c.user).want(t, exitOK, "seed-04-paid", "COMPLETED", "seed-04-next", "SCHEDULED")
+			cli("due", "--run", "scheduled", "--date", "2025-03-14").want(t, exitOK,
+				"scheduled SCHEDULED 2 108.99", "collect 2 (108.99)")
+			cli("history", "seed-04-paid").want(t, exitOK, "seed-04-paid", "COMPLETED", "txn-seed-04")
+		})
+	}
+}
+
+// TestSeedRefusesAWSWithoutYes: seed is for local servers.
+func TestSeedRefusesAWSWithoutYes(t *testing.T) {
+	var env = func(k string) string { return "" }
+	var out, errb bytes.Buffer
+	code := run(t.Context(), []string{"seed"}, nil, &out, &errb, env)
+	assert.Equal(t, exitFail, code)
+	assert.Contains(t, errb.String(), "--yes")
+}
