@@ -57,34 +57,14 @@ func DefaultPaymentProjection() []string {
 	return []string{"Email", "PaymentDay", "PaymentAmount", "SKU", "PaymentDetails"}
 }
 
-// SingleTableConfig is the stores' table configuration (the public
-// dynamostore.SingleTableConfig converts to it field for field) with the
-// single-table codecs and key builders as methods.
+// SingleTableConfig is the stores' table configuration with the
+// single-table codecs and key builders as methods. The public
+// dynamostore.SingleTableConfig, which documents the fields and their
+// defaults, converts to it field for field.
 type SingleTableConfig struct {
-	// Table is the table name. Defaults to [DefaultSingleTable] ("billing");
-	// a host with an existing table sets its name here.
-	Table string
-	// AccountPrefix starts every account's partition key: PK is
-	// AccountPrefix + account ID. Defaults to "USER#".
-	AccountPrefix string
-	// ReminderIndex is the sparse GSI keyed by NextReminderDate (hash) and
-	// LastReminderDate (range). Defaults to "GSI-1".
-	ReminderIndex string
-	// PaymentIndex is the sparse GSI keyed by NextPaymentDate (hash) and
-	// LastPaymentDate (range). Defaults to "GSI-2".
-	PaymentIndex string
-	// ReminderProjection lists the non-key attributes the reminder index
-	// projects (INCLUDE). Defaults to [DefaultReminderProjection].
-	ReminderProjection []string
-	// PaymentProjection lists the non-key attributes the payment index
-	// projects (INCLUDE). Defaults to [DefaultPaymentProjection].
-	PaymentProjection []string
-	// TTLAttribute is the table's time-to-live attribute (a Number of Unix
-	// seconds): DynamoDB deletes an item some time after the instant it
-	// holds. One attribute serves every entity: credit balances write their
-	// expiry to it, and so do the monthly grant markers and receipts.
-	// Defaults to "expiresAt".
-	TTLAttribute string
+	Table, AccountPrefix, ReminderIndex, PaymentIndex string
+	ReminderProjection, PaymentProjection             []string
+	TTLAttribute                                      string
 }
 
 // WithDefaults returns c with every empty field set to its default. The
