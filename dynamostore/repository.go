@@ -165,11 +165,7 @@ func (r *Repository) Add(ctx context.Context, sub *billing.Subscription) error {
 
 // Get implements [Repository.Get].
 func (r *Repository) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Subscription, error) {
-	bd, err := timefmt.Seconds(billingDate)
-	if err != nil {
-		return billing.Subscription{}, fmt.Errorf("%w: billing_date %v: %w", billing.ErrInvalidDate, billingDate, err)
-	}
-	return r.getKey(ctx, userID, bd)
+	return getByDate(ctx, r.getKey, userID, billingDate)
 }
 
 func (r *Repository) getKey(ctx context.Context, userID, billingDate string) (billing.Subscription, error) {
@@ -234,10 +230,7 @@ func (r *Repository) ListByUser(ctx context.Context, userID string) ([]billing.S
 
 // Recent implements [Repository.Recent].
 func (r *Repository) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
-	if limit <= 0 {
-		limit = 10
-	}
-	return r.queryUser(ctx, userID, false, limit)
+	return r.queryUser(ctx, userID, false, recentLimit(limit))
 }
 
 func (r *Repository) queryUser(ctx context.Context, userID string, forward bool, limit int) ([]billing.Subscription, error) {
@@ -698,4 +691,23 @@ func ClientOf(store any) API {
 		return unwrapDynamo(s.cfg.Client)
 	}
 	return nil
+}
+
+// recentLimit is Recent's limit: 10 when not positive.
+func recentLimit(limit int) int {
+	if limit <= 0 {
+		return 10
+	}
+	return limit
+}
+
+// getByDate is Get of either layout: the billing_date argument as its
+// stored key (whole seconds), read by the layout's getKey.
+func getByDate(ctx context.Context, getKey func(context.Context, string, string) (billing.Subscription, error),
+	userID string, billingDate time.Time) (billing.Subscription, error) {
+	bd, err := timefmt.Seconds(billingDate)
+	if err != nil {
+		return billing.Subscription{}, fmt.Errorf("%w: billing_date %v: %w", billing.ErrInvalidDate, billingDate, err)
+	}
+	return getKey(ctx, userID, bd)
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/layout"
-	"github.com/dynabill/billing/internal/timefmt"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -472,11 +471,7 @@ func (r *SingleTableRepository) Add(ctx context.Context, sub *billing.Subscripti
 
 // Get implements [Repository.Get] with one consistent GetItem.
 func (r *SingleTableRepository) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Subscription, error) {
-	bd, err := timefmt.Seconds(billingDate)
-	if err != nil {
-		return billing.Subscription{}, fmt.Errorf("%w: billing_date %v: %w", billing.ErrInvalidDate, billingDate, err)
-	}
-	return r.getKey(ctx, userID, bd)
+	return getByDate(ctx, r.getKey, userID, billingDate)
 }
 
 func (r *SingleTableRepository) getKey(ctx context.Context, userID, billingDateKey string) (billing.Subscription, error) {
@@ -579,10 +574,7 @@ func (r *SingleTableRepository) ListByUser(ctx context.Context, userID string) (
 
 // Recent implements [Repository.Recent].
 func (r *SingleTableRepository) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
-	if limit <= 0 {
-		limit = 10
-	}
-	return r.listPeriods(ctx, userID, false, limit)
+	return r.listPeriods(ctx, userID, false, recentLimit(limit))
 }
 
 func (r *SingleTableRepository) listPeriods(ctx context.Context, userID string, forward bool, limit int) ([]billing.Subscription, error) {

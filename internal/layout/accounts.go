@@ -137,6 +137,18 @@ const (
 	GrantTier           = "tier"
 	GrantAmount         = "amount"
 	GrantEventID        = "eventId"
+
+	// The provider subscription record, as existing items spell it.
+	SubID          = "subscriptionId"
+	SubPlanTier    = "planTier"
+	SubStatus      = "status"
+	SubCustomer    = "stripeCustomerId"
+	SubPeriodStart = "currentPeriodStart"
+	SubPeriodEnd   = "currentPeriodEnd"
+	SubCancelAtEnd = "cancelAtPeriodEnd"
+	SubLastEventID = "lastEventId"
+	SubLastEventAt = "lastEventAt"
+	SubTypeValue   = "Subscription"
 )
 
 // creditsItem is [entitlement.Credits] with the attributes its fields are
@@ -169,20 +181,6 @@ func (c SingleTableConfig) DecodeCredits(item map[string]types.AttributeValue, n
 	}
 	return cr, nil
 }
-
-// Attribute names of the subscription record, as existing items spell them.
-const (
-	SubID          = "subscriptionId"
-	SubPlanTier    = "planTier"
-	SubStatus      = "status"
-	SubCustomer    = "stripeCustomerId"
-	SubPeriodStart = "currentPeriodStart"
-	SubPeriodEnd   = "currentPeriodEnd"
-	SubCancelAtEnd = "cancelAtPeriodEnd"
-	SubLastEventID = "lastEventId"
-	SubLastEventAt = "lastEventAt"
-	SubTypeValue   = "Subscription"
-)
 
 // providerSubscriptionItem is [entitlement.ProviderSubscription] with the
 // attributes its fields are read from (see readFields).
