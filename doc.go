@@ -171,3 +171,126 @@
 // unknown, conflict and failed; worker messages that failed; DynamoDB
 // errors) have an error status and the error as an event.
 package billing
+
+import "errors"
+
+// The package's errors, for [errors.Is]. The errors returned by the package
+// wrap them with the operation and the key; several are carried by a typed
+// error that says more (named in each one's comment).
+var (
+	// Records. The storage implementations translate DynamoDB's exceptions
+	// into these; callers never match SDK types or strings.
+
+	// ErrNotFound reports that no record has the requested key or ID.
+	ErrNotFound = errors.New("billing: not found")
+
+	// ErrConflict reports a conditional write that failed because the stored
+	// record is not what the writer read: someone else wrote first, or the
+	// record is gone. The error is a [*ConflictError].
+	ErrConflict = errors.New("billing: conflict")
+
+	// ErrAlreadyExists reports an add whose key is already taken.
+	ErrAlreadyExists = errors.New("billing: already exists")
+
+	// ErrInvalidCursor reports a continuation token that is malformed,
+	// edited, or belongs to another query. A run never restarts from the top
+	// on such a token: it fails.
+	ErrInvalidCursor = errors.New("billing: invalid cursor")
+
+	// ErrInvalidQuery reports query parameters that contradict each other or
+	// are missing (e.g. no status).
+	ErrInvalidQuery = errors.New("billing: invalid query")
+
+	// Values. The errors returned wrap these with the operation, the key and
+	// the offending value.
+
+	// ErrInvalidAmount reports a money amount that is not an exact,
+	// non-negative decimal with at most two fraction digits.
+	ErrInvalidAmount = errors.New("billing: invalid amount")
+
+	// ErrInvalidStatus reports a billing_status value the library does not know.
+	ErrInvalidStatus = errors.New("billing: invalid status")
+
+	// ErrInvalidTerm reports a term value the library does not know.
+	ErrInvalidTerm = errors.New("billing: invalid term")
+
+	// ErrInvalidDate reports a malformed or out-of-range date or timestamp.
+	ErrInvalidDate = errors.New("billing: invalid date")
+
+	// ErrInvalidItem reports a stored item that cannot be decoded into a
+	// [Subscription]. The error is always a [*FieldError] naming the attribute.
+	ErrInvalidItem = errors.New("billing: invalid item")
+
+	// Status changes.
+
+	// ErrIllegalTransition reports a status change the transition table
+	// forbids. The error is a [*TransitionError] carrying both statuses.
+	ErrIllegalTransition = errors.New("billing: illegal status transition")
+
+	// Locks.
+
+	// ErrAlreadyLocked reports that another holder has the user's billing
+	// lock. It is returned at once, without waiting: the caller skips the
+	// user and leaves the record untouched.
+	ErrAlreadyLocked = errors.New("billing: user's billing is locked")
+
+	// ErrLeaseLost reports that a lease expired or could not be renewed
+	// before it was released: another process may have taken the lock since.
+	ErrLeaseLost = errors.New("billing: lock lease lost")
+
+	// Collections.
+
+	// ErrNotCollectible reports a single collection of a record that is not
+	// eligible now (already collected, not due, paused, cancelled, ...).
+	ErrNotCollectible = errors.New("billing: record not collectible")
+
+	// ErrDateMove reports a billing date move that would take a record onto or
+	// across another period of its user (see [Collector.ChangeBillingDate]).
+	// The error is a [*DateMoveError].
+	ErrDateMove = errors.New("billing: billing date move out of order")
+
+	// ErrTransactionMismatch reports a settlement event whose transaction ID is
+	// not the one recorded on the subscription record: nothing is written.
+	ErrTransactionMismatch = errors.New("billing: transaction ID does not match the record")
+
+	// ErrSettlementEarly reports a settlement event for a record that is still
+	// waiting to be collected (SCHEDULED or ERROR) and does not carry the
+	// event's transaction: most likely the attempt that created the
+	// transaction ended with an unknown outcome and has not been recorded yet.
+	// Nothing is written; the host should deliver the event again later (the
+	// next run replays the attempt's idempotency key and records it). The error
+	// also wraps [ErrTransactionMismatch].
+	ErrSettlementEarly = errors.New("billing: settlement arrived before its attempt was recorded")
+
+	// ErrRateLimited reports a request the processor refused for its rate
+	// limit before acting on it: nothing was charged. See [PaymentProvider].
+	ErrRateLimited = errors.New("billing: processor rate limit")
+
+	// ErrAttemptInFlight reports a record whose latest collection attempt
+	// has no known outcome: the processor may have charged it, and neither a
+	// replay nor a lookup could tell. Nothing was changed; try again later.
+	// The error is an [*InFlightError] naming the key.
+	ErrAttemptInFlight = errors.New("billing: attempt in flight, outcome unknown")
+
+	// Notifications.
+
+	// ErrTooManyRecords reports a scheduler-queue batch with more than one
+	// continuation message. The scheduler queue's event source mapping has
+	// batch size 1; a larger batch fails whole, without processing any of its
+	// messages, so no continuation is run twice or lost.
+	ErrTooManyRecords = errors.New("billing: notifier: more than one continuation in the batch")
+
+	// ErrInvalidEvent reports a scheduler event that cannot be parsed: not a
+	// JSON object, an unknown status, a malformed date or a start_key that
+	// is not a continuation token (see [ParseSchedulerEvent]).
+	ErrInvalidEvent = errors.New("billing: invalid scheduler event")
+
+	// ErrInvalidMessage reports a worker-queue message that cannot be parsed
+	// or decoded (see [ParseNotificationMessage]).
+	ErrInvalidMessage = errors.New("billing: invalid notification message")
+
+	// ErrReminderClaimed reports that the reminder of a record for its billing
+	// date was claimed already, by this worker or another one: the
+	// [Worker] skips the message as a duplicate and sends nothing.
+	ErrReminderClaimed = errors.New("billing: reminder already claimed")
+)

@@ -2,7 +2,6 @@ package billing
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -91,15 +90,3 @@ type Lease interface {
 }
 
 // The legacy lock table's wire format.
-
-// Lock errors.
-var (
-	// ErrAlreadyLocked reports that another holder has the user's billing
-	// lock. It is returned at once, without waiting: the caller skips the
-	// user and leaves the record untouched.
-	ErrAlreadyLocked = errors.New("billing: user's billing is locked")
-
-	// ErrLeaseLost reports that a lease expired or could not be renewed
-	// before it was released: another process may have taken the lock since.
-	ErrLeaseLost = errors.New("billing: lock lease lost")
-)

@@ -11,29 +11,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Notifier errors.
-var (
-	// ErrTooManyRecords reports a scheduler-queue batch with more than one
-	// continuation message. The scheduler queue's event source mapping has
-	// batch size 1; a larger batch fails whole, without processing any of its
-	// messages, so no continuation is run twice or lost.
-	ErrTooManyRecords = errors.New("billing: notifier: more than one continuation in the batch")
-
-	// ErrInvalidEvent reports a scheduler event that cannot be parsed: not a
-	// JSON object, an unknown status, a malformed date or a start_key that
-	// is not a continuation token (see [ParseSchedulerEvent]).
-	ErrInvalidEvent = errors.New("billing: invalid scheduler event")
-
-	// ErrInvalidMessage reports a worker-queue message that cannot be parsed
-	// or decoded (see [ParseNotificationMessage]).
-	ErrInvalidMessage = errors.New("billing: invalid notification message")
-
-	// ErrReminderClaimed reports that the reminder of a record for its billing
-	// date was claimed already, by this worker or another one: the
-	// [Worker] skips the message as a duplicate and sends nothing.
-	ErrReminderClaimed = errors.New("billing: reminder already claimed")
-)
-
 // DefaultPagesPerInvocation is the number of status pages one scheduler
 // invocation reads before it hands back a continuation (the legacy
 // PAGES_PER_INVOKE).

@@ -5,30 +5,6 @@ import (
 	"fmt"
 )
 
-// Storage errors. The storage implementations translate DynamoDB's
-// exceptions into these; callers never match SDK types or strings.
-var (
-	// ErrNotFound reports that no record has the requested key or ID.
-	ErrNotFound = errors.New("billing: not found")
-
-	// ErrConflict reports a conditional write that failed because the stored
-	// record is not what the writer read: someone else wrote first, or the
-	// record is gone. The error is a [*ConflictError].
-	ErrConflict = errors.New("billing: conflict")
-
-	// ErrAlreadyExists reports an add whose key is already taken.
-	ErrAlreadyExists = errors.New("billing: already exists")
-
-	// ErrInvalidCursor reports a continuation token that is malformed,
-	// edited, or belongs to another query. A run never restarts from the top
-	// on such a token: it fails.
-	ErrInvalidCursor = errors.New("billing: invalid cursor")
-
-	// ErrInvalidQuery reports query parameters that contradict each other or
-	// are missing (e.g. no status).
-	ErrInvalidQuery = errors.New("billing: invalid query")
-)
-
 // ConflictError reports a failed conditional write. It wraps [ErrConflict],
 // or [ErrAlreadyExists] when the write was an add whose key exists.
 type ConflictError struct {
@@ -90,4 +66,39 @@ func (e *BatchError) Unwrap() error { return e.Err }
 func IsHistoryKeyConflict(err error) bool {
 	var ce *ConflictError
 	return errors.As(err, &ce) && ce.HistoryRow
+}
+
+// FieldError reports bad input and names where it was found: the field or
+// attribute, the value, and (for stored items) the item's key.
+type FieldError struct {
+	// Field is the attribute or field name, e.g. "billing_amount".
+	Field string
+	// Value is the offending value as text (truncated when long).
+	Value string
+	// Key identifies the item, e.g. "user_id=u1 billing_date=2024-01-31T00:00:00Z".
+	// Empty when the input was not a stored item.
+	Key string
+	// Err is the underlying cause, usually wrapping one of the sentinels.
+	Err error
+}
+
+// Error implements error.
+func (e *FieldError) Error() string {
+	v := e.Value
+	if len(v) > 64 {
+		v = v[:64] + "…"
+	}
+	if e.Key != "" {
+		return fmt.Sprintf("%s: attribute %s=%q of item (%s)", e.Err, e.Field, v, e.Key)
+	}
+	return fmt.Sprintf("%s: %s=%q", e.Err, e.Field, v)
+}
+
+// Unwrap returns the underlying cause.
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// invalidField returns the error of a value outside an enum: a
+// [*FieldError] naming field and the value as given, wrapping sentinel.
+func invalidField(field string, sentinel error) func(value string) error {
+	return func(value string) error { return &FieldError{Field: field, Value: value, Err: sentinel} }
 }

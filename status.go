@@ -1,7 +1,6 @@
 package billing
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
@@ -161,9 +160,3 @@ func (e *TransitionError) Error() string {
 
 // Unwrap returns [ErrIllegalTransition].
 func (e *TransitionError) Unwrap() error { return ErrIllegalTransition }
-
-var (
-	// ErrIllegalTransition reports a status change the transition table
-	// forbids. The error is a [*TransitionError] carrying both statuses.
-	ErrIllegalTransition = errors.New("billing: illegal status transition")
-)
