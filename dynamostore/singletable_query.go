@@ -149,15 +149,8 @@ func (r *SingleTableRepository) expand(ctx context.Context, q billing.StatusQuer
 		page.Scanned += int(out.ScannedCount)
 		for _, it := range out.Items {
 			sub, err := decodeEngineItem(it)
-			if err != nil {
+			if err := w.Add(page, q, day, sub, err); err != nil {
 				r.cfg.Logger.WarnContext(ctx, "billing: skipping undecodable item", "status", q.Status, "error", err)
-				page.Invalid = append(page.Invalid, err)
-				page.Count++
-				continue
-			}
-			if sub.Status == q.Status && w.Keeps(q, day, sub.BillingDate) {
-				page.Items = append(page.Items, sub)
-				page.Count++
 			}
 		}
 	}

@@ -1,15 +1,10 @@
 package entitlement
 
 import (
-	"errors"
 	"time"
 
 	"github.com/dynabill/billing/internal/enum"
 )
-
-// ErrInvalidPassType reports a founder pass type other than
-// FOUNDING_MEMBER and GUILD_BUILDER.
-var ErrInvalidPassType = errors.New("billing: invalid founder pass type")
 
 // PassType is the type of a lifetime founder pass.
 type PassType string

@@ -2,22 +2,11 @@ package entitlement
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/internal/enum"
-)
-
-// Account errors.
-var (
-	// ErrInvalidTier reports a tier name other than FREE, INITIATE,
-	// JOURNEYMAN, SAGE and GUILDMASTER (in any case).
-	ErrInvalidTier = errors.New("billing: invalid tier")
-
-	// ErrInvalidAccount reports an empty or oversized account (user) ID.
-	ErrInvalidAccount = errors.New("billing: invalid account ID")
 )
 
 // Tier is an access tier of the provider-billed deployment. Tiers are

@@ -1,22 +1,10 @@
 package entitlement
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/dynabill/billing"
-)
-
-// Credit errors.
-var (
-	// ErrInsufficientCredits reports a consume larger than the balance.
-	// The error is an [*InsufficientCreditsError] carrying the balance.
-	ErrInsufficientCredits = errors.New("billing: insufficient credits")
-
-	// ErrInvalidCredits reports a credit amount outside 1..[MaxCreditAmount]
-	// or an invalid monthly grant period.
-	ErrInvalidCredits = errors.New("billing: invalid credit amount")
 )
 
 // MaxCreditAmount bounds the n of one grant, top-up or consume, so that

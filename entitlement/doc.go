@@ -21,3 +21,53 @@
 //		// serve the feature
 //	}
 package entitlement
+
+import "errors"
+
+// The package's errors, for [errors.Is]. The errors returned wrap them with
+// the operation and the key or value.
+var (
+	// Accounts and tiers.
+
+	// ErrInvalidTier reports a tier name other than FREE, INITIATE,
+	// JOURNEYMAN, SAGE and GUILDMASTER (in any case).
+	ErrInvalidTier = errors.New("billing: invalid tier")
+
+	// ErrInvalidAccount reports an empty or oversized account (user) ID.
+	ErrInvalidAccount = errors.New("billing: invalid account ID")
+
+	// Credits.
+
+	// ErrInsufficientCredits reports a consume larger than the balance.
+	// The error is an [*InsufficientCreditsError] carrying the balance.
+	ErrInsufficientCredits = errors.New("billing: insufficient credits")
+
+	// ErrInvalidCredits reports a credit amount outside 1..[MaxCreditAmount]
+	// or an invalid monthly grant period.
+	ErrInvalidCredits = errors.New("billing: invalid credit amount")
+
+	// Provider subscriptions.
+
+	// ErrInvalidProviderStatus reports a subscription status other than the
+	// six a processor reports. The error is a [*billing.FieldError] naming "status"
+	// and the value.
+	ErrInvalidProviderStatus = errors.New("billing: invalid provider subscription status")
+
+	// ErrInvalidProviderEvent reports a [ProviderEvent] with a missing or malformed
+	// field. The error is a [*billing.FieldError] naming the field.
+	ErrInvalidProviderEvent = errors.New("billing: invalid provider event")
+
+	// Founder passes.
+
+	// ErrInvalidPassType reports a founder pass type other than
+	// FOUNDING_MEMBER and GUILD_BUILDER.
+	ErrInvalidPassType = errors.New("billing: invalid founder pass type")
+
+	// Recurring payments.
+
+	// ErrInvalidPayment reports a recurring subscription or receipt that
+	// cannot be stored: a bad ID, SKU, payment day, amount or date, or a
+	// receipt that does not belong to the subscription it is recorded for.
+	// The error is a [*billing.FieldError] naming the field.
+	ErrInvalidPayment = errors.New("billing: invalid recurring payment")
+)

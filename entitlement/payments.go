@@ -2,17 +2,10 @@ package entitlement
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/dynabill/billing"
 )
-
-// ErrInvalidPayment reports a recurring subscription or receipt that
-// cannot be stored: a bad ID, SKU, payment day, amount or date, or a
-// receipt that does not belong to the subscription it is recorded for.
-// The error is a [*billing.FieldError] naming the field.
-var ErrInvalidPayment = errors.New("billing: invalid recurring payment")
 
 // RecurringSubscription is a recurring payments subscription: the
 // account agrees to pay PaymentAmount on day

@@ -1,25 +1,12 @@
 package entitlement
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/internal/enum"
 	"github.com/dynabill/billing/internal/timefmt"
-)
-
-// Provider subscription errors.
-var (
-	// ErrInvalidProviderStatus reports a subscription status other than the
-	// six a processor reports. The error is a [*billing.FieldError] naming "status"
-	// and the value.
-	ErrInvalidProviderStatus = errors.New("billing: invalid provider subscription status")
-
-	// ErrInvalidProviderEvent reports a [ProviderEvent] with a missing or malformed
-	// field. The error is a [*billing.FieldError] naming the field.
-	ErrInvalidProviderEvent = errors.New("billing: invalid provider event")
 )
 
 // ProviderStatus is the status of a subscription billed by an external

@@ -824,15 +824,7 @@ func (s *SingleTable) expand(ctx context.Context, q billing.StatusQuery, w layou
 			continue // the query's filter
 		}
 		sub, err := layout.DecodeItem(ki.item)
-		if err != nil {
-			page.Invalid = append(page.Invalid, err)
-			page.Count++
-			continue
-		}
-		if sub.Status == q.Status && w.Keeps(q, day, sub.BillingDate) {
-			page.Items = append(page.Items, sub)
-			page.Count++
-		}
+		_ = w.Add(page, q, day, sub, err) // counted in Invalid
 	}
 	return nil
 }

@@ -79,3 +79,20 @@ func SingleTableWalk(q billing.StatusQuery, now time.Time, catchUpDays int) (Sta
 func (w StatusWalk) Keeps(q billing.StatusQuery, day, billingDate time.Time) bool {
 	return !billingDate.Before(day) && q.Matches(billingDate)
 }
+
+// Add puts a period item found at the index day on page: counted and kept
+// when it decodes, is in the query's status and the walk keeps it; counted
+// as invalid when it does not decode. It reports the decoding error, for
+// the caller to log.
+func (w StatusWalk) Add(page *billing.Page, q billing.StatusQuery, day time.Time, sub billing.Subscription, err error) error {
+	switch {
+	case err != nil:
+		page.Invalid = append(page.Invalid, err)
+		page.Count++
+		return err
+	case sub.Status == q.Status && w.Keeps(q, day, sub.BillingDate):
+		page.Items = append(page.Items, sub)
+		page.Count++
+	}
+	return nil
+}
