@@ -41,10 +41,10 @@ const (
 // lockKeyPrefix is the wire format of lock keys in the legacy locks table.
 const lockKeyPrefix = "subscription-billing:user_id:"
 
-// LockKey returns the key of userID's billing lock in the lock table:
+// lockKey returns the key of userID's billing lock in the lock table:
 // "subscription-billing:user_id:" followed by the user ID, as the legacy
-// service wrote it.
-func LockKey(userID string) string { return lockKeyPrefix + userID }
+// service wrote it, so both take the same lock.
+func lockKey(userID string) string { return lockKeyPrefix + userID }
 
 // LockTableDefinition returns the definition of a lock table named
 // tableName: string hash key PartitionKey, no sort key, on-demand billing.
@@ -124,8 +124,8 @@ func WithLockClock(clk billing.Clock) LockerOption { return func(c *lockerConfig
 const maxObservations = 4096
 
 // Locker is the [Locker] on a dynamolock (cirello.io/dynamolock/v2)
-// table, compatible with the legacy service's locks: key [LockKey], data the
-// acquisition time, lease 60 s (renewed every 20 s by default),
+// table, compatible with the legacy service's locks: key
+// "subscription-billing:user_id:" and the user ID, data the acquisition time, lease 60 s (renewed every 20 s by default),
 // fail-if-locked, replace-data. Release marks the lock item released
 // rather than deleting it.
 //
@@ -287,7 +287,7 @@ func (l *Locker) Lock(ctx context.Context, userID string) (billing.Lease, error)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("billing: locking user %q: %w", userID, err)
 	}
-	key := LockKey(userID)
+	key := lockKey(userID)
 	for attempt := 0; ; attempt++ {
 		var read lockRead
 		start := time.Now()

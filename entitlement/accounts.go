@@ -110,7 +110,9 @@ type Accounts interface {
 const MaxAccountID = 512
 
 // CheckAccountID returns an error wrapping [ErrInvalidAccount] for an
-// empty account ID or one longer than [MaxAccountID] bytes.
+// empty account ID or one longer than [MaxAccountID] bytes. Every
+// implementation of [Accounts] and [Payments] refuses such IDs with it, so a
+// store of the host's own behaves like the library's.
 func CheckAccountID(userID string) error {
 	if userID == "" || len(userID) > MaxAccountID {
 		return fmt.Errorf("%w: user ID %q (1 to %d bytes)", ErrInvalidAccount, userID, MaxAccountID)

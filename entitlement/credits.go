@@ -103,7 +103,8 @@ type MonthlyGrantResult struct {
 }
 
 // CheckCreditAmount returns an error wrapping [ErrInvalidCredits] unless
-// 1 <= n <= MaxCreditAmount.
+// 1 <= n <= MaxCreditAmount. Implementations of [Accounts] check every
+// grant and consume with it.
 func CheckCreditAmount(n int64) error {
 	if n <= 0 || n > MaxCreditAmount {
 		return fmt.Errorf("%w: %d (want 1..%d)", ErrInvalidCredits, n, MaxCreditAmount)
@@ -112,7 +113,8 @@ func CheckCreditAmount(n int64) error {
 }
 
 // CheckGrantPeriod returns an error wrapping [ErrInvalidCredits] for an
-// empty period or one longer than 256 bytes.
+// empty period or one longer than 256 bytes. Implementations of [Accounts]
+// check a monthly grant's period with it.
 func CheckGrantPeriod(period string) error {
 	if period == "" || len(period) > maxGrantPeriod {
 		return fmt.Errorf("%w: grant period %q (1 to %d bytes)", ErrInvalidCredits, period, maxGrantPeriod)
