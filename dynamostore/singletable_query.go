@@ -22,8 +22,7 @@ func (r *SingleTableRepository) statusScope(q billing.StatusQuery, w layout.Stat
 
 // QueryStatus implements [Repository.QueryStatus] on the payment index
 // (NextPaymentDate): it walks the index's days from CatchUpDays before
-// today (or the query's start, when earlier) to the query's end (see
-// SingleTableWalk); each
+// today (or the query's start, when earlier) to the query's end; each
 // subscription found there (it sits at the day of its earliest open
 // period) is expanded with a consistent query of its periods in the
 // range, and the periods in the query's status are returned. A page reads

@@ -36,7 +36,7 @@ type SingleTableStoreConfig struct {
 	// Defaults to 100.
 	PageSize int
 	// CatchUpDays is how many days before today the walk over the
-	// payment index starts (see SingleTableWalk), so that a subscription
+	// payment index starts, so that a subscription
 	// whose earliest open period is overdue (it stays at that period's day
 	// until the period is handled) is still found. A period left open
 	// longer than this is not seen by status queries: runs mark SCHEDULED and ERROR

@@ -71,9 +71,8 @@ const stPayDayLayout = "2006-01-02"
 // when another receipt of the SKU holds its key), all or nothing, AddAll
 // in groups of up to 8 records of one subscription, and status queries
 // that walk the payment index day by day with opaque cursors bound to
-// their query. The layout functions of package billing
-// (EngineSubscription, OpenPeriods,
-// PeriodReceipt, SingleTableWalk) are shared with it.
+// their query. It shares the item codec and the index walk with the
+// DynamoDB store.
 //
 // One mutex serializes every operation of the three views, and a write
 // computes and checks everything that could fail (subscription item,
@@ -671,9 +670,9 @@ func checkGroup(recs []billing.Subscription) error {
 
 // QueryStatus implements [billing.Repository.QueryStatus] as the DynamoDB
 // store does: it walks the payment index (the subscription items'
-// NextPaymentDate) over the days of SingleTableWalk, expands
+// NextPaymentDate) over the same days as the DynamoDB store, expands
 // each subscription found on a day into its periods in the query's
-// status that StatusWalk.Keeps, and pages with opaque cursors
+// status and range, and pages with opaque cursors
 // bound to the query. A page reads at most Limit index items (a day's
 // items in index order: LastPaymentDate, then key); like DynamoDB, a page
 // that reaches Limit carries a cursor even if nothing remains. It also
