@@ -174,8 +174,8 @@ type WorkerConfig struct {
 	PrenoteMetric string
 	// AllowedEmailSuffixes, when not empty, restricts notifications to
 	// emails ending (case-insensitively) in one of them; other users are
-	// skipped. Set it in test environments, e.g. to "integrationtest.com"
-	// and "test.example.com". Defaults to nil: everyone (production).
+	// skipped. Set it in test environments, e.g. to "test.example.com"
+	// and "qa.example.org". Defaults to nil: everyone (production).
 	AllowedEmailSuffixes []string
 	// Logger receives a line per skipped or failed message and per prenote
 	// decision. Defaults to discarding logs.

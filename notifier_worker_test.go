@@ -142,11 +142,11 @@ func TestWorkerBranches(t *testing.T) {
 			setup: func(e *notifEnv) { e.users.Put(billing.User{ID: "u1", Email: "ann@example.com", Status: "SUSPENDED"}) }},
 		{name: "test environment: email not allowed: skipped", lookups: 1,
 			setup: func(e *notifEnv) {
-				e.cfg.AllowedEmailSuffixes = []string{"integrationtest.com", "test.example.org"}
+				e.cfg.AllowedEmailSuffixes = []string{"test.example.com", "qa.example.org"}
 			}},
 		{name: "test environment: allowed suffix, any case: sent", lookups: 1,
 			setup: func(e *notifEnv) {
-				e.cfg.AllowedEmailSuffixes = []string{"integrationtest.com", "EXAMPLE.com"}
+				e.cfg.AllowedEmailSuffixes = []string{"test.example.com", "EXAMPLE.com"}
 			},
 			sent: sent("6789", "Plus"), metrics: submittedPrimary, submits: 1},
 		{name: "bank account lookup error: failure", failed: true, lookups: 1,

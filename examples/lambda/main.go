@@ -39,7 +39,7 @@
 //	COLLECTOR_QUEUE_URL      the collector's continuation queue (collector)
 //	OLD_SUBSCRIPTION_DAYS    stale threshold (collector, default 30)
 //	ALLOWED_EMAIL_SUFFIXES   comma-separated; set in test environments only,
-//	                         e.g. "integrationtest.com,test.example.com"
+//	                         e.g. "test.example.com,qa.example.org"
 //
 // The host ports a real service implements against its own systems (user
 // service, bank links, payments, feature flags, notification channel,
