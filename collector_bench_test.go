@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -37,7 +38,9 @@ import (
 // server for ConsumedCapacity and reports what it says, as server-WCU and
 // server-RCU; moto answers constants, so they are not reported there.
 // BenchmarkCollectorInMemory reports collections per second on the
-// in-memory store: the engine's own overhead, with no storage latency.
+// in-memory store (the engine's own overhead, with no storage latency),
+// and the heap allocations and bytes per collection of the timed runs,
+// with 1,000 and 4,000 due records (docs/performance.md).
 //
 //	CI=true go test -run XXX -bench Collector -benchtime 1x .
 //	DYNAMODB_ENDPOINT=http://localhost:8000 go test -run XXX -bench CollectorDynamoDB -benchtime 3x .
@@ -146,25 +149,39 @@ func BenchmarkCollectorDynamoDB(b *testing.B) {
 }
 
 func BenchmarkCollectorInMemory(b *testing.B) {
-	const due = 1000
-	now := benchNow
-	var collected int
-	var spent time.Duration
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		store := memory.New(memory.Options{})
-		seedDue(b, store.Repository(), now, due, 0, func(i int) string { return fmt.Sprintf("bench-user-%05d", i) })
-		c := newBenchCollector(b, store.Repository(), nil, now)
-		b.StartTimer()
-		began := time.Now()
-		rep := runToEnd(b, c, billing.RunScheduled)
-		spent += time.Since(began)
-		if rep.Collected != due {
-			b.Fatalf("collected %d of %d", rep.Collected, due)
-		}
-		collected += rep.Collected
+	for _, due := range []int{1000, 4000} {
+		b.Run(fmt.Sprintf("due=%d", due), func(b *testing.B) {
+			now := benchNow
+			var collected int
+			var spent time.Duration
+			var allocs, bytes uint64
+			var before, after runtime.MemStats
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				store := memory.New(memory.Options{})
+				seedDue(b, store.Repository(), now, due, 0, func(i int) string { return fmt.Sprintf("bench-user-%05d", i) })
+				c := newBenchCollector(b, store.Repository(), nil, now)
+				runtime.ReadMemStats(&before)
+				b.StartTimer()
+				began := time.Now()
+				rep := runToEnd(b, c, billing.RunScheduled)
+				spent += time.Since(began)
+				b.StopTimer()
+				runtime.ReadMemStats(&after)
+				allocs += after.Mallocs - before.Mallocs
+				bytes += after.TotalAlloc - before.TotalAlloc
+				if rep.Collected != due {
+					b.Fatalf("collected %d of %d", rep.Collected, due)
+				}
+				collected += rep.Collected
+				b.StartTimer()
+			}
+			n := float64(collected)
+			b.ReportMetric(n/spent.Seconds(), "collections/s")
+			b.ReportMetric(float64(allocs)/n, "allocs/collection")
+			b.ReportMetric(float64(bytes)/n, "B/collection")
+		})
 	}
-	b.ReportMetric(float64(collected)/spent.Seconds(), "collections/s")
 }
 
 // benchNow is the time of the benchmarks' runs.
