@@ -12,11 +12,18 @@
 // rows and subscription items, and the [Payments] view of the same data).
 // Neither persists anything: a process that stops loses its records.
 //
+// [NewLocker] is the billing lock to go with them: per-user leases held in
+// the process, with the DynamoDB locker's contract (a lock that is taken
+// fails at once, a lease nobody renews runs out on the injected clock),
+// checked by billingtest.TestLocker. It only keeps apart the holders of
+// one process, so it suits one server or one test, never a fleet of
+// Lambdas.
+//
 //	store := memory.New(memory.Options{})
 //	c, err := billing.NewCollector(billing.Config{
 //		Repository: store.Repository(),
 //		History:    store.History(),
-//		Locker:     billingtest.NewLocker(nil, time.Minute),
+//		Locker:     memory.NewLocker(memory.LockerOptions{}),
 //		Provider:   processor,
 //	})
 package memory
