@@ -16,13 +16,10 @@
 //	curl localhost:8080/billing/demo-user/subscriptions                                # 401
 //	curl -H 'Authorization: Bearer someone-else' localhost:8080/billing/demo-user/subscriptions   # 403
 //
-// The payment processor is billingtest's scripted one, which accepts
-// every charge; records live in memory until the program stops.
+// The payment processor is a stand-in defined here that accepts every
+// charge; records and locks live in memory (package memory) until the
+// program stops.
 package main
-
-import (
-	"github.com/dynabill/billing/memory"
-)
 
 import (
 	"context"
@@ -41,7 +38,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billinghttp"
-	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/memory"
 )
 
 const demoUser = "demo-user"
@@ -62,8 +59,8 @@ func run(ctx context.Context, addr string) error {
 	collector, err := billing.NewCollector(billing.Config{
 		Repository: store.Repository(),
 		History:    store.History(),
-		Locker:     billingtest.NewLocker(nil, time.Minute),
-		Provider:   billingtest.NewProvider(billingtest.ProviderOptions{}),
+		Locker:     memory.NewLocker(memory.LockerOptions{LeaseDuration: time.Minute}),
+		Provider:   acceptAll{},
 		Logger:     logger,
 	})
 	if err != nil {
@@ -106,6 +103,25 @@ func run(ctx context.Context, addr string) error {
 		return err
 	}
 	return nil
+}
+
+// acceptAll stands in for the payment processor: it accepts every charge.
+// Its transaction ID is made from the idempotency key, so a request
+// presented again (the collector replays one whose answer it did not
+// record) gets the same answer, as from a real processor that honours
+// idempotency keys.
+type acceptAll struct{}
+
+func (acceptAll) Collect(ctx context.Context, req billing.PaymentRequest) (billing.PaymentResult, error) {
+	if err := ctx.Err(); err != nil {
+		return billing.PaymentResult{}, err
+	}
+	return billing.PaymentResult{
+		Outcome:       billing.OutcomeSucceeded,
+		TransactionID: "txn-" + req.IdempotencyKey,
+		AccountMask:   "6789",
+		PaymentType:   "ACH",
+	}, nil
 }
 
 // toyAuthorizer lets the bearer token act on the user of the same ID, for
