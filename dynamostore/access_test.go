@@ -1,7 +1,6 @@
 package dynamostore_test
 
 import (
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -100,9 +100,7 @@ func TestAccessResolveRules(t *testing.T) {
 			got := entitlement.ResolveAccess(now, c.passes, c.subs, c.profile)
 			require.Equal(t, c.want, got, "got  %+v\nwant %+v", got, c.want)
 			// Order of the inputs does not matter.
-			if r := entitlement.ResolveAccess(now, acctReversed(c.passes), acctReversed(c.subs), c.profile); r != got {
-				t.Fatalf("acctReversed inputs: %+v", r)
-			}
+			require.Equal(t, got, entitlement.ResolveAccess(now, acctReversed(c.passes), acctReversed(c.subs), c.profile), "acctReversed inputs")
 		})
 	}
 }
@@ -121,17 +119,16 @@ func TestAccessResolveEndToEnd(t *testing.T) {
 		want := func(tier entitlement.Tier, reason entitlement.AccessReason, source string) {
 			t.Helper()
 			got, err := e.accounts.ResolveAccess(ctx, "u1")
-			if err != nil || got.Tier != tier || got.Reason != reason || got.Source != source {
-				t.Fatalf("at %v: %+v %v; want %s %s %s", e.clock.Now(), got, err, tier, reason, source)
-			}
+			require.NoError(t, err, "at %v", e.clock.Now())
+			require.Equal(t, tier, got.Tier, "at %v: %+v", e.clock.Now(), got)
+			require.Equal(t, reason, got.Reason, "at %v: %+v", e.clock.Now(), got)
+			require.Equal(t, source, got.Source, "at %v: %+v", e.clock.Now(), got)
 		}
 		want(entitlement.TierFree, entitlement.ReasonFree, "")
 		require.NoError(t, e.accounts.SetProfileTier(ctx, "u1", "free"))
 		want(entitlement.TierFree, entitlement.ReasonProfile, "profile")
 		if e.db != nil {
-			if v := acctText(e.raw(t, "USER#u1", "PROFILE#u1")["tier"]); v != "free" {
-				t.Fatalf("profile tier stored as %q", v)
-			}
+			require.Equal(t, "free", acctText(e.raw(t, "USER#u1", "PROFILE#u1")["tier"]), "profile tier stored")
 		}
 		require.NoError(t, e.accounts.SetProfileTier(ctx, "u1", entitlement.TierJourneyman))
 		want(entitlement.TierJourneyman, entitlement.ReasonProfile, "profile")
@@ -152,18 +149,16 @@ func TestAccessResolveEndToEnd(t *testing.T) {
 		e.clock.Set(end.Add(time.Second))
 		want(entitlement.TierJourneyman, entitlement.ReasonProfile, "profile")
 
-		if _, err := e.accounts.GrantFounderPass(ctx, "u1", entitlement.PassFoundingMember, "pi_1", time.Time{}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := e.accounts.GrantFounderPass(ctx, "u1", entitlement.PassFoundingMember, "pi_1", time.Time{})
+		require.NoError(t, err)
 		want(entitlement.TierSage, entitlement.ReasonFounderPass, "FOUNDING_MEMBER")
 		// Credits in the same partition do not disturb the resolution.
-		if _, err := e.accounts.MonthlyGrant(ctx, "u1", entitlement.TierSage, "2025-02", "evt_3"); err != nil {
-			t.Fatal(err)
-		}
+		_, err = e.accounts.MonthlyGrant(ctx, "u1", entitlement.TierSage, "2025-02", "evt_3")
+		require.NoError(t, err)
 		want(entitlement.TierSage, entitlement.ReasonFounderPass, "FOUNDING_MEMBER")
 		require.ErrorIs(t, e.accounts.SetProfileTier(ctx, "u1", "PLATINUM"), entitlement.ErrInvalidTier, "set invalid profile tier")
-		if e.db != nil && e.db.Calls("Query") == 0 {
-			t.Fatal("no query")
+		if e.db != nil {
+			require.NotZero(t, e.db.Calls("Query"), "no query")
 		}
 	})
 }
@@ -181,54 +176,51 @@ func TestAccessResolveBadItems(t *testing.T) {
 	e.putRaw(t, map[string]types.AttributeValue{"PK": acctS("USER#u1"), "SK": acctS("PROFILE#u1"), "tier": acctS("PLATINUM"), "email": acctS("a@b.c")})
 	e.putRaw(t, map[string]types.AttributeValue{"PK": acctS("USER#u1"), "SK": acctS("SUB#x#SKU#1"), "status": acctS("whatever")}) // another layout's item
 	got, err := e.accounts.ResolveAccess(ctx, "u1")
-	if got.Tier != entitlement.TierJourneyman || got.Reason != entitlement.ReasonActiveSubscription {
-		t.Fatalf("access %+v", got)
-	}
-	if !errors.Is(err, entitlement.ErrInvalidProviderStatus) || !errors.Is(err, entitlement.ErrInvalidTier) ||
-		!strings.Contains(err.Error(), "SUBSCRIPTION#sub_9") || !strings.Contains(err.Error(), "PROFILE#u1") ||
-		strings.Contains(err.Error(), "SUB#x") {
-		t.Fatalf("error: %v", err)
-	}
+	require.Equal(t, entitlement.TierJourneyman, got.Tier, "access %+v", got)
+	require.Equal(t, entitlement.ReasonActiveSubscription, got.Reason, "access %+v", got)
+	require.ErrorIs(t, err, entitlement.ErrInvalidProviderStatus)
+	require.ErrorIs(t, err, entitlement.ErrInvalidTier)
+	require.ErrorContains(t, err, "SUBSCRIPTION#sub_9")
+	require.ErrorContains(t, err, "PROFILE#u1")
+	require.NotContains(t, err.Error(), "SUB#x", "error: %v", err)
 	// SetProfileTier keeps the host's attributes.
 	require.NoError(t, e.accounts.SetProfileTier(ctx, "u1", entitlement.TierSage))
-	if p := e.raw(t, "USER#u1", "PROFILE#u1"); acctText(p["email"]) != "a@b.c" || acctText(p["tier"]) != "SAGE" {
-		t.Fatalf("profile %v", p)
-	}
+	p := e.raw(t, "USER#u1", "PROFILE#u1")
+	require.Equal(t, "a@b.c", acctText(p["email"]), "profile %v", p)
+	require.Equal(t, "SAGE", acctText(p["tier"]), "profile %v", p)
 }
 
 func TestAccessTierParseAndOrder(t *testing.T) {
 	for in, want := range map[string]entitlement.Tier{"free": "FREE", "FREE": "FREE", " Sage ": "SAGE", "guildmaster": "GUILDMASTER",
 		"Initiate": "INITIATE", "journeyman\n": "JOURNEYMAN"} {
-		if got, err := entitlement.ParseTier(in); err != nil || got != want {
-			t.Errorf("ParseTier(%q) = %q, %v", in, got, err)
+		got, err := entitlement.ParseTier(in)
+		if assert.NoError(t, err, "ParseTier(%q)", in) {
+			assert.Equal(t, want, got, "ParseTier(%q)", in)
 		}
 	}
 	for _, in := range []string{"", "PLATINUM", "free tier", "SAGE2"} {
 		var fe *billing.FieldError
-		if _, err := entitlement.ParseTier(in); !errors.Is(err, entitlement.ErrInvalidTier) || !errors.As(err, &fe) || fe.Value != in {
-			t.Errorf("ParseTier(%q): %v", in, err)
+		_, err := entitlement.ParseTier(in)
+		if assert.ErrorIs(t, err, entitlement.ErrInvalidTier, "ParseTier(%q)", in) && assert.ErrorAs(t, err, &fe, "ParseTier(%q)", in) {
+			assert.Equal(t, in, fe.Value, "ParseTier(%q): %v", in, err)
 		}
 	}
 	tiers := entitlement.Tiers()
 	for i := range tiers {
-		if tiers[i].Rank() != i {
-			t.Errorf("%s rank %d", tiers[i], tiers[i].Rank())
-		}
+		assert.Equal(t, i, tiers[i].Rank(), "%s rank", tiers[i])
 	}
-	if entitlement.Tier("sage").Valid() || entitlement.Tier("sage").Rank() != -1 {
-		t.Error("non-canonical tier valid")
-	}
-	if layout.ProfileTierValue(entitlement.TierFree) != "free" || layout.ProfileTierValue(entitlement.TierSage) != "SAGE" {
-		t.Error("profile values")
-	}
+	assert.False(t, entitlement.Tier("sage").Valid(), "non-canonical tier valid")
+	assert.Equal(t, -1, entitlement.Tier("sage").Rank(), "non-canonical tier valid")
+	assert.Equal(t, "free", layout.ProfileTierValue(entitlement.TierFree), "profile values")
+	assert.Equal(t, "SAGE", layout.ProfileTierValue(entitlement.TierSage), "profile values")
 	for in, want := range map[string]entitlement.PassType{"FOUNDING_MEMBER": entitlement.PassFoundingMember, "guild_builder": entitlement.PassGuildBuilder} {
-		if got, err := entitlement.ParsePassType(in); err != nil || got != want {
-			t.Errorf("ParsePassType(%q) = %q, %v", in, got, err)
+		got, err := entitlement.ParsePassType(in)
+		if assert.NoError(t, err, "ParsePassType(%q)", in) {
+			assert.Equal(t, want, got, "ParsePassType(%q)", in)
 		}
 	}
-	if entitlement.PassFoundingMember.Tier() != entitlement.TierSage || entitlement.PassGuildBuilder.Tier() != entitlement.TierGuildmaster {
-		t.Error("pass tiers")
-	}
+	assert.Equal(t, entitlement.TierSage, entitlement.PassFoundingMember.Tier(), "pass tiers")
+	assert.Equal(t, entitlement.TierGuildmaster, entitlement.PassGuildBuilder.Tier(), "pass tiers")
 }
 
 func FuzzAccessTier(f *testing.F) {
@@ -241,17 +233,15 @@ func FuzzAccessTier(f *testing.F) {
 	f.Fuzz(func(t *testing.T, v string) {
 		tier, err := entitlement.ParseTier(v)
 		if err != nil {
-			if !errors.Is(err, entitlement.ErrInvalidTier) {
-				t.Fatal(err)
-			}
+			require.ErrorIs(t, err, entitlement.ErrInvalidTier)
 			return
 		}
-		if !tier.Valid() || strings.ToUpper(strings.TrimSpace(v)) != string(tier) || strings.ContainsRune(v, 'ſ') {
-			t.Fatalf("%q parsed as %q", v, tier)
-		}
-		if again, err := entitlement.ParseTier(layout.ProfileTierValue(tier)); err != nil || again != tier {
-			t.Fatalf("profile round trip of %q: %q %v", tier, again, err)
-		}
+		require.True(t, tier.Valid(), "%q parsed as %q", v, tier)
+		require.Equal(t, strings.ToUpper(strings.TrimSpace(v)), string(tier), "%q parsed as %q", v, tier)
+		require.NotContains(t, v, "ſ", "%q parsed as %q", v, tier)
+		again, err := entitlement.ParseTier(layout.ProfileTierValue(tier))
+		require.NoError(t, err, "profile round trip of %q", tier)
+		require.Equal(t, tier, again, "profile round trip of %q", tier)
 	})
 }
 
@@ -259,13 +249,10 @@ func FuzzAccessTier(f *testing.F) {
 func TestAccessMemoryRevokedPass(t *testing.T) {
 	a, err := billingtest.NewAccounts(billingtest.AccountsOptions{Clock: billingtest.NewClock(acctStart)})
 	require.NoError(t, err)
-	if _, err := a.GrantFounderPass(t.Context(), "u1", entitlement.PassGuildBuilder, "pi_1", time.Time{}); err != nil {
-		t.Fatal(err)
-	}
-	if !a.RevokeFounderPass("u1", entitlement.PassGuildBuilder) || a.RevokeFounderPass("u1", entitlement.PassFoundingMember) {
-		t.Fatal("revoke")
-	}
-	if got, _ := a.ResolveAccess(t.Context(), "u1"); got.Reason != entitlement.ReasonFree {
-		t.Fatalf("revoked pass still grants: %+v", got)
-	}
+	_, err = a.GrantFounderPass(t.Context(), "u1", entitlement.PassGuildBuilder, "pi_1", time.Time{})
+	require.NoError(t, err)
+	require.True(t, a.RevokeFounderPass("u1", entitlement.PassGuildBuilder), "revoke")
+	require.False(t, a.RevokeFounderPass("u1", entitlement.PassFoundingMember), "revoke")
+	got, _ := a.ResolveAccess(t.Context(), "u1")
+	require.Equal(t, entitlement.ReasonFree, got.Reason, "revoked pass still grants: %+v", got)
 }

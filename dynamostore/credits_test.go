@@ -91,9 +91,8 @@ func (e *acctEnv) raw(t *testing.T, pk, sk string) map[string]types.AttributeVal
 // putRaw writes an item directly (DynamoDB only).
 func (e *acctEnv) putRaw(t *testing.T, item map[string]types.AttributeValue) {
 	t.Helper()
-	if _, err := e.db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(e.table.Table), Item: item}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := e.db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(e.table.Table), Item: item})
+	require.NoError(t, err)
 }
 
 func acctS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
@@ -113,24 +112,27 @@ func acctBalance(t *testing.T, e *acctEnv, user string, want int64) entitlement.
 func TestCreditsBalanceGrantTopUpConsume(t *testing.T) {
 	forEachAccounts(t, acctOpts{}, func(t *testing.T, e *acctEnv) {
 		ctx := t.Context()
-		if c := acctBalance(t, e, "u1", 0); c.UserID != "u1" || !c.CreatedAt.IsZero() {
-			t.Fatalf("no record: %+v", c)
-		}
+		none := acctBalance(t, e, "u1", 0)
+		require.Equal(t, "u1", none.UserID, "no record: %+v", none)
+		require.True(t, none.CreatedAt.IsZero(), "no record: %+v", none)
 		c, err := e.accounts.Grant(ctx, "u1", 10)
-		if err != nil || c.Balance != 10 || !c.CreatedAt.Equal(acctStart) || !c.LastTopUp.IsZero() {
-			t.Fatalf("grant: %+v %v", c, err)
-		}
+		require.NoError(t, err, "grant")
+		require.Equal(t, int64(10), c.Balance, "grant: %+v", c)
+		require.True(t, c.CreatedAt.Equal(acctStart), "grant: %+v", c)
+		require.True(t, c.LastTopUp.IsZero(), "grant: %+v", c)
 		e.clock.Advance(time.Hour)
-		if c, err = e.accounts.TopUp(ctx, "u1", 5); err != nil || c.Balance != 15 || !c.LastTopUp.Equal(acctStart.Add(time.Hour)) {
-			t.Fatalf("top up: %+v %v", c, err)
-		}
-		if c, err = e.accounts.Consume(ctx, "u1", 3); err != nil || c.Balance != 12 {
-			t.Fatalf("consume: %+v %v", c, err)
-		}
+		c, err = e.accounts.TopUp(ctx, "u1", 5)
+		require.NoError(t, err, "top up")
+		require.Equal(t, int64(15), c.Balance, "top up: %+v", c)
+		require.True(t, c.LastTopUp.Equal(acctStart.Add(time.Hour)), "top up: %+v", c)
+		c, err = e.accounts.Consume(ctx, "u1", 3)
+		require.NoError(t, err, "consume")
+		require.Equal(t, int64(12), c.Balance, "consume: %+v", c)
 		c = acctBalance(t, e, "u1", 12)
-		if !c.CreatedAt.Equal(acctStart) || !c.UpdatedAt.Equal(acctStart.Add(time.Hour)) || c.UserID != "u1" || !c.ExpiresAt.IsZero() {
-			t.Fatalf("stored: %+v", c)
-		}
+		require.True(t, c.CreatedAt.Equal(acctStart), "stored: %+v", c)
+		require.True(t, c.UpdatedAt.Equal(acctStart.Add(time.Hour)), "stored: %+v", c)
+		require.Equal(t, "u1", c.UserID, "stored: %+v", c)
+		require.True(t, c.ExpiresAt.IsZero(), "stored: %+v", c)
 		acctBalance(t, e, "u2", 0)
 	})
 }
@@ -142,28 +144,27 @@ func TestCreditsConsumeInsufficient(t *testing.T) {
 			t.Helper()
 			_, err := e.accounts.Consume(ctx, "u1", n)
 			var ie *entitlement.InsufficientCreditsError
-			if !errors.Is(err, entitlement.ErrInsufficientCredits) || !errors.As(err, &ie) {
-				t.Fatalf("consume %d: %v", n, err)
-			}
-			if ie.Balance != balance || ie.Requested != n || ie.UserID != "u1" {
-				t.Fatalf("consume %d: %+v", n, ie)
-			}
+			require.ErrorIs(t, err, entitlement.ErrInsufficientCredits, "consume %d", n)
+			require.ErrorAs(t, err, &ie, "consume %d", n)
+			require.Equal(t, balance, ie.Balance, "consume %d: %+v", n, ie)
+			require.Equal(t, n, ie.Requested, "consume %d: %+v", n, ie)
+			require.Equal(t, "u1", ie.UserID, "consume %d: %+v", n, ie)
 		}
 		check(1, 0) // no record
-		if _, err := e.accounts.Grant(ctx, "u1", 5); err != nil {
-			t.Fatal(err)
-		}
+		_, err := e.accounts.Grant(ctx, "u1", 5)
+		require.NoError(t, err)
 		if e.db != nil {
 			e.db.Reset()
 		}
 		check(6, 5)
-		if e.db != nil && (e.db.TotalCalls() != 1 || e.db.Calls("UpdateItem") != 1) {
-			t.Fatalf("the failed consume read the balance separately: %v", e.db.Log())
+		if e.db != nil {
+			require.Equal(t, 1, e.db.TotalCalls(), "the failed consume read the balance separately: %v", e.db.Log())
+			require.Equal(t, 1, e.db.Calls("UpdateItem"), "the failed consume read the balance separately: %v", e.db.Log())
 		}
 		acctBalance(t, e, "u1", 5)
-		if c, err := e.accounts.Consume(ctx, "u1", 5); err != nil || c.Balance != 0 {
-			t.Fatalf("consume all: %+v %v", c, err)
-		}
+		c, err := e.accounts.Consume(ctx, "u1", 5)
+		require.NoError(t, err, "consume all")
+		require.Equal(t, int64(0), c.Balance, "consume all: %+v", c)
 		check(1, 0)
 		acctBalance(t, e, "u1", 0)
 	})
@@ -173,15 +174,12 @@ func TestCreditsInvalidInput(t *testing.T) {
 	forEachAccounts(t, acctOpts{}, func(t *testing.T, e *acctEnv) {
 		ctx := t.Context()
 		for _, n := range []int64{0, -1, entitlement.MaxCreditAmount + 1} {
-			if _, err := e.accounts.Grant(ctx, "u1", n); !errors.Is(err, entitlement.ErrInvalidCredits) {
-				t.Errorf("grant %d: %v", n, err)
-			}
-			if _, err := e.accounts.TopUp(ctx, "u1", n); !errors.Is(err, entitlement.ErrInvalidCredits) {
-				t.Errorf("top up %d: %v", n, err)
-			}
-			if _, err := e.accounts.Consume(ctx, "u1", n); !errors.Is(err, entitlement.ErrInvalidCredits) {
-				t.Errorf("consume %d: %v", n, err)
-			}
+			_, err := e.accounts.Grant(ctx, "u1", n)
+			assert.ErrorIs(t, err, entitlement.ErrInvalidCredits, "grant %d", n)
+			_, err = e.accounts.TopUp(ctx, "u1", n)
+			assert.ErrorIs(t, err, entitlement.ErrInvalidCredits, "top up %d", n)
+			_, err = e.accounts.Consume(ctx, "u1", n)
+			assert.ErrorIs(t, err, entitlement.ErrInvalidCredits, "consume %d", n)
 		}
 		_, err := e.accounts.Grant(ctx, "", 1)
 		assert.ErrorIs(t, err, entitlement.ErrInvalidAccount, "empty user")
@@ -201,9 +199,8 @@ func TestCreditsInvalidInput(t *testing.T) {
 func TestConsumeConcurrentAcceptance(t *testing.T) {
 	forEachAccounts(t, acctOpts{}, func(t *testing.T, e *acctEnv) {
 		ctx := t.Context()
-		if _, err := e.accounts.Grant(ctx, "u1", 50); err != nil {
-			t.Fatal(err)
-		}
+		_, err := e.accounts.Grant(ctx, "u1", 50)
+		require.NoError(t, err)
 		var (
 			wg                  sync.WaitGroup
 			mu                  sync.Mutex
@@ -231,15 +228,11 @@ func TestConsumeConcurrentAcceptance(t *testing.T) {
 		}
 		close(start)
 		wg.Wait()
-		if len(unexpected) > 0 {
-			t.Fatalf("unexpected errors: %v", unexpected)
-		}
-		if ok != 50 || short != 50 {
-			t.Fatalf("%d consumes succeeded and %d were refused, want 50 and 50", ok, short)
-		}
-		if minSeen != 0 || maxSeenNew != 49 {
-			t.Fatalf("balances after successful consumes ranged %d..%d, want 0..49", minSeen, maxSeenNew)
-		}
+		require.Empty(t, unexpected, "unexpected errors")
+		require.Equal(t, 50, ok, "%d consumes succeeded and %d were refused, want 50 and 50", ok, short)
+		require.Equal(t, 50, short, "%d consumes succeeded and %d were refused, want 50 and 50", ok, short)
+		require.Equal(t, int64(0), minSeen, "balances after successful consumes ranged %d..%d, want 0..49", minSeen, maxSeenNew)
+		require.Equal(t, int64(49), maxSeenNew, "balances after successful consumes ranged %d..%d, want 0..49", minSeen, maxSeenNew)
 		acctBalance(t, e, "u1", 0)
 		if e.db != nil {
 			t.Logf("%v", e.db)
@@ -253,41 +246,41 @@ func TestCreditsMonthlyGrantOncePerPeriod(t *testing.T) {
 		grant := func(tier entitlement.Tier, period, event string, applied bool, amount int64) {
 			t.Helper()
 			r, err := e.accounts.MonthlyGrant(ctx, "u1", tier, period, event)
-			if err != nil || r.Applied != applied || r.Amount != amount || r.Period != period {
-				t.Fatalf("grant %s %s %s: %+v %v, want applied %v amount %d", tier, period, event, r, err, applied, amount)
-			}
+			require.NoError(t, err, "grant %s %s %s", tier, period, event)
+			require.Equal(t, applied, r.Applied, "grant %s %s %s: %+v", tier, period, event, r)
+			require.Equal(t, amount, r.Amount, "grant %s %s %s: %+v", tier, period, event, r)
+			require.Equal(t, period, r.Period, "grant %s %s %s: %+v", tier, period, event, r)
 		}
 		grant(entitlement.TierJourneyman, "2025-01", "evt_1", true, 5)
 		grant(entitlement.TierJourneyman, "2025-01", "evt_1", false, 0) // redelivered
 		grant(entitlement.TierSage, "2025-01", "evt_1b", false, 0)      // another event, same period
 		c := acctBalance(t, e, "u1", 5)
-		if c.LastGrantPeriod != "2025-01" || c.LastGrantEventID != "evt_1" || !c.LastReset.Equal(acctStart) {
-			t.Fatalf("after first grant: %+v", c)
-		}
+		require.Equal(t, "2025-01", c.LastGrantPeriod, "after first grant: %+v", c)
+		require.Equal(t, "evt_1", c.LastGrantEventID, "after first grant: %+v", c)
+		require.True(t, c.LastReset.Equal(acctStart), "after first grant: %+v", c)
 		e.clock.Advance(31 * 24 * time.Hour)
 		grant("sage", "2025-02", "evt_2", true, 15)             // any case
 		grant(entitlement.TierInitiate, "2024-12", "", true, 2) // a late older period still counts once
 		grant(entitlement.TierInitiate, "2024-12", "", false, 0)
 		c = acctBalance(t, e, "u1", 22)
-		if c.LastGrantPeriod != "2024-12" || c.LastGrantEventID != "evt_2" || !c.LastReset.Equal(acctStart.Add(31*24*time.Hour)) {
-			t.Fatalf("after later grants: %+v", c)
-		}
+		require.Equal(t, "2024-12", c.LastGrantPeriod, "after later grants: %+v", c)
+		require.Equal(t, "evt_2", c.LastGrantEventID, "after later grants: %+v", c)
+		require.True(t, c.LastReset.Equal(acctStart.Add(31*24*time.Hour)), "after later grants: %+v", c)
 		// The free tier grants nothing and writes nothing.
-		if r, err := e.accounts.MonthlyGrant(ctx, "u2", "free", "2025-01", "evt_3"); err != nil || r.Applied || r.Tier != entitlement.TierFree {
-			t.Fatalf("free: %+v %v", r, err)
-		}
-		if c := acctBalance(t, e, "u2", 0); !c.CreatedAt.IsZero() {
-			t.Fatalf("free tier wrote a record: %+v", c)
-		}
+		r, err := e.accounts.MonthlyGrant(ctx, "u2", "free", "2025-01", "evt_3")
+		require.NoError(t, err, "free")
+		require.False(t, r.Applied, "free: %+v", r)
+		require.Equal(t, entitlement.TierFree, r.Tier, "free: %+v", r)
+		free := acctBalance(t, e, "u2", 0)
+		require.True(t, free.CreatedAt.IsZero(), "free tier wrote a record: %+v", free)
 		if e.db != nil {
 			m := e.raw(t, "USER#u1", "CREDITS#GRANT#2025-01")
-			if acctText(m["eventId"]) != "evt_1" || acctText(m["amount"]) != "5" || acctText(m["tier"]) != "JOURNEYMAN" || acctText(m["type"]) != "CreditGrant" {
-				t.Fatalf("marker: %v", m)
-			}
+			require.Equal(t, "evt_1", acctText(m["eventId"]), "marker: %v", m)
+			require.Equal(t, "5", acctText(m["amount"]), "marker: %v", m)
+			require.Equal(t, "JOURNEYMAN", acctText(m["tier"]), "marker: %v", m)
+			require.Equal(t, "CreditGrant", acctText(m["type"]), "marker: %v", m)
 			wantTTL := acctStart.Add(400 * 24 * time.Hour).Unix()
-			if acctText(m["expiresAt"]) != strconv.FormatInt(wantTTL, 10) {
-				t.Fatalf("marker expiry %v, want %d", m["expiresAt"], wantTTL)
-			}
+			require.Equal(t, strconv.FormatInt(wantTTL, 10), acctText(m["expiresAt"]), "marker expiry")
 		}
 	})
 }
@@ -316,9 +309,8 @@ func TestCreditsMonthlyGrantConcurrentDuplicates(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		if len(errs) > 0 || applied != 1 {
-			t.Fatalf("applied %d times, errors %v", applied, errs)
-		}
+		require.Empty(t, errs, "applied %d times", applied)
+		require.Equal(t, 1, applied, "applied %d times, errors %v", applied, errs)
 		acctBalance(t, e, "u1", 15)
 	})
 }
@@ -333,8 +325,9 @@ func TestCreditsMonthlyGrantQuotas(t *testing.T) {
 		}{{entitlement.TierSage, true, 20}, {entitlement.TierInitiate, false, 0}, {entitlement.TierGuildmaster, true, 15}, {entitlement.TierJourneyman, true, 5}} {
 			user := "u-" + string(c.tier)
 			r, err := e.accounts.MonthlyGrant(t.Context(), user, c.tier, "2025-01", "evt")
-			if err != nil || r.Applied != c.applied || r.Amount != c.amount {
-				t.Errorf("%s: %+v %v", c.tier, r, err)
+			if assert.NoError(t, err, "%s", c.tier) {
+				assert.Equal(t, c.applied, r.Applied, "%s: %+v", c.tier, r)
+				assert.Equal(t, c.amount, r.Amount, "%s: %+v", c.tier, r)
 			}
 			acctBalance(t, e, user, c.amount)
 		}
@@ -346,36 +339,26 @@ func TestCreditQuotasDefaults(t *testing.T) {
 	require.NoError(t, err)
 	want := map[entitlement.Tier]int64{"FREE": 0, "INITIATE": 2, "JOURNEYMAN": 5, "SAGE": 15, "GUILDMASTER": 15}
 	for tier, n := range want {
-		if q.Quota(tier) != n {
-			t.Errorf("%s = %d, want %d", tier, q.Quota(tier), n)
-		}
+		assert.Equal(t, n, q.Quota(tier), "%s", tier)
 	}
 	custom := entitlement.CreditQuotas{entitlement.TierSage: 30}
 	q, _ = custom.WithDefaults()
-	if q.Quota(entitlement.TierSage) != 30 || q.Quota(entitlement.TierGuildmaster) != 15 {
-		t.Fatalf("merged = %v", q)
-	}
+	require.Equal(t, int64(30), q.Quota(entitlement.TierSage), "merged = %v", q)
+	require.Equal(t, int64(15), q.Quota(entitlement.TierGuildmaster), "merged = %v", q)
 	custom[entitlement.TierSage] = 1
-	if q.Quota(entitlement.TierSage) != 30 {
-		t.Fatal("WithDefaults did not copy")
-	}
+	require.Equal(t, int64(30), q.Quota(entitlement.TierSage), "WithDefaults did not copy")
 	for _, bad := range []entitlement.CreditQuotas{{"sage": 1}, {"PLATINUM": 1}, {entitlement.TierSage: -1}} {
-		if _, err := bad.WithDefaults(); err == nil {
-			t.Errorf("%v accepted", bad)
-		}
-		if _, err := dynamostore.NewAccounts(dynamostore.AccountsConfig{Client: dynamotest.Wrap(nil), Quotas: bad}); err == nil {
-			t.Errorf("NewDynamoAccounts accepted quotas %v", bad)
-		}
-		if _, err := billingtest.NewAccounts(billingtest.AccountsOptions{Quotas: bad}); err == nil {
-			t.Errorf("NewAccounts accepted quotas %v", bad)
-		}
+		_, err := bad.WithDefaults()
+		assert.Error(t, err, "%v accepted", bad)
+		_, err = dynamostore.NewAccounts(dynamostore.AccountsConfig{Client: dynamotest.Wrap(nil), Quotas: bad})
+		assert.Error(t, err, "NewDynamoAccounts accepted quotas %v", bad)
+		_, err = billingtest.NewAccounts(billingtest.AccountsOptions{Quotas: bad})
+		assert.Error(t, err, "NewAccounts accepted quotas %v", bad)
 	}
-	if _, err := dynamostore.NewAccounts(dynamostore.AccountsConfig{}); err == nil {
-		t.Error("no client accepted")
-	}
-	if _, err := dynamostore.NewAccounts(dynamostore.AccountsConfig{Client: dynamotest.Wrap(nil), CreditExpiry: -time.Second}); err == nil {
-		t.Error("negative expiry accepted")
-	}
+	_, err = dynamostore.NewAccounts(dynamostore.AccountsConfig{})
+	assert.Error(t, err, "no client accepted")
+	_, err = dynamostore.NewAccounts(dynamostore.AccountsConfig{Client: dynamotest.Wrap(nil), CreditExpiry: -time.Second})
+	assert.Error(t, err, "negative expiry accepted")
 }
 
 func TestCreditsExpiry(t *testing.T) {
@@ -383,62 +366,52 @@ func TestCreditsExpiry(t *testing.T) {
 	forEachAccounts(t, acctOpts{expiry: month}, func(t *testing.T, e *acctEnv) {
 		ctx := t.Context()
 		c, err := e.accounts.Grant(ctx, "u1", 10)
-		if err != nil || !c.ExpiresAt.Equal(acctStart.Add(month)) {
-			t.Fatalf("grant: %+v %v", c, err)
-		}
+		require.NoError(t, err, "grant")
+		require.True(t, c.ExpiresAt.Equal(acctStart.Add(month)), "grant: %+v", c)
 		if e.db != nil {
 			item := e.raw(t, "USER#u1", "CREDITS#BALANCE")
-			if got, want := acctText(item["expiresAt"]), strconv.FormatInt(acctStart.Add(month).Unix(), 10); got != want {
-				t.Fatalf("expiresAt = %q, want %s", got, want)
-			}
+			require.Equal(t, strconv.FormatInt(acctStart.Add(month).Unix(), 10), acctText(item["expiresAt"]), "expiresAt")
 		}
 		e.clock.Advance(month - time.Second)
 		acctBalance(t, e, "u1", 10)
-		if c, err = e.accounts.TopUp(ctx, "u1", 5); err != nil || c.Balance != 15 || !c.ExpiresAt.Equal(e.clock.Now().Add(month)) {
-			t.Fatalf("top up pushes the expiry: %+v %v", c, err)
-		}
+		c, err = e.accounts.TopUp(ctx, "u1", 5)
+		require.NoError(t, err, "top up pushes the expiry")
+		require.Equal(t, int64(15), c.Balance, "top up pushes the expiry: %+v", c)
+		require.True(t, c.ExpiresAt.Equal(e.clock.Now().Add(month)), "top up pushes the expiry: %+v", c)
 		e.clock.Advance(month) // exactly at the expiry
-		if c = acctBalance(t, e, "u1", 0); !c.Expired {
-			t.Fatalf("expired balance: %+v", c)
-		}
+		c = acctBalance(t, e, "u1", 0)
+		require.True(t, c.Expired, "expired balance: %+v", c)
 		_, err = e.accounts.Consume(ctx, "u1", 1)
 		require.ErrorIs(t, err, entitlement.ErrInsufficientCredits, "consume of expired credits")
 		// A grant restarts from zero: expired credits are not revived.
-		if c, err = e.accounts.Grant(ctx, "u1", 3); err != nil || c.Balance != 3 || c.Expired || !c.ExpiresAt.Equal(e.clock.Now().Add(month)) {
-			t.Fatalf("grant after expiry: %+v %v", c, err)
-		}
+		c, err = e.accounts.Grant(ctx, "u1", 3)
+		require.NoError(t, err, "grant after expiry")
+		require.Equal(t, int64(3), c.Balance, "grant after expiry: %+v", c)
+		require.False(t, c.Expired, "grant after expiry: %+v", c)
+		require.True(t, c.ExpiresAt.Equal(e.clock.Now().Add(month)), "grant after expiry: %+v", c)
 		// So does a monthly grant (the transactional path).
 		e.clock.Advance(month + time.Hour)
 		r, err := e.accounts.MonthlyGrant(ctx, "u1", entitlement.TierJourneyman, "2025-04", "evt_4")
-		if err != nil || !r.Applied {
-			t.Fatalf("monthly grant after expiry: %+v %v", r, err)
-		}
-		if c = acctBalance(t, e, "u1", 5); !c.ExpiresAt.Equal(e.clock.Now().Add(month)) {
-			t.Fatalf("after monthly grant: %+v", c)
-		}
+		require.NoError(t, err, "monthly grant after expiry")
+		require.True(t, r.Applied, "monthly grant after expiry: %+v", r)
+		c = acctBalance(t, e, "u1", 5)
+		require.True(t, c.ExpiresAt.Equal(e.clock.Now().Add(month)), "after monthly grant: %+v", c)
 	})
 }
 
 func TestCreditsWithoutExpiryWriteNoTTL(t *testing.T) {
 	t.Parallel()
 	e := newDynamoAccountsEnv(t, acctOpts{})
-	if _, err := e.accounts.TopUp(t.Context(), "abc123", 10); err != nil {
-		t.Fatal(err)
-	}
+	_, err := e.accounts.TopUp(t.Context(), "abc123", 10)
+	require.NoError(t, err)
 	item := e.raw(t, "USER#abc123", "CREDITS#BALANCE")
 	want := map[string]string{"type": "Credits", "balance": "10", "lastTopUp": "2025-01-15T10:30:00Z",
 		"createdAt": "2025-01-15T10:30:00Z", "updatedAt": "2025-01-15T10:30:00Z"}
 	for k, v := range want {
-		if acctText(item[k]) != v {
-			t.Errorf("%s = %v, want %s", k, item[k], v)
-		}
+		assert.Equal(t, v, acctText(item[k]), "%s = %v", k, item[k])
 	}
-	if _, ok := item["expiresAt"]; ok {
-		t.Errorf("expiresAt written without CreditExpiry: %v", item)
-	}
-	if _, ok := item["balance"].(*types.AttributeValueMemberN); !ok {
-		t.Errorf("balance is not a Number: %T", item["balance"])
-	}
+	assert.NotContains(t, item, "expiresAt", "expiresAt written without CreditExpiry")
+	assert.IsType(t, &types.AttributeValueMemberN{}, item["balance"], "balance is not a Number")
 }
 
 // TestCreditsDecodeDocumentExample decodes a credits item as an existing
@@ -451,18 +424,21 @@ func TestCreditsDecodeDocumentExample(t *testing.T) {
 	}
 	cfg := layout.SingleTableConfig{}
 	c, err := cfg.DecodeCredits(item, time.Unix(1735689600-1, 0))
-	if err != nil || c.UserID != "abc123" || c.Balance != 12 || c.Expired || !c.ExpiresAt.Equal(time.Unix(1735689600, 0)) ||
-		!c.LastTopUp.Equal(time.Date(2025, 1, 15, 10, 0, 0, 0, time.UTC)) {
-		t.Fatalf("%+v %v", c, err)
-	}
-	if c, _ = cfg.DecodeCredits(item, time.Unix(1735689600, 0)); c.Balance != 0 || !c.Expired {
-		t.Fatalf("at expiry: %+v", c)
-	}
+	require.NoError(t, err)
+	require.Equal(t, "abc123", c.UserID, "%+v", c)
+	require.Equal(t, int64(12), c.Balance, "%+v", c)
+	require.False(t, c.Expired, "%+v", c)
+	require.True(t, c.ExpiresAt.Equal(time.Unix(1735689600, 0)), "%+v", c)
+	require.True(t, c.LastTopUp.Equal(time.Date(2025, 1, 15, 10, 0, 0, 0, time.UTC)), "%+v", c)
+	c, _ = cfg.DecodeCredits(item, time.Unix(1735689600, 0))
+	require.Equal(t, int64(0), c.Balance, "at expiry: %+v", c)
+	require.True(t, c.Expired, "at expiry: %+v", c)
 	item["balance"] = acctS("12")
 	var fe *billing.FieldError
-	if _, err := cfg.DecodeCredits(item, acctStart); !errors.As(err, &fe) || fe.Field != "balance" || fe.Key != "PK=USER#abc123 SK=CREDITS#BALANCE" {
-		t.Fatalf("string balance: %v", err)
-	}
+	_, err = cfg.DecodeCredits(item, acctStart)
+	require.ErrorAs(t, err, &fe, "string balance")
+	require.Equal(t, "balance", fe.Field, "string balance: %v", err)
+	require.Equal(t, "PK=USER#abc123 SK=CREDITS#BALANCE", fe.Key, "string balance: %v", err)
 	item["balance"], item["PK"] = acctN(1), acctS("ACC#abc123")
 	_, err = cfg.DecodeCredits(item, acctStart)
 	require.ErrorIs(t, err, billing.ErrInvalidItem, "foreign partition")

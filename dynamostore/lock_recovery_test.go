@@ -97,7 +97,7 @@ func TestDynamoLockerFreshInstanceTakesOverCrashedHolder(t *testing.T) {
 	select {
 	case <-old.Lost():
 	default:
-		t.Error("the lock was taken over before its old holder's Lost was closed")
+		assert.Fail(t, "the lock was taken over before its old holder's Lost was closed")
 	}
 	assert.False(t, time.Now().Before(old.Deadline()), "the lock was taken over before the old holder's Deadline %v", old.Deadline())
 	assert.True(t, old.Deadline().Before(crash.Add(recoveryLease)), "the old holder's Deadline is a lease or more after its last heartbeat")
@@ -142,7 +142,7 @@ func TestDynamoLockerFreshInstanceLeavesLiveHolder(t *testing.T) {
 	}
 	select {
 	case <-lease.Lost():
-		t.Fatal("the live holder's lease was lost")
+		require.FailNow(t, "the live holder's lease was lost")
 	default:
 	}
 	assert.True(t, lease.Deadline().After(deadline.Add(2*recoveryLease)), "Deadline %v did not move forward with heartbeats (first %v)", lease.Deadline(), deadline)
@@ -220,7 +220,7 @@ func TestDynamoLockerReleaseFails(t *testing.T) {
 	select {
 	case <-lease.Lost():
 	default:
-		t.Error("Lost not closed after the Deadline of a lease whose Release failed")
+		assert.Fail(t, "Lost not closed after the Deadline of a lease whose Release failed")
 	}
 	assert.False(t, time.Now().Before(lease.Deadline()))
 	assert.Equal(t, updates, w.Calls("UpdateItem"), "heartbeats after a failed Release")
@@ -256,7 +256,7 @@ func TestDynamoLockerDeadline(t *testing.T) {
 	select {
 	case <-lease.Lost():
 	case <-time.After(2 * recoveryLease):
-		t.Fatal("Lost not closed while every heartbeat fails")
+		require.FailNow(t, "Lost not closed while every heartbeat fails")
 	}
 	lostAt := time.Now()
 	deadline := lease.Deadline()

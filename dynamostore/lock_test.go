@@ -2,10 +2,8 @@ package dynamostore_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -85,25 +83,20 @@ func TestDynamoLockerItem(t *testing.T) {
 		"leaseDuration": &types.AttributeValueMemberS{Value: "1m0s"},
 	}
 	for name, w := range want {
-		if got := item[name]; !attrEqual(got, w) {
-			t.Errorf("attribute %s = %#v, want %#v", name, got, w)
-		}
+		assert.True(t, attrEqual(item[name], w), "attribute %s = %#v, want %#v", name, item[name], w)
 	}
 	rvn, ok := item["recordVersionNumber"].(*types.AttributeValueMemberS)
-	if !ok || rvn.Value == "" {
-		t.Errorf("recordVersionNumber = %#v, want a string", item["recordVersionNumber"])
+	if assert.True(t, ok, "recordVersionNumber = %#v, want a string", item["recordVersionNumber"]) {
+		assert.NotEmpty(t, rvn.Value, "recordVersionNumber = %#v, want a string", item["recordVersionNumber"])
 	}
-	if _, ok := item["isReleased"]; ok {
-		t.Error("a held lock has isReleased")
-	}
+	assert.NotContains(t, item, "isReleased", "a held lock has isReleased")
 	require.NoError(t, lease.Release(t.Context()))
 	item = getLockItem(t, client, table, "subscription-billing:user_id:u1")
-	if got := item["isReleased"]; !attrEqual(got, &types.AttributeValueMemberS{Value: "1"}) {
-		t.Errorf("after Release isReleased = %#v, want \"1\" (the item is kept, as the legacy service did)", got)
-	}
+	assert.True(t, attrEqual(item["isReleased"], &types.AttributeValueMemberS{Value: "1"}),
+		"after Release isReleased = %#v, want \"1\" (the item is kept, as the legacy service did)", item["isReleased"])
 	ns, err := strconv.ParseInt(string(item["data"].(*types.AttributeValueMemberB).Value), 10, 64)
-	if err != nil || !time.Unix(0, ns).Equal(acquired) {
-		t.Errorf("data = %d (%v), want %v", ns, err, acquired)
+	if assert.NoError(t, err, "data") {
+		assert.True(t, time.Unix(0, ns).Equal(acquired), "data = %d, want %v", ns, acquired)
 	}
 }
 
@@ -115,9 +108,7 @@ func getLockItem(t *testing.T, client *dynamodb.Client, table, key string) map[s
 		ConsistentRead: aws.Bool(true),
 	})
 	require.NoError(t, err)
-	if out.Item == nil {
-		t.Fatalf("no lock item %q", key)
-	}
+	require.NotNil(t, out.Item, "no lock item %q", key)
 	return out.Item
 }
 
@@ -154,15 +145,12 @@ func TestDynamoLockerHeartbeatFailure(t *testing.T) {
 	select {
 	case <-lease.Lost():
 	case <-time.After(5 * fastLease):
-		t.Fatal("Lost not closed while every heartbeat fails")
+		require.FailNow(t, "Lost not closed while every heartbeat fails")
 	}
-	if d := time.Since(start); d < fastLease-2*fastHeartbeat {
-		t.Errorf("lost after %v, before the lease duration %v", d, fastLease)
-	}
+	d := time.Since(start)
+	assert.GreaterOrEqual(t, d, fastLease-2*fastHeartbeat, "lost after %v, before the lease duration %v", d, fastLease)
 	w.ClearFaults()
-	if err := lease.Release(t.Context()); !errors.Is(err, billing.ErrLeaseLost) {
-		t.Errorf("Release = %v, want ErrLeaseLost", err)
-	}
+	assert.ErrorIs(t, lease.Release(t.Context()), billing.ErrLeaseLost, "Release")
 }
 
 // TestDynamoLockerTakeoverTiming: a stalled lease is not taken over before
@@ -182,9 +170,8 @@ func TestDynamoLockerTakeoverTiming(t *testing.T) {
 	firstSeen := time.Now()
 	for _, wait := range []time.Duration{0, fastLease / 3, fastLease * 2 / 3} {
 		time.Sleep(time.Until(firstSeen.Add(wait)))
-		if _, err := taker.Lock(t.Context(), "u1"); !errors.Is(err, billing.ErrAlreadyLocked) {
-			t.Fatalf("Lock %v after first seeing the lock = %v, want ErrAlreadyLocked", wait, err)
-		}
+		_, err := taker.Lock(t.Context(), "u1")
+		require.ErrorIs(t, err, billing.ErrAlreadyLocked, "Lock %v after first seeing the lock", wait)
 	}
 	time.Sleep(time.Until(firstSeen.Add(fastLease + fastLease/5)))
 	lease, err := taker.Lock(t.Context(), "u1")
@@ -192,11 +179,9 @@ func TestDynamoLockerTakeoverTiming(t *testing.T) {
 	select {
 	case <-old.Lost():
 	default:
-		t.Error("the lock was taken over before its old holder saw Lost")
+		assert.Fail(t, "the lock was taken over before its old holder saw Lost")
 	}
-	if err := old.Release(t.Context()); !errors.Is(err, billing.ErrLeaseLost) {
-		t.Errorf("old Release = %v, want ErrLeaseLost", err)
-	}
+	assert.ErrorIs(t, old.Release(t.Context()), billing.ErrLeaseLost, "old Release")
 	require.NoError(t, lease.Release(t.Context()))
 }
 
@@ -217,16 +202,13 @@ func TestDynamoLockerClose(t *testing.T) {
 	select {
 	case <-held.Lost():
 	default:
-		t.Error("Close did not close Lost of a held lease")
+		assert.Fail(t, "Close did not close Lost of a held lease")
 	}
-	if err := held.Release(t.Context()); !errors.Is(err, billing.ErrLeaseLost) {
-		t.Errorf("Release after Close = %v, want ErrLeaseLost", err)
-	}
-	if err := released.Release(t.Context()); err != nil {
-		t.Errorf("Release of a lease released before Close = %v, want nil", err)
-	}
-	if _, err := l.Lock(t.Context(), "u3"); err == nil || errors.Is(err, billing.ErrAlreadyLocked) {
-		t.Errorf("Lock after Close = %v, want a closed error", err)
+	assert.ErrorIs(t, held.Release(t.Context()), billing.ErrLeaseLost, "Release after Close")
+	assert.NoError(t, released.Release(t.Context()), "Release of a lease released before Close")
+	_, err = l.Lock(t.Context(), "u3")
+	if assert.Error(t, err, "Lock after Close, want a closed error") {
+		assert.NotErrorIs(t, err, billing.ErrAlreadyLocked, "Lock after Close, want a closed error")
 	}
 	// Close gave the lock back: another locker takes it at once.
 	other := newDynamoLocker(t, client, opts...)
@@ -246,15 +228,11 @@ func TestDynamoLockerHeartbeats(t *testing.T) {
 	lease, err := l.Lock(t.Context(), "u1")
 	require.NoError(t, err)
 	time.Sleep(5 * fastHeartbeat)
-	if n := w.Calls("UpdateItem"); n < 2 {
-		t.Errorf("%d heartbeats (UpdateItem) in %v, want about 5", n, 5*fastHeartbeat)
-	}
+	assert.GreaterOrEqual(t, w.Calls("UpdateItem"), 2, "heartbeats (UpdateItem) in %v, want about 5", 5*fastHeartbeat)
 	require.NoError(t, lease.Release(t.Context()))
 	n := w.Calls("UpdateItem") // the release is one
 	time.Sleep(3 * fastHeartbeat)
-	if m := w.Calls("UpdateItem"); m != n {
-		t.Errorf("%d heartbeats after Release, want none", m-n)
-	}
+	assert.Equal(t, n, w.Calls("UpdateItem"), "heartbeats after Release, want none")
 }
 
 func TestNewDynamoLockerOptions(t *testing.T) {
@@ -272,14 +250,11 @@ func TestNewDynamoLockerOptions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, err := dynamostore.NewLocker(fake, tc.opts...)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("NewDynamoLocker = %v, %v; want an error naming %s", l, err, tc.want)
-			}
+			assert.ErrorContains(t, err, tc.want, "NewDynamoLocker = %v", l)
 		})
 	}
-	if _, err := dynamostore.NewLocker(nil); err == nil {
-		t.Error("NewDynamoLocker(nil) succeeded")
-	}
+	_, err := dynamostore.NewLocker(nil)
+	assert.Error(t, err, "NewDynamoLocker(nil) succeeded")
 	l, err := dynamostore.NewLocker(fake, dynamostore.WithLockLogger(slog.New(slog.DiscardHandler)),
 		dynamostore.WithLockOwner("me"), dynamostore.WithHeartbeatPeriod(0))
 	require.NoError(t, err)
@@ -287,17 +262,18 @@ func TestNewDynamoLockerOptions(t *testing.T) {
 }
 
 func TestLockKey(t *testing.T) {
-	if got, want := dynamostore.LockKey("u-42"), "subscription-billing:user_id:u-42"; got != want {
-		t.Errorf("LockKey = %q, want %q", got, want)
-	}
+	assert.Equal(t, "subscription-billing:user_id:u-42", dynamostore.LockKey("u-42"), "LockKey")
 }
 
 func TestLockTableDefinition(t *testing.T) {
 	in := dynamostore.LockTableDefinition("locks-x")
-	if aws.ToString(in.TableName) != "locks-x" || in.BillingMode != types.BillingModePayPerRequest ||
-		len(in.KeySchema) != 1 || aws.ToString(in.KeySchema[0].AttributeName) != "PartitionKey" ||
-		in.KeySchema[0].KeyType != types.KeyTypeHash ||
-		len(in.AttributeDefinitions) != 1 || in.AttributeDefinitions[0].AttributeType != types.ScalarAttributeTypeS {
-		t.Errorf("LockTableDefinition = %+v", in)
+	assert.Equal(t, "locks-x", aws.ToString(in.TableName), "LockTableDefinition = %+v", in)
+	assert.Equal(t, types.BillingModePayPerRequest, in.BillingMode, "LockTableDefinition = %+v", in)
+	if assert.Len(t, in.KeySchema, 1, "LockTableDefinition = %+v", in) {
+		assert.Equal(t, "PartitionKey", aws.ToString(in.KeySchema[0].AttributeName), "LockTableDefinition = %+v", in)
+		assert.Equal(t, types.KeyTypeHash, in.KeySchema[0].KeyType, "LockTableDefinition = %+v", in)
+	}
+	if assert.Len(t, in.AttributeDefinitions, 1, "LockTableDefinition = %+v", in) {
+		assert.Equal(t, types.ScalarAttributeTypeS, in.AttributeDefinitions[0].AttributeType, "LockTableDefinition = %+v", in)
 	}
 }

@@ -1,7 +1,6 @@
 package dynamostore_test
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -96,7 +95,7 @@ func allDue(t *testing.T, e *payEnv, reminders bool, d time.Time) []string {
 		}
 		tok = next
 	}
-	t.Fatal("paging does not end")
+	require.FailNow(t, "paging does not end")
 	return nil
 }
 
@@ -112,24 +111,27 @@ func TestRecurringSubscriptionCreateGetList(t *testing.T) {
 		b.Email, b.PaymentDetails, b.NextReminderDate = "", "", time.Time{}
 		mustCreate(t, e, b)
 		mustCreate(t, e, newRecurring("456", "s2", "999"))
-		if got, err := e.payments.GetSubscription(ctx, "123", "s1", "999"); err != nil || got != a {
-			t.Fatalf("get %+v %v", got, err)
-		}
-		_, err := e.payments.CreateSubscription(ctx, newRecurring("123", "s1", "999"))
+		got, err := e.payments.GetSubscription(ctx, "123", "s1", "999")
+		require.NoError(t, err, "get")
+		require.Equal(t, a, got, "get")
+		_, err = e.payments.CreateSubscription(ctx, newRecurring("123", "s1", "999"))
 		require.ErrorIs(t, err, billing.ErrAlreadyExists, "duplicate")
 		var ce *billing.ConflictError
-		if _, err := e.payments.CreateSubscription(ctx, newRecurring("123", "s1", "999")); !errors.As(err, &ce) || ce.Key != "PK=ACC#123 SK=SUB#s1#SKU#999" {
-			t.Fatalf("conflict key: %v", err)
-		}
+		_, err = e.payments.CreateSubscription(ctx, newRecurring("123", "s1", "999"))
+		require.ErrorAs(t, err, &ce, "conflict key")
+		require.Equal(t, "PK=ACC#123 SK=SUB#s1#SKU#999", ce.Key, "conflict key: %v", err)
 		_, err = e.payments.GetSubscription(ctx, "123", "s9", "999")
 		require.ErrorIs(t, err, billing.ErrNotFound, "missing")
 		subs, err := e.payments.SubscriptionsByAccount(ctx, "123")
-		if err != nil || len(subs) != 2 || subs[0].SKU != "777" || subs[1] != a || subs[0].Email != "" || !subs[0].NextReminderDate.IsZero() {
-			t.Fatalf("list: %+v %v", subs, err)
-		}
-		if subs, err := e.payments.SubscriptionsByAccount(ctx, "nobody"); err != nil || len(subs) != 0 {
-			t.Fatalf("empty list: %+v %v", subs, err)
-		}
+		require.NoError(t, err, "list")
+		require.Len(t, subs, 2, "list: %+v", subs)
+		require.Equal(t, "777", subs[0].SKU, "list: %+v", subs)
+		require.Equal(t, a, subs[1], "list")
+		require.Empty(t, subs[0].Email, "list: %+v", subs)
+		require.True(t, subs[0].NextReminderDate.IsZero(), "list: %+v", subs)
+		subs, err = e.payments.SubscriptionsByAccount(ctx, "nobody")
+		require.NoError(t, err, "empty list")
+		require.Empty(t, subs, "empty list")
 	})
 }
 
@@ -144,9 +146,8 @@ func TestRecurringSubscriptionInvalid(t *testing.T) {
 		} {
 			s := newRecurring("123", "s1", "999")
 			edit(&s)
-			if _, err := e.payments.CreateSubscription(t.Context(), s); !errors.Is(err, entitlement.ErrInvalidPayment) {
-				t.Errorf("%s: %v", name, err)
-			}
+			_, err := e.payments.CreateSubscription(t.Context(), s)
+			assert.ErrorIs(t, err, entitlement.ErrInvalidPayment, name)
 		}
 		_, err := e.payments.CreateSubscription(t.Context(), entitlement.RecurringSubscription{SubscriptionID: "s", SKU: "k", PaymentDay: 1})
 		assert.ErrorIs(t, err, entitlement.ErrInvalidAccount, "no account")
@@ -161,13 +162,15 @@ func TestRecurringSubscriptionUpdateVersions(t *testing.T) {
 		next := v1
 		next.PaymentAmount, next.Email, next.NextPaymentDate = billing.MustParseAmount("4.99"), "", time.Time{}
 		v2, err := e.payments.UpdateSubscription(ctx, v1, next)
-		if err != nil || v2.Version != 2 || v2.PaymentAmount != 499 || v2.Email != "" || !v2.NextPaymentDate.IsZero() ||
-			!v2.CreatedAt.Equal(payStart) || !v2.UpdatedAt.Equal(payStart.Add(time.Hour)) {
-			t.Fatalf("update: %+v %v", v2, err)
-		}
-		if got, _ := e.payments.GetSubscription(ctx, "123", "s1", "999"); got != v2 {
-			t.Fatalf("stored %+v\nwant   %+v", got, v2)
-		}
+		require.NoError(t, err, "update")
+		require.Equal(t, 2, v2.Version, "update: %+v", v2)
+		require.Equal(t, billing.Amount(499), v2.PaymentAmount, "update: %+v", v2)
+		require.Empty(t, v2.Email, "update: %+v", v2)
+		require.True(t, v2.NextPaymentDate.IsZero(), "update: %+v", v2)
+		require.True(t, v2.CreatedAt.Equal(payStart), "update: %+v", v2)
+		require.True(t, v2.UpdatedAt.Equal(payStart.Add(time.Hour)), "update: %+v", v2)
+		stored, _ := e.payments.GetSubscription(ctx, "123", "s1", "999")
+		require.Equal(t, v2, stored, "stored")
 		_, err = e.payments.UpdateSubscription(ctx, v1, next)
 		require.ErrorIs(t, err, billing.ErrConflict, "stale version")
 		other := v2
@@ -178,9 +181,8 @@ func TestRecurringSubscriptionUpdateVersions(t *testing.T) {
 		ghost.Version = 1
 		_, err = e.payments.UpdateSubscription(ctx, ghost, ghost)
 		require.ErrorIs(t, err, billing.ErrConflict, "missing item")
-		if got, _ := e.payments.GetSubscription(ctx, "123", "s1", "999"); got != v2 {
-			t.Fatalf("changed by failed updates: %+v", got)
-		}
+		stored, _ = e.payments.GetSubscription(ctx, "123", "s1", "999")
+		require.Equal(t, v2, stored, "changed by failed updates")
 	})
 }
 
@@ -196,42 +198,35 @@ func TestDuePaymentsSparseIndex(t *testing.T) {
 		later := newRecurring("456", "s3", "888")
 		later.NextPaymentDate, later.NextReminderDate = day(2, 28), day(2, 21)
 		mustCreate(t, e, later)
-		if got := allDue(t, e, false, day(1, 28).Add(20*time.Hour)); !slices.Equal(got, []string{"123/s1#999"}) {
-			t.Fatalf("due 28 Jan: %v", got)
-		}
-		if got := allDue(t, e, true, day(1, 21)); !slices.Equal(got, []string{"123/s1#999"}) {
-			t.Fatalf("reminders 21 Jan: %v", got)
-		}
+		require.Equal(t, []string{"123/s1#999"}, allDue(t, e, false, day(1, 28).Add(20*time.Hour)), "due 28 Jan")
+		require.Equal(t, []string{"123/s1#999"}, allDue(t, e, true, day(1, 21)), "reminders 21 Jan")
 		rec := entitlement.Receipt{AccountID: "123", SubscriptionID: "s1", SKU: "999",
 			ProcessedDate: day(1, 28).Add(9 * time.Hour), ProcessedAmount: due.PaymentAmount, TransactionID: "tx1"}
 		sub, r, err := e.payments.RecordPayment(ctx, due, rec, day(2, 28), day(2, 21))
-		if err != nil || sub.Version != 2 || !sub.LastPaymentDate.Equal(day(1, 28)) || !sub.NextPaymentDate.Equal(day(2, 28)) ||
-			!r.ExpiresAt.Equal(rec.ProcessedDate.Add(layout.DefaultReceiptRetention)) {
-			t.Fatalf("record: %+v %+v %v", sub, r, err)
-		}
-		if got := allDue(t, e, false, day(1, 28)); len(got) != 0 {
-			t.Fatalf("still due on the old date: %v", got)
-		}
-		if got := allDue(t, e, false, day(2, 28)); !slices.Equal(got, []string{"123/s1#999", "456/s3#888"}) {
-			t.Fatalf("due 28 Feb: %v", got)
-		}
+		require.NoError(t, err, "record")
+		require.Equal(t, 2, sub.Version, "record: %+v", sub)
+		require.True(t, sub.LastPaymentDate.Equal(day(1, 28)), "record: %+v", sub)
+		require.True(t, sub.NextPaymentDate.Equal(day(2, 28)), "record: %+v", sub)
+		require.True(t, r.ExpiresAt.Equal(rec.ProcessedDate.Add(layout.DefaultReceiptRetention)), "record: %+v", r)
+		require.Empty(t, allDue(t, e, false, day(1, 28)), "still due on the old date")
+		require.Equal(t, []string{"123/s1#999", "456/s3#888"}, allDue(t, e, false, day(2, 28)), "due 28 Feb")
 		page, _, err := e.payments.DuePaymentsByDate(ctx, day(2, 28), "")
-		if err != nil || len(page) != 2 || page[0].Version == 0 || page[0].PaymentDetails == "" || page[0].CreatedAt.IsZero() {
-			t.Fatalf("due page is not full subscriptions: %+v %v", page, err)
-		}
+		require.NoError(t, err, "due page")
+		require.Len(t, page, 2, "due page is not full subscriptions: %+v", page)
+		require.NotZero(t, page[0].Version, "due page is not full subscriptions: %+v", page)
+		require.NotEmpty(t, page[0].PaymentDetails, "due page is not full subscriptions: %+v", page)
+		require.False(t, page[0].CreatedAt.IsZero(), "due page is not full subscriptions: %+v", page)
 		got, err := e.payments.GetSubscription(ctx, "123", "s1", "999")
-		if err != nil || got != sub {
-			t.Fatalf("stored %+v\nwant   %+v", got, sub)
-		}
+		require.NoError(t, err, "stored")
+		require.Equal(t, sub, got, "stored")
 		// Reminders: MarkReminded records today and moves the next one.
 		e.clock.Set(day(2, 21).Add(8 * time.Hour))
 		rem, err := e.payments.MarkReminded(ctx, sub, time.Time{})
-		if err != nil || !rem.LastReminderDate.Equal(day(2, 21)) || !rem.NextReminderDate.IsZero() || rem.Version != 3 {
-			t.Fatalf("mark reminded: %+v %v", rem, err)
-		}
-		if got := allDue(t, e, true, day(2, 21)); !slices.Equal(got, []string{"456/s3#888"}) {
-			t.Fatalf("reminders 21 Feb: %v", got)
-		}
+		require.NoError(t, err, "mark reminded")
+		require.True(t, rem.LastReminderDate.Equal(day(2, 21)), "mark reminded: %+v", rem)
+		require.True(t, rem.NextReminderDate.IsZero(), "mark reminded: %+v", rem)
+		require.Equal(t, 3, rem.Version, "mark reminded: %+v", rem)
+		require.Equal(t, []string{"456/s3#888"}, allDue(t, e, true, day(2, 21)), "reminders 21 Feb")
 		_, _, err = e.payments.DuePaymentsByDate(ctx, time.Time{}, "")
 		require.ErrorIs(t, err, billing.ErrInvalidQuery, "zero day")
 	})
@@ -255,22 +250,19 @@ func TestDuePaymentsPaging(t *testing.T) {
 		other.NextPaymentDate = day(1, 29)
 		mustCreate(t, e, other)
 		slices.Sort(want)
-		if got := allDue(t, e, false, day(1, 28)); !slices.Equal(got, want) {
-			t.Fatalf("paged %v\nwant  %v", got, want)
-		}
+		require.Equal(t, want, allDue(t, e, false, day(1, 28)), "paged")
 		page, next, err := e.payments.DuePaymentsByDate(ctx, day(1, 28), "")
-		if err != nil || len(page) != 2 || next == "" {
-			t.Fatalf("first page: %d %q %v", len(page), next, err)
-		}
+		require.NoError(t, err, "first page")
+		require.Len(t, page, 2, "first page")
+		require.NotEmpty(t, next, "first page")
 		c := byte('A')
 		if next[10] == 'A' {
 			c = 'B'
 		}
 		tampered := next[:10] + string(c) + next[11:]
 		for name, tok := range map[string]string{"tampered": tampered, "garbage": "!!", "truncated": next[:len(next)/2]} {
-			if _, _, err := e.payments.DuePaymentsByDate(ctx, day(1, 28), tok); !errors.Is(err, billing.ErrInvalidCursor) {
-				t.Errorf("%s cursor: %v", name, err)
-			}
+			_, _, err := e.payments.DuePaymentsByDate(ctx, day(1, 28), tok)
+			assert.ErrorIs(t, err, billing.ErrInvalidCursor, "%s cursor", name)
 		}
 		_, _, err = e.payments.DuePaymentsByDate(ctx, day(1, 29), next)
 		assert.ErrorIs(t, err, billing.ErrInvalidCursor, "cursor of another day")
@@ -287,14 +279,11 @@ func TestPaymentsConfig(t *testing.T) {
 		"negative retention": {Client: client, ReceiptRetention: -time.Hour},
 		"same indexes":       {Client: client, Table: dynamostore.SingleTableConfig{PaymentIndex: "X", ReminderIndex: "X"}},
 	} {
-		if _, err := dynamostore.NewPayments(cfg); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
+		_, err := dynamostore.NewPayments(cfg)
+		assert.Error(t, err, "%s: accepted", name)
 	}
-	if _, err := memory.NewPayments(memory.PaymentsOptions{PageSize: -1}); err == nil {
-		t.Error("twin: negative page size accepted")
-	}
-	if _, err := dynamostore.NewPayments(dynamostore.PaymentsConfig{Client: client}); err != nil {
-		t.Errorf("defaults: %v", err)
-	}
+	_, err := memory.NewPayments(memory.PaymentsOptions{PageSize: -1})
+	assert.Error(t, err, "twin: negative page size accepted")
+	_, err = dynamostore.NewPayments(dynamostore.PaymentsConfig{Client: client})
+	assert.NoError(t, err, "defaults")
 }

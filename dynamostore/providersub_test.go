@@ -1,8 +1,6 @@
 package dynamostore_test
 
 import (
-	"errors"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -29,9 +27,8 @@ func provEvent(id string, offset time.Duration, status entitlement.ProviderStatu
 func provApply(t *testing.T, e *acctEnv, ev entitlement.ProviderEvent, want bool) {
 	t.Helper()
 	applied, err := e.accounts.ApplyProviderEvent(t.Context(), ev)
-	if err != nil || applied != want {
-		t.Fatalf("apply %s: applied %v, %v; want applied %v", ev.EventID, applied, err, want)
-	}
+	require.NoError(t, err, "apply %s", ev.EventID)
+	require.Equal(t, want, applied, "apply %s: applied", ev.EventID)
 }
 
 func provGet(t *testing.T, e *acctEnv, id string) entitlement.ProviderSubscription {
@@ -70,15 +67,14 @@ func TestProviderEventsInOrder(t *testing.T) {
 		other.CurrentPeriodStart, other.CurrentPeriodEnd = time.Time{}, time.Time{}
 		provApply(t, e, other, true)
 		list, err := e.accounts.ListProviderSubscriptions(t.Context(), "u1")
-		if err != nil || len(list) != 2 || list[0].SubscriptionID != "sub_0" || !reflect.DeepEqual(list[1], want) {
-			t.Fatalf("list: %+v %v", list, err)
-		}
-		if !list[0].CurrentPeriodEnd.IsZero() {
-			t.Fatalf("period end of an event without one: %v", list[0].CurrentPeriodEnd)
-		}
-		if list, err := e.accounts.ListProviderSubscriptions(t.Context(), "u2"); err != nil || len(list) != 0 {
-			t.Fatalf("other user: %v %v", list, err)
-		}
+		require.NoError(t, err, "list")
+		require.Len(t, list, 2, "list: %+v", list)
+		require.Equal(t, "sub_0", list[0].SubscriptionID, "list: %+v", list)
+		require.Equal(t, want, list[1], "list")
+		require.True(t, list[0].CurrentPeriodEnd.IsZero(), "period end of an event without one: %v", list[0].CurrentPeriodEnd)
+		other2, err := e.accounts.ListProviderSubscriptions(t.Context(), "u2")
+		require.NoError(t, err, "other user")
+		require.Empty(t, other2, "other user")
 		if e.db == nil {
 			return
 		}
@@ -90,9 +86,7 @@ func TestProviderEventsInOrder(t *testing.T) {
 			"lastEventId": "evt_3", "lastEventAt": "2025-01-15T11:30:00.000000000Z",
 		}
 		for k, v := range wire {
-			if acctText(item[k]) != v {
-				t.Errorf("attribute %s = %v, want %s", k, item[k], v)
-			}
+			assert.Equal(t, v, acctText(item[k]), "attribute %s = %v", k, item[k])
 		}
 	})
 }
@@ -104,15 +98,14 @@ func TestProviderEventOutOfOrder(t *testing.T) {
 		// The older "active" event arrives late: it must not resurrect the
 		// subscription.
 		provApply(t, e, provEvent("evt_1", time.Second, entitlement.ProviderActive), false)
-		if got := provGet(t, e, "sub_1"); got.Status != entitlement.ProviderCanceled || got.LastEventID != "evt_2" {
-			t.Fatalf("after a stale event: %+v", got)
-		}
+		got := provGet(t, e, "sub_1")
+		require.Equal(t, entitlement.ProviderCanceled, got.Status, "after a stale event: %+v", got)
+		require.Equal(t, "evt_2", got.LastEventID, "after a stale event: %+v", got)
 		// Sub-second order counts.
 		provApply(t, e, provEvent("evt_0", 2*time.Second-time.Nanosecond, entitlement.ProviderActive), false)
 		provApply(t, e, provEvent("evt_0", 2*time.Second+time.Nanosecond, entitlement.ProviderPastDue), true)
-		if got := provGet(t, e, "sub_1"); got.Status != entitlement.ProviderPastDue {
-			t.Fatalf("newer by a nanosecond: %+v", got)
-		}
+		got = provGet(t, e, "sub_1")
+		require.Equal(t, entitlement.ProviderPastDue, got.Status, "newer by a nanosecond: %+v", got)
 	})
 }
 
@@ -123,17 +116,15 @@ func TestProviderEventReplay(t *testing.T) {
 		first := provGet(t, e, "sub_1")
 		e.clock.Advance(time.Hour)
 		provApply(t, e, ev, false)
-		if got := provGet(t, e, "sub_1"); !reflect.DeepEqual(got, first) {
-			t.Fatalf("a replay changed the record:\n%+v\n%+v", got, first)
-		}
+		require.Equal(t, first, provGet(t, e, "sub_1"), "a replay changed the record")
 		// Ties on Created and rank are broken by event ID.
 		tie := provEvent("evt_4", 0, entitlement.ProviderPastDue)
 		provApply(t, e, tie, false)
 		tie.EventID = "evt_6"
 		provApply(t, e, tie, true)
-		if got := provGet(t, e, "sub_1"); got.Status != entitlement.ProviderPastDue || got.LastEventID != "evt_6" {
-			t.Fatalf("after the tie: %+v", got)
-		}
+		got := provGet(t, e, "sub_1")
+		require.Equal(t, entitlement.ProviderPastDue, got.Status, "after the tie: %+v", got)
+		require.Equal(t, "evt_6", got.LastEventID, "after the tie: %+v", got)
 	})
 }
 
@@ -164,18 +155,17 @@ func TestProviderEventValidation(t *testing.T) {
 			c.edit(&ev)
 			applied, err := e.accounts.ApplyProviderEvent(t.Context(), ev)
 			var fe *billing.FieldError
-			if applied || !errors.Is(err, c.err) || !errors.As(err, &fe) || fe.Field != c.field {
-				t.Errorf("%s: applied %v, %v; want field %s, %v", c.name, applied, err, c.field, c.err)
+			assert.False(t, applied, "%s: applied", c.name)
+			if assert.ErrorIs(t, err, c.err, c.name) && assert.ErrorAs(t, err, &fe, c.name) {
+				assert.Equal(t, c.field, fe.Field, "%s: %v", c.name, err)
 			}
 		}
 		_, err := e.accounts.ApplyProviderEvent(t.Context(), entitlement.ProviderEvent{Status: "paused", UserID: "u1", EventID: "e",
 			SubscriptionID: "s", Customer: "c", Tier: "SAGE", Created: acctStart})
-		if err == nil || !strings.Contains(err.Error(), `"paused"`) {
-			t.Errorf("the error does not name the status: %v", err)
-		}
-		if list, err := e.accounts.ListProviderSubscriptions(t.Context(), "u1"); err != nil || len(list) != 0 {
-			t.Fatalf("invalid events wrote: %v %v", list, err)
-		}
+		assert.ErrorContains(t, err, `"paused"`, "the error does not name the status")
+		list, err := e.accounts.ListProviderSubscriptions(t.Context(), "u1")
+		require.NoError(t, err, "invalid events wrote")
+		require.Empty(t, list, "invalid events wrote")
 	})
 }
 
@@ -193,15 +183,15 @@ func TestProviderSubscriptionExistingItem(t *testing.T) {
 		"createdAt": acctS("2025-01-01T00:00:00Z"), "updatedAt": acctS("2025-01-15T10:30:00Z"),
 	})
 	got := provGet(t, e, "sub_1")
-	if got.Status != entitlement.ProviderActive || got.AuthProvider != "cognito" || !got.LastEventAt.IsZero() {
-		t.Fatalf("decoded: %+v", got)
-	}
+	require.Equal(t, entitlement.ProviderActive, got.Status, "decoded: %+v", got)
+	require.Equal(t, "cognito", got.AuthProvider, "decoded: %+v", got)
+	require.True(t, got.LastEventAt.IsZero(), "decoded: %+v", got)
 	provApply(t, e, provEvent("evt_1", -24*time.Hour*365, entitlement.ProviderCanceled), true)
 	got = provGet(t, e, "sub_1")
-	if got.Status != entitlement.ProviderCanceled || got.AuthProvider != "cognito" ||
-		!got.CreatedAt.Equal(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)) || got.LastEventID != "evt_1" {
-		t.Fatalf("after the event: %+v", got)
-	}
+	require.Equal(t, entitlement.ProviderCanceled, got.Status, "after the event: %+v", got)
+	require.Equal(t, "cognito", got.AuthProvider, "after the event: %+v", got)
+	require.True(t, got.CreatedAt.Equal(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)), "after the event: %+v", got)
+	require.Equal(t, "evt_1", got.LastEventID, "after the event: %+v", got)
 
 	// A stored status the library does not know is an error naming it.
 	e.putRaw(t, map[string]types.AttributeValue{
@@ -209,10 +199,11 @@ func TestProviderSubscriptionExistingItem(t *testing.T) {
 	})
 	_, err := e.accounts.GetProviderSubscription(t.Context(), "u1", "sub_2")
 	var fe *billing.FieldError
-	if !errors.Is(err, entitlement.ErrInvalidProviderStatus) || !errors.As(err, &fe) || fe.Field != "status" ||
-		fe.Value != "paused" || fe.Key != "PK=USER#u1 SK=SUBSCRIPTION#sub_2" {
-		t.Fatalf("unknown stored status: %v", err)
-	}
+	require.ErrorIs(t, err, entitlement.ErrInvalidProviderStatus, "unknown stored status")
+	require.ErrorAs(t, err, &fe, "unknown stored status")
+	require.Equal(t, "status", fe.Field, "unknown stored status: %v", err)
+	require.Equal(t, "paused", fe.Value, "unknown stored status: %v", err)
+	require.Equal(t, "PK=USER#u1 SK=SUBSCRIPTION#sub_2", fe.Key, "unknown stored status: %v", err)
 	_, err = e.accounts.ListProviderSubscriptions(t.Context(), "u1")
 	require.ErrorIs(t, err, entitlement.ErrInvalidProviderStatus, "list with a bad item")
 }
@@ -224,9 +215,8 @@ func TestFounderPassIdempotent(t *testing.T) {
 		grant := func(p entitlement.PassType, intent string, want bool) {
 			t.Helper()
 			got, err := e.accounts.GrantFounderPass(ctx, "u1", p, intent, bought)
-			if err != nil || got != want {
-				t.Fatalf("grant %s %s: %v %v, want %v", p, intent, got, err, want)
-			}
+			require.NoError(t, err, "grant %s %s", p, intent)
+			require.Equal(t, want, got, "grant %s %s", p, intent)
 		}
 		grant(entitlement.PassFoundingMember, "pi_1", true)
 		grant(entitlement.PassFoundingMember, "pi_1", false)
@@ -239,26 +229,21 @@ func TestFounderPassIdempotent(t *testing.T) {
 			{UserID: "u1", PassType: entitlement.PassGuildBuilder, PaymentIntentID: "pi_2", PurchasedAt: bought, LifetimeAccess: true,
 				GrantedTier: entitlement.TierGuildmaster, CreatedAt: acctStart, UpdatedAt: acctStart},
 		}
-		if err != nil || !reflect.DeepEqual(passes, want) {
-			t.Fatalf("passes\n got %+v %v\nwant %+v", passes, err, want)
-		}
+		require.NoError(t, err, "passes")
+		require.Equal(t, want, passes, "passes")
 		_, err = e.accounts.GrantFounderPass(ctx, "u1", "EARLY_BIRD", "pi_3", bought)
 		assert.ErrorIs(t, err, entitlement.ErrInvalidPassType, "unknown pass")
-		if _, err := e.accounts.GrantFounderPass(ctx, "u2", entitlement.PassGuildBuilder, "", bought); err == nil {
-			t.Error("pass without a payment intent accepted")
-		}
-		if passes, _ := e.accounts.FounderPasses(ctx, "u2"); len(passes) != 0 {
-			t.Errorf("u2 passes: %v", passes)
-		}
+		_, err = e.accounts.GrantFounderPass(ctx, "u2", entitlement.PassGuildBuilder, "", bought)
+		assert.Error(t, err, "pass without a payment intent accepted")
+		u2passes, _ := e.accounts.FounderPasses(ctx, "u2")
+		assert.Empty(t, u2passes, "u2 passes")
 		if e.db != nil {
 			item := e.raw(t, "USER#u1", "FOUNDER#GUILD_BUILDER")
 			wire := map[string]string{"type": "FounderPass", "passType": "GUILD_BUILDER", "stripePaymentIntentId": "pi_2",
 				"purchasedAt": "2025-01-01T00:00:00Z", "lifetimeAccess": "true", "grantedTier": "GUILDMASTER",
 				"createdAt": "2025-01-15T10:30:00Z", "updatedAt": "2025-01-15T10:30:00Z"}
 			for k, v := range wire {
-				if acctText(item[k]) != v {
-					t.Errorf("attribute %s = %v, want %s", k, item[k], v)
-				}
+				assert.Equal(t, v, acctText(item[k]), "attribute %s = %v", k, item[k])
 			}
 		}
 	})
@@ -274,14 +259,12 @@ func FuzzProviderStatus(f *testing.F) {
 	f.Fuzz(func(t *testing.T, v string) {
 		st, err := entitlement.ParseProviderStatus(v)
 		if err != nil {
-			if !errors.Is(err, entitlement.ErrInvalidProviderStatus) || st != "" {
-				t.Fatalf("%q: %q %v", v, st, err)
-			}
+			require.ErrorIs(t, err, entitlement.ErrInvalidProviderStatus, "%q", v)
+			require.Empty(t, st, "%q: %v", v, err)
 			return
 		}
-		if string(st) != v || !st.Valid() {
-			t.Fatalf("%q parsed as %q", v, st)
-		}
+		require.Equal(t, v, string(st), "%q parsed as %q", v, st)
+		require.True(t, st.Valid(), "%q parsed as %q", v, st)
 	})
 }
 
@@ -298,17 +281,16 @@ func FuzzProviderEventNormalize(f *testing.F) {
 		got, err := ev.Normalize()
 		if err != nil {
 			var fe *billing.FieldError
-			if !errors.As(err, &fe) {
-				t.Fatalf("not a FieldError: %v", err)
-			}
+			require.ErrorAs(t, err, &fe, "not a FieldError")
 			return
 		}
-		if !got.Status.Valid() || !got.Tier.Valid() || got.Tier == entitlement.TierFree || got.Created.Location() != time.UTC {
-			t.Fatalf("normalized %+v", got)
-		}
-		if again, err := got.Normalize(); err != nil || !reflect.DeepEqual(again, got) {
-			t.Fatalf("not idempotent: %+v %v", again, err)
-		}
+		require.True(t, got.Status.Valid(), "normalized %+v", got)
+		require.True(t, got.Tier.Valid(), "normalized %+v", got)
+		require.NotEqual(t, entitlement.TierFree, got.Tier, "normalized %+v", got)
+		require.Same(t, time.UTC, got.Created.Location(), "normalized %+v", got)
+		again, err := got.Normalize()
+		require.NoError(t, err, "not idempotent")
+		require.Equal(t, got, again, "not idempotent")
 	})
 }
 
@@ -321,13 +303,13 @@ func FuzzProviderSubscriptionItem(f *testing.F) {
 		sub, err := layout.SingleTableConfig{}.DecodeProviderSubscription(item)
 		if err != nil {
 			var fe *billing.FieldError
-			if !errors.As(err, &fe) || fe.Key == "" {
-				t.Fatalf("not a FieldError with a key: %v", err)
-			}
+			require.ErrorAs(t, err, &fe, "not a FieldError with a key")
+			require.NotEmpty(t, fe.Key, "not a FieldError with a key: %v", err)
 			return
 		}
-		if !sub.Status.Valid() || !sub.Tier.Valid() || sub.UserID == "" || sub.SubscriptionID == "" {
-			t.Fatalf("decoded %+v", sub)
-		}
+		require.True(t, sub.Status.Valid(), "decoded %+v", sub)
+		require.True(t, sub.Tier.Valid(), "decoded %+v", sub)
+		require.NotEmpty(t, sub.UserID, "decoded %+v", sub)
+		require.NotEmpty(t, sub.SubscriptionID, "decoded %+v", sub)
 	})
 }

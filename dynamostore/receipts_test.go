@@ -28,18 +28,16 @@ func TestReceiptCreateIdempotentTTL(t *testing.T) {
 		got, err := e.payments.CreateReceipt(ctx, r)
 		want := r
 		want.ExpiresAt = processed.Add(layout.DefaultReceiptRetention).Truncate(time.Second)
-		if err != nil || got != want {
-			t.Fatalf("create %+v %v\nwant %+v", got, err, want)
-		}
-		if again, err := e.payments.CreateReceipt(ctx, r); err != nil || again != want {
-			t.Fatalf("replay: %+v %v", again, err)
-		}
+		require.NoError(t, err, "create")
+		require.Equal(t, want, got, "create")
+		again, err := e.payments.CreateReceipt(ctx, r)
+		require.NoError(t, err, "replay")
+		require.Equal(t, want, again, "replay")
 		noTx := newReceipt("123", "s1", "999", processed.Add(time.Second), "1.00")
 		noTx.TransactionID = ""
 		for range 2 {
-			if _, err := e.payments.CreateReceipt(ctx, noTx); err != nil {
-				t.Fatalf("receipt without transaction ID: %v", err)
-			}
+			_, err := e.payments.CreateReceipt(ctx, noTx)
+			require.NoError(t, err, "receipt without transaction ID")
 		}
 		for name, edit := range map[string]func(*entitlement.Receipt){
 			"amount":      func(r *entitlement.Receipt) { r.ProcessedAmount++ },
@@ -48,14 +46,13 @@ func TestReceiptCreateIdempotentTTL(t *testing.T) {
 		} {
 			other := r
 			edit(&other)
-			if _, err := e.payments.CreateReceipt(ctx, other); !errors.Is(err, billing.ErrAlreadyExists) {
-				t.Errorf("replay with other %s: %v", name, err)
-			}
+			_, err := e.payments.CreateReceipt(ctx, other)
+			assert.ErrorIs(t, err, billing.ErrAlreadyExists, "replay with other %s", name)
 		}
 		recs, err := e.payments.ReceiptsByAccount(ctx, "123", time.Time{})
-		if err != nil || len(recs) != 2 || recs[1] != want {
-			t.Fatalf("stored %+v %v", recs, err)
-		}
+		require.NoError(t, err, "stored")
+		require.Len(t, recs, 2, "stored %+v", recs)
+		require.Equal(t, want, recs[1], "stored")
 		if bad := newReceipt("123", "s1", "999", time.Time{}, "1.00"); true {
 			_, err := e.payments.CreateReceipt(ctx, bad)
 			assert.ErrorIs(t, err, entitlement.ErrInvalidPayment, "no processed date")
@@ -64,9 +61,8 @@ func TestReceiptCreateIdempotentTTL(t *testing.T) {
 			return
 		}
 		item := e.acct.raw(t, "ACC#123", "REC#2025-05-28T09:00:00.123456789Z#SKU#999")
-		if n, ok := item["TTL"].(*types.AttributeValueMemberN); !ok || n.Value != "1764234000" {
-			t.Fatalf("TTL attribute: %#v (item %v)", item["TTL"], item)
-		}
+		require.IsType(t, &types.AttributeValueMemberN{}, item["TTL"], "TTL attribute (item %v)", item)
+		require.Equal(t, "1764234000", item["TTL"].(*types.AttributeValueMemberN).Value, "TTL attribute (item %v)", item)
 		require.Equal(t, int64(1764234000), want.ExpiresAt.Unix(), "expected TTL: %d", want.ExpiresAt.Unix())
 	})
 }
@@ -81,32 +77,27 @@ func TestReceiptsByAccountNewestFirst(t *testing.T) {
 		dates := []time.Time{day(1, 28), day(2, 28).Add(time.Hour), day(3, 28), day(3, 28).Add(500 * time.Millisecond)}
 		for i, d := range dates {
 			sku := []string{"999", "777"}[i%2]
-			if _, err := e.payments.CreateReceipt(ctx, newReceipt("123", "s1", sku, d, "39.99")); err != nil {
-				t.Fatal(err)
-			}
+			_, err := e.payments.CreateReceipt(ctx, newReceipt("123", "s1", sku, d, "39.99"))
+			require.NoError(t, err)
 		}
-		if _, err := e.payments.CreateReceipt(ctx, newReceipt("456", "s1", "999", day(3, 1), "1.00")); err != nil {
-			t.Fatal(err)
-		}
+		_, err := e.payments.CreateReceipt(ctx, newReceipt("456", "s1", "999", day(3, 1), "1.00"))
+		require.NoError(t, err)
 		recs, err := e.payments.ReceiptsByAccount(ctx, "123", day(2, 28))
-		if err != nil || len(recs) != 3 {
-			t.Fatalf("since 28 Feb: %+v %v", recs, err)
-		}
+		require.NoError(t, err, "since 28 Feb")
+		require.Len(t, recs, 3, "since 28 Feb: %+v", recs)
 		for i, want := range []time.Time{dates[3], dates[2], dates[1]} {
-			if !recs[i].ProcessedDate.Equal(want) || recs[i].AccountID != "123" {
-				t.Errorf("receipt %d: %+v, want processed %v", i, recs[i], want)
-			}
+			assert.True(t, recs[i].ProcessedDate.Equal(want), "receipt %d: %+v, want processed %v", i, recs[i], want)
+			assert.Equal(t, "123", recs[i].AccountID, "receipt %d: %+v", i, recs[i])
 		}
-		if recs, err := e.payments.ReceiptsByAccount(ctx, "123", time.Time{}); err != nil || len(recs) != 4 {
-			t.Fatalf("all: %d %v", len(recs), err)
-		}
-		if recs, err := e.payments.ReceiptsByAccount(ctx, "123", dates[3]); err != nil || len(recs) != 1 {
-			t.Fatalf("since the newest (inclusive): %d %v", len(recs), err)
-		}
+		recs, err = e.payments.ReceiptsByAccount(ctx, "123", time.Time{})
+		require.NoError(t, err, "all")
+		require.Len(t, recs, 4, "all")
+		recs, err = e.payments.ReceiptsByAccount(ctx, "123", dates[3])
+		require.NoError(t, err, "since the newest (inclusive)")
+		require.Len(t, recs, 1, "since the newest (inclusive)")
 		subs, err := e.payments.SubscriptionsByAccount(ctx, "123")
-		if err != nil || len(subs) != 2 {
-			t.Fatalf("subscriptions among receipts: %+v %v", subs, err)
-		}
+		require.NoError(t, err, "subscriptions among receipts")
+		require.Len(t, subs, 2, "subscriptions among receipts: %+v", subs)
 	})
 }
 
@@ -123,31 +114,29 @@ func TestRecordPaymentAtomic(t *testing.T) {
 		rec := newReceipt("123", "s1", "999", day(1, 28).Add(time.Hour), "39.99")
 		_, _, err = e.payments.RecordPayment(ctx, v1, rec, day(2, 28), day(2, 21))
 		require.ErrorIs(t, err, billing.ErrConflict, "stale prev")
-		if recs, _ := e.payments.ReceiptsByAccount(ctx, "123", time.Time{}); len(recs) != 0 {
-			t.Fatalf("receipt written by a failed transaction: %+v", recs)
-		}
+		recs, _ := e.payments.ReceiptsByAccount(ctx, "123", time.Time{})
+		require.Empty(t, recs, "receipt written by a failed transaction")
 		clash := rec
 		clash.ProcessedAmount = 1
-		if _, err := e.payments.CreateReceipt(ctx, clash); err != nil {
-			t.Fatal(err)
-		}
+		_, err = e.payments.CreateReceipt(ctx, clash)
+		require.NoError(t, err)
 		_, _, err = e.payments.RecordPayment(ctx, v2, rec, day(2, 28), day(2, 21))
 		require.ErrorIs(t, err, billing.ErrAlreadyExists, "receipt clash")
-		if got, _ := e.payments.GetSubscription(ctx, "123", "s1", "999"); got != v2 {
-			t.Fatalf("subscription updated by a failed transaction: %+v", got)
-		}
+		got, _ := e.payments.GetSubscription(ctx, "123", "s1", "999")
+		require.Equal(t, v2, got, "subscription updated by a failed transaction")
 		wrong := rec
 		wrong.SKU = "777"
 		_, _, err = e.payments.RecordPayment(ctx, v2, wrong, day(2, 28), day(2, 21))
 		require.ErrorIs(t, err, entitlement.ErrInvalidPayment, "receipt of another subscription")
 		rec.ProcessedDate = rec.ProcessedDate.Add(time.Minute)
 		v3, r, err := e.payments.RecordPayment(ctx, v2, rec, day(2, 28), time.Time{})
-		if err != nil || v3.Version != 3 || !v3.NextReminderDate.IsZero() || r.ProcessedAmount != rec.ProcessedAmount {
-			t.Fatalf("record: %+v %+v %v", v3, r, err)
-		}
-		if recs, _ := e.payments.ReceiptsByAccount(ctx, "123", time.Time{}); len(recs) != 2 || recs[0] != r {
-			t.Fatalf("receipts %+v", recs)
-		}
+		require.NoError(t, err, "record")
+		require.Equal(t, 3, v3.Version, "record: %+v", v3)
+		require.True(t, v3.NextReminderDate.IsZero(), "record: %+v", v3)
+		require.Equal(t, rec.ProcessedAmount, r.ProcessedAmount, "record: %+v", r)
+		recs, _ = e.payments.ReceiptsByAccount(ctx, "123", time.Time{})
+		require.Len(t, recs, 2, "receipts %+v", recs)
+		require.Equal(t, r, recs[0], "receipts")
 	})
 }
 
@@ -172,12 +161,11 @@ func FuzzDecodeRecurringSubscription(f *testing.F) {
 		}
 		again, err := layout.SingleTableConfig(payTable).EncodeRecurringSubscription(s)
 		require.NoError(t, err, "accepted %+v but cannot encode it", s)
-		if s2, err := layout.SingleTableConfig(payTable).DecodeRecurringSubscription(again); err != nil || s2 != s {
-			t.Fatalf("round trip %+v → %+v %v", s, s2, err)
-		}
-		if _, err := layout.SingleTableConfig(payTable).DecodeReceipt(item); err == nil {
-			t.Fatalf("a subscription item decodes as a receipt: %v", item)
-		}
+		s2, err := layout.SingleTableConfig(payTable).DecodeRecurringSubscription(again)
+		require.NoError(t, err, "round trip %+v", s)
+		require.Equal(t, s, s2, "round trip")
+		_, err = layout.SingleTableConfig(payTable).DecodeReceipt(item)
+		require.Error(t, err, "a subscription item decodes as a receipt: %v", item)
 	})
 }
 
@@ -197,8 +185,8 @@ func FuzzDecodeReceipt(f *testing.F) {
 		}
 		again, err := layout.SingleTableConfig(payTable).EncodeReceipt(r)
 		require.NoError(t, err, "accepted %+v but cannot encode it", r)
-		if r2, err := layout.SingleTableConfig(payTable).DecodeReceipt(again); err != nil || r2 != r {
-			t.Fatalf("round trip %+v → %+v %v", r, r2, err)
-		}
+		r2, err := layout.SingleTableConfig(payTable).DecodeReceipt(again)
+		require.NoError(t, err, "round trip %+v", r)
+		require.Equal(t, r, r2, "round trip")
 	})
 }

@@ -71,12 +71,10 @@ func requireConsistent(t *testing.T, f *dynamoFixture, user string) (prim, hist 
 	}
 	for _, r := range recs {
 		h, ok := byKey[r.SubscriptionID+"|"+layout.LastRunDateKey(&r)]
-		if !ok {
-			t.Fatalf("record %s (%s) has no history row for last_run_date %s", r.Key(), r.Status, layout.LastRunDateKey(&r))
-		}
-		if h.Status != r.Status || h.Amount != r.Amount || !h.BillingDate.Equal(r.BillingDate) {
-			t.Fatalf("history row of %s differs: %s/%s", r.Key(), h.Status, r.Status)
-		}
+		require.True(t, ok, "record %s (%s) has no history row for last_run_date %s", r.Key(), r.Status, layout.LastRunDateKey(&r))
+		require.Equal(t, r.Status, h.Status, "history row of %s differs", r.Key())
+		require.Equal(t, r.Amount, h.Amount, "history row of %s differs", r.Key())
+		require.True(t, h.BillingDate.Equal(r.BillingDate), "history row of %s differs: %v/%v", r.Key(), h.BillingDate, r.BillingDate)
 	}
 	return len(recs), len(rows)
 }
@@ -94,15 +92,12 @@ func TestDynamoAddAllSurvivesUnprocessedAndThrottling(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, written, 60, "written %d", len(written))
 	prim, hist := requireConsistent(t, f, "u-batch")
-	if prim != 60 || hist != 60 {
-		t.Fatalf("primary %d history %d, want 60 each", prim, hist)
-	}
+	require.Equal(t, 60, prim, "primary %d history %d, want 60 each", prim, hist)
+	require.Equal(t, 60, hist, "primary %d history %d, want 60 each", prim, hist)
 	// 120 puts in chunks of 24: 5 calls, plus 3 retries to drain the first
 	// chunk 7 puts at a time (the 4th partial call has only 3 left), plus 2
 	// throttled calls.
-	if c := f.w.Calls("BatchWriteItem"); c != 5+3+2 {
-		t.Errorf("BatchWriteItem calls = %d, want 10", c)
-	}
+	assert.Equal(t, 5+3+2, f.w.Calls("BatchWriteItem"), "BatchWriteItem calls")
 }
 
 func TestDynamoAddAllNamesWhatWasNotWritten(t *testing.T) {
@@ -117,9 +112,7 @@ func TestDynamoAddAllNamesWhatWasNotWritten(t *testing.T) {
 	f.w.Unprocessed(3, 0)
 	_, err := f.repo.AddAll(t.Context(), subs)
 	var be *billing.BatchError
-	if !errors.As(err, &be) {
-		t.Fatalf("err = %v, want *BatchError", err)
-	}
+	require.ErrorAs(t, err, &be)
 	recs, _ := f.repo.ListByUser(t.Context(), "u-partial")
 	rows, _ := f.hist.ListByUser(t.Context(), "u-partial")
 	have := map[string]bool{}
@@ -136,18 +129,15 @@ func TestDynamoAddAllNamesWhatWasNotWritten(t *testing.T) {
 	assert.Len(t, unwritten, 12, "unwritten = %d records %v, want the 12 of the first chunk", len(unwritten), be.Unwritten)
 	for _, s := range subs {
 		complete := have["p"+s.Key()] && have["h"+s.Key()]
-		if complete == unwritten[s.Key()] {
-			t.Errorf("%s: complete=%v but reported unwritten=%v", s.Key(), complete, unwritten[s.Key()])
-		}
+		assert.NotEqual(t, complete, unwritten[s.Key()], "%s: complete=%v but reported unwritten=%v", s.Key(), complete, unwritten[s.Key()])
 	}
 	// Retrying the batch completes it, every record once.
 	f.w.ClearFaults()
-	if _, err := f.repo.AddAll(t.Context(), subs); err != nil {
-		t.Fatal(err)
-	}
-	if prim, hist := requireConsistent(t, f, "u-partial"); prim != 30 || hist != 30 {
-		t.Fatalf("after retry: primary %d history %d", prim, hist)
-	}
+	_, err = f.repo.AddAll(t.Context(), subs)
+	require.NoError(t, err)
+	prim, hist := requireConsistent(t, f, "u-partial")
+	require.Equal(t, 30, prim, "after retry: primary %d history %d", prim, hist)
+	require.Equal(t, 30, hist, "after retry: primary %d history %d", prim, hist)
 }
 
 // TestDynamoKthCallFails runs a sequence of writes where the k-th DynamoDB
@@ -246,9 +236,9 @@ func runSteps(t *testing.T, f *dynamoFixture, user string) {
 	})
 	recs, err := f.repo.ListByUser(ctx, user)
 	require.NoError(t, err)
-	if len(recs) != 2 || recs[0].Status != billing.StatusCompleted || !recs[1].BillingDate.Equal(moved) {
-		t.Fatalf("final records: %+v", recs)
-	}
+	require.Len(t, recs, 2, "final records: %+v", recs)
+	require.Equal(t, billing.StatusCompleted, recs[0].Status, "final records: %+v", recs)
+	require.True(t, recs[1].BillingDate.Equal(moved), "final records: %+v", recs)
 }
 
 func TestDynamoTransactionThrottledWritesNothing(t *testing.T) {
@@ -257,11 +247,10 @@ func TestDynamoTransactionThrottledWritesNothing(t *testing.T) {
 	rec := testRecord("u-throttle", 0, billing.StatusScheduled)
 	f.w.Throttle("TransactWriteItems", 1)
 	err := f.repo.Add(t.Context(), &rec)
-	if err == nil || billing.IsConflict(err) {
-		t.Fatalf("err = %v, want a non-conflict failure", err)
-	}
-	if prim, hist := requireConsistent(t, f, "u-throttle"); prim != 0 || hist != 0 {
-		t.Fatalf("throttled add wrote %d/%d", prim, hist)
-	}
+	require.Error(t, err, "want a non-conflict failure")
+	require.False(t, billing.IsConflict(err), "err = %v, want a non-conflict failure", err)
+	prim, hist := requireConsistent(t, f, "u-throttle")
+	require.Zero(t, prim, "throttled add wrote %d/%d", prim, hist)
+	require.Zero(t, hist, "throttled add wrote %d/%d", prim, hist)
 	require.NoError(t, f.repo.Add(t.Context(), &rec))
 }

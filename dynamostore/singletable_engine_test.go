@@ -1,7 +1,6 @@
 package dynamostore_test
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -30,14 +29,12 @@ func TestParseSubscriptionRef(t *testing.T) {
 		{"a#s#" + strings.Repeat("k", layout.MaxPaymentID+1), layout.SubscriptionRef{}, false},
 	} {
 		got, err := layout.ParseSubscriptionRef(c.in)
-		if c.ok != (err == nil) || got != c.want {
-			t.Errorf("ParseSubscriptionRef(%q) = %+v, %v; want %+v, ok %v", c.in, got, err, c.want, c.ok)
-		}
-		if err != nil && !errors.Is(err, entitlement.ErrInvalidPayment) {
-			t.Errorf("ParseSubscriptionRef(%q): %v does not wrap ErrInvalidPayment", c.in, err)
-		}
-		if err == nil && got.UserID() != c.in {
-			t.Errorf("UserID of %+v = %q, want %q", got, got.UserID(), c.in)
+		assert.Equal(t, c.ok, err == nil, "ParseSubscriptionRef(%q) = %+v, %v; want ok %v", c.in, got, err, c.ok)
+		assert.Equal(t, c.want, got, "ParseSubscriptionRef(%q)", c.in)
+		if err != nil {
+			assert.ErrorIs(t, err, entitlement.ErrInvalidPayment, "ParseSubscriptionRef(%q): %v does not wrap ErrInvalidPayment", c.in, err)
+		} else {
+			assert.Equal(t, c.in, got.UserID(), "UserID of %+v", got)
 		}
 	}
 }
@@ -54,12 +51,12 @@ func FuzzParseSubscriptionRef(f *testing.F) {
 			require.ErrorIs(t, err, entitlement.ErrInvalidPayment, "%q: %v does not wrap ErrInvalidPayment", s, err)
 			return
 		}
-		if ref.UserID() != s || strings.Contains(ref.SubscriptionID, "#") || strings.Contains(ref.SKU, "#") {
-			t.Fatalf("%q parsed as %+v", s, ref)
-		}
-		if again, err := layout.ParseSubscriptionRef(ref.UserID()); err != nil || again != ref {
-			t.Fatalf("round trip of %+v: %+v, %v", ref, again, err)
-		}
+		require.Equal(t, s, ref.UserID(), "%q parsed as %+v", s, ref)
+		require.NotContains(t, ref.SubscriptionID, "#", "%q parsed as %+v", s, ref)
+		require.NotContains(t, ref.SKU, "#", "%q parsed as %+v", s, ref)
+		again, err := layout.ParseSubscriptionRef(ref.UserID())
+		require.NoError(t, err, "round trip of %+v", ref)
+		require.Equal(t, ref, again, "round trip of %+v", ref)
 	})
 }
 
@@ -80,18 +77,16 @@ func TestOpenPeriodsDue(t *testing.T) {
 		{"unparsable key ignored", layout.OpenPeriods{"garbage": billing.StatusScheduled, d(15): billing.StatusError}, day(15), time.Time{}},
 	} {
 		p, r := c.open.Due(4)
-		if !p.Equal(c.payment) || !r.Equal(c.reminder) {
-			t.Errorf("%s: Due = %v, %v; want %v, %v", c.name, p, r, c.payment, c.reminder)
-		}
+		assert.True(t, p.Equal(c.payment), "%s: Due payment = %v, want %v", c.name, p, c.payment)
+		assert.True(t, r.Equal(c.reminder), "%s: Due reminder = %v, want %v", c.name, r, c.reminder)
 	}
 	o := layout.OpenPeriods{}
 	rec := billing.Subscription{BillingDate: time.Date(2024, 3, 5, 0, 0, 0, 0, time.UTC), Status: billing.StatusScheduled}
 	o.Record(&rec)
 	rec.Status = billing.StatusACHSent // still open: the retry run gives up on it past its deadline
 	o.Record(&rec)
-	if len(o) != 1 || o[layout.BillingDateKey(&rec)] != billing.StatusACHSent {
-		t.Errorf("an ACHSENT period is not recorded as open: %v", o)
-	}
+	assert.Len(t, o, 1, "an ACHSENT period is not recorded as open: %v", o)
+	assert.Equal(t, billing.StatusACHSent, o[layout.BillingDateKey(&rec)], "an ACHSENT period is not recorded as open: %v", o)
 	rec.Status = billing.StatusCompleted
 	o.Record(&rec)
 	assert.Empty(t, o, "a period that left the open statuses is still recorded: %v", o)
@@ -117,12 +112,16 @@ func TestPeriodReceipt(t *testing.T) {
 		{"added complete (an import)", nil, rec(billing.StatusCompleted), false},
 	} {
 		r, ok := layout.PeriodReceipt(ref, c.prev, c.next)
-		if ok != c.want {
-			t.Errorf("%s: receipt %v, want %v", c.name, ok, c.want)
+		if !assert.Equal(t, c.want, ok, "%s: receipt", c.name) {
 			continue
 		}
-		if ok && (r.AccountID != "a" || r.SubscriptionID != "s" || r.SKU != "k" || !r.ProcessedDate.Equal(done) || r.ProcessedAmount != billing.Cents(999) || r.TransactionID != "tx") {
-			t.Errorf("%s: receipt %+v", c.name, r)
+		if ok {
+			assert.Equal(t, "a", r.AccountID, "%s: receipt %+v", c.name, r)
+			assert.Equal(t, "s", r.SubscriptionID, "%s: receipt %+v", c.name, r)
+			assert.Equal(t, "k", r.SKU, "%s: receipt %+v", c.name, r)
+			assert.True(t, r.ProcessedDate.Equal(done), "%s: receipt %+v", c.name, r)
+			assert.Equal(t, billing.Cents(999), r.ProcessedAmount, "%s: receipt %+v", c.name, r)
+			assert.Equal(t, "tx", r.TransactionID, "%s: receipt %+v", c.name, r)
 		}
 	}
 }
@@ -144,11 +143,14 @@ func TestSingleTableWalk(t *testing.T) {
 		{"future upper bound", billing.StatusQuery{Status: billing.StatusScheduled, Before: day(10)}, day(-45), day(9), "", "2024-05-24T23:59:59Z"},
 	} {
 		w, err := layout.SingleTableWalk(c.q, now, 45)
-		if err != nil || !w.First.Equal(c.first) || !w.Last.Equal(c.last) || w.Lo != c.lo || w.Hi != c.hi {
-			t.Errorf("%s: walk %+v, %v; want days %v..%v, keys %q..%q", c.name, w, err, c.first, c.last, c.lo, c.hi)
+		if !assert.NoError(t, err, c.name) {
+			continue
 		}
+		assert.True(t, w.First.Equal(c.first), "%s: walk %+v; want first day %v", c.name, w, c.first)
+		assert.True(t, w.Last.Equal(c.last), "%s: walk %+v; want last day %v", c.name, w, c.last)
+		assert.Equal(t, c.lo, w.Lo, "%s: walk %+v", c.name, w)
+		assert.Equal(t, c.hi, w.Hi, "%s: walk %+v", c.name, w)
 	}
-	if _, err := layout.SingleTableWalk(billing.StatusQuery{Status: billing.StatusError, Before: time.Date(1, 1, 2, 0, 0, 0, 0, time.UTC)}, now, 45); !errors.Is(err, billing.ErrInvalidQuery) {
-		t.Errorf("walk before year 1: %v; want ErrInvalidQuery", err)
-	}
+	_, err := layout.SingleTableWalk(billing.StatusQuery{Status: billing.StatusError, Before: time.Date(1, 1, 2, 0, 0, 0, 0, time.UTC)}, now, 45)
+	assert.ErrorIs(t, err, billing.ErrInvalidQuery, "walk before year 1")
 }

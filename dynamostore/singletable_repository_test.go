@@ -75,16 +75,15 @@ func TestSingleTableConcurrentPeriodsOfOneSubscription(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		if errs[0] != nil || errs[1] != nil {
-			t.Fatalf("round %d: concurrent updates: %v, %v", i, errs[0], errs[1])
-		}
+		require.NoError(t, errs[0], "round %d: concurrent updates", i)
+		require.NoError(t, errs[1], "round %d: concurrent updates", i)
 		sub, err := repo.Payments().GetSubscription(ctx, "conc", ref.SubscriptionID, "STREAM")
-		if err != nil || !sub.NextPaymentDate.IsZero() || !sub.NextReminderDate.IsZero() || sub.Version != 4 {
-			t.Fatalf("round %d: subscription item %+v, %v; want nothing due, version 4", i, sub, err)
-		}
+		require.NoError(t, err, "round %d: subscription item", i)
+		require.True(t, sub.NextPaymentDate.IsZero(), "round %d: subscription item %+v; want nothing due, version 4", i, sub)
+		require.True(t, sub.NextReminderDate.IsZero(), "round %d: subscription item %+v; want nothing due, version 4", i, sub)
+		require.Equal(t, 4, sub.Version, "round %d: subscription item %+v; want nothing due, version 4", i, sub)
 	}
 	recs, err := repo.Payments().ReceiptsByAccount(ctx, "conc", time.Time{})
-	if err != nil || len(recs) != 2*rounds {
-		t.Fatalf("receipts = %d, %v; want %d", len(recs), err, 2*rounds)
-	}
+	require.NoError(t, err, "receipts")
+	require.Len(t, recs, 2*rounds, "receipts")
 }

@@ -1,7 +1,6 @@
 package dynamostore_test
 
 import (
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -71,13 +70,12 @@ func TestSingleTableConfigDefaults(t *testing.T) {
 	require.Equal(t, want, c, "defaults = %+v", c)
 	custom := dynamostore.SingleTableConfig{Table: "payments", AccountPrefix: "ACC#", TTLAttribute: "TTL", PaymentProjection: []string{"Email"}}
 	c = custom.WithDefaults()
-	if c.Table != "payments" || c.AccountPrefix != "ACC#" || c.TTLAttribute != "TTL" || !reflect.DeepEqual(c.PaymentProjection, []string{"Email"}) {
-		t.Fatalf("custom = %+v", c)
-	}
+	require.Equal(t, "payments", c.Table, "custom = %+v", c)
+	require.Equal(t, "ACC#", c.AccountPrefix, "custom = %+v", c)
+	require.Equal(t, "TTL", c.TTLAttribute, "custom = %+v", c)
+	require.Equal(t, []string{"Email"}, c.PaymentProjection, "custom = %+v", c)
 	c.PaymentProjection[0] = "changed"
-	if custom.PaymentProjection[0] != "Email" {
-		t.Fatal("WithDefaults shares the projection slice")
-	}
+	require.Equal(t, "Email", custom.PaymentProjection[0], "WithDefaults shares the projection slice")
 }
 
 func TestSingleTableDefinition(t *testing.T) {
@@ -93,9 +91,10 @@ func TestSingleTableDefinition(t *testing.T) {
 	}
 	require.Equal(t, want, got, "definition\n got %+v\nwant %+v", got, want)
 	named := dynamostore.SingleTableDefinition(dynamostore.SingleTableConfig{Table: "t", ReminderIndex: "reminders", PaymentIndex: "payments"})
-	if sh := stShapeOfDefinition(named); sh.Name != "t" || sh.Indexes["reminders"] == nil || sh.Indexes["payments"] == nil {
-		t.Fatalf("named: %+v", sh)
-	}
+	sh := stShapeOfDefinition(named)
+	require.Equal(t, "t", sh.Name, "named: %+v", sh)
+	require.NotNil(t, sh.Indexes["reminders"], "named: %+v", sh)
+	require.NotNil(t, sh.Indexes["payments"], "named: %+v", sh)
 }
 
 func TestSingleTableConfigInvalid(t *testing.T) {
@@ -109,9 +108,8 @@ func TestSingleTableConfigInvalid(t *testing.T) {
 		{AccountPrefix: strings.Repeat("x", 65)},
 	} {
 		assert.Error(t, dynamostore.CreateSingleTable(t.Context(), nil, c), "%+v accepted by CreateSingleTable", c)
-		if _, err := dynamostore.NewAccounts(dynamostore.AccountsConfig{Client: dynamotest.Wrap(nil), Table: c}); err == nil {
-			t.Errorf("%+v accepted by NewDynamoAccounts", c)
-		}
+		_, err := dynamostore.NewAccounts(dynamostore.AccountsConfig{Client: dynamotest.Wrap(nil), Table: c})
+		assert.Error(t, err, "%+v accepted by NewDynamoAccounts", c)
 	}
 }
 
@@ -140,19 +138,16 @@ func TestSingleTableCreateOnServer(t *testing.T) {
 	}
 	def := dynamostore.SingleTableDefinition(cfg)
 	live := stShapeOf(aws.ToString(tb.TableName), def.BillingMode, tb.AttributeDefinitions, tb.KeySchema, idx)
-	if want := stShapeOfDefinition(def); !reflect.DeepEqual(live, want) {
-		t.Fatalf("live table\n%+v\nwant\n%+v", live, want)
-	}
+	require.Equal(t, stShapeOfDefinition(def), live, "live table")
 	ttl, err := client.DescribeTimeToLive(t.Context(), &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(cfg.Table)})
 	require.NoError(t, err)
-	if d := ttl.TimeToLiveDescription; d == nil || d.TimeToLiveStatus != types.TimeToLiveStatusEnabled || aws.ToString(d.AttributeName) != "expiresAt" {
-		t.Fatalf("TTL %+v", ttl.TimeToLiveDescription)
-	}
+	d := ttl.TimeToLiveDescription
+	require.NotNil(t, d, "TTL")
+	require.Equal(t, types.TimeToLiveStatusEnabled, d.TimeToLiveStatus, "TTL %+v", d)
+	require.Equal(t, "expiresAt", aws.ToString(d.AttributeName), "TTL %+v", d)
 	other := cfg
 	other.TTLAttribute = "TTL"
-	if err := dynamostore.CreateSingleTable(t.Context(), w, other); err == nil || !strings.Contains(err.Error(), `"expiresAt"`) {
-		t.Fatalf("TTL moved to another attribute: %v", err)
-	}
+	require.ErrorContains(t, dynamostore.CreateSingleTable(t.Context(), w, other), `"expiresAt"`, "TTL moved to another attribute")
 	w.AssertNoViolations(t)
 }
 
@@ -161,17 +156,14 @@ func TestSingleTableCreateOnServer(t *testing.T) {
 func TestSingleTableRecurringPaymentsLayout(t *testing.T) {
 	t.Parallel()
 	e := newDynamoAccountsEnv(t, acctOpts{table: dynamostore.SingleTableConfig{AccountPrefix: "ACC#", TTLAttribute: "TTL"}, expiry: time.Hour})
-	if _, err := e.accounts.Grant(t.Context(), "123", 4); err != nil {
-		t.Fatal(err)
-	}
+	_, err := e.accounts.Grant(t.Context(), "123", 4)
+	require.NoError(t, err)
 	item := e.raw(t, "ACC#123", "CREDITS#BALANCE")
-	if acctText(item["balance"]) != "4" || acctText(item["TTL"]) == "" || item["expiresAt"] != nil {
-		t.Fatalf("item %v", item)
-	}
-	if c := acctBalance(t, e, "123", 4); c.UserID != "123" || c.ExpiresAt.IsZero() {
-		t.Fatalf("credits %+v", c)
-	}
-	if e.raw(t, "USER#123", "CREDITS#BALANCE") != nil {
-		t.Fatal("written under the default prefix")
-	}
+	require.Equal(t, "4", acctText(item["balance"]), "item %v", item)
+	require.NotEmpty(t, acctText(item["TTL"]), "item %v", item)
+	require.Nil(t, item["expiresAt"], "item %v", item)
+	c := acctBalance(t, e, "123", 4)
+	require.Equal(t, "123", c.UserID, "credits %+v", c)
+	require.False(t, c.ExpiresAt.IsZero(), "credits %+v", c)
+	require.Nil(t, e.raw(t, "USER#123", "CREDITS#BALANCE"), "written under the default prefix")
 }

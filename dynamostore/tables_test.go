@@ -3,7 +3,6 @@ package dynamostore
 import (
 	"encoding/json"
 	"os"
-	"reflect"
 	"sort"
 	"testing"
 
@@ -87,16 +86,13 @@ func TestCloudFormationMatchesDefinitions(t *testing.T) {
 	require.NoError(t, json.Unmarshal(data, &tmpl))
 	got := map[string]shape{}
 	for name, r := range tmpl.Resources {
-		if r.Type != "AWS::DynamoDB::Table" {
-			t.Errorf("resource %s: type %s", name, r.Type)
+		if !assert.Equal(t, "AWS::DynamoDB::Table", r.Type, "resource %s: type", name) {
 			continue
 		}
 		got[r.Properties.TableName] = shapeOfCFN(r.Properties)
 	}
 	defs := TableDefinitions(TableConfig{})
-	if len(got) != len(defs) {
-		t.Fatalf("template has %d tables, definitions %d", len(got), len(defs))
-	}
+	require.Len(t, got, len(defs), "template has %d tables, definitions %d", len(got), len(defs))
 	for _, d := range defs {
 		want := shapeOfDefinition(d)
 		assert.Equal(t, want, got[want.Name], "table %s:\ntemplate    %+v\ndefinitions %+v", want.Name, got[want.Name], want)
@@ -109,9 +105,7 @@ func TestTableConfigDefaults(t *testing.T) {
 		SubscriptionIDIndex: "subscription_id-index", StatusIndex: "billing_status-index"}
 	require.Equal(t, want, c, "defaults = %+v", c)
 	s := TableConfig{StatusIndexMode: StatusIndexSorted}.WithDefaults()
-	if s.StatusIndex != "billing_status-billing_date-index" {
-		t.Fatalf("sorted index = %q", s.StatusIndex)
-	}
+	require.Equal(t, "billing_status-billing_date-index", s.StatusIndex, "sorted index")
 	def := SubscriptionsTableDefinition(TableConfig{StatusIndexMode: StatusIndexSorted})
 	idx := shapeOfDefinition(def).Indexes["billing_status-billing_date-index"]
 	require.Equal(t, []string{"billing_status:HASH", "billing_date:RANGE", "ALL"}, idx, "sorted index keys = %v", idx)
@@ -148,9 +142,7 @@ func TestCreateTablesOnServer(t *testing.T) {
 				live.GlobalSecondaryIndexes = append(live.GlobalSecondaryIndexes, types.GlobalSecondaryIndex{
 					IndexName: g.IndexName, KeySchema: g.KeySchema, Projection: g.Projection})
 			}
-			if got, want := shapeOfDefinition(live), shapeOfDefinition(d); !reflect.DeepEqual(got, want) {
-				t.Errorf("%v: live table\n%+v\nwant\n%+v", mode, got, want)
-			}
+			assert.Equal(t, shapeOfDefinition(d), shapeOfDefinition(live), "%v: live table", mode)
 		}
 	}
 }
