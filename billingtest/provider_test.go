@@ -46,8 +46,8 @@ func (g payAnswer) String() string {
 func collectOne(t *testing.T, p *billingtest.Provider, req billing.PaymentRequest) payAnswer {
 	t.Helper()
 	res, err := p.Collect(t.Context(), req)
-	if err != nil && res != (billing.PaymentResult{}) {
-		t.Errorf("Collect(%s) returned result %+v with error %v", req.IdempotencyKey, res, err)
+	if err != nil {
+		assert.Zero(t, res, "Collect(%s) returned a result with error %v", req.IdempotencyKey, err)
 	}
 	return payAnswer{res.Outcome, res.DeclineReason, res.Retryable, err}
 }
@@ -187,16 +187,11 @@ func TestProviderScripts(t *testing.T) {
 			p := &billingtest.Provider{}
 			tt.setup(p)
 			for i, c := range tt.calls {
-				if g := collectOne(t, p, payReq(c.user, c.sub, c.attempt)); !sameAnswer(g, c.want) {
-					t.Errorf("call %d (%s attempt %d) = %v, want %v", i, c.sub, c.attempt, g, c.want)
-				}
+				g := collectOne(t, p, payReq(c.user, c.sub, c.attempt))
+				assert.True(t, sameAnswer(g, c.want), "call %d (%s attempt %d) = %v, want %v", i, c.sub, c.attempt, g, c.want)
 			}
-			if n := len(p.Charges()); n != tt.wantCharges {
-				t.Errorf("%d charges, want %d: %+v", n, tt.wantCharges, p.Charges())
-			}
-			if n := p.CallCount(); n != len(tt.calls) {
-				t.Errorf("CallCount = %d, want %d", n, len(tt.calls))
-			}
+			assert.Len(t, p.Charges(), tt.wantCharges, "charges")
+			assert.Equal(t, len(tt.calls), p.CallCount(), "CallCount")
 			billingtest.RequireNoDoubleCharge(t, p)
 		})
 	}
@@ -222,58 +217,54 @@ func TestProviderAnswerFields(t *testing.T) {
 		Outcome: billing.OutcomeSucceeded, TransactionID: want.TransactionID, At: clock.Now(),
 	}
 	assert.Equal(t, wantCharge, charges[0], "charge = %+v, want %+v", charges[0], wantCharge)
-	if cs := p.ChargesFor("other"); len(cs) != 0 {
-		t.Errorf("ChargesFor(other) = %+v", cs)
-	}
+	assert.Empty(t, p.ChargesFor("other"), "ChargesFor(other)")
 
 	// Options override mask and type; declines carry reason and retryable,
 	// other outcomes never do.
 	p = billingtest.NewProvider(billingtest.ProviderOptions{AccountMask: "1111", PaymentType: "CARD"})
 	p.SetUser("u1", billingtest.Declined("R01", false), billingtest.Step{Outcome: billing.OutcomePending, DeclineReason: "ignored", Retryable: true})
 	res, _ = p.Collect(t.Context(), payReq("u1", "s1", 1))
-	if res.AccountMask != "1111" || res.PaymentType != "CARD" || res.DeclineReason != "R01" || res.Retryable {
-		t.Errorf("declined result = %+v", res)
-	}
+	assert.Equal(t, "1111", res.AccountMask, "declined result = %+v", res)
+	assert.Equal(t, "CARD", res.PaymentType, "declined result = %+v", res)
+	assert.Equal(t, "R01", res.DeclineReason, "declined result = %+v", res)
+	assert.False(t, res.Retryable, "declined result = %+v", res)
 	res, _ = p.Collect(t.Context(), payReq("u1", "s1", 2))
-	if res.Outcome != billing.OutcomePending || res.DeclineReason != "" || res.Retryable {
-		t.Errorf("pending result = %+v", res)
-	}
+	assert.Equal(t, billing.OutcomePending, res.Outcome, "pending result = %+v", res)
+	assert.Empty(t, res.DeclineReason, "pending result = %+v", res)
+	assert.False(t, res.Retryable, "pending result = %+v", res)
 }
 
 func TestProviderReplay(t *testing.T) {
 	p := &billingtest.Provider{}
 	p.SetUser("u1", billingtest.UnknownAfterCharge(billingtest.Pending(), nil), billingtest.Succeeded())
 	req := payReq("u1", "s1", 1)
-	if _, err := p.Collect(t.Context(), req); !errors.Is(err, billingtest.ErrTimeout) {
-		t.Fatalf("first call: err = %v, want ErrTimeout", err)
-	}
+	_, err := p.Collect(t.Context(), req)
+	require.ErrorIs(t, err, billingtest.ErrTimeout, "first call")
 	// The rerun presents the same key, with another process.
 	req.Process = billing.ProcessRetry
 	first, err := p.Collect(t.Context(), req)
-	if err != nil || first.Outcome != billing.OutcomePending {
-		t.Fatalf("replay = %+v, %v; want wantPending, nil", first, err)
-	}
+	require.NoError(t, err, "replay")
+	require.Equal(t, billing.OutcomePending, first.Outcome, "replay = %+v; want wantPending", first)
 	again, err := p.Collect(t.Context(), req)
-	if err != nil || again != first {
-		t.Fatalf("second replay = %+v, %v; want %+v", again, err, first)
-	}
-	if cs := p.ChargesFor("s1"); len(cs) != 1 || cs[0].Outcome != billing.OutcomePending {
-		t.Fatalf("charges = %+v, want exactly one pending", cs)
-	}
+	require.NoError(t, err, "second replay")
+	require.Equal(t, first, again, "second replay")
+	cs := p.ChargesFor("s1")
+	require.Len(t, cs, 1, "charges = %+v, want exactly one pending", cs)
+	require.Equal(t, billing.OutcomePending, cs[0].Outcome, "charges = %+v, want exactly one pending", cs)
 	calls := p.Calls()
-	if len(calls) != 3 || calls[0].Replayed || calls[0].Err == nil || !calls[1].Replayed || !calls[2].Replayed || calls[1].Err != nil {
-		t.Fatalf("calls = %+v", calls)
-	}
-	if keys := p.KeysFor("s1"); len(keys) != 1 || keys[0] != req.IdempotencyKey {
-		t.Fatalf("KeysFor(s1) = %q", keys)
-	}
+	require.Len(t, calls, 3, "calls = %+v", calls)
+	require.False(t, calls[0].Replayed, "calls = %+v", calls)
+	require.Error(t, calls[0].Err, "calls = %+v", calls)
+	require.True(t, calls[1].Replayed, "calls = %+v", calls)
+	require.True(t, calls[2].Replayed, "calls = %+v", calls)
+	require.NoError(t, calls[1].Err, "calls = %+v", calls)
+	require.Equal(t, []string{req.IdempotencyKey}, p.KeysFor("s1"), "KeysFor(s1)")
 	// The next attempt gets a new key and the next step.
-	if g := collectOne(t, p, payReq("u1", "s1", 2)); !sameAnswer(g, wantOK) {
-		t.Fatalf("attempt 2 = %v", g)
-	}
-	if keys := p.KeysFor("s1"); len(keys) != 2 || keys[1] != billing.IdempotencyKey("s1", 2) {
-		t.Fatalf("KeysFor(s1) = %q", keys)
-	}
+	g := collectOne(t, p, payReq("u1", "s1", 2))
+	require.True(t, sameAnswer(g, wantOK), "attempt 2 = %v", g)
+	keys := p.KeysFor("s1")
+	require.Len(t, keys, 2, "KeysFor(s1) = %q", keys)
+	require.Equal(t, billing.IdempotencyKey("s1", 2), keys[1], "KeysFor(s1) = %q", keys)
 }
 
 func TestProviderRejectsBadRequests(t *testing.T) {
@@ -292,28 +283,24 @@ func TestProviderRejectsBadRequests(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &billingtest.Provider{}
-			if _, err := p.Collect(t.Context(), base); err != nil {
-				t.Fatal(err)
-			}
+			_, err := p.Collect(t.Context(), base)
+			require.NoError(t, err)
 			req := base
 			tt.mutate(&req)
 			res, err := p.Collect(t.Context(), req)
-			if err == nil || (tt.wantErr != nil && !errors.Is(err, tt.wantErr)) {
-				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			require.Error(t, err, "want %v", tt.wantErr)
+			if tt.wantErr != nil {
+				require.ErrorIs(t, err, tt.wantErr)
 			}
-			if res != (billing.PaymentResult{}) {
-				t.Errorf("result with error: %+v", res)
-			}
-			if n := len(p.Charges()); n != 1 {
-				t.Errorf("%d charges, want 1", n)
-			}
-			if calls := p.Calls(); len(calls) != 2 || calls[1].Err == nil || calls[1].Replayed {
-				t.Errorf("calls = %+v", calls)
+			assert.Zero(t, res, "result with error")
+			assert.Len(t, p.Charges(), 1, "charges")
+			if calls := p.Calls(); assert.Len(t, calls, 2, "calls = %+v", calls) {
+				assert.Error(t, calls[1].Err, "calls = %+v", calls)
+				assert.False(t, calls[1].Replayed, "calls = %+v", calls)
 			}
 			// The original parameters still replay.
-			if _, err := p.Collect(t.Context(), base); err != nil {
-				t.Errorf("replay after rejection: %v", err)
-			}
+			_, err = p.Collect(t.Context(), base)
+			assert.NoError(t, err, "replay after rejection")
 		})
 	}
 }
@@ -322,12 +309,10 @@ func TestProviderDoneContextChargesNothing(t *testing.T) {
 	p := &billingtest.Provider{}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := p.Collect(ctx, payReq("u1", "s1", 1)); !errors.Is(err, context.Canceled) {
-		t.Fatalf("err = %v, want context.Canceled", err)
-	}
-	if len(p.Charges()) != 0 || p.CallCount() != 1 {
-		t.Fatalf("charges %+v, %d calls", p.Charges(), p.CallCount())
-	}
+	_, err := p.Collect(ctx, payReq("u1", "s1", 1))
+	require.ErrorIs(t, err, context.Canceled)
+	require.Empty(t, p.Charges(), "charges")
+	require.Equal(t, 1, p.CallCount(), "calls")
 }
 
 func TestProviderConcurrentSameKeyChargesOnce(t *testing.T) {
@@ -348,27 +333,23 @@ func TestProviderConcurrentSameKeyChargesOnce(t *testing.T) {
 			close(start)
 			wg.Wait()
 			for i := range n {
-				if errs[i] != nil || results[i] != results[0] {
-					t.Errorf("answer %d = %+v, %v; answer 0 = %+v", i, results[i], errs[i], results[0])
-				}
+				assert.NoError(t, errs[i], "answer %d", i)
+				assert.Equal(t, results[0], results[i], "answer %d; answer 0 = %+v", i, results[0])
 			}
 			assert.Equal(t, step.Outcome, results[0].Outcome, "outcome %v, want %v", results[0].Outcome, step.Outcome)
 			wantCharges := 1
 			if step.Outcome == billing.OutcomeDeclined {
 				wantCharges = 0
 			}
-			if cs := p.Charges(); len(cs) != wantCharges {
-				t.Errorf("charges = %+v, want %d", cs, wantCharges)
-			}
+			assert.Len(t, p.Charges(), wantCharges, "charges")
 			replayed := 0
 			for _, c := range p.Calls() {
 				if c.Replayed {
 					replayed++
 				}
 			}
-			if p.CallCount() != n || replayed != n-1 {
-				t.Errorf("%d calls, %d replayed; want %d, %d", p.CallCount(), replayed, n, n-1)
-			}
+			assert.Equal(t, n, p.CallCount(), "calls")
+			assert.Equal(t, n-1, replayed, "replayed")
 			billingtest.RequireNoDoubleCharge(t, p)
 		})
 	}
@@ -378,38 +359,32 @@ func TestProviderSettlements(t *testing.T) {
 	p := billingtest.NewProvider(billingtest.ProviderOptions{Default: billingtest.Always(billingtest.Pending())})
 	p.SetUser("u3", billingtest.Succeeded())
 	for _, r := range []billing.PaymentRequest{payReq("u1", "s1", 1), payReq("u2", "s2", 1), payReq("u3", "s3", 1)} {
-		if _, err := p.Collect(t.Context(), r); err != nil {
-			t.Fatal(err)
-		}
+		_, err := p.Collect(t.Context(), r)
+		require.NoError(t, err)
 	}
 	k1, k2, k3 := billing.IdempotencyKey("s1", 1), billing.IdempotencyKey("s2", 1), billing.IdempotencyKey("s3", 1)
-	if got := chargeKeys(p.PendingSettlements()); got != k1+" "+k2 {
-		t.Fatalf("PendingSettlements = %s", got)
-	}
+	require.Equal(t, k1+" "+k2, chargeKeys(p.PendingSettlements()), "PendingSettlements")
 	require.NoError(t, p.Settle(k1))
 	require.NoError(t, p.Return(k2))
-	if got := chargeKeys(p.PendingSettlements()); got != "" {
-		t.Fatalf("PendingSettlements after resolving = %s", got)
-	}
+	require.Empty(t, chargeKeys(p.PendingSettlements()), "PendingSettlements after resolving")
 	for _, key := range []string{k1, k2, k3, "nope"} {
 		assert.Error(t, p.Settle(key), "Settle(%q) accepted", key)
 		assert.Error(t, p.Return(key), "Return(%q) accepted", key)
 	}
-	if cs := p.ChargesFor("s1"); !cs[0].Settled || cs[0].Returned {
-		t.Errorf("s1 charge = %+v", cs[0])
-	}
-	if cs := p.ChargesFor("s2"); cs[0].Settled || !cs[0].Returned {
-		t.Errorf("s2 charge = %+v", cs[0])
-	}
+	s1 := p.ChargesFor("s1")[0]
+	assert.True(t, s1.Settled, "s1 charge = %+v", s1)
+	assert.False(t, s1.Returned, "s1 charge = %+v", s1)
+	s2 := p.ChargesFor("s2")[0]
+	assert.False(t, s2.Settled, "s2 charge = %+v", s2)
+	assert.True(t, s2.Returned, "s2 charge = %+v", s2)
 	// A replay still answers the first response.
-	if res, err := p.Collect(t.Context(), payReq("u1", "s1", 1)); err != nil || res.Outcome != billing.OutcomePending {
-		t.Errorf("replay after settlement = %+v, %v", res, err)
+	if res, err := p.Collect(t.Context(), payReq("u1", "s1", 1)); assert.NoError(t, err, "replay after settlement") {
+		assert.Equal(t, billing.OutcomePending, res.Outcome, "replay after settlement = %+v", res)
 	}
 	// A returned debit is retried under the next attempt's key: not a
 	// double charge.
-	if _, err := p.Collect(t.Context(), payReq("u2", "s2", 2)); err != nil {
-		t.Fatal(err)
-	}
+	_, err := p.Collect(t.Context(), payReq("u2", "s2", 2))
+	require.NoError(t, err)
 	billingtest.RequireNoDoubleCharge(t, p)
 }
 
@@ -485,13 +460,9 @@ func TestRequireNoDoubleCharge(t *testing.T) {
 				return
 			}
 			for _, s := range tt.wantIn {
-				if !strings.Contains(msg, s) {
-					t.Errorf("failure %q does not mention %q", msg, s)
-				}
+				assert.Contains(t, msg, s, "failure does not mention %q", s)
 			}
-			if strings.Contains(msg, `"s2"`) {
-				t.Errorf("failure %q names s2, charged once", msg)
-			}
+			assert.NotContains(t, msg, `"s2"`, "failure names s2, charged once")
 		})
 	}
 }
@@ -506,9 +477,8 @@ func TestRandomProviderDeterministic(t *testing.T) {
 				i = subs - 1 - i
 			}
 			wg.Go(func() {
-				if _, err := p.Collect(t.Context(), payReq("u", fmt.Sprint("s", i), 1)); err != nil {
-					t.Error(err)
-				}
+				_, err := p.Collect(t.Context(), payReq("u", fmt.Sprint("s", i), 1))
+				assert.NoError(t, err)
 			})
 		}
 		wg.Wait()
@@ -519,21 +489,15 @@ func TestRandomProviderDeterministic(t *testing.T) {
 		return out
 	}
 	a, b := run(7, false), run(7, true)
-	if len(a) != subs {
-		t.Fatalf("%d answers, want %d", len(a), subs)
-	}
+	require.Len(t, a, subs, "answers")
 	counts := map[billing.PaymentOutcome]int{}
 	for k, o := range a {
-		if b[k] != o {
-			t.Fatalf("key %s: %v then %v with the same seed", k, o, b[k])
-		}
+		require.Equal(t, o, b[k], "key %s: with the same seed", k)
 		counts[o]++
 	}
 	// Rates within a generous band of 0.2 declined, 0.3 pending.
 	for o, want := range map[billing.PaymentOutcome]float64{billing.OutcomeDeclined: 0.2, billing.OutcomePending: 0.3, billing.OutcomeSucceeded: 0.5} {
-		if got := float64(counts[o]) / subs; got < want-0.05 || got > want+0.05 {
-			t.Errorf("%v rate %.3f, want about %.2f", o, got, want)
-		}
+		assert.InDelta(t, want, float64(counts[o])/subs, 0.05, "%v rate, want about %.2f", o, want)
 	}
 	c := run(8, false)
 	differ := 0
@@ -542,9 +506,7 @@ func TestRandomProviderDeterministic(t *testing.T) {
 			differ++
 		}
 	}
-	if differ == 0 {
-		t.Errorf("seeds 7 and 8 gave the same outcomes")
-	}
+	assert.NotZero(t, differ, "seeds 7 and 8 gave the same outcomes")
 }
 
 func TestProviderRandomScriptEdges(t *testing.T) {
@@ -553,9 +515,7 @@ func TestProviderRandomScriptEdges(t *testing.T) {
 		decline, pending float64
 		want             billing.PaymentOutcome
 	}{{0, 0, billing.OutcomeSucceeded}, {1, 0, billing.OutcomeDeclined}, {0, 1, billing.OutcomePending}} {
-		if st := billingtest.RandomScript(1, tt.decline, tt.pending)(req); st.Outcome != tt.want {
-			t.Errorf("rates %v/%v gave %v, want %v", tt.decline, tt.pending, st.Outcome, tt.want)
-		}
+		assert.Equal(t, tt.want, billingtest.RandomScript(1, tt.decline, tt.pending)(req).Outcome, "rates %v/%v", tt.decline, tt.pending)
 	}
 	nan := 0.0
 	nan /= nan

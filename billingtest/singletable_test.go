@@ -78,17 +78,16 @@ func TestSingleTableDefaults(t *testing.T) {
 	require.NoError(t, s.Repository().Add(t.Context(), &r))
 	sub, err := s.Payments().GetSubscription(t.Context(), ref.AccountID, ref.SubscriptionID, ref.SKU)
 	want := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	if err != nil || !sub.CreatedAt.Equal(want) || !sub.UpdatedAt.Equal(want) || sub.Version != 1 {
-		t.Fatalf("subscription item = %+v, %v; want created and updated at %v (the default clock), version 1", sub, err, want)
-	}
-	if got := sub.NextReminderDate; !got.Equal(stDayOf(r.BillingDate).AddDate(0, 0, -billing.NotificationLeadDays)) {
-		t.Fatalf("NextReminderDate = %v; want the default lead before %v", got, r.BillingDate)
-	}
+	require.NoError(t, err, "subscription item")
+	require.True(t, sub.CreatedAt.Equal(want), "subscription item = %+v; want created and updated at %v (the default clock), version 1", sub, want)
+	require.True(t, sub.UpdatedAt.Equal(want), "subscription item = %+v; want created and updated at %v (the default clock), version 1", sub, want)
+	require.Equal(t, 1, sub.Version, "subscription item = %+v; want version 1", sub)
+	require.True(t, sub.NextReminderDate.Equal(stDayOf(r.BillingDate).AddDate(0, 0, -billing.NotificationLeadDays)),
+		"NextReminderDate = %v; want the default lead before %v", sub.NextReminderDate, r.BillingDate)
 	// The open end of a status query is the day after the default clock's.
 	p, err := s.Repository().QueryStatus(t.Context(), billing.StatusQuery{Status: billing.StatusScheduled})
-	if err != nil || len(p.Items) != 0 {
-		t.Fatalf("open-ended query at the default clock = %+v, %v; want nothing (the period is later)", p, err)
-	}
+	require.NoError(t, err, "open-ended query at the default clock")
+	require.Empty(t, p.Items, "open-ended query at the default clock = %+v; want nothing (the period is later)", p)
 	for _, o := range []memory.SingleTableOptions{{PageSize: -1}, {CatchUpDays: -1}, {ReminderLeadDays: -1}, {ReceiptRetention: -1},
 		{Table: dynamostore.SingleTableConfig{AccountPrefix: "PER"}}} {
 		func() {
@@ -172,16 +171,15 @@ func TestSingleTableReceiptKeys(t *testing.T) {
 	db.CompletionDate, db.TransactionID = paidAt, "tx-b"
 	require.NoError(t, e.repo.Update(ctx, &rb, &db), "Update completing at a taken receipt key")
 	recs := e.receipts("acct")
-	if len(recs) != 2 || !recs[0].ProcessedDate.Equal(paidAt.Add(time.Nanosecond)) || recs[0].SubscriptionID != b.SubscriptionID {
-		t.Fatalf("receipts = %+v; want b's a nanosecond after a's", recs)
-	}
+	require.Len(t, recs, 2, "receipts = %+v; want b's a nanosecond after a's", recs)
+	require.True(t, recs[0].ProcessedDate.Equal(paidAt.Add(time.Nanosecond)), "receipts = %+v; want b's a nanosecond after a's", recs)
+	require.Equal(t, b.SubscriptionID, recs[0].SubscriptionID, "receipts = %+v; want b's a nanosecond after a's", recs)
 
 	// Every key up to 8 ns later taken: nothing is written.
 	for i := 2; i <= stMaxReceiptMoves; i++ {
-		if _, err := e.pay.CreateReceipt(ctx, entitlement.Receipt{AccountID: "acct", SubscriptionID: "other", SKU: "STREAM",
-			ProcessedDate: paidAt.Add(time.Duration(i) * time.Nanosecond), ProcessedAmount: 1}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := e.pay.CreateReceipt(ctx, entitlement.Receipt{AccountID: "acct", SubscriptionID: "other", SKU: "STREAM",
+			ProcessedDate: paidAt.Add(time.Duration(i) * time.Nanosecond), ProcessedAmount: 1})
+		require.NoError(t, err)
 	}
 	before, beforeRows := e.sub(c), e.historyCount(c)
 	dc := stNext(rc, 6, billing.StatusCompleted)
@@ -189,44 +187,40 @@ func TestSingleTableReceiptKeys(t *testing.T) {
 	next := stRecord(c, 7, stDay(30), billing.StatusScheduled)
 	err := e.repo.Update(ctx, &rc, &dc, &next)
 	var ce *billing.ConflictError
-	if !errors.As(err, &ce) || !errors.Is(err, billing.ErrAlreadyExists) || ce.Op != "update" || ce.HistoryRow {
-		t.Fatalf("Update with no free receipt key = %v; want a *ConflictError wrapping ErrAlreadyExists", err)
-	}
-	if got, err := e.repo.Get(ctx, c.UserID(), rc.BillingDate); err != nil || got.Status != billing.StatusScheduled {
-		t.Fatalf("period after the failed update = %v, %v; want still SCHEDULED", got.Status, err)
-	}
-	if _, err := e.repo.Get(ctx, c.UserID(), next.BillingDate); !errors.Is(err, billing.ErrNotFound) {
-		t.Fatalf("record to create after the failed update: %v; want ErrNotFound", err)
-	}
-	if after := e.sub(c); after != before || e.historyCount(c) != beforeRows || len(e.receipts("acct")) != stMaxReceiptMoves+1 {
-		t.Fatalf("failed update changed something: subscription %+v → %+v, %d receipts", before, after, len(e.receipts("acct")))
-	}
+	require.ErrorAs(t, err, &ce, "Update with no free receipt key; want a *ConflictError wrapping ErrAlreadyExists")
+	require.ErrorIs(t, err, billing.ErrAlreadyExists, "Update with no free receipt key; want a *ConflictError wrapping ErrAlreadyExists")
+	require.Equal(t, "update", ce.Op, "Update with no free receipt key = %v", err)
+	require.False(t, ce.HistoryRow, "Update with no free receipt key = %v", err)
+	got, err := e.repo.Get(ctx, c.UserID(), rc.BillingDate)
+	require.NoError(t, err, "period after the failed update")
+	require.Equal(t, billing.StatusScheduled, got.Status, "period after the failed update; want still SCHEDULED")
+	_, err = e.repo.Get(ctx, c.UserID(), next.BillingDate)
+	require.ErrorIs(t, err, billing.ErrNotFound, "record to create after the failed update")
+	require.Equal(t, before, e.sub(c), "failed update changed the subscription")
+	require.Equal(t, beforeRows, e.historyCount(c), "failed update changed the history rows")
+	require.Len(t, e.receipts("acct"), stMaxReceiptMoves+1, "failed update changed the receipts")
 
 	// The same update from a stale read: the period's condition first.
 	stale := rc
 	stale.Status = billing.StatusError
 	dc2 := stNext(stale, 8, billing.StatusCompleted)
 	dc2.CompletionDate, dc2.TransactionID = paidAt, "tx-c"
-	if err := e.repo.Update(ctx, &stale, &dc2); !errors.Is(err, billing.ErrConflict) {
-		t.Fatalf("stale Update with no free receipt key = %v; want ErrConflict", err)
-	}
+	require.ErrorIs(t, e.repo.Update(ctx, &stale, &dc2), billing.ErrConflict, "stale Update with no free receipt key")
 	// A history row taken by next: also before the receipt.
 	row := stNext(rc, 9, billing.StatusCompleted)
 	require.NoError(t, e.hist.Add(ctx, &row))
 	row.CompletionDate, row.TransactionID = paidAt, "tx-c"
-	if err := e.repo.Update(ctx, &rc, &row); !errors.As(err, &ce) || !ce.HistoryRow || !errors.Is(err, billing.ErrConflict) {
-		t.Fatalf("Update with a taken history row and no free receipt key = %v; want the history row's ErrConflict", err)
-	}
+	err = e.repo.Update(ctx, &rc, &row)
+	require.ErrorAs(t, err, &ce, "Update with a taken history row and no free receipt key; want the history row's ErrConflict")
+	require.True(t, ce.HistoryRow, "Update with a taken history row and no free receipt key = %v; want the history row's ErrConflict", err)
+	require.ErrorIs(t, err, billing.ErrConflict, "Update with a taken history row and no free receipt key; want the history row's ErrConflict")
 	// Its own receipt replayed at the first key: idempotent.
-	if _, err := e.pay.CreateReceipt(ctx, entitlement.Receipt{AccountID: "acct", SubscriptionID: c.SubscriptionID, SKU: "STREAM",
-		ProcessedDate: paidAt.Add(-time.Second), ProcessedAmount: dc.Amount, TransactionID: "tx-c"}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = e.pay.CreateReceipt(ctx, entitlement.Receipt{AccountID: "acct", SubscriptionID: c.SubscriptionID, SKU: "STREAM",
+		ProcessedDate: paidAt.Add(-time.Second), ProcessedAmount: dc.Amount, TransactionID: "tx-c"})
+	require.NoError(t, err)
 	dc.CompletionDate = paidAt.Add(-time.Second)
 	require.NoError(t, e.repo.Update(ctx, &rc, &dc), "Update whose receipt is already stored")
-	if n := len(e.receipts("acct")); n != stMaxReceiptMoves+2 {
-		t.Fatalf("%d receipts; want %d", n, stMaxReceiptMoves+2)
-	}
+	require.Len(t, e.receipts("acct"), stMaxReceiptMoves+2, "receipts")
 }
 
 // stMaxReceiptMoves is how far (in nanoseconds) the DynamoDB store moves
@@ -245,26 +239,27 @@ func TestSingleTableAdminMoveCompletes(t *testing.T) {
 	moved.BillingDate, moved.CompletionDate = stDay(3), stDay(1).Add(time.Hour)
 	require.NoError(t, e.repo.AdminUpdate(ctx, &r, &moved))
 	sub := e.sub(ref)
-	if !sub.NextPaymentDate.IsZero() || !sub.NextReminderDate.IsZero() || !sub.LastPaymentDate.Equal(stDay(1)) || sub.Version != 2 {
-		t.Fatalf("subscription after a completing move = %+v; want nothing due, paid %v, version 2", sub, stDay(1))
-	}
-	if recs := e.receipts("acct"); len(recs) != 1 || !recs[0].ProcessedDate.Equal(moved.CompletionDate) {
-		t.Fatalf("receipts = %+v; want one at %v", recs, moved.CompletionDate)
-	}
+	require.True(t, sub.NextPaymentDate.IsZero(), "subscription after a completing move = %+v; want nothing due, paid %v, version 2", sub, stDay(1))
+	require.True(t, sub.NextReminderDate.IsZero(), "subscription after a completing move = %+v; want nothing due, paid %v, version 2", sub, stDay(1))
+	require.True(t, sub.LastPaymentDate.Equal(stDay(1)), "subscription after a completing move = %+v; want nothing due, paid %v, version 2", sub, stDay(1))
+	require.Equal(t, 2, sub.Version, "subscription after a completing move = %+v; want nothing due, paid %v, version 2", sub, stDay(1))
+	recs := e.receipts("acct")
+	require.Len(t, recs, 1, "receipts = %+v; want one at %v", recs, moved.CompletionDate)
+	require.True(t, recs[0].ProcessedDate.Equal(moved.CompletionDate), "receipts = %+v; want one at %v", recs, moved.CompletionDate)
 	// The subscription item's CreatedAt and Email survive engine writes;
 	// an update through Payments is kept too.
 	sub.Email = "a@example.com"
-	if _, err := e.pay.UpdateSubscription(ctx, sub, sub); err != nil {
-		t.Fatal(err)
-	}
+	_, err := e.pay.UpdateSubscription(ctx, sub, sub)
+	require.NoError(t, err)
 	e.clock.Advance(time.Hour)
 	r2 := stRecord(ref, 3, stDay(33), billing.StatusScheduled)
 	e.add(r2)
 	after := e.sub(ref)
-	if after.Email != "a@example.com" || !after.CreatedAt.Equal(sub.CreatedAt) || after.Version != 4 ||
-		!after.UpdatedAt.Equal(stNow.Add(time.Hour)) || !after.NextPaymentDate.Equal(stDay(33)) {
-		t.Fatalf("subscription after another period = %+v", after)
-	}
+	require.Equal(t, "a@example.com", after.Email, "subscription after another period = %+v", after)
+	require.True(t, after.CreatedAt.Equal(sub.CreatedAt), "subscription after another period = %+v", after)
+	require.Equal(t, 4, after.Version, "subscription after another period = %+v", after)
+	require.True(t, after.UpdatedAt.Equal(stNow.Add(time.Hour)), "subscription after another period = %+v", after)
+	require.True(t, after.NextPaymentDate.Equal(stDay(33)), "subscription after another period = %+v", after)
 }
 
 // TestSingleTableAddAllGroups: AddAll writes one subscription's records in
@@ -292,27 +287,23 @@ func TestSingleTableAddAllGroups(t *testing.T) {
 	}
 	recs = append(recs, stRecord(other, 100, stDay(1), billing.StatusScheduled))
 	written, err := e.repo.AddAll(ctx, recs)
-	if err != nil || len(written) != len(recs) {
-		t.Fatalf("AddAll = %d, %v", len(written), err)
-	}
-	if sub := e.sub(ref); sub.Version != 3 || !sub.NextPaymentDate.Equal(stDay(0)) {
-		t.Fatalf("subscription after 20 records = version %d, due %v; want 3 writes (groups of 8), due %v", sub.Version, sub.NextPaymentDate, stDay(0))
-	}
+	require.NoError(t, err, "AddAll")
+	require.Len(t, written, len(recs), "AddAll")
+	sub := e.sub(ref)
+	require.Equal(t, 3, sub.Version, "subscription after 20 records; want 3 writes (groups of 8)")
+	require.True(t, sub.NextPaymentDate.Equal(stDay(0)), "subscription after 20 records = due %v; want due %v", sub.NextPaymentDate, stDay(0))
 
 	e2 := newSTEnv(t, memory.SingleTableOptions{Collisions: policy})
 	bad = true
 	written, err = e2.repo.AddAll(ctx, recs)
 	var be *billing.BatchError
-	if !errors.As(err, &be) || len(be.Unwritten) != 8 || len(written) != len(recs) {
-		t.Fatalf("AddAll with a duplicate key in one group = %d records, %v; want a BatchError naming that group's 8", len(written), err)
-	}
+	require.ErrorAs(t, err, &be, "AddAll with a duplicate key in one group; want a BatchError naming that group's 8")
+	require.Len(t, be.Unwritten, 8, "AddAll with a duplicate key in one group; want a BatchError naming that group's 8")
+	require.Len(t, written, len(recs), "AddAll with a duplicate key in one group")
 	got, _ := e2.repo.ListByUser(ctx, ref.UserID())
-	if len(got) != 12 || e2.historyCount(ref) != 12 {
-		t.Fatalf("%d records written; want the other groups' 12", len(got))
-	}
-	if sub := e2.sub(ref); sub.Version != 2 {
-		t.Fatalf("subscription version %d; want 2 (two groups written)", sub.Version)
-	}
+	require.Len(t, got, 12, "records written; want the other groups' 12")
+	require.Equal(t, 12, e2.historyCount(ref), "history rows written; want the other groups' 12")
+	require.Equal(t, 2, e2.sub(ref).Version, "subscription version; want 2 (two groups written)")
 }
 
 // TestSingleTableGetByIDPointers: GetByID follows the period-ID pointers,
@@ -326,30 +317,26 @@ func TestSingleTableGetByIDPointers(t *testing.T) {
 	row := stRecord(ref, 2, stDay(9), billing.StatusScheduled)
 	row.SubscriptionID = r.SubscriptionID
 	require.NoError(t, e.hist.AddAll(ctx, []billing.Subscription{row}))
-	if got, err := e.repo.GetByID(ctx, r.SubscriptionID); err != nil || !got.BillingDate.Equal(stDay(5)) {
-		t.Fatalf("GetByID = %v, %v; want the period at %v", got.BillingDate, err, stDay(5))
-	}
+	got, err := e.repo.GetByID(ctx, r.SubscriptionID)
+	require.NoError(t, err, "GetByID")
+	require.True(t, got.BillingDate.Equal(stDay(5)), "GetByID = %v; want the period at %v", got.BillingDate, stDay(5))
 	rows, err := e.hist.ListBySubscription(ctx, r.SubscriptionID)
-	if err != nil || len(rows) != 2 {
-		t.Fatalf("ListBySubscription = %d rows, %v; want 2", len(rows), err)
-	}
+	require.NoError(t, err, "ListBySubscription")
+	require.Len(t, rows, 2, "ListBySubscription")
 	for _, id := range []string{"", "nope"} {
-		if _, err := e.repo.GetByID(ctx, id); !errors.Is(err, billing.ErrNotFound) {
-			t.Errorf("GetByID(%q) = %v; want ErrNotFound", id, err)
-		}
+		_, err := e.repo.GetByID(ctx, id)
+		assert.ErrorIs(t, err, billing.ErrNotFound, "GetByID(%q)", id)
 	}
 	// Only a history row: the pointer is there, the period is not.
 	lone := stRecord(ref, 3, stDay(40), billing.StatusScheduled)
 	require.NoError(t, e.hist.Add(ctx, &lone))
-	if _, err := e.repo.GetByID(ctx, lone.SubscriptionID); !errors.Is(err, billing.ErrNotFound) {
-		t.Fatalf("GetByID of a history-only ID = %v; want ErrNotFound", err)
-	}
-	if _, err := e.repo.Get(ctx, "not-a-ref", stDay(5)); !errors.Is(err, billing.ErrNotFound) {
-		t.Fatalf("Get of another user ID = %v; want ErrNotFound", err)
-	}
-	if got, err := e.repo.ListByUser(ctx, "not-a-ref"); err != nil || got != nil {
-		t.Fatalf("ListByUser of another user ID = %v, %v; want nothing", got, err)
-	}
+	_, err = e.repo.GetByID(ctx, lone.SubscriptionID)
+	require.ErrorIs(t, err, billing.ErrNotFound, "GetByID of a history-only ID")
+	_, err = e.repo.Get(ctx, "not-a-ref", stDay(5))
+	require.ErrorIs(t, err, billing.ErrNotFound, "Get of another user ID")
+	others, err := e.repo.ListByUser(ctx, "not-a-ref")
+	require.NoError(t, err, "ListByUser of another user ID")
+	require.Nil(t, others, "ListByUser of another user ID; want nothing")
 }
 
 // TestSingleTableRejectsUserIDs: every write path rejects user IDs that
@@ -375,9 +362,10 @@ func TestSingleTableRejectsUserIDs(t *testing.T) {
 	for name, err := range checks {
 		assert.ErrorIs(t, err, entitlement.ErrInvalidPayment, "%s with user ID %q = %v; want ErrInvalidPayment", name, plain.UserID, err)
 	}
-	if got, _ := e.repo.ListByUser(ctx, ref.UserID()); len(got) != 1 || got[0].Status != billing.StatusScheduled || e.historyCount(ref) != 1 {
-		t.Fatalf("records after rejected writes = %+v", got)
-	}
+	left, _ := e.repo.ListByUser(ctx, ref.UserID())
+	require.Len(t, left, 1, "records after rejected writes = %+v", left)
+	require.Equal(t, billing.StatusScheduled, left[0].Status, "records after rejected writes = %+v", left)
+	require.Equal(t, 1, e.historyCount(ref), "history rows after rejected writes")
 }
 
 // TestSingleTableStatusPages checks the walk's paging: Limit counts index
@@ -399,9 +387,7 @@ func TestSingleTableStatusPages(t *testing.T) {
 	for {
 		p, err := e.repo.QueryStatus(ctx, q)
 		require.NoError(t, err)
-		if p.Count != len(p.Items)+len(p.Invalid) {
-			t.Fatalf("Count %d for %d items", p.Count, len(p.Items))
-		}
+		require.Equal(t, len(p.Items)+len(p.Invalid), p.Count, "Count %d for %d items", p.Count, len(p.Items))
 		pages = append(pages, p)
 		if q.Cursor = p.Next; q.Cursor == "" {
 			break
@@ -417,19 +403,18 @@ func TestSingleTableStatusPages(t *testing.T) {
 		items = append(items, p.Items...)
 		scanned += p.Scanned
 	}
-	if len(items) != 3 || scanned != 3+3 {
-		t.Fatalf("%d items, %d scanned over %d pages; want 3 and 6 (3 index items, 3 periods in the range)", len(items), scanned, len(pages))
-	}
+	require.Len(t, items, 3, "%d items, %d scanned over %d pages; want 3 and 6 (3 index items, 3 periods in the range)", len(items), scanned, len(pages))
+	require.Equal(t, 3+3, scanned, "%d items, %d scanned over %d pages; want 3 and 6 (3 index items, 3 periods in the range)", len(items), scanned, len(pages))
 	for i := range want {
 		require.Equal(t, want[i].SubscriptionID, items[i].SubscriptionID, "item %d is %s; want %s (index order)", i, items[i].SubscriptionID, want[i].SubscriptionID)
 	}
-	if len(pages) != 4 || pages[0].Scanned != 0 || pages[0].Next == "" {
-		t.Fatalf("%d pages, the first %+v; want 4, the first 62 empty days and a cursor", len(pages), pages[0])
-	}
+	require.Len(t, pages, 4, "%d pages, the first %+v; want 4, the first 62 empty days and a cursor", len(pages), pages[0])
+	require.Zero(t, pages[0].Scanned, "%d pages, the first %+v; want 4, the first 62 empty days and a cursor", len(pages), pages[0])
+	require.NotEmpty(t, pages[0].Next, "%d pages, the first %+v; want 4, the first 62 empty days and a cursor", len(pages), pages[0])
 	full := pages[1]
-	if len(full.Items) != 2 || full.Scanned != 4 || full.Next == "" {
-		t.Fatalf("second page = %d items, %d scanned, next %q; want the two index items of a day and a cursor", len(full.Items), full.Scanned, full.Next)
-	}
+	require.Len(t, full.Items, 2, "second page = %d items, %d scanned, next %q; want the two index items of a day and a cursor", len(full.Items), full.Scanned, full.Next)
+	require.Equal(t, 4, full.Scanned, "second page = %d items, %d scanned, next %q; want the two index items of a day and a cursor", len(full.Items), full.Scanned, full.Next)
+	require.NotEmpty(t, full.Next, "second page = %d items, %d scanned, next %q; want the two index items of a day and a cursor", len(full.Items), full.Scanned, full.Next)
 
 	// Limit 1 reaches the limit on a day with one item left: the cursor
 	// stays on that day, the next page finds nothing there and goes on.
@@ -437,12 +422,9 @@ func TestSingleTableStatusPages(t *testing.T) {
 	var got []billing.Subscription
 	for n := 0; ; n++ {
 		p, err := e.repo.QueryStatus(ctx, q)
-		if err != nil || n > 200 {
-			t.Fatalf("page %d: %v", n, err)
-		}
-		if p.Scanned > 2 {
-			t.Fatalf("page %d read %d items with Limit 1", n, p.Scanned)
-		}
+		require.NoError(t, err, "page %d", n)
+		require.LessOrEqual(t, n, 200, "page %d", n)
+		require.LessOrEqual(t, p.Scanned, 2, "page %d read %d items with Limit 1", n, p.Scanned)
 		got = append(got, p.Items...)
 		if q.Cursor = p.Next; q.Cursor == "" {
 			break
@@ -454,13 +436,11 @@ func TestSingleTableStatusPages(t *testing.T) {
 		"Garbage":    {Status: billing.StatusScheduled, Before: stNow, Cursor: "x"},
 		"OtherQuery": {Status: billing.StatusError, Before: stNow, Cursor: pages[0].Next},
 	} {
-		if _, err := e.repo.QueryStatus(ctx, bad); !errors.Is(err, billing.ErrInvalidCursor) {
-			t.Errorf("%s: %v; want ErrInvalidCursor", name, err)
-		}
+		_, err := e.repo.QueryStatus(ctx, bad)
+		assert.ErrorIs(t, err, billing.ErrInvalidCursor, name)
 	}
-	if _, err := e.repo.QueryStatus(ctx, billing.StatusQuery{Status: "NOPE"}); !errors.Is(err, billing.ErrInvalidQuery) {
-		t.Errorf("invalid query: %v; want ErrInvalidQuery", err)
-	}
+	_, err := e.repo.QueryStatus(ctx, billing.StatusQuery{Status: "NOPE"})
+	assert.ErrorIs(t, err, billing.ErrInvalidQuery, "invalid query")
 }
 
 // TestSingleTableConcurrent races engine writes, Payments writes and
@@ -500,9 +480,8 @@ func TestSingleTableConcurrent(t *testing.T) {
 						t.Errorf("UpdateSubscription: %v", err)
 					}
 				}
-				if _, err := e.repo.QueryStatus(ctx, billing.StatusQuery{Status: billing.StatusScheduled, Before: stNow}); err != nil {
-					t.Errorf("QueryStatus: %v", err)
-				}
+				_, err = e.repo.QueryStatus(ctx, billing.StatusQuery{Status: billing.StatusScheduled, Before: stNow})
+				assert.NoError(t, err, "QueryStatus")
 			}
 		})
 	}
@@ -510,16 +489,12 @@ func TestSingleTableConcurrent(t *testing.T) {
 	for i, ref := range refs {
 		require.Equal(t, 1, wins[ref.UserID()], "%s: %d winning updates; want 1", ref.UserID(), wins[ref.UserID()])
 		periods, err := e.repo.ListByUser(ctx, ref.UserID())
-		if err != nil || len(periods) != 2 {
-			t.Fatalf("%s: %d periods, %v; want 2", ref.UserID(), len(periods), err)
-		}
+		require.NoError(t, err, "%s: periods", ref.UserID())
+		require.Len(t, periods, 2, "%s: periods", ref.UserID())
 		sub := e.sub(ref)
-		if !sub.NextPaymentDate.Equal(stDay(30)) || !sub.LastPaymentDate.Equal(stDay(-1)) {
-			t.Fatalf("%s: subscription %+v; want due %v, paid %v", ref.UserID(), sub, stDay(30), stDay(-1))
-		}
-		if recs := e.receipts(ref.AccountID); len(recs) != 3 {
-			t.Fatalf("account %s: %d receipts; want one per subscription (3) [%d]", ref.AccountID, len(recs), i)
-		}
+		require.True(t, sub.NextPaymentDate.Equal(stDay(30)), "%s: subscription %+v; want due %v, paid %v", ref.UserID(), sub, stDay(30), stDay(-1))
+		require.True(t, sub.LastPaymentDate.Equal(stDay(-1)), "%s: subscription %+v; want due %v, paid %v", ref.UserID(), sub, stDay(30), stDay(-1))
+		require.Len(t, e.receipts(ref.AccountID), 3, "account %s: receipts; want one per subscription (3) [%d]", ref.AccountID, i)
 	}
 }
 
