@@ -2,7 +2,6 @@ package billing_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -98,33 +97,36 @@ func TestCollectorScheduledRunCollectsAndOpensNextPeriod(t *testing.T) {
 	s := e.add("u1", jan31, billing.StatusScheduled)
 	e.add("u2", jan31.AddDate(0, 0, 5), billing.StatusScheduled) // not due
 	rep := e.run(billing.RunScheduled)
-	if rep.Attempted != 1 || rep.Collected != 1 {
-		t.Fatalf("report = %+v", rep)
-	}
+	require.Equal(t, 1, rep.Attempted, "report = %+v", rep)
+	require.Equal(t, 1, rep.Collected, "report = %+v", rep)
 	recs := e.records("u1")
 	require.Len(t, recs, 2, "u1 has %d records, want 2", len(recs))
 	got, next := recs[0], recs[1]
-	if got.Status != billing.StatusCompleted || got.Attempt != 1 || got.Process != billing.ProcessInitial ||
-		got.InitialRunDate.IsZero() || got.CompletionDate.IsZero() || got.TransactionID == "" || got.ReceiptAccountMask != "6789" {
-		t.Errorf("collected record = %+v", got)
-	}
+	assert.Equal(t, billing.StatusCompleted, got.Status, "collected record = %+v", got)
+	assert.Equal(t, 1, got.Attempt, "collected record = %+v", got)
+	assert.Equal(t, billing.ProcessInitial, got.Process, "collected record = %+v", got)
+	assert.False(t, got.InitialRunDate.IsZero(), "collected record = %+v", got)
+	assert.False(t, got.CompletionDate.IsZero(), "collected record = %+v", got)
+	assert.NotEmpty(t, got.TransactionID, "collected record = %+v", got)
+	assert.Equal(t, "6789", got.ReceiptAccountMask, "collected record = %+v", got)
 	want := time.Date(2024, 2, 29, 15, 0, 0, 0, time.UTC)
-	if next.Status != billing.StatusScheduled || !next.BillingDate.Equal(want) || next.AnchorDay != 31 ||
-		next.Amount != s.Amount || next.BillingPeriod != "02/2024" || next.SubscriptionID != "gen-0001" {
-		t.Errorf("next period = %+v", next)
-	}
+	assert.Equal(t, billing.StatusScheduled, next.Status, "next period = %+v", next)
+	assert.True(t, next.BillingDate.Equal(want), "next period = %+v", next)
+	assert.Equal(t, 31, next.AnchorDay, "next period = %+v", next)
+	assert.Equal(t, s.Amount, next.Amount, "next period = %+v", next)
+	assert.Equal(t, "02/2024", next.BillingPeriod, "next period = %+v", next)
+	assert.Equal(t, "gen-0001", next.SubscriptionID, "next period = %+v", next)
 	calls := e.pay.Calls()
-	if len(calls) != 1 || calls[0].Request.IdempotencyKey != billing.IdempotencyKey(s.SubscriptionID, 1) || calls[0].Request.Amount != s.Amount {
-		t.Errorf("provider calls = %+v", calls)
+	if assert.Len(t, calls, 1, "provider calls = %+v", calls) {
+		assert.Equal(t, billing.IdempotencyKey(s.SubscriptionID, 1), calls[0].Request.IdempotencyKey, "provider calls = %+v", calls)
+		assert.Equal(t, s.Amount, calls[0].Request.Amount, "provider calls = %+v", calls)
 	}
 	assert.Equal(t, 1, e.events.Count(billing.EventPaymentSucceeded), "events = %+v", e.events.Events())
 	billingtest.RequireHistoryMatchesPrimary(t, e.repo, e.hist, "u1")
 	rows, _ := e.hist.ListByUser(context.Background(), "u1")
 	assert.Len(t, rows, 3, "history rows = %d, want 3 (add, attempt, next period)", len(rows))
 	// A second run finds nothing due.
-	if rep := e.run(billing.RunScheduled); rep.Attempted != 0 {
-		t.Errorf("second run attempted %d", rep.Attempted)
-	}
+	assert.Zero(t, e.run(billing.RunScheduled).Attempted, "second run attempted")
 }
 
 func TestCollectorDeclineAndDailyRetry(t *testing.T) {
@@ -133,30 +135,26 @@ func TestCollectorDeclineAndDailyRetry(t *testing.T) {
 	e.pay.SetUser("u1", billingtest.Declined("R01 insufficient funds", true), billingtest.Declined("R01", true), billingtest.Succeeded())
 	e.run(billing.RunScheduled)
 	cur, _ := e.repo.GetByID(context.Background(), s.SubscriptionID)
-	if cur.Status != billing.StatusError || cur.PaymentError != "R01 insufficient funds" || cur.Attempt != 1 {
-		t.Fatalf("after decline: %+v", cur)
-	}
+	require.Equal(t, billing.StatusError, cur.Status, "after decline: %+v", cur)
+	require.Equal(t, "R01 insufficient funds", cur.PaymentError, "after decline: %+v", cur)
+	require.Equal(t, 1, cur.Attempt, "after decline: %+v", cur)
 	// Same day: the retry policy waits.
 	e.clock.Advance(time.Hour)
-	if rep := e.run(billing.RunRetry); rep.Attempted != 0 {
-		t.Fatalf("retried on the same day: %+v", rep)
-	}
+	same := e.run(billing.RunRetry)
+	require.Zero(t, same.Attempted, "retried on the same day: %+v", same)
 	e.clock.Advance(24 * time.Hour)
 	e.run(billing.RunRetry) // declined again
 	e.clock.Advance(24 * time.Hour)
 	rep := e.run(billing.RunRetry)
 	require.Equal(t, 1, rep.Collected, "third attempt: %+v", rep)
 	keys := e.pay.KeysFor(s.SubscriptionID)
-	if len(keys) != 3 || keys[2] != billing.IdempotencyKey(s.SubscriptionID, 3) {
-		t.Fatalf("keys = %v", keys)
-	}
+	require.Len(t, keys, 3, "keys = %v", keys)
+	require.Equal(t, billing.IdempotencyKey(s.SubscriptionID, 3), keys[2], "keys = %v", keys)
 	cur, _ = e.repo.GetByID(context.Background(), s.SubscriptionID)
-	if cur.Status != billing.StatusCompleted || cur.PaymentError != "" || cur.Process != billing.ProcessRetry {
-		t.Fatalf("after retry: %+v", cur)
-	}
-	if n := len(e.records("u1")); n != 2 {
-		t.Fatalf("u1 has %d records, want 2 (one next period only)", n)
-	}
+	require.Equal(t, billing.StatusCompleted, cur.Status, "after retry: %+v", cur)
+	require.Empty(t, cur.PaymentError, "after retry: %+v", cur)
+	require.Equal(t, billing.ProcessRetry, cur.Process, "after retry: %+v", cur)
+	require.Len(t, e.records("u1"), 2, "u1 records, want 2 (one next period only)")
 	billingtest.RequireHistoryMatchesPrimary(t, e.repo, e.hist, "u1")
 }
 
@@ -165,22 +163,19 @@ func TestCollectorUnknownOutcomeReusesKey(t *testing.T) {
 	s := e.add("u1", jan31, billing.StatusScheduled)
 	e.pay.SetUser("u1", billingtest.UnknownAfterCharge(billingtest.Succeeded(), nil))
 	rep := e.run(billing.RunScheduled)
-	if rep.Unknown != 1 || len(rep.Failed) != 1 {
-		t.Fatalf("report = %+v", rep)
-	}
-	if cur, _ := e.repo.GetByID(context.Background(), s.SubscriptionID); cur.Status != billing.StatusScheduled || cur.Attempt != 0 {
-		t.Fatalf("record after unknown outcome = %+v", cur)
-	}
+	require.Equal(t, 1, rep.Unknown, "report = %+v", rep)
+	require.Len(t, rep.Failed, 1, "report = %+v", rep)
+	cur, _ := e.repo.GetByID(context.Background(), s.SubscriptionID)
+	require.Equal(t, billing.StatusScheduled, cur.Status, "record after unknown outcome = %+v", cur)
+	require.Zero(t, cur.Attempt, "record after unknown outcome = %+v", cur)
 	require.Len(t, e.records("u1"), 1, "unknown outcome opened the next period")
 	rep = e.run(billing.RunScheduled)
 	require.Equal(t, 1, rep.Collected, "rerun: %+v", rep)
 	calls := e.pay.Calls()
-	if len(calls) != 2 || calls[0].Request.IdempotencyKey != calls[1].Request.IdempotencyKey || !calls[1].Replayed {
-		t.Fatalf("calls = %+v, want the same key twice, the second replayed", calls)
-	}
-	if len(e.pay.ChargesFor(s.SubscriptionID)) != 1 {
-		t.Fatal("charged twice")
-	}
+	require.Len(t, calls, 2, "calls = %+v, want the same key twice, the second replayed", calls)
+	require.Equal(t, calls[0].Request.IdempotencyKey, calls[1].Request.IdempotencyKey, "calls = %+v, want the same key twice, the second replayed", calls)
+	require.True(t, calls[1].Replayed, "calls = %+v, want the same key twice, the second replayed", calls)
+	require.Len(t, e.pay.ChargesFor(s.SubscriptionID), 1, "charged twice")
 	billingtest.RequireNoDoubleCharge(t, e.pay)
 }
 
@@ -190,29 +185,28 @@ func TestCollectorACHSettlement(t *testing.T) {
 	e.pay.SetUser("u1", billingtest.Pending())
 	e.run(billing.RunScheduled)
 	cur, _ := e.repo.GetByID(context.Background(), s.SubscriptionID)
-	if cur.Status != billing.StatusACHSent || cur.TransactionID == "" {
-		t.Fatalf("after submit: %+v", cur)
-	}
+	require.Equal(t, billing.StatusACHSent, cur.Status, "after submit: %+v", cur)
+	require.NotEmpty(t, cur.TransactionID, "after submit: %+v", cur)
 	ctx := context.Background()
 	_, _, err := e.c.ApplySettlement(ctx, billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: "other", Kind: billing.SettlementSettled})
 	require.ErrorIs(t, err, billing.ErrTransactionMismatch, "mismatch")
 	ev := billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: cur.TransactionID, Kind: billing.SettlementSettled}
 	got, changed, err := e.c.ApplySettlement(ctx, ev)
-	if err != nil || !changed || got.Status != billing.StatusCompleted {
-		t.Fatalf("settle: %+v %v %v", got, changed, err)
-	}
-	if _, changed, err := e.c.ApplySettlement(ctx, ev); err != nil || changed {
-		t.Fatalf("replay changed=%v err=%v", changed, err)
-	}
+	require.NoError(t, err, "settle")
+	require.True(t, changed, "settle: %+v", got)
+	require.Equal(t, billing.StatusCompleted, got.Status, "settle: %+v", got)
+	_, changed, err = e.c.ApplySettlement(ctx, ev)
+	require.NoError(t, err, "replay")
+	require.False(t, changed, "replay changed")
 	_, _, err = e.c.ApplySettlement(ctx, billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: cur.TransactionID, Kind: billing.SettlementReturned})
 	require.ErrorIs(t, err, billing.ErrIllegalTransition, "return after settlement")
 	ref := billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: cur.TransactionID, Kind: billing.SettlementRefunded}
-	if got, changed, err := e.c.ApplySettlement(ctx, ref); err != nil || !changed || got.Status != billing.StatusRefunded {
-		t.Fatalf("refund: %+v %v", got, err)
-	}
-	if e.events.Count(billing.EventPaymentRefunded) != 1 || e.events.Count(billing.EventPaymentSucceeded) != 1 {
-		t.Fatalf("events: %+v", e.events.Events())
-	}
+	got, changed, err = e.c.ApplySettlement(ctx, ref)
+	require.NoError(t, err, "refund")
+	require.True(t, changed, "refund: %+v", got)
+	require.Equal(t, billing.StatusRefunded, got.Status, "refund: %+v", got)
+	require.Equal(t, 1, e.events.Count(billing.EventPaymentRefunded), "events: %+v", e.events.Events())
+	require.Equal(t, 1, e.events.Count(billing.EventPaymentSucceeded), "events: %+v", e.events.Events())
 	billingtest.RequireHistoryMatchesPrimary(t, e.repo, e.hist, "u1")
 }
 
@@ -224,18 +218,17 @@ func TestCollectorACHReturn(t *testing.T) {
 	cur, _ := e.repo.GetByID(context.Background(), s.SubscriptionID)
 	ret := billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: cur.TransactionID, Kind: billing.SettlementReturned, Reason: "R01"}
 	got, changed, err := e.c.ApplySettlement(context.Background(), ret)
-	if err != nil || !changed || got.Status != billing.StatusError || got.PaymentError != "R01" {
-		t.Fatalf("return: %+v %v", got, err)
-	}
+	require.NoError(t, err, "return")
+	require.True(t, changed, "return: %+v", got)
+	require.Equal(t, billing.StatusError, got.Status, "return: %+v", got)
+	require.Equal(t, "R01", got.PaymentError, "return: %+v", got)
 	// The settlement of the same debit arriving late changes nothing.
 	late := ret
 	late.Kind = billing.SettlementSettled
-	if _, changed, err := e.c.ApplySettlement(context.Background(), late); err != nil || changed {
-		t.Fatalf("late settlement: changed=%v err=%v", changed, err)
-	}
-	if e.events.Count(billing.EventPaymentReturned) != 1 {
-		t.Fatal("no payment-failed event")
-	}
+	_, changed, err = e.c.ApplySettlement(context.Background(), late)
+	require.NoError(t, err, "late settlement")
+	require.False(t, changed, "late settlement changed")
+	require.Equal(t, 1, e.events.Count(billing.EventPaymentReturned), "no payment-failed event")
 }
 
 func TestCollectorStaleAndPause(t *testing.T) {
@@ -243,25 +236,27 @@ func TestCollectorStaleAndPause(t *testing.T) {
 	old := e.add("u-old", jan31.AddDate(0, 0, -40), billing.StatusScheduled)
 	p := e.add("u-pause", jan31.AddDate(0, 0, -1), billing.StatusPaused, func(s *billing.Subscription) { s.PauseDurationMonths = 2 })
 	rep := e.run(billing.RunScheduled)
-	if rep.Stale != 1 || rep.Attempted != 0 {
-		t.Fatalf("scheduled run: %+v", rep)
-	}
+	require.Equal(t, 1, rep.Stale, "scheduled run: %+v", rep)
+	require.Zero(t, rep.Attempted, "scheduled run: %+v", rep)
 	st, _ := e.repo.GetByID(context.Background(), old.SubscriptionID)
-	if st.Status != billing.StatusStale || len(e.records("u-old")) != 2 || e.events.Count(billing.EventStale) != 1 {
-		t.Fatalf("stale record %+v, %d records", st, len(e.records("u-old")))
-	}
+	require.Equal(t, billing.StatusStale, st.Status, "stale record %+v", st)
+	require.Len(t, e.records("u-old"), 2, "stale record %+v", st)
+	require.Equal(t, 1, e.events.Count(billing.EventStale), "stale record %+v", st)
 	e.run(billing.RunPause)
 	recs := e.records("u-pause")
-	if len(recs) != 2 || recs[0].Status != billing.StatusPausedSkipped || recs[0].UpdatedEvent != billing.EventPauseSkipped ||
-		recs[1].Status != billing.StatusPaused || recs[1].PauseDurationMonths != 1 || recs[1].UpdatedEvent != billing.EventPausePendingResume {
-		t.Fatalf("after first pause run: %+v", recs)
-	}
+	require.Len(t, recs, 2, "after first pause run: %+v", recs)
+	require.Equal(t, billing.StatusPausedSkipped, recs[0].Status, "after first pause run: %+v", recs)
+	require.Equal(t, billing.EventPauseSkipped, recs[0].UpdatedEvent, "after first pause run: %+v", recs)
+	require.Equal(t, billing.StatusPaused, recs[1].Status, "after first pause run: %+v", recs)
+	require.Equal(t, 1, recs[1].PauseDurationMonths, "after first pause run: %+v", recs)
+	require.Equal(t, billing.EventPausePendingResume, recs[1].UpdatedEvent, "after first pause run: %+v", recs)
 	e.clock.Set(recs[1].BillingDate.Add(time.Hour))
 	e.run(billing.RunPause)
 	recs = e.records("u-pause")
-	if len(recs) != 3 || recs[2].Status != billing.StatusScheduled || recs[2].UpdatedEvent != billing.EventPauseResume || recs[2].PauseDurationMonths != 0 {
-		t.Fatalf("after second pause run: %+v", recs)
-	}
+	require.Len(t, recs, 3, "after second pause run: %+v", recs)
+	require.Equal(t, billing.StatusScheduled, recs[2].Status, "after second pause run: %+v", recs)
+	require.Equal(t, billing.EventPauseResume, recs[2].UpdatedEvent, "after second pause run: %+v", recs)
+	require.Zero(t, recs[2].PauseDurationMonths, "after second pause run: %+v", recs)
 	_ = p
 	billingtest.RequireHistoryMatchesPrimary(t, e.repo, e.hist, "u-pause")
 }
@@ -272,12 +267,12 @@ func TestCollectorLockedUserIsSkippedUntouched(t *testing.T) {
 	lease, err := e.locker.Lock(context.Background(), "u1")
 	require.NoError(t, err)
 	rep := e.run(billing.RunScheduled)
-	if rep.SkippedLocked != 1 || rep.Attempted != 0 || e.pay.CallCount() != 0 {
-		t.Fatalf("report = %+v", rep)
-	}
-	if cur, _ := e.repo.GetByID(context.Background(), s.SubscriptionID); cur.Status != billing.StatusScheduled || !cur.LastRunDate.Equal(s.LastRunDate) {
-		t.Fatal("locked record was touched")
-	}
+	require.Equal(t, 1, rep.SkippedLocked, "report = %+v", rep)
+	require.Zero(t, rep.Attempted, "report = %+v", rep)
+	require.Zero(t, e.pay.CallCount(), "report = %+v", rep)
+	cur, _ := e.repo.GetByID(context.Background(), s.SubscriptionID)
+	require.Equal(t, billing.StatusScheduled, cur.Status, "locked record was touched")
+	require.True(t, cur.LastRunDate.Equal(s.LastRunDate), "locked record was touched")
 	_ = lease.Release(context.Background())
 }
 
@@ -289,12 +284,8 @@ func TestCollectorConcurrentCollectionsCallProviderOnce(t *testing.T) {
 		wg.Go(func() { _, _ = e.c.CollectUser(context.Background(), "u1", billing.ProcessWebhook) })
 	}
 	wg.Wait()
-	if n := e.pay.CallCount(); n != 1 {
-		t.Fatalf("provider called %d times, want 1", n)
-	}
-	if n := len(e.records("u1")); n != 2 {
-		t.Fatalf("%d records, want 2", n)
-	}
+	require.Equal(t, 1, e.pay.CallCount(), "provider calls")
+	require.Len(t, e.records("u1"), 2, "records")
 	billingtest.RequireNoDoubleCharge(t, e.pay)
 }
 
@@ -303,37 +294,38 @@ func TestCollectorAdminChanges(t *testing.T) {
 	ctx := context.Background()
 	a := e.add("u1", jan31.AddDate(0, 0, 10), billing.StatusScheduled)
 	ch, err := e.c.Pause(ctx, a.SubscriptionID, 2)
-	if err != nil || ch.Before.Status != billing.StatusScheduled || ch.After.Status != billing.StatusPaused || ch.After.PauseDurationMonths != 2 {
-		t.Fatalf("pause: %+v %v", ch, err)
-	}
-	if ch, err = e.c.Resume(ctx, a.SubscriptionID); err != nil || ch.After.Status != billing.StatusScheduled || ch.After.UpdatedEvent != billing.EventPauseResume {
-		t.Fatalf("resume: %+v %v", ch, err)
-	}
+	require.NoError(t, err, "pause")
+	require.Equal(t, billing.StatusScheduled, ch.Before.Status, "pause: %+v", ch)
+	require.Equal(t, billing.StatusPaused, ch.After.Status, "pause: %+v", ch)
+	require.Equal(t, 2, ch.After.PauseDurationMonths, "pause: %+v", ch)
+	ch, err = e.c.Resume(ctx, a.SubscriptionID)
+	require.NoError(t, err, "resume")
+	require.Equal(t, billing.StatusScheduled, ch.After.Status, "resume: %+v", ch)
+	require.Equal(t, billing.EventPauseResume, ch.After.UpdatedEvent, "resume: %+v", ch)
 	moved := jan31.AddDate(0, 0, 12)
-	if ch, err = e.c.ChangeBillingDate(ctx, a.SubscriptionID, moved); err != nil || !ch.After.BillingDate.Equal(moved) {
-		t.Fatalf("change date: %+v %v", ch, err)
-	}
-	if recs := e.records("u1"); len(recs) != 1 || !recs[0].BillingDate.Equal(moved) {
-		t.Fatalf("records after move: %+v", recs)
-	}
-	if ch, err = e.c.ChangeTier(ctx, a.SubscriptionID, "Lite:v1", billing.MustParseAmount("2.99"), true); err != nil || !ch.After.IsPendingDowngrade {
-		t.Fatalf("downgrade: %+v %v", ch, err)
-	}
-	if ch, err = e.c.Waive(ctx, a.SubscriptionID); err != nil || ch.After.Status != billing.StatusWaived || len(ch.Created) != 1 {
-		t.Fatalf("waive: %+v %v", ch, err)
-	}
-	if ch.Created[0].ReceiptTierName != "Lite:v1" || ch.Created[0].Amount != billing.MustParseAmount("2.99") {
-		t.Fatalf("next period after pending downgrade: %+v", ch.Created[0])
-	}
+	ch, err = e.c.ChangeBillingDate(ctx, a.SubscriptionID, moved)
+	require.NoError(t, err, "change date")
+	require.True(t, ch.After.BillingDate.Equal(moved), "change date: %+v", ch)
+	recs := e.records("u1")
+	require.Len(t, recs, 1, "records after move: %+v", recs)
+	require.True(t, recs[0].BillingDate.Equal(moved), "records after move: %+v", recs)
+	ch, err = e.c.ChangeTier(ctx, a.SubscriptionID, "Lite:v1", billing.MustParseAmount("2.99"), true)
+	require.NoError(t, err, "downgrade")
+	require.True(t, ch.After.IsPendingDowngrade, "downgrade: %+v", ch)
+	ch, err = e.c.Waive(ctx, a.SubscriptionID)
+	require.NoError(t, err, "waive")
+	require.Equal(t, billing.StatusWaived, ch.After.Status, "waive: %+v", ch)
+	require.Len(t, ch.Created, 1, "waive: %+v", ch)
+	require.Equal(t, "Lite:v1", ch.Created[0].ReceiptTierName, "next period after pending downgrade: %+v", ch.Created[0])
+	require.Equal(t, billing.MustParseAmount("2.99"), ch.Created[0].Amount, "next period after pending downgrade: %+v", ch.Created[0])
 	_, err = e.c.Cancel(ctx, a.SubscriptionID)
 	require.ErrorIs(t, err, billing.ErrNotCollectible, "cancel of a waived record")
-	if _, err = e.c.Cancel(ctx, ch.Created[0].SubscriptionID); err != nil {
-		t.Fatal(err)
-	}
+	_, err = e.c.Cancel(ctx, ch.Created[0].SubscriptionID)
+	require.NoError(t, err)
 	r, err := e.c.Reactivate(ctx, "u1", jan31.AddDate(0, 3, 0))
-	if err != nil || r.Process != billing.ProcessReactivation || r.UpdatedEvent != billing.EventUserReactivated {
-		t.Fatalf("reactivate: %+v %v", r, err)
-	}
+	require.NoError(t, err, "reactivate")
+	require.Equal(t, billing.ProcessReactivation, r.Process, "reactivate: %+v", r)
+	require.Equal(t, billing.EventUserReactivated, r.UpdatedEvent, "reactivate: %+v", r)
 	billingtest.RequireHistoryMatchesPrimary(t, e.repo, e.hist, "u1")
 }
 
@@ -353,26 +345,26 @@ func TestCollectorSettlementBeforeItsAttemptIsRecorded(t *testing.T) {
 	// early, and nothing is written.
 	e.pay.SetUnreachable(true)
 	_, changed, err := e.c.ApplySettlement(context.Background(), ev)
-	if !errors.Is(err, billing.ErrSettlementEarly) || !errors.Is(err, billing.ErrTransactionMismatch) || changed {
-		t.Fatalf("early settlement: changed=%v err=%v", changed, err)
-	}
-	if cur, _ := e.repo.GetByID(context.Background(), s.SubscriptionID); cur.Status != billing.StatusScheduled || !cur.InFlight() {
-		t.Fatalf("early settlement wrote: %+v", cur)
-	}
+	require.ErrorIs(t, err, billing.ErrSettlementEarly, "early settlement")
+	require.ErrorIs(t, err, billing.ErrTransactionMismatch, "early settlement")
+	require.False(t, changed, "early settlement changed")
+	cur, _ := e.repo.GetByID(context.Background(), s.SubscriptionID)
+	require.Equal(t, billing.StatusScheduled, cur.Status, "early settlement wrote: %+v", cur)
+	require.True(t, cur.InFlight(), "early settlement wrote: %+v", cur)
 	// Redelivered once the processor answers: the settlement first
 	// replays the attempt's key (ACHSENT recorded), then applies.
 	e.pay.SetUnreachable(false)
 	e.clock.Advance(time.Hour)
 	got, changed, err := e.c.ApplySettlement(context.Background(), ev)
-	if err != nil || !changed || got.Status != billing.StatusCompleted {
-		t.Fatalf("redelivered settlement: %+v %v %v", got.Status, changed, err)
-	}
+	require.NoError(t, err, "redelivered settlement")
+	require.True(t, changed, "redelivered settlement: %+v", got.Status)
+	require.Equal(t, billing.StatusCompleted, got.Status, "redelivered settlement")
 	// A settlement for a transaction the record never had, once it is
 	// past collection, is a plain mismatch.
 	other := ev
 	other.TransactionID = "txn-other"
-	if _, _, err := e.c.ApplySettlement(context.Background(), other); !errors.Is(err, billing.ErrTransactionMismatch) || errors.Is(err, billing.ErrSettlementEarly) {
-		t.Fatalf("foreign transaction: %v", err)
-	}
+	_, _, err = e.c.ApplySettlement(context.Background(), other)
+	require.ErrorIs(t, err, billing.ErrTransactionMismatch, "foreign transaction")
+	require.NotErrorIs(t, err, billing.ErrSettlementEarly, "foreign transaction")
 	billingtest.RequireNoDoubleCharge(t, e.pay)
 }
