@@ -4,9 +4,13 @@
 // settlements of a scripted processor, and counts what happened per month.
 //
 // It backs the quickstart example and the simulation tests. It uses the
-// fakes of package billingtest (clock, processor, and by default the
-// in-memory store), which is what "simulated" means here; the storage can
+// fakes of package billingtest (clock and processor), which is what
+// "simulated" means here; the storage defaults to package memory and can
 // be any billing.Repository, DynamoDB included.
+//
+// Run builds its own collector from [Options], or runs one the caller
+// built (Options.Collector), as the quickstart does to show the wiring: the
+// caller then builds it on [NewClock], [NewProvider] and [NewTally].
 //
 // # A simulated day
 //
@@ -29,25 +33,36 @@
 package simulate
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/memory"
 )
 
 // Clock is the simulation's clock: billingtest.Clock satisfies it.
 type Clock interface {
 	billing.Clock
 	Set(t time.Time)
+}
+
+// NewClock returns a fake clock for a collector that [Run] is to run: Run
+// sets it to each step's time.
+func NewClock() Clock {
+	return billingtest.NewClock(DefaultStart)
+}
+
+// NewProvider returns the scripted processor for a collector that [Run] is
+// to run, on clock (the collector's). Run gives it the simulation's
+// answers.
+func NewProvider(clock billing.Clock) *billingtest.Provider {
+	return billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock})
 }
 
 // Defaults of [Options].
@@ -99,19 +114,32 @@ type Options struct {
 	// Defaults to 0.10; negative means 0.
 	ReturnRate float64
 
+	// Collector, when set, is the collector the simulation runs instead of
+	// one Run builds. It must have been built on this Repository, Clock and
+	// Provider, with Tally as its billing.Config.Events (or a sink that
+	// passes every event on to Tally), and with a small PagesPerInvocation
+	// if continuations are to be exercised. The options that only
+	// configure the collector Run builds (Locker, PagesPerInvocation,
+	// Concurrency, Events and Logger) must be left unset with it.
+	Collector *billing.Collector
+	// Tally counts the collector's events for the per-month table; one
+	// Tally serves one simulation. Required with Collector; otherwise it
+	// defaults to a new one.
+	Tally *Tally
+
 	// Repository and History store the records. Default to a fresh
-	// in-memory billingtest.Store (pages of 250 records). The repository
-	// must be empty.
+	// in-memory store of package memory (pages of 250 records); required
+	// with Collector. The repository must be empty.
 	Repository billing.Repository
 	History    billing.History
-	// Locker defaults to billingtest.NewLocker on Clock.
+	// Locker defaults to memory.NewLocker on Clock.
 	Locker billing.Locker
-	// Clock defaults to billingtest.NewClock. Run sets it.
+	// Clock defaults to NewClock(); required with Collector. Run sets it.
 	Clock Clock
-	// Provider defaults to a new billingtest.Provider on Clock (give one
-	// of your own the same Clock: checks group its calls by time). Run
-	// sets its default Script; per-user or per-attempt scripts a caller
-	// sets take precedence.
+	// Provider defaults to NewProvider(Clock) (give one of your own the
+	// same Clock: checks group its calls by time); required with
+	// Collector. Run sets its default Script; per-user or per-attempt
+	// scripts a caller sets take precedence.
 	Provider *billingtest.Provider
 
 	// PagesPerInvocation is the collector's; defaults to 2.
@@ -164,6 +192,13 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("simulate: Options.ReturnRate: %v above 1", o.ReturnRate)
 	case (o.Repository == nil) != (o.History == nil):
 		return o, errors.New("simulate: Options.Repository and History go together")
+	case o.Tally != nil && o.Tally.used():
+		return o, errors.New("simulate: Options.Tally has counted another simulation")
+	}
+	if o.Collector != nil {
+		if err := o.checkCollector(); err != nil {
+			return o, err
+		}
 	}
 	if o.Users == 0 {
 		o.Users = DefaultUsers
@@ -196,13 +231,19 @@ func (o Options) withDefaults() (Options, error) {
 		o.Repository, o.History = st.Repository(), st.History()
 	}
 	if o.Clock == nil {
-		o.Clock = billingtest.NewClock(o.Start)
-	}
-	if o.Locker == nil {
-		o.Locker = billingtest.NewLocker(o.Clock, 0)
+		o.Clock = NewClock()
 	}
 	if o.Provider == nil {
-		o.Provider = billingtest.NewProvider(billingtest.ProviderOptions{Clock: o.Clock})
+		o.Provider = NewProvider(o.Clock)
+	}
+	if o.Tally == nil {
+		o.Tally = NewTally()
+	}
+	if o.Collector != nil {
+		return o, nil
+	}
+	if o.Locker == nil {
+		o.Locker = memory.NewLocker(memory.LockerOptions{Clock: o.Clock})
 	}
 	if o.PagesPerInvocation == 0 {
 		o.PagesPerInvocation = DefaultPagesPerInvocation
@@ -210,12 +251,39 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
+// checkCollector checks the options that go with a Collector.
+func (o *Options) checkCollector() error {
+	var missing, unused []string
+	note := func(list *[]string, name string, cond bool) {
+		if cond {
+			*list = append(*list, name)
+		}
+	}
+	note(&missing, "Repository", o.Repository == nil)
+	note(&missing, "Clock", o.Clock == nil)
+	note(&missing, "Provider", o.Provider == nil)
+	note(&missing, "Tally", o.Tally == nil)
+	note(&unused, "Locker", o.Locker != nil)
+	note(&unused, "PagesPerInvocation", o.PagesPerInvocation != 0)
+	note(&unused, "Concurrency", o.Concurrency != 0)
+	note(&unused, "Events", o.Events != nil)
+	note(&unused, "Logger", o.Logger != nil)
+	switch {
+	case len(missing) > 0:
+		return fmt.Errorf("simulate: Options.Collector needs the Repository, Clock, Provider and Tally it was built with; %s missing",
+			strings.Join(missing, ", "))
+	case len(unused) > 0:
+		return fmt.Errorf("simulate: Options.Collector is built already, so %s would not be used", strings.Join(unused, ", "))
+	}
+	return nil
+}
+
 // sim is one simulation in progress.
 type sim struct {
 	opts   Options
 	c      *billing.Collector
 	script *script
-	tally  *tally
+	tally  *Tally
 	res    *Result
 }
 
@@ -235,19 +303,23 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	s := &sim{
 		opts:   opts,
+		c:      opts.Collector,
 		script: newScript(opts.Seed, opts.DeclineRate, opts.PendingRate, opts.ReturnRate, users),
-		tally:  newTally(opts.Events),
+		tally:  opts.Tally,
 		res: &Result{Start: opts.Start, End: end, Users: users,
 			Repository: opts.Repository, History: opts.History, Provider: opts.Provider, Clock: opts.Clock},
 	}
+	s.tally.start(opts.Events)
 	opts.Provider.SetDefault(s.script.step)
-	s.c, err = billing.NewCollector(billing.Config{
-		Repository: opts.Repository, History: opts.History, Locker: opts.Locker, Provider: opts.Provider,
-		Clock: opts.Clock, Logger: opts.Logger, Concurrency: opts.Concurrency,
-		PagesPerInvocation: opts.PagesPerInvocation, Events: s.tally,
-	})
-	if err != nil {
-		return nil, err
+	if s.c == nil {
+		s.c, err = billing.NewCollector(billing.Config{
+			Repository: opts.Repository, History: opts.History, Locker: opts.Locker, Provider: opts.Provider,
+			Clock: opts.Clock, Logger: opts.Logger, Concurrency: opts.Concurrency,
+			PagesPerInvocation: opts.PagesPerInvocation, Events: s.tally,
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	// Users signed up the day before the first simulated day.
 	opts.Clock.Set(opts.Start.Add(-12 * time.Hour))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/internal/simulate"
+	"github.com/dynabill/billing/memory"
 )
 
 // The invariants of a simulation are checked by the root package's
@@ -158,6 +159,78 @@ func TestUserID(t *testing.T) {
 		recs, err := named.Repository.ListByUser(t.Context(), named.Users[i].ID)
 		if err != nil || len(recs) == 0 || recs[0].SubscriptionID != named.Users[i].FirstSubscriptionID {
 			t.Errorf("user %s: records %v, %v", named.Users[i].ID, recs, err)
+		}
+	}
+}
+
+// TestReadyCollector: a collector the caller built on NewClock, NewProvider
+// and NewTally runs the same simulation as the one Run builds.
+func TestReadyCollector(t *testing.T) {
+	t.Parallel()
+	opts := simulate.Options{Users: 100, Months: 2, Seed: 5}
+	built := opts
+	built.Concurrency = 1
+	want, err := simulate.Run(t.Context(), built)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	clock := simulate.NewClock()
+	store := memory.New(memory.Options{PageSize: 250})
+	prov, tally := simulate.NewProvider(clock), simulate.NewTally()
+	c, err := billing.NewCollector(billing.Config{
+		Repository: store.Repository(), History: store.History(), Provider: prov, Clock: clock, Events: tally,
+		Locker:             memory.NewLocker(memory.LockerOptions{Clock: clock}),
+		PagesPerInvocation: simulate.DefaultPagesPerInvocation, Concurrency: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := opts
+	ready.Collector, ready.Tally = c, tally
+	ready.Repository, ready.History, ready.Clock, ready.Provider = store.Repository(), store.History(), clock, prov
+	got, err := simulate.Run(t.Context(), ready)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equalMonths(got.Months, want.Months) || got.Invocations != want.Invocations || got.Showcase != want.Showcase {
+		t.Errorf("ready collector:\n%s\ncollector built by Run:\n%s", format(t, got), format(t, want))
+	}
+	if got.Total.Collected == 0 {
+		t.Errorf("nothing collected:\n%s", format(t, got))
+	}
+	if _, err := simulate.Run(t.Context(), ready); err == nil {
+		t.Error("a second Run with the same Tally succeeded")
+	}
+}
+
+func TestReadyCollectorOptionsRejected(t *testing.T) {
+	t.Parallel()
+	clock := simulate.NewClock()
+	store := memory.New(memory.Options{})
+	prov := simulate.NewProvider(clock)
+	c, err := billing.NewCollector(billing.Config{
+		Repository: store.Repository(), Provider: prov, Clock: clock, Locker: memory.NewLocker(memory.LockerOptions{}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := simulate.Options{Users: 3, Months: 1, Collector: c, Repository: store.Repository(), History: store.History(), Clock: clock, Provider: prov}
+	for name, change := range map[string]func(o *simulate.Options){
+		"no Tally":      func(*simulate.Options) {},
+		"no Repository": func(o *simulate.Options) { o.Tally, o.Repository, o.History = simulate.NewTally(), nil, nil },
+		"no Clock":      func(o *simulate.Options) { o.Tally, o.Clock = simulate.NewTally(), nil },
+		"no Provider":   func(o *simulate.Options) { o.Tally, o.Provider = simulate.NewTally(), nil },
+		"Locker too": func(o *simulate.Options) {
+			o.Tally, o.Locker = simulate.NewTally(), memory.NewLocker(memory.LockerOptions{})
+		},
+		"Concurrency too":    func(o *simulate.Options) { o.Tally, o.Concurrency = simulate.NewTally(), 2 },
+		"PagesPerInvocation": func(o *simulate.Options) { o.Tally, o.PagesPerInvocation = simulate.NewTally(), 1 },
+	} {
+		o := ok
+		change(&o)
+		if _, err := simulate.Run(t.Context(), o); err == nil {
+			t.Errorf("%s: Run succeeded", name)
 		}
 	}
 }

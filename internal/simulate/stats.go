@@ -206,23 +206,42 @@ func FormatHistory(w io.Writer, rows []billing.Subscription) error {
 	return tw.Flush()
 }
 
-// tally is the event sink that counts per month, and per user for the
-// showcase.
-type tally struct {
-	next billing.EventSink
-
-	mu     sync.Mutex
-	months map[string]*Month
-	order  []string
-	users  map[string]map[billing.EventType]int
+// Tally is the event sink that makes a simulation's per-month table (and
+// picks the user [Result.Showcase] shows) from the collector's events.
+// [Run] makes one for the collector it builds; a caller that builds the
+// collector itself (see [Options.Collector]) gives it one from [NewTally]
+// as billing.Config.Events. Safe for concurrent use; one Tally counts one
+// simulation.
+type Tally struct {
+	mu      sync.Mutex
+	started bool
+	next    billing.EventSink
+	months  map[string]*Month
+	order   []string
+	users   map[string]map[billing.EventType]int
 }
 
-func newTally(next billing.EventSink) *tally {
-	return &tally{next: next, months: map[string]*Month{}, users: map[string]map[billing.EventType]int{}}
+// NewTally returns an empty Tally.
+func NewTally() *Tally {
+	return &Tally{months: map[string]*Month{}, users: map[string]map[billing.EventType]int{}}
+}
+
+// start marks t taken by a simulation whose events also go to next.
+func (t *Tally) start(next billing.EventSink) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.started, t.next = true, next
+}
+
+// used reports whether a simulation took t already.
+func (t *Tally) used() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.started
 }
 
 // month returns the entry of t's month; t.mu is held.
-func (t *tally) month(at time.Time) *Month {
+func (t *Tally) month(at time.Time) *Month {
 	p := billing.BillingPeriod(at)
 	m, ok := t.months[p]
 	if !ok {
@@ -234,8 +253,9 @@ func (t *tally) month(at time.Time) *Month {
 }
 
 // Emit implements billing.EventSink.
-func (t *tally) Emit(ctx context.Context, e billing.Event) error {
+func (t *Tally) Emit(ctx context.Context, e billing.Event) error {
 	t.mu.Lock()
+	next := t.next
 	m := t.month(e.At)
 	var err error
 	switch e.Type {
@@ -259,21 +279,21 @@ func (t *tally) Emit(ctx context.Context, e billing.Event) error {
 	if err != nil {
 		return err
 	}
-	if t.next != nil {
-		return t.next.Emit(ctx, e)
+	if next != nil {
+		return next.Emit(ctx, e)
 	}
 	return nil
 }
 
 // count adds to the month of at.
-func (t *tally) count(at time.Time, f func(m *Month)) {
+func (t *Tally) count(at time.Time, f func(m *Month)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	f(t.month(at))
 }
 
 // result fills r's months and total.
-func (t *tally) result(r *Result) error {
+func (t *Tally) result(r *Result) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	order := slices.Clone(t.order)
@@ -292,7 +312,7 @@ func (t *tally) result(r *Result) error {
 // showcase picks a user whose history shows the most kinds of events
 // (then the most events, then the smallest ID), among users the processor
 // treats at random.
-func (t *tally) showcase(users []User) string {
+func (t *Tally) showcase(users []User) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	best, bestScore := "", -1
