@@ -1,19 +1,21 @@
-// Command quickstart runs recurring billing for 1,000 users over three
-// simulated months on the in-memory default, no AWS account or server
-// needed:
+// Command quickstart wires recurring billing the way a service does and
+// runs it for 1,000 users over three simulated months, in memory, with no
+// AWS account or server:
 //
 //	go run ./examples/quickstart
 //
-// Users are on monthly and yearly plans (some on Friday billing, some
-// paused, some with a record left over from an outage); a scripted
-// processor declines some collections, submits others as ACH debits that
-// settle or come back the next day, and times out now and then. A fake
-// clock steps day by day through the collector's scheduled, retry and
-// pause runs and the settlements. The program prints a table per month
-// and one user's full history, as the history table records it.
+// This file is the part to copy: the store, the locker, the payment
+// provider, the pre-billing notifier and the collector, then a run.
+// driver.go steps a fake clock day by day through the collector's
+// scheduled, retry and pause runs, the daily reminders and the ACH
+// settlements, and prints a table per month and one user's history. Users
+// are on monthly and yearly plans (some on Friday billing, some paused,
+// some with a record left over from an outage); a scripted processor
+// declines some collections, submits others as ACH debits that settle or
+// come back the next day, and times out now and then.
 //
-// The same simulation runs on DynamoDB Local or moto; the tables (with
-// the lock table) are created under unique names and deleted afterwards:
+// With -endpoint (or $DYNAMODB_ENDPOINT) the records and locks live in
+// DynamoDB Local or moto, in tables created for the run and deleted after:
 //
 //	docker run -p 8000:8000 amazon/dynamodb-local   # or: moto_server -p 8000
 //	go run ./examples/quickstart -endpoint http://localhost:8000 -users 50
@@ -21,154 +23,126 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"flag"
-	"fmt"
 	"log"
 	"os"
-	"time"
+	"sync/atomic"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/simulate"
+	"github.com/dynabill/billing/memory"
 )
 
 func main() {
-	var (
-		users    = flag.Int("users", simulate.DefaultUsers, "number of users")
-		months   = flag.Int("months", simulate.DefaultMonths, "calendar months to simulate")
-		seed     = flag.Int64("seed", 1, "seed of the population and of the processor's answers")
-		decline  = flag.Float64("decline-rate", simulate.DefaultDeclineRate, "share of attempts declined")
-		pending  = flag.Float64("pending-rate", simulate.DefaultPendingRate, "share of attempts submitted as ACH debits")
-		returns  = flag.Float64("return-rate", simulate.DefaultReturnRate, "share of ACH debits returned")
-		endpoint = flag.String("endpoint", os.Getenv("DYNAMODB_ENDPOINT"), "run on DynamoDB at this `URL` (DynamoDB Local, moto) instead of in memory (default $DYNAMODB_ENDPOINT)")
-		keep     = flag.Bool("keep-tables", false, "with -endpoint: keep the tables afterwards")
-	)
+	endpoint := flag.String("endpoint", os.Getenv("DYNAMODB_ENDPOINT"), "run on DynamoDB at this `URL` (DynamoDB Local, moto) instead of in memory (default $DYNAMODB_ENDPOINT)")
+	keep := flag.Bool("keep-tables", false, "with -endpoint: keep the tables afterwards")
+	simulation := simulationFlags() // -users, -months, -seed, the processor's rates: driver.go
 	flag.Parse()
-	opts := simulate.Options{
-		Users: *users, Months: *months, Seed: *seed,
-		DeclineRate: zeroAsNegative(*decline), PendingRate: zeroAsNegative(*pending), ReturnRate: zeroAsNegative(*returns),
-	}
-	if err := run(context.Background(), opts, *endpoint, *keep); err != nil {
+	if err := run(context.Background(), *endpoint, *keep, simulation()); err != nil {
 		log.Fatal(err)
 	}
 }
 
-// zeroAsNegative maps a flag's 0 to the option's "none" (a negative rate).
-func zeroAsNegative(r float64) float64 {
-	if r == 0 {
-		return -1
-	}
-	return r
+// repository is what the collector and the reminders need of a store;
+// memory's and dynamostore's repositories are both.
+type repository interface {
+	billing.Repository
+	billing.ReminderClaimer
 }
 
-func run(ctx context.Context, opts simulate.Options, endpoint string, keep bool) error {
-	where := "in memory"
-	if endpoint != "" {
-		cleanup, err := useDynamoDB(ctx, &opts, endpoint, keep)
+func run(ctx context.Context, endpoint string, keep bool, sim simulate.Options) error {
+	// A service leaves every Clock below unset (the system clock); the
+	// simulation moves this one through the months in seconds.
+	clock := simulate.NewClock()
+
+	// The store keeps the billing records and their history; the locker
+	// keeps two collections of one user from running at once.
+	var (
+		repo   repository
+		hist   billing.History
+		locker billing.Locker
+	)
+	if endpoint == "" {
+		store := memory.New(memory.Options{PageSize: 250})
+		repo, hist = store.Repository(), store.History()
+		locker = memory.NewLocker(memory.LockerOptions{Clock: clock})
+	} else {
+		client, tables, cleanup, err := createTables(ctx, endpoint, keep) // driver.go
 		if err != nil {
 			return err
 		}
 		defer cleanup()
-		where = "on DynamoDB at " + endpoint
-		if opts.Users > 100 {
-			fmt.Fprintf(os.Stderr, "%d users on DynamoDB: minutes on DynamoDB Local, much longer on moto (try -users 50)\n", opts.Users)
+		cfg := dynamostore.Config{Client: client, Tables: tables}
+		if repo, err = dynamostore.NewRepository(cfg); err != nil {
+			return err
 		}
-	}
-	// Progress, a line per simulated week, on stderr so the table on
-	// stdout stays clean.
-	began := time.Now()
-	week := 0
-	opts.AfterStep = func(_ context.Context, s simulate.Step) error {
-		if s.Kind == simulate.StepPause && s.Day.Weekday() == time.Saturday {
-			week++
-			fmt.Fprintf(os.Stderr, "simulated week %d, to %s (%.1fs)\n", week, s.Day.Format("Mon Jan 2 2006"), time.Since(began).Seconds())
+		if hist, err = dynamostore.NewHistory(cfg); err != nil {
+			return err
 		}
-		return nil
+		dl, err := dynamostore.NewLocker(client, dynamostore.WithLockTable(tables.Locks))
+		if err != nil {
+			return err
+		}
+		defer closeLocker(dl) // releases what it still holds; before the tables go
+		locker = dl
 	}
-	res, err := simulate.Run(ctx, opts)
+
+	// The payment provider: a service writes an adapter for its processor
+	// (see billing.PaymentProvider). This one is scripted.
+	processor := simulate.NewProvider(clock)
+
+	// The pre-billing notifier: each day the scheduler queues one message
+	// per record billed in four days, and the worker sends its reminder.
+	queue := &memoryQueue{} // a service's SQS queue: driver.go
+	scheduler, err := billing.NewScheduler(billing.SchedulerConfig{Repository: repo, Enqueuer: queue, Clock: clock})
 	if err != nil {
 		return err
 	}
-	if err := res.Format(os.Stdout); err != nil {
-		return err
-	}
-	fmt.Printf("(%s, %.1fs)\n", where, time.Since(began).Seconds())
-	if res.Showcase == "" {
-		return nil
-	}
-	rows, err := res.History.ListByUser(ctx, res.Showcase)
+	reminders := &countingNotifier{}
+	worker, err := billing.NewWorker(billing.WorkerConfig{
+		Users:     demoUsers{},    // the service's user directory: driver.go
+		Accounts:  demoAccounts{}, // and its bank links
+		Notifier:  reminders,
+		Reminders: repo, // one reminder per record and billing date, however often it runs
+		Clock:     clock,
+	})
 	if err != nil {
 		return err
 	}
-	for _, u := range res.Users {
-		if u.ID == res.Showcase {
-			fmt.Printf("\nHistory of %s (%s %s at %s", u.ID, u.Tier, u.Term, u.Amount)
-			if u.BillingWeek > 0 {
-				fmt.Printf(", Friday billing week %d", u.BillingWeek)
-			} else {
-				fmt.Printf(", billed on day %d", u.AnchorDay)
-			}
-			fmt.Printf("), one row per write:\n\n")
-		}
+
+	// The collector charges what is due, retries and pauses, and applies
+	// the processor's settlements. Its events feed the simulation's table;
+	// a service sends them to its own queue or analytics.
+	tally := simulate.NewTally()
+	collector, err := billing.NewCollector(billing.Config{
+		Repository: repo,
+		History:    hist,
+		Locker:     locker,
+		Provider:   processor,
+		Clock:      clock,
+		Events:     tally,
+		// Small, so that runs continue through Report.Next as a service's
+		// queued invocations do; the default is 10 pages.
+		PagesPerInvocation: 2,
+	})
+	if err != nil {
+		return err
 	}
-	return simulate.FormatHistory(os.Stdout, rows)
+
+	// The run: months of days, each with its reminders and its runs.
+	sim.Collector, sim.Tally = collector, tally
+	sim.Repository, sim.History, sim.Clock, sim.Provider = repo, hist, clock, processor
+	daily := notifier{scheduler: scheduler, worker: worker, queue: queue}
+	return simulateMonths(ctx, sim, daily, reminders, endpoint)
 }
 
-// useDynamoDB points opts at new tables on the server at endpoint and
-// returns what removes them.
-func useDynamoDB(ctx context.Context, opts *simulate.Options, endpoint string, keep bool) (func(), error) {
-	client := dynamodb.New(dynamodb.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(endpoint),
-		Credentials:  credentials.NewStaticCredentialsProvider("dummy", "dummy", ""),
-	})
-	tag := make([]byte, 4)
-	_, _ = rand.Read(tag)
-	prefix := "quickstart-" + hex.EncodeToString(tag) + "-"
-	tables := dynamostore.TableConfig{
-		Subscriptions: prefix + dynamostore.DefaultSubscriptionsTable,
-		History:       prefix + dynamostore.DefaultHistoryTable,
-		Locks:         prefix + dynamostore.DefaultLockTable,
-	}
-	cctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := dynamostore.CreateTables(cctx, client, tables); err != nil {
-		return nil, fmt.Errorf("creating the tables on %s: %w", endpoint, err)
-	}
-	remove := func() {
-		if keep {
-			fmt.Fprintf(os.Stderr, "tables kept: %s, %s, %s\n", tables.Subscriptions, tables.History, tables.Locks)
-			return
-		}
-		for _, name := range []string{tables.Subscriptions, tables.History, tables.Locks} {
-			_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-		}
-	}
-	cfg := dynamostore.Config{Client: client, Tables: tables}
-	repo, err := dynamostore.NewRepository(cfg)
-	if err == nil {
-		opts.Repository = repo
-		opts.History, err = dynamostore.NewHistory(cfg)
-	}
-	var locker *dynamostore.Locker
-	if err == nil {
-		locker, err = dynamostore.NewLocker(client, dynamostore.WithLockTable(tables.Locks))
-		opts.Locker = locker
-	}
-	if err != nil {
-		remove()
-		return nil, err
-	}
-	return func() {
-		err := locker.Close(context.Background())
-		remove()
-		if err != nil && !errors.Is(err, context.Canceled) {
-			fmt.Fprintf(os.Stderr, "closing the locker: %v\n", err)
-		}
-	}, nil
+// countingNotifier is the example's billing.Notifier. A service's sends
+// the reminder by email or push (n has the date, amount, tier and the
+// account's last digits); this one counts what it would have sent.
+type countingNotifier struct{ sent atomic.Int64 }
+
+func (c *countingNotifier) Send(ctx context.Context, email string, n billing.ThreeDayNotification) error {
+	c.sent.Add(1)
+	return nil
 }

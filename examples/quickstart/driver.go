@@ -1,0 +1,220 @@
+package main
+
+// The simulation driver: it runs what main.go wires over simulated months
+// and prints what happened, and it stands in for the host's services (a
+// queue, a user directory, bank links). A service needs none of it.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/internal/simulate"
+)
+
+// simulationFlags defines the flags of the simulated population and
+// processor; the function it returns reads them after flag.Parse.
+func simulationFlags() func() simulate.Options {
+	var (
+		users   = flag.Int("users", simulate.DefaultUsers, "number of users")
+		months  = flag.Int("months", simulate.DefaultMonths, "calendar months to simulate")
+		seed    = flag.Int64("seed", 1, "seed of the population and of the processor's answers")
+		decline = flag.Float64("decline-rate", simulate.DefaultDeclineRate, "share of attempts declined")
+		pending = flag.Float64("pending-rate", simulate.DefaultPendingRate, "share of attempts submitted as ACH debits")
+		returns = flag.Float64("return-rate", simulate.DefaultReturnRate, "share of ACH debits returned")
+	)
+	return func() simulate.Options {
+		return simulate.Options{
+			Users: *users, Months: *months, Seed: *seed,
+			DeclineRate: zeroAsNegative(*decline), PendingRate: zeroAsNegative(*pending), ReturnRate: zeroAsNegative(*returns),
+		}
+	}
+}
+
+// zeroAsNegative maps a flag's 0 to the option's "none" (a negative rate).
+func zeroAsNegative(r float64) float64 {
+	if r == 0 {
+		return -1
+	}
+	return r
+}
+
+// simulateMonths runs sim (main.go's collector and the rest) with the
+// notifier's daily run at noon before the collector's, a progress line per
+// simulated week on stderr, then prints the per-month table and the
+// history of one user on stdout.
+func simulateMonths(ctx context.Context, sim simulate.Options, daily notifier, reminders *countingNotifier, endpoint string) error {
+	where := "in memory"
+	if endpoint != "" {
+		where = "on DynamoDB at " + endpoint
+		if sim.Users > 100 {
+			fmt.Fprintf(os.Stderr, "%d users on DynamoDB: minutes on DynamoDB Local, much longer on moto (try -users 50)\n", sim.Users)
+		}
+	}
+	sim.BeforeStep = func(ctx context.Context, s simulate.Step) error {
+		if s.Kind != simulate.StepScheduled {
+			return nil
+		}
+		return daily.run(ctx)
+	}
+	// Progress on stderr, so the table on stdout stays clean.
+	began := time.Now()
+	week := 0
+	sim.AfterStep = func(_ context.Context, s simulate.Step) error {
+		if s.Kind == simulate.StepPause && s.Day.Weekday() == time.Saturday {
+			week++
+			fmt.Fprintf(os.Stderr, "simulated week %d, to %s (%.1fs)\n", week, s.Day.Format("Mon Jan 2 2006"), time.Since(began).Seconds())
+		}
+		return nil
+	}
+	res, err := simulate.Run(ctx, sim)
+	if err != nil {
+		return err
+	}
+	if err := res.Format(os.Stdout); err != nil {
+		return err
+	}
+	fmt.Printf("(%s, %.1fs; %d reminders sent)\n", where, time.Since(began).Seconds(), reminders.sent.Load())
+	if res.Showcase == "" {
+		return nil
+	}
+	rows, err := res.History.ListByUser(ctx, res.Showcase)
+	if err != nil {
+		return err
+	}
+	for _, u := range res.Users {
+		if u.ID == res.Showcase {
+			fmt.Printf("\nHistory of %s (%s %s at %s", u.ID, u.Tier, u.Term, u.Amount)
+			if u.BillingWeek > 0 {
+				fmt.Printf(", Friday billing week %d", u.BillingWeek)
+			} else {
+				fmt.Printf(", billed on day %d", u.AnchorDay)
+			}
+			fmt.Printf("), one row per write:\n\n")
+		}
+	}
+	return simulate.FormatHistory(os.Stdout, rows)
+}
+
+// notifier is the pre-billing notifier as main.go wires it.
+type notifier struct {
+	scheduler *billing.Scheduler
+	worker    *billing.Worker
+	queue     *memoryQueue
+}
+
+// run is one day of reminders, as a service's daily trigger and queues
+// make it: the scheduler reads its window, following its continuations,
+// then the worker handles every message queued.
+func (n notifier) run(ctx context.Context) error {
+	var ev billing.SchedulerEvent // the daily trigger's: today's window
+	for {
+		res, err := n.scheduler.Run(ctx, ev)
+		if err != nil {
+			return fmt.Errorf("reminders: %w", err)
+		}
+		if res.Continuation == nil {
+			break
+		}
+		ev = *res.Continuation
+	}
+	msgs := n.queue.take()
+	if failed := n.worker.HandleBatch(ctx, msgs); len(failed) > 0 {
+		return fmt.Errorf("reminders: %d of %d messages failed: %s", len(failed), len(msgs), strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// memoryQueue is a billing.Enqueuer standing in for the worker's SQS
+// queue.
+type memoryQueue struct {
+	mu   sync.Mutex
+	msgs []billing.Message
+}
+
+func (q *memoryQueue) Enqueue(_ context.Context, bodies []string) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, b := range bodies {
+		q.msgs = append(q.msgs, billing.Message{ID: fmt.Sprintf("msg-%d", len(q.msgs)+1), Body: b})
+	}
+	return nil
+}
+
+// take empties the queue.
+func (q *memoryQueue) take() []billing.Message {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	msgs := q.msgs
+	q.msgs = nil
+	return msgs
+}
+
+// demoUsers is a billing.UserDirectory standing in for the host's user
+// service: every user is active, with an address made from the ID.
+type demoUsers struct{}
+
+func (demoUsers) GetUser(_ context.Context, userID string) (billing.User, error) {
+	return billing.User{ID: userID, Email: userID + "@example.com", Status: billing.UserStatusActive}, nil
+}
+
+// demoAccounts is a billing.BankAccounts standing in for the host's bank
+// links: every user has one account, ending in 6789.
+type demoAccounts struct{}
+
+func (demoAccounts) BankLink(context.Context, string) (billing.BankLink, error) {
+	return billing.BankLink{PrimaryAccountID: "acct-1", Accounts: []billing.BankAccount{{ID: "acct-1", Mask: "6789"}}}, nil
+}
+
+// createTables creates the tables (lock table included) under a unique
+// prefix on the DynamoDB at endpoint, and returns a client for it, their
+// names and what deletes them (unless keep).
+func createTables(ctx context.Context, endpoint string, keep bool) (*dynamodb.Client, dynamostore.TableConfig, func(), error) {
+	client := dynamodb.New(dynamodb.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(endpoint),
+		Credentials:  credentials.NewStaticCredentialsProvider("dummy", "dummy", ""),
+	})
+	tag := make([]byte, 4)
+	_, _ = rand.Read(tag)
+	prefix := "quickstart-" + hex.EncodeToString(tag) + "-"
+	tables := dynamostore.TableConfig{
+		Subscriptions: prefix + dynamostore.DefaultSubscriptionsTable,
+		History:       prefix + dynamostore.DefaultHistoryTable,
+		Locks:         prefix + dynamostore.DefaultLockTable,
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := dynamostore.CreateTables(cctx, client, tables); err != nil {
+		return nil, tables, nil, fmt.Errorf("creating the tables on %s: %w", endpoint, err)
+	}
+	remove := func() {
+		if keep {
+			fmt.Fprintf(os.Stderr, "tables kept: %s, %s, %s\n", tables.Subscriptions, tables.History, tables.Locks)
+			return
+		}
+		for _, name := range []string{tables.Subscriptions, tables.History, tables.Locks} {
+			_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+		}
+	}
+	return client, tables, remove, nil
+}
+
+// closeLocker closes the DynamoDB locker, reporting a failure on stderr.
+func closeLocker(l *dynamostore.Locker) {
+	if err := l.Close(context.Background()); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(os.Stderr, "closing the locker: %v\n", err)
+	}
+}
