@@ -66,72 +66,6 @@ const (
 	DataPrefix = "data_"
 )
 
-// stringFields maps the plain string attributes to their fields.
-func stringFields(s *billing.Subscription) map[string]*string {
-	return map[string]*string{
-		AttrSubscriptionID:     &s.SubscriptionID,
-		AttrBillingPeriod:      &s.BillingPeriod,
-		AttrTransactionID:      &s.TransactionID,
-		AttrPaymentError:       &s.PaymentError,
-		AttrReceiptAccountMask: &s.ReceiptAccountMask,
-		AttrReceiptTierName:    &s.ReceiptTierName,
-		AttrReceiptPaymentType: &s.ReceiptPaymentType,
-		AttrPendingTier:        &s.PendingTierName,
-		AttrAttemptKey:         &s.LastAttempt.Key,
-		AttrAttemptTier:        &s.LastAttempt.Tier,
-	}
-}
-
-// runTimes maps the timestamps written with a nine-digit fraction.
-func runTimes(s *billing.Subscription) map[string]*time.Time {
-	return map[string]*time.Time{
-		AttrInitialRunDate: &s.InitialRunDate,
-		AttrCompletionDate: &s.CompletionDate,
-		AttrLastRunDate:    &s.LastRunDate,
-		AttrCreatedDate:    &s.CreatedDate,
-		AttrAttemptStarted: &s.LastAttempt.Started,
-	}
-}
-
-// intFields maps the optional numbers to their fields and inclusive bounds.
-func intFields(s *billing.Subscription) map[string]struct {
-	p        *int
-	min, max int
-} {
-	type f = struct {
-		p        *int
-		min, max int
-	}
-	return map[string]f{
-		AttrBillingWeek:         {&s.BillingWeek, 0, 5},
-		AttrPauseDurationMonths: {&s.PauseDurationMonths, 0, 1200},
-		AttrAnchorDay:           {&s.AnchorDay, 0, 31},
-		AttrInterval:            {&s.Interval, 0, billing.MaxInterval},
-		AttrAttempt:             {&s.Attempt, 0, 1 << 30},
-		AttrAttemptNumber:       {&s.LastAttempt.Number, 0, 1 << 30},
-	}
-}
-
-func isKnown(name string) bool {
-	var s billing.Subscription
-	if _, ok := stringFields(&s)[name]; ok {
-		return true
-	}
-	if _, ok := runTimes(&s)[name]; ok {
-		return true
-	}
-	if _, ok := intFields(&s)[name]; ok {
-		return true
-	}
-	switch name {
-	case AttrUserID, AttrBillingDate, AttrBillingAmount, AttrBillingStatus,
-		AttrProcess, AttrUpdatedEvent, AttrTerm, AttrIsPendingDowngrade,
-		AttrNoRetry, AttrPendingAmount, AttrAttemptAmount, AttrAttemptProcess:
-		return true
-	}
-	return false
-}
-
 // EncodeItem encodes s as a billing-activity item: the wire contract of the
 // legacy table. data_ attributes are left out (they belong to history, see
 // [EncodeHistoryItem]).
@@ -149,121 +83,147 @@ func isKnown(name string) bool {
 // A record that cannot be stored (no user, subscription ID or billing date,
 // the INACTIVE status, out-of-range numbers) is an error naming the field.
 func EncodeItem(s *billing.Subscription) (map[string]types.AttributeValue, error) {
-	return encode(s, false)
+	var f Flat
+	if err := encodeFlat(&f, s, false); err != nil {
+		return nil, err
+	}
+	return f.Item(false, nil), nil
 }
 
 // EncodeHistoryItem encodes s as a billing-activity-history item: the same
 // attributes as [EncodeItem] plus the data_ attributes. Its key is user_id
 // and last_run_date, so LastRunDate must be set.
 func EncodeHistoryItem(s *billing.Subscription) (map[string]types.AttributeValue, error) {
-	if s.LastRunDate.IsZero() {
-		return nil, &billing.FieldError{Field: AttrLastRunDate, Key: s.Key(), Err: fmt.Errorf("%w: history rows need last_run_date", billing.ErrInvalidItem)}
+	if err := historyRowErr(s); err != nil {
+		return nil, err
 	}
-	return encode(s, true)
+	var f Flat
+	if err := encodeFlat(&f, s, true); err != nil {
+		return nil, err
+	}
+	return f.Item(true, nil), nil
 }
 
-func encode(s *billing.Subscription, withData bool) (map[string]types.AttributeValue, error) {
+// historyRowErr is the error of a record that cannot have a history row
+// whatever its attributes: one without last_run_date.
+func historyRowErr(s *billing.Subscription) error {
+	if s.LastRunDate.IsZero() {
+		return &billing.FieldError{Field: AttrLastRunDate, Key: s.Key(), Err: fmt.Errorf("%w: history rows need last_run_date", billing.ErrInvalidItem)}
+	}
+	return nil
+}
+
+// encodeFlat encodes s into f, which is zero; withData adds (and checks)
+// the data_ attributes. The checks, and their order, are the wire
+// contract's (see EncodeItem).
+func encodeFlat(f *Flat, s *billing.Subscription, withData bool) error {
 	bad := func(field, value string, cause error) error {
 		return &billing.FieldError{Field: field, Value: value, Key: s.Key(), Err: fmt.Errorf("%w: %w", billing.ErrInvalidItem, cause)}
 	}
 	if s.UserID == "" {
-		return nil, bad(AttrUserID, "", errors.New("empty"))
+		return bad(AttrUserID, "", errors.New("empty"))
 	}
 	if s.BillingDate.IsZero() {
-		return nil, bad(AttrBillingDate, "", errors.New("zero time"))
+		return bad(AttrBillingDate, "", errors.New("zero time"))
 	}
 	if s.SubscriptionID == "" {
-		return nil, bad(AttrSubscriptionID, "", errors.New("empty"))
+		return bad(AttrSubscriptionID, "", errors.New("empty"))
 	}
 	if !s.Status.Storable() {
-		return nil, bad(AttrBillingStatus, string(s.Status), billing.ErrInvalidStatus)
+		return bad(AttrBillingStatus, string(s.Status), billing.ErrInvalidStatus)
 	}
 	if s.Amount < 0 {
-		return nil, bad(AttrBillingAmount, s.Amount.String(), billing.ErrInvalidAmount)
+		return bad(AttrBillingAmount, s.Amount.String(), billing.ErrInvalidAmount)
 	}
 	term, err := billing.ParseTerm(string(s.Term))
 	if err != nil {
-		return nil, bad(AttrTerm, string(s.Term), billing.ErrInvalidTerm)
+		return bad(AttrTerm, string(s.Term), billing.ErrInvalidTerm)
 	}
-
-	item := make(map[string]types.AttributeValue, 24)
-	str := func(name, v string) {
-		if v != "" {
-			item[name] = &types.AttributeValueMemberS{Value: v}
+	st := storedOf(s)
+	bd, err := billingDateVal(s.BillingDate, st.billingDate)
+	if err != nil {
+		return bad(AttrBillingDate, s.BillingDate.String(), fmt.Errorf("%w: %w", billing.ErrInvalidDate, err))
+	}
+	v := &f.vals
+	str := func(a attr, s string) {
+		if s != "" {
+			v[a] = val{kind: vS, s: s}
 		}
 	}
-	bd, err := billingDateKey(s)
-	if err != nil {
-		return nil, bad(AttrBillingDate, s.BillingDate.String(), fmt.Errorf("%w: %w", billing.ErrInvalidDate, err))
+	v[aUserID] = val{kind: vS, s: s.UserID}
+	v[aBillingDate] = bd
+	v[aBillingAmount] = val{kind: vAmount, n: int64(s.Amount)}
+	v[aBillingStatus] = val{kind: vS, s: string(s.Status)}
+	v[aTerm] = val{kind: vS, s: string(term)}
+	for _, a := range stringAttrs {
+		str(a, *stringField(s, a))
 	}
-	item[AttrUserID] = &types.AttributeValueMemberS{Value: s.UserID}
-	item[AttrBillingDate] = &types.AttributeValueMemberS{Value: bd}
-	item[AttrBillingAmount] = &types.AttributeValueMemberS{Value: s.Amount.String()}
-	item[AttrBillingStatus] = &types.AttributeValueMemberS{Value: string(s.Status)}
-	item[AttrTerm] = &types.AttributeValueMemberS{Value: string(term)}
-	for name, p := range stringFields(s) {
-		str(name, *p)
-	}
-	str(AttrProcess, string(s.Process))
-	str(AttrUpdatedEvent, string(s.UpdatedEvent))
-	for name, p := range runTimes(s) {
+	str(aProcess, string(s.Process))
+	str(aUpdatedEvent, string(s.UpdatedEvent))
+	for _, a := range timeAttrs {
+		p := timeField(s, a)
 		if p.IsZero() {
 			continue
 		}
-		v, err := timefmt.Nanos(*p)
-		if err != nil {
-			return nil, bad(name, p.String(), fmt.Errorf("%w: %w", billing.ErrInvalidDate, err))
+		if err := timefmt.Check(*p); err != nil {
+			return bad(attrNames[a], p.String(), fmt.Errorf("%w: %w", billing.ErrInvalidDate, err))
 		}
-		item[name] = &types.AttributeValueMemberS{Value: v}
+		v[a] = timeVal(vNanos, *p)
 	}
-	if lr := LastRunDateKey(s); lr != "" {
+	if !s.LastRunDate.IsZero() {
 		// Keep a legacy last_run_date byte for byte: conditional writes
 		// compare it as a string.
-		item[AttrLastRunDate] = &types.AttributeValueMemberS{Value: lr}
+		v[aLastRunDate] = lastRunDateVal(s.LastRunDate, st.lastRunDate)
 	}
-	for name, f := range intFields(s) {
-		v := *f.p
-		if v < f.min || v > f.max {
-			return nil, bad(name, strconv.Itoa(v), fmt.Errorf("out of range %d..%d", f.min, f.max))
-		}
-		if v != 0 {
-			item[name] = &types.AttributeValueMemberN{Value: strconv.Itoa(v)}
+	for _, a := range intAttrs {
+		p, lo, hi := intField(s, a)
+		if n := *p; n < lo || n > hi {
+			return bad(attrNames[a], strconv.Itoa(n), fmt.Errorf("out of range %d..%d", lo, hi))
+		} else if n != 0 {
+			v[a] = val{kind: vN, n: int64(n)}
 		}
 	}
 	if s.IsPendingDowngrade {
-		item[AttrIsPendingDowngrade] = &types.AttributeValueMemberBOOL{Value: true}
+		v[aIsPendingDowngrade] = val{kind: vBool}
 	}
 	if s.NoRetry {
-		item[AttrNoRetry] = &types.AttributeValueMemberBOOL{Value: true}
+		v[aNoRetry] = val{kind: vBool}
 	}
 	if s.LastAttempt.Number != 0 {
 		if s.LastAttempt.Amount < 0 {
-			return nil, bad(AttrAttemptAmount, s.LastAttempt.Amount.String(), billing.ErrInvalidAmount)
+			return bad(AttrAttemptAmount, s.LastAttempt.Amount.String(), billing.ErrInvalidAmount)
 		}
-		item[AttrAttemptAmount] = &types.AttributeValueMemberS{Value: s.LastAttempt.Amount.String()}
-		str(AttrAttemptProcess, string(s.LastAttempt.Process))
+		v[aAttemptAmount] = val{kind: vAmount, n: int64(s.LastAttempt.Amount)}
+		str(aAttemptProcess, string(s.LastAttempt.Process))
 	}
 	if s.PendingTierName != "" {
 		if s.PendingAmount < 0 {
-			return nil, bad(AttrPendingAmount, s.PendingAmount.String(), billing.ErrInvalidAmount)
+			return bad(AttrPendingAmount, s.PendingAmount.String(), billing.ErrInvalidAmount)
 		}
-		item[AttrPendingAmount] = &types.AttributeValueMemberS{Value: s.PendingAmount.String()}
+		v[aPendingAmount] = val{kind: vAmount, n: int64(s.PendingAmount)}
 	}
-	for name, v := range storedOf(s).extra {
+	for name := range st.extra {
 		if isKnown(name) || strings.HasPrefix(name, DataPrefix) {
-			return nil, bad(name, "", errors.New("an Extra attribute shadows a known or data_ attribute"))
+			return bad(name, "", errors.New("an Extra attribute shadows a known or data_ attribute"))
 		}
-		item[name] = v
 	}
+	f.extra = st.extra
 	if withData {
-		for name, v := range storedOf(s).data {
-			if !strings.HasPrefix(name, DataPrefix) {
-				return nil, bad(name, "", errors.New("a Data attribute lacks the data_ prefix"))
-			}
-			item[name] = v
+		return encodeData(f, s)
+	}
+	return nil
+}
+
+// encodeData checks and sets the data_ attributes of s on f.
+func encodeData(f *Flat, s *billing.Subscription) error {
+	data := storedOf(s).data
+	for name := range data {
+		if !strings.HasPrefix(name, DataPrefix) {
+			return &billing.FieldError{Field: name, Key: s.Key(), Err: fmt.Errorf("%w: %w", billing.ErrInvalidItem, errors.New("a Data attribute lacks the data_ prefix"))}
 		}
 	}
-	return item, nil
+	f.data = data
+	return nil
 }
 
 // DecodeItem decodes an item of billing-activity or billing-activity-history.
@@ -280,18 +240,14 @@ func DecodeItem(item map[string]types.AttributeValue) (billing.Subscription, err
 	var s billing.Subscription
 	st := &stored{}
 	s.Stored = st
-	key := itemKey(item)
 	bad := func(field, value string, cause error) error {
-		return &billing.FieldError{Field: field, Value: value, Key: key, Err: fmt.Errorf("%w: %w", billing.ErrInvalidItem, cause)}
+		return &billing.FieldError{Field: field, Value: value, Key: itemKey(item), Err: fmt.Errorf("%w: %w", billing.ErrInvalidItem, cause)}
 	}
-	for _, req := range []string{AttrUserID, AttrBillingDate, AttrSubscriptionID, AttrBillingStatus, AttrBillingAmount} {
+	for _, req := range [...]string{AttrUserID, AttrBillingDate, AttrSubscriptionID, AttrBillingStatus, AttrBillingAmount} {
 		if v, ok := item[req]; !ok || isNull(v) {
 			return billing.Subscription{}, bad(req, "", errors.New("missing"))
 		}
 	}
-	strs := stringFields(&s)
-	times := runTimes(&s)
-	ints := intFields(&s)
 	for name, av := range item {
 		if strings.HasPrefix(name, DataPrefix) {
 			if st.data == nil {
@@ -300,16 +256,17 @@ func DecodeItem(item map[string]types.AttributeValue) (billing.Subscription, err
 			st.data[name] = av
 			continue
 		}
-		if !isKnown(name) {
+		a, known := attrOf(name)
+		if !known {
 			if st.extra == nil {
 				st.extra = map[string]types.AttributeValue{}
 			}
 			st.extra[name] = av
 			continue
 		}
-		if name == AttrIsPendingDowngrade || name == AttrNoRetry {
+		if a == aIsPendingDowngrade || a == aNoRetry {
 			p := &s.IsPendingDowngrade
-			if name == AttrNoRetry {
+			if a == aNoRetry {
 				p = &s.NoRetry
 			}
 			switch v := av.(type) {
@@ -321,7 +278,7 @@ func DecodeItem(item map[string]types.AttributeValue) (billing.Subscription, err
 			}
 			continue
 		}
-		if f, ok := ints[name]; ok {
+		if p, lo, hi := intField(&s, a); p != nil {
 			raw, err := numberValue(av)
 			if err != nil {
 				return billing.Subscription{}, bad(name, describe(av), err)
@@ -330,21 +287,21 @@ func DecodeItem(item map[string]types.AttributeValue) (billing.Subscription, err
 				continue
 			}
 			n, err := strconv.Atoi(raw)
-			if err != nil || n < f.min || n > f.max {
-				return billing.Subscription{}, bad(name, raw, fmt.Errorf("want an integer in %d..%d", f.min, f.max))
+			if err != nil || n < lo || n > hi {
+				return billing.Subscription{}, bad(name, raw, fmt.Errorf("want an integer in %d..%d", lo, hi))
 			}
-			*f.p = n
+			*p = n
 			continue
 		}
 		v, err := stringValue(av)
 		if err != nil {
 			return billing.Subscription{}, bad(name, describe(av), err)
 		}
-		if p, ok := strs[name]; ok {
+		if p := stringField(&s, a); p != nil {
 			*p = v
 			continue
 		}
-		if p, ok := times[name]; ok {
+		if p := timeField(&s, a); p != nil {
 			if v == "" {
 				continue
 			}
@@ -354,58 +311,58 @@ func DecodeItem(item map[string]types.AttributeValue) (billing.Subscription, err
 			}
 			if !t.Equal(time.Time{}) {
 				*p = t
-				if name == AttrLastRunDate {
+				if a == aLastRunDate {
 					st.lastRunDate = v
 				}
 			}
 			continue
 		}
-		switch name {
-		case AttrUserID:
+		switch a {
+		case aUserID:
 			if v == "" {
 				return billing.Subscription{}, bad(name, v, errors.New("empty"))
 			}
 			s.UserID = v
-		case AttrBillingDate:
+		case aBillingDate:
 			t, err := timefmt.Parse(v)
 			if err != nil || t.IsZero() {
 				return billing.Subscription{}, bad(name, v, fmt.Errorf("%w: want an RFC3339 timestamp", billing.ErrInvalidDate))
 			}
 			s.BillingDate = t
 			st.billingDate = v
-		case AttrBillingAmount, AttrPendingAmount, AttrAttemptAmount:
-			if v == "" && name != AttrBillingAmount {
+		case aBillingAmount, aPendingAmount, aAttemptAmount:
+			if v == "" && a != aBillingAmount {
 				continue
 			}
-			a, err := billing.ParseAmount(v)
+			amt, err := billing.ParseAmount(v)
 			if err != nil {
 				return billing.Subscription{}, bad(name, v, err)
 			}
-			switch name {
-			case AttrPendingAmount:
-				s.PendingAmount = a
-			case AttrAttemptAmount:
-				s.LastAttempt.Amount = a
+			switch a {
+			case aPendingAmount:
+				s.PendingAmount = amt
+			case aAttemptAmount:
+				s.LastAttempt.Amount = amt
 			default:
-				s.Amount = a
+				s.Amount = amt
 			}
-		case AttrAttemptProcess:
+		case aAttemptProcess:
 			s.LastAttempt.Process = billing.Process(v)
-		case AttrBillingStatus:
+		case aBillingStatus:
 			st := billing.Status(v)
 			if !st.Storable() {
 				return billing.Subscription{}, bad(name, v, billing.ErrInvalidStatus)
 			}
 			s.Status = st
-		case AttrTerm:
+		case aTerm:
 			t, err := billing.ParseTerm(v)
 			if err != nil {
 				return billing.Subscription{}, bad(name, v, billing.ErrInvalidTerm)
 			}
 			s.Term = t
-		case AttrProcess:
+		case aProcess:
 			s.Process = billing.Process(v)
-		case AttrUpdatedEvent:
+		case aUpdatedEvent:
 			s.UpdatedEvent = billing.UpdatedEvent(v)
 		}
 	}
@@ -507,8 +464,12 @@ func storedOf(s *billing.Subscription) *stored {
 	if st, ok := s.Stored.(*stored); ok && st != nil {
 		return st
 	}
-	return &stored{}
+	return &noStored
 }
+
+// noStored is the stored part of a record not read by DecodeItem. It is
+// never changed.
+var noStored stored
 
 // withStored sets a copy of s's stored part, changed by f, on s: the value
 // in Stored may be shared with copies of s, so it is never changed in place.
@@ -546,21 +507,26 @@ func SetExtraAttributes(s *billing.Subscription, m map[string]types.AttributeVal
 // another form of the same instant (so a rewrite addresses the same item).
 // It returns "" for a zero or unencodable BillingDate.
 func BillingDateKey(s *billing.Subscription) string {
-	k, _ := billingDateKey(s)
-	return k
+	if s.BillingDate.IsZero() {
+		return ""
+	}
+	v, err := billingDateVal(s.BillingDate, storedOf(s).billingDate)
+	if err != nil {
+		return ""
+	}
+	return v.text()
 }
 
-func billingDateKey(s *billing.Subscription) (string, error) {
-	bd, err := timefmt.Seconds(s.BillingDate)
-	if err != nil || s.BillingDate.IsZero() {
-		return "", err
+// billingDateVal is billing_date as stored for t: raw, the string it was
+// read as, while it denotes t, else t in whole seconds.
+func billingDateVal(t time.Time, raw string) (val, error) {
+	if err := timefmt.Check(t); err != nil {
+		return val{}, err
 	}
-	if raw := storedOf(s).billingDate; raw != "" && raw != bd {
-		if t, perr := timefmt.Parse(raw); perr == nil && t.Equal(s.BillingDate) {
-			return raw, nil
-		}
+	if raw != "" && sameInstant(raw, t, timefmt.SecondsLayout) {
+		return val{kind: vS, s: raw}, nil
 	}
-	return bd, nil
+	return timeVal(vSeconds, t), nil
 }
 
 // LastRunDateKey returns last_run_date exactly as it is (or will be) stored:
@@ -568,17 +534,40 @@ func billingDateKey(s *billing.Subscription) (string, error) {
 // with another form of the same instant. Conditional writes compare this
 // string. It returns "" when LastRunDate is zero.
 func LastRunDateKey(s *billing.Subscription) string {
-	if s.LastRunDate.IsZero() {
+	if s.LastRunDate.IsZero() || timefmt.Check(s.LastRunDate) != nil {
 		return ""
 	}
-	n, err := timefmt.Nanos(s.LastRunDate)
-	if err != nil {
-		return ""
+	v := lastRunDateVal(s.LastRunDate, storedOf(s).lastRunDate)
+	return v.text()
+}
+
+// lastRunDateVal is last_run_date as stored for t, in range: raw while it
+// denotes t, else t with a nine-digit fraction.
+func lastRunDateVal(t time.Time, raw string) val {
+	if raw != "" && sameInstant(raw, t, timefmt.NanosLayout) {
+		return val{kind: vS, s: raw}
 	}
-	if raw := storedOf(s).lastRunDate; raw != "" && raw != n {
-		if t, perr := timefmt.Parse(raw); perr == nil && t.Equal(s.LastRunDate) {
-			return raw
-		}
+	return timeVal(vNanos, t)
+}
+
+// sameInstant reports whether the stored text raw stands for t: it is t
+// in layout, or another RFC 3339 form of the same instant (a legacy item's,
+// kept byte for byte). A raw in layout that only a truncation makes equal
+// (whole seconds of a t with a fraction) is t's text all the same.
+func sameInstant(raw string, t time.Time, layout string) bool {
+	var b [64]byte
+	if string(t.UTC().AppendFormat(b[:0], layout)) == raw {
+		return true
 	}
-	return n
+	p, err := timefmt.Parse(raw)
+	return err == nil && p.Equal(t)
+}
+
+// text returns the text of an S or N value.
+func (v *val) text() string {
+	if v.kind == vS {
+		return v.s
+	}
+	var b [64]byte
+	return string(v.appendText(b[:0]))
 }

@@ -2,7 +2,6 @@ package layout
 
 import (
 	"fmt"
-	"reflect"
 	"strconv"
 	"time"
 
@@ -28,7 +27,7 @@ func DefaultCollisionPolicy(subs []billing.Subscription) ([]billing.Subscription
 	out := make([]billing.Subscription, len(subs))
 	for i := range subs {
 		out[i] = subs[i].Clone()
-		if _, err := EncodeHistoryItem(&out[i]); err != nil {
+		if err := checkHistoryItem(&out[i]); err != nil {
 			return nil, fmt.Errorf("record %d: %w", i, err)
 		}
 	}
@@ -115,10 +114,14 @@ func ValidateUpdate(prev, next *billing.Subscription, dateChange bool) error {
 	if !next.LastRunDate.After(prev.LastRunDate) {
 		return bad(AttrLastRunDate, LastRunDateKey(next), "last_run_date must advance past "+LastRunDateKey(prev))
 	}
-	if _, err := EncodeHistoryItem(next); err != nil {
-		return err
-	}
-	return nil
+	return checkHistoryItem(next)
+}
+
+// checkHistoryItem returns the error of EncodeHistoryItem(s), building no
+// item.
+func checkHistoryItem(s *billing.Subscription) error {
+	_, err := EncodeHistoryFlat(s)
+	return err
 }
 
 // ValidateAttemptUpdate checks a [billing.Repository.SetAttempt] of prev to next,
@@ -131,12 +134,12 @@ func ValidateAttemptUpdate(prev, next *billing.Subscription) error {
 	}
 	same := next.Clone()
 	same.LastAttempt, same.Attempt = prev.LastAttempt, prev.Attempt
-	a, _ := EncodeItem(prev)
-	b, err := EncodeItem(&same)
-	if err != nil {
+	var a, b Flat
+	_ = encodeFlat(&a, prev, false)
+	if err := encodeFlat(&b, &same, false); err != nil {
 		return err
 	}
-	if !reflect.DeepEqual(a, b) {
+	if !a.equal(&b) {
 		return bad(AttrAttemptNumber, strconv.Itoa(next.LastAttempt.Number), "an attempt update changes nothing but the attempt")
 	}
 	// An attempt in flight that the processor refused before acting on it
@@ -152,10 +155,8 @@ func ValidateAttemptUpdate(prev, next *billing.Subscription) error {
 	case next.InFlight() && (next.LastAttempt.Key == "" || next.LastAttempt.Started.IsZero()):
 		return bad(AttrAttemptKey, next.LastAttempt.Key, "an attempt in flight needs its key and start time")
 	}
-	if _, err := EncodeItem(next); err != nil {
-		return err
-	}
-	return nil
+	b = Flat{}
+	return encodeFlat(&b, next, false)
 }
 
 // ValidateCreates validates the records an update of prev to next
@@ -168,7 +169,7 @@ func ValidateCreates(prev, next *billing.Subscription, create []*billing.Subscri
 	usedP := map[string]bool{BillingDateKey(prev): true}
 	usedH := map[string]bool{LastRunDateKey(next): true}
 	for _, c := range create {
-		if _, err := EncodeHistoryItem(c); err != nil {
+		if err := checkHistoryItem(c); err != nil {
 			return err
 		}
 		if c.UserID == prev.UserID && (usedP[BillingDateKey(c)] || usedH[LastRunDateKey(c)]) {

@@ -32,6 +32,10 @@ const (
 // ErrRange reports a time outside the years 0000–9999.
 var ErrRange = errors.New("time outside years 0000-9999")
 
+// Check returns the error [Seconds] and [Nanos] return for t, if any: a
+// time outside the years 0000–9999, wrapping [ErrRange].
+func Check(t time.Time) error { return checkRange(t) }
+
 func checkRange(t time.Time) error {
 	if y := t.UTC().Year(); y < 0 || y > 9999 {
 		return fmt.Errorf("%w: %d", ErrRange, y)
@@ -53,6 +57,23 @@ func Nanos(t time.Time) (string, error) {
 		return "", err
 	}
 	return t.UTC().Format(NanosLayout), nil
+}
+
+// AppendSeconds appends [Seconds] of t to dst: the same text, without a
+// string of its own.
+func AppendSeconds(dst []byte, t time.Time) ([]byte, error) {
+	if err := checkRange(t); err != nil {
+		return dst, err
+	}
+	return t.UTC().AppendFormat(dst, SecondsLayout), nil
+}
+
+// AppendNanos appends [Nanos] of t to dst.
+func AppendNanos(dst []byte, t time.Time) ([]byte, error) {
+	if err := checkRange(t); err != nil {
+		return dst, err
+	}
+	return t.UTC().AppendFormat(dst, NanosLayout), nil
 }
 
 // Parse reads any RFC3339 timestamp ("Z" or a numeric offset, with or

@@ -15,6 +15,12 @@ func TestFormats(t *testing.T) {
 	if got, _ := Nanos(tm); got != "2024-01-31T11:00:05.500000000Z" {
 		t.Errorf("Nanos = %q", got)
 	}
+	if got, _ := AppendSeconds([]byte("x"), tm); string(got) != "x2024-01-31T11:00:05Z" {
+		t.Errorf("AppendSeconds = %q", got)
+	}
+	if got, _ := AppendNanos([]byte("x"), tm); string(got) != "x2024-01-31T11:00:05.500000000Z" {
+		t.Errorf("AppendNanos = %q", got)
+	}
 	for _, bad := range []time.Time{
 		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
 		time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC),
@@ -24,6 +30,12 @@ func TestFormats(t *testing.T) {
 		}
 		if _, err := Nanos(bad); !errors.Is(err, ErrRange) {
 			t.Errorf("Nanos(%v) err = %v", bad, err)
+		}
+		if b, err := AppendSeconds(nil, bad); !errors.Is(err, ErrRange) || len(b) != 0 {
+			t.Errorf("AppendSeconds(%v) = %q, %v", bad, b, err)
+		}
+		if b, err := AppendNanos(nil, bad); !errors.Is(err, ErrRange) || len(b) != 0 {
+			t.Errorf("AppendNanos(%v) = %q, %v", bad, b, err)
 		}
 	}
 }

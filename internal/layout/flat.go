@@ -1,0 +1,622 @@
+package layout
+
+import (
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/timefmt"
+)
+
+// The codec of the legacy items works on a fixed table of the attributes
+// it knows, numbered by attr, so that encoding, decoding and comparing a
+// record allocate nothing per attribute: no lookup maps, no attribute
+// values until an item is built, and one string for all the formatted
+// text of an item.
+
+// attr numbers the attributes of the legacy tables that the library
+// knows, in the order encode writes them.
+type attr uint8
+
+const (
+	aUserID attr = iota
+	aBillingDate
+	aBillingAmount
+	aBillingStatus
+	aTerm
+	aSubscriptionID
+	aBillingPeriod
+	aTransactionID
+	aPaymentError
+	aReceiptAccountMask
+	aReceiptTierName
+	aReceiptPaymentType
+	aPendingTier
+	aAttemptKey
+	aAttemptTier
+	aProcess
+	aUpdatedEvent
+	aInitialRunDate
+	aCompletionDate
+	aLastRunDate
+	aCreatedDate
+	aAttemptStarted
+	aBillingWeek
+	aPauseDurationMonths
+	aAnchorDay
+	aInterval
+	aAttempt
+	aAttemptNumber
+	aIsPendingDowngrade
+	aNoRetry
+	aAttemptAmount
+	aAttemptProcess
+	aPendingAmount
+	numAttrs
+)
+
+// attrNames are the names of the known attributes, by attr.
+var attrNames = [numAttrs]string{
+	aUserID:              AttrUserID,
+	aBillingDate:         AttrBillingDate,
+	aBillingAmount:       AttrBillingAmount,
+	aBillingStatus:       AttrBillingStatus,
+	aTerm:                AttrTerm,
+	aSubscriptionID:      AttrSubscriptionID,
+	aBillingPeriod:       AttrBillingPeriod,
+	aTransactionID:       AttrTransactionID,
+	aPaymentError:        AttrPaymentError,
+	aReceiptAccountMask:  AttrReceiptAccountMask,
+	aReceiptTierName:     AttrReceiptTierName,
+	aReceiptPaymentType:  AttrReceiptPaymentType,
+	aPendingTier:         AttrPendingTier,
+	aAttemptKey:          AttrAttemptKey,
+	aAttemptTier:         AttrAttemptTier,
+	aProcess:             AttrProcess,
+	aUpdatedEvent:        AttrUpdatedEvent,
+	aInitialRunDate:      AttrInitialRunDate,
+	aCompletionDate:      AttrCompletionDate,
+	aLastRunDate:         AttrLastRunDate,
+	aCreatedDate:         AttrCreatedDate,
+	aAttemptStarted:      AttrAttemptStarted,
+	aBillingWeek:         AttrBillingWeek,
+	aPauseDurationMonths: AttrPauseDurationMonths,
+	aAnchorDay:           AttrAnchorDay,
+	aInterval:            AttrInterval,
+	aAttempt:             AttrAttempt,
+	aAttemptNumber:       AttrAttemptNumber,
+	aIsPendingDowngrade:  AttrIsPendingDowngrade,
+	aNoRetry:             AttrNoRetry,
+	aAttemptAmount:       AttrAttemptAmount,
+	aAttemptProcess:      AttrAttemptProcess,
+	aPendingAmount:       AttrPendingAmount,
+}
+
+// attrOf returns the known attribute called name.
+func attrOf(name string) (attr, bool) {
+	switch name {
+	case AttrUserID:
+		return aUserID, true
+	case AttrBillingDate:
+		return aBillingDate, true
+	case AttrBillingAmount:
+		return aBillingAmount, true
+	case AttrBillingStatus:
+		return aBillingStatus, true
+	case AttrTerm:
+		return aTerm, true
+	case AttrSubscriptionID:
+		return aSubscriptionID, true
+	case AttrBillingPeriod:
+		return aBillingPeriod, true
+	case AttrTransactionID:
+		return aTransactionID, true
+	case AttrPaymentError:
+		return aPaymentError, true
+	case AttrReceiptAccountMask:
+		return aReceiptAccountMask, true
+	case AttrReceiptTierName:
+		return aReceiptTierName, true
+	case AttrReceiptPaymentType:
+		return aReceiptPaymentType, true
+	case AttrPendingTier:
+		return aPendingTier, true
+	case AttrAttemptKey:
+		return aAttemptKey, true
+	case AttrAttemptTier:
+		return aAttemptTier, true
+	case AttrProcess:
+		return aProcess, true
+	case AttrUpdatedEvent:
+		return aUpdatedEvent, true
+	case AttrInitialRunDate:
+		return aInitialRunDate, true
+	case AttrCompletionDate:
+		return aCompletionDate, true
+	case AttrLastRunDate:
+		return aLastRunDate, true
+	case AttrCreatedDate:
+		return aCreatedDate, true
+	case AttrAttemptStarted:
+		return aAttemptStarted, true
+	case AttrBillingWeek:
+		return aBillingWeek, true
+	case AttrPauseDurationMonths:
+		return aPauseDurationMonths, true
+	case AttrAnchorDay:
+		return aAnchorDay, true
+	case AttrInterval:
+		return aInterval, true
+	case AttrAttempt:
+		return aAttempt, true
+	case AttrAttemptNumber:
+		return aAttemptNumber, true
+	case AttrIsPendingDowngrade:
+		return aIsPendingDowngrade, true
+	case AttrNoRetry:
+		return aNoRetry, true
+	case AttrAttemptAmount:
+		return aAttemptAmount, true
+	case AttrAttemptProcess:
+		return aAttemptProcess, true
+	case AttrPendingAmount:
+		return aPendingAmount, true
+	}
+	return 0, false
+}
+
+func isKnown(name string) bool {
+	_, ok := attrOf(name)
+	return ok
+}
+
+// stringField returns the plain string field of a, which is written when
+// not empty, or nil when a is not one.
+func stringField(s *billing.Subscription, a attr) *string {
+	switch a {
+	case aSubscriptionID:
+		return &s.SubscriptionID
+	case aBillingPeriod:
+		return &s.BillingPeriod
+	case aTransactionID:
+		return &s.TransactionID
+	case aPaymentError:
+		return &s.PaymentError
+	case aReceiptAccountMask:
+		return &s.ReceiptAccountMask
+	case aReceiptTierName:
+		return &s.ReceiptTierName
+	case aReceiptPaymentType:
+		return &s.ReceiptPaymentType
+	case aPendingTier:
+		return &s.PendingTierName
+	case aAttemptKey:
+		return &s.LastAttempt.Key
+	case aAttemptTier:
+		return &s.LastAttempt.Tier
+	}
+	return nil
+}
+
+// timeField returns the timestamp field of a, written with a nine-digit
+// fraction and omitted when zero, or nil when a is not one.
+func timeField(s *billing.Subscription, a attr) *time.Time {
+	switch a {
+	case aInitialRunDate:
+		return &s.InitialRunDate
+	case aCompletionDate:
+		return &s.CompletionDate
+	case aLastRunDate:
+		return &s.LastRunDate
+	case aCreatedDate:
+		return &s.CreatedDate
+	case aAttemptStarted:
+		return &s.LastAttempt.Started
+	}
+	return nil
+}
+
+// intField returns the optional number field of a and its inclusive
+// bounds, or nil when a is not one.
+func intField(s *billing.Subscription, a attr) (p *int, lo, hi int) {
+	switch a {
+	case aBillingWeek:
+		return &s.BillingWeek, 0, 5
+	case aPauseDurationMonths:
+		return &s.PauseDurationMonths, 0, 1200
+	case aAnchorDay:
+		return &s.AnchorDay, 0, 31
+	case aInterval:
+		return &s.Interval, 0, billing.MaxInterval
+	case aAttempt:
+		return &s.Attempt, 0, 1 << 30
+	case aAttemptNumber:
+		return &s.LastAttempt.Number, 0, 1 << 30
+	}
+	return nil, 0, 0
+}
+
+// The attributes of each kind of field, in encode's order.
+var (
+	stringAttrs = []attr{aSubscriptionID, aBillingPeriod, aTransactionID, aPaymentError, aReceiptAccountMask,
+		aReceiptTierName, aReceiptPaymentType, aPendingTier, aAttemptKey, aAttemptTier}
+	timeAttrs = []attr{aInitialRunDate, aCompletionDate, aLastRunDate, aCreatedDate, aAttemptStarted}
+	intAttrs  = [...]attr{aBillingWeek, aPauseDurationMonths, aAnchorDay, aInterval, aAttempt, aAttemptNumber}
+)
+
+// valKind is how an encoded attribute is written; vNone when it is not.
+type valKind uint8
+
+const (
+	vNone    valKind = iota
+	vS               // S: the string s
+	vNanos           // S: t with a nine-digit fraction
+	vSeconds         // S: t in whole seconds
+	vAmount          // S: n as an amount ("4.99")
+	vN               // N: n
+	vBool            // BOOL true
+)
+
+// val is one encoded attribute, kept typed until an item is built: a
+// timestamp is n Unix seconds and nsec nanoseconds.
+type val struct {
+	kind valKind
+	nsec int32
+	s    string
+	n    int64
+}
+
+// timeVal is t written as kind (vNanos or vSeconds).
+func timeVal(kind valKind, t time.Time) val {
+	return val{kind: kind, n: t.Unix(), nsec: int32(t.Nanosecond())}
+}
+
+// time returns the instant of a timestamp value, in UTC.
+func (v *val) time() time.Time { return time.Unix(v.n, int64(v.nsec)).UTC() }
+
+// isS reports whether v is written as an S attribute.
+func (v *val) isS() bool { return v.kind >= vS && v.kind <= vAmount }
+
+// appendText appends the text of an S or N value.
+func (v *val) appendText(b []byte) []byte {
+	switch v.kind {
+	case vS:
+		return append(b, v.s...)
+	case vNanos:
+		return v.time().AppendFormat(b, timefmt.NanosLayout)
+	case vSeconds:
+		return v.time().AppendFormat(b, timefmt.SecondsLayout)
+	case vAmount:
+		return appendAmount(b, v.n)
+	case vN:
+		return strconv.AppendInt(b, v.n, 10)
+	}
+	return b
+}
+
+// equal reports whether v and w are written as the same attribute value.
+func (v *val) equal(w *val) bool {
+	if v.kind == w.kind {
+		switch v.kind {
+		case vNone, vBool:
+			return true
+		case vS:
+			return v.s == w.s
+		case vNanos:
+			return v.n == w.n && v.nsec == w.nsec
+		}
+		return v.n == w.n
+	}
+	if !v.isS() || !w.isS() {
+		return false
+	}
+	var a, b [64]byte
+	return string(v.appendText(a[:0])) == string(w.appendText(b[:0]))
+}
+
+// appendAmount appends the text of [billing.Amount.String] for n >= 0.
+func appendAmount(b []byte, n int64) []byte {
+	u := uint64(n)
+	b = strconv.AppendUint(b, u/100, 10)
+	c := u % 100
+	return append(b, '.', byte('0'+c/10), byte('0'+c%10))
+}
+
+// Flat is a record encoded as [EncodeItem] or [EncodeHistoryItem] encode
+// it, without the map: the value of each known attribute, and the Extra
+// and data_ attributes as the record holds them (not copied). Stores
+// compare Flats and build items from them ([Flat.Item]) instead of
+// comparing item maps. The zero Flat is an empty item.
+type Flat struct {
+	vals        [numAttrs]val
+	extra, data map[string]types.AttributeValue
+}
+
+// EncodeFlat encodes s as [EncodeItem] does, with its data_ attributes
+// when history (checked as [EncodeHistoryItem] checks them, but without
+// its last_run_date check). The errors are EncodeItem's.
+func EncodeFlat(s *billing.Subscription, history bool) (Flat, error) {
+	var f Flat
+	err := encodeFlat(&f, s, history)
+	return f, err
+}
+
+// EncodeHistoryFlat encodes s as [EncodeHistoryItem] does, with its
+// errors.
+func EncodeHistoryFlat(s *billing.Subscription) (Flat, error) {
+	var f Flat
+	if err := historyRowErr(s); err != nil {
+		return f, err
+	}
+	err := encodeFlat(&f, s, true)
+	return f, err
+}
+
+// EncodeRecord encodes s for both tables, with its data_ attributes: the
+// errors are those of [EncodeItem], then of [EncodeHistoryItem], as
+// encoding both items in turn gives them.
+func EncodeRecord(s *billing.Subscription) (Flat, error) {
+	var f Flat
+	if err := encodeFlat(&f, s, false); err != nil {
+		return f, err
+	}
+	if err := historyRowErr(s); err != nil {
+		return f, err
+	}
+	return f, encodeData(&f, s)
+}
+
+// Has reports whether the attribute called name is written.
+func (f *Flat) Has(name string) bool {
+	if a, ok := attrOf(name); ok {
+		return f.vals[a].kind != vNone
+	}
+	if _, ok := f.extra[name]; ok {
+		return true
+	}
+	_, ok := f.data[name]
+	return ok
+}
+
+// Item builds the item: EncodeItem's, or EncodeHistoryItem's when history
+// (for a Flat encoded with its data_ attributes). Known attributes get new
+// values that share one allocation per type and one string for their
+// text; Extra and data_ values are the record's own, or clone's copies of
+// them when clone is not nil.
+func (f *Flat) Item(history bool, clone func(types.AttributeValue) types.AttributeValue) map[string]types.AttributeValue {
+	item := make(map[string]types.AttributeValue, f.Len(history))
+	f.addKnown(item, allAttrs)
+	if clone == nil {
+		clone = func(v types.AttributeValue) types.AttributeValue { return v }
+	}
+	for name, v := range f.extra {
+		item[name] = clone(v)
+	}
+	if history {
+		for name, v := range f.data {
+			item[name] = clone(v)
+		}
+	}
+	return item
+}
+
+// Len returns the number of attributes of the item Item(history) builds.
+func (f *Flat) Len(history bool) int {
+	n := f.known() + len(f.extra)
+	if history {
+		n += len(f.data)
+	}
+	return n
+}
+
+// known returns the number of known attributes f writes.
+func (f *Flat) known() int {
+	n := 0
+	for a := range numAttrs {
+		if f.vals[a].kind != vNone {
+			n++
+		}
+	}
+	return n
+}
+
+// An item's new values are allocated together, in a block of a size that
+// fits, instead of one allocation per type. N values are the numbers of
+// intAttrs only.
+type (
+	fewValues struct {
+		s [8]types.AttributeValueMemberS
+		n [2]types.AttributeValueMemberN
+		b [2]types.AttributeValueMemberBOOL
+	}
+	allValues struct {
+		s [int(numAttrs) - len(intAttrs) - 2]types.AttributeValueMemberS // all but numbers and booleans
+		n [len(intAttrs)]types.AttributeValueMemberN
+		b [2]types.AttributeValueMemberBOOL
+	}
+)
+
+// newValues returns ns S, nn N and nb BOOL values to fill, allocated
+// together.
+func newValues(ns, nn, nb int) ([]types.AttributeValueMemberS, []types.AttributeValueMemberN, []types.AttributeValueMemberBOOL) {
+	switch {
+	case ns+nn+nb == 0:
+		return nil, nil, nil
+	case ns <= 8 && nn <= 2:
+		v := new(fewValues)
+		return v.s[:ns], v.n[:nn], v.b[:nb]
+	}
+	v := new(allValues)
+	return v.s[:ns], v.n[:nn], v.b[:nb]
+}
+
+// attrSet is a set of known attributes, bit a for attribute a.
+type attrSet uint64
+
+const allAttrs = attrSet(1)<<numAttrs - 1
+
+// addKnown puts the known attributes of f that are in set into item: new
+// values, one allocation per type, and one string for all their formatted
+// text.
+func (f *Flat) addKnown(item map[string]types.AttributeValue, set attrSet) {
+	ns, nn, nb, text := 0, 0, 0, 0
+	for a := range numAttrs {
+		if set&(1<<a) == 0 {
+			continue
+		}
+		switch f.vals[a].kind {
+		case vNone:
+		case vBool:
+			nb++
+		case vN:
+			nn++
+			text += 20
+		case vS:
+			ns++
+		default:
+			ns++
+			text += len(timefmt.NanosLayout)
+		}
+	}
+	ss, nv, bv := newValues(ns, nn, nb)
+	// All formatted text goes into one string; values are slices of it.
+	var buf strings.Builder
+	buf.Grow(text)
+	type span struct{ from, to int }
+	var spans [numAttrs]span
+	for a := range numAttrs {
+		v := &f.vals[a]
+		if set&(1<<a) != 0 && v.kind != vNone && v.kind != vS && v.kind != vBool {
+			var tmp [64]byte
+			from := buf.Len()
+			buf.Write(v.appendText(tmp[:0]))
+			spans[a] = span{from, buf.Len()}
+		}
+	}
+	all := buf.String()
+	for a := range numAttrs {
+		v := &f.vals[a]
+		if set&(1<<a) == 0 {
+			continue
+		}
+		switch v.kind {
+		case vNone:
+		case vBool:
+			bv[0].Value = true
+			item[attrNames[a]] = &bv[0]
+			bv = bv[1:]
+		case vN:
+			nv[0].Value = all[spans[a].from:spans[a].to]
+			item[attrNames[a]] = &nv[0]
+			nv = nv[1:]
+		case vS:
+			ss[0].Value = v.s
+			item[attrNames[a]] = &ss[0]
+			ss = ss[1:]
+		default:
+			ss[0].Value = all[spans[a].from:spans[a].to]
+			item[attrNames[a]] = &ss[0]
+			ss = ss[1:]
+		}
+	}
+}
+
+// equal reports whether f and g encode the same item, as
+// reflect.DeepEqual compares the items.
+func (f *Flat) equal(g *Flat) bool {
+	for a := range numAttrs {
+		if !f.vals[a].equal(&g.vals[a]) {
+			return false
+		}
+	}
+	return sameItems(f.extra, g.extra) && sameItems(f.data, g.data)
+}
+
+// SameExceptAttempt reports whether f and g encode the same item but for
+// the attempt attributes (billing_attempt and the in-flight attempt's).
+func (f *Flat) SameExceptAttempt(g *Flat) bool {
+	for a := range numAttrs {
+		switch a {
+		case aAttempt, aAttemptNumber, aAttemptKey, aAttemptAmount, aAttemptTier, aAttemptProcess, aAttemptStarted:
+			continue
+		}
+		if !f.vals[a].equal(&g.vals[a]) {
+			return false
+		}
+	}
+	return sameItems(f.extra, g.extra) && sameItems(f.data, g.data)
+}
+
+// sameItems compares two attribute maps as reflect.DeepEqual compares
+// items, an absent map being an empty one.
+func sameItems(a, b map[string]types.AttributeValue) bool {
+	if len(a) == 0 && len(b) == 0 {
+		return true
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// WriteBack applies to cur, the stored primary item of prev, DynamoDB's
+// write-back update from prev to next (both encoded for the primary
+// table): an attribute whose encodings are equal keeps its stored value,
+// a changed one takes next's, one only prev has is removed, and attributes
+// in neither (unknown ones) stay. The key attributes (user_id,
+// billing_date) are never written; last_run_date always is, and so is
+// every attribute of next when all. A value next writes is taken from src
+// when it holds the attribute (an item built from next, whose values may
+// then be shared), else made anew; clone, when not nil, copies the Extra
+// values.
+func WriteBack(cur map[string]types.AttributeValue, prev, next *Flat, src map[string]types.AttributeValue, clone func(types.AttributeValue) types.AttributeValue, all bool) {
+	if clone == nil {
+		clone = func(v types.AttributeValue) types.AttributeValue { return v }
+	}
+	var fresh attrSet // next's values to make
+	for a := range numAttrs {
+		if a == aUserID || a == aBillingDate {
+			continue
+		}
+		p, n := &prev.vals[a], &next.vals[a]
+		switch {
+		case n.kind == vNone:
+			if p.kind != vNone {
+				delete(cur, attrNames[a])
+			}
+		case all || p.kind == vNone || a == aLastRunDate || !p.equal(n):
+			if v, ok := src[attrNames[a]]; ok {
+				cur[attrNames[a]] = v
+				continue
+			}
+			fresh |= 1 << a
+		}
+	}
+	if fresh != 0 {
+		next.addKnown(cur, fresh)
+	}
+	for name, n := range next.extra {
+		if p, ok := prev.extra[name]; all || !ok || !reflect.DeepEqual(p, n) {
+			cur[name] = clone(n)
+		}
+	}
+	for name := range prev.extra {
+		if _, ok := next.extra[name]; !ok {
+			delete(cur, name)
+		}
+	}
+}
+
+// Text returns the text an S attribute of f is written with, and whether
+// it is written as one.
+func (f *Flat) Text(name string) (string, bool) {
+	a, ok := attrOf(name)
+	if !ok || !f.vals[a].isS() {
+		return "", false
+	}
+	if v := &f.vals[a]; v.kind == vS {
+		return v.s, true
+	}
+	var b [64]byte
+	return string(f.vals[a].appendText(b[:0])), true
+}
