@@ -8,9 +8,10 @@ import (
 // RawRecord returns a copy of the primary item at userID and
 // billingDateKey as stored, nil when there is none.
 func (s *Store) RawRecord(userID, billingDateKey string) map[string]types.AttributeValue {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return cloneItem(s.primary[tableKey{userID, billingDateKey}])
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	item, _ := s.primary.get(tableKey{userID, billingDateKey})
+	return cloneItem(item)
 }
 
 // RawPeriod returns a copy of the period item at userID and

@@ -15,18 +15,17 @@ func (h *History) Add(ctx context.Context, sub *billing.Subscription) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	item, err := layout.EncodeHistoryItem(sub)
+	item, err := historyItem(sub)
 	if err != nil {
 		return err
 	}
-	item = cloneItem(item)
 	hk := historyKey(item)
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
-	if _, ok := h.s.history[hk]; ok {
+	if h.s.history.has(hk) {
 		return &billing.ConflictError{Op: "history add", Key: historyRowKey(sub), Reason: "history row exists", Err: billing.ErrAlreadyExists, HistoryRow: true}
 	}
-	h.s.history[hk] = item
+	h.s.history.put(hk, item)
 	return nil
 }
 
@@ -41,11 +40,11 @@ func (h *History) AddAll(ctx context.Context, subs []billing.Subscription) error
 	items := make([]map[string]types.AttributeValue, len(subs))
 	seen := map[tableKey]int{}
 	for i := range subs {
-		item, err := layout.EncodeHistoryItem(&subs[i])
+		item, err := historyItem(&subs[i])
 		if err != nil {
 			return historyBatchError(subs, fmt.Errorf("row %d: %w", i, err))
 		}
-		items[i] = cloneItem(item)
+		items[i] = item
 		hk := historyKey(items[i])
 		if j, dup := seen[hk]; dup {
 			return historyBatchError(subs, &billing.ConflictError{
@@ -58,7 +57,7 @@ func (h *History) AddAll(ctx context.Context, subs []billing.Subscription) error
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
 	for _, item := range items {
-		h.s.history[historyKey(item)] = item
+		h.s.history.put(historyKey(item), item)
 	}
 	return nil
 }
@@ -69,9 +68,9 @@ func (h *History) ListBySubscription(ctx context.Context, subscriptionID string)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	h.s.mu.Lock()
-	found := h.s.history.where(layout.AttrSubscriptionID, subscriptionID)
-	h.s.mu.Unlock()
+	h.s.mu.RLock()
+	defer h.s.mu.RUnlock()
+	found := h.s.history.withSub(subscriptionID)
 	sortByKey(found, true)
 	return decodeAll(found)
 }
@@ -79,6 +78,16 @@ func (h *History) ListBySubscription(ctx context.Context, subscriptionID string)
 // ListByUser implements [billing.History.ListByUser].
 func (h *History) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
 	return h.s.listUser(ctx, h.s.history, userID, false, 0)
+}
+
+// historyItem encodes sub as a history row to store: EncodeHistoryItem's
+// item, sharing no attribute values with sub.
+func historyItem(sub *billing.Subscription) (map[string]types.AttributeValue, error) {
+	f, err := layout.EncodeHistoryFlat(sub)
+	if err != nil {
+		return nil, err
+	}
+	return f.Item(true, cloneValue), nil
 }
 
 func historyRowKey(s *billing.Subscription) string {

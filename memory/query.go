@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -38,7 +37,7 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 	if err := q.Validate(); err != nil {
 		return billing.Page{}, err
 	}
-	inRange, err := rangeCondition(q)
+	inRange, lower, upper, err := rangeCondition(q)
 	if err != nil {
 		return billing.Page{}, err
 	}
@@ -61,44 +60,52 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 		limit = r.s.opts.PageSize
 	}
 
-	r.s.mu.Lock()
-	entries := r.s.primary.where(layout.AttrBillingStatus, string(q.Status))
-	r.s.mu.Unlock()
-	sortByKey(entries, mode == dynamostore.StatusIndexSorted)
-
-	var (
-		page billing.Page
-		last *keyedItem
-	)
-	for i := range entries {
-		e := &entries[i]
-		if start != nil && comparePos(positionOf(mode, e.key), *start) <= 0 {
-			continue
+	sorted := mode == dynamostore.StatusIndexSorted
+	var page billing.Page
+	var last indexPos
+	r.s.mu.RLock()
+	defer r.s.mu.RUnlock()
+	t := r.s.primary
+	if set := t.status[string(q.Status)]; set != nil {
+		// The sorted index's key condition starts the read at the range's
+		// lower bound; the legacy index is read from its start.
+		var from indexPos
+		after := false
+		if sorted {
+			from[0] = lower
 		}
-		in := inRange(e.key.sk)
-		if mode == dynamostore.StatusIndexSorted && !in {
-			continue // outside the key condition: not read
+		if start != nil && comparePos(*start, from) >= 0 {
+			from, after = *start, true
 		}
-		page.Scanned++
-		last = e
-		if in {
-			sub, err := layout.DecodeItem(cloneItem(e.item))
-			switch {
-			case err != nil:
-				page.Invalid = append(page.Invalid, err)
-			case q.Matches(sub.BillingDate):
-				page.Items = append(page.Items, sub)
+		set.ascend(from, after, func(p indexPos) bool {
+			k := t.key(p)
+			in := inRange(k.sk)
+			if sorted && !in {
+				// Outside the key condition: not read. Past its upper
+				// bound, nothing further is in it.
+				return !(upper != "" && k.sk >= upper)
 			}
-		}
-		if page.Scanned == limit {
-			break
-		}
+			page.Scanned++
+			last = p
+			if in {
+				item, _ := t.get(k)
+				sub, err := decodeItem(item)
+				switch {
+				case err != nil:
+					page.Invalid = append(page.Invalid, err)
+				case q.Matches(sub.BillingDate):
+					page.Items = append(page.Items, sub)
+				}
+			}
+			return page.Scanned < limit
+		})
 	}
 	page.Count = len(page.Items) + len(page.Invalid)
-	if page.Scanned == limit && last != nil {
+	if page.Scanned == limit {
+		k := t.key(last)
 		next, err := cursor.Encode(scope, map[string]types.AttributeValue{
-			layout.AttrUserID:        &types.AttributeValueMemberS{Value: last.key.pk},
-			layout.AttrBillingDate:   &types.AttributeValueMemberS{Value: last.key.sk},
+			layout.AttrUserID:        &types.AttributeValueMemberS{Value: k.pk},
+			layout.AttrBillingDate:   &types.AttributeValueMemberS{Value: k.sk},
 			layout.AttrBillingStatus: &types.AttributeValueMemberS{Value: string(q.Status)},
 		})
 		if err != nil {
@@ -114,9 +121,6 @@ func cursorScope(mode dynamostore.StatusIndexMode, status billing.Status) string
 	return "billingtest/status-index/" + mode.String() + "/" + string(status)
 }
 
-// indexPos is an item's position in the status index.
-type indexPos [2]string
-
 func positionOf(mode dynamostore.StatusIndexMode, k tableKey) indexPos {
 	if mode == dynamostore.StatusIndexSorted {
 		return indexPos{k.sk, k.pk}
@@ -124,17 +128,11 @@ func positionOf(mode dynamostore.StatusIndexMode, k tableKey) indexPos {
 	return indexPos{k.pk, k.sk}
 }
 
-func comparePos(a, b indexPos) int {
-	if c := cmp.Compare(a[0], b[0]); c != 0 {
-		return c
-	}
-	return cmp.Compare(a[1], b[1])
-}
-
 // rangeCondition returns the query's range as a condition on the stored
-// billing_date string, with the bounds in the stored form (whole seconds).
-func rangeCondition(q billing.StatusQuery) (func(bd string) bool, error) {
-	var err error
+// billing_date string, with the bounds in the stored form (whole seconds),
+// and the bounds the condition's strings lie in: lower <= bd, and bd <
+// upper unless upper is "".
+func rangeCondition(q billing.StatusQuery) (inRange func(bd string) bool, lower, upper string, err error) {
 	bound := func(name string, t time.Time) string {
 		if t.IsZero() || err != nil {
 			return ""
@@ -147,9 +145,9 @@ func rangeCondition(q billing.StatusQuery) (func(bd string) bool, error) {
 	}
 	since, after, before := bound("Since", q.Since), bound("After", q.After), bound("Before", q.Before)
 	if err != nil {
-		return nil, err
+		return nil, "", "", err
 	}
 	return func(bd string) bool {
 		return (since == "" || bd >= since) && (after == "" || bd > after) && (before == "" || bd < before)
-	}, nil
+	}, max(since, after), before, nil
 }

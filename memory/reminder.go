@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
 	"time"
@@ -74,28 +73,30 @@ func releaseArgs(c billing.ReminderClaim) (layout.ReminderToken, string, error) 
 // caller holds s.mu.
 func (s *Store) claimReminder(rem billing.Reminder, bd string, attrs map[string]types.AttributeValue) error {
 	key := tableKey{rem.UserID, bd}
-	cur := s.primary[key]
+	cur, _ := s.primary.get(key)
 	if err := layout.ReminderClaimRefused(rem, bd, cur); err != nil {
 		return err
 	}
-	item := cloneItem(cur)
-	maps.Copy(item, cloneItem(attrs))
-	s.primary[key] = item
+	s.primary.update(key, func(item map[string]types.AttributeValue) {
+		for name, v := range attrs {
+			item[name] = cloneValue(v)
+		}
+	})
 	return nil
 }
 
 // releaseReminder removes the claim with ID id from the record at key. The
 // caller holds s.mu.
 func (s *Store) releaseReminder(c billing.ReminderClaim, key tableKey, id string) error {
-	cur := s.primary[key]
+	cur, _ := s.primary.get(key)
 	if err := layout.ReminderReleaseRefused(c, id, cur); err != nil {
 		return err
 	}
-	item := cloneItem(cur)
-	for _, a := range layout.ReminderAttributes() {
-		delete(item, a)
-	}
-	s.primary[key] = item
+	s.primary.update(key, func(item map[string]types.AttributeValue) {
+		for _, a := range layout.ReminderAttributes() {
+			delete(item, a)
+		}
+	})
 	return nil
 }
 
@@ -123,7 +124,8 @@ func (r *stRepository) ClaimReminder(ctx context.Context, rem billing.Reminder, 
 	defer s.mu.Unlock()
 	s.periods.mu.Lock()
 	defer s.periods.mu.Unlock()
-	if err := layout.ReminderClaimRefused(rem, bd, s.periods.primary[tableKey{rem.UserID, bd}]); err != nil {
+	period, _ := s.periods.primary.get(tableKey{rem.UserID, bd})
+	if err := layout.ReminderClaimRefused(rem, bd, period); err != nil {
 		return billing.ReminderClaim{}, err
 	}
 	s.pay.mu.Lock()

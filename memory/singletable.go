@@ -378,7 +378,7 @@ func (s *SingleTable) periodConflict(op string, prev, next *billing.Subscription
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	oldKey := tableKey{prev.UserID, layout.BillingDateKey(prev)}
-	cur, ok := st.primary[oldKey]
+	cur, ok := st.primary.get(oldKey)
 	switch {
 	case !ok:
 		return &billing.ConflictError{Op: op, Key: prev.Key(), Reason: "record does not exist", Err: billing.ErrConflict}
@@ -386,11 +386,11 @@ func (s *SingleTable) periodConflict(op string, prev, next *billing.Subscription
 		return &billing.ConflictError{Op: op, Key: prev.Key(), Reason: "status, last_run_date or attempt changed", Err: billing.ErrConflict}
 	}
 	if newKey := (tableKey{next.UserID, layout.BillingDateKey(next)}); newKey != oldKey {
-		if _, taken := st.primary[newKey]; taken {
+		if st.primary.has(newKey) {
 			return &billing.ConflictError{Op: op, Key: next.Key(), Reason: "new billing_date taken", Err: billing.ErrConflict, Taken: true}
 		}
 	}
-	if _, taken := st.history[tableKey{next.UserID, layout.LastRunDateKey(next)}]; taken {
+	if st.history.has(tableKey{next.UserID, layout.LastRunDateKey(next)}) {
 		return &billing.ConflictError{Op: op, Key: next.Key(), Reason: "history row exists", Err: billing.ErrConflict, HistoryRow: true}
 	}
 	return nil
@@ -440,16 +440,13 @@ func (s *SingleTable) getKey(userID, billingDateKey string) (billing.Subscriptio
 	if _, err := layout.ParseSubscriptionRef(userID); err != nil {
 		return billing.Subscription{}, fmt.Errorf("%w: record %s: %w", billing.ErrNotFound, key, err)
 	}
-	s.periods.mu.Lock()
-	item, ok := s.periods.primary[tableKey{userID, billingDateKey}]
-	if ok {
-		item = cloneItem(item)
-	}
-	s.periods.mu.Unlock()
+	s.periods.mu.RLock()
+	defer s.periods.mu.RUnlock()
+	item, ok := s.periods.primary.get(tableKey{userID, billingDateKey})
 	if !ok {
 		return billing.Subscription{}, fmt.Errorf("%w: record %s", billing.ErrNotFound, key)
 	}
-	return layout.DecodeItem(item)
+	return decodeItem(item)
 }
 
 // GetByID implements [billing.Repository.GetByID] through the period ID
@@ -805,15 +802,14 @@ func (s *SingleTable) expand(ctx context.Context, q billing.StatusQuery, w layou
 	if d, _ := timefmt.Seconds(day); d > lo {
 		lo = d
 	}
-	s.periods.mu.Lock()
+	s.periods.mu.RLock()
 	var found []keyedItem
-	for k, it := range s.periods.primary {
-		if k.pk == ref.UserID() && k.sk >= lo && k.sk <= w.Hi {
-			found = append(found, keyedItem{k, cloneItem(it)})
+	if p := s.periods.primary.users[ref.UserID()]; p != nil {
+		for i, _ := p.find(lo); i < len(p.recs) && p.recs[i].sk <= w.Hi; i++ {
+			found = append(found, keyedItem{tableKey{ref.UserID(), p.recs[i].sk}, cloneItem(p.recs[i].item)})
 		}
 	}
-	s.periods.mu.Unlock()
-	sortByKey(found, false)
+	s.periods.mu.RUnlock()
 	for _, ki := range found {
 		if err := ctx.Err(); err != nil {
 			return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,9 +45,6 @@ const (
 // (billing_date in the primary table, last_run_date in history).
 type tableKey struct{ pk, sk string }
 
-// table holds encoded items by key, as DynamoDB does.
-type table map[tableKey]map[string]types.AttributeValue
-
 // Store is an in-memory stand-in for the billing-activity and
 // billing-activity-history tables. It keeps items in their encoded form
 // (EncodeItem, EncodeHistoryItem) keyed by their key
@@ -58,14 +54,18 @@ type table map[tableKey]map[string]types.AttributeValue
 // status index with Limit, including opaque cursors and items that cannot
 // be decoded. Records returned are copies. Safe for concurrent use.
 //
-// Unlike DynamoDB its indexes are always up to date, and it never fails
-// for capacity or network reasons.
+// Its tables are indexed like the DynamoDB tables (see table): a lookup,
+// a user's records or a status page costs the same however many records
+// the store holds. Unlike DynamoDB its indexes are always up to date, and
+// it never fails for capacity or network reasons.
 type Store struct {
 	opts Options
 
-	mu      sync.Mutex
-	primary table
-	history table
+	// mu guards the tables: readers hold it shared while they decode
+	// items, writers exclusively while they check and change them.
+	mu      sync.RWMutex
+	primary *table
+	history *table
 
 	repo *Repository
 	hist *History
@@ -97,7 +97,7 @@ func New(opts Options) *Store {
 	if opts.Collisions == nil {
 		opts.Collisions = layout.DefaultCollisionPolicy
 	}
-	s := &Store{opts: opts, primary: table{}, history: table{}}
+	s := &Store{opts: opts, primary: newTable(true, opts.StatusIndexMode == dynamostore.StatusIndexSorted), history: newTable(false, false)}
 	s.repo = &Repository{s: s}
 	s.hist = &History{s: s}
 	return s
@@ -112,9 +112,9 @@ func (s *Store) History() *History { return s.hist }
 // Items returns the number of items in a table: [SubscriptionsTable] or
 // [HistoryTable]. It panics on another name.
 func (s *Store) Items(tableName string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.table(tableName))
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.table(tableName).n
 }
 
 // PutRawItem writes item unchanged (a copy) to a table, overwriting any
@@ -133,11 +133,11 @@ func (s *Store) PutRawItem(tableName string, item map[string]types.AttributeValu
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.table(tableName)[tableKey{pk, sk}] = cloneItem(item)
+	s.table(tableName).put(tableKey{pk, sk}, cloneItem(item))
 	return nil
 }
 
-func (s *Store) table(name string) table {
+func (s *Store) table(name string) *table {
 	switch name {
 	case SubscriptionsTable:
 		return s.primary
@@ -152,10 +152,11 @@ func (r *Repository) Add(ctx context.Context, sub *billing.Subscription) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	item, hitem, err := encodeBoth(sub)
+	f, err := layout.EncodeRecord(sub)
 	if err != nil {
 		return err
 	}
+	item, hitem := storedItems(&f)
 	pk, hk := primaryKey(item), historyKey(hitem)
 	s := r.s
 	s.mu.Lock()
@@ -163,14 +164,14 @@ func (r *Repository) Add(ctx context.Context, sub *billing.Subscription) error {
 	exists := func(reason string, history bool) error {
 		return &billing.ConflictError{Op: "add", Key: sub.Key(), Reason: reason, Err: billing.ErrAlreadyExists, HistoryRow: history}
 	}
-	if _, ok := s.primary[pk]; ok {
+	if s.primary.has(pk) {
 		return exists("record exists", false)
 	}
-	if _, ok := s.history[hk]; ok {
+	if s.history.has(hk) {
 		return exists("history row exists", true)
 	}
-	s.primary[pk] = item
-	s.history[hk] = hitem
+	s.primary.put(pk, item)
+	s.history.put(hk, hitem)
 	return nil
 }
 
@@ -179,17 +180,18 @@ func (r *Repository) Get(ctx context.Context, userID string, billingDate time.Ti
 	if err := ctx.Err(); err != nil {
 		return billing.Subscription{}, err
 	}
-	bd, err := timefmt.Seconds(billingDate)
+	var buf [32]byte
+	bd, err := timefmt.AppendSeconds(buf[:0], billingDate)
 	if err != nil || billingDate.IsZero() || userID == "" {
 		return billing.Subscription{}, fmt.Errorf("memory: get user_id=%q billing_date=%v: %w: not a key", userID, billingDate, billing.ErrInvalidDate)
 	}
-	r.s.mu.Lock()
-	item, ok := r.s.primary[tableKey{userID, bd}]
-	r.s.mu.Unlock()
+	r.s.mu.RLock()
+	defer r.s.mu.RUnlock()
+	item, ok := r.s.primary.getBytes(userID, bd)
 	if !ok {
 		return billing.Subscription{}, fmt.Errorf("%w: user_id=%s billing_date=%s", billing.ErrNotFound, userID, bd)
 	}
-	return layout.DecodeItem(cloneItem(item))
+	return decodeItem(item)
 }
 
 // GetByID implements [billing.Repository.GetByID]. Should several records
@@ -198,14 +200,14 @@ func (r *Repository) GetByID(ctx context.Context, subscriptionID string) (billin
 	if err := ctx.Err(); err != nil {
 		return billing.Subscription{}, err
 	}
-	r.s.mu.Lock()
-	found := r.s.primary.where(layout.AttrSubscriptionID, subscriptionID)
-	r.s.mu.Unlock()
+	r.s.mu.RLock()
+	defer r.s.mu.RUnlock()
+	found := r.s.primary.withSub(subscriptionID)
 	if len(found) == 0 {
 		return billing.Subscription{}, fmt.Errorf("%w: subscription_id=%s", billing.ErrNotFound, subscriptionID)
 	}
 	sortByKey(found, false)
-	return layout.DecodeItem(cloneItem(found[0].item))
+	return decodeItem(found[0].item)
 }
 
 // ListByUser implements [billing.Repository.ListByUser].
@@ -248,27 +250,23 @@ func (s *Store) setAttempt(ctx context.Context, prev, next *billing.Subscription
 	if err := layout.ValidateAttemptUpdate(prev, next); err != nil {
 		return err
 	}
-	before, _ := layout.EncodeItem(prev)
-	enc, err := layout.EncodeItem(next)
+	before, _ := layout.EncodeFlat(prev, false)
+	enc, err := layout.EncodeFlat(next, false)
 	if err != nil {
 		return err
 	}
 	key := tableKey{prev.UserID, layout.BillingDateKey(prev)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur, ok := s.primary[key]
+	cur, ok := s.primary.get(key)
 	if !ok || !fenceHolds(cur, prev) {
 		return &billing.ConflictError{Op: "set attempt", Key: prev.Key(), Reason: "record gone, or status, last_run_date or attempt changed", Err: billing.ErrConflict}
 	}
-	// Only the attempt differs between the two encodings (validated).
-	item := cloneItem(cur)
-	for name := range before {
-		if _, ok := enc[name]; !ok {
-			delete(item, name)
-		}
-	}
-	maps.Copy(item, enc)
-	s.primary[key] = item
+	// Only the attempt differs between the two encodings (validated); the
+	// item takes every attribute of next's.
+	s.primary.update(key, func(item map[string]types.AttributeValue) {
+		layout.WriteBack(item, &before, &enc, nil, cloneValue, true)
+	})
 	return nil
 }
 
@@ -286,7 +284,7 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 	if err := layout.ValidateUpdate(prev, next, dateChange); err != nil {
 		return err
 	}
-	item, hitem, err := encodeBoth(next)
+	enc, err := layout.EncodeRecord(next)
 	if err != nil {
 		return err
 	}
@@ -295,66 +293,74 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 	}
 	type created struct {
 		item, hitem map[string]types.AttributeValue
+		key, hkey   tableKey
 	}
-	var adds []created
+	var room [billing.MaxUpdateCreates]created
+	adds := room[:0]
 	for _, c := range create {
-		ci, ch, err := encodeBoth(c)
+		cf, err := layout.EncodeRecord(c)
 		if err != nil {
 			return err
 		}
-		adds = append(adds, created{ci, ch})
+		ci, ch := storedItems(&cf)
+		adds = append(adds, created{ci, ch, primaryKey(ci), historyKey(ch)})
 	}
+	// The history row is a new item; the record's changed attributes
+	// share its values.
+	hitem := enc.Item(true, cloneValue)
 	oldKey := tableKey{prev.UserID, layout.BillingDateKey(prev)}
-	newKey, hk := primaryKey(item), historyKey(hitem)
+	newKey, hk := primaryKey(hitem), historyKey(hitem)
 	conflict := func(key, reason string) error {
 		return &billing.ConflictError{Op: op, Key: key, Reason: reason, Err: billing.ErrConflict}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur, ok := s.primary[oldKey]
+	cur, ok := s.primary.get(oldKey)
 	switch {
 	case !ok:
 		return conflict(prev.Key(), "record does not exist")
 	case !fenceHolds(cur, prev):
 		return conflict(prev.Key(), "status, last_run_date or attempt changed")
 	}
-	if newKey != oldKey {
-		if _, taken := s.primary[newKey]; taken {
-			return &billing.ConflictError{Op: op, Key: next.Key(), Reason: "new billing_date taken", Err: billing.ErrConflict, Taken: true}
-		}
+	if newKey != oldKey && s.primary.has(newKey) {
+		return &billing.ConflictError{Op: op, Key: next.Key(), Reason: "new billing_date taken", Err: billing.ErrConflict, Taken: true}
 	}
-	if _, taken := s.history[hk]; taken {
+	if s.history.has(hk) {
 		return &billing.ConflictError{Op: op, Key: next.Key(), Reason: "history row exists", Err: billing.ErrConflict, HistoryRow: true}
 	}
-	usedP, usedH := map[tableKey]bool{newKey: true}, map[tableKey]bool{hk: true}
 	for i, a := range adds {
-		pk, chk := primaryKey(a.item), historyKey(a.hitem)
-		_, takenP := s.primary[pk]
-		_, takenH := s.history[chk]
-		if takenP || usedP[pk] || pk == oldKey {
+		usedP := a.key == newKey || a.key == oldKey
+		usedH := a.hkey == hk
+		for _, b := range adds[:i] {
+			usedP = usedP || b.key == a.key
+			usedH = usedH || b.hkey == a.hkey
+		}
+		if usedP || s.primary.has(a.key) {
 			return &billing.ConflictError{Op: op, Key: create[i].Key(), Reason: "a record to create exists", Err: billing.ErrAlreadyExists}
 		}
-		if takenH || usedH[chk] {
+		if usedH || s.history.has(a.hkey) {
 			return &billing.ConflictError{Op: op, Key: create[i].Key(), Reason: "a history row of a record to create exists", Err: billing.ErrAlreadyExists, HistoryRow: true}
 		}
-		usedP[pk], usedH[chk] = true, true
 	}
 	if newKey == oldKey {
 		// An update of the item in place, as DynamoDB's write-back: only
 		// the attributes whose encoding changes are written, so unknown
 		// ones (a reminder's claim) and stored forms stay.
-		before, err := layout.EncodeItem(prev)
+		before, err := layout.EncodeFlat(prev, false)
 		if err != nil {
 			return err
 		}
-		item = writeBackItem(cur, before, item, []string{layout.AttrUserID, layout.AttrBillingDate}, []string{layout.AttrLastRunDate})
+		s.primary.update(oldKey, func(item map[string]types.AttributeValue) {
+			layout.WriteBack(item, &before, &enc, hitem, cloneValue, false)
+		})
+	} else {
+		s.primary.del(oldKey)
+		s.primary.put(newKey, primaryOf(hitem, enc.Len(false)))
 	}
-	delete(s.primary, oldKey)
-	s.primary[newKey] = item
-	s.history[hk] = hitem
+	s.history.put(hk, hitem)
 	for _, a := range adds {
-		s.primary[primaryKey(a.item)] = a.item
-		s.history[historyKey(a.hitem)] = a.hitem
+		s.primary.put(a.key, a.item)
+		s.history.put(a.hkey, a.hitem)
 	}
 	return nil
 }
@@ -378,9 +384,11 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 	hitems := make([]map[string]types.AttributeValue, len(out))
 	pks, hks := map[tableKey]bool{}, map[tableKey]bool{}
 	for i := range out {
-		if items[i], hitems[i], err = encodeBoth(&out[i]); err != nil {
+		f, err := layout.EncodeRecord(&out[i])
+		if err != nil {
 			return nil, batchError(out, fmt.Errorf("record %d: %w", i, err))
 		}
+		items[i], hitems[i] = storedItems(&f)
 		pk, hk := primaryKey(items[i]), historyKey(hitems[i])
 		if pks[pk] || hks[hk] {
 			// BatchWriteItem rejects a batch holding one key twice.
@@ -392,14 +400,14 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 	defer r.s.mu.Unlock()
 	be := &billing.BatchError{}
 	for i := range out {
-		if cur, ok := r.s.primary[primaryKey(items[i])]; ok && itemInFlight(cur) {
+		if cur, ok := r.s.primary.get(primaryKey(items[i])); ok && itemInFlight(cur) {
 			// A record whose charge may have happened is not overwritten.
 			be.Unwritten = append(be.Unwritten, out[i].Key())
 			be.Err = errors.Join(be.Err, fmt.Errorf("%s: %w: not overwritten", out[i].Key(), billing.ErrAttemptInFlight))
 			continue
 		}
-		r.s.primary[primaryKey(items[i])] = items[i]
-		r.s.history[historyKey(hitems[i])] = hitems[i]
+		r.s.primary.put(primaryKey(items[i]), items[i])
+		r.s.history.put(historyKey(hitems[i]), hitems[i])
 	}
 	written := make([]billing.Subscription, len(out))
 	for i := range out {
@@ -427,22 +435,47 @@ func itemInFlight(item map[string]types.AttributeValue) bool {
 // inFlightAt reports whether the stored record at userID and billingDate
 // (as stored) is in flight.
 func (s *Store) inFlightAt(userID, billingDate string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cur, ok := s.primary[tableKey{userID, billingDate}]
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	cur, ok := s.primary.get(tableKey{userID, billingDate})
 	return ok && itemInFlight(cur)
 }
 
-// encodeBoth encodes s for the primary table and for history; the items
-// share no attribute values with s.
-func encodeBoth(s *billing.Subscription) (item, hitem map[string]types.AttributeValue, err error) {
-	if item, err = layout.EncodeItem(s); err != nil {
-		return nil, nil, err
+// storedItems builds the items of a record encoded by EncodeRecord: its
+// primary item and its history row. They share their attribute values,
+// which the record does not (its Extra and data_ values are copied).
+func storedItems(f *layout.Flat) (item, hitem map[string]types.AttributeValue) {
+	hitem = f.Item(true, cloneValue)
+	return primaryOf(hitem, f.Len(false)), hitem
+}
+
+// primaryOf returns the primary item of a record whose history row is
+// hitem: its n attributes other than data_ ones, sharing their values.
+func primaryOf(hitem map[string]types.AttributeValue, n int) map[string]types.AttributeValue {
+	item := make(map[string]types.AttributeValue, n)
+	for name, v := range hitem {
+		if !strings.HasPrefix(name, layout.DataPrefix) {
+			item[name] = v
+		}
 	}
-	if hitem, err = layout.EncodeHistoryItem(s); err != nil {
-		return nil, nil, err
+	return item
+}
+
+// decodeItem decodes a stored item, which the caller holds the lock
+// for. The record shares only strings with the item: its Extra and data_
+// attributes are copies.
+func decodeItem(item map[string]types.AttributeValue) (billing.Subscription, error) {
+	sub, err := layout.DecodeItem(item)
+	if err != nil {
+		return sub, err
 	}
-	return cloneItem(item), cloneItem(hitem), nil
+	if x := layout.ExtraAttributes(&sub); len(x) > 0 {
+		layout.SetExtraAttributes(&sub, cloneItem(x))
+	}
+	if d := layout.DataAttributes(&sub); len(d) > 0 {
+		layout.SetDataAttributes(&sub, cloneItem(d))
+	}
+	return sub, nil
 }
 
 func batchError(subs []billing.Subscription, err error) error {
@@ -494,72 +527,43 @@ func attrIs(item map[string]types.AttributeValue, name, want string) bool {
 	return isS && s.Value == want
 }
 
-// keyedItem is an item with its key, for sorting.
-type keyedItem struct {
-	key  tableKey
-	item map[string]types.AttributeValue
-}
-
-// where returns the items whose attribute name is the string value (a
-// query on a hash-only index). The caller holds the lock; the items are
-// shared and must be copied (decoding copies) before the lock is released
-// if they may be changed.
-func (t table) where(name, value string) []keyedItem {
-	var out []keyedItem
-	for k, item := range t {
-		if stringAttr(item, name) == value {
-			out = append(out, keyedItem{k, item})
-		}
-	}
-	return out
-}
-
-// sortByKey orders items by user_id then sort key string, or by the sort
-// key string then user_id when bySK.
-func sortByKey(items []keyedItem, bySK bool) {
-	slices.SortFunc(items, func(a, b keyedItem) int {
-		if bySK {
-			if c := strings.Compare(a.key.sk, b.key.sk); c != 0 {
-				return c
-			}
-			return strings.Compare(a.key.pk, b.key.pk)
-		}
-		if c := strings.Compare(a.key.pk, b.key.pk); c != 0 {
-			return c
-		}
-		return strings.Compare(a.key.sk, b.key.sk)
-	})
-}
-
 // listUser queries one partition of t by sort key string, ascending or
 // descending, stopping after limit items when limit > 0.
-func (s *Store) listUser(ctx context.Context, t table, userID string, desc bool, limit int) ([]billing.Subscription, error) {
+func (s *Store) listUser(ctx context.Context, t *table, userID string, desc bool, limit int) ([]billing.Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	var found []keyedItem
-	for k, item := range t {
-		if k.pk == userID {
-			found = append(found, keyedItem{k, item})
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var recs []entry
+	if p := t.users[userID]; p != nil {
+		recs = p.recs
+	}
+	n := len(recs)
+	if limit > 0 && n > limit {
+		n = limit
+	}
+	out := make([]billing.Subscription, 0, n)
+	for i := range n {
+		j := i
+		if desc {
+			j = len(recs) - 1 - i
 		}
+		sub, err := decodeItem(recs[j].item)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sub)
 	}
-	s.mu.Unlock()
-	sortByKey(found, false)
-	if desc {
-		slices.Reverse(found)
-	}
-	if limit > 0 && len(found) > limit {
-		found = found[:limit]
-	}
-	return decodeAll(found)
+	return out, nil
 }
 
 // decodeAll decodes items in order; the first that fails is the error.
+// The caller holds the lock.
 func decodeAll(items []keyedItem) ([]billing.Subscription, error) {
 	out := make([]billing.Subscription, 0, len(items))
 	for _, ki := range items {
-		sub, err := layout.DecodeItem(cloneItem(ki.item))
+		sub, err := decodeItem(ki.item)
 		if err != nil {
 			return nil, err
 		}

@@ -3,6 +3,8 @@ package memory_test
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -211,5 +213,148 @@ func TestNewStoreRejectsBadOptions(t *testing.T) {
 			}()
 			memory.New(opts)
 		}()
+	}
+}
+
+// TestStoreIndexesFollowWrites: after random adds, updates, moves,
+// attempts, overwriting batches and raw puts, every status query pages
+// through exactly the records a scan of the users' records finds, in the
+// index's order, and lookups by subscription ID find what a scan finds:
+// the indexes follow every write.
+func TestStoreIndexesFollowWrites(t *testing.T) {
+	for _, mode := range []dynamostore.StatusIndexMode{dynamostore.StatusIndexLegacy, dynamostore.StatusIndexSorted} {
+		t.Run(mode.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, uint64(mode)))
+			s := memory.New(memory.Options{PageSize: 3, StatusIndexMode: mode})
+			repo, ctx := s.Repository(), t.Context()
+			statuses := []billing.Status{billing.StatusScheduled, billing.StatusError, billing.StatusCompleted, billing.StatusPaused, billing.StatusStale}
+			users := make([]string, 12)
+			for i := range users {
+				users[i] = fmt.Sprintf("u%02d", i)
+			}
+			all := func() []billing.Subscription {
+				var out []billing.Subscription
+				for _, u := range users {
+					recs, err := repo.ListByUser(ctx, u)
+					require.NoError(t, err)
+					out = append(out, recs...)
+				}
+				return out
+			}
+			run := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+			next := func() time.Time { run = run.Add(time.Second); return run }
+			for i := range 400 {
+				recs := all()
+				switch op := rng.IntN(6); {
+				case op == 0 || len(recs) == 0:
+					r := rec(users[rng.IntN(len(users))], i, due.AddDate(0, 0, rng.IntN(60)-30), statuses[rng.IntN(len(statuses))])
+					r.LastRunDate = next()
+					_ = repo.Add(ctx, &r) // a taken key is a conflict: fine
+				case op == 1:
+					cur := recs[rng.IntN(len(recs))]
+					upd := cur.Clone()
+					upd.Status, upd.LastRunDate = statuses[rng.IntN(len(statuses))], next()
+					if billing.CheckTransition(cur.Status, upd.Status) == nil {
+						require.NoError(t, repo.Update(ctx, &cur, &upd))
+					}
+				case op == 2:
+					cur := recs[rng.IntN(len(recs))]
+					moved := cur.Clone()
+					moved.BillingDate, moved.LastRunDate = cur.BillingDate.AddDate(0, 0, rng.IntN(9)-4).Add(time.Hour), next()
+					err := repo.AdminUpdate(ctx, &cur, &moved)
+					require.True(t, err == nil || billing.IsConflict(err) || errors.Is(err, billing.ErrIllegalTransition), "%v", err)
+				case op == 3:
+					cur := recs[rng.IntN(len(recs))]
+					marked := cur.Clone()
+					marked.LastAttempt = billing.Attempt{Number: cur.Attempt + 1, Key: "k", Amount: cur.Amount, Started: run}
+					if !cur.InFlight() {
+						require.NoError(t, repo.SetAttempt(ctx, &cur, &marked))
+					}
+				case op == 4:
+					// An overwriting batch: the same keys, other statuses and IDs.
+					batch := []billing.Subscription{recs[rng.IntN(len(recs))].Clone()}
+					batch[0].Status, batch[0].SubscriptionID, batch[0].LastRunDate = statuses[rng.IntN(len(statuses))], fmt.Sprint("batch-", i), next()
+					batch[0].LastAttempt, batch[0].Attempt = billing.Attempt{}, 0
+					_, err := repo.AddAll(ctx, batch)
+					require.True(t, err == nil || errors.Is(err, billing.ErrAttemptInFlight), "%v", err)
+				default:
+					cur := recs[rng.IntN(len(recs))]
+					require.NoError(t, s.PutRawItem(memory.SubscriptionsTable, map[string]types.AttributeValue{
+						layout.AttrUserID:         &types.AttributeValueMemberS{Value: cur.UserID},
+						layout.AttrBillingDate:    &types.AttributeValueMemberS{Value: layout.BillingDateKey(&cur)},
+						layout.AttrSubscriptionID: &types.AttributeValueMemberS{Value: fmt.Sprint("raw-", i)},
+						layout.AttrBillingStatus:  &types.AttributeValueMemberS{Value: string(statuses[rng.IntN(len(statuses))])},
+						layout.AttrBillingAmount:  &types.AttributeValueMemberS{Value: "1.00"},
+					}))
+				}
+			}
+			recs := all()
+			require.Equal(t, len(recs), s.Items(memory.SubscriptionsTable))
+			for _, st := range statuses {
+				for _, q := range []billing.StatusQuery{
+					{Status: st},
+					{Status: st, Before: due},
+					{Status: st, Since: due.AddDate(0, 0, -5)},
+					{Status: st, After: due.AddDate(0, 0, -10), Before: due.AddDate(0, 0, 10)},
+				} {
+					var want []billing.Subscription
+					for _, r := range recs {
+						if r.Status == st && q.Matches(r.BillingDate) {
+							want = append(want, r)
+						}
+					}
+					if mode == dynamostore.StatusIndexSorted {
+						slices.SortStableFunc(want, func(a, b billing.Subscription) int {
+							return strings.Compare(layout.BillingDateKey(&a), layout.BillingDateKey(&b))
+						})
+					}
+					var got []billing.Subscription
+					for cur := ""; ; {
+						q.Cursor = cur
+						p, err := repo.QueryStatus(ctx, q)
+						require.NoError(t, err)
+						require.LessOrEqual(t, p.Scanned, 3)
+						got = append(got, p.Items...)
+						if cur = p.Next; cur == "" {
+							break
+						}
+					}
+					require.Equal(t, want, got, "query %+v", q)
+				}
+			}
+			for _, r := range recs {
+				var want *billing.Subscription
+				for i := range recs {
+					if recs[i].SubscriptionID == r.SubscriptionID {
+						want = &recs[i]
+						break
+					}
+				}
+				got, err := repo.GetByID(ctx, r.SubscriptionID)
+				require.NoError(t, err)
+				require.Equal(t, *want, got)
+			}
+			var rows []billing.Subscription
+			for _, u := range users {
+				hs, err := s.History().ListByUser(ctx, u)
+				require.NoError(t, err)
+				rows = append(rows, hs...)
+			}
+			require.Equal(t, len(rows), s.Items(memory.HistoryTable))
+			for _, r := range rows[:min(len(rows), 40)] {
+				var want []billing.Subscription
+				for _, h := range rows {
+					if h.SubscriptionID == r.SubscriptionID {
+						want = append(want, h)
+					}
+				}
+				slices.SortStableFunc(want, func(a, b billing.Subscription) int {
+					return strings.Compare(layout.LastRunDateKey(&a), layout.LastRunDateKey(&b))
+				})
+				got, err := s.History().ListBySubscription(ctx, r.SubscriptionID)
+				require.NoError(t, err)
+				require.Equal(t, want, got)
+			}
+		})
 	}
 }

@@ -1,0 +1,426 @@
+package memory
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing/internal/layout"
+)
+
+// table holds the encoded items of one table by key, as DynamoDB does,
+// with the indexes that answer the store's queries without reading
+// every item: the items of each user in sort key order (the table's own
+// key), the users holding items of each subscription_id (the
+// subscription-ID index) and, for the primary table, the keys of each
+// billing_status in the status index's order. Every index follows every
+// write, so its cost per lookup does not grow with the table.
+//
+// The items are the table's own: they are changed in place under the
+// store's lock and never handed out; readers decode or copy them while
+// they hold the lock. Attribute values are never changed once stored (a
+// write replaces them), so items may share them.
+type table struct {
+	users map[string]*partition
+	n     int
+	bySub subIndex
+	// status is the status index: billing_status → positions; nil for a
+	// table without one (history).
+	status map[string]*posSet
+	// bySK orders the status index by sort key, then user
+	// (StatusIndexSorted); else by user, then sort key.
+	bySK bool
+}
+
+// newTable returns an empty table, with a status index when withStatus.
+func newTable(withStatus, bySK bool) *table {
+	t := &table{users: map[string]*partition{}, bySub: subIndex{}, bySK: bySK}
+	if withStatus {
+		t.status = map[string]*posSet{}
+	}
+	return t
+}
+
+// partition is one user's items, ordered by sort key string.
+type partition struct{ recs []entry }
+
+type entry struct {
+	sk   string
+	item map[string]types.AttributeValue
+}
+
+// partitionCap is the room a new partition has: a subscription's periods
+// and history rows arrive a few at a time.
+const partitionCap = 4
+
+// find returns the position of sk in p and whether an item is there.
+func (p *partition) find(sk string) (int, bool) {
+	lo, hi := 0, len(p.recs)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if p.recs[m].sk < sk {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(p.recs) && p.recs[lo].sk == sk
+}
+
+// findBytes is find of a sort key given as bytes.
+func (p *partition) findBytes(sk []byte) (int, bool) {
+	lo, hi := 0, len(p.recs)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if p.recs[m].sk < string(sk) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(p.recs) && p.recs[lo].sk == string(sk)
+}
+
+// getBytes is get of user pk's item at the sort key sk given as bytes,
+// which it does not keep.
+func (t *table) getBytes(pk string, sk []byte) (map[string]types.AttributeValue, bool) {
+	p := t.users[pk]
+	if p == nil {
+		return nil, false
+	}
+	i, ok := p.findBytes(sk)
+	if !ok {
+		return nil, false
+	}
+	return p.recs[i].item, true
+}
+
+// get returns the item at k.
+func (t *table) get(k tableKey) (map[string]types.AttributeValue, bool) {
+	p := t.users[k.pk]
+	if p == nil {
+		return nil, false
+	}
+	i, ok := p.find(k.sk)
+	if !ok {
+		return nil, false
+	}
+	return p.recs[i].item, true
+}
+
+// has reports whether an item is at k.
+func (t *table) has(k tableKey) bool {
+	_, ok := t.get(k)
+	return ok
+}
+
+// put stores item at k, replacing any item there.
+func (t *table) put(k tableKey, item map[string]types.AttributeValue) {
+	p := t.users[k.pk]
+	if p == nil {
+		p = &partition{recs: make([]entry, 0, partitionCap)}
+		t.users[k.pk] = p
+	}
+	i, ok := p.find(k.sk)
+	if ok {
+		t.unindex(k, p.recs[i].item)
+		p.recs[i].item = item
+	} else {
+		p.recs = slices.Insert(p.recs, i, entry{k.sk, item})
+		t.n++
+	}
+	t.index(k, item)
+}
+
+// del removes the item at k, if any.
+func (t *table) del(k tableKey) {
+	p := t.users[k.pk]
+	if p == nil {
+		return
+	}
+	i, ok := p.find(k.sk)
+	if !ok {
+		return
+	}
+	t.unindex(k, p.recs[i].item)
+	p.recs = slices.Delete(p.recs, i, i+1)
+	t.n--
+	if len(p.recs) == 0 {
+		delete(t.users, k.pk)
+	}
+}
+
+// update changes the item at k in place with f, and its index entries
+// with it. The item must exist.
+func (t *table) update(k tableKey, f func(item map[string]types.AttributeValue)) {
+	item, ok := t.get(k)
+	if !ok {
+		panic("memory: update of a missing item")
+	}
+	sub, st := stringAttr(item, layout.AttrSubscriptionID), t.statusOf(item)
+	f(item)
+	if nsub := stringAttr(item, layout.AttrSubscriptionID); nsub != sub {
+		t.bySub.remove(sub, k.pk)
+		t.bySub.add(nsub, k.pk)
+	}
+	if nst := t.statusOf(item); nst != st {
+		t.removeStatus(st, k)
+		t.addStatus(nst, k)
+	}
+}
+
+// statusOf is the status index's key of item: "" when the table has no
+// status index or the item no status string.
+func (t *table) statusOf(item map[string]types.AttributeValue) string {
+	if t.status == nil {
+		return ""
+	}
+	return stringAttr(item, layout.AttrBillingStatus)
+}
+
+func (t *table) index(k tableKey, item map[string]types.AttributeValue) {
+	t.bySub.add(stringAttr(item, layout.AttrSubscriptionID), k.pk)
+	t.addStatus(t.statusOf(item), k)
+}
+
+func (t *table) unindex(k tableKey, item map[string]types.AttributeValue) {
+	t.bySub.remove(stringAttr(item, layout.AttrSubscriptionID), k.pk)
+	t.removeStatus(t.statusOf(item), k)
+}
+
+func (t *table) addStatus(st string, k tableKey) {
+	if st == "" {
+		return
+	}
+	set := t.status[st]
+	if set == nil {
+		set = &posSet{}
+		t.status[st] = set
+	}
+	set.insert(t.position(k))
+}
+
+func (t *table) removeStatus(st string, k tableKey) {
+	if st == "" {
+		return
+	}
+	if set := t.status[st]; set != nil {
+		set.remove(t.position(k))
+	}
+}
+
+// position is k's position in the status index.
+func (t *table) position(k tableKey) indexPos {
+	if t.bySK {
+		return indexPos{k.sk, k.pk}
+	}
+	return indexPos{k.pk, k.sk}
+}
+
+// key is the item key at a position of the status index.
+func (t *table) key(p indexPos) tableKey {
+	if t.bySK {
+		return tableKey{pk: p[1], sk: p[0]}
+	}
+	return tableKey{pk: p[0], sk: p[1]}
+}
+
+// withSub returns the items whose subscription_id is id (a query on a
+// hash-only index), in no order.
+func (t *table) withSub(id string) []keyedItem {
+	var out []keyedItem
+	for _, u := range t.bySub.users(id) {
+		for _, e := range t.users[u].recs {
+			if stringAttr(e.item, layout.AttrSubscriptionID) == id {
+				out = append(out, keyedItem{tableKey{u, e.sk}, e.item})
+			}
+		}
+	}
+	return out
+}
+
+// subIndex is the subscription-ID index: the users holding items of each
+// ID, with how many items each holds.
+type subIndex map[string]subRefs
+
+// subRefs are the holders of one ID: nearly always a single user, kept
+// without a map of its own.
+type subRefs struct {
+	user string
+	n    int
+	more map[string]int // other users, rare
+}
+
+func (x subIndex) add(id, user string) {
+	if id == "" {
+		return
+	}
+	r := x[id]
+	switch {
+	case r.n == 0:
+		r.user, r.n = user, 1
+	case r.user == user:
+		r.n++
+	default:
+		if r.more == nil {
+			r.more = map[string]int{}
+		}
+		r.more[user]++
+	}
+	x[id] = r
+}
+
+func (x subIndex) remove(id, user string) {
+	r, ok := x[id]
+	if !ok {
+		return
+	}
+	switch {
+	case r.user == user:
+		r.n--
+	case r.more[user] > 1:
+		r.more[user]--
+	default:
+		delete(r.more, user)
+	}
+	if r.n == 0 {
+		// Another holder, if any, takes the first place.
+		for u, n := range r.more {
+			r.user, r.n = u, n
+			delete(r.more, u)
+			break
+		}
+	}
+	if r.n == 0 {
+		delete(x, id)
+		return
+	}
+	x[id] = r
+}
+
+// users returns the holders of id in ascending order.
+func (x subIndex) users(id string) []string {
+	r, ok := x[id]
+	if !ok {
+		return nil
+	}
+	out := make([]string, 0, 1+len(r.more))
+	out = append(out, r.user)
+	for u := range r.more {
+		out = append(out, u)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// indexPos is an item's position in the status index: (billing_date key,
+// user_id) when sorted, else (user_id, billing_date key).
+type indexPos [2]string
+
+func comparePos(a, b indexPos) int {
+	if c := strings.Compare(a[0], b[0]); c != 0 {
+		return c
+	}
+	return strings.Compare(a[1], b[1])
+}
+
+// posSet is an ordered set of positions: sorted chunks of at most
+// chunkMax positions, so that an insert or a removal moves at most a
+// chunk's positions and the chunk list changes only when a chunk splits
+// or empties.
+type posSet struct {
+	chunks [][]indexPos
+	n      int
+}
+
+const chunkMax = 128
+
+// seek returns the chunk and the index in it of the first position >= p;
+// ci is len(chunks) when there is none.
+func (s *posSet) seek(p indexPos) (ci, i int) {
+	ci, _ = slices.BinarySearchFunc(s.chunks, p, func(c []indexPos, p indexPos) int {
+		return comparePos(c[len(c)-1], p)
+	})
+	if ci == len(s.chunks) {
+		return ci, 0
+	}
+	i, _ = slices.BinarySearchFunc(s.chunks[ci], p, comparePos)
+	return ci, i
+}
+
+func (s *posSet) insert(p indexPos) {
+	if len(s.chunks) == 0 {
+		c := make([]indexPos, 1, chunkMax)
+		c[0] = p
+		s.chunks = append(s.chunks, c)
+		s.n++
+		return
+	}
+	ci, i := s.seek(p)
+	if ci == len(s.chunks) {
+		ci = len(s.chunks) - 1
+		i = len(s.chunks[ci])
+	} else if s.chunks[ci][i] == p {
+		return
+	}
+	c := slices.Insert(s.chunks[ci], i, p)
+	if len(c) > chunkMax {
+		half := len(c) / 2
+		tail := make([]indexPos, len(c)-half, chunkMax)
+		copy(tail, c[half:])
+		clear(c[half:])
+		c = c[:half]
+		s.chunks = slices.Insert(s.chunks, ci+1, tail)
+	}
+	s.chunks[ci] = c
+	s.n++
+}
+
+func (s *posSet) remove(p indexPos) {
+	ci, i := s.seek(p)
+	if ci == len(s.chunks) || s.chunks[ci][i] != p {
+		return
+	}
+	c := slices.Delete(s.chunks[ci], i, i+1)
+	if len(c) == 0 {
+		s.chunks = slices.Delete(s.chunks, ci, ci+1)
+	} else {
+		s.chunks[ci] = c
+	}
+	s.n--
+}
+
+// ascend calls f with the positions from from on, in order, until f
+// returns false; from itself is left out when after.
+func (s *posSet) ascend(from indexPos, after bool, f func(indexPos) bool) {
+	ci, i := s.seek(from)
+	for ; ci < len(s.chunks); ci, i = ci+1, 0 {
+		c := s.chunks[ci]
+		for ; i < len(c); i++ {
+			if after && c[i] == from {
+				continue
+			}
+			if !f(c[i]) {
+				return
+			}
+		}
+	}
+}
+
+// keyedItem is an item with its key, for sorting.
+type keyedItem struct {
+	key  tableKey
+	item map[string]types.AttributeValue
+}
+
+// sortByKey orders items by user_id then sort key string, or by the sort
+// key string then user_id when bySK.
+func sortByKey(items []keyedItem, bySK bool) {
+	slices.SortFunc(items, func(a, b keyedItem) int {
+		if bySK {
+			return cmp.Or(strings.Compare(a.key.sk, b.key.sk), strings.Compare(a.key.pk, b.key.pk))
+		}
+		return cmp.Or(strings.Compare(a.key.pk, b.key.pk), strings.Compare(a.key.sk, b.key.sk))
+	})
+}
