@@ -58,7 +58,7 @@
 // # Locks
 //
 // A [Locker] hands out per-user billing leases (dynamostore.NewLocker on
-// dynamolock, billingtest.NewLocker in tests). The lock keeps two processes
+// dynamolock, memory.NewLocker in one process). The lock keeps two processes
 // from working on one user at once; the conditional writes are what make
 // that safe when a lease is lost. The collector checks its lease right
 // before each charge.

@@ -8,7 +8,7 @@ import (
 // Locker hands out per-user billing locks, so that only one process at a
 // time collects a user's subscriptions (a scheduled run and a webhook may
 // fire together). [dynamostore.NewLocker] is the DynamoDB implementation;
-// billingtest.NewLocker is an in-memory one for tests.
+// memory.NewLocker is an in-memory one for a single process.
 //
 // # Recovery
 //

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
-	"github.com/dynabill/billing/memory"
+	"github.com/dynabill/billing/internal/memlock"
 )
 
 // Locker is an in-memory [billing.Locker] that behaves like the DynamoDB
@@ -24,7 +24,7 @@ import (
 //
 // Safe for concurrent use.
 type Locker struct {
-	m *memory.Locker
+	m *memlock.Locker
 }
 
 var _ billing.Locker = (*Locker)(nil)
@@ -33,7 +33,7 @@ var _ billing.Locker = (*Locker)(nil)
 // leaseDuration on clock. A nil clock means [billing.SystemClock]; a
 // non-positive leaseDuration means [dynamostore.DefaultLeaseDuration].
 func NewLocker(clock billing.Clock, leaseDuration time.Duration) *Locker {
-	return &Locker{m: memory.NewLocker(memory.LockerOptions{Clock: clock, LeaseDuration: leaseDuration})}
+	return &Locker{m: memlock.New(memlock.Options{Clock: clock, LeaseDuration: leaseDuration})}
 }
 
 // Lock implements [billing.Locker].

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/internal/layout"
 )
 
@@ -31,3 +32,7 @@ func (s *SingleTable) RawSubscription(ref layout.SubscriptionRef) map[string]typ
 	defer s.pay.mu.Unlock()
 	return cloneItem(s.pay.items[s.subItemKey(ref)])
 }
+
+// StopHeartbeat stalls a lease of l as a frozen holder would, for the
+// locker tests.
+func (l *Locker) StopHeartbeat(lease billing.Lease) { l.l.StopHeartbeat(lease) }
