@@ -83,8 +83,9 @@ func (h *History) ListByUser(ctx context.Context, userID string) ([]billing.Subs
 // historyItem encodes sub as a history row to store: EncodeHistoryItem's
 // item, sharing no attribute values with sub.
 func historyItem(sub *billing.Subscription) (map[string]types.AttributeValue, error) {
-	f, err := layout.EncodeHistoryFlat(sub)
-	if err != nil {
+	f := layout.NewFlat()
+	defer f.Release()
+	if err := f.EncodeHistory(sub); err != nil {
 		return nil, err
 	}
 	return f.Item(true, cloneValue), nil

@@ -152,11 +152,12 @@ func (r *Repository) Add(ctx context.Context, sub *billing.Subscription) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	f, err := layout.EncodeRecord(sub)
-	if err != nil {
+	f := layout.NewFlat()
+	defer f.Release()
+	if err := f.EncodeRecord(sub); err != nil {
 		return err
 	}
-	item, hitem := storedItems(&f)
+	item, hitem := storedItems(f)
 	pk, hk := primaryKey(item), historyKey(hitem)
 	s := r.s
 	s.mu.Lock()
@@ -250,9 +251,11 @@ func (s *Store) setAttempt(ctx context.Context, prev, next *billing.Subscription
 	if err := layout.ValidateAttemptUpdate(prev, next); err != nil {
 		return err
 	}
-	before, _ := layout.EncodeFlat(prev, false)
-	enc, err := layout.EncodeFlat(next, false)
-	if err != nil {
+	before, enc := layout.NewFlat(), layout.NewFlat()
+	defer before.Release()
+	defer enc.Release()
+	_ = before.Encode(prev, false)
+	if err := enc.Encode(next, false); err != nil {
 		return err
 	}
 	key := tableKey{prev.UserID, layout.BillingDateKey(prev)}
@@ -262,10 +265,11 @@ func (s *Store) setAttempt(ctx context.Context, prev, next *billing.Subscription
 	if !ok || !fenceHolds(cur, prev) {
 		return &billing.ConflictError{Op: "set attempt", Key: prev.Key(), Reason: "record gone, or status, last_run_date or attempt changed", Err: billing.ErrConflict}
 	}
-	// Only the attempt differs between the two encodings (validated); the
-	// item takes every attribute of next's.
+	// Only the attempt differs between the two encodings (validated):
+	// written back as DynamoDB's UpdateItem does, only the attempt
+	// attributes change and every other stored form stays.
 	s.primary.update(key, func(item map[string]types.AttributeValue) {
-		layout.WriteBack(item, &before, &enc, nil, cloneValue, true)
+		layout.WriteBack(item, before, enc, nil, cloneValue, false)
 	})
 	return nil
 }
@@ -284,8 +288,9 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 	if err := layout.ValidateUpdate(prev, next, dateChange); err != nil {
 		return err
 	}
-	enc, err := layout.EncodeRecord(next)
-	if err != nil {
+	enc := layout.NewFlat()
+	defer enc.Release()
+	if err := enc.EncodeRecord(next); err != nil {
 		return err
 	}
 	if len(create) > billing.MaxUpdateCreates {
@@ -297,13 +302,16 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 	}
 	var room [billing.MaxUpdateCreates]created
 	adds := room[:0]
-	for _, c := range create {
-		cf, err := layout.EncodeRecord(c)
-		if err != nil {
-			return err
+	if len(create) > 0 {
+		cf := layout.NewFlat()
+		defer cf.Release()
+		for _, c := range create {
+			if err := cf.EncodeRecord(c); err != nil {
+				return err
+			}
+			ci, ch := storedItems(cf)
+			adds = append(adds, created{ci, ch, primaryKey(ci), historyKey(ch)})
 		}
-		ci, ch := storedItems(&cf)
-		adds = append(adds, created{ci, ch, primaryKey(ci), historyKey(ch)})
 	}
 	// The history row is a new item; the record's changed attributes
 	// share its values.
@@ -346,12 +354,13 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 		// An update of the item in place, as DynamoDB's write-back: only
 		// the attributes whose encoding changes are written, so unknown
 		// ones (a reminder's claim) and stored forms stay.
-		before, err := layout.EncodeFlat(prev, false)
-		if err != nil {
+		before := layout.NewFlat()
+		defer before.Release()
+		if err := before.Encode(prev, false); err != nil {
 			return err
 		}
 		s.primary.update(oldKey, func(item map[string]types.AttributeValue) {
-			layout.WriteBack(item, &before, &enc, hitem, cloneValue, false)
+			layout.WriteBack(item, before, enc, hitem, cloneValue, true)
 		})
 	} else {
 		s.primary.del(oldKey)
@@ -383,12 +392,13 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 	items := make([]map[string]types.AttributeValue, len(out))
 	hitems := make([]map[string]types.AttributeValue, len(out))
 	pks, hks := map[tableKey]bool{}, map[tableKey]bool{}
+	f := layout.NewFlat()
+	defer f.Release()
 	for i := range out {
-		f, err := layout.EncodeRecord(&out[i])
-		if err != nil {
+		if err := f.EncodeRecord(&out[i]); err != nil {
 			return nil, batchError(out, fmt.Errorf("record %d: %w", i, err))
 		}
-		items[i], hitems[i] = storedItems(&f)
+		items[i], hitems[i] = storedItems(f)
 		pk, hk := primaryKey(items[i]), historyKey(hitems[i])
 		if pks[pk] || hks[hk] {
 			// BatchWriteItem rejects a batch holding one key twice.

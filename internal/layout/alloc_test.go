@@ -35,8 +35,8 @@ func TestCodecAllocations(t *testing.T) {
 	}{
 		{"EncodeItem", 4 + 2, func() { _, _ = EncodeItem(&rec) }},
 		{"DecodeItem", 1, func() { _, _ = DecodeItem(item) }},
-		{"EncodeFlat", 0, func() { _, _ = EncodeFlat(&read, true) }},
-		{"EncodeRecord", 0, func() { _, _ = EncodeRecord(&read) }},
+		{"Encode", 0, func() { f := NewFlat(); _ = f.Encode(&read, true); f.Release() }},
+		{"EncodeRecord", 0, func() { f := NewFlat(); _ = f.EncodeRecord(&read); f.Release() }},
 		{"keys", 0, func() { _, _ = BillingDateKey(&read), LastRunDateKey(&read) }},
 		{"ValidateUpdate", 0, func() { _ = ValidateUpdate(&read, &next, false) }},
 		{"ValidateAttemptUpdate", 0, func() { _ = ValidateAttemptUpdate(&read, &settled) }},

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -286,9 +287,11 @@ func (v *val) appendText(b []byte) []byte {
 	case vS:
 		return append(b, v.s...)
 	case vNanos:
-		return v.time().AppendFormat(b, timefmt.NanosLayout)
+		b, _ = timefmt.AppendNanos(b, v.time()) // in range: encode checked it
+		return b
 	case vSeconds:
-		return v.time().AppendFormat(b, timefmt.SecondsLayout)
+		b, _ = timefmt.AppendSeconds(b, v.time())
+		return b
 	case vAmount:
 		return appendAmount(b, v.n)
 	case vN:
@@ -335,38 +338,51 @@ type Flat struct {
 	extra, data map[string]types.AttributeValue
 }
 
-// EncodeFlat encodes s as [EncodeItem] does, with its data_ attributes
-// when history (checked as [EncodeHistoryItem] checks them, but without
-// its last_run_date check). The errors are EncodeItem's.
-func EncodeFlat(s *billing.Subscription, history bool) (Flat, error) {
-	var f Flat
-	err := encodeFlat(&f, s, history)
-	return f, err
+// A Flat is a kilobyte: kept off the stack of the goroutines that encode
+// (each collection runs in one of its own, whose stack would grow to fit),
+// and reused.
+var flats = sync.Pool{New: func() any { return new(Flat) }}
+
+// NewFlat returns an empty Flat, to give back with [Flat.Release] once
+// nothing refers to it.
+func NewFlat() *Flat { return flats.Get().(*Flat) }
+
+// Release empties f and gives it back for reuse; f must not be used after.
+func (f *Flat) Release() {
+	*f = Flat{}
+	flats.Put(f)
 }
 
-// EncodeHistoryFlat encodes s as [EncodeHistoryItem] does, with its
+// Encode sets f to s encoded as [EncodeItem] does, with its data_
+// attributes when history (checked as [EncodeHistoryItem] checks them,
+// but without its last_run_date check). The errors are EncodeItem's.
+func (f *Flat) Encode(s *billing.Subscription, history bool) error {
+	*f = Flat{}
+	return encodeFlat(f, s, history)
+}
+
+// EncodeHistory sets f to s encoded as [EncodeHistoryItem] does, with its
 // errors.
-func EncodeHistoryFlat(s *billing.Subscription) (Flat, error) {
-	var f Flat
+func (f *Flat) EncodeHistory(s *billing.Subscription) error {
+	*f = Flat{}
 	if err := historyRowErr(s); err != nil {
-		return f, err
+		return err
 	}
-	err := encodeFlat(&f, s, true)
-	return f, err
+	return encodeFlat(f, s, true)
 }
 
-// EncodeRecord encodes s for both tables, with its data_ attributes: the
-// errors are those of [EncodeItem], then of [EncodeHistoryItem], as
-// encoding both items in turn gives them.
-func EncodeRecord(s *billing.Subscription) (Flat, error) {
-	var f Flat
-	if err := encodeFlat(&f, s, false); err != nil {
-		return f, err
+// EncodeRecord sets f to s encoded for both tables, with its data_
+// attributes: the errors are those of [EncodeItem], then of
+// [EncodeHistoryItem], as encoding both items in turn gives them.
+func (f *Flat) EncodeRecord(s *billing.Subscription) error {
+	*f = Flat{}
+	if err := encodeFlat(f, s, false); err != nil {
+		return err
 	}
 	if err := historyRowErr(s); err != nil {
-		return f, err
+		return err
 	}
-	return f, encodeData(&f, s)
+	return encodeData(f, s)
 }
 
 // Has reports whether the attribute called name is written.
@@ -564,12 +580,12 @@ func sameItems(a, b map[string]types.AttributeValue) bool {
 // table): an attribute whose encodings are equal keeps its stored value,
 // a changed one takes next's, one only prev has is removed, and attributes
 // in neither (unknown ones) stay. The key attributes (user_id,
-// billing_date) are never written; last_run_date always is, and so is
-// every attribute of next when all. A value next writes is taken from src
-// when it holds the attribute (an item built from next, whose values may
-// then be shared), else made anew; clone, when not nil, copies the Extra
-// values.
-func WriteBack(cur map[string]types.AttributeValue, prev, next *Flat, src map[string]types.AttributeValue, clone func(types.AttributeValue) types.AttributeValue, all bool) {
+// billing_date) are never written; last_run_date is written even when
+// unchanged if writeRunDate (Update's write-back always sets it). A value
+// next writes is taken from src when it holds the attribute (an item built
+// from next, whose values may then be shared), else made anew; clone, when
+// not nil, copies the Extra values.
+func WriteBack(cur map[string]types.AttributeValue, prev, next *Flat, src map[string]types.AttributeValue, clone func(types.AttributeValue) types.AttributeValue, writeRunDate bool) {
 	if clone == nil {
 		clone = func(v types.AttributeValue) types.AttributeValue { return v }
 	}
@@ -584,7 +600,7 @@ func WriteBack(cur map[string]types.AttributeValue, prev, next *Flat, src map[st
 			if p.kind != vNone {
 				delete(cur, attrNames[a])
 			}
-		case all || p.kind == vNone || a == aLastRunDate || !p.equal(n):
+		case p.kind == vNone || writeRunDate && a == aLastRunDate || !p.equal(n):
 			if v, ok := src[attrNames[a]]; ok {
 				cur[attrNames[a]] = v
 				continue
@@ -596,7 +612,7 @@ func WriteBack(cur map[string]types.AttributeValue, prev, next *Flat, src map[st
 		next.addKnown(cur, fresh)
 	}
 	for name, n := range next.extra {
-		if p, ok := prev.extra[name]; all || !ok || !reflect.DeepEqual(p, n) {
+		if p, ok := prev.extra[name]; !ok || !reflect.DeepEqual(p, n) {
 			cur[name] = clone(n)
 		}
 	}

@@ -51,7 +51,7 @@ func flatRecords(t *testing.T) []billing.Subscription {
 		l.Stored = nil
 		withStored(&l, func(st *stored) {
 			*st = *storedOf(&s)
-			st.lastRunDate = s.LastRunDate.UTC().Format(time.RFC3339Nano)
+			st.lastRunDate, st.lastRunDateAt = s.LastRunDate.UTC().Format(time.RFC3339Nano), s.LastRunDate
 		})
 		out = append(out, l)
 		// One attribute of another text and instant: its stored text
@@ -77,8 +77,7 @@ func TestFlatEqualIsItemEquality(t *testing.T) {
 		var err error
 		items[i], err = EncodeHistoryItem(&recs[i])
 		require.NoError(t, err)
-		flats[i], err = EncodeHistoryFlat(&recs[i])
-		require.NoError(t, err)
+		require.NoError(t, flats[i].EncodeHistory(&recs[i]))
 		require.Equal(t, items[i], flats[i].Item(true, nil))
 		require.Equal(t, len(items[i]), flats[i].Len(true))
 		for name := range items[i] {
@@ -104,14 +103,14 @@ func TestFlatEqualIsItemEquality(t *testing.T) {
 
 // writeBackMaps is the write-back of the DynamoDB stores on items (see
 // dynamostore's writeBack): the reference WriteBack must agree with.
-func writeBackMaps(cur, prev, next map[string]types.AttributeValue, all bool) map[string]types.AttributeValue {
+func writeBackMaps(cur, prev, next map[string]types.AttributeValue, runDate bool) map[string]types.AttributeValue {
 	keys := []string{AttrUserID, AttrBillingDate}
 	out := maps.Clone(cur)
 	for name, n := range next {
 		if slices.Contains(keys, name) {
 			continue
 		}
-		if p, ok := prev[name]; all || !ok || !reflect.DeepEqual(p, n) || name == AttrLastRunDate {
+		if p, ok := prev[name]; !ok || !reflect.DeepEqual(p, n) || runDate && name == AttrLastRunDate {
 			out[name] = n
 		}
 	}
@@ -136,24 +135,26 @@ func TestWriteBackIsItemWriteBack(t *testing.T) {
 		stored["claimed_by"] = &types.AttributeValueMemberS{Value: "x"}
 		stored[AttrCreatedDate] = &types.AttributeValueMemberS{Value: "2020-01-01T00:00:00Z"}
 		prevItem, _ := EncodeItem(&recs[i])
-		prev, _ := EncodeFlat(&recs[i], false)
+		prev := NewFlat()
+		require.NoError(t, prev.Encode(&recs[i], false))
 		for j := range recs {
 			if recs[j].UserID != recs[i].UserID {
 				continue
 			}
 			nextItem, err := EncodeItem(&recs[j])
 			require.NoError(t, err)
-			next, _ := EncodeFlat(&recs[j], false)
-			for _, all := range []bool{false, true} {
-				want := writeBackMaps(stored, prevItem, nextItem, all)
+			next := NewFlat()
+			require.NoError(t, next.Encode(&recs[j], false))
+			for _, runDate := range []bool{false, true} {
+				want := writeBackMaps(stored, prevItem, nextItem, runDate)
 				got := maps.Clone(stored)
-				WriteBack(got, &prev, &next, nil, func(v types.AttributeValue) types.AttributeValue { return v }, all)
-				require.Equal(t, want, got, "records %d to %d, all %v", i, j, all)
+				WriteBack(got, prev, next, nil, func(v types.AttributeValue) types.AttributeValue { return v }, runDate)
+				require.Equal(t, want, got, "records %d to %d, run date %v", i, j, runDate)
 				got = maps.Clone(stored)
-				WriteBack(got, &prev, &next, nextItem, nil, all)
-				require.Equal(t, want, got, "records %d to %d from src, all %v", i, j, all)
+				WriteBack(got, prev, next, nextItem, nil, runDate)
+				require.Equal(t, want, got, "records %d to %d from src, run date %v", i, j, runDate)
 				for name, v := range got {
-					if n, ok := nextItem[name]; ok && reflect.DeepEqual(n, v) && (all || !reflect.DeepEqual(prevItem[name], n)) && name != AttrUserID && name != AttrBillingDate {
+					if n, ok := nextItem[name]; ok && reflect.DeepEqual(n, v) && (runDate && name == AttrLastRunDate || !reflect.DeepEqual(prevItem[name], n)) && name != AttrUserID && name != AttrBillingDate {
 						require.Same(t, n, v, "%s taken from src", name)
 					}
 				}
@@ -163,8 +164,8 @@ func TestWriteBackIsItemWriteBack(t *testing.T) {
 }
 
 // TestEncodeRecordErrorOrder: EncodeRecord reports what encoding the
-// primary item and then the history row reports, and EncodeHistoryFlat
-// what EncodeHistoryItem does.
+// primary item and then the history row reports, and EncodeHistory what
+// EncodeHistoryItem does.
 func TestEncodeRecordErrorOrder(t *testing.T) {
 	base := billing.Subscription{UserID: "u", SubscriptionID: "s", BillingDate: time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC),
 		Status: billing.StatusScheduled, LastRunDate: time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)}
@@ -175,7 +176,8 @@ func TestEncodeRecordErrorOrder(t *testing.T) {
 	badWeek := noRun.Clone()
 	badWeek.BillingWeek = 9
 	for _, s := range []billing.Subscription{base, badData, noRun, badWeek} {
-		_, err := EncodeRecord(&s)
+		var f Flat
+		err := f.EncodeRecord(&s)
 		_, perr := EncodeItem(&s)
 		_, herr := EncodeHistoryItem(&s)
 		want := perr
@@ -183,7 +185,49 @@ func TestEncodeRecordErrorOrder(t *testing.T) {
 			want = herr
 		}
 		require.Equal(t, want, err)
-		_, err = EncodeHistoryFlat(&s)
+		err = f.EncodeHistory(&s)
 		require.Equal(t, herr, err)
+	}
+}
+
+// TestStoredKeyTexts: the key texts of a record read with legacy or
+// canonical forms, then given the same or other instants, are what
+// parsing and formatting the stored texts gives (the codec keeps the
+// instants a record was read with instead).
+func TestStoredKeyTexts(t *testing.T) {
+	base := time.Date(2024, 3, 1, 10, 15, 30, 0, time.UTC)
+	forms := []func(time.Time) string{
+		func(t time.Time) string { return t.Format("2006-01-02T15:04:05Z") },
+		func(t time.Time) string { return t.Format(time.RFC3339Nano) },
+		func(t time.Time) string { return t.In(time.FixedZone("X", -6*3600)).Format(time.RFC3339Nano) },
+		func(t time.Time) string { return t.Format("2006-01-02T15:04:05.000000000Z") },
+		func(t time.Time) string { return t.Format("2006-01-02T15:04:05.000Z07:00") },
+	}
+	moves := []time.Duration{0, time.Nanosecond, 500 * time.Millisecond, time.Second, -time.Nanosecond, time.Hour}
+	refKey := func(raw string, at time.Time, layout string) string {
+		k := at.UTC().Format(layout)
+		if raw != "" && raw != k {
+			if p, err := time.Parse(time.RFC3339Nano, raw); err == nil && p.Equal(at) {
+				return raw
+			}
+		}
+		return k
+	}
+	for _, read := range []time.Time{base, base.Add(250 * time.Millisecond)} {
+		for _, form := range forms {
+			item, err := EncodeHistoryItem(&billing.Subscription{UserID: "u", SubscriptionID: "s", BillingDate: read,
+				Status: billing.StatusScheduled, LastRunDate: read})
+			require.NoError(t, err)
+			item[AttrBillingDate] = &types.AttributeValueMemberS{Value: form(read)}
+			item[AttrLastRunDate] = &types.AttributeValueMemberS{Value: form(read)}
+			s, err := DecodeItem(item)
+			require.NoError(t, err)
+			for _, m := range moves {
+				c := s.Clone()
+				c.BillingDate, c.LastRunDate = s.BillingDate.Add(m), s.LastRunDate.Add(m)
+				require.Equal(t, refKey(form(read), c.BillingDate, "2006-01-02T15:04:05Z"), BillingDateKey(&c), "%s moved %v", form(read), m)
+				require.Equal(t, refKey(form(read), c.LastRunDate, "2006-01-02T15:04:05.000000000Z"), LastRunDateKey(&c), "%s moved %v", form(read), m)
+			}
+		}
 	}
 }

@@ -83,8 +83,9 @@ const (
 // A record that cannot be stored (no user, subscription ID or billing date,
 // the INACTIVE status, out-of-range numbers) is an error naming the field.
 func EncodeItem(s *billing.Subscription) (map[string]types.AttributeValue, error) {
-	var f Flat
-	if err := encodeFlat(&f, s, false); err != nil {
+	f := NewFlat()
+	defer f.Release()
+	if err := f.Encode(s, false); err != nil {
 		return nil, err
 	}
 	return f.Item(false, nil), nil
@@ -94,11 +95,9 @@ func EncodeItem(s *billing.Subscription) (map[string]types.AttributeValue, error
 // attributes as [EncodeItem] plus the data_ attributes. Its key is user_id
 // and last_run_date, so LastRunDate must be set.
 func EncodeHistoryItem(s *billing.Subscription) (map[string]types.AttributeValue, error) {
-	if err := historyRowErr(s); err != nil {
-		return nil, err
-	}
-	var f Flat
-	if err := encodeFlat(&f, s, true); err != nil {
+	f := NewFlat()
+	defer f.Release()
+	if err := f.EncodeHistory(s); err != nil {
 		return nil, err
 	}
 	return f.Item(true, nil), nil
@@ -140,7 +139,7 @@ func encodeFlat(f *Flat, s *billing.Subscription, withData bool) error {
 		return bad(AttrTerm, string(s.Term), billing.ErrInvalidTerm)
 	}
 	st := storedOf(s)
-	bd, err := billingDateVal(s.BillingDate, st.billingDate)
+	bd, err := billingDateVal(s.BillingDate, st)
 	if err != nil {
 		return bad(AttrBillingDate, s.BillingDate.String(), fmt.Errorf("%w: %w", billing.ErrInvalidDate, err))
 	}
@@ -173,7 +172,7 @@ func encodeFlat(f *Flat, s *billing.Subscription, withData bool) error {
 	if !s.LastRunDate.IsZero() {
 		// Keep a legacy last_run_date byte for byte: conditional writes
 		// compare it as a string.
-		v[aLastRunDate] = lastRunDateVal(s.LastRunDate, st.lastRunDate)
+		v[aLastRunDate] = lastRunDateVal(s.LastRunDate, st)
 	}
 	for _, a := range intAttrs {
 		p, lo, hi := intField(s, a)
@@ -312,7 +311,7 @@ func DecodeItem(item map[string]types.AttributeValue) (billing.Subscription, err
 			if !t.Equal(time.Time{}) {
 				*p = t
 				if a == aLastRunDate {
-					st.lastRunDate = v
+					st.lastRunDate, st.lastRunDateAt = v, t
 				}
 			}
 			continue
@@ -329,7 +328,7 @@ func DecodeItem(item map[string]types.AttributeValue) (billing.Subscription, err
 				return billing.Subscription{}, bad(name, v, fmt.Errorf("%w: want an RFC3339 timestamp", billing.ErrInvalidDate))
 			}
 			s.BillingDate = t
-			st.billingDate = v
+			st.billingDate, st.billingDateAt = v, t
 		case aBillingAmount, aPendingAmount, aAttemptAmount:
 			if v == "" && a != aBillingAmount {
 				continue
@@ -436,6 +435,10 @@ func itemKey(item map[string]types.AttributeValue) string {
 type stored struct {
 	data, extra              map[string]types.AttributeValue
 	billingDate, lastRunDate string
+	// billingDateAt and lastRunDateAt are the instants the two texts
+	// denote: encoding checks a record's times against them instead of
+	// parsing or formatting the texts again.
+	billingDateAt, lastRunDateAt time.Time
 }
 
 // String shows the stored part by value (not by address), so that records
@@ -510,21 +513,22 @@ func BillingDateKey(s *billing.Subscription) string {
 	if s.BillingDate.IsZero() {
 		return ""
 	}
-	v, err := billingDateVal(s.BillingDate, storedOf(s).billingDate)
+	v, err := billingDateVal(s.BillingDate, storedOf(s))
 	if err != nil {
 		return ""
 	}
 	return v.text()
 }
 
-// billingDateVal is billing_date as stored for t: raw, the string it was
-// read as, while it denotes t, else t in whole seconds.
-func billingDateVal(t time.Time, raw string) (val, error) {
+// billingDateVal is billing_date as stored for t: the text the record was
+// read with while it denotes t, else t in whole seconds (which is that
+// text too when it was read in that form and t is in the same second).
+func billingDateVal(t time.Time, st *stored) (val, error) {
 	if err := timefmt.Check(t); err != nil {
 		return val{}, err
 	}
-	if raw != "" && sameInstant(raw, t, timefmt.SecondsLayout) {
-		return val{kind: vS, s: raw}, nil
+	if st.billingDate != "" && st.billingDateAt.Equal(t) {
+		return val{kind: vS, s: st.billingDate}, nil
 	}
 	return timeVal(vSeconds, t), nil
 }
@@ -537,30 +541,18 @@ func LastRunDateKey(s *billing.Subscription) string {
 	if s.LastRunDate.IsZero() || timefmt.Check(s.LastRunDate) != nil {
 		return ""
 	}
-	v := lastRunDateVal(s.LastRunDate, storedOf(s).lastRunDate)
+	v := lastRunDateVal(s.LastRunDate, storedOf(s))
 	return v.text()
 }
 
-// lastRunDateVal is last_run_date as stored for t, in range: raw while it
-// denotes t, else t with a nine-digit fraction.
-func lastRunDateVal(t time.Time, raw string) val {
-	if raw != "" && sameInstant(raw, t, timefmt.NanosLayout) {
-		return val{kind: vS, s: raw}
+// lastRunDateVal is last_run_date as stored for t, in range: the text the
+// record was read with while it denotes t, else t with a nine-digit
+// fraction.
+func lastRunDateVal(t time.Time, st *stored) val {
+	if st.lastRunDate != "" && st.lastRunDateAt.Equal(t) {
+		return val{kind: vS, s: st.lastRunDate}
 	}
 	return timeVal(vNanos, t)
-}
-
-// sameInstant reports whether the stored text raw stands for t: it is t
-// in layout, or another RFC 3339 form of the same instant (a legacy item's,
-// kept byte for byte). A raw in layout that only a truncation makes equal
-// (whole seconds of a t with a fraction) is t's text all the same.
-func sameInstant(raw string, t time.Time, layout string) bool {
-	var b [64]byte
-	if string(t.UTC().AppendFormat(b[:0], layout)) == raw {
-		return true
-	}
-	p, err := timefmt.Parse(raw)
-	return err == nil && p.Equal(t)
 }
 
 // text returns the text of an S or N value.

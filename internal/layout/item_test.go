@@ -159,7 +159,8 @@ func TestDecodeValues(t *testing.T) {
 		ReceiptAccountMask: "1234",
 		ReceiptPaymentType: "ACH",
 		ReceiptTierName:    "Plus:v1",
-		Stored:             &stored{billingDate: "2023-11-30T09:00:00Z", lastRunDate: "2023-11-30T03:01:02.123456-06:00"},
+		Stored: &stored{billingDate: "2023-11-30T09:00:00Z", lastRunDate: "2023-11-30T03:01:02.123456-06:00",
+			billingDateAt: time.Date(2023, 11, 30, 9, 0, 0, 0, time.UTC), lastRunDateAt: time.Date(2023, 11, 30, 9, 1, 2, 123_456_000, time.UTC)},
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("decoded\n%+v\nwant\n%+v", s, want)

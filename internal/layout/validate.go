@@ -120,8 +120,9 @@ func ValidateUpdate(prev, next *billing.Subscription, dateChange bool) error {
 // checkHistoryItem returns the error of EncodeHistoryItem(s), building no
 // item.
 func checkHistoryItem(s *billing.Subscription) error {
-	_, err := EncodeHistoryFlat(s)
-	return err
+	f := NewFlat()
+	defer f.Release()
+	return f.EncodeHistory(s)
 }
 
 // ValidateAttemptUpdate checks a [billing.Repository.SetAttempt] of prev to next,
@@ -134,12 +135,14 @@ func ValidateAttemptUpdate(prev, next *billing.Subscription) error {
 	}
 	same := next.Clone()
 	same.LastAttempt, same.Attempt = prev.LastAttempt, prev.Attempt
-	var a, b Flat
-	_ = encodeFlat(&a, prev, false)
-	if err := encodeFlat(&b, &same, false); err != nil {
+	a, b := NewFlat(), NewFlat()
+	defer a.Release()
+	defer b.Release()
+	_ = a.Encode(prev, false)
+	if err := b.Encode(&same, false); err != nil {
 		return err
 	}
-	if !a.equal(&b) {
+	if !a.equal(b) {
 		return bad(AttrAttemptNumber, strconv.Itoa(next.LastAttempt.Number), "an attempt update changes nothing but the attempt")
 	}
 	// An attempt in flight that the processor refused before acting on it
@@ -155,8 +158,7 @@ func ValidateAttemptUpdate(prev, next *billing.Subscription) error {
 	case next.InFlight() && (next.LastAttempt.Key == "" || next.LastAttempt.Started.IsZero()):
 		return bad(AttrAttemptKey, next.LastAttempt.Key, "an attempt in flight needs its key and start time")
 	}
-	b = Flat{}
-	return encodeFlat(&b, next, false)
+	return b.Encode(next, false)
 }
 
 // ValidateCreates validates the records an update of prev to next

@@ -48,7 +48,8 @@ func Seconds(t time.Time) (string, error) {
 	if err := checkRange(t); err != nil {
 		return "", err
 	}
-	return t.UTC().Format(SecondsLayout), nil
+	var b [len(SecondsLayout)]byte
+	return string(appendFixed(b[:0], t.UTC(), false)), nil
 }
 
 // Nanos formats t in UTC with a fixed nine-digit fraction.
@@ -56,16 +57,17 @@ func Nanos(t time.Time) (string, error) {
 	if err := checkRange(t); err != nil {
 		return "", err
 	}
-	return t.UTC().Format(NanosLayout), nil
+	var b [len(NanosLayout)]byte
+	return string(appendFixed(b[:0], t.UTC(), true)), nil
 }
 
 // AppendSeconds appends [Seconds] of t to dst: the same text, without a
-// string of its own.
+// string of its own, and written digit by digit (no layout to interpret).
 func AppendSeconds(dst []byte, t time.Time) ([]byte, error) {
 	if err := checkRange(t); err != nil {
 		return dst, err
 	}
-	return t.UTC().AppendFormat(dst, SecondsLayout), nil
+	return appendFixed(dst, t.UTC(), false), nil
 }
 
 // AppendNanos appends [Nanos] of t to dst.
@@ -73,7 +75,40 @@ func AppendNanos(dst []byte, t time.Time) ([]byte, error) {
 	if err := checkRange(t); err != nil {
 		return dst, err
 	}
-	return t.UTC().AppendFormat(dst, NanosLayout), nil
+	return appendFixed(dst, t.UTC(), true), nil
+}
+
+// appendFixed appends t, in UTC and in years 0000–9999, as SecondsLayout
+// or, with nanos, NanosLayout.
+func appendFixed(b []byte, t time.Time, nanos bool) []byte {
+	year, month, day := t.Date()
+	hour, minute, sec := t.Clock()
+	b = appendDigits(b, year, 4)
+	b = append(b, '-')
+	b = appendDigits(b, int(month), 2)
+	b = append(b, '-')
+	b = appendDigits(b, day, 2)
+	b = append(b, 'T')
+	b = appendDigits(b, hour, 2)
+	b = append(b, ':')
+	b = appendDigits(b, minute, 2)
+	b = append(b, ':')
+	b = appendDigits(b, sec, 2)
+	if nanos {
+		b = append(b, '.')
+		b = appendDigits(b, t.Nanosecond(), 9)
+	}
+	return append(b, 'Z')
+}
+
+// appendDigits appends n >= 0 in exactly width decimal digits.
+func appendDigits(b []byte, n, width int) []byte {
+	var d [9]byte
+	for i := width - 1; i >= 0; i-- {
+		d[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return append(b, d[:width]...)
 }
 
 // Parse reads any RFC3339 timestamp ("Z" or a numeric offset, with or

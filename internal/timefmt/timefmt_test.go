@@ -2,6 +2,7 @@ package timefmt
 
 import (
 	"errors"
+	"math/rand/v2"
 	"sort"
 	"testing"
 	"time"
@@ -36,6 +37,28 @@ func TestFormats(t *testing.T) {
 		}
 		if b, err := AppendNanos(nil, bad); !errors.Is(err, ErrRange) || len(b) != 0 {
 			t.Errorf("AppendNanos(%v) = %q, %v", bad, b, err)
+		}
+	}
+}
+
+// TestAppendIsFormat: the digit-by-digit forms are the layouts' text over
+// the whole range, at its ends and at random instants.
+func TestAppendIsFormat(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	lo, hi := time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC).Unix(), time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC).Unix()
+	for i := range 100000 {
+		sec := lo + rng.Int64N(hi-lo+1)
+		if i < 2 {
+			sec = []int64{lo, hi}[i]
+		}
+		tm := time.Unix(sec, rng.Int64N(1e9)).In(time.FixedZone("X", rng.IntN(20)*1800-18000))
+		if tm.UTC().Year() > 9999 || tm.UTC().Year() < 0 {
+			continue
+		}
+		s, _ := AppendSeconds(nil, tm)
+		n, _ := AppendNanos(nil, tm)
+		if string(s) != tm.UTC().Format(SecondsLayout) || string(n) != tm.UTC().Format(NanosLayout) {
+			t.Fatalf("%v: %q, %q", tm, s, n)
 		}
 	}
 }
@@ -104,6 +127,12 @@ func FuzzTimeEncoding(f *testing.F) {
 		na, err := Nanos(a)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if b, _ := AppendNanos(nil, a); string(b) != na {
+			t.Fatalf("AppendNanos(%v) = %q, Nanos %q", a, b, na)
+		}
+		if b, _ := AppendSeconds(nil, a); string(b) != a.UTC().Format(SecondsLayout) {
+			t.Fatalf("AppendSeconds(%v) = %q", a, b)
 		}
 		nb, _ := Nanos(b)
 		// Round trip.
