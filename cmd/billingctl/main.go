@@ -26,6 +26,7 @@
 //	                                   change a SCHEDULED record's tier and amount
 //	seed [--users N] [--now DATE]      fill the tables with sample subscriptions (local servers)
 //	simulate                           the quickstart simulation, in memory
+//	capacity                           what bounds a billing run at scale: a capacity model
 //	help [COMMAND]                     usage of billingctl or of a command
 //
 // Global flags may come before or after the command:
@@ -133,7 +134,7 @@ func init() {
 		subsListCmd, subsGetCmd, historyCmd,
 		dueCmd, notifyPreviewCmd,
 		waiveCmd, cancelCmd, pauseCmd, resumeCmd, changeDateCmd, changeTierCmd,
-		seedCmd, simulateCmd,
+		seedCmd, simulateCmd, capacityCmd,
 	}
 }
 
