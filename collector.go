@@ -49,6 +49,11 @@ type Config struct {
 	ACHSettlementDeadline time.Duration
 	// Concurrency bounds the collections a run makes at once. Defaults to 4.
 	Concurrency int
+	// ShardConcurrency is how many shards of a [ShardedRepository] one Run
+	// works at once, each with its own pages and Concurrency collections,
+	// sharing the ProcessorBudget. Defaults to 1: the shards one after the
+	// other, as one chain of pages.
+	ShardConcurrency int
 	// ProcessorBudget paces the calls to the processor: requests per
 	// second and in progress, and the backoff after a rate-limited answer.
 	// The zero value sets no cap (see [ProcessorBudget]).
@@ -109,6 +114,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Concurrency == 0 {
 		c.Concurrency = 4
 	}
+	if c.ShardConcurrency < 0 {
+		return c, fmt.Errorf("billing: Config.ShardConcurrency: negative %d", c.ShardConcurrency)
+	}
+	c.ShardConcurrency = max(c.ShardConcurrency, 1)
 	if c.ACHSettlementDeadline == 0 {
 		c.ACHSettlementDeadline = DefaultACHSettlementDeadline
 	}
@@ -179,6 +188,11 @@ type RunRequest struct {
 	Kind RunKind `json:"kind"`
 	// Cursor continues a run: the Next of the previous invocation's report.
 	Cursor string `json:"cursor,omitempty"`
+	// Shards are the shards of a [ShardedRepository] the run works; empty
+	// works every shard. A host that spreads a day over many invocations
+	// gives each its own shards (one, or a range), with a cursor of its
+	// own; a cursor continues only a run of the same Shards.
+	Shards []int `json:"shards,omitempty"`
 }
 
 // Report counts what a run or a single collection did. It is
@@ -261,15 +275,30 @@ func (c *Collector) run(ctx context.Context, req RunRequest) (*Report, error) {
 	now := c.cfg.Clock.Now()
 	rep := &Report{Kind: string(req.Kind), Started: now}
 	defer func() { rep.Finished = c.cfg.Clock.Now() }()
-	q, err := c.RunQuery(req.Kind, now)
+	shards, err := c.shards(req.Shards)
 	if err != nil {
 		return rep, err
 	}
+	if c.cfg.ShardConcurrency > 1 && len(shards) > 1 {
+		return rep, c.runShards(ctx, req, shards, now, rep)
+	}
+	return rep, c.runPages(ctx, req, now, rep)
+}
+
+// runPages is a run over one chain of pages: the status query of the run
+// narrowed to req.Shards, from req.Cursor, for up to PagesPerInvocation
+// pages.
+func (c *Collector) runPages(ctx context.Context, req RunRequest, now time.Time, rep *Report) error {
+	q, err := c.RunQuery(req.Kind, now)
+	if err != nil {
+		return err
+	}
+	q.Shards = req.Shards
 	// The retry run reads a second query when the first is done: ACH
 	// debits past their settlement deadline. Its cursors carry a prefix.
 	queries := []StatusQuery{q}
 	if req.Kind == RunRetry {
-		queries = append(queries, StatusQuery{Status: StatusACHSent, Before: now.Add(-c.cfg.ACHSettlementDeadline)})
+		queries = append(queries, StatusQuery{Status: StatusACHSent, Before: now.Add(-c.cfg.ACHSettlementDeadline), Shards: req.Shards})
 	}
 	phase, cursor := 0, req.Cursor
 	if rest, ok := strings.CutPrefix(cursor, achCursorPrefix); ok && len(queries) > 1 {
@@ -287,18 +316,20 @@ func (c *Collector) run(ctx context.Context, req RunRequest) (*Report, error) {
 		p, err := c.cfg.Repository.QueryStatus(ctx, q)
 		if err != nil {
 			rep.Next = next()
-			return rep, fmt.Errorf("billing: %s run: page %d: %w", req.Kind, rep.Pages+1, err)
+			return fmt.Errorf("billing: %s run: page %d: %w", req.Kind, rep.Pages+1, err)
 		}
+		rep.mu.Lock()
 		rep.Pages++
 		rep.Scanned += p.Scanned
 		rep.Invalid += len(p.Invalid)
+		rep.mu.Unlock()
 		for _, bad := range p.Invalid {
 			c.cfg.Logger.WarnContext(ctx, "billing: skipping undecodable record", "run", req.Kind, "error", bad)
 		}
 		c.handlePage(ctx, req.Kind, p.Items, rep)
 		if cursor = p.Next; cursor == "" {
 			if phase+1 == len(queries) {
-				return rep, ctx.Err() // done: no Next
+				return ctx.Err() // done: no Next
 			}
 			phase++ // the next query, from its top
 		}
@@ -307,7 +338,7 @@ func (c *Collector) run(ctx context.Context, req RunRequest) (*Report, error) {
 		}
 	}
 	rep.Next = next()
-	return rep, ctx.Err()
+	return ctx.Err()
 }
 
 // achCursorPrefix marks a retry run's cursor in its second query.

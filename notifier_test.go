@@ -294,9 +294,7 @@ func TestSchedulerErrors(t *testing.T) {
 			Run(ctx, billing.SchedulerEvent{Status: billing.StatusPaused, StartKey: "tok"})
 		require.NoError(t, err)
 		want := billing.StatusQuery{Status: billing.StatusPaused, Since: start, Before: start.AddDate(0, 0, 1), Cursor: "tok", Limit: 7}
-		if len(repo.queries) != 1 || repo.queries[0] != want {
-			t.Fatalf("queries %+v, want %+v", repo.queries, want)
-		}
+		assert.Equal(t, []billing.StatusQuery{want}, repo.queries)
 	})
 	t.Run("malformed start key is an error, not a restart", func(t *testing.T) {
 		store := memory.New(memory.Options{})

@@ -3,6 +3,7 @@ package billing
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -113,6 +114,31 @@ type StatusQuery struct {
 	// Limit is the number of items read (not returned) per page, as
 	// DynamoDB's Limit. 0 uses the store's page size.
 	Limit int
+	// Shards narrows the query to records in these shards (see
+	// [ShardedRepository]); empty reads every shard. A store that does not
+	// shard has one shard, 0: any other shard is an [ErrInvalidQuery]. A
+	// cursor continues the query with the same Shards only.
+	Shards []int
+}
+
+// ShardedRepository is a [Repository] whose records are split into
+// DueShards shards, numbered from 0, by user: every record of a user is in
+// one shard, and a status query may read some shards only
+// ([StatusQuery.Shards]). The collector uses it to run shards apart, in one
+// process ([Config.ShardConcurrency]) or in many ([RunRequest.Shards]). A
+// Repository that does not implement it has one shard.
+type ShardedRepository interface {
+	Repository
+	// DueShards is the number of shards, at least 1.
+	DueShards() int
+}
+
+// shardsOf is the number of shards of r.
+func shardsOf(r Repository) int {
+	if s, ok := r.(ShardedRepository); ok {
+		return max(s.DueShards(), 1)
+	}
+	return 1
 }
 
 // Validate checks the query: a storable status, not both Since and After,
@@ -125,6 +151,8 @@ func (q StatusQuery) Validate() error {
 		return fmt.Errorf("%w: both Since and After set", ErrInvalidQuery)
 	case q.Limit < 0:
 		return fmt.Errorf("%w: negative limit %d", ErrInvalidQuery, q.Limit)
+	case slices.ContainsFunc(q.Shards, func(s int) bool { return s < 0 }):
+		return fmt.Errorf("%w: negative shard in %v", ErrInvalidQuery, q.Shards)
 	case !q.Before.IsZero() && !q.Since.IsZero() && !q.Since.Truncate(time.Second).Before(q.Before.Truncate(time.Second)):
 		return fmt.Errorf("%w: empty billing_date range [%v, %v)", ErrInvalidQuery, q.Since, q.Before)
 	case !q.Before.IsZero() && !q.After.IsZero() && !q.After.Truncate(time.Second).Add(time.Second).Before(q.Before.Truncate(time.Second)):

@@ -153,6 +153,7 @@ func (r *Repository) Add(ctx context.Context, sub *billing.Subscription) error {
 		return err
 	}
 	prim, _ := layout.EncodeItem(sub)
+	r.withDue(prim, sub)
 	_, err = r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Put: putAbsent(&r.cfg.Tables.Subscriptions, prim, layout.AttrUserID)},
 		{Put: putAbsent(&r.cfg.Tables.History, hist, layout.AttrUserID)},
@@ -266,7 +267,14 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 	if err := q.Validate(); err != nil {
 		return billing.Page{}, err
 	}
-	scope := r.cursorScope(q.Status)
+	shards, err := layout.CheckShards(q.Shards, r.cfg.Tables.DueShards)
+	if err != nil {
+		return billing.Page{}, err
+	}
+	if r.cfg.Tables.StatusIndexMode == StatusIndexDue && layout.DueStatus(q.Status) {
+		return r.queryDue(ctx, q, shards)
+	}
+	scope := r.cursorScope(q.Status) + shardScope(q.Shards, shards)
 	start, err := cursor.Decode(scope, q.Cursor, statusCursorNames...)
 	if err != nil {
 		return billing.Page{}, fmt.Errorf("%w: %v", billing.ErrInvalidCursor, err)
@@ -296,25 +304,26 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 	if err != nil {
 		return billing.Page{}, fmt.Errorf("billing: status page %s: %w", q.Status, err)
 	}
-	page := billing.Page{Scanned: int(out.ScannedCount), Count: int(out.Count)}
-	for _, it := range out.Items {
-		sub, err := layout.DecodeItem(it)
-		if err != nil {
-			r.cfg.Logger.WarnContext(ctx, "billing: skipping undecodable item", "status", q.Status, "error", err)
-			page.Invalid = append(page.Invalid, err)
-			continue
-		}
-		page.Items = append(page.Items, sub)
-	}
+	page := billing.Page{Scanned: int(out.ScannedCount)}
+	r.addItems(ctx, &page, q, out.Items, shards)
 	if page.Next, err = cursor.Encode(scope, out.LastEvaluatedKey); err != nil {
 		return billing.Page{}, fmt.Errorf("billing: status page %s: cursor: %w", q.Status, err)
 	}
 	return page, nil
 }
 
-// statusConditions builds the key condition and filter of a status query.
+// statusConditions builds the key condition and filter of a status query
+// on the status index.
 func (r *Repository) statusConditions(q billing.StatusQuery) (expression.Expression, error) {
 	keyCond := expression.Key(layout.AttrBillingStatus).Equal(expression.Value(layout.StringAV(string(q.Status))))
+	return dateConditions(q, keyCond, r.cfg.Tables.StatusIndexMode == StatusIndexSorted)
+}
+
+// dateConditions builds the key condition and filter of a query of q's
+// billing_date range on an index whose partition key condition is
+// keyCond: with billing_date as the index's sort key (sorted) the range
+// is a key condition, else a filter.
+func dateConditions(q billing.StatusQuery, keyCond expression.KeyConditionBuilder, sorted bool) (expression.Expression, error) {
 	date := expression.Name(layout.AttrBillingDate)
 	var filters []expression.ConditionBuilder
 	var keyDate expression.KeyConditionBuilder // the one bound of a sorted index
@@ -353,7 +362,7 @@ func (r *Repository) statusConditions(q billing.StatusQuery) (expression.Express
 	switch {
 	case len(filters) == 0:
 		b = b.WithKeyCondition(keyCond)
-	case r.cfg.Tables.StatusIndexMode == StatusIndexLegacy:
+	case !sorted:
 		b = b.WithKeyCondition(keyCond).WithFilter(joinAnd(filters))
 	case len(filters) == 1:
 		b = b.WithKeyCondition(keyCond.And(keyDate))
@@ -514,6 +523,7 @@ func (r *Repository) Update(ctx context.Context, prev, next *billing.Subscriptio
 	for _, c := range create {
 		ch, _ := layout.EncodeHistoryItem(c)
 		cp, _ := layout.EncodeItem(c)
+		r.withDue(cp, c)
 		items = append(items,
 			types.TransactWriteItem{Put: putAbsent(&r.cfg.Tables.Subscriptions, cp, layout.AttrUserID)},
 			types.TransactWriteItem{Put: putAbsent(&r.cfg.Tables.History, ch, layout.AttrUserID)})
@@ -534,6 +544,7 @@ func (r *Repository) writeBackAction(prev, next *billing.Subscription) (*types.U
 		return nil, err
 	}
 	nextItem, _ := layout.EncodeItem(next) // ValidateUpdate encoded it
+	r.withDue(nextItem, next)
 	key := map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(prev.UserID), layout.AttrBillingDate: layout.StringAV(layout.BillingDateKey(prev))}
 	upd, err := updateAction(&r.cfg.Tables.Subscriptions, key, prevItem, nextItem, fence(prev), layout.AttrLastRunDate)
 	if err != nil {
@@ -561,6 +572,7 @@ func (r *Repository) AdminUpdate(ctx context.Context, prev, next *billing.Subscr
 	}
 	prim, _ := layout.EncodeItem(next) // ValidateUpdate encoded it
 	carryData(prim, prev)
+	r.withDue(prim, next)
 	hist, _ := layout.EncodeHistoryItem(next)
 	cond := updateCondition(prev)
 	_, err := r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
@@ -596,6 +608,7 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 			return nil, err
 		}
 		prim, _ := layout.EncodeItem(&resolved[i])
+		r.withDue(prim, &resolved[i])
 		k := resolved[i].Key()
 		puts = append(puts,
 			batchPut{table: r.cfg.Tables.Subscriptions, item: prim, record: i, key: k},

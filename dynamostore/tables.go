@@ -25,6 +25,11 @@ const (
 	// billing_date: the date range is a key condition and only due records
 	// are read.
 	StatusIndexSorted
+	// StatusIndexDue reads the sharded due index (see
+	// [TableConfig.DueShards], which it needs) for the statuses runs read,
+	// one shard at a time, and the legacy status index for the others.
+	// Switch to it once every existing item has its due key.
+	StatusIndexDue
 )
 
 // String names the mode.
@@ -34,6 +39,8 @@ func (m StatusIndexMode) String() string {
 		return "legacy"
 	case StatusIndexSorted:
 		return "sorted"
+	case StatusIndexDue:
+		return "due"
 	}
 	return fmt.Sprintf("StatusIndexMode(%d)", int(m))
 }
@@ -45,7 +52,11 @@ const (
 	DefaultSubscriptionIDIndex = "subscription_id-index"
 	DefaultStatusIndex         = "billing_status-index"
 	DefaultSortedStatusIndex   = "billing_status-billing_date-index"
+	DefaultDueIndex            = "billing_due-billing_date-index"
 )
+
+// MaxDueShards bounds [TableConfig.DueShards].
+const MaxDueShards = 1024
 
 // TableConfig names the tables and indexes. The zero value is the existing
 // deployment with the legacy status index.
@@ -65,6 +76,25 @@ type TableConfig struct {
 	// "billing_status-index" in legacy mode and
 	// "billing_status-billing_date-index" in sorted mode.
 	StatusIndex string
+	// DueShards, when above 0, splits the records into that many shards
+	// by user ID and keeps the sharded due index: records a run acts on
+	// (SCHEDULED, ERROR, PAUSED and ACHSENT) are written with the
+	// attribute billing_due, "<billing_status>#<shard>", and every other
+	// record without it, so DueIndex (key billing_due, billing_date) holds
+	// exactly what runs read and no index partition takes more than one
+	// shard's share of a day's writes. In StatusIndexDue mode the runs'
+	// status pages read it, one shard at a time.
+	//
+	// To move an existing table: give every writer DueShards (reads stay
+	// on StatusIndex), add DueIndex ([DueIndexDefinition]), run
+	// [Repository.BackfillDue] to the end until a pass updates nothing,
+	// then switch StatusIndexMode to StatusIndexDue. A change of
+	// DueShards needs the same backfill before reads rely on it. Defaults
+	// to 0: no due keys, one shard.
+	DueShards int
+	// DueIndex is the sharded due GSI on the primary table. Defaults to
+	// "billing_due-billing_date-index".
+	DueIndex string
 }
 
 // WithDefaults returns c with every empty name set to its default.
@@ -78,6 +108,7 @@ func (c TableConfig) WithDefaults() TableConfig {
 	def(&c.History, DefaultHistoryTable)
 	def(&c.Locks, DefaultLockTable)
 	def(&c.SubscriptionIDIndex, DefaultSubscriptionIDIndex)
+	def(&c.DueIndex, DefaultDueIndex)
 	if c.StatusIndexMode == StatusIndexSorted {
 		def(&c.StatusIndex, DefaultSortedStatusIndex)
 	} else {
@@ -87,8 +118,14 @@ func (c TableConfig) WithDefaults() TableConfig {
 }
 
 func (c TableConfig) validate() error {
-	if c.StatusIndexMode != StatusIndexLegacy && c.StatusIndexMode != StatusIndexSorted {
+	if c.StatusIndexMode < StatusIndexLegacy || c.StatusIndexMode > StatusIndexDue {
 		return fmt.Errorf("billing: TableConfig.StatusIndexMode: unknown %v", c.StatusIndexMode)
+	}
+	if c.StatusIndexMode == StatusIndexDue && c.DueShards == 0 {
+		return fmt.Errorf("billing: TableConfig.StatusIndexMode: %v needs DueShards", c.StatusIndexMode)
+	}
+	if c.DueShards < 0 || c.DueShards > MaxDueShards {
+		return fmt.Errorf("billing: TableConfig.DueShards: %d outside 0..%d", c.DueShards, MaxDueShards)
 	}
 	return nil
 }
@@ -111,15 +148,16 @@ func gsi(name string, keys ...types.KeySchemaElement) types.GlobalSecondaryIndex
 
 // SubscriptionsTableDefinition is the primary table: key user_id and
 // billing_date, GSIs on subscription_id and on billing_status (with
-// billing_date as range key in sorted mode), all projecting every
-// attribute, on-demand billing.
+// billing_date as range key in sorted mode) and, with DueShards, the due
+// index on billing_due and billing_date, all projecting every attribute,
+// on-demand billing.
 func SubscriptionsTableDefinition(cfg TableConfig) *dynamodb.CreateTableInput {
 	cfg = cfg.WithDefaults()
 	status := gsi(cfg.StatusIndex, keyElem(layout.AttrBillingStatus, types.KeyTypeHash))
 	if cfg.StatusIndexMode == StatusIndexSorted {
 		status = gsi(cfg.StatusIndex, keyElem(layout.AttrBillingStatus, types.KeyTypeHash), keyElem(layout.AttrBillingDate, types.KeyTypeRange))
 	}
-	return &dynamodb.CreateTableInput{
+	def := &dynamodb.CreateTableInput{
 		TableName: aws.String(cfg.Subscriptions),
 		AttributeDefinitions: []types.AttributeDefinition{
 			attrDef(layout.AttrUserID), attrDef(layout.AttrBillingDate), attrDef(layout.AttrSubscriptionID), attrDef(layout.AttrBillingStatus),
@@ -131,6 +169,20 @@ func SubscriptionsTableDefinition(cfg TableConfig) *dynamodb.CreateTableInput {
 		},
 		BillingMode: types.BillingModePayPerRequest,
 	}
+	if cfg.DueShards > 0 {
+		def.AttributeDefinitions = append(def.AttributeDefinitions, attrDef(layout.AttrDue))
+		def.GlobalSecondaryIndexes = append(def.GlobalSecondaryIndexes, DueIndexDefinition(cfg))
+	}
+	return def
+}
+
+// DueIndexDefinition is the sharded due GSI of cfg (see
+// [TableConfig.DueShards]): key billing_due and billing_date, every
+// attribute projected (a page decodes the records it returns). Add it to
+// an existing table with UpdateTable, then run [Repository.BackfillDue].
+func DueIndexDefinition(cfg TableConfig) types.GlobalSecondaryIndex {
+	cfg = cfg.WithDefaults()
+	return gsi(cfg.DueIndex, keyElem(layout.AttrDue, types.KeyTypeHash), keyElem(layout.AttrBillingDate, types.KeyTypeRange))
 }
 
 // HistoryTableDefinition is the audit table: key user_id and last_run_date,

@@ -102,8 +102,16 @@ func TestCloudFormationMatchesDefinitions(t *testing.T) {
 func TestTableConfigDefaults(t *testing.T) {
 	c := TableConfig{}.WithDefaults()
 	want := TableConfig{Subscriptions: "billing-activity", History: "billing-activity-history", Locks: "locks",
-		SubscriptionIDIndex: "subscription_id-index", StatusIndex: "billing_status-index"}
+		SubscriptionIDIndex: "subscription_id-index", StatusIndex: "billing_status-index", DueIndex: "billing_due-billing_date-index"}
 	require.Equal(t, want, c, "defaults = %+v", c)
+	assert.NotContains(t, shapeOfDefinition(SubscriptionsTableDefinition(TableConfig{})).Indexes, "billing_due-billing_date-index", "no due index without DueShards")
+	due := shapeOfDefinition(SubscriptionsTableDefinition(TableConfig{DueShards: 8, StatusIndexMode: StatusIndexDue}))
+	assert.Contains(t, due.Indexes, "billing_due-billing_date-index")
+	assert.Contains(t, due.Indexes, "billing_status-index", "due mode keeps the status index for the other statuses")
+	for _, bad := range []TableConfig{{StatusIndexMode: StatusIndexDue}, {DueShards: -1}, {DueShards: MaxDueShards + 1}, {StatusIndexMode: StatusIndexDue + 1}} {
+		_, err := NewRepository(Config{Client: struct{ API }{}, Tables: bad})
+		assert.Error(t, err, "%+v", bad)
+	}
 	s := TableConfig{StatusIndexMode: StatusIndexSorted}.WithDefaults()
 	require.Equal(t, "billing_status-billing_date-index", s.StatusIndex, "sorted index")
 	def := SubscriptionsTableDefinition(TableConfig{StatusIndexMode: StatusIndexSorted})

@@ -1,0 +1,280 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/cursor"
+	"github.com/dynabill/billing/internal/layout"
+)
+
+var _ billing.ShardedRepository = (*Repository)(nil)
+
+// DueShards implements [billing.ShardedRepository]: [TableConfig.DueShards],
+// or 1 without the due index.
+func (r *Repository) DueShards() int { return max(r.cfg.Tables.DueShards, 1) }
+
+// withDue sets or removes the due index key of item, the encoding of sub
+// about to be written: billing_due is the library's own attribute, so a
+// record in a status runs do not read never keeps one; a record in a due
+// status gets its shard's key when the due index is on (without it, an
+// existing key is left for the backfill of a later configuration).
+func (r *Repository) withDue(item map[string]types.AttributeValue, sub *billing.Subscription) map[string]types.AttributeValue {
+	switch {
+	case !layout.DueStatus(sub.Status):
+		delete(item, layout.AttrDue)
+	case r.cfg.Tables.DueShards > 0:
+		item[layout.AttrDue] = layout.StringAV(layout.DueKey(sub.Status, layout.DueShard(sub.UserID, r.cfg.Tables.DueShards)))
+	}
+	return item
+}
+
+// shardScope binds a cursor to the shards its query named; "" for none
+// (every shard), so existing cursors stay valid.
+func shardScope(named, shards []int) string {
+	if len(named) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("/shards")
+	for _, s := range shards {
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(s))
+	}
+	return b.String()
+}
+
+// addItems decodes the items of a status page onto page: those in q's
+// status and shards are returned, undecodable ones reported in Invalid.
+// An index is eventually consistent, so an item may show a status the
+// record has left; the caller re-reads before acting anyway.
+func (r *Repository) addItems(ctx context.Context, page *billing.Page, q billing.StatusQuery, items []map[string]types.AttributeValue, shards []int) {
+	k := r.DueShards()
+	for _, it := range items {
+		sub, err := layout.DecodeItem(it)
+		if err != nil {
+			r.cfg.Logger.WarnContext(ctx, "billing: skipping undecodable item", "status", q.Status, "error", err)
+			page.Invalid = append(page.Invalid, err)
+			page.Count++
+			continue
+		}
+		if sub.Status != q.Status || (len(shards) < k && !slices.Contains(shards, layout.DueShard(sub.UserID, k))) {
+			continue
+		}
+		page.Items = append(page.Items, sub)
+		page.Count++
+	}
+}
+
+// cursorShard is the cursor attribute that names the shard a due query
+// continues in.
+const cursorShard = "shard"
+
+// dueCursorNames are the attributes of a due index LastEvaluatedKey.
+var dueCursorNames = []string{layout.AttrUserID, layout.AttrBillingDate, layout.AttrDue}
+
+// queryDue reads one page of q from the due index: one query of one
+// shard, the first of shards not yet done. Next continues in the same
+// shard, or at the top of the next one.
+func (r *Repository) queryDue(ctx context.Context, q billing.StatusQuery, shards []int) (billing.Page, error) {
+	t := r.cfg.Tables
+	scope := "due/" + t.Subscriptions + "/" + t.DueIndex + "/" + strconv.Itoa(t.DueShards) + "/" + string(q.Status) + shardScope(q.Shards, shards)
+	shard, start, err := decodeDueCursor(scope, q.Cursor, shards)
+	if err != nil {
+		return billing.Page{}, err
+	}
+	limit := q.Limit
+	if limit == 0 {
+		limit = r.cfg.PageSize
+	}
+	key := layout.DueKey(q.Status, shard)
+	expr, err := dateConditions(q, expression.Key(layout.AttrDue).Equal(expression.Value(layout.StringAV(key))), true)
+	if err != nil {
+		return billing.Page{}, err
+	}
+	out, err := r.cfg.Client.Query(ctx, &dynamodb.QueryInput{
+		TableName:                 &t.Subscriptions,
+		IndexName:                 &t.DueIndex,
+		KeyConditionExpression:    expr.KeyCondition(),
+		FilterExpression:          expr.Filter(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ExclusiveStartKey:         start,
+		Limit:                     aws.Int32(int32(min(limit, 1<<30))),
+	})
+	if err != nil {
+		return billing.Page{}, fmt.Errorf("billing: status page %s, shard %d: %w", q.Status, shard, err)
+	}
+	page := billing.Page{Scanned: int(out.ScannedCount)}
+	r.addItems(ctx, &page, q, out.Items, shards)
+	next := out.LastEvaluatedKey
+	if next == nil {
+		i := slices.Index(shards, shard)
+		if i+1 == len(shards) {
+			return page, nil // the last shard is done
+		}
+		shard, next = shards[i+1], map[string]types.AttributeValue{}
+	}
+	next[cursorShard] = layout.StringAV(strconv.Itoa(shard))
+	if page.Next, err = cursor.Encode(scope, next); err != nil {
+		return billing.Page{}, fmt.Errorf("billing: status page %s: cursor: %w", q.Status, err)
+	}
+	return page, nil
+}
+
+// decodeDueCursor returns the shard a due query continues in and its
+// start key (nil at the shard's top): the first of shards for "".
+func decodeDueCursor(scope, token string, shards []int) (int, map[string]types.AttributeValue, error) {
+	if token == "" {
+		return shards[0], nil, nil
+	}
+	key, err := cursor.Decode(scope, token, cursorShard)
+	if err != nil {
+		key, err = cursor.Decode(scope, token, append([]string{cursorShard}, dueCursorNames...)...)
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %v", billing.ErrInvalidCursor, err)
+	}
+	shard, err := strconv.Atoi(layout.StringOf(key[cursorShard]))
+	if err != nil || !slices.Contains(shards, shard) {
+		return 0, nil, fmt.Errorf("%w: shard %q is not one of the query's", billing.ErrInvalidCursor, layout.StringOf(key[cursorShard]))
+	}
+	delete(key, cursorShard)
+	if len(key) == 0 {
+		key = nil
+	}
+	return shard, key, nil
+}
+
+// BackfillPage is what one call of [Repository.BackfillDue] did.
+type BackfillPage struct {
+	// Scanned is the number of items read.
+	Scanned int
+	// Updated is the number of items whose due index key was written:
+	// set where it was missing or named another shard, removed from a
+	// record in a status runs do not read.
+	Updated int
+	// Changed is the number of items left alone because they changed
+	// between the read and the write; their writer set the key.
+	Changed int
+	// Next continues the backfill; "" when the whole table is done.
+	Next string
+}
+
+// BackfillDue gives existing items the due index key of
+// [TableConfig.DueShards]: it scans up to limit items of the primary
+// table from cursor ("" for the start) and writes billing_due where it is
+// not what the record's status and user call for, each with an UpdateItem
+// conditional on the status and key it read, so a record changed since
+// by the engine is left to the engine. Nothing else on an item changes.
+// It is idempotent (a second pass writes nothing) and resumable: pass the
+// page's Next to continue, in this process or another, after a crash too.
+// The caller paces the pages (a scan page of limit items costs about
+// limit/40 read units; each write one write unit and its index writes).
+func (r *Repository) BackfillDue(ctx context.Context, token string, limit int) (BackfillPage, error) {
+	t := r.cfg.Tables
+	if t.DueShards == 0 {
+		return BackfillPage{}, fmt.Errorf("billing: backfill: TableConfig.DueShards is 0: no due index to fill")
+	}
+	if limit <= 0 {
+		limit = r.cfg.PageSize
+	}
+	scope := "backfill/" + t.Subscriptions + "/" + strconv.Itoa(t.DueShards)
+	start, err := cursor.Decode(scope, token, layout.AttrUserID, layout.AttrBillingDate)
+	if err != nil {
+		return BackfillPage{}, fmt.Errorf("%w: %v", billing.ErrInvalidCursor, err)
+	}
+	proj, err := expression.NewBuilder().WithProjection(expression.NamesList(
+		expression.Name(layout.AttrUserID), expression.Name(layout.AttrBillingDate),
+		expression.Name(layout.AttrBillingStatus), expression.Name(layout.AttrDue))).Build()
+	if err != nil {
+		return BackfillPage{}, err
+	}
+	out, err := r.cfg.Client.Scan(ctx, &dynamodb.ScanInput{
+		TableName:                &t.Subscriptions,
+		ProjectionExpression:     proj.Projection(),
+		ExpressionAttributeNames: proj.Names(),
+		ExclusiveStartKey:        start,
+		Limit:                    aws.Int32(int32(min(limit, 1<<30))),
+	})
+	if err != nil {
+		return BackfillPage{}, fmt.Errorf("billing: backfill: scan: %w", err)
+	}
+	var page BackfillPage
+	page.Scanned = int(out.ScannedCount)
+	for _, it := range out.Items {
+		changed, err := r.backfillItem(ctx, it)
+		if err != nil {
+			// The page is redone from its start: its writes are idempotent.
+			page.Next = token
+			return page, err
+		}
+		if changed == nil {
+			continue
+		}
+		if *changed {
+			page.Updated++
+		} else {
+			page.Changed++
+		}
+	}
+	if page.Next, err = cursor.Encode(scope, out.LastEvaluatedKey); err != nil {
+		return page, fmt.Errorf("billing: backfill: cursor: %w", err)
+	}
+	return page, nil
+}
+
+// backfillItem writes the due key of one scanned item when it is not the
+// one its status and user call for. It returns nil when the item is
+// right, true when it wrote, false when the item changed meanwhile.
+func (r *Repository) backfillItem(ctx context.Context, it map[string]types.AttributeValue) (*bool, error) {
+	user, status := layout.StringOf(it[layout.AttrUserID]), billing.Status(layout.StringOf(it[layout.AttrBillingStatus]))
+	have, had := it[layout.AttrDue]
+	want := ""
+	if layout.DueStatus(status) {
+		want = layout.DueKey(status, layout.DueShard(user, r.cfg.Tables.DueShards))
+	}
+	if (want == "" && !had) || (had && layout.StringOf(have) == want) {
+		return nil, nil
+	}
+	due := expression.Name(layout.AttrDue)
+	cond := expression.Name(layout.AttrBillingStatus).Equal(expression.Value(layout.StringAV(string(status))))
+	if had {
+		cond = cond.And(due.Equal(expression.Value(have)))
+	} else {
+		cond = cond.And(expression.AttributeNotExists(due))
+	}
+	upd := expression.Remove(due)
+	if want != "" {
+		upd = expression.Set(due, expression.Value(layout.StringAV(want)))
+	}
+	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
+	if err != nil {
+		return nil, err
+	}
+	_, err = r.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &r.cfg.Tables.Subscriptions,
+		Key:                       map[string]types.AttributeValue{layout.AttrUserID: it[layout.AttrUserID], layout.AttrBillingDate: it[layout.AttrBillingDate]},
+		ConditionExpression:       expr.Condition(),
+		UpdateExpression:          expr.Update(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return new(false), nil
+	case err != nil:
+		return nil, fmt.Errorf("billing: backfill (%s): %w", keyString(user, layout.StringOf(it[layout.AttrBillingDate])), err)
+	}
+	return new(true), nil
+}
