@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -179,5 +180,5 @@ type PaymentResult struct {
 // before the call (billing_attempt_number, billing_attempt_key), so a
 // crash or an unknown outcome leaves the same key for the rerun to replay.
 func IdempotencyKey(subscriptionID string, attempt int) string {
-	return fmt.Sprintf("dynabill:%s:%d", subscriptionID, attempt)
+	return "dynabill:" + subscriptionID + ":" + strconv.Itoa(attempt)
 }

@@ -3,7 +3,9 @@ package billing
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	itel "github.com/dynabill/billing/internal/telemetry"
@@ -38,6 +40,43 @@ type telemetry struct {
 	providerDuration metric.Float64Histogram
 	messages         metric.Int64Counter
 	enqueued         metric.Int64Counter
+
+	// sets holds the attribute sets of the collection metrics, built once
+	// per combination instead of once per record.
+	setsMu sync.RWMutex
+	sets   map[attrKey]metric.MeasurementOption
+}
+
+// attrKey names one combination of metric attributes: the attempts
+// counter's outcome, process and run, or the provider duration's outcome
+// and error (as "true" or "false").
+type attrKey struct {
+	metric, outcome, process, run string
+}
+
+// maxAttrSets bounds the cached attribute sets; further combinations are
+// built on every use.
+const maxAttrSets = 1024
+
+// measurement returns the attribute option of k, built by build the first
+// time.
+func (t *telemetry) measurement(k attrKey, build func() metric.MeasurementOption) metric.MeasurementOption {
+	t.setsMu.RLock()
+	o, ok := t.sets[k]
+	t.setsMu.RUnlock()
+	if ok {
+		return o
+	}
+	o = build()
+	t.setsMu.Lock()
+	if t.sets == nil {
+		t.sets = map[attrKey]metric.MeasurementOption{}
+	}
+	if len(t.sets) < maxAttrSets {
+		t.sets[k] = o
+	}
+	t.setsMu.Unlock()
+	return o
 }
 
 // newTelemetry builds the instruments on mp and tp; nil means the global
@@ -121,6 +160,8 @@ type recordObs struct {
 	proc Process
 	// err is what handling the record returned, if the caller saw it.
 	err error
+	// own is what rep points to, allocated with the observation.
+	own Report
 }
 
 // startRecord starts observing the record of userID and subID, handled
@@ -132,7 +173,9 @@ func (t *telemetry) startRecord(ctx context.Context, run string, proc Process, u
 		attribute.String("dynabill.process", string(proc)),
 		attribute.String("dynabill.run.kind", run),
 	))
-	return ctx, &recordObs{tel: t, span: span, rep: &Report{}, run: run, proc: proc}
+	o := &recordObs{tel: t, span: span, run: run, proc: proc}
+	o.rep = &o.own
+	return ctx, o
 }
 
 // end adds the record's counts to into, counts its outcome and ends its
@@ -140,12 +183,16 @@ func (t *telemetry) startRecord(ctx context.Context, run string, proc Process, u
 func (o *recordObs) end(ctx context.Context, into *Report) {
 	into.add(o.rep)
 	out := o.outcome()
-	o.tel.attempts.Add(ctx, 1, metric.WithAttributes(
-		attribute.String("outcome", out),
-		attribute.String("process", string(o.proc)),
-		attribute.String("run", o.run),
-	))
-	o.span.SetAttributes(attribute.String("dynabill.outcome", out))
+	o.tel.attempts.Add(ctx, 1, o.tel.measurement(attrKey{itel.MetricCollectionAttempts, out, string(o.proc), o.run}, func() metric.MeasurementOption {
+		return metric.WithAttributes(
+			attribute.String("outcome", out),
+			attribute.String("process", string(o.proc)),
+			attribute.String("run", o.run),
+		)
+	}))
+	if o.span.IsRecording() { // a span that does not record drops attributes
+		o.span.SetAttributes(attribute.String("dynabill.outcome", out))
+	}
 	switch {
 	case o.err != nil:
 		itel.FailSpan(o.span, o.err)
@@ -214,11 +261,16 @@ func (t *telemetry) providerCalled(ctx context.Context, n int, d time.Duration, 
 	case err != nil:
 		out = outcomeUnknown
 	}
-	t.providerDuration.Record(ctx, d.Seconds(), metric.WithAttributes(
-		attribute.String("outcome", out),
-		attribute.Bool("error", err != nil),
-	))
-	trace.SpanFromContext(ctx).SetAttributes(attribute.Int("dynabill.attempt", n))
+	failed := err != nil
+	t.providerDuration.Record(ctx, d.Seconds(), t.measurement(attrKey{itel.MetricProviderDuration, out, strconv.FormatBool(failed), ""}, func() metric.MeasurementOption {
+		return metric.WithAttributes(
+			attribute.String("outcome", out),
+			attribute.Bool("error", failed),
+		)
+	}))
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attribute.Int("dynabill.attempt", n))
+	}
 }
 
 // startSchedule starts the span of a scheduler run.

@@ -64,6 +64,9 @@ func (e *BatchError) Unwrap() error { return e.Err }
 // IsHistoryKeyConflict reports whether err is a [*ConflictError] caused only
 // by a taken history key (see [ConflictError.HistoryRow]).
 func IsHistoryKeyConflict(err error) bool {
+	if err == nil {
+		return false // without errors.As, whose target would escape
+	}
 	var ce *ConflictError
 	return errors.As(err, &ce) && ce.HistoryRow
 }
