@@ -34,6 +34,7 @@ type globals struct {
 	historyTable string
 	lockTable    string
 	statusIndex  string
+	dueShards    int
 	layout       string
 	tablesPrefix string
 	json         bool
@@ -42,7 +43,7 @@ type globals struct {
 
 // globalNames are the names of the global flags, to leave them out of a
 // command's own flag list.
-var globalNames = []string{"endpoint", "region", "layout", "tables", "table", "history-table", "lock-table", "status-index", "json", "yes"}
+var globalNames = []string{"endpoint", "region", "layout", "tables", "table", "history-table", "lock-table", "status-index", "due-shards", "json", "yes"}
 
 // register defines the global flags on fs with the values parsed so far as
 // defaults, so a later FlagSet keeps what an earlier one set.
@@ -56,9 +57,12 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.historyTable, "history-table", g.historyTable, "history table `name` (default "+dynamostore.DefaultHistoryTable+")")
 	fs.StringVar(&g.lockTable, "lock-table", g.lockTable, "lock table `name` (default "+dynamostore.DefaultLockTable+")")
 	fs.StringVar(&g.statusIndex, "status-index", g.statusIndex, "status index `mode`: legacy ("+dynamostore.DefaultStatusIndex+
-		") or sorted ("+dynamostore.DefaultSortedStatusIndex+") (default legacy)")
+		"), sorted ("+dynamostore.DefaultSortedStatusIndex+") or due\n"+
+		"(the sharded "+dynamostore.DefaultDueIndex+", needs --due-shards) (default legacy)")
+	fs.IntVar(&g.dueShards, "due-shards", g.dueShards, "the due index's `K` shards (legacy layout): writes put the due key billing_due on the records\n"+
+		"runs read, tables create adds "+dynamostore.DefaultDueIndex+", --status-index due reads it (default 0: none)")
 	fs.BoolVar(&g.json, "json", g.json, "print JSON instead of tables")
-	fs.BoolVar(&g.yes, "yes", g.yes, "apply admin changes without asking")
+	fs.BoolVar(&g.yes, "yes", g.yes, "apply admin changes without asking; let seed and index backfill write to AWS")
 }
 
 // app is one invocation of billingctl.
@@ -69,8 +73,38 @@ type app struct {
 	stdout io.Writer
 	stderr io.Writer
 	env    func(string) string
+	// now and sleep are the clock of paced commands (index backfill),
+	// nil for the real one; sleep returns ctx's error if it ends first.
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error
 
 	client *dynamodb.Client
+	// endpointFromEnv reports that the endpoint is $DYNAMODB_ENDPOINT's,
+	// not the flag's.
+	endpointFromEnv bool
+}
+
+// clock returns the current time.
+func (a *app) clock() time.Time {
+	if a.now != nil {
+		return a.now()
+	}
+	return time.Now()
+}
+
+// pause waits d, or returns the context's error if it ends first.
+func (a *app) pause(d time.Duration) error {
+	if a.sleep != nil {
+		return a.sleep(a.ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-a.ctx.Done():
+		return a.ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // newFlags returns the FlagSet of command c; define the command's own
@@ -128,18 +162,29 @@ func (a *app) parse(c *command, fs *flag.FlagSet, args []string) ([]string, erro
 
 func (a *app) checkGlobals(c *command) error {
 	switch a.g.statusIndex {
-	case "", "legacy", "sorted":
+	case "", "legacy", "sorted", "due":
 	default:
-		return usagef(c.name, "--status-index %q: want legacy or sorted", a.g.statusIndex)
+		return usagef(c.name, "--status-index %q: want legacy, sorted or due", a.g.statusIndex)
 	}
 	switch a.g.layout {
 	case "", "legacy", "single":
 	default:
 		return usagef(c.name, "--layout %q: want legacy or single", a.g.layout)
 	}
+	if a.g.dueShards < 0 || a.g.dueShards > dynamostore.MaxDueShards {
+		return usagef(c.name, "--due-shards %d: want 0 to %d", a.g.dueShards, dynamostore.MaxDueShards)
+	}
+	if a.single() && (a.g.dueShards > 0 || a.g.statusIndex == "due") {
+		return usagef(c.name, "--layout single: the single table is one shard and has no due index; "+
+			"--due-shards and --status-index due are for the legacy layout")
+	}
+	if a.g.statusIndex == "due" && a.g.dueShards == 0 {
+		return usagef(c.name, "--status-index due needs --due-shards K, the shards the table's due keys were written with")
+	}
 	source := "--endpoint"
 	if a.g.endpoint == "" {
 		a.g.endpoint, source = a.env(endpointEnv), endpointEnv
+		a.endpointFromEnv = a.g.endpoint != ""
 	}
 	if a.g.endpoint != "" {
 		u, err := url.Parse(a.g.endpoint)
@@ -172,7 +217,7 @@ func (a *app) commandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 		printFlags(w, fs, globalNames)
 	}
 	fmt.Fprint(w, "\nGlobal flags (--endpoint, --layout, --tables, --region, --table, --history-table, --lock-table,\n"+
-		"--status-index, --json, --yes): see 'billingctl help'.\n")
+		"--status-index, --due-shards, --json, --yes): see 'billingctl help'.\n")
 }
 
 func capitalize(s string) string {
@@ -201,8 +246,14 @@ func (a *app) tables() dynamostore.TableConfig {
 	if a.single() && cfg.Subscriptions == "" {
 		cfg.Subscriptions = singleDefaultTable
 	}
-	if a.g.statusIndex == "sorted" {
+	switch a.g.statusIndex {
+	case "sorted":
 		cfg.StatusIndexMode = dynamostore.StatusIndexSorted
+	case "due":
+		cfg.StatusIndexMode = dynamostore.StatusIndexDue
+	}
+	if !a.single() {
+		cfg.DueShards = a.g.dueShards
 	}
 	return cfg.WithDefaults()
 }

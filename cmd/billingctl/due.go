@@ -20,7 +20,9 @@ prints, per run, the records returned and their total amount (exact), what
 the run would do with them (by the collector's checks, with the library's
 default retry policy and --stale-days), the pages and items read, and items read per
 item returned (the cost of the index: in legacy mode every record of the
-status is read and billing_date is only a filter). Nothing is written.
+status is read and billing_date is only a filter; in due mode, with
+--due-shards K, each run reads K shards of the due index, a page or more
+each). Nothing is written.
 
   scheduled  SCHEDULED records with billing_date before the run time
   retry      ERROR records billed after the run time minus (stale days + 7)
@@ -175,8 +177,12 @@ func runDue(a *app, c *command, args []string) error {
 	total.ReadPerReturned = ratioJSON(total.ItemsRead, total.ItemsReturned)
 	tables := a.tables()
 	mode := "legacy: billing_date is a filter, every record of the status is read"
-	if tables.StatusIndexMode == dynamostore.StatusIndexSorted {
+	switch tables.StatusIndexMode {
+	case dynamostore.StatusIndexSorted:
 		mode = "sorted: billing_date is a key condition, only due records are read"
+	case dynamostore.StatusIndexDue:
+		tables.StatusIndex = tables.DueIndex
+		mode = fmt.Sprintf("due: %s, one query per shard, billing_date is a key condition", plural(tables.DueShards, "shard"))
 	}
 	if a.single() {
 		st := a.singleTable()

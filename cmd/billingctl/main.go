@@ -25,6 +25,9 @@
 //	change-tier SUBSCRIPTION_ID --tier NAME:VERSION --amount 9.99 [--downgrade]
 //	                                   change a SCHEDULED record's tier and amount
 //	seed [--users N] [--now DATE]      fill the tables with sample subscriptions (local servers)
+//	index backfill [--create-index] [--from TOKEN]
+//	                                   key existing records for the due index of --due-shards,
+//	                                   paced, resumable (legacy layout)
 //	simulate                           the quickstart simulation, in memory
 //	capacity                           what bounds a billing run at scale: a capacity model
 //	help [COMMAND]                     usage of billingctl or of a command
@@ -43,10 +46,17 @@
 //	--table NAME            subscriptions table (default billing-activity)
 //	--history-table NAME    history table (default billing-activity-history)
 //	--lock-table NAME       lock table (default locks)
-//	--status-index MODE     legacy (billing_status-index) or sorted
-//	                        (billing_status-billing_date-index); default legacy
+//	--status-index MODE     legacy (billing_status-index), sorted
+//	                        (billing_status-billing_date-index) or due (the sharded
+//	                        billing_due-billing_date-index; needs --due-shards);
+//	                        default legacy
+//	--due-shards K          legacy layout: the due index's K shards. Writes put the
+//	                        due key billing_due on the records runs read, tables
+//	                        create adds the index, --status-index due reads it.
+//	                        Default 0, no due index; the single table is one shard.
 //	--json                  print JSON instead of tables, for scripts
-//	--yes                   apply admin changes without asking
+//	--yes                   apply admin changes without asking; let seed and index
+//	                        backfill write to AWS (without --endpoint)
 //
 // Commands print tables by default and JSON with --json. Run
 // "billingctl help COMMAND" for a command's flags.
@@ -73,6 +83,19 @@
 // Each prints the record, asks "Apply? [y/N]" on stderr (unless --yes),
 // applies the change and prints the record after it, marking the changed
 // attributes with "*". Admin changes never charge.
+//
+// # Moving a legacy table to the due index
+//
+// The sharded due index (TableConfig.DueShards, --due-shards K) is added to
+// a table in use in four steps: give every writer K (the hosts'
+// TableConfig.DueShards, and --due-shards K on billingctl's admin
+// commands), so new writes carry the due key; run
+// "billingctl --due-shards K index backfill --create-index", which adds the
+// index with UpdateTable, waits until it is ACTIVE and keys the existing
+// records, paced by --rate and resumable with --from after an interruption;
+// run "billingctl --due-shards K index backfill" again until a pass reports
+// 0 updated; then read with --status-index due (StatusIndexDue). The
+// single-table layout is one shard and has no due index.
 //
 // # Exit codes
 //
@@ -134,12 +157,12 @@ func init() {
 		subsListCmd, subsGetCmd, historyCmd,
 		dueCmd, notifyPreviewCmd,
 		waiveCmd, cancelCmd, pauseCmd, resumeCmd, changeDateCmd, changeTierCmd,
-		seedCmd, simulateCmd, capacityCmd,
+		seedCmd, indexBackfillCmd, simulateCmd, capacityCmd,
 	}
 }
 
 // groups are the commands that take a subcommand.
-var groups = map[string]bool{"tables": true, "subs": true, "notify": true}
+var groups = map[string]bool{"tables": true, "subs": true, "notify": true, "index": true}
 
 // lookup finds the command args start with and returns the rest.
 func lookup(args []string) (*command, []string, error) {
@@ -203,7 +226,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		env = func(string) string { return "" }
 	}
 	a := &app{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, env: env}
-	err := a.main(args)
+	return a.exit(a.main(args))
+}
+
+// exit prints what went wrong, if anything, and returns the exit code of
+// err, the result of main.
+func (a *app) exit(err error) int {
+	stderr := a.stderr
 	var ue *usageError
 	switch {
 	case err == nil, errors.Is(err, errHelp):
@@ -316,6 +345,6 @@ func printFlags(w io.Writer, fs *flag.FlagSet, skip []string) {
 		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
 			usage += fmt.Sprintf(" (default %s)", f.DefValue)
 		}
-		fmt.Fprintf(w, "%s\n      %s\n", line, usage)
+		fmt.Fprintf(w, "%s\n      %s\n", line, strings.ReplaceAll(usage, "\n", "\n      "))
 	})
 }

@@ -180,7 +180,7 @@ func TestUsage(t *testing.T) {
 		{"extra argument", []string{"subs", "get", "a", "b"}, "want one SUBSCRIPTION_ID argument, got 2"},
 		{"missing user", []string{"subs", "list"}, "want one USER argument, got 0"},
 		{"history ID and user", []string{"history", "id1", "--user", "u1"}, "not both"},
-		{"bad status index", []string{"due", "--status-index", "fancy"}, `--status-index "fancy": want legacy or sorted`},
+		{"bad status index", []string{"due", "--status-index", "fancy"}, `--status-index "fancy": want legacy, sorted or due`},
 		{"bad endpoint", []string{"due", "--endpoint", "localhost:8000"}, "--endpoint"},
 		{"malformed due date", []string{"due", "--date", "2024-13-01"}, `--date "2024-13-01": want YYYY-MM-DD`},
 		{"due date and at", []string{"due", "--date", "2024-03-01", "--at", "2024-03-01T12:00:00Z"}, "not both"},

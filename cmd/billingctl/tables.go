@@ -16,10 +16,12 @@ import (
 var tablesCreateCmd = &command{
 	name: "tables create",
 	doc: `create the library's tables (those missing) and wait until ACTIVE
-The subscriptions table (with the subscription ID index and the status index
-of --status-index), the history table and the lock table, named by --table,
---history-table and --lock-table, on-demand billing. Existing tables are left
-as they are; compare them with 'billingctl tables describe'.`,
+The subscriptions table (with the subscription ID index, the status index of
+--status-index and, with --due-shards, the due index), the history table and
+the lock table, named by --table, --history-table and --lock-table, on-demand
+billing. Existing tables are left as they are; compare them with 'billingctl
+tables describe', and add the due index to an existing table with 'billingctl
+index backfill --create-index'.`,
 	run: runTablesCreate,
 }
 
@@ -77,12 +79,14 @@ func runTablesCreate(a *app, c *command, args []string) error {
 	cfg := a.tables()
 	roles, defs := a.tableDefs()
 	existed := make([]bool, len(defs))
+	noDueIndex := false // the existing subscriptions table lacks the due index
 	for i, def := range defs {
-		_, err := client.DescribeTable(a.ctx, &dynamodb.DescribeTableInput{TableName: def.TableName})
+		out, err := client.DescribeTable(a.ctx, &dynamodb.DescribeTableInput{TableName: def.TableName})
 		var nf *types.ResourceNotFoundException
 		switch {
 		case err == nil:
 			existed[i] = true
+			noDueIndex = noDueIndex || (i == 0 && !a.single() && cfg.DueShards > 0 && findIndex(out.Table, cfg.DueIndex) == nil)
 		case !errors.As(err, &nf):
 			return fmt.Errorf("describe table %s: %w", aws.ToString(def.TableName), err)
 		}
@@ -119,6 +123,9 @@ func runTablesCreate(a *app, c *command, args []string) error {
 	}
 	if slices.Contains(existed, true) {
 		fmt.Fprintln(a.stdout, "Existing tables were left as they are; compare them with 'billingctl tables describe'.")
+	}
+	if noDueIndex {
+		fmt.Fprintln(a.stdout, "To add the due index to the existing subscriptions table: 'billingctl index backfill --create-index'.")
 	}
 	return nil
 }
