@@ -258,6 +258,12 @@ func (s *Store) setAttempt(ctx context.Context, prev, next *billing.Subscription
 	if err := enc.Encode(next, false); err != nil {
 		return err
 	}
+	// Only the attempt differs between the two encodings (validated):
+	// written back as DynamoDB's UpdateItem does, only the attempt
+	// attributes change and every other stored form stays. The change and
+	// its values are made before the lock, which covers only the writes.
+	var diff layout.Diff
+	diff.Make(before, enc, nil, cloneValue, false)
 	key := tableKey{prev.UserID, layout.BillingDateKey(prev)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -265,12 +271,7 @@ func (s *Store) setAttempt(ctx context.Context, prev, next *billing.Subscription
 	if !ok || !fenceHolds(cur, prev) {
 		return &billing.ConflictError{Op: "set attempt", Key: prev.Key(), Reason: "record gone, or status, last_run_date or attempt changed", Err: billing.ErrConflict}
 	}
-	// Only the attempt differs between the two encodings (validated):
-	// written back as DynamoDB's UpdateItem does, only the attempt
-	// attributes change and every other stored form stays.
-	s.primary.update(key, func(item map[string]types.AttributeValue) {
-		layout.WriteBack(item, before, enc, nil, cloneValue, false)
-	})
+	s.primary.update(key, diff.Apply)
 	return nil
 }
 
@@ -314,10 +315,28 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 		}
 	}
 	// The history row is a new item; the record's changed attributes
-	// share its values.
+	// share its values. Everything is built before the lock, which covers
+	// only the checks and the writes.
 	hitem := enc.Item(true, cloneValue)
 	oldKey := tableKey{prev.UserID, layout.BillingDateKey(prev)}
 	newKey, hk := primaryKey(hitem), historyKey(hitem)
+	var (
+		diff      layout.Diff
+		beforeErr error // reported after the conditions, as it was found
+		newItem   map[string]types.AttributeValue
+	)
+	if newKey == oldKey {
+		// An update of the item in place, as DynamoDB's write-back: only
+		// the attributes whose encoding changes are written, so unknown
+		// ones (a reminder's claim) and stored forms stay.
+		before := layout.NewFlat()
+		defer before.Release()
+		if beforeErr = before.Encode(prev, false); beforeErr == nil {
+			diff.Make(before, enc, hitem, cloneValue, true)
+		}
+	} else {
+		newItem = primaryOf(hitem, enc.Len(false))
+	}
 	conflict := func(key, reason string) error {
 		return &billing.ConflictError{Op: op, Key: key, Reason: reason, Err: billing.ErrConflict}
 	}
@@ -350,21 +369,14 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 			return &billing.ConflictError{Op: op, Key: create[i].Key(), Reason: "a history row of a record to create exists", Err: billing.ErrAlreadyExists, HistoryRow: true}
 		}
 	}
+	if beforeErr != nil {
+		return beforeErr
+	}
 	if newKey == oldKey {
-		// An update of the item in place, as DynamoDB's write-back: only
-		// the attributes whose encoding changes are written, so unknown
-		// ones (a reminder's claim) and stored forms stay.
-		before := layout.NewFlat()
-		defer before.Release()
-		if err := before.Encode(prev, false); err != nil {
-			return err
-		}
-		s.primary.update(oldKey, func(item map[string]types.AttributeValue) {
-			layout.WriteBack(item, before, enc, hitem, cloneValue, true)
-		})
+		s.primary.update(oldKey, diff.Apply)
 	} else {
 		s.primary.del(oldKey)
-		s.primary.put(newKey, primaryOf(hitem, enc.Len(false)))
+		s.primary.put(newKey, newItem)
 	}
 	s.history.put(hk, hitem)
 	for _, a := range adds {
@@ -459,10 +471,15 @@ func storedItems(f *layout.Flat) (item, hitem map[string]types.AttributeValue) {
 	return primaryOf(hitem, f.Len(false)), hitem
 }
 
+// primaryRoom is the room a new primary item has: the attributes of a
+// record with its attempt and outcome, which write-backs add to a new
+// period's item, so that they do not grow its map.
+const primaryRoom = 24
+
 // primaryOf returns the primary item of a record whose history row is
 // hitem: its n attributes other than data_ ones, sharing their values.
 func primaryOf(hitem map[string]types.AttributeValue, n int) map[string]types.AttributeValue {
-	item := make(map[string]types.AttributeValue, n)
+	item := make(map[string]types.AttributeValue, max(n, primaryRoom))
 	for name, v := range hitem {
 		if !strings.HasPrefix(name, layout.DataPrefix) {
 			item[name] = v

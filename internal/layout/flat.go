@@ -3,7 +3,6 @@ package layout
 import (
 	"reflect"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -475,44 +474,51 @@ type attrSet uint64
 const allAttrs = attrSet(1)<<numAttrs - 1
 
 // addKnown puts the known attributes of f that are in set into item: new
-// values, one allocation per type, and one string for all their formatted
-// text.
+// values (see values).
 func (f *Flat) addKnown(item map[string]types.AttributeValue, set attrSet) {
-	ns, nn, nb, text := 0, 0, 0, 0
+	var vals [numAttrs]types.AttributeValue
+	f.values(set, &vals)
 	for a := range numAttrs {
-		if set&(1<<a) == 0 {
-			continue
-		}
-		switch f.vals[a].kind {
-		case vNone:
-		case vBool:
-			nb++
-		case vN:
-			nn++
-			text += 20
-		case vS:
-			ns++
-		default:
-			ns++
-			text += len(timefmt.NanosLayout)
+		if vals[a] != nil {
+			item[attrNames[a]] = vals[a]
 		}
 	}
-	ss, nv, bv := newValues(ns, nn, nb)
-	// All formatted text goes into one string; values are slices of it.
-	var buf strings.Builder
-	buf.Grow(text)
+}
+
+// values makes new values for the known attributes of f in set that f
+// writes, into vals: one allocation for the values (see newValues) and one
+// string for all their formatted text.
+func (f *Flat) values(set attrSet, vals *[numAttrs]types.AttributeValue) {
+	ns, nn, nb := 0, 0, 0
+	var buf [512]byte // the text of every formatted value: at most 5 times, 3 amounts and 6 numbers
+	text := buf[:0]
 	type span struct{ from, to int }
 	var spans [numAttrs]span
 	for a := range numAttrs {
 		v := &f.vals[a]
-		if set&(1<<a) != 0 && v.kind != vNone && v.kind != vS && v.kind != vBool {
-			var tmp [64]byte
-			from := buf.Len()
-			buf.Write(v.appendText(tmp[:0]))
-			spans[a] = span{from, buf.Len()}
+		if set&(1<<a) == 0 {
+			continue
 		}
+		switch v.kind {
+		case vNone:
+			continue
+		case vBool:
+			nb++
+			continue
+		case vN:
+			nn++
+		default:
+			ns++
+			if v.kind == vS {
+				continue
+			}
+		}
+		from := len(text)
+		text = v.appendText(text)
+		spans[a] = span{from, len(text)}
 	}
-	all := buf.String()
+	ss, nv, bv := newValues(ns, nn, nb)
+	all := string(text)
 	for a := range numAttrs {
 		v := &f.vals[a]
 		if set&(1<<a) == 0 {
@@ -522,19 +528,19 @@ func (f *Flat) addKnown(item map[string]types.AttributeValue, set attrSet) {
 		case vNone:
 		case vBool:
 			bv[0].Value = true
-			item[attrNames[a]] = &bv[0]
+			vals[a] = &bv[0]
 			bv = bv[1:]
 		case vN:
 			nv[0].Value = all[spans[a].from:spans[a].to]
-			item[attrNames[a]] = &nv[0]
+			vals[a] = &nv[0]
 			nv = nv[1:]
 		case vS:
 			ss[0].Value = v.s
-			item[attrNames[a]] = &ss[0]
+			vals[a] = &ss[0]
 			ss = ss[1:]
 		default:
 			ss[0].Value = all[spans[a].from:spans[a].to]
-			item[attrNames[a]] = &ss[0]
+			vals[a] = &ss[0]
 			ss = ss[1:]
 		}
 	}
@@ -576,16 +582,35 @@ func sameItems(a, b map[string]types.AttributeValue) bool {
 }
 
 // WriteBack applies to cur, the stored primary item of prev, DynamoDB's
-// write-back update from prev to next (both encoded for the primary
-// table): an attribute whose encodings are equal keeps its stored value,
-// a changed one takes next's, one only prev has is removed, and attributes
-// in neither (unknown ones) stay. The key attributes (user_id,
-// billing_date) are never written; last_run_date is written even when
-// unchanged if writeRunDate (Update's write-back always sets it). A value
-// next writes is taken from src when it holds the attribute (an item built
-// from next, whose values may then be shared), else made anew; clone, when
-// not nil, copies the Extra values.
+// write-back update from prev to next: see [Diff].
 func WriteBack(cur map[string]types.AttributeValue, prev, next *Flat, src map[string]types.AttributeValue, clone func(types.AttributeValue) types.AttributeValue, writeRunDate bool) {
+	var d Diff
+	d.Make(prev, next, src, clone, writeRunDate)
+	d.Apply(cur)
+}
+
+// Diff is DynamoDB's write-back update from prev to next, two encodings of
+// a record for the primary table, computed apart from the stored item so
+// that a store makes it (and its new values) before it locks the item and
+// only applies it under the lock. Applied to the stored item of prev: an
+// attribute whose encodings are equal keeps its stored value, a changed one
+// takes next's, one only prev has is removed, and attributes in neither
+// (unknown ones) stay. The key attributes (user_id, billing_date) are never
+// written.
+type Diff struct {
+	set, remove attrSet
+	vals        [numAttrs]types.AttributeValue // of set
+	extraSet    map[string]types.AttributeValue
+	extraRemove []string
+}
+
+// Make sets d to the write-back from prev to next. last_run_date is written
+// even when unchanged if writeRunDate (Update's write-back always sets it).
+// A value next writes is taken from src when it holds the attribute (an
+// item built from next, whose values may then be shared), else made anew;
+// clone, when not nil, copies the Extra values.
+func (d *Diff) Make(prev, next *Flat, src map[string]types.AttributeValue, clone func(types.AttributeValue) types.AttributeValue, writeRunDate bool) {
+	*d = Diff{}
 	if clone == nil {
 		clone = func(v types.AttributeValue) types.AttributeValue { return v }
 	}
@@ -598,28 +623,50 @@ func WriteBack(cur map[string]types.AttributeValue, prev, next *Flat, src map[st
 		switch {
 		case n.kind == vNone:
 			if p.kind != vNone {
-				delete(cur, attrNames[a])
+				d.remove |= 1 << a
 			}
 		case p.kind == vNone || writeRunDate && a == aLastRunDate || !p.equal(n):
+			d.set |= 1 << a
 			if v, ok := src[attrNames[a]]; ok {
-				cur[attrNames[a]] = v
-				continue
+				d.vals[a] = v
+			} else {
+				fresh |= 1 << a
 			}
-			fresh |= 1 << a
 		}
 	}
 	if fresh != 0 {
-		next.addKnown(cur, fresh)
+		next.values(fresh, &d.vals)
 	}
 	for name, n := range next.extra {
 		if p, ok := prev.extra[name]; !ok || !reflect.DeepEqual(p, n) {
-			cur[name] = clone(n)
+			if d.extraSet == nil {
+				d.extraSet = map[string]types.AttributeValue{}
+			}
+			d.extraSet[name] = clone(n)
 		}
 	}
 	for name := range prev.extra {
 		if _, ok := next.extra[name]; !ok {
-			delete(cur, name)
+			d.extraRemove = append(d.extraRemove, name)
 		}
+	}
+}
+
+// Apply makes the write-back on cur: assignments and deletions only.
+func (d *Diff) Apply(cur map[string]types.AttributeValue) {
+	for a := range numAttrs {
+		switch {
+		case d.set&(1<<a) != 0:
+			cur[attrNames[a]] = d.vals[a]
+		case d.remove&(1<<a) != 0:
+			delete(cur, attrNames[a])
+		}
+	}
+	for name, v := range d.extraSet {
+		cur[name] = v
+	}
+	for _, name := range d.extraRemove {
+		delete(cur, name)
 	}
 }
 

@@ -114,9 +114,73 @@ func appendDigits(b []byte, n, width int) []byte {
 // Parse reads any RFC3339 timestamp ("Z" or a numeric offset, with or
 // without a fraction of any width) and returns it in UTC.
 func Parse(s string) (time.Time, error) {
+	if t, ok := parseFixed(s); ok {
+		return t, nil
+	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("not an RFC3339 timestamp: %q", s)
 	}
 	return t.UTC(), nil
+}
+
+// parseFixed reads s when it is in one of the two forms this package
+// writes ([SecondsLayout], [NanosLayout]) and denotes a valid time, as
+// time.Parse reads it, without interpreting a layout; ok is false for
+// anything else, which time.Parse then reads or rejects.
+func parseFixed(s string) (t time.Time, ok bool) {
+	const form = "dddd-dd-ddTdd:dd:dd"
+	if (len(s) != len(SecondsLayout) && len(s) != len(NanosLayout)) || s[len(s)-1] != 'Z' {
+		return t, false
+	}
+	num := func(from, to int) (int, bool) {
+		n := 0
+		for i := from; i < to; i++ {
+			c := s[i]
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n, true
+	}
+	for i := range len(form) {
+		if form[i] != 'd' && s[i] != form[i] {
+			return t, false
+		}
+	}
+	year, ok1 := num(0, 4)
+	month, ok2 := num(5, 7)
+	day, ok3 := num(8, 10)
+	hour, ok4 := num(11, 13)
+	minute, ok5 := num(14, 16)
+	sec, ok6 := num(17, 19)
+	nsec := 0
+	ok7 := true
+	if len(s) == len(NanosLayout) {
+		if s[19] != '.' {
+			return t, false
+		}
+		nsec, ok7 = num(20, 29)
+	}
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7) || month < 1 || month > 12 || day < 1 ||
+		day > daysIn(time.Month(month), year) || hour > 23 || minute > 59 || sec > 59 {
+		return t, false
+	}
+	return time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC), true
+}
+
+// daysIn returns the number of days of month in year (proleptic
+// Gregorian, as package time counts).
+func daysIn(month time.Month, year int) int {
+	switch month {
+	case time.February:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case time.April, time.June, time.September, time.November:
+		return 30
+	}
+	return 31
 }

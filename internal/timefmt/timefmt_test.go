@@ -63,6 +63,33 @@ func TestAppendIsFormat(t *testing.T) {
 	}
 }
 
+// TestParseFixedIsTimeParse: the fast path reads the package's own forms
+// as time.Parse does, and leaves every other text (and every invalid date
+// in those forms) to it.
+func TestParseFixedIsTimeParse(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	texts := []string{"2024-02-29T00:00:00Z", "2023-02-29T00:00:00Z", "2024-13-01T00:00:00Z", "2024-04-31T10:00:00Z",
+		"2024-01-01T24:00:00Z", "2024-01-01T23:60:00Z", "2024-01-01T23:59:60Z", "0000-01-01T00:00:00Z", "9999-12-31T23:59:59.999999999Z",
+		"2024-01-01T00:00:00.5Z", "2024-01-01T00:00:00+00:00", "2024-01-01 00:00:00Z", "2024-01-01T00:00:00.12345678xZ", "+024-01-01T00:00:00Z"}
+	for range 20000 {
+		b := []byte(time.Unix(rng.Int64N(400e9)-62e9, rng.Int64N(1e9)).UTC().Format(NanosLayout))
+		if rng.IntN(2) == 0 {
+			b = append(b[:19], 'Z')
+		}
+		if rng.IntN(4) == 0 {
+			b[rng.IntN(len(b))] = "0123456789:-.TZ "[rng.IntN(16)]
+		}
+		texts = append(texts, string(b))
+	}
+	for _, s := range texts {
+		got, err := Parse(s)
+		want, werr := time.Parse(time.RFC3339Nano, s)
+		if (err == nil) != (werr == nil) || err == nil && (!got.Equal(want) || got.Location() != time.UTC) {
+			t.Fatalf("Parse(%q) = %v, %v; time.Parse: %v, %v", s, got, err, want, werr)
+		}
+	}
+}
+
 func TestParseAcceptsEveryRFC3339Form(t *testing.T) {
 	want := time.Date(2024, 3, 1, 10, 15, 30, 500_000_000, time.UTC)
 	for _, s := range []string{
@@ -169,6 +196,10 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		tm, err := Parse(s)
+		want, werr := time.Parse(time.RFC3339Nano, s)
+		if (err == nil) != (werr == nil) || err == nil && !tm.Equal(want) {
+			t.Fatalf("Parse(%q) = %v, %v; time.Parse: %v, %v", s, tm, err, want, werr)
+		}
 		if err != nil {
 			return
 		}
