@@ -358,7 +358,9 @@ func (h *collectorHandler) Handle(ctx context.Context, raw json.RawMessage) erro
 	rep, err := h.collector.Run(ctx, req)
 	h.logger.InfoContext(ctx, "collection run", "report", rep)
 	if rep != nil && rep.Next != "" {
-		next, merr := json.Marshal(billing.RunRequest{Kind: req.Kind, Cursor: rep.Next})
+		// The continuation keeps the request's shards: its cursor belongs
+		// to a run over them, and the collector refuses it for any other.
+		next, merr := json.Marshal(billing.RunRequest{Kind: req.Kind, Cursor: rep.Next, Shards: req.Shards})
 		if merr != nil {
 			return merr
 		}

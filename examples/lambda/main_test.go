@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
@@ -197,4 +201,109 @@ func TestNewRepositoryLayouts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// shardedRepo makes a repository of shards ShardedRepository the way
+// dynamostore is one: user "s<shard>-..." is in that shard, a status query
+// with Shards returns only their records, and its cursor continues only a
+// query with the same Shards (any other is billing.ErrInvalidCursor).
+type shardedRepo struct {
+	billing.Repository
+	shards int
+}
+
+var _ billing.ShardedRepository = shardedRepo{}
+
+func (r shardedRepo) DueShards() int { return r.shards }
+
+func shardOf(userID string) int {
+	var s int
+	if _, err := fmt.Sscanf(userID, "s%d-", &s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+func (r shardedRepo) QueryStatus(ctx context.Context, q billing.StatusQuery) (billing.Page, error) {
+	scope := fmt.Sprint(q.Shards) + "/"
+	cursor, ok := strings.CutPrefix(q.Cursor, scope)
+	if !ok && q.Cursor != "" {
+		return billing.Page{}, fmt.Errorf("%w: %q is not a cursor of shards %v", billing.ErrInvalidCursor, q.Cursor, q.Shards)
+	}
+	shards := q.Shards
+	q.Cursor, q.Shards = cursor, nil
+	p, err := r.Repository.QueryStatus(ctx, q)
+	if err != nil {
+		return p, err
+	}
+	if len(shards) > 0 {
+		p.Items = slices.DeleteFunc(p.Items, func(s billing.Subscription) bool { return !slices.Contains(shards, shardOf(s.UserID)) })
+	}
+	if p.Next != "" {
+		p.Next = scope + p.Next
+	}
+	return p, nil
+}
+
+// shardedCollector is a collector over a shardedRepo of 4 shards holding
+// perShard[s] due records in shard s, one item a status page and one page
+// an invocation, so that every record takes a continuation.
+func shardedCollector(t *testing.T, perShard map[int]int) (*billing.Collector, *billingtest.Provider) {
+	t.Helper()
+	ctx := t.Context()
+	clock := billingtest.NewClock(time.Date(2024, 2, 1, 12, 0, 0, 0, time.UTC))
+	store := memory.New(memory.Options{PageSize: 1})
+	for shard, n := range perShard {
+		for i := range n {
+			d := time.Date(2024, 1, 31, 0, 0, 0, 0, time.UTC)
+			s := billing.Subscription{UserID: fmt.Sprintf("s%d-u%d", shard, i), SubscriptionID: fmt.Sprintf("sub-%d-%d", shard, i), BillingDate: d,
+				Amount: billing.MustParseAmount("4.99"), Status: billing.StatusScheduled, Term: billing.TermMonthly, LastRunDate: d.AddDate(0, -1, 0)}
+			require.NoError(t, store.Repository().Add(ctx, &s))
+		}
+	}
+	pay := billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock})
+	c, err := billing.NewCollector(billing.Config{Repository: shardedRepo{store.Repository(), 4}, Locker: billingtest.NewLocker(clock, time.Minute),
+		Provider: pay, Clock: clock, PagesPerInvocation: 1})
+	require.NoError(t, err)
+	return c, pay
+}
+
+// chargedShards counts the provider's charges by the shard of their user.
+func chargedShards(pay *billingtest.Provider) map[int]int {
+	got := map[int]int{}
+	for _, c := range pay.Calls() {
+		got[shardOf(c.Request.UserID)]++
+	}
+	return got
+}
+
+// A run over some shards continues through the queue as a run over the
+// same shards: the continuation carries them, or the collector would
+// refuse its cursor (the cursor of a run over shard 2 continues only that).
+func TestCollectorHandlerContinuationKeepsShards(t *testing.T) {
+	ctx := t.Context()
+	c, pay := shardedCollector(t, map[int]int{1: 2, 2: 3})
+	sent := &sentBodies{}
+	h := &collectorHandler{collector: c, continuations: sent, logger: slog.New(slog.DiscardHandler)}
+
+	cw, err := json.Marshal(events.CloudWatchEvent{Detail: json.RawMessage(`{"kind":"scheduled","shards":[2]}`)})
+	require.NoError(t, err)
+	require.NoError(t, h.Handle(ctx, cw))
+	invocations := 1
+	for len(sent.bodies) > 0 {
+		body := sent.bodies[0]
+		sent.bodies = sent.bodies[1:]
+		var req billing.RunRequest
+		require.NoError(t, json.Unmarshal([]byte(body), &req))
+		require.Equal(t, billing.RunScheduled, req.Kind, body)
+		require.Equal(t, []int{2}, req.Shards, "continuation %s", body)
+		require.NotEmpty(t, req.Cursor, body)
+		ev, err := json.Marshal(events.SQSEvent{Records: []events.SQSMessage{{Body: body}}})
+		require.NoError(t, err)
+		require.NoError(t, h.Handle(ctx, ev), "continuation %s", body)
+		invocations++
+		require.Less(t, invocations, 100, "the run does not end")
+	}
+	assert.Greater(t, invocations, 2, "every record takes a continuation")
+	assert.Equal(t, map[int]int{2: 3}, chargedShards(pay), "shard 2's records, each once, and no other shard's")
 }
