@@ -30,7 +30,16 @@
 //	SINGLE_TABLE_TTL         its TTL attribute (default "expiresAt")
 //	BILLING_TABLE            billing-activity table (default "billing-activity")
 //	BILLING_HISTORY_TABLE    history table (default "billing-activity-history")
-//	STATUS_INDEX_MODE        "legacy" (default) or "sorted"
+//	STATUS_INDEX_MODE        "legacy" (default), "sorted", or "due": the
+//	                         sharded due index (needs DUE_SHARDS)
+//	DUE_SHARDS               the due shards of the legacy tables
+//	                         (TableConfig.DueShards, 0 to 1024; default 0:
+//	                         no due keys, one shard; legacy layout only).
+//	                         Give every function (and every other writer of
+//	                         the table) the same value: a record written
+//	                         without it gets no due key, and a run on the
+//	                         due index misses it. A run request may then
+//	                         name shards 0 to DUE_SHARDS-1
 //	DYNAMODB_ENDPOINT        optional, e.g. http://localhost:8000 for local runs
 //	WORKER_QUEUE_URL         pre-subscription-notifier-worker queue (scheduler)
 //	SCHEDULER_QUEUE_URL      pre-subscription-notifier-scheduler queue (scheduler)
@@ -38,6 +47,8 @@
 //	LOCK_TABLE               dynamolock table (default "locks")
 //	COLLECTOR_QUEUE_URL      the collector's continuation queue (collector)
 //	OLD_SUBSCRIPTION_DAYS    stale threshold (collector, default 30)
+//	SHARD_CONCURRENCY        shards one collector invocation works at once
+//	                         (Config.ShardConcurrency, default 1)
 //	ALLOWED_EMAIL_SUFFIXES   comma-separated; set in test environments only,
 //	                         e.g. "test.example.com,qa.example.org"
 //
@@ -135,23 +146,16 @@ func newHandler(ctx context.Context, role string, logger *slog.Logger) (any, err
 		if queue == "" {
 			return nil, errors.New("COLLECTOR_QUEUE_URL is required")
 		}
-		oldDays, err := intEnv("OLD_SUBSCRIPTION_DAYS")
+		cfg, err := collectorConfig(repo, logger)
 		if err != nil {
 			return nil, err
 		}
-		locker, err := dynamostore.NewLocker(dynamostore.ClientOf(repo),
+		cfg.Locker, err = dynamostore.NewLocker(dynamostore.ClientOf(repo),
 			dynamostore.WithLockTable(os.Getenv("LOCK_TABLE")), dynamostore.WithLockLogger(logger))
 		if err != nil {
 			return nil, err
 		}
-		c, err := billing.NewCollector(billing.Config{
-			Repository:          repo,
-			Locker:              locker,
-			Provider:            stubProvider{logger},
-			Logger:              logger,
-			OldSubscriptionDays: oldDays,
-			Events:              logEvents{logger},
-		})
+		c, err := billing.NewCollector(cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -161,6 +165,27 @@ func newHandler(ctx context.Context, role string, logger *slog.Logger) (any, err
 	return nil, fmt.Errorf("HANDLER must be scheduler, worker or collector, got %q", role)
 }
 
+// collectorConfig is the collector's configuration from the environment,
+// all but its Locker.
+func collectorConfig(repo billing.Repository, logger *slog.Logger) (billing.Config, error) {
+	oldDays, err := intEnv("OLD_SUBSCRIPTION_DAYS")
+	if err != nil {
+		return billing.Config{}, err
+	}
+	shardConcurrency, err := intEnv("SHARD_CONCURRENCY")
+	if err != nil {
+		return billing.Config{}, err
+	}
+	return billing.Config{
+		Repository:          repo,
+		Provider:            stubProvider{logger},
+		Logger:              logger,
+		OldSubscriptionDays: oldDays,
+		ShardConcurrency:    shardConcurrency,
+		Events:              logEvents{logger},
+	}, nil
+}
+
 // newRepository opens the tables of BILLING_LAYOUT.
 func newRepository(awsCfg aws.Config, logger *slog.Logger) (billing.Repository, error) {
 	var opts []func(*dynamodb.Options)
@@ -168,9 +193,16 @@ func newRepository(awsCfg aws.Config, logger *slog.Logger) (billing.Repository, 
 		opts = append(opts, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(ep) })
 	}
 	client := dynamodb.NewFromConfig(awsCfg, opts...)
+	dueShards, err := intEnv("DUE_SHARDS")
+	if err != nil {
+		return nil, err
+	}
 	switch layout := os.Getenv("BILLING_LAYOUT"); layout {
 	case "", "legacy":
 	case "single":
+		if dueShards > 0 {
+			return nil, fmt.Errorf("DUE_SHARDS is for the legacy layout: the single table is one shard, got %d", dueShards)
+		}
 		return dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{
 			Client: client,
 			Table: dynamostore.SingleTableConfig{
@@ -181,17 +213,26 @@ func newRepository(awsCfg aws.Config, logger *slog.Logger) (billing.Repository, 
 	default:
 		return nil, fmt.Errorf("BILLING_LAYOUT must be legacy or single, got %q", layout)
 	}
+	if dueShards > dynamostore.MaxDueShards {
+		return nil, fmt.Errorf("DUE_SHARDS must be at most %d, got %d", dynamostore.MaxDueShards, dueShards)
+	}
 	tables := dynamostore.TableConfig{
 		Subscriptions: os.Getenv("BILLING_TABLE"),
 		History:       os.Getenv("BILLING_HISTORY_TABLE"),
+		DueShards:     dueShards,
 	}
 	switch mode := os.Getenv("STATUS_INDEX_MODE"); mode {
 	case "", "legacy":
 		tables.StatusIndexMode = dynamostore.StatusIndexLegacy
 	case "sorted":
 		tables.StatusIndexMode = dynamostore.StatusIndexSorted
+	case "due":
+		if dueShards == 0 {
+			return nil, errors.New("STATUS_INDEX_MODE=due needs DUE_SHARDS (the shards of the due index)")
+		}
+		tables.StatusIndexMode = dynamostore.StatusIndexDue
 	default:
-		return nil, fmt.Errorf("STATUS_INDEX_MODE must be legacy or sorted, got %q", mode)
+		return nil, fmt.Errorf("STATUS_INDEX_MODE must be legacy, sorted or due, got %q", mode)
 	}
 	return dynamostore.NewRepository(dynamostore.Config{
 		Client: client,

@@ -307,3 +307,61 @@ func TestCollectorHandlerContinuationKeepsShards(t *testing.T) {
 	assert.Greater(t, invocations, 2, "every record takes a continuation")
 	assert.Equal(t, map[int]int{2: 3}, chargedShards(pay), "shard 2's records, each once, and no other shard's")
 }
+
+func TestNewRepositoryShardsFromEnv(t *testing.T) {
+	cfg := aws.Config{Region: "us-east-1"}
+	for _, c := range []struct {
+		layout, shards, mode string
+		want                 int    // DueShards of the repository
+		err                  string // in the error; "" for none
+	}{
+		{shards: "", mode: "", want: 1},
+		{shards: "32", mode: "", want: 32},
+		{shards: "32", mode: "legacy", want: 32},
+		{shards: "8", mode: "due", want: 8},
+		{shards: "0", mode: "due", err: "STATUS_INDEX_MODE=due needs DUE_SHARDS"},
+		{shards: "", mode: "due", err: "STATUS_INDEX_MODE=due needs DUE_SHARDS"},
+		{shards: "-1", err: "DUE_SHARDS must be a non-negative integer"},
+		{shards: "many", err: "DUE_SHARDS must be a non-negative integer"},
+		{shards: "1025", err: "DUE_SHARDS must be at most 1024"},
+		{shards: "8", mode: "shards", err: "STATUS_INDEX_MODE must be legacy, sorted or due"},
+		{layout: "single", shards: "8", err: "DUE_SHARDS is for the legacy layout"},
+	} {
+		t.Run(fmt.Sprintf("%s/%s/%s", c.layout, c.shards, c.mode), func(t *testing.T) {
+			t.Setenv("BILLING_LAYOUT", c.layout)
+			t.Setenv("DUE_SHARDS", c.shards)
+			t.Setenv("STATUS_INDEX_MODE", c.mode)
+			repo, err := newRepository(cfg, slog.New(slog.DiscardHandler))
+			if c.err != "" {
+				require.ErrorContains(t, err, c.err)
+				return
+			}
+			require.NoError(t, err)
+			sharded, ok := repo.(billing.ShardedRepository)
+			require.True(t, ok, "%T", repo)
+			assert.Equal(t, c.want, sharded.DueShards())
+		})
+	}
+}
+
+func TestCollectorConfigFromEnv(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	t.Setenv("OLD_SUBSCRIPTION_DAYS", "")
+	t.Setenv("SHARD_CONCURRENCY", "")
+	cfg, err := collectorConfig(nil, logger)
+	require.NoError(t, err)
+	assert.Zero(t, cfg.ShardConcurrency, "unset is the library default")
+
+	t.Setenv("OLD_SUBSCRIPTION_DAYS", "45")
+	t.Setenv("SHARD_CONCURRENCY", "4")
+	cfg, err = collectorConfig(nil, logger)
+	require.NoError(t, err)
+	assert.Equal(t, 45, cfg.OldSubscriptionDays)
+	assert.Equal(t, 4, cfg.ShardConcurrency)
+
+	for _, v := range []string{"-1", "two", "1.5"} {
+		t.Setenv("SHARD_CONCURRENCY", v)
+		_, err = collectorConfig(nil, logger)
+		require.ErrorContains(t, err, "SHARD_CONCURRENCY must be a non-negative integer", v)
+	}
+}
