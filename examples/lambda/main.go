@@ -9,7 +9,10 @@
 //	HANDLER=collector  collection runs: CloudWatch rules with detail
 //	                   {"kind": "scheduled"|"retry"|"pause"} and the
 //	                   collector's own SQS queue for continuations (batch
-//	                   size 1)
+//	                   size 1); or invoked directly with a run request,
+//	                   {"kind": "scheduled", "shards": [3], "cursor": "..."},
+//	                   by a state machine that continues the run itself
+//	                   (examples/cloudformation/billing-run.json)
 //
 // It is its own module so that the library does not depend on
 // aws-lambda-go. Build it for Lambda's provided.al2023 runtime with
@@ -58,6 +61,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -360,58 +364,144 @@ func workerHandler(w *billing.Worker) func(context.Context, events.SQSEvent) (ev
 	}
 }
 
-// collectorHandler runs the collection engine: a CloudWatch rule per run
-// kind starts a run, and while pages remain the handler re-enqueues the
-// continuation (a billing.RunRequest with the cursor) to its own queue.
+// collectorHandler runs the collection engine. It takes three triggers,
+// told apart by shape:
+//
+//   - a CloudWatch (EventBridge) rule per run kind, whose detail is the run
+//     request;
+//   - a message of its own queue (batch size 1): a continuation;
+//   - a direct invocation whose payload is the run request, as a Step
+//     Functions Task sends it: {"kind": "scheduled", "shards": [3],
+//     "cursor": "..."}.
+//
+// For the first two, while pages remain, the handler re-enqueues the
+// continuation (a billing.RunRequest with the cursor and the shards) to
+// its own queue. A direct invocation returns a runOutcome instead and
+// enqueues nothing: its caller continues the run with outcome.Next.
 type collectorHandler struct {
 	collector     *billing.Collector
 	continuations continuationSender
 	logger        *slog.Logger
 }
 
-// Handle tells the two triggers apart by shape: an SQS event has Records.
-func (h *collectorHandler) Handle(ctx context.Context, raw json.RawMessage) error {
-	var probe struct {
-		Records []events.SQSMessage `json:"Records"`
+// runOutcome is a direct invocation's answer: the run it continued, the
+// cursor that continues it and what this invocation did. A state machine
+// loops while Next is not "", sending {kind, shards, cursor: next}.
+type runOutcome struct {
+	Kind billing.RunKind `json:"kind"`
+	// Shards are the request's shards, [] for every shard: always present,
+	// so a state machine can pass them on.
+	Shards []int `json:"shards"`
+	// Next continues the run; "" when it is done. Always present: a Choice
+	// state's test of a missing field is an error.
+	Next          string `json:"next"`
+	Pages         int    `json:"pages"`
+	Scanned       int    `json:"scanned"`
+	Invalid       int    `json:"invalid"`
+	Attempted     int    `json:"attempted"`
+	Collected     int    `json:"collected"`
+	Pending       int    `json:"pending"`
+	Declined      int    `json:"declined"`
+	Unknown       int    `json:"unknown"`
+	RateLimited   int    `json:"rate_limited"`
+	Advanced      int    `json:"advanced"`
+	Stale         int    `json:"stale"`
+	ACHOverdue    int    `json:"ach_overdue"`
+	SkippedLocked int    `json:"skipped_locked"`
+	NotEligible   int    `json:"not_eligible"`
+	Conflicts     int    `json:"conflicts"`
+	// Failed is the number of records whose handling failed; the failures
+	// themselves are in the log (the "collection run" line), not in the
+	// state machine's payload, which is limited in size.
+	Failed int `json:"failed"`
+}
+
+func outcomeOf(req billing.RunRequest, rep *billing.Report) *runOutcome {
+	shards := req.Shards
+	if shards == nil {
+		shards = []int{}
 	}
+	return &runOutcome{
+		Kind: req.Kind, Shards: shards, Next: rep.Next,
+		Pages: rep.Pages, Scanned: rep.Scanned, Invalid: rep.Invalid,
+		Attempted: rep.Attempted, Collected: rep.Collected, Pending: rep.Pending, Declined: rep.Declined,
+		Unknown: rep.Unknown, RateLimited: rep.RateLimited, Advanced: rep.Advanced, Stale: rep.Stale,
+		ACHOverdue: rep.ACHOverdue, SkippedLocked: rep.SkippedLocked, NotEligible: rep.NotEligible,
+		Conflicts: rep.Conflicts, Failed: len(rep.Failed),
+	}
+}
+
+// Handle tells the triggers apart by their top-level fields: an SQS event
+// has Records, a CloudWatch event detail (and source, detail-type); any
+// other object is a direct invocation's run request, decoded as strictly
+// as the others (an unknown field is an error). It returns a runOutcome
+// for a direct invocation and nil otherwise.
+func (h *collectorHandler) Handle(ctx context.Context, raw json.RawMessage) (*runOutcome, error) {
+	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &probe); err != nil {
-		return fmt.Errorf("collector: unrecognised event: %w", err)
+		return nil, fmt.Errorf("collector: unrecognised event: %w", err)
 	}
-	var body []byte
-	switch len(probe.Records) {
-	case 0:
+	var (
+		body   []byte
+		direct bool
+	)
+	_, isSQS := probe["Records"]
+	_, hasDetail := probe["detail"]
+	_, hasDetailType := probe["detail-type"]
+	_, hasSource := probe["source"]
+	switch {
+	case isSQS:
+		var ev events.SQSEvent
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			return nil, fmt.Errorf("collector: SQS event: %w", err)
+		}
+		if len(ev.Records) != 1 {
+			return nil, fmt.Errorf("collector: %d records in one invocation, the queue's batch size must be 1", len(ev.Records))
+		}
+		body = []byte(ev.Records[0].Body)
+	case hasDetail || hasDetailType || hasSource:
 		var cw events.CloudWatchEvent
 		if err := json.Unmarshal(raw, &cw); err != nil {
-			return fmt.Errorf("collector: CloudWatch event: %w", err)
+			return nil, fmt.Errorf("collector: CloudWatch event: %w", err)
 		}
 		body = cw.Detail
-	case 1:
-		body = []byte(probe.Records[0].Body)
 	default:
-		return fmt.Errorf("collector: %d records in one invocation, the queue's batch size must be 1", len(probe.Records))
+		body, direct = raw, true
 	}
 	var req billing.RunRequest
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return fmt.Errorf("collector: run request %s: %w", body, err)
+		return nil, fmt.Errorf("collector: run request %s: %w", body, err)
 	}
 	rep, err := h.collector.Run(ctx, req)
-	h.logger.InfoContext(ctx, "collection run", "report", rep)
-	if rep != nil && rep.Next != "" {
+	h.logger.InfoContext(ctx, "collection run", "shards", req.Shards, "direct", direct, "report", rep)
+	if err != nil {
+		// A failed page read (or a refused request) is returned and
+		// nothing is enqueued: SQS retries the message, Lambda the
+		// event, a state machine its Task, each with the request it had,
+		// and pages read again are cheap (their handled records are no
+		// longer due). Enqueueing rep.Next as well would run the rest of
+		// the run twice, and for an error that stays (a refused cursor)
+		// add one more message at every attempt. Failed items are in the
+		// report and are picked up by the next run.
+		return nil, err
+	}
+	if direct {
+		return outcomeOf(req, rep), nil
+	}
+	if rep.Next != "" {
 		// The continuation keeps the request's shards: its cursor belongs
 		// to a run over them, and the collector refuses it for any other.
 		next, merr := json.Marshal(billing.RunRequest{Kind: req.Kind, Cursor: rep.Next, Shards: req.Shards})
 		if merr != nil {
-			return merr
+			return nil, merr
 		}
 		if serr := h.continuations.Send(ctx, string(next)); serr != nil {
-			return fmt.Errorf("collector: re-enqueue continuation: %w", serr)
+			return nil, fmt.Errorf("collector: re-enqueue continuation: %w", serr)
 		}
 	}
-	// A failed page read is returned (SQS retries the message); failed
-	// items are in the report and are picked up by the next run.
-	return err
+	return nil, nil
 }
 
 // intEnv reads an optional non-negative integer variable; unset is 0 (the

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -159,14 +160,14 @@ func TestCollectorHandlerContinuesThroughItsQueue(t *testing.T) {
 	sent := &sentBodies{}
 	h := &collectorHandler{collector: c, continuations: sent, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	cw, _ := json.Marshal(events.CloudWatchEvent{Detail: json.RawMessage(`{"kind":"scheduled"}`)})
-	if err := h.Handle(ctx, cw); err != nil {
+	if _, err := h.Handle(ctx, cw); err != nil {
 		t.Fatal(err)
 	}
 	for len(sent.bodies) > 0 {
 		body := sent.bodies[0]
 		sent.bodies = sent.bodies[1:]
 		ev, _ := json.Marshal(events.SQSEvent{Records: []events.SQSMessage{{Body: body}}})
-		if err := h.Handle(ctx, ev); err != nil {
+		if _, err := h.Handle(ctx, ev); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -174,14 +175,14 @@ func TestCollectorHandlerContinuesThroughItsQueue(t *testing.T) {
 		t.Fatalf("provider called %d times, want 3 (every due record once, across invocations)", n)
 	}
 	bad, _ := json.Marshal(events.CloudWatchEvent{Detail: json.RawMessage(`{"kind":"scheduled","extra":1}`)})
-	if err := h.Handle(ctx, bad); err == nil {
+	if _, err := h.Handle(ctx, bad); err == nil {
 		t.Fatal("unknown field accepted")
 	}
 	two, _ := json.Marshal(events.SQSEvent{Records: []events.SQSMessage{{Body: `{"kind":"retry"}`}, {Body: `{"kind":"retry"}`}}})
-	if err := h.Handle(ctx, two); err == nil {
+	if _, err := h.Handle(ctx, two); err == nil {
 		t.Fatal("two records accepted")
 	}
-	if err := h.Handle(ctx, []byte(`{"detail":{"kind":"weekly"}}`)); !errors.Is(err, billing.ErrInvalidQuery) {
+	if _, err := h.Handle(ctx, []byte(`{"detail":{"kind":"weekly"}}`)); !errors.Is(err, billing.ErrInvalidQuery) {
 		t.Fatalf("unknown kind: %v", err)
 	}
 }
@@ -288,7 +289,8 @@ func TestCollectorHandlerContinuationKeepsShards(t *testing.T) {
 
 	cw, err := json.Marshal(events.CloudWatchEvent{Detail: json.RawMessage(`{"kind":"scheduled","shards":[2]}`)})
 	require.NoError(t, err)
-	require.NoError(t, h.Handle(ctx, cw))
+	_, err = h.Handle(ctx, cw)
+	require.NoError(t, err)
 	invocations := 1
 	for len(sent.bodies) > 0 {
 		body := sent.bodies[0]
@@ -300,12 +302,103 @@ func TestCollectorHandlerContinuationKeepsShards(t *testing.T) {
 		require.NotEmpty(t, req.Cursor, body)
 		ev, err := json.Marshal(events.SQSEvent{Records: []events.SQSMessage{{Body: body}}})
 		require.NoError(t, err)
-		require.NoError(t, h.Handle(ctx, ev), "continuation %s", body)
+		_, err = h.Handle(ctx, ev)
+		require.NoError(t, err, "continuation %s", body)
 		invocations++
 		require.Less(t, invocations, 100, "the run does not end")
 	}
 	assert.Greater(t, invocations, 2, "every record takes a continuation")
 	assert.Equal(t, map[int]int{2: 3}, chargedShards(pay), "shard 2's records, each once, and no other shard's")
+}
+
+// A state machine invokes the function with the run request itself and
+// loops on the answer's next; nothing goes to the queue.
+func TestCollectorHandlerDirectInvocation(t *testing.T) {
+	ctx := t.Context()
+	c, pay := shardedCollector(t, map[int]int{1: 2, 2: 3})
+	sent := &sentBodies{}
+	h := &collectorHandler{collector: c, continuations: sent, logger: slog.New(slog.DiscardHandler)}
+	// Through aws-lambda-go's handler, as the runtime calls it: the
+	// signature is one it accepts and the answer is the JSON it sends back.
+	invoke := lambda.NewHandler(h.Handle).Invoke
+
+	payload := []byte(`{"kind":"scheduled","shards":[2]}`)
+	collected, invocations := 0, 0
+	for {
+		out, err := invoke(ctx, payload)
+		require.NoError(t, err, "payload %s", payload)
+		invocations++
+		require.Less(t, invocations, 100, "the run does not end")
+		var got map[string]any
+		require.NoError(t, json.Unmarshal(out, &got), "%s", out)
+		for _, k := range []string{"kind", "shards", "next", "collected", "attempted", "failed"} {
+			require.Contains(t, got, k, "answer %s", out)
+		}
+		var o runOutcome
+		require.NoError(t, json.Unmarshal(out, &o))
+		require.Equal(t, billing.RunScheduled, o.Kind)
+		require.Equal(t, []int{2}, o.Shards)
+		collected += o.Collected
+		if o.Next == "" {
+			break
+		}
+		// What the state machine's Task sends next.
+		payload, err = json.Marshal(map[string]any{"kind": o.Kind, "shards": o.Shards, "cursor": o.Next})
+		require.NoError(t, err)
+	}
+	assert.Greater(t, invocations, 2, "every record takes an invocation")
+	assert.Equal(t, 3, collected)
+	assert.Equal(t, map[int]int{2: 3}, chargedShards(pay))
+	assert.Empty(t, sent.bodies, "a direct invocation enqueues nothing")
+
+	// No shards: every shard, and the answer still has "shards" and "next".
+	out, err := invoke(ctx, []byte(`{"kind":"scheduled"}`))
+	require.NoError(t, err)
+	assert.Contains(t, string(out), `"shards":[]`)
+	assert.Contains(t, string(out), `"next":"`)
+
+	// The SQS and CloudWatch triggers answer nothing.
+	cw, err := json.Marshal(events.CloudWatchEvent{Source: "aws.events", DetailType: "Scheduled Event", Detail: json.RawMessage(`{"kind":"pause"}`)})
+	require.NoError(t, err)
+	out, err = invoke(ctx, cw)
+	require.NoError(t, err)
+	assert.Equal(t, "null", string(out))
+
+	for _, bad := range []string{
+		`{"kind":"scheduled","shard":2}`, // not a field of a run request
+		`{"kind":"scheduled","shards":[4]}`,
+		`{"kind":"weekly"}`,
+		`[{"kind":"scheduled"}]`,
+	} {
+		_, err := h.Handle(ctx, json.RawMessage(bad))
+		assert.Error(t, err, bad)
+	}
+	assert.Empty(t, sent.bodies)
+}
+
+// A run that fails enqueues nothing: the trigger's own retry (SQS, Lambda,
+// the state machine's Task) repeats the request. Enqueueing the cursor too
+// would run the rest twice, and for an error that stays, such as a cursor
+// that is refused, add one more message at each attempt.
+func TestCollectorHandlerFailedRunEnqueuesNothing(t *testing.T) {
+	ctx := t.Context()
+	c, _ := shardedCollector(t, map[int]int{1: 2, 2: 3})
+	sent := &sentBodies{}
+	h := &collectorHandler{collector: c, continuations: sent, logger: slog.New(slog.DiscardHandler)}
+	o, err := h.Handle(ctx, json.RawMessage(`{"kind":"scheduled","shards":[2]}`))
+	require.NoError(t, err)
+	require.NotEmpty(t, o.Next)
+
+	// Shard 2's cursor in a request for shard 1.
+	body, err := json.Marshal(billing.RunRequest{Kind: billing.RunScheduled, Shards: []int{1}, Cursor: o.Next})
+	require.NoError(t, err)
+	ev, err := json.Marshal(events.SQSEvent{Records: []events.SQSMessage{{Body: string(body)}}})
+	require.NoError(t, err)
+	_, err = h.Handle(ctx, ev)
+	require.ErrorIs(t, err, billing.ErrInvalidCursor)
+	_, err = h.Handle(ctx, body)
+	require.ErrorIs(t, err, billing.ErrInvalidCursor)
+	assert.Empty(t, sent.bodies)
 }
 
 func TestNewRepositoryShardsFromEnv(t *testing.T) {
