@@ -9,8 +9,9 @@ import (
 // RawRecord returns a copy of the primary item at userID and
 // billingDateKey as stored, nil when there is none.
 func (s *Store) RawRecord(userID, billingDateKey string) map[string]types.AttributeValue {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	user := s.locks.of(userID)
+	s.locks.rlock(user)
+	defer s.locks.runlock(user)
 	item, _ := s.primary.get(tableKey{userID, billingDateKey})
 	return cloneItem(item)
 }

@@ -20,8 +20,9 @@ func (h *History) Add(ctx context.Context, sub *billing.Subscription) error {
 		return err
 	}
 	hk := historyKey(item)
-	h.s.mu.Lock()
-	defer h.s.mu.Unlock()
+	user := h.s.locks.of(hk.pk)
+	h.s.locks.lock(user)
+	defer h.s.locks.unlock(user)
 	if h.s.history.has(hk) {
 		return &billing.ConflictError{Op: "history add", Key: historyRowKey(sub), Reason: "history row exists", Err: billing.ErrAlreadyExists, HistoryRow: true}
 	}
@@ -54,8 +55,8 @@ func (h *History) AddAll(ctx context.Context, subs []billing.Subscription) error
 		}
 		seen[hk] = i
 	}
-	h.s.mu.Lock()
-	defer h.s.mu.Unlock()
+	h.s.locks.lock(allStripes)
+	defer h.s.locks.unlock(allStripes)
 	for _, item := range items {
 		h.s.history.put(historyKey(item), item)
 	}
@@ -68,8 +69,8 @@ func (h *History) ListBySubscription(ctx context.Context, subscriptionID string)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	h.s.mu.RLock()
-	defer h.s.mu.RUnlock()
+	h.s.locks.rlock(allStripes)
+	defer h.s.locks.runlock(allStripes)
 	found := h.s.history.withSub(subscriptionID)
 	sortByKey(found, true)
 	return decodeAll(found)

@@ -2,8 +2,10 @@ package memory
 
 import (
 	"cmp"
+	"hash/maphash"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing/internal/layout"
@@ -17,12 +19,18 @@ import (
 // billing_status in the status index's order. Every index follows every
 // write, so its cost per lookup does not grow with the table.
 //
-// The items are the table's own: they are changed in place under the
-// store's lock and never handed out; readers decode or copy them while
-// they hold the lock. Attribute values are never changed once stored (a
-// write replaces them), so items may share them.
+// The items are the table's own: they are changed in place and never
+// handed out; readers decode or copy them while they hold their lock.
+// Attribute values are never changed once stored (a write replaces them),
+// so items may share them.
+//
+// Locking (see locks): the users of stripe i, and their items, are
+// guarded by the store's stripe lock i, which the caller holds; the
+// indexes and the count by the store's index lock, which the table's
+// writes take themselves while the caller holds the stripe.
 type table struct {
-	users map[string]*partition
+	locks *locks
+	users [stripes]map[string]*partition
 	n     int
 	bySub subIndex
 	// status is the status index: billing_status → positions; nil for a
@@ -33,13 +41,22 @@ type table struct {
 	bySK bool
 }
 
-// newTable returns an empty table, with a status index when withStatus.
-func newTable(withStatus, bySK bool) *table {
-	t := &table{users: map[string]*partition{}, bySub: subIndex{}, bySK: bySK}
+// newTable returns an empty table locked by l, with a status index when
+// withStatus.
+func newTable(l *locks, withStatus, bySK bool) *table {
+	t := &table{locks: l, bySub: subIndex{}, bySK: bySK}
+	for i := range t.users {
+		t.users[i] = map[string]*partition{}
+	}
 	if withStatus {
 		t.status = map[string]*posSet{}
 	}
 	return t
+}
+
+// partitionOf returns the items of user pk, nil when there are none.
+func (t *table) partitionOf(pk string) *partition {
+	return t.users[t.locks.stripe(pk)][pk]
 }
 
 // partition is one user's items, ordered by sort key string.
@@ -85,7 +102,7 @@ func (p *partition) findBytes(sk []byte) (int, bool) {
 // getBytes is get of user pk's item at the sort key sk given as bytes,
 // which it does not keep.
 func (t *table) getBytes(pk string, sk []byte) (map[string]types.AttributeValue, bool) {
-	p := t.users[pk]
+	p := t.partitionOf(pk)
 	if p == nil {
 		return nil, false
 	}
@@ -98,7 +115,7 @@ func (t *table) getBytes(pk string, sk []byte) (map[string]types.AttributeValue,
 
 // get returns the item at k.
 func (t *table) get(k tableKey) (map[string]types.AttributeValue, bool) {
-	p := t.users[k.pk]
+	p := t.partitionOf(k.pk)
 	if p == nil {
 		return nil, false
 	}
@@ -117,17 +134,25 @@ func (t *table) has(k tableKey) bool {
 
 // put stores item at k, replacing any item there.
 func (t *table) put(k tableKey, item map[string]types.AttributeValue) {
-	p := t.users[k.pk]
+	users := t.users[t.locks.stripe(k.pk)]
+	p := users[k.pk]
 	if p == nil {
 		p = &partition{recs: make([]entry, 0, partitionCap)}
-		t.users[k.pk] = p
+		users[k.pk] = p
 	}
 	i, ok := p.find(k.sk)
+	var old map[string]types.AttributeValue
 	if ok {
-		t.unindex(k, p.recs[i].item)
+		old = p.recs[i].item
 		p.recs[i].item = item
 	} else {
 		p.recs = slices.Insert(p.recs, i, entry{k.sk, item})
+	}
+	t.locks.index.Lock()
+	defer t.locks.index.Unlock()
+	if old != nil {
+		t.unindex(k, old)
+	} else {
 		t.n++
 	}
 	t.index(k, item)
@@ -135,7 +160,8 @@ func (t *table) put(k tableKey, item map[string]types.AttributeValue) {
 
 // del removes the item at k, if any.
 func (t *table) del(k tableKey) {
-	p := t.users[k.pk]
+	users := t.users[t.locks.stripe(k.pk)]
+	p := users[k.pk]
 	if p == nil {
 		return
 	}
@@ -143,12 +169,15 @@ func (t *table) del(k tableKey) {
 	if !ok {
 		return
 	}
-	t.unindex(k, p.recs[i].item)
+	item := p.recs[i].item
 	p.recs = slices.Delete(p.recs, i, i+1)
-	t.n--
 	if len(p.recs) == 0 {
-		delete(t.users, k.pk)
+		delete(users, k.pk)
 	}
+	t.locks.index.Lock()
+	defer t.locks.index.Unlock()
+	t.unindex(k, item)
+	t.n--
 }
 
 // update changes the item at k in place with f, and its index entries
@@ -160,14 +189,27 @@ func (t *table) update(k tableKey, f func(item map[string]types.AttributeValue))
 	}
 	sub, st := stringAttr(item, layout.AttrSubscriptionID), t.statusOf(item)
 	f(item)
-	if nsub := stringAttr(item, layout.AttrSubscriptionID); nsub != sub {
+	nsub, nst := stringAttr(item, layout.AttrSubscriptionID), t.statusOf(item)
+	if nsub == sub && nst == st {
+		return
+	}
+	t.locks.index.Lock()
+	defer t.locks.index.Unlock()
+	if nsub != sub {
 		t.bySub.remove(sub, k.pk)
 		t.bySub.add(nsub, k.pk)
 	}
-	if nst := t.statusOf(item); nst != st {
+	if nst != st {
 		t.removeStatus(st, k)
 		t.addStatus(nst, k)
 	}
+}
+
+// count returns the number of items.
+func (t *table) count() int {
+	t.locks.index.Lock()
+	defer t.locks.index.Unlock()
+	return t.n
 }
 
 // statusOf is the status index's key of item: "" when the table has no
@@ -227,11 +269,14 @@ func (t *table) key(p indexPos) tableKey {
 }
 
 // withSub returns the items whose subscription_id is id (a query on a
-// hash-only index), in no order.
+// hash-only index), in no order. The caller holds every stripe.
 func (t *table) withSub(id string) []keyedItem {
+	t.locks.index.Lock()
+	users := t.bySub.users(id)
+	t.locks.index.Unlock()
 	var out []keyedItem
-	for _, u := range t.bySub.users(id) {
-		for _, e := range t.users[u].recs {
+	for _, u := range users {
+		for _, e := range t.partitionOf(u).recs {
 			if stringAttr(e.item, layout.AttrSubscriptionID) == id {
 				out = append(out, keyedItem{tableKey{u, e.sk}, e.item})
 			}
@@ -424,3 +469,73 @@ func sortByKey(items []keyedItem, bySK bool) {
 		return cmp.Or(strings.Compare(a.key.pk, b.key.pk), strings.Compare(a.key.sk, b.key.sk))
 	})
 }
+
+// stripes is the number of stripe locks of a store: writes of different
+// users rarely wait for each other.
+const stripes = 64
+
+// locks are a store's locks. Stripe i guards the items of the users whose
+// ID hashes to i, in both tables; index guards the tables' indexes and
+// counts. An operation takes the stripes of the users it reads or writes
+// (every stripe for queries across users), in ascending order, and the
+// index lock after them.
+type locks struct {
+	seed  maphash.Seed
+	mu    [stripes]sync.RWMutex
+	index sync.Mutex
+}
+
+func newLocks() *locks { return &locks{seed: maphash.MakeSeed()} }
+
+// stripe returns the stripe of userID.
+func (l *locks) stripe(userID string) int {
+	return int(maphash.String(l.seed, userID) % stripes)
+}
+
+// stripeSet is a set of stripes, bit i for stripe i.
+type stripeSet uint64
+
+func (l *locks) of(userIDs ...string) stripeSet {
+	var set stripeSet
+	for _, u := range userIDs {
+		set |= 1 << l.stripe(u)
+	}
+	return set
+}
+
+// lock takes the stripes of set for writing, in ascending order.
+func (l *locks) lock(set stripeSet) {
+	for i := range stripes {
+		if set&(1<<i) != 0 {
+			l.mu[i].Lock()
+		}
+	}
+}
+
+func (l *locks) unlock(set stripeSet) {
+	for i := range stripes {
+		if set&(1<<i) != 0 {
+			l.mu[i].Unlock()
+		}
+	}
+}
+
+// rlock takes the stripes of set for reading, in ascending order.
+func (l *locks) rlock(set stripeSet) {
+	for i := range stripes {
+		if set&(1<<i) != 0 {
+			l.mu[i].RLock()
+		}
+	}
+}
+
+func (l *locks) runlock(set stripeSet) {
+	for i := range stripes {
+		if set&(1<<i) != 0 {
+			l.mu[i].RUnlock()
+		}
+	}
+}
+
+// allStripes is every stripe: what queries across users and batches lock.
+const allStripes = ^stripeSet(0)

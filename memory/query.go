@@ -63,8 +63,9 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 	sorted := mode == dynamostore.StatusIndexSorted
 	var page billing.Page
 	var last indexPos
-	r.s.mu.RLock()
-	defer r.s.mu.RUnlock()
+	// Every stripe, read: no write changes an item or an index meanwhile.
+	r.s.locks.rlock(allStripes)
+	defer r.s.locks.runlock(allStripes)
 	t := r.s.primary
 	if set := t.status[string(q.Status)]; set != nil {
 		page.Items = make([]billing.Subscription, 0, min(limit, set.n))

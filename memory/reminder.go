@@ -33,8 +33,9 @@ func (r *Repository) ClaimReminder(ctx context.Context, rem billing.Reminder, at
 		return billing.ReminderClaim{}, err
 	}
 	s := r.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	user := s.locks.of(rem.UserID)
+	s.locks.lock(user)
+	defer s.locks.unlock(user)
 	if err := s.claimReminder(rem, bd, attrs); err != nil {
 		return billing.ReminderClaim{}, err
 	}
@@ -52,8 +53,9 @@ func (r *Repository) ReleaseReminder(ctx context.Context, c billing.ReminderClai
 		return err
 	}
 	s := r.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	user := s.locks.of(c.UserID)
+	s.locks.lock(user)
+	defer s.locks.unlock(user)
 	return s.releaseReminder(c, tableKey{c.UserID, bd}, tok.ID)
 }
 
@@ -70,7 +72,7 @@ func releaseArgs(c billing.ReminderClaim) (layout.ReminderToken, string, error) 
 }
 
 // claimReminder checks and writes a claim on the record at rem's key. The
-// caller holds s.mu.
+// caller holds the stripe of rem's user.
 func (s *Store) claimReminder(rem billing.Reminder, bd string, attrs map[string]types.AttributeValue) error {
 	key := tableKey{rem.UserID, bd}
 	cur, _ := s.primary.get(key)
@@ -86,7 +88,7 @@ func (s *Store) claimReminder(rem billing.Reminder, bd string, attrs map[string]
 }
 
 // releaseReminder removes the claim with ID id from the record at key. The
-// caller holds s.mu.
+// caller holds the stripe of key's user.
 func (s *Store) releaseReminder(c billing.ReminderClaim, key tableKey, id string) error {
 	cur, _ := s.primary.get(key)
 	if err := layout.ReminderReleaseRefused(c, id, cur); err != nil {
@@ -122,8 +124,9 @@ func (r *stRepository) ClaimReminder(ctx context.Context, rem billing.Reminder, 
 	s := (*SingleTable)(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.periods.mu.Lock()
-	defer s.periods.mu.Unlock()
+	user := s.periods.locks.of(rem.UserID)
+	s.periods.locks.lock(user)
+	defer s.periods.locks.unlock(user)
 	period, _ := s.periods.primary.get(tableKey{rem.UserID, bd})
 	if err := layout.ReminderClaimRefused(rem, bd, period); err != nil {
 		return billing.ReminderClaim{}, err
@@ -170,8 +173,9 @@ func (r *stRepository) ReleaseReminder(ctx context.Context, c billing.ReminderCl
 	s := (*SingleTable)(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.periods.mu.Lock()
-	defer s.periods.mu.Unlock()
+	user := s.periods.locks.of(c.UserID)
+	s.periods.locks.lock(user)
+	defer s.periods.locks.unlock(user)
 	if err := s.periods.releaseReminder(c, tableKey{c.UserID, bd}, tok.ID); err != nil {
 		return err
 	}

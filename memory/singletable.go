@@ -375,8 +375,8 @@ func (s *SingleTable) write(t *stTx, prev, next *billing.Subscription, inner fun
 // of prev to next fails a condition of next's own items, or nil.
 func (s *SingleTable) periodConflict(op string, prev, next *billing.Subscription) error {
 	st := s.periods
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st.locks.rlock(allStripes)
+	defer st.locks.runlock(allStripes)
 	oldKey := tableKey{prev.UserID, layout.BillingDateKey(prev)}
 	cur, ok := st.primary.get(oldKey)
 	switch {
@@ -440,8 +440,9 @@ func (s *SingleTable) getKey(userID, billingDateKey string) (billing.Subscriptio
 	if _, err := layout.ParseSubscriptionRef(userID); err != nil {
 		return billing.Subscription{}, fmt.Errorf("%w: record %s: %w", billing.ErrNotFound, key, err)
 	}
-	s.periods.mu.RLock()
-	defer s.periods.mu.RUnlock()
+	user := s.periods.locks.of(userID)
+	s.periods.locks.rlock(user)
+	defer s.periods.locks.runlock(user)
 	item, ok := s.periods.primary.get(tableKey{userID, billingDateKey})
 	if !ok {
 		return billing.Subscription{}, fmt.Errorf("%w: record %s", billing.ErrNotFound, key)
@@ -802,14 +803,15 @@ func (s *SingleTable) expand(ctx context.Context, q billing.StatusQuery, w layou
 	if d, _ := timefmt.Seconds(day); d > lo {
 		lo = d
 	}
-	s.periods.mu.RLock()
+	user := s.periods.locks.of(ref.UserID())
+	s.periods.locks.rlock(user)
 	var found []keyedItem
-	if p := s.periods.primary.users[ref.UserID()]; p != nil {
+	if p := s.periods.primary.partitionOf(ref.UserID()); p != nil {
 		for i, _ := p.find(lo); i < len(p.recs) && p.recs[i].sk <= w.Hi; i++ {
 			found = append(found, keyedItem{tableKey{ref.UserID(), p.recs[i].sk}, cloneItem(p.recs[i].item)})
 		}
 	}
-	s.periods.mu.RUnlock()
+	s.periods.locks.runlock(user)
 	for _, ki := range found {
 		if err := ctx.Err(); err != nil {
 			return err

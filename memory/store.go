@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -61,9 +60,10 @@ type tableKey struct{ pk, sk string }
 type Store struct {
 	opts Options
 
-	// mu guards the tables: readers hold it shared while they decode
-	// items, writers exclusively while they check and change them.
-	mu      sync.RWMutex
+	// locks guard the tables: a user's items by the user's stripe (held
+	// shared by readers while they decode, exclusively by writers while
+	// they check and change them), the indexes by the index lock.
+	locks   *locks
 	primary *table
 	history *table
 
@@ -97,7 +97,8 @@ func New(opts Options) *Store {
 	if opts.Collisions == nil {
 		opts.Collisions = layout.DefaultCollisionPolicy
 	}
-	s := &Store{opts: opts, primary: newTable(true, opts.StatusIndexMode == dynamostore.StatusIndexSorted), history: newTable(false, false)}
+	l := newLocks()
+	s := &Store{opts: opts, locks: l, primary: newTable(l, true, opts.StatusIndexMode == dynamostore.StatusIndexSorted), history: newTable(l, false, false)}
 	s.repo = &Repository{s: s}
 	s.hist = &History{s: s}
 	return s
@@ -112,9 +113,7 @@ func (s *Store) History() *History { return s.hist }
 // Items returns the number of items in a table: [SubscriptionsTable] or
 // [HistoryTable]. It panics on another name.
 func (s *Store) Items(tableName string) int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.table(tableName).n
+	return s.table(tableName).count()
 }
 
 // PutRawItem writes item unchanged (a copy) to a table, overwriting any
@@ -131,9 +130,10 @@ func (s *Store) PutRawItem(tableName string, item map[string]types.AttributeValu
 	if pk == "" || sk == "" {
 		return fmt.Errorf("memory: PutRawItem: %s needs %s and %s as non-empty strings", tableName, layout.AttrUserID, skName)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.table(tableName).put(tableKey{pk, sk}, cloneItem(item))
+	t, user := s.table(tableName), s.locks.of(pk)
+	s.locks.lock(user)
+	defer s.locks.unlock(user)
+	t.put(tableKey{pk, sk}, cloneItem(item))
 	return nil
 }
 
@@ -160,8 +160,9 @@ func (r *Repository) Add(ctx context.Context, sub *billing.Subscription) error {
 	item, hitem := storedItems(f)
 	pk, hk := primaryKey(item), historyKey(hitem)
 	s := r.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	user := s.locks.of(sub.UserID)
+	s.locks.lock(user)
+	defer s.locks.unlock(user)
 	exists := func(reason string, history bool) error {
 		return &billing.ConflictError{Op: "add", Key: sub.Key(), Reason: reason, Err: billing.ErrAlreadyExists, HistoryRow: history}
 	}
@@ -186,8 +187,9 @@ func (r *Repository) Get(ctx context.Context, userID string, billingDate time.Ti
 	if err != nil || billingDate.IsZero() || userID == "" {
 		return billing.Subscription{}, fmt.Errorf("memory: get user_id=%q billing_date=%v: %w: not a key", userID, billingDate, billing.ErrInvalidDate)
 	}
-	r.s.mu.RLock()
-	defer r.s.mu.RUnlock()
+	user := r.s.locks.of(userID)
+	r.s.locks.rlock(user)
+	defer r.s.locks.runlock(user)
 	item, ok := r.s.primary.getBytes(userID, bd)
 	if !ok {
 		return billing.Subscription{}, fmt.Errorf("%w: user_id=%s billing_date=%s", billing.ErrNotFound, userID, bd)
@@ -201,8 +203,8 @@ func (r *Repository) GetByID(ctx context.Context, subscriptionID string) (billin
 	if err := ctx.Err(); err != nil {
 		return billing.Subscription{}, err
 	}
-	r.s.mu.RLock()
-	defer r.s.mu.RUnlock()
+	r.s.locks.rlock(allStripes)
+	defer r.s.locks.runlock(allStripes)
 	found := r.s.primary.withSub(subscriptionID)
 	if len(found) == 0 {
 		return billing.Subscription{}, fmt.Errorf("%w: subscription_id=%s", billing.ErrNotFound, subscriptionID)
@@ -265,8 +267,9 @@ func (s *Store) setAttempt(ctx context.Context, prev, next *billing.Subscription
 	var diff layout.Diff
 	diff.Make(before, enc, nil, cloneValue, false)
 	key := tableKey{prev.UserID, layout.BillingDateKey(prev)}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	user := s.locks.of(prev.UserID)
+	s.locks.lock(user)
+	defer s.locks.unlock(user)
 	cur, ok := s.primary.get(key)
 	if !ok || !fenceHolds(cur, prev) {
 		return &billing.ConflictError{Op: "set attempt", Key: prev.Key(), Reason: "record gone, or status, last_run_date or attempt changed", Err: billing.ErrConflict}
@@ -340,8 +343,14 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 	conflict := func(key, reason string) error {
 		return &billing.ConflictError{Op: op, Key: key, Reason: reason, Err: billing.ErrConflict}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	// The transaction's users: prev's (next's and its history row's, the
+	// same) and those of the records to create.
+	users := s.locks.of(prev.UserID)
+	for _, a := range adds {
+		users |= s.locks.of(a.key.pk)
+	}
+	s.locks.lock(users)
+	defer s.locks.unlock(users)
 	cur, ok := s.primary.get(oldKey)
 	switch {
 	case !ok:
@@ -418,8 +427,8 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 		}
 		pks[pk], hks[hk] = true, true
 	}
-	r.s.mu.Lock()
-	defer r.s.mu.Unlock()
+	r.s.locks.lock(allStripes)
+	defer r.s.locks.unlock(allStripes)
 	be := &billing.BatchError{}
 	for i := range out {
 		if cur, ok := r.s.primary.get(primaryKey(items[i])); ok && itemInFlight(cur) {
@@ -457,8 +466,9 @@ func itemInFlight(item map[string]types.AttributeValue) bool {
 // inFlightAt reports whether the stored record at userID and billingDate
 // (as stored) is in flight.
 func (s *Store) inFlightAt(userID, billingDate string) bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	user := s.locks.of(userID)
+	s.locks.rlock(user)
+	defer s.locks.runlock(user)
 	cur, ok := s.primary.get(tableKey{userID, billingDate})
 	return ok && itemInFlight(cur)
 }
@@ -560,10 +570,11 @@ func (s *Store) listUser(ctx context.Context, t *table, userID string, desc bool
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	user := s.locks.of(userID)
+	s.locks.rlock(user)
+	defer s.locks.runlock(user)
 	var recs []entry
-	if p := t.users[userID]; p != nil {
+	if p := t.partitionOf(userID); p != nil {
 		recs = p.recs
 	}
 	n := len(recs)

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -216,6 +218,149 @@ func TestNewStoreRejectsBadOptions(t *testing.T) {
 	}
 }
 
+// indexStatuses are the statuses the index tests write.
+var indexStatuses = []billing.Status{billing.StatusScheduled, billing.StatusError, billing.StatusCompleted, billing.StatusPaused, billing.StatusStale}
+
+// listAll returns every record of users, by user then billing date.
+func listAll(t *testing.T, repo billing.Repository, users []string) []billing.Subscription {
+	t.Helper()
+	var out []billing.Subscription
+	for _, u := range users {
+		recs, err := repo.ListByUser(t.Context(), u)
+		require.NoError(t, err)
+		out = append(out, recs...)
+	}
+	return out
+}
+
+// randomWrite makes one random write among users' records: an add, an
+// update, a move, an attempt, an overwriting batch or a raw put. Writes
+// that lose a condition are fine.
+func randomWrite(t *testing.T, s *memory.Store, rng *rand.Rand, users []string, i int, run func() time.Time) {
+	t.Helper()
+	repo, ctx := s.Repository(), t.Context()
+	recs := listAll(t, repo, users)
+	switch op := rng.IntN(6); {
+	case op == 0 || len(recs) == 0:
+		r := rec(users[rng.IntN(len(users))], i, due.AddDate(0, 0, rng.IntN(60)-30), indexStatuses[rng.IntN(len(indexStatuses))])
+		r.LastRunDate = run()
+		_ = repo.Add(ctx, &r) // a taken key is a conflict: fine
+	case op == 1:
+		cur := recs[rng.IntN(len(recs))]
+		upd := cur.Clone()
+		upd.Status, upd.LastRunDate = indexStatuses[rng.IntN(len(indexStatuses))], run()
+		if billing.CheckTransition(cur.Status, upd.Status) == nil {
+			err := repo.Update(ctx, &cur, &upd)
+			require.True(t, err == nil || billing.IsConflict(err), "%v", err)
+		}
+	case op == 2:
+		cur := recs[rng.IntN(len(recs))]
+		moved := cur.Clone()
+		moved.BillingDate, moved.LastRunDate = cur.BillingDate.AddDate(0, 0, rng.IntN(9)-4).Add(time.Hour), run()
+		err := repo.AdminUpdate(ctx, &cur, &moved)
+		require.True(t, err == nil || billing.IsConflict(err) || errors.Is(err, billing.ErrIllegalTransition), "%v", err)
+	case op == 3:
+		cur := recs[rng.IntN(len(recs))]
+		marked := cur.Clone()
+		marked.LastAttempt = billing.Attempt{Number: cur.Attempt + 1, Key: "k", Amount: cur.Amount, Started: run()}
+		if !cur.InFlight() {
+			err := repo.SetAttempt(ctx, &cur, &marked)
+			require.True(t, err == nil || billing.IsConflict(err), "%v", err)
+		}
+	case op == 4:
+		// An overwriting batch: the same keys, other statuses and IDs.
+		batch := []billing.Subscription{recs[rng.IntN(len(recs))].Clone()}
+		batch[0].Status, batch[0].SubscriptionID, batch[0].LastRunDate = indexStatuses[rng.IntN(len(indexStatuses))], fmt.Sprint("batch-", users[0], i), run()
+		batch[0].LastAttempt, batch[0].Attempt = billing.Attempt{}, 0
+		_, err := repo.AddAll(ctx, batch)
+		require.True(t, err == nil || errors.Is(err, billing.ErrAttemptInFlight), "%v", err)
+	default:
+		cur := recs[rng.IntN(len(recs))]
+		require.NoError(t, s.PutRawItem(memory.SubscriptionsTable, map[string]types.AttributeValue{
+			layout.AttrUserID:         &types.AttributeValueMemberS{Value: cur.UserID},
+			layout.AttrBillingDate:    &types.AttributeValueMemberS{Value: layout.BillingDateKey(&cur)},
+			layout.AttrSubscriptionID: &types.AttributeValueMemberS{Value: fmt.Sprint("raw-", users[0], i)},
+			layout.AttrBillingStatus:  &types.AttributeValueMemberS{Value: string(indexStatuses[rng.IntN(len(indexStatuses))])},
+			layout.AttrBillingAmount:  &types.AttributeValueMemberS{Value: "1.00"},
+		}))
+	}
+}
+
+// requireIndexesMatchScans checks every status query, GetByID and
+// ListBySubscription against scans of users' records and history rows.
+func requireIndexesMatchScans(t *testing.T, s *memory.Store, mode dynamostore.StatusIndexMode, users []string) {
+	t.Helper()
+	users = slices.Sorted(slices.Values(users)) // the legacy index's order
+	repo, ctx := s.Repository(), t.Context()
+	recs := listAll(t, repo, users)
+	require.Equal(t, len(recs), s.Items(memory.SubscriptionsTable))
+	for _, st := range indexStatuses {
+		for _, q := range []billing.StatusQuery{
+			{Status: st},
+			{Status: st, Before: due},
+			{Status: st, Since: due.AddDate(0, 0, -5)},
+			{Status: st, After: due.AddDate(0, 0, -10), Before: due.AddDate(0, 0, 10)},
+		} {
+			var want []billing.Subscription
+			for _, r := range recs {
+				if r.Status == st && q.Matches(r.BillingDate) {
+					want = append(want, r)
+				}
+			}
+			if mode == dynamostore.StatusIndexSorted {
+				slices.SortStableFunc(want, func(a, b billing.Subscription) int {
+					return strings.Compare(layout.BillingDateKey(&a), layout.BillingDateKey(&b))
+				})
+			}
+			var got []billing.Subscription
+			for cur := ""; ; {
+				q.Cursor = cur
+				p, err := repo.QueryStatus(ctx, q)
+				require.NoError(t, err)
+				require.LessOrEqual(t, p.Scanned, 3)
+				got = append(got, p.Items...)
+				if cur = p.Next; cur == "" {
+					break
+				}
+			}
+			require.Equal(t, want, got, "query %+v", q)
+		}
+	}
+	for _, r := range recs {
+		var want *billing.Subscription
+		for i := range recs {
+			if recs[i].SubscriptionID == r.SubscriptionID {
+				want = &recs[i]
+				break
+			}
+		}
+		got, err := repo.GetByID(ctx, r.SubscriptionID)
+		require.NoError(t, err)
+		require.Equal(t, *want, got)
+	}
+	var rows []billing.Subscription
+	for _, u := range users {
+		hs, err := s.History().ListByUser(ctx, u)
+		require.NoError(t, err)
+		rows = append(rows, hs...)
+	}
+	require.Equal(t, len(rows), s.Items(memory.HistoryTable))
+	for _, r := range rows[:min(len(rows), 40)] {
+		var want []billing.Subscription
+		for _, h := range rows {
+			if h.SubscriptionID == r.SubscriptionID {
+				want = append(want, h)
+			}
+		}
+		slices.SortStableFunc(want, func(a, b billing.Subscription) int {
+			return strings.Compare(layout.LastRunDateKey(&a), layout.LastRunDateKey(&b))
+		})
+		got, err := s.History().ListBySubscription(ctx, r.SubscriptionID)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
+}
+
 // TestStoreIndexesFollowWrites: after random adds, updates, moves,
 // attempts, overwriting batches and raw puts, every status query pages
 // through exactly the records a scan of the users' records finds, in the
@@ -226,135 +371,65 @@ func TestStoreIndexesFollowWrites(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, uint64(mode)))
 			s := memory.New(memory.Options{PageSize: 3, StatusIndexMode: mode})
-			repo, ctx := s.Repository(), t.Context()
-			statuses := []billing.Status{billing.StatusScheduled, billing.StatusError, billing.StatusCompleted, billing.StatusPaused, billing.StatusStale}
 			users := make([]string, 12)
 			for i := range users {
 				users[i] = fmt.Sprintf("u%02d", i)
 			}
-			all := func() []billing.Subscription {
-				var out []billing.Subscription
-				for _, u := range users {
-					recs, err := repo.ListByUser(ctx, u)
-					require.NoError(t, err)
-					out = append(out, recs...)
-				}
-				return out
-			}
 			run := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 			next := func() time.Time { run = run.Add(time.Second); return run }
 			for i := range 400 {
-				recs := all()
-				switch op := rng.IntN(6); {
-				case op == 0 || len(recs) == 0:
-					r := rec(users[rng.IntN(len(users))], i, due.AddDate(0, 0, rng.IntN(60)-30), statuses[rng.IntN(len(statuses))])
-					r.LastRunDate = next()
-					_ = repo.Add(ctx, &r) // a taken key is a conflict: fine
-				case op == 1:
-					cur := recs[rng.IntN(len(recs))]
-					upd := cur.Clone()
-					upd.Status, upd.LastRunDate = statuses[rng.IntN(len(statuses))], next()
-					if billing.CheckTransition(cur.Status, upd.Status) == nil {
-						require.NoError(t, repo.Update(ctx, &cur, &upd))
-					}
-				case op == 2:
-					cur := recs[rng.IntN(len(recs))]
-					moved := cur.Clone()
-					moved.BillingDate, moved.LastRunDate = cur.BillingDate.AddDate(0, 0, rng.IntN(9)-4).Add(time.Hour), next()
-					err := repo.AdminUpdate(ctx, &cur, &moved)
-					require.True(t, err == nil || billing.IsConflict(err) || errors.Is(err, billing.ErrIllegalTransition), "%v", err)
-				case op == 3:
-					cur := recs[rng.IntN(len(recs))]
-					marked := cur.Clone()
-					marked.LastAttempt = billing.Attempt{Number: cur.Attempt + 1, Key: "k", Amount: cur.Amount, Started: run}
-					if !cur.InFlight() {
-						require.NoError(t, repo.SetAttempt(ctx, &cur, &marked))
-					}
-				case op == 4:
-					// An overwriting batch: the same keys, other statuses and IDs.
-					batch := []billing.Subscription{recs[rng.IntN(len(recs))].Clone()}
-					batch[0].Status, batch[0].SubscriptionID, batch[0].LastRunDate = statuses[rng.IntN(len(statuses))], fmt.Sprint("batch-", i), next()
-					batch[0].LastAttempt, batch[0].Attempt = billing.Attempt{}, 0
-					_, err := repo.AddAll(ctx, batch)
-					require.True(t, err == nil || errors.Is(err, billing.ErrAttemptInFlight), "%v", err)
-				default:
-					cur := recs[rng.IntN(len(recs))]
-					require.NoError(t, s.PutRawItem(memory.SubscriptionsTable, map[string]types.AttributeValue{
-						layout.AttrUserID:         &types.AttributeValueMemberS{Value: cur.UserID},
-						layout.AttrBillingDate:    &types.AttributeValueMemberS{Value: layout.BillingDateKey(&cur)},
-						layout.AttrSubscriptionID: &types.AttributeValueMemberS{Value: fmt.Sprint("raw-", i)},
-						layout.AttrBillingStatus:  &types.AttributeValueMemberS{Value: string(statuses[rng.IntN(len(statuses))])},
-						layout.AttrBillingAmount:  &types.AttributeValueMemberS{Value: "1.00"},
-					}))
-				}
+				randomWrite(t, s, rng, users, i, next)
 			}
-			recs := all()
-			require.Equal(t, len(recs), s.Items(memory.SubscriptionsTable))
-			for _, st := range statuses {
-				for _, q := range []billing.StatusQuery{
-					{Status: st},
-					{Status: st, Before: due},
-					{Status: st, Since: due.AddDate(0, 0, -5)},
-					{Status: st, After: due.AddDate(0, 0, -10), Before: due.AddDate(0, 0, 10)},
-				} {
-					var want []billing.Subscription
-					for _, r := range recs {
-						if r.Status == st && q.Matches(r.BillingDate) {
-							want = append(want, r)
-						}
-					}
-					if mode == dynamostore.StatusIndexSorted {
-						slices.SortStableFunc(want, func(a, b billing.Subscription) int {
-							return strings.Compare(layout.BillingDateKey(&a), layout.BillingDateKey(&b))
-						})
-					}
-					var got []billing.Subscription
-					for cur := ""; ; {
-						q.Cursor = cur
-						p, err := repo.QueryStatus(ctx, q)
-						require.NoError(t, err)
-						require.LessOrEqual(t, p.Scanned, 3)
-						got = append(got, p.Items...)
-						if cur = p.Next; cur == "" {
-							break
-						}
-					}
-					require.Equal(t, want, got, "query %+v", q)
-				}
+			requireIndexesMatchScans(t, s, mode, users)
+		})
+	}
+}
+
+// TestStoreConcurrentWrites: writers of their own users and of shared
+// ones, and readers of pages and lookups across users, at once (run with
+// -race): every write is atomic for the indexes, so they match scans
+// afterwards.
+func TestStoreConcurrentWrites(t *testing.T) {
+	for _, mode := range []dynamostore.StatusIndexMode{dynamostore.StatusIndexLegacy, dynamostore.StatusIndexSorted} {
+		t.Run(mode.String(), func(t *testing.T) {
+			s := memory.New(memory.Options{PageSize: 3, StatusIndexMode: mode})
+			var all []string
+			var wg sync.WaitGroup
+			var clock atomic.Int64
+			run := func() time.Time {
+				return time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(clock.Add(1)) * time.Millisecond)
 			}
-			for _, r := range recs {
-				var want *billing.Subscription
-				for i := range recs {
-					if recs[i].SubscriptionID == r.SubscriptionID {
-						want = &recs[i]
-						break
+			for w := range 6 {
+				users := []string{fmt.Sprintf("w%d-a", w), fmt.Sprintf("w%d-b", w), "shared"}
+				all = append(all, users[:2]...)
+				wg.Go(func() {
+					rng := rand.New(rand.NewPCG(uint64(w), 9))
+					for i := range 150 {
+						randomWrite(t, s, rng, users, i, run)
 					}
-				}
-				got, err := repo.GetByID(ctx, r.SubscriptionID)
-				require.NoError(t, err)
-				require.Equal(t, *want, got)
-			}
-			var rows []billing.Subscription
-			for _, u := range users {
-				hs, err := s.History().ListByUser(ctx, u)
-				require.NoError(t, err)
-				rows = append(rows, hs...)
-			}
-			require.Equal(t, len(rows), s.Items(memory.HistoryTable))
-			for _, r := range rows[:min(len(rows), 40)] {
-				var want []billing.Subscription
-				for _, h := range rows {
-					if h.SubscriptionID == r.SubscriptionID {
-						want = append(want, h)
-					}
-				}
-				slices.SortStableFunc(want, func(a, b billing.Subscription) int {
-					return strings.Compare(layout.LastRunDateKey(&a), layout.LastRunDateKey(&b))
 				})
-				got, err := s.History().ListBySubscription(ctx, r.SubscriptionID)
-				require.NoError(t, err)
-				require.Equal(t, want, got)
 			}
+			all = append(all, "shared")
+			for range 2 {
+				wg.Go(func() {
+					for range 40 {
+						for _, st := range indexStatuses {
+							for cur := ""; ; {
+								p, err := s.Repository().QueryStatus(t.Context(), billing.StatusQuery{Status: st, Cursor: cur})
+								require.NoError(t, err)
+								for _, r := range p.Items {
+									_, _ = s.Repository().GetByID(t.Context(), r.SubscriptionID)
+								}
+								if cur = p.Next; cur == "" {
+									break
+								}
+							}
+						}
+					}
+				})
+			}
+			wg.Wait()
+			requireIndexesMatchScans(t, s, mode, all)
 		})
 	}
 }
