@@ -67,6 +67,9 @@ func BenchmarkCollectorDynamoDB(b *testing.B) {
 				Locks:           dynamotest.TableName(b, "bench-locks"),
 				StatusIndexMode: mode,
 			}
+			if mode == dynamostore.StatusIndexDue {
+				tables.DueShards = 8
+			}
 			dynamotest.CreateTable(b, client, dynamostore.SubscriptionsTableDefinition(tables))
 			dynamotest.CreateTable(b, client, dynamostore.HistoryTableDefinition(tables))
 			dynamotest.CreateTable(b, client, dynamostore.LockTableDefinition(tables.Locks))
@@ -92,12 +95,12 @@ func BenchmarkCollectorDynamoDB(b *testing.B) {
 				return layout.SubscriptionRef{AccountID: fmt.Sprintf("bench-%05d", i/3), SubscriptionID: fmt.Sprint("s", i), SKU: skus[i%3]}.UserID()
 			}, locks
 	}}
-	for _, l := range []storeLayout{legacy(dynamostore.StatusIndexLegacy), legacy(dynamostore.StatusIndexSorted), single} {
+	for _, l := range []storeLayout{legacy(dynamostore.StatusIndexLegacy), legacy(dynamostore.StatusIndexSorted), legacy(dynamostore.StatusIndexDue), single} {
 		b.Run(l.name, func(b *testing.B) {
 			client := dynamotest.Client(b)
 			now := benchNow
 			var calls, lockCalls, itemsRead, collected int
-			var wcu, rcu, lockWCU float64
+			var wcu, rcu, lockWCU, gsiWCU float64
 			var server serverCapacity
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
@@ -106,7 +109,8 @@ func BenchmarkCollectorDynamoDB(b *testing.B) {
 				newRepo, userID, locks := l.stores(b, client)
 				seedDue(b, newRepo(client), now, benchDue, benchNotDue, userID)
 
-				w := dynamotest.Wrap(client)
+				gc := newGSICounter(client)
+				w := dynamotest.Wrap(gc)
 				cc := &consumedCounter{API: w}
 				repo := newRepo(cc)
 				// The locks get a wrapper of their own: their heartbeats
@@ -128,6 +132,8 @@ func BenchmarkCollectorDynamoDB(b *testing.B) {
 				lockWCU += wl.WriteCapacity()
 				itemsRead += w.ItemsRead()
 				wcu += w.WriteCapacity()
+				_, gw := gc.total()
+				gsiWCU += gw
 				rcu += w.ReadCapacity()
 				collected += rep.Collected
 				server.add(cc.total())
@@ -138,6 +144,7 @@ func BenchmarkCollectorDynamoDB(b *testing.B) {
 			b.ReportMetric(float64(lockCalls)/n, "lock-calls/collected")
 			b.ReportMetric(lockWCU/n, "lock-WCU/collected")
 			b.ReportMetric(wcu/n, "WCU/collected")
+			b.ReportMetric(gsiWCU/n, "GSI-WCU/collected")
 			b.ReportMetric(rcu/n, "RCU/collected")
 			b.ReportMetric(float64(itemsRead)/n, "items-read/collected")
 			if server.reported && os.Getenv(dynamotest.EnvEndpoint) != "" {
