@@ -242,11 +242,34 @@ func DecodeItem(item map[string]types.AttributeValue) (billing.Subscription, err
 	bad := func(field, value string, cause error) error {
 		return &billing.FieldError{Field: field, Value: value, Key: itemKey(item), Err: fmt.Errorf("%w: %w", billing.ErrInvalidItem, cause)}
 	}
-	for _, req := range [...]string{AttrUserID, AttrBillingDate, AttrSubscriptionID, AttrBillingStatus, AttrBillingAmount} {
-		if v, ok := item[req]; !ok || isNull(v) {
-			return billing.Subscription{}, bad(req, "", errors.New("missing"))
+	// The required attributes are checked before any other, from the
+	// attributes the loop saw; only when one lacks (or an attribute is
+	// bad) are they looked up again, in their order, for the error.
+	seen, err := decodeAttrs(item, &s, st, bad)
+	if err != nil || seen&requiredAttrs != requiredAttrs {
+		for _, req := range [...]string{AttrUserID, AttrBillingDate, AttrSubscriptionID, AttrBillingStatus, AttrBillingAmount} {
+			if v, ok := item[req]; !ok || isNull(v) {
+				return billing.Subscription{}, bad(req, "", errors.New("missing"))
+			}
 		}
+		return billing.Subscription{}, err
 	}
+	if s.SubscriptionID == "" {
+		return billing.Subscription{}, bad(AttrSubscriptionID, "", errors.New("empty"))
+	}
+	if s.Term == "" {
+		s.Term = billing.TermMonthly
+	}
+	return s, nil
+}
+
+// requiredAttrs are the attributes DecodeItem requires.
+const requiredAttrs = attrSet(1)<<aUserID | 1<<aBillingDate | 1<<aSubscriptionID | 1<<aBillingStatus | 1<<aBillingAmount
+
+// decodeAttrs decodes item's attributes into s and st, and returns the
+// known attributes it saw that are not NULL; it stops at the first bad
+// attribute.
+func decodeAttrs(item map[string]types.AttributeValue, s *billing.Subscription, st *stored, bad func(field, value string, cause error) error) (seen attrSet, err error) {
 	for name, av := range item {
 		if strings.HasPrefix(name, DataPrefix) {
 			if st.data == nil {
@@ -256,6 +279,9 @@ func DecodeItem(item map[string]types.AttributeValue) (billing.Subscription, err
 			continue
 		}
 		a, known := attrOf(name)
+		if known && !isNull(av) {
+			seen |= 1 << a
+		}
 		if !known {
 			if st.extra == nil {
 				st.extra = map[string]types.AttributeValue{}
@@ -273,40 +299,40 @@ func DecodeItem(item map[string]types.AttributeValue) (billing.Subscription, err
 				*p = v.Value
 			case *types.AttributeValueMemberNULL:
 			default:
-				return billing.Subscription{}, bad(name, describe(av), errors.New("want BOOL"))
+				return seen, bad(name, describe(av), errors.New("want BOOL"))
 			}
 			continue
 		}
-		if p, lo, hi := intField(&s, a); p != nil {
+		if p, lo, hi := intField(s, a); p != nil {
 			raw, err := numberValue(av)
 			if err != nil {
-				return billing.Subscription{}, bad(name, describe(av), err)
+				return seen, bad(name, describe(av), err)
 			}
 			if raw == "" {
 				continue
 			}
 			n, err := strconv.Atoi(raw)
 			if err != nil || n < lo || n > hi {
-				return billing.Subscription{}, bad(name, raw, fmt.Errorf("want an integer in %d..%d", lo, hi))
+				return seen, bad(name, raw, fmt.Errorf("want an integer in %d..%d", lo, hi))
 			}
 			*p = n
 			continue
 		}
 		v, err := stringValue(av)
 		if err != nil {
-			return billing.Subscription{}, bad(name, describe(av), err)
+			return seen, bad(name, describe(av), err)
 		}
-		if p := stringField(&s, a); p != nil {
+		if p := stringField(s, a); p != nil {
 			*p = v
 			continue
 		}
-		if p := timeField(&s, a); p != nil {
+		if p := timeField(s, a); p != nil {
 			if v == "" {
 				continue
 			}
 			t, err := timefmt.Parse(v)
 			if err != nil {
-				return billing.Subscription{}, bad(name, v, fmt.Errorf("%w: %w", billing.ErrInvalidDate, err))
+				return seen, bad(name, v, fmt.Errorf("%w: %w", billing.ErrInvalidDate, err))
 			}
 			if !t.Equal(time.Time{}) {
 				*p = t
@@ -319,13 +345,13 @@ func DecodeItem(item map[string]types.AttributeValue) (billing.Subscription, err
 		switch a {
 		case aUserID:
 			if v == "" {
-				return billing.Subscription{}, bad(name, v, errors.New("empty"))
+				return seen, bad(name, v, errors.New("empty"))
 			}
 			s.UserID = v
 		case aBillingDate:
 			t, err := timefmt.Parse(v)
 			if err != nil || t.IsZero() {
-				return billing.Subscription{}, bad(name, v, fmt.Errorf("%w: want an RFC3339 timestamp", billing.ErrInvalidDate))
+				return seen, bad(name, v, fmt.Errorf("%w: want an RFC3339 timestamp", billing.ErrInvalidDate))
 			}
 			s.BillingDate = t
 			st.billingDate, st.billingDateAt = v, t
@@ -335,7 +361,7 @@ func DecodeItem(item map[string]types.AttributeValue) (billing.Subscription, err
 			}
 			amt, err := billing.ParseAmount(v)
 			if err != nil {
-				return billing.Subscription{}, bad(name, v, err)
+				return seen, bad(name, v, err)
 			}
 			switch a {
 			case aPendingAmount:
@@ -350,13 +376,13 @@ func DecodeItem(item map[string]types.AttributeValue) (billing.Subscription, err
 		case aBillingStatus:
 			st := billing.Status(v)
 			if !st.Storable() {
-				return billing.Subscription{}, bad(name, v, billing.ErrInvalidStatus)
+				return seen, bad(name, v, billing.ErrInvalidStatus)
 			}
 			s.Status = st
 		case aTerm:
 			t, err := billing.ParseTerm(v)
 			if err != nil {
-				return billing.Subscription{}, bad(name, v, billing.ErrInvalidTerm)
+				return seen, bad(name, v, billing.ErrInvalidTerm)
 			}
 			s.Term = t
 		case aProcess:
@@ -365,13 +391,7 @@ func DecodeItem(item map[string]types.AttributeValue) (billing.Subscription, err
 			s.UpdatedEvent = billing.UpdatedEvent(v)
 		}
 	}
-	if s.SubscriptionID == "" {
-		return billing.Subscription{}, bad(AttrSubscriptionID, "", errors.New("empty"))
-	}
-	if s.Term == "" {
-		s.Term = billing.TermMonthly
-	}
-	return s, nil
+	return seen, nil
 }
 
 func isNull(av types.AttributeValue) bool {

@@ -167,7 +167,27 @@ func parseFixed(s string) (t time.Time, ok bool) {
 		day > daysIn(time.Month(month), year) || hour > 23 || minute > 59 || sec > 59 {
 		return t, false
 	}
-	return time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC), true
+	days := daysFromCivil(year, month, day)
+	return time.Unix(days*86400+int64(hour*3600+minute*60+sec), int64(nsec)).UTC(), true
+}
+
+// daysFromCivil returns the days from 1970-01-01 to year-month-day in the
+// proleptic Gregorian calendar (H. Hinnant's days_from_civil), which is
+// what time.Date computes, without its normalization.
+func daysFromCivil(year, month, day int) int64 {
+	y := int64(year)
+	if month <= 2 {
+		y--
+	}
+	era := y / 400
+	if y < 0 && y%400 != 0 {
+		era--
+	}
+	yoe := y - era*400                     // [0, 399]
+	mp := int64((month + 9) % 12)          // March = 0
+	doy := (153*mp+2)/5 + int64(day) - 1   // [0, 365]
+	doe := yoe*365 + yoe/4 - yoe/100 + doy // [0, 146096]
+	return era*146097 + doe - 719468
 }
 
 // daysIn returns the number of days of month in year (proleptic
