@@ -30,7 +30,8 @@ type queryRun struct {
 
 // collect reads every page and checks what holds for any page of any
 // store: Count is len(Items)+len(Invalid) and at most Scanned, Scanned is
-// at most limit, a page that read fewer than limit items is the last, and
+// at most limit, a page that read fewer than limit items is the last (of
+// its shard, in due mode), and
 // (in sorted mode) only matching items are read and they come ascending
 // by billing_date.
 func (e *repoEnv) collect(mode dynamostore.StatusIndexMode, limit int, fetch pager) queryRun {
@@ -54,9 +55,9 @@ func (e *repoEnv) collect(mode dynamostore.StatusIndexMode, limit int, fetch pag
 			e.t.Fatalf("page %d: Count %d > Scanned %d", n, p.Count, p.Scanned)
 		case p.Scanned > limit:
 			e.t.Fatalf("page %d: Scanned %d > limit %d", n, p.Scanned, limit)
-		case p.Next != "" && p.Scanned < limit:
+		case p.Next != "" && p.Scanned < limit && mode != dynamostore.StatusIndexDue: // a due page ends with its shard
 			e.t.Fatalf("page %d read %d items, fewer than the limit %d, but has a Next cursor", n, p.Scanned, limit)
-		case mode == dynamostore.StatusIndexSorted && p.Scanned != p.Count:
+		case isSorted(mode) && p.Scanned != p.Count:
 			e.t.Fatalf("sorted index page %d: Scanned %d != Count %d: items outside the range were read", n, p.Scanned, p.Count)
 		}
 		run.pages = append(run.pages, p)
@@ -70,7 +71,7 @@ func (e *repoEnv) collect(mode dynamostore.StatusIndexMode, limit int, fetch pag
 		}
 		cur = p.Next
 	}
-	if mode == dynamostore.StatusIndexSorted && !slices.IsSortedFunc(run.items, func(a, b billing.Subscription) int {
+	if isSorted(mode) && !slices.IsSortedFunc(run.items, func(a, b billing.Subscription) int {
 		return a.BillingDate.Compare(b.BillingDate)
 	}) {
 		e.t.Fatalf("sorted index: items not ascending by billing_date: %v", billingDates(run.items))
@@ -134,7 +135,11 @@ type queryFixture struct {
 
 func (s *repoSuite) queryFixture(t *testing.T, mode dynamostore.StatusIndexMode, pageSize int) *queryFixture {
 	t.Helper()
-	f := &queryFixture{e: s.env(t, memory.Options{PageSize: pageSize, StatusIndexMode: mode}), taken: map[string]bool{}}
+	opts := memory.Options{PageSize: pageSize, StatusIndexMode: mode}
+	if mode == dynamostore.StatusIndexDue {
+		opts.DueShards = 1 // one shard reads like the sorted index; see the Shards case for more
+	}
+	f := &queryFixture{e: s.env(t, opts), taken: map[string]bool{}}
 	for range 3 {
 		f.users = append(f.users, s.ids.user())
 	}
@@ -161,7 +166,7 @@ func (f *queryFixture) put(d time.Time, st billing.Status) billing.Subscription 
 
 func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 	const pageSize = 4
-	sorted := mode == dynamostore.StatusIndexSorted
+	sorted := isSorted(mode)
 	// window runs a range query case: records put by fill, the query read
 	// with a named helper, the result compared with the records want keeps.
 	window := func(t *testing.T, st billing.Status, fill func(f *queryFixture), fetch func(e *repoEnv) pager, want func(r billing.Subscription) bool) {
@@ -443,6 +448,91 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 			}
 			f.e.requireExactly(rest.items, want)
 		}},
+		{"Shards", func(t *testing.T) { s.shardCase(t, mode) }},
+	}
+}
+
+// isSorted reports whether mode reads only the records in a query's
+// range, in billing_date order (within a shard).
+func isSorted(mode dynamostore.StatusIndexMode) bool {
+	return mode == dynamostore.StatusIndexSorted || mode == dynamostore.StatusIndexDue
+}
+
+// shardCase checks status queries narrowed to shards on a store asked for
+// three: every shard's pages return only records of its users, the shards
+// together every matching record exactly once, as a query of all shards
+// does; a shard the store does not have is refused, and a cursor continues
+// only the shards it was made for. A store that does not shard is one
+// shard.
+func (s *repoSuite) shardCase(t *testing.T, mode dynamostore.StatusIndexMode) {
+	const pageSize = 2
+	f := &queryFixture{e: s.env(t, memory.Options{PageSize: pageSize, StatusIndexMode: mode, DueShards: 3}), taken: map[string]bool{}}
+	for range 9 {
+		f.users = append(f.users, f.e.ids.user())
+	}
+	var due []billing.Subscription
+	for i := range 12 {
+		due = append(due, f.put(day(-i/4), billing.StatusScheduled))
+		f.put(day(1+i), billing.StatusScheduled)
+	}
+	k := 1
+	if sr, ok := f.e.repo.(billing.ShardedRepository); ok {
+		k = sr.DueShards()
+	}
+	q := billing.StatusQuery{Status: billing.StatusScheduled, Before: day(1)}
+	var union []billing.Subscription
+	shardOf := map[string]int{}
+	for shard := range k {
+		q.Shards = []int{shard}
+		// Outside the due mode the shards are a filter: a page reads other
+		// shards' records too, so it is checked as a legacy page is.
+		checkAs := dynamostore.StatusIndexLegacy
+		if mode == dynamostore.StatusIndexDue {
+			checkAs = mode
+		}
+		run := f.e.collect(checkAs, pageSize, func(cur string) (billing.Page, error) {
+			q.Cursor = cur
+			return f.e.repo.QueryStatus(f.e.ctx(), q)
+		})
+		for _, r := range run.items {
+			if prev, ok := shardOf[r.UserID]; ok && prev != shard {
+				t.Fatalf("user %s in shards %d and %d", r.UserID, prev, shard)
+			}
+			shardOf[r.UserID] = shard
+		}
+		union = append(union, run.items...)
+	}
+	f.e.requireExactly(union, due)
+	// Every shard, one after the other (in billing_date order within each).
+	q.Shards, q.Cursor = nil, ""
+	var all []billing.Subscription
+	for range maxPages {
+		p, err := f.e.repo.QueryStatus(f.e.ctx(), q)
+		if err != nil {
+			t.Fatalf("every shard: %v", err)
+		}
+		all = append(all, p.Items...)
+		if q.Cursor = p.Next; q.Cursor == "" {
+			break
+		}
+	}
+	f.e.requireExactly(all, due)
+
+	q.Cursor, q.Shards = "", []int{k}
+	if _, err := f.e.repo.QueryStatus(f.e.ctx(), q); !errors.Is(err, billing.ErrInvalidQuery) {
+		t.Fatalf("shard %d of a store with %d: %v, want ErrInvalidQuery", k, k, err)
+	}
+	if k < 2 {
+		return
+	}
+	q.Shards, q.Limit = []int{0}, 1
+	p, err := f.e.repo.QueryStatus(f.e.ctx(), q)
+	if err != nil || p.Next == "" {
+		t.Fatalf("first page of shard 0: next %q, %v", p.Next, err)
+	}
+	q.Shards, q.Cursor = []int{1}, p.Next
+	if _, err := f.e.repo.QueryStatus(f.e.ctx(), q); !errors.Is(err, billing.ErrInvalidCursor) {
+		t.Fatalf("shard 0's cursor on shard 1: %v, want ErrInvalidCursor", err)
 	}
 }
 

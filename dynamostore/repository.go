@@ -182,7 +182,7 @@ func (r *Repository) getKey(ctx context.Context, userID, billingDate string) (bi
 	if len(out.Item) == 0 {
 		return billing.Subscription{}, fmt.Errorf("%w: record %s", billing.ErrNotFound, key)
 	}
-	return layout.DecodeItem(out.Item)
+	return decodeRecord(out.Item)
 }
 
 func keyString(userID, billingDate string) string {
@@ -248,7 +248,7 @@ func (r *Repository) queryUser(ctx context.Context, userID string, forward bool,
 	if err != nil {
 		return nil, fmt.Errorf("billing: list user %s: %w", userID, err)
 	}
-	return layout.DecodeAll(items, layout.DecodeItem)
+	return layout.DecodeAll(items, decodeRecord)
 }
 
 // statusCursorNames are the attributes of a status index LastEvaluatedKey.
@@ -545,6 +545,12 @@ func (r *Repository) writeBackAction(prev, next *billing.Subscription) (*types.U
 	}
 	nextItem, _ := layout.EncodeItem(next) // ValidateUpdate encoded it
 	r.withDue(nextItem, next)
+	if !layout.DueStatus(next.Status) || r.cfg.Tables.DueShards > 0 {
+		// Records are read without their due key (see decodeRecord), so
+		// the change writes it whatever it was: set for a record runs
+		// read, removed from any other.
+		prevItem[layout.AttrDue] = &types.AttributeValueMemberNULL{Value: true}
+	}
 	key := map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(prev.UserID), layout.AttrBillingDate: layout.StringAV(layout.BillingDateKey(prev))}
 	upd, err := updateAction(&r.cfg.Tables.Subscriptions, key, prevItem, nextItem, fence(prev), layout.AttrLastRunDate)
 	if err != nil {

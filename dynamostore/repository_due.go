@@ -38,6 +38,15 @@ func (r *Repository) withDue(item map[string]types.AttributeValue, sub *billing.
 	return item
 }
 
+// decodeRecord decodes a primary item without its due key: billing_due is
+// the store's own, derived from the record, so it is neither carried in
+// the record's stored attributes nor compared when the record is written
+// back (withDue writes it anew).
+func decodeRecord(item map[string]types.AttributeValue) (billing.Subscription, error) {
+	delete(item, layout.AttrDue)
+	return layout.DecodeItem(item)
+}
+
 // shardScope binds a cursor to the shards its query named; "" for none
 // (every shard), so existing cursors stay valid.
 func shardScope(named, shards []int) string {
@@ -60,7 +69,7 @@ func shardScope(named, shards []int) string {
 func (r *Repository) addItems(ctx context.Context, page *billing.Page, q billing.StatusQuery, items []map[string]types.AttributeValue, shards []int) {
 	k := r.DueShards()
 	for _, it := range items {
-		sub, err := layout.DecodeItem(it)
+		sub, err := decodeRecord(it)
 		if err != nil {
 			r.cfg.Logger.WarnContext(ctx, "billing: skipping undecodable item", "status", q.Status, "error", err)
 			page.Invalid = append(page.Invalid, err)

@@ -3,6 +3,8 @@ package memory
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -41,19 +43,48 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 	if err != nil {
 		return billing.Page{}, err
 	}
+	k := r.DueShards()
+	shards, err := layout.CheckShards(q.Shards, k)
+	if err != nil {
+		return billing.Page{}, err
+	}
 	mode := r.s.opts.StatusIndexMode
-	scope := cursorScope(mode, q.Status)
+	// In due mode a page reads one shard of the due index: the records of
+	// the shard's users in the status, by billing_date.
+	due := mode == dynamostore.StatusIndexDue && layout.DueStatus(q.Status)
+	if due {
+		mode = dynamostore.StatusIndexSorted
+	}
+	scope := cursorScope(r.s.opts.StatusIndexMode, q.Status) + fmt.Sprint("/", k, shards)
+	shard := shards[0]
 	var start *indexPos
 	if q.Cursor != "" {
-		key, err := cursor.Decode(scope, q.Cursor, layout.AttrUserID, layout.AttrBillingDate, layout.AttrBillingStatus)
+		names := []string{layout.AttrUserID, layout.AttrBillingDate, layout.AttrBillingStatus, cursorShard}
+		key, err := cursor.Decode(scope, q.Cursor, names...)
+		if err != nil && due {
+			key, err = cursor.Decode(scope, q.Cursor, cursorShard) // the top of a shard
+		}
 		if err != nil {
 			return billing.Page{}, fmt.Errorf("%w: %v", billing.ErrInvalidCursor, err)
 		}
-		if stringAttr(key, layout.AttrBillingStatus) != string(q.Status) {
-			return billing.Page{}, fmt.Errorf("%w: cursor of another status", billing.ErrInvalidCursor)
+		if shard, err = strconv.Atoi(stringAttr(key, cursorShard)); err != nil || !slices.Contains(shards, shard) {
+			return billing.Page{}, fmt.Errorf("%w: cursor of another shard", billing.ErrInvalidCursor)
 		}
-		p := positionOf(mode, tableKey{stringAttr(key, layout.AttrUserID), stringAttr(key, layout.AttrBillingDate)})
-		start = &p
+		if len(key) > 1 {
+			if stringAttr(key, layout.AttrBillingStatus) != string(q.Status) {
+				return billing.Page{}, fmt.Errorf("%w: cursor of another status", billing.ErrInvalidCursor)
+			}
+			p := positionOf(mode, tableKey{stringAttr(key, layout.AttrUserID), stringAttr(key, layout.AttrBillingDate)})
+			start = &p
+		}
+	}
+	// inShards reports whether a user's records are in what the page
+	// reads: the page's one shard in due mode, the query's shards else.
+	inShards := func(user string) bool {
+		if due {
+			return layout.DueShard(user, k) == shard
+		}
+		return len(shards) == k || slices.Contains(shards, layout.DueShard(user, k))
 	}
 	limit := q.Limit
 	if limit == 0 {
@@ -87,9 +118,12 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 				// bound, nothing further is in it.
 				return !(upper != "" && k.sk >= upper)
 			}
+			if due && !inShards(k.pk) {
+				return true // another shard's partition: not read
+			}
 			page.Scanned++
 			last = p
-			if in {
+			if in && inShards(k.pk) {
 				item, _ := t.get(k)
 				sub, err := decodeItem(item)
 				switch {
@@ -103,20 +137,36 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 		})
 	}
 	page.Count = len(page.Items) + len(page.Invalid)
-	if page.Scanned == limit {
+	var next map[string]types.AttributeValue
+	switch i := slices.Index(shards, shard); {
+	case page.Scanned == limit:
 		k := t.key(last)
-		next, err := cursor.Encode(scope, map[string]types.AttributeValue{
+		next = map[string]types.AttributeValue{
 			layout.AttrUserID:        &types.AttributeValueMemberS{Value: k.pk},
 			layout.AttrBillingDate:   &types.AttributeValueMemberS{Value: k.sk},
 			layout.AttrBillingStatus: &types.AttributeValueMemberS{Value: string(q.Status)},
-		})
-		if err != nil {
+			cursorShard:              &types.AttributeValueMemberS{Value: strconv.Itoa(shard)},
+		}
+	case due && i+1 < len(shards):
+		next = map[string]types.AttributeValue{cursorShard: &types.AttributeValueMemberS{Value: strconv.Itoa(shards[i+1])}}
+	}
+	if next != nil {
+		if page.Next, err = cursor.Encode(scope, next); err != nil {
 			return billing.Page{}, fmt.Errorf("memory: encode cursor: %w", err)
 		}
-		page.Next = next
 	}
 	return page, nil
 }
+
+// cursorShard is the cursor attribute naming the shard a page continues
+// in.
+const cursorShard = "shard"
+
+var _ billing.ShardedRepository = (*Repository)(nil)
+
+// DueShards implements [billing.ShardedRepository]: Options.DueShards, at
+// least 1.
+func (r *Repository) DueShards() int { return max(r.s.opts.DueShards, 1) }
 
 // cursorScope ties a cursor to the index mode and status it was made for.
 func cursorScope(mode dynamostore.StatusIndexMode, status billing.Status) string {
@@ -124,7 +174,7 @@ func cursorScope(mode dynamostore.StatusIndexMode, status billing.Status) string
 }
 
 func positionOf(mode dynamostore.StatusIndexMode, k tableKey) indexPos {
-	if mode == dynamostore.StatusIndexSorted {
+	if mode != dynamostore.StatusIndexLegacy { // the due mode keeps its status sets in date order
 		return indexPos{k.sk, k.pk}
 	}
 	return indexPos{k.pk, k.sk}

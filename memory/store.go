@@ -26,6 +26,12 @@ type Options struct {
 	// StatusIndexMode selects the status index the store emulates, as
 	// [dynamostore.TableConfig] does. Defaults to [dynamostore.StatusIndexLegacy].
 	StatusIndexMode dynamostore.StatusIndexMode
+	// DueShards splits the records into shards by user, as
+	// [dynamostore.TableConfig.DueShards] does: status queries may read
+	// some shards only, and in [dynamostore.StatusIndexDue] mode the
+	// statuses runs read are read one shard a page, in billing_date order.
+	// Defaults to 0: one shard.
+	DueShards int
 	// Collisions makes the keys of an AddAll batch distinct. Defaults to
 	// the legacy rule described on [billing.CollisionPolicy].
 	Collisions billing.CollisionPolicy
@@ -91,14 +97,19 @@ func New(opts Options) *Store {
 	if opts.PageSize == 0 {
 		opts.PageSize = defaultPageSize
 	}
-	if opts.StatusIndexMode != dynamostore.StatusIndexLegacy && opts.StatusIndexMode != dynamostore.StatusIndexSorted {
+	switch {
+	case opts.StatusIndexMode < dynamostore.StatusIndexLegacy || opts.StatusIndexMode > dynamostore.StatusIndexDue:
 		panic(fmt.Sprintf("memory: Options.StatusIndexMode: unknown %v", opts.StatusIndexMode))
+	case opts.DueShards < 0 || opts.DueShards > dynamostore.MaxDueShards:
+		panic(fmt.Sprintf("memory: Options.DueShards: %d outside 0..%d", opts.DueShards, dynamostore.MaxDueShards))
+	case opts.StatusIndexMode == dynamostore.StatusIndexDue && opts.DueShards == 0:
+		panic(fmt.Sprintf("memory: Options.StatusIndexMode: %v needs DueShards", opts.StatusIndexMode))
 	}
 	if opts.Collisions == nil {
 		opts.Collisions = layout.DefaultCollisionPolicy
 	}
 	l := newLocks()
-	s := &Store{opts: opts, locks: l, primary: newTable(l, true, opts.StatusIndexMode == dynamostore.StatusIndexSorted), history: newTable(l, false, false)}
+	s := &Store{opts: opts, locks: l, primary: newTable(l, true, opts.StatusIndexMode != dynamostore.StatusIndexLegacy), history: newTable(l, false, false)}
 	s.repo = &Repository{s: s}
 	s.hist = &History{s: s}
 	return s

@@ -4,10 +4,6 @@
 package storetest
 
 import (
-	"github.com/dynabill/billing/memory"
-)
-
-import (
 	"testing"
 	"time"
 
@@ -15,6 +11,7 @@ import (
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/dynamotest"
+	"github.com/dynabill/billing/memory"
 )
 
 // DynamoStores is the conformance suites' factory for the DynamoDB
@@ -27,6 +24,7 @@ func DynamoStores(t *testing.T, opts memory.Options) (billing.Repository, billin
 		Subscriptions:   dynamotest.TableName(t, "billing-activity"),
 		History:         dynamotest.TableName(t, "billing-activity-history"),
 		StatusIndexMode: opts.StatusIndexMode,
+		DueShards:       opts.DueShards,
 	}
 	dynamotest.CreateTable(t, client, dynamostore.SubscriptionsTableDefinition(tables))
 	dynamotest.CreateTable(t, client, dynamostore.HistoryTableDefinition(tables))

@@ -1,0 +1,203 @@
+package billing_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/internal/storetest"
+	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const shardTestShards = 4
+
+// shardEnv is a collector on a repository with shardTestShards shards read
+// through the due index, with due SCHEDULED records of many users and
+// records not due yet.
+type shardEnv struct {
+	repo  billing.Repository
+	pay   *billingtest.Provider
+	clock *billingtest.Clock
+	lock  *billingtest.Locker
+	due   []billing.Subscription
+}
+
+func newShardEnv(t *testing.T, repo billing.Repository, users int) *shardEnv {
+	t.Helper()
+	e := &shardEnv{repo: repo, clock: billingtest.NewClock(jan31.Add(time.Hour))}
+	e.pay = billingtest.NewProvider(billingtest.ProviderOptions{Clock: e.clock})
+	e.lock = billingtest.NewLocker(e.clock, time.Minute)
+	for i := range users {
+		for j, bd := range []time.Time{jan31, jan31.AddDate(0, 0, 10)} { // due, and not due yet
+			s := billing.Subscription{UserID: fmt.Sprintf("shard-user-%03d", i), SubscriptionID: fmt.Sprintf("shard-sub-%03d-%02d", i, bd.Day()),
+				BillingDate: bd, Amount: billing.MustParseAmount("9.99"), Status: billing.StatusScheduled, BillingPeriod: billing.BillingPeriod(bd),
+				Term: billing.TermMonthly, AnchorDay: bd.Day(), CreatedDate: jan31.AddDate(0, -1, 0), LastRunDate: jan31.AddDate(0, -1, 0).Add(time.Duration(j) * time.Second)}
+			require.NoError(t, repo.Add(context.Background(), &s))
+			if !bd.After(jan31) {
+				e.due = append(e.due, s)
+			}
+		}
+	}
+	return e
+}
+
+func (e *shardEnv) collector(t *testing.T, mut func(*billing.Config)) *billing.Collector {
+	t.Helper()
+	var seq atomic.Int64
+	cfg := billing.Config{Repository: e.repo, Locker: e.lock, Provider: e.pay, Clock: e.clock, Concurrency: 2, PagesPerInvocation: 2,
+		NewID: func() string { return fmt.Sprintf("next-%d", seq.Add(1)) }}
+	if mut != nil {
+		mut(&cfg)
+	}
+	c, err := billing.NewCollector(cfg)
+	require.NoError(t, err)
+	return c
+}
+
+// runShard runs req through every continuation and returns the sum of the
+// reports' collections.
+func runShard(ctx context.Context, c *billing.Collector, req billing.RunRequest) (collected int, err error) {
+	for {
+		rep, err := c.Run(ctx, req)
+		if rep != nil {
+			collected += rep.Collected
+		}
+		if err != nil {
+			return collected, err
+		}
+		if req.Cursor = rep.Next; req.Cursor == "" {
+			return collected, nil
+		}
+	}
+}
+
+// requireCollectedOnce checks that every due record was charged exactly
+// once and is COMPLETED, and that no user got more than one next period.
+func (e *shardEnv) requireCollectedOnce(t *testing.T) {
+	t.Helper()
+	billingtest.RequireNoDoubleCharge(t, e.pay)
+	assert.Len(t, e.pay.Charges(), len(e.due), "one charge per due record")
+	for _, d := range e.due {
+		got, err := e.repo.Get(context.Background(), d.UserID, d.BillingDate)
+		require.NoError(t, err)
+		assert.Equal(t, billing.StatusCompleted, got.Status, d.Key())
+		recs, err := e.repo.ListByUser(context.Background(), d.UserID)
+		require.NoError(t, err)
+		assert.Len(t, recs, 2, "%s: the collected period and the one not due; the next period is the existing later record", d.UserID)
+	}
+}
+
+// shardedStores are the repositories the sharded-run tests run on: the
+// in-memory store and the legacy tables on the local DynamoDB server,
+// both reading the due index.
+func shardedStores() map[string]func(t *testing.T) billing.Repository {
+	opts := memory.Options{PageSize: 3, StatusIndexMode: dynamostore.StatusIndexDue, DueShards: shardTestShards}
+	return map[string]func(t *testing.T) billing.Repository{
+		"memory": func(t *testing.T) billing.Repository { return memory.New(opts).Repository() },
+		"dynamodb": func(t *testing.T) billing.Repository {
+			repo, _ := storetest.DynamoStores(t, opts)
+			return repo
+		},
+	}
+}
+
+// TestCollectorShardedRunsCollectOnce: a day's run spread over shard
+// runs collects every due record exactly once, whether the shards run as
+// separate invocations at once (one of them delivered twice, as a queue
+// may), in one process with ShardConcurrency, or with one shard's run
+// crashing and run again.
+func TestCollectorShardedRunsCollectOnce(t *testing.T) {
+	for name, newRepo := range shardedStores() {
+		t.Run(name, func(t *testing.T) {
+			t.Run("fan-out", func(t *testing.T) {
+				e := newShardEnv(t, newRepo(t), 24)
+				c := e.collector(t, nil)
+				var wg sync.WaitGroup
+				var total atomic.Int64
+				for _, s := range []int{0, 1, 2, 3, 0} { // shard 0 delivered twice
+					wg.Go(func() {
+						n, err := runShard(t.Context(), c, billing.RunRequest{Kind: billing.RunScheduled, Shards: []int{s}})
+						assert.NoError(t, err, "shard %d", s)
+						total.Add(int64(n))
+					})
+				}
+				wg.Wait()
+				assert.Equal(t, int64(len(e.due)), total.Load())
+				e.requireCollectedOnce(t)
+			})
+			t.Run("one process", func(t *testing.T) {
+				e := newShardEnv(t, newRepo(t), 24)
+				c := e.collector(t, func(cfg *billing.Config) { cfg.ShardConcurrency = 3 })
+				invocations := 0
+				req := billing.RunRequest{Kind: billing.RunScheduled}
+				collected := 0
+				for {
+					rep, err := c.Run(t.Context(), req)
+					require.NoError(t, err)
+					invocations++
+					collected += rep.Collected
+					if req.Cursor = rep.Next; req.Cursor == "" {
+						break
+					}
+				}
+				assert.Equal(t, len(e.due), collected)
+				assert.Greater(t, invocations, 1, "the run continues through a cursor of every shard")
+				e.requireCollectedOnce(t)
+			})
+			t.Run("crashed shard rerun", func(t *testing.T) {
+				e := newShardEnv(t, newRepo(t), 24)
+				c := e.collector(t, nil)
+				// Shard 2's first run dies after its second charge: the
+				// processor answers, the process is gone before recording.
+				ctx, cancel := context.WithCancel(t.Context())
+				var calls atomic.Int64
+				dying := e.collector(t, func(cfg *billing.Config) {
+					cfg.Provider = providerFunc(func(pctx context.Context, req billing.PaymentRequest) (billing.PaymentResult, error) {
+						res, err := e.pay.Collect(pctx, req)
+						if calls.Add(1) == 2 {
+							cancel()
+							return billing.PaymentResult{}, errors.New("process killed")
+						}
+						return res, err
+					})
+				})
+				_, err := runShard(ctx, dying, billing.RunRequest{Kind: billing.RunScheduled, Shards: []int{2}})
+				require.Error(t, err)
+				e.clock.Advance(2 * time.Minute) // the dead run's locks expire
+				var wg sync.WaitGroup
+				for s := range shardTestShards {
+					wg.Go(func() {
+						_, err := runShard(t.Context(), c, billing.RunRequest{Kind: billing.RunScheduled, Shards: []int{s}})
+						assert.NoError(t, err, "shard %d", s)
+					})
+				}
+				wg.Wait()
+				e.requireCollectedOnce(t)
+			})
+			t.Run("bad shards", func(t *testing.T) {
+				e := newShardEnv(t, newRepo(t), 1)
+				_, err := e.collector(t, nil).Run(t.Context(), billing.RunRequest{Kind: billing.RunScheduled, Shards: []int{shardTestShards}})
+				require.ErrorIs(t, err, billing.ErrInvalidQuery)
+				c := e.collector(t, func(cfg *billing.Config) { cfg.ShardConcurrency = 2 })
+				_, err = c.Run(t.Context(), billing.RunRequest{Kind: billing.RunScheduled, Cursor: "not-a-shard-cursor"})
+				require.ErrorIs(t, err, billing.ErrInvalidCursor)
+			})
+		})
+	}
+}
+
+// providerFunc adapts a function to billing.PaymentProvider.
+type providerFunc func(ctx context.Context, req billing.PaymentRequest) (billing.PaymentResult, error)
+
+func (f providerFunc) Collect(ctx context.Context, req billing.PaymentRequest) (billing.PaymentResult, error) {
+	return f(ctx, req)
+}
