@@ -138,6 +138,12 @@ func keyElem(name string, kt types.KeyType) types.KeySchemaElement {
 	return types.KeySchemaElement{AttributeName: aws.String(name), KeyType: kt}
 }
 
+// keysOnly is g projecting only the keys.
+func keysOnly(g types.GlobalSecondaryIndex) types.GlobalSecondaryIndex {
+	g.Projection = &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly}
+	return g
+}
+
 func gsi(name string, keys ...types.KeySchemaElement) types.GlobalSecondaryIndex {
 	return types.GlobalSecondaryIndex{
 		IndexName:  aws.String(name),
@@ -147,10 +153,14 @@ func gsi(name string, keys ...types.KeySchemaElement) types.GlobalSecondaryIndex
 }
 
 // SubscriptionsTableDefinition is the primary table: key user_id and
-// billing_date, GSIs on subscription_id and on billing_status (with
+// billing_date, GSIs on subscription_id (keys only: a lookup by ID re-reads
+// the record with a consistent read anyway, and an update that keeps the
+// keys costs that index no write) and on billing_status (with
 // billing_date as range key in sorted mode) and, with DueShards, the due
-// index on billing_due and billing_date, all projecting every attribute,
-// on-demand billing.
+// index on billing_due and billing_date, the last two projecting every
+// attribute (a status page decodes the records it returns), on-demand
+// billing. Tables made with the subscription_id index projecting every
+// attribute work the same.
 func SubscriptionsTableDefinition(cfg TableConfig) *dynamodb.CreateTableInput {
 	cfg = cfg.WithDefaults()
 	status := gsi(cfg.StatusIndex, keyElem(layout.AttrBillingStatus, types.KeyTypeHash))
@@ -164,7 +174,7 @@ func SubscriptionsTableDefinition(cfg TableConfig) *dynamodb.CreateTableInput {
 		},
 		KeySchema: []types.KeySchemaElement{keyElem(layout.AttrUserID, types.KeyTypeHash), keyElem(layout.AttrBillingDate, types.KeyTypeRange)},
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
-			gsi(cfg.SubscriptionIDIndex, keyElem(layout.AttrSubscriptionID, types.KeyTypeHash)),
+			keysOnly(gsi(cfg.SubscriptionIDIndex, keyElem(layout.AttrSubscriptionID, types.KeyTypeHash))),
 			status,
 		},
 		BillingMode: types.BillingModePayPerRequest,

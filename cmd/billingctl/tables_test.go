@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/dynamotest"
 )
 
@@ -91,4 +92,17 @@ func TestTablesDescribeDiffers(t *testing.T) {
 		t.Errorf("lock table report: %+v", got)
 	}
 	assert.Empty(t, reports[0].Differences, "subscriptions table report: %+v", reports[0])
+
+	// A subscriptions table of an existing deployment, whose
+	// subscription_id index projects every attribute, is fine: more than
+	// the keys the library reads from it.
+	def := dynamostore.SubscriptionsTableDefinition(dynamostore.TableConfig{Subscriptions: dynamotest.TableName(t, "activity-all")})
+	for i := range def.GlobalSecondaryIndexes {
+		def.GlobalSecondaryIndexes[i].Projection = &types.Projection{ProjectionType: types.ProjectionTypeAll}
+	}
+	dynamotest.CreateTable(t, client, def)
+	r = e.run("", "tables", "describe", "--json", "--table", *def.TableName)
+	r.decode(t, &reports)
+	assert.Empty(t, reports[0].Differences, "an index projecting all attributes: %+v", reports[0])
+	assert.Contains(t, strings.Join(reports[0].Notes, "\n"), "subscription_id-index projects ALL; KEYS_ONLY would do")
 }
