@@ -8,6 +8,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func key(user, date string) map[string]types.AttributeValue {
@@ -32,27 +35,21 @@ func newTable(t *testing.T, c *dynamodb.Client) string {
 func exists(t *testing.T, c *dynamodb.Client, table string, k map[string]types.AttributeValue) bool {
 	t.Helper()
 	out, err := c.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: &table, Key: k, ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return out.Item != nil
 }
 
 func count(t *testing.T, c *dynamodb.Client, table string) int {
 	t.Helper()
 	out, err := c.Scan(t.Context(), &dynamodb.ScanInput{TableName: &table, Select: types.SelectCount})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return int(out.Count)
 }
 
 func must[T any](t *testing.T) func(T, error) T {
 	return func(v T, err error) T {
 		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return v
 	}
 }
@@ -67,18 +64,18 @@ func TestCounting(t *testing.T) {
 	small := item("u1", "2024-01-31T00:00:00Z", "PENDING") // 62 bytes
 	big := item("u1", "2024-02-29T00:00:00Z", "PENDING")
 	big["data"] = s(strings.Repeat("x", 3000)) // 3066 bytes: 3 WCU, 1 RCU
-	if ItemSize(small) != 62 || ItemSize(big) != 3066 {
-		t.Fatalf("sizes %d, %d", ItemSize(small), ItemSize(big))
-	}
+	require.Equal(t, 62, ItemSize(small), "size of small")
+	require.Equal(t, 3066, ItemSize(big), "size of big")
 	type want struct {
 		read, written int
 		rcu, wcu      float64
 	}
 	step := func(name string, wt want) {
 		t.Helper()
-		if w.ItemsRead() != wt.read || w.ItemsWritten() != wt.written || w.ReadCapacity() != wt.rcu || w.WriteCapacity() != wt.wcu {
-			t.Fatalf("after %s: %v; want read=%d/%.1f RCU written=%d/%.1f WCU", name, w, wt.read, wt.rcu, wt.written, wt.wcu)
-		}
+		require.Equal(t, wt.read, w.ItemsRead(), "after %s: %v; items read", name, w)
+		require.Equal(t, wt.written, w.ItemsWritten(), "after %s: %v; items written", name, w)
+		require.Equal(t, wt.rcu, w.ReadCapacity(), "after %s: %v; RCU", name, w)
+		require.Equal(t, wt.wcu, w.WriteCapacity(), "after %s: %v; WCU", name, w)
 	}
 	must[*dynamodb.PutItemOutput](t)(w.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: small}))
 	must[*dynamodb.PutItemOutput](t)(w.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: big}))
@@ -94,9 +91,7 @@ func TestCounting(t *testing.T) {
 		KeyConditionExpression:    aws.String("user_id = :u"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":u": s("u1")},
 	}))
-	if len(q.Items) != 2 {
-		t.Fatalf("query: %d items", len(q.Items))
-	}
+	require.Len(t, q.Items, 2, "query")
 	step("consistent query of 3128 bytes", want{4, 2, 3.5, 4})
 	q = must[*dynamodb.QueryOutput](t)(w.Query(ctx, &dynamodb.QueryInput{
 		TableName:                 &table,
@@ -104,9 +99,8 @@ func TestCounting(t *testing.T) {
 		FilterExpression:          aws.String("billing_status = :s"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":u": s("u1"), ":s": s("PAID")},
 	}))
-	if len(q.Items) != 0 || q.ScannedCount != 2 {
-		t.Fatalf("filtered query: %d items, scanned %d", len(q.Items), q.ScannedCount)
-	}
+	require.Empty(t, q.Items, "filtered query")
+	require.Equal(t, int32(2), q.ScannedCount, "filtered query: scanned")
 	step("filtered query (ScannedCount counts)", want{6, 2, 4, 4})
 
 	var batch []types.WriteRequest
@@ -135,9 +129,7 @@ func TestCounting(t *testing.T) {
 	bg := must[*dynamodb.BatchGetItemOutput](t)(w.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
 		table: {Keys: []map[string]types.AttributeValue{key("u2", "0"), key("u2", "1"), key("u2", "missing")}},
 	}}))
-	if len(bg.Responses[table]) != 2 {
-		t.Fatalf("batch get: %d items", len(bg.Responses[table]))
-	}
+	require.Len(t, bg.Responses[table], 2, "batch get")
 	step("eventual batch get of 2 + 1 miss", want{10, 9, 9.5, 13})
 
 	must[*dynamodb.UpdateItemOutput](t)(w.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -150,28 +142,30 @@ func TestCounting(t *testing.T) {
 	step("update + delete", want{10, 11, 9.5, 15})
 
 	sc := must[*dynamodb.ScanOutput](t)(w.Scan(ctx, &dynamodb.ScanInput{TableName: &table}))
-	if sc.ScannedCount != 7 {
-		t.Fatalf("scan: ScannedCount %d, want 7", sc.ScannedCount)
-	}
+	require.Equal(t, int32(7), sc.ScannedCount, "scan: ScannedCount")
 	step("eventual scan of 7 items < 4 KB", want{17, 11, 10, 15})
 
 	wantCalls := map[string]int{"PutItem": 2, "GetItem": 3, "Query": 2, "BatchWriteItem": 1, "TransactWriteItems": 1,
 		"TransactGetItems": 1, "BatchGetItem": 1, "UpdateItem": 1, "DeleteItem": 1, "Scan": 1, "DescribeTable": 0}
 	for op, n := range wantCalls {
-		if got := w.Calls(op); got != n {
-			t.Errorf("Calls(%s) = %d, want %d", op, got, n)
-		}
+		assert.Equal(t, n, w.Calls(op), "Calls(%s)", op)
 	}
-	if w.TotalCalls() != 14 || len(w.Log()) != 14 || w.Log()[0] != "PutItem" || w.Log()[13] != "Scan" {
-		t.Errorf("TotalCalls %d, Log %v", w.TotalCalls(), w.Log())
+	assert.Equal(t, 14, w.TotalCalls(), "TotalCalls %d, Log %v", w.TotalCalls(), w.Log())
+	if assert.Len(t, w.Log(), 14, "TotalCalls %d, Log %v", w.TotalCalls(), w.Log()) {
+		assert.Equal(t, "PutItem", w.Log()[0], "Log %v", w.Log())
+		assert.Equal(t, "Scan", w.Log()[13], "Log %v", w.Log())
 	}
 	w.AssertNoViolations(t)
 	t.Log(w)
 
 	w.Reset()
-	if w.TotalCalls() != 0 || w.Calls("PutItem") != 0 || len(w.Log()) != 0 || w.ItemsRead() != 0 || w.ItemsWritten() != 0 || w.ReadCapacity() != 0 || w.WriteCapacity() != 0 {
-		t.Errorf("after Reset: %v", w)
-	}
+	assert.Zero(t, w.TotalCalls(), "after Reset: %v", w)
+	assert.Zero(t, w.Calls("PutItem"), "after Reset: %v", w)
+	assert.Empty(t, w.Log(), "after Reset: %v", w)
+	assert.Zero(t, w.ItemsRead(), "after Reset: %v", w)
+	assert.Zero(t, w.ItemsWritten(), "after Reset: %v", w)
+	assert.Zero(t, w.ReadCapacity(), "after Reset: %v", w)
+	assert.Zero(t, w.WriteCapacity(), "after Reset: %v", w)
 }
 
 func TestItemSize(t *testing.T) {
@@ -200,9 +194,7 @@ func TestItemSize(t *testing.T) {
 		{&types.AttributeValueMemberBS{Value: [][]byte{{1, 2}, {3}}}, 3},
 	}
 	for _, tt := range tests {
-		if got := ItemSize(map[string]types.AttributeValue{"a": tt.v}); got != 1+tt.want {
-			t.Errorf("ItemSize(a=%#v) = %d, want %d", tt.v, got, 1+tt.want)
-		}
+		assert.Equal(t, 1+tt.want, ItemSize(map[string]types.AttributeValue{"a": tt.v}), "ItemSize(a=%#v)", tt.v)
 	}
 	units := []struct {
 		got, want float64
@@ -211,8 +203,6 @@ func TestItemSize(t *testing.T) {
 		{readUnits(0, true), 1}, {readUnits(4096, true), 1}, {readUnits(4097, true), 2}, {readUnits(4097, false), 1}, {readUnits(1, false), 0.5},
 	}
 	for i, u := range units {
-		if u.got != u.want {
-			t.Errorf("units[%d] = %v, want %v", i, u.got, u.want)
-		}
+		assert.Equal(t, u.want, u.got, "units[%d]", i)
 	}
 }

@@ -13,6 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var errBoom = errors.New("boom")
@@ -33,48 +36,32 @@ func TestFaults(t *testing.T) {
 	t.Run("FailNth", func(t *testing.T) {
 		w := Wrap(db)
 		w.FailNth("PutItem", 2, errBoom)
-		if err := get(w, "n1"); err != nil { // other operations are not counted
-			t.Fatal(err)
-		}
+		require.NoError(t, get(w, "n1")) // other operations are not counted
 		for i, want := range []error{nil, errBoom, nil} {
-			if err := put(w, fmt.Sprint("n", i)); !errors.Is(err, want) {
-				t.Fatalf("put %d: %v, want %v", i+1, err, want)
-			}
+			err := put(w, fmt.Sprint("n", i))
+			require.ErrorIs(t, err, want, "put %d: %v, want %v", i+1, err, want)
 		}
-		if exists(t, db, table, key("n1", "1")) || !exists(t, db, table, key("n2", "1")) {
-			t.Error("the failed put reached the server, or the next one did not")
-		}
-		if w.Calls("PutItem") != 3 || w.ItemsWritten() != 2 {
-			t.Errorf("%v", w)
-		}
+		assert.False(t, exists(t, db, table, key("n1", "1")), "the failed put reached the server")
+		assert.True(t, exists(t, db, table, key("n2", "1")), "the put after the failed one did not reach the server")
+		assert.Equal(t, 3, w.Calls("PutItem"), "%v", w)
+		assert.Equal(t, 2, w.ItemsWritten(), "%v", w)
 	})
 
 	t.Run("FailNth any op, nil error", func(t *testing.T) {
 		w := Wrap(db)
 		w.FailNth(AnyOp, 2, nil)
-		if err := get(w, "x"); err != nil {
-			t.Fatal(err)
-		}
-		if err := put(w, "any"); !errors.Is(err, ErrInjected) {
-			t.Fatalf("second call: %v, want ErrInjected", err)
-		}
-		if err := put(w, "any"); err != nil {
-			t.Fatalf("third call: %v", err)
-		}
+		require.NoError(t, get(w, "x"))
+		require.ErrorIs(t, put(w, "any"), ErrInjected, "second call")
+		require.NoError(t, put(w, "any"), "third call")
 	})
 
 	t.Run("FailAfterInner", func(t *testing.T) {
 		w := Wrap(db)
 		w.FailAfterInner("PutItem", 1, context.DeadlineExceeded)
-		if err := put(w, "after"); !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("got %v", err)
-		}
-		if !exists(t, db, table, key("after", "1")) {
-			t.Error("the write was not applied")
-		}
-		if w.ItemsWritten() != 1 || w.WriteCapacity() != 1 {
-			t.Errorf("usage not counted: %v", w)
-		}
+		require.ErrorIs(t, put(w, "after"), context.DeadlineExceeded)
+		assert.True(t, exists(t, db, table, key("after", "1")), "the write was not applied")
+		assert.Equal(t, 1, w.ItemsWritten(), "usage not counted: %v", w)
+		assert.Equal(t, float64(1), w.WriteCapacity(), "usage not counted: %v", w)
 	})
 
 	t.Run("Throttle", func(t *testing.T) {
@@ -84,13 +71,11 @@ func TestFaults(t *testing.T) {
 			err := get(w, "x")
 			var pte *types.ProvisionedThroughputExceededException
 			var oe *smithy.OperationError
-			if !errors.As(err, &pte) || !errors.As(err, &oe) || oe.Operation() != "GetItem" {
-				t.Fatalf("call %d: %v, want a wrapped ProvisionedThroughputExceededException", i+1, err)
-			}
+			require.ErrorAs(t, err, &pte, "call %d: %v, want a wrapped ProvisionedThroughputExceededException", i+1, err)
+			require.ErrorAs(t, err, &oe, "call %d: %v, want a wrapped ProvisionedThroughputExceededException", i+1, err)
+			require.Equal(t, "GetItem", oe.Operation(), "call %d: %v, want a wrapped ProvisionedThroughputExceededException", i+1, err)
 		}
-		if err := get(w, "x"); err != nil {
-			t.Fatalf("third call: %v", err)
-		}
+		require.NoError(t, get(w, "x"), "third call")
 	})
 
 	t.Run("Throttle transaction", func(t *testing.T) {
@@ -101,13 +86,11 @@ func TestFaults(t *testing.T) {
 			{Put: &types.Put{TableName: &table, Item: item("tx2", "1", "PENDING")}},
 		}})
 		var tce *types.TransactionCanceledException
-		if !errors.As(err, &tce) || len(tce.CancellationReasons) != 2 || aws.ToString(tce.CancellationReasons[0].Code) != "ThrottlingError" ||
-			aws.ToString(tce.CancellationReasons[1].Code) != "None" {
-			t.Fatalf("got %v", err)
-		}
-		if exists(t, db, table, key("tx1", "1")) {
-			t.Error("a throttled transaction was applied")
-		}
+		require.ErrorAs(t, err, &tce, "got %v", err)
+		require.Len(t, tce.CancellationReasons, 2, "got %v", err)
+		require.Equal(t, "ThrottlingError", aws.ToString(tce.CancellationReasons[0].Code), "got %v", err)
+		require.Equal(t, "None", aws.ToString(tce.CancellationReasons[1].Code), "got %v", err)
+		assert.False(t, exists(t, db, table, key("tx1", "1")), "a throttled transaction was applied")
 	})
 
 	t.Run("Unprocessed", func(t *testing.T) {
@@ -121,25 +104,25 @@ func TestFaults(t *testing.T) {
 		for tb, reqs := range out.UnprocessedItems {
 			left += len(reqs)
 			for _, r := range reqs {
-				if r.PutRequest == nil || len(in[tb]) == 0 {
-					t.Fatalf("unprocessed request %+v returned under table %s", r, tb)
-				}
+				require.NotNil(t, r.PutRequest, "unprocessed request %+v returned under table %s", r, tb)
+				require.NotEmpty(t, in[tb], "unprocessed request %+v returned under table %s", r, tb)
 			}
 		}
-		if left != 15 || count(t, db, table)+count(t, db, other) != 10 || w.ItemsWritten() != 10 {
-			t.Fatalf("%d unprocessed, %d+%d stored, %v", left, count(t, db, table), count(t, db, other), w)
-		}
+		require.Equal(t, 15, left, "%d unprocessed, %d+%d stored, %v", left, count(t, db, table), count(t, db, other), w)
+		require.Equal(t, 10, count(t, db, table)+count(t, db, other), "%d unprocessed, %d+%d stored, %v", left, count(t, db, table), count(t, db, other), w)
+		require.Equal(t, 10, w.ItemsWritten(), "%d unprocessed, %d+%d stored, %v", left, count(t, db, table), count(t, db, other), w)
 		// The caller retries what is left; the rule is used up.
 		out = must[*dynamodb.BatchWriteItemOutput](t)(w.BatchWriteItem(t.Context(), &dynamodb.BatchWriteItemInput{RequestItems: out.UnprocessedItems}))
-		if len(out.UnprocessedItems) != 0 || count(t, db, table) < 15 || count(t, db, other) != 10 || w.ItemsWritten() != 25 {
-			t.Fatalf("retry: %d tables left, %v", len(out.UnprocessedItems), w)
-		}
+		require.Empty(t, out.UnprocessedItems, "retry: %d tables left, %v", len(out.UnprocessedItems), w)
+		require.GreaterOrEqual(t, count(t, db, table), 15, "retry: %v", w)
+		require.Equal(t, 10, count(t, db, other), "retry: %v", w)
+		require.Equal(t, 25, w.ItemsWritten(), "retry: %v", w)
 
 		w.Unprocessed(1, 0)
 		out = must[*dynamodb.BatchWriteItemOutput](t)(w.BatchWriteItem(t.Context(), &dynamodb.BatchWriteItemInput{RequestItems: in}))
-		if len(out.UnprocessedItems[table]) != 15 || len(out.UnprocessedItems[other]) != 10 || server.Calls("BatchWriteItem") != 2 {
-			t.Fatalf("keep 0: %d+%d unprocessed, %d server calls", len(out.UnprocessedItems[table]), len(out.UnprocessedItems[other]), server.Calls("BatchWriteItem"))
-		}
+		require.Len(t, out.UnprocessedItems[table], 15, "keep 0: unprocessed in %s", table)
+		require.Len(t, out.UnprocessedItems[other], 10, "keep 0: unprocessed in %s", other)
+		require.Equal(t, 2, server.Calls("BatchWriteItem"), "keep 0: server calls")
 	})
 
 	t.Run("Hang", func(t *testing.T) {
@@ -152,33 +135,26 @@ func TestFaults(t *testing.T) {
 			TableName: &table, KeyConditionExpression: aws.String("user_id = :u"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":u": s("x")},
 		})
-		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) < 90*time.Millisecond {
-			t.Fatalf("got %v after %v", err, time.Since(start))
-		}
-		if _, err := w.Query(t.Context(), &dynamodb.QueryInput{
+		elapsed := time.Since(start)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "got %v after %v", err, elapsed)
+		require.GreaterOrEqual(t, elapsed, 90*time.Millisecond, "got %v after %v", err, elapsed)
+		_, err = w.Query(t.Context(), &dynamodb.QueryInput{
 			TableName: &table, KeyConditionExpression: aws.String("user_id = :u"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":u": s("x")},
-		}); err != nil {
-			t.Fatalf("second query: %v", err)
-		}
+		})
+		require.NoError(t, err, "second query")
 	})
 
 	t.Run("first rule set wins, ClearFaults", func(t *testing.T) {
 		w := Wrap(db)
 		w.FailNth("GetItem", 1, errBoom)
 		w.Throttle("GetItem", 1)
-		if err := get(w, "x"); !errors.Is(err, errBoom) {
-			t.Fatalf("got %v, want boom", err)
-		}
-		if err := get(w, "x"); err != nil {
-			t.Fatalf("both rules should be used up: %v", err)
-		}
+		require.ErrorIs(t, get(w, "x"), errBoom)
+		require.NoError(t, get(w, "x"), "both rules should be used up")
 		w.FailNth("GetItem", 1, errBoom)
 		w.Hang(AnyOp, 1)
 		w.ClearFaults()
-		if err := get(w, "x"); err != nil {
-			t.Fatalf("after ClearFaults: %v", err)
-		}
+		require.NoError(t, get(w, "x"), "after ClearFaults")
 	})
 }
 
@@ -187,11 +163,12 @@ func TestSplitBatch(t *testing.T) {
 	in := map[string][]types.WriteRequest{"b": puts("b", 3), "a": puts("a", 2)}
 	for _, tt := range []struct{ keep, fa, fb, ra, rb int }{{0, 0, 0, 2, 3}, {1, 1, 0, 1, 3}, {3, 2, 1, 0, 2}, {5, 2, 3, 0, 0}, {9, 2, 3, 0, 0}} {
 		f, r := splitBatch(in, tt.keep)
-		if len(f["a"]) != tt.fa || len(f["b"]) != tt.fb || len(r["a"]) != tt.ra || len(r["b"]) != tt.rb {
-			t.Errorf("keep %d: forward %d/%d rest %d/%d", tt.keep, len(f["a"]), len(f["b"]), len(r["a"]), len(r["b"]))
-		}
-		if _, ok := f["a"]; ok && tt.fa == 0 {
-			t.Errorf("keep %d: empty table forwarded", tt.keep)
+		assert.Len(t, f["a"], tt.fa, "keep %d: forward a", tt.keep)
+		assert.Len(t, f["b"], tt.fb, "keep %d: forward b", tt.keep)
+		assert.Len(t, r["a"], tt.ra, "keep %d: rest a", tt.keep)
+		assert.Len(t, r["b"], tt.rb, "keep %d: rest b", tt.keep)
+		if tt.fa == 0 {
+			assert.NotContains(t, f, "a", "keep %d: empty table forwarded", tt.keep)
 		}
 	}
 }
@@ -234,14 +211,13 @@ func TestConcurrent(t *testing.T) {
 		}
 	})
 	wg.Wait()
-	if w.Calls("PutItem") != workers*rounds || w.Calls("GetItem") != workers*rounds || w.TotalCalls() != 2*workers*rounds || len(w.Log()) != 2*workers*rounds {
-		t.Errorf("calls: %v", w)
-	}
-	if int64(w.ItemsWritten()) != okPuts.Load() || int64(count(t, db, table)) != okPuts.Load() || w.WriteCapacity() != float64(okPuts.Load()) {
-		t.Errorf("written %d, ok puts %d, %v", w.ItemsWritten(), okPuts.Load(), w)
-	}
-	if failedPuts.Load() == 0 || failedPuts.Load() > 21 {
-		t.Errorf("%d puts failed, want 1..21", failedPuts.Load())
-	}
+	assert.Equal(t, workers*rounds, w.Calls("PutItem"), "calls: %v", w)
+	assert.Equal(t, workers*rounds, w.Calls("GetItem"), "calls: %v", w)
+	assert.Equal(t, 2*workers*rounds, w.TotalCalls(), "calls: %v", w)
+	assert.Len(t, w.Log(), 2*workers*rounds, "calls: %v", w)
+	assert.Equal(t, okPuts.Load(), int64(w.ItemsWritten()), "written %d, ok puts %d, %v", w.ItemsWritten(), okPuts.Load(), w)
+	assert.Equal(t, okPuts.Load(), int64(count(t, db, table)), "stored, ok puts %d, %v", okPuts.Load(), w)
+	assert.Equal(t, float64(okPuts.Load()), w.WriteCapacity(), "write capacity, ok puts %d, %v", okPuts.Load(), w)
+	assert.True(t, failedPuts.Load() >= 1 && failedPuts.Load() <= 21, "%d puts failed, want 1..21", failedPuts.Load())
 	w.AssertNoViolations(t)
 }

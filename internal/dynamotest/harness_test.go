@@ -17,6 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // helperEnv switches the test binary into a helper role for the subprocess
@@ -70,23 +73,18 @@ func TestHarnessRoundTrip(t *testing.T) {
 		"billing_amount": s("4.99"),
 		"billing_week":   &types.AttributeValueMemberN{Value: "3"},
 	}
-	if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: table, Item: item}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: table, Item: item})
+	require.NoError(t, err)
 	got, err := c.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      table,
 		Key:            map[string]types.AttributeValue{"user_id": s("u1"), "billing_date": s("2024-01-31T00:00:00Z")},
 		ConsistentRead: aws.Bool(true),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want, have := fmt.Sprint(item), fmt.Sprint(got.Item); len(got.Item) != len(item) || fmt.Sprint(got.Item["billing_week"]) != fmt.Sprint(item["billing_week"]) {
-		t.Fatalf("GetItem round trip: got %s, want %s", have, want)
-	}
-	if v := got.Item["billing_amount"].(*types.AttributeValueMemberS).Value; v != "4.99" {
-		t.Fatalf("billing_amount = %q", v)
-	}
+	require.NoError(t, err)
+	want, have := fmt.Sprint(item), fmt.Sprint(got.Item)
+	require.Len(t, got.Item, len(item), "GetItem round trip: got %s, want %s", have, want)
+	require.Equal(t, fmt.Sprint(item["billing_week"]), fmt.Sprint(got.Item["billing_week"]), "GetItem round trip: got %s, want %s", have, want)
+	require.Equal(t, "4.99", got.Item["billing_amount"].(*types.AttributeValueMemberS).Value, "billing_amount")
 
 	// The GSI is eventually consistent in DynamoDB; poll briefly.
 	deadline := time.Now().Add(5 * time.Second)
@@ -97,15 +95,11 @@ func TestHarnessRoundTrip(t *testing.T) {
 			KeyConditionExpression:    aws.String("billing_status = :s"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":s": s("PENDING")},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if len(q.Items) == 1 && q.Items[0]["user_id"].(*types.AttributeValueMemberS).Value == "u1" {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GSI query found %d items, want u1", len(q.Items))
-		}
+		require.False(t, time.Now().After(deadline), "GSI query found %d items, want u1", len(q.Items))
 		time.Sleep(50 * time.Millisecond)
 	}
 }
@@ -117,18 +111,13 @@ func TestTableName(t *testing.T) {
 	for _, base := range []string{"billing-activity", "", "a", "we!rd/name with spaces", strings.Repeat("x", 300)} {
 		for range 3 {
 			n := TableName(t, base)
-			if !valid.MatchString(n) {
-				t.Errorf("TableName(%q) = %q: not a valid DynamoDB table name", base, n)
-			}
-			if seen[n] {
-				t.Errorf("TableName(%q) = %q twice", base, n)
-			}
+			assert.Regexp(t, valid, n, "TableName(%q) = %q: not a valid DynamoDB table name", base, n)
+			assert.False(t, seen[n], "TableName(%q) = %q twice", base, n)
 			seen[n] = true
 		}
 	}
-	if n := TableName(t, "billing-activity"); !strings.HasPrefix(n, "billing-activity-") {
-		t.Errorf("TableName kept no base: %q", n)
-	}
+	n := TableName(t, "billing-activity")
+	assert.True(t, strings.HasPrefix(n, "billing-activity-"), "TableName kept no base: %q", n)
 }
 
 func TestResolve(t *testing.T) {
@@ -159,15 +148,14 @@ func TestResolve(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got := tt.e.resolve()
-		if got.endpoint != tt.want.endpoint || got.motoPath != tt.want.motoPath || (got.unavailable == "") != (tt.want.unavailable == "") {
-			t.Errorf("%s: resolve() = %+v, want %+v", tt.name, got, tt.want)
+		assert.Equal(t, tt.want.endpoint, got.endpoint, "%s: resolve() = %+v, want %+v", tt.name, got, tt.want)
+		assert.Equal(t, tt.want.motoPath, got.motoPath, "%s: resolve() = %+v, want %+v", tt.name, got, tt.want)
+		assert.Equal(t, tt.want.unavailable == "", got.unavailable == "", "%s: resolve() = %+v, want %+v", tt.name, got, tt.want)
+		if got.unavailable != "" {
+			assert.Contains(t, got.unavailable, `pip install "moto[server]"`, "%s: message does not say how to get a server", tt.name)
+			assert.Contains(t, got.unavailable, "amazon/dynamodb-local", "%s: message does not say how to get a server", tt.name)
 		}
-		if got.unavailable != "" && (!strings.Contains(got.unavailable, `pip install "moto[server]"`) || !strings.Contains(got.unavailable, "amazon/dynamodb-local")) {
-			t.Errorf("%s: message does not say how to get a server: %s", tt.name, got.unavailable)
-		}
-		if tt.e.ci() != tt.ci {
-			t.Errorf("%s: ci() = %v", tt.name, !tt.ci)
-		}
+		assert.Equal(t, tt.ci, tt.e.ci(), "%s: ci()", tt.name)
 	}
 }
 
@@ -198,8 +186,12 @@ func TestUnavailableSkipsOrFails(t *testing.T) {
 			}
 			return ""
 		}}, "no server")
-		if ci == "true" && (r.failed == "" || r.skipped != "") || ci == "" && (r.skipped == "" || r.failed != "") {
-			t.Errorf("CI=%q: skipped=%q failed=%q", ci, r.skipped, r.failed)
+		if ci == "true" {
+			assert.NotEmpty(t, r.failed, "CI=%q: skipped=%q failed=%q", ci, r.skipped, r.failed)
+			assert.Empty(t, r.skipped, "CI=%q: skipped=%q failed=%q", ci, r.skipped, r.failed)
+		} else {
+			assert.NotEmpty(t, r.skipped, "CI=%q: skipped=%q failed=%q", ci, r.skipped, r.failed)
+			assert.Empty(t, r.failed, "CI=%q: skipped=%q failed=%q", ci, r.skipped, r.failed)
 		}
 	}
 }
@@ -238,9 +230,7 @@ func TestNoServer(t *testing.T) {
 		case ci == "true" && !strings.Contains(string(out), "--- FAIL: TestHarnessRoundTrip"):
 			t.Errorf("CI=true: want a failure\n%s", out)
 		}
-		if !strings.Contains(string(out), `pip install "moto[server]"`) {
-			t.Errorf("CI=%q: output does not say how to get a server\n%s", ci, out)
-		}
+		assert.Contains(t, string(out), `pip install "moto[server]"`, "CI=%q: output does not say how to get a server", ci)
 	}
 }
 
@@ -283,29 +273,18 @@ func TestMotoDiesWithBinary(t *testing.T) {
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = subprocessEnv("PATH="+os.Getenv("PATH"), helperEnv+"=moto-orphan")
 	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 
 	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("helper said nothing: %v", err)
-	}
+	require.NoError(t, err, "helper said nothing")
 	var pid int
 	var endpoint string
-	if _, err := fmt.Sscanf(line, "PID %d %s", &pid, &endpoint); err != nil {
-		t.Fatalf("helper: %s", line)
-	}
-	if !alive(pid) {
-		t.Fatalf("moto pid %d not running while the helper lives", pid)
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	_, err = fmt.Sscanf(line, "PID %d %s", &pid, &endpoint)
+	require.NoError(t, err, "helper: %s", line)
+	require.True(t, alive(pid), "moto pid %d not running while the helper lives", pid)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	_ = cmd.Wait()
 	deadline := time.Now().Add(5 * time.Second)
 	for alive(pid) {
@@ -317,19 +296,14 @@ func TestMotoDiesWithBinary(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
-	if _, err := newClient(endpoint).ListTables(ctx, &dynamodb.ListTablesInput{}); err == nil {
-		t.Fatalf("%s still answers after its moto was killed", endpoint)
-	}
+	_, err = newClient(endpoint).ListTables(ctx, &dynamodb.ListTablesInput{})
+	require.Error(t, err, "%s still answers after its moto was killed", endpoint)
 }
 
 func TestTailBuffer(t *testing.T) {
 	t.Parallel()
 	b := &tailBuffer{max: 16}
 	fmt.Fprint(b, "one\ntwo\nthree\nfour\nfive\nsix\n")
-	if got := b.tail(2); got != "five\nsix" {
-		t.Errorf("tail(2) = %q", got)
-	}
-	if got := (&tailBuffer{max: 16}).tail(3); got != "(no output)" {
-		t.Errorf("empty tail = %q", got)
-	}
+	assert.Equal(t, "five\nsix", b.tail(2), "tail(2)")
+	assert.Equal(t, "(no output)", (&tailBuffer{max: 16}).tail(3), "empty tail")
 }

@@ -2,7 +2,6 @@ package dynamotest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,6 +9,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // puts returns n put requests for user u.
@@ -160,27 +162,21 @@ func TestLimits(t *testing.T) {
 			w := Wrap(server)
 			err := tt.call(t.Context(), w)
 			if tt.op == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				w.AssertNoViolations(t)
 				return
 			}
 			var le *LimitError
-			if !errors.As(err, &le) || le.Op != tt.op || !strings.Contains(le.Limit, tt.limit) {
-				t.Fatalf("got %v, want a LimitError from %s containing %q", err, tt.op, tt.limit)
+			require.ErrorAs(t, err, &le, "got %v, want a LimitError from %s containing %q", err, tt.op, tt.limit)
+			require.Equal(t, tt.op, le.Op, "got %v, want a LimitError from %s containing %q", err, tt.op, tt.limit)
+			require.Contains(t, le.Limit, tt.limit, "got %v, want a LimitError from %s containing %q", err, tt.op, tt.limit)
+			if v := w.Violations(); assert.Len(t, v, 1, "Violations() = %v, want [%v]", v, err) {
+				assert.Same(t, err, v[0], "Violations() = %v, want [%v]", v, err)
 			}
-			if v := w.Violations(); len(v) != 1 || v[0] != err {
-				t.Errorf("Violations() = %v, want [%v]", v, err)
-			}
-			if n := server.Calls(tt.op); n != 0 {
-				t.Errorf("the request reached the server (%d calls)", n)
-			}
+			assert.Zero(t, server.Calls(tt.op), "the request reached the server")
 			r := &recordingTB{TB: t}
 			w.AssertNoViolations(r)
-			if len(r.errors) != 1 {
-				t.Errorf("AssertNoViolations reported %q", r.errors)
-			}
+			assert.Len(t, r.errors, 1, "AssertNoViolations reported %q", r.errors)
 		})
 	}
 }
@@ -208,19 +204,18 @@ func TestPageLimit(t *testing.T) {
 	w := Wrap(bigPage{items: three})
 	_, err := w.Query(t.Context(), &dynamodb.QueryInput{})
 	var le *LimitError
-	if !errors.As(err, &le) || le.Op != "Query" || !strings.Contains(le.Limit, "at most 1 MB (3 items, 1075200 bytes returned)") {
-		t.Fatalf("Query: got %v, want a page LimitError", err)
-	}
-	if _, err := w.Scan(t.Context(), &dynamodb.ScanInput{}); !errors.As(err, &le) || le.Op != "Scan" {
-		t.Fatalf("Scan: got %v, want a page LimitError", err)
-	}
-	if len(w.Violations()) != 2 || w.ItemsRead() != 6 || w.ReadCapacity() != 2*131.5 {
-		t.Errorf("violations %v, %v", w.Violations(), w)
-	}
+	require.ErrorAs(t, err, &le, "Query: got %v, want a page LimitError", err)
+	require.Equal(t, "Query", le.Op, "Query: got %v, want a page LimitError", err)
+	require.Contains(t, le.Limit, "at most 1 MB (3 items, 1075200 bytes returned)", "Query: got %v, want a page LimitError", err)
+	_, err = w.Scan(t.Context(), &dynamodb.ScanInput{})
+	require.ErrorAs(t, err, &le, "Scan: got %v, want a page LimitError", err)
+	require.Equal(t, "Scan", le.Op, "Scan: got %v, want a page LimitError", err)
+	assert.Len(t, w.Violations(), 2, "violations %v, %v", w.Violations(), w)
+	assert.Equal(t, 6, w.ItemsRead(), "violations %v, %v", w.Violations(), w)
+	assert.Equal(t, 2*131.5, w.ReadCapacity(), "violations %v, %v", w.Violations(), w)
 	w = Wrap(bigPage{items: three[:2]})
-	if _, err := w.Query(t.Context(), &dynamodb.QueryInput{}); err != nil {
-		t.Fatalf("700 KB page: %v", err)
-	}
+	_, err = w.Query(t.Context(), &dynamodb.QueryInput{})
+	require.NoError(t, err, "700 KB page")
 }
 
 // TestServerPagesAtOneMB records that the server (moto, DynamoDB Local)
@@ -240,18 +235,13 @@ func TestServerPagesAtOneMB(t *testing.T) {
 		TableName: &table, KeyConditionExpression: aws.String("user_id = :u"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":u": s("u")},
 	}))
-	if len(q.Items) == 3 || q.LastEvaluatedKey == nil {
-		t.Errorf("server returned %d items of 390 KB in one page (LastEvaluatedKey %v)", len(q.Items), q.LastEvaluatedKey)
-	}
+	assert.NotEqual(t, 3, len(q.Items), "server returned %d items of 390 KB in one page (LastEvaluatedKey %v)", len(q.Items), q.LastEvaluatedKey)
+	assert.NotNil(t, q.LastEvaluatedKey, "server returned %d items of 390 KB in one page (LastEvaluatedKey %v)", len(q.Items), q.LastEvaluatedKey)
 	w.AssertNoViolations(t)
 }
 
 func TestItemSizeLimit(t *testing.T) {
 	t.Parallel()
-	if err := checkItemSize("PutItem", "Item", bigItem("x", MaxItemSize)); err != nil {
-		t.Errorf("400 KB item: %v", err)
-	}
-	if err := checkItemSize("PutItem", "Item", bigItem("x", MaxItemSize+1)); err == nil {
-		t.Error("400 KB + 1 byte item accepted")
-	}
+	assert.NoError(t, checkItemSize("PutItem", "Item", bigItem("x", MaxItemSize)), "400 KB item")
+	assert.Error(t, checkItemSize("PutItem", "Item", bigItem("x", MaxItemSize+1)), "400 KB + 1 byte item accepted")
 }
