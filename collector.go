@@ -58,6 +58,10 @@ type Config struct {
 	// second and in progress, and the backoff after a rate-limited answer.
 	// The zero value sets no cap (see [ProcessorBudget]).
 	ProcessorBudget ProcessorBudget
+	// StoreBudget paces the records runs handle to the store's write
+	// capacity, and backs every run off after a throttled store call. The
+	// zero value sets no cap (see [StoreBudget]).
+	StoreBudget StoreBudget
 	// PagesPerInvocation bounds the status pages one Run reads; the rest
 	// continues from Report.Next. Defaults to 10.
 	PagesPerInvocation int
@@ -111,6 +115,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, err
 	}
 	c.ProcessorBudget = budget
+	if c.StoreBudget, err = c.StoreBudget.withDefaults(); err != nil {
+		return c, err
+	}
 	if c.Concurrency == 0 {
 		c.Concurrency = 4
 	}
@@ -155,9 +162,10 @@ const DefaultACHSettlementDeadline = 14 * 24 * time.Hour
 // either the recorded outcome (nothing left to do) or the same attempt
 // number (the same key, which the provider replays).
 type Collector struct {
-	cfg  Config
-	tel  *telemetry
-	pace *pacer
+	cfg   Config
+	tel   *telemetry
+	pace  *pacer // the processor's budget
+	store *pacer // the store's budget
 }
 
 // NewCollector checks cfg, fills its defaults and returns a Collector.
@@ -166,7 +174,7 @@ func NewCollector(cfg Config) (*Collector, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Collector{cfg: cfg, tel: newTelemetry(cfg.MeterProvider, cfg.TracerProvider), pace: newPacer(cfg.ProcessorBudget)}, nil
+	return &Collector{cfg: cfg, tel: newTelemetry(cfg.MeterProvider, cfg.TracerProvider), pace: newPacer(cfg.ProcessorBudget), store: cfg.StoreBudget.pacer()}, nil
 }
 
 // RunKind names a run over a status query.
@@ -488,7 +496,10 @@ func (c *Collector) handleUser(ctx context.Context, kind RunKind, userID string,
 		case rctx.Err() != nil:
 			obs.rep.fail(userID, it.SubscriptionID, rctx.Err())
 		default:
-			obs.err = c.handleRecord(rctx, kind, it, obs.rep)
+			if obs.err = c.storeTurn(rctx); obs.err == nil {
+				obs.err = c.handleRecord(rctx, kind, it, obs.rep)
+				c.storeAnswered(obs.err)
+			}
 			if obs.err != nil {
 				if IsConflict(obs.err) {
 					obs.rep.count(&obs.rep.Conflicts)

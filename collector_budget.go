@@ -2,6 +2,7 @@ package billing
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -65,7 +66,53 @@ func (b ProcessorBudget) withDefaults() (ProcessorBudget, error) {
 	return b, nil
 }
 
-// pacer spends a ProcessorBudget. Its times are the machine's, not the
+// StoreBudget paces the collector's work to the store's write capacity:
+// a run of many shards at once can otherwise outrun a table's or an
+// index partition's throughput. The zero value sets no cap and backs off
+// after throttling with the defaults.
+type StoreBudget struct {
+	// WriteUnitsPerSecond caps the write capacity the Collector's runs
+	// spend per second, across all their shards: records are handled at
+	// most WriteUnitsPerSecond / WriteUnitsPerCollection a second,
+	// spaced evenly. 0 means no cap.
+	WriteUnitsPerSecond float64
+	// WriteUnitsPerCollection is what handling one record is taken to
+	// cost, lock included. Defaults to 11 (measured on the legacy tables:
+	// 9 for the record, its history row and the next period, 2 for the
+	// lock).
+	WriteUnitsPerCollection float64
+	// Backoff is how long every record waits after a store call was
+	// throttled ([ErrThrottled]); it doubles with each throttled record in
+	// a row, up to MaxBackoff. Defaults to one second; MaxBackoff to 30
+	// seconds.
+	Backoff, MaxBackoff time.Duration
+}
+
+func (b StoreBudget) withDefaults() (StoreBudget, error) {
+	switch {
+	case b.WriteUnitsPerSecond < 0 || b.WriteUnitsPerCollection < 0:
+		return b, fmt.Errorf("billing: Config.StoreBudget: negative write units %v / %v", b.WriteUnitsPerSecond, b.WriteUnitsPerCollection)
+	case b.Backoff < 0 || b.MaxBackoff < 0:
+		return b, fmt.Errorf("billing: Config.StoreBudget: negative backoff %v / %v", b.Backoff, b.MaxBackoff)
+	}
+	if b.WriteUnitsPerCollection == 0 {
+		b.WriteUnitsPerCollection = 11
+	}
+	if b.Backoff == 0 {
+		b.Backoff = time.Second
+	}
+	if b.MaxBackoff == 0 {
+		b.MaxBackoff = 30 * time.Second
+	}
+	return b, nil
+}
+
+// pacer returns the pacer that spends b: one start per handled record.
+func (b StoreBudget) pacer() *pacer {
+	return newPacer(ProcessorBudget{RequestsPerSecond: b.WriteUnitsPerSecond / b.WriteUnitsPerCollection, Backoff: b.Backoff, MaxBackoff: b.MaxBackoff})
+}
+
+// pacer spends a ProcessorBudget (or a StoreBudget, as records a second). Its times are the machine's, not the
 // Collector's Clock (which tells business time and may stand still in
 // tests); now and sleep are fields so tests can drive it.
 type pacer struct {
@@ -163,4 +210,24 @@ func (p *pacer) answered() {
 	p.mu.Lock()
 	p.streak = 0
 	p.mu.Unlock()
+}
+
+// storeTurn waits until the store budget allows handling one more record.
+func (c *Collector) storeTurn(ctx context.Context) error {
+	done, err := c.store.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	done()
+	return nil
+}
+
+// storeAnswered pauses every run after a record whose handling was
+// throttled, and ends the pause streak after one that was not.
+func (c *Collector) storeAnswered(err error) {
+	if errors.Is(err, ErrThrottled) {
+		c.store.limited(0)
+		return
+	}
+	c.store.answered()
 }

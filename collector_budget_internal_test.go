@@ -2,6 +2,7 @@ package billing
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -86,4 +87,34 @@ func TestRateLimitedErrorMatches(t *testing.T) {
 	assert.Equal(t, 2*time.Second, retryAfter(err))
 	assert.Zero(t, retryAfter(ErrRateLimited))
 	assert.Contains(t, err.Error(), "retry after 2s")
+}
+
+func TestStoreBudgetPacesRecordsAndBacksOffOnThrottling(t *testing.T) {
+	b, err := StoreBudget{WriteUnitsPerSecond: 44}.withDefaults()
+	require.NoError(t, err)
+	assert.Equal(t, 11.0, b.WriteUnitsPerCollection, "default cost of a record")
+	p, waits := fakePacer(t, ProcessorBudget{RequestsPerSecond: b.WriteUnitsPerSecond / b.WriteUnitsPerCollection, Backoff: b.Backoff, MaxBackoff: b.MaxBackoff})
+	c := &Collector{store: p}
+	for range 3 {
+		require.NoError(t, c.storeTurn(context.Background()))
+	}
+	// 44 write units a second at 11 a record: a record every 250 ms.
+	assert.Equal(t, []time.Duration{250 * time.Millisecond, 250 * time.Millisecond}, *waits)
+
+	// A throttled record pauses every later one for the backoff, doubled
+	// while throttling goes on; a record that was not ends the streak.
+	*waits = nil
+	c.storeAnswered(fmt.Errorf("get: %w", ErrThrottled))
+	require.NoError(t, c.storeTurn(context.Background()))
+	c.storeAnswered(fmt.Errorf("update: %w", ErrThrottled))
+	require.NoError(t, c.storeTurn(context.Background()))
+	c.storeAnswered(nil)
+	c.storeAnswered(fmt.Errorf("put: %w", ErrThrottled))
+	require.NoError(t, c.storeTurn(context.Background()))
+	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, time.Second}, *waits)
+
+	for _, bad := range []StoreBudget{{WriteUnitsPerSecond: -1}, {WriteUnitsPerCollection: -1}, {Backoff: -1}} {
+		_, err := bad.withDefaults()
+		assert.Error(t, err, "%+v", bad)
+	}
 }

@@ -201,3 +201,77 @@ type providerFunc func(ctx context.Context, req billing.PaymentRequest) (billing
 func (f providerFunc) Collect(ctx context.Context, req billing.PaymentRequest) (billing.PaymentResult, error) {
 	return f(ctx, req)
 }
+
+// throttlingRepo refuses some writes for capacity, as a throttled table
+// or index does: the write does not happen.
+type throttlingRepo struct {
+	billing.Repository
+	mu                         sync.Mutex
+	setAttempts, updates, gets int // still to refuse
+}
+
+func (r *throttlingRepo) refuse(n *int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if *n > 0 {
+		*n--
+		return true
+	}
+	return false
+}
+
+func (r *throttlingRepo) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Subscription, error) {
+	if r.refuse(&r.gets) {
+		return billing.Subscription{}, fmt.Errorf("get: %w", billing.ErrThrottled)
+	}
+	return r.Repository.Get(ctx, userID, billingDate)
+}
+
+func (r *throttlingRepo) SetAttempt(ctx context.Context, prev, next *billing.Subscription) error {
+	if r.refuse(&r.setAttempts) {
+		return fmt.Errorf("set attempt: %w", billing.ErrThrottled)
+	}
+	return r.Repository.SetAttempt(ctx, prev, next)
+}
+
+func (r *throttlingRepo) Update(ctx context.Context, prev, next *billing.Subscription, create ...*billing.Subscription) error {
+	if r.refuse(&r.updates) {
+		return fmt.Errorf("update: %w", billing.ErrThrottled)
+	}
+	return r.Repository.Update(ctx, prev, next, create...)
+}
+
+// TestCollectorThrottledStoreLosesNothing: store calls throttled before
+// the charge (the re-read, the in-flight write) and after it (the outcome
+// write, the case a throttled index causes) leave their records for the
+// next run, which collects them: every due record charged exactly once,
+// with the store budget's backoff in between.
+func TestCollectorThrottledStoreLosesNothing(t *testing.T) {
+	mem := memory.New(memory.Options{PageSize: 3, StatusIndexMode: dynamostore.StatusIndexDue, DueShards: shardTestShards})
+	repo := &throttlingRepo{Repository: mem.Repository(), gets: 2, setAttempts: 2, updates: 2}
+	e := newShardEnv(t, repo, 12)
+	c := e.collector(t, func(cfg *billing.Config) {
+		cfg.StoreBudget = billing.StoreBudget{WriteUnitsPerSecond: 1e6, Backoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond}
+	})
+	var failed []billing.ItemFailure
+	collected := 0
+	for range 3 { // a day's run, then the retry of what was throttled
+		req := billing.RunRequest{Kind: billing.RunScheduled}
+		for {
+			rep, err := c.Run(t.Context(), req)
+			require.NoError(t, err)
+			failed = append(failed, rep.Failed...)
+			collected += rep.Collected
+			if req.Cursor = rep.Next; req.Cursor == "" {
+				break
+			}
+		}
+		e.clock.Advance(2 * time.Minute)
+	}
+	require.Len(t, failed, 6, "each throttled call fails its record's collection in that run")
+	for _, f := range failed {
+		assert.Contains(t, f.Reason, billing.ErrThrottled.Error())
+	}
+	assert.Equal(t, len(e.due), collected)
+	e.requireCollectedOnce(t)
+}

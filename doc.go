@@ -201,6 +201,12 @@ var (
 	// are missing (e.g. no status).
 	ErrInvalidQuery = errors.New("billing: invalid query")
 
+	// ErrThrottled reports a store call refused for capacity (DynamoDB
+	// throttling, after the SDK's own retries): that call wrote nothing.
+	// The collector backs off (see [StoreBudget]) and leaves the record
+	// to a later page or run.
+	ErrThrottled = errors.New("billing: store throttled")
+
 	// Values. The errors returned wrap these with the operation, the key and
 	// the offending value.
 

@@ -2,11 +2,16 @@ package dynamostore
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	itel "github.com/dynabill/billing/internal/telemetry"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+	"github.com/dynabill/billing"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -55,9 +60,41 @@ func observeDynamo[O any](ctx context.Context, t *telemetry, op string, call fun
 	))
 	if err != nil {
 		itel.FailSpan(span, err)
+		err = throttled(err)
 	}
 	span.End()
 	return out, err
+}
+
+// throttledError is a DynamoDB error that is throttling: it matches
+// [billing.ErrThrottled] as well as the SDK's own error.
+type throttledError struct{ err error }
+
+func (e *throttledError) Error() string   { return e.err.Error() }
+func (e *throttledError) Unwrap() []error { return []error{e.err, billing.ErrThrottled} }
+
+// throttled marks err as [billing.ErrThrottled] when DynamoDB refused the
+// call for capacity (a table's or an index's throughput, or the account's
+// request limit), also when one action of a transaction was: the SDK has
+// retried it already, so the caller should back off.
+func throttled(err error) error {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return err
+	}
+	switch ae.ErrorCode() {
+	case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded":
+		return &throttledError{err}
+	}
+	var tc *types.TransactionCanceledException
+	if errors.As(err, &tc) {
+		for _, r := range tc.CancellationReasons {
+			if c := aws.ToString(r.Code); c == "ThrottlingError" || c == "ProvisionedThroughputExceeded" {
+				return &throttledError{err}
+			}
+		}
+	}
+	return err
 }
 
 func (d *instrumentedDynamo) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
