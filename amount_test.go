@@ -8,12 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// Minimal assertion helpers (testify's require cannot be built here: its
-// go.yaml.in/yaml/v3 dependency has no go.sum entry). They stop the test on
-// failure. ctx is an optional format string and arguments.
+// Assertion helpers over testify's require: they stop the test on failure.
+// ctx is an optional format string and arguments.
 
 func amtCtx(ctx []any) string {
 	if len(ctx) == 0 {
@@ -27,9 +27,7 @@ func amtCtx(ctx []any) string {
 
 func amtNoError(t testing.TB, err error, ctx ...any) {
 	t.Helper()
-	if err != nil {
-		t.Fatalf("unexpected error %v%s", err, amtCtx(ctx))
-	}
+	require.NoError(t, err, "unexpected error%s", amtCtx(ctx))
 }
 
 func amtErrorIs(t testing.TB, err, target error, ctx ...any) {
@@ -44,17 +42,12 @@ func amtEqual[T any](t testing.TB, want, got T, ctx ...any) {
 
 func amtZero[T comparable](t testing.TB, got T, ctx ...any) {
 	t.Helper()
-	var zero T
-	if got != zero {
-		t.Fatalf("got %#v, want zero value%s", got, amtCtx(ctx))
-	}
+	require.Zero(t, got, "got %#v, want zero value%s", got, amtCtx(ctx))
 }
 
 func amtContains(t testing.TB, s, sub string, ctx ...any) {
 	t.Helper()
-	if !strings.Contains(s, sub) {
-		t.Fatalf("%q does not contain %q%s", s, sub, amtCtx(ctx))
-	}
+	require.Contains(t, s, sub, "%q does not contain %q%s", s, sub, amtCtx(ctx))
 }
 
 func amtPanicsWithError(t testing.TB, msg string, f func()) {
@@ -188,9 +181,7 @@ func TestParseAmountRejected(t *testing.T) {
 			msg := err.Error()
 			amtContains(t, msg, quotedInput(tt.in))
 			amtContains(t, msg, tt.reason)
-			if len(msg) > 250 {
-				t.Errorf("message must not grow with the input: %d bytes", len(msg))
-			}
+			assert.LessOrEqual(t, len(msg), 250, "message must not grow with the input: %d bytes", len(msg))
 
 			amtPanicsWithError(t, msg, func() { MustParseAmount(tt.in) })
 
@@ -255,9 +246,8 @@ func TestAmountRoundTrip(t *testing.T) {
 	check := func(a Amount) {
 		t.Helper()
 		got, err := ParseAmount(a.String())
-		if err != nil || got != a {
-			t.Fatalf("ParseAmount(%q) = %d, %v; want %d", a.String(), int64(got), err, int64(a))
-		}
+		require.NoError(t, err, "ParseAmount(%q)", a.String())
+		require.Equal(t, a, got, "ParseAmount(%q) = %d; want %d", a.String(), int64(got), int64(a))
 	}
 	for a := Amount(0); a <= 200_000; a++ {
 		check(a)
@@ -503,38 +493,23 @@ func FuzzParseAmount(f *testing.F) {
 		canon, wellFormed := canonicalDigits(s)
 		if err != nil {
 			require.ErrorIs(t, err, ErrInvalidAmount, "ParseAmount(%q): error %v does not wrap ErrInvalidAmount", s, err)
-			if !strings.Contains(err.Error(), quotedInput(s)) {
-				t.Fatalf("ParseAmount(%q): error %q does not quote the input", s, err)
-			}
+			require.Contains(t, err.Error(), quotedInput(s), "ParseAmount(%q): error does not quote the input", s)
 			require.Zero(t, a, "ParseAmount(%q) = %d with error", s, int64(a))
-			if wellFormed && fitsAmount(canon) {
-				t.Fatalf("ParseAmount(%q) rejected a well-formed in-range amount: %v", s, err)
-			}
+			require.False(t, wellFormed && fitsAmount(canon), "ParseAmount(%q) rejected a well-formed in-range amount: %v", s, err)
 			return
 		}
-		if !wellFormed {
-			t.Fatalf("ParseAmount(%q) = %d, accepted a malformed input", s, int64(a))
-		}
-		if !fitsAmount(canon) {
-			t.Fatalf("ParseAmount(%q) = %d, accepted an out-of-range input", s, int64(a))
-		}
-		if a < 0 {
-			t.Fatalf("ParseAmount(%q) = %d < 0", s, int64(a))
-		}
-		if got := a.String(); got != canon {
-			t.Fatalf("ParseAmount(%q).String() = %q, want %q", s, got, canon)
-		}
+		require.True(t, wellFormed, "ParseAmount(%q) = %d, accepted a malformed input", s, int64(a))
+		require.True(t, fitsAmount(canon), "ParseAmount(%q) = %d, accepted an out-of-range input", s, int64(a))
+		require.GreaterOrEqual(t, a, Amount(0), "ParseAmount(%q) = %d < 0", s, int64(a))
+		require.Equal(t, canon, a.String(), "ParseAmount(%q).String()", s)
 		back, err := ParseAmount(a.String())
-		if err != nil || back != a {
-			t.Fatalf("ParseAmount(%q) = %d, %v; want %d", a.String(), int64(back), err, int64(a))
-		}
+		require.NoError(t, err, "ParseAmount(%q)", a.String())
+		require.Equal(t, a, back, "ParseAmount(%q) = %d; want %d", a.String(), int64(back), int64(a))
 		// Minor units as a digit string must equal the input's digits.
 		units := strings.TrimLeft(strings.Replace(canon, ".", "", 1), "0")
 		if units == "" {
 			units = "0"
 		}
-		if got := strconv.FormatInt(a.MinorUnits(), 10); got != units {
-			t.Fatalf("ParseAmount(%q).MinorUnits() = %s, want %s", s, got, units)
-		}
+		require.Equal(t, units, strconv.FormatInt(a.MinorUnits(), 10), "ParseAmount(%q).MinorUnits()", s)
 	})
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -100,9 +99,8 @@ func TestNewSchedulerConfig(t *testing.T) {
 		{billing.SchedulerConfig{Repository: repo, Enqueuer: q, PagesPerInvocation: -1}, "PagesPerInvocation"},
 		{billing.SchedulerConfig{Repository: repo, Enqueuer: q, PageSize: -1}, "PageSize"},
 	} {
-		if _, err := billing.NewScheduler(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("want an error naming %s, got %v", tc.want, err)
-		}
+		_, err := billing.NewScheduler(tc.cfg)
+		assert.ErrorContains(t, err, tc.want, "want an error naming %s", tc.want)
 	}
 }
 
@@ -133,14 +131,12 @@ func TestParseSchedulerEvent(t *testing.T) {
 	} {
 		got, err := billing.ParseSchedulerEvent([]byte(tc.in))
 		if tc.err != nil {
-			if !errors.Is(err, tc.err) || !errors.Is(err, billing.ErrInvalidEvent) {
-				t.Errorf("%s: want %v (and ErrInvalidEvent), got %v", tc.in, tc.err, err)
-			}
+			assert.ErrorIs(t, err, tc.err, "%s: want %v (and ErrInvalidEvent), got %v", tc.in, tc.err, err)
+			assert.ErrorIs(t, err, billing.ErrInvalidEvent, "%s: want %v (and ErrInvalidEvent), got %v", tc.in, tc.err, err)
 			continue
 		}
-		if err != nil || got != tc.want {
-			t.Errorf("%s: got %+v, %v; want %+v", tc.in, got, err, tc.want)
-		}
+		assert.NoError(t, err, "%s", tc.in)
+		assert.Equal(t, tc.want, got, "%s", tc.in)
 	}
 }
 
@@ -148,13 +144,10 @@ func TestSchedulerEventJSONFieldNames(t *testing.T) {
 	ev := billing.SchedulerEvent{Date: "20240314", Status: billing.StatusScheduled, StartKey: "tok"}
 	b, err := json.Marshal(ev)
 	require.NoError(t, err)
-	if want := `{"date":"20240314","status":"SCHEDULED","start_key":"tok"}`; string(b) != want {
-		t.Fatalf("got %s, want %s", b, want)
-	}
+	require.Equal(t, `{"date":"20240314","status":"SCHEDULED","start_key":"tok"}`, string(b))
 	back, err := billing.ParseSchedulerEvent(b)
-	if err != nil || back != ev {
-		t.Fatalf("round trip: %+v, %v", back, err)
-	}
+	require.NoError(t, err, "round trip")
+	require.Equal(t, ev, back, "round trip")
 }
 
 func TestSchedulerWindowStatusAndDate(t *testing.T) {
@@ -168,9 +161,8 @@ func TestSchedulerWindowStatusAndDate(t *testing.T) {
 	errSub := notifSub("u-error", day(14))
 	errSub.Status = billing.StatusError
 	subs = append(subs, errSub)
-	if _, err := store.Repository().AddAll(ctx, subs); err != nil {
-		t.Fatal(err)
-	}
+	_, err := store.Repository().AddAll(ctx, subs)
+	require.NoError(t, err)
 	for _, tc := range []struct {
 		event string
 		want  []string
@@ -191,9 +183,9 @@ func TestSchedulerWindowStatusAndDate(t *testing.T) {
 		for _, m := range q.Messages(t) {
 			got = append(got, m.UserID)
 		}
-		if fmt.Sprint(got) != fmt.Sprint(tc.want) || res.Enqueued != len(tc.want) || res.Continuation != nil {
-			t.Errorf("%s: enqueued %v (%+v), want %v", tc.event, got, res, tc.want)
-		}
+		assert.Equal(t, fmt.Sprint(tc.want), fmt.Sprint(got), "%s: enqueued (%+v)", tc.event, res)
+		assert.Equal(t, len(tc.want), res.Enqueued, "%s: enqueued %v (%+v), want %v", tc.event, got, res, tc.want)
+		assert.Nil(t, res.Continuation, "%s: enqueued %v (%+v), want %v", tc.event, got, res, tc.want)
 	}
 }
 
@@ -205,24 +197,25 @@ func TestSchedulerDefaultPagesPerInvocation(t *testing.T) {
 	for i := range 5 {
 		subs = append(subs, notifSub(fmt.Sprintf("u%d", i), start.Add(time.Duration(i)*time.Hour)))
 	}
-	if _, err := store.Repository().AddAll(ctx, subs); err != nil {
-		t.Fatal(err)
-	}
+	_, err := store.Repository().AddAll(ctx, subs)
+	require.NoError(t, err)
 	q := &billingtest.RecordingEnqueuer{}
 	res, err := newNotifScheduler(t, store.Repository(), q).Run(ctx, billing.SchedulerEvent{})
 	require.NoError(t, err)
-	if res.Pages != billing.DefaultPagesPerInvocation || res.Enqueued != 3 || res.Continuation == nil {
-		t.Fatalf("got %+v, want 3 pages, 3 enqueued and a continuation", res)
-	}
-	if c := res.Continuation; c.Date != "20240314" || c.Status != billing.StatusScheduled || c.StartKey == "" {
-		t.Fatalf("continuation %+v", c)
-	}
+	require.Equal(t, billing.DefaultPagesPerInvocation, res.Pages, "got %+v, want 3 pages, 3 enqueued and a continuation", res)
+	require.Equal(t, 3, res.Enqueued, "got %+v, want 3 pages, 3 enqueued and a continuation", res)
+	require.NotNil(t, res.Continuation, "got %+v, want 3 pages, 3 enqueued and a continuation", res)
+	c := res.Continuation
+	require.Equal(t, "20240314", c.Date, "continuation %+v", c)
+	require.Equal(t, billing.StatusScheduled, c.Status, "continuation %+v", c)
+	require.NotEmpty(t, c.StartKey, "continuation %+v", c)
 	// PageSize overrides the repository's page size.
 	q2 := &billingtest.RecordingEnqueuer{}
 	res, err = newNotifScheduler(t, store.Repository(), q2, func(c *billing.SchedulerConfig) { c.PageSize = 100 }).Run(ctx, billing.SchedulerEvent{})
-	if err != nil || res.Pages != 1 || res.Enqueued != 5 || res.Continuation != nil {
-		t.Fatalf("PageSize 100: %+v, %v", res, err)
-	}
+	require.NoError(t, err, "PageSize 100: %+v", res)
+	require.Equal(t, 1, res.Pages, "PageSize 100: %+v", res)
+	require.Equal(t, 5, res.Enqueued, "PageSize 100: %+v", res)
+	require.Nil(t, res.Continuation, "PageSize 100: %+v", res)
 }
 
 func TestSchedulerSkipsRecordsItCannotUse(t *testing.T) {
@@ -231,11 +224,10 @@ func TestSchedulerSkipsRecordsItCannotUse(t *testing.T) {
 
 	// An undecodable item in the window (Page.Invalid) is logged and skipped.
 	store := memory.New(memory.Options{PageSize: 2})
-	if _, err := store.Repository().AddAll(ctx, []billing.Subscription{
+	_, err := store.Repository().AddAll(ctx, []billing.Subscription{
 		notifSub("u1", start.Add(time.Hour)), notifSub("u2", start.Add(2*time.Hour)),
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
+	require.NoError(t, err)
 	item, err := layout.EncodeItem(notifPtr(notifSub("u-bad", start.Add(3*time.Hour))))
 	require.NoError(t, err)
 	item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "four dollars"}
@@ -243,9 +235,9 @@ func TestSchedulerSkipsRecordsItCannotUse(t *testing.T) {
 	q := &billingtest.RecordingEnqueuer{}
 	res, err := newNotifScheduler(t, store.Repository(), q).Run(ctx, billing.SchedulerEvent{})
 	require.NoError(t, err)
-	if res.Enqueued != 2 || res.Skipped != 1 || res.Continuation != nil {
-		t.Fatalf("undecodable item: %+v", res)
-	}
+	require.Equal(t, 2, res.Enqueued, "undecodable item: %+v", res)
+	require.Equal(t, 1, res.Skipped, "undecodable item: %+v", res)
+	require.Nil(t, res.Continuation, "undecodable item: %+v", res)
 
 	// Records that cannot become a message are logged and skipped.
 	noUser := notifSub("", start)
@@ -256,9 +248,10 @@ func TestSchedulerSkipsRecordsItCannotUse(t *testing.T) {
 	q = &billingtest.RecordingEnqueuer{}
 	res, err = newNotifScheduler(t, repo, q).Run(ctx, billing.SchedulerEvent{})
 	require.NoError(t, err)
-	if res.Enqueued != 1 || res.Skipped != 2 || res.Scanned != 3 || len(q.Bodies()) != 1 {
-		t.Fatalf("unusable records: %+v", res)
-	}
+	require.Equal(t, 1, res.Enqueued, "unusable records: %+v", res)
+	require.Equal(t, 2, res.Skipped, "unusable records: %+v", res)
+	require.Equal(t, 3, res.Scanned, "unusable records: %+v", res)
+	require.Len(t, q.Bodies(), 1, "unusable records: %+v", res)
 }
 
 func TestSchedulerErrors(t *testing.T) {
@@ -275,18 +268,18 @@ func TestSchedulerErrors(t *testing.T) {
 		boom := errors.New("sqs down")
 		q.FailNth(2, boom)
 		res, err := newNotifScheduler(t, repo, q).Run(ctx, billing.SchedulerEvent{})
-		if !errors.Is(err, boom) || res.Enqueued != 10 || res.Continuation != nil || len(repo.queries) != 1 {
-			t.Fatalf("got %+v, %v", res, err)
-		}
+		require.ErrorIs(t, err, boom, "got %+v", res)
+		require.Equal(t, 10, res.Enqueued, "got %+v", res)
+		require.Nil(t, res.Continuation, "got %+v", res)
+		require.Len(t, repo.queries, 1, "got %+v", res)
 	})
 	t.Run("query error", func(t *testing.T) {
 		boom := errors.New("throttled")
 		repo := &notifStubRepo{err: boom}
 		q := &billingtest.RecordingEnqueuer{}
 		_, err := newNotifScheduler(t, repo, q).Run(ctx, billing.SchedulerEvent{})
-		if !errors.Is(err, boom) || q.Calls() != 0 {
-			t.Fatalf("got %v", err)
-		}
+		require.ErrorIs(t, err, boom)
+		require.Zero(t, q.Calls(), "got %v", err)
 	})
 	t.Run("query carries window, status, cursor and page size", func(t *testing.T) {
 		repo := &notifStubRepo{}
@@ -298,14 +291,12 @@ func TestSchedulerErrors(t *testing.T) {
 	})
 	t.Run("malformed start key is an error, not a restart", func(t *testing.T) {
 		store := memory.New(memory.Options{})
-		if _, err := store.Repository().AddAll(ctx, items[:3]); err != nil {
-			t.Fatal(err)
-		}
+		_, err := store.Repository().AddAll(ctx, items[:3])
+		require.NoError(t, err)
 		q := &billingtest.RecordingEnqueuer{}
-		_, err := newNotifScheduler(t, store.Repository(), q).Run(ctx, billing.SchedulerEvent{StartKey: "not-a-token"})
-		if !errors.Is(err, billing.ErrInvalidCursor) || q.Calls() != 0 {
-			t.Fatalf("got %v, %d enqueues", err, q.Calls())
-		}
+		_, err = newNotifScheduler(t, store.Repository(), q).Run(ctx, billing.SchedulerEvent{StartKey: "not-a-token"})
+		require.ErrorIs(t, err, billing.ErrInvalidCursor, "got %v, %d enqueues", err, q.Calls())
+		require.Zero(t, q.Calls(), "got %v, %d enqueues", err, q.Calls())
 	})
 	t.Run("invalid event", func(t *testing.T) {
 		repo := &notifStubRepo{}
@@ -331,17 +322,14 @@ func TestSchedulerRunBatch(t *testing.T) {
 	s := newNotifScheduler(t, repo, &billingtest.RecordingEnqueuer{})
 	_, err := s.RunBatch(ctx, []string{`{"status":"SCHEDULED"}`, `{"status":"SCHEDULED"}`})
 	require.ErrorIs(t, err, billing.ErrTooManyRecords, "two records")
-	if len(repo.queries) != 0 {
-		t.Fatal("a batch of two ran")
-	}
-	if res, err := s.RunBatch(ctx, nil); err != nil || res != (billing.SchedulerResult{}) {
-		t.Fatalf("no records: %+v, %v", res, err)
-	}
+	require.Empty(t, repo.queries, "a batch of two ran")
+	res, err := s.RunBatch(ctx, nil)
+	require.NoError(t, err, "no records: %+v", res)
+	require.Equal(t, billing.SchedulerResult{}, res, "no records")
 	_, err = s.RunBatch(ctx, []string{`{"start_key": {"user_id": {"S": "u"}}}`})
 	require.ErrorIs(t, err, billing.ErrInvalidEvent, "legacy key")
-	if _, err := s.RunBatch(ctx, []string{`{"date":"20240314","status":"SCHEDULED","start_key":""}`}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = s.RunBatch(ctx, []string{`{"date":"20240314","status":"SCHEDULED","start_key":""}`})
+	require.NoError(t, err)
 	require.Len(t, repo.queries, 1, "queries: %d", len(repo.queries))
 }
 

@@ -3,13 +3,12 @@ package billing_test
 import (
 	"context"
 	"errors"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -153,23 +152,18 @@ func TestPrenoteBranches(t *testing.T) {
 			require.Empty(t, failed, "a prenote outcome failed the message: %v", failed)
 			require.Len(t, e.notifier.Sent(), 1, "notification not sent")
 			tags := e.metricTags(t)
-			if len(tags) != 1 || !slices.Equal(tags[0], tc.tags) {
-				t.Errorf("metric tags %v, want [%v]", tags, tc.tags)
+			if assert.Len(t, tags, 1, "metric tags %v, want [%v]", tags, tc.tags) {
+				assert.Equal(t, tc.tags, tags[0], "metric tags %v, want [%v]", tags, tc.tags)
 			}
-			if got := e.submitter.Submissions(); !slices.Equal(got, tc.submissions) {
-				t.Errorf("submissions\n got %+v\nwant %+v", got, tc.submissions)
-			}
-			if n := len(e.payments.Calls()); n != tc.payLookups {
-				t.Errorf("payment lookups: %d, want %d", n, tc.payLookups)
-			}
+			assert.Equal(t, tc.submissions, e.submitter.Submissions(), "submissions")
+			assert.Len(t, e.payments.Calls(), tc.payLookups, "payment lookups")
 			// The policy alone decides the same way (the worker adds only
 			// the submission).
 			u, err := e.users.GetUser(context.Background(), "u1")
 			require.NoError(t, err)
 			d, err := e.policy.Decide(context.Background(), u)
-			if (err != nil) != tc.decideErr || d != tc.decision {
-				t.Errorf("Decide: %+v, %v; want %+v (error %v)", d, err, tc.decision, tc.decideErr)
-			}
+			assert.Equal(t, tc.decideErr, err != nil, "Decide: %+v, %v; want %+v (error %v)", d, err, tc.decision, tc.decideErr)
+			assert.Equal(t, tc.decision, d, "Decide: %+v, %v; want %+v (error %v)", d, err, tc.decision, tc.decideErr)
 		})
 	}
 }
@@ -181,26 +175,20 @@ func TestPrenoteGateOrder(t *testing.T) {
 	ctx := context.Background()
 	e := newNotifEnv(t)
 	e.flags.SetEnabled(billing.PrenotesFlag, false)
-	if _, err := e.policy.Decide(ctx, notifUser); err != nil {
-		t.Fatal(err)
-	}
-	if len(e.accounts.Calls()) != 0 || len(e.payments.Calls()) != 0 {
-		t.Fatalf("flag off looked further: accounts %v payments %v", e.accounts.Calls(), e.payments.Calls())
-	}
+	_, err := e.policy.Decide(ctx, notifUser)
+	require.NoError(t, err)
+	require.Empty(t, e.accounts.Calls(), "flag off looked further: accounts")
+	require.Empty(t, e.payments.Calls(), "flag off looked further: payments")
 	e.flags.SetEnabled(billing.PrenotesFlag, true)
 	e.accounts.Set("u1", billing.BankLink{})
 	u := notifUser
 	u.DateJoined = notifNow.AddDate(-1, 0, 0)
-	if d, err := e.policy.Decide(ctx, u); err != nil || d.Reason != billing.PrenoteReasonNoUsableBankLink {
-		t.Fatal(d, err)
-	}
-	if len(e.payments.Calls()) != 0 {
-		t.Fatal("bad link looked at payments")
-	}
+	d, err := e.policy.Decide(ctx, u)
+	require.NoError(t, err, "%+v", d)
+	require.Equal(t, billing.PrenoteReasonNoUsableBankLink, d.Reason, "%+v", d)
+	require.Empty(t, e.payments.Calls(), "bad link looked at payments")
 	want := []billingtest.FlagCall{{Flag: billing.PrenotesFlag, UserID: "u1"}, {Flag: billing.PrenotesFlag, UserID: "u1"}}
-	if got := e.flags.Calls(); !slices.Equal(got, want) {
-		t.Fatalf("flag calls %v", got)
-	}
+	require.Equal(t, want, e.flags.Calls(), "flag calls")
 }
 
 func TestNewDefaultPrenotePolicyConfig(t *testing.T) {
@@ -218,9 +206,8 @@ func TestNewDefaultPrenotePolicyConfig(t *testing.T) {
 	} {
 		cfg := ok
 		tc.mut(&cfg)
-		if _, err := billing.NewDefaultPrenotePolicy(cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("want an error naming %s, got %v", tc.want, err)
-		}
+		_, err := billing.NewDefaultPrenotePolicy(cfg)
+		assert.ErrorContains(t, err, tc.want, "want an error naming %s", tc.want)
 	}
 
 	// Custom flag names, providers and thresholds replace the defaults.
@@ -235,19 +222,19 @@ func TestNewDefaultPrenotePolicyConfig(t *testing.T) {
 	accounts.Set("u1", billing.BankLink{PrimaryAccountID: "a", Accounts: []billing.BankAccount{{ID: "a"}}})
 	payments.Set("u1", billing.UserPayment{Provider: "cards", Status: "COMPLETED", CompletionDate: notifNow.AddDate(0, 0, -4)})
 	u := billing.User{ID: "u1", DateJoined: notifNow.AddDate(0, 0, -8)}
-	if d, err := p.Decide(context.Background(), u); err != nil || d.Reason != billing.PrenoteReasonNoGoodPayment {
-		t.Fatalf("8-day-old user, 4-day-old payment: %+v, %v", d, err)
-	}
+	d, err := p.Decide(context.Background(), u)
+	require.NoError(t, err, "8-day-old user, 4-day-old payment: %+v", d)
+	require.Equal(t, billing.PrenoteReasonNoGoodPayment, d.Reason, "8-day-old user, 4-day-old payment: %+v", d)
 	u.DateJoined = notifNow.AddDate(0, 0, -6)
-	if d, err := p.Decide(context.Background(), u); err != nil || d != (billing.PrenoteDecision{Submit: true, Reason: "new_user", Provider: "ach2", Account: "acct"}) {
-		t.Fatalf("6-day-old user: %+v, %v", d, err)
-	}
+	d, err = p.Decide(context.Background(), u)
+	require.NoError(t, err, "6-day-old user")
+	require.Equal(t, billing.PrenoteDecision{Submit: true, Reason: "new_user", Provider: "ach2", Account: "acct"}, d, "6-day-old user")
 	payments.Set("u1", billing.UserPayment{Provider: "cards", Status: "COMPLETED", CompletionDate: notifNow.AddDate(0, 0, -2)})
 	flags.SetValue("my.provider", "other")
 	u.DateJoined = notifNow.AddDate(0, 0, -8)
-	if d, err := p.Decide(context.Background(), u); err != nil || d != (billing.PrenoteDecision{Submit: true, Reason: "good_payment", Provider: "ach"}) {
-		t.Fatalf("GoodPaymentProvider: %+v, %v", d, err)
-	}
+	d, err = p.Decide(context.Background(), u)
+	require.NoError(t, err, "GoodPaymentProvider")
+	require.Equal(t, billing.PrenoteDecision{Submit: true, Reason: "good_payment", Provider: "ach"}, d, "GoodPaymentProvider")
 }
 
 // TestDefaultPrenotePolicyDefaults checks the provider names a policy uses
@@ -263,14 +250,14 @@ func TestDefaultPrenotePolicyDefaults(t *testing.T) {
 	accounts.Set("u1", billing.BankLink{PrimaryAccountID: "a", Accounts: []billing.BankAccount{{ID: "a"}}})
 	payments.Set("u1", billing.UserPayment{Provider: billing.PrenoteProviderDefault, Status: "COMPLETED", CompletionDate: notifNow.AddDate(0, 0, -1)})
 	u := billing.User{ID: "u1", DateJoined: notifNow.AddDate(-1, 0, 0)}
-	if d, err := p.Decide(context.Background(), u); err != nil || d != (billing.PrenoteDecision{Submit: true, Reason: "good_payment", Provider: "default"}) {
-		t.Fatalf("default provider: %+v, %v", d, err)
-	}
+	d, err := p.Decide(context.Background(), u)
+	require.NoError(t, err, "default provider")
+	require.Equal(t, billing.PrenoteDecision{Submit: true, Reason: "good_payment", Provider: "default"}, d, "default provider")
 	flags.SetValue(billing.PaymentsProviderFlag, billing.PrenoteProviderAlternate)
 	want := billing.PrenoteDecision{Submit: true, Reason: "good_payment", Provider: "alternate", Account: "subscription"}
-	if d, err := p.Decide(context.Background(), u); err != nil || d != want {
-		t.Fatalf("alternate provider: %+v, %v", d, err)
-	}
+	d, err = p.Decide(context.Background(), u)
+	require.NoError(t, err, "alternate provider")
+	require.Equal(t, want, d, "alternate provider")
 }
 
 func TestPrenotePolicyFunc(t *testing.T) {
@@ -278,27 +265,21 @@ func TestPrenotePolicyFunc(t *testing.T) {
 	e.cfg.Prenote = billing.PrenotePolicyFunc(func(_ context.Context, u billing.User) (billing.PrenoteDecision, error) {
 		return billing.PrenoteDecision{Submit: true, Reason: "always", Provider: "acme"}, nil
 	})
-	if failed := e.worker(t).HandleBatch(context.Background(), []billing.Message{{ID: "m", Body: notifBody(t, notifMessage())}}); len(failed) != 0 {
-		t.Fatal(failed)
-	}
+	failed := e.worker(t).HandleBatch(context.Background(), []billing.Message{{ID: "m", Body: notifBody(t, notifMessage())}})
+	require.Empty(t, failed)
 	subs := e.submitter.Submissions()
-	if len(subs) != 1 || subs[0].Provider != "acme" || subs[0].Request.Email != "" {
-		t.Fatalf("submissions %+v", subs)
-	}
-	if e.metrics.Total(billing.PrenoteMetricName, "submitted:true", "provider:acme") != 1 {
-		t.Fatalf("metrics %+v", e.metrics.Counts())
-	}
+	require.Len(t, subs, 1, "submissions %+v", subs)
+	require.Equal(t, "acme", subs[0].Provider, "submissions %+v", subs)
+	require.Empty(t, subs[0].Request.Email, "submissions %+v", subs)
+	require.EqualValues(t, 1, e.metrics.Total(billing.PrenoteMetricName, "submitted:true", "provider:acme"), "metrics %+v", e.metrics.Counts())
 	// A decision with an Account sends it with the user's email.
 	e = newNotifEnv(t)
 	e.cfg.Prenote = billing.PrenotePolicyFunc(func(_ context.Context, u billing.User) (billing.PrenoteDecision, error) {
 		return billing.PrenoteDecision{Submit: true, Reason: "always", Provider: "acme", Account: "acct-9"}, nil
 	})
-	if failed := e.worker(t).HandleBatch(context.Background(), []billing.Message{{ID: "m", Body: notifBody(t, notifMessage())}}); len(failed) != 0 {
-		t.Fatal(failed)
-	}
+	failed = e.worker(t).HandleBatch(context.Background(), []billing.Message{{ID: "m", Body: notifBody(t, notifMessage())}})
+	require.Empty(t, failed)
 	want := []billingtest.PrenoteSubmission{{Provider: "acme", Request: billing.PrenoteRequest{
 		UserID: "u1", FirstName: "Ann", LastName: "Lee", Email: "ann@example.com", Account: "acct-9"}}}
-	if got := e.submitter.Submissions(); !slices.Equal(got, want) {
-		t.Fatalf("submissions %+v", got)
-	}
+	require.Equal(t, want, e.submitter.Submissions(), "submissions")
 }

@@ -1,11 +1,11 @@
 package billing
 
 import (
-	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -115,14 +115,12 @@ func TestScheduleAddBillingPeriods(t *testing.T) {
 			from, want := ts(tc.from), ts(tc.want)
 			got, err := AddBillingPeriods(from, tc.s, tc.n)
 			require.NoError(t, err, "AddBillingPeriods(%s, %+v, %d)", tc.from, tc.s, tc.n)
-			if !got.Equal(want) || got.Location() != time.UTC {
-				t.Fatalf("AddBillingPeriods(%s, %+v, %d) = %s, want %s (UTC)", tc.from, tc.s, tc.n, got.Format(time.RFC3339Nano), tc.want)
-			}
+			require.True(t, got.Equal(want), "AddBillingPeriods(%s, %+v, %d) = %s, want %s (UTC)", tc.from, tc.s, tc.n, got.Format(time.RFC3339Nano), tc.want)
+			require.Same(t, time.UTC, got.Location(), "AddBillingPeriods(%s, %+v, %d) = %s, want %s (UTC)", tc.from, tc.s, tc.n, got.Format(time.RFC3339Nano), tc.want)
 			if tc.n == 1 {
 				next, err := NextBillingDate(from, tc.s)
-				if err != nil || next != got {
-					t.Fatalf("NextBillingDate(%s, %+v) = %s, %v; want %s", tc.from, tc.s, next, err, got)
-				}
+				require.NoError(t, err, "NextBillingDate(%s, %+v)", tc.from, tc.s)
+				require.Equal(t, got, next, "NextBillingDate(%s, %+v) = %s; want %s", tc.from, tc.s, next, got)
 			}
 		})
 	}
@@ -165,33 +163,23 @@ func TestScheduleChainNeverDrifts(t *testing.T) {
 		require.NoError(t, err)
 		direct, err := AddBillingPeriods(start, monthly(31), i)
 		require.NoError(t, err)
-		if next != direct {
-			t.Fatalf("period %d: stepped %s, direct %s", i, next, direct)
-		}
+		require.Equal(t, direct, next, "period %d: stepped %s, direct %s", i, next, direct)
 		y, m := next.Year(), next.Month()
-		if want := daysIn(y, m); next.Day() != want {
-			t.Fatalf("period %d: day %d, want last day %d of %s %d", i, next.Day(), want, m, y)
-		}
-		if next.Hour() != 8 || next.Minute() != 15 {
-			t.Fatalf("period %d: time of day lost: %s", i, next)
-		}
+		require.Equal(t, daysIn(y, m), next.Day(), "period %d: want last day of %s %d", i, m, y)
+		require.Equal(t, 8, next.Hour(), "period %d: time of day lost: %s", i, next)
+		require.Equal(t, 15, next.Minute(), "period %d: time of day lost: %s", i, next)
 		cur = next
 	}
-	if want := ts("2026-01-31T08:15:00Z"); cur != want {
-		t.Fatalf("after 24 months: %s, want %s", cur, want)
-	}
+	require.Equal(t, ts("2026-01-31T08:15:00Z"), cur, "after 24 months")
 
 	// The documented chain.
 	chain := []string{"2024-01-31", "2024-02-29", "2024-03-31", "2024-04-30", "2024-05-31"}
 	cur = ts(chain[0] + "T00:00:00Z")
 	for _, want := range chain[1:] {
 		var err error
-		if cur, err = NextBillingDate(cur, monthly(31)); err != nil {
-			t.Fatal(err)
-		}
-		if got := cur.Format(time.DateOnly); got != want {
-			t.Fatalf("got %s, want %s", got, want)
-		}
+		cur, err = NextBillingDate(cur, monthly(31))
+		require.NoError(t, err)
+		require.Equal(t, want, cur.Format(time.DateOnly))
 	}
 
 	// Without the anchor the day drifts to the 29th after February.
@@ -199,9 +187,7 @@ func TestScheduleChainNeverDrifts(t *testing.T) {
 	for range 2 {
 		cur, _ = NextBillingDate(cur, monthly(0))
 	}
-	if got := cur.Format(time.DateOnly); got != "2024-03-29" {
-		t.Fatalf("legacy drift: got %s, want 2024-03-29", got)
-	}
+	require.Equal(t, "2024-03-29", cur.Format(time.DateOnly), "legacy drift")
 }
 
 func TestScheduleYearlyFeb29Chain(t *testing.T) {
@@ -210,9 +196,7 @@ func TestScheduleYearlyFeb29Chain(t *testing.T) {
 	for i, w := range want {
 		next, err := NextBillingDate(cur, yearly(29))
 		require.NoError(t, err)
-		if got := next.Format(time.DateOnly); got != w {
-			t.Fatalf("year %d: got %s, want %s", i+1, got, w)
-		}
+		require.Equal(t, w, next.Format(time.DateOnly), "year %d", i+1)
 		require.Equal(t, 10, next.Hour(), "time of day lost: %s", next)
 		cur = next
 	}
@@ -243,19 +227,15 @@ func TestScheduleErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := AddBillingPeriods(tc.from, tc.s, tc.n)
 			require.ErrorIs(t, err, tc.want, "err = %v, want %v", err, tc.want)
-			if !got.IsZero() {
-				t.Fatalf("got %s with error", got)
-			}
+			require.True(t, got.IsZero(), "got %s with error", got)
 			if tc.field != "" {
 				var fe *FieldError
-				if !errors.As(err, &fe) || fe.Field != tc.field {
-					t.Fatalf("err = %#v, want *FieldError for %s", err, tc.field)
-				}
+				require.ErrorAs(t, err, &fe, "err = %#v, want *FieldError for %s", err, tc.field)
+				require.Equal(t, tc.field, fe.Field, "err = %#v, want *FieldError for %s", err, tc.field)
 			}
 			if tc.n == 1 {
-				if _, err := NextBillingDate(tc.from, tc.s); !errors.Is(err, tc.want) {
-					t.Fatalf("NextBillingDate err = %v, want %v", err, tc.want)
-				}
+				_, err := NextBillingDate(tc.from, tc.s)
+				require.ErrorIs(t, err, tc.want, "NextBillingDate err = %v, want %v", err, tc.want)
 			}
 		})
 	}
@@ -282,9 +262,8 @@ func TestNthFridayAndFridayWeek(t *testing.T) {
 	}
 	for _, tc := range tests {
 		got := NthFriday(tc.year, tc.month, tc.n)
-		if got.Format(time.DateOnly) != tc.want || got != ts(tc.want+"T00:00:00Z") {
-			t.Errorf("NthFriday(%d, %s, %d) = %s, want %s", tc.year, tc.month, tc.n, got, tc.want)
-		}
+		assert.Equal(t, tc.want, got.Format(time.DateOnly), "NthFriday(%d, %s, %d)", tc.year, tc.month, tc.n)
+		assert.Equal(t, ts(tc.want+"T00:00:00Z"), got, "NthFriday(%d, %s, %d)", tc.year, tc.month, tc.n)
 	}
 
 	weeks := []struct {
@@ -302,9 +281,7 @@ func TestNthFridayAndFridayWeek(t *testing.T) {
 		{"2026-01-01T22:00:00-05:00", 1}, // Friday 03:00 in UTC
 	}
 	for _, tc := range weeks {
-		if got := FridayWeek(ts(tc.at)); got != tc.want {
-			t.Errorf("FridayWeek(%s) = %d, want %d", tc.at, got, tc.want)
-		}
+		assert.Equal(t, tc.want, FridayWeek(ts(tc.at)), "FridayWeek(%s)", tc.at)
 	}
 
 	// Round trip over two centuries of months.
@@ -313,21 +290,17 @@ func TestNthFridayAndFridayWeek(t *testing.T) {
 			last := 0
 			for n := 1; n <= 5; n++ {
 				f := NthFriday(y, m, n)
-				if f.Weekday() != time.Friday || f.Month() != m || f.Year() != y {
-					t.Fatalf("NthFriday(%d, %s, %d) = %s", y, m, n, f)
-				}
+				require.Equal(t, time.Friday, f.Weekday(), "NthFriday(%d, %s, %d) = %s", y, m, n, f)
+				require.Equal(t, m, f.Month(), "NthFriday(%d, %s, %d) = %s", y, m, n, f)
+				require.Equal(t, y, f.Year(), "NthFriday(%d, %s, %d) = %s", y, m, n, f)
 				w := FridayWeek(f)
-				if w != n && !(n == 5 && w == 4) {
-					t.Fatalf("FridayWeek(NthFriday(%d, %s, %d)) = %d", y, m, n, w)
-				}
-				if f.AddDate(0, 0, 7).Month() == m && w != n {
-					t.Fatalf("NthFriday(%d, %s, %d) = %s is not the last Friday", y, m, n, f)
+				require.True(t, w == n || (n == 5 && w == 4), "FridayWeek(NthFriday(%d, %s, %d)) = %d", y, m, n, w)
+				if f.AddDate(0, 0, 7).Month() == m {
+					require.Equal(t, n, w, "NthFriday(%d, %s, %d) = %s is not the last Friday", y, m, n, f)
 				}
 				last = f.Day()
 			}
-			if last+7 <= daysIn(y, m) {
-				t.Fatalf("%d %s: last Friday %d is not last", y, m, last)
-			}
+			require.Greater(t, last+7, daysIn(y, m), "%d %s: last Friday %d is not last", y, m, last)
 		}
 	}
 }
@@ -343,9 +316,7 @@ func TestBillingPeriod(t *testing.T) {
 		{"0999-07-01T00:00:00Z", "07/0999"},
 	}
 	for _, tc := range format {
-		if got := BillingPeriod(ts(tc.at)); got != tc.want {
-			t.Errorf("BillingPeriod(%s) = %q, want %q", tc.at, got, tc.want)
-		}
+		assert.Equal(t, tc.want, BillingPeriod(ts(tc.at)), "BillingPeriod(%s)", tc.at)
 	}
 
 	parse := []struct {
@@ -377,18 +348,19 @@ func TestBillingPeriod(t *testing.T) {
 	for _, tc := range parse {
 		y, m, err := ParseBillingPeriod(tc.in)
 		if tc.ok {
-			if err != nil || y != tc.year || m != tc.month {
-				t.Errorf("ParseBillingPeriod(%q) = %d, %s, %v; want %d, %s", tc.in, y, m, err, tc.year, tc.month)
-			}
+			assert.NoError(t, err, "ParseBillingPeriod(%q)", tc.in)
+			assert.Equal(t, tc.year, y, "ParseBillingPeriod(%q) year", tc.in)
+			assert.Equal(t, tc.month, m, "ParseBillingPeriod(%q) month", tc.in)
 			continue
 		}
 		var fe *FieldError
-		if !errors.Is(err, ErrInvalidDate) || !errors.As(err, &fe) || fe.Field != "billing_period" || fe.Value != tc.in {
-			t.Errorf("ParseBillingPeriod(%q) err = %v, want FieldError billing_period wrapping ErrInvalidDate", tc.in, err)
+		assert.ErrorIs(t, err, ErrInvalidDate, "ParseBillingPeriod(%q) err = %v, want FieldError billing_period wrapping ErrInvalidDate", tc.in, err)
+		if assert.ErrorAs(t, err, &fe, "ParseBillingPeriod(%q) err = %v, want FieldError billing_period wrapping ErrInvalidDate", tc.in, err) {
+			assert.Equal(t, "billing_period", fe.Field, "ParseBillingPeriod(%q) err = %v", tc.in, err)
+			assert.Equal(t, tc.in, fe.Value, "ParseBillingPeriod(%q) err = %v", tc.in, err)
 		}
-		if y != 0 || m != 0 {
-			t.Errorf("ParseBillingPeriod(%q) = %d, %s with an error", tc.in, y, m)
-		}
+		assert.Zero(t, y, "ParseBillingPeriod(%q) year with an error", tc.in)
+		assert.Zero(t, m, "ParseBillingPeriod(%q) month with an error", tc.in)
 	}
 }
 
@@ -422,9 +394,8 @@ func TestNotificationWindow(t *testing.T) {
 			}
 			start, end, err := NotificationWindow(now, tc.override)
 			require.NoError(t, err)
-			if start != ts(tc.start) || end != ts(tc.end) {
-				t.Fatalf("window = [%s, %s), want [%s, %s)", start, end, tc.start, tc.end)
-			}
+			require.Equal(t, ts(tc.start), start, "window = [%s, %s), want [%s, %s)", start, end, tc.start, tc.end)
+			require.Equal(t, ts(tc.end), end, "window = [%s, %s), want [%s, %s)", start, end, tc.start, tc.end)
 		})
 	}
 }
@@ -438,21 +409,20 @@ func TestNotificationWindowBadOverride(t *testing.T) {
 	} {
 		start, end, err := NotificationWindow(now, in)
 		var fe *FieldError
-		if !errors.Is(err, ErrInvalidDate) || !errors.As(err, &fe) || fe.Field != "date" || fe.Value != in {
-			t.Errorf("NotificationWindow(%q) err = %v, want FieldError date wrapping ErrInvalidDate", in, err)
+		assert.ErrorIs(t, err, ErrInvalidDate, "NotificationWindow(%q) err = %v, want FieldError date wrapping ErrInvalidDate", in, err)
+		if assert.ErrorAs(t, err, &fe, "NotificationWindow(%q) err = %v, want FieldError date wrapping ErrInvalidDate", in, err) {
+			assert.Equal(t, "date", fe.Field, "NotificationWindow(%q) err = %v", in, err)
+			assert.Equal(t, in, fe.Value, "NotificationWindow(%q) err = %v", in, err)
 		}
-		if !start.IsZero() || !end.IsZero() {
-			t.Errorf("NotificationWindow(%q) = [%s, %s) with an error", in, start, end)
-		}
+		assert.True(t, start.IsZero(), "NotificationWindow(%q) = [%s, %s) with an error", in, start, end)
+		assert.True(t, end.IsZero(), "NotificationWindow(%q) = [%s, %s) with an error", in, start, end)
 	}
 	for _, in := range []string{"20000229", "20240229", "00010101", "99991231"} {
-		if _, _, err := NotificationWindow(now, in); err != nil {
-			t.Errorf("NotificationWindow(%q): %v", in, err)
-		}
+		_, _, err := NotificationWindow(now, in)
+		assert.NoError(t, err, "NotificationWindow(%q)", in)
 	}
-	if _, _, err := NotificationWindow(time.Time{}, ""); !errors.Is(err, ErrInvalidDate) {
-		t.Errorf("zero now: err = %v, want ErrInvalidDate", err)
-	}
+	_, _, err := NotificationWindow(time.Time{}, "")
+	assert.ErrorIs(t, err, ErrInvalidDate, "zero now: err = %v, want ErrInvalidDate", err)
 }
 
 func FuzzNotificationWindowOverride(f *testing.F) {
@@ -467,16 +437,14 @@ func FuzzNotificationWindowOverride(f *testing.F) {
 			return
 		}
 		if s != "" {
-			if got := start.Format("20060102"); got != s {
-				t.Fatalf("%q accepted as %s", s, got)
-			}
+			require.Equal(t, s, start.Format("20060102"), "%q accepted as another date", s)
 		}
-		if start.Location() != time.UTC || start.Hour() != 0 || start.Minute() != 0 || start.Second() != 0 || start.Nanosecond() != 0 {
-			t.Fatalf("%q: start %s is not midnight UTC", s, start)
-		}
-		if end.Sub(start) != 24*time.Hour {
-			t.Fatalf("%q: window [%s, %s) is not one day", s, start, end)
-		}
+		require.Same(t, time.UTC, start.Location(), "%q: start %s is not midnight UTC", s, start)
+		require.Zero(t, start.Hour(), "%q: start %s is not midnight UTC", s, start)
+		require.Zero(t, start.Minute(), "%q: start %s is not midnight UTC", s, start)
+		require.Zero(t, start.Second(), "%q: start %s is not midnight UTC", s, start)
+		require.Zero(t, start.Nanosecond(), "%q: start %s is not midnight UTC", s, start)
+		require.Equal(t, 24*time.Hour, end.Sub(start), "%q: window [%s, %s) is not one day", s, start, end)
 	})
 }
 
@@ -490,8 +458,6 @@ func FuzzParseBillingPeriod(f *testing.F) {
 			require.ErrorIs(t, err, ErrInvalidDate, "%q: error %v does not wrap ErrInvalidDate", s, err)
 			return
 		}
-		if got := BillingPeriod(time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)); got != s {
-			t.Fatalf("%q parsed as %d-%d, formats as %q", s, y, m, got)
-		}
+		require.Equal(t, s, BillingPeriod(time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)), "%q parsed as %d-%d", s, y, m)
 	})
 }

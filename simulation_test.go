@@ -69,9 +69,12 @@ func TestSimulationInMemory(t *testing.T) {
 		Users: 1000, Months: 3, Seed: 7,
 		Repository: store.Repository(), History: store.History(),
 	})
-	if res.Total.Collected < 2000 || res.Total.Returned == 0 || res.Total.Stale == 0 || res.Total.Paused == 0 || res.Total.Unknown == 0 {
-		t.Errorf("the simulation exercised too little:\n%s", formatResult(res))
-	}
+	little := "the simulation exercised too little:\n" + formatResult(res)
+	assert.GreaterOrEqual(t, res.Total.Collected, 2000, little)
+	assert.NotZero(t, res.Total.Returned, little)
+	assert.NotZero(t, res.Total.Stale, little)
+	assert.NotZero(t, res.Total.Paused, little)
+	assert.NotZero(t, res.Total.Unknown, little)
 }
 
 func TestSimulationDynamoDB(t *testing.T) {
@@ -113,11 +116,17 @@ func TestSimulationDynamoDB(t *testing.T) {
 		yearly = yearly || u.Term == billing.TermYearly
 		friday = friday || u.BillingWeek > 0
 	}
-	if len(behaviours) < 4 || !paused || !backlog || !yearly || !friday ||
-		res.Total.Returned == 0 || res.Total.Unknown == 0 || res.Total.Retried == 0 || res.Total.Stale == 0 {
-		t.Errorf("seed %d no longer covers every path (behaviours %v, paused %v, backlog %v, yearly %v, friday %v):\n%s",
-			dynamoSeed, behaviours, paused, backlog, yearly, friday, formatResult(res))
-	}
+	cover := fmt.Sprintf("seed %d no longer covers every path (behaviours %v, paused %v, backlog %v, yearly %v, friday %v):\n%s",
+		dynamoSeed, behaviours, paused, backlog, yearly, friday, formatResult(res))
+	assert.GreaterOrEqual(t, len(behaviours), 4, cover)
+	assert.True(t, paused, cover)
+	assert.True(t, backlog, cover)
+	assert.True(t, yearly, cover)
+	assert.True(t, friday, cover)
+	assert.NotZero(t, res.Total.Returned, cover)
+	assert.NotZero(t, res.Total.Unknown, cover)
+	assert.NotZero(t, res.Total.Retried, cover)
+	assert.NotZero(t, res.Total.Stale, cover)
 	var ops []string
 	for _, op := range []string{"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "BatchWriteItem", "TransactWriteItems"} {
 		ops = append(ops, fmt.Sprintf("%s %d", op, w.Calls(op)))
@@ -706,18 +715,14 @@ func checkEndState(t *testing.T, res *simulate.Result, lastScheduled time.Time) 
 	add(&held, completedSum)
 	add(&held, heldSum)
 	add(&held, timedOutSum)
-	if kept != held {
-		t.Errorf("money kept by the processor %s, records COMPLETED %s + ACHSENT %s + charged-then-timed-out %s = %s",
-			kept, completedSum, heldSum, timedOutSum, held)
-	}
+	assert.Equal(t, held, kept, "money kept by the processor %s, records COMPLETED %s + ACHSENT %s + charged-then-timed-out %s = %s",
+		kept, completedSum, heldSum, timedOutSum, held)
 	// The simulator's table agrees with the store and the call log.
 	got := res.Total
 	want := simulate.Month{Period: "total", Attempts: len(calls), Collected: completed, Pending: pendings, Settled: settled,
 		Returned: returned, Declined: declines, Retried: retried, Unknown: unknownCalls, Stale: stale, Paused: skipped, Revenue: completedSum}
 	assert.Equal(t, want, got, "month table total\n\t%+v\nstore and call log say\n\t%+v", got, want)
-	if n := len(res.Provider.PendingSettlements()); res.PendingAtEnd != n {
-		t.Errorf("PendingAtEnd %d, provider has %d", res.PendingAtEnd, n)
-	}
+	assert.Len(t, res.Provider.PendingSettlements(), res.PendingAtEnd, "PendingAtEnd %d, provider's pending settlements", res.PendingAtEnd)
 	t.Logf("checked %d users, %d history rows, %d calls; %s collected, %s in flight", len(res.Users), historyRows, len(calls), completedSum, heldSum)
 }
 
@@ -783,10 +788,8 @@ func TestCollectorTwoRecordsOfOneUserInOneRun(t *testing.T) {
 	feb := e.add("u1", time.Date(2024, 2, 2, 3, 0, 0, 0, time.UTC), billing.StatusError, declined(1, now.Add(-24*time.Hour-10*time.Minute)))
 	rep := e.run(billing.RunRetry)
 	for _, s := range []billing.Subscription{jan, feb} {
-		if len(e.pay.KeysFor(s.SubscriptionID)) != 1 {
-			t.Errorf("retryable record billed %v not attempted (report: attempted %d, skipped for a held lock %d)",
-				s.BillingDate, rep.Attempted, rep.SkippedLocked)
-		}
+		assert.Len(t, e.pay.KeysFor(s.SubscriptionID), 1, "retryable record billed %v not attempted (report: attempted %d, skipped for a held lock %d)",
+			s.BillingDate, rep.Attempted, rep.SkippedLocked)
 	}
 }
 
@@ -809,8 +812,8 @@ func TestCollectorErrorRecordPastWindowBecomesStale(t *testing.T) {
 	rep := e.run(billing.RunRetry)
 	cur, err := e.repo.GetByID(t.Context(), s.SubscriptionID)
 	require.NoError(t, err)
-	if cur.Status != billing.StatusStale || rep.Stale != 1 {
-		t.Fatalf("ERROR record billed %v, %v old at the retry run: status %s (report: stale %d, not eligible %d); want STALE",
-			s.BillingDate, now.Sub(s.BillingDate), cur.Status, rep.Stale, rep.NotEligible)
-	}
+	require.Equal(t, billing.StatusStale, cur.Status, "ERROR record billed %v, %v old at the retry run: status %s (report: stale %d, not eligible %d); want STALE",
+		s.BillingDate, now.Sub(s.BillingDate), cur.Status, rep.Stale, rep.NotEligible)
+	require.Equal(t, 1, rep.Stale, "ERROR record billed %v, %v old at the retry run: status %s (report: stale %d, not eligible %d); want STALE",
+		s.BillingDate, now.Sub(s.BillingDate), cur.Status, rep.Stale, rep.NotEligible)
 }

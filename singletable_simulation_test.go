@@ -65,9 +65,12 @@ func TestSingleTableSimulationInMemory(t *testing.T) {
 	res := runSingleTableSimulation(t, st.Repository(), st.History(), st.Payments(), simulate.Options{
 		Users: 900, Months: 3, Seed: 7, Clock: clock,
 	})
-	if res.Total.Collected < 1800 || res.Total.Returned == 0 || res.Total.Stale == 0 || res.Total.Paused == 0 || res.Total.Unknown == 0 {
-		t.Errorf("the simulation exercised too little:\n%s", formatResult(res))
-	}
+	little := "the simulation exercised too little:\n" + formatResult(res)
+	assert.GreaterOrEqual(t, res.Total.Collected, 1800, little)
+	assert.NotZero(t, res.Total.Returned, little)
+	assert.NotZero(t, res.Total.Stale, little)
+	assert.NotZero(t, res.Total.Paused, little)
+	assert.NotZero(t, res.Total.Unknown, little)
 }
 
 func TestSingleTableSimulationDynamoDB(t *testing.T) {
@@ -125,11 +128,18 @@ func TestSingleTableSimulationDynamoDB(t *testing.T) {
 			full++
 		}
 	}
-	if len(behaviours) < 4 || !paused || !backlog || !yearly || !friday || full < 10 ||
-		res.Total.Returned == 0 || res.Total.Unknown == 0 || res.Total.Retried == 0 || res.Total.Stale == 0 {
-		t.Errorf("seed %d no longer covers every path (behaviours %v, paused %v, backlog %v, yearly %v, friday %v, %d accounts with %d SKUs):\n%s",
-			stDynamoSeed, behaviours, paused, backlog, yearly, friday, full, len(stSimSKUs), formatResult(res))
-	}
+	cover := fmt.Sprintf("seed %d no longer covers every path (behaviours %v, paused %v, backlog %v, yearly %v, friday %v, %d accounts with %d SKUs):\n%s",
+		stDynamoSeed, behaviours, paused, backlog, yearly, friday, full, len(stSimSKUs), formatResult(res))
+	assert.GreaterOrEqual(t, len(behaviours), 4, cover)
+	assert.True(t, paused, cover)
+	assert.True(t, backlog, cover)
+	assert.True(t, yearly, cover)
+	assert.True(t, friday, cover)
+	assert.GreaterOrEqual(t, full, 10, cover)
+	assert.NotZero(t, res.Total.Returned, cover)
+	assert.NotZero(t, res.Total.Unknown, cover)
+	assert.NotZero(t, res.Total.Retried, cover)
+	assert.NotZero(t, res.Total.Stale, cover)
 }
 
 // stDynamoMonths is the number of months TestSingleTableSimulationDynamoDB
@@ -147,9 +157,8 @@ func stDynamoMonths(t *testing.T) int {
 		return 1
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		t.Fatalf("BILLING_SIM_MONTHS=%q: want a number of months", v)
-	}
+	require.NoError(t, err, "BILLING_SIM_MONTHS=%q: want a number of months", v)
+	require.GreaterOrEqual(t, n, 1, "BILLING_SIM_MONTHS=%q: want a number of months", v)
 	return n
 }
 
@@ -167,9 +176,7 @@ const (
 // History and the step hooks are set here; opts.Clock must be the store's.
 func runSingleTableSimulation(t *testing.T, repo billing.Repository, hist billing.History, pay entitlement.Payments, opts simulate.Options) *simulate.Result {
 	t.Helper()
-	if opts.Clock == nil {
-		t.Fatal("runSingleTableSimulation: opts.Clock must be the store's clock")
-	}
+	require.NotNil(t, opts.Clock, "runSingleTableSimulation: opts.Clock must be the store's clock")
 	opts.UserID = stSimUserID
 	users := make([]string, opts.Users)
 	for i := range users {
@@ -189,9 +196,7 @@ func runSingleTableSimulation(t *testing.T, repo billing.Repository, hist billin
 	}
 	res := runSimulationWith(t, opts, o.due)
 	assert.NoError(t, o.verify(t.Context()))
-	if rc.messages == 0 {
-		t.Errorf("no reminder sent in %d days", rc.days)
-	}
+	assert.NotZero(t, rc.messages, "no reminder sent in %d days", rc.days)
 	t.Logf("reminders: %d messages on %d days; oracle: %d users listed after writes, %d in full re-lists", rc.messages, rc.days, o.listed, o.verified)
 	checkSingleTablePayments(t, res, pay)
 	return res
@@ -636,8 +641,6 @@ func checkSingleTablePayments(t *testing.T, res *simulate.Result, pay entitlemen
 		}
 		t.Errorf("payments entities:\n\t%s", strings.Join(problems, "\n\t"))
 	}
-	if receipts == 0 {
-		t.Errorf("no receipt in %d accounts", len(names))
-	}
+	assert.NotZero(t, receipts, "no receipt in %d accounts", len(names))
 	t.Logf("checked %d accounts: %d receipts (%d moved on by nanoseconds), %d subscription items", len(names), receipts, nudged, subItems)
 }

@@ -1,8 +1,6 @@
 package billing
 
 import (
-	"errors"
-	"slices"
 	"strings"
 	"testing"
 
@@ -40,26 +38,23 @@ func TestCanTransitionEveryPair(t *testing.T) {
 			got := CanTransition(from, to)
 			assert.Equal(t, want[to], got, "CanTransition(%s, %s) = %v, want %v", from, to, got, want[to])
 			err := CheckTransition(from, to)
-			if want[to] != (err == nil) {
-				t.Errorf("CheckTransition(%s, %s) = %v", from, to, err)
-			}
+			assert.Equal(t, want[to], err == nil, "CheckTransition(%s, %s) = %v", from, to, err)
 			if err != nil {
 				var te *TransitionError
-				if !errors.Is(err, ErrIllegalTransition) || !errors.As(err, &te) || te.From != from || te.To != to {
-					t.Errorf("CheckTransition(%s, %s) error %v does not carry the pair", from, to, err)
+				assert.ErrorIs(t, err, ErrIllegalTransition, "CheckTransition(%s, %s) error %v does not carry the pair", from, to, err)
+				if assert.ErrorAs(t, err, &te, "CheckTransition(%s, %s) error %v does not carry the pair", from, to, err) {
+					assert.Equal(t, from, te.From, "CheckTransition(%s, %s) error %v does not carry the pair", from, to, err)
+					assert.Equal(t, to, te.To, "CheckTransition(%s, %s) error %v does not carry the pair", from, to, err)
 				}
-				if !strings.Contains(err.Error(), string(from)+" -> "+string(to)) {
-					t.Errorf("error %q does not name the pair", err)
-				}
+				assert.Contains(t, err.Error(), string(from)+" -> "+string(to), "error does not name the pair")
 			}
 		}
 	}
 	require.Equal(t, 121, checked, "checked %d pairs, want 121", checked)
 	// Unknown statuses never transition.
 	for _, s := range []Status{"", "scheduled", "PENDING"} {
-		if CanTransition(s, StatusScheduled) || CanTransition(StatusScheduled, s) {
-			t.Errorf("unknown status %q transitions", s)
-		}
+		assert.False(t, CanTransition(s, StatusScheduled), "unknown status %q transitions", s)
+		assert.False(t, CanTransition(StatusScheduled, s), "unknown status %q transitions", s)
 	}
 }
 
@@ -68,20 +63,16 @@ func TestTerminalStatusesHaveNoWayBack(t *testing.T) {
 		outs := strings.Fields(allowed[s])
 		switch {
 		case s == StatusCompleted:
-			if !s.IsTerminal() || len(outs) != 1 || outs[0] != "REFUNDED" {
-				t.Errorf("COMPLETED: terminal=%v outs=%v", s.IsTerminal(), outs)
-			}
+			assert.True(t, s.IsTerminal(), "COMPLETED: terminal=%v outs=%v", s.IsTerminal(), outs)
+			assert.Equal(t, []string{"REFUNDED"}, outs, "COMPLETED: terminal=%v outs=%v", s.IsTerminal(), outs)
 		case s == StatusStale:
 			// Only the late settlement of an overdue ACH debit.
-			if !s.IsTerminal() || len(outs) != 1 || outs[0] != "COMPLETED" {
-				t.Errorf("STALE: terminal=%v outs=%v", s.IsTerminal(), outs)
-			}
+			assert.True(t, s.IsTerminal(), "STALE: terminal=%v outs=%v", s.IsTerminal(), outs)
+			assert.Equal(t, []string{"COMPLETED"}, outs, "STALE: terminal=%v outs=%v", s.IsTerminal(), outs)
 		case s.IsTerminal():
 			assert.Empty(t, outs, "terminal %s has transitions %v", s, outs)
 		default:
-			if len(outs) == 0 {
-				t.Errorf("non-terminal %s has no transitions", s)
-			}
+			assert.NotEmpty(t, outs, "non-terminal %s has no transitions", s)
 		}
 	}
 }
@@ -106,55 +97,46 @@ func TestStatusPredicates(t *testing.T) {
 		{"Completed", false, false, false, false},
 	}
 	for _, tt := range tests {
-		if got := tt.s.IsTerminal(); got != tt.terminal {
-			t.Errorf("%q.IsTerminal() = %v", tt.s, got)
-		}
-		if got := tt.s.IsCollectible(); got != tt.collectible {
-			t.Errorf("%q.IsCollectible() = %v", tt.s, got)
-		}
-		if got := tt.s.Storable(); got != tt.storable {
-			t.Errorf("%q.Storable() = %v", tt.s, got)
-		}
-		if got := tt.s.Valid(); got != tt.valid {
-			t.Errorf("%q.Valid() = %v", tt.s, got)
-		}
+		assert.Equal(t, tt.terminal, tt.s.IsTerminal(), "%q.IsTerminal()", tt.s)
+		assert.Equal(t, tt.collectible, tt.s.IsCollectible(), "%q.IsCollectible()", tt.s)
+		assert.Equal(t, tt.storable, tt.s.Storable(), "%q.Storable()", tt.s)
+		assert.Equal(t, tt.valid, tt.s.Valid(), "%q.Valid()", tt.s)
 	}
 }
 
 func TestParseStatus(t *testing.T) {
 	for _, s := range Statuses() {
 		got, err := ParseStatus(string(s))
-		if err != nil || got != s {
-			t.Errorf("ParseStatus(%q) = %q, %v", s, got, err)
-		}
+		assert.NoError(t, err, "ParseStatus(%q)", s)
+		assert.Equal(t, s, got, "ParseStatus(%q)", s)
 	}
 	for _, bad := range []string{"", "scheduled", "ACH_SENT", " SCHEDULED", "PENDING_CANCELLATION"} {
 		_, err := ParseStatus(bad)
-		if !errors.Is(err, ErrInvalidStatus) {
-			t.Errorf("ParseStatus(%q) err = %v, want ErrInvalidStatus", bad, err)
+		if !assert.ErrorIs(t, err, ErrInvalidStatus, "ParseStatus(%q) err = %v, want ErrInvalidStatus", bad, err) {
 			continue
 		}
 		var fe *FieldError
-		if !errors.As(err, &fe) || fe.Field != "billing_status" || fe.Value != bad {
-			t.Errorf("ParseStatus(%q) err = %#v, want FieldError naming the value", bad, err)
+		if assert.ErrorAs(t, err, &fe, "ParseStatus(%q) err = %#v, want FieldError naming the value", bad, err) {
+			assert.Equal(t, "billing_status", fe.Field, "ParseStatus(%q) err = %#v, want FieldError naming the value", bad, err)
+			assert.Equal(t, bad, fe.Value, "ParseStatus(%q) err = %#v, want FieldError naming the value", bad, err)
 		}
-		if !strings.Contains(err.Error(), `"`+bad+`"`) {
-			t.Errorf("error %q does not quote the value", err)
-		}
+		assert.Contains(t, err.Error(), `"`+bad+`"`, "error does not quote the value")
 	}
 }
 
 func TestParseTerm(t *testing.T) {
 	for in, want := range map[string]Term{"": TermMonthly, "MONTHLY": TermMonthly, "YEARLY": TermYearly} {
-		if got, err := ParseTerm(in); err != nil || got != want {
-			t.Errorf("ParseTerm(%q) = %q, %v", in, got, err)
-		}
+		got, err := ParseTerm(in)
+		assert.NoError(t, err, "ParseTerm(%q)", in)
+		assert.Equal(t, want, got, "ParseTerm(%q)", in)
 	}
 	for _, bad := range []string{"monthly", " YEARLY", "weekly", "DAILY"} {
 		got, err := ParseTerm(bad)
 		var fe *FieldError
-		if got != "" || !errors.Is(err, ErrInvalidTerm) || !errors.As(err, &fe) || *fe != (FieldError{Field: "term", Value: bad, Err: ErrInvalidTerm}) {
-			t.Errorf("ParseTerm(%q) = %q, %#v", bad, got, err)
+		assert.Empty(t, got, "ParseTerm(%q) = %q, %#v", bad, got, err)
+		assert.ErrorIs(t, err, ErrInvalidTerm, "ParseTerm(%q) = %q, %#v", bad, got, err)
+		if assert.ErrorAs(t, err, &fe, "ParseTerm(%q) = %q, %#v", bad, got, err) {
+			assert.Equal(t, FieldError{Field: "term", Value: bad, Err: ErrInvalidTerm}, *fe, "ParseTerm(%q) = %q, %#v", bad, got, err)
 		}
 	}
 }
@@ -162,21 +144,14 @@ func TestParseTerm(t *testing.T) {
 func TestProcessesValid(t *testing.T) {
 	all := Processes()
 	want := []Process{"INITIAL", "RETRY", "PAUSE", "WEBHOOK", "WEBHOOK_BALANCE", "BATCH", "REACTIVATION", "MANUAL_REPAYMENT", "NOT_IDENTIFIED"}
-	if !slices.Equal(all, want) {
-		t.Fatalf("Processes() = %v", all)
-	}
+	require.Equal(t, want, all, "Processes()")
 	for _, p := range all {
-		if !p.Valid() {
-			t.Errorf("%q.Valid() = false", p)
-		}
+		assert.True(t, p.Valid(), "%q.Valid() = false", p)
 	}
 	for _, bad := range []Process{"", "initial", "UNKNOWN"} {
-		if bad.Valid() {
-			t.Errorf("%q.Valid() = true", bad)
-		}
+		assert.False(t, bad.Valid(), "%q.Valid() = true", bad)
 	}
 	all[0] = "CHANGED"
-	if Processes()[0] != ProcessInitial || Statuses()[0] != StatusScheduled {
-		t.Error("Processes/Statuses must return a fresh slice")
-	}
+	assert.Equal(t, ProcessInitial, Processes()[0], "Processes/Statuses must return a fresh slice")
+	assert.Equal(t, StatusScheduled, Statuses()[0], "Processes/Statuses must return a fresh slice")
 }

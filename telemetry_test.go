@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -82,12 +81,8 @@ func (o *otelEnv) counts(t *testing.T, name string) map[string]int64 {
 	t.Helper()
 	m := o.metric(t, name)
 	sum, ok := m.Data.(metricdata.Sum[int64])
-	if !ok {
-		t.Fatalf("%s is %T, want an int64 sum", name, m.Data)
-	}
-	if !sum.IsMonotonic {
-		t.Errorf("%s is not monotonic", name)
-	}
+	require.True(t, ok, "%s is %T, want an int64 sum", name, m.Data)
+	assert.True(t, sum.IsMonotonic, "%s is not monotonic", name)
 	out := map[string]int64{}
 	for _, dp := range sum.DataPoints {
 		out[attrKey(dp.Attributes)] = dp.Value
@@ -101,15 +96,11 @@ func (o *otelEnv) histCounts(t *testing.T, name string) map[string]uint64 {
 	m := o.metric(t, name)
 	assert.Equal(t, "s", m.Unit, "%s unit %q, want s", name, m.Unit)
 	h, ok := m.Data.(metricdata.Histogram[float64])
-	if !ok {
-		t.Fatalf("%s is %T, want a float64 histogram", name, m.Data)
-	}
+	require.True(t, ok, "%s is %T, want a float64 histogram", name, m.Data)
 	out := map[string]uint64{}
 	for _, dp := range h.DataPoints {
 		out[attrKey(dp.Attributes)] = dp.Count
-		if dp.Sum < 0 {
-			t.Errorf("%s %s: negative sum %v", name, attrKey(dp.Attributes), dp.Sum)
-		}
+		assert.GreaterOrEqual(t, dp.Sum, 0.0, "%s %s: negative sum", name, attrKey(dp.Attributes))
 	}
 	return out
 }
@@ -165,10 +156,16 @@ func TestTelemetryScheduledRun(t *testing.T) {
 
 	rep, err := e.c.Run(ctx, billing.RunRequest{Kind: billing.RunScheduled})
 	require.NoError(t, err)
-	if rep.Next != "" || rep.Attempted != 4 || rep.Collected != 1 || rep.Declined != 1 || rep.Pending != 1 ||
-		rep.Unknown != 1 || rep.SkippedLocked != 1 || rep.Stale != 1 || len(rep.Failed) != 1 || rep.Failed[0].UserID != "u-unk" {
-		t.Fatalf("report = %+v", rep)
-	}
+	require.Empty(t, rep.Next, "report = %+v", rep)
+	require.Equal(t, 4, rep.Attempted, "report = %+v", rep)
+	require.Equal(t, 1, rep.Collected, "report = %+v", rep)
+	require.Equal(t, 1, rep.Declined, "report = %+v", rep)
+	require.Equal(t, 1, rep.Pending, "report = %+v", rep)
+	require.Equal(t, 1, rep.Unknown, "report = %+v", rep)
+	require.Equal(t, 1, rep.SkippedLocked, "report = %+v", rep)
+	require.Equal(t, 1, rep.Stale, "report = %+v", rep)
+	require.Len(t, rep.Failed, 1, "report = %+v", rep)
+	require.Equal(t, "u-unk", rep.Failed[0].UserID, "report = %+v", rep)
 
 	// Counters: one per record, by outcome; no user IDs in metric attributes.
 	wantCounts := map[string]int64{}
@@ -194,22 +191,18 @@ func TestTelemetryScheduledRun(t *testing.T) {
 		"dynabill.run.skipped_locked": "1", "dynabill.run.not_eligible": "0", "dynabill.run.conflicts": "0",
 		"dynabill.run.failed": "1", "dynabill.run.continues": "false",
 	}, spanAttrs(run), "run span attributes")
-	if run.Status().Code != codes.Unset || run.Parent().IsValid() {
-		t.Errorf("run span status %v, parent %v", run.Status(), run.Parent())
-	}
+	assert.Equal(t, codes.Unset, run.Status().Code, "run span status %v, parent %v", run.Status(), run.Parent())
+	assert.False(t, run.Parent().IsValid(), "run span status %v, parent %v", run.Status(), run.Parent())
 	attempts := o.ended(itel.SpanCollectionAttempt)
 	require.Len(t, attempts, len(want), "%d attempt spans, want %d", len(attempts), len(want))
 	seen := map[string]bool{}
 	for _, s := range attempts {
 		a := spanAttrs(s)
 		user := a["dynabill.user_id"]
-		if seen[user] {
-			t.Errorf("two attempt spans for %s", user)
-		}
+		assert.False(t, seen[user], "two attempt spans for %s", user)
 		seen[user] = true
-		if s.Parent().SpanID() != run.SpanContext().SpanID() || s.SpanContext().TraceID() != run.SpanContext().TraceID() {
-			t.Errorf("%s: attempt span is not a child of the run span", user)
-		}
+		assert.Equal(t, run.SpanContext().SpanID(), s.Parent().SpanID(), "%s: attempt span is not a child of the run span", user)
+		assert.Equal(t, run.SpanContext().TraceID(), s.SpanContext().TraceID(), "%s: attempt span is not a child of the run span", user)
 		sub := user + "-" + jan31.Format("20060102")
 		if user == "u-stale" {
 			sub = user + "-" + jan31.AddDate(0, 0, -40).Format("20060102")
@@ -225,8 +218,8 @@ func TestTelemetryScheduledRun(t *testing.T) {
 		wantCode := codes.Unset
 		if user == "u-unk" {
 			wantCode = codes.Error
-			if evs := s.Events(); len(evs) != 1 || evs[0].Name != "exception" {
-				t.Errorf("u-unk span events = %v, want the error", evs)
+			if evs := s.Events(); assert.Len(t, evs, 1, "u-unk span events = %v, want the error", evs) {
+				assert.Equal(t, "exception", evs[0].Name, "u-unk span events = %v, want the error", evs)
 			}
 		}
 		assert.Equal(t, wantCode, s.Status().Code, "%s: span status %v, want %v", user, s.Status(), wantCode)
@@ -237,9 +230,8 @@ func TestTelemetrySingleCollection(t *testing.T) {
 	o := newOtelEnv(t)
 	e := newCollectorEnv(t, func(c *billing.Config) { c.MeterProvider, c.TracerProvider = o.mp, o.tp })
 	s := e.add("u1", jan31, billing.StatusScheduled)
-	if _, err := e.c.CollectByID(context.Background(), s.SubscriptionID); err != nil {
-		t.Fatal(err)
-	}
+	_, err := e.c.CollectByID(context.Background(), s.SubscriptionID)
+	require.NoError(t, err)
 	assert.Equal(t, map[string]int64{"outcome=collected,process=BATCH,run=batch": 1}, o.counts(t, itel.MetricCollectionAttempts), itel.MetricCollectionAttempts)
 	spans := o.ended(itel.SpanCollectionAttempt)
 	require.Len(t, spans, 1, "%d attempt spans, want 1", len(spans))
@@ -250,7 +242,7 @@ func TestTelemetrySingleCollection(t *testing.T) {
 
 	// Refusals before an attempt are counted too: a collected record is
 	// not collectible any more, and a held lock skips.
-	_, err := e.c.CollectByID(context.Background(), s.SubscriptionID)
+	_, err = e.c.CollectByID(context.Background(), s.SubscriptionID)
 	require.ErrorIs(t, err, billing.ErrNotCollectible, "second collection")
 	lease, err := e.locker.Lock(context.Background(), "u1")
 	require.NoError(t, err)
@@ -262,9 +254,7 @@ func TestTelemetrySingleCollection(t *testing.T) {
 		"outcome=not_eligible,process=BATCH,run=batch":               1,
 		"outcome=skipped_locked,process=MANUAL_REPAYMENT,run=manual": 1,
 	}, o.counts(t, itel.MetricCollectionAttempts), itel.MetricCollectionAttempts)
-	if n := len(o.ended(itel.SpanCollectionAttempt)); n != 3 {
-		t.Fatalf("%d attempt spans, want 3", n)
-	}
+	require.Len(t, o.ended(itel.SpanCollectionAttempt), 3, "attempt spans")
 }
 
 func TestTelemetryNotifier(t *testing.T) {
@@ -284,12 +274,11 @@ func TestTelemetryNotifier(t *testing.T) {
 		Clock: billingtest.NewClock(day.AddDate(0, 0, -4)), MeterProvider: o.mp, TracerProvider: o.tp})
 	require.NoError(t, err)
 	res, err := s.Run(ctx, billing.SchedulerEvent{})
-	if err != nil || res.Enqueued != 3 {
-		t.Fatalf("scheduler run = %+v, %v", res, err)
-	}
+	require.NoError(t, err, "scheduler run = %+v", res)
+	require.Equal(t, 3, res.Enqueued, "scheduler run = %+v", res)
 	assert.Equal(t, map[string]int64{"": 3}, o.counts(t, itel.MetricNotifierEnqueued), itel.MetricNotifierEnqueued)
-	if spans := o.ended(itel.SpanNotifierSchedule); len(spans) != 1 || spanAttrs(spans[0])["dynabill.notifier.enqueued"] != "3" {
-		t.Errorf("scheduler spans = %v", spans)
+	if spans := o.ended(itel.SpanNotifierSchedule); assert.Len(t, spans, 1, "scheduler spans = %v", spans) {
+		assert.Equal(t, "3", spanAttrs(spans[0])["dynabill.notifier.enqueued"], "scheduler spans = %v", spans)
 	}
 
 	bodies := q.Bodies()
@@ -308,9 +297,7 @@ func TestTelemetryNotifier(t *testing.T) {
 		{ID: "m2", Body: bodies[2]}, // u2: unknown user, fails
 		{ID: "m3", Body: "{"},       // unparseable
 	})
-	if !slices.Equal(failed, []string{"m2", "m3"}) {
-		t.Fatalf("failed = %v", failed)
-	}
+	require.Equal(t, []string{"m2", "m3"}, failed, "failed")
 	assert.Equal(t, map[string]int64{
 		"outcome=sent": 1, "outcome=skipped_inactive_user": 1, "outcome=failed": 2,
 	}, o.counts(t, itel.MetricNotifierMessages), itel.MetricNotifierMessages)
@@ -318,9 +305,7 @@ func TestTelemetryNotifier(t *testing.T) {
 	for _, sp := range o.ended(itel.SpanNotifierMessage) {
 		a := spanAttrs(sp)
 		outcomes[a["dynabill.user_id"]] = a["dynabill.outcome"]
-		if (a["dynabill.outcome"] == "failed") != (sp.Status().Code == codes.Error) {
-			t.Errorf("%s: status %v", a["dynabill.user_id"], sp.Status())
-		}
+		assert.Equal(t, a["dynabill.outcome"] == "failed", sp.Status().Code == codes.Error, "%s: status %v", a["dynabill.user_id"], sp.Status())
 	}
 	assert.Equal(t, map[string]string{"u0": "sent", "u1": "skipped_inactive_user", "u2": "failed"}, outcomes, "message span outcomes")
 }
@@ -354,24 +339,19 @@ func TestTelemetryDynamoDB(t *testing.T) {
 	ctx := context.Background()
 	fake := &fakeDynamo{}
 	repo, hist := storetest.NewDynamoStores(t, dynamostore.Config{Client: fake, MeterProvider: o.mp, TracerProvider: o.tp})
-	if dynamostore.ClientOf(repo) != fake || dynamostore.ClientOf(hist) != fake {
-		t.Fatal("DynamoClientOf does not return the configured client")
-	}
+	require.Same(t, fake, dynamostore.ClientOf(repo), "DynamoClientOf does not return the configured client")
+	require.Same(t, fake, dynamostore.ClientOf(hist), "DynamoClientOf does not return the configured client")
 	_, err := repo.Get(ctx, "u1", jan31)
 	require.ErrorIs(t, err, billing.ErrNotFound, "Get")
-	if _, err := repo.ListByUser(ctx, "u1"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := hist.ListByUser(ctx, "u1"); err != nil {
-		t.Fatal(err)
-	}
+	_, err = repo.ListByUser(ctx, "u1")
+	require.NoError(t, err)
+	_, err = hist.ListByUser(ctx, "u1")
+	require.NoError(t, err)
 	sub := billing.Subscription{UserID: "u1", SubscriptionID: "s1", BillingDate: jan31, Status: billing.StatusScheduled,
 		Amount: billing.Cents(499), Term: billing.TermMonthly, BillingPeriod: billing.BillingPeriod(jan31),
 		CreatedDate: jan31, LastRunDate: jan31}
 	require.ErrorIs(t, repo.Add(ctx, &sub), errFakeDynamo, "Add")
-	if want := []string{"GetItem", "Query", "Query", "TransactWriteItems"}; !slices.Equal(fake.calls, want) {
-		t.Fatalf("client calls %v, want %v", fake.calls, want)
-	}
+	require.Equal(t, []string{"GetItem", "Query", "Query", "TransactWriteItems"}, fake.calls, "client calls")
 	assert.Equal(t, map[string]uint64{
 		"error=false,operation=GetItem":           1,
 		"error=false,operation=Query":             2,
@@ -384,15 +364,12 @@ func TestTelemetryDynamoDB(t *testing.T) {
 		if s.Name() == itel.SpanDynamoDBPrefix+"TransactWriteItems" {
 			wantCode = codes.Error
 		}
-		if s.Status().Code != wantCode || s.SpanKind().String() != "client" ||
-			spanAttrs(s)["rpc.method"] != strings.TrimPrefix(s.Name(), itel.SpanDynamoDBPrefix) {
-			t.Errorf("span %s: status %v, kind %v, attributes %v", s.Name(), s.Status(), s.SpanKind(), spanAttrs(s))
-		}
+		assert.Equal(t, wantCode, s.Status().Code, "span %s: status %v, kind %v, attributes %v", s.Name(), s.Status(), s.SpanKind(), spanAttrs(s))
+		assert.Equal(t, "client", s.SpanKind().String(), "span %s: status %v, kind %v, attributes %v", s.Name(), s.Status(), s.SpanKind(), spanAttrs(s))
+		assert.Equal(t, strings.TrimPrefix(s.Name(), itel.SpanDynamoDBPrefix), spanAttrs(s)["rpc.method"], "span %s: status %v, kind %v, attributes %v", s.Name(), s.Status(), s.SpanKind(), spanAttrs(s))
 	}
-	if want := []string{"dynabill.dynamodb.GetItem", "dynabill.dynamodb.Query", "dynabill.dynamodb.Query",
-		"dynabill.dynamodb.TransactWriteItems"}; !slices.Equal(names, want) {
-		t.Errorf("spans %v, want %v", names, want)
-	}
+	assert.Equal(t, []string{"dynabill.dynamodb.GetItem", "dynabill.dynamodb.Query", "dynabill.dynamodb.Query",
+		"dynabill.dynamodb.TransactWriteItems"}, names, "spans")
 }
 
 // With no providers configured every component uses the global ones (no-ops
@@ -402,30 +379,28 @@ func TestTelemetryNilProviders(t *testing.T) {
 	e := newCollectorEnv(t)
 	e.add("u1", jan31, billing.StatusScheduled)
 	e.pay.SetUser("u1", billingtest.UnknownBeforeCharge(nil), billingtest.Succeeded())
-	if rep, err := e.c.Run(ctx, billing.RunRequest{Kind: billing.RunScheduled}); err != nil || rep.Unknown != 1 {
-		t.Fatalf("run = %+v, %v", rep, err)
-	}
-	if rep, err := e.c.CollectUser(ctx, "u1", billing.ProcessWebhook); err != nil || rep.Collected != 1 {
-		t.Fatalf("CollectUser = %+v, %v", rep, err)
-	}
+	rep, err := e.c.Run(ctx, billing.RunRequest{Kind: billing.RunScheduled})
+	require.NoError(t, err, "run = %+v", rep)
+	require.Equal(t, 1, rep.Unknown, "run = %+v", rep)
+	urep, err := e.c.CollectUser(ctx, "u1", billing.ProcessWebhook)
+	require.NoError(t, err, "CollectUser = %+v", urep)
+	require.Equal(t, 1, urep.Collected, "CollectUser = %+v", urep)
 
 	s, err := billing.NewScheduler(billing.SchedulerConfig{Repository: e.repo, Enqueuer: &billingtest.RecordingEnqueuer{},
 		Clock: e.clock})
 	require.NoError(t, err)
-	if _, err := s.Run(ctx, billing.SchedulerEvent{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = s.Run(ctx, billing.SchedulerEvent{})
+	require.NoError(t, err)
 	w, err := billing.NewWorker(billing.WorkerConfig{Users: billingtest.NewUserDirectory(),
 		Notifier: &billingtest.RecordingNotifier{}, Accounts: &billingtest.BankAccounts{}})
 	require.NoError(t, err)
-	if failed := w.HandleBatch(ctx, []billing.Message{{ID: "m", Body: "{"}}); len(failed) != 1 {
-		t.Fatalf("failed = %v", failed)
-	}
+	failed := w.HandleBatch(ctx, []billing.Message{{ID: "m", Body: "{"}})
+	require.Len(t, failed, 1, "failed = %v", failed)
 
 	fake := &fakeDynamo{}
 	repo, err := dynamostore.NewRepository(dynamostore.Config{Client: fake})
 	require.NoError(t, err)
-	if _, err := repo.ListByUser(ctx, "u1"); err != nil || len(fake.calls) != 1 {
-		t.Fatalf("ListByUser: %v, calls %v", err, fake.calls)
-	}
+	_, err = repo.ListByUser(ctx, "u1")
+	require.NoError(t, err, "ListByUser: calls %v", fake.calls)
+	require.Len(t, fake.calls, 1, "ListByUser: calls %v", fake.calls)
 }
