@@ -2,12 +2,12 @@ package main
 
 import (
 	"bytes"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/dynabill/billing"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // seedDue adds records around 2024-03-15 in every status the runs query,
@@ -67,16 +67,19 @@ func TestDue(t *testing.T) {
 			r := e.run("", "due", "--date", "2024-03-15", "--json")
 			r.want(t, exitOK)
 			r.decode(t, &got)
-			if got.IndexMode != tc.mode || len(got.Runs) != 3 {
-				t.Fatalf("due JSON: %s", r)
-			}
+			require.Equal(t, tc.mode, got.IndexMode, "due JSON: %s", r)
+			require.Len(t, got.Runs, 3, "due JSON: %s", r)
 			sched, retry, pause := got.Runs[0], got.Runs[1], got.Runs[2]
 			check := func(s dueSummary, run string, records int, amount string, read int) {
 				t.Helper()
-				if s.Run != run || s.Records != records || s.Amount.String() != amount || s.ItemsRead != read ||
-					s.ItemsReturned != records || s.Invalid != 0 || s.ReadPerReturned == nil {
-					t.Errorf("%s run: %+v, want %d records, amount %s, %d items read", run, s, records, amount, read)
-				}
+				msg := []any{"%s run: %+v, want %d records, amount %s, %d items read", run, s, records, amount, read}
+				assert.Equal(t, run, s.Run, msg...)
+				assert.Equal(t, records, s.Records, msg...)
+				assert.Equal(t, amount, s.Amount.String(), msg...)
+				assert.Equal(t, read, s.ItemsRead, msg...)
+				assert.Equal(t, records, s.ItemsReturned, msg...)
+				assert.Zero(t, s.Invalid, msg...)
+				assert.NotNil(t, s.ReadPerReturned, msg...)
 			}
 			check(sched, "scheduled", 3, "14.99", tc.schedRead)
 			check(retry, "retry", 3, "14.97", tc.retryRead)
@@ -84,18 +87,11 @@ func TestDue(t *testing.T) {
 			check(got.Total, "total", 8, "39.94", tc.totalRead)
 			wantActions := func(s dueSummary, want ...dueAction) {
 				t.Helper()
-				if len(s.Actions) != len(want) {
-					t.Errorf("%s actions: %+v, want %+v", s.Run, s.Actions, want)
+				if !assert.Len(t, s.Actions, len(want), "%s actions: %+v, want %+v", s.Run, s.Actions, want) {
 					return
 				}
 				for _, w := range want {
-					found := false
-					for _, a := range s.Actions {
-						found = found || a == w
-					}
-					if !found {
-						t.Errorf("%s actions: %+v, want %+v", s.Run, s.Actions, w)
-					}
+					assert.Contains(t, s.Actions, w, "%s actions: %+v, want %+v", s.Run, s.Actions, w)
 				}
 			}
 			wantActions(sched, dueAction{"collect", 2, 1498}, dueAction{"mark stale", 1, 1})
@@ -115,8 +111,9 @@ func TestDue(t *testing.T) {
 			r.want(t, exitOK)
 			got = dueJSON{}
 			r.decode(t, &got)
-			if len(got.Runs) != 1 || got.Runs[0].Pages != tc.schedPages2 || got.Runs[0].Records != 3 {
-				t.Errorf("scheduled run with 2 items per page: %+v, want %d pages", got.Runs, tc.schedPages2)
+			if assert.Len(t, got.Runs, 1, "scheduled run with 2 items per page: %+v, want %d pages", got.Runs, tc.schedPages2) {
+				assert.Equal(t, tc.schedPages2, got.Runs[0].Pages, "scheduled run with 2 items per page: %+v, want %d pages", got.Runs, tc.schedPages2)
+				assert.Equal(t, 3, got.Runs[0].Records, "scheduled run with 2 items per page: %+v, want %d pages", got.Runs, tc.schedPages2)
 			}
 
 			// A run at noon: s1, billed at 15:00, is not due yet.
@@ -124,9 +121,8 @@ func TestDue(t *testing.T) {
 			r.want(t, exitOK)
 			got = dueJSON{}
 			r.decode(t, &got)
-			if got.Runs[0].Records != 2 || got.Runs[0].Amount != 1000 {
-				t.Errorf("scheduled run at noon: %+v", got.Runs[0])
-			}
+			assert.Equal(t, 2, got.Runs[0].Records, "scheduled run at noon: %+v", got.Runs[0])
+			assert.Equal(t, billing.Amount(1000), got.Runs[0].Amount, "scheduled run at noon: %+v", got.Runs[0])
 		})
 	}
 }
@@ -140,18 +136,16 @@ func TestDueEmptyAndToday(t *testing.T) {
 	r = e.run("", "due", "--json", "--run", "retry")
 	r.want(t, exitOK)
 	r.decode(t, &got)
-	if got.Total.Records != 0 || got.Total.ReadPerReturned != nil || got.Runs[0].Pages != 1 {
-		t.Errorf("empty table: %+v", got)
-	}
+	assert.Zero(t, got.Total.Records, "empty table: %+v", got)
+	assert.Nil(t, got.Total.ReadPerReturned, "empty table: %+v", got)
+	assert.Equal(t, 1, got.Runs[0].Pages, "empty table: %+v", got)
 	assert.Equal(t, "", r.stderr, "stderr is not a terminal, yet something was drawn: %q", r.stderr)
 }
 
 func TestProgress(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	if isTerminal(&buf) {
-		t.Fatal("a buffer is not a terminal")
-	}
+	require.False(t, isTerminal(&buf), "a buffer is not a terminal")
 	now := time.Unix(0, 0)
 	p := &progress{w: &buf, on: true, label: "due: scheduled", now: func() time.Time { return now }}
 	p.update(1, 100, 3)
@@ -161,13 +155,9 @@ func TestProgress(t *testing.T) {
 	p.finish()
 	out := buf.String()
 	for _, s := range []string{"\rdue: scheduled [====", "page 1, 100 items read, 3 returned", "page 3, 300 items read, 7 returned", "\r\x1b[K"} {
-		if !strings.Contains(out, s) {
-			t.Errorf("progress output lacks %q: %q", s, out)
-		}
+		assert.Contains(t, out, s, "progress output lacks %q", s)
 	}
-	if strings.Contains(out, "page 2") {
-		t.Errorf("redrawn within 100ms: %q", out)
-	}
+	assert.NotContains(t, out, "page 2", "redrawn within 100ms")
 	var off bytes.Buffer
 	q := &progress{w: &off, now: time.Now}
 	q.update(1, 1, 1)

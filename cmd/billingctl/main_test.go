@@ -50,18 +50,14 @@ func runCLI(t *testing.T, stdin string, args ...string) result {
 // contains every string of contains.
 func (r result) want(t *testing.T, code int, contains ...string) {
 	t.Helper()
-	if r.code != code {
-		t.Fatalf("want exit %d, got %s", code, r)
-	}
+	require.Equal(t, code, r.code, "want exit %d, got %s", code, r)
 	where := r.stdout
 	if code != 0 {
 		where = r.stderr
 	}
 	where = squeeze(where)
 	for _, s := range contains {
-		if !strings.Contains(where, squeeze(s)) {
-			t.Errorf("output lacks %q:\n%s", s, r)
-		}
+		assert.Contains(t, where, squeeze(s), "output lacks %q:\n%s", s, r)
 	}
 }
 
@@ -76,9 +72,7 @@ var spaces = regexp.MustCompile(`[ \t]+`)
 // decode parses stdout as JSON into v.
 func (r result) decode(t *testing.T, v any) {
 	t.Helper()
-	if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
-		t.Fatalf("stdout is not the JSON expected (%v):\n%s", err, r)
-	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), v), "stdout is not the JSON expected:\n%s", r)
 }
 
 // testEnv is a set of tables on the local server, created through
@@ -217,14 +211,12 @@ func TestHelp(t *testing.T) {
 	r := runCLI(t, "", "help")
 	r.want(t, exitOK, "Usage: billingctl [global flags] COMMAND", "--endpoint URL", "--status-index mode", "Exit codes")
 	for _, c := range commands {
-		if !strings.Contains(r.stdout, "  "+c.name) {
-			t.Errorf("help lacks %q", c.name)
-		}
+		assert.Contains(t, r.stdout, "  "+c.name, "help lacks %q", c.name)
 		h := runCLI(t, "", "help", c.name)
 		h.want(t, exitOK, "Usage: billingctl "+c.name)
-		if h2 := runCLI(t, "", append(strings.Fields(c.name), "-h")...); h2.stdout != h.stdout || h2.code != exitOK {
-			t.Errorf("%s -h differs from help %s:\n%s", c.name, c.name, h2)
-		}
+		h2 := runCLI(t, "", append(strings.Fields(c.name), "-h")...)
+		assert.Equal(t, h.stdout, h2.stdout, "%s -h differs from help %s:\n%s", c.name, c.name, h2)
+		assert.Equal(t, exitOK, h2.code, "%s -h differs from help %s:\n%s", c.name, c.name, h2)
 	}
 	runCLI(t, "", "--help").want(t, exitOK, "Commands:")
 	runCLI(t, "", "pause", "-h").want(t, exitOK, "--months months")
@@ -238,9 +230,7 @@ func TestDocListsCommands(t *testing.T) {
 	require.NoError(t, err)
 	src := string(b)
 	for _, c := range commands {
-		if !strings.Contains(src, "//\t"+c.name+" ") {
-			t.Errorf("the package doc's usage does not list %q", c.name)
-		}
+		assert.Contains(t, src, "//\t"+c.name+" ", "the package doc's usage does not list %q", c.name)
 	}
 }
 
@@ -258,9 +248,7 @@ func TestLocalEndpoint(t *testing.T) {
 		"http://db.localhost:8000":                  true,
 		"https://dynamodb.us-gov-west-1.amazonaws.": false,
 	} {
-		if got := localEndpoint(ep); got != want {
-			t.Errorf("localEndpoint(%q) = %v, want %v", ep, got, want)
-		}
+		assert.Equal(t, want, localEndpoint(ep), "localEndpoint(%q)", ep)
 	}
 }
 

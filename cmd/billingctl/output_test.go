@@ -35,9 +35,7 @@ func TestPlainItem(t *testing.T) {
 		_ = json.Compact(&compact, back[k])
 		assert.Equal(t, want, compact.String(), "%s: got %s, want %s", k, compact.String(), want)
 	}
-	if got := valueText(item["m"]); got != `{"k":"v"}` {
-		t.Errorf("valueText of a map: %s", got)
-	}
+	assert.Equal(t, `{"k":"v"}`, valueText(item["m"]), "valueText of a map")
 }
 
 func TestOrderedNames(t *testing.T) {
@@ -47,7 +45,5 @@ func TestOrderedNames(t *testing.T) {
 		"zeta": s(""), "data_x": s(""), "billing_status": s(""), "user_id": s(""), "subscription_id": s(""), "alpha": s(""),
 	})
 	want := "subscription_id user_id billing_status alpha zeta data_x"
-	if strings.Join(got, " ") != want {
-		t.Errorf("got %v, want %s", got, want)
-	}
+	assert.Equal(t, want, strings.Join(got, " "))
 }

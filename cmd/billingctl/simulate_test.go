@@ -2,6 +2,8 @@ package main
 
 import (
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestSimulate(t *testing.T) {
@@ -18,7 +20,8 @@ func TestSimulate(t *testing.T) {
 	r = runCLI(t, "", "simulate", "--users", "30", "--months", "2", "--decline-rate", "0", "--json")
 	r.want(t, exitOK)
 	r.decode(t, &got)
-	if got.Users != 30 || len(got.Months) != 2 || got.Total.Attempts == 0 || got.Total.Revenue <= 0 {
-		t.Errorf("simulation JSON: %+v", got)
-	}
+	assert.Equal(t, 30, got.Users, "simulation JSON: %+v", got)
+	assert.Len(t, got.Months, 2, "simulation JSON: %+v", got)
+	assert.NotZero(t, got.Total.Attempts, "simulation JSON: %+v", got)
+	assert.Positive(t, got.Total.Revenue, "simulation JSON: %+v", got)
 }

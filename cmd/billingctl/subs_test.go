@@ -21,12 +21,8 @@ func TestSubs(t *testing.T) {
 	t.Run("list", func(t *testing.T) {
 		r := e.run("", "subs", "list", "u1")
 		r.want(t, exitOK, "SUBSCRIPTION_ID", "sub-feb", "COMPLETED", "sub-mar", "SCHEDULED", "4.99", "Plus:v2", "MONTHLY")
-		if strings.Index(r.stdout, "sub-feb") > strings.Index(r.stdout, "sub-mar") {
-			t.Errorf("records not oldest first:\n%s", r)
-		}
-		if strings.Contains(r.stdout, "sub-other") {
-			t.Errorf("another user's record listed:\n%s", r)
-		}
+		assert.LessOrEqual(t, strings.Index(r.stdout, "sub-feb"), strings.Index(r.stdout, "sub-mar"), "records not oldest first:\n%s", r)
+		assert.NotContains(t, r.stdout, "sub-other", "another user's record listed:\n%s", r)
 	})
 	t.Run("list json", func(t *testing.T) {
 		var items []map[string]any
@@ -35,10 +31,11 @@ func TestSubs(t *testing.T) {
 		r.decode(t, &items)
 		require.Len(t, items, 2, "want 2 records, got %d:\n%s", len(items), r)
 		got := items[1]
-		if got["subscription_id"] != "sub-mar" || got["billing_amount"] != "4.99" || got["billing_status"] != "SCHEDULED" ||
-			got["billing_date"] != "2024-03-14T15:00:00Z" || got["billing_week"] != float64(2) {
-			t.Errorf("record JSON: %v", got)
-		}
+		assert.Equal(t, "sub-mar", got["subscription_id"], "record JSON: %v", got)
+		assert.Equal(t, "4.99", got["billing_amount"], "record JSON: %v", got)
+		assert.Equal(t, "SCHEDULED", got["billing_status"], "record JSON: %v", got)
+		assert.Equal(t, "2024-03-14T15:00:00Z", got["billing_date"], "record JSON: %v", got)
+		assert.Equal(t, float64(2), got["billing_week"], "record JSON: %v", got)
 	})
 	t.Run("list unknown user", func(t *testing.T) {
 		e.run("", "subs", "list", "nobody").want(t, exitOK, "no records for user nobody")
@@ -54,9 +51,9 @@ func TestSubs(t *testing.T) {
 		r = e.run("", "--json", "subs", "get", "sub-mar")
 		r.want(t, exitOK)
 		r.decode(t, &item)
-		if item["user_id"] != "u1" || item["billing_period"] != "03/2024" || item["receipt_tier_name"] != "Plus:v2" {
-			t.Errorf("record JSON: %v", item)
-		}
+		assert.Equal(t, "u1", item["user_id"], "record JSON: %v", item)
+		assert.Equal(t, "03/2024", item["billing_period"], "record JSON: %v", item)
+		assert.Equal(t, "Plus:v2", item["receipt_tier_name"], "record JSON: %v", item)
 	})
 	t.Run("get unknown ID", func(t *testing.T) {
 		r := e.run("", "subs", "get", "nope")
@@ -78,26 +75,22 @@ func TestHistory(t *testing.T) {
 
 	r := e.run("", "history", "sub-1")
 	r.want(t, exitOK, "WRITTEN", "SCHEDULED", "CANCELLED", "2024-03-11T15:00:00.000Z")
-	if strings.Count(r.stdout, "sub-1") != 2 || strings.Index(r.stdout, "SCHEDULED") > strings.Index(r.stdout, "CANCELLED") {
-		t.Errorf("want two rows of sub-1, oldest first:\n%s", r)
-	}
-	if strings.Contains(r.stdout, "sub-0") {
-		t.Errorf("another record's rows listed:\n%s", r)
-	}
+	assert.Equal(t, 2, strings.Count(r.stdout, "sub-1"), "want two rows of sub-1, oldest first:\n%s", r)
+	assert.LessOrEqual(t, strings.Index(r.stdout, "SCHEDULED"), strings.Index(r.stdout, "CANCELLED"), "want two rows of sub-1, oldest first:\n%s", r)
+	assert.NotContains(t, r.stdout, "sub-0", "another record's rows listed:\n%s", r)
 
 	var rows []map[string]any
 	r = e.run("", "history", "sub-1", "--json")
 	r.want(t, exitOK)
 	r.decode(t, &rows)
-	if len(rows) != 2 || rows[1]["billing_status"] != "CANCELLED" || rows[0]["last_run_date"] != "2024-03-11T15:00:00.000000000Z" {
-		t.Errorf("history JSON: %v", rows)
+	if assert.Len(t, rows, 2, "history JSON: %v", rows) {
+		assert.Equal(t, "CANCELLED", rows[1]["billing_status"], "history JSON: %v", rows)
+		assert.Equal(t, "2024-03-11T15:00:00.000000000Z", rows[0]["last_run_date"], "history JSON: %v", rows)
 	}
 
 	r = e.run("", "history", "--user", "u1")
 	r.want(t, exitOK, "sub-0", "sub-1")
-	if strings.Count(r.stdout, "\n") != 4 { // header and three rows
-		t.Errorf("want three rows:\n%s", r)
-	}
+	assert.Equal(t, 4, strings.Count(r.stdout, "\n"), "want three rows:\n%s", r) // header and three rows
 
 	e.run("", "history", "nope").want(t, exitFail, "unknown subscription ID nope")
 	e.run("", "history", "--user", "nobody").want(t, exitOK, "no history rows")

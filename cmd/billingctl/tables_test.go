@@ -21,9 +21,7 @@ func TestTablesCreateDescribe(t *testing.T) {
 	// Creating again leaves the tables as they are.
 	r := e.run("", "tables", "create")
 	r.want(t, exitOK, e.tables.Subscriptions, "exists", "compare them with 'billingctl tables describe'")
-	if strings.Contains(r.stdout, "created") {
-		t.Errorf("second create created something:\n%s", r)
-	}
+	assert.NotContains(t, r.stdout, "created", "second create created something:\n%s", r)
 
 	e.run("", "tables", "describe").want(t, exitOK,
 		e.tables.Subscriptions+" (subscriptions): ACTIVE", "user_id:S HASH, billing_date:S RANGE",
@@ -37,9 +35,9 @@ func TestTablesCreateDescribe(t *testing.T) {
 	r.decode(t, &reports)
 	require.Len(t, reports, 3, "want 3 table reports, got %d", len(reports))
 	for _, rep := range reports {
-		if !rep.Exists || len(rep.Differences) != 0 || rep.Status != "ACTIVE" {
-			t.Errorf("table %s: %+v", rep.Name, rep)
-		}
+		assert.True(t, rep.Exists, "table %s: %+v", rep.Name, rep)
+		assert.Empty(t, rep.Differences, "table %s: %+v", rep.Name, rep)
+		assert.Equal(t, "ACTIVE", rep.Status, "table %s: %+v", rep.Name, rep)
 	}
 }
 
@@ -54,9 +52,7 @@ func TestTablesDescribeDiffers(t *testing.T) {
 		"DIFFERS: index billing_status-billing_date-index (billing_status:S HASH, billing_date:S RANGE) is missing",
 		"note: index billing_status-index is not in the definition",
 	} {
-		if !strings.Contains(r.stdout, s) {
-			t.Errorf("describe lacks %q:\n%s", s, r)
-		}
+		assert.Contains(t, r.stdout, s, "describe lacks %q:\n%s", s, r)
 	}
 
 	// A lock table with another key, and a history table that is missing.
@@ -79,17 +75,17 @@ func TestTablesDescribeDiffers(t *testing.T) {
 		odd + " (locks): ACTIVE", "DIFFERS: key schema is lock_id:N HASH, want PartitionKey:S HASH",
 		"note: billing mode PROVISIONED",
 	} {
-		if !strings.Contains(r.stdout, s) {
-			t.Errorf("describe lacks %q:\n%s", s, r)
-		}
+		assert.Contains(t, r.stdout, s, "describe lacks %q:\n%s", s, r)
 	}
 
 	var reports []tableReport
 	r = e.run("", "tables", "describe", "--json", "--lock-table", odd)
 	r.want(t, exitFail)
 	r.decode(t, &reports)
-	if got := reports[2]; got.Name != odd || len(got.Differences) != 1 || !strings.Contains(got.Differences[0], "key schema") {
-		t.Errorf("lock table report: %+v", got)
+	got := reports[2]
+	assert.Equal(t, odd, got.Name, "lock table report: %+v", got)
+	if assert.Len(t, got.Differences, 1, "lock table report: %+v", got) {
+		assert.Contains(t, got.Differences[0], "key schema", "lock table report: %+v", got)
 	}
 	assert.Empty(t, reports[0].Differences, "subscriptions table report: %+v", reports[0])
 
