@@ -89,21 +89,18 @@ type StoreBudget struct {
 }
 
 func (b StoreBudget) withDefaults() (StoreBudget, error) {
-	switch {
-	case b.WriteUnitsPerSecond < 0 || b.WriteUnitsPerCollection < 0:
+	if b.WriteUnitsPerSecond < 0 || b.WriteUnitsPerCollection < 0 {
 		return b, fmt.Errorf("billing: Config.StoreBudget: negative write units %v / %v", b.WriteUnitsPerSecond, b.WriteUnitsPerCollection)
-	case b.Backoff < 0 || b.MaxBackoff < 0:
-		return b, fmt.Errorf("billing: Config.StoreBudget: negative backoff %v / %v", b.Backoff, b.MaxBackoff)
 	}
 	if b.WriteUnitsPerCollection == 0 {
 		b.WriteUnitsPerCollection = 11
 	}
-	if b.Backoff == 0 {
-		b.Backoff = time.Second
+	// The backoff is the processor budget's, with its defaults.
+	p, err := ProcessorBudget{Backoff: b.Backoff, MaxBackoff: b.MaxBackoff}.withDefaults()
+	if err != nil {
+		return b, fmt.Errorf("billing: Config.StoreBudget: negative backoff %v / %v", b.Backoff, b.MaxBackoff)
 	}
-	if b.MaxBackoff == 0 {
-		b.MaxBackoff = 30 * time.Second
-	}
+	b.Backoff, b.MaxBackoff = p.Backoff, p.MaxBackoff
 	return b, nil
 }
 

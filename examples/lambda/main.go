@@ -385,8 +385,11 @@ type collectorHandler struct {
 }
 
 // runOutcome is a direct invocation's answer: the run it continued, the
-// cursor that continues it and what this invocation did. A state machine
-// loops while Next is not "", sending {kind, shards, cursor: next}.
+// cursor that continues it and what this invocation did, in the few
+// numbers a state machine sums (the whole report is in the log's
+// "collection run" line; a state machine's payload is limited in size).
+// A state machine loops while Next is not "", sending {kind, shards,
+// cursor: next}.
 type runOutcome struct {
 	Kind billing.RunKind `json:"kind"`
 	// Shards are the request's shards, [] for every shard: always present,
@@ -394,25 +397,10 @@ type runOutcome struct {
 	Shards []int `json:"shards"`
 	// Next continues the run; "" when it is done. Always present: a Choice
 	// state's test of a missing field is an error.
-	Next          string `json:"next"`
-	Pages         int    `json:"pages"`
-	Scanned       int    `json:"scanned"`
-	Invalid       int    `json:"invalid"`
-	Attempted     int    `json:"attempted"`
-	Collected     int    `json:"collected"`
-	Pending       int    `json:"pending"`
-	Declined      int    `json:"declined"`
-	Unknown       int    `json:"unknown"`
-	RateLimited   int    `json:"rate_limited"`
-	Advanced      int    `json:"advanced"`
-	Stale         int    `json:"stale"`
-	ACHOverdue    int    `json:"ach_overdue"`
-	SkippedLocked int    `json:"skipped_locked"`
-	NotEligible   int    `json:"not_eligible"`
-	Conflicts     int    `json:"conflicts"`
-	// Failed is the number of records whose handling failed; the failures
-	// themselves are in the log (the "collection run" line), not in the
-	// state machine's payload, which is limited in size.
+	Next      string `json:"next"`
+	Attempted int    `json:"attempted"`
+	Collected int    `json:"collected"`
+	// Failed is the number of records whose handling failed.
 	Failed int `json:"failed"`
 }
 
@@ -421,14 +409,7 @@ func outcomeOf(req billing.RunRequest, rep *billing.Report) *runOutcome {
 	if shards == nil {
 		shards = []int{}
 	}
-	return &runOutcome{
-		Kind: req.Kind, Shards: shards, Next: rep.Next,
-		Pages: rep.Pages, Scanned: rep.Scanned, Invalid: rep.Invalid,
-		Attempted: rep.Attempted, Collected: rep.Collected, Pending: rep.Pending, Declined: rep.Declined,
-		Unknown: rep.Unknown, RateLimited: rep.RateLimited, Advanced: rep.Advanced, Stale: rep.Stale,
-		ACHOverdue: rep.ACHOverdue, SkippedLocked: rep.SkippedLocked, NotEligible: rep.NotEligible,
-		Conflicts: rep.Conflicts, Failed: len(rep.Failed),
-	}
+	return &runOutcome{Kind: req.Kind, Shards: shards, Next: rep.Next, Attempted: rep.Attempted, Collected: rep.Collected, Failed: len(rep.Failed)}
 }
 
 // Handle tells the triggers apart by their top-level fields: an SQS event
