@@ -16,7 +16,7 @@ import (
 // their writes cause, from the tables' key schemas (DescribeTable): an
 // item entering or leaving an index is one index write, a change of an
 // indexed item's index key two (a delete and a put), any other change of
-// an indexed item one (every index here projects all attributes). An index
+// an indexed item one unless the index projects only keys. An index
 // write costs a write unit per started KB of the item. It reads each
 // written item before and after the write on the inner client, so the
 // counting wrapper above it does not see those reads.
@@ -31,7 +31,14 @@ type gsiCounter struct {
 // tableKeys are a table's key attributes and its indexes' keys.
 type tableKeys struct {
 	key     []string
-	indexes [][]string
+	indexes []indexKeys
+}
+
+// indexKeys are an index's key attributes and whether it projects only
+// keys (then a change of other attributes costs it nothing).
+type indexKeys struct {
+	names    []string
+	keysOnly bool
 }
 
 func newGSICounter(inner dynamostore.API) *gsiCounter {
@@ -55,7 +62,8 @@ func (g *gsiCounter) keys(ctx context.Context, table string) tableKeys {
 			for _, e := range ix.KeySchema {
 				names = append(names, *e.AttributeName)
 			}
-			k.indexes = append(k.indexes, names)
+			keysOnly := ix.Projection != nil && ix.Projection.ProjectionType == types.ProjectionTypeKeysOnly
+			k.indexes = append(k.indexes, indexKeys{names, keysOnly})
 		}
 	}
 	g.schemas[table] = k
@@ -111,7 +119,8 @@ func (g *gsiCounter) around(ctx context.Context, targets []target, write func() 
 
 // indexWrites is the number of writes an index keyed by ix takes when an
 // item goes from before to after (nil: no item).
-func indexWrites(ix []string, before, after map[string]types.AttributeValue) int {
+func indexWrites(k indexKeys, before, after map[string]types.AttributeValue) int {
+	ix := k.names
 	in := func(item map[string]types.AttributeValue) bool {
 		if item == nil {
 			return false
@@ -135,7 +144,7 @@ func indexWrites(ix []string, before, after map[string]types.AttributeValue) int
 			return 2
 		}
 	}
-	if reflect.DeepEqual(before, after) {
+	if k.keysOnly || reflect.DeepEqual(before, after) {
 		return 0
 	}
 	return 1
