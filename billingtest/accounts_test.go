@@ -15,16 +15,16 @@ import (
 // to the twin.
 
 func TestAccountsOptions(t *testing.T) {
-	if _, err := billingtest.NewAccounts(billingtest.AccountsOptions{CreditExpiry: -time.Second}); err == nil {
-		t.Fatal("negative expiry accepted")
-	}
-	_, err := billingtest.NewAccounts(billingtest.AccountsOptions{Quotas: entitlement.CreditQuotas{"GOLD": 1}})
+	_, err := billingtest.NewAccounts(billingtest.AccountsOptions{CreditExpiry: -time.Second})
+	require.Error(t, err, "negative expiry accepted")
+	_, err = billingtest.NewAccounts(billingtest.AccountsOptions{Quotas: entitlement.CreditQuotas{"GOLD": 1}})
 	require.ErrorIs(t, err, entitlement.ErrInvalidTier, "bad quota tier")
 	a, err := billingtest.NewAccounts(billingtest.AccountsOptions{})
 	require.NoError(t, err)
-	if c, err := a.Grant(t.Context(), "u1", 1); err != nil || c.CreatedAt.IsZero() || c.CreatedAt.Nanosecond() != 0 {
-		t.Fatalf("system clock, whole seconds: %+v %v", c, err)
-	}
+	c, err := a.Grant(t.Context(), "u1", 1)
+	require.NoError(t, err)
+	require.False(t, c.CreatedAt.IsZero(), "system clock, whole seconds: %+v", c)
+	require.Zero(t, c.CreatedAt.Nanosecond(), "system clock, whole seconds: %+v", c)
 }
 
 // TestAccountsConcurrentMixedUse runs every operation at once under -race.
@@ -48,11 +48,9 @@ func TestAccountsConcurrentMixedUse(t *testing.T) {
 	}
 	wg.Wait()
 	c, err := a.Balance(ctx, "u1")
-	if err != nil || c.Balance != 20+15 {
-		t.Fatalf("balance %+v %v", c, err)
-	}
+	require.NoError(t, err)
+	require.Equal(t, int64(20+15), c.Balance, "balance %+v", c)
 	s, err := a.GetProviderSubscription(ctx, "u1", "sub_1")
-	if err != nil || s.LastEventAt.Sub(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)) < 0 {
-		t.Fatalf("subscription %+v %v", s, err)
-	}
+	require.NoError(t, err)
+	require.False(t, s.LastEventAt.Before(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)), "subscription %+v", s)
 }

@@ -49,9 +49,7 @@ func TestEventRecorderQueries(t *testing.T) {
 		assert.Equal(t, subs(tt.want), subs(tt.got), "%s = %s, want %s", tt.name, subs(tt.got), subs(tt.want))
 	}
 	for typ, want := range map[billing.EventType]int{billing.EventPaymentDeclined: 2, billing.EventPaymentPending: 1, billing.EventUnrecorded: 0} {
-		if n := r.Count(typ); n != want {
-			t.Errorf("Count(%s) = %d, want %d", typ, n, want)
-		}
+		assert.Equal(t, want, r.Count(typ), "Count(%s)", typ)
 	}
 	// Returned slices are copies.
 	r.Events()[0].Type = billing.EventStale
@@ -62,24 +60,22 @@ func TestEventRecorderFailures(t *testing.T) {
 	var r billingtest.EventRecorder
 	boom := errors.New("sink down")
 	r.FailWith(boom)
-	if err := r.Emit(t.Context(), testEvent(billing.EventPaymentSucceeded, "s1")); !errors.Is(err, boom) {
-		t.Fatalf("Emit = %v, want %v", err, boom)
-	}
+	require.ErrorIs(t, r.Emit(t.Context(), testEvent(billing.EventPaymentSucceeded, "s1")), boom, "Emit")
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	r.FailWith(nil)
 	require.ErrorIs(t, r.Emit(ctx, testEvent(billing.EventPaymentSucceeded, "s2")), context.Canceled, "Emit with done context =")
 	require.NoError(t, r.Emit(t.Context(), testEvent(billing.EventPaymentSucceeded, "s3")), "Emit after FailWith(nil) =")
-	if n, rej, ev := r.Emits(), len(r.Rejected()), len(r.Events()); n != 3 || rej != 2 || ev != 1 {
-		t.Fatalf("Emits %d, Rejected %d, Events %d; want 3, 2, 1", n, rej, ev)
-	}
+	require.Equal(t, 3, r.Emits(), "Emits")
+	require.Len(t, r.Rejected(), 2, "Rejected")
+	require.Len(t, r.Events(), 1, "Events")
 	assert.Equal(t, "s3", r.Events()[0].SubscriptionID, "kept %+v", r.Events()[0])
 
 	r.FailWith(boom)
 	r.Reset()
-	if r.Emits() != 0 || len(r.Events()) != 0 || len(r.Rejected()) != 0 {
-		t.Fatalf("Reset left state: %d emits, %v, %v", r.Emits(), r.Events(), r.Rejected())
-	}
+	require.Zero(t, r.Emits(), "Reset left state: %d emits, %v, %v", r.Emits(), r.Events(), r.Rejected())
+	require.Empty(t, r.Events(), "Reset left state: %d emits, %v, %v", r.Emits(), r.Events(), r.Rejected())
+	require.Empty(t, r.Rejected(), "Reset left state: %d emits, %v, %v", r.Emits(), r.Events(), r.Rejected())
 	require.NoError(t, r.Emit(t.Context(), testEvent(billing.EventStale, "s4")), "Reset kept the failure")
 }
 
@@ -98,7 +94,7 @@ func TestEventRecorderConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if r.Count(billing.EventPaymentSucceeded) != n/2 || r.Count(billing.EventPaymentDeclined) != n/2 || r.Emits() != n {
-		t.Fatalf("counts %d/%d, %d emits", r.Count(billing.EventPaymentSucceeded), r.Count(billing.EventPaymentDeclined), r.Emits())
-	}
+	require.Equal(t, n/2, r.Count(billing.EventPaymentSucceeded), "succeeded count")
+	require.Equal(t, n/2, r.Count(billing.EventPaymentDeclined), "declined count")
+	require.Equal(t, n, r.Emits(), "emits")
 }

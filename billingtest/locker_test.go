@@ -2,12 +2,12 @@ package billingtest_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -44,21 +44,15 @@ func TestLockerStopHeartbeat(t *testing.T) {
 	lease, err := l.Lock(t.Context(), "u1")
 	require.NoError(t, err)
 	clock.Advance(10 * memLease) // heartbeating: never expires
-	if !l.Locked("u1") {
-		t.Fatal("a heartbeating lease expired")
-	}
-	if d := time.Until(lease.Deadline()); d <= memLease-time.Second || d > memLease {
-		t.Errorf("Deadline of a heartbeating lease is %v from now, want one lease duration (%v)", d, memLease)
-	}
+	require.True(t, l.Locked("u1"), "a heartbeating lease expired")
+	d := time.Until(lease.Deadline())
+	assert.True(t, d > memLease-time.Second && d <= memLease, "Deadline of a heartbeating lease is %v from now, want one lease duration (%v)", d, memLease)
 	l.StopHeartbeat(lease)
 	clock.Advance(memLease / 2)
-	if d := time.Until(lease.Deadline()); d <= memLease/2-time.Second || d > memLease/2 {
-		t.Errorf("Deadline of a stopped lease half expired on the clock is %v from now, want %v", d, memLease/2)
-	}
+	d = time.Until(lease.Deadline())
+	assert.True(t, d > memLease/2-time.Second && d <= memLease/2, "Deadline of a stopped lease half expired on the clock is %v from now, want %v", d, memLease/2)
 	clock.Advance(memLease/2 - time.Nanosecond)
-	if !l.Locked("u1") {
-		t.Fatal("a stopped lease expired before its lease duration")
-	}
+	require.True(t, l.Locked("u1"), "a stopped lease expired before its lease duration")
 	select {
 	case <-lease.Lost():
 		t.Fatal("Lost closed before the lease duration passed")
@@ -70,15 +64,9 @@ func TestLockerStopHeartbeat(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Lost not closed after the lease duration passed on the clock")
 	}
-	if l.Locked("u1") {
-		t.Error("Locked reports an expired lease")
-	}
-	if d := lease.Deadline(); time.Now().Before(d) {
-		t.Errorf("Deadline %v of a lost lease is ahead", d)
-	}
-	if err := lease.Release(t.Context()); !errors.Is(err, billing.ErrLeaseLost) {
-		t.Errorf("Release = %v, want ErrLeaseLost", err)
-	}
+	assert.False(t, l.Locked("u1"), "Locked reports an expired lease")
+	assert.False(t, time.Now().Before(lease.Deadline()), "Deadline %v of a lost lease is ahead", lease.Deadline())
+	assert.ErrorIs(t, lease.Release(t.Context()), billing.ErrLeaseLost, "Release")
 }
 
 func TestLockerStopHeartbeatForeignLease(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -23,17 +22,17 @@ func TestNotifierFakeEnqueuer(t *testing.T) {
 	require.ErrorIs(t, q.Enqueue(ctx, []string{"c"}), boom, "second call")
 	require.Error(t, q.Enqueue(ctx, nil), "empty batch accepted")
 	require.Error(t, q.Enqueue(ctx, make([]string, 11)), "batch of 11 accepted")
-	if q.Calls() != 4 || !slices.Equal(q.Bodies(), []string{"a", "b"}) || len(q.Batches()) != 1 {
-		t.Fatalf("calls %d bodies %v", q.Calls(), q.Bodies())
-	}
+	require.Equal(t, 4, q.Calls(), "calls %d bodies %v", q.Calls(), q.Bodies())
+	require.Equal(t, []string{"a", "b"}, q.Bodies(), "calls %d bodies %v", q.Calls(), q.Bodies())
+	require.Len(t, q.Batches(), 1, "calls %d bodies %v", q.Calls(), q.Bodies())
 	m := billing.NotificationMessage{UserID: "u1", BillingDate: time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC), Amount: 499}
 	b, err := m.MarshalJSON()
 	require.NoError(t, err)
 	q.Reset()
 	require.NoError(t, q.Enqueue(ctx, []string{string(b)}))
-	if got := q.Messages(t); len(got) != 1 || got[0] != m {
-		t.Fatalf("messages %+v", got)
-	}
+	got := q.Messages(t)
+	require.Len(t, got, 1, "messages %+v", got)
+	require.Equal(t, m, got[0], "messages %+v", got)
 }
 
 func TestNotifierFakesScriptAndRecord(t *testing.T) {
@@ -42,65 +41,57 @@ func TestNotifierFakesScriptAndRecord(t *testing.T) {
 
 	n := &billingtest.RecordingNotifier{}
 	n.FailFor("x@example.com", boom)
-	if err := n.Send(ctx, "x@example.com", billing.ThreeDayNotification{}); !errors.Is(err, boom) {
-		t.Fatal(err)
-	}
+	require.ErrorIs(t, n.Send(ctx, "x@example.com", billing.ThreeDayNotification{}), boom)
 	require.NoError(t, n.Send(ctx, "y@example.com", billing.ThreeDayNotification{UserID: "y"}))
 	n.FailAll(boom)
-	if err := n.Send(ctx, "y@example.com", billing.ThreeDayNotification{}); !errors.Is(err, boom) {
-		t.Fatal(err)
-	}
-	if s := n.Sent(); len(s) != 1 || s[0].Email != "y@example.com" || s[0].Notification.UserID != "y" {
-		t.Fatalf("sent %+v", s)
-	}
+	require.ErrorIs(t, n.Send(ctx, "y@example.com", billing.ThreeDayNotification{}), boom)
+	s := n.Sent()
+	require.Len(t, s, 1, "sent %+v", s)
+	require.Equal(t, "y@example.com", s[0].Email, "sent %+v", s)
+	require.Equal(t, "y", s[0].Notification.UserID, "sent %+v", s)
 
 	users := billingtest.NewUserDirectory(billing.User{ID: "u1", Status: "ACTIVE"})
-	if u, err := users.GetUser(ctx, "u1"); err != nil || u.Status != "ACTIVE" {
-		t.Fatal(u, err)
-	}
-	if _, err := users.GetUser(ctx, "u2"); !errors.Is(err, billing.ErrNotFound) {
-		t.Fatal(err)
-	}
+	u, err := users.GetUser(ctx, "u1")
+	require.NoError(t, err)
+	require.Equal(t, "ACTIVE", u.Status, "%+v", u)
+	_, err = users.GetUser(ctx, "u2")
+	require.ErrorIs(t, err, billing.ErrNotFound)
 	users.FailFor("u1", boom)
-	if _, err := users.GetUser(ctx, "u1"); !errors.Is(err, boom) {
-		t.Fatal(err)
-	}
-	if !slices.Equal(users.Calls(), []string{"u1", "u2", "u1"}) {
-		t.Fatal(users.Calls())
-	}
+	_, err = users.GetUser(ctx, "u1")
+	require.ErrorIs(t, err, boom)
+	require.Equal(t, []string{"u1", "u2", "u1"}, users.Calls())
 
 	accounts := &billingtest.BankAccounts{}
-	if l, err := accounts.BankLink(ctx, "u1"); err != nil || l.Usable() {
-		t.Fatal(l, err)
-	}
-	accounts.Set("u1", billing.BankLink{PrimaryAccountID: "a", Accounts: []billing.BankAccount{{ID: "a", Mask: "1234"}}})
 	l, err := accounts.BankLink(ctx, "u1")
-	if a, ok := l.Primary(); err != nil || !ok || a.Mask != "1234" {
-		t.Fatal(l, err)
-	}
+	require.NoError(t, err)
+	require.False(t, l.Usable(), "%+v", l)
+	accounts.Set("u1", billing.BankLink{PrimaryAccountID: "a", Accounts: []billing.BankAccount{{ID: "a", Mask: "1234"}}})
+	l, err = accounts.BankLink(ctx, "u1")
+	require.NoError(t, err)
+	a, ok := l.Primary()
+	require.True(t, ok, "%+v", l)
+	require.Equal(t, "1234", a.Mask, "%+v", l)
 	l.Accounts[0].Mask = "changed" // a copy
-	if l, _ := accounts.BankLink(ctx, "u1"); l.Accounts[0].Mask != "1234" {
-		t.Fatal("link shared with the caller")
-	}
+	l2, _ := accounts.BankLink(ctx, "u1")
+	require.Equal(t, "1234", l2.Accounts[0].Mask, "link shared with the caller")
 	accounts.FailFor("u1", boom)
-	if _, err := accounts.BankLink(ctx, "u1"); !errors.Is(err, boom) {
-		t.Fatal(err)
-	}
+	_, err = accounts.BankLink(ctx, "u1")
+	require.ErrorIs(t, err, boom)
 
 	payments := &billingtest.UserPayments{}
 	payments.Set("u1", billing.UserPayment{ID: "p1"})
-	if ps, err := payments.Payments(ctx, "u1"); err != nil || len(ps) != 1 {
-		t.Fatal(ps, err)
-	}
+	ps, err := payments.Payments(ctx, "u1")
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
 	payments.FailFor("u1", boom)
-	if _, err := payments.Payments(ctx, "u1"); !errors.Is(err, boom) || len(payments.Calls()) != 2 {
-		t.Fatal(err)
-	}
+	_, err = payments.Payments(ctx, "u1")
+	require.ErrorIs(t, err, boom)
+	require.Len(t, payments.Calls(), 2)
 
 	flags := &billingtest.FeatureFlags{}
-	if on, err := flags.Enabled(ctx, "f", "u1"); on || err != nil {
-		t.Fatal("unset flag on")
-	}
+	on, err := flags.Enabled(ctx, "f", "u1")
+	require.NoError(t, err, "unset flag on")
+	require.False(t, on, "unset flag on")
 	flags.SetEnabled("f", true)
 	flags.SetEnabledFor("f", "u2", false)
 	flags.SetValue("v", "secondary")
@@ -112,17 +103,14 @@ func TestNotifierFakesScriptAndRecord(t *testing.T) {
 	}{{"u1", true, "secondary"}, {"u2", false, "primary"}} {
 		on, _ := flags.Enabled(ctx, "f", tc.user)
 		v, _ := flags.Value(ctx, "v", tc.user)
-		if on != tc.on || v != tc.v {
-			t.Fatalf("%s: %v %q", tc.user, on, v)
-		}
+		require.Equal(t, tc.on, on, "%s: %v %q", tc.user, on, v)
+		require.Equal(t, tc.v, v, "%s: %v %q", tc.user, on, v)
 	}
 	flags.Fail("f", boom)
-	if _, err := flags.Enabled(ctx, "f", "u1"); !errors.Is(err, boom) {
-		t.Fatal(err)
-	}
-	if _, err := flags.Value(ctx, "v", "u1"); err != nil {
-		t.Fatal("failure of f leaked to v")
-	}
+	_, err = flags.Enabled(ctx, "f", "u1")
+	require.ErrorIs(t, err, boom)
+	_, err = flags.Value(ctx, "v", "u1")
+	require.NoError(t, err, "failure of f leaked to v")
 
 	sub := &billingtest.PrenoteSubmitter{}
 	sub.Respond(500, nil)
@@ -132,21 +120,23 @@ func TestNotifierFakesScriptAndRecord(t *testing.T) {
 		err  error
 	}{{500, nil}, {0, boom}, {201, nil}} {
 		code, err := sub.Submit(ctx, "primary", billing.PrenoteRequest{UserID: fmt.Sprint(i)})
-		if code != want.code || !errors.Is(err, want.err) {
-			t.Fatalf("call %d: %d %v", i, code, err)
-		}
+		require.Equal(t, want.code, code, "call %d: %d %v", i, code, err)
+		require.ErrorIs(t, err, want.err, "call %d: %d %v", i, code, err)
 	}
-	if s := sub.Submissions(); len(s) != 3 || s[2].Request.UserID != "2" || s[0].Provider != "primary" {
-		t.Fatalf("submissions %+v", s)
-	}
+	subs := sub.Submissions()
+	require.Len(t, subs, 3, "submissions %+v", subs)
+	require.Equal(t, "2", subs[2].Request.UserID, "submissions %+v", subs)
+	require.Equal(t, "primary", subs[0].Provider, "submissions %+v", subs)
 
 	m := &billingtest.MetricsRecorder{}
 	m.Count(ctx, "a", 1, []string{"x:1", "y:2"})
 	m.Count(ctx, "a", 2, []string{"x:1"})
 	m.Count(ctx, "b", 5, nil)
-	if m.Total("a") != 3 || m.Total("a", "x:1") != 3 || m.Total("a", "y:2") != 1 || m.Total("b", "x:1") != 0 || len(m.Counts()) != 3 {
-		t.Fatalf("counts %+v", m.Counts())
-	}
+	require.EqualValues(t, 3, m.Total("a"), "counts %+v", m.Counts())
+	require.EqualValues(t, 3, m.Total("a", "x:1"), "counts %+v", m.Counts())
+	require.EqualValues(t, 1, m.Total("a", "y:2"), "counts %+v", m.Counts())
+	require.Zero(t, m.Total("b", "x:1"), "counts %+v", m.Counts())
+	require.Len(t, m.Counts(), 3, "counts %+v", m.Counts())
 }
 
 func TestNotifierFakesConcurrent(t *testing.T) {
@@ -165,7 +155,8 @@ func TestNotifierFakesConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if len(q.Bodies()) != 20 || len(n.Sent()) != 20 || m.Total("c") != 20 || len(s.Submissions()) != 20 {
-		t.Fatal("lost calls")
-	}
+	require.Len(t, q.Bodies(), 20, "lost calls")
+	require.Len(t, n.Sent(), 20, "lost calls")
+	require.EqualValues(t, 20, m.Total("c"), "lost calls")
+	require.Len(t, s.Submissions(), 20, "lost calls")
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,16 +20,16 @@ import (
 
 func TestPaymentsOptions(t *testing.T) {
 	for _, o := range []memory.PaymentsOptions{{PageSize: 101}, {ReceiptRetention: -1}} {
-		if _, err := memory.NewPayments(o); err == nil {
-			t.Errorf("%+v accepted", o)
-		}
+		_, err := memory.NewPayments(o)
+		assert.Error(t, err, "%+v accepted", o)
 	}
 	p, err := memory.NewPayments(memory.PaymentsOptions{})
 	require.NoError(t, err)
 	s, err := p.CreateSubscription(t.Context(), entitlement.RecurringSubscription{AccountID: "u", SubscriptionID: "s", SKU: "k", PaymentDay: 1})
-	if err != nil || s.CreatedAt.IsZero() || s.CreatedAt.Nanosecond() != 0 || s.Version != 1 {
-		t.Fatalf("system clock, whole seconds: %+v %v", s, err)
-	}
+	require.NoError(t, err)
+	require.False(t, s.CreatedAt.IsZero(), "system clock, whole seconds: %+v", s)
+	require.Zero(t, s.CreatedAt.Nanosecond(), "system clock, whole seconds: %+v", s)
+	require.Equal(t, 1, s.Version, "system clock, whole seconds: %+v", s)
 }
 
 // TestPaymentsConcurrentRecordPayment: of many RecordPayment calls with the
@@ -63,10 +64,10 @@ func TestPaymentsConcurrentRecordPayment(t *testing.T) {
 	}
 	wg.Wait()
 	recs, _ := p.ReceiptsByAccount(ctx, "u", time.Time{})
-	if wins != 1 || conflicts != 19 || len(recs) != 1 {
-		t.Fatalf("wins %d conflicts %d receipts %d", wins, conflicts, len(recs))
-	}
-	if s, _ := p.GetSubscription(ctx, "u", "s", "k"); s.Version != 2 || fmt.Sprint(s.NextPaymentDate.Month()) != "February" {
-		t.Fatalf("stored %+v", s)
-	}
+	require.Equal(t, 1, wins, "wins %d conflicts %d receipts %d", wins, conflicts, len(recs))
+	require.Equal(t, 19, conflicts, "wins %d conflicts %d receipts %d", wins, conflicts, len(recs))
+	require.Len(t, recs, 1, "wins %d conflicts %d receipts %d", wins, conflicts, len(recs))
+	s, _ := p.GetSubscription(ctx, "u", "s", "k")
+	require.Equal(t, 2, s.Version, "stored %+v", s)
+	require.Equal(t, "February", fmt.Sprint(s.NextPaymentDate.Month()), "stored %+v", s)
 }

@@ -3,7 +3,6 @@ package billingtest_test
 import (
 	"fmt"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,11 +53,10 @@ func TestRequireHistoryMatchesPrimary(t *testing.T) {
 	next.Status = billing.StatusError
 	next.LastRunDate = r.LastRunDate.Add(time.Minute)
 	require.NoError(t, repo.Update(t.Context(), &r, &next))
-	if msg := (&fatalRecorder{TB: t}).run(func(tb testing.TB) {
+	msg := (&fatalRecorder{TB: t}).run(func(tb testing.TB) {
 		billingtest.RequireHistoryMatchesPrimary(tb, repo, hist, "u1")
-	}); msg != "" {
-		t.Fatalf("consistent store reported: %s", msg)
-	}
+	})
+	require.Empty(t, msg, "consistent store reported")
 
 	// A primary write that bypassed history: the newest row is stale.
 	item, err := layout.EncodeItem(&next)
@@ -69,12 +67,12 @@ func TestRequireHistoryMatchesPrimary(t *testing.T) {
 	orphan := rec("u1", 9, due.AddDate(0, 1, 0), billing.StatusScheduled)
 	item, _ = layout.EncodeItem(&orphan)
 	require.NoError(t, s.PutRawItem(memory.SubscriptionsTable, item))
-	msg := (&fatalRecorder{TB: t}).run(func(tb testing.TB) {
+	msg = (&fatalRecorder{TB: t}).run(func(tb testing.TB) {
 		billingtest.RequireHistoryMatchesPrimary(tb, repo, hist, "u1")
 	})
-	if !strings.Contains(msg, "billing_amount") || !strings.Contains(msg, orphan.SubscriptionID) || !strings.Contains(msg, "no history row") {
-		t.Fatalf("mismatch not reported (or not named): %q", msg)
-	}
+	require.Contains(t, msg, "billing_amount", "mismatch not reported (or not named)")
+	require.Contains(t, msg, orphan.SubscriptionID, "mismatch not reported (or not named)")
+	require.Contains(t, msg, "no history row", "mismatch not reported (or not named)")
 }
 
 var due = time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC)
