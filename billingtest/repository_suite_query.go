@@ -2,7 +2,6 @@ package billingtest
 
 import (
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/memory"
+
+	"github.com/stretchr/testify/require"
 )
 
 // maxPages bounds every pagination loop of the suite.
@@ -39,26 +40,18 @@ func (e *repoEnv) collect(mode dynamostore.StatusIndexMode, limit int, fetch pag
 	var run queryRun
 	cur := ""
 	for n := 0; ; n++ {
-		if n == maxPages {
-			e.t.Fatalf("query did not end after %d pages", maxPages)
-		}
+		require.Less(e.t, n, maxPages, "query did not end after %d pages", maxPages)
 		p, err := fetch(cur)
-		if err != nil {
-			e.t.Fatalf("page %d: %v", n, err)
+		require.NoError(e.t, err, "page %d", n)
+		require.Empty(e.t, p.Invalid, "page %d reports invalid items", n)
+		require.Equal(e.t, len(p.Items)+len(p.Invalid), p.Count, "page %d: Count, want len(Items)+len(Invalid)", n)
+		require.LessOrEqual(e.t, p.Count, p.Scanned, "page %d: Count %d > Scanned %d", n, p.Count, p.Scanned)
+		require.LessOrEqual(e.t, p.Scanned, limit, "page %d: Scanned %d > limit %d", n, p.Scanned, limit)
+		if p.Next != "" && mode != dynamostore.StatusIndexDue { // a due page ends with its shard
+			require.GreaterOrEqual(e.t, p.Scanned, limit, "page %d read %d items, fewer than the limit %d, but has a Next cursor", n, p.Scanned, limit)
 		}
-		switch {
-		case len(p.Invalid) > 0:
-			e.t.Fatalf("page %d reports invalid items: %v", n, p.Invalid)
-		case p.Count != len(p.Items)+len(p.Invalid):
-			e.t.Fatalf("page %d: Count %d, want len(Items)+len(Invalid) = %d", n, p.Count, len(p.Items)+len(p.Invalid))
-		case p.Count > p.Scanned:
-			e.t.Fatalf("page %d: Count %d > Scanned %d", n, p.Count, p.Scanned)
-		case p.Scanned > limit:
-			e.t.Fatalf("page %d: Scanned %d > limit %d", n, p.Scanned, limit)
-		case p.Next != "" && p.Scanned < limit && mode != dynamostore.StatusIndexDue: // a due page ends with its shard
-			e.t.Fatalf("page %d read %d items, fewer than the limit %d, but has a Next cursor", n, p.Scanned, limit)
-		case isSorted(mode) && p.Scanned != p.Count:
-			e.t.Fatalf("sorted index page %d: Scanned %d != Count %d: items outside the range were read", n, p.Scanned, p.Count)
+		if isSorted(mode) {
+			require.Equal(e.t, p.Count, p.Scanned, "sorted index page %d: Scanned %d != Count %d: items outside the range were read", n, p.Scanned, p.Count)
 		}
 		run.pages = append(run.pages, p)
 		run.items = append(run.items, p.Items...)
@@ -66,15 +59,13 @@ func (e *repoEnv) collect(mode dynamostore.StatusIndexMode, limit int, fetch pag
 		if p.Next == "" {
 			break
 		}
-		if p.Next == cur {
-			e.t.Fatalf("page %d returned its own cursor as Next", n)
-		}
+		require.NotEqual(e.t, cur, p.Next, "page %d returned its own cursor as Next", n)
 		cur = p.Next
 	}
-	if isSorted(mode) && !slices.IsSortedFunc(run.items, func(a, b billing.Subscription) int {
-		return a.BillingDate.Compare(b.BillingDate)
-	}) {
-		e.t.Fatalf("sorted index: items not ascending by billing_date: %v", billingDates(run.items))
+	if isSorted(mode) {
+		require.True(e.t, slices.IsSortedFunc(run.items, func(a, b billing.Subscription) int {
+			return a.BillingDate.Compare(b.BillingDate)
+		}), "sorted index: items not ascending by billing_date: %v", billingDates(run.items))
 	}
 	return run
 }
@@ -88,22 +79,17 @@ func (e *repoEnv) requireExactly(items, want []billing.Subscription) {
 		seen[it.SubscriptionID]++
 	}
 	for id, n := range seen {
-		if n > 1 {
-			e.t.Fatalf("record %s returned %d times", id, n)
-		}
+		require.LessOrEqual(e.t, n, 1, "record %s returned %d times", id, n)
 	}
-	if got, w := sortedIDs(items), sortedIDs(want); !slices.Equal(got, w) {
-		e.t.Fatalf("query returned %d records %v\nwant %d: %v", len(got), billingDates(items), len(w), billingDates(want))
-	}
+	got, w := sortedIDs(items), sortedIDs(want)
+	require.True(e.t, slices.Equal(got, w), "query returned %d records %v\nwant %d: %v", len(got), billingDates(items), len(w), billingDates(want))
 	byID := map[string]billing.Subscription{}
 	for _, w := range want {
 		byID[w.SubscriptionID] = w
 	}
 	for i := range items {
 		w := byID[items[i].SubscriptionID]
-		if d := diffStored(&items[i], &w); d != "" {
-			e.t.Fatalf("record %s differs from the one stored: %s", w.Key(), d)
-		}
+		require.Empty(e.t, diffStored(&items[i], &w), "record %s differs from the one stored", w.Key())
 	}
 }
 
@@ -180,8 +166,8 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 			}
 		}
 		f.e.requireExactly(run.items, expected)
-		if !sorted && run.scanned != countStatus(f.all, st) {
-			t.Fatalf("legacy index: %d items read over all pages, want every %s record: %d", run.scanned, st, countStatus(f.all, st))
+		if !sorted {
+			require.Equal(t, countStatus(f.all, st), run.scanned, "legacy index: items read over all pages, want every %s record", st)
 		}
 	}
 	cut := day(30)
@@ -254,9 +240,11 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 			f := s.queryFixture(t, mode, pageSize)
 			f.put(day(0), billing.StatusScheduled)
 			p, err := billing.PausedPage(f.e.ctx(), f.e.repo, day(100), "")
-			if err != nil || len(p.Items) != 0 || p.Count != 0 || p.Scanned != 0 || p.Next != "" {
-				t.Fatalf("page of a status without records = %+v, %v; want an empty last page", p, err)
-			}
+			require.NoError(t, err, "page of a status without records")
+			require.Empty(t, p.Items, "page of a status without records = %+v; want an empty last page", p)
+			require.Zero(t, p.Count, "page of a status without records = %+v; want an empty last page", p)
+			require.Zero(t, p.Scanned, "page of a status without records = %+v; want an empty last page", p)
+			require.Empty(t, p.Next, "page of a status without records = %+v; want an empty last page", p)
 		}},
 		{"Pagination", func(t *testing.T) {
 			for _, c := range []struct{ due, pageSize int }{{20, 3}, {6, 3}, {1, 3}, {7, 1}} {
@@ -280,13 +268,11 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 					if !sorted {
 						read += 7
 					}
-					if run.scanned != read {
-						t.Fatalf("%d items read over all pages, want %d", run.scanned, read)
-					}
+					require.Equal(t, read, run.scanned, "items read over all pages")
 					minPages := (read + c.pageSize - 1) / c.pageSize
-					if n := len(run.pages); n < minPages || n > minPages+1 {
-						t.Fatalf("%d pages for %d items read by %d, want %d or %d", n, read, c.pageSize, minPages, minPages+1)
-					}
+					n := len(run.pages)
+					require.GreaterOrEqual(t, n, minPages, "%d pages for %d items read by %d, want %d or %d", n, read, c.pageSize, minPages, minPages+1)
+					require.LessOrEqual(t, n, minPages+1, "%d pages for %d items read by %d, want %d or %d", n, read, c.pageSize, minPages, minPages+1)
 				})
 			}
 		}},
@@ -297,14 +283,16 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 			}
 			q := billing.StatusQuery{Status: billing.StatusScheduled, Before: day(1), Limit: 7}
 			p, err := f.e.repo.QueryStatus(f.e.ctx(), q)
-			if err != nil || p.Scanned != 7 || len(p.Items) != 7 || p.Next == "" {
-				t.Fatalf("first page with Limit 7 = %d read, %d items, next %q, %v; want 7, 7 and a cursor", p.Scanned, len(p.Items), p.Next, err)
-			}
+			require.NoError(t, err, "first page with Limit 7")
+			require.Equal(t, 7, p.Scanned, "first page with Limit 7 = %d read, %d items, next %q; want 7, 7 and a cursor", p.Scanned, len(p.Items), p.Next)
+			require.Len(t, p.Items, 7, "first page with Limit 7 = %d read, %d items, next %q; want 7, 7 and a cursor", p.Scanned, len(p.Items), p.Next)
+			require.NotEmpty(t, p.Next, "first page with Limit 7 = %d read, %d items, next %q; want 7, 7 and a cursor", p.Scanned, len(p.Items), p.Next)
 			q.Cursor = p.Next
 			p2, err := f.e.repo.QueryStatus(f.e.ctx(), q)
-			if err != nil || p2.Scanned != 3 || len(p2.Items) != 3 || p2.Next != "" {
-				t.Fatalf("second page with Limit 7 = %d read, %d items, next %q, %v; want the last 3", p2.Scanned, len(p2.Items), p2.Next, err)
-			}
+			require.NoError(t, err, "second page with Limit 7")
+			require.Equal(t, 3, p2.Scanned, "second page with Limit 7 = %d read, %d items, next %q; want the last 3", p2.Scanned, len(p2.Items), p2.Next)
+			require.Len(t, p2.Items, 3, "second page with Limit 7 = %d read, %d items, next %q; want the last 3", p2.Scanned, len(p2.Items), p2.Next)
+			require.Empty(t, p2.Next, "second page with Limit 7 = %d read, %d items, next %q; want the last 3", p2.Scanned, len(p2.Items), p2.Next)
 			f.e.requireExactly(append(p.Items, p2.Items...), f.all)
 
 			d := s.queryFixture(t, mode, 0) // default page size
@@ -312,9 +300,9 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 				d.put(day(-i), billing.StatusScheduled)
 			}
 			all, err := billing.ScheduledPage(d.e.ctx(), d.e.repo, day(1), "")
-			if err != nil || all.Scanned != 12 || all.Next != "" {
-				t.Fatalf("page with the default page size = %d read, next %q, %v; want all 12 in one page", all.Scanned, all.Next, err)
-			}
+			require.NoError(t, err, "page with the default page size")
+			require.Equal(t, 12, all.Scanned, "page with the default page size = %d read, next %q; want all 12 in one page", all.Scanned, all.Next)
+			require.Empty(t, all.Next, "page with the default page size = %d read, next %q; want all 12 in one page", all.Scanned, all.Next)
 		}},
 		{"CursorOfAnotherStatus", func(t *testing.T) {
 			f := s.queryFixture(t, mode, 2)
@@ -323,14 +311,12 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 				f.put(day(-i).Add(time.Hour), billing.StatusError)
 			}
 			p, err := billing.ScheduledPage(f.e.ctx(), f.e.repo, day(1), "")
-			if err != nil || p.Next == "" {
-				t.Fatalf("first page: next %q, %v", p.Next, err)
-			}
+			require.NoError(t, err, "first page")
+			require.NotEmpty(t, p.Next, "first page: next")
 			for _, st := range []billing.Status{billing.StatusError, billing.StatusPaused} {
 				got, err := f.e.repo.QueryStatus(f.e.ctx(), billing.StatusQuery{Status: st, Cursor: p.Next})
-				if !errors.Is(err, billing.ErrInvalidCursor) || len(got.Items) != 0 {
-					t.Fatalf("%s query with a SCHEDULED cursor = %d items, %v; want ErrInvalidCursor", st, len(got.Items), err)
-				}
+				require.ErrorIs(t, err, billing.ErrInvalidCursor, "%s query with a SCHEDULED cursor = %d items; want ErrInvalidCursor", st, len(got.Items))
+				require.Empty(t, got.Items, "%s query with a SCHEDULED cursor; want ErrInvalidCursor", st)
 			}
 		}},
 		{"CorruptCursor", func(t *testing.T) {
@@ -339,9 +325,8 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 				f.put(day(-i), billing.StatusScheduled)
 			}
 			p, err := billing.ScheduledPage(f.e.ctx(), f.e.repo, day(1), "")
-			if err != nil || p.Next == "" {
-				t.Fatalf("first page: next %q, %v", p.Next, err)
-			}
+			require.NoError(t, err, "first page")
+			require.NotEmpty(t, p.Next, "first page: next")
 			otherMode := dynamostore.StatusIndexLegacy
 			if !sorted {
 				otherMode = dynamostore.StatusIndexSorted
@@ -351,9 +336,8 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 				other.put(day(-i), billing.StatusScheduled)
 			}
 			op, err := billing.ScheduledPage(other.e.ctx(), other.e.repo, day(1), "")
-			if err != nil || op.Next == "" {
-				t.Fatalf("first page of the other mode: next %q, %v", op.Next, err)
-			}
+			require.NoError(t, err, "first page of the other mode")
+			require.NotEmpty(t, op.Next, "first page of the other mode: next")
 			tok := p.Next
 			raw, _ := base64.RawURLEncoding.DecodeString(tok)
 			flipped := slices.Clone(raw)
@@ -380,9 +364,8 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 						t.Skip("mutation left the token unchanged")
 					}
 					got, err := billing.ScheduledPage(f.e.ctx(), f.e.repo, day(1), c.cursor)
-					if !errors.Is(err, billing.ErrInvalidCursor) || len(got.Items) != 0 {
-						t.Fatalf("page with cursor %q = %d items, %v; want ErrInvalidCursor and nothing (never a restart)", c.cursor, len(got.Items), err)
-					}
+					require.ErrorIs(t, err, billing.ErrInvalidCursor, "page with cursor %q = %d items; want ErrInvalidCursor and nothing (never a restart)", c.cursor, len(got.Items))
+					require.Empty(t, got.Items, "page with cursor %q; want ErrInvalidCursor and nothing (never a restart)", c.cursor)
 				})
 			}
 		}},
@@ -402,9 +385,8 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 			} {
 				t.Run(c.name, func(t *testing.T) {
 					p, err := f.e.repo.QueryStatus(f.e.ctx(), c.q)
-					if !errors.Is(err, billing.ErrInvalidQuery) || len(p.Items) != 0 {
-						t.Fatalf("QueryStatus(%+v) = %d items, %v; want ErrInvalidQuery", c.q, len(p.Items), err)
-					}
+					require.ErrorIs(t, err, billing.ErrInvalidQuery, "QueryStatus(%+v) = %d items; want ErrInvalidQuery", c.q, len(p.Items))
+					require.Empty(t, p.Items, "QueryStatus(%+v); want ErrInvalidQuery", c.q)
 				})
 			}
 		}},
@@ -415,9 +397,9 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 			}
 			fetch := func(c string) (billing.Page, error) { return billing.ScheduledPage(f.e.ctx(), f.e.repo, day(1), c) }
 			first, err := fetch("")
-			if err != nil || len(first.Items) != 3 || first.Next == "" {
-				t.Fatalf("first page = %d items, next %q, %v; want 3 and a cursor", len(first.Items), first.Next, err)
-			}
+			require.NoError(t, err, "first page")
+			require.Len(t, first.Items, 3, "first page = %d items, next %q; want 3 and a cursor", len(first.Items), first.Next)
+			require.NotEmpty(t, first.Next, "first page = %d items, next %q; want 3 and a cursor", len(first.Items), first.Next)
 			read := map[string]bool{}
 			for _, it := range first.Items {
 				read[it.SubscriptionID] = true
@@ -495,8 +477,8 @@ func (s *repoSuite) shardCase(t *testing.T, mode dynamostore.StatusIndexMode) {
 			return f.e.repo.QueryStatus(f.e.ctx(), q)
 		})
 		for _, r := range run.items {
-			if prev, ok := shardOf[r.UserID]; ok && prev != shard {
-				t.Fatalf("user %s in shards %d and %d", r.UserID, prev, shard)
+			if prev, ok := shardOf[r.UserID]; ok {
+				require.Equal(t, prev, shard, "user %s in shards %d and %d", r.UserID, prev, shard)
 			}
 			shardOf[r.UserID] = shard
 		}
@@ -508,9 +490,7 @@ func (s *repoSuite) shardCase(t *testing.T, mode dynamostore.StatusIndexMode) {
 	var all []billing.Subscription
 	for range maxPages {
 		p, err := f.e.repo.QueryStatus(f.e.ctx(), q)
-		if err != nil {
-			t.Fatalf("every shard: %v", err)
-		}
+		require.NoError(t, err, "every shard")
 		all = append(all, p.Items...)
 		if q.Cursor = p.Next; q.Cursor == "" {
 			break
@@ -519,21 +499,18 @@ func (s *repoSuite) shardCase(t *testing.T, mode dynamostore.StatusIndexMode) {
 	f.e.requireExactly(all, due)
 
 	q.Cursor, q.Shards = "", []int{k}
-	if _, err := f.e.repo.QueryStatus(f.e.ctx(), q); !errors.Is(err, billing.ErrInvalidQuery) {
-		t.Fatalf("shard %d of a store with %d: %v, want ErrInvalidQuery", k, k, err)
-	}
+	_, err := f.e.repo.QueryStatus(f.e.ctx(), q)
+	require.ErrorIs(t, err, billing.ErrInvalidQuery, "shard %d of a store with %d", k, k)
 	if k < 2 {
 		return
 	}
 	q.Shards, q.Limit = []int{0}, 1
 	p, err := f.e.repo.QueryStatus(f.e.ctx(), q)
-	if err != nil || p.Next == "" {
-		t.Fatalf("first page of shard 0: next %q, %v", p.Next, err)
-	}
+	require.NoError(t, err, "first page of shard 0")
+	require.NotEmpty(t, p.Next, "first page of shard 0: next")
 	q.Shards, q.Cursor = []int{1}, p.Next
-	if _, err := f.e.repo.QueryStatus(f.e.ctx(), q); !errors.Is(err, billing.ErrInvalidCursor) {
-		t.Fatalf("shard 0's cursor on shard 1: %v, want ErrInvalidCursor", err)
-	}
+	_, err = f.e.repo.QueryStatus(f.e.ctx(), q)
+	require.ErrorIs(t, err, billing.ErrInvalidCursor, "shard 0's cursor on shard 1")
 }
 
 // nextChar returns another base64url character.
