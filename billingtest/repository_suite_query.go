@@ -498,6 +498,13 @@ func (s *repoSuite) shardCase(t *testing.T, mode dynamostore.StatusIndexMode) {
 	}
 	f.e.requireExactly(all, due)
 
+	if mode == dynamostore.StatusIndexDue {
+		// Only the statuses runs read are in the due index.
+		_, err := f.e.repo.QueryStatus(f.e.ctx(), billing.StatusQuery{Status: billing.StatusCompleted})
+		if k > 1 {
+			require.ErrorIs(t, err, billing.ErrInvalidQuery, "a COMPLETED query in the due mode")
+		}
+	}
 	q.Cursor, q.Shards = "", []int{k}
 	_, err := f.e.repo.QueryStatus(f.e.ctx(), q)
 	require.ErrorIs(t, err, billing.ErrInvalidQuery, "shard %d of a store with %d", k, k)

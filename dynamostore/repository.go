@@ -271,7 +271,10 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 	if err != nil {
 		return billing.Page{}, err
 	}
-	if r.cfg.Tables.StatusIndexMode == StatusIndexDue && layout.DueStatus(q.Status) {
+	if r.cfg.Tables.StatusIndexMode == StatusIndexDue {
+		if !layout.DueStatus(q.Status) {
+			return billing.Page{}, fmt.Errorf("%w: status %s is not indexed in the due mode (only the statuses runs read are)", billing.ErrInvalidQuery, q.Status)
+		}
 		return r.queryDue(ctx, q, shards)
 	}
 	scope := r.cursorScope(q.Status) + shardScope(q.Shards, shards)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -26,9 +27,11 @@ const (
 	// are read.
 	StatusIndexSorted
 	// StatusIndexDue reads the sharded due index (see
-	// [TableConfig.DueShards], which it needs) for the statuses runs read,
-	// one shard at a time, and the legacy status index for the others.
-	// Switch to it once every existing item has its due key.
+	// [TableConfig.DueShards], which it needs), one shard at a time. Only
+	// the statuses runs read are indexed: a query of another status is an
+	// [billing.ErrInvalidQuery]. Switch to it once every existing item has
+	// its due key, then drop the billing_status index (see
+	// [SubscriptionsTableDefinition]).
 	StatusIndexDue
 )
 
@@ -88,7 +91,8 @@ type TableConfig struct {
 	// To move an existing table: give every writer DueShards (reads stay
 	// on StatusIndex), add DueIndex ([DueIndexDefinition]), run
 	// [Repository.BackfillDue] to the end until a pass updates nothing,
-	// then switch StatusIndexMode to StatusIndexDue. A change of
+	// then switch StatusIndexMode to StatusIndexDue, and drop the
+	// billing_status index. A change of
 	// DueShards needs the same backfill before reads rely on it. Defaults
 	// to 0: no due keys, one shard.
 	DueShards int
@@ -156,11 +160,16 @@ func gsi(name string, keys ...types.KeySchemaElement) types.GlobalSecondaryIndex
 // billing_date, GSIs on subscription_id (keys only: a lookup by ID re-reads
 // the record with a consistent read anyway, and an update that keeps the
 // keys costs that index no write) and on billing_status (with
-// billing_date as range key in sorted mode) and, with DueShards, the due
-// index on billing_due and billing_date, the last two projecting every
-// attribute (a status page decodes the records it returns), on-demand
-// billing. Tables made with the subscription_id index projecting every
-// attribute work the same.
+// billing_date as range key in sorted mode; none in due mode) and, with
+// DueShards, the due index on billing_due and billing_date, the last two
+// projecting every attribute (a status page decodes the records it
+// returns), on-demand billing. Tables made with the subscription_id index
+// projecting every attribute work the same.
+//
+// The due mode has no billing_status index: keyed on the status alone, it
+// would take every SCHEDULED record's index writes on one partition (four
+// a collection) and cap a day at about 250 collections a second whatever
+// the shards. A table moved to the due mode should drop it.
 func SubscriptionsTableDefinition(cfg TableConfig) *dynamodb.CreateTableInput {
 	cfg = cfg.WithDefaults()
 	status := gsi(cfg.StatusIndex, keyElem(layout.AttrBillingStatus, types.KeyTypeHash))
@@ -175,9 +184,15 @@ func SubscriptionsTableDefinition(cfg TableConfig) *dynamodb.CreateTableInput {
 		KeySchema: []types.KeySchemaElement{keyElem(layout.AttrUserID, types.KeyTypeHash), keyElem(layout.AttrBillingDate, types.KeyTypeRange)},
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
 			keysOnly(gsi(cfg.SubscriptionIDIndex, keyElem(layout.AttrSubscriptionID, types.KeyTypeHash))),
-			status,
 		},
 		BillingMode: types.BillingModePayPerRequest,
+	}
+	if cfg.StatusIndexMode != StatusIndexDue {
+		def.GlobalSecondaryIndexes = append(def.GlobalSecondaryIndexes, status)
+	} else {
+		def.AttributeDefinitions = slices.DeleteFunc(def.AttributeDefinitions, func(d types.AttributeDefinition) bool {
+			return aws.ToString(d.AttributeName) == layout.AttrBillingStatus
+		})
 	}
 	if cfg.DueShards > 0 {
 		def.AttributeDefinitions = append(def.AttributeDefinitions, attrDef(layout.AttrDue))

@@ -107,7 +107,7 @@ func TestTableConfigDefaults(t *testing.T) {
 	assert.NotContains(t, shapeOfDefinition(SubscriptionsTableDefinition(TableConfig{})).Indexes, "billing_due-billing_date-index", "no due index without DueShards")
 	due := shapeOfDefinition(SubscriptionsTableDefinition(TableConfig{DueShards: 8, StatusIndexMode: StatusIndexDue}))
 	assert.Contains(t, due.Indexes, "billing_due-billing_date-index")
-	assert.Contains(t, due.Indexes, "billing_status-index", "due mode keeps the status index for the other statuses")
+	assert.NotContains(t, due.Indexes, "billing_status-index", "due mode has no status index: its one hot partition would cap a day")
 	for _, bad := range []TableConfig{{StatusIndexMode: StatusIndexDue}, {DueShards: -1}, {DueShards: MaxDueShards + 1}, {StatusIndexMode: StatusIndexDue + 1}} {
 		_, err := NewRepository(Config{Client: struct{ API }{}, Tables: bad})
 		assert.Error(t, err, "%+v", bad)
