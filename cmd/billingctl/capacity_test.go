@@ -19,14 +19,14 @@ func TestCapacityDefaults(t *testing.T) {
 		"Busiest day: 4,000,000 of 10,000,000 subscriptions due (40%).",
 		"(4.05 data + 3 lock calls) × 5ms + 300ms processor = 335.25ms; 4 workers a shard run.",
 		"INDEX K PROCESSOR COLLECTIONS/S INVOICES/HOUR TIME_TO_BILL_4,000,000 BINDING $/MILLION_COLLECTIONS",
-		"legacy 1 100/s 11.9 42,953 3d 21h 8m run concurrency 8.445",
-		"due 8 100/s 95.5 343,624 11h 39m run concurrency 8.445",
-		"due 32 100/s 100 360,000 11h 7m processor 8.445",
-		"due 32 none 382 1,374,497 2h 55m run concurrency 8.445",
+		"legacy 1 100/s 11.9 42,953 3d 21h 8m run concurrency 9.695",
+		"due 8 100/s 95.5 343,624 11h 39m run concurrency 9.070",
+		"due 32 100/s 100 360,000 11h 7m processor 9.070",
+		"due 32 none 382 1,374,497 2h 55m run concurrency 9.070",
 		"INDEX K INDEX_PARTITION_WCU INDEX_PARTITION_RCU TABLE_WCU TABLE_RCU RUN_CONCURRENCY",
-		"legacy 1 500 2,400 4,444 19,417 11.9",
-		"due 1 500 6,000 4,444 19,417 11.9",
-		"due 32 16,000 192,000 4,444 19,417 382",
+		"legacy 1 250 2,400 4,444 19,417 11.9",
+		"due 1 333 6,000 4,444 19,417 11.9",
+		"due 32 10,667 192,000 4,444 19,417 382",
 	)
 	assert.Equal(t, "", r.stderr)
 	// Rows: legacy then K = 1, 8, 32, for 100/s then none; ceilings: one
@@ -40,11 +40,11 @@ func TestCapacityRaisedConcurrency(t *testing.T) {
 	t.Parallel()
 	r := runCLI(t, "", "capacity", "--workers", "200", "--processor-limit", "0")
 	r.want(t, exitOK,
-		"legacy 1 none 500 1,800,000 2h 14m index partition WCU",
-		"due 1 none 500 1,800,000 2h 14m index partition WCU",
-		"due 8 none 4,000 14,400,000 17m index partition WCU",
+		"legacy 1 none 250 900,000 4h 27m index partition WCU", // 1000 / 4
+		"due 1 none 333 1,200,000 3h 20m index partition WCU",  // 1000 / 3
+		"due 8 none 2,667 9,600,000 25m index partition WCU",
 		"due 32 none 4,444 16,000,000 15m table WCU",
-		"due 32 16,000 192,000 4,444 19,417 19,090",
+		"due 32 10,667 192,000 4,444 19,417 19,090",
 	)
 	assert.NotContains(t, r.stdout, "100/s")
 }
@@ -57,10 +57,10 @@ func TestCapacityFlags(t *testing.T) {
 	r.want(t, exitOK,
 		"Busiest day: 250,000 of 1,000,000 subscriptions due (25%).",
 		"(4.05 data + 0 lock calls) × 10ms + 0s processor = 40.5ms",
-		// 2 × 4 / 0.0405 = 197.5/s, above the processor's 12.5/s; (9 + 0 + 2) × 1.25 + 2.06 × 0.25.
-		"due 2 12.5/s 12.5 45,000 5h 34m processor 14.265",
-		"due 4 2,000 - 4,444 19,417 395", // no index reads: no index RCU ceiling
-		"legacy 1 500 - 4,444 19,417 98.8",
+		// 2 × 4 / 0.0405 = 197.5/s, above the processor's 12.5/s; (9 + 0 + 3) × 1.25 + 2.06 × 0.25.
+		"due 2 12.5/s 12.5 45,000 5h 34m processor 15.515",
+		"due 4 1,333 - 4,444 19,417 395", // no index reads: no index RCU ceiling
+		"legacy 1 250 - 4,444 19,417 98.8",
 	)
 	assert.Equal(t, 1, strings.Count(squeeze(r.stdout), "legacy 1 12.5/s"), r.stdout)
 }

@@ -67,9 +67,9 @@ const (
 	DefaultBaseWCU               = 9.0
 	DefaultLockWCU               = 2.1
 	DefaultRCU                   = 2.06
-	DefaultIndexWCU              = 2.0
+	DefaultIndexWCU              = 3.0
 	DefaultIndexReadRCU          = 0.5
-	DefaultLegacyIndexWCU        = 2.0
+	DefaultLegacyIndexWCU        = 4.0
 	DefaultPartitionWCU          = 1000.0
 	DefaultPartitionRCU          = 3000.0
 	DefaultTableWCU              = 40_000.0
@@ -119,15 +119,19 @@ type Params struct {
 	// none.
 	RCU float64
 	// IndexWCU is the due index's write capacity units per collection:
-	// the record leaves the index and the next period enters it. Defaults
-	// to 2.
+	// the in-flight write, the record leaving the index and the next
+	// period entering it. Defaults to 3 (measured:
+	// BenchmarkCollectorDynamoDB, index WCU of the due layout less the
+	// legacy one's).
 	IndexWCU float64
 	// IndexReadRCU is the due index's read capacity units per collection:
 	// one item read per due item, at most 4 KB, eventually consistent.
 	// Defaults to 0.5. Negative means none.
 	IndexReadRCU float64
 	// LegacyIndexWCU is the legacy status index's write capacity units per
-	// collection (billing_status changes). Defaults to 2.
+	// collection: the in-flight write, the status change (a delete and a
+	// put) and the next period. Defaults to 4 (counted from the same
+	// benchmark).
 	LegacyIndexWCU float64
 	// LegacyItemsReadPerDue is the items a run reads on the legacy status
 	// index per due item: it reads every SCHEDULED record and filters on

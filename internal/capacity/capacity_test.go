@@ -47,29 +47,31 @@ func TestEvaluateDefaults(t *testing.T) {
 	const (
 		tableWCU = 40000.0 / 9    // 4,444.4: the data tables' 9 WCU bind before the lock table's 2.1
 		tableRCU = 40000.0 / 2.06 // 19,417.5
-		// (9 + 2.1 + 2) WCU × $0.625 + 2.06 RCU × $0.125 per million
-		dollars = 13.1*0.625 + 2.06*0.125 // 8.445
+		// (9 + 2.1 + 3 due index) WCU × $0.625 + 2.06 RCU × $0.125 per million
+		dollars = 14.1*0.625 + 2.06*0.125 // 9.07
+		// the legacy status index: 4 index WCU
+		legacyDollars = 15.1*0.625 + 2.06*0.125 // 9.695
 	)
 	for _, tc := range []struct {
 		name     string
 		index    Index
 		k        int
 		limit    float64
-		indexWCU float64 // K × 1000 / 2
+		indexWCU float64 // K × 1000 / 3 (legacy: 1000 / 4)
 		indexRCU float64 // K × 3000 / 0.5 (legacy: 0.5 × 2.5 items read per due item)
 		conc     float64 // K × 4 / 0.33525
 		binding  Limit
 		rate     float64
 		took     string
 	}{
-		{"legacy, processor 100", IndexLegacy, 1, 100, 500, 2400, 4 / lat, LimitConcurrency, 4 / lat, "3d 21h 8m"},
-		{"K=1, processor 100", IndexDue, 1, 100, 500, 6000, 4 / lat, LimitConcurrency, 4 / lat, "3d 21h 8m"},
-		{"K=8, processor 100", IndexDue, 8, 100, 4000, 48000, 32 / lat, LimitConcurrency, 32 / lat, "11h 39m"},
-		{"K=32, processor 100", IndexDue, 32, 100, 16000, 192000, 128 / lat, LimitProcessor, 100, "11h 7m"},
-		{"legacy, no processor limit", IndexLegacy, 1, 0, 500, 2400, 4 / lat, LimitConcurrency, 4 / lat, "3d 21h 8m"},
-		{"K=1, no processor limit", IndexDue, 1, 0, 500, 6000, 4 / lat, LimitConcurrency, 4 / lat, "3d 21h 8m"},
-		{"K=8, no processor limit", IndexDue, 8, 0, 4000, 48000, 32 / lat, LimitConcurrency, 32 / lat, "11h 39m"},
-		{"K=32, no processor limit", IndexDue, 32, 0, 16000, 192000, 128 / lat, LimitConcurrency, 128 / lat, "2h 55m"},
+		{"legacy, processor 100", IndexLegacy, 1, 100, 250, 2400, 4 / lat, LimitConcurrency, 4 / lat, "3d 21h 8m"},
+		{"K=1, processor 100", IndexDue, 1, 100, 1000.0 / 3, 6000, 4 / lat, LimitConcurrency, 4 / lat, "3d 21h 8m"},
+		{"K=8, processor 100", IndexDue, 8, 100, 8000.0 / 3, 48000, 32 / lat, LimitConcurrency, 32 / lat, "11h 39m"},
+		{"K=32, processor 100", IndexDue, 32, 100, 32000.0 / 3, 192000, 128 / lat, LimitProcessor, 100, "11h 7m"},
+		{"legacy, no processor limit", IndexLegacy, 1, 0, 250, 2400, 4 / lat, LimitConcurrency, 4 / lat, "3d 21h 8m"},
+		{"K=1, no processor limit", IndexDue, 1, 0, 1000.0 / 3, 6000, 4 / lat, LimitConcurrency, 4 / lat, "3d 21h 8m"},
+		{"K=8, no processor limit", IndexDue, 8, 0, 8000.0 / 3, 48000, 32 / lat, LimitConcurrency, 32 / lat, "11h 39m"},
+		{"K=32, no processor limit", IndexDue, 32, 0, 32000.0 / 3, 192000, 128 / lat, LimitConcurrency, 128 / lat, "2h 55m"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := find(t, rows, tc.index, tc.k, tc.limit)
@@ -90,14 +92,18 @@ func TestEvaluateDefaults(t *testing.T) {
 			assert.Equal(t, int64(4_000_000), r.Due)
 			near(t, 4e6/tc.rate, r.Seconds, "seconds to bill")
 			assert.Equal(t, tc.took, FormatDuration(r.Seconds))
-			near(t, dollars, r.DollarsPerMillion, "$ per million")
+			want := dollars
+			if tc.index == IndexLegacy {
+				want = legacyDollars
+			}
+			near(t, want, r.DollarsPerMillion, "$ per million")
 		})
 	}
 	// The worked numbers of docs/capacity.md.
 	near(t, 335250, find(t, rows, IndexDue, 1, 0).Seconds, "K=1: 4M / (4 / 0.33525)")
 	near(t, 10476.5625, find(t, rows, IndexDue, 32, 0).Seconds, "K=32: 4M / (128 / 0.33525)")
 	near(t, 40000, find(t, rows, IndexDue, 32, 100).Seconds, "K=32 at 100/s: 4M / 100")
-	near(t, 8.445, find(t, rows, IndexDue, 32, 0).DollarsPerMillion, "$ per million")
+	near(t, 9.07, find(t, rows, IndexDue, 32, 0).DollarsPerMillion, "$ per million")
 }
 
 // TestEvaluateRaisedConcurrency: with workers enough that the runs no
@@ -115,9 +121,9 @@ func TestEvaluateRaisedConcurrency(t *testing.T) {
 		rate    float64
 		took    string
 	}{
-		{IndexLegacy, 1, LimitIndexWCU, 500, "2h 14m"}, // one partition: 1000 / 2; 4M / 500 = 8,000 s
-		{IndexDue, 1, LimitIndexWCU, 500, "2h 14m"},
-		{IndexDue, 8, LimitIndexWCU, 4000, "17m"},         // 8 × 1000 / 2; 1,000 s
+		{IndexLegacy, 1, LimitIndexWCU, 250, "4h 27m"}, // one partition: 1000 / 4; 4M / 250 = 16,000 s
+		{IndexDue, 1, LimitIndexWCU, 1000.0 / 3, "3h 20m"},
+		{IndexDue, 8, LimitIndexWCU, 8000.0 / 3, "25m"},   // 8 × 1000 / 3; 1,500 s
 		{IndexDue, 32, LimitTableWCU, 40000.0 / 9, "15m"}, // 4M / 4,444.4 = 900 s; the index would allow 16,000
 	} {
 		r := find(t, rows, tc.index, tc.k, 0)
@@ -139,7 +145,7 @@ func TestEvaluateInputs(t *testing.T) {
 	t.Run("zero is the default", func(t *testing.T) {
 		explicit := Params{
 			Subscriptions: 10_000_000, DueFraction: 0.4, DataCalls: 4.05, LockCalls: 3, BaseWCU: 9, LockWCU: 2.1,
-			RCU: 2.06, IndexWCU: 2, IndexReadRCU: 0.5, LegacyIndexWCU: 2, LegacyItemsReadPerDue: 2.5,
+			RCU: 2.06, IndexWCU: 3, IndexReadRCU: 0.5, LegacyIndexWCU: 4, LegacyItemsReadPerDue: 2.5,
 			PartitionWCU: 1000, PartitionRCU: 3000, TableWCU: 40000, TableRCU: 40000, Workers: 4,
 			CallLatency: 5 * time.Millisecond, ProcessorLatency: 300 * time.Millisecond,
 			Shards: []int{1, 8, 32}, ProcessorLimits: []float64{100, 0},
@@ -166,7 +172,7 @@ func TestEvaluateInputs(t *testing.T) {
 		assert.False(t, ok, "no index reads, no index RCU cap")
 		conc, _ := r.Cap(LimitConcurrency)
 		near(t, 2*4/0.02025, conc, "2 runs × 4 workers / 20.25 ms")
-		near(t, 11*0.625+2.06*0.125, r.DollarsPerMillion, "(9 + 0 + 2) WCU, 2.06 RCU")
+		near(t, 12*0.625+2.06*0.125, r.DollarsPerMillion, "(9 + 0 + 3) WCU, 2.06 RCU")
 		assert.Equal(t, LimitConcurrency, r.Binding) // 395/s against 1,000/s of index
 	})
 	t.Run("lock table binds when its WCU is the larger", func(t *testing.T) {
