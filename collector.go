@@ -283,7 +283,7 @@ func (c *Collector) run(ctx context.Context, req RunRequest) (*Report, error) {
 	now := c.cfg.Clock.Now()
 	rep := &Report{Kind: string(req.Kind), Started: now}
 	defer func() { rep.Finished = c.cfg.Clock.Now() }()
-	shards, err := c.shards(req.Shards)
+	shards, err := shardList(req.Shards, shardsOf(c.cfg.Repository))
 	if err != nil {
 		return rep, err
 	}

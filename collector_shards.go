@@ -13,26 +13,6 @@ import (
 	"time"
 )
 
-// shards checks the shards a run asks for against the repository's and
-// returns them ascending without repeats: every shard when none is named.
-func (c *Collector) shards(req []int) ([]int, error) {
-	k := shardsOf(c.cfg.Repository)
-	if len(req) == 0 {
-		all := make([]int, k)
-		for i := range all {
-			all[i] = i
-		}
-		return all, nil
-	}
-	out := slices.Clone(req)
-	slices.Sort(out)
-	out = slices.Compact(out)
-	if out[0] < 0 || out[len(out)-1] >= k {
-		return nil, fmt.Errorf("%w: shards %v of a repository with %d", ErrInvalidQuery, req, k)
-	}
-	return out, nil
-}
-
 // shardCursorPrefix marks the cursor of a run that works its shards at
 // once: one cursor per shard still to do.
 const shardCursorPrefix = "shards:"

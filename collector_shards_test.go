@@ -275,3 +275,27 @@ func TestCollectorThrottledStoreLosesNothing(t *testing.T) {
 	assert.Equal(t, len(e.due), collected)
 	e.requireCollectedOnce(t)
 }
+
+func TestStatusQueryShardsIn(t *testing.T) {
+	for _, c := range []struct {
+		named []int
+		k     int
+		want  []int
+	}{
+		{nil, 0, []int{0}},
+		{nil, 3, []int{0, 1, 2}},
+		{[]int{2, 0, 2}, 3, []int{0, 2}},
+		{[]int{0}, 1, []int{0}},
+	} {
+		got, err := billing.StatusQuery{Shards: c.named}.ShardsIn(c.k)
+		require.NoError(t, err, "%v of %d", c.named, c.k)
+		assert.Equal(t, c.want, got, "%v of %d", c.named, c.k)
+	}
+	for _, c := range []struct {
+		named []int
+		k     int
+	}{{[]int{1}, 1}, {[]int{3}, 3}, {[]int{-1, 0}, 2}, {[]int{5}, 0}} {
+		_, err := billing.StatusQuery{Shards: c.named}.ShardsIn(c.k)
+		require.ErrorIs(t, err, billing.ErrInvalidQuery, "%v of %d", c.named, c.k)
+	}
+}

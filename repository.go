@@ -133,6 +133,30 @@ type ShardedRepository interface {
 	DueShards() int
 }
 
+// ShardsIn returns the shards q reads of a store with k shards (k < 1 is
+// one shard): q.Shards ascending without repeats, or every shard when it
+// names none. A shard outside [0, k) is an [ErrInvalidQuery]. Stores
+// check a query's shards with it, as the collector checks a run's.
+func (q StatusQuery) ShardsIn(k int) ([]int, error) { return shardList(q.Shards, k) }
+
+func shardList(named []int, k int) ([]int, error) {
+	k = max(k, 1)
+	if len(named) == 0 {
+		all := make([]int, k)
+		for i := range all {
+			all[i] = i
+		}
+		return all, nil
+	}
+	out := slices.Clone(named)
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if out[0] < 0 || out[len(out)-1] >= k {
+		return nil, fmt.Errorf("%w: shards %v of a store with %d", ErrInvalidQuery, named, k)
+	}
+	return out, nil
+}
+
 // shardsOf is the number of shards of r.
 func shardsOf(r Repository) int {
 	if s, ok := r.(ShardedRepository); ok {

@@ -267,7 +267,7 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 	if err := q.Validate(); err != nil {
 		return billing.Page{}, err
 	}
-	shards, err := layout.CheckShards(q.Shards, r.cfg.Tables.DueShards)
+	shards, err := q.ShardsIn(r.cfg.Tables.DueShards)
 	if err != nil {
 		return billing.Page{}, err
 	}

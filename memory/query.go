@@ -44,7 +44,7 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 		return billing.Page{}, err
 	}
 	k := r.DueShards()
-	shards, err := layout.CheckShards(q.Shards, k)
+	shards, err := q.ShardsIn(k)
 	if err != nil {
 		return billing.Page{}, err
 	}

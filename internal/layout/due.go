@@ -2,7 +2,6 @@ package layout
 
 import (
 	"hash/fnv"
-	"slices"
 	"strconv"
 
 	"github.com/dynabill/billing"
@@ -40,31 +39,4 @@ func DueStatus(st billing.Status) bool {
 // DueKey is the due index partition key of status st in shard.
 func DueKey(st billing.Status, shard int) string {
 	return string(st) + "#" + strconv.Itoa(shard)
-}
-
-// CheckShards validates the shards of a query against a store with k
-// shards (k <= 1: one shard, 0): each in [0, k), none twice. It returns
-// the shards to read, ascending: every shard for nil.
-func CheckShards(shards []int, k int) ([]int, error) {
-	k = max(k, 1)
-	if len(shards) == 0 {
-		all := make([]int, k)
-		for i := range all {
-			all[i] = i
-		}
-		return all, nil
-	}
-	seen := make(map[int]bool, len(shards))
-	out := make([]int, 0, len(shards))
-	for _, s := range shards {
-		if s < 0 || s >= k {
-			return nil, &billing.FieldError{Field: "shards", Value: strconv.Itoa(s), Err: billing.ErrInvalidQuery}
-		}
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
 }

@@ -35,7 +35,7 @@ type StatusWalk struct {
 // has none. [dynamostore.SingleTableRepository] and its in-memory twin both use it.
 func SingleTableWalk(q billing.StatusQuery, now time.Time, catchUpDays int) (StatusWalk, error) {
 	var w StatusWalk
-	if _, err := CheckShards(q.Shards, 1); err != nil {
+	if _, err := q.ShardsIn(1); err != nil {
 		return w, err // the single table is one shard
 	}
 	upper := q.Before
