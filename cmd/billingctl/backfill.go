@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/dynamostore"
-	"github.com/dynabill/billing/internal/layout"
 )
 
 var indexBackfillCmd = &command{
@@ -153,9 +152,12 @@ func runIndexBackfill(a *app, c *command, args []string) error {
 		}
 	}
 
-	// The index may have become ACTIVE meanwhile (or been added).
-	if st, err := a.indexStatus(client, cfg); err == nil {
-		sum.IndexStatus = st
+	// The index may have become ACTIVE meanwhile (or been added); an
+	// ACTIVE one stays so, and needs no second look.
+	if sum.IndexStatus != string(types.IndexStatusActive) {
+		if _, g, err := a.describeDue(client, cfg); err == nil && g != nil {
+			sum.IndexStatus = string(g.IndexStatus)
+		}
 	}
 	sum.Clean = sum.From == "" && sum.Updated == 0 && sum.Changed == 0
 	switch {
@@ -189,17 +191,17 @@ func runIndexBackfill(a *app, c *command, args []string) error {
 // is missing and waits until it is ACTIVE. It returns the index's status,
 // "" when the table has none.
 func (a *app) dueIndex(client *dynamodb.Client, cfg dynamostore.TableConfig, create bool) (string, error) {
-	out, err := client.DescribeTable(a.ctx, &dynamodb.DescribeTableInput{TableName: aws.String(cfg.Subscriptions)})
+	table, g, err := a.describeDue(client, cfg)
 	if err != nil {
-		return "", fmt.Errorf("describe table %s: %w", cfg.Subscriptions, err)
+		return "", err
 	}
+	// The library's definition of the table (cfg has DueShards) has the
+	// due index and the types of its key attributes.
+	tableDef := dynamostore.SubscriptionsTableDefinition(cfg)
 	def := dynamostore.DueIndexDefinition(cfg)
-	want := keyText(def.KeySchema, []types.AttributeDefinition{
-		{AttributeName: aws.String(layout.AttrDue), AttributeType: types.ScalarAttributeTypeS},
-		{AttributeName: aws.String(layout.AttrBillingDate), AttributeType: types.ScalarAttributeTypeS},
-	})
-	if g := findIndex(out.Table, cfg.DueIndex); g != nil {
-		if got := keyText(g.KeySchema, out.Table.AttributeDefinitions); got != want {
+	want := keyText(def.KeySchema, tableDef.AttributeDefinitions)
+	if g != nil {
+		if got := keyText(g.KeySchema, table.AttributeDefinitions); got != want {
 			return "", fmt.Errorf("index %s of %s has the key %s, want %s: see 'billingctl tables describe'", cfg.DueIndex, cfg.Subscriptions, got, want)
 		}
 		if create {
@@ -216,8 +218,8 @@ func (a *app) dueIndex(client *dynamodb.Client, cfg dynamostore.TableConfig, cre
 		return "", nil
 	}
 	action := &types.CreateGlobalSecondaryIndexAction{IndexName: def.IndexName, KeySchema: def.KeySchema, Projection: def.Projection}
-	provisioned := out.Table.BillingModeSummary == nil || out.Table.BillingModeSummary.BillingMode == types.BillingModeProvisioned
-	if pt := out.Table.ProvisionedThroughput; provisioned && pt != nil {
+	provisioned := table.BillingModeSummary == nil || table.BillingModeSummary.BillingMode == types.BillingModeProvisioned
+	if pt := table.ProvisionedThroughput; provisioned && pt != nil {
 		// A provisioned table's index needs its own capacity: the
 		// table's, to be tuned afterwards.
 		action.ProvisionedThroughput = &types.ProvisionedThroughput{ReadCapacityUnits: pt.ReadCapacityUnits, WriteCapacityUnits: pt.WriteCapacityUnits}
@@ -227,7 +229,7 @@ func (a *app) dueIndex(client *dynamodb.Client, cfg dynamostore.TableConfig, cre
 	fmt.Fprintf(a.stderr, "creating index %s (%s) on %s\n", cfg.DueIndex, want, cfg.Subscriptions)
 	_, err = client.UpdateTable(a.ctx, &dynamodb.UpdateTableInput{
 		TableName:                   aws.String(cfg.Subscriptions),
-		AttributeDefinitions:        withDueAttrs(out.Table.AttributeDefinitions),
+		AttributeDefinitions:        withIndexAttrs(table.AttributeDefinitions, def.KeySchema, tableDef.AttributeDefinitions),
 		GlobalSecondaryIndexUpdates: []types.GlobalSecondaryIndexUpdate{{Create: action}},
 	})
 	if err != nil {
@@ -236,15 +238,23 @@ func (a *app) dueIndex(client *dynamodb.Client, cfg dynamostore.TableConfig, cre
 	return a.waitIndex(client, cfg)
 }
 
-// withDueAttrs returns the table's attribute definitions and those of the
-// due index's keys. UpdateTable needs the new index's; DynamoDB adds them
-// to the table's, but some local servers (moto) replace the table's with
-// what the request lists, so the request lists them all.
-func withDueAttrs(defs []types.AttributeDefinition) []types.AttributeDefinition {
-	out := slices.Clone(defs)
-	for _, name := range []string{layout.AttrDue, layout.AttrBillingDate} {
-		if !slices.ContainsFunc(out, func(d types.AttributeDefinition) bool { return aws.ToString(d.AttributeName) == name }) {
-			out = append(out, types.AttributeDefinition{AttributeName: aws.String(name), AttributeType: types.ScalarAttributeTypeS})
+// withIndexAttrs returns the table's attribute definitions (have) and
+// those of the new index's keys, from the library's definitions (defs).
+// UpdateTable needs the new index's; DynamoDB adds them to the table's,
+// but some local servers (moto) replace the table's with what the request
+// lists, so the request lists them all.
+func withIndexAttrs(have []types.AttributeDefinition, keys []types.KeySchemaElement, defs []types.AttributeDefinition) []types.AttributeDefinition {
+	out := slices.Clone(have)
+	named := func(name string) func(types.AttributeDefinition) bool {
+		return func(d types.AttributeDefinition) bool { return aws.ToString(d.AttributeName) == name }
+	}
+	for _, k := range keys {
+		name := aws.ToString(k.AttributeName)
+		if slices.ContainsFunc(out, named(name)) {
+			continue
+		}
+		if i := slices.IndexFunc(defs, named(name)); i >= 0 {
+			out = append(out, defs[i])
 		}
 	}
 	return out
@@ -263,16 +273,17 @@ func findIndex(table *types.TableDescription, name string) *types.GlobalSecondar
 	return nil
 }
 
-// indexStatus returns the due index's status, "" when there is none.
-func (a *app) indexStatus(client *dynamodb.Client, cfg dynamostore.TableConfig) (string, error) {
+// describeDue describes the subscriptions table and returns it and its
+// due index, nil when it has none.
+func (a *app) describeDue(client *dynamodb.Client, cfg dynamostore.TableConfig) (*types.TableDescription, *types.GlobalSecondaryIndexDescription, error) {
 	out, err := client.DescribeTable(a.ctx, &dynamodb.DescribeTableInput{TableName: aws.String(cfg.Subscriptions)})
 	if err != nil {
-		return "", err
+		return nil, nil, fmt.Errorf("describe table %s: %w", cfg.Subscriptions, err)
 	}
-	if g := findIndex(out.Table, cfg.DueIndex); g != nil {
-		return string(g.IndexStatus), nil
+	if out.Table == nil {
+		return nil, nil, fmt.Errorf("describe table %s: no description", cfg.Subscriptions)
 	}
-	return "", nil
+	return out.Table, findIndex(out.Table, cfg.DueIndex), nil
 }
 
 // waitIndex polls DescribeTable until the table and its due index are
@@ -281,19 +292,18 @@ func (a *app) indexStatus(client *dynamodb.Client, cfg dynamostore.TableConfig) 
 func (a *app) waitIndex(client *dynamodb.Client, cfg dynamostore.TableConfig) (string, error) {
 	delay, last := time.Second, ""
 	for {
-		out, err := client.DescribeTable(a.ctx, &dynamodb.DescribeTableInput{TableName: aws.String(cfg.Subscriptions)})
+		table, g, err := a.describeDue(client, cfg)
 		if err != nil {
-			return "", fmt.Errorf("describe table %s: %w", cfg.Subscriptions, err)
+			return "", err
 		}
-		g := findIndex(out.Table, cfg.DueIndex)
 		if g == nil {
 			return "", fmt.Errorf("index %s of %s: not in DescribeTable after UpdateTable added it", cfg.DueIndex, cfg.Subscriptions)
 		}
-		if g.IndexStatus == types.IndexStatusActive && out.Table.TableStatus == types.TableStatusActive {
+		if g.IndexStatus == types.IndexStatusActive && table.TableStatus == types.TableStatusActive {
 			fmt.Fprintf(a.stderr, "index %s is ACTIVE\n", cfg.DueIndex)
 			return string(g.IndexStatus), nil
 		}
-		state := fmt.Sprintf("table %s, index %s", out.Table.TableStatus, g.IndexStatus)
+		state := fmt.Sprintf("table %s, index %s", table.TableStatus, g.IndexStatus)
 		if aws.ToBool(g.Backfilling) {
 			state += " (DynamoDB is indexing the existing items)"
 		}
