@@ -2,6 +2,7 @@ package layout
 
 import (
 	"maps"
+	"math/rand/v2"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -229,5 +230,28 @@ func TestStoredKeyTexts(t *testing.T) {
 				require.Equal(t, refKey(form(read), c.LastRunDate, "2006-01-02T15:04:05.000000000Z"), LastRunDateKey(&c), "%s moved %v", form(read), m)
 			}
 		}
+	}
+}
+
+// TestAppendAmountIsAmountString: the codec writes amounts digit by digit
+// (appendAmount) instead of through billing.Amount.String, the wire form
+// ParseAmount reads back; the two must not drift apart.
+func TestAppendAmountIsAmountString(t *testing.T) {
+	ns := []int64{0, 1, 9, 10, 99, 100, 101, 499, 999, 1000, 123456, int64(billing.MaxAmount)}
+	for n := int64(1); n > 0 && n <= int64(billing.MaxAmount)/10; n *= 10 {
+		ns = append(ns, n-1, n, n+1)
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 10000 {
+		ns = append(ns, rng.Int64N(int64(billing.MaxAmount)))
+	}
+	for _, n := range ns {
+		want := billing.Amount(n).String()
+		require.Equal(t, want, string(appendAmount([]byte("x"), n))[1:], "amount %d", n)
+		v := val{kind: vAmount, n: n}
+		require.Equal(t, want, v.text(), "amount %d", n)
+		back, err := billing.ParseAmount(want)
+		require.NoError(t, err)
+		require.Equal(t, billing.Amount(n), back)
 	}
 }
