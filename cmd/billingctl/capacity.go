@@ -111,137 +111,147 @@ type capacityRow struct {
 	TimeToBill string `json:"time_to_bill"`
 }
 
+// capacityCost is a number flag of the model's per-collection costs,
+// limits and prices, bound to its field of capacity.Params.
+type capacityCost struct {
+	name, usage string
+	def         float64
+	field       func(*capacity.Params) *float64
+	// zeroIsNone: the flag may be 0, which models none (the field's
+	// negative, as Params reads 0 as the default); otherwise it must be
+	// more than 0.
+	zeroIsNone bool
+}
+
+var capacityCosts = []capacityCost{
+	{"data-calls", "DynamoDB calls on the data tables per collection", capacity.DefaultDataCalls,
+		func(p *capacity.Params) *float64 { return &p.DataCalls }, true},
+	{"lock-calls", "lock table calls per collection", capacity.DefaultLockCalls,
+		func(p *capacity.Params) *float64 { return &p.LockCalls }, true},
+	{"wcu", "data tables' WCU per collection", capacity.DefaultBaseWCU,
+		func(p *capacity.Params) *float64 { return &p.BaseWCU }, false},
+	{"lock-wcu", "lock table's WCU per collection", capacity.DefaultLockWCU,
+		func(p *capacity.Params) *float64 { return &p.LockWCU }, true},
+	{"rcu", "RCU per collection", capacity.DefaultRCU,
+		func(p *capacity.Params) *float64 { return &p.RCU }, true},
+	{"index-wcu", "due index's WCU per collection", capacity.DefaultIndexWCU,
+		func(p *capacity.Params) *float64 { return &p.IndexWCU }, false},
+	{"index-rcu", "due index's read RCU per collection", capacity.DefaultIndexReadRCU,
+		func(p *capacity.Params) *float64 { return &p.IndexReadRCU }, true},
+	{"legacy-index-wcu", "legacy status index's WCU per collection", capacity.DefaultLegacyIndexWCU,
+		func(p *capacity.Params) *float64 { return &p.LegacyIndexWCU }, false},
+	{"partition-wcu", "one partition's WCU a second", capacity.DefaultPartitionWCU,
+		func(p *capacity.Params) *float64 { return &p.PartitionWCU }, false},
+	{"partition-rcu", "one partition's RCU a second", capacity.DefaultPartitionRCU,
+		func(p *capacity.Params) *float64 { return &p.PartitionRCU }, false},
+	{"table-wcu", "one table's WCU a second (the lock table's too)", capacity.DefaultTableWCU,
+		func(p *capacity.Params) *float64 { return &p.TableWCU }, false},
+	{"table-rcu", "one table's RCU a second", capacity.DefaultTableRCU,
+		func(p *capacity.Params) *float64 { return &p.TableRCU }, false},
+	{"wru-price", "on-demand `dollars` per million write request units", capacity.DefaultWriteRequestUnitPrice,
+		func(p *capacity.Params) *float64 { return &p.WriteRequestUnitPrice }, true},
+	{"rru-price", "on-demand `dollars` per million read request units", capacity.DefaultReadRequestUnitPrice,
+		func(p *capacity.Params) *float64 { return &p.ReadRequestUnitPrice }, true},
+}
+
 func runCapacity(a *app, c *command, args []string) error {
 	fs := a.newFlags(c)
-	subs := fs.Int64("subscriptions", capacity.DefaultSubscriptions, "subscriptions, N")
-	dueFraction := fs.Float64("due-fraction", capacity.DefaultDueFraction, "share of the subscriptions due on the busiest day, 0 to 1")
-	shards := intList(capacity.DefaultShards())
-	fs.Var(&shards, "shards", "shard counts `K` to evaluate, comma-separated: the due index's partitions for a day and its runs")
-	limits := floatList(capacity.DefaultProcessorLimits())
-	fs.Var(&limits, "processor-limit", "processor limits to evaluate, comma-separated `rates` in requests a second; 0 is none")
-	workers := fs.Int("workers", capacity.DefaultWorkers, "collections one shard's run makes at once, W (the collector's Concurrency)")
-	callLatency := fs.Duration("call-latency", capacity.DefaultCallLatency, "latency of one DynamoDB call")
-	procLatency := fs.Duration("processor-latency", capacity.DefaultProcessorLatency, "latency of one processor request")
-	dataCalls := fs.Float64("data-calls", capacity.DefaultDataCalls, "DynamoDB calls on the data tables per collection")
-	lockCalls := fs.Float64("lock-calls", capacity.DefaultLockCalls, "lock table calls per collection")
-	wcu := fs.Float64("wcu", capacity.DefaultBaseWCU, "data tables' WCU per collection")
-	lockWCU := fs.Float64("lock-wcu", capacity.DefaultLockWCU, "lock table's WCU per collection")
-	rcu := fs.Float64("rcu", capacity.DefaultRCU, "RCU per collection")
-	indexWCU := fs.Float64("index-wcu", capacity.DefaultIndexWCU, "due index's WCU per collection")
-	indexRCU := fs.Float64("index-rcu", capacity.DefaultIndexReadRCU, "due index's read RCU per collection")
-	legacyWCU := fs.Float64("legacy-index-wcu", capacity.DefaultLegacyIndexWCU, "legacy status index's WCU per collection")
-	legacyReads := fs.Float64("legacy-reads-per-due", 0, "items the legacy index reads per due item, at least 1 (default 1/--due-fraction)")
-	partWCU := fs.Float64("partition-wcu", capacity.DefaultPartitionWCU, "one partition's WCU a second")
-	partRCU := fs.Float64("partition-rcu", capacity.DefaultPartitionRCU, "one partition's RCU a second")
-	tableWCU := fs.Float64("table-wcu", capacity.DefaultTableWCU, "one table's WCU a second (the lock table's too)")
-	tableRCU := fs.Float64("table-rcu", capacity.DefaultTableRCU, "one table's RCU a second")
-	wruPrice := fs.Float64("wru-price", capacity.DefaultWriteRequestUnitPrice, "on-demand `dollars` per million write request units")
-	rruPrice := fs.Float64("rru-price", capacity.DefaultReadRequestUnitPrice, "on-demand `dollars` per million read request units")
+	p := capacity.Params{Shards: capacity.DefaultShards(), ProcessorLimits: capacity.DefaultProcessorLimits()}
+	fs.Int64Var(&p.Subscriptions, "subscriptions", capacity.DefaultSubscriptions, "subscriptions, N")
+	fs.Float64Var(&p.DueFraction, "due-fraction", capacity.DefaultDueFraction, "share of the subscriptions due on the busiest day, 0 to 1")
+	fs.Var((*intList)(&p.Shards), "shards", "shard counts `K` to evaluate, comma-separated: the due index's partitions for a day and its runs")
+	fs.Var((*floatList)(&p.ProcessorLimits), "processor-limit", "processor limits to evaluate, comma-separated `rates` in requests a second; 0 is none")
+	fs.IntVar(&p.Workers, "workers", capacity.DefaultWorkers, "collections one shard's run makes at once, W (the collector's Concurrency)")
+	fs.DurationVar(&p.CallLatency, "call-latency", capacity.DefaultCallLatency, "latency of one DynamoDB call")
+	fs.DurationVar(&p.ProcessorLatency, "processor-latency", capacity.DefaultProcessorLatency, "latency of one processor request")
+	for _, f := range capacityCosts {
+		fs.Float64Var(f.field(&p), f.name, f.def, f.usage)
+	}
+	fs.Float64Var(&p.LegacyItemsReadPerDue, "legacy-reads-per-due", 0, "items the legacy index reads per due item, at least 1 (default 1/--due-fraction)")
 	if err := a.parseNoArgs(c, fs, args); err != nil {
 		return err
 	}
 
 	bad := func(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
 	switch {
-	case *subs < 1:
-		return usagef(c.name, "--subscriptions %d: want at least 1", *subs)
-	case !(*dueFraction > 0 && *dueFraction <= 1):
-		return usagef(c.name, "--due-fraction %v: want more than 0, at most 1", *dueFraction)
-	case *workers < 1:
-		return usagef(c.name, "--workers %d: want at least 1", *workers)
-	case *callLatency < 0:
-		return usagef(c.name, "--call-latency %v: must not be negative", *callLatency)
-	case *procLatency < 0:
-		return usagef(c.name, "--processor-latency %v: must not be negative", *procLatency)
-	case len(shards) == 0:
+	case p.Subscriptions < 1:
+		return usagef(c.name, "--subscriptions %d: want at least 1", p.Subscriptions)
+	case !(p.DueFraction > 0 && p.DueFraction <= 1):
+		return usagef(c.name, "--due-fraction %v: want more than 0, at most 1", p.DueFraction)
+	case p.Workers < 1:
+		return usagef(c.name, "--workers %d: want at least 1", p.Workers)
+	case p.CallLatency < 0:
+		return usagef(c.name, "--call-latency %v: must not be negative", p.CallLatency)
+	case p.ProcessorLatency < 0:
+		return usagef(c.name, "--processor-latency %v: must not be negative", p.ProcessorLatency)
+	case len(p.Shards) == 0:
 		return usagef(c.name, "--shards: want at least one shard count")
-	case len(limits) == 0:
+	case len(p.ProcessorLimits) == 0:
 		return usagef(c.name, "--processor-limit: want at least one limit")
-	case *legacyReads != 0 && !(*legacyReads >= 1 && !bad(*legacyReads)):
-		return usagef(c.name, "--legacy-reads-per-due %v: want at least 1", *legacyReads)
+	case p.LegacyItemsReadPerDue != 0 && !(p.LegacyItemsReadPerDue >= 1 && !bad(p.LegacyItemsReadPerDue)):
+		return usagef(c.name, "--legacy-reads-per-due %v: want at least 1", p.LegacyItemsReadPerDue)
 	}
-	for _, k := range shards {
+	for _, k := range p.Shards {
 		if k < 1 || k > 1_000_000 {
 			return usagef(c.name, "--shards %d: want 1 to 1000000", k)
 		}
 	}
-	for _, l := range limits {
+	for _, l := range p.ProcessorLimits {
 		if !(l >= 0) || bad(l) {
 			return usagef(c.name, "--processor-limit %v: want requests a second, 0 for none", l)
 		}
 	}
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"wcu", *wcu}, {"index-wcu", *indexWCU}, {"legacy-index-wcu", *legacyWCU}, {"partition-wcu", *partWCU},
-		{"partition-rcu", *partRCU}, {"table-wcu", *tableWCU}, {"table-rcu", *tableRCU}} {
-		if !(f.v > 0) || bad(f.v) {
-			return usagef(c.name, "--%s %v: want more than 0", f.name, f.v)
+	for _, f := range capacityCosts {
+		v := f.field(&p)
+		switch {
+		case f.zeroIsNone && (!(*v >= 0) || bad(*v)):
+			return usagef(c.name, "--%s %v: must not be negative", f.name, *v)
+		case !f.zeroIsNone && (!(*v > 0) || bad(*v)):
+			return usagef(c.name, "--%s %v: want more than 0", f.name, *v)
+		case f.zeroIsNone && *v == 0:
+			*v = -1 // the model's none
 		}
 	}
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"data-calls", *dataCalls}, {"lock-calls", *lockCalls}, {"lock-wcu", *lockWCU}, {"rcu", *rcu},
-		{"index-rcu", *indexRCU}, {"wru-price", *wruPrice}, {"rru-price", *rruPrice}} {
-		if !(f.v >= 0) || bad(f.v) {
-			return usagef(c.name, "--%s %v: must not be negative", f.name, f.v)
-		}
-	}
+	p.CallLatency, p.ProcessorLatency = noLatencyIfZero(p.CallLatency), noLatencyIfZero(p.ProcessorLatency)
 
-	p := capacity.Params{
-		Subscriptions: *subs, DueFraction: *dueFraction,
-		DataCalls: noneIfZero(*dataCalls), LockCalls: noneIfZero(*lockCalls),
-		BaseWCU: *wcu, LockWCU: noneIfZero(*lockWCU), RCU: noneIfZero(*rcu),
-		IndexWCU: *indexWCU, IndexReadRCU: noneIfZero(*indexRCU),
-		LegacyIndexWCU: *legacyWCU, LegacyItemsReadPerDue: *legacyReads,
-		PartitionWCU: *partWCU, PartitionRCU: *partRCU, TableWCU: *tableWCU, TableRCU: *tableRCU,
-		Workers: *workers, CallLatency: noLatencyIfZero(*callLatency), ProcessorLatency: noLatencyIfZero(*procLatency),
-		Shards: shards, ProcessorLimits: limits,
-		WriteRequestUnitPrice: noneIfZero(*wruPrice), ReadRequestUnitPrice: noneIfZero(*rruPrice),
-	}
 	rows, err := capacity.Evaluate(p)
 	if err != nil {
 		return usagef(c.name, "%v", err)
 	}
 	p = p.WithDefaults()
-	if a.g.json {
-		out := make([]capacityRow, len(rows))
-		for i, r := range rows {
-			out[i] = capacityRow{Row: r, TimeToBill: capacity.FormatDuration(r.Seconds)}
-		}
-		ms := func(d time.Duration) float64 { return float64(max(d, 0)) / float64(time.Millisecond) }
-		in := capacityInputs{
-			Subscriptions: p.Subscriptions, DueFraction: p.DueFraction, Due: p.Due(),
-			DataCalls: *dataCalls, LockCalls: *lockCalls, WCU: *wcu, LockWCU: *lockWCU, RCU: *rcu,
-			IndexWCU: *indexWCU, IndexRCU: *indexRCU, LegacyIndexWCU: *legacyWCU, LegacyItemsReadPerDue: p.LegacyItemsReadPerDue,
-			PartitionWCU: *partWCU, PartitionRCU: *partRCU, TableWCU: *tableWCU, TableRCU: *tableRCU,
-			Workers: *workers, CallLatencyMS: ms(*callLatency), ProcessorLatencyMS: ms(*procLatency),
-			CollectionLatencyMS: ms(p.Latency()), Shards: shards, ProcessorLimits: limits,
-			WRUPrice: *wruPrice, RRUPrice: *rruPrice,
-		}
-		return writeJSON(a.stdout, map[string]any{"inputs": in, "rows": out})
+	if !a.g.json {
+		return writeCapacity(a.stdout, p, rows)
 	}
-	return writeCapacity(a.stdout, p, rows, capacityFlags{dataCalls: *dataCalls, lockCalls: *lockCalls,
-		lockWCU: *lockWCU, rcu: *rcu, indexRCU: *indexRCU})
-}
-
-// capacityFlags are the "0 means none" inputs as given, for the header.
-type capacityFlags struct {
-	dataCalls, lockCalls, lockWCU, rcu, indexRCU float64
+	out := make([]capacityRow, len(rows))
+	for i, r := range rows {
+		out[i] = capacityRow{Row: r, TimeToBill: capacity.FormatDuration(r.Seconds)}
+	}
+	// The inputs as given: a "none" (negative in p) was 0.
+	none := func(v float64) float64 { return max(v, 0) }
+	ms := func(d time.Duration) float64 { return float64(max(d, 0)) / float64(time.Millisecond) }
+	in := capacityInputs{
+		Subscriptions: p.Subscriptions, DueFraction: p.DueFraction, Due: p.Due(),
+		DataCalls: none(p.DataCalls), LockCalls: none(p.LockCalls), WCU: p.BaseWCU, LockWCU: none(p.LockWCU), RCU: none(p.RCU),
+		IndexWCU: p.IndexWCU, IndexRCU: none(p.IndexReadRCU), LegacyIndexWCU: p.LegacyIndexWCU, LegacyItemsReadPerDue: p.LegacyItemsReadPerDue,
+		PartitionWCU: p.PartitionWCU, PartitionRCU: p.PartitionRCU, TableWCU: p.TableWCU, TableRCU: p.TableRCU,
+		Workers: p.Workers, CallLatencyMS: ms(p.CallLatency), ProcessorLatencyMS: ms(p.ProcessorLatency),
+		CollectionLatencyMS: ms(p.Latency()), Shards: p.Shards, ProcessorLimits: p.ProcessorLimits,
+		WRUPrice: none(p.WriteRequestUnitPrice), RRUPrice: none(p.ReadRequestUnitPrice),
+	}
+	return writeJSON(a.stdout, map[string]any{"inputs": in, "rows": out})
 }
 
 // writeCapacity prints the inputs, the rows and their ceilings.
-func writeCapacity(w io.Writer, p capacity.Params, rows []capacity.Row, f capacityFlags) error {
+func writeCapacity(w io.Writer, p capacity.Params, rows []capacity.Row) error {
 	due := p.Due()
 	fmt.Fprintf(w, "Busiest day: %s of %s subscriptions due (%.4g%%).\n", grouped(float64(due), 0),
 		grouped(float64(p.Subscriptions), 0), p.DueFraction*100)
 	fmt.Fprintf(w, "A collection: (%s data + %s lock calls) × %v + %v processor = %v; %d workers a shard run.\n",
-		num(f.dataCalls), num(f.lockCalls), max(p.CallLatency, 0), max(p.ProcessorLatency, 0), p.Latency(), p.Workers)
+		num(max(p.DataCalls, 0)), num(max(p.LockCalls, 0)), max(p.CallLatency, 0), max(p.ProcessorLatency, 0), p.Latency(), p.Workers)
 	fmt.Fprintf(w, "Per collection: %s WCU data tables + %s WCU lock table + %s WCU due index (legacy index %s), %s RCU;\n",
-		num(p.BaseWCU), num(f.lockWCU), num(p.IndexWCU), num(p.LegacyIndexWCU), num(f.rcu))
+		num(p.BaseWCU), num(max(p.LockWCU, 0)), num(p.IndexWCU), num(p.LegacyIndexWCU), num(max(p.RCU, 0)))
 	fmt.Fprintf(w, "  index reads %s RCU (legacy: %s items read per due item, %s RCU).\n",
-		num(f.indexRCU), num(p.LegacyItemsReadPerDue), num(f.indexRCU*p.LegacyItemsReadPerDue))
+		num(max(p.IndexReadRCU, 0)), num(p.LegacyItemsReadPerDue), num(max(p.IndexReadRCU, 0)*p.LegacyItemsReadPerDue))
 	fmt.Fprintf(w, "Limits: a partition %s WCU/s and %s RCU/s; a table %s WCU/s and %s RCU/s.\n",
 		grouped(p.PartitionWCU, 0), grouped(p.PartitionRCU, 0), grouped(p.TableWCU, 0), grouped(p.TableRCU, 0))
 	fmt.Fprintf(w, "Prices: $%s per million WRU, $%s per million RRU (on-demand).\n\n",
