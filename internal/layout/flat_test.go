@@ -255,3 +255,47 @@ func TestAppendAmountIsAmountString(t *testing.T) {
 		require.Equal(t, billing.Amount(n), back)
 	}
 }
+
+// TestAttrTables: the codec's tables of known attributes agree. attrOf
+// (a switch, for speed) is attrNames read backwards, and the kind lists
+// encode walks are exactly the attributes the field accessors decode, in
+// attr order, each of one kind: an attribute added to one table and not
+// the others would be decoded as an Extra attribute, or decoded but never
+// written, without any other test noticing.
+func TestAttrTables(t *testing.T) {
+	seen := map[string]attr{}
+	for a := range numAttrs {
+		name := attrNames[a]
+		require.NotEmpty(t, name, "attr %d has no name", a)
+		require.NotContains(t, seen, name, "attr %d and %d share a name", seen[name], a)
+		seen[name] = a
+		got, ok := attrOf(name)
+		require.True(t, ok, name)
+		require.Equal(t, a, got, name)
+		require.True(t, isKnown(name), name)
+		require.False(t, strings.HasPrefix(name, DataPrefix), name)
+	}
+	for _, name := range []string{"", "claimed_by", DataPrefix + "x", "USER_ID", AttrUserID + " "} {
+		_, ok := attrOf(name)
+		require.False(t, ok, "%q", name)
+	}
+	var s billing.Subscription
+	var str, tm, num []attr
+	for a := range numAttrs {
+		kinds := 0
+		if stringField(&s, a) != nil {
+			str, kinds = append(str, a), kinds+1
+		}
+		if timeField(&s, a) != nil {
+			tm, kinds = append(tm, a), kinds+1
+		}
+		if p, lo, hi := intField(&s, a); p != nil {
+			require.LessOrEqual(t, lo, hi, attrNames[a])
+			num, kinds = append(num, a), kinds+1
+		}
+		require.LessOrEqual(t, kinds, 1, "%s has %d field kinds", attrNames[a], kinds)
+	}
+	require.Equal(t, str, stringAttrs)
+	require.Equal(t, tm, timeAttrs)
+	require.Equal(t, num, intAttrs[:])
+}
