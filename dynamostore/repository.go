@@ -285,34 +285,44 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 	if start != nil && layout.StringOf(start[layout.AttrBillingStatus]) != string(q.Status) {
 		return billing.Page{}, fmt.Errorf("%w: cursor of another status", billing.ErrInvalidCursor)
 	}
-	limit := q.Limit
-	if limit == 0 {
-		limit = r.cfg.PageSize
-	}
 	expr, err := r.statusConditions(q)
 	if err != nil {
 		return billing.Page{}, err
 	}
-	in := &dynamodb.QueryInput{
+	page, next, err := r.statusPage(ctx, q, shards, &r.cfg.Tables.StatusIndex, expr, start)
+	if err != nil {
+		return billing.Page{}, fmt.Errorf("billing: status page %s: %w", q.Status, err)
+	}
+	if page.Next, err = cursor.Encode(scope, next); err != nil {
+		return billing.Page{}, fmt.Errorf("billing: status page %s: cursor: %w", q.Status, err)
+	}
+	return page, nil
+}
+
+// statusPage reads one page of q from index with expr's conditions from
+// start (the query's Limit, else the page size) and returns the records
+// of q's status and shards it found, and the index's LastEvaluatedKey.
+func (r *Repository) statusPage(ctx context.Context, q billing.StatusQuery, shards []int, index *string, expr expression.Expression, start map[string]types.AttributeValue) (billing.Page, map[string]types.AttributeValue, error) {
+	limit := q.Limit
+	if limit == 0 {
+		limit = r.cfg.PageSize
+	}
+	out, err := r.cfg.Client.Query(ctx, &dynamodb.QueryInput{
 		TableName:                 &r.cfg.Tables.Subscriptions,
-		IndexName:                 &r.cfg.Tables.StatusIndex,
+		IndexName:                 index,
 		KeyConditionExpression:    expr.KeyCondition(),
 		FilterExpression:          expr.Filter(),
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
 		ExclusiveStartKey:         start,
 		Limit:                     aws.Int32(int32(min(limit, 1<<30))),
-	}
-	out, err := r.cfg.Client.Query(ctx, in)
+	})
 	if err != nil {
-		return billing.Page{}, fmt.Errorf("billing: status page %s: %w", q.Status, err)
+		return billing.Page{}, nil, err
 	}
 	page := billing.Page{Scanned: int(out.ScannedCount)}
 	r.addItems(ctx, &page, q, out.Items, shards)
-	if page.Next, err = cursor.Encode(scope, out.LastEvaluatedKey); err != nil {
-		return billing.Page{}, fmt.Errorf("billing: status page %s: cursor: %w", q.Status, err)
-	}
-	return page, nil
+	return page, out.LastEvaluatedKey, nil
 }
 
 // statusConditions builds the key condition and filter of a status query

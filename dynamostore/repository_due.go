@@ -101,31 +101,15 @@ func (r *Repository) queryDue(ctx context.Context, q billing.StatusQuery, shards
 	if err != nil {
 		return billing.Page{}, err
 	}
-	limit := q.Limit
-	if limit == 0 {
-		limit = r.cfg.PageSize
-	}
 	key := layout.DueKey(q.Status, shard)
 	expr, err := dateConditions(q, expression.Key(layout.AttrDue).Equal(expression.Value(layout.StringAV(key))), true)
 	if err != nil {
 		return billing.Page{}, err
 	}
-	out, err := r.cfg.Client.Query(ctx, &dynamodb.QueryInput{
-		TableName:                 &t.Subscriptions,
-		IndexName:                 &t.DueIndex,
-		KeyConditionExpression:    expr.KeyCondition(),
-		FilterExpression:          expr.Filter(),
-		ExpressionAttributeNames:  expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
-		ExclusiveStartKey:         start,
-		Limit:                     aws.Int32(int32(min(limit, 1<<30))),
-	})
+	page, next, err := r.statusPage(ctx, q, shards, &t.DueIndex, expr, start)
 	if err != nil {
 		return billing.Page{}, fmt.Errorf("billing: status page %s, shard %d: %w", q.Status, shard, err)
 	}
-	page := billing.Page{Scanned: int(out.ScannedCount)}
-	r.addItems(ctx, &page, q, out.Items, shards)
-	next := out.LastEvaluatedKey
 	if next == nil {
 		i := slices.Index(shards, shard)
 		if i+1 == len(shards) {
@@ -221,19 +205,10 @@ func (r *Repository) BackfillDue(ctx context.Context, token string, limit int) (
 	var page BackfillPage
 	page.Scanned = int(out.ScannedCount)
 	for _, it := range out.Items {
-		changed, err := r.backfillItem(ctx, it)
-		if err != nil {
+		if err := r.backfillItem(ctx, it, &page); err != nil {
 			// The page is redone from its start: its writes are idempotent.
 			page.Next = token
 			return page, err
-		}
-		if changed == nil {
-			continue
-		}
-		if *changed {
-			page.Updated++
-		} else {
-			page.Changed++
 		}
 	}
 	if page.Next, err = cursor.Encode(scope, out.LastEvaluatedKey); err != nil {
@@ -243,9 +218,10 @@ func (r *Repository) BackfillDue(ctx context.Context, token string, limit int) (
 }
 
 // backfillItem writes the due key of one scanned item when it is not the
-// one its status and user call for. It returns nil when the item is
-// right, true when it wrote, false when the item changed meanwhile.
-func (r *Repository) backfillItem(ctx context.Context, it map[string]types.AttributeValue) (*bool, error) {
+// one its status and user call for, and counts it on page: Updated when it
+// wrote, Changed when the item changed meanwhile; an item whose key is
+// right counts nowhere.
+func (r *Repository) backfillItem(ctx context.Context, it map[string]types.AttributeValue, page *BackfillPage) error {
 	user, status := layout.StringOf(it[layout.AttrUserID]), billing.Status(layout.StringOf(it[layout.AttrBillingStatus]))
 	have, had := it[layout.AttrDue]
 	want := ""
@@ -253,7 +229,7 @@ func (r *Repository) backfillItem(ctx context.Context, it map[string]types.Attri
 		want = layout.DueKey(status, layout.DueShard(user, r.cfg.Tables.DueShards))
 	}
 	if (want == "" && !had) || (had && layout.StringOf(have) == want) {
-		return nil, nil
+		return nil
 	}
 	due := expression.Name(layout.AttrDue)
 	cond := expression.Name(layout.AttrBillingStatus).Equal(expression.Value(layout.StringAV(string(status))))
@@ -268,7 +244,7 @@ func (r *Repository) backfillItem(ctx context.Context, it map[string]types.Attri
 	}
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	_, err = r.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &r.cfg.Tables.Subscriptions,
@@ -281,9 +257,11 @@ func (r *Repository) backfillItem(ctx context.Context, it map[string]types.Attri
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &ccf):
-		return new(false), nil
+		page.Changed++
+		return nil
 	case err != nil:
-		return nil, fmt.Errorf("billing: backfill (%s): %w", keyString(user, layout.StringOf(it[layout.AttrBillingDate])), err)
+		return fmt.Errorf("billing: backfill (%s): %w", keyString(user, layout.StringOf(it[layout.AttrBillingDate])), err)
 	}
-	return new(true), nil
+	page.Updated++
+	return nil
 }

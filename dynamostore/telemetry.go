@@ -45,7 +45,9 @@ func unwrapDynamo(c API) API {
 }
 
 // observeDynamo runs call, the DynamoDB operation op, in a client span and
-// records its duration.
+// records its duration. Every call of the store's client passes here, so it
+// is also where a capacity refusal becomes [billing.ErrThrottled] (see
+// throttled), once for all operations.
 func observeDynamo[O any](ctx context.Context, t *telemetry, op string, call func(ctx context.Context) (O, error)) (O, error) {
 	ctx, span := t.tracer.Start(ctx, itel.SpanDynamoDBPrefix+op, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		attribute.String("rpc.system", "aws-api"),
