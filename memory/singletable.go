@@ -57,9 +57,6 @@ const stMaxEmptyDays = 62
 // payment index the walk is at.
 const stCursorDay = "day"
 
-// stPayDayLayout is how the payment index stores a day.
-const stPayDayLayout = "2006-01-02"
-
 // SingleTable is the in-memory twin of [dynamostore.SingleTableRepository]:
 // the collection engine's periods, history rows and period-ID pointers,
 // and the subscription items and receipts of the same single table,
@@ -754,7 +751,7 @@ func decodeStatusCursor(scope, token string, w layout.StatusWalk) (time.Time, ma
 		return time.Time{}, nil, fmt.Errorf("%w: %v", billing.ErrInvalidCursor, err)
 	}
 	d := str(key[stCursorDay])
-	day, err := time.Parse(stPayDayLayout, d)
+	day, err := time.Parse(layout.PayDayLayout, d)
 	if err != nil || day.Before(w.First) || day.After(w.Last) {
 		return time.Time{}, nil, fmt.Errorf("%w: day %q outside the query", billing.ErrInvalidCursor, d)
 	}
