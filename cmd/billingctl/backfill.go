@@ -67,6 +67,11 @@ func (s *backfillSummary) add(p dynamostore.BackfillPage) {
 	s.Changed += p.Changed
 }
 
+// counts are the item totals so far, as the progress lines give them.
+func (s *backfillSummary) counts() string {
+	return fmt.Sprintf("%d scanned, %d updated, %d changed", s.Scanned, s.Updated, s.Changed)
+}
+
 const (
 	defaultBackfillPage = 100
 	defaultBackfillRate = 500
@@ -115,16 +120,13 @@ func runIndexBackfill(a *app, c *command, args []string) error {
 		return a.backfillCommand(*pageSize, *rate, token)
 	}
 	stopped := func(token string) {
-		fmt.Fprintf(a.stderr, "backfill stopped after %s: %d scanned, %d updated, %d changed; resume: %s\n",
-			plural(sum.Pages, "page"), sum.Scanned, sum.Updated, sum.Changed, resume(token))
+		fmt.Fprintf(a.stderr, "backfill stopped after %s: %s; resume: %s\n", plural(sum.Pages, "page"), sum.counts(), resume(token))
 	}
 	start := a.clock()
-	var ran int // items scanned by this invocation, for the pace
 	token := *from
 	for {
 		page, err := repo.BackfillDue(a.ctx, token, *pageSize)
 		sum.add(page)
-		ran += page.Scanned
 		if err != nil {
 			if sum.Pages == 0 && errors.Is(err, billing.ErrInvalidCursor) {
 				return usagef(c.name, "--from: not a token of a backfill of %s with --due-shards %d: %v", cfg.Subscriptions, cfg.DueShards, err)
@@ -135,14 +137,13 @@ func runIndexBackfill(a *app, c *command, args []string) error {
 		sum.Pages++
 		token = page.Next
 		if token == "" {
-			fmt.Fprintf(a.stderr, "backfill: %s, %d scanned, %d updated, %d changed; done: the scan reached the end of the table\n",
-				plural(sum.Pages, "page"), sum.Scanned, sum.Updated, sum.Changed)
+			fmt.Fprintf(a.stderr, "backfill: %s, %s; done: the scan reached the end of the table\n", plural(sum.Pages, "page"), sum.counts())
 			break
 		}
-		fmt.Fprintf(a.stderr, "backfill: %s, %d scanned, %d updated, %d changed; resume: %s\n",
-			plural(sum.Pages, "page"), sum.Scanned, sum.Updated, sum.Changed, resume(token))
+		fmt.Fprintf(a.stderr, "backfill: %s, %s; resume: %s\n", plural(sum.Pages, "page"), sum.counts(), resume(token))
 		if *rate > 0 {
-			due := start.Add(time.Duration(float64(ran) / float64(*rate) * float64(time.Second)))
+			// The pace counts what this invocation scanned: sum's totals.
+			due := start.Add(time.Duration(float64(sum.Scanned) / float64(*rate) * float64(time.Second)))
 			if d := due.Sub(a.clock()); d > 0 {
 				if err := a.pause(d); err != nil {
 					stopped(token)
