@@ -326,11 +326,9 @@ func (c *Collector) runPages(ctx context.Context, req RunRequest, now time.Time,
 			rep.Next = next()
 			return fmt.Errorf("billing: %s run: page %d: %w", req.Kind, rep.Pages+1, err)
 		}
-		rep.mu.Lock()
 		rep.Pages++
 		rep.Scanned += p.Scanned
 		rep.Invalid += len(p.Invalid)
-		rep.mu.Unlock()
 		for _, bad := range p.Invalid {
 			c.cfg.Logger.WarnContext(ctx, "billing: skipping undecodable record", "run", req.Kind, "error", bad)
 		}

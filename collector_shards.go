@@ -46,8 +46,6 @@ func (c *Collector) runShards(ctx context.Context, req RunRequest, shards []int,
 				err := c.runPages(ctx, RunRequest{Kind: req.Kind, Cursor: todo[s], Shards: []int{s}}, now, sub)
 				rep.add(sub)
 				mu.Lock()
-				rep.Pages += sub.Pages
-				rep.Scanned += sub.Scanned
 				if sub.Next != "" || err != nil {
 					left[s] = sub.Next
 				}

@@ -230,11 +230,13 @@ func (o *recordObs) outcome() string {
 	return outcomeNotEligible // nothing was done to it
 }
 
-// add adds the counts and failures of o to r. Run-level fields (kind,
-// times, pages, cursor) are left alone.
+// add adds the counts and failures of o, a record's or a shard's part of
+// the run, to r. Kind, times and cursor are left alone.
 func (r *Report) add(o *Report) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.Pages += o.Pages
+	r.Scanned += o.Scanned
 	r.Invalid += o.Invalid
 	r.Attempted += o.Attempted
 	r.Collected += o.Collected

@@ -52,11 +52,11 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 	// In due mode a page reads one shard of the due index: the records of
 	// the shard's users in the status, by billing_date.
 	due := mode == dynamostore.StatusIndexDue
-	if due && !layout.DueStatus(q.Status) {
-		return billing.Page{}, fmt.Errorf("%w: status %s is not indexed in the due mode", billing.ErrInvalidQuery, q.Status)
-	}
 	if due {
-		mode = dynamostore.StatusIndexSorted
+		if !layout.DueStatus(q.Status) {
+			return billing.Page{}, fmt.Errorf("%w: status %s is not indexed in the due mode", billing.ErrInvalidQuery, q.Status)
+		}
+		mode = dynamostore.StatusIndexSorted // within its shard
 	}
 	scope := cursorScope(r.s.opts.StatusIndexMode, q.Status) + fmt.Sprint("/", k, shards)
 	shard := shards[0]
