@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -172,27 +171,23 @@ func gsi(name string, keys ...types.KeySchemaElement) types.GlobalSecondaryIndex
 // the shards. A table moved to the due mode should drop it.
 func SubscriptionsTableDefinition(cfg TableConfig) *dynamodb.CreateTableInput {
 	cfg = cfg.WithDefaults()
-	status := gsi(cfg.StatusIndex, keyElem(layout.AttrBillingStatus, types.KeyTypeHash))
-	if cfg.StatusIndexMode == StatusIndexSorted {
-		status = gsi(cfg.StatusIndex, keyElem(layout.AttrBillingStatus, types.KeyTypeHash), keyElem(layout.AttrBillingDate, types.KeyTypeRange))
-	}
 	def := &dynamodb.CreateTableInput{
-		TableName: aws.String(cfg.Subscriptions),
-		AttributeDefinitions: []types.AttributeDefinition{
-			attrDef(layout.AttrUserID), attrDef(layout.AttrBillingDate), attrDef(layout.AttrSubscriptionID), attrDef(layout.AttrBillingStatus),
-		},
-		KeySchema: []types.KeySchemaElement{keyElem(layout.AttrUserID, types.KeyTypeHash), keyElem(layout.AttrBillingDate, types.KeyTypeRange)},
+		TableName:            aws.String(cfg.Subscriptions),
+		AttributeDefinitions: []types.AttributeDefinition{attrDef(layout.AttrUserID), attrDef(layout.AttrBillingDate), attrDef(layout.AttrSubscriptionID)},
+		KeySchema:            []types.KeySchemaElement{keyElem(layout.AttrUserID, types.KeyTypeHash), keyElem(layout.AttrBillingDate, types.KeyTypeRange)},
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
 			keysOnly(gsi(cfg.SubscriptionIDIndex, keyElem(layout.AttrSubscriptionID, types.KeyTypeHash))),
 		},
 		BillingMode: types.BillingModePayPerRequest,
 	}
-	if cfg.StatusIndexMode != StatusIndexDue {
-		def.GlobalSecondaryIndexes = append(def.GlobalSecondaryIndexes, status)
-	} else {
-		def.AttributeDefinitions = slices.DeleteFunc(def.AttributeDefinitions, func(d types.AttributeDefinition) bool {
-			return aws.ToString(d.AttributeName) == layout.AttrBillingStatus
-		})
+	status := []types.KeySchemaElement{keyElem(layout.AttrBillingStatus, types.KeyTypeHash)}
+	switch cfg.StatusIndexMode {
+	case StatusIndexSorted:
+		status = append(status, keyElem(layout.AttrBillingDate, types.KeyTypeRange))
+		fallthrough
+	case StatusIndexLegacy:
+		def.AttributeDefinitions = append(def.AttributeDefinitions, attrDef(layout.AttrBillingStatus))
+		def.GlobalSecondaryIndexes = append(def.GlobalSecondaryIndexes, gsi(cfg.StatusIndex, status...))
 	}
 	if cfg.DueShards > 0 {
 		def.AttributeDefinitions = append(def.AttributeDefinitions, attrDef(layout.AttrDue))
