@@ -49,7 +49,9 @@ func TestDiffIsWriteBackItem(t *testing.T) {
 				}
 				want := writeBackItem(stored, prevItem, nextItem, keys, alw)
 				got := cloneItem(stored)
-				layout.WriteBack(got, prev, next, nil, cloneValue, runDate)
+				var d layout.Diff
+				d.Make(prev, next, nil, cloneValue, runDate)
+				d.Apply(got)
 				require.Equal(t, want, got, "records %d to %d, run date %v", i, j, runDate)
 			}
 			next.Release()

@@ -581,14 +581,6 @@ func sameItems(a, b map[string]types.AttributeValue) bool {
 	return reflect.DeepEqual(a, b)
 }
 
-// WriteBack applies to cur, the stored primary item of prev, DynamoDB's
-// write-back update from prev to next: see [Diff].
-func WriteBack(cur map[string]types.AttributeValue, prev, next *Flat, src map[string]types.AttributeValue, clone func(types.AttributeValue) types.AttributeValue, writeRunDate bool) {
-	var d Diff
-	d.Make(prev, next, src, clone, writeRunDate)
-	d.Apply(cur)
-}
-
 // Diff is DynamoDB's write-back update from prev to next, two encodings of
 // a record for the primary table, computed apart from the stored item so
 // that a store makes it (and its new values) before it locks the item and

@@ -103,7 +103,7 @@ func TestFlatEqualIsItemEquality(t *testing.T) {
 }
 
 // writeBackMaps is the write-back of the DynamoDB stores on items (see
-// dynamostore's writeBack): the reference WriteBack must agree with.
+// dynamostore's writeBack): the reference a Diff must agree with.
 func writeBackMaps(cur, prev, next map[string]types.AttributeValue, runDate bool) map[string]types.AttributeValue {
 	keys := []string{AttrUserID, AttrBillingDate}
 	out := maps.Clone(cur)
@@ -123,7 +123,7 @@ func writeBackMaps(cur, prev, next map[string]types.AttributeValue, runDate bool
 	return out
 }
 
-// TestWriteBackIsItemWriteBack: WriteBack on Flats leaves the item the
+// TestWriteBackIsItemWriteBack: a Diff on Flats leaves the item the
 // write-back of the two records' items leaves, whatever the stored item
 // holds besides (legacy texts, unknown attributes), taking values from src
 // when it has them.
@@ -149,10 +149,10 @@ func TestWriteBackIsItemWriteBack(t *testing.T) {
 			for _, runDate := range []bool{false, true} {
 				want := writeBackMaps(stored, prevItem, nextItem, runDate)
 				got := maps.Clone(stored)
-				WriteBack(got, prev, next, nil, func(v types.AttributeValue) types.AttributeValue { return v }, runDate)
+				writeBack(got, prev, next, nil, func(v types.AttributeValue) types.AttributeValue { return v }, runDate)
 				require.Equal(t, want, got, "records %d to %d, run date %v", i, j, runDate)
 				got = maps.Clone(stored)
-				WriteBack(got, prev, next, nextItem, nil, runDate)
+				writeBack(got, prev, next, nextItem, nil, runDate)
 				require.Equal(t, want, got, "records %d to %d from src, run date %v", i, j, runDate)
 				for name, v := range got {
 					if n, ok := nextItem[name]; ok && reflect.DeepEqual(n, v) && (runDate && name == AttrLastRunDate || !reflect.DeepEqual(prevItem[name], n)) && name != AttrUserID && name != AttrBillingDate {
@@ -298,4 +298,12 @@ func TestAttrTables(t *testing.T) {
 	require.Equal(t, str, stringAttrs)
 	require.Equal(t, tm, timeAttrs)
 	require.Equal(t, num, intAttrs[:])
+}
+
+// writeBack applies to cur, the stored primary item of prev, the Diff from
+// prev to next, as a store does.
+func writeBack(cur map[string]types.AttributeValue, prev, next *Flat, src map[string]types.AttributeValue, clone func(types.AttributeValue) types.AttributeValue, writeRunDate bool) {
+	var d Diff
+	d.Make(prev, next, src, clone, writeRunDate)
+	d.Apply(cur)
 }
