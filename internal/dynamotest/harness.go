@@ -224,10 +224,14 @@ func CreateTable(t testing.TB, c *dynamodb.Client, in *dynamodb.CreateTableInput
 	name := aws.ToString(in.TableName)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	if _, err := c.CreateTable(ctx, in); err != nil {
+	var inUse *types.ResourceInUseException
+	if _, err := c.CreateTable(ctx, in); err != nil && !errors.As(err, &inUse) {
 		t.Fatalf("dynamotest.CreateTable %s: %v", name, err)
 		return
 	}
+	// "Already exists" for a name made for this call is this call's own
+	// create applied once already: the SDK retried a request the busy
+	// server answered too late. The table is waited for as any other.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
