@@ -16,6 +16,30 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// TestStatusQueriesWith runs the QueryStatus group of [TestRepositoryWith]
+// in the given index modes only, for a store that answers status queries
+// from an index in some modes and another way in the rest: the single
+// table reads its sharded due index (dynamostore.SingleTableConfig.DueShards)
+// exactly as the legacy table's due mode does, and walks its payment
+// index otherwise, so its suites set SkipStatusQueries and run this with
+// [dynamostore.StatusIndexDue]. newStores receives the mode and its
+// shards in memory.Options.StatusIndexMode and DueShards.
+func TestStatusQueriesWith(t *testing.T, newStores StoreFactory, opts SuiteOptions, modes ...dynamostore.StatusIndexMode) {
+	t.Helper()
+	s := &repoSuite{newStores: newStores, ids: newSuiteIDs(opts)}
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			for _, c := range s.queryCases(mode) {
+				t.Run(c.name, func(t *testing.T) {
+					t.Parallel()
+					c.run(t)
+				})
+			}
+		})
+	}
+}
+
 // maxPages bounds every pagination loop of the suite.
 const maxPages = 1000
 

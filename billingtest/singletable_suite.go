@@ -40,10 +40,11 @@ type SingleTableFactory func(t *testing.T, clock billing.Clock, pageSize int) Si
 //   - a period completed by an update has exactly one receipt, with the
 //     record's amount, transaction and completion date, expiring after the
 //     retention; begins_with "SUB#" lists subscriptions only;
-//   - status queries walk the payment index: every open period of a
-//     subscription in the range is found, across SKUs of one account and
-//     behind an older open period, over pages of one index item, and
-//     cursors are bound to their query;
+//   - status queries walk the payment index (or, with due shards, read
+//     the due index): every open period of a subscription in the range is
+//     found, across SKUs of one account and behind an older open period,
+//     over pages of one index item, and cursors are bound to their query
+//     (status and range);
 //   - engine user IDs that are not subscription references are rejected.
 func TestSingleTable(t *testing.T, newStores SingleTableFactory) {
 	t.Helper()
@@ -336,8 +337,13 @@ func (s *stSuite) statusWalk(t *testing.T, pageSize int) {
 	requireSameRecords(t, e.collect(billing.StatusQuery{Status: billing.StatusError, After: stNow.AddDate(0, 0, -37)}), errored)
 	requireSameRecords(t, e.collect(billing.StatusQuery{Status: billing.StatusPaused, Before: stNow}), paused)
 	requireSameRecords(t, e.collect(billing.StatusQuery{Status: billing.StatusScheduled, Since: at(10, 0), Before: at(11, 0)}), window)
-	if got := e.collect(billing.StatusQuery{Status: billing.StatusCancelled, Before: stNow}); len(got) != 0 {
-		t.Fatalf("CANCELLED query = %d records; want none (closed periods are not in the index)", len(got))
+	// Closed periods are in no index: the walk finds none, the due index
+	// refuses a status runs do not read.
+	cancelled := billing.StatusQuery{Status: billing.StatusCancelled, Before: stNow}
+	if _, err := e.Repository.QueryStatus(e.ctx(), cancelled); !errors.Is(err, billing.ErrInvalidQuery) {
+		if got := e.collect(cancelled); len(got) != 0 {
+			t.Fatalf("CANCELLED query = %d records; want none (closed periods are not in the index)", len(got))
+		}
 	}
 }
 

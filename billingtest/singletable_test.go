@@ -35,6 +35,17 @@ func TestSingleTableRepositorySuite(t *testing.T) {
 	}, stSuiteOptions)
 }
 
+// TestSingleTableDueQuerySuite: with due shards the twin's status
+// queries read the due index and pass the status-query group in the due
+// mode, as the legacy table's store does.
+func TestSingleTableDueQuerySuite(t *testing.T) {
+	billingtest.TestStatusQueriesWith(t, func(t *testing.T, opts memory.Options) (billing.Repository, billing.History) {
+		s := memory.NewSingleTable(memory.SingleTableOptions{PageSize: opts.PageSize, Collisions: opts.Collisions,
+			Table: dynamostore.SingleTableConfig{DueShards: opts.DueShards}})
+		return s.Repository(), s.History()
+	}, stSuiteOptions, dynamostore.StatusIndexDue)
+}
+
 func TestSingleTableHistorySuite(t *testing.T) {
 	billingtest.TestHistoryWith(t, func(t *testing.T) billing.History {
 		return memory.NewSingleTable(memory.SingleTableOptions{}).History()
@@ -42,10 +53,14 @@ func TestSingleTableHistorySuite(t *testing.T) {
 }
 
 func TestSingleTableLayoutSuite(t *testing.T) {
-	billingtest.TestSingleTable(t, func(t *testing.T, clock billing.Clock, pageSize int) billingtest.SingleTableStores {
-		s := memory.NewSingleTable(memory.SingleTableOptions{Clock: clock, PageSize: pageSize})
-		return billingtest.SingleTableStores{Repository: s.Repository(), History: s.History(), Payments: s.Payments()}
-	})
+	for _, shards := range []int{0, 3} {
+		t.Run(fmt.Sprint("DueShards", shards), func(t *testing.T) {
+			billingtest.TestSingleTable(t, func(t *testing.T, clock billing.Clock, pageSize int) billingtest.SingleTableStores {
+				s := memory.NewSingleTable(memory.SingleTableOptions{Clock: clock, PageSize: pageSize, Table: dynamostore.SingleTableConfig{DueShards: shards}})
+				return billingtest.SingleTableStores{Repository: s.Repository(), History: s.History(), Payments: s.Payments()}
+			})
+		})
+	}
 }
 
 // stNow is the clock of the twin's own tests.

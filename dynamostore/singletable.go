@@ -57,7 +57,9 @@ func includeGSI(name string, projection []string, keys ...types.KeySchemaElement
 //   - ReminderIndex: NextReminderDate (hash), LastReminderDate (range),
 //     projecting ReminderProjection;
 //   - PaymentIndex: NextPaymentDate (hash), LastPaymentDate (range),
-//     projecting PaymentProjection.
+//     projecting PaymentProjection;
+//   - with DueShards, DueIndex: billing_due (hash), billing_date (range),
+//     projecting every attribute ([SingleTableDueIndexDefinition]).
 //
 // The indexes are sparse: only items carrying both of an index's key
 // attributes appear in it, so credits, passes, profiles and receipts never
@@ -69,7 +71,7 @@ func includeGSI(name string, projection []string, keys ...types.KeySchemaElement
 // enables it with UpdateTimeToLive.
 func SingleTableDefinition(config SingleTableConfig) *dynamodb.CreateTableInput {
 	cfg := config.codec()
-	return &dynamodb.CreateTableInput{
+	def := &dynamodb.CreateTableInput{
 		TableName: aws.String(cfg.Table),
 		AttributeDefinitions: []types.AttributeDefinition{
 			attrDef(layout.AttrPK), attrDef(layout.AttrSK),
@@ -85,6 +87,11 @@ func SingleTableDefinition(config SingleTableConfig) *dynamodb.CreateTableInput 
 		},
 		BillingMode: types.BillingModePayPerRequest,
 	}
+	if cfg.DueShards > 0 {
+		def.AttributeDefinitions = append(def.AttributeDefinitions, attrDef(layout.AttrDue), attrDef(layout.AttrBillingDate))
+		def.GlobalSecondaryIndexes = append(def.GlobalSecondaryIndexes, SingleTableDueIndexDefinition(config))
+	}
+	return def
 }
 
 // SingleTableClient is what [CreateSingleTable] needs; *dynamodb.Client and

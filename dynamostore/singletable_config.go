@@ -34,6 +34,24 @@ type SingleTableConfig struct {
 	// expiry to it, and so do the monthly grant markers and receipts.
 	// Defaults to "expiresAt".
 	TTLAttribute string
+	// DueShards, when above 0, keeps the sharded due index on the
+	// engine's period items and reads it for status queries: a period in
+	// a status runs read (SCHEDULED, ERROR, PAUSED, ACHSENT) carries
+	// billing_due, "<billing_status>#<shard>" with the shard of its engine
+	// user (the subscription) among DueShards, and every other item none,
+	// so DueIndex (billing_due, billing_date) holds exactly what runs read
+	// and a status page reads one shard of it. At most [MaxDueShards].
+	//
+	// To move an existing table: add DueIndex
+	// ([SingleTableDueIndexDefinition]), give every writer DueShards, run
+	// [SingleTableRepository.BackfillDue] until a pass updates nothing,
+	// then let the runs use it. Defaults to 0: no due index, status
+	// queries walk PaymentIndex day by day. NextPaymentDate and OpenPeriods
+	// on the subscription items are kept the same either way.
+	DueShards int
+	// DueIndex is the sharded due GSI (see DueShards). Defaults to
+	// "billing_due-billing_date-index".
+	DueIndex string
 }
 
 // WithDefaults returns c with every empty field set to its default (the

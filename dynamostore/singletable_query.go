@@ -20,7 +20,11 @@ func (r *SingleTableRepository) statusScope(q billing.StatusQuery, w layout.Stat
 	return fmt.Sprintf("single/%s/%s/%s/%s/%s", r.tbl.Table, r.tbl.PaymentIndex, q.Status, w.Lo, w.Hi)
 }
 
-// QueryStatus implements [Repository.QueryStatus] on the payment index
+// QueryStatus implements [Repository.QueryStatus]. With
+// [SingleTableConfig.DueShards] (and the backfill done) it reads the due
+// index, one shard a page: only the periods in the query's status and
+// range are read, and a status runs do not read is an
+// [billing.ErrInvalidQuery]. Otherwise it reads the payment index
 // (NextPaymentDate): it walks the index's days from CatchUpDays before
 // today (or the query's start, when earlier) to the query's end; each
 // subscription found there (it sits at the day of its earliest open
@@ -37,6 +41,9 @@ func (r *SingleTableRepository) statusScope(q billing.StatusQuery, w layout.Stat
 func (r *SingleTableRepository) QueryStatus(ctx context.Context, q billing.StatusQuery) (billing.Page, error) {
 	if err := q.Validate(); err != nil {
 		return billing.Page{}, err
+	}
+	if r.dueReads() {
+		return r.queryDue(ctx, q)
 	}
 	w, err := layout.SingleTableWalk(q, r.cfg.Clock.Now(), r.cfg.CatchUpDays)
 	if err != nil {

@@ -62,6 +62,12 @@ type SingleTableStoreConfig struct {
 	// Collisions resolves duplicate keys in AddAll. Defaults to
 	// the legacy rule described on [billing.CollisionPolicy].
 	Collisions billing.CollisionPolicy
+	// DueIndexPending keeps status queries on the payment-index walk (one
+	// shard) while Table.DueShards already writes the due keys: the state
+	// of a table whose [SingleTableRepository.BackfillDue] has not
+	// finished. Defaults to false: with DueShards, status queries read the
+	// due index.
+	DueIndexPending bool
 	// Logger receives warnings about undecodable items. Defaults to
 	// discarding.
 	Logger *slog.Logger
@@ -144,7 +150,7 @@ func (r *SingleTableRepository) keyText(accountID, sk string) string {
 }
 
 // periodItem is the item of a period: the legacy record's attributes
-// (EncodeItem) with the layout's keys.
+// (EncodeItem) with the layout's keys and its due key (see withDue).
 func (r *SingleTableRepository) periodItem(ref layout.SubscriptionRef, sub *billing.Subscription) (map[string]types.AttributeValue, error) {
 	item, err := layout.EncodeItem(sub)
 	if err != nil {
@@ -152,6 +158,7 @@ func (r *SingleTableRepository) periodItem(ref layout.SubscriptionRef, sub *bill
 	}
 	item[layout.AttrPK], item[layout.AttrSK] = layout.StringAV(r.tbl.AccountPK(ref.AccountID)), layout.StringAV(layout.PeriodSK(ref, layout.BillingDateKey(sub)))
 	item[layout.PayEntity] = layout.StringAV(layout.EntityPeriod)
+	r.withDue(item, sub)
 	return item, nil
 }
 
@@ -171,12 +178,15 @@ func pointerKey(subscriptionID, userID string) map[string]types.AttributeValue {
 }
 
 // decodeEngineItem decodes a period or history item: the layout's own
-// attributes are not part of the record.
+// attributes, the due key included, are not part of the record, so they
+// are neither carried in its stored attributes nor compared when it is
+// written back.
 func decodeEngineItem(item map[string]types.AttributeValue) (billing.Subscription, error) {
 	rec := maps.Clone(item)
 	delete(rec, layout.AttrPK)
 	delete(rec, layout.AttrSK)
 	delete(rec, layout.PayEntity)
+	delete(rec, layout.AttrDue)
 	return layout.DecodeItem(rec)
 }
 
@@ -253,7 +263,7 @@ func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *billing.Subscript
 		put.ConditionExpression, put.ExpressionAttributeNames, put.ExpressionAttributeValues = expr.Condition(), expr.Names(), expr.Values()
 		op = txOp{key: next.Key(), reason: "the record is in flight", inFlight: true}
 	case prev != nil && layout.BillingDateKey(prev) == layout.BillingDateKey(next):
-		upd, err := r.periodWriteBack(ref, prev, prim)
+		upd, err := r.periodWriteBack(ref, prev, next, prim)
 		if err != nil {
 			return err
 		}
@@ -298,10 +308,16 @@ func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *billing.Subscript
 
 // periodWriteBack is the update of prev's period to nextItem (next's
 // period item): see [writeBack].
-func (r *SingleTableRepository) periodWriteBack(ref layout.SubscriptionRef, prev *billing.Subscription, nextItem map[string]types.AttributeValue) (*types.Update, error) {
+func (r *SingleTableRepository) periodWriteBack(ref layout.SubscriptionRef, prev, next *billing.Subscription, nextItem map[string]types.AttributeValue) (*types.Update, error) {
 	prevItem, err := r.periodItem(ref, prev)
 	if err != nil {
 		return nil, err
+	}
+	if !layout.DueStatus(next.Status) || r.tbl.DueShards > 0 {
+		// Periods are read without their due key (see decodeEngineItem),
+		// so the change writes it whatever it was: set for a period runs
+		// read, removed from any other.
+		prevItem[layout.AttrDue] = &types.AttributeValueMemberNULL{Value: true}
 	}
 	key := map[string]types.AttributeValue{layout.AttrPK: prevItem[layout.AttrPK], layout.AttrSK: prevItem[layout.AttrSK]}
 	upd, err := updateAction(r.table(), key, prevItem, nextItem, fence(prev), layout.AttrLastRunDate)

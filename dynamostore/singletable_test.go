@@ -66,7 +66,7 @@ func TestSingleTableConfigDefaults(t *testing.T) {
 	want := dynamostore.SingleTableConfig{Table: "billing", AccountPrefix: "USER#", ReminderIndex: "GSI-1", PaymentIndex: "GSI-2",
 		ReminderProjection: []string{"SKU", "Email", "NextPaymentDate"},
 		PaymentProjection:  []string{"Email", "PaymentDay", "PaymentAmount", "SKU", "PaymentDetails"},
-		TTLAttribute:       "expiresAt"}
+		TTLAttribute:       "expiresAt", DueIndex: "billing_due-billing_date-index"}
 	require.Equal(t, want, c, "defaults = %+v", c)
 	custom := dynamostore.SingleTableConfig{Table: "payments", AccountPrefix: "ACC#", TTLAttribute: "TTL", PaymentProjection: []string{"Email"}}
 	c = custom.WithDefaults()

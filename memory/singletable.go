@@ -43,9 +43,16 @@ type SingleTableOptions struct {
 	// the legacy rule described on [billing.CollisionPolicy].
 	Collisions billing.CollisionPolicy
 	// Table sets the account prefix, index names and TTL attribute used in
-	// keys, errors and cursors, as [dynamostore.SingleTableStoreConfig.Table]
-	// does. Defaults to [dynamostore.SingleTableConfig]'s defaults.
+	// keys, errors and cursors, and the due shards, as
+	// [dynamostore.SingleTableStoreConfig.Table] does: with DueShards,
+	// status queries read the sharded due index (one shard a page) instead
+	// of walking the payment index. Defaults to
+	// [dynamostore.SingleTableConfig]'s defaults.
 	Table dynamostore.SingleTableConfig
+	// DueIndexPending keeps status queries on the payment-index walk with
+	// Table.DueShards, as [dynamostore.SingleTableStoreConfig.DueIndexPending]
+	// does. Defaults to false.
+	DueIndexPending bool
 }
 
 // stMaxEmptyDays bounds the days of the payment index one status page
@@ -84,6 +91,7 @@ type SingleTable struct {
 	catchUp    int
 	leadDays   int
 	collisions billing.CollisionPolicy
+	duePending bool
 
 	mu      sync.Mutex
 	periods *Store    // periods (primary) and history rows, by engine user ID
@@ -111,6 +119,9 @@ func NewSingleTable(opts SingleTableOptions) *SingleTable {
 		panic(fmt.Sprintf("memory: SingleTableOptions.ReminderLeadDays: negative %d", opts.ReminderLeadDays))
 	}
 	table := layout.SingleTableConfig(opts.Table).WithDefaults()
+	if table.DueShards < 0 || table.DueShards > dynamostore.MaxDueShards {
+		panic(fmt.Sprintf("memory: SingleTableOptions.Table.DueShards: %d outside 0..%d", table.DueShards, dynamostore.MaxDueShards))
+	}
 	if strings.HasPrefix(layout.PeriodIDPrefix, table.AccountPrefix) {
 		panic(fmt.Sprintf("memory: SingleTableOptions.Table.AccountPrefix %q clashes with %q", table.AccountPrefix, layout.PeriodIDPrefix))
 	}
@@ -139,8 +150,8 @@ func NewSingleTable(opts SingleTableOptions) *SingleTable {
 	keep := func(subs []billing.Subscription) ([]billing.Subscription, error) { return subs, nil }
 	return &SingleTable{
 		clock: opts.Clock, table: table, pageSize: opts.PageSize, catchUp: opts.CatchUpDays,
-		leadDays: opts.ReminderLeadDays, collisions: opts.Collisions,
-		periods: New(Options{Collisions: keep}), pay: pay,
+		leadDays: opts.ReminderLeadDays, collisions: opts.Collisions, duePending: opts.DueIndexPending,
+		periods: New(periodOptions(table, opts, keep)), pay: pay,
 		open: map[string]layout.OpenPeriods{}, pointers: map[string]map[string]string{},
 	}
 }
@@ -683,6 +694,9 @@ func (r *stRepository) QueryStatus(ctx context.Context, q billing.StatusQuery) (
 	s := (*SingleTable)(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.dueReads() {
+		return s.queryDue(ctx, q)
+	}
 	w, err := layout.SingleTableWalk(q, s.clock.Now(), s.catchUp)
 	if err != nil {
 		return billing.Page{}, err

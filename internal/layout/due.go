@@ -8,9 +8,10 @@ import (
 )
 
 // AttrDue is the partition key of the sharded due index on the legacy
-// table: "<billing_status>#<shard>" on records a run may act on (see
-// DueStatus), absent on every other record, so the index holds exactly
-// the records runs read.
+// table and on the single table's period items: "<billing_status>#<shard>"
+// on records a run may act on (see DueStatus), absent on every other
+// record (and on the single table's history rows and ID pointers), so the
+// index holds exactly the records runs read.
 const AttrDue = "billing_due"
 
 // DueShard is the shard of userID's records among k: FNV-1a of the user ID

@@ -205,6 +205,12 @@ func EngineSubscription(ref SubscriptionRef, cur entitlement.RecurringSubscripti
 	return next
 }
 
+// IsPeriodKey reports whether pk and sk are the keys of a period item of
+// the engine: an account partition and a "PER#" sort key.
+func (c SingleTableConfig) IsPeriodKey(pk, sk string) bool {
+	return strings.HasPrefix(pk, c.AccountPrefix) && strings.HasPrefix(sk, SKPeriodPrefix)
+}
+
 // periodSK and historySK are the sort keys of a period and a history row.
 func PeriodSK(ref SubscriptionRef, billingDateKey string) string {
 	return SKPeriodPrefix + ref.SubscriptionID + "#SKU#" + ref.SKU + "#" + billingDateKey

@@ -15,7 +15,13 @@ const (
 	DefaultReminderIndex      = "GSI-1"
 	DefaultPaymentIndex       = "GSI-2"
 	DefaultSingleTTLAttribute = "expiresAt"
-	maxAccountPrefix          = 64
+	// DefaultSingleDueIndex is the single table's sharded due index, named
+	// as the legacy table's is.
+	DefaultSingleDueIndex = "billing_due-billing_date-index"
+	maxAccountPrefix      = 64
+	// MaxDueShards bounds the due shards of either layout (the value of
+	// dynamostore.MaxDueShards).
+	MaxDueShards = 1024
 )
 
 // Key and index attributes of the single-table layout.
@@ -65,6 +71,8 @@ type SingleTableConfig struct {
 	Table, AccountPrefix, ReminderIndex, PaymentIndex string
 	ReminderProjection, PaymentProjection             []string
 	TTLAttribute                                      string
+	DueShards                                         int
+	DueIndex                                          string
 }
 
 // WithDefaults returns c with every empty field set to its default. The
@@ -80,6 +88,7 @@ func (c SingleTableConfig) WithDefaults() SingleTableConfig {
 	def(&c.ReminderIndex, DefaultReminderIndex)
 	def(&c.PaymentIndex, DefaultPaymentIndex)
 	def(&c.TTLAttribute, DefaultSingleTTLAttribute)
+	def(&c.DueIndex, DefaultSingleDueIndex)
 	if c.ReminderProjection == nil {
 		c.ReminderProjection = DefaultReminderProjection()
 	} else {
@@ -113,7 +122,13 @@ func (c SingleTableConfig) Validate() error {
 	if c.ReminderIndex == c.PaymentIndex {
 		return fmt.Errorf("billing: SingleTableConfig: ReminderIndex and PaymentIndex are both %q", c.PaymentIndex)
 	}
-	keys := []string{AttrPK, AttrSK, AttrNextReminderDate, AttrLastReminderDate, AttrNextPaymentDate, AttrLastPaymentDate}
+	if c.DueShards < 0 || c.DueShards > MaxDueShards {
+		return fmt.Errorf("billing: SingleTableConfig.DueShards: %d outside 0..%d", c.DueShards, MaxDueShards)
+	}
+	if c.DueShards > 0 && (c.DueIndex == c.ReminderIndex || c.DueIndex == c.PaymentIndex) {
+		return fmt.Errorf("billing: SingleTableConfig.DueIndex: %q names another index", c.DueIndex)
+	}
+	keys := []string{AttrPK, AttrSK, AttrNextReminderDate, AttrLastReminderDate, AttrNextPaymentDate, AttrLastPaymentDate, AttrDue}
 	if slices.Contains(keys, c.TTLAttribute) {
 		return fmt.Errorf("billing: SingleTableConfig.TTLAttribute: %q is a key attribute", c.TTLAttribute)
 	}
