@@ -513,7 +513,7 @@ func (c *Collector) handleUser(ctx context.Context, kind RunKind, userID string,
 // handleRecord re-reads a record found by a run (indexes are eventually
 // consistent) and handles it; the caller holds the user's lock.
 func (c *Collector) handleRecord(ctx context.Context, kind RunKind, it *Subscription, rep *Report) error {
-	cur, err := c.cfg.Repository.Get(ctx, it.UserID, it.BillingDate)
+	cur, ctx, err := c.readLatest(ctx, it)
 	if errors.Is(err, ErrNotFound) {
 		rep.count(&rep.NotEligible) // moved or deleted since the index read
 		return nil

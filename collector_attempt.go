@@ -170,14 +170,74 @@ func outcome(cur *Subscription, res PaymentResult, proc Process, attempt int, at
 	return next, ev, nil
 }
 
+// latestKey carries in a collection's context the user's latest record as
+// read under the user's lock (see [Collector.readLatest]).
+type latestKey struct{}
+
+// latestRead is the user's latest record at the read; none when the user
+// had no record.
+type latestRead struct {
+	userID string
+	latest Subscription
+	none   bool
+}
+
+// readDepth is how many of a user's latest records readLatest reads: the
+// record a run found is nearly always the user's latest (its first
+// attempt) or the one before (a retry, once the next period is open).
+const readDepth = 2
+
+// readLatest reads the record it a run found (indexes are eventually
+// consistent) under the user's lock together with the user's latest
+// records, in one consistent read of the user's newest ones: the same
+// read says whether a later period is open already, so opening the next
+// period costs no query of its own (the context returned carries it). A
+// record older than those is read by its key. [ErrNotFound] when the
+// record is gone.
+func (c *Collector) readLatest(ctx context.Context, it *Subscription) (Subscription, context.Context, error) {
+	recent, err := c.cfg.Repository.Recent(ctx, it.UserID, readDepth)
+	if err != nil {
+		return Subscription{}, ctx, fmt.Errorf("read %s: %w", it.SubscriptionID, err)
+	}
+	lr := latestRead{userID: it.UserID, none: len(recent) == 0}
+	if !lr.none {
+		lr.latest = recent[0]
+	}
+	ctx = context.WithValue(ctx, latestKey{}, lr)
+	for _, r := range recent {
+		if r.SubscriptionID == it.SubscriptionID && r.BillingDate.Truncate(time.Second).Equal(it.BillingDate.Truncate(time.Second)) {
+			return r, ctx, nil
+		}
+	}
+	cur, err := c.cfg.Repository.Get(ctx, it.UserID, it.BillingDate)
+	return cur, ctx, err
+}
+
+// latest returns the user's latest record: the one read under the lock
+// when the context carries it, else from a query. ok is false when the
+// user has no record.
+func (c *Collector) latest(ctx context.Context, userID string) (Subscription, bool, error) {
+	if lr, found := ctx.Value(latestKey{}).(latestRead); found && lr.userID == userID {
+		return lr.latest, !lr.none, nil
+	}
+	recent, err := c.cfg.Repository.Recent(ctx, userID, 1)
+	if err != nil || len(recent) == 0 {
+		return Subscription{}, false, err
+	}
+	return recent[0], true, nil
+}
+
 // nextPeriod returns the next period's SCHEDULED record for cur, or nil
 // when the user already has a later record (the period is open already).
+// The record's creation is conditional on its key being free, and a
+// later record written after the user's latest was read is then found by
+// that condition when it has the next period's date.
 func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Subscription, now time.Time) (*Subscription, error) {
-	latest, err := c.cfg.Repository.Recent(ctx, cur.UserID, 1)
+	latest, ok, err := c.latest(ctx, cur.UserID)
 	if err != nil {
 		return nil, fmt.Errorf("look for the next period of %s: %w", cur.SubscriptionID, err)
 	}
-	if len(latest) > 0 && latest[0].BillingDate.After(cur.BillingDate) {
+	if ok && latest.BillingDate.After(cur.BillingDate) {
 		return nil, nil
 	}
 	date, err := NextBillingDate(cur.BillingDate, cur.Schedule())

@@ -206,8 +206,8 @@ func (f providerFunc) Collect(ctx context.Context, req billing.PaymentRequest) (
 // or index does: the write does not happen.
 type throttlingRepo struct {
 	billing.Repository
-	mu                         sync.Mutex
-	setAttempts, updates, gets int // still to refuse
+	mu                          sync.Mutex
+	setAttempts, updates, reads int // still to refuse (reads: Get and Recent)
 }
 
 func (r *throttlingRepo) refuse(n *int) bool {
@@ -221,10 +221,17 @@ func (r *throttlingRepo) refuse(n *int) bool {
 }
 
 func (r *throttlingRepo) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Subscription, error) {
-	if r.refuse(&r.gets) {
+	if r.refuse(&r.reads) {
 		return billing.Subscription{}, fmt.Errorf("get: %w", billing.ErrThrottled)
 	}
 	return r.Repository.Get(ctx, userID, billingDate)
+}
+
+func (r *throttlingRepo) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
+	if r.refuse(&r.reads) {
+		return nil, fmt.Errorf("recent: %w", billing.ErrThrottled)
+	}
+	return r.Repository.Recent(ctx, userID, limit)
 }
 
 func (r *throttlingRepo) SetAttempt(ctx context.Context, prev, next *billing.Subscription) error {
@@ -248,7 +255,7 @@ func (r *throttlingRepo) Update(ctx context.Context, prev, next *billing.Subscri
 // with the store budget's backoff in between.
 func TestCollectorThrottledStoreLosesNothing(t *testing.T) {
 	mem := memory.New(memory.Options{PageSize: 3, StatusIndexMode: dynamostore.StatusIndexDue, DueShards: shardTestShards})
-	repo := &throttlingRepo{Repository: mem.Repository(), gets: 2, setAttempts: 2, updates: 2}
+	repo := &throttlingRepo{Repository: mem.Repository(), reads: 2, setAttempts: 2, updates: 2}
 	e := newShardEnv(t, repo, 12)
 	c := e.collector(t, func(cfg *billing.Config) {
 		cfg.StoreBudget = billing.StoreBudget{WriteUnitsPerSecond: 1e6, Backoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond}

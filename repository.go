@@ -37,7 +37,9 @@ type Repository interface {
 	ListByUser(ctx context.Context, userID string) ([]Subscription, error)
 
 	// Recent returns at most limit records of a user, most recent
-	// billing_date first. limit <= 0 means 10.
+	// billing_date first, with a consistent read: the collector re-reads
+	// a record a run found through it, learning in the same call whether
+	// a later period is open. limit <= 0 means 10.
 	Recent(ctx context.Context, userID string, limit int) ([]Subscription, error)
 
 	// QueryStatus returns one page of records in a status, narrowed by

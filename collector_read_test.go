@@ -1,0 +1,92 @@
+package billing_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// readCountingRepo counts the reads of each user's records.
+type readCountingRepo struct {
+	billing.Repository
+	mu     sync.Mutex
+	recent map[string]int
+	gets   map[string]int
+}
+
+func (r *readCountingRepo) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
+	r.mu.Lock()
+	r.recent[userID]++
+	r.mu.Unlock()
+	return r.Repository.Recent(ctx, userID, limit)
+}
+
+func (r *readCountingRepo) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Subscription, error) {
+	r.mu.Lock()
+	r.gets[userID]++
+	r.mu.Unlock()
+	return r.Repository.Get(ctx, userID, billingDate)
+}
+
+// TestCollectorReadsTheUserOnce: a run re-reads the record it found, and
+// learns whether a later period is open, with one consistent read of the
+// user's latest records; only a record older than those is read by its
+// key. The next period is opened only when no later record exists, and a
+// later record written during the charge at the next period's date is
+// found by the conditional create: the outcome is recorded alone.
+func TestCollectorReadsTheUserOnce(t *testing.T) {
+	var counted *readCountingRepo
+	var e *collectorEnv
+	var raceUser string
+	e = newCollectorEnv(t, func(cfg *billing.Config) {
+		counted = &readCountingRepo{Repository: cfg.Repository, recent: map[string]int{}, gets: map[string]int{}}
+		cfg.Repository = counted
+		pay := cfg.Provider
+		cfg.Provider = providerFunc(func(ctx context.Context, req billing.PaymentRequest) (billing.PaymentResult, error) {
+			if req.UserID == raceUser {
+				// Another writer opens the next period while the
+				// processor is charging this one.
+				e.add(raceUser, time.Date(2024, 2, 29, 15, 0, 0, 0, time.UTC), billing.StatusScheduled)
+			}
+			return pay.Collect(ctx, req)
+		})
+	})
+	mar15 := time.Date(2024, 3, 15, 15, 0, 0, 0, time.UTC)
+	e.add("alone", jan31, billing.StatusScheduled)
+	e.add("later", jan31, billing.StatusScheduled)
+	e.add("later", mar15, billing.StatusScheduled) // open already, off the schedule's grid
+	e.add("older", jan31, billing.StatusScheduled)
+	e.add("older", mar15, billing.StatusScheduled)
+	e.add("older", mar15.AddDate(0, 1, 0), billing.StatusScheduled)
+	raceUser = "race"
+	e.add(raceUser, jan31, billing.StatusScheduled)
+
+	rep := e.run(billing.RunScheduled)
+	assert.Equal(t, 4, rep.Collected)
+	assert.Equal(t, 4, e.pay.CallCount(), "one charge per due record")
+
+	for _, c := range []struct {
+		user        string
+		gets, dates int
+	}{
+		{"alone", 0, 2}, // collected, the next period opened
+		{"later", 0, 2}, // no period opened: one is open
+		{"older", 1, 3}, // not among the two latest: read by key
+		{"race", 0, 2},  // the period opened meanwhile is the next one
+	} {
+		assert.Equal(t, 1, counted.recent[c.user], "%s: the user's latest records read once", c.user)
+		assert.Equal(t, c.gets, counted.gets[c.user], "%s: reads by key", c.user)
+		recs := e.records(c.user)
+		require.Len(t, recs, c.dates, c.user)
+		assert.Equal(t, billing.StatusCompleted, recs[0].Status, c.user)
+		for _, r := range recs[1:] {
+			assert.Equal(t, billing.StatusScheduled, r.Status, "%s %v", c.user, r.BillingDate)
+		}
+	}
+	assert.Equal(t, time.Date(2024, 2, 29, 15, 0, 0, 0, time.UTC), e.records("alone")[1].BillingDate)
+}
