@@ -521,13 +521,24 @@ func TestSingleTableConcurrent(t *testing.T) {
 // and their Scanned totals: page breaks may differ, because moto, unlike
 // DynamoDB and the twin, gives no cursor when a query stops exactly at
 // its Limit).
+// It runs twice: walking the payment index, and with due shards, reading
+// the due index.
 func TestSingleTableMatchesDynamo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a DynamoDB-compatible server: not in -short")
 	}
 	t.Parallel()
+	for _, shards := range []int{0, 3} {
+		t.Run(fmt.Sprint("DueShards", shards), func(t *testing.T) {
+			t.Parallel()
+			singleTableMatchesDynamo(t, shards)
+		})
+	}
+}
+
+func singleTableMatchesDynamo(t *testing.T, shards int) {
 	client := dynamotest.Client(t)
-	table := dynamostore.SingleTableConfig{Table: dynamotest.TableName(t, "payments"), AccountPrefix: "ACC#", TTLAttribute: "TTL"}
+	table := dynamostore.SingleTableConfig{Table: dynamotest.TableName(t, "payments"), AccountPrefix: "ACC#", TTLAttribute: "TTL", DueShards: shards}
 	dynamotest.CreateTable(t, client, dynamostore.SingleTableDefinition(table))
 	wrapped := dynamotest.Wrap(client)
 	t.Cleanup(func() { wrapped.AssertNoViolations(t) })
