@@ -89,6 +89,7 @@ type capacityInputs struct {
 	IndexWCU              float64   `json:"index_wcu"`
 	IndexRCU              float64   `json:"index_rcu"`
 	LegacyIndexWCU        float64   `json:"legacy_index_wcu"`
+	LegacyPartitionWCU    float64   `json:"legacy_partition_wcu"`
 	LegacyItemsReadPerDue float64   `json:"legacy_items_read_per_due"`
 	PartitionWCU          float64   `json:"partition_wcu"`
 	PartitionRCU          float64   `json:"partition_rcu"`
@@ -168,6 +169,7 @@ func runCapacity(a *app, c *command, args []string) error {
 		fs.Float64Var(f.field(&p), f.name, f.def, f.usage)
 	}
 	fs.Float64Var(&p.LegacyItemsReadPerDue, "legacy-reads-per-due", 0, "items the legacy index reads per due item, at least 1 (default 1/--due-fraction)")
+	fs.Float64Var(&p.LegacyPartitionIndexWCU, "legacy-partition-wcu", 0, "of --legacy-index-wcu, the WCU on the legacy index's SCHEDULED partition, at most --legacy-index-wcu (default 3/4 of it)")
 	if err := a.parseNoArgs(c, fs, args); err != nil {
 		return err
 	}
@@ -190,6 +192,8 @@ func runCapacity(a *app, c *command, args []string) error {
 		return usagef(c.name, "--processor-limit: want at least one limit")
 	case p.LegacyItemsReadPerDue != 0 && !(p.LegacyItemsReadPerDue >= 1 && !bad(p.LegacyItemsReadPerDue)):
 		return usagef(c.name, "--legacy-reads-per-due %v: want at least 1", p.LegacyItemsReadPerDue)
+	case p.LegacyPartitionIndexWCU != 0 && !(p.LegacyPartitionIndexWCU > 0 && p.LegacyPartitionIndexWCU <= p.LegacyIndexWCU && !bad(p.LegacyPartitionIndexWCU)):
+		return usagef(c.name, "--legacy-partition-wcu %v: want more than 0, at most --legacy-index-wcu %v", p.LegacyPartitionIndexWCU, p.LegacyIndexWCU)
 	}
 	for _, k := range p.Shards {
 		if k < 1 || k > 1_000_000 {
@@ -232,7 +236,7 @@ func runCapacity(a *app, c *command, args []string) error {
 	in := capacityInputs{
 		Subscriptions: p.Subscriptions, DueFraction: p.DueFraction, Due: p.Due(),
 		DataCalls: none(p.DataCalls), LockCalls: none(p.LockCalls), WCU: p.BaseWCU, LockWCU: none(p.LockWCU), RCU: none(p.RCU),
-		IndexWCU: p.IndexWCU, IndexRCU: none(p.IndexReadRCU), LegacyIndexWCU: p.LegacyIndexWCU, LegacyItemsReadPerDue: p.LegacyItemsReadPerDue,
+		IndexWCU: p.IndexWCU, IndexRCU: none(p.IndexReadRCU), LegacyIndexWCU: p.LegacyIndexWCU, LegacyPartitionWCU: p.LegacyPartitionIndexWCU, LegacyItemsReadPerDue: p.LegacyItemsReadPerDue,
 		PartitionWCU: p.PartitionWCU, PartitionRCU: p.PartitionRCU, TableWCU: p.TableWCU, TableRCU: p.TableRCU,
 		Workers: p.Workers, CallLatencyMS: ms(p.CallLatency), ProcessorLatencyMS: ms(p.ProcessorLatency),
 		CollectionLatencyMS: ms(p.Latency()), Shards: p.Shards, ProcessorLimits: p.ProcessorLimits,
@@ -248,8 +252,8 @@ func writeCapacity(w io.Writer, p capacity.Params, rows []capacity.Row) error {
 		grouped(float64(p.Subscriptions), 0), p.DueFraction*100)
 	fmt.Fprintf(w, "A collection: (%s data + %s lock calls) × %v + %v processor = %v; %d workers a shard run.\n",
 		num(max(p.DataCalls, 0)), num(max(p.LockCalls, 0)), max(p.CallLatency, 0), max(p.ProcessorLatency, 0), p.Latency(), p.Workers)
-	fmt.Fprintf(w, "Per collection: %s WCU data tables + %s WCU lock table + %s WCU due index (legacy index %s), %s RCU;\n",
-		num(p.BaseWCU), num(max(p.LockWCU, 0)), num(p.IndexWCU), num(p.LegacyIndexWCU), num(max(p.RCU, 0)))
+	fmt.Fprintf(w, "Per collection: %s WCU data tables + %s WCU lock table + %s WCU due index (legacy index %s, %s on its SCHEDULED partition), %s RCU;\n",
+		num(p.BaseWCU), num(max(p.LockWCU, 0)), num(p.IndexWCU), num(p.LegacyIndexWCU), num(p.LegacyPartitionIndexWCU), num(max(p.RCU, 0)))
 	fmt.Fprintf(w, "  index reads %s RCU (legacy: %s items read per due item, %s RCU).\n",
 		num(max(p.IndexReadRCU, 0)), num(p.LegacyItemsReadPerDue), num(max(p.IndexReadRCU, 0)*p.LegacyItemsReadPerDue))
 	fmt.Fprintf(w, "Limits: a partition %s WCU/s and %s RCU/s; a table %s WCU/s and %s RCU/s.\n",

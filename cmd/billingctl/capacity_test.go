@@ -24,7 +24,7 @@ func TestCapacityDefaults(t *testing.T) {
 		"due 32 100/s 100 360,000 11h 7m processor 9.070",
 		"due 32 none 382 1,374,497 2h 55m run concurrency 9.070",
 		"INDEX K INDEX_PARTITION_WCU INDEX_PARTITION_RCU TABLE_WCU TABLE_RCU RUN_CONCURRENCY",
-		"legacy 1 250 2,400 4,444 19,417 11.9",
+		"legacy 1 333 2,400 4,444 19,417 11.9", // 3 of the legacy index's 4 WCU on its SCHEDULED partition
 		"due 1 333 6,000 4,444 19,417 11.9",
 		"due 32 10,667 192,000 4,444 19,417 382",
 	)
@@ -40,7 +40,7 @@ func TestCapacityRaisedConcurrency(t *testing.T) {
 	t.Parallel()
 	r := runCLI(t, "", "capacity", "--workers", "200", "--processor-limit", "0")
 	r.want(t, exitOK,
-		"legacy 1 none 250 900,000 4h 27m index partition WCU", // 1000 / 4
+		"legacy 1 none 333 1,200,000 3h 20m index partition WCU 9.695", // 1000 / 3; the cost counts all 4 index WCU
 		"due 1 none 333 1,200,000 3h 20m index partition WCU",  // 1000 / 3
 		"due 8 none 2,667 9,600,000 25m index partition WCU",
 		"due 32 none 4,444 16,000,000 15m table WCU",
@@ -60,9 +60,14 @@ func TestCapacityFlags(t *testing.T) {
 		// 2 × 4 / 0.0405 = 197.5/s, above the processor's 12.5/s; (9 + 0 + 3) × 1.25 + 2.06 × 0.25.
 		"due 2 12.5/s 12.5 45,000 5h 34m processor 15.515",
 		"due 4 1,333 - 4,444 19,417 395", // no index reads: no index RCU ceiling
-		"legacy 1 250 - 4,444 19,417 98.8",
+		"legacy 1 333 - 4,444 19,417 98.8",
 	)
 	assert.Equal(t, 1, strings.Count(squeeze(r.stdout), "legacy 1 12.5/s"), r.stdout)
+
+	// Every legacy index write on one partition, as the model had it
+	// before the simulation.
+	r = runCLI(t, "", "capacity", "--workers", "200", "--processor-limit", "0", "--legacy-partition-wcu", "4")
+	r.want(t, exitOK, "(legacy index 4, 4 on its SCHEDULED partition)", "legacy 1 none 250 900,000 4h 27m index partition WCU")
 }
 
 func TestCapacityJSON(t *testing.T) {
@@ -143,6 +148,7 @@ func TestCapacityUsage(t *testing.T) {
 		{[]string{"--lock-calls", "-1"}, "--lock-calls -1: must not be negative"},
 		{[]string{"--call-latency", "-5ms"}, "--call-latency -5ms: must not be negative"},
 		{[]string{"--legacy-reads-per-due", "0.5"}, "--legacy-reads-per-due 0.5: want at least 1"},
+		{[]string{"--legacy-partition-wcu", "5"}, "--legacy-partition-wcu 5: want more than 0, at most --legacy-index-wcu 4"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -57,18 +57,18 @@ func TestEvaluateDefaults(t *testing.T) {
 		index    Index
 		k        int
 		limit    float64
-		indexWCU float64 // K × 1000 / 3 (legacy: 1000 / 4)
+		indexWCU float64 // K × 1000 / 3 (legacy: 1000 / 3, three of its four index writes on the SCHEDULED partition)
 		indexRCU float64 // K × 3000 / 0.5 (legacy: 0.5 × 2.5 items read per due item)
 		conc     float64 // K × 4 / 0.33525
 		binding  Limit
 		rate     float64
 		took     string
 	}{
-		{"legacy, processor 100", IndexLegacy, 1, 100, 250, 2400, 4 / lat, LimitConcurrency, 4 / lat, "3d 21h 8m"},
+		{"legacy, processor 100", IndexLegacy, 1, 100, 1000.0 / 3, 2400, 4 / lat, LimitConcurrency, 4 / lat, "3d 21h 8m"},
 		{"K=1, processor 100", IndexDue, 1, 100, 1000.0 / 3, 6000, 4 / lat, LimitConcurrency, 4 / lat, "3d 21h 8m"},
 		{"K=8, processor 100", IndexDue, 8, 100, 8000.0 / 3, 48000, 32 / lat, LimitConcurrency, 32 / lat, "11h 39m"},
 		{"K=32, processor 100", IndexDue, 32, 100, 32000.0 / 3, 192000, 128 / lat, LimitProcessor, 100, "11h 7m"},
-		{"legacy, no processor limit", IndexLegacy, 1, 0, 250, 2400, 4 / lat, LimitConcurrency, 4 / lat, "3d 21h 8m"},
+		{"legacy, no processor limit", IndexLegacy, 1, 0, 1000.0 / 3, 2400, 4 / lat, LimitConcurrency, 4 / lat, "3d 21h 8m"},
 		{"K=1, no processor limit", IndexDue, 1, 0, 1000.0 / 3, 6000, 4 / lat, LimitConcurrency, 4 / lat, "3d 21h 8m"},
 		{"K=8, no processor limit", IndexDue, 8, 0, 8000.0 / 3, 48000, 32 / lat, LimitConcurrency, 32 / lat, "11h 39m"},
 		{"K=32, no processor limit", IndexDue, 32, 0, 32000.0 / 3, 192000, 128 / lat, LimitConcurrency, 128 / lat, "2h 55m"},
@@ -121,7 +121,7 @@ func TestEvaluateRaisedConcurrency(t *testing.T) {
 		rate    float64
 		took    string
 	}{
-		{IndexLegacy, 1, LimitIndexWCU, 250, "4h 27m"}, // one partition: 1000 / 4; 4M / 250 = 16,000 s
+		{IndexLegacy, 1, LimitIndexWCU, 1000.0 / 3, "3h 20m"}, // one partition, 3 of the 4 index WCU on it: 1000 / 3; 4M / 333.3 = 12,000 s
 		{IndexDue, 1, LimitIndexWCU, 1000.0 / 3, "3h 20m"},
 		{IndexDue, 8, LimitIndexWCU, 8000.0 / 3, "25m"},   // 8 × 1000 / 3; 1,500 s
 		{IndexDue, 32, LimitTableWCU, 40000.0 / 9, "15m"}, // 4M / 4,444.4 = 900 s; the index would allow 16,000
@@ -145,7 +145,7 @@ func TestEvaluateInputs(t *testing.T) {
 	t.Run("zero is the default", func(t *testing.T) {
 		explicit := Params{
 			Subscriptions: 10_000_000, DueFraction: 0.4, DataCalls: 4.05, LockCalls: 3, BaseWCU: 9, LockWCU: 2.1,
-			RCU: 2.06, IndexWCU: 3, IndexReadRCU: 0.5, LegacyIndexWCU: 4, LegacyItemsReadPerDue: 2.5,
+			RCU: 2.06, IndexWCU: 3, IndexReadRCU: 0.5, LegacyIndexWCU: 4, LegacyPartitionIndexWCU: 3, LegacyItemsReadPerDue: 2.5,
 			PartitionWCU: 1000, PartitionRCU: 3000, TableWCU: 40000, TableRCU: 40000, Workers: 4,
 			CallLatency: 5 * time.Millisecond, ProcessorLatency: 300 * time.Millisecond,
 			Shards: []int{1, 8, 32}, ProcessorLimits: []float64{100, 0},
@@ -203,6 +203,24 @@ func TestEvaluateInputs(t *testing.T) {
 	})
 }
 
+// TestLegacyPartitionShare: the legacy index's day partition takes three
+// of its four index writes unless told otherwise, and the ceiling follows
+// it while the cost counts all four.
+func TestLegacyPartitionShare(t *testing.T) {
+	t.Parallel()
+	rows, err := Evaluate(Params{LegacyIndexWCU: 8, Shards: []int{1}, ProcessorLimits: []float64{0}})
+	require.NoError(t, err)
+	legacy := find(t, rows, IndexLegacy, 1, 0)
+	wcu, _ := legacy.Cap(LimitIndexWCU)
+	near(t, 1000.0/6, wcu, "1000 / (0.75 × 8)")
+	near(t, (9+2.1+8)*0.625+2.06*0.125, legacy.DollarsPerMillion, "the cost counts all 8")
+
+	rows, err = Evaluate(Params{LegacyPartitionIndexWCU: 4, Shards: []int{1}, ProcessorLimits: []float64{0}})
+	require.NoError(t, err)
+	wcu, _ = find(t, rows, IndexLegacy, 1, 0).Cap(LimitIndexWCU)
+	near(t, 250, wcu, "every legacy index write on one partition: 1000 / 4")
+}
+
 func TestValidate(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -218,6 +236,8 @@ func TestValidate(t *testing.T) {
 		{"negative WCU", Params{BaseWCU: -1}, "BaseWCU"},
 		{"negative index WCU", Params{IndexWCU: -2}, "IndexWCU"},
 		{"legacy reads below 1", Params{LegacyItemsReadPerDue: 0.5}, "LegacyItemsReadPerDue"},
+		{"legacy partition above the legacy index", Params{LegacyIndexWCU: 2, LegacyPartitionIndexWCU: 3}, "LegacyPartitionIndexWCU"},
+		{"negative legacy partition WCU", Params{LegacyPartitionIndexWCU: -1}, "LegacyPartitionIndexWCU"},
 		{"negative workers", Params{Workers: -1}, "Workers"},
 		{"no shards", Params{Shards: []int{}}, "Shards"},
 		{"zero shards", Params{Shards: []int{8, 0}}, "Shards: 0"},
