@@ -41,7 +41,7 @@ func TestCapacityRaisedConcurrency(t *testing.T) {
 	r := runCLI(t, "", "capacity", "--workers", "200", "--processor-limit", "0")
 	r.want(t, exitOK,
 		"legacy 1 none 333 1,200,000 3h 20m index partition WCU 9.695", // 1000 / 3; the cost counts all 4 index WCU
-		"due 1 none 333 1,200,000 3h 20m index partition WCU",  // 1000 / 3
+		"due 1 none 333 1,200,000 3h 20m index partition WCU",          // 1000 / 3
 		"due 8 none 2,667 9,600,000 25m index partition WCU",
 		"due 32 none 4,444 16,000,000 15m table WCU",
 		"due 32 10,667 192,000 4,444 19,417 19,090",
