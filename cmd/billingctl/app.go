@@ -58,9 +58,10 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.lockTable, "lock-table", g.lockTable, "lock table `name` (default "+dynamostore.DefaultLockTable+")")
 	fs.StringVar(&g.statusIndex, "status-index", g.statusIndex, "status index `mode`: legacy ("+dynamostore.DefaultStatusIndex+
 		"), sorted ("+dynamostore.DefaultSortedStatusIndex+") or due\n"+
-		"(the sharded "+dynamostore.DefaultDueIndex+", needs --due-shards) (default legacy)")
-	fs.IntVar(&g.dueShards, "due-shards", g.dueShards, "the due index's `K` shards (legacy layout): writes put the due key billing_due on the records\n"+
-		"runs read, tables create adds "+dynamostore.DefaultDueIndex+", --status-index due reads it (default 0: none)")
+		"(the sharded "+dynamostore.DefaultDueIndex+", needs --due-shards); with --layout single, legacy walks the\n"+
+		"payment index and due reads the due index (default legacy)")
+	fs.IntVar(&g.dueShards, "due-shards", g.dueShards, "the due index's `K` shards: writes put the due key billing_due on the records (the single\n"+
+		"table's period items) runs read, tables create adds "+dynamostore.DefaultDueIndex+", --status-index due reads it (default 0: none)")
 	fs.BoolVar(&g.json, "json", g.json, "print JSON instead of tables")
 	fs.BoolVar(&g.yes, "yes", g.yes, "apply admin changes without asking; let seed and index backfill write to AWS")
 }
@@ -174,9 +175,9 @@ func (a *app) checkGlobals(c *command) error {
 	if a.g.dueShards < 0 || a.g.dueShards > dynamostore.MaxDueShards {
 		return usagef(c.name, "--due-shards %d: want 0 to %d", a.g.dueShards, dynamostore.MaxDueShards)
 	}
-	if a.single() && (a.g.dueShards > 0 || a.g.statusIndex == "due") {
-		return usagef(c.name, "--layout single: the single table is one shard and has no due index; "+
-			"--due-shards and --status-index due are for the legacy layout")
+	if a.single() && a.g.statusIndex == "sorted" {
+		return usagef(c.name, "--layout single: the single table has no sorted status index; "+
+			"its status queries walk the payment index, or read the due index with --due-shards K --status-index due")
 	}
 	if a.g.statusIndex == "due" && a.g.dueShards == 0 {
 		return usagef(c.name, "--status-index due needs --due-shards K, the shards the table's due keys were written with")
@@ -252,9 +253,7 @@ func (a *app) tables() dynamostore.TableConfig {
 	case "due":
 		cfg.StatusIndexMode = dynamostore.StatusIndexDue
 	}
-	if !a.single() {
-		cfg.DueShards = a.g.dueShards
-	}
+	cfg.DueShards = a.g.dueShards
 	return cfg.WithDefaults()
 }
 
@@ -356,9 +355,19 @@ func localEndpoint(endpoint string) bool {
 // singleDefaultTable is the single table's name unless configured.
 const singleDefaultTable = "billing"
 
-// singleTable is the single-table configuration of the global flags.
+// singleTable is the single-table configuration of the global flags:
+// with --due-shards, writes keep the due index.
 func (a *app) singleTable() dynamostore.SingleTableConfig {
-	return dynamostore.SingleTableConfig{Table: a.tables().Subscriptions}.WithDefaults()
+	return dynamostore.SingleTableConfig{Table: a.tables().Subscriptions, DueShards: a.g.dueShards}.WithDefaults()
+}
+
+// singleStore returns the single-table repository of the global flags on
+// client: status queries read the due index with --status-index due, and
+// walk the payment index otherwise (while a backfill is pending, the due
+// keys are written all the same).
+func (a *app) singleStore(client dynamostore.API, pageSize int) (*dynamostore.SingleTableRepository, error) {
+	return dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{Client: client, Table: a.singleTable(),
+		PageSize: pageSize, DueIndexPending: a.g.statusIndex != "due"})
 }
 
 // stores returns the repository and the history on the configured tables
@@ -369,7 +378,7 @@ func (a *app) stores() (billing.Repository, billing.History, error) {
 		return nil, nil, err
 	}
 	if a.single() {
-		repo, err := dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{Client: client, Table: a.singleTable()})
+		repo, err := a.singleStore(client, 0)
 		if err != nil {
 			return nil, nil, err
 		}

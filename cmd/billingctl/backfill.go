@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -26,11 +27,14 @@ status and user call for with --due-shards K (and removes it from records in
 a status runs do not read), each write conditional on the record read, so a
 record a run or an admin change wrote meanwhile is left to its writer
 ("changed"). Nothing else on a record changes; a rerun writes nothing new.
+With --layout single it does the same for the single table's period items
+(the user is the subscription); its other items are scanned and left alone.
 
-The migration: give every writer --due-shards K (TableConfig.DueShards), then
-'index backfill --create-index' (adds the index with UpdateTable and waits
-until it is ACTIVE), then run 'index backfill' again until a pass updates 0
-items, then read with --status-index due.
+The migration: give every writer --due-shards K (TableConfig.DueShards, or
+SingleTableConfig.DueShards with SingleTableStoreConfig.DueIndexPending),
+then 'index backfill --create-index' (adds the index with UpdateTable and
+waits until it is ACTIVE), then run 'index backfill' again until a pass
+updates 0 items, then read with --status-index due.
 
 Pages are paced to at most --rate items scanned a second (a scan page of N
 items costs about N/40 read units, each updated item a write unit and its
@@ -92,9 +96,6 @@ func runIndexBackfill(a *app, c *command, args []string) error {
 	if *rate < 0 {
 		return usagef(c.name, "--rate %d: want 0 (no pacing) or more", *rate)
 	}
-	if a.single() {
-		return errors.New("index backfill: the single table needs no backfill: it is one shard and has no due index")
-	}
 	if a.g.dueShards == 0 {
 		return usagef(c.name, "index backfill needs --due-shards K: the number of shards every writer uses")
 	}
@@ -107,7 +108,15 @@ func runIndexBackfill(a *app, c *command, args []string) error {
 		return err
 	}
 	cfg := a.tables()
-	repo, err := dynamostore.NewRepository(dynamostore.Config{Client: client, Tables: cfg, PageSize: *pageSize})
+	var repo interface {
+		BackfillDue(ctx context.Context, token string, limit int) (dynamostore.BackfillPage, error)
+	}
+	if a.single() {
+		cfg.DueIndex = a.singleTable().DueIndex
+		repo, err = a.singleStore(client, *pageSize)
+	} else {
+		repo, err = dynamostore.NewRepository(dynamostore.Config{Client: client, Tables: cfg, PageSize: *pageSize})
+	}
 	if err != nil {
 		return err
 	}
@@ -198,8 +207,11 @@ func (a *app) dueIndex(client *dynamodb.Client, cfg dynamostore.TableConfig, cre
 	}
 	// The library's definition of the table (cfg has DueShards) has the
 	// due index and the types of its key attributes.
-	tableDef := dynamostore.SubscriptionsTableDefinition(cfg)
-	def := dynamostore.DueIndexDefinition(cfg)
+	tableDef, def := dynamostore.SubscriptionsTableDefinition(cfg), dynamostore.DueIndexDefinition(cfg)
+	if a.single() {
+		st := a.singleTable()
+		tableDef, def = dynamostore.SingleTableDefinition(st), dynamostore.SingleTableDueIndexDefinition(st)
+	}
 	want := keyText(def.KeySchema, tableDef.AttributeDefinitions)
 	if g != nil {
 		if got := keyText(g.KeySchema, table.AttributeDefinitions); got != want {

@@ -204,6 +204,62 @@ func TestIndexBackfillMigration(t *testing.T) {
 	}
 }
 
+// TestIndexBackfillSingleTable moves a single table to the due index:
+// a table without it, seeded periods, a backfill that creates the index
+// and keys the periods in a due status, a second pass that updates
+// nothing; then the runs read the same records from the due index as
+// from the payment-index walk, one item read per record.
+func TestIndexBackfillSingleTable(t *testing.T) {
+	t.Parallel()
+	endpoint, client := dynamotest.Endpoint(t), dynamotest.Client(t)
+	prefix := dynamotest.TableName(t, "single-backfill")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, name := range []string{prefix, prefix + "-locks"} {
+			_, _ = client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+		}
+	})
+	global := []string{"--endpoint", endpoint, "--layout", "single", "--tables", prefix}
+	cli := func(args ...string) result {
+		t.Helper()
+		return runCLI(t, "", append(slices.Clone(global), args...)...)
+	}
+	cli("tables", "create").want(t, exitOK, "created")
+	cli("seed", "--users", "12", "--now", "2025-03-14").want(t, exitOK, "created")
+	var before dueJSON
+	r := cli("due", "--date", "2025-03-14", "--json")
+	r.want(t, exitOK)
+	r.decode(t, &before)
+	require.Equal(t, 4, before.Runs[0].Records, "scheduled records due on 2025-03-14: %s", r)
+
+	r = cli("--due-shards", "4", "index", "backfill", "--create-index", "--page", "5", "--rate", "0")
+	r.want(t, exitOK, prefix+" billing_due-billing_date-index ACTIVE 4 start")
+	for _, line := range []string{"creating index billing_due-billing_date-index (billing_due:S HASH, billing_date:S RANGE) on " + prefix,
+		"index billing_due-billing_date-index is ACTIVE", "done: the scan reached the end of the table"} {
+		assert.Contains(t, r.stderr, line)
+	}
+	assert.Equal(t, 12, countUpdated(t, r.stderr), "every period in a due status keyed once:\n%s", r)
+	var sum backfillSummary
+	r = cli("--due-shards", "4", "index", "backfill", "--json")
+	r.want(t, exitOK)
+	r.decode(t, &sum)
+	assert.True(t, sum.Clean, "a second pass updates nothing: %+v", sum)
+	assert.Zero(t, sum.Updated)
+
+	var after dueJSON
+	r = cli("--due-shards", "4", "--status-index", "due", "due", "--date", "2025-03-14", "--json")
+	r.want(t, exitOK)
+	r.decode(t, &after)
+	assert.Equal(t, "due", after.IndexMode)
+	require.Len(t, after.Runs, len(before.Runs))
+	for i, b := range before.Runs {
+		a := after.Runs[i]
+		assert.Equal(t, []any{b.Run, b.Records, b.Amount, b.Actions, b.Invalid}, []any{a.Run, a.Records, a.Amount, a.Actions, a.Invalid}, "run %s", b.Run)
+		assert.Equal(t, a.Records, a.ItemsRead, "%s run: the due index reads only what is due", a.Run)
+	}
+}
+
 var updatedCount = regexp.MustCompile(`(\d+) updated, \d+ changed; (?:resume|done)`)
 
 // countUpdated returns the items a backfill updated by its last progress
@@ -256,10 +312,9 @@ func TestIndexBackfillRefuses(t *testing.T) {
 		{"negative rate", []string{"--due-shards", "4", "index", "backfill", "--rate", "-5"}, exitUsage, "--rate -5"},
 		{"extra argument", []string{"--due-shards", "4", "index", "backfill", "now"}, exitUsage, `unexpected argument "now"`},
 		{"group without subcommand", []string{"index"}, exitUsage, `"index" needs a subcommand: backfill`},
-		{"single table", []string{"--layout", "single", "index", "backfill"}, exitFail, "the single table needs no backfill: it is one shard"},
-		{"single table with shards", []string{"--layout", "single", "--due-shards", "4", "index", "backfill"}, exitUsage, "the single table is one shard"},
-		{"single table due reads", []string{"--layout", "single", "--due-shards", "2", "due"}, exitUsage, "the single table is one shard"},
-		{"single table due mode", []string{"--layout", "single", "--status-index", "due", "due"}, exitUsage, "the single table is one shard"},
+		{"single table without shards", []string{"--layout", "single", "index", "backfill"}, exitUsage, "index backfill needs --due-shards K"},
+		{"single table sorted", []string{"--layout", "single", "--status-index", "sorted", "due"}, exitUsage, "the single table has no sorted status index"},
+		{"single table due mode without shards", []string{"--layout", "single", "--status-index", "due", "due"}, exitUsage, "--status-index due needs --due-shards K"},
 		{"due mode without shards", []string{"--status-index", "due", "due"}, exitUsage, "--status-index due needs --due-shards K"},
 		{"AWS without yes", []string{"--due-shards", "4", "index", "backfill", "--create-index"}, exitFail, "no --endpoint (or DYNAMODB_ENDPOINT) means AWS: to go ahead, pass --yes"},
 	} {

@@ -184,7 +184,7 @@ func runDue(a *app, c *command, args []string) error {
 		tables.StatusIndex = tables.DueIndex
 		mode = fmt.Sprintf("due: %s, one query per shard, billing_date is a key condition", plural(tables.DueShards, "shard"))
 	}
-	if a.single() {
+	if a.single() && tables.StatusIndexMode != dynamostore.StatusIndexDue {
 		st := a.singleTable()
 		tables.StatusIndex, mode = st.PaymentIndex, "single table: the payment-date index, day by day"
 	}

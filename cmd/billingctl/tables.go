@@ -86,7 +86,7 @@ func runTablesCreate(a *app, c *command, args []string) error {
 		switch {
 		case err == nil:
 			existed[i] = true
-			noDueIndex = noDueIndex || (i == 0 && !a.single() && cfg.DueShards > 0 && findIndex(out.Table, cfg.DueIndex) == nil)
+			noDueIndex = noDueIndex || (i == 0 && cfg.DueShards > 0 && findIndex(out.Table, cfg.DueIndex) == nil)
 		case !errors.As(err, &nf):
 			return fmt.Errorf("describe table %s: %w", aws.ToString(def.TableName), err)
 		}
