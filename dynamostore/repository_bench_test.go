@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/dynamotest"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/stretchr/testify/require"
@@ -16,11 +17,13 @@ import (
 
 // BenchmarkScheduledRun pages through the scheduled run over 10,000
 // SCHEDULED records, of which 100 or 1,000 are due, in every status index
-// mode (the due index with 8 shards), on the local DynamoDB server, and
-// reports what a run costs per due record: items read, DynamoDB calls and
-// read capacity units; and what a run that finds nothing due costs.
+// mode of the legacy table (the due index with 8 shards) and of the single
+// table (the payment-index walk, and the due index with 8 shards), on the
+// local DynamoDB server, and reports what a run costs per due record:
+// items read, DynamoDB calls and read capacity units; and what a run that
+// finds nothing due costs.
 //
-//	CI=true go test -run XXX -bench ScheduledRun -benchtime 3x .
+//	CI=true go test -run XXX -bench ScheduledRun -benchtime 2x ./dynamostore
 func BenchmarkScheduledRun(b *testing.B) {
 	const shards = 8
 	now := time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC)
@@ -36,45 +39,66 @@ func BenchmarkScheduledRun(b *testing.B) {
 			repo, err := NewRepository(Config{Client: w, Tables: tables})
 			require.NoError(b, err)
 			seedScheduled(b, repo, now, 10_000, 1_000)
-			for _, c := range []struct {
-				name   string
-				before time.Time
-				due    int
-			}{
-				{"10k-100", now.Add(-900 * time.Hour), 100},
-				{"10k-1k", now, 1_000},
-				{"nothing-due", now.Add(-2000 * time.Hour), 0},
-			} {
-				b.Run(c.name, func(b *testing.B) {
-					var read, due, calls int
-					var rcu float64
-					for b.Loop() {
-						w.Reset()
-						read, due = 0, 0
-						cur := ""
-						for {
-							p, err := billing.ScheduledPage(context.Background(), repo, c.before, cur)
-							require.NoError(b, err)
-							read += p.Scanned
-							due += len(p.Items)
-							if cur = p.Next; cur == "" {
-								break
-							}
-						}
-						calls, rcu = w.TotalCalls(), w.ReadCapacity()
+			benchScheduledRuns(b, repo, w, now)
+		})
+	}
+	for _, k := range []int{0, shards} {
+		name := "single-walk"
+		if k > 0 {
+			name = "single-due"
+		}
+		b.Run(name, func(b *testing.B) {
+			client := dynamotest.Client(b)
+			table := SingleTableConfig{Table: dynamotest.TableName(b, "bench-single"), AccountPrefix: "ACC#", TTLAttribute: "TTL", DueShards: k}
+			dynamotest.CreateTable(b, client, SingleTableDefinition(table))
+			w := dynamotest.Wrap(client)
+			repo, err := NewSingleTableRepository(SingleTableStoreConfig{Client: w, Table: table, Clock: billing.ClockFunc(func() time.Time { return now })})
+			require.NoError(b, err)
+			seedSingleScheduled(b, repo, now, 10_000, 1_000)
+			benchScheduledRuns(b, repo, w, now)
+		})
+	}
+}
+
+// benchScheduledRuns runs the scheduled run's cases on repo, which holds
+// the records of seedScheduled, and reports their costs.
+func benchScheduledRuns(b *testing.B, repo billing.Repository, w *dynamotest.Wrapper, now time.Time) {
+	for _, c := range []struct {
+		name   string
+		before time.Time
+		due    int
+	}{
+		{"10k-100", now.Add(-900 * time.Hour), 100},
+		{"10k-1k", now, 1_000},
+		{"nothing-due", now.Add(-2000 * time.Hour), 0},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var read, due, calls int
+			var rcu float64
+			for b.Loop() {
+				w.Reset()
+				read, due = 0, 0
+				cur := ""
+				for {
+					p, err := billing.ScheduledPage(context.Background(), repo, c.before, cur)
+					require.NoError(b, err)
+					due += len(p.Items)
+					if cur = p.Next; cur == "" {
+						break
 					}
-					require.Equal(b, c.due, due, "found %d due records, want %d", due, c.due)
-					if c.due == 0 {
-						b.ReportMetric(float64(calls), "calls/run")
-						b.ReportMetric(rcu, "RCU/run")
-						b.ReportMetric(float64(read), "items-read/run")
-						return
-					}
-					b.ReportMetric(float64(read)/float64(due), "items-read/due-item")
-					b.ReportMetric(float64(calls)/float64(due), "calls/due-item")
-					b.ReportMetric(rcu/float64(due), "RCU/due-item")
-				})
+				}
+				read, calls, rcu = w.ItemsRead(), w.TotalCalls(), w.ReadCapacity()
 			}
+			require.Equal(b, c.due, due, "found %d due records, want %d", due, c.due)
+			if c.due == 0 {
+				b.ReportMetric(float64(calls), "calls/run")
+				b.ReportMetric(rcu, "RCU/run")
+				b.ReportMetric(float64(read), "items-read/run")
+				return
+			}
+			b.ReportMetric(float64(read)/float64(due), "items-read/due-item")
+			b.ReportMetric(float64(calls)/float64(due), "calls/due-item")
+			b.ReportMetric(rcu/float64(due), "RCU/due-item")
 		})
 	}
 }
@@ -113,4 +137,49 @@ func seedScheduled(b *testing.B, repo *Repository, now time.Time, n, due int) {
 		}
 	}
 	flush()
+}
+
+// seedSingleScheduled writes the records of seedScheduled as periods of
+// as many subscriptions of the single table, straight to the table as
+// repo writes them: each period item (with its due key) and its
+// subscription item (due date, open periods), as an Add of the period
+// leaves them.
+func seedSingleScheduled(b *testing.B, repo *SingleTableRepository, now time.Time, n, due int) {
+	b.Helper()
+	client, table := repo.cfg.Client, repo.tbl.Table
+	var reqs []types.WriteRequest
+	flush := func() {
+		in := map[string][]types.WriteRequest{table: reqs}
+		for len(in) > 0 {
+			out, err := client.BatchWriteItem(context.Background(), &dynamodb.BatchWriteItemInput{RequestItems: in})
+			require.NoError(b, err)
+			in = out.UnprocessedItems
+		}
+		reqs = nil
+	}
+	for i := range n {
+		bd := now.Add(time.Duration(i+1) * time.Hour) // not due
+		if i < due {
+			bd = now.Add(-time.Duration(i+1) * time.Hour)
+		}
+		ref := layout.SubscriptionRef{AccountID: fmt.Sprintf("bench-acct-%05d", i), SubscriptionID: "S1", SKU: "STREAM"}
+		s := billing.Subscription{UserID: ref.UserID(), SubscriptionID: fmt.Sprintf("bench-sub-%05d", i),
+			Status: billing.StatusScheduled, Amount: billing.Cents(499), BillingDate: bd, LastRunDate: now.Add(-48 * time.Hour), Term: billing.TermMonthly}
+		period, err := repo.periodItem(ref, &s)
+		require.NoError(b, err)
+		open := layout.OpenPeriods{}
+		open.Record(&s)
+		sub := layout.EngineSubscription(ref, entitlement.RecurringSubscription{}, false, open, []*billing.Subscription{&s}, now, repo.cfg.ReminderLeadDays)
+		sub.LastPaymentDate = now.AddDate(0, -1, 0) // in the payment index, as a subscription paid before
+		item, err := repo.tbl.EncodeRecurringSubscription(sub)
+		require.NoError(b, err)
+		item[layout.AttrOpenPeriods] = open.AttributeValue()
+		reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: period}}, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
+		if len(reqs) >= maxBatchWrite-1 {
+			flush()
+		}
+	}
+	if len(reqs) > 0 {
+		flush()
+	}
 }
