@@ -43,9 +43,10 @@ type SingleTableConfig struct {
 	// and a status page reads one shard of it. At most [MaxDueShards].
 	//
 	// To move an existing table: add DueIndex
-	// ([SingleTableDueIndexDefinition]), give every writer DueShards, run
+	// ([SingleTableDueIndexDefinition]), give every writer DueShards with
+	// SingleTableStoreConfig.DueIndexPending (the walk is still read), run
 	// [SingleTableRepository.BackfillDue] until a pass updates nothing,
-	// then let the runs use it. Defaults to 0: no due index, status
+	// then drop DueIndexPending. Defaults to 0: no due index, status
 	// queries walk PaymentIndex day by day. NextPaymentDate and OpenPeriods
 	// on the subscription items are kept the same either way.
 	DueShards int

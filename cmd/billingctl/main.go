@@ -50,10 +50,10 @@
 //	                        (billing_status-billing_date-index) or due (the sharded
 //	                        billing_due-billing_date-index; needs --due-shards);
 //	                        default legacy
-//	--due-shards K          legacy layout: the due index's K shards. Writes put the
-//	                        due key billing_due on the records runs read, tables
-//	                        create adds the index, --status-index due reads it.
-//	                        Default 0, no due index; the single table is one shard.
+//	--due-shards K          the due index's K shards. Writes put the due key
+//	                        billing_due on the records (the single table's period
+//	                        items) runs read, tables create adds the index,
+//	                        --status-index due reads it. Default 0, no due index.
 //	--json                  print JSON instead of tables, for scripts
 //	--yes                   apply admin changes without asking; let seed and index
 //	                        backfill write to AWS (without --endpoint)
@@ -94,8 +94,9 @@
 // index with UpdateTable, waits until it is ACTIVE and keys the existing
 // records, paced by --rate and resumable with --from after an interruption;
 // run "billingctl --due-shards K index backfill" again until a pass reports
-// 0 updated; then read with --status-index due (StatusIndexDue). The
-// single-table layout is one shard and has no due index.
+// 0 updated; then read with --status-index due (StatusIndexDue). With
+// --layout single the same commands move the single table's period items
+// to its due index; without --status-index due it walks the payment index.
 //
 // # Exit codes
 //
