@@ -41,6 +41,7 @@ type shardClock struct {
 type world struct {
 	cfg Config
 	mu  sync.Mutex
+	pmu sync.Mutex // guards the partition maps
 
 	shards []shardClock
 	sumNow float64 // Σ shards[i].now
@@ -121,8 +122,12 @@ func (w *world) closePage(s int) {
 	w.setShard(s)
 }
 
-// partition returns the index partition of key, made on first use.
+// partition returns the index partition of key, made on first use. The
+// maps have a lock of their own (pmu): writes look their partitions up
+// before they take mu, reads while they hold it.
 func (w *world) partition(m map[string]*bucket, key string, rate float64) *bucket {
+	w.pmu.Lock()
+	defer w.pmu.Unlock()
 	b := m[key]
 	if b == nil {
 		b = &bucket{rate: rate}

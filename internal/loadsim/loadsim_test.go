@@ -65,13 +65,16 @@ func simRows() []simRow {
 //
 //	go test -run TestSimulationConfirmsModel -count=1 -v ./internal/loadsim
 func TestSimulationConfirmsModel(t *testing.T) {
+	if small() {
+		t.Log("-short or -race: the small sizes; the 100k rows run without either")
+	}
 	var table strings.Builder
 	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "INDEX\tK\tW\tPROCESSOR\tDUE\tMODEL/H\tSIMULATED/H\tDIFF\tMODEL_BINDING\tSIMULATED_BINDING\tTHROTTLED\tREPLAYS\tPASSES")
 	for _, row := range simRows() {
 		cfg := row.cfg
 		cfg.Due = row.full
-		if testing.Short() {
+		if small() {
 			cfg.Due = row.short
 		}
 		res, err := Run(context.Background(), cfg)
@@ -100,7 +103,7 @@ func TestSimulationConfirmsModel(t *testing.T) {
 
 		assert.Equal(t, model.Binding, res.Binding, "%s: clocks %v, model caps %v", name, res.Clocks, model.Caps)
 		tolerance := 0.10
-		if testing.Short() {
+		if small() {
 			tolerance += expectedSkew(c.Due, c.Shards)
 		}
 		assert.InEpsilon(t, model.PerHour, res.PerHour, tolerance, "%s: clocks %v, model caps %v", name, res.Clocks, model.Caps)
@@ -141,3 +144,7 @@ func TestExpectedSkew(t *testing.T) {
 	assert.InDelta(t, 0.0073, expectedSkew(4_000_000, 32), 0.0005)
 	assert.InDelta(t, 0.046, expectedSkew(100_000, 32), 0.001)
 }
+
+// small reports whether the simulation runs its small sizes: under -short,
+// and under the race detector (see raceBuild).
+func small() bool { return testing.Short() || raceBuild }

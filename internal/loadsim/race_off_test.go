@@ -1,0 +1,5 @@
+//go:build !race
+
+package loadsim
+
+const raceBuild = false
