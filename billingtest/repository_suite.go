@@ -107,17 +107,7 @@ func TestRepositoryWith(t *testing.T, newStores StoreFactory, opts SuiteOptions)
 	}
 	t.Run("QueryStatus", func(t *testing.T) {
 		t.Parallel()
-		for _, mode := range []dynamostore.StatusIndexMode{dynamostore.StatusIndexLegacy, dynamostore.StatusIndexSorted, dynamostore.StatusIndexDue} {
-			t.Run(mode.String(), func(t *testing.T) {
-				t.Parallel()
-				for _, c := range s.queryCases(mode) {
-					t.Run(c.name, func(t *testing.T) {
-						t.Parallel()
-						c.run(t)
-					})
-				}
-			})
-		}
+		s.statusQueries(t, dynamostore.StatusIndexLegacy, dynamostore.StatusIndexSorted, dynamostore.StatusIndexDue)
 	})
 }
 

@@ -27,6 +27,11 @@ import (
 func TestStatusQueriesWith(t *testing.T, newStores StoreFactory, opts SuiteOptions, modes ...dynamostore.StatusIndexMode) {
 	t.Helper()
 	s := &repoSuite{newStores: newStores, ids: newSuiteIDs(opts)}
+	s.statusQueries(t, modes...)
+}
+
+// statusQueries runs the query cases of each mode as parallel subtests.
+func (s *repoSuite) statusQueries(t *testing.T, modes ...dynamostore.StatusIndexMode) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()

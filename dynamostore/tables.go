@@ -57,8 +57,9 @@ const (
 	DefaultDueIndex            = "billing_due-billing_date-index"
 )
 
-// MaxDueShards bounds [TableConfig.DueShards].
-const MaxDueShards = 1024
+// MaxDueShards bounds [TableConfig.DueShards] and
+// [SingleTableConfig.DueShards].
+const MaxDueShards = layout.MaxDueShards
 
 // TableConfig names the tables and indexes. The zero value is the existing
 // deployment with the legacy status index.

@@ -19,8 +19,8 @@ const (
 	// as the legacy table's is.
 	DefaultSingleDueIndex = "billing_due-billing_date-index"
 	maxAccountPrefix      = 64
-	// MaxDueShards bounds the due shards of either layout (the value of
-	// dynamostore.MaxDueShards).
+	// MaxDueShards bounds the due shards of either layout
+	// (dynamostore.MaxDueShards is this value).
 	MaxDueShards = 1024
 )
 
