@@ -27,8 +27,9 @@ import (
 // BenchmarkCollectorDynamoDB runs the scheduled run over benchDue due
 // SCHEDULED records among benchNotDue later ones (every collection
 // succeeds and opens the next period) on the local DynamoDB server, in
-// both status index modes and on the single-table layout (three SKUs per
-// account), with the DynamoDB locker, and reports per
+// the legacy table's status index modes and on the single-table layout
+// (three SKUs per account; its payment-index walk, and its due index of 8
+// shards), with the DynamoDB locker, and reports per
 // collected subscription the DynamoDB calls (locks included), the items
 // read, and the write and read capacity units computed by dynamotest's
 // wrapper from item sizes (its RCU under-counts filtered pages: the legacy
@@ -80,22 +81,25 @@ func BenchmarkCollectorDynamoDB(b *testing.B) {
 			}, func(i int) string { return fmt.Sprintf("bench-user-%05d", i) }, tables.Locks
 		}}
 	}
-	single := storeLayout{"single-table", func(b *testing.B, client *dynamodb.Client) (func(dynamostore.API) billing.Repository, func(int) string, string) {
-		table := dynamostore.SingleTableConfig{Table: dynamotest.TableName(b, "bench-payments"), AccountPrefix: "ACC#"}
-		locks := dynamotest.TableName(b, "bench-locks")
-		dynamotest.CreateTable(b, client, dynamostore.SingleTableDefinition(table))
-		dynamotest.CreateTable(b, client, dynamostore.LockTableDefinition(locks))
-		skus := []string{"STREAM", "MUSIC", "NEWS"}
-		return func(c dynamostore.API) billing.Repository {
-				repo, err := dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{Client: c, Table: table,
-					Clock: billingtest.NewClock(benchNow)})
-				require.NoError(b, err)
-				return repo
-			}, func(i int) string {
-				return layout.SubscriptionRef{AccountID: fmt.Sprintf("bench-%05d", i/3), SubscriptionID: fmt.Sprint("s", i), SKU: skus[i%3]}.UserID()
-			}, locks
-	}}
-	for _, l := range []storeLayout{legacy(dynamostore.StatusIndexLegacy), legacy(dynamostore.StatusIndexSorted), legacy(dynamostore.StatusIndexDue), single} {
+	single := func(name string, dueShards int) storeLayout {
+		return storeLayout{name, func(b *testing.B, client *dynamodb.Client) (func(dynamostore.API) billing.Repository, func(int) string, string) {
+			table := dynamostore.SingleTableConfig{Table: dynamotest.TableName(b, "bench-payments"), AccountPrefix: "ACC#", DueShards: dueShards}
+			locks := dynamotest.TableName(b, "bench-locks")
+			dynamotest.CreateTable(b, client, dynamostore.SingleTableDefinition(table))
+			dynamotest.CreateTable(b, client, dynamostore.LockTableDefinition(locks))
+			skus := []string{"STREAM", "MUSIC", "NEWS"}
+			return func(c dynamostore.API) billing.Repository {
+					repo, err := dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{Client: c, Table: table,
+						Clock: billingtest.NewClock(benchNow)})
+					require.NoError(b, err)
+					return repo
+				}, func(i int) string {
+					return layout.SubscriptionRef{AccountID: fmt.Sprintf("bench-%05d", i/3), SubscriptionID: fmt.Sprint("s", i), SKU: skus[i%3]}.UserID()
+				}, locks
+		}}
+	}
+	for _, l := range []storeLayout{legacy(dynamostore.StatusIndexLegacy), legacy(dynamostore.StatusIndexSorted), legacy(dynamostore.StatusIndexDue),
+		single("single-table", 0), single("single-table-due", 8)} {
 		b.Run(l.name, func(b *testing.B) {
 			client := dynamotest.Client(b)
 			now := benchNow
