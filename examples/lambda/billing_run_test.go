@@ -113,6 +113,8 @@ func ofType(states map[string]map[string]any, typ string) []string {
 func TestBillingRunTemplate(t *testing.T) {
 	tpl := loadRunTemplate(t, map[string]string{"CollectorFunctionArn": testFunctionArn, "DueShards": "32", "MaxConcurrency": "8"})
 	assert.Contains(t, tpl.Description, "SQS", "the description names the SQS alternative")
+	assert.Contains(t, tpl.Description, "BILLING_LAYOUT=single", "the description names the single table's settings")
+	assert.LessOrEqual(t, len(tpl.Description), 1024, "CloudFormation's limit on a template's description, in bytes")
 	for _, p := range []string{"CollectorFunctionArn", "DueShards", "MaxConcurrency"} {
 		assert.Contains(t, tpl.Parameters, p)
 	}
@@ -309,6 +311,28 @@ func TestBillingRunStateMachineRunsTheCollector(t *testing.T) {
 	assert.Equal(t, []float64{1, 2, 0, 0}, []float64{runs[0].(map[string]any)["collected"].(float64), runs[1].(map[string]any)["collected"].(float64),
 		runs[2].(map[string]any)["collected"].(float64), runs[3].(map[string]any)["collected"].(float64)})
 	assert.Empty(t, sent.bodies, "the state machine continues the runs, not the queue")
+}
+
+// The same state machine drives a single-table deployment's collector
+// (BILLING_LAYOUT=single, DUE_SHARDS equal to the template's DueShards):
+// each shard's child reads its own shard of the due index, and every
+// shard is read.
+func TestBillingRunStateMachineOnTheSingleTable(t *testing.T) {
+	tpl := loadRunTemplate(t, map[string]string{"CollectorFunctionArn": testFunctionArn, "DueShards": "4", "MaxConcurrency": "2"})
+	h, f := singleTableCollector(t, map[string]string{"DUE_SHARDS": "4"})
+	sm := &stateMachine{t: t, invoke: lambda.NewHandler(h.Handle).Invoke}
+
+	out := sm.run(tpl.definition, map[string]any{"kind": "scheduled", "shards": []any{2.0}}, nil)
+	require.Len(t, out.(map[string]any)["shardRuns"], 1)
+	assert.Equal(t, []string{"SCHEDULED#2"}, dueKeys(t, f.take(), "billing_due-billing_date-index"), "a rerun of shard 2 reads shard 2")
+
+	out = sm.run(tpl.definition, map[string]any{"kind": "scheduled"}, nil)
+	runs := out.(map[string]any)["shardRuns"].([]any)
+	require.Len(t, runs, 4)
+	for i, r := range runs {
+		assert.Equal(t, map[string]any{"kind": "scheduled", "shard": float64(i), "next": "", "invocations": 1.0, "attempted": 0.0, "collected": 0.0, "failed": 0.0}, r)
+	}
+	assert.Equal(t, []string{"SCHEDULED#0", "SCHEDULED#1", "SCHEDULED#2", "SCHEDULED#3"}, dueKeys(t, f.take(), "billing_due-billing_date-index"))
 }
 
 // stateMachine interprets the part of the Amazon States Language the run

@@ -33,16 +33,34 @@
 //	SINGLE_TABLE_TTL         its TTL attribute (default "expiresAt")
 //	BILLING_TABLE            billing-activity table (default "billing-activity")
 //	BILLING_HISTORY_TABLE    history table (default "billing-activity-history")
-//	STATUS_INDEX_MODE        "legacy" (default), "sorted", or "due": the
-//	                         sharded due index (needs DUE_SHARDS)
-//	DUE_SHARDS               the due shards of the legacy tables
-//	                         (TableConfig.DueShards, 0 to 1024; default 0:
-//	                         no due keys, one shard; legacy layout only).
+//	STATUS_INDEX_MODE        legacy layout only: "legacy" (default),
+//	                         "sorted", or "due": the sharded due index
+//	                         (needs DUE_SHARDS)
+//	DUE_SHARDS               the due shards, both layouts
+//	                         (TableConfig.DueShards or
+//	                         SingleTableConfig.DueShards, 0 to 1024;
+//	                         default 0: no due keys, one shard).
 //	                         Give every function (and every other writer of
 //	                         the table) the same value: a record written
 //	                         without it gets no due key, and a run on the
-//	                         due index misses it. A run request may then
-//	                         name shards 0 to DUE_SHARDS-1
+//	                         due index misses it. Legacy layout: reads use
+//	                         the due index with STATUS_INDEX_MODE=due.
+//	                         Single layout: reads use it whenever
+//	                         DUE_SHARDS is set, unless DUE_INDEX_PENDING.
+//	                         A run request may then name shards 0 to
+//	                         DUE_SHARDS-1
+//	DUE_INDEX_PENDING        single layout only, "true" during the move to
+//	                         the due index (SingleTableStoreConfig.
+//	                         DueIndexPending; needs DUE_SHARDS): writers keep
+//	                         the due keys while status queries still walk
+//	                         the payment index, one shard (a run request
+//	                         may name only shard 0). Unset it once
+//	                         BackfillDue (billingctl index backfill) updates
+//	                         nothing; the legacy layout's equivalent is
+//	                         STATUS_INDEX_MODE legacy or sorted
+//	DUE_INDEX                the due index's name, both layouts (default
+//	                         "billing_due-billing_date-index"; needs
+//	                         DUE_SHARDS)
 //	DYNAMODB_ENDPOINT        optional, e.g. http://localhost:8000 for local runs
 //	WORKER_QUEUE_URL         pre-subscription-notifier-worker queue (scheduler)
 //	SCHEDULER_QUEUE_URL      pre-subscription-notifier-scheduler queue (scheduler)
@@ -197,33 +215,69 @@ func newRepository(awsCfg aws.Config, logger *slog.Logger) (billing.Repository, 
 		opts = append(opts, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(ep) })
 	}
 	client := dynamodb.NewFromConfig(awsCfg, opts...)
-	dueShards, err := intEnv("DUE_SHARDS")
+	due, err := dueIndexFromEnv()
 	if err != nil {
 		return nil, err
 	}
 	switch layout := os.Getenv("BILLING_LAYOUT"); layout {
 	case "", "legacy":
+		return legacyRepository(client, due, logger)
 	case "single":
-		if dueShards > 0 {
-			return nil, fmt.Errorf("DUE_SHARDS is for the legacy layout: the single table is one shard, got %d", dueShards)
-		}
-		return dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{
-			Client: client,
-			Table: dynamostore.SingleTableConfig{
-				Table: os.Getenv("SINGLE_TABLE"), AccountPrefix: os.Getenv("ACCOUNT_PREFIX"), TTLAttribute: os.Getenv("SINGLE_TABLE_TTL"),
-			},
-			Logger: logger,
-		})
+		return singleTableRepository(client, due, logger)
 	default:
 		return nil, fmt.Errorf("BILLING_LAYOUT must be legacy or single, got %q", layout)
 	}
-	if dueShards > dynamostore.MaxDueShards {
-		return nil, fmt.Errorf("DUE_SHARDS must be at most %d, got %d", dynamostore.MaxDueShards, dueShards)
+}
+
+// dueIndex is the sharded due index as the environment configures it,
+// read and checked the same way for both layouts.
+type dueIndex struct {
+	// shards is DUE_SHARDS, 0 to dynamostore.MaxDueShards: 0 writes no
+	// due keys.
+	shards int
+	// name is DUE_INDEX, "" for the library's default.
+	name string
+	// pending is DUE_INDEX_PENDING: writers keep the due keys while reads
+	// stay off the index, until the backfill is done (single layout; the
+	// legacy tables say the same with STATUS_INDEX_MODE).
+	pending bool
+}
+
+func dueIndexFromEnv() (dueIndex, error) {
+	shards, err := intEnv("DUE_SHARDS")
+	if err != nil {
+		return dueIndex{}, err
+	}
+	if shards > dynamostore.MaxDueShards {
+		return dueIndex{}, fmt.Errorf("DUE_SHARDS must be at most %d, got %d", dynamostore.MaxDueShards, shards)
+	}
+	pending, err := boolEnv("DUE_INDEX_PENDING")
+	if err != nil {
+		return dueIndex{}, err
+	}
+	due := dueIndex{shards: shards, name: os.Getenv("DUE_INDEX"), pending: pending}
+	// Without shards there are no due keys: a pending migration or an
+	// index name would configure nothing, so they are a mistake.
+	if shards == 0 && pending {
+		return dueIndex{}, errors.New("DUE_INDEX_PENDING needs DUE_SHARDS (the shards whose due keys the writers keep during the migration)")
+	}
+	if shards == 0 && due.name != "" {
+		return dueIndex{}, fmt.Errorf("DUE_INDEX %q needs DUE_SHARDS (the shards of the due index)", due.name)
+	}
+	return due, nil
+}
+
+// legacyRepository opens the billing-activity tables.
+func legacyRepository(client *dynamodb.Client, due dueIndex, logger *slog.Logger) (billing.Repository, error) {
+	if due.pending {
+		return nil, errors.New("DUE_INDEX_PENDING is for the single layout: the legacy tables keep reads off the due index " +
+			"with STATUS_INDEX_MODE legacy or sorted until the backfill is done")
 	}
 	tables := dynamostore.TableConfig{
 		Subscriptions: os.Getenv("BILLING_TABLE"),
 		History:       os.Getenv("BILLING_HISTORY_TABLE"),
-		DueShards:     dueShards,
+		DueShards:     due.shards,
+		DueIndex:      due.name,
 	}
 	switch mode := os.Getenv("STATUS_INDEX_MODE"); mode {
 	case "", "legacy":
@@ -231,7 +285,7 @@ func newRepository(awsCfg aws.Config, logger *slog.Logger) (billing.Repository, 
 	case "sorted":
 		tables.StatusIndexMode = dynamostore.StatusIndexSorted
 	case "due":
-		if dueShards == 0 {
+		if due.shards == 0 {
 			return nil, errors.New("STATUS_INDEX_MODE=due needs DUE_SHARDS (the shards of the due index)")
 		}
 		tables.StatusIndexMode = dynamostore.StatusIndexDue
@@ -242,6 +296,25 @@ func newRepository(awsCfg aws.Config, logger *slog.Logger) (billing.Repository, 
 		Client: client,
 		Tables: tables,
 		Logger: logger,
+	})
+}
+
+// singleTableRepository opens the single table. With DUE_SHARDS its status
+// queries read the due index, one shard a page, unless DUE_INDEX_PENDING
+// keeps them on the payment-index walk (one shard).
+func singleTableRepository(client *dynamodb.Client, due dueIndex, logger *slog.Logger) (billing.Repository, error) {
+	if mode := os.Getenv("STATUS_INDEX_MODE"); mode != "" {
+		return nil, fmt.Errorf("STATUS_INDEX_MODE is for the legacy layout, got %q: the single table reads the due index "+
+			"when DUE_SHARDS is set (DUE_INDEX_PENDING=true keeps the payment-index walk during a migration)", mode)
+	}
+	return dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{
+		Client: client,
+		Table: dynamostore.SingleTableConfig{
+			Table: os.Getenv("SINGLE_TABLE"), AccountPrefix: os.Getenv("ACCOUNT_PREFIX"), TTLAttribute: os.Getenv("SINGLE_TABLE_TTL"),
+			DueShards: due.shards, DueIndex: due.name,
+		},
+		DueIndexPending: due.pending,
+		Logger:          logger,
 	})
 }
 
@@ -497,4 +570,18 @@ func intEnv(name string) (int, error) {
 		return 0, fmt.Errorf("%s must be a non-negative integer, got %q", name, v)
 	}
 	return n, nil
+}
+
+// boolEnv reads an optional boolean variable (true, false, 1, 0, ...);
+// unset is false.
+func boolEnv(name string) (bool, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%s must be true or false, got %q", name, v)
+	}
+	return b, nil
 }

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -404,35 +407,232 @@ func TestCollectorHandlerFailedRunEnqueuesNothing(t *testing.T) {
 func TestNewRepositoryShardsFromEnv(t *testing.T) {
 	cfg := aws.Config{Region: "us-east-1"}
 	for _, c := range []struct {
-		layout, shards, mode string
-		want                 int    // DueShards of the repository
-		err                  string // in the error; "" for none
+		layout, shards, mode, pending, index string
+		want                                 int    // DueShards of the repository
+		err                                  string // in the error; "" for none
 	}{
 		{shards: "", mode: "", want: 1},
 		{shards: "32", mode: "", want: 32},
 		{shards: "32", mode: "legacy", want: 32},
 		{shards: "8", mode: "due", want: 8},
+		{shards: "8", mode: "due", index: "due-v2", want: 8},
+		{shards: "8", pending: "false", want: 8},
 		{shards: "0", mode: "due", err: "STATUS_INDEX_MODE=due needs DUE_SHARDS"},
 		{shards: "", mode: "due", err: "STATUS_INDEX_MODE=due needs DUE_SHARDS"},
 		{shards: "-1", err: "DUE_SHARDS must be a non-negative integer"},
 		{shards: "many", err: "DUE_SHARDS must be a non-negative integer"},
 		{shards: "1025", err: "DUE_SHARDS must be at most 1024"},
 		{shards: "8", mode: "shards", err: "STATUS_INDEX_MODE must be legacy, sorted or due"},
-		{layout: "single", shards: "8", err: "DUE_SHARDS is for the legacy layout"},
+		{shards: "8", pending: "true", err: "DUE_INDEX_PENDING is for the single layout"},
+		{shards: "", index: "due-v2", err: `DUE_INDEX "due-v2" needs DUE_SHARDS`},
+
+		// The single table: the same DUE_SHARDS, its reads on the due
+		// index unless DUE_INDEX_PENDING keeps them on the walk.
+		{layout: "single", want: 1},
+		{layout: "single", shards: "0", want: 1},
+		{layout: "single", shards: "8", want: 8},
+		{layout: "single", shards: "1024", want: 1024},
+		{layout: "single", shards: "8", index: "due-v2", want: 8},
+		{layout: "single", shards: "8", pending: "false", want: 8},
+		{layout: "single", shards: "8", pending: "true", want: 1},
+		{layout: "single", shards: "8", pending: "1", want: 1},
+		{layout: "single", shards: "1025", err: "DUE_SHARDS must be at most 1024, got 1025"},
+		{layout: "single", shards: "-1", err: `DUE_SHARDS must be a non-negative integer, got "-1"`},
+		{layout: "single", shards: "8 ", err: `DUE_SHARDS must be a non-negative integer, got "8 "`},
+		{layout: "single", shards: "8", pending: "soon", err: `DUE_INDEX_PENDING must be true or false, got "soon"`},
+		{layout: "single", pending: "true", err: "DUE_INDEX_PENDING needs DUE_SHARDS"},
+		{layout: "single", index: "due-v2", err: `DUE_INDEX "due-v2" needs DUE_SHARDS`},
+		{layout: "single", shards: "8", mode: "due", err: "STATUS_INDEX_MODE is for the legacy layout"},
 	} {
-		t.Run(fmt.Sprintf("%s/%s/%s", c.layout, c.shards, c.mode), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%s/%s/%s/%s", c.layout, c.shards, c.mode, c.pending, c.index), func(t *testing.T) {
 			t.Setenv("BILLING_LAYOUT", c.layout)
 			t.Setenv("DUE_SHARDS", c.shards)
 			t.Setenv("STATUS_INDEX_MODE", c.mode)
+			t.Setenv("DUE_INDEX_PENDING", c.pending)
+			t.Setenv("DUE_INDEX", c.index)
 			repo, err := newRepository(cfg, slog.New(slog.DiscardHandler))
 			if c.err != "" {
 				require.ErrorContains(t, err, c.err)
+				assert.Nil(t, repo)
 				return
 			}
 			require.NoError(t, err)
 			sharded, ok := repo.(billing.ShardedRepository)
 			require.True(t, ok, "%T", repo)
 			assert.Equal(t, c.want, sharded.DueShards())
+		})
+	}
+}
+
+// fakeDynamo is a DynamoDB endpoint (DYNAMODB_ENDPOINT) holding an empty
+// table: it answers every Query with no items and records which index it
+// was asked and the key values, so that a test sees what a run reads.
+type fakeDynamo struct {
+	mu      sync.Mutex
+	queries []fakeQuery
+}
+
+type fakeQuery struct {
+	Index  string
+	Values []string // the string values of the key condition, sorted
+}
+
+func newFakeDynamo(t *testing.T) *fakeDynamo {
+	t.Helper()
+	f := &fakeDynamo{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		op := strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB_20120810.")
+		if op != "Query" {
+			http.Error(w, "fakeDynamo: only Query, got "+op, http.StatusBadRequest)
+			return
+		}
+		var in struct {
+			IndexName                 string
+			ExpressionAttributeValues map[string]map[string]any
+		}
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		q := fakeQuery{Index: in.IndexName}
+		for _, v := range in.ExpressionAttributeValues {
+			if s, ok := v["S"].(string); ok {
+				q.Values = append(q.Values, s)
+			}
+		}
+		slices.Sort(q.Values)
+		f.mu.Lock()
+		f.queries = append(f.queries, q)
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		_, _ = io.WriteString(w, `{"Count":0,"ScannedCount":0,"Items":[]}`)
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv("DYNAMODB_ENDPOINT", srv.URL)
+	return f
+}
+
+// take returns the queries made since the last call.
+func (f *fakeDynamo) take() []fakeQuery {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	q := f.queries
+	f.queries = nil
+	return q
+}
+
+// dueKeys returns the due keys ("<status>#<shard>") the queries of index
+// read, each once, sorted; it fails the test on a query of another index.
+func dueKeys(t *testing.T, queries []fakeQuery, index string) []string {
+	t.Helper()
+	var keys []string
+	for _, q := range queries {
+		require.Equal(t, index, q.Index, "every status query reads the due index: %+v", q)
+		for _, v := range q.Values {
+			if strings.Contains(v, "#") {
+				keys = append(keys, v)
+			}
+		}
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
+// singleTableCollector is the collector function of a single-table
+// deployment as the environment configures it, on fakeDynamo's endpoint.
+func singleTableCollector(t *testing.T, env map[string]string) (*collectorHandler, *fakeDynamo) {
+	t.Helper()
+	for _, k := range []string{"DUE_SHARDS", "DUE_INDEX_PENDING", "DUE_INDEX", "STATUS_INDEX_MODE", "SHARD_CONCURRENCY", "OLD_SUBSCRIPTION_DAYS"} {
+		t.Setenv(k, env[k])
+	}
+	t.Setenv("BILLING_LAYOUT", "single")
+	t.Setenv("ACCOUNT_PREFIX", "ACC#")
+	f := newFakeDynamo(t)
+	logger := slog.New(slog.DiscardHandler)
+	awsCfg := aws.Config{Region: "us-east-1", Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+		return aws.Credentials{AccessKeyID: "test", SecretAccessKey: "test"}, nil
+	})}
+	repo, err := newRepository(awsCfg, logger)
+	require.NoError(t, err)
+	cfg, err := collectorConfig(repo, logger)
+	require.NoError(t, err)
+	clock := billingtest.NewClock(time.Now())
+	cfg.Locker, cfg.Provider, cfg.Clock = billingtest.NewLocker(clock, time.Minute), billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock}), clock
+	c, err := billing.NewCollector(cfg)
+	require.NoError(t, err)
+	return &collectorHandler{collector: c, continuations: &sentBodies{}, logger: logger}, f
+}
+
+// A single-table deployment with DUE_SHARDS runs the direct invocation of
+// a shard on that shard of the due index, and the whole run on every
+// shard; with DUE_INDEX_PENDING it is one shard, read by the walk of the
+// payment index.
+func TestSingleTableCollectorShardsFromEnv(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		env   map[string]string
+		index string // the due index; "" for the walk
+	}{
+		{name: "due index", env: map[string]string{"DUE_SHARDS": "8"}, index: "billing_due-billing_date-index"},
+		{name: "named due index", env: map[string]string{"DUE_SHARDS": "8", "DUE_INDEX": "due-v2"}, index: "due-v2"},
+		{name: "shards at once", env: map[string]string{"DUE_SHARDS": "8", "SHARD_CONCURRENCY": "3"}, index: "billing_due-billing_date-index"},
+		{name: "pending", env: map[string]string{"DUE_SHARDS": "8", "DUE_INDEX_PENDING": "true"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := t.Context()
+			h, f := singleTableCollector(t, c.env)
+			invoke := lambda.NewHandler(h.Handle).Invoke
+			// run invokes the function until the answer's next is "", as
+			// the state machine's loop does.
+			run := func(payload string) (runOutcome, error) {
+				var o runOutcome
+				for range 100 {
+					out, err := invoke(ctx, []byte(payload))
+					if err != nil {
+						return o, err
+					}
+					require.NoError(t, json.Unmarshal(out, &o), "%s", out)
+					if o.Next == "" {
+						return o, nil
+					}
+					b, err := json.Marshal(map[string]any{"kind": o.Kind, "shards": o.Shards, "cursor": o.Next})
+					require.NoError(t, err)
+					payload = string(b)
+				}
+				require.Fail(t, "the run does not end", payload)
+				return o, nil
+			}
+
+			if c.index == "" {
+				_, err := run(`{"kind":"scheduled","shards":[3]}`)
+				require.ErrorIs(t, err, billing.ErrInvalidQuery, "a pending table is one shard")
+				o, err := run(`{"kind":"scheduled","shards":[0]}`)
+				require.NoError(t, err)
+				assert.Equal(t, []int{0}, o.Shards)
+				queries := f.take()
+				require.NotEmpty(t, queries)
+				for _, q := range queries {
+					assert.Equal(t, "GSI-2", q.Index, "the walk of the payment index, not the due index: %+v", q)
+				}
+				return
+			}
+
+			o, err := run(`{"kind":"scheduled","shards":[3]}`)
+			require.NoError(t, err)
+			assert.Equal(t, []int{3}, o.Shards)
+			assert.Equal(t, []string{"SCHEDULED#3"}, dueKeys(t, f.take(), c.index), "shard 3 only")
+
+			_, err = run(`{"kind":"scheduled","shards":[8]}`)
+			require.ErrorIs(t, err, billing.ErrInvalidQuery, "shards are 0 to DUE_SHARDS-1")
+			assert.Empty(t, f.take())
+
+			_, err = run(`{"kind":"scheduled"}`)
+			require.NoError(t, err)
+			var all []string
+			for s := range 8 {
+				all = append(all, fmt.Sprintf("SCHEDULED#%d", s))
+			}
+			assert.Equal(t, all, dueKeys(t, f.take(), c.index), "every shard")
 		})
 	}
 }
