@@ -1,6 +1,7 @@
 package dynamostore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -178,55 +179,89 @@ func (r *Repository) BackfillDue(ctx context.Context, token string, limit int) (
 	if t.DueShards == 0 {
 		return BackfillPage{}, fmt.Errorf("billing: backfill: TableConfig.DueShards is 0: no due index to fill")
 	}
-	if limit <= 0 {
-		limit = r.cfg.PageSize
+	b := dueBackfill{
+		client: r.cfg.Client, table: &t.Subscriptions, shards: t.DueShards,
+		scope: "backfill/" + t.Subscriptions + "/" + strconv.Itoa(t.DueShards),
+		keys:  []string{layout.AttrUserID, layout.AttrBillingDate},
+		keyText: func(it map[string]types.AttributeValue) string {
+			return keyString(layout.StringOf(it[layout.AttrUserID]), layout.StringOf(it[layout.AttrBillingDate]))
+		},
 	}
-	scope := "backfill/" + t.Subscriptions + "/" + strconv.Itoa(t.DueShards)
-	start, err := cursor.Decode(scope, token, layout.AttrUserID, layout.AttrBillingDate)
+	return b.page(ctx, token, cmp.Or(max(limit, 0), r.cfg.PageSize))
+}
+
+// dueBackfill is a layout's BackfillDue: the scan of one table whose items
+// with a user and a billing status get the due key of shards.
+type dueBackfill struct {
+	client API
+	table  *string
+	shards int
+	scope  string   // of the cursor
+	keys   []string // the table's key attributes, user_id's first when it is one
+	// skip reports whether a scanned item carries no due key whatever its
+	// attributes (another entity); nil keeps every item.
+	skip    func(it map[string]types.AttributeValue) bool
+	keyText func(it map[string]types.AttributeValue) string
+}
+
+// page scans up to limit items from token and writes the due key of each
+// that needs it (see backfillItem). A page whose write failed returns its
+// own start as Next: its writes are idempotent, so it is redone whole.
+func (b dueBackfill) page(ctx context.Context, token string, limit int) (BackfillPage, error) {
+	start, err := cursor.Decode(b.scope, token, b.keys...)
 	if err != nil {
 		return BackfillPage{}, fmt.Errorf("%w: %v", billing.ErrInvalidCursor, err)
 	}
-	proj, err := expression.NewBuilder().WithProjection(expression.NamesList(
-		expression.Name(layout.AttrUserID), expression.Name(layout.AttrBillingDate),
-		expression.Name(layout.AttrBillingStatus), expression.Name(layout.AttrDue))).Build()
+	names := b.keys
+	if !slices.Contains(names, layout.AttrUserID) {
+		names = append(slices.Clip(names), layout.AttrUserID)
+	}
+	var proj expression.ProjectionBuilder
+	for _, n := range append(slices.Clip(names), layout.AttrBillingStatus, layout.AttrDue) {
+		proj = proj.AddNames(expression.Name(n))
+	}
+	expr, err := expression.NewBuilder().WithProjection(proj).Build()
 	if err != nil {
 		return BackfillPage{}, err
 	}
-	out, err := r.cfg.Client.Scan(ctx, &dynamodb.ScanInput{
-		TableName:                &t.Subscriptions,
-		ProjectionExpression:     proj.Projection(),
-		ExpressionAttributeNames: proj.Names(),
+	out, err := b.client.Scan(ctx, &dynamodb.ScanInput{
+		TableName:                b.table,
+		ProjectionExpression:     expr.Projection(),
+		ExpressionAttributeNames: expr.Names(),
 		ExclusiveStartKey:        start,
 		Limit:                    aws.Int32(int32(min(limit, 1<<30))),
 	})
 	if err != nil {
 		return BackfillPage{}, fmt.Errorf("billing: backfill: scan: %w", err)
 	}
-	var page BackfillPage
-	page.Scanned = int(out.ScannedCount)
+	page := BackfillPage{Scanned: int(out.ScannedCount)}
 	for _, it := range out.Items {
-		if err := r.backfillItem(ctx, it, &page); err != nil {
-			// The page is redone from its start: its writes are idempotent.
+		if err := b.item(ctx, it, &page); err != nil {
 			page.Next = token
 			return page, err
 		}
 	}
-	if page.Next, err = cursor.Encode(scope, out.LastEvaluatedKey); err != nil {
+	if page.Next, err = cursor.Encode(b.scope, out.LastEvaluatedKey); err != nil {
 		return page, fmt.Errorf("billing: backfill: cursor: %w", err)
 	}
 	return page, nil
 }
 
-// backfillItem writes the due key of one scanned item when it is not the
-// one its status and user call for, and counts it on page: Updated when it
-// wrote, Changed when the item changed meanwhile; an item whose key is
-// right counts nowhere.
-func (r *Repository) backfillItem(ctx context.Context, it map[string]types.AttributeValue, page *BackfillPage) error {
+// item writes the due key of one scanned item when it is not the one its
+// status and user call for, with an UpdateItem of that attribute alone
+// conditional on the status and key the scan showed, and counts it on
+// page: Updated when it wrote, Changed when the item changed meanwhile
+// (its writer set the key); an item whose key is right, or that carries
+// none (skip, or no user), counts nowhere.
+func (b dueBackfill) item(ctx context.Context, it map[string]types.AttributeValue, page *BackfillPage) error {
 	user, status := layout.StringOf(it[layout.AttrUserID]), billing.Status(layout.StringOf(it[layout.AttrBillingStatus]))
+	if user == "" || (b.skip != nil && b.skip(it)) {
+		return nil
+	}
 	have, had := it[layout.AttrDue]
 	want := ""
 	if layout.DueStatus(status) {
-		want = layout.DueKey(status, layout.DueShard(user, r.cfg.Tables.DueShards))
+		want = layout.DueKey(status, layout.DueShard(user, b.shards))
 	}
 	if (want == "" && !had) || (had && layout.StringOf(have) == want) {
 		return nil
@@ -246,9 +281,13 @@ func (r *Repository) backfillItem(ctx context.Context, it map[string]types.Attri
 	if err != nil {
 		return err
 	}
-	_, err = r.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &r.cfg.Tables.Subscriptions,
-		Key:                       map[string]types.AttributeValue{layout.AttrUserID: it[layout.AttrUserID], layout.AttrBillingDate: it[layout.AttrBillingDate]},
+	key := make(map[string]types.AttributeValue, len(b.keys))
+	for _, k := range b.keys {
+		key[k] = it[k]
+	}
+	_, err = b.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 b.table,
+		Key:                       key,
 		ConditionExpression:       expr.Condition(),
 		UpdateExpression:          expr.Update(),
 		ExpressionAttributeNames:  expr.Names(),
@@ -260,7 +299,7 @@ func (r *Repository) backfillItem(ctx context.Context, it map[string]types.Attri
 		page.Changed++
 		return nil
 	case err != nil:
-		return fmt.Errorf("billing: backfill (%s): %w", keyString(user, layout.StringOf(it[layout.AttrBillingDate])), err)
+		return fmt.Errorf("billing: backfill (%s): %w", b.keyText(it), err)
 	}
 	page.Updated++
 	return nil

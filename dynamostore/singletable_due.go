@@ -1,8 +1,8 @@
 package dynamostore
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -177,93 +177,16 @@ func (r *SingleTableRepository) BackfillDue(ctx context.Context, token string, l
 	if r.tbl.DueShards == 0 {
 		return BackfillPage{}, fmt.Errorf("billing: backfill: SingleTableConfig.DueShards is 0: no due index to fill")
 	}
-	if limit <= 0 {
-		limit = r.cfg.PageSize
+	b := dueBackfill{
+		client: r.cfg.Client, table: r.table(), shards: r.tbl.DueShards,
+		scope: "single-backfill/" + r.tbl.Table + "/" + strconv.Itoa(r.tbl.DueShards),
+		keys:  []string{layout.AttrPK, layout.AttrSK},
+		skip: func(it map[string]types.AttributeValue) bool {
+			return !r.tbl.IsPeriodKey(layout.StringOf(it[layout.AttrPK]), layout.StringOf(it[layout.AttrSK]))
+		},
+		keyText: func(it map[string]types.AttributeValue) string {
+			return "PK=" + layout.StringOf(it[layout.AttrPK]) + " SK=" + layout.StringOf(it[layout.AttrSK])
+		},
 	}
-	scope := "single-backfill/" + r.tbl.Table + "/" + strconv.Itoa(r.tbl.DueShards)
-	start, err := cursor.Decode(scope, token, layout.AttrPK, layout.AttrSK)
-	if err != nil {
-		return BackfillPage{}, fmt.Errorf("%w: %v", billing.ErrInvalidCursor, err)
-	}
-	expr, err := expression.NewBuilder().WithProjection(expression.NamesList(
-		expression.Name(layout.AttrPK), expression.Name(layout.AttrSK), expression.Name(layout.AttrUserID),
-		expression.Name(layout.AttrBillingStatus), expression.Name(layout.AttrDue))).Build()
-	if err != nil {
-		return BackfillPage{}, err
-	}
-	out, err := r.cfg.Client.Scan(ctx, &dynamodb.ScanInput{
-		TableName:                r.table(),
-		ProjectionExpression:     expr.Projection(),
-		ExpressionAttributeNames: expr.Names(),
-		ExclusiveStartKey:        start,
-		Limit:                    aws.Int32(int32(min(limit, 1<<30))),
-	})
-	if err != nil {
-		return BackfillPage{}, fmt.Errorf("billing: backfill: scan: %w", err)
-	}
-	page := BackfillPage{Scanned: int(out.ScannedCount)}
-	for _, it := range out.Items {
-		if err := r.backfillItem(ctx, it, &page); err != nil {
-			// The page is redone from its start: its writes are idempotent.
-			page.Next = token
-			return page, err
-		}
-	}
-	if page.Next, err = cursor.Encode(scope, out.LastEvaluatedKey); err != nil {
-		return page, fmt.Errorf("billing: backfill: cursor: %w", err)
-	}
-	return page, nil
-}
-
-// backfillItem writes the due key of one scanned item when it is a
-// period item whose key is not the one its status and subscription call
-// for, and counts it on page: Updated when it wrote, Changed when the
-// period changed meanwhile; any other item counts nowhere.
-func (r *SingleTableRepository) backfillItem(ctx context.Context, it map[string]types.AttributeValue, page *BackfillPage) error {
-	pk, sk := layout.StringOf(it[layout.AttrPK]), layout.StringOf(it[layout.AttrSK])
-	user, status := layout.StringOf(it[layout.AttrUserID]), billing.Status(layout.StringOf(it[layout.AttrBillingStatus]))
-	if !r.tbl.IsPeriodKey(pk, sk) || user == "" {
-		return nil
-	}
-	have, had := it[layout.AttrDue]
-	want := ""
-	if layout.DueStatus(status) {
-		want = layout.DueKey(status, layout.DueShard(user, r.tbl.DueShards))
-	}
-	if (want == "" && !had) || (had && layout.StringOf(have) == want) {
-		return nil
-	}
-	due := expression.Name(layout.AttrDue)
-	cond := expression.Name(layout.AttrBillingStatus).Equal(expression.Value(layout.StringAV(string(status))))
-	if had {
-		cond = cond.And(due.Equal(expression.Value(have)))
-	} else {
-		cond = cond.And(expression.AttributeNotExists(due))
-	}
-	upd := expression.Remove(due)
-	if want != "" {
-		upd = expression.Set(due, expression.Value(layout.StringAV(want)))
-	}
-	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
-	if err != nil {
-		return err
-	}
-	_, err = r.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 r.table(),
-		Key:                       map[string]types.AttributeValue{layout.AttrPK: it[layout.AttrPK], layout.AttrSK: it[layout.AttrSK]},
-		ConditionExpression:       expr.Condition(),
-		UpdateExpression:          expr.Update(),
-		ExpressionAttributeNames:  expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
-	})
-	var ccf *types.ConditionalCheckFailedException
-	switch {
-	case errors.As(err, &ccf):
-		page.Changed++
-		return nil
-	case err != nil:
-		return fmt.Errorf("billing: backfill (PK=%s SK=%s): %w", pk, sk, err)
-	}
-	page.Updated++
-	return nil
+	return b.page(ctx, token, cmp.Or(max(limit, 0), r.cfg.PageSize))
 }
