@@ -203,41 +203,11 @@ func TestDynamoBackfillDue(t *testing.T) {
 	cfg.Tables.DueShards = testShards
 	first, err := NewRepository(cfg)
 	require.NoError(t, err)
-	p, err := first.BackfillDue(ctx, "", 10)
-	require.NoError(t, err)
-	require.NotEmpty(t, p.Next)
-	updated := p.Updated
-	f.w.FailNth("UpdateItem", 2, errors.New("injected: connection reset"))
-	p2, err := first.BackfillDue(ctx, p.Next, 10)
-	require.Error(t, err)
-	assert.Equal(t, p.Next, p2.Next, "a failed page is redone from its start")
-	updated += p2.Updated
-	f.w.ClearFaults()
-
 	second, err := NewRepository(cfg) // another process resumes
 	require.NoError(t, err)
-	for tok := p2.Next; ; {
-		p, err := second.BackfillDue(ctx, tok, 10)
-		require.NoError(t, err)
-		updated += p.Updated
-		if tok = p.Next; tok == "" {
-			break
-		}
-	}
 	// Two SCHEDULED periods a user (one of them in the wrong shard), an
 	// ERROR and a PAUSED one for 4 users, and the stale key removed.
-	assert.Equal(t, 12*2+4*2+1, updated, "every collectable record keyed once, the stale key removed")
-
-	again := 0
-	for tok := ""; ; {
-		p, err := second.BackfillDue(ctx, tok, 7)
-		require.NoError(t, err)
-		again += p.Updated + p.Changed
-		if tok = p.Next; tok == "" {
-			break
-		}
-	}
-	assert.Zero(t, again, "a second pass writes nothing")
+	backfillKilledAndResumed(t, f.w, first, second, 12*2+4*2+1)
 
 	after := f.scanAll(t)
 	require.Len(t, after, len(before))
@@ -297,4 +267,50 @@ func (f *dynamoFixture) scanAll(t *testing.T) map[string]map[string]types.Attrib
 			return out
 		}
 	}
+}
+
+// backfiller is a layout's BackfillDue.
+type backfiller interface {
+	BackfillDue(ctx context.Context, token string, limit int) (BackfillPage, error)
+}
+
+// backfillKilledAndResumed runs a backfill on first until a write fails
+// on its second page (injected through w), resumes it to the end on
+// second (another process), and checks that want items were written in
+// all and that a second pass writes nothing.
+func backfillKilledAndResumed(t *testing.T, w *dynamotest.Wrapper, first, second backfiller, want int) {
+	t.Helper()
+	ctx := t.Context()
+	p, err := first.BackfillDue(ctx, "", 10)
+	require.NoError(t, err)
+	require.NotEmpty(t, p.Next)
+	updated := p.Updated
+	w.FailNth("UpdateItem", 2, errors.New("injected: connection reset"))
+	p2, err := first.BackfillDue(ctx, p.Next, 10)
+	require.Error(t, err)
+	assert.Equal(t, p.Next, p2.Next, "a failed page is redone from its start")
+	updated += p2.Updated
+	w.ClearFaults()
+	for tok := p2.Next; ; {
+		p, err := second.BackfillDue(ctx, tok, 10)
+		require.NoError(t, err)
+		updated += p.Updated
+		if tok = p.Next; tok == "" {
+			break
+		}
+	}
+	assert.Equal(t, want, updated, "every collectable record keyed once, the stale key removed")
+
+	w.Reset()
+	again := 0
+	for tok := ""; ; {
+		p, err := second.BackfillDue(ctx, tok, 7)
+		require.NoError(t, err)
+		again += p.Updated + p.Changed
+		if tok = p.Next; tok == "" {
+			break
+		}
+	}
+	assert.Zero(t, again, "a second pass writes nothing")
+	assert.Zero(t, w.Calls("UpdateItem"), "a second pass writes nothing")
 }

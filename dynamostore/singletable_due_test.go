@@ -1,7 +1,6 @@
 package dynamostore
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"testing"
@@ -288,43 +287,11 @@ func TestSingleTableBackfillDue(t *testing.T) {
 	cfg.Table.DueShards = testShards
 	first, err := NewSingleTableRepository(cfg)
 	require.NoError(t, err)
-	p, err := first.BackfillDue(ctx, "", 10)
-	require.NoError(t, err)
-	require.NotEmpty(t, p.Next)
-	updated := p.Updated
-	f.w.FailNth("UpdateItem", 2, errors.New("injected: connection reset"))
-	p2, err := first.BackfillDue(ctx, p.Next, 10)
-	require.Error(t, err)
-	assert.Equal(t, p.Next, p2.Next, "a failed page is redone from its start")
-	updated += p2.Updated
-	f.w.ClearFaults()
-
 	second, err := NewSingleTableRepository(cfg) // another process resumes
 	require.NoError(t, err)
-	for tok := p2.Next; ; {
-		p, err := second.BackfillDue(ctx, tok, 10)
-		require.NoError(t, err)
-		updated += p.Updated
-		if tok = p.Next; tok == "" {
-			break
-		}
-	}
 	// Two SCHEDULED periods a subscription (one of them in the wrong
 	// shard), an ERROR and a PAUSED one for 4, and the stale key removed.
-	assert.Equal(t, 12*2+4*2+1, updated, "every collectable period keyed once, the stale key removed")
-
-	f.w.Reset()
-	again := 0
-	for tok := ""; ; {
-		p, err := second.BackfillDue(ctx, tok, 7)
-		require.NoError(t, err)
-		again += p.Updated + p.Changed
-		if tok = p.Next; tok == "" {
-			break
-		}
-	}
-	assert.Zero(t, again, "a second pass writes nothing")
-	assert.Zero(t, f.w.Calls("UpdateItem"), "a second pass writes nothing")
+	backfillKilledAndResumed(t, f.w, first, second, 12*2+4*2+1)
 
 	after := f.scanAll(t)
 	require.Equal(t, withoutDue(before), withoutDue(after), "only billing_due changed")
