@@ -174,17 +174,7 @@ func TestIndexBackfillMigration(t *testing.T) {
 	cli("--due-shards", "4", "index", "backfill", "--create-index").want(t, exitOK, "A full pass updated 0 items")
 
 	// The runs read the same records from the due index.
-	var after dueJSON
-	r = cli("due", "--date", "2025-03-14", "--status-index", "due", "--due-shards", "4", "--json")
-	r.want(t, exitOK)
-	r.decode(t, &after)
-	assert.Equal(t, "due", after.IndexMode)
-	require.Len(t, after.Runs, len(before.Runs))
-	for i, b := range before.Runs {
-		a := after.Runs[i]
-		assert.Equal(t, []any{b.Run, b.Records, b.Amount, b.Actions, b.Invalid}, []any{a.Run, a.Records, a.Amount, a.Actions, a.Invalid}, "run %s", b.Run)
-		assert.Equal(t, a.Records, a.ItemsRead, "%s run: the due index reads only what is due", a.Run)
-	}
+	requireSameRunsFromDueIndex(t, before, cli("due", "--date", "2025-03-14", "--status-index", "due", "--due-shards", "4", "--json"))
 	cli("due", "--run", "scheduled", "--date", "2025-03-14", "--status-index", "due", "--due-shards", "4").want(t, exitOK,
 		"index billing_due-billing_date-index (due: 4 shards, one query per shard, billing_date is a key condition)",
 		"scheduled SCHEDULED 4 217.98 0 4 4 1.00", "collect 4 (217.98)")
@@ -247,17 +237,7 @@ func TestIndexBackfillSingleTable(t *testing.T) {
 	assert.True(t, sum.Clean, "a second pass updates nothing: %+v", sum)
 	assert.Zero(t, sum.Updated)
 
-	var after dueJSON
-	r = cli("--due-shards", "4", "--status-index", "due", "due", "--date", "2025-03-14", "--json")
-	r.want(t, exitOK)
-	r.decode(t, &after)
-	assert.Equal(t, "due", after.IndexMode)
-	require.Len(t, after.Runs, len(before.Runs))
-	for i, b := range before.Runs {
-		a := after.Runs[i]
-		assert.Equal(t, []any{b.Run, b.Records, b.Amount, b.Actions, b.Invalid}, []any{a.Run, a.Records, a.Amount, a.Actions, a.Invalid}, "run %s", b.Run)
-		assert.Equal(t, a.Records, a.ItemsRead, "%s run: the due index reads only what is due", a.Run)
-	}
+	requireSameRunsFromDueIndex(t, before, cli("--due-shards", "4", "--status-index", "due", "due", "--date", "2025-03-14", "--json"))
 }
 
 var updatedCount = regexp.MustCompile(`(\d+) updated, \d+ changed; (?:resume|done)`)
@@ -379,4 +359,21 @@ func TestTablesCreateDueIndex(t *testing.T) {
 	assert.NotContains(t, r.stderr, "note:", "the index exists")
 	cli("due", "--run", "scheduled", "--date", "2025-03-14", "--status-index", "due").want(t, exitOK, "collect 2 (108.99)")
 	cli("due", "--run", "scheduled", "--date", "2025-03-14").want(t, exitOK, "collect 2 (108.99)")
+}
+
+// requireSameRunsFromDueIndex checks that r, a `due --json` on the due
+// index, shows the runs of before, read from the legacy index, reading
+// only the records that are due.
+func requireSameRunsFromDueIndex(t *testing.T, before dueJSON, r result) {
+	t.Helper()
+	var after dueJSON
+	r.want(t, exitOK)
+	r.decode(t, &after)
+	assert.Equal(t, "due", after.IndexMode)
+	require.Len(t, after.Runs, len(before.Runs))
+	for i, b := range before.Runs {
+		a := after.Runs[i]
+		assert.Equal(t, []any{b.Run, b.Records, b.Amount, b.Actions, b.Invalid}, []any{a.Run, a.Records, a.Amount, a.Actions, a.Invalid}, "run %s", b.Run)
+		assert.Equal(t, a.Records, a.ItemsRead, "%s run: the due index reads only what is due", a.Run)
+	}
 }
