@@ -108,35 +108,13 @@ func benchScheduledRuns(b *testing.B, repo billing.Repository, w *dynamotest.Wra
 // now, an hour apart, and the rest in the future.
 func seedScheduled(b *testing.B, repo *Repository, now time.Time, n, due int) {
 	b.Helper()
-	client, table := repo.cfg.Client, repo.cfg.Tables.Subscriptions
-	var reqs []types.WriteRequest
-	flush := func() {
-		if len(reqs) == 0 {
-			return
-		}
-		in := map[string][]types.WriteRequest{table: reqs}
-		for len(in) > 0 {
-			out, err := client.BatchWriteItem(context.Background(), &dynamodb.BatchWriteItemInput{RequestItems: in})
-			require.NoError(b, err)
-			in = out.UnprocessedItems
-		}
-		reqs = nil
-	}
-	for i := range n {
-		bd := now.Add(time.Duration(i+1) * time.Hour) // not due
-		if i < due {
-			bd = now.Add(-time.Duration(i+1) * time.Hour)
-		}
+	seedItems(b, repo.cfg.Client, repo.cfg.Tables.Subscriptions, now, n, due, func(i int, bd time.Time) []map[string]types.AttributeValue {
 		s := billing.Subscription{UserID: fmt.Sprintf("bench-user-%05d", i), SubscriptionID: fmt.Sprintf("bench-sub-%05d", i),
 			Status: billing.StatusScheduled, Amount: billing.Cents(499), BillingDate: bd, LastRunDate: now.Add(-48 * time.Hour), Term: billing.TermMonthly}
 		item, err := layout.EncodeItem(&s)
 		require.NoError(b, err)
-		reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: repo.withDue(item, &s)}})
-		if len(reqs) == maxBatchWrite {
-			flush()
-		}
-	}
-	flush()
+		return []map[string]types.AttributeValue{repo.withDue(item, &s)}
+	})
 }
 
 // seedSingleScheduled writes the records of seedScheduled as periods of
@@ -146,22 +124,7 @@ func seedScheduled(b *testing.B, repo *Repository, now time.Time, n, due int) {
 // leaves them.
 func seedSingleScheduled(b *testing.B, repo *SingleTableRepository, now time.Time, n, due int) {
 	b.Helper()
-	client, table := repo.cfg.Client, repo.tbl.Table
-	var reqs []types.WriteRequest
-	flush := func() {
-		in := map[string][]types.WriteRequest{table: reqs}
-		for len(in) > 0 {
-			out, err := client.BatchWriteItem(context.Background(), &dynamodb.BatchWriteItemInput{RequestItems: in})
-			require.NoError(b, err)
-			in = out.UnprocessedItems
-		}
-		reqs = nil
-	}
-	for i := range n {
-		bd := now.Add(time.Duration(i+1) * time.Hour) // not due
-		if i < due {
-			bd = now.Add(-time.Duration(i+1) * time.Hour)
-		}
+	seedItems(b, repo.cfg.Client, repo.tbl.Table, now, n, due, func(i int, bd time.Time) []map[string]types.AttributeValue {
 		ref := layout.SubscriptionRef{AccountID: fmt.Sprintf("bench-acct-%05d", i), SubscriptionID: "S1", SKU: "STREAM"}
 		s := billing.Subscription{UserID: ref.UserID(), SubscriptionID: fmt.Sprintf("bench-sub-%05d", i),
 			Status: billing.StatusScheduled, Amount: billing.Cents(499), BillingDate: bd, LastRunDate: now.Add(-48 * time.Hour), Term: billing.TermMonthly}
@@ -174,12 +137,36 @@ func seedSingleScheduled(b *testing.B, repo *SingleTableRepository, now time.Tim
 		item, err := repo.tbl.EncodeRecurringSubscription(sub)
 		require.NoError(b, err)
 		item[layout.AttrOpenPeriods] = open.AttributeValue()
-		reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: period}}, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
-		if len(reqs) >= maxBatchWrite-1 {
-			flush()
+		return []map[string]types.AttributeValue{period, item}
+	})
+}
+
+// seedItems writes the items of n records, items(i, billing date), to
+// table with batch writes: the first due records are billed before now,
+// an hour apart, the rest after it.
+func seedItems(b *testing.B, client API, table string, now time.Time, n, due int, items func(i int, bd time.Time) []map[string]types.AttributeValue) {
+	b.Helper()
+	var reqs []types.WriteRequest
+	flush := func() {
+		in := map[string][]types.WriteRequest{table: reqs}
+		for len(in) > 0 && len(reqs) > 0 {
+			out, err := client.BatchWriteItem(context.Background(), &dynamodb.BatchWriteItemInput{RequestItems: in})
+			require.NoError(b, err)
+			in = out.UnprocessedItems
+		}
+		reqs = nil
+	}
+	for i := range n {
+		bd := now.Add(time.Duration(i+1) * time.Hour) // not due
+		if i < due {
+			bd = now.Add(-time.Duration(i+1) * time.Hour)
+		}
+		for _, it := range items(i, bd) {
+			if len(reqs) == maxBatchWrite {
+				flush()
+			}
+			reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: it}})
 		}
 	}
-	if len(reqs) > 0 {
-		flush()
-	}
+	flush()
 }
