@@ -329,7 +329,7 @@ func rate(v float64) string {
 	return grouped(v, 0)
 }
 
-// num formats an input as given: 4.05, 3, 0.4.
+// num formats an input as given: 3.05, 3, 0.4.
 func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // grouped formats v rounded to decimals places with thousands separators:

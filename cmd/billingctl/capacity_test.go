@@ -13,20 +13,20 @@ func TestCapacityDefaults(t *testing.T) {
 	t.Parallel()
 	r := runCLI(t, "", "capacity")
 	// Rows worked out by hand in internal/capacity's tests: a collection
-	// takes (4.05 + 3) × 5 ms + 300 ms = 335.25 ms, so K runs of 4 workers
-	// make K × 11.9 a second; 4,000,000 due.
+	// takes (3.05 + 3) × 5 ms + 300 ms = 330.25 ms, so K runs of 4 workers
+	// make K × 12.1 a second; 4,000,000 due.
 	r.want(t, exitOK,
 		"Busiest day: 4,000,000 of 10,000,000 subscriptions due (40%).",
-		"(4.05 data + 3 lock calls) × 5ms + 300ms processor = 335.25ms; 4 workers a shard run.",
+		"(3.05 data + 3 lock calls) × 5ms + 300ms processor = 330.25ms; 4 workers a shard run.",
 		"INDEX K PROCESSOR COLLECTIONS/S INVOICES/HOUR TIME_TO_BILL_4,000,000 BINDING $/MILLION_COLLECTIONS",
-		"legacy 1 100/s 11.9 42,953 3d 21h 8m run concurrency 9.695",
-		"due 8 100/s 95.5 343,624 11h 39m run concurrency 9.070",
-		"due 32 100/s 100 360,000 11h 7m processor 9.070",
-		"due 32 none 382 1,374,497 2h 55m run concurrency 9.070",
+		"legacy 1 100/s 12.1 43,603 3d 19h 45m run concurrency 9.570",
+		"due 8 100/s 96.9 348,827 11h 29m run concurrency 8.945",
+		"due 32 100/s 100 360,000 11h 7m processor 8.945",
+		"due 32 none 388 1,395,307 2h 53m run concurrency 8.945",
 		"INDEX K INDEX_PARTITION_WCU INDEX_PARTITION_RCU TABLE_WCU TABLE_RCU RUN_CONCURRENCY",
-		"legacy 1 333 2,400 4,444 19,417 11.9", // 3 of the legacy index's 4 WCU on its SCHEDULED partition
-		"due 1 333 6,000 4,444 19,417 11.9",
-		"due 32 10,667 192,000 4,444 19,417 382",
+		"legacy 1 333 2,400 4,444 37,736 12.1", // 3 of the legacy index's 4 WCU on its SCHEDULED partition
+		"due 1 333 6,000 4,444 37,736 12.1",
+		"due 32 10,667 192,000 4,444 37,736 388",
 	)
 	assert.Equal(t, "", r.stderr)
 	// Rows: legacy then K = 1, 8, 32, for 100/s then none; ceilings: one
@@ -40,11 +40,11 @@ func TestCapacityRaisedConcurrency(t *testing.T) {
 	t.Parallel()
 	r := runCLI(t, "", "capacity", "--workers", "200", "--processor-limit", "0")
 	r.want(t, exitOK,
-		"legacy 1 none 333 1,200,000 3h 20m index partition WCU 9.695", // 1000 / 3; the cost counts all 4 index WCU
+		"legacy 1 none 333 1,200,000 3h 20m index partition WCU 9.570", // 1000 / 3; the cost counts all 4 index WCU
 		"due 1 none 333 1,200,000 3h 20m index partition WCU",          // 1000 / 3
 		"due 8 none 2,667 9,600,000 25m index partition WCU",
 		"due 32 none 4,444 16,000,000 15m table WCU",
-		"due 32 10,667 192,000 4,444 19,417 19,090",
+		"due 32 10,667 192,000 4,444 37,736 19,379",
 	)
 	assert.NotContains(t, r.stdout, "100/s")
 }
@@ -56,11 +56,11 @@ func TestCapacityFlags(t *testing.T) {
 		"--lock-wcu", "0", "--index-rcu", "0", "--wru-price", "1.25", "--rru-price", "0.25")
 	r.want(t, exitOK,
 		"Busiest day: 250,000 of 1,000,000 subscriptions due (25%).",
-		"(4.05 data + 0 lock calls) × 10ms + 0s processor = 40.5ms",
-		// 2 × 4 / 0.0405 = 197.5/s, above the processor's 12.5/s; (9 + 0 + 3) × 1.25 + 2.06 × 0.25.
-		"due 2 12.5/s 12.5 45,000 5h 34m processor 15.515",
-		"due 4 1,333 - 4,444 19,417 395", // no index reads: no index RCU ceiling
-		"legacy 1 333 - 4,444 19,417 98.8",
+		"(3.05 data + 0 lock calls) × 10ms + 0s processor = 30.5ms",
+		// 2 × 4 / 0.0305 = 262.3/s, above the processor's 12.5/s; (9 + 0 + 3) × 1.25 + 1.06 × 0.25.
+		"due 2 12.5/s 12.5 45,000 5h 34m processor 15.265",
+		"due 4 1,333 - 4,444 37,736 525", // no index reads: no index RCU ceiling
+		"legacy 1 333 - 4,444 37,736 131",
 	)
 	assert.Equal(t, 1, strings.Count(squeeze(r.stdout), "legacy 1 12.5/s"), r.stdout)
 
@@ -96,7 +96,7 @@ func TestCapacityJSON(t *testing.T) {
 	r.want(t, exitOK)
 	r.decode(t, &got)
 	assert.Equal(t, int64(4_000_000), got.Inputs.Due)
-	assert.InDelta(t, 335.25, got.Inputs.CollectionLatencyMS, 1e-9)
+	assert.InDelta(t, 330.25, got.Inputs.CollectionLatencyMS, 1e-9)
 	assert.Equal(t, []int{1, 8, 32}, got.Inputs.Shards)
 	require.Len(t, got.Rows, 8)
 	last := got.Rows[7]
@@ -104,9 +104,9 @@ func TestCapacityJSON(t *testing.T) {
 	assert.Equal(t, 32, last.Shards)
 	assert.Equal(t, 0.0, last.Limit)
 	assert.Equal(t, "run concurrency", last.Binding)
-	assert.InDelta(t, 128/0.33525, last.PerSecond, 1e-9)
-	assert.InDelta(t, 10476.5625, last.Seconds, 1e-6)
-	assert.Equal(t, "2h 55m", last.TimeToBill)
+	assert.InDelta(t, 128/0.33025, last.PerSecond, 1e-9)
+	assert.InDelta(t, 10320.3125, last.Seconds, 1e-6)
+	assert.Equal(t, "2h 53m", last.TimeToBill)
 	assert.Len(t, last.Caps, 5, "no processor cap without a processor limit")
 	assert.Equal(t, "processor", got.Rows[3].Binding)
 	assert.Len(t, got.Rows[3].Caps, 6)

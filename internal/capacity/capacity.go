@@ -71,11 +71,11 @@ const (
 const (
 	DefaultSubscriptions  = 10_000_000
 	DefaultDueFraction    = 0.4
-	DefaultDataCalls      = 4.05
+	DefaultDataCalls      = 3.05
 	DefaultLockCalls      = 3.0
 	DefaultBaseWCU        = 9.0
 	DefaultLockWCU        = 2.1
-	DefaultRCU            = 2.06
+	DefaultRCU            = 1.06
 	DefaultIndexWCU       = 3.0
 	DefaultIndexReadRCU   = 0.5
 	DefaultLegacyIndexWCU = 4.0
@@ -113,7 +113,7 @@ type Params struct {
 	DueFraction float64
 
 	// DataCalls is the DynamoDB calls of the data tables per collected
-	// subscription. Defaults to 4.05 (measured, legacy layout). Negative
+	// subscription. Defaults to 3.05 (measured, legacy layout). Negative
 	// means none.
 	DataCalls float64
 	// LockCalls is the lock table's calls per collected subscription.
@@ -127,7 +127,7 @@ type Params struct {
 	// the lock table. Defaults to 2.1 (measured). Negative means none.
 	LockWCU float64
 	// RCU is the read capacity units per collected subscription (the run's
-	// index reads included). Defaults to 2.06 (measured). Negative means
+	// index reads included). Defaults to 1.06 (measured). Negative means
 	// none.
 	RCU float64
 	// IndexWCU is the due index's write capacity units per collection:
@@ -424,7 +424,7 @@ func (p Params) row(index Index, k int, limit float64) Row {
 }
 
 // FormatDuration formats a time to bill, rounded up: "45s" under a minute,
-// then to the minute: "15m", "2h 55m", "3d 21h 8m". A time too long to
+// then to the minute: "15m", "2h 53m", "3d 19h 45m". A time too long to
 // say is "never".
 func FormatDuration(seconds float64) string {
 	switch {

@@ -13,8 +13,8 @@ import (
 )
 
 // lat is the default latency of a collection, worked out by hand:
-// (4.05 data calls + 3.0 lock calls) × 5 ms + 300 ms = 335.25 ms.
-const lat = 0.33525
+// (3.05 data calls + 3.0 lock calls) × 5 ms + 300 ms = 330.25 ms.
+const lat = 0.33025
 
 // find returns the row of index, k shards and processor limit.
 func find(t *testing.T, rows []Row, index Index, k int, limit float64) Row {
@@ -46,11 +46,11 @@ func TestEvaluateDefaults(t *testing.T) {
 	// Caps that do not depend on the row, in collections a second.
 	const (
 		tableWCU = 40000.0 / 9    // 4,444.4: the data tables' 9 WCU bind before the lock table's 2.1
-		tableRCU = 40000.0 / 2.06 // 19,417.5
-		// (9 + 2.1 + 3 due index) WCU × $0.625 + 2.06 RCU × $0.125 per million
-		dollars = 14.1*0.625 + 2.06*0.125 // 9.07
+		tableRCU = 40000.0 / 1.06 // 37,735.8
+		// (9 + 2.1 + 3 due index) WCU × $0.625 + 1.06 RCU × $0.125 per million
+		dollars = 14.1*0.625 + 1.06*0.125 // 8.945
 		// the legacy status index: 4 index WCU
-		legacyDollars = 15.1*0.625 + 2.06*0.125 // 9.695
+		legacyDollars = 15.1*0.625 + 1.06*0.125 // 9.57
 	)
 	for _, tc := range []struct {
 		name     string
@@ -59,19 +59,19 @@ func TestEvaluateDefaults(t *testing.T) {
 		limit    float64
 		indexWCU float64 // K × 1000 / 3 (legacy: 1000 / 3, three of its four index writes on the SCHEDULED partition)
 		indexRCU float64 // K × 3000 / 0.5 (legacy: 0.5 × 2.5 items read per due item)
-		conc     float64 // K × 4 / 0.33525
+		conc     float64 // K × 4 / 0.33025
 		binding  Limit
 		rate     float64
 		took     string
 	}{
-		{"legacy, processor 100", IndexLegacy, 1, 100, 1000.0 / 3, 2400, 4 / lat, LimitConcurrency, 4 / lat, "3d 21h 8m"},
-		{"K=1, processor 100", IndexDue, 1, 100, 1000.0 / 3, 6000, 4 / lat, LimitConcurrency, 4 / lat, "3d 21h 8m"},
-		{"K=8, processor 100", IndexDue, 8, 100, 8000.0 / 3, 48000, 32 / lat, LimitConcurrency, 32 / lat, "11h 39m"},
+		{"legacy, processor 100", IndexLegacy, 1, 100, 1000.0 / 3, 2400, 4 / lat, LimitConcurrency, 4 / lat, "3d 19h 45m"},
+		{"K=1, processor 100", IndexDue, 1, 100, 1000.0 / 3, 6000, 4 / lat, LimitConcurrency, 4 / lat, "3d 19h 45m"},
+		{"K=8, processor 100", IndexDue, 8, 100, 8000.0 / 3, 48000, 32 / lat, LimitConcurrency, 32 / lat, "11h 29m"},
 		{"K=32, processor 100", IndexDue, 32, 100, 32000.0 / 3, 192000, 128 / lat, LimitProcessor, 100, "11h 7m"},
-		{"legacy, no processor limit", IndexLegacy, 1, 0, 1000.0 / 3, 2400, 4 / lat, LimitConcurrency, 4 / lat, "3d 21h 8m"},
-		{"K=1, no processor limit", IndexDue, 1, 0, 1000.0 / 3, 6000, 4 / lat, LimitConcurrency, 4 / lat, "3d 21h 8m"},
-		{"K=8, no processor limit", IndexDue, 8, 0, 8000.0 / 3, 48000, 32 / lat, LimitConcurrency, 32 / lat, "11h 39m"},
-		{"K=32, no processor limit", IndexDue, 32, 0, 32000.0 / 3, 192000, 128 / lat, LimitConcurrency, 128 / lat, "2h 55m"},
+		{"legacy, no processor limit", IndexLegacy, 1, 0, 1000.0 / 3, 2400, 4 / lat, LimitConcurrency, 4 / lat, "3d 19h 45m"},
+		{"K=1, no processor limit", IndexDue, 1, 0, 1000.0 / 3, 6000, 4 / lat, LimitConcurrency, 4 / lat, "3d 19h 45m"},
+		{"K=8, no processor limit", IndexDue, 8, 0, 8000.0 / 3, 48000, 32 / lat, LimitConcurrency, 32 / lat, "11h 29m"},
+		{"K=32, no processor limit", IndexDue, 32, 0, 32000.0 / 3, 192000, 128 / lat, LimitConcurrency, 128 / lat, "2h 53m"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := find(t, rows, tc.index, tc.k, tc.limit)
@@ -100,14 +100,14 @@ func TestEvaluateDefaults(t *testing.T) {
 		})
 	}
 	// The worked numbers of docs/capacity.md.
-	near(t, 335250, find(t, rows, IndexDue, 1, 0).Seconds, "K=1: 4M / (4 / 0.33525)")
-	near(t, 10476.5625, find(t, rows, IndexDue, 32, 0).Seconds, "K=32: 4M / (128 / 0.33525)")
+	near(t, 330250, find(t, rows, IndexDue, 1, 0).Seconds, "K=1: 4M / (4 / 0.33025)")
+	near(t, 10320.3125, find(t, rows, IndexDue, 32, 0).Seconds, "K=32: 4M / (128 / 0.33025)")
 	near(t, 40000, find(t, rows, IndexDue, 32, 100).Seconds, "K=32 at 100/s: 4M / 100")
-	near(t, 9.07, find(t, rows, IndexDue, 32, 0).DollarsPerMillion, "$ per million")
+	near(t, 8.945, find(t, rows, IndexDue, 32, 0).DollarsPerMillion, "$ per million")
 }
 
 // TestEvaluateRaisedConcurrency: with workers enough that the runs no
-// longer bind (200 a shard: 596.6/s a run, above a partition's 500/s), the
+// longer bind (200 a shard: 605.6/s a run, above a partition's 333/s), the
 // index binds at K = 1 and 8 and the table's WCU at K = 32; a processor
 // limit of 100/s binds on every row.
 func TestEvaluateRaisedConcurrency(t *testing.T) {
@@ -131,7 +131,7 @@ func TestEvaluateRaisedConcurrency(t *testing.T) {
 		near(t, tc.rate, r.PerSecond, string(tc.index))
 		assert.Equal(t, tc.took, FormatDuration(r.Seconds), "%s K=%d", tc.index, tc.k)
 		conc, _ := r.Cap(LimitConcurrency)
-		near(t, float64(tc.k)*200/lat, conc, "K × 200 / 0.33525")
+		near(t, float64(tc.k)*200/lat, conc, "K × 200 / 0.33025")
 
 		limited := find(t, rows, tc.index, tc.k, 100)
 		assert.Equal(t, LimitProcessor, limited.Binding, "%s K=%d at 100/s", tc.index, tc.k)
@@ -144,8 +144,8 @@ func TestEvaluateInputs(t *testing.T) {
 	t.Parallel()
 	t.Run("zero is the default", func(t *testing.T) {
 		explicit := Params{
-			Subscriptions: 10_000_000, DueFraction: 0.4, DataCalls: 4.05, LockCalls: 3, BaseWCU: 9, LockWCU: 2.1,
-			RCU: 2.06, IndexWCU: 3, IndexReadRCU: 0.5, LegacyIndexWCU: 4, LegacyPartitionIndexWCU: 3, LegacyItemsReadPerDue: 2.5,
+			Subscriptions: 10_000_000, DueFraction: 0.4, DataCalls: 3.05, LockCalls: 3, BaseWCU: 9, LockWCU: 2.1,
+			RCU: 1.06, IndexWCU: 3, IndexReadRCU: 0.5, LegacyIndexWCU: 4, LegacyPartitionIndexWCU: 3, LegacyItemsReadPerDue: 2.5,
 			PartitionWCU: 1000, PartitionRCU: 3000, TableWCU: 40000, TableRCU: 40000, Workers: 4,
 			CallLatency: 5 * time.Millisecond, ProcessorLatency: 300 * time.Millisecond,
 			Shards: []int{1, 8, 32}, ProcessorLimits: []float64{100, 0},
@@ -157,23 +157,23 @@ func TestEvaluateInputs(t *testing.T) {
 		b, err := Evaluate(explicit)
 		require.NoError(t, err)
 		assert.Equal(t, a, b, "deterministic, and the defaults are the documented values")
-		assert.Equal(t, 335250*time.Microsecond, Params{}.Latency())
+		assert.Equal(t, 330250*time.Microsecond, Params{}.Latency())
 		assert.Equal(t, int64(4_000_000), Params{}.Due())
 	})
 	t.Run("negative means none", func(t *testing.T) {
 		p := Params{LockCalls: -1, LockWCU: -1, IndexReadRCU: -1, ProcessorLatency: -1,
 			Shards: []int{2}, ProcessorLimits: []float64{0}}
-		// 4.05 calls × 5 ms, no lock calls, no processor wait.
-		assert.Equal(t, 20250*time.Microsecond, p.Latency())
+		// 3.05 calls × 5 ms, no lock calls, no processor wait.
+		assert.Equal(t, 15250*time.Microsecond, p.Latency())
 		rows, err := Evaluate(p)
 		require.NoError(t, err)
 		r := find(t, rows, IndexDue, 2, 0)
 		_, ok := r.Cap(LimitIndexRCU)
 		assert.False(t, ok, "no index reads, no index RCU cap")
 		conc, _ := r.Cap(LimitConcurrency)
-		near(t, 2*4/0.02025, conc, "2 runs × 4 workers / 20.25 ms")
-		near(t, 12*0.625+2.06*0.125, r.DollarsPerMillion, "(9 + 0 + 3) WCU, 2.06 RCU")
-		assert.Equal(t, LimitConcurrency, r.Binding) // 395/s against 1,000/s of index
+		near(t, 2*4/0.01525, conc, "2 runs × 4 workers / 15.25 ms")
+		near(t, 12*0.625+1.06*0.125, r.DollarsPerMillion, "(9 + 0 + 3) WCU, 1.06 RCU")
+		assert.Equal(t, LimitConcurrency, r.Binding) // 524.6/s against 666.7/s of index (2 × 1,000 / 3)
 	})
 	t.Run("lock table binds when its WCU is the larger", func(t *testing.T) {
 		rows, err := Evaluate(Params{BaseWCU: 1, LockWCU: 4, Workers: 100000, Shards: []int{64}, ProcessorLimits: []float64{0}})
@@ -196,7 +196,7 @@ func TestEvaluateInputs(t *testing.T) {
 		require.NoError(t, err)
 		r := find(t, rows, IndexDue, 1, 0)
 		assert.Equal(t, int64(1000), r.Due)
-		near(t, 1000*lat/4, r.Seconds, "1,000 at 4 / 0.33525")
+		near(t, 1000*lat/4, r.Seconds, "1,000 at 4 / 0.33025")
 		legacy := find(t, rows, IndexLegacy, 1, 0)
 		rcu, _ := legacy.Cap(LimitIndexRCU)
 		near(t, 6000, rcu, "everything due: the legacy index reads 1 item per due item")
@@ -213,7 +213,7 @@ func TestLegacyPartitionShare(t *testing.T) {
 	legacy := find(t, rows, IndexLegacy, 1, 0)
 	wcu, _ := legacy.Cap(LimitIndexWCU)
 	near(t, 1000.0/6, wcu, "1000 / (0.75 × 8)")
-	near(t, (9+2.1+8)*0.625+2.06*0.125, legacy.DollarsPerMillion, "the cost counts all 8")
+	near(t, (9+2.1+8)*0.625+1.06*0.125, legacy.DollarsPerMillion, "the cost counts all 8")
 
 	rows, err = Evaluate(Params{LegacyPartitionIndexWCU: 4, Shards: []int{1}, ProcessorLimits: []float64{0}})
 	require.NoError(t, err)
@@ -318,10 +318,10 @@ func TestFormatDuration(t *testing.T) {
 		900:        "15m",
 		900.0001:   "16m",
 		3600:       "1h 0m",
-		10476.56:   "2h 55m",
+		10320.31:   "2h 53m",
 		40000:      "11h 7m",
 		86400:      "1d 0h 0m",
-		335250:     "3d 21h 8m",
+		330250:     "3d 19h 45m",
 		math.NaN(): "never",
 		1e300:      "never",
 	} {
