@@ -170,16 +170,17 @@ func outcome(cur *Subscription, res PaymentResult, proc Process, attempt int, at
 	return next, ev, nil
 }
 
-// latestKey carries in a collection's context the user's latest record as
-// read under the user's lock (see [Collector.readLatest]).
-type latestKey struct{}
+// laterKey carries in a collection's context the user's records after the
+// one being handled, as read under the user's lock (see
+// [Collector.readLatest]).
+type laterKey struct{}
 
-// latestRead is the user's latest record at the read; none when the user
-// had no record.
-type latestRead struct {
-	userID string
-	latest Subscription
-	none   bool
+// laterRead is the records of a user after the record keyed userID and
+// billingDate, newest first.
+type laterRead struct {
+	userID      string
+	billingDate time.Time
+	later       []Subscription
 }
 
 // readDepth is how many of a user's latest records readLatest reads: the
@@ -189,60 +190,72 @@ const readDepth = 2
 
 // readLatest reads the record it a run found (indexes are eventually
 // consistent) under the user's lock together with the user's latest
-// records, in one consistent read of the user's newest ones: the same
-// read says whether a later period is open already, so opening the next
-// period costs no query of its own (the context returned carries it). A
-// record older than those is read by its key. [ErrNotFound] when the
-// record is gone.
+// records, in one consistent read of the user's newest ones: when the
+// record is among them, the same read shows every record after it, so
+// opening the next period costs no query of its own (the context returned
+// carries them). A record older than those is read by its key.
+// [ErrNotFound] when the record is gone.
 func (c *Collector) readLatest(ctx context.Context, it *Subscription) (Subscription, context.Context, error) {
 	recent, err := c.cfg.Repository.Recent(ctx, it.UserID, readDepth)
 	if err != nil {
 		return Subscription{}, ctx, fmt.Errorf("read %s: %w", it.SubscriptionID, err)
 	}
-	lr := latestRead{userID: it.UserID, none: len(recent) == 0}
-	if !lr.none {
-		lr.latest = recent[0]
-	}
-	ctx = context.WithValue(ctx, latestKey{}, lr)
-	for _, r := range recent {
-		if r.SubscriptionID == it.SubscriptionID && r.BillingDate.Truncate(time.Second).Equal(it.BillingDate.Truncate(time.Second)) {
-			return r, ctx, nil
+	for i, r := range recent {
+		if r.SubscriptionID == it.SubscriptionID && sameSecond(r.BillingDate, it.BillingDate) {
+			return r, context.WithValue(ctx, laterKey{}, laterRead{userID: r.UserID, billingDate: r.BillingDate, later: recent[:i]}), nil
 		}
 	}
 	cur, err := c.cfg.Repository.Get(ctx, it.UserID, it.BillingDate)
 	return cur, ctx, err
 }
 
-// latest returns the user's latest record: the one read under the lock
-// when the context carries it, else from a query. ok is false when the
-// user has no record.
-func (c *Collector) latest(ctx context.Context, userID string) (Subscription, bool, error) {
-	if lr, found := ctx.Value(latestKey{}).(latestRead); found && lr.userID == userID {
-		return lr.latest, !lr.none, nil
+func sameSecond(a, b time.Time) bool { return a.Truncate(time.Second).Equal(b.Truncate(time.Second)) }
+
+// later returns the user's records after cur: those read under the lock
+// when the context carries them, else from a read of the user's records.
+func (c *Collector) later(ctx context.Context, cur *Subscription) ([]Subscription, error) {
+	if lr, ok := ctx.Value(laterKey{}).(laterRead); ok && lr.userID == cur.UserID && sameSecond(lr.billingDate, cur.BillingDate) {
+		return lr.later, nil
 	}
-	recent, err := c.cfg.Repository.Recent(ctx, userID, 1)
-	if err != nil || len(recent) == 0 {
-		return Subscription{}, false, err
+	all, err := c.cfg.Repository.ListByUser(ctx, cur.UserID)
+	if err != nil {
+		return nil, err
 	}
-	return recent[0], true, nil
+	var later []Subscription
+	for _, r := range all {
+		if r.BillingDate.After(cur.BillingDate) {
+			later = append(later, r)
+		}
+	}
+	return later, nil
 }
 
 // nextPeriod returns the next period's SCHEDULED record for cur, or nil
-// when the user already has a later record (the period is open already).
-// The record's creation is conditional on its key being free, and a
-// later record written after the user's latest was read is then found by
-// that condition when it has the next period's date.
+// when the user has a later period open already: a later SCHEDULED or
+// PAUSED record, or any record on or after the next billing date. A later
+// record of another status before that date is not a period of its own
+// but a record written beside cur (a batch write moves a non-SCHEDULED
+// record sharing cur's date an hour on, for one): it must not stop the
+// subscription. The new record's creation is conditional on its key being
+// free, which also finds a next period written after the user's records
+// were read.
 func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Subscription, now time.Time) (*Subscription, error) {
-	latest, ok, err := c.latest(ctx, cur.UserID)
+	later, err := c.later(ctx, cur)
 	if err != nil {
 		return nil, fmt.Errorf("look for the next period of %s: %w", cur.SubscriptionID, err)
 	}
-	if ok && latest.BillingDate.After(cur.BillingDate) {
-		return nil, nil
-	}
 	date, err := NextBillingDate(cur.BillingDate, cur.Schedule())
+	if cur.Status == StatusPaused {
+		// A pause counts months, whatever the term (see advancePause).
+		date, err = PauseResumeDate(cur.BillingDate, cur.Schedule(), 1)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("next billing date of %s: %w", cur.SubscriptionID, err)
+	}
+	for _, l := range later {
+		if l.Status == StatusScheduled || l.Status == StatusPaused || !l.BillingDate.Before(date) {
+			return nil, nil
+		}
 	}
 	f := &Subscription{
 		UserID: cur.UserID, BillingDate: date, SubscriptionID: c.cfg.NewID(), Amount: cur.Amount,
@@ -257,18 +270,6 @@ func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Subscript
 		f.ReceiptTierName, f.Amount = cur.PendingTierName, cur.PendingAmount
 	}
 	return f, nil
-}
-
-// pauseMonthAfter dates following, the period nextPeriod opened after the
-// PAUSED record cur, one month after cur whatever the term: a pause counts
-// months. For a monthly term this is the date nextPeriod gave.
-func pauseMonthAfter(cur, following *Subscription) error {
-	date, err := PauseResumeDate(cur.BillingDate, cur.Schedule(), 1)
-	if err != nil {
-		return fmt.Errorf("month after the pause of %s: %w", cur.SubscriptionID, err)
-	}
-	following.BillingDate, following.BillingPeriod = date, BillingPeriod(date)
-	return nil
 }
 
 // markStale moves a record too old to collect to STALE. A record that was
@@ -328,9 +329,6 @@ func (c *Collector) advancePause(ctx context.Context, cur *Subscription, rep *Re
 		return err
 	}
 	if following != nil {
-		if err := pauseMonthAfter(cur, following); err != nil {
-			return err
-		}
 		following.LastRunDate = next.LastRunDate.Add(time.Nanosecond)
 		following.CreatedDate = following.LastRunDate
 		if left := cur.PauseDurationMonths - 1; left > 0 {

@@ -90,3 +90,61 @@ func TestCollectorReadsTheUserOnce(t *testing.T) {
 	}
 	assert.Equal(t, time.Date(2024, 2, 29, 15, 0, 0, 0, time.UTC), e.records("alone")[1].BillingDate)
 }
+
+// TestCollectorNextPeriodBesideBatchRecords: a batch write (AddAll) moves
+// a non-SCHEDULED record sharing a SCHEDULED record's date an hour on.
+// That record is not a later period: collecting the SCHEDULED one still
+// opens the next period, or the subscription would silently stop. A later
+// SCHEDULED or PAUSED record, or any record on or after the next billing
+// date, is the next period already.
+func TestCollectorNextPeriodBesideBatchRecords(t *testing.T) {
+	e := newCollectorEnv(t)
+	feb29 := time.Date(2024, 2, 29, 15, 0, 0, 0, time.UTC)
+	rec := func(user, id string, date time.Time, st billing.Status) billing.Subscription {
+		s := billing.Subscription{UserID: user, SubscriptionID: id, BillingDate: date, Amount: billing.MustParseAmount("4.99"),
+			Status: st, BillingPeriod: billing.BillingPeriod(date), Term: billing.TermMonthly, AnchorDay: 31,
+			CreatedDate: jan31.AddDate(0, -1, 0), LastRunDate: jan31.AddDate(0, -1, 0)}
+		if st != billing.StatusScheduled && st != billing.StatusPaused {
+			s.InitialRunDate = s.LastRunDate
+		}
+		return s
+	}
+	for _, c := range []struct {
+		user   string
+		beside billing.Subscription
+		opens  bool
+	}{
+		{"beside-completed", rec("beside-completed", "beside-completed-charge", jan31, billing.StatusCompleted), true},
+		{"beside-error", rec("beside-error", "beside-error-charge", jan31, billing.StatusError), true},
+		{"beside-cancelled", rec("beside-cancelled", "beside-cancelled-charge", jan31, billing.StatusCancelled), true},
+		{"prepaid", rec("prepaid", "prepaid-next", feb29, billing.StatusCompleted), false},
+		{"paused-later", rec("paused-later", "paused-later-next", jan31.AddDate(0, 0, 10), billing.StatusPaused), false},
+		{"scheduled-later", rec("scheduled-later", "scheduled-later-next", jan31.AddDate(0, 0, 10), billing.StatusScheduled), false},
+	} {
+		written, err := e.repo.AddAll(context.Background(), []billing.Subscription{rec(c.user, c.user+"-due", jan31, billing.StatusScheduled), c.beside})
+		require.NoError(t, err, c.user)
+		require.True(t, written[1].BillingDate.After(jan31), "%s: the batch keeps the other record after the SCHEDULED one", c.user)
+	}
+	rep := e.run(billing.RunScheduled)
+	assert.Equal(t, 6, rep.Collected)
+
+	for _, c := range []struct {
+		user  string
+		opens bool
+	}{{"beside-completed", true}, {"beside-error", true}, {"beside-cancelled", true}, {"prepaid", false}, {"paused-later", false}, {"scheduled-later", false}} {
+		recs := e.records(c.user)
+		opened := 0
+		for _, r := range recs {
+			if r.BillingDate.Equal(feb29) && r.Status == billing.StatusScheduled {
+				opened++
+			}
+		}
+		if c.opens {
+			assert.Len(t, recs, 3, c.user)
+			assert.Equal(t, 1, opened, "%s: the next period is opened", c.user)
+		} else {
+			assert.Len(t, recs, 2, c.user)
+			assert.Zero(t, opened, "%s: the later record is the next period", c.user)
+		}
+	}
+}
