@@ -111,7 +111,16 @@ func (r *Repository) queryDue(ctx context.Context, q billing.StatusQuery, shards
 	if err != nil {
 		return billing.Page{}, fmt.Errorf("billing: status page %s, shard %d: %w", q.Status, shard, err)
 	}
-	if next == nil {
+	return finishDuePage(scope, q, page, shards, shard, next)
+}
+
+// finishDuePage sets the cursor of a due index page of shard, one of
+// shards: next, the query's own LastEvaluatedKey, continues in the shard;
+// without one the shard is done and the cursor is the top of the next
+// shard, or there is none after the last. Both layouts' due queries end
+// their pages with it.
+func finishDuePage(scope string, q billing.StatusQuery, page billing.Page, shards []int, shard int, next map[string]types.AttributeValue) (billing.Page, error) {
+	if len(next) == 0 {
 		i := slices.Index(shards, shard)
 		if i+1 == len(shards) {
 			return page, nil // the last shard is done
@@ -119,6 +128,7 @@ func (r *Repository) queryDue(ctx context.Context, q billing.StatusQuery, shards
 		shard, next = shards[i+1], map[string]types.AttributeValue{}
 	}
 	next[cursorShard] = layout.StringAV(strconv.Itoa(shard))
+	var err error
 	if page.Next, err = cursor.Encode(scope, next); err != nil {
 		return billing.Page{}, fmt.Errorf("billing: status page %s: cursor: %w", q.Status, err)
 	}

@@ -115,19 +115,7 @@ func (r *SingleTableRepository) queryDue(ctx context.Context, q billing.StatusQu
 			page.Count++
 		}
 	}
-	next := out.LastEvaluatedKey
-	if len(next) == 0 {
-		i := slices.Index(shards, shard)
-		if i+1 == len(shards) {
-			return page, nil // the last shard is done
-		}
-		shard, next = shards[i+1], map[string]types.AttributeValue{}
-	}
-	next[cursorShard] = layout.StringAV(strconv.Itoa(shard))
-	if page.Next, err = cursor.Encode(scope, next); err != nil {
-		return billing.Page{}, fmt.Errorf("billing: status page %s: cursor: %w", q.Status, err)
-	}
-	return page, nil
+	return finishDuePage(scope, q, page, shards, shard, out.LastEvaluatedKey)
 }
 
 // decodeDueCursor returns the shard a due query continues in and its
