@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/storetest"
+	"github.com/dynabill/billing/memory"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -98,7 +100,28 @@ func TestCollectorReadsTheUserOnce(t *testing.T) {
 // SCHEDULED or PAUSED record, or any record on or after the next billing
 // date, is the next period already.
 func TestCollectorNextPeriodBesideBatchRecords(t *testing.T) {
-	e := newCollectorEnv(t)
+	for name, stores := range map[string]func(t *testing.T) (billing.Repository, billing.History){
+		"memory": func(t *testing.T) (billing.Repository, billing.History) { return nil, nil },
+		"dynamodb": func(t *testing.T) (billing.Repository, billing.History) {
+			return storetest.DynamoStores(t, memory.Options{})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			repo, hist := stores(t)
+			e := newCollectorEnv(t, func(cfg *billing.Config) {
+				if repo != nil {
+					cfg.Repository, cfg.History = repo, hist
+				}
+			})
+			if repo != nil {
+				e.repo, e.hist = repo, hist
+			}
+			testNextPeriodBesideBatchRecords(t, e)
+		})
+	}
+}
+
+func testNextPeriodBesideBatchRecords(t *testing.T, e *collectorEnv) {
 	feb29 := time.Date(2024, 2, 29, 15, 0, 0, 0, time.UTC)
 	rec := func(user, id string, date time.Time, st billing.Status) billing.Subscription {
 		s := billing.Subscription{UserID: user, SubscriptionID: id, BillingDate: date, Amount: billing.MustParseAmount("4.99"),
