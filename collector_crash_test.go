@@ -34,7 +34,19 @@ type crashEnv struct {
 
 func newCrashEnv(t *testing.T, users int) *crashEnv {
 	t.Helper()
-	repo, hist := storetest.DynamoStores(t, memory.Options{PageSize: 2})
+	return newCrashEnvWith(t, users, memory.Options{PageSize: 2})
+}
+
+// newDueCrashEnv is newCrashEnv on legacy tables read through the sharded
+// due index.
+func newDueCrashEnv(t *testing.T, users int) *crashEnv {
+	t.Helper()
+	return newCrashEnvWith(t, users, memory.Options{PageSize: 2, StatusIndexMode: dynamostore.StatusIndexDue, DueShards: 3})
+}
+
+func newCrashEnvWith(t *testing.T, users int, opts memory.Options) *crashEnv {
+	t.Helper()
+	repo, hist := storetest.DynamoStores(t, opts)
 	return startCrashEnv(t, &crashEnv{repo: repo, hist: hist, clock: billingtest.NewClock(jan31.Add(time.Hour))}, users,
 		func(i int) string { return fmt.Sprintf("crash-user-%d", i) })
 }
@@ -44,9 +56,21 @@ func newCrashEnv(t *testing.T, users int) *crashEnv {
 // (fewer calls to fail).
 func newSingleCrashEnv(t *testing.T, users int) *crashEnv {
 	t.Helper()
+	return newSingleCrashEnvWith(t, users, 0)
+}
+
+// newSingleDueCrashEnv is newSingleCrashEnv with the single table's
+// sharded due index.
+func newSingleDueCrashEnv(t *testing.T, users int) *crashEnv {
+	t.Helper()
+	return newSingleCrashEnvWith(t, users, 3)
+}
+
+func newSingleCrashEnvWith(t *testing.T, users, dueShards int) *crashEnv {
+	t.Helper()
 	clock := billingtest.NewClock(jan31.Add(time.Hour))
 	client := dynamotest.Client(t)
-	table := dynamostore.SingleTableConfig{Table: dynamotest.TableName(t, "payments"), AccountPrefix: "ACC#", TTLAttribute: "TTL"}
+	table := dynamostore.SingleTableConfig{Table: dynamotest.TableName(t, "payments"), AccountPrefix: "ACC#", TTLAttribute: "TTL", DueShards: dueShards}
 	dynamotest.CreateTable(t, client, dynamostore.SingleTableDefinition(table))
 	w := dynamotest.Wrap(client)
 	t.Cleanup(func() { w.AssertNoViolations(t) })
@@ -182,6 +206,16 @@ func TestCollectorCrashAtEveryCall(t *testing.T) {
 func TestSingleTableCrashAtEveryCall(t *testing.T) {
 	t.Parallel()
 	crashAtEveryCall(t, newSingleCrashEnv)
+}
+
+// TestDueIndexCrashAtEveryCall is TestCollectorCrashAtEveryCall on both
+// layouts read through their sharded due indexes: the due key is written
+// with the record or not at all, and the index still finds what a crash
+// left to do.
+func TestDueIndexCrashAtEveryCall(t *testing.T) {
+	t.Parallel()
+	t.Run("legacy", func(t *testing.T) { t.Parallel(); crashAtEveryCall(t, newDueCrashEnv) })
+	t.Run("single-table", func(t *testing.T) { t.Parallel(); crashAtEveryCall(t, newSingleDueCrashEnv) })
 }
 
 func crashAtEveryCall(t *testing.T, newEnv func(t *testing.T, users int) *crashEnv) {
