@@ -109,9 +109,10 @@ func (b StoreBudget) pacer() *pacer {
 	return newPacer(ProcessorBudget{RequestsPerSecond: b.WriteUnitsPerSecond / b.WriteUnitsPerCollection, Backoff: b.Backoff, MaxBackoff: b.MaxBackoff})
 }
 
-// pacer spends a ProcessorBudget (or a StoreBudget, as records a second). Its times are the machine's, not the
-// Collector's Clock (which tells business time and may stand still in
-// tests); now and sleep are fields so tests can drive it.
+// pacer spends a ProcessorBudget (or a StoreBudget, as records a
+// second). Its times are the machine's, not the Collector's Clock (which
+// tells business time and may stand still in tests); now and sleep are
+// fields so tests can drive it.
 type pacer struct {
 	interval    time.Duration // between call starts; 0: no rate cap
 	slots       chan struct{} // calls in progress; nil: no cap

@@ -88,5 +88,3 @@ type Lease interface {
 	// the lock within two lease durations, even if Release is never retried.
 	Release(ctx context.Context) error
 }
-
-// The legacy lock table's wire format.
