@@ -243,10 +243,11 @@ func none[T float64 | time.Duration](v T) T { return max(v, 0) }
 // Validate reports the first input the model cannot use, after defaults.
 func (p Params) Validate() error {
 	p = p.WithDefaults()
-	for _, f := range []struct {
+	type input struct {
 		name string
 		v    float64
-	}{
+	}
+	for _, f := range []input{
 		{"DueFraction", p.DueFraction}, {"DataCalls", p.DataCalls}, {"LockCalls", p.LockCalls},
 		{"BaseWCU", p.BaseWCU}, {"LockWCU", p.LockWCU}, {"RCU", p.RCU}, {"IndexWCU", p.IndexWCU},
 		{"IndexReadRCU", p.IndexReadRCU}, {"LegacyIndexWCU", p.LegacyIndexWCU}, {"LegacyPartitionIndexWCU", p.LegacyPartitionIndexWCU},
@@ -258,10 +259,7 @@ func (p Params) Validate() error {
 			return fmt.Errorf("capacity: Params.%s: %v is not a number", f.name, f.v)
 		}
 	}
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{
+	for _, f := range []input{
 		{"BaseWCU", p.BaseWCU}, {"IndexWCU", p.IndexWCU}, {"LegacyIndexWCU", p.LegacyIndexWCU}, {"LegacyPartitionIndexWCU", p.LegacyPartitionIndexWCU},
 		{"PartitionWCU", p.PartitionWCU}, {"PartitionRCU", p.PartitionRCU}, {"TableWCU", p.TableWCU},
 		{"TableRCU", p.TableRCU},
