@@ -87,13 +87,13 @@ func numberSize(s string) int {
 	return (len(digits)+1)/2 + 1
 }
 
-// writeUnits is the WCU cost of writing size bytes outside a transaction.
-func writeUnits(size int) float64 {
+// WriteUnits is the WCU cost of writing size bytes outside a transaction.
+func WriteUnits(size int) float64 {
 	return float64(max(1, (size+kib-1)/kib))
 }
 
-// readUnits is the RCU cost of reading size bytes outside a transaction.
-func readUnits(size int, consistent bool) float64 {
+// ReadUnits is the RCU cost of reading size bytes outside a transaction.
+func ReadUnits(size int, consistent bool) float64 {
 	u := float64(max(1, (size+4*kib-1)/(4*kib)))
 	if !consistent {
 		u /= 2

@@ -199,8 +199,8 @@ func TestItemSize(t *testing.T) {
 	units := []struct {
 		got, want float64
 	}{
-		{writeUnits(0), 1}, {writeUnits(1024), 1}, {writeUnits(1025), 2}, {writeUnits(MaxItemSize), 400},
-		{readUnits(0, true), 1}, {readUnits(4096, true), 1}, {readUnits(4097, true), 2}, {readUnits(4097, false), 1}, {readUnits(1, false), 0.5},
+		{WriteUnits(0), 1}, {WriteUnits(1024), 1}, {WriteUnits(1025), 2}, {WriteUnits(MaxItemSize), 400},
+		{ReadUnits(0, true), 1}, {ReadUnits(4096, true), 1}, {ReadUnits(4097, true), 2}, {ReadUnits(4097, false), 1}, {ReadUnits(1, false), 0.5},
 	}
 	for i, u := range units {
 		assert.Equal(t, u.want, u.got, "units[%d]", i)

@@ -18,7 +18,7 @@ func (c *Wrapper) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns
 		op: "GetItem",
 		do: func(ctx context.Context) (*dynamodb.GetItemOutput, error) { return c.inner.GetItem(ctx, in, optFns...) },
 		account: func(out *dynamodb.GetItemOutput) error {
-			c.usage(min(len(out.Item), 1), 0, readUnits(ItemSize(out.Item), aws.ToBool(in.ConsistentRead)), 0)
+			c.usage(min(len(out.Item), 1), 0, ReadUnits(ItemSize(out.Item), aws.ToBool(in.ConsistentRead)), 0)
 			return nil
 		},
 	})
@@ -31,7 +31,7 @@ func (c *Wrapper) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns
 		check: func(context.Context) error { return checkItemSize("PutItem", "Item", in.Item) },
 		do:    func(ctx context.Context) (*dynamodb.PutItemOutput, error) { return c.inner.PutItem(ctx, in, optFns...) },
 		account: func(out *dynamodb.PutItemOutput) error {
-			c.usage(0, 1, 0, writeUnits(max(ItemSize(in.Item), ItemSize(out.Attributes))))
+			c.usage(0, 1, 0, WriteUnits(max(ItemSize(in.Item), ItemSize(out.Attributes))))
 			return nil
 		},
 	})
@@ -46,7 +46,7 @@ func (c *Wrapper) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, 
 		},
 		account: func(out *dynamodb.UpdateItemOutput) error {
 			size := updateSize(in.Key, in.ExpressionAttributeValues, in.ExpressionAttributeNames)
-			c.usage(0, 1, 0, writeUnits(max(size, ItemSize(out.Attributes))))
+			c.usage(0, 1, 0, WriteUnits(max(size, ItemSize(out.Attributes))))
 			return nil
 		},
 	})
@@ -60,7 +60,7 @@ func (c *Wrapper) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, 
 			return c.inner.DeleteItem(ctx, in, optFns...)
 		},
 		account: func(out *dynamodb.DeleteItemOutput) error {
-			c.usage(0, 1, 0, writeUnits(max(ItemSize(in.Key), ItemSize(out.Attributes))))
+			c.usage(0, 1, 0, WriteUnits(max(ItemSize(in.Key), ItemSize(out.Attributes))))
 			return nil
 		},
 	})
@@ -73,7 +73,7 @@ func (c *Wrapper) Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...
 		check: func(context.Context) error { return checkLimit("Query", in.Limit) },
 		do:    func(ctx context.Context) (*dynamodb.QueryOutput, error) { return c.inner.Query(ctx, in, optFns...) },
 		account: func(out *dynamodb.QueryOutput) error {
-			c.usage(int(out.ScannedCount), 0, readUnits(pageSize(out.Items), aws.ToBool(in.ConsistentRead)), 0)
+			c.usage(int(out.ScannedCount), 0, ReadUnits(pageSize(out.Items), aws.ToBool(in.ConsistentRead)), 0)
 			return checkPage("Query", out.Items)
 		},
 	})
@@ -86,7 +86,7 @@ func (c *Wrapper) Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...fu
 		check: func(context.Context) error { return checkLimit("Scan", in.Limit) },
 		do:    func(ctx context.Context) (*dynamodb.ScanOutput, error) { return c.inner.Scan(ctx, in, optFns...) },
 		account: func(out *dynamodb.ScanOutput) error {
-			c.usage(int(out.ScannedCount), 0, readUnits(pageSize(out.Items), aws.ToBool(in.ConsistentRead)), 0)
+			c.usage(int(out.ScannedCount), 0, ReadUnits(pageSize(out.Items), aws.ToBool(in.ConsistentRead)), 0)
 			return checkPage("Scan", out.Items)
 		},
 	})
@@ -147,9 +147,9 @@ func batchWriteUnits(reqs []types.WriteRequest) float64 {
 	for _, r := range reqs {
 		switch {
 		case r.PutRequest != nil:
-			u += writeUnits(ItemSize(r.PutRequest.Item))
+			u += WriteUnits(ItemSize(r.PutRequest.Item))
 		case r.DeleteRequest != nil:
-			u += writeUnits(ItemSize(r.DeleteRequest.Key))
+			u += WriteUnits(ItemSize(r.DeleteRequest.Key))
 		}
 	}
 	return u
@@ -169,11 +169,11 @@ func (c *Wrapper) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInp
 				consistent := aws.ToBool(ka.ConsistentRead)
 				found := out.Responses[table]
 				for _, it := range found {
-					rcu += readUnits(ItemSize(it), consistent)
+					rcu += ReadUnits(ItemSize(it), consistent)
 				}
 				// Keys read but not found cost the minimum.
 				missing := len(ka.Keys) - len(out.UnprocessedKeys[table].Keys) - len(found)
-				rcu += float64(max(missing, 0)) * readUnits(0, consistent)
+				rcu += float64(max(missing, 0)) * ReadUnits(0, consistent)
 				items += len(found)
 			}
 			c.usage(items, 0, rcu, 0)
@@ -197,14 +197,14 @@ func (c *Wrapper) TransactWriteItems(ctx context.Context, in *dynamodb.TransactW
 			for _, a := range in.TransactItems {
 				switch {
 				case a.Put != nil:
-					n, wcu = n+1, wcu+2*writeUnits(ItemSize(a.Put.Item))
+					n, wcu = n+1, wcu+2*WriteUnits(ItemSize(a.Put.Item))
 				case a.Update != nil:
 					u := a.Update
-					n, wcu = n+1, wcu+2*writeUnits(updateSize(u.Key, u.ExpressionAttributeValues, u.ExpressionAttributeNames))
+					n, wcu = n+1, wcu+2*WriteUnits(updateSize(u.Key, u.ExpressionAttributeValues, u.ExpressionAttributeNames))
 				case a.Delete != nil:
-					n, wcu = n+1, wcu+2*writeUnits(ItemSize(a.Delete.Key))
+					n, wcu = n+1, wcu+2*WriteUnits(ItemSize(a.Delete.Key))
 				case a.ConditionCheck != nil:
-					wcu += 2 * writeUnits(ItemSize(a.ConditionCheck.Key))
+					wcu += 2 * WriteUnits(ItemSize(a.ConditionCheck.Key))
 				}
 			}
 			c.usage(0, n, 0, wcu)
@@ -230,7 +230,7 @@ func (c *Wrapper) TransactGetItems(ctx context.Context, in *dynamodb.TransactGet
 					item = out.Responses[i].Item
 				}
 				items += min(len(item), 1)
-				rcu += 2 * readUnits(ItemSize(item), true)
+				rcu += 2 * ReadUnits(ItemSize(item), true)
 			}
 			c.usage(items, 0, rcu, 0)
 			return nil

@@ -12,22 +12,6 @@ import (
 	"github.com/dynabill/billing/internal/layout"
 )
 
-const kib = 1024
-
-// writeUnits is DynamoDB's WCU for writing an item of size bytes: one per
-// started KB.
-func writeUnits(size int) float64 { return float64(max(1, (size+kib-1)/kib)) }
-
-// readUnits is DynamoDB's RCU for reading size bytes: one per started
-// 4 KB, half for an eventually consistent read.
-func readUnits(size int, consistent bool) float64 {
-	u := float64(max(1, (size+4*kib-1)/(4*kib)))
-	if !consistent {
-		u /= 2
-	}
-	return u
-}
-
 // repository is the store decorator: a billing.ShardedRepository over the
 // in-memory store that charges every call to the modelled world (its
 // latency to the shard run of the user, its capacity units to the limits
@@ -142,11 +126,11 @@ func (r *repository) indexWrites(prev, next *billing.Subscription, nextSize int,
 	to := r.indexKey(next)
 	if prev != nil {
 		if from := r.indexKey(prev); from != "" && from != to {
-			out = append(out, charge{r.w.partition(r.w.parts, from, r.w.cfg.PartitionWCU), writeUnits(r.itemSize(prev))})
+			out = append(out, charge{r.w.partition(r.w.parts, from, r.w.cfg.PartitionWCU), dynamotest.WriteUnits(r.itemSize(prev))})
 		}
 	}
 	if to != "" {
-		out = append(out, charge{r.w.partition(r.w.parts, to, r.w.cfg.PartitionWCU), writeUnits(nextSize)})
+		out = append(out, charge{r.w.partition(r.w.parts, to, r.w.cfg.PartitionWCU), dynamotest.WriteUnits(nextSize)})
 	}
 	return out
 }
@@ -171,7 +155,7 @@ func (r *repository) Get(ctx context.Context, userID string, billingDate time.Ti
 	if err == nil {
 		size = r.itemSize(&sub)
 	}
-	r.read(userID, readUnits(size, true))
+	r.read(userID, dynamotest.ReadUnits(size, true))
 	return sub, err
 }
 
@@ -198,14 +182,14 @@ func (r *repository) Recent(ctx context.Context, userID string, limit int) ([]bi
 // items a filter dropped).
 func (r *repository) pageUnits(subs []billing.Subscription, n int, consistent bool) float64 {
 	if len(subs) == 0 {
-		return readUnits(0, consistent)
+		return dynamotest.ReadUnits(0, consistent)
 	}
 	size := 0
 	for i := range subs {
 		size += r.itemSize(&subs[i])
 	}
 	size += (n - len(subs)) * r.itemSize(&subs[0])
-	return readUnits(size, consistent)
+	return dynamotest.ReadUnits(size, consistent)
 }
 
 func (r *repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (billing.Page, error) {
@@ -241,11 +225,11 @@ func (r *repository) Update(ctx context.Context, prev, next *billing.Subscriptio
 	hist := r.historySize(next)
 	// A transaction: every item it writes costs twice; the index
 	// writes it causes do not.
-	charges := []charge{{r.w.table, 2*writeUnits(size) + 2*writeUnits(hist)}}
+	charges := []charge{{r.w.table, 2*dynamotest.WriteUnits(size) + 2*dynamotest.WriteUnits(hist)}}
 	charges = r.indexWrites(prev, next, r.itemSize(next), charges)
 	for _, c := range create {
 		cs, ch := r.itemSize(c), r.historySize(c)
-		charges = append(charges, charge{r.w.table, 2*writeUnits(cs) + 2*writeUnits(ch)})
+		charges = append(charges, charge{r.w.table, 2*dynamotest.WriteUnits(cs) + 2*dynamotest.WriteUnits(ch)})
 		charges = r.indexWrites(nil, c, cs, charges)
 		r.w.noteSizes(cs, ch)
 	}
@@ -261,7 +245,7 @@ func (r *repository) Update(ctx context.Context, prev, next *billing.Subscriptio
 
 func (r *repository) AdminUpdate(ctx context.Context, prev, next *billing.Subscription) error {
 	size := max(r.itemSize(prev), r.itemSize(next))
-	charges := []charge{{r.w.table, 4*writeUnits(size) + 2*writeUnits(r.historySize(next))}}
+	charges := []charge{{r.w.table, 4*dynamotest.WriteUnits(size) + 2*dynamotest.WriteUnits(r.historySize(next))}}
 	charges = r.indexWrites(prev, next, r.itemSize(next), charges)
 	if err := r.w.write(r.shard(prev.UserID), false, true, charges); err != nil {
 		return err
@@ -273,7 +257,7 @@ func (r *repository) SetAttempt(ctx context.Context, prev, next *billing.Subscri
 	size := max(r.itemSize(prev), r.itemSize(next))
 	// One UpdateItem: the item's size, and the index rewrites its
 	// projection of the item.
-	charges := r.indexWrites(prev, next, r.itemSize(next), []charge{{r.w.table, writeUnits(size)}})
+	charges := r.indexWrites(prev, next, r.itemSize(next), []charge{{r.w.table, dynamotest.WriteUnits(size)}})
 	if err := r.w.write(r.shard(prev.UserID), false, true, charges); err != nil {
 		return err
 	}
@@ -319,25 +303,25 @@ func (l *locker) Lock(ctx context.Context, userID string) (billing.Lease, error)
 	w, s := l.r.w, l.r.shard(userID)
 	w.mu.Lock()
 	w.call(s, true)
-	w.lockRCU += readUnits(lockItemSize(userID), true)
+	w.lockRCU += dynamotest.ReadUnits(lockItemSize(userID), true)
 	w.mu.Unlock()
-	_ = w.write(s, true, false, []charge{{w.lockTable, writeUnits(lockItemSize(userID))}})
+	_ = w.write(s, true, false, []charge{{w.lockTable, dynamotest.WriteUnits(lockItemSize(userID))}})
 	lease, err := l.inner.Lock(ctx, userID)
 	if err == nil {
 		w.locked(s)
-		lease = &lease_{Lease: lease, l: l, s: s}
+		lease = &simLease{Lease: lease, l: l, s: s}
 	}
 	return lease, err
 }
 
-type lease_ struct {
+type simLease struct {
 	billing.Lease
 	l *locker
 	s int
 }
 
-func (le *lease_) Release(ctx context.Context) error {
+func (le *simLease) Release(ctx context.Context) error {
 	w := le.l.r.w
-	_ = w.write(le.s, true, false, []charge{{w.lockTable, writeUnits(lockItemSize(le.UserID()))}})
+	_ = w.write(le.s, true, false, []charge{{w.lockTable, dynamotest.WriteUnits(lockItemSize(le.UserID()))}})
 	return le.Lease.Release(ctx)
 }
