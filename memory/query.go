@@ -77,7 +77,7 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 			if stringAttr(key, layout.AttrBillingStatus) != string(q.Status) {
 				return billing.Page{}, fmt.Errorf("%w: cursor of another status", billing.ErrInvalidCursor)
 			}
-			p := positionOf(mode, tableKey{stringAttr(key, layout.AttrUserID), stringAttr(key, layout.AttrBillingDate)})
+			p := r.s.primary.position(tableKey{stringAttr(key, layout.AttrUserID), stringAttr(key, layout.AttrBillingDate)})
 			start = &p
 		}
 	}
@@ -174,13 +174,6 @@ func (r *Repository) DueShards() int { return max(r.s.opts.DueShards, 1) }
 // cursorScope ties a cursor to the index mode and status it was made for.
 func cursorScope(mode dynamostore.StatusIndexMode, status billing.Status) string {
 	return "billingtest/status-index/" + mode.String() + "/" + string(status)
-}
-
-func positionOf(mode dynamostore.StatusIndexMode, k tableKey) indexPos {
-	if mode != dynamostore.StatusIndexLegacy { // the due mode keeps its status sets in date order
-		return indexPos{k.sk, k.pk}
-	}
-	return indexPos{k.pk, k.sk}
 }
 
 // rangeCondition returns the query's range as a condition on the stored
