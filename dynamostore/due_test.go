@@ -122,8 +122,13 @@ func TestDynamoDueIndexShards(t *testing.T) {
 	require.ErrorIs(t, err, billing.ErrInvalidQuery)
 	p, err := f.repo.QueryStatus(t.Context(), billing.StatusQuery{Status: billing.StatusScheduled, Before: dueBefore, Shards: []int{0, 1}, Limit: 1})
 	require.NoError(t, err)
+	require.NotEmpty(t, p.Next)
 	_, err = f.repo.QueryStatus(t.Context(), billing.StatusQuery{Status: billing.StatusScheduled, Before: dueBefore, Shards: []int{2, 3}, Cursor: p.Next})
 	require.ErrorIs(t, err, billing.ErrInvalidCursor, "a cursor continues only the shards it was made for")
+	_, err = f.repo.QueryStatus(t.Context(), billing.StatusQuery{Status: billing.StatusScheduled, Before: dueBefore.Add(time.Hour), Shards: []int{0, 1}, Cursor: p.Next})
+	require.ErrorIs(t, err, billing.ErrInvalidCursor, "a cursor continues only the range it was made for")
+	_, err = f.repo.QueryStatus(t.Context(), billing.StatusQuery{Status: billing.StatusCompleted, Before: dueBefore})
+	require.ErrorIs(t, err, billing.ErrInvalidQuery, "a status runs do not read")
 }
 
 // TestDynamoDueKeyFollowsStatus: the due key is written with a due status,

@@ -267,15 +267,12 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 	if err := q.Validate(); err != nil {
 		return billing.Page{}, err
 	}
+	if r.cfg.Tables.StatusIndexMode == StatusIndexDue {
+		return r.queryDue(ctx, q)
+	}
 	shards, err := q.ShardsIn(r.cfg.Tables.DueShards)
 	if err != nil {
 		return billing.Page{}, err
-	}
-	if r.cfg.Tables.StatusIndexMode == StatusIndexDue {
-		if !layout.DueStatus(q.Status) {
-			return billing.Page{}, fmt.Errorf("%w: status %s is not indexed in the due mode (only the statuses runs read are)", billing.ErrInvalidQuery, q.Status)
-		}
-		return r.queryDue(ctx, q, shards)
 	}
 	scope := r.cursorScope(q.Status) + shardScope(q.Shards, shards)
 	start, err := cursor.Decode(scope, q.Cursor, statusCursorNames...)
@@ -289,7 +286,7 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 	if err != nil {
 		return billing.Page{}, err
 	}
-	page, next, err := r.statusPage(ctx, q, shards, &r.cfg.Tables.StatusIndex, expr, start)
+	page, next, err := r.statusPage(ctx, q, shards, expr, start)
 	if err != nil {
 		return billing.Page{}, fmt.Errorf("billing: status page %s: %w", q.Status, err)
 	}
@@ -299,17 +296,18 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 	return page, nil
 }
 
-// statusPage reads one page of q from index with expr's conditions from
-// start (the query's Limit, else the page size) and returns the records
-// of q's status and shards it found, and the index's LastEvaluatedKey.
-func (r *Repository) statusPage(ctx context.Context, q billing.StatusQuery, shards []int, index *string, expr expression.Expression, start map[string]types.AttributeValue) (billing.Page, map[string]types.AttributeValue, error) {
+// statusPage reads one page of q from the status index with expr's
+// conditions from start (the query's Limit, else the page size) and
+// returns the records of q's status and shards it found, and the index's
+// LastEvaluatedKey.
+func (r *Repository) statusPage(ctx context.Context, q billing.StatusQuery, shards []int, expr expression.Expression, start map[string]types.AttributeValue) (billing.Page, map[string]types.AttributeValue, error) {
 	limit := q.Limit
 	if limit == 0 {
 		limit = r.cfg.PageSize
 	}
 	out, err := r.cfg.Client.Query(ctx, &dynamodb.QueryInput{
 		TableName:                 &r.cfg.Tables.Subscriptions,
-		IndexName:                 index,
+		IndexName:                 &r.cfg.Tables.StatusIndex,
 		KeyConditionExpression:    expr.KeyCondition(),
 		FilterExpression:          expr.Filter(),
 		ExpressionAttributeNames:  expr.Names(),

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -89,37 +91,88 @@ func (r *Repository) addItems(ctx context.Context, page *billing.Page, q billing
 // continues in.
 const cursorShard = "shard"
 
-// dueCursorNames are the attributes of a due index LastEvaluatedKey.
-var dueCursorNames = []string{layout.AttrUserID, layout.AttrBillingDate, layout.AttrDue}
+// queryDue reads one page of q from the due index (see [dueIndex.page]).
+func (r *Repository) queryDue(ctx context.Context, q billing.StatusQuery) (billing.Page, error) {
+	t := &r.cfg.Tables
+	return dueIndex{
+		client: r.cfg.Client, logger: r.cfg.Logger, table: &t.Subscriptions, index: &t.DueIndex,
+		shards: t.DueShards, pageSize: r.cfg.PageSize,
+		scope:  "due/" + t.Subscriptions + "/" + t.DueIndex,
+		keys:   []string{layout.AttrUserID, layout.AttrBillingDate, layout.AttrDue},
+		decode: decodeRecord,
+	}.page(ctx, q)
+}
 
-// queryDue reads one page of q from the due index: one query of one
-// shard, the first of shards not yet done. Next continues in the same
-// shard, or at the top of the next one.
-func (r *Repository) queryDue(ctx context.Context, q billing.StatusQuery, shards []int) (billing.Page, error) {
-	t := r.cfg.Tables
-	scope := "due/" + t.Subscriptions + "/" + t.DueIndex + "/" + strconv.Itoa(t.DueShards) + "/" + string(q.Status) + shardScope(q.Shards, shards)
-	shard, start, err := decodeDueCursor(scope, q.Cursor, shards)
+// dueIndex is a layout's sharded due index as its status queries read it:
+// both layouts' queryDue fill it in, as their BackfillDue fill in a
+// dueBackfill.
+type dueIndex struct {
+	client       API
+	logger       *slog.Logger
+	table, index *string
+	shards       int    // the table's due shards
+	pageSize     int    // a page's Limit when the query has none
+	scope        string // of the cursors: the table and the index
+	// keys are the attributes of the index's LastEvaluatedKey: the
+	// table's keys and the index's.
+	keys []string
+	// decode decodes an index item into its record, the layout's own
+	// attributes left out.
+	decode func(map[string]types.AttributeValue) (billing.Subscription, error)
+}
+
+// page reads one page of q: one query of one shard, the first of q's
+// shards not yet done, from the cursor's position. Next continues in the
+// same shard, or at the top of the next one; it is "" after the last
+// shard's last page. A status runs do not read is not in the index: an
+// [billing.ErrInvalidQuery].
+func (d dueIndex) page(ctx context.Context, q billing.StatusQuery) (billing.Page, error) {
+	if !layout.DueStatus(q.Status) {
+		return billing.Page{}, fmt.Errorf("%w: status %s is not in the due index (only the statuses runs read are)", billing.ErrInvalidQuery, q.Status)
+	}
+	shards, err := q.ShardsIn(d.shards)
 	if err != nil {
 		return billing.Page{}, err
 	}
-	key := layout.DueKey(q.Status, shard)
-	expr, err := dateConditions(q, expression.Key(layout.AttrDue).Equal(expression.Value(layout.StringAV(key))), true)
+	// The scope binds a cursor to the query's status, range and shards.
+	scope := fmt.Sprintf("%s/%d/%s/%s/%s/%s%s", d.scope, d.shards, q.Status,
+		q.Since.UTC().Format(time.RFC3339Nano), q.After.UTC().Format(time.RFC3339Nano), q.Before.UTC().Format(time.RFC3339Nano), shardScope(q.Shards, shards))
+	shard, start, err := d.decodeCursor(scope, q, shards)
 	if err != nil {
 		return billing.Page{}, err
 	}
-	page, next, err := r.statusPage(ctx, q, shards, &t.DueIndex, expr, start)
+	expr, err := dateConditions(q, expression.Key(layout.AttrDue).Equal(expression.Value(layout.StringAV(layout.DueKey(q.Status, shard)))), true)
+	if err != nil {
+		return billing.Page{}, err
+	}
+	out, err := d.client.Query(ctx, &dynamodb.QueryInput{
+		TableName: d.table, IndexName: d.index,
+		KeyConditionExpression:    expr.KeyCondition(),
+		FilterExpression:          expr.Filter(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ExclusiveStartKey:         start,
+		Limit:                     aws.Int32(int32(min(cmp.Or(q.Limit, d.pageSize), 1<<30))),
+	})
 	if err != nil {
 		return billing.Page{}, fmt.Errorf("billing: status page %s, shard %d: %w", q.Status, shard, err)
 	}
-	return finishDuePage(scope, q, page, shards, shard, next)
-}
-
-// finishDuePage sets the cursor of a due index page of shard, one of
-// shards: next, the query's own LastEvaluatedKey, continues in the shard;
-// without one the shard is done and the cursor is the top of the next
-// shard, or there is none after the last. Both layouts' due queries end
-// their pages with it.
-func finishDuePage(scope string, q billing.StatusQuery, page billing.Page, shards []int, shard int, next map[string]types.AttributeValue) (billing.Page, error) {
+	page := billing.Page{Scanned: int(out.ScannedCount)}
+	for _, it := range out.Items {
+		sub, err := d.decode(it)
+		switch {
+		case err != nil:
+			d.logger.WarnContext(ctx, "billing: skipping undecodable item", "status", q.Status, "error", err)
+			page.Invalid = append(page.Invalid, err)
+			page.Count++
+		case sub.Status == q.Status:
+			// The index is eventually consistent: a record that has left
+			// the status may still be listed under it.
+			page.Items = append(page.Items, sub)
+			page.Count++
+		}
+	}
+	next := out.LastEvaluatedKey
 	if len(next) == 0 {
 		i := slices.Index(shards, shard)
 		if i+1 == len(shards) {
@@ -128,22 +181,22 @@ func finishDuePage(scope string, q billing.StatusQuery, page billing.Page, shard
 		shard, next = shards[i+1], map[string]types.AttributeValue{}
 	}
 	next[cursorShard] = layout.StringAV(strconv.Itoa(shard))
-	var err error
 	if page.Next, err = cursor.Encode(scope, next); err != nil {
 		return billing.Page{}, fmt.Errorf("billing: status page %s: cursor: %w", q.Status, err)
 	}
 	return page, nil
 }
 
-// decodeDueCursor returns the shard a due query continues in and its
-// start key (nil at the shard's top): the first of shards for "".
-func decodeDueCursor(scope, token string, shards []int) (int, map[string]types.AttributeValue, error) {
-	if token == "" {
+// decodeCursor returns the shard a due query continues in and its start
+// key (nil at the shard's top): the first of shards for "". A start key
+// must be in the shard's partition of q's status.
+func (d dueIndex) decodeCursor(scope string, q billing.StatusQuery, shards []int) (int, map[string]types.AttributeValue, error) {
+	if q.Cursor == "" {
 		return shards[0], nil, nil
 	}
-	key, err := cursor.Decode(scope, token, cursorShard)
+	key, err := cursor.Decode(scope, q.Cursor, cursorShard)
 	if err != nil {
-		key, err = cursor.Decode(scope, token, append([]string{cursorShard}, dueCursorNames...)...)
+		key, err = cursor.Decode(scope, q.Cursor, append([]string{cursorShard}, d.keys...)...)
 	}
 	if err != nil {
 		return 0, nil, fmt.Errorf("%w: %v", billing.ErrInvalidCursor, err)
@@ -154,7 +207,10 @@ func decodeDueCursor(scope, token string, shards []int) (int, map[string]types.A
 	}
 	delete(key, cursorShard)
 	if len(key) == 0 {
-		key = nil
+		return shard, nil, nil
+	}
+	if due := layout.StringOf(key[layout.AttrDue]); due != layout.DueKey(q.Status, shard) {
+		return 0, nil, fmt.Errorf("%w: index key %q is not of shard %d of %s", billing.ErrInvalidCursor, due, shard, q.Status)
 	}
 	return shard, key, nil
 }

@@ -4,16 +4,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
-	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
-	"github.com/dynabill/billing/internal/cursor"
 	"github.com/dynabill/billing/internal/layout"
 )
 
@@ -57,93 +51,15 @@ func (r *SingleTableRepository) withDue(item map[string]types.AttributeValue, su
 	}
 }
 
-// stDueCursorNames are the attributes of a due index LastEvaluatedKey on
-// the single table: the table's keys and the index's.
-var stDueCursorNames = []string{cursorShard, layout.AttrPK, layout.AttrSK, layout.AttrDue, layout.AttrBillingDate}
-
-// queryDue reads one page of q from the due index: one query of one
-// shard, the first of shards not yet done, from the cursor's position.
-// Next continues in the same shard, or at the top of the next one; it is
-// "" after the last shard's last page.
+// queryDue reads one page of q from the due index (see [dueIndex.page]).
 func (r *SingleTableRepository) queryDue(ctx context.Context, q billing.StatusQuery) (billing.Page, error) {
-	if !layout.DueStatus(q.Status) {
-		return billing.Page{}, fmt.Errorf("%w: status %s is not in the due index (only the statuses runs read are)", billing.ErrInvalidQuery, q.Status)
-	}
-	shards, err := q.ShardsIn(r.tbl.DueShards)
-	if err != nil {
-		return billing.Page{}, err
-	}
-	// The scope binds a cursor to the query's status, range and shards.
-	scope := fmt.Sprintf("single-due/%s/%s/%d/%s/%s/%s/%s%s", r.tbl.Table, r.tbl.DueIndex, r.tbl.DueShards, q.Status,
-		q.Since.UTC().Format(time.RFC3339Nano), q.After.UTC().Format(time.RFC3339Nano), q.Before.UTC().Format(time.RFC3339Nano), shardScope(q.Shards, shards))
-	shard, start, err := r.decodeDueCursor(scope, q, shards)
-	if err != nil {
-		return billing.Page{}, err
-	}
-	expr, err := dateConditions(q, expression.Key(layout.AttrDue).Equal(expression.Value(layout.StringAV(layout.DueKey(q.Status, shard)))), true)
-	if err != nil {
-		return billing.Page{}, err
-	}
-	limit := q.Limit
-	if limit == 0 {
-		limit = r.cfg.PageSize
-	}
-	out, err := r.cfg.Client.Query(ctx, &dynamodb.QueryInput{
-		TableName: r.table(), IndexName: &r.tbl.DueIndex,
-		KeyConditionExpression:    expr.KeyCondition(),
-		FilterExpression:          expr.Filter(),
-		ExpressionAttributeNames:  expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
-		ExclusiveStartKey:         start,
-		Limit:                     aws.Int32(int32(min(limit, 1<<30))),
-	})
-	if err != nil {
-		return billing.Page{}, fmt.Errorf("billing: status page %s, shard %d: %w", q.Status, shard, err)
-	}
-	page := billing.Page{Scanned: int(out.ScannedCount)}
-	for _, it := range out.Items {
-		sub, err := decodeEngineItem(it)
-		switch {
-		case err != nil:
-			r.cfg.Logger.WarnContext(ctx, "billing: skipping undecodable item", "status", q.Status, "error", err)
-			page.Invalid = append(page.Invalid, err)
-			page.Count++
-		case sub.Status == q.Status:
-			// The index is eventually consistent: a period that has left
-			// the status may still be listed under it.
-			page.Items = append(page.Items, sub)
-			page.Count++
-		}
-	}
-	return finishDuePage(scope, q, page, shards, shard, out.LastEvaluatedKey)
-}
-
-// decodeDueCursor returns the shard a due query continues in and its
-// start key (nil at the shard's top): the first of shards for "". A start
-// key must be in the shard's partition of q's status.
-func (r *SingleTableRepository) decodeDueCursor(scope string, q billing.StatusQuery, shards []int) (int, map[string]types.AttributeValue, error) {
-	if q.Cursor == "" {
-		return shards[0], nil, nil
-	}
-	key, err := cursor.Decode(scope, q.Cursor, cursorShard)
-	if err != nil {
-		key, err = cursor.Decode(scope, q.Cursor, stDueCursorNames...)
-	}
-	if err != nil {
-		return 0, nil, fmt.Errorf("%w: %v", billing.ErrInvalidCursor, err)
-	}
-	shard, err := strconv.Atoi(layout.StringOf(key[cursorShard]))
-	if err != nil || !slices.Contains(shards, shard) {
-		return 0, nil, fmt.Errorf("%w: shard %q is not one of the query's", billing.ErrInvalidCursor, layout.StringOf(key[cursorShard]))
-	}
-	delete(key, cursorShard)
-	if len(key) == 0 {
-		return shard, nil, nil
-	}
-	if due := layout.StringOf(key[layout.AttrDue]); due != layout.DueKey(q.Status, shard) {
-		return 0, nil, fmt.Errorf("%w: index key %q is not of shard %d of %s", billing.ErrInvalidCursor, due, shard, q.Status)
-	}
-	return shard, key, nil
+	return dueIndex{
+		client: r.cfg.Client, logger: r.cfg.Logger, table: r.table(), index: &r.tbl.DueIndex,
+		shards: r.tbl.DueShards, pageSize: r.cfg.PageSize,
+		scope:  "single-due/" + r.tbl.Table + "/" + r.tbl.DueIndex,
+		keys:   []string{layout.AttrPK, layout.AttrSK, layout.AttrDue, layout.AttrBillingDate},
+		decode: decodeEngineItem,
+	}.page(ctx, q)
 }
 
 // BackfillDue gives the existing period items of the table the due key
