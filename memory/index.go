@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/internal/layout"
 )
 
@@ -16,8 +17,10 @@ import (
 // every item: the items of each user in sort key order (the table's own
 // key), the users holding items of each subscription_id (the
 // subscription-ID index) and, for the primary table, the keys of each
-// billing_status in the status index's order. Every index follows every
-// write, so its cost per lookup does not grow with the table.
+// billing_status in the status index's order (in the due mode, the keys
+// of each billing_status in each due shard: the due index). Every index
+// follows every write, so its cost per lookup does not grow with the
+// table.
 //
 // The items are the table's own: they are changed in place and never
 // handed out; readers decode or copy them while they hold their lock.
@@ -33,23 +36,34 @@ type table struct {
 	users [stripes]map[string]*partition
 	n     int
 	bySub subIndex
-	// status is the status index: billing_status → positions; nil for a
-	// table without one (history).
-	status map[string]*posSet
+	// status is the status index: its partition key → positions; nil
+	// for a table without one (history).
+	status map[statusKey]*posSet
 	// bySK orders the status index by sort key, then user
 	// (StatusIndexSorted); else by user, then sort key.
 	bySK bool
+	// dueShards, when not 0, makes the status index the due index: it
+	// holds the statuses runs read (layout.DueStatus) only, partitioned
+	// by the user's due shard among dueShards as billing_due is.
+	dueShards int
+}
+
+// statusKey is a partition of the status index: a billing_status, and in
+// the due index the shard (else 0).
+type statusKey struct {
+	status string
+	shard  int
 }
 
 // newTable returns an empty table locked by l, with a status index when
-// withStatus.
-func newTable(l *locks, withStatus, bySK bool) *table {
-	t := &table{locks: l, bySub: subIndex{}, bySK: bySK}
+// withStatus, the due index when dueShards is not 0.
+func newTable(l *locks, withStatus, bySK bool, dueShards int) *table {
+	t := &table{locks: l, bySub: subIndex{}, bySK: bySK, dueShards: dueShards}
 	for i := range t.users {
 		t.users[i] = map[string]*partition{}
 	}
 	if withStatus {
-		t.status = map[string]*posSet{}
+		t.status = map[statusKey]*posSet{}
 	}
 	return t
 }
@@ -187,9 +201,9 @@ func (t *table) update(k tableKey, f func(item map[string]types.AttributeValue))
 	if !ok {
 		panic("memory: update of a missing item")
 	}
-	sub, st := stringAttr(item, layout.AttrSubscriptionID), t.statusOf(item)
+	sub, st := stringAttr(item, layout.AttrSubscriptionID), t.statusOf(k, item)
 	f(item)
-	nsub, nst := stringAttr(item, layout.AttrSubscriptionID), t.statusOf(item)
+	nsub, nst := stringAttr(item, layout.AttrSubscriptionID), t.statusOf(k, item)
 	if nsub == sub && nst == st {
 		return
 	}
@@ -212,27 +226,35 @@ func (t *table) count() int {
 	return t.n
 }
 
-// statusOf is the status index's key of item: "" when the table has no
-// status index or the item no status string.
-func (t *table) statusOf(item map[string]types.AttributeValue) string {
+// statusOf is the status index's key of item at k: the zero key when
+// the table has no status index, the item no status string, or (in the
+// due index) a status runs do not read.
+func (t *table) statusOf(k tableKey, item map[string]types.AttributeValue) statusKey {
 	if t.status == nil {
-		return ""
+		return statusKey{}
 	}
-	return stringAttr(item, layout.AttrBillingStatus)
+	st := stringAttr(item, layout.AttrBillingStatus)
+	if t.dueShards == 0 || st == "" {
+		return statusKey{status: st}
+	}
+	if !layout.DueStatus(billing.Status(st)) {
+		return statusKey{}
+	}
+	return statusKey{st, layout.DueShard(k.pk, t.dueShards)}
 }
 
 func (t *table) index(k tableKey, item map[string]types.AttributeValue) {
 	t.bySub.add(stringAttr(item, layout.AttrSubscriptionID), k.pk)
-	t.addStatus(t.statusOf(item), k)
+	t.addStatus(t.statusOf(k, item), k)
 }
 
 func (t *table) unindex(k tableKey, item map[string]types.AttributeValue) {
 	t.bySub.remove(stringAttr(item, layout.AttrSubscriptionID), k.pk)
-	t.removeStatus(t.statusOf(item), k)
+	t.removeStatus(t.statusOf(k, item), k)
 }
 
-func (t *table) addStatus(st string, k tableKey) {
-	if st == "" {
+func (t *table) addStatus(st statusKey, k tableKey) {
+	if st.status == "" {
 		return
 	}
 	set := t.status[st]
@@ -243,8 +265,8 @@ func (t *table) addStatus(st string, k tableKey) {
 	set.insert(t.position(k))
 }
 
-func (t *table) removeStatus(st string, k tableKey) {
-	if st == "" {
+func (t *table) removeStatus(st statusKey, k tableKey) {
+	if st.status == "" {
 		return
 	}
 	if set := t.status[st]; set != nil {

@@ -6,6 +6,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/layout"
 	"github.com/stretchr/testify/require"
 )
 
@@ -84,4 +87,46 @@ func TestSubIndexCountsHolders(t *testing.T) {
 	require.Empty(t, x)
 	x.add("", "u1")
 	require.Empty(t, x)
+}
+
+// TestDueIndexIsPartitionedByShard: in the due mode the status index is
+// the due index, partitioned as billing_due is: each status runs read, in
+// each shard, holds that shard's records only (a page of a shard reads
+// none of another's), a status runs do not read is not indexed, and a
+// write that changes the status moves the record between partitions.
+func TestDueIndexIsPartitionedByShard(t *testing.T) {
+	const shards = 4
+	tb := newTable(newLocks(), true, true, shards)
+	item := func(user, status string) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{
+			layout.AttrUserID:        &types.AttributeValueMemberS{Value: user},
+			layout.AttrBillingStatus: &types.AttributeValueMemberS{Value: status},
+		}
+	}
+	want := map[statusKey]int{}
+	for i := range 40 {
+		user := fmt.Sprintf("u%02d", i)
+		tb.put(tableKey{user, "2024-06-01T00:00:00Z"}, item(user, string(billing.StatusScheduled)))
+		tb.put(tableKey{user, "2024-05-01T00:00:00Z"}, item(user, string(billing.StatusCompleted)))
+		want[statusKey{string(billing.StatusScheduled), layout.DueShard(user, shards)}]++
+	}
+	got := map[statusKey]int{}
+	for key, set := range tb.status {
+		set.ascend(indexPos{}, false, func(p indexPos) bool {
+			require.Equal(t, key.shard, layout.DueShard(tb.key(p).pk, shards), "%v holds %v", key, p)
+			return true
+		})
+		if set.n > 0 {
+			got[key] = set.n
+		}
+	}
+	require.Equal(t, want, got)
+
+	moved := tableKey{"u00", "2024-06-01T00:00:00Z"}
+	tb.update(moved, func(it map[string]types.AttributeValue) {
+		it[layout.AttrBillingStatus] = &types.AttributeValueMemberS{Value: string(billing.StatusError)}
+	})
+	shard := layout.DueShard(moved.pk, shards)
+	require.Equal(t, want[statusKey{string(billing.StatusScheduled), shard}]-1, tb.status[statusKey{string(billing.StatusScheduled), shard}].n)
+	require.Equal(t, 1, tb.status[statusKey{string(billing.StatusError), shard}].n)
 }

@@ -24,6 +24,9 @@ import (
 //   - StatusIndexLegacy: the index has no range key, so its order means
 //     nothing (this store uses user_id, then billing_date); every record of
 //     the status is read and counted, and the range is a filter.
+//   - StatusIndexDue: the due index, partitioned by status and due shard;
+//     a page reads one shard's partition, as the sorted index is read,
+//     and the next shard's page follows it.
 //
 // A page reads at most Limit items after the cursor's position. Next is
 // the position of the last item read whenever Limit items were read, even
@@ -81,13 +84,14 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 			start = &p
 		}
 	}
-	// inShards reports whether a user's records are in what the page
-	// reads: the page's one shard in due mode, the query's shards else.
+	// inShards reports whether a user's records are in the query's
+	// shards; the due index's page reads its one shard's partition only.
 	inShards := func(user string) bool {
-		if due {
-			return layout.DueShard(user, k) == shard
-		}
-		return len(shards) == k || slices.Contains(shards, layout.DueShard(user, k))
+		return due || len(shards) == k || slices.Contains(shards, layout.DueShard(user, k))
+	}
+	index := statusKey{status: string(q.Status)}
+	if due {
+		index.shard = shard
 	}
 	limit := q.Limit
 	if limit == 0 {
@@ -101,7 +105,7 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 	r.s.locks.rlock(allStripes)
 	defer r.s.locks.runlock(allStripes)
 	t := r.s.primary
-	if set := t.status[string(q.Status)]; set != nil {
+	if set := t.status[index]; set != nil {
 		page.Items = make([]billing.Subscription, 0, min(limit, set.n))
 		// The sorted index's key condition starts the read at the range's
 		// lower bound; the legacy index is read from its start.
@@ -120,9 +124,6 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 				// Outside the key condition: not read. Past its upper
 				// bound, nothing further is in it.
 				return !(upper != "" && k.sk >= upper)
-			}
-			if due && !inShards(k.pk) {
-				return true // another shard's partition: not read
 			}
 			page.Scanned++
 			last = p

@@ -109,7 +109,11 @@ func New(opts Options) *Store {
 		opts.Collisions = layout.DefaultCollisionPolicy
 	}
 	l := newLocks()
-	s := &Store{opts: opts, locks: l, primary: newTable(l, true, opts.StatusIndexMode != dynamostore.StatusIndexLegacy), history: newTable(l, false, false)}
+	dueShards := 0
+	if opts.StatusIndexMode == dynamostore.StatusIndexDue {
+		dueShards = opts.DueShards
+	}
+	s := &Store{opts: opts, locks: l, primary: newTable(l, true, opts.StatusIndexMode != dynamostore.StatusIndexLegacy, dueShards), history: newTable(l, false, false, 0)}
 	s.repo = &Repository{s: s}
 	s.hist = &History{s: s}
 	return s
