@@ -153,7 +153,7 @@ func (r *Repository) Add(ctx context.Context, sub *billing.Subscription) error {
 		return err
 	}
 	prim, _ := layout.EncodeItem(sub)
-	r.withDue(prim, sub)
+	withDue(prim, sub, r.cfg.Tables.DueShards)
 	_, err = r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Put: putAbsent(&r.cfg.Tables.Subscriptions, prim, layout.AttrUserID)},
 		{Put: putAbsent(&r.cfg.Tables.History, hist, layout.AttrUserID)},
@@ -534,7 +534,7 @@ func (r *Repository) Update(ctx context.Context, prev, next *billing.Subscriptio
 	for _, c := range create {
 		ch, _ := layout.EncodeHistoryItem(c)
 		cp, _ := layout.EncodeItem(c)
-		r.withDue(cp, c)
+		withDue(cp, c, r.cfg.Tables.DueShards)
 		items = append(items,
 			types.TransactWriteItem{Put: putAbsent(&r.cfg.Tables.Subscriptions, cp, layout.AttrUserID)},
 			types.TransactWriteItem{Put: putAbsent(&r.cfg.Tables.History, ch, layout.AttrUserID)})
@@ -555,13 +555,8 @@ func (r *Repository) writeBackAction(prev, next *billing.Subscription) (*types.U
 		return nil, err
 	}
 	nextItem, _ := layout.EncodeItem(next) // ValidateUpdate encoded it
-	r.withDue(nextItem, next)
-	if !layout.DueStatus(next.Status) || r.cfg.Tables.DueShards > 0 {
-		// Records are read without their due key (see decodeRecord), so
-		// the change writes it whatever it was: set for a record runs
-		// read, removed from any other.
-		prevItem[layout.AttrDue] = &types.AttributeValueMemberNULL{Value: true}
-	}
+	withDue(nextItem, next, r.cfg.Tables.DueShards)
+	writesDue(prevItem, next, r.cfg.Tables.DueShards)
 	key := map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(prev.UserID), layout.AttrBillingDate: layout.StringAV(layout.BillingDateKey(prev))}
 	upd, err := updateAction(&r.cfg.Tables.Subscriptions, key, prevItem, nextItem, fence(prev), layout.AttrLastRunDate)
 	if err != nil {
@@ -589,7 +584,7 @@ func (r *Repository) AdminUpdate(ctx context.Context, prev, next *billing.Subscr
 	}
 	prim, _ := layout.EncodeItem(next) // ValidateUpdate encoded it
 	carryData(prim, prev)
-	r.withDue(prim, next)
+	withDue(prim, next, r.cfg.Tables.DueShards)
 	hist, _ := layout.EncodeHistoryItem(next)
 	cond := updateCondition(prev)
 	_, err := r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
@@ -625,7 +620,7 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 			return nil, err
 		}
 		prim, _ := layout.EncodeItem(&resolved[i])
-		r.withDue(prim, &resolved[i])
+		withDue(prim, &resolved[i], r.cfg.Tables.DueShards)
 		k := resolved[i].Key()
 		puts = append(puts,
 			batchPut{table: r.cfg.Tables.Subscriptions, item: prim, record: i, key: k},

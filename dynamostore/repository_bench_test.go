@@ -113,7 +113,7 @@ func seedScheduled(b *testing.B, repo *Repository, now time.Time, n, due int) {
 			Status: billing.StatusScheduled, Amount: billing.Cents(499), BillingDate: bd, LastRunDate: now.Add(-48 * time.Hour), Term: billing.TermMonthly}
 		item, err := layout.EncodeItem(&s)
 		require.NoError(b, err)
-		return []map[string]types.AttributeValue{repo.withDue(item, &s)}
+		return []map[string]types.AttributeValue{withDue(item, &s, repo.cfg.Tables.DueShards)}
 	})
 }
 

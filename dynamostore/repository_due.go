@@ -27,18 +27,33 @@ var _ billing.ShardedRepository = (*Repository)(nil)
 func (r *Repository) DueShards() int { return max(r.cfg.Tables.DueShards, 1) }
 
 // withDue sets or removes the due index key of item, the encoding of sub
-// about to be written: billing_due is the library's own attribute, so a
-// record in a status runs do not read never keeps one; a record in a due
-// status gets its shard's key when the due index is on (without it, an
-// existing key is left for the backfill of a later configuration).
-func (r *Repository) withDue(item map[string]types.AttributeValue, sub *billing.Subscription) map[string]types.AttributeValue {
+// about to be written to a table of shards due shards, and returns item:
+// billing_due is the store's own attribute, so a record (or period) in a
+// status runs do not read never keeps one; one in a due status gets its
+// shard's key when the table has shards (without them, an existing key is
+// left for the backfill of a later configuration). Both layouts' writes
+// pass here.
+func withDue(item map[string]types.AttributeValue, sub *billing.Subscription, shards int) map[string]types.AttributeValue {
 	switch {
 	case !layout.DueStatus(sub.Status):
 		delete(item, layout.AttrDue)
-	case r.cfg.Tables.DueShards > 0:
-		item[layout.AttrDue] = layout.StringAV(layout.DueKey(sub.Status, layout.DueShard(sub.UserID, r.cfg.Tables.DueShards)))
+	case shards > 0:
+		item[layout.AttrDue] = layout.StringAV(layout.DueKey(sub.Status, layout.DueShard(sub.UserID, shards)))
 	}
 	return item
+}
+
+// writesDue makes a write-back of a record to next (prevItem the encoding
+// it compares against) write next's due key (see withDue) whatever the
+// stored one is: records are read without their due key (decodeRecord,
+// decodeEngineItem), so prevItem cannot show it; a null there differs
+// from any key and from none, so the update sets the key of a record runs
+// read and removes it from any other. Without shards a record in a due
+// status keeps the key it has.
+func writesDue(prevItem map[string]types.AttributeValue, next *billing.Subscription, shards int) {
+	if !layout.DueStatus(next.Status) || shards > 0 {
+		prevItem[layout.AttrDue] = &types.AttributeValueMemberNULL{Value: true}
+	}
 }
 
 // decodeRecord decodes a primary item without its due key: billing_due is

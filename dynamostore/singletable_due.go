@@ -37,20 +37,6 @@ func (r *SingleTableRepository) DueShards() int {
 // dueReads reports whether status queries read the due index.
 func (r *SingleTableRepository) dueReads() bool { return r.tbl.DueShards > 0 && !r.cfg.DueIndexPending }
 
-// withDue sets or removes the due key of item, the period item of sub
-// about to be written, as [Repository.withDue] does on the legacy table:
-// a period in a status runs do not read never keeps one, a period in a due
-// status gets its shard's key when the table has shards (without them an
-// existing key is left for the backfill of a later configuration).
-func (r *SingleTableRepository) withDue(item map[string]types.AttributeValue, sub *billing.Subscription) {
-	switch {
-	case !layout.DueStatus(sub.Status):
-		delete(item, layout.AttrDue)
-	case r.tbl.DueShards > 0:
-		item[layout.AttrDue] = layout.StringAV(layout.DueKey(sub.Status, layout.DueShard(sub.UserID, r.tbl.DueShards)))
-	}
-}
-
 // queryDue reads one page of q from the due index (see [dueIndex.page]).
 func (r *SingleTableRepository) queryDue(ctx context.Context, q billing.StatusQuery) (billing.Page, error) {
 	return dueIndex{

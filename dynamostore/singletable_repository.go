@@ -158,7 +158,7 @@ func (r *SingleTableRepository) periodItem(ref layout.SubscriptionRef, sub *bill
 	}
 	item[layout.AttrPK], item[layout.AttrSK] = layout.StringAV(r.tbl.AccountPK(ref.AccountID)), layout.StringAV(layout.PeriodSK(ref, layout.BillingDateKey(sub)))
 	item[layout.PayEntity] = layout.StringAV(layout.EntityPeriod)
-	r.withDue(item, sub)
+	withDue(item, sub, r.tbl.DueShards)
 	return item, nil
 }
 
@@ -313,12 +313,7 @@ func (r *SingleTableRepository) periodWriteBack(ref layout.SubscriptionRef, prev
 	if err != nil {
 		return nil, err
 	}
-	if !layout.DueStatus(next.Status) || r.tbl.DueShards > 0 {
-		// Periods are read without their due key (see decodeEngineItem),
-		// so the change writes it whatever it was: set for a period runs
-		// read, removed from any other.
-		prevItem[layout.AttrDue] = &types.AttributeValueMemberNULL{Value: true}
-	}
+	writesDue(prevItem, next, r.tbl.DueShards)
 	key := map[string]types.AttributeValue{layout.AttrPK: prevItem[layout.AttrPK], layout.AttrSK: prevItem[layout.AttrSK]}
 	upd, err := updateAction(r.table(), key, prevItem, nextItem, fence(prev), layout.AttrLastRunDate)
 	if err != nil {
