@@ -526,35 +526,20 @@ func (l *locks) of(userIDs ...string) stripeSet {
 }
 
 // lock takes the stripes of set for writing, in ascending order.
-func (l *locks) lock(set stripeSet) {
-	for i := range stripes {
-		if set&(1<<i) != 0 {
-			l.mu[i].Lock()
-		}
-	}
-}
+func (l *locks) lock(set stripeSet) { l.each(set, (*sync.RWMutex).Lock) }
 
-func (l *locks) unlock(set stripeSet) {
-	for i := range stripes {
-		if set&(1<<i) != 0 {
-			l.mu[i].Unlock()
-		}
-	}
-}
+func (l *locks) unlock(set stripeSet) { l.each(set, (*sync.RWMutex).Unlock) }
 
 // rlock takes the stripes of set for reading, in ascending order.
-func (l *locks) rlock(set stripeSet) {
-	for i := range stripes {
-		if set&(1<<i) != 0 {
-			l.mu[i].RLock()
-		}
-	}
-}
+func (l *locks) rlock(set stripeSet) { l.each(set, (*sync.RWMutex).RLock) }
 
-func (l *locks) runlock(set stripeSet) {
+func (l *locks) runlock(set stripeSet) { l.each(set, (*sync.RWMutex).RUnlock) }
+
+// each calls f on the stripe locks of set, in ascending order.
+func (l *locks) each(set stripeSet, f func(*sync.RWMutex)) {
 	for i := range stripes {
 		if set&(1<<i) != 0 {
-			l.mu[i].RUnlock()
+			f(&l.mu[i])
 		}
 	}
 }
