@@ -106,9 +106,10 @@ type SingleTable struct {
 }
 
 // NewSingleTable returns an empty single table. It panics on negative
-// options or an account prefix that clashes with
-// PeriodIDPrefix, as [dynamostore.NewSingleTableRepository] rejects
-// them: options are fixed by the test that builds them.
+// options, a Table the DynamoDB store's config check rejects, or an
+// account prefix that clashes with PeriodIDPrefix, as
+// [dynamostore.NewSingleTableRepository] rejects them: options are fixed
+// by the test that builds them.
 func NewSingleTable(opts SingleTableOptions) *SingleTable {
 	switch {
 	case opts.PageSize < 0:
@@ -119,8 +120,8 @@ func NewSingleTable(opts SingleTableOptions) *SingleTable {
 		panic(fmt.Sprintf("memory: SingleTableOptions.ReminderLeadDays: negative %d", opts.ReminderLeadDays))
 	}
 	table := layout.SingleTableConfig(opts.Table).WithDefaults()
-	if table.DueShards < 0 || table.DueShards > dynamostore.MaxDueShards {
-		panic(fmt.Sprintf("memory: SingleTableOptions.Table.DueShards: %d outside 0..%d", table.DueShards, dynamostore.MaxDueShards))
+	if err := table.Validate(); err != nil {
+		panic(fmt.Sprintf("memory: SingleTableOptions.Table: %v", err))
 	}
 	if strings.HasPrefix(layout.PeriodIDPrefix, table.AccountPrefix) {
 		panic(fmt.Sprintf("memory: SingleTableOptions.Table.AccountPrefix %q clashes with %q", table.AccountPrefix, layout.PeriodIDPrefix))
