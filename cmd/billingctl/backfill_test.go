@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -74,18 +72,9 @@ func TestIndexBackfillMigration(t *testing.T) {
 	t.Parallel()
 	endpoint, client := dynamotest.Endpoint(t), dynamotest.Client(t)
 	prefix := dynamotest.TableName(t, "backfill")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		for _, name := range []string{prefix + "-activity", prefix + "-activity-history", prefix + "-locks"} {
-			_, _ = client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-		}
-	})
+	dropTables(t, client, prefix+"-activity", prefix+"-activity-history", prefix+"-locks")
 	global := []string{"--endpoint", endpoint, "--layout", "legacy", "--tables", prefix}
-	cli := func(args ...string) result {
-		t.Helper()
-		return runCLI(t, "", append(slices.Clone(global), args...)...)
-	}
+	cli := cliWith(t, global...)
 
 	// Tables without the due index, and records written without due keys.
 	cli("tables", "create", "--due-shards", "0").want(t, exitOK, prefix+"-activity", "created")
@@ -203,18 +192,9 @@ func TestIndexBackfillSingleTable(t *testing.T) {
 	t.Parallel()
 	endpoint, client := dynamotest.Endpoint(t), dynamotest.Client(t)
 	prefix := dynamotest.TableName(t, "single-backfill")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		for _, name := range []string{prefix, prefix + "-locks"} {
-			_, _ = client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-		}
-	})
+	dropTables(t, client, prefix, prefix+"-locks")
 	global := []string{"--endpoint", endpoint, "--layout", "single", "--tables", prefix}
-	cli := func(args ...string) result {
-		t.Helper()
-		return runCLI(t, "", append(slices.Clone(global), args...)...)
-	}
+	cli := cliWith(t, global...)
 	cli("tables", "create").want(t, exitOK, "created")
 	cli("seed", "--users", "12", "--now", "2025-03-14").want(t, exitOK, "created")
 	var before dueJSON
@@ -335,16 +315,8 @@ func TestTablesCreateDueIndex(t *testing.T) {
 
 	client := dynamotest.Client(t)
 	prefix := dynamotest.TableName(t, "due")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		for _, name := range []string{prefix + "-activity", prefix + "-activity-history", prefix + "-locks"} {
-			_, _ = client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-		}
-	})
-	cli := func(args ...string) result {
-		return runCLI(t, "", append([]string{"--endpoint", e.endpoint, "--tables", prefix, "--due-shards", "4"}, args...)...)
-	}
+	dropTables(t, client, prefix+"-activity", prefix+"-activity-history", prefix+"-locks")
+	cli := cliWith(t, "--endpoint", e.endpoint, "--tables", prefix, "--due-shards", "4")
 	cli("tables", "create").want(t, exitOK, prefix+"-activity", "created")
 	cli("tables", "describe").want(t, exitOK, "index: billing_due-billing_date-index billing_due:S HASH, billing_date:S RANGE projection ALL")
 	r := cli("tables", "create")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -100,18 +101,32 @@ func newEnv(t *testing.T, mode string) *testEnv {
 		e.tables.StatusIndexMode = dynamostore.StatusIndexSorted
 	}
 	e.tables = e.tables.WithDefaults()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		for _, name := range []string{e.tables.Subscriptions, e.tables.History, e.tables.Locks} {
-			_, _ = e.client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-		}
-	})
+	dropTables(t, e.client, e.tables.Subscriptions, e.tables.History, e.tables.Locks)
 	e.run("", "tables", "create").want(t, 0, "created")
 	repo, err := dynamostore.NewRepository(dynamostore.Config{Client: e.client, Tables: e.tables})
 	require.NoError(t, err)
 	e.repo = repo
 	return e
+}
+
+// dropTables deletes the named tables, which billingctl creates, when
+// the test ends.
+func dropTables(t *testing.T, client *dynamodb.Client, names ...string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, name := range names {
+			_, _ = client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+		}
+	})
+}
+
+// cliWith returns a runner of billingctl with the global flags first.
+func cliWith(t *testing.T, global ...string) func(args ...string) result {
+	return func(args ...string) result {
+		t.Helper()
+		return runCLI(t, "", append(slices.Clone(global), args...)...)
+	}
 }
 
 // flags are the global flags pointing billingctl at the env's tables.

@@ -2,12 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"testing"
-	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/assert"
 
 	"github.com/dynabill/billing/internal/dynamotest"
@@ -30,16 +26,8 @@ func TestDayOneBothLayouts(t *testing.T) {
 			if c.layout == "single" {
 				tables = []string{prefix, prefix + "-locks"}
 			}
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				for _, name := range tables {
-					_, _ = client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-				}
-			})
-			cli := func(args ...string) result {
-				return runCLI(t, "", append([]string{"--endpoint", endpoint, "--layout", c.layout, "--tables", prefix}, args...)...)
-			}
+			dropTables(t, client, tables...)
+			cli := cliWith(t, "--endpoint", endpoint, "--layout", c.layout, "--tables", prefix)
 			r := cli("tables", "create")
 			r.want(t, exitOK, append(tables, "created")...)
 
