@@ -152,7 +152,7 @@ func runIndexBackfill(a *app, c *command, args []string) error {
 		fmt.Fprintf(a.stderr, "backfill: %s, %s; resume: %s\n", plural(sum.Pages, "page"), sum.counts(), resume(token))
 		if *rate > 0 {
 			// The pace counts what this invocation scanned: sum's totals.
-			due := start.Add(time.Duration(float64(sum.Scanned) / float64(*rate) * float64(time.Second)))
+			due := start.Add(time.Duration(sum.Scanned) * time.Second / time.Duration(*rate))
 			if d := due.Sub(a.clock()); d > 0 {
 				if err := a.pause(d); err != nil {
 					stopped(token)
