@@ -661,17 +661,3 @@ func (d *Diff) Apply(cur map[string]types.AttributeValue) {
 		delete(cur, name)
 	}
 }
-
-// Text returns the text an S attribute of f is written with, and whether
-// it is written as one.
-func (f *Flat) Text(name string) (string, bool) {
-	a, ok := attrOf(name)
-	if !ok || !f.vals[a].isS() {
-		return "", false
-	}
-	if v := &f.vals[a]; v.kind == vS {
-		return v.s, true
-	}
-	var b [64]byte
-	return string(f.vals[a].appendText(b[:0])), true
-}
