@@ -109,9 +109,19 @@ func (f *stDueFixture) setRaw(t *testing.T, sub *billing.Subscription, name stri
 // that no other item carries one.
 func requireDueKeys(t *testing.T, items map[string]map[string]types.AttributeValue, shards int) {
 	t.Helper()
+	requireDueKeysOf(t, items, shards, func(it map[string]types.AttributeValue) bool {
+		return layout.StringOf(it[layout.PayEntity]) == layout.EntityPeriod
+	})
+}
+
+// requireDueKeysOf checks that exactly the records among items (record
+// tells them from other entities) in a status runs read carry the due key
+// of their user's shard.
+func requireDueKeysOf(t *testing.T, items map[string]map[string]types.AttributeValue, shards int, record func(map[string]types.AttributeValue) bool) {
+	t.Helper()
 	for k, it := range items {
 		st := billing.Status(layout.StringOf(it[layout.AttrBillingStatus]))
-		if layout.StringOf(it[layout.PayEntity]) != layout.EntityPeriod || !layout.DueStatus(st) {
+		if !record(it) || !layout.DueStatus(st) {
 			assert.NotContains(t, it, layout.AttrDue, "%s (%s %s) carries a due key", k, layout.StringOf(it[layout.PayEntity]), st)
 			continue
 		}
