@@ -239,6 +239,9 @@ type Report struct {
 	NotEligible int `json:"not_eligible"`
 	// Conflicts counts writes that lost to a concurrent writer.
 	Conflicts int `json:"conflicts"`
+	// Unexpected counts later open records of a user that were neither the
+	// period handled nor its successor (see [EventUnexpectedRecord]).
+	Unexpected int `json:"unexpected"`
 	// Failed lists the records whose handling failed, with the reason.
 	Failed []ItemFailure `json:"failed,omitempty"`
 	// Next continues the run in another invocation; "" when it is done.

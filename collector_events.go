@@ -41,6 +41,14 @@ const (
 	// updated_event ach-overdue; a late settlement still completes it. An
 	// operator should find out from the processor.
 	EventPaymentACHOverdue EventType = "payment_ach_overdue"
+	// EventUnexpectedRecord: while opening a subscription's next period,
+	// the collector found a later open record of the user that is neither
+	// the period it handles nor that period's successor (a second plan
+	// written by another service, say). It does not take that record for
+	// the next period: the subscription's next period is opened as usual,
+	// and the record is reported (Reason names it) for an operator to
+	// reconcile.
+	EventUnexpectedRecord EventType = "subscription_unexpected_record"
 )
 
 // Event is what the collector tells the host's [EventSink].

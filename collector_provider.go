@@ -110,6 +110,25 @@ type ReplayWindow interface {
 	ReplayWindow() time.Duration
 }
 
+// RequestTimeout is implemented by providers that know the longest a
+// request can keep running at the processor once sent: the HTTP client's
+// timeout times the tries the client makes with one key, plus their
+// backoff (Stripe's Go client: 80 seconds a try, 3 tries by default). A
+// lookup that finds no payment for a key proves nothing while a request
+// with that key may still be running (a holder that lost its lease
+// mid-call, a replay answered [ErrKeyInUse]): the collector counts the
+// attempt as never made only once its latest presentation
+// ([Attempt.LastPresented]) is older than this; until then the attempt
+// stays in flight. Providers that do not implement it, or return 0, get
+// [DefaultRequestTimeout].
+type RequestTimeout interface {
+	RequestTimeout() time.Duration
+}
+
+// DefaultRequestTimeout is the [RequestTimeout] of a provider that names
+// none: an hour, far beyond any processor's client timeout and retries.
+const DefaultRequestTimeout = time.Hour
+
 // PaymentRequest is one collection attempt.
 type PaymentRequest struct {
 	UserID         string

@@ -250,6 +250,7 @@ func (r *Report) add(o *Report) {
 	r.SkippedLocked += o.SkippedLocked
 	r.NotEligible += o.NotEligible
 	r.Conflicts += o.Conflicts
+	r.Unexpected += o.Unexpected
 	r.Failed = append(r.Failed, o.Failed...)
 }
 

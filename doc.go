@@ -192,6 +192,12 @@ var (
 	// ErrAlreadyExists reports an add whose key is already taken.
 	ErrAlreadyExists = errors.New("billing: already exists")
 
+	// ErrOpenSubscription reports a new record for a user of the legacy
+	// layout (one subscription per user) who already has an open one: a
+	// SCHEDULED, PAUSED, ERROR or ACHSENT record. Nothing is written. The
+	// error is an [*OpenSubscriptionError] naming the open record.
+	ErrOpenSubscription = errors.New("billing: user has an open subscription")
+
 	// ErrInvalidCursor reports a continuation token that is malformed,
 	// edited, or belongs to another query. A run never restarts from the top
 	// on such a token: it fails.
@@ -277,6 +283,14 @@ var (
 	// replay nor a lookup could tell. Nothing was changed; try again later.
 	// The error is an [*InFlightError] naming the key.
 	ErrAttemptInFlight = errors.New("billing: attempt in flight, outcome unknown")
+
+	// ErrKeyInUse reports a request the processor refused because another
+	// request with the same idempotency key is still being processed (Stripe
+	// answers 409 idempotency_key_in_use). A provider wraps it in the error
+	// Collect returns. The first request may still charge: the attempt stays
+	// in flight, and a lookup that finds nothing for the key is not believed
+	// until no request for it can still be running (see [RequestTimeout]).
+	ErrKeyInUse = errors.New("billing: idempotency key in use by a request still running")
 
 	// Notifications.
 

@@ -43,6 +43,27 @@ func (e *ConflictError) Unwrap() []error {
 	return []error{e.Err}
 }
 
+// OpenSubscriptionError reports a record refused because its user already
+// has an open subscription on a layout that allows one per user. It wraps
+// [ErrOpenSubscription].
+type OpenSubscriptionError struct {
+	// UserID is the user.
+	UserID string
+	// New is the key of the record refused.
+	New string
+	// Open is the key and Status the status of the user's open record.
+	Open   string
+	Status Status
+}
+
+// Error implements error.
+func (e *OpenSubscriptionError) Error() string {
+	return fmt.Sprintf("%s: %s not added: %s is %s", ErrOpenSubscription, e.New, e.Open, e.Status)
+}
+
+// Unwrap returns [ErrOpenSubscription].
+func (e *OpenSubscriptionError) Unwrap() error { return ErrOpenSubscription }
+
 // BatchError reports a batch add that did not write every item. Unwritten
 // lists the keys of the records not written to the primary table or the
 // history table (or both); everything else was written exactly once.

@@ -91,8 +91,8 @@ type Subscription struct {
 	NoRetry bool
 	// LastAttempt is the latest collection attempt made durable before the
 	// processor was called (billing_attempt_number, billing_attempt_key,
-	// billing_attempt_amount, billing_attempt_tier, billing_attempt_process
-	// and billing_attempt_started, added by this library, optional: the
+	// billing_attempt_amount, billing_attempt_tier, billing_attempt_process,
+	// billing_attempt_started and billing_attempt_presented, added by this library, optional: the
 	// zero Attempt when none was recorded). While its Number is above
 	// Attempt the record is in flight: see [Subscription.InFlight].
 	LastAttempt Attempt
@@ -129,8 +129,22 @@ type Attempt struct {
 	Tier string
 	// Process is the process that made the attempt.
 	Process Process
-	// Started is when the attempt was recorded, just before the call.
+	// Started is when the attempt was recorded, just before the first call.
 	Started time.Time
+	// Presented is when the request was last presented to the processor
+	// again (a replay), recorded just before that call; zero before any
+	// replay. A request for the key may be running until the later of
+	// Started and Presented plus the processor's [RequestTimeout].
+	Presented time.Time
+}
+
+// LastPresented is when the attempt's request was last sent to the
+// processor: the later of Started and Presented.
+func (a Attempt) LastPresented() time.Time {
+	if a.Presented.After(a.Started) {
+		return a.Presented
+	}
+	return a.Started
 }
 
 // Request returns the payment request of the attempt on s: the request a

@@ -44,6 +44,7 @@ const (
 	aLastRunDate
 	aCreatedDate
 	aAttemptStarted
+	aAttemptPresented
 	aBillingWeek
 	aPauseDurationMonths
 	aAnchorDay
@@ -82,6 +83,7 @@ var attrNames = [numAttrs]string{
 	aLastRunDate:         AttrLastRunDate,
 	aCreatedDate:         AttrCreatedDate,
 	aAttemptStarted:      AttrAttemptStarted,
+	aAttemptPresented:    AttrAttemptPresented,
 	aBillingWeek:         AttrBillingWeek,
 	aPauseDurationMonths: AttrPauseDurationMonths,
 	aAnchorDay:           AttrAnchorDay,
@@ -142,6 +144,8 @@ func attrOf(name string) (attr, bool) {
 		return aCreatedDate, true
 	case AttrAttemptStarted:
 		return aAttemptStarted, true
+	case AttrAttemptPresented:
+		return aAttemptPresented, true
 	case AttrBillingWeek:
 		return aBillingWeek, true
 	case AttrPauseDurationMonths:
@@ -215,6 +219,8 @@ func timeField(s *billing.Subscription, a attr) *time.Time {
 		return &s.CreatedDate
 	case aAttemptStarted:
 		return &s.LastAttempt.Started
+	case aAttemptPresented:
+		return &s.LastAttempt.Presented
 	}
 	return nil
 }
@@ -243,7 +249,7 @@ func intField(s *billing.Subscription, a attr) (p *int, lo, hi int) {
 var (
 	stringAttrs = []attr{aSubscriptionID, aBillingPeriod, aTransactionID, aPaymentError, aReceiptAccountMask,
 		aReceiptTierName, aReceiptPaymentType, aPendingTier, aAttemptKey, aAttemptTier}
-	timeAttrs = []attr{aInitialRunDate, aCompletionDate, aLastRunDate, aCreatedDate, aAttemptStarted}
+	timeAttrs = []attr{aInitialRunDate, aCompletionDate, aLastRunDate, aCreatedDate, aAttemptStarted, aAttemptPresented}
 	intAttrs  = [...]attr{aBillingWeek, aPauseDurationMonths, aAnchorDay, aInterval, aAttempt, aAttemptNumber}
 )
 
@@ -562,7 +568,7 @@ func (f *Flat) equal(g *Flat) bool {
 func (f *Flat) SameExceptAttempt(g *Flat) bool {
 	for a := range numAttrs {
 		switch a {
-		case aAttempt, aAttemptNumber, aAttemptKey, aAttemptAmount, aAttemptTier, aAttemptProcess, aAttemptStarted:
+		case aAttempt, aAttemptNumber, aAttemptKey, aAttemptAmount, aAttemptTier, aAttemptProcess, aAttemptStarted, aAttemptPresented:
 			continue
 		}
 		if !f.vals[a].equal(&g.vals[a]) {

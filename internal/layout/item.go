@@ -61,6 +61,8 @@ const (
 	AttrAttemptTier    = "billing_attempt_tier"
 	AttrAttemptProcess = "billing_attempt_process"
 	AttrAttemptStarted = "billing_attempt_started"
+	// AttrAttemptPresented is when the attempt was last replayed.
+	AttrAttemptPresented = "billing_attempt_presented"
 
 	// DataPrefix starts the attributes kept only in the history table.
 	DataPrefix = "data_"
