@@ -7,64 +7,10 @@ import (
 	"time"
 )
 
-// Reasons a retry run leaves an ERROR record alone ([Plan.Reason]).
-const (
-	ReasonNotError      = "not an ERROR record"
-	ReasonDeclinedFinal = "declined as final"
-	ReasonRetryNotNow   = "retry policy: not now"
-)
-
-// eligible reports whether cur may be attempted by proc at now, and why not.
-func (c *Collector) eligible(proc Process, cur *Subscription, now time.Time) (bool, string) {
-	due := !cur.BillingDate.After(now)
-	switch proc {
-	case ProcessInitial:
-		return cur.Status == StatusScheduled && due, "not SCHEDULED and due"
-	case ProcessRetry:
-		switch {
-		case cur.Status != StatusError:
-			return false, ReasonNotError
-		case cur.NoRetry:
-			return false, ReasonDeclinedFinal
-		}
-		return c.cfg.RetryPolicy.ShouldRetry(cur, now), ReasonRetryNotNow
-	case ProcessWebhook, ProcessWebhookBalance, ProcessBatch:
-		ok := due && (cur.Status == StatusScheduled || (cur.Status == StatusError && !cur.NoRetry))
-		return ok, "not a due SCHEDULED or retryable ERROR record"
-	case ProcessManualRepayment:
-		return cur.Status == StatusError || (cur.Status == StatusScheduled && due), "not ERROR or a due SCHEDULED record"
-	}
-	return false, "process " + string(proc) + " does not collect"
-}
-
-// staleable reports whether proc should mark cur STALE: a SCHEDULED or
-// ERROR record older than the threshold, found by a collecting process.
-func (c *Collector) staleable(proc Process, cur *Subscription, now time.Time) bool {
-	if cur.Status != StatusScheduled && cur.Status != StatusError {
-		return false
-	}
-	switch proc {
-	case ProcessInitial, ProcessRetry, ProcessWebhook, ProcessWebhookBalance, ProcessBatch, ProcessManualRepayment:
-		return c.stale(cur, now)
-	}
-	return false
-}
-
-// stale reports whether cur is older than the stale threshold.
-func (c *Collector) stale(cur *Subscription, now time.Time) bool {
-	return now.Sub(cur.BillingDate) > time.Duration(c.cfg.OldSubscriptionDays)*24*time.Hour
-}
-
-// runTime returns the last_run_date of a write after cur: now, or just
-// after cur's when the clock is behind it (history rows need distinct,
-// increasing keys). Records created in the same write take this time plus
-// a few nanoseconds, so the next write of either record cannot collide.
-func runTime(cur *Subscription, now time.Time) time.Time {
-	if now.After(cur.LastRunDate) {
-		return now.UTC()
-	}
-	return cur.LastRunDate.Add(time.Microsecond).UTC()
-}
+// This file is one record's path through a collection, top to bottom: the
+// record (re-read under the user's lock) is resolved when an attempt is in
+// flight, else checked, made durable as an attempt, presented to the
+// processor, and its answer recorded with the next period's record.
 
 // attempt collects cur (re-read under the user's lock) by proc for a single
 // collection, observed as a record of its own (a run observes each record
@@ -132,6 +78,216 @@ func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Subscr
 	}
 }
 
+// resolve settles the attempt in flight on cur (re-read under the user's
+// lock) before anything else may change the record: it replays the
+// recorded request while the processor still knows its key, asks the
+// processor through [PaymentLookup] when it offers that, and records the
+// answer. It returns the record as stored afterwards, or an
+// [*InFlightError] when the outcome stays unknown (nothing is written
+// then). A record not in flight is returned as it is.
+func (c *Collector) resolve(ctx context.Context, cur *Subscription, rep *Report) (Subscription, error) {
+	if !cur.InFlight() {
+		return *cur, nil
+	}
+	a := cur.LastAttempt
+	// unknown leaves the attempt in flight; cause, the last answer, is
+	// counted as unknown unless the processor only rate-limited it.
+	unknown := func(cause, err error) error {
+		if !errors.Is(cause, ErrRateLimited) {
+			rep.count(&rep.Unknown)
+		}
+		return inFlightErr(cur, err)
+	}
+	lookup, canLookup := c.cfg.Provider.(PaymentLookup)
+	var why error
+	if w, ok := c.cfg.Provider.(ReplayWindow); ok && w.ReplayWindow() > 0 && c.cfg.Clock.Now().Sub(a.Started) > w.ReplayWindow() {
+		why = fmt.Errorf("the processor's replay window (%v) has passed", w.ReplayWindow())
+	} else {
+		stored, err := c.charge(ctx, cur, rep) // the replay
+		var unresolved *InFlightError
+		switch {
+		case errors.Is(err, ErrRateLimited):
+			why = err // the replay was refused: the first call's fate is still open
+		case !errors.As(err, &unresolved):
+			return stored, err
+		default:
+			why = unresolved.Err
+		}
+	}
+	if errors.Is(why, ErrRateLimited) {
+		// A lookup now would be refused too: ask again in a later run.
+		return Subscription{}, unknown(why, why)
+	}
+	if !canLookup {
+		return Subscription{}, unknown(why, fmt.Errorf("%w; the provider offers no lookup", why))
+	}
+	if err := checkLease(ctx); err != nil {
+		return Subscription{}, err
+	}
+	res, found, err := c.lookup(ctx, lookup, a.Request(cur), rep)
+	if err != nil {
+		return Subscription{}, unknown(err, fmt.Errorf("%w; lookup: %w", why, err))
+	}
+	if !found {
+		// The processor has nothing for the key: the attempt is counted
+		// as made, and the next one takes a fresh key.
+		settled := cur.Clone()
+		settled.Attempt = a.Number
+		if err := c.cfg.Repository.SetAttempt(ctx, cur, &settled); err != nil {
+			return Subscription{}, fmt.Errorf("settle attempt %d of %s (not found by the processor): %w", a.Number, cur.SubscriptionID, err)
+		}
+		c.cfg.Logger.InfoContext(ctx, "billing: attempt not found by the processor, settled", "subscription_id", cur.SubscriptionID, "key", a.Key)
+		return settled, nil
+	}
+	return c.recordOutcome(ctx, cur, res, rep)
+}
+
+// startAttempt makes attempt n of cur durable (the in-flight marker) and
+// returns the record as stored with it.
+func (c *Collector) startAttempt(ctx context.Context, proc Process, cur *Subscription, now time.Time) (Subscription, error) {
+	n := cur.Attempt + 1
+	marked := cur.Clone()
+	marked.LastAttempt = Attempt{
+		Number: n, Key: IdempotencyKey(cur.SubscriptionID, n), Amount: cur.Amount,
+		Tier: cur.ReceiptTierName, Process: proc, Started: now.UTC(),
+	}
+	if err := checkLease(ctx); err != nil {
+		return Subscription{}, err
+	}
+	if err := c.cfg.Repository.SetAttempt(ctx, cur, &marked); err != nil {
+		return Subscription{}, fmt.Errorf("record attempt %d of %s before the charge: %w", n, cur.SubscriptionID, err)
+	}
+	return marked, nil
+}
+
+// charge calls the provider with the attempt recorded on cur and records
+// its answer. The lease is checked right before the call and again before
+// the outcome is written; a lost lease stops the collection and leaves the
+// attempt in flight for the next holder to replay. A provider error is an
+// [*InFlightError]: the outcome is unknown. A rate-limited answer is an
+// error wrapping [ErrRateLimited]: the processor did nothing with the
+// attempt.
+func (c *Collector) charge(ctx context.Context, cur *Subscription, rep *Report) (Subscription, error) {
+	res, err := c.call(ctx, cur, rep)
+	if err != nil {
+		switch {
+		case errors.Is(err, ErrRateLimited):
+			a := cur.LastAttempt
+			err = fmt.Errorf("attempt %d of %s (key %s) not made: %w", a.Number, cur.SubscriptionID, a.Key, err)
+		case !errors.Is(err, ErrLeaseLost):
+			err = inFlightErr(cur, err)
+		}
+		return Subscription{}, err
+	}
+	if err := checkLease(ctx); err != nil {
+		return Subscription{}, fmt.Errorf("%s outcome of key %s not recorded: %w", res.Outcome, cur.LastAttempt.Key, err)
+	}
+	return c.recordOutcome(ctx, cur, res, rep)
+}
+
+// call presents the attempt recorded on cur to the provider when the
+// processor budget allows, once the lease is checked. An error other than
+// a lost lease or a rate-limited answer is the provider's: the outcome is
+// unknown.
+func (c *Collector) call(ctx context.Context, cur *Subscription, rep *Report) (PaymentResult, error) {
+	done, err := c.pace.acquire(ctx)
+	if err != nil {
+		return PaymentResult{}, fmt.Errorf("waiting for the processor budget: %w", err)
+	}
+	defer done()
+	if err := checkLease(ctx); err != nil {
+		return PaymentResult{}, err
+	}
+	a := cur.LastAttempt
+	rep.count(&rep.Attempted)
+	start := time.Now()
+	res, err := c.cfg.Provider.Collect(ctx, a.Request(cur))
+	c.tel.providerCalled(ctx, a.Number, time.Since(start), res, err)
+	c.paced(err, rep)
+	return res, err
+}
+
+// paced tells the budget how the processor answered a call.
+func (c *Collector) paced(err error, rep *Report) {
+	switch {
+	case errors.Is(err, ErrRateLimited):
+		rep.count(&rep.RateLimited)
+		c.pace.limited(retryAfter(err))
+	case err == nil:
+		c.pace.answered()
+	}
+}
+
+// lookup asks the processor what became of req when the budget allows.
+func (c *Collector) lookup(ctx context.Context, l PaymentLookup, req PaymentRequest, rep *Report) (PaymentResult, bool, error) {
+	done, err := c.pace.acquire(ctx)
+	if err != nil {
+		return PaymentResult{}, false, fmt.Errorf("waiting for the processor budget: %w", err)
+	}
+	defer done()
+	res, found, err := l.LookupPayment(ctx, req)
+	c.paced(err, rep)
+	return res, found, err
+}
+
+func inFlightErr(cur *Subscription, why error) error {
+	a := cur.LastAttempt
+	return &InFlightError{SubscriptionID: cur.SubscriptionID, Key: a.Key, Amount: a.Amount, Started: a.Started, Err: why}
+}
+
+// recordOutcome writes the provider's answer to the attempt in flight on
+// cur, with the next period's record when this was the period's first
+// attempt, in one transaction conditional on cur, and returns the record
+// as written.
+func (c *Collector) recordOutcome(ctx context.Context, cur *Subscription, res PaymentResult, rep *Report) (Subscription, error) {
+	a := cur.LastAttempt
+	now := c.cfg.Clock.Now()
+	var create []*Subscription
+	if cur.InitialRunDate.IsZero() {
+		following, err := c.nextPeriod(ctx, a.Process, cur, now)
+		if err != nil {
+			return Subscription{}, err
+		}
+		if following != nil {
+			create = append(create, following)
+		}
+	}
+	next, ev, err := outcome(cur, res, a.Process, a.Number, runTime(cur, now))
+	if err != nil {
+		return Subscription{}, err
+	}
+	next.Amount = a.Amount // what was asked for is what the answer is about
+	for _, f := range create {
+		f.LastRunDate = next.LastRunDate.Add(time.Nanosecond)
+		f.CreatedDate = f.LastRunDate
+	}
+	err = c.write(ctx, cur, &next, create)
+	if errors.Is(err, ErrAlreadyExists) && len(create) > 0 {
+		// The next period appeared meanwhile: record the outcome alone.
+		err = c.write(ctx, cur, &next, nil)
+	}
+	if err != nil {
+		if IsConflict(err) {
+			// Only a writer that ignored the attempt could have changed the
+			// record; the answer stays with the processor, under its key.
+			e := eventFor(EventUnrecorded, &next, next.LastRunDate)
+			e.Reason = fmt.Sprintf("%s outcome of key %s not recorded: %v", res.Outcome, a.Key, err)
+			c.emit(ctx, e)
+		}
+		return Subscription{}, fmt.Errorf("record %s outcome of %s: %w", res.Outcome, cur.SubscriptionID, err)
+	}
+	switch res.Outcome {
+	case OutcomeSucceeded:
+		rep.count(&rep.Collected)
+	case OutcomePending:
+		rep.count(&rep.Pending)
+	case OutcomeDeclined:
+		rep.count(&rep.Declined)
+	}
+	c.emit(ctx, eventFor(ev, &next, next.LastRunDate))
+	return next, nil
+}
+
 // outcome applies a provider result to cur.
 func outcome(cur *Subscription, res PaymentResult, proc Process, attempt int, at time.Time) (Subscription, EventType, error) {
 	next := cur.Clone()
@@ -170,185 +326,6 @@ func outcome(cur *Subscription, res PaymentResult, proc Process, attempt int, at
 	return next, ev, nil
 }
 
-// laterKey carries in a collection's context the user's records after the
-// one being handled, as read under the user's lock (see
-// [Collector.readLatest]).
-type laterKey struct{}
-
-// laterRead is the records of a user after the record keyed userID and
-// billingDate, newest first.
-type laterRead struct {
-	userID      string
-	billingDate time.Time
-	later       []Subscription
-}
-
-// readDepth is how many of a user's latest records readLatest reads: the
-// record a run found is nearly always the user's latest (its first
-// attempt) or the one before (a retry, once the next period is open).
-const readDepth = 2
-
-// readLatest reads the record it a run found (indexes are eventually
-// consistent) under the user's lock together with the user's latest
-// records, in one consistent read of the user's newest ones: when the
-// record is among them, the same read shows every record after it, so
-// opening the next period costs no query of its own (the context returned
-// carries them). A record older than those is read by its key.
-// [ErrNotFound] when the record is gone.
-func (c *Collector) readLatest(ctx context.Context, it *Subscription) (Subscription, context.Context, error) {
-	recent, err := c.cfg.Repository.Recent(ctx, it.UserID, readDepth)
-	if err != nil {
-		return Subscription{}, ctx, fmt.Errorf("read %s: %w", it.SubscriptionID, err)
-	}
-	for i, r := range recent {
-		if r.SubscriptionID == it.SubscriptionID && sameSecond(r.BillingDate, it.BillingDate) {
-			return r, context.WithValue(ctx, laterKey{}, laterRead{userID: r.UserID, billingDate: r.BillingDate, later: recent[:i]}), nil
-		}
-	}
-	cur, err := c.cfg.Repository.Get(ctx, it.UserID, it.BillingDate)
-	return cur, ctx, err
-}
-
-func sameSecond(a, b time.Time) bool { return a.Truncate(time.Second).Equal(b.Truncate(time.Second)) }
-
-// later returns the user's records after cur: those read under the lock
-// when the context carries them, else from a read of the user's records.
-func (c *Collector) later(ctx context.Context, cur *Subscription) ([]Subscription, error) {
-	if lr, ok := ctx.Value(laterKey{}).(laterRead); ok && lr.userID == cur.UserID && sameSecond(lr.billingDate, cur.BillingDate) {
-		return lr.later, nil
-	}
-	all, err := c.cfg.Repository.ListByUser(ctx, cur.UserID)
-	if err != nil {
-		return nil, err
-	}
-	var later []Subscription
-	for _, r := range all {
-		if r.BillingDate.After(cur.BillingDate) {
-			later = append(later, r)
-		}
-	}
-	return later, nil
-}
-
-// nextPeriod returns the next period's SCHEDULED record for cur, or nil
-// when the user has a later period open already: a later SCHEDULED or
-// PAUSED record, or any record on or after the next billing date. A later
-// record of another status before that date is not a period of its own
-// but a record written beside cur (a batch write moves a non-SCHEDULED
-// record sharing cur's date an hour on, for one): it must not stop the
-// subscription. The new record's creation is conditional on its key being
-// free, which also finds a next period written after the user's records
-// were read.
-func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Subscription, now time.Time) (*Subscription, error) {
-	later, err := c.later(ctx, cur)
-	if err != nil {
-		return nil, fmt.Errorf("look for the next period of %s: %w", cur.SubscriptionID, err)
-	}
-	date, err := NextBillingDate(cur.BillingDate, cur.Schedule())
-	if cur.Status == StatusPaused {
-		// A pause counts months, whatever the term (see advancePause).
-		date, err = PauseResumeDate(cur.BillingDate, cur.Schedule(), 1)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("next billing date of %s: %w", cur.SubscriptionID, err)
-	}
-	for _, l := range later {
-		if l.Status == StatusScheduled || l.Status == StatusPaused || !l.BillingDate.Before(date) {
-			return nil, nil
-		}
-	}
-	f := &Subscription{
-		UserID: cur.UserID, BillingDate: date, SubscriptionID: c.cfg.NewID(), Amount: cur.Amount,
-		Status: StatusScheduled, BillingPeriod: BillingPeriod(date), Process: proc, Term: cur.Term,
-		AnchorDay: cur.EffectiveAnchorDay(), BillingWeek: cur.BillingWeek, Interval: cur.Interval, ReceiptTierName: cur.ReceiptTierName,
-		CreatedDate: now, LastRunDate: now,
-	}
-	if f.Term == "" {
-		f.Term = TermMonthly
-	}
-	if cur.IsPendingDowngrade && cur.PendingTierName != "" {
-		f.ReceiptTierName, f.Amount = cur.PendingTierName, cur.PendingAmount
-	}
-	return f, nil
-}
-
-// markStale moves a record too old to collect to STALE. A record that was
-// never attempted also opens the next period, so the subscription goes on.
-func (c *Collector) markStale(ctx context.Context, proc Process, cur *Subscription, now time.Time, rep *Report) error {
-	next := cur.Clone()
-	next.Status = StatusStale
-	next.Process = proc
-	next.LastRunDate = runTime(cur, now)
-	next.CompletionDate = next.LastRunDate
-	var create []*Subscription
-	if cur.InitialRunDate.IsZero() {
-		following, err := c.nextPeriod(ctx, proc, cur, now)
-		if err != nil {
-			return err
-		}
-		if following != nil {
-			following.LastRunDate = next.LastRunDate.Add(time.Nanosecond)
-			following.CreatedDate = following.LastRunDate
-			create = append(create, following)
-		}
-	}
-	if err := c.write(ctx, cur, &next, create); err != nil {
-		return fmt.Errorf("mark %s stale: %w", cur.SubscriptionID, err)
-	}
-	rep.count(&rep.Stale)
-	e := eventFor(EventStale, &next, next.LastRunDate)
-	e.Reason = fmt.Sprintf("older than %d days", c.cfg.OldSubscriptionDays)
-	c.emit(ctx, e)
-	return nil
-}
-
-// advancePause moves a PAUSED record past due to PAUSED_SKIPPED and opens
-// the next period: PAUSED with one month fewer, or SCHEDULED (pause-resume)
-// when the pause is over.
-//
-// A pause counts calendar months on every term, so each PAUSED record
-// stands for one month: the record opened after it is one month later
-// (anchor day and Friday week kept), for a yearly plan too. A yearly plan
-// paused for N months on billing date D thus goes through PAUSED records
-// on D, D+1, …, D+N-1 months and is charged again on D+N months (see
-// [PauseResumeDate]); its yearly schedule goes on from that date.
-func (c *Collector) advancePause(ctx context.Context, cur *Subscription, rep *Report) error {
-	now := c.cfg.Clock.Now()
-	if c.PlanRecord(RunPause, cur, now).Action != PlanAdvancePause {
-		rep.count(&rep.NotEligible)
-		return nil
-	}
-	next := cur.Clone()
-	next.Status = StatusPausedSkipped
-	next.UpdatedEvent = EventPauseSkipped
-	next.Process = ProcessPause
-	next.LastRunDate = runTime(cur, now)
-	var create []*Subscription
-	following, err := c.nextPeriod(ctx, ProcessPause, cur, now)
-	if err != nil {
-		return err
-	}
-	if following != nil {
-		following.LastRunDate = next.LastRunDate.Add(time.Nanosecond)
-		following.CreatedDate = following.LastRunDate
-		if left := cur.PauseDurationMonths - 1; left > 0 {
-			following.Status = StatusPaused
-			following.PauseDurationMonths = left
-			if left == 1 {
-				following.UpdatedEvent = EventPausePendingResume
-			}
-		} else {
-			following.UpdatedEvent = EventPauseResume
-		}
-		create = append(create, following)
-	}
-	if err := c.write(ctx, cur, &next, create); err != nil {
-		return fmt.Errorf("advance paused %s: %w", cur.SubscriptionID, err)
-	}
-	rep.count(&rep.Advanced)
-	return nil
-}
-
 // historyKeyRetries bounds the rewrites of a write whose only failed
 // condition was a taken history key.
 const historyKeyRetries = 3
@@ -374,4 +351,15 @@ func (c *Collector) write(ctx context.Context, cur, next *Subscription, create [
 			f.CreatedDate = f.LastRunDate
 		}
 	}
+}
+
+// runTime returns the last_run_date of a write after cur: now, or just
+// after cur's when the clock is behind it (history rows need distinct,
+// increasing keys). Records created in the same write take this time plus
+// a few nanoseconds, so the next write of either record cannot collide.
+func runTime(cur *Subscription, now time.Time) time.Time {
+	if now.After(cur.LastRunDate) {
+		return now.UTC()
+	}
+	return cur.LastRunDate.Add(time.Microsecond).UTC()
 }

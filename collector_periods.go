@@ -1,0 +1,234 @@
+package billing
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Reasons a retry run leaves an ERROR record alone ([Plan.Reason]).
+const (
+	ReasonNotError      = "not an ERROR record"
+	ReasonDeclinedFinal = "declined as final"
+	ReasonRetryNotNow   = "retry policy: not now"
+)
+
+// eligible reports whether cur may be attempted by proc at now, and why not.
+func (c *Collector) eligible(proc Process, cur *Subscription, now time.Time) (bool, string) {
+	due := !cur.BillingDate.After(now)
+	switch proc {
+	case ProcessInitial:
+		return cur.Status == StatusScheduled && due, "not SCHEDULED and due"
+	case ProcessRetry:
+		switch {
+		case cur.Status != StatusError:
+			return false, ReasonNotError
+		case cur.NoRetry:
+			return false, ReasonDeclinedFinal
+		}
+		return c.cfg.RetryPolicy.ShouldRetry(cur, now), ReasonRetryNotNow
+	case ProcessWebhook, ProcessWebhookBalance, ProcessBatch:
+		ok := due && (cur.Status == StatusScheduled || (cur.Status == StatusError && !cur.NoRetry))
+		return ok, "not a due SCHEDULED or retryable ERROR record"
+	case ProcessManualRepayment:
+		return cur.Status == StatusError || (cur.Status == StatusScheduled && due), "not ERROR or a due SCHEDULED record"
+	}
+	return false, "process " + string(proc) + " does not collect"
+}
+
+// staleable reports whether proc should mark cur STALE: a SCHEDULED or
+// ERROR record older than the threshold, found by a collecting process.
+func (c *Collector) staleable(proc Process, cur *Subscription, now time.Time) bool {
+	if cur.Status != StatusScheduled && cur.Status != StatusError {
+		return false
+	}
+	switch proc {
+	case ProcessInitial, ProcessRetry, ProcessWebhook, ProcessWebhookBalance, ProcessBatch, ProcessManualRepayment:
+		return c.stale(cur, now)
+	}
+	return false
+}
+
+// stale reports whether cur is older than the stale threshold.
+func (c *Collector) stale(cur *Subscription, now time.Time) bool {
+	return now.Sub(cur.BillingDate) > time.Duration(c.cfg.OldSubscriptionDays)*24*time.Hour
+}
+
+// laterKey carries in a collection's context the user's records after the
+// one being handled, as read under the user's lock (see
+// [Collector.readLatest]).
+type laterKey struct{}
+
+// laterRead is the records of a user after the record keyed userID and
+// billingDate, newest first.
+type laterRead struct {
+	userID      string
+	billingDate time.Time
+	later       []Subscription
+}
+
+// readDepth is how many of a user's latest records readLatest reads: the
+// record a run found is nearly always the user's latest (its first
+// attempt) or the one before (a retry, once the next period is open).
+const readDepth = 2
+
+// readLatest reads the record it a run found (indexes are eventually
+// consistent) under the user's lock together with the user's latest
+// records, in one consistent read of the user's newest ones: when the
+// record is among them, the same read shows every record after it, so
+// opening the next period costs no query of its own (the context returned
+// carries them). A record older than those is read by its key.
+// [ErrNotFound] when the record is gone.
+func (c *Collector) readLatest(ctx context.Context, it *Subscription) (Subscription, context.Context, error) {
+	recent, err := c.cfg.Repository.Recent(ctx, it.UserID, readDepth)
+	if err != nil {
+		return Subscription{}, ctx, fmt.Errorf("read %s: %w", it.SubscriptionID, err)
+	}
+	for i, r := range recent {
+		if r.SubscriptionID == it.SubscriptionID && sameSecond(r.BillingDate, it.BillingDate) {
+			return r, context.WithValue(ctx, laterKey{}, laterRead{userID: r.UserID, billingDate: r.BillingDate, later: recent[:i]}), nil
+		}
+	}
+	cur, err := c.cfg.Repository.Get(ctx, it.UserID, it.BillingDate)
+	return cur, ctx, err
+}
+
+func sameSecond(a, b time.Time) bool { return a.Truncate(time.Second).Equal(b.Truncate(time.Second)) }
+
+// later returns the user's records after cur: those read under the lock
+// when the context carries them, else from a read of the user's records.
+func (c *Collector) later(ctx context.Context, cur *Subscription) ([]Subscription, error) {
+	if lr, ok := ctx.Value(laterKey{}).(laterRead); ok && lr.userID == cur.UserID && sameSecond(lr.billingDate, cur.BillingDate) {
+		return lr.later, nil
+	}
+	all, err := c.cfg.Repository.ListByUser(ctx, cur.UserID)
+	if err != nil {
+		return nil, err
+	}
+	var later []Subscription
+	for _, r := range all {
+		if r.BillingDate.After(cur.BillingDate) {
+			later = append(later, r)
+		}
+	}
+	return later, nil
+}
+
+// nextPeriod returns the next period's SCHEDULED record for cur, or nil
+// when the user has a later period open already: a later SCHEDULED or
+// PAUSED record, or any record on or after the next billing date. A later
+// record of another status before that date is not a period of its own
+// but a record written beside cur (a batch write moves a non-SCHEDULED
+// record sharing cur's date an hour on, for one): it must not stop the
+// subscription. The new record's creation is conditional on its key being
+// free, which also finds a next period written after the user's records
+// were read.
+func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Subscription, now time.Time) (*Subscription, error) {
+	later, err := c.later(ctx, cur)
+	if err != nil {
+		return nil, fmt.Errorf("look for the next period of %s: %w", cur.SubscriptionID, err)
+	}
+	date, err := NextBillingDate(cur.BillingDate, cur.Schedule())
+	if cur.Status == StatusPaused {
+		// A pause counts months, whatever the term (see advancePause).
+		date, err = PauseResumeDate(cur.BillingDate, cur.Schedule(), 1)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("next billing date of %s: %w", cur.SubscriptionID, err)
+	}
+	for _, l := range later {
+		if l.Status == StatusScheduled || l.Status == StatusPaused || !l.BillingDate.Before(date) {
+			return nil, nil
+		}
+	}
+	f := &Subscription{
+		UserID: cur.UserID, BillingDate: date, SubscriptionID: c.cfg.NewID(), Amount: cur.Amount,
+		Status: StatusScheduled, BillingPeriod: BillingPeriod(date), Process: proc, Term: cur.Term,
+		AnchorDay: cur.EffectiveAnchorDay(), BillingWeek: cur.BillingWeek, Interval: cur.Interval, ReceiptTierName: cur.ReceiptTierName,
+		CreatedDate: now, LastRunDate: now,
+	}
+	if f.Term == "" {
+		f.Term = TermMonthly
+	}
+	if cur.IsPendingDowngrade && cur.PendingTierName != "" {
+		f.ReceiptTierName, f.Amount = cur.PendingTierName, cur.PendingAmount
+	}
+	return f, nil
+}
+
+// markStale moves a record too old to collect to STALE. A record that was
+// never attempted also opens the next period, so the subscription goes on.
+func (c *Collector) markStale(ctx context.Context, proc Process, cur *Subscription, now time.Time, rep *Report) error {
+	next := cur.Clone()
+	next.Status = StatusStale
+	next.Process = proc
+	next.LastRunDate = runTime(cur, now)
+	next.CompletionDate = next.LastRunDate
+	var create []*Subscription
+	if cur.InitialRunDate.IsZero() {
+		following, err := c.nextPeriod(ctx, proc, cur, now)
+		if err != nil {
+			return err
+		}
+		if following != nil {
+			following.LastRunDate = next.LastRunDate.Add(time.Nanosecond)
+			following.CreatedDate = following.LastRunDate
+			create = append(create, following)
+		}
+	}
+	if err := c.write(ctx, cur, &next, create); err != nil {
+		return fmt.Errorf("mark %s stale: %w", cur.SubscriptionID, err)
+	}
+	rep.count(&rep.Stale)
+	e := eventFor(EventStale, &next, next.LastRunDate)
+	e.Reason = fmt.Sprintf("older than %d days", c.cfg.OldSubscriptionDays)
+	c.emit(ctx, e)
+	return nil
+}
+
+// advancePause moves a PAUSED record past due to PAUSED_SKIPPED and opens
+// the next period: PAUSED with one month fewer, or SCHEDULED (pause-resume)
+// when the pause is over.
+//
+// A pause counts calendar months on every term, so each PAUSED record
+// stands for one month: the record opened after it is one month later
+// (anchor day and Friday week kept), for a yearly plan too. A yearly plan
+// paused for N months on billing date D thus goes through PAUSED records
+// on D, D+1, …, D+N-1 months and is charged again on D+N months (see
+// [PauseResumeDate]); its yearly schedule goes on from that date.
+func (c *Collector) advancePause(ctx context.Context, cur *Subscription, rep *Report) error {
+	now := c.cfg.Clock.Now()
+	if c.PlanRecord(RunPause, cur, now).Action != PlanAdvancePause {
+		rep.count(&rep.NotEligible)
+		return nil
+	}
+	next := cur.Clone()
+	next.Status = StatusPausedSkipped
+	next.UpdatedEvent = EventPauseSkipped
+	next.Process = ProcessPause
+	next.LastRunDate = runTime(cur, now)
+	var create []*Subscription
+	following, err := c.nextPeriod(ctx, ProcessPause, cur, now)
+	if err != nil {
+		return err
+	}
+	if following != nil {
+		following.LastRunDate = next.LastRunDate.Add(time.Nanosecond)
+		following.CreatedDate = following.LastRunDate
+		if left := cur.PauseDurationMonths - 1; left > 0 {
+			following.Status = StatusPaused
+			following.PauseDurationMonths = left
+			if left == 1 {
+				following.UpdatedEvent = EventPausePendingResume
+			}
+		} else {
+			following.UpdatedEvent = EventPauseResume
+		}
+		create = append(create, following)
+	}
+	if err := c.write(ctx, cur, &next, create); err != nil {
+		return fmt.Errorf("advance paused %s: %w", cur.SubscriptionID, err)
+	}
+	rep.count(&rep.Advanced)
+	return nil
+}
