@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -62,8 +61,9 @@ type Config struct {
 	// capacity, and backs every run off after a throttled store call. The
 	// zero value sets no cap (see [StoreBudget]).
 	StoreBudget StoreBudget
-	// PagesPerInvocation bounds the status pages one Run reads; the rest
-	// continues from Report.Next. Defaults to 10.
+	// PagesPerInvocation bounds the status pages one Run reads (each shard's,
+	// when shards run at once); the rest continues from Report.Next.
+	// Defaults to 10.
 	PagesPerInvocation int
 	// Events receives events after the changes they describe are stored.
 	// Defaults to discarding them.
@@ -195,6 +195,11 @@ const (
 type RunRequest struct {
 	Kind RunKind `json:"kind"`
 	// Cursor continues a run: the Next of the previous invocation's report.
+	// The run keeps its instant (the "now" its queries started with), so an
+	// invocation an hour or a day later reads exactly the records the run
+	// started on, from where it stopped; records due since are the next
+	// run's. A cursor of another kind, store or Shards is refused with
+	// [ErrInvalidCursor]; an old one never is.
 	Cursor string `json:"cursor,omitempty"`
 	// Shards are the shards of a [ShardedRepository] the run works; empty
 	// works every shard. A host that spreads a day over many invocations
@@ -269,89 +274,26 @@ func (r *Report) fail(userID, subID string, err error) {
 	r.mu.Unlock()
 }
 
-// Run reads up to PagesPerInvocation pages of the run's status query,
+// Run reads up to PagesPerInvocation pages of the run's status queries,
 // starting at req.Cursor, and handles every record with bounded
 // concurrency. When pages remain, Report.Next is set: the host hands
-// RunRequest{Kind: req.Kind, Cursor: report.Next} to the next invocation.
-// A failed page read returns the report so far and the error; Next then
-// holds the cursor to retry from.
+// RunRequest{Kind: req.Kind, Shards: req.Shards, Cursor: report.Next} to
+// the next invocation, whenever that comes. A run not continued is not
+// lost: the next run (of the next day, say) reads everything due before
+// its own instant, starting at another shard (a fresh run's first shard
+// moves with the day). A failed page read returns the report so far and
+// the error; Next then holds the cursor to retry from.
+//
+// The retry run also reads ACH debits past their settlement deadline,
+// and ERROR records older than its window: a record whose attempt is in
+// flight cannot be closed before the attempt is resolved, so it is
+// revisited (and reported) every day, whatever its age.
 func (c *Collector) Run(ctx context.Context, req RunRequest) (*Report, error) {
 	ctx, span := c.tel.startRun(ctx, req.Kind)
 	rep, err := c.run(ctx, req)
 	c.tel.endRun(span, rep, err)
 	return rep, err
 }
-
-func (c *Collector) run(ctx context.Context, req RunRequest) (*Report, error) {
-	now := c.cfg.Clock.Now()
-	rep := &Report{Kind: string(req.Kind), Started: now}
-	defer func() { rep.Finished = c.cfg.Clock.Now() }()
-	shards, err := shardList(req.Shards, shardsOf(c.cfg.Repository))
-	if err != nil {
-		return rep, err
-	}
-	if c.cfg.ShardConcurrency > 1 && len(shards) > 1 {
-		return rep, c.runShards(ctx, req, shards, now, rep)
-	}
-	return rep, c.runPages(ctx, req, now, rep)
-}
-
-// runPages is a run over one chain of pages: the status query of the run
-// narrowed to req.Shards, from req.Cursor, for up to PagesPerInvocation
-// pages.
-func (c *Collector) runPages(ctx context.Context, req RunRequest, now time.Time, rep *Report) error {
-	q, err := c.RunQuery(req.Kind, now)
-	if err != nil {
-		return err
-	}
-	q.Shards = req.Shards
-	// The retry run reads a second query when the first is done: ACH
-	// debits past their settlement deadline. Its cursors carry a prefix.
-	queries := []StatusQuery{q}
-	if req.Kind == RunRetry {
-		queries = append(queries, StatusQuery{Status: StatusACHSent, Before: now.Add(-c.cfg.ACHSettlementDeadline), Shards: req.Shards})
-	}
-	phase, cursor := 0, req.Cursor
-	if rest, ok := strings.CutPrefix(cursor, achCursorPrefix); ok && len(queries) > 1 {
-		phase, cursor = 1, rest
-	}
-	next := func() string {
-		if phase > 0 {
-			return achCursorPrefix + cursor
-		}
-		return cursor
-	}
-	for page := 0; page < c.cfg.PagesPerInvocation; page++ {
-		q := queries[phase]
-		q.Cursor = cursor
-		p, err := c.cfg.Repository.QueryStatus(ctx, q)
-		if err != nil {
-			rep.Next = next()
-			return fmt.Errorf("billing: %s run: page %d: %w", req.Kind, rep.Pages+1, err)
-		}
-		rep.Pages++
-		rep.Scanned += p.Scanned
-		rep.Invalid += len(p.Invalid)
-		for _, bad := range p.Invalid {
-			c.cfg.Logger.WarnContext(ctx, "billing: skipping undecodable record", "run", req.Kind, "error", bad)
-		}
-		c.handlePage(ctx, req.Kind, p.Items, rep)
-		if cursor = p.Next; cursor == "" {
-			if phase+1 == len(queries) {
-				return ctx.Err() // done: no Next
-			}
-			phase++ // the next query, from its top
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	rep.Next = next()
-	return ctx.Err()
-}
-
-// achCursorPrefix marks a retry run's cursor in its second query.
-const achCursorPrefix = "ach:"
 
 // RunQuery returns the status query a run of kind makes at now (without a
 // cursor): SCHEDULED due before now, ERROR billed after now minus the
@@ -540,8 +482,8 @@ func (c *Collector) worthHandling(kind RunKind, it *Subscription, now time.Time)
 	if kind != RunRetry {
 		return true
 	}
-	if it.Status != StatusError {
-		return true // changed since; the consistent read decides
+	if it.Status != StatusError || it.InFlight() {
+		return true // changed since (the consistent read decides), or an attempt to resolve
 	}
 	return c.stale(it, now) || (!it.NoRetry && c.cfg.RetryPolicy.ShouldRetry(it, now))
 }

@@ -318,7 +318,7 @@ func (c *Collector) openNext(cur *Subscription, now time.Time) ([]*Subscription,
 	if !cur.InitialRunDate.IsZero() {
 		return nil, nil
 	}
-	f, err := c.nextPeriod(context.Background(), ProcessNotIdentified, cur, now)
+	f, err := c.nextPeriod(context.Background(), ProcessNotIdentified, cur, now, nil)
 	if err != nil || f == nil {
 		return nil, err
 	}

@@ -50,12 +50,12 @@ func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Subscr
 		return nil
 	}
 	for try := 0; ; try++ {
-		marked, err := c.startAttempt(ctx, proc, cur, now)
-		if err != nil {
-			return err
-		}
-		_, err = c.charge(ctx, &marked, rep)
+		marked, err := c.charge(ctx, rep, func() (Subscription, error) {
+			return c.startAttempt(ctx, proc, cur, c.cfg.Clock.Now())
+		})
 		switch {
+		case err == nil:
+			return nil
 		case errors.Is(err, ErrAttemptInFlight):
 			rep.count(&rep.Unknown)
 			return err
@@ -74,7 +74,6 @@ func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Subscr
 				"subscription_id", cur.SubscriptionID, "tries", try+1)
 			return nil
 		}
-		now = c.cfg.Clock.Now()
 	}
 }
 
@@ -83,13 +82,20 @@ func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Subscr
 // recorded request while the processor still knows its key, asks the
 // processor through [PaymentLookup] when it offers that, and records the
 // answer. It returns the record as stored afterwards, or an
-// [*InFlightError] when the outcome stays unknown (nothing is written
-// then). A record not in flight is returned as it is.
+// [*InFlightError] when the outcome stays unknown (nothing but the
+// replay's time is written then). A record not in flight is returned as
+// it is.
+//
+// A lookup that finds nothing counts the attempt as never made only once
+// no request with its key can still be running: every presentation of
+// the key is recorded before it is sent ([Attempt.LastPresented]), and
+// the processor's [RequestTimeout] must have passed since the latest.
+// Before that (a holder that lost its lease mid-call, a replay answered
+// [ErrKeyInUse]) the attempt stays in flight.
 func (c *Collector) resolve(ctx context.Context, cur *Subscription, rep *Report) (Subscription, error) {
 	if !cur.InFlight() {
 		return *cur, nil
 	}
-	a := cur.LastAttempt
 	// unknown leaves the attempt in flight; cause, the last answer, is
 	// counted as unknown unless the processor only rate-limited it.
 	unknown := func(cause, err error) error {
@@ -100,18 +106,21 @@ func (c *Collector) resolve(ctx context.Context, cur *Subscription, rep *Report)
 	}
 	lookup, canLookup := c.cfg.Provider.(PaymentLookup)
 	var why error
-	if w, ok := c.cfg.Provider.(ReplayWindow); ok && w.ReplayWindow() > 0 && c.cfg.Clock.Now().Sub(a.Started) > w.ReplayWindow() {
+	if w, ok := c.cfg.Provider.(ReplayWindow); ok && w.ReplayWindow() > 0 && c.cfg.Clock.Now().Sub(cur.LastAttempt.Started) > w.ReplayWindow() {
 		why = fmt.Errorf("the processor's replay window (%v) has passed", w.ReplayWindow())
 	} else {
-		stored, err := c.charge(ctx, cur, rep) // the replay
+		presented, err := c.charge(ctx, rep, func() (Subscription, error) { return c.represent(ctx, cur) }) // the replay
 		var unresolved *InFlightError
 		switch {
 		case errors.Is(err, ErrRateLimited):
 			why = err // the replay was refused: the first call's fate is still open
 		case !errors.As(err, &unresolved):
-			return stored, err
+			return presented, err
 		default:
 			why = unresolved.Err
+		}
+		if presented.InFlight() {
+			cur = &presented // the record as stored, with the replay's time
 		}
 	}
 	if errors.Is(why, ErrRateLimited) {
@@ -124,13 +133,20 @@ func (c *Collector) resolve(ctx context.Context, cur *Subscription, rep *Report)
 	if err := checkLease(ctx); err != nil {
 		return Subscription{}, err
 	}
+	a := cur.LastAttempt
 	res, found, err := c.lookup(ctx, lookup, a.Request(cur), rep)
 	if err != nil {
 		return Subscription{}, unknown(err, fmt.Errorf("%w; lookup: %w", why, err))
 	}
 	if !found {
-		// The processor has nothing for the key: the attempt is counted
-		// as made, and the next one takes a fresh key.
+		timeout := c.requestTimeout()
+		if since := c.cfg.Clock.Now().Sub(a.LastPresented()); since <= timeout {
+			return Subscription{}, unknown(nil, fmt.Errorf("%w; the processor has no payment for the key yet, but the request sent %v ago may still be running (request timeout %v)",
+				why, since.Round(time.Second), timeout))
+		}
+		// The processor has nothing for the key and no request for it can
+		// still be running: the attempt is counted as made, and the next
+		// one takes a fresh key.
 		settled := cur.Clone()
 		settled.Attempt = a.Number
 		if err := c.cfg.Repository.SetAttempt(ctx, cur, &settled); err != nil {
@@ -142,6 +158,15 @@ func (c *Collector) resolve(ctx context.Context, cur *Subscription, rep *Report)
 	return c.recordOutcome(ctx, cur, res, rep)
 }
 
+// requestTimeout is how long a request may run at the processor (see
+// [RequestTimeout]).
+func (c *Collector) requestTimeout() time.Duration {
+	if rt, ok := c.cfg.Provider.(RequestTimeout); ok && rt.RequestTimeout() > 0 {
+		return rt.RequestTimeout()
+	}
+	return DefaultRequestTimeout
+}
+
 // startAttempt makes attempt n of cur durable (the in-flight marker) and
 // returns the record as stored with it.
 func (c *Collector) startAttempt(ctx context.Context, proc Process, cur *Subscription, now time.Time) (Subscription, error) {
@@ -151,50 +176,78 @@ func (c *Collector) startAttempt(ctx context.Context, proc Process, cur *Subscri
 		Number: n, Key: IdempotencyKey(cur.SubscriptionID, n), Amount: cur.Amount,
 		Tier: cur.ReceiptTierName, Process: proc, Started: now.UTC(),
 	}
-	if err := checkLease(ctx); err != nil {
-		return Subscription{}, err
-	}
 	if err := c.cfg.Repository.SetAttempt(ctx, cur, &marked); err != nil {
 		return Subscription{}, fmt.Errorf("record attempt %d of %s before the charge: %w", n, cur.SubscriptionID, err)
 	}
 	return marked, nil
 }
 
-// charge calls the provider with the attempt recorded on cur and records
-// its answer. The lease is checked right before the call and again before
-// the outcome is written; a lost lease stops the collection and leaves the
-// attempt in flight for the next holder to replay. A provider error is an
-// [*InFlightError]: the outcome is unknown. A rate-limited answer is an
-// error wrapping [ErrRateLimited]: the processor did nothing with the
-// attempt.
-func (c *Collector) charge(ctx context.Context, cur *Subscription, rep *Report) (Subscription, error) {
-	res, err := c.call(ctx, cur, rep)
+// represent records that the attempt in flight on cur is presented again
+// (a replay) and returns the record as stored with the replay's time.
+func (c *Collector) represent(ctx context.Context, cur *Subscription) (Subscription, error) {
+	now := c.cfg.Clock.Now().UTC()
+	if !now.After(cur.LastAttempt.Presented) {
+		return *cur, nil // recorded at this instant already
+	}
+	replay := cur.Clone()
+	replay.LastAttempt.Presented = now
+	if err := c.cfg.Repository.SetAttempt(ctx, cur, &replay); err != nil {
+		return Subscription{}, fmt.Errorf("record the replay of key %s before it: %w", cur.LastAttempt.Key, err)
+	}
+	return replay, nil
+}
+
+// charge presents an attempt to the processor and records its answer.
+// Once the processor budget lets the call go and the lease is checked,
+// mark makes the presentation durable (the attempt itself, or a replay's
+// time) and returns the record as stored with it; the call follows at
+// once, so no request with the key starts later than the time mark
+// recorded. The lease is checked again before the call and before the
+// outcome is written; a lost lease stops the collection and leaves the
+// attempt in flight for the next holder to replay.
+//
+// charge returns the record as last stored: the outcome recorded, or on
+// an error the record as mark stored it (zero when mark did not run). A
+// provider error is an [*InFlightError]: the outcome is unknown. A
+// rate-limited answer is an error wrapping [ErrRateLimited]: the
+// processor did nothing with the attempt.
+func (c *Collector) charge(ctx context.Context, rep *Report, mark func() (Subscription, error)) (Subscription, error) {
+	done, err := c.pace.acquire(ctx)
+	if err != nil {
+		return Subscription{}, fmt.Errorf("waiting for the processor budget: %w", err)
+	}
+	if err := checkLease(ctx); err != nil {
+		done()
+		return Subscription{}, err
+	}
+	cur, err := mark()
+	if err != nil {
+		done()
+		return Subscription{}, err
+	}
+	res, err := c.call(ctx, &cur, rep)
+	done()
 	if err != nil {
 		switch {
 		case errors.Is(err, ErrRateLimited):
 			a := cur.LastAttempt
 			err = fmt.Errorf("attempt %d of %s (key %s) not made: %w", a.Number, cur.SubscriptionID, a.Key, err)
 		case !errors.Is(err, ErrLeaseLost):
-			err = inFlightErr(cur, err)
+			err = inFlightErr(&cur, err)
 		}
-		return Subscription{}, err
+		return cur, err
 	}
 	if err := checkLease(ctx); err != nil {
-		return Subscription{}, fmt.Errorf("%s outcome of key %s not recorded: %w", res.Outcome, cur.LastAttempt.Key, err)
+		return cur, fmt.Errorf("%s outcome of key %s not recorded: %w", res.Outcome, cur.LastAttempt.Key, err)
 	}
-	return c.recordOutcome(ctx, cur, res, rep)
+	return c.recordOutcome(ctx, &cur, res, rep)
 }
 
-// call presents the attempt recorded on cur to the provider when the
-// processor budget allows, once the lease is checked. An error other than
-// a lost lease or a rate-limited answer is the provider's: the outcome is
-// unknown.
+// call presents the attempt recorded on cur to the provider once the lease
+// is checked; the caller holds a turn of the processor budget. An error
+// other than a lost lease or a rate-limited answer is the provider's: the
+// outcome is unknown.
 func (c *Collector) call(ctx context.Context, cur *Subscription, rep *Report) (PaymentResult, error) {
-	done, err := c.pace.acquire(ctx)
-	if err != nil {
-		return PaymentResult{}, fmt.Errorf("waiting for the processor budget: %w", err)
-	}
-	defer done()
 	if err := checkLease(ctx); err != nil {
 		return PaymentResult{}, err
 	}
@@ -244,7 +297,7 @@ func (c *Collector) recordOutcome(ctx context.Context, cur *Subscription, res Pa
 	now := c.cfg.Clock.Now()
 	var create []*Subscription
 	if cur.InitialRunDate.IsZero() {
-		following, err := c.nextPeriod(ctx, a.Process, cur, now)
+		following, err := c.nextPeriod(ctx, a.Process, cur, now, rep)
 		if err != nil {
 			return Subscription{}, err
 		}

@@ -114,16 +114,25 @@ func (c *Collector) later(ctx context.Context, cur *Subscription) ([]Subscriptio
 	return later, nil
 }
 
+// successorSlack is how far from the next billing date a later record of
+// the user may be and still be that next period (another writer's time of
+// day, a batch write's hour).
+const successorSlack = 24 * time.Hour
+
 // nextPeriod returns the next period's SCHEDULED record for cur, or nil
-// when the user has a later period open already: a later SCHEDULED or
-// PAUSED record, or any record on or after the next billing date. A later
-// record of another status before that date is not a period of its own
-// but a record written beside cur (a batch write moves a non-SCHEDULED
-// record sharing cur's date an hour on, for one): it must not stop the
-// subscription. The new record's creation is conditional on its key being
-// free, which also finds a next period written after the user's records
-// were read.
-func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Subscription, now time.Time) (*Subscription, error) {
+// when the user has it already: a later SCHEDULED or PAUSED record within
+// a day of the next billing date, or a record of another status on or
+// after that (the periods went on). A later record of another status
+// before it is not a period of its own but a record written beside cur (a
+// batch write moves a non-SCHEDULED record sharing cur's date an hour on,
+// for one): it must not stop the subscription. Nor does a later SCHEDULED
+// or PAUSED record at another date, which is neither cur nor its successor
+// (a second plan another service wrote): it is reported (an
+// [EventUnexpectedRecord], counted in rep when rep is not nil) and the
+// next period is opened all the same. The new record's creation is
+// conditional on its key being free, which also finds a next period
+// written after the user's records were read.
+func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Subscription, now time.Time, rep *Report) (*Subscription, error) {
 	later, err := c.later(ctx, cur)
 	if err != nil {
 		return nil, fmt.Errorf("look for the next period of %s: %w", cur.SubscriptionID, err)
@@ -136,10 +145,28 @@ func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Subscript
 	if err != nil {
 		return nil, fmt.Errorf("next billing date of %s: %w", cur.SubscriptionID, err)
 	}
+	var unexpected []Subscription
 	for _, l := range later {
-		if l.Status == StatusScheduled || l.Status == StatusPaused || !l.BillingDate.Before(date) {
-			return nil, nil
+		open := l.Status == StatusScheduled || l.Status == StatusPaused
+		from := !l.BillingDate.Before(date.Add(-successorSlack))
+		switch {
+		case open && from && !l.BillingDate.After(date.Add(successorSlack)):
+			return nil, nil // the next period
+		case !open && from:
+			return nil, nil // a period at or after the next one: the subscription went on
+		case open:
+			unexpected = append(unexpected, l)
 		}
+	}
+	for _, u := range unexpected {
+		if rep != nil {
+			rep.count(&rep.Unexpected)
+		}
+		e := eventFor(EventUnexpectedRecord, &u, now)
+		e.Reason = fmt.Sprintf("%s record %s (%s) is neither %s nor its next period on %s; not taken for it",
+			u.Status, u.SubscriptionID, u.Key(), cur.SubscriptionID, date.UTC().Format(time.RFC3339))
+		c.cfg.Logger.WarnContext(ctx, "billing: unexpected open record", "user_id", u.UserID, "subscription_id", u.SubscriptionID, "reason", e.Reason)
+		c.emit(ctx, e)
 	}
 	f := &Subscription{
 		UserID: cur.UserID, BillingDate: date, SubscriptionID: c.cfg.NewID(), Amount: cur.Amount,
@@ -166,7 +193,7 @@ func (c *Collector) markStale(ctx context.Context, proc Process, cur *Subscripti
 	next.CompletionDate = next.LastRunDate
 	var create []*Subscription
 	if cur.InitialRunDate.IsZero() {
-		following, err := c.nextPeriod(ctx, proc, cur, now)
+		following, err := c.nextPeriod(ctx, proc, cur, now, rep)
 		if err != nil {
 			return err
 		}
@@ -208,7 +235,7 @@ func (c *Collector) advancePause(ctx context.Context, cur *Subscription, rep *Re
 	next.Process = ProcessPause
 	next.LastRunDate = runTime(cur, now)
 	var create []*Subscription
-	following, err := c.nextPeriod(ctx, ProcessPause, cur, now)
+	following, err := c.nextPeriod(ctx, ProcessPause, cur, now, rep)
 	if err != nil {
 		return err
 	}

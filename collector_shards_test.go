@@ -37,7 +37,7 @@ func newShardEnv(t *testing.T, repo billing.Repository, users int) *shardEnv {
 	e.pay = billingtest.NewProvider(billingtest.ProviderOptions{Clock: e.clock})
 	e.lock = billingtest.NewLocker(e.clock, time.Minute)
 	for i := range users {
-		for j, bd := range []time.Time{jan31, jan31.AddDate(0, 0, 10)} { // due, and not due yet
+		for j, bd := range []time.Time{jan31, time.Date(2024, 2, 29, 15, 0, 0, 0, time.UTC)} { // due, and its next period
 			s := billing.Subscription{UserID: fmt.Sprintf("shard-user-%03d", i), SubscriptionID: fmt.Sprintf("shard-sub-%03d-%02d", i, bd.Day()),
 				BillingDate: bd, Amount: billing.MustParseAmount("9.99"), Status: billing.StatusScheduled, BillingPeriod: billing.BillingPeriod(bd),
 				Term: billing.TermMonthly, AnchorDay: bd.Day(), CreatedDate: jan31.AddDate(0, -1, 0), LastRunDate: jan31.AddDate(0, -1, 0).Add(time.Duration(j) * time.Second)}

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
@@ -186,7 +187,12 @@ func TestErrorStatuses(t *testing.T) {
 				t.Error("empty message")
 			}
 			if tc.unchanged != "" {
-				if after := e.stored(tc.unchanged); !reflect.DeepEqual(after, before) {
+				after := e.stored(tc.unchanged)
+				// A replay of an attempt in flight records when it was sent
+				// (so that a lookup's "not found" is not believed while it
+				// may still run): that time is all it may change.
+				before.LastAttempt.Presented, after.LastAttempt.Presented = time.Time{}, time.Time{}
+				if !reflect.DeepEqual(after, before) {
 					t.Errorf("%s changed:\n before %+v\n after  %+v", tc.unchanged, before, after)
 				}
 			}

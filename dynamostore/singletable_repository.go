@@ -46,10 +46,15 @@ type SingleTableStoreConfig struct {
 	// longer by design and must be handled within it: an ACHSENT period
 	// waits at most Config.ACHSettlementDeadline (14 days unless
 	// configured: keep it below CatchUpDays), and a period whose attempt
-	// is in flight is never closed before the attempt is resolved, so a
-	// processor unreachable for longer than CatchUpDays leaves it to
-	// single collections (CollectByID) and operators, after daily
-	// payment_attempt_unresolved events. Defaults to DefaultCatchUpDays.
+	// is in flight is never closed before the attempt is resolved. The
+	// retry run also reads ERROR periods older than its window, so an
+	// ERROR period in flight is revisited for CatchUpDays beyond that
+	// window (82 days with the defaults) and a SCHEDULED one for
+	// CatchUpDays; a processor unreachable for longer leaves it to single
+	// collections (CollectByID) and operators, after daily
+	// payment_attempt_unresolved events. The due index
+	// (SingleTableConfig.DueShards) has no such limit. Defaults to
+	// DefaultCatchUpDays.
 	CatchUpDays int
 	// ReminderLeadDays is how many days before a SCHEDULED period's day
 	// NextReminderDate falls. Defaults to [billing.NotificationLeadDays], the

@@ -49,11 +49,12 @@ func NewDynamoStores(t *testing.T, cfg dynamostore.Config) (*dynamostore.Reposit
 
 // NewSingleTableStore returns the engine's store on a fresh single table
 // on the local server, behind the limit-checking wrapper, with ACC#
-// partitions (the recurring payments layout).
+// partitions (the recurring payments layout), reading the sharded due
+// index when opts.DueShards is set.
 func NewSingleTableStore(t *testing.T, clock billing.Clock, opts memory.Options) *dynamostore.SingleTableRepository {
 	t.Helper()
 	client := dynamotest.Client(t)
-	table := dynamostore.SingleTableConfig{Table: dynamotest.TableName(t, "payments"), AccountPrefix: "ACC#", TTLAttribute: "TTL"}
+	table := dynamostore.SingleTableConfig{Table: dynamotest.TableName(t, "payments"), AccountPrefix: "ACC#", TTLAttribute: "TTL", DueShards: opts.DueShards}
 	dynamotest.CreateTable(t, client, dynamostore.SingleTableDefinition(table))
 	w := dynamotest.Wrap(client)
 	t.Cleanup(func() { w.AssertNoViolations(t) })
