@@ -34,7 +34,8 @@ type StoreFactory func(t *testing.T, opts memory.Options) (billing.Repository, b
 // written); AdminUpdate moves a record atomically; status pages read at
 // most Limit items, continue with opaque cursors that reject tampering,
 // and report Scanned and Count as DynamoDB does; AddAll applies the
-// collision policy and overwrites. It never asserts the order of a page of
+// collision policy and replaces stored records, except those in flight,
+// which it names in its *BatchError. It never asserts the order of a page of
 // the legacy (hash-only) status index, nor whether the last page of a
 // query that ends exactly at the limit carries a cursor (DynamoDB's does,
 // moto's does not); a cursor always leads to an empty page or to the rest.

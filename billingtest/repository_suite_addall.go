@@ -185,6 +185,37 @@ func (s *repoSuite) addAllCases() []repoCase {
 			e.requireHistoryCount(u, 2)
 			RequireHistoryMatchesPrimary(t, e.repo, e.hist, u)
 		}},
+		{"WritesAllButInFlight", func(t *testing.T) {
+			// A batch over a record in flight, an existing record and a
+			// new one: the record in flight keeps its attempt, amount and
+			// history and is the only one named; the others are written
+			// once, each with its history row.
+			e := s.env(t, memory.Options{})
+			busy := ids.record(ids.user(), day(0), billing.StatusScheduled)
+			done := ids.record(ids.user(), day(-31), billing.StatusCompleted)
+			e.add(busy, done)
+			marked := ids.inFlight(busy, 1, busy.Amount)
+			e.setAttempt(busy, marked)
+			recs, hist := e.snapshot(busy.UserID)
+			upgrade := busy.Clone()
+			upgrade.Amount, upgrade.ReceiptTierName, upgrade.LastRunDate = busy.Amount+500, "Premium:v1", ids.runDate()
+			rewrite := ids.record(done.UserID, day(-31), billing.StatusCompleted)
+			rewrite.Amount = billing.Cents(1299)
+			fresh := ids.record(ids.user(), day(3), billing.StatusScheduled)
+			_, err := e.repo.AddAll(e.ctx(), []billing.Subscription{rewrite, upgrade, fresh})
+			var be *billing.BatchError
+			if !errors.As(err, &be) || !errors.Is(err, billing.ErrAttemptInFlight) || !slices.Equal(be.Unwritten, []string{busy.Key()}) {
+				t.Fatalf("AddAll over a record in flight: %v, want a BatchError naming only %s, wrapping ErrAttemptInFlight", err, busy.Key())
+			}
+			e.requireUnchanged(busy.UserID, recs, hist)
+			if got := e.get(busy.UserID, busy.BillingDate); !got.InFlight() || got.LastAttempt.Key != marked.LastAttempt.Key || got.Amount != busy.Amount {
+				t.Fatalf("record in flight after AddAll: in flight %v, attempt %+v, amount %v; want its attempt and amount kept", got.InFlight(), got.LastAttempt, got.Amount)
+			}
+			e.requireAllStored([]billing.Subscription{rewrite, fresh})
+			e.requireHistoryCount(done.UserID, 2)
+			e.requireHistoryCount(fresh.UserID, 1)
+			RequireHistoryMatchesPrimary(t, e.repo, e.hist, done.UserID)
+		}},
 		{"CustomCollisionPolicy", func(t *testing.T) {
 			var seen int
 			shift := func(subs []billing.Subscription) ([]billing.Subscription, error) {

@@ -411,9 +411,13 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 }
 
 // AddAll implements [billing.Repository.AddAll]. It resolves collisions
-// with the store's policy and writes every record and history row, or,
-// when a record cannot be written, nothing: the error is a
-// *billing.BatchError naming every record.
+// with the store's policy; a batch that still holds one key twice, or a
+// record that does not encode, writes nothing and the error is a
+// *billing.BatchError naming every record. Otherwise it reads and writes
+// under the lock of every user, so nothing changes between its read of a
+// key and its write: every record and its history row is written, except
+// over a stored record in flight, which is named in the
+// *billing.BatchError (wrapping [billing.ErrAttemptInFlight]).
 func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([]billing.Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -467,16 +471,7 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 
 // itemInFlight reports whether a stored item carries an attempt whose
 // outcome is not recorded ([billing.Subscription.InFlight]).
-func itemInFlight(item map[string]types.AttributeValue) bool {
-	num := func(name string) int {
-		if v, ok := item[name].(*types.AttributeValueMemberN); ok {
-			n, _ := strconv.Atoi(v.Value)
-			return n
-		}
-		return 0
-	}
-	return num(layout.AttrAttemptNumber) > num(layout.AttrAttempt)
-}
+func itemInFlight(item map[string]types.AttributeValue) bool { return layout.ItemInFlight(item) }
 
 // inFlightAt reports whether the stored record at userID and billingDate
 // (as stored) is in flight.
