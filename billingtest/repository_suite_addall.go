@@ -216,6 +216,54 @@ func (s *repoSuite) addAllCases() []repoCase {
 			e.requireHistoryCount(fresh.UserID, 1)
 			RequireHistoryMatchesPrimary(t, e.repo, e.hist, done.UserID)
 		}},
+		{"CarriesClaimAndAttempt", func(t *testing.T) {
+			// A rewrite of a stored record (an upgrade on the same key)
+			// keeps the library's own attributes it does not set: the
+			// reminder claimed for the billing date (a rerun of the day's
+			// notifier does not remind again) and the attempt count and
+			// latest attempt (the next attempt of the period takes a new
+			// idempotency key).
+			e := s.env(t, memory.Options{})
+			r := ids.record(ids.user(), day(0), billing.StatusScheduled)
+			e.add(r)
+			marked := ids.inFlight(r, 1, r.Amount)
+			e.setAttempt(r, marked)
+			settled := marked.Clone()
+			settled.Attempt = 1
+			e.setAttempt(marked, settled)
+			_, ok := e.repo.(billing.ReminderClaimer)
+			if ok {
+				e.claim(recordReminder(&r), reminderAt)
+			}
+			upgrade := ids.record(r.UserID, day(0), billing.StatusScheduled)
+			upgrade.SubscriptionID, upgrade.Amount, upgrade.ReceiptTierName = r.SubscriptionID, r.Amount+500, "Premium:v1"
+			e.addAll([]billing.Subscription{upgrade})
+			got := e.get(r.UserID, r.BillingDate)
+			if got.Amount != upgrade.Amount || got.ReceiptTierName != upgrade.ReceiptTierName || !got.LastRunDate.Equal(upgrade.LastRunDate) {
+				t.Fatalf("record after AddAll: %v %s %v, want the upgrade's %v %s %v", got.Amount, got.ReceiptTierName, got.LastRunDate, upgrade.Amount, upgrade.ReceiptTierName, upgrade.LastRunDate)
+			}
+			if got.Attempt != 1 || got.InFlight() || got.LastAttempt.Key != settled.LastAttempt.Key || got.LastAttempt.Number != 1 {
+				t.Fatalf("record after AddAll: attempt count %d, latest attempt %+v; want the stored count 1 and attempt %+v", got.Attempt, got.LastAttempt, settled.LastAttempt)
+			}
+			if ok {
+				e.requireClaimed(recordReminder(&upgrade))
+			}
+			RequireHistoryMatchesPrimary(t, e.repo, e.hist, r.UserID)
+
+			// What the new record sets itself wins: its attempt count
+			// replaces the stored attempt, whole.
+			own := upgrade.Clone()
+			own.Attempt, own.LastAttempt, own.LastRunDate = 2, billing.Attempt{}, ids.runDate()
+			e.addAll([]billing.Subscription{own})
+			got = e.get(r.UserID, r.BillingDate)
+			if got.Attempt != 2 || got.LastAttempt != (billing.Attempt{}) {
+				t.Fatalf("record after AddAll with its own attempt count: count %d, latest attempt %+v; want 2 and none", got.Attempt, got.LastAttempt)
+			}
+			if ok {
+				e.requireClaimed(recordReminder(&own))
+			}
+			RequireHistoryMatchesPrimary(t, e.repo, e.hist, r.UserID)
+		}},
 		{"CustomCollisionPolicy", func(t *testing.T) {
 			var seen int
 			shift := func(subs []billing.Subscription) ([]billing.Subscription, error) {

@@ -440,13 +440,6 @@ func fence(prev *billing.Subscription) expression.ConditionBuilder {
 	return cond
 }
 
-// notInFlight is the condition that a stored record, if any, is not in
-// flight: it has no attempt number above its attempt count.
-func notInFlight() expression.ConditionBuilder {
-	num, cnt := expression.Name(layout.AttrAttemptNumber), expression.Name(layout.AttrAttempt)
-	return expression.AttributeNotExists(num).Or(expression.AttributeExists(cnt).And(num.LessThanEqual(cnt)))
-}
-
 // attemptUpdate is SetAttempt's write on the fence of prev: the
 // write-back of prev to next (see [writeBack]), which ValidateAttemptUpdate
 // has checked differ in their attempt attributes only.

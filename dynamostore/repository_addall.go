@@ -40,7 +40,10 @@ const (
 // with its history row in transactions of up to 50 records, each
 // record's put conditional on its stored item as read: absent, or still
 // holding the billing_status, last_run_date, attempt count and number and
-// reminder claim read. An existing record is replaced by the new one.
+// reminder claim read. An existing record is replaced by the new one,
+// but the library's own attributes of the stored item the new record
+// does not set (its attempt, a reminder's claim) are carried over (see
+// [layout.CarryOwned]), and the due key is the new record's.
 //
 // A failed condition cancels the whole transaction: the records whose
 // condition failed are read again once and written on that read if they
@@ -174,9 +177,8 @@ func addAllGroups(recs []*addAllRecord) [][]*addAllRecord {
 func (r *Repository) writeGroup(ctx context.Context, resolved []billing.Subscription, g []*addAllRecord) (conflicted, rest []*addAllRecord, err error) {
 	items := make([]types.TransactWriteItem, 0, 2*len(g))
 	for _, rec := range g {
-		items = append(items,
-			types.TransactWriteItem{Put: r.addAllPut(&resolved[rec.i], rec)},
-			types.TransactWriteItem{Put: &types.Put{TableName: &r.cfg.Tables.History, Item: rec.hist}})
+		prim, hist := r.addAllPuts(&resolved[rec.i], rec)
+		items = append(items, types.TransactWriteItem{Put: prim}, types.TransactWriteItem{Put: hist})
 	}
 	in := &dynamodb.TransactWriteItemsInput{TransactItems: items, ClientRequestToken: aws.String(uuid.NewString())}
 	for try := 0; ; try++ {
@@ -214,19 +216,24 @@ func (r *Repository) writeGroup(ctx context.Context, resolved []billing.Subscrip
 	}
 }
 
-// addAllPut is the put of rec's item, conditional on its stored item as
-// read (see [storedCondition]).
-func (r *Repository) addAllPut(sub *billing.Subscription, rec *addAllRecord) *types.Put {
-	item := maps.Clone(rec.prim)
+// addAllPuts are the puts of rec's item, conditional on its stored item as
+// read (see [storedCondition]), and of its history row. The library's own
+// attributes of the stored item are carried onto both (see
+// [layout.CarryOwned]), and the item gets the new record's due key.
+func (r *Repository) addAllPuts(sub *billing.Subscription, rec *addAllRecord) (prim, hist *types.Put) {
+	item, row := maps.Clone(rec.prim), maps.Clone(rec.hist)
+	layout.CarryOwned(item, row, rec.stored)
 	withDue(item, sub, r.cfg.Tables.DueShards)
 	expr := mustBuild(expression.NewBuilder().WithCondition(storedCondition(rec.stored)))
 	return &types.Put{TableName: &r.cfg.Tables.Subscriptions, Item: item,
-		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values()}
+			ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values()},
+		&types.Put{TableName: &r.cfg.Tables.History, Item: row}
 }
 
 // fencedAttributes are the attributes whose stored values AddAll's put of
 // an existing record is conditional on: those of [fence] (what a
-// collection or an update changes) and the reminder claim.
+// collection or an update changes) and the reminder claim, so that what
+// it carries is what is stored when it writes.
 var fencedAttributes = []string{layout.AttrBillingStatus, layout.AttrLastRunDate, layout.AttrAttempt, layout.AttrAttemptNumber, layout.AttrReminderClaim}
 
 // storedCondition is the condition that the item at a key is still stored
@@ -250,46 +257,79 @@ func storedCondition(stored map[string]types.AttributeValue) expression.Conditio
 
 // readStored reads the stored items at the keys of recs with consistent
 // reads and sets each record's stored item (nil when there is none).
-// Unprocessed keys and failed requests are retried with backoff.
 func (r *Repository) readStored(ctx context.Context, resolved []billing.Subscription, recs []*addAllRecord) error {
-	for start := 0; start < len(recs); start += maxBatchGet {
-		at := map[string]*addAllRecord{}
-		var keys []map[string]types.AttributeValue
-		for _, rec := range recs[start:min(start+maxBatchGet, len(recs))] {
-			s := &resolved[rec.i]
-			rec.stored = nil
-			at[keyString(s.UserID, layout.BillingDateKey(s))] = rec
-			keys = append(keys, map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(s.UserID), layout.AttrBillingDate: layout.StringAV(layout.BillingDateKey(s))})
+	keys := make([]map[string]types.AttributeValue, len(recs))
+	for j, rec := range recs {
+		s := &resolved[rec.i]
+		keys[j] = map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(s.UserID), layout.AttrBillingDate: layout.StringAV(layout.BillingDateKey(s))}
+	}
+	items, err := readItems(ctx, r.cfg.Client, r.bw, r.cfg.Tables.Subscriptions, keys)
+	if err != nil {
+		return fmt.Errorf("billing: add all: reading the stored records: %w", err)
+	}
+	for j, rec := range recs {
+		rec.stored = items[j]
+	}
+	return nil
+}
+
+// readItems reads the items at keys of table (a key's attributes are
+// strings) with consistent BatchGetItems of up to 100 keys, and returns
+// them in the order of keys, nil where there is none (a key given twice
+// is read once and returned twice). Unprocessed keys and
+// failed requests are retried with bw's backoff.
+func readItems(ctx context.Context, client API, bw *batchWriter, table string, keys []map[string]types.AttributeValue) ([]map[string]types.AttributeValue, error) {
+	out := make([]map[string]types.AttributeValue, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	names := slices.Sorted(maps.Keys(keys[0]))
+	keyOf := func(item map[string]types.AttributeValue) string {
+		var k string
+		for _, n := range names {
+			k += layout.StringOf(item[n]) + "\x00"
 		}
-		req := map[string]types.KeysAndAttributes{r.cfg.Tables.Subscriptions: {Keys: keys, ConsistentRead: aws.Bool(true)}}
-		for try := 0; len(req) > 0; try++ {
-			if try > r.bw.retries {
-				return fmt.Errorf("billing: add all: reading the stored records: keys still unprocessed after %d tries", try)
+		return k
+	}
+	for start := 0; start < len(keys); start += maxBatchGet {
+		at := map[string][]int{} // a key asked for twice is read once
+		var chunk []map[string]types.AttributeValue
+		for j, key := range keys[start:min(start+maxBatchGet, len(keys))] {
+			k := keyOf(key)
+			if len(at[k]) == 0 {
+				chunk = append(chunk, key)
 			}
-			out, err := r.cfg.Client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			at[k] = append(at[k], start+j)
+		}
+		req := map[string]types.KeysAndAttributes{table: {Keys: chunk, ConsistentRead: aws.Bool(true)}}
+		for try := 0; len(req) > 0; try++ {
+			if try > bw.retries {
+				return nil, fmt.Errorf("keys still unprocessed after %d tries", try)
+			}
+			resp, err := client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
 			if err != nil {
-				if try == r.bw.retries {
-					return fmt.Errorf("billing: add all: reading the stored records: %w", err)
+				if try == bw.retries {
+					return nil, err
 				}
-				if err := r.bw.sleep(ctx, try); err != nil {
-					return err
+				if err := bw.sleep(ctx, try); err != nil {
+					return nil, err
 				}
 				continue
 			}
-			for _, item := range out.Responses[r.cfg.Tables.Subscriptions] {
-				if rec := at[keyString(layout.StringOf(item[layout.AttrUserID]), layout.StringOf(item[layout.AttrBillingDate]))]; rec != nil {
-					rec.stored = item
+			for _, item := range resp.Responses[table] {
+				for _, j := range at[keyOf(item)] {
+					out[j] = item
 				}
 			}
-			req = out.UnprocessedKeys
+			req = resp.UnprocessedKeys
 			if len(req) > 0 {
-				if err := r.bw.sleep(ctx, try); err != nil {
-					return err
+				if err := bw.sleep(ctx, try); err != nil {
+					return nil, err
 				}
 			}
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // itemSize is an item's size as DynamoDB counts it, near enough to bound

@@ -417,7 +417,10 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 // under the lock of every user, so nothing changes between its read of a
 // key and its write: every record and its history row is written, except
 // over a stored record in flight, which is named in the
-// *billing.BatchError (wrapping [billing.ErrAttemptInFlight]).
+// *billing.BatchError (wrapping [billing.ErrAttemptInFlight]). A record
+// replacing a stored one carries the stored one's attempt and reminder
+// claim unless it sets them itself, as the DynamoDB stores do (see
+// [dynamostore.Repository.AddAll]).
 func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([]billing.Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -450,11 +453,16 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 	defer r.s.locks.unlock(allStripes)
 	be := &billing.BatchError{}
 	for i := range out {
-		if cur, ok := r.s.primary.get(primaryKey(items[i])); ok && itemInFlight(cur) {
+		cur, ok := r.s.primary.get(primaryKey(items[i]))
+		if ok && itemInFlight(cur) {
 			// A record whose charge may have happened is not overwritten.
 			be.Unwritten = append(be.Unwritten, out[i].Key())
-			be.Err = errors.Join(be.Err, fmt.Errorf("%s: %w: not overwritten", out[i].Key(), billing.ErrAttemptInFlight))
+			be.Err = errors.Join(be.Err, &billing.ConflictError{Op: "add all", Key: out[i].Key(),
+				Reason: "the record is in flight: not overwritten", Err: billing.ErrAttemptInFlight})
 			continue
+		}
+		if ok {
+			layout.CarryOwned(items[i], hitems[i], cloneItem(cur))
 		}
 		r.s.primary.put(primaryKey(items[i]), items[i])
 		r.s.history.put(historyKey(hitems[i]), hitems[i])
