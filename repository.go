@@ -20,6 +20,19 @@ type Repository interface {
 	// record with the same user_id and billing_date exists, or the history
 	// row exists, nothing is written and the error is a [*ConflictError]
 	// wrapping [ErrAlreadyExists].
+	//
+	// On the legacy layout (one subscription per user) a new SCHEDULED or
+	// PAUSED record is refused when the user already has a SCHEDULED or
+	// PAUSED record at another key: nothing is written and the error is an
+	// [*OpenSubscriptionError] wrapping [ErrOpenSubscription]. Records in
+	// other statuses (closed periods, history imports) are added as any.
+	// The check is a consistent read of the user's records before the
+	// write, which a condition on the new item cannot fence: two
+	// concurrent Adds for a user with no open record may both succeed. The
+	// collector reports an open record it finds that is neither the period
+	// it handles nor its successor, rather than collect it for that
+	// subscription. The single table, where an account has several
+	// subscriptions, does not refuse.
 	Add(ctx context.Context, s *Subscription) error
 
 	// Get reads a record by its key with a consistent read. [ErrNotFound]

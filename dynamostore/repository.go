@@ -146,10 +146,27 @@ func keyEquals(name, v string) expression.Expression {
 	return mustBuild(expression.NewBuilder().WithKeyCondition(expression.Key(name).Equal(expression.Value(layout.StringAV(v)))))
 }
 
-// Add implements [Repository.Add].
+// Add implements [Repository.Add]. The legacy tables hold one
+// subscription a user: a new SCHEDULED or PAUSED record is refused with a
+// [*billing.OpenSubscriptionError] when a consistent read of the user's
+// records finds a SCHEDULED or PAUSED one at another key (one at the same
+// key is the transaction's [billing.ErrAlreadyExists], as for any
+// record). Records in other statuses (history imports, closed periods)
+// are added without the read.
+//
+// The read and the write are not one transaction: a condition can only
+// fence the item written, not the user's other items, so two Adds of
+// open records at different keys for a user with none may both succeed.
+// The collector reports a record it finds beside the period it handles
+// that is neither that period nor its successor
+// ([billing.EventUnexpectedRecord]) rather than collect it for the
+// subscription.
 func (r *Repository) Add(ctx context.Context, sub *billing.Subscription) error {
 	hist, err := layout.EncodeHistoryItem(sub)
 	if err != nil {
+		return err
+	}
+	if err := r.refuseSecondOpen(ctx, sub); err != nil {
 		return err
 	}
 	prim, _ := layout.EncodeItem(sub)
@@ -162,6 +179,43 @@ func (r *Repository) Add(ctx context.Context, sub *billing.Subscription) error {
 		{key: sub.Key(), reason: "a record with this user_id and billing_date exists", exists: true},
 		{key: sub.Key(), reason: "a history row with this user_id and last_run_date exists", exists: true, history: true},
 	}, err)
+}
+
+// refuseSecondOpen returns the *billing.OpenSubscriptionError of adding
+// sub when sub is open (SCHEDULED or PAUSED) and a consistent read of its
+// user's records finds an open one at another billing_date, else nil.
+func (r *Repository) refuseSecondOpen(ctx context.Context, sub *billing.Subscription) error {
+	if !layout.OpenStatus(sub.Status) {
+		return nil
+	}
+	bd := layout.BillingDateKey(sub)
+	expr := mustBuild(expression.NewBuilder().
+		WithKeyCondition(expression.Key(layout.AttrUserID).Equal(expression.Value(layout.StringAV(sub.UserID)))).
+		WithProjection(expression.NamesList(expression.Name(layout.AttrBillingDate), expression.Name(layout.AttrBillingStatus))))
+	in := &dynamodb.QueryInput{
+		TableName:                 &r.cfg.Tables.Subscriptions,
+		KeyConditionExpression:    expr.KeyCondition(),
+		ProjectionExpression:      expr.Projection(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ConsistentRead:            aws.Bool(true),
+	}
+	var open error
+	for out, err := range queryPages(ctx, r.cfg.Client, in) {
+		if err != nil {
+			return fmt.Errorf("billing: add (%s): reading the user's records: %w", sub.Key(), err)
+		}
+		for _, it := range out.Items {
+			st, other := billing.Status(layout.StringOf(it[layout.AttrBillingStatus])), layout.StringOf(it[layout.AttrBillingDate])
+			switch {
+			case other == bd:
+				return nil // the key is taken: the transaction says so
+			case open == nil && layout.OpenStatus(st):
+				open = &billing.OpenSubscriptionError{UserID: sub.UserID, New: sub.Key(), Open: keyString(sub.UserID, other), Status: st}
+			}
+		}
+	}
+	return open
 }
 
 // Get implements [Repository.Get].

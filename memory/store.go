@@ -75,6 +75,11 @@ type Store struct {
 
 	repo *Repository
 	hist *History
+
+	// severalOpen lets Add store a user's second open record: the
+	// single table's periods, where an account has several
+	// subscriptions.
+	severalOpen bool
 }
 
 // Repository is the [billing.Repository] of a [Store].
@@ -162,7 +167,11 @@ func (s *Store) table(name string) *table {
 	panic(fmt.Sprintf("memory: unknown table %q (want %q or %q)", name, SubscriptionsTable, HistoryTable))
 }
 
-// Add implements [billing.Repository.Add].
+// Add implements [billing.Repository.Add] as [dynamostore.Repository.Add]
+// does on the legacy tables: a new SCHEDULED or PAUSED record of a user
+// who has one already is refused with a [*billing.OpenSubscriptionError].
+// The check and the write are made under the user's lock, so the race
+// the DynamoDB store documents does not happen here.
 func (r *Repository) Add(ctx context.Context, sub *billing.Subscription) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -184,11 +193,33 @@ func (r *Repository) Add(ctx context.Context, sub *billing.Subscription) error {
 	if s.primary.has(pk) {
 		return exists("record exists", false)
 	}
+	if err := s.openRecord(sub); err != nil {
+		return err
+	}
 	if s.history.has(hk) {
 		return exists("history row exists", true)
 	}
 	s.primary.put(pk, item)
 	s.history.put(hk, hitem)
+	return nil
+}
+
+// openRecord returns the *billing.OpenSubscriptionError of adding sub
+// when sub is open (SCHEDULED or PAUSED) and its user has an open record
+// already, else nil. The caller holds the user's lock.
+func (s *Store) openRecord(sub *billing.Subscription) error {
+	if s.severalOpen || !layout.OpenStatus(sub.Status) {
+		return nil
+	}
+	p := s.primary.partitionOf(sub.UserID)
+	if p == nil {
+		return nil
+	}
+	for _, e := range p.recs {
+		if st := billing.Status(stringAttr(e.item, layout.AttrBillingStatus)); layout.OpenStatus(st) {
+			return &billing.OpenSubscriptionError{UserID: sub.UserID, New: sub.Key(), Open: recordKey(sub.UserID, e.sk), Status: st}
+		}
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing"
 )
 
 // ItemInFlight reports whether a stored record's item carries an attempt
@@ -69,4 +70,12 @@ func CarryOwned(prim, hist, stored map[string]types.AttributeValue) {
 	carry(AttemptAttributes(), prim, hist)
 	carry(ReminderAttributes(), prim)
 	carry([]string{AttrDue}, prim)
+}
+
+// OpenStatus reports whether a record in st is a user's open
+// subscription on the legacy layout, which allows one a user: SCHEDULED
+// or PAUSED, the statuses an active subscription's record always has one
+// of (see [billing.ErrOpenSubscription]).
+func OpenStatus(st billing.Status) bool {
+	return st == billing.StatusScheduled || st == billing.StatusPaused
 }
