@@ -192,10 +192,11 @@ var (
 	// ErrAlreadyExists reports an add whose key is already taken.
 	ErrAlreadyExists = errors.New("billing: already exists")
 
-	// ErrOpenSubscription reports a new record for a user of the legacy
-	// layout (one subscription per user) who already has an open one: a
-	// SCHEDULED, PAUSED, ERROR or ACHSENT record. Nothing is written. The
-	// error is an [*OpenSubscriptionError] naming the open record.
+	// ErrOpenSubscription reports a new open record (SCHEDULED or PAUSED)
+	// for a user of the legacy layout (one subscription per user) who
+	// already has an open one: a SCHEDULED or PAUSED record, which an
+	// active subscription always has. Nothing is written. The error is an
+	// [*OpenSubscriptionError] naming the open record.
 	ErrOpenSubscription = errors.New("billing: user has an open subscription")
 
 	// ErrInvalidCursor reports a continuation token that is malformed,

@@ -20,6 +20,19 @@ type Repository interface {
 	// record with the same user_id and billing_date exists, or the history
 	// row exists, nothing is written and the error is a [*ConflictError]
 	// wrapping [ErrAlreadyExists].
+	//
+	// On the legacy layout (one subscription per user) a new SCHEDULED or
+	// PAUSED record is refused when the user already has a SCHEDULED or
+	// PAUSED record at another key: nothing is written and the error is an
+	// [*OpenSubscriptionError] wrapping [ErrOpenSubscription]. Records in
+	// other statuses (closed periods, history imports) are added as any.
+	// The check is a consistent read of the user's records before the
+	// write, which a condition on the new item cannot fence: two
+	// concurrent Adds for a user with no open record may both succeed. The
+	// collector reports an open record it finds that is neither the period
+	// it handles nor its successor, rather than collect it for that
+	// subscription. The single table, where an account has several
+	// subscriptions, does not refuse.
 	Add(ctx context.Context, s *Subscription) error
 
 	// Get reads a record by its key with a consistent read. [ErrNotFound]
@@ -86,13 +99,19 @@ type Repository interface {
 	SetAttempt(ctx context.Context, prev, next *Subscription) error
 
 	// AddAll writes many records (upgrades and downgrades) to the table and
-	// their history rows, in batches. It first applies the collision policy
-	// (the legacy rule of [CollisionPolicy] unless configured), so records sharing a
-	// key get distinct ones, and returns the records as written. Batch
-	// writes cannot be conditional: like the legacy service, AddAll
-	// overwrites records with the same key. Either every record and history
-	// row is written, or the error is a [*BatchError] naming the records
-	// not written.
+	// their history rows. It first applies the collision policy (the
+	// legacy rule of [CollisionPolicy] unless configured), so records
+	// sharing a key get distinct ones, and returns the records as written.
+	// A record replaces the stored record with its key, if any; each
+	// record's write is conditional on what AddAll read at its key (no
+	// record, or the stored record's billing_status, last_run_date and
+	// attempt), together with its history row. A stored record in flight is
+	// never overwritten, nor is one changed meanwhile (e.g. an attempt
+	// made durable after the read) that the store cannot write on a fresh
+	// read: it is named in the [*BatchError], which wraps
+	// [ErrAttemptInFlight] or [ErrConflict]. Every record is either written
+	// exactly once with its history row, or named in
+	// [BatchError.Unwritten].
 	AddAll(ctx context.Context, subs []Subscription) ([]Subscription, error)
 }
 

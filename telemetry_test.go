@@ -350,11 +350,13 @@ func TestTelemetryDynamoDB(t *testing.T) {
 	sub := billing.Subscription{UserID: "u1", SubscriptionID: "s1", BillingDate: jan31, Status: billing.StatusScheduled,
 		Amount: billing.Cents(499), Term: billing.TermMonthly, BillingPeriod: billing.BillingPeriod(jan31),
 		CreatedDate: jan31, LastRunDate: jan31}
+	// Add of a SCHEDULED record reads the user's records (one open
+	// subscription a user), then writes.
 	require.ErrorIs(t, repo.Add(ctx, &sub), errFakeDynamo, "Add")
-	require.Equal(t, []string{"GetItem", "Query", "Query", "TransactWriteItems"}, fake.calls, "client calls")
+	require.Equal(t, []string{"GetItem", "Query", "Query", "Query", "TransactWriteItems"}, fake.calls, "client calls")
 	assert.Equal(t, map[string]uint64{
 		"error=false,operation=GetItem":           1,
-		"error=false,operation=Query":             2,
+		"error=false,operation=Query":             3,
 		"error=true,operation=TransactWriteItems": 1,
 	}, o.histCounts(t, itel.MetricDynamoDBDuration), itel.MetricDynamoDBDuration)
 	var names []string
@@ -369,7 +371,7 @@ func TestTelemetryDynamoDB(t *testing.T) {
 		assert.Equal(t, strings.TrimPrefix(s.Name(), itel.SpanDynamoDBPrefix), spanAttrs(s)["rpc.method"], "span %s: status %v, kind %v, attributes %v", s.Name(), s.Status(), s.SpanKind(), spanAttrs(s))
 	}
 	assert.Equal(t, []string{"dynabill.dynamodb.GetItem", "dynabill.dynamodb.Query", "dynabill.dynamodb.Query",
-		"dynabill.dynamodb.TransactWriteItems"}, names, "spans")
+		"dynabill.dynamodb.Query", "dynabill.dynamodb.TransactWriteItems"}, names, "spans")
 }
 
 // With no providers configured every component uses the global ones (no-ops

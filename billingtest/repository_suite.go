@@ -34,7 +34,8 @@ type StoreFactory func(t *testing.T, opts memory.Options) (billing.Repository, b
 // written); AdminUpdate moves a record atomically; status pages read at
 // most Limit items, continue with opaque cursors that reject tampering,
 // and report Scanned and Count as DynamoDB does; AddAll applies the
-// collision policy and overwrites. It never asserts the order of a page of
+// collision policy and replaces stored records, except those in flight,
+// which it names in its *BatchError. It never asserts the order of a page of
 // the legacy (hash-only) status index, nor whether the last page of a
 // query that ends exactly at the limit carries a cursor (DynamoDB's does,
 // moto's does not); a cursor always leads to an empty page or to the rest.
@@ -66,6 +67,12 @@ type SuiteOptions struct {
 	// the store accepts, e.g. the single table's
 	// "<account>#<subscription>#<sku>". Defaults to leaving it as is.
 	UserID func(base string) string
+	// SeveralOpen says the store keeps several open (SCHEDULED or PAUSED)
+	// records of one user ID, as the single table does (an account has
+	// several subscriptions): Add does not refuse a second with
+	// ErrOpenSubscription, which the suite otherwise requires of the
+	// legacy layout's one subscription per user.
+	SeveralOpen bool
 	// SkipStatusQueries leaves out the QueryStatus group: its cases assume
 	// a status index over every billing_date (unbounded ranges, records
 	// years apart, read counts of the legacy and sorted index modes). A
@@ -76,7 +83,7 @@ type SuiteOptions struct {
 // TestRepositoryWith is [TestRepository] adapted by opts.
 func TestRepositoryWith(t *testing.T, newStores StoreFactory, opts SuiteOptions) {
 	t.Helper()
-	s := &repoSuite{newStores: newStores, ids: newSuiteIDs(opts)}
+	s := &repoSuite{newStores: newStores, ids: newSuiteIDs(opts), severalOpen: opts.SeveralOpen}
 	groups := []struct {
 		name  string
 		cases []repoCase
@@ -118,8 +125,9 @@ type repoCase struct {
 }
 
 type repoSuite struct {
-	newStores StoreFactory
-	ids       *suiteIDs
+	newStores   StoreFactory
+	ids         *suiteIDs
+	severalOpen bool
 }
 
 // repoEnv is a subtest's fresh stores with helpers that fail the test.

@@ -125,7 +125,7 @@ func (s *repoSuite) addCases() []repoCase {
 			u := ids.user()
 			first := ids.record(u, day(0), billing.StatusScheduled)
 			e.add(first)
-			second := ids.record(u, day(31), billing.StatusScheduled)
+			second := ids.record(u, day(31), billing.StatusCompleted)
 			second.LastRunDate = first.LastRunDate
 			requireConflict(t, e.repo.Add(e.ctx(), &second), billing.ErrAlreadyExists, "add", u)
 			e.requireAbsent(u, day(31))
@@ -141,6 +141,60 @@ func (s *repoSuite) addCases() []repoCase {
 			e.requireStored(b)
 			e.requireHistoryCount(a.UserID, 1)
 			e.requireHistoryCount(b.UserID, 1)
+		}},
+		{"SecondOpenRecordRefused", func(t *testing.T) {
+			// The legacy layout holds one subscription a user: a plan
+			// billed on another day beside an open one would be taken by
+			// the collector for the first plan's next period.
+			if s.severalOpen {
+				t.Skip("the store keeps several open records of a user (SuiteOptions.SeveralOpen)")
+			}
+			e := s.env(t, memory.Options{})
+			requireRefused := func(err error, rec, open billing.Subscription) {
+				t.Helper()
+				var oe *billing.OpenSubscriptionError
+				switch {
+				case !errors.As(err, &oe) || !errors.Is(err, billing.ErrOpenSubscription):
+					t.Fatalf("Add(%s %s) beside the open %s: %v, want an *OpenSubscriptionError wrapping ErrOpenSubscription", rec.Key(), rec.Status, open.Key(), err)
+				case oe.UserID != rec.UserID || oe.New != rec.Key() || oe.Open != open.Key() || oe.Status != open.Status:
+					t.Fatalf("OpenSubscriptionError = %+v, want user %s, new %s, open %s (%s)", oe, rec.UserID, rec.Key(), open.Key(), open.Status)
+				case errors.Is(err, billing.ErrAlreadyExists) || errors.Is(err, billing.ErrConflict):
+					t.Fatalf("OpenSubscriptionError %v also wraps a conflict", err)
+				}
+				e.requireAbsent(rec.UserID, rec.BillingDate)
+			}
+			u := ids.user()
+			open := ids.record(u, day(0), billing.StatusScheduled)
+			e.add(open)
+			for _, st := range []billing.Status{billing.StatusScheduled, billing.StatusPaused} {
+				second := ids.record(u, day(-10), st)
+				requireRefused(e.repo.Add(e.ctx(), &second), second, open)
+			}
+			e.requireHistoryCount(u, 1)
+			// A record at the open record's key is a taken key, as ever.
+			dup := ids.record(u, day(0), billing.StatusScheduled)
+			requireConflict(t, e.repo.Add(e.ctx(), &dup), billing.ErrAlreadyExists, "add", u)
+			// Closed periods and history imports are added beside it.
+			for i, st := range []billing.Status{billing.StatusCompleted, billing.StatusCancelled, billing.StatusError} {
+				e.add(ids.record(u, day(-31*(i+1)), st))
+			}
+			e.requireHistoryCount(u, 4)
+			e.requireStored(open)
+
+			// A PAUSED record is an open subscription too.
+			v := ids.user()
+			paused := ids.record(v, day(0), billing.StatusPaused)
+			e.add(paused)
+			next := ids.record(v, day(31), billing.StatusScheduled)
+			requireRefused(e.repo.Add(e.ctx(), &next), next, paused)
+
+			// Once the open record is closed, the user's next subscription
+			// is added.
+			done := ids.next(open, billing.StatusCancelled)
+			e.update(open, done)
+			again := ids.record(u, day(31), billing.StatusScheduled)
+			e.add(again)
+			e.requireStored(again)
 		}},
 		{"MissingLastRunDate", func(t *testing.T) {
 			e := s.env(t, memory.Options{})
@@ -199,7 +253,7 @@ func (s *repoSuite) readCases() []repoCase {
 			recs := []billing.Subscription{
 				ids.record(u, day(-31), billing.StatusCompleted),
 				ids.record(u, day(0), billing.StatusScheduled),
-				ids.record(u, day(31), billing.StatusScheduled),
+				ids.record(u, day(31), billing.StatusCancelled),
 			}
 			e.add(recs...)
 			for _, r := range recs {
@@ -229,7 +283,7 @@ func (s *repoSuite) readCases() []repoCase {
 			for i := range n { // months out of order: 0, 7, 14, …
 				e.add(want[i*7%n])
 			}
-			e.add(ids.record(other, day(0), billing.StatusScheduled), ids.record(other, day(-400), billing.StatusScheduled))
+			e.add(ids.record(other, day(0), billing.StatusScheduled), ids.record(other, day(-400), billing.StatusCompleted))
 			got := e.list(u)
 			if !slices.Equal(subIDs(got), subIDs(want)) {
 				t.Fatalf("ListByUser returned %d records in order %v, want %d ascending by billing_date %v", len(got), subIDs(got), n, subIDs(want))

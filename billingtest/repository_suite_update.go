@@ -218,7 +218,7 @@ func (s *repoSuite) updateCases() []repoCase {
 		}},
 		{"HistoryRowTaken", func(t *testing.T) {
 			e, r := added(t)
-			other := ids.record(r.UserID, day(31), billing.StatusScheduled)
+			other := ids.record(r.UserID, day(31), billing.StatusCompleted)
 			e.add(other)
 			recs, hist := e.snapshot(r.UserID)
 			next := r.Clone()
@@ -304,7 +304,7 @@ func (s *repoSuite) adminUpdateCases() []repoCase {
 		}},
 		{"OntoTakenKey", func(t *testing.T) {
 			e, r := added(t)
-			other := ids.record(r.UserID, day(31), billing.StatusScheduled)
+			other := ids.record(r.UserID, day(31), billing.StatusCompleted)
 			e.add(other)
 			recs, hist := e.snapshot(r.UserID)
 			next := moveTo(r, day(31))
@@ -361,7 +361,7 @@ func (s *repoSuite) adminUpdateCases() []repoCase {
 		}},
 		{"HistoryRowTaken", func(t *testing.T) {
 			e, r := added(t)
-			other := ids.record(r.UserID, day(31), billing.StatusScheduled)
+			other := ids.record(r.UserID, day(31), billing.StatusCompleted)
 			e.add(other)
 			recs, hist := e.snapshot(r.UserID)
 			next := moveTo(r, day(5))

@@ -26,6 +26,7 @@ var stSuiteOptions = billingtest.SuiteOptions{
 		return layout.SubscriptionRef{AccountID: base, SubscriptionID: "S1", SKU: "SKU9"}.UserID()
 	},
 	SkipStatusQueries: true,
+	SeveralOpen:       true,
 }
 
 func TestSingleTableRepositorySuite(t *testing.T) {

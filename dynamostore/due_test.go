@@ -19,9 +19,9 @@ import (
 const testShards = 4
 
 // dueFixture is a table with the due index, in mode, and records of 12
-// users written by a repository with shards shards: per user a COMPLETED
-// period, a SCHEDULED one due, a SCHEDULED one not due, and for every
-// third user an ERROR and a PAUSED one. want lists the keys a query of
+// users written (with AddAll) by a repository with shards shards: per
+// user a COMPLETED period, a SCHEDULED one due, a SCHEDULED one not due,
+// and for every third user an ERROR and a PAUSED one. want lists the keys a query of
 // each status before dueBefore returns.
 func dueFixture(t *testing.T, mode StatusIndexMode, shards int) (f *dynamoFixture, want map[billing.Status][]string) {
 	t.Helper()
@@ -50,8 +50,11 @@ func dueFixture(t *testing.T, mode StatusIndexMode, shards int) (f *dynamoFixtur
 		if u%3 == 0 {
 			recs = append(recs, testRecord(user, 2, billing.StatusError), testRecord(user, 3, billing.StatusPaused))
 		}
+		// Several open records a user, as an import writes them (Add
+		// refuses a second one on the legacy tables).
+		_, err := repo.AddAll(t.Context(), recs)
+		require.NoError(t, err)
 		for i := range recs {
-			require.NoError(t, repo.Add(t.Context(), &recs[i]))
 			if recs[i].BillingDate.Before(dueBefore) {
 				want[recs[i].Status] = append(want[recs[i].Status], recs[i].Key())
 			}

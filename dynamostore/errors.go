@@ -12,12 +12,11 @@ import (
 // txOp describes one action of a transaction for error translation: which
 // operation and key it belongs to, and what a failed condition means.
 type txOp struct {
-	key      string
-	reason   string // what a failed condition of this action means
-	exists   bool   // a failed condition means "already exists"
-	history  bool   // the action is a history row put
-	taken    bool   // a failed condition means "the new key of a move is taken"
-	inFlight bool   // a failed condition means "the stored record is in flight"
+	key     string
+	reason  string // what a failed condition of this action means
+	exists  bool   // a failed condition means "already exists"
+	history bool   // the action is a history row put
+	taken   bool   // a failed condition means "the new key of a move is taken"
 }
 
 // translateWrite turns DynamoDB's condition and transaction failures into
@@ -59,9 +58,6 @@ func conflictFor(op string, o txOp) error {
 	e := &billing.ConflictError{Op: op, Key: o.key, Reason: o.reason, Err: billing.ErrConflict, HistoryRow: o.history, Taken: o.taken}
 	if o.exists {
 		e.Err = billing.ErrAlreadyExists
-	}
-	if o.inFlight {
-		e.Err = billing.ErrAttemptInFlight
 	}
 	return e
 }

@@ -146,10 +146,27 @@ func keyEquals(name, v string) expression.Expression {
 	return mustBuild(expression.NewBuilder().WithKeyCondition(expression.Key(name).Equal(expression.Value(layout.StringAV(v)))))
 }
 
-// Add implements [Repository.Add].
+// Add implements [Repository.Add]. The legacy tables hold one
+// subscription a user: a new SCHEDULED or PAUSED record is refused with a
+// [*billing.OpenSubscriptionError] when a consistent read of the user's
+// records finds a SCHEDULED or PAUSED one at another key (one at the same
+// key is the transaction's [billing.ErrAlreadyExists], as for any
+// record). Records in other statuses (history imports, closed periods)
+// are added without the read.
+//
+// The read and the write are not one transaction: a condition can only
+// fence the item written, not the user's other items, so two Adds of
+// open records at different keys for a user with none may both succeed.
+// The collector reports a record it finds beside the period it handles
+// that is neither that period nor its successor
+// ([billing.EventUnexpectedRecord]) rather than collect it for the
+// subscription.
 func (r *Repository) Add(ctx context.Context, sub *billing.Subscription) error {
 	hist, err := layout.EncodeHistoryItem(sub)
 	if err != nil {
+		return err
+	}
+	if err := r.refuseSecondOpen(ctx, sub); err != nil {
 		return err
 	}
 	prim, _ := layout.EncodeItem(sub)
@@ -162,6 +179,43 @@ func (r *Repository) Add(ctx context.Context, sub *billing.Subscription) error {
 		{key: sub.Key(), reason: "a record with this user_id and billing_date exists", exists: true},
 		{key: sub.Key(), reason: "a history row with this user_id and last_run_date exists", exists: true, history: true},
 	}, err)
+}
+
+// refuseSecondOpen returns the *billing.OpenSubscriptionError of adding
+// sub when sub is open (SCHEDULED or PAUSED) and a consistent read of its
+// user's records finds an open one at another billing_date, else nil.
+func (r *Repository) refuseSecondOpen(ctx context.Context, sub *billing.Subscription) error {
+	if !layout.OpenStatus(sub.Status) {
+		return nil
+	}
+	bd := layout.BillingDateKey(sub)
+	expr := mustBuild(expression.NewBuilder().
+		WithKeyCondition(expression.Key(layout.AttrUserID).Equal(expression.Value(layout.StringAV(sub.UserID)))).
+		WithProjection(expression.NamesList(expression.Name(layout.AttrBillingDate), expression.Name(layout.AttrBillingStatus))))
+	in := &dynamodb.QueryInput{
+		TableName:                 &r.cfg.Tables.Subscriptions,
+		KeyConditionExpression:    expr.KeyCondition(),
+		ProjectionExpression:      expr.Projection(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ConsistentRead:            aws.Bool(true),
+	}
+	var open error
+	for out, err := range queryPages(ctx, r.cfg.Client, in) {
+		if err != nil {
+			return fmt.Errorf("billing: add (%s): reading the user's records: %w", sub.Key(), err)
+		}
+		for _, it := range out.Items {
+			st, other := billing.Status(layout.StringOf(it[layout.AttrBillingStatus])), layout.StringOf(it[layout.AttrBillingDate])
+			switch {
+			case other == bd:
+				return nil // the key is taken: the transaction says so
+			case open == nil && layout.OpenStatus(st):
+				open = &billing.OpenSubscriptionError{UserID: sub.UserID, New: sub.Key(), Open: keyString(sub.UserID, other), Status: st}
+			}
+		}
+	}
+	return open
 }
 
 // Get implements [Repository.Get].
@@ -440,13 +494,6 @@ func fence(prev *billing.Subscription) expression.ConditionBuilder {
 	return cond
 }
 
-// notInFlight is the condition that a stored record, if any, is not in
-// flight: it has no attempt number above its attempt count.
-func notInFlight() expression.ConditionBuilder {
-	num, cnt := expression.Name(layout.AttrAttemptNumber), expression.Name(layout.AttrAttempt)
-	return expression.AttributeNotExists(num).Or(expression.AttributeExists(cnt).And(num.LessThanEqual(cnt)))
-}
-
 // attemptUpdate is SetAttempt's write on the fence of prev: the
 // write-back of prev to next (see [writeBack]), which ValidateAttemptUpdate
 // has checked differ in their attempt attributes only.
@@ -599,96 +646,6 @@ func (r *Repository) AdminUpdate(ctx context.Context, prev, next *billing.Subscr
 		{key: next.Key(), reason: "new billing_date taken: a record with that key exists", taken: true},
 		{key: next.Key(), reason: "a history row with this user_id and last_run_date exists", history: true},
 	}, err)
-}
-
-func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([]billing.Subscription, error) {
-	resolved, err := r.cfg.Collisions(subs)
-	if err != nil {
-		return nil, err
-	}
-	busy, err := r.inFlight(ctx, resolved)
-	if err != nil {
-		return resolved, &billing.BatchError{Unwritten: keysOf(resolved), Err: err}
-	}
-	puts := make([]batchPut, 0, 2*len(resolved))
-	for i := range resolved {
-		if busy[i] {
-			continue
-		}
-		hist, err := layout.EncodeHistoryItem(&resolved[i])
-		if err != nil {
-			return nil, err
-		}
-		prim, _ := layout.EncodeItem(&resolved[i])
-		withDue(prim, &resolved[i], r.cfg.Tables.DueShards)
-		k := resolved[i].Key()
-		puts = append(puts,
-			batchPut{table: r.cfg.Tables.Subscriptions, item: prim, record: i, key: k},
-			batchPut{table: r.cfg.Tables.History, item: hist, record: i, key: k})
-	}
-	unwritten, lastErr := r.bw.write(ctx, puts, maxBatchWrite-1)
-	for i := range busy {
-		unwritten[i] = true
-		lastErr = errors.Join(lastErr, fmt.Errorf("%s: %w: not overwritten", resolved[i].Key(), billing.ErrAttemptInFlight))
-	}
-	if len(unwritten) > 0 {
-		be := &billing.BatchError{Err: lastErr}
-		for i := range resolved {
-			if unwritten[i] {
-				be.Unwritten = append(be.Unwritten, resolved[i].Key())
-			}
-		}
-		return resolved, be
-	}
-	return resolved, nil
-}
-
-// inFlight reads the stored records at the keys of recs and returns the
-// indexes of those in flight.
-func (r *Repository) inFlight(ctx context.Context, recs []billing.Subscription) (map[int]bool, error) {
-	busy := map[int]bool{}
-	proj := expression.NamesList(expression.Name(layout.AttrUserID), expression.Name(layout.AttrBillingDate), expression.Name(layout.AttrAttempt), expression.Name(layout.AttrAttemptNumber))
-	expr, err := expression.NewBuilder().WithProjection(proj).Build()
-	if err != nil {
-		return nil, err
-	}
-	at := map[string]int{}
-	for start := 0; start < len(recs); start += maxBatchGet {
-		var keys []map[string]types.AttributeValue
-		for i := start; i < min(start+maxBatchGet, len(recs)); i++ {
-			at[keyString(recs[i].UserID, layout.BillingDateKey(&recs[i]))] = i
-			keys = append(keys, map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(recs[i].UserID), layout.AttrBillingDate: layout.StringAV(layout.BillingDateKey(&recs[i]))})
-		}
-		req := map[string]types.KeysAndAttributes{r.cfg.Tables.Subscriptions: {Keys: keys, ConsistentRead: aws.Bool(true),
-			ProjectionExpression: expr.Projection(), ExpressionAttributeNames: expr.Names()}}
-		for try := 0; len(req) > 0; try++ {
-			if try > r.bw.retries {
-				return nil, fmt.Errorf("billing: batch add: reading the stored records: keys still unprocessed after %d tries", try)
-			}
-			out, err := r.cfg.Client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
-			if err != nil {
-				return nil, fmt.Errorf("billing: batch add: reading the stored records: %w", err)
-			}
-			for _, item := range out.Responses[r.cfg.Tables.Subscriptions] {
-				var s billing.Subscription
-				for name, p := range map[string]*int{layout.AttrAttempt: &s.Attempt, layout.AttrAttemptNumber: &s.LastAttempt.Number} {
-					if v, ok := item[name].(*types.AttributeValueMemberN); ok {
-						*p, _ = strconv.Atoi(v.Value)
-					}
-				}
-				if s.InFlight() {
-					busy[at[keyString(layout.StringOf(item[layout.AttrUserID]), layout.StringOf(item[layout.AttrBillingDate]))]] = true
-				}
-			}
-			req = out.UnprocessedKeys
-			if len(req) > 0 {
-				if err := r.bw.sleep(ctx, try); err != nil {
-					return nil, err
-				}
-			}
-		}
-	}
-	return busy, nil
 }
 
 // maxBatchGet is DynamoDB's limit of keys in one BatchGetItem.

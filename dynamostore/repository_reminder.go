@@ -116,7 +116,7 @@ func releaseRecordItem(ctx context.Context, client API, table *string, key map[s
 // billing_reminder_claim (the claim's random ID), and nothing else. No
 // history row is written: a reminder is not a change of the record's
 // state. Update and SetAttempt never touch these attributes; AddAll's
-// overwrite drops them.
+// rewrite of the record carries them (unless the new record sets them).
 func (r *Repository) ClaimReminder(ctx context.Context, rem billing.Reminder, at time.Time) (billing.ReminderClaim, error) {
 	c, attrs, bd, err := layout.ReminderClaimItem(rem, at)
 	if err != nil {

@@ -79,37 +79,39 @@ func requireConsistent(t *testing.T, f *dynamoFixture, user string) (prim, hist 
 	return len(recs), len(rows)
 }
 
-func TestDynamoAddAllSurvivesUnprocessedAndThrottling(t *testing.T) {
+func TestDynamoAddAllSurvivesThrottling(t *testing.T) {
 	t.Parallel()
 	f := newDynamoFixture(t, StatusIndexLegacy, 0)
 	var subs []billing.Subscription
 	for i := range 60 {
 		subs = append(subs, testRecord("u-batch", i, billing.StatusScheduled))
 	}
-	f.w.Unprocessed(4, 7)
-	f.w.Throttle("BatchWriteItem", 2)
+	f.w.Throttle("BatchGetItem", 1)
+	f.w.Throttle("TransactWriteItems", 2)
 	written, err := f.repo.AddAll(t.Context(), subs)
 	require.NoError(t, err)
 	require.Len(t, written, 60, "written %d", len(written))
 	prim, hist := requireConsistent(t, f, "u-batch")
 	require.Equal(t, 60, prim, "primary %d history %d, want 60 each", prim, hist)
 	require.Equal(t, 60, hist, "primary %d history %d, want 60 each", prim, hist)
-	// 120 puts in chunks of 24: 5 calls, plus 3 retries to drain the first
-	// chunk 7 puts at a time (the 4th partial call has only 3 left), plus 2
-	// throttled calls.
-	assert.Equal(t, 5+3+2, f.w.Calls("BatchWriteItem"), "BatchWriteItem calls")
+	// 60 records and their history rows in transactions of 50 records:
+	// 2 calls, plus 2 throttled ones.
+	assert.Equal(t, 2+2, f.w.Calls("TransactWriteItems"), "TransactWriteItems calls")
+	assert.Zero(t, f.w.Calls("BatchWriteItem"), "BatchWriteItem calls")
 }
 
 func TestDynamoAddAllNamesWhatWasNotWritten(t *testing.T) {
 	t.Parallel()
 	f := newDynamoFixture(t, StatusIndexLegacy, 0, func(c *Config) { c.BatchRetries = 2 })
 	var subs []billing.Subscription
-	for i := range 30 {
+	for i := range 60 {
 		subs = append(subs, testRecord("u-partial", i, billing.StatusScheduled))
 	}
-	// The first chunk's 3 attempts (BatchRetries 2) write nothing: its 12
-	// records are given up on; the other chunk is written.
-	f.w.Unprocessed(3, 0)
+	// The first transaction's 3 attempts (BatchRetries 2) fail: its 50
+	// records are given up on; the other transaction is written.
+	for n := 1; n <= 3; n++ {
+		f.w.FailNth("TransactWriteItems", n, nil)
+	}
 	_, err := f.repo.AddAll(t.Context(), subs)
 	var be *billing.BatchError
 	require.ErrorAs(t, err, &be)
@@ -126,7 +128,7 @@ func TestDynamoAddAllNamesWhatWasNotWritten(t *testing.T) {
 	for _, k := range be.Unwritten {
 		unwritten[k] = true
 	}
-	assert.Len(t, unwritten, 12, "unwritten = %d records %v, want the 12 of the first chunk", len(unwritten), be.Unwritten)
+	assert.Len(t, unwritten, 50, "unwritten = %d records %v, want the 50 of the first transaction", len(unwritten), be.Unwritten)
 	for _, s := range subs {
 		complete := have["p"+s.Key()] && have["h"+s.Key()]
 		assert.NotEqual(t, complete, unwritten[s.Key()], "%s: complete=%v but reported unwritten=%v", s.Key(), complete, unwritten[s.Key()])
@@ -136,8 +138,8 @@ func TestDynamoAddAllNamesWhatWasNotWritten(t *testing.T) {
 	_, err = f.repo.AddAll(t.Context(), subs)
 	require.NoError(t, err)
 	prim, hist := requireConsistent(t, f, "u-partial")
-	require.Equal(t, 30, prim, "after retry: primary %d history %d", prim, hist)
-	require.Equal(t, 30, hist, "after retry: primary %d history %d", prim, hist)
+	require.Equal(t, 60, prim, "after retry: primary %d history %d", prim, hist)
+	require.Equal(t, 60, hist, "after retry: primary %d history %d", prim, hist)
 }
 
 // TestDynamoKthCallFails runs a sequence of writes where the k-th DynamoDB

@@ -242,8 +242,11 @@ func (t *stTx) chain(ref layout.SubscriptionRef) *chainWrite {
 // attributes whose encoding changes, conditional on prev, see
 // [writeBack]); otherwise it is put: conditional on the key being free
 // (a new record, or prev moved to a new key, which carries prev's data_
-// attributes along), or unconditional when overwrite.
-func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *billing.Subscription, overwrite bool) error {
+// attributes along), or, for AddAll (over set), conditional on the
+// period as AddAll read it (see [storedCondition]), carrying its
+// library-owned attributes (see [layout.CarryOwned]); AddAll's history
+// row is put unconditionally.
+func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *billing.Subscription, over *storedPeriod) error {
 	ref, err := layout.EngineRef(next)
 	if err != nil {
 		return err
@@ -259,14 +262,14 @@ func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *billing.Subscript
 	put := &types.Put{TableName: r.table(), Item: prim}
 	op := txOp{key: next.Key(), reason: "a record with this user_id and billing_date exists", exists: true}
 	switch {
-	case overwrite:
-		// AddAll overwrites, but never a record in flight.
-		expr, err := expression.NewBuilder().WithCondition(notInFlight()).Build()
-		if err != nil {
-			return err
-		}
+	case over != nil:
+		// AddAll replaces the period as it read it, carrying the library's
+		// own attributes; the due key is next's.
+		layout.CarryOwned(prim, hist, over.item)
+		withDue(prim, next, r.tbl.DueShards)
+		expr := mustBuild(expression.NewBuilder().WithCondition(storedCondition(over.item)))
 		put.ConditionExpression, put.ExpressionAttributeNames, put.ExpressionAttributeValues = expr.Condition(), expr.Names(), expr.Values()
-		op = txOp{key: next.Key(), reason: "the record is in flight", inFlight: true}
+		op = txOp{key: next.Key(), reason: "the record changed since it was read: not overwritten"}
 	case prev != nil && layout.BillingDateKey(prev) == layout.BillingDateKey(next):
 		upd, err := r.periodWriteBack(ref, prev, next, prim)
 		if err != nil {
@@ -285,7 +288,7 @@ func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *billing.Subscript
 		t.add(types.TransactWriteItem{Put: put}, op)
 	}
 	hput := &types.Put{TableName: r.table(), Item: hist}
-	if !overwrite {
+	if over == nil {
 		hput = putAbsent(r.table(), hist, layout.AttrPK)
 	}
 	t.add(types.TransactWriteItem{Put: hput}, txOp{key: next.Key(), reason: "a history row with this user_id and last_run_date exists",
@@ -479,7 +482,7 @@ func (r *SingleTableRepository) Add(ctx context.Context, sub *billing.Subscripti
 		return err
 	}
 	t := newSTTx("add")
-	if err := r.putPeriod(t, nil, sub, false); err != nil {
+	if err := r.putPeriod(t, nil, sub, nil); err != nil {
 		return err
 	}
 	return r.commit(ctx, t)
@@ -630,11 +633,11 @@ func (r *SingleTableRepository) Update(ctx context.Context, prev, next *billing.
 		return err
 	}
 	t := newSTTx("update")
-	if err := r.putPeriod(t, prev, next, false); err != nil {
+	if err := r.putPeriod(t, prev, next, nil); err != nil {
 		return err
 	}
 	for _, c := range create {
-		if err := r.putPeriod(t, nil, c, false); err != nil {
+		if err := r.putPeriod(t, nil, c, nil); err != nil {
 			return err
 		}
 	}
@@ -661,7 +664,7 @@ func (r *SingleTableRepository) AdminUpdate(ctx context.Context, prev, next *bil
 		Key:                 map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.tbl.AccountPK(ref.AccountID)), layout.AttrSK: layout.StringAV(layout.PeriodSK(ref, layout.BillingDateKey(prev)))},
 		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()}},
 		txOp{key: prev.Key(), reason: staleReason})
-	if err := r.putPeriod(t, prev, next, false); err != nil {
+	if err := r.putPeriod(t, prev, next, nil); err != nil {
 		return err
 	}
 	// The pointer of the same ID and user is rewritten in place by putPeriod.
@@ -669,13 +672,25 @@ func (r *SingleTableRepository) AdminUpdate(ctx context.Context, prev, next *bil
 	return r.commit(ctx, t)
 }
 
-// AddAll implements [Repository.AddAll]. Unlike the legacy tables it
-// writes with transactions, one per subscription and up to
-// [maxAddAllGroup] of its records, so that the subscription item always
-// matches its periods; like the legacy tables, it overwrites records and
-// history rows with the same keys, except a record in flight: the
-// transaction's condition refuses it, and its group is named in the
-// [*billing.BatchError] (wrapping [billing.ErrAttemptInFlight]).
+// storedPeriod is a period as AddAll read it: item is nil when there was
+// none.
+type storedPeriod struct {
+	item map[string]types.AttributeValue
+}
+
+// AddAll implements [Repository.AddAll]. It reads the stored periods at
+// the batch's keys with a consistent read, then writes with
+// transactions, one per subscription and up to [maxAddAllGroup] of its
+// records, so that the subscription item always matches its periods.
+// Each period's put is conditional on the period as read (absent, or
+// still holding its status, last_run_date, attempt and reminder claim),
+// and carries the library's own attributes of the period it replaces
+// (see [layout.CarryOwned]); history rows with the same keys are
+// overwritten. A group with a period in flight is not written, nor is
+// one whose transaction fails (a period changed since the read, a
+// failed request): its records are named in the [*billing.BatchError]
+// (wrapping [billing.ErrAttemptInFlight], or the transaction's error:
+// [billing.ErrConflict] for a changed period).
 func (r *SingleTableRepository) AddAll(ctx context.Context, subs []billing.Subscription) ([]billing.Subscription, error) {
 	resolved, err := r.cfg.Collisions(subs)
 	if err != nil {
@@ -685,23 +700,57 @@ func (r *SingleTableRepository) AddAll(ctx context.Context, subs []billing.Subsc
 	if err != nil {
 		return nil, err
 	}
+	stored, err := r.readPeriods(ctx, resolved)
+	if err != nil {
+		return resolved, &billing.BatchError{Unwritten: keysOf(resolved), Err: err}
+	}
 	be := &billing.BatchError{}
+	var errs []error
 	for _, g := range groups {
-		t := newSTTx("add all")
+		var gerr error
 		for _, i := range g {
-			if err := r.putPeriod(t, nil, &resolved[i], true); err != nil {
-				return resolved, err
+			if stored[i] != nil && layout.ItemInFlight(stored[i]) {
+				gerr = &billing.ConflictError{Op: "add all", Key: resolved[i].Key(), Reason: "the record is in flight: not overwritten", Err: billing.ErrAttemptInFlight}
+				break
 			}
 		}
-		if err := r.commit(ctx, t); err != nil {
-			be.Err = err
+		if gerr == nil {
+			t := newSTTx("add all")
+			for _, i := range g {
+				if err := r.putPeriod(t, nil, &resolved[i], &storedPeriod{item: stored[i]}); err != nil {
+					return resolved, err
+				}
+			}
+			gerr = r.commit(ctx, t)
+		}
+		if gerr != nil {
+			errs = append(errs, gerr)
 			for _, i := range g {
 				be.Unwritten = append(be.Unwritten, resolved[i].Key())
 			}
 		}
 	}
 	if len(be.Unwritten) > 0 {
+		be.Err = errors.Join(errs...)
 		return resolved, be
 	}
 	return resolved, nil
+}
+
+// readPeriods reads the stored periods at the keys of recs with
+// consistent reads, in the order of recs (nil where there is none).
+func (r *SingleTableRepository) readPeriods(ctx context.Context, recs []billing.Subscription) ([]map[string]types.AttributeValue, error) {
+	keys := make([]map[string]types.AttributeValue, len(recs))
+	for i := range recs {
+		ref, err := layout.EngineRef(&recs[i])
+		if err != nil {
+			return nil, err
+		}
+		keys[i] = map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.tbl.AccountPK(ref.AccountID)), layout.AttrSK: layout.StringAV(layout.PeriodSK(ref, layout.BillingDateKey(&recs[i])))}
+	}
+	items, err := readItems(ctx, r.cfg.Client, r.bw, r.tbl.Table, keys)
+	if err != nil {
+		return nil, fmt.Errorf("billing: add all: reading the stored periods: %w", err)
+	}
+	return items, nil
 }

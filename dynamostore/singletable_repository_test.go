@@ -19,7 +19,7 @@ func singleTableUser(base string) string {
 	return layout.SubscriptionRef{AccountID: base, SubscriptionID: "S1", SKU: "SKU9"}.UserID()
 }
 
-var singleTableSuite = billingtest.SuiteOptions{UserID: singleTableUser, SkipStatusQueries: true}
+var singleTableSuite = billingtest.SuiteOptions{UserID: singleTableUser, SkipStatusQueries: true, SeveralOpen: true}
 
 func TestSingleTableRepositoryConformance(t *testing.T) {
 	billingtest.TestRepositoryWith(t, func(t *testing.T, opts memory.Options) (billing.Repository, billing.History) {

@@ -149,10 +149,14 @@ func NewSingleTable(opts SingleTableOptions) *SingleTable {
 	// applied here, before records are grouped like the DynamoDB store's
 	// transactions.
 	keep := func(subs []billing.Subscription) ([]billing.Subscription, error) { return subs, nil }
+	// An account has several subscriptions: several open periods of one
+	// engine user are the table's to keep, not refused.
+	periods := New(periodOptions(table, opts, keep))
+	periods.severalOpen = true
 	return &SingleTable{
 		clock: opts.Clock, table: table, pageSize: opts.PageSize, catchUp: opts.CatchUpDays,
 		leadDays: opts.ReminderLeadDays, collisions: opts.Collisions, duePending: opts.DueIndexPending,
-		periods: New(periodOptions(table, opts, keep)), pay: pay,
+		periods: periods, pay: pay,
 		open: map[string]layout.OpenPeriods{}, pointers: map[string]map[string]string{},
 	}
 }

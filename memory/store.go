@@ -75,6 +75,11 @@ type Store struct {
 
 	repo *Repository
 	hist *History
+
+	// severalOpen lets Add store a user's second open record: the
+	// single table's periods, where an account has several
+	// subscriptions.
+	severalOpen bool
 }
 
 // Repository is the [billing.Repository] of a [Store].
@@ -162,7 +167,11 @@ func (s *Store) table(name string) *table {
 	panic(fmt.Sprintf("memory: unknown table %q (want %q or %q)", name, SubscriptionsTable, HistoryTable))
 }
 
-// Add implements [billing.Repository.Add].
+// Add implements [billing.Repository.Add] as [dynamostore.Repository.Add]
+// does on the legacy tables: a new SCHEDULED or PAUSED record of a user
+// who has one already is refused with a [*billing.OpenSubscriptionError].
+// The check and the write are made under the user's lock, so the race
+// the DynamoDB store documents does not happen here.
 func (r *Repository) Add(ctx context.Context, sub *billing.Subscription) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -184,11 +193,33 @@ func (r *Repository) Add(ctx context.Context, sub *billing.Subscription) error {
 	if s.primary.has(pk) {
 		return exists("record exists", false)
 	}
+	if err := s.openRecord(sub); err != nil {
+		return err
+	}
 	if s.history.has(hk) {
 		return exists("history row exists", true)
 	}
 	s.primary.put(pk, item)
 	s.history.put(hk, hitem)
+	return nil
+}
+
+// openRecord returns the *billing.OpenSubscriptionError of adding sub
+// when sub is open (SCHEDULED or PAUSED) and its user has an open record
+// already, else nil. The caller holds the user's lock.
+func (s *Store) openRecord(sub *billing.Subscription) error {
+	if s.severalOpen || !layout.OpenStatus(sub.Status) {
+		return nil
+	}
+	p := s.primary.partitionOf(sub.UserID)
+	if p == nil {
+		return nil
+	}
+	for _, e := range p.recs {
+		if st := billing.Status(stringAttr(e.item, layout.AttrBillingStatus)); layout.OpenStatus(st) {
+			return &billing.OpenSubscriptionError{UserID: sub.UserID, New: sub.Key(), Open: recordKey(sub.UserID, e.sk), Status: st}
+		}
+	}
 	return nil
 }
 
@@ -411,9 +442,16 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 }
 
 // AddAll implements [billing.Repository.AddAll]. It resolves collisions
-// with the store's policy and writes every record and history row, or,
-// when a record cannot be written, nothing: the error is a
-// *billing.BatchError naming every record.
+// with the store's policy; a batch that still holds one key twice, or a
+// record that does not encode, writes nothing and the error is a
+// *billing.BatchError naming every record. Otherwise it reads and writes
+// under the lock of every user, so nothing changes between its read of a
+// key and its write: every record and its history row is written, except
+// over a stored record in flight, which is named in the
+// *billing.BatchError (wrapping [billing.ErrAttemptInFlight]). A record
+// replacing a stored one carries the stored one's attempt and reminder
+// claim unless it sets them itself, as the DynamoDB stores do (see
+// [dynamostore.Repository.AddAll]).
 func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([]billing.Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -446,11 +484,16 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 	defer r.s.locks.unlock(allStripes)
 	be := &billing.BatchError{}
 	for i := range out {
-		if cur, ok := r.s.primary.get(primaryKey(items[i])); ok && itemInFlight(cur) {
+		cur, ok := r.s.primary.get(primaryKey(items[i]))
+		if ok && itemInFlight(cur) {
 			// A record whose charge may have happened is not overwritten.
 			be.Unwritten = append(be.Unwritten, out[i].Key())
-			be.Err = errors.Join(be.Err, fmt.Errorf("%s: %w: not overwritten", out[i].Key(), billing.ErrAttemptInFlight))
+			be.Err = errors.Join(be.Err, &billing.ConflictError{Op: "add all", Key: out[i].Key(),
+				Reason: "the record is in flight: not overwritten", Err: billing.ErrAttemptInFlight})
 			continue
+		}
+		if ok {
+			layout.CarryOwned(items[i], hitems[i], cloneItem(cur))
 		}
 		r.s.primary.put(primaryKey(items[i]), items[i])
 		r.s.history.put(historyKey(hitems[i]), hitems[i])
@@ -467,16 +510,7 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 
 // itemInFlight reports whether a stored item carries an attempt whose
 // outcome is not recorded ([billing.Subscription.InFlight]).
-func itemInFlight(item map[string]types.AttributeValue) bool {
-	num := func(name string) int {
-		if v, ok := item[name].(*types.AttributeValueMemberN); ok {
-			n, _ := strconv.Atoi(v.Value)
-			return n
-		}
-		return 0
-	}
-	return num(layout.AttrAttemptNumber) > num(layout.AttrAttempt)
-}
+func itemInFlight(item map[string]types.AttributeValue) bool { return layout.ItemInFlight(item) }
 
 // inFlightAt reports whether the stored record at userID and billingDate
 // (as stored) is in flight.

@@ -58,8 +58,8 @@ func TestStoreInvalidItemsReported(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			s := memory.New(memory.Options{PageSize: 2, StatusIndexMode: mode})
 			repo := s.Repository()
-			for i := range 5 {
-				mustAdd(t, repo, rec("u1", i, due.AddDate(0, 0, -10+i), billing.StatusScheduled))
+			for i := range 5 { // one open record a user (Add refuses a second)
+				mustAdd(t, repo, rec(fmt.Sprint("u", i+1), i, due.AddDate(0, 0, -10+i), billing.StatusScheduled))
 			}
 			bad := func(date, amount string) map[string]types.AttributeValue {
 				return map[string]types.AttributeValue{
@@ -112,8 +112,8 @@ func TestStoreInvalidItemsReported(t *testing.T) {
 func TestStoreLastPageExactlyFull(t *testing.T) {
 	// DynamoDB returns a LastEvaluatedKey whenever Limit items were read.
 	s := memory.New(memory.Options{PageSize: 3, StatusIndexMode: dynamostore.StatusIndexSorted})
-	for i := range 3 {
-		mustAdd(t, s.Repository(), rec("u1", i, due.AddDate(0, 0, -i-1), billing.StatusScheduled))
+	for i := range 3 { // one open record a user (Add refuses a second)
+		mustAdd(t, s.Repository(), rec(fmt.Sprint("u", i+1), i, due.AddDate(0, 0, -i-1), billing.StatusScheduled))
 	}
 	p, err := billing.ScheduledPage(t.Context(), s.Repository(), due, "")
 	if err != nil || len(p.Items) != 3 || p.Next == "" {
@@ -185,7 +185,7 @@ func TestStoreReturnsCopies(t *testing.T) {
 
 func TestStoreItemsAndPutRawItem(t *testing.T) {
 	s := memory.New(memory.Options{})
-	mustAdd(t, s.Repository(), rec("u1", 1, due, billing.StatusScheduled), rec("u1", 2, due.AddDate(0, 1, 0), billing.StatusScheduled))
+	mustAdd(t, s.Repository(), rec("u1", 1, due, billing.StatusCompleted), rec("u1", 2, due.AddDate(0, 1, 0), billing.StatusScheduled))
 	if n, h := s.Items(memory.SubscriptionsTable), s.Items(memory.HistoryTable); n != 2 || h != 2 {
 		t.Fatalf("Items = %d, %d; want 2, 2", n, h)
 	}

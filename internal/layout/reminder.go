@@ -19,7 +19,8 @@ import (
 // codec, so they travel as extra attributes: updates of the record never
 // touch them (see dynamostore's write-back), a move to another billing_date
 // carries them along (harmless: they name the billing date reminded, not
-// the new one), AddAll's overwrite drops them.
+// the new one), AddAll's rewrite of the record carries them (see
+// CarryOwned).
 const (
 	// AttrRemindedFor is the billing_date the record was last reminded
 	// for, written as billing_date is ("2006-01-02T15:04:05Z"). A claim

@@ -1,0 +1,382 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/layout"
+	"github.com/google/uuid"
+)
+
+// addAllRecord is one record of an AddAll batch on the legacy tables: its
+// items and the stored item its write is conditional on.
+type addAllRecord struct {
+	i      int // index in the resolved batch
+	prim   map[string]types.AttributeValue
+	hist   map[string]types.AttributeValue
+	stored map[string]types.AttributeValue // the item at its key as read; nil when there is none
+	reread bool                            // its condition failed once and it was read again
+}
+
+// Limits of one AddAll transaction: DynamoDB allows 100 actions (a record
+// takes two) and 4 MB of items; the size bound leaves room for the
+// conditions.
+const (
+	maxAddAllTx     = 50
+	maxAddAllTxSize = 3 << 20
+)
+
+// AddAll implements [Repository.AddAll] on the legacy tables. It applies
+// the collision policy, reads the stored items at the batch's keys with a
+// consistent read, refuses those in flight, and writes every other record
+// with its history row in transactions of up to 50 records, each
+// record's put conditional on its stored item as read: absent, or still
+// holding the billing_status, last_run_date, attempt count and number and
+// reminder claim read. An existing record is replaced by the new one,
+// but the library's own attributes of the stored item the new record
+// does not set (its attempt, a reminder's claim) are carried over (see
+// [layout.CarryOwned]), and the due key is the new record's.
+//
+// A failed condition cancels the whole transaction: the records whose
+// condition failed are read again once and written on that read if they
+// are still not in flight, the others of the transaction are written
+// again as they were. A record that is in flight, or whose condition fails
+// a second time, is not written and is named in the [*billing.BatchError]
+// (wrapping [billing.ErrAttemptInFlight] or [billing.ErrConflict]), as is
+// every record of a transaction that failed for another reason after the
+// retries (throttling, a network error).
+func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([]billing.Subscription, error) {
+	resolved, err := r.cfg.Collisions(subs)
+	if err != nil {
+		return nil, err
+	}
+	recs := make([]*addAllRecord, len(resolved))
+	keys := map[string]bool{}
+	for i := range resolved {
+		hist, err := layout.EncodeHistoryItem(&resolved[i])
+		if err != nil {
+			return nil, err
+		}
+		prim, _ := layout.EncodeItem(&resolved[i])
+		pk := "p" + keyString(resolved[i].UserID, layout.BillingDateKey(&resolved[i]))
+		hk := "h" + resolved[i].UserID + "\x00" + layout.LastRunDateKey(&resolved[i])
+		if keys[pk] || keys[hk] {
+			// A transaction may not write one item twice.
+			return nil, &billing.BatchError{Unwritten: keysOf(resolved), Err: fmt.Errorf("record %d (%s): %w: key twice in one batch after the collision policy",
+				i, resolved[i].Key(), billing.ErrAlreadyExists)}
+		}
+		keys[pk], keys[hk] = true, true
+		recs[i] = &addAllRecord{i: i, prim: prim, hist: hist}
+	}
+	if len(recs) == 0 {
+		return resolved, nil
+	}
+	if err := r.readStored(ctx, resolved, recs); err != nil {
+		return resolved, &billing.BatchError{Unwritten: keysOf(resolved), Err: err}
+	}
+	failed := map[int]error{}
+	todo := recs
+	for len(todo) > 0 {
+		var conflicted, retry []*addAllRecord
+		for _, g := range addAllGroups(r.spareInFlight(resolved, todo, failed)) {
+			c, rest, err := r.writeGroup(ctx, resolved, g)
+			if err != nil {
+				for _, rec := range g {
+					failed[rec.i] = err
+				}
+				continue
+			}
+			conflicted, retry = append(conflicted, c...), append(retry, rest...)
+		}
+		var again []*addAllRecord
+		for _, rec := range conflicted {
+			if rec.reread {
+				failed[rec.i] = &billing.ConflictError{Op: "add all", Key: resolved[rec.i].Key(),
+					Reason: "the record changed since it was read, twice: not overwritten", Err: billing.ErrConflict}
+				continue
+			}
+			rec.reread = true
+			again = append(again, rec)
+		}
+		if err := r.readStored(ctx, resolved, again); err != nil {
+			for _, rec := range again {
+				failed[rec.i] = err
+			}
+			again = nil
+		}
+		todo = append(retry, again...)
+	}
+	if len(failed) == 0 {
+		return resolved, nil
+	}
+	be := &billing.BatchError{}
+	var errs []error
+	for i := range resolved {
+		if err, ok := failed[i]; ok {
+			be.Unwritten = append(be.Unwritten, resolved[i].Key())
+			if !slices.Contains(errs, err) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	be.Err = errors.Join(errs...)
+	return resolved, be
+}
+
+// spareInFlight returns the records of todo whose stored item is not in
+// flight, and notes the others in failed: a record whose charge may have
+// happened is never overwritten.
+func (r *Repository) spareInFlight(resolved []billing.Subscription, todo []*addAllRecord, failed map[int]error) []*addAllRecord {
+	var out []*addAllRecord
+	for _, rec := range todo {
+		if rec.stored != nil && layout.ItemInFlight(rec.stored) {
+			failed[rec.i] = &billing.ConflictError{Op: "add all", Key: resolved[rec.i].Key(),
+				Reason: "the record is in flight: not overwritten", Err: billing.ErrAttemptInFlight}
+			continue
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// addAllGroups splits recs into the records of one transaction each:
+// at most maxAddAllTx, and items of at most maxAddAllTxSize bytes.
+func addAllGroups(recs []*addAllRecord) [][]*addAllRecord {
+	var groups [][]*addAllRecord
+	var g []*addAllRecord
+	size := 0
+	for _, rec := range recs {
+		n := itemSize(rec.prim) + itemSize(rec.stored) + itemSize(rec.hist)
+		if len(g) > 0 && (len(g) == maxAddAllTx || size+n > maxAddAllTxSize) {
+			groups, g, size = append(groups, g), nil, 0
+		}
+		g, size = append(g, rec), size+n
+	}
+	if len(g) > 0 {
+		groups = append(groups, g)
+	}
+	return groups
+}
+
+// writeGroup writes the records of g and their history rows in one
+// transaction (see [Repository.addAllPut]). When the transaction is
+// cancelled by failed conditions it returns the records whose condition
+// failed and the others (neither written). Throttling, concurrent
+// transactions and failed requests are retried with backoff: a failed
+// request with the same client request token, so that DynamoDB applies a
+// transaction that reached it once only; the error is the last one when
+// the retries are spent.
+func (r *Repository) writeGroup(ctx context.Context, resolved []billing.Subscription, g []*addAllRecord) (conflicted, rest []*addAllRecord, err error) {
+	items := make([]types.TransactWriteItem, 0, 2*len(g))
+	for _, rec := range g {
+		prim, hist := r.addAllPuts(&resolved[rec.i], rec)
+		items = append(items, types.TransactWriteItem{Put: prim}, types.TransactWriteItem{Put: hist})
+	}
+	in := &dynamodb.TransactWriteItemsInput{TransactItems: items, ClientRequestToken: aws.String(uuid.NewString())}
+	for try := 0; ; try++ {
+		_, err := r.cfg.Client.TransactWriteItems(ctx, in)
+		if err == nil {
+			return nil, nil, nil
+		}
+		var tce *types.TransactionCanceledException
+		if errors.As(err, &tce) {
+			for j, reason := range tce.CancellationReasons {
+				if aws.ToString(reason.Code) == "ConditionalCheckFailed" && j%2 == 0 && j/2 < len(g) {
+					conflicted = append(conflicted, g[j/2])
+				}
+			}
+			if len(conflicted) > 0 {
+				for _, rec := range g {
+					if !slices.Contains(conflicted, rec) {
+						rest = append(rest, rec)
+					}
+				}
+				return conflicted, rest, nil
+			}
+			// Cancelled for another reason (throttled, a concurrent
+			// transaction on one of its items): nothing was written, the
+			// next try is a new transaction.
+			in.ClientRequestToken = aws.String(uuid.NewString())
+		}
+		if try >= r.bw.retries {
+			return nil, nil, fmt.Errorf("billing: add all (%s and %d more): gave up after %d attempts: %w",
+				resolved[g[0].i].Key(), len(g)-1, try+1, err)
+		}
+		if serr := r.bw.sleep(ctx, try); serr != nil {
+			return nil, nil, fmt.Errorf("billing: add all (%s and %d more): %w (last failure: %v)", resolved[g[0].i].Key(), len(g)-1, serr, err)
+		}
+	}
+}
+
+// addAllPuts are the puts of rec's item, conditional on its stored item as
+// read (see [storedCondition]), and of its history row. The library's own
+// attributes of the stored item are carried onto both (see
+// [layout.CarryOwned]), and the item gets the new record's due key.
+func (r *Repository) addAllPuts(sub *billing.Subscription, rec *addAllRecord) (prim, hist *types.Put) {
+	item, row := maps.Clone(rec.prim), maps.Clone(rec.hist)
+	layout.CarryOwned(item, row, rec.stored)
+	withDue(item, sub, r.cfg.Tables.DueShards)
+	expr := mustBuild(expression.NewBuilder().WithCondition(storedCondition(rec.stored)))
+	return &types.Put{TableName: &r.cfg.Tables.Subscriptions, Item: item,
+			ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values()},
+		&types.Put{TableName: &r.cfg.Tables.History, Item: row}
+}
+
+// fencedAttributes are the attributes whose stored values AddAll's put of
+// an existing record is conditional on: those of [fence] (what a
+// collection or an update changes) and the reminder claim, so that what
+// it carries is what is stored when it writes.
+var fencedAttributes = []string{layout.AttrBillingStatus, layout.AttrLastRunDate, layout.AttrAttempt, layout.AttrAttemptNumber, layout.AttrReminderClaim}
+
+// storedCondition is the condition that the item at a key is still stored
+// as read: absent when stored is nil, else present with the
+// fencedAttributes of stored, as stored (an attribute stored is absent
+// must still be absent).
+func storedCondition(stored map[string]types.AttributeValue) expression.ConditionBuilder {
+	if stored == nil {
+		return expression.AttributeNotExists(expression.Name(layout.AttrUserID))
+	}
+	cond := expression.AttributeExists(expression.Name(layout.AttrUserID))
+	for _, name := range fencedAttributes {
+		if v, ok := stored[name]; ok {
+			cond = cond.And(expression.Name(name).Equal(expression.Value(v)))
+		} else {
+			cond = cond.And(expression.AttributeNotExists(expression.Name(name)))
+		}
+	}
+	return cond
+}
+
+// readStored reads the stored items at the keys of recs with consistent
+// reads and sets each record's stored item (nil when there is none).
+func (r *Repository) readStored(ctx context.Context, resolved []billing.Subscription, recs []*addAllRecord) error {
+	keys := make([]map[string]types.AttributeValue, len(recs))
+	for j, rec := range recs {
+		s := &resolved[rec.i]
+		keys[j] = map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(s.UserID), layout.AttrBillingDate: layout.StringAV(layout.BillingDateKey(s))}
+	}
+	items, err := readItems(ctx, r.cfg.Client, r.bw, r.cfg.Tables.Subscriptions, keys)
+	if err != nil {
+		return fmt.Errorf("billing: add all: reading the stored records: %w", err)
+	}
+	for j, rec := range recs {
+		rec.stored = items[j]
+	}
+	return nil
+}
+
+// readItems reads the items at keys of table (a key's attributes are
+// strings) with consistent BatchGetItems of up to 100 keys, and returns
+// them in the order of keys, nil where there is none (a key given twice
+// is read once and returned twice). Unprocessed keys and
+// failed requests are retried with bw's backoff.
+func readItems(ctx context.Context, client API, bw *batchWriter, table string, keys []map[string]types.AttributeValue) ([]map[string]types.AttributeValue, error) {
+	out := make([]map[string]types.AttributeValue, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	names := slices.Sorted(maps.Keys(keys[0]))
+	keyOf := func(item map[string]types.AttributeValue) string {
+		var k string
+		for _, n := range names {
+			k += layout.StringOf(item[n]) + "\x00"
+		}
+		return k
+	}
+	for start := 0; start < len(keys); start += maxBatchGet {
+		at := map[string][]int{} // a key asked for twice is read once
+		var chunk []map[string]types.AttributeValue
+		for j, key := range keys[start:min(start+maxBatchGet, len(keys))] {
+			k := keyOf(key)
+			if len(at[k]) == 0 {
+				chunk = append(chunk, key)
+			}
+			at[k] = append(at[k], start+j)
+		}
+		req := map[string]types.KeysAndAttributes{table: {Keys: chunk, ConsistentRead: aws.Bool(true)}}
+		for try := 0; len(req) > 0; try++ {
+			if try > bw.retries {
+				return nil, fmt.Errorf("keys still unprocessed after %d tries", try)
+			}
+			resp, err := client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				if try == bw.retries {
+					return nil, err
+				}
+				if err := bw.sleep(ctx, try); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			for _, item := range resp.Responses[table] {
+				for _, j := range at[keyOf(item)] {
+					out[j] = item
+				}
+			}
+			req = resp.UnprocessedKeys
+			if len(req) > 0 {
+				if err := bw.sleep(ctx, try); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// itemSize is an item's size as DynamoDB counts it, near enough to bound
+// a transaction: attribute names and values in bytes, a few bytes more
+// for numbers, lists and maps.
+func itemSize(item map[string]types.AttributeValue) int {
+	n := 0
+	for name, v := range item {
+		n += len(name) + valueSize(v)
+	}
+	return n
+}
+
+func valueSize(v types.AttributeValue) int {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(v.Value)
+	case *types.AttributeValueMemberN:
+		return len(v.Value)/2 + 2
+	case *types.AttributeValueMemberB:
+		return len(v.Value)
+	case *types.AttributeValueMemberSS:
+		n := 0
+		for _, s := range v.Value {
+			n += len(s)
+		}
+		return n
+	case *types.AttributeValueMemberNS:
+		n := 0
+		for _, s := range v.Value {
+			n += len(s)/2 + 2
+		}
+		return n
+	case *types.AttributeValueMemberBS:
+		n := 0
+		for _, b := range v.Value {
+			n += len(b)
+		}
+		return n
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range v.Value {
+			n += 1 + valueSize(e)
+		}
+		return n
+	case *types.AttributeValueMemberM:
+		return 3 + itemSize(v.Value) + len(v.Value)
+	}
+	return 1
+}

@@ -1,0 +1,81 @@
+package layout
+
+import (
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing"
+)
+
+// ItemInFlight reports whether a stored record's item carries an attempt
+// whose outcome is not recorded ([billing.Subscription.InFlight]): an
+// attempt number above the attempt count. It reads the two numbers
+// only, so it answers for items that do not decode too.
+func ItemInFlight(item map[string]types.AttributeValue) bool {
+	num := func(name string) int {
+		if v, ok := item[name].(*types.AttributeValueMemberN); ok {
+			n, _ := strconv.Atoi(v.Value)
+			return n
+		}
+		return 0
+	}
+	return num(AttrAttemptNumber) > num(AttrAttempt)
+}
+
+// AttemptAttributes are the attributes of a record's attempt count and
+// latest attempt ([billing.Subscription.Attempt] and LastAttempt).
+func AttemptAttributes() []string {
+	return []string{AttrAttempt, AttrAttemptNumber, AttrAttemptKey, AttrAttemptAmount, AttrAttemptTier,
+		AttrAttemptProcess, AttrAttemptStarted, AttrAttemptPresented}
+}
+
+// CarryOwned carries the library's own attributes of stored, the item a
+// record replaces at its key (nil: none), onto prim and hist, the new
+// record's item and history row, where the new record does not set them
+// itself:
+//   - the attempt (AttemptAttributes), onto both, unless prim has any of
+//     them: a record's attempt count and latest attempt are part of its
+//     state, and dropping them would let the next collection of the
+//     period present an idempotency key it presented already;
+//   - the reminder's claim (ReminderAttributes), onto prim only, unless
+//     prim has any of them: a rewritten record is not reminded again for
+//     a billing date it was reminded for;
+//   - the due key (AttrDue), onto prim only, for the store's withDue to
+//     recompute for the new record (or keep, as it keeps an existing
+//     key when the table has no due shards).
+//
+// Each group is carried whole or not at all, so that an attempt count
+// and number always come from one writer. The values are shared with
+// stored.
+func CarryOwned(prim, hist, stored map[string]types.AttributeValue) {
+	if len(stored) == 0 {
+		return
+	}
+	carry := func(group []string, items ...map[string]types.AttributeValue) {
+		for _, name := range group {
+			if _, ok := prim[name]; ok {
+				return
+			}
+		}
+		for _, name := range group {
+			if v, ok := stored[name]; ok {
+				for _, item := range items {
+					if item != nil {
+						item[name] = v
+					}
+				}
+			}
+		}
+	}
+	carry(AttemptAttributes(), prim, hist)
+	carry(ReminderAttributes(), prim)
+	carry([]string{AttrDue}, prim)
+}
+
+// OpenStatus reports whether a record in st is a user's open
+// subscription on the legacy layout, which allows one a user: SCHEDULED
+// or PAUSED, the statuses an active subscription's record always has one
+// of (see [billing.ErrOpenSubscription]).
+func OpenStatus(st billing.Status) bool {
+	return st == billing.StatusScheduled || st == billing.StatusPaused
+}
