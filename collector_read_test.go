@@ -53,18 +53,19 @@ func TestCollectorReadsTheUserOnce(t *testing.T) {
 			if req.UserID == raceUser {
 				// Another writer opens the next period while the
 				// processor is charging this one.
-				e.add(raceUser, time.Date(2024, 2, 29, 15, 0, 0, 0, time.UTC), billing.StatusScheduled)
+				e.addBatch(raceUser, time.Date(2024, 2, 29, 15, 0, 0, 0, time.UTC))
 			}
 			return pay.Collect(ctx, req)
 		})
 	})
 	feb29, mar31 := time.Date(2024, 2, 29, 15, 0, 0, 0, time.UTC), time.Date(2024, 3, 31, 15, 0, 0, 0, time.UTC)
 	e.add("alone", jan31, billing.StatusScheduled)
+	// Later periods open already: written by another service's batch (a
+	// user has one open record through Add).
 	e.add("later", jan31, billing.StatusScheduled)
-	e.add("later", feb29, billing.StatusScheduled) // the next period, open already
+	e.addBatch("later", feb29)
 	e.add("older", jan31, billing.StatusScheduled)
-	e.add("older", feb29, billing.StatusScheduled)
-	e.add("older", mar31, billing.StatusScheduled)
+	e.addBatch("older", feb29, mar31)
 	raceUser = "race"
 	e.add(raceUser, jan31, billing.StatusScheduled)
 

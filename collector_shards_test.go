@@ -41,7 +41,12 @@ func newShardEnv(t *testing.T, repo billing.Repository, users int) *shardEnv {
 			s := billing.Subscription{UserID: fmt.Sprintf("shard-user-%03d", i), SubscriptionID: fmt.Sprintf("shard-sub-%03d-%02d", i, bd.Day()),
 				BillingDate: bd, Amount: billing.MustParseAmount("9.99"), Status: billing.StatusScheduled, BillingPeriod: billing.BillingPeriod(bd),
 				Term: billing.TermMonthly, AnchorDay: bd.Day(), CreatedDate: jan31.AddDate(0, -1, 0), LastRunDate: jan31.AddDate(0, -1, 0).Add(time.Duration(j) * time.Second)}
-			require.NoError(t, repo.Add(context.Background(), &s))
+			if j == 0 {
+				require.NoError(t, repo.Add(context.Background(), &s))
+			} else {
+				_, err := repo.AddAll(context.Background(), []billing.Subscription{s}) // the next period, from a batch
+				require.NoError(t, err)
+			}
 			if !bd.After(jan31) {
 				e.due = append(e.due, s)
 			}

@@ -53,14 +53,31 @@ func newCollectorEnv(t *testing.T, mut ...func(*billing.Config)) *collectorEnv {
 
 func (e *collectorEnv) add(user string, date time.Time, st billing.Status, mut ...func(*billing.Subscription)) billing.Subscription {
 	e.t.Helper()
-	s := billing.Subscription{UserID: user, SubscriptionID: user + "-" + date.Format("20060102"), BillingDate: date,
-		Amount: billing.MustParseAmount("4.99"), Status: st, BillingPeriod: billing.BillingPeriod(date), Term: billing.TermMonthly,
-		AnchorDay: date.Day(), ReceiptTierName: "Plus:v2", CreatedDate: date.AddDate(0, -1, 0), LastRunDate: date.AddDate(0, -1, 0)}
+	s := envRecord(user, date, st)
 	for _, m := range mut {
 		m(&s)
 	}
 	require.NoError(e.t, e.repo.Add(context.Background(), &s))
 	return s
+}
+
+// addBatch writes SCHEDULED records of user on dates with one AddAll, as
+// another service's batch would (Add keeps a legacy user to one open
+// record).
+func (e *collectorEnv) addBatch(user string, dates ...time.Time) {
+	e.t.Helper()
+	var recs []billing.Subscription
+	for _, d := range dates {
+		recs = append(recs, envRecord(user, d, billing.StatusScheduled))
+	}
+	_, err := e.repo.AddAll(context.Background(), recs)
+	require.NoError(e.t, err)
+}
+
+func envRecord(user string, date time.Time, st billing.Status) billing.Subscription {
+	return billing.Subscription{UserID: user, SubscriptionID: user + "-" + date.Format("20060102"), BillingDate: date,
+		Amount: billing.MustParseAmount("4.99"), Status: st, BillingPeriod: billing.BillingPeriod(date), Term: billing.TermMonthly,
+		AnchorDay: date.Day(), ReceiptTierName: "Plus:v2", CreatedDate: date.AddDate(0, -1, 0), LastRunDate: date.AddDate(0, -1, 0)}
 }
 
 func (e *collectorEnv) run(kind billing.RunKind) *billing.Report {

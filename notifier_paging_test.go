@@ -60,19 +60,18 @@ func notifRecords(start time.Time) (due, decoys []billing.Subscription) {
 	return due, decoys
 }
 
-// testNotifierPaging seeds repo and drives the scheduler like its Lambda:
+// testNotifierPaging seeds a repository (open returns it with the
+// records written) and drives the scheduler like its Lambda:
 // one invocation from the daily trigger's detail, then one per continuation
 // message, each continuation serialized to JSON and back through the
 // scheduler queue's handler. The clock passes midnight UTC between
 // invocations, which must not move the window.
-func testNotifierPaging(t *testing.T, repo billing.Repository) {
+func testNotifierPaging(t *testing.T, open func(seed []billing.Subscription) billing.Repository) {
 	ctx := context.Background()
 	start := time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC)
 	due, decoys := notifRecords(start)
 	began := time.Now()
-	if _, err := repo.AddAll(ctx, append(slices.Clone(due), decoys...)); err != nil {
-		t.Fatal(err)
-	}
+	repo := open(append(slices.Clone(due), decoys...))
 	t.Logf("seeded %d records in %v", len(due)+len(decoys), time.Since(began).Round(time.Millisecond))
 
 	clock := billingtest.NewClock(notifNow)
@@ -146,8 +145,12 @@ func TestSchedulerPagingMemory(t *testing.T) {
 	for _, mode := range []dynamostore.StatusIndexMode{dynamostore.StatusIndexLegacy, dynamostore.StatusIndexSorted} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
-			store := memory.New(memory.Options{PageSize: notifPageSize, StatusIndexMode: mode})
-			testNotifierPaging(t, store.Repository())
+			testNotifierPaging(t, func(seed []billing.Subscription) billing.Repository {
+				repo := memory.New(memory.Options{PageSize: notifPageSize, StatusIndexMode: mode}).Repository()
+				_, err := repo.AddAll(context.Background(), seed)
+				require.NoError(t, err)
+				return repo
+			})
 		})
 	}
 }
@@ -156,8 +159,10 @@ func TestSchedulerPagingDynamoDB(t *testing.T) {
 	for _, mode := range []dynamostore.StatusIndexMode{dynamostore.StatusIndexLegacy, dynamostore.StatusIndexSorted} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
-			repo, _ := storetest.DynamoStores(t, memory.Options{PageSize: notifPageSize, StatusIndexMode: mode})
-			testNotifierPaging(t, repo)
+			testNotifierPaging(t, func(seed []billing.Subscription) billing.Repository {
+				repo, _ := storetest.DynamoStoresSeeded(t, memory.Options{PageSize: notifPageSize, StatusIndexMode: mode}, seed)
+				return repo
+			})
 		})
 	}
 }
