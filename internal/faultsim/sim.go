@@ -1,0 +1,500 @@
+package faultsim
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/layout"
+)
+
+// Layout is the store layout a simulation drives.
+type Layout int
+
+// The layouts.
+const (
+	// LayoutLegacy: one subscription per user (the legacy tables).
+	LayoutLegacy Layout = iota
+	// LayoutSingleTable: engine users are subscriptions
+	// "<account>#<subscription>#<SKU>", several per account.
+	LayoutSingleTable
+)
+
+// Store is the store under test.
+type Store struct {
+	Repository billing.Repository
+	History    billing.History
+	Layout     Layout
+	// AddAll says whether upgrades are written through
+	// Repository.AddAll.
+	AddAll bool
+}
+
+// Options configures [Run].
+type Options struct {
+	// Seed drives everything; the same seed replays the same run.
+	Seed int64
+	// Days simulated. Defaults to 90.
+	Days int
+	// Users seeded. Defaults to 60.
+	Users int
+	// Hosts running collectors. Defaults to 3.
+	Hosts int
+	// Start is the first day. Defaults to 2024-01-01.
+	Start time.Time
+	// Store is the store under test, empty. Required.
+	Store Store
+	// Clock is the clock the store was built with, if it needs one; Run
+	// drives it. Nil: a new one.
+	Clock *Clock
+	// Interleave, when set, wraps the store's DynamoDB client: during an
+	// upgrade step another host collects one of the batch's users right
+	// before AddAll's first write call.
+	Interleave *Interleaver
+	// MaxConcurrency caps the hosts' Concurrency and ShardConcurrency.
+	// Defaults to 4; 1 keeps every run sequential.
+	MaxConcurrency int
+	// FullChecks checks every user after every step; otherwise a step's
+	// checks read the users it wrote (and those the processor charged)
+	// and every user is checked at the end of each day.
+	FullChecks bool
+	// KeepGoing continues after a failure, reporting each invariant's
+	// first failure only.
+	KeepGoing bool
+	// Replay returns the command that replays a seed.
+	Replay func(seed int64) string
+	// Logf, when set, receives progress lines.
+	Logf func(format string, args ...any)
+}
+
+func (o Options) withDefaults() Options {
+	if o.Days <= 0 {
+		o.Days = 90
+	}
+	if o.Users <= 0 {
+		o.Users = 60
+	}
+	if o.Hosts <= 0 {
+		o.Hosts = 3
+	}
+	if o.Start.IsZero() {
+		o.Start = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	if o.MaxConcurrency <= 0 {
+		o.MaxConcurrency = 4
+	}
+	if o.Clock == nil {
+		o.Clock = NewClock(o.Start)
+	}
+	if o.Replay == nil {
+		o.Replay = func(seed int64) string { return fmt.Sprintf("(seed %d)", seed) }
+	}
+	return o
+}
+
+// Failure is a broken invariant.
+type Failure struct {
+	Seed      int64
+	Invariant string
+	// Step is where it was seen: day, time, host, operation.
+	Step     string
+	Problems []string
+	Replay   string
+}
+
+func (f Failure) String() string {
+	p := f.Problems
+	if len(p) > 25 {
+		p = append(slices.Clone(p[:25]), fmt.Sprintf("... and %d more", len(f.Problems)-25))
+	}
+	return fmt.Sprintf("seed %d: invariant %q broken after step %s:\n\t%s\nreplay: %s",
+		f.Seed, f.Invariant, f.Step, strings.Join(p, "\n\t"), f.Replay)
+}
+
+// Result is what a run did.
+type Result struct {
+	Seed     int64
+	Days     int
+	Steps    int
+	Failures []Failure
+	// Runs sums the collectors' run reports.
+	Runs billing.Report
+	// Collections is the processor's kept charges; Completed the
+	// COMPLETED records at the end.
+	Collections int
+	Completed   int
+	// Faults counts the faults injected, by kind.
+	Faults map[string]int
+	// Checks counts the invariant checks made, by invariant.
+	Checks map[string]int
+	// Ops counts the operations by outcome.
+	Ops map[string]int
+	// Weather counts the days by kind.
+	Weather map[string]int
+}
+
+// dayKind is a day's weather.
+type dayKind int
+
+const (
+	stormy dayKind = iota
+	calm
+	calmCheck // the second calm day: the strict checks run after its runs
+	outage
+)
+
+func (k dayKind) String() string {
+	return [...]string{"stormy", "calm", "calm (checked)", "processor outage"}[k]
+}
+
+// host is one process running a collector.
+type host struct {
+	name string
+	repo *repo
+	col  *billing.Collector
+	desc string
+}
+
+// Sim is one simulation.
+type Sim struct {
+	opts    Options
+	tb      testing.TB
+	env     *env
+	clock   *Clock
+	locker  *Locker
+	proc    *Processor
+	hosts   []*host
+	raw     billing.Repository
+	hist    billing.History
+	shards  int
+	weather []dayKind
+	ids     atomic.Int64
+
+	mu    sync.Mutex
+	dirty map[string]bool
+
+	users    []string
+	userSet  map[string]bool
+	accounts []string
+
+	events []*event
+	seq    int
+	step   string
+
+	notifier *notifierModel
+	settle   []*delivery
+
+	res    Result
+	failed map[string]bool
+	stop   bool
+}
+
+// event is a step of the simulation at a time.
+type event struct {
+	at   time.Time
+	seq  int
+	host string
+	what string
+	fn   func(ctx context.Context)
+}
+
+// Run runs one simulation and returns what it did and every invariant it
+// found broken (the first only, unless KeepGoing).
+func Run(ctx context.Context, tb testing.TB, opts Options) *Result {
+	opts = opts.withDefaults()
+	s := &Sim{opts: opts, tb: tb, clock: opts.Clock, raw: opts.Store.Repository, hist: opts.Store.History,
+		userSet: map[string]bool{}, failed: map[string]bool{}, dirty: map[string]bool{}}
+	s.res = Result{Seed: opts.Seed, Days: opts.Days, Faults: map[string]int{}, Checks: map[string]int{}, Ops: map[string]int{}, Weather: map[string]int{}}
+	s.clock.Set(opts.Start)
+	s.planWeather()
+	s.env = &env{seed: opts.Seed, clock: s.clock, faults: newFaultLog(),
+		stormy: func() bool { k := s.dayKind(s.clock.Now()); return k == stormy || k == outage },
+		outage: func() bool { return s.dayKind(s.clock.Now()) == outage },
+	}
+	s.locker = newLocker(s.env, 4*time.Minute)
+	window := time.Duration(0)
+	if draw(opts.Seed, "replay window") < 0.5 {
+		window = 48 * time.Hour
+	}
+	s.proc = newProcessor(s.env, s.locker, 2*time.Hour, window)
+	s.proc.touch = s.touch
+	if sh, ok := s.raw.(billing.ShardedRepository); ok {
+		s.shards = max(sh.DueShards(), 1)
+	} else {
+		s.shards = 1
+	}
+	for i := range opts.Hosts {
+		s.hosts = append(s.hosts, s.newHost(i))
+	}
+	s.notifier = newNotifier(s)
+	if err := s.populate(ctx); err != nil {
+		s.fail("setup", []string{err.Error()})
+		return s.finish(ctx)
+	}
+	s.at(opts.Start, "-", "plan the day", func(ctx context.Context) { s.planDay(0) })
+	end := opts.Start.AddDate(0, 0, opts.Days)
+	for len(s.events) > 0 && !s.stop {
+		e := s.events[0]
+		s.events = s.events[1:]
+		if !e.at.Before(end) {
+			break
+		}
+		s.clock.Set(e.at)
+		s.step = fmt.Sprintf("day %d (%s, %s) %s host %s: %s", s.dayIndex(e.at), e.at.Format("2006-01-02 15:04:05"), s.dayKind(e.at), "on", e.host, e.what)
+		e.fn(ctx)
+		s.res.Steps++
+		s.afterStep(ctx, e)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return s.finish(ctx)
+}
+
+func (s *Sim) finish(ctx context.Context) *Result {
+	if !s.stop {
+		s.clock.Set(s.clock.Now().Add(time.Minute))
+		s.step = "end of the simulation"
+		s.checkAll(ctx)
+	}
+	s.res.Faults = s.env.faults.counts()
+	for _, c := range s.proc.ledger() {
+		if c.Kept() {
+			s.res.Collections++
+		}
+	}
+	for _, u := range s.users {
+		recs, err := s.raw.ListByUser(ctx, u)
+		if err != nil {
+			continue
+		}
+		for _, r := range recs {
+			if r.Status == billing.StatusCompleted {
+				s.res.Completed++
+			}
+		}
+	}
+	for _, k := range s.weather {
+		s.res.Weather[k.String()]++
+	}
+	return &s.res
+}
+
+// newHost builds host i: its store view and a collector with its own
+// configuration drawn from the seed.
+func (s *Sim) newHost(i int) *host {
+	name := fmt.Sprintf("h%d", i)
+	seed := s.opts.Seed
+	pages := 1 + pick(seed, 3, "pages", i)
+	conc := min(1+pick(seed, 4, "concurrency", i), s.opts.MaxConcurrency)
+	shardConc := 1
+	if s.shards > 1 && draw(seed, "shard concurrency", i) < 0.6 {
+		shardConc = min(2+pick(seed, 3, "shard concurrency n", i), s.opts.MaxConcurrency)
+	}
+	rlr := []int{-1, 1, 2}[pick(seed, 3, "rate limit retries", i)]
+	r := newRepo(s, name)
+	col, err := billing.NewCollector(billing.Config{
+		Repository: r, History: s.hist, Locker: s.locker.forHost(name), Provider: s.proc, Clock: s.clock,
+		Concurrency: conc, ShardConcurrency: shardConc, PagesPerInvocation: pages,
+		ProcessorBudget: billing.ProcessorBudget{Backoff: time.Nanosecond, MaxBackoff: time.Nanosecond, RateLimitRetries: rlr},
+		StoreBudget:     billing.StoreBudget{Backoff: time.Nanosecond, MaxBackoff: time.Nanosecond},
+		NewID:           func() string { return tmpIDPrefix + strconv.FormatInt(s.ids.Add(1), 10) },
+	})
+	if err != nil {
+		panic(err)
+	}
+	return &host{name: name, repo: r, col: col,
+		desc: fmt.Sprintf("%s: %d pages an invocation, concurrency %d, shard concurrency %d, rate-limit retries %d", name, pages, conc, shardConc, rlr)}
+}
+
+// Hosts describes the hosts' configurations.
+func (s *Sim) hostsDesc() []string {
+	var out []string
+	for _, h := range s.hosts {
+		out = append(out, h.desc)
+	}
+	return out
+}
+
+func (s *Sim) touch(user string) {
+	s.mu.Lock()
+	s.dirty[user] = true
+	s.mu.Unlock()
+}
+
+func (s *Sim) takeDirty() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Sorted(maps.Keys(s.dirty))
+	s.dirty = map[string]bool{}
+	return out
+}
+
+// at schedules fn at t; events at one time run in the order scheduled.
+func (s *Sim) at(t time.Time, host, what string, fn func(ctx context.Context)) {
+	s.seq++
+	e := &event{at: t, seq: s.seq, host: host, what: what, fn: fn}
+	i, _ := slices.BinarySearchFunc(s.events, e, func(a, b *event) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return a.seq - b.seq
+	})
+	s.events = slices.Insert(s.events, i, e)
+}
+
+func (s *Sim) dayIndex(t time.Time) int {
+	return int(t.Sub(s.opts.Start) / (24 * time.Hour))
+}
+
+func (s *Sim) dayKind(t time.Time) dayKind {
+	d := s.dayIndex(t)
+	if t.Before(s.opts.Start) || d >= len(s.weather) {
+		return stormy
+	}
+	return s.weather[d]
+}
+
+// planWeather draws which days are stormy (faults injected), calm (none:
+// two in a row, after which the strict checks run) and which are a
+// processor outage.
+func (s *Sim) planWeather() {
+	days, seed := s.opts.Days, s.opts.Seed
+	w := make([]dayKind, days)
+	outStart, outLen := -1, 0
+	if days >= 45 && draw(seed, "outage") < 0.6 {
+		outLen = 8 + pick(seed, 5, "outage length")
+		outStart = 15 + pick(seed, days-outLen-25, "outage start")
+	}
+	inOutage := func(d int) bool { return d >= outStart && d < outStart+outLen }
+	for d := 0; d < days; {
+		if inOutage(d) {
+			w[d] = outage
+			d++
+			continue
+		}
+		for n := 2 + pick(seed, 4, "streak", d); n > 0 && d < days && !inOutage(d); n-- {
+			w[d] = stormy
+			d++
+		}
+		if d+1 < days && !inOutage(d) && !inOutage(d+1) {
+			w[d], w[d+1] = calm, calmCheck
+			d += 2
+		}
+	}
+	if days >= 4 && !inOutage(days-2) && !inOutage(days-1) {
+		w[days-2], w[days-1] = calm, calmCheck
+		if w[days-3] == calm {
+			w[days-3] = stormy
+		}
+	}
+	s.weather = w
+}
+
+// fail records a broken invariant; without KeepGoing the simulation
+// stops.
+func (s *Sim) fail(invariant string, problems []string) {
+	if len(problems) == 0 {
+		return
+	}
+	if s.opts.KeepGoing && s.failed[invariant] {
+		return
+	}
+	s.failed[invariant] = true
+	s.res.Failures = append(s.res.Failures, Failure{Seed: s.opts.Seed, Invariant: invariant, Step: s.step, Problems: problems, Replay: s.opts.Replay(s.opts.Seed)})
+	if !s.opts.KeepGoing {
+		s.stop = true
+	}
+}
+
+func (s *Sim) logf(format string, args ...any) {
+	if s.opts.Logf != nil {
+		s.opts.Logf(format, args...)
+	}
+}
+
+// pickHost draws a host for what at now.
+func (s *Sim) pickHost(parts ...any) *host {
+	return s.hosts[pick(s.opts.Seed, len(s.hosts), append([]any{"host"}, parts...)...)]
+}
+
+// addUser records a user the simulation created.
+func (s *Sim) addUser(u string) {
+	if !s.userSet[u] {
+		s.userSet[u] = true
+		s.users = append(s.users, u)
+	}
+}
+
+// populate seeds the users' first records.
+func (s *Sim) populate(ctx context.Context) error {
+	seed, start := s.opts.Seed, s.opts.Start
+	created := start.Add(-24 * time.Hour)
+	for i := range s.opts.Users {
+		u := fmt.Sprintf("u%04d", i+1)
+		if s.opts.Store.Layout == LayoutSingleTable {
+			acct := fmt.Sprintf("acct-%03d", i/3)
+			if i%3 == 0 {
+				s.accounts = append(s.accounts, acct)
+			}
+			u = layout.SubscriptionRef{AccountID: acct, SubscriptionID: fmt.Sprintf("sub-%04d", i+1), SKU: skus[i%3]}.UserID()
+		}
+		rec := s.firstRecord(u, created, start, "seed", i)
+		if err := s.raw.Add(ctx, &rec); err != nil {
+			return fmt.Errorf("seeding %s: %w", u, err)
+		}
+		s.addUser(u)
+	}
+	_ = seed
+	return nil
+}
+
+// skus are the SKUs of single-table accounts.
+var skus = []string{"STREAM", "MUSIC", "NEWS", "GAMES", "BOOKS", "CLOUD"}
+
+// firstRecord draws the first record of a new subscription of user u,
+// billed around from.
+func (s *Sim) firstRecord(u string, created, from time.Time, parts ...any) billing.Subscription {
+	seed := s.opts.Seed
+	p := func(n int, what string) int { return pick(seed, n, append([]any{what}, parts...)...) }
+	hour, minute := p(24, "hour"), p(60, "minute")
+	rec := billing.Subscription{UserID: u, Status: billing.StatusScheduled, Process: billing.ProcessNotIdentified,
+		Term: billing.TermMonthly, ReceiptTierName: "Plus:v2", Amount: billing.MustParseAmount("9.99"),
+		CreatedDate: created, LastRunDate: created}
+	switch x := draw(seed, append([]any{"plan"}, parts...)...); {
+	case x < 0.12:
+		rec.Term, rec.Amount = billing.TermYearly, billing.MustParseAmount("99.99")
+	case x < 0.25:
+		rec.BillingWeek = 1 + p(4, "week")
+		rec.ReceiptTierName, rec.Amount = "Basic:v1", billing.MustParseAmount("4.99")
+	}
+	offset := p(50, "offset") - 20 // days from from: -20 .. 29
+	if draw(seed, append([]any{"backlog"}, parts...)...) < 0.04 {
+		offset = -31 - p(10, "backlog days")
+	}
+	d := from.AddDate(0, 0, offset)
+	if rec.BillingWeek > 0 {
+		f := billing.NthFriday(d.Year(), d.Month(), rec.BillingWeek)
+		rec.BillingDate = f.Add(time.Duration(hour)*time.Hour + time.Duration(minute)*time.Minute)
+	} else {
+		rec.BillingDate = time.Date(d.Year(), d.Month(), d.Day(), hour, minute, 0, 0, time.UTC)
+		rec.AnchorDay = d.Day()
+	}
+	rec.BillingPeriod = billing.BillingPeriod(rec.BillingDate)
+	rec.SubscriptionID = nextID(u+"|first", rec.BillingDate)
+	if draw(seed, append([]any{"paused"}, parts...)...) < 0.08 {
+		rec.Status, rec.PauseDurationMonths = billing.StatusPaused, 1+p(2, "pause months")
+		if rec.PauseDurationMonths == 1 {
+			rec.UpdatedEvent = billing.EventPausePendingResume
+		}
+	}
+	return rec
+}
