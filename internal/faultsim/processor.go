@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -127,7 +128,14 @@ func (p *Processor) act(st *keyState, req billing.PaymentRequest, at, visible ti
 	c := &Charge{Key: req.IdempotencyKey, UserID: req.UserID, SubscriptionID: req.SubscriptionID, Attempt: req.Attempt,
 		Amount: req.Amount, Result: p.outcomeOf(req), At: at, VisibleAt: visible}
 	if c.Result.Outcome == billing.OutcomePending {
-		n := len(p.charges)
+		// Drawn from the key and how often it was acted on, not from the
+		// ledger's order, which concurrent collections decide.
+		n := 0
+		for _, o := range p.charges {
+			if o.Key == c.Key {
+				n++
+			}
+		}
 		c.SettleAt = at.Add(between(p.env.seed, 20*time.Hour, 72*time.Hour, "settle", c.Key, n))
 		if draw(p.env.seed, "late", c.Key, n) < 0.06 {
 			c.SettleAt = at.Add(between(p.env.seed, 15*24*time.Hour, 20*24*time.Hour, "late-at", c.Key, n))
@@ -299,11 +307,17 @@ func (p *Processor) settle(now time.Time) []billing.Settlement {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.advanceLocked(now)
-	var out []billing.Settlement
+	var due []*Charge
 	for _, c := range p.charges {
-		if c.Result.Outcome != billing.OutcomePending || c.Settled || c.Returned || now.Before(c.SettleAt) {
-			continue
+		if c.Result.Outcome == billing.OutcomePending && !c.Settled && !c.Returned && !now.Before(c.SettleAt) {
+			due = append(due, c)
 		}
+	}
+	// In key order: the ledger's order is the order concurrent
+	// collections happened to reach the processor.
+	slices.SortFunc(due, func(a, b *Charge) int { return strings.Compare(a.Key, b.Key) })
+	var out []billing.Settlement
+	for _, c := range due {
 		ev := billing.Settlement{SubscriptionID: c.SubscriptionID, TransactionID: c.Result.TransactionID, Kind: billing.SettlementSettled}
 		if c.Returns {
 			c.Returned = true
