@@ -68,7 +68,9 @@ func (s *Sim) planDay(d int) {
 		t := day.Add(afternoonAt + between(seed, 0, 7*time.Hour, "afternoon op at", d, i))
 		s.scheduleOp(t, d, 1000+i)
 	}
-	s.at(day.Add(24*time.Hour-time.Second), "-", "end of day checks", func(ctx context.Context) { s.checkAll(ctx) })
+	if d%7 == 6 {
+		s.at(day.Add(24*time.Hour-time.Second), "-", "weekly check of every user", func(ctx context.Context) { s.checkAll(ctx) })
+	}
 	if d+1 < s.opts.Days {
 		s.at(day.AddDate(0, 0, 1), "-", "plan the day", func(ctx context.Context) { s.planDay(d + 1) })
 	}

@@ -183,6 +183,9 @@ type Sim struct {
 
 	users    []string
 	userSet  map[string]bool
+	// records are every user's records as read by the checks after the
+	// last step that wrote them.
+	records map[string][]billing.Subscription
 	accounts []string
 
 	events []*event
@@ -211,7 +214,7 @@ type event struct {
 func Run(ctx context.Context, tb testing.TB, opts Options) *Result {
 	opts = opts.withDefaults()
 	s := &Sim{opts: opts, tb: tb, clock: opts.Clock, raw: opts.Store.Repository, hist: opts.Store.History,
-		userSet: map[string]bool{}, failed: map[string]bool{}, dirty: map[string]bool{}}
+		userSet: map[string]bool{}, failed: map[string]bool{}, dirty: map[string]bool{}, records: map[string][]billing.Subscription{}}
 	s.res = Result{Seed: opts.Seed, Days: opts.Days, Faults: map[string]int{}, Checks: map[string]int{}, Ops: map[string]int{}, Weather: map[string]int{}}
 	s.clock.Set(opts.Start)
 	s.planWeather()
@@ -239,6 +242,8 @@ func Run(ctx context.Context, tb testing.TB, opts Options) *Result {
 		s.fail("setup", []string{err.Error()})
 		return s.finish(ctx)
 	}
+	s.step = "seeded"
+	s.checkAll(ctx)
 	s.at(opts.Start, "-", "plan the day", func(ctx context.Context) { s.planDay(0) })
 	end := opts.Start.AddDate(0, 0, opts.Days)
 	for len(s.events) > 0 && !s.stop {
