@@ -98,8 +98,11 @@ func desc(r *billing.Subscription) string {
 	if r.TransactionID != "" {
 		d += ", txn " + r.TransactionID
 	}
+	if r.NoRetry {
+		d += ", declined as final"
+	}
 	if r.LastAttempt.Number > 0 {
-		d += fmt.Sprintf(", attempts %d, last key %s", r.Attempt, r.LastAttempt.Key)
+		d += fmt.Sprintf(", attempts %d, last key %s (%s)", r.Attempt, r.LastAttempt.Key, r.LastAttempt.Process)
 		if r.InFlight() {
 			d += " in flight since " + r.LastAttempt.Started.Format(time.DateTime)
 		}
@@ -283,38 +286,17 @@ func (s *Sim) strictCheck(ctx context.Context, day time.Time) {
 	sched, retry, pause := day.Add(scheduledAt), day.Add(retryAt), day.Add(pauseAt)
 	calm1 := day.AddDate(0, 0, -1)
 	const stale = 30 * 24 * time.Hour
-	var bad []string
+	var bad, trails []string
 	for _, u := range s.users {
-		recs := s.records[u] // read after the last step that wrote u
 		s.res.Checks[invDue]++
-		for i := range recs {
-			r := &recs[i]
-			if r.InFlight() && r.LastAttempt.Started.Before(calm1) {
-				bad = append(bad, fmt.Sprintf("user %s: attempt in flight since %s not resolved after two calm days: %s", u, r.LastAttempt.Started.Format(time.DateTime), desc(r)))
-				continue
-			}
-			switch r.Status {
-			case billing.StatusScheduled:
-				if r.BillingDate.Before(sched) && r.CreatedDate.Before(sched) {
-					bad = append(bad, fmt.Sprintf("user %s: due before the scheduled run of %s, not collected: %s", u, sched.Format(time.DateTime), desc(r)))
-				}
-			case billing.StatusError:
-				switch {
-				case retry.Sub(r.BillingDate) > stale:
-					bad = append(bad, fmt.Sprintf("user %s: ERROR record past the stale threshold at the retry run of %s, not STALE: %s", u, retry.Format(time.DateTime), desc(r)))
-				case !r.NoRetry && !r.InFlight() && (billing.DefaultRetryPolicy{}).ShouldRetry(r, retry):
-					bad = append(bad, fmt.Sprintf("user %s: retryable ERROR record not retried by the retry run of %s (last run %s): %s", u, retry.Format(time.DateTime), r.LastRunDate.Format(time.DateTime), desc(r)))
-				}
-			case billing.StatusPaused:
-				if r.BillingDate.Before(pause) {
-					bad = append(bad, fmt.Sprintf("user %s: PAUSED record past due at the pause run of %s, not advanced: %s", u, pause.Format(time.DateTime), desc(r)))
-				}
-			case billing.StatusACHSent:
-				if retry.Sub(r.LastRunDate) > billing.DefaultACHSettlementDeadline {
-					bad = append(bad, fmt.Sprintf("user %s: ACH debit past its settlement deadline at the retry run of %s: %s", u, retry.Format(time.DateTime), desc(r)))
-				}
-			}
+		p := strictUser(u, s.records[u], sched, retry, pause, calm1, stale) // read after the last step that wrote u
+		if len(p) > 0 && len(trails) < 60 {
+			trails = append(trails, s.trail(ctx, u)...)
 		}
+		bad = append(bad, p...)
+	}
+	if len(bad) > 0 {
+		bad = append(bad, trails...)
 	}
 	s.fail(invDue, bad)
 }
@@ -344,4 +326,39 @@ func withTrail(problems, trail []string) []string {
 		return nil
 	}
 	return append(problems, trail...)
+}
+
+// strictUser returns what the strict checks find wrong with the records
+// of u.
+func strictUser(u string, recs []billing.Subscription, sched, retry, pause, calm1 time.Time, stale time.Duration) []string {
+	var bad []string
+	for i := range recs {
+		r := &recs[i]
+		if r.InFlight() && r.LastAttempt.Started.Before(calm1) {
+			bad = append(bad, fmt.Sprintf("user %s: attempt in flight since %s not resolved after two calm days: %s", u, r.LastAttempt.Started.Format(time.DateTime), desc(r)))
+			continue
+		}
+		switch r.Status {
+		case billing.StatusScheduled:
+			if r.BillingDate.Before(sched) && r.CreatedDate.Before(sched) {
+				bad = append(bad, fmt.Sprintf("user %s: due before the scheduled run of %s, not collected: %s", u, sched.Format(time.DateTime), desc(r)))
+			}
+		case billing.StatusError:
+			switch {
+			case retry.Sub(r.BillingDate) > stale:
+				bad = append(bad, fmt.Sprintf("user %s: ERROR record past the stale threshold at the retry run of %s, not STALE: %s", u, retry.Format(time.DateTime), desc(r)))
+			case !r.NoRetry && !r.InFlight() && (billing.DefaultRetryPolicy{}).ShouldRetry(r, retry):
+				bad = append(bad, fmt.Sprintf("user %s: retryable ERROR record not retried by the retry run of %s (last run %s): %s", u, retry.Format(time.DateTime), r.LastRunDate.Format(time.DateTime), desc(r)))
+			}
+		case billing.StatusPaused:
+			if r.BillingDate.Before(pause) {
+				bad = append(bad, fmt.Sprintf("user %s: PAUSED record past due at the pause run of %s, not advanced: %s", u, pause.Format(time.DateTime), desc(r)))
+			}
+		case billing.StatusACHSent:
+			if retry.Sub(r.LastRunDate) > billing.DefaultACHSettlementDeadline {
+				bad = append(bad, fmt.Sprintf("user %s: ACH debit past its settlement deadline at the retry run of %s: %s", u, retry.Format(time.DateTime), desc(r)))
+			}
+		}
+	}
+	return bad
 }

@@ -181,11 +181,11 @@ type Sim struct {
 	mu    sync.Mutex
 	dirty map[string]bool
 
-	users    []string
-	userSet  map[string]bool
+	users   []string
+	userSet map[string]bool
 	// records are every user's records as read by the checks after the
 	// last step that wrote them.
-	records map[string][]billing.Subscription
+	records  map[string][]billing.Subscription
 	accounts []string
 
 	events []*event
