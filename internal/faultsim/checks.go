@@ -309,7 +309,12 @@ func (s *Sim) trail(ctx context.Context, u string) []string {
 		return []string{"(history unreadable: " + err.Error() + ")"}
 	}
 	out := []string{fmt.Sprintf("history of %s (%d rows):", u, len(rows))}
-	for i := range rows {
+	first := 0
+	if len(rows) > 14 {
+		first = len(rows) - 14
+		out = append(out, fmt.Sprintf("  ... %d earlier rows", first))
+	}
+	for i := first; i < len(rows); i++ {
 		r := &rows[i]
 		line := fmt.Sprintf("  %s  %s %s", r.LastRunDate.Format("2006-01-02 15:04:05.000000"), r.Process, desc(r))
 		if r.UpdatedEvent != "" {

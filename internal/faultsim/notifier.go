@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/dynabill/billing"
 )
@@ -23,11 +24,14 @@ type notifierModel struct {
 	work_ *billing.Worker
 
 	queue []queued
-	mu    sync.Mutex
-	sent  map[string]int // user and billing day → reminders sent
-	dups  []dup
-	total int
-	calls *counter
+	// current is the message the worker handles (it handles one at a
+	// time): its record's key names the reminder Send delivers.
+	current billing.NotificationMessage
+	mu      sync.Mutex
+	sent    map[string]int // record key (user, billing date) → reminders sent
+	dups    []dup
+	total   int
+	calls   *counter
 }
 
 type queued struct {
@@ -95,6 +99,7 @@ func (n *notifierModel) work(ctx context.Context) {
 			msg, err = billing.ParseNotificationMessage([]byte(m.body))
 			if err == nil {
 				var out billing.NotificationOutcome
+				n.current = msg
 				out, err = n.work_.Handle(ctx, msg)
 				n.s.res.Ops["reminder: "+string(out)]++
 			}
@@ -116,7 +121,8 @@ func (n *notifierModel) Send(ctx context.Context, email string, note billing.Thr
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	key := note.UserID + " " + note.BillingDate
+	m := n.current
+	key := m.UserID + " " + m.BillingDate.UTC().Format(time.RFC3339)
 	c := n.calls.next(key)
 	if n.s.env.stormy() && draw(n.s.opts.Seed, "send", key, c) < 0.04 {
 		n.s.env.faults.add("notifier: send failed")
@@ -127,7 +133,8 @@ func (n *notifierModel) Send(ctx context.Context, email string, note billing.Thr
 	n.sent[key]++
 	n.total++
 	if n.sent[key] == 2 {
-		n.dups = append(n.dups, dup{note.UserID, fmt.Sprintf("reminder of user %s for billing date %s sent twice (second at %s)", note.UserID, note.BillingDate, n.s.clock.Now().Format("2006-01-02 15:04"))})
+		n.dups = append(n.dups, dup{m.UserID, fmt.Sprintf("reminder of user %s for the record billed %s sent twice (second at %s, for %s)",
+			m.UserID, m.BillingDate.UTC().Format(time.DateTime), n.s.clock.Now().Format("2006-01-02 15:04"), m.SubscriptionID)})
 	}
 	return nil
 }

@@ -110,6 +110,10 @@ func (p *Processor) ReplayWindow() time.Duration { return p.window }
 // outcomeOf draws the answer to the first request acting on key.
 func (p *Processor) outcomeOf(req billing.PaymentRequest) billing.PaymentResult {
 	res := billing.PaymentResult{TransactionID: "txn-" + req.IdempotencyKey, AccountMask: "6789", PaymentType: "CARD"}
+	if p.insolvent(req.UserID) {
+		res.Outcome, res.DeclineReason, res.Retryable = billing.OutcomeDeclined, "R01: insufficient funds", true
+		return res
+	}
 	switch u := draw(p.env.seed, "outcome", req.IdempotencyKey); {
 	case u < 0.10:
 		res.Outcome, res.DeclineReason, res.Retryable = billing.OutcomeDeclined, "R01: insufficient funds", true
@@ -121,6 +125,13 @@ func (p *Processor) outcomeOf(req billing.PaymentRequest) billing.PaymentResult 
 		res.Outcome = billing.OutcomeSucceeded
 	}
 	return res
+}
+
+// insolvent reports whether the user's collections are all declined (as
+// worth retrying) for a stretch of the simulation: their records are
+// retried daily until they turn stale.
+func (p *Processor) insolvent(user string) bool {
+	return draw(p.env.seed, "insolvent", user) < 0.08
 }
 
 // act applies req's answer at at; lookups see it from visible.

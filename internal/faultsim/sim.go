@@ -112,8 +112,8 @@ type Failure struct {
 
 func (f Failure) String() string {
 	p := f.Problems
-	if len(p) > 25 {
-		p = append(slices.Clone(p[:25]), fmt.Sprintf("... and %d more", len(f.Problems)-25))
+	if len(p) > 40 {
+		p = append(slices.Clone(p[:40]), fmt.Sprintf("... and %d more", len(f.Problems)-40))
 	}
 	return fmt.Sprintf("seed %d: invariant %q broken after step %s:\n\t%s\nreplay: %s",
 		f.Seed, f.Invariant, f.Step, strings.Join(p, "\n\t"), f.Replay)
