@@ -17,12 +17,15 @@ import (
 // heartbeat, and taken over by anyone from 1.25 lease durations after it,
 // as with the DynamoDB locker. Faults: a Lock that fails (nothing held), a
 // Lock whose write applied although it failed (held by nobody until it
-// runs out), and a holder that stalls before it releases (it learns its
-// lease is lost; others find the user locked for a while).
+// runs out), a holder that stalls before it releases (it learns its
+// lease is lost; others find the user locked for a while), and releases
+// that never reach the lock table (the lock stays until taken over).
 type Locker struct {
 	env   *env
 	lease time.Duration
 	calls *counter
+	// stuck is told of every lock left held by a holder that is gone.
+	stuck func(user string)
 
 	mu   sync.Mutex
 	held map[string]*lease
@@ -46,6 +49,9 @@ type lease struct {
 	lastBeat time.Time
 	// stallAtRelease makes Release stall the lease instead.
 	stallAtRelease bool
+	// crashAtRelease makes every Release fail: the holder is gone, and
+	// the lock stays until it can be taken over.
+	crashAtRelease bool
 	lost           chan struct{}
 	isLost         bool
 	released       bool
@@ -100,6 +106,9 @@ func (l *Locker) lock(ctx context.Context, host, user string) (billing.Lease, er
 		case u < 0.020:
 			l.env.faults.add("lock: holder stalls before release")
 			s.stallAtRelease = true
+		case u < 0.023:
+			l.env.faults.add("lock: release never reaches the lock table")
+			s.crashAtRelease = true
 		}
 	}
 	l.held[user] = s
@@ -170,6 +179,15 @@ func (s *lease) Release(ctx context.Context) error {
 	}
 	if s.released {
 		return nil
+	}
+	if s.crashAtRelease && !s.isLost {
+		if !s.stalled {
+			s.stalled, s.lastBeat = true, now
+			if s.l.stuck != nil {
+				s.l.stuck(s.user)
+			}
+		}
+		return fmt.Errorf("faultsim: release %s: lock table unreachable", s.user)
 	}
 	if s.isLost || s.stalled && !now.Before(s.lastBeat.Add(s.l.lease)) {
 		s.loseLocked()

@@ -180,6 +180,9 @@ type Sim struct {
 
 	mu    sync.Mutex
 	dirty map[string]bool
+	// stuck are the users whose lock a gone holder left held during the
+	// step.
+	stuck []string
 
 	users   []string
 	userSet map[string]bool
@@ -223,6 +226,11 @@ func Run(ctx context.Context, tb testing.TB, opts Options) *Result {
 		outage: func() bool { return s.dayKind(s.clock.Now()) == outage },
 	}
 	s.locker = newLocker(s.env, 4*time.Minute)
+	s.locker.stuck = func(u string) {
+		s.mu.Lock()
+		s.stuck = append(s.stuck, u)
+		s.mu.Unlock()
+	}
 	window := time.Duration(0)
 	if draw(opts.Seed, "replay window") < 0.5 {
 		window = 48 * time.Hour
@@ -257,6 +265,7 @@ func Run(ctx context.Context, tb testing.TB, opts Options) *Result {
 		e.fn(ctx)
 		s.res.Steps++
 		s.afterStep(ctx, e)
+		s.retryStuck()
 		if ctx.Err() != nil {
 			break
 		}
@@ -502,4 +511,27 @@ func (s *Sim) firstRecord(u string, created, from time.Time, parts ...any) billi
 		}
 	}
 	return rec
+}
+
+// retryStuck schedules, for each user whose lock was left held during the
+// step, a webhook collection a minute later (it finds the lock held) and
+// another six minutes later (it takes the lock over), as a queue
+// redelivers an event.
+func (s *Sim) retryStuck() {
+	s.mu.Lock()
+	users := slices.Clone(s.stuck)
+	s.stuck = nil
+	s.mu.Unlock()
+	slices.Sort(users)
+	now := s.clock.Now()
+	for _, u := range slices.Compact(users) {
+		for _, after := range []time.Duration{time.Minute, 6 * time.Minute} {
+			h := s.pickHost("stuck", u, now, after)
+			s.at(now.Add(after), h.name, "webhook of "+u+", whose lock a gone holder left", func(ctx context.Context) {
+				rep, err := h.col.CollectUser(ctx, u, billing.ProcessWebhook)
+				s.addReport(rep)
+				s.res.Ops["webhook of a user left locked: "+classify(err)]++
+			})
+		}
+	}
 }
