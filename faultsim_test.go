@@ -59,6 +59,10 @@ var faultsimStores = []faultsimStore{
 		st := memory.NewSingleTable(memory.SingleTableOptions{Clock: o.Clock, PageSize: 6})
 		o.Store = faultsim.Store{Repository: st.Repository(), History: st.History(), Layout: faultsim.LayoutSingleTable, AddAll: true}
 	}},
+	{name: "single-table-due", days: 120, users: 60, seeds: []int64{1, 2}, build: func(t *testing.T, o *faultsim.Options) {
+		st := memory.NewSingleTable(memory.SingleTableOptions{Clock: o.Clock, PageSize: 6, Table: dynamostore.SingleTableConfig{DueShards: 8}})
+		o.Store = faultsim.Store{Repository: st.Repository(), History: st.History(), Layout: faultsim.LayoutSingleTable, AddAll: true}
+	}},
 	{name: "dynamodb-legacy", days: 45, users: 16, seeds: []int64{1}, dynamo: true, build: func(t *testing.T, o *faultsim.Options) {
 		client := dynamotest.Client(t)
 		tables := dynamostore.TableConfig{
