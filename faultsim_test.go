@@ -63,7 +63,7 @@ var faultsimStores = []faultsimStore{
 		st := memory.NewSingleTable(memory.SingleTableOptions{Clock: o.Clock, PageSize: 6, Table: dynamostore.SingleTableConfig{DueShards: 8}})
 		o.Store = faultsim.Store{Repository: st.Repository(), History: st.History(), Layout: faultsim.LayoutSingleTable, AddAll: true}
 	}},
-	{name: "dynamodb-legacy", days: 45, users: 16, seeds: []int64{1}, dynamo: true, build: func(t *testing.T, o *faultsim.Options) {
+	{name: "dynamodb-legacy", days: 60, users: 20, seeds: []int64{1}, dynamo: true, build: func(t *testing.T, o *faultsim.Options) {
 		client := dynamotest.Client(t)
 		tables := dynamostore.TableConfig{
 			Subscriptions: dynamotest.TableName(t, "billing-activity"),
