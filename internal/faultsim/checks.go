@@ -133,18 +133,28 @@ func checkMoney(u string, recs []billing.Subscription, ledger []Charge) []string
 		}
 		kept[c.SubscriptionID] = append(kept[c.SubscriptionID], c)
 		byTxn[c.Result.TransactionID] = c
-		rs := bySub[c.SubscriptionID]
-		if len(rs) != 1 {
-			bad = append(bad, fmt.Sprintf("user %s: charge %s of subscription %s is on %d records", u, descCharge(c), c.SubscriptionID, len(rs)))
-			continue
+		// The records of its subscription ID that carry it: recorded
+		// with its transaction and amount, or in flight with its key.
+		var on []*billing.Subscription
+		for _, r := range bySub[c.SubscriptionID] {
+			recorded := r.TransactionID == c.Result.TransactionID && r.Amount == c.Amount &&
+				(r.Status == billing.StatusCompleted || r.Status == billing.StatusACHSent || r.Status == billing.StatusStale || r.Status == billing.StatusRefunded)
+			if recorded || r.InFlight() && r.LastAttempt.Key == c.Key {
+				on = append(on, r)
+			}
 		}
-		r := rs[0]
 		switch {
-		case r.InFlight() && r.LastAttempt.Key == c.Key:
-		case r.TransactionID == c.Result.TransactionID && r.Amount == c.Amount &&
-			(r.Status == billing.StatusCompleted || r.Status == billing.StatusACHSent || r.Status == billing.StatusStale || r.Status == billing.StatusRefunded):
+		case len(on) == 1:
+		case len(on) > 1:
+			bad = append(bad, fmt.Sprintf("user %s: charge %s is on %d records: %s, %s", u, descCharge(c), len(on), desc(on[0]), desc(on[1])))
+		case len(bySub[c.SubscriptionID]) == 0:
+			bad = append(bad, fmt.Sprintf("user %s: charge %s is on no record: subscription %s has none", u, descCharge(c), c.SubscriptionID))
 		default:
-			bad = append(bad, fmt.Sprintf("user %s: charge %s is not on its period: record %s", u, descCharge(c), desc(r)))
+			var rs []string
+			for _, r := range bySub[c.SubscriptionID] {
+				rs = append(rs, desc(r))
+			}
+			bad = append(bad, fmt.Sprintf("user %s: charge %s is not on its period: record %s", u, descCharge(c), strings.Join(rs, ", ")))
 		}
 	}
 	for sub, cs := range kept {
@@ -167,25 +177,35 @@ func checkMoney(u string, recs []billing.Subscription, ledger []Charge) []string
 }
 
 // checkOpen: at most one open period (SCHEDULED or PAUSED) per user, and
-// one unless the subscription was cancelled (its latest record is
-// CANCELLED).
+// one unless the subscription was cancelled: no record of the user was
+// created after its latest cancellation (a reactivation, an upgrade or a
+// next period opened since would have to be open).
 func checkOpen(u string, recs []billing.Subscription) []string {
 	var open []string
+	var cancelled, created time.Time
 	latest := &recs[0]
 	for i := range recs {
 		r := &recs[i]
-		if r.Status == billing.StatusScheduled || r.Status == billing.StatusPaused {
+		switch r.Status {
+		case billing.StatusScheduled, billing.StatusPaused:
 			open = append(open, desc(r))
+		case billing.StatusCancelled:
+			if r.LastRunDate.After(cancelled) {
+				cancelled = r.LastRunDate
+			}
 		}
-		if !r.BillingDate.Before(latest.BillingDate) {
-			latest = r
+		if r.CreatedDate.After(created) {
+			created, latest = r.CreatedDate, r
 		}
 	}
 	switch {
 	case len(open) > 1:
 		return []string{fmt.Sprintf("user %s has %d open periods: %s", u, len(open), strings.Join(open, ", "))}
-	case len(open) == 0 && latest.Status != billing.StatusCancelled:
-		return []string{fmt.Sprintf("user %s has no open period and was not cancelled: its latest record is %s", u, desc(latest))}
+	case len(open) == 0 && cancelled.IsZero():
+		return []string{fmt.Sprintf("user %s has no open period and was never cancelled; its newest record is %s", u, desc(latest))}
+	case len(open) == 0 && cancelled.Before(created):
+		return []string{fmt.Sprintf("user %s has no open period, and its newest record %s was created after its last cancellation (%s)",
+			u, desc(latest), cancelled.Format(time.DateTime))}
 	}
 	return nil
 }
@@ -360,10 +380,20 @@ func strictUser(u string, recs []billing.Subscription, sched, retry, pause, calm
 				bad = append(bad, fmt.Sprintf("user %s: PAUSED record past due at the pause run of %s, not advanced: %s", u, pause.Format(time.DateTime), desc(r)))
 			}
 		case billing.StatusACHSent:
-			if retry.Sub(r.LastRunDate) > billing.DefaultACHSettlementDeadline {
+			// The retry run finds ACH debits by billing date: one made
+			// before its billing date (a manual repayment of a record
+			// moved later) is found from the billing date on.
+			if from := latestOf(r.LastRunDate, r.BillingDate); retry.Sub(from) > billing.DefaultACHSettlementDeadline {
 				bad = append(bad, fmt.Sprintf("user %s: ACH debit past its settlement deadline at the retry run of %s: %s", u, retry.Format(time.DateTime), desc(r)))
 			}
 		}
 	}
 	return bad
+}
+
+func latestOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

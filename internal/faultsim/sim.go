@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,8 +67,8 @@ type Options struct {
 	// checks read the users it wrote (and those the processor charged)
 	// and every user is checked at the end of each day.
 	FullChecks bool
-	// KeepGoing continues after a failure, reporting each invariant's
-	// first failure only.
+	// KeepGoing continues after a failure, reporting the first failure of
+	// each kind only (an invariant and the shape of its first problem).
 	KeepGoing bool
 	// Replay returns the command that replays a seed.
 	Replay func(seed int64) string
@@ -419,10 +420,11 @@ func (s *Sim) fail(invariant string, problems []string) {
 	if len(problems) == 0 {
 		return
 	}
-	if s.opts.KeepGoing && s.failed[invariant] {
+	key := invariant + "|" + signature(problems[0])
+	if s.opts.KeepGoing && s.failed[key] {
 		return
 	}
-	s.failed[invariant] = true
+	s.failed[key] = true
 	s.res.Failures = append(s.res.Failures, Failure{Seed: s.opts.Seed, Invariant: invariant, Step: s.step, Problems: problems, Replay: s.opts.Replay(s.opts.Seed)})
 	if !s.opts.KeepGoing {
 		s.stop = true
@@ -535,3 +537,19 @@ func (s *Sim) retryStuck() {
 		}
 	}
 }
+
+// signature is the shape of a problem: its text without the names,
+// numbers, times and keys that differ from one occurrence to the next.
+func signature(problem string) string {
+	s := sigWords.ReplaceAllString(problem, "#")
+	if i := strings.Index(s, "history of"); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 100 {
+		s = s[:100]
+	}
+	return s
+}
+
+// sigWords are the words with a digit: IDs, keys, times, amounts.
+var sigWords = regexp.MustCompile(`[^ ]*[0-9][^ ]*`)
