@@ -127,8 +127,9 @@ func runFaultSimulation(t *testing.T, st faultsimStore, seed int64, days int) {
 	}
 	st.build(t, &opts)
 	began := time.Now()
-	res := faultsim.Run(context.Background(), t, opts)
+	res := faultsim.Run(context.Background(), opts)
 	t.Logf("%s seed %d: %d days (%s), %d steps in %v", st.name, seed, res.Days, formatCounts(res.Weather), res.Steps, time.Since(began).Round(time.Millisecond))
+	t.Logf("hosts: %s", strings.Join(res.Hosts, "; "))
 	t.Logf("runs: %d pages, %d attempted, %d collected, %d pending, %d declined, %d unknown, %d rate limited, %d stale, %d advanced, %d skipped (locked), %d conflicts; processor kept %d charges, %d COMPLETED records",
 		res.Runs.Pages, res.Runs.Attempted, res.Runs.Collected, res.Runs.Pending, res.Runs.Declined, res.Runs.Unknown,
 		res.Runs.RateLimited, res.Runs.Stale, res.Runs.Advanced, res.Runs.SkippedLocked, res.Runs.Conflicts, res.Collections, res.Completed)

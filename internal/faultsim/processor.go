@@ -224,7 +224,7 @@ func (p *Processor) Collect(ctx context.Context, req billing.PaymentRequest) (bi
 			p.env.faults.add("processor: timeout before acting (replay)")
 			return billing.PaymentResult{}, p.timedOut(req)
 		}
-		return p.result(a, now), nil
+		return a.Result, nil // the first answer
 	}
 	// A new request: the key was never acted on, or was forgotten.
 	if stormy {
@@ -256,11 +256,8 @@ func (p *Processor) Collect(ctx context.Context, req billing.PaymentRequest) (bi
 			p.locker.stall(req.UserID)
 		}
 	}
-	return p.result(p.act(st, req, now, now), now), nil
+	return p.act(st, req, now, now).Result, nil
 }
-
-// result is the answer of c as a replay at now gives it: the first answer.
-func (p *Processor) result(c *Charge, _ time.Time) billing.PaymentResult { return c.Result }
 
 // LookupPayment implements [billing.PaymentLookup]: the answer given to
 // the key as it stands now (a settled debit succeeded, a returned one was
@@ -348,19 +345,6 @@ func (p *Processor) ledger() []Charge {
 	out := make([]Charge, len(p.charges))
 	for i, c := range p.charges {
 		out[i] = *c
-	}
-	return out
-}
-
-// running returns the keys with a request still running.
-func (p *Processor) runningKeys() map[string]bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := map[string]bool{}
-	for k, st := range p.keys {
-		if st.running {
-			out[k] = true
-		}
 	}
 	return out
 }

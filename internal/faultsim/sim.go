@@ -10,11 +10,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/dynabill/billing"
-	"github.com/dynabill/billing/internal/layout"
 )
 
 // Layout is the store layout a simulation drives.
@@ -122,9 +120,11 @@ func (f Failure) String() string {
 
 // Result is what a run did.
 type Result struct {
-	Seed     int64
-	Days     int
-	Steps    int
+	Seed  int64
+	Days  int
+	Steps int
+	// Hosts describes each host's collector configuration.
+	Hosts    []string
 	Failures []Failure
 	// Runs sums the collectors' run reports.
 	Runs billing.Report
@@ -167,7 +167,6 @@ type host struct {
 // Sim is one simulation.
 type Sim struct {
 	opts    Options
-	tb      testing.TB
 	env     *env
 	clock   *Clock
 	locker  *Locker
@@ -215,9 +214,9 @@ type event struct {
 
 // Run runs one simulation and returns what it did and every invariant it
 // found broken (the first only, unless KeepGoing).
-func Run(ctx context.Context, tb testing.TB, opts Options) *Result {
+func Run(ctx context.Context, opts Options) *Result {
 	opts = opts.withDefaults()
-	s := &Sim{opts: opts, tb: tb, clock: opts.Clock, raw: opts.Store.Repository, hist: opts.Store.History,
+	s := &Sim{opts: opts, clock: opts.Clock, raw: opts.Store.Repository, hist: opts.Store.History,
 		userSet: map[string]bool{}, failed: map[string]bool{}, dirty: map[string]bool{}, records: map[string][]billing.Subscription{}}
 	s.res = Result{Seed: opts.Seed, Days: opts.Days, Faults: map[string]int{}, Checks: map[string]int{}, Ops: map[string]int{}, Weather: map[string]int{}}
 	s.clock.Set(opts.Start)
@@ -244,7 +243,9 @@ func Run(ctx context.Context, tb testing.TB, opts Options) *Result {
 		s.shards = 1
 	}
 	for i := range opts.Hosts {
-		s.hosts = append(s.hosts, s.newHost(i))
+		h := s.newHost(i)
+		s.hosts = append(s.hosts, h)
+		s.res.Hosts = append(s.res.Hosts, h.desc)
 	}
 	s.notifier = newNotifier(s)
 	if err := s.populate(ctx); err != nil {
@@ -330,15 +331,6 @@ func (s *Sim) newHost(i int) *host {
 		desc: fmt.Sprintf("%s: %d pages an invocation, concurrency %d, shard concurrency %d, rate-limit retries %d", name, pages, conc, shardConc, rlr)}
 }
 
-// Hosts describes the hosts' configurations.
-func (s *Sim) hostsDesc() []string {
-	var out []string
-	for _, h := range s.hosts {
-		out = append(out, h.desc)
-	}
-	return out
-}
-
 func (s *Sim) touch(user string) {
 	s.mu.Lock()
 	s.dirty[user] = true
@@ -378,42 +370,6 @@ func (s *Sim) dayKind(t time.Time) dayKind {
 	return s.weather[d]
 }
 
-// planWeather draws which days are stormy (faults injected), calm (none:
-// two in a row, after which the strict checks run) and which are a
-// processor outage.
-func (s *Sim) planWeather() {
-	days, seed := s.opts.Days, s.opts.Seed
-	w := make([]dayKind, days)
-	outStart, outLen := -1, 0
-	if days >= 45 && draw(seed, "outage") < 0.6 {
-		outLen = 8 + pick(seed, 5, "outage length")
-		outStart = 15 + pick(seed, days-outLen-25, "outage start")
-	}
-	inOutage := func(d int) bool { return d >= outStart && d < outStart+outLen }
-	for d := 0; d < days; {
-		if inOutage(d) {
-			w[d] = outage
-			d++
-			continue
-		}
-		for n := 2 + pick(seed, 4, "streak", d); n > 0 && d < days && !inOutage(d); n-- {
-			w[d] = stormy
-			d++
-		}
-		if d+1 < days && !inOutage(d) && !inOutage(d+1) {
-			w[d], w[d+1] = calm, calmCheck
-			d += 2
-		}
-	}
-	if days >= 4 && !inOutage(days-2) && !inOutage(days-1) {
-		w[days-2], w[days-1] = calm, calmCheck
-		if w[days-3] == calm {
-			w[days-3] = stormy
-		}
-	}
-	s.weather = w
-}
-
 // fail records a broken invariant; without KeepGoing the simulation
 // stops.
 func (s *Sim) fail(invariant string, problems []string) {
@@ -448,71 +404,6 @@ func (s *Sim) addUser(u string) {
 		s.userSet[u] = true
 		s.users = append(s.users, u)
 	}
-}
-
-// populate seeds the users' first records.
-func (s *Sim) populate(ctx context.Context) error {
-	seed, start := s.opts.Seed, s.opts.Start
-	created := start.Add(-24 * time.Hour)
-	for i := range s.opts.Users {
-		u := fmt.Sprintf("u%04d", i+1)
-		if s.opts.Store.Layout == LayoutSingleTable {
-			acct := fmt.Sprintf("acct-%03d", i/3)
-			if i%3 == 0 {
-				s.accounts = append(s.accounts, acct)
-			}
-			u = layout.SubscriptionRef{AccountID: acct, SubscriptionID: fmt.Sprintf("sub-%04d", i+1), SKU: skus[i%3]}.UserID()
-		}
-		rec := s.firstRecord(u, created, start, "seed", i)
-		if err := s.raw.Add(ctx, &rec); err != nil {
-			return fmt.Errorf("seeding %s: %w", u, err)
-		}
-		s.addUser(u)
-	}
-	_ = seed
-	return nil
-}
-
-// skus are the SKUs of single-table accounts.
-var skus = []string{"STREAM", "MUSIC", "NEWS", "GAMES", "BOOKS", "CLOUD"}
-
-// firstRecord draws the first record of a new subscription of user u,
-// billed around from.
-func (s *Sim) firstRecord(u string, created, from time.Time, parts ...any) billing.Subscription {
-	seed := s.opts.Seed
-	p := func(n int, what string) int { return pick(seed, n, append([]any{what}, parts...)...) }
-	hour, minute := p(24, "hour"), p(60, "minute")
-	rec := billing.Subscription{UserID: u, Status: billing.StatusScheduled, Process: billing.ProcessNotIdentified,
-		Term: billing.TermMonthly, ReceiptTierName: "Plus:v2", Amount: billing.MustParseAmount("9.99"),
-		CreatedDate: created, LastRunDate: created}
-	switch x := draw(seed, append([]any{"plan"}, parts...)...); {
-	case x < 0.12:
-		rec.Term, rec.Amount = billing.TermYearly, billing.MustParseAmount("99.99")
-	case x < 0.25:
-		rec.BillingWeek = 1 + p(4, "week")
-		rec.ReceiptTierName, rec.Amount = "Basic:v1", billing.MustParseAmount("4.99")
-	}
-	offset := p(50, "offset") - 20 // days from from: -20 .. 29
-	if draw(seed, append([]any{"backlog"}, parts...)...) < 0.04 {
-		offset = -31 - p(10, "backlog days")
-	}
-	d := from.AddDate(0, 0, offset)
-	if rec.BillingWeek > 0 {
-		f := billing.NthFriday(d.Year(), d.Month(), rec.BillingWeek)
-		rec.BillingDate = f.Add(time.Duration(hour)*time.Hour + time.Duration(minute)*time.Minute)
-	} else {
-		rec.BillingDate = time.Date(d.Year(), d.Month(), d.Day(), hour, minute, 0, 0, time.UTC)
-		rec.AnchorDay = d.Day()
-	}
-	rec.BillingPeriod = billing.BillingPeriod(rec.BillingDate)
-	rec.SubscriptionID = nextID(u+"|first", rec.BillingDate)
-	if draw(seed, append([]any{"paused"}, parts...)...) < 0.08 {
-		rec.Status, rec.PauseDurationMonths = billing.StatusPaused, 1+p(2, "pause months")
-		if rec.PauseDurationMonths == 1 {
-			rec.UpdatedEvent = billing.EventPausePendingResume
-		}
-	}
-	return rec
 }
 
 // retryStuck schedules, for each user whose lock was left held during the
