@@ -60,7 +60,7 @@ var faultsimStores = []faultsimStore{
 		o.Store = faultsim.Store{Repository: st.Repository(), History: st.History(), Layout: faultsim.LayoutSingleTable, AddAll: true}
 	}},
 	{name: "single-table-due", days: 120, users: 60, seeds: []int64{1, 2}, build: func(t *testing.T, o *faultsim.Options) {
-		st := memory.NewSingleTable(memory.SingleTableOptions{Clock: o.Clock, PageSize: 6, Table: dynamostore.SingleTableConfig{DueShards: 8}})
+		st := memory.NewSingleTable(memory.SingleTableOptions{Clock: o.Clock, PageSize: 6, Table: dynamostore.SingleTableConfig{DueShards: 32}})
 		o.Store = faultsim.Store{Repository: st.Repository(), History: st.History(), Layout: faultsim.LayoutSingleTable, AddAll: true}
 	}},
 	{name: "dynamodb-legacy", days: 60, users: 20, seeds: []int64{1}, dynamo: true, build: func(t *testing.T, o *faultsim.Options) {
