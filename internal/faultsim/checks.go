@@ -1,0 +1,399 @@
+package faultsim
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/layout"
+)
+
+// The invariants, as reported.
+const (
+	invMoney    = "every charge on exactly one period, no period charged twice"
+	invOpen     = "every active subscription has exactly one open period"
+	invDue      = "every due period billed (strict, after two calm days)"
+	invLocks    = "no user locked past two lease durations"
+	invReminder = "a reminder at most once per record and billing date"
+	invHistory  = "history equals the primary table"
+)
+
+// afterStep checks the invariants after a step: the users it wrote (or
+// every user), the locks and the reminders sent.
+func (s *Sim) afterStep(ctx context.Context, e *event) {
+	if s.stop {
+		return
+	}
+	now := s.clock.Now()
+	s.proc.advance(now)
+	s.res.Checks[invReminder]++
+	if dups := s.notifier.takeDups(); len(dups) > 0 {
+		for _, d := range dups {
+			s.fail(invReminder, withTrail([]string{d.msg}, s.trail(ctx, d.user)))
+		}
+	}
+	s.res.Checks[invLocks]++
+	s.fail(invLocks, s.locker.check(now))
+	users := s.takeDirty()
+	if s.opts.FullChecks {
+		users = s.users
+	}
+	s.checkUsers(ctx, users)
+}
+
+// checkAll checks every user (and reads every user's records again).
+func (s *Sim) checkAll(ctx context.Context) {
+	s.proc.advance(s.clock.Now())
+	s.takeDirty()
+	s.checkUsers(ctx, s.users)
+}
+
+// checkUsers checks the invariants of money, open periods and history
+// of users from what the store, the history and the processor's ledger
+// hold.
+func (s *Sim) checkUsers(ctx context.Context, users []string) {
+	if s.stop || len(users) == 0 {
+		return
+	}
+	byUser := map[string][]Charge{}
+	for _, c := range s.proc.ledger() {
+		byUser[c.UserID] = append(byUser[c.UserID], c)
+	}
+	var money, open, hist []string
+	for _, u := range users {
+		recs, err := s.raw.ListByUser(ctx, u)
+		if err != nil {
+			s.fail("the store answers", []string{fmt.Sprintf("ListByUser(%s): %v", u, err)})
+			return
+		}
+		s.records[u] = recs
+		s.res.Checks[invMoney]++
+		m := checkMoney(u, recs, byUser[u])
+		var o, h []string
+		if len(recs) > 0 {
+			s.res.Checks[invOpen]++
+			o = checkOpen(u, recs)
+			s.res.Checks[invHistory]++
+			h = s.checkHistory(ctx, u, recs)
+		}
+		if len(m)+len(o)+len(h) > 0 {
+			trail := s.trail(ctx, u)
+			m, o, h = withTrail(m, trail), withTrail(o, trail), withTrail(h, trail)
+		}
+		money, open, hist = append(money, m...), append(open, o...), append(hist, h...)
+	}
+	s.fail(invMoney, money)
+	s.fail(invOpen, open)
+	s.fail(invHistory, hist)
+}
+
+func desc(r *billing.Subscription) string {
+	d := fmt.Sprintf("%s (%s, billed %s, %s", r.SubscriptionID, r.Status, r.BillingDate.Format(time.DateTime), r.Amount)
+	if r.TransactionID != "" {
+		d += ", txn " + r.TransactionID
+	}
+	if r.NoRetry {
+		d += ", declined as final"
+	}
+	if r.LastAttempt.Number > 0 {
+		d += fmt.Sprintf(", attempts %d, last key %s (%s)", r.Attempt, r.LastAttempt.Key, r.LastAttempt.Process)
+		if r.InFlight() {
+			d += " in flight since " + r.LastAttempt.Started.Format(time.DateTime)
+		}
+	}
+	return d + ")"
+}
+
+func descCharge(c *Charge) string {
+	return fmt.Sprintf("key %s (%s %s at %s)", c.Key, c.Result.Outcome, c.Amount, c.At.Format(time.DateTime))
+}
+
+// checkMoney: every charge the processor kept is on exactly one record
+// of its subscription ID, with its transaction and amount (or on the
+// record in flight with its key), no subscription ID is charged twice,
+// and every COMPLETED record has its charge.
+func checkMoney(u string, recs []billing.Subscription, ledger []Charge) []string {
+	var bad []string
+	bySub := map[string][]*billing.Subscription{}
+	for i := range recs {
+		bySub[recs[i].SubscriptionID] = append(bySub[recs[i].SubscriptionID], &recs[i])
+	}
+	kept := map[string][]*Charge{}
+	byTxn := map[string]*Charge{}
+	for i := range ledger {
+		c := &ledger[i]
+		if !c.Kept() {
+			continue
+		}
+		kept[c.SubscriptionID] = append(kept[c.SubscriptionID], c)
+		byTxn[c.Result.TransactionID] = c
+		// The records of its subscription ID that carry it: recorded
+		// with its transaction and amount, or in flight with its key.
+		var on []*billing.Subscription
+		for _, r := range bySub[c.SubscriptionID] {
+			recorded := r.TransactionID == c.Result.TransactionID && r.Amount == c.Amount &&
+				(r.Status == billing.StatusCompleted || r.Status == billing.StatusACHSent || r.Status == billing.StatusStale || r.Status == billing.StatusRefunded)
+			if recorded || r.InFlight() && r.LastAttempt.Key == c.Key {
+				on = append(on, r)
+			}
+		}
+		switch {
+		case len(on) == 1:
+		case len(on) > 1:
+			bad = append(bad, fmt.Sprintf("user %s: charge %s is on %d records: %s, %s", u, descCharge(c), len(on), desc(on[0]), desc(on[1])))
+		case len(bySub[c.SubscriptionID]) == 0:
+			bad = append(bad, fmt.Sprintf("user %s: charge %s is on no record: subscription %s has none", u, descCharge(c), c.SubscriptionID))
+		default:
+			var rs []string
+			for _, r := range bySub[c.SubscriptionID] {
+				rs = append(rs, desc(r))
+			}
+			bad = append(bad, fmt.Sprintf("user %s: charge %s is not on its period: record %s", u, descCharge(c), strings.Join(rs, ", ")))
+		}
+	}
+	for sub, cs := range kept {
+		if len(cs) > 1 {
+			var keys []string
+			for _, c := range cs {
+				keys = append(keys, descCharge(c))
+			}
+			bad = append(bad, fmt.Sprintf("user %s: period %s charged %d times: %s", u, sub, len(cs), strings.Join(keys, ", ")))
+		}
+	}
+	for i := range recs {
+		r := &recs[i]
+		if r.Status == billing.StatusCompleted && r.TransactionID != "" && byTxn[r.TransactionID] == nil {
+			bad = append(bad, fmt.Sprintf("user %s: record %s is COMPLETED, but the processor kept no charge %s", u, desc(r), r.TransactionID))
+		}
+	}
+	slices.Sort(bad)
+	return bad
+}
+
+// checkOpen: at most one open period (SCHEDULED or PAUSED) per user, and
+// one unless the subscription was cancelled: no record of the user was
+// created after its latest cancellation (a reactivation, an upgrade or a
+// next period opened since would have to be open).
+func checkOpen(u string, recs []billing.Subscription) []string {
+	var open []string
+	var cancelled, created time.Time
+	latest := &recs[0]
+	for i := range recs {
+		r := &recs[i]
+		switch r.Status {
+		case billing.StatusScheduled, billing.StatusPaused:
+			open = append(open, desc(r))
+		case billing.StatusCancelled:
+			if r.LastRunDate.After(cancelled) {
+				cancelled = r.LastRunDate
+			}
+		}
+		if r.CreatedDate.After(created) {
+			created, latest = r.CreatedDate, r
+		}
+	}
+	switch {
+	case len(open) > 1:
+		return []string{fmt.Sprintf("user %s has %d open periods: %s", u, len(open), strings.Join(open, ", "))}
+	case len(open) == 0 && cancelled.IsZero():
+		return []string{fmt.Sprintf("user %s has no open period and was never cancelled; its newest record is %s", u, desc(latest))}
+	case len(open) == 0 && cancelled.Before(created):
+		return []string{fmt.Sprintf("user %s has no open period, and its newest record %s was created after its last cancellation (%s)",
+			u, desc(latest), cancelled.Format(time.DateTime))}
+	}
+	return nil
+}
+
+// checkHistory checks that history mirrors the primary table: every
+// record of u has a history row of its subscription ID, and the newest
+// one (latest last_run_date) equals the record in every attribute the
+// primary table stores, but for a reminder's claim and an attempt's
+// bookkeeping that is written on the record alone: the attempt of a
+// record in flight, and the count of an attempt settled as never made
+// ([billing.Repository.SetAttempt] appends no history row; the row that
+// records the next outcome carries them). It is what
+// billingtest.RequireHistoryMatchesPrimary checks, with that allowance:
+// the helper counts the attempt attributes, so it fails on every record
+// in flight.
+func (s *Sim) checkHistory(ctx context.Context, u string, recs []billing.Subscription) []string {
+	rows, err := s.hist.ListByUser(ctx, u)
+	if err != nil {
+		return []string{fmt.Sprintf("History.ListByUser(%s): %v", u, err)}
+	}
+	newest := map[string]*billing.Subscription{}
+	for i := range rows {
+		r := &rows[i]
+		if cur, ok := newest[r.SubscriptionID]; !ok || r.LastRunDate.After(cur.LastRunDate) {
+			newest[r.SubscriptionID] = r
+		}
+	}
+	var bad []string
+	for i := range recs {
+		rec := &recs[i]
+		row, ok := newest[rec.SubscriptionID]
+		if !ok {
+			bad = append(bad, fmt.Sprintf("user %s: record %s has no history row", u, desc(rec)))
+			continue
+		}
+		want := *rec
+		if rec.Attempt >= row.Attempt && (rec.InFlight() || rec.Attempt == rec.LastAttempt.Number) {
+			want.Attempt, want.LastAttempt = row.Attempt, row.LastAttempt
+		}
+		if d := diffItems(row, &want); d != "" {
+			bad = append(bad, fmt.Sprintf("user %s: record %s: the newest history row (last_run_date %s) differs: %s",
+				u, desc(rec), layout.LastRunDateKey(row), d))
+		}
+	}
+	return bad
+}
+
+// diffItems describes the attributes the primary table would store
+// differently for got and want, a reminder's claim aside; "" when none.
+func diffItems(got, want *billing.Subscription) string {
+	g, err := layout.EncodeItem(got)
+	if err != nil {
+		return "history row does not encode: " + err.Error()
+	}
+	w, err := layout.EncodeItem(want)
+	if err != nil {
+		return "record does not encode: " + err.Error()
+	}
+	for _, n := range layout.ReminderAttributes() {
+		delete(g, n)
+		delete(w, n)
+	}
+	var diffs []string
+	for n, wv := range w {
+		if gv, ok := g[n]; !ok || !reflect.DeepEqual(gv, wv) {
+			diffs = append(diffs, fmt.Sprintf("%s: row %s, record %s", n, show(gv), show(wv)))
+		}
+	}
+	for n, gv := range g {
+		if _, ok := w[n]; !ok {
+			diffs = append(diffs, fmt.Sprintf("%s: row %s, record (absent)", n, show(gv)))
+		}
+	}
+	slices.Sort(diffs)
+	return strings.Join(diffs, "; ")
+}
+
+func show(v types.AttributeValue) string {
+	switch v := v.(type) {
+	case nil:
+		return "(absent)"
+	case *types.AttributeValueMemberS:
+		return fmt.Sprintf("%q", v.Value)
+	case *types.AttributeValueMemberN:
+		return v.Value
+	case *types.AttributeValueMemberBOOL:
+		return fmt.Sprint(v.Value)
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// strictCheck runs after the runs of the second of two calm days (no
+// fault on either): every period due is billed, every attempt in flight
+// before them resolved, every retryable ERROR record retried today,
+// every ERROR record past the stale threshold STALE, every past-due
+// PAUSED record advanced and every ACH debit past its deadline resolved.
+func (s *Sim) strictCheck(ctx context.Context, day time.Time) {
+	sched, retry, pause := day.Add(scheduledAt), day.Add(retryAt), day.Add(pauseAt)
+	calm1 := day.AddDate(0, 0, -1)
+	const stale = 30 * 24 * time.Hour
+	var bad, trails []string
+	for _, u := range s.users {
+		s.res.Checks[invDue]++
+		p := strictUser(u, s.records[u], sched, retry, pause, calm1, stale) // read after the last step that wrote u
+		if len(p) > 0 && len(trails) < 60 {
+			trails = append(trails, s.trail(ctx, u)...)
+		}
+		bad = append(bad, p...)
+	}
+	if len(bad) > 0 {
+		bad = append(bad, trails...)
+	}
+	s.fail(invDue, bad)
+}
+
+// trail describes the history rows of u, oldest first: what happened to
+// the user, for a failure report.
+func (s *Sim) trail(ctx context.Context, u string) []string {
+	rows, err := s.hist.ListByUser(ctx, u)
+	if err != nil {
+		return []string{"(history unreadable: " + err.Error() + ")"}
+	}
+	out := []string{fmt.Sprintf("history of %s (%d rows):", u, len(rows))}
+	first := 0
+	if len(rows) > 14 {
+		first = len(rows) - 14
+		out = append(out, fmt.Sprintf("  ... %d earlier rows", first))
+	}
+	for i := first; i < len(rows); i++ {
+		r := &rows[i]
+		line := fmt.Sprintf("  %s  %s %s", r.LastRunDate.Format("2006-01-02 15:04:05.000000"), r.Process, desc(r))
+		if r.UpdatedEvent != "" {
+			line += " event " + string(r.UpdatedEvent)
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// withTrail appends trail to problems, if any.
+func withTrail(problems, trail []string) []string {
+	if len(problems) == 0 {
+		return nil
+	}
+	return append(problems, trail...)
+}
+
+// strictUser returns what the strict checks find wrong with the records
+// of u.
+func strictUser(u string, recs []billing.Subscription, sched, retry, pause, calm1 time.Time, stale time.Duration) []string {
+	var bad []string
+	for i := range recs {
+		r := &recs[i]
+		if r.InFlight() && r.LastAttempt.Started.Before(calm1) {
+			bad = append(bad, fmt.Sprintf("user %s: attempt in flight since %s not resolved after two calm days: %s", u, r.LastAttempt.Started.Format(time.DateTime), desc(r)))
+			continue
+		}
+		switch r.Status {
+		case billing.StatusScheduled:
+			if r.BillingDate.Before(sched) && r.CreatedDate.Before(sched) {
+				bad = append(bad, fmt.Sprintf("user %s: due before the scheduled run of %s, not collected: %s", u, sched.Format(time.DateTime), desc(r)))
+			}
+		case billing.StatusError:
+			switch {
+			case retry.Sub(r.BillingDate) > stale:
+				bad = append(bad, fmt.Sprintf("user %s: ERROR record past the stale threshold at the retry run of %s, not STALE: %s", u, retry.Format(time.DateTime), desc(r)))
+			case !r.NoRetry && !r.InFlight() && (billing.DefaultRetryPolicy{}).ShouldRetry(r, retry):
+				bad = append(bad, fmt.Sprintf("user %s: retryable ERROR record not retried by the retry run of %s (last run %s): %s", u, retry.Format(time.DateTime), r.LastRunDate.Format(time.DateTime), desc(r)))
+			}
+		case billing.StatusPaused:
+			if r.BillingDate.Before(pause) {
+				bad = append(bad, fmt.Sprintf("user %s: PAUSED record past due at the pause run of %s, not advanced: %s", u, pause.Format(time.DateTime), desc(r)))
+			}
+		case billing.StatusACHSent:
+			// The retry run finds ACH debits by billing date: one made
+			// before its billing date (a manual repayment of a record
+			// moved later) is found from the billing date on.
+			if from := latestOf(r.LastRunDate, r.BillingDate); retry.Sub(from) > billing.DefaultACHSettlementDeadline {
+				bad = append(bad, fmt.Sprintf("user %s: ACH debit past its settlement deadline at the retry run of %s: %s", u, retry.Format(time.DateTime), desc(r)))
+			}
+		}
+	}
+	return bad
+}
+
+func latestOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,45 @@
+package faultsim
+
+import (
+	"context"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/dynabill/billing/dynamostore"
+)
+
+// Interleaver wraps a store's DynamoDB client: once armed, it runs a
+// function right before the next BatchWriteItem call, synchronously, as
+// another writer acting between a batch's reads and its writes.
+type Interleaver struct {
+	dynamostore.API
+
+	mu     sync.Mutex
+	before func(ctx context.Context)
+}
+
+var _ dynamostore.API = (*Interleaver)(nil)
+
+// NewInterleaver wraps inner.
+func NewInterleaver(inner dynamostore.API) *Interleaver { return &Interleaver{API: inner} }
+
+func (c *Interleaver) arm(f func(ctx context.Context)) {
+	c.mu.Lock()
+	c.before = f
+	c.mu.Unlock()
+}
+
+func (c *Interleaver) disarm() { c.arm(nil) }
+
+// BatchWriteItem runs the armed function first, once.
+func (c *Interleaver) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
+	c.mu.Lock()
+	f := c.before
+	c.before = nil
+	c.mu.Unlock()
+	if f != nil {
+		f(ctx)
+	}
+	return c.API.BatchWriteItem(ctx, in, optFns...)
+}

@@ -1,0 +1,74 @@
+package faultsim
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/layout"
+)
+
+// populate seeds the users' first records.
+func (s *Sim) populate(ctx context.Context) error {
+	start := s.opts.Start
+	created := start.Add(-24 * time.Hour)
+	for i := range s.opts.Users {
+		u := fmt.Sprintf("u%04d", i+1)
+		if s.opts.Store.Layout == LayoutSingleTable {
+			acct := fmt.Sprintf("acct-%03d", i/3)
+			if i%3 == 0 {
+				s.accounts = append(s.accounts, acct)
+			}
+			u = layout.SubscriptionRef{AccountID: acct, SubscriptionID: fmt.Sprintf("sub-%04d", i+1), SKU: skus[i%3]}.UserID()
+		}
+		rec := s.firstRecord(u, created, start, "seed", i)
+		if err := s.raw.Add(ctx, &rec); err != nil {
+			return fmt.Errorf("seeding %s: %w", u, err)
+		}
+		s.addUser(u)
+	}
+	return nil
+}
+
+// skus are the SKUs of single-table accounts.
+var skus = []string{"STREAM", "MUSIC", "NEWS", "GAMES", "BOOKS", "CLOUD"}
+
+// firstRecord draws the first record of a new subscription of user u,
+// billed around from.
+func (s *Sim) firstRecord(u string, created, from time.Time, parts ...any) billing.Subscription {
+	seed := s.opts.Seed
+	p := func(n int, what string) int { return pick(seed, n, append([]any{what}, parts...)...) }
+	hour, minute := p(24, "hour"), p(60, "minute")
+	rec := billing.Subscription{UserID: u, Status: billing.StatusScheduled, Process: billing.ProcessNotIdentified,
+		Term: billing.TermMonthly, ReceiptTierName: "Plus:v2", Amount: billing.MustParseAmount("9.99"),
+		CreatedDate: created, LastRunDate: created}
+	switch x := draw(seed, append([]any{"plan"}, parts...)...); {
+	case x < 0.12:
+		rec.Term, rec.Amount = billing.TermYearly, billing.MustParseAmount("99.99")
+	case x < 0.25:
+		rec.BillingWeek = 1 + p(4, "week")
+		rec.ReceiptTierName, rec.Amount = "Basic:v1", billing.MustParseAmount("4.99")
+	}
+	offset := p(50, "offset") - 20 // days from from: -20 .. 29
+	if draw(seed, append([]any{"backlog"}, parts...)...) < 0.04 {
+		offset = -31 - p(10, "backlog days")
+	}
+	d := from.AddDate(0, 0, offset)
+	if rec.BillingWeek > 0 {
+		f := billing.NthFriday(d.Year(), d.Month(), rec.BillingWeek)
+		rec.BillingDate = f.Add(time.Duration(hour)*time.Hour + time.Duration(minute)*time.Minute)
+	} else {
+		rec.BillingDate = time.Date(d.Year(), d.Month(), d.Day(), hour, minute, 0, 0, time.UTC)
+		rec.AnchorDay = d.Day()
+	}
+	rec.BillingPeriod = billing.BillingPeriod(rec.BillingDate)
+	rec.SubscriptionID = nextID(u+"|first", rec.BillingDate)
+	if draw(seed, append([]any{"paused"}, parts...)...) < 0.08 {
+		rec.Status, rec.PauseDurationMonths = billing.StatusPaused, 1+p(2, "pause months")
+		if rec.PauseDurationMonths == 1 {
+			rec.UpdatedEvent = billing.EventPausePendingResume
+		}
+	}
+	return rec
+}

@@ -1,0 +1,446 @@
+package faultsim
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dynabill/billing"
+)
+
+// Layout is the store layout a simulation drives.
+type Layout int
+
+// The layouts.
+const (
+	// LayoutLegacy: one subscription per user (the legacy tables).
+	LayoutLegacy Layout = iota
+	// LayoutSingleTable: engine users are subscriptions
+	// "<account>#<subscription>#<SKU>", several per account.
+	LayoutSingleTable
+)
+
+// Store is the store under test.
+type Store struct {
+	Repository billing.Repository
+	History    billing.History
+	Layout     Layout
+	// AddAll says whether upgrades are written through
+	// Repository.AddAll.
+	AddAll bool
+}
+
+// Options configures [Run].
+type Options struct {
+	// Seed drives everything; the same seed replays the same run.
+	Seed int64
+	// Days simulated. Defaults to 90.
+	Days int
+	// Users seeded. Defaults to 60.
+	Users int
+	// Hosts running collectors. Defaults to 3.
+	Hosts int
+	// Start is the first day. Defaults to 2024-01-01.
+	Start time.Time
+	// Store is the store under test, empty. Required.
+	Store Store
+	// Clock is the clock the store was built with, if it needs one; Run
+	// drives it. Nil: a new one.
+	Clock *Clock
+	// Interleave, when set, wraps the store's DynamoDB client: during an
+	// upgrade step another host collects one of the batch's users right
+	// before AddAll's first write call.
+	Interleave *Interleaver
+	// MaxConcurrency caps the hosts' Concurrency and ShardConcurrency.
+	// Defaults to 4; 1 keeps every run sequential.
+	MaxConcurrency int
+	// FullChecks checks every user after every step; otherwise a step's
+	// checks read the users it wrote (and those the processor charged)
+	// and every user is checked at the end of each day.
+	FullChecks bool
+	// KeepGoing continues after a failure, reporting the first failure of
+	// each kind only (an invariant and the shape of its first problem).
+	KeepGoing bool
+	// Replay returns the command that replays a seed.
+	Replay func(seed int64) string
+	// Logf, when set, receives progress lines.
+	Logf func(format string, args ...any)
+}
+
+func (o Options) withDefaults() Options {
+	if o.Days <= 0 {
+		o.Days = 90
+	}
+	if o.Users <= 0 {
+		o.Users = 60
+	}
+	if o.Hosts <= 0 {
+		o.Hosts = 3
+	}
+	if o.Start.IsZero() {
+		o.Start = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	if o.MaxConcurrency <= 0 {
+		o.MaxConcurrency = 4
+	}
+	if o.Clock == nil {
+		o.Clock = NewClock(o.Start)
+	}
+	if o.Replay == nil {
+		o.Replay = func(seed int64) string { return fmt.Sprintf("(seed %d)", seed) }
+	}
+	return o
+}
+
+// Failure is a broken invariant.
+type Failure struct {
+	Seed      int64
+	Invariant string
+	// Step is where it was seen: day, time, host, operation.
+	Step     string
+	Problems []string
+	Replay   string
+}
+
+func (f Failure) String() string {
+	p := f.Problems
+	if len(p) > 40 {
+		p = append(slices.Clone(p[:40]), fmt.Sprintf("... and %d more", len(f.Problems)-40))
+	}
+	return fmt.Sprintf("seed %d: invariant %q broken after step %s:\n\t%s\nreplay: %s",
+		f.Seed, f.Invariant, f.Step, strings.Join(p, "\n\t"), f.Replay)
+}
+
+// Result is what a run did.
+type Result struct {
+	Seed  int64
+	Days  int
+	Steps int
+	// Hosts describes each host's collector configuration.
+	Hosts    []string
+	Failures []Failure
+	// Runs sums the collectors' run reports.
+	Runs billing.Report
+	// Collections is the processor's kept charges; Completed the
+	// COMPLETED records at the end.
+	Collections int
+	Completed   int
+	// Faults counts the faults injected, by kind.
+	Faults map[string]int
+	// Checks counts the invariant checks made, by invariant.
+	Checks map[string]int
+	// Ops counts the operations by outcome.
+	Ops map[string]int
+	// Weather counts the days by kind.
+	Weather map[string]int
+}
+
+// dayKind is a day's weather.
+type dayKind int
+
+const (
+	stormy dayKind = iota
+	calm
+	calmCheck // the second calm day: the strict checks run after its runs
+	outage
+)
+
+func (k dayKind) String() string {
+	return [...]string{"stormy", "calm", "calm (checked)", "processor outage"}[k]
+}
+
+// host is one process running a collector.
+type host struct {
+	name string
+	repo *repo
+	col  *billing.Collector
+	desc string
+}
+
+// Sim is one simulation.
+type Sim struct {
+	opts    Options
+	env     *env
+	clock   *Clock
+	locker  *Locker
+	proc    *Processor
+	hosts   []*host
+	raw     billing.Repository
+	hist    billing.History
+	shards  int
+	weather []dayKind
+	ids     atomic.Int64
+
+	mu    sync.Mutex
+	dirty map[string]bool
+	// stuck are the users whose lock a gone holder left held during the
+	// step.
+	stuck []string
+
+	users   []string
+	userSet map[string]bool
+	// records are every user's records as read by the checks after the
+	// last step that wrote them.
+	records  map[string][]billing.Subscription
+	accounts []string
+
+	events []*event
+	seq    int
+	step   string
+
+	notifier *notifierModel
+	settle   []*delivery
+
+	res    Result
+	failed map[string]bool
+	stop   bool
+}
+
+// event is a step of the simulation at a time.
+type event struct {
+	at   time.Time
+	seq  int
+	host string
+	what string
+	fn   func(ctx context.Context)
+}
+
+// Run runs one simulation and returns what it did and every invariant it
+// found broken (the first only, unless KeepGoing).
+func Run(ctx context.Context, opts Options) *Result {
+	opts = opts.withDefaults()
+	s := &Sim{opts: opts, clock: opts.Clock, raw: opts.Store.Repository, hist: opts.Store.History,
+		userSet: map[string]bool{}, failed: map[string]bool{}, dirty: map[string]bool{}, records: map[string][]billing.Subscription{}}
+	s.res = Result{Seed: opts.Seed, Days: opts.Days, Faults: map[string]int{}, Checks: map[string]int{}, Ops: map[string]int{}, Weather: map[string]int{}}
+	s.clock.Set(opts.Start)
+	s.planWeather()
+	s.env = &env{seed: opts.Seed, clock: s.clock, faults: newFaultLog(),
+		stormy: func() bool { k := s.dayKind(s.clock.Now()); return k == stormy || k == outage },
+		outage: func() bool { return s.dayKind(s.clock.Now()) == outage },
+	}
+	s.locker = newLocker(s.env, 4*time.Minute)
+	s.locker.stuck = func(u string) {
+		s.mu.Lock()
+		s.stuck = append(s.stuck, u)
+		s.mu.Unlock()
+	}
+	window := time.Duration(0)
+	if draw(opts.Seed, "replay window") < 0.5 {
+		window = 48 * time.Hour
+	}
+	s.proc = newProcessor(s.env, s.locker, 2*time.Hour, window)
+	s.proc.touch = s.touch
+	if sh, ok := s.raw.(billing.ShardedRepository); ok {
+		s.shards = max(sh.DueShards(), 1)
+	} else {
+		s.shards = 1
+	}
+	for i := range opts.Hosts {
+		h := s.newHost(i)
+		s.hosts = append(s.hosts, h)
+		s.res.Hosts = append(s.res.Hosts, h.desc)
+	}
+	s.notifier = newNotifier(s)
+	if err := s.populate(ctx); err != nil {
+		s.fail("setup", []string{err.Error()})
+		return s.finish(ctx)
+	}
+	s.step = "seeded"
+	s.checkAll(ctx)
+	s.at(opts.Start, "-", "plan the day", func(ctx context.Context) { s.planDay(0) })
+	end := opts.Start.AddDate(0, 0, opts.Days)
+	for len(s.events) > 0 && !s.stop {
+		e := s.events[0]
+		s.events = s.events[1:]
+		if !e.at.Before(end) {
+			break
+		}
+		s.clock.Set(e.at)
+		s.step = fmt.Sprintf("day %d (%s, %s) %s host %s: %s", s.dayIndex(e.at), e.at.Format("2006-01-02 15:04:05"), s.dayKind(e.at), "on", e.host, e.what)
+		e.fn(ctx)
+		s.res.Steps++
+		s.afterStep(ctx, e)
+		s.retryStuck()
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return s.finish(ctx)
+}
+
+func (s *Sim) finish(ctx context.Context) *Result {
+	if !s.stop {
+		s.clock.Set(s.clock.Now().Add(time.Minute))
+		s.step = "end of the simulation"
+		s.checkAll(ctx)
+	}
+	s.res.Faults = s.env.faults.counts()
+	for _, c := range s.proc.ledger() {
+		if c.Kept() {
+			s.res.Collections++
+		}
+	}
+	for _, u := range s.users {
+		recs, err := s.raw.ListByUser(ctx, u)
+		if err != nil {
+			continue
+		}
+		for _, r := range recs {
+			if r.Status == billing.StatusCompleted {
+				s.res.Completed++
+			}
+		}
+	}
+	for _, k := range s.weather {
+		s.res.Weather[k.String()]++
+	}
+	return &s.res
+}
+
+// newHost builds host i: its store view and a collector with its own
+// configuration drawn from the seed.
+func (s *Sim) newHost(i int) *host {
+	name := fmt.Sprintf("h%d", i)
+	seed := s.opts.Seed
+	pages := 1 + pick(seed, 3, "pages", i)
+	conc := min(1+pick(seed, 4, "concurrency", i), s.opts.MaxConcurrency)
+	shardConc := 1
+	if s.shards > 1 && draw(seed, "shard concurrency", i) < 0.6 {
+		shardConc = min(2+pick(seed, 3, "shard concurrency n", i), s.opts.MaxConcurrency)
+	}
+	rlr := []int{-1, 1, 2}[pick(seed, 3, "rate limit retries", i)]
+	r := newRepo(s, name)
+	col, err := billing.NewCollector(billing.Config{
+		Repository: r, History: s.hist, Locker: s.locker.forHost(name), Provider: s.proc, Clock: s.clock,
+		Concurrency: conc, ShardConcurrency: shardConc, PagesPerInvocation: pages,
+		ProcessorBudget: billing.ProcessorBudget{Backoff: time.Nanosecond, MaxBackoff: time.Nanosecond, RateLimitRetries: rlr},
+		StoreBudget:     billing.StoreBudget{Backoff: time.Nanosecond, MaxBackoff: time.Nanosecond},
+		NewID:           func() string { return tmpIDPrefix + strconv.FormatInt(s.ids.Add(1), 10) },
+	})
+	if err != nil {
+		panic(err)
+	}
+	return &host{name: name, repo: r, col: col,
+		desc: fmt.Sprintf("%s: %d pages an invocation, concurrency %d, shard concurrency %d, rate-limit retries %d", name, pages, conc, shardConc, rlr)}
+}
+
+func (s *Sim) touch(user string) {
+	s.mu.Lock()
+	s.dirty[user] = true
+	s.mu.Unlock()
+}
+
+func (s *Sim) takeDirty() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Sorted(maps.Keys(s.dirty))
+	s.dirty = map[string]bool{}
+	return out
+}
+
+// at schedules fn at t; events at one time run in the order scheduled.
+func (s *Sim) at(t time.Time, host, what string, fn func(ctx context.Context)) {
+	s.seq++
+	e := &event{at: t, seq: s.seq, host: host, what: what, fn: fn}
+	i, _ := slices.BinarySearchFunc(s.events, e, func(a, b *event) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return a.seq - b.seq
+	})
+	s.events = slices.Insert(s.events, i, e)
+}
+
+func (s *Sim) dayIndex(t time.Time) int {
+	return int(t.Sub(s.opts.Start) / (24 * time.Hour))
+}
+
+func (s *Sim) dayKind(t time.Time) dayKind {
+	d := s.dayIndex(t)
+	if t.Before(s.opts.Start) || d >= len(s.weather) {
+		return stormy
+	}
+	return s.weather[d]
+}
+
+// fail records a broken invariant; without KeepGoing the simulation
+// stops.
+func (s *Sim) fail(invariant string, problems []string) {
+	if len(problems) == 0 {
+		return
+	}
+	key := invariant + "|" + signature(problems[0])
+	if s.opts.KeepGoing && s.failed[key] {
+		return
+	}
+	s.failed[key] = true
+	s.res.Failures = append(s.res.Failures, Failure{Seed: s.opts.Seed, Invariant: invariant, Step: s.step, Problems: problems, Replay: s.opts.Replay(s.opts.Seed)})
+	if !s.opts.KeepGoing {
+		s.stop = true
+	}
+}
+
+func (s *Sim) logf(format string, args ...any) {
+	if s.opts.Logf != nil {
+		s.opts.Logf(format, args...)
+	}
+}
+
+// pickHost draws a host for what at now.
+func (s *Sim) pickHost(parts ...any) *host {
+	return s.hosts[pick(s.opts.Seed, len(s.hosts), append([]any{"host"}, parts...)...)]
+}
+
+// addUser records a user the simulation created.
+func (s *Sim) addUser(u string) {
+	if !s.userSet[u] {
+		s.userSet[u] = true
+		s.users = append(s.users, u)
+	}
+}
+
+// retryStuck schedules, for each user whose lock was left held during the
+// step, a webhook collection a minute later (it finds the lock held) and
+// another six minutes later (it takes the lock over), as a queue
+// redelivers an event.
+func (s *Sim) retryStuck() {
+	s.mu.Lock()
+	users := slices.Clone(s.stuck)
+	s.stuck = nil
+	s.mu.Unlock()
+	slices.Sort(users)
+	now := s.clock.Now()
+	for _, u := range slices.Compact(users) {
+		for _, after := range []time.Duration{time.Minute, 6 * time.Minute} {
+			h := s.pickHost("stuck", u, now, after)
+			s.at(now.Add(after), h.name, "webhook of "+u+", whose lock a gone holder left", func(ctx context.Context) {
+				rep, err := h.col.CollectUser(ctx, u, billing.ProcessWebhook)
+				s.addReport(rep)
+				s.res.Ops["webhook of a user left locked: "+classify(err)]++
+			})
+		}
+	}
+}
+
+// signature is the shape of a problem: its text without the names,
+// numbers, times and keys that differ from one occurrence to the next.
+func signature(problem string) string {
+	s := sigWords.ReplaceAllString(problem, "#")
+	if i := strings.Index(s, "history of"); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 100 {
+		s = s[:100]
+	}
+	return s
+}
+
+// sigWords are the words with a digit: IDs, keys, times, amounts.
+var sigWords = regexp.MustCompile(`[^ ]*[0-9][^ ]*`)
