@@ -122,7 +122,8 @@ const successorSlack = 24 * time.Hour
 // nextPeriod returns the next period's SCHEDULED record for cur, or nil
 // when the user has it already: a later SCHEDULED or PAUSED record within
 // a day of the next billing date, or a record of another status on or
-// after that (the periods went on). A later record of another status
+// after that created with or after cur (the periods went on; one created
+// before cur is of the life before a reactivation). A later record of another status
 // before it is not a period of its own but a record written beside cur (a
 // batch write moves a non-SCHEDULED record sharing cur's date an hour on,
 // for one): it must not stop the subscription. Nor does a later SCHEDULED
@@ -150,6 +151,10 @@ func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Subscript
 		open := l.Status == StatusScheduled || l.Status == StatusPaused
 		from := !l.BillingDate.Before(date.Add(-successorSlack))
 		switch {
+		case !open && !l.CreatedDate.IsZero() && l.CreatedDate.Before(cur.CreatedDate):
+			// Older than cur: a period of the subscription's life before
+			// it was reactivated on cur (a cancelled or waived period
+			// later than cur), not one it went on to.
 		case open && from && !l.BillingDate.After(date.Add(successorSlack)):
 			return nil, nil // the next period
 		case !open && from:

@@ -528,3 +528,43 @@ func TestSecondOpenSubscriptionDoesNotStopTheFirst(t *testing.T) {
 	assert.Equal(t, unexpected, events.Count(billing.EventUnexpectedRecord))
 	billingtest.RequireNoDoubleCharge(t, pay)
 }
+
+// TestReactivatedBeforeOldPeriodsGoesOn: a subscription reactivated on a
+// date before periods of its earlier life (waived, then cancelled) goes
+// on: its collection opens the next period. Before, the old later records
+// were taken for periods it had gone on to, and it was billed once and
+// never again (found by the fault simulation, seed 1).
+func TestReactivatedBeforeOldPeriodsGoesOn(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	clock := billingtest.NewClock(jan31.Add(time.Hour))
+	repo := memory.New(memory.Options{}).Repository()
+	s := addDue(t, repo, "u1", jan31)
+	pay := billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock})
+	c, err := billing.NewCollector(billing.Config{Repository: repo, Locker: billingtest.NewLocker(clock, time.Minute), Provider: pay, Clock: clock})
+	require.NoError(t, err)
+	_, err = c.Waive(ctx, s.SubscriptionID) // opens Feb 29
+	require.NoError(t, err)
+	clock.Advance(time.Hour)
+	recs, err := repo.ListByUser(ctx, "u1")
+	require.NoError(t, err)
+	_, err = c.Cancel(ctx, recs[len(recs)-1].SubscriptionID) // Feb 29: the subscription ends
+	require.NoError(t, err)
+
+	clock.Advance(24 * time.Hour)
+	back, err := c.Reactivate(ctx, "u1", jan31.AddDate(0, 0, 5)) // Feb 5, before the old Feb 29
+	require.NoError(t, err)
+	clock.Set(back.BillingDate.Add(time.Hour))
+	rep, err := c.Run(ctx, billing.RunRequest{Kind: billing.RunScheduled})
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Collected)
+	recs, err = repo.ListByUser(ctx, "u1")
+	require.NoError(t, err)
+	var open []string
+	for _, r := range recs {
+		if r.Status == billing.StatusScheduled {
+			open = append(open, r.BillingDate.Format("2006-01-02"))
+		}
+	}
+	assert.Equal(t, []string{"2024-03-05"}, open, "the reactivated subscription's next period is open")
+}
