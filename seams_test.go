@@ -530,7 +530,8 @@ func TestSecondOpenSubscriptionDoesNotStopTheFirst(t *testing.T) {
 }
 
 // TestReactivatedBeforeOldPeriodsGoesOn: a subscription reactivated on a
-// date before periods of its earlier life (waived, then cancelled) goes
+// date before periods of its earlier life (Feb 29 waived, Mar 31
+// cancelled) goes
 // on: its collection opens the next period. Before, the old later records
 // were taken for periods it had gone on to, and it was billed once and
 // never again (found by the fault simulation, seed 1).
@@ -545,10 +546,16 @@ func TestReactivatedBeforeOldPeriodsGoesOn(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Waive(ctx, s.SubscriptionID) // opens Feb 29
 	require.NoError(t, err)
+	latest := func() billing.Subscription {
+		recs, err := repo.ListByUser(ctx, "u1")
+		require.NoError(t, err)
+		return recs[len(recs)-1]
+	}
 	clock.Advance(time.Hour)
-	recs, err := repo.ListByUser(ctx, "u1")
+	_, err = c.Waive(ctx, latest().SubscriptionID) // Feb 29 waived, opens Mar 31
 	require.NoError(t, err)
-	_, err = c.Cancel(ctx, recs[len(recs)-1].SubscriptionID) // Feb 29: the subscription ends
+	clock.Advance(time.Hour)
+	_, err = c.Cancel(ctx, latest().SubscriptionID) // Mar 31: the subscription ends
 	require.NoError(t, err)
 
 	clock.Advance(24 * time.Hour)
@@ -558,7 +565,7 @@ func TestReactivatedBeforeOldPeriodsGoesOn(t *testing.T) {
 	rep, err := c.Run(ctx, billing.RunRequest{Kind: billing.RunScheduled})
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Collected)
-	recs, err = repo.ListByUser(ctx, "u1")
+	recs, err := repo.ListByUser(ctx, "u1")
 	require.NoError(t, err)
 	var open []string
 	for _, r := range recs {
