@@ -23,7 +23,6 @@ type addAllRecord struct {
 	prim   map[string]types.AttributeValue
 	hist   map[string]types.AttributeValue
 	stored map[string]types.AttributeValue // the item at its key as read; nil when there is none
-	reread bool                            // its condition failed once and it was read again
 }
 
 // Limits of one AddAll transaction: DynamoDB allows 100 actions (a record
@@ -46,10 +45,10 @@ const (
 // [layout.CarryOwned]), and the due key is the new record's.
 //
 // A failed condition cancels the whole transaction: the records whose
-// condition failed are read again once and written on that read if they
-// are still not in flight, the others of the transaction are written
-// again as they were. A record that is in flight, or whose condition fails
-// a second time, is not written and is named in the [*billing.BatchError]
+// condition failed are not written (the record changed since it was read:
+// a collection may have charged it, and the new record would lose that
+// charge), the others of the transaction are written again as they were.
+// A record that is in flight or changed is named in the [*billing.BatchError]
 // (wrapping [billing.ErrAttemptInFlight] or [billing.ErrConflict]), as is
 // every record of a transaction that failed for another reason after the
 // retries (throttling, a network error).
@@ -86,7 +85,7 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 	todo := recs
 	for len(todo) > 0 {
 		var conflicted, retry []*addAllRecord
-		for _, g := range addAllGroups(r.spareInFlight(resolved, todo, failed)) {
+		for _, g := range addAllGroups(resolved, r.spareInFlight(resolved, todo, failed)) {
 			c, rest, err := r.writeGroup(ctx, resolved, g)
 			if err != nil {
 				for _, rec := range g {
@@ -96,23 +95,13 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 			}
 			conflicted, retry = append(conflicted, c...), append(retry, rest...)
 		}
-		var again []*addAllRecord
 		for _, rec := range conflicted {
-			if rec.reread {
-				failed[rec.i] = &billing.ConflictError{Op: "add all", Key: resolved[rec.i].Key(),
-					Reason: "the record changed since it was read, twice: not overwritten", Err: billing.ErrConflict}
-				continue
-			}
-			rec.reread = true
-			again = append(again, rec)
+			// Changed since it was read: a collection may have charged it,
+			// and writing the new record over it would lose that charge.
+			failed[rec.i] = &billing.ConflictError{Op: "add all", Key: resolved[rec.i].Key(),
+				Reason: "the record changed since it was read (collected, or written by another writer), or its history row's key is another row's: not overwritten", Err: billing.ErrConflict}
 		}
-		if err := r.readStored(ctx, resolved, again); err != nil {
-			for _, rec := range again {
-				failed[rec.i] = err
-			}
-			again = nil
-		}
-		todo = append(retry, again...)
+		todo = retry
 	}
 	if len(failed) == 0 {
 		return resolved, nil
@@ -135,11 +124,24 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 // flight, and notes the others in failed: a record whose charge may have
 // happened is never overwritten.
 func (r *Repository) spareInFlight(resolved []billing.Subscription, todo []*addAllRecord, failed map[int]error) []*addAllRecord {
-	var out []*addAllRecord
+	refused := map[string]bool{} // users with a record not written: none of theirs is
 	for _, rec := range todo {
 		if rec.stored != nil && layout.ItemInFlight(rec.stored) {
 			failed[rec.i] = &billing.ConflictError{Op: "add all", Key: resolved[rec.i].Key(),
 				Reason: "the record is in flight: not overwritten", Err: billing.ErrAttemptInFlight}
+		}
+	}
+	for i := range failed {
+		refused[resolved[i].UserID] = true
+	}
+	var out []*addAllRecord
+	for _, rec := range todo {
+		if _, done := failed[rec.i]; done {
+			continue
+		}
+		if refused[resolved[rec.i].UserID] {
+			failed[rec.i] = &billing.ConflictError{Op: "add all", Key: resolved[rec.i].Key(),
+				Reason: "another record of the user in the batch was not written: a user's records are written together or not at all", Err: billing.ErrConflict}
 			continue
 		}
 		out = append(out, rec)
@@ -148,17 +150,37 @@ func (r *Repository) spareInFlight(resolved []billing.Subscription, todo []*addA
 }
 
 // addAllGroups splits recs into the records of one transaction each:
-// at most maxAddAllTx, and items of at most maxAddAllTxSize bytes.
-func addAllGroups(recs []*addAllRecord) [][]*addAllRecord {
+// at most maxAddAllTx, and items of at most maxAddAllTxSize bytes, a
+// user's records in one transaction (unless they alone pass the bounds),
+// so that they are written together or not at all.
+func addAllGroups(resolved []billing.Subscription, recs []*addAllRecord) [][]*addAllRecord {
+	var users []string
+	byUser := map[string][]*addAllRecord{}
+	for _, rec := range recs {
+		u := resolved[rec.i].UserID
+		if _, ok := byUser[u]; !ok {
+			users = append(users, u)
+		}
+		byUser[u] = append(byUser[u], rec)
+	}
 	var groups [][]*addAllRecord
 	var g []*addAllRecord
 	size := 0
-	for _, rec := range recs {
-		n := itemSize(rec.prim) + itemSize(rec.stored) + itemSize(rec.hist)
-		if len(g) > 0 && (len(g) == maxAddAllTx || size+n > maxAddAllTxSize) {
+	for _, u := range users {
+		block, n := byUser[u], 0
+		for _, rec := range block {
+			n += itemSize(rec.prim) + itemSize(rec.stored) + itemSize(rec.hist)
+		}
+		if len(g) > 0 && (len(g)+len(block) > maxAddAllTx || size+n > maxAddAllTxSize) {
 			groups, g, size = append(groups, g), nil, 0
 		}
-		g, size = append(g, rec), size+n
+		for _, rec := range block {
+			if len(g) == maxAddAllTx {
+				groups, g, size = append(groups, g), nil, 0
+			}
+			g = append(g, rec)
+		}
+		size += n
 	}
 	if len(g) > 0 {
 		groups = append(groups, g)
@@ -189,7 +211,9 @@ func (r *Repository) writeGroup(ctx context.Context, resolved []billing.Subscrip
 		var tce *types.TransactionCanceledException
 		if errors.As(err, &tce) {
 			for j, reason := range tce.CancellationReasons {
-				if aws.ToString(reason.Code) == "ConditionalCheckFailed" && j%2 == 0 && j/2 < len(g) {
+				// A record's put (even j) or its history row's (odd j: the
+				// row's key is another row's, written by another writer).
+				if aws.ToString(reason.Code) == "ConditionalCheckFailed" && j/2 < len(g) && !slices.Contains(conflicted, g[j/2]) {
 					conflicted = append(conflicted, g[j/2])
 				}
 			}
@@ -217,7 +241,8 @@ func (r *Repository) writeGroup(ctx context.Context, resolved []billing.Subscrip
 }
 
 // addAllPuts are the puts of rec's item, conditional on its stored item as
-// read (see [storedCondition]), and of its history row. The library's own
+// read (see [storedCondition]), and of its history row, conditional on
+// its key being free or holding this record's row in this status. The library's own
 // attributes of the stored item are carried onto both (see
 // [layout.CarryOwned]), and the item gets the new record's due key.
 func (r *Repository) addAllPuts(sub *billing.Subscription, rec *addAllRecord) (prim, hist *types.Put) {
@@ -225,9 +250,18 @@ func (r *Repository) addAllPuts(sub *billing.Subscription, rec *addAllRecord) (p
 	layout.CarryOwned(item, row, rec.stored)
 	withDue(item, sub, r.cfg.Tables.DueShards)
 	expr := mustBuild(expression.NewBuilder().WithCondition(storedCondition(rec.stored)))
+	// The history row never replaces another writer's row of that key; a
+	// row of this record in this status is the same row, written by an
+	// earlier try of the batch.
+	histExpr := mustBuild(expression.NewBuilder().WithCondition(expression.Or(
+		expression.AttributeNotExists(expression.Name(layout.AttrUserID)),
+		expression.And(
+			expression.Name(layout.AttrSubscriptionID).Equal(expression.Value(layout.StringAV(sub.SubscriptionID))),
+			expression.Name(layout.AttrBillingStatus).Equal(expression.Value(layout.StringAV(string(sub.Status))))))))
 	return &types.Put{TableName: &r.cfg.Tables.Subscriptions, Item: item,
 			ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values()},
-		&types.Put{TableName: &r.cfg.Tables.History, Item: row}
+		&types.Put{TableName: &r.cfg.Tables.History, Item: row,
+			ConditionExpression: histExpr.Condition(), ExpressionAttributeNames: histExpr.Names(), ExpressionAttributeValues: histExpr.Values()}
 }
 
 // fencedAttributes are the attributes whose stored values AddAll's put of

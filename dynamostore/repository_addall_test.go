@@ -90,7 +90,7 @@ func TestDynamoAddAllAttemptMarkedAfterRead(t *testing.T) {
 	var be *billing.BatchError
 	require.ErrorAs(t, err, &be, "AddAll over a record marked in flight after its read")
 	assert.Equal(t, []string{target.Key()}, be.Unwritten)
-	assert.ErrorIs(t, err, billing.ErrAttemptInFlight)
+	assert.ErrorIs(t, err, billing.ErrConflict, "changed since it was read")
 
 	got, err := f.repo.Get(ctx, target.UserID, target.BillingDate)
 	require.NoError(t, err)
@@ -113,8 +113,9 @@ func TestDynamoAddAllAttemptMarkedAfterRead(t *testing.T) {
 
 // TestDynamoAddAllRecordChangedAfterRead: an attempt made and settled on a
 // record between AddAll's read and its write fails the record's
-// condition; read again, the record is not in flight, and it is written
-// on that read, with the rest of the batch.
+// condition: it is not overwritten (its charge would be lost, found by the
+// fault simulation) but named in the BatchError; the rest of the batch is
+// written.
 func TestDynamoAddAllRecordChangedAfterRead(t *testing.T) {
 	t.Parallel()
 	f := newDynamoFixture(t, StatusIndexLegacy, 0)
@@ -138,16 +139,21 @@ func TestDynamoAddAllRecordChangedAfterRead(t *testing.T) {
 	require.NoError(t, err)
 	calls := f.w.Calls("TransactWriteItems")
 	_, err = batcher.AddAll(ctx, []billing.Subscription{upgrade, other})
-	require.NoError(t, err)
 	require.Nil(t, hooked.hook, "the hook ran")
-	// Two transactions: the one cancelled by the changed record, and the
-	// one after its second read.
+	// The record changed since AddAll read it (an attempt was made and
+	// settled): it is not overwritten, the other record is written. Two
+	// transactions: the one cancelled by the changed record, and the rest.
+	var be *billing.BatchError
+	require.ErrorAs(t, err, &be)
+	require.ErrorIs(t, err, billing.ErrConflict)
+	assert.Equal(t, []string{target.Key()}, be.Unwritten)
 	assert.Equal(t, 2, f.w.Calls("TransactWriteItems")-calls, "TransactWriteItems calls of AddAll")
 	got, err := f.repo.Get(ctx, target.UserID, target.BillingDate)
 	require.NoError(t, err)
-	assert.Equal(t, upgrade.Amount, got.Amount)
+	assert.Equal(t, target.Amount, got.Amount, "the stored record is not replaced")
+	assert.Equal(t, 1, got.Attempt)
 	prim, hist := requireConsistent(t, f, target.UserID)
 	assert.Equal(t, 1, prim)
-	assert.Equal(t, 2, hist)
+	assert.Equal(t, 1, hist)
 	requireConsistent(t, f, other.UserID)
 }
