@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/ddbjson"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/google/uuid"
 )
@@ -169,7 +170,7 @@ func addAllGroups(resolved []billing.Subscription, recs []*addAllRecord) [][]*ad
 	for _, u := range users {
 		block, n := byUser[u], 0
 		for _, rec := range block {
-			n += itemSize(rec.prim) + itemSize(rec.stored) + itemSize(rec.hist)
+			n += ddbjson.ItemSize(rec.prim) + ddbjson.ItemSize(rec.stored) + ddbjson.ItemSize(rec.hist)
 		}
 		if len(g) > 0 && (len(g)+len(block) > maxAddAllTx || size+n > maxAddAllTxSize) {
 			groups, g, size = append(groups, g), nil, 0
@@ -364,53 +365,4 @@ func readItems(ctx context.Context, client API, bw *batchWriter, table string, k
 		}
 	}
 	return out, nil
-}
-
-// itemSize is an item's size as DynamoDB counts it, near enough to bound
-// a transaction: attribute names and values in bytes, a few bytes more
-// for numbers, lists and maps.
-func itemSize(item map[string]types.AttributeValue) int {
-	n := 0
-	for name, v := range item {
-		n += len(name) + valueSize(v)
-	}
-	return n
-}
-
-func valueSize(v types.AttributeValue) int {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return len(v.Value)
-	case *types.AttributeValueMemberN:
-		return len(v.Value)/2 + 2
-	case *types.AttributeValueMemberB:
-		return len(v.Value)
-	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)
-		}
-		return n
-	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)/2 + 2
-		}
-		return n
-	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, b := range v.Value {
-			n += len(b)
-		}
-		return n
-	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range v.Value {
-			n += 1 + valueSize(e)
-		}
-		return n
-	case *types.AttributeValueMemberM:
-		return 3 + itemSize(v.Value) + len(v.Value)
-	}
-	return 1
 }
