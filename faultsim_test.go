@@ -20,13 +20,17 @@ import (
 // collector, notifier, admin operations, upgrades and settlements over
 // simulated months on several hosts, with faults drawn from a seed, and
 // checks the money, period, lock, reminder and history invariants after
-// every step. Without flags it runs a fixed set of seeds per store:
+// every step. Without flags it runs a fixed set of seeds per store and
+// stops each at its first broken invariant:
 //
-//	go test -run TestFaultSimulation -count=1 .                        # CI's seeds
+//	CI=true go test -race -run TestFaultSimulation -count=1 .          # CI's seeds (about 80 s)
 //	go test -run TestFaultSimulation -count=1 . -args -faultsim.seeds=50
 //	go test -run 'TestFaultSimulation/legacy-due$' -count=1 . -args -faultsim.seed=12345
 //
 // A failure prints the seed, the step and the command that replays it.
+// -faultsim.keepgoing reports every kind of failure of a seed instead of
+// the first; -faultsim.without leaves scenarios out, to tell which one a
+// failure needs.
 var (
 	faultsimSeed      = flag.Int64("faultsim.seed", 0, "run this seed only (0: the default seeds)")
 	faultsimSeeds     = flag.Int("faultsim.seeds", 0, "run seeds 1..N instead of the default seeds")
