@@ -143,12 +143,12 @@ func (s *Sim) invoke(ctx context.Context, h *host, ch *chain) {
 			continue
 		}
 		n := ch.invocations
-		if ch.cursor != "" && draw(seed, "misroute", ch.kind, ch.started, ch.shards, n) < 0.08 {
+		if ch.cursor != "" && !s.opts.without(Misroutes) && draw(seed, "misroute", ch.kind, ch.started, ch.shards, n) < 0.08 {
 			s.misroute(ctx, ch)
 		}
 		var delay time.Duration
 		switch u := draw(seed, "continue", ch.kind, ch.started, ch.shards, n); {
-		case u < 0.35:
+		case u < 0.35 || s.opts.without(LaterContinuations):
 			continue
 		case u < 0.50:
 			delay = 30 * time.Second

@@ -92,7 +92,7 @@ func (s *Sim) scheduleOp(t time.Time, d, i int) {
 		}
 		n -= k.weight
 	}
-	if kind == "upgrade" && !s.opts.Store.AddAll {
+	if kind == "upgrade" && (!s.opts.Store.AddAll || s.opts.without(Upgrades)) {
 		kind = "webhook"
 	}
 	h := s.pickHost("op", d, i)
@@ -203,9 +203,16 @@ func (s *Sim) doOp(ctx context.Context, h *host, kind string, d, i int) string {
 			return "no target"
 		}
 		date := now.AddDate(0, 0, pick(seed, 10, "reactivate in", d, i)).Truncate(time.Hour)
+		if s.opts.without(EarlyReactivations) {
+			date = latestBilled(s.records[u]).AddDate(0, 0, 1+pick(seed, 10, "reactivate in", d, i))
+		}
 		_, err = h.col.Reactivate(ctx, u, date)
 	case "manual repayment":
-		_, r, ok := s.find(ctx, tries, withStatus(nil, billing.StatusError), kind, d, i)
+		var pred func(*billing.Subscription) bool
+		if s.opts.without(FinalRepayments) {
+			pred = func(r *billing.Subscription) bool { return !r.NoRetry }
+		}
+		_, r, ok := s.find(ctx, tries, withStatus(pred, billing.StatusError), kind, d, i)
 		if !ok {
 			return "no target"
 		}
@@ -305,7 +312,7 @@ func (s *Sim) newSubscription(ctx context.Context, h *host, d, i int) string {
 	case s.opts.Store.Layout == LayoutSingleTable:
 		acct := s.accounts[pick(seed, len(s.accounts), "account", d, i)]
 		u = layout.SubscriptionRef{AccountID: acct, SubscriptionID: fmt.Sprintf("sub-n%03dx%d", d, i), SKU: skus[pick(seed, len(skus), "sku", d, i)]}.UserID()
-	case draw(seed, "second subscription", d, i) < 0.25:
+	case !s.opts.without(SecondSubscription) && draw(seed, "second subscription", d, i) < 0.25:
 		var ok bool
 		u, _, ok = s.find(ctx, 25, withStatus(nil, billing.StatusScheduled, billing.StatusPaused), "second", d, i)
 		if !ok {
@@ -345,4 +352,15 @@ func indexOf(hosts []*host, h *host) int {
 		}
 	}
 	return 0
+}
+
+// latestBilled is the latest billing date of recs (ascending).
+func latestBilled(recs []billing.Subscription) time.Time {
+	var t time.Time
+	for i := range recs {
+		if recs[i].BillingDate.After(t) {
+			t = recs[i].BillingDate
+		}
+	}
+	return t
 }

@@ -70,9 +70,46 @@ type Options struct {
 	KeepGoing bool
 	// Replay returns the command that replays a seed.
 	Replay func(seed int64) string
+	// Without names scenarios the simulation leaves out (see the
+	// Scenario constants): to tell which scenario a failure needs, or to
+	// check that the invariants hold where no known bug is exercised.
+	Without []Scenario
 	// Logf, when set, receives progress lines.
 	Logf func(format string, args ...any)
 }
+
+// Scenario names a part of the simulated world that Options.Without can
+// leave out.
+type Scenario string
+
+// The scenarios.
+const (
+	// SecondSubscription: Repository.Add of a second subscription for a
+	// legacy user with one open.
+	SecondSubscription Scenario = "second-subscription"
+	// Upgrades: AddAll upgrades.
+	Upgrades Scenario = "upgrades"
+	// RunningRequests: processor requests still running when the caller
+	// gives up, and lookups that lag behind a charge.
+	RunningRequests Scenario = "running-requests"
+	// Misroutes: continuations handed to another run.
+	Misroutes Scenario = "misroutes"
+	// LaterContinuations: runs continued after the clock moved (on
+	// stormy days they are otherwise continued 30 s to a day later).
+	LaterContinuations Scenario = "later-continuations"
+	// MixedShardConcurrency: hosts with different
+	// Config.ShardConcurrency continuing each other's runs.
+	MixedShardConcurrency Scenario = "mixed-shard-concurrency"
+	// FinalRepayments: manual repayments of records declined as final.
+	FinalRepayments Scenario = "final-repayments"
+	// EarlyReactivations: reactivations billed before the user's latest
+	// (cancelled) record.
+	EarlyReactivations Scenario = "early-reactivations"
+	// Outages: processor outages of days.
+	Outages Scenario = "outages"
+)
+
+func (o Options) without(sc Scenario) bool { return slices.Contains(o.Without, sc) }
 
 func (o Options) withDefaults() Options {
 	if o.Days <= 0 {
@@ -237,6 +274,7 @@ func Run(ctx context.Context, opts Options) *Result {
 	}
 	s.proc = newProcessor(s.env, s.locker, 2*time.Hour, window)
 	s.proc.touch = s.touch
+	s.proc.lags = !opts.without(RunningRequests)
 	if sh, ok := s.raw.(billing.ShardedRepository); ok {
 		s.shards = max(sh.DueShards(), 1)
 	} else {
@@ -311,9 +349,12 @@ func (s *Sim) newHost(i int) *host {
 	seed := s.opts.Seed
 	pages := 1 + pick(seed, 3, "pages", i)
 	conc := min(1+pick(seed, 4, "concurrency", i), s.opts.MaxConcurrency)
-	shardConc := 1
-	if s.shards > 1 && draw(seed, "shard concurrency", i) < 0.6 {
-		shardConc = min(2+pick(seed, 3, "shard concurrency n", i), s.opts.MaxConcurrency)
+	shardConc, who := 1, i
+	if s.opts.without(MixedShardConcurrency) {
+		who = -1 // one shard concurrency for every host, drawn for the run
+	}
+	if s.shards > 1 && draw(seed, "shard concurrency", who) < 0.6 {
+		shardConc = min(2+pick(seed, 3, "shard concurrency n", who), s.opts.MaxConcurrency)
 	}
 	rlr := []int{-1, 1, 2}[pick(seed, 3, "rate limit retries", i)]
 	r := newRepo(s, name)

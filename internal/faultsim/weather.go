@@ -7,7 +7,7 @@ func (s *Sim) planWeather() {
 	days, seed := s.opts.Days, s.opts.Seed
 	w := make([]dayKind, days)
 	outStart, outLen := -1, 0
-	if days >= 45 && draw(seed, "outage") < 0.6 {
+	if days >= 45 && !s.opts.without(Outages) && draw(seed, "outage") < 0.6 {
 		outLen = 8 + pick(seed, 5, "outage length")
 		outStart = 15 + pick(seed, days-outLen-25, "outage start")
 	}
