@@ -67,7 +67,9 @@
 //
 // A [Collector] charges through the host's [PaymentProvider]: scheduled,
 // retry and pause runs page through their status queries and hand back a
-// continuation (Report.Next) for the next invocation; CollectUser,
+// continuation (Report.Next) for the next invocation, which continues the
+// same run (its instant, shards and position) however much later it
+// comes; CollectUser,
 // CollectByID and ManualRepayment serve queue workers and APIs;
 // ApplySettlement applies ACH settlement events; Waive, Cancel, Pause,
 // Resume, ChangeBillingDate, ChangeTier and Reactivate are the admin
