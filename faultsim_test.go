@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/dynamotest"
 	"github.com/dynabill/billing/internal/faultsim"
@@ -119,7 +120,7 @@ func TestFaultSimulation(t *testing.T) {
 }
 
 func runFaultSimulation(t *testing.T, st faultsimStore, seed int64, days int) {
-	opts := faultsim.Options{Seed: seed, Days: days, Users: st.users, Clock: faultsim.NewClock(time.Time{}), KeepGoing: *faultsimKeepGoing}
+	opts := faultsim.Options{Seed: seed, Days: days, Users: st.users, Clock: billingtest.NewClock(time.Time{}), KeepGoing: *faultsimKeepGoing}
 	if *faultsimWithout != "" {
 		for _, sc := range strings.Split(*faultsimWithout, ",") {
 			opts.Without = append(opts.Without, faultsim.Scenario(sc))

@@ -10,7 +10,7 @@
 //
 // # Determinism
 //
-// The clock (Clock) moves only between steps, and every decision is drawn
+// The clock (a billingtest.Clock) moves only between steps, and every decision is drawn
 // by hashing the seed with the identity of what is decided (a user, an
 // idempotency key, the call index of that key, a day), never from a
 // shared random stream, so the goroutines of a run (Config.Concurrency,

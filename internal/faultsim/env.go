@@ -3,13 +3,15 @@ package faultsim
 import (
 	"maps"
 	"sync"
+
+	"github.com/dynabill/billing/billingtest"
 )
 
 // env is what the models share: the seed, the clock, the weather (whether
 // faults may be drawn now) and the log of the faults injected.
 type env struct {
 	seed   int64
-	clock  *Clock
+	clock  *billingtest.Clock
 	faults *faultLog
 	// stormy reports whether faults may be injected at the clock's time;
 	// on calm days nothing fails.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
 )
 
 // Layout is the store layout a simulation drives.
@@ -53,7 +54,7 @@ type Options struct {
 	Store Store
 	// Clock is the clock the store was built with, if it needs one; Run
 	// drives it. Nil: a new one.
-	Clock *Clock
+	Clock *billingtest.Clock
 	// Interleave, when set, wraps the store's DynamoDB client: during an
 	// upgrade step another host collects one of the batch's users right
 	// before AddAll's first write call.
@@ -128,7 +129,7 @@ func (o Options) withDefaults() Options {
 		o.MaxConcurrency = 4
 	}
 	if o.Clock == nil {
-		o.Clock = NewClock(o.Start)
+		o.Clock = billingtest.NewClock(o.Start)
 	}
 	if o.Replay == nil {
 		o.Replay = func(seed int64) string { return fmt.Sprintf("(seed %d)", seed) }
@@ -205,7 +206,7 @@ type host struct {
 type Sim struct {
 	opts    Options
 	env     *env
-	clock   *Clock
+	clock   *billingtest.Clock
 	locker  *Locker
 	proc    *Processor
 	hosts   []*host
