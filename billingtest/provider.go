@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/seedhash"
 )
 
 // Errors of a [Provider], for errors.Is.
@@ -146,14 +147,7 @@ func unitHash(seed int64, key string) float64 {
 	binary.LittleEndian.PutUint64(b[:], uint64(seed))
 	h.Write(b[:])
 	h.Write([]byte(key))
-	x := h.Sum64()
-	// splitmix64's finalizer spreads FNV's weak low-order bits.
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return float64(x>>11) / (1 << 53)
+	return seedhash.Unit(h.Sum64())
 }
 
 // sequence hands out steps in order, the last repeating.

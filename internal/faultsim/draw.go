@@ -6,6 +6,8 @@ import (
 	"hash/fnv"
 	"strconv"
 	"time"
+
+	"github.com/dynabill/billing/internal/seedhash"
 )
 
 // draw returns a number in [0, 1) determined by the seed and the parts
@@ -33,14 +35,7 @@ func draw(seed int64, parts ...any) float64 {
 		}
 		h.Write([]byte{0})
 	}
-	x := h.Sum64()
-	// splitmix64's finalizer spreads FNV's weak low-order bits.
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return float64(x>>11) / (1 << 53)
+	return seedhash.Unit(h.Sum64())
 }
 
 // pick returns an integer in [0, n) drawn like draw.

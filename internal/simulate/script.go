@@ -8,6 +8,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/internal/seedhash"
 )
 
 // Decline reasons the scripted processor gives.
@@ -101,12 +102,5 @@ func unit(seed int64, salt, userID string, billingDate time.Time, attempt int) f
 	h.Write(b[:])
 	binary.LittleEndian.PutUint64(b[:], uint64(attempt))
 	h.Write(b[:])
-	x := h.Sum64()
-	// splitmix64's finalizer spreads FNV's weak low-order bits.
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return float64(x>>11) / (1 << 53)
+	return seedhash.Unit(h.Sum64())
 }
