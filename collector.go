@@ -71,6 +71,17 @@ type Config struct {
 	// NewID makes subscription IDs for new records. Defaults to random
 	// UUIDs.
 	NewID func() string
+	// Prices is the host's price list: when set, a tier change takes its
+	// amount from it (see [Collector.ChangeTier]), so a caller never sets
+	// a price. Optional.
+	Prices PriceList
+	// MaxCharge is the largest amount a record may be charged per period;
+	// a tier change to more is refused. Defaults to [DefaultMaxCharge].
+	MaxCharge Amount
+	// AllowFreeTiers lets a tier change set an amount of zero. Defaults to
+	// false: a zero amount is refused, so that nothing sends a charge of
+	// nothing to the processor by mistake.
+	AllowFreeTiers bool
 	// MeterProvider makes the collection metrics (see
 	// dynabill.collection.attempts in the package doc). Defaults to otel.GetMeterProvider(), a
 	// no-op unless the host installs a global provider.
@@ -97,6 +108,11 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("billing: Config.Concurrency: negative %d", c.Concurrency)
 	case c.PagesPerInvocation < 0:
 		return c, fmt.Errorf("billing: Config.PagesPerInvocation: negative %d", c.PagesPerInvocation)
+	case c.MaxCharge < 0:
+		return c, fmt.Errorf("billing: Config.MaxCharge: negative %s", c.MaxCharge)
+	}
+	if c.MaxCharge == 0 {
+		c.MaxCharge = DefaultMaxCharge
 	}
 	if c.Clock == nil {
 		c.Clock = SystemClock{}

@@ -238,17 +238,25 @@ func newDateMoveError(cur *Subscription, d time.Time, r *Subscription, later boo
 		PeriodDate: r.BillingDate, PeriodStatus: r.Status, Later: later}
 }
 
-// ChangeTier changes the tier and amount of a SCHEDULED record. An upgrade
-// applies to this period at once; a downgrade is marked pending
+// ChangeTier changes the tier of a SCHEDULED record. An upgrade applies
+// to this period at once; a downgrade is marked pending
 // (is_pending_downgrade) and applies from the next period, which the
 // collector opens with the new tier and amount.
+//
+// The amount is the host's, never an end user's: with [Config.Prices] set
+// it comes from the price list (amount must then be zero or that price),
+// otherwise amount is taken as given. Either way it must be more than zero
+// (zero only with [Config.AllowFreeTiers]) and at most [Config.MaxCharge];
+// a refused tier or amount is a [*FieldError] wrapping [ErrUnknownTier] or
+// [ErrInvalidAmount], and nothing is read or written.
 func (c *Collector) ChangeTier(ctx context.Context, subscriptionID, tier string, amount Amount, downgrade bool) (Change, error) {
+	amount, err := c.priceOf(ctx, tier, amount)
+	if err != nil {
+		return Change{}, fmt.Errorf("change tier %s: %w", subscriptionID, err)
+	}
 	return c.admin(ctx, "change tier", subscriptionID, func(cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
 		if err := requireStatus(cur, StatusScheduled); err != nil {
 			return nil, err
-		}
-		if tier == "" || amount < 0 {
-			return nil, fmt.Errorf("%w: tier %q amount %s", ErrInvalidQuery, tier, amount)
 		}
 		if downgrade {
 			next.IsPendingDowngrade, next.PendingTierName, next.PendingAmount = true, tier, amount

@@ -49,6 +49,12 @@ const (
 	// and the record is reported (Reason names it) for an operator to
 	// reconcile.
 	EventUnexpectedRecord EventType = "subscription_unexpected_record"
+	// EventInvalidRecord: a stored item of the user does not decode (an
+	// amount such as "4,99" written by another program, say). It was
+	// skipped: the user's other records were collected, listed or changed
+	// as usual. Reason carries the decoding error, which names the
+	// attribute and the item's key; the item needs an operator's repair.
+	EventInvalidRecord EventType = "subscription_invalid_record"
 )
 
 // Event is what the collector tells the host's [EventSink].

@@ -223,6 +223,10 @@ var (
 	// non-negative decimal with at most two fraction digits.
 	ErrInvalidAmount = errors.New("billing: invalid amount")
 
+	// ErrUnknownTier reports a tier the host's [PriceList] does not have,
+	// or an empty tier name.
+	ErrUnknownTier = errors.New("billing: unknown tier")
+
 	// ErrInvalidStatus reports a billing_status value the library does not know.
 	ErrInvalidStatus = errors.New("billing: invalid status")
 

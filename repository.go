@@ -263,3 +263,29 @@ func PausedPage(ctx context.Context, r Repository, before time.Time, cursor stri
 func NotificationPage(ctx context.Context, r Repository, status Status, start, end time.Time, cursor string) (Page, error) {
 	return r.QueryStatus(ctx, StatusQuery{Status: status, Since: start, Before: end, Cursor: cursor})
 }
+
+// invalidItemsKey carries the function [WithInvalidItems] set.
+type invalidItemsKey struct{}
+
+// WithInvalidItems returns a copy of ctx in which the per-user reads of a
+// store — [Repository.ListByUser], [Repository.Recent] and
+// [History.ListByUser] — report to fn each stored item they skip because
+// it does not decode (err is a [*FieldError] naming the attribute and the
+// item's key). Such reads never fail for a bad item: they return the
+// user's other records, so one item written by another program cannot stop
+// a user's collections, listings or changes. The [Collector] sets it on
+// every collection and change, counting the items in [Report.Invalid] and
+// emitting an [EventInvalidRecord] for each.
+func WithInvalidItems(ctx context.Context, fn func(ctx context.Context, err error)) context.Context {
+	return context.WithValue(ctx, invalidItemsKey{}, fn)
+}
+
+// ReportInvalidItem is what a store calls for an item a per-user read
+// skipped: it calls the function [WithInvalidItems] put in ctx, if any. The
+// store logs the item too (with its key), so a host that sets nothing
+// still sees it.
+func ReportInvalidItem(ctx context.Context, err error) {
+	if fn, ok := ctx.Value(invalidItemsKey{}).(func(context.Context, error)); ok && fn != nil {
+		fn(ctx, err)
+	}
+}

@@ -1,0 +1,66 @@
+package billing
+
+import (
+	"context"
+	"fmt"
+)
+
+// DefaultMaxCharge is the default [Config.MaxCharge]: 10,000.00.
+const DefaultMaxCharge = Amount(1_000_000)
+
+// PriceList is the host's price list: what one period of a tier costs.
+// A tier is the name a record carries in ReceiptTierName, name and
+// version together ("Plus:v2"), so that a new version of a plan may cost
+// something else while the records of the old one keep their price.
+type PriceList interface {
+	// Price returns the amount of one period of tier, or an error
+	// wrapping [ErrUnknownTier] when the host does not sell it.
+	Price(ctx context.Context, tier string) (Amount, error)
+}
+
+// PriceListMap is a [PriceList] held in memory: tier → amount.
+type PriceListMap map[string]Amount
+
+// Price implements [PriceList].
+func (m PriceListMap) Price(_ context.Context, tier string) (Amount, error) {
+	a, ok := m[tier]
+	if !ok {
+		return 0, &FieldError{Field: "tier", Value: tier, Err: ErrUnknownTier}
+	}
+	return a, nil
+}
+
+// priceOf returns the amount a record of tier is to be charged: the price
+// list's when the host has one (a caller's amount, if not zero, must then
+// be the same), else the caller's amount. Either way the amount must be
+// more than zero (or zero, with [Config.AllowFreeTiers]) and at most
+// [Config.MaxCharge]; anything else is a [*FieldError] wrapping
+// [ErrInvalidAmount] or [ErrUnknownTier].
+func (c *Collector) priceOf(ctx context.Context, tier string, amount Amount) (Amount, error) {
+	if tier == "" || len(tier) > maxTierName {
+		return 0, &FieldError{Field: "tier", Value: tier, Err: fmt.Errorf("%w: a tier name of 1 to %d bytes", ErrUnknownTier, maxTierName)}
+	}
+	if c.cfg.Prices != nil {
+		price, err := c.cfg.Prices.Price(ctx, tier)
+		if err != nil {
+			return 0, fmt.Errorf("price of tier %q: %w", tier, err)
+		}
+		if amount != 0 && amount != price {
+			return 0, &FieldError{Field: "amount", Value: amount.String(),
+				Err: fmt.Errorf("%w: tier %q costs %s in the price list", ErrInvalidAmount, tier, price)}
+		}
+		amount = price
+	}
+	switch {
+	case amount < 0, amount == 0 && !c.cfg.AllowFreeTiers:
+		return 0, &FieldError{Field: "amount", Value: amount.String(),
+			Err: fmt.Errorf("%w: must be more than zero", ErrInvalidAmount)}
+	case amount > c.cfg.MaxCharge:
+		return 0, &FieldError{Field: "amount", Value: amount.String(),
+			Err: fmt.Errorf("%w: more than the largest charge allowed, %s", ErrInvalidAmount, c.cfg.MaxCharge)}
+	}
+	return amount, nil
+}
+
+// maxTierName bounds a tier name, which is stored on every record.
+const maxTierName = 256
