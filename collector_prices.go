@@ -64,3 +64,7 @@ func (c *Collector) priceOf(ctx context.Context, tier string, amount Amount) (Am
 
 // maxTierName bounds a tier name, which is stored on every record.
 const maxTierName = 256
+
+// Prices returns [Config.Prices]: nil when the host set no price list, and
+// a tier change must then be given its amount.
+func (c *Collector) Prices() PriceList { return c.cfg.Prices }
