@@ -456,7 +456,7 @@ func (c *Collector) handleUser(ctx context.Context, kind RunKind, userID string,
 			obs.rep.fail(userID, it.SubscriptionID, rctx.Err())
 		default:
 			if obs.err = c.storeTurn(rctx); obs.err == nil {
-				obs.err = c.handleRecord(rctx, kind, it, obs.rep)
+				obs.err = c.handleRecordSafely(rctx, kind, it, obs.rep)
 				c.storeAnswered(obs.err)
 			}
 			if obs.err != nil {
@@ -489,6 +489,14 @@ func (c *Collector) handleRecord(ctx context.Context, kind RunKind, it *Subscrip
 		return c.achOverdue(ctx, &cur, rep)
 	}
 	return c.attemptRecord(ctx, kind.process(), &cur, rep)
+}
+
+// handleRecordSafely is handleRecord with a panic of the host's code
+// turned into a [*PanicError] for this record alone: the run goes on with
+// the others, and the user's lock is released as usual.
+func (c *Collector) handleRecordSafely(ctx context.Context, kind RunKind, it *Subscription, rep *Report) (err error) {
+	defer recoverPanic(ctx, c.cfg.Logger, it.UserID, &err)
+	return c.handleRecord(c.reportInvalid(ctx, string(kind), it.UserID, rep), kind, it, rep)
 }
 
 // worthHandling reports whether a record as the index shows it may need

@@ -17,7 +17,7 @@ type Change struct {
 // admin applies edit to the record subscriptionID under the user's lock
 // and writes it (with its history row) conditionally on the record read.
 // edit returns the records to create in the same transaction.
-func (c *Collector) admin(ctx context.Context, op, subscriptionID string, edit func(cur, next *Subscription, now time.Time) ([]*Subscription, error)) (Change, error) {
+func (c *Collector) admin(ctx context.Context, op, subscriptionID string, edit func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error)) (Change, error) {
 	found, err := c.cfg.Repository.GetByID(ctx, subscriptionID)
 	if err != nil {
 		return Change{}, err
@@ -36,7 +36,7 @@ func (c *Collector) admin(ctx context.Context, op, subscriptionID string, edit f
 		now := c.cfg.Clock.Now()
 		next := cur.Clone()
 		next.LastRunDate = runTime(&cur, now)
-		create, err := edit(&cur, &next, now)
+		create, err := edit(ctx, &cur, &next, now)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", op, subscriptionID, err)
 		}
@@ -68,19 +68,19 @@ func requireStatus(cur *Subscription, allowed ...Status) error {
 // Waive forgives a SCHEDULED or ERROR record without payment (WAIVED).
 // A record never attempted also opens the next period, as an attempt would.
 func (c *Collector) Waive(ctx context.Context, subscriptionID string) (Change, error) {
-	return c.admin(ctx, "waive", subscriptionID, func(cur, next *Subscription, now time.Time) ([]*Subscription, error) {
+	return c.admin(ctx, "waive", subscriptionID, func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
 		if err := requireStatus(cur, StatusScheduled, StatusError); err != nil {
 			return nil, err
 		}
 		next.Status, next.CompletionDate = StatusWaived, next.LastRunDate
-		return c.openNext(cur, now)
+		return c.openNext(ctx, cur, now)
 	})
 }
 
 // Cancel cancels a SCHEDULED, ERROR or PAUSED record (CANCELLED). The
 // subscription ends: no next period is opened.
 func (c *Collector) Cancel(ctx context.Context, subscriptionID string) (Change, error) {
-	return c.admin(ctx, "cancel", subscriptionID, func(cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
+	return c.admin(ctx, "cancel", subscriptionID, func(ctx context.Context, cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
 		if err := requireStatus(cur, StatusScheduled, StatusError, StatusPaused); err != nil {
 			return nil, err
 		}
@@ -99,7 +99,7 @@ func (c *Collector) Cancel(ctx context.Context, subscriptionID string) (Change, 
 // PAUSED record opens the next one a month later with one month fewer,
 // and the last opens the SCHEDULED record (pause-resume).
 func (c *Collector) Pause(ctx context.Context, subscriptionID string, months int) (Change, error) {
-	return c.admin(ctx, "pause", subscriptionID, func(cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
+	return c.admin(ctx, "pause", subscriptionID, func(ctx context.Context, cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
 		if months < 1 || months > 120 {
 			return nil, fmt.Errorf("%w: pause of %d months", ErrInvalidQuery, months)
 		}
@@ -118,7 +118,7 @@ func (c *Collector) Pause(ctx context.Context, subscriptionID string, months int
 // Resume ends the pause of a PAUSED record: it becomes SCHEDULED again
 // (pause-resume) on its billing date.
 func (c *Collector) Resume(ctx context.Context, subscriptionID string) (Change, error) {
-	return c.admin(ctx, "resume", subscriptionID, func(cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
+	return c.admin(ctx, "resume", subscriptionID, func(ctx context.Context, cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
 		if err := requireStatus(cur, StatusPaused); err != nil {
 			return nil, err
 		}
@@ -131,6 +131,11 @@ func (c *Collector) Resume(ctx context.Context, subscriptionID string) (Change, 
 // billing date (delete + put + history in one transaction). The new date's
 // day becomes the anchor day; a Friday-billing record takes the Friday week
 // of the new date.
+//
+// The date is read as a wall-clock date and time in UTC, whatever its
+// location, and must be within the stale threshold before now and at most
+// [MaxDateAhead] after it, in the years 1 to 9999; otherwise the move is
+// refused with a [*FieldError] wrapping [ErrInvalidDate].
 //
 // A move keeps the record's place among the user's periods, because the
 // collector opens a user's next period only from the latest record:
@@ -149,14 +154,14 @@ func (c *Collector) Resume(ctx context.Context, subscriptionID string) (Change, 
 // date must change. Moving a record past later records that are all
 // terminal (cancelled, completed, ...) is allowed: it stays the latest.
 func (c *Collector) ChangeBillingDate(ctx context.Context, subscriptionID string, date time.Time) (Change, error) {
-	return c.admin(ctx, "change billing date", subscriptionID, func(cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
+	return c.admin(ctx, "change billing date", subscriptionID, func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
 		if err := requireStatus(cur, StatusScheduled, StatusError, StatusPaused); err != nil {
 			return nil, err
 		}
-		if date.IsZero() {
-			return nil, fmt.Errorf("%w: zero billing date", ErrInvalidDate)
+		d, err := c.billingDay("billing_date", date, now)
+		if err != nil {
+			return nil, err
 		}
-		d := date.UTC().Truncate(time.Second)
 		// Read under the user's lock; the write's condition on cur stays
 		// the fence against anything this read could miss.
 		recs, err := c.cfg.Repository.ListByUser(ctx, cur.UserID)
@@ -254,7 +259,7 @@ func (c *Collector) ChangeTier(ctx context.Context, subscriptionID, tier string,
 	if err != nil {
 		return Change{}, fmt.Errorf("change tier %s: %w", subscriptionID, err)
 	}
-	return c.admin(ctx, "change tier", subscriptionID, func(cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
+	return c.admin(ctx, "change tier", subscriptionID, func(ctx context.Context, cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
 		if err := requireStatus(cur, StatusScheduled); err != nil {
 			return nil, err
 		}
@@ -275,6 +280,11 @@ func (c *Collector) ChangeTier(ctx context.Context, subscriptionID, tier string,
 // otherwise; an [*InFlightError] when such a record's attempt is in
 // flight). An ACH debit given up on past [Config.ACHSettlementDeadline] is
 // STALE and no longer blocks reactivation.
+//
+// The date is read as [Collector.ChangeBillingDate] reads it, and must
+// also be after the billing date of the user's last COMPLETED record, so
+// that no paid period is billed again; otherwise nothing is written and
+// the error is a [*FieldError] wrapping [ErrInvalidDate].
 func (c *Collector) Reactivate(ctx context.Context, userID string, date time.Time) (Subscription, error) {
 	var created Subscription
 	_, err := c.single(ctx, "reactivate", userID, "", func(ctx context.Context, _ *Report) error {
@@ -295,10 +305,20 @@ func (c *Collector) Reactivate(ctx context.Context, userID string, date time.Tim
 		}
 		last := recs[len(recs)-1]
 		now := c.cfg.Clock.Now()
+		d, err := c.billingDay("billing_date", date, now)
+		if err != nil {
+			return err
+		}
+		for i := len(recs) - 1; i >= 0; i-- {
+			if r := &recs[i]; r.Status == StatusCompleted && !d.After(r.BillingDate) {
+				return &FieldError{Field: "billing_date", Value: d.Format(time.RFC3339), Err: fmt.Errorf(
+					"%w: on or before %s, the billing date of the user's last paid period %s", ErrInvalidDate,
+					r.BillingDate.UTC().Format(time.RFC3339), r.SubscriptionID)}
+			}
+		}
 		for i := range recs {
 			now = runTime(&recs[i], now) // after every row of the user
 		}
-		d := date.UTC().Truncate(time.Second)
 		created = Subscription{
 			UserID: userID, BillingDate: d, SubscriptionID: c.cfg.NewID(), Amount: last.Amount,
 			Status: StatusScheduled, BillingPeriod: BillingPeriod(d), Process: ProcessReactivation,
@@ -322,11 +342,11 @@ func (c *Collector) Reactivate(ctx context.Context, userID string, date time.Tim
 
 // openNext returns the next period's record for a record leaving SCHEDULED
 // without an attempt (so the subscription goes on), or nil.
-func (c *Collector) openNext(cur *Subscription, now time.Time) ([]*Subscription, error) {
+func (c *Collector) openNext(ctx context.Context, cur *Subscription, now time.Time) ([]*Subscription, error) {
 	if !cur.InitialRunDate.IsZero() {
 		return nil, nil
 	}
-	f, err := c.nextPeriod(context.Background(), ProcessNotIdentified, cur, now, nil)
+	f, err := c.nextPeriod(ctx, ProcessNotIdentified, cur, now, nil)
 	if err != nil || f == nil {
 		return nil, err
 	}

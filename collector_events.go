@@ -84,3 +84,20 @@ type EventSinkFunc func(ctx context.Context, e Event) error
 
 // Emit calls f.
 func (f EventSinkFunc) Emit(ctx context.Context, e Event) error { return f(ctx, e) }
+
+// reportInvalid returns ctx set to count, log and report (as an
+// [EventInvalidRecord]) each item the per-user reads of the collection
+// skip because it does not decode (see [WithInvalidItems]).
+func (c *Collector) reportInvalid(ctx context.Context, kind, userID string, rep *Report) context.Context {
+	return WithInvalidItems(ctx, func(ctx context.Context, err error) {
+		rep.count(&rep.Invalid)
+		c.invalidRecord(ctx, kind, userID, err)
+	})
+}
+
+// invalidRecord logs and reports one undecodable item of userID ("" when
+// a status page found it and the item does not say).
+func (c *Collector) invalidRecord(ctx context.Context, kind, userID string, err error) {
+	c.cfg.Logger.WarnContext(ctx, "billing: skipping undecodable record", "run", kind, "user_id", userID, "error", err)
+	c.emit(ctx, Event{Type: EventInvalidRecord, At: c.cfg.Clock.Now(), UserID: userID, Reason: err.Error()})
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"time"
 )
 
@@ -39,7 +41,11 @@ func checkLease(ctx context.Context) error {
 // fenced); any other failure is returned: the lock then expires by itself,
 // within two lease durations, since nothing renews it any more.
 func (c *Collector) release(ctx context.Context, l Lease) error {
-	ctx = context.WithoutCancel(ctx)
+	// Not cancelled with the work (a cancelled request still gives its lock
+	// back), but bounded: a store that does not answer cannot hold the
+	// caller for ever.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
 	var err error
 	for i := range releaseTries {
 		if err = l.Release(ctx); err == nil {
@@ -55,5 +61,45 @@ func (c *Collector) release(ctx context.Context, l Lease) error {
 	return fmt.Errorf("billing: release lock of %s: %w", l.UserID(), err)
 }
 
-// releaseTries bounds the tries of a failed release.
-const releaseTries = 3
+// releaseTries bounds the tries of a failed release, and releaseTimeout
+// the time all of them take.
+const (
+	releaseTries   = 3
+	releaseTimeout = 10 * time.Second
+)
+
+// PanicError reports a panic during a collection or a change: of the
+// host's code (a payment provider, an event sink, a store) or of the
+// library's. The collector does not let it unwind past the user's lock:
+// it releases the lock, turns the panic into this error for the record at
+// hand (a run goes on with the other records) and logs it with its stack.
+// A payment attempt made durable before the panic stays in flight and is
+// resolved by the next collection of the record, as after a crash.
+type PanicError struct {
+	// Value is what was passed to panic.
+	Value any
+	// Stack is the panicking goroutine's stack.
+	Stack []byte
+}
+
+// Error implements error.
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("billing: panic during a collection: %v", e.Value)
+}
+
+// Unwrap returns Value when it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+// recoverPanic, deferred, turns a panic into a [*PanicError] in *err.
+func recoverPanic(ctx context.Context, log *slog.Logger, userID string, err *error) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	pe := &PanicError{Value: v, Stack: debug.Stack()}
+	log.ErrorContext(ctx, "billing: panic during a collection", "user_id", userID, "panic", fmt.Sprint(v), "stack", string(pe.Stack))
+	*err = errors.Join(*err, pe)
+}

@@ -114,6 +114,10 @@ func (c *Collector) later(ctx context.Context, cur *Subscription) ([]Subscriptio
 	return later, nil
 }
 
+// maxSkippedPeriods bounds the periods nextPeriod skips for a record too
+// old to collect: weekly periods over two centuries.
+const maxSkippedPeriods = 200 * 53
+
 // successorSlack is how far from the next billing date a later record of
 // the user may be and still be that next period (another writer's time of
 // day, a batch write's hour).
@@ -121,7 +125,9 @@ const successorSlack = 24 * time.Hour
 
 // nextPeriod returns the next period's SCHEDULED record for cur, or nil
 // when the user has it already: a later SCHEDULED or PAUSED record within
-// a day of the next billing date, or a record of another status on or
+// a day of the next billing date (or, for a record too old to collect, of
+// any billing date from its next one to the first not too old to collect,
+// where the new record goes), or a record of another status on or
 // after that created with or after cur (the periods went on; one created
 // before cur is of the life before a reactivation). A later record of another status
 // before it is not a period of its own but a record written beside cur (a
@@ -143,13 +149,24 @@ func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Subscript
 		// A pause counts months, whatever the term (see advancePause).
 		date, err = PauseResumeDate(cur.BillingDate, cur.Schedule(), 1)
 	}
+	first := date
+	// A record too old to collect (marked stale) goes on at the first
+	// billing date that is not too old itself, in one step: however long
+	// the subscription went unattended, one run reopens it.
+	for n := 0; err == nil && cur.Status != StatusPaused && c.stale(&Subscription{BillingDate: date}, now); n++ {
+		if n == maxSkippedPeriods {
+			err = fmt.Errorf("%w: more than %d periods behind", ErrInvalidDate, maxSkippedPeriods)
+			break
+		}
+		date, err = NextBillingDate(date, cur.Schedule())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("next billing date of %s: %w", cur.SubscriptionID, err)
 	}
 	var unexpected []Subscription
 	for _, l := range later {
 		open := l.Status == StatusScheduled || l.Status == StatusPaused
-		from := !l.BillingDate.Before(date.Add(-successorSlack))
+		from := !l.BillingDate.Before(first.Add(-successorSlack))
 		switch {
 		case !open && !l.CreatedDate.IsZero() && l.CreatedDate.Before(cur.CreatedDate):
 			// Older than cur: a period of the subscription's life before

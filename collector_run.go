@@ -204,7 +204,8 @@ func (c *Collector) runChainsAtOnce(ctx context.Context, st runState, queries []
 
 // runChain reads ch's pages, while *pages allows, and handles their
 // records; ch is left where the next page starts. done reports that the
-// chain has no page left. After a failed page read ch is where it was.
+// chain has no page left. After a failed page read, or a page whose
+// handling ctx cut short, ch is where it was before that page.
 func (c *Collector) runChain(ctx context.Context, kind RunKind, ch *chain, queries []StatusQuery, k int, pages *int, rep *Report) (done bool, err error) {
 	for *pages > 0 {
 		q := queries[ch.Phase]
@@ -221,16 +222,19 @@ func (c *Collector) runChain(ctx context.Context, kind RunKind, ch *chain, queri
 		rep.Scanned += p.Scanned
 		rep.Invalid += len(p.Invalid)
 		for _, bad := range p.Invalid {
-			c.cfg.Logger.WarnContext(ctx, "billing: skipping undecodable record", "run", kind, "error", bad)
+			c.invalidRecord(ctx, string(kind), "", bad)
 		}
 		c.handlePage(ctx, kind, p.Items, rep)
+		if ctx.Err() != nil {
+			// The page may be half handled: the continuation reads it
+			// again (its handled records are no longer eligible), even
+			// when it was the chain's last.
+			return false, nil
+		}
 		if ch.Cursor = p.Next; ch.Cursor == "" {
 			if ch.Phase++; ch.Phase == len(queries) {
 				return true, nil
 			}
-		}
-		if ctx.Err() != nil {
-			return false, nil
 		}
 	}
 	return false, nil

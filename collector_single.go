@@ -92,13 +92,21 @@ func (c *Collector) single(ctx context.Context, kind, userID, subID string, fn f
 		}
 		return rep, err
 	}
-	ctx = withLease(ctx, lease)
-	err = fn(ctx, rep)
-	if rerr := c.release(ctx, lease); rerr != nil {
-		// The work is done (or failed on its own); the caller learns that
-		// the lock may stay held until it expires.
-		err = errors.Join(err, rerr)
-	}
+	err = func() (err error) {
+		// Released on every exit, a panic of the host's code included (see
+		// [PanicError]): nothing a provider does leaves the user locked.
+		defer func() {
+			if rerr := c.release(ctx, lease); rerr != nil {
+				// The work is done (or failed on its own); the caller learns
+				// that the lock may stay held until it expires.
+				err = errors.Join(err, rerr)
+			}
+		}()
+		defer recoverPanic(ctx, c.cfg.Logger, userID, &err)
+		ctx = withLease(ctx, lease)
+		ctx = c.reportInvalid(ctx, kind, userID, rep)
+		return fn(ctx, rep)
+	}()
 	if err != nil {
 		if IsConflict(err) {
 			rep.Conflicts++

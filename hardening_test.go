@@ -1,0 +1,419 @@
+package billing_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// panicOnce is a provider that panics on its first n calls, then charges
+// through next.
+type panicOnce struct {
+	next  billing.PaymentProvider
+	left  atomic.Int32
+	calls atomic.Int32
+}
+
+func (p *panicOnce) Collect(ctx context.Context, req billing.PaymentRequest) (billing.PaymentResult, error) {
+	p.calls.Add(1)
+	if p.left.Add(-1) >= 0 {
+		panic("processor SDK: nil map")
+	}
+	return p.next.Collect(ctx, req)
+}
+
+// TestPanicLeavesNoLock: a provider that panics once, behind a manual
+// repayment (an HTTP handler would recover it) or a run, leaves the user's
+// lock free: the panic is a *PanicError, the record's attempt stays in
+// flight, and the next collection resolves it with the same key and charges
+// once. Before, a single collection's lock stayed held for ever (409
+// locked, skipped_locked in every run).
+func TestPanicLeavesNoLock(t *testing.T) {
+	t.Parallel()
+	for _, via := range []string{"manual", "run", "collect-user"} {
+		t.Run(via, func(t *testing.T) {
+			t.Parallel()
+			p := &panicOnce{}
+			p.left.Store(1)
+			e := newCollectorEnv(t, func(c *billing.Config) { p.next = c.Provider; c.Provider = p })
+			due := e.add("u1", jan31, billing.StatusScheduled)
+			other := e.add("u2", jan31, billing.StatusScheduled)
+			ctx := t.Context()
+			var err error
+			switch via {
+			case "manual":
+				_, err = e.c.ManualRepayment(ctx, due.SubscriptionID)
+			case "collect-user":
+				_, err = e.c.CollectUser(ctx, "u1", billing.ProcessWebhook)
+			case "run":
+				// The run goes on with the other user after the panic.
+				rep, rerr := e.c.Run(ctx, billing.RunRequest{Kind: billing.RunScheduled})
+				require.NoError(t, rerr)
+				require.Len(t, rep.Failed, 1, "%+v", rep)
+				assert.Contains(t, rep.Failed[0].Reason, "panic")
+				assert.Equal(t, 1, rep.Collected, "the other user is collected: %+v", rep)
+			}
+			if via != "run" {
+				var pe *billing.PanicError
+				require.ErrorAs(t, err, &pe)
+				assert.Equal(t, "processor SDK: nil map", pe.Value)
+				assert.NotEmpty(t, pe.Stack)
+			}
+			assert.False(t, e.locker.Locked("u1"), "u1's lock is released")
+			assert.False(t, e.locker.Locked("u2"), "u2's lock is released")
+
+			// The record is in flight; the next collection resolves it once.
+			var panicked billing.Subscription
+			for _, r := range append(e.records("u1"), e.records("u2")...) {
+				if r.InFlight() {
+					panicked = r
+				}
+			}
+			require.NotEmpty(t, panicked.SubscriptionID, "the attempt made before the panic is durable")
+			_, err = e.c.ManualRepayment(ctx, panicked.SubscriptionID)
+			require.NoError(t, err)
+			charged := []billing.Subscription{due}
+			if via == "run" {
+				charged = append(charged, other)
+			}
+			for _, s := range charged {
+				recs := e.records(s.UserID)
+				require.Equal(t, billing.StatusCompleted, recs[0].Status, "%+v", recs)
+			}
+			assert.Equal(t, len(charged), e.pay.CallCount(), "one charge per collected user reached the processor")
+			billingtest.RequireNoDoubleCharge(t, e.pay)
+		})
+	}
+}
+
+// panickyRepo panics in ListByUser while armed.
+type panickyRepo struct {
+	billing.Repository
+	armed atomic.Bool
+}
+
+func (r *panickyRepo) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+	if r.armed.Load() {
+		panic("store adapter bug")
+	}
+	return r.Repository.ListByUser(ctx, userID)
+}
+
+// TestPanicInAnAdminChangeLeavesNoLock: an event sink that panics after a
+// manual repayment's write, and a store that panics inside a waive, leave
+// the lock free; the repayment is recorded, the waive is not made.
+func TestPanicInAnAdminChangeLeavesNoLock(t *testing.T) {
+	t.Parallel()
+	var sinkPanics atomic.Bool
+	sinkPanics.Store(true)
+	var repo *panickyRepo
+	e := newCollectorEnv(t, func(c *billing.Config) {
+		c.Events = billing.EventSinkFunc(func(context.Context, billing.Event) error {
+			if sinkPanics.Load() {
+				panic("sink")
+			}
+			return nil
+		})
+		repo = &panickyRepo{Repository: c.Repository}
+		c.Repository = repo
+	})
+	s := e.add("u1", jan31, billing.StatusScheduled)
+	_, err := e.c.ManualRepayment(t.Context(), s.SubscriptionID)
+	var pe *billing.PanicError
+	require.ErrorAs(t, err, &pe)
+	assert.False(t, e.locker.Locked("u1"))
+	recs := e.records("u1")
+	require.Len(t, recs, 2, "collected and next period opened before the sink ran: %+v", recs)
+	assert.Equal(t, billing.StatusCompleted, recs[0].Status)
+
+	sinkPanics.Store(false)
+	repo.armed.Store(true)
+	_, err = e.c.Waive(t.Context(), recs[1].SubscriptionID)
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "store adapter bug", pe.Value)
+	assert.False(t, e.locker.Locked("u1"))
+	repo.armed.Store(false)
+	assert.Equal(t, recs, e.records("u1"), "the waive was not made")
+}
+
+// blockingRelease is a lease whose Release waits for its context.
+type blockingRelease struct {
+	billing.Lease
+	hadDeadline atomic.Bool
+}
+
+func (l *blockingRelease) Release(ctx context.Context) error {
+	_, ok := ctx.Deadline()
+	l.hadDeadline.Store(ok)
+	if ok {
+		return nil // a bounded release: the test need not wait for it
+	}
+	<-ctx.Done() // never, before: the release had no deadline
+	return ctx.Err()
+}
+
+type blockingLocker struct {
+	billing.Locker
+	last *blockingRelease
+}
+
+func (l *blockingLocker) Lock(ctx context.Context, userID string) (billing.Lease, error) {
+	lease, err := l.Locker.Lock(ctx, userID)
+	if err != nil {
+		return nil, err
+	}
+	l.last = &blockingRelease{Lease: lease}
+	return l.last, nil
+}
+
+// TestReleaseHasADeadline: the release after a collection is not cancelled
+// with the caller's context, but it is bounded.
+func TestReleaseHasADeadline(t *testing.T) {
+	t.Parallel()
+	bl := &blockingLocker{}
+	e := newCollectorEnv(t, func(c *billing.Config) { bl.Locker = c.Locker; c.Locker = bl })
+	s := e.add("u1", jan31, billing.StatusScheduled)
+	done := make(chan error, 1)
+	go func() { _, err := e.c.ManualRepayment(context.Background(), s.SubscriptionID); done <- err }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the release never returned")
+	}
+	assert.True(t, bl.last.hadDeadline.Load())
+}
+
+// ctxKey marks the caller's context.
+type ctxKey struct{}
+
+// ctxCheckingRepo fails every read whose context lost the caller's values.
+type ctxCheckingRepo struct {
+	billing.Repository
+	lost atomic.Int32
+}
+
+func (r *ctxCheckingRepo) check(ctx context.Context) {
+	if ctx.Value(ctxKey{}) == nil {
+		r.lost.Add(1)
+	}
+}
+
+func (r *ctxCheckingRepo) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+	r.check(ctx)
+	return r.Repository.ListByUser(ctx, userID)
+}
+
+func (r *ctxCheckingRepo) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
+	r.check(ctx)
+	return r.Repository.Recent(ctx, userID, limit)
+}
+
+// TestAdminChangesReadWithTheCallersContext: a waive's next-period read
+// runs on the caller's context (its deadline, its values), not on
+// context.Background().
+func TestAdminChangesReadWithTheCallersContext(t *testing.T) {
+	t.Parallel()
+	var repo *ctxCheckingRepo
+	e := newCollectorEnv(t, func(c *billing.Config) { repo = &ctxCheckingRepo{Repository: c.Repository}; c.Repository = repo })
+	s := e.add("u1", jan31, billing.StatusScheduled)
+	ctx := context.WithValue(t.Context(), ctxKey{}, true)
+	ch, err := e.c.Waive(ctx, s.SubscriptionID)
+	require.NoError(t, err)
+	require.Len(t, ch.Created, 1)
+	assert.Zero(t, repo.lost.Load(), "reads that dropped the caller's context")
+}
+
+// TestDatesAreValidatedWhereTheyEnter: a billing-date move or a
+// reactivation to a date that would leave the user unbilled (year 0, 1990,
+// 1969, year 10000, far ahead) is refused with a *FieldError wrapping
+// ErrInvalidDate, and nothing changes; a date with an offset keeps its
+// written day. Before, every one of them was accepted (or failed later,
+// in every run).
+func TestDatesAreValidatedWhereTheyEnter(t *testing.T) {
+	t.Parallel()
+	now := jan31.Add(time.Hour)
+	refused := map[string]time.Time{
+		"year 0":             time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC),
+		"1990":               time.Date(1990, 4, 16, 0, 0, 0, 0, time.UTC),
+		"1969-12-31":         time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC),
+		"year 10000":         time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		"past the window":    now.AddDate(0, 0, -31),
+		"four years ahead":   now.AddDate(4, 0, 0),
+		"zero":               {},
+		"2205 for 2025 typo": time.Date(2205, 3, 1, 0, 0, 0, 0, time.UTC),
+	}
+	for name, date := range refused {
+		t.Run("move/"+name, func(t *testing.T) {
+			t.Parallel()
+			e := newCollectorEnv(t)
+			s := e.add("u1", jan31.AddDate(0, 0, 5), billing.StatusScheduled)
+			before := e.records("u1")
+			_, err := e.c.ChangeBillingDate(t.Context(), s.SubscriptionID, date)
+			require.ErrorIs(t, err, billing.ErrInvalidDate)
+			var fe *billing.FieldError
+			require.ErrorAs(t, err, &fe)
+			assert.Equal(t, "billing_date", fe.Field)
+			assert.False(t, errors.Is(err, billing.ErrConflict))
+			assert.Equal(t, before, e.records("u1"), "nothing changed")
+			assert.False(t, e.locker.Locked("u1"))
+		})
+		t.Run("reactivate/"+name, func(t *testing.T) {
+			t.Parallel()
+			e := newCollectorEnv(t)
+			e.add("u1", jan31.AddDate(0, 0, -40), billing.StatusCancelled)
+			before := e.records("u1")
+			_, err := e.c.Reactivate(t.Context(), "u1", date)
+			require.ErrorIs(t, err, billing.ErrInvalidDate)
+			assert.Equal(t, before, e.records("u1"), "nothing changed")
+		})
+	}
+	t.Run("offset keeps the written day", func(t *testing.T) {
+		t.Parallel()
+		e := newCollectorEnv(t)
+		s := e.add("u1", jan31.AddDate(0, 0, 5), billing.StatusScheduled)
+		ch, err := e.c.ChangeBillingDate(t.Context(), s.SubscriptionID, time.Date(2024, 2, 16, 9, 30, 0, 0, time.FixedZone("+14", 14*3600)))
+		require.NoError(t, err)
+		assert.Equal(t, time.Date(2024, 2, 16, 9, 30, 0, 0, time.UTC), ch.After.BillingDate)
+		assert.Equal(t, 16, ch.After.AnchorDay)
+	})
+	t.Run("reactivate before the last paid period", func(t *testing.T) {
+		t.Parallel()
+		e := newCollectorEnv(t)
+		e.add("u1", jan31.AddDate(0, 0, -20), billing.StatusCompleted)
+		e.add("u1", jan31.AddDate(0, 0, 10), billing.StatusCancelled)
+		_, err := e.c.Reactivate(t.Context(), "u1", jan31.AddDate(0, 0, -25))
+		require.ErrorIs(t, err, billing.ErrInvalidDate)
+		r, err := e.c.Reactivate(t.Context(), "u1", jan31.AddDate(0, 0, 2)) // before the cancelled one: allowed
+		require.NoError(t, err)
+		assert.Equal(t, jan31.AddDate(0, 0, 2), r.BillingDate)
+	})
+}
+
+// TestTooOldRecordReopensInOneStep: a SCHEDULED record years old (written
+// by another program, or moved there before dates were checked) is marked
+// stale and the subscription reopens at its first billing date that is not
+// too old to collect, in one run. Before, each daily run marked one month
+// stale and opened the next: about 411 runs before billing resumed.
+func TestTooOldRecordReopensInOneStep(t *testing.T) {
+	t.Parallel()
+	e := newCollectorEnv(t)
+	old := time.Date(1990, 4, 16, 15, 0, 0, 0, time.UTC)
+	e.add("u1", old, billing.StatusScheduled)
+	rep := e.run(billing.RunScheduled)
+	recs := e.records("u1")
+	require.Len(t, recs, 2, "%+v", recs)
+	assert.Equal(t, billing.StatusStale, recs[0].Status)
+	next := recs[1]
+	assert.Equal(t, billing.StatusScheduled, next.Status)
+	assert.Equal(t, time.Date(2024, 1, 16, 15, 0, 0, 0, time.UTC), next.BillingDate, "the first billing date not too old to collect")
+	assert.Equal(t, 16, next.AnchorDay)
+	assert.Equal(t, 1, rep.Stale)
+	// It is due: the next run collects it.
+	rep = e.run(billing.RunScheduled)
+	assert.Equal(t, 1, rep.Collected)
+	assert.Equal(t, billing.StatusCompleted, e.records("u1")[1].Status)
+}
+
+// TestTierPriceIsTheHosts: a tier change's amount comes from the host's
+// price list, or is bounded; a caller's zero or huge price is refused and
+// nothing changes. Before, any non-negative amount was taken.
+func TestTierPriceIsTheHosts(t *testing.T) {
+	t.Parallel()
+	huge, err := billing.ParseAmount("92233720368547758.07")
+	require.NoError(t, err)
+	prices := billing.PriceListMap{"Plus:v2": billing.MustParseAmount("4.99"), "Max:v1": billing.MustParseAmount("19.99")}
+	cases := []struct {
+		name   string
+		cfg    func(*billing.Config)
+		tier   string
+		amount billing.Amount
+		want   billing.Amount
+		err    error
+		field  string
+	}{
+		{name: "zero", tier: "Free:v1", amount: 0, err: billing.ErrInvalidAmount, field: "amount"},
+		{name: "huge", tier: "Plus:v2", amount: huge, err: billing.ErrInvalidAmount, field: "amount"},
+		{name: "over max charge", tier: "Plus:v2", amount: billing.DefaultMaxCharge + 1, err: billing.ErrInvalidAmount, field: "amount"},
+		{name: "negative", tier: "Plus:v2", amount: -1, err: billing.ErrInvalidAmount, field: "amount"},
+		{name: "empty tier", tier: "", amount: 100, err: billing.ErrUnknownTier, field: "tier"},
+		{name: "bounded amount", tier: "Plus:v9", amount: 999, want: 999},
+		{name: "free allowed", cfg: func(c *billing.Config) { c.AllowFreeTiers = true }, tier: "Free:v1", amount: 0, want: 0},
+		{name: "own max charge", cfg: func(c *billing.Config) { c.MaxCharge = 500 }, tier: "Plus:v2", amount: 501, err: billing.ErrInvalidAmount, field: "amount"},
+		{name: "from the price list", cfg: func(c *billing.Config) { c.Prices = prices }, tier: "Max:v1", amount: 0, want: billing.MustParseAmount("19.99")},
+		{name: "same as the price list", cfg: func(c *billing.Config) { c.Prices = prices }, tier: "Max:v1", amount: billing.MustParseAmount("19.99"), want: billing.MustParseAmount("19.99")},
+		{name: "not the price list's", cfg: func(c *billing.Config) { c.Prices = prices }, tier: "Max:v1", amount: 1, err: billing.ErrInvalidAmount, field: "amount"},
+		{name: "not in the price list", cfg: func(c *billing.Config) { c.Prices = prices }, tier: "Gold:v1", amount: 100, err: billing.ErrUnknownTier, field: "tier"},
+		{name: "free in the price list refused", cfg: func(c *billing.Config) { c.Prices = billing.PriceListMap{"Free:v1": 0} }, tier: "Free:v1", err: billing.ErrInvalidAmount, field: "amount"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var muts []func(*billing.Config)
+			if tc.cfg != nil {
+				muts = append(muts, tc.cfg)
+			}
+			e := newCollectorEnv(t, muts...)
+			s := e.add("u1", jan31.AddDate(0, 0, 5), billing.StatusScheduled)
+			before := e.records("u1")
+			ch, err := e.c.ChangeTier(t.Context(), s.SubscriptionID, tc.tier, tc.amount, false)
+			if tc.err != nil {
+				require.ErrorIs(t, err, tc.err)
+				var fe *billing.FieldError
+				require.ErrorAs(t, err, &fe)
+				assert.Equal(t, tc.field, fe.Field)
+				assert.Equal(t, before, e.records("u1"), "nothing changed")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, ch.After.Amount)
+			assert.Equal(t, tc.tier, ch.After.ReceiptTierName)
+			assert.Equal(t, tc.want, e.records("u1")[0].Amount)
+		})
+	}
+}
+
+// cancelOnCollect cancels the run's context from inside its first charge.
+type cancelOnCollect struct {
+	next   billing.PaymentProvider
+	cancel atomic.Pointer[context.CancelFunc]
+}
+
+func (p *cancelOnCollect) Collect(ctx context.Context, req billing.PaymentRequest) (billing.PaymentResult, error) {
+	if c := p.cancel.Swap(nil); c != nil {
+		(*c)()
+	}
+	return p.next.Collect(ctx, req)
+}
+
+// TestCancelledRunKeepsItsCursor: a run whose context is cancelled while
+// it handles its last page returns a cursor, and the continuation collects
+// the records that page had left. Before, Next was empty and a shard run
+// started again from the top (or, on the last chain, lost the records).
+func TestCancelledRunKeepsItsCursor(t *testing.T) {
+	t.Parallel()
+	p := &cancelOnCollect{}
+	e := newCollectorEnv(t, func(c *billing.Config) { p.next = c.Provider; c.Provider = p; c.Concurrency = 1 })
+	users := []string{"u1", "u2", "u3", "u4", "u5"} // one page of 7
+	for _, u := range users {
+		e.add(u, jan31, billing.StatusScheduled)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	p.cancel.Store(&cancel)
+	rep, err := e.c.Run(ctx, billing.RunRequest{Kind: billing.RunScheduled})
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotEmpty(t, rep.Next, "the cancelled run can be continued")
+	first := rep.Collected
+	require.Less(t, first, len(users))
+	rep, err = e.c.Run(t.Context(), billing.RunRequest{Kind: billing.RunScheduled, Cursor: rep.Next})
+	require.NoError(t, err)
+	assert.Equal(t, len(users), first+rep.Collected, "every due record collected once")
+	billingtest.RequireNoDoubleCharge(t, e.pay)
+}
