@@ -56,7 +56,9 @@ func TestChangeBillingDateKeepsPeriodOrder(t *testing.T) {
 	forEachCollectorStore(t, func(t *testing.T, e *collectorEnv) {
 		ctx := t.Context()
 		feb29 := time.Date(2024, 2, 29, 15, 0, 0, 0, time.UTC)
-		old := e.add("u1", jan31.AddDate(0, -1, 0), billing.StatusCompleted, func(s *billing.Subscription) {
+		// Within the stale threshold: an older date is refused before the
+		// periods are compared (TestDatesAreValidatedWhereTheyEnter).
+		old := e.add("u1", jan31.AddDate(0, 0, -10), billing.StatusCompleted, func(s *billing.Subscription) {
 			s.InitialRunDate, s.CompletionDate, s.Attempt = s.LastRunDate, s.LastRunDate, 1
 		})
 		retrying := e.add("u1", jan31, billing.StatusError, func(s *billing.Subscription) {
