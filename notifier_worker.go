@@ -236,13 +236,24 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 
 // HandleBatch handles a batch of worker-queue messages one after the other
 // and returns the IDs of those that failed, for SQS to redeliver (the
-// ReportBatchItemFailures response); the others are done, sent or skipped.
+// ReportBatchItemFailures response); the others are done: sent, skipped or
+// dropped.
 //
-// A message fails when its body cannot be parsed or decoded
-// ([ParseNotificationMessage]), or when [Worker.Handle] returns an error:
-// the user lookup, the bank account lookup, the reminder's claim or the
-// send failed. Once ctx is
-// done, the remaining messages fail without being tried.
+// A message fails when [Worker.Handle] returns an error: the user lookup,
+// the bank account lookup, the reminder's claim or the send failed, all of
+// which a redelivery may get past. Once ctx is done, the remaining messages
+// fail without being tried.
+//
+// A message whose body cannot be parsed or decoded
+// ([ParseNotificationMessage]: not a JSON object of strings, a wrong
+// event_type, no user_id, a bad billing_date, billing_amount or
+// billing_status) is dropped instead: no redelivery can change its body, so
+// reporting it would have SQS deliver it again until it expires (or, with a
+// redrive policy, moves it to the dead-letter queue). It is logged once at
+// error level ("billing: notifier worker: invalid message dropped", with
+// message_id, reason — the parse error, at most 200 bytes, never the body —
+// field when a field is at fault, and body_bytes) and counted with outcome
+// dropped_invalid in dynabill.notifier.messages; it is not returned.
 func (w *Worker) HandleBatch(ctx context.Context, msgs []Message) (failedIDs []string) {
 	for _, msg := range msgs {
 		log := w.cfg.Logger.With("message_id", msg.ID)
@@ -254,13 +265,7 @@ func (w *Worker) HandleBatch(ctx context.Context, msgs []Message) (failedIDs []s
 		}
 		m, err := ParseNotificationMessage([]byte(msg.Body))
 		if err != nil {
-			what := "cannot parse message"
-			if fe := (*FieldError)(nil); errors.As(err, &fe) {
-				what = "cannot decode message"
-			}
-			log.ErrorContext(ctx, "billing: notifier worker: "+what, "error", err)
-			w.tel.countMessage(ctx, messageFailed)
-			failedIDs = append(failedIDs, msg.ID)
+			w.dropInvalid(ctx, log, &msg, err)
 			continue
 		}
 		if _, err := w.Handle(ctx, m); err != nil {
@@ -270,6 +275,29 @@ func (w *Worker) HandleBatch(ctx context.Context, msgs []Message) (failedIDs []s
 		}
 	}
 	return failedIDs
+}
+
+// messageDroppedInvalid is the notifier outcome of a message whose body
+// cannot be parsed or decoded: acknowledged, never redelivered.
+const messageDroppedInvalid = "dropped_invalid"
+
+// maxReasonBytes bounds the reason logged for a dropped message.
+const maxReasonBytes = 200
+
+// dropInvalid logs and counts a message [Worker.HandleBatch] acknowledges
+// without handling, because err, its parse error, would recur on every
+// delivery.
+func (w *Worker) dropInvalid(ctx context.Context, log *slog.Logger, msg *Message, err error) {
+	reason := err.Error()
+	if len(reason) > maxReasonBytes {
+		reason = strings.ToValidUTF8(reason[:maxReasonBytes], "") + "…"
+	}
+	attrs := []any{"reason", reason, "body_bytes", len(msg.Body)}
+	if fe := (*FieldError)(nil); errors.As(err, &fe) {
+		attrs = append(attrs, "field", fe.Field)
+	}
+	log.ErrorContext(ctx, "billing: notifier worker: invalid message dropped", attrs...)
+	w.tel.countMessage(ctx, messageDroppedInvalid)
 }
 
 // Handle notifies the user of one due record, in the legacy worker's order:
