@@ -146,9 +146,11 @@
 //
 // dynabill.notifier.messages counts the worker messages handled, by
 // outcome: sent, skipped_pending_cancellation, skipped_inactive_user,
-// skipped_test_environment, or failed (the message goes back to the queue:
-// unparseable, not tried before the deadline, or [Worker.Handle] returned
-// an error). dynabill.notifier.enqueued counts the messages the scheduler's
+// skipped_test_environment, dropped_invalid (the body cannot be parsed or
+// decoded: [Worker.HandleBatch] logs it and acknowledges it, since a
+// redelivery would fail the same way), or failed (the message goes back to
+// the queue: not tried before the deadline, or [Worker.Handle] returned an
+// error). dynabill.notifier.enqueued counts the messages the scheduler's
 // [Enqueuer] accepted.
 //
 // Spans (user and subscription IDs are span attributes only, never metric
@@ -313,7 +315,8 @@ var (
 	ErrInvalidEvent = errors.New("billing: invalid scheduler event")
 
 	// ErrInvalidMessage reports a worker-queue message that cannot be parsed
-	// or decoded (see [ParseNotificationMessage]).
+	// or decoded (see [ParseNotificationMessage]); [Worker.HandleBatch]
+	// drops such messages rather than have them redelivered.
 	ErrInvalidMessage = errors.New("billing: invalid notification message")
 
 	// ErrReminderClaimed reports that the reminder of a record for its billing

@@ -3,6 +3,7 @@ package billing_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -75,8 +76,10 @@ func ExampleScheduler() {
 }
 
 // The worker handles a batch from the worker queue and returns the IDs of
-// the messages SQS should redeliver; after each notification it decides on
-// an ACH prenote with the default policy and meters the decision.
+// the messages SQS should redeliver (a body that cannot be parsed is not
+// one of them: it is logged and dropped); after each notification it
+// decides on an ACH prenote with the default policy and meters the
+// decision.
 func ExampleWorker() {
 	ctx := context.Background()
 	now := time.Date(2024, 3, 10, 12, 0, 0, 0, time.UTC)
@@ -104,9 +107,16 @@ func ExampleWorker() {
 		log.Fatal(err)
 	}
 
-	good := `{"event_type":"three_day_notification","user_id":"ann","subscription_id":"sub-ann",` +
-		`"billing_date":"2024-03-14T09:00:00Z","billing_amount":"4.99","billing_status":"SCHEDULED","receipt_tier_name":"Plus:v2"}`
-	failed := worker.HandleBatch(ctx, []billing.Message{{ID: "m1", Body: good}, {ID: "m2", Body: "not json"}})
+	body := func(user string) string {
+		return `{"event_type":"three_day_notification","user_id":"` + user + `","subscription_id":"sub-` + user + `",` +
+			`"billing_date":"2024-03-14T09:00:00Z","billing_amount":"4.99","billing_status":"SCHEDULED","receipt_tier_name":"Plus:v2"}`
+	}
+	users.FailFor("bo", errors.New("user service down"))
+	failed := worker.HandleBatch(ctx, []billing.Message{
+		{ID: "m1", Body: body("ann")}, // sent
+		{ID: "m2", Body: "not json"},  // dropped: logged, and never redelivered
+		{ID: "m3", Body: body("bo")},  // failed: redelivered, the user service may be back
+	})
 	fmt.Println("failed:", failed)
 	for _, s := range notifier.Sent() {
 		b, _ := json.Marshal(s.Notification)
@@ -116,7 +126,7 @@ func ExampleWorker() {
 		fmt.Println("metric", c.Name, c.Tags)
 	}
 	// Output:
-	// failed: [m2]
+	// failed: [m3]
 	// sent to ann@example.com {"event_type":"three_day_notification","user_id":"ann","billing_date":"03/14/2024","amount":"4.99","membership_tier":"Plus","account":"6789"}
 	// metric subscriptions.notifier.prenotes [submitted:true provider:ach]
 }

@@ -138,8 +138,8 @@ const (
 	NotificationSkippedPendingCancellation NotificationOutcome = "skipped_pending_cancellation"
 	// NotificationSkippedInactiveUser: the user's status is not ACTIVE.
 	NotificationSkippedInactiveUser NotificationOutcome = "skipped_inactive_user"
-	// NotificationSkippedTestEnvironment: the email has none of the allowed
-	// suffixes.
+	// NotificationSkippedTestEnvironment: WorkerConfig.AllowedEmailSuffixes
+	// is set and does not allow the email's domain.
 	NotificationSkippedTestEnvironment NotificationOutcome = "skipped_test_environment"
 )
 
@@ -173,9 +173,25 @@ type WorkerConfig struct {
 	// [PrenoteMetricName] ("subscriptions.notifier.prenotes").
 	PrenoteMetric string
 	// AllowedEmailSuffixes, when not empty, restricts notifications to
-	// emails ending (case-insensitively) in one of them; other users are
-	// skipped. Set it in test environments, e.g. to "test.example.com"
-	// and "qa.example.org". Defaults to nil: everyone (production).
+	// users whose email domain one of its entries allows; other users are
+	// skipped. Set it in test environments, e.g. to "test.example.com" and
+	// "qa.example.org". An entry names a domain, compared case-insensitively
+	// with the whole domain of the address (what follows its "@"), so it
+	// never matches part of a label:
+	//
+	//   - "example.com" allows the domain and its subdomains: a@example.com
+	//     and a@mail.example.com, not a@notexample.com or
+	//     a@example.com.evil.org;
+	//   - "@example.com" allows the domain only: a@example.com, not
+	//     a@mail.example.com;
+	//   - ".example.com" allows its subdomains only: a@mail.example.com,
+	//     not a@example.com.
+	//
+	// An email without exactly one "@", with nothing before it, or whose
+	// domain is not a plain domain name (empty, a leading or trailing dot,
+	// "..", characters other than letters, digits and hyphens) is never
+	// allowed. [NewWorker] rejects an entry that is not a domain, "@domain"
+	// or ".domain" in that sense. Defaults to nil: everyone (production).
 	AllowedEmailSuffixes []string
 	// Logger receives a line per skipped or failed message and per prenote
 	// decision. Defaults to discarding logs.
@@ -195,9 +211,9 @@ type WorkerConfig struct {
 // looks the user up, sends the notification and then tries an ACH prenote.
 // Safe for concurrent use.
 type Worker struct {
-	cfg      WorkerConfig
-	suffixes []string
-	tel      *telemetry
+	cfg        WorkerConfig
+	emailRules []emailDomainRule
+	tel        *telemetry
 }
 
 // NewWorker returns a Worker, or an error naming the missing config field.
@@ -229,20 +245,35 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		if s == "" {
 			return nil, errors.New("billing: WorkerConfig.AllowedEmailSuffixes: empty suffix")
 		}
-		w.suffixes = append(w.suffixes, strings.ToLower(s))
+		r, err := parseEmailDomainRule(s)
+		if err != nil {
+			return nil, err
+		}
+		w.emailRules = append(w.emailRules, r)
 	}
 	return w, nil
 }
 
 // HandleBatch handles a batch of worker-queue messages one after the other
 // and returns the IDs of those that failed, for SQS to redeliver (the
-// ReportBatchItemFailures response); the others are done, sent or skipped.
+// ReportBatchItemFailures response); the others are done: sent, skipped or
+// dropped.
 //
-// A message fails when its body cannot be parsed or decoded
-// ([ParseNotificationMessage]), or when [Worker.Handle] returns an error:
-// the user lookup, the bank account lookup, the reminder's claim or the
-// send failed. Once ctx is
-// done, the remaining messages fail without being tried.
+// A message fails when [Worker.Handle] returns an error: the user lookup,
+// the bank account lookup, the reminder's claim or the send failed, all of
+// which a redelivery may get past. Once ctx is done, the remaining messages
+// fail without being tried.
+//
+// A message whose body cannot be parsed or decoded
+// ([ParseNotificationMessage]: not a JSON object of strings, a wrong
+// event_type, no user_id, a bad billing_date, billing_amount or
+// billing_status) is dropped instead: no redelivery can change its body, so
+// reporting it would have SQS deliver it again until it expires (or, with a
+// redrive policy, moves it to the dead-letter queue). It is logged once at
+// error level ("billing: notifier worker: invalid message dropped", with
+// message_id, reason — the parse error, at most 200 bytes, never the body —
+// field when a field is at fault, and body_bytes) and counted with outcome
+// dropped_invalid in dynabill.notifier.messages; it is not returned.
 func (w *Worker) HandleBatch(ctx context.Context, msgs []Message) (failedIDs []string) {
 	for _, msg := range msgs {
 		log := w.cfg.Logger.With("message_id", msg.ID)
@@ -254,13 +285,7 @@ func (w *Worker) HandleBatch(ctx context.Context, msgs []Message) (failedIDs []s
 		}
 		m, err := ParseNotificationMessage([]byte(msg.Body))
 		if err != nil {
-			what := "cannot parse message"
-			if fe := (*FieldError)(nil); errors.As(err, &fe) {
-				what = "cannot decode message"
-			}
-			log.ErrorContext(ctx, "billing: notifier worker: "+what, "error", err)
-			w.tel.countMessage(ctx, messageFailed)
-			failedIDs = append(failedIDs, msg.ID)
+			w.dropInvalid(ctx, log, &msg, err)
 			continue
 		}
 		if _, err := w.Handle(ctx, m); err != nil {
@@ -272,6 +297,29 @@ func (w *Worker) HandleBatch(ctx context.Context, msgs []Message) (failedIDs []s
 	return failedIDs
 }
 
+// messageDroppedInvalid is the notifier outcome of a message whose body
+// cannot be parsed or decoded: acknowledged, never redelivered.
+const messageDroppedInvalid = "dropped_invalid"
+
+// maxReasonBytes bounds the reason logged for a dropped message.
+const maxReasonBytes = 200
+
+// dropInvalid logs and counts a message [Worker.HandleBatch] acknowledges
+// without handling, because err, its parse error, would recur on every
+// delivery.
+func (w *Worker) dropInvalid(ctx context.Context, log *slog.Logger, msg *Message, err error) {
+	reason := err.Error()
+	if len(reason) > maxReasonBytes {
+		reason = strings.ToValidUTF8(reason[:maxReasonBytes], "") + "…"
+	}
+	attrs := []any{"reason", reason, "body_bytes", len(msg.Body)}
+	if fe := (*FieldError)(nil); errors.As(err, &fe) {
+		attrs = append(attrs, "field", fe.Field)
+	}
+	log.ErrorContext(ctx, "billing: notifier worker: invalid message dropped", attrs...)
+	w.tel.countMessage(ctx, messageDroppedInvalid)
+}
+
 // Handle notifies the user of one due record, in the legacy worker's order:
 //
 //  1. A record whose updated_event is PENDING_CANCELLATION is skipped: the
@@ -279,7 +327,8 @@ func (w *Worker) HandleBatch(ctx context.Context, msgs []Message) (failedIDs []s
 //  2. The user is looked up; an error is returned (the message is retried).
 //  3. A user whose status is not ACTIVE is skipped.
 //  4. With AllowedEmailSuffixes set (test environments), a user whose email
-//     has none of them is skipped, so tests never mail real users.
+//     domain none of them allows is skipped, so tests never mail real
+//     users.
 //  5. The notification is built: billing date as MM/DD/YYYY, amount, tier
 //     name (LITE when the record has none) and the primary account's last
 //     four digits; a bank account lookup error is returned. A user without
@@ -342,20 +391,6 @@ func (w *Worker) handle(ctx context.Context, m NotificationMessage) (Notificatio
 		w.prenote(ctx, user, log)
 	}
 	return NotificationSent, nil
-}
-
-// emailAllowed applies the test-environment filter.
-func (w *Worker) emailAllowed(email string) bool {
-	if len(w.suffixes) == 0 {
-		return true
-	}
-	email = strings.ToLower(email)
-	for _, s := range w.suffixes {
-		if strings.HasSuffix(email, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // notification builds the payload of m (the legacy buildNotification).

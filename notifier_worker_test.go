@@ -1,10 +1,12 @@
 package billing_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -126,11 +128,13 @@ func TestWorkerBranches(t *testing.T) {
 		metrics [][]string                         // prenote metric tags
 		submits int                                // prenote submissions
 	}{
-		{name: "parse error: not JSON", body: "hello", failed: true},
-		{name: "parse error: wrong JSON types", body: `{"user_id": 5}`, failed: true},
-		{name: "decode error: bad amount", failed: true,
+		// A body that cannot be parsed or decoded is dropped: no
+		// redelivery could change it.
+		{name: "parse error: not JSON: dropped", body: "hello"},
+		{name: "parse error: wrong JSON types: dropped", body: `{"user_id": 5}`},
+		{name: "decode error: bad amount: dropped",
 			body: `{"event_type":"three_day_notification","user_id":"u1","billing_date":"2024-03-14T15:00:00Z","billing_amount":"4.999"}`},
-		{name: "decode error: a continuation on the worker queue", failed: true,
+		{name: "decode error: a continuation on the worker queue: dropped",
 			body: `{"date":"20240314","status":"SCHEDULED","start_key":"tok"}`},
 		{name: "pending cancellation: skipped before the user lookup",
 			msg: func(m *billing.NotificationMessage) { m.UpdatedEvent = billing.EventPendingCancellation }},
@@ -246,21 +250,93 @@ func TestWorkerBatchReportsOnlyFailures(t *testing.T) {
 	}
 	batch := []billing.Message{
 		{ID: "a", Body: msg("u1")}, // sent
-		{ID: "b", Body: "garbage"}, // parse error
+		{ID: "b", Body: "garbage"}, // parse error: dropped
 		{ID: "c", Body: msg("u2")}, // send error
 		{ID: "d", Body: msg("u3")}, // user service error
 		{ID: "e", Body: msg("u1")}, // sent again
 	}
 	failed := e.worker(t).HandleBatch(context.Background(), batch)
-	if !slices.Equal(failed, []string{"b", "c", "d"}) {
-		t.Fatalf("failed %v, want [b c d]", failed)
-	}
+	require.Equal(t, []string{"c", "d"}, failed, "failed IDs")
 	require.Len(t, e.notifier.Sent(), 2, "sent %d", len(e.notifier.Sent()))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if failed := e.worker(t).HandleBatch(ctx, batch[:2]); !slices.Equal(failed, []string{"a", "b"}) {
 		t.Fatalf("cancelled: failed %v", failed)
+	}
+}
+
+// TestWorkerBatchDropsInvalidMessages: a body that no delivery can ever
+// handle is acknowledged (left out of the failed IDs, so that SQS does not
+// redeliver it for ever), logged once at error level with its message ID
+// and a short reason, never the body; transient failures beside it still
+// go back to the queue.
+func TestWorkerBatchDropsInvalidMessages(t *testing.T) {
+	e := newNotifEnv(t)
+	var logs bytes.Buffer
+	e.cfg.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e.users.FailFor("u3", errors.New("user service down"))
+	e.notifier.FailFor("bo@example.com", errors.New("channel down"))
+	e.users.Put(billing.User{ID: "u2", Email: "bo@example.com", Status: billing.UserStatusActive})
+	msg := func(user string) string {
+		m := notifMessage()
+		m.UserID = user
+		return notifBody(t, m)
+	}
+	// secret stands for what a body may carry that must not be logged.
+	secret := strings.Repeat("S3CRET", 200)
+	record := func(fields string) string {
+		return `{"event_type":"three_day_notification","billing_date":"2024-03-14T15:00:00Z",` + fields + `}`
+	}
+	invalid := []struct{ id, body, field string }{
+		{id: "not-json", body: "hello " + secret},
+		{id: "truncated", body: `{"user_id":"` + secret},
+		{id: "wrong-type", body: `{"user_id": 5, "note": "` + secret + `"}`},
+		{id: "no-user", field: "user_id", body: record(`"billing_amount":"4.99","note":"` + secret + `"`)},
+		{id: "bad-amount", field: "billing_amount", body: record(`"user_id":"u1","billing_amount":"` + secret + `"`)},
+		{id: "bad-status", field: "billing_status", body: record(`"user_id":"u1","billing_amount":"4.99","billing_status":"` + secret + `"`)},
+		{id: "continuation", field: "event_type", body: `{"date":"20240314","status":"SCHEDULED","start_key":"` + secret + `"}`},
+	}
+	batch := []billing.Message{{ID: "sent", Body: msg("u1")}}
+	for _, m := range invalid {
+		batch = append(batch, billing.Message{ID: m.id, Body: m.body})
+	}
+	batch = append(batch, billing.Message{ID: "user-service-down", Body: msg("u3")},
+		billing.Message{ID: "channel-down", Body: msg("u2")})
+
+	w := e.worker(t)
+	failed := w.HandleBatch(context.Background(), batch)
+	require.Equal(t, []string{"user-service-down", "channel-down"}, failed, "only transient failures are redelivered")
+	require.Len(t, e.notifier.Sent(), 1, "sent")
+
+	assert.NotContains(t, logs.String(), secret, "a message body was logged")
+	dropped := map[string]map[string]any{}
+	for line := range strings.Lines(logs.String()) {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &rec), "log line %q", line)
+		if rec["msg"] != "billing: notifier worker: invalid message dropped" {
+			continue
+		}
+		id, _ := rec["message_id"].(string)
+		require.NotContains(t, dropped, id, "message %s logged twice", id)
+		dropped[id] = rec
+	}
+	require.Len(t, dropped, len(invalid), "dropped messages logged: %v", dropped)
+	for _, m := range invalid {
+		rec := dropped[m.id]
+		if !assert.NotNil(t, rec, "%s: not logged as dropped", m.id) {
+			continue
+		}
+		assert.Equal(t, "ERROR", rec["level"], "%s: %v", m.id, rec)
+		reason, _ := rec["reason"].(string)
+		assert.Contains(t, reason, "invalid notification message", "%s: %v", m.id, rec)
+		assert.LessOrEqual(t, len(reason), 210, "%s: reason not short: %q", m.id, reason)
+		assert.InDelta(t, len(m.body), rec["body_bytes"], 0, "%s: %v", m.id, rec)
+		if m.field != "" {
+			assert.Equal(t, m.field, rec["field"], "%s: %v", m.id, rec)
+		} else {
+			assert.NotContains(t, rec, "field", "%s: %v", m.id, rec)
+		}
 	}
 }
 

@@ -74,8 +74,12 @@ type app struct {
 	stdout io.Writer
 	stderr io.Writer
 	env    func(string) string
-	// now and sleep are the clock of paced commands (index backfill),
-	// nil for the real one; sleep returns ctx's error if it ends first.
+	// now is the clock of every command that needs the time (today's
+	// runs for due and notify preview, seed's sample, backfill's pacing),
+	// read through clock; sleep is the pause of paced commands (index
+	// backfill). Nil for the real ones; sleep returns ctx's error if it
+	// ends first. Wall-time measurements (elapsed times, progress redraws)
+	// do not use them.
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
 

@@ -106,7 +106,7 @@ func runDue(a *app, c *command, args []string) error {
 		bound, now = t.UTC(), t.UTC()
 		when = "at " + now.Format(time.RFC3339Nano)
 	default:
-		t := time.Now().UTC()
+		t := a.clock().UTC()
 		day := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
 		if *dateFlag != "" {
 			d, err := time.Parse(time.DateOnly, *dateFlag)

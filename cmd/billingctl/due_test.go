@@ -127,6 +127,32 @@ func TestDue(t *testing.T) {
 	}
 }
 
+// TestDueOnAppClock: without --date or --at, due looks at the end of the
+// app clock's day, not the wall clock's.
+func TestDueOnAppClock(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "legacy")
+	seedDue(e)
+	now := time.Date(2024, 3, 15, 10, 30, 0, 0, time.UTC)
+
+	r := e.runAt(now, "due")
+	r.want(t, exitOK, "Runs at the end of 2024-03-15 (UTC)",
+		"scheduled run (SCHEDULED with billing_date < 2024-03-16T00:00:00Z): ", "collect 2 (14.98)", "mark stale 1 (0.01)",
+		"retry run (ERROR with billing_date > 2024-02-07T23:59:59Z): ")
+	assert.NotContains(t, r.stdout, time.Now().UTC().Format(time.DateOnly), "due printed the wall clock's day:\n%s", r)
+
+	var got struct {
+		Now   string     `json:"now"`
+		Total dueSummary `json:"total"`
+	}
+	r = e.runAt(now, "due", "--json")
+	r.want(t, exitOK)
+	r.decode(t, &got)
+	assert.Equal(t, "2024-03-15T23:59:59.999999999Z", got.Now, "due JSON: %s", r)
+	assert.Equal(t, 8, got.Total.Records, "due JSON: %s", r)
+	assert.Equal(t, "39.94", got.Total.Amount.String(), "due JSON: %s", r)
+}
+
 func TestDueEmptyAndToday(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "legacy")

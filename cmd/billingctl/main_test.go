@@ -142,6 +142,14 @@ func (e *testEnv) run(stdin string, args ...string) result {
 	return runCLI(e.t, stdin, append(e.flags(), args...)...)
 }
 
+// runAt is run with the app's clock stopped at now.
+func (e *testEnv) runAt(now time.Time, args ...string) result {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.t.Context(), 60*time.Second)
+	defer cancel()
+	return runApp(e.t, ctx, (&fakeClock{now: now}).hook, append(e.flags(), args...)...)
+}
+
 // seed adds records through the library.
 func (e *testEnv) seed(subs ...billing.Subscription) {
 	e.t.Helper()

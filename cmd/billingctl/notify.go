@@ -63,7 +63,7 @@ func runNotifyPreview(a *app, c *command, args []string) error {
 			return usagef(c.name, "--date %q: want YYYYMMDD, a real date", *dateFlag)
 		}
 	default:
-		now := time.Now().UTC()
+		now := a.clock().UTC()
 		if *runDate != "" {
 			day, _, err := billing.NotificationWindow(time.Time{}, *runDate)
 			if err != nil {
@@ -88,6 +88,7 @@ func runNotifyPreview(a *app, c *command, args []string) error {
 			return nil
 		}),
 		PageSize: *pageSize,
+		Clock:    billing.ClockFunc(a.clock),
 	})
 	if err != nil {
 		return err

@@ -69,3 +69,33 @@ func TestNotifyPreview(t *testing.T) {
 	e.run("", "notify", "preview", "--date", "20240399").want(t, exitUsage, `--date "20240399": want YYYYMMDD`)
 	e.run("", "notify", "preview", "--date", "20240314", "--run-date", "20240310").want(t, exitUsage, "not both")
 }
+
+// TestNotifyPreviewOnAppClock: without --date or --run-date, the preview
+// is of the run on the app clock's day (UTC), not the wall clock's.
+func TestNotifyPreviewOnAppClock(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "legacy")
+	e.seed(
+		rec("u1", "n1", "2024-03-14T00:00:00Z", billing.StatusScheduled, "4.99"),
+		rec("u2", "n2", "2024-03-15T00:00:00Z", billing.StatusScheduled, "4.99"), // the next day
+	)
+	// Late on the run's day (UTC) and later still in a zone east of UTC:
+	// the window counts from the UTC day.
+	now := time.Date(2024, 3, 14, 23, 30, 0, 0, time.UTC).AddDate(0, 0, -billing.NotificationLeadDays).
+		In(time.FixedZone("UTC+3", 3*60*60))
+
+	r := e.runAt(now, "notify", "preview")
+	r.want(t, exitOK, "SCHEDULED records billed in [2024-03-14T00:00:00Z, 2024-03-15T00:00:00Z)", "u1", "n1",
+		"1 to message")
+	assert.NotContains(t, r.stdout, "n2", "n2 is outside the window, yet listed:\n%s", r)
+
+	var got struct {
+		WindowStart string `json:"window_start"`
+		ToMessage   int    `json:"to_message"`
+	}
+	r = e.runAt(now, "notify", "preview", "--json")
+	r.want(t, exitOK)
+	r.decode(t, &got)
+	assert.Equal(t, "2024-03-14T00:00:00Z", got.WindowStart, "preview JSON: %s", r)
+	assert.Equal(t, 1, got.ToMessage, "preview JSON: %s", r)
+}

@@ -39,7 +39,7 @@ func runSeed(a *app, c *command, args []string) error {
 	if *users < 1 || *users > 1000 {
 		return usagef(c.name, "--users %d: want 1 to 1000", *users)
 	}
-	now := time.Now().UTC().Truncate(24 * time.Hour).Add(12 * time.Hour)
+	now := a.clock().UTC().Truncate(24 * time.Hour).Add(12 * time.Hour)
 	if *nowFlag != "" {
 		d, err := time.Parse(time.DateOnly, *nowFlag)
 		if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -44,6 +45,30 @@ func TestDayOneBothLayouts(t *testing.T) {
 			cli("history", "seed-04-paid").want(t, exitOK, "seed-04-paid", "COMPLETED", "txn-seed-04")
 		})
 	}
+}
+
+// TestSeedOnAppClock: without --now, seed builds its sample around the app
+// clock's day (UTC), not the wall clock's.
+func TestSeedOnAppClock(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "legacy")
+	now := time.Date(2025, 3, 14, 5, 0, 0, 0, time.UTC)
+	var got []seedRecord
+	r := e.runAt(now, "seed", "--users", "2", "--json")
+	r.want(t, exitOK)
+	r.decode(t, &got)
+	dates := map[string]string{}
+	for _, s := range got {
+		dates[s.ID] = s.Date
+	}
+	assert.Equal(t, map[string]string{
+		"seed-00-due":   "2025-03-13T23:00:00Z", // an hour before the day
+		"seed-01-later": "2025-03-24T00:00:00Z", // ten days later
+	}, dates, "seed JSON: %s", r)
+	// The same sample as --now gives: a rerun writes nothing.
+	r = e.run("", "seed", "--users", "2", "--now", "2025-03-14", "--json")
+	r.want(t, exitOK)
+	assert.NotContains(t, r.stdout, "created", "seed --now 2025-03-14 after the clock's seed: %s", r)
 }
 
 // TestSeedRefusesAWSWithoutYes: seed is for local servers.

@@ -70,8 +70,12 @@
 //	OLD_SUBSCRIPTION_DAYS    stale threshold (collector, default 30)
 //	SHARD_CONCURRENCY        shards one collector invocation works at once
 //	                         (Config.ShardConcurrency, default 1)
-//	ALLOWED_EMAIL_SUFFIXES   comma-separated; set in test environments only,
-//	                         e.g. "test.example.com,qa.example.org"
+//	ALLOWED_EMAIL_SUFFIXES   comma-separated email domains; set in test
+//	                         environments only, e.g.
+//	                         "test.example.com,qa.example.org": each allows
+//	                         the domain and its subdomains ("@d" the domain
+//	                         only, ".d" subdomains only; see
+//	                         WorkerConfig.AllowedEmailSuffixes)
 //
 // The host ports a real service implements against its own systems (user
 // service, bank links, payments, feature flags, notification channel,
