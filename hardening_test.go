@@ -9,6 +9,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/dynamostore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -415,5 +416,46 @@ func TestCancelledRunKeepsItsCursor(t *testing.T) {
 	rep, err = e.c.Run(t.Context(), billing.RunRequest{Kind: billing.RunScheduled, Cursor: rep.Next})
 	require.NoError(t, err)
 	assert.Equal(t, len(users), first+rep.Collected, "every due record collected once")
+	billingtest.RequireNoDoubleCharge(t, e.pay)
+}
+
+// TestPanicReleasesTheDynamoDBLock: on the DynamoDB locker (moto, with
+// heartbeats), a provider that panics inside a manual repayment leaves the
+// lock item released at once and its heartbeat stopped: another instance
+// takes the lock immediately, not after the lease, and the record's
+// attempt is resolved once. Before, the lease stayed held and renewed.
+func TestPanicReleasesTheDynamoDBLock(t *testing.T) {
+	t.Parallel()
+	e := newLockCrashEnv(t)
+	p := &panicOnce{next: e.pay}
+	p.left.Store(1)
+	l, err := dynamostore.NewLocker(e.w, dynamostore.WithLockTable(e.locks), dynamostore.WithLeaseDuration(time.Minute),
+		dynamostore.WithHeartbeatPeriod(200*time.Millisecond), dynamostore.WithLockOwner("panicking"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close(context.Background()) })
+	c, err := billing.NewCollector(billing.Config{Repository: e.repo, History: e.hist, Locker: l, Provider: p,
+		Clock: e.clock, NewID: func() string { return "lock-crash-feb" }})
+	require.NoError(t, err)
+	_, err = c.ManualRepayment(t.Context(), e.sub.SubscriptionID)
+	var pe *billing.PanicError
+	require.ErrorAs(t, err, &pe)
+
+	other, err := dynamostore.NewLocker(e.w, dynamostore.WithLockTable(e.locks), dynamostore.WithLeaseDuration(time.Minute),
+		dynamostore.WithLockOwner("other"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = other.Close(context.Background()) })
+	lease, err := other.Lock(t.Context(), e.user)
+	require.NoError(t, err, "the lock is free right after the panic")
+	require.NoError(t, lease.Release(t.Context()))
+
+	before := e.w.Calls("UpdateItem")
+	time.Sleep(600 * time.Millisecond) // three heartbeat periods
+	assert.Equal(t, before, e.w.Calls("UpdateItem"), "no heartbeat after the release")
+
+	_, err = c.ManualRepayment(t.Context(), e.sub.SubscriptionID)
+	require.NoError(t, err)
+	recs, err := e.repo.ListByUser(t.Context(), e.user)
+	require.NoError(t, err)
+	assert.Equal(t, billing.StatusCompleted, recs[0].Status)
 	billingtest.RequireNoDoubleCharge(t, e.pay)
 }
