@@ -145,9 +145,20 @@ func (a *Accounts) queryAccount(ctx context.Context, op, userID, prefix string) 
 // queryAccount reads every item of an account's partition whose sort key
 // begins with prefix ("" for all), consistently, across all pages.
 func queryAccount(ctx context.Context, client API, table layout.SingleTableConfig, op, userID, prefix string) ([]map[string]types.AttributeValue, error) {
-	key := expression.Key(layout.AttrPK).Equal(expression.Value(layout.StringAV(table.AccountPK(userID))))
+	var sk *expression.KeyConditionBuilder
 	if prefix != "" {
-		key = key.And(expression.Key(layout.AttrSK).BeginsWith(prefix))
+		c := expression.Key(layout.AttrSK).BeginsWith(prefix)
+		sk = &c
+	}
+	return queryAccountWhere(ctx, client, table, op, userID, sk)
+}
+
+// queryAccountWhere reads every item of an account's partition whose sort
+// key meets sk (nil for all), consistently, across all pages.
+func queryAccountWhere(ctx context.Context, client API, table layout.SingleTableConfig, op, userID string, sk *expression.KeyConditionBuilder) ([]map[string]types.AttributeValue, error) {
+	key := expression.Key(layout.AttrPK).Equal(expression.Value(layout.StringAV(table.AccountPK(userID))))
+	if sk != nil {
+		key = key.And(*sk)
 	}
 	expr := mustBuild(expression.NewBuilder().WithKeyCondition(key))
 	in := &dynamodb.QueryInput{

@@ -387,3 +387,35 @@ func TestCreditsRequestMarkerRetention(t *testing.T) {
 	requireRequestMarker(t, e, "u1", "order-1", "TOP_UP", 5, acctStart, 2*time.Hour)
 	w.AssertNoViolations(t)
 }
+
+// TestAccessResolveSkipsCreditItems: every grant, top-up and consume
+// leaves a marker in the user's partition; resolving access does not read
+// them (nor the balance and monthly grant markers).
+func TestAccessResolveSkipsCreditItems(t *testing.T) {
+	t.Parallel()
+	e := newDynamoAccountsEnv(t, acctOpts{})
+	ctx := t.Context()
+	require.NoError(t, e.accounts.SetProfileTier(ctx, "u1", entitlement.TierInitiate))
+	ev := provEvent("evt_1", 0, entitlement.ProviderActive)
+	ev.Tier, ev.CurrentPeriodStart, ev.CurrentPeriodEnd = entitlement.TierJourneyman, acctStart, acctStart.Add(30*24*time.Hour)
+	provApply(t, e, ev, true)
+	_, err := e.accounts.MonthlyGrant(ctx, "u1", entitlement.TierJourneyman, "2025-01", "evt_1")
+	require.NoError(t, err)
+	for i := range 20 {
+		_, err := e.accounts.TopUp(ctx, "u1", 2, "order-"+strconv.Itoa(i))
+		require.NoError(t, err)
+		_, err = e.accounts.Consume(ctx, "u1", 1, "render-"+strconv.Itoa(i))
+		require.NoError(t, err)
+	}
+	e.db.Reset()
+	got, err := e.accounts.ResolveAccess(ctx, "u1")
+	require.NoError(t, err)
+	require.Equal(t, entitlement.Access{Tier: entitlement.TierJourneyman, Reason: entitlement.ReasonActiveSubscription,
+		Source: ev.SubscriptionID, Until: ev.CurrentPeriodEnd}, got)
+	require.Equal(t, 2, e.db.ItemsRead(), "items read: want the subscription and the profile only (%v)", e.db)
+	_, err = e.accounts.GrantFounderPass(ctx, "u1", entitlement.PassGuildBuilder, "pi_1", time.Time{})
+	require.NoError(t, err)
+	got, err = e.accounts.ResolveAccess(ctx, "u1")
+	require.NoError(t, err)
+	require.Equal(t, entitlement.ReasonFounderPass, got.Reason, "%+v", got)
+}
