@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The behaviour of Accounts is tested in package billing against both
+// The behaviour of Accounts is tested in package dynamostore against both
 // implementations (forEachAccounts); these tests cover what is specific
 // to the twin.
 
