@@ -66,7 +66,9 @@ type Accounts interface {
 	// zero balance; a record past its expiry reads as zero (see [Credits]).
 	Balance(ctx context.Context, userID string) (Credits, error)
 	// Grant adds n > 0 credits atomically, creating the record if needed,
-	// and returns the new state.
+	// and returns the new state: it includes this change, and may include
+	// concurrent changes of the same balance (dynamostore reads it just
+	// after its transaction).
 	//
 	// requestID names the change, chosen by the caller (the ID of the job,
 	// order or event the credits are for): 1 to [MaxRequestID] bytes of
@@ -86,7 +88,8 @@ type Accounts interface {
 	// returns the new state; otherwise it changes nothing and returns an
 	// [*InsufficientCreditsError]. requestID is as for Grant: a repeated
 	// Consume that was applied reports success (Repeated), never
-	// insufficient credits.
+	// insufficient credits; a refused Consume records nothing, so its
+	// request ID may be used again.
 	Consume(ctx context.Context, userID string, n int64, requestID string) (Credits, error)
 	// MonthlyGrant adds the tier's monthly quota once per period: a second
 	// call with the same period (a redelivered payment event) grants
