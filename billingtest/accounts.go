@@ -28,22 +28,26 @@ type AccountsOptions struct {
 // Accounts is an in-memory [entitlement.Accounts] that behaves like
 // [dynamostore.Accounts]: the same validation and errors, balances that
 // read as zero once expired and restart from zero on the next grant,
-// monthly grants applied once per period, provider events applied in
+// grants, top-ups and consumes applied once per request ID, monthly
+// grants applied once per period, provider events applied in
 // (Created, EventID) order, idempotent founder passes, timestamps kept
 // to whole seconds as DynamoDB stores them. Results are copies. Safe for
 // concurrent use.
 //
-// Unlike DynamoDB it keeps monthly grant markers forever (DynamoDB's
-// expire by TTL after a retention of months) and never fails for capacity
-// or network reasons.
+// Unlike DynamoDB it keeps request IDs and monthly grant markers forever
+// (DynamoDB's expire by TTL after RequestMarkerRetention and
+// GrantMarkerRetention), returns exactly the state its own change left
+// (DynamoDB's read just after may include concurrent changes), and never
+// fails for capacity or network reasons.
 type Accounts struct {
 	clock  billing.Clock
 	quotas entitlement.CreditQuotas
 	expiry time.Duration
 
 	mu       sync.Mutex
-	credits  map[string]entitlement.Credits // as stored: balance not zeroed by expiry
-	grants   map[string]map[string]bool     // user → granted periods
+	credits  map[string]entitlement.Credits      // as stored: balance not zeroed by expiry
+	grants   map[string]map[string]bool          // user → granted periods
+	requests map[string]map[string]creditRequest // user → request ID → what it applied
 	subs     map[string]map[string]entitlement.ProviderSubscription
 	passes   map[string]map[entitlement.PassType]entitlement.FounderPass
 	profiles map[string]entitlement.Tier
@@ -66,7 +70,7 @@ func NewAccounts(opts AccountsOptions) (*Accounts, error) {
 	}
 	return &Accounts{
 		clock: opts.Clock, quotas: q, expiry: opts.CreditExpiry,
-		credits: map[string]entitlement.Credits{}, grants: map[string]map[string]bool{},
+		credits: map[string]entitlement.Credits{}, grants: map[string]map[string]bool{}, requests: map[string]map[string]creditRequest{},
 		subs: map[string]map[string]entitlement.ProviderSubscription{}, passes: map[string]map[entitlement.PassType]entitlement.FounderPass{},
 		profiles: map[string]entitlement.Tier{},
 	}, nil
@@ -108,70 +112,101 @@ func (a *Accounts) Balance(_ context.Context, userID string) (entitlement.Credit
 	return view(c, a.clock.Now()), nil
 }
 
+// creditRequest is what a request ID was applied as.
+type creditRequest struct {
+	op string
+	n  int64
+}
+
 // Grant implements [entitlement.Accounts.Grant].
-func (a *Accounts) Grant(_ context.Context, userID string, n int64) (entitlement.Credits, error) {
-	return a.increment("grant", userID, n, nil)
+func (a *Accounts) Grant(_ context.Context, userID string, n int64, requestID string) (entitlement.Credits, error) {
+	return a.change("grant", "GRANT", userID, n, requestID, func(c *entitlement.Credits, now time.Time) bool {
+		a.add(c, n, nil, now)
+		return true
+	})
 }
 
 // TopUp implements [entitlement.Accounts.TopUp].
-func (a *Accounts) TopUp(_ context.Context, userID string, n int64) (entitlement.Credits, error) {
-	return a.increment("top up", userID, n, func(c *entitlement.Credits, now time.Time) { c.LastTopUp = now })
+func (a *Accounts) TopUp(_ context.Context, userID string, n int64, requestID string) (entitlement.Credits, error) {
+	return a.change("top up", "TOP_UP", userID, n, requestID, func(c *entitlement.Credits, now time.Time) bool {
+		a.add(c, n, func(c *entitlement.Credits) { c.LastTopUp = now }, now)
+		return true
+	})
 }
 
-func (a *Accounts) increment(op, userID string, n int64, stamp func(*entitlement.Credits, time.Time)) (entitlement.Credits, error) {
+// Consume implements [entitlement.Accounts.Consume].
+func (a *Accounts) Consume(_ context.Context, userID string, n int64, requestID string) (entitlement.Credits, error) {
+	return a.change("consume", "CONSUME", userID, n, requestID, func(c *entitlement.Credits, now time.Time) bool {
+		if view(*c, a.clock.Now()).Balance < n {
+			return false
+		}
+		c.Balance -= n
+		c.UpdatedAt = now
+		return true
+	})
+}
+
+// change applies apply to the user's stored balance once per request ID,
+// as dynamostore does: a known request ID with the same op and n changes
+// nothing and reports Repeated, with another op or n it is
+// [entitlement.ErrRequestIDReused]; apply returning false refuses a
+// consume (nothing stored, the request ID not recorded).
+func (a *Accounts) change(op, code, userID string, n int64, requestID string, apply func(*entitlement.Credits, time.Time) bool) (entitlement.Credits, error) {
 	if err := check(op, userID); err != nil {
 		return entitlement.Credits{}, err
 	}
 	if err := entitlement.CheckCreditAmount(n); err != nil {
 		return entitlement.Credits{}, fmt.Errorf("billing: %s: %w", op, err)
 	}
+	if err := entitlement.CheckRequestID(requestID); err != nil {
+		return entitlement.Credits{}, fmt.Errorf("billing: %s: %w", op, err)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.add(userID, n, stamp), nil
+	now := a.now()
+	stored, ok := a.credits[userID]
+	if !ok {
+		stored = entitlement.Credits{UserID: userID}
+	}
+	if prev, seen := a.requests[userID][requestID]; seen {
+		if prev != (creditRequest{code, n}) {
+			return entitlement.Credits{}, fmt.Errorf("billing: %s (user %s request %q): %w: applied as %s of %d, now %s of %d",
+				op, userID, requestID, entitlement.ErrRequestIDReused, prev.op, prev.n, code, n)
+		}
+		c := view(stored, a.clock.Now())
+		c.Repeated = true
+		return c, nil
+	}
+	c := stored
+	if !apply(&c, now) {
+		cur := view(stored, a.clock.Now())
+		return entitlement.Credits{}, &entitlement.InsufficientCreditsError{UserID: userID, Balance: cur.Balance, Requested: n}
+	}
+	if a.requests[userID] == nil {
+		a.requests[userID] = map[string]creditRequest{}
+	}
+	a.requests[userID][requestID] = creditRequest{code, n}
+	a.credits[userID] = c
+	return view(c, a.clock.Now()), nil
 }
 
-// add adds n to the balance, restarting an expired one from zero; a.mu
-// is held.
-func (a *Accounts) add(userID string, n int64, stamp func(*entitlement.Credits, time.Time)) entitlement.Credits {
-	now := a.now()
-	c, ok := a.credits[userID]
-	if !ok {
-		c = entitlement.Credits{UserID: userID, CreatedAt: now}
+// add adds n to c, restarting an expired balance from zero and creating
+// the record (CreatedAt) if needed; a.mu is held.
+func (a *Accounts) add(c *entitlement.Credits, n int64, stamp func(*entitlement.Credits), now time.Time) {
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt = now
 	}
-	if expired(c, a.clock.Now()) {
+	if expired(*c, a.clock.Now()) {
 		c.Balance, c.ExpiresAt = 0, time.Time{}
 	}
 	c.Balance += n
 	c.UpdatedAt = now
 	if stamp != nil {
-		stamp(&c, now)
+		stamp(c)
 	}
 	if a.expiry > 0 {
 		c.ExpiresAt = a.clock.Now().Add(a.expiry).Truncate(time.Second).UTC()
 	}
-	a.credits[userID] = c
-	return view(c, a.clock.Now())
-}
-
-// Consume implements [entitlement.Accounts.Consume].
-func (a *Accounts) Consume(_ context.Context, userID string, n int64) (entitlement.Credits, error) {
-	if err := check("consume", userID); err != nil {
-		return entitlement.Credits{}, err
-	}
-	if err := entitlement.CheckCreditAmount(n); err != nil {
-		return entitlement.Credits{}, fmt.Errorf("billing: consume: %w", err)
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	c, ok := a.credits[userID]
-	cur := view(c, a.clock.Now())
-	if !ok || cur.Balance < n {
-		return entitlement.Credits{}, &entitlement.InsufficientCreditsError{UserID: userID, Balance: cur.Balance, Requested: n}
-	}
-	c.Balance -= n
-	c.UpdatedAt = a.now()
-	a.credits[userID] = c
-	return view(c, a.clock.Now()), nil
 }
 
 // MonthlyGrant implements [entitlement.Accounts.MonthlyGrant].
@@ -200,12 +235,18 @@ func (a *Accounts) MonthlyGrant(_ context.Context, userID string, tier entitleme
 		a.grants[userID] = map[string]bool{}
 	}
 	a.grants[userID][period] = true
-	a.add(userID, quota, func(c *entitlement.Credits, now time.Time) {
+	c, ok := a.credits[userID]
+	if !ok {
+		c = entitlement.Credits{UserID: userID}
+	}
+	now := a.now()
+	a.add(&c, quota, func(c *entitlement.Credits) {
 		c.LastReset, c.LastGrantPeriod = now, period
 		if eventID != "" {
 			c.LastGrantEventID = eventID
 		}
-	})
+	}, now)
+	a.credits[userID] = c
 	res.Applied, res.Amount = true, quota
 	return res, nil
 }

@@ -1,6 +1,7 @@
 package billingtest_test
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -10,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The behaviour of Accounts is tested in package billing against both
+// The behaviour of Accounts is tested in package dynamostore against both
 // implementations (forEachAccounts); these tests cover what is specific
 // to the twin.
 
@@ -21,7 +22,7 @@ func TestAccountsOptions(t *testing.T) {
 	require.ErrorIs(t, err, entitlement.ErrInvalidTier, "bad quota tier")
 	a, err := billingtest.NewAccounts(billingtest.AccountsOptions{})
 	require.NoError(t, err)
-	c, err := a.Grant(t.Context(), "u1", 1)
+	c, err := a.Grant(t.Context(), "u1", 1, "req-1")
 	require.NoError(t, err)
 	require.False(t, c.CreatedAt.IsZero(), "system clock, whole seconds: %+v", c)
 	require.Zero(t, c.CreatedAt.Nanosecond(), "system clock, whole seconds: %+v", c)
@@ -35,8 +36,8 @@ func TestAccountsConcurrentMixedUse(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 20 {
 		wg.Go(func() {
-			_, _ = a.Grant(ctx, "u1", 2)
-			_, _ = a.Consume(ctx, "u1", 1)
+			_, _ = a.Grant(ctx, "u1", 2, fmt.Sprint("grant-", i))
+			_, _ = a.Consume(ctx, "u1", 1, fmt.Sprint("consume-", i))
 			_, _ = a.MonthlyGrant(ctx, "u1", entitlement.TierSage, "2025-01", "evt")
 			_, _ = a.ApplyProviderEvent(ctx, entitlement.ProviderEvent{EventID: "evt", Created: clock.Now().Add(time.Duration(i)),
 				UserID: "u1", SubscriptionID: "sub_1", Customer: "cus_1", Tier: entitlement.TierSage, Status: entitlement.ProviderActive})

@@ -105,8 +105,10 @@ func (a *Accounts) SetProfileTier(ctx context.Context, userID string, tier entit
 }
 
 // ResolveAccess implements [Accounts.ResolveAccess]: one Query reads the
-// user's whole partition (passes, subscriptions and profile share it) and
-// [entitlement.ResolveAccess] decides at the clock's now.
+// user's partition from SK FOUNDER# on (passes, profile and subscriptions
+// share it; the credits items, CREDITS#…, with a marker per credit
+// request, sort before and are not read) and [entitlement.ResolveAccess]
+// decides at the clock's now.
 //
 // Items of the partition that cannot be decoded (an unknown status, tier
 // or pass type) do not stop the resolution: the Access returned is
@@ -117,7 +119,8 @@ func (a *Accounts) ResolveAccess(ctx context.Context, userID string) (entitlemen
 	if err := checkAccount("resolve access", userID); err != nil {
 		return entitlement.Access{}, err
 	}
-	items, err := a.queryAccount(ctx, "resolve access", userID, "")
+	from := expression.Key(layout.AttrSK).GreaterThanEqual(expression.Value(layout.StringAV(accessFirstSK)))
+	items, err := queryAccountWhere(ctx, a.cfg.Client, a.tbl, "resolve access", userID, &from)
 	if err != nil {
 		return entitlement.Access{}, err
 	}
@@ -155,6 +158,10 @@ func (a *Accounts) ResolveAccess(ctx context.Context, userID string) (entitlemen
 	}
 	return entitlement.ResolveAccess(a.now(), passes, subs, profile), errors.Join(errs...)
 }
+
+// accessFirstSK is the smallest sort key ResolveAccess decodes: founder
+// passes, then profiles and subscriptions, sort after it.
+const accessFirstSK = layout.SKFounderPrefix
 
 // founderPassItem is the stored form of a founder pass, encoded with
 // attributevalue under the attribute names existing items use. Decoding

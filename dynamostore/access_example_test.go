@@ -14,10 +14,11 @@ import (
 	"github.com/dynabill/billing/entitlement"
 )
 
-// Credits change only atomically: a consume that the balance cannot cover
-// changes nothing and says how much there was; a payment event delivered
-// twice grants the monthly quota once. The in-memory twin behaves like the
-// DynamoDB store (see ExampleNewAccounts).
+// Credits change only atomically and once per request ID: a top-up the
+// client retried is not added twice, a consume that the balance cannot
+// cover changes nothing and says how much there was, and a payment event
+// delivered twice grants the monthly quota once. The in-memory twin
+// behaves like the DynamoDB store (see ExampleNewAccounts).
 func ExampleAccounts_credits() {
 	ctx := context.Background()
 	clock := billingtest.NewClock(time.Date(2025, 1, 15, 10, 30, 0, 0, time.UTC))
@@ -27,22 +28,28 @@ func ExampleAccounts_credits() {
 		r, _ := accounts.MonthlyGrant(ctx, "u1", entitlement.TierJourneyman, "2025-01", "evt_1")
 		fmt.Println("monthly grant applied:", r.Applied, r.Amount)
 	}
-	c, _ := accounts.TopUp(ctx, "u1", 10)
-	fmt.Println("balance:", c.Balance)
+	for range 2 { // the purchase's top-up, retried after a timeout
+		c, _ := accounts.TopUp(ctx, "u1", 10, "order_42")
+		fmt.Println("balance:", c.Balance, "repeated:", c.Repeated)
+	}
 
-	_, err := accounts.Consume(ctx, "u1", 20)
+	_, err := accounts.Consume(ctx, "u1", 20, "render_1")
 	var short *entitlement.InsufficientCreditsError
 	if errors.As(err, &short) {
 		fmt.Println("refused: has", short.Balance, "needs", short.Requested)
 	}
-	c, _ = accounts.Consume(ctx, "u1", 3) // a Veo-3 render
+	c, _ := accounts.Consume(ctx, "u1", 3, "render_2") // a Veo-3 render
 	fmt.Println("balance:", c.Balance)
+	_, err = accounts.Consume(ctx, "u1", 5, "render_2")
+	fmt.Println(errors.Is(err, entitlement.ErrRequestIDReused))
 	// Output:
 	// monthly grant applied: true 5
 	// monthly grant applied: false 0
-	// balance: 15
+	// balance: 15 repeated: false
+	// balance: 15 repeated: true
 	// refused: has 15 needs 20
 	// balance: 12
+	// true
 }
 
 // Wiring the DynamoDB store against a local server (DynamoDB Local or

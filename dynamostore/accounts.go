@@ -41,7 +41,15 @@ type AccountsConfig struct {
 	// kept (by TTL) to recognise a redelivered payment event. Defaults to
 	// 400 days; processors redeliver for days, not months.
 	GrantMarkerRetention time.Duration
-	// Logger receives debug logs of ignored events. Defaults to discarding.
+	// RequestMarkerRetention is how long the marker of a grant, top-up or
+	// consume is kept (by TTL) to recognise a retry with the same request
+	// ID: a retry within it changes nothing, one after it (once DynamoDB
+	// has deleted the marker, up to a few days later) is applied again.
+	// Every such call writes one marker item in the user's partition.
+	// Defaults to 30 days.
+	RequestMarkerRetention time.Duration
+	// Logger receives debug logs of ignored events and repeated requests.
+	// Defaults to discarding.
 	Logger *slog.Logger
 	// MeterProvider and TracerProvider observe every DynamoDB call (see
 	// the dynabill.dynamodb.duration histogram). Default to the global OpenTelemetry
@@ -67,6 +75,12 @@ func (c AccountsConfig) withDefaults() (AccountsConfig, error) {
 	}
 	if c.GrantMarkerRetention == 0 {
 		c.GrantMarkerRetention = 400 * 24 * time.Hour
+	}
+	if c.RequestMarkerRetention < 0 {
+		return c, fmt.Errorf("billing: AccountsConfig.RequestMarkerRetention: negative %v", c.RequestMarkerRetention)
+	}
+	if c.RequestMarkerRetention == 0 {
+		c.RequestMarkerRetention = 30 * 24 * time.Hour
 	}
 	return c, nil
 }
@@ -131,9 +145,20 @@ func (a *Accounts) queryAccount(ctx context.Context, op, userID, prefix string) 
 // queryAccount reads every item of an account's partition whose sort key
 // begins with prefix ("" for all), consistently, across all pages.
 func queryAccount(ctx context.Context, client API, table layout.SingleTableConfig, op, userID, prefix string) ([]map[string]types.AttributeValue, error) {
-	key := expression.Key(layout.AttrPK).Equal(expression.Value(layout.StringAV(table.AccountPK(userID))))
+	var sk *expression.KeyConditionBuilder
 	if prefix != "" {
-		key = key.And(expression.Key(layout.AttrSK).BeginsWith(prefix))
+		c := expression.Key(layout.AttrSK).BeginsWith(prefix)
+		sk = &c
+	}
+	return queryAccountWhere(ctx, client, table, op, userID, sk)
+}
+
+// queryAccountWhere reads every item of an account's partition whose sort
+// key meets sk (nil for all), consistently, across all pages.
+func queryAccountWhere(ctx context.Context, client API, table layout.SingleTableConfig, op, userID string, sk *expression.KeyConditionBuilder) ([]map[string]types.AttributeValue, error) {
+	key := expression.Key(layout.AttrPK).Equal(expression.Value(layout.StringAV(table.AccountPK(userID))))
+	if sk != nil {
+		key = key.And(*sk)
 	}
 	expr := mustBuild(expression.NewBuilder().WithKeyCondition(key))
 	in := &dynamodb.QueryInput{

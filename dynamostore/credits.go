@@ -21,30 +21,58 @@ func (a *Accounts) Balance(ctx context.Context, userID string) (entitlement.Cred
 	if err := checkAccount("balance", userID); err != nil {
 		return entitlement.Credits{}, err
 	}
-	item, err := a.getItem(ctx, "balance", userID, layout.SKCredits)
+	return a.readCredits(ctx, "balance", userID, a.now())
+}
+
+// readCredits reads the balance with a consistent GetItem, as of now.
+func (a *Accounts) readCredits(ctx context.Context, op, userID string, now time.Time) (entitlement.Credits, error) {
+	item, err := a.getItem(ctx, op, userID, layout.SKCredits)
 	if err != nil {
 		return entitlement.Credits{}, err
 	}
 	if item == nil {
 		return entitlement.Credits{UserID: userID}, nil
 	}
-	return a.tbl.DecodeCredits(item, a.now())
-}
-
-// Grant implements [Accounts.Grant]: one UpdateItem (ADD balance), unless
-// the record has expired (see [Accounts.Consume]).
-func (a *Accounts) Grant(ctx context.Context, userID string, n int64) (entitlement.Credits, error) {
-	return a.increment(ctx, "grant", userID, n, "")
-}
-
-// TopUp implements [Accounts.TopUp].
-func (a *Accounts) TopUp(ctx context.Context, userID string, n int64) (entitlement.Credits, error) {
-	return a.increment(ctx, "top up", userID, n, layout.CredLastTopUp)
+	return a.tbl.DecodeCredits(item, now)
 }
 
 // maxExpiryRetries bounds the retries of a credit write that met an
 // expired record or a concurrent transaction.
 const maxExpiryRetries = 4
+
+// Cancellation reason codes of a transaction's actions.
+const (
+	codeConditionFailed = "ConditionalCheckFailed"
+	codeTxConflict      = "TransactionConflict"
+)
+
+// cancelCodes returns the cancellation reasons and their codes of a
+// transaction of n actions that err reports cancelled ("" for an action
+// without a reason), or nil, nil when err is not a cancellation.
+func cancelCodes(err error, n int) ([]types.CancellationReason, []string) {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return nil, nil
+	}
+	reasons := make([]types.CancellationReason, n)
+	copy(reasons, tce.CancellationReasons)
+	codes := make([]string, n)
+	for i, r := range reasons {
+		codes[i] = aws.ToString(r.Code)
+	}
+	return reasons, codes
+}
+
+// txBackoff waits before retrying, for the attempt+1-th time, a credit
+// transaction cancelled by a concurrent one (nothing was written).
+func txBackoff(ctx context.Context, op, key string, attempt int) error {
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("billing: %s (%s): %w", op, key, ctx.Err())
+	case <-time.After(time.Duration(attempt+1) * 10 * time.Millisecond):
+		return nil
+	}
+}
 
 // incrementExpr is the update adding n credits to a live (unexpired)
 // record, creating it if absent: its condition fails only for a record
@@ -84,43 +112,6 @@ func (a *Accounts) unexpired(now time.Time) expression.ConditionBuilder {
 	return expression.AttributeNotExists(exp).Or(exp.GreaterThan(expression.Value(layout.NumberAV(now.Unix()))))
 }
 
-func (a *Accounts) increment(ctx context.Context, op, userID string, n int64, setNow string) (entitlement.Credits, error) {
-	if err := checkAccount(op, userID); err != nil {
-		return entitlement.Credits{}, err
-	}
-	if err := entitlement.CheckCreditAmount(n); err != nil {
-		return entitlement.Credits{}, fmt.Errorf("billing: %s: %w", op, err)
-	}
-	var stamps []string
-	if setNow != "" {
-		stamps = []string{setNow}
-	}
-	for attempt := 0; ; attempt++ {
-		now := a.now()
-		u := a.incrementExpr(n, now, stamps, nil)
-		out, err := a.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: u.TableName, Key: a.key(userID, layout.SKCredits),
-			UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
-			ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
-			ReturnValues: types.ReturnValueAllNew,
-		})
-		if err == nil {
-			return a.tbl.DecodeCredits(out.Attributes, now)
-		}
-		if _, ok := isConditionFailed(err); !ok || attempt >= maxExpiryRetries {
-			return entitlement.Credits{}, a.creditWriteError(op, userID, err)
-		}
-		if err := a.expireCredits(ctx, userID, now); err != nil {
-			return entitlement.Credits{}, err
-		}
-	}
-}
-
-func (a *Accounts) creditWriteError(op, userID string, err error) error {
-	return translateWrite(op, []txOp{{key: a.keyText(userID, layout.SKCredits),
-		reason: "the balance kept expiring concurrently, or its expiry attribute is not a number"}}, err)
-}
-
 // expireCredits empties a record that is past its expiry and removes the
 // expiry, so that the next grant starts from zero. A record that is not
 // (or no longer) expired is left alone.
@@ -147,51 +138,6 @@ func (a *Accounts) expireCredits(ctx context.Context, userID string, now time.Ti
 		return fmt.Errorf("billing: expire credits (%s): %w", a.keyText(userID, layout.SKCredits), err)
 	}
 	return nil
-}
-
-// Consume implements [Accounts.Consume]: one UpdateItem that subtracts n on
-// condition balance >= n and the record not expired. On failure DynamoDB
-// returns the old item (ReturnValuesOnConditionCheckFailure), so the
-// error's balance costs no extra read.
-func (a *Accounts) Consume(ctx context.Context, userID string, n int64) (entitlement.Credits, error) {
-	if err := checkAccount("consume", userID); err != nil {
-		return entitlement.Credits{}, err
-	}
-	if err := entitlement.CheckCreditAmount(n); err != nil {
-		return entitlement.Credits{}, fmt.Errorf("billing: consume: %w", err)
-	}
-	now := a.now()
-	ts, _ := layout.AcctTime(now)
-	bal, nv := expression.Name(layout.CredBalance), expression.Value(layout.NumberAV(n))
-	expr := mustBuild(expression.NewBuilder().
-		WithUpdate(expression.Set(bal, bal.Minus(nv)).Set(expression.Name(layout.AcctUpdatedAt), expression.Value(layout.StringAV(ts)))).
-		WithCondition(bal.GreaterThanEqual(nv).And(a.unexpired(now))))
-	out, err := a.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           &a.tbl.Table,
-		Key:                                 a.key(userID, layout.SKCredits),
-		UpdateExpression:                    expr.Update(),
-		ConditionExpression:                 expr.Condition(),
-		ExpressionAttributeNames:            expr.Names(),
-		ExpressionAttributeValues:           expr.Values(),
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err == nil {
-		return a.tbl.DecodeCredits(out.Attributes, now)
-	}
-	ccf, ok := isConditionFailed(err)
-	if !ok {
-		return entitlement.Credits{}, fmt.Errorf("billing: consume (%s): %w", a.keyText(userID, layout.SKCredits), err)
-	}
-	ie := &entitlement.InsufficientCreditsError{UserID: userID, Requested: n}
-	if len(ccf.Item) > 0 {
-		old, derr := a.tbl.DecodeCredits(ccf.Item, now)
-		if derr != nil {
-			return entitlement.Credits{}, fmt.Errorf("billing: consume: %w", derr)
-		}
-		ie.Balance = old.Balance
-	}
-	return entitlement.Credits{}, ie
 }
 
 // MonthlyGrant implements [Accounts.MonthlyGrant]. period identifies the
@@ -249,32 +195,22 @@ func (a *Accounts) MonthlyGrant(ctx context.Context, userID string, tier entitle
 			res.Applied, res.Amount = true, quota
 			return res, nil
 		}
-		var tce *types.TransactionCanceledException
-		if !errors.As(err, &tce) {
-			return res, translateWrite("monthly grant", ops, err)
-		}
-		codes := make([]string, 2)
-		for i, r := range tce.CancellationReasons {
-			if i < len(codes) {
-				codes[i] = aws.ToString(r.Code)
-			}
-		}
+		_, codes := cancelCodes(err, 2)
 		switch {
-		case codes[0] == "ConditionalCheckFailed":
+		case codes == nil:
+		case codes[0] == codeConditionFailed:
 			a.cfg.Logger.DebugContext(ctx, "billing: monthly grant already applied", "user", userID, "period", period, "event", eventID)
 			return res, nil
 		case attempt >= maxExpiryRetries:
-		case codes[1] == "ConditionalCheckFailed":
+		case codes[1] == codeConditionFailed:
 			if err := a.expireCredits(ctx, userID, now); err != nil {
 				return res, err
 			}
 			continue
-		case codes[0] == "TransactionConflict" || codes[1] == "TransactionConflict":
+		case codes[0] == codeTxConflict || codes[1] == codeTxConflict:
 			// A concurrent write to the balance: nothing was written, retry.
-			select {
-			case <-ctx.Done():
-				return res, fmt.Errorf("billing: monthly grant (%s): %w", a.keyText(userID, layout.SKCredits), ctx.Err())
-			case <-time.After(time.Duration(attempt+1) * 10 * time.Millisecond):
+			if err := txBackoff(ctx, "monthly grant", a.keyText(userID, layout.SKCredits), attempt); err != nil {
+				return res, err
 			}
 			continue
 		}

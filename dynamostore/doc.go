@@ -44,7 +44,10 @@
 //
 // [NewAccounts] serves the provider-billed tiers' entities on one
 // table ([SingleTableDefinition]): a credit balance changed only atomically
-// (Consume fails with entitlement.ErrInsufficientCredits), subscriptions mirrored
+// (Consume fails with entitlement.ErrInsufficientCredits) and once per
+// caller request ID (a marker item SK CREDITS#REQUEST#<id> is written in
+// the same transaction, so a retry changes nothing twice; see
+// [Accounts.Consume]), subscriptions mirrored
 // from an external processor's events, lifetime founder passes, and
 // entitlement.ResolveAccess: pass > active or in-grace subscription > profile tier >
 // free. (This entitlement.Tier is an access tier; a record's receipt tier

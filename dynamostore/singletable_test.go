@@ -156,7 +156,7 @@ func TestSingleTableCreateOnServer(t *testing.T) {
 func TestSingleTableRecurringPaymentsLayout(t *testing.T) {
 	t.Parallel()
 	e := newDynamoAccountsEnv(t, acctOpts{table: dynamostore.SingleTableConfig{AccountPrefix: "ACC#", TTLAttribute: "TTL"}, expiry: time.Hour})
-	_, err := e.accounts.Grant(t.Context(), "123", 4)
+	_, err := e.accounts.Grant(t.Context(), "123", 4, "req-1")
 	require.NoError(t, err)
 	item := e.raw(t, "ACC#123", "CREDITS#BALANCE")
 	require.Equal(t, "4", acctText(item["balance"]), "item %v", item)

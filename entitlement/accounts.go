@@ -66,14 +66,31 @@ type Accounts interface {
 	// zero balance; a record past its expiry reads as zero (see [Credits]).
 	Balance(ctx context.Context, userID string) (Credits, error)
 	// Grant adds n > 0 credits atomically, creating the record if needed,
-	// and returns the new state. Not idempotent: the caller deduplicates.
-	Grant(ctx context.Context, userID string, n int64) (Credits, error)
+	// and returns the new state: it includes this change, and may include
+	// concurrent changes of the same balance (dynamostore reads it just
+	// after its transaction).
+	//
+	// requestID names the change, chosen by the caller (the ID of the job,
+	// order or event the credits are for): 1 to [MaxRequestID] bytes of
+	// UTF-8, checked by [CheckRequestID]. Request IDs are per user and
+	// shared by Grant, TopUp and Consume. A retried request (same user,
+	// same request ID, same operation and n) changes nothing twice: it
+	// writes nothing and returns the current state with Repeated set, even
+	// when the balance no longer covers a repeated Consume. The same request
+	// ID with another operation or amount is refused with an error wrapping
+	// [ErrRequestIDReused] and changes nothing. How long a request ID is
+	// remembered depends on the implementation (see
+	// [dynamostore.AccountsConfig.RequestMarkerRetention]).
+	Grant(ctx context.Context, userID string, n int64, requestID string) (Credits, error)
 	// TopUp is Grant for purchased credits: it also sets LastTopUp.
-	TopUp(ctx context.Context, userID string, n int64) (Credits, error)
+	TopUp(ctx context.Context, userID string, n int64, requestID string) (Credits, error)
 	// Consume takes n > 0 credits if the balance has them, atomically, and
 	// returns the new state; otherwise it changes nothing and returns an
-	// [*InsufficientCreditsError].
-	Consume(ctx context.Context, userID string, n int64) (Credits, error)
+	// [*InsufficientCreditsError]. requestID is as for Grant: a repeated
+	// Consume that was applied reports success (Repeated), never
+	// insufficient credits; a refused Consume records nothing, so its
+	// request ID may be used again.
+	Consume(ctx context.Context, userID string, n int64, requestID string) (Credits, error)
 	// MonthlyGrant adds the tier's monthly quota once per period: a second
 	// call with the same period (a redelivered payment event) grants
 	// nothing and reports Applied false. See [dynamostore.Accounts.MonthlyGrant].

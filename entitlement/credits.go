@@ -3,6 +3,7 @@ package entitlement
 import (
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dynabill/billing"
 )
@@ -10,6 +11,10 @@ import (
 // MaxCreditAmount bounds the n of one grant, top-up or consume, so that
 // balances stay far from int64 overflow.
 const MaxCreditAmount int64 = 1_000_000_000_000
+
+// MaxRequestID bounds the request ID of a grant, top-up or consume, which
+// becomes part of a sort key.
+const MaxRequestID = 256
 
 // maxGrantPeriod bounds a monthly grant period, which becomes part of a
 // sort key.
@@ -39,6 +44,11 @@ type Credits struct {
 	LastGrantEventID string
 	// CreatedAt and UpdatedAt are the record's timestamps.
 	CreatedAt, UpdatedAt time.Time
+	// Repeated reports, in the result of [Accounts.Grant], [Accounts.TopUp]
+	// or [Accounts.Consume], that the request ID had already been applied;
+	// nothing changed, and the other fields are the current state. Never
+	// stored.
+	Repeated bool
 }
 
 // InsufficientCreditsError reports a consume the balance cannot cover.
@@ -118,6 +128,19 @@ func CheckCreditAmount(n int64) error {
 func CheckGrantPeriod(period string) error {
 	if period == "" || len(period) > maxGrantPeriod {
 		return fmt.Errorf("%w: grant period %q (1 to %d bytes)", ErrInvalidCredits, period, maxGrantPeriod)
+	}
+	return nil
+}
+
+// CheckRequestID returns a [*billing.FieldError] naming "request ID" and
+// wrapping [ErrInvalidCredits] for an empty request ID, one longer than
+// [MaxRequestID] bytes or one that is not valid UTF-8 (DynamoDB stores
+// strings as UTF-8). Implementations of [Accounts] check the request ID of
+// every grant, top-up and consume with it.
+func CheckRequestID(requestID string) error {
+	if requestID == "" || len(requestID) > MaxRequestID || !utf8.ValidString(requestID) {
+		return &billing.FieldError{Field: "request ID", Value: requestID,
+			Err: fmt.Errorf("%w: 1 to %d bytes of UTF-8 required", ErrInvalidCredits, MaxRequestID)}
 	}
 	return nil
 }

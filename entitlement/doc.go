@@ -42,9 +42,16 @@ var (
 	// The error is an [*InsufficientCreditsError] carrying the balance.
 	ErrInsufficientCredits = errors.New("billing: insufficient credits")
 
-	// ErrInvalidCredits reports a credit amount outside 1..[MaxCreditAmount]
-	// or an invalid monthly grant period.
+	// ErrInvalidCredits reports a credit amount outside 1..[MaxCreditAmount],
+	// an invalid monthly grant period or an invalid request ID (see
+	// [CheckRequestID]).
 	ErrInvalidCredits = errors.New("billing: invalid credit amount")
+
+	// ErrRequestIDReused reports a grant, top-up or consume whose request
+	// ID was already applied to the user's balance by another operation or
+	// with another amount. Nothing is changed. The error names the key and
+	// what the request ID was used for.
+	ErrRequestIDReused = errors.New("billing: credits request ID reused with different parameters")
 
 	// Provider subscriptions.
 

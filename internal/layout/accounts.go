@@ -123,8 +123,9 @@ func AcctTime(t time.Time) (string, error) {
 	return s, nil
 }
 
-// Attribute names of the credits balance (as existing items spell them)
-// and of the monthly grant markers (added by this library).
+// Attribute names of the credits balance (as existing items spell them),
+// of the monthly grant markers and of the request markers of grants,
+// top-ups and consumes (both added by this library).
 const (
 	CredBalance         = "balance"
 	CredLastTopUp       = "lastTopUp"
@@ -137,6 +138,9 @@ const (
 	GrantTier           = "tier"
 	GrantAmount         = "amount"
 	GrantEventID        = "eventId"
+	RequestTypeMarker   = "CreditRequest"
+	RequestOp           = "op"
+	RequestAmount       = "amount"
 
 	// The provider subscription record, as existing items spell it.
 	SubID          = "subscriptionId"
@@ -164,6 +168,7 @@ type creditsItem struct {
 	LastGrantEventID string    `item:"lastGrantEventId"`
 	CreatedAt        time.Time `item:"createdAt"`
 	UpdatedAt        time.Time `item:"updatedAt"`
+	Repeated         bool
 }
 
 // DecodeCredits decodes a credits item of this layout as read at now: an

@@ -42,12 +42,15 @@ const (
 )
 
 // Sort keys and sort-key prefixes of the account entities.
+// SKCreditRequestPrefix + request ID is the marker of an applied grant,
+// top-up or consume.
 const (
-	SKCredits            = "CREDITS#BALANCE"
-	SKCreditGrantPrefix  = "CREDITS#GRANT#"
-	SKSubscriptionPrefix = "SUBSCRIPTION#"
-	SKFounderPrefix      = "FOUNDER#"
-	SKProfilePrefix      = "PROFILE#"
+	SKCredits             = "CREDITS#BALANCE"
+	SKCreditGrantPrefix   = "CREDITS#GRANT#"
+	SKCreditRequestPrefix = "CREDITS#REQUEST#"
+	SKSubscriptionPrefix  = "SUBSCRIPTION#"
+	SKFounderPrefix       = "FOUNDER#"
+	SKProfilePrefix       = "PROFILE#"
 )
 
 // DefaultReminderProjection and DefaultPaymentProjection return the non-key
