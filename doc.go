@@ -218,6 +218,11 @@ var (
 	// on such a token: it fails.
 	ErrInvalidCursor = errors.New("billing: invalid cursor")
 
+	// ErrInvalidRequest reports a request field that is missing or out of
+	// range ([Collector.Subscribe]); the error is a [*FieldError] naming
+	// the field.
+	ErrInvalidRequest = errors.New("billing: invalid request")
+
 	// ErrInvalidQuery reports query parameters that contradict each other or
 	// are missing (e.g. no status).
 	ErrInvalidQuery = errors.New("billing: invalid query")

@@ -277,12 +277,13 @@ const (
 	ProcessReactivation    Process = "REACTIVATION"     // user reactivation flow
 	ProcessManualRepayment Process = "MANUAL_REPAYMENT" // POST .../pay
 	ProcessNotIdentified   Process = "NOT_IDENTIFIED"   // could not be determined
+	ProcessSubscribe       Process = "SUBSCRIBE"        // the host's Collector.Subscribe created the record
 )
 
 // processes is every known process in the order [Processes] lists them.
 var processes = enum.New(
 	ProcessInitial, ProcessRetry, ProcessPause, ProcessWebhook, ProcessWebhookBalance,
-	ProcessBatch, ProcessReactivation, ProcessManualRepayment, ProcessNotIdentified,
+	ProcessBatch, ProcessReactivation, ProcessManualRepayment, ProcessNotIdentified, ProcessSubscribe,
 )
 
 // Processes lists every known process.
@@ -302,6 +303,9 @@ const (
 	EventPausePendingResume UpdatedEvent = "pause-pending-resume"
 	EventPauseResume        UpdatedEvent = "pause-resume"
 	EventUserReactivated    UpdatedEvent = "user-reactivated"
+	// EventUserSubscribed marks the first period of a subscription made by
+	// [Collector.Subscribe].
+	EventUserSubscribed UpdatedEvent = "user-subscribed"
 	// EventACHOverdue marks an ACHSENT record moved to STALE because no
 	// settlement came within the collector's ACH settlement deadline.
 	EventACHOverdue UpdatedEvent = "ach-overdue"

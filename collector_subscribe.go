@@ -1,0 +1,208 @@
+package billing
+
+import (
+	"context"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// SubscribeRequest starts a subscription: what [Collector.Subscribe]
+// takes. Only RequestKey, UserID and Tier are required; the library
+// derives the rest (IDs, billing period, anchor day, creation dates,
+// process) from them and the defaults.
+type SubscribeRequest struct {
+	// RequestKey identifies this request, 1 to 256 bytes of UTF-8 chosen by
+	// the host (an order ID, a message ID): a call repeated with the same
+	// user and key — a Lambda redelivered, a client that lost the answer —
+	// returns the subscription the first call created and creates nothing.
+	RequestKey string
+	// UserID is who is billed: the user's ID on the legacy tables, one
+	// subscription of an account ("account#subscription#SKU") on the
+	// single table. Required.
+	UserID string
+	// Tier is the plan, its name and version together ("Plus:v2"). Required.
+	Tier string
+	// Amount is what each period costs. Defaults to Tier's price in
+	// [Config.Prices]; without a price list it is required. It must be more
+	// than zero (zero with [Config.AllowFreeTiers]) and at most
+	// [Config.MaxCharge].
+	Amount Amount
+	// Term is the billing term. Defaults to [TermMonthly].
+	Term Term
+	// Interval is how many terms one period spans (3 monthly is
+	// quarterly), 1 to [MaxInterval]. Defaults to 1.
+	Interval int
+	// FirstBillingDate is the first period's billing date: the first charge
+	// is made by the first scheduled run after it. A later date gives a
+	// free first stretch, like a trial. Read as [Collector.ChangeBillingDate]
+	// reads dates (a wall-clock date and time in UTC, no older than the stale
+	// threshold, at most [MaxDateAhead] ahead). Defaults to now: charged by
+	// the next scheduled run.
+	FirstBillingDate time.Time
+	// AnchorDay is the day of the month the later periods are billed on,
+	// 1 to 31 (a short month bills on its last day). Defaults to the day of
+	// FirstBillingDate. Monthly and yearly terms only.
+	AnchorDay int
+	// FridayBilling bills on the same Friday of every month as
+	// FirstBillingDate (its first to fifth Friday), which must then be a
+	// Friday. Monthly term only. Defaults to false.
+	FridayBilling bool
+	// PauseMonths starts the subscription paused: its first billing date
+	// and the months after it are skipped, and the first charge is
+	// PauseMonths months after FirstBillingDate. 0 to 120. Defaults to 0.
+	PauseMonths int
+}
+
+// Subscribed is what [Collector.Subscribe] did.
+type Subscribed struct {
+	// Subscription is the subscription's first period.
+	Subscription Subscription
+	// Repeated reports that the request key had been used already: nothing
+	// was written and Subscription is the period that first call created
+	// (as it is now).
+	Repeated bool
+}
+
+// maxRequestKey bounds SubscribeRequest.RequestKey.
+const maxRequestKey = 256
+
+// subscriptionNamespace makes the subscription IDs of [Collector.Subscribe].
+var subscriptionNamespace = uuid.MustParse("6f1b8a52-4f7e-4d0a-9b57-2c6a1e9d3b10")
+
+// SubscriptionIDFor is the subscription ID [Collector.Subscribe] gives the
+// first period of the request (userID, requestKey): a name-based UUID, so
+// that a repeated request finds what the first one wrote.
+func SubscriptionIDFor(userID, requestKey string) string {
+	return uuid.NewSHA1(subscriptionNamespace, []byte(userID+"\x00"+requestKey)).String()
+}
+
+// Subscribe starts a subscription for req.UserID: it checks every field
+// (a [*FieldError] naming the field), derives the rest, and writes the
+// first period — SCHEDULED, or PAUSED when req.PauseMonths is set — with
+// its history row in one conditional write, under the user's billing lock.
+//
+// It is idempotent on (UserID, RequestKey): a repeated request returns the
+// period the first one created, Repeated set, and writes nothing. A user
+// (a subscription of an account, on the single table) that already has an
+// open period — SCHEDULED, ERROR, ACHSENT or PAUSED — is refused with an
+// [*OpenSubscriptionError]: change that subscription's plan, or cancel it
+// first. A held lock is an error wrapping [ErrAlreadyLocked]; retry with
+// the same key.
+func (c *Collector) Subscribe(ctx context.Context, req SubscribeRequest) (Subscribed, error) {
+	now := c.cfg.Clock.Now()
+	sub, err := c.newSubscription(ctx, req, now)
+	if err != nil {
+		return Subscribed{}, fmt.Errorf("subscribe %s: %w", req.UserID, err)
+	}
+	var out Subscribed
+	_, err = c.single(ctx, "subscribe", req.UserID, sub.SubscriptionID, func(ctx context.Context, _ *Report) error {
+		recs, err := c.cfg.Repository.ListByUser(ctx, req.UserID)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if r.SubscriptionID == sub.SubscriptionID {
+				out = Subscribed{Subscription: r, Repeated: true}
+				return nil
+			}
+		}
+		for _, r := range recs {
+			if !r.Status.IsTerminal() {
+				return &OpenSubscriptionError{UserID: req.UserID, New: sub.Key(), Open: r.Key(), Status: r.Status}
+			}
+		}
+		for i := range recs {
+			sub.LastRunDate = runTime(&recs[i], sub.LastRunDate) // after every row of the user
+		}
+		sub.CreatedDate = sub.LastRunDate
+		for i := 0; ; i++ {
+			err := c.cfg.Repository.Add(ctx, &sub)
+			if !IsHistoryKeyConflict(err) || i == historyKeyRetries {
+				if err == nil {
+					out = Subscribed{Subscription: sub}
+				}
+				return err
+			}
+			sub.LastRunDate = sub.LastRunDate.Add(time.Millisecond)
+			sub.CreatedDate = sub.LastRunDate
+		}
+	})
+	if err != nil {
+		return Subscribed{}, fmt.Errorf("subscribe %s: %w", req.UserID, err)
+	}
+	return out, nil
+}
+
+// newSubscription checks req and returns its first period.
+func (c *Collector) newSubscription(ctx context.Context, req SubscribeRequest, now time.Time) (Subscription, error) {
+	field := func(name, value string, why string, args ...any) error {
+		return &FieldError{Field: name, Value: value, Err: fmt.Errorf("%w: %s", ErrInvalidRequest, fmt.Sprintf(why, args...))}
+	}
+	switch {
+	case req.RequestKey == "" || len(req.RequestKey) > maxRequestKey || !utf8.ValidString(req.RequestKey):
+		return Subscription{}, field("RequestKey", req.RequestKey, "1 to %d bytes of UTF-8 required", maxRequestKey)
+	case req.UserID == "" || len(req.UserID) > maxUserID || !utf8.ValidString(req.UserID):
+		return Subscription{}, field("UserID", req.UserID, "1 to %d bytes of UTF-8 required", maxUserID)
+	case req.Interval < 0 || req.Interval > MaxInterval:
+		return Subscription{}, field("Interval", fmt.Sprint(req.Interval), "1 to %d", MaxInterval)
+	case req.AnchorDay < 0 || req.AnchorDay > 31:
+		return Subscription{}, field("AnchorDay", fmt.Sprint(req.AnchorDay), "1 to 31")
+	case req.PauseMonths < 0 || req.PauseMonths > 120:
+		return Subscription{}, field("PauseMonths", fmt.Sprint(req.PauseMonths), "0 to 120")
+	}
+	amount, err := c.priceOf(ctx, req.Tier, req.Amount)
+	if err != nil {
+		return Subscription{}, err
+	}
+	term := req.Term
+	if term == "" {
+		term = TermMonthly
+	}
+	if !terms.Valid(term) {
+		return Subscription{}, &FieldError{Field: "Term", Value: string(term), Err: ErrInvalidTerm}
+	}
+	first := req.FirstBillingDate
+	if first.IsZero() {
+		first = now
+	}
+	date, err := c.billingDay("FirstBillingDate", first, now)
+	if err != nil {
+		return Subscription{}, err
+	}
+	sub := Subscription{
+		UserID: req.UserID, BillingDate: date, SubscriptionID: SubscriptionIDFor(req.UserID, req.RequestKey),
+		Amount: amount, Status: StatusScheduled, BillingPeriod: BillingPeriod(date), Process: ProcessSubscribe,
+		UpdatedEvent: EventUserSubscribed, Term: term, AnchorDay: date.Day(), Interval: req.Interval,
+		ReceiptTierName: req.Tier, LastRunDate: now, CreatedDate: now,
+	}
+	if req.AnchorDay != 0 {
+		if term == TermWeekly {
+			return Subscription{}, field("AnchorDay", fmt.Sprint(req.AnchorDay), "a weekly term has no anchor day")
+		}
+		sub.AnchorDay = req.AnchorDay
+	}
+	if req.FridayBilling {
+		if term != TermMonthly {
+			return Subscription{}, field("FridayBilling", "true", "Friday billing needs the monthly term")
+		}
+		if sub.BillingWeek = FridayWeek(date); sub.BillingWeek == 0 {
+			return Subscription{}, field("FirstBillingDate", date.Format(time.RFC3339), "Friday billing starts on a Friday")
+		}
+	}
+	if _, err := NextBillingDate(date, sub.Schedule()); err != nil {
+		return Subscription{}, &FieldError{Field: "FirstBillingDate", Value: date.Format(time.RFC3339), Err: err}
+	}
+	if req.PauseMonths > 0 {
+		sub.Status, sub.PauseDurationMonths, sub.Process = StatusPaused, req.PauseMonths, ProcessSubscribe
+		if req.PauseMonths == 1 {
+			sub.UpdatedEvent = EventPausePendingResume
+		}
+	}
+	return sub, nil
+}
+
+// maxUserID bounds SubscribeRequest.UserID, which is a partition key.
+const maxUserID = 1024
