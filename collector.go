@@ -63,7 +63,7 @@ type Config struct {
 	StoreBudget StoreBudget
 	// PagesPerInvocation bounds the status pages one Run reads (each shard's,
 	// when shards run at once); the rest continues from Report.Next.
-	// Defaults to 10.
+	// Defaults to [DefaultRunPagesPerInvocation] (10).
 	PagesPerInvocation int
 	// Events receives events after the changes they describe are stored.
 	// Defaults to discarding them.
@@ -145,7 +145,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.ACHSettlementDeadline = DefaultACHSettlementDeadline
 	}
 	if c.PagesPerInvocation == 0 {
-		c.PagesPerInvocation = 10
+		c.PagesPerInvocation = DefaultRunPagesPerInvocation
 	}
 	if c.Events == nil {
 		c.Events = EventSinkFunc(func(context.Context, Event) error { return nil })

@@ -8,9 +8,15 @@ import (
 	"github.com/dynabill/billing/internal/enum"
 )
 
-// Subscription is one billing period of one user: a record of the
-// billing-activity table (and, with its data_ fields, a row of
-// billing-activity-history). Field comments give the stored attribute name;
+// Subscription is one billing period of one user, not the whole
+// subscription: a user subscribed for a year has twelve of them, one per
+// month, each with its own SubscriptionID (a new one every period). What
+// a host calls the subscription is the user's chain of periods; the latest
+// open one (SCHEDULED, ERROR, ACHSENT or PAUSED) is where it stands, and
+// [Collector.Subscribe] returns the first.
+//
+// It is a record of the billing-activity table (and, with its data_
+// fields, a row of billing-activity-history). Field comments give the stored attribute name;
 // those names, the key schema and the encodings are the wire contract with
 // existing tables (documented in package dynamostore).
 type Subscription struct {
@@ -19,8 +25,9 @@ type Subscription struct {
 	// BillingDate is the due date of the period (billing_date, sort key),
 	// stored in whole seconds UTC.
 	BillingDate time.Time
-	// SubscriptionID is the UUID of this record (subscription_id, key of
-	// subscription_id-index).
+	// SubscriptionID is the UUID of this record, that is of this period
+	// (subscription_id, key of subscription_id-index): the next period has
+	// another. It does not change when the period's billing date moves.
 	SubscriptionID string
 	// Amount is charged for the period (billing_amount, a string like "4.99").
 	Amount Amount

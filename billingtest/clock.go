@@ -7,8 +7,11 @@ import (
 	"github.com/dynabill/billing"
 )
 
-// Clock is a [billing.Clock] that moves only when told to. The zero value
-// reads 2024-01-01T00:00:00Z. Safe for concurrent use.
+// Clock is a [billing.Clock] that moves only when told to ([Clock.Set],
+// [Clock.Advance]) and runs nothing: the clock of unit tests that call the
+// collector themselves. [TestClock] is the one that also runs the host's
+// daily jobs on every simulated day it passes. The zero value reads
+// 2024-01-01T00:00:00Z. Safe for concurrent use.
 type Clock struct {
 	mu  sync.Mutex
 	now time.Time

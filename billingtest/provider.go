@@ -356,7 +356,9 @@ func (p *Provider) SetUser(userID string, steps ...Step) {
 	p.users[userID] = &sequence{steps: slices.Clone(steps)}
 }
 
-// SetAttempt scripts the requests for attempt n of subscriptionID,
+// SetAttempt scripts this fake processor's answers to attempt n of
+// subscriptionID (unlike billing.Repository.SetAttempt, which records an
+// attempt on a stored record): the requests for it,
 // overriding SetUser and the default: each new request consumes the next
 // step, the last repeating (so UnknownBeforeCharge(nil), Succeeded() times
 // out once and then succeeds). No steps removes the script.

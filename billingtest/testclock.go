@@ -10,7 +10,8 @@ import (
 )
 
 // TestClock is a [billing.Clock] that a test moves through simulated days,
-// months or years, running the host's jobs once on each day it passes: the
+// months or years, running the host's jobs once on each day it passes
+// (a plain [Clock] only moves): the
 // collector's runs (see [TestClock.RunCollector]) and anything else
 // registered with [TestClock.Daily] (a notifier scheduler, a settlement
 // feed). A test then reads "advance 13 months; 13 collected, 1 retried".
