@@ -8,6 +8,36 @@
 // towards "never charge twice, never lose a record, never skip a user
 // silently".
 //
+// # A subscription's life
+//
+// Every call a host makes, from its side, with the [Collector] built on
+// its stores ([NewCollector]):
+//
+//	start          c.Subscribe(ctx, billing.SubscribeRequest{RequestKey: orderID, UserID: u, Tier: "Plus:v2"})
+//	               (amount from Config.Prices or given; first date, term, interval,
+//	               anchor day, Friday billing and a paused start optional; retry-safe)
+//	charge         c.Run(ctx, billing.RunRequest{Kind: billing.RunScheduled}) every day,
+//	               RunRetry for declined periods and RunPause for paused ones; or
+//	               c.CollectUser / c.CollectByID from a queue, c.ManualRepayment on request
+//	change plan    c.ChangeTier(ctx, periodID, tier, amount, downgrade): an upgrade now,
+//	               a downgrade (downgrade true) from the next period on
+//	pause, resume  c.Pause(ctx, periodID, months), c.Resume(ctx, periodID)
+//	cancel         c.Cancel(ctx, periodID) on the open period: nothing more is charged and
+//	               the periods already paid run to their end (cancel at period end); the
+//	               library keeps no refunds, so "cancel now" is this plus the host's refund
+//	move the date  c.ChangeBillingDate(ctx, periodID, date)
+//	forgive        c.Waive(ctx, periodID): the period is not charged, the next one opens
+//	come back      c.Reactivate(ctx, userID, date) once every period has ended
+//	read           repo.ListByUser(ctx, userID) (the periods, oldest first),
+//	               hist.ListByUser(ctx, userID) (every change), repo.GetByID(ctx, periodID)
+//
+// periodID is a [Subscription]'s SubscriptionID: each billing period is a
+// record of its own with its own ID, and the calls above act on the user's
+// open period (the latest SCHEDULED, ERROR or PAUSED one). Every change is
+// made under the user's billing lock, conditional on the record read, with
+// its history row. [ExampleCollector_Subscribe] subscribes a user and
+// follows three months of charges.
+//
 // # Packages
 //
 // This package is what a host reads: the domain types, the ports and the
