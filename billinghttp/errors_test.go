@@ -107,7 +107,13 @@ func TestErrorStatuses(t *testing.T) {
 		{name: "billing date of the previous period", method: "POST", path: "/alice/subscriptions/a-next/billing-date", token: "alice", body: `{"billing_date": "2024-03-15"}`, status: 422, code: "date_out_of_order", field: "billing_date", unchanged: "a-next"},
 		{name: "billing date past the next period", method: "POST", path: "/alice/subscriptions/a-err/billing-date", token: "alice", body: `{"billing_date": "2024-05-01"}`, status: 422, code: "date_out_of_order", field: "billing_date", unchanged: "a-err"},
 		{name: "billing date of the next period", method: "POST", path: "/alice/subscriptions/a-err/billing-date", token: "alice", body: `{"billing_date": "2024-04-15"}`, status: 422, code: "date_out_of_order", field: "billing_date", unchanged: "a-err"},
-		{name: "reactivation date taken", method: "POST", path: "/erin/reactivate", token: "erin", body: `{"billing_date": "2024-01-10"}`, status: 409, code: "already_exists", unchanged: "e-gone"},
+		{name: "reactivation date taken", method: "POST", path: "/erin/reactivate", token: "erin", body: `{"billing_date": "2024-03-10"}`, status: 409, code: "already_exists", unchanged: "e-late",
+			setup: func(e *env) {
+				// A date the collector accepts (within its stale threshold)
+				// that erin's cancelled record already has.
+				late := rec("erin", "e-late", "2024-03-10", billing.StatusCancelled)
+				require.NoError(e.t, e.store.Repository().Add(e.t.Context(), &late))
+			}},
 		{name: "concurrent write", method: "POST", path: "/dave/subscriptions/d-new/cancel", token: "dave", status: 409, code: "conflict", unchanged: "d-new",
 			setup: func(e *env) {
 				e.faults.failOn("Repository.Update", &billing.ConflictError{Op: "update", Key: "secret-key", Reason: "secret-reason", Err: billing.ErrConflict})
