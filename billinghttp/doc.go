@@ -24,9 +24,15 @@
 // S is a [SubscriptionJSON], R a [ReportJSON], C a [ChangeJSON]
 // ({"before": S, "after": S, "created": [S…]}). Dates in bodies are
 // "YYYY-MM-DD" (midnight UTC) or RFC 3339; amounts are strings. POST
-// routes without parameters take an empty body or {}. Every body is one
-// JSON object of at most Config.MaxBodyBytes (64 KiB by default), without
-// unknown fields or trailing data.
+// routes without parameters take an empty body or {}.
+//
+// Bodies are read strictly, so that a gateway or log reading a body sees
+// what the handler acts on: every body is one flat JSON object of at most
+// Config.MaxBodyBytes (64 KiB by default) whose keys are the documented
+// names exactly (case-sensitive: "Amount" is an unknown field, not
+// "amount") and each at most once (a repeated key is refused, never "the
+// last one wins"); a value is a string, number, boolean or null, never an
+// object or array; nothing may follow the object.
 //
 // To serve the API under a prefix, strip it:
 //
@@ -50,8 +56,9 @@
 // "…"}} ([ErrorJSON]), with these statuses and codes:
 //
 //	400 invalid_request   malformed JSON, a body that is not an object, trailing data,
-//	                      a missing or malformed field (field names it), library input errors
-//	400 unknown_field     a field the body does not have
+//	                      a repeated key, an object or array as a value, a missing or
+//	                      malformed field (field names it), library input errors
+//	400 unknown_field     a field the body does not have, or a known one mis-cased
 //	401 unauthenticated   the Authorizer returned ErrUnauthenticated (WWW-Authenticate: Config.Challenge)
 //	403 forbidden         the Authorizer returned ErrForbidden or any other error; a cross-origin browser POST
 //	404 not_found         an unknown route, subscription ID, another user's subscription (billing.ErrNotFound)

@@ -151,8 +151,10 @@ type PayJSON struct {
 	Subscription *SubscriptionJSON `json:"subscription,omitempty"`
 }
 
-// Request bodies. Unknown fields, trailing data and bodies over
-// Config.MaxBodyBytes are refused.
+// Request bodies. Each is one flat JSON object whose keys are the field
+// names below, exactly (case-sensitive), each at most once; unknown or
+// repeated keys, objects or arrays as values, trailing data and bodies
+// over Config.MaxBodyBytes are refused.
 type (
 	// PauseRequest is the body of POST …/pause: the number of months to
 	// pause, 1 to 120, on every term.
