@@ -217,8 +217,12 @@ func jsonKind(v string) string {
 	return "value of another type"
 }
 
-// parseDate parses a billing date: "2024-03-15" (midnight UTC) or RFC 3339
-// ("2024-03-15T09:00:00Z", any offset). It is required.
+// parseDate parses a billing date, which is a calendar day: "2024-03-15"
+// (midnight UTC), or an RFC 3339 timestamp in UTC ("2024-03-15T09:00:00Z"
+// or "…+00:00"). It is required. A timestamp with any other offset is
+// refused rather than converted, because converting moves the day
+// ("2024-04-16T09:30:00+14:00" is the 15th in UTC), and the year 0 and
+// the zero time are refused too.
 func parseDate(field, s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, badRequest(field, field+" is required")
@@ -226,9 +230,12 @@ func parseDate(field, s string) (time.Time, error) {
 	t, err := time.Parse(time.DateOnly, s)
 	if err != nil {
 		t, err = time.Parse(time.RFC3339, s)
+		if err == nil && !strings.HasSuffix(s, "Z") && !strings.HasSuffix(s, "+00:00") {
+			return time.Time{}, badRequest(field, field+` is a calendar day: give it as "YYYY-MM-DD", not as a time with an offset from UTC`)
+		}
 	}
-	if err != nil || t.IsZero() {
-		return time.Time{}, badRequest(field, field+` must be a date "YYYY-MM-DD" or an RFC 3339 timestamp`)
+	if err != nil || t.IsZero() || t.Year() < 1 {
+		return time.Time{}, badRequest(field, field+` must be a date "YYYY-MM-DD" (or an RFC 3339 timestamp in UTC, ending in Z)`)
 	}
 	return t.UTC(), nil
 }

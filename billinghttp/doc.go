@@ -23,7 +23,12 @@
 //
 // S is a [SubscriptionJSON], R a [ReportJSON], C a [ChangeJSON]
 // ({"before": S, "after": S, "created": [S…]}). Dates in bodies are
-// "YYYY-MM-DD" (midnight UTC) or RFC 3339; amounts are strings. POST
+// calendar days, "YYYY-MM-DD" (midnight UTC), or RFC 3339 timestamps in
+// UTC ("…Z" or "…+00:00"); a timestamp with another offset is refused
+// (400, field billing_date) rather than converted, since converting
+// would move the day. The collector further refuses dates out of its
+// range (400, field billing_date; see [billing.Collector.ChangeBillingDate]
+// and [billing.Collector.Reactivate]). Amounts are strings. POST
 // routes without parameters take an empty body or {}.
 //
 // Bodies are read strictly, so that a gateway or log reading a body sees

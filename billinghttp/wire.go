@@ -163,7 +163,9 @@ type (
 	}
 
 	// BillingDateRequest is the body of POST …/billing-date: the new
-	// billing date, "2024-03-15" (midnight UTC) or RFC 3339.
+	// billing date, a calendar day "2024-03-15" (midnight UTC), or an
+	// RFC 3339 timestamp in UTC ("2024-03-15T09:00:00Z"); another offset
+	// is refused.
 	BillingDateRequest struct {
 		BillingDate string `json:"billing_date"`
 	}
