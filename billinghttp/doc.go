@@ -28,8 +28,12 @@
 // (400, field billing_date) rather than converted, since converting
 // would move the day. The collector further refuses dates out of its
 // range (400, field billing_date; see [billing.Collector.ChangeBillingDate]
-// and [billing.Collector.Reactivate]). Amounts are strings. POST
-// routes without parameters take an empty body or {}.
+// and [billing.Collector.Reactivate]). Amounts are strings. A tier
+// change's amount is optional when the collector has a price list
+// ([billing.Config.Prices]): the tier's price is charged, and an amount
+// given must equal it; without a price list it is required, more than
+// zero and at most [billing.Config.MaxCharge]. POST routes without
+// parameters take an empty body or {}.
 //
 // Bodies are read strictly, so that a gateway or log reading a body sees
 // what the handler acts on: every body is one flat JSON object of at most
@@ -62,7 +66,10 @@
 //
 //	400 invalid_request   malformed JSON, a body that is not an object, trailing data,
 //	                      a repeated key, an object or array as a value, a missing or
-//	                      malformed field (field names it), library input errors
+//	                      malformed field (field names it), library input errors: a date
+//	                      the collector refuses (billing.ErrInvalidDate, field
+//	                      billing_date), an unknown tier (billing.ErrUnknownTier, field
+//	                      tier), a refused amount (billing.ErrInvalidAmount, field amount)
 //	400 unknown_field     a field the body does not have, or a known one mis-cased
 //	401 unauthenticated   the Authorizer returned ErrUnauthenticated (WWW-Authenticate: Config.Challenge)
 //	403 forbidden         the Authorizer returned ErrForbidden or any other error; a cross-origin browser POST

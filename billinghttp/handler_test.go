@@ -76,6 +76,7 @@ func fixture() []billing.Subscription {
 
 // env is a handler on the in-memory store with a real collector; every
 // storage call of the handler and the collector goes through faults.
+// newEnv's options edit the collector's configuration (a price list, …).
 type env struct {
 	t        *testing.T
 	store    *memory.Store
@@ -87,7 +88,7 @@ type env struct {
 	h        http.Handler
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, opts ...func(*billing.Config)) *env {
 	t.Helper()
 	e := &env{
 		t: t, store: newStore(), clock: billingtest.NewClock(now),
@@ -101,10 +102,14 @@ func newEnv(t *testing.T) *env {
 	repo := &faultRepo{inner: e.store.Repository(), f: e.faults}
 	hist := &faultHistory{inner: e.store.History(), f: e.faults}
 	ids := 0
-	c, err := billing.NewCollector(billing.Config{
+	cfg := billing.Config{
 		Repository: repo, History: hist, Locker: e.locker, Provider: e.provider, Clock: e.clock,
 		NewID: func() string { ids++; return "new-" + string(rune('0'+ids)) },
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	c, err := billing.NewCollector(cfg)
 	require.NoError(t, err)
 	logger := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.h, err = billinghttp.New(billinghttp.Config{

@@ -173,7 +173,12 @@ type (
 	// TierRequest is the body of POST …/tier: the tier "Name:Version", the
 	// amount as a string ("2.99", never a JSON number) and whether it is a
 	// downgrade (applied from the next period) rather than an upgrade
-	// (applied at once).
+	// (applied at once). When the collector has a price list
+	// ([billing.Config.Prices]) the amount may be left out, and the
+	// tier's price is charged; an amount given must then be that price.
+	// Without a price list the amount is required, more than zero (unless
+	// [billing.Config.AllowFreeTiers]) and at most
+	// [billing.Config.MaxCharge].
 	TierRequest struct {
 		Tier      string  `json:"tier"`
 		Amount    *string `json:"amount"`
