@@ -1,8 +1,9 @@
 // Package billinghttp serves the billing admin API over HTTP: list a user's
 // subscriptions, get one, read its history, collect it manually, and make
 // the admin changes of [billing.Collector], as JSON. A host imports it to
-// mount an operator API next to its own routes (examples/httpserver does,
-// on the in-memory store of package memory).
+// mount the API its end users and its operators call, next to its own
+// routes (examples/httpserver does, on the in-memory store of package
+// memory).
 //
 // # Routes
 //
@@ -51,8 +52,26 @@
 //
 // There is no open default: [New] fails without Config.Authorize. Every
 // request is routed, then authorized, and only then is its body read or
-// storage touched. The [Authorizer] decides whether the caller may perform
-// [Action] on Action.UserID; the handler then guarantees that the
+// storage touched.
+//
+// The API has two roles, which the [Authorizer] must keep apart:
+//
+//   - an end user may read their own subscriptions (list, get, history)
+//     and pay, cancel, pause and resume them: the actions whose
+//     Action.Operator is false, on the user of the path only;
+//   - an operator may also do what sets a price or a date or forgives a
+//     debt: change the tier and amount, move the billing date, reactivate,
+//     waive (Action.Operator true), on any user.
+//
+// An end user allowed an operator's action could set their own price,
+// move their own billing date or waive what they owe. [RoleAuthorizer]
+// is this policy, built from the host's authentication (who sent the
+// request); a host with other roles (support staff limited to reads, say)
+// writes its own Authorizer from Action.UserID, Action.Write and
+// Action.Operator.
+//
+// The [Authorizer] decides whether the caller may perform [Action] on
+// Action.UserID; the handler then guarantees that the
 // subscription of the path belongs to that user, answering 404 "subscription
 // not found" for another user's subscription exactly as for an unknown ID.
 // POST requests from cross-origin browser pages are refused (403) by
@@ -72,7 +91,9 @@
 //	                      tier), a refused amount (billing.ErrInvalidAmount, field amount)
 //	400 unknown_field     a field the body does not have, or a known one mis-cased
 //	401 unauthenticated   the Authorizer returned ErrUnauthenticated (WWW-Authenticate: Config.Challenge)
-//	403 forbidden         the Authorizer returned ErrForbidden or any other error; a cross-origin browser POST
+//	403 forbidden         the Authorizer returned ErrForbidden or any other error (an end
+//	                      user's operator action, another user's records); a
+//	                      cross-origin browser POST
 //	404 not_found         an unknown route, subscription ID, another user's subscription (billing.ErrNotFound)
 //	405 method_not_allowed  a route path with another method (Allow lists the methods)
 //	409 locked            billing.ErrAlreadyLocked: the user's billing lock is held; retry later
@@ -103,16 +124,13 @@
 //		History:    hist,
 //		Collector:  collector,
 //		Logger:     logger,
-//		Authorize: func(r *http.Request, a billinghttp.Action) error {
+//		Authorize: billinghttp.RoleAuthorizer(func(r *http.Request) (string, bool, error) {
 //			caller, err := auth.Verify(r.Header.Get("Authorization")) // the host's own
-//			switch {
-//			case err != nil:
-//				return billinghttp.ErrUnauthenticated
-//			case caller.IsOperator(), caller.UserID == a.UserID && !a.Write:
-//				return nil
+//			if err != nil {
+//				return "", false, billinghttp.ErrUnauthenticated
 //			}
-//			return billinghttp.ErrForbidden
-//		},
+//			return caller.UserID, caller.IsOperator(), nil
+//		}),
 //	})
 //	if err != nil {
 //		return err

@@ -101,6 +101,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // route is one operation of the API.
 type route struct {
 	method, path, action string
+	// operator marks an operator's action (see Action.Operator).
+	operator bool
 	// serve does the work after authorization and returns the status and
 	// body of the success response.
 	serve func(ctx context.Context, r *http.Request, a Action) (int, any, error)
@@ -114,18 +116,19 @@ func (h *Handler) routes() {
 		subs = user + "/subscriptions"
 		sub  = subs + "/{subscription_id}"
 	)
+	const endUser, operator = false, true
 	table := []route{
-		{http.MethodGet, subs, ActionListSubscriptions, h.list},
-		{http.MethodGet, sub, ActionGetSubscription, h.get},
-		{http.MethodGet, sub + "/history", ActionHistory, h.history},
-		{http.MethodPost, sub + "/pay", ActionPay, h.pay},
-		{http.MethodPost, sub + "/waive", ActionWaive, h.simpleChange(h.cfg.Collector.Waive)},
-		{http.MethodPost, sub + "/cancel", ActionCancel, h.simpleChange(h.cfg.Collector.Cancel)},
-		{http.MethodPost, sub + "/pause", ActionPause, h.pause},
-		{http.MethodPost, sub + "/resume", ActionResume, h.simpleChange(h.cfg.Collector.Resume)},
-		{http.MethodPost, sub + "/billing-date", ActionChangeBillingDate, h.billingDate},
-		{http.MethodPost, sub + "/tier", ActionChangeTier, h.tier},
-		{http.MethodPost, user + "/reactivate", ActionReactivate, h.reactivate},
+		{http.MethodGet, subs, ActionListSubscriptions, endUser, h.list},
+		{http.MethodGet, sub, ActionGetSubscription, endUser, h.get},
+		{http.MethodGet, sub + "/history", ActionHistory, endUser, h.history},
+		{http.MethodPost, sub + "/pay", ActionPay, endUser, h.pay},
+		{http.MethodPost, sub + "/waive", ActionWaive, operator, h.simpleChange(h.cfg.Collector.Waive)},
+		{http.MethodPost, sub + "/cancel", ActionCancel, endUser, h.simpleChange(h.cfg.Collector.Cancel)},
+		{http.MethodPost, sub + "/pause", ActionPause, endUser, h.pause},
+		{http.MethodPost, sub + "/resume", ActionResume, endUser, h.simpleChange(h.cfg.Collector.Resume)},
+		{http.MethodPost, sub + "/billing-date", ActionChangeBillingDate, operator, h.billingDate},
+		{http.MethodPost, sub + "/tier", ActionChangeTier, operator, h.tier},
+		{http.MethodPost, user + "/reactivate", ActionReactivate, operator, h.reactivate},
 	}
 	allowed := map[string][]string{}
 	for _, rt := range table {
@@ -151,7 +154,8 @@ func (h *Handler) routes() {
 func (h *Handler) wrap(rt route) http.Handler {
 	write := rt.method != http.MethodGet
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := Action{Name: rt.action, UserID: r.PathValue("user_id"), SubscriptionID: r.PathValue("subscription_id"), Write: write}
+		a := Action{Name: rt.action, UserID: r.PathValue("user_id"), SubscriptionID: r.PathValue("subscription_id"),
+			Write: write, Operator: rt.operator}
 		if err := h.cfg.Authorize(r, a); err != nil {
 			h.fail(w, r, a, refusal(err))
 			return

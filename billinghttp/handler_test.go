@@ -255,7 +255,7 @@ func TestRoutes(t *testing.T) {
 			},
 		},
 		{
-			name: "waive", method: "POST", path: "/dave/subscriptions/d-new/waive", token: "dave", status: 200,
+			name: "waive", method: "POST", path: "/dave/subscriptions/d-new/waive", token: "operator", status: 200,
 			check: func(t *testing.T, e *env, r response) {
 				assert.Equal(t, "SCHEDULED", r.Before.BillingStatus, "before")
 				assert.Equal(t, "WAIVED", r.After.BillingStatus, "after")
@@ -291,7 +291,7 @@ func TestRoutes(t *testing.T) {
 			},
 		},
 		{
-			name: "billing date", method: "POST", path: "/dave/subscriptions/d-new/billing-date", token: "dave",
+			name: "billing date", method: "POST", path: "/dave/subscriptions/d-new/billing-date", token: "operator",
 			body: `{"billing_date": "2024-04-02"}`, status: 200,
 			check: func(t *testing.T, e *env, r response) {
 				assert.Equal(t, "2024-03-25T00:00:00Z", r.Before.BillingDate, "before")
@@ -300,14 +300,14 @@ func TestRoutes(t *testing.T) {
 			},
 		},
 		{
-			name: "billing date RFC 3339 in UTC", method: "POST", path: "/dave/subscriptions/d-new/billing-date", token: "dave",
+			name: "billing date RFC 3339 in UTC", method: "POST", path: "/dave/subscriptions/d-new/billing-date", token: "operator",
 			body: `{"billing_date": "2024-04-02T09:30:00+00:00"}`, status: 200,
 			check: func(t *testing.T, _ *env, r response) {
 				assert.Equal(t, "2024-04-02T09:30:00Z", r.After.BillingDate, "after")
 			},
 		},
 		{
-			name: "tier upgrade", method: "POST", path: "/dave/subscriptions/d-new/tier", token: "dave",
+			name: "tier upgrade", method: "POST", path: "/dave/subscriptions/d-new/tier", token: "operator",
 			body: `{"tier": "Max:v1", "amount": "9.99"}`, status: 200,
 			check: func(t *testing.T, e *env, r response) {
 				assert.Equal(t, "Max:v1", r.After.ReceiptTierName, "tier")
@@ -316,7 +316,7 @@ func TestRoutes(t *testing.T) {
 			},
 		},
 		{
-			name: "tier downgrade", method: "POST", path: "/dave/subscriptions/d-new/tier", token: "dave",
+			name: "tier downgrade", method: "POST", path: "/dave/subscriptions/d-new/tier", token: "operator",
 			body: `{"tier": "Lite:v1", "amount": "2.99", "downgrade": true}`, status: 200,
 			check: func(t *testing.T, _ *env, r response) {
 				assert.Equal(t, true, r.After.IsPendingDowngrade, "pending")
@@ -326,7 +326,7 @@ func TestRoutes(t *testing.T) {
 			},
 		},
 		{
-			name: "reactivate", method: "POST", path: "/erin/reactivate", token: "erin",
+			name: "reactivate", method: "POST", path: "/erin/reactivate", token: "operator",
 			body: `{"billing_date": "2024-04-01"}`, status: 201,
 			check: func(t *testing.T, e *env, r response) {
 				if len(r.Created) != 1 || r.Before != nil || r.After != nil {
