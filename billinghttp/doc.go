@@ -44,6 +44,14 @@
 // last one wins"); a value is a string, number, boolean or null, never an
 // object or array; nothing may follow the object.
 //
+// Paths are matched as sent: a path with "..", "." or empty ("//")
+// segments, or a trailing slash, is no route (404), never redirected, and
+// so is a user or subscription ID of more than 512 bytes, not valid UTF-8
+// or with control characters; such requests reach neither the Authorizer
+// nor storage. IDs are otherwise opaque: an encoded slash ("%2F") is part
+// of the ID, and method overrides (X-HTTP-Method-Override, _method) are
+// ignored.
+//
 // To serve the API under a prefix, strip it:
 //
 //	mux.Handle("/billing/", http.StripPrefix("/billing", h))

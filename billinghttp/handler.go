@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/dynabill/billing"
 )
@@ -95,7 +98,33 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, Action{}, &apiError{status: http.StatusForbidden, code: CodeForbidden, message: "cross-origin request refused", cause: err})
 		return
 	}
+	if p := r.URL.EscapedPath(); p == "" || path.Clean(p) != p {
+		// http.ServeMux would answer a path with "..", "." or "//"
+		// segments with an HTML redirect to the cleaned path, whose
+		// Location loses the prefix http.StripPrefix removed. A client of
+		// this API has no reason to send one: it is no route.
+		h.fail(w, r, Action{}, errNoRoute)
+		return
+	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// errNoRoute answers a path that is no route of the API.
+var errNoRoute = &apiError{status: http.StatusNotFound, code: CodeNotFound, message: "no such route"}
+
+// maxIDBytes bounds the user and subscription IDs of a path: far above
+// any ID the collector or a host makes, and well under DynamoDB's key
+// limits, so that a longer one never reaches storage as a failing query.
+const maxIDBytes = 512
+
+// validID reports whether id may be a user or subscription ID: 1 to
+// maxIDBytes bytes of valid UTF-8 without control characters. Any other
+// is no route (404) and reaches neither the Authorizer nor storage.
+func validID(id string) bool {
+	if id == "" || len(id) > maxIDBytes || !utf8.ValidString(id) {
+		return false
+	}
+	return !strings.ContainsFunc(id, unicode.IsControl)
 }
 
 // route is one operation of the API.
@@ -153,9 +182,14 @@ func (h *Handler) routes() {
 // wrap runs a route: authorize, limit the body, serve, answer.
 func (h *Handler) wrap(rt route) http.Handler {
 	write := rt.method != http.MethodGet
+	hasSub := strings.Contains(rt.path, "{subscription_id}")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a := Action{Name: rt.action, UserID: r.PathValue("user_id"), SubscriptionID: r.PathValue("subscription_id"),
 			Write: write, Operator: rt.operator}
+		if !validID(a.UserID) || (hasSub && !validID(a.SubscriptionID)) {
+			h.fail(w, r, Action{Name: a.Name}, errNoRoute)
+			return
+		}
 		if err := h.cfg.Authorize(r, a); err != nil {
 			h.fail(w, r, a, refusal(err))
 			return
