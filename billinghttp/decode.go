@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // decodeBody decodes the request body, a single flat JSON object, into v,
@@ -23,7 +24,7 @@ import (
 //   - values are strings, numbers, booleans or null: an object or array
 //     where a field's value belongs is refused, so nesting never goes
 //     deeper than the body itself;
-//   - nothing may follow the object.
+//   - nothing may follow the object, and the body is valid UTF-8.
 //
 // Bodies over the limit (already set by http.MaxBytesReader) are 413. An
 // empty body is an error when required and leaves v unchanged otherwise.
@@ -31,6 +32,11 @@ func decodeBody(r *http.Request, v any, required bool) error {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return bodyError(err)
+	}
+	if !utf8.Valid(body) {
+		// encoding/json would replace the bad bytes with U+FFFD: the
+		// handler would act on a value the sender did not write.
+		return badRequest("", "request body must be UTF-8")
 	}
 	if len(bytes.TrimLeft(body, " \t\r\n")) == 0 {
 		if required {

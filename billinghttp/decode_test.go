@@ -47,6 +47,9 @@ func TestDecodeBodyStrict(t *testing.T) {
 		{name: "unclosed", body: `{"tier":"X"`, code: CodeInvalidRequest},
 		{name: "wrong type", body: `{"downgrade":"yes"}`, code: CodeInvalidRequest, field: "downgrade"},
 		{name: "number too large", body: `{"downgrade":1e999999}`, code: CodeInvalidRequest, field: "downgrade"},
+		{name: "invalid UTF-8 in a value", body: "{\"tier\":\"Lite\xff:v1\"}", code: CodeInvalidRequest},
+		{name: "invalid UTF-8 in a key", body: "{\"tier\xff\":\"Lite:v1\"}", code: CodeInvalidRequest},
+		{name: "byte order mark", body: "\xef\xbb\xbf{\"tier\":\"Lite:v1\"}", code: CodeInvalidRequest},
 		{name: "empty", body: ``, code: CodeInvalidRequest},
 		{name: "blank", body: " \n", code: CodeInvalidRequest},
 	}

@@ -42,7 +42,8 @@
 // names exactly (case-sensitive: "Amount" is an unknown field, not
 // "amount") and each at most once (a repeated key is refused, never "the
 // last one wins"); a value is a string, number, boolean or null, never an
-// object or array; nothing may follow the object.
+// object or array; nothing may follow the object; the body is valid
+// UTF-8 (encoding/json would otherwise replace bad bytes).
 //
 // Paths are matched as sent: a path with "..", "." or empty ("//")
 // segments, or a trailing slash, is no route (404), never redirected, and

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
+	"unicode"
 
 	"github.com/dynabill/billing"
 )
@@ -171,6 +173,10 @@ func (h *Handler) tier(ctx context.Context, r *http.Request, a Action) (int, any
 	}
 	if req.Tier == "" {
 		return 0, nil, badRequest("tier", `tier is required, e.g. "Plus:v2"`)
+	}
+	if strings.ContainsFunc(req.Tier, unicode.IsControl) {
+		// A tier name is stored on the record and shown on receipts.
+		return 0, nil, badRequest("tier", "tier must not contain control characters")
 	}
 	prices := h.cfg.Collector.Prices()
 	var amount billing.Amount // 0: the price list's price
