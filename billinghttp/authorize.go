@@ -57,7 +57,9 @@ type Action struct {
 	// "subscription.pay".
 	Name string
 	// UserID is the {user_id} of the path: the user whose records the
-	// request reads or changes. Never empty.
+	// request reads or changes. Never empty: 1 to 512 bytes of UTF-8
+	// without control characters, as is SubscriptionID when set (a path
+	// with another ID is no route and reaches no Authorizer).
 	UserID string
 	// SubscriptionID is the {subscription_id} of the path, "" for the
 	// routes without one (list, reactivate). Not yet checked to belong to

@@ -103,7 +103,9 @@
 //	403 forbidden         the Authorizer returned ErrForbidden or any other error (an end
 //	                      user's operator action, another user's records); a
 //	                      cross-origin browser POST
-//	404 not_found         an unknown route, subscription ID, another user's subscription (billing.ErrNotFound)
+//	404 not_found         an unknown route, subscription ID, another user's subscription (billing.ErrNotFound);
+//	                      a path with "..", "." or "//" segments or a trailing slash; an ID
+//	                      over 512 bytes, not UTF-8 or with control characters
 //	405 method_not_allowed  a route path with another method (Allow lists the methods)
 //	409 locked            billing.ErrAlreadyLocked: the user's billing lock is held; retry later
 //	409 not_collectible   billing.ErrNotCollectible: the record's status does not allow the action
