@@ -1,7 +1,9 @@
 package billinghttp
 
 import (
+	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net/http"
 )
 
@@ -34,6 +36,11 @@ var (
 //     owner check it has to make. A user acting on themselves, an operator
 //     acting on anyone, a support role limited to reads (a.Write false) are
 //     all policies the host expresses here;
+//   - it must check that the caller may perform an operator's action
+//     (a.Operator): one that sets a price or a billing date or forgives a
+//     debt. An end user acting on their own records must not be allowed
+//     those, or they could set their own price, move their own billing
+//     date or waive their own debt. [RoleAuthorizer] is this policy;
 //   - a.SubscriptionID is not yet known to belong to a.UserID when the
 //     Authorizer runs. The handler guarantees it afterwards: a subscription
 //     of another user is answered 404 "subscription not found", exactly like
@@ -50,7 +57,9 @@ type Action struct {
 	// "subscription.pay".
 	Name string
 	// UserID is the {user_id} of the path: the user whose records the
-	// request reads or changes. Never empty.
+	// request reads or changes. Never empty: 1 to 512 bytes of UTF-8
+	// without control characters, as is SubscriptionID when set (a path
+	// with another ID is no route and reaches no Authorizer).
 	UserID string
 	// SubscriptionID is the {subscription_id} of the path, "" for the
 	// routes without one (list, reactivate). Not yet checked to belong to
@@ -59,9 +68,17 @@ type Action struct {
 	// Write is true for the operations that change records or move money
 	// (every POST), false for reads.
 	Write bool
+	// Operator is true when the action is an operator's: it sets a price
+	// or a date or forgives a debt (ActionChangeTier,
+	// ActionChangeBillingDate, ActionReactivate, ActionWaive). The others
+	// (list, get, history, pay, cancel, pause, resume) are what an end
+	// user may do to their own records.
+	Operator bool
 }
 
-// The action names, one per route (see the package documentation).
+// The action names, one per route (see the package documentation). The
+// operator's actions, with Action.Operator set, are ActionWaive,
+// ActionChangeBillingDate, ActionChangeTier and ActionReactivate.
 const (
 	ActionListSubscriptions = "subscriptions.list"        // GET /{user_id}/subscriptions
 	ActionGetSubscription   = "subscription.get"          // GET /{user_id}/subscriptions/{subscription_id}
@@ -75,3 +92,36 @@ const (
 	ActionChangeTier        = "subscription.tier"         // POST …/{subscription_id}/tier
 	ActionReactivate        = "user.reactivate"           // POST /{user_id}/reactivate
 )
+
+// RoleAuthorizer returns the [Authorizer] of the API's two roles, from
+// identify, the host's authentication, which tells who sent r:
+//
+//   - an end user (userID their ID, operator false) may perform the end
+//     user's actions (Action.Operator false: list, get, history, pay,
+//     cancel, pause, resume) on their own records (Action.UserID equal to
+//     userID), and nothing else;
+//   - an operator (operator true) may perform every action on every user.
+//
+// identify returns [ErrUnauthenticated] (or an error wrapping it) when r
+// carries no valid credentials, and any other error when it cannot tell
+// (the request is then refused as [ErrForbidden] refuses it; the error is
+// logged, never sent). An empty userID without operator is
+// unauthenticated. identify must not read r.Body.
+func RoleAuthorizer(identify func(r *http.Request) (userID string, operator bool, err error)) Authorizer {
+	return func(r *http.Request, a Action) error {
+		userID, operator, err := identify(r)
+		switch {
+		case err != nil:
+			return err
+		case operator:
+			return nil
+		case userID == "":
+			return ErrUnauthenticated
+		case a.Operator:
+			return fmt.Errorf("%w: %s is an operator's action", ErrForbidden, a.Name)
+		case subtle.ConstantTimeCompare([]byte(userID), []byte(a.UserID)) != 1:
+			return fmt.Errorf("%w: the records of another user", ErrForbidden)
+		}
+		return nil
+	}
+}

@@ -1,8 +1,9 @@
 // Package billinghttp serves the billing admin API over HTTP: list a user's
 // subscriptions, get one, read its history, collect it manually, and make
 // the admin changes of [billing.Collector], as JSON. A host imports it to
-// mount an operator API next to its own routes (examples/httpserver does,
-// on the in-memory store of package memory).
+// mount the API its end users and its operators call, next to its own
+// routes (examples/httpserver does, on the in-memory store of package
+// memory).
 //
 // # Routes
 //
@@ -23,10 +24,34 @@
 //
 // S is a [SubscriptionJSON], R a [ReportJSON], C a [ChangeJSON]
 // ({"before": S, "after": S, "created": [S…]}). Dates in bodies are
-// "YYYY-MM-DD" (midnight UTC) or RFC 3339; amounts are strings. POST
-// routes without parameters take an empty body or {}. Every body is one
-// JSON object of at most Config.MaxBodyBytes (64 KiB by default), without
-// unknown fields or trailing data.
+// calendar days, "YYYY-MM-DD" (midnight UTC), or RFC 3339 timestamps in
+// UTC ("…Z" or "…+00:00"); a timestamp with another offset is refused
+// (400, field billing_date) rather than converted, since converting
+// would move the day. The collector further refuses dates out of its
+// range (400, field billing_date; see [billing.Collector.ChangeBillingDate]
+// and [billing.Collector.Reactivate]). Amounts are strings. A tier
+// change's amount is optional when the collector has a price list
+// ([billing.Config.Prices]): the tier's price is charged, and an amount
+// given must equal it; without a price list it is required, more than
+// zero and at most [billing.Config.MaxCharge]. POST routes without
+// parameters take an empty body or {}.
+//
+// Bodies are read strictly, so that a gateway or log reading a body sees
+// what the handler acts on: every body is one flat JSON object of at most
+// Config.MaxBodyBytes (64 KiB by default) whose keys are the documented
+// names exactly (case-sensitive: "Amount" is an unknown field, not
+// "amount") and each at most once (a repeated key is refused, never "the
+// last one wins"); a value is a string, number, boolean or null, never an
+// object or array; nothing may follow the object; the body is valid
+// UTF-8 (encoding/json would otherwise replace bad bytes).
+//
+// Paths are matched as sent: a path with "..", "." or empty ("//")
+// segments, or a trailing slash, is no route (404), never redirected, and
+// so is a user or subscription ID of more than 512 bytes, not valid UTF-8
+// or with control characters; such requests reach neither the Authorizer
+// nor storage. IDs are otherwise opaque: an encoded slash ("%2F") is part
+// of the ID, and method overrides (X-HTTP-Method-Override, _method) are
+// ignored.
 //
 // To serve the API under a prefix, strip it:
 //
@@ -36,8 +61,26 @@
 //
 // There is no open default: [New] fails without Config.Authorize. Every
 // request is routed, then authorized, and only then is its body read or
-// storage touched. The [Authorizer] decides whether the caller may perform
-// [Action] on Action.UserID; the handler then guarantees that the
+// storage touched.
+//
+// The API has two roles, which the [Authorizer] must keep apart:
+//
+//   - an end user may read their own subscriptions (list, get, history)
+//     and pay, cancel, pause and resume them: the actions whose
+//     Action.Operator is false, on the user of the path only;
+//   - an operator may also do what sets a price or a date or forgives a
+//     debt: change the tier and amount, move the billing date, reactivate,
+//     waive (Action.Operator true), on any user.
+//
+// An end user allowed an operator's action could set their own price,
+// move their own billing date or waive what they owe. [RoleAuthorizer]
+// is this policy, built from the host's authentication (who sent the
+// request); a host with other roles (support staff limited to reads, say)
+// writes its own Authorizer from Action.UserID, Action.Write and
+// Action.Operator.
+//
+// The [Authorizer] decides whether the caller may perform [Action] on
+// Action.UserID; the handler then guarantees that the
 // subscription of the path belongs to that user, answering 404 "subscription
 // not found" for another user's subscription exactly as for an unknown ID.
 // POST requests from cross-origin browser pages are refused (403) by
@@ -50,11 +93,19 @@
 // "…"}} ([ErrorJSON]), with these statuses and codes:
 //
 //	400 invalid_request   malformed JSON, a body that is not an object, trailing data,
-//	                      a missing or malformed field (field names it), library input errors
-//	400 unknown_field     a field the body does not have
+//	                      a repeated key, an object or array as a value, a missing or
+//	                      malformed field (field names it), library input errors: a date
+//	                      the collector refuses (billing.ErrInvalidDate, field
+//	                      billing_date), an unknown tier (billing.ErrUnknownTier, field
+//	                      tier), a refused amount (billing.ErrInvalidAmount, field amount)
+//	400 unknown_field     a field the body does not have, or a known one mis-cased
 //	401 unauthenticated   the Authorizer returned ErrUnauthenticated (WWW-Authenticate: Config.Challenge)
-//	403 forbidden         the Authorizer returned ErrForbidden or any other error; a cross-origin browser POST
-//	404 not_found         an unknown route, subscription ID, another user's subscription (billing.ErrNotFound)
+//	403 forbidden         the Authorizer returned ErrForbidden or any other error (an end
+//	                      user's operator action, another user's records); a
+//	                      cross-origin browser POST
+//	404 not_found         an unknown route, subscription ID, another user's subscription (billing.ErrNotFound);
+//	                      a path with "..", "." or "//" segments or a trailing slash; an ID
+//	                      over 512 bytes, not UTF-8 or with control characters
 //	405 method_not_allowed  a route path with another method (Allow lists the methods)
 //	409 locked            billing.ErrAlreadyLocked: the user's billing lock is held; retry later
 //	409 not_collectible   billing.ErrNotCollectible: the record's status does not allow the action
@@ -84,16 +135,13 @@
 //		History:    hist,
 //		Collector:  collector,
 //		Logger:     logger,
-//		Authorize: func(r *http.Request, a billinghttp.Action) error {
+//		Authorize: billinghttp.RoleAuthorizer(func(r *http.Request) (string, bool, error) {
 //			caller, err := auth.Verify(r.Header.Get("Authorization")) // the host's own
-//			switch {
-//			case err != nil:
-//				return billinghttp.ErrUnauthenticated
-//			case caller.IsOperator(), caller.UserID == a.UserID && !a.Write:
-//				return nil
+//			if err != nil {
+//				return "", false, billinghttp.ErrUnauthenticated
 //			}
-//			return billinghttp.ErrForbidden
-//		},
+//			return caller.UserID, caller.IsOperator(), nil
+//		}),
 //	})
 //	if err != nil {
 //		return err

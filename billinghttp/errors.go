@@ -95,6 +95,18 @@ func classify(err error) *apiError {
 		// retrying cannot help, the date must change.
 		return &apiError{status: http.StatusUnprocessableEntity, code: CodeDateOutOfOrder, field: "billing_date",
 			message: "the new billing date is on or across another billing period of the user", cause: err}
+	case errors.Is(err, billing.ErrUnknownTier):
+		// From the collector or the host's price list: the request's tier.
+		return &apiError{status: http.StatusBadRequest, code: CodeInvalidRequest, field: "tier",
+			message: "unknown tier: not in the price list, or not a tier name", cause: err}
+	case errors.Is(err, billing.ErrInvalidAmount):
+		// The request's one amount: not more than zero, over the largest
+		// charge, or not the price list's price.
+		return &apiError{status: http.StatusBadRequest, code: CodeInvalidRequest, field: "amount",
+			message: "amount refused: it must be more than zero, at most the largest charge allowed, and the price list's price of the tier when there is a price list", cause: err}
+	case isFE && errors.Is(err, billing.ErrInvalidDate):
+		return &apiError{status: http.StatusBadRequest, code: CodeInvalidRequest, field: fe.Field,
+			message: "invalid " + fe.Field + ": out of the accepted range (too old to be collected, too far ahead, or on or before a paid period)", cause: err}
 	case isFE:
 		return &apiError{status: http.StatusBadRequest, code: CodeInvalidRequest, field: fe.Field, message: "invalid " + fe.Field, cause: err}
 	case errors.Is(err, billing.ErrInvalidQuery), errors.Is(err, billing.ErrInvalidDate),

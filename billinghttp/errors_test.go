@@ -55,16 +55,16 @@ func TestErrorStatuses(t *testing.T) {
 		{name: "months too many", method: "POST", path: "/dave/subscriptions/d-new/pause", token: "dave", body: `{"months": 121}`, status: 400, code: "invalid_request", field: "months", unchanged: "d-new"},
 		{name: "months a string", method: "POST", path: "/dave/subscriptions/d-new/pause", token: "dave", body: `{"months": "2"}`, status: 400, code: "invalid_request", field: "months", unchanged: "d-new"},
 		{name: "months a fraction", method: "POST", path: "/dave/subscriptions/d-new/pause", token: "dave", body: `{"months": 2.5}`, status: 400, code: "invalid_request", field: "months", unchanged: "d-new"},
-		{name: "bad date", method: "POST", path: "/dave/subscriptions/d-new/billing-date", token: "dave", body: `{"billing_date": "2024-13-01"}`, status: 400, code: "invalid_request", field: "billing_date", unchanged: "d-new"},
-		{name: "date in another format", method: "POST", path: "/dave/subscriptions/d-new/billing-date", token: "dave", body: `{"billing_date": "15/03/2024"}`, status: 400, code: "invalid_request", field: "billing_date", unchanged: "d-new"},
-		{name: "date missing", method: "POST", path: "/dave/subscriptions/d-new/billing-date", token: "dave", body: `{}`, status: 400, code: "invalid_request", field: "billing_date", unchanged: "d-new"},
-		{name: "date a number", method: "POST", path: "/dave/subscriptions/d-new/billing-date", token: "dave", body: `{"billing_date": 20240315}`, status: 400, code: "invalid_request", field: "billing_date", unchanged: "d-new"},
-		{name: "reactivation date bad", method: "POST", path: "/erin/reactivate", token: "erin", body: `{"billing_date": "tomorrow"}`, status: 400, code: "invalid_request", field: "billing_date", unchanged: "e-gone"},
-		{name: "tier missing", method: "POST", path: "/dave/subscriptions/d-new/tier", token: "dave", body: `{"amount": "2.99"}`, status: 400, code: "invalid_request", field: "tier", unchanged: "d-new"},
-		{name: "amount missing", method: "POST", path: "/dave/subscriptions/d-new/tier", token: "dave", body: `{"tier": "Lite:v1"}`, status: 400, code: "invalid_request", field: "amount", unchanged: "d-new"},
-		{name: "amount a number", method: "POST", path: "/dave/subscriptions/d-new/tier", token: "dave", body: `{"tier": "Lite:v1", "amount": 2.99}`, status: 400, code: "invalid_request", field: "amount", unchanged: "d-new"},
-		{name: "amount with three decimals", method: "POST", path: "/dave/subscriptions/d-new/tier", token: "dave", body: `{"tier": "Lite:v1", "amount": "2.999"}`, status: 400, code: "invalid_request", field: "amount", unchanged: "d-new"},
-		{name: "amount negative", method: "POST", path: "/dave/subscriptions/d-new/tier", token: "dave", body: `{"tier": "Lite:v1", "amount": "-1.00"}`, status: 400, code: "invalid_request", field: "amount", unchanged: "d-new"},
+		{name: "bad date", method: "POST", path: "/dave/subscriptions/d-new/billing-date", token: "operator", body: `{"billing_date": "2024-13-01"}`, status: 400, code: "invalid_request", field: "billing_date", unchanged: "d-new"},
+		{name: "date in another format", method: "POST", path: "/dave/subscriptions/d-new/billing-date", token: "operator", body: `{"billing_date": "15/03/2024"}`, status: 400, code: "invalid_request", field: "billing_date", unchanged: "d-new"},
+		{name: "date missing", method: "POST", path: "/dave/subscriptions/d-new/billing-date", token: "operator", body: `{}`, status: 400, code: "invalid_request", field: "billing_date", unchanged: "d-new"},
+		{name: "date a number", method: "POST", path: "/dave/subscriptions/d-new/billing-date", token: "operator", body: `{"billing_date": 20240315}`, status: 400, code: "invalid_request", field: "billing_date", unchanged: "d-new"},
+		{name: "reactivation date bad", method: "POST", path: "/erin/reactivate", token: "operator", body: `{"billing_date": "tomorrow"}`, status: 400, code: "invalid_request", field: "billing_date", unchanged: "e-gone"},
+		{name: "tier missing", method: "POST", path: "/dave/subscriptions/d-new/tier", token: "operator", body: `{"amount": "2.99"}`, status: 400, code: "invalid_request", field: "tier", unchanged: "d-new"},
+		{name: "amount missing", method: "POST", path: "/dave/subscriptions/d-new/tier", token: "operator", body: `{"tier": "Lite:v1"}`, status: 400, code: "invalid_request", field: "amount", unchanged: "d-new"},
+		{name: "amount a number", method: "POST", path: "/dave/subscriptions/d-new/tier", token: "operator", body: `{"tier": "Lite:v1", "amount": 2.99}`, status: 400, code: "invalid_request", field: "amount", unchanged: "d-new"},
+		{name: "amount with three decimals", method: "POST", path: "/dave/subscriptions/d-new/tier", token: "operator", body: `{"tier": "Lite:v1", "amount": "2.999"}`, status: 400, code: "invalid_request", field: "amount", unchanged: "d-new"},
+		{name: "amount negative", method: "POST", path: "/dave/subscriptions/d-new/tier", token: "operator", body: `{"tier": "Lite:v1", "amount": "-1.00"}`, status: 400, code: "invalid_request", field: "amount", unchanged: "d-new"},
 
 		// 413: body too large.
 		{name: "body too large", method: "POST", path: "/dave/subscriptions/d-new/pause", token: "dave",
@@ -85,7 +85,7 @@ func TestErrorStatuses(t *testing.T) {
 		{name: "unknown subscription's payment", method: "POST", path: "/alice/subscriptions/nope/pay", token: "alice", status: 404, code: "not_found"},
 		{name: "unknown route", method: "GET", path: "/alice/invoices", token: "alice", status: 404, code: "not_found"},
 		{name: "unknown action", method: "POST", path: "/alice/subscriptions/a-err/refund", token: "alice", status: 404, code: "not_found", unchanged: "a-err"},
-		{name: "reactivation without records", method: "POST", path: "/nobody/reactivate", token: "nobody", body: `{"billing_date": "2024-04-01"}`, status: 404, code: "not_found"},
+		{name: "reactivation without records", method: "POST", path: "/nobody/reactivate", token: "operator", body: `{"billing_date": "2024-04-01"}`, status: 404, code: "not_found"},
 
 		// 405: the path exists with another method.
 		{name: "GET of a POST route", method: "GET", path: "/alice/subscriptions/a-err/pay", token: "alice", status: 405, code: "method_not_allowed", unchanged: "a-err"},
@@ -97,17 +97,23 @@ func TestErrorStatuses(t *testing.T) {
 		{name: "pay a record not yet due", method: "POST", path: "/alice/subscriptions/a-next/pay", token: "alice", status: 409, code: "not_collectible", unchanged: "a-next"},
 		{name: "pause an ERROR record", method: "POST", path: "/alice/subscriptions/a-err/pause", token: "alice", body: `{"months": 1}`, status: 409, code: "not_collectible", unchanged: "a-err"},
 		{name: "resume a SCHEDULED record", method: "POST", path: "/dave/subscriptions/d-new/resume", token: "dave", status: 409, code: "not_collectible", unchanged: "d-new"},
-		{name: "reactivate a user with open records", method: "POST", path: "/alice/reactivate", token: "alice", body: `{"billing_date": "2024-05-01"}`, status: 409, code: "not_collectible"},
+		{name: "reactivate a user with open records", method: "POST", path: "/alice/reactivate", token: "operator", body: `{"billing_date": "2024-05-01"}`, status: 409, code: "not_collectible"},
 		{name: "user's lock held", method: "POST", path: "/alice/subscriptions/a-err/pay", token: "alice", status: 409, code: "locked", unchanged: "a-err",
 			setup: func(e *env) {
 				if _, err := e.locker.Lock(e.t.Context(), "alice"); err != nil {
 					e.t.Fatal(err)
 				}
 			}},
-		{name: "billing date of the previous period", method: "POST", path: "/alice/subscriptions/a-next/billing-date", token: "alice", body: `{"billing_date": "2024-03-15"}`, status: 422, code: "date_out_of_order", field: "billing_date", unchanged: "a-next"},
-		{name: "billing date past the next period", method: "POST", path: "/alice/subscriptions/a-err/billing-date", token: "alice", body: `{"billing_date": "2024-05-01"}`, status: 422, code: "date_out_of_order", field: "billing_date", unchanged: "a-err"},
-		{name: "billing date of the next period", method: "POST", path: "/alice/subscriptions/a-err/billing-date", token: "alice", body: `{"billing_date": "2024-04-15"}`, status: 422, code: "date_out_of_order", field: "billing_date", unchanged: "a-err"},
-		{name: "reactivation date taken", method: "POST", path: "/erin/reactivate", token: "erin", body: `{"billing_date": "2024-01-10"}`, status: 409, code: "already_exists", unchanged: "e-gone"},
+		{name: "billing date of the previous period", method: "POST", path: "/alice/subscriptions/a-next/billing-date", token: "operator", body: `{"billing_date": "2024-03-15"}`, status: 422, code: "date_out_of_order", field: "billing_date", unchanged: "a-next"},
+		{name: "billing date past the next period", method: "POST", path: "/alice/subscriptions/a-err/billing-date", token: "operator", body: `{"billing_date": "2024-05-01"}`, status: 422, code: "date_out_of_order", field: "billing_date", unchanged: "a-err"},
+		{name: "billing date of the next period", method: "POST", path: "/alice/subscriptions/a-err/billing-date", token: "operator", body: `{"billing_date": "2024-04-15"}`, status: 422, code: "date_out_of_order", field: "billing_date", unchanged: "a-err"},
+		{name: "reactivation date taken", method: "POST", path: "/erin/reactivate", token: "operator", body: `{"billing_date": "2024-03-10"}`, status: 409, code: "already_exists", unchanged: "e-late",
+			setup: func(e *env) {
+				// A date the collector accepts (within its stale threshold)
+				// that erin's cancelled record already has.
+				late := rec("erin", "e-late", "2024-03-10", billing.StatusCancelled)
+				require.NoError(e.t, e.store.Repository().Add(e.t.Context(), &late))
+			}},
 		{name: "concurrent write", method: "POST", path: "/dave/subscriptions/d-new/cancel", token: "dave", status: 409, code: "conflict", unchanged: "d-new",
 			setup: func(e *env) {
 				e.faults.failOn("Repository.Update", &billing.ConflictError{Op: "update", Key: "secret-key", Reason: "secret-reason", Err: billing.ErrConflict})
@@ -141,7 +147,7 @@ func TestErrorStatuses(t *testing.T) {
 			setup: func(e *env) {
 				e.provider.SetUser("alice", billingtest.UnknownBeforeCharge(errors.New("processor: timeout at secret-gateway")))
 			}},
-		{name: "waive while an attempt is in flight", method: "POST", path: "/alice/subscriptions/a-err/waive", token: "alice", status: 502, code: "payment_outcome_unknown", unchanged: "a-err", logged: "secret-gateway",
+		{name: "waive while an attempt is in flight", method: "POST", path: "/alice/subscriptions/a-err/waive", token: "operator", status: 502, code: "payment_outcome_unknown", unchanged: "a-err", logged: "secret-gateway",
 			setup: func(e *env) {
 				e.provider.SetUser("alice", billingtest.UnknownBeforeCharge(errors.New("processor: timeout at secret-gateway")))
 				r := httptest.NewRequest("POST", "/alice/subscriptions/a-err/pay", nil)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -20,8 +21,9 @@ import (
 )
 
 // ExampleNew mounts the admin API under /billing with an authorizer that
-// lets a user act on their own records only, and makes three requests: an
-// anonymous one, one for another user, and a manual repayment.
+// lets an end user act on their own records only, and makes three
+// requests: an anonymous one, one for another user, and a manual
+// repayment.
 func ExampleNew() {
 	clock := billingtest.NewClock(time.Date(2024, 3, 20, 12, 0, 0, 0, time.UTC))
 	store := memory.New(memory.Options{})
@@ -50,19 +52,18 @@ func ExampleNew() {
 		Repository: store.Repository(),
 		History:    store.History(),
 		Collector:  collector,
-		// The host's policy: here a token per user (verify real
-		// credentials in production). It must check Action.UserID; the
+		// The host's authentication: here "token-of-<user ID>" (verify
+		// real credentials in production). RoleAuthorizer lets an end
+		// user perform the end user's actions on their own records; the
 		// handler checks that the subscription belongs to that user.
-		Authorize: func(r *http.Request, a billinghttp.Action) error {
-			token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok {
-				return billinghttp.ErrUnauthenticated
+		Authorize: billinghttp.RoleAuthorizer(func(r *http.Request) (string, bool, error) {
+			token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			userID, ok := strings.CutPrefix(token, "token-of-")
+			if !ok || userID == "" {
+				return "", false, billinghttp.ErrUnauthenticated
 			}
-			if subtle.ConstantTimeCompare([]byte(token), []byte("token-of-"+a.UserID)) != 1 {
-				return billinghttp.ErrForbidden
-			}
-			return nil
-		},
+			return userID, false, nil
+		}),
 	})
 	if err != nil {
 		panic(err)
@@ -96,4 +97,50 @@ func ExampleNew() {
 	// 401 {"error":{"code":"unauthenticated","message":"authentication required"}}
 	// 403 {"error":{"code":"forbidden","message":"forbidden"}}
 	// 200 collected: 1 status: COMPLETED amount: 4.99
+}
+
+// ExampleRoleAuthorizer builds the two roles from the host's
+// authentication: an operator token, compared in constant time, and a
+// token per end user (the host's own sessions in production). An end
+// user may pay their own subscription but not waive it, nor touch
+// another user's; the operator may do both.
+func ExampleRoleAuthorizer() {
+	const operatorToken = "op-8f14e45fceea167a" // a secret from the environment in production
+	sessions := map[string]string{"session-1": "user-1", "session-2": "user-2"}
+	authorize := billinghttp.RoleAuthorizer(func(r *http.Request) (string, bool, error) {
+		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if subtle.ConstantTimeCompare([]byte(token), []byte(operatorToken)) == 1 {
+			return "", true, nil
+		}
+		userID, ok := sessions[token]
+		if !ok {
+			return "", false, billinghttp.ErrUnauthenticated
+		}
+		return userID, false, nil
+	})
+	as := func(token string, a billinghttp.Action) string {
+		r := httptest.NewRequest("POST", "/", nil)
+		r.Header.Set("Authorization", "Bearer "+token)
+		switch err := authorize(r, a); {
+		case err == nil:
+			return "allowed"
+		case errors.Is(err, billinghttp.ErrUnauthenticated):
+			return "401"
+		default:
+			return "403"
+		}
+	}
+	pay := billinghttp.Action{Name: billinghttp.ActionPay, UserID: "user-1", SubscriptionID: "sub-1", Write: true}
+	waive := billinghttp.Action{Name: billinghttp.ActionWaive, UserID: "user-1", SubscriptionID: "sub-1", Write: true, Operator: true}
+	fmt.Println("user-1 pays:", as("session-1", pay))
+	fmt.Println("user-1 waives:", as("session-1", waive))
+	fmt.Println("user-2 pays user-1's:", as("session-2", pay))
+	fmt.Println("operator waives:", as(operatorToken, waive))
+	fmt.Println("unknown token:", as("guess", pay))
+	// Output:
+	// user-1 pays: allowed
+	// user-1 waives: 403
+	// user-2 pays user-1's: 403
+	// operator waives: allowed
+	// unknown token: 401
 }

@@ -10,7 +10,12 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billinghttp"
+	"github.com/dynabill/billing/memory"
 )
+
+// newStore returns an empty in-memory store. Every test of the package
+// (ExampleNew excepted, which shows the call) makes its store here.
+func newStore() *memory.Store { return memory.New(memory.Options{}) }
 
 // faults counts the storage calls the handler and the collector make, and
 // fails the ones told to.
@@ -162,21 +167,22 @@ func (h *faultHistory) ListByUser(ctx context.Context, userID string) ([]billing
 	return h.inner.ListByUser(ctx, userID)
 }
 
-// tokenAuth is the tests' Authorizer: "Authorization: Bearer X" where X
-// is the user acting on themselves, or "operator" (anyone), or "broken"
-// (the token service fails). No header is unauthenticated.
-func tokenAuth(r *http.Request, a billinghttp.Action) error {
+// tokenAuth is the tests' Authorizer, the two roles of
+// billinghttp.RoleAuthorizer: "Authorization: Bearer X" where X is an end
+// user acting on themselves, or "operator" (every action on anyone), or
+// "broken" (the token service fails). No header is unauthenticated.
+var tokenAuth = billinghttp.RoleAuthorizer(func(r *http.Request) (string, bool, error) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	switch {
 	case !ok || token == "":
-		return billinghttp.ErrUnauthenticated
+		return "", false, billinghttp.ErrUnauthenticated
 	case token == "broken":
-		return errTokenService
-	case token == "operator", token == a.UserID:
-		return nil
+		return "", false, errTokenService
+	case token == "operator":
+		return "", true, nil
 	}
-	return billinghttp.ErrForbidden
-}
+	return token, false, nil
+})
 
 // syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
 type syncBuffer struct {

@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/dynabill/billing"
 )
@@ -95,12 +98,40 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, Action{}, &apiError{status: http.StatusForbidden, code: CodeForbidden, message: "cross-origin request refused", cause: err})
 		return
 	}
+	if p := r.URL.EscapedPath(); p == "" || path.Clean(p) != p {
+		// http.ServeMux would answer a path with "..", "." or "//"
+		// segments with an HTML redirect to the cleaned path, whose
+		// Location loses the prefix http.StripPrefix removed. A client of
+		// this API has no reason to send one: it is no route.
+		h.fail(w, r, Action{}, errNoRoute)
+		return
+	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// errNoRoute answers a path that is no route of the API.
+var errNoRoute = &apiError{status: http.StatusNotFound, code: CodeNotFound, message: "no such route"}
+
+// maxIDBytes bounds the user and subscription IDs of a path: far above
+// any ID the collector or a host makes, and well under DynamoDB's key
+// limits, so that a longer one never reaches storage as a failing query.
+const maxIDBytes = 512
+
+// validID reports whether id may be a user or subscription ID: 1 to
+// maxIDBytes bytes of valid UTF-8 without control characters. Any other
+// is no route (404) and reaches neither the Authorizer nor storage.
+func validID(id string) bool {
+	if id == "" || len(id) > maxIDBytes || !utf8.ValidString(id) {
+		return false
+	}
+	return !strings.ContainsFunc(id, unicode.IsControl)
 }
 
 // route is one operation of the API.
 type route struct {
 	method, path, action string
+	// operator marks an operator's action (see Action.Operator).
+	operator bool
 	// serve does the work after authorization and returns the status and
 	// body of the success response.
 	serve func(ctx context.Context, r *http.Request, a Action) (int, any, error)
@@ -114,18 +145,19 @@ func (h *Handler) routes() {
 		subs = user + "/subscriptions"
 		sub  = subs + "/{subscription_id}"
 	)
+	const endUser, operator = false, true
 	table := []route{
-		{http.MethodGet, subs, ActionListSubscriptions, h.list},
-		{http.MethodGet, sub, ActionGetSubscription, h.get},
-		{http.MethodGet, sub + "/history", ActionHistory, h.history},
-		{http.MethodPost, sub + "/pay", ActionPay, h.pay},
-		{http.MethodPost, sub + "/waive", ActionWaive, h.simpleChange(h.cfg.Collector.Waive)},
-		{http.MethodPost, sub + "/cancel", ActionCancel, h.simpleChange(h.cfg.Collector.Cancel)},
-		{http.MethodPost, sub + "/pause", ActionPause, h.pause},
-		{http.MethodPost, sub + "/resume", ActionResume, h.simpleChange(h.cfg.Collector.Resume)},
-		{http.MethodPost, sub + "/billing-date", ActionChangeBillingDate, h.billingDate},
-		{http.MethodPost, sub + "/tier", ActionChangeTier, h.tier},
-		{http.MethodPost, user + "/reactivate", ActionReactivate, h.reactivate},
+		{http.MethodGet, subs, ActionListSubscriptions, endUser, h.list},
+		{http.MethodGet, sub, ActionGetSubscription, endUser, h.get},
+		{http.MethodGet, sub + "/history", ActionHistory, endUser, h.history},
+		{http.MethodPost, sub + "/pay", ActionPay, endUser, h.pay},
+		{http.MethodPost, sub + "/waive", ActionWaive, operator, h.simpleChange(h.cfg.Collector.Waive)},
+		{http.MethodPost, sub + "/cancel", ActionCancel, endUser, h.simpleChange(h.cfg.Collector.Cancel)},
+		{http.MethodPost, sub + "/pause", ActionPause, endUser, h.pause},
+		{http.MethodPost, sub + "/resume", ActionResume, endUser, h.simpleChange(h.cfg.Collector.Resume)},
+		{http.MethodPost, sub + "/billing-date", ActionChangeBillingDate, operator, h.billingDate},
+		{http.MethodPost, sub + "/tier", ActionChangeTier, operator, h.tier},
+		{http.MethodPost, user + "/reactivate", ActionReactivate, operator, h.reactivate},
 	}
 	allowed := map[string][]string{}
 	for _, rt := range table {
@@ -150,8 +182,14 @@ func (h *Handler) routes() {
 // wrap runs a route: authorize, limit the body, serve, answer.
 func (h *Handler) wrap(rt route) http.Handler {
 	write := rt.method != http.MethodGet
+	hasSub := strings.Contains(rt.path, "{subscription_id}")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := Action{Name: rt.action, UserID: r.PathValue("user_id"), SubscriptionID: r.PathValue("subscription_id"), Write: write}
+		a := Action{Name: rt.action, UserID: r.PathValue("user_id"), SubscriptionID: r.PathValue("subscription_id"),
+			Write: write, Operator: rt.operator}
+		if !validID(a.UserID) || (hasSub && !validID(a.SubscriptionID)) {
+			h.fail(w, r, Action{Name: a.Name}, errNoRoute)
+			return
+		}
 		if err := h.cfg.Authorize(r, a); err != nil {
 			h.fail(w, r, a, refusal(err))
 			return

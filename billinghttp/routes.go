@@ -3,7 +3,10 @@ package billinghttp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
+	"unicode"
 
 	"github.com/dynabill/billing"
 )
@@ -160,6 +163,9 @@ func (h *Handler) billingDate(ctx context.Context, r *http.Request, a Action) (i
 }
 
 // tier serves POST …/tier {"tier": "Lite:v1", "amount": "2.99", "downgrade": true}.
+// With a price list (billing.Config.Prices) the amount is optional: the
+// collector takes the list's price, and an amount given must be that price.
+// Without one the amount is required and the collector bounds it.
 func (h *Handler) tier(ctx context.Context, r *http.Request, a Action) (int, any, error) {
 	var req TierRequest
 	if err := decodeBody(r, &req, true); err != nil {
@@ -168,15 +174,35 @@ func (h *Handler) tier(ctx context.Context, r *http.Request, a Action) (int, any
 	if req.Tier == "" {
 		return 0, nil, badRequest("tier", `tier is required, e.g. "Plus:v2"`)
 	}
-	if req.Amount == nil {
+	if strings.ContainsFunc(req.Tier, unicode.IsControl) {
+		// A tier name is stored on the record and shown on receipts.
+		return 0, nil, badRequest("tier", "tier must not contain control characters")
+	}
+	prices := h.cfg.Collector.Prices()
+	var amount billing.Amount // 0: the price list's price
+	switch {
+	case req.Amount != nil:
+		var err error
+		if amount, err = billing.ParseAmount(*req.Amount); err != nil {
+			return 0, nil, &apiError{status: http.StatusBadRequest, code: CodeInvalidRequest, field: "amount",
+				message: `amount must be a non-negative decimal string with at most two fraction digits, e.g. "4.99"`, cause: err}
+		}
+	case prices == nil:
 		return 0, nil, badRequest("amount", `amount is required, a string such as "4.99"`)
 	}
-	amount, err := billing.ParseAmount(*req.Amount)
-	if err != nil {
-		return 0, nil, &apiError{status: http.StatusBadRequest, code: CodeInvalidRequest, field: "amount",
-			message: `amount must be a non-negative decimal string with at most two fraction digits, e.g. "4.99"`, cause: err}
-	}
 	return h.change(ctx, a, func() (billing.Change, error) {
+		if prices != nil && req.Amount != nil && amount == 0 {
+			// The collector reads 0 as "no amount, take the price": a
+			// caller who wrote "0.00" must not be charged the price.
+			price, err := prices.Price(ctx, req.Tier)
+			if err != nil {
+				return billing.Change{}, fmt.Errorf("price of tier %q: %w", req.Tier, err)
+			}
+			if price != 0 {
+				return billing.Change{}, &billing.FieldError{Field: "amount", Value: *req.Amount,
+					Err: fmt.Errorf("%w: tier %q costs %s in the price list", billing.ErrInvalidAmount, req.Tier, price)}
+			}
+		}
 		return h.cfg.Collector.ChangeTier(ctx, a.SubscriptionID, req.Tier, amount, req.Downgrade)
 	})
 }

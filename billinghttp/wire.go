@@ -151,8 +151,10 @@ type PayJSON struct {
 	Subscription *SubscriptionJSON `json:"subscription,omitempty"`
 }
 
-// Request bodies. Unknown fields, trailing data and bodies over
-// Config.MaxBodyBytes are refused.
+// Request bodies. Each is one flat JSON object whose keys are the field
+// names below, exactly (case-sensitive), each at most once; unknown or
+// repeated keys, objects or arrays as values, trailing data and bodies
+// over Config.MaxBodyBytes are refused.
 type (
 	// PauseRequest is the body of POST …/pause: the number of months to
 	// pause, 1 to 120, on every term.
@@ -161,7 +163,9 @@ type (
 	}
 
 	// BillingDateRequest is the body of POST …/billing-date: the new
-	// billing date, "2024-03-15" (midnight UTC) or RFC 3339.
+	// billing date, a calendar day "2024-03-15" (midnight UTC), or an
+	// RFC 3339 timestamp in UTC ("2024-03-15T09:00:00Z"); another offset
+	// is refused.
 	BillingDateRequest struct {
 		BillingDate string `json:"billing_date"`
 	}
@@ -169,7 +173,12 @@ type (
 	// TierRequest is the body of POST …/tier: the tier "Name:Version", the
 	// amount as a string ("2.99", never a JSON number) and whether it is a
 	// downgrade (applied from the next period) rather than an upgrade
-	// (applied at once).
+	// (applied at once). When the collector has a price list
+	// ([billing.Config.Prices]) the amount may be left out, and the
+	// tier's price is charged; an amount given must then be that price.
+	// Without a price list the amount is required, more than zero (unless
+	// [billing.Config.AllowFreeTiers]) and at most
+	// [billing.Config.MaxCharge].
 	TierRequest struct {
 		Tier      string  `json:"tier"`
 		Amount    *string `json:"amount"`

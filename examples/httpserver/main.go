@@ -1,18 +1,30 @@
-// Command httpserver serves the billing admin API (package billinghttp) on
-// the in-memory store, with one demo user, no AWS account needed:
+// Command httpserver serves the billing API (package billinghttp) on the
+// in-memory store, with one demo user, no AWS account needed:
 //
-//	go run ./examples/httpserver [-addr 127.0.0.1:8080]
+//	BILLING_OPERATOR_TOKEN=$(openssl rand -hex 16) go run ./examples/httpserver [-addr 127.0.0.1:8080]
 //
-// The API is mounted under /billing. Its authorizer is a toy: the bearer
-// token is the user ID, so anyone who knows a user ID may act as that
-// user. A real host verifies credentials (a signed session, an OAuth
-// token, mTLS) and decides per Action which callers may act on which
-// users. Try:
+// The API is mounted under /billing, with the two roles of
+// billinghttp.RoleAuthorizer:
+//
+//   - an end user may list, get and read the history of their own
+//     subscriptions, and pay, cancel, pause and resume them. Here the
+//     bearer token is the user ID, a toy: anyone who knows a user ID may
+//     act as that user. A real host verifies credentials (a signed
+//     session, an OAuth token, mTLS);
+//   - the operator, whose bearer token is $BILLING_OPERATOR_TOKEN
+//     (compared in constant time; one is generated and printed when it is
+//     unset), may also change tiers (prices), move billing dates,
+//     reactivate and waive, for any user.
+//
+// Tiers are priced by the price list defined here, so a tier change needs
+// no amount. Try:
 //
 //	curl -H 'Authorization: Bearer demo-user' localhost:8080/billing/demo-user/subscriptions
 //	curl -H 'Authorization: Bearer demo-user' localhost:8080/billing/demo-user/subscriptions/sub-overdue/history
 //	curl -X POST -H 'Authorization: Bearer demo-user' localhost:8080/billing/demo-user/subscriptions/sub-overdue/pay
 //	curl -X POST -H 'Authorization: Bearer demo-user' -d '{"months": 2}' localhost:8080/billing/demo-user/subscriptions/sub-next/pause
+//	curl -X POST -H "Authorization: Bearer $BILLING_OPERATOR_TOKEN" -d '{"tier": "Max:v1"}' localhost:8080/billing/demo-user/subscriptions/sub-next/tier
+//	curl -X POST -H 'Authorization: Bearer demo-user' -d '{"tier": "Max:v1"}' localhost:8080/billing/demo-user/subscriptions/sub-next/tier   # 403: an operator's action
 //	curl localhost:8080/billing/demo-user/subscriptions                                # 401
 //	curl -H 'Authorization: Bearer someone-else' localhost:8080/billing/demo-user/subscriptions   # 403
 //
@@ -23,7 +35,9 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,46 +57,41 @@ import (
 
 const demoUser = "demo-user"
 
+// operatorTokenEnv names the environment variable of the operator's
+// token. It is not a flag, so that it does not show in the process list.
+const operatorTokenEnv = "BILLING_OPERATOR_TOKEN"
+
+// prices is the demo's price list: what one period of each tier costs.
+var prices = billing.PriceListMap{
+	"Lite:v1": billing.MustParseAmount("2.99"),
+	"Plus:v2": billing.MustParseAmount("4.99"),
+	"Max:v1":  billing.MustParseAmount("9.99"),
+}
+
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *addr); err != nil {
+	if err := run(ctx, *addr, os.Getenv(operatorTokenEnv)); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context, addr string) error {
+func run(ctx context.Context, addr, operatorToken string) error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	store := memory.New(memory.Options{})
-	collector, err := billing.NewCollector(billing.Config{
-		Repository: store.Repository(),
-		History:    store.History(),
-		Locker:     memory.NewLocker(memory.LockerOptions{LeaseDuration: time.Minute}),
-		Provider:   acceptAll{},
-		Logger:     logger,
-	})
+	generated := operatorToken == ""
+	if generated {
+		b := make([]byte, 16)
+		if _, err := rand.Read(b); err != nil {
+			return err
+		}
+		operatorToken = hex.EncodeToString(b)
+	}
+	mux, err := newServer(ctx, time.Now().UTC(), operatorToken, logger)
 	if err != nil {
 		return err
 	}
-	if err := seed(ctx, store.Repository(), time.Now().UTC()); err != nil {
-		return err
-	}
-	api, err := billinghttp.New(billinghttp.Config{
-		Repository: store.Repository(),
-		History:    store.History(),
-		Collector:  collector,
-		Authorize:  toyAuthorizer,
-		Logger:     logger,
-		Challenge:  `Bearer realm="billing"`,
-	})
-	if err != nil {
-		return err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/billing/", http.StripPrefix("/billing", api))
-
 	srv := &http.Server{
 		Addr:              addr,
 		Handler:           mux,
@@ -97,12 +106,53 @@ func run(ctx context.Context, addr string) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	fmt.Printf("billing admin API on http://%s/billing/ (user %q, token %q); Ctrl-C stops\n", addr, demoUser, demoUser)
+	fmt.Printf("billing API on http://%s/billing/ (end user %q, token %q); Ctrl-C stops\n", addr, demoUser, demoUser)
 	fmt.Printf("  curl -H 'Authorization: Bearer %s' http://%s/billing/%s/subscriptions\n", demoUser, addr, demoUser)
+	if generated {
+		fmt.Printf("operator token (generated; set %s to choose it): %s\n", operatorTokenEnv, operatorToken)
+	}
 	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// newServer seeds an in-memory store with the demo user's records as of
+// now and returns the API mounted under /billing/. operatorToken is the
+// operator's bearer token; it must not be empty.
+func newServer(ctx context.Context, now time.Time, operatorToken string, logger *slog.Logger) (http.Handler, error) {
+	if operatorToken == "" {
+		return nil, errors.New("httpserver: an operator token is required")
+	}
+	store := memory.New(memory.Options{})
+	collector, err := billing.NewCollector(billing.Config{
+		Repository: store.Repository(),
+		History:    store.History(),
+		Locker:     memory.NewLocker(memory.LockerOptions{LeaseDuration: time.Minute}),
+		Provider:   acceptAll{},
+		Prices:     prices,
+		Logger:     logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := seed(ctx, store.Repository(), now); err != nil {
+		return nil, err
+	}
+	api, err := billinghttp.New(billinghttp.Config{
+		Repository: store.Repository(),
+		History:    store.History(),
+		Collector:  collector,
+		Authorize:  billinghttp.RoleAuthorizer(toyIdentify(operatorToken)),
+		Logger:     logger,
+		Challenge:  `Bearer realm="billing"`,
+	})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/billing/", http.StripPrefix("/billing", api))
+	return mux, nil
 }
 
 // acceptAll stands in for the payment processor: it accepts every charge.
@@ -124,20 +174,22 @@ func (acceptAll) Collect(ctx context.Context, req billing.PaymentRequest) (billi
 	}, nil
 }
 
-// toyAuthorizer lets the bearer token act on the user of the same ID, for
-// reads and writes. It is a demonstration only: a token that is a user ID
-// is no secret. A real authorizer verifies the caller's credentials and
-// checks that the caller may act on a.UserID (and, for writes, may change
-// records); the handler then refuses subscriptions of other users.
-func toyAuthorizer(r *http.Request, a billinghttp.Action) error {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || token == "" {
-		return billinghttp.ErrUnauthenticated
+// toyIdentify tells who sent a request, for billinghttp.RoleAuthorizer:
+// the operator when the bearer token is operatorToken (compared in
+// constant time), else the end user whose ID is the token. It is a
+// demonstration only: a token that is a user ID is no secret. A real host
+// verifies the caller's credentials and reads the user ID from them.
+func toyIdentify(operatorToken string) func(r *http.Request) (userID string, operator bool, err error) {
+	return func(r *http.Request) (string, bool, error) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || token == "" {
+			return "", false, billinghttp.ErrUnauthenticated
+		}
+		if subtle.ConstantTimeCompare([]byte(token), []byte(operatorToken)) == 1 {
+			return "", true, nil
+		}
+		return token, false, nil
 	}
-	if subtle.ConstantTimeCompare([]byte(token), []byte(a.UserID)) != 1 {
-		return billinghttp.ErrForbidden
-	}
-	return nil
 }
 
 // seed gives the demo user last month's completed period, an overdue
