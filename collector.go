@@ -312,7 +312,8 @@ func (c *Collector) Run(ctx context.Context, req RunRequest) (*Report, error) {
 }
 
 // RunQuery returns the status query a run of kind makes at now (without a
-// cursor): SCHEDULED due before now, ERROR billed after now minus the
+// cursor): SCHEDULED due at now ([Subscription.DueAt]: billed before
+// now), ERROR billed after now minus the
 // stale threshold and a week (so a record crossing the threshold is seen and
 // marked STALE even when some daily runs were missed), PAUSED due before
 // now. Operator tools use it to preview a run.
@@ -367,7 +368,7 @@ func (c *Collector) PlanRecord(kind RunKind, sub *Subscription, now time.Time) P
 		return Plan{PlanACHOverdue, fmt.Sprintf("no settlement within %v", c.cfg.ACHSettlementDeadline)}
 	}
 	if kind == RunPause {
-		if sub.Status != StatusPaused || !sub.BillingDate.Before(now) {
+		if sub.Status != StatusPaused || !sub.DueAt(now) {
 			return Plan{PlanSkip, "not a PAUSED record past due"}
 		}
 		return Plan{PlanAdvancePause, ""}

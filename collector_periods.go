@@ -15,7 +15,7 @@ const (
 
 // eligible reports whether cur may be attempted by proc at now, and why not.
 func (c *Collector) eligible(proc Process, cur *Subscription, now time.Time) (bool, string) {
-	due := !cur.BillingDate.After(now)
+	due := cur.DueAt(now)
 	switch proc {
 	case ProcessInitial:
 		return cur.Status == StatusScheduled && due, "not SCHEDULED and due"

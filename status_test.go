@@ -143,7 +143,7 @@ func TestParseTerm(t *testing.T) {
 
 func TestProcessesValid(t *testing.T) {
 	all := Processes()
-	want := []Process{"INITIAL", "RETRY", "PAUSE", "WEBHOOK", "WEBHOOK_BALANCE", "BATCH", "REACTIVATION", "MANUAL_REPAYMENT", "NOT_IDENTIFIED"}
+	want := []Process{"INITIAL", "RETRY", "PAUSE", "WEBHOOK", "WEBHOOK_BALANCE", "BATCH", "REACTIVATION", "MANUAL_REPAYMENT", "NOT_IDENTIFIED", "SUBSCRIBE"}
 	require.Equal(t, want, all, "Processes()")
 	for _, p := range all {
 		assert.True(t, p.Valid(), "%q.Valid() = false", p)

@@ -365,7 +365,7 @@ func strictUser(u string, recs []billing.Subscription, sched, retry, pause, calm
 		}
 		switch r.Status {
 		case billing.StatusScheduled:
-			if r.BillingDate.Before(sched) && r.CreatedDate.Before(sched) {
+			if r.DueAt(sched) && r.CreatedDate.Before(sched) {
 				bad = append(bad, fmt.Sprintf("user %s: due before the scheduled run of %s, not collected: %s", u, sched.Format(time.DateTime), desc(r)))
 			}
 		case billing.StatusError:
@@ -376,7 +376,7 @@ func strictUser(u string, recs []billing.Subscription, sched, retry, pause, calm
 				bad = append(bad, fmt.Sprintf("user %s: retryable ERROR record not retried by the retry run of %s (last run %s): %s", u, retry.Format(time.DateTime), r.LastRunDate.Format(time.DateTime), desc(r)))
 			}
 		case billing.StatusPaused:
-			if r.BillingDate.Before(pause) {
+			if r.DueAt(pause) {
 				bad = append(bad, fmt.Sprintf("user %s: PAUSED record past due at the pause run of %s, not advanced: %s", u, pause.Format(time.DateTime), desc(r)))
 			}
 		case billing.StatusACHSent:

@@ -143,7 +143,7 @@ func (s *Sim) doOp(ctx context.Context, h *host, kind string, d, i int) string {
 	seed, now := s.opts.Seed, s.clock.Now()
 	const tries = 25
 	notInFlight := func(r *billing.Subscription) bool { return !r.InFlight() }
-	due := func(r *billing.Subscription) bool { return !r.BillingDate.After(now) }
+	due := func(r *billing.Subscription) bool { return r.DueAt(now) }
 	var err error
 	switch kind {
 	case "waive":
@@ -264,7 +264,7 @@ func (s *Sim) upgrade(ctx context.Context, h *host, d, i int, notInFlight func(*
 	pred := notInFlight
 	if s.opts.Interleave != nil {
 		// A due record, so that the collection in between charges it.
-		pred = func(r *billing.Subscription) bool { return !r.InFlight() && !r.BillingDate.After(now) }
+		pred = func(r *billing.Subscription) bool { return !r.InFlight() && r.DueAt(now) }
 	}
 	var batch []billing.Subscription
 	var users []string
