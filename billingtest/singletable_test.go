@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/dynamostore"
@@ -27,6 +28,12 @@ var stSuiteOptions = billingtest.SuiteOptions{
 	},
 	SkipStatusQueries: true,
 	SeveralOpen:       true,
+	RawStores: func(t *testing.T) (billing.Repository, billing.History, billingtest.PutRawFunc) {
+		s := memory.NewSingleTable(memory.SingleTableOptions{})
+		return s.Repository(), s.History(), func(_ context.Context, table string, item map[string]types.AttributeValue) error {
+			return s.PutRawItem(table, item)
+		}
+	},
 }
 
 func TestSingleTableRepositorySuite(t *testing.T) {

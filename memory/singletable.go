@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -53,6 +54,10 @@ type SingleTableOptions struct {
 	// Table.DueShards, as [dynamostore.SingleTableStoreConfig.DueIndexPending]
 	// does. Defaults to false.
 	DueIndexPending bool
+	// Logger receives a warning for each item a per-user read (ListByUser,
+	// Recent, History.ListByUser) skips because it does not decode.
+	// Defaults to nil: not logged.
+	Logger *slog.Logger
 }
 
 // stMaxEmptyDays bounds the days of the payment index one status page
@@ -173,6 +178,20 @@ func (s *SingleTable) History() billing.History { return (*stHistory)(s) }
 // [dynamostore.SingleTableRepository.Payments]: the subscription items the
 // engine maintains and its receipts.
 func (s *SingleTable) Payments() entitlement.Payments { return (*stPayments)(s) }
+
+// PutRawItem writes item unchanged (a copy) as a period
+// ([SubscriptionsTable]) or a history row ([HistoryTable]), as a PutItem
+// by another service would: the way to store items the engine would not
+// write, such as undecodable ones. The twin keeps periods and history rows
+// in the legacy tables' form, without the single table's PK, SK and
+// entity: item needs user_id (an engine user ID) and billing_date or
+// last_run_date as non-empty strings, as [Store.PutRawItem] does. The
+// subscription item and the period ID pointers are left as they are.
+func (s *SingleTable) PutRawItem(tableName string, item map[string]types.AttributeValue) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.periods.PutRawItem(tableName, item)
+}
 
 type (
 	stRepository SingleTable
@@ -485,7 +504,12 @@ func (r *stRepository) GetByID(ctx context.Context, subscriptionID string) (bill
 		if err != nil && !errors.Is(err, billing.ErrNotFound) {
 			return billing.Subscription{}, err
 		}
-		subs, err := s.listPeriods(ctx, u, false, 0)
+		// The fallback fails on an item that does not decode, as the
+		// DynamoDB store's does.
+		subs, invalid, err := s.listPeriods(ctx, u, false, 0)
+		if err == nil && len(invalid) > 0 {
+			err = invalid[0]
+		}
 		if err != nil {
 			return billing.Subscription{}, err
 		}
@@ -498,32 +522,40 @@ func (r *stRepository) GetByID(ctx context.Context, subscriptionID string) (bill
 	return billing.Subscription{}, fmt.Errorf("%w: subscription_id %s", billing.ErrNotFound, subscriptionID)
 }
 
-// listPeriods lists a user's periods; no user that is not a subscription
+// listPeriods lists a user's periods, and the errors of the items it
+// skipped (see [Store.listUser]); no user that is not a subscription
 // reference can be stored. The caller holds s.mu.
-func (s *SingleTable) listPeriods(ctx context.Context, userID string, desc bool, limit int) ([]billing.Subscription, error) {
+func (s *SingleTable) listPeriods(ctx context.Context, userID string, desc bool, limit int) ([]billing.Subscription, []error, error) {
 	if _, err := layout.ParseSubscriptionRef(userID); err != nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	return s.periods.listUser(ctx, s.periods.primary, userID, desc, limit)
 }
 
-// ListByUser implements [billing.Repository.ListByUser].
+// ListByUser implements [billing.Repository.ListByUser]: items that do not
+// decode are skipped and reported (see [billing.WithInvalidItems]).
 func (r *stRepository) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
 	s := (*SingleTable)(r)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.listPeriods(ctx, userID, false, 0)
+	subs, invalid, err := s.listPeriods(ctx, userID, false, 0)
+	s.mu.Unlock()
+	s.periods.skipItems(ctx, "list user "+userID, invalid)
+	return subs, err
 }
 
-// Recent implements [billing.Repository.Recent].
+// Recent implements [billing.Repository.Recent]: items that do not decode
+// are skipped and reported (see [billing.WithInvalidItems]), and do not
+// count in limit.
 func (r *stRepository) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
 	if limit <= 0 {
 		limit = 10
 	}
 	s := (*SingleTable)(r)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.listPeriods(ctx, userID, true, limit)
+	subs, invalid, err := s.listPeriods(ctx, userID, true, limit)
+	s.mu.Unlock()
+	s.periods.skipItems(ctx, "recent of user "+userID, invalid)
+	return subs, err
 }
 
 // Update implements [billing.Repository.Update]: next's period
@@ -921,15 +953,18 @@ func (h *stHistory) ListBySubscription(ctx context.Context, subscriptionID strin
 	return rows, err
 }
 
-// ListByUser implements [billing.History.ListByUser].
+// ListByUser implements [billing.History.ListByUser]: rows that do not
+// decode are skipped and reported (see [billing.WithInvalidItems]).
 func (h *stHistory) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
 	if _, err := layout.ParseSubscriptionRef(userID); err != nil {
 		return nil, ctx.Err()
 	}
 	s := (*SingleTable)(h)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.periods.History().ListByUser(ctx, userID)
+	rows, invalid, err := s.periods.listUser(ctx, s.periods.history, userID, false, 0)
+	s.mu.Unlock()
+	s.periods.skipItems(ctx, "history of user "+userID, invalid)
+	return rows, err
 }
 
 // CreateSubscription implements [Payments.CreateSubscription].

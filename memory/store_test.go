@@ -1,8 +1,11 @@
 package memory_test
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -20,17 +23,25 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// rawSuite gives the suites stores they can write raw items into.
+var rawSuite = billingtest.SuiteOptions{RawStores: func(t *testing.T) (billing.Repository, billing.History, billingtest.PutRawFunc) {
+	s := memory.New(memory.Options{})
+	return s.Repository(), s.History(), func(_ context.Context, table string, item map[string]types.AttributeValue) error {
+		return s.PutRawItem(table, item)
+	}
+}}
+
 func TestRepositorySuite(t *testing.T) {
-	billingtest.TestRepository(t, func(t *testing.T, opts memory.Options) (billing.Repository, billing.History) {
+	billingtest.TestRepositoryWith(t, func(t *testing.T, opts memory.Options) (billing.Repository, billing.History) {
 		s := memory.New(opts)
 		return s.Repository(), s.History()
-	})
+	}, rawSuite)
 }
 
 func TestHistorySuite(t *testing.T) {
-	billingtest.TestHistory(t, func(t *testing.T) billing.History {
+	billingtest.TestHistoryWith(t, func(t *testing.T) billing.History {
 		return memory.New(memory.Options{}).History()
-	})
+	}, rawSuite)
 }
 
 var due = time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC)
@@ -56,7 +67,8 @@ func mustAdd(t *testing.T, r billing.Repository, subs ...billing.Subscription) {
 func TestStoreInvalidItemsReported(t *testing.T) {
 	for _, mode := range []dynamostore.StatusIndexMode{dynamostore.StatusIndexLegacy, dynamostore.StatusIndexSorted} {
 		t.Run(mode.String(), func(t *testing.T) {
-			s := memory.New(memory.Options{PageSize: 2, StatusIndexMode: mode})
+			var logs bytes.Buffer
+			s := memory.New(memory.Options{PageSize: 2, StatusIndexMode: mode, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			repo := s.Repository()
 			for i := range 5 { // one open record a user (Add refuses a second)
 				mustAdd(t, repo, rec(fmt.Sprint("u", i+1), i, due.AddDate(0, 0, -10+i), billing.StatusScheduled))
@@ -102,9 +114,21 @@ func TestStoreInvalidItemsReported(t *testing.T) {
 				wantScanned = 7
 			}
 			require.Equal(t, wantScanned, scanned, "Scanned %d over all pages, want %d", scanned, wantScanned)
-			if _, err := repo.ListByUser(t.Context(), "u0"); !errors.Is(err, billing.ErrInvalidItem) {
-				t.Fatalf("ListByUser over an undecodable item = %v, want ErrInvalidItem", err)
+
+			// A per-user read skips both, logs them with their keys and
+			// reports them.
+			var reported []error
+			ctx := billing.WithInvalidItems(t.Context(), func(_ context.Context, err error) { reported = append(reported, err) })
+			recs, err := repo.ListByUser(ctx, "u0")
+			require.NoError(t, err, "ListByUser over undecodable items")
+			require.Empty(t, recs, "ListByUser over undecodable items")
+			require.Len(t, reported, 2, "items reported by ListByUser")
+			for _, err := range reported {
+				require.ErrorIs(t, err, billing.ErrInvalidItem)
 			}
+			require.Contains(t, logs.String(), "level=WARN msg=\"billing: skipping undecodable item\"")
+			require.Contains(t, logs.String(), "user_id=u0 billing_date=2024-05-20T00:00:00Z", "the log names the item's key")
+			require.Contains(t, logs.String(), "user_id=u0 billing_date=2024-07-01T00:00:00Z", "the log names the item's key")
 		})
 	}
 }
