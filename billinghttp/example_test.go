@@ -24,7 +24,10 @@ import (
 // anonymous one, one for another user, and a manual repayment.
 func ExampleNew() {
 	clock := billingtest.NewClock(time.Date(2024, 3, 20, 12, 0, 0, 0, time.UTC))
-	store := memory.New(memory.Options{})
+	store, err := memory.New(memory.Options{})
+	if err != nil {
+		panic(err)
+	}
 	collector, err := billing.NewCollector(billing.Config{
 		Repository: store.Repository(),
 		History:    store.History(),

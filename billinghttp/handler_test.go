@@ -90,7 +90,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	e := &env{
-		t: t, store: memory.New(memory.Options{}), clock: billingtest.NewClock(now),
+		t: t, store: billingtest.NewMemoryStore(t, memory.Options{}), clock: billingtest.NewClock(now),
 		faults: newFaults(), logs: &syncBuffer{},
 	}
 	e.locker = billingtest.NewLocker(e.clock, time.Minute)
@@ -369,7 +369,7 @@ func TestMountedUnderPrefix(t *testing.T) {
 
 // TestNewRequiresAuthorizer checks that there is no open default.
 func TestNewRequiresAuthorizer(t *testing.T) {
-	store := memory.New(memory.Options{})
+	store := billingtest.NewMemoryStore(t, memory.Options{})
 	c, err := billing.NewCollector(billing.Config{
 		Repository: store.Repository(), Locker: billingtest.NewLocker(nil, 0), Provider: billingtest.NewProvider(billingtest.ProviderOptions{}),
 	})

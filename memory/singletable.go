@@ -110,33 +110,36 @@ type SingleTable struct {
 	pointers map[string]map[string]string
 }
 
-// NewSingleTable returns an empty single table. It panics on negative
-// options, a Table the DynamoDB store's config check rejects, or an
-// account prefix that clashes with PeriodIDPrefix, as
-// [dynamostore.NewSingleTableRepository] rejects them: options are fixed
-// by the test that builds them.
-func NewSingleTable(opts SingleTableOptions) *SingleTable {
+// NewSingleTable returns an empty single table. Options the DynamoDB
+// store rejects are an error naming the field, as
+// [dynamostore.NewSingleTableRepository] returns them: a negative
+// PageSize, CatchUpDays or ReminderLeadDays, a Table its config check
+// rejects, an account prefix that clashes with the period ID pointers'
+// prefix, or a negative ReceiptRetention.
+func NewSingleTable(opts SingleTableOptions) (*SingleTable, error) {
 	switch {
 	case opts.PageSize < 0:
-		panic(fmt.Sprintf("memory: SingleTableOptions.PageSize: negative %d", opts.PageSize))
+		return nil, fmt.Errorf("memory: SingleTableOptions.PageSize: negative %d", opts.PageSize)
 	case opts.CatchUpDays < 0:
-		panic(fmt.Sprintf("memory: SingleTableOptions.CatchUpDays: negative %d", opts.CatchUpDays))
+		return nil, fmt.Errorf("memory: SingleTableOptions.CatchUpDays: negative %d", opts.CatchUpDays)
 	case opts.ReminderLeadDays < 0:
-		panic(fmt.Sprintf("memory: SingleTableOptions.ReminderLeadDays: negative %d", opts.ReminderLeadDays))
+		return nil, fmt.Errorf("memory: SingleTableOptions.ReminderLeadDays: negative %d", opts.ReminderLeadDays)
+	case opts.ReceiptRetention < 0:
+		return nil, fmt.Errorf("memory: SingleTableOptions.ReceiptRetention: negative %v", opts.ReceiptRetention)
 	}
 	table := layout.SingleTableConfig(opts.Table).WithDefaults()
 	if err := table.Validate(); err != nil {
-		panic(fmt.Sprintf("memory: SingleTableOptions.Table: %v", err))
+		return nil, fmt.Errorf("memory: SingleTableOptions.Table: %w", err)
 	}
 	if strings.HasPrefix(layout.PeriodIDPrefix, table.AccountPrefix) {
-		panic(fmt.Sprintf("memory: SingleTableOptions.Table.AccountPrefix %q clashes with %q", table.AccountPrefix, layout.PeriodIDPrefix))
+		return nil, fmt.Errorf("memory: SingleTableOptions.Table.AccountPrefix %q clashes with %q", table.AccountPrefix, layout.PeriodIDPrefix)
 	}
 	if opts.Clock == nil {
 		opts.Clock = billing.ClockFunc(func() time.Time { return time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC) })
 	}
 	pay, err := NewPayments(PaymentsOptions{Table: dynamostore.SingleTableConfig(table), Clock: opts.Clock, ReceiptRetention: opts.ReceiptRetention})
 	if err != nil {
-		panic(fmt.Sprintf("memory: SingleTableOptions: %v", err))
+		return nil, fmt.Errorf("memory: SingleTableOptions: %w", err)
 	}
 	if opts.PageSize == 0 {
 		opts.PageSize = defaultPageSize
@@ -156,14 +159,17 @@ func NewSingleTable(opts SingleTableOptions) *SingleTable {
 	keep := func(subs []billing.Subscription) ([]billing.Subscription, error) { return subs, nil }
 	// An account has several subscriptions: several open periods of one
 	// engine user are the table's to keep, not refused.
-	periods := New(periodOptions(table, opts, keep))
+	periods, err := New(periodOptions(table, opts, keep))
+	if err != nil {
+		return nil, fmt.Errorf("memory: SingleTableOptions: %w", err)
+	}
 	periods.severalOpen = true
 	return &SingleTable{
 		clock: opts.Clock, table: table, pageSize: opts.PageSize, catchUp: opts.CatchUpDays,
 		leadDays: opts.ReminderLeadDays, collisions: opts.Collisions, duePending: opts.DueIndexPending,
 		periods: periods, pay: pay,
 		open: map[string]layout.OpenPeriods{}, pointers: map[string]map[string]string{},
-	}
+	}, nil
 }
 
 // Repository returns the engine's [billing.Repository] on the table, as

@@ -98,17 +98,11 @@ var (
 	_ billing.History    = (*History)(nil)
 )
 
-// New returns an empty store. It panics on a negative PageSize or an
-// unknown StatusIndexMode: options are fixed by the test that builds them.
-func New(opts Options) *Store {
-	s, err := newStore(opts)
-	if err != nil {
-		panic(err.Error())
-	}
-	return s
-}
-
-func newStore(opts Options) (*Store, error) {
+// New returns an empty store. Options out of range are an error naming
+// the field: a negative PageSize, an unknown StatusIndexMode, DueShards
+// outside 0..[dynamostore.MaxDueShards], or [dynamostore.StatusIndexDue]
+// without DueShards.
+func New(opts Options) (*Store, error) {
 	switch {
 	case opts.PageSize < 0:
 		return nil, fmt.Errorf("memory: Options.PageSize: negative %d", opts.PageSize)

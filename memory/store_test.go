@@ -25,7 +25,7 @@ import (
 
 // rawSuite gives the suites stores they can write raw items into.
 var rawSuite = billingtest.SuiteOptions{RawStores: func(t *testing.T) (billing.Repository, billing.History, billingtest.PutRawFunc) {
-	s := memory.New(memory.Options{})
+	s := billingtest.NewMemoryStore(t, memory.Options{})
 	return s.Repository(), s.History(), func(_ context.Context, table string, item map[string]types.AttributeValue) error {
 		return s.PutRawItem(table, item)
 	}
@@ -33,14 +33,14 @@ var rawSuite = billingtest.SuiteOptions{RawStores: func(t *testing.T) (billing.R
 
 func TestRepositorySuite(t *testing.T) {
 	billingtest.TestRepositoryWith(t, func(t *testing.T, opts memory.Options) (billing.Repository, billing.History) {
-		s := memory.New(opts)
+		s := billingtest.NewMemoryStore(t, opts)
 		return s.Repository(), s.History()
 	}, rawSuite)
 }
 
 func TestHistorySuite(t *testing.T) {
 	billingtest.TestHistoryWith(t, func(t *testing.T) billing.History {
-		return memory.New(memory.Options{}).History()
+		return billingtest.NewMemoryStore(t, memory.Options{}).History()
 	}, rawSuite)
 }
 
@@ -68,7 +68,7 @@ func TestStoreInvalidItemsReported(t *testing.T) {
 	for _, mode := range []dynamostore.StatusIndexMode{dynamostore.StatusIndexLegacy, dynamostore.StatusIndexSorted} {
 		t.Run(mode.String(), func(t *testing.T) {
 			var logs bytes.Buffer
-			s := memory.New(memory.Options{PageSize: 2, StatusIndexMode: mode, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			s := billingtest.NewMemoryStore(t, memory.Options{PageSize: 2, StatusIndexMode: mode, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			repo := s.Repository()
 			for i := range 5 { // one open record a user (Add refuses a second)
 				mustAdd(t, repo, rec(fmt.Sprint("u", i+1), i, due.AddDate(0, 0, -10+i), billing.StatusScheduled))
@@ -135,7 +135,7 @@ func TestStoreInvalidItemsReported(t *testing.T) {
 
 func TestStoreLastPageExactlyFull(t *testing.T) {
 	// DynamoDB returns a LastEvaluatedKey whenever Limit items were read.
-	s := memory.New(memory.Options{PageSize: 3, StatusIndexMode: dynamostore.StatusIndexSorted})
+	s := billingtest.NewMemoryStore(t, memory.Options{PageSize: 3, StatusIndexMode: dynamostore.StatusIndexSorted})
 	for i := range 3 { // one open record a user (Add refuses a second)
 		mustAdd(t, s.Repository(), rec(fmt.Sprint("u", i+1), i, due.AddDate(0, 0, -i-1), billing.StatusScheduled))
 	}
@@ -150,7 +150,7 @@ func TestStoreLastPageExactlyFull(t *testing.T) {
 }
 
 func TestStoreLegacyPageOfFilteredItems(t *testing.T) {
-	s := memory.New(memory.Options{PageSize: 2})
+	s := billingtest.NewMemoryStore(t, memory.Options{PageSize: 2})
 	mustAdd(t, s.Repository(),
 		rec("a", 1, due.AddDate(0, 0, 5), billing.StatusScheduled),
 		rec("b", 2, due.AddDate(0, 0, 6), billing.StatusScheduled),
@@ -167,7 +167,7 @@ func TestStoreLegacyPageOfFilteredItems(t *testing.T) {
 }
 
 func TestStoreReturnsCopies(t *testing.T) {
-	s := memory.New(memory.Options{})
+	s := billingtest.NewMemoryStore(t, memory.Options{})
 	r := rec("u1", 1, due, billing.StatusScheduled)
 	layout.SetExtraAttributes(&r, map[string]types.AttributeValue{"x_note": &types.AttributeValueMemberS{Value: "orig"}})
 	layout.SetDataAttributes(&r, map[string]types.AttributeValue{"data_l": &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: "orig"}}}})
@@ -208,7 +208,7 @@ func TestStoreReturnsCopies(t *testing.T) {
 }
 
 func TestStoreItemsAndPutRawItem(t *testing.T) {
-	s := memory.New(memory.Options{})
+	s := billingtest.NewMemoryStore(t, memory.Options{})
 	mustAdd(t, s.Repository(), rec("u1", 1, due, billing.StatusCompleted), rec("u1", 2, due.AddDate(0, 1, 0), billing.StatusScheduled))
 	if n, h := s.Items(memory.SubscriptionsTable), s.Items(memory.HistoryTable); n != 2 || h != 2 {
 		t.Fatalf("Items = %d, %d; want 2, 2", n, h)
@@ -227,19 +227,6 @@ func TestStoreItemsAndPutRawItem(t *testing.T) {
 		}
 	}()
 	s.Items("nope")
-}
-
-func TestNewStoreRejectsBadOptions(t *testing.T) {
-	for _, opts := range []memory.Options{{PageSize: -1}, {StatusIndexMode: 7}} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("NewStore(%+v) did not panic", opts)
-				}
-			}()
-			memory.New(opts)
-		}()
-	}
 }
 
 // indexStatuses are the statuses the index tests write.
@@ -394,7 +381,7 @@ func TestStoreIndexesFollowWrites(t *testing.T) {
 	for _, mode := range []dynamostore.StatusIndexMode{dynamostore.StatusIndexLegacy, dynamostore.StatusIndexSorted} {
 		t.Run(mode.String(), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, uint64(mode)))
-			s := memory.New(memory.Options{PageSize: 3, StatusIndexMode: mode})
+			s := billingtest.NewMemoryStore(t, memory.Options{PageSize: 3, StatusIndexMode: mode})
 			users := make([]string, 12)
 			for i := range users {
 				users[i] = fmt.Sprintf("u%02d", i)
@@ -416,7 +403,7 @@ func TestStoreIndexesFollowWrites(t *testing.T) {
 func TestStoreConcurrentWrites(t *testing.T) {
 	for _, mode := range []dynamostore.StatusIndexMode{dynamostore.StatusIndexLegacy, dynamostore.StatusIndexSorted} {
 		t.Run(mode.String(), func(t *testing.T) {
-			s := memory.New(memory.Options{PageSize: 3, StatusIndexMode: mode})
+			s := billingtest.NewMemoryStore(t, memory.Options{PageSize: 3, StatusIndexMode: mode})
 			var all []string
 			var wg sync.WaitGroup
 			var clock atomic.Int64

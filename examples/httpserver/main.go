@@ -55,7 +55,10 @@ func main() {
 
 func run(ctx context.Context, addr string) error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	store := memory.New(memory.Options{})
+	store, err := memory.New(memory.Options{})
+	if err != nil {
+		return err
+	}
 	collector, err := billing.NewCollector(billing.Config{
 		Repository: store.Repository(),
 		History:    store.History(),
