@@ -169,7 +169,7 @@ func BenchmarkCollectorInMemory(b *testing.B) {
 			var before, after runtime.MemStats
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				store := memory.New(memory.Options{})
+				store := billingtest.NewMemoryStore(b, memory.Options{})
 				seedDue(b, store.Repository(), now, due, 0, func(i int) string { return fmt.Sprintf("bench-user-%05d", i) })
 				c := newBenchCollector(b, store.Repository(), nil, now)
 				runtime.ReadMemStats(&before)

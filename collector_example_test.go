@@ -15,7 +15,10 @@ import (
 func ExampleCollector() {
 	ctx := context.Background()
 	clock := billingtest.NewClock(time.Date(2024, 1, 31, 16, 0, 0, 0, time.UTC))
-	store := memory.New(memory.Options{})
+	store, err := memory.New(memory.Options{})
+	if err != nil {
+		panic(err)
+	}
 	repo := store.Repository()
 	ids := 0
 	c, err := billing.NewCollector(billing.Config{

@@ -39,11 +39,11 @@ type moneyStore struct {
 func moneyStores() []moneyStore {
 	return []moneyStore{
 		{"memory", func(t *testing.T, _ *billingtest.Clock) (billing.Repository, billing.History, string) {
-			st := memory.New(memory.Options{PageSize: 5})
+			st := billingtest.NewMemoryStore(t, memory.Options{PageSize: 5})
 			return st.Repository(), st.History(), "u1"
 		}},
 		{"memory-single", func(t *testing.T, clock *billingtest.Clock) (billing.Repository, billing.History, string) {
-			st := memory.NewSingleTable(memory.SingleTableOptions{Clock: clock, PageSize: 5})
+			st := billingtest.NewMemorySingleTable(t, memory.SingleTableOptions{Clock: clock, PageSize: 5})
 			return st.Repository(), st.History(), layout.SubscriptionRef{AccountID: "a1", SubscriptionID: "s1", SKU: "PLUS"}.UserID()
 		}},
 		{"dynamodb", func(t *testing.T, _ *billingtest.Clock) (billing.Repository, billing.History, string) {
@@ -445,7 +445,7 @@ func TestCollectorReportsFailedRelease(t *testing.T) {
 func newLeaseEnv(t *testing.T, failRelease bool) (*billing.Collector, *losingLocker, *billingtest.Provider) {
 	t.Helper()
 	clock := billingtest.NewClock(jan31.Add(time.Hour))
-	st := memory.New(memory.Options{})
+	st := billingtest.NewMemoryStore(t, memory.Options{})
 	locker := &losingLocker{Locker: billingtest.NewLocker(clock, time.Minute), failRelease: failRelease}
 	pay := billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock})
 	c, err := billing.NewCollector(billing.Config{Repository: st.Repository(), Locker: locker, Provider: pay, Clock: clock})

@@ -107,7 +107,7 @@ func (e *shardEnv) requireCollectedOnce(t *testing.T) {
 func shardedStores() map[string]func(t *testing.T) billing.Repository {
 	opts := memory.Options{PageSize: 3, StatusIndexMode: dynamostore.StatusIndexDue, DueShards: shardTestShards}
 	return map[string]func(t *testing.T) billing.Repository{
-		"memory": func(t *testing.T) billing.Repository { return memory.New(opts).Repository() },
+		"memory": func(t *testing.T) billing.Repository { return billingtest.NewMemoryStore(t, opts).Repository() },
 		"dynamodb": func(t *testing.T) billing.Repository {
 			repo, _ := storetest.DynamoStores(t, opts)
 			return repo
@@ -259,7 +259,7 @@ func (r *throttlingRepo) Update(ctx context.Context, prev, next *billing.Subscri
 // next run, which collects them: every due record charged exactly once,
 // with the store budget's backoff in between.
 func TestCollectorThrottledStoreLosesNothing(t *testing.T) {
-	mem := memory.New(memory.Options{PageSize: 3, StatusIndexMode: dynamostore.StatusIndexDue, DueShards: shardTestShards})
+	mem := billingtest.NewMemoryStore(t, memory.Options{PageSize: 3, StatusIndexMode: dynamostore.StatusIndexDue, DueShards: shardTestShards})
 	repo := &throttlingRepo{Repository: mem.Repository(), reads: 2, setAttempts: 2, updates: 2}
 	e := newShardEnv(t, repo, 12)
 	c := e.collector(t, func(cfg *billing.Config) {

@@ -110,7 +110,7 @@ func TestReportIsJSON(t *testing.T) {
 }
 
 func TestNewCollectorValidates(t *testing.T) {
-	store := memory.New(memory.Options{})
+	store := billingtest.NewMemoryStore(t, memory.Options{})
 	lk := billingtest.NewLocker(billing.SystemClock{}, time.Minute)
 	pay := billingtest.NewProvider(billingtest.ProviderOptions{})
 	for name, cfg := range map[string]billing.Config{

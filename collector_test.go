@@ -33,7 +33,7 @@ var jan31 = time.Date(2024, 1, 31, 15, 0, 0, 0, time.UTC)
 func newCollectorEnv(t *testing.T, mut ...func(*billing.Config)) *collectorEnv {
 	t.Helper()
 	e := &collectorEnv{t: t, clock: billingtest.NewClock(jan31.Add(time.Hour)), events: &billingtest.EventRecorder{}}
-	e.store = memory.New(memory.Options{PageSize: 7})
+	e.store = billingtest.NewMemoryStore(t, memory.Options{PageSize: 7})
 	e.repo, e.hist = e.store.Repository(), e.store.History()
 	e.locker = billingtest.NewLocker(e.clock, time.Minute)
 	e.pay = billingtest.NewProvider(billingtest.ProviderOptions{Clock: e.clock})

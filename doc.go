@@ -77,7 +77,8 @@
 // on what the writer read, so a stale reader gets [ErrConflict] instead of
 // overwriting newer state. Wiring the in-memory store and then DynamoDB:
 //
-//	store := memory.New(memory.Options{})
+//	store, err := memory.New(memory.Options{})
+//	if err != nil { ... } // options out of range
 //	repo, hist := store.Repository(), store.History()
 //
 //	client := dynamodb.NewFromConfig(awsCfg)

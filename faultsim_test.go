@@ -54,19 +54,19 @@ type faultsimStore struct {
 
 var faultsimStores = []faultsimStore{
 	{name: "legacy-due", days: 120, users: 60, seeds: []int64{1, 2}, build: func(t *testing.T, o *faultsim.Options) {
-		st := memory.New(memory.Options{StatusIndexMode: dynamostore.StatusIndexDue, DueShards: 8, PageSize: 6})
+		st := billingtest.NewMemoryStore(t, memory.Options{StatusIndexMode: dynamostore.StatusIndexDue, DueShards: 8, PageSize: 6})
 		o.Store = faultsim.Store{Repository: st.Repository(), History: st.History(), Layout: faultsim.LayoutLegacy, AddAll: true}
 	}},
 	{name: "legacy-status", days: 120, users: 60, seeds: []int64{1, 2}, build: func(t *testing.T, o *faultsim.Options) {
-		st := memory.New(memory.Options{PageSize: 8})
+		st := billingtest.NewMemoryStore(t, memory.Options{PageSize: 8})
 		o.Store = faultsim.Store{Repository: st.Repository(), History: st.History(), Layout: faultsim.LayoutLegacy, AddAll: true}
 	}},
 	{name: "single-table", days: 120, users: 60, seeds: []int64{1, 2}, build: func(t *testing.T, o *faultsim.Options) {
-		st := memory.NewSingleTable(memory.SingleTableOptions{Clock: o.Clock, PageSize: 6})
+		st := billingtest.NewMemorySingleTable(t, memory.SingleTableOptions{Clock: o.Clock, PageSize: 6})
 		o.Store = faultsim.Store{Repository: st.Repository(), History: st.History(), Layout: faultsim.LayoutSingleTable, AddAll: true}
 	}},
 	{name: "single-table-due", days: 120, users: 60, seeds: []int64{1, 2}, build: func(t *testing.T, o *faultsim.Options) {
-		st := memory.NewSingleTable(memory.SingleTableOptions{Clock: o.Clock, PageSize: 6, Table: dynamostore.SingleTableConfig{DueShards: 32}})
+		st := billingtest.NewMemorySingleTable(t, memory.SingleTableOptions{Clock: o.Clock, PageSize: 6, Table: dynamostore.SingleTableConfig{DueShards: 32}})
 		o.Store = faultsim.Store{Repository: st.Repository(), History: st.History(), Layout: faultsim.LayoutSingleTable, AddAll: true}
 	}},
 	{name: "dynamodb-legacy", days: 60, users: 20, seeds: []int64{1}, dynamo: true, build: func(t *testing.T, o *faultsim.Options) {

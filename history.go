@@ -24,5 +24,8 @@ type History interface {
 	ListBySubscription(ctx context.Context, subscriptionID string) ([]Subscription, error)
 
 	// ListByUser returns every row of a user ascending by last_run_date.
+	// A row that cannot be decoded is skipped, not an error: the store
+	// logs it and reports it through the function [WithInvalidItems] put
+	// in ctx.
 	ListByUser(ctx context.Context, userID string) ([]Subscription, error)
 }

@@ -18,7 +18,10 @@ import (
 // queue and runs it in the next invocation.
 func ExampleScheduler() {
 	ctx := context.Background()
-	store := memory.New(memory.Options{PageSize: 2})
+	store, err := memory.New(memory.Options{PageSize: 2})
+	if err != nil {
+		log.Fatal(err)
+	}
 	now := time.Date(2024, 3, 10, 12, 0, 0, 0, time.UTC) // due: 2024-03-14
 	var subs []billing.Subscription
 	for i, user := range []string{"ann", "bo", "cy"} {

@@ -146,7 +146,7 @@ func TestSchedulerPagingMemory(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
 			testNotifierPaging(t, func(seed []billing.Subscription) billing.Repository {
-				repo := memory.New(memory.Options{PageSize: notifPageSize, StatusIndexMode: mode}).Repository()
+				repo := billingtest.NewMemoryStore(t, memory.Options{PageSize: notifPageSize, StatusIndexMode: mode}).Repository()
 				_, err := repo.AddAll(context.Background(), seed)
 				require.NoError(t, err)
 				return repo

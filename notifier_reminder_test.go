@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/memory"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -144,7 +145,7 @@ func TestWorkerReminderSkipsBeforeClaim(t *testing.T) {
 // TestReminderClaimValidation: stores refuse a reminder without a user ID
 // or billing date before writing anything.
 func TestReminderClaimValidation(t *testing.T) {
-	repo := memory.New(memory.Options{}).Repository()
+	repo := billingtest.NewMemoryStore(t, memory.Options{}).Repository()
 	at := time.Date(2024, 3, 10, 12, 0, 0, 0, time.UTC)
 	for _, r := range []billing.Reminder{
 		{BillingDate: at},

@@ -67,7 +67,7 @@ func newNotifScheduler(t *testing.T, repo billing.Repository, q billing.Enqueuer
 // most MaxEnqueueBatch (SQS SendMessageBatch's limit), in page order.
 func TestSchedulerEnqueuesInBatchesOf10(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New(memory.Options{PageSize: 100})
+	store := billingtest.NewMemoryStore(t, memory.Options{PageSize: 100})
 	start := time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC)
 	var subs []billing.Subscription
 	for i := range 25 {
@@ -88,7 +88,7 @@ func TestSchedulerEnqueuesInBatchesOf10(t *testing.T) {
 }
 
 func TestNewSchedulerConfig(t *testing.T) {
-	repo := memory.New(memory.Options{}).Repository()
+	repo := billingtest.NewMemoryStore(t, memory.Options{}).Repository()
 	q := &billingtest.RecordingEnqueuer{}
 	for _, tc := range []struct {
 		cfg  billing.SchedulerConfig
@@ -152,7 +152,7 @@ func TestSchedulerEventJSONFieldNames(t *testing.T) {
 
 func TestSchedulerWindowStatusAndDate(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New(memory.Options{PageSize: 2})
+	store := billingtest.NewMemoryStore(t, memory.Options{PageSize: 2})
 	day := func(d int) time.Time { return time.Date(2024, 3, d, 9, 30, 0, 0, time.UTC) }
 	var subs []billing.Subscription
 	for i, d := range []int{13, 14, 14, 14, 15, 20} {
@@ -191,7 +191,7 @@ func TestSchedulerWindowStatusAndDate(t *testing.T) {
 
 func TestSchedulerDefaultPagesPerInvocation(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New(memory.Options{PageSize: 1})
+	store := billingtest.NewMemoryStore(t, memory.Options{PageSize: 1})
 	start := time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC)
 	var subs []billing.Subscription
 	for i := range 5 {
@@ -223,7 +223,7 @@ func TestSchedulerSkipsRecordsItCannotUse(t *testing.T) {
 	start := time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC)
 
 	// An undecodable item in the window (Page.Invalid) is logged and skipped.
-	store := memory.New(memory.Options{PageSize: 2})
+	store := billingtest.NewMemoryStore(t, memory.Options{PageSize: 2})
 	_, err := store.Repository().AddAll(ctx, []billing.Subscription{
 		notifSub("u1", start.Add(time.Hour)), notifSub("u2", start.Add(2*time.Hour)),
 	})
@@ -290,7 +290,7 @@ func TestSchedulerErrors(t *testing.T) {
 		assert.Equal(t, []billing.StatusQuery{want}, repo.queries)
 	})
 	t.Run("malformed start key is an error, not a restart", func(t *testing.T) {
-		store := memory.New(memory.Options{})
+		store := billingtest.NewMemoryStore(t, memory.Options{})
 		_, err := store.Repository().AddAll(ctx, items[:3])
 		require.NoError(t, err)
 		q := &billingtest.RecordingEnqueuer{}

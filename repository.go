@@ -46,13 +46,17 @@ type Repository interface {
 	GetByID(ctx context.Context, subscriptionID string) (Subscription, error)
 
 	// ListByUser returns all records of a user ascending by billing_date,
-	// reading every page.
+	// reading every page. An item that cannot be decoded is skipped, not
+	// an error: the store logs it and reports it through the function
+	// [WithInvalidItems] put in ctx.
 	ListByUser(ctx context.Context, userID string) ([]Subscription, error)
 
 	// Recent returns at most limit records of a user, most recent
 	// billing_date first, with a consistent read: the collector re-reads
 	// a record a run found through it, learning in the same call whether
-	// a later period is open. limit <= 0 means 10.
+	// a later period is open. limit <= 0 means 10. An item that cannot be
+	// decoded is skipped, as by ListByUser, and takes no record's place:
+	// the read goes on until it has limit records or the user has no more.
 	Recent(ctx context.Context, userID string, limit int) ([]Subscription, error)
 
 	// QueryStatus returns one page of records in a status, narrowed by

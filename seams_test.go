@@ -94,7 +94,7 @@ func TestLookupNotFoundWhileTheFirstCallRuns(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	clock := billingtest.NewClock(jan31.Add(time.Hour))
-	store := memory.New(memory.Options{})
+	store := billingtest.NewMemoryStore(t, memory.Options{})
 	repo := store.Repository()
 	s := addDue(t, repo, "u1", jan31)
 
@@ -164,7 +164,7 @@ func TestLookupNotFoundBelievedOnceNoRequestCanRun(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	clock := billingtest.NewClock(jan31.Add(time.Hour))
-	store := memory.New(memory.Options{})
+	store := billingtest.NewMemoryStore(t, memory.Options{})
 	repo := store.Repository()
 	s := addDue(t, repo, "u1", jan31)
 	// The processor never sees attempt 1 (the call fails before it is
@@ -214,7 +214,7 @@ func singleUser(i int) string {
 func runStores() []runStore {
 	legacy := func(mode dynamostore.StatusIndexMode, k int) func(t *testing.T, _ billing.Clock) billing.Repository {
 		return func(t *testing.T, _ billing.Clock) billing.Repository {
-			return memory.New(memory.Options{PageSize: 4, StatusIndexMode: mode, DueShards: k}).Repository()
+			return billingtest.NewMemoryStore(t, memory.Options{PageSize: 4, StatusIndexMode: mode, DueShards: k}).Repository()
 		}
 	}
 	dynamoLegacy := func(mode dynamostore.StatusIndexMode, k int) func(t *testing.T, _ billing.Clock) billing.Repository {
@@ -225,7 +225,7 @@ func runStores() []runStore {
 	}
 	single := func(k int) func(t *testing.T, clock billing.Clock) billing.Repository {
 		return func(t *testing.T, clock billing.Clock) billing.Repository {
-			return memory.NewSingleTable(memory.SingleTableOptions{Clock: clock, PageSize: 4, Table: dynamostore.SingleTableConfig{DueShards: k}}).Repository()
+			return billingtest.NewMemorySingleTable(t, memory.SingleTableOptions{Clock: clock, PageSize: 4, Table: dynamostore.SingleTableConfig{DueShards: k}}).Repository()
 		}
 	}
 	dynamoSingle := func(k int) func(t *testing.T, clock billing.Clock) billing.Repository {
@@ -325,7 +325,7 @@ func TestRunCursorOfAnotherRunRefused(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	clock := billingtest.NewClock(jan31.Add(time.Hour))
-	mem := memory.New(memory.Options{PageSize: 2, StatusIndexMode: dynamostore.StatusIndexDue, DueShards: 4})
+	mem := billingtest.NewMemoryStore(t, memory.Options{PageSize: 2, StatusIndexMode: dynamostore.StatusIndexDue, DueShards: 4})
 	repo := mem.Repository()
 	for i := range 40 {
 		addDue(t, repo, legacyUser(i), jan31)
@@ -352,7 +352,7 @@ func TestRunCursorOfAnotherRunRefused(t *testing.T) {
 		_, err := c.Run(ctx, req)
 		require.ErrorIs(t, err, billing.ErrInvalidCursor, name)
 	}
-	other := newCollector(memory.New(memory.Options{PageSize: 2, StatusIndexMode: dynamostore.StatusIndexDue, DueShards: 8}).Repository())
+	other := newCollector(billingtest.NewMemoryStore(t, memory.Options{PageSize: 2, StatusIndexMode: dynamostore.StatusIndexDue, DueShards: 8}).Repository())
 	_, err = other.Run(ctx, billing.RunRequest{Kind: billing.RunScheduled, Cursor: rep.Next, Shards: []int{0, 1}})
 	require.ErrorIs(t, err, billing.ErrInvalidCursor, "a store with other shards")
 
@@ -376,7 +376,7 @@ func TestAbandonedRunsStarveNoShard(t *testing.T) {
 	ctx := t.Context()
 	const k, budget = 32, 2
 	clock := billingtest.NewClock(jan31.Add(time.Hour))
-	repo := memory.New(memory.Options{PageSize: 10, StatusIndexMode: dynamostore.StatusIndexDue, DueShards: k}).Repository()
+	repo := billingtest.NewMemoryStore(t, memory.Options{PageSize: 10, StatusIndexMode: dynamostore.StatusIndexDue, DueShards: k}).Repository()
 	// One user in each shard.
 	var subs []billing.Subscription
 	for i, seen := 0, map[int]bool{}; len(seen) < k; i++ {
@@ -493,7 +493,7 @@ func TestSecondOpenSubscriptionDoesNotStopTheFirst(t *testing.T) {
 	ctx := t.Context()
 	jan5 := time.Date(2024, 1, 5, 15, 0, 0, 0, time.UTC)
 	clock := billingtest.NewClock(jan5.Add(-24 * time.Hour))
-	store := memory.New(memory.Options{})
+	store := billingtest.NewMemoryStore(t, memory.Options{})
 	repo := store.Repository()
 	addDue(t, repo, "u1", jan5)
 	// The other service writes its plan with a batch write.
@@ -539,7 +539,7 @@ func TestReactivatedBeforeOldPeriodsGoesOn(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	clock := billingtest.NewClock(jan31.Add(time.Hour))
-	repo := memory.New(memory.Options{}).Repository()
+	repo := billingtest.NewMemoryStore(t, memory.Options{}).Repository()
 	s := addDue(t, repo, "u1", jan31)
 	pay := billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock})
 	c, err := billing.NewCollector(billing.Config{Repository: repo, Locker: billingtest.NewLocker(clock, time.Minute), Provider: pay, Clock: clock})

@@ -64,7 +64,7 @@ const toleratePerUserRunBug = false
 
 func TestSimulationInMemory(t *testing.T) {
 	t.Parallel()
-	store := memory.New(memory.Options{PageSize: 250})
+	store := billingtest.NewMemoryStore(t, memory.Options{PageSize: 250})
 	res := runSimulation(t, simulate.Options{
 		Users: 1000, Months: 3, Seed: 7,
 		Repository: store.Repository(), History: store.History(),

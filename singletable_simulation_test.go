@@ -61,7 +61,7 @@ func stSimUserID(i int) string {
 func TestSingleTableSimulationInMemory(t *testing.T) {
 	t.Parallel()
 	clock := billingtest.NewClock(simulate.DefaultStart)
-	st := memory.NewSingleTable(memory.SingleTableOptions{Clock: clock, PageSize: 250})
+	st := billingtest.NewMemorySingleTable(t, memory.SingleTableOptions{Clock: clock, PageSize: 250})
 	res := runSingleTableSimulation(t, st.Repository(), st.History(), st.Payments(), simulate.Options{
 		Users: 900, Months: 3, Seed: 7, Clock: clock,
 	})

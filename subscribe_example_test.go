@@ -18,7 +18,10 @@ import (
 func ExampleCollector_Subscribe() {
 	ctx := context.Background()
 	clock := billingtest.NewTestClock(time.Date(2025, 1, 15, 9, 0, 0, 0, time.UTC))
-	store := memory.New(memory.Options{})
+	store, err := memory.New(memory.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
 	processor := billingtest.NewProvider(billingtest.ProviderOptions{}) // a real host plugs in its processor
 	collector, err := billing.NewCollector(billing.Config{
 		Repository: store.Repository(),

@@ -260,7 +260,7 @@ func TestTelemetrySingleCollection(t *testing.T) {
 func TestTelemetryNotifier(t *testing.T) {
 	o := newOtelEnv(t)
 	ctx := context.Background()
-	store := memory.New(memory.Options{})
+	store := billingtest.NewMemoryStore(t, memory.Options{})
 	day := time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC)
 	for i := range 3 {
 		bd := day.Add(time.Duration(10+i) * time.Hour)

@@ -19,7 +19,7 @@ import (
 func TestTestClockThirteenMonths(t *testing.T) {
 	ctx := context.Background()
 	clock := billingtest.NewTestClock(time.Date(2025, 1, 14, 12, 0, 0, 0, time.UTC))
-	store := memory.New(memory.Options{})
+	store := billingtest.NewMemoryStore(t, memory.Options{})
 	pay := billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock})
 	pay.SetUser("ann", billingtest.Succeeded(), billingtest.Succeeded(), billingtest.Declined("insufficient funds", true), billingtest.Succeeded())
 	c, err := billing.NewCollector(billing.Config{Repository: store.Repository(), History: store.History(),

@@ -1,6 +1,7 @@
 package billinghttp_test
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http/httptest"
 	"reflect"
@@ -132,7 +133,7 @@ func TestErrorStatuses(t *testing.T) {
 			setup: func(e *env) { e.faults.failOn("History.ListBySubscription", storageErr) }},
 		{name: "failing write", method: "POST", path: "/dave/subscriptions/d-new/cancel", token: "dave", status: 500, code: "internal", unchanged: "d-new", logged: "secret-billing-prod",
 			setup: func(e *env) { e.faults.failOn("Repository.Update", storageErr) }},
-		{name: "corrupt stored item", method: "GET", path: "/zoe/subscriptions", token: "zoe", status: 500, code: "internal", logged: "billing_amount",
+		{name: "corrupt stored item", method: "GET", path: "/zoe/subscriptions/z-bad", token: "zoe", status: 500, code: "internal", logged: "billing_amount",
 			setup: func(e *env) {
 				s := rec("zoe", "z-bad", "2024-03-01", billing.StatusScheduled)
 				item, err := layout.EncodeItem(&s)
@@ -239,4 +240,39 @@ func mustCollector(t *testing.T, e *env) *billing.Collector {
 	c, err := billing.NewCollector(billing.Config{Repository: e.store.Repository(), Locker: e.locker, Provider: e.provider, Clock: e.clock})
 	require.NoError(t, err)
 	return c
+}
+
+// TestListSkipsAnUndecodableRecord: one item of the user that does not
+// decode (an amount another program wrote as "4,99") is left out of the
+// listing and logged with its key; the user's other records are listed.
+// Before, the whole listing answered 500.
+func TestListSkipsAnUndecodableRecord(t *testing.T) {
+	e := newEnv(t)
+	bad := rec("alice", "a-bad", "2023-11-01", billing.StatusCompleted)
+	item, err := layout.EncodeItem(&bad)
+	require.NoError(t, err)
+	item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "4,99"}
+	require.NoError(t, e.store.PutRawItem(memory.SubscriptionsTable, item))
+	want, err := e.store.Repository().ListByUser(t.Context(), "alice")
+	require.NoError(t, err)
+	require.NotEmpty(t, want)
+
+	w := e.do("GET", "/alice/subscriptions", "alice", "")
+	require.Equal(t, 200, w.Code, w.Body.String())
+	var body struct {
+		Subscriptions []billinghttp.SubscriptionJSON `json:"subscriptions"`
+	}
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &body))
+	var got []string
+	for _, s := range body.Subscriptions {
+		got = append(got, s.SubscriptionID)
+	}
+	var ids []string
+	for _, s := range want {
+		ids = append(ids, s.SubscriptionID)
+	}
+	assert.Equal(t, ids, got, "the good records, and not the bad one")
+	assert.NotContains(t, got, "a-bad")
+	assert.Contains(t, e.logs.String(), "skipped an undecodable record")
+	assert.Contains(t, e.logs.String(), "2023-11-01", "the log names the item's key")
 }

@@ -26,7 +26,10 @@ import (
 // repayment.
 func ExampleNew() {
 	clock := billingtest.NewClock(time.Date(2024, 3, 20, 12, 0, 0, 0, time.UTC))
-	store := memory.New(memory.Options{})
+	store, err := memory.New(memory.Options{})
+	if err != nil {
+		panic(err)
+	}
 	collector, err := billing.NewCollector(billing.Config{
 		Repository: store.Repository(),
 		History:    store.History(),

@@ -6,16 +6,18 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billinghttp"
+	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/memory"
 )
 
 // newStore returns an empty in-memory store. Every test of the package
 // (ExampleNew excepted, which shows the call) makes its store here.
-func newStore() *memory.Store { return memory.New(memory.Options{}) }
+func newStore(t testing.TB) *memory.Store { return billingtest.NewMemoryStore(t, memory.Options{}) }
 
 // faults counts the storage calls the handler and the collector make, and
 // fails the ones told to.

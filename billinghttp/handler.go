@@ -195,7 +195,12 @@ func (h *Handler) wrap(rt route) http.Handler {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes)
-		status, body, err := rt.serve(r.Context(), r, a)
+		// A stored item that does not decode is left out of what the
+		// request reads (the user's other records are served) and logged.
+		ctx := billing.WithInvalidItems(r.Context(), func(ctx context.Context, err error) {
+			h.cfg.Logger.WarnContext(ctx, "billinghttp: skipped an undecodable record", "action", a.Name, "error", err)
+		})
+		status, body, err := rt.serve(ctx, r, a)
 		if err != nil {
 			h.fail(w, r, a, err)
 			return

@@ -91,7 +91,7 @@ type env struct {
 func newEnv(t *testing.T, opts ...func(*billing.Config)) *env {
 	t.Helper()
 	e := &env{
-		t: t, store: newStore(), clock: billingtest.NewClock(now),
+		t: t, store: newStore(t), clock: billingtest.NewClock(now),
 		faults: newFaults(), logs: &syncBuffer{},
 	}
 	e.locker = billingtest.NewLocker(e.clock, time.Minute)
@@ -374,7 +374,7 @@ func TestMountedUnderPrefix(t *testing.T) {
 
 // TestNewRequiresAuthorizer checks that there is no open default.
 func TestNewRequiresAuthorizer(t *testing.T) {
-	store := newStore()
+	store := newStore(t)
 	c, err := billing.NewCollector(billing.Config{
 		Repository: store.Repository(), Locker: billingtest.NewLocker(nil, 0), Provider: billingtest.NewProvider(billingtest.ProviderOptions{}),
 	})

@@ -6,7 +6,9 @@
 // billing.EventSink, recording fakes of the notifier's ports
 // ([RecordingEnqueuer], [RecordingNotifier], [UserDirectory], [BankAccounts],
 // [UserPayments], [FeatureFlags], [PrenoteSubmitter], [MetricsRecorder]), an
-// in-memory [Accounts] twin of the single-table credits and access store)
+// in-memory [Accounts] twin of the single-table credits and access store,
+// and [NewMemoryStore] and [NewMemorySingleTable], which fail the test on
+// options package memory refuses)
 // and the conformance suites every
 // implementation of a port must pass ([TestRepository], [TestHistory],
 // [TestLocker]; [TestRepositoryWith] and [TestHistoryWith] adapt the first
@@ -16,7 +18,7 @@
 // # Wiring
 //
 //	clock := billingtest.NewClock(time.Date(2024, 1, 31, 0, 0, 0, 0, time.UTC))
-//	store := memory.New(memory.Options{PageSize: 50}) // package memory
+//	store := billingtest.NewMemoryStore(t, memory.Options{PageSize: 50}) // package memory
 //	repo, hist := store.Repository(), store.History()
 //	locker := billingtest.NewLocker(clock, time.Minute)
 //	// hand them to the code under test, then

@@ -31,11 +31,13 @@ func TestHistory(t *testing.T, newHistory func(t *testing.T) billing.History) {
 }
 
 // TestHistoryWith is [TestHistory] with the user IDs mapped by
-// opts.UserID.
+// opts.UserID. With opts.RawStores it checks too that ListByUser skips a
+// row that does not decode, returns the others and reports it through
+// [billing.WithInvalidItems].
 func TestHistoryWith(t *testing.T, newHistory func(t *testing.T) billing.History, opts SuiteOptions) {
 	t.Helper()
-	s := &histSuite{newHistory: newHistory, ids: newSuiteIDs(opts)}
-	for _, c := range s.cases() {
+	s := &histSuite{newHistory: newHistory, ids: newSuiteIDs(opts), raw: opts.RawStores}
+	for _, c := range append(s.cases(), repoCase{"ListByUserSkipsUndecodable", s.invalidCase}) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			c.run(t)
@@ -46,6 +48,7 @@ func TestHistoryWith(t *testing.T, newHistory func(t *testing.T) billing.History
 type histSuite struct {
 	newHistory func(t *testing.T) billing.History
 	ids        *suiteIDs
+	raw        RawStoresFunc
 }
 
 type histEnv struct {

@@ -40,6 +40,11 @@ type StoreFactory func(t *testing.T, opts memory.Options) (billing.Repository, b
 // query that ends exactly at the limit carries a cursor (DynamoDB's does,
 // moto's does not); a cursor always leads to an empty page or to the rest.
 //
+// With [SuiteOptions.RawStores] (see [TestRepositoryWith]) it checks too
+// that ListByUser and Recent skip an item another program wrote that does
+// not decode, return the user's other records (Recent its limit of them)
+// and report the item through [billing.WithInvalidItems].
+//
 // Status queries run in both index modes. Reads through indexes
 // (GetByID, QueryStatus) are expected to see writes that completed
 // before them, as moto and DynamoDB Local do; DynamoDB itself only
@@ -78,12 +83,17 @@ type SuiteOptions struct {
 	// years apart, read counts of the legacy and sorted index modes). A
 	// store that answers status queries another way tests them itself.
 	SkipStatusQueries bool
+	// RawStores gives the cases about items another program wrote (an
+	// undecodable item among a user's records, which the per-user reads
+	// skip and report through [billing.WithInvalidItems]) stores they can
+	// write such items into. Those cases are skipped when it is nil.
+	RawStores RawStoresFunc
 }
 
 // TestRepositoryWith is [TestRepository] adapted by opts.
 func TestRepositoryWith(t *testing.T, newStores StoreFactory, opts SuiteOptions) {
 	t.Helper()
-	s := &repoSuite{newStores: newStores, ids: newSuiteIDs(opts), severalOpen: opts.SeveralOpen}
+	s := &repoSuite{newStores: newStores, ids: newSuiteIDs(opts), severalOpen: opts.SeveralOpen, raw: opts.RawStores}
 	groups := []struct {
 		name  string
 		cases []repoCase
@@ -97,6 +107,7 @@ func TestRepositoryWith(t *testing.T, newStores StoreFactory, opts SuiteOptions)
 		{"AddAll", s.addAllCases()},
 		{"Invariants", s.invariantCases()},
 		{"Reminder", s.reminderCases()},
+		{"InvalidItems", s.invalidCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
@@ -128,6 +139,7 @@ type repoSuite struct {
 	newStores   StoreFactory
 	ids         *suiteIDs
 	severalOpen bool
+	raw         RawStoresFunc
 }
 
 // repoEnv is a subtest's fresh stores with helpers that fail the test.

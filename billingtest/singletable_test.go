@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/dynamostore"
@@ -27,11 +28,17 @@ var stSuiteOptions = billingtest.SuiteOptions{
 	},
 	SkipStatusQueries: true,
 	SeveralOpen:       true,
+	RawStores: func(t *testing.T) (billing.Repository, billing.History, billingtest.PutRawFunc) {
+		s := billingtest.NewMemorySingleTable(t, memory.SingleTableOptions{})
+		return s.Repository(), s.History(), func(_ context.Context, table string, item map[string]types.AttributeValue) error {
+			return s.PutRawItem(table, item)
+		}
+	},
 }
 
 func TestSingleTableRepositorySuite(t *testing.T) {
 	billingtest.TestRepositoryWith(t, func(t *testing.T, opts memory.Options) (billing.Repository, billing.History) {
-		s := memory.NewSingleTable(memory.SingleTableOptions{PageSize: opts.PageSize, Collisions: opts.Collisions})
+		s := billingtest.NewMemorySingleTable(t, memory.SingleTableOptions{PageSize: opts.PageSize, Collisions: opts.Collisions})
 		return s.Repository(), s.History()
 	}, stSuiteOptions)
 }
@@ -41,7 +48,7 @@ func TestSingleTableRepositorySuite(t *testing.T) {
 // mode, as the legacy table's store does.
 func TestSingleTableDueQuerySuite(t *testing.T) {
 	billingtest.TestStatusQueriesWith(t, func(t *testing.T, opts memory.Options) (billing.Repository, billing.History) {
-		s := memory.NewSingleTable(memory.SingleTableOptions{PageSize: opts.PageSize, Collisions: opts.Collisions,
+		s := billingtest.NewMemorySingleTable(t, memory.SingleTableOptions{PageSize: opts.PageSize, Collisions: opts.Collisions,
 			Table: dynamostore.SingleTableConfig{DueShards: opts.DueShards}})
 		return s.Repository(), s.History()
 	}, stSuiteOptions, dynamostore.StatusIndexDue)
@@ -49,7 +56,7 @@ func TestSingleTableDueQuerySuite(t *testing.T) {
 
 func TestSingleTableHistorySuite(t *testing.T) {
 	billingtest.TestHistoryWith(t, func(t *testing.T) billing.History {
-		return memory.NewSingleTable(memory.SingleTableOptions{}).History()
+		return billingtest.NewMemorySingleTable(t, memory.SingleTableOptions{}).History()
 	}, stSuiteOptions)
 }
 
@@ -57,7 +64,7 @@ func TestSingleTableLayoutSuite(t *testing.T) {
 	for _, shards := range []int{0, 3} {
 		t.Run(fmt.Sprint("DueShards", shards), func(t *testing.T) {
 			billingtest.TestSingleTable(t, func(t *testing.T, clock billing.Clock, pageSize int) billingtest.SingleTableStores {
-				s := memory.NewSingleTable(memory.SingleTableOptions{Clock: clock, PageSize: pageSize, Table: dynamostore.SingleTableConfig{DueShards: shards}})
+				s := billingtest.NewMemorySingleTable(t, memory.SingleTableOptions{Clock: clock, PageSize: pageSize, Table: dynamostore.SingleTableConfig{DueShards: shards}})
 				return billingtest.SingleTableStores{Repository: s.Repository(), History: s.History(), Payments: s.Payments()}
 			})
 		})
@@ -88,7 +95,7 @@ func stNext(prev billing.Subscription, n int, st billing.Status) billing.Subscri
 }
 
 func TestSingleTableDefaults(t *testing.T) {
-	s := memory.NewSingleTable(memory.SingleTableOptions{})
+	s := billingtest.NewMemorySingleTable(t, memory.SingleTableOptions{})
 	ref := layout.SubscriptionRef{AccountID: "acct", SubscriptionID: "sub", SKU: "STREAM"}
 	r := stRecord(ref, 1, time.Date(2024, 1, 20, 9, 0, 0, 0, time.UTC), billing.StatusScheduled)
 	require.NoError(t, s.Repository().Add(t.Context(), &r))
@@ -106,14 +113,9 @@ func TestSingleTableDefaults(t *testing.T) {
 	require.Empty(t, p.Items, "open-ended query at the default clock = %+v; want nothing (the period is later)", p)
 	for _, o := range []memory.SingleTableOptions{{PageSize: -1}, {CatchUpDays: -1}, {ReminderLeadDays: -1}, {ReceiptRetention: -1},
 		{Table: dynamostore.SingleTableConfig{AccountPrefix: "PER"}}} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("NewSingleTable(%+v) did not panic", o)
-				}
-			}()
-			memory.NewSingleTable(o)
-		}()
+		s, err := memory.NewSingleTable(o)
+		require.Error(t, err, "NewSingleTable(%+v)", o)
+		require.Nil(t, s, "NewSingleTable(%+v)", o)
 	}
 }
 
@@ -134,7 +136,7 @@ func newSTEnv(t *testing.T, opts memory.SingleTableOptions) *stEnv {
 	if opts.Clock == nil {
 		opts.Clock = clock
 	}
-	s := memory.NewSingleTable(opts)
+	s := billingtest.NewMemorySingleTable(t, opts)
 	return &stEnv{t: t, clock: clock, st: s, repo: s.Repository(), hist: s.History(), pay: s.Payments()}
 }
 
@@ -546,7 +548,7 @@ func singleTableMatchesDynamo(t *testing.T, shards int) {
 	clock := billingtest.NewClock(stNow)
 	dyn, err := dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{Client: wrapped, Table: table, Clock: clock, PageSize: 2})
 	require.NoError(t, err)
-	twin := memory.NewSingleTable(memory.SingleTableOptions{Clock: clock, PageSize: 2, Table: table})
+	twin := billingtest.NewMemorySingleTable(t, memory.SingleTableOptions{Clock: clock, PageSize: 2, Table: table})
 	stores := []billingtest.SingleTableStores{
 		{Repository: dyn, History: dyn.History(), Payments: dyn.Payments()},
 		{Repository: twin.Repository(), History: twin.History(), Payments: twin.Payments()},

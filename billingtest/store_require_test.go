@@ -45,7 +45,7 @@ func (f *fatalRecorder) run(fn func(tb testing.TB)) string {
 }
 
 func TestRequireHistoryMatchesPrimary(t *testing.T) {
-	s := memory.New(memory.Options{})
+	s := billingtest.NewMemoryStore(t, memory.Options{})
 	repo, hist := s.Repository(), s.History()
 	r := rec("u1", 1, due, billing.StatusScheduled)
 	mustAdd(t, repo, r)

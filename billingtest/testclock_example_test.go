@@ -18,7 +18,10 @@ import (
 func ExampleTestClock_AdvanceMonths() {
 	ctx := context.Background()
 	clock := billingtest.NewTestClock(time.Date(2025, 1, 30, 12, 0, 0, 0, time.UTC))
-	store := memory.New(memory.Options{})
+	store, err := memory.New(memory.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
 	collector, err := billing.NewCollector(billing.Config{
 		Repository: store.Repository(),
 		Locker:     billingtest.NewLocker(clock, time.Minute),

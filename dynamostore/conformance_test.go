@@ -9,13 +9,16 @@ import (
 	"github.com/dynabill/billing/memory"
 )
 
+// rawSuite gives the suites tables they can write raw items into.
+var rawSuite = billingtest.SuiteOptions{RawStores: storetest.DynamoRawStores}
+
 func TestDynamoRepositoryConformance(t *testing.T) {
-	billingtest.TestRepository(t, storetest.DynamoStores)
+	billingtest.TestRepositoryWith(t, storetest.DynamoStores, rawSuite)
 }
 
 func TestDynamoHistoryConformance(t *testing.T) {
-	billingtest.TestHistory(t, func(t *testing.T) billing.History {
+	billingtest.TestHistoryWith(t, func(t *testing.T) billing.History {
 		_, h := storetest.DynamoStores(t, memory.Options{})
 		return h
-	})
+	}, rawSuite)
 }

@@ -112,16 +112,18 @@ func (h *History) ListBySubscription(ctx context.Context, subscriptionID string)
 	return rows, nil
 }
 
-// ListByUser implements [History.ListByUser].
+// ListByUser implements [History.ListByUser]. Rows that do not decode are
+// skipped: logged at Warn and reported (see [billing.WithInvalidItems]).
 func (h *History) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
 	expr := keyEquals(layout.AttrUserID, userID)
-	rows, err := h.query(ctx, &dynamodb.QueryInput{
+	read := userRead{client: h.cfg.Client, logger: h.cfg.Logger, op: "history of user " + userID, decode: layout.DecodeItem}
+	rows, err := read.query(ctx, &dynamodb.QueryInput{
 		TableName:                 &h.cfg.Tables.History,
 		KeyConditionExpression:    expr.KeyCondition(),
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
 		ConsistentRead:            aws.Bool(true),
-	})
+	}, 0)
 	if err != nil {
 		return nil, fmt.Errorf("billing: history of user %s: %w", userID, err)
 	}

@@ -278,12 +278,15 @@ func (r *Repository) GetByID(ctx context.Context, subscriptionID string) (billin
 	return billing.Subscription{}, fmt.Errorf("%w: subscription_id %s", billing.ErrNotFound, subscriptionID)
 }
 
-// ListByUser implements [Repository.ListByUser].
+// ListByUser implements [Repository.ListByUser]. Items that do not decode
+// are skipped: logged at Warn and reported (see [billing.WithInvalidItems]).
 func (r *Repository) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
 	return r.queryUser(ctx, userID, true, 0)
 }
 
-// Recent implements [Repository.Recent].
+// Recent implements [Repository.Recent]. Items that do not decode are
+// skipped: logged at Warn and reported (see [billing.WithInvalidItems]);
+// the read goes on past them, so that they take no record's place.
 func (r *Repository) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
 	return r.queryUser(ctx, userID, false, recentLimit(limit))
 }
@@ -298,11 +301,12 @@ func (r *Repository) queryUser(ctx context.Context, userID string, forward bool,
 		ScanIndexForward:          aws.Bool(forward),
 		ConsistentRead:            aws.Bool(true),
 	}
-	items, err := queryAll(ctx, r.cfg.Client, in, limit)
+	op := "list user " + userID
+	subs, err := userRead{client: r.cfg.Client, logger: r.cfg.Logger, op: op, decode: decodeRecord}.query(ctx, in, limit)
 	if err != nil {
-		return nil, fmt.Errorf("billing: list user %s: %w", userID, err)
+		return nil, fmt.Errorf("billing: %s: %w", op, err)
 	}
-	return layout.DecodeAll(items, decodeRecord)
+	return subs, nil
 }
 
 // statusCursorNames are the attributes of a status index LastEvaluatedKey.

@@ -22,7 +22,10 @@ import (
 func Example_singleTableDailyJobs() {
 	ctx := context.Background()
 	clock := billingtest.NewClock(time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC))
-	table := memory.NewSingleTable(memory.SingleTableOptions{Clock: clock})
+	table, err := memory.NewSingleTable(memory.SingleTableOptions{Clock: clock})
+	if err != nil {
+		panic(err)
+	}
 	repo, payments := table.Repository(), table.Payments()
 
 	stream := layout.SubscriptionRef{AccountID: "123", SubscriptionID: "s1", SKU: "STREAM"}

@@ -98,7 +98,9 @@ func (h *SingleTableHistory) ListBySubscription(ctx context.Context, subscriptio
 	}
 	var rows []billing.Subscription
 	for _, p := range ptrs {
-		all, err := h.ListByUser(ctx, layout.StringOf(p[layout.AttrUserID]))
+		// A row that does not decode fails the lookup: it may be one of
+		// the subscription's.
+		all, err := h.rowsOf(ctx, layout.StringOf(p[layout.AttrUserID]), false)
 		if err != nil {
 			return nil, err
 		}
@@ -112,20 +114,36 @@ func (h *SingleTableHistory) ListBySubscription(ctx context.Context, subscriptio
 	return rows, nil
 }
 
-// ListByUser implements [History.ListByUser].
+// ListByUser implements [History.ListByUser]. Rows that do not decode are
+// skipped: logged at Warn and reported (see [billing.WithInvalidItems]).
 func (h *SingleTableHistory) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+	return h.rowsOf(ctx, userID, true)
+}
+
+// rowsOf returns the history rows of userID ascending by last_run_date,
+// skipping (skip) or failing on the first row that does not decode.
+func (h *SingleTableHistory) rowsOf(ctx context.Context, userID string, skip bool) ([]billing.Subscription, error) {
 	ref, err := layout.ParseSubscriptionRef(userID)
 	if err != nil {
 		return nil, nil // no such user can be stored
 	}
 	prefix := layout.HistorySK(ref, "")
-	items, err := h.r.queryAll(ctx, "history of user "+userID, h.r.chainQuery(ref, prefix, prefix+"~", true), 0)
-	if err != nil {
-		return nil, fmt.Errorf("billing: history of user %s: %w", userID, err)
-	}
-	rows, err := layout.DecodeAll(items, decodeEngineItem)
-	if err != nil {
-		return nil, err
+	op := "history of user " + userID
+	in := h.r.chainQuery(ref, prefix, prefix+"~", true)
+	var rows []billing.Subscription
+	if skip {
+		rows, err = h.r.userRead(op).query(ctx, in, 0)
+		if err != nil {
+			return nil, fmt.Errorf("billing: %s: %w", op, err)
+		}
+	} else {
+		items, err := h.r.queryAll(ctx, op, in, 0)
+		if err != nil {
+			return nil, err
+		}
+		if rows, err = layout.DecodeAll(items, decodeEngineItem); err != nil {
+			return nil, err
+		}
 	}
 	sortHistory(rows)
 	return rows, nil

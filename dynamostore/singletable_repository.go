@@ -185,14 +185,19 @@ func pointerKey(subscriptionID, userID string) map[string]types.AttributeValue {
 // decodeEngineItem decodes a period or history item: the layout's own
 // attributes, the due key included, are not part of the record, so they
 // are neither carried in its stored attributes nor compared when it is
-// written back.
+// written back. The key of an error names the item's PK and SK before
+// the record's user_id and dates.
 func decodeEngineItem(item map[string]types.AttributeValue) (billing.Subscription, error) {
 	rec := maps.Clone(item)
 	delete(rec, layout.AttrPK)
 	delete(rec, layout.AttrSK)
 	delete(rec, layout.PayEntity)
 	delete(rec, layout.AttrDue)
-	return layout.DecodeItem(rec)
+	sub, err := layout.DecodeItem(rec)
+	if fe := (*billing.FieldError)(nil); errors.As(err, &fe) {
+		fe.Key = "PK=" + layout.StringOf(item[layout.AttrPK]) + " SK=" + layout.StringOf(item[layout.AttrSK]) + " " + fe.Key
+	}
+	return sub, err
 }
 
 // stTx collects the actions of one transaction on the single table and
@@ -531,8 +536,8 @@ func (r *SingleTableRepository) GetByID(ctx context.Context, subscriptionID stri
 			return billing.Subscription{}, err
 		}
 		// The pointer was written by a history row or an overwrite: look
-		// through the user's periods.
-		subs, err := r.ListByUser(ctx, layout.StringOf(p[layout.AttrUserID]))
+		// through the user's periods, failing on one that does not decode.
+		subs, err := r.listPeriodsStrict(ctx, layout.StringOf(p[layout.AttrUserID]))
 		if err != nil {
 			return billing.Subscription{}, err
 		}
@@ -586,12 +591,15 @@ func (r *SingleTableRepository) chainQuery(ref layout.SubscriptionRef, lo, hi st
 	}
 }
 
-// ListByUser implements [Repository.ListByUser].
+// ListByUser implements [Repository.ListByUser]. Items that do not decode
+// are skipped: logged at Warn and reported (see [billing.WithInvalidItems]).
 func (r *SingleTableRepository) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
 	return r.listPeriods(ctx, userID, true, 0)
 }
 
-// Recent implements [Repository.Recent].
+// Recent implements [Repository.Recent]. Items that do not decode are
+// skipped: logged at Warn and reported (see [billing.WithInvalidItems]);
+// the read goes on past them, so that they take no period's place.
 func (r *SingleTableRepository) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
 	return r.listPeriods(ctx, userID, false, recentLimit(limit))
 }
@@ -602,11 +610,34 @@ func (r *SingleTableRepository) listPeriods(ctx context.Context, userID string, 
 		return nil, nil // no such user can be stored
 	}
 	prefix := layout.PeriodSK(ref, "")
-	items, err := r.queryAll(ctx, "list user "+userID, r.chainQuery(ref, prefix, prefix+"~", forward), limit)
+	op := "list user " + userID
+	subs, err := r.userRead(op).query(ctx, r.chainQuery(ref, prefix, prefix+"~", forward), limit)
+	if err != nil {
+		return nil, fmt.Errorf("billing: %s: %w", op, err)
+	}
+	return subs, nil
+}
+
+// listPeriodsStrict is ListByUser failing on the first item that does not
+// decode, for the lookups by ID (GetByID, History.ListBySubscription),
+// which are not per-user reads: a period they cannot decode may be the
+// one they look for.
+func (r *SingleTableRepository) listPeriodsStrict(ctx context.Context, userID string) ([]billing.Subscription, error) {
+	ref, err := layout.ParseSubscriptionRef(userID)
+	if err != nil {
+		return nil, nil // no such user can be stored
+	}
+	prefix := layout.PeriodSK(ref, "")
+	items, err := r.queryAll(ctx, "list user "+userID, r.chainQuery(ref, prefix, prefix+"~", true), 0)
 	if err != nil {
 		return nil, err
 	}
 	return layout.DecodeAll(items, decodeEngineItem)
+}
+
+// userRead is a per-user read of the table's period or history items.
+func (r *SingleTableRepository) userRead(op string) userRead {
+	return userRead{client: r.cfg.Client, logger: r.cfg.Logger, op: op, decode: decodeEngineItem}
 }
 
 // SetAttempt implements [Repository.SetAttempt] with one conditional

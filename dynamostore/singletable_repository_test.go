@@ -19,7 +19,8 @@ func singleTableUser(base string) string {
 	return layout.SubscriptionRef{AccountID: base, SubscriptionID: "S1", SKU: "SKU9"}.UserID()
 }
 
-var singleTableSuite = billingtest.SuiteOptions{UserID: singleTableUser, SkipStatusQueries: true, SeveralOpen: true}
+var singleTableSuite = billingtest.SuiteOptions{UserID: singleTableUser, SkipStatusQueries: true, SeveralOpen: true,
+	RawStores: storetest.SingleTableRawStores}
 
 func TestSingleTableRepositoryConformance(t *testing.T) {
 	billingtest.TestRepositoryWith(t, func(t *testing.T, opts memory.Options) (billing.Repository, billing.History) {

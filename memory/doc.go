@@ -19,7 +19,8 @@
 // one process, so it suits one server or one test, never a fleet of
 // Lambdas.
 //
-//	store := memory.New(memory.Options{})
+//	store, err := memory.New(memory.Options{})
+//	if err != nil { ... } // options out of range
 //	c, err := billing.NewCollector(billing.Config{
 //		Repository: store.Repository(),
 //		History:    store.History(),

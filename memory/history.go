@@ -76,9 +76,12 @@ func (h *History) ListBySubscription(ctx context.Context, subscriptionID string)
 	return decodeAll(found)
 }
 
-// ListByUser implements [billing.History.ListByUser].
+// ListByUser implements [billing.History.ListByUser]: rows that do not
+// decode are skipped and reported (see [billing.WithInvalidItems]).
 func (h *History) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
-	return h.s.listUser(ctx, h.s.history, userID, false, 0)
+	rows, invalid, err := h.s.listUser(ctx, h.s.history, userID, false, 0)
+	h.s.skipItems(ctx, "history of user "+userID, invalid)
+	return rows, err
 }
 
 // historyItem encodes sub as a history row to store: EncodeHistoryItem's

@@ -13,7 +13,7 @@ import (
 
 func TestMemoryReminderWorkers(t *testing.T) {
 	billingtest.TestReminderWorkers(t, func(t *testing.T, _ billing.Clock) billingtest.ReminderStore {
-		s := memory.New(memory.Options{})
+		s := billingtest.NewMemoryStore(t, memory.Options{})
 		return billingtest.ReminderStore{
 			Repository: s.Repository(),
 			Items: func(t testing.TB, rec *billing.Subscription) map[string]map[string]types.AttributeValue {
@@ -27,7 +27,7 @@ func TestMemoryReminderWorkers(t *testing.T) {
 
 func TestMemorySingleTableReminderWorkers(t *testing.T) {
 	billingtest.TestReminderWorkers(t, func(t *testing.T, clock billing.Clock) billingtest.ReminderStore {
-		s := memory.NewSingleTable(memory.SingleTableOptions{Clock: clock})
+		s := billingtest.NewMemorySingleTable(t, memory.SingleTableOptions{Clock: clock})
 		return billingtest.ReminderStore{
 			Repository: s.Repository(),
 			Items: func(t testing.TB, rec *billing.Subscription) map[string]map[string]types.AttributeValue {

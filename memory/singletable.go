@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -53,6 +54,10 @@ type SingleTableOptions struct {
 	// Table.DueShards, as [dynamostore.SingleTableStoreConfig.DueIndexPending]
 	// does. Defaults to false.
 	DueIndexPending bool
+	// Logger receives a warning for each item a per-user read (ListByUser,
+	// Recent, History.ListByUser) skips because it does not decode.
+	// Defaults to nil: not logged.
+	Logger *slog.Logger
 }
 
 // stMaxEmptyDays bounds the days of the payment index one status page
@@ -105,33 +110,36 @@ type SingleTable struct {
 	pointers map[string]map[string]string
 }
 
-// NewSingleTable returns an empty single table. It panics on negative
-// options, a Table the DynamoDB store's config check rejects, or an
-// account prefix that clashes with PeriodIDPrefix, as
-// [dynamostore.NewSingleTableRepository] rejects them: options are fixed
-// by the test that builds them.
-func NewSingleTable(opts SingleTableOptions) *SingleTable {
+// NewSingleTable returns an empty single table. Options the DynamoDB
+// store rejects are an error naming the field, as
+// [dynamostore.NewSingleTableRepository] returns them: a negative
+// PageSize, CatchUpDays or ReminderLeadDays, a Table its config check
+// rejects, an account prefix that clashes with the period ID pointers'
+// prefix, or a negative ReceiptRetention.
+func NewSingleTable(opts SingleTableOptions) (*SingleTable, error) {
 	switch {
 	case opts.PageSize < 0:
-		panic(fmt.Sprintf("memory: SingleTableOptions.PageSize: negative %d", opts.PageSize))
+		return nil, fmt.Errorf("memory: SingleTableOptions.PageSize: negative %d", opts.PageSize)
 	case opts.CatchUpDays < 0:
-		panic(fmt.Sprintf("memory: SingleTableOptions.CatchUpDays: negative %d", opts.CatchUpDays))
+		return nil, fmt.Errorf("memory: SingleTableOptions.CatchUpDays: negative %d", opts.CatchUpDays)
 	case opts.ReminderLeadDays < 0:
-		panic(fmt.Sprintf("memory: SingleTableOptions.ReminderLeadDays: negative %d", opts.ReminderLeadDays))
+		return nil, fmt.Errorf("memory: SingleTableOptions.ReminderLeadDays: negative %d", opts.ReminderLeadDays)
+	case opts.ReceiptRetention < 0:
+		return nil, fmt.Errorf("memory: SingleTableOptions.ReceiptRetention: negative %v", opts.ReceiptRetention)
 	}
 	table := layout.SingleTableConfig(opts.Table).WithDefaults()
 	if err := table.Validate(); err != nil {
-		panic(fmt.Sprintf("memory: SingleTableOptions.Table: %v", err))
+		return nil, fmt.Errorf("memory: SingleTableOptions.Table: %w", err)
 	}
 	if strings.HasPrefix(layout.PeriodIDPrefix, table.AccountPrefix) {
-		panic(fmt.Sprintf("memory: SingleTableOptions.Table.AccountPrefix %q clashes with %q", table.AccountPrefix, layout.PeriodIDPrefix))
+		return nil, fmt.Errorf("memory: SingleTableOptions.Table.AccountPrefix %q clashes with %q", table.AccountPrefix, layout.PeriodIDPrefix)
 	}
 	if opts.Clock == nil {
 		opts.Clock = billing.ClockFunc(func() time.Time { return time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC) })
 	}
 	pay, err := NewPayments(PaymentsOptions{Table: dynamostore.SingleTableConfig(table), Clock: opts.Clock, ReceiptRetention: opts.ReceiptRetention})
 	if err != nil {
-		panic(fmt.Sprintf("memory: SingleTableOptions: %v", err))
+		return nil, fmt.Errorf("memory: SingleTableOptions: %w", err)
 	}
 	if opts.PageSize == 0 {
 		opts.PageSize = defaultPageSize
@@ -151,14 +159,17 @@ func NewSingleTable(opts SingleTableOptions) *SingleTable {
 	keep := func(subs []billing.Subscription) ([]billing.Subscription, error) { return subs, nil }
 	// An account has several subscriptions: several open periods of one
 	// engine user are the table's to keep, not refused.
-	periods := New(periodOptions(table, opts, keep))
+	periods, err := New(periodOptions(table, opts, keep))
+	if err != nil {
+		return nil, fmt.Errorf("memory: SingleTableOptions: %w", err)
+	}
 	periods.severalOpen = true
 	return &SingleTable{
 		clock: opts.Clock, table: table, pageSize: opts.PageSize, catchUp: opts.CatchUpDays,
 		leadDays: opts.ReminderLeadDays, collisions: opts.Collisions, duePending: opts.DueIndexPending,
 		periods: periods, pay: pay,
 		open: map[string]layout.OpenPeriods{}, pointers: map[string]map[string]string{},
-	}
+	}, nil
 }
 
 // Repository returns the engine's [billing.Repository] on the table, as
@@ -173,6 +184,20 @@ func (s *SingleTable) History() billing.History { return (*stHistory)(s) }
 // [dynamostore.SingleTableRepository.Payments]: the subscription items the
 // engine maintains and its receipts.
 func (s *SingleTable) Payments() entitlement.Payments { return (*stPayments)(s) }
+
+// PutRawItem writes item unchanged (a copy) as a period
+// ([SubscriptionsTable]) or a history row ([HistoryTable]), as a PutItem
+// by another service would: the way to store items the engine would not
+// write, such as undecodable ones. The twin keeps periods and history rows
+// in the legacy tables' form, without the single table's PK, SK and
+// entity: item needs user_id (an engine user ID) and billing_date or
+// last_run_date as non-empty strings, as [Store.PutRawItem] does. The
+// subscription item and the period ID pointers are left as they are.
+func (s *SingleTable) PutRawItem(tableName string, item map[string]types.AttributeValue) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.periods.PutRawItem(tableName, item)
+}
 
 type (
 	stRepository SingleTable
@@ -485,7 +510,12 @@ func (r *stRepository) GetByID(ctx context.Context, subscriptionID string) (bill
 		if err != nil && !errors.Is(err, billing.ErrNotFound) {
 			return billing.Subscription{}, err
 		}
-		subs, err := s.listPeriods(ctx, u, false, 0)
+		// The fallback fails on an item that does not decode, as the
+		// DynamoDB store's does.
+		subs, invalid, err := s.listPeriods(ctx, u, false, 0)
+		if err == nil && len(invalid) > 0 {
+			err = invalid[0]
+		}
 		if err != nil {
 			return billing.Subscription{}, err
 		}
@@ -498,32 +528,40 @@ func (r *stRepository) GetByID(ctx context.Context, subscriptionID string) (bill
 	return billing.Subscription{}, fmt.Errorf("%w: subscription_id %s", billing.ErrNotFound, subscriptionID)
 }
 
-// listPeriods lists a user's periods; no user that is not a subscription
+// listPeriods lists a user's periods, and the errors of the items it
+// skipped (see [Store.listUser]); no user that is not a subscription
 // reference can be stored. The caller holds s.mu.
-func (s *SingleTable) listPeriods(ctx context.Context, userID string, desc bool, limit int) ([]billing.Subscription, error) {
+func (s *SingleTable) listPeriods(ctx context.Context, userID string, desc bool, limit int) ([]billing.Subscription, []error, error) {
 	if _, err := layout.ParseSubscriptionRef(userID); err != nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	return s.periods.listUser(ctx, s.periods.primary, userID, desc, limit)
 }
 
-// ListByUser implements [billing.Repository.ListByUser].
+// ListByUser implements [billing.Repository.ListByUser]: items that do not
+// decode are skipped and reported (see [billing.WithInvalidItems]).
 func (r *stRepository) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
 	s := (*SingleTable)(r)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.listPeriods(ctx, userID, false, 0)
+	subs, invalid, err := s.listPeriods(ctx, userID, false, 0)
+	s.mu.Unlock()
+	s.periods.skipItems(ctx, "list user "+userID, invalid)
+	return subs, err
 }
 
-// Recent implements [billing.Repository.Recent].
+// Recent implements [billing.Repository.Recent]: items that do not decode
+// are skipped and reported (see [billing.WithInvalidItems]), and do not
+// count in limit.
 func (r *stRepository) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
 	if limit <= 0 {
 		limit = 10
 	}
 	s := (*SingleTable)(r)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.listPeriods(ctx, userID, true, limit)
+	subs, invalid, err := s.listPeriods(ctx, userID, true, limit)
+	s.mu.Unlock()
+	s.periods.skipItems(ctx, "recent of user "+userID, invalid)
+	return subs, err
 }
 
 // Update implements [billing.Repository.Update]: next's period
@@ -921,15 +959,18 @@ func (h *stHistory) ListBySubscription(ctx context.Context, subscriptionID strin
 	return rows, err
 }
 
-// ListByUser implements [billing.History.ListByUser].
+// ListByUser implements [billing.History.ListByUser]: rows that do not
+// decode are skipped and reported (see [billing.WithInvalidItems]).
 func (h *stHistory) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
 	if _, err := layout.ParseSubscriptionRef(userID); err != nil {
 		return nil, ctx.Err()
 	}
 	s := (*SingleTable)(h)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.periods.History().ListByUser(ctx, userID)
+	rows, invalid, err := s.periods.listUser(ctx, s.periods.history, userID, false, 0)
+	s.mu.Unlock()
+	s.periods.skipItems(ctx, "history of user "+userID, invalid)
+	return rows, err
 }
 
 // CreateSubscription implements [Payments.CreateSubscription].

@@ -34,7 +34,7 @@ func (s *SingleTable) dueReads() bool { return s.table.DueShards > 0 && !s.duePe
 // items and the due keys are the same, only the table's keys differ), one
 // shard a page of the table's page size.
 func periodOptions(table layout.SingleTableConfig, opts SingleTableOptions, keep billing.CollisionPolicy) Options {
-	o := Options{Collisions: keep}
+	o := Options{Collisions: keep, Logger: opts.Logger}
 	if table.DueShards > 0 {
 		o.DueShards, o.StatusIndexMode, o.PageSize = table.DueShards, dynamostore.StatusIndexDue, opts.PageSize
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,6 +36,10 @@ type Options struct {
 	// Collisions makes the keys of an AddAll batch distinct. Defaults to
 	// the legacy rule described on [billing.CollisionPolicy].
 	Collisions billing.CollisionPolicy
+	// Logger receives a warning for each item a per-user read (ListByUser,
+	// Recent, History.ListByUser) skips because it does not decode.
+	// Defaults to nil: not logged.
+	Logger *slog.Logger
 }
 
 // defaultPageSize is the page size when StoreOptions.PageSize is 0.
@@ -93,22 +98,23 @@ var (
 	_ billing.History    = (*History)(nil)
 )
 
-// New returns an empty store. It panics on a negative PageSize or an
-// unknown StatusIndexMode: options are fixed by the test that builds them.
-func New(opts Options) *Store {
-	if opts.PageSize < 0 {
-		panic(fmt.Sprintf("memory: Options.PageSize: negative %d", opts.PageSize))
+// New returns an empty store. Options out of range are an error naming
+// the field: a negative PageSize, an unknown StatusIndexMode, DueShards
+// outside 0..[dynamostore.MaxDueShards], or [dynamostore.StatusIndexDue]
+// without DueShards.
+func New(opts Options) (*Store, error) {
+	switch {
+	case opts.PageSize < 0:
+		return nil, fmt.Errorf("memory: Options.PageSize: negative %d", opts.PageSize)
+	case opts.StatusIndexMode < dynamostore.StatusIndexLegacy || opts.StatusIndexMode > dynamostore.StatusIndexDue:
+		return nil, fmt.Errorf("memory: Options.StatusIndexMode: unknown %v", opts.StatusIndexMode)
+	case opts.DueShards < 0 || opts.DueShards > dynamostore.MaxDueShards:
+		return nil, fmt.Errorf("memory: Options.DueShards: %d outside 0..%d", opts.DueShards, dynamostore.MaxDueShards)
+	case opts.StatusIndexMode == dynamostore.StatusIndexDue && opts.DueShards == 0:
+		return nil, fmt.Errorf("memory: Options.StatusIndexMode: %v needs DueShards", opts.StatusIndexMode)
 	}
 	if opts.PageSize == 0 {
 		opts.PageSize = defaultPageSize
-	}
-	switch {
-	case opts.StatusIndexMode < dynamostore.StatusIndexLegacy || opts.StatusIndexMode > dynamostore.StatusIndexDue:
-		panic(fmt.Sprintf("memory: Options.StatusIndexMode: unknown %v", opts.StatusIndexMode))
-	case opts.DueShards < 0 || opts.DueShards > dynamostore.MaxDueShards:
-		panic(fmt.Sprintf("memory: Options.DueShards: %d outside 0..%d", opts.DueShards, dynamostore.MaxDueShards))
-	case opts.StatusIndexMode == dynamostore.StatusIndexDue && opts.DueShards == 0:
-		panic(fmt.Sprintf("memory: Options.StatusIndexMode: %v needs DueShards", opts.StatusIndexMode))
 	}
 	if opts.Collisions == nil {
 		opts.Collisions = layout.DefaultCollisionPolicy
@@ -121,7 +127,7 @@ func New(opts Options) *Store {
 	s := &Store{opts: opts, locks: l, primary: newTable(l, true, opts.StatusIndexMode != dynamostore.StatusIndexLegacy, dueShards), history: newTable(l, false, false, 0)}
 	s.repo = &Repository{s: s}
 	s.hist = &History{s: s}
-	return s
+	return s, nil
 }
 
 // Repository returns the store's billing-activity table.
@@ -143,8 +149,12 @@ func (s *Store) Items(tableName string) int {
 // billing_date or last_run_date); other attributes are not checked.
 func (s *Store) PutRawItem(tableName string, item map[string]types.AttributeValue) error {
 	skName := layout.AttrBillingDate
-	if tableName == HistoryTable {
+	switch tableName {
+	case SubscriptionsTable:
+	case HistoryTable:
 		skName = layout.AttrLastRunDate
+	default:
+		return fmt.Errorf("memory: PutRawItem: unknown table %q (want %q or %q)", tableName, SubscriptionsTable, HistoryTable)
 	}
 	pk, sk := stringAttr(item, layout.AttrUserID), stringAttr(item, skName)
 	if pk == "" || sk == "" {
@@ -259,17 +269,24 @@ func (r *Repository) GetByID(ctx context.Context, subscriptionID string) (billin
 	return decodeItem(found[0].item)
 }
 
-// ListByUser implements [billing.Repository.ListByUser].
+// ListByUser implements [billing.Repository.ListByUser]: items that do not
+// decode are skipped and reported (see [billing.WithInvalidItems]).
 func (r *Repository) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
-	return r.s.listUser(ctx, r.s.primary, userID, false, 0)
+	subs, invalid, err := r.s.listUser(ctx, r.s.primary, userID, false, 0)
+	r.s.skipItems(ctx, "list user "+userID, invalid)
+	return subs, err
 }
 
-// Recent implements [billing.Repository.Recent].
+// Recent implements [billing.Repository.Recent]: items that do not decode
+// are skipped and reported (see [billing.WithInvalidItems]), and do not
+// count in limit.
 func (r *Repository) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
 	if limit <= 0 {
 		limit = 10
 	}
-	return r.s.listUser(ctx, r.s.primary, userID, true, limit)
+	subs, invalid, err := r.s.listUser(ctx, r.s.primary, userID, true, limit)
+	r.s.skipItems(ctx, "recent of user "+userID, invalid)
+	return subs, err
 }
 
 // Update implements [billing.Repository.Update].
@@ -614,10 +631,13 @@ func attrIs(item map[string]types.AttributeValue, name, want string) bool {
 }
 
 // listUser queries one partition of t by sort key string, ascending or
-// descending, stopping after limit items when limit > 0.
-func (s *Store) listUser(ctx context.Context, t *table, userID string, desc bool, limit int) ([]billing.Subscription, error) {
+// descending, stopping after limit records when limit > 0. An item that
+// does not decode is skipped and does not count in limit: its error is in
+// invalid, for the caller to report once it holds no lock (skipItems), as
+// the DynamoDB store reads on past an item it cannot decode.
+func (s *Store) listUser(ctx context.Context, t *table, userID string, desc bool, limit int) (out []billing.Subscription, invalid []error, err error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	user := s.locks.of(userID)
 	s.locks.rlock(user)
@@ -630,19 +650,31 @@ func (s *Store) listUser(ctx context.Context, t *table, userID string, desc bool
 	if limit > 0 && n > limit {
 		n = limit
 	}
-	out := make([]billing.Subscription, 0, n)
-	for i := range n {
+	out = make([]billing.Subscription, 0, n)
+	for i := range recs {
+		if limit > 0 && len(out) == limit {
+			break
+		}
 		j := i
 		if desc {
 			j = len(recs) - 1 - i
 		}
 		sub, err := decodeItem(recs[j].item)
 		if err != nil {
-			return nil, err
+			invalid = append(invalid, err)
+			continue
 		}
 		out = append(out, sub)
 	}
-	return out, nil
+	return out, invalid, nil
+}
+
+// skipItems logs and reports the items a per-user read skipped (see
+// [layout.SkipItem]). The caller holds no lock.
+func (s *Store) skipItems(ctx context.Context, op string, invalid []error) {
+	for _, err := range invalid {
+		layout.SkipItem(ctx, s.opts.Logger, op, err)
+	}
 }
 
 // decodeAll decodes items in order; the first that fails is the error.

@@ -1,8 +1,11 @@
 package memory_test
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -20,17 +23,25 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// rawSuite gives the suites stores they can write raw items into.
+var rawSuite = billingtest.SuiteOptions{RawStores: func(t *testing.T) (billing.Repository, billing.History, billingtest.PutRawFunc) {
+	s := billingtest.NewMemoryStore(t, memory.Options{})
+	return s.Repository(), s.History(), func(_ context.Context, table string, item map[string]types.AttributeValue) error {
+		return s.PutRawItem(table, item)
+	}
+}}
+
 func TestRepositorySuite(t *testing.T) {
-	billingtest.TestRepository(t, func(t *testing.T, opts memory.Options) (billing.Repository, billing.History) {
-		s := memory.New(opts)
+	billingtest.TestRepositoryWith(t, func(t *testing.T, opts memory.Options) (billing.Repository, billing.History) {
+		s := billingtest.NewMemoryStore(t, opts)
 		return s.Repository(), s.History()
-	})
+	}, rawSuite)
 }
 
 func TestHistorySuite(t *testing.T) {
-	billingtest.TestHistory(t, func(t *testing.T) billing.History {
-		return memory.New(memory.Options{}).History()
-	})
+	billingtest.TestHistoryWith(t, func(t *testing.T) billing.History {
+		return billingtest.NewMemoryStore(t, memory.Options{}).History()
+	}, rawSuite)
 }
 
 var due = time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC)
@@ -56,7 +67,8 @@ func mustAdd(t *testing.T, r billing.Repository, subs ...billing.Subscription) {
 func TestStoreInvalidItemsReported(t *testing.T) {
 	for _, mode := range []dynamostore.StatusIndexMode{dynamostore.StatusIndexLegacy, dynamostore.StatusIndexSorted} {
 		t.Run(mode.String(), func(t *testing.T) {
-			s := memory.New(memory.Options{PageSize: 2, StatusIndexMode: mode})
+			var logs bytes.Buffer
+			s := billingtest.NewMemoryStore(t, memory.Options{PageSize: 2, StatusIndexMode: mode, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			repo := s.Repository()
 			for i := range 5 { // one open record a user (Add refuses a second)
 				mustAdd(t, repo, rec(fmt.Sprint("u", i+1), i, due.AddDate(0, 0, -10+i), billing.StatusScheduled))
@@ -102,16 +114,28 @@ func TestStoreInvalidItemsReported(t *testing.T) {
 				wantScanned = 7
 			}
 			require.Equal(t, wantScanned, scanned, "Scanned %d over all pages, want %d", scanned, wantScanned)
-			if _, err := repo.ListByUser(t.Context(), "u0"); !errors.Is(err, billing.ErrInvalidItem) {
-				t.Fatalf("ListByUser over an undecodable item = %v, want ErrInvalidItem", err)
+
+			// A per-user read skips both, logs them with their keys and
+			// reports them.
+			var reported []error
+			ctx := billing.WithInvalidItems(t.Context(), func(_ context.Context, err error) { reported = append(reported, err) })
+			recs, err := repo.ListByUser(ctx, "u0")
+			require.NoError(t, err, "ListByUser over undecodable items")
+			require.Empty(t, recs, "ListByUser over undecodable items")
+			require.Len(t, reported, 2, "items reported by ListByUser")
+			for _, err := range reported {
+				require.ErrorIs(t, err, billing.ErrInvalidItem)
 			}
+			require.Contains(t, logs.String(), "level=WARN msg=\"billing: skipping undecodable item\"")
+			require.Contains(t, logs.String(), "user_id=u0 billing_date=2024-05-20T00:00:00Z", "the log names the item's key")
+			require.Contains(t, logs.String(), "user_id=u0 billing_date=2024-07-01T00:00:00Z", "the log names the item's key")
 		})
 	}
 }
 
 func TestStoreLastPageExactlyFull(t *testing.T) {
 	// DynamoDB returns a LastEvaluatedKey whenever Limit items were read.
-	s := memory.New(memory.Options{PageSize: 3, StatusIndexMode: dynamostore.StatusIndexSorted})
+	s := billingtest.NewMemoryStore(t, memory.Options{PageSize: 3, StatusIndexMode: dynamostore.StatusIndexSorted})
 	for i := range 3 { // one open record a user (Add refuses a second)
 		mustAdd(t, s.Repository(), rec(fmt.Sprint("u", i+1), i, due.AddDate(0, 0, -i-1), billing.StatusScheduled))
 	}
@@ -126,7 +150,7 @@ func TestStoreLastPageExactlyFull(t *testing.T) {
 }
 
 func TestStoreLegacyPageOfFilteredItems(t *testing.T) {
-	s := memory.New(memory.Options{PageSize: 2})
+	s := billingtest.NewMemoryStore(t, memory.Options{PageSize: 2})
 	mustAdd(t, s.Repository(),
 		rec("a", 1, due.AddDate(0, 0, 5), billing.StatusScheduled),
 		rec("b", 2, due.AddDate(0, 0, 6), billing.StatusScheduled),
@@ -143,7 +167,7 @@ func TestStoreLegacyPageOfFilteredItems(t *testing.T) {
 }
 
 func TestStoreReturnsCopies(t *testing.T) {
-	s := memory.New(memory.Options{})
+	s := billingtest.NewMemoryStore(t, memory.Options{})
 	r := rec("u1", 1, due, billing.StatusScheduled)
 	layout.SetExtraAttributes(&r, map[string]types.AttributeValue{"x_note": &types.AttributeValueMemberS{Value: "orig"}})
 	layout.SetDataAttributes(&r, map[string]types.AttributeValue{"data_l": &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: "orig"}}}})
@@ -184,7 +208,7 @@ func TestStoreReturnsCopies(t *testing.T) {
 }
 
 func TestStoreItemsAndPutRawItem(t *testing.T) {
-	s := memory.New(memory.Options{})
+	s := billingtest.NewMemoryStore(t, memory.Options{})
 	mustAdd(t, s.Repository(), rec("u1", 1, due, billing.StatusCompleted), rec("u1", 2, due.AddDate(0, 1, 0), billing.StatusScheduled))
 	if n, h := s.Items(memory.SubscriptionsTable), s.Items(memory.HistoryTable); n != 2 || h != 2 {
 		t.Fatalf("Items = %d, %d; want 2, 2", n, h)
@@ -203,19 +227,6 @@ func TestStoreItemsAndPutRawItem(t *testing.T) {
 		}
 	}()
 	s.Items("nope")
-}
-
-func TestNewStoreRejectsBadOptions(t *testing.T) {
-	for _, opts := range []memory.Options{{PageSize: -1}, {StatusIndexMode: 7}} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("NewStore(%+v) did not panic", opts)
-				}
-			}()
-			memory.New(opts)
-		}()
-	}
 }
 
 // indexStatuses are the statuses the index tests write.
@@ -370,7 +381,7 @@ func TestStoreIndexesFollowWrites(t *testing.T) {
 	for _, mode := range []dynamostore.StatusIndexMode{dynamostore.StatusIndexLegacy, dynamostore.StatusIndexSorted} {
 		t.Run(mode.String(), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, uint64(mode)))
-			s := memory.New(memory.Options{PageSize: 3, StatusIndexMode: mode})
+			s := billingtest.NewMemoryStore(t, memory.Options{PageSize: 3, StatusIndexMode: mode})
 			users := make([]string, 12)
 			for i := range users {
 				users[i] = fmt.Sprintf("u%02d", i)
@@ -392,7 +403,7 @@ func TestStoreIndexesFollowWrites(t *testing.T) {
 func TestStoreConcurrentWrites(t *testing.T) {
 	for _, mode := range []dynamostore.StatusIndexMode{dynamostore.StatusIndexLegacy, dynamostore.StatusIndexSorted} {
 		t.Run(mode.String(), func(t *testing.T) {
-			s := memory.New(memory.Options{PageSize: 3, StatusIndexMode: mode})
+			s := billingtest.NewMemoryStore(t, memory.Options{PageSize: 3, StatusIndexMode: mode})
 			var all []string
 			var wg sync.WaitGroup
 			var clock atomic.Int64

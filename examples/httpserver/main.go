@@ -124,7 +124,10 @@ func newServer(ctx context.Context, now time.Time, operatorToken string, logger 
 	if operatorToken == "" {
 		return nil, errors.New("httpserver: an operator token is required")
 	}
-	store := memory.New(memory.Options{})
+	store, err := memory.New(memory.Options{})
+	if err != nil {
+		return nil, err
+	}
 	collector, err := billing.NewCollector(billing.Config{
 		Repository: store.Repository(),
 		History:    store.History(),

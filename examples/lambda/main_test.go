@@ -76,7 +76,7 @@ func TestSQSEnqueuerRetriesServerFaults(t *testing.T) {
 
 func TestSchedulerHandlerTriggers(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New(memory.Options{PageSize: 1})
+	store := billingtest.NewMemoryStore(t, memory.Options{PageSize: 1})
 	now := time.Now().UTC()
 	due := time.Date(now.Year(), now.Month(), now.Day()+billing.NotificationLeadDays, 10, 0, 0, 0, time.UTC)
 	for _, u := range []string{"a", "b"} {
@@ -145,7 +145,7 @@ func (s *sentBodies) Send(_ context.Context, body string) error {
 func TestCollectorHandlerContinuesThroughItsQueue(t *testing.T) {
 	ctx := context.Background()
 	clock := billingtest.NewClock(time.Date(2024, 2, 1, 12, 0, 0, 0, time.UTC))
-	store := memory.New(memory.Options{PageSize: 1})
+	store := billingtest.NewMemoryStore(t, memory.Options{PageSize: 1})
 	for i := range 3 {
 		d := time.Date(2024, 1, 31, 0, 0, 0, 0, time.UTC)
 		s := billing.Subscription{UserID: fmt.Sprintf("u%d", i), SubscriptionID: fmt.Sprintf("s%d", i), BillingDate: d,
@@ -256,7 +256,7 @@ func shardedCollector(t *testing.T, perShard map[int]int) (*billing.Collector, *
 	t.Helper()
 	ctx := t.Context()
 	clock := billingtest.NewClock(time.Date(2024, 2, 1, 12, 0, 0, 0, time.UTC))
-	store := memory.New(memory.Options{PageSize: 1})
+	store := billingtest.NewMemoryStore(t, memory.Options{PageSize: 1})
 	for shard, n := range perShard {
 		for i := range n {
 			d := time.Date(2024, 1, 31, 0, 0, 0, 0, time.UTC)

@@ -64,7 +64,10 @@ func run(ctx context.Context, endpoint string, keep bool, sim simulate.Options) 
 		locker billing.Locker
 	)
 	if endpoint == "" {
-		store := memory.New(memory.Options{PageSize: 250})
+		store, err := memory.New(memory.Options{PageSize: 250})
+		if err != nil {
+			return err
+		}
 		repo, hist = store.Repository(), store.History()
 		locker = memory.NewLocker(memory.LockerOptions{Clock: clock})
 	} else {

@@ -226,7 +226,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Index == capacity.IndexDue {
 		opts.StatusIndexMode, opts.DueShards = dynamostore.StatusIndexDue, cfg.Shards
 	}
-	store := memory.New(opts)
+	store, err := memory.New(opts)
+	if err != nil {
+		return Result{}, fmt.Errorf("loadsim: %w", err)
+	}
 	if err := seed(ctx, store.Repository(), cfg); err != nil {
 		return Result{}, err
 	}

@@ -227,7 +227,10 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Repository == nil {
 		// Pages of 250: the in-memory store scans its table per page.
-		st := memory.New(memory.Options{PageSize: 250})
+		st, err := memory.New(memory.Options{PageSize: 250})
+		if err != nil {
+			return o, fmt.Errorf("simulate: %w", err)
+		}
 		o.Repository, o.History = st.Repository(), st.History()
 	}
 	if o.Clock == nil {

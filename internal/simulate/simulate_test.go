@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/internal/simulate"
 	"github.com/dynabill/billing/memory"
 )
@@ -176,7 +177,7 @@ func TestReadyCollector(t *testing.T) {
 	}
 
 	clock := simulate.NewClock()
-	store := memory.New(memory.Options{PageSize: 250})
+	store := billingtest.NewMemoryStore(t, memory.Options{PageSize: 250})
 	prov, tally := simulate.NewProvider(clock), simulate.NewTally()
 	c, err := billing.NewCollector(billing.Config{
 		Repository: store.Repository(), History: store.History(), Provider: prov, Clock: clock, Events: tally,
@@ -207,7 +208,7 @@ func TestReadyCollector(t *testing.T) {
 func TestReadyCollectorOptionsRejected(t *testing.T) {
 	t.Parallel()
 	clock := simulate.NewClock()
-	store := memory.New(memory.Options{})
+	store := billingtest.NewMemoryStore(t, memory.Options{})
 	prov := simulate.NewProvider(clock)
 	c, err := billing.NewCollector(billing.Config{
 		Repository: store.Repository(), Provider: prov, Clock: clock, Locker: memory.NewLocker(memory.LockerOptions{}),

@@ -4,6 +4,9 @@
 package storetest
 
 import (
+	"context"
+	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -100,6 +103,36 @@ func DynamoStoresSeeded(t *testing.T, opts memory.Options, seed []billing.Subscr
 	return NewDynamoStores(t, dynamostore.Config{Client: w, Tables: tables, PageSize: opts.PageSize, Collisions: opts.Collisions})
 }
 
+// DynamoRawStores is the conformance suites' [billingtest.RawStoresFunc]
+// for the legacy tables: DynamoStores with a writer of raw items into its
+// tables.
+func DynamoRawStores(t *testing.T) (billing.Repository, billing.History, billingtest.PutRawFunc) {
+	t.Helper()
+	client := dynamotest.Client(t)
+	tables := dynamostore.TableConfig{
+		Subscriptions: dynamotest.TableName(t, "billing-activity"),
+		History:       dynamotest.TableName(t, "billing-activity-history"),
+	}
+	dynamotest.CreateTable(t, client, dynamostore.SubscriptionsTableDefinition(tables))
+	dynamotest.CreateTable(t, client, dynamostore.HistoryTableDefinition(tables))
+	w := dynamotest.Wrap(client)
+	t.Cleanup(func() { w.AssertNoViolations(t) })
+	repo, hist := NewDynamoStores(t, dynamostore.Config{Client: w, Tables: tables})
+	put := func(ctx context.Context, table string, item map[string]types.AttributeValue) error {
+		name := tables.Subscriptions
+		switch table {
+		case memory.SubscriptionsTable:
+		case memory.HistoryTable:
+			name = tables.History
+		default:
+			return fmt.Errorf("storetest: unknown table %q", table)
+		}
+		_, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &name, Item: item})
+		return err
+	}
+	return repo, hist, put
+}
+
 // NewDynamoStores returns the repository and history of cfg.
 func NewDynamoStores(t *testing.T, cfg dynamostore.Config) (*dynamostore.Repository, *dynamostore.History) {
 	t.Helper()
@@ -114,11 +147,50 @@ func NewDynamoStores(t *testing.T, cfg dynamostore.Config) (*dynamostore.Reposit
 	return repo, hist
 }
 
+// SingleTableRawStores is the conformance suites' [billingtest.RawStoresFunc]
+// for the single table: NewSingleTableStore with a writer of raw items,
+// which puts a record's item as a period and a history row's as a
+// history row, under the keys the layout gives them.
+func SingleTableRawStores(t *testing.T) (billing.Repository, billing.History, billingtest.PutRawFunc) {
+	t.Helper()
+	repo, client, table := newSingleTableStore(t, nil, memory.Options{})
+	cfg := layout.SingleTableConfig(table).WithDefaults()
+	put := func(ctx context.Context, tableName string, item map[string]types.AttributeValue) error {
+		ref, err := layout.ParseSubscriptionRef(layout.StringOf(item[layout.AttrUserID]))
+		if err != nil {
+			return err
+		}
+		item = maps.Clone(item)
+		switch tableName {
+		case memory.SubscriptionsTable:
+			item[layout.AttrSK] = layout.StringAV(layout.PeriodSK(ref, layout.StringOf(item[layout.AttrBillingDate])))
+			item[layout.PayEntity] = layout.StringAV(layout.EntityPeriod)
+		case memory.HistoryTable:
+			item[layout.AttrSK] = layout.StringAV(layout.HistorySK(ref, layout.StringOf(item[layout.AttrLastRunDate])))
+			item[layout.PayEntity] = layout.StringAV(layout.EntityHistory)
+		default:
+			return fmt.Errorf("storetest: unknown table %q", tableName)
+		}
+		item[layout.AttrPK] = layout.StringAV(cfg.AccountPK(ref.AccountID))
+		_, err = client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &cfg.Table, Item: item})
+		return err
+	}
+	return repo, repo.History(), put
+}
+
 // NewSingleTableStore returns the engine's store on a fresh single table
 // on the local server, behind the limit-checking wrapper, with ACC#
 // partitions (the recurring payments layout), reading the sharded due
 // index when opts.DueShards is set.
 func NewSingleTableStore(t *testing.T, clock billing.Clock, opts memory.Options) *dynamostore.SingleTableRepository {
+	t.Helper()
+	repo, _, _ := newSingleTableStore(t, clock, opts)
+	return repo
+}
+
+// newSingleTableStore is NewSingleTableStore, with the client (without
+// the wrapper) and the table.
+func newSingleTableStore(t *testing.T, clock billing.Clock, opts memory.Options) (*dynamostore.SingleTableRepository, dynamostore.API, dynamostore.SingleTableConfig) {
 	t.Helper()
 	client := dynamotest.Client(t)
 	table := dynamostore.SingleTableConfig{Table: dynamotest.TableName(t, "payments"), AccountPrefix: "ACC#", TTLAttribute: "TTL", DueShards: opts.DueShards}
@@ -132,5 +204,5 @@ func NewSingleTableStore(t *testing.T, clock billing.Clock, opts memory.Options)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return repo
+	return repo, client, table
 }
