@@ -7,9 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/internal/storetest"
+	"github.com/dynabill/billing/memory"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -458,4 +462,76 @@ func TestPanicReleasesTheDynamoDBLock(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, billing.StatusCompleted, recs[0].Status)
 	billingtest.RequireNoDoubleCharge(t, e.pay)
+}
+
+// TestInvalidItemNeverBlocksAUser: a user whose records include one item
+// that does not decode (an old COMPLETED record whose billing_amount
+// another program wrote as "4,99") is collected by the scheduled run, by
+// CollectUser, changed and reactivated as usual; the item is counted in
+// Report.Invalid and reported as an EventInvalidRecord naming its key.
+// Before, Recent and ListByUser failed, and so did every run, CollectUser
+// and Reactivate for that user — on memory and on DynamoDB alike.
+func TestInvalidItemNeverBlocksAUser(t *testing.T) {
+	t.Parallel()
+	stores := map[string]func(t *testing.T) (billing.Repository, billingtest.PutRawFunc){
+		"memory": func(t *testing.T) (billing.Repository, billingtest.PutRawFunc) {
+			st := billingtest.NewMemoryStore(t, memory.Options{})
+			return st.Repository(), func(_ context.Context, table string, item map[string]types.AttributeValue) error {
+				return st.PutRawItem(table, item)
+			}
+		},
+		"dynamodb": func(t *testing.T) (billing.Repository, billingtest.PutRawFunc) {
+			repo, _, put := storetest.DynamoRawStores(t)
+			return repo, put
+		},
+	}
+	for name, open := range stores {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			repo, put := open(t)
+			e := newCollectorEnv(t, func(c *billing.Config) { c.Repository = repo })
+			e.repo = repo
+			old := envRecord("u1", jan31.AddDate(0, -1, 0), billing.StatusCompleted)
+			item, err := layout.EncodeItem(&old)
+			require.NoError(t, err)
+			item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "4,99"}
+			require.NoError(t, put(ctx, memory.SubscriptionsTable, item))
+			due := e.add("u1", jan31, billing.StatusScheduled)
+
+			rep, err := e.c.Run(ctx, billing.RunRequest{Kind: billing.RunScheduled})
+			require.NoError(t, err)
+			assert.Equal(t, 1, rep.Collected, "%+v", rep)
+			assert.Equal(t, 1, rep.Invalid, "%+v", rep)
+			assert.Empty(t, rep.Failed)
+			var invalid []billing.Event
+			for _, ev := range e.events.Events() {
+				if ev.Type == billing.EventInvalidRecord {
+					invalid = append(invalid, ev)
+				}
+			}
+			require.NotEmpty(t, invalid)
+			assert.Equal(t, "u1", invalid[0].UserID)
+			assert.Contains(t, invalid[0].Reason, "billing_amount")
+			assert.Contains(t, invalid[0].Reason, old.BillingDate.Format("2006-01-02"), "the event names the item's key")
+
+			recs := e.records("u1")
+			require.Len(t, recs, 2, "the good records: the collected one and the next period")
+			assert.Equal(t, due.SubscriptionID, recs[0].SubscriptionID)
+			assert.Equal(t, billing.StatusCompleted, recs[0].Status)
+
+			// The user's other calls work too.
+			_, err = e.c.Cancel(ctx, recs[1].SubscriptionID)
+			require.NoError(t, err)
+			e.clock.Advance(time.Hour)
+			back, err := e.c.Reactivate(ctx, "u1", recs[1].BillingDate.AddDate(0, 0, 1))
+			require.NoError(t, err)
+			e.clock.Set(back.BillingDate.Add(time.Hour))
+			cu, err := e.c.CollectUser(ctx, "u1", billing.ProcessWebhook)
+			require.NoError(t, err)
+			assert.Equal(t, 1, cu.Collected)
+			assert.Positive(t, cu.Invalid)
+			billingtest.RequireNoDoubleCharge(t, e.pay)
+		})
+	}
 }
