@@ -210,7 +210,7 @@ func TestRoutes(t *testing.T) {
 				assert.Equal(t, "4.99", s.BillingAmount, "billing_amount")
 				assert.Equal(t, "ERROR", s.BillingStatus, "billing_status")
 				assert.Equal(t, "03/2024", s.BillingPeriod, "billing_period")
-				assert.Equal(t, "insufficient funds", s.PaymentError, "usio_error")
+				assert.Equal(t, "insufficient funds", s.PaymentError, "payment_error")
 				assert.Equal(t, "2024-03-15T01:00:00Z", s.LastRunDate, "last_run_date")
 				assert.Equal(t, "MONTHLY", s.Term, "term")
 				assert.Equal(t, "Plus:v2", s.ReceiptTierName, "receipt_tier_name")
@@ -251,7 +251,7 @@ func TestRoutes(t *testing.T) {
 			check: func(t *testing.T, _ *env, r response) {
 				assert.Equal(t, 1, r.Report.Declined, "declined")
 				assert.Equal(t, "ERROR", r.Subscription.BillingStatus, "status")
-				assert.Equal(t, "card expired", r.Subscription.PaymentError, "usio_error")
+				assert.Equal(t, "card expired", r.Subscription.PaymentError, "payment_error")
 			},
 		},
 		{

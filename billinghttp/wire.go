@@ -9,7 +9,9 @@ import (
 // SubscriptionJSON is the wire form of a [billing.Subscription]: the JSON
 // the handler answers with. It is a stable contract of its own, decoupled
 // from the library struct: field names are the billing-activity attribute
-// names (snake_case), amounts are strings in canonical form ("4.99"),
+// names (snake_case) — except payment_error, the processor's message for
+// the latest failed attempt, stored as usio_error (a processor's name the
+// API does not repeat) —, amounts are strings in canonical form ("4.99"),
 // billing_date is RFC 3339 in whole seconds UTC and the other timestamps
 // RFC 3339 with fractional seconds, UTC. Fields marked omitempty are absent
 // when unset. The data_ and unknown attributes of stored items are never
@@ -28,7 +30,7 @@ type SubscriptionJSON struct {
 	Attempt             int    `json:"billing_attempt"`
 
 	TransactionID      string `json:"transaction_id,omitempty"`
-	PaymentError       string `json:"usio_error,omitempty"`
+	PaymentError       string `json:"payment_error,omitempty"`
 	InitialRunDate     string `json:"initial_run_date,omitempty"`
 	CompletionDate     string `json:"completion_date,omitempty"`
 	LastRunDate        string `json:"last_run_date,omitempty"`
