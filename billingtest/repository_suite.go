@@ -108,6 +108,7 @@ func TestRepositoryWith(t *testing.T, newStores StoreFactory, opts SuiteOptions)
 		{"Invariants", s.invariantCases()},
 		{"Reminder", s.reminderCases()},
 		{"InvalidItems", s.invalidCases()},
+		{"Subscribe", s.subscribeCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
