@@ -20,23 +20,23 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest/simulation"
 	"github.com/dynabill/billing/dynamostore"
-	"github.com/dynabill/billing/internal/simulate"
 )
 
 // simulationFlags defines the flags of the simulated population and
 // processor; the function it returns reads them after flag.Parse.
-func simulationFlags() func() simulate.Options {
+func simulationFlags() func() simulation.Options {
 	var (
-		users   = flag.Int("users", simulate.DefaultUsers, "number of users")
-		months  = flag.Int("months", simulate.DefaultMonths, "calendar months to simulate")
+		users   = flag.Int("users", simulation.DefaultUsers, "number of users")
+		months  = flag.Int("months", simulation.DefaultMonths, "calendar months to simulate")
 		seed    = flag.Int64("seed", 1, "seed of the population and of the processor's answers")
-		decline = flag.Float64("decline-rate", simulate.DefaultDeclineRate, "share of attempts declined")
-		pending = flag.Float64("pending-rate", simulate.DefaultPendingRate, "share of attempts submitted as ACH debits")
-		returns = flag.Float64("return-rate", simulate.DefaultReturnRate, "share of ACH debits returned")
+		decline = flag.Float64("decline-rate", simulation.DefaultDeclineRate, "share of attempts declined")
+		pending = flag.Float64("pending-rate", simulation.DefaultPendingRate, "share of attempts submitted as ACH debits")
+		returns = flag.Float64("return-rate", simulation.DefaultReturnRate, "share of ACH debits returned")
 	)
-	return func() simulate.Options {
-		return simulate.Options{
+	return func() simulation.Options {
+		return simulation.Options{
 			Users: *users, Months: *months, Seed: *seed,
 			DeclineRate: zeroAsNegative(*decline), PendingRate: zeroAsNegative(*pending), ReturnRate: zeroAsNegative(*returns),
 		}
@@ -55,7 +55,7 @@ func zeroAsNegative(r float64) float64 {
 // notifier's daily run at noon before the collector's, a progress line per
 // simulated week on stderr, then prints the per-month table and the
 // history of one user on stdout.
-func simulateMonths(ctx context.Context, sim simulate.Options, daily notifier, reminders *countingNotifier, endpoint string) error {
+func simulateMonths(ctx context.Context, sim simulation.Options, daily notifier, reminders *countingNotifier, endpoint string) error {
 	where := "in memory"
 	if endpoint != "" {
 		where = "on DynamoDB at " + endpoint
@@ -63,8 +63,8 @@ func simulateMonths(ctx context.Context, sim simulate.Options, daily notifier, r
 			fmt.Fprintf(os.Stderr, "%d users on DynamoDB: minutes on DynamoDB Local, much longer on moto (try -users 50)\n", sim.Users)
 		}
 	}
-	sim.BeforeStep = func(ctx context.Context, s simulate.Step) error {
-		if s.Kind != simulate.StepScheduled {
+	sim.BeforeStep = func(ctx context.Context, s simulation.Step) error {
+		if s.Kind != simulation.StepScheduled {
 			return nil
 		}
 		return daily.run(ctx)
@@ -72,14 +72,14 @@ func simulateMonths(ctx context.Context, sim simulate.Options, daily notifier, r
 	// Progress on stderr, so the table on stdout stays clean.
 	began := time.Now()
 	week := 0
-	sim.AfterStep = func(_ context.Context, s simulate.Step) error {
-		if s.Kind == simulate.StepPause && s.Day.Weekday() == time.Saturday {
+	sim.AfterStep = func(_ context.Context, s simulation.Step) error {
+		if s.Kind == simulation.StepPause && s.Day.Weekday() == time.Saturday {
 			week++
 			fmt.Fprintf(os.Stderr, "simulated week %d, to %s (%.1fs)\n", week, s.Day.Format("Mon Jan 2 2006"), time.Since(began).Seconds())
 		}
 		return nil
 	}
-	res, err := simulate.Run(ctx, sim)
+	res, err := simulation.Run(ctx, sim)
 	if err != nil {
 		return err
 	}
@@ -105,7 +105,7 @@ func simulateMonths(ctx context.Context, sim simulate.Options, daily notifier, r
 			fmt.Printf("), one row per write:\n\n")
 		}
 	}
-	return simulate.FormatHistory(os.Stdout, rows)
+	return simulation.FormatHistory(os.Stdout, rows)
 }
 
 // notifier is the pre-billing notifier as main.go wires it.

@@ -29,17 +29,17 @@ import (
 	"sync/atomic"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest/simulation"
 	"github.com/dynabill/billing/dynamostore"
-	"github.com/dynabill/billing/internal/simulate"
 	"github.com/dynabill/billing/memory"
 )
 
 func main() {
 	endpoint := flag.String("endpoint", os.Getenv("DYNAMODB_ENDPOINT"), "run on DynamoDB at this `URL` (DynamoDB Local, moto) instead of in memory (default $DYNAMODB_ENDPOINT)")
 	keep := flag.Bool("keep-tables", false, "with -endpoint: keep the tables afterwards")
-	simulation := simulationFlags() // -users, -months, -seed, the processor's rates: driver.go
+	options := simulationFlags() // -users, -months, -seed, the processor's rates: driver.go
 	flag.Parse()
-	if err := run(context.Background(), *endpoint, *keep, simulation()); err != nil {
+	if err := run(context.Background(), *endpoint, *keep, options()); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -51,10 +51,10 @@ type repository interface {
 	billing.ReminderClaimer
 }
 
-func run(ctx context.Context, endpoint string, keep bool, sim simulate.Options) error {
+func run(ctx context.Context, endpoint string, keep bool, sim simulation.Options) error {
 	// A service leaves every Clock below unset (the system clock); the
 	// simulation moves this one through the months in seconds.
-	clock := simulate.NewClock()
+	clock := simulation.NewClock()
 
 	// The store keeps the billing records and their history; the locker
 	// keeps two collections of one user from running at once.
@@ -93,7 +93,7 @@ func run(ctx context.Context, endpoint string, keep bool, sim simulate.Options) 
 
 	// The payment provider: a service writes an adapter for its processor
 	// (see billing.PaymentProvider). This one is scripted.
-	processor := simulate.NewProvider(clock)
+	processor := simulation.NewProvider(clock)
 
 	// The pre-billing notifier: each day the scheduler queues one message
 	// per record billed in four days, and the worker sends its reminder.
@@ -117,7 +117,7 @@ func run(ctx context.Context, endpoint string, keep bool, sim simulate.Options) 
 	// The collector charges what is due, retries and pauses, and applies
 	// the processor's settlements. Its events feed the simulation's table;
 	// a service sends them to its own queue or analytics.
-	tally := simulate.NewTally()
+	tally := simulation.NewTally()
 	collector, err := billing.NewCollector(billing.Config{
 		Repository: repo,
 		History:    hist,

@@ -1,4 +1,4 @@
-package simulate
+package simulation
 
 import (
 	"context"
@@ -114,10 +114,10 @@ func population(seed int64, n int, start time.Time, userID func(i int) string) (
 		r := rand.New(rand.NewPCG(uint64(seed), uint64(i)))
 		u := User{ID: userID(i), Behavior: BehaviorRandom}
 		if u.ID == "" {
-			return nil, fmt.Errorf("simulate: Options.UserID(%d) is empty", i)
+			return nil, fmt.Errorf("simulation: Options.UserID(%d) is empty", i)
 		}
 		if j, dup := ids[u.ID]; dup {
-			return nil, fmt.Errorf("simulate: Options.UserID gives %q to users %d and %d", u.ID, j, i)
+			return nil, fmt.Errorf("simulation: Options.UserID gives %q to users %d and %d", u.ID, j, i)
 		}
 		ids[u.ID] = i
 		hour, minute := r.IntN(24), r.IntN(60)
@@ -190,7 +190,7 @@ func seed(ctx context.Context, repo billing.Repository, users []User, created ti
 			recs = append(recs, users[j].Record(created))
 		}
 		if _, err := repo.AddAll(ctx, recs); err != nil {
-			return fmt.Errorf("simulate: seeding users %d to %d: %w", i+1, i+len(recs), err)
+			return fmt.Errorf("simulation: seeding users %d to %d: %w", i+1, i+len(recs), err)
 		}
 	}
 	return nil

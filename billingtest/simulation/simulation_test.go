@@ -1,4 +1,4 @@
-package simulate_test
+package simulation_test
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
-	"github.com/dynabill/billing/internal/simulate"
+	"github.com/dynabill/billing/billingtest/simulation"
 	"github.com/dynabill/billing/memory"
 )
 
@@ -17,10 +17,10 @@ import (
 
 func TestRunIsDeterministic(t *testing.T) {
 	t.Parallel()
-	run := func(seed int64) *simulate.Result {
+	run := func(seed int64) *simulation.Result {
 		// One collection at a time: concurrent runs may order the writes
 		// of one user differently.
-		res, err := simulate.Run(t.Context(), simulate.Options{Users: 200, Months: 2, Seed: seed, Concurrency: 1})
+		res, err := simulation.Run(t.Context(), simulation.Options{Users: 200, Months: 2, Seed: seed, Concurrency: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,7 +38,7 @@ func TestRunIsDeterministic(t *testing.T) {
 	}
 }
 
-func equalMonths(a, b []simulate.Month) bool {
+func equalMonths(a, b []simulation.Month) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -50,7 +50,7 @@ func equalMonths(a, b []simulate.Month) bool {
 	return true
 }
 
-func format(t *testing.T, r *simulate.Result) string {
+func format(t *testing.T, r *simulation.Result) string {
 	t.Helper()
 	var b strings.Builder
 	if err := r.Format(&b); err != nil {
@@ -61,7 +61,7 @@ func format(t *testing.T, r *simulate.Result) string {
 
 func TestPopulationMix(t *testing.T) {
 	t.Parallel()
-	res, err := simulate.Run(t.Context(), simulate.Options{Users: 1000, Months: 1, Start: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)})
+	res, err := simulation.Run(t.Context(), simulation.Options{Users: 1000, Months: 1, Start: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestPopulationMix(t *testing.T) {
 
 func TestOptionsRejected(t *testing.T) {
 	t.Parallel()
-	for _, o := range []simulate.Options{
+	for _, o := range []simulation.Options{
 		{Users: -1},
 		{Months: -1},
 		{DeclineRate: 0.7, PendingRate: 0.5},
@@ -123,7 +123,7 @@ func TestOptionsRejected(t *testing.T) {
 		{Users: 3, Months: 1, UserID: func(int) string { return "same" }},
 		{Users: 3, Months: 1, UserID: func(int) string { return "" }},
 	} {
-		if _, err := simulate.Run(t.Context(), o); err == nil {
+		if _, err := simulation.Run(t.Context(), o); err == nil {
 			t.Errorf("Run(%+v) succeeded", o)
 		}
 	}
@@ -133,8 +133,8 @@ func TestOptionsRejected(t *testing.T) {
 // the population; without it the users are "user-0001"… as before.
 func TestUserID(t *testing.T) {
 	t.Parallel()
-	run := func(id func(int) string) *simulate.Result {
-		res, err := simulate.Run(t.Context(), simulate.Options{Users: 30, Months: 1, Seed: 9, UserID: id})
+	run := func(id func(int) string) *simulation.Result {
+		res, err := simulation.Run(t.Context(), simulation.Options{Users: 30, Months: 1, Seed: 9, UserID: id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,21 +168,21 @@ func TestUserID(t *testing.T) {
 // and NewTally runs the same simulation as the one Run builds.
 func TestReadyCollector(t *testing.T) {
 	t.Parallel()
-	opts := simulate.Options{Users: 100, Months: 2, Seed: 5}
+	opts := simulation.Options{Users: 100, Months: 2, Seed: 5}
 	built := opts
 	built.Concurrency = 1
-	want, err := simulate.Run(t.Context(), built)
+	want, err := simulation.Run(t.Context(), built)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	clock := simulate.NewClock()
+	clock := simulation.NewClock()
 	store := billingtest.NewMemoryStore(t, memory.Options{PageSize: 250})
-	prov, tally := simulate.NewProvider(clock), simulate.NewTally()
+	prov, tally := simulation.NewProvider(clock), simulation.NewTally()
 	c, err := billing.NewCollector(billing.Config{
 		Repository: store.Repository(), History: store.History(), Provider: prov, Clock: clock, Events: tally,
 		Locker:             memory.NewLocker(memory.LockerOptions{Clock: clock}),
-		PagesPerInvocation: simulate.DefaultPagesPerInvocation, Concurrency: 1,
+		PagesPerInvocation: simulation.DefaultPagesPerInvocation, Concurrency: 1,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +190,7 @@ func TestReadyCollector(t *testing.T) {
 	ready := opts
 	ready.Collector, ready.Tally = c, tally
 	ready.Repository, ready.History, ready.Clock, ready.Provider = store.Repository(), store.History(), clock, prov
-	got, err := simulate.Run(t.Context(), ready)
+	got, err := simulation.Run(t.Context(), ready)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,37 +200,37 @@ func TestReadyCollector(t *testing.T) {
 	if got.Total.Collected == 0 {
 		t.Errorf("nothing collected:\n%s", format(t, got))
 	}
-	if _, err := simulate.Run(t.Context(), ready); err == nil {
+	if _, err := simulation.Run(t.Context(), ready); err == nil {
 		t.Error("a second Run with the same Tally succeeded")
 	}
 }
 
 func TestReadyCollectorOptionsRejected(t *testing.T) {
 	t.Parallel()
-	clock := simulate.NewClock()
+	clock := simulation.NewClock()
 	store := billingtest.NewMemoryStore(t, memory.Options{})
-	prov := simulate.NewProvider(clock)
+	prov := simulation.NewProvider(clock)
 	c, err := billing.NewCollector(billing.Config{
 		Repository: store.Repository(), Provider: prov, Clock: clock, Locker: memory.NewLocker(memory.LockerOptions{}),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok := simulate.Options{Users: 3, Months: 1, Collector: c, Repository: store.Repository(), History: store.History(), Clock: clock, Provider: prov}
-	for name, change := range map[string]func(o *simulate.Options){
-		"no Tally":      func(*simulate.Options) {},
-		"no Repository": func(o *simulate.Options) { o.Tally, o.Repository, o.History = simulate.NewTally(), nil, nil },
-		"no Clock":      func(o *simulate.Options) { o.Tally, o.Clock = simulate.NewTally(), nil },
-		"no Provider":   func(o *simulate.Options) { o.Tally, o.Provider = simulate.NewTally(), nil },
-		"Locker too": func(o *simulate.Options) {
-			o.Tally, o.Locker = simulate.NewTally(), memory.NewLocker(memory.LockerOptions{})
+	ok := simulation.Options{Users: 3, Months: 1, Collector: c, Repository: store.Repository(), History: store.History(), Clock: clock, Provider: prov}
+	for name, change := range map[string]func(o *simulation.Options){
+		"no Tally":      func(*simulation.Options) {},
+		"no Repository": func(o *simulation.Options) { o.Tally, o.Repository, o.History = simulation.NewTally(), nil, nil },
+		"no Clock":      func(o *simulation.Options) { o.Tally, o.Clock = simulation.NewTally(), nil },
+		"no Provider":   func(o *simulation.Options) { o.Tally, o.Provider = simulation.NewTally(), nil },
+		"Locker too": func(o *simulation.Options) {
+			o.Tally, o.Locker = simulation.NewTally(), memory.NewLocker(memory.LockerOptions{})
 		},
-		"Concurrency too":    func(o *simulate.Options) { o.Tally, o.Concurrency = simulate.NewTally(), 2 },
-		"PagesPerInvocation": func(o *simulate.Options) { o.Tally, o.PagesPerInvocation = simulate.NewTally(), 1 },
+		"Concurrency too":    func(o *simulation.Options) { o.Tally, o.Concurrency = simulation.NewTally(), 2 },
+		"PagesPerInvocation": func(o *simulation.Options) { o.Tally, o.PagesPerInvocation = simulation.NewTally(), 1 },
 	} {
 		o := ok
 		change(&o)
-		if _, err := simulate.Run(t.Context(), o); err == nil {
+		if _, err := simulation.Run(t.Context(), o); err == nil {
 			t.Errorf("%s: Run succeeded", name)
 		}
 	}

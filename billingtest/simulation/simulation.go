@@ -1,12 +1,14 @@
-// Package simulate runs recurring billing over simulated months: it seeds
+// Package simulation runs recurring billing over simulated months: it seeds
 // users on monthly and yearly plans, then steps a fake clock day by day
 // through the collector's scheduled, retry and pause runs and the ACH
 // settlements of a scripted processor, and counts what happened per month.
 //
-// It backs the quickstart example and the simulation tests. It uses the
-// fakes of package billingtest (clock and processor), which is what
-// "simulated" means here; the storage defaults to package memory and can
-// be any billing.Repository, DynamoDB included.
+// A host imports it to try its wiring (its store, locker and collector
+// configuration) over months in seconds, as examples/quickstart does, or
+// to check invariants of its own in the step hooks, as the library's
+// simulation tests do. It uses the fakes of package billingtest (clock and
+// processor), which is what "simulated" means here; the storage defaults
+// to package memory and can be any billing.Repository, DynamoDB included.
 //
 // Run builds its own collector from [Options], or runs one the caller
 // built (Options.Collector), as the quickstart does to show the wiring: the
@@ -30,7 +32,7 @@
 //
 // The clock stands still during a step, so every provider call of a run
 // carries the run's time.
-package simulate
+package simulation
 
 import (
 	"context"
@@ -183,17 +185,17 @@ type Step struct {
 func (o Options) withDefaults() (Options, error) {
 	switch {
 	case o.Users < 0:
-		return o, fmt.Errorf("simulate: Options.Users: negative %d", o.Users)
+		return o, fmt.Errorf("simulation: Options.Users: negative %d", o.Users)
 	case o.Months < 0:
-		return o, fmt.Errorf("simulate: Options.Months: negative %d", o.Months)
+		return o, fmt.Errorf("simulation: Options.Months: negative %d", o.Months)
 	case o.DeclineRate > 1 || o.PendingRate > 1 || max(o.DeclineRate, 0)+max(o.PendingRate, 0) > 1:
-		return o, fmt.Errorf("simulate: Options.DeclineRate %v and PendingRate %v must sum to at most 1", o.DeclineRate, o.PendingRate)
+		return o, fmt.Errorf("simulation: Options.DeclineRate %v and PendingRate %v must sum to at most 1", o.DeclineRate, o.PendingRate)
 	case o.ReturnRate > 1:
-		return o, fmt.Errorf("simulate: Options.ReturnRate: %v above 1", o.ReturnRate)
+		return o, fmt.Errorf("simulation: Options.ReturnRate: %v above 1", o.ReturnRate)
 	case (o.Repository == nil) != (o.History == nil):
-		return o, errors.New("simulate: Options.Repository and History go together")
+		return o, errors.New("simulation: Options.Repository and History go together")
 	case o.Tally != nil && o.Tally.used():
-		return o, errors.New("simulate: Options.Tally has counted another simulation")
+		return o, errors.New("simulation: Options.Tally has counted another simulation")
 	}
 	if o.Collector != nil {
 		if err := o.checkCollector(); err != nil {
@@ -223,13 +225,13 @@ func (o Options) withDefaults() (Options, error) {
 	rate(&o.PendingRate, DefaultPendingRate)
 	rate(&o.ReturnRate, DefaultReturnRate)
 	if o.DeclineRate+o.PendingRate > 1 {
-		return o, fmt.Errorf("simulate: Options.DeclineRate %v and PendingRate %v must sum to at most 1", o.DeclineRate, o.PendingRate)
+		return o, fmt.Errorf("simulation: Options.DeclineRate %v and PendingRate %v must sum to at most 1", o.DeclineRate, o.PendingRate)
 	}
 	if o.Repository == nil {
 		// Pages of 250: the in-memory store scans its table per page.
 		st, err := memory.New(memory.Options{PageSize: 250})
 		if err != nil {
-			return o, fmt.Errorf("simulate: %w", err)
+			return o, fmt.Errorf("simulation: %w", err)
 		}
 		o.Repository, o.History = st.Repository(), st.History()
 	}
@@ -273,10 +275,10 @@ func (o *Options) checkCollector() error {
 	note(&unused, "Logger", o.Logger != nil)
 	switch {
 	case len(missing) > 0:
-		return fmt.Errorf("simulate: Options.Collector needs the Repository, Clock, Provider and Tally it was built with; %s missing",
+		return fmt.Errorf("simulation: Options.Collector needs the Repository, Clock, Provider and Tally it was built with; %s missing",
 			strings.Join(missing, ", "))
 	case len(unused) > 0:
-		return fmt.Errorf("simulate: Options.Collector is built already, so %s would not be used", strings.Join(unused, ", "))
+		return fmt.Errorf("simulation: Options.Collector is built already, so %s would not be used", strings.Join(unused, ", "))
 	}
 	return nil
 }
@@ -331,7 +333,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	for day := opts.Start; day.Before(end); day = day.AddDate(0, 0, 1) {
 		if err := s.day(ctx, day); err != nil {
-			return s.res, fmt.Errorf("simulate: %s: %w", day.Format("2006-01-02"), err)
+			return s.res, fmt.Errorf("simulation: %s: %w", day.Format("2006-01-02"), err)
 		}
 	}
 	s.res.PendingAtEnd = len(opts.Provider.PendingSettlements())
