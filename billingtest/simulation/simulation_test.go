@@ -1,6 +1,7 @@
 package simulation_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -233,5 +234,105 @@ func TestReadyCollectorOptionsRejected(t *testing.T) {
 		if _, err := simulation.Run(t.Context(), o); err == nil {
 			t.Errorf("%s: Run succeeded", name)
 		}
+	}
+}
+
+// TestSignUp: every user but the Legacy ones starts with Subscribe (its
+// first period's first history row is process SUBSCRIBE, under the user's
+// request key), the Legacy ones with the record another service wrote;
+// NoLegacy signs every user up and changes nothing else of the population
+// but the legacy users' first dates (backlog) or Friday (fifth Friday).
+func TestSignUp(t *testing.T) {
+	t.Parallel()
+	run := func(noLegacy bool) *simulation.Result {
+		res, err := simulation.Run(t.Context(), simulation.Options{Users: 300, Months: 1, Seed: 2, NoLegacy: noLegacy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	with, without := run(false), run(true)
+	var backlog, fifth int
+	for i := range with.Users {
+		u, v := with.Users[i], without.Users[i]
+		rows, err := with.History.ListBySubscription(t.Context(), u.FirstSubscriptionID)
+		if err != nil || len(rows) == 0 {
+			t.Fatalf("%s: history %v, %v", u.ID, rows, err)
+		}
+		want := billing.ProcessSubscribe
+		if u.Legacy {
+			want = billing.ProcessNotIdentified
+		}
+		if rows[0].Process != want || rows[0].BillingWeek != u.BillingWeek || u.FirstSubscriptionID != billing.SubscriptionIDFor(u.ID, u.RequestKey) {
+			t.Errorf("%s (legacy %v): first period %s created by %s, week %d; want %s, week %d", u.ID, u.Legacy, rows[0].SubscriptionID, rows[0].Process, rows[0].BillingWeek, want, u.BillingWeek)
+		}
+		if v.Legacy || v.Backlog {
+			t.Errorf("%s: a legacy user with NoLegacy", v.ID)
+		}
+		switch {
+		case u.Backlog:
+			backlog++
+			if v.FirstBillingDate.Month() != time.January || v.AnchorDay != v.FirstBillingDate.Day() {
+				t.Errorf("%s: without legacy, first billed %v (anchor %d)", v.ID, v.FirstBillingDate, v.AnchorDay)
+			}
+			u.FirstBillingDate, u.AnchorDay = v.FirstBillingDate, v.AnchorDay
+		case u.Legacy:
+			fifth++
+			if u.BillingWeek != 5 || v.BillingWeek != 4 || billing.FridayWeek(u.FirstBillingDate) != 4 {
+				t.Errorf("%s: legacy week %d billed %v; without legacy week %d", u.ID, u.BillingWeek, u.FirstBillingDate, v.BillingWeek)
+			}
+			u.BillingWeek = v.BillingWeek
+		}
+		u.Legacy, u.Backlog = false, false
+		if u != v {
+			t.Errorf("user %d: NoLegacy changed more than the legacy records:\n\t%+v\n\t%+v", i, u, v)
+		}
+	}
+	if backlog == 0 || fifth == 0 {
+		t.Errorf("300 users, %d backlog and %d fifth-Friday legacy users: the test checks too little", backlog, fifth)
+	}
+}
+
+// TestSignUpHook: Options.SignUp is called once per user but the backlog
+// ones, in order, on the eve of the first day; one that does not write the
+// user's first period under its key fails the run.
+func TestSignUpHook(t *testing.T) {
+	t.Parallel()
+	clock := simulation.NewClock()
+	store := billingtest.NewMemoryStore(t, memory.Options{})
+	prov, tally := simulation.NewProvider(clock), simulation.NewTally()
+	c, err := billing.NewCollector(billing.Config{
+		Repository: store.Repository(), History: store.History(), Provider: prov, Clock: clock, Events: tally,
+		Locker: memory.NewLocker(memory.LockerOptions{Clock: clock}),
+		Prices: simulation.Prices(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var called []string
+	opts := simulation.Options{Users: 40, Months: 1, NoLegacy: true, Collector: c, Tally: tally,
+		Repository: store.Repository(), History: store.History(), Clock: clock, Provider: prov,
+		SignUp: func(ctx context.Context, u simulation.User) error {
+			if want := simulation.DefaultStart.Add(-12 * time.Hour); !clock.Now().Equal(want) {
+				t.Errorf("%s signs up at %v, want %v", u.ID, clock.Now(), want)
+			}
+			called = append(called, u.ID)
+			req := u.SubscribeRequest()
+			req.Amount = 0 // from the price list
+			_, err := c.Subscribe(ctx, req)
+			return err
+		},
+	}
+	res, err := simulation.Run(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(called) != len(res.Users) || called[0] != res.Users[0].ID || res.Total.Collected == 0 {
+		t.Errorf("SignUp called for %v; users %d:\n%s", called, len(res.Users), format(t, res))
+	}
+
+	wrongKey := simulation.Options{Users: 3, Months: 1, SignUp: func(ctx context.Context, u simulation.User) error { return nil }}
+	if _, err := simulation.Run(t.Context(), wrongKey); err == nil || !strings.Contains(err.Error(), "wrote no period") {
+		t.Errorf("a SignUp that writes nothing: %v", err)
 	}
 }
