@@ -11,9 +11,9 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/billingtest/simulation"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/dynamotest"
-	"github.com/dynabill/billing/internal/simulate"
 	"github.com/dynabill/billing/internal/storetest"
 	"github.com/dynabill/billing/memory"
 	"github.com/stretchr/testify/assert"
@@ -21,7 +21,7 @@ import (
 )
 
 // The simulation tests run three months of daily billing (package
-// internal/simulate) and check the collector's invariants from what the
+// billingtest/simulation) and check the collector's invariants from what the
 // store and the processor's call log hold, never from the simulator's own
 // counters (those are checked against the store instead):
 //
@@ -65,7 +65,7 @@ const toleratePerUserRunBug = false
 func TestSimulationInMemory(t *testing.T) {
 	t.Parallel()
 	store := billingtest.NewMemoryStore(t, memory.Options{PageSize: 250})
-	res := runSimulation(t, simulate.Options{
+	res := runSimulation(t, simulation.Options{
 		Users: 1000, Months: 3, Seed: 7,
 		Repository: store.Repository(), History: store.History(),
 	})
@@ -98,7 +98,7 @@ func TestSimulationDynamoDB(t *testing.T) {
 	t.Cleanup(func() {
 		assert.NoError(t, locker.Close(context.Background()), "closing the locker")
 	})
-	res := runSimulation(t, simulate.Options{
+	res := runSimulation(t, simulation.Options{
 		Users: 50, Months: 3, Seed: dynamoSeed,
 		DeclineRate: 0.1, PendingRate: 0.35, ReturnRate: 0.15, PagesPerInvocation: 1,
 		Repository: repo, History: hist, Locker: locker,
@@ -107,7 +107,7 @@ func TestSimulationDynamoDB(t *testing.T) {
 	// insolvent user's month of daily retries (moto's transactions copy
 	// the tables they write, so each costs tens of milliseconds; the
 	// in-memory test has insolvent users).
-	behaviours := map[simulate.Behavior]bool{}
+	behaviours := map[simulation.Behavior]bool{}
 	var paused, backlog, yearly, friday bool
 	for _, u := range res.Users {
 		behaviours[u.Behavior] = true
@@ -139,7 +139,7 @@ func TestSimulationDynamoDB(t *testing.T) {
 // billing users.
 const dynamoSeed = 50
 
-func formatResult(res *simulate.Result) string {
+func formatResult(res *simulation.Result) string {
 	var b strings.Builder
 	_ = res.Format(&b)
 	return b.String()
@@ -147,20 +147,20 @@ func formatResult(res *simulate.Result) string {
 
 // runSimulation runs the simulation with the step checks and then checks
 // the end state. It fails t on the first broken invariant.
-func runSimulation(t *testing.T, opts simulate.Options) *simulate.Result {
+func runSimulation(t *testing.T, opts simulation.Options) *simulation.Result {
 	t.Helper()
 	return runSimulationWith(t, opts, nil)
 }
 
 // dueFunc returns the records a step's run reads and, among them, those
 // it must handle (see runDue).
-type dueFunc func(ctx context.Context, s simulate.Step) (read, due []billing.Subscription, err error)
+type dueFunc func(ctx context.Context, s simulation.Step) (read, due []billing.Subscription, err error)
 
 // runSimulationWith is runSimulation with the step checks' oracle of what
 // is due: due, or when nil the run's own status queries (runDue), which a
 // layout whose status queries are under test cannot use. opts.BeforeStep
 // and AfterStep, when set, run after the step checks' own.
-func runSimulationWith(t *testing.T, opts simulate.Options, due dueFunc) *simulate.Result {
+func runSimulationWith(t *testing.T, opts simulation.Options, due dueFunc) *simulation.Result {
 	t.Helper()
 	if opts.Clock == nil {
 		opts.Clock = billingtest.NewClock(time.Time{})
@@ -170,13 +170,13 @@ func runSimulationWith(t *testing.T, opts simulate.Options, due dueFunc) *simula
 	}
 	ck := &stepChecker{repo: opts.Repository, prov: opts.Provider, due: due}
 	if ck.due == nil {
-		ck.due = func(ctx context.Context, s simulate.Step) (read, due []billing.Subscription, err error) {
+		ck.due = func(ctx context.Context, s simulation.Step) (read, due []billing.Subscription, err error) {
 			return runDue(ctx, ck.repo, s)
 		}
 	}
 	opts.BeforeStep, opts.AfterStep = chainStep(ck.before, opts.BeforeStep), chainStep(ck.after, opts.AfterStep)
 	began := time.Now()
-	res, err := simulate.Run(t.Context(), opts)
+	res, err := simulation.Run(t.Context(), opts)
 	require.NoError(t, err, "simulation")
 	t.Logf("simulated in %v:\n%s", time.Since(began).Round(time.Millisecond), formatResult(res))
 	ck.tolerated = append(ck.tolerated, checkFailures(t, res, ck)...)
@@ -190,11 +190,11 @@ func runSimulationWith(t *testing.T, opts simulate.Options, due dueFunc) *simula
 }
 
 // chainStep returns a step hook calling first, then next (when set).
-func chainStep(first, next func(context.Context, simulate.Step) error) func(context.Context, simulate.Step) error {
+func chainStep(first, next func(context.Context, simulation.Step) error) func(context.Context, simulation.Step) error {
 	if next == nil {
 		return first
 	}
-	return func(ctx context.Context, s simulate.Step) error {
+	return func(ctx context.Context, s simulation.Step) error {
 		if err := first(ctx, s); err != nil {
 			return err
 		}
@@ -238,15 +238,15 @@ func queryStatusAll(ctx context.Context, repo billing.Repository, q billing.Stat
 
 // runDue returns the records the step's run reads (its status query)
 // and, among them, those it must handle.
-func runDue(ctx context.Context, repo billing.Repository, s simulate.Step) (read, due []billing.Subscription, err error) {
+func runDue(ctx context.Context, repo billing.Repository, s simulation.Step) (read, due []billing.Subscription, err error) {
 	switch s.Kind {
-	case simulate.StepScheduled:
+	case simulation.StepScheduled:
 		read, err = queryStatusAll(ctx, repo, billing.StatusQuery{Status: billing.StatusScheduled, Before: s.At})
 		return read, read, err
-	case simulate.StepPause:
+	case simulation.StepPause:
 		read, err = queryStatusAll(ctx, repo, billing.StatusQuery{Status: billing.StatusPaused, Before: s.At})
 		return read, read, err
-	case simulate.StepRetry:
+	case simulation.StepRetry:
 		// The retry run reads 30 + 7 days of ERROR records; the policy
 		// picks those retried.
 		read, err = queryStatusAll(ctx, repo, billing.StatusQuery{Status: billing.StatusError, After: s.At.AddDate(0, 0, -37)})
@@ -260,7 +260,7 @@ func runDue(ctx context.Context, repo billing.Repository, s simulate.Step) (read
 	return nil, nil, nil
 }
 
-func (ck *stepChecker) before(ctx context.Context, s simulate.Step) error {
+func (ck *stepChecker) before(ctx context.Context, s simulation.Step) error {
 	ck.calls = ck.prov.CallCount()
 	read, due, err := ck.due(ctx, s)
 	if err != nil {
@@ -273,17 +273,17 @@ func (ck *stepChecker) before(ctx context.Context, s simulate.Step) error {
 	for _, r := range read {
 		ck.perUser[r.UserID]++
 	}
-	if s.Kind == simulate.StepScheduled {
+	if s.Kind == simulation.StepScheduled {
 		ck.lastScheduled = s.At
 	}
 	return nil
 }
 
-func (ck *stepChecker) after(ctx context.Context, s simulate.Step) error {
+func (ck *stepChecker) after(ctx context.Context, s simulation.Step) error {
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	var calls []billingtest.Call
-	if s.Kind == simulate.StepScheduled || s.Kind == simulate.StepRetry || ck.prov.CallCount() != ck.calls {
+	if s.Kind == simulation.StepScheduled || s.Kind == simulation.StepRetry || ck.prov.CallCount() != ck.calls {
 		calls = ck.prov.Calls()[ck.calls:]
 	}
 	bySub := map[string][]billingtest.Call{}
@@ -293,7 +293,7 @@ func (ck *stepChecker) after(ctx context.Context, s simulate.Step) error {
 			bad("call %s at %v during the %s step at %v", c.Request.IdempotencyKey, c.At, s.Kind, s.At)
 		}
 	}
-	if s.Kind == simulate.StepSettlement || s.Kind == simulate.StepPause {
+	if s.Kind == simulation.StepSettlement || s.Kind == simulation.StepPause {
 		// The only calls these steps make resolve an attempt in flight:
 		// they present a key the provider was given before.
 		seen := map[string]bool{}
@@ -306,7 +306,7 @@ func (ck *stepChecker) after(ctx context.Context, s simulate.Step) error {
 			}
 		}
 	}
-	if s.Kind == simulate.StepSettlement {
+	if s.Kind == simulation.StepSettlement {
 		for _, ch := range ck.prov.PendingSettlements() {
 			if !ch.At.Before(s.Day) {
 				continue
@@ -322,7 +322,7 @@ func (ck *stepChecker) after(ctx context.Context, s simulate.Step) error {
 		return joinProblems(s, problems)
 	}
 	proc := billing.ProcessInitial
-	if s.Kind == simulate.StepRetry {
+	if s.Kind == simulation.StepRetry {
 		proc = billing.ProcessRetry
 	}
 	skipped, skippedSeen := 0, 0
@@ -345,9 +345,9 @@ func (ck *stepChecker) after(ctx context.Context, s simulate.Step) error {
 	for id, prev := range ck.snapshot {
 		cs := bySub[id]
 		_, isLeft := left[id]
-		stale := s.Kind == simulate.StepScheduled && s.At.Sub(prev.BillingDate) > 30*24*time.Hour
+		stale := s.Kind == simulation.StepScheduled && s.At.Sub(prev.BillingDate) > 30*24*time.Hour
 		switch {
-		case stale || s.Kind == simulate.StepPause:
+		case stale || s.Kind == simulation.StepPause:
 			// Marked STALE or PAUSED_SKIPPED without a call (the end state
 			// checks which status).
 			if len(cs) > 0 || isLeft {
@@ -386,7 +386,7 @@ func (ck *stepChecker) after(ctx context.Context, s simulate.Step) error {
 		if err != nil {
 			return fmt.Errorf("re-read %s: %w", sub, err)
 		}
-		if s.Kind != simulate.StepScheduled || rec.CreatedDate.Before(s.At) {
+		if s.Kind != simulation.StepScheduled || rec.CreatedDate.Before(s.At) {
 			bad("%s %s (%s, billed %v): %d calls in the %s run, not expected", rec.UserID, sub, rec.Status, rec.BillingDate, len(cs), s.Kind)
 		}
 	}
@@ -407,7 +407,7 @@ func (ck *stepChecker) after(ctx context.Context, s simulate.Step) error {
 	return joinProblems(s, problems)
 }
 
-func joinProblems(s simulate.Step, problems []string) error {
+func joinProblems(s simulation.Step, problems []string) error {
 	if len(problems) == 0 {
 		return nil
 	}
@@ -421,7 +421,7 @@ func joinProblems(s simulate.Step, problems []string) error {
 // checkFailures checks that every item a run failed is an attempt whose
 // outcome the provider did not give (or, while tolerated, the known bug),
 // and returns the tolerated ones.
-func checkFailures(t *testing.T, res *simulate.Result, ck *stepChecker) []string {
+func checkFailures(t *testing.T, res *simulation.Result, ck *stepChecker) []string {
 	t.Helper()
 	failedCall := map[string]bool{} // run time + subscription of calls that failed
 	for _, c := range res.Provider.Calls() {
@@ -443,7 +443,7 @@ func checkFailures(t *testing.T, res *simulate.Result, ck *stepChecker) []string
 }
 
 // checkCallLog checks the provider's call log on its own.
-func checkCallLog(t *testing.T, res *simulate.Result) {
+func checkCallLog(t *testing.T, res *simulation.Result) {
 	t.Helper()
 	type runKey struct {
 		at  time.Time
@@ -476,11 +476,11 @@ func checkCallLog(t *testing.T, res *simulate.Result) {
 			// Resolving an attempt in flight presents its recorded request
 			// again, whichever step finds it.
 		case r.Process == billing.ProcessInitial:
-			if c.At.Sub(c.At.Truncate(24*time.Hour)) != simulate.ScheduledAt || since < 0 || since > 30*24*time.Hour {
+			if c.At.Sub(c.At.Truncate(24*time.Hour)) != simulation.ScheduledAt || since < 0 || since > 30*24*time.Hour {
 				problems = append(problems, fmt.Sprintf("%s: INITIAL call at %v for billing date %v", r.SubscriptionID, c.At, r.BillingDate))
 			}
 		case r.Process == billing.ProcessRetry:
-			if c.At.Sub(c.At.Truncate(24*time.Hour)) != simulate.RetryAt || since <= 0 || since > 30*24*time.Hour || r.Attempt < 2 {
+			if c.At.Sub(c.At.Truncate(24*time.Hour)) != simulation.RetryAt || since <= 0 || since > 30*24*time.Hour || r.Attempt < 2 {
 				problems = append(problems, fmt.Sprintf("%s: RETRY call (attempt %d) at %v for billing date %v", r.SubscriptionID, r.Attempt, c.At, r.BillingDate))
 			}
 		default:
@@ -497,7 +497,7 @@ func checkCallLog(t *testing.T, res *simulate.Result) {
 }
 
 // checkEndState checks every user's records, history and money at the end.
-func checkEndState(t *testing.T, res *simulate.Result, lastScheduled time.Time) {
+func checkEndState(t *testing.T, res *simulation.Result, lastScheduled time.Time) {
 	t.Helper()
 	ctx := t.Context()
 	calls := res.Provider.Calls()
@@ -543,7 +543,7 @@ func checkEndState(t *testing.T, res *simulate.Result, lastScheduled time.Time) 
 	}
 	var completed, stale, skipped, declines, pendings, historyRows int
 	var problems []string
-	bad := func(u *simulate.User, format string, args ...any) {
+	bad := func(u *simulation.User, format string, args ...any) {
 		problems = append(problems, u.ID+": "+fmt.Sprintf(format, args...))
 	}
 	for i := range res.Users {
@@ -719,7 +719,7 @@ func checkEndState(t *testing.T, res *simulate.Result, lastScheduled time.Time) 
 		kept, completedSum, heldSum, timedOutSum, held)
 	// The simulator's table agrees with the store and the call log.
 	got := res.Total
-	want := simulate.Month{Period: "total", Attempts: len(calls), Collected: completed, Pending: pendings, Settled: settled,
+	want := simulation.Month{Period: "total", Attempts: len(calls), Collected: completed, Pending: pendings, Settled: settled,
 		Returned: returned, Declined: declines, Retried: retried, Unknown: unknownCalls, Stale: stale, Paused: skipped, Revenue: completedSum}
 	assert.Equal(t, want, got, "month table total\n\t%+v\nstore and call log say\n\t%+v", got, want)
 	assert.Len(t, res.Provider.PendingSettlements(), res.PendingAtEnd, "PendingAtEnd %d, provider's pending settlements", res.PendingAtEnd)

@@ -16,11 +16,11 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/billingtest/simulation"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/dynamotest"
 	"github.com/dynabill/billing/internal/layout"
-	"github.com/dynabill/billing/internal/simulate"
 	"github.com/dynabill/billing/memory"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -60,9 +60,9 @@ func stSimUserID(i int) string {
 
 func TestSingleTableSimulationInMemory(t *testing.T) {
 	t.Parallel()
-	clock := billingtest.NewClock(simulate.DefaultStart)
+	clock := billingtest.NewClock(simulation.DefaultStart)
 	st := billingtest.NewMemorySingleTable(t, memory.SingleTableOptions{Clock: clock, PageSize: 250})
-	res := runSingleTableSimulation(t, st.Repository(), st.History(), st.Payments(), simulate.Options{
+	res := runSingleTableSimulation(t, st.Repository(), st.History(), st.Payments(), simulation.Options{
 		Users: 900, Months: 3, Seed: 7, Clock: clock,
 	})
 	little := "the simulation exercised too little:\n" + formatResult(res)
@@ -76,7 +76,7 @@ func TestSingleTableSimulationInMemory(t *testing.T) {
 func TestSingleTableSimulationDynamoDB(t *testing.T) {
 	t.Parallel()
 	months := stDynamoMonths(t)
-	clock := billingtest.NewClock(simulate.DefaultStart)
+	clock := billingtest.NewClock(simulation.DefaultStart)
 	// The table of newSingleTableStore (ACC# partitions, TTL attribute
 	// "TTL"), with the wrapper's counters logged; status pages of 20 index
 	// items and one page per invocation, so runs continue.
@@ -94,7 +94,7 @@ func TestSingleTableSimulationDynamoDB(t *testing.T) {
 	t.Cleanup(func() {
 		assert.NoError(t, locker.Close(context.Background()), "closing the locker")
 	})
-	res := runSingleTableSimulation(t, repo, repo.History(), repo.Payments(), simulate.Options{
+	res := runSingleTableSimulation(t, repo, repo.History(), repo.Payments(), simulation.Options{
 		Users: stDynamoUsers, Months: months, Seed: stDynamoSeed, Clock: clock,
 		DeclineRate: 0.1, PendingRate: 0.35, ReturnRate: 0.15, PagesPerInvocation: 1,
 		Locker: locker,
@@ -106,7 +106,7 @@ func TestSingleTableSimulationDynamoDB(t *testing.T) {
 	t.Logf("DynamoDB: %v (%s)", w, strings.Join(ops, ", "))
 	// The seed was chosen so that these users cover every path but the
 	// insolvent user's month of daily retries (as TestSimulationDynamoDB).
-	behaviours := map[simulate.Behavior]bool{}
+	behaviours := map[simulation.Behavior]bool{}
 	var paused, backlog, yearly, friday bool
 	skus := map[string]map[string]bool{}
 	for _, u := range res.Users {
@@ -174,7 +174,7 @@ const (
 // stOracle as the step checks' oracle, checks the reminders every day and
 // the receipts and subscription items at the end. opts.UserID, Repository,
 // History and the step hooks are set here; opts.Clock must be the store's.
-func runSingleTableSimulation(t *testing.T, repo billing.Repository, hist billing.History, pay entitlement.Payments, opts simulate.Options) *simulate.Result {
+func runSingleTableSimulation(t *testing.T, repo billing.Repository, hist billing.History, pay entitlement.Payments, opts simulation.Options) *simulation.Result {
 	t.Helper()
 	require.NotNil(t, opts.Clock, "runSingleTableSimulation: opts.Clock must be the store's clock")
 	opts.UserID = stSimUserID
@@ -185,11 +185,11 @@ func runSingleTableSimulation(t *testing.T, repo billing.Repository, hist billin
 	o := newSTOracle(repo, users)
 	rc := &stReminderCheck{repo: repo, pay: pay, clock: opts.Clock, oracle: o}
 	opts.Repository, opts.History = &stWriteTracker{Repository: repo, o: o}, hist
-	opts.BeforeStep = func(ctx context.Context, s simulate.Step) error {
+	opts.BeforeStep = func(ctx context.Context, s simulation.Step) error {
 		switch {
-		case s.Kind == simulate.StepSettlement && s.Day.Day() == 15:
+		case s.Kind == simulation.StepSettlement && s.Day.Day() == 15:
 			return o.verify(ctx)
-		case s.Kind == simulate.StepScheduled:
+		case s.Kind == simulation.StepScheduled:
 			return rc.check(ctx, s)
 		}
 		return nil
@@ -284,18 +284,18 @@ func (o *stOracle) verify(ctx context.Context) error {
 
 // due is the step checks' dueFunc: the filters of the runs' status
 // queries (runDue) applied to every user's records.
-func (o *stOracle) due(ctx context.Context, s simulate.Step) (read, due []billing.Subscription, err error) {
+func (o *stOracle) due(ctx context.Context, s simulation.Step) (read, due []billing.Subscription, err error) {
 	var keep func(r *billing.Subscription) bool
 	switch s.Kind {
-	case simulate.StepScheduled:
+	case simulation.StepScheduled:
 		keep = func(r *billing.Subscription) bool {
 			return r.Status == billing.StatusScheduled && r.BillingDate.Before(s.At)
 		}
-	case simulate.StepPause:
+	case simulation.StepPause:
 		keep = func(r *billing.Subscription) bool {
 			return r.Status == billing.StatusPaused && r.BillingDate.Before(s.At)
 		}
-	case simulate.StepRetry:
+	case simulation.StepRetry:
 		// The retry run reads 30 + 7 days of ERROR records; the policy
 		// picks those retried.
 		after := s.At.AddDate(0, 0, -37)
@@ -315,7 +315,7 @@ func (o *stOracle) due(ctx context.Context, s simulate.Step) (read, due []billin
 			continue
 		}
 		read = append(read, *r)
-		if s.Kind != simulate.StepRetry || (!r.NoRetry && (billing.DefaultRetryPolicy{}).ShouldRetry(r, s.At)) {
+		if s.Kind != simulation.StepRetry || (!r.NoRetry && (billing.DefaultRetryPolicy{}).ShouldRetry(r, s.At)) {
 			due = append(due, *r)
 		}
 	}
@@ -370,7 +370,7 @@ type stReminderCheck struct {
 	messages, days int
 }
 
-func (c *stReminderCheck) check(ctx context.Context, s simulate.Step) error {
+func (c *stReminderCheck) check(ctx context.Context, s simulation.Step) error {
 	var mu sync.Mutex
 	var bodies []string
 	sched, err := billing.NewScheduler(billing.SchedulerConfig{
@@ -513,7 +513,7 @@ func sortedKeys(m map[string]bool) []string {
 
 // checkSingleTablePayments checks every account's receipts and
 // subscription items against its users' records at the end.
-func checkSingleTablePayments(t *testing.T, res *simulate.Result, pay entitlement.Payments) {
+func checkSingleTablePayments(t *testing.T, res *simulation.Result, pay entitlement.Payments) {
 	t.Helper()
 	ctx := t.Context()
 	type account struct {

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
-	"github.com/dynabill/billing/internal/simulate"
+	simulate "github.com/dynabill/billing/billingtest/simulation"
 )
 
 var simulateCmd = &command{

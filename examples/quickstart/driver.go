@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -19,28 +20,51 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest/simulation"
 	"github.com/dynabill/billing/dynamostore"
-	"github.com/dynabill/billing/internal/simulate"
 )
 
+// dynamoUsers is the number of users on DynamoDB by default: three months
+// of them take about a minute on moto, which serves one request at a time
+// and slows as its tables grow (twice as many take three times as long).
+const dynamoUsers = 75
+
+// stdout and stderr are where the driver prints the table and its
+// progress; the test gathers them.
+var stdout, stderr io.Writer = os.Stdout, os.Stderr
+
 // simulationFlags defines the flags of the simulated population and
-// processor; the function it returns reads them after flag.Parse.
-func simulationFlags() func() simulate.Options {
+// processor; the function it returns reads them after flag.Parse, for a
+// run on DynamoDB or in memory.
+func simulationFlags() func(onDynamoDB bool) simulation.Options {
 	var (
-		users   = flag.Int("users", simulate.DefaultUsers, "number of users")
-		months  = flag.Int("months", simulate.DefaultMonths, "calendar months to simulate")
+		users = flag.Int("users", 0, fmt.Sprintf("number of users (default %d in memory, %d with -endpoint)",
+			simulation.DefaultUsers, dynamoUsers))
+		months  = flag.Int("months", simulation.DefaultMonths, "calendar months to simulate")
 		seed    = flag.Int64("seed", 1, "seed of the population and of the processor's answers")
-		decline = flag.Float64("decline-rate", simulate.DefaultDeclineRate, "share of attempts declined")
-		pending = flag.Float64("pending-rate", simulate.DefaultPendingRate, "share of attempts submitted as ACH debits")
-		returns = flag.Float64("return-rate", simulate.DefaultReturnRate, "share of ACH debits returned")
+		decline = flag.Float64("decline-rate", simulation.DefaultDeclineRate, "share of attempts declined")
+		pending = flag.Float64("pending-rate", simulation.DefaultPendingRate, "share of attempts submitted as ACH debits")
+		returns = flag.Float64("return-rate", simulation.DefaultReturnRate, "share of ACH debits returned")
 	)
-	return func() simulate.Options {
-		return simulate.Options{
+	return func(onDynamoDB bool) simulation.Options {
+		return population(simulation.Options{
 			Users: *users, Months: *months, Seed: *seed,
 			DeclineRate: zeroAsNegative(*decline), PendingRate: zeroAsNegative(*pending), ReturnRate: zeroAsNegative(*returns),
-		}
+		}, onDynamoDB)
 	}
+}
+
+// population completes o: fewer users by default on DynamoDB, and every
+// user signing up through main.go's Subscribe (no record another service
+// wrote).
+func population(o simulation.Options, onDynamoDB bool) simulation.Options {
+	if onDynamoDB && o.Users == 0 {
+		o.Users = dynamoUsers
+	}
+	o.NoLegacy = true
+	return o
 }
 
 // zeroAsNegative maps a flag's 0 to the option's "none" (a negative rate).
@@ -55,16 +79,17 @@ func zeroAsNegative(r float64) float64 {
 // notifier's daily run at noon before the collector's, a progress line per
 // simulated week on stderr, then prints the per-month table and the
 // history of one user on stdout.
-func simulateMonths(ctx context.Context, sim simulate.Options, daily notifier, reminders *countingNotifier, endpoint string) error {
+func simulateMonths(ctx context.Context, sim simulation.Options, daily notifier, reminders *countingNotifier, endpoint string) (*simulation.Result, error) {
 	where := "in memory"
 	if endpoint != "" {
 		where = "on DynamoDB at " + endpoint
-		if sim.Users > 100 {
-			fmt.Fprintf(os.Stderr, "%d users on DynamoDB: minutes on DynamoDB Local, much longer on moto (try -users 50)\n", sim.Users)
+		if sim.Users > 2*dynamoUsers {
+			fmt.Fprintf(stderr, "%d users on DynamoDB: minutes on DynamoDB Local, longer on moto (the default, %d, takes about a minute)\n",
+				sim.Users, dynamoUsers)
 		}
 	}
-	sim.BeforeStep = func(ctx context.Context, s simulate.Step) error {
-		if s.Kind != simulate.StepScheduled {
+	sim.BeforeStep = func(ctx context.Context, s simulation.Step) error {
+		if s.Kind != simulation.StepScheduled {
 			return nil
 		}
 		return daily.run(ctx)
@@ -72,40 +97,40 @@ func simulateMonths(ctx context.Context, sim simulate.Options, daily notifier, r
 	// Progress on stderr, so the table on stdout stays clean.
 	began := time.Now()
 	week := 0
-	sim.AfterStep = func(_ context.Context, s simulate.Step) error {
-		if s.Kind == simulate.StepPause && s.Day.Weekday() == time.Saturday {
+	sim.AfterStep = func(_ context.Context, s simulation.Step) error {
+		if s.Kind == simulation.StepPause && s.Day.Weekday() == time.Saturday {
 			week++
-			fmt.Fprintf(os.Stderr, "simulated week %d, to %s (%.1fs)\n", week, s.Day.Format("Mon Jan 2 2006"), time.Since(began).Seconds())
+			fmt.Fprintf(stderr, "simulated week %d, to %s (%.1fs)\n", week, s.Day.Format("Mon Jan 2 2006"), time.Since(began).Seconds())
 		}
 		return nil
 	}
-	res, err := simulate.Run(ctx, sim)
+	res, err := simulation.Run(ctx, sim)
 	if err != nil {
-		return err
+		return res, err
 	}
-	if err := res.Format(os.Stdout); err != nil {
-		return err
+	if err := res.Format(stdout); err != nil {
+		return res, err
 	}
-	fmt.Printf("(%s, %.1fs; %d reminders sent)\n", where, time.Since(began).Seconds(), reminders.sent.Load())
+	fmt.Fprintf(stdout, "(%s, %.1fs; %d reminders sent)\n", where, time.Since(began).Seconds(), reminders.sent.Load())
 	if res.Showcase == "" {
-		return nil
+		return res, nil
 	}
 	rows, err := res.History.ListByUser(ctx, res.Showcase)
 	if err != nil {
-		return err
+		return res, err
 	}
 	for _, u := range res.Users {
 		if u.ID == res.Showcase {
-			fmt.Printf("\nHistory of %s (%s %s at %s", u.ID, u.Tier, u.Term, u.Amount)
+			fmt.Fprintf(stdout, "\nHistory of %s (%s %s at %s", u.ID, u.Tier, u.Term, u.Amount)
 			if u.BillingWeek > 0 {
-				fmt.Printf(", Friday billing week %d", u.BillingWeek)
+				fmt.Fprintf(stdout, ", Friday billing week %d", u.BillingWeek)
 			} else {
-				fmt.Printf(", billed on day %d", u.AnchorDay)
+				fmt.Fprintf(stdout, ", billed on day %d", u.AnchorDay)
 			}
-			fmt.Printf("), one row per write:\n\n")
+			fmt.Fprintf(stdout, "), one row per write:\n\n")
 		}
 	}
-	return simulate.FormatHistory(os.Stdout, rows)
+	return res, simulation.FormatHistory(stdout, rows)
 }
 
 // notifier is the pre-billing notifier as main.go wires it.
@@ -180,7 +205,8 @@ func (demoAccounts) BankLink(context.Context, string) (billing.BankLink, error) 
 
 // createTables creates the tables (lock table included) under a unique
 // prefix on the DynamoDB at endpoint, and returns a client for it, their
-// names and what deletes them (unless keep).
+// names and what deletes them (unless keep). When the creation fails, or
+// is interrupted, it deletes what it created.
 func createTables(ctx context.Context, endpoint string, keep bool) (*dynamodb.Client, dynamostore.TableConfig, func(), error) {
 	client := dynamodb.New(dynamodb.Options{
 		Region:       "us-east-1",
@@ -195,26 +221,44 @@ func createTables(ctx context.Context, endpoint string, keep bool) (*dynamodb.Cl
 		History:       prefix + dynamostore.DefaultHistoryTable,
 		Locks:         prefix + dynamostore.DefaultLockTable,
 	}
+	names := []string{tables.Subscriptions, tables.History, tables.Locks}
+	// Deleting runs after an interrupt too, so it does not take the run's
+	// context; a table that was never created is not an error.
+	deleteTables := func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var deleted []string
+		for _, name := range names {
+			_, err := client.DeleteTable(dctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+			var missing *types.ResourceNotFoundException
+			switch {
+			case err == nil:
+				deleted = append(deleted, name)
+			case !errors.As(err, &missing):
+				fmt.Fprintf(stderr, "deleting table %s: %v\n", name, err)
+			}
+		}
+		if len(deleted) > 0 {
+			fmt.Fprintf(stderr, "tables deleted: %s\n", strings.Join(deleted, ", "))
+		}
+	}
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := dynamostore.CreateTables(cctx, client, tables); err != nil {
+		deleteTables()
 		return nil, tables, nil, fmt.Errorf("creating the tables on %s: %w", endpoint, err)
 	}
-	remove := func() {
-		if keep {
-			fmt.Fprintf(os.Stderr, "tables kept: %s, %s, %s\n", tables.Subscriptions, tables.History, tables.Locks)
-			return
-		}
-		for _, name := range []string{tables.Subscriptions, tables.History, tables.Locks} {
-			_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-		}
+	if keep {
+		return client, tables, func() {
+			fmt.Fprintf(stderr, "tables kept: %s\n", strings.Join(names, ", "))
+		}, nil
 	}
-	return client, tables, remove, nil
+	return client, tables, deleteTables, nil
 }
 
 // closeLocker closes the DynamoDB locker, reporting a failure on stderr.
 func closeLocker(l *dynamostore.Locker) {
 	if err := l.Close(context.Background()); err != nil && !errors.Is(err, context.Canceled) {
-		fmt.Fprintf(os.Stderr, "closing the locker: %v\n", err)
+		fmt.Fprintf(stderr, "closing the locker: %v\n", err)
 	}
 }

@@ -1,4 +1,4 @@
-package simulate
+package simulation
 
 import (
 	"context"
@@ -106,7 +106,7 @@ type Failure struct {
 
 // Format prints the population and the per-month table.
 func (r *Result) Format(w io.Writer) error {
-	var monthly, yearly, friday, paused, backlog int
+	var monthly, yearly, friday, paused, legacy, backlog int
 	behaviours := map[Behavior]int{}
 	for i := range r.Users {
 		u := &r.Users[i]
@@ -121,6 +121,9 @@ func (r *Result) Format(w io.Writer) error {
 		if u.PauseMonths > 0 {
 			paused++
 		}
+		if u.Legacy {
+			legacy++
+		}
 		if u.Backlog {
 			backlog++
 		}
@@ -129,9 +132,10 @@ func (r *Result) Format(w io.Writer) error {
 	days := int(r.End.Sub(r.Start) / (24 * time.Hour))
 	fmt.Fprintf(w, "Simulated %d users for %d days, %s to %s (%d collector invocations).\n",
 		len(r.Users), days, r.Start.Format("2006-01-02"), r.End.AddDate(0, 0, -1).Format("2006-01-02"), r.Invocations)
-	fmt.Fprintf(w, "Users: %d monthly (%d on Friday billing), %d yearly; %d paused, %d with a stale backlog record;\n",
-		monthly, friday, yearly, paused, backlog)
-	fmt.Fprintf(w, "processor: %d accounts closed, %d insolvent, %d timeouts before and %d after charging.\n\n",
+	fmt.Fprintf(w, "Users: %d monthly (%d on Friday billing), %d yearly; %d paused.\n", monthly, friday, yearly, paused)
+	fmt.Fprintf(w, "Sign-ups: %d through Subscribe; %d records another service wrote (%d a stale backlog).\n",
+		len(r.Users)-legacy, legacy, backlog)
+	fmt.Fprintf(w, "Processor: %d accounts closed, %d insolvent, %d timeouts before and %d after charging.\n\n",
 		behaviours[BehaviorAccountClosed], behaviours[BehaviorInsolvent],
 		behaviours[BehaviorTimeoutBeforeCharge], behaviours[BehaviorTimeoutAfterCharge])
 

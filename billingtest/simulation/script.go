@@ -1,4 +1,4 @@
-package simulate
+package simulation
 
 import (
 	"encoding/binary"
