@@ -356,7 +356,8 @@ func (refuseProvider) Collect(context.Context, billing.PaymentRequest) (billing.
 }
 
 // adminCollector returns a collector on the tables with the DynamoDB
-// billing lock, and what closes its locker.
+// billing lock and the app's clock (the changes' dates and the window of
+// billing dates they accept), and what closes its locker.
 func (a *app) adminCollector(repo billing.Repository, hist billing.History) (*billing.Collector, func(), error) {
 	client, err := a.dynamo()
 	if err != nil {
@@ -373,7 +374,8 @@ func (a *app) adminCollector(repo billing.Repository, hist billing.History) (*bi
 			fmt.Fprintf(a.stderr, "billingctl: warning: closing the billing locker: %v\n", err)
 		}
 	}
-	col, err := billing.NewCollector(billing.Config{Repository: repo, History: hist, Locker: locker, Provider: refuseProvider{}})
+	col, err := billing.NewCollector(billing.Config{Repository: repo, History: hist, Locker: locker, Provider: refuseProvider{},
+		Clock: billing.ClockFunc(func() time.Time { return a.clock().UTC() })})
 	if err != nil {
 		closeLocker()
 		return nil, nil, err

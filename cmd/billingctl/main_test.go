@@ -85,6 +85,8 @@ type testEnv struct {
 	tables   dynamostore.TableConfig
 	mode     string
 	repo     *dynamostore.Repository
+	// now, when set, is the app's clock in run: the admin changes' "now".
+	now time.Time
 }
 
 // newEnv creates unique tables with "billingctl tables create" in the
@@ -139,7 +141,16 @@ func (e *testEnv) flags() []string {
 // so args may add their own.
 func (e *testEnv) run(stdin string, args ...string) result {
 	e.t.Helper()
-	return runCLI(e.t, stdin, append(e.flags(), args...)...)
+	if e.now.IsZero() {
+		return runCLI(e.t, stdin, append(e.flags(), args...)...)
+	}
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(e.t.Context(), 60*time.Second)
+	defer cancel()
+	a := &app{ctx: ctx, stdin: strings.NewReader(stdin), stdout: &out, stderr: &errb, env: noEnv}
+	(&fakeClock{now: e.now}).hook(a)
+	code := a.exit(a.main(append(e.flags(), args...)))
+	return result{code: code, stdout: out.String(), stderr: errb.String()}
 }
 
 // runAt is run with the app's clock stopped at now.
