@@ -199,3 +199,50 @@ func TestAdminErrors(t *testing.T) {
 		e.run("", "pause", "x2", "--months", "1", "--yes").want(t, exitOK, "* billing_status PAUSED")
 	})
 }
+
+// TestAdminRefusesBeforePreview: a change the record's status does not
+// allow, or an input the library refuses, is refused before the record is
+// shown or a confirmation asked for, by every admin command.
+func TestAdminRefusesBeforePreview(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "legacy")
+	e.now = adminNow
+	paused := rec("u4", "r4", "2024-03-14T15:00:00Z", billing.StatusPaused, "4.99")
+	paused.PauseDurationMonths = 2
+	e.seed(
+		rec("u1", "r1", "2024-03-14T15:00:00Z", billing.StatusCompleted, "4.99"),
+		rec("u2", "r2", "2024-03-14T15:00:00Z", billing.StatusCancelled, "4.99"),
+		rec("u3", "r3", "2024-03-14T15:00:00Z", billing.StatusError, "4.99"),
+		paused,
+		rec("u5", "r5", "2024-03-14T15:00:00Z", billing.StatusScheduled, "4.99"),
+	)
+	_, err := e.repo.AddAll(t.Context(), []billing.Subscription{rec("u5", "r6", "2024-04-14T15:00:00Z", billing.StatusScheduled, "4.99")})
+	require.NoError(t, err, "seeding r6")
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want []string
+	}{
+		{"waive a completed record", []string{"waive", "r1"}, exitFail, []string{"billingctl: conflict: waive r1: ", "record is COMPLETED"}},
+		{"cancel a cancelled record", []string{"cancel", "r2"}, exitFail, []string{"billingctl: conflict: cancel r2: ", "record is CANCELLED"}},
+		{"pause a declined record", []string{"pause", "r3", "--months", "2"}, exitFail, []string{"conflict: pause r3: ", "record is ERROR"}},
+		{"resume a scheduled record", []string{"resume", "r5"}, exitFail, []string{"conflict: resume r5: ", "record is SCHEDULED"}},
+		{"move a completed record", []string{"change-date", "r1", "--date", "2024-03-20"}, exitFail, []string{"conflict: ", "record is COMPLETED"}},
+		{"change a paused record's tier", []string{"change-tier", "r4", "--tier", "Premium:v1", "--amount", "9.99"}, exitFail, []string{"conflict: ", "record is PAUSED"}},
+		{"an amount over the maximum charge", []string{"change-tier", "r5", "--tier", "Premium:v1", "--amount", "10000.01"}, exitUsage, []string{`billingctl: --amount "10000.01": billing: invalid amount: more than the largest charge allowed`}},
+		{"a date older than the window", []string{"change-date", "r5", "--date", "2023-12-01"}, exitUsage, []string{`billingctl: --date "2023-12-01T15:00:00Z": billing: invalid date: before 2024-02-14`}},
+		{"a date past the next period", []string{"change-date", "r5", "--date", "2024-04-20"}, exitFail, []string{"billingctl: date out of order: ", "later period r6 (2024-04-14T15:00:00Z"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.run("y\n", tc.args...) // asked, the operator would say yes
+			r.want(t, tc.code, tc.want...)
+			assert.Equal(t, "", r.stdout, "shown before refusing:\n%s", r)
+			assert.NotContains(t, r.stderr, "Apply?", "asked before refusing:\n%s", r)
+		})
+	}
+	for _, id := range []string{"r1", "r2", "r3", "r4", "r5"} {
+		s := e.get(id)
+		assert.Equal(t, "2024-03-11T15:00:00.000000000Z", layout.LastRunDateKey(&s), "%s rewritten: %+v", id, s)
+	}
+}

@@ -144,12 +144,18 @@ func (e *testEnv) run(stdin string, args ...string) result {
 	if e.now.IsZero() {
 		return runCLI(e.t, stdin, append(e.flags(), args...)...)
 	}
+	return runClocked(e.t, e.now, stdin, append(e.flags(), args...)...)
+}
+
+// runClocked is runCLI with the app's clock stopped at now.
+func runClocked(t *testing.T, now time.Time, stdin string, args ...string) result {
+	t.Helper()
 	var out, errb bytes.Buffer
-	ctx, cancel := context.WithTimeout(e.t.Context(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	a := &app{ctx: ctx, stdin: strings.NewReader(stdin), stdout: &out, stderr: &errb, env: noEnv}
-	(&fakeClock{now: e.now}).hook(a)
-	code := a.exit(a.main(append(e.flags(), args...)))
+	(&fakeClock{now: now}).hook(a)
+	code := a.exit(a.main(args))
 	return result{code: code, stdout: out.String(), stderr: errb.String()}
 }
 
@@ -217,7 +223,8 @@ func TestUsage(t *testing.T) {
 		{"malformed notify date", []string{"notify", "preview", "--date", "20240230"}, `--date "20240230": want YYYYMMDD`},
 		{"dashed notify date", []string{"notify", "preview", "--date", "2024-03-14"}, `--date "2024-03-14"`},
 		{"bad notify status", []string{"notify", "preview", "--status", "INACTIVE"}, `--status "INACTIVE"`},
-		{"pause without months", []string{"pause", "id1"}, "--months 0: want 1 to 120"},
+		{"pause without months", []string{"pause", "id1"}, "--months is required"},
+		{"pause months zero", []string{"pause", "id1", "--months", "0"}, "--months 0: want 1 to 120"},
 		{"pause months not a number", []string{"pause", "id1", "--months", "two"}, `invalid value "two" for flag -months`},
 		{"pause too long", []string{"pause", "id1", "--months", "121"}, "--months 121"},
 		{"change-date without date", []string{"change-date", "id1"}, "--date is required"},
@@ -317,4 +324,40 @@ func TestEndpointFromEnvironment(t *testing.T) {
 	code := run(t.Context(), []string{"subs", "list", "u1"}, strings.NewReader(""), &out, &errb, env)
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, errb.String(), `DYNAMODB_ENDPOINT "not a url"`)
+}
+
+// TestRequiredFlagsAreNamed: every flag a command's help marks
+// "(required)" is named when it is missing, before anything is read.
+func TestRequiredFlagsAreNamed(t *testing.T) {
+	t.Parallel()
+	sample := map[string]string{"months": "2", "date": "2024-03-20", "tier": "Plus:v2", "amount": "4.99"}
+	flagLine := regexp.MustCompile(`(?m)^  --(\S+).*\n\s+.*\(required\)`)
+	seen := 0
+	for _, c := range commands {
+		h := runCLI(t, "", "help", c.name)
+		var required []string
+		for _, m := range flagLine.FindAllStringSubmatch(h.stdout, -1) {
+			required = append(required, m[1])
+		}
+		for _, missing := range required {
+			seen++
+			args := strings.Fields(c.name)
+			for range strings.Fields(positional(c.synopsis)) {
+				args = append(args, "x1")
+			}
+			for _, other := range required {
+				if other != missing {
+					v, ok := sample[other]
+					require.True(t, ok, "no sample value for --%s", other)
+					args = append(args, "--"+other, v)
+				}
+			}
+			args = append(args, "--yes")
+			r := runCLI(t, "", args...)
+			r.want(t, exitUsage, "billingctl: --"+missing+" is required")
+			assert.Equal(t, "", r.stdout, "%v printed something:\n%s", args, r)
+		}
+	}
+	// pause, change-date, change-tier (two).
+	assert.Equal(t, 4, seen, "required flags found in the commands' help")
 }
