@@ -430,6 +430,9 @@ func explain(err error) string {
 			"nothing was changed, try again later: " + err.Error()
 	case errors.Is(err, billing.ErrDateMove):
 		return "date out of order: nothing was changed, choose a date between the user's neighbouring periods: " + err.Error()
+	case errors.Is(err, billing.ErrOpenSubscription):
+		return "open subscription: nothing was changed; change that subscription (change-tier, change-date) " +
+			"or cancel it first: " + err.Error()
 	case errors.Is(err, billing.ErrNotCollectible), billing.IsConflict(err):
 		return "conflict: " + err.Error()
 	case errors.As(err, &rnf):

@@ -16,6 +16,9 @@
 //	history SUBSCRIPTION_ID            the audit rows of a record, oldest first (or --user USER)
 //	due                                what the scheduled, retry and pause runs would pick up on a date
 //	notify preview                     who the pre-billing notifier would message for a date
+//	subscribe USER_ID --tier NAME:VERSION --amount 4.99 [--key KEY] [--first-date DATE] [...]
+//	                                   start a subscription (Collector.Subscribe), idempotent on
+//	                                   USER_ID and --key
 //	waive SUBSCRIPTION_ID              forgive a SCHEDULED or ERROR record (WAIVED)
 //	cancel SUBSCRIPTION_ID             cancel a SCHEDULED, ERROR or PAUSED record (CANCELLED)
 //	pause SUBSCRIPTION_ID --months N   pause a SCHEDULED record, or change a pause, for N months
@@ -24,6 +27,8 @@
 //	                                   move a record to another billing date
 //	change-tier SUBSCRIPTION_ID --tier NAME:VERSION --amount 9.99 [--downgrade]
 //	                                   change a SCHEDULED record's tier and amount
+//	reactivate USER_ID --date YYYY-MM-DD|RFC3339
+//	                                   open a new period for a user whose subscription ended
 //	seed [--users N] [--now DATE]      fill the tables with sample subscriptions (local servers)
 //	index backfill [--create-index] [--from TOKEN]
 //	                                   key existing records for the due index of --due-shards,
@@ -77,12 +82,16 @@
 //
 // # Admin changes
 //
-// waive, cancel, pause, resume, change-date and change-tier go through the
-// collector's admin API: under the user's billing lock (the --lock-table
-// dynamolock table), conditional on the record read, with a history row.
-// Each prints the record, asks "Apply? [y/N]" on stderr (unless --yes),
-// applies the change and prints the record after it, marking the changed
-// attributes with "*". Admin changes never charge.
+// subscribe, waive, cancel, pause, resume, change-date, change-tier and
+// reactivate go through the collector: under the user's billing lock (the
+// --lock-table dynamolock table), conditional on the record read, with a
+// history row. Each first checks the change by the collector's own rules
+// (Collector.CheckChange, CheckSubscribe, CheckReactivate) and refuses it
+// before showing anything when the record's status does not allow it or
+// the library refuses an input; then prints the record, asks
+// "Apply? [y/N]" on stderr (unless --yes), applies the change and prints
+// the record after it, marking the changed attributes with "*". Admin
+// changes never charge.
 //
 // # Moving a legacy table to the due index
 //
@@ -107,7 +116,9 @@
 //	   declined confirmation ("aborted"), or a table that differs from the
 //	   library's definition (tables describe)
 //	2  usage: unknown command or flag, a missing or extra argument, a
-//	   malformed date, amount or number
+//	   missing required flag, a malformed date, amount or number, or a
+//	   value the library refuses (the flag is named: an amount over the
+//	   maximum charge, a date outside the window of billing dates)
 package main
 
 import (
@@ -157,7 +168,7 @@ func init() {
 		tablesCreateCmd, tablesDescribeCmd,
 		subsListCmd, subsGetCmd, historyCmd,
 		dueCmd, notifyPreviewCmd,
-		waiveCmd, cancelCmd, pauseCmd, resumeCmd, changeDateCmd, changeTierCmd,
+		subscribeCmd, waiveCmd, cancelCmd, pauseCmd, resumeCmd, changeDateCmd, changeTierCmd, reactivateCmd,
 		seedCmd, indexBackfillCmd, simulateCmd, capacityCmd,
 	}
 }

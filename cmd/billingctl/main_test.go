@@ -358,6 +358,6 @@ func TestRequiredFlagsAreNamed(t *testing.T) {
 			assert.Equal(t, "", r.stdout, "%v printed something:\n%s", args, r)
 		}
 	}
-	// pause, change-date, change-tier (two).
-	assert.Equal(t, 4, seen, "required flags found in the commands' help")
+	// pause, change-date, change-tier (two), subscribe (two), reactivate.
+	assert.Equal(t, 7, seen, "required flags found in the commands' help")
 }
