@@ -10,14 +10,17 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/logging"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/dynamostore"
 )
@@ -291,6 +294,9 @@ func (a *app) awsConfig() (aws.Config, error) {
 	if local {
 		opts = append(opts, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
 	}
+	// The SDK's warnings go to billingctl's stderr, but not the instance
+	// metadata service's: billingctl says itself what to configure.
+	opts = append(opts, config.WithLogger(sdkLogger{w: a.stderr}))
 	cfg, err := config.LoadDefaultConfig(a.ctx, opts...)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("loading the AWS configuration: %w", err)
@@ -298,26 +304,69 @@ func (a *app) awsConfig() (aws.Config, error) {
 	if cfg.Region == "" {
 		cfg.Region = defaultRegion
 	}
-	if a.g.endpoint == "" {
-		// Real AWS: without credentials the SDK would end in a slow
-		// instance-metadata timeout; say what to set instead. (On EC2 the
-		// metadata service answers well within the wait.)
-		ctx, cancel := context.WithTimeout(a.ctx, 3*time.Second)
-		_, err := cfg.Credentials.Retrieve(ctx)
-		cancel()
-		if err != nil {
-			return aws.Config{}, fmt.Errorf("%w (the SDK said: %v)", errNoTarget, err)
-		}
-	}
+	cfg.Retryer = refusedFails(cfg.Retryer)
+	// Resolve the credentials now: without any, the SDK would end each
+	// call in the instance metadata service's errors (or a slow timeout);
+	// say what to set instead. (On EC2 the metadata service answers well
+	// within the wait.)
+	wait := 3 * time.Second
 	if local {
-		ctx, cancel := context.WithTimeout(a.ctx, 5*time.Second)
-		_, err := cfg.Credentials.Retrieve(ctx)
-		cancel()
-		if err != nil {
-			cfg.Credentials = credentials.NewStaticCredentialsProvider("billingctl-local", "billingctl-local", "")
-		}
+		wait = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, wait)
+	_, err = cfg.Credentials.Retrieve(ctx)
+	cancel()
+	switch {
+	case err == nil:
+	case local:
+		// Local servers accept any credentials.
+		cfg.Credentials = credentials.NewStaticCredentialsProvider("billingctl-local", "billingctl-local", "")
+	case a.g.endpoint == "":
+		return aws.Config{}, fmt.Errorf("%w (the SDK said: %v)", errNoTarget, err)
+	default:
+		return aws.Config{}, fmt.Errorf("no AWS credentials for the endpoint %s: configure them (AWS_PROFILE, or "+
+			"AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; a DynamoDB Local on another host accepts any) (the SDK said: %v)",
+			a.g.endpoint, err)
 	}
 	return cfg, nil
+}
+
+// refusedFails returns the retryer of base (the SDK's standard one when
+// nil) that does not retry a refused connection: nothing listens at the
+// endpoint (a local server not started, a wrong port), and three attempts
+// with backoff only delay saying so.
+func refusedFails(base func() aws.Retryer) func() aws.Retryer {
+	return func() aws.Retryer {
+		var r aws.Retryer = retry.NewStandard()
+		if base != nil {
+			r = base()
+		}
+		if v2, ok := r.(aws.RetryerV2); ok {
+			return noRetryRefused{v2}
+		}
+		return r
+	}
+}
+
+// noRetryRefused is a retryer that does not retry a refused connection.
+type noRetryRefused struct{ aws.RetryerV2 }
+
+func (r noRetryRefused) IsErrorRetryable(err error) bool {
+	return !errors.Is(err, syscall.ECONNREFUSED) && r.RetryerV2.IsErrorRetryable(err)
+}
+
+// sdkLogger prints the AWS SDK's log lines on stderr as billingctl's own,
+// except those of the EC2 instance metadata service (IMDS): off EC2 they
+// only say that it is not there, and a missing credential is reported by
+// awsConfig, with what to set.
+type sdkLogger struct{ w io.Writer }
+
+func (l sdkLogger) Logf(c logging.Classification, format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	if strings.Contains(msg, "IMDS") {
+		return
+	}
+	fmt.Fprintf(l.w, "billingctl: AWS SDK %s: %s\n", strings.ToLower(string(c)), msg)
 }
 
 // endpointEnv names the environment variable every program of this module
@@ -416,10 +465,14 @@ func getByID(ctx context.Context, repo billing.Repository, id string) (billing.S
 }
 
 // explain turns an error into the message printed after "billingctl: ",
-// naming what went wrong: unknown ID, conflict, locked, missing table.
-func explain(err error) string {
+// naming what went wrong: unknown ID, conflict, locked, missing table, a
+// server that cannot be reached.
+func (a *app) explain(err error) string {
 	var nf *notFoundError
 	var rnf *types.ResourceNotFoundException
+	if msg, ok := a.unreachable(err); ok {
+		return msg
+	}
 	switch {
 	case errors.As(err, &nf):
 		return nf.Error()
@@ -440,4 +493,33 @@ func explain(err error) string {
 			"or run 'billingctl tables create'): " + err.Error()
 	}
 	return err.Error()
+}
+
+// unreachable reports an error connecting to DynamoDB (the server refused
+// the connection, its host is unknown, the dial timed out) in one line
+// naming the endpoint and the cause, rather than the SDK's chain of
+// operation, attempts and request.
+func (a *app) unreachable(err error) (string, bool) {
+	var dns *net.DNSError
+	var op *net.OpError
+	var cause string
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		cause = "connection refused"
+	case errors.As(err, &dns):
+		cause = fmt.Sprintf("unknown host %s (%s)", dns.Name, dns.Err)
+	case errors.As(err, &op) && op.Op == "dial":
+		cause = op.Err.Error()
+	default:
+		return "", false
+	}
+	endpoint := a.g.endpoint
+	var ue *url.Error
+	if endpoint == "" && errors.As(err, &ue) {
+		// AWS: the regional endpoint the SDK dialled.
+		if u, perr := url.Parse(ue.URL); perr == nil {
+			endpoint = u.Scheme + "://" + u.Host
+		}
+	}
+	return fmt.Sprintf("cannot reach DynamoDB at %s: %s", endpoint, cause), true
 }

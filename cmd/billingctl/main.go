@@ -78,7 +78,12 @@
 // accept any. Without an endpoint and without credentials billingctl stops
 // at once (exit status 1) with an error saying to pass --endpoint, set
 // DYNAMODB_ENDPOINT or configure credentials, rather than waiting for the
-// instance metadata service to time out.
+// instance metadata service to time out; with another endpoint and no
+// credentials it says to configure them. The AWS SDK's warnings about the
+// instance metadata service are not printed (its other warnings are, on
+// stderr). A server that cannot be reached is one line, e.g.
+// "billingctl: cannot reach DynamoDB at http://127.0.0.1:8000: connection
+// refused" (exit status 1); a refused connection is not retried.
 //
 // # Admin changes
 //
@@ -258,7 +263,7 @@ func (a *app) exit(err error) int {
 		}
 		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "billingctl: %s\n", explain(err))
+		fmt.Fprintf(stderr, "billingctl: %s\n", a.explain(err))
 		return exitFail
 	}
 }

@@ -5,6 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -360,4 +364,99 @@ func TestRequiredFlagsAreNamed(t *testing.T) {
 	}
 	// pause, change-date, change-tier (two), subscribe (two), reactivate.
 	assert.Equal(t, 7, seen, "required flags found in the commands' help")
+}
+
+// TestUnreachableServerIsOneLine: with no server at the endpoint, every
+// command that talks to DynamoDB says so in one line naming the endpoint,
+// not the SDK's chain of operation, attempts and request.
+func TestUnreachableServerIsOneLine(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	endpoint := "http://" + l.Addr().String()
+	require.NoError(t, l.Close()) // nothing listens there now
+	for _, args := range [][]string{
+		{"tables", "create"}, {"tables", "describe"}, {"subs", "list", "u1"}, {"subs", "get", "s1"},
+		{"history", "s1"}, {"due"}, {"notify", "preview"}, {"seed"},
+		{"subscribe", "u1", "--tier", "Plus:v2", "--amount", "4.99"}, {"waive", "s1"}, {"cancel", "s1"},
+		{"pause", "s1", "--months", "1"}, {"resume", "s1"}, {"change-date", "s1", "--date", "2024-03-20"},
+		{"change-tier", "s1", "--tier", "Plus:v2", "--amount", "4.99"}, {"reactivate", "u1", "--date", "2024-03-20"},
+		{"--due-shards", "2", "index", "backfill"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			r := runCLI(t, "y\n", append([]string{"--endpoint", endpoint, "--yes"}, args...)...)
+			assert.Equal(t, exitFail, r.code, "%s", r)
+			assert.Equal(t, "billingctl: cannot reach DynamoDB at "+endpoint+": connection refused\n", r.stderr, "%s", r)
+			assert.Empty(t, r.stdout, "%s", r)
+		})
+	}
+}
+
+// TestNoInstanceMetadataWarning: without credentials, off EC2, no
+// command prints the AWS SDK's instance metadata (IMDS) warnings, on
+// stderr or anywhere else: billingctl says in one line what to set.
+func TestNoInstanceMetadataWarning(t *testing.T) {
+	// A metadata service that is there but refuses, as on a laptop behind
+	// some proxies: the SDK warns "falling back to IMDSv1".
+	imds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusForbidden)
+	}))
+	defer imds.Close()
+	empty := t.TempDir()
+	t.Setenv("HOME", empty)
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(empty, "config"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(empty, "credentials"))
+	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.URL)
+	for _, v := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_EC2_METADATA_DISABLED",
+		"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "DYNAMODB_ENDPOINT"} {
+		t.Setenv(v, "")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := "http://" + l.Addr().String()
+	require.NoError(t, l.Close())
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no endpoint", []string{"subs", "list", "u1"}, "billingctl: no DynamoDB to talk to: pass --endpoint URL"},
+		{"a remote endpoint", []string{"--endpoint", "http://dynamodb.internal.example:8000", "subs", "list", "u1"},
+			"billingctl: no AWS credentials for the endpoint http://dynamodb.internal.example:8000: configure them"},
+		{"a local endpoint", []string{"--endpoint", closed, "subs", "list", "u1"}, "billingctl: cannot reach DynamoDB at " + closed + ": connection refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r result
+			sdk := captureStderr(t, func() { r = runCLI(t, "", tc.args...) })
+			assert.Equal(t, exitFail, r.code, "%s", r)
+			assert.True(t, strings.HasPrefix(r.stderr, tc.want), "want %q first:\n%s", tc.want, r)
+			assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "more than one line:\n%s", r)
+			assert.NotContains(t, r.stderr, "falling back", "%s", r)
+			assert.Empty(t, sdk, "printed on the process's stderr")
+		})
+	}
+}
+
+// captureStderr returns what fn writes to the process's stderr (where
+// the AWS SDK's default logger writes).
+func captureStderr(t *testing.T, fn func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	saved := os.Stderr
+	os.Stderr = w
+	done := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		done <- string(b)
+	}()
+	defer func() {
+		os.Stderr = saved
+	}()
+	fn()
+	os.Stderr = saved
+	require.NoError(t, w.Close())
+	return <-done
 }
