@@ -14,7 +14,9 @@
 //	subs list USER                     a user's records, oldest billing date first
 //	subs get SUBSCRIPTION_ID           one record, every attribute
 //	history SUBSCRIPTION_ID            the audit rows of a record, oldest first (or --user USER)
-//	due                                what the scheduled, retry and pause runs would pick up on a date
+//	due [--at RFC3339 | --date D [--time HH:MM]]
+//	                                   what the scheduled, retry and pause runs at an instant would
+//	                                   pick up: the records billed before it (default now)
 //	notify preview                     who the pre-billing notifier would message for a date
 //	subscribe USER_ID --tier NAME:VERSION --amount 4.99 [--key KEY] [--first-date DATE] [...]
 //	                                   start a subscription (Collector.Subscribe), idempotent on

@@ -223,6 +223,8 @@ func TestUsage(t *testing.T) {
 		{"malformed due date", []string{"due", "--date", "2024-13-01"}, `--date "2024-13-01": want YYYY-MM-DD`},
 		{"due date and at", []string{"due", "--date", "2024-03-01", "--at", "2024-03-01T12:00:00Z"}, "not both"},
 		{"malformed at", []string{"due", "--at", "noon"}, `--at "noon"`},
+		{"due time without date", []string{"due", "--time", "12:00"}, "--time needs --date"},
+		{"malformed due time", []string{"due", "--date", "2024-03-01", "--time", "noon"}, `--time "noon": want HH:MM`},
 		{"bad run", []string{"due", "--run", "settle"}, `--run "settle"`},
 		{"malformed notify date", []string{"notify", "preview", "--date", "20240230"}, `--date "20240230": want YYYYMMDD`},
 		{"dashed notify date", []string{"notify", "preview", "--date", "2024-03-14"}, `--date "2024-03-14"`},
