@@ -69,7 +69,7 @@ func requireStatus(cur *Subscription, allowed ...Status) error {
 // A record never attempted also opens the next period, as an attempt would.
 func (c *Collector) Waive(ctx context.Context, subscriptionID string) (Change, error) {
 	return c.admin(ctx, "waive", subscriptionID, func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
-		if err := requireStatus(cur, StatusScheduled, StatusError); err != nil {
+		if err := requireStatus(cur, adminStatuses[OpWaive]...); err != nil {
 			return nil, err
 		}
 		next.Status, next.CompletionDate = StatusWaived, next.LastRunDate
@@ -81,7 +81,7 @@ func (c *Collector) Waive(ctx context.Context, subscriptionID string) (Change, e
 // subscription ends: no next period is opened.
 func (c *Collector) Cancel(ctx context.Context, subscriptionID string) (Change, error) {
 	return c.admin(ctx, "cancel", subscriptionID, func(ctx context.Context, cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
-		if err := requireStatus(cur, StatusScheduled, StatusError, StatusPaused); err != nil {
+		if err := requireStatus(cur, adminStatuses[OpCancel]...); err != nil {
 			return nil, err
 		}
 		next.Status, next.CompletionDate = StatusCancelled, next.LastRunDate
@@ -100,10 +100,10 @@ func (c *Collector) Cancel(ctx context.Context, subscriptionID string) (Change, 
 // and the last opens the SCHEDULED record (pause-resume).
 func (c *Collector) Pause(ctx context.Context, subscriptionID string, months int) (Change, error) {
 	return c.admin(ctx, "pause", subscriptionID, func(ctx context.Context, cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
-		if months < 1 || months > 120 {
-			return nil, fmt.Errorf("%w: pause of %d months", ErrInvalidQuery, months)
+		if err := checkPauseMonths(months); err != nil {
+			return nil, err
 		}
-		if err := requireStatus(cur, StatusScheduled, StatusPaused); err != nil {
+		if err := requireStatus(cur, adminStatuses[OpPause]...); err != nil {
 			return nil, err
 		}
 		next.Status, next.PauseDurationMonths = StatusPaused, months
@@ -119,7 +119,7 @@ func (c *Collector) Pause(ctx context.Context, subscriptionID string, months int
 // (pause-resume) on its billing date.
 func (c *Collector) Resume(ctx context.Context, subscriptionID string) (Change, error) {
 	return c.admin(ctx, "resume", subscriptionID, func(ctx context.Context, cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
-		if err := requireStatus(cur, StatusPaused); err != nil {
+		if err := requireStatus(cur, adminStatuses[OpResume]...); err != nil {
 			return nil, err
 		}
 		next.Status, next.PauseDurationMonths, next.UpdatedEvent = StatusScheduled, 0, EventPauseResume
@@ -155,7 +155,7 @@ func (c *Collector) Resume(ctx context.Context, subscriptionID string) (Change, 
 // terminal (cancelled, completed, ...) is allowed: it stays the latest.
 func (c *Collector) ChangeBillingDate(ctx context.Context, subscriptionID string, date time.Time) (Change, error) {
 	return c.admin(ctx, "change billing date", subscriptionID, func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
-		if err := requireStatus(cur, StatusScheduled, StatusError, StatusPaused); err != nil {
+		if err := requireStatus(cur, adminStatuses[OpChangeDate]...); err != nil {
 			return nil, err
 		}
 		d, err := c.billingDay("billing_date", date, now)
@@ -260,7 +260,7 @@ func (c *Collector) ChangeTier(ctx context.Context, subscriptionID, tier string,
 		return Change{}, fmt.Errorf("change tier %s: %w", subscriptionID, err)
 	}
 	return c.admin(ctx, "change tier", subscriptionID, func(ctx context.Context, cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
-		if err := requireStatus(cur, StatusScheduled); err != nil {
+		if err := requireStatus(cur, adminStatuses[OpChangeTier]...); err != nil {
 			return nil, err
 		}
 		if downgrade {
@@ -292,30 +292,12 @@ func (c *Collector) Reactivate(ctx context.Context, userID string, date time.Tim
 		if err != nil {
 			return err
 		}
-		if len(recs) == 0 {
-			return fmt.Errorf("%w: user %s has no records to reactivate", ErrNotFound, userID)
-		}
-		for _, r := range recs {
-			if r.InFlight() {
-				return inFlightErr(&r, fmt.Errorf("user %s cannot be reactivated before the attempt's outcome is known", userID))
-			}
-			if !r.Status.IsTerminal() {
-				return fmt.Errorf("%w: user %s has an open record %s (%s)", ErrNotCollectible, userID, r.SubscriptionID, r.Status)
-			}
-		}
-		last := recs[len(recs)-1]
 		now := c.cfg.Clock.Now()
-		d, err := c.billingDay("billing_date", date, now)
+		d, err := c.checkReactivate(userID, recs, date, now)
 		if err != nil {
 			return err
 		}
-		for i := len(recs) - 1; i >= 0; i-- {
-			if r := &recs[i]; r.Status == StatusCompleted && !d.After(r.BillingDate) {
-				return &FieldError{Field: "billing_date", Value: d.Format(time.RFC3339), Err: fmt.Errorf(
-					"%w: on or before %s, the billing date of the user's last paid period %s", ErrInvalidDate,
-					r.BillingDate.UTC().Format(time.RFC3339), r.SubscriptionID)}
-			}
-		}
+		last := recs[len(recs)-1]
 		for i := range recs {
 			now = runTime(&recs[i], now) // after every row of the user
 		}

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -19,12 +20,14 @@ import (
 
 const adminDoc = `
 
-Shows the record, asks "Apply? [y/N]" on stderr (unless --yes), applies the
-change through the collector's admin API (under the user's billing lock,
-conditional on the record read, with a history row; nothing is charged) and
-shows the record after it, changed attributes marked "*". An unknown ID, a
-record in a status the change does not allow, a record changed meanwhile or
-a held billing lock exit 1, as does a declined confirmation.`
+Checks the change first, by the collector's own rules, and refuses it before
+showing anything when the record's status does not allow it (a conflict, exit
+1) or the library refuses an input (the flag is named, exit 2). Then shows the
+record, asks "Apply? [y/N]" on stderr (unless --yes), applies the change
+through the collector's admin API (under the user's billing lock, conditional
+on the record read, with a history row; nothing is charged) and shows the
+record after it, changed attributes marked "*". An unknown ID, a record changed
+meanwhile or a held billing lock exit 1, as does a declined confirmation.`
 
 var waiveCmd = &command{
 	name:     "waive",
@@ -83,18 +86,66 @@ marked pending and applies from the next period.` + adminDoc,
 
 // oneID checks that an admin command got one SUBSCRIPTION_ID.
 func (a *app) oneID(c *command, pos []string) (string, error) {
+	return a.oneArg(c, pos, "SUBSCRIPTION_ID")
+}
+
+// oneArg checks that a command got one non-empty argument, named name.
+func (a *app) oneArg(c *command, pos []string, name string) (string, error) {
 	if len(pos) != 1 {
-		return "", usagef(c.name, "want one SUBSCRIPTION_ID argument, got %d", len(pos))
+		return "", usagef(c.name, "want one %s argument, got %d", name, len(pos))
 	}
 	if strings.TrimSpace(pos[0]) == "" {
-		return "", usagef(c.name, "empty SUBSCRIPTION_ID")
+		return "", usagef(c.name, "empty %s", name)
 	}
 	return pos[0], nil
 }
 
+// requireFlags returns a usage error naming the first flag of names that
+// args did not set, or set to an empty value.
+func requireFlags(c *command, fs *flag.FlagSet, names ...string) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, n := range names {
+		if !set[n] || strings.TrimSpace(fs.Lookup(n).Value.String()) == "" {
+			return usagef(c.name, "--%s is required", n)
+		}
+	}
+	return nil
+}
+
+// refused turns the error of a check made before showing a change into
+// what billingctl reports: a field the library refuses is a usage error
+// naming its flag (flags maps the library's field names to flags);
+// anything else (a status the change does not allow: a conflict) is
+// returned as it is.
+func refused(c *command, err error, flags map[string]string) error {
+	var fe *billing.FieldError
+	if errors.As(err, &fe) {
+		if name, ok := flags[fe.Field]; ok {
+			return usagef(c.name, "%s %q: %v", name, fe.Value, fe.Err)
+		}
+	}
+	return err
+}
+
+// adminFlags are the flags of the record changes' inputs, by the field
+// names of the library's errors.
+var adminFlags = map[string]string{"tier": "--tier", "amount": "--amount", "billing_date": "--date"}
+
+// adminChange is an admin change of one record, for admin.
+type adminChange struct {
+	// check is the change as [billing.Collector.CheckChange] takes it,
+	// for the record b.
+	check func(b *billing.Subscription) billing.AdminChange
+	// describe says what the change does to the record b.
+	describe func(b *billing.Subscription) string
+	// apply makes the change with the collector.
+	apply func(ctx context.Context, col *billing.Collector, b *billing.Subscription) (billing.Change, error)
+}
+
 // idOnlyAdmin makes an admin command that takes one SUBSCRIPTION_ID and no
 // flags of its own: describe says what will change, op makes the change.
-func idOnlyAdmin(describe func(b *billing.Subscription) string,
+func idOnlyAdmin(kind billing.AdminOp, describe func(b *billing.Subscription) string,
 	op func(col *billing.Collector, ctx context.Context, id string) (billing.Change, error)) func(a *app, c *command, args []string) error {
 	return func(a *app, c *command, args []string) error {
 		pos, err := a.parse(c, a.newFlags(c), args)
@@ -105,22 +156,26 @@ func idOnlyAdmin(describe func(b *billing.Subscription) string,
 		if err != nil {
 			return err
 		}
-		return a.admin(c, id, describe, func(ctx context.Context, col *billing.Collector, _ *billing.Subscription) (billing.Change, error) {
-			return op(col, ctx, id)
+		return a.admin(c, id, adminChange{
+			check:    func(*billing.Subscription) billing.AdminChange { return billing.AdminChange{Op: kind} },
+			describe: describe,
+			apply: func(ctx context.Context, col *billing.Collector, _ *billing.Subscription) (billing.Change, error) {
+				return op(col, ctx, id)
+			},
 		})
 	}
 }
 
 var (
-	runWaive = idOnlyAdmin(func(b *billing.Subscription) string {
+	runWaive = idOnlyAdmin(billing.OpWaive, func(b *billing.Subscription) string {
 		return fmt.Sprintf("billing_status %s -> %s (a record never attempted also opens the next period)", b.Status, billing.StatusWaived)
 	}, (*billing.Collector).Waive)
 
-	runCancel = idOnlyAdmin(func(b *billing.Subscription) string {
+	runCancel = idOnlyAdmin(billing.OpCancel, func(b *billing.Subscription) string {
 		return fmt.Sprintf("billing_status %s -> %s (the subscription ends)", b.Status, billing.StatusCancelled)
 	}, (*billing.Collector).Cancel)
 
-	runResume = idOnlyAdmin(func(b *billing.Subscription) string {
+	runResume = idOnlyAdmin(billing.OpResume, func(b *billing.Subscription) string {
 		return fmt.Sprintf("billing_status %s -> %s (pause-resume) on its billing date %s", b.Status, billing.StatusScheduled, fmtTime(b.BillingDate))
 	}, (*billing.Collector).Resume)
 )
@@ -136,13 +191,22 @@ func runPause(a *app, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := requireFlags(c, fs, "months"); err != nil {
+		return err
+	}
 	if *months < 1 || *months > 120 {
 		return usagef(c.name, "--months %d: want 1 to 120", *months)
 	}
-	return a.admin(c, id, func(b *billing.Subscription) string {
-		return fmt.Sprintf("billing_status %s -> %s for %d billing period(s)", b.Status, billing.StatusPaused, *months)
-	}, func(ctx context.Context, col *billing.Collector, _ *billing.Subscription) (billing.Change, error) {
-		return col.Pause(ctx, id, *months)
+	return a.admin(c, id, adminChange{
+		check: func(*billing.Subscription) billing.AdminChange {
+			return billing.AdminChange{Op: billing.OpPause, Months: *months}
+		},
+		describe: func(b *billing.Subscription) string {
+			return fmt.Sprintf("billing_status %s -> %s for %d billing period(s)", b.Status, billing.StatusPaused, *months)
+		},
+		apply: func(ctx context.Context, col *billing.Collector, _ *billing.Subscription) (billing.Change, error) {
+			return col.Pause(ctx, id, *months)
+		},
 	})
 }
 
@@ -163,6 +227,19 @@ func parseNewBillingDate(s string) (newBillingDate, bool) {
 	return newBillingDate{}, false
 }
 
+// dateFlag parses a --date flag of YYYY-MM-DD or RFC3339 in the years
+// 1970 to 9999.
+func dateFlag(c *command, name, value string) (newBillingDate, error) {
+	nd, ok := parseNewBillingDate(value)
+	if !ok {
+		return nd, usagef(c.name, "--%s %q: want YYYY-MM-DD or an RFC3339 time, a real date", name, value)
+	}
+	if y := nd.t.Year(); y < 1970 || y > 9999 {
+		return nd, usagef(c.name, "--%s %q: year out of range", name, value)
+	}
+	return nd, nil
+}
+
 // on returns the new billing date for the record b.
 func (d newBillingDate) on(b *billing.Subscription) time.Time {
 	if !d.dayOnly {
@@ -174,7 +251,7 @@ func (d newBillingDate) on(b *billing.Subscription) time.Time {
 
 func runChangeDate(a *app, c *command, args []string) error {
 	fs := a.newFlags(c)
-	dateFlag := fs.String("date", "", "the new billing `date`: YYYY-MM-DD (keeps the time of day) or RFC3339 (required)")
+	dateText := fs.String("date", "", "the new billing `date`: YYYY-MM-DD (keeps the time of day) or RFC3339 (required)")
 	pos, err := a.parse(c, fs, args)
 	if err != nil {
 		return err
@@ -183,21 +260,24 @@ func runChangeDate(a *app, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *dateFlag == "" {
-		return usagef(c.name, "--date is required")
+	if err := requireFlags(c, fs, "date"); err != nil {
+		return err
 	}
-	nd, ok := parseNewBillingDate(*dateFlag)
-	if !ok {
-		return usagef(c.name, "--date %q: want YYYY-MM-DD or an RFC3339 time, a real date", *dateFlag)
+	nd, err := dateFlag(c, "date", *dateText)
+	if err != nil {
+		return err
 	}
-	if y := nd.t.Year(); y < 1970 || y > 9999 {
-		return usagef(c.name, "--date %q: year out of range", *dateFlag)
-	}
-	return a.admin(c, id, func(b *billing.Subscription) string {
-		to := nd.on(b)
-		return fmt.Sprintf("billing_date %s -> %s (anchor day %d)", fmtTime(b.BillingDate), fmtTime(to), to.Day())
-	}, func(ctx context.Context, col *billing.Collector, b *billing.Subscription) (billing.Change, error) {
-		return col.ChangeBillingDate(ctx, id, nd.on(b))
+	return a.admin(c, id, adminChange{
+		check: func(b *billing.Subscription) billing.AdminChange {
+			return billing.AdminChange{Op: billing.OpChangeDate, Date: nd.on(b)}
+		},
+		describe: func(b *billing.Subscription) string {
+			to := nd.on(b)
+			return fmt.Sprintf("billing_date %s -> %s (anchor day %d)", fmtTime(b.BillingDate), fmtTime(to), to.Day())
+		},
+		apply: func(ctx context.Context, col *billing.Collector, b *billing.Subscription) (billing.Change, error) {
+			return col.ChangeBillingDate(ctx, id, nd.on(b))
+		},
 	})
 }
 
@@ -214,32 +294,43 @@ func runChangeTier(a *app, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	if strings.TrimSpace(*tier) == "" {
-		return usagef(c.name, "--tier is required")
-	}
-	if *amountFlag == "" {
-		return usagef(c.name, "--amount is required")
+	if err := requireFlags(c, fs, "tier", "amount"); err != nil {
+		return err
 	}
 	amount, err := billing.ParseAmount(*amountFlag)
 	if err != nil {
 		return usagef(c.name, "--amount: %v", err)
 	}
-	return a.admin(c, id, func(b *billing.Subscription) string {
-		if *downgrade {
-			return fmt.Sprintf("pending downgrade to %s at %s from the next period (now %s at %s)",
-				*tier, amount, dash(b.ReceiptTierName), b.Amount)
-		}
-		return fmt.Sprintf("tier %s -> %s, amount %s -> %s from this period", dash(b.ReceiptTierName), *tier, b.Amount, amount)
-	}, func(ctx context.Context, col *billing.Collector, _ *billing.Subscription) (billing.Change, error) {
-		return col.ChangeTier(ctx, id, *tier, amount, *downgrade)
+	return a.admin(c, id, adminChange{
+		check: func(*billing.Subscription) billing.AdminChange {
+			return billing.AdminChange{Op: billing.OpChangeTier, Tier: *tier, Amount: amount}
+		},
+		describe: func(b *billing.Subscription) string {
+			if *downgrade {
+				return fmt.Sprintf("pending downgrade to %s at %s from the next period (now %s at %s)",
+					*tier, amount, dash(b.ReceiptTierName), b.Amount)
+			}
+			return fmt.Sprintf("tier %s -> %s, amount %s -> %s from this period", dash(b.ReceiptTierName), *tier, b.Amount, amount)
+		},
+		apply: func(ctx context.Context, col *billing.Collector, _ *billing.Subscription) (billing.Change, error) {
+			return col.ChangeTier(ctx, id, *tier, amount, *downgrade)
+		},
 	})
 }
 
-// admin shows the record, asks for confirmation, applies the change and
-// shows the result. describe says what the change does to the record;
-// apply makes it with the collector.
-func (a *app) admin(c *command, id string, describe func(b *billing.Subscription) string,
-	apply func(ctx context.Context, col *billing.Collector, b *billing.Subscription) (billing.Change, error)) error {
+// human is where human output goes: stdout, or stderr beside the prompt
+// when stdout is JSON.
+func (a *app) human() io.Writer {
+	if a.g.json {
+		return a.stderr
+	}
+	return a.stdout
+}
+
+// admin checks the change against the record (its status, and the inputs)
+// and refuses it before showing anything; then shows the record, asks for
+// confirmation, applies the change and shows the result.
+func (a *app) admin(c *command, id string, ch adminChange) error {
 	repo, hist, err := a.stores()
 	if err != nil {
 		return err
@@ -248,13 +339,23 @@ func (a *app) admin(c *command, id string, describe func(b *billing.Subscription
 	if err != nil {
 		return err
 	}
-	plan := fmt.Sprintf("%s %s: %s", c.name, id, describe(&before))
-	// Human output goes to stdout, or to stderr beside the prompt when
-	// stdout is JSON.
-	human := a.stdout
-	if a.g.json {
-		human = a.stderr
+	col, closeCol, err := a.adminCollector(repo, hist)
+	if err != nil {
+		return err
 	}
+	defer closeCol()
+	check := ch.check(&before)
+	if check.Op == billing.OpChangeDate {
+		// The move is checked against the user's other periods too.
+		if check.UserRecords, err = repo.ListByUser(a.ctx, before.UserID); err != nil {
+			return err
+		}
+	}
+	if err := col.CheckChange(a.ctx, check, &before); err != nil {
+		return refused(c, err, adminFlags)
+	}
+	plan := fmt.Sprintf("%s %s: %s", c.name, id, ch.describe(&before))
+	human := a.human()
 	if !a.g.json || !a.g.yes {
 		fmt.Fprintf(human, "Before:\n")
 		if err := writeRecord(human, recordItem(&before)); err != nil {
@@ -281,36 +382,31 @@ func (a *app) admin(c *command, id string, describe func(b *billing.Subscription
 		}
 	}
 
-	col, closeCol, err := a.adminCollector(repo, hist)
+	res, err := ch.apply(a.ctx, col, &before)
 	if err != nil {
 		return err
 	}
-	defer closeCol()
-	ch, err := apply(a.ctx, col, &before)
-	if err != nil {
-		return err
-	}
-	if changed(&before, &ch.Before) {
+	if changed(&before, &res.Before) {
 		fmt.Fprintf(a.stderr, "billingctl: warning: the record changed between showing it and applying %s; "+
 			"the change was applied to the newer record shown below as before\n", c.name)
 	}
 	if a.g.json {
-		created := make([]map[string]any, 0, len(ch.Created))
-		for i := range ch.Created {
-			created = append(created, plainItem(recordItem(&ch.Created[i])))
+		created := make([]map[string]any, 0, len(res.Created))
+		for i := range res.Created {
+			created = append(created, plainItem(recordItem(&res.Created[i])))
 		}
 		return writeJSON(a.stdout, map[string]any{
 			"operation": c.name, "subscription_id": id,
-			"before": plainItem(recordItem(&ch.Before)), "after": plainItem(recordItem(&ch.After)), "created": created,
+			"before": plainItem(recordItem(&res.Before)), "after": plainItem(recordItem(&res.After)), "created": created,
 		})
 	}
 	fmt.Fprintf(a.stdout, "\nAfter (* changed):\n")
-	if err := writeChanged(a.stdout, recordItem(&ch.Before), recordItem(&ch.After)); err != nil {
+	if err := writeChanged(a.stdout, recordItem(&res.Before), recordItem(&res.After)); err != nil {
 		return err
 	}
-	for i := range ch.Created {
+	for i := range res.Created {
 		fmt.Fprintf(a.stdout, "\nCreated (the next period):\n")
-		if err := writeRecord(a.stdout, recordItem(&ch.Created[i])); err != nil {
+		if err := writeRecord(a.stdout, recordItem(&res.Created[i])); err != nil {
 			return err
 		}
 	}
@@ -356,7 +452,8 @@ func (refuseProvider) Collect(context.Context, billing.PaymentRequest) (billing.
 }
 
 // adminCollector returns a collector on the tables with the DynamoDB
-// billing lock, and what closes its locker.
+// billing lock and the app's clock (the changes' dates and the window of
+// billing dates they accept), and what closes its locker.
 func (a *app) adminCollector(repo billing.Repository, hist billing.History) (*billing.Collector, func(), error) {
 	client, err := a.dynamo()
 	if err != nil {
@@ -373,7 +470,8 @@ func (a *app) adminCollector(repo billing.Repository, hist billing.History) (*bi
 			fmt.Fprintf(a.stderr, "billingctl: warning: closing the billing locker: %v\n", err)
 		}
 	}
-	col, err := billing.NewCollector(billing.Config{Repository: repo, History: hist, Locker: locker, Provider: refuseProvider{}})
+	col, err := billing.NewCollector(billing.Config{Repository: repo, History: hist, Locker: locker, Provider: refuseProvider{},
+		Clock: billing.ClockFunc(func() time.Time { return a.clock().UTC() })})
 	if err != nil {
 		closeLocker()
 		return nil, nil, err

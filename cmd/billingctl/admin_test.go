@@ -11,9 +11,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// adminNow is the app's clock in the admin tests: the day after the
+// records' billing dates, so the changes' window of billing dates does not
+// move with the calendar.
+var adminNow = time.Date(2024, 3, 15, 0, 0, 0, 0, time.UTC)
+
 func TestAdminChanges(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "legacy")
+	e.now = adminNow
 	paused := rec("u4", "a4", "2024-03-14T15:00:00Z", billing.StatusPaused, "4.99")
 	paused.PauseDurationMonths = 2
 	e.seed(
@@ -106,6 +112,7 @@ func TestAdminChanges(t *testing.T) {
 func TestAdminConfirm(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "legacy")
+	e.now = adminNow
 	e.seed(rec("u1", "c1", "2024-03-14T15:00:00Z", billing.StatusScheduled, "4.99"))
 
 	for _, answer := range []string{"", "no\n", "maybe\n", "\n"} {
@@ -119,6 +126,7 @@ func TestAdminConfirm(t *testing.T) {
 func TestAdminJSON(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "legacy")
+	e.now = adminNow
 	e.seed(rec("u1", "j1", "2024-03-14T15:00:00Z", billing.StatusScheduled, "4.99"))
 	var got struct {
 		Operation string           `json:"operation"`
@@ -141,6 +149,7 @@ func TestAdminJSON(t *testing.T) {
 func TestAdminErrors(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "legacy")
+	e.now = adminNow
 	e.seed(
 		rec("u1", "x1", "2024-03-14T15:00:00Z", billing.StatusCancelled, "4.99"),
 		rec("u2", "x2", "2024-03-14T15:00:00Z", billing.StatusScheduled, "4.99"),
@@ -189,4 +198,58 @@ func TestAdminErrors(t *testing.T) {
 		assert.Equal(t, billing.StatusScheduled, e.get("x2").Status, "locked record changed")
 		e.run("", "pause", "x2", "--months", "1", "--yes").want(t, exitOK, "* billing_status PAUSED")
 	})
+}
+
+// TestAdminRefusesBeforePreview: a change the record's status does not
+// allow, or an input the library refuses, is refused before the record is
+// shown or a confirmation asked for, by every admin command.
+func TestAdminRefusesBeforePreview(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "legacy")
+	e.now = adminNow
+	paused := rec("u4", "r4", "2024-03-14T15:00:00Z", billing.StatusPaused, "4.99")
+	paused.PauseDurationMonths = 2
+	e.seed(
+		rec("u1", "r1", "2024-03-14T15:00:00Z", billing.StatusCompleted, "4.99"),
+		rec("u2", "r2", "2024-03-14T15:00:00Z", billing.StatusCancelled, "4.99"),
+		rec("u3", "r3", "2024-03-14T15:00:00Z", billing.StatusError, "4.99"),
+		paused,
+		rec("u5", "r5", "2024-03-14T15:00:00Z", billing.StatusScheduled, "4.99"),
+	)
+	_, err := e.repo.AddAll(t.Context(), []billing.Subscription{rec("u5", "r6", "2024-04-14T15:00:00Z", billing.StatusScheduled, "4.99")})
+	require.NoError(t, err, "seeding r6")
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want []string
+	}{
+		{"waive a completed record", []string{"waive", "r1"}, exitFail, []string{"billingctl: conflict: waive r1: ", "record is COMPLETED"}},
+		{"cancel a cancelled record", []string{"cancel", "r2"}, exitFail, []string{"billingctl: conflict: cancel r2: ", "record is CANCELLED"}},
+		{"pause a declined record", []string{"pause", "r3", "--months", "2"}, exitFail, []string{"conflict: pause r3: ", "record is ERROR"}},
+		{"resume a scheduled record", []string{"resume", "r5"}, exitFail, []string{"conflict: resume r5: ", "record is SCHEDULED"}},
+		{"move a completed record", []string{"change-date", "r1", "--date", "2024-03-20"}, exitFail, []string{"conflict: ", "record is COMPLETED"}},
+		{"change a paused record's tier", []string{"change-tier", "r4", "--tier", "Premium:v1", "--amount", "9.99"}, exitFail, []string{"conflict: ", "record is PAUSED"}},
+		{"reactivate a user with an open period", []string{"reactivate", "u5", "--date", "2024-05-20"}, exitFail, []string{"conflict: ", "open record r5 (SCHEDULED)"}},
+		{"subscribe a user with an open period", []string{"subscribe", "u3", "--tier", "Plus:v2", "--amount", "4.99"}, exitFail, []string{"billingctl: open subscription: ", "is ERROR"}},
+		{"an amount over the maximum charge", []string{"change-tier", "r5", "--tier", "Premium:v1", "--amount", "10000.01"}, exitUsage, []string{`billingctl: --amount "10000.01": billing: invalid amount: more than the largest charge allowed`}},
+		{"a date older than the window", []string{"change-date", "r5", "--date", "2023-12-01"}, exitUsage, []string{`billingctl: --date "2023-12-01T15:00:00Z": billing: invalid date: before 2024-02-14`}},
+		{"a date past the next period", []string{"change-date", "r5", "--date", "2024-04-20"}, exitFail, []string{"billingctl: date out of order: ", "later period r6 (2024-04-14T15:00:00Z"}},
+		{"a reactivation too old", []string{"reactivate", "u2", "--date", "2023-12-01"}, exitUsage, []string{`billingctl: --date "2023-12-01T15:00:00Z": billing: invalid date`}},
+		{"a subscription with a bad term", []string{"subscribe", "u9", "--tier", "Plus:v2", "--amount", "4.99", "--term", "daily"}, exitUsage, []string{`billingctl: --term "DAILY": billing: invalid term`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.run("y\n", tc.args...) // asked, the operator would say yes
+			r.want(t, tc.code, tc.want...)
+			assert.Equal(t, "", r.stdout, "shown before refusing:\n%s", r)
+			assert.NotContains(t, r.stderr, "Apply?", "asked before refusing:\n%s", r)
+		})
+	}
+	for _, id := range []string{"r1", "r2", "r3", "r4", "r5"} {
+		s := e.get(id)
+		assert.Equal(t, "2024-03-11T15:00:00.000000000Z", layout.LastRunDateKey(&s), "%s rewritten: %+v", id, s)
+	}
+	recs, err := e.repo.ListByUser(t.Context(), "u9")
+	require.NoError(t, err)
+	assert.Empty(t, recs, "u9 subscribed despite the refusal")
 }

@@ -6,16 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
@@ -261,75 +256,6 @@ func (a *app) tables() dynamostore.TableConfig {
 	return cfg.WithDefaults()
 }
 
-// dynamo returns the DynamoDB client, made on first use.
-func (a *app) dynamo() (*dynamodb.Client, error) {
-	if a.client != nil {
-		return a.client, nil
-	}
-	cfg, err := a.awsConfig()
-	if err != nil {
-		return nil, err
-	}
-	a.client = dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		if a.g.endpoint != "" {
-			o.BaseEndpoint = aws.String(a.g.endpoint)
-		}
-	})
-	return a.client, nil
-}
-
-// awsConfig loads the AWS configuration: the region of the flag, the
-// environment, the shared config or us-east-1; the default credential
-// chain, with dummy credentials for local servers (see the package doc).
-func (a *app) awsConfig() (aws.Config, error) {
-	var opts []func(*config.LoadOptions) error
-	region := cmpOr(a.g.region, a.env("AWS_REGION"), a.env("AWS_DEFAULT_REGION"))
-	if region != "" {
-		opts = append(opts, config.WithRegion(region))
-	}
-	local := a.g.endpoint != "" && localEndpoint(a.g.endpoint) && a.env("AWS_ACCESS_KEY_ID") == "" && a.env("AWS_PROFILE") == ""
-	if local {
-		opts = append(opts, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
-	}
-	cfg, err := config.LoadDefaultConfig(a.ctx, opts...)
-	if err != nil {
-		return aws.Config{}, fmt.Errorf("loading the AWS configuration: %w", err)
-	}
-	if cfg.Region == "" {
-		cfg.Region = defaultRegion
-	}
-	if a.g.endpoint == "" {
-		// Real AWS: without credentials the SDK would end in a slow
-		// instance-metadata timeout; say what to set instead. (On EC2 the
-		// metadata service answers well within the wait.)
-		ctx, cancel := context.WithTimeout(a.ctx, 3*time.Second)
-		_, err := cfg.Credentials.Retrieve(ctx)
-		cancel()
-		if err != nil {
-			return aws.Config{}, fmt.Errorf("%w (the SDK said: %v)", errNoTarget, err)
-		}
-	}
-	if local {
-		ctx, cancel := context.WithTimeout(a.ctx, 5*time.Second)
-		_, err := cfg.Credentials.Retrieve(ctx)
-		cancel()
-		if err != nil {
-			cfg.Credentials = credentials.NewStaticCredentialsProvider("billingctl-local", "billingctl-local", "")
-		}
-	}
-	return cfg, nil
-}
-
-// endpointEnv names the environment variable every program of this module
-// reads the DynamoDB endpoint from; the --endpoint flag wins over it.
-const endpointEnv = "DYNAMODB_ENDPOINT"
-
-// errNoTarget reports that billingctl has neither a local server nor AWS
-// credentials to talk to.
-var errNoTarget = errors.New("no DynamoDB to talk to: pass --endpoint URL (or set " + endpointEnv +
-	") for a local server such as DynamoDB Local or moto, or configure AWS credentials " +
-	"(AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) for AWS")
-
 func cmpOr(vals ...string) string {
 	for _, v := range vals {
 		if v != "" {
@@ -337,23 +263,6 @@ func cmpOr(vals ...string) string {
 		}
 	}
 	return ""
-}
-
-// localEndpoint reports whether endpoint is a local server: localhost, a
-// loopback address, or a host name without dots (a container's name).
-func localEndpoint(endpoint string) bool {
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		return false
-	}
-	host := u.Hostname()
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	if ip := net.ParseIP(host); ip != nil {
-		return ip.IsLoopback()
-	}
-	return host != "" && !strings.Contains(host, ".")
 }
 
 // singleDefaultTable is the single table's name unless configured.
@@ -416,10 +325,14 @@ func getByID(ctx context.Context, repo billing.Repository, id string) (billing.S
 }
 
 // explain turns an error into the message printed after "billingctl: ",
-// naming what went wrong: unknown ID, conflict, locked, missing table.
-func explain(err error) string {
+// naming what went wrong: unknown ID, conflict, locked, missing table, a
+// server that cannot be reached.
+func (a *app) explain(err error) string {
 	var nf *notFoundError
 	var rnf *types.ResourceNotFoundException
+	if msg, ok := a.unreachable(err); ok {
+		return msg
+	}
 	switch {
 	case errors.As(err, &nf):
 		return nf.Error()
@@ -430,6 +343,9 @@ func explain(err error) string {
 			"nothing was changed, try again later: " + err.Error()
 	case errors.Is(err, billing.ErrDateMove):
 		return "date out of order: nothing was changed, choose a date between the user's neighbouring periods: " + err.Error()
+	case errors.Is(err, billing.ErrOpenSubscription):
+		return "open subscription: nothing was changed; change that subscription (change-tier, change-date) " +
+			"or cancel it first: " + err.Error()
 	case errors.Is(err, billing.ErrNotCollectible), billing.IsConflict(err):
 		return "conflict: " + err.Error()
 	case errors.As(err, &rnf):

@@ -13,25 +13,62 @@ import (
 
 var dueCmd = &command{
 	name:     "due",
-	synopsis: "[--run scheduled|retry|pause] [--date YYYY-MM-DD | --at RFC3339]",
-	doc: `what the scheduled, retry and pause runs would pick up on a date
-Pages through the status index exactly as the collector's runs query it and
-prints, per run, the records returned and their total amount (exact), what
-the run would do with them (by the collector's checks, with the library's
-default retry policy and --stale-days), the pages and items read, and items read per
-item returned (the cost of the index: in legacy mode every record of the
-status is read and billing_date is only a filter; in due mode, with
---due-shards K, each run reads K shards of the due index, a page or more
-each). Nothing is written.
+	synopsis: "[--run scheduled|retry|pause] [--at RFC3339 | --date YYYY-MM-DD [--time HH:MM]]",
+	doc: `what the scheduled, retry and pause runs would pick up at an instant
+Previews the collector's runs at one instant: the status queries they make
+(Collector.RunQuery) and, for each record returned, what the run would do
+with it (Collector.PlanRecord, with the library's default retry policy and
+--stale-days). A record is due when it is billed before the run's instant
+(Subscription.DueAt), so a record billed at 18:00 is not due for a run at
+noon, and the preview agrees with what a run at that instant collects.
+Prints, per run, the records returned and their total amount (exact), the
+actions, the pages and items read, and items read per item returned (the
+cost of the index: in legacy mode every record of the status is read and
+billing_date is only a filter; in due mode, with --due-shards K, each run
+reads K shards of the due index, a page or more each). Nothing is written.
 
-  scheduled  SCHEDULED records with billing_date before the run time
-  retry      ERROR records billed after the run time minus (stale days + 7)
-  pause      PAUSED records with billing_date before the run time
+  scheduled  SCHEDULED records billed before the instant
+  retry      ERROR records billed after the instant minus (stale days + 7)
+  pause      PAUSED records billed before the instant
 
---date D looks at runs at the very end of day D (UTC): every record billed on
-D or earlier counts. --at gives the run time exactly. The default is the end
-of today (UTC). A progress bar is drawn on stderr when it is a terminal.`,
+--at gives the instant (default: now, to the second). --date D is a run at 00:00 UTC on D
+(every record billed before D), or at --time HH:MM (UTC) on D. A progress bar
+is drawn on stderr when it is a terminal.`,
 	run: runDue,
+}
+
+// dueInstant returns the instant of the runs due previews: --at, --date
+// with --time, or now.
+func (a *app) dueInstant(c *command, at, date, clock string) (time.Time, error) {
+	switch {
+	case date != "" && at != "":
+		return time.Time{}, usagef(c.name, "give --date or --at, not both")
+	case clock != "" && date == "":
+		return time.Time{}, usagef(c.name, "--time needs --date (or give the instant with --at)")
+	case at != "":
+		t, err := time.Parse(time.RFC3339Nano, at)
+		if err != nil {
+			return time.Time{}, usagef(c.name, "--at %q: want an RFC3339 time such as 2024-03-14T12:00:00Z", at)
+		}
+		return t.UTC(), nil
+	case date != "":
+		d, err := time.Parse(time.DateOnly, date)
+		if err != nil {
+			return time.Time{}, usagef(c.name, "--date %q: want YYYY-MM-DD, a real date", date)
+		}
+		if clock == "" {
+			return d, nil
+		}
+		hm, err := time.Parse("15:04", clock)
+		if err != nil {
+			return time.Time{}, usagef(c.name, "--time %q: want HH:MM (UTC), such as 12:00", clock)
+		}
+		return d.Add(time.Duration(hm.Hour())*time.Hour + time.Duration(hm.Minute())*time.Minute), nil
+	}
+	// Now, to the second: the stores compare whole seconds, so at a
+	// fraction of a second the query and Subscription.DueAt would differ
+	// on a record billed in that second.
+	return a.clock().UTC().Truncate(time.Second), nil
 }
 
 // dueRun is one run's query.
@@ -78,8 +115,9 @@ func (s *dueSummary) add(action string, amount billing.Amount) error {
 func runDue(a *app, c *command, args []string) error {
 	fs := a.newFlags(c)
 	runFlag := fs.String("run", "all", "the `run`: scheduled, retry, pause or all")
-	dateFlag := fs.String("date", "", "the `day` of the runs, YYYY-MM-DD (default today, UTC)")
-	atFlag := fs.String("at", "", "the run `time`, RFC3339 (instead of --date)")
+	atFlag := fs.String("at", "", "the runs' `instant`, RFC3339 (default now)")
+	dateFlag := fs.String("date", "", "the `day` of the runs, YYYY-MM-DD: runs at 00:00 UTC, or at --time")
+	timeFlag := fs.String("time", "", "the runs' time of day on --date, `HH:MM` UTC (default 00:00)")
 	pageSize := fs.Int("page-size", 0, "items read per page (DynamoDB's Limit; default the library's 100)")
 	staleDays := fs.Int("stale-days", 30, "the collector's OldSubscriptionDays: older records are marked STALE")
 	if err := a.parseNoArgs(c, fs, args); err != nil {
@@ -91,33 +129,10 @@ func runDue(a *app, c *command, args []string) error {
 	if *staleDays < 1 {
 		return usagef(c.name, "--stale-days %d: must be at least 1", *staleDays)
 	}
-	// bound is the query's time bound and now the time the collector's
-	// checks use: the end of the day, or the --at instant for both.
-	var bound, now time.Time
-	var when string
-	switch {
-	case *dateFlag != "" && *atFlag != "":
-		return usagef(c.name, "give --date or --at, not both")
-	case *atFlag != "":
-		t, err := time.Parse(time.RFC3339Nano, *atFlag)
-		if err != nil {
-			return usagef(c.name, "--at %q: want an RFC3339 time such as 2024-03-14T12:00:00Z", *atFlag)
-		}
-		bound, now = t.UTC(), t.UTC()
-		when = "at " + now.Format(time.RFC3339Nano)
-	default:
-		t := a.clock().UTC()
-		day := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
-		if *dateFlag != "" {
-			d, err := time.Parse(time.DateOnly, *dateFlag)
-			if err != nil {
-				return usagef(c.name, "--date %q: want YYYY-MM-DD, a real date", *dateFlag)
-			}
-			day = d
-		}
-		bound = day.AddDate(0, 0, 1)
-		now = bound.Add(-time.Nanosecond)
-		when = "at the end of " + day.Format(time.DateOnly) + " (UTC)"
+	// The runs' instant: their queries, and the collector's checks.
+	at, err := a.dueInstant(c, *atFlag, *dateFlag, *timeFlag)
+	if err != nil {
+		return err
 	}
 	// The run's own queries and decisions, from a collector that only
 	// plans (it never locks or charges).
@@ -130,14 +145,6 @@ func runDue(a *app, c *command, args []string) error {
 	for _, k := range []billing.RunKind{billing.RunScheduled, billing.RunRetry, billing.RunPause} {
 		if *runFlag != "all" && *runFlag != string(k) {
 			continue
-		}
-		// Scheduled and pause runs are bounded by the end of the day, so
-		// the preview includes every record billed on it (a query at the
-		// last instant would be truncated to its whole second); the retry
-		// lookback counts from the run's instant.
-		at := bound
-		if k == billing.RunRetry {
-			at = now
 		}
 		q, err := planner.RunQuery(k, at)
 		if err != nil {
@@ -153,7 +160,7 @@ func runDue(a *app, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	ev := dueEvaluator{now: now, planner: planner}
+	ev := dueEvaluator{now: at, planner: planner}
 	var sums []dueSummary
 	for _, r := range runs {
 		r.query.Limit = *pageSize
@@ -190,12 +197,15 @@ func runDue(a *app, c *command, args []string) error {
 	}
 	if a.g.json {
 		return writeJSON(a.stdout, map[string]any{
-			"now": now.Format(time.RFC3339Nano), "table": tables.Subscriptions, "index": tables.StatusIndex,
+			"now": at.Format(time.RFC3339Nano), "due_before": at.Format(time.RFC3339Nano),
+			"table": tables.Subscriptions, "index": tables.StatusIndex,
 			"index_mode": tables.StatusIndexMode.String(), "runs": sums, "total": total,
 		})
 	}
 	w := a.stdout
-	fmt.Fprintf(w, "Runs %s on %s, index %s (%s).\n\n", when, tables.Subscriptions, tables.StatusIndex, mode)
+	instant := at.Format(time.RFC3339Nano)
+	fmt.Fprintf(w, "Runs at %s on %s, index %s (%s).\n", instant, tables.Subscriptions, tables.StatusIndex, mode)
+	fmt.Fprintf(w, "Due: records billed before %s, as the collector's runs at that instant take them.\n\n", instant)
 	tw := newTable(w)
 	fmt.Fprintln(tw, "RUN\tSTATUS\tRECORDS\tAMOUNT\tINVALID\tPAGES\tITEMS_READ\tREAD_PER_RETURNED")
 	row := func(s *dueSummary) {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/dynamostore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -63,8 +65,10 @@ func TestDue(t *testing.T) {
 			e := newEnv(t, tc.mode)
 			seedDue(e)
 
+			// Runs at 23:59 on the 15th: everything billed on the 15th
+			// or before, and the 15th's retries done.
 			var got dueJSON
-			r := e.run("", "due", "--date", "2024-03-15", "--json")
+			r := e.run("", "due", "--date", "2024-03-15", "--time", "23:59", "--json")
 			r.want(t, exitOK)
 			r.decode(t, &got)
 			require.Equal(t, tc.mode, got.IndexMode, "due JSON: %s", r)
@@ -99,15 +103,16 @@ func TestDue(t *testing.T) {
 				dueAction{"skip (retry policy: not now)", 1, 499})
 			wantActions(pause, dueAction{"skip period, stay paused", 1, 499}, dueAction{"skip period, then resume", 1, 499})
 
-			r = e.run("", "due", "--date", "2024-03-15")
-			r.want(t, exitOK, "Runs at the end of 2024-03-15 (UTC)", "index "+e.tables.StatusIndex,
+			r = e.run("", "due", "--date", "2024-03-15", "--time", "23:59")
+			r.want(t, exitOK, "Runs at 2024-03-15T23:59:00Z on "+e.tables.Subscriptions+", index "+e.tables.StatusIndex,
+				"Due: records billed before 2024-03-15T23:59:00Z",
 				"READ_PER_RETURNED", tc.schedRatio, tc.totalRatio, "39.94",
-				"scheduled run (SCHEDULED with billing_date < 2024-03-16T00:00:00Z): ",
+				"scheduled run (SCHEDULED with billing_date < 2024-03-15T23:59:00Z): ",
 				"collect 2 (14.98)", "mark stale 1 (0.01)",
-				"retry run (ERROR with billing_date > 2024-02-07T23:59:59Z): ")
+				"retry run (ERROR with billing_date > 2024-02-07T23:59:00Z): ")
 
 			// Smaller pages; one run.
-			r = e.run("", "due", "--date", "2024-03-15", "--run", "scheduled", "--page-size", "2", "--json")
+			r = e.run("", "due", "--date", "2024-03-15", "--time", "23:59", "--run", "scheduled", "--page-size", "2", "--json")
 			r.want(t, exitOK)
 			got = dueJSON{}
 			r.decode(t, &got)
@@ -127,18 +132,18 @@ func TestDue(t *testing.T) {
 	}
 }
 
-// TestDueOnAppClock: without --date or --at, due looks at the end of the
-// app clock's day, not the wall clock's.
+// TestDueOnAppClock: without --date or --at, due previews runs now by the
+// app clock (to the second), not the wall clock.
 func TestDueOnAppClock(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "legacy")
 	seedDue(e)
-	now := time.Date(2024, 3, 15, 10, 30, 0, 0, time.UTC)
+	now := time.Date(2024, 3, 15, 16, 30, 0, 250, time.UTC)
 
 	r := e.runAt(now, "due")
-	r.want(t, exitOK, "Runs at the end of 2024-03-15 (UTC)",
-		"scheduled run (SCHEDULED with billing_date < 2024-03-16T00:00:00Z): ", "collect 2 (14.98)", "mark stale 1 (0.01)",
-		"retry run (ERROR with billing_date > 2024-02-07T23:59:59Z): ")
+	r.want(t, exitOK, "Runs at 2024-03-15T16:30:00Z on ", "Due: records billed before 2024-03-15T16:30:00Z",
+		"scheduled run (SCHEDULED with billing_date < 2024-03-15T16:30:00Z): ", "collect 2 (14.98)", "mark stale 1 (0.01)",
+		"retry run (ERROR with billing_date > 2024-02-07T16:30:00Z): ")
 	assert.NotContains(t, r.stdout, time.Now().UTC().Format(time.DateOnly), "due printed the wall clock's day:\n%s", r)
 
 	var got struct {
@@ -148,7 +153,7 @@ func TestDueOnAppClock(t *testing.T) {
 	r = e.runAt(now, "due", "--json")
 	r.want(t, exitOK)
 	r.decode(t, &got)
-	assert.Equal(t, "2024-03-15T23:59:59.999999999Z", got.Now, "due JSON: %s", r)
+	assert.Equal(t, "2024-03-15T16:30:00Z", got.Now, "due JSON: %s", r)
 	assert.Equal(t, 8, got.Total.Records, "due JSON: %s", r)
 	assert.Equal(t, "39.94", got.Total.Amount.String(), "due JSON: %s", r)
 }
@@ -157,7 +162,7 @@ func TestDueEmptyAndToday(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "legacy")
 	r := e.run("", "due")
-	r.want(t, exitOK, "Runs at the end of "+time.Now().UTC().Format(time.DateOnly), "nothing to do")
+	r.want(t, exitOK, "Runs at "+time.Now().UTC().Format(time.DateOnly)+"T", "nothing to do")
 	var got dueJSON
 	r = e.run("", "due", "--json", "--run", "retry")
 	r.want(t, exitOK)
@@ -189,4 +194,60 @@ func TestProgress(t *testing.T) {
 	q.update(1, 1, 1)
 	q.finish()
 	assert.Equal(t, 0, off.Len(), "disabled progress drew %q", off.String())
+}
+
+// TestDueAgreesWithTheRun: what is due is one rule. due previews a run at
+// an instant, and a record billed at 18:00 is not due for a run at noon
+// but is for a run at 19:00: exactly what Collector.Run collects at those
+// instants on the same tables.
+func TestDueAgreesWithTheRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "legacy")
+	e.seed(
+		rec("u1", "morning", "2024-03-15T11:00:00Z", billing.StatusScheduled, "1.00"),
+		rec("u2", "evening", "2024-03-15T18:00:00Z", billing.StatusScheduled, "2.00"),
+	)
+	hist, err := dynamostore.NewHistory(dynamostore.Config{Client: e.client, Tables: e.tables})
+	require.NoError(t, err)
+	clock := billingtest.NewClock(time.Time{})
+	pay := billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock})
+	col, err := billing.NewCollector(billing.Config{Repository: e.repo, History: hist, Provider: pay, Clock: clock,
+		Locker: billingtest.NewLocker(clock, time.Minute)})
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		at      time.Time
+		args    []string
+		id      string
+		amount  string
+		query   string
+		charged []string
+	}{
+		{at: time.Date(2024, 3, 15, 12, 0, 0, 0, time.UTC), args: []string{"--date", "2024-03-15", "--time", "12:00"},
+			amount: "1.00", query: "SCHEDULED with billing_date < 2024-03-15T12:00:00Z", charged: []string{"morning"}},
+		{at: time.Date(2024, 3, 15, 19, 0, 0, 0, time.UTC), args: []string{"--at", "2024-03-15T19:00:00Z"},
+			amount: "2.00", query: "SCHEDULED with billing_date < 2024-03-15T19:00:00Z", charged: []string{"morning", "evening"}},
+	} {
+		var got dueJSON
+		r := e.run("", append([]string{"due", "--run", "scheduled", "--json"}, tc.args...)...)
+		r.want(t, exitOK)
+		r.decode(t, &got)
+		require.Len(t, got.Runs, 1, "due at %v: %s", tc.at, r)
+		s := got.Runs[0]
+		assert.Equal(t, tc.query, s.Query, "due at %v: %+v", tc.at, s)
+		assert.Equal(t, 1, s.Records, "due at %v: %+v", tc.at, s)
+		assert.Equal(t, tc.amount, s.Amount.String(), "due at %v: %+v", tc.at, s)
+		assert.Equal(t, []dueAction{{"collect", 1, billing.MustParseAmount(tc.amount)}}, s.Actions, "due at %v: %+v", tc.at, s)
+
+		// The run at the same instant collects exactly that.
+		clock.Set(tc.at)
+		rep, err := col.Run(t.Context(), billing.RunRequest{Kind: billing.RunScheduled})
+		require.NoError(t, err, "run at %v", tc.at)
+		assert.Equal(t, s.Records, rep.Collected, "run at %v: %+v, preview %+v", tc.at, rep, s)
+		var charged []string
+		for _, c := range pay.Charges() {
+			charged = append(charged, c.SubscriptionID)
+		}
+		assert.Equal(t, tc.charged, charged, "charges after the run at %v", tc.at)
+	}
 }

@@ -14,8 +14,13 @@
 //	subs list USER                     a user's records, oldest billing date first
 //	subs get SUBSCRIPTION_ID           one record, every attribute
 //	history SUBSCRIPTION_ID            the audit rows of a record, oldest first (or --user USER)
-//	due                                what the scheduled, retry and pause runs would pick up on a date
+//	due [--at RFC3339 | --date D [--time HH:MM]]
+//	                                   what the scheduled, retry and pause runs at an instant would
+//	                                   pick up: the records billed before it (default now)
 //	notify preview                     who the pre-billing notifier would message for a date
+//	subscribe USER_ID --tier NAME:VERSION --amount 4.99 [--key KEY] [--first-date DATE] [...]
+//	                                   start a subscription (Collector.Subscribe), idempotent on
+//	                                   USER_ID and --key
 //	waive SUBSCRIPTION_ID              forgive a SCHEDULED or ERROR record (WAIVED)
 //	cancel SUBSCRIPTION_ID             cancel a SCHEDULED, ERROR or PAUSED record (CANCELLED)
 //	pause SUBSCRIPTION_ID --months N   pause a SCHEDULED record, or change a pause, for N months
@@ -24,6 +29,8 @@
 //	                                   move a record to another billing date
 //	change-tier SUBSCRIPTION_ID --tier NAME:VERSION --amount 9.99 [--downgrade]
 //	                                   change a SCHEDULED record's tier and amount
+//	reactivate USER_ID --date YYYY-MM-DD|RFC3339
+//	                                   open a new period for a user whose subscription ended
 //	seed [--users N] [--now DATE]      fill the tables with sample subscriptions (local servers)
 //	index backfill [--create-index] [--from TOKEN]
 //	                                   key existing records for the due index of --due-shards,
@@ -73,16 +80,25 @@
 // accept any. Without an endpoint and without credentials billingctl stops
 // at once (exit status 1) with an error saying to pass --endpoint, set
 // DYNAMODB_ENDPOINT or configure credentials, rather than waiting for the
-// instance metadata service to time out.
+// instance metadata service to time out; with another endpoint and no
+// credentials it says to configure them. The AWS SDK's warnings about the
+// instance metadata service are not printed (its other warnings are, on
+// stderr). A server that cannot be reached is one line, e.g.
+// "billingctl: cannot reach DynamoDB at http://127.0.0.1:8000: connection
+// refused" (exit status 1); a refused connection is not retried.
 //
 // # Admin changes
 //
-// waive, cancel, pause, resume, change-date and change-tier go through the
-// collector's admin API: under the user's billing lock (the --lock-table
-// dynamolock table), conditional on the record read, with a history row.
-// Each prints the record, asks "Apply? [y/N]" on stderr (unless --yes),
-// applies the change and prints the record after it, marking the changed
-// attributes with "*". Admin changes never charge.
+// subscribe, waive, cancel, pause, resume, change-date, change-tier and
+// reactivate go through the collector: under the user's billing lock (the
+// --lock-table dynamolock table), conditional on the record read, with a
+// history row. Each first checks the change by the collector's own rules
+// (Collector.CheckChange, CheckSubscribe, CheckReactivate) and refuses it
+// before showing anything when the record's status does not allow it or
+// the library refuses an input; then prints the record, asks
+// "Apply? [y/N]" on stderr (unless --yes), applies the change and prints
+// the record after it, marking the changed attributes with "*". Admin
+// changes never charge.
 //
 // # Moving a legacy table to the due index
 //
@@ -107,7 +123,9 @@
 //	   declined confirmation ("aborted"), or a table that differs from the
 //	   library's definition (tables describe)
 //	2  usage: unknown command or flag, a missing or extra argument, a
-//	   malformed date, amount or number
+//	   missing required flag, a malformed date, amount or number, or a
+//	   value the library refuses (the flag is named: an amount over the
+//	   maximum charge, a date outside the window of billing dates)
 package main
 
 import (
@@ -157,7 +175,7 @@ func init() {
 		tablesCreateCmd, tablesDescribeCmd,
 		subsListCmd, subsGetCmd, historyCmd,
 		dueCmd, notifyPreviewCmd,
-		waiveCmd, cancelCmd, pauseCmd, resumeCmd, changeDateCmd, changeTierCmd,
+		subscribeCmd, waiveCmd, cancelCmd, pauseCmd, resumeCmd, changeDateCmd, changeTierCmd, reactivateCmd,
 		seedCmd, indexBackfillCmd, simulateCmd, capacityCmd,
 	}
 }
@@ -247,7 +265,7 @@ func (a *app) exit(err error) int {
 		}
 		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "billingctl: %s\n", explain(err))
+		fmt.Fprintf(stderr, "billingctl: %s\n", a.explain(err))
 		return exitFail
 	}
 }

@@ -5,6 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -85,6 +89,8 @@ type testEnv struct {
 	tables   dynamostore.TableConfig
 	mode     string
 	repo     *dynamostore.Repository
+	// now, when set, is the app's clock in run: the admin changes' "now".
+	now time.Time
 }
 
 // newEnv creates unique tables with "billingctl tables create" in the
@@ -139,7 +145,22 @@ func (e *testEnv) flags() []string {
 // so args may add their own.
 func (e *testEnv) run(stdin string, args ...string) result {
 	e.t.Helper()
-	return runCLI(e.t, stdin, append(e.flags(), args...)...)
+	if e.now.IsZero() {
+		return runCLI(e.t, stdin, append(e.flags(), args...)...)
+	}
+	return runClocked(e.t, e.now, stdin, append(e.flags(), args...)...)
+}
+
+// runClocked is runCLI with the app's clock stopped at now.
+func runClocked(t *testing.T, now time.Time, stdin string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	a := &app{ctx: ctx, stdin: strings.NewReader(stdin), stdout: &out, stderr: &errb, env: noEnv}
+	(&fakeClock{now: now}).hook(a)
+	code := a.exit(a.main(args))
+	return result{code: code, stdout: out.String(), stderr: errb.String()}
 }
 
 // runAt is run with the app's clock stopped at now.
@@ -202,11 +223,14 @@ func TestUsage(t *testing.T) {
 		{"malformed due date", []string{"due", "--date", "2024-13-01"}, `--date "2024-13-01": want YYYY-MM-DD`},
 		{"due date and at", []string{"due", "--date", "2024-03-01", "--at", "2024-03-01T12:00:00Z"}, "not both"},
 		{"malformed at", []string{"due", "--at", "noon"}, `--at "noon"`},
+		{"due time without date", []string{"due", "--time", "12:00"}, "--time needs --date"},
+		{"malformed due time", []string{"due", "--date", "2024-03-01", "--time", "noon"}, `--time "noon": want HH:MM`},
 		{"bad run", []string{"due", "--run", "settle"}, `--run "settle"`},
 		{"malformed notify date", []string{"notify", "preview", "--date", "20240230"}, `--date "20240230": want YYYYMMDD`},
 		{"dashed notify date", []string{"notify", "preview", "--date", "2024-03-14"}, `--date "2024-03-14"`},
 		{"bad notify status", []string{"notify", "preview", "--status", "INACTIVE"}, `--status "INACTIVE"`},
-		{"pause without months", []string{"pause", "id1"}, "--months 0: want 1 to 120"},
+		{"pause without months", []string{"pause", "id1"}, "--months is required"},
+		{"pause months zero", []string{"pause", "id1", "--months", "0"}, "--months 0: want 1 to 120"},
 		{"pause months not a number", []string{"pause", "id1", "--months", "two"}, `invalid value "two" for flag -months`},
 		{"pause too long", []string{"pause", "id1", "--months", "121"}, "--months 121"},
 		{"change-date without date", []string{"change-date", "id1"}, "--date is required"},
@@ -306,4 +330,135 @@ func TestEndpointFromEnvironment(t *testing.T) {
 	code := run(t.Context(), []string{"subs", "list", "u1"}, strings.NewReader(""), &out, &errb, env)
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, errb.String(), `DYNAMODB_ENDPOINT "not a url"`)
+}
+
+// TestRequiredFlagsAreNamed: every flag a command's help marks
+// "(required)" is named when it is missing, before anything is read.
+func TestRequiredFlagsAreNamed(t *testing.T) {
+	t.Parallel()
+	sample := map[string]string{"months": "2", "date": "2024-03-20", "tier": "Plus:v2", "amount": "4.99"}
+	flagLine := regexp.MustCompile(`(?m)^  --(\S+).*\n\s+.*\(required\)`)
+	seen := 0
+	for _, c := range commands {
+		h := runCLI(t, "", "help", c.name)
+		var required []string
+		for _, m := range flagLine.FindAllStringSubmatch(h.stdout, -1) {
+			required = append(required, m[1])
+		}
+		for _, missing := range required {
+			seen++
+			args := strings.Fields(c.name)
+			for range strings.Fields(positional(c.synopsis)) {
+				args = append(args, "x1")
+			}
+			for _, other := range required {
+				if other != missing {
+					v, ok := sample[other]
+					require.True(t, ok, "no sample value for --%s", other)
+					args = append(args, "--"+other, v)
+				}
+			}
+			args = append(args, "--yes")
+			r := runCLI(t, "", args...)
+			r.want(t, exitUsage, "billingctl: --"+missing+" is required")
+			assert.Equal(t, "", r.stdout, "%v printed something:\n%s", args, r)
+		}
+	}
+	// pause, change-date, change-tier (two), subscribe (two), reactivate.
+	assert.Equal(t, 7, seen, "required flags found in the commands' help")
+}
+
+// TestUnreachableServerIsOneLine: with no server at the endpoint, every
+// command that talks to DynamoDB says so in one line naming the endpoint,
+// not the SDK's chain of operation, attempts and request.
+func TestUnreachableServerIsOneLine(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	endpoint := "http://" + l.Addr().String()
+	require.NoError(t, l.Close()) // nothing listens there now
+	for _, args := range [][]string{
+		{"tables", "create"}, {"tables", "describe"}, {"subs", "list", "u1"}, {"subs", "get", "s1"},
+		{"history", "s1"}, {"due"}, {"notify", "preview"}, {"seed"},
+		{"subscribe", "u1", "--tier", "Plus:v2", "--amount", "4.99"}, {"waive", "s1"}, {"cancel", "s1"},
+		{"pause", "s1", "--months", "1"}, {"resume", "s1"}, {"change-date", "s1", "--date", "2024-03-20"},
+		{"change-tier", "s1", "--tier", "Plus:v2", "--amount", "4.99"}, {"reactivate", "u1", "--date", "2024-03-20"},
+		{"--due-shards", "2", "index", "backfill"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			r := runCLI(t, "y\n", append([]string{"--endpoint", endpoint, "--yes"}, args...)...)
+			assert.Equal(t, exitFail, r.code, "%s", r)
+			assert.Equal(t, "billingctl: cannot reach DynamoDB at "+endpoint+": connection refused\n", r.stderr, "%s", r)
+			assert.Empty(t, r.stdout, "%s", r)
+		})
+	}
+}
+
+// TestNoInstanceMetadataWarning: without credentials, off EC2, no
+// command prints the AWS SDK's instance metadata (IMDS) warnings, on
+// stderr or anywhere else: billingctl says in one line what to set.
+func TestNoInstanceMetadataWarning(t *testing.T) {
+	// A metadata service that is there but refuses, as on a laptop behind
+	// some proxies: the SDK warns "falling back to IMDSv1".
+	imds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusForbidden)
+	}))
+	defer imds.Close()
+	empty := t.TempDir()
+	t.Setenv("HOME", empty)
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(empty, "config"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(empty, "credentials"))
+	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.URL)
+	for _, v := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_EC2_METADATA_DISABLED",
+		"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "DYNAMODB_ENDPOINT"} {
+		t.Setenv(v, "")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := "http://" + l.Addr().String()
+	require.NoError(t, l.Close())
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no endpoint", []string{"subs", "list", "u1"}, "billingctl: no DynamoDB to talk to: pass --endpoint URL"},
+		{"a remote endpoint", []string{"--endpoint", "http://dynamodb.internal.example:8000", "subs", "list", "u1"},
+			"billingctl: no AWS credentials for the endpoint http://dynamodb.internal.example:8000: configure them"},
+		{"a local endpoint", []string{"--endpoint", closed, "subs", "list", "u1"}, "billingctl: cannot reach DynamoDB at " + closed + ": connection refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r result
+			sdk := captureStderr(t, func() { r = runCLI(t, "", tc.args...) })
+			assert.Equal(t, exitFail, r.code, "%s", r)
+			assert.True(t, strings.HasPrefix(r.stderr, tc.want), "want %q first:\n%s", tc.want, r)
+			assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "more than one line:\n%s", r)
+			assert.NotContains(t, r.stderr, "falling back", "%s", r)
+			assert.Empty(t, sdk, "printed on the process's stderr")
+		})
+	}
+}
+
+// captureStderr returns what fn writes to the process's stderr (where
+// the AWS SDK's default logger writes).
+func captureStderr(t *testing.T, fn func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	saved := os.Stderr
+	os.Stderr = w
+	done := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		done <- string(b)
+	}()
+	defer func() {
+		os.Stderr = saved
+	}()
+	fn()
+	os.Stderr = saved
+	require.NoError(t, w.Close())
+	return <-done
 }

@@ -1,0 +1,198 @@
+package billing_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/memory"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestCheckChangeAgreesWithTheChange: for every admin change and every
+// status, CheckChange refuses exactly when the change itself refuses, with
+// the same error, and reads nothing; invalid inputs are refused alike.
+func TestCheckChangeAgreesWithTheChange(t *testing.T) {
+	t.Parallel()
+	now := jan31.Add(time.Hour)
+	changes := []struct {
+		ch    billing.AdminChange
+		apply func(c *billing.Collector, ctx context.Context, id string) error
+	}{
+		{billing.AdminChange{Op: billing.OpWaive}, func(c *billing.Collector, ctx context.Context, id string) error {
+			_, err := c.Waive(ctx, id)
+			return err
+		}},
+		{billing.AdminChange{Op: billing.OpCancel}, func(c *billing.Collector, ctx context.Context, id string) error {
+			_, err := c.Cancel(ctx, id)
+			return err
+		}},
+		{billing.AdminChange{Op: billing.OpPause, Months: 2}, func(c *billing.Collector, ctx context.Context, id string) error {
+			_, err := c.Pause(ctx, id, 2)
+			return err
+		}},
+		{billing.AdminChange{Op: billing.OpResume}, func(c *billing.Collector, ctx context.Context, id string) error {
+			_, err := c.Resume(ctx, id)
+			return err
+		}},
+		{billing.AdminChange{Op: billing.OpChangeDate, Date: jan31.AddDate(0, 0, 3)}, func(c *billing.Collector, ctx context.Context, id string) error {
+			_, err := c.ChangeBillingDate(ctx, id, jan31.AddDate(0, 0, 3))
+			return err
+		}},
+		{billing.AdminChange{Op: billing.OpChangeTier, Tier: "Premium:v1", Amount: 999}, func(c *billing.Collector, ctx context.Context, id string) error {
+			_, err := c.ChangeTier(ctx, id, "Premium:v1", 999, false)
+			return err
+		}},
+	}
+	statuses := []billing.Status{billing.StatusScheduled, billing.StatusError, billing.StatusPaused, billing.StatusACHSent,
+		billing.StatusCompleted, billing.StatusWaived, billing.StatusCancelled, billing.StatusStale}
+	for _, tc := range changes {
+		for _, st := range statuses {
+			t.Run(fmt.Sprintf("%s/%s", tc.ch.Op, st), func(t *testing.T) {
+				t.Parallel()
+				clock := billingtest.NewClock(now)
+				store := billingtest.NewMemoryStore(t, memory.Options{})
+				repo := store.Repository()
+				c, err := billing.NewCollector(billing.Config{Repository: repo, History: store.History(),
+					Locker: billingtest.NewLocker(clock, time.Minute), Provider: billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock}), Clock: clock})
+				require.NoError(t, err)
+				rec := billing.Subscription{UserID: "u1", SubscriptionID: "s1", BillingDate: jan31, BillingPeriod: billing.BillingPeriod(jan31),
+					Amount: 499, Status: st, Term: billing.TermMonthly, AnchorDay: 31, ReceiptTierName: "Plus:v2",
+					Process: billing.ProcessInitial, CreatedDate: jan31.Add(-time.Hour), LastRunDate: jan31.Add(-time.Hour)}
+				if st == billing.StatusPaused {
+					rec.PauseDurationMonths = 1
+				}
+				if st == billing.StatusACHSent {
+					rec.Attempt, rec.InitialRunDate = 1, jan31.Add(-time.Hour)
+				}
+				require.NoError(t, repo.Add(t.Context(), &rec))
+
+				checked := c.CheckChange(t.Context(), tc.ch, &rec)
+				applied := tc.apply(c, t.Context(), "s1")
+				allowed := billing.AdminStatuses(tc.ch.Op)
+				if assert.Equal(t, applied == nil, checked == nil, "check: %v, change: %v", checked, applied) && checked != nil {
+					assert.ErrorIs(t, checked, billing.ErrNotCollectible, "check: %v (allowed %v)", checked, allowed)
+					assert.Equal(t, applied.Error(), checked.Error(), "the check and the change say different things")
+				}
+				assert.Equal(t, applied == nil, containsStatus(allowed, st), "AdminStatuses(%s) = %v, change on %s: %v", tc.ch.Op, allowed, st, applied)
+			})
+		}
+	}
+
+	t.Run("inputs", func(t *testing.T) {
+		t.Parallel()
+		clock := billingtest.NewClock(now)
+		c, err := billing.NewCollector(billing.Config{Repository: billingtest.NewMemoryStore(t, memory.Options{}).Repository(),
+			Locker: billingtest.NewLocker(clock, time.Minute), Provider: billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock}), Clock: clock})
+		require.NoError(t, err)
+		rec := billing.Subscription{UserID: "u1", SubscriptionID: "s1", BillingDate: jan31, Status: billing.StatusScheduled}
+		later := rec
+		later.SubscriptionID, later.BillingDate = "s2", jan31.AddDate(0, 1, 0)
+		var fe *billing.FieldError
+		for _, bad := range []struct {
+			ch    billing.AdminChange
+			field string
+			err   error
+		}{
+			{billing.AdminChange{Op: billing.OpPause, Months: 0}, "", billing.ErrInvalidQuery},
+			{billing.AdminChange{Op: billing.OpPause, Months: 121}, "", billing.ErrInvalidQuery},
+			{billing.AdminChange{Op: billing.OpChangeTier, Tier: "Plus:v2", Amount: 0}, "amount", billing.ErrInvalidAmount},
+			{billing.AdminChange{Op: billing.OpChangeTier, Tier: "Plus:v2", Amount: billing.DefaultMaxCharge + 1}, "amount", billing.ErrInvalidAmount},
+			{billing.AdminChange{Op: billing.OpChangeTier, Amount: 499}, "tier", billing.ErrUnknownTier},
+			{billing.AdminChange{Op: billing.OpChangeDate, Date: jan31.AddDate(-1, 0, 0)}, "billing_date", billing.ErrInvalidDate},
+			{billing.AdminChange{Op: billing.OpChangeDate}, "billing_date", billing.ErrInvalidDate},
+			{billing.AdminChange{Op: billing.OpChangeDate, Date: later.BillingDate, UserRecords: []billing.Subscription{rec, later}}, "", billing.ErrDateMove},
+			{billing.AdminChange{Op: "refund"}, "", billing.ErrInvalidQuery},
+		} {
+			err := c.CheckChange(t.Context(), bad.ch, &rec)
+			assert.ErrorIs(t, err, bad.err, "%+v", bad.ch)
+			if bad.field != "" && assert.ErrorAs(t, err, &fe, "%+v", bad.ch) {
+				assert.Equal(t, bad.field, fe.Field, "%+v: %v", bad.ch, err)
+			}
+		}
+		// The same move without the user's records: only the date itself is checked.
+		assert.NoError(t, c.CheckChange(t.Context(), billing.AdminChange{Op: billing.OpChangeDate, Date: later.BillingDate}, &rec))
+	})
+}
+
+func containsStatus(list []billing.Status, s billing.Status) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestCheckReactivateAndSubscribeAgreeWithTheCalls: the checks refuse
+// what Reactivate and Subscribe refuse, with the same errors, and say
+// what Subscribe then does.
+func TestCheckReactivateAndSubscribeAgreeWithTheCalls(t *testing.T) {
+	t.Parallel()
+	clock := billingtest.NewClock(jan31.Add(time.Hour))
+	store := billingtest.NewMemoryStore(t, memory.Options{})
+	repo := store.Repository()
+	c, err := billing.NewCollector(billing.Config{Repository: repo, History: store.History(),
+		Locker: billingtest.NewLocker(clock, time.Minute), Provider: billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock}), Clock: clock})
+	require.NoError(t, err)
+	ctx := t.Context()
+	list := func() []billing.Subscription {
+		recs, err := repo.ListByUser(ctx, "u1")
+		require.NoError(t, err)
+		return recs
+	}
+	req := billing.SubscribeRequest{RequestKey: "k1", UserID: "u1", Tier: "Plus:v2", Amount: 499}
+
+	// No records: nothing to reactivate; a subscription is planned.
+	assert.ErrorIs(t, c.CheckReactivate("u1", list(), jan31), billing.ErrNotFound)
+	plan, err := c.CheckSubscribe(ctx, req, list())
+	require.NoError(t, err)
+	assert.False(t, plan.Repeated)
+	got, err := c.Subscribe(ctx, req)
+	require.NoError(t, err)
+	assert.Equal(t, plan.Subscription.SubscriptionID, got.Subscription.SubscriptionID)
+	assert.Equal(t, plan.Subscription.BillingDate, got.Subscription.BillingDate)
+	assert.Equal(t, plan.Subscription.Status, got.Subscription.Status)
+
+	// The same key again: repeated; another key: an open period.
+	plan, err = c.CheckSubscribe(ctx, req, list())
+	require.NoError(t, err)
+	assert.True(t, plan.Repeated)
+	other := req
+	other.RequestKey = "k2"
+	_, checked := c.CheckSubscribe(ctx, other, list())
+	_, applied := c.Subscribe(ctx, other)
+	var open *billing.OpenSubscriptionError
+	assert.ErrorAs(t, checked, &open)
+	require.Error(t, applied)
+	assert.Equal(t, applied.Error(), checked.Error())
+	bad := req
+	bad.Amount = 0
+	_, checked = c.CheckSubscribe(ctx, bad, list())
+	var fe *billing.FieldError
+	if assert.ErrorAs(t, checked, &fe) {
+		assert.Equal(t, "amount", fe.Field)
+	}
+
+	// An open period refuses reactivation; once cancelled, a date too old
+	// is refused and a good one accepted, as by Reactivate.
+	checked = c.CheckReactivate("u1", list(), jan31.AddDate(0, 0, 2))
+	_, applied = c.Reactivate(ctx, "u1", jan31.AddDate(0, 0, 2))
+	assert.ErrorIs(t, checked, billing.ErrNotCollectible)
+	assert.Equal(t, applied.Error(), checked.Error())
+	_, err = c.Cancel(ctx, got.Subscription.SubscriptionID)
+	require.NoError(t, err)
+	checked = c.CheckReactivate("u1", list(), jan31.AddDate(-1, 0, 0))
+	_, applied = c.Reactivate(ctx, "u1", jan31.AddDate(-1, 0, 0))
+	assert.ErrorIs(t, checked, billing.ErrInvalidDate)
+	assert.Equal(t, applied.Error(), checked.Error())
+	assert.NoError(t, c.CheckReactivate("u1", list(), jan31.AddDate(0, 0, 2)))
+	_, err = c.Reactivate(ctx, "u1", jan31.AddDate(0, 0, 2))
+	assert.NoError(t, err)
+	assert.True(t, errors.Is(c.CheckReactivate("u1", list(), jan31.AddDate(0, 0, 3)), billing.ErrNotCollectible))
+}
