@@ -149,16 +149,11 @@ func (c *Collector) CheckSubscribe(ctx context.Context, req SubscribeRequest, re
 	if err != nil {
 		return Subscribed{}, fmt.Errorf("subscribe %s: %w", req.UserID, err)
 	}
-	for _, r := range recs {
-		if r.SubscriptionID == sub.SubscriptionID {
-			return Subscribed{Subscription: r, Repeated: true}, nil
+	if done, err := againstUser(&sub, recs); done.Repeated || err != nil {
+		if err != nil {
+			err = fmt.Errorf("subscribe %s: %w", req.UserID, err)
 		}
-	}
-	for _, r := range recs {
-		if !r.Status.IsTerminal() {
-			return Subscribed{}, fmt.Errorf("subscribe %s: %w", req.UserID,
-				&OpenSubscriptionError{UserID: req.UserID, New: sub.Key(), Open: r.Key(), Status: r.Status})
-		}
+		return done, err
 	}
 	return Subscribed{Subscription: sub}, nil
 }

@@ -103,16 +103,8 @@ func (c *Collector) Subscribe(ctx context.Context, req SubscribeRequest) (Subscr
 		if err != nil {
 			return err
 		}
-		for _, r := range recs {
-			if r.SubscriptionID == sub.SubscriptionID {
-				out = Subscribed{Subscription: r, Repeated: true}
-				return nil
-			}
-		}
-		for _, r := range recs {
-			if !r.Status.IsTerminal() {
-				return &OpenSubscriptionError{UserID: req.UserID, New: sub.Key(), Open: r.Key(), Status: r.Status}
-			}
+		if out, err = againstUser(&sub, recs); out.Repeated || err != nil {
+			return err
 		}
 		for i := range recs {
 			sub.LastRunDate = runTime(&recs[i], sub.LastRunDate) // after every row of the user
@@ -134,6 +126,24 @@ func (c *Collector) Subscribe(ctx context.Context, req SubscribeRequest) (Subscr
 		return Subscribed{}, fmt.Errorf("subscribe %s: %w", req.UserID, err)
 	}
 	return out, nil
+}
+
+// againstUser checks sub, the first period of a request, against its
+// user's records: the period the same request created already (Repeated
+// set), or an [*OpenSubscriptionError] for an open period of the user;
+// the zero Subscribed when sub is to be written.
+func againstUser(sub *Subscription, recs []Subscription) (Subscribed, error) {
+	for _, r := range recs {
+		if r.SubscriptionID == sub.SubscriptionID {
+			return Subscribed{Subscription: r, Repeated: true}, nil
+		}
+	}
+	for _, r := range recs {
+		if !r.Status.IsTerminal() {
+			return Subscribed{}, &OpenSubscriptionError{UserID: sub.UserID, New: sub.Key(), Open: r.Key(), Status: r.Status}
+		}
+	}
+	return Subscribed{}, nil
 }
 
 // newSubscription checks req and returns its first period.
