@@ -355,22 +355,10 @@ func (a *app) admin(c *command, id string, ch adminChange) error {
 		return refused(c, err, adminFlags)
 	}
 	plan := fmt.Sprintf("%s %s: %s", c.name, id, ch.describe(&before))
-	human := a.human()
-	if !a.g.json || !a.g.yes {
-		fmt.Fprintf(human, "Before:\n")
-		if err := writeRecord(human, recordItem(&before)); err != nil {
-			return err
-		}
-		fmt.Fprintf(human, "\nChange: %s\n", plan)
+	if err := a.preview("Before", &before, plan); err != nil {
+		return err
 	}
 	if !a.g.yes {
-		ok, err := a.confirm("Apply? [y/N] ")
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return errAborted
-		}
 		// The answer may have taken a while: apply only to what was shown.
 		cur, err := getByID(a.ctx, repo, id)
 		if err != nil {
@@ -486,4 +474,29 @@ func lockOwner() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return fmt.Sprintf("billingctl@%s:%d:%s", cmpOr(host, "unknown"), os.Getpid(), hex.EncodeToString(b))
+}
+
+// preview shows rec under heading and the change it is about to make
+// (unless --json with --yes), then asks "Apply? [y/N]" unless --yes: an
+// answer other than yes is [errAborted].
+func (a *app) preview(heading string, rec *billing.Subscription, change string) error {
+	if !a.g.json || !a.g.yes {
+		human := a.human()
+		fmt.Fprintf(human, "%s:\n", heading)
+		if err := writeRecord(human, recordItem(rec)); err != nil {
+			return err
+		}
+		fmt.Fprintf(human, "\nChange: %s\n", change)
+	}
+	if a.g.yes {
+		return nil
+	}
+	ok, err := a.confirm("Apply? [y/N] ")
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errAborted
+	}
+	return nil
 }

@@ -102,19 +102,11 @@ func runSubscribe(a *app, c *command, args []string) error {
 		req.RequestKey = "billingctl:" + req.Tier + ":" + day.Format(time.DateOnly)
 	}
 
-	repo, hist, err := a.stores()
-	if err != nil {
-		return err
-	}
-	col, closeCol, err := a.adminCollector(repo, hist)
+	col, recs, closeCol, err := a.userForChange(user)
 	if err != nil {
 		return err
 	}
 	defer closeCol()
-	recs, err := repo.ListByUser(a.ctx, user)
-	if err != nil {
-		return err
-	}
 	plan, err := col.CheckSubscribe(a.ctx, req, recs)
 	if err != nil {
 		return refused(c, err, subscribeFlags)
@@ -125,22 +117,8 @@ func runSubscribe(a *app, c *command, args []string) error {
 	p := &plan.Subscription
 	what := fmt.Sprintf("subscribe %s: a new %s period billed %s, %s at %s, term %s (request key %s)",
 		user, p.Status, fmtTime(p.BillingDate), p.ReceiptTierName, p.Amount, p.Term, req.RequestKey)
-	if !a.g.json || !a.g.yes {
-		human := a.human()
-		fmt.Fprintf(human, "New period:\n")
-		if err := writeRecord(human, recordItem(p)); err != nil {
-			return err
-		}
-		fmt.Fprintf(human, "\nChange: %s\n", what)
-	}
-	if !a.g.yes {
-		ok, err := a.confirm("Apply? [y/N] ")
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return errAborted
-		}
+	if err := a.preview("New period", p, what); err != nil {
+		return err
 	}
 	out, err := col.Subscribe(a.ctx, req)
 	if err != nil {
@@ -196,19 +174,11 @@ func runReactivate(a *app, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	repo, hist, err := a.stores()
-	if err != nil {
-		return err
-	}
-	col, closeCol, err := a.adminCollector(repo, hist)
+	col, recs, closeCol, err := a.userForChange(user)
 	if err != nil {
 		return err
 	}
 	defer closeCol()
-	recs, err := repo.ListByUser(a.ctx, user)
-	if err != nil {
-		return err
-	}
 	date := nd.t
 	var last billing.Subscription
 	if len(recs) > 0 {
@@ -220,22 +190,8 @@ func runReactivate(a *app, c *command, args []string) error {
 	}
 	what := fmt.Sprintf("reactivate %s: a new %s period billed %s, %s at %s, term %s (the latest record's)",
 		user, billing.StatusScheduled, fmtTime(date), dash(last.ReceiptTierName), last.Amount, last.Term)
-	if !a.g.json || !a.g.yes {
-		human := a.human()
-		fmt.Fprintf(human, "Latest record:\n")
-		if err := writeRecord(human, recordItem(&last)); err != nil {
-			return err
-		}
-		fmt.Fprintf(human, "\nChange: %s\n", what)
-	}
-	if !a.g.yes {
-		ok, err := a.confirm("Apply? [y/N] ")
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return errAborted
-		}
+	if err := a.preview("Latest record", &last, what); err != nil {
+		return err
 	}
 	created, err := col.Reactivate(a.ctx, user, date)
 	if err != nil {
@@ -252,4 +208,22 @@ func runReactivate(a *app, c *command, args []string) error {
 	}
 	_, err = fmt.Fprintf(a.stdout, "\nApplied: %s\n", what)
 	return err
+}
+
+// userForChange opens the stores and an admin collector on them, and reads
+// the records of user; closeCol releases the collector's locker.
+func (a *app) userForChange(user string) (col *billing.Collector, recs []billing.Subscription, closeCol func(), err error) {
+	repo, hist, err := a.stores()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	col, closeCol, err = a.adminCollector(repo, hist)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if recs, err = repo.ListByUser(a.ctx, user); err != nil {
+		closeCol()
+		return nil, nil, nil, err
+	}
+	return col, recs, closeCol, nil
 }
