@@ -50,6 +50,12 @@ type SubscribeRequest struct {
 	// FirstBillingDate (its first to fifth Friday), which must then be a
 	// Friday. Monthly term only. Defaults to false.
 	FridayBilling bool
+	// FridayWeek is the Friday of the month FridayBilling bills on, 1 to
+	// 5. Defaults to FirstBillingDate's. It may differ from it only to
+	// bill on the fifth Friday from a month that has four, whose last
+	// Friday FirstBillingDate must then be (a month without a fifth
+	// Friday is billed on its last).
+	FridayWeek int
 	// PauseMonths starts the subscription paused: its first billing date
 	// and the months after it are skipped, and the first charge is
 	// PauseMonths months after FirstBillingDate. 0 to 120. Defaults to 0.
@@ -162,6 +168,8 @@ func (c *Collector) newSubscription(ctx context.Context, req SubscribeRequest, n
 		return Subscription{}, field("AnchorDay", fmt.Sprint(req.AnchorDay), "1 to 31")
 	case req.PauseMonths < 0 || req.PauseMonths > 120:
 		return Subscription{}, field("PauseMonths", fmt.Sprint(req.PauseMonths), "0 to 120")
+	case req.FridayWeek < 0 || req.FridayWeek > 5 || (req.FridayWeek != 0 && !req.FridayBilling):
+		return Subscription{}, field("FridayWeek", fmt.Sprint(req.FridayWeek), "1 to 5, with FridayBilling")
 	}
 	amount, err := c.priceOf(ctx, req.Tier, req.Amount)
 	if err != nil {
@@ -200,6 +208,12 @@ func (c *Collector) newSubscription(ctx context.Context, req SubscribeRequest, n
 		}
 		if sub.BillingWeek = FridayWeek(date); sub.BillingWeek == 0 {
 			return Subscription{}, field("FirstBillingDate", date.Format(time.RFC3339), "Friday billing starts on a Friday")
+		}
+		if w := req.FridayWeek; w != 0 && w != sub.BillingWeek {
+			if w != 5 || !NthFriday(date.Year(), date.Month(), 5).Equal(NthFriday(date.Year(), date.Month(), 4)) || sub.BillingWeek != 4 {
+				return Subscription{}, field("FridayWeek", fmt.Sprint(w), "FirstBillingDate %s is Friday %d of its month", date.Format(time.DateOnly), sub.BillingWeek)
+			}
+			sub.BillingWeek = w
 		}
 	}
 	if _, err := NextBillingDate(date, sub.Schedule()); err != nil {

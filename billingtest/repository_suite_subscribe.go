@@ -52,6 +52,26 @@ func (s *repoSuite) subscribeCases() []repoCase {
 			e.requireStored(want)
 			e.requireHistoryCount(u, 1)
 		}},
+		{"FifthFridayFromAFourFridayMonth", func(t *testing.T) {
+			e := s.env(t, memory.Options{})
+			c, _ := collector(t, e)
+			req := request(ids.user())
+			// January 2024 has four Fridays: the 26th is its last.
+			req.FridayBilling, req.FridayWeek = true, 5
+			req.FirstBillingDate = time.Date(2024, 1, 26, 10, 0, 0, 0, time.UTC)
+			got, err := c.Subscribe(e.ctx(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Subscription.BillingWeek != 5 {
+				t.Fatalf("billing week %d, want 5", got.Subscription.BillingWeek)
+			}
+			next, err := billing.NextBillingDate(got.Subscription.BillingDate, got.Subscription.Schedule())
+			if err != nil || !next.Equal(time.Date(2024, 2, 23, 10, 0, 0, 0, time.UTC)) {
+				t.Fatalf("next billing date %v, %v; want Feb 23, the last Friday", next, err)
+			}
+			e.requireStored(got.Subscription)
+		}},
 		{"RetriedRequestWritesNothing", func(t *testing.T) {
 			e := s.env(t, memory.Options{})
 			c, clock := collector(t, e)
@@ -148,6 +168,11 @@ func (s *repoSuite) subscribeCases() []repoCase {
 				{"Friday billing on a yearly term", func(r *billing.SubscribeRequest) {
 					r.FridayBilling, r.FirstBillingDate, r.Term = true, friday, billing.TermYearly
 				}, "FridayBilling", billing.ErrInvalidRequest},
+				{"Friday week 6", func(r *billing.SubscribeRequest) { r.FridayBilling, r.FirstBillingDate, r.FridayWeek = true, friday, 6 }, "FridayWeek", billing.ErrInvalidRequest},
+				{"Friday week without Friday billing", func(r *billing.SubscribeRequest) { r.FridayWeek = 2 }, "FridayWeek", billing.ErrInvalidRequest},
+				{"Friday week other than the first date's", func(r *billing.SubscribeRequest) {
+					r.FridayBilling, r.FirstBillingDate, r.FridayWeek = true, friday, 3
+				}, "FridayWeek", billing.ErrInvalidRequest},
 			} {
 				req := request(u)
 				tc.edit(&req)
