@@ -15,8 +15,8 @@ var dueCmd = &command{
 	name:     "due",
 	synopsis: "[--run scheduled|retry|pause] [--at RFC3339 | --date YYYY-MM-DD [--time HH:MM]]",
 	doc: `what the scheduled, retry and pause runs would pick up at an instant
-Previews the collector's runs at one instant: the status queries they make
-(Collector.RunQuery) and, for each record returned, what the run would do
+Previews the collector's runs at one instant: every status query they make
+(Collector.RunQueries) and, for each record returned, what the run would do
 with it (Collector.PlanRecord, with the library's default retry policy and
 --stale-days). A record is due when it is billed before the run's instant
 (Subscription.DueAt), so a record billed at 18:00 is not due for a run at
@@ -28,7 +28,10 @@ billing_date is only a filter; in due mode, with --due-shards K, each run
 reads K shards of the due index, a page or more each). Nothing is written.
 
   scheduled  SCHEDULED records billed before the instant
-  retry      ERROR records billed after the instant minus (stale days + 7)
+  retry      ERROR records billed after the instant minus (stale days + 7);
+             then ACHSENT records past the ACH settlement deadline, and ERROR
+             records billed before that window (attempts in flight, records
+             to mark stale), one row each
   pause      PAUSED records billed before the instant
 
 --at gives the instant (default: now, to the second). --date D is a run at 00:00 UTC on D
@@ -146,11 +149,16 @@ func runDue(a *app, c *command, args []string) error {
 		if *runFlag != "all" && *runFlag != string(k) {
 			continue
 		}
-		q, err := planner.RunQuery(k, at)
+		// Every query the run reads: the retry run also reads ACH debits
+		// past their settlement deadline and ERROR records older than its
+		// window (attempts in flight, records to mark stale).
+		qs, err := planner.RunQueries(k, at)
 		if err != nil {
 			return err
 		}
-		runs = append(runs, dueRun{k, q.Status, q})
+		for _, q := range qs {
+			runs = append(runs, dueRun{k, q.Status, q})
+		}
 	}
 	if len(runs) == 0 {
 		return usagef(c.name, "--run %q: want scheduled, retry, pause or all", *runFlag)

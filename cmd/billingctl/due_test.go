@@ -51,14 +51,15 @@ func TestDue(t *testing.T) {
 	for _, tc := range []struct {
 		mode                   string
 		schedRead, retryRead   int
+		oldRead                int // the retry run's ERROR records older than its window
 		pauseRead, totalRead   int
 		schedRatio, totalRatio string
 		schedPages2            int // pages with --page-size 2
 	}{
 		// Legacy: every record of the status is read, billing_date filters.
-		{mode: "legacy", schedRead: 5, retryRead: 4, pauseRead: 3, totalRead: 12, schedRatio: "1.67", totalRatio: "1.50", schedPages2: 3},
+		{mode: "legacy", schedRead: 5, retryRead: 4, oldRead: 4, pauseRead: 3, totalRead: 16, schedRatio: "1.67", totalRatio: "1.78", schedPages2: 3},
 		// Sorted: the date range is a key condition.
-		{mode: "sorted", schedRead: 3, retryRead: 3, pauseRead: 2, totalRead: 8, schedRatio: "1.00", totalRatio: "1.00", schedPages2: 2},
+		{mode: "sorted", schedRead: 3, retryRead: 3, oldRead: 1, pauseRead: 2, totalRead: 9, schedRatio: "1.00", totalRatio: "1.00", schedPages2: 2},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			t.Parallel()
@@ -72,8 +73,10 @@ func TestDue(t *testing.T) {
 			r.want(t, exitOK)
 			r.decode(t, &got)
 			require.Equal(t, tc.mode, got.IndexMode, "due JSON: %s", r)
-			require.Len(t, got.Runs, 3, "due JSON: %s", r)
-			sched, retry, pause := got.Runs[0], got.Runs[1], got.Runs[2]
+			// The retry run reads three queries, as the collector's does:
+			// its window, ACH debits past their deadline, older ERRORs.
+			require.Len(t, got.Runs, 5, "due JSON: %s", r)
+			sched, retry, ach, old, pause := got.Runs[0], got.Runs[1], got.Runs[2], got.Runs[3], got.Runs[4]
 			check := func(s dueSummary, run string, records int, amount string, read int) {
 				t.Helper()
 				msg := []any{"%s run: %+v, want %d records, amount %s, %d items read", run, s, records, amount, read}
@@ -87,8 +90,11 @@ func TestDue(t *testing.T) {
 			}
 			check(sched, "scheduled", 3, "14.99", tc.schedRead)
 			check(retry, "retry", 3, "14.97", tc.retryRead)
+			assert.Equal(t, "ACHSENT", ach.Status, "retry run's ACH query: %+v", ach)
+			assert.Zero(t, ach.Records, "retry run's ACH query: %+v", ach)
+			check(old, "retry", 1, "4.99", tc.oldRead) // e4, billed before the window: marked stale
 			check(pause, "pause", 2, "9.98", tc.pauseRead)
-			check(got.Total, "total", 8, "39.94", tc.totalRead)
+			check(got.Total, "total", 9, "44.93", tc.totalRead)
 			wantActions := func(s dueSummary, want ...dueAction) {
 				t.Helper()
 				if !assert.Len(t, s.Actions, len(want), "%s actions: %+v, want %+v", s.Run, s.Actions, want) {
@@ -101,12 +107,13 @@ func TestDue(t *testing.T) {
 			wantActions(sched, dueAction{"collect", 2, 1498}, dueAction{"mark stale", 1, 1})
 			wantActions(retry, dueAction{"retry", 1, 499}, dueAction{"skip (declined as final)", 1, 499},
 				dueAction{"skip (retry policy: not now)", 1, 499})
+			wantActions(old, dueAction{"mark stale", 1, 499})
 			wantActions(pause, dueAction{"skip period, stay paused", 1, 499}, dueAction{"skip period, then resume", 1, 499})
 
 			r = e.run("", "due", "--date", "2024-03-15", "--time", "23:59")
 			r.want(t, exitOK, "Runs at 2024-03-15T23:59:00Z on "+e.tables.Subscriptions+", index "+e.tables.StatusIndex,
 				"Due: records billed before 2024-03-15T23:59:00Z",
-				"READ_PER_RETURNED", tc.schedRatio, tc.totalRatio, "39.94",
+				"READ_PER_RETURNED", tc.schedRatio, tc.totalRatio, "44.93",
 				"scheduled run (SCHEDULED with billing_date < 2024-03-15T23:59:00Z): ",
 				"collect 2 (14.98)", "mark stale 1 (0.01)",
 				"retry run (ERROR with billing_date > 2024-02-07T23:59:00Z): ")
@@ -154,8 +161,8 @@ func TestDueOnAppClock(t *testing.T) {
 	r.want(t, exitOK)
 	r.decode(t, &got)
 	assert.Equal(t, "2024-03-15T16:30:00Z", got.Now, "due JSON: %s", r)
-	assert.Equal(t, 8, got.Total.Records, "due JSON: %s", r)
-	assert.Equal(t, "39.94", got.Total.Amount.String(), "due JSON: %s", r)
+	assert.Equal(t, 9, got.Total.Records, "due JSON: %s", r)
+	assert.Equal(t, "44.93", got.Total.Amount.String(), "due JSON: %s", r)
 }
 
 func TestDueEmptyAndToday(t *testing.T) {
