@@ -15,15 +15,17 @@ type Change struct {
 }
 
 // admin applies edit to the record subscriptionID under the user's lock
-// and writes it (with its history row) conditionally on the record read.
-// edit returns the records to create in the same transaction.
-func (c *Collector) admin(ctx context.Context, op, subscriptionID string, edit func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error)) (Change, error) {
+// and writes it (with its history row) conditionally on the record read,
+// once the record, re-read and its attempt resolved, is in a status op
+// accepts (the table [Collector.CheckChange] reads too). edit returns the
+// records to create in the same transaction.
+func (c *Collector) admin(ctx context.Context, op AdminOp, subscriptionID string, edit func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error)) (Change, error) {
 	found, err := c.cfg.Repository.GetByID(ctx, subscriptionID)
 	if err != nil {
 		return Change{}, err
 	}
 	var ch Change
-	_, err = c.single(ctx, op, found.UserID, subscriptionID, func(ctx context.Context, _ *Report) error {
+	_, err = c.single(ctx, string(op), found.UserID, subscriptionID, func(ctx context.Context, _ *Report) error {
 		cur, err := c.reread(ctx, &found)
 		if err != nil {
 			return err
@@ -31,6 +33,9 @@ func (c *Collector) admin(ctx context.Context, op, subscriptionID string, edit f
 		// Nothing changes a record whose charge may have happened: its
 		// attempt is resolved first, or the change is refused.
 		if cur, err = c.resolve(ctx, &cur, &Report{}); err != nil {
+			return fmt.Errorf("%s %s: %w", op, subscriptionID, err)
+		}
+		if err := requireStatus(&cur, adminStatuses[op]...); err != nil {
 			return fmt.Errorf("%s %s: %w", op, subscriptionID, err)
 		}
 		now := c.cfg.Clock.Now()
@@ -68,10 +73,7 @@ func requireStatus(cur *Subscription, allowed ...Status) error {
 // Waive forgives a SCHEDULED or ERROR record without payment (WAIVED).
 // A record never attempted also opens the next period, as an attempt would.
 func (c *Collector) Waive(ctx context.Context, subscriptionID string) (Change, error) {
-	return c.admin(ctx, "waive", subscriptionID, func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
-		if err := requireStatus(cur, adminStatuses[OpWaive]...); err != nil {
-			return nil, err
-		}
+	return c.admin(ctx, OpWaive, subscriptionID, func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
 		next.Status, next.CompletionDate = StatusWaived, next.LastRunDate
 		return c.openNext(ctx, cur, now)
 	})
@@ -80,10 +82,7 @@ func (c *Collector) Waive(ctx context.Context, subscriptionID string) (Change, e
 // Cancel cancels a SCHEDULED, ERROR or PAUSED record (CANCELLED). The
 // subscription ends: no next period is opened.
 func (c *Collector) Cancel(ctx context.Context, subscriptionID string) (Change, error) {
-	return c.admin(ctx, "cancel", subscriptionID, func(ctx context.Context, cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
-		if err := requireStatus(cur, adminStatuses[OpCancel]...); err != nil {
-			return nil, err
-		}
+	return c.admin(ctx, OpCancel, subscriptionID, func(ctx context.Context, cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
 		next.Status, next.CompletionDate = StatusCancelled, next.LastRunDate
 		return nil, nil
 	})
@@ -99,13 +98,10 @@ func (c *Collector) Cancel(ctx context.Context, subscriptionID string) (Change, 
 // PAUSED record opens the next one a month later with one month fewer,
 // and the last opens the SCHEDULED record (pause-resume).
 func (c *Collector) Pause(ctx context.Context, subscriptionID string, months int) (Change, error) {
-	return c.admin(ctx, "pause", subscriptionID, func(ctx context.Context, cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
-		if err := checkPauseMonths(months); err != nil {
-			return nil, err
-		}
-		if err := requireStatus(cur, adminStatuses[OpPause]...); err != nil {
-			return nil, err
-		}
+	if err := checkPauseMonths(months); err != nil {
+		return Change{}, fmt.Errorf("%s %s: %w", OpPause, subscriptionID, err)
+	}
+	return c.admin(ctx, OpPause, subscriptionID, func(ctx context.Context, cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
 		next.Status, next.PauseDurationMonths = StatusPaused, months
 		next.UpdatedEvent = ""
 		if months == 1 {
@@ -118,10 +114,7 @@ func (c *Collector) Pause(ctx context.Context, subscriptionID string, months int
 // Resume ends the pause of a PAUSED record: it becomes SCHEDULED again
 // (pause-resume) on its billing date.
 func (c *Collector) Resume(ctx context.Context, subscriptionID string) (Change, error) {
-	return c.admin(ctx, "resume", subscriptionID, func(ctx context.Context, cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
-		if err := requireStatus(cur, adminStatuses[OpResume]...); err != nil {
-			return nil, err
-		}
+	return c.admin(ctx, OpResume, subscriptionID, func(ctx context.Context, cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
 		next.Status, next.PauseDurationMonths, next.UpdatedEvent = StatusScheduled, 0, EventPauseResume
 		return nil, nil
 	})
@@ -154,10 +147,7 @@ func (c *Collector) Resume(ctx context.Context, subscriptionID string) (Change, 
 // date must change. Moving a record past later records that are all
 // terminal (cancelled, completed, ...) is allowed: it stays the latest.
 func (c *Collector) ChangeBillingDate(ctx context.Context, subscriptionID string, date time.Time) (Change, error) {
-	return c.admin(ctx, "change billing date", subscriptionID, func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
-		if err := requireStatus(cur, adminStatuses[OpChangeDate]...); err != nil {
-			return nil, err
-		}
+	return c.admin(ctx, OpChangeDate, subscriptionID, func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
 		d, err := c.billingDay("billing_date", date, now)
 		if err != nil {
 			return nil, err
@@ -259,10 +249,7 @@ func (c *Collector) ChangeTier(ctx context.Context, subscriptionID, tier string,
 	if err != nil {
 		return Change{}, fmt.Errorf("change tier %s: %w", subscriptionID, err)
 	}
-	return c.admin(ctx, "change tier", subscriptionID, func(ctx context.Context, cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
-		if err := requireStatus(cur, adminStatuses[OpChangeTier]...); err != nil {
-			return nil, err
-		}
+	return c.admin(ctx, OpChangeTier, subscriptionID, func(ctx context.Context, cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
 		if downgrade {
 			next.IsPendingDowngrade, next.PendingTierName, next.PendingAmount = true, tier, amount
 			return nil, nil

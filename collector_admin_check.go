@@ -3,7 +3,6 @@ package billing
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -30,10 +29,6 @@ var adminStatuses = map[AdminOp][]Status{
 	OpChangeDate: {StatusScheduled, StatusError, StatusPaused},
 	OpChangeTier: {StatusScheduled},
 }
-
-// AdminStatuses returns the statuses a record must be in for op to change
-// it; nil for an unknown op.
-func AdminStatuses(op AdminOp) []Status { return slices.Clone(adminStatuses[op]) }
 
 // AdminChange is an admin change for [Collector.CheckChange]: the
 // operation and the inputs it takes.

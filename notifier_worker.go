@@ -96,12 +96,7 @@ type BankAccounts interface {
 // platform's track event named three_day_notification). The name is the
 // legacy event's: the scheduler picks the records billed
 // [NotificationLeadDays] (4) days ahead, so the notice arrives three to
-// four days before the charge. [PrebillingNotification]
-// is the same type under a name that says what it is.
-// PrebillingNotification is [ThreeDayNotification]: the notice a user
-// gets [NotificationLeadDays] days before a charge.
-type PrebillingNotification = ThreeDayNotification
-
+// four days before the charge.
 type ThreeDayNotification struct {
 	// EventType is [ThreeDayNotificationEvent].
 	EventType string `json:"event_type"`
