@@ -285,9 +285,6 @@ func (c *Collector) Reactivate(ctx context.Context, userID string, date time.Tim
 			return err
 		}
 		last := recs[len(recs)-1]
-		for i := range recs {
-			now = runTime(&recs[i], now) // after every row of the user
-		}
 		created = Subscription{
 			UserID: userID, BillingDate: d, SubscriptionID: c.cfg.NewID(), Amount: last.Amount,
 			Status: StatusScheduled, BillingPeriod: BillingPeriod(d), Process: ProcessReactivation,
@@ -297,14 +294,7 @@ func (c *Collector) Reactivate(ctx context.Context, userID string, date time.Tim
 		if last.BillingWeek != 0 {
 			created.BillingWeek = FridayWeek(d)
 		}
-		for i := 0; ; i++ {
-			err := c.cfg.Repository.Add(ctx, &created)
-			if !IsHistoryKeyConflict(err) || i == historyKeyRetries {
-				return err
-			}
-			created.LastRunDate = created.LastRunDate.Add(time.Millisecond)
-			created.CreatedDate = created.LastRunDate
-		}
+		return c.addPeriod(ctx, &created, recs)
 	})
 	return created, err
 }

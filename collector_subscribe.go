@@ -112,26 +112,34 @@ func (c *Collector) Subscribe(ctx context.Context, req SubscribeRequest) (Subscr
 		if out, err = againstUser(&sub, recs); out.Repeated || err != nil {
 			return err
 		}
-		for i := range recs {
-			sub.LastRunDate = runTime(&recs[i], sub.LastRunDate) // after every row of the user
+		if err := c.addPeriod(ctx, &sub, recs); err != nil {
+			return err
 		}
-		sub.CreatedDate = sub.LastRunDate
-		for i := 0; ; i++ {
-			err := c.cfg.Repository.Add(ctx, &sub)
-			if !IsHistoryKeyConflict(err) || i == historyKeyRetries {
-				if err == nil {
-					out = Subscribed{Subscription: sub}
-				}
-				return err
-			}
-			sub.LastRunDate = sub.LastRunDate.Add(time.Millisecond)
-			sub.CreatedDate = sub.LastRunDate
-		}
+		out = Subscribed{Subscription: sub}
+		return nil
 	})
 	if err != nil {
 		return Subscribed{}, fmt.Errorf("subscribe %s: %w", req.UserID, err)
 	}
 	return out, nil
+}
+
+// addPeriod adds sub, a new first period of its user whose records are
+// recs, with its history row: written after every row of the user (its
+// creation and last-run dates moved past theirs), and a little later again
+// when another row took its history key meanwhile.
+func (c *Collector) addPeriod(ctx context.Context, sub *Subscription, recs []Subscription) error {
+	for i := range recs {
+		sub.LastRunDate = runTime(&recs[i], sub.LastRunDate)
+	}
+	for i := 0; ; i++ {
+		sub.CreatedDate = sub.LastRunDate
+		err := c.cfg.Repository.Add(ctx, sub)
+		if !IsHistoryKeyConflict(err) || i == historyKeyRetries {
+			return err
+		}
+		sub.LastRunDate = sub.LastRunDate.Add(time.Millisecond)
+	}
 }
 
 // againstUser checks sub, the first period of a request, against its

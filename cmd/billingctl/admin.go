@@ -294,12 +294,9 @@ func runChangeTier(a *app, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := requireFlags(c, fs, "tier", "amount"); err != nil {
-		return err
-	}
-	amount, err := billing.ParseAmount(*amountFlag)
+	amount, err := tierAndAmount(c, fs, *amountFlag)
 	if err != nil {
-		return usagef(c.name, "--amount: %v", err)
+		return err
 	}
 	return a.admin(c, id, adminChange{
 		check: func(*billing.Subscription) billing.AdminChange {
@@ -499,4 +496,17 @@ func (a *app) preview(heading string, rec *billing.Subscription, change string) 
 		return errAborted
 	}
 	return nil
+}
+
+// tierAndAmount requires --tier and --amount and parses the amount, the
+// inputs of change-tier and subscribe.
+func tierAndAmount(c *command, fs *flag.FlagSet, amountText string) (billing.Amount, error) {
+	if err := requireFlags(c, fs, "tier", "amount"); err != nil {
+		return 0, err
+	}
+	amount, err := billing.ParseAmount(amountText)
+	if err != nil {
+		return 0, usagef(c.name, "--amount: %v", err)
+	}
+	return amount, nil
 }

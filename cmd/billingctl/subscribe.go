@@ -80,12 +80,9 @@ func runSubscribe(a *app, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := requireFlags(c, fs, "tier", "amount"); err != nil {
-		return err
-	}
-	amount, err := billing.ParseAmount(*amountFlag)
+	amount, err := tierAndAmount(c, fs, *amountFlag)
 	if err != nil {
-		return usagef(c.name, "--amount: %v", err)
+		return err
 	}
 	req := billing.SubscribeRequest{RequestKey: *key, UserID: user, Tier: *tier, Amount: amount,
 		Term: billing.Term(strings.ToUpper(*term)), Interval: *interval, AnchorDay: *anchorDay,
