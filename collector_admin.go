@@ -239,8 +239,8 @@ func newDateMoveError(cur *Subscription, d time.Time, r *Subscription, later boo
 // collector opens with the new tier and amount.
 //
 // The amount is the host's, never an end user's: with [Config.Prices] set
-// it comes from the price list (amount must then be zero or that price),
-// otherwise amount is taken as given. Either way it must be more than zero
+// it comes from the price list (amount must then be [ListPrice] or that
+// price), otherwise amount is taken as given. Either way it must be more than zero
 // (zero only with [Config.AllowFreeTiers]) and at most [Config.MaxCharge];
 // a refused tier or amount is a [*FieldError] wrapping [ErrUnknownTier] or
 // [ErrInvalidAmount], and nothing is read or written.

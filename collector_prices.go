@@ -30,12 +30,17 @@ func (m PriceListMap) Price(_ context.Context, tier string) (Amount, error) {
 	return a, nil
 }
 
+// ListPrice, given as the amount of [Collector.ChangeTier], asks for the
+// tier's price in [Config.Prices]. It is no amount (amounts are never
+// negative), so a caller's zero always means zero.
+const ListPrice Amount = -1
+
 // priceOf returns the amount a record of tier is to be charged: the price
-// list's when the host has one (a caller's amount, if not zero, must then
-// be the same), else the caller's amount. Either way the amount must be
-// more than zero (or zero, with [Config.AllowFreeTiers]) and at most
-// [Config.MaxCharge]; anything else is a [*FieldError] wrapping
-// [ErrInvalidAmount] or [ErrUnknownTier].
+// list's when the host has one (a caller's amount other than [ListPrice]
+// must then be that price), else the caller's amount ([ListPrice] is then
+// refused). Either way the amount must be more than zero (or zero, with
+// [Config.AllowFreeTiers]) and at most [Config.MaxCharge]; anything else is
+// a [*FieldError] wrapping [ErrInvalidAmount] or [ErrUnknownTier].
 func (c *Collector) priceOf(ctx context.Context, tier string, amount Amount) (Amount, error) {
 	if tier == "" || len(tier) > maxTierName {
 		return 0, &FieldError{Field: "tier", Value: tier, Err: fmt.Errorf("%w: a tier name of 1 to %d bytes", ErrUnknownTier, maxTierName)}
@@ -45,13 +50,16 @@ func (c *Collector) priceOf(ctx context.Context, tier string, amount Amount) (Am
 		if err != nil {
 			return 0, fmt.Errorf("price of tier %q: %w", tier, err)
 		}
-		if amount != 0 && amount != price {
+		if amount != ListPrice && amount != price {
 			return 0, &FieldError{Field: "amount", Value: amount.String(),
 				Err: fmt.Errorf("%w: tier %q costs %s in the price list", ErrInvalidAmount, tier, price)}
 		}
 		amount = price
 	}
 	switch {
+	case amount == ListPrice:
+		return 0, &FieldError{Field: "amount", Value: amount.String(),
+			Err: fmt.Errorf("%w: no price list to take tier %q's price from: the amount is required", ErrInvalidAmount, tier)}
 	case amount < 0, amount == 0 && !c.cfg.AllowFreeTiers:
 		return 0, &FieldError{Field: "amount", Value: amount.String(),
 			Err: fmt.Errorf("%w: must be more than zero", ErrInvalidAmount)}

@@ -179,7 +179,11 @@ func (c *Collector) newSubscription(ctx context.Context, req SubscribeRequest, n
 	case req.FridayWeek < 0 || req.FridayWeek > 5 || (req.FridayWeek != 0 && !req.FridayBilling):
 		return Subscription{}, field("FridayWeek", fmt.Sprint(req.FridayWeek), "1 to 5, with FridayBilling")
 	}
-	amount, err := c.priceOf(ctx, req.Tier, req.Amount)
+	amount := req.Amount
+	if amount == 0 && c.cfg.Prices != nil {
+		amount = ListPrice // the field's default: the tier's price
+	}
+	amount, err := c.priceOf(ctx, req.Tier, amount)
 	if err != nil {
 		return Subscription{}, err
 	}

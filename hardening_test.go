@@ -321,7 +321,8 @@ func TestTooOldRecordReopensInOneStep(t *testing.T) {
 	assert.Equal(t, time.Date(2024, 1, 16, 15, 0, 0, 0, time.UTC), next.BillingDate, "the first billing date not too old to collect")
 	assert.Equal(t, 16, next.AnchorDay)
 	assert.Equal(t, 1, rep.Stale)
-	// It is due: the next run collects it.
+	// It is due: the next day's run collects it.
+	e.clock.Advance(24 * time.Hour)
 	rep = e.run(billing.RunScheduled)
 	assert.Equal(t, 1, rep.Collected)
 	assert.Equal(t, billing.StatusCompleted, e.records("u1")[1].Status)
@@ -352,11 +353,13 @@ func TestTierPriceIsTheHosts(t *testing.T) {
 		{name: "bounded amount", tier: "Plus:v9", amount: 999, want: 999},
 		{name: "free allowed", cfg: func(c *billing.Config) { c.AllowFreeTiers = true }, tier: "Free:v1", amount: 0, want: 0},
 		{name: "own max charge", cfg: func(c *billing.Config) { c.MaxCharge = 500 }, tier: "Plus:v2", amount: 501, err: billing.ErrInvalidAmount, field: "amount"},
-		{name: "from the price list", cfg: func(c *billing.Config) { c.Prices = prices }, tier: "Max:v1", amount: 0, want: billing.MustParseAmount("19.99")},
+		{name: "from the price list", cfg: func(c *billing.Config) { c.Prices = prices }, tier: "Max:v1", amount: billing.ListPrice, want: billing.MustParseAmount("19.99")},
+		{name: "zero is zero, not the list's price", cfg: func(c *billing.Config) { c.Prices = prices }, tier: "Max:v1", amount: 0, err: billing.ErrInvalidAmount, field: "amount"},
+		{name: "list price without a price list", tier: "Max:v1", amount: billing.ListPrice, err: billing.ErrInvalidAmount, field: "amount"},
 		{name: "same as the price list", cfg: func(c *billing.Config) { c.Prices = prices }, tier: "Max:v1", amount: billing.MustParseAmount("19.99"), want: billing.MustParseAmount("19.99")},
 		{name: "not the price list's", cfg: func(c *billing.Config) { c.Prices = prices }, tier: "Max:v1", amount: 1, err: billing.ErrInvalidAmount, field: "amount"},
 		{name: "not in the price list", cfg: func(c *billing.Config) { c.Prices = prices }, tier: "Gold:v1", amount: 100, err: billing.ErrUnknownTier, field: "tier"},
-		{name: "free in the price list refused", cfg: func(c *billing.Config) { c.Prices = billing.PriceListMap{"Free:v1": 0} }, tier: "Free:v1", err: billing.ErrInvalidAmount, field: "amount"},
+		{name: "free in the price list refused", cfg: func(c *billing.Config) { c.Prices = billing.PriceListMap{"Free:v1": 0} }, tier: "Free:v1", amount: billing.ListPrice, err: billing.ErrInvalidAmount, field: "amount"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -417,6 +420,7 @@ func TestCancelledRunKeepsItsCursor(t *testing.T) {
 	require.NotEmpty(t, rep.Next, "the cancelled run can be continued")
 	first := rep.Collected
 	require.Less(t, first, len(users))
+	e.clock.Advance(time.Hour) // the continuation comes an hour later
 	rep, err = e.c.Run(t.Context(), billing.RunRequest{Kind: billing.RunScheduled, Cursor: rep.Next})
 	require.NoError(t, err)
 	assert.Equal(t, len(users), first+rep.Collected, "every due record collected once")

@@ -3,7 +3,6 @@ package billinghttp
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"unicode"
@@ -179,7 +178,7 @@ func (h *Handler) tier(ctx context.Context, r *http.Request, a Action) (int, any
 		return 0, nil, badRequest("tier", "tier must not contain control characters")
 	}
 	prices := h.cfg.Collector.Prices()
-	var amount billing.Amount // 0: the price list's price
+	amount := billing.ListPrice // omitted: the price list's price
 	switch {
 	case req.Amount != nil:
 		var err error
@@ -191,18 +190,6 @@ func (h *Handler) tier(ctx context.Context, r *http.Request, a Action) (int, any
 		return 0, nil, badRequest("amount", `amount is required, a string such as "4.99"`)
 	}
 	return h.change(ctx, a, func() (billing.Change, error) {
-		if prices != nil && req.Amount != nil && amount == 0 {
-			// The collector reads 0 as "no amount, take the price": a
-			// caller who wrote "0.00" must not be charged the price.
-			price, err := prices.Price(ctx, req.Tier)
-			if err != nil {
-				return billing.Change{}, fmt.Errorf("price of tier %q: %w", req.Tier, err)
-			}
-			if price != 0 {
-				return billing.Change{}, &billing.FieldError{Field: "amount", Value: *req.Amount,
-					Err: fmt.Errorf("%w: tier %q costs %s in the price list", billing.ErrInvalidAmount, req.Tier, price)}
-			}
-		}
 		return h.cfg.Collector.ChangeTier(ctx, a.SubscriptionID, req.Tier, amount, req.Downgrade)
 	})
 }
