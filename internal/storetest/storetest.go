@@ -36,15 +36,7 @@ func DynamoStores(t *testing.T, opts memory.Options) (billing.Repository, billin
 // seeding thousands through Add or AddAll take minutes.
 func DynamoStoresSeeded(t *testing.T, opts memory.Options, seed []billing.Subscription) (billing.Repository, billing.History) {
 	t.Helper()
-	client := dynamotest.Client(t)
-	tables := dynamostore.TableConfig{
-		Subscriptions:   dynamotest.TableName(t, "billing-activity"),
-		History:         dynamotest.TableName(t, "billing-activity-history"),
-		StatusIndexMode: opts.StatusIndexMode,
-		DueShards:       opts.DueShards,
-	}
-	dynamotest.CreateTable(t, client, dynamostore.SubscriptionsTableDefinition(tables))
-	dynamotest.CreateTable(t, client, dynamostore.HistoryTableDefinition(tables))
+	client, tables := legacyTables(t, opts)
 	collisions := opts.Collisions
 	if collisions == nil {
 		collisions = layout.DefaultCollisionPolicy
@@ -108,13 +100,7 @@ func DynamoStoresSeeded(t *testing.T, opts memory.Options, seed []billing.Subscr
 // tables.
 func DynamoRawStores(t *testing.T) (billing.Repository, billing.History, billingtest.PutRawFunc) {
 	t.Helper()
-	client := dynamotest.Client(t)
-	tables := dynamostore.TableConfig{
-		Subscriptions: dynamotest.TableName(t, "billing-activity"),
-		History:       dynamotest.TableName(t, "billing-activity-history"),
-	}
-	dynamotest.CreateTable(t, client, dynamostore.SubscriptionsTableDefinition(tables))
-	dynamotest.CreateTable(t, client, dynamostore.HistoryTableDefinition(tables))
+	client, tables := legacyTables(t, memory.Options{})
 	w := dynamotest.Wrap(client)
 	t.Cleanup(func() { w.AssertNoViolations(t) })
 	repo, hist := NewDynamoStores(t, dynamostore.Config{Client: w, Tables: tables})
@@ -205,4 +191,20 @@ func newSingleTableStore(t *testing.T, clock billing.Clock, opts memory.Options)
 		t.Fatal(err)
 	}
 	return repo, client, table
+}
+
+// legacyTables creates fresh legacy tables on the local server in opts'
+// index mode and returns the client and their names.
+func legacyTables(t *testing.T, opts memory.Options) (*dynamodb.Client, dynamostore.TableConfig) {
+	t.Helper()
+	client := dynamotest.Client(t)
+	tables := dynamostore.TableConfig{
+		Subscriptions:   dynamotest.TableName(t, "billing-activity"),
+		History:         dynamotest.TableName(t, "billing-activity-history"),
+		StatusIndexMode: opts.StatusIndexMode,
+		DueShards:       opts.DueShards,
+	}
+	dynamotest.CreateTable(t, client, dynamostore.SubscriptionsTableDefinition(tables))
+	dynamotest.CreateTable(t, client, dynamostore.HistoryTableDefinition(tables))
+	return client, tables
 }
