@@ -303,9 +303,13 @@ func (t *telemetry) endSchedule(ctx context.Context, span trace.Span, res Schedu
 	span.End()
 }
 
-// messageFailed is the notifier outcome of a message that goes back to
-// the queue.
-const messageFailed = "failed"
+// The notifier outcomes the worker sets itself: messageFailed for a
+// message that goes back to the queue, messageDroppedInvalid for one whose
+// body cannot be parsed or decoded (acknowledged, never redelivered).
+const (
+	messageFailed         = "failed"
+	messageDroppedInvalid = "dropped_invalid"
+)
 
 // countMessage counts a worker message by outcome.
 func (t *telemetry) countMessage(ctx context.Context, outcome string) {

@@ -300,10 +300,6 @@ func (w *Worker) HandleBatch(ctx context.Context, msgs []Message) (failedIDs []s
 	return failedIDs
 }
 
-// messageDroppedInvalid is the notifier outcome of a message whose body
-// cannot be parsed or decoded: acknowledged, never redelivered.
-const messageDroppedInvalid = "dropped_invalid"
-
 // maxReasonBytes bounds the reason logged for a dropped message.
 const maxReasonBytes = 200
 
