@@ -1,0 +1,2 @@
+// Package billingstripe charges dynabill subscriptions through Stripe.
+package billingstripe
