@@ -57,6 +57,46 @@ const (
 	EventInvalidRecord EventType = "subscription_invalid_record"
 )
 
+// The changes of a subscription's life that are not collection outcomes.
+// Each is the [Subscription.Change] of the history row its write adds, so
+// the history table's stream carries them; the in-process [EventSink] is
+// told only the collection outcomes above.
+const (
+	// EventSubscriptionCreated: the host subscribed a user ([Collector.Subscribe]);
+	// the row is the first period.
+	EventSubscriptionCreated EventType = "subscription_created"
+	// EventSubscriptionReactivated: an operator reactivated a user
+	// ([Collector.Reactivate]); the row is the new period.
+	EventSubscriptionReactivated EventType = "subscription_reactivated"
+	// EventPeriodOpened: the next period of a subscription was opened
+	// (SCHEDULED, or PAUSED while a pause lasts), by a collection, a waive,
+	// a stale marking or the pause run.
+	EventPeriodOpened EventType = "subscription_period_opened"
+	// EventPaused: a record was paused, or the months of a pause changed
+	// ([Collector.Pause]).
+	EventPaused EventType = "subscription_paused"
+	// EventPauseMonthSkipped: the pause run skipped a paused month
+	// (PAUSED_SKIPPED).
+	EventPauseMonthSkipped EventType = "subscription_pause_skipped"
+	// EventResumed: a pause was ended early ([Collector.Resume]).
+	EventResumed EventType = "subscription_resumed"
+	// EventCancelled: a record was cancelled ([Collector.Cancel]); the
+	// subscription ends.
+	EventCancelled EventType = "subscription_cancelled"
+	// EventWaived: a period was forgiven without payment ([Collector.Waive]).
+	EventWaived EventType = "payment_waived"
+	// EventTierChanged: a record's tier and amount changed, or a downgrade
+	// was set pending ([Collector.ChangeTier]).
+	EventTierChanged EventType = "subscription_tier_changed"
+	// EventBillingDateMoved: a record moved to another billing date
+	// ([Collector.ChangeBillingDate]).
+	EventBillingDateMoved EventType = "subscription_billing_date_moved"
+	// EventChanged: a change a history row written without
+	// [Subscription.Change] does not tell apart (a tier change or a date
+	// move by an earlier version or another program).
+	EventChanged EventType = "subscription_changed"
+)
+
 // Event is what the collector tells the host's [EventSink].
 type Event struct {
 	Type           EventType `json:"type"`

@@ -111,6 +111,14 @@ type Subscription struct {
 	PendingTierName string
 	PendingAmount   Amount
 
+	// Change names the change a history row records: the event the engine
+	// wrote it for (billing_change, added by this library and written to
+	// history rows only). The engine sets it on the version it writes; it
+	// is empty on a record read from the billing table, and on history rows
+	// written before the library recorded it or by another program, whose
+	// change the stream decoder derives from the row (package dynamostore).
+	Change EventType
+
 	// Stored is what the store that read this record keeps about the item
 	// it came from and the domain does not model: attributes other
 	// services wrote and key text exactly as read. The engine copies it with
