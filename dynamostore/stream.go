@@ -1,0 +1,267 @@
+package dynamostore
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/layout"
+	"github.com/google/uuid"
+)
+
+// HistoryEvent is one history row read from a table's stream.
+type HistoryEvent struct {
+	// ID identifies the row: a name-based UUID (SHA-1) of the layout and
+	// the text of the row's key attributes. Every delivery of the row and
+	// every replay of the stream give the same ID, and rows of the legacy
+	// history table and of a single table never share one, so a consumer
+	// can use it as an idempotency key.
+	ID string
+	// Event is the row as an event: its Type (see [StreamDecoder]), At the
+	// row's LastRunDate, and the row's user, subscription, billing date,
+	// amount, process and transaction ID; Reason is the row's PaymentError
+	// for declines and returns.
+	Event billing.Event
+	// Row is the history row as written, decoded as the store's History
+	// reads it.
+	Row billing.Subscription
+	// SequenceNumber is the stream record's sequence number: the item
+	// identifier a Lambda partial batch response names.
+	SequenceNumber string
+}
+
+// StreamResult is the outcome of one record of a Lambda event
+// ([StreamDecoder.DecodeLambda]).
+type StreamResult struct {
+	// SequenceNumber is the record's sequence number ("" when the record
+	// does not carry one).
+	SequenceNumber string
+	// Event is the decoded history row when OK.
+	Event HistoryEvent
+	// OK is true when the record is a history row and decoded. False
+	// means skipped when Err is nil (not a history row), undecodable when
+	// Err is set.
+	OK  bool
+	Err error
+}
+
+// StreamRecordError reports a stream record that is a history row (or may
+// be one) and cannot be decoded: its image does not decode, it carries no
+// new image (the stream's view type is KEYS_ONLY or OLD_IMAGE), or the
+// row's change cannot be told. It wraps the decoding error, which wraps
+// [billing.ErrInvalidItem].
+type StreamRecordError struct {
+	// SequenceNumber is the record's sequence number.
+	SequenceNumber string
+	// Key is the item's key as text ("user_id=… last_run_date=…" or
+	// "PK=… SK=…"), or "" when the record has none.
+	Key string
+	Err error
+}
+
+func (e *StreamRecordError) Error() string {
+	return fmt.Sprintf("billing: stream record %s (%s): %v", e.SequenceNumber, e.Key, e.Err)
+}
+
+func (e *StreamRecordError) Unwrap() error { return e.Err }
+
+// streamLayout is the table layout a decoder reads.
+type streamLayout int
+
+const (
+	streamLegacy streamLayout = iota + 1
+	streamSingle
+)
+
+// streamIDSpace is the UUID namespace of [HistoryEvent.ID].
+var streamIDSpace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://github.com/dynabill/billing/history-stream"))
+
+// StreamDecoder decodes the records of a table's DynamoDB stream (view
+// type NEW_IMAGE or NEW_AND_OLD_IMAGES) into [HistoryEvent]s: one for
+// each history row the table received. The history row written with
+// every change of a record is the durable event, and the stream delivers
+// each at least once and in order per item key; [HistoryEvent.ID] tells
+// the deliveries of one row apart from other rows.
+//
+// The type of an event is the row's [billing.Subscription.Change] (the
+// billing_change attribute) when the row carries one, passed on as written
+// even when this version of the library does not know it. A row without
+// it (written by an earlier version or another program) gets a type
+// derived from its status, updated_event and dates; "opening" means
+// created_date equals last_run_date (the row that created the record):
+//
+//	billing_status  condition                       type
+//	COMPLETED                                       payment_succeeded
+//	ACHSENT                                         payment_pending
+//	ERROR                                           payment_declined (a returned ACH debit too)
+//	REFUNDED                                        payment_refunded
+//	STALE           updated_event ach-overdue       payment_ach_overdue
+//	STALE           otherwise                       subscription_stale
+//	PAUSED_SKIPPED                                  subscription_pause_skipped
+//	WAIVED                                          payment_waived
+//	CANCELLED                                       subscription_cancelled
+//	SCHEDULED       opening, user-subscribed        subscription_created
+//	PAUSED          opening, user-subscribed        subscription_created
+//	SCHEDULED       opening, user-reactivated       subscription_reactivated
+//	SCHEDULED       opening, otherwise              subscription_period_opened
+//	PAUSED          opening, otherwise              subscription_period_opened
+//	SCHEDULED       updated_event pause-resume      subscription_resumed
+//	SCHEDULED       otherwise                       subscription_changed
+//	PAUSED          otherwise                       subscription_paused
+//
+// Any other status (INACTIVE, one this library does not know) is an
+// error: the record is reported, never dropped. updated_event stays on a
+// record until a later write replaces it, so a derived type is a best
+// reading: a tier change of a resumed record reads as resumed, and a
+// returned ACH debit as a decline.
+//
+// Records that carry no history row are skipped: MODIFY and REMOVE
+// records (TTL deletions included), and on a single table every item that
+// is not a history row. A StreamDecoder holds no state and is safe for
+// concurrent use.
+type StreamDecoder struct {
+	layout streamLayout
+	tbl    layout.SingleTableConfig
+}
+
+// NewHistoryStreamDecoder returns the decoder of the legacy history
+// table's stream (billing-activity-history).
+func NewHistoryStreamDecoder() *StreamDecoder {
+	return &StreamDecoder{layout: streamLegacy}
+}
+
+// NewSingleTableStreamDecoder returns the decoder of a single table's
+// stream: its history items (sort key HIST#… in an account partition of
+// cfg.AccountPrefix); every other item of the table is skipped. cfg is
+// checked as [NewSingleTableRepository] checks it.
+func NewSingleTableStreamDecoder(cfg SingleTableConfig) (*StreamDecoder, error) {
+	tbl := cfg.codec()
+	if err := tbl.Validate(); err != nil {
+		return nil, err
+	}
+	if strings.HasPrefix(layout.PeriodIDPrefix, tbl.AccountPrefix) {
+		return nil, fmt.Errorf("billing: SingleTableConfig.AccountPrefix %q clashes with %q", tbl.AccountPrefix, layout.PeriodIDPrefix)
+	}
+	return &StreamDecoder{layout: streamSingle, tbl: tbl}, nil
+}
+
+// Decode decodes one record of the DynamoDB Streams API. ok is false and
+// err nil for a record that carries no history row (skipped). err is a
+// [*StreamRecordError] when the record is a history row that cannot be
+// decoded, or carries no new image.
+func (d *StreamDecoder) Decode(r streamtypes.Record) (ev HistoryEvent, ok bool, err error) {
+	rec := streamRecord{event: string(r.EventName)}
+	if r.Dynamodb != nil {
+		if r.Dynamodb.SequenceNumber != nil {
+			rec.seq = *r.Dynamodb.SequenceNumber
+		}
+		rec.keys, rec.keysErr = convertStreamItem(r.Dynamodb.Keys)
+		rec.image, rec.imageErr = convertStreamItem(r.Dynamodb.NewImage)
+	}
+	return d.decode(rec)
+}
+
+// streamRecord is a stream record of either input form with the
+// attribute values converted to the dynamodb types.
+type streamRecord struct {
+	event string
+	seq   string
+	keys  map[string]types.AttributeValue
+	// image is the new image, nil when the record has none.
+	image map[string]types.AttributeValue
+	// keysErr and imageErr report keys and an image that did not convert.
+	keysErr, imageErr error
+}
+
+// decode is Decode of either input form.
+func (d *StreamDecoder) decode(r streamRecord) (HistoryEvent, bool, error) {
+	fail := func(key string, err error) (HistoryEvent, bool, error) {
+		return HistoryEvent{}, false, &StreamRecordError{SequenceNumber: r.seq, Key: key, Err: err}
+	}
+	switch r.event {
+	case "MODIFY", "REMOVE":
+		return HistoryEvent{}, false, nil
+	case "INSERT":
+	default:
+		return fail("", fmt.Errorf("%w: stream record event name %q", billing.ErrInvalidItem, r.event))
+	}
+	if r.keysErr != nil {
+		return fail("", fmt.Errorf("keys: %w", r.keysErr))
+	}
+	keys := r.keys
+	if len(keys) == 0 && r.imageErr == nil {
+		keys = r.image // the key attributes are on the image too
+	}
+	key, name, history, err := d.keyOf(keys)
+	if err != nil {
+		return fail(key, err)
+	}
+	if !history {
+		return HistoryEvent{}, false, nil
+	}
+	if r.imageErr != nil {
+		return fail(key, fmt.Errorf("new image: %w", r.imageErr))
+	}
+	if r.image == nil {
+		return fail(key, fmt.Errorf("%w: history row without a new image (the stream's view type must be NEW_IMAGE or NEW_AND_OLD_IMAGES)", billing.ErrInvalidItem))
+	}
+	var row billing.Subscription
+	if d.layout == streamSingle {
+		row, err = decodeEngineItem(r.image)
+	} else {
+		row, err = layout.DecodeItem(r.image)
+	}
+	if err != nil {
+		return fail(key, err)
+	}
+	typ, err := historyEventType(&row)
+	if err != nil {
+		return fail(key, err)
+	}
+	e := billing.Event{
+		Type: typ, At: row.LastRunDate, UserID: row.UserID, SubscriptionID: row.SubscriptionID,
+		BillingDate: row.BillingDate, Amount: row.Amount, Process: row.Process, TransactionID: row.TransactionID,
+	}
+	if typ == billing.EventPaymentDeclined || typ == billing.EventPaymentReturned {
+		e.Reason = row.PaymentError
+	}
+	return HistoryEvent{
+		ID:             uuid.NewSHA1(streamIDSpace, []byte(name)).String(),
+		Event:          e,
+		Row:            row,
+		SequenceNumber: r.seq,
+	}, true, nil
+}
+
+// keyOf reads a record's key: its text for errors, the name its ID is
+// derived from, and whether the item is a history row of the layout.
+func (d *StreamDecoder) keyOf(keys map[string]types.AttributeValue) (text, name string, history bool, err error) {
+	str := func(attr string) (string, bool) {
+		s, ok := keys[attr].(*types.AttributeValueMemberS)
+		if !ok {
+			return "", false
+		}
+		return s.Value, true
+	}
+	if d.layout == streamSingle {
+		pk, okPK := str(layout.AttrPK)
+		sk, okSK := str(layout.AttrSK)
+		text = "PK=" + pk + " SK=" + sk
+		if !okPK || !okSK {
+			return text, "", false, fmt.Errorf("%w: stream record of table %s without string keys PK and SK", billing.ErrInvalidItem, d.tbl.Table)
+		}
+		if !strings.HasPrefix(pk, d.tbl.AccountPrefix) || !strings.HasPrefix(sk, layout.SKHistoryPrefix) {
+			return text, "", false, nil
+		}
+		return text, "single-table\x00" + pk + "\x00" + sk, true, nil
+	}
+	user, okUser := str(layout.AttrUserID)
+	run, okRun := str(layout.AttrLastRunDate)
+	text = "user_id=" + user + " last_run_date=" + run
+	if !okUser || !okRun {
+		return text, "", true, fmt.Errorf("%w: history stream record without string keys user_id and last_run_date", billing.ErrInvalidItem)
+	}
+	return text, "legacy-history\x00" + user + "\x00" + run, true, nil
+}
