@@ -1,0 +1,511 @@
+package dynamostore
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/ddbjson"
+	"github.com/dynabill/billing/internal/layout"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var streamT0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+
+// streamRow is a history row of a single-table engine user (which the
+// legacy table stores just as well).
+func streamRow(status billing.Status, mod func(*billing.Subscription)) billing.Subscription {
+	s := billing.Subscription{
+		UserID: "acct-1#sub-1#PLUS", SubscriptionID: "per-1", BillingDate: streamT0, Amount: billing.Cents(499),
+		Status: status, BillingPeriod: "03/2026", TransactionID: "tx-1", Process: billing.ProcessInitial,
+		Term: billing.TermMonthly, ReceiptTierName: "Plus:v2",
+		CreatedDate: streamT0.Add(-48 * time.Hour), LastRunDate: streamT0.Add(time.Hour + 123),
+	}
+	if mod != nil {
+		mod(&s)
+	}
+	return s
+}
+
+// streamLayoutCase is one table layout: its decoder and how it stores a
+// history row.
+type streamLayoutCase struct {
+	name    string
+	decoder *StreamDecoder
+	item    func(t testing.TB, s *billing.Subscription) map[string]types.AttributeValue
+}
+
+func streamLayouts(t testing.TB) []streamLayoutCase {
+	single, err := NewSingleTableStreamDecoder(SingleTableConfig{})
+	require.NoError(t, err)
+	st := &SingleTableRepository{tbl: SingleTableConfig{}.codec()}
+	return []streamLayoutCase{
+		{name: "legacy", decoder: NewHistoryStreamDecoder(), item: func(t testing.TB, s *billing.Subscription) map[string]types.AttributeValue {
+			item, err := layout.EncodeHistoryItem(s)
+			require.NoError(t, err)
+			return item
+		}},
+		{name: "single", decoder: single, item: func(t testing.TB, s *billing.Subscription) map[string]types.AttributeValue {
+			ref, err := layout.EngineRef(s)
+			require.NoError(t, err)
+			item, err := st.historyItem(ref, s)
+			require.NoError(t, err)
+			return item
+		}},
+	}
+}
+
+// keysOf returns the key attributes of an item of the layout.
+func (l streamLayoutCase) keysOf(item map[string]types.AttributeValue) map[string]types.AttributeValue {
+	names := []string{layout.AttrUserID, layout.AttrLastRunDate}
+	if l.name == "single" {
+		names = []string{layout.AttrPK, layout.AttrSK}
+	}
+	keys := map[string]types.AttributeValue{}
+	for _, n := range names {
+		keys[n] = item[n]
+	}
+	return keys
+}
+
+// toStreamItem converts an item into the Streams API's types.
+func toStreamItem(item map[string]types.AttributeValue) map[string]streamtypes.AttributeValue {
+	if item == nil {
+		return nil
+	}
+	out := make(map[string]streamtypes.AttributeValue, len(item))
+	for k, v := range item {
+		out[k] = toStreamValue(v)
+	}
+	return out
+}
+
+func toStreamValue(av types.AttributeValue) streamtypes.AttributeValue {
+	switch v := av.(type) {
+	case *types.AttributeValueMemberS:
+		return &streamtypes.AttributeValueMemberS{Value: v.Value}
+	case *types.AttributeValueMemberN:
+		return &streamtypes.AttributeValueMemberN{Value: v.Value}
+	case *types.AttributeValueMemberB:
+		return &streamtypes.AttributeValueMemberB{Value: v.Value}
+	case *types.AttributeValueMemberSS:
+		return &streamtypes.AttributeValueMemberSS{Value: v.Value}
+	case *types.AttributeValueMemberNS:
+		return &streamtypes.AttributeValueMemberNS{Value: v.Value}
+	case *types.AttributeValueMemberBS:
+		return &streamtypes.AttributeValueMemberBS{Value: v.Value}
+	case *types.AttributeValueMemberM:
+		return &streamtypes.AttributeValueMemberM{Value: toStreamItem(v.Value)}
+	case *types.AttributeValueMemberL:
+		l := make([]streamtypes.AttributeValue, len(v.Value))
+		for i, e := range v.Value {
+			l[i] = toStreamValue(e)
+		}
+		return &streamtypes.AttributeValueMemberL{Value: l}
+	case *types.AttributeValueMemberNULL:
+		return &streamtypes.AttributeValueMemberNULL{Value: v.Value}
+	case *types.AttributeValueMemberBOOL:
+		return &streamtypes.AttributeValueMemberBOOL{Value: v.Value}
+	}
+	panic(fmt.Sprintf("toStreamValue: %T", av))
+}
+
+// wireRecord is a stream record in the test's terms.
+type wireRecord struct {
+	event string // INSERT, MODIFY, REMOVE
+	seq   string
+	keys  map[string]types.AttributeValue
+	image map[string]types.AttributeValue // nil: no new image
+}
+
+func (r wireRecord) sdk() streamtypes.Record {
+	return streamtypes.Record{
+		EventID: aws.String("ev-" + r.seq), EventName: streamtypes.OperationType(r.event), EventSource: aws.String("aws:dynamodb"),
+		Dynamodb: &streamtypes.StreamRecord{
+			Keys: toStreamItem(r.keys), NewImage: toStreamItem(r.image), SequenceNumber: aws.String(r.seq),
+			SizeBytes: aws.Int64(100), StreamViewType: streamtypes.StreamViewTypeNewImage,
+			ApproximateCreationDateTime: aws.Time(streamT0),
+		},
+	}
+}
+
+// lambdaJSON is the record as a Lambda function receives it.
+func (r wireRecord) lambdaJSON(t testing.TB) json.RawMessage {
+	raw := func(item map[string]types.AttributeValue) json.RawMessage {
+		if item == nil {
+			return nil
+		}
+		b, err := ddbjson.MarshalItem(item)
+		require.NoError(t, err)
+		return b
+	}
+	db := map[string]any{
+		"ApproximateCreationDateTime": streamT0.Unix(), "Keys": raw(r.keys), "SequenceNumber": r.seq,
+		"SizeBytes": 100, "StreamViewType": "NEW_IMAGE",
+	}
+	if r.image != nil {
+		db["NewImage"] = raw(r.image)
+	}
+	b, err := json.Marshal(map[string]any{
+		"eventID": "ev-" + r.seq, "eventName": r.event, "eventVersion": "1.1", "eventSource": "aws:dynamodb",
+		"awsRegion": "us-east-1", "dynamodb": db,
+		"eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/t/stream/2026-03-02T00:00:00.000",
+	})
+	require.NoError(t, err)
+	return b
+}
+
+func lambdaPayload(t testing.TB, recs ...wireRecord) []byte {
+	raws := make([]json.RawMessage, len(recs))
+	for i, r := range recs {
+		raws[i] = r.lambdaJSON(t)
+	}
+	b, err := json.Marshal(map[string]any{"Records": raws})
+	require.NoError(t, err)
+	return b
+}
+
+// decodeBoth decodes r in both input forms, requires them to agree and
+// returns the outcome.
+func decodeBoth(t *testing.T, d *StreamDecoder, r wireRecord) (HistoryEvent, bool, error) {
+	t.Helper()
+	ev, ok, err := d.Decode(r.sdk())
+	res, lerr := d.DecodeLambda(lambdaPayload(t, r))
+	require.NoError(t, lerr)
+	require.Len(t, res, 1)
+	assert.Equal(t, r.seq, res[0].SequenceNumber)
+	assert.Equal(t, ok, res[0].OK, "Lambda form OK")
+	if err != nil {
+		require.Error(t, res[0].Err, "Lambda form error")
+		assert.Equal(t, err.Error(), res[0].Err.Error())
+	} else {
+		require.NoError(t, res[0].Err)
+		assert.Equal(t, ev, res[0].Event, "Lambda form event")
+	}
+	return ev, ok, err
+}
+
+func TestStreamDecoderTypes(t *testing.T) {
+	at := func(s *billing.Subscription) { s.CreatedDate = s.LastRunDate } // the row that created the record
+	ue := func(e billing.UpdatedEvent, opening bool) func(*billing.Subscription) {
+		return func(s *billing.Subscription) {
+			s.UpdatedEvent = e
+			if opening {
+				at(s)
+			}
+		}
+	}
+	cases := []struct {
+		name   string
+		status billing.Status
+		mod    func(*billing.Subscription)
+		want   billing.EventType
+		reason string
+	}{
+		{name: "completed", status: billing.StatusCompleted, want: billing.EventPaymentSucceeded},
+		{name: "ach sent", status: billing.StatusACHSent, want: billing.EventPaymentPending},
+		{name: "declined", status: billing.StatusError, mod: func(s *billing.Subscription) { s.PaymentError = "insufficient funds" }, want: billing.EventPaymentDeclined, reason: "insufficient funds"},
+		{name: "refunded", status: billing.StatusRefunded, want: billing.EventPaymentRefunded},
+		{name: "ach overdue", status: billing.StatusStale, mod: ue(billing.EventACHOverdue, false), want: billing.EventPaymentACHOverdue},
+		{name: "stale", status: billing.StatusStale, want: billing.EventStale},
+		{name: "pause skipped", status: billing.StatusPausedSkipped, mod: ue(billing.EventPauseSkipped, false), want: billing.EventPauseMonthSkipped},
+		{name: "waived", status: billing.StatusWaived, want: billing.EventWaived},
+		{name: "cancelled", status: billing.StatusCancelled, want: billing.EventCancelled},
+		{name: "paused period opened", status: billing.StatusPaused, mod: ue(billing.EventPausePendingResume, true), want: billing.EventPeriodOpened},
+		{name: "paused subscription created", status: billing.StatusPaused, mod: ue(billing.EventUserSubscribed, true), want: billing.EventSubscriptionCreated},
+		{name: "paused", status: billing.StatusPaused, want: billing.EventPaused},
+		{name: "paused user-subscribed later", status: billing.StatusPaused, mod: ue(billing.EventUserSubscribed, false), want: billing.EventPaused},
+		{name: "subscribed", status: billing.StatusScheduled, mod: ue(billing.EventUserSubscribed, true), want: billing.EventSubscriptionCreated},
+		{name: "reactivated", status: billing.StatusScheduled, mod: ue(billing.EventUserReactivated, true), want: billing.EventSubscriptionReactivated},
+		{name: "period opened", status: billing.StatusScheduled, mod: at, want: billing.EventPeriodOpened},
+		{name: "period opened after a pause", status: billing.StatusScheduled, mod: ue(billing.EventPauseResume, true), want: billing.EventPeriodOpened},
+		{name: "resumed", status: billing.StatusScheduled, mod: ue(billing.EventPauseResume, false), want: billing.EventResumed},
+		{name: "changed", status: billing.StatusScheduled, want: billing.EventChanged},
+		{name: "changed first period", status: billing.StatusScheduled, mod: ue(billing.EventUserSubscribed, false), want: billing.EventChanged},
+		{name: "changed reactivated period", status: billing.StatusScheduled, mod: ue(billing.EventUserReactivated, false), want: billing.EventChanged},
+		{name: "change written", status: billing.StatusScheduled, mod: func(s *billing.Subscription) { s.Change = billing.EventTierChanged }, want: billing.EventTierChanged},
+		{name: "change written overrides derivation", status: billing.StatusError, mod: func(s *billing.Subscription) {
+			s.Change, s.PaymentError = billing.EventPaymentReturned, "R01 insufficient funds"
+		}, want: billing.EventPaymentReturned, reason: "R01 insufficient funds"},
+		{name: "change of a newer library", status: billing.StatusScheduled, mod: func(s *billing.Subscription) { s.Change = "subscription_teleported" }, want: "subscription_teleported"},
+	}
+	for _, l := range streamLayouts(t) {
+		for i, tc := range cases {
+			t.Run(l.name+"/"+tc.name, func(t *testing.T) {
+				row := streamRow(tc.status, tc.mod)
+				item := l.item(t, &row)
+				if row.Change != "" {
+					if _, ok := item["billing_change"]; !ok {
+						t.Skip("the layout does not write billing_change yet")
+					}
+				}
+				rec := wireRecord{event: "INSERT", seq: strconv.Itoa(1000 + i), keys: l.keysOf(item), image: item}
+				ev, ok, err := decodeBoth(t, l.decoder, rec)
+				require.NoError(t, err)
+				require.True(t, ok)
+				assert.Equal(t, billing.Event{
+					Type: tc.want, At: row.LastRunDate, UserID: row.UserID, SubscriptionID: "per-1", BillingDate: streamT0,
+					Amount: billing.Cents(499), Process: billing.ProcessInitial, TransactionID: "tx-1", Reason: tc.reason,
+				}, ev.Event)
+				assert.Equal(t, rec.seq, ev.SequenceNumber)
+				assert.Equal(t, tc.status, ev.Row.Status)
+				assert.Equal(t, row.PaymentError, ev.Row.PaymentError)
+				assert.True(t, ev.Row.LastRunDate.Equal(row.LastRunDate))
+				id, err := uuid.Parse(ev.ID)
+				require.NoError(t, err)
+				assert.Equal(t, uuid.Version(5), id.Version())
+			})
+		}
+	}
+}
+
+func TestStreamDecoderSkipsAndErrors(t *testing.T) {
+	ls := streamLayouts(t)
+	legacy, single := ls[0], ls[1]
+	row := streamRow(billing.StatusCompleted, nil)
+	withStatus := func(l streamLayoutCase, status string) map[string]types.AttributeValue {
+		item := l.item(t, &row)
+		item[layout.AttrBillingStatus] = &types.AttributeValueMemberS{Value: status}
+		return item
+	}
+	// The single table's other items, written by the real encoders where
+	// the engine writes them.
+	period, err := layout.EncodeItem(&row)
+	require.NoError(t, err)
+	ref, err := layout.EngineRef(&row)
+	require.NoError(t, err)
+	period[layout.AttrPK] = layout.StringAV(single.decoder.tbl.AccountPK(ref.AccountID))
+	period[layout.AttrSK] = layout.StringAV(layout.PeriodSK(ref, layout.BillingDateKey(&row)))
+	period[layout.PayEntity] = layout.StringAV(layout.EntityPeriod)
+	st := &SingleTableRepository{tbl: single.decoder.tbl}
+	pointer := st.pointerItem(row.SubscriptionID, row.UserID, layout.BillingDateKey(&row))
+	subItem := map[string]types.AttributeValue{
+		layout.AttrPK: layout.StringAV("USER#acct-1"), layout.AttrSK: layout.StringAV(ref.SK()), "SKU": layout.StringAV("PLUS"),
+	}
+	credits := map[string]types.AttributeValue{layout.AttrPK: layout.StringAV("USER#acct-1"), layout.AttrSK: layout.StringAV(layout.SKCredits)}
+	foreignHist := single.item(t, &row)
+	foreignHist[layout.AttrPK] = layout.StringAV("ORG#acct-1") // not an account partition of this table
+
+	histLegacy := legacy.item(t, &row)
+	histSingle := single.item(t, &row)
+	skipped := []struct {
+		name string
+		l    streamLayoutCase
+		rec  wireRecord
+	}{
+		{"legacy modify", legacy, wireRecord{event: "MODIFY", keys: legacy.keysOf(histLegacy), image: histLegacy}},
+		{"legacy remove", legacy, wireRecord{event: "REMOVE", keys: legacy.keysOf(histLegacy)}},
+		{"single modify", single, wireRecord{event: "MODIFY", keys: single.keysOf(histSingle), image: histSingle}},
+		{"single ttl remove", single, wireRecord{event: "REMOVE", keys: single.keysOf(histSingle)}},
+		{"single period item", single, wireRecord{event: "INSERT", keys: single.keysOf(period), image: period}},
+		{"single period ID pointer", single, wireRecord{event: "INSERT", keys: single.keysOf(pointer), image: pointer}},
+		{"single subscription item", single, wireRecord{event: "INSERT", keys: single.keysOf(subItem), image: subItem}},
+		{"single credits", single, wireRecord{event: "INSERT", keys: single.keysOf(credits), image: credits}},
+		{"single other partition", single, wireRecord{event: "INSERT", keys: single.keysOf(foreignHist), image: foreignHist}},
+	}
+	for i, tc := range skipped {
+		t.Run("skip/"+tc.name, func(t *testing.T) {
+			tc.rec.seq = strconv.Itoa(2000 + i)
+			ev, ok, err := decodeBoth(t, tc.l.decoder, tc.rec)
+			require.NoError(t, err)
+			assert.False(t, ok)
+			assert.Equal(t, HistoryEvent{}, ev)
+		})
+	}
+
+	badAmount := func(l streamLayoutCase) map[string]types.AttributeValue {
+		item := l.item(t, &row)
+		item[layout.AttrBillingAmount] = layout.StringAV("4,99")
+		return item
+	}
+	errs := []struct {
+		name  string
+		l     streamLayoutCase
+		rec   wireRecord
+		key   string
+		field string // the FieldError's attribute, "" for none
+	}{
+		{"legacy inactive", legacy, wireRecord{image: withStatus(legacy, "INACTIVE")}, "user_id=acct-1#sub-1#PLUS last_run_date=2026-03-02T10:00:00.000000123Z", layout.AttrBillingStatus},
+		{"legacy unknown status", legacy, wireRecord{image: withStatus(legacy, "FROZEN")}, "user_id=acct-1#sub-1#PLUS last_run_date=2026-03-02T10:00:00.000000123Z", layout.AttrBillingStatus},
+		{"legacy bad amount", legacy, wireRecord{image: badAmount(legacy)}, "user_id=acct-1#sub-1#PLUS last_run_date=2026-03-02T10:00:00.000000123Z", layout.AttrBillingAmount},
+		{"legacy keys only", legacy, wireRecord{keys: legacy.keysOf(histLegacy)}, "user_id=acct-1#sub-1#PLUS last_run_date=2026-03-02T10:00:00.000000123Z", ""},
+		{"legacy no key", legacy, wireRecord{keys: map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV("u1")}}, "user_id=u1 last_run_date=", ""},
+		{"single inactive", single, wireRecord{image: withStatus(single, "INACTIVE")}, "PK=USER#acct-1 SK=HIST#sub-1#SKU#PLUS#2026-03-02T10:00:00.000000123Z", layout.AttrBillingStatus},
+		{"single unknown status", single, wireRecord{image: withStatus(single, "FROZEN")}, "PK=USER#acct-1 SK=HIST#sub-1#SKU#PLUS#2026-03-02T10:00:00.000000123Z", layout.AttrBillingStatus},
+		{"single bad amount", single, wireRecord{image: badAmount(single)}, "PK=USER#acct-1 SK=HIST#sub-1#SKU#PLUS#2026-03-02T10:00:00.000000123Z", layout.AttrBillingAmount},
+		{"single keys only", single, wireRecord{keys: single.keysOf(histSingle)}, "PK=USER#acct-1 SK=HIST#sub-1#SKU#PLUS#2026-03-02T10:00:00.000000123Z", ""},
+		{"single numeric key", single, wireRecord{keys: map[string]types.AttributeValue{layout.AttrPK: &types.AttributeValueMemberN{Value: "1"}, layout.AttrSK: layout.StringAV("x")}}, "PK= SK=x", ""},
+	}
+	for i, tc := range errs {
+		t.Run("error/"+tc.name, func(t *testing.T) {
+			tc.rec.event, tc.rec.seq = "INSERT", strconv.Itoa(3000+i)
+			if tc.rec.keys == nil {
+				tc.rec.keys = tc.l.keysOf(tc.rec.image)
+			}
+			_, ok, err := decodeBoth(t, tc.l.decoder, tc.rec)
+			assert.False(t, ok)
+			require.ErrorIs(t, err, billing.ErrInvalidItem)
+			var re *StreamRecordError
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, tc.rec.seq, re.SequenceNumber)
+			assert.Equal(t, tc.key, re.Key)
+			if tc.field != "" {
+				var fe *billing.FieldError
+				require.ErrorAs(t, err, &fe)
+				assert.Equal(t, tc.field, fe.Field)
+			}
+		})
+	}
+}
+
+func TestStreamDecoderIDs(t *testing.T) {
+	ls := streamLayouts(t)
+	first := streamRow(billing.StatusCompleted, nil)
+	later := streamRow(billing.StatusCompleted, func(s *billing.Subscription) { s.LastRunDate = s.LastRunDate.Add(time.Nanosecond) })
+	otherUser := streamRow(billing.StatusCompleted, func(s *billing.Subscription) { s.UserID = "acct-2#sub-1#PLUS" })
+	ids := map[string]string{}
+	for _, l := range ls {
+		decode := func(row billing.Subscription, seq string) HistoryEvent {
+			item := l.item(t, &row)
+			ev, ok, err := decodeBoth(t, l.decoder, wireRecord{event: "INSERT", seq: seq, keys: l.keysOf(item), image: item})
+			require.NoError(t, err)
+			require.True(t, ok)
+			return ev
+		}
+		a, again := decode(first, "1"), decode(first, "99")
+		assert.Equal(t, a.ID, again.ID, "%s: a redelivery keeps the ID", l.name)
+		assert.Equal(t, a.Event, again.Event)
+		for name, row := range map[string]billing.Subscription{"first": first, "later": later, "other user": otherUser} {
+			id := decode(row, "5").ID
+			_, dup := ids[id]
+			assert.False(t, dup, "%s/%s shares its ID with %s", l.name, name, ids[id])
+			ids[id] = l.name + "/" + name
+		}
+	}
+	assert.Len(t, ids, 6, "every row of either layout has its own ID")
+}
+
+func TestStreamDecoderLambdaPayload(t *testing.T) {
+	d := NewHistoryStreamDecoder()
+	row := streamRow(billing.StatusCompleted, nil)
+	item, err := layout.EncodeHistoryItem(&row)
+	require.NoError(t, err)
+	good := wireRecord{event: "INSERT", seq: "11", keys: map[string]types.AttributeValue{layout.AttrUserID: item[layout.AttrUserID], layout.AttrLastRunDate: item[layout.AttrLastRunDate]}, image: item}
+
+	for _, payload := range []string{``, `null`, `[]`, `{}`, `{"Records":null}`, `{"Records":{}}`, `{"Records":[]`, `"x"`} {
+		res, err := d.DecodeLambda([]byte(payload))
+		require.ErrorIs(t, err, ErrNotStreamEvent, "payload %q", payload)
+		assert.Nil(t, res)
+	}
+	res, err := d.DecodeLambda([]byte(`{"Records":[]}`))
+	require.NoError(t, err)
+	assert.Empty(t, res)
+
+	// One bad record is reported in its place; the others decode.
+	payload := []byte(`{"Records":[` + string(good.lambdaJSON(t)) + `,
+		{"eventName":"INSERT","dynamodb":{"SequenceNumber":"12","Keys":{"user_id":{"S":"u"},"last_run_date":{"S":"x"}},"NewImage":{"user_id":{"Q":"u"}}}},
+		{"eventName":"INSERT","dynamodb":{"SequenceNumber":"13","SizeBytes":"many"}},
+		{"eventName":"INSERT","eventSource":"aws:kinesis","dynamodb":{"SequenceNumber":"14"}},
+		17,
+		{"eventName":"REMOVE","dynamodb":{"SequenceNumber":"15","Keys":{"user_id":{"S":"u"},"last_run_date":{"S":"x"}}}}
+	]}`)
+	res, err = d.DecodeLambda(payload)
+	require.NoError(t, err)
+	require.Len(t, res, 6)
+	assert.True(t, res[0].OK)
+	assert.Equal(t, billing.EventPaymentSucceeded, res[0].Event.Event.Type)
+	for i, seq := range []string{"12", "13", "14", ""} {
+		r := res[i+1]
+		assert.False(t, r.OK)
+		assert.Equal(t, seq, r.SequenceNumber)
+		var re *StreamRecordError
+		require.ErrorAs(t, r.Err, &re, "record %d", i+1)
+		assert.Equal(t, seq, re.SequenceNumber)
+		assert.ErrorIs(t, r.Err, billing.ErrInvalidItem)
+	}
+	assert.Equal(t, StreamResult{SequenceNumber: "15"}, res[5], "a removal is skipped")
+}
+
+func TestConvertStreamItem(t *testing.T) {
+	item := map[string]types.AttributeValue{
+		"s": layout.StringAV("x"), "n": &types.AttributeValueMemberN{Value: "4.5"}, "b": &types.AttributeValueMemberB{Value: []byte{1, 2}},
+		"ss": &types.AttributeValueMemberSS{Value: []string{"a", "b"}}, "ns": &types.AttributeValueMemberNS{Value: []string{"1", "2"}},
+		"bs": &types.AttributeValueMemberBS{Value: [][]byte{{3}, {4}}}, "null": &types.AttributeValueMemberNULL{Value: true},
+		"bool": &types.AttributeValueMemberBOOL{Value: true},
+		"m": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			"l": &types.AttributeValueMemberL{Value: []types.AttributeValue{layout.StringAV("y"), &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}}},
+		}},
+	}
+	got, err := convertStreamItem(toStreamItem(item))
+	require.NoError(t, err)
+	assert.Equal(t, item, got)
+
+	_, err = convertStreamItem(map[string]streamtypes.AttributeValue{"m": &streamtypes.AttributeValueMemberM{Value: map[string]streamtypes.AttributeValue{"x": &streamtypes.UnknownUnionMember{Tag: "Z"}}}})
+	require.ErrorIs(t, err, billing.ErrInvalidItem)
+	assert.ErrorContains(t, err, `attribute "m": attribute "x"`)
+	_, err = convertStreamItem(map[string]streamtypes.AttributeValue{"l": &streamtypes.AttributeValueMemberL{Value: []streamtypes.AttributeValue{nil}}})
+	require.ErrorIs(t, err, billing.ErrInvalidItem)
+}
+
+func TestNewSingleTableStreamDecoderChecksConfig(t *testing.T) {
+	_, err := NewSingleTableStreamDecoder(SingleTableConfig{ReminderIndex: "x", PaymentIndex: "x"})
+	require.Error(t, err)
+	_, err = NewSingleTableStreamDecoder(SingleTableConfig{AccountPrefix: "PERIOD"})
+	require.ErrorContains(t, err, "AccountPrefix")
+	d, err := NewSingleTableStreamDecoder(SingleTableConfig{AccountPrefix: "ACC#"})
+	require.NoError(t, err)
+	assert.Equal(t, "ACC#", d.tbl.AccountPrefix)
+}
+
+// FuzzDecodeLambda feeds arbitrary payloads to both decoders: they never
+// panic, and every record is either decoded, skipped or reported.
+func FuzzDecodeLambda(f *testing.F) {
+	for _, l := range streamLayouts(f) {
+		for _, st := range []billing.Status{billing.StatusCompleted, billing.StatusError, billing.StatusScheduled, billing.StatusPaused} {
+			row := streamRow(st, nil)
+			item := l.item(f, &row)
+			f.Add(lambdaPayload(f,
+				wireRecord{event: "INSERT", seq: "1", keys: l.keysOf(item), image: item},
+				wireRecord{event: "REMOVE", seq: "2", keys: l.keysOf(item)},
+				wireRecord{event: "INSERT", seq: "3", keys: l.keysOf(item)},
+			))
+		}
+	}
+	f.Add([]byte(`{"Records":[{"eventName":"INSERT","dynamodb":{"Keys":{"PK":{"S":"USER#a"},"SK":{"S":"HIST#x"}},"NewImage":{"m":{"M":{"l":{"L":[{"NULL":true}]}}}}}}]}`))
+	f.Add([]byte(`{"Records":[17,null,{}]}`))
+	decoders := []*StreamDecoder{NewHistoryStreamDecoder()}
+	single, err := NewSingleTableStreamDecoder(SingleTableConfig{})
+	require.NoError(f, err)
+	decoders = append(decoders, single)
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		for _, d := range decoders {
+			res, err := d.DecodeLambda(payload)
+			if err != nil {
+				require.ErrorIs(t, err, ErrNotStreamEvent)
+				require.Nil(t, res)
+				continue
+			}
+			for _, r := range res {
+				switch {
+				case r.OK:
+					require.NoError(t, r.Err)
+					require.NotEmpty(t, r.Event.ID)
+					require.NotEmpty(t, r.Event.Event.Type)
+				case r.Err != nil:
+					var re *StreamRecordError
+					require.ErrorAs(t, r.Err, &re)
+				default:
+					require.Equal(t, HistoryEvent{}, r.Event)
+				}
+			}
+		}
+	})
+}
