@@ -89,8 +89,10 @@ var streamIDSpace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://github.com/d
 // billing_change attribute) when the row carries one, passed on as written
 // even when this version of the library does not know it. A row without
 // it (written by an earlier version or another program) gets a type
-// derived from its status, updated_event and dates; "opening" means
-// created_date equals last_run_date (the row that created the record):
+// derived from its status, updated_event, process and dates, by the first
+// line that matches. "opening" means created_date equals last_run_date
+// (the row that created the record); "subscribed" means updated_event
+// user-subscribed or process SUBSCRIBE:
 //
 //	billing_status  condition                       type
 //	COMPLETED                                       payment_succeeded
@@ -102,13 +104,13 @@ var streamIDSpace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://github.com/d
 //	PAUSED_SKIPPED                                  subscription_pause_skipped
 //	WAIVED                                          payment_waived
 //	CANCELLED                                       subscription_cancelled
-//	SCHEDULED       opening, user-subscribed        subscription_created
-//	PAUSED          opening, user-subscribed        subscription_created
+//	SCHEDULED       opening, subscribed             subscription_created
 //	SCHEDULED       opening, user-reactivated       subscription_reactivated
-//	SCHEDULED       opening, otherwise              subscription_period_opened
-//	PAUSED          opening, otherwise              subscription_period_opened
+//	SCHEDULED       opening                         subscription_period_opened
 //	SCHEDULED       updated_event pause-resume      subscription_resumed
 //	SCHEDULED       otherwise                       subscription_changed
+//	PAUSED          opening, subscribed             subscription_created
+//	PAUSED          opening                         subscription_period_opened
 //	PAUSED          otherwise                       subscription_paused
 //
 // Any other status (INACTIVE, one this library does not know) is an

@@ -221,6 +221,10 @@ func TestStreamDecoderTypes(t *testing.T) {
 		{name: "cancelled", status: billing.StatusCancelled, want: billing.EventCancelled},
 		{name: "paused period opened", status: billing.StatusPaused, mod: ue(billing.EventPausePendingResume, true), want: billing.EventPeriodOpened},
 		{name: "paused subscription created", status: billing.StatusPaused, mod: ue(billing.EventUserSubscribed, true), want: billing.EventSubscriptionCreated},
+		{name: "paused subscription created for one month", status: billing.StatusPaused, mod: func(s *billing.Subscription) {
+			s.Process, s.UpdatedEvent = billing.ProcessSubscribe, billing.EventPausePendingResume
+			at(s)
+		}, want: billing.EventSubscriptionCreated},
 		{name: "paused", status: billing.StatusPaused, want: billing.EventPaused},
 		{name: "paused user-subscribed later", status: billing.StatusPaused, mod: ue(billing.EventUserSubscribed, false), want: billing.EventPaused},
 		{name: "subscribed", status: billing.StatusScheduled, mod: ue(billing.EventUserSubscribed, true), want: billing.EventSubscriptionCreated},
@@ -230,6 +234,7 @@ func TestStreamDecoderTypes(t *testing.T) {
 		{name: "resumed", status: billing.StatusScheduled, mod: ue(billing.EventPauseResume, false), want: billing.EventResumed},
 		{name: "changed", status: billing.StatusScheduled, want: billing.EventChanged},
 		{name: "changed first period", status: billing.StatusScheduled, mod: ue(billing.EventUserSubscribed, false), want: billing.EventChanged},
+		{name: "subscribed by process", status: billing.StatusScheduled, mod: func(s *billing.Subscription) { s.Process = billing.ProcessSubscribe; at(s) }, want: billing.EventSubscriptionCreated},
 		{name: "changed reactivated period", status: billing.StatusScheduled, mod: ue(billing.EventUserReactivated, false), want: billing.EventChanged},
 		{name: "change written", status: billing.StatusScheduled, mod: func(s *billing.Subscription) { s.Change = billing.EventTierChanged }, want: billing.EventTierChanged},
 		{name: "change written overrides derivation", status: billing.StatusError, mod: func(s *billing.Subscription) {
@@ -253,7 +258,7 @@ func TestStreamDecoderTypes(t *testing.T) {
 				require.True(t, ok)
 				assert.Equal(t, billing.Event{
 					Type: tc.want, At: row.LastRunDate, UserID: row.UserID, SubscriptionID: "per-1", BillingDate: streamT0,
-					Amount: billing.Cents(499), Process: billing.ProcessInitial, TransactionID: "tx-1", Reason: tc.reason,
+					Amount: billing.Cents(499), Process: row.Process, TransactionID: "tx-1", Reason: tc.reason,
 				}, ev.Event)
 				assert.Equal(t, rec.seq, ev.SequenceNumber)
 				assert.Equal(t, tc.status, ev.Row.Status)

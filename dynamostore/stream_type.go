@@ -14,6 +14,7 @@ func historyEventType(row *billing.Subscription) (billing.EventType, error) {
 		return row.Change, nil
 	}
 	opening := !row.CreatedDate.IsZero() && row.CreatedDate.Equal(row.LastRunDate)
+	subscribed := row.UpdatedEvent == billing.EventUserSubscribed || row.Process == billing.ProcessSubscribe
 	switch row.Status {
 	case billing.StatusCompleted:
 		return billing.EventPaymentSucceeded, nil
@@ -36,7 +37,7 @@ func historyEventType(row *billing.Subscription) (billing.EventType, error) {
 		return billing.EventCancelled, nil
 	case billing.StatusPaused:
 		switch {
-		case opening && row.UpdatedEvent == billing.EventUserSubscribed:
+		case opening && subscribed:
 			return billing.EventSubscriptionCreated, nil
 		case opening:
 			return billing.EventPeriodOpened, nil
@@ -44,7 +45,7 @@ func historyEventType(row *billing.Subscription) (billing.EventType, error) {
 		return billing.EventPaused, nil
 	case billing.StatusScheduled:
 		switch {
-		case opening && row.UpdatedEvent == billing.EventUserSubscribed:
+		case opening && subscribed:
 			return billing.EventSubscriptionCreated, nil
 		case opening && row.UpdatedEvent == billing.EventUserReactivated:
 			return billing.EventSubscriptionReactivated, nil
