@@ -49,7 +49,7 @@ func (c *Collector) admin(ctx context.Context, op AdminOp, subscriptionID string
 			f.LastRunDate = next.LastRunDate.Add(time.Duration(i+1) * time.Nanosecond)
 			f.CreatedDate = f.LastRunDate
 		}
-		if err := c.write(ctx, &cur, &next, create); err != nil {
+		if err := c.write(ctx, adminChanges[op], &cur, &next, create); err != nil {
 			return fmt.Errorf("%s %s: %w", op, subscriptionID, err)
 		}
 		ch = Change{Before: cur, After: next}
@@ -294,7 +294,7 @@ func (c *Collector) Reactivate(ctx context.Context, userID string, date time.Tim
 		if last.BillingWeek != 0 {
 			created.BillingWeek = FridayWeek(d)
 		}
-		return c.addPeriod(ctx, &created, recs)
+		return c.addPeriod(ctx, EventSubscriptionReactivated, &created, recs)
 	})
 	return created, err
 }

@@ -30,6 +30,16 @@ var adminStatuses = map[AdminOp][]Status{
 	OpChangeTier: {StatusScheduled},
 }
 
+// adminChanges is the change each admin operation's history row records.
+var adminChanges = map[AdminOp]EventType{
+	OpWaive:      EventWaived,
+	OpCancel:     EventCancelled,
+	OpPause:      EventPaused,
+	OpResume:     EventResumed,
+	OpChangeDate: EventBillingDateMoved,
+	OpChangeTier: EventTierChanged,
+}
+
 // AdminChange is an admin change for [Collector.CheckChange]: the
 // operation and the inputs it takes.
 type AdminChange struct {

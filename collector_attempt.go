@@ -314,10 +314,10 @@ func (c *Collector) recordOutcome(ctx context.Context, cur *Subscription, res Pa
 		f.LastRunDate = next.LastRunDate.Add(time.Nanosecond)
 		f.CreatedDate = f.LastRunDate
 	}
-	err = c.write(ctx, cur, &next, create)
+	err = c.write(ctx, ev, cur, &next, create)
 	if errors.Is(err, ErrAlreadyExists) && len(create) > 0 {
 		// The next period appeared meanwhile: record the outcome alone.
-		err = c.write(ctx, cur, &next, nil)
+		err = c.write(ctx, ev, cur, &next, nil)
 	}
 	if err != nil {
 		if IsConflict(err) {
@@ -387,7 +387,20 @@ const historyKeyRetries = 3
 // history key was taken (another row of the user has that last_run_date:
 // two writes of one user in the same instant), the record's condition held,
 // so the write is repeated with later last_run_dates.
-func (c *Collector) write(ctx context.Context, cur, next *Subscription, create []*Subscription) error {
+//
+// next's history row records change ([Subscription.Change]), and each
+// created record's its own change, or [EventPeriodOpened]. The changes
+// are set for the write only: the records written, like those read back
+// from the billing table, carry none.
+func (c *Collector) write(ctx context.Context, change EventType, cur, next *Subscription, create []*Subscription) error {
+	next.Change = change
+	defer func() { next.Change = "" }()
+	for _, f := range create {
+		if f.Change == "" {
+			f.Change = EventPeriodOpened
+		}
+		defer func() { f.Change = "" }()
+	}
 	for i := 0; ; i++ {
 		var err error
 		if !next.BillingDate.Truncate(time.Second).Equal(cur.BillingDate.Truncate(time.Second)) {

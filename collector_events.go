@@ -97,8 +97,14 @@ const (
 	EventChanged EventType = "subscription_changed"
 )
 
-// Event is what the collector tells the host's [EventSink].
+// Event is what the collector tells the host's [EventSink], and what the
+// history table's stream decoder (package dynamostore) makes of each row.
 type Event struct {
+	// ID identifies an event read from the history table's stream: derived
+	// from the row's key, the same on every delivery of the row, for a
+	// consumer to drop repeats. Empty for the collector's in-process
+	// events, which are delivered at most once.
+	ID             string    `json:"id,omitempty"`
 	Type           EventType `json:"type"`
 	At             time.Time `json:"at"`
 	UserID         string    `json:"user_id"`

@@ -225,7 +225,7 @@ func (c *Collector) markStale(ctx context.Context, proc Process, cur *Subscripti
 			create = append(create, following)
 		}
 	}
-	if err := c.write(ctx, cur, &next, create); err != nil {
+	if err := c.write(ctx, EventStale, cur, &next, create); err != nil {
 		return fmt.Errorf("mark %s stale: %w", cur.SubscriptionID, err)
 	}
 	rep.count(&rep.Stale)
@@ -275,7 +275,7 @@ func (c *Collector) advancePause(ctx context.Context, cur *Subscription, rep *Re
 		}
 		create = append(create, following)
 	}
-	if err := c.write(ctx, cur, &next, create); err != nil {
+	if err := c.write(ctx, EventPauseMonthSkipped, cur, &next, create); err != nil {
 		return fmt.Errorf("advance paused %s: %w", cur.SubscriptionID, err)
 	}
 	rep.count(&rep.Advanced)

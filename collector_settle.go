@@ -124,7 +124,7 @@ func (c *Collector) settle(ctx context.Context, cur *Subscription, to Status, ev
 	case StatusStale:
 		next.CompletionDate, next.UpdatedEvent = next.LastRunDate, EventACHOverdue
 	}
-	if err := c.write(ctx, cur, &next, nil); err != nil {
+	if err := c.write(ctx, ev, cur, &next, nil); err != nil {
 		return Subscription{}, err
 	}
 	e := eventFor(ev, &next, next.LastRunDate)

@@ -112,7 +112,7 @@ func (c *Collector) Subscribe(ctx context.Context, req SubscribeRequest) (Subscr
 		if out, err = againstUser(&sub, recs); out.Repeated || err != nil {
 			return err
 		}
-		if err := c.addPeriod(ctx, &sub, recs); err != nil {
+		if err := c.addPeriod(ctx, EventSubscriptionCreated, &sub, recs); err != nil {
 			return err
 		}
 		out = Subscribed{Subscription: sub}
@@ -125,10 +125,12 @@ func (c *Collector) Subscribe(ctx context.Context, req SubscribeRequest) (Subscr
 }
 
 // addPeriod adds sub, a new first period of its user whose records are
-// recs, with its history row: written after every row of the user (its
+// recs, with its history row recording change: written after every row of the user (its
 // creation and last-run dates moved past theirs), and a little later again
 // when another row took its history key meanwhile.
-func (c *Collector) addPeriod(ctx context.Context, sub *Subscription, recs []Subscription) error {
+func (c *Collector) addPeriod(ctx context.Context, change EventType, sub *Subscription, recs []Subscription) error {
+	sub.Change = change
+	defer func() { sub.Change = "" }()
 	for i := range recs {
 		sub.LastRunDate = runTime(&recs[i], sub.LastRunDate)
 	}

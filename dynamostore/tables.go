@@ -218,6 +218,9 @@ func HistoryTableDefinition(cfg TableConfig) *dynamodb.CreateTableInput {
 			gsi(cfg.SubscriptionIDIndex, keyElem(layout.AttrSubscriptionID, types.KeyTypeHash)),
 		},
 		BillingMode: types.BillingModePayPerRequest,
+		// The stream is the durable event log: every status change adds
+		// one row (see StreamDecoder).
+		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewImage},
 	}
 }
 

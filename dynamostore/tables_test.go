@@ -25,6 +25,7 @@ type cfnTable struct {
 		KeySchema  []struct{ AttributeName, KeyType string }
 		Projection struct{ ProjectionType string }
 	}
+	StreamSpecification *struct{ StreamViewType string }
 }
 
 // shape is a comparable summary of a table definition.
@@ -32,6 +33,7 @@ type shape struct {
 	Name, Billing string
 	Attrs, Keys   []string
 	Indexes       map[string][]string // name → keys and projection
+	Stream        string              // the stream's view type, "" for none
 }
 
 func shapeOfDefinition(in *dynamodb.CreateTableInput) shape {
@@ -49,6 +51,9 @@ func shapeOfDefinition(in *dynamodb.CreateTableInput) shape {
 			ks = append(ks, aws.ToString(k.AttributeName)+":"+string(k.KeyType))
 		}
 		s.Indexes[aws.ToString(g.IndexName)] = append(ks, string(g.Projection.ProjectionType))
+	}
+	if in.StreamSpecification != nil && aws.ToBool(in.StreamSpecification.StreamEnabled) {
+		s.Stream = string(in.StreamSpecification.StreamViewType)
 	}
 	return s
 }
@@ -68,6 +73,9 @@ func shapeOfCFN(t cfnTable) shape {
 			ks = append(ks, k.AttributeName+":"+k.KeyType)
 		}
 		s.Indexes[g.IndexName] = append(ks, g.Projection.ProjectionType)
+	}
+	if t.StreamSpecification != nil {
+		s.Stream = t.StreamSpecification.StreamViewType
 	}
 	return s
 }
@@ -145,7 +153,7 @@ func TestCreateTablesOnServer(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, types.TableStatusActive, out.Table.TableStatus, "%s: %s", aws.ToString(d.TableName), out.Table.TableStatus)
 			live := &dynamodb.CreateTableInput{TableName: out.Table.TableName, KeySchema: out.Table.KeySchema,
-				AttributeDefinitions: out.Table.AttributeDefinitions, BillingMode: d.BillingMode}
+				AttributeDefinitions: out.Table.AttributeDefinitions, BillingMode: d.BillingMode, StreamSpecification: out.Table.StreamSpecification}
 			for _, g := range out.Table.GlobalSecondaryIndexes {
 				live.GlobalSecondaryIndexes = append(live.GlobalSecondaryIndexes, types.GlobalSecondaryIndex{
 					IndexName: g.IndexName, KeySchema: g.KeySchema, Projection: g.Projection})

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -557,7 +556,7 @@ const primaryRoom = 24
 func primaryOf(hitem map[string]types.AttributeValue, n int) map[string]types.AttributeValue {
 	item := make(map[string]types.AttributeValue, max(n, primaryRoom))
 	for name, v := range hitem {
-		if !strings.HasPrefix(name, layout.DataPrefix) {
+		if !layout.HistoryOnly(name) {
 			item[name] = v
 		}
 	}

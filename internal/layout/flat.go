@@ -341,6 +341,8 @@ func appendAmount(b []byte, n int64) []byte {
 type Flat struct {
 	vals        [numAttrs]val
 	extra, data map[string]types.AttributeValue
+	// change is the history row's billing_change, "" for none.
+	change string
 }
 
 // A Flat is a kilobyte: kept off the stack of the goroutines that encode
@@ -398,6 +400,9 @@ func (f *Flat) Has(name string) bool {
 	if _, ok := f.extra[name]; ok {
 		return true
 	}
+	if name == AttrChange {
+		return f.change != ""
+	}
 	_, ok := f.data[name]
 	return ok
 }
@@ -420,6 +425,9 @@ func (f *Flat) Item(history bool, clone func(types.AttributeValue) types.Attribu
 		for name, v := range f.data {
 			item[name] = clone(v)
 		}
+		if f.change != "" {
+			item[AttrChange] = &types.AttributeValueMemberS{Value: f.change}
+		}
 	}
 	return item
 }
@@ -429,6 +437,9 @@ func (f *Flat) Len(history bool) int {
 	n := f.known() + len(f.extra)
 	if history {
 		n += len(f.data)
+		if f.change != "" {
+			n++
+		}
 	}
 	return n
 }
@@ -560,7 +571,7 @@ func (f *Flat) equal(g *Flat) bool {
 			return false
 		}
 	}
-	return sameItems(f.extra, g.extra) && sameItems(f.data, g.data)
+	return sameItems(f.extra, g.extra) && sameItems(f.data, g.data) && f.change == g.change
 }
 
 // SameExceptAttempt reports whether f and g encode the same item but for
@@ -575,7 +586,7 @@ func (f *Flat) SameExceptAttempt(g *Flat) bool {
 			return false
 		}
 	}
-	return sameItems(f.extra, g.extra) && sameItems(f.data, g.data)
+	return sameItems(f.extra, g.extra) && sameItems(f.data, g.data) && f.change == g.change
 }
 
 // sameItems compares two attribute maps as reflect.DeepEqual compares

@@ -64,6 +64,11 @@ const (
 	// AttrAttemptPresented is when the attempt was last replayed.
 	AttrAttemptPresented = "billing_attempt_presented"
 
+	// AttrChange names the change a history row records
+	// ([billing.Subscription.Change]); added by this library, written to
+	// history rows only, optional on read.
+	AttrChange = "billing_change"
+
 	// DataPrefix starts the attributes kept only in the history table.
 	DataPrefix = "data_"
 )
@@ -204,7 +209,7 @@ func encodeFlat(f *Flat, s *billing.Subscription, withData bool) error {
 		v[aPendingAmount] = val{kind: vAmount, n: int64(s.PendingAmount)}
 	}
 	for name := range st.extra {
-		if isKnown(name) || strings.HasPrefix(name, DataPrefix) {
+		if isKnown(name) || name == AttrChange || strings.HasPrefix(name, DataPrefix) {
 			return bad(name, "", errors.New("an Extra attribute shadows a known or data_ attribute"))
 		}
 	}
@@ -213,6 +218,12 @@ func encodeFlat(f *Flat, s *billing.Subscription, withData bool) error {
 		return encodeData(f, s)
 	}
 	return nil
+}
+
+// HistoryOnly reports whether the attribute called name is written to
+// history rows only: billing_change and the data_ attributes.
+func HistoryOnly(name string) bool {
+	return name == AttrChange || strings.HasPrefix(name, DataPrefix)
 }
 
 // encodeData checks and sets the data_ attributes of s on f.
@@ -224,6 +235,7 @@ func encodeData(f *Flat, s *billing.Subscription) error {
 		}
 	}
 	f.data = data
+	f.change = string(s.Change)
 	return nil
 }
 
@@ -278,6 +290,16 @@ func decodeAttrs(item map[string]types.AttributeValue, s *billing.Subscription, 
 				st.data = map[string]types.AttributeValue{}
 			}
 			st.data[name] = av
+			continue
+		}
+		if name == AttrChange {
+			// The change a history row records: never carried to another
+			// item, so neither known nor extra.
+			if v, ok := av.(*types.AttributeValueMemberS); ok {
+				s.Change = billing.EventType(v.Value)
+			} else if !isNull(av) {
+				return seen, bad(name, "", errors.New("not a string"))
+			}
 			continue
 		}
 		a, known := attrOf(name)

@@ -90,6 +90,40 @@ func TestIntervalRoundTrip(t *testing.T) {
 	require.Equal(t, item, back)
 }
 
+// TestChangeIsHistoryOnly: billing_change is written to history rows only,
+// read back from them, optional, and never carried as an unknown attribute.
+func TestChangeIsHistoryOnly(t *testing.T) {
+	files, _ := filepath.Glob("../../testdata/items/*.json")
+	require.NotEmpty(t, files)
+	item := loadItem(t, files[0])
+	require.NotContains(t, item, AttrChange)
+	s, err := DecodeItem(item)
+	require.NoError(t, err)
+	require.Empty(t, s.Change, "a row written without it")
+
+	s.Change = billing.EventTierChanged
+	hist, err := EncodeHistoryItem(&s)
+	require.NoError(t, err)
+	require.Equal(t, &types.AttributeValueMemberS{Value: "subscription_tier_changed"}, hist[AttrChange])
+	primary, err := EncodeItem(&s)
+	require.NoError(t, err)
+	require.NotContains(t, primary, AttrChange, "the billing table's item")
+
+	back, err := DecodeItem(hist)
+	require.NoError(t, err)
+	require.Equal(t, billing.EventTierChanged, back.Change)
+	require.Empty(t, ExtraAttributes(&back), "billing_change is not an unknown attribute")
+	back.Change = ""
+	again, err := EncodeHistoryItem(&back)
+	require.NoError(t, err)
+	require.NotContains(t, again, AttrChange, "a row read back and written again without a change")
+
+	hist[AttrChange] = &types.AttributeValueMemberN{Value: "1"}
+	_, err = DecodeItem(hist)
+	require.ErrorIs(t, err, billing.ErrInvalidItem)
+	require.ErrorContains(t, err, AttrChange)
+}
+
 // TestLegacyFixtures: items in the forms older writers produced (trimmed
 // fractions, offsets, zero times, NULLs, "5", no term) decode, and encode to
 // the canonical form kept in the .golden.json beside them.
