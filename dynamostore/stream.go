@@ -19,8 +19,8 @@ type HistoryEvent struct {
 	// history table and of a single table never share one, so a consumer
 	// can use it as an idempotency key.
 	ID string
-	// Event is the row as an event: its Type (see [StreamDecoder]), At the
-	// row's LastRunDate, and the row's user, subscription, billing date,
+	// Event is the row as an event: ID as above, its Type (see
+	// [StreamDecoder]), At the row's LastRunDate, and the row's user, subscription, billing date,
 	// amount, process and transaction ID; Reason is the row's PaymentError
 	// for declines and returns.
 	Event billing.Event
@@ -222,15 +222,16 @@ func (d *StreamDecoder) decode(r streamRecord) (HistoryEvent, bool, error) {
 	if err != nil {
 		return fail(key, err)
 	}
+	id := uuid.NewSHA1(streamIDSpace, []byte(name)).String()
 	e := billing.Event{
-		Type: typ, At: row.LastRunDate, UserID: row.UserID, SubscriptionID: row.SubscriptionID,
+		ID: id, Type: typ, At: row.LastRunDate, UserID: row.UserID, SubscriptionID: row.SubscriptionID,
 		BillingDate: row.BillingDate, Amount: row.Amount, Process: row.Process, TransactionID: row.TransactionID,
 	}
 	if typ == billing.EventPaymentDeclined || typ == billing.EventPaymentReturned {
 		e.Reason = row.PaymentError
 	}
 	return HistoryEvent{
-		ID:             uuid.NewSHA1(streamIDSpace, []byte(name)).String(),
+		ID:             id,
 		Event:          e,
 		Row:            row,
 		SequenceNumber: r.seq,
