@@ -151,7 +151,7 @@ func TestHistoryStreamEndToEnd(t *testing.T) {
 				first[name] = got.Subscription
 			}
 			later := now0.AddDate(0, 0, 10)
-			for _, name := range []string{"pay", "decline", "achok", "achret"} {
+			for _, name := range []string{"pay", "decline", "achok", "achret", "achlate"} {
 				subscribe(name, now0, 0)
 			}
 			for _, name := range []string{"waive", "pause", "cancel", "tier", "move"} {
@@ -161,10 +161,11 @@ func TestHistoryStreamEndToEnd(t *testing.T) {
 			provider.SetUser(u("decline"), billingtest.Declined("insufficient funds", true), billingtest.Succeeded())
 			provider.SetUser(u("achok"), billingtest.Pending())
 			provider.SetUser(u("achret"), billingtest.Pending(), billingtest.Declined("account closed", false))
+			provider.SetUser(u("achlate"), billingtest.Pending())
 
 			clock.Advance(time.Hour)
 			rep := runAll(t, c, billing.RunScheduled)
-			assert.Equal(t, []int{1, 2, 1}, []int{rep.Collected, rep.Pending, rep.Declined}, "collected, pending, declined: %+v", rep)
+			assert.Equal(t, []int{1, 3, 1}, []int{rep.Collected, rep.Pending, rep.Declined}, "collected, pending, declined: %+v", rep)
 
 			admin := func(name string, err error) {
 				t.Helper()
@@ -200,6 +201,10 @@ func TestHistoryStreamEndToEnd(t *testing.T) {
 
 			clock.Advance(24 * time.Hour)
 			runAll(t, c, billing.RunRetry)
+			// No word of achlate's debit within the settlement deadline.
+			clock.Advance(billing.DefaultACHSettlementDeadline)
+			rep = runAll(t, c, billing.RunRetry)
+			assert.Equal(t, 1, rep.ACHOverdue, "%+v", rep)
 
 			created, opened := step(billing.EventSubscriptionCreated), step(billing.EventPeriodOpened)
 			want := map[string][]streamStep{
@@ -207,6 +212,7 @@ func TestHistoryStreamEndToEnd(t *testing.T) {
 				"decline": {created, step(billing.EventPaymentDeclined), opened, step(billing.EventPaymentSucceeded)},
 				"achok":   {created, step(billing.EventPaymentPending), opened, step(billing.EventPaymentSucceeded)},
 				"achret":  {created, step(billing.EventPaymentPending), opened, {billing.EventPaymentReturned, billing.EventPaymentDeclined}, step(billing.EventPaymentDeclined)},
+				"achlate": {created, step(billing.EventPaymentPending), opened, step(billing.EventPaymentACHOverdue)},
 				"waive":   {created, step(billing.EventWaived), opened},
 				"pause":   {created, step(billing.EventPaused), step(billing.EventResumed)},
 				"cancel":  {created, step(billing.EventCancelled), step(billing.EventSubscriptionReactivated)},
