@@ -20,9 +20,9 @@ type HistoryEvent struct {
 	// can use it as an idempotency key.
 	ID string
 	// Event is the row as an event: ID as above, its Type (see
-	// [StreamDecoder]), At the row's LastRunDate, and the row's user, subscription, billing date,
-	// amount, process and transaction ID; Reason is the row's PaymentError
-	// for declines and returns.
+	// [StreamDecoder]), At the row's LastRunDate, and the row's user,
+	// subscription, billing date, amount, process and transaction ID;
+	// Reason is the row's PaymentError for declines and returns.
 	Event billing.Event
 	// Row is the history row as written, decoded as the store's History
 	// reads it.
@@ -43,7 +43,10 @@ type StreamResult struct {
 	// OK is true when the record is a history row and decoded. False
 	// means skipped when Err is nil (not a history row), undecodable when
 	// Err is set.
-	OK  bool
+	OK bool
+	// Err is the [*StreamRecordError] of a record that is (or may be) a
+	// history row and does not decode: a Lambda consumer reports its
+	// SequenceNumber as a batch item failure rather than drop it.
 	Err error
 }
 
@@ -58,6 +61,7 @@ type StreamRecordError struct {
 	// Key is the item's key as text ("user_id=… last_run_date=…" or
 	// "PK=… SK=…"), or "" when the record has none.
 	Key string
+	// Err is why the record does not decode.
 	Err error
 }
 
