@@ -119,8 +119,15 @@ type Event struct {
 
 // EventSink receives events after the change they describe is stored. It
 // is best effort: an error is logged and counted, never undoes the change,
-// and a crash between the write and Emit loses the event (a host that must
-// not miss one reads the table's stream instead).
+// and a crash between the write and Emit loses the event. The collector
+// tells it the collection outcomes and its warnings, not the lifecycle
+// changes.
+//
+// A host that must not miss an event reads the history table's stream
+// instead (dynamostore.StreamDecoder): every history row is one event,
+// delivered at least once with a stable [Event.ID], for every status
+// change including the lifecycle ones. The same EventSink can receive
+// those.
 type EventSink interface {
 	Emit(ctx context.Context, e Event) error
 }

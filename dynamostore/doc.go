@@ -9,7 +9,8 @@
 // accounts ([NewAccounts]) and recurring payments ([NewPayments]).
 // [NewLocker] hands out per-user billing leases on a dynamolock table that
 // other services may share. [CreateTables] and [CreateSingleTable] create
-// the tables for tests and local runs.
+// the tables for tests and local runs. [StreamDecoder] reads the history
+// rows from a table's DynamoDB stream as events a host cannot miss.
 //
 //	client := dynamodb.NewFromConfig(awsCfg) // or any API
 //	cfg := dynamostore.Config{Client: client} // default table names
@@ -38,7 +39,9 @@
 // decode. An update sets or removes only the attributes the operation
 // changes, so data_ attributes, unknown attributes and a legacy writer's
 // timestamp text keep their bytes; the record carries them in
-// Subscription.Stored.
+// Subscription.Stored. History rows the engine writes also carry
+// billing_change, the change they record (history rows only, optional on
+// read).
 //
 // # Single table
 //

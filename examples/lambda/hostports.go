@@ -112,11 +112,15 @@ func (s stubProvider) Collect(ctx context.Context, req billing.PaymentRequest) (
 	return billing.PaymentResult{}, errNoProcessor
 }
 
-// logEvents logs the collector's events; a real service forwards
-// user_subscription_payment_failed to its notification channel.
+// logEvents logs the events it is given: the collector's in-process ones
+// (best effort), and, in the events function, the history stream's (at
+// least once, Event.ID set). A real service sends receipts, grants or
+// revokes access and forwards user_subscription_payment_failed to its
+// notification channel from the stream's, dropping repeats by Event.ID;
+// an error it returns makes Lambda retry from that event.
 type logEvents struct{ log *slog.Logger }
 
 func (l logEvents) Emit(ctx context.Context, e billing.Event) error {
-	l.log.InfoContext(ctx, "billing event", "type", e.Type, "user_id", e.UserID, "subscription_id", e.SubscriptionID)
+	l.log.InfoContext(ctx, "billing event", "id", e.ID, "type", e.Type, "user_id", e.UserID, "subscription_id", e.SubscriptionID)
 	return nil
 }

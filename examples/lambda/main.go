@@ -13,6 +13,13 @@
 //	                   {"kind": "scheduled", "shards": [3], "cursor": "..."},
 //	                   by a state machine that continues the run itself
 //	                   (examples/cloudformation/billing-run.json)
+//	HANDLER=events     the durable event log: the DynamoDB Streams event
+//	                   source of the history table (or the single table),
+//	                   ReportBatchItemFailures enabled, an on-failure
+//	                   destination for a record that fails every retry
+//	                   (examples/cloudformation/billing-events.json); each
+//	                   history row is handed to the host's EventSink in
+//	                   stream order, at least once, with a stable Event.ID
 //
 // It is its own module so that the library does not depend on
 // aws-lambda-go. Build it for Lambda's provided.al2023 runtime with
@@ -117,6 +124,14 @@ func main() {
 // newHandler builds the handler for role, with its dependencies created once
 // per Lambda container.
 func newHandler(ctx context.Context, role string, logger *slog.Logger) (any, error) {
+	if role == "events" {
+		// Decoding the stream's batches needs no AWS client.
+		h, err := newEventsHandler(logEvents{logger}, logger)
+		if err != nil {
+			return nil, err
+		}
+		return h.Handle, nil
+	}
 	awsCfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("aws config: %w", err)
@@ -188,7 +203,7 @@ func newHandler(ctx context.Context, role string, logger *slog.Logger) (any, err
 		h := &collectorHandler{collector: c, continuations: &sqsSender{client: sqs.NewFromConfig(awsCfg), queueURL: queue}, logger: logger}
 		return h.Handle, nil
 	}
-	return nil, fmt.Errorf("HANDLER must be scheduler, worker or collector, got %q", role)
+	return nil, fmt.Errorf("HANDLER must be scheduler, worker, collector or events, got %q", role)
 }
 
 // collectorConfig is the collector's configuration from the environment,
