@@ -1,0 +1,272 @@
+package billingstripe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/stripe/stripe-go/v85"
+)
+
+// Customer is the Stripe side of a billed user: the customer the
+// PaymentIntents belong to and the saved payment method they charge
+// off-session (a card or a verified us_bank_account).
+type Customer struct {
+	// ID is the Stripe customer ID, "cus_…".
+	ID string
+	// PaymentMethod is the payment method ID, "pm_…", attached to the
+	// customer.
+	PaymentMethod string
+}
+
+// Customers maps the library's users to Stripe: the host's port.
+//
+// An error means the user cannot be charged now; Collect returns it and
+// the attempt stays in flight (nothing reached Stripe; the next run
+// presents it again). LookupPayment lists the intents of the customer
+// returned here, so a user must keep the Stripe customer their charges
+// were made on: moving a user to another customer while an attempt is in
+// flight hides that attempt's intent from the lookup.
+type Customers interface {
+	StripeCustomer(ctx context.Context, userID string) (Customer, error)
+}
+
+// CustomersFunc adapts a function to [Customers].
+type CustomersFunc func(ctx context.Context, userID string) (Customer, error)
+
+// StripeCustomer calls f.
+func (f CustomersFunc) StripeCustomer(ctx context.Context, userID string) (Customer, error) {
+	return f(ctx, userID)
+}
+
+// Default timings of stripe-go's default backend.
+const (
+	// DefaultReplayWindow is how long Stripe is sure to keep an
+	// idempotency key: it prunes keys once they are at least 24 hours
+	// old.
+	DefaultReplayWindow = 24 * time.Hour
+
+	// StripeGoHTTPTimeout is the HTTP client timeout of stripe-go's
+	// default backend.
+	StripeGoHTTPTimeout = 80 * time.Second
+
+	// StripeGoMaxNetworkRetries is the retries stripe-go's default
+	// backend makes after the first try.
+	StripeGoMaxNetworkRetries = 2
+
+	// stripeGoMaxBackoff is the longest stripe-go sleeps between tries.
+	stripeGoMaxBackoff = 5 * time.Second
+
+	// serverMargin covers Stripe finishing a request after the client
+	// gave up on it and the clock difference between host and Stripe.
+	serverMargin = time.Minute
+)
+
+// DefaultRequestTimeout is the [RequestTimeoutFor] stripe-go's default
+// backend: 3 tries of 80 s, 2 waits between them and the margin, 5m2s.
+var DefaultRequestTimeout = RequestTimeoutFor(StripeGoHTTPTimeout, StripeGoMaxNetworkRetries)
+
+// RequestTimeoutFor is the longest a request with one idempotency key can
+// keep running at Stripe when the stripe-go backend has HTTP client
+// timeout httpTimeout and makes maxNetworkRetries retries: stripe-go
+// retries dropped connections, timeouts and lock_timeout answers with the
+// same key, so a call lasts up to (maxNetworkRetries+1)·httpTimeout plus
+// a backoff of at most 5 s between tries; a minute is added for Stripe
+// finishing the last try after the client gave up and for clock
+// differences.
+func RequestTimeoutFor(httpTimeout time.Duration, maxNetworkRetries int64) time.Duration {
+	if maxNetworkRetries < 0 {
+		maxNetworkRetries = 0
+	}
+	return time.Duration(maxNetworkRetries+1)*httpTimeout + time.Duration(maxNetworkRetries)*stripeGoMaxBackoff + serverMargin
+}
+
+// Config configures a [Provider].
+type Config struct {
+	// Client is the Stripe client, from stripe.NewClient(secretKey).
+	// Required.
+	Client *stripe.Client
+	// Customers maps users to Stripe customers and payment methods.
+	// Required.
+	Customers Customers
+	// Currency is the ISO code of the amounts collected, lower case.
+	// billing.Amount counts hundredths, so only currencies Stripe counts
+	// in hundredths are accepted; zero-decimal (jpy, krw, …) and
+	// three-decimal (bhd, kwd, …) currencies are refused. Defaults to
+	// "usd".
+	Currency string
+	// ReplayWindow is how long Stripe keeps idempotency keys. Defaults to
+	// [DefaultReplayWindow], 24 hours.
+	ReplayWindow time.Duration
+	// RequestTimeout is the longest a request can keep running at Stripe
+	// (see [billing.RequestTimeout]). Defaults to [DefaultRequestTimeout],
+	// right for stripe-go's default backend; with a backend of another
+	// HTTP timeout or MaxNetworkRetries use [RequestTimeoutFor].
+	RequestTimeout time.Duration
+	// LookupMargin is how long before an attempt's start a lookup lists
+	// intents from, for clock differences between host and Stripe.
+	// Defaults to an hour.
+	LookupMargin time.Duration
+	// Description is the PaymentIntent description of a request. Defaults
+	// to "<tier> subscription, billing date <YYYY-MM-DD>".
+	Description func(req billing.PaymentRequest) string
+	// Logger logs what the provider does. Defaults to a logger that
+	// discards everything.
+	Logger *slog.Logger
+	// Clock reads the time to interpret Retry-After dates. Defaults to
+	// time.Now.
+	Clock func() time.Time
+}
+
+// Provider charges through Stripe PaymentIntents, created and confirmed
+// off-session, one per attempt, with the attempt's idempotency key. It
+// implements [billing.PaymentProvider], [billing.PaymentLookup],
+// [billing.ReplayWindow] and [billing.RequestTimeout].
+type Provider struct {
+	cfg Config
+}
+
+var (
+	_ billing.PaymentProvider = (*Provider)(nil)
+	_ billing.PaymentLookup   = (*Provider)(nil)
+	_ billing.ReplayWindow    = (*Provider)(nil)
+	_ billing.RequestTimeout  = (*Provider)(nil)
+)
+
+// nonCentCurrencies are the currencies Stripe does not count in
+// hundredths.
+var nonCentCurrencies = map[string]bool{
+	// zero-decimal
+	"bif": true, "clp": true, "djf": true, "gnf": true, "jpy": true, "kmf": true, "krw": true, "mga": true,
+	"pyg": true, "rwf": true, "ugx": true, "vnd": true, "vuv": true, "xaf": true, "xof": true, "xpf": true,
+	// three-decimal
+	"bhd": true, "jod": true, "kwd": true, "omr": true, "tnd": true,
+}
+
+// New returns a Provider for cfg, with defaults filled in, or an error
+// naming the field that is missing or wrong.
+func New(cfg Config) (*Provider, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("billingstripe: Config.Client is required")
+	}
+	if cfg.Customers == nil {
+		return nil, errors.New("billingstripe: Config.Customers is required")
+	}
+	if cfg.Currency == "" {
+		cfg.Currency = "usd"
+	}
+	cfg.Currency = strings.ToLower(cfg.Currency)
+	if len(cfg.Currency) != 3 || nonCentCurrencies[cfg.Currency] {
+		return nil, fmt.Errorf("billingstripe: Config.Currency %q: not a currency Stripe counts in hundredths", cfg.Currency)
+	}
+	for name, d := range map[string]time.Duration{"ReplayWindow": cfg.ReplayWindow, "RequestTimeout": cfg.RequestTimeout, "LookupMargin": cfg.LookupMargin} {
+		if d < 0 {
+			return nil, fmt.Errorf("billingstripe: Config.%s %v is negative", name, d)
+		}
+	}
+	if cfg.ReplayWindow == 0 {
+		cfg.ReplayWindow = DefaultReplayWindow
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.LookupMargin == 0 {
+		cfg.LookupMargin = time.Hour
+	}
+	if cfg.Description == nil {
+		cfg.Description = defaultDescription
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	return &Provider{cfg: cfg}, nil
+}
+
+func defaultDescription(req billing.PaymentRequest) string {
+	tier, _ := billing.SplitTier(req.Tier)
+	if tier == "" {
+		tier = "dynabill"
+	}
+	return tier + " subscription, billing date " + req.BillingDate.UTC().Format(billingDateLayout)
+}
+
+// ReplayWindow is how long Stripe keeps idempotency keys.
+func (p *Provider) ReplayWindow() time.Duration { return p.cfg.ReplayWindow }
+
+// RequestTimeout is the longest a request can keep running at Stripe.
+func (p *Provider) RequestTimeout() time.Duration { return p.cfg.RequestTimeout }
+
+// Collect creates and confirms, off-session, one PaymentIntent for the
+// attempt, with req.IdempotencyKey as its Idempotency-Key and metadata
+// naming the attempt (see [MetadataIdempotencyKey] and its siblings), and
+// maps Stripe's answer (see the mapping on [Provider]). The same request
+// presented again is answered by Stripe with the first answer while it
+// keeps the key. An error means the outcome is unknown, but for a
+// [*billing.RateLimitedError] (Stripe did nothing).
+func (p *Provider) Collect(ctx context.Context, req billing.PaymentRequest) (billing.PaymentResult, error) {
+	if req.IdempotencyKey == "" {
+		return billing.PaymentResult{}, fmt.Errorf("billingstripe: subscription %s attempt %d: no idempotency key", req.SubscriptionID, req.Attempt)
+	}
+	if req.Amount <= 0 {
+		return billing.PaymentResult{}, fmt.Errorf("billingstripe: key %s: %w: amount %s is not positive", req.IdempotencyKey, ErrRejected, req.Amount)
+	}
+	cust, err := p.cfg.Customers.StripeCustomer(ctx, req.UserID)
+	if err != nil {
+		return billing.PaymentResult{}, fmt.Errorf("billingstripe: key %s: Stripe customer of user %s: %w", req.IdempotencyKey, req.UserID, err)
+	}
+	params := &stripe.PaymentIntentCreateParams{
+		Amount:        stripe.Int64(req.Amount.MinorUnits()),
+		Currency:      stripe.String(p.cfg.Currency),
+		Customer:      stripe.String(cust.ID),
+		PaymentMethod: stripe.String(cust.PaymentMethod),
+		Confirm:       stripe.Bool(true),
+		OffSession:    stripe.Bool(true),
+		Description:   stripe.String(p.cfg.Description(req)),
+		Metadata:      metadata(req),
+	}
+	params.AddExpand("payment_method")
+	params.SetIdempotencyKey(req.IdempotencyKey)
+	p.cfg.Logger.DebugContext(ctx, "billingstripe: create PaymentIntent", "key", req.IdempotencyKey, "customer", cust.ID, "amount", req.Amount.String())
+	pi, err := p.cfg.Client.V1PaymentIntents.Create(ctx, params)
+	res, err := classify(req.IdempotencyKey, pi, err, p.cfg.Clock())
+	if err == nil && pi != nil {
+		err = p.check(req, pi)
+	}
+	if err != nil {
+		p.cfg.Logger.InfoContext(ctx, "billingstripe: no outcome", "key", req.IdempotencyKey, "error", err)
+		return billing.PaymentResult{}, fmt.Errorf("billingstripe: %w", err)
+	}
+	p.cfg.Logger.DebugContext(ctx, "billingstripe: outcome", "key", req.IdempotencyKey, "outcome", res.Outcome.String(), "payment_intent", res.TransactionID)
+	return res, nil
+}
+
+// check refuses an intent that is not the one req asked for.
+func (p *Provider) check(req billing.PaymentRequest, pi *stripe.PaymentIntent) error {
+	switch {
+	case pi.Metadata[MetadataIdempotencyKey] != req.IdempotencyKey:
+		return fmt.Errorf("key %s: %w: PaymentIntent %s carries key %q", req.IdempotencyKey, ErrUnexpectedAnswer, pi.ID, pi.Metadata[MetadataIdempotencyKey])
+	case pi.Amount != req.Amount.MinorUnits() || !strings.EqualFold(string(pi.Currency), p.cfg.Currency):
+		return fmt.Errorf("key %s: %w: PaymentIntent %s is for %d %s, the attempt for %d %s",
+			req.IdempotencyKey, ErrUnexpectedAnswer, pi.ID, pi.Amount, pi.Currency, req.Amount.MinorUnits(), p.cfg.Currency)
+	}
+	return nil
+}
+
+// metadata is the PaymentIntent metadata of req.
+func metadata(req billing.PaymentRequest) map[string]string {
+	return map[string]string{
+		MetadataIdempotencyKey: req.IdempotencyKey,
+		MetadataSubscriptionID: req.SubscriptionID,
+		MetadataUserID:         req.UserID,
+		MetadataBillingDate:    req.BillingDate.UTC().Format(billingDateLayout),
+		MetadataAttempt:        strconv.Itoa(req.Attempt),
+	}
+}
