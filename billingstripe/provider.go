@@ -68,7 +68,8 @@ const (
 )
 
 // DefaultRequestTimeout is the [RequestTimeoutFor] stripe-go's default
-// backend: 3 tries of 80 s, 2 waits between them and the margin, 5m2s.
+// backend: 3 tries of 80 s, 2 waits of at most 5 s between them and the
+// minute of margin, 5m10s.
 var DefaultRequestTimeout = RequestTimeoutFor(StripeGoHTTPTimeout, StripeGoMaxNetworkRetries)
 
 // RequestTimeoutFor is the longest a request with one idempotency key can
@@ -235,8 +236,11 @@ func (p *Provider) Collect(ctx context.Context, req billing.PaymentRequest) (bil
 	params.AddExpand("payment_method")
 	params.SetIdempotencyKey(req.IdempotencyKey)
 	p.cfg.Logger.DebugContext(ctx, "billingstripe: create PaymentIntent", "key", req.IdempotencyKey, "customer", cust.ID, "amount", req.Amount.String())
-	pi, err := p.cfg.Client.V1PaymentIntents.Create(ctx, params)
-	res, err := classify(req.IdempotencyKey, pi, err, p.cfg.Clock())
+	pi, callErr := p.cfg.Client.V1PaymentIntents.Create(ctx, params)
+	if callErr != nil {
+		pi = nil // stripe-go hands back an empty intent with its errors
+	}
+	res, err := classify(req.IdempotencyKey, pi, callErr, p.cfg.Clock())
 	if err == nil && pi != nil {
 		err = p.check(req, pi)
 	}
