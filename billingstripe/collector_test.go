@@ -45,7 +45,7 @@ func newCollEnv(t *testing.T, o collOptions) *collEnv {
 	ids := 0
 	c, err := billing.NewCollector(billing.Config{
 		Repository: repo, History: e.hist, Locker: billingtest.NewLocker(fe.clock, time.Minute),
-		Provider: fe.p, Clock: fe.clock, ProcessorBudget: o.budget, Concurrency: 1,
+		Provider: fe.p, Clock: fe.clock, ProcessorBudget: o.budget, Concurrency: 1, Logger: debugLogger(),
 		NewID: func() string { ids++; return fmt.Sprintf("gen-%d", ids) },
 	})
 	require.NoError(t, err)
@@ -102,6 +102,11 @@ func requireOneChargePerPeriod(t *testing.T, srv *stripetest.Server, repo billin
 		sub := in.Metadata[billingstripe.MetadataSubscriptionID]
 		require.NotEmpty(t, sub, "intent %s carries its subscription", in.ID)
 		if prev, ok := seen[sub]; ok {
+			for _, x := range srv.Intents() {
+				if x.Metadata[billingstripe.MetadataSubscriptionID] == sub {
+					t.Logf("%s %s %s created %s", x.ID, x.Status, x.Metadata[billingstripe.MetadataIdempotencyKey], x.Created)
+				}
+			}
 			t.Fatalf("subscription %s charged twice: %s and %s", sub, prev, in.ID)
 		}
 		seen[sub] = in.ID

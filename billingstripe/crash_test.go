@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -34,6 +35,9 @@ func (r *faultyRepo) do(apply func() error) error {
 		hit, after = r.fail(n)
 	}
 	r.mu.Unlock()
+	if hit && os.Getenv("SIM_DEBUG") != "" {
+		fmt.Fprintf(os.Stderr, "store fault: call %d, after applying: %v\n", n, after)
+	}
 	if hit && !after {
 		return fmt.Errorf("call %d: %w", n, errCrash)
 	}

@@ -42,7 +42,11 @@ func (p *Provider) LookupPayment(ctx context.Context, req billing.PaymentRequest
 	var match *stripe.PaymentIntent
 	for pi, err := range p.cfg.Client.V1PaymentIntents.List(ctx, params).All(ctx) {
 		if err != nil {
-			return billing.PaymentResult{}, false, fmt.Errorf("billingstripe: lookup of key %s: list the PaymentIntents of customer %s: %w", key, cust.ID, err)
+			err = fmt.Errorf("billingstripe: lookup of key %s: list the PaymentIntents of customer %s: %w", key, cust.ID, err)
+			if ra, limited := rateLimited(err, p.cfg.Clock()); limited {
+				return billing.PaymentResult{}, false, &billing.RateLimitedError{RetryAfter: ra, Err: err}
+			}
+			return billing.PaymentResult{}, false, err
 		}
 		if pi.Metadata[MetadataIdempotencyKey] != key {
 			continue

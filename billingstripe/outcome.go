@@ -62,7 +62,9 @@ var (
 //     an intent in a failed state: as that intent;
 //   - HTTP 429 (rate_limit, and lock_timeout once stripe-go's own retries
 //     are spent): a [*billing.RateLimitedError] with the Retry-After wait,
-//     since Stripe refuses such a request before acting on it;
+//     since Stripe refuses such a request before acting on it (Collect
+//     then checks that no earlier try of the same call charged, see
+//     Provider.confirmRefusal);
 //   - HTTP 409 idempotency_key_in_use: an error wrapping
 //     [billing.ErrKeyInUse], the first request may still charge;
 //   - idempotency_error (the key with other parameters): an error
@@ -222,6 +224,16 @@ func chargeAccount(res *billing.PaymentResult, d *stripe.ChargePaymentMethodDeta
 	case d.USBankAccount != nil:
 		res.AccountMask = d.USBankAccount.Last4
 	}
+}
+
+// rateLimited reports whether err is Stripe's 429 and the wait it asks
+// for. A rate-limited list does nothing, so a lookup may say so.
+func rateLimited(err error, now time.Time) (time.Duration, bool) {
+	var se *stripe.Error
+	if errors.As(err, &se) && se.HTTPStatusCode == http.StatusTooManyRequests {
+		return retryAfter(se, now), true
+	}
+	return 0, false
 }
 
 // retryAfter is the wait a 429 asks for in its Retry-After header

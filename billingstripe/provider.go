@@ -46,10 +46,11 @@ func (f CustomersFunc) StripeCustomer(ctx context.Context, userID string) (Custo
 
 // Default timings of stripe-go's default backend.
 const (
-	// DefaultReplayWindow is how long Stripe is sure to keep an
-	// idempotency key: it prunes keys once they are at least 24 hours
-	// old.
-	DefaultReplayWindow = 24 * time.Hour
+	// DefaultReplayWindow is how long the provider trusts Stripe to keep
+	// an idempotency key: Stripe may prune a key once it is 24 hours old,
+	// so the window stops an hour short of that, for clocks of host and
+	// Stripe that differ. A replay at 24 hours could charge again.
+	DefaultReplayWindow = 23 * time.Hour
 
 	// StripeGoHTTPTimeout is the HTTP client timeout of stripe-go's
 	// default backend.
@@ -101,8 +102,9 @@ type Config struct {
 	// three-decimal (bhd, kwd, …) currencies are refused. Defaults to
 	// "usd".
 	Currency string
-	// ReplayWindow is how long Stripe keeps idempotency keys. Defaults to
-	// [DefaultReplayWindow], 24 hours.
+	// ReplayWindow is how long after an attempt's start its key may be
+	// replayed; it must stay below the 24 hours after which Stripe may
+	// forget the key. Defaults to [DefaultReplayWindow], 23 hours.
 	ReplayWindow time.Duration
 	// RequestTimeout is the longest a request can keep running at Stripe
 	// (see [billing.RequestTimeout]). Defaults to [DefaultRequestTimeout],
@@ -170,6 +172,9 @@ func New(cfg Config) (*Provider, error) {
 			return nil, fmt.Errorf("billingstripe: Config.%s %v is negative", name, d)
 		}
 	}
+	if cfg.ReplayWindow >= 24*time.Hour {
+		return nil, fmt.Errorf("billingstripe: Config.ReplayWindow %v: Stripe may forget keys after 24 hours, a replay then could charge again", cfg.ReplayWindow)
+	}
 	if cfg.ReplayWindow == 0 {
 		cfg.ReplayWindow = DefaultReplayWindow
 	}
@@ -199,7 +204,8 @@ func defaultDescription(req billing.PaymentRequest) string {
 	return tier + " subscription, billing date " + req.BillingDate.UTC().Format(billingDateLayout)
 }
 
-// ReplayWindow is how long Stripe keeps idempotency keys.
+// ReplayWindow is how long after an attempt's start the collector may
+// replay its key (see [Config.ReplayWindow]).
 func (p *Provider) ReplayWindow() time.Duration { return p.cfg.ReplayWindow }
 
 // RequestTimeout is the longest a request can keep running at Stripe.
@@ -211,7 +217,8 @@ func (p *Provider) RequestTimeout() time.Duration { return p.cfg.RequestTimeout 
 // maps Stripe's answer (see the mapping on [Provider]). The same request
 // presented again is answered by Stripe with the first answer while it
 // keeps the key. An error means the outcome is unknown, but for a
-// [*billing.RateLimitedError] (Stripe did nothing).
+// [*billing.RateLimitedError]: Stripe refused the request (HTTP 429) and,
+// as a lookup confirmed, no earlier try of the call left an intent.
 func (p *Provider) Collect(ctx context.Context, req billing.PaymentRequest) (billing.PaymentResult, error) {
 	if req.IdempotencyKey == "" {
 		return billing.PaymentResult{}, fmt.Errorf("billingstripe: subscription %s attempt %d: no idempotency key", req.SubscriptionID, req.Attempt)
@@ -244,6 +251,9 @@ func (p *Provider) Collect(ctx context.Context, req billing.PaymentRequest) (bil
 	if err == nil && pi != nil {
 		err = p.check(req, pi)
 	}
+	if errors.Is(err, billing.ErrRateLimited) {
+		res, err = p.confirmRefusal(ctx, req, err)
+	}
 	if err != nil {
 		p.cfg.Logger.InfoContext(ctx, "billingstripe: no outcome", "key", req.IdempotencyKey, "error", err)
 		return billing.PaymentResult{}, fmt.Errorf("billingstripe: %w", err)
@@ -273,4 +283,39 @@ func metadata(req billing.PaymentRequest) map[string]string {
 		MetadataBillingDate:    req.BillingDate.UTC().Format(billingDateLayout),
 		MetadataAttempt:        strconv.Itoa(req.Attempt),
 	}
+}
+
+// confirmRefusal checks a 429 answer to Collect before it is reported as
+// a refusal. The 429 proves only that its own try did nothing: stripe-go
+// retries a dropped connection with the same key, and Go's HTTP transport
+// replays a POST carrying an Idempotency-Key on a broken keep-alive
+// connection by itself, so an earlier try of the same call may have
+// charged before the rate-limited one. A lookup decides: an intent with
+// the key is the answer; none means the refusal stands; a lookup that
+// fails leaves the outcome unknown.
+//
+// What a lookup cannot see is an earlier try still running at Stripe
+// (its connection dropped mid-request). The collector presents the
+// withdrawn attempt again with the same key, and Stripe answers that with
+// the earlier try's outcome while it keeps the key.
+func (p *Provider) confirmRefusal(ctx context.Context, req billing.PaymentRequest, refused error) (billing.PaymentResult, error) {
+	res, found, err := p.LookupPayment(ctx, req)
+	switch {
+	case err != nil:
+		return billing.PaymentResult{}, fmt.Errorf("key %s: rate limited, and an earlier try of the call may have charged: outcome unknown: %w; lookup: %w",
+			req.IdempotencyKey, withoutRateLimit(refused), withoutRateLimit(err))
+	case found:
+		p.cfg.Logger.InfoContext(ctx, "billingstripe: rate limited after an earlier try charged", "key", req.IdempotencyKey, "payment_intent", res.TransactionID)
+		return res, nil
+	}
+	return billing.PaymentResult{}, refused
+}
+
+// withoutRateLimit keeps err's message but not its [billing.ErrRateLimited]
+// identity: an unknown outcome must not read as a refusal.
+func withoutRateLimit(err error) error {
+	if errors.Is(err, billing.ErrRateLimited) {
+		return errors.New(err.Error())
+	}
+	return err
 }

@@ -3,6 +3,8 @@ package billingstripe_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +17,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v85"
 )
+
+// debugLogger logs to stderr at debug level when SIM_DEBUG is set.
+func debugLogger() *slog.Logger {
+	if os.Getenv("SIM_DEBUG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
 
 var start = time.Date(2026, 3, 5, 12, 0, 0, 0, time.UTC)
 
@@ -54,7 +64,7 @@ func newFakeEnv(t *testing.T, co stripetest.ClientOptions) *fakeEnv {
 	srv := stripetest.New(stripetest.Options{Clock: clock.Now})
 	t.Cleanup(srv.Close)
 	e := &fakeEnv{srv: srv, clock: clock, cust: &customers{m: map[string]billingstripe.Customer{}}}
-	p, err := billingstripe.New(billingstripe.Config{Client: srv.Client(co), Customers: e.cust, Clock: clock.Now})
+	p, err := billingstripe.New(billingstripe.Config{Client: srv.Client(co), Customers: e.cust, Clock: clock.Now, Logger: debugLogger()})
 	require.NoError(t, err)
 	e.p = p
 	return e
@@ -162,6 +172,21 @@ func TestCollectFaults(t *testing.T) {
 		assert.Equal(t, billing.OutcomeSucceeded, res.Outcome)
 		assert.Len(t, e.srv.Charged(), 1)
 	})
+	t.Run("429 after an earlier try of the call charged: the charge is the answer", func(t *testing.T) {
+		// stripe-go (or Go's transport, on a reused connection) sends the
+		// request again after the dropped answer; that try is rate-limited.
+		e := newFakeEnv(t, stripetest.ClientOptions{MaxNetworkRetries: 1})
+		e.addCard("u1")
+		req := request("u1", 1)
+		e.srv.InjectFault(req.IdempotencyKey, stripetest.DropResponse())
+		e.srv.InjectFault(req.IdempotencyKey, stripetest.RateLimited(time.Second))
+		res, err := e.p.Collect(t.Context(), req)
+		require.NoError(t, err, "never a refusal: the first try charged")
+		require.Len(t, e.srv.Charged(), 1)
+		assert.Equal(t, billing.OutcomeSucceeded, res.Outcome)
+		assert.Equal(t, e.srv.Charged()[0].ID, res.TransactionID)
+		assert.Equal(t, 2, e.srv.CreateRequests())
+	})
 	t.Run("a saved 500 is replayed, and the lookup finds nothing", func(t *testing.T) {
 		e := newFakeEnv(t, stripetest.ClientOptions{MaxNetworkRetries: 2})
 		e.addCard("u1")
@@ -258,23 +283,23 @@ func TestCollectFaults(t *testing.T) {
 	})
 }
 
-// TestKeysForgottenAfterADay shows why the provider's ReplayWindow is a
-// day: past it, the same key charges again.
+// TestKeysForgottenAfterADay shows why the provider's ReplayWindow stops
+// short of a day: from 24 hours on, the same key may charge again.
 func TestKeysForgottenAfterADay(t *testing.T) {
 	e := newFakeEnv(t, stripetest.ClientOptions{})
 	e.addCard("u1")
-	assert.Equal(t, 24*time.Hour, e.p.ReplayWindow())
+	assert.Equal(t, 23*time.Hour, e.p.ReplayWindow(), "an hour short of Stripe's day")
 	req := request("u1", 1)
 	_, err := e.p.Collect(t.Context(), req)
 	require.NoError(t, err)
-	e.clock.Advance(23 * time.Hour)
+	e.clock.Advance(23*time.Hour + 59*time.Minute)
 	_, err = e.p.Collect(t.Context(), req)
 	require.NoError(t, err)
-	assert.Len(t, e.srv.Charged(), 1, "within the window the key replays")
-	e.clock.Advance(2 * time.Hour)
+	assert.Len(t, e.srv.Charged(), 1, "within the day the key replays")
+	e.clock.Advance(time.Minute)
 	_, err = e.p.Collect(t.Context(), req)
 	require.NoError(t, err)
-	assert.Len(t, e.srv.Charged(), 2, "past it the key is new to Stripe")
+	assert.Len(t, e.srv.Charged(), 2, "a day after, the key may be new to Stripe")
 }
 
 func TestLookupPayment(t *testing.T) {
@@ -366,6 +391,7 @@ func TestNew(t *testing.T) {
 		{"no customers", billingstripe.Config{Client: client}, "Config.Customers"},
 		{"zero-decimal currency", billingstripe.Config{Client: client, Customers: cust, Currency: "jpy"}, "Config.Currency"},
 		{"three-decimal currency", billingstripe.Config{Client: client, Customers: cust, Currency: "kwd"}, "Config.Currency"},
+		{"a window of a day", billingstripe.Config{Client: client, Customers: cust, ReplayWindow: 24 * time.Hour}, "Config.ReplayWindow"},
 		{"negative window", billingstripe.Config{Client: client, Customers: cust, ReplayWindow: -time.Hour}, "Config.ReplayWindow"},
 	}
 	for _, tt := range tests {
@@ -376,7 +402,7 @@ func TestNew(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, 24*time.Hour, p.ReplayWindow())
+			assert.Equal(t, 23*time.Hour, p.ReplayWindow())
 			assert.Equal(t, 5*time.Minute+10*time.Second, p.RequestTimeout())
 		})
 	}
