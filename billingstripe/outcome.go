@@ -41,37 +41,10 @@ var (
 
 // classify maps Stripe's answer to a create-and-confirm request with
 // idempotency key key, or a PaymentIntent found by a lookup (err nil), to
-// the collector's terms. An error return means the outcome is unknown,
-// except a [*billing.RateLimitedError], which means Stripe did nothing.
-// now reads a Retry-After header given as a date.
-//
-// The whole mapping, so that every answer is decided in one place:
-//
-//   - an intent succeeded: succeeded; processing (ACH debits): pending;
-//   - an intent requires_payment_method (its confirmation failed):
-//     declined, retryable by the decline code of its last payment error
-//     (see retryableDecline); requires_action (off-session, so it needs
-//     the customer's authentication): declined, not retryable;
-//     requires_confirmation (never confirmed, so nothing charged; not
-//     one this adapter leaves): declined, not retryable; canceled:
-//     declined, not retryable;
-//   - an intent requires_capture, or in a state Stripe may add later: an
-//     error wrapping [ErrUnexpectedAnswer];
-//   - HTTP 402 card errors: declined, retryable by decline code, with the
-//     intent and payment method the error carries; other errors carrying
-//     an intent in a failed state: as that intent;
-//   - HTTP 429 (rate_limit, and lock_timeout once stripe-go's own retries
-//     are spent): a [*billing.RateLimitedError] with the Retry-After wait,
-//     since Stripe refuses such a request before acting on it (Collect
-//     then checks that no earlier try of the same call charged, see
-//     Provider.confirmRefusal);
-//   - HTTP 409 idempotency_key_in_use: an error wrapping
-//     [billing.ErrKeyInUse], the first request may still charge;
-//   - idempotency_error (the key with other parameters): an error
-//     wrapping [ErrIdempotencyMismatch];
-//   - HTTP 5xx, timeouts, dropped connections, cancelled contexts and
-//     bodies that do not parse: a plain error, outcome unknown;
-//   - other 4xx: an error wrapping [ErrRejected].
+// the collector's terms, as documented on [Provider]. An error return
+// means the outcome is unknown, except a [*billing.RateLimitedError],
+// which means Stripe did nothing with this try. now reads a Retry-After
+// header given as a date.
 func classify(key string, pi *stripe.PaymentIntent, err error, now time.Time) (billing.PaymentResult, error) {
 	if err == nil {
 		if pi == nil {

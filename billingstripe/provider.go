@@ -130,6 +130,68 @@ type Config struct {
 // off-session, one per attempt, with the attempt's idempotency key. It
 // implements [billing.PaymentProvider], [billing.PaymentLookup],
 // [billing.ReplayWindow] and [billing.RequestTimeout].
+//
+// # Answers
+//
+// Every answer of Stripe is mapped in one place:
+//
+//   - an intent succeeded: succeeded; processing (ACH debits): pending;
+//   - an intent requires_payment_method (its confirmation failed):
+//     declined, retryable by the decline code of its last payment error
+//     (see Declines); requires_action (off-session, so it needs the
+//     customer's authentication): declined, not retryable;
+//     requires_confirmation (never confirmed, so nothing charged; not
+//     one this adapter leaves): declined, not retryable; canceled:
+//     declined, not retryable;
+//   - an intent requires_capture, or in a state Stripe may add later: an
+//     error wrapping [ErrUnexpectedAnswer];
+//   - HTTP 402 card errors: declined, retryable by decline code, with the
+//     intent and payment method the error carries; other errors carrying
+//     an intent in a failed state: as that intent;
+//   - HTTP 429 (rate_limit, and lock_timeout once stripe-go's own retries
+//     are spent): a [*billing.RateLimitedError] with the Retry-After wait,
+//     since Stripe refuses such a request before acting on it (Collect
+//     first checks that no earlier try of the call charged: see Rate
+//     limits);
+//   - HTTP 409 idempotency_key_in_use: an error wrapping
+//     [billing.ErrKeyInUse], the first request may still charge;
+//   - idempotency_error (the key with other parameters): an error
+//     wrapping [ErrIdempotencyMismatch];
+//   - HTTP 5xx, timeouts, dropped connections, cancelled contexts and
+//     bodies that do not parse: a plain error, outcome unknown;
+//   - other 4xx: an error wrapping [ErrRejected].
+//
+// # Declines
+//
+// Retryable: the issuer or network failed or the account lacks funds or
+// limit for now (insufficient_funds, processing_error, try_again_later,
+// issuer_not_available, reenter_transaction, approve_with_id,
+// card_velocity_exceeded, withdrawal_count_limit_exceeded,
+// duplicate_transaction), and the unexplained declines dunning
+// conventionally retries (generic_decline, call_issuer, no_action_taken,
+// card_declined without a decline code). Not retryable: a card gone or
+// suspected (stolen_card, lost_card, pickup_card, fraudulent,
+// restricted_card, security_violation, merchant_blacklist), an
+// authorization withdrawn (revocation_of_authorization,
+// revocation_of_all_authorizations, stop_payment_order), an issuer that
+// said never again (do_not_honor, do_not_try_again), a card that needs
+// the customer (expired_card, incorrect_number, incorrect_cvc, PIN and ZIP
+// errors, authentication_required, card_not_supported, …), test-mode
+// declines, and every code Stripe may add later: card networks penalise
+// retries of final declines, and an operator can still collect such a
+// record by hand.
+//
+// # Rate limits
+//
+// A 429 proves only that its own try did nothing: stripe-go resends a
+// request whose connection dropped, and Go's HTTP transport resends a POST
+// carrying an Idempotency-Key on a broken keep-alive connection by itself,
+// so an earlier try of the same call may have charged. Collect therefore
+// looks the key up before it reports a refusal: an intent with the key is
+// the answer, a failed lookup leaves the outcome unknown. An earlier try
+// still running at Stripe is invisible to that lookup; the collector
+// presents the withdrawn attempt again with the same key, which Stripe
+// answers with that try's outcome.
 type Provider struct {
 	cfg Config
 }
