@@ -187,6 +187,27 @@ func TestCollectFaults(t *testing.T) {
 		assert.Equal(t, e.srv.Charged()[0].ID, res.TransactionID)
 		assert.Equal(t, 2, e.srv.CreateRequests())
 	})
+	t.Run("429 whose confirming lookup fails: unknown, never a refusal", func(t *testing.T) {
+		e := newFakeEnv(t, stripetest.ClientOptions{})
+		e.addCard("u1")
+		calls := 0
+		p, err := billingstripe.New(billingstripe.Config{Client: e.srv.Client(stripetest.ClientOptions{}),
+			Customers: billingstripe.CustomersFunc(func(ctx context.Context, userID string) (billingstripe.Customer, error) {
+				calls++
+				if calls > 1 {
+					return billingstripe.Customer{}, fmt.Errorf("user directory down")
+				}
+				return e.cust.StripeCustomer(ctx, userID)
+			})})
+		require.NoError(t, err)
+		req := request("u1", 1)
+		e.srv.InjectFault(req.IdempotencyKey, stripetest.RateLimited(time.Second))
+		_, err = p.Collect(t.Context(), req)
+		require.Error(t, err)
+		assert.NotErrorIs(t, err, billing.ErrRateLimited)
+		assert.Contains(t, err.Error(), "outcome unknown")
+		assert.Contains(t, err.Error(), "user directory down")
+	})
 	t.Run("a saved 500 is replayed, and the lookup finds nothing", func(t *testing.T) {
 		e := newFakeEnv(t, stripetest.ClientOptions{MaxNetworkRetries: 2})
 		e.addCard("u1")
