@@ -144,6 +144,11 @@ type PaymentRequest struct {
 	// IdempotencyKey is the same for every try of one attempt, across
 	// crashes and reruns: see [IdempotencyKey].
 	IdempotencyKey string
+	// Started is when the attempt was recorded, before its first
+	// presentation, by the collector's clock ([Attempt.Started]); no
+	// request with the key reached the processor earlier. Zero when the
+	// caller does not know.
+	Started time.Time
 }
 
 // PaymentOutcome is what the provider answered.

@@ -167,7 +167,7 @@ func (a Attempt) LastPresented() time.Time {
 func (a Attempt) Request(s *Subscription) PaymentRequest {
 	return PaymentRequest{
 		UserID: s.UserID, SubscriptionID: s.SubscriptionID, Amount: a.Amount, BillingDate: s.BillingDate,
-		Tier: a.Tier, Process: a.Process, Attempt: a.Number, IdempotencyKey: a.Key,
+		Tier: a.Tier, Process: a.Process, Attempt: a.Number, IdempotencyKey: a.Key, Started: a.Started,
 	}
 }
 

@@ -1,0 +1,383 @@
+package billingstripe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/stripe/stripe-go/v85"
+)
+
+// Customer is the Stripe side of a billed user: the customer the
+// PaymentIntents belong to and the saved payment method they charge
+// off-session (a card or a verified us_bank_account).
+type Customer struct {
+	// ID is the Stripe customer ID, "cus_…".
+	ID string
+	// PaymentMethod is the payment method ID, "pm_…", attached to the
+	// customer.
+	PaymentMethod string
+}
+
+// Customers maps the library's users to Stripe: the host's port.
+//
+// An error means the user cannot be charged now; Collect returns it and
+// the attempt stays in flight (nothing reached Stripe; the next run
+// presents it again). LookupPayment lists the intents of the customer
+// returned here, so a user must keep the Stripe customer their charges
+// were made on: moving a user to another customer while an attempt is in
+// flight hides that attempt's intent from the lookup.
+type Customers interface {
+	StripeCustomer(ctx context.Context, userID string) (Customer, error)
+}
+
+// CustomersFunc adapts a function to [Customers].
+type CustomersFunc func(ctx context.Context, userID string) (Customer, error)
+
+// StripeCustomer calls f.
+func (f CustomersFunc) StripeCustomer(ctx context.Context, userID string) (Customer, error) {
+	return f(ctx, userID)
+}
+
+// Default timings of stripe-go's default backend.
+const (
+	// DefaultReplayWindow is how long the provider trusts Stripe to keep
+	// an idempotency key: Stripe may prune a key once it is 24 hours old,
+	// so the window stops an hour short of that, for clocks of host and
+	// Stripe that differ. A replay at 24 hours could charge again.
+	DefaultReplayWindow = 23 * time.Hour
+
+	// StripeGoHTTPTimeout is the HTTP client timeout of stripe-go's
+	// default backend.
+	StripeGoHTTPTimeout = 80 * time.Second
+
+	// StripeGoMaxNetworkRetries is the retries stripe-go's default
+	// backend makes after the first try.
+	StripeGoMaxNetworkRetries = 2
+
+	// stripeGoMaxBackoff is the longest stripe-go sleeps between tries.
+	stripeGoMaxBackoff = 5 * time.Second
+
+	// serverMargin covers Stripe finishing a request after the client
+	// gave up on it and the clock difference between host and Stripe.
+	serverMargin = time.Minute
+)
+
+// DefaultRequestTimeout is the [RequestTimeoutFor] stripe-go's default
+// backend: 3 tries of 80 s, 2 waits of at most 5 s between them and the
+// minute of margin, 5m10s.
+var DefaultRequestTimeout = RequestTimeoutFor(StripeGoHTTPTimeout, StripeGoMaxNetworkRetries)
+
+// RequestTimeoutFor is the longest a request with one idempotency key can
+// keep running at Stripe when the stripe-go backend has HTTP client
+// timeout httpTimeout and makes maxNetworkRetries retries: stripe-go
+// retries dropped connections, timeouts and lock_timeout answers with the
+// same key, so a call lasts up to (maxNetworkRetries+1)·httpTimeout plus
+// a backoff of at most 5 s between tries; a minute is added for Stripe
+// finishing the last try after the client gave up and for clock
+// differences.
+func RequestTimeoutFor(httpTimeout time.Duration, maxNetworkRetries int64) time.Duration {
+	if maxNetworkRetries < 0 {
+		maxNetworkRetries = 0
+	}
+	return time.Duration(maxNetworkRetries+1)*httpTimeout + time.Duration(maxNetworkRetries)*stripeGoMaxBackoff + serverMargin
+}
+
+// Config configures a [Provider].
+type Config struct {
+	// Client is the Stripe client, from stripe.NewClient(secretKey).
+	// Required.
+	Client *stripe.Client
+	// Customers maps users to Stripe customers and payment methods.
+	// Required.
+	Customers Customers
+	// Currency is the ISO code of the amounts collected, lower case.
+	// billing.Amount counts hundredths, so only currencies Stripe counts
+	// in hundredths are accepted; zero-decimal (jpy, krw, …) and
+	// three-decimal (bhd, kwd, …) currencies are refused. Defaults to
+	// "usd".
+	Currency string
+	// ReplayWindow is how long after an attempt's start its key may be
+	// replayed; it must stay below the 24 hours after which Stripe may
+	// forget the key. Defaults to [DefaultReplayWindow], 23 hours.
+	ReplayWindow time.Duration
+	// RequestTimeout is the longest a request can keep running at Stripe
+	// (see [billing.RequestTimeout]). Defaults to [DefaultRequestTimeout],
+	// right for stripe-go's default backend; with a backend of another
+	// HTTP timeout or MaxNetworkRetries use [RequestTimeoutFor].
+	RequestTimeout time.Duration
+	// LookupMargin is how long before an attempt's start a lookup lists
+	// intents from, for clock differences between host and Stripe.
+	// Defaults to an hour.
+	LookupMargin time.Duration
+	// Description is the PaymentIntent description of a request. Defaults
+	// to "<tier> subscription, billing date <YYYY-MM-DD>".
+	Description func(req billing.PaymentRequest) string
+	// Logger logs what the provider does. Defaults to a logger that
+	// discards everything.
+	Logger *slog.Logger
+	// Clock reads the time to interpret Retry-After dates. Defaults to
+	// time.Now.
+	Clock func() time.Time
+}
+
+// Provider charges through Stripe PaymentIntents, created and confirmed
+// off-session, one per attempt, with the attempt's idempotency key. It
+// implements [billing.PaymentProvider], [billing.PaymentLookup],
+// [billing.ReplayWindow] and [billing.RequestTimeout].
+//
+// # Answers
+//
+// Every answer of Stripe is mapped in one place:
+//
+//   - an intent succeeded: succeeded; processing (ACH debits): pending;
+//   - an intent requires_payment_method (its confirmation failed):
+//     declined, retryable by the decline code of its last payment error
+//     (see Declines); requires_action (off-session, so it needs the
+//     customer's authentication): declined, not retryable;
+//     requires_confirmation (never confirmed, so nothing charged; not
+//     one this adapter leaves): declined, not retryable; canceled:
+//     declined, not retryable;
+//   - an intent requires_capture, or in a state Stripe may add later: an
+//     error wrapping [ErrUnexpectedAnswer];
+//   - HTTP 402 card errors: declined, retryable by decline code, with the
+//     intent and payment method the error carries; other errors carrying
+//     an intent in a failed state: as that intent;
+//   - HTTP 429 (rate_limit, and lock_timeout once stripe-go's own retries
+//     are spent): a [*billing.RateLimitedError] with the Retry-After wait,
+//     since Stripe refuses such a request before acting on it (Collect
+//     first checks that no earlier try of the call charged: see Rate
+//     limits);
+//   - HTTP 409 idempotency_key_in_use: an error wrapping
+//     [billing.ErrKeyInUse], the first request may still charge;
+//   - idempotency_error (the key with other parameters): an error
+//     wrapping [ErrIdempotencyMismatch];
+//   - HTTP 5xx, timeouts, dropped connections, cancelled contexts and
+//     bodies that do not parse: a plain error, outcome unknown;
+//   - other 4xx: an error wrapping [ErrRejected].
+//
+// # Declines
+//
+// Retryable: the issuer or network failed or the account lacks funds or
+// limit for now (insufficient_funds, processing_error, try_again_later,
+// issuer_not_available, reenter_transaction, approve_with_id,
+// card_velocity_exceeded, withdrawal_count_limit_exceeded,
+// duplicate_transaction), and the unexplained declines dunning
+// conventionally retries (generic_decline, call_issuer, no_action_taken,
+// card_declined without a decline code). Not retryable: a card gone or
+// suspected (stolen_card, lost_card, pickup_card, fraudulent,
+// restricted_card, security_violation, merchant_blacklist), an
+// authorization withdrawn (revocation_of_authorization,
+// revocation_of_all_authorizations, stop_payment_order), an issuer that
+// said never again (do_not_honor, do_not_try_again), a card that needs
+// the customer (expired_card, incorrect_number, incorrect_cvc, PIN and ZIP
+// errors, authentication_required, card_not_supported, …), test-mode
+// declines, and every code Stripe may add later: card networks penalise
+// retries of final declines, and an operator can still collect such a
+// record by hand.
+//
+// # Rate limits
+//
+// A 429 proves only that its own try did nothing: stripe-go resends a
+// request whose connection dropped, and Go's HTTP transport resends a POST
+// carrying an Idempotency-Key on a broken keep-alive connection by itself,
+// so an earlier try of the same call may have charged. Collect therefore
+// looks the key up before it reports a refusal: an intent with the key is
+// the answer, a failed lookup leaves the outcome unknown. An earlier try
+// still running at Stripe is invisible to that lookup; the collector
+// presents the withdrawn attempt again with the same key, which Stripe
+// answers with that try's outcome.
+type Provider struct {
+	cfg Config
+}
+
+var (
+	_ billing.PaymentProvider = (*Provider)(nil)
+	_ billing.PaymentLookup   = (*Provider)(nil)
+	_ billing.ReplayWindow    = (*Provider)(nil)
+	_ billing.RequestTimeout  = (*Provider)(nil)
+)
+
+// nonCentCurrencies are the currencies Stripe does not count in
+// hundredths.
+var nonCentCurrencies = map[string]bool{
+	// zero-decimal
+	"bif": true, "clp": true, "djf": true, "gnf": true, "jpy": true, "kmf": true, "krw": true, "mga": true,
+	"pyg": true, "rwf": true, "ugx": true, "vnd": true, "vuv": true, "xaf": true, "xof": true, "xpf": true,
+	// three-decimal
+	"bhd": true, "jod": true, "kwd": true, "omr": true, "tnd": true,
+}
+
+// New returns a Provider for cfg, with defaults filled in, or an error
+// naming the field that is missing or wrong.
+func New(cfg Config) (*Provider, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("billingstripe: Config.Client is required")
+	}
+	if cfg.Customers == nil {
+		return nil, errors.New("billingstripe: Config.Customers is required")
+	}
+	if cfg.Currency == "" {
+		cfg.Currency = "usd"
+	}
+	cfg.Currency = strings.ToLower(cfg.Currency)
+	if len(cfg.Currency) != 3 || nonCentCurrencies[cfg.Currency] {
+		return nil, fmt.Errorf("billingstripe: Config.Currency %q: not a currency Stripe counts in hundredths", cfg.Currency)
+	}
+	for name, d := range map[string]time.Duration{"ReplayWindow": cfg.ReplayWindow, "RequestTimeout": cfg.RequestTimeout, "LookupMargin": cfg.LookupMargin} {
+		if d < 0 {
+			return nil, fmt.Errorf("billingstripe: Config.%s %v is negative", name, d)
+		}
+	}
+	if cfg.ReplayWindow >= 24*time.Hour {
+		return nil, fmt.Errorf("billingstripe: Config.ReplayWindow %v: Stripe may forget keys after 24 hours, a replay then could charge again", cfg.ReplayWindow)
+	}
+	if cfg.ReplayWindow == 0 {
+		cfg.ReplayWindow = DefaultReplayWindow
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.LookupMargin == 0 {
+		cfg.LookupMargin = time.Hour
+	}
+	if cfg.Description == nil {
+		cfg.Description = defaultDescription
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	return &Provider{cfg: cfg}, nil
+}
+
+func defaultDescription(req billing.PaymentRequest) string {
+	tier, _ := billing.SplitTier(req.Tier)
+	if tier == "" {
+		tier = "dynabill"
+	}
+	return tier + " subscription, billing date " + req.BillingDate.UTC().Format(billingDateLayout)
+}
+
+// ReplayWindow is how long after an attempt's start the collector may
+// replay its key (see [Config.ReplayWindow]).
+func (p *Provider) ReplayWindow() time.Duration { return p.cfg.ReplayWindow }
+
+// RequestTimeout is the longest a request can keep running at Stripe.
+func (p *Provider) RequestTimeout() time.Duration { return p.cfg.RequestTimeout }
+
+// Collect creates and confirms, off-session, one PaymentIntent for the
+// attempt, with req.IdempotencyKey as its Idempotency-Key and metadata
+// naming the attempt (see [MetadataIdempotencyKey] and its siblings), and
+// maps Stripe's answer (see the mapping on [Provider]). The same request
+// presented again is answered by Stripe with the first answer while it
+// keeps the key. An error means the outcome is unknown, but for a
+// [*billing.RateLimitedError]: Stripe refused the request (HTTP 429) and,
+// as a lookup confirmed, no earlier try of the call left an intent.
+func (p *Provider) Collect(ctx context.Context, req billing.PaymentRequest) (billing.PaymentResult, error) {
+	if req.IdempotencyKey == "" {
+		return billing.PaymentResult{}, fmt.Errorf("billingstripe: subscription %s attempt %d: no idempotency key", req.SubscriptionID, req.Attempt)
+	}
+	if req.Amount <= 0 {
+		return billing.PaymentResult{}, fmt.Errorf("billingstripe: key %s: %w: amount %s is not positive", req.IdempotencyKey, ErrRejected, req.Amount)
+	}
+	cust, err := p.cfg.Customers.StripeCustomer(ctx, req.UserID)
+	if err != nil {
+		return billing.PaymentResult{}, fmt.Errorf("billingstripe: key %s: Stripe customer of user %s: %w", req.IdempotencyKey, req.UserID, err)
+	}
+	params := &stripe.PaymentIntentCreateParams{
+		Amount:        stripe.Int64(req.Amount.MinorUnits()),
+		Currency:      stripe.String(p.cfg.Currency),
+		Customer:      stripe.String(cust.ID),
+		PaymentMethod: stripe.String(cust.PaymentMethod),
+		Confirm:       stripe.Bool(true),
+		OffSession:    stripe.Bool(true),
+		Description:   stripe.String(p.cfg.Description(req)),
+		Metadata:      metadata(req),
+	}
+	params.AddExpand("payment_method")
+	params.SetIdempotencyKey(req.IdempotencyKey)
+	p.cfg.Logger.DebugContext(ctx, "billingstripe: create PaymentIntent", "key", req.IdempotencyKey, "customer", cust.ID, "amount", req.Amount.String())
+	pi, callErr := p.cfg.Client.V1PaymentIntents.Create(ctx, params)
+	if callErr != nil {
+		pi = nil // stripe-go hands back an empty intent with its errors
+	}
+	res, err := classify(req.IdempotencyKey, pi, callErr, p.cfg.Clock())
+	if err == nil && pi != nil {
+		err = p.check(req, pi)
+	}
+	if errors.Is(err, billing.ErrRateLimited) {
+		res, err = p.confirmRefusal(ctx, req, err)
+	}
+	if err != nil {
+		p.cfg.Logger.InfoContext(ctx, "billingstripe: no outcome", "key", req.IdempotencyKey, "error", err)
+		return billing.PaymentResult{}, fmt.Errorf("billingstripe: %w", err)
+	}
+	p.cfg.Logger.DebugContext(ctx, "billingstripe: outcome", "key", req.IdempotencyKey, "outcome", res.Outcome.String(), "payment_intent", res.TransactionID)
+	return res, nil
+}
+
+// check refuses an intent that is not the one req asked for.
+func (p *Provider) check(req billing.PaymentRequest, pi *stripe.PaymentIntent) error {
+	switch {
+	case pi.Metadata[MetadataIdempotencyKey] != req.IdempotencyKey:
+		return fmt.Errorf("key %s: %w: PaymentIntent %s carries key %q", req.IdempotencyKey, ErrUnexpectedAnswer, pi.ID, pi.Metadata[MetadataIdempotencyKey])
+	case pi.Amount != req.Amount.MinorUnits() || !strings.EqualFold(string(pi.Currency), p.cfg.Currency):
+		return fmt.Errorf("key %s: %w: PaymentIntent %s is for %d %s, the attempt for %d %s",
+			req.IdempotencyKey, ErrUnexpectedAnswer, pi.ID, pi.Amount, pi.Currency, req.Amount.MinorUnits(), p.cfg.Currency)
+	}
+	return nil
+}
+
+// metadata is the PaymentIntent metadata of req.
+func metadata(req billing.PaymentRequest) map[string]string {
+	return map[string]string{
+		MetadataIdempotencyKey: req.IdempotencyKey,
+		MetadataSubscriptionID: req.SubscriptionID,
+		MetadataUserID:         req.UserID,
+		MetadataBillingDate:    req.BillingDate.UTC().Format(billingDateLayout),
+		MetadataAttempt:        strconv.Itoa(req.Attempt),
+	}
+}
+
+// confirmRefusal checks a 429 answer to Collect before it is reported as
+// a refusal. The 429 proves only that its own try did nothing: stripe-go
+// retries a dropped connection with the same key, and Go's HTTP transport
+// replays a POST carrying an Idempotency-Key on a broken keep-alive
+// connection by itself, so an earlier try of the same call may have
+// charged before the rate-limited one. A lookup decides: an intent with
+// the key is the answer; none means the refusal stands; a lookup that
+// fails leaves the outcome unknown.
+//
+// What a lookup cannot see is an earlier try still running at Stripe
+// (its connection dropped mid-request). The collector presents the
+// withdrawn attempt again with the same key, and Stripe answers that with
+// the earlier try's outcome while it keeps the key.
+func (p *Provider) confirmRefusal(ctx context.Context, req billing.PaymentRequest, refused error) (billing.PaymentResult, error) {
+	res, found, err := p.LookupPayment(ctx, req)
+	switch {
+	case err != nil:
+		return billing.PaymentResult{}, fmt.Errorf("key %s: rate limited, and an earlier try of the call may have charged: outcome unknown: %w; lookup: %w",
+			req.IdempotencyKey, withoutRateLimit(refused), withoutRateLimit(err))
+	case found:
+		p.cfg.Logger.InfoContext(ctx, "billingstripe: rate limited after an earlier try charged", "key", req.IdempotencyKey, "payment_intent", res.TransactionID)
+		return res, nil
+	}
+	return billing.PaymentResult{}, refused
+}
+
+// withoutRateLimit keeps err's message but not its [billing.ErrRateLimited]
+// identity: an unknown outcome must not read as a refusal.
+func withoutRateLimit(err error) error {
+	if errors.Is(err, billing.ErrRateLimited) {
+		return errors.New(err.Error())
+	}
+	return err
+}
