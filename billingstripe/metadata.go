@@ -1,0 +1,22 @@
+package billingstripe
+
+// Metadata keys the Provider sets on every PaymentIntent it creates. The
+// webhook handler and operators read them to tie an intent back to the
+// billing attempt that created it; their names are part of the package's
+// contract and never change.
+const (
+	// MetadataIdempotencyKey holds the attempt's idempotency key, the same
+	// value sent as the Idempotency-Key header. LookupPayment matches on it.
+	MetadataIdempotencyKey = "dynabill_idempotency_key"
+	// MetadataSubscriptionID holds the subscription's ID.
+	MetadataSubscriptionID = "dynabill_subscription_id"
+	// MetadataUserID holds the billed user's ID.
+	MetadataUserID = "dynabill_user_id"
+	// MetadataBillingDate holds the billed period's date as YYYY-MM-DD.
+	MetadataBillingDate = "dynabill_billing_date"
+	// MetadataAttempt holds the attempt number within the period, in decimal.
+	MetadataAttempt = "dynabill_attempt"
+)
+
+// billingDateLayout is the layout of MetadataBillingDate values.
+const billingDateLayout = "2006-01-02"
