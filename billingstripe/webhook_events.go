@@ -18,9 +18,9 @@ import (
 // period start in UTC, whole seconds.
 const grantPeriodLayout = "2006-01-02T15:04:05Z"
 
-// decode reads the event's object into v; an object that does not decode
+// decodeEventObject reads the event's object into v; an object that does not decode
 // is malformed.
-func decode(ev *stripe.Event, v any) error {
+func decodeEventObject(ev *stripe.Event, v any) error {
 	if ev.Data == nil || len(ev.Data.Raw) == 0 {
 		return fmt.Errorf("%w: %s %s has no object", errMalformed, ev.Type, ev.ID)
 	}
@@ -30,8 +30,8 @@ func decode(ev *stripe.Event, v any) error {
 	return nil
 }
 
-// settled reports a settlement's answer as an outcome.
-func settled(changed bool) string {
+// changeOutcome reports a settlement's answer as an outcome.
+func changeOutcome(changed bool) string {
 	if changed {
 		return outcomeApplied
 	}
@@ -43,7 +43,7 @@ func settled(changed bool) string {
 // a founder pass.
 func (h *WebhookHandler) paymentIntent(ctx context.Context, ev *stripe.Event) (string, error) {
 	var pi stripe.PaymentIntent
-	if err := decode(ev, &pi); err != nil {
+	if err := decodeEventObject(ev, &pi); err != nil {
 		return "", err
 	}
 	if pi.ID == "" {
@@ -55,13 +55,13 @@ func (h *WebhookHandler) paymentIntent(ctx context.Context, ev *stripe.Event) (s
 		}
 		s := billing.Settlement{SubscriptionID: sub, TransactionID: pi.ID, Kind: billing.SettlementSettled}
 		if ev.Type == stripe.EventTypePaymentIntentPaymentFailed {
-			s.Kind, s.Reason = billing.SettlementReturned, failureReason(pi.LastPaymentError)
+			s.Kind, s.Reason = billing.SettlementReturned, paymentFailureReason(pi.LastPaymentError)
 		}
 		_, changed, err := h.cfg.Collector.ApplySettlement(ctx, s)
 		if err != nil {
 			return "", fmt.Errorf("payment intent %s of subscription %s: %w", pi.ID, sub, err)
 		}
-		return settled(changed), nil
+		return changeOutcome(changed), nil
 	}
 	if ev.Type != stripe.EventTypePaymentIntentSucceeded || h.cfg.Passes == nil || h.cfg.Accounts == nil {
 		return outcomeIgnored, nil
@@ -88,12 +88,12 @@ func (h *WebhookHandler) paymentIntent(ctx context.Context, ev *stripe.Event) (s
 	if err != nil {
 		return "", fmt.Errorf("founder pass %s of user %s (payment intent %s): %w", parsed, user, pi.ID, err)
 	}
-	return settled(granted), nil
+	return changeOutcome(granted), nil
 }
 
-// failureReason is a payment's last error as a return reason: its code
+// paymentFailureReason is a payment's last error as a return reason: its code
 // (and decline code) and Stripe's message.
-func failureReason(e *stripe.Error) string {
+func paymentFailureReason(e *stripe.Error) string {
 	if e == nil {
 		return ""
 	}
@@ -117,7 +117,7 @@ func failureReason(e *stripe.Error) string {
 // payment the Provider made refunds its record.
 func (h *WebhookHandler) chargeRefunded(ctx context.Context, ev *stripe.Event) (string, error) {
 	var ch stripe.Charge
-	if err := decode(ev, &ch); err != nil {
+	if err := decodeEventObject(ev, &ch); err != nil {
 		return "", err
 	}
 	if ch.PaymentIntent == nil || ch.PaymentIntent.ID == "" {
@@ -153,7 +153,7 @@ func (h *WebhookHandler) chargeRefunded(ctx context.Context, ev *stripe.Event) (
 	if err != nil {
 		return "", fmt.Errorf("refund of payment intent %s of subscription %s: %w", piID, sub, err)
 	}
-	return settled(changed), nil
+	return changeOutcome(changed), nil
 }
 
 // subscription handles customer.subscription.created, .updated and
@@ -164,7 +164,7 @@ func (h *WebhookHandler) subscription(ctx context.Context, ev *stripe.Event) (st
 		return outcomeIgnored, nil
 	}
 	var sub stripe.Subscription
-	if err := decode(ev, &sub); err != nil {
+	if err := decodeEventObject(ev, &sub); err != nil {
 		return "", err
 	}
 	if sub.Customer == nil || sub.Customer.ID == "" || sub.Items == nil {
@@ -225,7 +225,7 @@ func (h *WebhookHandler) tierOf(ctx context.Context, items []*stripe.Subscriptio
 		if it == nil || it.Price == nil {
 			continue
 		}
-		t, err := h.priceTier(ctx, it.Price.ID, productOf(it.Price))
+		t, err := h.priceTier(ctx, it.Price.ID, priceProduct(it.Price))
 		if errors.Is(err, ErrUnmapped) {
 			continue
 		}
@@ -255,7 +255,8 @@ func (h *WebhookHandler) priceTier(ctx context.Context, price, product string) (
 	return parsed, nil
 }
 
-func productOf(p *stripe.Price) string {
+// priceProduct is the ID of the product a price belongs to, "" when absent.
+func priceProduct(p *stripe.Price) string {
 	if p.Product == nil {
 		return ""
 	}
@@ -269,7 +270,7 @@ func (h *WebhookHandler) invoicePaid(ctx context.Context, ev *stripe.Event) (str
 		return outcomeIgnored, nil
 	}
 	var inv stripe.Invoice
-	if err := decode(ev, &inv); err != nil {
+	if err := decodeEventObject(ev, &inv); err != nil {
 		return "", err
 	}
 	if inv.Parent == nil || inv.Parent.Type != stripe.InvoiceParentTypeSubscriptionDetails {
@@ -294,7 +295,7 @@ func (h *WebhookHandler) invoicePaid(ctx context.Context, ev *stripe.Event) (str
 	if err != nil {
 		return "", fmt.Errorf("monthly grant of invoice %s to user %s for %s: %w", inv.ID, user, period, err)
 	}
-	return settled(res.Applied), nil
+	return changeOutcome(res.Applied), nil
 }
 
 // paidLine returns the invoice's subscription line (not a proration) whose
