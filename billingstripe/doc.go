@@ -18,9 +18,22 @@
 //		Repository: repo, History: hist, Locker: locker,
 //		Provider: p, // charges, lookups, replay window and request timeout in one
 //	})
-//
-//	// <<WEBHOOK HANDLER: the line wiring Stripe's events (ACH settlement)
-//	// into the collector goes here, with the webhook handler>>
+//	if err != nil {
+//		return err
+//	}
+//	// Stripe's events: ACH debits settled or returned, refunds (and, with
+//	// Accounts, Users and Tiers, subscriptions, founder passes and
+//	// monthly credit grants).
+//	hooks, err := billingstripe.NewWebhookHandler(billingstripe.WebhookConfig{
+//		Secret:    os.Getenv("STRIPE_WEBHOOK_SECRET"),
+//		Collector: c,
+//		Intents:   billingstripe.NewIntentMetadata(client),
+//		Logger:    logger,
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	http.Handle("POST /stripe/webhook", hooks)
 //
 // # Charges
 //
@@ -44,8 +57,21 @@
 // How each answer maps (succeeded, processing for ACH, declines by decline
 // code, 429, 409, 5xx, timeouts) is documented on [Provider]; in short,
 // only a succeeded, processing or failed PaymentIntent is an outcome, a
-// 429 is a refusal, and everything else leaves the attempt in flight,
-// never guessed.
+// 429 is a refusal once a lookup shows no PaymentIntent for the key (an
+// earlier try the transport resent may have charged), and everything else
+// leaves the attempt in flight, never guessed.
+//
+// # Webhooks
+//
+// [WebhookHandler] verifies the Stripe-Signature header with the
+// endpoint's secret and applies, idempotently and in any order of
+// delivery, the events of the payments the provider made
+// (payment_intent.succeeded and payment_intent.payment_failed settle or
+// return a pending ACH debit, charge.refunded refunds) and, for
+// provider-billed tiers, subscription events, founder-pass purchases and
+// paid invoices. It answers 200 for what it applied, repeated or ignores,
+// 4xx for what no delivery can fix, and 5xx for what a later delivery can,
+// so that Stripe retries only those.
 //
 // # Currencies
 //

@@ -7,9 +7,12 @@ require (
 	github.com/aws/aws-sdk-go-v2 v1.47.7
 	github.com/aws/aws-sdk-go-v2/config v1.33.15
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.73.1
+	github.com/aws/aws-sdk-go-v2/service/secretsmanager v1.50.10
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.52.10
 	github.com/dynabill/billing v0.0.0
+	github.com/dynabill/billing/billingstripe v0.0.0
 	github.com/stretchr/testify v1.12.1
+	github.com/stripe/stripe-go/v85 v85.0.0
 )
 
 require (
@@ -43,3 +46,5 @@ require (
 )
 
 replace github.com/dynabill/billing => ../..
+
+replace github.com/dynabill/billing/billingstripe => ../../billingstripe

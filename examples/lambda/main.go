@@ -20,6 +20,9 @@
 //	                   (examples/cloudformation/billing-events.json); each
 //	                   history row is handed to the host's EventSink in
 //	                   stream order, at least once, with a stable Event.ID
+//	HANDLER=stripe-webhook
+//	                   the Stripe webhook endpoint, behind a Lambda function
+//	                   URL or an API Gateway proxy integration (stripe_webhook.go)
 //
 // It is its own module so that the library does not depend on
 // aws-lambda-go. Build it for Lambda's provided.al2023 runtime with
@@ -77,6 +80,26 @@
 //	OLD_SUBSCRIPTION_DAYS    stale threshold (collector, default 30)
 //	SHARD_CONCURRENCY        shards one collector invocation works at once
 //	                         (Config.ShardConcurrency, default 1)
+//	STRIPE_SECRET_KEY        Stripe secret key ("sk_live_…", or a restricted
+//	                         key that may write PaymentIntents and read
+//	                         customers): with it the collector charges
+//	                         through Stripe (billingstripe); without it,
+//	                         through the logging stub. Never logged
+//	STRIPE_SECRET_ARN        instead of STRIPE_SECRET_KEY: the ARN of a
+//	                         Secrets Manager secret whose SecretString is
+//	                         the key (the role needs
+//	                         secretsmanager:GetSecretValue on it)
+//	STRIPE_WEBHOOK_SECRET    the webhook endpoint's signing secret
+//	                         ("whsec_…"; stripe-webhook, required, or ...)
+//	STRIPE_WEBHOOK_SECRET_ARN
+//	                         ... a Secrets Manager secret holding it
+//	ACCOUNTS_TABLE           stripe-webhook, optional: the single table of
+//	                         the provider-billed accounts; with it the
+//	                         webhook also applies subscription events,
+//	                         founder passes and monthly credit grants
+//	ACCOUNTS_PREFIX          its account partition prefix (default "USER#")
+//	STRIPE_PRICE_TIERS       with ACCOUNTS_TABLE: the tier of each Stripe
+//	                         price, "price_A=SAGE,price_B=GUILDMASTER"
 //	ALLOWED_EMAIL_SUFFIXES   comma-separated email domains; set in test
 //	                         environments only, e.g.
 //	                         "test.example.com,qa.example.org": each allows
@@ -86,7 +109,10 @@
 //
 // The host ports a real service implements against its own systems (user
 // service, bank links, payments, feature flags, notification channel,
-// metrics) are stubs in hostports.go that log what they are asked.
+// metrics) are stubs in hostports.go that log what they are asked; the
+// Stripe ports (customer of a user, user of a customer, tier of a price,
+// pass of a purchase) are examples in stripe.go that keep the user's ID on
+// the Stripe customer.
 package main
 
 import (
@@ -105,6 +131,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/dynabill/billing"
@@ -191,6 +218,10 @@ func newHandler(ctx context.Context, role string, logger *slog.Logger) (any, err
 		if err != nil {
 			return nil, err
 		}
+		sm := func() secretGetter { return secretsmanager.NewFromConfig(awsCfg) }
+		if cfg.Provider, _, err = paymentProvider(ctx, sm, cfg.Provider, logger); err != nil {
+			return nil, err
+		}
 		cfg.Locker, err = dynamostore.NewLocker(dynamostore.ClientOf(repo),
 			dynamostore.WithLockTable(os.Getenv("LOCK_TABLE")), dynamostore.WithLockLogger(logger))
 		if err != nil {
@@ -202,8 +233,10 @@ func newHandler(ctx context.Context, role string, logger *slog.Logger) (any, err
 		}
 		h := &collectorHandler{collector: c, continuations: &sqsSender{client: sqs.NewFromConfig(awsCfg), queueURL: queue}, logger: logger}
 		return h.Handle, nil
+	case "stripe-webhook":
+		return newStripeWebhook(ctx, awsCfg, logger)
 	}
-	return nil, fmt.Errorf("HANDLER must be scheduler, worker, collector or events, got %q", role)
+	return nil, fmt.Errorf("HANDLER must be scheduler, worker, collector, events or stripe-webhook, got %q", role)
 }
 
 // collectorConfig is the collector's configuration from the environment,

@@ -1,0 +1,332 @@
+package billingstripe
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/stripe/stripe-go/v85"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/entitlement"
+)
+
+// grantPeriodLayout names the period of a monthly grant: the paid line's
+// period start in UTC, whole seconds.
+const grantPeriodLayout = "2006-01-02T15:04:05Z"
+
+// decodeEventObject reads the event's object into v; an object that does not decode
+// is malformed.
+func decodeEventObject(ev *stripe.Event, v any) error {
+	if ev.Data == nil || len(ev.Data.Raw) == 0 {
+		return fmt.Errorf("%w: %s %s has no object", errMalformed, ev.Type, ev.ID)
+	}
+	if err := json.Unmarshal(ev.Data.Raw, v); err != nil {
+		return fmt.Errorf("%w: %s %s: %w", errMalformed, ev.Type, ev.ID, err)
+	}
+	return nil
+}
+
+// changeOutcome reports a settlement's answer as an outcome.
+func changeOutcome(changed bool) string {
+	if changed {
+		return outcomeApplied
+	}
+	return outcomeReplay
+}
+
+// paymentIntent handles payment_intent.succeeded and .payment_failed: the
+// settlement or return of a payment the Provider made, or the purchase of
+// a founder pass.
+func (h *WebhookHandler) paymentIntent(ctx context.Context, ev *stripe.Event) (string, error) {
+	var pi stripe.PaymentIntent
+	if err := decodeEventObject(ev, &pi); err != nil {
+		return "", err
+	}
+	if pi.ID == "" {
+		return "", fmt.Errorf("%w: %s %s: payment intent without an ID", errMalformed, ev.Type, ev.ID)
+	}
+	if sub := pi.Metadata[MetadataSubscriptionID]; sub != "" {
+		if h.cfg.Collector == nil {
+			return "", fmt.Errorf("%w: payment intent %s of subscription %s: no Collector configured", ErrUnmapped, pi.ID, sub)
+		}
+		s := billing.Settlement{SubscriptionID: sub, TransactionID: pi.ID, Kind: billing.SettlementSettled}
+		if ev.Type == stripe.EventTypePaymentIntentPaymentFailed {
+			s.Kind, s.Reason = billing.SettlementReturned, paymentFailureReason(pi.LastPaymentError)
+		}
+		_, changed, err := h.cfg.Collector.ApplySettlement(ctx, s)
+		if err != nil {
+			return "", fmt.Errorf("payment intent %s of subscription %s: %w", pi.ID, sub, err)
+		}
+		return changeOutcome(changed), nil
+	}
+	if ev.Type != stripe.EventTypePaymentIntentSucceeded || h.cfg.Passes == nil || h.cfg.Accounts == nil {
+		return outcomeIgnored, nil
+	}
+	user, pass, ok, err := h.cfg.Passes.FounderPassOf(ctx, &pi)
+	if err != nil {
+		return "", fmt.Errorf("founder pass of payment intent %s: %w", pi.ID, err)
+	}
+	if !ok {
+		return outcomeIgnored, nil
+	}
+	parsed, err := entitlement.ParsePassType(string(pass))
+	if err != nil {
+		return "", fmt.Errorf("%w: founder pass of payment intent %s: %w", errMalformed, pi.ID, err)
+	}
+	if err := entitlement.CheckAccountID(user); err != nil {
+		return "", fmt.Errorf("%w: founder pass of payment intent %s: %w", errMalformed, pi.ID, err)
+	}
+	purchased := time.Unix(pi.Created, 0).UTC()
+	if pi.Created == 0 {
+		purchased = time.Unix(ev.Created, 0).UTC()
+	}
+	granted, err := h.cfg.Accounts.GrantFounderPass(ctx, user, parsed, pi.ID, purchased)
+	if err != nil {
+		return "", fmt.Errorf("founder pass %s of user %s (payment intent %s): %w", parsed, user, pi.ID, err)
+	}
+	return changeOutcome(granted), nil
+}
+
+// paymentFailureReason is a payment's last error as a return reason: its code
+// (and decline code) and Stripe's message.
+func paymentFailureReason(e *stripe.Error) string {
+	if e == nil {
+		return ""
+	}
+	var codes []string
+	for _, c := range []string{string(e.Code), string(e.DeclineCode)} {
+		if c != "" {
+			codes = append(codes, c)
+		}
+	}
+	switch code := strings.Join(codes, "/"); {
+	case code == "":
+		return e.Msg
+	case e.Msg == "":
+		return code
+	default:
+		return code + ": " + e.Msg
+	}
+}
+
+// chargeRefunded handles charge.refunded: a fully refunded charge of a
+// payment the Provider made refunds its record.
+func (h *WebhookHandler) chargeRefunded(ctx context.Context, ev *stripe.Event) (string, error) {
+	var ch stripe.Charge
+	if err := decodeEventObject(ev, &ch); err != nil {
+		return "", err
+	}
+	if ch.PaymentIntent == nil || ch.PaymentIntent.ID == "" {
+		return outcomeIgnored, nil // not a payment the Provider made
+	}
+	piID := ch.PaymentIntent.ID
+	meta := ch.Metadata
+	if meta[MetadataSubscriptionID] == "" && len(ch.PaymentIntent.Metadata) > 0 {
+		meta = ch.PaymentIntent.Metadata // an expanded intent
+	}
+	if meta[MetadataSubscriptionID] == "" {
+		if h.cfg.Intents == nil {
+			return "", fmt.Errorf("%w: charge %s of payment intent %s carries no %s and no Intents lookup is configured",
+				ErrUnmapped, ch.ID, piID, MetadataSubscriptionID)
+		}
+		var err error
+		if meta, err = h.cfg.Intents.PaymentIntentMetadata(ctx, piID); err != nil {
+			return "", fmt.Errorf("refund of charge %s: %w", ch.ID, err)
+		}
+	}
+	sub := meta[MetadataSubscriptionID]
+	if sub == "" {
+		return outcomeIgnored, nil
+	}
+	if h.cfg.Collector == nil {
+		return "", fmt.Errorf("%w: refund of payment intent %s of subscription %s: no Collector configured", ErrUnmapped, piID, sub)
+	}
+	if !ch.Refunded {
+		return "", fmt.Errorf("%w: partial refund (%d of %d) of payment intent %s of subscription %s is not recorded",
+			ErrUnmapped, ch.AmountRefunded, ch.Amount, piID, sub)
+	}
+	_, changed, err := h.cfg.Collector.ApplySettlement(ctx, billing.Settlement{SubscriptionID: sub, TransactionID: piID, Kind: billing.SettlementRefunded})
+	if err != nil {
+		return "", fmt.Errorf("refund of payment intent %s of subscription %s: %w", piID, sub, err)
+	}
+	return changeOutcome(changed), nil
+}
+
+// subscription handles customer.subscription.created, .updated and
+// .deleted: the subscription's state as of the event, applied in the
+// order of the events' creation by the accounts store.
+func (h *WebhookHandler) subscription(ctx context.Context, ev *stripe.Event) (string, error) {
+	if h.cfg.Accounts == nil {
+		return outcomeIgnored, nil
+	}
+	var sub stripe.Subscription
+	if err := decodeEventObject(ev, &sub); err != nil {
+		return "", err
+	}
+	if sub.Customer == nil || sub.Customer.ID == "" || sub.Items == nil {
+		return "", fmt.Errorf("%w: %s %s: subscription %s without customer or items", errMalformed, ev.Type, ev.ID, sub.ID)
+	}
+	user, err := h.userOf(ctx, sub.Customer.ID)
+	if err != nil {
+		return "", fmt.Errorf("subscription %s: %w", sub.ID, err)
+	}
+	item, tier, err := h.tierOf(ctx, sub.Items.Data)
+	if err != nil {
+		return "", fmt.Errorf("subscription %s: %w", sub.ID, err)
+	}
+	pe := entitlement.ProviderEvent{
+		EventID: ev.ID, Created: time.Unix(ev.Created, 0).UTC(), UserID: user,
+		SubscriptionID: sub.ID, Customer: sub.Customer.ID, Tier: tier,
+		Status: entitlement.ProviderStatus(sub.Status), CancelAtPeriodEnd: sub.CancelAtPeriodEnd,
+	}
+	if item.CurrentPeriodStart != 0 {
+		pe.CurrentPeriodStart = time.Unix(item.CurrentPeriodStart, 0).UTC()
+	}
+	if item.CurrentPeriodEnd != 0 {
+		pe.CurrentPeriodEnd = time.Unix(item.CurrentPeriodEnd, 0).UTC()
+	}
+	if pe, err = pe.Normalize(); err != nil {
+		return "", fmt.Errorf("%w: %s %s of subscription %s: %w", errMalformed, ev.Type, ev.ID, sub.ID, err)
+	}
+	applied, err := h.cfg.Accounts.ApplyProviderEvent(ctx, pe)
+	if err != nil {
+		return "", fmt.Errorf("%s %s of subscription %s: %w", ev.Type, ev.ID, sub.ID, err)
+	}
+	if !applied {
+		return "superseded", nil
+	}
+	return outcomeApplied, nil
+}
+
+// userOf maps a customer to its user through the host.
+func (h *WebhookHandler) userOf(ctx context.Context, customer string) (string, error) {
+	user, err := h.cfg.Users.UserOfCustomer(ctx, customer)
+	if err != nil {
+		return "", fmt.Errorf("user of customer %s: %w", customer, err)
+	}
+	if err := entitlement.CheckAccountID(user); err != nil {
+		return "", fmt.Errorf("%w: user of customer %s: %w", errMalformed, customer, err)
+	}
+	return user, nil
+}
+
+// tierOf returns the item whose price maps to the highest tier, or an
+// error wrapping ErrUnmapped when no price maps to one.
+func (h *WebhookHandler) tierOf(ctx context.Context, items []*stripe.SubscriptionItem) (*stripe.SubscriptionItem, entitlement.Tier, error) {
+	var (
+		best     *stripe.SubscriptionItem
+		bestTier entitlement.Tier
+	)
+	for _, it := range items {
+		if it == nil || it.Price == nil {
+			continue
+		}
+		t, err := h.priceTier(ctx, it.Price.ID, priceProduct(it.Price))
+		if errors.Is(err, ErrUnmapped) {
+			continue
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		if best == nil || t.Rank() > bestTier.Rank() {
+			best, bestTier = it, t
+		}
+	}
+	if best == nil {
+		return nil, "", fmt.Errorf("%w: no item's price is a tier", ErrUnmapped)
+	}
+	return best, bestTier, nil
+}
+
+// priceTier asks the host for a price's tier and checks the answer.
+func (h *WebhookHandler) priceTier(ctx context.Context, price, product string) (entitlement.Tier, error) {
+	t, err := h.cfg.Tiers.TierOfPrice(ctx, price, product)
+	if err != nil {
+		return "", fmt.Errorf("tier of price %s: %w", price, err)
+	}
+	parsed, err := entitlement.ParseTier(string(t))
+	if err != nil {
+		return "", fmt.Errorf("%w: tier of price %s: %w", errMalformed, price, err)
+	}
+	return parsed, nil
+}
+
+// priceProduct is the ID of the product a price belongs to, "" when absent.
+func priceProduct(p *stripe.Price) string {
+	if p.Product == nil {
+		return ""
+	}
+	return p.Product.ID
+}
+
+// invoicePaid handles invoice.paid: the monthly credit grant of the
+// period a subscription's first or renewal invoice pays.
+func (h *WebhookHandler) invoicePaid(ctx context.Context, ev *stripe.Event) (string, error) {
+	if h.cfg.Accounts == nil {
+		return outcomeIgnored, nil
+	}
+	var inv stripe.Invoice
+	if err := decodeEventObject(ev, &inv); err != nil {
+		return "", err
+	}
+	if inv.Parent == nil || inv.Parent.Type != stripe.InvoiceParentTypeSubscriptionDetails {
+		return outcomeIgnored, nil // a one-off invoice
+	}
+	if inv.BillingReason != stripe.InvoiceBillingReasonSubscriptionCreate && inv.BillingReason != stripe.InvoiceBillingReasonSubscriptionCycle {
+		return outcomeIgnored, nil // prorations and manual invoices pay no new period
+	}
+	if inv.Customer == nil || inv.Customer.ID == "" {
+		return "", fmt.Errorf("%w: invoice %s without customer", errMalformed, inv.ID)
+	}
+	line, tier, err := h.paidLine(ctx, &inv)
+	if err != nil {
+		return "", fmt.Errorf("invoice %s: %w", inv.ID, err)
+	}
+	user, err := h.userOf(ctx, inv.Customer.ID)
+	if err != nil {
+		return "", fmt.Errorf("invoice %s: %w", inv.ID, err)
+	}
+	period := time.Unix(line.Period.Start, 0).UTC().Format(grantPeriodLayout)
+	res, err := h.cfg.Accounts.MonthlyGrant(ctx, user, tier, period, ev.ID)
+	if err != nil {
+		return "", fmt.Errorf("monthly grant of invoice %s to user %s for %s: %w", inv.ID, user, period, err)
+	}
+	return changeOutcome(res.Applied), nil
+}
+
+// paidLine returns the invoice's subscription line (not a proration) whose
+// price maps to the highest tier.
+func (h *WebhookHandler) paidLine(ctx context.Context, inv *stripe.Invoice) (*stripe.InvoiceLineItem, entitlement.Tier, error) {
+	if inv.Lines == nil {
+		return nil, "", fmt.Errorf("%w: no lines", errMalformed)
+	}
+	var (
+		best     *stripe.InvoiceLineItem
+		bestTier entitlement.Tier
+	)
+	for _, l := range inv.Lines.Data {
+		if l == nil || l.Parent == nil || l.Parent.Type != stripe.InvoiceLineItemParentTypeSubscriptionItemDetails ||
+			l.Parent.SubscriptionItemDetails == nil || l.Parent.SubscriptionItemDetails.Proration ||
+			l.Pricing == nil || l.Pricing.PriceDetails == nil || l.Pricing.PriceDetails.Price == nil || l.Period == nil || l.Period.Start == 0 {
+			continue
+		}
+		t, err := h.priceTier(ctx, l.Pricing.PriceDetails.Price.ID, l.Pricing.PriceDetails.Product)
+		if errors.Is(err, ErrUnmapped) {
+			continue
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		if best == nil || t.Rank() > bestTier.Rank() {
+			best, bestTier = l, t
+		}
+	}
+	if best == nil {
+		return nil, "", fmt.Errorf("%w: no subscription line's price is a tier", ErrUnmapped)
+	}
+	return best, bestTier, nil
+}
