@@ -12,6 +12,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingstripe/stripetest"
+	"github.com/dynabill/billing/internal/seedhash"
 	"github.com/stretchr/testify/require"
 )
 
@@ -23,15 +24,7 @@ func draw(seed uint64, what ...any) float64 {
 	binary.LittleEndian.PutUint64(b[:], seed)
 	_, _ = h.Write(b[:])
 	_, _ = fmt.Fprint(h, what...)
-	// FNV leaves its last input bytes in the low bits: mix them up
-	// (splitmix64's finaliser) before taking the high ones.
-	x := h.Sum64()
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return float64(x>>11) / (1 << 53)
+	return seedhash.Unit(h.Sum64())
 }
 
 // simSeeds are the seeds TestSimulation runs; SIM_SEED=n replays one.
