@@ -9,6 +9,8 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/internal/storetest"
+	"github.com/dynabill/billing/memory"
 )
 
 // TestHistoryRowsNameTheirChange checks that every write of the engine
@@ -88,4 +90,80 @@ func TestHistoryRowsNameTheirChange(t *testing.T) {
 	require.Equal(t, []billing.EventType{"", billing.EventPauseMonthSkipped, billing.EventPeriodOpened}, changes("paused"))
 	require.Equal(t, []billing.EventType{billing.EventSubscriptionCreated, billing.EventTierChanged, billing.EventBillingDateMoved,
 		billing.EventPaused, billing.EventResumed, billing.EventCancelled, billing.EventSubscriptionReactivated}, changes("life"))
+}
+
+// TestHistoryChangeOnEveryLayout: the change is on the history rows and
+// never on the records of the billing table, in memory and on the local
+// server, on both layouts.
+func TestHistoryChangeOnEveryLayout(t *testing.T) {
+	t.Parallel()
+	type stores struct {
+		repo billing.Repository
+		hist billing.History
+	}
+	layouts := []struct {
+		name string
+		open func(t *testing.T, clock billing.Clock) stores
+		user string
+	}{
+		{"memory-legacy", func(t *testing.T, _ billing.Clock) stores {
+			m := billingtest.NewMemoryStore(t, memory.Options{})
+			return stores{m.Repository(), m.History()}
+		}, legacyUser(1)},
+		{"memory-single", func(t *testing.T, clock billing.Clock) stores {
+			m := billingtest.NewMemorySingleTable(t, memory.SingleTableOptions{Clock: clock})
+			return stores{m.Repository(), m.History()}
+		}, singleUser(1)},
+		{"dynamodb-legacy", func(t *testing.T, _ billing.Clock) stores {
+			repo, hist := storetest.DynamoStores(t, memory.Options{})
+			return stores{repo, hist}
+		}, legacyUser(1)},
+		{"dynamodb-single", func(t *testing.T, clock billing.Clock) stores {
+			repo := storetest.NewSingleTableStore(t, clock, memory.Options{})
+			return stores{repo, repo.History()}
+		}, singleUser(1)},
+	}
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			clock := billingtest.NewClock(jan31.Add(time.Hour))
+			st := l.open(t, clock)
+			c, err := billing.NewCollector(billing.Config{Repository: st.repo, History: st.hist, Locker: billingtest.NewLocker(clock, time.Minute),
+				Provider: billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock}), Clock: clock})
+			require.NoError(t, err)
+			sub, err := c.Subscribe(ctx, billing.SubscribeRequest{RequestKey: "k", UserID: l.user, Tier: "Plus:v2", Amount: 499,
+				FirstBillingDate: clock.Now().Add(-time.Minute)})
+			require.NoError(t, err)
+			rep, err := c.Run(ctx, billing.RunRequest{Kind: billing.RunScheduled})
+			require.NoError(t, err)
+			require.Equal(t, 1, rep.Collected)
+			recs, err := st.repo.ListByUser(ctx, l.user)
+			require.NoError(t, err)
+			require.Len(t, recs, 2)
+			next := recs[1]
+			require.NotEqual(t, sub.Subscription.SubscriptionID, next.SubscriptionID)
+			_, err = c.ChangeTier(ctx, next.SubscriptionID, "Pro:v1", 999, false)
+			require.NoError(t, err)
+			_, err = c.Cancel(ctx, next.SubscriptionID)
+			require.NoError(t, err)
+
+			recs, err = st.repo.ListByUser(ctx, l.user)
+			require.NoError(t, err)
+			for _, r := range recs {
+				require.Empty(t, r.Change, "billing table record %s", r.Key())
+				got, err := st.repo.GetByID(ctx, r.SubscriptionID)
+				require.NoError(t, err)
+				require.Empty(t, got.Change, "billing table record %s", r.Key())
+			}
+			rows, err := st.hist.ListByUser(ctx, l.user)
+			require.NoError(t, err)
+			var changes []billing.EventType
+			for _, r := range rows {
+				changes = append(changes, r.Change)
+			}
+			require.Equal(t, []billing.EventType{billing.EventSubscriptionCreated, billing.EventPaymentSucceeded, billing.EventPeriodOpened,
+				billing.EventTierChanged, billing.EventCancelled}, changes)
+		})
+	}
 }
