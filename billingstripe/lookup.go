@@ -23,6 +23,12 @@ import (
 // or one in an unexpected state (requires_capture) are errors: the
 // outcome stays unknown.
 //
+// An intent that has not been through a confirmation yet
+// (requires_confirmation, or requires_payment_method with no failed
+// payment) is what a create-and-confirm request still running leaves
+// visible: an error, never a decline, since the confirmation may yet
+// charge.
+//
 // found is false when the customer has no intent with the key. That alone
 // does not prove nothing was charged while a request with the key may
 // still be running; the collector only believes it after
@@ -63,10 +69,26 @@ func (p *Provider) LookupPayment(ctx context.Context, req billing.PaymentRequest
 	if err := p.check(req, match); err != nil {
 		return billing.PaymentResult{}, false, fmt.Errorf("billingstripe: lookup: %w", err)
 	}
+	if unconfirmed(match) {
+		return billing.PaymentResult{}, false, fmt.Errorf("billingstripe: lookup of key %s: %w: PaymentIntent %s is %s without a failed payment: "+
+			"its create-and-confirm request may still be running", key, ErrUnexpectedAnswer, match.ID, match.Status)
+	}
 	res, err := fromIntent(key, match)
 	if err != nil {
 		return billing.PaymentResult{}, false, fmt.Errorf("billingstripe: lookup: %w", err)
 	}
 	p.cfg.Logger.DebugContext(ctx, "billingstripe: lookup found", "key", key, "payment_intent", match.ID, "outcome", res.Outcome.String())
 	return res, true, nil
+}
+
+// unconfirmed reports whether pi was created but not (yet) confirmed: no
+// confirmation has failed on it and none has succeeded.
+func unconfirmed(pi *stripe.PaymentIntent) bool {
+	switch pi.Status {
+	case stripe.PaymentIntentStatusRequiresConfirmation:
+		return true
+	case stripe.PaymentIntentStatusRequiresPaymentMethod:
+		return pi.LastPaymentError == nil
+	}
+	return false
 }

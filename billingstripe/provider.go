@@ -142,7 +142,9 @@ type Config struct {
 //     customer's authentication): declined, not retryable;
 //     requires_confirmation (never confirmed, so nothing charged; not
 //     one this adapter leaves): declined, not retryable; canceled:
-//     declined, not retryable;
+//     declined, not retryable. A lookup is stricter: an intent not yet
+//     through a confirmation may be one a request still running is
+//     confirming, so it is an error there (see [Provider.LookupPayment]);
 //   - an intent requires_capture, or in a state Stripe may add later: an
 //     error wrapping [ErrUnexpectedAnswer];
 //   - HTTP 402 card errors: declined, retryable by decline code, with the

@@ -396,6 +396,22 @@ func TestLookupPayment(t *testing.T) {
 		assert.Equal(t, billing.OutcomeDeclined, got.Outcome)
 		assert.False(t, got.Retryable)
 	})
+	t.Run("an intent not confirmed yet is no outcome", func(t *testing.T) {
+		// What a create-and-confirm request still running leaves visible
+		// to a list: taken for a decline, the charge it may yet make would
+		// be recorded nowhere.
+		for _, status := range []string{"requires_confirmation", "requires_payment_method"} {
+			e := newFakeEnv(t, stripetest.ClientOptions{})
+			e.addCard("u1")
+			req := request("u1", 1)
+			res, err := e.p.Collect(t.Context(), req)
+			require.NoError(t, err)
+			e.srv.SetStatus(res.TransactionID, status)
+			_, found, err := e.p.LookupPayment(t.Context(), req)
+			require.ErrorIs(t, err, billingstripe.ErrUnexpectedAnswer, status)
+			assert.False(t, found, status)
+		}
+	})
 }
 
 func TestNew(t *testing.T) {
