@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/stripe/stripe-go/v85"
@@ -55,7 +54,10 @@ func (h *WebhookHandler) paymentIntent(ctx context.Context, ev *stripe.Event) (s
 		}
 		s := billing.Settlement{SubscriptionID: sub, TransactionID: pi.ID, Kind: billing.SettlementSettled}
 		if ev.Type == stripe.EventTypePaymentIntentPaymentFailed {
-			s.Kind, s.Reason = billing.SettlementReturned, paymentFailureReason(pi.LastPaymentError)
+			s.Kind = billing.SettlementReturned
+			if e := pi.LastPaymentError; e != nil {
+				s.Reason = declineReason(e) // as a decline's reason reads
+			}
 		}
 		_, changed, err := h.cfg.Collector.ApplySettlement(ctx, s)
 		if err != nil {
@@ -89,28 +91,6 @@ func (h *WebhookHandler) paymentIntent(ctx context.Context, ev *stripe.Event) (s
 		return "", fmt.Errorf("founder pass %s of user %s (payment intent %s): %w", parsed, user, pi.ID, err)
 	}
 	return changeOutcome(granted), nil
-}
-
-// paymentFailureReason is a payment's last error as a return reason: its code
-// (and decline code) and Stripe's message.
-func paymentFailureReason(e *stripe.Error) string {
-	if e == nil {
-		return ""
-	}
-	var codes []string
-	for _, c := range []string{string(e.Code), string(e.DeclineCode)} {
-		if c != "" {
-			codes = append(codes, c)
-		}
-	}
-	switch code := strings.Join(codes, "/"); {
-	case code == "":
-		return e.Msg
-	case e.Msg == "":
-		return code
-	default:
-		return code + ": " + e.Msg
-	}
 }
 
 // chargeRefunded handles charge.refunded: a fully refunded charge of a

@@ -210,7 +210,7 @@ func TestWebhookSettlement(t *testing.T) {
 		{name: "settled", deliveries: []stripe.EventType{stripe.EventTypePaymentIntentSucceeded},
 			want: []int{200}, status: billing.StatusCompleted, history: []billing.Status{scheduled, achSent, completed}},
 		{name: "returned", deliveries: []stripe.EventType{stripe.EventTypePaymentIntentPaymentFailed},
-			want: []int{200}, status: billing.StatusError, reason: "insufficient_funds: The customer's account has insufficient funds.", history: []billing.Status{scheduled, achSent, billing.StatusError}},
+			want: []int{200}, status: billing.StatusError, reason: "The customer's account has insufficient funds. (insufficient_funds)", history: []billing.Status{scheduled, achSent, billing.StatusError}},
 		{name: "settled then refunded", deliveries: []stripe.EventType{stripe.EventTypePaymentIntentSucceeded, stripe.EventTypeChargeRefunded},
 			want: []int{200, 200}, status: billing.StatusRefunded, history: []billing.Status{scheduled, achSent, completed, billing.StatusRefunded}},
 		{name: "refund before its settlement", deliveries: []stripe.EventType{stripe.EventTypeChargeRefunded, stripe.EventTypePaymentIntentSucceeded, stripe.EventTypeChargeRefunded},
@@ -218,7 +218,7 @@ func TestWebhookSettlement(t *testing.T) {
 		{name: "return after settlement", deliveries: []stripe.EventType{stripe.EventTypePaymentIntentSucceeded, stripe.EventTypePaymentIntentPaymentFailed},
 			want: []int{200, 409}, status: billing.StatusCompleted, history: []billing.Status{scheduled, achSent, completed}},
 		{name: "settlement after return", deliveries: []stripe.EventType{stripe.EventTypePaymentIntentPaymentFailed, stripe.EventTypePaymentIntentSucceeded},
-			want: []int{200, 200}, status: billing.StatusError, reason: "insufficient_funds: The customer's account has insufficient funds.", history: []billing.Status{scheduled, achSent, billing.StatusError}},
+			want: []int{200, 200}, status: billing.StatusError, reason: "The customer's account has insufficient funds. (insufficient_funds)", history: []billing.Status{scheduled, achSent, billing.StatusError}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newSettleEnv(t, billingtest.Pending())
