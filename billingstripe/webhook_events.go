@@ -11,11 +11,8 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/entitlement"
+	"github.com/dynabill/billing/internal/timefmt"
 )
-
-// grantPeriodLayout names the period of a monthly grant: the paid line's
-// period start in UTC, whole seconds.
-const grantPeriodLayout = "2006-01-02T15:04:05Z"
 
 // decodeEventObject reads the event's object into v; an object that does not decode
 // is malformed.
@@ -270,7 +267,12 @@ func (h *WebhookHandler) invoicePaid(ctx context.Context, ev *stripe.Event) (str
 	if err != nil {
 		return "", fmt.Errorf("invoice %s: %w", inv.ID, err)
 	}
-	period := time.Unix(line.Period.Start, 0).UTC().Format(grantPeriodLayout)
+	// The grant's period is the paid line's period start, written as the
+	// library writes instants in whole seconds.
+	period, err := timefmt.Seconds(time.Unix(line.Period.Start, 0))
+	if err != nil {
+		return "", fmt.Errorf("%w: invoice %s: period start: %w", errMalformed, inv.ID, err)
+	}
 	res, err := h.cfg.Accounts.MonthlyGrant(ctx, user, tier, period, ev.ID)
 	if err != nil {
 		return "", fmt.Errorf("monthly grant of invoice %s to user %s for %s: %w", inv.ID, user, period, err)
