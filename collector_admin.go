@@ -35,7 +35,7 @@ func (c *Collector) admin(ctx context.Context, op AdminOp, subscriptionID string
 		if cur, err = c.resolve(ctx, &cur, &Report{}); err != nil {
 			return fmt.Errorf("%s %s: %w", op, subscriptionID, err)
 		}
-		if err := requireStatus(&cur, adminStatuses[op]...); err != nil {
+		if err := requireStatus(&cur, adminOps[op].statuses...); err != nil {
 			return fmt.Errorf("%s %s: %w", op, subscriptionID, err)
 		}
 		now := c.cfg.Clock.Now()
@@ -49,7 +49,7 @@ func (c *Collector) admin(ctx context.Context, op AdminOp, subscriptionID string
 			f.LastRunDate = next.LastRunDate.Add(time.Duration(i+1) * time.Nanosecond)
 			f.CreatedDate = f.LastRunDate
 		}
-		if err := c.write(ctx, adminChanges[op], &cur, &next, create); err != nil {
+		if err := c.write(ctx, adminOps[op].change, &cur, &next, create); err != nil {
 			return fmt.Errorf("%s %s: %w", op, subscriptionID, err)
 		}
 		ch = Change{Before: cur, After: next}

@@ -19,25 +19,22 @@ const (
 	OpChangeTier AdminOp = "change tier"         // [Collector.ChangeTier]
 )
 
-// adminStatuses are the statuses each admin change accepts: the one table
-// the changes themselves and [Collector.CheckChange] read.
-var adminStatuses = map[AdminOp][]Status{
-	OpWaive:      {StatusScheduled, StatusError},
-	OpCancel:     {StatusScheduled, StatusError, StatusPaused},
-	OpPause:      {StatusScheduled, StatusPaused},
-	OpResume:     {StatusPaused},
-	OpChangeDate: {StatusScheduled, StatusError, StatusPaused},
-	OpChangeTier: {StatusScheduled},
+// adminOp is what the engine knows of an admin change: the statuses it
+// accepts and the change its history row records.
+type adminOp struct {
+	statuses []Status
+	change   EventType
 }
 
-// adminChanges is the change each admin operation's history row records.
-var adminChanges = map[AdminOp]EventType{
-	OpWaive:      EventWaived,
-	OpCancel:     EventCancelled,
-	OpPause:      EventPaused,
-	OpResume:     EventResumed,
-	OpChangeDate: EventBillingDateMoved,
-	OpChangeTier: EventTierChanged,
+// adminOps is the one table of the admin changes, read by the changes
+// themselves and by [Collector.CheckChange].
+var adminOps = map[AdminOp]adminOp{
+	OpWaive:      {[]Status{StatusScheduled, StatusError}, EventWaived},
+	OpCancel:     {[]Status{StatusScheduled, StatusError, StatusPaused}, EventCancelled},
+	OpPause:      {[]Status{StatusScheduled, StatusPaused}, EventPaused},
+	OpResume:     {[]Status{StatusPaused}, EventResumed},
+	OpChangeDate: {[]Status{StatusScheduled, StatusError, StatusPaused}, EventBillingDateMoved},
+	OpChangeTier: {[]Status{StatusScheduled}, EventTierChanged},
 }
 
 // AdminChange is an admin change for [Collector.CheckChange]: the
@@ -71,11 +68,11 @@ type AdminChange struct {
 // before the change is applied, and an attempt in flight on it is resolved
 // first.
 func (c *Collector) CheckChange(ctx context.Context, ch AdminChange, s *Subscription) error {
-	allowed, ok := adminStatuses[ch.Op]
+	op, ok := adminOps[ch.Op]
 	if !ok {
 		return fmt.Errorf("%w: unknown admin change %q", ErrInvalidQuery, ch.Op)
 	}
-	if err := requireStatus(s, allowed...); err != nil {
+	if err := requireStatus(s, op.statuses...); err != nil {
 		return fmt.Errorf("%s %s: %w", ch.Op, s.SubscriptionID, err)
 	}
 	var err error
