@@ -48,15 +48,20 @@ func TestHistoryRowsNameTheirChange(t *testing.T) {
 	e.add("paused", due, billing.StatusPaused, func(s *billing.Subscription) { s.PauseDurationMonths = 2 })
 
 	e.run(billing.RunScheduled)
+	e.clock.Advance(time.Hour)
 	e.run(billing.RunPause)
 
+	// The ACH return and the operator come days later.
+	e.clock.Advance(3 * 24 * time.Hour)
 	charge := e.pay.ChargesFor(ach.SubscriptionID)[0]
 	_, changed, err := e.c.ApplySettlement(ctx, billing.Settlement{SubscriptionID: ach.SubscriptionID, TransactionID: charge.TransactionID, Kind: billing.SettlementReturned})
 	require.NoError(t, err)
 	require.True(t, changed)
+	e.clock.Advance(time.Hour)
 	ch, err := e.c.Waive(ctx, dec.SubscriptionID)
 	require.NoError(t, err)
 	require.Empty(t, ch.After.Change, "a returned record carries no change")
+	e.clock.Advance(time.Hour)
 	charge = e.pay.ChargesFor(paid.SubscriptionID)[0]
 	_, _, err = e.c.ApplySettlement(ctx, billing.Settlement{SubscriptionID: paid.SubscriptionID, TransactionID: charge.TransactionID, Kind: billing.SettlementRefunded})
 	require.NoError(t, err)
@@ -67,16 +72,17 @@ func TestHistoryRowsNameTheirChange(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, sub.Subscription.Change)
 	id := sub.Subscription.SubscriptionID
-	_, err = e.c.ChangeTier(ctx, id, "Pro:v1", 999, false)
-	require.NoError(t, err)
-	_, err = e.c.ChangeBillingDate(ctx, id, due.AddDate(0, 0, 12))
-	require.NoError(t, err)
-	_, err = e.c.Pause(ctx, id, 2)
-	require.NoError(t, err)
-	_, err = e.c.Resume(ctx, id)
-	require.NoError(t, err)
-	_, err = e.c.Cancel(ctx, id)
-	require.NoError(t, err)
+	// Each change an hour after the last, by another call.
+	for _, change := range []func() error{
+		func() error { _, err := e.c.ChangeTier(ctx, id, "Pro:v1", 999, false); return err },
+		func() error { _, err := e.c.ChangeBillingDate(ctx, id, due.AddDate(0, 0, 12)); return err },
+		func() error { _, err := e.c.Pause(ctx, id, 2); return err },
+		func() error { _, err := e.c.Resume(ctx, id); return err },
+		func() error { _, err := e.c.Cancel(ctx, id); return err },
+	} {
+		e.clock.Advance(time.Hour)
+		require.NoError(t, change())
+	}
 	e.clock.Advance(time.Hour)
 	react, err := e.c.Reactivate(ctx, "life", due.AddDate(0, 0, 20))
 	require.NoError(t, err)
@@ -135,6 +141,7 @@ func TestHistoryChangeOnEveryLayout(t *testing.T) {
 			sub, err := c.Subscribe(ctx, billing.SubscribeRequest{RequestKey: "k", UserID: l.user, Tier: "Plus:v2", Amount: 499,
 				FirstBillingDate: clock.Now().Add(-time.Minute)})
 			require.NoError(t, err)
+			clock.Advance(time.Hour) // the day's run
 			rep, err := c.Run(ctx, billing.RunRequest{Kind: billing.RunScheduled})
 			require.NoError(t, err)
 			require.Equal(t, 1, rep.Collected)
@@ -143,8 +150,10 @@ func TestHistoryChangeOnEveryLayout(t *testing.T) {
 			require.Len(t, recs, 2)
 			next := recs[1]
 			require.NotEqual(t, sub.Subscription.SubscriptionID, next.SubscriptionID)
+			clock.Advance(24 * time.Hour) // the operator, days later
 			_, err = c.ChangeTier(ctx, next.SubscriptionID, "Pro:v1", 999, false)
 			require.NoError(t, err)
+			clock.Advance(24 * time.Hour)
 			_, err = c.Cancel(ctx, next.SubscriptionID)
 			require.NoError(t, err)
 
