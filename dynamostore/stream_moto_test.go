@@ -167,10 +167,13 @@ func TestHistoryStreamEndToEnd(t *testing.T) {
 			rep := runAll(t, c, billing.RunScheduled)
 			assert.Equal(t, []int{1, 3, 1}, []int{rep.Collected, rep.Pending, rep.Declined}, "collected, pending, declined: %+v", rep)
 
+			// The operator's changes come one by one, an hour apart.
 			admin := func(name string, err error) {
 				t.Helper()
 				require.NoError(t, err, name)
+				clock.Advance(time.Hour)
 			}
+			clock.Advance(time.Hour)
 			_, err = c.Waive(ctx, first["waive"].SubscriptionID)
 			admin("waive", err)
 			_, err = c.Pause(ctx, first["pause"].SubscriptionID, 2)
@@ -187,6 +190,8 @@ func TestHistoryStreamEndToEnd(t *testing.T) {
 			admin("move", err)
 			runAll(t, c, billing.RunPause)
 
+			// The processor's settlements arrive days after the debits.
+			clock.Advance(3 * 24 * time.Hour)
 			settle := func(name string, kind billing.SettlementKind) {
 				t.Helper()
 				cur, err := repo.GetByID(ctx, first[name].SubscriptionID)
