@@ -224,7 +224,10 @@ func TestWebhookSettlement(t *testing.T) {
 			e := newSettleEnv(t, billingtest.Pending())
 			pi := e.txn()
 			require.Equal(t, billing.StatusACHSent, e.record().Status)
+			// The debit's events come days after it, hours apart.
+			e.clock.Advance(3 * 24 * time.Hour)
 			for i, typ := range tc.deliveries {
+				e.clock.Advance(time.Hour)
 				var obj map[string]any
 				switch typ {
 				case stripe.EventTypePaymentIntentSucceeded:
