@@ -42,9 +42,7 @@ func newEventsHandler(sink billing.EventSink, logger *slog.Logger) (*eventsHandl
 	case "", "legacy":
 		h.decoder = dynamostore.NewHistoryStreamDecoder()
 	case "single":
-		d, err := dynamostore.NewSingleTableStreamDecoder(dynamostore.SingleTableConfig{
-			Table: os.Getenv("SINGLE_TABLE"), AccountPrefix: os.Getenv("ACCOUNT_PREFIX"), TTLAttribute: os.Getenv("SINGLE_TABLE_TTL"),
-		})
+		d, err := dynamostore.NewSingleTableStreamDecoder(singleTableFromEnv())
 		if err != nil {
 			return nil, err
 		}

@@ -359,15 +359,22 @@ func singleTableRepository(client *dynamodb.Client, due dueIndex, logger *slog.L
 		return nil, fmt.Errorf("STATUS_INDEX_MODE is for the legacy layout, got %q: the single table reads the due index "+
 			"when DUE_SHARDS is set (DUE_INDEX_PENDING=true keeps the payment-index walk during a migration)", mode)
 	}
+	table := singleTableFromEnv()
+	table.DueShards, table.DueIndex = due.shards, due.name
 	return dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{
-		Client: client,
-		Table: dynamostore.SingleTableConfig{
-			Table: os.Getenv("SINGLE_TABLE"), AccountPrefix: os.Getenv("ACCOUNT_PREFIX"), TTLAttribute: os.Getenv("SINGLE_TABLE_TTL"),
-			DueShards: due.shards, DueIndex: due.name,
-		},
+		Client:          client,
+		Table:           table,
 		DueIndexPending: due.pending,
 		Logger:          logger,
 	})
+}
+
+// singleTableFromEnv is the single table as SINGLE_TABLE, ACCOUNT_PREFIX
+// and SINGLE_TABLE_TTL name it.
+func singleTableFromEnv() dynamostore.SingleTableConfig {
+	return dynamostore.SingleTableConfig{
+		Table: os.Getenv("SINGLE_TABLE"), AccountPrefix: os.Getenv("ACCOUNT_PREFIX"), TTLAttribute: os.Getenv("SINGLE_TABLE_TTL"),
+	}
 }
 
 // newWorker wires the worker to the host ports and the default prenote
