@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -183,13 +184,14 @@ func TestCreditsRequestSDKRetry(t *testing.T) {
 	opts := base.Options()
 	lossy := &loseAnswers{inner: opts.HTTPClient}
 	opts.HTTPClient = lossy
+	opts.APIOptions = append(slices.Clone(opts.APIOptions), countSDKSends)
 	w := dynamotest.Wrap(dynamodb.New(opts))
 	clock := billingtest.NewClock(acctStart)
 	a, err := dynamostore.NewAccounts(dynamostore.AccountsConfig{Client: w, Table: cfg, Clock: clock})
 	require.NoError(t, err)
 	e := &acctEnv{accounts: a, clock: clock, db: w, table: cfg}
-	ctx := t.Context()
 	for _, op := range creditCalls {
+		ctx, sends := withSDKSends(t.Context())
 		user := "u-" + op.name
 		seedCredits(t, e, user, 100)
 		want := 100 + op.sign*7
@@ -198,6 +200,7 @@ func TestCreditsRequestSDKRetry(t *testing.T) {
 		c, err := op.call(e.accounts, ctx, user, 7, "req-sdk")
 		require.NoError(t, err, "%s", op.name)
 		require.Equal(t, before+1, lossy.lostAnswers(), "%s: no answer was lost", op.name)
+		require.True(t, sends.resent(), "%s: the resend was not counted", op.name)
 		require.Equal(t, want, c.Balance, "%s: %+v", op.name, c)
 		acctBalance(t, e, user, want)
 	}
@@ -269,36 +272,56 @@ func TestCreditsConsumeReplayAfterBalanceDropped(t *testing.T) {
 }
 
 // TestCreditsRequestConcurrentSameID sends one grant and one consume
-// twenty times each at once: each applies once.
+// twenty times each at once: each changes the balance once, and one call
+// reports it applied. The others report Repeated; so may the first when
+// the SDK's own retryer resent its transaction after an answer the local
+// server dropped (the server ignores the client's request token), and
+// then none reports it applied, but the balance still moved once.
 func TestCreditsRequestConcurrentSameID(t *testing.T) {
 	forEachAccounts(t, acctOpts{}, func(t *testing.T, e *acctEnv) {
-		for _, op := range []creditCall{creditCalls[0], creditCalls[2]} {
+		for _, step := range []struct {
+			op      creditCall
+			balance int64
+		}{{creditCalls[0], 7}, {creditCalls[2], 0}} {
 			var (
 				wg      sync.WaitGroup
 				mu      sync.Mutex
 				applied int
+				resent  int
+				counted int64
 				errs    []error
 				start   = make(chan struct{})
 			)
 			for range 20 {
 				wg.Go(func() {
+					ctx, sends := withSDKSends(t.Context())
 					<-start
-					c, err := op.call(e.accounts, t.Context(), "u1", 7, "same-"+op.name)
+					c, err := step.op.call(e.accounts, ctx, "u1", 7, "same-"+step.op.name)
 					mu.Lock()
 					defer mu.Unlock()
-					if err != nil {
+					counted += sends.ops.Load()
+					switch {
+					case err != nil:
 						errs = append(errs, err)
-					} else if !c.Repeated {
+					case !c.Repeated:
 						applied++
+					case sends.resent():
+						resent++
 					}
 				})
 			}
 			close(start)
 			wg.Wait()
-			require.Empty(t, errs, "%s: applied %d times", op.name, applied)
-			require.Equal(t, 1, applied, "%s applied %d times", op.name, applied)
+			require.Empty(t, errs, "%s: applied %d times", step.op.name, applied)
+			if e.db != nil {
+				require.GreaterOrEqual(t, counted, int64(20), "%s: the SDK's sends were not counted", step.op.name)
+			}
+			if applied != 1 {
+				require.Equal(t, 0, applied, "%s applied %d times", step.op.name, applied)
+				require.Positive(t, resent, "%s: no call reports it applied, and the SDK resent none", step.op.name)
+			}
+			acctBalance(t, e, "u1", step.balance)
 		}
-		acctBalance(t, e, "u1", 0)
 	})
 }
 

@@ -1,16 +1,20 @@
 package dynamostore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/dynamostore"
@@ -63,7 +67,9 @@ func newMemoryAccountsEnv(t *testing.T, opts acctOpts) *acctEnv {
 
 func newDynamoAccountsEnv(t *testing.T, opts acctOpts) *acctEnv {
 	t.Helper()
-	client := dynamotest.Client(t)
+	client := dynamodb.New(dynamotest.Client(t).Options(), func(o *dynamodb.Options) {
+		o.APIOptions = append(slices.Clone(o.APIOptions), countSDKSends)
+	})
 	cfg := opts.table
 	cfg.Table = dynamotest.TableName(t, "billing")
 	cfg = cfg.WithDefaults()
@@ -100,6 +106,49 @@ func acctS(v string) types.AttributeValue { return &types.AttributeValueMemberS{
 
 func acctN(v int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+
+// sdkSends counts, for the calls made with a context from withSDKSends,
+// the operations started and the requests the SDK sent for them: more
+// sends than operations means the SDK's own retryer resent a request,
+// whose first try may have been applied without its answer arriving.
+type sdkSends struct{ ops, sends atomic.Int64 }
+
+type sdkSendsKey struct{}
+
+// withSDKSends returns ctx counting its calls' sends in the result.
+func withSDKSends(ctx context.Context) (context.Context, *sdkSends) {
+	c := &sdkSends{}
+	return context.WithValue(ctx, sdkSendsKey{}, c), c
+}
+
+// resent reports whether the SDK resent any request of the counted calls.
+func (c *sdkSends) resent() bool { return c.sends.Load() > c.ops.Load() }
+
+// countSDKSends adds to a client's stack the counting of [sdkSends]: once
+// per operation before the retry loop, once per request after it.
+func countSDKSends(stack *middleware.Stack) error {
+	counter := func(ctx context.Context) *sdkSends {
+		c, _ := ctx.Value(sdkSendsKey{}).(*sdkSends)
+		return c
+	}
+	err := stack.Initialize.Add(middleware.InitializeMiddlewareFunc("CountOperations",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			if c := counter(ctx); c != nil {
+				c.ops.Add(1)
+			}
+			return next.HandleInitialize(ctx, in)
+		}), middleware.Before)
+	if err != nil {
+		return err
+	}
+	return stack.Finalize.Insert(middleware.FinalizeMiddlewareFunc("CountSends",
+		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			if c := counter(ctx); c != nil {
+				c.sends.Add(1)
+			}
+			return next.HandleFinalize(ctx, in)
+		}), "Retry", middleware.After)
 }
 
 func acctBalance(t *testing.T, e *acctEnv, user string, want int64) entitlement.Credits {
