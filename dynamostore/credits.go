@@ -153,6 +153,9 @@ func (a *Accounts) expireCredits(ctx context.Context, userID string, now time.Ti
 // by TTL after GrantMarkerRetention. A tier whose quota is 0 writes
 // nothing. A transaction cancelled by concurrent writes to the balance is
 // retried a few times; a [*billing.ConflictError] after that is safe to retry.
+// The AWS SDK's own retry of a transaction whose answer was lost (after
+// DynamoDB applied it) finds the marker too, so the call that granted may
+// report Applied false; either way the period was granted once.
 func (a *Accounts) MonthlyGrant(ctx context.Context, userID string, tier entitlement.Tier, period, eventID string) (entitlement.MonthlyGrantResult, error) {
 	if err := checkAccount("monthly grant", userID); err != nil {
 		return entitlement.MonthlyGrantResult{}, err
