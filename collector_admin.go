@@ -154,11 +154,26 @@ func (c *Collector) ChangeBillingDate(ctx context.Context, subscriptionID string
 		}
 		// Read under the user's lock; the write's condition on cur stays
 		// the fence against anything this read could miss.
-		recs, err := c.cfg.Repository.ListByUser(ctx, cur.UserID)
+		rctx, unread := collectUnreadable(ctx)
+		recs, err := c.cfg.Repository.ListByUser(rctx, cur.UserID)
 		if err != nil {
 			return nil, fmt.Errorf("list the records of user %s: %w", cur.UserID, err)
 		}
 		if err := checkDateMove(cur, d, recs); err != nil {
+			return nil, err
+		}
+		// A record that cannot be read is taken for one the move may not
+		// reach: checkDateMove's rules with what of it decodes.
+		err = unread.refuse("a period the new date reaches", func(at time.Time, st Status) bool {
+			switch {
+			case at.IsZero():
+				return true
+			case !at.After(cur.BillingDate):
+				return !d.After(at) // an earlier record: d must be after it
+			}
+			return !d.Before(at) && (mayBeOpen(at, st) || d.Equal(at))
+		})
+		if err != nil {
 			return nil, err
 		}
 		next.BillingDate, next.BillingPeriod, next.AnchorDay = d, BillingPeriod(d), d.Day()
@@ -275,12 +290,18 @@ func (c *Collector) ChangeTier(ctx context.Context, subscriptionID, tier string,
 func (c *Collector) Reactivate(ctx context.Context, userID string, date time.Time) (Subscription, error) {
 	var created Subscription
 	_, err := c.single(ctx, "reactivate", userID, "", func(ctx context.Context, _ *Report) error {
-		recs, err := c.cfg.Repository.ListByUser(ctx, userID)
+		rctx, unread := collectUnreadable(ctx)
+		recs, err := c.cfg.Repository.ListByUser(rctx, userID)
 		if err != nil {
 			return err
 		}
 		now := c.cfg.Clock.Now()
 		d, err := c.checkReactivate(userID, recs, date, now)
+		if err == nil {
+			err = unread.refuse("an open period, or a paid one on or after the new date", func(at time.Time, st Status) bool {
+				return mayBeOpen(at, st) || st == StatusCompleted && (at.IsZero() || !d.After(at))
+			})
+		}
 		if err != nil {
 			return err
 		}

@@ -49,6 +49,13 @@ func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Subscr
 		c.cfg.Logger.DebugContext(ctx, "billing: not eligible", "subscription_id", cur.SubscriptionID, "status", cur.Status, "why", why)
 		return nil
 	}
+	if cur.InitialRunDate.IsZero() {
+		// The outcome of a period's first attempt is written with its next
+		// period: refuse before charging when that cannot be opened.
+		if err := c.checkSuccessor(ctx, cur); err != nil {
+			return fmt.Errorf("collect %s: %w", cur.SubscriptionID, err)
+		}
+	}
 	for try := 0; ; try++ {
 		marked, err := c.charge(ctx, rep, func() (Subscription, error) {
 			return c.startAttempt(ctx, proc, cur, c.cfg.Clock.Now())

@@ -65,6 +65,7 @@ type laterRead struct {
 	userID      string
 	billingDate time.Time
 	later       []Subscription
+	unread      unreadable // the user's records the read skipped
 }
 
 // readDepth is how many of a user's latest records readLatest reads: the
@@ -80,13 +81,15 @@ const readDepth = 2
 // carries them). A record older than those is read by its key.
 // [ErrNotFound] when the record is gone.
 func (c *Collector) readLatest(ctx context.Context, it *Subscription) (Subscription, context.Context, error) {
-	recent, err := c.cfg.Repository.Recent(ctx, it.UserID, readDepth)
+	rctx, unread := collectUnreadable(ctx)
+	recent, err := c.cfg.Repository.Recent(rctx, it.UserID, readDepth)
 	if err != nil {
 		return Subscription{}, ctx, fmt.Errorf("read %s: %w", it.SubscriptionID, err)
 	}
 	for i, r := range recent {
 		if r.SubscriptionID == it.SubscriptionID && sameSecond(r.BillingDate, it.BillingDate) {
-			return r, context.WithValue(ctx, laterKey{}, laterRead{userID: r.UserID, billingDate: r.BillingDate, later: recent[:i]}), nil
+			lr := laterRead{userID: r.UserID, billingDate: r.BillingDate, later: recent[:i], unread: *unread}
+			return r, context.WithValue(ctx, laterKey{}, lr), nil
 		}
 	}
 	cur, err := c.cfg.Repository.Get(ctx, it.UserID, it.BillingDate)
@@ -95,15 +98,17 @@ func (c *Collector) readLatest(ctx context.Context, it *Subscription) (Subscript
 
 func sameSecond(a, b time.Time) bool { return a.Truncate(time.Second).Equal(b.Truncate(time.Second)) }
 
-// later returns the user's records after cur: those read under the lock
-// when the context carries them, else from a read of the user's records.
-func (c *Collector) later(ctx context.Context, cur *Subscription) ([]Subscription, error) {
+// later returns the user's records after cur, and those of the user the
+// same read skipped (see [unreadable]): read under the lock when the
+// context carries them, else by a read of the user's records.
+func (c *Collector) later(ctx context.Context, cur *Subscription) ([]Subscription, unreadable, error) {
 	if lr, ok := ctx.Value(laterKey{}).(laterRead); ok && lr.userID == cur.UserID && sameSecond(lr.billingDate, cur.BillingDate) {
-		return lr.later, nil
+		return lr.later, lr.unread, nil
 	}
-	all, err := c.cfg.Repository.ListByUser(ctx, cur.UserID)
+	rctx, unread := collectUnreadable(ctx)
+	all, err := c.cfg.Repository.ListByUser(rctx, cur.UserID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var later []Subscription
 	for _, r := range all {
@@ -111,7 +116,42 @@ func (c *Collector) later(ctx context.Context, cur *Subscription) ([]Subscriptio
 			later = append(later, r)
 		}
 	}
-	return later, nil
+	return later, *unread, nil
+}
+
+// followingDate is the billing date of the period after cur by its
+// schedule; a pause counts months, whatever the term (see advancePause).
+func followingDate(cur *Subscription) (time.Time, error) {
+	if cur.Status == StatusPaused {
+		return PauseResumeDate(cur.BillingDate, cur.Schedule(), 1)
+	}
+	return NextBillingDate(cur.BillingDate, cur.Schedule())
+}
+
+// unreadableSuccessor refuses to open the period after a record, billed
+// on first by its schedule, while a record of the user that cannot be
+// read may be that period or one after it: opening another could bill the
+// period twice.
+func unreadableSuccessor(unread unreadable, first time.Time) error {
+	return unread.refuse("its next period or a later one", func(d time.Time, _ Status) bool {
+		return d.IsZero() || !d.Before(first.Add(-successorSlack))
+	})
+}
+
+// checkSuccessor returns the error nextPeriod will give for cur because
+// of a record of the user that cannot be read, asked before cur is
+// charged so that nothing is charged whose next period could not be
+// opened.
+func (c *Collector) checkSuccessor(ctx context.Context, cur *Subscription) error {
+	_, unread, err := c.later(ctx, cur)
+	if err != nil || len(unread) == 0 {
+		return err
+	}
+	first, err := followingDate(cur)
+	if err != nil {
+		return nil // nextPeriod reports the date
+	}
+	return unreadableSuccessor(unread, first)
 }
 
 // maxSkippedPeriods bounds the periods nextPeriod skips for a record too
@@ -138,16 +178,19 @@ const successorSlack = 24 * time.Hour
 // [EventUnexpectedRecord], counted in rep when rep is not nil) and the
 // next period is opened all the same. The new record's creation is
 // conditional on its key being free, which also finds a next period
-// written after the user's records were read.
+// written after the user's records were read. A record of the user that
+// cannot be read and may be the next period or a later one refuses it
+// (see [unreadableSuccessor]).
 func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Subscription, now time.Time, rep *Report) (*Subscription, error) {
-	later, err := c.later(ctx, cur)
+	later, unread, err := c.later(ctx, cur)
 	if err != nil {
 		return nil, fmt.Errorf("look for the next period of %s: %w", cur.SubscriptionID, err)
 	}
-	date, err := NextBillingDate(cur.BillingDate, cur.Schedule())
-	if cur.Status == StatusPaused {
-		// A pause counts months, whatever the term (see advancePause).
-		date, err = PauseResumeDate(cur.BillingDate, cur.Schedule(), 1)
+	date, err := followingDate(cur)
+	if err == nil {
+		if uerr := unreadableSuccessor(unread, date); uerr != nil {
+			return nil, fmt.Errorf("open the period after %s: %w", cur.SubscriptionID, uerr)
+		}
 	}
 	first := date
 	// A record too old to collect (marked stale) goes on at the first

@@ -105,11 +105,15 @@ func (c *Collector) Subscribe(ctx context.Context, req SubscribeRequest) (Subscr
 	}
 	var out Subscribed
 	_, err = c.single(ctx, "subscribe", req.UserID, sub.SubscriptionID, func(ctx context.Context, _ *Report) error {
-		recs, err := c.cfg.Repository.ListByUser(ctx, req.UserID)
+		rctx, unread := collectUnreadable(ctx)
+		recs, err := c.cfg.Repository.ListByUser(rctx, req.UserID)
 		if err != nil {
 			return err
 		}
 		if out, err = againstUser(&sub, recs); out.Repeated || err != nil {
+			return err
+		}
+		if err := unread.refuse("an open period", mayBeOpen); err != nil {
 			return err
 		}
 		if err := c.addPeriod(ctx, EventSubscriptionCreated, &sub, recs); err != nil {

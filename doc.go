@@ -130,7 +130,9 @@
 // panic of the host's code becomes a [*PanicError] after the user's lock
 // is released, and a stored item that does not decode is skipped and
 // reported ([WithInvalidItems], [EventInvalidRecord]) without stopping the
-// user's other records.
+// user's other records, unless it may be the very period a charge or
+// change must rule out: then that one is refused until the item is
+// repaired.
 //
 // # Notifier
 //

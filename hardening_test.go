@@ -475,21 +475,179 @@ func TestPanicReleasesTheDynamoDBLock(t *testing.T) {
 // Report.Invalid and reported as an EventInvalidRecord naming its key.
 // Before, Recent and ListByUser failed, and so did every run, CollectUser
 // and Reactivate for that user — on memory and on DynamoDB alike.
+// rawStores opens a repository and a way to write raw items beside it,
+// in memory and on the local DynamoDB-compatible server.
+var rawStores = map[string]func(t *testing.T) (billing.Repository, billingtest.PutRawFunc){
+	"memory": func(t *testing.T) (billing.Repository, billingtest.PutRawFunc) {
+		st := billingtest.NewMemoryStore(t, memory.Options{})
+		return st.Repository(), func(_ context.Context, table string, item map[string]types.AttributeValue) error {
+			return st.PutRawItem(table, item)
+		}
+	},
+	"dynamodb": func(t *testing.T) (billing.Repository, billingtest.PutRawFunc) {
+		repo, _, put := storetest.DynamoRawStores(t)
+		return repo, put
+	},
+}
+
+// putUnreadable writes, as another program would, a record of user that
+// does not decode (its amount is "4,99"); date "" leaves its billing date
+// unreadable too.
+func putUnreadable(t *testing.T, put billingtest.PutRawFunc, user string, date time.Time, st billing.Status, badDate string) {
+	t.Helper()
+	r := envRecord(user, date, st)
+	r.SubscriptionID = "foreign-" + date.Format("20060102")
+	item, err := layout.EncodeItem(&r)
+	require.NoError(t, err)
+	item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "4,99"}
+	if badDate != "" {
+		item[layout.AttrBillingDate] = &types.AttributeValueMemberS{Value: badDate}
+	}
+	require.NoError(t, put(t.Context(), memory.SubscriptionsTable, item))
+}
+
+// TestUnreadableRecordGuardsNewPeriods: a record of the user that cannot
+// be read is never taken as absent by a check that decides whether a new
+// period may be written. Where what of it decodes (billing date, status)
+// may make it the period the check looks for, the change is refused with
+// ErrInvalidItem and nothing is charged or written; where it rules the
+// record out, the change goes on. Once the record is repaired, the next
+// run an hour later charges once and opens nothing twice.
+func TestUnreadableRecordGuardsNewPeriods(t *testing.T) {
+	t.Parallel()
+	feb29 := jan31.AddDate(0, 0, 29) // the next billing date of jan31
+	for name, open := range rawStores {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			setup := func(t *testing.T) (*collectorEnv, billingtest.PutRawFunc) {
+				repo, put := open(t)
+				e := newCollectorEnv(t, func(c *billing.Config) { c.Repository = repo })
+				e.repo = repo
+				return e, put
+			}
+			t.Run("run", func(t *testing.T) {
+				for _, c := range []struct {
+					name    string
+					date    time.Time
+					badDate string
+					refused bool
+				}{
+					{"next period at another hour", feb29.Add(3 * time.Hour), "", true},
+					{"a later period", feb29.AddDate(0, 1, 0), "", true},
+					{"billing date unreadable", feb29, "31/01/2024", true},
+					{"between, before the next period's day", jan31.AddDate(0, 0, 10), "", false},
+				} {
+					t.Run(c.name, func(t *testing.T) {
+						e, put := setup(t)
+						ctx := t.Context()
+						due := e.add("u1", jan31, billing.StatusScheduled)
+						putUnreadable(t, put, "u1", c.date, billing.StatusScheduled, c.badDate)
+						rep, err := e.c.Run(ctx, billing.RunRequest{Kind: billing.RunScheduled})
+						require.NoError(t, err)
+						assert.Positive(t, rep.Invalid, "%+v", rep)
+						if !c.refused {
+							assert.Equal(t, 1, rep.Collected, "%+v", rep)
+							require.Len(t, e.pay.ChargesFor(due.SubscriptionID), 1)
+							require.Len(t, e.records("u1"), 2, "the collected record and its next period")
+							return
+						}
+						assert.Zero(t, rep.Attempted, "%+v", rep)
+						assert.Zero(t, e.pay.CallCount(), "charged while its next period could not be told")
+						require.Len(t, rep.Failed, 1, "%+v", rep)
+						assert.Contains(t, rep.Failed[0].Reason, "cannot be read may be its next period", "%+v", rep.Failed)
+						got, err := e.repo.Get(ctx, "u1", jan31)
+						require.NoError(t, err)
+						assert.Equal(t, billing.StatusScheduled, got.Status)
+						assert.False(t, got.InFlight(), "an attempt was recorded")
+						require.Len(t, e.records("u1"), 1, "only the readable record")
+					})
+				}
+			})
+			t.Run("repaired, the next run charges once and opens nothing", func(t *testing.T) {
+				e, put := setup(t)
+				ctx := t.Context()
+				due := e.add("u1", jan31, billing.StatusScheduled)
+				next := feb29.Add(3 * time.Hour)
+				putUnreadable(t, put, "u1", next, billing.StatusScheduled, "")
+				rep := e.run(billing.RunScheduled)
+				require.Zero(t, rep.Attempted, "%+v", rep)
+				// The other program repairs its record; the next run, an hour later.
+				fixed := envRecord("u1", next, billing.StatusScheduled)
+				fixed.SubscriptionID = "foreign-" + next.Format("20060102")
+				item, err := layout.EncodeItem(&fixed)
+				require.NoError(t, err)
+				require.NoError(t, put(ctx, memory.SubscriptionsTable, item))
+				e.clock.Advance(time.Hour)
+				rep = e.run(billing.RunScheduled)
+				assert.Equal(t, 1, rep.Collected, "%+v", rep)
+				require.Len(t, e.pay.ChargesFor(due.SubscriptionID), 1)
+				recs := e.records("u1")
+				require.Len(t, recs, 2, "the repaired record is the next period: %+v", recs)
+				assert.Equal(t, billing.StatusCompleted, recs[0].Status)
+				assert.Equal(t, fixed.SubscriptionID, recs[1].SubscriptionID)
+				billingtest.RequireNoDoubleCharge(t, e.pay)
+			})
+			t.Run("subscribe", func(t *testing.T) {
+				for _, c := range []struct {
+					status  billing.Status
+					refused bool
+				}{{billing.StatusError, true}, {billing.StatusACHSent, true}, {billing.StatusCancelled, false}} {
+					t.Run(string(c.status), func(t *testing.T) {
+						e, put := setup(t)
+						putUnreadable(t, put, "u1", jan31.AddDate(0, -1, 0), c.status, "")
+						_, err := e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "k1", UserID: "u1",
+							Amount: billing.MustParseAmount("4.99"), Tier: "Plus:v2", FirstBillingDate: jan31.AddDate(0, 0, 5)})
+						if !c.refused {
+							require.NoError(t, err)
+							require.Len(t, e.records("u1"), 1)
+							return
+						}
+						require.ErrorIs(t, err, billing.ErrInvalidItem)
+						var fe *billing.FieldError
+						require.ErrorAs(t, err, &fe)
+						assert.Equal(t, c.status, fe.Status, "%v", err)
+						assert.Empty(t, e.records("u1"), "written beside a record that may be open")
+					})
+				}
+			})
+			t.Run("reactivate", func(t *testing.T) {
+				e, put := setup(t)
+				ctx := t.Context()
+				e.add("u1", jan31.AddDate(0, -1, 0), billing.StatusCancelled)
+				paid := jan31.AddDate(0, 0, 1) // Feb 1, COMPLETED, unreadable
+				putUnreadable(t, put, "u1", paid, billing.StatusCompleted, "")
+				e.clock.Set(paid.Add(time.Hour))
+				_, err := e.c.Reactivate(ctx, "u1", paid.AddDate(0, 0, -5))
+				require.ErrorIs(t, err, billing.ErrInvalidItem, "a paid period billed again")
+				require.Len(t, e.records("u1"), 1)
+				e.clock.Advance(time.Hour)
+				back, err := e.c.Reactivate(ctx, "u1", paid.AddDate(0, 0, 9))
+				require.NoError(t, err, "after the unreadable paid period")
+				assert.Equal(t, billing.StatusScheduled, back.Status)
+				require.Len(t, e.records("u1"), 2)
+			})
+			t.Run("change billing date", func(t *testing.T) {
+				e, put := setup(t)
+				ctx := t.Context()
+				cur := e.add("u1", jan31, billing.StatusScheduled)
+				open := jan31.AddDate(0, 1, 15)
+				putUnreadable(t, put, "u1", open, billing.StatusScheduled, "")
+				_, err := e.c.ChangeBillingDate(ctx, cur.SubscriptionID, open.AddDate(0, 0, 5))
+				require.ErrorIs(t, err, billing.ErrInvalidItem, "moved past a record that may be open")
+				got, err := e.repo.Get(ctx, "u1", jan31)
+				require.NoError(t, err)
+				assert.Equal(t, cur.LastRunDate, got.LastRunDate, "the record changed")
+				e.clock.Advance(time.Hour)
+				_, err = e.c.ChangeBillingDate(ctx, cur.SubscriptionID, jan31.AddDate(0, 0, 10))
+				require.NoError(t, err, "a move that stays before it")
+			})
+		})
+	}
+}
+
 func TestInvalidItemNeverBlocksAUser(t *testing.T) {
 	t.Parallel()
-	stores := map[string]func(t *testing.T) (billing.Repository, billingtest.PutRawFunc){
-		"memory": func(t *testing.T) (billing.Repository, billingtest.PutRawFunc) {
-			st := billingtest.NewMemoryStore(t, memory.Options{})
-			return st.Repository(), func(_ context.Context, table string, item map[string]types.AttributeValue) error {
-				return st.PutRawItem(table, item)
-			}
-		},
-		"dynamodb": func(t *testing.T) (billing.Repository, billingtest.PutRawFunc) {
-			repo, _, put := storetest.DynamoRawStores(t)
-			return repo, put
-		},
-	}
-	for name, open := range stores {
+	for name, open := range rawStores {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()

@@ -2,6 +2,7 @@ package billing
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -277,12 +278,59 @@ type invalidItemsKey struct{}
 // it does not decode (err is a [*FieldError] naming the attribute and the
 // item's key). Such reads never fail for a bad item: they return the
 // user's other records, so one item written by another program cannot stop
-// a user's collections, listings or changes. The [Collector] sets it on
+// a user's collections, listings or changes. But the [Collector] never
+// takes such an item as absent when it decides whether a new period may
+// be written: when what of it decodes (its billing date and status) leaves
+// it possibly the next period, an open one or a paid one the change would
+// bill again, the charge or change is refused with an error wrapping its
+// [*FieldError] and [ErrInvalidItem] until it is repaired. It sets fn on
 // every collection and change, counting the items in [Report.Invalid] and
 // emitting an [EventInvalidRecord] for each.
 func WithInvalidItems(ctx context.Context, fn func(ctx context.Context, err error)) context.Context {
 	return context.WithValue(ctx, invalidItemsKey{}, fn)
 }
+
+// unreadable holds the records of a user that the per-user reads made
+// with a context from [collectUnreadable] skipped because they do not
+// decode. A check that decides whether a new period may be written cannot
+// rule such a record out: it takes it for whatever its billing date and
+// status, where they decode, allow (see [unreadable.refuse]).
+type unreadable []*FieldError
+
+// collectUnreadable returns ctx in which each item a per-user read skips
+// is reported as before (to the function ctx carries) and added to the
+// returned list.
+func collectUnreadable(ctx context.Context) (context.Context, *unreadable) {
+	u := &unreadable{}
+	report, _ := ctx.Value(invalidItemsKey{}).(func(context.Context, error))
+	return WithInvalidItems(ctx, func(ctx context.Context, err error) {
+		if report != nil {
+			report(ctx, err)
+		}
+		fe := &FieldError{}
+		if !errors.As(err, &fe) {
+			fe = &FieldError{Err: err} // neither date nor status known
+		}
+		*u = append(*u, fe)
+	}), u
+}
+
+// refuse returns an error wrapping the first unreadable record that may
+// be what, by what of it decodes: match is given its billing date and
+// status, zero and "" when unknown, and must answer true unless what is
+// known rules it out. The error wraps the record's [*FieldError] and
+// [ErrInvalidItem]: the record must be repaired (or removed) first.
+func (u unreadable) refuse(what string, match func(date time.Time, status Status) bool) error {
+	for _, fe := range u {
+		if match(fe.BillingDate, fe.Status) {
+			return fmt.Errorf("a record of the user that cannot be read may be %s; repair it first: %w", what, fe)
+		}
+	}
+	return nil
+}
+
+// mayBeOpen matches a record that may be open (not terminal).
+func mayBeOpen(_ time.Time, st Status) bool { return st == "" || !st.IsTerminal() }
 
 // ReportInvalidItem is what a store calls for an item a per-user read
 // skipped: it calls the function [WithInvalidItems] put in ctx, if any. The

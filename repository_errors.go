@@ -3,6 +3,7 @@ package billing
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ConflictError reports a failed conditional write. It wraps [ErrConflict],
@@ -102,6 +103,12 @@ type FieldError struct {
 	// Key identifies the item, e.g. "user_id=u1 billing_date=2024-01-31T00:00:00Z".
 	// Empty when the input was not a stored item.
 	Key string
+	// BillingDate and Status are the stored item's billing date and
+	// status when those attributes decode although the item does not
+	// (zero and "" otherwise): what a check of the user's records can
+	// still tell of a record a per-user read skipped.
+	BillingDate time.Time
+	Status      Status
 	// Err is the underlying cause, usually wrapping one of the sentinels.
 	Err error
 }

@@ -254,7 +254,9 @@ func DecodeItem(item map[string]types.AttributeValue) (billing.Subscription, err
 	st := &stored{}
 	s.Stored = st
 	bad := func(field, value string, cause error) error {
-		return &billing.FieldError{Field: field, Value: value, Key: itemKey(item), Err: fmt.Errorf("%w: %w", billing.ErrInvalidItem, cause)}
+		fe := &billing.FieldError{Field: field, Value: value, Key: itemKey(item), Err: fmt.Errorf("%w: %w", billing.ErrInvalidItem, cause)}
+		fe.BillingDate, fe.Status = readableKey(item)
+		return fe
 	}
 	// The required attributes are checked before any other, from the
 	// attributes the loop saw; only when one lacks (or an attribute is
@@ -460,6 +462,20 @@ func describe(av types.AttributeValue) string {
 
 // itemKey describes an item's key from its raw attributes, for errors about
 // items that could not be decoded.
+// readableKey returns item's billing date and status where they decode
+// (zero and "" where not), for the error of an item that does not.
+func readableKey(item map[string]types.AttributeValue) (time.Time, billing.Status) {
+	var at time.Time
+	var st billing.Status
+	if v, ok := item[AttrBillingDate].(*types.AttributeValueMemberS); ok {
+		at, _ = timefmt.Parse(v.Value)
+	}
+	if v, ok := item[AttrBillingStatus].(*types.AttributeValueMemberS); ok {
+		st, _ = billing.ParseStatus(v.Value)
+	}
+	return at, st
+}
+
 func itemKey(item map[string]types.AttributeValue) string {
 	get := func(n string) string {
 		if v, ok := item[n].(*types.AttributeValueMemberS); ok {
