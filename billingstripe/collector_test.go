@@ -276,26 +276,122 @@ func TestCollectorNotFoundSettledAfterRequestTimeout(t *testing.T) {
 	requireOneChargePerPeriod(t, e.srv, e.repo)
 }
 
-func TestCollectorRateLimitWithdrawsTheAttempt(t *testing.T) {
+// TestCollectorRateLimitLeavesTheAttemptInFlight: a 429 for which the
+// lookup finds no intent is an unknown outcome, not a refusal: the attempt
+// stays in flight, fenced by its key, and the next run's replay charges
+// once.
+func TestCollectorRateLimitLeavesTheAttemptInFlight(t *testing.T) {
 	e := newCollEnv(t, collOptions{budget: billing.ProcessorBudget{RateLimitRetries: -1}})
 	e.addCard("u1")
 	s := e.subscribe(t, "u1")
-	e.srv.InjectFault(billing.IdempotencyKey(s.SubscriptionID, 1), stripetest.RateLimited(time.Second))
+	key := billing.IdempotencyKey(s.SubscriptionID, 1)
+	e.srv.InjectFault(key, stripetest.RateLimited(time.Second))
 	rep := e.run(t, billing.RunScheduled)
-	assert.Equal(t, 1, rep.RateLimited)
-	assert.Equal(t, 0, rep.Unknown)
+	assert.Equal(t, 1, rep.Attempted)
+	assert.Equal(t, 1, rep.Unknown)
+	assert.Equal(t, 0, rep.RateLimited, "not a refusal, so not counted as one")
 	cur := e.get(t, s.SubscriptionID)
-	assert.False(t, cur.InFlight(), "the attempt is withdrawn")
+	require.True(t, cur.InFlight(), "the attempt is not withdrawn")
+	assert.Equal(t, key, cur.LastAttempt.Key)
 	assert.Equal(t, 0, cur.Attempt)
 	assert.Equal(t, billing.StatusScheduled, cur.Status)
 	assert.Empty(t, e.srv.Intents())
+	assert.Equal(t, 1, e.srv.CreateRequests())
 
-	e.clock.Advance(time.Minute)
-	e.run(t, billing.RunScheduled)
+	// The next run, past the request timeout and within the replay
+	// window, replays the key; Stripe saved no answer to the 429, so the
+	// replay is executed.
+	e.clock.Advance(e.p.RequestTimeout() + time.Minute)
+	rep = e.run(t, billing.RunScheduled)
+	assert.Equal(t, 1, rep.Collected)
 	cur = e.get(t, s.SubscriptionID)
 	assert.Equal(t, billing.StatusCompleted, cur.Status)
+	assert.False(t, cur.InFlight())
+	require.Len(t, e.srv.Intents(), 1)
 	require.Len(t, e.srv.Charged(), 1)
-	assert.Equal(t, "dynabill:sub-u1:1", e.srv.Charged()[0].Metadata[billingstripe.MetadataIdempotencyKey], "the key the refusal never used")
+	assert.Equal(t, e.srv.Charged()[0].ID, cur.TransactionID)
+	assert.Equal(t, int64(499), e.srv.Charged()[0].Amount)
+	assert.Equal(t, key, e.srv.Charged()[0].Metadata[billingstripe.MetadataIdempotencyKey], "the key of the attempt left in flight")
+	assert.Equal(t, 2, e.srv.CreateRequests())
+
+	e.clock.Advance(time.Hour)
+	rep = e.run(t, billing.RunScheduled)
+	assert.Equal(t, 0, rep.Attempted, "an hour later nothing more is charged")
+	assert.Len(t, e.srv.Intents(), 1)
+	requireOneChargePerPeriod(t, e.srv, e.repo)
+}
+
+// TestCollectorRateLimitWhileAnEarlierTryRuns: stripe-go retried a
+// timed-out try with the same key while that try still ran at Stripe, and
+// the retry was answered 429. The lookup cannot see the running try, so
+// the attempt stays in flight; the running try's intent, once it
+// completes, is the attempt's only charge, however late the next run comes
+// (past Stripe's day, a withdrawn attempt started again would charge a
+// second time).
+func TestCollectorRateLimitWhileAnEarlierTryRuns(t *testing.T) {
+	tests := []struct {
+		name string
+		// then runs the collector after the first run, completing the
+		// running try at some point; it returns the create requests it
+		// expects in all.
+		then func(t *testing.T, e *collEnv) int
+	}{
+		{"the next runs come while the try runs and after it completed", func(t *testing.T, e *collEnv) int {
+			e.clock.Advance(4 * time.Minute)
+			rep := e.run(t, billing.RunScheduled)
+			assert.Equal(t, 1, rep.Unknown, "the replay is answered key in use, the lookup finds nothing: not believed")
+			inflight := e.get(t, "sub-u1")
+			require.True(t, inflight.InFlight())
+			assert.Empty(t, e.srv.Intents())
+			require.Equal(t, 1, e.srv.CompleteRunning())
+			e.clock.Advance(time.Hour)
+			rep = e.run(t, billing.RunScheduled)
+			assert.Equal(t, 1, rep.Collected, "the replay is answered with the running try's outcome")
+			return 4
+		}},
+		{"the try completes and the next run comes a day later", func(t *testing.T, e *collEnv) int {
+			require.Equal(t, 1, e.srv.CompleteRunning())
+			e.clock.Advance(25 * time.Hour) // Stripe forgot the key: only the lookup is asked
+			rep := e.run(t, billing.RunScheduled)
+			assert.Equal(t, 1, rep.Collected)
+			return 2
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newCollEnv(t, collOptions{
+				client: stripetest.ClientOptions{MaxNetworkRetries: 1, Timeout: 300 * time.Millisecond},
+				budget: billing.ProcessorBudget{RateLimitRetries: -1},
+			})
+			e.addCard("u1")
+			s := e.subscribe(t, "u1")
+			key := billing.IdempotencyKey(s.SubscriptionID, 1)
+			e.srv.InjectFault(key, stripetest.Running())
+			e.srv.InjectFault(key, stripetest.RateLimited(time.Second))
+			rep := e.run(t, billing.RunScheduled)
+			assert.Equal(t, 1, rep.Unknown)
+			assert.Equal(t, 0, rep.RateLimited)
+			cur := e.get(t, s.SubscriptionID)
+			require.True(t, cur.InFlight(), "the running try may charge: the attempt stays in flight")
+			assert.Equal(t, key, cur.LastAttempt.Key)
+			assert.Equal(t, billing.StatusScheduled, cur.Status)
+			assert.Equal(t, 2, e.srv.CreateRequests(), "the running try and stripe-go's rate-limited retry")
+			assert.Empty(t, e.srv.Intents(), "the running try has made no intent yet")
+
+			creates := tt.then(t, e)
+
+			cur = e.get(t, s.SubscriptionID)
+			assert.Equal(t, billing.StatusCompleted, cur.Status)
+			intents := e.srv.Intents()
+			require.Len(t, intents, 1, "one PaymentIntent for the period, never a second")
+			assert.Equal(t, key, intents[0].Metadata[billingstripe.MetadataIdempotencyKey])
+			assert.Equal(t, "succeeded", intents[0].Status)
+			assert.Equal(t, intents[0].ID, cur.TransactionID, "the running try's charge is recorded")
+			assert.Equal(t, int64(499), intents[0].Amount)
+			assert.Equal(t, creates, e.srv.CreateRequests())
+			requireOneChargePerPeriod(t, e.srv, e.repo)
+		})
+	}
 }
 
 func TestCollectorDeclines(t *testing.T) {

@@ -56,10 +56,15 @@
 //
 // How each answer maps (succeeded, processing for ACH, declines by decline
 // code, 429, 409, 5xx, timeouts) is documented on [Provider]; in short,
-// only a succeeded, processing or failed PaymentIntent is an outcome, a
-// 429 is a refusal once a lookup shows no PaymentIntent for the key (an
-// earlier try the transport resent may have charged), and everything else
-// leaves the attempt in flight, never guessed.
+// only a succeeded, processing or failed PaymentIntent is an outcome, and
+// everything else leaves the attempt in flight, never guessed. A 429 is
+// never a refusal: it is answered by the PaymentIntent a lookup finds for
+// the key (an earlier try the client resent may have charged), and
+// otherwise leaves the attempt in flight too, since an earlier try may
+// still be running at Stripe, where no lookup sees it. The cost is that a
+// rate-limited charge waits for the next run, which settles it by
+// replaying the key: the collector does not back off and retry it within
+// the run, as it does for a provider's refusal.
 //
 // # Webhooks
 //

@@ -151,10 +151,12 @@ type Config struct {
 //     intent and payment method the error carries; other errors carrying
 //     an intent in a failed state: as that intent;
 //   - HTTP 429 (rate_limit, and lock_timeout once stripe-go's own retries
-//     are spent): a [*billing.RateLimitedError] with the Retry-After wait,
-//     since Stripe refuses such a request before acting on it (Collect
-//     first checks that no earlier try of the call charged: see Rate
-//     limits);
+//     are spent) to Collect: the outcome of an intent with the key when a
+//     lookup finds one, else a plain error, outcome unknown, never a
+//     refusal: Stripe refused that try before acting on it, but an
+//     earlier try of the same call may still be running (see Rate
+//     limits). A 429 to a lookup is a [*billing.RateLimitedError] with the
+//     Retry-After wait: listing changes nothing;
 //   - HTTP 409 idempotency_key_in_use: an error wrapping
 //     [billing.ErrKeyInUse], the first request may still charge;
 //   - idempotency_error (the key with other parameters): an error
@@ -186,14 +188,29 @@ type Config struct {
 // # Rate limits
 //
 // A 429 proves only that its own try did nothing: stripe-go resends a
-// request whose connection dropped, and Go's HTTP transport resends a POST
-// carrying an Idempotency-Key on a broken keep-alive connection by itself,
-// so an earlier try of the same call may have charged. Collect therefore
-// looks the key up before it reports a refusal: an intent with the key is
-// the answer, a failed lookup leaves the outcome unknown. An earlier try
-// still running at Stripe is invisible to that lookup; the collector
-// presents the withdrawn attempt again with the same key, which Stripe
-// answers with that try's outcome.
+// request that timed out or whose connection dropped, and Go's HTTP
+// transport resends a POST carrying an Idempotency-Key on a broken
+// keep-alive connection by itself, so an earlier try of the same call may
+// have charged, or may still be running at Stripe. Collect therefore looks
+// the key up after a 429: an intent with the key is the answer; no intent,
+// or a failed lookup, leaves the outcome unknown. A try still running is
+// invisible to the list API, so "no intent" proves nothing yet, and a
+// refusal would let the collector withdraw the attempt: the record could
+// then change and the attempt start again later with a fresh start time,
+// past which the key could be replayed after Stripe forgot it and charge a
+// second time.
+//
+// So a rate-limited charge stays in flight, and the next run settles it
+// as any unknown outcome: within the replay window it presents the same
+// key again (Stripe saves no answer to a 429, so that replay is executed
+// once, or answered with the earlier try's outcome, or 409 while that try
+// still runs), else a lookup, believed to find nothing only once
+// [Provider.RequestTimeout] has passed since the key was last presented.
+// The cost: Collect never returns a [billing.ErrRateLimited], so the
+// collector neither backs off nor retries a rate-limited charge in the same
+// run (ProcessorBudget's backoff and RateLimitRetries do not apply to it);
+// it counts the record as unknown, not rate limited, and leaves it to the
+// next run.
 type Provider struct {
 	cfg Config
 }
@@ -280,9 +297,11 @@ func (p *Provider) RequestTimeout() time.Duration { return p.cfg.RequestTimeout 
 // naming the attempt (see [MetadataIdempotencyKey] and its siblings), and
 // maps Stripe's answer (see the mapping on [Provider]). The same request
 // presented again is answered by Stripe with the first answer while it
-// keeps the key. An error means the outcome is unknown, but for a
-// [*billing.RateLimitedError]: Stripe refused the request (HTTP 429) and,
-// as a lookup confirmed, no earlier try of the call left an intent.
+// keeps the key. An error means the outcome is unknown; Collect never
+// reports a refusal ([billing.ErrRateLimited]): a 429 is answered by the
+// intent a lookup finds for the key, and is otherwise an unknown outcome,
+// since an earlier try of the call may still be running (see Rate limits
+// on [Provider]).
 func (p *Provider) Collect(ctx context.Context, req billing.PaymentRequest) (billing.PaymentResult, error) {
 	if req.IdempotencyKey == "" {
 		return billing.PaymentResult{}, fmt.Errorf("billingstripe: subscription %s attempt %d: no idempotency key", req.SubscriptionID, req.Attempt)
@@ -349,19 +368,21 @@ func metadata(req billing.PaymentRequest) map[string]string {
 	}
 }
 
-// confirmRefusal checks a 429 answer to Collect before it is reported as
-// a refusal. The 429 proves only that its own try did nothing: stripe-go
-// retries a dropped connection with the same key, and Go's HTTP transport
-// replays a POST carrying an Idempotency-Key on a broken keep-alive
-// connection by itself, so an earlier try of the same call may have
-// charged before the rate-limited one. A lookup decides: an intent with
-// the key is the answer; none means the refusal stands; a lookup that
-// fails leaves the outcome unknown.
-//
-// What a lookup cannot see is an earlier try still running at Stripe
-// (its connection dropped mid-request). The collector presents the
-// withdrawn attempt again with the same key, and Stripe answers that with
-// the earlier try's outcome while it keeps the key.
+// confirmRefusal settles a 429 answer to Collect, refused, as far as a
+// lookup can. The 429 proves only that its own try did nothing: stripe-go
+// retries a timed-out try or a dropped connection with the same key, and
+// Go's HTTP transport replays a POST carrying an Idempotency-Key on a
+// broken keep-alive connection by itself, so an earlier try of the same
+// call may have charged before the rate-limited one, or may still be
+// running at Stripe. A lookup decides what it can: an intent with the key
+// is the answer. No intent, or a lookup that fails, leaves the outcome
+// unknown, never a refusal: a try still running is invisible to the list
+// API, and an attempt withdrawn as refused is no longer fenced by its key.
+// The collector keeps the attempt in flight and settles it in a later run,
+// by a replay with the same key (Stripe saves no answer to a 429, so the
+// replay is executed once or answered with the earlier try's outcome) or
+// by a lookup it believes only once no request for the key can still be
+// running.
 func (p *Provider) confirmRefusal(ctx context.Context, req billing.PaymentRequest, refused error) (billing.PaymentResult, error) {
 	res, found, err := p.LookupPayment(ctx, req)
 	switch {
@@ -372,7 +393,8 @@ func (p *Provider) confirmRefusal(ctx context.Context, req billing.PaymentReques
 		p.cfg.Logger.InfoContext(ctx, "billingstripe: rate limited after an earlier try charged", "key", req.IdempotencyKey, "payment_intent", res.TransactionID)
 		return res, nil
 	}
-	return billing.PaymentResult{}, refused
+	return billing.PaymentResult{}, fmt.Errorf("key %s: rate limited, and no PaymentIntent has the key yet, but an earlier try of the call may still be running: outcome unknown: %w",
+		req.IdempotencyKey, withoutRateLimit(refused))
 }
 
 // withoutRateLimit keeps err's message but not its [billing.ErrRateLimited]

@@ -157,20 +157,50 @@ func TestCollectOutcomes(t *testing.T) {
 }
 
 func TestCollectFaults(t *testing.T) {
-	t.Run("429 is a refusal with Stripe's wait, nothing made", func(t *testing.T) {
+	t.Run("429 with no intent for the key: unknown, never a refusal; the replay charges once", func(t *testing.T) {
 		e := newFakeEnv(t, stripetest.ClientOptions{})
 		e.addCard("u1")
 		req := request("u1", 1)
 		e.srv.InjectFault(req.IdempotencyKey, stripetest.RateLimited(3*time.Second))
 		_, err := e.p.Collect(t.Context(), req)
+		require.Error(t, err)
+		assert.NotErrorIs(t, err, billing.ErrRateLimited, "an earlier try may still be running: not a refusal")
 		var rl *billing.RateLimitedError
-		require.ErrorAs(t, err, &rl)
-		assert.Equal(t, 3*time.Second, rl.RetryAfter)
+		assert.NotErrorAs(t, err, &rl)
+		assert.Contains(t, err.Error(), "outcome unknown")
+		assert.Contains(t, err.Error(), req.IdempotencyKey)
 		assert.Empty(t, e.srv.Intents())
+		res, err := e.p.Collect(t.Context(), req)
+		require.NoError(t, err, "Stripe saved no answer to the 429: the replay is executed")
+		assert.Equal(t, billing.OutcomeSucceeded, res.Outcome)
+		require.Len(t, e.srv.Intents(), 1)
+		assert.Equal(t, e.srv.Intents()[0].ID, res.TransactionID)
+		assert.Equal(t, 2, e.srv.CreateRequests())
+	})
+	t.Run("429 while an earlier try of the call still runs: unknown; that try's charge is the answer", func(t *testing.T) {
+		// The first try runs on at Stripe after the client timed out;
+		// stripe-go retries with the same key and that try is rate-limited.
+		e := newFakeEnv(t, stripetest.ClientOptions{MaxNetworkRetries: 1, Timeout: 300 * time.Millisecond})
+		e.addCard("u1")
+		req := request("u1", 1)
+		e.srv.InjectFault(req.IdempotencyKey, stripetest.Running())
+		e.srv.InjectFault(req.IdempotencyKey, stripetest.RateLimited(time.Second))
+		_, err := e.p.Collect(t.Context(), req)
+		require.Error(t, err)
+		assert.NotErrorIs(t, err, billing.ErrRateLimited, "the running try may charge: never a refusal")
+		assert.Contains(t, err.Error(), "outcome unknown")
+		assert.Equal(t, 2, e.srv.CreateRequests(), "the running try and the rate-limited one")
+		assert.Empty(t, e.srv.Intents(), "the running try is invisible to the lookup")
+
+		_, err = e.p.Collect(t.Context(), req)
+		require.ErrorIs(t, err, billing.ErrKeyInUse, "a replay while the first try runs")
+		require.Equal(t, 1, e.srv.CompleteRunning())
 		res, err := e.p.Collect(t.Context(), req)
 		require.NoError(t, err)
 		assert.Equal(t, billing.OutcomeSucceeded, res.Outcome)
-		assert.Len(t, e.srv.Charged(), 1)
+		require.Len(t, e.srv.Intents(), 1, "one intent for the key, never a second")
+		assert.Equal(t, e.srv.Intents()[0].ID, res.TransactionID)
+		assert.Equal(t, req.IdempotencyKey, e.srv.Intents()[0].Metadata[billingstripe.MetadataIdempotencyKey])
 	})
 	t.Run("429 after an earlier try of the call charged: the charge is the answer", func(t *testing.T) {
 		// stripe-go (or Go's transport, on a reused connection) sends the

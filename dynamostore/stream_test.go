@@ -452,11 +452,57 @@ func TestConvertStreamItem(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, item, got)
 
-	_, err = convertStreamItem(map[string]streamtypes.AttributeValue{"m": &streamtypes.AttributeValueMemberM{Value: map[string]streamtypes.AttributeValue{"x": &streamtypes.UnknownUnionMember{Tag: "Z"}}}})
+	got, err = convertStreamItem(nil)
+	require.NoError(t, err)
+	assert.Nil(t, got, "no image stays no image")
+	got, err = convertStreamItem(map[string]streamtypes.AttributeValue{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]types.AttributeValue{}, got)
+
+	for _, tc := range []struct {
+		name string
+		item map[string]streamtypes.AttributeValue
+		want string
+	}{
+		{"unknown member nested in a map",
+			map[string]streamtypes.AttributeValue{"m": &streamtypes.AttributeValueMemberM{Value: map[string]streamtypes.AttributeValue{"x": &streamtypes.UnknownUnionMember{Tag: "Z"}}}},
+			"unknown AttributeValue union member, *types.UnknownUnionMember"},
+		{"nil element of a list",
+			map[string]streamtypes.AttributeValue{"l": &streamtypes.AttributeValueMemberL{Value: []streamtypes.AttributeValue{nil}}},
+			"unknown AttributeValue union member, <nil>"},
+		{"nil top-level value",
+			map[string]streamtypes.AttributeValue{"s": &streamtypes.AttributeValueMemberS{Value: "x"}, "n": nil},
+			"unknown AttributeValue union member, <nil>"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := convertStreamItem(tc.item)
+			require.ErrorIs(t, err, billing.ErrInvalidItem)
+			assert.ErrorContains(t, err, tc.want)
+			assert.Nil(t, got)
+		})
+	}
+
+	// Through the decoder, a history row whose image does not convert is
+	// reported, not skipped.
+	d, err := NewSingleTableStreamDecoder(SingleTableConfig{})
+	require.NoError(t, err)
+	keys := map[string]streamtypes.AttributeValue{
+		layout.AttrPK: &streamtypes.AttributeValueMemberS{Value: "USER#a"}, layout.AttrSK: &streamtypes.AttributeValueMemberS{Value: "HIST#x"},
+	}
+	image := map[string]streamtypes.AttributeValue{"x": &streamtypes.UnknownUnionMember{Tag: "Z"}}
+	for k, v := range keys {
+		image[k] = v
+	}
+	_, ok, err := d.Decode(streamtypes.Record{EventName: streamtypes.OperationTypeInsert, Dynamodb: &streamtypes.StreamRecord{
+		SequenceNumber: aws.String("7"), Keys: keys, NewImage: image,
+	}})
+	assert.False(t, ok)
 	require.ErrorIs(t, err, billing.ErrInvalidItem)
-	assert.ErrorContains(t, err, `attribute "m": attribute "x"`)
-	_, err = convertStreamItem(map[string]streamtypes.AttributeValue{"l": &streamtypes.AttributeValueMemberL{Value: []streamtypes.AttributeValue{nil}}})
-	require.ErrorIs(t, err, billing.ErrInvalidItem)
+	var re *StreamRecordError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, "7", re.SequenceNumber)
+	assert.Equal(t, "PK=USER#a SK=HIST#x", re.Key)
+	assert.ErrorContains(t, err, "new image")
 }
 
 func TestNewSingleTableStreamDecoderChecksConfig(t *testing.T) {
