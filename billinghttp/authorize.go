@@ -29,8 +29,13 @@ var (
 //
 // The handler calls the Authorizer once per request, after routing and
 // before it reads the body or touches storage, so a refused request costs
-// no storage call and reveals nothing. The Authorizer must decide from r
-// (credentials in headers, the host's session) and a alone:
+// no storage call and reveals nothing. One request asks it twice: a cancel
+// of a period the user owes or whose payment is pending (ERROR, ACHSENT, or
+// an attempt of unknown outcome), found so by the ownership check's read,
+// asks again for [ActionCancelOwed] (Operator true) before anything is
+// changed, because cancelling it forgives the debt as a waive would. The
+// Authorizer must decide from r (credentials in headers, the host's
+// session) and a alone:
 //
 //   - it must check that the caller may act on a.UserID: that is the only
 //     owner check it has to make. A user acting on themselves, an operator
@@ -70,15 +75,16 @@ type Action struct {
 	Write bool
 	// Operator is true when the action is an operator's: it sets a price
 	// or a date or forgives a debt (ActionChangeTier,
-	// ActionChangeBillingDate, ActionReactivate, ActionWaive). The others
-	// (list, get, history, pay, cancel, pause, resume) are what an end
-	// user may do to their own records.
+	// ActionChangeBillingDate, ActionReactivate, ActionWaive,
+	// ActionCancelOwed). The others (list, get, history, pay, cancel,
+	// pause, resume) are what an end user may do to their own records.
 	Operator bool
 }
 
-// The action names, one per route (see the package documentation). The
-// operator's actions, with Action.Operator set, are ActionWaive,
-// ActionChangeBillingDate, ActionChangeTier and ActionReactivate.
+// The action names, one per route (see the package documentation), and
+// ActionCancelOwed. The operator's actions, with Action.Operator set, are
+// ActionWaive, ActionChangeBillingDate, ActionChangeTier, ActionReactivate
+// and ActionCancelOwed.
 const (
 	ActionListSubscriptions = "subscriptions.list"        // GET /{user_id}/subscriptions
 	ActionGetSubscription   = "subscription.get"          // GET /{user_id}/subscriptions/{subscription_id}
@@ -91,6 +97,13 @@ const (
 	ActionChangeBillingDate = "subscription.billing_date" // POST …/{subscription_id}/billing-date
 	ActionChangeTier        = "subscription.tier"         // POST …/{subscription_id}/tier
 	ActionReactivate        = "user.reactivate"           // POST /{user_id}/reactivate
+
+	// ActionCancelOwed is no route of its own: it is the second question
+	// of a cancel (POST …/cancel, authorized as ActionCancel first) whose
+	// record turns out to be owed (ERROR) or its payment pending (ACHSENT,
+	// or an attempt of unknown outcome). CANCELLED is final, so such a
+	// cancel forgives the debt: an operator's action, like ActionWaive.
+	ActionCancelOwed = "subscription.cancel_owed"
 )
 
 // RoleAuthorizer returns the [Authorizer] of the API's two roles, from
@@ -99,7 +112,8 @@ const (
 //   - an end user (userID their ID, operator false) may perform the end
 //     user's actions (Action.Operator false: list, get, history, pay,
 //     cancel, pause, resume) on their own records (Action.UserID equal to
-//     userID), and nothing else;
+//     userID), and nothing else: not ActionCancelOwed, so they cannot
+//     cancel a period they owe or whose payment is pending;
 //   - an operator (operator true) may perform every action on every user.
 //
 // identify returns [ErrUnauthenticated] (or an error wrapping it) when r

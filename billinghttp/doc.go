@@ -70,7 +70,19 @@
 //     Action.Operator is false, on the user of the path only;
 //   - an operator may also do what sets a price or a date or forgives a
 //     debt: change the tier and amount, move the billing date, reactivate,
-//     waive (Action.Operator true), on any user.
+//     waive, and cancel a period that is owed or whose payment is pending
+//     (Action.Operator true), on any user.
+//
+// Cancelling is final (CANCELLED is never collected again), so cancelling
+// a period the user owes forgives it as a waive would. An end user may
+// cancel a SCHEDULED or PAUSED period, but not an ERROR one (its charge was
+// declined and is being retried), an ACHSENT one (its bank debit has not
+// settled) or one whose payment attempt has no known outcome yet: after the
+// ownership check has read the record, the handler asks the Authorizer
+// again, for [ActionCancelOwed] with Action.Operator true, and a refusal
+// is a 403 (code "forbidden") whose message says the period is owed or its
+// payment pending, to pay it or ask support. The record is not changed.
+// An operator may cancel an ERROR period.
 //
 // An end user allowed an operator's action could set their own price,
 // move their own billing date or waive what they owe. [RoleAuthorizer]
@@ -101,7 +113,8 @@
 //	400 unknown_field     a field the body does not have, or a known one mis-cased
 //	401 unauthenticated   the Authorizer returned ErrUnauthenticated (WWW-Authenticate: Config.Challenge)
 //	403 forbidden         the Authorizer returned ErrForbidden or any other error (an end
-//	                      user's operator action, another user's records); a
+//	                      user's operator action, another user's records, an end user's
+//	                      cancel of a period owed or whose payment is pending); a
 //	                      cross-origin browser POST
 //	404 not_found         an unknown route, subscription ID, another user's subscription (billing.ErrNotFound);
 //	                      a path with "..", "." or "//" segments or a trailing slash; an ID
@@ -121,7 +134,7 @@
 //	                      action met an attempt in flight); the record carries the
 //	                      attempt and a retry presents the same idempotency key
 //
-// Messages are fixed per code and never carry an error's text: storage
+// Messages are fixed per kind of error and never carry an error's text: storage
 // errors, keys and the Authorizer's reasons go to Config.Logger only.
 //
 // # Wiring

@@ -152,7 +152,7 @@ func (h *Handler) routes() {
 		{http.MethodGet, sub + "/history", ActionHistory, endUser, h.history},
 		{http.MethodPost, sub + "/pay", ActionPay, endUser, h.pay},
 		{http.MethodPost, sub + "/waive", ActionWaive, operator, h.simpleChange(h.cfg.Collector.Waive)},
-		{http.MethodPost, sub + "/cancel", ActionCancel, endUser, h.simpleChange(h.cfg.Collector.Cancel)},
+		{http.MethodPost, sub + "/cancel", ActionCancel, endUser, h.cancel},
 		{http.MethodPost, sub + "/pause", ActionPause, endUser, h.pause},
 		{http.MethodPost, sub + "/resume", ActionResume, endUser, h.simpleChange(h.cfg.Collector.Resume)},
 		{http.MethodPost, sub + "/billing-date", ActionChangeBillingDate, operator, h.billingDate},

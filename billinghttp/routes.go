@@ -100,8 +100,8 @@ func (h *Handler) pay(ctx context.Context, r *http.Request, a Action) (int, any,
 	return http.StatusOK, out, nil
 }
 
-// simpleChange serves the admin changes without parameters: waive,
-// cancel, resume.
+// simpleChange serves the admin changes without parameters: waive and
+// resume (cancel is [Handler.cancel]).
 func (h *Handler) simpleChange(change func(ctx context.Context, subscriptionID string) (billing.Change, error)) func(context.Context, *http.Request, Action) (int, any, error) {
 	return func(ctx context.Context, r *http.Request, a Action) (int, any, error) {
 		if err := decodeEmpty(r); err != nil {
@@ -121,6 +121,54 @@ func (h *Handler) change(ctx context.Context, a Action, apply func() (billing.Ch
 		return 0, nil, err
 	}
 	return http.StatusOK, NewChangeJSON(ch), nil
+}
+
+// cancel serves POST …/cancel. CANCELLED is final: the subscription ends
+// and its record is never collected again. Cancelling a period that is
+// owed, or whose payment is not settled, would so forgive it, a waive by
+// another name; for such a record (see owedReason) the caller must also be
+// allowed ActionCancelOwed, an operator's action, which the Authorizer is
+// asked after the ownership check's read and before anything is changed.
+func (h *Handler) cancel(ctx context.Context, r *http.Request, a Action) (int, any, error) {
+	if err := decodeEmpty(r); err != nil {
+		return 0, nil, err
+	}
+	s, err := h.owned(ctx, a)
+	if err != nil {
+		return 0, nil, err
+	}
+	if why := owedReason(&s); why != "" {
+		owed := a
+		owed.Name, owed.Operator = ActionCancelOwed, true
+		if err := h.cfg.Authorize(r, owed); err != nil {
+			if errors.Is(err, ErrUnauthenticated) {
+				return 0, nil, refusal(err)
+			}
+			return 0, nil, &apiError{status: http.StatusForbidden, code: CodeForbidden, message: why, cause: err}
+		}
+	}
+	ch, err := h.cfg.Collector.Cancel(ctx, a.SubscriptionID)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, NewChangeJSON(ch), nil
+}
+
+// owedReason says why cancelling s would forgive money the user owes, or
+// "" when it would not: s is ERROR (its charge was declined and is being
+// retried), ACHSENT (a bank debit not yet settled) or carries an attempt
+// whose outcome is unknown (resolved as declined, it turns ERROR before
+// the cancel applies).
+func owedReason(s *billing.Subscription) string {
+	switch {
+	case s.Status == billing.StatusError:
+		return "this period is owed: its charge was declined and is being retried, and cancelling would forgive it; " +
+			"pay it, or ask support to cancel it"
+	case s.Status == billing.StatusACHSent, s.InFlight():
+		return "this period's payment is pending, and cancelling would forgive it if the payment fails; " +
+			"wait until it settles, or ask support to cancel it"
+	}
+	return ""
 }
 
 // pause serves POST …/pause {"months": 2}.

@@ -69,9 +69,11 @@ var changeDateCmd = &command{
 	synopsis: "SUBSCRIPTION_ID --date YYYY-MM-DD|RFC3339",
 	doc: `move a SCHEDULED, ERROR or PAUSED record to another billing date
 The new date's day becomes the subscription's anchor day. A date without a
-time keeps the record's time of day. The old item is deleted and the new one
-written in one transaction; a date another record of the user has is a
-conflict.` + adminDoc,
+time keeps the record's time of day; a time with an offset is its wall-clock
+date and time taken as UTC (2025-04-16T09:30:00+14:00 is the 16th at 09:30),
+as the collector reads it: an offset never moves the day. The old item is
+deleted and the new one written in one transaction; a date another record of
+the user has is a conflict.` + adminDoc,
 	run: runChangeDate,
 }
 
@@ -210,19 +212,26 @@ func runPause(a *app, c *command, args []string) error {
 	})
 }
 
-// newBillingDate is a parsed --date of change-date: a day (the record's
-// time of day is kept) or an instant.
+// newBillingDate is a parsed billing date flag (--date, --first-date): a
+// day (the record's time of day is kept) or a date and time, in UTC.
 type newBillingDate struct {
 	t       time.Time
 	dayOnly bool
 }
 
+// parseNewBillingDate reads a billing date the way the collector does, for
+// every billingctl command that takes one: YYYY-MM-DD is a day, and an
+// RFC 3339 time is its wall-clock date and time as written, in UTC. An
+// offset never moves the day: 2025-04-16T09:30:00+14:00 is the 16th at
+// 09:30 UTC, not the 15th at 19:30 that converting it would give.
 func parseNewBillingDate(s string) (newBillingDate, bool) {
 	if d, err := time.Parse(time.DateOnly, s); err == nil {
 		return newBillingDate{t: d, dayOnly: true}, true
 	}
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return newBillingDate{t: t.UTC()}, true
+		y, m, d := t.Date()
+		h, mi, sec := t.Clock()
+		return newBillingDate{t: time.Date(y, m, d, h, mi, sec, t.Nanosecond(), time.UTC)}, true
 	}
 	return newBillingDate{}, false
 }
@@ -249,21 +258,33 @@ func (d newBillingDate) on(b *billing.Subscription) time.Time {
 	return time.Date(d.t.Year(), d.t.Month(), d.t.Day(), bd.Hour(), bd.Minute(), bd.Second(), 0, time.UTC)
 }
 
-func runChangeDate(a *app, c *command, args []string) error {
+// dateArg parses the command line of a command that takes one argument,
+// named argName, and a required --date flag described by usage: it
+// returns the argument and the date.
+func (a *app) dateArg(c *command, args []string, argName, usage string) (string, newBillingDate, error) {
 	fs := a.newFlags(c)
-	dateText := fs.String("date", "", "the new billing `date`: YYYY-MM-DD (keeps the time of day) or RFC3339 (required)")
+	dateText := fs.String("date", "", usage)
 	pos, err := a.parse(c, fs, args)
 	if err != nil {
-		return err
+		return "", newBillingDate{}, err
 	}
-	id, err := a.oneID(c, pos)
+	arg, err := a.oneArg(c, pos, argName)
 	if err != nil {
-		return err
+		return "", newBillingDate{}, err
 	}
 	if err := requireFlags(c, fs, "date"); err != nil {
-		return err
+		return "", newBillingDate{}, err
 	}
 	nd, err := dateFlag(c, "date", *dateText)
+	if err != nil {
+		return "", newBillingDate{}, err
+	}
+	return arg, nd, nil
+}
+
+func runChangeDate(a *app, c *command, args []string) error {
+	id, nd, err := a.dateArg(c, args, "SUBSCRIPTION_ID",
+		"the new billing `date`: YYYY-MM-DD (keeps the time of day) or RFC3339, its wall-clock date and time taken as UTC (required)")
 	if err != nil {
 		return err
 	}

@@ -43,9 +43,11 @@ var reactivateCmd = &command{
 	doc: `open a new period for a user whose subscription ended (REACTIVATION)
 Collector.Reactivate: a SCHEDULED period billed on --date, with the tier,
 amount, term and Friday week of the user's latest record. A date without a
-time keeps the latest record's time of day. The user must have no open period
-(SCHEDULED, ERROR, ACHSENT or PAUSED), and the date must be after the user's
-last paid period and within the collector's window of billing dates.
+time keeps the latest record's time of day; a time with an offset is its
+wall-clock date and time taken as UTC (an offset never moves the day). The
+user must have no open period (SCHEDULED, ERROR, ACHSENT or PAUSED), and the
+date must be after the user's last paid period and within the collector's
+window of billing dates.
 
 Checks first, and refuses before showing anything. Then shows the user's
 latest record, asks "Apply? [y/N]" on stderr (unless --yes), reactivates
@@ -66,7 +68,7 @@ func runSubscribe(a *app, c *command, args []string) error {
 	tier := fs.String("tier", "", "the tier, `NAME:VERSION` as in receipt_tier_name, e.g. Plus:v2 (required)")
 	amountFlag := fs.String("amount", "", "the `amount` per period, e.g. 4.99 (required)")
 	key := fs.String("key", "", "the request `key`: the same user and key never subscribe twice (default billingctl:TIER:DAY)")
-	firstDate := fs.String("first-date", "", "the first billing `date`: YYYY-MM-DD (00:00 UTC) or RFC3339 (default now)")
+	firstDate := fs.String("first-date", "", "the first billing `date`: YYYY-MM-DD (00:00 UTC) or RFC3339, its wall-clock date and time taken as UTC (default now)")
 	term := fs.String("term", "", "the billing `term`: MONTHLY, YEARLY or WEEKLY (default MONTHLY)")
 	interval := fs.Int("interval", 0, "`N` terms a period, 1 to 120 (3 monthly is quarterly; default 1)")
 	anchorDay := fs.Int("anchor-day", 0, "the `day` of the month later periods are billed on, 1 to 31 (default the first date's)")
@@ -154,20 +156,8 @@ func (a *app) writeSubscribed(req billing.SubscribeRequest, out billing.Subscrib
 }
 
 func runReactivate(a *app, c *command, args []string) error {
-	fs := a.newFlags(c)
-	dateText := fs.String("date", "", "the new period's billing `date`: YYYY-MM-DD (the latest record's time of day) or RFC3339 (required)")
-	pos, err := a.parse(c, fs, args)
-	if err != nil {
-		return err
-	}
-	user, err := a.oneArg(c, pos, "USER_ID")
-	if err != nil {
-		return err
-	}
-	if err := requireFlags(c, fs, "date"); err != nil {
-		return err
-	}
-	nd, err := dateFlag(c, "date", *dateText)
+	user, nd, err := a.dateArg(c, args, "USER_ID",
+		"the new period's billing `date`: YYYY-MM-DD (the latest record's time of day) or RFC3339, its wall-clock date and time taken as UTC (required)")
 	if err != nil {
 		return err
 	}
