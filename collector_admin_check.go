@@ -147,15 +147,18 @@ func (c *Collector) checkReactivate(userID string, recs []Subscription, date, no
 // [*OpenSubscriptionError]. It reads and writes nothing: operator tools
 // call it before they show a subscription and ask for confirmation.
 func (c *Collector) CheckSubscribe(ctx context.Context, req SubscribeRequest, recs []Subscription) (Subscribed, error) {
-	sub, err := c.newSubscription(ctx, req, c.cfg.Clock.Now())
-	if err != nil {
+	if err := checkIdentity(req); err != nil {
 		return Subscribed{}, fmt.Errorf("subscribe %s: %w", req.UserID, err)
 	}
-	if done, err := againstUser(&sub, recs); done.Repeated || err != nil {
-		if err != nil {
-			err = fmt.Errorf("subscribe %s: %w", req.UserID, err)
-		}
-		return done, err
+	if done := repeatOf(req, recs); done.Repeated {
+		return done, nil
+	}
+	sub, err := c.newSubscription(ctx, req, c.cfg.Clock.Now())
+	if err == nil {
+		err = againstUser(&sub, recs)
+	}
+	if err != nil {
+		return Subscribed{}, fmt.Errorf("subscribe %s: %w", req.UserID, err)
 	}
 	return Subscribed{Subscription: sub}, nil
 }

@@ -172,7 +172,7 @@ func TestCheckReactivateAndSubscribeAgreeWithTheCalls(t *testing.T) {
 	require.Error(t, applied)
 	assert.Equal(t, applied.Error(), checked.Error())
 	bad := req
-	bad.Amount = 0
+	bad.RequestKey, bad.Amount = "k3", 0 // a repeated key is answered first
 	_, checked = c.CheckSubscribe(ctx, bad, list())
 	var fe *billing.FieldError
 	if assert.ErrorAs(t, checked, &fe) {

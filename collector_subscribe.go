@@ -91,26 +91,35 @@ func SubscriptionIDFor(userID, requestKey string) string {
 // its history row in one conditional write, under the user's billing lock.
 //
 // It is idempotent on (UserID, RequestKey): a repeated request returns the
-// period the first one created, Repeated set, and writes nothing. A user
+// period the first one created, Repeated set, and writes nothing, even
+// when it would no longer be accepted (its first billing date now too
+// old, its tier gone from the price list). A user
 // (a subscription of an account, on the single table) that already has an
 // open period — SCHEDULED, ERROR, ACHSENT or PAUSED — is refused with an
 // [*OpenSubscriptionError]: change that subscription's plan, or cancel it
 // first. A held lock is an error wrapping [ErrAlreadyLocked]; retry with
 // the same key.
 func (c *Collector) Subscribe(ctx context.Context, req SubscribeRequest) (Subscribed, error) {
-	now := c.cfg.Clock.Now()
-	sub, err := c.newSubscription(ctx, req, now)
-	if err != nil {
+	if err := checkIdentity(req); err != nil {
 		return Subscribed{}, fmt.Errorf("subscribe %s: %w", req.UserID, err)
 	}
 	var out Subscribed
-	_, err = c.single(ctx, "subscribe", req.UserID, sub.SubscriptionID, func(ctx context.Context, _ *Report) error {
+	_, err := c.single(ctx, "subscribe", req.UserID, SubscriptionIDFor(req.UserID, req.RequestKey), func(ctx context.Context, _ *Report) error {
 		rctx, unread := collectUnreadable(ctx)
 		recs, err := c.cfg.Repository.ListByUser(rctx, req.UserID)
 		if err != nil {
 			return err
 		}
-		if out, err = againstUser(&sub, recs); out.Repeated || err != nil {
+		// A repeat is answered before the request is checked again: what
+		// was valid then (its date, its price) may not be now.
+		if out = repeatOf(req, recs); out.Repeated {
+			return nil
+		}
+		sub, err := c.newSubscription(ctx, req, c.cfg.Clock.Now())
+		if err != nil {
+			return err
+		}
+		if err := againstUser(&sub, recs); err != nil {
 			return err
 		}
 		if err := unread.refuse("an open period", mayBeOpen); err != nil {
@@ -148,34 +157,55 @@ func (c *Collector) addPeriod(ctx context.Context, change EventType, sub *Subscr
 	}
 }
 
-// againstUser checks sub, the first period of a request, against its
-// user's records: the period the same request created already (Repeated
-// set), or an [*OpenSubscriptionError] for an open period of the user;
-// the zero Subscribed when sub is to be written.
-func againstUser(sub *Subscription, recs []Subscription) (Subscribed, error) {
+// repeatOf returns, Repeated set, the period req created already among
+// its user's records recs, or the zero Subscribed.
+func repeatOf(req SubscribeRequest, recs []Subscription) Subscribed {
+	id := SubscriptionIDFor(req.UserID, req.RequestKey)
 	for _, r := range recs {
-		if r.SubscriptionID == sub.SubscriptionID {
-			return Subscribed{Subscription: r, Repeated: true}, nil
+		if r.SubscriptionID == id {
+			return Subscribed{Subscription: r, Repeated: true}
 		}
 	}
+	return Subscribed{}
+}
+
+// againstUser refuses sub, the first period of a new request, with an
+// [*OpenSubscriptionError] when its user's records recs hold an open
+// period.
+func againstUser(sub *Subscription, recs []Subscription) error {
 	for _, r := range recs {
 		if !r.Status.IsTerminal() {
-			return Subscribed{}, &OpenSubscriptionError{UserID: sub.UserID, New: sub.Key(), Open: r.Key(), Status: r.Status}
+			return &OpenSubscriptionError{UserID: sub.UserID, New: sub.Key(), Open: r.Key(), Status: r.Status}
 		}
 	}
-	return Subscribed{}, nil
+	return nil
+}
+
+// checkIdentity checks the fields that name a subscribe request: its key
+// and its user.
+func checkIdentity(req SubscribeRequest) error {
+	switch {
+	case req.RequestKey == "" || len(req.RequestKey) > maxRequestKey || !utf8.ValidString(req.RequestKey):
+		return requestField("RequestKey", req.RequestKey, "1 to %d bytes of UTF-8 required", maxRequestKey)
+	case req.UserID == "" || len(req.UserID) > maxUserID || !utf8.ValidString(req.UserID):
+		return requestField("UserID", req.UserID, "1 to %d bytes of UTF-8 required", maxUserID)
+	}
+	return nil
+}
+
+// requestField is the [*FieldError] of a subscribe request's field name
+// whose value is refused, why saying what it must be.
+func requestField(name, value string, why string, args ...any) error {
+	return &FieldError{Field: name, Value: value, Err: fmt.Errorf("%w: %s", ErrInvalidRequest, fmt.Sprintf(why, args...))}
 }
 
 // newSubscription checks req and returns its first period.
 func (c *Collector) newSubscription(ctx context.Context, req SubscribeRequest, now time.Time) (Subscription, error) {
-	field := func(name, value string, why string, args ...any) error {
-		return &FieldError{Field: name, Value: value, Err: fmt.Errorf("%w: %s", ErrInvalidRequest, fmt.Sprintf(why, args...))}
+	if err := checkIdentity(req); err != nil {
+		return Subscription{}, err
 	}
+	field := requestField
 	switch {
-	case req.RequestKey == "" || len(req.RequestKey) > maxRequestKey || !utf8.ValidString(req.RequestKey):
-		return Subscription{}, field("RequestKey", req.RequestKey, "1 to %d bytes of UTF-8 required", maxRequestKey)
-	case req.UserID == "" || len(req.UserID) > maxUserID || !utf8.ValidString(req.UserID):
-		return Subscription{}, field("UserID", req.UserID, "1 to %d bytes of UTF-8 required", maxUserID)
 	case req.Interval < 0 || req.Interval > MaxInterval:
 		return Subscription{}, field("Interval", fmt.Sprint(req.Interval), "1 to %d", MaxInterval)
 	case req.AnchorDay < 0 || req.AnchorDay > 31:

@@ -110,3 +110,42 @@ func TestSubscribePaused(t *testing.T) {
 	}
 	assert.Equal(t, []string{"2024-04-01"}, charged[:1], "first charge two months after Feb 1: %v", charged)
 }
+
+// TestSubscribeRepeatedLaterIsStillARepeat: a request repeated days later,
+// when its first billing date has become too old and its tier has left
+// the price list, returns the period the first call created (Repeated),
+// not a refusal, and writes nothing.
+func TestSubscribeRepeatedLaterIsStillARepeat(t *testing.T) {
+	for _, st := range subscribeStores() {
+		t.Run(st.name, func(t *testing.T) {
+			prices := billing.PriceListMap{"Plus:v2": billing.MustParseAmount("4.99")}
+			c, repo, clock, _ := newSubscribeCollector(t, st, func(cfg *billing.Config) { cfg.Prices = prices })
+			ctx := t.Context()
+			user := layout.SubscriptionRef{AccountID: "acct-1", SubscriptionID: "S1", SKU: "PLUS"}.UserID()
+			req := billing.SubscribeRequest{RequestKey: "signup-1", UserID: user, Tier: "Plus:v2", FirstBillingDate: jan31.AddDate(0, 0, -20)}
+			first, err := c.Subscribe(ctx, req)
+			require.NoError(t, err)
+			require.False(t, first.Repeated)
+			stored, err := repo.ListByUser(ctx, user)
+			require.NoError(t, err)
+			require.Len(t, stored, 1)
+
+			clock.Advance(12 * 24 * time.Hour) // the first billing date is now past the stale limit
+			delete(prices, "Plus:v2")
+			again, err := c.Subscribe(ctx, req)
+			require.NoError(t, err, "a repeat answered as a new, now invalid, request")
+			assert.True(t, again.Repeated)
+			assert.Equal(t, first.Subscription.SubscriptionID, again.Subscription.SubscriptionID)
+			assert.True(t, again.Subscription.BillingDate.Equal(first.Subscription.BillingDate))
+			after, err := repo.ListByUser(ctx, user)
+			require.NoError(t, err)
+			require.Len(t, after, 1, "a repeat wrote")
+			assert.Equal(t, stored[0].LastRunDate, after[0].LastRunDate)
+
+			// A new request with the same fields is checked as usual.
+			req.RequestKey = "signup-2"
+			_, err = c.Subscribe(ctx, req)
+			require.ErrorIs(t, err, billing.ErrUnknownTier)
+		})
+	}
+}
