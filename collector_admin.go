@@ -298,9 +298,7 @@ func (c *Collector) Reactivate(ctx context.Context, userID string, date time.Tim
 		now := c.cfg.Clock.Now()
 		d, err := c.checkReactivate(userID, recs, date, now)
 		if err == nil {
-			err = unread.refuse("an open period, or a paid one on or after the new date", func(at time.Time, st Status) bool {
-				return mayBeOpen(at, st) || st == StatusCompleted && (at.IsZero() || !d.After(at))
-			})
+			err = refuseBesideUnreadable(*unread, d)
 		}
 		if err != nil {
 			return err

@@ -128,14 +128,30 @@ func (c *Collector) checkReactivate(userID string, recs []Subscription, date, no
 	if err != nil {
 		return time.Time{}, err
 	}
+	return d, afterLastPaid("billing_date", d, recs)
+}
+
+// afterLastPaid refuses d, the billing date of a new first period (field
+// names it), unless it is after the billing date of the last COMPLETED
+// record among recs: no paid period is billed again.
+func afterLastPaid(field string, d time.Time, recs []Subscription) error {
 	for i := len(recs) - 1; i >= 0; i-- {
 		if r := &recs[i]; r.Status == StatusCompleted && !d.After(r.BillingDate) {
-			return time.Time{}, &FieldError{Field: "billing_date", Value: d.Format(time.RFC3339), Err: fmt.Errorf(
+			return &FieldError{Field: field, Value: d.Format(time.RFC3339), Err: fmt.Errorf(
 				"%w: on or before %s, the billing date of the user's last paid period %s", ErrInvalidDate,
 				r.BillingDate.UTC().Format(time.RFC3339), r.SubscriptionID)}
 		}
 	}
-	return d, nil
+	return nil
+}
+
+// refuseBesideUnreadable refuses a new first period billed on d while a
+// record of the user that cannot be read may be open, or paid on or
+// after d (the rules of againstUser and afterLastPaid).
+func refuseBesideUnreadable(unread unreadable, d time.Time) error {
+	return unread.refuse("an open period, or a paid one on or after the new date", func(at time.Time, st Status) bool {
+		return mayBeOpen(at, st) || st == StatusCompleted && (at.IsZero() || !d.After(at))
+	})
 }
 
 // CheckSubscribe checks req as [Collector.Subscribe] does and says what it

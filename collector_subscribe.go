@@ -97,7 +97,9 @@ func SubscriptionIDFor(userID, requestKey string) string {
 // (a subscription of an account, on the single table) that already has an
 // open period — SCHEDULED, ERROR, ACHSENT or PAUSED — is refused with an
 // [*OpenSubscriptionError]: change that subscription's plan, or cancel it
-// first. A held lock is an error wrapping [ErrAlreadyLocked]; retry with
+// first. A first billing date on or before the billing date of the user's
+// last COMPLETED period is refused ([ErrInvalidDate]), as
+// [Collector.Reactivate] refuses it: no paid period is billed again. A held lock is an error wrapping [ErrAlreadyLocked]; retry with
 // the same key.
 func (c *Collector) Subscribe(ctx context.Context, req SubscribeRequest) (Subscribed, error) {
 	if err := checkIdentity(req); err != nil {
@@ -122,7 +124,7 @@ func (c *Collector) Subscribe(ctx context.Context, req SubscribeRequest) (Subscr
 		if err := againstUser(&sub, recs); err != nil {
 			return err
 		}
-		if err := unread.refuse("an open period", mayBeOpen); err != nil {
+		if err := refuseBesideUnreadable(*unread, sub.BillingDate); err != nil {
 			return err
 		}
 		if err := c.addPeriod(ctx, EventSubscriptionCreated, &sub, recs); err != nil {
@@ -171,14 +173,15 @@ func repeatOf(req SubscribeRequest, recs []Subscription) Subscribed {
 
 // againstUser refuses sub, the first period of a new request, with an
 // [*OpenSubscriptionError] when its user's records recs hold an open
-// period.
+// period, and when it would be billed on or before the user's last paid
+// period (as [Collector.Reactivate] refuses).
 func againstUser(sub *Subscription, recs []Subscription) error {
 	for _, r := range recs {
 		if !r.Status.IsTerminal() {
 			return &OpenSubscriptionError{UserID: sub.UserID, New: sub.Key(), Open: r.Key(), Status: r.Status}
 		}
 	}
-	return nil
+	return afterLastPaid("FirstBillingDate", sub.BillingDate, recs)
 }
 
 // checkIdentity checks the fields that name a subscribe request: its key

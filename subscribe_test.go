@@ -149,3 +149,39 @@ func TestSubscribeRepeatedLaterIsStillARepeat(t *testing.T) {
 		})
 	}
 }
+
+// TestSubscribeNeverBillsAPaidPeriodAgain: a user whose last period was
+// paid and then cancelled may subscribe again, but not on or before that
+// paid period's billing date, as Reactivate refuses it.
+func TestSubscribeNeverBillsAPaidPeriodAgain(t *testing.T) {
+	for _, st := range subscribeStores() {
+		t.Run(st.name, func(t *testing.T) {
+			c, repo, clock, pay := newSubscribeCollector(t, st)
+			ctx := t.Context()
+			user := layout.SubscriptionRef{AccountID: "acct-1", SubscriptionID: "S1", SKU: "PLUS"}.UserID()
+			paid := envRecord(user, jan31.AddDate(0, 0, -10), billing.StatusCompleted)
+			require.NoError(t, repo.Add(ctx, &paid))
+			clock.Advance(time.Hour)
+			req := billing.SubscribeRequest{RequestKey: "again-1", UserID: user, Amount: billing.MustParseAmount("4.99"), Tier: "Plus:v2"}
+			for _, d := range []time.Time{paid.BillingDate, paid.BillingDate.AddDate(0, 0, -3)} {
+				req.FirstBillingDate = d
+				_, err := c.Subscribe(ctx, req)
+				require.ErrorIs(t, err, billing.ErrInvalidDate, "first billing date %v", d)
+				var fe *billing.FieldError
+				require.ErrorAs(t, err, &fe)
+				assert.Equal(t, "FirstBillingDate", fe.Field)
+				_, checked := c.CheckSubscribe(ctx, req, []billing.Subscription{paid})
+				require.ErrorIs(t, checked, billing.ErrInvalidDate, "CheckSubscribe agrees")
+			}
+			recs, err := repo.ListByUser(ctx, user)
+			require.NoError(t, err)
+			require.Len(t, recs, 1, "a refused subscribe wrote")
+
+			req.FirstBillingDate = paid.BillingDate.AddDate(0, 0, 1)
+			got, err := c.Subscribe(ctx, req)
+			require.NoError(t, err, "the day after the paid period's billing date")
+			assert.True(t, got.Subscription.BillingDate.Equal(req.FirstBillingDate))
+			assert.Zero(t, pay.CallCount())
+		})
+	}
+}
