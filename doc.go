@@ -123,10 +123,10 @@
 //	}
 //
 // What a caller gives is checked where it enters: a billing date (a
-// wall-clock date and time in UTC, within the stale threshold before now
-// and [MaxDateAhead] after it) and a tier's amount (from [Config.Prices],
-// or more than zero and at most [Config.MaxCharge]); a refusal is a
-// [*FieldError] and writes nothing. What goes wrong inside is contained: a
+// wall-clock date and time in UTC, at least [StaleMargin] inside the
+// stale threshold before now and at most [MaxDateAhead] after it) and a
+// tier's amount (from [Config.Prices], or more than zero and at most
+// [Config.MaxCharge]); a refusal is a [*FieldError] and writes nothing. What goes wrong inside is contained: a
 // panic of the host's code becomes a [*PanicError] after the user's lock
 // is released, and a stored item that does not decode is skipped and
 // reported ([WithInvalidItems], [EventInvalidRecord]) without stopping the
