@@ -14,9 +14,37 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// adminRules is what each admin change accepts and records, written out
+// from the changes' documentation rather than read from the engine, so a
+// change to the engine's table (a status added to Cancel or Waive, say
+// ACHSENT, whose charge is still in flight at the bank) fails a test:
+//
+//   - Waive: a SCHEDULED or ERROR record (a charge that has not happened);
+//   - Cancel: SCHEDULED, ERROR or PAUSED (every open period);
+//   - Pause: SCHEDULED, or PAUSED to change its months;
+//   - Resume: PAUSED;
+//   - ChangeBillingDate: SCHEDULED, ERROR or PAUSED;
+//   - ChangeTier: SCHEDULED.
+//
+// Each records its own change on the history row it writes.
+var adminRules = map[billing.AdminOp]struct {
+	statuses []billing.Status
+	change   billing.EventType
+}{
+	billing.OpWaive:      {[]billing.Status{billing.StatusScheduled, billing.StatusError}, billing.EventWaived},
+	billing.OpCancel:     {[]billing.Status{billing.StatusScheduled, billing.StatusError, billing.StatusPaused}, billing.EventCancelled},
+	billing.OpPause:      {[]billing.Status{billing.StatusScheduled, billing.StatusPaused}, billing.EventPaused},
+	billing.OpResume:     {[]billing.Status{billing.StatusPaused}, billing.EventResumed},
+	billing.OpChangeDate: {[]billing.Status{billing.StatusScheduled, billing.StatusError, billing.StatusPaused}, billing.EventBillingDateMoved},
+	billing.OpChangeTier: {[]billing.Status{billing.StatusScheduled}, billing.EventTierChanged},
+}
+
 // TestCheckChangeAgreesWithTheChange: for every admin change and every
-// status, CheckChange refuses exactly when the change itself refuses, with
-// the same error, and reads nothing; invalid inputs are refused alike.
+// status, the change is applied exactly when adminRules accepts the
+// status (and then records the rule's change on its history row), and
+// refused otherwise; CheckChange refuses exactly when the change itself
+// refuses, with the same error, and reads nothing; invalid inputs are
+// refused alike.
 func TestCheckChangeAgreesWithTheChange(t *testing.T) {
 	t.Parallel()
 	now := jan31.Add(time.Hour)
@@ -72,17 +100,38 @@ func TestCheckChangeAgreesWithTheChange(t *testing.T) {
 				}
 				require.NoError(t, repo.Add(t.Context(), &rec))
 
+				rule, ok := adminRules[tc.ch.Op]
+				require.True(t, ok, "no rule written for %s", tc.ch.Op)
+				want := containsStatus(rule.statuses, st)
+				before, err := store.History().ListBySubscription(t.Context(), "s1")
+				require.NoError(t, err)
 				checked := c.CheckChange(t.Context(), tc.ch, &rec)
 				applied := tc.apply(c, t.Context(), "s1")
-				allowed := billing.AdminStatuses(tc.ch.Op)
+				assert.Equal(t, want, applied == nil, "%s of a %s record: want accepted %v, got %v", tc.ch.Op, st, want, applied)
 				if assert.Equal(t, applied == nil, checked == nil, "check: %v, change: %v", checked, applied) && checked != nil {
-					assert.ErrorIs(t, checked, billing.ErrNotCollectible, "check: %v (allowed %v)", checked, allowed)
+					assert.ErrorIs(t, checked, billing.ErrNotCollectible, "check: %v (rule %v)", checked, rule.statuses)
 					assert.Equal(t, applied.Error(), checked.Error(), "the check and the change say different things")
 				}
-				assert.Equal(t, applied == nil, containsStatus(allowed, st), "AdminStatuses(%s) = %v, change on %s: %v", tc.ch.Op, allowed, st, applied)
+				rows, err := store.History().ListBySubscription(t.Context(), "s1")
+				require.NoError(t, err)
+				if want {
+					if assert.Len(t, rows, len(before)+1, "one history row for the change") {
+						assert.Equal(t, rule.change, rows[len(rows)-1].Change, "the change %s records", tc.ch.Op)
+					}
+				} else {
+					assert.Equal(t, before, rows, "a refused change wrote history")
+				}
 			})
 		}
 	}
+
+	t.Run("the engine's table", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range changes {
+			assert.ElementsMatch(t, adminRules[tc.ch.Op].statuses, billing.AdminStatuses(tc.ch.Op), "statuses %s accepts", tc.ch.Op)
+		}
+		assert.Len(t, changes, len(adminRules), "a change without a rule, or a rule without a change")
+	})
 
 	t.Run("inputs", func(t *testing.T) {
 		t.Parallel()

@@ -11,6 +11,28 @@ import (
 // that would leave a user unbilled for ever.
 const MaxDateAhead = 3 * 366 * 24 * time.Hour
 
+// StaleMargin is how much newer than the stale limit
+// ([Config.OldSubscriptionDays] before now) a billing date must be for the
+// engine to set it: a date a caller gives ([Collector.Subscribe],
+// [Collector.ChangeBillingDate], [Collector.Reactivate]) and the date a
+// record too old to collect goes on at. The limit moves with the clock: a
+// date accepted minutes inside it would be past it at the next run, marked
+// STALE and not charged, and the period lost. With the margin, a run within
+// a day of the date being set still collects it.
+const StaleMargin = 24 * time.Hour
+
+// staleAge is the age (now minus billing date) past which a SCHEDULED or
+// ERROR record is marked STALE instead of collected.
+func (c *Collector) staleAge() time.Duration {
+	return time.Duration(c.cfg.OldSubscriptionDays) * 24 * time.Hour
+}
+
+// oldestSettable is the oldest billing date the engine sets at now: the
+// stale limit plus [StaleMargin].
+func (c *Collector) oldestSettable(now time.Time) time.Time {
+	return now.Add(-c.staleAge() + StaleMargin)
+}
+
 // billingDay reads a date a caller gives for a billing date. A billing
 // date is a wall-clock date and time in UTC: date's year, month, day and
 // time of day are taken as written, in UTC, to the second, so an offset
@@ -18,9 +40,10 @@ const MaxDateAhead = 3 * 366 * 24 * time.Hour
 // UTC, not the 15th). It must be
 //
 //   - a date of the years 1 to 9999;
-//   - no older than [Config.OldSubscriptionDays] before now: a record
-//     older than that is marked stale instead of collected, so a date in
-//     the past could only lose the period;
+//   - at least [StaleMargin] newer than [Config.OldSubscriptionDays]
+//     before now: a record older than that is marked stale instead of
+//     collected, so a date at or past the limit would lose the period (with
+//     the default 30 days, a date may be up to 29 days old);
 //   - no later than [MaxDateAhead] after now.
 //
 // Anything else is a [*FieldError] naming field and wrapping
@@ -39,11 +62,12 @@ func (c *Collector) billingDay(field string, date, now time.Time) (time.Time, er
 	}
 	h, mi, s := date.Clock()
 	day := time.Date(y, m, d, h, mi, s, 0, time.UTC)
-	oldest := now.Add(-time.Duration(c.cfg.OldSubscriptionDays) * 24 * time.Hour)
+	oldest := c.oldestSettable(now)
 	switch {
 	case day.Before(oldest):
-		return refuse("before %s: older than %d days, a record of that date would be marked stale, not collected",
-			oldest.UTC().Format(time.DateOnly), c.cfg.OldSubscriptionDays)
+		return refuse("before %s: a record more than %d days old is marked stale, not collected, "+
+			"so a billing date must be at least %g hours newer than that for the next run to collect it",
+			oldest.UTC().Format(time.RFC3339), c.cfg.OldSubscriptionDays, StaleMargin.Hours())
 	case day.After(now.Add(MaxDateAhead)):
 		return refuse("after %s: more than three years ahead", now.Add(MaxDateAhead).UTC().Format(time.DateOnly))
 	}

@@ -51,7 +51,7 @@ func (c *Collector) staleable(proc Process, cur *Subscription, now time.Time) bo
 
 // stale reports whether cur is older than the stale threshold.
 func (c *Collector) stale(cur *Subscription, now time.Time) bool {
-	return now.Sub(cur.BillingDate) > time.Duration(c.cfg.OldSubscriptionDays)*24*time.Hour
+	return now.Sub(cur.BillingDate) > c.staleAge()
 }
 
 // laterKey carries in a collection's context the user's records after the
@@ -194,9 +194,10 @@ func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Subscript
 	}
 	first := date
 	// A record too old to collect (marked stale) goes on at the first
-	// billing date that is not too old itself, in one step: however long
-	// the subscription went unattended, one run reopens it.
-	for n := 0; err == nil && cur.Status != StatusPaused && c.stale(&Subscription{BillingDate: date}, now); n++ {
+	// billing date at least StaleMargin newer than the stale limit, in one
+	// step: however long the subscription went unattended, one run reopens
+	// it, and a run within a day still collects the period it opened.
+	for n := 0; err == nil && cur.Status != StatusPaused && date.Before(c.oldestSettable(now)); n++ {
 		if n == maxSkippedPeriods {
 			err = fmt.Errorf("%w: more than %d periods behind", ErrInvalidDate, maxSkippedPeriods)
 			break

@@ -38,8 +38,8 @@ type SubscribeRequest struct {
 	// FirstBillingDate is the first period's billing date: the first charge
 	// is made by the first scheduled run after it. A later date gives a
 	// free first stretch, like a trial. Read as [Collector.ChangeBillingDate]
-	// reads dates (a wall-clock date and time in UTC, no older than the stale
-	// threshold, at most [MaxDateAhead] ahead). Defaults to now: charged by
+	// reads dates (a wall-clock date and time in UTC, at least [StaleMargin]
+	// inside the stale threshold, at most [MaxDateAhead] ahead). Defaults to now: charged by
 	// the next scheduled run.
 	FirstBillingDate time.Time
 	// AnchorDay is the day of the month the later periods are billed on,

@@ -22,9 +22,9 @@
 //	change plan    c.ChangeTier(ctx, periodID, tier, amount, downgrade): an upgrade now,
 //	               a downgrade (downgrade true) from the next period on
 //	pause, resume  c.Pause(ctx, periodID, months), c.Resume(ctx, periodID)
-//	cancel         c.Cancel(ctx, periodID) on the open period: nothing more is charged and
-//	               the periods already paid run to their end (cancel at period end); the
-//	               library keeps no refunds, so "cancel now" is this plus the host's refund
+//	cancel         c.Cancel(ctx, periodID) on every open period (see below): then nothing more
+//	               is charged and the periods already paid run to their end (cancel at period
+//	               end); the library keeps no refunds, so "cancel now" is this plus the host's refund
 //	move the date  c.ChangeBillingDate(ctx, periodID, date)
 //	forgive        c.Waive(ctx, periodID): the period is not charged, the next one opens
 //	come back      c.Reactivate(ctx, userID, date) once every period has ended
@@ -32,11 +32,19 @@
 //	               hist.ListByUser(ctx, userID) (every change), repo.GetByID(ctx, periodID)
 //
 // periodID is a [Subscription]'s SubscriptionID: each billing period is a
-// record of its own with its own ID, and the calls above act on the user's
-// open period (the latest SCHEDULED, ERROR or PAUSED one). Every change is
-// made under the user's billing lock, conditional on the record read, with
-// its history row. [ExampleCollector_Subscribe] subscribes a user and
-// follows three months of charges.
+// record of its own with its own ID, and the calls above act on one open
+// period, a SCHEDULED, PAUSED or ERROR record. A user may have several: a
+// declined first attempt leaves its period ERROR and opens the next one
+// SCHEDULED. An ERROR record left alone is still collected (by the retry
+// run unless the decline was final, by a queued collection or a manual
+// repayment) until it turns STALE, [Config.OldSubscriptionDays] after its
+// billing date: the debt stands. A full stop therefore cancels every open
+// period: the SCHEDULED or PAUSED one and every ERROR one. An ACH debit
+// already sent (ACHSENT) cannot be cancelled; if it is returned its record
+// becomes ERROR, to cancel then. Every change is made under the user's
+// billing lock, conditional on the record read, with its history row.
+// [ExampleCollector_Subscribe] subscribes a user and follows three months
+// of charges.
 //
 // # Packages
 //
@@ -123,10 +131,10 @@
 //	}
 //
 // What a caller gives is checked where it enters: a billing date (a
-// wall-clock date and time in UTC, within the stale threshold before now
-// and [MaxDateAhead] after it) and a tier's amount (from [Config.Prices],
-// or more than zero and at most [Config.MaxCharge]); a refusal is a
-// [*FieldError] and writes nothing. What goes wrong inside is contained: a
+// wall-clock date and time in UTC, at least [StaleMargin] inside the
+// stale threshold before now and at most [MaxDateAhead] after it) and a
+// tier's amount (from [Config.Prices], or more than zero and at most
+// [Config.MaxCharge]); a refusal is a [*FieldError] and writes nothing. What goes wrong inside is contained: a
 // panic of the host's code becomes a [*PanicError] after the user's lock
 // is released, and a stored item that does not decode is skipped and
 // reported ([WithInvalidItems], [EventInvalidRecord]) without stopping the

@@ -233,7 +233,7 @@ func TestAdminRefusesBeforePreview(t *testing.T) {
 		{"reactivate a user with an open period", []string{"reactivate", "u5", "--date", "2024-05-20"}, exitFail, []string{"conflict: ", "open record r5 (SCHEDULED)"}},
 		{"subscribe a user with an open period", []string{"subscribe", "u3", "--tier", "Plus:v2", "--amount", "4.99"}, exitFail, []string{"billingctl: open subscription: ", "is ERROR"}},
 		{"an amount over the maximum charge", []string{"change-tier", "r5", "--tier", "Premium:v1", "--amount", "10000.01"}, exitUsage, []string{`billingctl: --amount "10000.01": billing: invalid amount: more than the largest charge allowed`}},
-		{"a date older than the window", []string{"change-date", "r5", "--date", "2023-12-01"}, exitUsage, []string{`billingctl: --date "2023-12-01T15:00:00Z": billing: invalid date: before 2024-02-14`}},
+		{"a date older than the window", []string{"change-date", "r5", "--date", "2023-12-01"}, exitUsage, []string{`billingctl: --date "2023-12-01T15:00:00Z": billing: invalid date: before 2024-02-15`}},
 		{"a date past the next period", []string{"change-date", "r5", "--date", "2024-04-20"}, exitFail, []string{"billingctl: date out of order: ", "later period r6 (2024-04-14T15:00:00Z"}},
 		{"a reactivation too old", []string{"reactivate", "u2", "--date", "2023-12-01"}, exitUsage, []string{`billingctl: --date "2023-12-01T15:00:00Z": billing: invalid date`}},
 		{"a subscription with a bad term", []string{"subscribe", "u9", "--tier", "Plus:v2", "--amount", "4.99", "--term", "daily"}, exitUsage, []string{`billingctl: --term "DAILY": billing: invalid term`}},
