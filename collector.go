@@ -35,7 +35,7 @@ type Config struct {
 	// OldSubscriptionDays is the age (now minus billing date) past which a
 	// SCHEDULED or ERROR record is marked STALE instead of collected. A
 	// billing date the engine sets (a caller's, or the date a stale record
-	// goes on at) must be at least [StaleMargin] (a day) newer than that, so
+	// goes on at) must be at least a day newer than that, so
 	// the next run still collects it: with 30 days, at most 29 days old.
 	// Defaults to 30.
 	OldSubscriptionDays int

@@ -126,7 +126,7 @@ func (c *Collector) Resume(ctx context.Context, subscriptionID string) (Change, 
 // of the new date.
 //
 // The date is read as a wall-clock date and time in UTC, whatever its
-// location, and must be at least [StaleMargin] inside the stale threshold
+// location, and must be at least a day inside the stale threshold
 // before now and at most [MaxDateAhead] after it, in the years 1 to 9999; otherwise the move is
 // refused with a [*FieldError] wrapping [ErrInvalidDate].
 //

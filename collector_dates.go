@@ -11,7 +11,7 @@ import (
 // that would leave a user unbilled for ever.
 const MaxDateAhead = 3 * 366 * 24 * time.Hour
 
-// StaleMargin is how much newer than the stale limit
+// staleMargin is how much newer than the stale limit
 // ([Config.OldSubscriptionDays] before now) a billing date must be for the
 // engine to set it: a date a caller gives ([Collector.Subscribe],
 // [Collector.ChangeBillingDate], [Collector.Reactivate]) and the date a
@@ -19,7 +19,7 @@ const MaxDateAhead = 3 * 366 * 24 * time.Hour
 // date accepted minutes inside it would be past it at the next run, marked
 // STALE and not charged, and the period lost. With the margin, a run within
 // a day of the date being set still collects it.
-const StaleMargin = 24 * time.Hour
+const staleMargin = 24 * time.Hour
 
 // staleAge is the age (now minus billing date) past which a SCHEDULED or
 // ERROR record is marked STALE instead of collected.
@@ -28,9 +28,9 @@ func (c *Collector) staleAge() time.Duration {
 }
 
 // oldestSettable is the oldest billing date the engine sets at now: the
-// stale limit plus [StaleMargin].
+// stale limit plus staleMargin.
 func (c *Collector) oldestSettable(now time.Time) time.Time {
-	return now.Add(-c.staleAge() + StaleMargin)
+	return now.Add(-c.staleAge() + staleMargin)
 }
 
 // billingDay reads a date a caller gives for a billing date. A billing
@@ -40,7 +40,7 @@ func (c *Collector) oldestSettable(now time.Time) time.Time {
 // UTC, not the 15th). It must be
 //
 //   - a date of the years 1 to 9999;
-//   - at least [StaleMargin] newer than [Config.OldSubscriptionDays]
+//   - at least staleMargin newer than [Config.OldSubscriptionDays]
 //     before now: a record older than that is marked stale instead of
 //     collected, so a date at or past the limit would lose the period (with
 //     the default 30 days, a date may be up to 29 days old);
@@ -67,7 +67,7 @@ func (c *Collector) billingDay(field string, date, now time.Time) (time.Time, er
 	case day.Before(oldest):
 		return refuse("before %s: a record more than %d days old is marked stale, not collected, "+
 			"so a billing date must be at least %g hours newer than that for the next run to collect it",
-			oldest.UTC().Format(time.RFC3339), c.cfg.OldSubscriptionDays, StaleMargin.Hours())
+			oldest.UTC().Format(time.RFC3339), c.cfg.OldSubscriptionDays, staleMargin.Hours())
 	case day.After(now.Add(MaxDateAhead)):
 		return refuse("after %s: more than three years ahead", now.Add(MaxDateAhead).UTC().Format(time.DateOnly))
 	}

@@ -194,7 +194,7 @@ func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Subscript
 	}
 	first := date
 	// A record too old to collect (marked stale) goes on at the first
-	// billing date at least StaleMargin newer than the stale limit, in one
+	// billing date at least staleMargin newer than the stale limit, in one
 	// step: however long the subscription went unattended, one run reopens
 	// it, and a run within a day still collects the period it opened.
 	for n := 0; err == nil && cur.Status != StatusPaused && date.Before(c.oldestSettable(now)); n++ {

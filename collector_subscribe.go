@@ -38,7 +38,7 @@ type SubscribeRequest struct {
 	// FirstBillingDate is the first period's billing date: the first charge
 	// is made by the first scheduled run after it. A later date gives a
 	// free first stretch, like a trial. Read as [Collector.ChangeBillingDate]
-	// reads dates (a wall-clock date and time in UTC, at least [StaleMargin]
+	// reads dates (a wall-clock date and time in UTC, at least a day
 	// inside the stale threshold, at most [MaxDateAhead] ahead). Defaults to now: charged by
 	// the next scheduled run.
 	FirstBillingDate time.Time

@@ -131,7 +131,7 @@
 //	}
 //
 // What a caller gives is checked where it enters: a billing date (a
-// wall-clock date and time in UTC, at least [StaleMargin] inside the
+// wall-clock date and time in UTC, at least a day inside the
 // stale threshold before now and at most [MaxDateAhead] after it) and a
 // tier's amount (from [Config.Prices], or more than zero and at most
 // [Config.MaxCharge]); a refusal is a [*FieldError] and writes nothing. What goes wrong inside is contained: a

@@ -5,3 +5,7 @@ import "slices"
 // AdminStatuses returns the statuses a record must be in for op to change
 // it (nil for an unknown op), for the tests of CheckChange.
 func AdminStatuses(op AdminOp) []Status { return slices.Clone(adminOps[op].statuses) }
+
+// StaleMargin is how much newer than the stale limit a date set by a
+// caller must be, for the tests of the date checks.
+const StaleMargin = staleMargin
