@@ -56,10 +56,6 @@ const (
 	// default backend.
 	StripeGoHTTPTimeout = 80 * time.Second
 
-	// StripeGoMaxNetworkRetries is the retries stripe-go's default
-	// backend makes after the first try.
-	StripeGoMaxNetworkRetries = 2
-
 	// stripeGoMaxBackoff is the longest stripe-go sleeps between tries.
 	stripeGoMaxBackoff = 5 * time.Second
 
@@ -71,7 +67,7 @@ const (
 // DefaultRequestTimeout is the [RequestTimeoutFor] stripe-go's default
 // backend: 3 tries of 80 s, 2 waits of at most 5 s between them and the
 // minute of margin, 5m10s.
-var DefaultRequestTimeout = RequestTimeoutFor(StripeGoHTTPTimeout, StripeGoMaxNetworkRetries)
+var DefaultRequestTimeout = RequestTimeoutFor(StripeGoHTTPTimeout, stripe.DefaultMaxNetworkRetries)
 
 // RequestTimeoutFor is the longest a request with one idempotency key can
 // keep running at Stripe when the stripe-go backend has HTTP client
@@ -80,12 +76,44 @@ var DefaultRequestTimeout = RequestTimeoutFor(StripeGoHTTPTimeout, StripeGoMaxNe
 // same key, so a call lasts up to (maxNetworkRetries+1)·httpTimeout plus
 // a backoff of at most 5 s between tries; a minute is added for Stripe
 // finishing the last try after the client gave up and for clock
-// differences.
+// differences. [New] computes it from the client's backend by itself.
 func RequestTimeoutFor(httpTimeout time.Duration, maxNetworkRetries int64) time.Duration {
 	if maxNetworkRetries < 0 {
 		maxNetworkRetries = 0
 	}
 	return time.Duration(maxNetworkRetries+1)*httpTimeout + time.Duration(maxNetworkRetries)*stripeGoMaxBackoff + serverMargin
+}
+
+// requestTimeoutOf derives the request timeout from the backend the
+// client's PaymentIntents calls go through, the one Collect and
+// LookupPayment use. It refuses a backend whose HTTP client has no
+// timeout (a try could run for ever, so no "not found" could ever be
+// believed) and one whose settings it cannot read (a backend of the
+// host's own type), since a guessed fence too short would let a lookup
+// believe a request still running is absent, and the attempt start again
+// with a new key.
+func requestTimeoutOf(client *stripe.Client) (time.Duration, error) {
+	if client.V1PaymentIntents == nil {
+		return 0, errors.New("the client has no PaymentIntents service")
+	}
+	b := client.V1PaymentIntents.B
+	for {
+		u, ok := b.(*stripe.UsageBackend)
+		if !ok || u == nil {
+			break
+		}
+		b = u.B
+	}
+	impl, ok := b.(*stripe.BackendImplementation)
+	switch {
+	case !ok || impl == nil:
+		return 0, fmt.Errorf("the PaymentIntents backend is a %T, whose HTTP timeout and retries cannot be read", b)
+	case impl.HTTPClient == nil:
+		return 0, errors.New("the PaymentIntents backend has no HTTP client")
+	case impl.HTTPClient.Timeout <= 0:
+		return 0, errors.New("the PaymentIntents backend's HTTP client has no timeout, so a request may run for ever")
+	}
+	return RequestTimeoutFor(impl.HTTPClient.Timeout, impl.MaxNetworkRetries), nil
 }
 
 // Config configures a [Provider].
@@ -107,9 +135,15 @@ type Config struct {
 	// forget the key. Defaults to [DefaultReplayWindow], 23 hours.
 	ReplayWindow time.Duration
 	// RequestTimeout is the longest a request can keep running at Stripe
-	// (see [billing.RequestTimeout]). Defaults to [DefaultRequestTimeout],
-	// right for stripe-go's default backend; with a backend of another
-	// HTTP timeout or MaxNetworkRetries use [RequestTimeoutFor].
+	// (see [billing.RequestTimeout]): a lookup that finds no intent for a
+	// key is believed only once this long has passed since the key was
+	// last presented. Defaults to [RequestTimeoutFor] the HTTP client
+	// timeout and MaxNetworkRetries of Client's PaymentIntents backend
+	// ([DefaultRequestTimeout], 5m10s, for stripe-go's default one); New
+	// refuses a backend whose HTTP client has no timeout, or that is not
+	// stripe-go's own and so cannot be read, unless RequestTimeout is
+	// set. Set it to cover every way the host's transport can prolong a
+	// request.
 	RequestTimeout time.Duration
 	// LookupMargin is how long before an attempt's start a lookup lists
 	// intents from, for clock differences between host and Stripe.
@@ -260,7 +294,11 @@ func New(cfg Config) (*Provider, error) {
 		cfg.ReplayWindow = DefaultReplayWindow
 	}
 	if cfg.RequestTimeout == 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
+		d, err := requestTimeoutOf(cfg.Client)
+		if err != nil {
+			return nil, fmt.Errorf("billingstripe: Config.RequestTimeout is not set and cannot be derived from Config.Client: %w", err)
+		}
+		cfg.RequestTimeout = d
 	}
 	if cfg.LookupMargin == 0 {
 		cfg.LookupMargin = time.Hour

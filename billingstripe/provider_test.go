@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"testing"
@@ -479,4 +480,57 @@ func TestRequestTimeoutFor(t *testing.T) {
 	assert.Equal(t, 310*time.Second, billingstripe.DefaultRequestTimeout, "3 × 80 s + 2 × 5 s + 1 min")
 	assert.Equal(t, 30*time.Second+time.Minute, billingstripe.RequestTimeoutFor(30*time.Second, 0))
 	assert.Equal(t, 4*20*time.Second+3*5*time.Second+time.Minute, billingstripe.RequestTimeoutFor(20*time.Second, 3))
+}
+
+// opaqueBackend is a host's own stripe.Backend, whose timeouts New cannot
+// read.
+type opaqueBackend struct{ stripe.Backend }
+
+// TestNewDerivesRequestTimeout checks that New reads the fence a lookup's
+// "not found" waits for from the client's own backend, refuses a backend
+// that could keep a request running for ever or whose settings it cannot
+// read, and lets an explicit RequestTimeout win.
+func TestNewDerivesRequestTimeout(t *testing.T) {
+	cust := &customers{m: map[string]billingstripe.Customer{}}
+	backend := func(timeout time.Duration, retries int64) *stripe.Client {
+		b := stripe.NewBackendsWithConfig(&stripe.BackendConfig{
+			URL:               stripe.String("http://127.0.0.1:1"),
+			HTTPClient:        &http.Client{Timeout: timeout},
+			MaxNetworkRetries: stripe.Int64(retries),
+			LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
+		})
+		return stripe.NewClient("sk_test_x", stripe.WithBackends(b))
+	}
+	opaque := stripe.NewClient("sk_test_x", stripe.WithBackends(&stripe.Backends{
+		API: opaqueBackend{}, Connect: opaqueBackend{}, Uploads: opaqueBackend{}, MeterEvents: opaqueBackend{},
+	}))
+	tests := []struct {
+		name     string
+		client   *stripe.Client
+		explicit time.Duration
+		want     time.Duration
+		wantErr  string
+	}{
+		{"default client", stripe.NewClient("sk_test_x"), 0, 3*80*time.Second + 2*5*time.Second + time.Minute, ""},
+		{"20 s, no retries", backend(20*time.Second, 0), 0, 20*time.Second + time.Minute, ""},
+		{"20 s, 3 retries", backend(20*time.Second, 3), 0, 4*20*time.Second + 3*5*time.Second + time.Minute, ""},
+		{"explicit wins over the backend", backend(20*time.Second, 3), 45 * time.Minute, 45 * time.Minute, ""},
+		{"no HTTP timeout", backend(0, 2), 0, 0, "no timeout"},
+		{"no HTTP timeout, explicit", backend(0, 2), time.Hour, time.Hour, ""},
+		{"a backend of the host's own", opaque, 0, 0, "cannot be read"},
+		{"a backend of the host's own, explicit", opaque, 20 * time.Minute, 20 * time.Minute, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := billingstripe.New(billingstripe.Config{Client: tt.client, Customers: cust, RequestTimeout: tt.explicit})
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				require.ErrorContains(t, err, "Config.RequestTimeout")
+				assert.Nil(t, p)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, p.RequestTimeout())
+		})
+	}
 }

@@ -125,7 +125,17 @@ type WebhookConfig struct {
 //     [billing.SettlementSettled] or [billing.SettlementReturned] (the
 //     reason from last_payment_error) for the record whose transaction ID
 //     is the intent's ID. A card payment's succeeded event usually finds
-//     the record already COMPLETED: a replay, nothing changes.
+//     the record already COMPLETED: a replay, nothing changes. A card's
+//     payment_failed (the payment method of last_payment_error, or of
+//     the intent, is a card) is ignored: the card answered the
+//     confirmation, and the collector recorded that decline from the
+//     answer (or from the replay or lookup of an attempt whose answer was
+//     lost); only a delayed method's failure, such as an ACH debit
+//     returned after processing, or one whose method the event does not
+//     name, is applied as a return. A payment_failed whose intent carries
+//     an idempotency key other than the record's latest attempt's, about
+//     a record still waiting to be collected, is of an earlier attempt
+//     and is ignored, not redelivered.
 //   - charge.refunded of a fully refunded charge of such an intent:
 //     [billing.SettlementRefunded]. Stripe copies an intent's metadata to
 //     the charges it creates; a charge without it is tied to its intent
@@ -171,8 +181,9 @@ type WebhookConfig struct {
 //   - 405 for a method other than POST; 413 for a body over MaxBodyBytes.
 //   - 409: the record cannot take the change yet (a refund that arrived
 //     before the settlement of the same debit); a redelivery applies it.
-//   - 503: the settlement arrived before the attempt's outcome could be
-//     recorded ([billing.ErrSettlementEarly]).
+//   - 503: the settlement arrived before the outcome of the record's
+//     latest attempt, the one that made the intent, could be recorded
+//     ([billing.ErrSettlementEarly]).
 //   - 500: a store, collector or host port failed; Stripe retries.
 type WebhookHandler struct {
 	cfg WebhookConfig
@@ -260,6 +271,12 @@ const (
 	outcomeApplied = "applied"
 	outcomeReplay  = "replay"
 	outcomeIgnored = "ignored"
+	// outcomeIgnoredCard answers a card's payment_failed: its decline
+	// is recorded from the charge's own answer.
+	outcomeIgnoredCard = "ignored, recorded by the charge"
+	// outcomeIgnoredStale answers an event of an attempt the record has
+	// moved past.
+	outcomeIgnoredStale = "ignored, an earlier attempt"
 )
 
 // statusOf maps an error of apply to its answer: 200 for events that are

@@ -51,12 +51,28 @@ func (h *WebhookHandler) paymentIntent(ctx context.Context, ev *stripe.Event) (s
 		}
 		s := billing.Settlement{SubscriptionID: sub, TransactionID: pi.ID, Kind: billing.SettlementSettled}
 		if ev.Type == stripe.EventTypePaymentIntentPaymentFailed {
+			if intentMethodType(&pi) == stripe.PaymentMethodTypeCard {
+				// A card answers the confirmation itself: Collect (or the
+				// replay or lookup of an attempt whose answer was lost)
+				// records the decline. The event of an earlier attempt's
+				// intent would otherwise wait for a record that has moved
+				// on to a later attempt.
+				return outcomeIgnoredCard, nil
+			}
 			s.Kind = billing.SettlementReturned
 			if e := pi.LastPaymentError; e != nil {
 				s.Reason = declineReason(e) // as a decline's reason reads
 			}
 		}
-		_, changed, err := h.cfg.Collector.ApplySettlement(ctx, s)
+		rec, changed, err := h.cfg.Collector.ApplySettlement(ctx, s)
+		if s.Kind == billing.SettlementReturned && errors.Is(err, billing.ErrSettlementEarly) && staleAttempt(&pi, sub, &rec) {
+			// The record's latest attempt is another one: this intent's
+			// attempt was resolved before it, so no redelivery will ever
+			// apply the event, and a failure collected nothing. (The
+			// success of an earlier attempt is not ignored: it may be
+			// money the record does not know of, and stays visible.)
+			return outcomeIgnoredStale, nil
+		}
 		if err != nil {
 			return "", fmt.Errorf("payment intent %s of subscription %s: %w", pi.ID, sub, err)
 		}
@@ -88,6 +104,34 @@ func (h *WebhookHandler) paymentIntent(ctx context.Context, ev *stripe.Event) (s
 		return "", fmt.Errorf("founder pass %s of user %s (payment intent %s): %w", parsed, user, pi.ID, err)
 	}
 	return changeOutcome(granted), nil
+}
+
+// intentMethodType is the type of the payment method pi was confirmed
+// with, as far as the event tells it: the method of its last payment
+// error, the expanded payment method, or its only allowed method type;
+// "" when the event does not say.
+func intentMethodType(pi *stripe.PaymentIntent) stripe.PaymentMethodType {
+	if e := pi.LastPaymentError; e != nil && e.PaymentMethod != nil && e.PaymentMethod.Type != "" {
+		return e.PaymentMethod.Type
+	}
+	if pi.PaymentMethod != nil && pi.PaymentMethod.Type != "" {
+		return pi.PaymentMethod.Type
+	}
+	if len(pi.PaymentMethodTypes) == 1 {
+		return stripe.PaymentMethodType(pi.PaymentMethodTypes[0])
+	}
+	return ""
+}
+
+// staleAttempt reports whether the record rec, which ApplySettlement
+// answered with [billing.ErrSettlementEarly], is known to be past the
+// attempt that made pi: the record of subscription sub carries a latest
+// attempt whose key is not the one in pi's metadata. An early settlement
+// of the record's own attempt (in flight, its answer lost) keeps the key
+// and is redelivered until that attempt is recorded.
+func staleAttempt(pi *stripe.PaymentIntent, sub string, rec *billing.Subscription) bool {
+	key := pi.Metadata[MetadataIdempotencyKey]
+	return key != "" && rec.SubscriptionID == sub && rec.LastAttempt.Key != "" && rec.LastAttempt.Key != key
 }
 
 // chargeRefunded handles charge.refunded: a fully refunded charge of a

@@ -414,3 +414,95 @@ func TestNewWebhookHandlerValidates(t *testing.T) {
 		})
 	}
 }
+
+// TestWebhookPaymentFailed checks which payment_failed events change a
+// record: a card's never does (the charge's own answer recorded its
+// decline), nor does one of an attempt the record has moved past, which
+// answers 200 so that Stripe stops redelivering it; a delayed debit's
+// return still applies.
+func TestWebhookPaymentFailed(t *testing.T) {
+	nsf := func(method string) map[string]any {
+		e := map[string]any{"code": "insufficient_funds", "message": "The customer's account has insufficient funds.", "type": "card_error"}
+		if method != "" {
+			e["payment_method"] = map[string]any{"id": "pm_1", "object": "payment_method", "type": method}
+		}
+		return e
+	}
+	const nsfReason = "The customer's account has insufficient funds. (insufficient_funds)"
+	// declinedTwice is a record whose card was declined on attempt 1 and,
+	// a day later, on attempt 2.
+	declinedTwice := func(t *testing.T) *settleEnv {
+		e := newSettleEnv(t, billingtest.Declined("insufficient_funds", true))
+		e.clock.Advance(24 * time.Hour)
+		_, err := e.c.Run(t.Context(), billing.RunRequest{Kind: billing.RunRetry})
+		require.NoError(t, err)
+		cur := e.record()
+		require.Equal(t, billing.StatusError, cur.Status)
+		require.Equal(t, 2, cur.Attempt)
+		require.Equal(t, "txn-"+billing.IdempotencyKey(e.sub.SubscriptionID, 2), cur.TransactionID)
+		return e
+	}
+	attempt1 := func(e *settleEnv) string { return "txn-" + billing.IdempotencyKey(e.sub.SubscriptionID, 1) }
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T) *settleEnv
+		// intent is the failed intent the event carries.
+		intent func(e *settleEnv) map[string]any
+		want   string
+		// changed is whether the delivery writes the record (to ERROR
+		// with wantReason).
+		changed    bool
+		wantReason string
+	}{
+		{name: "late card failure of attempt 1 after attempt 2 was declined", setup: declinedTwice,
+			intent: func(e *settleEnv) map[string]any {
+				return e.intentObj(attempt1(e), "requires_payment_method", nsf("card"))
+			}, want: "ignored, recorded by the charge"},
+		{name: "late card failure named by the intent's only method type", setup: declinedTwice,
+			intent: func(e *settleEnv) map[string]any {
+				obj := e.intentObj(attempt1(e), "requires_payment_method", nsf(""))
+				obj["payment_method_types"] = []string{"card"}
+				return obj
+			}, want: "ignored, recorded by the charge"},
+		{name: "late failure of attempt 1 of an unnamed method after attempt 2", setup: declinedTwice,
+			intent: func(e *settleEnv) map[string]any {
+				return e.intentObj(attempt1(e), "requires_payment_method", nsf(""))
+			}, want: "ignored, an earlier attempt"},
+		{name: "card failure of the attempt recorded", setup: func(t *testing.T) *settleEnv {
+			return newSettleEnv(t, billingtest.Declined("insufficient_funds", true))
+		}, intent: func(e *settleEnv) map[string]any {
+			return e.intentObj(attempt1(e), "requires_payment_method", nsf("card"))
+		}, want: "ignored, recorded by the charge"},
+		{name: "ACH return", setup: func(t *testing.T) *settleEnv { return newSettleEnv(t, billingtest.Pending()) },
+			intent: func(e *settleEnv) map[string]any {
+				return e.intentObj(e.txn(), "requires_payment_method", nsf("us_bank_account"))
+			}, want: "applied", changed: true, wantReason: nsfReason},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := tc.setup(t)
+			before, rows := e.record(), e.history()
+			e.clock.Advance(time.Hour)
+			body := eventJSON(t, "evt_failed", stripe.EventTypePaymentIntentPaymentFailed, e.clock.Now().Unix(), tc.intent(e))
+			rec := deliver(e.h, body)
+			require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+			assert.Equal(t, tc.want+"\n", rec.Body.String())
+			cur := e.record()
+			if !tc.changed {
+				assert.Equal(t, before.Status, cur.Status)
+				assert.Equal(t, before.TransactionID, cur.TransactionID)
+				assert.Equal(t, before.PaymentError, cur.PaymentError)
+				assert.Equal(t, before.Attempt, cur.Attempt)
+				assert.Equal(t, rows, e.history(), "an ignored event wrote history")
+				return
+			}
+			assert.Equal(t, billing.StatusError, cur.Status)
+			assert.Equal(t, tc.wantReason, cur.PaymentError)
+			assert.Equal(t, append(rows, billing.StatusError), e.history())
+			// Stripe delivers at least once: the redelivery is a replay.
+			rec = deliver(e.h, body)
+			require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+			assert.Equal(t, "replay\n", rec.Body.String())
+			billingtest.RequireNoDoubleCharge(t, e.pay)
+		})
+	}
+}

@@ -93,13 +93,15 @@
 //	                         ("whsec_…"; stripe-webhook, required, or ...)
 //	STRIPE_WEBHOOK_SECRET_ARN
 //	                         ... a Secrets Manager secret holding it
-//	ACCOUNTS_TABLE           stripe-webhook, optional: the single table of
-//	                         the provider-billed accounts; with it the
-//	                         webhook also applies subscription events,
-//	                         founder passes and monthly credit grants
-//	ACCOUNTS_PREFIX          its account partition prefix (default "USER#")
-//	STRIPE_PRICE_TIERS       with ACCOUNTS_TABLE: the tier of each Stripe
-//	                         price, "price_A=SAGE,price_B=GUILDMASTER"
+//	STRIPE_PRICE_TIERS       stripe-webhook, optional: the tier of each
+//	                         Stripe price, "price_A=SAGE,price_B=GUILDMASTER";
+//	                         with it the webhook also applies subscription
+//	                         events, founder passes and monthly credit
+//	                         grants to the provider-billed accounts on the
+//	                         single table (SINGLE_TABLE, ACCOUNT_PREFIX and
+//	                         SINGLE_TABLE_TTL, whatever BILLING_LAYOUT).
+//	                         ACCOUNTS_TABLE and ACCOUNTS_PREFIX are no
+//	                         longer read: set, they stop the function
 //	ALLOWED_EMAIL_SUFFIXES   comma-separated email domains; set in test
 //	                         environments only, e.g.
 //	                         "test.example.com,qa.example.org": each allows

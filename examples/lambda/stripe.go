@@ -84,16 +84,23 @@ func webhookConfig(ctx context.Context, sm func() secretGetter, client *stripe.C
 		return billingstripe.WebhookConfig{}, errors.New("STRIPE_WEBHOOK_SECRET or STRIPE_WEBHOOK_SECRET_ARN is required")
 	}
 	cfg := billingstripe.WebhookConfig{Secret: secret, Intents: billingstripe.NewIntentMetadata(client), Logger: logger}
-	table := os.Getenv("ACCOUNTS_TABLE")
-	if table == "" {
+	for _, gone := range []string{"ACCOUNTS_TABLE", "ACCOUNTS_PREFIX"} {
+		if os.Getenv(gone) != "" {
+			return billingstripe.WebhookConfig{}, fmt.Errorf("%s is no longer read: the accounts are on the single table that "+
+				"SINGLE_TABLE, ACCOUNT_PREFIX and SINGLE_TABLE_TTL name; set those and STRIPE_PRICE_TIERS, and unset %s", gone, gone)
+		}
+	}
+	priceTiersEnv := os.Getenv("STRIPE_PRICE_TIERS")
+	if priceTiersEnv == "" {
 		return cfg, nil
 	}
-	tiers, err := parsePriceTiers(os.Getenv("STRIPE_PRICE_TIERS"))
+	tiers, err := parsePriceTiers(priceTiersEnv)
 	if err != nil {
 		return billingstripe.WebhookConfig{}, err
 	}
-	acc, err := dynamostore.NewAccounts(dynamostore.AccountsConfig{Client: ddb, Table: dynamostore.SingleTableConfig{
-		Table: table, AccountPrefix: os.Getenv("ACCOUNTS_PREFIX")}})
+	// The accounts' markers expire by the table's TTL attribute, so the
+	// table, its prefix and that attribute are read in one place.
+	acc, err := dynamostore.NewAccounts(dynamostore.AccountsConfig{Client: ddb, Table: singleTableFromEnv()})
 	if err != nil {
 		return billingstripe.WebhookConfig{}, err
 	}
@@ -166,7 +173,7 @@ func parsePriceTiers(s string) (priceTiers, error) {
 		out[strings.TrimSpace(price)] = t
 	}
 	if len(out) == 0 {
-		return nil, errors.New("STRIPE_PRICE_TIERS is required with ACCOUNTS_TABLE (e.g. price_123=SAGE,price_456=GUILDMASTER)")
+		return nil, errors.New("STRIPE_PRICE_TIERS has no price=TIER pair (e.g. price_123=SAGE,price_456=GUILDMASTER)")
 	}
 	return out, nil
 }

@@ -5,12 +5,15 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,6 +23,7 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingstripe"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/memory"
 )
@@ -183,7 +187,7 @@ func TestParsePriceTiers(t *testing.T) {
 		wantErr string
 	}{
 		{in: "price_A=SAGE, price_B=guildmaster", want: priceTiers{"price_A": entitlement.TierSage, "price_B": entitlement.TierGuildmaster}},
-		{in: "", wantErr: "required"},
+		{in: " , ", wantErr: "no price=TIER pair"},
 		{in: "price_A", wantErr: "price=TIER"},
 		{in: "price_A=PLATINUM", wantErr: "price=TIER"},
 		{in: "=SAGE", wantErr: "price=TIER"},
@@ -201,6 +205,81 @@ func TestParsePriceTiers(t *testing.T) {
 			assert.Equal(t, entitlement.TierSage, tier)
 			_, err = got.TierOfPrice(context.Background(), "price_other", "prod_1")
 			assert.ErrorIs(t, err, billingstripe.ErrUnmapped)
+		})
+	}
+}
+
+// recordingDynamo is a DynamoDB client that records the transactions it
+// is given and fails them, so a test sees what a store would write.
+type recordingDynamo struct {
+	dynamostore.API
+	tx []*dynamodb.TransactWriteItemsInput
+}
+
+func (r *recordingDynamo) TransactWriteItems(_ context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	r.tx = append(r.tx, in)
+	return nil, errors.New("recorded, not written")
+}
+
+// TestWebhookAccountsAreOnTheSingleTable checks that the webhook's
+// accounts store is the single table the environment names once
+// (SINGLE_TABLE, ACCOUNT_PREFIX, SINGLE_TABLE_TTL): its grant markers
+// carry the table's TTL attribute, so they expire, and the variables it
+// used to read instead stop the function rather than pick another table.
+func TestWebhookAccountsAreOnTheSingleTable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		// wantAccounts is whether the webhook applies account events.
+		wantAccounts bool
+		wantErr      string
+	}{
+		{name: "single table variables", wantAccounts: true,
+			env: map[string]string{"SINGLE_TABLE": "recurring", "ACCOUNT_PREFIX": "ACC#", "SINGLE_TABLE_TTL": "ttl", "STRIPE_PRICE_TIERS": "price_1=SAGE"}},
+		{name: "no price tiers: settlements only",
+			env: map[string]string{"SINGLE_TABLE": "recurring", "ACCOUNT_PREFIX": "ACC#", "SINGLE_TABLE_TTL": "ttl"}},
+		{name: "the old table variable", wantErr: "ACCOUNTS_TABLE is no longer read",
+			env: map[string]string{"ACCOUNTS_TABLE": "accounts", "STRIPE_PRICE_TIERS": "price_1=SAGE"}},
+		{name: "the old prefix variable", wantErr: "ACCOUNTS_PREFIX is no longer read",
+			env: map[string]string{"SINGLE_TABLE": "recurring", "ACCOUNTS_PREFIX": "ACC#", "STRIPE_PRICE_TIERS": "price_1=SAGE"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, k := range []string{"SINGLE_TABLE", "ACCOUNT_PREFIX", "SINGLE_TABLE_TTL", "STRIPE_PRICE_TIERS", "ACCOUNTS_TABLE", "ACCOUNTS_PREFIX", "STRIPE_WEBHOOK_SECRET_ARN"} {
+				t.Setenv(k, tc.env[k])
+			}
+			t.Setenv("STRIPE_WEBHOOK_SECRET", testWebhookSecret)
+			ddb := &recordingDynamo{}
+			cfg, err := webhookConfig(t.Context(), nil, stripe.NewClient("sk_test_x"), ddb, slog.New(slog.DiscardHandler))
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				assert.ErrorContains(t, err, "SINGLE_TABLE, ACCOUNT_PREFIX and SINGLE_TABLE_TTL")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, testWebhookSecret, cfg.Secret)
+			if !tc.wantAccounts {
+				assert.Nil(t, cfg.Accounts)
+				return
+			}
+			require.NotNil(t, cfg.Accounts)
+			require.NotNil(t, cfg.Users)
+			tier, err := cfg.Tiers.TierOfPrice(t.Context(), "price_1", "")
+			require.NoError(t, err)
+			assert.Equal(t, entitlement.Tier("SAGE"), tier)
+
+			_, err = cfg.Accounts.MonthlyGrant(t.Context(), "u1", entitlement.Tier("SAGE"), "2026-03-01T00:00:00Z", "evt_1")
+			require.ErrorContains(t, err, "recorded, not written")
+			require.NotEmpty(t, ddb.tx)
+			put := ddb.tx[0].TransactItems[0].Put
+			require.NotNil(t, put, "the grant's marker")
+			assert.Equal(t, "recurring", aws.ToString(put.TableName))
+			pk, ok := put.Item["PK"].(*types.AttributeValueMemberS)
+			require.True(t, ok, "marker PK %#v", put.Item["PK"])
+			assert.Equal(t, "ACC#u1", pk.Value)
+			ttl, ok := put.Item["ttl"].(*types.AttributeValueMemberN)
+			require.True(t, ok, "the marker's expiry is in the table's TTL attribute: %v", put.Item)
+			assert.NotEmpty(t, ttl.Value)
+			assert.NotContains(t, put.Item, "expiresAt")
 		})
 	}
 }

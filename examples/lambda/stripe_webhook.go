@@ -25,8 +25,8 @@ import (
 // handler behind a Lambda function URL (or an API Gateway proxy
 // integration). Settlements go to a collector over BILLING_LAYOUT's
 // tables, charging (when it must resolve an attempt) and looking up
-// through Stripe; with ACCOUNTS_TABLE, subscription events, founder passes
-// and monthly grants go to the accounts on that table.
+// through Stripe; with STRIPE_PRICE_TIERS, subscription events, founder
+// passes and monthly grants go to the accounts on the single table.
 func newStripeWebhook(ctx context.Context, awsCfg aws.Config, logger *slog.Logger) (any, error) {
 	sm := func() secretGetter { return secretsmanager.NewFromConfig(awsCfg) }
 	repo, err := newRepository(awsCfg, logger)
