@@ -121,6 +121,51 @@ func TestChargeGuardRefusesAmountsOutsideTheLimits(t *testing.T) {
 	}
 }
 
+// TestChargeGuardOneRunOfMixedAmounts: in one run, the records outside
+// the limits are reported and left alone while the one at MaxCharge is
+// charged; an hour later they are reported again and still not charged.
+func TestChargeGuardOneRunOfMixedAmounts(t *testing.T) {
+	t.Parallel()
+	maxCharge := billing.MustParseAmount("100.00")
+	e := newCollectorEnv(t, func(c *billing.Config) { c.MaxCharge = maxCharge })
+	ctx := context.Background()
+	amounts := map[string]billing.Amount{"over": maxCharge + 1, "zero": 0, "max": maxCharge}
+	recs := map[string]billing.Subscription{}
+	for user, amount := range amounts {
+		s := envRecord(user, jan31, billing.StatusScheduled)
+		s.Amount = amount
+		_, err := e.repo.AddAll(ctx, []billing.Subscription{s})
+		require.NoError(t, err)
+		recs[user] = s
+	}
+	before := map[string][]billing.Subscription{"over": e.records("over"), "zero": e.records("zero")}
+	for run := range 2 {
+		if run > 0 {
+			e.clock.Advance(time.Hour)
+		}
+		rep := runAll(t, e, billing.RunScheduled)
+		failed := map[string]string{}
+		for _, f := range rep.Failed {
+			failed[f.SubscriptionID] = f.Reason
+		}
+		assert.Len(t, failed, 2, "run %d: report = %+v", run, rep)
+		for _, user := range []string{"over", "zero"} {
+			s := recs[user]
+			if assert.Contains(t, failed, s.SubscriptionID, "run %d", run) {
+				assert.Contains(t, failed[s.SubscriptionID], billing.ErrInvalidAmount.Error())
+				assert.Contains(t, failed[s.SubscriptionID], s.Key())
+			}
+			assert.Equal(t, before[user], e.records(user), "run %d: %s is as it was written", run, user)
+		}
+		calls := e.pay.Calls()
+		if assert.Len(t, calls, 1, "run %d: charged once in all: %+v", run, calls) {
+			assert.Equal(t, recs["max"].SubscriptionID, calls[0].Request.SubscriptionID)
+			assert.Equal(t, maxCharge, calls[0].Request.Amount)
+		}
+		assert.Equal(t, billing.StatusCompleted, findRecord(t, e.records("max"), recs["max"].SubscriptionID).Status)
+	}
+}
+
 // runAll runs kind to its end and returns the report of every invocation
 // together (failures included).
 func runAll(t *testing.T, e *collectorEnv, kind billing.RunKind) *billing.Report {
