@@ -78,12 +78,23 @@ type Config struct {
 	// amount from it (see [Collector.ChangeTier]), so a caller never sets
 	// a price. Optional.
 	Prices PriceList
-	// MaxCharge is the largest amount a record may be charged per period;
-	// a tier change to more is refused. Defaults to [DefaultMaxCharge].
+	// MaxCharge is the largest amount a record may be charged per period.
+	// It is checked when a price is set (a subscription or tier change to
+	// more is refused) and again before every charge, whoever wrote the
+	// record: a record over it is not charged, nothing is written to it,
+	// and the run reports it as failed with a [*FieldError] on
+	// billing_amount wrapping [ErrInvalidAmount], every run until it is
+	// corrected. Defaults to [DefaultMaxCharge].
 	MaxCharge Amount
-	// AllowFreeTiers lets a tier change set an amount of zero. Defaults to
-	// false: a zero amount is refused, so that nothing sends a charge of
-	// nothing to the processor by mistake.
+	// AllowFreeTiers lets a subscription or tier change set an amount of
+	// zero, and lets a record of zero be charged. Defaults to false: a
+	// zero amount is refused when a price is set and again before every
+	// charge (reported like an amount over MaxCharge), so that nothing
+	// sends a charge of nothing to the processor by mistake. The engine
+	// has no path that completes a free period on its own: with this set,
+	// a record of zero is presented to the processor like any other, so
+	// set it only for a processor that answers such a charge (the Stripe
+	// provider refuses one as an error, leaving the attempt in flight).
 	AllowFreeTiers bool
 	// MeterProvider makes the collection metrics (see
 	// dynabill.collection.attempts in the package doc). Defaults to otel.GetMeterProvider(), a

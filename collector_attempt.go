@@ -175,9 +175,14 @@ func (c *Collector) requestTimeout() time.Duration {
 }
 
 // startAttempt makes attempt n of cur durable (the in-flight marker) and
-// returns the record as stored with it.
+// returns the record as stored with it. An amount the collector may not
+// charge (see [Collector.chargeable]) is refused first: nothing is
+// written, so nothing is presented to the processor.
 func (c *Collector) startAttempt(ctx context.Context, proc Process, cur *Subscription, now time.Time) (Subscription, error) {
 	n := cur.Attempt + 1
+	if err := c.chargeable(cur); err != nil {
+		return Subscription{}, fmt.Errorf("attempt %d of %s not made: %w", n, cur.SubscriptionID, err)
+	}
 	marked := cur.Clone()
 	marked.LastAttempt = Attempt{
 		Number: n, Key: IdempotencyKey(cur.SubscriptionID, n), Amount: cur.Amount,
@@ -187,6 +192,27 @@ func (c *Collector) startAttempt(ctx context.Context, proc Process, cur *Subscri
 		return Subscription{}, fmt.Errorf("record attempt %d of %s before the charge: %w", n, cur.SubscriptionID, err)
 	}
 	return marked, nil
+}
+
+// chargeable checks the amount of cur against the collector's limits
+// before an attempt to charge it is made: more than zero (zero too with
+// [Config.AllowFreeTiers]) and at most [Config.MaxCharge]. The record may
+// have been written by anything (a batch, a reactivation copying the last
+// amount, another program), so the limits checked when a price is set are
+// checked again here. A refusal is a [*FieldError] on billing_amount
+// naming the record's key, wrapping [ErrInvalidAmount].
+func (c *Collector) chargeable(cur *Subscription) error {
+	var why string
+	switch {
+	case cur.Amount < 0, cur.Amount == 0 && !c.cfg.AllowFreeTiers:
+		why = "must be more than zero"
+	case cur.Amount > c.cfg.MaxCharge:
+		why = "more than the largest charge allowed, " + c.cfg.MaxCharge.String()
+	default:
+		return nil
+	}
+	return &FieldError{Field: "billing_amount", Value: cur.Amount.String(), Key: cur.Key(),
+		Err: fmt.Errorf("%w: %s", ErrInvalidAmount, why)}
 }
 
 // represent records that the attempt in flight on cur is presented again

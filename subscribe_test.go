@@ -98,17 +98,45 @@ func TestSubscribePaused(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	calls := pay.Calls()
-	require.NotEmpty(t, calls)
+	// Feb 1 and Mar 1 are skipped; Apr 1 and May 1 (runs until May 9) are
+	// charged 4.99 each, once; Jun 1 waits.
+	day := func(m time.Month) time.Time { return time.Date(2024, m, 1, 15, 0, 0, 0, time.UTC) }
+	want := []struct {
+		date   time.Time
+		status billing.Status
+	}{
+		{day(time.February), billing.StatusPausedSkipped},
+		{day(time.March), billing.StatusPausedSkipped},
+		{day(time.April), billing.StatusCompleted},
+		{day(time.May), billing.StatusCompleted},
+		{day(time.June), billing.StatusScheduled},
+	}
 	recs, err := repo.ListByUser(ctx, "u1")
 	require.NoError(t, err)
-	var charged []string
-	for _, r := range recs {
+	require.Len(t, recs, len(want), "records = %+v", recs)
+	var completed []billing.Subscription
+	for i, w := range want {
+		r := recs[i]
+		assert.True(t, w.date.Equal(r.BillingDate), "record %d billed %v, want %v", i, r.BillingDate, w.date)
+		assert.Equal(t, w.status, r.Status, "record %d = %+v", i, r)
+		assert.Equal(t, billing.Amount(499), r.Amount, "record %d = %+v", i, r)
 		if r.Status == billing.StatusCompleted {
-			charged = append(charged, r.BillingDate.Format(time.DateOnly))
+			completed = append(completed, r)
 		}
 	}
-	assert.Equal(t, []string{"2024-04-01"}, charged[:1], "first charge two months after Feb 1: %v", charged)
+	require.Len(t, completed, 2, "records = %+v", recs)
+	calls := pay.Calls()
+	require.Len(t, calls, 2, "one charge per completed period: calls = %+v", calls)
+	for i, r := range completed {
+		req := calls[i].Request
+		assert.Equal(t, r.SubscriptionID, req.SubscriptionID, "call %d = %+v", i, req)
+		assert.Equal(t, "u1", req.UserID, "call %d = %+v", i, req)
+		assert.Equal(t, billing.Amount(499), req.Amount, "call %d = %+v", i, req)
+		assert.True(t, r.BillingDate.Equal(req.BillingDate), "call %d billed %v, want %v", i, req.BillingDate, r.BillingDate)
+		assert.Equal(t, 1, req.Attempt, "call %d = %+v", i, req)
+		assert.Equal(t, billing.IdempotencyKey(r.SubscriptionID, 1), req.IdempotencyKey, "call %d = %+v", i, req)
+		assert.False(t, calls[i].Replayed, "call %d = %+v", i, calls[i])
+	}
 }
 
 // TestSubscribeRepeatedLaterIsStillARepeat: a request repeated days later,
