@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
-	"unicode"
 
 	"github.com/dynabill/billing"
 )
@@ -220,10 +218,6 @@ func (h *Handler) tier(ctx context.Context, r *http.Request, a Action) (int, any
 	}
 	if req.Tier == "" {
 		return 0, nil, badRequest("tier", `tier is required, e.g. "Plus:v2"`)
-	}
-	if strings.ContainsFunc(req.Tier, unicode.IsControl) {
-		// A tier name is stored on the record and shown on receipts.
-		return 0, nil, badRequest("tier", "tier must not contain control characters")
 	}
 	prices := h.cfg.Collector.Prices()
 	amount := billing.ListPrice // omitted: the price list's price
