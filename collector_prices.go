@@ -86,7 +86,3 @@ func validTierName(tier string) bool {
 	return tier != "" && len(tier) <= maxTierName && utf8.ValidString(tier) &&
 		!strings.ContainsFunc(tier, unicode.IsControl)
 }
-
-// Prices returns [Config.Prices]: nil when the host set no price list, and
-// a tier change must then be given its amount.
-func (c *Collector) Prices() PriceList { return c.cfg.Prices }

@@ -17,8 +17,12 @@ var prices = billing.PriceListMap{
 
 func withPrices(c *billing.Config) { c.Prices = prices }
 
-// unknownTier is the message of a refused tier name.
-const unknownTier = "unknown tier: not in the price list, or not a tier name"
+// The messages of a refused tier name and a refused amount.
+const (
+	unknownTier   = "unknown tier: not in the price list, or not a tier name"
+	amountRefused = "amount refused: it is required when there is no price list, and must be more than zero, " +
+		"at most the largest charge allowed, and the price list's price of the tier when there is a price list"
+)
 
 // TestTierAmount checks where a tier change's amount comes from: the
 // request without a price list, the price list when there is one.
@@ -34,7 +38,9 @@ func TestTierAmount(t *testing.T) {
 		message   string // the refusal's message, when checked
 	}{
 		{name: "no list: amount given", body: `{"tier": "Max:v1", "amount": "9.99"}`, status: 200, amount: "9.99"},
-		{name: "no list: amount required", body: `{"tier": "Max:v1"}`, status: 400, field: "amount"},
+		{name: "no list: amount required", body: `{"tier": "Max:v1"}`, status: 400, field: "amount", message: amountRefused},
+		{name: "no list: amount null", body: `{"tier": "Max:v1", "amount": null}`, status: 400, field: "amount", message: amountRefused},
+		{name: "no list: amount required, downgrade", body: `{"tier": "Max:v1", "downgrade": true}`, status: 400, field: "amount", message: amountRefused},
 		{name: "no list: zero", body: `{"tier": "Max:v1", "amount": "0.00"}`, status: 400, field: "amount"},
 		{name: "no list: the largest charge", body: `{"tier": "Max:v1", "amount": "10000.00"}`, status: 200, amount: "10000.00"},
 		{name: "no list: above the largest charge", body: `{"tier": "Max:v1", "amount": "10000.01"}`, status: 400, field: "amount"},
@@ -55,6 +61,7 @@ func TestTierAmount(t *testing.T) {
 		{name: "no list: newline in the tier", body: `{"tier": "Max:v1\nPAID", "amount": "9.99"}`, status: 400, field: "tier", message: unknownTier},
 		{name: "no list: DEL in the tier", body: `{"tier": "Max\u007f:v1", "amount": "9.99"}`, status: 400, field: "tier", message: unknownTier},
 		{name: "no list: C1 control in the tier", body: `{"tier": "Max\u0085:v1", "amount": "9.99"}`, status: 400, field: "tier", message: unknownTier},
+		{name: "no list: control character, amount left out", body: `{"tier": "Max\t:v1"}`, status: 400, field: "tier", message: unknownTier},
 		{name: "list: control character in the tier", opts: []func(*billing.Config){withPrices}, body: `{"tier": "Max:v1\u001b"}`, status: 400, field: "tier", message: unknownTier},
 		{name: "no list: non-ASCII tier", body: `{"tier": "Max ünlimited:v1", "amount": "9.99"}`, status: 200, amount: "9.99"},
 	}
