@@ -3,6 +3,9 @@ package billing
 import (
 	"context"
 	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // DefaultMaxCharge is the default [Config.MaxCharge]: 10,000.00.
@@ -40,10 +43,14 @@ const ListPrice Amount = -1
 // must then be that price), else the caller's amount ([ListPrice] is then
 // refused). Either way the amount must be more than zero (or zero, with
 // [Config.AllowFreeTiers]) and at most [Config.MaxCharge]; anything else is
-// a [*FieldError] wrapping [ErrInvalidAmount] or [ErrUnknownTier].
+// a [*FieldError] wrapping [ErrInvalidAmount] or [ErrUnknownTier]. The tier
+// name itself must be 1 to maxTierName bytes of UTF-8 without control
+// characters, whoever calls (HTTP, CLI, Lambda): it is stored on the
+// record and printed on receipts and notices.
 func (c *Collector) priceOf(ctx context.Context, tier string, amount Amount) (Amount, error) {
-	if tier == "" || len(tier) > maxTierName {
-		return 0, &FieldError{Field: "tier", Value: tier, Err: fmt.Errorf("%w: a tier name of 1 to %d bytes", ErrUnknownTier, maxTierName)}
+	if !validTierName(tier) {
+		return 0, &FieldError{Field: "tier", Value: tier,
+			Err: fmt.Errorf("%w: a tier name of 1 to %d bytes of UTF-8 without control characters", ErrUnknownTier, maxTierName)}
 	}
 	if c.cfg.Prices != nil {
 		price, err := c.cfg.Prices.Price(ctx, tier)
@@ -73,6 +80,9 @@ func (c *Collector) priceOf(ctx context.Context, tier string, amount Amount) (Am
 // maxTierName bounds a tier name, which is stored on every record.
 const maxTierName = 256
 
-// Prices returns [Config.Prices]: nil when the host set no price list, and
-// a tier change must then be given its amount.
-func (c *Collector) Prices() PriceList { return c.cfg.Prices }
+// validTierName reports whether tier may name a tier: 1 to maxTierName
+// bytes of valid UTF-8 without control characters.
+func validTierName(tier string) bool {
+	return tier != "" && len(tier) <= maxTierName && utf8.ValidString(tier) &&
+		!strings.ContainsFunc(tier, unicode.IsControl)
+}

@@ -3,6 +3,7 @@ package billing_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -350,6 +351,16 @@ func TestTierPriceIsTheHosts(t *testing.T) {
 		{name: "over max charge", tier: "Plus:v2", amount: billing.DefaultMaxCharge + 1, err: billing.ErrInvalidAmount, field: "amount"},
 		{name: "negative", tier: "Plus:v2", amount: -1, err: billing.ErrInvalidAmount, field: "amount"},
 		{name: "empty tier", tier: "", amount: 100, err: billing.ErrUnknownTier, field: "tier"},
+		{name: "tier too long", tier: strings.Repeat("T", 257), amount: 100, err: billing.ErrUnknownTier, field: "tier"},
+		{name: "tier with a NUL", tier: "Plus\x00:v2", amount: 100, err: billing.ErrUnknownTier, field: "tier"},
+		{name: "tier with a newline", tier: "Plus:v2\nPAID IN FULL", amount: 100, err: billing.ErrUnknownTier, field: "tier"},
+		{name: "tier with a tab", tier: "Plus\t:v2", amount: 100, err: billing.ErrUnknownTier, field: "tier"},
+		{name: "tier with DEL", tier: "Plus\x7f:v2", amount: 100, err: billing.ErrUnknownTier, field: "tier"},
+		{name: "tier with a C1 control", tier: "Plus\u0085:v2", amount: 100, err: billing.ErrUnknownTier, field: "tier"},
+		{name: "tier not UTF-8", tier: "Plus\xff:v2", amount: 100, err: billing.ErrUnknownTier, field: "tier"},
+		{name: "tier of 256 bytes, non-ASCII", tier: strings.Repeat("é", 128), amount: 100, want: 100},
+		{name: "control character even in the price list", cfg: func(c *billing.Config) { c.Prices = billing.PriceListMap{"Bad\n:v1": 100} },
+			tier: "Bad\n:v1", amount: billing.ListPrice, err: billing.ErrUnknownTier, field: "tier"},
 		{name: "bounded amount", tier: "Plus:v9", amount: 999, want: 999},
 		{name: "free allowed", cfg: func(c *billing.Config) { c.AllowFreeTiers = true }, tier: "Free:v1", amount: 0, want: 0},
 		{name: "own max charge", cfg: func(c *billing.Config) { c.MaxCharge = 500 }, tier: "Plus:v2", amount: 501, err: billing.ErrInvalidAmount, field: "amount"},

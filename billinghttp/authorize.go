@@ -62,7 +62,7 @@ type Action struct {
 	// "subscription.pay".
 	Name string
 	// UserID is the {user_id} of the path: the user whose records the
-	// request reads or changes. Never empty: 1 to 512 bytes of UTF-8
+	// request reads or changes. Never empty: 1 to 1024 bytes of UTF-8
 	// without control characters, as is SubscriptionID when set (a path
 	// with another ID is no route and reaches no Authorizer).
 	UserID string

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"reflect"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -47,9 +46,10 @@ func decodeBody(r *http.Request, v any, required bool) error {
 	if err := checkObject(body, jsonFields(v)); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	// checkObject let only the exact JSON names of v's fields through, so
+	// the decoder meets no unknown field (it would match keys
+	// case-insensitively, which checkObject already refused).
+	if err := json.NewDecoder(bytes.NewReader(body)).Decode(v); err != nil {
 		return bodyError(err)
 	}
 	return nil
@@ -175,18 +175,6 @@ func bodyError(err error) *apiError {
 		}
 		return &apiError{status: http.StatusBadRequest, code: CodeInvalidRequest, field: typeErr.Field,
 			message: fmt.Sprintf("%s must be %s, not a JSON %s", typeErr.Field, describeType(typeErr.Type), jsonKind(typeErr.Value)), cause: err}
-	}
-	// encoding/json reports unknown fields as `json: unknown field "name"`,
-	// without an error type. checkObject refuses them first; this is the
-	// net under it.
-	if _, after, ok := strings.Cut(err.Error(), "unknown field "); ok {
-		name, uerr := strconv.Unquote(after)
-		if uerr != nil {
-			name = ""
-		}
-		ae := unknownField(name)
-		ae.cause = err
-		return ae
 	}
 	return &apiError{status: http.StatusBadRequest, code: CodeInvalidRequest, message: "malformed JSON body", cause: err}
 }

@@ -47,8 +47,9 @@
 //
 // Paths are matched as sent: a path with "..", "." or empty ("//")
 // segments, or a trailing slash, is no route (404), never redirected, and
-// so is a user or subscription ID of more than 512 bytes, not valid UTF-8
-// or with control characters; such requests reach neither the Authorizer
+// so is a user or subscription ID of more than 1024 bytes (the longest
+// user ID billing.Collector.Subscribe accepts), not valid UTF-8 or with
+// control characters; such requests reach neither the Authorizer
 // nor storage. IDs are otherwise opaque: an encoded slash ("%2F") is part
 // of the ID, and method overrides (X-HTTP-Method-Override, _method) are
 // ignored.
@@ -118,7 +119,7 @@
 //	                      cross-origin browser POST
 //	404 not_found         an unknown route, subscription ID, another user's subscription (billing.ErrNotFound);
 //	                      a path with "..", "." or "//" segments or a trailing slash; an ID
-//	                      over 512 bytes, not UTF-8 or with control characters
+//	                      over 1024 bytes, not UTF-8 or with control characters
 //	405 method_not_allowed  a route path with another method (Allow lists the methods)
 //	409 locked            billing.ErrAlreadyLocked: the user's billing lock is held; retry later
 //	409 not_collectible   billing.ErrNotCollectible: the record's status does not allow the action

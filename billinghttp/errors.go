@@ -100,10 +100,11 @@ func classify(err error) *apiError {
 		return &apiError{status: http.StatusBadRequest, code: CodeInvalidRequest, field: "tier",
 			message: "unknown tier: not in the price list, or not a tier name", cause: err}
 	case errors.Is(err, billing.ErrInvalidAmount):
-		// The request's one amount: not more than zero, over the largest
-		// charge, or not the price list's price.
+		// The request's one amount: left out without a price list, not
+		// more than zero, over the largest charge, or not the price list's
+		// price.
 		return &apiError{status: http.StatusBadRequest, code: CodeInvalidRequest, field: "amount",
-			message: "amount refused: it must be more than zero, at most the largest charge allowed, and the price list's price of the tier when there is a price list", cause: err}
+			message: "amount refused: it is required when there is no price list, and must be more than zero, at most the largest charge allowed, and the price list's price of the tier when there is a price list", cause: err}
 	case isFE && errors.Is(err, billing.ErrInvalidDate):
 		return &apiError{status: http.StatusBadRequest, code: CodeInvalidRequest, field: fe.Field,
 			message: "invalid " + fe.Field + ": out of the accepted range (too old to be collected, too far ahead, or on or before a paid period)", cause: err}

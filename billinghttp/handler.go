@@ -112,10 +112,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // errNoRoute answers a path that is no route of the API.
 var errNoRoute = &apiError{status: http.StatusNotFound, code: CodeNotFound, message: "no such route"}
 
-// maxIDBytes bounds the user and subscription IDs of a path: far above
-// any ID the collector or a host makes, and well under DynamoDB's key
-// limits, so that a longer one never reaches storage as a failing query.
-const maxIDBytes = 512
+// maxIDBytes bounds the user and subscription IDs of a path. It is the
+// longest user ID billing.Collector.Subscribe accepts (1024 bytes; the
+// engine keeps that limit unexported), so that every user the engine
+// subscribes can reach its records here; keep the two equal. It is well
+// under DynamoDB's key limits, so a longer ID never reaches storage as a
+// failing query. Subscription IDs the collector makes are far shorter.
+const maxIDBytes = 1024
 
 // validID reports whether id may be a user or subscription ID: 1 to
 // maxIDBytes bytes of valid UTF-8 without control characters. Any other

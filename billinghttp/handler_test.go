@@ -85,6 +85,7 @@ type env struct {
 	provider *billingtest.Provider
 	faults   *faults
 	logs     *syncBuffer
+	c        *billing.Collector
 	h        http.Handler
 }
 
@@ -111,6 +112,7 @@ func newEnv(t *testing.T, opts ...func(*billing.Config)) *env {
 	}
 	c, err := billing.NewCollector(cfg)
 	require.NoError(t, err)
+	e.c = c
 	logger := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.h, err = billinghttp.New(billinghttp.Config{
 		Repository: repo, History: hist, Collector: c, Authorize: tokenAuth, Logger: logger,

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
-	"unicode"
 
 	"github.com/dynabill/billing"
 )
@@ -210,9 +208,11 @@ func (h *Handler) billingDate(ctx context.Context, r *http.Request, a Action) (i
 }
 
 // tier serves POST …/tier {"tier": "Lite:v1", "amount": "2.99", "downgrade": true}.
-// With a price list (billing.Config.Prices) the amount is optional: the
-// collector takes the list's price, and an amount given must be that price.
-// Without one the amount is required and the collector bounds it.
+// An amount left out is billing.ListPrice: with a price list
+// (billing.Config.Prices) the collector takes the list's price, and an
+// amount given must be that price; without one the collector refuses
+// ListPrice (the amount is required) and bounds an amount given. The
+// rules are the collector's alone.
 func (h *Handler) tier(ctx context.Context, r *http.Request, a Action) (int, any, error) {
 	var req TierRequest
 	if err := decodeBody(r, &req, true); err != nil {
@@ -221,21 +221,13 @@ func (h *Handler) tier(ctx context.Context, r *http.Request, a Action) (int, any
 	if req.Tier == "" {
 		return 0, nil, badRequest("tier", `tier is required, e.g. "Plus:v2"`)
 	}
-	if strings.ContainsFunc(req.Tier, unicode.IsControl) {
-		// A tier name is stored on the record and shown on receipts.
-		return 0, nil, badRequest("tier", "tier must not contain control characters")
-	}
-	prices := h.cfg.Collector.Prices()
-	amount := billing.ListPrice // omitted: the price list's price
-	switch {
-	case req.Amount != nil:
+	amount := billing.ListPrice // omitted: the price list's price, if there is one
+	if req.Amount != nil {
 		var err error
 		if amount, err = billing.ParseAmount(*req.Amount); err != nil {
 			return 0, nil, &apiError{status: http.StatusBadRequest, code: CodeInvalidRequest, field: "amount",
 				message: `amount must be a non-negative decimal string with at most two fraction digits, e.g. "4.99"`, cause: err}
 		}
-	case prices == nil:
-		return 0, nil, badRequest("amount", `amount is required, a string such as "4.99"`)
 	}
 	return h.change(ctx, a, func() (billing.Change, error) {
 		return h.cfg.Collector.ChangeTier(ctx, a.SubscriptionID, req.Tier, amount, req.Downgrade)

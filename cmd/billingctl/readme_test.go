@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -32,8 +33,11 @@ var flagsWithValue = map[string]bool{"-run": true, "-bench": true, "-fuzz": true
 
 // TestDocsGoTestCommandsRunSomething: every go test command in README.md
 // and docs/*.md selects a test, benchmark or fuzz target that exists in
-// each package it names (the top level of a -run pattern; ./... is not
-// checked). A command naming the wrong package runs nothing and passes.
+// each package it names, and each alternative of the top level of its
+// pattern ('A|B' is A and B) selects one in some package it names, so a
+// renamed test is noticed even when another alternative still matches
+// (./... is not checked). A command naming the wrong package, or a test
+// that no longer exists, runs nothing and passes.
 func TestDocsGoTestCommandsRunSomething(t *testing.T) {
 	t.Parallel()
 	docs, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
@@ -45,27 +49,111 @@ func TestDocsGoTestCommandsRunSomething(t *testing.T) {
 		require.NoError(t, err)
 		for _, cmd := range goTestCommand.FindAllString(string(b), -1) {
 			cmd = strings.TrimSpace(cmd)
-			kind, pattern, pkgs := parseGoTest(cmd)
-			if len(pkgs) == 0 || pkgs[0] == "./..." {
+			problems, ok := goTestSelects(t, cmd)
+			if !ok {
 				continue
 			}
 			checked++
-			re, err := regexp.Compile(pattern)
-			if !assert.NoError(t, err, "%s: %q", filepath.Base(doc), cmd) {
-				continue
-			}
-			for _, pkg := range pkgs {
-				names := testFuncs(t, filepath.Join(repoRoot, pkg), kind)
-				found := false
-				for _, n := range names {
-					found = found || re.MatchString(n)
-				}
-				assert.True(t, found, "%s: %q runs nothing in %s: no %s matches %q", filepath.Base(doc), cmd, pkg, kind, pattern)
-			}
+			assert.Empty(t, problems, "%s: %q", filepath.Base(doc), cmd)
 		}
 	}
 	t.Logf("%d go test commands checked", checked)
 	assert.Greater(t, checked, 15, "go test commands found in the docs")
+}
+
+// TestGoTestSelects: the check of a docs command finds a package where it
+// runs nothing and an alternative of its pattern that selects nothing,
+// even when the other alternatives do.
+func TestGoTestSelects(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		cmd      string
+		problems int
+	}{
+		{name: "one test", cmd: "go test -run TestGoTestSelects ./cmd/billingctl", problems: 0},
+		{name: "both alternatives exist", cmd: "go test -run 'TestGoTestSelects|TestDocsGoTest' ./cmd/billingctl", problems: 0},
+		{name: "a renamed alternative", cmd: "go test -run 'TestGoTestSelects|TestRenamedAway' ./cmd/billingctl", problems: 1},
+		{name: "the renamed one first", cmd: "go test -run 'TestRenamedAway|TestGoTestSelects' ./cmd/billingctl", problems: 1},
+		{name: "alternation inside a group is one alternative", cmd: "go test -run '(TestGoTestSelects|TestRenamedAway)$' ./cmd/billingctl", problems: 0},
+		{name: "subtest level not split", cmd: "go test -run 'TestGoTestSelects/x|y' ./cmd/billingctl", problems: 0},
+		{name: "nothing at all", cmd: "go test -run TestRenamedAway ./cmd/billingctl", problems: 2},
+		{name: "an alternative per package", cmd: "go test -run XXX -bench 'Collector|ScheduledRun' . ./dynamostore", problems: 0},
+		{name: "an alternative in no package", cmd: "go test -run XXX -bench 'Collector|ScheduledRun|NoSuchBench' . ./dynamostore", problems: 1},
+		{name: "fuzz target run as a test", cmd: "go test -run FuzzParseAmount .", problems: 0},
+		{name: "./... is not checked", cmd: "go test -run TestRenamedAway ./...", problems: 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			problems, _ := goTestSelects(t, tc.cmd)
+			assert.Len(t, problems, tc.problems, "%q", problems)
+		})
+	}
+}
+
+// goTestSelects checks what a go test command of the docs selects and
+// returns what is wrong: a package where it runs nothing, an alternative
+// of its pattern that selects nothing in any of its packages. ok is false
+// for a command not checked (no package, or ./...).
+func goTestSelects(t *testing.T, cmd string) (problems []string, ok bool) {
+	t.Helper()
+	kind, pattern, pkgs := parseGoTest(cmd)
+	if len(pkgs) == 0 || pkgs[0] == "./..." {
+		return nil, false
+	}
+	var alts []*regexp.Regexp
+	for _, alt := range splitPattern(pattern, '|') {
+		re, err := regexp.Compile(alt)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("pattern %q: %v", pattern, err))
+			continue
+		}
+		alts = append(alts, re)
+	}
+	matched := make([]bool, len(alts)) // alternative i selects something somewhere
+	for _, pkg := range pkgs {
+		found := false
+		for _, n := range testFuncs(t, filepath.Join(repoRoot, pkg), kind) {
+			for i, re := range alts {
+				if re.MatchString(n) {
+					matched[i], found = true, true
+				}
+			}
+		}
+		if !found {
+			problems = append(problems, fmt.Sprintf("runs nothing in %s: no %s matches %q", pkg, kind, pattern))
+		}
+	}
+	for i, re := range alts {
+		if !matched[i] {
+			problems = append(problems, fmt.Sprintf("the alternative %q of %q selects no %s in %s", re, pattern, kind, strings.Join(pkgs, " ")))
+		}
+	}
+	return problems, true
+}
+
+// splitPattern splits a -run, -bench or -fuzz pattern at each sep outside
+// brackets and parentheses and not escaped, as the testing package splits
+// a pattern at '/' into levels: splitPattern("A|(B|C)/x", '/') is
+// ["A|(B|C)", "x"], and splitPattern("A|(B|C)", '|') is ["A", "(B|C)"].
+func splitPattern(pattern string, sep byte) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(pattern); i++ {
+		switch c := pattern[i]; {
+		case c == '\\':
+			i++ // the escaped byte is never a separator
+		case c == '(' || c == '[':
+			depth++
+		case (c == ')' || c == ']') && depth > 0:
+			depth--
+		case c == sep && depth == 0:
+			out = append(out, pattern[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, pattern[start:])
 }
 
 // parseGoTest returns what a go test command selects: the kind of
@@ -100,12 +188,12 @@ func parseGoTest(cmd string) (kind, pattern string, pkgs []string) {
 	case bench != "" && run == "XXX":
 		kind, pattern = "Benchmark", bench
 	}
-	top, _, _ := strings.Cut(pattern, "/")
-	return kind, top, pkgs
+	return kind, splitPattern(pattern, '/')[0], pkgs
 }
 
 // testFuncs returns the names of the functions of kind in the _test.go
-// files of dir (Examples count as tests, as -run runs them).
+// files of dir (Examples and fuzz targets count as tests, as -run runs
+// them, the fuzz targets on their seed corpus).
 func testFuncs(t *testing.T, dir, kind string) []string {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
@@ -113,7 +201,7 @@ func testFuncs(t *testing.T, dir, kind string) []string {
 	require.NotEmpty(t, files, "no test files in %s", dir)
 	prefixes := kind
 	if kind == "Test" {
-		prefixes = "Test|Example"
+		prefixes = "Test|Example|Fuzz"
 	}
 	re := regexp.MustCompile(`(?m)^func ((?:` + prefixes + `)\w*)\(`)
 	var names []string
