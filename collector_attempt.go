@@ -202,17 +202,11 @@ func (c *Collector) startAttempt(ctx context.Context, proc Process, cur *Subscri
 // checked again here. A refusal is a [*FieldError] on billing_amount
 // naming the record's key, wrapping [ErrInvalidAmount].
 func (c *Collector) chargeable(cur *Subscription) error {
-	var why string
-	switch {
-	case cur.Amount < 0, cur.Amount == 0 && !c.cfg.AllowFreeTiers:
-		why = "must be more than zero"
-	case cur.Amount > c.cfg.MaxCharge:
-		why = "more than the largest charge allowed, " + c.cfg.MaxCharge.String()
-	default:
-		return nil
+	if why := c.outOfLimits(cur.Amount); why != "" {
+		return &FieldError{Field: "billing_amount", Value: cur.Amount.String(), Key: cur.Key(),
+			Err: fmt.Errorf("%w: %s", ErrInvalidAmount, why)}
 	}
-	return &FieldError{Field: "billing_amount", Value: cur.Amount.String(), Key: cur.Key(),
-		Err: fmt.Errorf("%w: %s", ErrInvalidAmount, why)}
+	return nil
 }
 
 // represent records that the attempt in flight on cur is presented again

@@ -67,14 +67,25 @@ func (c *Collector) priceOf(ctx context.Context, tier string, amount Amount) (Am
 	case amount == ListPrice:
 		return 0, &FieldError{Field: "amount", Value: amount.String(),
 			Err: fmt.Errorf("%w: no price list to take tier %q's price from: the amount is required", ErrInvalidAmount, tier)}
-	case amount < 0, amount == 0 && !c.cfg.AllowFreeTiers:
-		return 0, &FieldError{Field: "amount", Value: amount.String(),
-			Err: fmt.Errorf("%w: must be more than zero", ErrInvalidAmount)}
-	case amount > c.cfg.MaxCharge:
-		return 0, &FieldError{Field: "amount", Value: amount.String(),
-			Err: fmt.Errorf("%w: more than the largest charge allowed, %s", ErrInvalidAmount, c.cfg.MaxCharge)}
+	}
+	if why := c.outOfLimits(amount); why != "" {
+		return 0, &FieldError{Field: "amount", Value: amount.String(), Err: fmt.Errorf("%w: %s", ErrInvalidAmount, why)}
 	}
 	return amount, nil
+}
+
+// outOfLimits says why amount may not be charged, or "" when it may: it
+// must be more than zero (or zero, with [Config.AllowFreeTiers]) and at
+// most [Config.MaxCharge]. Checked when a price is set and before every
+// charge.
+func (c *Collector) outOfLimits(amount Amount) string {
+	switch {
+	case amount < 0, amount == 0 && !c.cfg.AllowFreeTiers:
+		return "must be more than zero"
+	case amount > c.cfg.MaxCharge:
+		return "more than the largest charge allowed, " + c.cfg.MaxCharge.String()
+	}
+	return ""
 }
 
 // maxTierName bounds a tier name, which is stored on every record.

@@ -3,7 +3,9 @@ package billing
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -21,7 +23,8 @@ type SubscribeRequest struct {
 	RequestKey string
 	// UserID is who is billed: the user's ID on the legacy tables, one
 	// subscription of an account ("account#subscription#SKU") on the
-	// single table. Required.
+	// single table. Required: 1 to 1024 bytes of UTF-8 without control
+	// characters.
 	UserID string
 	// Tier is the plan, its name and version together ("Plus:v2"). Required.
 	Tier string
@@ -190,8 +193,9 @@ func checkIdentity(req SubscribeRequest) error {
 	switch {
 	case req.RequestKey == "" || len(req.RequestKey) > maxRequestKey || !utf8.ValidString(req.RequestKey):
 		return requestField("RequestKey", req.RequestKey, "1 to %d bytes of UTF-8 required", maxRequestKey)
-	case req.UserID == "" || len(req.UserID) > maxUserID || !utf8.ValidString(req.UserID):
-		return requestField("UserID", req.UserID, "1 to %d bytes of UTF-8 required", maxUserID)
+	case req.UserID == "" || len(req.UserID) > maxUserID || !utf8.ValidString(req.UserID) ||
+		strings.ContainsFunc(req.UserID, unicode.IsControl):
+		return requestField("UserID", req.UserID, "1 to %d bytes of UTF-8 without control characters required", maxUserID)
 	}
 	return nil
 }

@@ -50,3 +50,19 @@ func TestSubscribeTierNameRule(t *testing.T) {
 		})
 	}
 }
+
+// TestSubscribeUserIDRule: a user ID with control characters is refused
+// by the engine, as the HTTP adapter refuses it in a path: a user who
+// could subscribe but never reach their records is not created.
+func TestSubscribeUserIDRule(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"u1\n", "u\x001", "\x1b[31mu1", "u1\u0085"} {
+		e := newCollectorEnv(t)
+		_, err := e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "order-1", UserID: id, Tier: "Plus:v2", Amount: billing.MustParseAmount("4.99")})
+		require.ErrorIs(t, err, billing.ErrInvalidRequest, "%q", id)
+		var fe *billing.FieldError
+		require.ErrorAs(t, err, &fe)
+		assert.Equal(t, "UserID", fe.Field)
+		assert.Empty(t, e.records(id), "%q: written", id)
+	}
+}
