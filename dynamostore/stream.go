@@ -170,8 +170,8 @@ func NewSingleTableStreamDecoder(cfg SingleTableConfig) (*StreamDecoder, error) 
 	if err := tbl.Validate(); err != nil {
 		return nil, err
 	}
-	if strings.HasPrefix(layout.PeriodIDPrefix, tbl.AccountPrefix) {
-		return nil, fmt.Errorf("billing: SingleTableConfig.AccountPrefix %q clashes with %q", tbl.AccountPrefix, layout.PeriodIDPrefix)
+	if err := tbl.CheckEngine("billing: SingleTableConfig"); err != nil {
+		return nil, err
 	}
 	return &StreamDecoder{layout: streamSingle, tbl: tbl}, nil
 }
