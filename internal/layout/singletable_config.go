@@ -155,11 +155,12 @@ func (c SingleTableConfig) Validate() error {
 
 // CheckEngine checks, after defaults, what the subscription engine's items
 // need beyond [SingleTableConfig.Validate]: no account partition key can
-// start a period ID pointer's partition ([PeriodIDPrefix]), so a pointer
-// is never read as an account's item. name is the config as the caller's
-// errors name it, e.g. "billing: SingleTableConfig".
+// be a period ID pointer's partition key ([PeriodIDPrefix]), so a pointer
+// is never read as an account's item. That holds when neither prefix
+// starts the other. name is the config as the caller's errors name it,
+// e.g. "billing: SingleTableConfig".
 func (c SingleTableConfig) CheckEngine(name string) error {
-	if strings.HasPrefix(PeriodIDPrefix, c.AccountPrefix) {
+	if strings.HasPrefix(PeriodIDPrefix, c.AccountPrefix) || strings.HasPrefix(c.AccountPrefix, PeriodIDPrefix) {
 		return fmt.Errorf("%s.AccountPrefix %q clashes with %q", name, c.AccountPrefix, PeriodIDPrefix)
 	}
 	return nil

@@ -15,6 +15,8 @@ func TestSingleTableConfigCheckEngine(t *testing.T) {
 		{DefaultAccountPrefix, false},
 		{"ACC#", false},
 		{"PERIODID#", true},
+		{"PERIODID#X", true}, // account X1 would share pointer partition PERIODID#X1 of period X1
+		{"PERIODIDX", false},
 		{"PERIOD", true},
 		{"P", true},
 	} {
