@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/layout"
@@ -104,64 +105,72 @@ func (a *Accounts) SetProfileTier(ctx context.Context, userID string, tier entit
 	return nil
 }
 
-// ResolveAccess implements [Accounts.ResolveAccess]: one Query reads the
-// user's partition from SK FOUNDER# on (passes, profile and subscriptions
-// share it; the credits items, CREDITS#…, with a marker per credit
-// request, sort before and are not read) and [entitlement.ResolveAccess]
-// decides at the clock's now.
+// ResolveAccess implements [Accounts.ResolveAccess]: three reads at once,
+// each consistent, fetch only what access depends on — a Query of the
+// founder passes (SK begins_with FOUNDER#), a Query of the provider
+// subscriptions (SK begins_with SUBSCRIPTION#) and a GetItem of the
+// profile (SK PROFILE#<id>) — and [entitlement.ResolveAccess] decides at
+// the clock's now. The account partition's other items (credits and their
+// request markers, and on a shared table the payments' history, periods,
+// receipts and subscriptions, which grow with the account's age) are not
+// read, so an access check costs the same however old the account is.
 //
-// Items of the partition that cannot be decoded (an unknown status, tier
-// or pass type) do not stop the resolution: the Access returned is
-// resolved from the other items, and the error, a join of [*billing.FieldError]s,
-// names the bad ones. Callers choose between failing closed on the error
-// and using the Access.
+// Items that cannot be decoded (an unknown status, tier or pass type) do
+// not stop the resolution: the Access returned is resolved from the other
+// items, and the error, a join of [*billing.FieldError]s, names the bad
+// ones. Callers choose between failing closed on the error and using the
+// Access. A failed read is returned alone, with a zero Access.
 func (a *Accounts) ResolveAccess(ctx context.Context, userID string) (entitlement.Access, error) {
-	if err := checkAccount("resolve access", userID); err != nil {
+	const op = "resolve access"
+	if err := checkAccount(op, userID); err != nil {
 		return entitlement.Access{}, err
 	}
-	from := expression.Key(layout.AttrSK).GreaterThanEqual(expression.Value(layout.StringAV(accessFirstSK)))
-	items, err := queryAccountWhere(ctx, a.cfg.Client, a.tbl, "resolve access", userID, &from)
-	if err != nil {
+	profileSK := layout.SKProfilePrefix + userID
+	var (
+		passItems, subItems []map[string]types.AttributeValue
+		profileItem         map[string]types.AttributeValue
+		passErr, subErr     error
+		profileErr          error
+		wg                  sync.WaitGroup
+	)
+	wg.Go(func() { passItems, passErr = a.queryAccount(ctx, op, userID, layout.SKFounderPrefix) })
+	wg.Go(func() { subItems, subErr = a.queryAccount(ctx, op, userID, layout.SKSubscriptionPrefix) })
+	wg.Go(func() { profileItem, profileErr = a.getItem(ctx, op, userID, profileSK) })
+	wg.Wait()
+	if err := errors.Join(passErr, profileErr, subErr); err != nil {
 		return entitlement.Access{}, err
 	}
 	var (
 		passes  []entitlement.FounderPass
 		subs    []entitlement.ProviderSubscription
 		profile entitlement.Tier
-		errs    []error
+		errs    []error // in sort key order: passes, profile, subscriptions
 	)
-	profileSK := layout.SKProfilePrefix + userID
-	for _, it := range items {
-		sk := layout.StringOf(it[layout.AttrSK])
-		switch {
-		case strings.HasPrefix(sk, layout.SKFounderPrefix):
-			p, err := a.tbl.DecodeFounderPass(it)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			passes = append(passes, p)
-		case strings.HasPrefix(sk, layout.SKSubscriptionPrefix):
-			s, err := a.tbl.DecodeProviderSubscription(it)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			subs = append(subs, s)
-		case sk == profileSK:
-			if t, err := a.tbl.DecodeProfileTier(it); err != nil {
-				errs = append(errs, err)
-			} else if t != "" {
-				profile = t
-			}
+	for _, it := range passItems {
+		p, err := a.tbl.DecodeFounderPass(it)
+		if err != nil {
+			errs = append(errs, err)
+			continue
 		}
+		passes = append(passes, p)
+	}
+	if profileItem != nil {
+		if t, err := a.tbl.DecodeProfileTier(profileItem); err != nil {
+			errs = append(errs, err)
+		} else if t != "" {
+			profile = t
+		}
+	}
+	for _, it := range subItems {
+		s, err := a.tbl.DecodeProviderSubscription(it)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		subs = append(subs, s)
 	}
 	return entitlement.ResolveAccess(a.now(), passes, subs, profile), errors.Join(errs...)
 }
-
-// accessFirstSK is the smallest sort key ResolveAccess decodes: founder
-// passes, then profiles and subscriptions, sort after it.
-const accessFirstSK = layout.SKFounderPrefix
 
 // founderPassItem is the stored form of a founder pass, encoded with
 // attributevalue under the attribute names existing items use. Decoding

@@ -2,6 +2,7 @@ package dynamostore_test
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/stretchr/testify/assert"
@@ -255,4 +257,63 @@ func TestAccessMemoryRevokedPass(t *testing.T) {
 	require.False(t, a.RevokeFounderPass("u1", entitlement.PassFoundingMember), "revoke")
 	got, _ := a.ResolveAccess(t.Context(), "u1")
 	require.Equal(t, entitlement.ReasonFree, got.Reason, "revoked pass still grants: %+v", got)
+}
+
+// TestAccessResolveReadsIndependentOfHistory: on a table the payments
+// share, an account's partition also holds its history rows, periods,
+// receipts and payment subscriptions, which grow with its age. Resolving
+// access reads the same items, at the same cost, with a thousand of them
+// as with none.
+func TestAccessResolveReadsIndependentOfHistory(t *testing.T) {
+	t.Parallel()
+	e := newDynamoAccountsEnv(t, acctOpts{})
+	ctx := t.Context()
+	ev := provEvent("evt_1", 0, entitlement.ProviderActive)
+	ev.CurrentPeriodEnd = acctStart.Add(30 * 24 * time.Hour)
+	provApply(t, e, ev, true)
+	_, err := e.accounts.GrantFounderPass(ctx, "u1", entitlement.PassGuildBuilder, "pi_1", time.Time{})
+	require.NoError(t, err)
+	require.NoError(t, e.accounts.SetProfileTier(ctx, "u1", entitlement.TierInitiate))
+	_, err = e.accounts.MonthlyGrant(ctx, "u1", entitlement.TierSage, "2025-02", "evt_2")
+	require.NoError(t, err)
+
+	resolve := func() (entitlement.Access, int, float64) {
+		t.Helper()
+		e.db.Reset()
+		got, err := e.accounts.ResolveAccess(ctx, "u1")
+		require.NoError(t, err)
+		return got, e.db.ItemsRead(), e.db.ReadCapacity()
+	}
+	young, youngItems, youngRCU := resolve()
+	require.Equal(t, entitlement.Access{Tier: entitlement.TierGuildmaster, Reason: entitlement.ReasonFounderPass, Source: "GUILD_BUILDER"}, young)
+	assert.Equal(t, 3, youngItems, "the pass, the subscription and the profile")
+
+	// Years of payments in the same partition: history rows written by the
+	// engine's store, and periods, receipts and payment subscriptions.
+	repo, err := dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{Client: e.db, Table: e.table})
+	require.NoError(t, err)
+	pad := acctS(strings.Repeat("x", 2000))
+	t0 := time.Date(2020, 1, 1, 10, 0, 0, 0, time.UTC)
+	var rows []billing.Subscription
+	for i := range 250 {
+		at := t0.AddDate(0, 0, i)
+		rows = append(rows, billing.Subscription{
+			UserID: "u1#s1#PLUS", SubscriptionID: "per-" + strconv.Itoa(i), BillingDate: at, Amount: billing.Cents(499),
+			Status: billing.StatusCompleted, BillingPeriod: at.Format("01/2006"), TransactionID: "tx-" + strconv.Itoa(i),
+			Process: billing.ProcessInitial, Term: billing.TermMonthly, ReceiptTierName: "Plus:v2",
+			CreatedDate: at, LastRunDate: at.Add(time.Hour), PaymentError: strings.Repeat("e", 1000),
+		})
+	}
+	require.NoError(t, repo.History().AddAll(ctx, rows))
+	for i := range 250 {
+		n := strconv.Itoa(100000 + i)
+		for _, sk := range []string{"PER#s1#SKU#PLUS#" + n, "REC#" + n + "#SKU#PLUS", "SUB#s" + n + "#SKU#PLUS"} {
+			e.putRaw(t, map[string]types.AttributeValue{"PK": acctS("USER#u1"), "SK": acctS(sk), "pad": pad})
+		}
+	}
+
+	old, oldItems, oldRCU := resolve()
+	assert.Equal(t, young, old, "the same access")
+	assert.Equal(t, youngItems, oldItems, "items read")
+	assert.InDelta(t, youngRCU, oldRCU, 1e-9, "read capacity")
 }

@@ -173,50 +173,133 @@ func (a *Accounts) MonthlyGrant(ctx context.Context, userID string, tier entitle
 		return res, nil
 	}
 	markerSK := layout.SKCreditGrantPrefix + period
+	attrs := map[string]types.AttributeValue{
+		layout.AcctType: layout.StringAV(layout.GrantTypeMarker), layout.GrantPeriod: layout.StringAV(period),
+		layout.GrantTier: layout.StringAV(string(t)), layout.GrantAmount: layout.NumberAV(quota),
+	}
+	set := map[string]types.AttributeValue{layout.CredLastGrantPeriod: layout.StringAV(period)}
+	if eventID != "" {
+		attrs[layout.GrantEventID], set[layout.CredLastGrantEvent] = layout.StringAV(eventID), layout.StringAV(eventID)
+	}
+	out, err := a.runCreditTx(ctx, creditTx{
+		op: "monthly grant", userID: userID, markerSK: markerSK, markerAttrs: attrs, retention: a.cfg.GrantMarkerRetention,
+		markerReason: "the period was already granted",
+		update: func(now time.Time) *types.Update {
+			return a.incrementExpr(quota, now, []string{layout.CredLastReset}, set)
+		},
+	})
+	switch {
+	case err != nil:
+		return res, err
+	case out.kind == creditMarkerExists:
+		a.cfg.Logger.DebugContext(ctx, "billing: monthly grant already applied", "user", userID, "period", period, "event", eventID)
+		return res, nil
+	}
+	res.Applied, res.Amount = true, quota
+	return res, nil
+}
+
+// creditTx is a change of a credit balance made once per marker: one
+// transaction of the marker item, put on condition that it does not exist,
+// and the update of the balance.
+type creditTx struct {
+	op       string // in errors and logs
+	userID   string
+	markerSK string
+	// markerAttrs are the marker's attributes besides its key, createdAt
+	// and expiry, which is retention after the transaction's now.
+	markerAttrs  map[string]types.AttributeValue
+	retention    time.Duration
+	markerReason string // what an existing marker means, in a conflict
+	// update is the update of the balance at now, without its key: its
+	// condition fails for a record past its expiry, and for take also for
+	// a balance too low.
+	update func(now time.Time) *types.Update
+	// take makes a failed balance condition a refusal (creditRefused)
+	// rather than an expired record to empty.
+	take bool
+	// returnOld asks the cancelled transaction for the items as their
+	// conditions saw them (creditOutcome.item).
+	returnOld bool
+}
+
+// creditOutcomeKind is how a credit transaction ended without error.
+type creditOutcomeKind int
+
+const (
+	creditApplied      creditOutcomeKind = iota // both writes applied
+	creditMarkerExists                          // the marker existed: nothing written
+	creditRefused                               // take: the balance condition failed, nothing written
+)
+
+// creditOutcome is the outcome of [Accounts.runCreditTx].
+type creditOutcome struct {
+	kind creditOutcomeKind
+	// now is the instant of the last attempt.
+	now time.Time
+	// item is, with returnOld, the marker (creditMarkerExists) or the
+	// balance (creditRefused) as the condition saw it; nil when the
+	// server returned none.
+	item map[string]types.AttributeValue
+}
+
+// creditMarker is a marker item written at now: its key, attrs, createdAt
+// and an expiry retention after now.
+func (a *Accounts) creditMarker(userID, sk string, attrs map[string]types.AttributeValue, now time.Time, retention time.Duration) map[string]types.AttributeValue {
+	ts, _ := layout.AcctTime(now)
+	m := a.key(userID, sk)
+	maps.Copy(m, attrs)
+	m[layout.AcctCreatedAt] = layout.StringAV(ts)
+	m[a.tbl.TTLAttribute] = layout.NumberAV(now.Add(retention).Unix())
+	return m
+}
+
+// runCreditTx runs tx until it is applied or answered. A balance past its
+// expiry is emptied ([Accounts.expireCredits]) and the transaction
+// retried; so is a transaction cancelled by a concurrent one, after a
+// backoff; both at most maxExpiryRetries times, then the cancellation is
+// translated ([*billing.ConflictError]).
+func (a *Accounts) runCreditTx(ctx context.Context, tx creditTx) (creditOutcome, error) {
+	balanceKey := a.keyText(tx.userID, layout.SKCredits)
 	ops := []txOp{
-		{key: a.keyText(userID, markerSK), reason: "the period was already granted", exists: true},
-		{key: a.keyText(userID, layout.SKCredits), reason: "the balance kept expiring concurrently, or its expiry attribute is not a number"},
+		{key: a.keyText(tx.userID, tx.markerSK), reason: tx.markerReason, exists: true},
+		{key: balanceKey, reason: "the balance kept expiring concurrently, or its expiry attribute is not a number"},
 	}
 	for attempt := 0; ; attempt++ {
 		now := a.now()
-		ts, _ := layout.AcctTime(now)
-		marker := a.key(userID, markerSK)
-		marker[layout.AcctType], marker[layout.GrantPeriod], marker[layout.GrantTier] = layout.StringAV(layout.GrantTypeMarker), layout.StringAV(period), layout.StringAV(string(t))
-		marker[layout.GrantAmount], marker[layout.AcctCreatedAt] = layout.NumberAV(quota), layout.StringAV(ts)
-		marker[a.tbl.TTLAttribute] = layout.NumberAV(now.Add(a.cfg.GrantMarkerRetention).Unix())
-		set := map[string]types.AttributeValue{layout.CredLastGrantPeriod: layout.StringAV(period)}
-		if eventID != "" {
-			marker[layout.GrantEventID], set[layout.CredLastGrantEvent] = layout.StringAV(eventID), layout.StringAV(eventID)
+		put := putAbsent(&a.tbl.Table, a.creditMarker(tx.userID, tx.markerSK, tx.markerAttrs, now, tx.retention), layout.AttrPK)
+		upd := tx.update(now)
+		upd.Key = a.key(tx.userID, layout.SKCredits)
+		if tx.returnOld {
+			put.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+			upd.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 		}
-		upd := a.incrementExpr(quota, now, []string{layout.CredLastReset}, set)
-		upd.Key = a.key(userID, layout.SKCredits)
 		_, err := a.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-			{Put: putAbsent(&a.tbl.Table, marker, layout.AttrPK)},
-			{Update: upd},
+			{Put: put}, {Update: upd},
 		}})
 		if err == nil {
-			res.Applied, res.Amount = true, quota
-			return res, nil
+			return creditOutcome{kind: creditApplied, now: now}, nil
 		}
-		_, codes := cancelCodes(err, 2)
+		reasons, codes := cancelCodes(err, 2)
 		switch {
 		case codes == nil:
 		case codes[0] == codeConditionFailed:
-			a.cfg.Logger.DebugContext(ctx, "billing: monthly grant already applied", "user", userID, "period", period, "event", eventID)
-			return res, nil
+			return creditOutcome{kind: creditMarkerExists, now: now, item: reasons[0].Item}, nil
+		case codes[1] == codeConditionFailed && tx.take:
+			return creditOutcome{kind: creditRefused, now: now, item: reasons[1].Item}, nil
 		case attempt >= maxExpiryRetries:
 		case codes[1] == codeConditionFailed:
-			if err := a.expireCredits(ctx, userID, now); err != nil {
-				return res, err
+			if err := a.expireCredits(ctx, tx.userID, now); err != nil {
+				return creditOutcome{}, err
 			}
 			continue
 		case codes[0] == codeTxConflict || codes[1] == codeTxConflict:
 			// A concurrent write to the balance: nothing was written, retry.
-			if err := txBackoff(ctx, "monthly grant", a.keyText(userID, layout.SKCredits), attempt); err != nil {
-				return res, err
+			if err := txBackoff(ctx, tx.op, balanceKey, attempt); err != nil {
+				return creditOutcome{}, err
 			}
 			continue
 		}
-		return res, translateWrite("monthly grant", ops, err)
+		return creditOutcome{}, translateWrite(tx.op, ops, err)
 	}
 }

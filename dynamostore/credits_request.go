@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/entitlement"
@@ -86,55 +85,26 @@ func (a *Accounts) change(ctx context.Context, op creditOp, userID string, n int
 		return entitlement.Credits{}, fmt.Errorf("billing: %s: %w", op.name, err)
 	}
 	markerSK := layout.SKCreditRequestPrefix + requestID
-	balanceKey := a.keyText(userID, layout.SKCredits)
-	ops := []txOp{
-		{key: a.keyText(userID, markerSK), reason: "the request ID was already applied", exists: true},
-		{key: balanceKey, reason: "the balance kept expiring concurrently, or its expiry attribute is not a number"},
+	out, err := a.runCreditTx(ctx, creditTx{
+		op: op.name, userID: userID, markerSK: markerSK, retention: a.cfg.RequestMarkerRetention,
+		markerAttrs: map[string]types.AttributeValue{
+			layout.AcctType: layout.StringAV(layout.RequestTypeMarker), layout.RequestOp: layout.StringAV(op.code),
+			layout.RequestAmount: layout.NumberAV(n),
+		},
+		markerReason: "the request ID was already applied",
+		update:       func(now time.Time) *types.Update { return a.changeExpr(op, n, now) },
+		take:         op.take, returnOld: true,
+	})
+	if err != nil {
+		return entitlement.Credits{}, err
 	}
-	for attempt := 0; ; attempt++ {
-		now := a.now()
-		put := putAbsent(&a.tbl.Table, a.requestMarker(op, userID, markerSK, n, now), layout.AttrPK)
-		put.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-		upd := a.changeExpr(op, n, now)
-		upd.Key = a.key(userID, layout.SKCredits)
-		upd.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-		_, err := a.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-			{Put: put}, {Update: upd},
-		}})
-		if err == nil {
-			return a.readCredits(ctx, op.name, userID, now)
-		}
-		reasons, codes := cancelCodes(err, 2)
-		switch {
-		case codes == nil:
-		case codes[0] == codeConditionFailed:
-			return a.repeated(ctx, op, userID, n, markerSK, reasons[0].Item, now)
-		case codes[1] == codeConditionFailed && op.take:
-			return entitlement.Credits{}, a.insufficient(userID, n, reasons[1].Item, now)
-		case attempt >= maxExpiryRetries:
-		case codes[1] == codeConditionFailed:
-			if err := a.expireCredits(ctx, userID, now); err != nil {
-				return entitlement.Credits{}, err
-			}
-			continue
-		case codes[0] == codeTxConflict || codes[1] == codeTxConflict:
-			if err := txBackoff(ctx, op.name, balanceKey, attempt); err != nil {
-				return entitlement.Credits{}, err
-			}
-			continue
-		}
-		return entitlement.Credits{}, translateWrite(op.name, ops, err)
+	switch out.kind {
+	case creditMarkerExists:
+		return a.repeated(ctx, op, userID, n, markerSK, out.item, out.now)
+	case creditRefused:
+		return entitlement.Credits{}, a.insufficient(userID, n, out.item, out.now)
 	}
-}
-
-// requestMarker is the marker item of a request applied at now.
-func (a *Accounts) requestMarker(op creditOp, userID, sk string, n int64, now time.Time) map[string]types.AttributeValue {
-	ts, _ := layout.AcctTime(now)
-	m := a.key(userID, sk)
-	m[layout.AcctType], m[layout.RequestOp] = layout.StringAV(layout.RequestTypeMarker), layout.StringAV(op.code)
-	m[layout.RequestAmount], m[layout.AcctCreatedAt] = layout.NumberAV(n), layout.StringAV(ts)
-	m[a.tbl.TTLAttribute] = layout.NumberAV(now.Add(a.cfg.RequestMarkerRetention).Unix())
-	return m
+	return a.readCredits(ctx, op.name, userID, out.now)
 }
 
 // changeExpr is the update of the balance by op: see [Accounts.incrementExpr]

@@ -33,25 +33,32 @@ func translateWrite(op string, ops []txOp, err error) error {
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) {
 		for i, r := range tce.CancellationReasons {
-			code := aws.ToString(r.Code)
-			switch code {
-			case "ConditionalCheckFailed":
+			switch aws.ToString(r.Code) {
+			case codeConditionFailed:
 				if i < len(ops) {
 					return conflictFor(op, ops[i])
 				}
-			case "TransactionConflict":
-				return &billing.ConflictError{Op: op, Key: ops[0].key, Reason: "a concurrent transaction wrote the same item", Err: billing.ErrConflict}
+			case codeTxConflict:
+				return &billing.ConflictError{Op: op, Key: opKey(ops, i), Reason: "a concurrent transaction wrote the same item", Err: billing.ErrConflict}
 			}
 		}
 		// Cancelled for another reason (throttling, validation): not a
 		// conflict, nothing was written.
-		return fmt.Errorf("billing: %s (%s): transaction cancelled: %w", op, ops[0].key, err)
+		return fmt.Errorf("billing: %s (%s): transaction cancelled: %w", op, opKey(ops, 0), err)
 	}
-	key := ""
-	if len(ops) > 0 {
-		key = ops[0].key
+	return fmt.Errorf("billing: %s (%s): %w", op, opKey(ops, 0), err)
+}
+
+// opKey is the key of the transaction's i-th action, or of its first when
+// ops does not describe the i-th; "" when ops is empty.
+func opKey(ops []txOp, i int) string {
+	switch {
+	case i < len(ops):
+		return ops[i].key
+	case len(ops) > 0:
+		return ops[0].key
 	}
-	return fmt.Errorf("billing: %s (%s): %w", op, key, err)
+	return ""
 }
 
 func conflictFor(op string, o txOp) error {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -110,8 +109,9 @@ func NewSingleTableRepository(cfg SingleTableStoreConfig) (*SingleTableRepositor
 		return nil, fmt.Errorf("billing: SingleTableStoreConfig.CatchUpDays: negative %d", cfg.CatchUpDays)
 	case cfg.ReminderLeadDays < 0:
 		return nil, fmt.Errorf("billing: SingleTableStoreConfig.ReminderLeadDays: negative %d", cfg.ReminderLeadDays)
-	case strings.HasPrefix(layout.PeriodIDPrefix, cfg.Table.codec().AccountPrefix):
-		return nil, fmt.Errorf("billing: SingleTableStoreConfig.Table.AccountPrefix %q clashes with %q", cfg.Table.AccountPrefix, layout.PeriodIDPrefix)
+	}
+	if err := cfg.Table.codec().CheckEngine("billing: SingleTableStoreConfig.Table"); err != nil {
+		return nil, err
 	}
 	pay, err := NewPayments(PaymentsConfig{
 		Client: cfg.Client, Table: cfg.Table, Clock: cfg.Clock, ReceiptRetention: cfg.ReceiptRetention,

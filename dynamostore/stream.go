@@ -1,9 +1,11 @@
 package dynamostore
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/dynabill/billing"
@@ -41,19 +43,27 @@ type StreamResult struct {
 	// Event is the decoded history row when OK.
 	Event HistoryEvent
 	// OK is true when the record is a history row and decoded. False
-	// means skipped when Err is nil (not a history row), undecodable when
-	// Err is set.
+	// means skipped when Err is nil (not a history row, or a history row
+	// deleted by TTL), reported when Err is set.
 	OK bool
 	// Err is the [*StreamRecordError] of a record that is (or may be) a
-	// history row and does not decode: a Lambda consumer reports its
-	// SequenceNumber as a batch item failure rather than drop it.
+	// history row and does not decode, or that modifies or deletes one: a
+	// Lambda consumer reports its SequenceNumber as a batch item failure
+	// rather than drop it.
 	Err error
 }
 
+// ErrHistoryRowChanged reports a stream record that modifies or deletes
+// (other than by TTL) a history row, which is written once and never
+// changed: a row was replaced, for instance by History.AddAll importing a
+// row already written with other content, and no event tells a consumer.
+var ErrHistoryRowChanged = errors.New("billing: history row modified or deleted")
+
 // StreamRecordError reports a stream record that is a history row (or may
 // be one) and cannot be decoded: its image does not decode, it carries no
-// new image (the stream's view type is KEYS_ONLY or OLD_IMAGE), or the
-// row's change cannot be told. It wraps the decoding error, which wraps
+// new image (the stream's view type is KEYS_ONLY or OLD_IMAGE), the row's
+// change cannot be told, or the record modifies or deletes the row
+// ([ErrHistoryRowChanged]). It wraps the decoding error, which wraps
 // [billing.ErrInvalidItem].
 type StreamRecordError struct {
 	// SequenceNumber is the record's sequence number.
@@ -123,10 +133,23 @@ var streamIDSpace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://github.com/d
 // reading: a tier change of a resumed record reads as resumed, and a
 // returned ACH debit as a decline.
 //
-// Records that carry no history row are skipped: MODIFY and REMOVE
-// records (TTL deletions included), and on a single table every item that
-// is not a history row. A StreamDecoder holds no state and is safe for
-// concurrent use.
+// History is append-only, so a record that changes or deletes a history
+// row is reported, never dropped:
+//
+//	record   item                               outcome
+//	INSERT   history row                        a HistoryEvent (or an error if it does not decode)
+//	MODIFY   history row                        error: the row was replaced (History.AddAll of a row
+//	                                            already written with other content)
+//	REMOVE   history row, deleted by TTL        skipped
+//	REMOVE   history row, any other deletion    error: the row was deleted
+//	any      not a history row (single table)   skipped
+//
+// These errors are [*StreamRecordError]s wrapping [ErrHistoryRowChanged]
+// and [billing.ErrInvalidItem]. A TTL deletion is a record whose
+// userIdentity has principalId "dynamodb.amazonaws.com" and type
+// "Service". On a single table, the MODIFY and REMOVE records of every
+// item that is not a history row are skipped like its INSERTs. A
+// StreamDecoder holds no state and is safe for concurrent use.
 type StreamDecoder struct {
 	layout streamLayout
 	tbl    layout.SingleTableConfig
@@ -147,8 +170,8 @@ func NewSingleTableStreamDecoder(cfg SingleTableConfig) (*StreamDecoder, error) 
 	if err := tbl.Validate(); err != nil {
 		return nil, err
 	}
-	if strings.HasPrefix(layout.PeriodIDPrefix, tbl.AccountPrefix) {
-		return nil, fmt.Errorf("billing: SingleTableConfig.AccountPrefix %q clashes with %q", tbl.AccountPrefix, layout.PeriodIDPrefix)
+	if err := tbl.CheckEngine("billing: SingleTableConfig"); err != nil {
+		return nil, err
 	}
 	return &StreamDecoder{layout: streamSingle, tbl: tbl}, nil
 }
@@ -156,9 +179,13 @@ func NewSingleTableStreamDecoder(cfg SingleTableConfig) (*StreamDecoder, error) 
 // Decode decodes one record of the DynamoDB Streams API. ok is false and
 // err nil for a record that carries no history row (skipped). err is a
 // [*StreamRecordError] when the record is a history row that cannot be
-// decoded, or carries no new image.
+// decoded or carries no new image, or when it modifies or deletes a
+// history row (see the table on [StreamDecoder]).
 func (d *StreamDecoder) Decode(r streamtypes.Record) (ev HistoryEvent, ok bool, err error) {
 	rec := streamRecord{event: string(r.EventName)}
+	if id := r.UserIdentity; id != nil {
+		rec.ttl = isTTLDeletion(aws.ToString(id.PrincipalId), aws.ToString(id.Type))
+	}
 	if r.Dynamodb != nil {
 		if r.Dynamodb.SequenceNumber != nil {
 			rec.seq = *r.Dynamodb.SequenceNumber
@@ -179,6 +206,15 @@ type streamRecord struct {
 	image map[string]types.AttributeValue
 	// keysErr and imageErr report keys and an image that did not convert.
 	keysErr, imageErr error
+	// ttl is true when the record's userIdentity names DynamoDB's TTL
+	// service: the item expired.
+	ttl bool
+}
+
+// isTTLDeletion tells whether a record's userIdentity (principalId and
+// type) is DynamoDB's time-to-live service.
+func isTTLDeletion(principalID, typ string) bool {
+	return principalID == "dynamodb.amazonaws.com" && typ == "Service"
 }
 
 // decode is Decode of either input form.
@@ -187,9 +223,7 @@ func (d *StreamDecoder) decode(r streamRecord) (HistoryEvent, bool, error) {
 		return HistoryEvent{}, false, &StreamRecordError{SequenceNumber: r.seq, Key: key, Err: err}
 	}
 	switch r.event {
-	case "MODIFY", "REMOVE":
-		return HistoryEvent{}, false, nil
-	case "INSERT":
+	case "INSERT", "MODIFY", "REMOVE":
 	default:
 		return fail("", fmt.Errorf("%w: stream record event name %q", billing.ErrInvalidItem, r.event))
 	}
@@ -206,6 +240,14 @@ func (d *StreamDecoder) decode(r streamRecord) (HistoryEvent, bool, error) {
 	}
 	if !history {
 		return HistoryEvent{}, false, nil
+	}
+	switch {
+	case r.event == "MODIFY":
+		return fail(key, fmt.Errorf("%w: %w: the row was replaced", ErrHistoryRowChanged, billing.ErrInvalidItem))
+	case r.event == "REMOVE" && r.ttl:
+		return HistoryEvent{}, false, nil // expired: not a change of the history
+	case r.event == "REMOVE":
+		return fail(key, fmt.Errorf("%w: %w: the row was deleted", ErrHistoryRowChanged, billing.ErrInvalidItem))
 	}
 	if r.imageErr != nil {
 		return fail(key, fmt.Errorf("new image: %w", r.imageErr))

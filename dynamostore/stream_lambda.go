@@ -20,7 +20,12 @@ var ErrNotStreamEvent = errors.New("billing: not a DynamoDB Streams event")
 type lambdaRecord struct {
 	EventName   string `json:"eventName"`
 	EventSource string `json:"eventSource"`
-	Dynamodb    *struct {
+	// UserIdentity names DynamoDB's TTL service on a TTL deletion.
+	UserIdentity *struct {
+		PrincipalID string `json:"principalId"`
+		Type        string `json:"type"`
+	} `json:"userIdentity"`
+	Dynamodb *struct {
 		Keys           json.RawMessage `json:"Keys"`
 		NewImage       json.RawMessage `json:"NewImage"`
 		SequenceNumber string          `json:"SequenceNumber"`
@@ -29,7 +34,8 @@ type lambdaRecord struct {
 
 // DecodeLambda decodes the JSON payload a Lambda function receives from a
 // DynamoDB Streams event source ({"Records": [{"eventName": "INSERT",
-// "dynamodb": {"Keys": …, "NewImage": …, "SequenceNumber": …}, …}]}),
+// "dynamodb": {"Keys": …, "NewImage": …, "SequenceNumber": …},
+// "userIdentity": …}]}),
 // without aws-lambda-go: one [StreamResult] per record, in order, each as
 // [StreamDecoder.Decode] would give it. A record that does not parse is a
 // result with Err set, naming its sequence number when it has one. The
@@ -75,6 +81,9 @@ func parseLambdaRecord(raw json.RawMessage) (streamRecord, error) {
 		return streamRecord{}, fmt.Errorf("no dynamodb")
 	}
 	rec := streamRecord{event: lr.EventName, seq: lr.Dynamodb.SequenceNumber}
+	if id := lr.UserIdentity; id != nil {
+		rec.ttl = isTTLDeletion(id.PrincipalID, id.Type)
+	}
 	if lr.EventSource != "" && lr.EventSource != "aws:dynamodb" {
 		return rec, fmt.Errorf("eventSource %q", lr.EventSource)
 	}

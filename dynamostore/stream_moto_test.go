@@ -276,3 +276,50 @@ func TestHistoryStreamEndToEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestHistoryStreamReportsReimport re-imports a history row with other
+// content through History.AddAll (an unconditional batch write): the
+// stream's MODIFY of the row is reported, never dropped, while the
+// MODIFY of the row's ID pointer is skipped.
+func TestHistoryStreamReportsReimport(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	client := dynamotest.Client(t)
+	table := dynamostore.SingleTableConfig{Table: dynamotest.TableName(t, "payments"), AccountPrefix: "ACC#", TTLAttribute: "TTL"}
+	dynamotest.CreateTable(t, client, withStream(dynamostore.SingleTableDefinition(table)))
+	repo, err := dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{Client: client, Table: table})
+	require.NoError(t, err)
+	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	row := billing.Subscription{
+		UserID: "acct-1#s1#PLUS", SubscriptionID: "per-1", BillingDate: t0, Amount: billing.Cents(499),
+		Status: billing.StatusCompleted, BillingPeriod: "03/2026", TransactionID: "tx-1", Process: billing.ProcessInitial,
+		Term: billing.TermMonthly, ReceiptTierName: "Plus:v2", CreatedDate: t0.Add(-48 * time.Hour), LastRunDate: t0.Add(time.Hour),
+	}
+	require.NoError(t, repo.History().AddAll(ctx, []billing.Subscription{row}))
+	again := row
+	again.Amount = billing.Cents(999)
+	require.NoError(t, repo.History().AddAll(ctx, []billing.Subscription{again}))
+
+	d, err := dynamostore.NewSingleTableStreamDecoder(table)
+	require.NoError(t, err)
+	var events []billing.Amount
+	var changed []string
+	for _, r := range readStream(t, table.Table) {
+		ev, ok, err := d.Decode(r)
+		if err != nil {
+			require.ErrorIs(t, err, dynamostore.ErrHistoryRowChanged)
+			var re *dynamostore.StreamRecordError
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, aws.ToString(r.Dynamodb.SequenceNumber), re.SequenceNumber)
+			assert.Equal(t, streamtypes.OperationTypeModify, r.EventName)
+			changed = append(changed, re.Key)
+			continue
+		}
+		if ok {
+			events = append(events, ev.Event.Amount)
+		}
+	}
+	assert.Equal(t, []billing.Amount{billing.Cents(499)}, events, "the first import is the row's event")
+	require.Len(t, changed, 1, "the re-import's MODIFY of the row is reported")
+	assert.Contains(t, changed[0], "SK=HIST#")
+}

@@ -124,11 +124,17 @@ type wireRecord struct {
 	seq   string
 	keys  map[string]types.AttributeValue
 	image map[string]types.AttributeValue // nil: no new image
+	ttl   bool                            // a deletion by DynamoDB's TTL service
 }
 
 func (r wireRecord) sdk() streamtypes.Record {
+	var id *streamtypes.Identity
+	if r.ttl {
+		id = &streamtypes.Identity{PrincipalId: aws.String("dynamodb.amazonaws.com"), Type: aws.String("Service")}
+	}
 	return streamtypes.Record{
-		EventID: aws.String("ev-" + r.seq), EventName: streamtypes.OperationType(r.event), EventSource: aws.String("aws:dynamodb"),
+		UserIdentity: id,
+		EventID:      aws.String("ev-" + r.seq), EventName: streamtypes.OperationType(r.event), EventSource: aws.String("aws:dynamodb"),
 		Dynamodb: &streamtypes.StreamRecord{
 			Keys: toStreamItem(r.keys), NewImage: toStreamItem(r.image), SequenceNumber: aws.String(r.seq),
 			SizeBytes: aws.Int64(100), StreamViewType: streamtypes.StreamViewTypeNewImage,
@@ -154,11 +160,15 @@ func (r wireRecord) lambdaJSON(t testing.TB) json.RawMessage {
 	if r.image != nil {
 		db["NewImage"] = raw(r.image)
 	}
-	b, err := json.Marshal(map[string]any{
+	rec := map[string]any{
 		"eventID": "ev-" + r.seq, "eventName": r.event, "eventVersion": "1.1", "eventSource": "aws:dynamodb",
 		"awsRegion": "us-east-1", "dynamodb": db,
 		"eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/t/stream/2026-03-02T00:00:00.000",
-	})
+	}
+	if r.ttl {
+		rec["userIdentity"] = map[string]any{"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+	}
+	b, err := json.Marshal(rec)
 	require.NoError(t, err)
 	return b
 }
@@ -304,10 +314,13 @@ func TestStreamDecoderSkipsAndErrors(t *testing.T) {
 		l    streamLayoutCase
 		rec  wireRecord
 	}{
-		{"legacy modify", legacy, wireRecord{event: "MODIFY", keys: legacy.keysOf(histLegacy), image: histLegacy}},
-		{"legacy remove", legacy, wireRecord{event: "REMOVE", keys: legacy.keysOf(histLegacy)}},
-		{"single modify", single, wireRecord{event: "MODIFY", keys: single.keysOf(histSingle), image: histSingle}},
-		{"single ttl remove", single, wireRecord{event: "REMOVE", keys: single.keysOf(histSingle)}},
+		{"legacy ttl remove", legacy, wireRecord{event: "REMOVE", keys: legacy.keysOf(histLegacy), ttl: true}},
+		{"single ttl remove", single, wireRecord{event: "REMOVE", keys: single.keysOf(histSingle), ttl: true}},
+		{"single period modify", single, wireRecord{event: "MODIFY", keys: single.keysOf(period), image: period}},
+		{"single period remove", single, wireRecord{event: "REMOVE", keys: single.keysOf(period)}},
+		{"single subscription modify", single, wireRecord{event: "MODIFY", keys: single.keysOf(subItem), image: subItem}},
+		{"single credits remove", single, wireRecord{event: "REMOVE", keys: single.keysOf(credits)}},
+		{"single other partition modify", single, wireRecord{event: "MODIFY", keys: single.keysOf(foreignHist), image: foreignHist}},
 		{"single period item", single, wireRecord{event: "INSERT", keys: single.keysOf(period), image: period}},
 		{"single period ID pointer", single, wireRecord{event: "INSERT", keys: single.keysOf(pointer), image: pointer}},
 		{"single subscription item", single, wireRecord{event: "INSERT", keys: single.keysOf(subItem), image: subItem}},
@@ -347,6 +360,38 @@ func TestStreamDecoderSkipsAndErrors(t *testing.T) {
 		{"single keys only", single, wireRecord{keys: single.keysOf(histSingle)}, "PK=USER#acct-1 SK=HIST#sub-1#SKU#PLUS#2026-03-02T10:00:00.000000123Z", ""},
 		{"single numeric key", single, wireRecord{keys: map[string]types.AttributeValue{layout.AttrPK: &types.AttributeValueMemberN{Value: "1"}, layout.AttrSK: layout.StringAV("x")}}, "PK= SK=x", ""},
 	}
+	// A history row is written once: a record that replaces or deletes
+	// one (other than by TTL) is reported, in both input forms.
+	histKey := map[string]string{
+		"legacy": "user_id=acct-1#sub-1#PLUS last_run_date=2026-03-02T10:00:00.000000123Z",
+		"single": "PK=USER#acct-1 SK=HIST#sub-1#SKU#PLUS#2026-03-02T10:00:00.000000123Z",
+	}
+	changed := []struct {
+		name string
+		l    streamLayoutCase
+		rec  wireRecord
+	}{
+		{"legacy modify", legacy, wireRecord{event: "MODIFY", keys: legacy.keysOf(histLegacy), image: histLegacy}},
+		{"legacy remove", legacy, wireRecord{event: "REMOVE", keys: legacy.keysOf(histLegacy)}},
+		{"single modify", single, wireRecord{event: "MODIFY", keys: single.keysOf(histSingle), image: histSingle}},
+		{"single modify without keys", single, wireRecord{event: "MODIFY", image: histSingle}},
+		{"single remove", single, wireRecord{event: "REMOVE", keys: single.keysOf(histSingle)}},
+	}
+	for i, tc := range changed {
+		t.Run("changed/"+tc.name, func(t *testing.T) {
+			tc.rec.seq = strconv.Itoa(2500 + i)
+			ev, ok, err := decodeBoth(t, tc.l.decoder, tc.rec)
+			assert.False(t, ok)
+			assert.Equal(t, HistoryEvent{}, ev)
+			require.ErrorIs(t, err, ErrHistoryRowChanged)
+			require.ErrorIs(t, err, billing.ErrInvalidItem)
+			var re *StreamRecordError
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, tc.rec.seq, re.SequenceNumber)
+			assert.Equal(t, histKey[tc.l.name], re.Key)
+		})
+	}
+
 	for i, tc := range errs {
 		t.Run("error/"+tc.name, func(t *testing.T) {
 			tc.rec.event, tc.rec.seq = "INSERT", strconv.Itoa(3000+i)
@@ -419,11 +464,13 @@ func TestStreamDecoderLambdaPayload(t *testing.T) {
 		{"eventName":"INSERT","dynamodb":{"SequenceNumber":"13","SizeBytes":"many"}},
 		{"eventName":"INSERT","eventSource":"aws:kinesis","dynamodb":{"SequenceNumber":"14"}},
 		17,
-		{"eventName":"REMOVE","dynamodb":{"SequenceNumber":"15","Keys":{"user_id":{"S":"u"},"last_run_date":{"S":"x"}}}}
+		{"eventName":"REMOVE","userIdentity":{"type":"Service","principalId":"dynamodb.amazonaws.com"},"dynamodb":{"SequenceNumber":"15","Keys":{"user_id":{"S":"u"},"last_run_date":{"S":"x"}}}},
+		{"eventName":"REMOVE","dynamodb":{"SequenceNumber":"16","Keys":{"user_id":{"S":"u"},"last_run_date":{"S":"x"}}}},
+		{"eventName":"MODIFY","userIdentity":{"type":"Service","principalId":"dynamodb.amazonaws.com"},"dynamodb":{"SequenceNumber":"17","Keys":{"user_id":{"S":"u"},"last_run_date":{"S":"x"}}}}
 	]}`)
 	res, err = d.DecodeLambda(payload)
 	require.NoError(t, err)
-	require.Len(t, res, 6)
+	require.Len(t, res, 8)
 	assert.True(t, res[0].OK)
 	assert.Equal(t, billing.EventPaymentSucceeded, res[0].Event.Event.Type)
 	for i, seq := range []string{"12", "13", "14", ""} {
@@ -435,7 +482,15 @@ func TestStreamDecoderLambdaPayload(t *testing.T) {
 		assert.Equal(t, seq, re.SequenceNumber)
 		assert.ErrorIs(t, r.Err, billing.ErrInvalidItem)
 	}
-	assert.Equal(t, StreamResult{SequenceNumber: "15"}, res[5], "a removal is skipped")
+	assert.Equal(t, StreamResult{SequenceNumber: "15"}, res[5], "a TTL deletion is skipped")
+	for _, r := range res[6:] {
+		assert.False(t, r.OK)
+		var re *StreamRecordError
+		require.ErrorAs(t, r.Err, &re, "record %s", r.SequenceNumber)
+		assert.Equal(t, r.SequenceNumber, re.SequenceNumber)
+		assert.Equal(t, "user_id=u last_run_date=x", re.Key)
+		assert.ErrorIs(t, r.Err, ErrHistoryRowChanged, "a deletion or change of a history row is reported")
+	}
 }
 
 func TestConvertStreamItem(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -131,8 +130,8 @@ func NewSingleTable(opts SingleTableOptions) (*SingleTable, error) {
 	if err := table.Validate(); err != nil {
 		return nil, fmt.Errorf("memory: SingleTableOptions.Table: %w", err)
 	}
-	if strings.HasPrefix(layout.PeriodIDPrefix, table.AccountPrefix) {
-		return nil, fmt.Errorf("memory: SingleTableOptions.Table.AccountPrefix %q clashes with %q", table.AccountPrefix, layout.PeriodIDPrefix)
+	if err := table.CheckEngine("memory: SingleTableOptions.Table"); err != nil {
+		return nil, err
 	}
 	if opts.Clock == nil {
 		opts.Clock = billing.ClockFunc(func() time.Time { return time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC) })

@@ -3,6 +3,7 @@ package layout
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Default names of the single-table layout: the table, account partitions
@@ -148,6 +149,19 @@ func (c SingleTableConfig) Validate() error {
 				return fmt.Errorf("billing: SingleTableConfig.%s: %q is empty or a key of the table or the index (keys are always projected)", p.field, a)
 			}
 		}
+	}
+	return nil
+}
+
+// CheckEngine checks, after defaults, what the subscription engine's items
+// need beyond [SingleTableConfig.Validate]: no account partition key can
+// be a period ID pointer's partition key ([PeriodIDPrefix]), so a pointer
+// is never read as an account's item. That holds when neither prefix
+// starts the other. name is the config as the caller's errors name it,
+// e.g. "billing: SingleTableConfig".
+func (c SingleTableConfig) CheckEngine(name string) error {
+	if strings.HasPrefix(PeriodIDPrefix, c.AccountPrefix) || strings.HasPrefix(c.AccountPrefix, PeriodIDPrefix) {
+		return fmt.Errorf("%s.AccountPrefix %q clashes with %q", name, c.AccountPrefix, PeriodIDPrefix)
 	}
 	return nil
 }
