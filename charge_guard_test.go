@@ -54,7 +54,7 @@ func TestChargeGuardRefusesAmountsOutsideTheLimits(t *testing.T) {
 			require.NoError(t, err)
 
 			if tt.charged {
-				rep := runAll(t, e, billing.RunScheduled)
+				rep := e.run(billing.RunScheduled)
 				assert.Empty(t, rep.Failed, "report = %+v", rep)
 				assert.Equal(t, 1, rep.Attempted, "report = %+v", rep)
 				assert.Equal(t, 1, rep.Collected, "report = %+v", rep)
@@ -68,7 +68,7 @@ func TestChargeGuardRefusesAmountsOutsideTheLimits(t *testing.T) {
 				assert.Equal(t, billing.StatusCompleted, got.Status, "record = %+v", got)
 				assert.Equal(t, tt.amount, got.Amount, "record = %+v", got)
 				e.clock.Advance(time.Hour)
-				rep = runAll(t, e, billing.RunScheduled)
+				rep = e.run(billing.RunScheduled)
 				assert.Empty(t, rep.Failed, "report = %+v", rep)
 				assert.Zero(t, rep.Attempted, "report = %+v", rep)
 				assert.Len(t, e.pay.Calls(), 1, "charged once in all")
@@ -79,7 +79,7 @@ func TestChargeGuardRefusesAmountsOutsideTheLimits(t *testing.T) {
 				if run > 0 {
 					e.clock.Advance(time.Hour)
 				}
-				rep := runAll(t, e, billing.RunScheduled)
+				rep := e.run(billing.RunScheduled)
 				assert.Zero(t, rep.Attempted, "run %d: report = %+v", run, rep)
 				assert.Zero(t, rep.Collected+rep.Declined+rep.Pending+rep.Unknown, "run %d: report = %+v", run, rep)
 				if assert.Len(t, rep.Failed, 1, "run %d: report = %+v", run, rep) {
@@ -143,7 +143,7 @@ func TestChargeGuardOneRunOfMixedAmounts(t *testing.T) {
 		if run > 0 {
 			e.clock.Advance(time.Hour)
 		}
-		rep := runAll(t, e, billing.RunScheduled)
+		rep := e.run(billing.RunScheduled)
 		failed := map[string]string{}
 		for _, f := range rep.Failed {
 			failed[f.SubscriptionID] = f.Reason
@@ -163,28 +163,6 @@ func TestChargeGuardOneRunOfMixedAmounts(t *testing.T) {
 			assert.Equal(t, maxCharge, calls[0].Request.Amount)
 		}
 		assert.Equal(t, billing.StatusCompleted, findRecord(t, e.records("max"), recs["max"].SubscriptionID).Status)
-	}
-}
-
-// runAll runs kind to its end and returns the report of every invocation
-// together (failures included).
-func runAll(t *testing.T, e *collectorEnv, kind billing.RunKind) *billing.Report {
-	t.Helper()
-	req := billing.RunRequest{Kind: kind}
-	total := &billing.Report{}
-	for {
-		rep, err := e.c.Run(context.Background(), req)
-		require.NoError(t, err, "%s run", kind)
-		total.Attempted += rep.Attempted
-		total.Collected += rep.Collected
-		total.Declined += rep.Declined
-		total.Pending += rep.Pending
-		total.Unknown += rep.Unknown
-		total.Failed = append(total.Failed, rep.Failed...)
-		if rep.Next == "" {
-			return total
-		}
-		req.Cursor = rep.Next
 	}
 }
 

@@ -97,23 +97,7 @@ func (e *moneyEnv) get(s billing.Subscription) billing.Subscription {
 
 func (e *moneyEnv) run(kind billing.RunKind) *billing.Report {
 	e.t.Helper()
-	req := billing.RunRequest{Kind: kind}
-	total := &billing.Report{}
-	for {
-		rep, err := e.c.Run(e.t.Context(), req)
-		require.NoError(e.t, err)
-		total.Attempted += rep.Attempted
-		total.Collected += rep.Collected
-		total.Pending += rep.Pending
-		total.Unknown += rep.Unknown
-		total.Stale += rep.Stale
-		total.ACHOverdue += rep.ACHOverdue
-		total.Failed = append(total.Failed, rep.Failed...)
-		if rep.Next == "" {
-			return total
-		}
-		req.Cursor = rep.Next
-	}
+	return runToCompletion(e.t, e.c, kind)
 }
 
 // chargedInFlight makes the scheduled run charge s while the processor's

@@ -82,18 +82,22 @@ func envRecord(user string, date time.Time, st billing.Status) billing.Subscript
 
 func (e *collectorEnv) run(kind billing.RunKind) *billing.Report {
 	e.t.Helper()
+	return runToCompletion(e.t, e.c, kind)
+}
+
+// runToCompletion runs kind on c through every continuation, as the
+// invocations of one run would, and returns the sum of their reports.
+func runToCompletion(t testing.TB, c *billing.Collector, kind billing.RunKind) *billing.Report {
+	t.Helper()
 	req := billing.RunRequest{Kind: kind}
 	var total *billing.Report
 	for {
-		rep, err := e.c.Run(context.Background(), req)
-		require.NoError(e.t, err, "%s run", kind)
+		rep, err := c.Run(context.Background(), req)
+		require.NoError(t, err, "%s run", kind)
 		if total == nil {
 			total = rep
 		} else {
-			total.Attempted += rep.Attempted
-			total.Collected += rep.Collected
-			total.Declined += rep.Declined
-			total.Pending += rep.Pending
+			billing.AddReport(total, rep)
 		}
 		if rep.Next == "" {
 			return total

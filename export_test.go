@@ -9,3 +9,7 @@ func AdminStatuses(op AdminOp) []Status { return slices.Clone(adminOps[op].statu
 // StaleMargin is how much newer than the stale limit a date set by a
 // caller must be, for the tests of the date checks.
 const StaleMargin = staleMargin
+
+// AddReport adds the counts and failures of o to r, as a run adds its
+// records' reports, for the tests that sum a run's invocations.
+func AddReport(r, o *Report) { r.add(o) }
