@@ -259,7 +259,9 @@ type Report struct {
 	Unknown int `json:"unknown"`
 	// RateLimited counts calls the processor refused for its rate limit
 	// (see [ErrRateLimited]): not attempted, nothing charged; the record
-	// is tried again later in the run or by the next one.
+	// is tried again later in the run or by the next one. A rate-limited
+	// call whose outcome stays unknown (see [PaymentProvider]) is counted
+	// here and in Unknown.
 	RateLimited int `json:"rate_limited"`
 	// Advanced counts PAUSED records moved on by the pause run.
 	Advanced int `json:"advanced"`

@@ -289,10 +289,15 @@ func (c *Collector) call(ctx context.Context, cur *Subscription, rep *Report) (P
 
 // paced tells the budget how the processor answered a call.
 func (c *Collector) paced(err error, rep *Report) {
+	var busy interface{ ProcessorThrottled() time.Duration }
 	switch {
 	case errors.Is(err, ErrRateLimited):
 		rep.count(&rep.RateLimited)
 		c.pace.limited(retryAfter(err))
+	case errors.As(err, &busy):
+		// Rate-limited with the outcome unknown (see [PaymentProvider]).
+		rep.count(&rep.RateLimited)
+		c.pace.limited(busy.ProcessorThrottled())
 	case err == nil:
 		c.pace.answered()
 	}

@@ -48,7 +48,11 @@ import (
 // waits, and tries again within [ProcessorBudget.RateLimitRetries] or
 // leaves the record to a later run. Only say rate-limited when the
 // processor guarantees it did nothing; any other error keeps the attempt
-// in flight.
+// in flight. A rate-limited answer that guarantees nothing (an earlier try
+// of the same call may have acted) is such an other error; when it has a
+// method ProcessorThrottled() time.Duration (the wait asked for, 0 when
+// unknown) anywhere in its chain, the collector slows down for it as for
+// [ErrRateLimited], and still keeps the attempt in flight.
 type PaymentProvider interface {
 	Collect(ctx context.Context, req PaymentRequest) (PaymentResult, error)
 }

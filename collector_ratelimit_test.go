@@ -2,6 +2,7 @@ package billing_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -164,4 +165,39 @@ func TestCollectorProcessorBudgetValidated(t *testing.T) {
 		_, err := billing.NewCollector(billing.Config{Repository: e.repo, Locker: e.locker, Provider: e.pay, ProcessorBudget: b})
 		assert.ErrorContains(t, err, "ProcessorBudget", "%+v", b)
 	}
+}
+
+// throttled is a provider's rate-limited answer that proves nothing about
+// the outcome: not ErrRateLimited, but ProcessorThrottled asks the
+// collector to slow down.
+type throttled struct{ wait time.Duration }
+
+func (e throttled) Error() string                     { return "429, and an earlier try may have charged" }
+func (e throttled) ProcessorThrottled() time.Duration { return e.wait }
+
+// TestCollectorThrottledUnknownStaysInFlight: an error with a
+// ProcessorThrottled method is counted as rate limited (the collector
+// backs off for it) but is no refusal: the attempt is not withdrawn and
+// stays in flight, and the next run an hour later settles it once.
+func TestCollectorThrottledUnknownStaysInFlight(t *testing.T) {
+	e := newCollectorEnv(t, fastBudget(3))
+	s := e.add("u1", jan31, billing.StatusScheduled)
+	e.pay.SetUser("u1", billingtest.UnknownBeforeCharge(fmt.Errorf("stripe: %w", throttled{wait: time.Millisecond})), billingtest.Succeeded())
+
+	rep := e.runOnce(billing.RunScheduled)
+	assert.Equal(t, 1, rep.Attempted, "not retried within the run, as a refusal would be")
+	assert.Equal(t, 1, rep.Unknown)
+	assert.Equal(t, 1, rep.RateLimited)
+	assert.Empty(t, e.pay.Charges())
+	got := e.records("u1")
+	require.Len(t, got, 1)
+	require.True(t, got[0].InFlight(), "the attempt was withdrawn")
+	assert.Equal(t, billing.IdempotencyKey(s.SubscriptionID, 1), got[0].LastAttempt.Key)
+
+	e.clock.Advance(time.Hour)
+	e.runOnce(billing.RunScheduled)
+	require.Len(t, e.pay.Charges(), 1)
+	billingtest.RequireNoDoubleCharge(t, e.pay)
+	assert.Equal(t, billing.StatusCompleted, e.records("u1")[0].Status)
+	assert.Equal(t, []string{billing.IdempotencyKey(s.SubscriptionID, 1)}, e.pay.KeysFor(s.SubscriptionID))
 }

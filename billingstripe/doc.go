@@ -63,8 +63,8 @@
 // otherwise leaves the attempt in flight too, since an earlier try may
 // still be running at Stripe, where no lookup sees it. The cost is that a
 // rate-limited charge waits for the next run, which settles it by
-// replaying the key: the collector does not back off and retry it within
-// the run, as it does for a provider's refusal.
+// replaying the key: the collector does not retry it within the run, as
+// it does for a provider's refusal, though it slows the run down for it.
 //
 // # Webhooks
 //

@@ -241,10 +241,12 @@ type Config struct {
 // still runs), else a lookup, believed to find nothing only once
 // [Provider.RequestTimeout] has passed since the key was last presented.
 // The cost: Collect never returns a [billing.ErrRateLimited], so the
-// collector neither backs off nor retries a rate-limited charge in the same
-// run (ProcessorBudget's backoff and RateLimitRetries do not apply to it);
-// it counts the record as unknown, not rate limited, and leaves it to the
-// next run.
+// collector does not retry a rate-limited charge in the same run
+// (ProcessorBudget's RateLimitRetries does not apply to it) and leaves it
+// to the next run, counted as unknown and as rate limited. It still backs
+// off for it: the error carries Stripe's wait through the
+// ProcessorThrottled method the collector honours, so the rest of the run
+// slows down as for a refusal.
 type Provider struct {
 	cfg Config
 }
@@ -435,11 +437,33 @@ func (p *Provider) confirmRefusal(ctx context.Context, req billing.PaymentReques
 		req.IdempotencyKey, withoutRateLimit(refused))
 }
 
-// withoutRateLimit keeps err's message but not its [billing.ErrRateLimited]
-// identity: an unknown outcome must not read as a refusal.
+// withoutRateLimit keeps err's message and the wait Stripe asked for, but
+// not its [billing.ErrRateLimited] identity: an unknown outcome must not
+// read as a refusal. The collector still slows down for it (see
+// [throttledError]).
 func withoutRateLimit(err error) error {
-	if errors.Is(err, billing.ErrRateLimited) {
-		return errors.New(err.Error())
+	if !errors.Is(err, billing.ErrRateLimited) {
+		return err
 	}
-	return err
+	t := &throttledError{msg: err.Error()}
+	var rl *billing.RateLimitedError
+	if errors.As(err, &rl) {
+		t.wait = rl.RetryAfter
+	}
+	return t
 }
+
+// throttledError is a 429 from Stripe that decides nothing about the
+// outcome: the collector keeps the attempt in flight, and its
+// ProcessorThrottled method makes it slow down as for a refusal (see
+// [billing.PaymentProvider]).
+type throttledError struct {
+	msg  string
+	wait time.Duration
+}
+
+func (e *throttledError) Error() string { return e.msg }
+
+// ProcessorThrottled returns the wait Stripe asked for, 0 when it did not
+// say.
+func (e *throttledError) ProcessorThrottled() time.Duration { return e.wait }
