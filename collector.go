@@ -207,6 +207,12 @@ func NewCollector(cfg Config) (*Collector, error) {
 	return &Collector{cfg: cfg, tel: newTelemetry(cfg.MeterProvider, cfg.TracerProvider), pace: newPacer(cfg.ProcessorBudget), store: cfg.StoreBudget.pacer()}, nil
 }
 
+// Clock returns the clock the collector reads: [Config.Clock], or
+// [SystemClock] when none was set. Test harnesses compare it with the clock
+// they move, so that a collector built without the test's clock is refused
+// rather than left billing on wall time.
+func (c *Collector) Clock() Clock { return c.cfg.Clock }
+
 // RunKind names a run over a status query.
 type RunKind string
 

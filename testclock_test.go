@@ -2,6 +2,7 @@ package billing_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -57,4 +58,40 @@ func TestTestClockThirteenMonths(t *testing.T) {
 	assert.Equal(t, billing.StatusScheduled, recs[13].Status)
 	assert.Equal(t, time.Date(2026, 2, 15, 0, 0, 0, 0, time.UTC), recs[13].BillingDate)
 	billingtest.RequireHistoryMatchesPrimary(t, store.Repository(), store.History(), "ann")
+}
+
+// TestTestClockRefusesACollectorOnWallTime: a collector built without
+// Config.Clock reads wall time; a TestClock refuses to run it (it would
+// mark a record billed in the test's 2024 STALE, or charge it, in the
+// wall clock's present), and so does one built on another TestClock.
+func TestTestClockRefusesACollectorOnWallTime(t *testing.T) {
+	clock := billingtest.NewTestClock(time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC))
+	store := billingtest.NewMemoryStore(t, memory.Options{})
+	pay := billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock})
+	for name, own := range map[string]billing.Clock{
+		"wall time":      nil,
+		"another clock":  billingtest.NewTestClock(clock.Now()),
+		"a plain clock":  billingtest.NewClock(clock.Now()),
+		"a func of time": billing.ClockFunc(clock.Now),
+	} {
+		c, err := billing.NewCollector(billing.Config{Repository: store.Repository(), History: store.History(),
+			Locker: billingtest.NewLocker(clock, time.Minute), Provider: pay, Clock: own})
+		require.NoError(t, err)
+		assert.PanicsWithValue(t, "billingtest: TestClock.RunCollector: the collector reads another clock ("+
+			fmt.Sprintf("%T", c.Clock())+"); build it with Config.Clock set to this TestClock", func() { clock.RunCollector(c) }, name)
+	}
+	c, err := billing.NewCollector(billing.Config{Repository: store.Repository(), History: store.History(),
+		Locker: billingtest.NewLocker(clock, time.Minute), Provider: pay, Clock: clock})
+	require.NoError(t, err)
+	assert.Same(t, clock, c.Clock())
+	assert.NotPanics(t, func() { clock.RunCollector(c) })
+	assert.IsType(t, billing.SystemClock{}, mustCollector(t, billing.Config{Repository: store.Repository(), Provider: pay,
+		Locker: billingtest.NewLocker(clock, time.Minute)}).Clock(), "the documented default")
+}
+
+func mustCollector(t *testing.T, cfg billing.Config) *billing.Collector {
+	t.Helper()
+	c, err := billing.NewCollector(cfg)
+	require.NoError(t, err)
+	return c
 }

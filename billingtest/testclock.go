@@ -70,8 +70,14 @@ func (c *TestClock) Daily(name string, run func(ctx context.Context, now time.Ti
 
 // RunCollector registers col's daily runs: scheduled, then retry, then
 // pause, each read to its last page. Their reports are summed in
-// [TestClock.Totals]. col should be configured with this clock.
+// [TestClock.Totals]. col must read this clock (billing.Config.Clock):
+// RunCollector panics otherwise, since a collector on wall time would mark
+// the test's records stale or charge them at the wrong dates while this
+// clock moves.
 func (c *TestClock) RunCollector(col *billing.Collector) {
+	if col.Clock() != billing.Clock(c) {
+		panic(fmt.Sprintf("billingtest: TestClock.RunCollector: the collector reads another clock (%T); build it with Config.Clock set to this TestClock", col.Clock()))
+	}
 	for _, kind := range []billing.RunKind{billing.RunScheduled, billing.RunRetry, billing.RunPause} {
 		c.Daily("collector "+string(kind), func(ctx context.Context, _ time.Time) error {
 			req := billing.RunRequest{Kind: kind}

@@ -299,6 +299,8 @@ func (o *Options) checkCollector() error {
 			strings.Join(missing, ", "))
 	case len(unused) > 0:
 		return fmt.Errorf("simulation: Options.Collector is built already, so %s would not be used", strings.Join(unused, ", "))
+	case o.Collector.Clock() != billing.Clock(o.Clock):
+		return fmt.Errorf("simulation: Options.Collector reads another clock (%T) than Options.Clock: build it with Config.Clock set to Options.Clock", o.Collector.Clock())
 	}
 	return nil
 }

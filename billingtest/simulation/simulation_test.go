@@ -237,6 +237,33 @@ func TestReadyCollectorOptionsRejected(t *testing.T) {
 	}
 }
 
+// TestReadyCollectorOnAnotherClock: a collector that reads another clock
+// than Options.Clock — built without Config.Clock, so on wall time, or on
+// a second fake clock — is refused before anything runs: it would mark the
+// simulated records stale or bill them at the wrong dates.
+func TestReadyCollectorOnAnotherClock(t *testing.T) {
+	t.Parallel()
+	clock := simulation.NewClock()
+	prov := simulation.NewProvider(clock)
+	for name, own := range map[string]billing.Clock{"wall time": nil, "another fake clock": simulation.NewClock()} {
+		store := billingtest.NewMemoryStore(t, memory.Options{})
+		c, err := billing.NewCollector(billing.Config{
+			Repository: store.Repository(), Provider: prov, Clock: own, Locker: memory.NewLocker(memory.LockerOptions{}),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := simulation.Options{Users: 3, Months: 1, Collector: c, Repository: store.Repository(), History: store.History(),
+			Clock: clock, Provider: prov, Tally: simulation.NewTally()}
+		if _, err = simulation.Run(t.Context(), o); err == nil || !strings.Contains(err.Error(), "reads another clock") {
+			t.Errorf("%s: Run = %v, want a refusal naming the clock", name, err)
+		}
+		if n := len(prov.Calls()); n != 0 {
+			t.Errorf("%s: %d provider calls after the refusal", name, n)
+		}
+	}
+}
+
 // TestSignUp: every user but the Legacy ones starts with Subscribe (its
 // first period's first history row is process SUBSCRIBE, under the user's
 // request key), the Legacy ones with the record another service wrote;
