@@ -228,7 +228,7 @@ var comment = regexp.MustCompile(`\s+#\s.*$`)
 // blocks, in order, each with the output shown after it.
 func readmeSamples(t *testing.T) []readmeSample {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	b, err := os.ReadFile(filepath.Join(repoRoot, "docs", "operate.md"))
 	require.NoError(t, err)
 	var out []readmeSample
 	for _, m := range regexp.MustCompile("(?s)```text\n(.*?)```").FindAllStringSubmatch(string(b), -1) {

@@ -139,15 +139,15 @@ func runHistory(a *app, c *command, args []string) error {
 		return err
 	}
 	tw := newTable(a.stdout)
-	fmt.Fprintln(tw, "WRITTEN\tSUBSCRIPTION_ID\tBILLING_DATE\tSTATUS\tPROCESS\tEVENT\tATTEMPT\tAMOUNT\tTIER\tTRANSACTION\tERROR")
+	fmt.Fprintln(tw, "WRITTEN\tCHANGE\tSUBSCRIPTION_ID\tBILLING_DATE\tSTATUS\tPROCESS\tEVENT\tATTEMPT\tAMOUNT\tTIER\tTRANSACTION\tERROR")
 	for i := range rows {
 		s := &rows[i]
 		attempt := "-"
 		if s.Attempt > 0 {
 			attempt = strconv.Itoa(s.Attempt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.LastRunDate.UTC().Format("2006-01-02T15:04:05.000Z"),
-			s.SubscriptionID, fmtTime(s.BillingDate), s.Status, dash(string(s.Process)), dash(string(s.UpdatedEvent)),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.LastRunDate.UTC().Format("2006-01-02T15:04:05.000Z"),
+			dash(string(s.Change)), s.SubscriptionID, fmtTime(s.BillingDate), s.Status, dash(string(s.Process)), dash(string(s.UpdatedEvent)),
 			attempt, s.Amount, dash(s.ReceiptTierName), dash(s.TransactionID), dash(s.PaymentError))
 	}
 	return tw.Flush()

@@ -75,6 +75,11 @@ func TestHistory(t *testing.T) {
 
 	r := e.run("", "history", "sub-1")
 	r.want(t, exitOK, "WRITTEN", "SCHEDULED", "CANCELLED", "2024-03-11T15:00:00.000Z")
+	// The cancel's row names its change; the seeded row, written by no
+	// engine call, shows none.
+	assert.Regexp(t, `(?m)^WRITTEN +CHANGE +SUBSCRIPTION_ID`, r.stdout)
+	assert.Regexp(t, `(?m) subscription_cancelled +sub-1 .* CANCELLED `, r.stdout)
+	assert.Regexp(t, `(?m) - +sub-1 .* SCHEDULED `, r.stdout)
 	assert.Equal(t, 2, strings.Count(r.stdout, "sub-1"), "want two rows of sub-1, oldest first:\n%s", r)
 	assert.LessOrEqual(t, strings.Index(r.stdout, "SCHEDULED"), strings.Index(r.stdout, "CANCELLED"), "want two rows of sub-1, oldest first:\n%s", r)
 	assert.NotContains(t, r.stdout, "sub-0", "another record's rows listed:\n%s", r)
