@@ -59,10 +59,9 @@
 // faults and the webhook events that follow them. Use stripe-mock
 // (github.com/stripe/stripe-mock) to check that requests have the shape
 // Stripe's OpenAPI spec allows. stripe-mock cannot complete a charge
-// through the billingstripe provider: it keeps no state and answers every
-// request with the same fixture PaymentIntent, which carries neither the
-// request's amount nor the idempotency-key metadata the provider wrote, so
-// the provider refuses it as the answer of another request
+// through the billingstripe provider: it keeps no state and answers from
+// fixtures, so the PaymentIntent it returns does not carry the
+// idempotency-key metadata the provider wrote, and the provider refuses it
 // (billingstripe.ErrUnexpectedAnswer) rather than record a payment it
 // cannot tie to the attempt.
 package stripetest
