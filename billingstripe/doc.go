@@ -84,10 +84,41 @@
 // Stripe counts in hundredths; zero-decimal (jpy, krw, …) and
 // three-decimal (kwd, bhd, …) currencies are refused by [New].
 //
-// # Testing
+// # Testing without a Stripe account
 //
-// Package stripetest is a stateful fake of the Stripe API the provider
-// uses (PaymentIntents, idempotency keys, faults) that stripe-go's client
-// talks to; hosts can use it in their own tests. The provider's requests
-// are also checked against Stripe's API spec with stripe-mock.
+// Two tools cover what a test needs, and neither needs an account or a
+// network:
+//
+//   - Package stripetest, for behaviour: a stateful fake of the Stripe
+//     API the provider uses, which stripe-go's client talks to. It keeps
+//     PaymentIntents and idempotency keys, so charges, scripted declines
+//     and authentication requests, replays of a key, lookups and injected
+//     faults (429, 500, dropped answers, requests still running) behave as
+//     at Stripe. It also moves an intent as Stripe or the customer would
+//     (ConfirmOnSession recovers a decline, Settle and FailProcessing end
+//     a bank debit, Refund refunds) and builds the signed webhook event of
+//     an intent as it now stands (Server.Event: payment_intent.succeeded,
+//     .processing, .payment_failed, charge.refunded, with the metadata
+//     the provider wrote), ready to deliver to a [WebhookHandler]
+//     configured with the fake's WebhookSecret. NewEvent signs an event
+//     about any other object.
+//   - stripe-mock (github.com/stripe/stripe-mock), for request shapes: it
+//     checks every request against Stripe's OpenAPI spec and answers 400
+//     to one the spec does not allow. It cannot complete a charge through
+//     the provider: it keeps no state and answers from fixtures, so the
+//     PaymentIntent it returns does not carry the idempotency-key
+//     metadata the provider wrote, and the provider refuses it as an
+//     answer it cannot tie to the attempt ([ErrUnexpectedAnswer],
+//     "carries key \"\""), leaving the outcome unknown and the attempt in
+//     flight. Use it to check shapes, and stripetest to check outcomes.
+//
+// A test of a host's webhook wiring, with fake the stripetest server the
+// provider charges through and hooks the host's handler:
+//
+//	fake.Script("cus_ada", stripetest.Decline("insufficient_funds"))
+//	// ... a collection run records the decline ...
+//	pi := fake.Intents()[0].ID
+//	_ = fake.ConfirmOnSession(pi, stripetest.Succeed()) // the customer pays on-session
+//	ev, _ := fake.Event(stripe.EventTypePaymentIntentSucceeded, pi)
+//	rec := ev.Deliver(hooks) // or POST ev.Body with header Stripe-Signature: ev.Signature
 package billingstripe

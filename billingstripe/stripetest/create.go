@@ -39,6 +39,26 @@ func AuthenticationRequired() Outcome {
 		Message: "Your card was declined. This transaction requires authentication."}
 }
 
+// BankDebitFailed is a bank debit (us_bank_account) that failed after
+// processing, with Stripe's failure code: "insufficient_funds",
+// "account_closed", "no_account", "debit_not_authorized" and so on; for
+// [Server.FailProcessing].
+func BankDebitFailed(code string) Outcome {
+	msg, ok := bankFailures[code]
+	if !ok {
+		msg = "The customer's bank could not complete this payment."
+	}
+	return Outcome{Code: code, Message: msg}
+}
+
+// bankFailures are the messages of Stripe's ACH failure codes.
+var bankFailures = map[string]string{
+	"insufficient_funds":   "The customer's account has insufficient funds to cover this payment.",
+	"account_closed":       "The customer's bank account has been closed.",
+	"no_account":           "The customer's bank account could not be located.",
+	"debit_not_authorized": "The customer has notified their bank that this payment was unauthorized.",
+}
+
 // FaultKind names a fault.
 type FaultKind int
 
@@ -269,15 +289,8 @@ func (s *Server) act(f url.Values) (int, []byte) {
 		body, _ := json.Marshal(s.render(in, expand))
 		return http.StatusOK, body
 	}
-	in.Status = "requires_payment_method"
-	e := apiError("card_error", o.Code, o.Message)
-	if o.DeclineCode != "" {
-		e["decline_code"] = o.DeclineCode
-	}
-	e["charge"] = in.Charge
-	e["payment_method"] = s.renderMethod(in.Method, in.Customer)
-	in.LastError = e
-	errBody := maps2(e)
+	s.fail(in, o)
+	errBody := maps2(in.LastError)
 	errBody["payment_intent"] = s.render(in, expand)
 	body, _ := json.Marshal(map[string]any{"error": errBody})
 	return http.StatusPaymentRequired, body

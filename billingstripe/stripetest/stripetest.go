@@ -26,10 +26,44 @@
 //     request that keeps running after the client gave up and completes
 //     when the test says ([Server.CompleteRunning]).
 //
-// Not modelled: webhooks, asynchronous ACH settlement or failure (set an
-// intent's status with [Server.SetStatus]), refunds, captures, API
+// # What happens after the charge
+//
+// A test moves an intent the way Stripe or the customer would, and the
+// next retrieve or list sees it (a replay of the creating request still
+// answers what that request answered, as Stripe's does):
+// [Server.ConfirmOnSession] is the customer confirming a failed intent
+// on-session (Stripe's recovery of a decline), [Server.Settle] and
+// [Server.FailProcessing] end a processing bank debit, and [Server.Refund]
+// refunds a succeeded intent's charge in full.
+//
+// # Webhook events
+//
+// [Server.Event] builds the event Stripe would send about an intent as the
+// fake holds it now (payment_intent.succeeded, .processing, .payment_failed
+// and charge.refunded), with the intent's amount, customer, payment method
+// and metadata, in the SDK's API version, and signed as Stripe signs
+// (Stripe-Signature "t=…,v1=…", an HMAC-SHA256 of "t.body") with the
+// endpoint secret of [Options.WebhookSecret]. An [Event] is a snapshot: a
+// test builds the events as the intent moves and delivers them in any
+// order, as often as it likes ([Event.Deliver], [Event.Request]).
+// [NewEvent] signs an event about any object, for the events the fake does
+// not model (subscriptions, invoices).
+//
+// Not modelled: captures, partial refunds, disputes, the charges API, API
 // versions, authentication of the API key, and rate limits other than
 // injected ones.
+//
+// # Testing without a Stripe account
+//
+// Use this package for behaviour: charges, declines, replays, lookups,
+// faults and the webhook events that follow them. Use stripe-mock
+// (github.com/stripe/stripe-mock) to check that requests have the shape
+// Stripe's OpenAPI spec allows. stripe-mock cannot complete a charge
+// through the billingstripe provider: it keeps no state and answers from
+// fixtures, so the PaymentIntent it returns does not carry the
+// idempotency-key metadata the provider wrote, and the provider refuses it
+// (billingstripe.ErrUnexpectedAnswer) rather than record a payment it
+// cannot tie to the attempt.
 package stripetest
 
 import (
@@ -53,17 +87,25 @@ import (
 // KeyLifetime is how long the fake keeps an idempotency key.
 const KeyLifetime = 24 * time.Hour
 
+// DefaultWebhookSecret is the default of [Options.WebhookSecret].
+const DefaultWebhookSecret = "whsec_stripetest"
+
 // Options configures a [Server].
 type Options struct {
 	// Clock is the fake's time: created timestamps and key pruning.
 	// Defaults to time.Now.
 	Clock func() time.Time
+	// WebhookSecret is the signing secret of the webhook endpoint the
+	// fake's events ([Server.Event]) are signed for; give the handler
+	// under test the same. Defaults to [DefaultWebhookSecret].
+	WebhookSecret string
 }
 
 // Server is the fake Stripe API. Its methods are safe for concurrent use.
 type Server struct {
-	srv   *httptest.Server
-	clock func() time.Time
+	srv    *httptest.Server
+	clock  func() time.Time
+	secret string
 
 	mu        sync.Mutex
 	customers map[string]*customer
@@ -104,6 +146,7 @@ type intent struct {
 	Created   int64
 	LastError map[string]any
 	Charge    string
+	Refunded  bool
 }
 
 type keyState struct {
@@ -118,6 +161,7 @@ type keyState struct {
 func New(opts Options) *Server {
 	s := &Server{
 		clock:     opts.Clock,
+		secret:    opts.WebhookSecret,
 		customers: map[string]*customer{},
 		methods:   map[string]PaymentMethod{},
 		byID:      map[string]*intent{},
@@ -127,9 +171,15 @@ func New(opts Options) *Server {
 	if s.clock == nil {
 		s.clock = time.Now
 	}
+	if s.secret == "" {
+		s.secret = DefaultWebhookSecret
+	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
+
+// WebhookSecret is the endpoint secret the fake's events are signed with.
+func (s *Server) WebhookSecret() string { return s.secret }
 
 // URL is the base URL of the fake.
 func (s *Server) URL() string { return s.srv.URL }
@@ -217,6 +267,9 @@ type Intent struct {
 	Amount                                        int64
 	Metadata                                      map[string]string
 	Created                                       time.Time
+	// Refunded is whether the intent's charge was refunded in full
+	// ([Server.Refund]).
+	Refunded bool
 }
 
 // Intents returns every intent, oldest first.
@@ -226,7 +279,7 @@ func (s *Server) Intents() []Intent {
 	out := make([]Intent, 0, len(s.intents))
 	for _, in := range s.intents {
 		out = append(out, Intent{ID: in.ID, Customer: in.Customer, Currency: in.Currency, Status: in.Status,
-			PaymentMethod: in.Method, Amount: in.Amount, Metadata: maps(in.Metadata), Created: time.Unix(in.Created, 0).UTC()})
+			PaymentMethod: in.Method, Amount: in.Amount, Metadata: maps(in.Metadata), Created: time.Unix(in.Created, 0).UTC(), Refunded: in.Refunded})
 	}
 	return out
 }
