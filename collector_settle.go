@@ -71,9 +71,13 @@ type Settlement struct {
 //     REFUNDED): the period was paid twice. Nothing is written; the
 //     collector logs a warning, emits [EventDuplicatePayment] naming the
 //     duplicate transaction (to refund), and returns an error wrapping
-//     [ErrDuplicatePayment] and [ErrTransactionMismatch].
+//     [ErrDuplicatePayment] and [ErrTransactionMismatch]; a redelivery
+//     reports it again.
 //   - For another transaction of a record still SCHEDULED: early, as the
 //     record may not have recorded the attempt yet.
+//   - For a record closed without payment (WAIVED, CANCELLED, PAUSED,
+//     PAUSED_SKIPPED): an error, wrapping [ErrIllegalTransition] for its
+//     own transaction and [ErrTransactionMismatch] for another.
 //
 // A settlement that completes an ERROR or STALE record also looks for
 // later periods of the user that start before the paid period ends (a
