@@ -123,9 +123,9 @@ type WebhookConfig struct {
 //   - payment_intent.succeeded and payment_intent.payment_failed of an
 //     intent the [Provider] created (metadata [MetadataSubscriptionID]):
 //     [billing.SettlementSettled] or [billing.SettlementReturned] (the
-//     reason from last_payment_error) for the record whose transaction ID
-//     is the intent's ID. A card payment's succeeded event usually finds
-//     the record already COMPLETED: a replay, nothing changes. A card's
+//     reason from last_payment_error) for the record of that
+//     subscription. A card payment's succeeded event usually finds the
+//     record already COMPLETED: a replay, nothing changes. A card's
 //     payment_failed (the payment method of last_payment_error, or of
 //     the intent, is a card) is ignored: the card answered the
 //     confirmation, and the collector recorded that decline from the
@@ -163,14 +163,32 @@ type WebhookConfig struct {
 // Every other event type answers 200 and is ignored, as are events about
 // objects that are not the host's (no dynabill metadata, a customer or
 // price a port reports [ErrUnmapped], a record this deployment does not
-// have or whose transaction is another's).
+// have, or a return or refund whose transaction is not the record's).
+//
+// # Payments that succeed after a decline
+//
+// A PaymentIntent that failed can succeed later (the customer confirms it
+// on-session after an off-session decline, for 3-D Secure or with another
+// card), but one that succeeded never fails afterwards. So the success
+// wins in either order of delivery: a succeeded event records the declined
+// (ERROR) record COMPLETED once, and the retry run charges the period no
+// more; a payment_failed delivered after the success of the same intent is
+// ignored. The succeeded event of an earlier attempt's intent (declined,
+// retried with a new intent, then confirmed) completes the record with
+// that intent while the period is unpaid; when another intent paid the
+// period, the collector reports a duplicate payment
+// ([billing.EventDuplicatePayment], [billing.ErrDuplicatePayment]) and the
+// handler answers 200 "duplicate payment reported" with a warning in its
+// log: the duplicate is for the host to refund. See
+// [billing.Collector.ApplySettlement].
 //
 // # Responses
 //
 // Stripe retries every answer but a 2xx for up to three days, so the
 // status says whether a later delivery can do better:
 //
-//   - 200: applied, a replay, or ignored.
+//   - 200: applied, a replay, ignored, or a duplicate payment reported
+//     (nothing a redelivery could do better).
 //   - 400: a bad or missing signature, an expired timestamp, or a body
 //     that is no event of the SDK's API version; nothing changed. Also an
 //     event of a known type whose object cannot be applied as sent (it
@@ -254,7 +272,7 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case status >= 500:
 		h.log.ErrorContext(ctx, "stripe webhook", append(attrs, "error", err)...)
-	case status != http.StatusOK:
+	case status != http.StatusOK, errors.Is(err, billing.ErrDuplicatePayment):
 		h.log.WarnContext(ctx, "stripe webhook", append(attrs, "error", err)...)
 	case err != nil:
 		h.log.InfoContext(ctx, "stripe webhook", append(attrs, "reason", err)...)
@@ -277,6 +295,12 @@ const (
 	// outcomeIgnoredStale answers an event of an attempt the record has
 	// moved past.
 	outcomeIgnoredStale = "ignored, an earlier attempt"
+	// outcomeIgnoredSucceeded answers the failure of an intent the
+	// record holds as succeeded: the failure came first.
+	outcomeIgnoredSucceeded = "ignored, the intent succeeded"
+	// outcomeDuplicate answers the success of an intent for a period
+	// another transaction paid: reported, not applied.
+	outcomeDuplicate = "duplicate payment reported"
 )
 
 // statusOf maps an error of apply to its answer: 200 for events that are
@@ -289,6 +313,8 @@ func (h *WebhookHandler) statusOf(err error) (int, string) {
 		return http.StatusServiceUnavailable, "early"
 	case errors.Is(err, billing.ErrIllegalTransition):
 		return http.StatusConflict, "not yet applicable"
+	case errors.Is(err, billing.ErrDuplicatePayment):
+		return http.StatusOK, outcomeDuplicate
 	case errors.Is(err, ErrUnmapped), errors.Is(err, billing.ErrTransactionMismatch), errors.Is(err, billing.ErrNotFound):
 		return http.StatusOK, outcomeIgnored
 	}

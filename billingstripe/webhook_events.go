@@ -69,9 +69,14 @@ func (h *WebhookHandler) paymentIntent(ctx context.Context, ev *stripe.Event) (s
 			// The record's latest attempt is another one: this intent's
 			// attempt was resolved before it, so no redelivery will ever
 			// apply the event, and a failure collected nothing. (The
-			// success of an earlier attempt is not ignored: it may be
-			// money the record does not know of, and stays visible.)
+			// success of an earlier attempt is not ignored: the collector
+			// records it, or reports it as a duplicate payment.)
 			return outcomeIgnoredStale, nil
+		}
+		if s.Kind == billing.SettlementReturned && errors.Is(err, billing.ErrIllegalTransition) && succeededBefore(&pi, sub, &rec) {
+			// A PaymentIntent that succeeded never fails afterwards: this
+			// failure came before the success, delivered late.
+			return outcomeIgnoredSucceeded, nil
 		}
 		if err != nil {
 			return "", fmt.Errorf("payment intent %s of subscription %s: %w", pi.ID, sub, err)
@@ -132,6 +137,14 @@ func intentMethodType(pi *stripe.PaymentIntent) stripe.PaymentMethodType {
 func staleAttempt(pi *stripe.PaymentIntent, sub string, rec *billing.Subscription) bool {
 	key := pi.Metadata[MetadataIdempotencyKey]
 	return key != "" && rec.SubscriptionID == sub && rec.LastAttempt.Key != "" && rec.LastAttempt.Key != key
+}
+
+// succeededBefore reports whether rec, the record of subscription sub that
+// refused the return of pi as an illegal transition, holds pi as a
+// payment that succeeded (COMPLETED, or REFUNDED since).
+func succeededBefore(pi *stripe.PaymentIntent, sub string, rec *billing.Subscription) bool {
+	return rec.SubscriptionID == sub && rec.TransactionID == pi.ID &&
+		(rec.Status == billing.StatusCompleted || rec.Status == billing.StatusRefunded)
 }
 
 // chargeRefunded handles charge.refunded: a fully refunded charge of a
