@@ -79,7 +79,7 @@
 // Errors wrap the package's sentinels (ErrInvalidAmount, ErrConflict,
 // ErrIllegalTransition, ErrAttemptInFlight, …) for [errors.Is], and carry
 // data in typed errors ([*FieldError], [*TransitionError], [*ConflictError],
-// [*InFlightError]) for [errors.As].
+// [*InFlightError], [*OwedError]) for [errors.As].
 //
 // # Storage
 //
