@@ -18,8 +18,10 @@ type Change struct {
 // and writes it (with its history row) conditionally on the record read,
 // once the record, re-read and its attempt resolved, is in a status op
 // accepts (the table [Collector.CheckChange] reads too). edit returns the
-// records to create in the same transaction.
-func (c *Collector) admin(ctx context.Context, op AdminOp, subscriptionID string, edit func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error)) (Change, error) {
+// records to create in the same transaction. A guard, when given, sees the
+// record as re-read under the lock, before its attempt is resolved, and
+// refuses the change by returning an error.
+func (c *Collector) admin(ctx context.Context, op AdminOp, subscriptionID string, edit func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error), guard ...func(cur *Subscription) error) (Change, error) {
 	found, err := c.cfg.Repository.GetByID(ctx, subscriptionID)
 	if err != nil {
 		return Change{}, err
@@ -29,6 +31,11 @@ func (c *Collector) admin(ctx context.Context, op AdminOp, subscriptionID string
 		cur, err := c.reread(ctx, &found)
 		if err != nil {
 			return err
+		}
+		for _, g := range guard {
+			if err := g(&cur); err != nil {
+				return fmt.Errorf("%s %s: %w", op, subscriptionID, err)
+			}
 		}
 		// Nothing changes a record whose charge may have happened: its
 		// attempt is resolved first, or the change is refused.
@@ -80,12 +87,30 @@ func (c *Collector) Waive(ctx context.Context, subscriptionID string) (Change, e
 }
 
 // Cancel cancels a SCHEDULED, ERROR or PAUSED record (CANCELLED). The
-// subscription ends: no next period is opened.
+// subscription ends: no next period is opened. Cancelling an ERROR record
+// forgives what it owes, as [Collector.Waive] does; a host acting for the
+// end user calls [Collector.CancelUnowed] instead.
 func (c *Collector) Cancel(ctx context.Context, subscriptionID string) (Change, error) {
-	return c.admin(ctx, OpCancel, subscriptionID, func(ctx context.Context, cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
-		next.Status, next.CompletionDate = StatusCancelled, next.LastRunDate
-		return nil, nil
-	})
+	return c.admin(ctx, OpCancel, subscriptionID, cancelEdit)
+}
+
+// CancelUnowed cancels a record as [Collector.Cancel] does, but only while
+// cancelling forgives nothing: the record, re-read under the user's lock,
+// must be SCHEDULED or PAUSED with no attempt in flight. A record that is
+// ERROR (its charge was declined), ACHSENT (its bank debit has not settled)
+// or carries an attempt of unknown outcome is refused with an [*OwedError]
+// (matching [ErrOwed]): nothing is written and the processor is not called.
+// It is the cancel an end user may make on their own; an operator who
+// means to forgive the period calls Cancel. Because the decision is made
+// under the lock, a decline that lands after the caller's own read of the
+// record still refuses the cancel.
+func (c *Collector) CancelUnowed(ctx context.Context, subscriptionID string) (Change, error) {
+	return c.admin(ctx, OpCancel, subscriptionID, cancelEdit, refuseOwed)
+}
+
+func cancelEdit(_ context.Context, _, next *Subscription, _ time.Time) ([]*Subscription, error) {
+	next.Status, next.CompletionDate = StatusCancelled, next.LastRunDate
+	return nil, nil
 }
 
 // Pause pauses a SCHEDULED record for months months (PAUSED), or changes

@@ -24,7 +24,9 @@
 //	pause, resume  c.Pause(ctx, periodID, months), c.Resume(ctx, periodID)
 //	cancel         c.Cancel(ctx, periodID) on every open period (see below): then nothing more
 //	               is charged and the periods already paid run to their end (cancel at period
-//	               end); the library keeps no refunds, so "cancel now" is this plus the host's refund
+//	               end); the library keeps no refunds, so "cancel now" is this plus the host's refund;
+//	               c.CancelUnowed(ctx, periodID) is an end user's own cancel: it refuses (ErrOwed)
+//	               a period that is ERROR, ACHSENT or has an attempt in flight
 //	move the date  c.ChangeBillingDate(ctx, periodID, date)
 //	forgive        c.Waive(ctx, periodID): the period is not charged, the next one opens
 //	come back      c.Reactivate(ctx, userID, date) once every period has ended
@@ -77,7 +79,7 @@
 // Errors wrap the package's sentinels (ErrInvalidAmount, ErrConflict,
 // ErrIllegalTransition, ErrAttemptInFlight, …) for [errors.Is], and carry
 // data in typed errors ([*FieldError], [*TransitionError], [*ConflictError],
-// [*InFlightError]) for [errors.As].
+// [*InFlightError], [*OwedError]) for [errors.As].
 //
 // # Storage
 //
@@ -325,6 +327,11 @@ var (
 	// across another period of its user (see [Collector.ChangeBillingDate]).
 	// The error is a [*DateMoveError].
 	ErrDateMove = errors.New("billing: billing date move out of order")
+
+	// ErrOwed reports a [Collector.CancelUnowed] of a record whose
+	// cancelling would forgive money: ERROR, ACHSENT, or with an attempt in
+	// flight. Nothing was changed. The error is an [*OwedError].
+	ErrOwed = errors.New("billing: period owed or payment pending")
 
 	// ErrTransactionMismatch reports a settlement event whose transaction ID is
 	// not the one recorded on the subscription record: nothing is written.

@@ -31,9 +31,11 @@ var (
 // before it reads the body or touches storage, so a refused request costs
 // no storage call and reveals nothing. One request asks it twice: a cancel
 // of a period the user owes or whose payment is pending (ERROR, ACHSENT, or
-// an attempt of unknown outcome), found so by the ownership check's read,
-// asks again for [ActionCancelOwed] (Operator true) before anything is
-// changed, because cancelling it forgives the debt as a waive would. The
+// an attempt of unknown outcome), found so by the ownership check's read
+// or, when the period changed after that read, by the collector under the
+// user's lock, asks again for [ActionCancelOwed] (Operator true) before
+// anything is changed, because cancelling it forgives the debt as a waive
+// would. The
 // Authorizer must decide from r (credentials in headers, the host's
 // session) and a alone:
 //
@@ -101,7 +103,8 @@ const (
 	// ActionCancelOwed is no route of its own: it is the second question
 	// of a cancel (POST …/cancel, authorized as ActionCancel first) whose
 	// record turns out to be owed (ERROR) or its payment pending (ACHSENT,
-	// or an attempt of unknown outcome). CANCELLED is final, so such a
+	// or an attempt of unknown outcome), on the handler's read or on the
+	// collector's under the user's lock. CANCELLED is final, so such a
 	// cancel forgives the debt: an operator's action, like ActionWaive.
 	ActionCancelOwed = "subscription.cancel_owed"
 )

@@ -78,12 +78,21 @@
 // a period the user owes forgives it as a waive would. An end user may
 // cancel a SCHEDULED or PAUSED period, but not an ERROR one (its charge was
 // declined and is being retried), an ACHSENT one (its bank debit has not
-// settled) or one whose payment attempt has no known outcome yet: after the
-// ownership check has read the record, the handler asks the Authorizer
-// again, for [ActionCancelOwed] with Action.Operator true, and a refusal
-// is a 403 (code "forbidden") whose message says the period is owed or its
-// payment pending, to pay it or ask support. The record is not changed.
-// An operator may cancel an ERROR period.
+// settled) or one whose payment attempt has no known outcome yet. The
+// decision is made twice, and the second time under the user's billing
+// lock: when the ownership check's read finds the period owed, the handler
+// asks the Authorizer again, for [ActionCancelOwed] with Action.Operator
+// true, before it calls the collector; when the read finds it not owed,
+// the handler cancels with [billing.Collector.CancelUnowed], which re-reads
+// the record under the lock and refuses it ([billing.ErrOwed]) if a
+// decline or an attempt landed in between; the Authorizer is then asked
+// for ActionCancelOwed, and only if it allows that is the period cancelled
+// ([billing.Collector.Cancel]). A refusal is a 403 (code "forbidden")
+// whose message says the period is owed or its payment pending, to pay it
+// or ask support, whichever read found it owed: the caller lacks the right
+// to forgive a debt, which retrying does not change, so it is a 403 and
+// not a 409 (409 says "retry or reload"). The record is not changed. An
+// operator may cancel an ERROR period.
 //
 // An end user allowed an operator's action could set their own price,
 // move their own billing date or waive what they owe. [RoleAuthorizer]
@@ -115,8 +124,9 @@
 //	401 unauthenticated   the Authorizer returned ErrUnauthenticated (WWW-Authenticate: Config.Challenge)
 //	403 forbidden         the Authorizer returned ErrForbidden or any other error (an end
 //	                      user's operator action, another user's records, an end user's
-//	                      cancel of a period owed or whose payment is pending); a
-//	                      cross-origin browser POST
+//	                      cancel of a period owed or whose payment is pending, found so
+//	                      by the handler's read or by the collector under the user's
+//	                      lock, billing.ErrOwed); a cross-origin browser POST
 //	404 not_found         an unknown route, subscription ID, another user's subscription (billing.ErrNotFound);
 //	                      a path with "..", "." or "//" segments or a trailing slash; an ID
 //	                      over 1024 bytes, not UTF-8 or with control characters

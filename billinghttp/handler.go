@@ -81,13 +81,15 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	// The defaults go into cfg itself, so that no use of h.cfg can meet
+	// a nil field the documentation promises a default for.
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.CrossOrigin == nil {
+		cfg.CrossOrigin = http.NewCrossOriginProtection()
+	}
 	h := &Handler{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), csrf: cfg.CrossOrigin}
-	if h.log == nil {
-		h.log = slog.New(slog.DiscardHandler)
-	}
-	if h.csrf == nil {
-		h.csrf = http.NewCrossOriginProtection()
-	}
 	h.routes()
 	return h, nil
 }
@@ -201,7 +203,7 @@ func (h *Handler) wrap(rt route) http.Handler {
 		// A stored item that does not decode is left out of what the
 		// request reads (the user's other records are served) and logged.
 		ctx := billing.WithInvalidItems(r.Context(), func(ctx context.Context, err error) {
-			h.cfg.Logger.WarnContext(ctx, "billinghttp: skipped an undecodable record", "action", a.Name, "error", err)
+			h.log.WarnContext(ctx, "billinghttp: skipped an undecodable record", "action", a.Name, "error", err)
 		})
 		status, body, err := rt.serve(ctx, r, a)
 		if err != nil {

@@ -125,8 +125,15 @@ func (h *Handler) change(ctx context.Context, a Action, apply func() (billing.Ch
 // and its record is never collected again. Cancelling a period that is
 // owed, or whose payment is not settled, would so forgive it, a waive by
 // another name; for such a record (see owedReason) the caller must also be
-// allowed ActionCancelOwed, an operator's action, which the Authorizer is
-// asked after the ownership check's read and before anything is changed.
+// allowed ActionCancelOwed, an operator's action.
+//
+// The ownership check's read is only a first look: a decline may land
+// between it and the collector's lock. So a caller not (yet) allowed
+// ActionCancelOwed gets billing.Collector.CancelUnowed, which decides again
+// on the record read under the user's lock and refuses an owed one; the
+// Authorizer is then asked for ActionCancelOwed, and only if it allows
+// that is the period cancelled with billing.Collector.Cancel. Either way
+// the Authorizer is asked at most twice and before anything is changed.
 func (h *Handler) cancel(ctx context.Context, r *http.Request, a Action) (int, any, error) {
 	if err := decodeEmpty(r); err != nil {
 		return 0, nil, err
@@ -135,34 +142,56 @@ func (h *Handler) cancel(ctx context.Context, r *http.Request, a Action) (int, a
 	if err != nil {
 		return 0, nil, err
 	}
-	if why := owedReason(&s); why != "" {
-		owed := a
-		owed.Name, owed.Operator = ActionCancelOwed, true
-		if err := h.cfg.Authorize(r, owed); err != nil {
-			if errors.Is(err, ErrUnauthenticated) {
-				return 0, nil, refusal(err)
-			}
-			return 0, nil, &apiError{status: http.StatusForbidden, code: CodeForbidden, message: why, cause: err}
+	cancel := h.cfg.Collector.CancelUnowed
+	if why := owedReason(s.Status, s.InFlight()); why != "" {
+		if err := h.mayCancelOwed(r, a, why); err != nil {
+			return 0, nil, err
 		}
+		cancel = h.cfg.Collector.Cancel
 	}
-	ch, err := h.cfg.Collector.Cancel(ctx, a.SubscriptionID)
+	ch, err := cancel(ctx, a.SubscriptionID)
+	if owed := (*billing.OwedError)(nil); errors.As(err, &owed) {
+		// The period became owed after our read: the collector refused
+		// under the lock, nothing was changed.
+		if err := h.mayCancelOwed(r, a, owedReason(owed.Status, owed.InFlight)); err != nil {
+			return 0, nil, err
+		}
+		ch, err = h.cfg.Collector.Cancel(ctx, a.SubscriptionID)
+	}
 	if err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, NewChangeJSON(ch), nil
 }
 
-// owedReason says why cancelling s would forgive money the user owes, or
-// "" when it would not: s is ERROR (its charge was declined and is being
-// retried), ACHSENT (a bank debit not yet settled) or carries an attempt
-// whose outcome is unknown (resolved as declined, it turns ERROR before
-// the cancel applies).
-func owedReason(s *billing.Subscription) string {
+// mayCancelOwed asks the Authorizer whether the caller may cancel an owed
+// period (ActionCancelOwed) and answers a refusal: 401 as any, otherwise
+// 403 with why.
+func (h *Handler) mayCancelOwed(r *http.Request, a Action, why string) error {
+	owed := a
+	owed.Name, owed.Operator = ActionCancelOwed, true
+	err := h.cfg.Authorize(r, owed)
 	switch {
-	case s.Status == billing.StatusError:
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrUnauthenticated):
+		return refusal(err)
+	}
+	return &apiError{status: http.StatusForbidden, code: CodeForbidden, message: why, cause: err}
+}
+
+// owedReason says why cancelling a record in status st (with an attempt
+// in flight or not) would forgive money the user owes, or "" when it would
+// not: it is ERROR (its charge was declined and is being retried), ACHSENT
+// (a bank debit not yet settled) or carries an attempt whose outcome is
+// unknown (resolved as declined, it turns ERROR before the cancel
+// applies). billing.Collector.CancelUnowed refuses the same records.
+func owedReason(st billing.Status, inFlight bool) string {
+	switch {
+	case st == billing.StatusError:
 		return "this period is owed: its charge was declined and is being retried, and cancelling would forgive it; " +
 			"pay it, or ask support to cancel it"
-	case s.Status == billing.StatusACHSent, s.InFlight():
+	case st == billing.StatusACHSent, inFlight:
 		return "this period's payment is pending, and cancelling would forgive it if the payment fails; " +
 			"wait until it settles, or ask support to cancel it"
 	}

@@ -52,8 +52,14 @@ func TestAccessResolveRules(t *testing.T) {
 		{"invalid profile is ignored", nil, nil, "PLATINUM", free},
 		{"founding member pass", passes{pass(entitlement.PassFoundingMember)}, nil, entitlement.TierInitiate,
 			entitlement.Access{Tier: entitlement.TierSage, Reason: entitlement.ReasonFounderPass, Source: "FOUNDING_MEMBER"}},
-		{"pass wins over a higher subscription", passes{pass(entitlement.PassFoundingMember)},
+		{"a higher subscription wins over a pass", passes{pass(entitlement.PassFoundingMember)},
 			subs{sub("sub_g", entitlement.TierGuildmaster, entitlement.ProviderActive, month)}, "",
+			entitlement.Access{Tier: entitlement.TierGuildmaster, Reason: entitlement.ReasonActiveSubscription, Source: "sub_g", Until: now.Add(month)}},
+		{"pass wins over a lower subscription", passes{pass(entitlement.PassFoundingMember)},
+			subs{sub("sub_j", entitlement.TierJourneyman, entitlement.ProviderActive, month)}, "",
+			entitlement.Access{Tier: entitlement.TierSage, Reason: entitlement.ReasonFounderPass, Source: "FOUNDING_MEMBER"}},
+		{"pass reported on a tie with a subscription", passes{pass(entitlement.PassFoundingMember)},
+			subs{sub("sub_s", entitlement.TierSage, entitlement.ProviderActive, month)}, "",
 			entitlement.Access{Tier: entitlement.TierSage, Reason: entitlement.ReasonFounderPass, Source: "FOUNDING_MEMBER"}},
 		{"highest pass", passes{pass(entitlement.PassFoundingMember), pass(entitlement.PassGuildBuilder)}, nil, "",
 			entitlement.Access{Tier: entitlement.TierGuildmaster, Reason: entitlement.ReasonFounderPass, Source: "GUILD_BUILDER"}},
@@ -162,6 +168,49 @@ func TestAccessResolveEndToEnd(t *testing.T) {
 		if e.db != nil {
 			require.NotZero(t, e.db.Calls("Query"), "no query")
 		}
+	})
+}
+
+// TestAccessHighestEntitlementWins: on both stores, a founder pass for a
+// lower tier does not hide a higher paid tier: a FOUNDING_MEMBER pass
+// (SAGE) beside an active GUILDMASTER subscription resolves to the
+// subscription until its period ends, and to the pass after; a cancel
+// keeps the higher tier through the grace period.
+func TestAccessHighestEntitlementWins(t *testing.T) {
+	forEachAccounts(t, acctOpts{}, func(t *testing.T, e *acctEnv) {
+		ctx := t.Context()
+		want := func(tier entitlement.Tier, reason entitlement.AccessReason, source string) {
+			t.Helper()
+			got, err := e.accounts.ResolveAccess(ctx, "u1")
+			require.NoError(t, err, "at %v", e.clock.Now())
+			assert.Equal(t, tier, got.Tier, "at %v: %+v", e.clock.Now(), got)
+			assert.Equal(t, reason, got.Reason, "at %v: %+v", e.clock.Now(), got)
+			assert.Equal(t, source, got.Source, "at %v: %+v", e.clock.Now(), got)
+		}
+		_, err := e.accounts.GrantFounderPass(ctx, "u1", entitlement.PassFoundingMember, "pi_1", time.Time{})
+		require.NoError(t, err)
+		want(entitlement.TierSage, entitlement.ReasonFounderPass, "FOUNDING_MEMBER")
+
+		end := acctStart.Add(30 * 24 * time.Hour)
+		ev := provEvent("evt_1", 0, entitlement.ProviderActive)
+		ev.Tier, ev.CurrentPeriodStart, ev.CurrentPeriodEnd = entitlement.TierGuildmaster, acctStart, end
+		provApply(t, e, ev, true)
+		want(entitlement.TierGuildmaster, entitlement.ReasonActiveSubscription, "sub_1")
+
+		ev.EventID, ev.Created, ev.Status = "evt_2", acctStart.Add(time.Hour), entitlement.ProviderCanceled
+		provApply(t, e, ev, true)
+		want(entitlement.TierGuildmaster, entitlement.ReasonGracePeriod, "sub_1")
+		e.clock.Set(end.Add(-time.Second))
+		want(entitlement.TierGuildmaster, entitlement.ReasonGracePeriod, "sub_1")
+		e.clock.Set(end)
+		want(entitlement.TierSage, entitlement.ReasonFounderPass, "FOUNDING_MEMBER")
+
+		// A subscription of the pass's tier: the pass, which does not end, is reported.
+		ev = provEvent("evt_3", 2*time.Hour, entitlement.ProviderActive)
+		ev.SubscriptionID, ev.Tier = "sub_2", entitlement.TierSage
+		ev.CurrentPeriodStart, ev.CurrentPeriodEnd = end, end.Add(30*24*time.Hour)
+		provApply(t, e, ev, true)
+		want(entitlement.TierSage, entitlement.ReasonFounderPass, "FOUNDING_MEMBER")
 	})
 }
 

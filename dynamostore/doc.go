@@ -52,8 +52,9 @@
 // the same transaction, so a retry changes nothing twice; see
 // [Accounts.Consume]), subscriptions mirrored
 // from an external processor's events, lifetime founder passes, and
-// entitlement.ResolveAccess: pass > active or in-grace subscription > profile tier >
-// free. (This entitlement.Tier is an access tier; a record's receipt tier
+// entitlement.ResolveAccess: the highest tier of a pass or an active or
+// in-grace subscription, else the profile tier, else free. (This
+// entitlement.Tier is an access tier; a record's receipt tier
 // "Name:Version" is read with billing.SplitTier.)
 //
 // # Single-table layout

@@ -56,7 +56,7 @@ type FounderPass struct {
 // AccessReason says which rule decided a user's access.
 type AccessReason string
 
-// The access rules, in priority order.
+// The access rules.
 const (
 	ReasonFounderPass        AccessReason = "founder_pass"
 	ReasonActiveSubscription AccessReason = "active_subscription"
@@ -72,54 +72,66 @@ type Access struct {
 	// Source names what granted the tier: the pass type, the subscription
 	// ID, "profile" for the profile tier, "" for the free default.
 	Source string
-	// Until is when a subscription's grant ends (its CurrentPeriodEnd);
-	// zero when it is not bounded (passes, profile, free, or an active
-	// subscription whose period end is unknown).
+	// Until is when the grant of Source ends (a subscription's
+	// CurrentPeriodEnd); zero when it is not bounded (passes, profile,
+	// free, or an active subscription whose period end is unknown). At
+	// Until access falls to what else the user holds: a pass of a lower
+	// tier, another subscription, the profile's tier or free.
 	Until time.Time
 }
 
-// ResolveAccess decides a user's effective tier at now by these rules,
-// first match wins:
+// ResolveAccess decides a user's effective tier at now: the highest tier
+// any founder pass or qualifying subscription grants, falling back to the
+// profile's tier and then to free when neither grants anything.
 //
-//  1. founder pass: the highest GrantedTier among passes with
-//     LifetimeAccess (an active subscription may coexist; the pass wins);
-//  2. subscription: the highest tier among qualifying subscriptions:
-//     status active or trialing (a trial grants its plan) while now is
-//     before CurrentPeriodEnd, or when the end is unknown (zero) → reason
-//     active_subscription; status canceled while now is before
-//     CurrentPeriodEnd → grace_period. At exactly CurrentPeriodEnd the
-//     grant has ended. past_due, incomplete and incomplete_expired grant
-//     nothing. On equal tiers an active subscription is preferred over one
-//     in grace, then the later end, then the smaller subscription ID;
-//  3. profile: profileTier when it is a valid tier (FREE included; parse
-//     stored values with [ParseTier]);
-//  4. free.
+//   - founder pass: a pass with LifetimeAccess grants its GrantedTier,
+//     without end → reason founder_pass;
+//   - subscription: status active or trialing (a trial grants its plan)
+//     while now is before CurrentPeriodEnd, or when the end is unknown
+//     (zero) → reason active_subscription; status canceled while now is
+//     before CurrentPeriodEnd → grace_period. At exactly CurrentPeriodEnd
+//     the grant has ended. past_due, incomplete and incomplete_expired
+//     grant nothing;
+//   - profile: when no pass and no subscription grants anything,
+//     profileTier when it is a valid tier (FREE included; parse stored
+//     values with [ParseTier]). The profile mirrors the subscription tier
+//     the host last saw, so it is not weighed against the passes and
+//     subscriptions it mirrors;
+//   - free.
 //
-// The function is pure: same inputs, same answer.
+// A pass for a lower tier does not hide a higher paid tier: a user with a
+// FOUNDING_MEMBER pass (SAGE) and an active GUILDMASTER subscription gets
+// GUILDMASTER until the subscription's period ends, and SAGE after. When
+// a pass and a subscription grant the same tier the pass is reported,
+// since that grant does not end (Until is zero). Among passes of one tier
+// the smaller pass type is reported; among subscriptions of one tier an
+// active one is preferred over one in grace, then the later end, then the
+// smaller subscription ID.
+//
+// The function is pure: same inputs, same answer, whatever their order.
 func ResolveAccess(now time.Time, passes []FounderPass, subs []ProviderSubscription, profileTier Tier) Access {
-	var best *Access
+	var pass, sub *Access
 	for _, p := range passes {
 		if !p.LifetimeAccess || !p.GrantedTier.Valid() {
 			continue
 		}
-		if best == nil || p.GrantedTier.Rank() > best.Tier.Rank() ||
-			(p.GrantedTier == best.Tier && string(p.PassType) < best.Source) {
-			best = &Access{Tier: p.GrantedTier, Reason: ReasonFounderPass, Source: string(p.PassType)}
+		if pass == nil || p.GrantedTier.Rank() > pass.Tier.Rank() ||
+			(p.GrantedTier == pass.Tier && string(p.PassType) < pass.Source) {
+			pass = &Access{Tier: p.GrantedTier, Reason: ReasonFounderPass, Source: string(p.PassType)}
 		}
-	}
-	if best != nil {
-		return *best
 	}
 	for _, s := range subs {
 		c, ok := subscriptionAccess(now, s)
-		if ok && (best == nil || betterSubscription(c, *best)) {
-			best = &c
+		if ok && (sub == nil || betterSubscription(c, *sub)) {
+			sub = &c
 		}
 	}
-	if best != nil {
-		return *best
-	}
-	if profileTier.Valid() {
+	switch {
+	case pass != nil && (sub == nil || pass.Tier.Rank() >= sub.Tier.Rank()):
+		return *pass
+	case sub != nil:
+		return *sub
+	case profileTier.Valid():
 		return Access{Tier: profileTier, Reason: ReasonProfile, Source: "profile"}
 	}
 	return Access{Tier: TierFree, Reason: ReasonFree}

@@ -5,8 +5,10 @@
 // ([ProviderEvent], [ProviderSubscription]), credit balances ([Credits]),
 // recurring payments ([RecurringSubscription]) and their receipts, with the
 // ports a host calls ([Accounts], [Payments]) and [ResolveAccess], which
-// picks the tier an account gets now: pass, then an active or in-grace
-// subscription, then the profile's tier, then free.
+// picks the tier an account gets now: the highest tier a founder pass or
+// an active or in-grace subscription grants (a pass for a lower tier does
+// not hide a higher paid tier; on a tie the pass is reported), else the
+// profile's tier, else free.
 //
 // It is a package of its own because none of it is needed to collect
 // payments: a host that bills periods with package billing never imports
