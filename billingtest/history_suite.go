@@ -21,7 +21,8 @@ import (
 // It checks that Add appends and never overwrites (a taken user_id and
 // last_run_date is a *ConflictError wrapping ErrAlreadyExists), that
 // AddAll writes every row or, for rows sharing a key within the call or
-// unstorable rows, nothing, that both listings are ascending by
+// unstorable rows, nothing, that AddAll never replaces a row (the same row
+// again is accepted, another at its key refused and named), that both listings are ascending by
 // last_run_date in time order (the fixed-width encoding) and complete,
 // and that data_ and unknown attributes round trip. ListBySubscription
 // reads an index: it is expected to see rows written before it, as moto

@@ -464,7 +464,9 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 // under the lock of every user, so nothing changes between its read of a
 // key and its write: every record and its history row is written, except
 // over a stored record in flight, which is named in the
-// *billing.BatchError (wrapping [billing.ErrAttemptInFlight]). A record
+// *billing.BatchError (wrapping [billing.ErrAttemptInFlight]). History
+// rows are placed as [layout.PlanHistoryRows] says: never over another
+// row. A record
 // replacing a stored one carries the stored one's attempt and reminder
 // claim unless it sets them itself, as the DynamoDB stores do (see
 // [dynamostore.Repository.AddAll]).
