@@ -14,9 +14,14 @@ type History interface {
 	// [*ConflictError] wrapping [ErrAlreadyExists].
 	Add(ctx context.Context, s *Subscription) error
 
-	// AddAll appends many rows in batches. Rows sharing user_id and
-	// last_run_date within the call are an error before anything is
-	// written. Either every row is written or the error is a [*BatchError].
+	// AddAll appends many rows. Rows sharing user_id and last_run_date
+	// within the call are an error before anything is written. A row is
+	// never replaced: one whose key holds the very same row is written
+	// already (an identical retry of the batch writes nothing), one whose
+	// key holds another row is not written, and is named in the
+	// [*BatchError] with a [*ConflictError] wrapping [ErrAlreadyExists].
+	// Either every other row is written or the error is a [*BatchError]
+	// naming those that are not.
 	AddAll(ctx context.Context, subs []Subscription) error
 
 	// ListBySubscription returns every row of a subscription ID ascending by

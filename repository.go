@@ -110,7 +110,18 @@ type Repository interface {
 	// A record replaces the stored record with its key, if any; each
 	// record's write is conditional on what AddAll read at its key (no
 	// record, or the stored record's billing_status, last_run_date and
-	// attempt), together with its history row. A stored record in flight is
+	// attempt), together with its history row.
+	//
+	// History is append-only: a history row is never replaced. A record
+	// whose history key (user_id, last_run_date) holds another row, as a
+	// record read back and written again does, moves to the first free
+	// last_run_date after it, a nanosecond at a time (within a
+	// microsecond; else it is refused with a [*ConflictError] wrapping
+	// [ErrAlreadyExists]), and its stored record takes that
+	// last_run_date too, the version the engine's writes are conditional
+	// on. A key holding the very row the record writes is its own write
+	// of an earlier try: an identical retry of a batch writes nothing.
+	// The records returned carry the last_run_dates written. A stored record in flight is
 	// never overwritten, nor is one changed meanwhile (e.g. an attempt
 	// made durable after the read) that the store cannot write on a fresh
 	// read: it is named in the [*BatchError], which wraps

@@ -15,6 +15,12 @@ import (
 // smallest free N >= 1 (two SCHEDULED records with one date are an error
 // wrapping [ErrAlreadyExists]); records of one user sharing a last_run_date
 // get + N nanoseconds the same way.
+//
+// The policy sees only the batch. Keys already taken in the store are the
+// store's to resolve: a record onto a stored record's key replaces it
+// (see [Repository.AddAll]), but a history row is never replaced: a
+// record whose last_run_date another stored row holds moves on to a free
+// one.
 type CollisionPolicy func(subs []Subscription) ([]Subscription, error)
 
 // IsConflict reports whether err is a lost race ([ErrConflict] or

@@ -35,7 +35,10 @@ type StoreFactory func(t *testing.T, opts memory.Options) (billing.Repository, b
 // most Limit items, continue with opaque cursors that reject tampering,
 // and report Scanned and Count as DynamoDB does; AddAll applies the
 // collision policy and replaces stored records, except those in flight,
-// which it names in its *BatchError. It never asserts the order of a page of
+// which it names in its *BatchError, but never a history row: a record
+// whose history key holds another row (a record read back and written
+// again) moves to the next free last_run_date, and an identical retry
+// of a batch writes nothing. It never asserts the order of a page of
 // the legacy (hash-only) status index, nor whether the last page of a
 // query that ends exactly at the limit carries a cursor (DynamoDB's does,
 // moto's does not); a cursor always leads to an empty page or to the rest.

@@ -3,11 +3,15 @@ package dynamostore
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/internal/layout"
 )
@@ -48,18 +52,84 @@ func (h *History) Add(ctx context.Context, sub *billing.Subscription) error {
 	return translateWrite("history add", []txOp{{key: historyKey(sub), reason: "a history row with this user_id and last_run_date exists", exists: true, history: true}}, err)
 }
 
-// AddAll implements [History.AddAll].
+// AddAll implements [History.AddAll]: a PutItem of each row conditional
+// on its key being free, as a batch write cannot be. A row whose key is
+// taken is read back: the very same row (a retried batch) is written
+// already; another row is never replaced, and the row is named in the
+// [*billing.BatchError] with a [*billing.ConflictError] wrapping
+// [billing.ErrAlreadyExists]. The capacity is a batch write's (one write
+// a row), in one call a row.
 func (h *History) AddAll(ctx context.Context, subs []billing.Subscription) error {
 	if err := checkHistoryBatch(subs); err != nil {
 		return err
 	}
-	puts := make([]batchPut, 0, len(subs))
+	items := make([]map[string]types.AttributeValue, len(subs))
 	for i := range subs {
-		item, _ := layout.EncodeHistoryItem(&subs[i])
-		puts = append(puts, batchPut{table: h.cfg.Tables.History, item: item, record: i, key: historyKey(&subs[i])})
+		items[i], _ = layout.EncodeHistoryItem(&subs[i])
 	}
-	unwritten, lastErr := h.bw.write(ctx, puts, maxBatchWrite)
-	return historyBatchError(subs, unwritten, lastErr)
+	return putRows(ctx, h.cfg.Client, h.bw, h.cfg.Tables.History, layout.AttrUserID, subs, items, func(i int) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{layout.AttrUserID: items[i][layout.AttrUserID], layout.AttrLastRunDate: items[i][layout.AttrLastRunDate]}
+	})
+}
+
+// putRows puts items (the rows of subs) into table, each conditional on
+// its key (key(i), whose partition key attribute is pk) being free; a taken key is read back with a
+// consistent read, and holds the very row (written already) or another
+// (refused). Failed requests are retried with bw's backoff. The error is
+// a [*billing.BatchError] naming the rows not written, or nil.
+func putRows(ctx context.Context, client API, bw *batchWriter, table, pk string, subs []billing.Subscription,
+	items []map[string]types.AttributeValue, key func(i int) map[string]types.AttributeValue) error {
+	cond := absent(pk)
+	be := &billing.BatchError{}
+	for i := range items {
+		err := putRow(ctx, client, bw, &dynamodb.PutItemInput{TableName: &table, Item: items[i],
+			ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names()}, key(i))
+		if err != nil {
+			be.Unwritten = append(be.Unwritten, historyKey(&subs[i]))
+			be.Err = errors.Join(be.Err, fmt.Errorf("%s: %w", historyKey(&subs[i]), err))
+		}
+	}
+	if len(be.Unwritten) > 0 {
+		return be
+	}
+	return nil
+}
+
+// putRow is one row of putRows.
+func putRow(ctx context.Context, client API, bw *batchWriter, in *dynamodb.PutItemInput, key map[string]types.AttributeValue) error {
+	for try := 0; ; try++ {
+		_, err := client.PutItem(ctx, in)
+		if err == nil {
+			return nil
+		}
+		if _, ok := isConditionFailed(err); ok {
+			out, gerr := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: in.TableName, Key: key, ConsistentRead: aws.Bool(true)})
+			switch {
+			case gerr != nil:
+				err = gerr
+			case layout.SameItem(out.Item, in.Item):
+				return nil // written already, by an earlier try
+			default:
+				return &billing.ConflictError{Op: "history add", Key: historyKeyOf(key),
+					Reason: "another history row has this key: not replaced", Err: billing.ErrAlreadyExists, HistoryRow: true}
+			}
+		}
+		if try >= bw.retries {
+			return fmt.Errorf("gave up after %d attempts: %w", try+1, err)
+		}
+		if serr := bw.sleep(ctx, try); serr != nil {
+			return fmt.Errorf("%w (last failure: %v)", serr, err)
+		}
+	}
+}
+
+// historyKeyOf names a history row by its item key.
+func historyKeyOf(key map[string]types.AttributeValue) string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(key)) {
+		out = append(out, name+"="+layout.StringOf(key[name]))
+	}
+	return strings.Join(out, " ")
 }
 
 // checkHistoryBatch validates the rows of a History.AddAll before

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -24,6 +25,7 @@ type addAllRecord struct {
 	prim   map[string]types.AttributeValue
 	hist   map[string]types.AttributeValue
 	stored map[string]types.AttributeValue // the item at its key as read; nil when there is none
+	noRow  bool                            // its history row is stored already: the item is written alone
 }
 
 // Limits of one AddAll transaction: DynamoDB allows 100 actions (a record
@@ -36,11 +38,14 @@ const (
 
 // AddAll implements [Repository.AddAll] on the legacy tables. It applies
 // the collision policy, reads the stored items at the batch's keys with a
-// consistent read, refuses those in flight, and writes every other record
+// consistent read, refuses those in flight, places the history rows over
+// the stored ones (see [Repository.placeRows]: a record whose history key
+// holds another row moves to a free last_run_date; one written by an
+// earlier try is not written again), and writes every other record
 // with its history row in transactions of up to 50 records, each
 // record's put conditional on its stored item as read: absent, or still
 // holding the billing_status, last_run_date, attempt count and number and
-// reminder claim read. An existing record is replaced by the new one,
+// reminder claim read, and each row's on its key being free. An existing record is replaced by the new one,
 // but the library's own attributes of the stored item the new record
 // does not set (its attempt, a reminder's claim) are carried over (see
 // [layout.CarryOwned]), and the due key is the new record's.
@@ -83,7 +88,10 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 		return resolved, &billing.BatchError{Unwritten: keysOf(resolved), Err: err}
 	}
 	failed := map[int]error{}
-	todo := recs
+	todo, err := r.placeRows(ctx, resolved, recs, failed)
+	if err != nil {
+		return resolved, &billing.BatchError{Unwritten: keysOf(resolved), Err: err}
+	}
 	for len(todo) > 0 {
 		var conflicted, retry []*addAllRecord
 		for _, g := range addAllGroups(resolved, r.spareInFlight(resolved, todo, failed)) {
@@ -119,6 +127,51 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 	}
 	be.Err = errors.Join(errs...)
 	return resolved, be
+}
+
+// placeRows places the records' history rows so that none replaces a
+// stored row (see [layout.PlanHistoryRows]): a record whose key holds
+// another row moves to a free last_run_date, which its item takes too
+// (resolved and recs are updated), one whose row is stored already is
+// written without it, or not at all when its stored item was written at
+// or after that row (an earlier try of the batch), and one with no free
+// key is noted in failed. It returns the records to write.
+func (r *Repository) placeRows(ctx context.Context, resolved []billing.Subscription, recs []*addAllRecord, failed map[int]error) ([]*addAllRecord, error) {
+	plans, err := r.legacyRowReader(resolved).planRows(ctx, resolved, func(i int, at time.Time) (map[string]types.AttributeValue, error) {
+		rec := resolved[i].Clone()
+		rec.LastRunDate = at
+		hist, err := layout.EncodeHistoryItem(&rec)
+		if err != nil {
+			return nil, err
+		}
+		prim, _ := layout.EncodeItem(&rec)
+		layout.CarryOwned(prim, hist, recs[i].stored)
+		return hist, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	todo := make([]*addAllRecord, 0, len(recs))
+	for i, rec := range recs {
+		p := plans[i]
+		switch {
+		case p.Err != nil:
+			failed[i] = p.Err
+			continue
+		case p.Moved:
+			resolved[i].LastRunDate = p.LastRunDate
+			rec.hist, _ = layout.EncodeHistoryItem(&resolved[i]) // it encoded at its own last_run_date
+			rec.prim, _ = layout.EncodeItem(&resolved[i])
+		}
+		if p.RowStored {
+			if rec.stored != nil && layout.WrittenSince(rec.stored, p.LastRunDate) {
+				continue // written by an earlier try, and maybe changed since
+			}
+			rec.noRow = true
+		}
+		todo = append(todo, rec)
+	}
+	return todo, nil
 }
 
 // spareInFlight returns the records of todo whose stored item is not in
@@ -199,9 +252,13 @@ func addAllGroups(resolved []billing.Subscription, recs []*addAllRecord) [][]*ad
 // the retries are spent.
 func (r *Repository) writeGroup(ctx context.Context, resolved []billing.Subscription, g []*addAllRecord) (conflicted, rest []*addAllRecord, err error) {
 	items := make([]types.TransactWriteItem, 0, 2*len(g))
+	owner := make([]*addAllRecord, 0, 2*len(g)) // the record of each action
 	for _, rec := range g {
 		prim, hist := r.addAllPuts(&resolved[rec.i], rec)
-		items = append(items, types.TransactWriteItem{Put: prim}, types.TransactWriteItem{Put: hist})
+		items, owner = append(items, types.TransactWriteItem{Put: prim}), append(owner, rec)
+		if hist != nil {
+			items, owner = append(items, types.TransactWriteItem{Put: hist}), append(owner, rec)
+		}
 	}
 	in := &dynamodb.TransactWriteItemsInput{TransactItems: items, ClientRequestToken: aws.String(uuid.NewString())}
 	for try := 0; ; try++ {
@@ -212,10 +269,10 @@ func (r *Repository) writeGroup(ctx context.Context, resolved []billing.Subscrip
 		var tce *types.TransactionCanceledException
 		if errors.As(err, &tce) {
 			for j, reason := range tce.CancellationReasons {
-				// A record's put (even j) or its history row's (odd j: the
-				// row's key is another row's, written by another writer).
-				if aws.ToString(reason.Code) == "ConditionalCheckFailed" && j/2 < len(g) && !slices.Contains(conflicted, g[j/2]) {
-					conflicted = append(conflicted, g[j/2])
+				// A record's put or its history row's (the row's key was
+				// taken since it was read, by another writer).
+				if aws.ToString(reason.Code) == "ConditionalCheckFailed" && j < len(owner) && !slices.Contains(conflicted, owner[j]) {
+					conflicted = append(conflicted, owner[j])
 				}
 			}
 			if len(conflicted) > 0 {
@@ -242,8 +299,10 @@ func (r *Repository) writeGroup(ctx context.Context, resolved []billing.Subscrip
 }
 
 // addAllPuts are the puts of rec's item, conditional on its stored item as
-// read (see [storedCondition]), and of its history row, conditional on
-// its key being free or holding this record's row in this status. The library's own
+// read (see [storedCondition]), and of its history row (nil when
+// rec.noRow), conditional on its key being free: history is append-only,
+// and a row is never replaced (a retry of a request that reached
+// DynamoDB carries the same client request token). The library's own
 // attributes of the stored item are carried onto both (see
 // [layout.CarryOwned]), and the item gets the new record's due key.
 func (r *Repository) addAllPuts(sub *billing.Subscription, rec *addAllRecord) (prim, hist *types.Put) {
@@ -251,18 +310,12 @@ func (r *Repository) addAllPuts(sub *billing.Subscription, rec *addAllRecord) (p
 	layout.CarryOwned(item, row, rec.stored)
 	withDue(item, sub, r.cfg.Tables.DueShards)
 	expr := mustBuild(expression.NewBuilder().WithCondition(storedCondition(rec.stored)))
-	// The history row never replaces another writer's row of that key; a
-	// row of this record in this status is the same row, written by an
-	// earlier try of the batch.
-	histExpr := mustBuild(expression.NewBuilder().WithCondition(expression.Or(
-		expression.AttributeNotExists(expression.Name(layout.AttrUserID)),
-		expression.And(
-			expression.Name(layout.AttrSubscriptionID).Equal(expression.Value(layout.StringAV(sub.SubscriptionID))),
-			expression.Name(layout.AttrBillingStatus).Equal(expression.Value(layout.StringAV(string(sub.Status))))))))
-	return &types.Put{TableName: &r.cfg.Tables.Subscriptions, Item: item,
-			ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values()},
-		&types.Put{TableName: &r.cfg.Tables.History, Item: row,
-			ConditionExpression: histExpr.Condition(), ExpressionAttributeNames: histExpr.Names(), ExpressionAttributeValues: histExpr.Values()}
+	prim = &types.Put{TableName: &r.cfg.Tables.Subscriptions, Item: item,
+		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values()}
+	if rec.noRow {
+		return prim, nil
+	}
+	return prim, putAbsent(&r.cfg.Tables.History, row, layout.AttrUserID)
 }
 
 // fencedAttributes are the attributes whose stored values AddAll's put of

@@ -57,33 +57,49 @@ func (h *SingleTableHistory) Add(ctx context.Context, sub *billing.Subscription)
 	}, err)
 }
 
-// AddAll implements [History.AddAll] with BatchWriteItem: the rows and
-// their ID pointers (a pointer's billing_date is that of its row).
+// AddAll implements [History.AddAll]: the ID pointers with
+// BatchWriteItem (a pointer's billing_date is that of its subscription's
+// first row in the call), then each row with a PutItem conditional on its
+// key being free, as [History.AddAll] does on the legacy table: a row is
+// never replaced.
 func (h *SingleTableHistory) AddAll(ctx context.Context, subs []billing.Subscription) error {
 	if err := checkHistoryBatch(subs); err != nil {
 		return err
 	}
-	puts := make([]batchPut, 0, 2*len(subs))
+	var ptrs []batchPut
+	items := make([]map[string]types.AttributeValue, len(subs))
 	seen := map[string]bool{}
 	for i := range subs {
 		ref, err := layout.EngineRef(&subs[i])
 		if err != nil {
 			return err
 		}
-		item, err := h.r.historyItem(ref, &subs[i])
-		if err != nil {
+		if items[i], err = h.r.historyItem(ref, &subs[i]); err != nil {
 			return err
 		}
-		k := historyKey(&subs[i])
-		puts = append(puts, batchPut{table: h.r.tbl.Table, item: item, record: i, key: k})
 		if p := subs[i].SubscriptionID + "\x00" + subs[i].UserID; !seen[p] {
 			seen[p] = true
 			ptr := h.r.pointerItem(subs[i].SubscriptionID, subs[i].UserID, layout.BillingDateKey(&subs[i]))
-			puts = append(puts, batchPut{table: h.r.tbl.Table, item: ptr, record: i, key: k})
+			ptrs = append(ptrs, batchPut{table: h.r.tbl.Table, item: ptr, record: i, key: historyKey(&subs[i])})
 		}
 	}
-	unwritten, lastErr := h.r.bw.write(ctx, puts, maxBatchWrite-1)
-	return historyBatchError(subs, unwritten, lastErr)
+	// A pointer first: a row is never without one (a pointer without
+	// rows lists none).
+	if unwritten, lastErr := h.r.bw.write(ctx, ptrs, maxBatchWrite); len(unwritten) > 0 {
+		return historyBatchError(subs, allRows(subs), lastErr)
+	}
+	return putRows(ctx, h.r.cfg.Client, h.r.bw, h.r.tbl.Table, layout.AttrPK, subs, items, func(i int) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{layout.AttrPK: items[i][layout.AttrPK], layout.AttrSK: items[i][layout.AttrSK]}
+	})
+}
+
+// allRows marks every row of subs unwritten.
+func allRows(subs []billing.Subscription) map[int]bool {
+	out := make(map[int]bool, len(subs))
+	for i := range subs {
+		out[i] = true
+	}
+	return out
 }
 
 // ListBySubscription implements [History.ListBySubscription]: the ID

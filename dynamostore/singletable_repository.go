@@ -249,8 +249,9 @@ func (t *stTx) chain(ref layout.SubscriptionRef) *chainWrite {
 // (a new record, or prev moved to a new key, which carries prev's data_
 // attributes along), or, for AddAll (over set), conditional on the
 // period as AddAll read it (see [storedCondition]), carrying its
-// library-owned attributes (see [layout.CarryOwned]); AddAll's history
-// row is put unconditionally.
+// library-owned attributes (see [layout.CarryOwned]). The history row's
+// key must be free; AddAll leaves out a row it found stored already
+// (over.noRow).
 func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *billing.Subscription, over *storedPeriod) error {
 	ref, err := layout.EngineRef(next)
 	if err != nil {
@@ -292,12 +293,11 @@ func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *billing.Subscript
 	if put != nil {
 		t.add(types.TransactWriteItem{Put: put}, op)
 	}
-	hput := &types.Put{TableName: r.table(), Item: hist}
-	if over == nil {
-		hput = putAbsent(r.table(), hist, layout.AttrPK)
+	if over == nil || !over.noRow {
+		// Never over another row: history is append-only.
+		t.add(types.TransactWriteItem{Put: putAbsent(r.table(), hist, layout.AttrPK)}, txOp{key: next.Key(), reason: "a history row with this user_id and last_run_date exists",
+			exists: prev == nil, history: true})
 	}
-	t.add(types.TransactWriteItem{Put: hput}, txOp{key: next.Key(), reason: "a history row with this user_id and last_run_date exists",
-		exists: prev == nil, history: true})
 	if prev == nil || layout.BillingDateKey(prev) != layout.BillingDateKey(next) {
 		ptr := types.TransactWriteItem{Put: &types.Put{TableName: r.table(), Item: r.pointerItem(next.SubscriptionID, next.UserID, layout.BillingDateKey(next))}}
 		// Records of one transaction sharing an ID (imports may) share the
@@ -706,7 +706,8 @@ func (r *SingleTableRepository) AdminUpdate(ctx context.Context, prev, next *bil
 // storedPeriod is a period as AddAll read it: item is nil when there was
 // none.
 type storedPeriod struct {
-	item map[string]types.AttributeValue
+	item  map[string]types.AttributeValue
+	noRow bool // the period's history row is stored already: it is not put
 }
 
 // AddAll implements [Repository.AddAll]. It reads the stored periods at
@@ -716,8 +717,10 @@ type storedPeriod struct {
 // Each period's put is conditional on the period as read (absent, or
 // still holding its status, last_run_date, attempt and reminder claim),
 // and carries the library's own attributes of the period it replaces
-// (see [layout.CarryOwned]); history rows with the same keys are
-// overwritten. A group with a period in flight is not written, nor is
+// (see [layout.CarryOwned]). History rows are never overwritten: they are
+// placed first ([layout.PlanHistoryRows]), a record whose history key
+// holds another row moving to a free last_run_date, and each row's put
+// is conditional on its key being free. A group with a period in flight is not written, nor is
 // one whose transaction fails (a period changed since the read, a
 // failed request): its records are named in the [*billing.BatchError]
 // (wrapping [billing.ErrAttemptInFlight], or the transaction's error:
@@ -735,6 +738,10 @@ func (r *SingleTableRepository) AddAll(ctx context.Context, subs []billing.Subsc
 	if err != nil {
 		return resolved, &billing.BatchError{Unwritten: keysOf(resolved), Err: err}
 	}
+	plans, err := r.planRows(ctx, resolved, stored)
+	if err != nil {
+		return resolved, &billing.BatchError{Unwritten: keysOf(resolved), Err: err}
+	}
 	be := &billing.BatchError{}
 	var errs []error
 	for _, g := range groups {
@@ -744,15 +751,26 @@ func (r *SingleTableRepository) AddAll(ctx context.Context, subs []billing.Subsc
 				gerr = &billing.ConflictError{Op: "add all", Key: resolved[i].Key(), Reason: "the record is in flight: not overwritten", Err: billing.ErrAttemptInFlight}
 				break
 			}
+			if plans[i].Err != nil {
+				gerr = plans[i].Err
+				break
+			}
 		}
 		if gerr == nil {
 			t := newSTTx("add all")
 			for _, i := range g {
-				if err := r.putPeriod(t, nil, &resolved[i], &storedPeriod{item: stored[i]}); err != nil {
+				p := plans[i]
+				resolved[i].LastRunDate = p.LastRunDate
+				if p.RowStored && stored[i] != nil && layout.WrittenSince(stored[i], p.LastRunDate) {
+					continue // written by an earlier try, and maybe changed since
+				}
+				if err := r.putPeriod(t, nil, &resolved[i], &storedPeriod{item: stored[i], noRow: p.RowStored}); err != nil {
 					return resolved, err
 				}
 			}
-			gerr = r.commit(ctx, t)
+			if len(t.items) > 0 {
+				gerr = r.commit(ctx, t)
+			}
 		}
 		if gerr != nil {
 			errs = append(errs, gerr)
@@ -766,6 +784,42 @@ func (r *SingleTableRepository) AddAll(ctx context.Context, subs []billing.Subsc
 		return resolved, be
 	}
 	return resolved, nil
+}
+
+// planRows places the history rows of recs over the rows stored (see
+// [layout.PlanHistoryRows]); stored are the periods at their keys.
+func (r *SingleTableRepository) planRows(ctx context.Context, recs []billing.Subscription, stored []map[string]types.AttributeValue) ([]layout.RowPlan, error) {
+	refs := make([]layout.SubscriptionRef, len(recs))
+	for i := range recs {
+		ref, err := layout.EngineRef(&recs[i])
+		if err != nil {
+			return nil, err
+		}
+		refs[i] = ref
+	}
+	rr := &rowReader{client: r.cfg.Client, bw: r.bw, table: r.tbl.Table,
+		key: func(i int, lrd string) map[string]types.AttributeValue {
+			return map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.tbl.AccountPK(refs[i].AccountID)), layout.AttrSK: layout.StringAV(layout.HistorySK(refs[i], lrd))}
+		},
+		span: func(i int, lo, hi string) *dynamodb.QueryInput {
+			expr := keyRange(layout.AttrPK, r.tbl.AccountPK(refs[i].AccountID), layout.AttrSK, layout.HistorySK(refs[i], lo), layout.HistorySK(refs[i], hi))
+			return &dynamodb.QueryInput{TableName: r.table(), KeyConditionExpression: expr.KeyCondition(),
+				ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(), ConsistentRead: aws.Bool(true)}
+		}}
+	return rr.planRows(ctx, recs, func(i int, at time.Time) (map[string]types.AttributeValue, error) {
+		rec := recs[i].Clone()
+		rec.LastRunDate = at
+		prim, err := r.periodItem(refs[i], &rec)
+		if err != nil {
+			return nil, err
+		}
+		hist, err := r.historyItem(refs[i], &rec)
+		if err != nil {
+			return nil, err
+		}
+		layout.CarryOwned(prim, hist, stored[i])
+		return hist, nil
+	})
 }
 
 // readPeriods reads the stored periods at the keys of recs with

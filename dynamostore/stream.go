@@ -55,8 +55,8 @@ type StreamResult struct {
 
 // ErrHistoryRowChanged reports a stream record that modifies or deletes
 // (other than by TTL) a history row, which is written once and never
-// changed: a row was replaced, for instance by History.AddAll importing a
-// row already written with other content, and no event tells a consumer.
+// changed: a row was replaced or deleted by another program (the library
+// never replaces a row), and no event tells a consumer.
 var ErrHistoryRowChanged = errors.New("billing: history row modified or deleted")
 
 // StreamRecordError reports a stream record that is a history row (or may
@@ -138,8 +138,8 @@ var streamIDSpace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://github.com/d
 //
 //	record   item                               outcome
 //	INSERT   history row                        a HistoryEvent (or an error if it does not decode)
-//	MODIFY   history row                        error: the row was replaced (History.AddAll of a row
-//	                                            already written with other content)
+//	MODIFY   history row                        error: the row was replaced (by another program:
+//	                                            the library's writes never replace one)
 //	REMOVE   history row, deleted by TTL        skipped
 //	REMOVE   history row, any other deletion    error: the row was deleted
 //	any      not a history row (single table)   skipped

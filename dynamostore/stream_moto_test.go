@@ -277,49 +277,99 @@ func TestHistoryStreamEndToEnd(t *testing.T) {
 	}
 }
 
-// TestHistoryStreamReportsReimport re-imports a history row with other
-// content through History.AddAll (an unconditional batch write): the
-// stream's MODIFY of the row is reported, never dropped, while the
-// MODIFY of the row's ID pointer is skipped.
+// TestHistoryStreamReportsReimport: history is append-only from every
+// writer, so a re-import never shows up as a MODIFY of a history row
+// (which the decoder, and the events consumer behind it, reject and stop
+// on). It used to: History.AddAll batch-wrote a row over the one at its
+// key, and Repository.AddAll of a re-read record with a changed amount
+// replaced the record's latest row. Now History.AddAll refuses another
+// row at a taken key (and accepts the very same row again), and
+// Repository.AddAll moves the rewrite to the next free last_run_date: on
+// both layouts the stream carries INSERTs only, one event per write.
 func TestHistoryStreamReportsReimport(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
-	client := dynamotest.Client(t)
-	table := dynamostore.SingleTableConfig{Table: dynamotest.TableName(t, "payments"), AccountPrefix: "ACC#", TTLAttribute: "TTL"}
-	dynamotest.CreateTable(t, client, withStream(dynamostore.SingleTableDefinition(table)))
-	repo, err := dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{Client: client, Table: table})
-	require.NoError(t, err)
-	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
-	row := billing.Subscription{
-		UserID: "acct-1#s1#PLUS", SubscriptionID: "per-1", BillingDate: t0, Amount: billing.Cents(499),
-		Status: billing.StatusCompleted, BillingPeriod: "03/2026", TransactionID: "tx-1", Process: billing.ProcessInitial,
-		Term: billing.TermMonthly, ReceiptTierName: "Plus:v2", CreatedDate: t0.Add(-48 * time.Hour), LastRunDate: t0.Add(time.Hour),
+	type env struct {
+		user    string
+		repo    billing.Repository
+		hist    billing.History
+		table   string
+		decoder *dynamostore.StreamDecoder
 	}
-	require.NoError(t, repo.History().AddAll(ctx, []billing.Subscription{row}))
-	again := row
-	again.Amount = billing.Cents(999)
-	require.NoError(t, repo.History().AddAll(ctx, []billing.Subscription{again}))
+	layouts := map[string]func(t *testing.T) env{
+		"legacy": func(t *testing.T) env {
+			client := dynamotest.Client(t)
+			tables := dynamostore.TableConfig{
+				Subscriptions: dynamotest.TableName(t, "billing-activity"),
+				History:       dynamotest.TableName(t, "billing-activity-history"),
+			}
+			dynamotest.CreateTable(t, client, dynamostore.SubscriptionsTableDefinition(tables))
+			dynamotest.CreateTable(t, client, withStream(dynamostore.HistoryTableDefinition(tables)))
+			repo, hist := storetest.NewDynamoStores(t, dynamostore.Config{Client: client, Tables: tables})
+			return env{"u-reimport", repo, hist, tables.History, dynamostore.NewHistoryStreamDecoder()}
+		},
+		"single": func(t *testing.T) env {
+			client := dynamotest.Client(t)
+			table := dynamostore.SingleTableConfig{Table: dynamotest.TableName(t, "payments"), AccountPrefix: "ACC#", TTLAttribute: "TTL"}
+			dynamotest.CreateTable(t, client, withStream(dynamostore.SingleTableDefinition(table)))
+			repo, err := dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{Client: client, Table: table})
+			require.NoError(t, err)
+			d, err := dynamostore.NewSingleTableStreamDecoder(table)
+			require.NoError(t, err)
+			return env{"acct-1#s1#PLUS", repo, repo.History(), table.Table, d}
+		},
+	}
+	for name, setup := range layouts {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			e := setup(t)
+			t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+			row := billing.Subscription{
+				UserID: e.user, SubscriptionID: "per-1", BillingDate: t0.AddDate(0, -1, 0), Amount: billing.Cents(499),
+				Status: billing.StatusCompleted, BillingPeriod: "02/2026", TransactionID: "tx-1", Process: billing.ProcessInitial,
+				Term: billing.TermMonthly, ReceiptTierName: "Plus:v2", CreatedDate: t0.Add(-48 * time.Hour), LastRunDate: t0.Add(-time.Hour),
+			}
+			// History.AddAll: the same row again is accepted, another at
+			// its key refused.
+			require.NoError(t, e.hist.AddAll(ctx, []billing.Subscription{row}))
+			require.NoError(t, e.hist.AddAll(ctx, []billing.Subscription{row}), "the very same row again")
+			again := row
+			again.Amount = billing.Cents(999)
+			err := e.hist.AddAll(ctx, []billing.Subscription{again})
+			require.ErrorIs(t, err, billing.ErrAlreadyExists, "another row at a taken key")
 
-	d, err := dynamostore.NewSingleTableStreamDecoder(table)
-	require.NoError(t, err)
-	var events []billing.Amount
-	var changed []string
-	for _, r := range readStream(t, table.Table) {
-		ev, ok, err := d.Decode(r)
-		if err != nil {
-			require.ErrorIs(t, err, dynamostore.ErrHistoryRowChanged)
-			var re *dynamostore.StreamRecordError
-			require.ErrorAs(t, err, &re)
-			assert.Equal(t, aws.ToString(r.Dynamodb.SequenceNumber), re.SequenceNumber)
-			assert.Equal(t, streamtypes.OperationTypeModify, r.EventName)
-			changed = append(changed, re.Key)
-			continue
-		}
-		if ok {
-			events = append(events, ev.Event.Amount)
-		}
+			// Repository.AddAll: a record re-read, its amount changed, and
+			// written back (twice: the retry writes nothing).
+			rec := billing.Subscription{
+				UserID: e.user, SubscriptionID: "per-2", BillingDate: t0, Amount: billing.Cents(499),
+				Status: billing.StatusScheduled, BillingPeriod: "03/2026", Process: billing.ProcessInitial,
+				Term: billing.TermMonthly, ReceiptTierName: "Plus:v2", CreatedDate: t0.Add(-time.Hour), LastRunDate: t0.Add(-time.Hour + time.Minute),
+			}
+			_, err = e.repo.AddAll(ctx, []billing.Subscription{rec})
+			require.NoError(t, err)
+			cur, err := e.repo.Get(ctx, rec.UserID, rec.BillingDate)
+			require.NoError(t, err)
+			upgrade := cur.Clone()
+			upgrade.Amount, upgrade.ReceiptTierName = billing.Cents(999), "Premium:v1"
+			written, err := e.repo.AddAll(ctx, []billing.Subscription{upgrade})
+			require.NoError(t, err)
+			_, err = e.repo.AddAll(ctx, []billing.Subscription{upgrade})
+			require.NoError(t, err, "the identical retry")
+			assert.True(t, written[0].LastRunDate.After(cur.LastRunDate), "the rewrite moves past the taken key")
+
+			var kinds []string
+			var events []billing.Amount
+			for _, r := range readStream(t, e.table) {
+				ev, ok, err := e.decoder.Decode(r)
+				require.NoError(t, err, "stream record %s %s", r.EventName, aws.ToString(r.Dynamodb.SequenceNumber))
+				if ok {
+					kinds = append(kinds, string(r.EventName))
+					events = append(events, ev.Event.Amount)
+				}
+			}
+			assert.Equal(t, []string{"INSERT", "INSERT", "INSERT"}, kinds, "history rows only ever inserted")
+			assert.Equal(t, []billing.Amount{billing.Cents(499), billing.Cents(499), billing.Cents(999)}, events,
+				"the imported row, the record's first row, its rewrite")
+		})
 	}
-	assert.Equal(t, []billing.Amount{billing.Cents(499)}, events, "the first import is the row's event")
-	require.Len(t, changed, 1, "the re-import's MODIFY of the row is reported")
-	assert.Contains(t, changed[0], "SK=HIST#")
 }

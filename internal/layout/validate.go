@@ -22,7 +22,9 @@ import (
 //     +N nanoseconds, in input order, for the smallest N >= 1 that is free.
 //
 // Every record must be encodable ([EncodeHistoryItem]); the first that is
-// not is returned as the error, before anything is resolved.
+// not is returned as the error, before anything is resolved. Rows stored
+// already are not the policy's: the stores then place the history rows
+// over them ([PlanHistoryRows]), never replacing one.
 func DefaultCollisionPolicy(subs []billing.Subscription) ([]billing.Subscription, error) {
 	out := make([]billing.Subscription, len(subs))
 	for i := range subs {

@@ -1,0 +1,92 @@
+package dynamostore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/layout"
+)
+
+// rowReader reads the stored history rows an AddAll batch's rows may
+// land on, for [layout.PlanHistoryRows].
+type rowReader struct {
+	client API
+	bw     *batchWriter
+	table  string
+	// key is the item key of record i's history row at a last_run_date
+	// key.
+	key func(i int, lastRunDate string) map[string]types.AttributeValue
+	// span is the query of record i's history rows from lo to hi (last_run_date
+	// keys), consistent.
+	span func(i int, lo, hi string) *dynamodb.QueryInput
+}
+
+// planRows places the history rows of recs (see [layout.PlanHistoryRows])
+// over the rows stored: one consistent BatchGetItem per 100 records reads
+// the row at each record's own key, and only a record whose key holds
+// another row (a re-read record written back, another record of the same
+// instant) costs a Query of the keys it may move to. want is the row
+// record i writes at a last_run_date.
+func (rr *rowReader) planRows(ctx context.Context, recs []billing.Subscription,
+	want func(i int, at time.Time) (map[string]types.AttributeValue, error)) ([]layout.RowPlan, error) {
+	keys := make([]map[string]types.AttributeValue, len(recs))
+	for i := range recs {
+		keys[i] = rr.key(i, layout.LastRunDateKey(&recs[i]))
+	}
+	own, err := readItems(ctx, rr.client, rr.bw, rr.table, keys)
+	if err != nil {
+		return nil, fmt.Errorf("billing: add all: reading the history rows at the batch's keys: %w", err)
+	}
+	rows := map[string]map[string]types.AttributeValue{}
+	for i := range recs {
+		if own[i] == nil {
+			continue
+		}
+		rows[recs[i].UserID+"\x00"+layout.LastRunDateKey(&recs[i])] = own[i]
+		w, err := want(i, recs[i].LastRunDate)
+		if err != nil {
+			return nil, err
+		}
+		if layout.SameItem(own[i], w) {
+			continue
+		}
+		lo, hi := layout.HistorySpanKeys(&recs[i])
+		items, err := queryAll(ctx, rr.client, rr.span(i, lo, hi), 0)
+		if err != nil {
+			return nil, fmt.Errorf("billing: add all: reading the history rows after %s of %s: %w", layout.LastRunDateKey(&recs[i]), recs[i].Key(), err)
+		}
+		for _, it := range items {
+			rows[recs[i].UserID+"\x00"+layout.StringOf(it[layout.AttrLastRunDate])] = it
+		}
+	}
+	return layout.PlanHistoryRows(recs, func(i int, key string) (map[string]types.AttributeValue, bool) {
+		it, ok := rows[recs[i].UserID+"\x00"+key]
+		return it, ok
+	}, want)
+}
+
+// legacyRowReader is the rowReader of the legacy history table.
+func (r *Repository) legacyRowReader(recs []billing.Subscription) *rowReader {
+	return &rowReader{client: r.cfg.Client, bw: r.bw, table: r.cfg.Tables.History,
+		key: func(i int, lrd string) map[string]types.AttributeValue {
+			return map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(recs[i].UserID), layout.AttrLastRunDate: layout.StringAV(lrd)}
+		},
+		span: func(i int, lo, hi string) *dynamodb.QueryInput {
+			expr := keyRange(layout.AttrUserID, recs[i].UserID, layout.AttrLastRunDate, lo, hi)
+			return &dynamodb.QueryInput{TableName: &r.cfg.Tables.History, KeyConditionExpression: expr.KeyCondition(),
+				ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(), ConsistentRead: aws.Bool(true)}
+		}}
+}
+
+// keyRange is the key condition pk = pv and lo <= sk <= hi on string
+// keys.
+func keyRange(pk, pv, sk, lo, hi string) expression.Expression {
+	return mustBuild(expression.NewBuilder().WithKeyCondition(expression.Key(pk).Equal(expression.Value(layout.StringAV(pv))).
+		And(expression.Key(sk).Between(expression.Value(layout.StringAV(lo)), expression.Value(layout.StringAV(hi))))))
+}
