@@ -110,13 +110,10 @@ func (c *Collector) runState(req RunRequest, now time.Time, shards []int, k int)
 }
 
 // firstShard is the index, among a run's n shards, of the one a fresh run
-// at now reads first. It moves by rotationStep(pages, n) a day: a step
-// that is a unit modulo n, so that any n days in a row start on n
-// different shards and every shard is read first at least once in them,
-// however the page budget and the shard count relate. The step is the
-// page budget (a run that finds about a page per shard goes on the next
-// day where the last stopped) moved up to the next unit when it is not
-// one.
+// at now reads first: the day's number times rotationStep(pages, n),
+// modulo n. The step is a unit modulo n (coprime with it), so any n days
+// in a row start on n different shards: however large a backlog, a run
+// that is never continued still reads every shard within n days.
 func firstShard(now time.Time, n, pages int) int {
 	if n <= 1 {
 		return 0
@@ -129,14 +126,46 @@ func firstShard(now time.Time, n, pages int) int {
 	return d * rotationStep(pages, n) % n
 }
 
-// rotationStep is the smallest s at or after pages mod n (wrapping) with
-// s not 0 and gcd(s, n) = 1; n is at least 2.
+// rotationSteps caches rotationStep by {pages, n}.
+var rotationSteps sync.Map
+
+// rotationStep is the step of firstShard for a run of pages pages over n
+// shards (n at least 2): of the units modulo n, the one with which days
+// that each read pages shards from their first one (a run that finds at
+// most a page in each) read every shard soonest, the smallest on a tie.
+// That is within a few days of ceil(n/pages) — the pace a step of pages
+// itself keeps, which is no unit when pages and n share a factor (with
+// 32 shards and 10 pages it would start only on even shards).
 func rotationStep(pages, n int) int {
-	for s := pages % n; ; s = (s + 1) % n {
-		if s != 0 && gcd(s, n) == 1 {
-			return s
+	if pages >= n {
+		return 1
+	}
+	key := [2]int{pages, n}
+	if s, ok := rotationSteps.Load(key); ok {
+		return s.(int)
+	}
+	best, step := n+1, 1
+	seen := make([]bool, n)
+	for s := 1; s < n; s++ {
+		if gcd(s, n) != 1 {
+			continue
+		}
+		clear(seen)
+		left, days := n, 0
+		for ; left > 0 && days < best; days++ {
+			for j := range pages {
+				if i := (days*s + j) % n; !seen[i] {
+					seen[i] = true
+					left--
+				}
+			}
+		}
+		if left == 0 && days < best {
+			best, step = days, s
 		}
 	}
+	rotationSteps.Store(key, step)
+	return step
 }
 
 func gcd(a, b int) int {
