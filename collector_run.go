@@ -3,6 +3,7 @@ package billing
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -20,7 +21,9 @@ import (
 // continues the run later — a second or a day later, on another host —
 // reads exactly the ranges the first one started, and resumes where it
 // stopped. A cursor of another kind, store or shard set is refused; an old
-// one never is.
+// one never is. With Config.RunCursorKeys the cursor is signed (HMAC-SHA256
+// over its state), so only a cursor the engine made is read; without, it
+// carries a checksum that catches corruption, not a forgery.
 //
 // A run reads its shards as chains of pages: one chain over all its
 // shards when it works them one after the other (the store walks them in
@@ -50,8 +53,41 @@ type chain struct {
 	Cursor string `json:"cursor,omitempty"`
 }
 
-// runCursorPrefix starts every run cursor.
-const runCursorPrefix = "run1."
+// Run cursor prefixes: an unkeyed cursor (its state and a checksum), and
+// one signed with Config.RunCursorKeys.
+const (
+	runCursorPrefix       = "run1."
+	signedRunCursorPrefix = "run2."
+)
+
+// MinRunCursorKeyLen is the shortest key [Config.RunCursorKeys] takes: 32
+// bytes, the size of the HMAC-SHA256 output.
+const MinRunCursorKeyLen = 32
+
+// runCursorMACLabel starts every signed message, so that a key a host
+// also uses elsewhere cannot be made to sign a run cursor by another
+// party's message (or the reverse).
+const runCursorMACLabel = "dynabill run cursor v2\x00"
+
+// runCursorKeys checks and copies Config.RunCursorKeys.
+func runCursorKeys(keys [][]byte) ([][]byte, error) {
+	var out [][]byte
+	for i, k := range keys {
+		if len(k) < MinRunCursorKeyLen {
+			return nil, fmt.Errorf("billing: Config.RunCursorKeys[%d]: %d bytes, want at least %d", i, len(k), MinRunCursorKeyLen)
+		}
+		out = append(out, bytes.Clone(k))
+	}
+	return out, nil
+}
+
+// runCursorMAC is the HMAC-SHA256 of a cursor's state under key.
+func runCursorMAC(key, js []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(runCursorMACLabel))
+	m.Write(js)
+	return m.Sum(nil)
+}
 
 func (c *Collector) run(ctx context.Context, req RunRequest) (*Report, error) {
 	now := c.cfg.Clock.Now()
@@ -88,7 +124,7 @@ func (c *Collector) run(ctx context.Context, req RunRequest) (*Report, error) {
 func (c *Collector) runState(req RunRequest, now time.Time, shards []int, k int) (runState, error) {
 	store := fmt.Sprintf("%T/%d", c.cfg.Repository, k)
 	if req.Cursor != "" {
-		return decodeRunCursor(req.Cursor, req.Kind, store, shards)
+		return decodeRunCursor(req.Cursor, c.cfg.RunCursorKeys, req.Kind, store, shards)
 	}
 	st := runState{Kind: req.Kind, At: now.UTC(), Store: store, Shards: shards}
 	first := firstShard(now, len(shards), c.cfg.PagesPerInvocation)
@@ -203,7 +239,7 @@ func (c *Collector) runChainsInTurn(ctx context.Context, st runState, queries []
 		ch := &st.Left[0]
 		done, err := c.runChain(ctx, st.Kind, ch, queries, k, &pages, rep)
 		if err != nil {
-			rep.Next = st.encode()
+			rep.Next = st.encode(c.cfg.RunCursorKeys)
 			return err
 		}
 		if done {
@@ -211,7 +247,7 @@ func (c *Collector) runChainsInTurn(ctx context.Context, st runState, queries []
 		}
 	}
 	if len(st.Left) > 0 {
-		rep.Next = st.encode()
+		rep.Next = st.encode(c.cfg.RunCursorKeys)
 	}
 	return ctx.Err()
 }
@@ -260,7 +296,7 @@ func (c *Collector) runChainsAtOnce(ctx context.Context, st runState, queries []
 		}
 	}
 	if st.Left = rest; len(rest) > 0 {
-		rep.Next = st.encode()
+		rep.Next = st.encode(c.cfg.RunCursorKeys)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -306,9 +342,13 @@ func (c *Collector) runChain(ctx context.Context, kind RunKind, ch *chain, queri
 	return false, nil
 }
 
-// encode is the run's cursor: its state as JSON with a checksum, base64url.
-func (st runState) encode() string {
+// encode is the run's cursor: its state as JSON, base64url, with an
+// HMAC-SHA256 under keys[0] when there are keys, else with a checksum.
+func (st runState) encode(keys [][]byte) string {
 	js, _ := json.Marshal(st) // plain fields always marshal
+	if len(keys) > 0 {
+		return signedRunCursorPrefix + base64.RawURLEncoding.EncodeToString(append(js, runCursorMAC(keys[0], js)...))
+	}
 	sum := sha256.Sum256(js)
 	return runCursorPrefix + base64.RawURLEncoding.EncodeToString(append(js, sum[:8]...))
 }
@@ -317,22 +357,43 @@ func (st runState) encode() string {
 const maxRunCursor = 64 << 10
 
 // decodeRunCursor decodes the cursor of a run of kind over shards of store,
-// refusing one of another run as [ErrInvalidCursor].
-func decodeRunCursor(token string, kind RunKind, store string, shards []int) (runState, error) {
+// refusing one of another run as [ErrInvalidCursor]. With keys, only a
+// cursor signed by one of them is read; without, only an unkeyed one.
+func decodeRunCursor(token string, keys [][]byte, kind RunKind, store string, shards []int) (runState, error) {
 	bad := func(why string, args ...any) (runState, error) {
 		return runState{}, fmt.Errorf("%w: %s", ErrInvalidCursor, fmt.Sprintf(why, args...))
 	}
-	rest, ok := strings.CutPrefix(token, runCursorPrefix)
-	if !ok || len(token) > maxRunCursor {
+	if len(token) > maxRunCursor {
 		return bad("not the cursor of a run (Report.Next)")
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(rest)
-	if err != nil || len(raw) < 8 {
-		return bad("not base64url")
-	}
-	js, sum := raw[:len(raw)-8], raw[len(raw)-8:]
-	if want := sha256.Sum256(js); !bytes.Equal(sum, want[:8]) {
-		return bad("checksum mismatch (corrupted or edited)")
+	var js []byte
+	switch unkeyed, signed := strings.HasPrefix(token, runCursorPrefix), strings.HasPrefix(token, signedRunCursorPrefix); {
+	case unkeyed && len(keys) > 0:
+		return bad("an unsigned cursor, and Config.RunCursorKeys is set (forged, or of a run started before the keys were)")
+	case signed && len(keys) == 0:
+		return bad("a signed cursor, and Config.RunCursorKeys is not set")
+	case unkeyed:
+		raw, err := base64.RawURLEncoding.DecodeString(token[len(runCursorPrefix):])
+		if err != nil || len(raw) < 8 {
+			return bad("not base64url")
+		}
+		var sum []byte
+		js, sum = raw[:len(raw)-8], raw[len(raw)-8:]
+		if want := sha256.Sum256(js); !bytes.Equal(sum, want[:8]) {
+			return bad("checksum mismatch (corrupted or edited)")
+		}
+	case signed:
+		raw, err := base64.RawURLEncoding.DecodeString(token[len(signedRunCursorPrefix):])
+		if err != nil || len(raw) < sha256.Size {
+			return bad("not base64url")
+		}
+		var mac []byte
+		js, mac = raw[:len(raw)-sha256.Size], raw[len(raw)-sha256.Size:]
+		if !slices.ContainsFunc(keys, func(k []byte) bool { return hmac.Equal(mac, runCursorMAC(k, js)) }) {
+			return bad("signature mismatch (edited, corrupted, or signed with a key not in Config.RunCursorKeys)")
+		}
+	default:
+		return bad("not the cursor of a run (Report.Next)")
 	}
 	var st runState
 	if err := json.Unmarshal(js, &st); err != nil {
