@@ -68,6 +68,26 @@ type Config struct {
 	// when shards run at once); the rest continues from Report.Next.
 	// Defaults to [DefaultRunPagesPerInvocation] (10).
 	PagesPerInvocation int
+	// RunCursorKeys sign and verify the cursors runs hand back
+	// (Report.Next) with HMAC-SHA256. The first key signs; every key
+	// verifies. Each is a secret of at least [MinRunCursorKeyLen] random
+	// bytes, the same on every host and invocation that continues runs (a
+	// key made per process would refuse every other process's cursors).
+	// To rotate, put the new key first, keep the old one after it until
+	// the runs it signed are done, then drop it. A cursor no key verifies,
+	// an unsigned one included, is refused with [ErrInvalidCursor]; what
+	// it would have read is the next run's.
+	//
+	// Defaults to none: cursors then carry a checksum anyone can
+	// recompute, which catches corruption and a cursor handed to another
+	// run, not a forged one. Whoever can write the queue or state a cursor
+	// travels through can then choose a run's instant, shards and
+	// position, and so hold records back until a later run reads them;
+	// with keys, only cursors the engine made (old ones included) are
+	// read. Either way a cursor cannot get a record charged before it is
+	// due, or twice: each record is re-read and checked against the clock
+	// under its user's lock before it is charged.
+	RunCursorKeys [][]byte
 	// Events receives events after the changes they describe are stored.
 	// Defaults to discarding them.
 	Events EventSink
@@ -146,6 +166,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	c.ProcessorBudget = budget
 	if c.StoreBudget, err = c.StoreBudget.withDefaults(); err != nil {
+		return c, err
+	}
+	if c.RunCursorKeys, err = runCursorKeys(c.RunCursorKeys); err != nil {
 		return c, err
 	}
 	if c.Concurrency == 0 {

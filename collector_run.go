@@ -3,6 +3,7 @@ package billing
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -20,14 +21,18 @@ import (
 // continues the run later — a second or a day later, on another host —
 // reads exactly the ranges the first one started, and resumes where it
 // stopped. A cursor of another kind, store or shard set is refused; an old
-// one never is.
+// one never is. With Config.RunCursorKeys the cursor is signed (HMAC-SHA256
+// over its state), so only a cursor the engine made is read; without, it
+// carries a checksum that catches corruption, not a forgery.
 //
 // A run reads its shards as chains of pages: one chain over all its
 // shards when it works them one after the other (the store walks them in
 // order), or one chain per shard when it works them at once
 // ([Config.ShardConcurrency]). A fresh run starts at a shard that moves
-// with the day, so a host that drops a run's continuation leaves different
-// shards unread each day rather than the same ones for ever.
+// with the day (see firstShard), so a host that drops a run's continuation
+// leaves different shards unread each day rather than the same ones for
+// ever: with n shards, every shard is the first one read at least once in
+// any n days in a row.
 
 // runState is a run's cursor, decoded.
 type runState struct {
@@ -48,8 +53,41 @@ type chain struct {
 	Cursor string `json:"cursor,omitempty"`
 }
 
-// runCursorPrefix starts every run cursor.
-const runCursorPrefix = "run1."
+// Run cursor prefixes: an unkeyed cursor (its state and a checksum), and
+// one signed with Config.RunCursorKeys.
+const (
+	runCursorPrefix       = "run1."
+	signedRunCursorPrefix = "run2."
+)
+
+// MinRunCursorKeyLen is the shortest key [Config.RunCursorKeys] takes: 32
+// bytes, the size of the HMAC-SHA256 output.
+const MinRunCursorKeyLen = 32
+
+// runCursorMACLabel starts every signed message, so that a key a host
+// also uses elsewhere cannot be made to sign a run cursor by another
+// party's message (or the reverse).
+const runCursorMACLabel = "dynabill run cursor v2\x00"
+
+// runCursorKeys checks and copies Config.RunCursorKeys.
+func runCursorKeys(keys [][]byte) ([][]byte, error) {
+	var out [][]byte
+	for i, k := range keys {
+		if len(k) < MinRunCursorKeyLen {
+			return nil, fmt.Errorf("billing: Config.RunCursorKeys[%d]: %d bytes, want at least %d", i, len(k), MinRunCursorKeyLen)
+		}
+		out = append(out, bytes.Clone(k))
+	}
+	return out, nil
+}
+
+// runCursorMAC is the HMAC-SHA256 of a cursor's state under key.
+func runCursorMAC(key, js []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(runCursorMACLabel))
+	m.Write(js)
+	return m.Sum(nil)
+}
 
 func (c *Collector) run(ctx context.Context, req RunRequest) (*Report, error) {
 	now := c.cfg.Clock.Now()
@@ -86,12 +124,10 @@ func (c *Collector) run(ctx context.Context, req RunRequest) (*Report, error) {
 func (c *Collector) runState(req RunRequest, now time.Time, shards []int, k int) (runState, error) {
 	store := fmt.Sprintf("%T/%d", c.cfg.Repository, k)
 	if req.Cursor != "" {
-		return decodeRunCursor(req.Cursor, req.Kind, store, shards)
+		return decodeRunCursor(req.Cursor, c.cfg.RunCursorKeys, req.Kind, store, shards)
 	}
 	st := runState{Kind: req.Kind, At: now.UTC(), Store: store, Shards: shards}
-	// The first shard moves with the day, by a page budget a day.
-	days := int(now.Unix() / 86400)
-	first := (days % len(shards)) * c.cfg.PagesPerInvocation % len(shards)
+	first := firstShard(now, len(shards), c.cfg.PagesPerInvocation)
 	order := append(slices.Clone(shards[first:]), shards[:first]...)
 	if c.cfg.ShardConcurrency > 1 {
 		for _, s := range order {
@@ -107,6 +143,72 @@ func (c *Collector) runState(req RunRequest, now time.Time, shards []int, k int)
 		}
 	}
 	return st, nil
+}
+
+// firstShard is the index, among a run's n shards, of the one a fresh run
+// at now reads first: the day's number times rotationStep(pages, n),
+// modulo n. The step is a unit modulo n (coprime with it), so any n days
+// in a row start on n different shards: however large a backlog, a run
+// that is never continued still reads every shard within n days.
+func firstShard(now time.Time, n, pages int) int {
+	if n <= 1 {
+		return 0
+	}
+	day := now.Unix() / 86400
+	if now.Unix() < 0 && now.Unix()%86400 != 0 {
+		day-- // floor, for clocks before 1970
+	}
+	d := int(((day % int64(n)) + int64(n)) % int64(n))
+	return d * rotationStep(pages, n) % n
+}
+
+// rotationSteps caches rotationStep by {pages, n}.
+var rotationSteps sync.Map
+
+// rotationStep is the step of firstShard for a run of pages pages over n
+// shards (n at least 2): of the units modulo n, the one with which days
+// that each read pages shards from their first one (a run that finds at
+// most a page in each) read every shard soonest, the smallest on a tie.
+// That is within a few days of ceil(n/pages) — the pace a step of pages
+// itself keeps, which is no unit when pages and n share a factor (with
+// 32 shards and 10 pages it would start only on even shards).
+func rotationStep(pages, n int) int {
+	if pages >= n {
+		return 1
+	}
+	key := [2]int{pages, n}
+	if s, ok := rotationSteps.Load(key); ok {
+		return s.(int)
+	}
+	best, step := n+1, 1
+	seen := make([]bool, n)
+	for s := 1; s < n; s++ {
+		if gcd(s, n) != 1 {
+			continue
+		}
+		clear(seen)
+		left, days := n, 0
+		for ; left > 0 && days < best; days++ {
+			for j := range pages {
+				if i := (days*s + j) % n; !seen[i] {
+					seen[i] = true
+					left--
+				}
+			}
+		}
+		if left == 0 && days < best {
+			best, step = days, s
+		}
+	}
+	rotationSteps.Store(key, step)
+	return step
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 // RunQueries returns the status queries a run of kind at reads, one after
@@ -137,7 +239,7 @@ func (c *Collector) runChainsInTurn(ctx context.Context, st runState, queries []
 		ch := &st.Left[0]
 		done, err := c.runChain(ctx, st.Kind, ch, queries, k, &pages, rep)
 		if err != nil {
-			rep.Next = st.encode()
+			rep.Next = st.encode(c.cfg.RunCursorKeys)
 			return err
 		}
 		if done {
@@ -145,7 +247,7 @@ func (c *Collector) runChainsInTurn(ctx context.Context, st runState, queries []
 		}
 	}
 	if len(st.Left) > 0 {
-		rep.Next = st.encode()
+		rep.Next = st.encode(c.cfg.RunCursorKeys)
 	}
 	return ctx.Err()
 }
@@ -194,7 +296,7 @@ func (c *Collector) runChainsAtOnce(ctx context.Context, st runState, queries []
 		}
 	}
 	if st.Left = rest; len(rest) > 0 {
-		rep.Next = st.encode()
+		rep.Next = st.encode(c.cfg.RunCursorKeys)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -240,9 +342,13 @@ func (c *Collector) runChain(ctx context.Context, kind RunKind, ch *chain, queri
 	return false, nil
 }
 
-// encode is the run's cursor: its state as JSON with a checksum, base64url.
-func (st runState) encode() string {
+// encode is the run's cursor: its state as JSON, base64url, with an
+// HMAC-SHA256 under keys[0] when there are keys, else with a checksum.
+func (st runState) encode(keys [][]byte) string {
 	js, _ := json.Marshal(st) // plain fields always marshal
+	if len(keys) > 0 {
+		return signedRunCursorPrefix + base64.RawURLEncoding.EncodeToString(append(js, runCursorMAC(keys[0], js)...))
+	}
 	sum := sha256.Sum256(js)
 	return runCursorPrefix + base64.RawURLEncoding.EncodeToString(append(js, sum[:8]...))
 }
@@ -251,22 +357,43 @@ func (st runState) encode() string {
 const maxRunCursor = 64 << 10
 
 // decodeRunCursor decodes the cursor of a run of kind over shards of store,
-// refusing one of another run as [ErrInvalidCursor].
-func decodeRunCursor(token string, kind RunKind, store string, shards []int) (runState, error) {
+// refusing one of another run as [ErrInvalidCursor]. With keys, only a
+// cursor signed by one of them is read; without, only an unkeyed one.
+func decodeRunCursor(token string, keys [][]byte, kind RunKind, store string, shards []int) (runState, error) {
 	bad := func(why string, args ...any) (runState, error) {
 		return runState{}, fmt.Errorf("%w: %s", ErrInvalidCursor, fmt.Sprintf(why, args...))
 	}
-	rest, ok := strings.CutPrefix(token, runCursorPrefix)
-	if !ok || len(token) > maxRunCursor {
+	if len(token) > maxRunCursor {
 		return bad("not the cursor of a run (Report.Next)")
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(rest)
-	if err != nil || len(raw) < 8 {
-		return bad("not base64url")
-	}
-	js, sum := raw[:len(raw)-8], raw[len(raw)-8:]
-	if want := sha256.Sum256(js); !bytes.Equal(sum, want[:8]) {
-		return bad("checksum mismatch (corrupted or edited)")
+	var js []byte
+	switch unkeyed, signed := strings.HasPrefix(token, runCursorPrefix), strings.HasPrefix(token, signedRunCursorPrefix); {
+	case unkeyed && len(keys) > 0:
+		return bad("an unsigned cursor, and Config.RunCursorKeys is set (forged, or of a run started before the keys were)")
+	case signed && len(keys) == 0:
+		return bad("a signed cursor, and Config.RunCursorKeys is not set")
+	case unkeyed:
+		raw, err := base64.RawURLEncoding.DecodeString(token[len(runCursorPrefix):])
+		if err != nil || len(raw) < 8 {
+			return bad("not base64url")
+		}
+		var sum []byte
+		js, sum = raw[:len(raw)-8], raw[len(raw)-8:]
+		if want := sha256.Sum256(js); !bytes.Equal(sum, want[:8]) {
+			return bad("checksum mismatch (corrupted or edited)")
+		}
+	case signed:
+		raw, err := base64.RawURLEncoding.DecodeString(token[len(signedRunCursorPrefix):])
+		if err != nil || len(raw) < sha256.Size {
+			return bad("not base64url")
+		}
+		var mac []byte
+		js, mac = raw[:len(raw)-sha256.Size], raw[len(raw)-sha256.Size:]
+		if !slices.ContainsFunc(keys, func(k []byte) bool { return hmac.Equal(mac, runCursorMAC(k, js)) }) {
+			return bad("signature mismatch (edited, corrupted, or signed with a key not in Config.RunCursorKeys)")
+		}
+	default:
+		return bad("not the cursor of a run (Report.Next)")
 	}
 	var st runState
 	if err := json.Unmarshal(js, &st); err != nil {

@@ -110,7 +110,8 @@
 // retry and pause runs page through their status queries and hand back a
 // continuation (Report.Next) for the next invocation, which continues the
 // same run (its instant, shards and position) however much later it
-// comes; CollectUser,
+// comes (sign it with [Config.RunCursorKeys] when the queue it travels
+// through is writable by anyone who should not steer runs); CollectUser,
 // CollectByID and ManualRepayment serve queue workers and APIs;
 // ApplySettlement applies ACH settlement events; Waive, Cancel, Pause,
 // Resume, ChangeBillingDate, ChangeTier and Reactivate are the admin

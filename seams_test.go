@@ -368,9 +368,11 @@ func TestRunCursorOfAnotherRunRefused(t *testing.T) {
 
 // TestAbandonedRunsStarveNoShard: a host that never continues a run (one
 // invocation a day, PagesPerInvocation 2, 32 shards) still reaches every
-// shard within the days it takes to read them all once, since each day's
-// run starts at another shard; before, every day's run read the same
-// first shards and the users of the others were never billed.
+// shard within a day more than it takes to read them all once, since each
+// day's run starts at another shard; before, every day's run read the same
+// first shards and the users of the others were never billed. (Not within
+// exactly k/budget days: a rotation that starts on every shard in any k
+// days cannot also tile the shards budget at a time.)
 func TestAbandonedRunsStarveNoShard(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -389,7 +391,7 @@ func TestAbandonedRunsStarveNoShard(t *testing.T) {
 	c, err := billing.NewCollector(billing.Config{Repository: repo, Locker: billingtest.NewLocker(clock, time.Minute), Provider: pay, Clock: clock,
 		PagesPerInvocation: budget})
 	require.NoError(t, err)
-	for range k / budget {
+	for range k/budget + 1 {
 		_, err := c.Run(ctx, billing.RunRequest{Kind: billing.RunScheduled})
 		require.NoError(t, err)
 		clock.Advance(24 * time.Hour)

@@ -78,6 +78,26 @@
 //	LOCK_TABLE               dynamolock table (default "locks")
 //	COLLECTOR_QUEUE_URL      the collector's continuation queue (collector)
 //	OLD_SUBSCRIPTION_DAYS    stale threshold (collector, default 30)
+//	RUN_CURSOR_KEYS          collector: the keys that sign the run cursors
+//	                         it re-enqueues or hands back
+//	                         (Config.RunCursorKeys), comma-separated
+//	                         standard base64, each at least 32 bytes
+//	                         (openssl rand -base64 32), the signing key
+//	                         first; the same value on every collector
+//	                         function. To rotate, set "NEW,OLD", and drop
+//	                         OLD once the runs it signed are done (the next
+//	                         day). A cursor no key verifies is refused:
+//	                         its message fails until the queue's
+//	                         redrive policy moves it aside, and its
+//	                         records are the next run's. Unset (and no
+//	                         ARN), cursors carry an unkeyed checksum, and
+//	                         whoever can write the collector's queue can
+//	                         choose a run's instant and position (not get
+//	                         a record charged before it is due, or twice).
+//	                         Never logged
+//	RUN_CURSOR_KEYS_ARN      instead of RUN_CURSOR_KEYS: the ARN of a
+//	                         Secrets Manager secret whose SecretString is
+//	                         that list
 //	SHARD_CONCURRENCY        shards one collector invocation works at once
 //	                         (Config.ShardConcurrency, default 1)
 //	STRIPE_SECRET_KEY        Stripe secret key ("sk_live_…", or a restricted
@@ -223,6 +243,12 @@ func newHandler(ctx context.Context, role string, logger *slog.Logger) (any, err
 		sm := func() secretGetter { return secretsmanager.NewFromConfig(awsCfg) }
 		if cfg.Provider, _, err = paymentProvider(ctx, sm, cfg.Provider, logger); err != nil {
 			return nil, err
+		}
+		if cfg.RunCursorKeys, err = runCursorKeys(ctx, sm); err != nil {
+			return nil, err
+		}
+		if len(cfg.RunCursorKeys) == 0 {
+			logger.WarnContext(ctx, "run cursors are not signed: whoever can write COLLECTOR_QUEUE_URL can edit a run's instant and position; set RUN_CURSOR_KEYS or RUN_CURSOR_KEYS_ARN")
 		}
 		cfg.Locker, err = dynamostore.NewLocker(dynamostore.ClientOf(repo),
 			dynamostore.WithLockTable(os.Getenv("LOCK_TABLE")), dynamostore.WithLockLogger(logger))
