@@ -79,6 +79,7 @@ func TestSimulationInMemory(t *testing.T) {
 
 func TestSimulationDynamoDB(t *testing.T) {
 	t.Parallel()
+	dynamotest.Long(t)
 	client := dynamotest.Client(t)
 	tables := dynamostore.TableConfig{
 		Subscriptions: dynamotest.TableName(t, "billing-activity"),

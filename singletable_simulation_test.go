@@ -75,6 +75,7 @@ func TestSingleTableSimulationInMemory(t *testing.T) {
 
 func TestSingleTableSimulationDynamoDB(t *testing.T) {
 	t.Parallel()
+	dynamotest.Long(t)
 	months := stDynamoMonths(t)
 	clock := billingtest.NewClock(simulation.DefaultStart)
 	// The table of newSingleTableStore (ACC# partitions, TTL attribute
@@ -144,7 +145,7 @@ func TestSingleTableSimulationDynamoDB(t *testing.T) {
 
 // stDynamoMonths is the number of months TestSingleTableSimulationDynamoDB
 // simulates: 1 by default, or $BILLING_SIM_MONTHS (the acceptance run:
-// BILLING_SIM_MONTHS=3 CI=true go test -timeout 30m -run
+// BILLING_LONG_TESTS=1 BILLING_SIM_MONTHS=3 CI=true go test -timeout 30m -run
 // TestSingleTableSimulationDynamoDB .). Each simulated day costs about
 // 220 queries of the payment index whatever the number of users (the
 // status walks over CatchUpDays of the scheduled, retry and pause runs and

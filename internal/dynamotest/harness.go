@@ -267,3 +267,19 @@ func tableActive(_ context.Context, _ *dynamodb.DescribeTableInput, out *dynamod
 	}
 	return false, nil
 }
+
+// LongEnv names the variable that turns on the long simulations on the
+// local server.
+const LongEnv = "BILLING_LONG_TESTS"
+
+// Long skips t, a simulation of months on the local DynamoDB server that
+// takes minutes (the server answers one request at a time), unless
+// $BILLING_LONG_TESTS is set. The README's test command leaves them out so
+// that it stays within a few minutes; .ci/run runs them in a step of its
+// own with the variable set, where they fail rather than skip.
+func Long(t testing.TB) {
+	t.Helper()
+	if os.Getenv(LongEnv) == "" {
+		t.Skipf("a long simulation on the local DynamoDB server: %s=1 runs it (CI does, in a step of its own)", LongEnv)
+	}
+}
