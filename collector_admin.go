@@ -2,6 +2,7 @@ package billing
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -57,7 +58,7 @@ func (c *Collector) admin(ctx context.Context, op AdminOp, subscriptionID string
 			f.CreatedDate = f.LastRunDate
 		}
 		if err := c.write(ctx, adminOps[op].change, &cur, &next, create); err != nil {
-			return fmt.Errorf("%s %s: %w", op, subscriptionID, err)
+			return fmt.Errorf("%s %s: %w", op, subscriptionID, c.keyTaken(ctx, &cur, &next, err))
 		}
 		ch = Change{Before: cur, After: next}
 		for _, f := range create {
@@ -79,6 +80,10 @@ func requireStatus(cur *Subscription, allowed ...Status) error {
 
 // Waive forgives a SCHEDULED or ERROR record without payment (WAIVED).
 // A record never attempted also opens the next period, as an attempt would.
+// When another writer put that next period in place after Waive read the
+// user's records, nothing is written and the error is a [*ConflictError]
+// wrapping [ErrConflict] (never [ErrAlreadyExists]): call again, and the
+// waive goes on with the period found.
 func (c *Collector) Waive(ctx context.Context, subscriptionID string) (Change, error) {
 	return c.admin(ctx, OpWaive, subscriptionID, func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
 		next.Status, next.CompletionDate = StatusWaived, next.LastRunDate
@@ -168,8 +173,10 @@ func (c *Collector) Resume(ctx context.Context, subscriptionID string) (Change, 
 //   - the new date must not be the date of any other record of the user.
 //
 // Such a move is refused with a [*DateMoveError] (matching [ErrDateMove]
-// and [ErrInvalidDate], never [ErrConflict]): retrying cannot help, the
-// date must change. Moving a record past later records that are all
+// and [ErrInvalidDate], never [ErrConflict] or [ErrAlreadyExists]):
+// retrying cannot help, the date must change. So is a move onto a record
+// another writer put on the new date after the move read the user's
+// records: the error names that record. Moving a record past later records that are all
 // terminal (cancelled, completed, ...) is allowed: it stays the latest.
 func (c *Collector) ChangeBillingDate(ctx context.Context, subscriptionID string, date time.Time) (Change, error) {
 	return c.admin(ctx, OpChangeDate, subscriptionID, func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
@@ -308,39 +315,79 @@ func (c *Collector) ChangeTier(ctx context.Context, subscriptionID, tier string,
 // flight). An ACH debit given up on past [Config.ACHSettlementDeadline] is
 // STALE and no longer blocks reactivation.
 //
-// The date is read as [Collector.ChangeBillingDate] reads it, and must
-// also be after the billing date of the user's last COMPLETED record, so
-// that no paid period is billed again; otherwise nothing is written and
-// the error is a [*FieldError] wrapping [ErrInvalidDate].
+// The date is read as [Collector.ChangeBillingDate] reads it. It must not
+// be before the end of the user's last COMPLETED period (its next billing
+// date by its own term, interval and anchor), so that no paid day is
+// billed again; otherwise nothing is written and the error is a
+// [*FieldError] wrapping [ErrInvalidDate] that names the paid period and
+// the first date not paid for.
+//
+// That end date is where a user who cancelled at period end comes back:
+// the cancelled renewal, never attempted, is billed on it. Reactivating
+// on it reopens that record (SCHEDULED again, with its subscription ID,
+// the latest record's plan, and its anchor day and Friday week), one
+// write conditional on it as read, its history row appended to the
+// cancelled one's: the subscription goes on with no gap and no second
+// charge. Any other record on the date (a period charged, waived or
+// skipped) refuses it with a [*FieldError] wrapping [ErrInvalidDate]
+// naming that record. A write that loses a race with another writer is a
+// [*ConflictError] wrapping [ErrConflict]: call again.
 func (c *Collector) Reactivate(ctx context.Context, userID string, date time.Time) (Subscription, error) {
 	var created Subscription
 	_, err := c.single(ctx, "reactivate", userID, "", func(ctx context.Context, _ *Report) error {
-		rctx, unread := collectUnreadable(ctx)
-		recs, err := c.cfg.Repository.ListByUser(rctx, userID)
-		if err != nil {
-			return err
+		var err error
+		for pass := 0; ; pass++ {
+			created, err = c.reactivateOnce(ctx, userID, date)
+			if pass > 0 || !errors.Is(err, ErrAlreadyExists) {
+				return lostRace(err)
+			}
+			// A record appeared on the date since the read: read again.
 		}
-		now := c.cfg.Clock.Now()
-		d, err := c.checkReactivate(userID, recs, date, now)
-		if err == nil {
-			err = refuseBesideUnreadable(*unread, d)
-		}
-		if err != nil {
-			return err
-		}
-		last := recs[len(recs)-1]
-		created = Subscription{
-			UserID: userID, BillingDate: d, SubscriptionID: c.cfg.NewID(), Amount: last.Amount,
-			Status: StatusScheduled, BillingPeriod: BillingPeriod(d), Process: ProcessReactivation,
-			UpdatedEvent: EventUserReactivated, Term: last.Term, AnchorDay: d.Day(), Interval: last.Interval, ReceiptTierName: last.ReceiptTierName,
-			CreatedDate: now, LastRunDate: now,
-		}
-		if last.BillingWeek != 0 {
-			created.BillingWeek = FridayWeek(d)
-		}
-		return c.addPeriod(ctx, EventSubscriptionReactivated, &created, recs)
 	})
 	return created, err
+}
+
+// reactivateOnce is one read and write of [Collector.Reactivate], under
+// the user's lock.
+func (c *Collector) reactivateOnce(ctx context.Context, userID string, date time.Time) (Subscription, error) {
+	rctx, unread := collectUnreadable(ctx)
+	recs, err := c.cfg.Repository.ListByUser(rctx, userID)
+	if err != nil {
+		return Subscription{}, err
+	}
+	now := c.cfg.Clock.Now()
+	d, over, err := c.checkReactivate(userID, recs, date, now)
+	if err == nil {
+		err = refuseBesideUnreadable(*unread, d)
+	}
+	if err != nil {
+		return Subscription{}, err
+	}
+	last := recs[len(recs)-1]
+	created := Subscription{
+		UserID: userID, BillingDate: d, SubscriptionID: c.cfg.NewID(), Amount: last.Amount,
+		Status: StatusScheduled, BillingPeriod: BillingPeriod(d), Process: ProcessReactivation,
+		UpdatedEvent: EventUserReactivated, Term: last.Term, AnchorDay: d.Day(), Interval: last.Interval, ReceiptTierName: last.ReceiptTierName,
+		CreatedDate: now, LastRunDate: now,
+	}
+	if last.BillingWeek != 0 {
+		created.BillingWeek = FridayWeek(d)
+	}
+	if over != nil {
+		// The cancelled renewal goes on: its ID, and its place in the
+		// schedule (an anchor on the 31st billed on the 30th stays the 31st).
+		created.SubscriptionID = over.SubscriptionID
+		if a := over.EffectiveAnchorDay(); anchorFits(a, d) {
+			created.AnchorDay = a
+		}
+		if last.BillingWeek != 0 && over.BillingWeek != 0 {
+			created.BillingWeek = over.BillingWeek
+		}
+	}
+	if err := c.placeFirst(ctx, EventSubscriptionReactivated, &created, over, recs); err != nil {
+		return Subscription{}, err
+	}
+	return created, nil
 }
 
 // openNext returns the next period's record for a record leaving SCHEDULED

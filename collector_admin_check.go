@@ -106,62 +106,91 @@ func checkPauseMonths(months int) error {
 // billing date, as [Repository.ListByUser] returns them), by the rules
 // Reactivate applies under the user's lock. It reads and writes nothing.
 func (c *Collector) CheckReactivate(userID string, recs []Subscription, date time.Time) error {
-	_, err := c.checkReactivate(userID, recs, date, c.cfg.Clock.Now())
+	_, _, err := c.checkReactivate(userID, recs, date, c.cfg.Clock.Now())
 	return err
 }
 
 // checkReactivate checks a reactivation of userID, whose records are recs,
-// on date at now, and returns the new period's billing date.
-func (c *Collector) checkReactivate(userID string, recs []Subscription, date, now time.Time) (time.Time, error) {
+// on date at now, and returns the new period's billing date and the
+// cancelled period it takes the place of, if any (see [comeBackOn]).
+func (c *Collector) checkReactivate(userID string, recs []Subscription, date, now time.Time) (time.Time, *Subscription, error) {
 	if len(recs) == 0 {
-		return time.Time{}, fmt.Errorf("%w: user %s has no records to reactivate", ErrNotFound, userID)
+		return time.Time{}, nil, fmt.Errorf("%w: user %s has no records to reactivate", ErrNotFound, userID)
 	}
 	for _, r := range recs {
 		if r.InFlight() {
-			return time.Time{}, inFlightErr(&r, fmt.Errorf("user %s cannot be reactivated before the attempt's outcome is known", userID))
+			return time.Time{}, nil, inFlightErr(&r, fmt.Errorf("user %s cannot be reactivated before the attempt's outcome is known", userID))
 		}
 		if !r.Status.IsTerminal() {
-			return time.Time{}, fmt.Errorf("%w: user %s has an open record %s (%s)", ErrNotCollectible, userID, r.SubscriptionID, r.Status)
+			return time.Time{}, nil, fmt.Errorf("%w: user %s has an open record %s (%s)", ErrNotCollectible, userID, r.SubscriptionID, r.Status)
 		}
 	}
 	d, err := c.billingDay("billing_date", date, now)
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, nil, err
 	}
-	return d, afterLastPaid("billing_date", d, recs)
+	if err := afterLastPaid("billing_date", d, recs); err != nil {
+		return time.Time{}, nil, err
+	}
+	over, err := comeBackOn("billing_date", d, recs)
+	return d, over, err
 }
 
 // afterLastPaid refuses d, the billing date of a new first period (field
-// names it), unless it is after the billing date of the last COMPLETED
-// record among recs: no paid period is billed again.
+// names it), when it is before the end of a COMPLETED record among recs
+// (its next billing date by its own schedule): the days from d to that
+// end are paid for already. The error is a [*FieldError] wrapping
+// [ErrInvalidDate] that names the paid period and the first date not
+// paid for. A paid period whose schedule cannot be read ends, for this
+// rule, a second after its billing date.
 func afterLastPaid(field string, d time.Time, recs []Subscription) error {
-	for i := len(recs) - 1; i >= 0; i-- {
-		if r := &recs[i]; r.Status == StatusCompleted && !d.After(r.BillingDate) {
-			return &FieldError{Field: field, Value: d.Format(time.RFC3339), Err: fmt.Errorf(
-				"%w: on or before %s, the billing date of the user's last paid period %s", ErrInvalidDate,
-				r.BillingDate.UTC().Format(time.RFC3339), r.SubscriptionID)}
+	var (
+		end  time.Time
+		paid *Subscription
+	)
+	for i := range recs {
+		r := &recs[i]
+		if r.Status != StatusCompleted {
+			continue
+		}
+		e, err := followingDate(r)
+		if err != nil {
+			e = r.BillingDate.Truncate(time.Second).Add(time.Second)
+		}
+		if e.After(end) {
+			end, paid = e, r
 		}
 	}
-	return nil
+	if paid == nil || !d.Before(end) {
+		return nil
+	}
+	return &FieldError{Field: field, Value: d.Format(time.RFC3339), Err: fmt.Errorf(
+		"%w: inside the user's paid period %s (billed %s, paid until %s): the first date not paid for is %s",
+		ErrInvalidDate, paid.SubscriptionID, paid.BillingDate.UTC().Format(time.RFC3339),
+		end.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339))}
 }
 
 // refuseBesideUnreadable refuses a new first period billed on d while a
-// record of the user that cannot be read may be open, or paid on or
-// after d (the rules of againstUser and afterLastPaid).
+// record of the user that cannot be read may be open, paid on or after
+// d, or on d itself (the rules of againstUser, afterLastPaid and
+// comeBackOn: what it is cannot be told).
 func refuseBesideUnreadable(unread unreadable, d time.Time) error {
-	return unread.refuse("an open period, or a paid one on or after the new date", func(at time.Time, st Status) bool {
-		return mayBeOpen(at, st) || st == StatusCompleted && (at.IsZero() || !d.After(at))
+	return unread.refuse("an open period, or one on or (paid) after the new date", func(at time.Time, st Status) bool {
+		return mayBeOpen(at, st) || st == StatusCompleted && (at.IsZero() || !d.After(at)) || sameSecond(at, d)
 	})
 }
 
 // CheckSubscribe checks req as [Collector.Subscribe] does and says what it
 // would do for a user whose records are recs ([Repository.ListByUser]):
 // the first period it would write (its dates of writing are those of now;
-// Subscribe writes it after every row of the user), or, with Repeated set,
+// Subscribe writes it after every row of the user, in place of the
+// cancelled renewal on its date if there is one), or, with Repeated set,
 // the period this request key created already. An invalid field is a
-// [*FieldError] naming it, and an open period of the user an
-// [*OpenSubscriptionError]. It reads and writes nothing: operator tools
-// call it before they show a subscription and ask for confirmation.
+// [*FieldError] naming it (a first billing date inside a paid period, or
+// on a record that cannot be reopened, one wrapping [ErrInvalidDate]), and
+// an open period of the user an [*OpenSubscriptionError]. It reads and
+// writes nothing: operator tools call it before they show a subscription
+// and ask for confirmation.
 func (c *Collector) CheckSubscribe(ctx context.Context, req SubscribeRequest, recs []Subscription) (Subscribed, error) {
 	if err := checkIdentity(req); err != nil {
 		return Subscribed{}, fmt.Errorf("subscribe %s: %w", req.UserID, err)
@@ -171,7 +200,7 @@ func (c *Collector) CheckSubscribe(ctx context.Context, req SubscribeRequest, re
 	}
 	sub, err := c.newSubscription(ctx, req, c.cfg.Clock.Now())
 	if err == nil {
-		err = againstUser(&sub, recs)
+		_, err = againstUser(&sub, recs, req.AnchorDay == 0 && !req.FridayBilling)
 	}
 	if err != nil {
 		return Subscribed{}, fmt.Errorf("subscribe %s: %w", req.UserID, err)

@@ -2,6 +2,7 @@ package billing
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -47,7 +48,20 @@ type SubscribeRequest struct {
 	FirstBillingDate time.Time
 	// AnchorDay is the day of the month the later periods are billed on,
 	// 1 to 31 (a short month bills on its last day). Defaults to the day of
-	// FirstBillingDate. Monthly and yearly terms only.
+	// FirstBillingDate, or, coming back on the date of a cancelled renewal
+	// (see [Collector.Subscribe]), to that renewal's anchor day: a plan
+	// billed on the 31st, cancelled and resumed on 29 February, goes on
+	// on the 31st. Monthly and yearly terms only.
+	//
+	// It must be FirstBillingDate's own day, as the schedule puts it in that
+	// month: the day itself, or on a month's last day any later one (31 with
+	// a first date of 30 April, 29 to 31 with 28 February in a common year).
+	// Any other anchor would bill a short first period at the full amount
+	// and bill again days later (a first date on the 28th, AnchorDay 2: the
+	// 28th and then the 2nd); it is refused with a [*FieldError] wrapping
+	// [ErrInvalidRequest]. To bill on another day, start on it
+	// (FirstBillingDate, a free first stretch until then). Ignored with
+	// FridayBilling, which bills by the Friday.
 	AnchorDay int
 	// FridayBilling bills on the same Friday of every month as
 	// FirstBillingDate (its first to fifth Friday), which must then be a
@@ -100,46 +114,76 @@ func SubscriptionIDFor(userID, requestKey string) string {
 // (a subscription of an account, on the single table) that already has an
 // open period — SCHEDULED, ERROR, ACHSENT or PAUSED — is refused with an
 // [*OpenSubscriptionError]: change that subscription's plan, or cancel it
-// first. A first billing date on or before the billing date of the user's
-// last COMPLETED period is refused ([ErrInvalidDate]), as
-// [Collector.Reactivate] refuses it: no paid period is billed again. A held lock is an error wrapping [ErrAlreadyLocked]; retry with
-// the same key.
+// first.
+//
+// No paid period is billed again: the first billing date must not be
+// before the end of the user's last COMPLETED period (its next billing
+// date by its own term, interval and anchor), else the request is refused
+// with a [*FieldError] on FirstBillingDate wrapping [ErrInvalidDate] that
+// names the paid period and the first date not paid for, as
+// [Collector.Reactivate] refuses it. That end date itself is the place
+// to come back on after cancelling at period end: the cancelled renewal,
+// never charged, stands there, and the first period takes its place (the
+// one record, SCHEDULED again, with this request's subscription ID,
+// plan and amount, its history row appended to the cancelled one's) — no
+// gap and no second charge. Any other record on the first billing date
+// (a period charged, waived or skipped) refuses it with a [*FieldError]
+// wrapping [ErrInvalidDate] naming that record: choose another date.
+//
+// A held lock is an error wrapping [ErrAlreadyLocked]; retry with the same
+// key. A record another writer put on the first billing date meanwhile is
+// read again and judged as above; a write that still loses a race is a
+// [*ConflictError] wrapping [ErrConflict]: retry with the same key.
 func (c *Collector) Subscribe(ctx context.Context, req SubscribeRequest) (Subscribed, error) {
 	if err := checkIdentity(req); err != nil {
 		return Subscribed{}, fmt.Errorf("subscribe %s: %w", req.UserID, err)
 	}
 	var out Subscribed
 	_, err := c.single(ctx, "subscribe", req.UserID, SubscriptionIDFor(req.UserID, req.RequestKey), func(ctx context.Context, _ *Report) error {
-		rctx, unread := collectUnreadable(ctx)
-		recs, err := c.cfg.Repository.ListByUser(rctx, req.UserID)
-		if err != nil {
-			return err
+		var err error
+		for pass := 0; ; pass++ {
+			out, err = c.subscribeOnce(ctx, req)
+			if pass > 0 || !errors.Is(err, ErrAlreadyExists) {
+				return lostRace(err)
+			}
+			// A record appeared on the first billing date since the read:
+			// read again, and judge it as any other.
 		}
-		// A repeat is answered before the request is checked again: what
-		// was valid then (its date, its price) may not be now.
-		if out = repeatOf(req, recs); out.Repeated {
-			return nil
-		}
-		sub, err := c.newSubscription(ctx, req, c.cfg.Clock.Now())
-		if err != nil {
-			return err
-		}
-		if err := againstUser(&sub, recs); err != nil {
-			return err
-		}
-		if err := refuseBesideUnreadable(*unread, sub.BillingDate); err != nil {
-			return err
-		}
-		if err := c.addPeriod(ctx, EventSubscriptionCreated, &sub, recs); err != nil {
-			return err
-		}
-		out = Subscribed{Subscription: sub}
-		return nil
 	})
 	if err != nil {
 		return Subscribed{}, fmt.Errorf("subscribe %s: %w", req.UserID, err)
 	}
 	return out, nil
+}
+
+// subscribeOnce is one read and write of [Collector.Subscribe], under
+// the user's lock.
+func (c *Collector) subscribeOnce(ctx context.Context, req SubscribeRequest) (Subscribed, error) {
+	rctx, unread := collectUnreadable(ctx)
+	recs, err := c.cfg.Repository.ListByUser(rctx, req.UserID)
+	if err != nil {
+		return Subscribed{}, err
+	}
+	// A repeat is answered before the request is checked again: what
+	// was valid then (its date, its price) may not be now.
+	if out := repeatOf(req, recs); out.Repeated {
+		return out, nil
+	}
+	sub, err := c.newSubscription(ctx, req, c.cfg.Clock.Now())
+	if err != nil {
+		return Subscribed{}, err
+	}
+	over, err := againstUser(&sub, recs, req.AnchorDay == 0 && !req.FridayBilling)
+	if err != nil {
+		return Subscribed{}, err
+	}
+	if err := refuseBesideUnreadable(*unread, sub.BillingDate); err != nil {
+		return Subscribed{}, err
+	}
+	if err := c.placeFirst(ctx, EventSubscriptionCreated, &sub, over, recs); err != nil {
+		return Subscribed{}, err
+	}
+	return Subscribed{Subscription: sub}, nil
 }
 
 // addPeriod adds sub, a new first period of its user whose records are
@@ -176,15 +220,25 @@ func repeatOf(req SubscribeRequest, recs []Subscription) Subscribed {
 
 // againstUser refuses sub, the first period of a new request, with an
 // [*OpenSubscriptionError] when its user's records recs hold an open
-// period, and when it would be billed on or before the user's last paid
-// period (as [Collector.Reactivate] refuses).
-func againstUser(sub *Subscription, recs []Subscription) error {
+// period, and when it would bill days of the user's last paid period
+// again or be billed on a record that cannot be reopened (as
+// [Collector.Reactivate] refuses). It returns the cancelled period sub
+// takes the place of, if any (see [comeBackOn]), whose anchor day sub
+// then takes when anchorDefault (the request named none) and it fits.
+func againstUser(sub *Subscription, recs []Subscription, anchorDefault bool) (*Subscription, error) {
 	for _, r := range recs {
 		if !r.Status.IsTerminal() {
-			return &OpenSubscriptionError{UserID: sub.UserID, New: sub.Key(), Open: r.Key(), Status: r.Status}
+			return nil, &OpenSubscriptionError{UserID: sub.UserID, New: sub.Key(), Open: r.Key(), Status: r.Status}
 		}
 	}
-	return afterLastPaid("FirstBillingDate", sub.BillingDate, recs)
+	if err := afterLastPaid("FirstBillingDate", sub.BillingDate, recs); err != nil {
+		return nil, err
+	}
+	over, err := comeBackOn("FirstBillingDate", sub.BillingDate, recs)
+	if over != nil && anchorDefault && sub.Term != TermWeekly && anchorFits(over.EffectiveAnchorDay(), sub.BillingDate) {
+		sub.AnchorDay = over.EffectiveAnchorDay()
+	}
+	return over, err
 }
 
 // checkIdentity checks the fields that name a subscribe request: its key
@@ -254,6 +308,11 @@ func (c *Collector) newSubscription(ctx context.Context, req SubscribeRequest, n
 	if req.AnchorDay != 0 {
 		if term == TermWeekly {
 			return Subscription{}, field("AnchorDay", fmt.Sprint(req.AnchorDay), "a weekly term has no anchor day")
+		}
+		if !req.FridayBilling && !anchorFits(req.AnchorDay, date) {
+			return Subscription{}, field("AnchorDay", fmt.Sprint(req.AnchorDay),
+				"FirstBillingDate %s is day %d of its month: the anchor must be that day (a month's last day may take a later one), "+
+					"or the first charge would cover a short period and the next come days later", date.Format(time.DateOnly), date.Day())
 		}
 		sub.AnchorDay = req.AnchorDay
 	}

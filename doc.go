@@ -29,7 +29,8 @@
 //	               a period that is ERROR, ACHSENT or has an attempt in flight
 //	move the date  c.ChangeBillingDate(ctx, periodID, date)
 //	forgive        c.Waive(ctx, periodID): the period is not charged, the next one opens
-//	come back      c.Reactivate(ctx, userID, date) once every period has ended
+//	come back      c.Reactivate(ctx, userID, date) once no period is open, on or after the day
+//	               the paid period ends; on that day the cancelled renewal goes on (no gap)
 //	read           repo.ListByUser(ctx, userID) (the periods, oldest first),
 //	               hist.ListByUser(ctx, userID) (every change), repo.GetByID(ctx, periodID)
 //

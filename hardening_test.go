@@ -293,7 +293,7 @@ func TestDatesAreValidatedWhereTheyEnter(t *testing.T) {
 	t.Run("reactivate before the last paid period", func(t *testing.T) {
 		t.Parallel()
 		e := newCollectorEnv(t)
-		e.add("u1", jan31.AddDate(0, 0, -20), billing.StatusCompleted)
+		e.add("u1", jan31.AddDate(0, 0, -40), billing.StatusCompleted) // Dec 22, paid until Jan 22
 		e.add("u1", jan31.AddDate(0, 0, 10), billing.StatusCancelled)
 		_, err := e.c.Reactivate(t.Context(), "u1", jan31.AddDate(0, 0, -25))
 		require.ErrorIs(t, err, billing.ErrInvalidDate)

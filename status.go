@@ -54,6 +54,20 @@ import (
 //   - COMPLETED is terminal for collection; only a refund may follow it.
 //   - INACTIVE is a sentinel meaning "no active subscription": it is never
 //     stored, so it has no transitions at all.
+//
+// # Coming back
+//
+// One change of a stored record is not in the table, because it depends on
+// the record and not only on its status: a CANCELLED record that was never
+// attempted ([Subscription.Attempted] false: nothing was charged, asked
+// for or declined on it) may become SCHEDULED or PAUSED again. That is
+// how a user who cancelled at period end and comes back on the day the
+// paid period ends ([Collector.Reactivate], [Collector.Subscribe]) goes
+// on without a gap: the renewal that was never charged is the period
+// billed, under its key, instead of a second record the key could not
+// hold. Such a reopening may also give the record a new subscription_id
+// (the first period of a new subscription request). [CheckRecordTransition]
+// is the whole rule, table included; stores check every update with it.
 type Status string
 
 // The statuses of the legacy billing-activity table.
@@ -147,14 +161,54 @@ func CheckTransition(from, to Status) error {
 	return &TransitionError{From: from, To: to}
 }
 
+// CheckRecordTransition returns nil when prev may be written as next by
+// an update: a change [CanTransition] allows, or a CANCELLED record never
+// attempted reopened as SCHEDULED or PAUSED (see "Coming back" on
+// [Status]). Otherwise the error is a [*TransitionError] wrapping
+// [ErrIllegalTransition].
+func CheckRecordTransition(prev, next *Subscription) error {
+	if CanTransition(prev.Status, next.Status) {
+		return nil
+	}
+	if !reopens(prev, next) {
+		return &TransitionError{From: prev.Status, To: next.Status}
+	}
+	if prev.Attempted() {
+		return &TransitionError{From: prev.Status, To: next.Status,
+			Reason: "only a cancelled period that was never attempted is reopened"}
+	}
+	return nil
+}
+
+// reopens reports whether writing prev as next reopens a cancelled period:
+// prev is CANCELLED and next SCHEDULED or PAUSED. [CheckRecordTransition]
+// allows it only for a period never attempted.
+func reopens(prev, next *Subscription) bool {
+	return prev.Status == StatusCancelled && (next.Status == StatusScheduled || next.Status == StatusPaused)
+}
+
+// Attempted reports whether a collection attempt was ever made on the
+// period, or may have been: it has an initial run date, a transaction ID,
+// an attempt recorded or one made durable before the processor was
+// called.
+func (s *Subscription) Attempted() bool {
+	return !s.InitialRunDate.IsZero() || s.TransactionID != "" || s.Attempt != 0 || s.LastAttempt.Number != 0
+}
+
 // TransitionError reports a status change the transition table forbids.
 // It wraps [ErrIllegalTransition].
 type TransitionError struct {
 	From, To Status
+	// Reason says why a change the table does not list was refused for
+	// this record in particular ("" when the table alone refuses it).
+	Reason string
 }
 
 // Error implements error.
 func (e *TransitionError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("%s: %s -> %s: %s", ErrIllegalTransition, e.From, e.To, e.Reason)
+	}
 	return fmt.Sprintf("%s: %s -> %s", ErrIllegalTransition, e.From, e.To)
 }
 

@@ -3,6 +3,7 @@ package billing
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -154,4 +155,46 @@ func TestProcessesValid(t *testing.T) {
 	all[0] = "CHANGED"
 	assert.Equal(t, ProcessInitial, Processes()[0], "Processes/Statuses must return a fresh slice")
 	assert.Equal(t, StatusScheduled, Statuses()[0], "Processes/Statuses must return a fresh slice")
+}
+
+// TestCheckRecordTransitionReopensOnlyNeverAttempted: beyond the table, a
+// CANCELLED record that was never attempted may be reopened as SCHEDULED
+// or PAUSED (a come-back on its date); one that was attempted may not,
+// nor may it go anywhere else. Before, every change out of CANCELLED was
+// refused, and a user coming back on the cancelled renewal's date could
+// never be billed there.
+func TestCheckRecordTransitionReopensOnlyNeverAttempted(t *testing.T) {
+	fresh := &Subscription{Status: StatusCancelled}
+	for _, to := range Statuses() {
+		next := &Subscription{Status: to}
+		err := CheckRecordTransition(fresh, next)
+		if to == StatusScheduled || to == StatusPaused {
+			assert.NoError(t, err, "reopen as %s", to)
+		} else {
+			assert.ErrorIs(t, err, ErrIllegalTransition, "CANCELLED -> %s", to)
+		}
+	}
+	for name, mut := range map[string]func(*Subscription){
+		"initial run":     func(s *Subscription) { s.InitialRunDate = time.Unix(1, 0) },
+		"transaction":     func(s *Subscription) { s.TransactionID = "txn" },
+		"attempt":         func(s *Subscription) { s.Attempt = 1 },
+		"attempt durable": func(s *Subscription) { s.LastAttempt.Number = 1 },
+	} {
+		prev := &Subscription{Status: StatusCancelled}
+		mut(prev)
+		require.True(t, prev.Attempted(), name)
+		err := CheckRecordTransition(prev, &Subscription{Status: StatusScheduled})
+		var te *TransitionError
+		require.ErrorAs(t, err, &te, name)
+		assert.Contains(t, te.Reason, "never attempted", name)
+	}
+	// The table itself is unchanged: its pairs are what CheckTransition says.
+	for _, from := range Statuses() {
+		for _, to := range Statuses() {
+			if from == StatusCancelled {
+				continue
+			}
+			assert.Equal(t, CanTransition(from, to), CheckRecordTransition(&Subscription{Status: from}, &Subscription{Status: to}) == nil, "%s -> %s", from, to)
+		}
+	}
 }

@@ -179,8 +179,10 @@ func TestSubscribeRepeatedLaterIsStillARepeat(t *testing.T) {
 }
 
 // TestSubscribeNeverBillsAPaidPeriodAgain: a user whose last period was
-// paid and then cancelled may subscribe again, but not on or before that
-// paid period's billing date, as Reactivate refuses it.
+// paid and then cancelled may subscribe again, but not before that paid
+// period ends (its next billing date), as Reactivate refuses it: a day
+// after its billing date bills the paid days again. The end date is
+// accepted.
 func TestSubscribeNeverBillsAPaidPeriodAgain(t *testing.T) {
 	for _, st := range subscribeStores() {
 		t.Run(st.name, func(t *testing.T) {
@@ -191,7 +193,8 @@ func TestSubscribeNeverBillsAPaidPeriodAgain(t *testing.T) {
 			require.NoError(t, repo.Add(ctx, &paid))
 			clock.Advance(time.Hour)
 			req := billing.SubscribeRequest{RequestKey: "again-1", UserID: user, Amount: billing.MustParseAmount("4.99"), Tier: "Plus:v2"}
-			for _, d := range []time.Time{paid.BillingDate, paid.BillingDate.AddDate(0, 0, -3)} {
+			end := paid.BillingDate.AddDate(0, 1, 0)
+			for _, d := range []time.Time{paid.BillingDate, paid.BillingDate.AddDate(0, 0, -3), paid.BillingDate.AddDate(0, 0, 1), end.Add(-time.Second)} {
 				req.FirstBillingDate = d
 				_, err := c.Subscribe(ctx, req)
 				require.ErrorIs(t, err, billing.ErrInvalidDate, "first billing date %v", d)
@@ -205,9 +208,9 @@ func TestSubscribeNeverBillsAPaidPeriodAgain(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, recs, 1, "a refused subscribe wrote")
 
-			req.FirstBillingDate = paid.BillingDate.AddDate(0, 0, 1)
+			req.FirstBillingDate = end
 			got, err := c.Subscribe(ctx, req)
-			require.NoError(t, err, "the day after the paid period's billing date")
+			require.NoError(t, err, "the paid period's end")
 			assert.True(t, got.Subscription.BillingDate.Equal(req.FirstBillingDate))
 			assert.Zero(t, pay.CallCount())
 		})

@@ -108,10 +108,12 @@ func TestErrorStatuses(t *testing.T) {
 		{name: "billing date of the previous period", method: "POST", path: "/alice/subscriptions/a-next/billing-date", token: "operator", body: `{"billing_date": "2024-03-15"}`, status: 422, code: "date_out_of_order", field: "billing_date", unchanged: "a-next"},
 		{name: "billing date past the next period", method: "POST", path: "/alice/subscriptions/a-err/billing-date", token: "operator", body: `{"billing_date": "2024-05-01"}`, status: 422, code: "date_out_of_order", field: "billing_date", unchanged: "a-err"},
 		{name: "billing date of the next period", method: "POST", path: "/alice/subscriptions/a-err/billing-date", token: "operator", body: `{"billing_date": "2024-04-15"}`, status: 422, code: "date_out_of_order", field: "billing_date", unchanged: "a-err"},
-		{name: "reactivation date taken", method: "POST", path: "/erin/reactivate", token: "operator", body: `{"billing_date": "2024-03-10"}`, status: 409, code: "already_exists", unchanged: "e-late",
+		{name: "reactivation date taken", method: "POST", path: "/erin/reactivate", token: "operator", body: `{"billing_date": "2024-03-10"}`, status: 400, code: "invalid_request", field: "billing_date", unchanged: "e-late",
 			setup: func(e *env) {
 				// A date the collector accepts (within its stale threshold)
-				// that erin's cancelled record already has.
+				// that erin's cancelled record already has: attempted, it
+				// cannot be reopened (a *FieldError naming it, never
+				// ErrAlreadyExists).
 				late := rec("erin", "e-late", "2024-03-10", billing.StatusCancelled)
 				require.NoError(e.t, e.store.Repository().Add(e.t.Context(), &late))
 			}},

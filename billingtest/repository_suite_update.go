@@ -56,6 +56,55 @@ func (s *repoSuite) updateCases() []repoCase {
 		return e, r
 	}
 	return []repoCase{
+		{"ReopenCancelledNeverAttempted", func(t *testing.T) {
+			// A user who cancelled at period end comes back on the
+			// cancelled renewal's date: the record is reopened in place,
+			// maybe under a new subscription ID, its history appended.
+			e := s.env(t, memory.Options{})
+			r := ids.record(ids.user(), day(0), billing.StatusScheduled)
+			e.add(r)
+			cancelled := ids.next(r, billing.StatusCancelled)
+			cancelled.CompletionDate = cancelled.LastRunDate
+			e.update(r, cancelled)
+			back := ids.next(cancelled, billing.StatusScheduled)
+			back.SubscriptionID = ids.subID()
+			back.CompletionDate = time.Time{}
+			back.Process = billing.ProcessSubscribe
+			back.CreatedDate = back.LastRunDate
+			e.update(cancelled, back)
+			e.requireStored(back)
+			got, err := e.repo.GetByID(e.ctx(), back.SubscriptionID)
+			if err != nil || got.SubscriptionID != back.SubscriptionID || !got.BillingDate.Equal(r.BillingDate) {
+				t.Fatalf("GetByID(new ID) = %s %v, %v; want the reopened record", got.SubscriptionID, got.BillingDate, err)
+			}
+			if _, err := e.repo.GetByID(e.ctx(), r.SubscriptionID); !errors.Is(err, billing.ErrNotFound) {
+				t.Fatalf("GetByID(old ID) error = %v, want ErrNotFound: the record has the new ID", err)
+			}
+			rows, err := e.hist.ListBySubscription(e.ctx(), r.SubscriptionID)
+			if err != nil || len(rows) != 2 || rows[1].Status != billing.StatusCancelled {
+				t.Fatalf("history of the old ID = %d rows, %v; want SCHEDULED then CANCELLED, kept", len(rows), err)
+			}
+			e.requireHistoryCount(r.UserID, 3)
+			e.requireLastHistoryRow(back)
+			open := e.list(r.UserID)
+			if len(open) != 1 || open[0].Status != billing.StatusScheduled {
+				t.Fatalf("records after the reopen = %+v, want the one SCHEDULED", open)
+			}
+		}},
+		{"ReopenAttemptedCancelledRefused", func(t *testing.T) {
+			e := s.env(t, memory.Options{})
+			r := ids.record(ids.user(), day(0), billing.StatusError)
+			r.InitialRunDate, r.Attempt, r.PaymentError = r.LastRunDate, 1, "declined"
+			e.add(r)
+			cancelled := ids.next(r, billing.StatusCancelled)
+			e.update(r, cancelled)
+			records, history := e.snapshot(r.UserID)
+			back := ids.next(cancelled, billing.StatusScheduled)
+			requireRejected(t, e.repo.Update(e.ctx(), &cancelled, &back), billing.ErrIllegalTransition)
+			back.SubscriptionID = ids.subID()
+			requireRejected(t, e.repo.Update(e.ctx(), &cancelled, &back), billing.ErrIllegalTransition)
+			e.requireUnchanged(r.UserID, records, history)
+		}},
 		{"Success", func(t *testing.T) {
 			e, r := added(t)
 			next := ids.next(r, billing.StatusError)
@@ -168,14 +217,24 @@ func (s *repoSuite) updateCases() []repoCase {
 		}},
 		{"IllegalTransition", func(t *testing.T) {
 			e := s.env(t, memory.Options{})
-			for _, c := range []struct{ from, to billing.Status }{
-				{billing.StatusCompleted, billing.StatusScheduled},
-				{billing.StatusACHSent, billing.StatusScheduled},
-				{billing.StatusCancelled, billing.StatusScheduled},
-				{billing.StatusScheduled, billing.StatusRefunded},
-				{billing.StatusScheduled, billing.StatusInactive},
+			for _, c := range []struct {
+				from, to  billing.Status
+				attempted bool
+			}{
+				{billing.StatusCompleted, billing.StatusScheduled, true},
+				{billing.StatusACHSent, billing.StatusScheduled, true},
+				// Only a cancelled period never attempted is reopened
+				// (billing.CheckRecordTransition), and only as SCHEDULED
+				// or PAUSED.
+				{billing.StatusCancelled, billing.StatusScheduled, true},
+				{billing.StatusCancelled, billing.StatusError, false},
+				{billing.StatusScheduled, billing.StatusRefunded, false},
+				{billing.StatusScheduled, billing.StatusInactive, false},
 			} {
 				r := ids.record(ids.user(), day(0), c.from)
+				if c.attempted {
+					r.InitialRunDate, r.Attempt = r.LastRunDate, 1
+				}
 				e.add(r)
 				recs, hist := e.snapshot(r.UserID)
 				next := ids.next(r, c.to)

@@ -285,7 +285,7 @@ func (s *SingleTable) putPeriod(t *stTx, prev, next *billing.Subscription) error
 	if _, err := layout.EncodeHistoryItem(next); err != nil {
 		return err
 	}
-	if prev == nil || layout.BillingDateKey(prev) != layout.BillingDateKey(next) {
+	if prev == nil || layout.BillingDateKey(prev) != layout.BillingDateKey(next) || prev.SubscriptionID != next.SubscriptionID {
 		t.pointers = append(t.pointers, stPointer{subscriptionID: next.SubscriptionID, userID: next.UserID, billingDate: layout.BillingDateKey(next)})
 	}
 	if rc, ok := layout.PeriodReceipt(ref, prev, next); ok {

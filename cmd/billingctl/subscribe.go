@@ -46,8 +46,11 @@ amount, term and Friday week of the user's latest record. A date without a
 time keeps the latest record's time of day; a time with an offset is its
 wall-clock date and time taken as UTC (an offset never moves the day). The
 user must have no open period (SCHEDULED, ERROR, ACHSENT or PAUSED), and the
-date must be after the user's last paid period and within the collector's
-window of billing dates.
+date must not be before the end of the user's last paid period (its next
+billing date) and within the collector's window of billing dates. On that
+end date, where a user who cancelled at period end has a cancelled renewal
+never charged, the renewal goes on (SCHEDULED again, no gap, no second
+charge) and is shown as reopened.
 
 Checks first, and refuses before showing anything. Then shows the user's
 latest record, asks "Apply? [y/N]" on stderr (unless --yes), reactivates
@@ -177,6 +180,16 @@ func runReactivate(a *app, c *command, args []string) error {
 	}
 	what := fmt.Sprintf("reactivate %s: a new %s period billed %s, %s at %s, term %s (the latest record's)",
 		user, billing.StatusScheduled, fmtTime(date), dash(last.ReceiptTierName), last.Amount, last.Term)
+	// On the date of the cancelled renewal (the end of the paid period),
+	// Reactivate reopens that record rather than adding one beside it.
+	reopened := false
+	for i := range recs {
+		if r := &recs[i]; r.BillingDate.Truncate(time.Second).Equal(date.Truncate(time.Second)) && r.Status == billing.StatusCancelled && !r.Attempted() {
+			reopened = true
+			what = fmt.Sprintf("reactivate %s: the cancelled period %s billed %s goes on, %s again, %s at %s, term %s (the latest record's)",
+				user, r.SubscriptionID, fmtTime(date), billing.StatusScheduled, dash(last.ReceiptTierName), last.Amount, last.Term)
+		}
+	}
 	if err := a.preview("Latest record", &last, what); err != nil {
 		return err
 	}
@@ -186,10 +199,14 @@ func runReactivate(a *app, c *command, args []string) error {
 	}
 	if a.g.json {
 		return writeJSON(a.stdout, map[string]any{
-			"operation": c.name, "user_id": user, "created": plainItem(recordItem(&created)),
+			"operation": c.name, "user_id": user, "created": plainItem(recordItem(&created)), "reopened": reopened,
 		})
 	}
-	fmt.Fprintf(a.stdout, "\nCreated:\n")
+	if reopened {
+		fmt.Fprintf(a.stdout, "\nReopened:\n")
+	} else {
+		fmt.Fprintf(a.stdout, "\nCreated:\n")
+	}
 	if err := writeRecord(a.stdout, recordItem(&created)); err != nil {
 		return err
 	}

@@ -197,3 +197,31 @@ func TestReactivate(t *testing.T) {
 	r.want(t, exitFail, "user nobody has no records to reactivate")
 	assert.Empty(t, r.stdout, "shown before refusing:\n%s", r)
 }
+
+// TestReactivateOnTheCancelledRenewalDate: billingctl reactivate on the
+// day the paid period ends — the date of the renewal cancelled at period
+// end — reopens that renewal: no gap, no second record, shown as
+// reopened. A date inside the paid period is refused before anything is
+// shown, naming the first date not paid for. Before, the date failed
+// with "already exists" on every try.
+func TestReactivateOnTheCancelledRenewalDate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "legacy")
+	e.now = adminNow
+	paid := rec("u1", "paid1", "2024-02-10T15:00:00Z", billing.StatusCompleted, "7.99")
+	paid.InitialRunDate, paid.CompletionDate, paid.Attempt = paid.BillingDate.Add(time.Hour), paid.BillingDate.Add(time.Hour), 1
+	e.seed(paid, rec("u1", "renew1", "2024-03-10T15:00:00Z", billing.StatusCancelled, "7.99"))
+
+	r := e.run("y\n", "reactivate", "u1", "--date", "2024-03-05")
+	r.want(t, exitUsage, "the first date not paid for is 2024-03-10T15:00:00Z")
+	assert.Empty(t, r.stdout, "shown before refusing:\n%s", r)
+
+	r = e.run("", "reactivate", "u1", "--date", "2024-03-10", "--yes")
+	r.want(t, exitOK, "the cancelled period renew1 billed 2024-03-10T15:00:00Z goes on", "Reopened:",
+		"billing_date 2024-03-10T15:00:00Z", "billing_status SCHEDULED", "process REACTIVATION")
+	recs, err := e.repo.ListByUser(t.Context(), "u1")
+	require.NoError(t, err)
+	require.Len(t, recs, 2, "reopened in place: %+v", recs)
+	assert.Equal(t, "renew1", recs[1].SubscriptionID)
+	assert.Equal(t, billing.StatusScheduled, recs[1].Status)
+}

@@ -93,8 +93,9 @@ func DefaultCollisionPolicy(subs []billing.Subscription) ([]billing.Subscription
 
 // ValidateUpdate checks that next may replace prev as [billing.Repository.Update]
 // (dateChange false) or [billing.Repository.AdminUpdate] (dateChange true) require:
-// the same user and subscription ID, the same billing_date unless
-// dateChange, a transition the table allows, and a later last_run_date.
+// the same user, the same subscription ID (a reopened cancelled period
+// may take a new one), the same billing_date unless dateChange, a change
+// [billing.CheckRecordTransition] allows, and a later last_run_date.
 // Storage implementations call it before writing; the error wraps
 // [billing.ErrIllegalTransition] or [billing.ErrInvalidItem].
 func ValidateUpdate(prev, next *billing.Subscription, dateChange bool) error {
@@ -104,14 +105,16 @@ func ValidateUpdate(prev, next *billing.Subscription, dateChange bool) error {
 	if next.UserID != prev.UserID {
 		return bad(AttrUserID, next.UserID, "an update cannot change user_id")
 	}
-	if next.SubscriptionID != prev.SubscriptionID {
-		return bad(AttrSubscriptionID, next.SubscriptionID, "an update cannot change subscription_id")
-	}
 	if !dateChange && BillingDateKey(next) != BillingDateKey(prev) {
 		return bad(AttrBillingDate, BillingDateKey(next), "billing_date changed: use AdminUpdate")
 	}
-	if err := billing.CheckTransition(prev.Status, next.Status); err != nil {
+	if err := billing.CheckRecordTransition(prev, next); err != nil {
 		return fmt.Errorf("%s: %w", prev.Key(), err)
+	}
+	// A CANCELLED record changes only by being reopened (the check
+	// above), as the first period of another request, maybe.
+	if next.SubscriptionID != prev.SubscriptionID && (prev.Status != billing.StatusCancelled || dateChange) {
+		return bad(AttrSubscriptionID, next.SubscriptionID, "an update cannot change subscription_id")
 	}
 	if !next.LastRunDate.After(prev.LastRunDate) {
 		return bad(AttrLastRunDate, LastRunDateKey(next), "last_run_date must advance past "+LastRunDateKey(prev))

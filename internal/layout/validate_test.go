@@ -115,3 +115,28 @@ func TestValidateUpdate(t *testing.T) {
 		t.Errorf("admin date change: %v", err)
 	}
 }
+
+// TestValidateUpdateReopen: a CANCELLED record never attempted may be
+// reopened as SCHEDULED, with a new subscription_id too (a come-back by
+// a new subscribe request); an attempted one may not, and no other
+// update changes the ID.
+func TestValidateUpdateReopen(t *testing.T) {
+	prev := billing.Subscription{UserID: "u", SubscriptionID: "s", Status: billing.StatusCancelled, Amount: billing.Cents(499),
+		BillingDate: time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC), LastRunDate: time.Date(2024, 2, 1, 0, 0, 0, 0, time.UTC)}
+	next := prev.Clone()
+	next.Status, next.SubscriptionID = billing.StatusScheduled, "s2"
+	next.LastRunDate = prev.LastRunDate.Add(time.Second)
+	if err := ValidateUpdate(&prev, &next, false); err != nil {
+		t.Fatalf("reopen with a new ID: %v", err)
+	}
+	attempted := prev.Clone()
+	attempted.InitialRunDate, attempted.Attempt = prev.LastRunDate, 1
+	if err := ValidateUpdate(&attempted, &next, false); !errors.Is(err, billing.ErrIllegalTransition) {
+		t.Errorf("reopen of an attempted record: err = %v, want ErrIllegalTransition", err)
+	}
+	moved := next.Clone()
+	moved.BillingDate = moved.BillingDate.AddDate(0, 0, 1)
+	if err := ValidateUpdate(&prev, &moved, true); !errors.Is(err, billing.ErrInvalidItem) {
+		t.Errorf("reopen with a new ID and date: err = %v, want ErrInvalidItem", err)
+	}
+}
