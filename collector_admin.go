@@ -22,7 +22,7 @@ type Change struct {
 func (c *Collector) admin(ctx context.Context, op AdminOp, subscriptionID string, edit func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error)) (Change, error) {
 	found, err := c.cfg.Repository.GetByID(ctx, subscriptionID)
 	if err != nil {
-		return Change{}, err
+		return Change{}, c.periodIDHint(ctx, subscriptionID, err)
 	}
 	var ch Change
 	_, err = c.single(ctx, string(op), found.UserID, subscriptionID, func(ctx context.Context, _ *Report) error {
@@ -49,6 +49,7 @@ func (c *Collector) admin(ctx context.Context, op AdminOp, subscriptionID string
 			f.LastRunDate = next.LastRunDate.Add(time.Duration(i+1) * time.Nanosecond)
 			f.CreatedDate = f.LastRunDate
 		}
+		next.Request = requestOf(ctx) // a change by user records its request
 		if err := c.write(ctx, adminOps[op].change, &cur, &next, create); err != nil {
 			return fmt.Errorf("%s %s: %w", op, subscriptionID, err)
 		}
@@ -265,6 +266,9 @@ func (c *Collector) ChangeTier(ctx context.Context, subscriptionID, tier string,
 		return Change{}, fmt.Errorf("change tier %s: %w", subscriptionID, err)
 	}
 	return c.admin(ctx, OpChangeTier, subscriptionID, func(ctx context.Context, cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
+		if err := sameTier(cur, tier, amount, downgrade); err != nil {
+			return nil, err // a change to what it is writes no history row
+		}
 		if downgrade {
 			next.IsPendingDowngrade, next.PendingTierName, next.PendingAmount = true, tier, amount
 			return nil, nil

@@ -96,7 +96,7 @@ func (c *Collector) CheckChange(ctx context.Context, ch AdminChange, s *Subscrip
 // checkPauseMonths refuses a pause of other than 1 to 120 months.
 func checkPauseMonths(months int) error {
 	if months < 1 || months > 120 {
-		return fmt.Errorf("%w: pause of %d months", ErrInvalidQuery, months)
+		return &FieldError{Field: "months", Value: fmt.Sprint(months), Err: fmt.Errorf("%w: pause of %d months, want 1 to 120", ErrInvalidQuery, months)}
 	}
 	return nil
 }

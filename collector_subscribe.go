@@ -118,7 +118,7 @@ func (c *Collector) Subscribe(ctx context.Context, req SubscribeRequest) (Subscr
 		// A repeat is answered before the request is checked again: what
 		// was valid then (its date, its price) may not be now.
 		if out = repeatOf(req, recs); out.Repeated {
-			return nil
+			return c.checkSubscribeRepeat(ctx, req, out.Subscription.SubscriptionID)
 		}
 		sub, err := c.newSubscription(ctx, req, c.cfg.Clock.Now())
 		if err != nil {
@@ -130,6 +130,7 @@ func (c *Collector) Subscribe(ctx context.Context, req SubscribeRequest) (Subscr
 		if err := refuseBesideUnreadable(*unread, sub.BillingDate); err != nil {
 			return err
 		}
+		sub.Request = subscribeRequest(req).encode() // on its history row only
 		if err := c.addPeriod(ctx, EventSubscriptionCreated, &sub, recs); err != nil {
 			return err
 		}
