@@ -80,9 +80,9 @@ func (r keyedRequest) set(name string, values ...string) keyedRequest {
 	return r
 }
 
-func (r keyedRequest) op() string       { return r.v.Get("Op") }
-func (r keyedRequest) key() string      { return r.v.Get("key") }
-func (r keyedRequest) encode() string   { return r.v.Encode() }
+func (r keyedRequest) op() string             { return r.v.Get("Op") }
+func (r keyedRequest) key() string            { return r.v.Get("key") }
+func (r keyedRequest) encode() string         { return r.v.Encode() }
 func (r keyedRequest) get(name string) string { return r.v.Get(name) }
 
 // parseKeyedRequest reads a history row's billing_request; ok is false for

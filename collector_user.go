@@ -360,7 +360,9 @@ func (c *Collector) ChangePlan(ctx context.Context, req ChangePlanRequest) (User
 			return nil, kr, fmt.Errorf("%w: user %s is on %s at %s already", ErrNoChange, req.UserID, req.Tier, amount)
 		}
 		return targets, kr, nil
-	}, func(ctx context.Context, id string) (Change, error) { return c.ChangeTier(ctx, id, req.Tier, amount, down) })
+	}, func(ctx context.Context, id string) (Change, error) {
+		return c.ChangeTier(ctx, id, req.Tier, amount, down)
+	})
 }
 
 // MoveBillingDate moves the user's next period — its latest open one — to
