@@ -96,7 +96,9 @@ func (e *userEnv) subscribeAndPay(t *testing.T) {
 	require.Equal(t, 1, e.pay.CallCount())
 }
 
-func ur(user, key string) billing.UserRequest { return billing.UserRequest{UserID: user, RequestKey: key} }
+func ur(user, key string) billing.UserRequest {
+	return billing.UserRequest{UserID: user, RequestKey: key}
+}
 
 // TestByUserFlow: subscribe, change plan, pause, resume and cancel, each
 // by the user, on both layouts in memory and on the local DynamoDB
