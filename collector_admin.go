@@ -97,7 +97,8 @@ func (c *Collector) Cancel(ctx context.Context, subscriptionID string) (Change, 
 // ([PauseResumeDate]), for a yearly plan too, which is then billed yearly
 // from that date. The pause run skips one month at a time: each skipped
 // PAUSED record opens the next one a month later with one month fewer,
-// and the last opens the SCHEDULED record (pause-resume).
+// and the last opens the SCHEDULED record (pause-resume). Months outside
+// 1 to 120 is a [*FieldError] wrapping [ErrInvalidQuery].
 func (c *Collector) Pause(ctx context.Context, subscriptionID string, months int) (Change, error) {
 	if err := checkPauseMonths(months); err != nil {
 		return Change{}, fmt.Errorf("%s %s: %w", OpPause, subscriptionID, err)
@@ -259,7 +260,8 @@ func newDateMoveError(cur *Subscription, d time.Time, r *Subscription, later boo
 // price), otherwise amount is taken as given. Either way it must be more than zero
 // (zero only with [Config.AllowFreeTiers]) and at most [Config.MaxCharge];
 // a refused tier or amount is a [*FieldError] wrapping [ErrUnknownTier] or
-// [ErrInvalidAmount], and nothing is read or written.
+// [ErrInvalidAmount], and nothing is read or written. A change to the tier
+// and amount the record has (or has pending) is [ErrNoChange], unwritten.
 func (c *Collector) ChangeTier(ctx context.Context, subscriptionID, tier string, amount Amount, downgrade bool) (Change, error) {
 	amount, err := c.priceOf(ctx, tier, amount)
 	if err != nil {

@@ -19,7 +19,8 @@ type SubscribeRequest struct {
 	// RequestKey identifies this request, 1 to 256 bytes of UTF-8 chosen by
 	// the host (an order ID, a message ID): a call repeated with the same
 	// user and key — a Lambda redelivered, a client that lost the answer —
-	// returns the subscription the first call created and creates nothing.
+	// returns the subscription the first call created and creates nothing;
+	// the key with other parameters is a [*RequestKeyError].
 	RequestKey string
 	// UserID is who is billed: the user's ID on the legacy tables, one
 	// subscription of an account ("account#subscription#SKU") on the
