@@ -144,7 +144,7 @@ func subscribeRequest(req SubscribeRequest) keyedRequest {
 		field("FridayBilling", fmt.Sprint(req.FridayBilling)).
 		field("FridayWeek", fmt.Sprint(req.FridayWeek)).
 		field("PauseMonths", fmt.Sprint(req.PauseMonths))
-	if req.Amount != 0 {
+	if req.Amount != 0 && req.Amount != ListPrice { // both mean the list price
 		r = r.field("Amount", req.Amount.String())
 	}
 	return r
