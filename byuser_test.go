@@ -468,3 +468,51 @@ func TestByUserCrashBetweenPeriodsCompletedByRepeat(t *testing.T) {
 		})
 	}
 }
+
+// TestByUserResolvesAttemptInFlight: a cancellation by user while the
+// first period's charge is in flight and the processor unreachable is
+// refused (ErrAttemptInFlight) and writes nothing; the same request once
+// the processor answers records the charge once and cancels the period
+// it opened, charging nothing more.
+func TestByUserResolvesAttemptInFlight(t *testing.T) {
+	t.Parallel()
+	for _, st := range memoryUserStores() {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			e := newUserEnv(t, st)
+			sub, err := e.c.Subscribe(ctx, billing.SubscribeRequest{RequestKey: "order-1", UserID: e.user, Tier: "Plus:v2"})
+			require.NoError(t, err)
+			id := sub.Subscription.SubscriptionID
+			e.pay.SetAttempt(id, 1, billingtest.UnknownAfterCharge(billingtest.Succeeded(), nil))
+			e.clock.Advance(time.Hour)
+			_, err = e.c.CollectUser(ctx, e.user, billing.ProcessWebhook)
+			require.ErrorIs(t, err, billing.ErrAttemptInFlight)
+			require.Len(t, e.pay.ChargesFor(id), 1, "the processor charged")
+			e.pay.SetUnreachable(true)
+			n := len(e.rows(t))
+
+			req := billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "cancel-1")}
+			_, err = e.c.CancelSubscription(ctx, req)
+			require.ErrorIs(t, err, billing.ErrAttemptInFlight)
+			assert.Len(t, e.rows(t), n, "nothing written")
+			v, err := e.c.Subscription(ctx, e.user)
+			require.NoError(t, err)
+			require.Len(t, v.InFlight, 1)
+			assert.Equal(t, billing.StatusScheduled, v.InFlight[0].Status)
+
+			e.pay.SetUnreachable(false)
+			done, err := e.c.CancelSubscription(ctx, req)
+			require.NoError(t, err)
+			require.Len(t, done.Changes, 1)
+			assert.NotEqual(t, id, done.Changes[0].After.SubscriptionID, "the period the charge opened")
+			assert.Equal(t, billing.StatusCancelled, done.Changes[0].After.Status)
+			require.Len(t, done.Subscription.Paid, 1)
+			assert.Equal(t, id, done.Subscription.Paid[0].SubscriptionID, "the charge recorded")
+			assert.Equal(t, billing.SubscriptionEnded, done.Subscription.State)
+			assert.Equal(t, done.Subscription.PaidThrough, done.AccessUntil)
+			assert.Len(t, e.pay.ChargesFor(id), 1, "charged once")
+			assert.Len(t, e.pay.Charges(), 1)
+		})
+	}
+}

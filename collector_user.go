@@ -465,6 +465,12 @@ func (c *Collector) byUser(ctx context.Context, ur UserRequest, kr keyedRequest,
 			if len(recs) == 0 {
 				return fmt.Errorf("%w: user_id=%s has no billing periods", ErrNotFound, ur.UserID)
 			}
+			// The periods are chosen once every attempt in flight is
+			// resolved: a charge that went through completes its period
+			// and opens the next, which is then the one to change.
+			if recs, err = c.resolveOpen(ctx, ur.UserID, recs); err != nil {
+				return err
+			}
 			targets, k, err := pick(recs, kr, c.cfg.Clock.Now())
 			if err != nil {
 				return err
@@ -505,6 +511,26 @@ func (c *Collector) byUser(ctx context.Context, ur UserRequest, kr keyedRequest,
 		return fail(err)
 	}
 	return out, nil
+}
+
+// resolveOpen resolves the attempt in flight of each of recs, the user's
+// records, and returns them read again when it resolved one. An attempt
+// whose outcome stays unknown refuses the change ([*InFlightError]).
+func (c *Collector) resolveOpen(ctx context.Context, userID string, recs []Subscription) ([]Subscription, error) {
+	resolved := false
+	for i := range recs {
+		if !recs[i].InFlight() {
+			continue
+		}
+		if _, err := c.resolve(ctx, &recs[i], &Report{}); err != nil {
+			return nil, fmt.Errorf("%s: %w", recs[i].SubscriptionID, err)
+		}
+		resolved = true
+	}
+	if !resolved {
+		return recs, nil
+	}
+	return c.cfg.Repository.ListByUser(ctx, userID)
 }
 
 func statusesOf(recs []Subscription) string {
