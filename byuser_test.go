@@ -166,7 +166,7 @@ func TestByUserFlow(t *testing.T) {
 // tier changed.
 func TestSubscribeRequestKeyReused(t *testing.T) {
 	t.Parallel()
-	for _, st := range memoryUserStores() {
+	for _, st := range userStores() {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
@@ -287,7 +287,7 @@ func TestByUserRequestKeyReused(t *testing.T) {
 // subscription has changed since.
 func TestByUserExactRepeatAnswersFirst(t *testing.T) {
 	t.Parallel()
-	for _, st := range memoryUserStores() {
+	for _, st := range userStores() {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
@@ -409,7 +409,7 @@ func (f *failingUpdates) Update(ctx context.Context, prev, next *billing.Subscri
 // the other, and only it, and a third time is a repeat.
 func TestByUserCrashBetweenPeriodsCompletedByRepeat(t *testing.T) {
 	t.Parallel()
-	for _, st := range memoryUserStores() {
+	for _, st := range userStores() {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
