@@ -119,4 +119,3 @@ func viewOf(userID string, recs []Subscription) SubscriptionView {
 	}
 	return v
 }
-
