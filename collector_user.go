@@ -206,7 +206,9 @@ func (c *Collector) ResumeSubscription(ctx context.Context, req ResumeSubscripti
 //     several periods in one transaction, so a crash (or a refusal) between
 //     two periods leaves the first changed: the same call repeated with the
 //     same key completes the rest, and only the periods the first call
-//     chose;
+//     chose (a chosen period that no longer takes the change, say one
+//     collected meanwhile, fails the repeat with the period call's error:
+//     a new request, with a new key, acts on the periods as they are);
 //   - it needs [Config.History] to read the requests back: without it the
 //     call is refused ([ErrInvalidRequest]);
 //   - a repeat of the key with the same parameters answers what the first
