@@ -406,7 +406,8 @@ func (f *failingUpdates) Update(ctx context.Context, prev, next *billing.Subscri
 // TestByUserCrashBetweenPeriodsCompletedByRepeat: a cancellation of a user
 // with an owed ERROR period and the next SCHEDULED one that stops after the
 // first period leaves that one cancelled; the same request again cancels
-// the other, and only it, and a third time is a repeat.
+// the other, and only it, and a third time is a repeat. Without
+// ForgiveOwed the owed period refuses the cancellation, unwritten.
 func TestByUserCrashBetweenPeriodsCompletedByRepeat(t *testing.T) {
 	t.Parallel()
 	for _, st := range userStores() {
@@ -423,9 +424,13 @@ func TestByUserCrashBetweenPeriodsCompletedByRepeat(t *testing.T) {
 			next.LastRunDate = owed.LastRunDate.Add(time.Second)
 			require.NoError(t, e.repo.Add(ctx, &owed))
 			require.NoError(t, e.repo.Add(ctx, &next))
-			req := billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "cancel-9")}
+			_, err := e.c.CancelSubscription(ctx, billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "cancel-8")})
+			require.ErrorIs(t, err, billing.ErrNotCollectible, "an owed period is not forgiven unasked")
+			require.ErrorContains(t, err, "p-jan is ERROR")
+			require.Empty(t, e.rows(t)[len(e.rows(t))-1].Request, "nothing written")
+			req := billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "cancel-9"), ForgiveOwed: true}
 
-			_, err := e.c.CancelSubscription(ctx, req)
+			_, err = e.c.CancelSubscription(ctx, req)
 			require.ErrorContains(t, err, "crash")
 			recs, err := e.repo.ListByUser(ctx, e.user)
 			require.NoError(t, err)

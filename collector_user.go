@@ -77,6 +77,13 @@ type CancelSubscriptionRequest struct {
 	UserRequest
 	// When says when access ends. Defaults to [CancelAtPeriodEnd].
 	When CancelWhen
+	// ForgiveOwed cancels an owed ERROR period too, forgiving what it
+	// owes, as [Collector.Cancel] does: an operator's decision. Defaults to
+	// false: an ERROR period refuses the whole cancellation (an error
+	// wrapping [ErrNotCollectible] that names it, nothing written), so
+	// that an end user's cancel never forgives a debt; collect it
+	// ([Collector.ManualRepayment]) first.
+	ForgiveOwed bool
 }
 
 // PauseSubscriptionRequest is what [Collector.PauseSubscription] takes.
@@ -113,9 +120,9 @@ type MoveBillingDateRequest struct {
 }
 
 // CancelSubscription cancels every open period of the user (SCHEDULED,
-// ERROR, PAUSED) as one change: nothing is charged again, and an owed
-// ERROR period is forgiven. With [CancelNow] the result says what the host
-// must refund. An ACH debit awaiting settlement (ACHSENT) refuses the
+// ERROR, PAUSED) as one change: nothing is charged again. An owed ERROR
+// period refuses it unless req.ForgiveOwed is set, which forgives it. With
+// [CancelNow] the result says what the host must refund. An ACH debit awaiting settlement (ACHSENT) refuses the
 // whole change ([ErrNotCollectible]): cancel once it settles. See
 // [Collector.ChangePlan] for what every change by user shares.
 func (c *Collector) CancelSubscription(ctx context.Context, req CancelSubscriptionRequest) (UserChange, error) {
@@ -127,9 +134,15 @@ func (c *Collector) CancelSubscription(ctx context.Context, req CancelSubscripti
 		return UserChange{}, fmt.Errorf("cancel subscription %s: %w", req.UserID,
 			requestField("When", string(when), "%s or %s", CancelAtPeriodEnd, CancelNow))
 	}
-	kr := newKeyedRequest("cancel", req.RequestKey).field("When", string(when))
+	kr := newKeyedRequest("cancel", req.RequestKey).field("When", string(when)).
+		field("ForgiveOwed", fmt.Sprint(req.ForgiveOwed))
 	return c.byUser(ctx, req.UserRequest, kr, OpCancel, func(recs []Subscription, kr keyedRequest, now time.Time) ([]Subscription, keyedRequest, error) {
 		targets := openPeriods(recs)
+		for _, r := range targets {
+			if r.Status == StatusError && !req.ForgiveOwed {
+				return nil, kr, fmt.Errorf("%w: %s is ERROR: its charge was declined and is owed; collect it first, or set ForgiveOwed", ErrNotCollectible, r.SubscriptionID)
+			}
+		}
 		v := viewOf(req.UserID, recs)
 		kr = kr.time("access_until", v.PaidThrough)
 		if when == CancelNow {
