@@ -25,7 +25,7 @@ type Change struct {
 func (c *Collector) admin(ctx context.Context, op AdminOp, subscriptionID string, edit func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error), guard ...func(cur *Subscription) error) (Change, error) {
 	found, err := c.cfg.Repository.GetByID(ctx, subscriptionID)
 	if err != nil {
-		return Change{}, err
+		return Change{}, c.periodIDHint(ctx, subscriptionID, err)
 	}
 	var ch Change
 	_, err = c.single(ctx, string(op), found.UserID, subscriptionID, func(ctx context.Context, _ *Report) error {
@@ -57,6 +57,7 @@ func (c *Collector) admin(ctx context.Context, op AdminOp, subscriptionID string
 			f.LastRunDate = next.LastRunDate.Add(time.Duration(i+1) * time.Nanosecond)
 			f.CreatedDate = f.LastRunDate
 		}
+		next.Request = requestOf(ctx) // a change by user records its request
 		if err := c.write(ctx, adminOps[op].change, &cur, &next, create); err != nil {
 			return fmt.Errorf("%s %s: %w", op, subscriptionID, c.keyTaken(ctx, &cur, &next, err))
 		}
@@ -126,7 +127,8 @@ func cancelEdit(_ context.Context, _, next *Subscription, _ time.Time) ([]*Subsc
 // ([PauseResumeDate]), for a yearly plan too, which is then billed yearly
 // from that date. The pause run skips one month at a time: each skipped
 // PAUSED record opens the next one a month later with one month fewer,
-// and the last opens the SCHEDULED record (pause-resume).
+// and the last opens the SCHEDULED record (pause-resume). Months outside
+// 1 to 120 is a [*FieldError] wrapping [ErrInvalidQuery].
 func (c *Collector) Pause(ctx context.Context, subscriptionID string, months int) (Change, error) {
 	if err := checkPauseMonths(months); err != nil {
 		return Change{}, fmt.Errorf("%s %s: %w", OpPause, subscriptionID, err)
@@ -290,13 +292,17 @@ func newDateMoveError(cur *Subscription, d time.Time, r *Subscription, later boo
 // price), otherwise amount is taken as given. Either way it must be more than zero
 // (zero only with [Config.AllowFreeTiers]) and at most [Config.MaxCharge];
 // a refused tier or amount is a [*FieldError] wrapping [ErrUnknownTier] or
-// [ErrInvalidAmount], and nothing is read or written.
+// [ErrInvalidAmount], and nothing is read or written. A change to the tier
+// and amount the record has (or has pending) is [ErrNoChange], unwritten.
 func (c *Collector) ChangeTier(ctx context.Context, subscriptionID, tier string, amount Amount, downgrade bool) (Change, error) {
 	amount, err := c.priceOf(ctx, tier, amount)
 	if err != nil {
 		return Change{}, fmt.Errorf("change tier %s: %w", subscriptionID, err)
 	}
 	return c.admin(ctx, OpChangeTier, subscriptionID, func(ctx context.Context, cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
+		if err := sameTier(cur, tier, amount, downgrade); err != nil {
+			return nil, err // a change to what it is writes no history row
+		}
 		if downgrade {
 			next.IsPendingDowngrade, next.PendingTierName, next.PendingAmount = true, tier, amount
 			return nil, nil

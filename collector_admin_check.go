@@ -61,7 +61,7 @@ type AdminChange struct {
 // rules the change itself applies under the user's lock: the record's
 // status (an error wrapping [ErrNotCollectible] naming the status and
 // those allowed) and the inputs (a [*FieldError] for a tier, amount or
-// date the change refuses, [ErrInvalidQuery] for a pause's months, a
+// date the change refuses or a pause's months (wrapping [ErrInvalidQuery]), a
 // [*DateMoveError] for a date among the user's other periods). It reads
 // and writes nothing: operator tools call it before they show a change and
 // ask for confirmation. Nil does not promise success: the record may change
@@ -96,7 +96,7 @@ func (c *Collector) CheckChange(ctx context.Context, ch AdminChange, s *Subscrip
 // checkPauseMonths refuses a pause of other than 1 to 120 months.
 func checkPauseMonths(months int) error {
 	if months < 1 || months > 120 {
-		return fmt.Errorf("%w: pause of %d months", ErrInvalidQuery, months)
+		return &FieldError{Field: "months", Value: fmt.Sprint(months), Err: fmt.Errorf("%w: pause of %d months, want 1 to 120", ErrInvalidQuery, months)}
 	}
 	return nil
 }

@@ -50,7 +50,7 @@ func (c *Collector) ManualRepayment(ctx context.Context, subscriptionID string) 
 func (c *Collector) collectOne(ctx context.Context, proc Process, subscriptionID string) (*Report, error) {
 	found, err := c.cfg.Repository.GetByID(ctx, subscriptionID)
 	if err != nil {
-		return nil, err
+		return nil, c.periodIDHint(ctx, subscriptionID, err)
 	}
 	rep, err := c.single(ctx, string(proc), found.UserID, subscriptionID, func(ctx context.Context, rep *Report) error {
 		cur, err := c.reread(ctx, &found)
@@ -85,7 +85,7 @@ func (c *Collector) observeRefusal(ctx context.Context, proc Process, userID, su
 func (c *Collector) single(ctx context.Context, kind, userID, subID string, fn func(ctx context.Context, rep *Report) error) (*Report, error) {
 	rep := &Report{Kind: kind, Started: c.cfg.Clock.Now()}
 	defer func() { rep.Finished = c.cfg.Clock.Now() }()
-	lease, err := c.cfg.Locker.Lock(ctx, userID)
+	lease, err := c.lock(ctx, userID)
 	if err != nil {
 		if errors.Is(err, ErrAlreadyLocked) {
 			rep.SkippedLocked++

@@ -20,7 +20,8 @@ type SubscribeRequest struct {
 	// RequestKey identifies this request, 1 to 256 bytes of UTF-8 chosen by
 	// the host (an order ID, a message ID): a call repeated with the same
 	// user and key — a Lambda redelivered, a client that lost the answer —
-	// returns the subscription the first call created and creates nothing.
+	// returns the subscription the first call created and creates nothing;
+	// the key with other parameters is a [*RequestKeyError].
 	RequestKey string
 	// UserID is who is billed: the user's ID on the legacy tables, one
 	// subscription of an account ("account#subscription#SKU") on the
@@ -167,7 +168,7 @@ func (c *Collector) subscribeOnce(ctx context.Context, req SubscribeRequest) (Su
 	// A repeat is answered before the request is checked again: what
 	// was valid then (its date, its price) may not be now.
 	if out := repeatOf(req, recs); out.Repeated {
-		return out, nil
+		return out, c.checkSubscribeRepeat(ctx, req, out.Subscription.SubscriptionID)
 	}
 	sub, err := c.newSubscription(ctx, req, c.cfg.Clock.Now())
 	if err != nil {
@@ -180,6 +181,7 @@ func (c *Collector) subscribeOnce(ctx context.Context, req SubscribeRequest) (Su
 	if err := refuseBesideUnreadable(*unread, sub.BillingDate); err != nil {
 		return Subscribed{}, err
 	}
+	sub.Request = subscribeRequest(req).encode() // on its history row only
 	if err := c.placeFirst(ctx, EventSubscriptionCreated, &sub, over, recs); err != nil {
 		return Subscribed{}, err
 	}

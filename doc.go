@@ -49,6 +49,41 @@
 // [ExampleCollector_Subscribe] subscribes a user and follows three months
 // of charges.
 //
+// # A subscription held by its user
+//
+// A host need not know period IDs: it holds a subscription by its user,
+// and the period calls above are for operators. [Collector.Subscription]
+// shows the user's plan, state, open and paid periods, next billing date,
+// attempts in flight and pending downgrade. The changes take the user and
+// a request key of the host's own:
+//
+//	c.ChangePlan(ctx, billing.ChangePlanRequest{UserRequest: billing.UserRequest{UserID: u, RequestKey: k}, Tier: "Pro:v1"})
+//	c.PauseSubscription, c.ResumeSubscription, c.MoveBillingDate
+//	c.CancelSubscription (at period end, or now with the refund the host owes)
+//
+// Each acts on every open period it applies to, as one change under the
+// user's lock, through the period call with all its rules (attempts in
+// flight resolved first, statuses, dates, prices); each period is one
+// conditional write with its history row. The stores cannot write several
+// periods in one transaction: a crash between two leaves the first
+// changed, and the same call with the same key completes the rest (see
+// [Collector.ChangePlan]). On the single table the engine's user ID is
+// already one subscription of an account ("account#subscription#SKU"):
+// these calls take that ID, so an account with several SKUs changes each
+// on its own. A period call given a user's ID says so in its
+// [ErrNotFound].
+//
+// A request key names one request. [Collector.Subscribe] and the changes
+// above record what was asked on the history rows they write
+// ([Subscription.Request], the history-only attribute billing_request): the
+// same key again with the same parameters answers what the first call did
+// (Repeated set), with other parameters it is a [*RequestKeyError]
+// ([ErrRequestKeyReused]) naming the fields that differ. A Subscribe key
+// whose first period's opening row records no request (written before
+// this version, or without [Config.History]) is answered as a repeat, as
+// it always was. [ExampleCollector_ChangePlan] follows a subscription from
+// subscribe to cancel by its user.
+//
 // # Packages
 //
 // This package is what a host reads: the domain types, the ports and the

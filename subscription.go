@@ -119,6 +119,17 @@ type Subscription struct {
 	// change the stream decoder derives from the row (package dynamostore).
 	Change EventType
 
+	// Request is the request a history row records: what the host asked
+	// for under a request key (billing_request, added by this library and
+	// written to history rows only, like Change). [Collector.Subscribe] and
+	// the calls that take a user ([Collector.CancelSubscription] and its
+	// siblings) set it on the rows they write, so that a repeat of the key
+	// can be told from another request; it is empty on a record read from
+	// the billing table and on rows written before the library recorded it.
+	// The text is the library's own (see [Collector.Subscription]'s doc);
+	// hosts read it only to show it.
+	Request string
+
 	// Stored is what the store that read this record keeps about the item
 	// it came from and the domain does not model: attributes other
 	// services wrote and key text exactly as read. The engine copies it with

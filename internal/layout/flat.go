@@ -343,6 +343,8 @@ type Flat struct {
 	extra, data map[string]types.AttributeValue
 	// change is the history row's billing_change, "" for none.
 	change string
+	// request is the history row's billing_request, "" for none.
+	request string
 }
 
 // A Flat is a kilobyte: kept off the stack of the goroutines that encode
@@ -403,6 +405,9 @@ func (f *Flat) Has(name string) bool {
 	if name == AttrChange {
 		return f.change != ""
 	}
+	if name == AttrRequest {
+		return f.request != ""
+	}
 	_, ok := f.data[name]
 	return ok
 }
@@ -428,6 +433,9 @@ func (f *Flat) Item(history bool, clone func(types.AttributeValue) types.Attribu
 		if f.change != "" {
 			item[AttrChange] = &types.AttributeValueMemberS{Value: f.change}
 		}
+		if f.request != "" {
+			item[AttrRequest] = &types.AttributeValueMemberS{Value: f.request}
+		}
 	}
 	return item
 }
@@ -438,6 +446,9 @@ func (f *Flat) Len(history bool) int {
 	if history {
 		n += len(f.data)
 		if f.change != "" {
+			n++
+		}
+		if f.request != "" {
 			n++
 		}
 	}
@@ -571,7 +582,7 @@ func (f *Flat) equal(g *Flat) bool {
 			return false
 		}
 	}
-	return sameItems(f.extra, g.extra) && sameItems(f.data, g.data) && f.change == g.change
+	return sameItems(f.extra, g.extra) && sameItems(f.data, g.data) && f.change == g.change && f.request == g.request
 }
 
 // SameExceptAttempt reports whether f and g encode the same item but for
@@ -586,7 +597,7 @@ func (f *Flat) SameExceptAttempt(g *Flat) bool {
 			return false
 		}
 	}
-	return sameItems(f.extra, g.extra) && sameItems(f.data, g.data) && f.change == g.change
+	return sameItems(f.extra, g.extra) && sameItems(f.data, g.data) && f.change == g.change && f.request == g.request
 }
 
 // sameItems compares two attribute maps as reflect.DeepEqual compares

@@ -68,6 +68,10 @@ const (
 	// ([billing.Subscription.Change]); added by this library, written to
 	// history rows only, optional on read.
 	AttrChange = "billing_change"
+	// AttrRequest is the request a history row records
+	// ([billing.Subscription.Request]); added by this library, written to
+	// history rows only, optional on read.
+	AttrRequest = "billing_request"
 
 	// DataPrefix starts the attributes kept only in the history table.
 	DataPrefix = "data_"
@@ -209,7 +213,7 @@ func encodeFlat(f *Flat, s *billing.Subscription, withData bool) error {
 		v[aPendingAmount] = val{kind: vAmount, n: int64(s.PendingAmount)}
 	}
 	for name := range st.extra {
-		if isKnown(name) || name == AttrChange || strings.HasPrefix(name, DataPrefix) {
+		if isKnown(name) || HistoryOnly(name) {
 			return bad(name, "", errors.New("an Extra attribute shadows a known or data_ attribute"))
 		}
 	}
@@ -221,9 +225,10 @@ func encodeFlat(f *Flat, s *billing.Subscription, withData bool) error {
 }
 
 // HistoryOnly reports whether the attribute called name is written to
-// history rows only: billing_change and the data_ attributes.
+// history rows only: billing_change, billing_request and the data_
+// attributes.
 func HistoryOnly(name string) bool {
-	return name == AttrChange || strings.HasPrefix(name, DataPrefix)
+	return name == AttrChange || name == AttrRequest || strings.HasPrefix(name, DataPrefix)
 }
 
 // encodeData checks and sets the data_ attributes of s on f.
@@ -236,6 +241,7 @@ func encodeData(f *Flat, s *billing.Subscription) error {
 	}
 	f.data = data
 	f.change = string(s.Change)
+	f.request = s.Request
 	return nil
 }
 
@@ -299,6 +305,15 @@ func decodeAttrs(item map[string]types.AttributeValue, s *billing.Subscription, 
 			// item, so neither known nor extra.
 			if v, ok := av.(*types.AttributeValueMemberS); ok {
 				s.Change = billing.EventType(v.Value)
+			} else if !isNull(av) {
+				return seen, bad(name, "", errors.New("not a string"))
+			}
+			continue
+		}
+		if name == AttrRequest {
+			// The request a history row records: as billing_change.
+			if v, ok := av.(*types.AttributeValueMemberS); ok {
+				s.Request = v.Value
 			} else if !isNull(av) {
 				return seen, bad(name, "", errors.New("not a string"))
 			}

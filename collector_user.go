@@ -1,0 +1,516 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"slices"
+	"strings"
+	"time"
+)
+
+// UserChange is what a change of a subscription by its user did.
+type UserChange struct {
+	// Changes are the period changes made, in the order made: one per open
+	// period the change acted on. On a repeat they are read back from
+	// the history rows the first call wrote (Before is the period's row
+	// before it).
+	Changes []Change
+	// Subscription is the subscription after the change.
+	Subscription SubscriptionView
+	// Repeated reports that the request key had been used for this same
+	// request, which had been applied in full: nothing was written, and
+	// Changes are what the first call did.
+	Repeated bool
+	// AccessUntil is, for a cancellation, when the user's paid access
+	// ends: the end of the last paid period ([CancelAtPeriodEnd]), or the
+	// time of the cancellation ([CancelNow]).
+	AccessUntil time.Time
+	// Refund is, for [CancelNow], what the host owes back: the unused
+	// share of the last paid period (RefundPeriodID), pro rata by time and
+	// rounded down to the minor unit. The library refunds nothing itself.
+	Refund         Amount
+	RefundPeriodID string
+}
+
+// CancelWhen says when a cancellation ends the user's access.
+type CancelWhen string
+
+// When a cancellation takes effect.
+const (
+	// CancelAtPeriodEnd: no period is charged again; the user keeps what
+	// was paid until the end of the last paid period.
+	CancelAtPeriodEnd CancelWhen = "AT_PERIOD_END"
+	// CancelNow: access ends now, and the host refunds the unused share of
+	// the last paid period ([UserChange.Refund]).
+	CancelNow CancelWhen = "NOW"
+)
+
+// PlanChangeWhen says when a plan change applies.
+type PlanChangeWhen string
+
+// When a plan change applies.
+const (
+	// ChangeNow applies the new plan to the next charge (an upgrade).
+	ChangeNow PlanChangeWhen = "NOW"
+	// ChangeAtNextPeriod keeps this period's plan and applies the new one
+	// from the period after it (a downgrade, marked pending).
+	ChangeAtNextPeriod PlanChangeWhen = "NEXT_PERIOD"
+)
+
+// UserRequest names the subscription and the request of a change by user.
+type UserRequest struct {
+	// UserID is the user: the user's ID on the legacy tables, one
+	// subscription of an account ("account#subscription#SKU") on the single
+	// table, where an account holds one such user per SKU. Required.
+	UserID string
+	// RequestKey names the request, 1 to 256 bytes of UTF-8 chosen by the
+	// host: a call repeated with the same user and key answers what the
+	// first did and changes nothing more; the key given again with other
+	// parameters is a [*RequestKeyError]. Required.
+	RequestKey string
+}
+
+// CancelSubscriptionRequest is what [Collector.CancelSubscription] takes.
+type CancelSubscriptionRequest struct {
+	UserRequest
+	// When says when access ends. Defaults to [CancelAtPeriodEnd].
+	When CancelWhen
+	// ForgiveOwed cancels an owed ERROR period too, forgiving what it
+	// owes, as [Collector.Cancel] does: an operator's decision. Defaults to
+	// false: an ERROR period refuses the whole cancellation (an error
+	// wrapping [ErrNotCollectible] that names it, nothing written), so
+	// that an end user's cancel never forgives a debt; collect it
+	// ([Collector.ManualRepayment]) first.
+	ForgiveOwed bool
+}
+
+// PauseSubscriptionRequest is what [Collector.PauseSubscription] takes.
+type PauseSubscriptionRequest struct {
+	UserRequest
+	// Months is the pause, 1 to 120 calendar months (see [Collector.Pause]). Required.
+	Months int
+}
+
+// ResumeSubscriptionRequest is what [Collector.ResumeSubscription] takes.
+type ResumeSubscriptionRequest struct {
+	UserRequest
+}
+
+// ChangePlanRequest is what [Collector.ChangePlan] takes.
+type ChangePlanRequest struct {
+	UserRequest
+	// Tier is the new plan, name and version ("Plus:v2"). Required.
+	Tier string
+	// Amount is what each period of the new plan costs. Defaults to the
+	// tier's price in [Config.Prices] ([ListPrice]); without a price list
+	// it is required. Checked as [Collector.ChangeTier] checks it.
+	Amount Amount
+	// When says when the plan applies. Defaults to [ChangeNow].
+	When PlanChangeWhen
+}
+
+// MoveBillingDateRequest is what [Collector.MoveBillingDate] takes.
+type MoveBillingDateRequest struct {
+	UserRequest
+	// Date is the new billing date of the next period, read as
+	// [Collector.ChangeBillingDate] reads it. Required.
+	Date time.Time
+}
+
+// CancelSubscription cancels every open period of the user (SCHEDULED,
+// ERROR, PAUSED) as one change: nothing is charged again. An owed ERROR
+// period refuses it unless req.ForgiveOwed is set, which forgives it. With
+// [CancelNow] the result says what the host must refund. An ACH debit awaiting settlement (ACHSENT) refuses the
+// whole change ([ErrNotCollectible]): cancel once it settles. See
+// [Collector.ChangePlan] for what every change by user shares.
+func (c *Collector) CancelSubscription(ctx context.Context, req CancelSubscriptionRequest) (UserChange, error) {
+	when := req.When
+	if when == "" {
+		when = CancelAtPeriodEnd
+	}
+	if when != CancelAtPeriodEnd && when != CancelNow {
+		return UserChange{}, fmt.Errorf("cancel subscription %s: %w", req.UserID,
+			requestField("When", string(when), "%s or %s", CancelAtPeriodEnd, CancelNow))
+	}
+	kr := newKeyedRequest("cancel", req.RequestKey).field("When", string(when)).
+		field("ForgiveOwed", fmt.Sprint(req.ForgiveOwed))
+	return c.byUser(ctx, req.UserRequest, kr, OpCancel, func(recs []Subscription, kr keyedRequest, now time.Time) ([]Subscription, keyedRequest, error) {
+		targets := openPeriods(recs)
+		for _, r := range targets {
+			if r.Status == StatusError && !req.ForgiveOwed {
+				return nil, kr, fmt.Errorf("%w: %s is ERROR: its charge was declined and is owed; collect it first, or set ForgiveOwed", ErrNotCollectible, r.SubscriptionID)
+			}
+		}
+		v := viewOf(req.UserID, recs)
+		kr = kr.time("access_until", v.PaidThrough)
+		if when == CancelNow {
+			kr = kr.time("access_until", now)
+			if n := len(v.Paid); n > 0 {
+				refund := unusedShare(&v.Paid[n-1], v.PaidThrough, now)
+				kr = kr.set("refund", refund.String()).set("refund_period", v.Paid[n-1].SubscriptionID)
+			}
+		}
+		return targets, kr, nil
+	}, func(ctx context.Context, id string) (Change, error) { return c.Cancel(ctx, id) })
+}
+
+// unusedShare is the share of p's amount for the time from now to end,
+// the end of the period p paid for, rounded down.
+func unusedShare(p *Subscription, end, now time.Time) Amount {
+	if end.IsZero() || !now.Before(end) {
+		return 0
+	}
+	start := p.BillingDate
+	if now.Before(start) {
+		now = start
+	}
+	share := new(big.Int).Mul(big.NewInt(int64(p.Amount)), big.NewInt(int64(end.Sub(now)/time.Second)))
+	share.Quo(share, big.NewInt(max(int64(end.Sub(start)/time.Second), 1)))
+	return Amount(share.Int64())
+}
+
+// PauseSubscription pauses every open period of the user for req.Months
+// months, as [Collector.Pause] pauses one, as one change. An owed ERROR
+// period (or an ACH debit awaiting settlement) refuses the whole change
+// ([ErrNotCollectible]): settle, waive or cancel it first. Months outside
+// 1 to 120 is a [*FieldError].
+func (c *Collector) PauseSubscription(ctx context.Context, req PauseSubscriptionRequest) (UserChange, error) {
+	if err := checkPauseMonths(req.Months); err != nil {
+		return UserChange{}, fmt.Errorf("pause subscription %s: %w", req.UserID, err)
+	}
+	kr := newKeyedRequest("pause", req.RequestKey).field("Months", fmt.Sprint(req.Months))
+	return c.byUser(ctx, req.UserRequest, kr, OpPause, func(recs []Subscription, kr keyedRequest, _ time.Time) ([]Subscription, keyedRequest, error) {
+		return openPeriods(recs), kr, nil
+	}, func(ctx context.Context, id string) (Change, error) { return c.Pause(ctx, id, req.Months) })
+}
+
+// ResumeSubscription resumes every PAUSED period of the user, as
+// [Collector.Resume] resumes one, as one change. A user without a PAUSED
+// period is refused ([ErrNotCollectible]).
+func (c *Collector) ResumeSubscription(ctx context.Context, req ResumeSubscriptionRequest) (UserChange, error) {
+	kr := newKeyedRequest("resume", req.RequestKey)
+	return c.byUser(ctx, req.UserRequest, kr, OpResume, func(recs []Subscription, kr keyedRequest, _ time.Time) ([]Subscription, keyedRequest, error) {
+		return inStatus(recs, StatusPaused), kr, nil
+	}, func(ctx context.Context, id string) (Change, error) { return c.Resume(ctx, id) })
+}
+
+// ChangePlan moves every SCHEDULED period of the user to req's tier and
+// amount, as [Collector.ChangeTier] moves one ([ChangeAtNextPeriod] is
+// its downgrade), as one change. An owed ERROR period and an ACH debit
+// awaiting settlement keep the plan they were billed at; a user with no
+// SCHEDULED period (paused, ended) is refused ([ErrNotCollectible]). A
+// plan the periods have already is [ErrNoChange], and nothing is written.
+//
+// What every change by user shares (CancelSubscription,
+// PauseSubscription, ResumeSubscription, ChangePlan, MoveBillingDate):
+//
+//   - it runs under the user's billing lock, and each period is changed by
+//     the period call ([Collector.Cancel], ...) with every rule that call
+//     applies: an in-flight attempt is resolved first or the change is
+//     refused ([*InFlightError]), the status must allow it, the write is
+//     conditional on the record read;
+//   - the periods it acts on are chosen, and all checked against the
+//     change's statuses, before anything is written: a period in a status
+//     the change refuses refuses the whole change;
+//   - each period is one conditional write with its history row; the rows
+//     record the request ([Subscription.Request]). The stores cannot write
+//     several periods in one transaction, so a crash (or a refusal) between
+//     two periods leaves the first changed: the same call repeated with the
+//     same key completes the rest, and only the periods the first call
+//     chose (a chosen period that no longer takes the change, say one
+//     collected meanwhile, fails the repeat with the period call's error:
+//     a new request, with a new key, acts on the periods as they are);
+//   - it needs [Config.History] to read the requests back: without it the
+//     call is refused ([ErrInvalidRequest]);
+//   - a repeat of the key with the same parameters answers what the first
+//     call did (Repeated set); with other parameters it is a
+//     [*RequestKeyError], whatever the subscription has become since.
+func (c *Collector) ChangePlan(ctx context.Context, req ChangePlanRequest) (UserChange, error) {
+	when := req.When
+	if when == "" {
+		when = ChangeNow
+	}
+	if when != ChangeNow && when != ChangeAtNextPeriod {
+		return UserChange{}, fmt.Errorf("change plan %s: %w", req.UserID,
+			requestField("When", string(when), "%s or %s", ChangeNow, ChangeAtNextPeriod))
+	}
+	amount := req.Amount
+	if amount == 0 && c.cfg.Prices != nil {
+		amount = ListPrice
+	}
+	amount, err := c.priceOf(ctx, req.Tier, amount)
+	if err != nil {
+		return UserChange{}, fmt.Errorf("change plan %s: %w", req.UserID, err)
+	}
+	down := when == ChangeAtNextPeriod
+	kr := newKeyedRequest("change plan", req.RequestKey).field("Tier", req.Tier).
+		field("When", string(when))
+	if req.Amount != 0 && req.Amount != ListPrice {
+		kr = kr.field("Amount", req.Amount.String())
+	}
+	return c.byUser(ctx, req.UserRequest, kr, OpChangeTier, func(recs []Subscription, kr keyedRequest, _ time.Time) ([]Subscription, keyedRequest, error) {
+		var targets []Subscription
+		for _, r := range inStatus(recs, StatusScheduled) {
+			if sameTier(&r, req.Tier, amount, down) == nil {
+				targets = append(targets, r)
+			}
+		}
+		if len(targets) == 0 && len(inStatus(recs, StatusScheduled)) > 0 {
+			return nil, kr, fmt.Errorf("%w: user %s is on %s at %s already", ErrNoChange, req.UserID, req.Tier, amount)
+		}
+		return targets, kr, nil
+	}, func(ctx context.Context, id string) (Change, error) {
+		return c.ChangeTier(ctx, id, req.Tier, amount, down)
+	})
+}
+
+// MoveBillingDate moves the user's next period — its latest open one — to
+// req.Date, as [Collector.ChangeBillingDate] moves it (its rules and
+// errors). Earlier open periods (an owed ERROR one) keep their dates.
+func (c *Collector) MoveBillingDate(ctx context.Context, req MoveBillingDateRequest) (UserChange, error) {
+	if req.Date.IsZero() {
+		return UserChange{}, fmt.Errorf("move billing date %s: %w", req.UserID, requestField("Date", "", "required"))
+	}
+	kr := newKeyedRequest("move billing date", req.RequestKey).time("Date", req.Date)
+	return c.byUser(ctx, req.UserRequest, kr, OpChangeDate, func(recs []Subscription, kr keyedRequest, _ time.Time) ([]Subscription, keyedRequest, error) {
+		open := openPeriods(recs)
+		if len(open) == 0 {
+			return nil, kr, nil
+		}
+		return open[len(open)-1:], kr, nil
+	}, func(ctx context.Context, id string) (Change, error) { return c.ChangeBillingDate(ctx, id, req.Date) })
+}
+
+// openPeriods returns the records of recs that are not terminal.
+func openPeriods(recs []Subscription) []Subscription {
+	var out []Subscription
+	for _, r := range recs {
+		if !r.Status.IsTerminal() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// inStatus returns the records of recs in status st.
+func inStatus(recs []Subscription, st Status) []Subscription {
+	var out []Subscription
+	for _, r := range recs {
+		if r.Status == st {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// sameTier returns [ErrNoChange] when a tier change of cur to tier and
+// amount (a downgrade when down) would leave it as it is.
+func sameTier(cur *Subscription, tier string, amount Amount, down bool) error {
+	same := cur.ReceiptTierName == tier && cur.Amount == amount
+	if down && cur.IsPendingDowngrade {
+		same = cur.PendingTierName == tier && cur.PendingAmount == amount
+	} else if !down {
+		same = same && !cur.IsPendingDowngrade
+	}
+	if same {
+		return fmt.Errorf("%w: %s is on %s at %s already", ErrNoChange, cur.SubscriptionID, tier, amount)
+	}
+	return nil
+}
+
+// choose picks the periods a change by user acts on among the user's
+// records recs, at now, and completes the request's record with what the
+// call decides (its refund, ...).
+type choose func(recs []Subscription, kr keyedRequest, now time.Time) ([]Subscription, keyedRequest, error)
+
+// byUser runs a change by user: under the user's lock it answers a repeat
+// of the key from the history rows, or picks the periods (choose), checks
+// each against op's statuses, and applies apply to each, every history row
+// recording kr. See [Collector.ChangePlan] for the rules.
+func (c *Collector) byUser(ctx context.Context, ur UserRequest, kr keyedRequest, op AdminOp, pick choose, apply func(ctx context.Context, periodID string) (Change, error)) (UserChange, error) {
+	fail := func(err error) (UserChange, error) {
+		return UserChange{}, fmt.Errorf("%s subscription %s: %w", kr.op(), ur.UserID, err)
+	}
+	if err := checkIdentity(SubscribeRequest{UserID: ur.UserID, RequestKey: ur.RequestKey}); err != nil {
+		return fail(err)
+	}
+	if c.cfg.History == nil {
+		return fail(fmt.Errorf("%w: a change by user reads its request back from the history: Config.History is required", ErrInvalidRequest))
+	}
+	var out UserChange
+	_, err := c.single(ctx, kr.op(), ur.UserID, "", func(ctx context.Context, _ *Report) error {
+		rows, err := c.cfg.History.ListByUser(ctx, ur.UserID)
+		if err != nil {
+			return fmt.Errorf("read the history: %w", err)
+		}
+		first, done := firstRequest(rows, ur.RequestKey)
+		var todo []string
+		if first != nil {
+			if err := kr.reused(ur.UserID, *first); err != nil {
+				return err
+			}
+			kr = *first // what the first call decided stands
+			for _, id := range strings.Split(first.get("periods"), ",") {
+				if id != "" && !slices.ContainsFunc(done, func(ch Change) bool { return ch.After.SubscriptionID == id }) {
+					todo = append(todo, id)
+				}
+			}
+			out.Changes, out.Repeated = done, len(todo) == 0
+		} else {
+			recs, err := c.cfg.Repository.ListByUser(ctx, ur.UserID)
+			if err != nil {
+				return err
+			}
+			if len(recs) == 0 {
+				return fmt.Errorf("%w: user_id=%s has no billing periods", ErrNotFound, ur.UserID)
+			}
+			// The periods are chosen once every attempt in flight is
+			// resolved: a charge that went through completes its period
+			// and opens the next, which is then the one to change.
+			if recs, err = c.resolveOpen(ctx, ur.UserID, recs); err != nil {
+				return err
+			}
+			targets, k, err := pick(recs, kr, c.cfg.Clock.Now())
+			if err != nil {
+				return err
+			}
+			if len(targets) == 0 {
+				return fmt.Errorf("%w: user %s has no period a %s applies to (open: %s)", ErrNotCollectible, ur.UserID, op, statusesOf(openPeriods(recs)))
+			}
+			for i := range targets {
+				if err := requireStatus(&targets[i], adminOps[op].statuses...); err != nil {
+					return fmt.Errorf("%s %s: %w", op, targets[i].SubscriptionID, err)
+				}
+				todo = append(todo, targets[i].SubscriptionID)
+			}
+			kr = k.set("periods", strings.Join(todo, ","))
+		}
+		ctx = context.WithValue(ctx, heldLockKey{}, leaseOf(ctx))
+		ctx = context.WithValue(ctx, requestKey{}, kr.encode())
+		for _, id := range todo {
+			ch, err := apply(ctx, id)
+			if err != nil {
+				return err
+			}
+			out.Changes = append(out.Changes, ch)
+		}
+		recs, err := c.cfg.Repository.ListByUser(ctx, ur.UserID)
+		if err != nil {
+			return err
+		}
+		out.Subscription = viewOf(ur.UserID, recs)
+		out.AccessUntil, _ = time.Parse(time.RFC3339Nano, kr.get("access_until"))
+		if r := kr.get("refund"); r != "" {
+			out.Refund, _ = ParseAmount(r)
+			out.RefundPeriodID = kr.get("refund_period")
+		}
+		return nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return out, nil
+}
+
+// resolveOpen resolves the attempt in flight of each of recs, the user's
+// records, and returns them read again when it resolved one. An attempt
+// whose outcome stays unknown refuses the change ([*InFlightError]).
+func (c *Collector) resolveOpen(ctx context.Context, userID string, recs []Subscription) ([]Subscription, error) {
+	resolved := false
+	for i := range recs {
+		if !recs[i].InFlight() {
+			continue
+		}
+		if _, err := c.resolve(ctx, &recs[i], &Report{}); err != nil {
+			return nil, fmt.Errorf("%s: %w", recs[i].SubscriptionID, err)
+		}
+		resolved = true
+	}
+	if !resolved {
+		return recs, nil
+	}
+	return c.cfg.Repository.ListByUser(ctx, userID)
+}
+
+func statusesOf(recs []Subscription) string {
+	var s []string
+	for _, r := range recs {
+		s = append(s, string(r.Status))
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// firstRequest finds among a user's history rows (ascending) those that
+// record request key key: the request recorded on the first, and the
+// period changes they made (Before the period's row before each).
+func firstRequest(rows []Subscription, key string) (*keyedRequest, []Change) {
+	var first *keyedRequest
+	var done []Change
+	last := map[string]int{}
+	for i, r := range rows {
+		kr, ok := parseKeyedRequest(r.Request)
+		if ok && kr.key() == key {
+			if first == nil {
+				first = &kr
+			}
+			ch := Change{After: r}
+			if j, ok := last[r.SubscriptionID]; ok {
+				ch.Before = rows[j]
+			}
+			done = append(done, ch)
+		}
+		last[r.SubscriptionID] = i
+	}
+	return first, done
+}
+
+// requestKey carries in a change's context the request its history row
+// records ([Subscription.Request]).
+type requestKey struct{}
+
+// requestOf returns the request ctx carries for the history row of a
+// change, "" for none.
+func requestOf(ctx context.Context) string {
+	s, _ := ctx.Value(requestKey{}).(string)
+	return s
+}
+
+// heldLockKey carries the lease a change by user holds, so that the period
+// calls it makes run under it instead of locking the user again.
+type heldLockKey struct{}
+
+func leaseOf(ctx context.Context) Lease {
+	l, _ := ctx.Value(leaseKey{}).(Lease)
+	return l
+}
+
+// lock locks userID, or, within a change by user of that user, returns
+// its lease, whose release is left to the change.
+func (c *Collector) lock(ctx context.Context, userID string) (Lease, error) {
+	if l, ok := ctx.Value(heldLockKey{}).(Lease); ok && l != nil && l.UserID() == userID {
+		return heldLease{l}, nil
+	}
+	return c.cfg.Locker.Lock(ctx, userID)
+}
+
+// heldLease is a lease held by an outer call: released by it.
+type heldLease struct{ Lease }
+
+func (heldLease) Release(context.Context) error { return nil }
+
+// periodIDHint adds to err, a period call's [ErrNotFound] for id, that id
+// is a user's ID when the user has records: the call expects a period ID.
+func (c *Collector) periodIDHint(ctx context.Context, id string, err error) error {
+	if !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	if recs, rerr := c.cfg.Repository.Recent(ctx, id, 1); rerr == nil && len(recs) > 0 {
+		return fmt.Errorf("%w (%s is a user ID: this call expects a period ID; see Collector.Subscription and Repository.ListByUser, or the calls that take the user)", err, id)
+	}
+	return err
+}

@@ -1,0 +1,121 @@
+package billing
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// SubscriptionState is the state of a subscription as a host shows it,
+// derived from its open periods (see [SubscriptionView.State]).
+type SubscriptionState string
+
+// The states of a subscription.
+const (
+	// SubscriptionActive: a SCHEDULED period (or an ACH debit awaiting
+	// settlement) and nothing owed.
+	SubscriptionActive SubscriptionState = "ACTIVE"
+	// SubscriptionPastDue: an ERROR period is owed.
+	SubscriptionPastDue SubscriptionState = "PAST_DUE"
+	// SubscriptionPaused: a PAUSED period and nothing owed.
+	SubscriptionPaused SubscriptionState = "PAUSED"
+	// SubscriptionEnded: no open period (cancelled, stale or never
+	// renewed); [Collector.Reactivate] or a new [Collector.Subscribe]
+	// starts it again.
+	SubscriptionEnded SubscriptionState = "ENDED"
+)
+
+// SubscriptionView is a subscription as a host holds it: by its user, over
+// all its billing periods. [Collector.Subscription] returns it.
+type SubscriptionView struct {
+	// UserID is the user (on the single table, one subscription of an
+	// account: "account#subscription#SKU").
+	UserID string
+	// State sums up the open periods.
+	State SubscriptionState
+	// Tier, Amount, Term and Interval are the plan of the latest open
+	// period, or of the latest period when none is open.
+	Tier     string
+	Amount   Amount
+	Term     Term
+	Interval int
+	// Open are the open periods (SCHEDULED, ERROR, ACHSENT, PAUSED),
+	// ascending by billing date; Paid the COMPLETED ones.
+	Open []Subscription
+	Paid []Subscription
+	// NextBillingDate is the billing date of the latest SCHEDULED or
+	// PAUSED period (a PAUSED one is skipped, not charged, on it); zero
+	// when there is none.
+	NextBillingDate time.Time
+	// PaidThrough is when the latest paid period ends (the billing date
+	// after it by its schedule); zero when none was paid.
+	PaidThrough time.Time
+	// InFlight are the open periods whose attempt's outcome is not
+	// recorded yet ([Subscription.InFlight]): no change touches them
+	// before it is resolved.
+	InFlight []Subscription
+	// PendingTier and PendingAmount are a downgrade that applies from the
+	// next period ("" when none is pending).
+	PendingTier   string
+	PendingAmount Amount
+}
+
+// Subscription returns the subscription of userID: its plan, state, open
+// and paid periods, next billing date, in-flight attempts and pending
+// downgrade, from one consistent read of the user's records. A user
+// without records is [ErrNotFound]. It reads no lock and writes nothing.
+func (c *Collector) Subscription(ctx context.Context, userID string) (SubscriptionView, error) {
+	recs, err := c.cfg.Repository.ListByUser(ctx, userID)
+	if err != nil {
+		return SubscriptionView{}, fmt.Errorf("subscription of user %s: %w", userID, err)
+	}
+	if len(recs) == 0 {
+		return SubscriptionView{}, fmt.Errorf("%w: user_id=%s has no billing periods", ErrNotFound, userID)
+	}
+	return viewOf(userID, recs), nil
+}
+
+// viewOf builds the view of userID from its records recs (ascending).
+func viewOf(userID string, recs []Subscription) SubscriptionView {
+	v := SubscriptionView{UserID: userID, State: SubscriptionEnded}
+	plan := &recs[len(recs)-1]
+	var owed, paused, active bool
+	for i := range recs {
+		r := &recs[i]
+		switch {
+		case r.Status == StatusCompleted:
+			v.Paid = append(v.Paid, *r)
+		case !r.Status.IsTerminal():
+			v.Open = append(v.Open, *r)
+			plan = r
+			owed = owed || r.Status == StatusError
+			paused = paused || r.Status == StatusPaused
+			active = active || r.Status == StatusScheduled || r.Status == StatusACHSent
+			if r.Status == StatusScheduled || r.Status == StatusPaused {
+				v.NextBillingDate = r.BillingDate
+			}
+			if r.InFlight() {
+				v.InFlight = append(v.InFlight, *r)
+			}
+			if r.IsPendingDowngrade {
+				v.PendingTier, v.PendingAmount = r.PendingTierName, r.PendingAmount
+			}
+		}
+	}
+	switch {
+	case owed:
+		v.State = SubscriptionPastDue
+	case paused:
+		v.State = SubscriptionPaused
+	case active:
+		v.State = SubscriptionActive
+	}
+	v.Tier, v.Amount, v.Term, v.Interval = plan.ReceiptTierName, plan.Amount, plan.Term, max(plan.Interval, 1)
+	if n := len(v.Paid); n > 0 {
+		last := &v.Paid[n-1]
+		if end, err := NextBillingDate(last.BillingDate, last.Schedule()); err == nil {
+			v.PaidThrough = end
+		}
+	}
+	return v
+}
