@@ -153,7 +153,14 @@ func (c *Collector) CancelSubscription(ctx context.Context, req CancelSubscripti
 			}
 		}
 		return targets, kr, nil
-	}, func(ctx context.Context, id string) (Change, error) { return c.Cancel(ctx, id) })
+	}, func(ctx context.Context, id string) (Change, error) {
+		if req.ForgiveOwed {
+			return c.Cancel(ctx, id)
+		}
+		// Decided again on the period as read under the lock: a period
+		// that became owed is refused (*OwedError), never forgiven.
+		return c.CancelUnowed(ctx, id)
+	})
 }
 
 // unusedShare is the share of p's amount for the time from now to end,
