@@ -49,6 +49,21 @@ const (
 	// and the record is reported (Reason names it) for an operator to
 	// reconcile.
 	EventUnexpectedRecord EventType = "subscription_unexpected_record"
+	// EventDuplicatePayment: the processor reports a payment (a settled
+	// event, [Collector.ApplySettlement]) for a period that another
+	// transaction has paid already. Nothing is written; TransactionID is
+	// the duplicate payment, for the host to refund, and Reason names the
+	// transaction the record holds. A redelivered event reports it again.
+	EventDuplicatePayment EventType = "payment_duplicate"
+	// EventPeriodsOverlap: a payment recorded for a period that had been
+	// declined or given up on (ERROR or STALE → COMPLETED, see
+	// [Collector.ApplySettlement]) pays a period that a later period of
+	// the user overlaps: it starts before the paid one ends (a
+	// reactivation after an ACH debit was given up on, say). SubscriptionID
+	// is the paid period, RelatedSubscriptionID the later one; one event
+	// per later period. Both stay as they are: the host refunds, waives or
+	// moves one of them.
+	EventPeriodsOverlap EventType = "subscription_periods_overlap"
 	// EventInvalidRecord: a stored item of the user does not decode (an
 	// amount such as "4,99" written by another program, say). It was
 	// skipped: the user's other records were collected, listed or changed
@@ -115,6 +130,9 @@ type Event struct {
 	TransactionID  string    `json:"transaction_id,omitempty"`
 	// Reason is the decline or return reason, or what went wrong.
 	Reason string `json:"reason,omitempty"`
+	// RelatedSubscriptionID is another period the event is about: the
+	// later period of an [EventPeriodsOverlap]; empty otherwise.
+	RelatedSubscriptionID string `json:"related_subscription_id,omitempty"`
 }
 
 // EventSink receives events after the change they describe is stored. It

@@ -26,8 +26,10 @@ import (
 // shards when it works them one after the other (the store walks them in
 // order), or one chain per shard when it works them at once
 // ([Config.ShardConcurrency]). A fresh run starts at a shard that moves
-// with the day, so a host that drops a run's continuation leaves different
-// shards unread each day rather than the same ones for ever.
+// with the day (see firstShard), so a host that drops a run's continuation
+// leaves different shards unread each day rather than the same ones for
+// ever: with n shards, every shard is the first one read at least once in
+// any n days in a row.
 
 // runState is a run's cursor, decoded.
 type runState struct {
@@ -89,9 +91,7 @@ func (c *Collector) runState(req RunRequest, now time.Time, shards []int, k int)
 		return decodeRunCursor(req.Cursor, req.Kind, store, shards)
 	}
 	st := runState{Kind: req.Kind, At: now.UTC(), Store: store, Shards: shards}
-	// The first shard moves with the day, by a page budget a day.
-	days := int(now.Unix() / 86400)
-	first := (days % len(shards)) * c.cfg.PagesPerInvocation % len(shards)
+	first := firstShard(now, len(shards), c.cfg.PagesPerInvocation)
 	order := append(slices.Clone(shards[first:]), shards[:first]...)
 	if c.cfg.ShardConcurrency > 1 {
 		for _, s := range order {
@@ -107,6 +107,43 @@ func (c *Collector) runState(req RunRequest, now time.Time, shards []int, k int)
 		}
 	}
 	return st, nil
+}
+
+// firstShard is the index, among a run's n shards, of the one a fresh run
+// at now reads first. It moves by rotationStep(pages, n) a day: a step
+// that is a unit modulo n, so that any n days in a row start on n
+// different shards and every shard is read first at least once in them,
+// however the page budget and the shard count relate. The step is the
+// page budget (a run that finds about a page per shard goes on the next
+// day where the last stopped) moved up to the next unit when it is not
+// one.
+func firstShard(now time.Time, n, pages int) int {
+	if n <= 1 {
+		return 0
+	}
+	day := now.Unix() / 86400
+	if now.Unix() < 0 && now.Unix()%86400 != 0 {
+		day-- // floor, for clocks before 1970
+	}
+	d := int(((day % int64(n)) + int64(n)) % int64(n))
+	return d * rotationStep(pages, n) % n
+}
+
+// rotationStep is the smallest s at or after pages mod n (wrapping) with
+// s not 0 and gcd(s, n) = 1; n is at least 2.
+func rotationStep(pages, n int) int {
+	for s := pages % n; ; s = (s + 1) % n {
+		if s != 0 && gcd(s, n) == 1 {
+			return s
+		}
+	}
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 // RunQueries returns the status queries a run of kind at reads, one after

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // SettlementKind is what happened to a submitted or completed payment.
@@ -11,7 +12,10 @@ type SettlementKind string
 
 // The settlement kinds.
 const (
-	// SettlementSettled: the ACH debit settled (ACHSENT → COMPLETED).
+	// SettlementSettled: the payment settled, the money arrived: an ACH
+	// debit (ACHSENT → COMPLETED), or a payment recorded as declined or
+	// given up on that succeeded after all (ERROR or STALE → COMPLETED).
+	// See [Collector.ApplySettlement].
 	SettlementSettled SettlementKind = "settled"
 	// SettlementReturned: the ACH debit came back (ACHSENT → ERROR), and
 	// the host is told to send user_subscription_payment_failed.
@@ -31,14 +35,57 @@ type Settlement struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// ApplySettlement applies a settlement event under the user's lock. The
-// event's transaction ID must be the one on the record
-// ([ErrTransactionMismatch] otherwise; [ErrSettlementEarly] when the record
-// is still waiting to be collected, so the event should be redelivered). Events are idempotent: a replay,
-// or an event arriving after a later one (a settlement after the return of
-// the same debit), changes nothing and returns changed=false. A change the
-// transition table forbids (a return of a completed payment) is an error
-// wrapping [ErrIllegalTransition].
+// ApplySettlement applies a settlement event under the user's lock.
+// Events are idempotent: a replay changes nothing and returns
+// changed=false. An event about an attempt still in flight first records
+// that attempt's outcome (a replay or lookup); when it stays unknown the
+// event is early ([ErrSettlementEarly]: deliver it again later).
+//
+// A settled event (money taken) is the processor's word on money, and wins
+// over what the record says whenever that keeps the customer from paying
+// twice:
+//
+//   - For the record's own transaction it completes an ACHSENT record, and
+//     also an ERROR or STALE one: a card declined off-session and
+//     confirmed by the customer on-session, or an ACH debit that the
+//     retry run's lookup saw fail, or gave up on, and that settled after
+//     all. The record becomes COMPLETED once (its history row,
+//     [EventPaymentSucceeded], the error cleared), so no retry charges the
+//     period again. The legacy ACH stream can deliver the settlement of a
+//     debit after its return (a debit settles, then comes back); such a
+//     late settlement completes the record as well: the event cannot be
+//     told from a recovery, and a period recorded paid for a debit that
+//     came back costs the business one period, while a recovery left
+//     unrecorded charges the customer twice. (Stripe, where a
+//     PaymentIntent that succeeded never fails afterwards, has no such
+//     ambiguity; its webhook handler ignores a failure reported after the
+//     success.)
+//   - For another transaction of a record that is not paid (ERROR,
+//     ACHSENT, STALE): an earlier attempt's payment the record no longer
+//     carries, e.g. an intent declined, retried with a new one, then
+//     confirmed. The record is completed with that transaction (its
+//     earlier transactions stay in its history rows). An ACH debit of the
+//     record that is still pending is reported in the log: if it settles
+//     too, that is a duplicate payment (below).
+//   - For another transaction of a record already paid (COMPLETED or
+//     REFUNDED): the period was paid twice. Nothing is written; the
+//     collector logs a warning, emits [EventDuplicatePayment] naming the
+//     duplicate transaction (to refund), and returns an error wrapping
+//     [ErrDuplicatePayment] and [ErrTransactionMismatch].
+//   - For another transaction of a record still SCHEDULED: early, as the
+//     record may not have recorded the attempt yet.
+//
+// A settlement that completes an ERROR or STALE record also looks for
+// later periods of the user that start before the paid period ends (a
+// reactivation after the record was given up on): each is logged and
+// reported as [EventPeriodsOverlap], for the host to refund or waive one
+// of the two.
+//
+// A return or refund must name the record's transaction
+// ([ErrTransactionMismatch] otherwise; [ErrSettlementEarly] while the
+// record is waiting to be collected). A return after the record's return
+// changes nothing; a return of a completed payment, and any change the
+// transition table forbids, is an error wrapping [ErrIllegalTransition].
 func (c *Collector) ApplySettlement(ctx context.Context, s Settlement) (rec Subscription, changed bool, err error) {
 	if s.SubscriptionID == "" || s.TransactionID == "" {
 		return Subscription{}, false, fmt.Errorf("%w: settlement needs subscription and transaction IDs", ErrInvalidQuery)
@@ -60,6 +107,11 @@ func (c *Collector) ApplySettlement(ctx context.Context, s Settlement) (rec Subs
 			return err
 		}
 		rec = cur
+		if s.Kind == SettlementSettled {
+			var err error
+			rec, changed, err = c.settled(ctx, &cur, s)
+			return err
+		}
 		if cur.TransactionID != s.TransactionID {
 			if cur.Status == StatusScheduled || cur.Status == StatusError {
 				return fmt.Errorf("%w: %w: %s %s event for %s, record is %s with %q", ErrSettlementEarly, ErrTransactionMismatch,
@@ -70,14 +122,6 @@ func (c *Collector) ApplySettlement(ctx context.Context, s Settlement) (rec Subs
 		var to Status
 		var ev EventType
 		switch s.Kind {
-		case SettlementSettled:
-			switch {
-			case cur.Status == StatusCompleted, cur.Status == StatusRefunded, cur.Status == StatusError:
-				return nil // replay, or the return of this debit came first
-			case cur.Status == StatusStale && cur.UpdatedEvent != EventACHOverdue:
-				return fmt.Errorf("%s event for %s: %w", s.Kind, s.SubscriptionID, &TransitionError{From: cur.Status, To: StatusCompleted})
-			}
-			to, ev = StatusCompleted, EventPaymentSucceeded
 		case SettlementReturned:
 			if cur.Status == StatusError || (cur.Status == StatusStale && cur.UpdatedEvent == EventACHOverdue) {
 				return nil // replay, or the return of a debit given up on: nothing was collected
@@ -104,16 +148,135 @@ func (c *Collector) ApplySettlement(ctx context.Context, s Settlement) (rec Subs
 	return rec, changed, err
 }
 
+// settled applies a settled event s to cur (re-read under the user's
+// lock, its attempt resolved if it could be) as [Collector.ApplySettlement]
+// documents, and returns the record as stored afterwards (cur itself when
+// nothing was written) and whether it wrote.
+func (c *Collector) settled(ctx context.Context, cur *Subscription, s Settlement) (Subscription, bool, error) {
+	own := cur.TransactionID == s.TransactionID
+	switch {
+	case cur.InFlight():
+		// Whatever the event is about, the record cannot change before its
+		// attempt's outcome is known.
+		err := inFlightErr(cur, errors.New("the record's attempt is not resolved"))
+		if !own {
+			err = fmt.Errorf("%w: record has %q: %w", ErrTransactionMismatch, cur.TransactionID, err)
+		}
+		return *cur, false, fmt.Errorf("%w: %s %s event for %s: %w", ErrSettlementEarly, s.SubscriptionID, s.Kind, s.TransactionID, err)
+	case cur.Status == StatusCompleted || cur.Status == StatusRefunded:
+		if own {
+			return *cur, false, nil // replay
+		}
+		return *cur, false, c.duplicatePayment(ctx, cur, s)
+	case !own && cur.Status == StatusScheduled:
+		return *cur, false, fmt.Errorf("%w: %w: %s %s event for %s, record is %s with %q", ErrSettlementEarly, ErrTransactionMismatch,
+			s.SubscriptionID, s.Kind, s.TransactionID, cur.Status, cur.TransactionID)
+	case !own && cur.Status != StatusError && cur.Status != StatusACHSent && cur.Status != StatusStale:
+		return *cur, false, fmt.Errorf("%w: %s %s event for %s, record is %s with %q", ErrTransactionMismatch,
+			s.SubscriptionID, s.Kind, s.TransactionID, cur.Status, cur.TransactionID)
+	}
+	if err := CheckTransition(cur.Status, StatusCompleted); err != nil {
+		return *cur, false, fmt.Errorf("%s event for %s: %w", s.Kind, s.SubscriptionID, err)
+	}
+	// A recovery of a period given up on or declined: read the user's later
+	// periods before the write, so that an overlap is reported whatever
+	// happens after it (a redelivery would find the record paid).
+	var overlaps []Subscription
+	if cur.Status == StatusError || cur.Status == StatusStale {
+		var err error
+		if overlaps, err = c.overlapping(ctx, cur); err != nil {
+			return *cur, false, fmt.Errorf("%s event for %s: read the user's later periods: %w", s.Kind, s.SubscriptionID, err)
+		}
+	}
+	next, err := c.settleAs(ctx, cur, StatusCompleted, EventPaymentSucceeded, "", s.TransactionID)
+	if err != nil {
+		return *cur, false, err
+	}
+	switch {
+	case !own:
+		c.cfg.Logger.WarnContext(ctx, "billing: payment of another transaction recorded", "subscription_id", cur.SubscriptionID,
+			"transaction_id", s.TransactionID, "previous_status", cur.Status, "previous_transaction_id", cur.TransactionID)
+		if cur.Status == StatusACHSent {
+			c.cfg.Logger.WarnContext(ctx, "billing: the period's ACH debit is still pending; its settlement would pay the period twice",
+				"subscription_id", cur.SubscriptionID, "pending_transaction_id", cur.TransactionID)
+		}
+	case cur.Status != StatusACHSent:
+		c.cfg.Logger.InfoContext(ctx, "billing: payment recorded after the record gave up on it", "subscription_id", cur.SubscriptionID,
+			"transaction_id", s.TransactionID, "previous_status", cur.Status, "previous_error", cur.PaymentError)
+	}
+	for i := range overlaps {
+		c.reportOverlap(ctx, &next, &overlaps[i])
+	}
+	return next, true, nil
+}
+
+// duplicatePayment reports a settled payment s for the period cur, which
+// another transaction paid already, and returns the error for it.
+func (c *Collector) duplicatePayment(ctx context.Context, cur *Subscription, s Settlement) error {
+	c.cfg.Logger.WarnContext(ctx, "billing: duplicate payment", "user_id", cur.UserID, "subscription_id", cur.SubscriptionID,
+		"transaction_id", s.TransactionID, "paid_by", cur.TransactionID, "status", cur.Status)
+	e := eventFor(EventDuplicatePayment, cur, c.cfg.Clock.Now())
+	e.TransactionID = s.TransactionID
+	e.Reason = fmt.Sprintf("period %s (%s) was paid by transaction %q", cur.SubscriptionID, cur.Status, cur.TransactionID)
+	c.emit(ctx, e)
+	return fmt.Errorf("%w: %w: %s settled by %s, already paid by %q (%s)", ErrDuplicatePayment, ErrTransactionMismatch,
+		cur.SubscriptionID, s.TransactionID, cur.TransactionID, cur.Status)
+}
+
+// overlapping returns the user's periods after cur that start before cur's
+// period ends and are billed or may still be: the periods a payment of cur
+// would pay twice.
+func (c *Collector) overlapping(ctx context.Context, cur *Subscription) ([]Subscription, error) {
+	end, err := followingDate(cur)
+	if err != nil {
+		return nil, err
+	}
+	later, _, err := c.later(ctx, cur)
+	if err != nil {
+		return nil, err
+	}
+	var out []Subscription
+	for _, r := range later {
+		if r.SubscriptionID == cur.SubscriptionID || !r.BillingDate.Before(end) {
+			continue
+		}
+		switch r.Status {
+		case StatusScheduled, StatusError, StatusACHSent, StatusCompleted, StatusPaused:
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// reportOverlap logs and emits [EventPeriodsOverlap] for the period later,
+// which starts inside the period paid recorded as paid.
+func (c *Collector) reportOverlap(ctx context.Context, paid, later *Subscription) {
+	c.cfg.Logger.WarnContext(ctx, "billing: paid period overlaps a later one", "user_id", paid.UserID,
+		"subscription_id", paid.SubscriptionID, "transaction_id", paid.TransactionID,
+		"later_subscription_id", later.SubscriptionID, "later_billing_date", later.BillingDate, "later_status", later.Status)
+	e := eventFor(EventPeriodsOverlap, paid, paid.LastRunDate)
+	e.RelatedSubscriptionID = later.SubscriptionID
+	e.Reason = fmt.Sprintf("period %s billed %s (%s) starts inside the period %s paid by transaction %q",
+		later.SubscriptionID, later.BillingDate.UTC().Format(time.RFC3339), later.Status, paid.SubscriptionID, paid.TransactionID)
+	c.emit(ctx, e)
+}
+
 // settle writes cur's move to status to (COMPLETED, ERROR, REFUNDED or,
 // for an overdue ACH debit, STALE) with its history row, and emits ev.
 func (c *Collector) settle(ctx context.Context, cur *Subscription, to Status, ev EventType, reason string) (Subscription, error) {
+	return c.settleAs(ctx, cur, to, ev, reason, cur.TransactionID)
+}
+
+// settleAs is settle recording txn as the record's transaction.
+func (c *Collector) settleAs(ctx context.Context, cur *Subscription, to Status, ev EventType, reason, txn string) (Subscription, error) {
 	now := c.cfg.Clock.Now()
 	next := cur.Clone()
 	next.Status = to
+	next.TransactionID = txn
 	next.LastRunDate = runTime(cur, now)
 	switch to {
 	case StatusCompleted:
-		next.CompletionDate, next.PaymentError = next.LastRunDate, ""
+		next.CompletionDate, next.PaymentError, next.NoRetry = next.LastRunDate, "", false
 	case StatusError:
 		next.PaymentError = reason
 		if next.PaymentError == "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/internal/storetest"
 	"github.com/dynabill/billing/memory"
 	"github.com/stretchr/testify/assert"
@@ -309,5 +311,55 @@ func TestStatusQueryShardsIn(t *testing.T) {
 	}{{[]int{1}, 1}, {[]int{3}, 3}, {[]int{-1, 0}, 2}, {[]int{5}, 0}} {
 		_, err := billing.StatusQuery{Shards: c.named}.ShardsIn(c.k)
 		require.ErrorIs(t, err, billing.ErrInvalidQuery, "%v of %d", c.named, c.k)
+	}
+}
+
+// TestCollectorFreshDailyRunsReachEveryShard: a host whose daily run is
+// never continued (its continuation dropped, or never sent), with a
+// backlog that fills the run's page budget in its first shard, still
+// charges the users of every shard within as many days as there are
+// shards: a fresh run's first shard moves with the day over all of them,
+// not over the shards a multiple of the page budget away from 0.
+func TestCollectorFreshDailyRunsReachEveryShard(t *testing.T) {
+	const pageSize, pages = 3, 2
+	for _, k := range []int{4, 8} {
+		t.Run(fmt.Sprintf("%d shards", k), func(t *testing.T) {
+			mem := billingtest.NewMemoryStore(t, memory.Options{PageSize: pageSize, StatusIndexMode: dynamostore.StatusIndexDue, DueShards: k})
+			repo := mem.Repository()
+			// Each shard holds a run's page budget of due users: a run
+			// that starts on it spends its budget there.
+			perShard := make([][]billing.Subscription, k)
+			for i := 0; slices.ContainsFunc(perShard, func(s []billing.Subscription) bool { return len(s) < pageSize*pages }); i++ {
+				u := fmt.Sprintf("rot-user-%04d", i)
+				s := layout.DueShard(u, k)
+				if len(perShard[s]) == pageSize*pages {
+					continue
+				}
+				rec := envRecord(u, jan31, billing.StatusScheduled)
+				require.NoError(t, repo.Add(t.Context(), &rec))
+				perShard[s] = append(perShard[s], rec)
+			}
+			clock := billingtest.NewClock(jan31.Add(time.Hour))
+			pay := billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock})
+			c, err := billing.NewCollector(billing.Config{Repository: repo, Locker: billingtest.NewLocker(clock, time.Minute), Provider: pay,
+				Clock: clock, Concurrency: 2, PagesPerInvocation: pages})
+			require.NoError(t, err)
+			for day := range k {
+				rep, err := c.Run(t.Context(), billing.RunRequest{Kind: billing.RunScheduled})
+				require.NoError(t, err, "day %d", day)
+				require.Equal(t, pages, rep.Pages, "day %d: the run spends its page budget", day)
+				require.NotEmpty(t, rep.Next, "day %d: the run leaves a continuation, which the host drops", day)
+				clock.Advance(24 * time.Hour)
+			}
+			billingtest.RequireNoDoubleCharge(t, pay)
+			for s, recs := range perShard {
+				for _, r := range recs {
+					got, err := repo.Get(t.Context(), r.UserID, r.BillingDate)
+					require.NoError(t, err)
+					assert.Equal(t, billing.StatusCompleted, got.Status, "shard %d: %s charged within %d days", s, r.UserID, k)
+					assert.Len(t, pay.ChargesFor(r.SubscriptionID), 1, "shard %d: %s", s, r.SubscriptionID)
+				}
+			}
+		})
 	}
 }

@@ -209,7 +209,10 @@ func TestCollectorACHSettlement(t *testing.T) {
 	require.Equal(t, billing.StatusACHSent, cur.Status, "after submit: %+v", cur)
 	require.NotEmpty(t, cur.TransactionID, "after submit: %+v", cur)
 	ctx := context.Background()
-	_, _, err := e.c.ApplySettlement(ctx, billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: "other", Kind: billing.SettlementSettled})
+	// A return must name the record's debit. (A settlement of another
+	// transaction is money for the period: it is recorded, see
+	// TestSettlementOfEarlierAttemptRecordsUnpaidPeriod.)
+	_, _, err := e.c.ApplySettlement(ctx, billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: "other", Kind: billing.SettlementReturned})
 	require.ErrorIs(t, err, billing.ErrTransactionMismatch, "mismatch")
 	ev := billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: cur.TransactionID, Kind: billing.SettlementSettled}
 	got, changed, err := e.c.ApplySettlement(ctx, ev)
@@ -243,13 +246,17 @@ func TestCollectorACHReturn(t *testing.T) {
 	require.True(t, changed, "return: %+v", got)
 	require.Equal(t, billing.StatusError, got.Status, "return: %+v", got)
 	require.Equal(t, "R01", got.PaymentError, "return: %+v", got)
-	// The settlement of the same debit arriving late changes nothing.
+	require.Equal(t, 1, e.events.Count(billing.EventPaymentReturned), "no payment-failed event")
+	// The settlement of the same debit arriving late is recorded: it
+	// cannot be told from a recovery, and the customer must not pay the
+	// period twice (see Collector.ApplySettlement).
 	late := ret
 	late.Kind = billing.SettlementSettled
-	_, changed, err = e.c.ApplySettlement(context.Background(), late)
+	got, changed, err = e.c.ApplySettlement(context.Background(), late)
 	require.NoError(t, err, "late settlement")
-	require.False(t, changed, "late settlement changed")
-	require.Equal(t, 1, e.events.Count(billing.EventPaymentReturned), "no payment-failed event")
+	require.True(t, changed, "late settlement")
+	require.Equal(t, billing.StatusCompleted, got.Status, "late settlement")
+	require.Equal(t, 1, e.events.Count(billing.EventPaymentReturned), "one payment-failed event")
 }
 
 func TestCollectorStaleAndPause(t *testing.T) {

@@ -330,9 +330,16 @@ var (
 	// not the one recorded on the subscription record: nothing is written.
 	ErrTransactionMismatch = errors.New("billing: transaction ID does not match the record")
 
+	// ErrDuplicatePayment reports a settled event for a period that another
+	// transaction has paid already: the customer paid twice. Nothing is
+	// written; the collector logs it and emits [EventDuplicatePayment]. The
+	// error also wraps [ErrTransactionMismatch].
+	ErrDuplicatePayment = errors.New("billing: period paid twice")
+
 	// ErrSettlementEarly reports a settlement event for a record that is still
-	// waiting to be collected (SCHEDULED or ERROR) and does not carry the
-	// event's transaction: most likely the attempt that created the
+	// waiting to be collected (SCHEDULED, or ERROR for a return) and does not carry the
+	// event's transaction, or whose latest attempt is in flight and could
+	// not be resolved: most likely the attempt that created the
 	// transaction ended with an unknown outcome and has not been recorded yet.
 	// Nothing is written; the host should deliver the event again later (the
 	// next run replays the attempt's idempotency key and records it). The error

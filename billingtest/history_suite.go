@@ -5,6 +5,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -245,6 +246,26 @@ func (s *histSuite) cases() []repoCase {
 			if got := e.byUser(u); len(got) != 0 {
 				t.Fatalf("%d rows written by a rejected AddAll, want none", len(got))
 			}
+		}},
+		{"AddAllNeverReplaces", func(t *testing.T) {
+			// History is append-only: a row already stored is accepted
+			// again (a retried batch), another row at its key is refused
+			// and named, and the other rows of the batch are written.
+			e := s.env(t)
+			u := ids.user()
+			rows := s.rowsOf(u, ids.subID(), 3)
+			e.add(rows[0])
+			if err := e.hist.AddAll(t.Context(), rows[:2]); err != nil {
+				t.Fatalf("AddAll of a stored row and a new one: %v", err)
+			}
+			changed := rows[0].Clone()
+			changed.Amount = billing.Cents(999)
+			err := e.hist.AddAll(t.Context(), []billing.Subscription{changed, rows[2]})
+			var be *billing.BatchError
+			if !errors.As(err, &be) || !errors.Is(err, billing.ErrAlreadyExists) || len(be.Unwritten) != 1 || !strings.Contains(be.Unwritten[0], u) {
+				t.Fatalf("AddAll of another row at a taken key = %v, want a BatchError naming it, wrapping ErrAlreadyExists", err)
+			}
+			e.requireRows("ListByUser", e.byUser(u), rows)
 		}},
 		{"AddAllUnstorableRow", func(t *testing.T) {
 			e := s.env(t)

@@ -51,6 +51,16 @@ func (e *repoEnv) requireAllStored(recs []billing.Subscription) {
 	}
 }
 
+// requireMovedPast checks that AddAll wrote rec at a last_run_date just
+// after taken's, which another history row holds: the next free keys
+// within [layout.HistoryKeySpan].
+func requireMovedPast(t *testing.T, rec, taken billing.Subscription) {
+	t.Helper()
+	if !rec.LastRunDate.After(taken.LastRunDate) || !rec.LastRunDate.Before(taken.LastRunDate.Add(layout.HistoryKeySpan)) {
+		t.Fatalf("%s written at last_run_date %s, want one just after the taken %s", rec.Key(), layout.LastRunDateKey(&rec), layout.LastRunDateKey(&taken))
+	}
+}
+
 func (s *repoSuite) addAllCases() []repoCase {
 	ids := s.ids
 	return []repoCase{
@@ -291,6 +301,111 @@ func (s *repoSuite) addAllCases() []repoCase {
 			e.requireAllStored(written)
 			e.requireAbsent(u, day(0))
 			e.requireAbsent(u, day(10))
+		}},
+		{"RewriteOfReadRecordAppends", func(t *testing.T) {
+			// A host batch re-reads a record, changes its amount and
+			// writes it back: its history key (the last_run_date read) holds
+			// the record's latest row, which is never replaced. The record
+			// moves to the next free last_run_date, its row is appended, and
+			// the stored record takes that last_run_date (the version the
+			// engine's writes are conditional on).
+			e := s.env(t, memory.Options{})
+			u := ids.user()
+			r := ids.record(u, day(0), billing.StatusScheduled)
+			e.add(r)
+			_, before := e.snapshot(u)
+			cur := e.get(u, day(0))
+			changed := cur.Clone()
+			changed.Amount = billing.Cents(999)
+			written := e.addAll([]billing.Subscription{changed})
+			requireMovedPast(t, written[0], cur)
+			e.requireStored(written[0])
+			rows := e.historyRows(u)
+			if len(rows) != 2 {
+				t.Fatalf("user has %d history rows after a rewrite, want the opening row and one more", len(rows))
+			}
+			if d := diffHistoryRow(&rows[0], &before[0]); d != "" {
+				t.Fatalf("the opening history row changed: %s", d)
+			}
+			if d := diffHistoryRow(&rows[1], &written[0]); d != "" {
+				t.Fatalf("the rewrite's history row differs from the record written: %s", d)
+			}
+			RequireHistoryMatchesPrimary(t, e.repo, e.hist, u)
+
+			// The identical batch again (a retry) writes nothing.
+			recs, hist := e.snapshot(u)
+			again := e.addAll([]billing.Subscription{changed})
+			if !again[0].LastRunDate.Equal(written[0].LastRunDate) {
+				t.Fatalf("the retry was written at last_run_date %v, want the first try's %v", again[0].LastRunDate, written[0].LastRunDate)
+			}
+			e.requireUnchanged(u, recs, hist)
+
+			// Another rewrite of the same read is another request: it is
+			// appended after both rows.
+			other := cur.Clone()
+			other.Amount = billing.Cents(1299)
+			third := e.addAll([]billing.Subscription{other})
+			requireMovedPast(t, third[0], written[0])
+			rows = e.historyRows(u)
+			if len(rows) != 3 {
+				t.Fatalf("user has %d history rows after two rewrites, want 3", len(rows))
+			}
+			for i, want := range hist {
+				if d := diffHistoryRow(&rows[i], &want); d != "" {
+					t.Fatalf("history row %d changed by the second rewrite: %s", i, d)
+				}
+			}
+			e.requireStored(third[0])
+			RequireHistoryMatchesPrimary(t, e.repo, e.hist, u)
+		}},
+		{"SameRunDateOtherRecord", func(t *testing.T) {
+			// Two records of one user with one last_run_date, written by
+			// two batches: the second never replaces the first's row.
+			e := s.env(t, memory.Options{})
+			u := ids.user()
+			a := ids.record(u, day(0), billing.StatusScheduled)
+			b := ids.record(u, day(31), billing.StatusCancelled)
+			b.LastRunDate = a.LastRunDate
+			e.addAll([]billing.Subscription{a})
+			written := e.addAll([]billing.Subscription{b})
+			requireMovedPast(t, written[0], a)
+			rows := e.historyRows(u)
+			if len(rows) != 2 {
+				t.Fatalf("user has %d history rows, want one per record", len(rows))
+			}
+			if d := diffHistoryRow(&rows[0], &a); d != "" {
+				t.Fatalf("the first record's history row changed: %s", d)
+			}
+			e.requireAllStored([]billing.Subscription{a, written[0]})
+			RequireHistoryMatchesPrimary(t, e.repo, e.hist, u)
+
+			recs, hist := e.snapshot(u)
+			again := e.addAll([]billing.Subscription{b})
+			if !again[0].LastRunDate.Equal(written[0].LastRunDate) {
+				t.Fatalf("the retry was written at last_run_date %v, want the first try's %v", again[0].LastRunDate, written[0].LastRunDate)
+			}
+			e.requireUnchanged(u, recs, hist)
+		}},
+		{"IdenticalRetryAddsNothing", func(t *testing.T) {
+			e := s.env(t, memory.Options{})
+			u1, u2 := ids.user(), ids.user()
+			cancelled := ids.record(u1, day(0), billing.StatusCancelled)
+			scheduled := ids.record(u1, day(0), billing.StatusScheduled)
+			scheduled.LastRunDate = cancelled.LastRunDate // both keys collide within the batch
+			batch := []billing.Subscription{cancelled, scheduled, ids.record(u2, day(3), billing.StatusScheduled)}
+			first := e.addAll(batch)
+			recs1, hist1 := e.snapshot(u1)
+			recs2, hist2 := e.snapshot(u2)
+			again := e.addAll(batch)
+			for i := range first {
+				if !again[i].LastRunDate.Equal(first[i].LastRunDate) || !again[i].BillingDate.Equal(first[i].BillingDate) {
+					t.Fatalf("record %d: the retry returned %v / %v, want the first try's %v / %v", i,
+						again[i].BillingDate, again[i].LastRunDate, first[i].BillingDate, first[i].LastRunDate)
+				}
+			}
+			e.requireUnchanged(u1, recs1, hist1)
+			e.requireUnchanged(u2, recs2, hist2)
+			e.requireHistoryCount(u1, 2)
 		}},
 		{"Empty", func(t *testing.T) {
 			e := s.env(t, memory.Options{})

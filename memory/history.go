@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -32,8 +33,11 @@ func (h *History) Add(ctx context.Context, sub *billing.Subscription) error {
 
 // AddAll implements [billing.History.AddAll]. Rows that cannot be encoded
 // or that share a key within the call are a *billing.BatchError naming
-// every row, and nothing is written; otherwise every row is written,
-// overwriting rows with the same key as BatchWriteItem does.
+// every row, and nothing is written; otherwise every row is written
+// whose key is free, as the DynamoDB store's conditional puts do. A row
+// whose key holds the very same row is written already; one whose key
+// holds another row is not written (history is append-only) but named
+// in the *billing.BatchError.
 func (h *History) AddAll(ctx context.Context, subs []billing.Subscription) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -57,8 +61,21 @@ func (h *History) AddAll(ctx context.Context, subs []billing.Subscription) error
 	}
 	h.s.locks.lock(allStripes)
 	defer h.s.locks.unlock(allStripes)
-	for _, item := range items {
-		h.s.history.put(historyKey(item), item)
+	be := &billing.BatchError{}
+	for i, item := range items {
+		hk := historyKey(item)
+		if cur, ok := h.s.history.get(hk); ok {
+			if !layout.SameItem(cur, item) {
+				be.Unwritten = append(be.Unwritten, historyRowKey(&subs[i]))
+				be.Err = errors.Join(be.Err, &billing.ConflictError{Op: "history add", Key: historyRowKey(&subs[i]),
+					Reason: "another history row has this user_id and last_run_date: not replaced", Err: billing.ErrAlreadyExists, HistoryRow: true})
+			}
+			continue
+		}
+		h.s.history.put(hk, item)
+	}
+	if len(be.Unwritten) > 0 {
+		return be
 	}
 	return nil
 }

@@ -648,9 +648,12 @@ func (r *stRepository) AdminUpdate(ctx context.Context, prev, next *billing.Subs
 // AddAll implements [billing.Repository.AddAll] as the DynamoDB store
 // does: the collision policy, then groups of up to 8 records of one
 // subscription, each written with its subscription item all or nothing,
-// overwriting records and history rows with the same keys. A group that
-// cannot be written (one item twice in it, which a DynamoDB transaction
-// rejects) is named in a [*billing.BatchError]; the others are written.
+// overwriting records with the same keys but never a history row: a
+// record whose history key holds another row moves to a free one
+// ([layout.PlanHistoryRows]). A group that cannot be written (one item
+// twice in it, which a DynamoDB transaction rejects, a record in flight,
+// or one with no free history key) is named in a [*billing.BatchError];
+// the others are written.
 func (r *stRepository) AddAll(ctx context.Context, subs []billing.Subscription) ([]billing.Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -666,17 +669,32 @@ func (r *stRepository) AddAll(ctx context.Context, subs []billing.Subscription) 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// History rows never replace another: a record whose key holds
+	// another row moves on (its group's transaction carries it there).
+	s.periods.locks.lock(allStripes)
+	plans, err := s.periods.planRows(resolved)
+	s.periods.locks.unlock(allStripes)
+	if err != nil {
+		return resolved, err
+	}
 	be := &billing.BatchError{}
 	for _, g := range groups {
 		t := &stTx{op: "add all"}
 		recs := make([]billing.Subscription, 0, len(g))
+		var err error
 		for _, i := range g {
+			if plans[i].Err != nil && err == nil {
+				err = plans[i].Err
+			}
+			resolved[i].LastRunDate = plans[i].LastRunDate
 			if err := s.putPeriod(t, nil, &resolved[i]); err != nil {
 				return resolved, err
 			}
 			recs = append(recs, resolved[i])
 		}
-		err := checkGroup(recs)
+		if err == nil {
+			err = checkGroup(recs)
+		}
 		for _, rec := range recs {
 			if err == nil && s.periods.inFlightAt(rec.UserID, layout.BillingDateKey(&rec)) {
 				err = &billing.ConflictError{Op: "add all", Key: rec.Key(), Reason: "the record is in flight", Err: billing.ErrAttemptInFlight}
@@ -903,7 +921,9 @@ func (h *stHistory) Add(ctx context.Context, sub *billing.Subscription) error {
 
 // AddAll implements [billing.History.AddAll]: every row and its ID
 // pointer (the billing_date of the first row of each subscription ID and
-// user in the call), overwriting rows and pointers with the same keys.
+// user in the call), overwriting pointers with the same keys but never a
+// row: a row whose key holds another row is refused (see
+// [History.AddAll]).
 // Unstorable rows, rows sharing a key and user IDs that are not
 // subscription references are errors before anything is written.
 func (h *stHistory) AddAll(ctx context.Context, subs []billing.Subscription) error {
@@ -935,11 +955,13 @@ func (h *stHistory) AddAll(ctx context.Context, subs []billing.Subscription) err
 	s := (*SingleTable)(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.periods.History().AddAll(ctx, subs); err != nil {
+	err := s.periods.History().AddAll(ctx, subs)
+	var be *billing.BatchError
+	if err != nil && !errors.As(err, &be) {
 		return err
 	}
-	s.apply(t)
-	return nil
+	s.apply(t) // the pointers of the rows written (a row refused leaves its pointer, as DynamoDB's batch does)
+	return err
 }
 
 // ListBySubscription implements [billing.History.ListBySubscription]:

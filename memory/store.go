@@ -498,6 +498,10 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 	}
 	r.s.locks.lock(allStripes)
 	defer r.s.locks.unlock(allStripes)
+	plans, err := r.s.planRows(out)
+	if err != nil {
+		return nil, batchError(out, err)
+	}
 	be := &billing.BatchError{}
 	for i := range out {
 		cur, ok := r.s.primary.get(primaryKey(items[i]))
@@ -508,11 +512,27 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 				Reason: "the record is in flight: not overwritten", Err: billing.ErrAttemptInFlight})
 			continue
 		}
+		p := plans[i]
+		if p.Err != nil {
+			be.Unwritten = append(be.Unwritten, out[i].Key())
+			be.Err = errors.Join(be.Err, p.Err)
+			continue
+		}
+		if p.Moved {
+			out[i].LastRunDate = p.LastRunDate
+			_ = f.EncodeRecord(&out[i]) // it encoded at its own last_run_date
+			items[i], hitems[i] = storedItems(f)
+		}
+		if p.RowStored && ok && layout.WrittenSince(cur, p.LastRunDate) {
+			continue // written by an earlier try, and maybe changed since: nothing to do
+		}
 		if ok {
 			layout.CarryOwned(items[i], hitems[i], cloneItem(cur))
 		}
 		r.s.primary.put(primaryKey(items[i]), items[i])
-		r.s.history.put(historyKey(hitems[i]), hitems[i])
+		if !p.RowStored {
+			r.s.history.put(historyKey(hitems[i]), hitems[i])
+		}
 	}
 	written := make([]billing.Subscription, len(out))
 	for i := range out {
@@ -522,6 +542,28 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 		return written, be
 	}
 	return written, nil
+}
+
+// planRows places the history rows of a batch of AddAll (see
+// [layout.PlanHistoryRows]) over the rows stored: no row is replaced.
+// The caller holds every lock.
+func (s *Store) planRows(out []billing.Subscription) ([]layout.RowPlan, error) {
+	f := layout.NewFlat()
+	defer f.Release()
+	return layout.PlanHistoryRows(out, func(i int, key string) (map[string]types.AttributeValue, bool) {
+		return s.history.get(tableKey{out[i].UserID, key})
+	}, func(i int, at time.Time) (map[string]types.AttributeValue, error) {
+		rec := out[i].Clone()
+		rec.LastRunDate = at
+		if err := f.EncodeRecord(&rec); err != nil {
+			return nil, err
+		}
+		item, hitem := storedItems(f)
+		if cur, ok := s.primary.get(primaryKey(item)); ok {
+			layout.CarryOwned(item, hitem, cur)
+		}
+		return hitem, nil
+	})
 }
 
 // itemInFlight reports whether a stored item carries an attempt whose
