@@ -132,13 +132,17 @@ func checkMoney(u string, recs []billing.Subscription, ledger []Charge) []string
 	byTxn := map[string]*Charge{}
 	for i := range ledger {
 		c := &ledger[i]
-		if !c.Kept() || c.Recovered && !c.Told {
-			// A decline confirmed on session counts once its settled
-			// event reached the host.
+		if !c.Kept() {
+			continue
+		}
+		byTxn[c.Result.TransactionID] = c
+		if c.Recovered && !c.Told {
+			// A decline confirmed on session is held to its period once
+			// its settled event reached the host (a delivery may apply
+			// and fail: then its record has it already).
 			continue
 		}
 		kept[c.SubscriptionID] = append(kept[c.SubscriptionID], c)
-		byTxn[c.Result.TransactionID] = c
 		// The records of its subscription ID that carry it: recorded
 		// with its transaction and amount, or in flight with its key.
 		var on []*billing.Subscription
