@@ -3,6 +3,7 @@ package faultsim
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -22,6 +23,7 @@ const (
 	invLocks    = "no user locked past two lease durations"
 	invReminder = "a reminder at most once per record and billing date"
 	invHistory  = "history equals the primary table"
+	invAppend   = "history is append-only: no row replaced or removed"
 )
 
 // afterStep checks the invariants after a step: the users it wrote (or
@@ -65,7 +67,7 @@ func (s *Sim) checkUsers(ctx context.Context, users []string) {
 	for _, c := range s.proc.ledger() {
 		byUser[c.UserID] = append(byUser[c.UserID], c)
 	}
-	var money, open, hist []string
+	var money, open, hist, appendOnly []string
 	for _, u := range users {
 		recs, err := s.raw.ListByUser(ctx, u)
 		if err != nil {
@@ -75,21 +77,23 @@ func (s *Sim) checkUsers(ctx context.Context, users []string) {
 		s.records[u] = recs
 		s.res.Checks[invMoney]++
 		m := checkMoney(u, recs, byUser[u])
-		var o, h []string
+		var o, h, a []string
 		if len(recs) > 0 {
 			s.res.Checks[invOpen]++
 			o = checkOpen(u, recs)
 			s.res.Checks[invHistory]++
-			h = s.checkHistory(ctx, u, recs)
+			s.res.Checks[invAppend]++
+			h, a = s.checkHistory(ctx, u, recs)
 		}
-		if len(m)+len(o)+len(h) > 0 {
+		if len(m)+len(o)+len(h)+len(a) > 0 {
 			trail := s.trail(ctx, u)
-			m, o, h = withTrail(m, trail), withTrail(o, trail), withTrail(h, trail)
+			m, o, h, a = withTrail(m, trail), withTrail(o, trail), withTrail(h, trail), withTrail(a, trail)
 		}
-		money, open, hist = append(money, m...), append(open, o...), append(hist, h...)
+		money, open, hist, appendOnly = append(money, m...), append(open, o...), append(hist, h...), append(appendOnly, a...)
 	}
 	s.fail(invMoney, money)
 	s.fail(invOpen, open)
+	s.fail(invAppend, appendOnly)
 	s.fail(invHistory, hist)
 }
 
@@ -131,8 +135,14 @@ func checkMoney(u string, recs []billing.Subscription, ledger []Charge) []string
 		if !c.Kept() {
 			continue
 		}
-		kept[c.SubscriptionID] = append(kept[c.SubscriptionID], c)
 		byTxn[c.Result.TransactionID] = c
+		if c.Recovered && !c.Told {
+			// A decline confirmed on session is held to its period once
+			// its settled event reached the host (a delivery may apply
+			// and fail: then its record has it already).
+			continue
+		}
+		kept[c.SubscriptionID] = append(kept[c.SubscriptionID], c)
 		// The records of its subscription ID that carry it: recorded
 		// with its transaction and amount, or in flight with its key.
 		var on []*billing.Subscription
@@ -220,12 +230,14 @@ func checkOpen(u string, recs []billing.Subscription) []string {
 // records the next outcome carries them). It is what
 // billingtest.RequireHistoryMatchesPrimary checks, with that allowance:
 // the helper counts the attempt attributes, so it fails on every record
-// in flight.
-func (s *Sim) checkHistory(ctx context.Context, u string, recs []billing.Subscription) []string {
+// in flight. The second result is what checkAppendOnly finds in the rows
+// read.
+func (s *Sim) checkHistory(ctx context.Context, u string, recs []billing.Subscription) (mirror, appendOnly []string) {
 	rows, err := s.hist.ListByUser(ctx, u)
 	if err != nil {
-		return []string{fmt.Sprintf("History.ListByUser(%s): %v", u, err)}
+		return []string{fmt.Sprintf("History.ListByUser(%s): %v", u, err)}, nil
 	}
+	appendOnly = s.checkAppendOnly(u, rows)
 	newest := map[string]*billing.Subscription{}
 	for i := range rows {
 		r := &rows[i]
@@ -250,7 +262,62 @@ func (s *Sim) checkHistory(ctx context.Context, u string, recs []billing.Subscri
 				u, desc(rec), layout.LastRunDateKey(row), d))
 		}
 	}
+	return bad, appendOnly
+}
+
+// checkAppendOnly compares the history rows of u with every row of u seen
+// by an earlier check (a shadow kept by last_run_date and subscription
+// ID): each must still be there, byte for byte; then it adds the new
+// rows to the shadow.
+func (s *Sim) checkAppendOnly(u string, rows []billing.Subscription) []string {
+	seen := s.shadow[u]
+	if seen == nil {
+		seen = map[string]billing.Subscription{}
+		s.shadow[u] = seen
+	}
+	cur := make(map[string]*billing.Subscription, len(rows))
+	for i := range rows {
+		cur[layout.LastRunDateKey(&rows[i])+" "+rows[i].SubscriptionID] = &rows[i]
+	}
+	var bad []string
+	for _, k := range slices.Sorted(maps.Keys(seen)) {
+		old := seen[k]
+		row, ok := cur[k]
+		if !ok {
+			var at []string
+			for _, r := range rows {
+				if layout.LastRunDateKey(&r) == layout.LastRunDateKey(&old) {
+					at = append(at, desc(&r))
+				}
+			}
+			what := "gone"
+			if len(at) > 0 {
+				what = "replaced by " + strings.Join(at, ", ")
+			}
+			bad = append(bad, fmt.Sprintf("user %s: the history row of %s at last_run_date %s is %s", u, desc(&old), layout.LastRunDateKey(&old), what))
+			continue
+		}
+		if !sameItem(&old, row) {
+			d := diffItems(row, &old)
+			if d == "" {
+				d = "reminder attributes"
+			}
+			bad = append(bad, fmt.Sprintf("user %s: the history row of %s at last_run_date %s was rewritten: %s", u, desc(&old), layout.LastRunDateKey(&old), d))
+		}
+	}
+	for k, r := range cur {
+		if _, ok := seen[k]; !ok {
+			seen[k] = *r
+		}
+	}
 	return bad
+}
+
+// sameItem reports whether a and b encode to the same item.
+func sameItem(a, b *billing.Subscription) bool {
+	x, errA := layout.EncodeItem(a)
+	y, errB := layout.EncodeItem(b)
+	return errA == nil && errB == nil && reflect.DeepEqual(x, y)
 }
 
 // diffItems describes the attributes the primary table would store

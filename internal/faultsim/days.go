@@ -27,7 +27,7 @@ func (s *Sim) planDay(d int) {
 	seed := s.opts.Seed
 	day := s.opts.Start.AddDate(0, 0, d)
 	kind := s.weather[d]
-	quiet := kind == calm || kind == calmCheck
+	quiet := kind == calm || kind == calmCheck || kind == abandoned
 	s.at(day.Add(settleAt), s.pickHost("settle", d).name, "ACH settlements", s.settleStep)
 	s.at(day.Add(notifyAt), "notifier", "notifier scheduler", s.notifier.schedule)
 	s.at(day.Add(notifyAt+5*time.Minute), "notifier", "notifier worker", s.notifier.work)
@@ -44,6 +44,9 @@ func (s *Sim) planDay(d int) {
 	}
 	if kind == calmCheck {
 		s.at(day.Add(strictAt), "-", "strict checks after two calm days", func(ctx context.Context) { s.strictCheck(ctx, day) })
+	}
+	if kind == abandoned {
+		s.at(day.Add(strictAt), "-", "check that the abandoned runs reach every shard", func(ctx context.Context) { s.checkRotation(ctx, day) })
 	}
 	if !quiet {
 		// Soon after the runs: collections of users whose attempt is in
@@ -91,6 +94,13 @@ type chain struct {
 func (s *Sim) startRun(t time.Time, kind billing.RunKind, what string, d int) {
 	seed := s.opts.Seed
 	groups := [][]int{nil}
+	if s.dayKind(t) == abandoned {
+		// One fresh run over every shard by the abandoner, stopped after
+		// its first invocation.
+		ch := &chain{kind: kind, started: t, what: what}
+		s.at(t, s.abandoner.name, fmt.Sprintf("%s %s run, never continued", what, kind), func(ctx context.Context) { s.invoke(ctx, s.abandoner, ch) })
+		return
+	}
 	if s.shards > 1 && draw(seed, "split", kind, what, d) < 0.5 {
 		n := 2 + pick(seed, min(3, s.shards-1), "groups", kind, what, d)
 		groups = nil
@@ -133,6 +143,10 @@ func (s *Sim) invoke(ctx context.Context, h *host, ch *chain) {
 		}
 		if err != nil {
 			s.res.Ops["run: page failed"]++
+		}
+		if s.dayKind(s.clock.Now()) == abandoned {
+			s.abandonRun(h, ch, rep, err)
+			return
 		}
 		if rep == nil || (rep.Next == "" && err == nil) {
 			return
@@ -275,4 +289,5 @@ func (s *Sim) settleStep(ctx context.Context) {
 		}
 	}
 	s.settle = again
+	s.recoverDeclines(ctx)
 }

@@ -46,7 +46,7 @@ func classify(err error) string {
 		return "illegal transition"
 	case errors.Is(err, errTimeout):
 		return "processor timeout"
-	case strings.Contains(err.Error(), "lock table"):
+	case strings.Contains(err.Error(), "lock table"), strings.Contains(err.Error(), "after the lock write applied"):
 		return "lock fault"
 	}
 	msg := err.Error()
@@ -74,7 +74,7 @@ var opKinds = []struct {
 }{
 	{"waive", 6}, {"cancel", 2}, {"pause", 6}, {"resume", 5}, {"change date", 7}, {"change tier", 7},
 	{"reactivate", 5}, {"manual repayment", 5}, {"webhook", 12}, {"collect by id", 5},
-	{"upgrade", 6}, {"new subscription", 6},
+	{"upgrade", 6}, {"new subscription", 6}, {"cancel at period end", 4}, {"reprice", 4},
 }
 
 // scheduleOp schedules operation i of day d at t.
@@ -92,7 +92,9 @@ func (s *Sim) scheduleOp(t time.Time, d, i int) {
 		}
 		n -= k.weight
 	}
-	if kind == "upgrade" && (!s.opts.Store.AddAll || s.opts.without(Upgrades)) {
+	if kind == "upgrade" && (!s.opts.Store.AddAll || s.opts.without(Upgrades)) ||
+		kind == "reprice" && (!s.opts.Store.AddAll || s.opts.without(Reprices)) ||
+		kind == "cancel at period end" && s.opts.without(ComeBacks) {
 		kind = "webhook"
 	}
 	h := s.pickHost("op", d, i)
@@ -233,6 +235,10 @@ func (s *Sim) doOp(ctx context.Context, h *host, kind string, d, i int) string {
 		return s.upgrade(ctx, h, d, i, notInFlight)
 	case "new subscription":
 		return s.newSubscription(ctx, h, d, i)
+	case "cancel at period end":
+		return s.cancelAtPeriodEnd(ctx, h, d, i)
+	case "reprice":
+		return s.reprice(ctx, h, d, i)
 	default:
 		panic("faultsim: unknown op " + kind)
 	}
@@ -301,10 +307,12 @@ func (s *Sim) upgrade(ctx context.Context, h *host, d, i int, notInFlight func(*
 	return classify(err)
 }
 
-// newSubscription adds the first record of a new subscription with
-// Repository.Add: a new user, a new subscription of an account on the
-// single table, or (legacy, sometimes) a second one for a user who has
-// one open, which the store must refuse.
+// newSubscription signs a new user up through Collector.Subscribe (a
+// new subscription of an account, on the single table), sometimes twice
+// with the same request key, as a redelivered request: the repeat must
+// answer the first period. Or (legacy, sometimes) it adds a second
+// subscription with Repository.Add for a user who has one open, which
+// the store must refuse.
 func (s *Sim) newSubscription(ctx context.Context, h *host, d, i int) string {
 	seed, now := s.opts.Seed, s.clock.Now()
 	var u string
@@ -327,13 +335,23 @@ func (s *Sim) newSubscription(ctx context.Context, h *host, d, i int) string {
 		rec.AnchorDay, rec.BillingWeek = rec.BillingDate.Day(), 0
 		rec.BillingPeriod = billing.BillingPeriod(rec.BillingDate)
 	}
-	rec.SubscriptionID = nextID(u+"|new", now)
-	err := h.repo.Add(ctx, &rec)
-	if !s.userSet[u] {
-		s.addUser(u)
+	if s.userSet[u] {
+		rec.SubscriptionID = nextID(u+"|new", now)
+		return "user with an open subscription: " + classify(h.repo.Add(ctx, &rec))
+	}
+	s.addUser(u)
+	req := subscribeRequest(&rec, fmt.Sprintf("signup-%d-%d", d, i))
+	first, err := h.col.Subscribe(ctx, req)
+	if err != nil || draw(seed, "subscribe again", d, i) >= 0.2 {
 		return "new user: " + classify(err)
 	}
-	return "user with an open subscription: " + classify(err)
+	again, err := s.pickHost("subscribe again", d, i).col.Subscribe(ctx, req)
+	s.res.Checks[invRequestKey]++
+	if err == nil && (!again.Repeated || again.Subscription.SubscriptionID != first.Subscription.SubscriptionID) {
+		s.fail(invRequestKey, []string{fmt.Sprintf("user %s: Subscribe repeated with request key %s answered %s (repeated %v), the first call %s",
+			u, req.RequestKey, desc(&again.Subscription), again.Repeated, desc(&first.Subscription))})
+	}
+	return "new user, subscribed twice: " + classify(err)
 }
 
 func contains(list []string, s string) bool {

@@ -9,10 +9,15 @@ import (
 	"github.com/dynabill/billing/internal/layout"
 )
 
-// populate seeds the users' first records.
+// populate signs the users up through Collector.Subscribe, the day
+// before the start (a user whose first billing date is older than the
+// stale threshold allows signed up the day before that date: the
+// backlog of a host that did not run for weeks), without faults.
 func (s *Sim) populate(ctx context.Context) error {
 	start := s.opts.Start
 	created := start.Add(-24 * time.Hour)
+	s.settingUp = true
+	defer func() { s.settingUp = false; s.clock.Set(start) }()
 	for i := range s.opts.Users {
 		u := fmt.Sprintf("u%04d", i+1)
 		if s.opts.Store.Layout == LayoutSingleTable {
@@ -23,12 +28,32 @@ func (s *Sim) populate(ctx context.Context) error {
 			u = layout.SubscriptionRef{AccountID: acct, SubscriptionID: fmt.Sprintf("sub-%04d", i+1), SKU: skus[i%3]}.UserID()
 		}
 		rec := s.firstRecord(u, created, start, "seed", i)
-		if err := s.raw.Add(ctx, &rec); err != nil {
+		now := created
+		if rec.BillingDate.Before(created.AddDate(0, 0, -25)) {
+			now = rec.BillingDate.Add(-time.Hour)
+		}
+		s.clock.Set(now)
+		h := s.pickHost("signup", i)
+		if _, err := h.col.Subscribe(ctx, subscribeRequest(&rec, "signup-"+u)); err != nil {
 			return fmt.Errorf("seeding %s: %w", u, err)
 		}
 		s.addUser(u)
 	}
 	return nil
+}
+
+// subscribeRequest is the request that signs rec's user up for a
+// subscription whose first period is rec.
+func subscribeRequest(rec *billing.Subscription, key string) billing.SubscribeRequest {
+	req := billing.SubscribeRequest{RequestKey: key, UserID: rec.UserID, Tier: rec.ReceiptTierName, Amount: rec.Amount,
+		Term: rec.Term, FirstBillingDate: rec.BillingDate}
+	if rec.BillingWeek > 0 {
+		req.FridayBilling = true
+	}
+	if rec.Status == billing.StatusPaused {
+		req.PauseMonths = rec.PauseDurationMonths
+	}
+	return req
 }
 
 // skus are the SKUs of single-table accounts.

@@ -85,11 +85,18 @@ type Charge struct {
 	SettleAt          time.Time
 	Returns           bool
 	Settled, Returned bool
+	// Recovered: a declined card charge the customer confirmed later, on
+	// session (the same payment, now succeeded); Told: its settled event
+	// was applied by the host, which knows of it from then on.
+	Recovered, Told bool
 }
 
 // Kept reports whether the charge moved money that stayed moved: a
 // collection that succeeded, or an ACH debit not returned.
 func (c *Charge) Kept() bool {
+	if c.Recovered {
+		return true
+	}
 	switch c.Result.Outcome {
 	case billing.OutcomeSucceeded:
 		return true
@@ -301,6 +308,9 @@ func (p *Processor) LookupPayment(ctx context.Context, req billing.PaymentReques
 		res.Outcome = billing.OutcomeSucceeded
 	case st.answer.Returned:
 		res.Outcome, res.DeclineReason, res.Retryable = billing.OutcomeDeclined, "R01: ACH returned", true
+	}
+	if st.answer.Recovered {
+		res.Outcome, res.DeclineReason, res.Retryable = billing.OutcomeSucceeded, "", false
 	}
 	return res, true, nil
 }

@@ -43,6 +43,8 @@ type repo struct {
 	sim   *Sim
 	host  string
 	calls *counter
+	// queries, when set, logs the status queries (the abandoner's).
+	queries *queryLog
 }
 
 var (
@@ -153,6 +155,9 @@ func (r *repo) Recent(ctx context.Context, userID string, limit int) ([]billing.
 }
 
 func (r *repo) QueryStatus(ctx context.Context, q billing.StatusQuery) (billing.Page, error) {
+	if r.queries != nil {
+		r.queries.add(q, r.DueShards())
+	}
 	if err := r.read("query", fmt.Sprintf("%s%v", q.Status, q.Shards)); err != nil {
 		return billing.Page{}, err
 	}

@@ -108,6 +108,22 @@ const (
 	EarlyReactivations Scenario = "early-reactivations"
 	// Outages: processor outages of days.
 	Outages Scenario = "outages"
+	// ComeBacks: cancellations at period end (the renewal cancelled
+	// while the paid period runs) and come-backs by Reactivate or
+	// Subscribe on the date the paid period ends, some first tried on a
+	// date inside it (which must be refused).
+	ComeBacks Scenario = "come-backs"
+	// DeclineRecoveries: card declines the customer confirms on session
+	// later, reported as settled events of the declined transaction.
+	DeclineRecoveries Scenario = "decline-recoveries"
+	// Reprices: Repository.AddAll rewrites of re-read records with a
+	// changed amount, keeping their last_run_date, or giving two records
+	// of a user the same one.
+	Reprices Scenario = "reprices"
+	// AbandonedRuns: on a sharded store, a stretch of days (one more than
+	// the shards, and two) whose runs a host with a page budget of its
+	// own stops after their first invocation and never continues.
+	AbandonedRuns Scenario = "abandoned-runs"
 )
 
 func (o Options) without(sc Scenario) bool { return slices.Contains(o.Without, sc) }
@@ -188,10 +204,13 @@ const (
 	calm
 	calmCheck // the second calm day: the strict checks run after its runs
 	outage
+	// abandoned: no faults, but every run is stopped after its first
+	// invocation and never continued (AbandonedRuns).
+	abandoned
 )
 
 func (k dayKind) String() string {
-	return [...]string{"stormy", "calm", "calm (checked)", "processor outage"}[k]
+	return [...]string{"stormy", "calm", "calm (checked)", "processor outage", "runs abandoned"}[k]
 }
 
 // host is one process running a collector.
@@ -236,6 +255,17 @@ type Sim struct {
 	notifier *notifierModel
 	settle   []*delivery
 
+	// settingUp is set while the population signs up: no faults.
+	settingUp bool
+	// shadow is every history row seen, by user, then by last_run_date
+	// and subscription ID (the append-only invariant).
+	shadow map[string]map[string]billing.Subscription
+	// abandoner runs every run of the abandoned days (AbandonedRuns);
+	// reached are the shards its fresh runs reached, by run kind, then
+	// shard, as the day index.
+	abandoner *host
+	reached   map[billing.RunKind]map[int]int
+
 	res    Result
 	failed map[string]bool
 	stop   bool
@@ -255,13 +285,22 @@ type event struct {
 func Run(ctx context.Context, opts Options) *Result {
 	opts = opts.withDefaults()
 	s := &Sim{opts: opts, clock: opts.Clock, raw: opts.Store.Repository, hist: opts.Store.History,
-		userSet: map[string]bool{}, failed: map[string]bool{}, dirty: map[string]bool{}, records: map[string][]billing.Subscription{}}
+		userSet: map[string]bool{}, failed: map[string]bool{}, dirty: map[string]bool{}, records: map[string][]billing.Subscription{},
+		shadow: map[string]map[string]billing.Subscription{}, reached: map[billing.RunKind]map[int]int{}}
 	s.res = Result{Seed: opts.Seed, Days: opts.Days, Faults: map[string]int{}, Checks: map[string]int{}, Ops: map[string]int{}, Weather: map[string]int{}}
 	s.clock.Set(opts.Start)
+	if sh, ok := s.raw.(billing.ShardedRepository); ok {
+		s.shards = max(sh.DueShards(), 1)
+	} else {
+		s.shards = 1
+	}
 	s.planWeather()
 	s.env = &env{seed: opts.Seed, clock: s.clock, faults: newFaultLog(),
-		stormy: func() bool { k := s.dayKind(s.clock.Now()); return k == stormy || k == outage },
-		outage: func() bool { return s.dayKind(s.clock.Now()) == outage },
+		stormy: func() bool {
+			k := s.dayKind(s.clock.Now())
+			return !s.settingUp && (k == stormy || k == outage)
+		},
+		outage: func() bool { return !s.settingUp && s.dayKind(s.clock.Now()) == outage },
 	}
 	s.locker = newLocker(s.env, 4*time.Minute)
 	s.locker.stuck = func(u string) {
@@ -276,15 +315,14 @@ func Run(ctx context.Context, opts Options) *Result {
 	s.proc = newProcessor(s.env, s.locker, 2*time.Hour, window)
 	s.proc.touch = s.touch
 	s.proc.lags = !opts.without(RunningRequests)
-	if sh, ok := s.raw.(billing.ShardedRepository); ok {
-		s.shards = max(sh.DueShards(), 1)
-	} else {
-		s.shards = 1
-	}
 	for i := range opts.Hosts {
 		h := s.newHost(i)
 		s.hosts = append(s.hosts, h)
 		s.res.Hosts = append(s.res.Hosts, h.desc)
+	}
+	if slices.Contains(s.weather, abandoned) {
+		s.abandoner = s.newAbandoner()
+		s.res.Hosts = append(s.res.Hosts, s.abandoner.desc)
 	}
 	s.notifier = newNotifier(s)
 	if err := s.populate(ctx); err != nil {

@@ -33,5 +33,6 @@ func (s *Sim) planWeather() {
 			w[days-3] = stormy
 		}
 	}
+	s.planAbandoned(w)
 	s.weather = w
 }
