@@ -83,11 +83,14 @@ func (s *Sim) comeBack(ctx context.Context, u string, paid, renewal billing.Subs
 	}
 	h := s.pickHost("come back", u, end, n)
 	bySubscribe := draw(seed, "come back by subscribe", u, end) < 0.5
+	// One come-back, one request key: the cancelled renewal names it (a
+	// user who leaves and comes back twice on one date makes two requests;
+	// the same key would be answered with the first one's period).
 	on := func(date time.Time, anchor bool) (billing.Subscription, error) {
 		if !bySubscribe {
 			return h.col.Reactivate(ctx, u, date)
 		}
-		req := billing.SubscribeRequest{RequestKey: fmt.Sprintf("come-back-%s", date.Format(time.RFC3339)), UserID: u,
+		req := billing.SubscribeRequest{RequestKey: fmt.Sprintf("come-back-%s-%s", renewal.SubscriptionID, date.Format(time.RFC3339)), UserID: u,
 			Tier: renewal.ReceiptTierName, Amount: renewal.Amount, Term: renewal.Term, Interval: renewal.Interval, FirstBillingDate: date}
 		if renewal.BillingWeek > 0 && billing.FridayWeek(date) > 0 {
 			req.FridayBilling = true
