@@ -326,7 +326,9 @@ func (c *Collector) ChangeTier(ctx context.Context, subscriptionID, tier string,
 // date by its own term, interval and anchor), so that no paid day is
 // billed again; otherwise nothing is written and the error is a
 // [*FieldError] wrapping [ErrInvalidDate] that names the paid period and
-// the first date not paid for.
+// the first date not paid for. A date whose schedule would later bill on
+// the date of another record of the user is refused the same way, naming
+// it: that period could not be opened.
 //
 // That end date is where a user who cancelled at period end comes back:
 // the cancelled renewal, never attempted, is billed on it. Reactivating
@@ -369,9 +371,21 @@ func (c *Collector) reactivateOnce(ctx context.Context, userID string, date time
 	if err != nil {
 		return Subscription{}, err
 	}
+	created := reactivated(userID, recs, d, over, c.cfg.NewID(), now)
+	if err := c.placeFirst(ctx, EventSubscriptionReactivated, &created, over, recs); err != nil {
+		return Subscription{}, err
+	}
+	return created, nil
+}
+
+// reactivated is the period Reactivate opens for userID, whose records
+// are recs, on d: with id, the tier, amount, term and Friday week of the
+// user's latest record; or, when over is the cancelled renewal on d
+// ([comeBackOn]), that period going on, its ID and anchor kept.
+func reactivated(userID string, recs []Subscription, d time.Time, over *Subscription, id string, now time.Time) Subscription {
 	last := recs[len(recs)-1]
 	created := Subscription{
-		UserID: userID, BillingDate: d, SubscriptionID: c.cfg.NewID(), Amount: last.Amount,
+		UserID: userID, BillingDate: d, SubscriptionID: id, Amount: last.Amount,
 		Status: StatusScheduled, BillingPeriod: BillingPeriod(d), Process: ProcessReactivation,
 		UpdatedEvent: EventUserReactivated, Term: last.Term, AnchorDay: d.Day(), Interval: last.Interval, ReceiptTierName: last.ReceiptTierName,
 		CreatedDate: now, LastRunDate: now,
@@ -390,10 +404,7 @@ func (c *Collector) reactivateOnce(ctx context.Context, userID string, date time
 			created.BillingWeek = over.BillingWeek
 		}
 	}
-	if err := c.placeFirst(ctx, EventSubscriptionReactivated, &created, over, recs); err != nil {
-		return Subscription{}, err
-	}
-	return created, nil
+	return created
 }
 
 // openNext returns the next period's record for a record leaving SCHEDULED

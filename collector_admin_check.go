@@ -133,7 +133,54 @@ func (c *Collector) checkReactivate(userID string, recs []Subscription, date, no
 		return time.Time{}, nil, err
 	}
 	over, err := comeBackOn("billing_date", d, recs)
-	return d, over, err
+	if err != nil {
+		return d, nil, err
+	}
+	next := reactivated(userID, recs, d, over, "", now)
+	return d, over, clearSchedule("billing_date", &next, recs)
+}
+
+// clearSchedule refuses sub, a new first period (field names its date),
+// when a later period of its schedule would fall on the date of a record
+// of the user among recs: a record of the subscription's earlier life
+// billed after sub's date (a renewal cancelled before it was charged, a
+// waived period). The collector could not open that period, its key being
+// taken, and the subscription would be charged up to it and then never
+// again. The error is a [*FieldError] wrapping [ErrInvalidDate] that names
+// the record and the period that would meet it. A schedule that cannot be
+// computed is left to the collector's own checks.
+func clearSchedule(field string, sub *Subscription, recs []Subscription) error {
+	taken := map[int64]*Subscription{}
+	var last time.Time
+	first := sub.BillingDate.Truncate(time.Second)
+	for i := range recs {
+		d := recs[i].BillingDate.Truncate(time.Second)
+		if d.After(first) {
+			taken[d.Unix()] = &recs[i]
+			if d.After(last) {
+				last = d
+			}
+		}
+	}
+	cur := sub.Clone()
+	for n := 2; len(taken) > 0; n++ {
+		next, err := followingDate(&cur)
+		if err != nil {
+			return nil
+		}
+		d := next.Truncate(time.Second)
+		if d.After(last) {
+			return nil
+		}
+		if r := taken[d.Unix()]; r != nil {
+			return &FieldError{Field: field, Value: sub.BillingDate.Format(time.RFC3339), Err: fmt.Errorf(
+				"%w: the subscription's period %d would be billed on %s, the date of the user's period %s (%s), "+
+					"and could not be opened: choose a date whose schedule avoids it, or that date itself to continue that period",
+				ErrInvalidDate, n, d.UTC().Format(time.RFC3339), r.SubscriptionID, r.Status)}
+		}
+		cur.BillingDate, cur.Status = next, StatusScheduled
+	}
+	return nil
 }
 
 // afterLastPaid refuses d, the billing date of a new first period (field

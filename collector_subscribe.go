@@ -129,7 +129,11 @@ func SubscriptionIDFor(userID, requestKey string) string {
 // plan and amount, its history row appended to the cancelled one's) — no
 // gap and no second charge. Any other record on the first billing date
 // (a period charged, waived or skipped) refuses it with a [*FieldError]
-// wrapping [ErrInvalidDate] naming that record: choose another date.
+// wrapping [ErrInvalidDate] naming that record: choose another date. So
+// does a first date whose schedule would later bill on the date of a
+// record of the user's earlier life (a renewal cancelled before its
+// charge, a waived period): that period could not be opened, and the
+// subscription would stop there.
 //
 // A held lock is an error wrapping [ErrAlreadyLocked]; retry with the same
 // key. A record another writer put on the first billing date meanwhile is
@@ -239,6 +243,9 @@ func againstUser(sub *Subscription, recs []Subscription, anchorDefault bool) (*S
 	over, err := comeBackOn("FirstBillingDate", sub.BillingDate, recs)
 	if over != nil && anchorDefault && sub.Term != TermWeekly && anchorFits(over.EffectiveAnchorDay(), sub.BillingDate) {
 		sub.AnchorDay = over.EffectiveAnchorDay()
+	}
+	if err == nil {
+		err = clearSchedule("FirstBillingDate", sub, recs)
 	}
 	return over, err
 }

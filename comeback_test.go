@@ -520,3 +520,62 @@ func TestComeBackPausedBySubscribe(t *testing.T) {
 		})
 	}
 }
+
+// TestNewFirstPeriodMeetingALaterRecordRefused: a user subscribed for a
+// later date (Mar 15) and cancelled before the first charge; a new
+// Subscribe (or Reactivate) on Feb 15, whose schedule lands on that
+// cancelled record's date, would be collected once and then stop for
+// good: the collector continues a subscription from the user's latest
+// record, and the next period's key is taken. It is refused, naming the
+// later record, and nothing is written; a date after it is accepted and
+// billed month after month.
+func TestNewFirstPeriodMeetingALaterRecordRefused(t *testing.T) {
+	t.Parallel()
+	for _, st := range comebackStores()[:2] {
+		for _, how := range []string{"subscribe", "reactivate"} {
+			t.Run(st.name+"/"+how, func(t *testing.T) {
+				t.Parallel()
+				e := newComebackEnv(t, st)
+				ctx := t.Context()
+				mar15 := time.Date(2024, 3, 15, 10, 0, 0, 0, time.UTC)
+				first, err := e.c.Subscribe(ctx, billing.SubscribeRequest{RequestKey: "later", UserID: e.user, Tier: "Plus:v2",
+					Amount: billing.MustParseAmount("4.99"), FirstBillingDate: mar15})
+				require.NoError(t, err)
+				_, err = e.c.Cancel(ctx, first.Subscription.SubscriptionID)
+				require.NoError(t, err)
+				before := e.history()
+
+				feb15 := mar15.AddDate(0, -1, 0)
+				again := func(d time.Time) error {
+					if how == "reactivate" {
+						_, err := e.c.Reactivate(ctx, e.user, d)
+						return err
+					}
+					_, err := e.c.Subscribe(ctx, billing.SubscribeRequest{RequestKey: "again-" + d.Format(time.DateOnly), UserID: e.user,
+						Tier: "Plus:v2", Amount: billing.MustParseAmount("4.99"), FirstBillingDate: d})
+					return err
+				}
+				err = again(feb15)
+				var fe *billing.FieldError
+				require.ErrorAs(t, err, &fe)
+				assert.ErrorIs(t, err, billing.ErrInvalidDate)
+				assert.Contains(t, err.Error(), first.Subscription.SubscriptionID, "the refusal names the later record")
+				assert.Len(t, e.records(), 1, "nothing written")
+				assert.Equal(t, before, e.history(), "no history row")
+
+				// After it: billed on Mar 20, Apr 20 and May 20, once each.
+				mar20 := mar15.AddDate(0, 0, 5)
+				require.NoError(t, again(mar20))
+				for m := range 3 {
+					rep := e.runAt(mar20.AddDate(0, m, 0))
+					require.Equal(t, 1, rep.Collected, "month %d: %+v", m, rep)
+				}
+				recs := e.records()
+				require.Len(t, recs, 5)
+				assert.Equal(t, billing.StatusScheduled, recs[4].Status, "the subscription goes on")
+				assert.Equal(t, mar20.AddDate(0, 3, 0), recs[4].BillingDate.UTC())
+				assert.Len(t, e.pay.Calls(), 3)
+			})
+		}
+	}
+}
