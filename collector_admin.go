@@ -172,7 +172,11 @@ func (c *Collector) Resume(ctx context.Context, subscriptionID string) (Change, 
 //   - the new date must be after every earlier record of the user, whatever
 //     its status: a record moved onto or before its previous period would
 //     no longer be the latest, and collecting it would open nothing;
-//   - the new date must not be the date of any other record of the user.
+//   - the new date must not be the date of any other record of the user;
+//   - with no later open period, the schedule from the new date must not
+//     bill on the date of a record of the user's earlier life (a
+//     [*FieldError] wrapping [ErrInvalidDate] names it): the record's
+//     collection could not open that period.
 //
 // Such a move is refused with a [*DateMoveError] (matching [ErrDateMove]
 // and [ErrInvalidDate], never [ErrConflict] or [ErrAlreadyExists]):
@@ -274,7 +278,24 @@ func checkDateMove(cur *Subscription, d time.Time, recs []Subscription) error {
 	if prev != nil && !d.After(prev.BillingDate) {
 		return newDateMoveError(cur, d, prev, false)
 	}
-	return nil
+	// With no later open period, cur's collection opens the next one from
+	// d on: its schedule must not meet a record of an earlier life.
+	var others []Subscription
+	for _, r := range recs {
+		switch {
+		case r.SubscriptionID == cur.SubscriptionID:
+		case !r.Status.IsTerminal() && r.BillingDate.After(cur.BillingDate):
+			return nil
+		case r.Status.IsTerminal():
+			others = append(others, r)
+		}
+	}
+	moved := cur.Clone()
+	moved.BillingDate, moved.AnchorDay = d, d.Day()
+	if w := FridayWeek(d); cur.BillingWeek != 0 && w != 0 {
+		moved.BillingWeek = w
+	}
+	return clearSchedule("billing_date", &moved, others)
 }
 
 func newDateMoveError(cur *Subscription, d time.Time, r *Subscription, later bool) *DateMoveError {

@@ -579,3 +579,37 @@ func TestNewFirstPeriodMeetingALaterRecordRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestDateMoveMeetingALaterRecordRefused: a period moved so that its
+// schedule later bills on the date of a record of the user's earlier
+// life (a renewal cancelled before its charge, Mar 15) is refused, naming
+// it: its collection could not open that period, and the subscription
+// would stop. A move whose schedule avoids it is accepted.
+func TestDateMoveMeetingALaterRecordRefused(t *testing.T) {
+	t.Parallel()
+	e := newComebackEnv(t, comebackStores()[0])
+	ctx := t.Context()
+	mar15 := time.Date(2024, 3, 15, 10, 0, 0, 0, time.UTC)
+	feb5 := time.Date(2024, 2, 5, 10, 0, 0, 0, time.UTC)
+	old := billing.Subscription{UserID: e.user, SubscriptionID: "earlier-life", BillingDate: mar15, BillingPeriod: billing.BillingPeriod(mar15),
+		Amount: billing.MustParseAmount("4.99"), Status: billing.StatusCancelled, Term: billing.TermMonthly, AnchorDay: 15,
+		ReceiptTierName: "Plus:v2", CreatedDate: jan31, LastRunDate: jan31}
+	cur := billing.Subscription{UserID: e.user, SubscriptionID: "now", BillingDate: feb5, BillingPeriod: billing.BillingPeriod(feb5),
+		Amount: billing.MustParseAmount("4.99"), Status: billing.StatusScheduled, Term: billing.TermMonthly, AnchorDay: 5,
+		ReceiptTierName: "Plus:v2", CreatedDate: jan31.Add(time.Hour), LastRunDate: jan31.Add(time.Hour)}
+	require.NoError(t, e.repo.Add(ctx, &old))
+	require.NoError(t, e.repo.Add(ctx, &cur))
+
+	_, err := e.c.ChangeBillingDate(ctx, "now", mar15.AddDate(0, -1, 0))
+	var fe *billing.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.ErrorIs(t, err, billing.ErrInvalidDate)
+	assert.Contains(t, err.Error(), "earlier-life")
+	got, err := e.repo.GetByID(ctx, "now")
+	require.NoError(t, err)
+	assert.Equal(t, feb5, got.BillingDate.UTC(), "not moved")
+
+	ch, err := e.c.ChangeBillingDate(ctx, "now", mar15.AddDate(0, -1, 1))
+	require.NoError(t, err)
+	assert.Equal(t, mar15.AddDate(0, -1, 1), ch.After.BillingDate.UTC())
+}
