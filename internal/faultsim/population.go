@@ -81,7 +81,15 @@ func (s *Sim) firstRecord(u string, created, from time.Time, parts ...any) billi
 	}
 	d := from.AddDate(0, 0, offset)
 	if rec.BillingWeek > 0 {
-		f := billing.NthFriday(d.Year(), d.Month(), rec.BillingWeek)
+		// The first Friday on or after d (not a fifth one), so that the
+		// date stays near d: the n-th Friday of d's month could be four
+		// weeks before it, beyond what a single table's walk catches up
+		// on (layout.DefaultCatchUpDays) for a backlog user.
+		f := time.Date(d.Year(), d.Month(), d.Day(), 0, 0, 0, 0, time.UTC)
+		for f.Weekday() != time.Friday || billing.FridayWeek(f) == 5 {
+			f = f.AddDate(0, 0, 1)
+		}
+		rec.BillingWeek = billing.FridayWeek(f)
 		rec.BillingDate = f.Add(time.Duration(hour)*time.Hour + time.Duration(minute)*time.Minute)
 	} else {
 		rec.BillingDate = time.Date(d.Year(), d.Month(), d.Day(), hour, minute, 0, 0, time.UTC)
