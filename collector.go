@@ -94,9 +94,10 @@ type Config struct {
 	// NewID makes subscription IDs for new records. Defaults to random
 	// UUIDs.
 	NewID func() string
-	// Prices is the host's price list: when set, a tier change takes its
-	// amount from it (see [Collector.ChangeTier]), so a caller never sets
-	// a price. Optional.
+	// Prices is the host's price list, by plan: a tier on a term and
+	// interval ([PricePlan]; [PriceListMap] holds one in memory). When set,
+	// Subscribe, a tier or plan change take their amount from it (see
+	// [Collector.ChangeTier]), so a caller never sets a price. Optional.
 	Prices PriceList
 	// MaxCharge is the largest amount a record may be charged per period.
 	// It is checked when a price is set (a subscription or tier change to

@@ -313,14 +313,25 @@ func newDateMoveError(cur *Subscription, d time.Time, r *Subscription, later boo
 // price), otherwise amount is taken as given. Either way it must be more than zero
 // (zero only with [Config.AllowFreeTiers]) and at most [Config.MaxCharge];
 // a refused tier or amount is a [*FieldError] wrapping [ErrUnknownTier] or
-// [ErrInvalidAmount], and nothing is read or written. A change to the tier
+// [ErrInvalidAmount], and nothing is written. The price list prices the
+// record's plan: the tier on the record's term and interval
+// ([PricePlan]). A change to the tier
 // and amount the record has (or has pending) is [ErrNoChange], unwritten.
 func (c *Collector) ChangeTier(ctx context.Context, subscriptionID, tier string, amount Amount, downgrade bool) (Change, error) {
-	amount, err := c.priceOf(ctx, tier, amount)
-	if err != nil {
-		return Change{}, fmt.Errorf("change tier %s: %w", subscriptionID, err)
+	// What needs no record is refused before anything is read: the tier
+	// name, and without a price list the amount itself. A price list
+	// prices the record's plan (its term and interval), read under the lock.
+	given := amount
+	if c.cfg.Prices == nil || !validTierName(tier) {
+		if _, err := c.priceOf(ctx, PricePlan{Tier: tier}, amount); err != nil {
+			return Change{}, fmt.Errorf("change tier %s: %w", subscriptionID, err)
+		}
 	}
 	return c.admin(ctx, OpChangeTier, subscriptionID, func(ctx context.Context, cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
+		amount, err := c.priceOf(ctx, PricePlan{Tier: tier, Term: cur.Term, Interval: cur.Interval}, given)
+		if err != nil {
+			return nil, err
+		}
 		if err := sameTier(cur, tier, amount, downgrade); err != nil {
 			return nil, err // a change to what it is writes no history row
 		}

@@ -80,7 +80,7 @@ func (c *Collector) CheckChange(ctx context.Context, ch AdminChange, s *Subscrip
 	case OpPause:
 		err = checkPauseMonths(ch.Months)
 	case OpChangeTier:
-		_, err = c.priceOf(ctx, ch.Tier, ch.Amount)
+		_, err = c.priceOf(ctx, PricePlan{Tier: ch.Tier, Term: s.Term, Interval: s.Interval}, ch.Amount)
 	case OpChangeDate:
 		var d time.Time
 		if d, err = c.billingDay("billing_date", ch.Date, c.cfg.Clock.Now()); err == nil && ch.UserRecords != nil {

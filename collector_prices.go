@@ -11,34 +11,76 @@ import (
 // DefaultMaxCharge is the default [Config.MaxCharge]: 10,000.00.
 const DefaultMaxCharge = Amount(1_000_000)
 
-// PriceList is the host's price list: what one period of a tier costs.
-// A tier is the name a record carries in ReceiptTierName, name and
-// version together ("Plus:v2"), so that a new version of a plan may cost
-// something else while the records of the old one keep their price.
-type PriceList interface {
-	// Price returns the amount of one period of tier, or an error
-	// wrapping [ErrUnknownTier] when the host does not sell it.
-	Price(ctx context.Context, tier string) (Amount, error)
+// PricePlan is what a subscription buys, as a price list prices it: a tier ("Plus:v2", name and version
+// together, as records carry it in ReceiptTierName) billed on a term, a
+// period spanning Interval terms (3 monthly terms: quarterly).
+type PricePlan struct {
+	Tier string
+	// Term is the billing term; the collector always sets it (a
+	// subscription's default is [TermMonthly]).
+	Term Term
+	// Interval is how many terms a period spans; the collector always
+	// sets it, 1 or more.
+	Interval int
 }
 
-// PriceListMap is a [PriceList] held in memory: tier → amount.
+// String returns the plan's key in a [PriceListMap]: the tier alone for
+// its monthly plan ("Plus:v2"), the tier and the term for another term
+// ("Plus:v2/YEARLY"), and the interval too when a period spans several
+// terms ("Plus:v2/MONTHLY/3" for quarterly).
+func (p PricePlan) String() string {
+	term, n := p.Term, max(p.Interval, 1)
+	if term == "" {
+		term = TermMonthly
+	}
+	switch {
+	case n > 1:
+		return fmt.Sprintf("%s/%s/%d", p.Tier, term, n)
+	case term != TermMonthly:
+		return p.Tier + "/" + string(term)
+	}
+	return p.Tier
+}
+
+// PriceList is the host's price list: what one period of a plan — a tier
+// on a term and interval — costs, so that a yearly plan of a tier is
+// priced apart from its monthly one, and a new version of a tier may cost
+// something else while the records of the old one keep their price.
+type PriceList interface {
+	// Price returns the amount of one period of plan, or an error
+	// wrapping [ErrUnknownTier] when the host does not sell that plan.
+	Price(ctx context.Context, plan PricePlan) (Amount, error)
+}
+
+// PriceListMap is a [PriceList] held in memory: a plan's key
+// ([PricePlan.String]) → the amount of one of its periods:
+//
+//	billing.PriceListMap{
+//		"Plus:v2":           billing.MustParseAmount("9.99"),  // monthly
+//		"Plus:v2/YEARLY":    billing.MustParseAmount("99.99"), // yearly
+//		"Plus:v2/MONTHLY/3": billing.MustParseAmount("27.99"), // quarterly
+//	}
+//
+// A plan without its key is not sold: a monthly price never stands for a
+// yearly one. A host whose tier names contain "/" writes its own
+// [PriceList].
 type PriceListMap map[string]Amount
 
 // Price implements [PriceList].
-func (m PriceListMap) Price(_ context.Context, tier string) (Amount, error) {
-	a, ok := m[tier]
+func (m PriceListMap) Price(_ context.Context, plan PricePlan) (Amount, error) {
+	a, ok := m[plan.String()]
 	if !ok {
-		return 0, &FieldError{Field: "tier", Value: tier, Err: ErrUnknownTier}
+		return 0, &FieldError{Field: "tier", Value: plan.Tier, Err: fmt.Errorf("%w: no price for plan %s", ErrUnknownTier, plan)}
 	}
 	return a, nil
 }
 
 // ListPrice, given as the amount of [Collector.ChangeTier], asks for the
-// tier's price in [Config.Prices]. It is no amount (amounts are never
+// price in [Config.Prices] of the tier on the record's term and interval. It is no amount (amounts are never
 // negative), so a caller's zero always means zero.
 const ListPrice Amount = -1
 
-// priceOf returns the amount a record of tier is to be charged: the price
+// priceOf returns the amount a record of plan is to be charged: the price
 // list's when the host has one (a caller's amount other than [ListPrice]
 // must then be that price), else the caller's amount ([ListPrice] is then
 // refused). Either way the amount must be more than zero (or zero, with
@@ -47,19 +89,24 @@ const ListPrice Amount = -1
 // name itself must be 1 to maxTierName bytes of UTF-8 without control
 // characters, whoever calls (HTTP, CLI, Lambda): it is stored on the
 // record and printed on receipts and notices.
-func (c *Collector) priceOf(ctx context.Context, tier string, amount Amount) (Amount, error) {
+func (c *Collector) priceOf(ctx context.Context, plan PricePlan, amount Amount) (Amount, error) {
+	tier := plan.Tier
 	if !validTierName(tier) {
 		return 0, &FieldError{Field: "tier", Value: tier,
 			Err: fmt.Errorf("%w: a tier name of 1 to %d bytes of UTF-8 without control characters", ErrUnknownTier, maxTierName)}
 	}
 	if c.cfg.Prices != nil {
-		price, err := c.cfg.Prices.Price(ctx, tier)
+		if plan.Term == "" {
+			plan.Term = TermMonthly
+		}
+		plan.Interval = max(plan.Interval, 1)
+		price, err := c.cfg.Prices.Price(ctx, plan)
 		if err != nil {
-			return 0, fmt.Errorf("price of tier %q: %w", tier, err)
+			return 0, fmt.Errorf("price of plan %s: %w", plan, err)
 		}
 		if amount != ListPrice && amount != price {
 			return 0, &FieldError{Field: "amount", Value: amount.String(),
-				Err: fmt.Errorf("%w: tier %q costs %s in the price list", ErrInvalidAmount, tier, price)}
+				Err: fmt.Errorf("%w: plan %s costs %s in the price list", ErrInvalidAmount, plan, price)}
 		}
 		amount = price
 	}

@@ -30,8 +30,9 @@ type SubscribeRequest struct {
 	UserID string
 	// Tier is the plan, its name and version together ("Plus:v2"). Required.
 	Tier string
-	// Amount is what each period costs. Defaults to Tier's price in
-	// [Config.Prices]; without a price list it is required. It must be more
+	// Amount is what each period costs. Defaults to the price of the plan
+	// — Tier on Term and Interval ([PricePlan]) — in [Config.Prices]; without
+	// a price list it is required. It must be more
 	// than zero (zero with [Config.AllowFreeTiers]) and at most
 	// [Config.MaxCharge].
 	Amount Amount
@@ -45,7 +46,9 @@ type SubscribeRequest struct {
 	// free first stretch, like a trial. Read as [Collector.ChangeBillingDate]
 	// reads dates (a wall-clock date and time in UTC, at least a day
 	// inside the stale threshold, at most [MaxDateAhead] ahead). Defaults to now: charged by
-	// the next scheduled run.
+	// the next scheduled run. A record is due once its billing date is
+	// strictly before a run's instant ([Subscription.DueAt]): a run in the
+	// same second as the date leaves it to the next run.
 	FirstBillingDate time.Time
 	// AnchorDay is the day of the month the later periods are billed on,
 	// 1 to 31 (a short month bills on its last day). Defaults to the day of
@@ -287,11 +290,7 @@ func (c *Collector) newSubscription(ctx context.Context, req SubscribeRequest, n
 	}
 	amount := req.Amount
 	if amount == 0 && c.cfg.Prices != nil {
-		amount = ListPrice // the field's default: the tier's price
-	}
-	amount, err := c.priceOf(ctx, req.Tier, amount)
-	if err != nil {
-		return Subscription{}, err
+		amount = ListPrice // the field's default: the plan's price
 	}
 	term := req.Term
 	if term == "" {
@@ -299,6 +298,10 @@ func (c *Collector) newSubscription(ctx context.Context, req SubscribeRequest, n
 	}
 	if !terms.Valid(term) {
 		return Subscription{}, &FieldError{Field: "Term", Value: string(term), Err: ErrInvalidTerm}
+	}
+	amount, err := c.priceOf(ctx, PricePlan{Tier: req.Tier, Term: term, Interval: req.Interval}, amount)
+	if err != nil {
+		return Subscription{}, err
 	}
 	first := req.FirstBillingDate
 	if first.IsZero() {

@@ -104,7 +104,8 @@ type ChangePlanRequest struct {
 	// Tier is the new plan, name and version ("Plus:v2"). Required.
 	Tier string
 	// Amount is what each period of the new plan costs. Defaults to the
-	// tier's price in [Config.Prices] ([ListPrice]); without a price list
+	// price in [Config.Prices] ([ListPrice]) of Tier on the subscription's
+	// term and interval ([PricePlan]); without a price list
 	// it is required. Checked as [Collector.ChangeTier] checks it.
 	Amount Amount
 	// When says when the plan applies. Defaults to [ChangeNow].
@@ -247,10 +248,14 @@ func (c *Collector) ChangePlan(ctx context.Context, req ChangePlanRequest) (User
 	if amount == 0 && c.cfg.Prices != nil {
 		amount = ListPrice
 	}
-	amount, err := c.priceOf(ctx, req.Tier, amount)
-	if err != nil {
-		return UserChange{}, fmt.Errorf("change plan %s: %w", req.UserID, err)
+	// Refused before anything is read when no record is needed to tell;
+	// a price list prices the user's plan (term and interval), read below.
+	if c.cfg.Prices == nil || !validTierName(req.Tier) {
+		if _, err := c.priceOf(ctx, PricePlan{Tier: req.Tier}, amount); err != nil {
+			return UserChange{}, fmt.Errorf("change plan %s: %w", req.UserID, err)
+		}
 	}
+	given := amount
 	down := when == ChangeAtNextPeriod
 	kr := newKeyedRequest("change plan", req.RequestKey).field("Tier", req.Tier).
 		field("When", string(when))
@@ -258,6 +263,11 @@ func (c *Collector) ChangePlan(ctx context.Context, req ChangePlanRequest) (User
 		kr = kr.field("Amount", req.Amount.String())
 	}
 	return c.byUser(ctx, req.UserRequest, kr, OpChangeTier, func(recs []Subscription, kr keyedRequest, _ time.Time) ([]Subscription, keyedRequest, error) {
+		v := viewOf(req.UserID, recs)
+		var err error
+		if amount, err = c.priceOf(ctx, PricePlan{Tier: req.Tier, Term: v.Term, Interval: v.Interval}, given); err != nil {
+			return nil, kr, err
+		}
 		var targets []Subscription
 		for _, r := range inStatus(recs, StatusScheduled) {
 			if sameTier(&r, req.Tier, amount, down) == nil {

@@ -120,21 +120,23 @@ type plan struct {
 	amount billing.Amount
 }
 
-// The plans of the population: a tier has one term and one price.
+// The plans of the population: Plus:v2 is sold monthly and yearly, each
+// plan at its own price.
 var (
 	planBasic   = plan{"Basic:v1", billing.TermMonthly, billing.MustParseAmount("4.99")}
 	planPlus    = plan{"Plus:v2", billing.TermMonthly, billing.MustParseAmount("9.99")}
-	planYearly  = plan{"PlusYearly:v2", billing.TermYearly, billing.MustParseAmount("39.99")}
+	planYearly  = plan{"Plus:v2", billing.TermYearly, billing.MustParseAmount("39.99")}
 	planPremium = plan{"Premium:v1", billing.TermYearly, billing.MustParseAmount("99.99")}
 )
 
-// Prices returns the price list of the population's tiers, for
+// Prices returns the price list of the population's plans, for
 // billing.Config.Prices: with it, a SubscribeRequest may leave Amount
-// zero.
+// zero, and the tier on the request's term is priced ("Plus:v2" monthly,
+// "Plus:v2/YEARLY").
 func Prices() billing.PriceListMap {
 	m := billing.PriceListMap{}
 	for _, p := range []plan{planBasic, planPlus, planYearly, planPremium} {
-		m[p.tier] = p.amount
+		m[billing.PricePlan{Tier: p.tier, Term: p.term, Interval: 1}.String()] = p.amount
 	}
 	return m
 }

@@ -136,8 +136,9 @@ func run(ctx context.Context, endpoint string, keep bool, sim simulation.Options
 		Provider:   processor,
 		Clock:      clock,
 		Events:     tally,
-		// The service's price list (a billing.PriceList): tier → what one
-		// period costs, so that a sign-up names the tier and not the amount.
+		// The service's price list (a billing.PriceList): plan → what one
+		// period costs ("Plus:v2" monthly, "Plus:v2/YEARLY" yearly), so
+		// that a sign-up names the tier and term and not the amount.
 		Prices: simulation.Prices(),
 		// Small, so that runs continue through Report.Next as a service's
 		// queued invocations do; the default is 10 pages.
