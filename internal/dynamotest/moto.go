@@ -246,3 +246,15 @@ func pythonCandidates(motoPath string) []string {
 	}
 	return out
 }
+
+// MotoCommand returns the command that serves moto on 127.0.0.1:port one
+// request at a time, as the tests start it (see serializedMoto), for a
+// local server outside the tests (internal/dynamotest/localmoto). An
+// error says moto_server is not on PATH.
+func MotoCommand(port int) (*exec.Cmd, error) {
+	path, err := exec.LookPath(motoCommand)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w; %s", motoCommand, err, howTo)
+	}
+	return motoCmd(path, port), nil
+}
