@@ -51,7 +51,8 @@ const (
 	EventUnexpectedRecord EventType = "subscription_unexpected_record"
 	// EventDuplicatePayment: the processor reports a payment (a settled
 	// event, [Collector.ApplySettlement]) for a period that another
-	// transaction has paid already. Nothing is written; TransactionID is
+	// transaction has paid already, or that was waived or cancelled after
+	// a charge was attempted. Nothing is written; TransactionID is
 	// the duplicate payment, for the host to refund, and Reason names the
 	// transaction the record holds. A redelivered event reports it again.
 	EventDuplicatePayment EventType = "payment_duplicate"

@@ -75,7 +75,12 @@ type Settlement struct {
 //     reports it again.
 //   - For another transaction of a record still SCHEDULED: early, as the
 //     record may not have recorded the attempt yet.
-//   - For a record closed without payment (WAIVED, CANCELLED, PAUSED,
+//   - For a record forgiven or cancelled after a charge was attempted
+//     (WAIVED or CANCELLED, [Subscription.Attempted]): the customer paid
+//     for a period no longer owed. Nothing is written; it is reported as a
+//     duplicate payment (below: the warning, [EventDuplicatePayment] to
+//     refund, [ErrDuplicatePayment]).
+//   - For another record closed without payment (never attempted, PAUSED,
 //     PAUSED_SKIPPED): an error, wrapping [ErrIllegalTransition] for its
 //     own transaction and [ErrTransactionMismatch] for another.
 //
@@ -172,6 +177,10 @@ func (c *Collector) settled(ctx context.Context, cur *Subscription, s Settlement
 			return *cur, false, nil // replay
 		}
 		return *cur, false, c.duplicatePayment(ctx, cur, s)
+	case (cur.Status == StatusWaived || cur.Status == StatusCancelled) && cur.Attempted():
+		// A period forgiven or cancelled after a charge was attempted: the
+		// customer paid for a period that is no longer owed.
+		return *cur, false, c.duplicatePayment(ctx, cur, s)
 	case !own && cur.Status == StatusScheduled:
 		return *cur, false, fmt.Errorf("%w: %w: %s %s event for %s, record is %s with %q", ErrSettlementEarly, ErrTransactionMismatch,
 			s.SubscriptionID, s.Kind, s.TransactionID, cur.Status, cur.TransactionID)
@@ -222,9 +231,14 @@ func (c *Collector) duplicatePayment(ctx context.Context, cur *Subscription, s S
 	e := eventFor(EventDuplicatePayment, cur, c.cfg.Clock.Now())
 	e.TransactionID = s.TransactionID
 	e.Reason = fmt.Sprintf("period %s (%s) was paid by transaction %q", cur.SubscriptionID, cur.Status, cur.TransactionID)
+	what := fmt.Sprintf("already paid by %q", cur.TransactionID)
+	if cur.Status == StatusWaived || cur.Status == StatusCancelled {
+		e.Reason = fmt.Sprintf("period %s was closed without payment (%s)", cur.SubscriptionID, cur.Status)
+		what = "closed without payment"
+	}
 	c.emit(ctx, e)
-	return fmt.Errorf("%w: %w: %s settled by %s, already paid by %q (%s)", ErrDuplicatePayment, ErrTransactionMismatch,
-		cur.SubscriptionID, s.TransactionID, cur.TransactionID, cur.Status)
+	return fmt.Errorf("%w: %w: %s settled by %s, %s (%s)", ErrDuplicatePayment, ErrTransactionMismatch,
+		cur.SubscriptionID, s.TransactionID, what, cur.Status)
 }
 
 // overlapping returns the user's periods after cur that start before cur's

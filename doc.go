@@ -375,7 +375,8 @@ var (
 	ErrTransactionMismatch = errors.New("billing: transaction ID does not match the record")
 
 	// ErrDuplicatePayment reports a settled event for a period that another
-	// transaction has paid already: the customer paid twice. Nothing is
+	// transaction has paid already (the customer paid twice), or that was
+	// waived or cancelled after a charge was attempted. Nothing is
 	// written; the collector logs it and emits [EventDuplicatePayment]. The
 	// error also wraps [ErrTransactionMismatch].
 	ErrDuplicatePayment = errors.New("billing: period paid twice")

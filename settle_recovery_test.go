@@ -360,3 +360,48 @@ func TestSettlementOverlapReportedAfterReactivate(t *testing.T) {
 		})
 	}
 }
+
+// TestSettlementOfForgivenPeriodReported: a period declined twice, then
+// cancelled or waived by an operator, is paid after all (the customer
+// confirms the first intent on session, or the second one settles). The
+// money is for a period no longer owed: nothing is written, and each
+// settled event is reported as a duplicate payment naming the
+// transaction to refund (ErrDuplicatePayment, EventDuplicatePayment, a
+// warning), not ignored as another record's or refused as an illegal
+// transition (found by review: before, neither was recorded nor
+// reported).
+func TestSettlementOfForgivenPeriodReported(t *testing.T) {
+	for _, forgive := range []string{"cancel", "waive"} {
+		t.Run(forgive, func(t *testing.T) {
+			ctx := context.Background()
+			e, logs := newRecoveryEnv(t)
+			s := e.add("u1", jan31, billing.StatusScheduled)
+			e.pay.SetUser("u1", billingtest.Declined("insufficient_funds", true), billingtest.Declined("insufficient_funds", true))
+			e.run(billing.RunScheduled)
+			first := e.get(s.SubscriptionID).TransactionID
+			e.clock.Advance(24 * time.Hour)
+			e.run(billing.RunRetry)
+			second := e.get(s.SubscriptionID).TransactionID
+			require.NotEqual(t, first, second)
+			var err error
+			if forgive == "cancel" {
+				_, err = e.c.Cancel(ctx, s.SubscriptionID)
+			} else {
+				_, err = e.c.Waive(ctx, s.SubscriptionID)
+			}
+			require.NoError(t, err)
+			closed := e.get(s.SubscriptionID)
+			rows := e.historyStatuses(s.SubscriptionID)
+			for i, txn := range []string{first, second} {
+				rec, changed, err := e.c.ApplySettlement(ctx, billing.Settlement{SubscriptionID: s.SubscriptionID, TransactionID: txn, Kind: billing.SettlementSettled})
+				require.ErrorIs(t, err, billing.ErrDuplicatePayment, txn)
+				assert.False(t, changed)
+				assert.Equal(t, closed.Status, rec.Status)
+				assert.Equal(t, i+1, e.events.Count(billing.EventDuplicatePayment))
+			}
+			assert.Equal(t, closed, e.get(s.SubscriptionID), "nothing written")
+			assert.Equal(t, rows, e.historyStatuses(s.SubscriptionID), "no history row")
+			assert.Contains(t, logs.String(), "duplicate payment")
+		})
+	}
+}
