@@ -114,7 +114,11 @@ func SubscriptionIDFor(userID, requestKey string) string {
 // It is idempotent on (UserID, RequestKey): a repeated request returns the
 // period the first one created, Repeated set, and writes nothing, even
 // when it would no longer be accepted (its first billing date now too
-// old, its tier gone from the price list). A user
+// old, its tier gone from the price list), and when a come-back by
+// another request has since reopened that period under its own ID: the
+// answer is then the period as its last history row left it (read
+// through [Config.History]), so a late redelivery never subscribes a
+// user who has left. A user
 // (a subscription of an account, on the single table) that already has an
 // open period — SCHEDULED, ERROR, ACHSENT or PAUSED — is refused with an
 // [*OpenSubscriptionError]: change that subscription's plan, or cancel it
@@ -177,6 +181,9 @@ func (c *Collector) subscribeOnce(ctx context.Context, req SubscribeRequest) (Su
 	if out := repeatOf(req, recs); out.Repeated {
 		return out, c.checkSubscribeRepeat(ctx, req, out.Subscription.SubscriptionID)
 	}
+	if out, err := c.repeatInHistory(ctx, req); err != nil || out.Repeated {
+		return out, err
+	}
 	sub, err := c.newSubscription(ctx, req, c.cfg.Clock.Now())
 	if err != nil {
 		return Subscribed{}, err
@@ -213,6 +220,29 @@ func (c *Collector) addPeriod(ctx context.Context, change EventType, sub *Subscr
 		}
 		sub.LastRunDate = sub.LastRunDate.Add(time.Millisecond)
 	}
+}
+
+// repeatInHistory answers a repeat of req whose period no record carries
+// any more: a come-back by another Subscribe reopened it under that
+// request's ID. The key was used: the answer is the period as its last
+// history row left it, Repeated set, so that a late redelivery never opens
+// a subscription the user has left. Without [Config.History] nothing can
+// be told, and req is judged as a new request.
+func (c *Collector) repeatInHistory(ctx context.Context, req SubscribeRequest) (Subscribed, error) {
+	if c.cfg.History == nil {
+		return Subscribed{}, nil
+	}
+	id := SubscriptionIDFor(req.UserID, req.RequestKey)
+	rows, err := c.cfg.History.ListBySubscription(ctx, id)
+	if err != nil {
+		return Subscribed{}, fmt.Errorf("read the history of %s: %w", id, err)
+	}
+	if len(rows) == 0 {
+		return Subscribed{}, nil
+	}
+	last := rows[len(rows)-1]
+	last.Change, last.Request = "", ""
+	return Subscribed{Subscription: last, Repeated: true}, c.checkSubscribeRepeat(ctx, req, id)
 }
 
 // repeatOf returns, Repeated set, the period req created already among

@@ -613,3 +613,54 @@ func TestDateMoveMeetingALaterRecordRefused(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, mar15.AddDate(0, -1, 1), ch.After.BillingDate.UTC())
 }
+
+// TestSubscribeKeyOfAReopenedPeriodIsStillARepeat: a subscribe request
+// K whose period, cancelled before its charge, was reopened by a
+// come-back under another key K2 is still a repeat: while K2's period is
+// open and after the user cancelled again, a redelivery of K answers
+// Repeated with K's period as its history last left it, writes nothing,
+// and never bills the user again (found by review: before, it was
+// refused as an open subscription, then, once cancelled, it reopened the
+// period and the next run charged a user who had left).
+func TestSubscribeKeyOfAReopenedPeriodIsStillARepeat(t *testing.T) {
+	t.Parallel()
+	for _, st := range comebackStores() {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			e := newComebackEnv(t, st)
+			ctx := t.Context()
+			d := jan31.Add(10 * 24 * time.Hour)
+			req := billing.SubscribeRequest{RequestKey: "K", UserID: e.user, Tier: "Plus:v2", Amount: billing.MustParseAmount("9.99"), FirstBillingDate: d}
+			first, err := e.c.Subscribe(ctx, req)
+			require.NoError(t, err)
+			cancel := func(key string) {
+				_, err := e.c.CancelSubscription(ctx, billing.CancelSubscriptionRequest{UserRequest: billing.UserRequest{UserID: e.user, RequestKey: key}})
+				require.NoError(t, err)
+			}
+			cancel("c1")
+			req2 := req
+			req2.RequestKey = "K2"
+			back, err := e.c.Subscribe(ctx, req2)
+			require.NoError(t, err)
+			require.Equal(t, d, back.Subscription.BillingDate.UTC(), "reopened on its date")
+
+			again, err := e.c.Subscribe(ctx, req)
+			require.NoError(t, err, "a repeat of K answers what K did")
+			assert.True(t, again.Repeated)
+			assert.Equal(t, first.Subscription.SubscriptionID, again.Subscription.SubscriptionID)
+
+			cancel("c2")
+			rows := len(e.history())
+			again, err = e.c.Subscribe(ctx, req)
+			require.NoError(t, err)
+			assert.True(t, again.Repeated)
+			assert.Len(t, e.history(), rows, "nothing written")
+			for _, r := range e.records() {
+				assert.Equal(t, billing.StatusCancelled, r.Status, "the user who left stays gone")
+			}
+			rep := e.runAt(d)
+			assert.Zero(t, rep.Attempted)
+			assert.Empty(t, e.pay.Calls())
+		})
+	}
+}
