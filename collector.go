@@ -560,6 +560,10 @@ func (c *Collector) worthHandling(kind RunKind, it *Subscription, now time.Time)
 }
 
 func (c *Collector) emit(ctx context.Context, e Event) {
+	// A sink that calls the collector back gets no part of the call it is
+	// told about: not the user's lock a change by user holds (it would
+	// re-enter without locking), nor that change's request.
+	ctx = context.WithValue(context.WithValue(ctx, heldLockKey{}, nil), requestKey{}, nil)
 	if err := c.cfg.Events.Emit(ctx, e); err != nil {
 		c.cfg.Logger.WarnContext(ctx, "billing: event sink", "type", e.Type, "subscription_id", e.SubscriptionID, "error", err)
 	}
