@@ -125,7 +125,10 @@ type MoveBillingDateRequest struct {
 // period refuses it unless req.ForgiveOwed is set, which forgives it. With
 // [CancelNow] the result says what the host must refund. An ACH debit awaiting settlement (ACHSENT) refuses the
 // whole change ([ErrNotCollectible]): cancel once it settles. See
-// [Collector.ChangePlan] for what every change by user shares.
+// [Collector.ChangePlan] for what every change by user shares; in
+// particular, repeat a cancellation that failed part-way at once, with
+// its key: until then a period it did not reach is still collected by the
+// runs, and once collected it fails the repeat.
 func (c *Collector) CancelSubscription(ctx context.Context, req CancelSubscriptionRequest) (UserChange, error) {
 	when := req.When
 	if when == "" {
