@@ -5,7 +5,7 @@ go 1.26.0
 replace github.com/dynabill/billing => ..
 
 require (
-	github.com/dynabill/billing v0.0.0-20261125223541-349286780e1b
+	github.com/dynabill/billing v0.0.0-20261128052525-bf5151ea2233
 	github.com/stretchr/testify v1.12.1
 	github.com/stripe/stripe-go/v85 v85.0.0
 )
