@@ -9,8 +9,8 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.73.1
 	github.com/aws/aws-sdk-go-v2/service/secretsmanager v1.50.10
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.52.10
-	github.com/dynabill/billing v0.0.0-20261125223541-349286780e1b
-	github.com/dynabill/billing/billingstripe v0.0.0-20261128042001-6f2af8f9662d
+	github.com/dynabill/billing v0.0.0-20261128052525-bf5151ea2233
+	github.com/dynabill/billing/billingstripe v0.0.0-20261128052540-9c4b6fa55846
 	github.com/stretchr/testify v1.12.1
 	github.com/stripe/stripe-go/v85 v85.0.0
 )
