@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/cursor"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/internal/timefmt"
@@ -141,18 +141,18 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 		})
 	}
 	page.Count = len(page.Items) + len(page.Invalid)
-	var next map[string]types.AttributeValue
+	var next map[string]av.AttributeValue
 	switch i := slices.Index(shards, shard); {
 	case page.Scanned == limit:
 		k := t.key(last)
-		next = map[string]types.AttributeValue{
-			layout.AttrUserID:        &types.AttributeValueMemberS{Value: k.pk},
-			layout.AttrBillingDate:   &types.AttributeValueMemberS{Value: k.sk},
-			layout.AttrBillingStatus: &types.AttributeValueMemberS{Value: string(q.Status)},
-			cursorShard:              &types.AttributeValueMemberS{Value: strconv.Itoa(shard)},
+		next = map[string]av.AttributeValue{
+			layout.AttrUserID:        &av.AttributeValueMemberS{Value: k.pk},
+			layout.AttrBillingDate:   &av.AttributeValueMemberS{Value: k.sk},
+			layout.AttrBillingStatus: &av.AttributeValueMemberS{Value: string(q.Status)},
+			cursorShard:              &av.AttributeValueMemberS{Value: strconv.Itoa(shard)},
 		}
 	case due && i+1 < len(shards):
-		next = map[string]types.AttributeValue{cursorShard: &types.AttributeValueMemberS{Value: strconv.Itoa(shards[i+1])}}
+		next = map[string]av.AttributeValue{cursorShard: &av.AttributeValueMemberS{Value: strconv.Itoa(shards[i+1])}}
 	}
 	if next != nil {
 		if page.Next, err = cursor.Encode(scope, next); err != nil {

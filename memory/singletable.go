@@ -10,10 +10,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/entitlement"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/cursor"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/internal/timefmt"
@@ -192,7 +192,7 @@ func (s *SingleTable) Payments() entitlement.Payments { return (*stPayments)(s) 
 // entity: item needs user_id (an engine user ID) and billing_date or
 // last_run_date as non-empty strings, as [Store.PutRawItem] does. The
 // subscription item and the period ID pointers are left as they are.
-func (s *SingleTable) PutRawItem(tableName string, item map[string]types.AttributeValue) error {
+func (s *SingleTable) PutRawItem(tableName string, item map[string]av.AttributeValue) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.periods.PutRawItem(tableName, item)
@@ -241,7 +241,7 @@ type stTx struct {
 	pointers []stPointer
 	receipt  *entitlement.Receipt
 	// receiptItem is the receipt's item once checked against the table.
-	receiptItem map[string]types.AttributeValue
+	receiptItem map[string]av.AttributeValue
 }
 
 // stChain is the writes of one subscription (engine user) in a tx, and
@@ -250,7 +250,7 @@ type stChain struct {
 	ref     layout.SubscriptionRef
 	deleted []string // billing_date keys of periods removed
 	written []*billing.Subscription
-	item    map[string]types.AttributeValue
+	item    map[string]av.AttributeValue
 	open    layout.OpenPeriods
 }
 
@@ -785,7 +785,7 @@ func (r *stRepository) QueryStatus(ctx context.Context, q billing.StatusQuery) (
 			}
 		}
 		if more && len(hits) > 0 {
-			key := map[string]types.AttributeValue{stCursorDay: &types.AttributeValueMemberS{Value: d}}
+			key := map[string]av.AttributeValue{stCursorDay: &av.AttributeValueMemberS{Value: d}}
 			for _, a := range []string{layout.AttrPK, layout.AttrSK, layout.AttrNextPaymentDate, layout.AttrLastPaymentDate} {
 				key[a] = hits[len(hits)-1][a]
 			}
@@ -796,13 +796,13 @@ func (r *stRepository) QueryStatus(ctx context.Context, q billing.StatusQuery) (
 			empty++
 		}
 		if !day.After(w.Last) && (read >= limit || page.Count > 0 || empty >= stMaxEmptyDays) {
-			return finishStatusPage(scope, page, map[string]types.AttributeValue{stCursorDay: &types.AttributeValueMemberS{Value: layout.PaymentDayKey(day)}})
+			return finishStatusPage(scope, page, map[string]av.AttributeValue{stCursorDay: &av.AttributeValueMemberS{Value: layout.PaymentDayKey(day)}})
 		}
 	}
 	return page, nil
 }
 
-func finishStatusPage(scope string, page billing.Page, key map[string]types.AttributeValue) (billing.Page, error) {
+func finishStatusPage(scope string, page billing.Page, key map[string]av.AttributeValue) (billing.Page, error) {
 	next, err := cursor.Encode(scope, key)
 	if err != nil {
 		return billing.Page{}, fmt.Errorf("billing: status page: cursor: %w", err)
@@ -813,7 +813,7 @@ func finishStatusPage(scope string, page billing.Page, key map[string]types.Attr
 
 // decodeStatusCursor returns the day and index position a cursor
 // continues from: the walk's first day for "".
-func decodeStatusCursor(scope, token string, w layout.StatusWalk) (time.Time, map[string]types.AttributeValue, error) {
+func decodeStatusCursor(scope, token string, w layout.StatusWalk) (time.Time, map[string]av.AttributeValue, error) {
 	if token == "" {
 		return w.First, nil, nil
 	}
@@ -841,20 +841,20 @@ func decodeStatusCursor(scope, token string, w layout.StatusWalk) (time.Time, ma
 // paymentIndex returns the subscription items of the payment index on
 // day d after start, in index order (LastPaymentDate, then PK and SK), as
 // copies. The caller holds s.mu.
-func (s *SingleTable) paymentIndex(d string, start map[string]types.AttributeValue) []map[string]types.AttributeValue {
-	order := func(it map[string]types.AttributeValue) []string {
+func (s *SingleTable) paymentIndex(d string, start map[string]av.AttributeValue) []map[string]av.AttributeValue {
+	order := func(it map[string]av.AttributeValue) []string {
 		return []string{str(it[layout.AttrLastPaymentDate]), str(it[layout.AttrPK]), str(it[layout.AttrSK])}
 	}
 	s.pay.mu.Lock()
 	defer s.pay.mu.Unlock()
-	var hits []map[string]types.AttributeValue
+	var hits []map[string]av.AttributeValue
 	for _, it := range s.pay.items {
 		if str(it[layout.AttrNextPaymentDate]) == d && str(it[layout.AttrLastPaymentDate]) != "" &&
 			(start == nil || slices.Compare(order(it), order(start)) > 0) {
 			hits = append(hits, cloneItem(it))
 		}
 	}
-	slices.SortFunc(hits, func(a, b map[string]types.AttributeValue) int { return slices.Compare(order(a), order(b)) })
+	slices.SortFunc(hits, func(a, b map[string]av.AttributeValue) int { return slices.Compare(order(a), order(b)) })
 	return hits
 }
 
@@ -862,7 +862,7 @@ func (s *SingleTable) paymentIndex(d string, start map[string]types.AttributeVal
 // that are in the query's status and kept by the walk. It reads, and
 // counts in Scanned, the subscription's periods from the later of the
 // day and the range's start to the range's end.
-func (s *SingleTable) expand(ctx context.Context, q billing.StatusQuery, w layout.StatusWalk, day time.Time, hit map[string]types.AttributeValue, page *billing.Page) error {
+func (s *SingleTable) expand(ctx context.Context, q billing.StatusQuery, w layout.StatusWalk, day time.Time, hit map[string]av.AttributeValue, page *billing.Page) error {
 	rs, err := s.table.DecodeRecurringSubscription(hit)
 	if err != nil {
 		page.Invalid = append(page.Invalid, err)

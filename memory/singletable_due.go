@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/cursor"
 	"github.com/dynabill/billing/internal/layout"
 )
@@ -63,7 +63,7 @@ func (s *SingleTable) queryDue(ctx context.Context, q billing.StatusQuery) (bill
 	if err != nil || p.Next == "" {
 		return p, err
 	}
-	if p.Next, err = cursor.Encode(scope, map[string]types.AttributeValue{stCursorPage: &types.AttributeValueMemberS{Value: p.Next}}); err != nil {
+	if p.Next, err = cursor.Encode(scope, map[string]av.AttributeValue{stCursorPage: &av.AttributeValueMemberS{Value: p.Next}}); err != nil {
 		return billing.Page{}, fmt.Errorf("memory: encode cursor: %w", err)
 	}
 	return p, nil
