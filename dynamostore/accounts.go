@@ -100,7 +100,7 @@ func NewAccounts(cfg AccountsConfig) (*Accounts, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Accounts{cfg: cfg, tbl: cfg.Table.codec()}, nil
+	return &Accounts{cfg: cfg, tbl: codecOf(cfg.Table)}, nil
 }
 
 func checkAccount(op, userID string) error {

@@ -171,12 +171,12 @@ func TestDynamoDueKeyFollowsStatus(t *testing.T) {
 	require.NoError(t, err)
 	item := f.rawItem(t, &rec)
 	shard := layout.DueShard("due-user-00", testShards)
-	assert.Equal(t, layout.StringAV(layout.DueKey(billing.StatusScheduled, shard)), item[layout.AttrDue])
+	assert.Equal(t, stringAV(layout.DueKey(billing.StatusScheduled, shard)), item[layout.AttrDue])
 
 	declined := rec.Clone()
 	declined.Status, declined.LastRunDate, declined.Attempt = billing.StatusError, rec.LastRunDate.Add(time.Hour), 1
 	require.NoError(t, f.repo.Update(ctx, &rec, &declined))
-	assert.Equal(t, layout.StringAV(layout.DueKey(billing.StatusError, shard)), f.rawItem(t, &declined)[layout.AttrDue])
+	assert.Equal(t, stringAV(layout.DueKey(billing.StatusError, shard)), f.rawItem(t, &declined)[layout.AttrDue])
 
 	stored, err := f.repo.Get(ctx, declined.UserID, declined.BillingDate)
 	require.NoError(t, err)

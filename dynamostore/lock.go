@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dynabill/billing/internal/storeconf"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -24,7 +25,7 @@ const DefaultLockTable = "locks"
 // DefaultLeaseDuration is the lease of [NewLocker] unless configured, as
 // the legacy service ran it. Heartbeats default to a third of the lease
 // (see [WithHeartbeatPeriod]).
-const DefaultLeaseDuration = 60 * time.Second
+const DefaultLeaseDuration = storeconf.DefaultLeaseDuration
 
 // Attributes of the lock table. dynamolock owns them; the locker reads
 // them to decide whether another holder's lease has expired, and to undo

@@ -68,7 +68,7 @@ func NewPayments(cfg PaymentsConfig) (*Payments, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Payments{cfg: cfg, tbl: cfg.Table.codec()}, nil
+	return &Payments{cfg: cfg, tbl: codecOf(cfg.Table)}, nil
 }
 
 func (p *Payments) now() time.Time { return p.cfg.Clock.Now().UTC().Truncate(time.Second) }

@@ -21,7 +21,7 @@ var _ billing.ShardedRepository = (*SingleTableRepository)(nil)
 // existing table with UpdateTable (with the attribute definitions of its
 // two keys, both strings), then run [SingleTableRepository.BackfillDue].
 func SingleTableDueIndexDefinition(config SingleTableConfig) types.GlobalSecondaryIndex {
-	return gsi(config.codec().DueIndex, keyElem(layout.AttrDue, types.KeyTypeHash), keyElem(layout.AttrBillingDate, types.KeyTypeRange))
+	return gsi(codecOf(config).DueIndex, keyElem(layout.AttrDue, types.KeyTypeHash), keyElem(layout.AttrBillingDate, types.KeyTypeRange))
 }
 
 // DueShards implements [billing.ShardedRepository]: the table's

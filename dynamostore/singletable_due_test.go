@@ -126,7 +126,7 @@ func requireDueKeysOf(t *testing.T, items map[string]map[string]types.AttributeV
 			continue
 		}
 		want := layout.DueKey(st, layout.DueShard(stringOf(it[layout.AttrUserID]), shards))
-		assert.Equal(t, layout.StringAV(want), it[layout.AttrDue], k)
+		assert.Equal(t, stringAV(want), it[layout.AttrDue], k)
 	}
 }
 

@@ -112,7 +112,7 @@ func NewSingleTableRepository(cfg SingleTableStoreConfig) (*SingleTableRepositor
 	case cfg.ReminderLeadDays < 0:
 		return nil, fmt.Errorf("billing: SingleTableStoreConfig.ReminderLeadDays: negative %d", cfg.ReminderLeadDays)
 	}
-	if err := cfg.Table.codec().CheckEngine("billing: SingleTableStoreConfig.Table"); err != nil {
+	if err := codecOf(cfg.Table).CheckEngine("billing: SingleTableStoreConfig.Table"); err != nil {
 		return nil, err
 	}
 	pay, err := NewPayments(PaymentsConfig{

@@ -167,7 +167,7 @@ func NewHistoryStreamDecoder() *StreamDecoder {
 // cfg.AccountPrefix); every other item of the table is skipped. cfg is
 // checked as [NewSingleTableRepository] checks it.
 func NewSingleTableStreamDecoder(cfg SingleTableConfig) (*StreamDecoder, error) {
-	tbl := cfg.codec()
+	tbl := codecOf(cfg)
 	if err := tbl.Validate(); err != nil {
 		return nil, err
 	}

@@ -47,7 +47,7 @@ type streamLayoutCase struct {
 func streamLayouts(t testing.TB) []streamLayoutCase {
 	single, err := NewSingleTableStreamDecoder(SingleTableConfig{})
 	require.NoError(t, err)
-	st := &SingleTableRepository{tbl: SingleTableConfig{}.codec()}
+	st := &SingleTableRepository{tbl: codecOf(SingleTableConfig{})}
 	return []streamLayoutCase{
 		{name: "legacy", decoder: NewHistoryStreamDecoder(), item: func(t testing.TB, s *billing.Subscription) map[string]types.AttributeValue {
 			item, err := layout.EncodeHistoryItem(s)
@@ -259,7 +259,7 @@ func TestStreamDecoderTypes(t *testing.T) {
 				row := streamRow(tc.status, tc.mod)
 				item := l.item(t, &row)
 				if row.Change != "" {
-					require.Equal(t, layout.StringAV(string(row.Change)), item[layout.AttrChange])
+					require.Equal(t, stringAV(string(row.Change)), item[layout.AttrChange])
 				}
 				rec := wireRecord{event: "INSERT", seq: strconv.Itoa(1000 + i), keys: l.keysOf(item), image: item}
 				ev, ok, err := decodeBoth(t, l.decoder, rec)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
-	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/cursor"
@@ -17,11 +16,11 @@ import (
 )
 
 // PaymentsOptions configures an in-memory [Payments], like the matching
-// fields of [dynamostore.PaymentsConfig].
+// fields of dynamostore.PaymentsConfig.
 type PaymentsOptions struct {
 	// Table sets the account prefix and TTL attribute used in keys and
-	// errors. Defaults to [dynamostore.SingleTableConfig]'s defaults.
-	Table dynamostore.SingleTableConfig
+	// errors. Defaults to [SingleTableConfig]'s defaults.
+	Table SingleTableConfig
 	// Clock gives "now". Defaults to [billing.SystemClock].
 	Clock billing.Clock
 	// ReceiptRetention defaults to DefaultReceiptRetention.
@@ -32,7 +31,7 @@ type PaymentsOptions struct {
 }
 
 // Payments is an in-memory [entitlement.Payments] that behaves like
-// [dynamostore.Payments]: the same validation, normalization (dates to
+// dynamostore.Payments: the same validation, normalization (dates to
 // days, timestamps to seconds, through the same item encoding), version
 // conditions and errors, receipts idempotent on their key, due-date pages
 // in index order (last date, then key) with opaque cursors, and
@@ -53,7 +52,7 @@ type Payments struct {
 var _ entitlement.Payments = (*Payments)(nil)
 
 // NewPayments returns an empty in-memory Payments; invalid options are
-// errors as for [dynamostore.NewPayments].
+// errors as for dynamostore.NewPayments.
 func NewPayments(opts PaymentsOptions) (*Payments, error) {
 	ret, size, err := layout.PaymentsLimits(opts.ReceiptRetention, opts.PageSize)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
-	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/cursor"
 	"github.com/dynabill/billing/internal/layout"
@@ -54,12 +53,12 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 	mode := r.s.opts.StatusIndexMode
 	// In due mode a page reads one shard of the due index: the records of
 	// the shard's users in the status, by billing_date.
-	due := mode == dynamostore.StatusIndexDue
+	due := mode == StatusIndexDue
 	if due {
 		if !layout.DueStatus(q.Status) {
 			return billing.Page{}, fmt.Errorf("%w: status %s is not indexed in the due mode", billing.ErrInvalidQuery, q.Status)
 		}
-		mode = dynamostore.StatusIndexSorted // within its shard
+		mode = StatusIndexSorted // within its shard
 	}
 	scope := cursorScope(r.s.opts.StatusIndexMode, q.Status) + fmt.Sprint("/", k, shards)
 	shard := shards[0]
@@ -98,7 +97,7 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 		limit = r.s.opts.PageSize
 	}
 
-	sorted := mode == dynamostore.StatusIndexSorted
+	sorted := mode == StatusIndexSorted
 	var page billing.Page
 	var last indexPos
 	// Every stripe, read: no write changes an item or an index meanwhile.
@@ -173,7 +172,7 @@ var _ billing.ShardedRepository = (*Repository)(nil)
 func (r *Repository) DueShards() int { return max(r.s.opts.DueShards, 1) }
 
 // cursorScope ties a cursor to the index mode and status it was made for.
-func cursorScope(mode dynamostore.StatusIndexMode, status billing.Status) string {
+func cursorScope(mode StatusIndexMode, status billing.Status) string {
 	return "billingtest/status-index/" + mode.String() + "/" + string(status)
 }
 

@@ -20,7 +20,7 @@ var (
 )
 
 // ClaimReminder implements [billing.ReminderClaimer] as
-// [dynamostore.Repository.ClaimReminder] does: on the conditions of
+// dynamostore.Repository.ClaimReminder does: on the conditions of
 // [billing.ReminderClaimer.ClaimReminder], the record's item gains
 // billing_reminded_for, billing_reminded_at and billing_reminder_claim,
 // and nothing else changes.
@@ -103,7 +103,7 @@ func (s *Store) releaseReminder(c billing.ReminderClaim, key tableKey, id string
 }
 
 // ClaimReminder implements [billing.ReminderClaimer] as
-// [dynamostore.SingleTableRepository.ClaimReminder] does: the period is
+// dynamostore.SingleTableRepository.ClaimReminder does: the period is
 // claimed and, in the same write, its subscription item's
 // LastReminderDate becomes at's day with the next Version and UpdatedAt
 // (only those attributes change); a period without a subscription item is
@@ -154,7 +154,7 @@ func (r *stRepository) ClaimReminder(ctx context.Context, rem billing.Reminder, 
 }
 
 // ReleaseReminder implements [billing.ReminderClaimer] as
-// [dynamostore.SingleTableRepository.ReleaseReminder] does: the period's
+// dynamostore.SingleTableRepository.ReleaseReminder does: the period's
 // claim is removed if it is still c's, and the subscription item's
 // LastReminderDate put back if its version is still the one the claim
 // left.

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
-	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/cursor"
@@ -44,13 +43,13 @@ type SingleTableOptions struct {
 	Collisions billing.CollisionPolicy
 	// Table sets the account prefix, index names and TTL attribute used in
 	// keys, errors and cursors, and the due shards, as
-	// [dynamostore.SingleTableStoreConfig.Table] does: with DueShards,
+	// dynamostore.SingleTableStoreConfig.Table does: with DueShards,
 	// status queries read the sharded due index (one shard a page) instead
 	// of walking the payment index. Defaults to
-	// [dynamostore.SingleTableConfig]'s defaults.
-	Table dynamostore.SingleTableConfig
+	// [SingleTableConfig]'s defaults.
+	Table SingleTableConfig
 	// DueIndexPending keeps status queries on the payment-index walk with
-	// Table.DueShards, as [dynamostore.SingleTableStoreConfig.DueIndexPending]
+	// Table.DueShards, as dynamostore.SingleTableStoreConfig.DueIndexPending
 	// does. Defaults to false.
 	DueIndexPending bool
 	// Logger receives a warning for each item a per-user read (ListByUser,
@@ -60,7 +59,7 @@ type SingleTableOptions struct {
 }
 
 // stMaxEmptyDays bounds the days of the payment index one status page
-// walks without finding anything, as [dynamostore.SingleTableRepository]
+// walks without finding anything, as dynamostore.SingleTableRepository
 // does.
 const stMaxEmptyDays = 62
 
@@ -68,7 +67,7 @@ const stMaxEmptyDays = 62
 // payment index the walk is at.
 const stCursorDay = "day"
 
-// SingleTable is the in-memory twin of [dynamostore.SingleTableRepository]:
+// SingleTable is the in-memory twin of dynamostore.SingleTableRepository:
 // the collection engine's periods, history rows and period-ID pointers,
 // and the subscription items and receipts of the same single table,
 // which its [SingleTable.Payments] view reads and writes. It behaves like
@@ -111,7 +110,7 @@ type SingleTable struct {
 
 // NewSingleTable returns an empty single table. Options the DynamoDB
 // store rejects are an error naming the field, as
-// [dynamostore.NewSingleTableRepository] returns them: a negative
+// dynamostore.NewSingleTableRepository returns them: a negative
 // PageSize, CatchUpDays or ReminderLeadDays, a Table its config check
 // rejects, an account prefix that clashes with the period ID pointers'
 // prefix, or a negative ReceiptRetention.
@@ -136,7 +135,7 @@ func NewSingleTable(opts SingleTableOptions) (*SingleTable, error) {
 	if opts.Clock == nil {
 		opts.Clock = billing.ClockFunc(func() time.Time { return time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC) })
 	}
-	pay, err := NewPayments(PaymentsOptions{Table: dynamostore.SingleTableConfig(table), Clock: opts.Clock, ReceiptRetention: opts.ReceiptRetention})
+	pay, err := NewPayments(PaymentsOptions{Table: SingleTableConfig(table), Clock: opts.Clock, ReceiptRetention: opts.ReceiptRetention})
 	if err != nil {
 		return nil, fmt.Errorf("memory: SingleTableOptions: %w", err)
 	}
@@ -172,15 +171,15 @@ func NewSingleTable(opts SingleTableOptions) (*SingleTable, error) {
 }
 
 // Repository returns the engine's [billing.Repository] on the table, as
-// [dynamostore.SingleTableRepository] implements it.
+// dynamostore.SingleTableRepository implements it.
 func (s *SingleTable) Repository() billing.Repository { return (*stRepository)(s) }
 
 // History returns the engine's history rows in the table, as
-// [dynamostore.SingleTableRepository.History] implements [billing.History].
+// dynamostore.SingleTableRepository.History implements [billing.History].
 func (s *SingleTable) History() billing.History { return (*stHistory)(s) }
 
 // Payments returns the [Payments] view of the table, as
-// [dynamostore.SingleTableRepository.Payments]: the subscription items the
+// dynamostore.SingleTableRepository.Payments: the subscription items the
 // engine maintains and its receipts.
 func (s *SingleTable) Payments() entitlement.Payments { return (*stPayments)(s) }
 
@@ -192,7 +191,7 @@ func (s *SingleTable) Payments() entitlement.Payments { return (*stPayments)(s) 
 // entity: item needs user_id (an engine user ID) and billing_date or
 // last_run_date as non-empty strings, as [Store.PutRawItem] does. The
 // subscription item and the period ID pointers are left as they are.
-func (s *SingleTable) PutRawItem(tableName string, item map[string]av.AttributeValue) error {
+func (s *SingleTable) PutRawItem(tableName string, item map[string]AttributeValue) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.periods.PutRawItem(tableName, item)

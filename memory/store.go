@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dynabill/billing/internal/storeconf"
 	"log/slog"
 	"slices"
 	"strconv"
 	"time"
 
 	"github.com/dynabill/billing"
-	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/internal/timefmt"
@@ -24,11 +24,11 @@ type Options struct {
 	// sets no Limit (DynamoDB's Limit). Defaults to 100.
 	PageSize int
 	// StatusIndexMode selects the status index the store emulates, as
-	// [dynamostore.TableConfig] does. Defaults to [dynamostore.StatusIndexLegacy].
-	StatusIndexMode dynamostore.StatusIndexMode
+	// dynamostore.TableConfig does. Defaults to [StatusIndexLegacy].
+	StatusIndexMode StatusIndexMode
 	// DueShards splits the records into shards by user, as
-	// [dynamostore.TableConfig.DueShards] does: status queries may read
-	// some shards only, and in [dynamostore.StatusIndexDue] mode the
+	// dynamostore.TableConfig.DueShards does: status queries may read
+	// some shards only, and in [StatusIndexDue] mode the
 	// statuses runs read are read one shard a page, in billing_date order.
 	// Defaults to 0: one shard.
 	DueShards int
@@ -46,8 +46,8 @@ const defaultPageSize = 100
 
 // Table names accepted by [Store.Items] and [Store.PutRawItem].
 const (
-	SubscriptionsTable = dynamostore.DefaultSubscriptionsTable
-	HistoryTable       = dynamostore.DefaultHistoryTable
+	SubscriptionsTable = storeconf.DefaultSubscriptionsTable
+	HistoryTable       = storeconf.DefaultHistoryTable
 )
 
 // tableKey is an item's primary key: user_id and the sort key string
@@ -99,17 +99,17 @@ var (
 
 // New returns an empty store. Options out of range are an error naming
 // the field: a negative PageSize, an unknown StatusIndexMode, DueShards
-// outside 0..[dynamostore.MaxDueShards], or [dynamostore.StatusIndexDue]
+// outside 0..[MaxDueShards], or [StatusIndexDue]
 // without DueShards.
 func New(opts Options) (*Store, error) {
 	switch {
 	case opts.PageSize < 0:
 		return nil, fmt.Errorf("memory: Options.PageSize: negative %d", opts.PageSize)
-	case opts.StatusIndexMode < dynamostore.StatusIndexLegacy || opts.StatusIndexMode > dynamostore.StatusIndexDue:
+	case opts.StatusIndexMode < StatusIndexLegacy || opts.StatusIndexMode > StatusIndexDue:
 		return nil, fmt.Errorf("memory: Options.StatusIndexMode: unknown %v", opts.StatusIndexMode)
-	case opts.DueShards < 0 || opts.DueShards > dynamostore.MaxDueShards:
-		return nil, fmt.Errorf("memory: Options.DueShards: %d outside 0..%d", opts.DueShards, dynamostore.MaxDueShards)
-	case opts.StatusIndexMode == dynamostore.StatusIndexDue && opts.DueShards == 0:
+	case opts.DueShards < 0 || opts.DueShards > MaxDueShards:
+		return nil, fmt.Errorf("memory: Options.DueShards: %d outside 0..%d", opts.DueShards, MaxDueShards)
+	case opts.StatusIndexMode == StatusIndexDue && opts.DueShards == 0:
 		return nil, fmt.Errorf("memory: Options.StatusIndexMode: %v needs DueShards", opts.StatusIndexMode)
 	}
 	if opts.PageSize == 0 {
@@ -120,10 +120,10 @@ func New(opts Options) (*Store, error) {
 	}
 	l := newLocks()
 	dueShards := 0
-	if opts.StatusIndexMode == dynamostore.StatusIndexDue {
+	if opts.StatusIndexMode == StatusIndexDue {
 		dueShards = opts.DueShards
 	}
-	s := &Store{opts: opts, locks: l, primary: newTable(l, true, opts.StatusIndexMode != dynamostore.StatusIndexLegacy, dueShards), history: newTable(l, false, false, 0)}
+	s := &Store{opts: opts, locks: l, primary: newTable(l, true, opts.StatusIndexMode != StatusIndexLegacy, dueShards), history: newTable(l, false, false, 0)}
 	s.repo = &Repository{s: s}
 	s.hist = &History{s: s}
 	return s, nil
@@ -146,7 +146,7 @@ func (s *Store) Items(tableName string) int {
 // store items this library would not write, such as undecodable ones. The
 // item needs its key attributes as non-empty strings (user_id, and
 // billing_date or last_run_date); other attributes are not checked.
-func (s *Store) PutRawItem(tableName string, item map[string]av.AttributeValue) error {
+func (s *Store) PutRawItem(tableName string, item map[string]AttributeValue) error {
 	skName := layout.AttrBillingDate
 	switch tableName {
 	case SubscriptionsTable:
@@ -176,7 +176,7 @@ func (s *Store) table(name string) *table {
 	panic(fmt.Sprintf("memory: unknown table %q (want %q or %q)", name, SubscriptionsTable, HistoryTable))
 }
 
-// Add implements [billing.Repository.Add] as [dynamostore.Repository.Add]
+// Add implements [billing.Repository.Add] as dynamostore.Repository.Add
 // does on the legacy tables: a new SCHEDULED or PAUSED record of a user
 // who has one already is refused with a [*billing.OpenSubscriptionError].
 // The check and the write are made under the user's lock, so the race
@@ -469,7 +469,7 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 // row. A record
 // replacing a stored one carries the stored one's attempt and reminder
 // claim unless it sets them itself, as the DynamoDB stores do (see
-// [dynamostore.Repository.AddAll]).
+// dynamostore.Repository.AddAll).
 func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([]billing.Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
