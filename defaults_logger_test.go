@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/internal/layout"
@@ -35,7 +34,7 @@ func putUndecodable(t *testing.T, store *memory.Store, user string, date time.Ti
 	bad := envRecord(user, date, st)
 	item, err := layout.EncodeItem(&bad)
 	require.NoError(t, err)
-	item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "4,99"}
+	item[layout.AttrBillingAmount] = layout.StringAV("4,99")
 	require.NoError(t, store.PutRawItem(memory.SubscriptionsTable, item))
 }
 

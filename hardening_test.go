@@ -3,12 +3,12 @@ package billing_test
 import (
 	"context"
 	"errors"
+	"github.com/dynabill/billing/internal/av"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/dynamostore"
@@ -491,7 +491,7 @@ func TestPanicReleasesTheDynamoDBLock(t *testing.T) {
 var rawStores = map[string]func(t *testing.T) (billing.Repository, billingtest.PutRawFunc){
 	"memory": func(t *testing.T) (billing.Repository, billingtest.PutRawFunc) {
 		st := billingtest.NewMemoryStore(t, memory.Options{})
-		return st.Repository(), func(_ context.Context, table string, item map[string]types.AttributeValue) error {
+		return st.Repository(), func(_ context.Context, table string, item map[string]av.AttributeValue) error {
 			return st.PutRawItem(table, item)
 		}
 	},
@@ -510,9 +510,9 @@ func putUnreadable(t *testing.T, put billingtest.PutRawFunc, user string, date t
 	r.SubscriptionID = "foreign-" + date.Format("20060102")
 	item, err := layout.EncodeItem(&r)
 	require.NoError(t, err)
-	item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "4,99"}
+	item[layout.AttrBillingAmount] = layout.StringAV("4,99")
 	if badDate != "" {
-		item[layout.AttrBillingDate] = &types.AttributeValueMemberS{Value: badDate}
+		item[layout.AttrBillingDate] = layout.StringAV(badDate)
 	}
 	require.NoError(t, put(t.Context(), memory.SubscriptionsTable, item))
 }
@@ -668,7 +668,7 @@ func TestInvalidItemNeverBlocksAUser(t *testing.T) {
 			old := envRecord("u1", jan31.AddDate(0, -1, 0), billing.StatusCompleted)
 			item, err := layout.EncodeItem(&old)
 			require.NoError(t, err)
-			item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "4,99"}
+			item[layout.AttrBillingAmount] = layout.StringAV("4,99")
 			require.NoError(t, put(ctx, memory.SubscriptionsTable, item))
 			due := e.add("u1", jan31, billing.StatusScheduled)
 

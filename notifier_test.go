@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/internal/layout"
@@ -230,7 +229,7 @@ func TestSchedulerSkipsRecordsItCannotUse(t *testing.T) {
 	require.NoError(t, err)
 	item, err := layout.EncodeItem(notifPtr(notifSub("u-bad", start.Add(3*time.Hour))))
 	require.NoError(t, err)
-	item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "four dollars"}
+	item[layout.AttrBillingAmount] = layout.StringAV("four dollars")
 	require.NoError(t, store.PutRawItem(memory.SubscriptionsTable, item))
 	q := &billingtest.RecordingEnqueuer{}
 	res, err := newNotifScheduler(t, store.Repository(), q).Run(ctx, billing.SchedulerEvent{})

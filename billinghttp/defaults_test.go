@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billinghttp"
 	"github.com/dynabill/billing/internal/layout"
@@ -25,7 +24,7 @@ func TestDefaultConfigLogs(t *testing.T) {
 	bad := rec("alice", "a-bad", "2023-11-01", billing.StatusCompleted)
 	item, err := layout.EncodeItem(&bad)
 	require.NoError(t, err)
-	item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "4,99"}
+	item[layout.AttrBillingAmount] = layout.StringAV("4,99")
 	require.NoError(t, e.store.PutRawItem(memory.SubscriptionsTable, item))
 	h, err := billinghttp.New(billinghttp.Config{
 		Repository: &faultRepo{inner: e.store.Repository(), f: e.faults},

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billinghttp"
 	"github.com/dynabill/billing/billingtest"
@@ -140,7 +139,7 @@ func TestErrorStatuses(t *testing.T) {
 				s := rec("zoe", "z-bad", "2024-03-01", billing.StatusScheduled)
 				item, err := layout.EncodeItem(&s)
 				require.NoError(e.t, err)
-				item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "secret-4.999"}
+				item[layout.AttrBillingAmount] = layout.StringAV("secret-4.999")
 				require.NoError(e.t, e.store.PutRawItem(memory.SubscriptionsTable, item))
 			}},
 
@@ -253,7 +252,7 @@ func TestListSkipsAnUndecodableRecord(t *testing.T) {
 	bad := rec("alice", "a-bad", "2023-11-01", billing.StatusCompleted)
 	item, err := layout.EncodeItem(&bad)
 	require.NoError(t, err)
-	item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "4,99"}
+	item[layout.AttrBillingAmount] = layout.StringAV("4,99")
 	require.NoError(t, e.store.PutRawItem(memory.SubscriptionsTable, item))
 	want, err := e.store.Repository().ListByUser(t.Context(), "alice")
 	require.NoError(t, err)

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/layout"
 )
 
@@ -314,18 +314,18 @@ func (s *histSuite) cases() []repoCase {
 		{"DataAndUnknownAttributesRoundTrip", func(t *testing.T) {
 			e := s.env(t)
 			r := ids.record(ids.user(), day(0), billing.StatusCompleted)
-			layout.SetDataAttributes(&r, map[string]types.AttributeValue{
-				"data_s":    &types.AttributeValueMemberS{Value: "text"},
-				"data_n":    &types.AttributeValueMemberN{Value: "42"},
-				"data_bool": &types.AttributeValueMemberBOOL{Value: true},
-				"data_list": &types.AttributeValueMemberL{Value: []types.AttributeValue{
-					&types.AttributeValueMemberS{Value: "a"}, &types.AttributeValueMemberN{Value: "1"},
+			layout.SetDataAttributes(&r, map[string]av.AttributeValue{
+				"data_s":    &av.AttributeValueMemberS{Value: "text"},
+				"data_n":    &av.AttributeValueMemberN{Value: "42"},
+				"data_bool": &av.AttributeValueMemberBOOL{Value: true},
+				"data_list": &av.AttributeValueMemberL{Value: []av.AttributeValue{
+					&av.AttributeValueMemberS{Value: "a"}, &av.AttributeValueMemberN{Value: "1"},
 				}},
-				"data_map": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-					"nested": &types.AttributeValueMemberS{Value: "v"},
+				"data_map": &av.AttributeValueMemberM{Value: map[string]av.AttributeValue{
+					"nested": &av.AttributeValueMemberS{Value: "v"},
 				}},
 			})
-			layout.SetExtraAttributes(&r, map[string]types.AttributeValue{"legacy_note": &types.AttributeValueMemberS{Value: "kept"}})
+			layout.SetExtraAttributes(&r, map[string]av.AttributeValue{"legacy_note": &av.AttributeValueMemberS{Value: "kept"}})
 			e.add(r)
 			for _, got := range [][]billing.Subscription{e.bySub(r.SubscriptionID), e.byUser(r.UserID)} {
 				if len(got) != 1 {

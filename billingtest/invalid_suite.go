@@ -8,8 +8,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/memory"
 	"github.com/stretchr/testify/require"
@@ -21,7 +21,7 @@ import (
 // [memory.HistoryTable]. item has the attributes of the legacy tables'
 // items (user_id, billing_date, last_run_date, …); a store of another
 // layout adds the keys it needs, as the single table's PK, SK and entity.
-type PutRawFunc func(ctx context.Context, table string, item map[string]types.AttributeValue) error
+type PutRawFunc func(ctx context.Context, table string, item map[string]av.AttributeValue) error
 
 // RawStoresFunc returns a repository and the history it writes to, on
 // fresh, empty tables with the store's default options, and a
@@ -144,7 +144,7 @@ func (e *rawEnv) putBad(table string, r billing.Subscription) {
 	}
 	item, err := encode(&r)
 	require.NoError(e.t, err)
-	item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "4,99"}
+	item[layout.AttrBillingAmount] = &av.AttributeValueMemberS{Value: "4,99"}
 	require.NoError(e.t, e.put(e.t.Context(), table, item), "writing a raw %s item", table)
 }
 

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/entitlement"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/internal/timefmt"
 )
@@ -38,7 +38,7 @@ type ReminderStore struct {
 	// reminder may change, by role: [ReminderRecordItem] always, and
 	// [ReminderSubscriptionItem] when the layout has one. A missing item
 	// is left out.
-	Items func(t testing.TB, rec *billing.Subscription) map[string]map[string]types.AttributeValue
+	Items func(t testing.TB, rec *billing.Subscription) map[string]map[string]av.AttributeValue
 }
 
 // ReminderStoreFactory returns a store on fresh, empty tables, reading the
@@ -172,9 +172,9 @@ func (e *reminderEnv) parse(msg billing.Message) billing.NotificationMessage {
 }
 
 // items returns the stored items of every record, by record and role.
-func (e *reminderEnv) items() []map[string]map[string]types.AttributeValue {
+func (e *reminderEnv) items() []map[string]map[string]av.AttributeValue {
 	e.t.Helper()
-	out := make([]map[string]map[string]types.AttributeValue, len(e.recs))
+	out := make([]map[string]map[string]av.AttributeValue, len(e.recs))
 	for i := range e.recs {
 		out[i] = e.store.Items(e.t, &e.recs[i])
 		if _, ok := out[i][ReminderRecordItem]; !ok {
@@ -204,7 +204,7 @@ func (e *reminderEnv) requireSent(recs ...billing.Subscription) {
 
 // changed returns the names of the attributes whose bytes differ between
 // two forms of an item.
-func changed(before, after map[string]types.AttributeValue) []string {
+func changed(before, after map[string]av.AttributeValue) []string {
 	var names []string
 	for n, v := range after {
 		if w, ok := before[n]; !ok || !reflect.DeepEqual(v, w) {
@@ -222,7 +222,7 @@ func changed(before, after map[string]types.AttributeValue) []string {
 
 // requireClaimOnly checks that after differs from before only by the
 // claim of rec's reminder made at the clock's time.
-func (e *reminderEnv) requireClaimOnly(rec *billing.Subscription, before, after map[string]map[string]types.AttributeValue) {
+func (e *reminderEnv) requireClaimOnly(rec *billing.Subscription, before, after map[string]map[string]av.AttributeValue) {
 	e.t.Helper()
 	bd, _ := timefmt.Seconds(rec.BillingDate)
 	at, _ := timefmt.Nanos(e.clock.Now())
@@ -267,7 +267,7 @@ func (e *reminderEnv) requireClaimOnly(rec *billing.Subscription, before, after 
 // requireReleased checks that after (a claim then its release) is before
 // again: the record byte for byte, the subscription item's
 // LastReminderDate too (its Version and UpdatedAt move on).
-func (e *reminderEnv) requireReleased(rec *billing.Subscription, before, after map[string]map[string]types.AttributeValue) {
+func (e *reminderEnv) requireReleased(rec *billing.Subscription, before, after map[string]map[string]av.AttributeValue) {
 	e.t.Helper()
 	if got := changed(before[ReminderRecordItem], after[ReminderRecordItem]); len(got) > 0 {
 		e.t.Fatalf("record %s: released, but attributes %q differ from before the claim", rec.Key(), got)
@@ -283,8 +283,8 @@ func (e *reminderEnv) requireReleased(rec *billing.Subscription, before, after m
 	}
 }
 
-func number(v types.AttributeValue) int {
-	if n, ok := v.(*types.AttributeValueMemberN); ok {
+func number(v av.AttributeValue) int {
+	if n, ok := v.(*av.AttributeValueMemberN); ok {
 		i, _ := strconv.Atoi(n.Value)
 		return i
 	}

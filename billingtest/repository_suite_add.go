@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/memory"
 )
@@ -33,15 +33,15 @@ func (ids *suiteIDs) fullRecord(user string) billing.Subscription {
 	r.IsPendingDowngrade = true
 	r.AnchorDay = 31
 	r.Attempt = 2
-	layout.SetExtraAttributes(&r, map[string]types.AttributeValue{
-		"legacy_flag":  &types.AttributeValueMemberS{Value: "kept"},
-		"legacy_count": &types.AttributeValueMemberN{Value: "7"},
+	layout.SetExtraAttributes(&r, map[string]av.AttributeValue{
+		"legacy_flag":  &av.AttributeValueMemberS{Value: "kept"},
+		"legacy_count": &av.AttributeValueMemberN{Value: "7"},
 	})
-	layout.SetDataAttributes(&r, map[string]types.AttributeValue{
-		"data_note": &types.AttributeValueMemberS{Value: "history only"},
-		"data_payload": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-			"source": &types.AttributeValueMemberS{Value: "webhook"},
-			"tries":  &types.AttributeValueMemberN{Value: "2"},
+	layout.SetDataAttributes(&r, map[string]av.AttributeValue{
+		"data_note": &av.AttributeValueMemberS{Value: "history only"},
+		"data_payload": &av.AttributeValueMemberM{Value: map[string]av.AttributeValue{
+			"source": &av.AttributeValueMemberS{Value: "webhook"},
+			"tries":  &av.AttributeValueMemberN{Value: "2"},
 		}},
 	})
 	return r

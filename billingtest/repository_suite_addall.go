@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/memory"
 )
@@ -435,7 +435,7 @@ func (s *repoSuite) invariantCases() []repoCase {
 
 			a1 := ids.next(a, billing.StatusError)
 			a1.PaymentError = "declined"
-			layout.SetDataAttributes(&a1, map[string]types.AttributeValue{"data_attempt": &types.AttributeValueMemberN{Value: "1"}})
+			layout.SetDataAttributes(&a1, map[string]av.AttributeValue{"data_attempt": &av.AttributeValueMemberN{Value: "1"}})
 			e.update(a, a1)
 			a2 := ids.next(a1, billing.StatusCompleted)
 			a2.PaymentError = ""

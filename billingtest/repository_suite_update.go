@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/memory"
 )
@@ -113,7 +113,7 @@ func (s *repoSuite) updateCases() []repoCase {
 			next.Process = billing.ProcessInitial
 			next.InitialRunDate = next.LastRunDate
 			next.Attempt = 1
-			layout.SetDataAttributes(&next, map[string]types.AttributeValue{"data_reason": &types.AttributeValueMemberS{Value: "declined"}})
+			layout.SetDataAttributes(&next, map[string]av.AttributeValue{"data_reason": &av.AttributeValueMemberS{Value: "declined"}})
 			e.update(r, next)
 			e.requireStored(next)
 			got := e.get(r.UserID, r.BillingDate)
@@ -153,13 +153,13 @@ func (s *repoSuite) updateCases() []repoCase {
 		{"KeepsUnknownAttributes", func(t *testing.T) {
 			e := s.env(t, memory.Options{})
 			r := ids.record(ids.user(), day(0), billing.StatusScheduled)
-			layout.SetExtraAttributes(&r, map[string]types.AttributeValue{"other_service_flag": &types.AttributeValueMemberS{Value: "x"}})
+			layout.SetExtraAttributes(&r, map[string]av.AttributeValue{"other_service_flag": &av.AttributeValueMemberS{Value: "x"}})
 			e.add(r)
 			read := e.get(r.UserID, r.BillingDate)
 			next := ids.next(read, billing.StatusACHSent)
 			e.update(read, next)
 			got := e.get(r.UserID, r.BillingDate)
-			if v, ok := layout.ExtraAttributes(&got)["other_service_flag"].(*types.AttributeValueMemberS); !ok || v.Value != "x" || got.Status != billing.StatusACHSent {
+			if v, ok := layout.ExtraAttributes(&got)["other_service_flag"].(*av.AttributeValueMemberS); !ok || v.Value != "x" || got.Status != billing.StatusACHSent {
 				t.Fatalf("after Update: status %s, Extra %v; want ACHSENT with other_service_flag kept", got.Status, layout.ExtraAttributes(&got))
 			}
 		}},

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/entitlement"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/dynamotest"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/memory"
@@ -30,7 +30,7 @@ var stSuiteOptions = billingtest.SuiteOptions{
 	SeveralOpen:       true,
 	RawStores: func(t *testing.T) (billing.Repository, billing.History, billingtest.PutRawFunc) {
 		s := billingtest.NewMemorySingleTable(t, memory.SingleTableOptions{})
-		return s.Repository(), s.History(), func(_ context.Context, table string, item map[string]types.AttributeValue) error {
+		return s.Repository(), s.History(), func(_ context.Context, table string, item map[string]av.AttributeValue) error {
 			return s.PutRawItem(table, item)
 		}
 	},

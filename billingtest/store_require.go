@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/layout"
 )
 
@@ -70,7 +70,7 @@ func diffHistoryRow(got, want *billing.Subscription) string {
 	return diffItems(layout.EncodeHistoryItem, got, want)
 }
 
-func diffItems(encode func(*billing.Subscription) (map[string]types.AttributeValue, error), got, want *billing.Subscription) string {
+func diffItems(encode func(*billing.Subscription) (map[string]av.AttributeValue, error), got, want *billing.Subscription) string {
 	g, err := encode(got)
 	if err != nil {
 		return "got does not encode: " + err.Error()
@@ -104,30 +104,30 @@ func diffItems(encode func(*billing.Subscription) (map[string]types.AttributeVal
 }
 
 // showValue renders an attribute value for a failure message.
-func showValue(v types.AttributeValue, ok bool) string {
+func showValue(v av.AttributeValue, ok bool) string {
 	if !ok {
 		return "(absent)"
 	}
 	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
+	case *av.AttributeValueMemberS:
 		return fmt.Sprintf("S %q", v.Value)
-	case *types.AttributeValueMemberN:
+	case *av.AttributeValueMemberN:
 		return "N " + v.Value
-	case *types.AttributeValueMemberBOOL:
+	case *av.AttributeValueMemberBOOL:
 		return fmt.Sprintf("BOOL %t", v.Value)
-	case *types.AttributeValueMemberNULL:
+	case *av.AttributeValueMemberNULL:
 		return "NULL"
-	case *types.AttributeValueMemberSS:
+	case *av.AttributeValueMemberSS:
 		return fmt.Sprintf("SS %q", v.Value)
-	case *types.AttributeValueMemberNS:
+	case *av.AttributeValueMemberNS:
 		return fmt.Sprintf("NS %v", v.Value)
-	case *types.AttributeValueMemberL:
+	case *av.AttributeValueMemberL:
 		parts := make([]string, len(v.Value))
 		for i, e := range v.Value {
 			parts[i] = showValue(e, true)
 		}
 		return "L [" + strings.Join(parts, ", ") + "]"
-	case *types.AttributeValueMemberM:
+	case *av.AttributeValueMemberM:
 		keys := make([]string, 0, len(v.Value))
 		for k := range v.Value {
 			keys = append(keys, k)

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/memory"
 	"github.com/stretchr/testify/require"
@@ -61,7 +61,7 @@ func TestRequireHistoryMatchesPrimary(t *testing.T) {
 	// A primary write that bypassed history: the newest row is stale.
 	item, err := layout.EncodeItem(&next)
 	require.NoError(t, err)
-	item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "9.99"}
+	item[layout.AttrBillingAmount] = &av.AttributeValueMemberS{Value: "9.99"}
 	require.NoError(t, s.PutRawItem(memory.SubscriptionsTable, item))
 	// And a record without any history row.
 	orphan := rec("u1", 9, due.AddDate(0, 1, 0), billing.StatusScheduled)

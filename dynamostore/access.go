@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dynabill/billing/internal/sdkav"
 	"sync"
 	"time"
 
@@ -73,7 +74,7 @@ func (a *Accounts) FounderPasses(ctx context.Context, userID string) ([]entitlem
 	if err != nil {
 		return nil, err
 	}
-	return layout.DecodeAll(items, a.tbl.DecodeFounderPass)
+	return layout.DecodeAll(sdkav.FromSDKItems(items), a.tbl.DecodeFounderPass)
 }
 
 // SetProfileTier implements [Accounts.SetProfileTier]: an UpdateItem of
@@ -90,8 +91,8 @@ func (a *Accounts) SetProfileTier(ctx context.Context, userID string, tier entit
 	ts, _ := layout.AcctTime(a.now())
 	sk := layout.SKProfilePrefix + userID
 	expr := mustBuild(expression.NewBuilder().WithUpdate(
-		expression.Set(expression.Name(layout.ProfileTierAttr), expression.Value(layout.StringAV(layout.ProfileTierValue(t)))).
-			Set(expression.Name(layout.AcctUpdatedAt), expression.Value(layout.StringAV(ts)))))
+		expression.Set(expression.Name(layout.ProfileTierAttr), exprValue(layout.StringAV(layout.ProfileTierValue(t)))).
+			Set(expression.Name(layout.AcctUpdatedAt), exprValue(layout.StringAV(ts)))))
 	_, err = a.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &a.tbl.Table,
 		Key:                       a.key(userID, sk),
@@ -147,7 +148,7 @@ func (a *Accounts) ResolveAccess(ctx context.Context, userID string) (entitlemen
 		errs    []error // in sort key order: passes, profile, subscriptions
 	)
 	for _, it := range passItems {
-		p, err := a.tbl.DecodeFounderPass(it)
+		p, err := a.tbl.DecodeFounderPass(sdkav.FromSDK(it))
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -155,14 +156,14 @@ func (a *Accounts) ResolveAccess(ctx context.Context, userID string) (entitlemen
 		passes = append(passes, p)
 	}
 	if profileItem != nil {
-		if t, err := a.tbl.DecodeProfileTier(profileItem); err != nil {
+		if t, err := a.tbl.DecodeProfileTier(sdkav.FromSDK(profileItem)); err != nil {
 			errs = append(errs, err)
 		} else if t != "" {
 			profile = t
 		}
 	}
 	for _, it := range subItems {
-		s, err := a.tbl.DecodeProviderSubscription(it)
+		s, err := a.tbl.DecodeProviderSubscription(sdkav.FromSDK(it))
 		if err != nil {
 			errs = append(errs, err)
 			continue

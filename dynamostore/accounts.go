@@ -100,7 +100,7 @@ func NewAccounts(cfg AccountsConfig) (*Accounts, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Accounts{cfg: cfg, tbl: cfg.Table.codec()}, nil
+	return &Accounts{cfg: cfg, tbl: codecOf(cfg.Table)}, nil
 }
 
 func checkAccount(op, userID string) error {
@@ -111,7 +111,7 @@ func checkAccount(op, userID string) error {
 }
 
 func (a *Accounts) key(userID, sk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(a.tbl.AccountPK(userID)), layout.AttrSK: layout.StringAV(sk)}
+	return map[string]types.AttributeValue{layout.AttrPK: stringAV(a.tbl.AccountPK(userID)), layout.AttrSK: stringAV(sk)}
 }
 
 func (a *Accounts) keyText(userID, sk string) string {
@@ -156,7 +156,7 @@ func queryAccount(ctx context.Context, client API, table layout.SingleTableConfi
 // queryAccountWhere reads every item of an account's partition whose sort
 // key meets sk (nil for all), consistently, across all pages.
 func queryAccountWhere(ctx context.Context, client API, table layout.SingleTableConfig, op, userID string, sk *expression.KeyConditionBuilder) ([]map[string]types.AttributeValue, error) {
-	key := expression.Key(layout.AttrPK).Equal(expression.Value(layout.StringAV(table.AccountPK(userID))))
+	key := expression.Key(layout.AttrPK).Equal(exprValue(layout.StringAV(table.AccountPK(userID))))
 	if sk != nil {
 		key = key.And(*sk)
 	}

@@ -3,6 +3,8 @@ package dynamostore
 import (
 	"context"
 	"fmt"
+	"github.com/dynabill/billing/internal/av"
+	"github.com/dynabill/billing/internal/sdkav"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -34,16 +36,17 @@ type rowReader struct {
 // instant) costs a Query of the keys it may move to. want is the row
 // record i writes at a last_run_date.
 func (rr *rowReader) planRows(ctx context.Context, recs []billing.Subscription,
-	want func(i int, at time.Time) (map[string]types.AttributeValue, error)) ([]layout.RowPlan, error) {
+	want func(i int, at time.Time) (map[string]av.AttributeValue, error)) ([]layout.RowPlan, error) {
 	keys := make([]map[string]types.AttributeValue, len(recs))
 	for i := range recs {
 		keys[i] = rr.key(i, layout.LastRunDateKey(&recs[i]))
 	}
-	own, err := readItems(ctx, rr.client, rr.bw, rr.table, keys)
+	read, err := readItems(ctx, rr.client, rr.bw, rr.table, keys)
 	if err != nil {
 		return nil, fmt.Errorf("billing: add all: reading the history rows at the batch's keys: %w", err)
 	}
-	rows := map[string]map[string]types.AttributeValue{}
+	own := sdkav.FromSDKItems(read)
+	rows := map[string]map[string]av.AttributeValue{}
 	for i := range recs {
 		if own[i] == nil {
 			continue
@@ -62,10 +65,10 @@ func (rr *rowReader) planRows(ctx context.Context, recs []billing.Subscription,
 			return nil, fmt.Errorf("billing: add all: reading the history rows after %s of %s: %w", layout.LastRunDateKey(&recs[i]), recs[i].Key(), err)
 		}
 		for _, it := range items {
-			rows[recs[i].UserID+"\x00"+layout.StringOf(it[layout.AttrLastRunDate])] = it
+			rows[recs[i].UserID+"\x00"+stringOf(it[layout.AttrLastRunDate])] = sdkav.FromSDK(it)
 		}
 	}
-	return layout.PlanHistoryRows(recs, func(i int, key string) (map[string]types.AttributeValue, bool) {
+	return layout.PlanHistoryRows(recs, func(i int, key string) (map[string]av.AttributeValue, bool) {
 		it, ok := rows[recs[i].UserID+"\x00"+key]
 		return it, ok
 	}, want)
@@ -75,7 +78,7 @@ func (rr *rowReader) planRows(ctx context.Context, recs []billing.Subscription,
 func (r *Repository) legacyRowReader(recs []billing.Subscription) *rowReader {
 	return &rowReader{client: r.cfg.Client, bw: r.bw, table: r.cfg.Tables.History,
 		key: func(i int, lrd string) map[string]types.AttributeValue {
-			return map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(recs[i].UserID), layout.AttrLastRunDate: layout.StringAV(lrd)}
+			return map[string]types.AttributeValue{layout.AttrUserID: stringAV(recs[i].UserID), layout.AttrLastRunDate: stringAV(lrd)}
 		},
 		span: func(i int, lo, hi string) *dynamodb.QueryInput {
 			expr := keyRange(layout.AttrUserID, recs[i].UserID, layout.AttrLastRunDate, lo, hi)
@@ -87,6 +90,6 @@ func (r *Repository) legacyRowReader(recs []billing.Subscription) *rowReader {
 // keyRange is the key condition pk = pv and lo <= sk <= hi on string
 // keys.
 func keyRange(pk, pv, sk, lo, hi string) expression.Expression {
-	return mustBuild(expression.NewBuilder().WithKeyCondition(expression.Key(pk).Equal(expression.Value(layout.StringAV(pv))).
-		And(expression.Key(sk).Between(expression.Value(layout.StringAV(lo)), expression.Value(layout.StringAV(hi))))))
+	return mustBuild(expression.NewBuilder().WithKeyCondition(expression.Key(pk).Equal(exprValue(layout.StringAV(pv))).
+		And(expression.Key(sk).Between(exprValue(layout.StringAV(lo)), exprValue(layout.StringAV(hi))))))
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/dynabill/billing/internal/layout"
 )
 
 // maxBatchWrite is DynamoDB's limit of requests in one BatchWriteItem.
@@ -112,7 +111,7 @@ func (w *batchWriter) unprocessed(pending []batchPut, un map[string][]types.Writ
 
 func (w *batchWriter) itemKey(table string, item map[string]types.AttributeValue) string {
 	names := w.keyAttrs[table]
-	return layout.StringOf(item[names[0]]) + "\x00" + layout.StringOf(item[names[1]])
+	return stringOf(item[names[0]]) + "\x00" + stringOf(item[names[1]])
 }
 
 func (w *batchWriter) sleep(ctx context.Context, attempt int) error {

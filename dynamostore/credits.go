@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dynabill/billing/internal/sdkav"
 	"maps"
 	"slices"
 	"time"
@@ -33,7 +34,7 @@ func (a *Accounts) readCredits(ctx context.Context, op, userID string, now time.
 	if item == nil {
 		return entitlement.Credits{UserID: userID}, nil
 	}
-	return a.tbl.DecodeCredits(item, now)
+	return a.tbl.DecodeCredits(sdkav.FromSDK(item), now)
 }
 
 // maxExpiryRetries bounds the retries of a credit write that met an
@@ -80,21 +81,21 @@ func txBackoff(ctx context.Context, op, key string, attempt int) error {
 // attributes set to now; set holds other attributes to set.
 func (a *Accounts) incrementExpr(n int64, now time.Time, setNow []string, set map[string]types.AttributeValue) *types.Update {
 	ts, _ := layout.AcctTime(now)
-	nowV := expression.Value(layout.StringAV(ts))
+	nowV := exprValue(layout.StringAV(ts))
 	typ, created, exp := expression.Name(layout.AcctType), expression.Name(layout.AcctCreatedAt), expression.Name(a.tbl.TTLAttribute)
-	upd := expression.Set(typ, expression.IfNotExists(typ, expression.Value(layout.StringAV(layout.CredTypeBalance)))).
+	upd := expression.Set(typ, expression.IfNotExists(typ, exprValue(layout.StringAV(layout.CredTypeBalance)))).
 		Set(created, expression.IfNotExists(created, nowV)).
 		Set(expression.Name(layout.AcctUpdatedAt), nowV)
 	for _, attr := range setNow {
 		upd = upd.Set(expression.Name(attr), nowV)
 	}
 	for _, attr := range slices.Sorted(maps.Keys(set)) {
-		upd = upd.Set(expression.Name(attr), expression.Value(set[attr]))
+		upd = upd.Set(expression.Name(attr), exprValue(set[attr]))
 	}
 	if a.cfg.CreditExpiry > 0 {
-		upd = upd.Set(exp, expression.Value(layout.NumberAV(now.Add(a.cfg.CreditExpiry).Unix())))
+		upd = upd.Set(exp, exprValue(layout.NumberAV(now.Add(a.cfg.CreditExpiry).Unix())))
 	}
-	upd = upd.Add(expression.Name(layout.CredBalance), expression.Value(layout.NumberAV(n)))
+	upd = upd.Add(expression.Name(layout.CredBalance), exprValue(layout.NumberAV(n)))
 	expr := mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(a.unexpired(now)))
 	return &types.Update{
 		TableName:                 &a.tbl.Table,
@@ -109,7 +110,7 @@ func (a *Accounts) incrementExpr(n int64, now time.Time, setNow []string, set ma
 // after now.
 func (a *Accounts) unexpired(now time.Time) expression.ConditionBuilder {
 	exp := expression.Name(a.tbl.TTLAttribute)
-	return expression.AttributeNotExists(exp).Or(exp.GreaterThan(expression.Value(layout.NumberAV(now.Unix()))))
+	return expression.AttributeNotExists(exp).Or(exp.GreaterThan(exprValue(layout.NumberAV(now.Unix()))))
 }
 
 // expireCredits empties a record that is past its expiry and removes the
@@ -119,10 +120,10 @@ func (a *Accounts) expireCredits(ctx context.Context, userID string, now time.Ti
 	ts, _ := layout.AcctTime(now)
 	exp := expression.Name(a.tbl.TTLAttribute)
 	expr := mustBuild(expression.NewBuilder().
-		WithUpdate(expression.Set(expression.Name(layout.CredBalance), expression.Value(layout.NumberAV(0))).
-			Set(expression.Name(layout.AcctUpdatedAt), expression.Value(layout.StringAV(ts))).
+		WithUpdate(expression.Set(expression.Name(layout.CredBalance), exprValue(layout.NumberAV(0))).
+			Set(expression.Name(layout.AcctUpdatedAt), exprValue(layout.StringAV(ts))).
 			Remove(exp)).
-		WithCondition(exp.LessThanEqual(expression.Value(layout.NumberAV(now.Unix())))))
+		WithCondition(exp.LessThanEqual(exprValue(layout.NumberAV(now.Unix())))))
 	_, err := a.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &a.tbl.Table,
 		Key:                       a.key(userID, layout.SKCredits),
@@ -174,12 +175,12 @@ func (a *Accounts) MonthlyGrant(ctx context.Context, userID string, tier entitle
 	}
 	markerSK := layout.SKCreditGrantPrefix + period
 	attrs := map[string]types.AttributeValue{
-		layout.AcctType: layout.StringAV(layout.GrantTypeMarker), layout.GrantPeriod: layout.StringAV(period),
-		layout.GrantTier: layout.StringAV(string(t)), layout.GrantAmount: layout.NumberAV(quota),
+		layout.AcctType: stringAV(layout.GrantTypeMarker), layout.GrantPeriod: stringAV(period),
+		layout.GrantTier: stringAV(string(t)), layout.GrantAmount: numberAV(quota),
 	}
-	set := map[string]types.AttributeValue{layout.CredLastGrantPeriod: layout.StringAV(period)}
+	set := map[string]types.AttributeValue{layout.CredLastGrantPeriod: stringAV(period)}
 	if eventID != "" {
-		attrs[layout.GrantEventID], set[layout.CredLastGrantEvent] = layout.StringAV(eventID), layout.StringAV(eventID)
+		attrs[layout.GrantEventID], set[layout.CredLastGrantEvent] = stringAV(eventID), stringAV(eventID)
 	}
 	out, err := a.runCreditTx(ctx, creditTx{
 		op: "monthly grant", userID: userID, markerSK: markerSK, markerAttrs: attrs, retention: a.cfg.GrantMarkerRetention,
@@ -249,8 +250,8 @@ func (a *Accounts) creditMarker(userID, sk string, attrs map[string]types.Attrib
 	ts, _ := layout.AcctTime(now)
 	m := a.key(userID, sk)
 	maps.Copy(m, attrs)
-	m[layout.AcctCreatedAt] = layout.StringAV(ts)
-	m[a.tbl.TTLAttribute] = layout.NumberAV(now.Add(retention).Unix())
+	m[layout.AcctCreatedAt] = stringAV(ts)
+	m[a.tbl.TTLAttribute] = numberAV(now.Add(retention).Unix())
 	return m
 }
 
@@ -267,7 +268,7 @@ func (a *Accounts) runCreditTx(ctx context.Context, tx creditTx) (creditOutcome,
 	}
 	for attempt := 0; ; attempt++ {
 		now := a.now()
-		put := putAbsent(&a.tbl.Table, a.creditMarker(tx.userID, tx.markerSK, tx.markerAttrs, now, tx.retention), layout.AttrPK)
+		put := putAbsentSDK(&a.tbl.Table, a.creditMarker(tx.userID, tx.markerSK, tx.markerAttrs, now, tx.retention), layout.AttrPK)
 		upd := tx.update(now)
 		upd.Key = a.key(tx.userID, layout.SKCredits)
 		if tx.returnOld {

@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"context"
 	"fmt"
+	"github.com/dynabill/billing/internal/sdkav"
 	"strconv"
 	"time"
 
@@ -88,8 +89,8 @@ func (a *Accounts) change(ctx context.Context, op creditOp, userID string, n int
 	out, err := a.runCreditTx(ctx, creditTx{
 		op: op.name, userID: userID, markerSK: markerSK, retention: a.cfg.RequestMarkerRetention,
 		markerAttrs: map[string]types.AttributeValue{
-			layout.AcctType: layout.StringAV(layout.RequestTypeMarker), layout.RequestOp: layout.StringAV(op.code),
-			layout.RequestAmount: layout.NumberAV(n),
+			layout.AcctType: stringAV(layout.RequestTypeMarker), layout.RequestOp: stringAV(op.code),
+			layout.RequestAmount: numberAV(n),
 		},
 		markerReason: "the request ID was already applied",
 		update:       func(now time.Time) *types.Update { return a.changeExpr(op, n, now) },
@@ -119,9 +120,9 @@ func (a *Accounts) changeExpr(op creditOp, n int64, now time.Time) *types.Update
 		return a.incrementExpr(n, now, stamps, nil)
 	}
 	ts, _ := layout.AcctTime(now)
-	bal, nv := expression.Name(layout.CredBalance), expression.Value(layout.NumberAV(n))
+	bal, nv := expression.Name(layout.CredBalance), exprValue(layout.NumberAV(n))
 	expr := mustBuild(expression.NewBuilder().
-		WithUpdate(expression.Set(bal, bal.Minus(nv)).Set(expression.Name(layout.AcctUpdatedAt), expression.Value(layout.StringAV(ts)))).
+		WithUpdate(expression.Set(bal, bal.Minus(nv)).Set(expression.Name(layout.AcctUpdatedAt), exprValue(layout.StringAV(ts)))).
 		WithCondition(bal.GreaterThanEqual(nv).And(a.unexpired(now))))
 	return &types.Update{
 		TableName:                 &a.tbl.Table,
@@ -152,7 +153,7 @@ func (a *Accounts) repeated(ctx context.Context, op creditOp, userID string, n i
 	if v, ok := marker[layout.RequestAmount].(*types.AttributeValueMemberN); ok {
 		amount = v.Value
 	}
-	if prev := layout.StringOf(marker[layout.RequestOp]); prev != op.code || amount != strconv.FormatInt(n, 10) {
+	if prev := stringOf(marker[layout.RequestOp]); prev != op.code || amount != strconv.FormatInt(n, 10) {
 		return entitlement.Credits{}, fmt.Errorf("billing: %s (%s): %w: applied as %s of %s, now %s of %d",
 			op.name, a.keyText(userID, markerSK), entitlement.ErrRequestIDReused, prev, amount, op.code, n)
 	}
@@ -171,7 +172,7 @@ func (a *Accounts) repeated(ctx context.Context, op creditOp, userID string, n i
 func (a *Accounts) insufficient(userID string, n int64, item map[string]types.AttributeValue, now time.Time) error {
 	ie := &entitlement.InsufficientCreditsError{UserID: userID, Requested: n}
 	if len(item) > 0 {
-		old, err := a.tbl.DecodeCredits(item, now)
+		old, err := a.tbl.DecodeCredits(sdkav.FromSDK(item), now)
 		if err != nil {
 			return fmt.Errorf("billing: consume: %w", err)
 		}

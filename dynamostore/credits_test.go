@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dynabill/billing/internal/sdkav"
 	"slices"
 	"strconv"
 	"sync"
@@ -487,24 +488,24 @@ func TestCreditsDecodeDocumentExample(t *testing.T) {
 		"createdAt": acctS("2025-01-01T00:00:00Z"), "updatedAt": acctS("2025-01-15T10:30:00Z"),
 	}
 	cfg := layout.SingleTableConfig{}
-	c, err := cfg.DecodeCredits(item, time.Unix(1735689600-1, 0))
+	c, err := cfg.DecodeCredits(sdkav.FromSDK(item), time.Unix(1735689600-1, 0))
 	require.NoError(t, err)
 	require.Equal(t, "abc123", c.UserID, "%+v", c)
 	require.Equal(t, int64(12), c.Balance, "%+v", c)
 	require.False(t, c.Expired, "%+v", c)
 	require.True(t, c.ExpiresAt.Equal(time.Unix(1735689600, 0)), "%+v", c)
 	require.True(t, c.LastTopUp.Equal(time.Date(2025, 1, 15, 10, 0, 0, 0, time.UTC)), "%+v", c)
-	c, _ = cfg.DecodeCredits(item, time.Unix(1735689600, 0))
+	c, _ = cfg.DecodeCredits(sdkav.FromSDK(item), time.Unix(1735689600, 0))
 	require.Equal(t, int64(0), c.Balance, "at expiry: %+v", c)
 	require.True(t, c.Expired, "at expiry: %+v", c)
 	item["balance"] = acctS("12")
 	var fe *billing.FieldError
-	_, err = cfg.DecodeCredits(item, acctStart)
+	_, err = cfg.DecodeCredits(sdkav.FromSDK(item), acctStart)
 	require.ErrorAs(t, err, &fe, "string balance")
 	require.Equal(t, "balance", fe.Field, "string balance: %v", err)
 	require.Equal(t, "PK=USER#abc123 SK=CREDITS#BALANCE", fe.Key, "string balance: %v", err)
 	item["balance"], item["PK"] = acctN(1), acctS("ACC#abc123")
-	_, err = cfg.DecodeCredits(item, acctStart)
+	_, err = cfg.DecodeCredits(sdkav.FromSDK(item), acctStart)
 	require.ErrorIs(t, err, billing.ErrInvalidItem, "foreign partition")
 }
 

@@ -98,7 +98,7 @@ func TestZeroConfigLogPathsStatusQuery(t *testing.T) {
 	bad.UserID, bad.SubscriptionID = "garbled", "b-1"
 	item, err := layout.EncodeItem(&bad)
 	require.NoError(t, err)
-	item[layout.AttrBillingAmount] = acctS("4,99")
+	item[layout.AttrBillingAmount] = layout.StringAV("4,99")
 	require.NoError(t, put(t.Context(), memory.SubscriptionsTable, item))
 
 	var (

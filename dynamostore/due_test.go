@@ -171,12 +171,12 @@ func TestDynamoDueKeyFollowsStatus(t *testing.T) {
 	require.NoError(t, err)
 	item := f.rawItem(t, &rec)
 	shard := layout.DueShard("due-user-00", testShards)
-	assert.Equal(t, layout.StringAV(layout.DueKey(billing.StatusScheduled, shard)), item[layout.AttrDue])
+	assert.Equal(t, stringAV(layout.DueKey(billing.StatusScheduled, shard)), item[layout.AttrDue])
 
 	declined := rec.Clone()
 	declined.Status, declined.LastRunDate, declined.Attempt = billing.StatusError, rec.LastRunDate.Add(time.Hour), 1
 	require.NoError(t, f.repo.Update(ctx, &rec, &declined))
-	assert.Equal(t, layout.StringAV(layout.DueKey(billing.StatusError, shard)), f.rawItem(t, &declined)[layout.AttrDue])
+	assert.Equal(t, stringAV(layout.DueKey(billing.StatusError, shard)), f.rawItem(t, &declined)[layout.AttrDue])
 
 	stored, err := f.repo.Get(ctx, declined.UserID, declined.BillingDate)
 	require.NoError(t, err)
@@ -207,7 +207,7 @@ func (f *dynamoFixture) rawItem(t *testing.T, s *billing.Subscription) map[strin
 	t.Helper()
 	out, err := f.w.GetItem(t.Context(), &dynamodb.GetItemInput{
 		TableName: &f.cfg.Tables.Subscriptions, ConsistentRead: new(true),
-		Key: map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(s.UserID), layout.AttrBillingDate: layout.StringAV(layout.BillingDateKey(s))},
+		Key: map[string]types.AttributeValue{layout.AttrUserID: stringAV(s.UserID), layout.AttrBillingDate: stringAV(layout.BillingDateKey(s))},
 	})
 	require.NoError(t, err)
 	require.NotNil(t, out.Item)
@@ -227,10 +227,10 @@ func TestDynamoBackfillDue(t *testing.T) {
 	// wrong shard, as a change of DueShards would leave them.
 	stale, err := f.repo.Get(ctx, "due-user-01", testRecord("due-user-01", 0, billing.StatusCompleted).BillingDate)
 	require.NoError(t, err)
-	f.setRaw(t, &stale, layout.StringAV("SCHEDULED#3"))
+	f.setRaw(t, &stale, stringAV("SCHEDULED#3"))
 	moved, err := f.repo.Get(ctx, "due-user-02", testRecord("due-user-02", 1, billing.StatusScheduled).BillingDate)
 	require.NoError(t, err)
-	f.setRaw(t, &moved, layout.StringAV(layout.DueKey(billing.StatusScheduled, (layout.DueShard("due-user-02", testShards)+1)%testShards)))
+	f.setRaw(t, &moved, stringAV(layout.DueKey(billing.StatusScheduled, (layout.DueShard("due-user-02", testShards)+1)%testShards)))
 	before := f.scanAll(t)
 
 	cfg := f.cfg
@@ -275,7 +275,7 @@ func (f *dynamoFixture) scanAll(t *testing.T) map[string]map[string]types.Attrib
 		page, err := f.w.Scan(t.Context(), in)
 		require.NoError(t, err)
 		for _, it := range page.Items {
-			out[layout.StringOf(it[layout.AttrUserID])+"|"+layout.StringOf(it[layout.AttrBillingDate])] = it
+			out[stringOf(it[layout.AttrUserID])+"|"+stringOf(it[layout.AttrBillingDate])] = it
 		}
 		if in.ExclusiveStartKey = page.LastEvaluatedKey; in.ExclusiveStartKey == nil {
 			return out

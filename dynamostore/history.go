@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dynabill/billing/internal/sdkav"
 	"maps"
 	"slices"
 	"strings"
@@ -45,7 +46,7 @@ func (h *History) Add(ctx context.Context, sub *billing.Subscription) error {
 	}
 	cond := absent(layout.AttrUserID)
 	_, err = h.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &h.cfg.Tables.History, Item: item,
+		TableName: &h.cfg.Tables.History, Item: sdkav.ToSDK(item),
 		ConditionExpression:      cond.Condition(),
 		ExpressionAttributeNames: cond.Names(),
 	})
@@ -65,7 +66,8 @@ func (h *History) AddAll(ctx context.Context, subs []billing.Subscription) error
 	}
 	items := make([]map[string]types.AttributeValue, len(subs))
 	for i := range subs {
-		items[i], _ = layout.EncodeHistoryItem(&subs[i])
+		item, _ := layout.EncodeHistoryItem(&subs[i])
+		items[i] = sdkav.ToSDK(item)
 	}
 	return putRows(ctx, h.cfg.Client, h.bw, h.cfg.Tables.History, layout.AttrUserID, subs, items, func(i int) map[string]types.AttributeValue {
 		return map[string]types.AttributeValue{layout.AttrUserID: items[i][layout.AttrUserID], layout.AttrLastRunDate: items[i][layout.AttrLastRunDate]}
@@ -107,7 +109,7 @@ func putRow(ctx context.Context, client API, bw *batchWriter, in *dynamodb.PutIt
 			switch {
 			case gerr != nil:
 				err = gerr
-			case layout.SameItem(out.Item, in.Item):
+			case layout.SameItem(sdkav.FromSDK(out.Item), sdkav.FromSDK(in.Item)):
 				return nil // written already, by an earlier try
 			default:
 				return &billing.ConflictError{Op: "history add", Key: historyKeyOf(key),
@@ -127,7 +129,7 @@ func putRow(ctx context.Context, client API, bw *batchWriter, in *dynamodb.PutIt
 func historyKeyOf(key map[string]types.AttributeValue) string {
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(key)) {
-		out = append(out, name+"="+layout.StringOf(key[name]))
+		out = append(out, name+"="+stringOf(key[name]))
 	}
 	return strings.Join(out, " ")
 }
@@ -206,7 +208,7 @@ func (h *History) query(ctx context.Context, in *dynamodb.QueryInput) ([]billing
 	if err != nil {
 		return nil, err
 	}
-	return layout.DecodeAll(items, layout.DecodeItem)
+	return layout.DecodeAll(sdkav.FromSDKItems(items), layout.DecodeItem)
 }
 
 // sortHistory orders rows by last_run_date as a time (legacy rows may use

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dynabill/billing/internal/storeconf"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -16,7 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
-	"github.com/dynabill/billing/internal/layout"
 )
 
 // DefaultLockTable is the name of the lock table of the legacy layout.
@@ -25,7 +25,7 @@ const DefaultLockTable = "locks"
 // DefaultLeaseDuration is the lease of [NewLocker] unless configured, as
 // the legacy service ran it. Heartbeats default to a third of the lease
 // (see [WithHeartbeatPeriod]).
-const DefaultLeaseDuration = 60 * time.Second
+const DefaultLeaseDuration = storeconf.DefaultLeaseDuration
 
 // Attributes of the lock table. dynamolock owns them; the locker reads
 // them to decide whether another holder's lease has expired, and to undo
@@ -334,8 +334,8 @@ func (l *Locker) undoAcquire(ctx context.Context, userID, key, rvn, owner string
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.lease/2)
 	defer cancel()
 	err := l.deleteLockItem(ctx, key, expression.And(
-		expression.Name(lockAttrRVN).Equal(expression.Value(rvn)),
-		expression.Name(lockAttrOwnerName).Equal(expression.Value(owner)),
+		expression.Name(lockAttrRVN).Equal(exprValue(rvn)),
+		expression.Name(lockAttrOwnerName).Equal(exprValue(owner)),
 	))
 	switch {
 	case err == nil:
@@ -408,8 +408,8 @@ func (c captureClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o
 	case errors.As(err, new(*types.ConditionalCheckFailedException)):
 		return out, errLostRace
 	default:
-		r.putRVN = layout.StringOf(in.Item[lockAttrRVN])
-		r.putOwner = layout.StringOf(in.Item[lockAttrOwnerName])
+		r.putRVN = stringOf(in.Item[lockAttrRVN])
+		r.putOwner = stringOf(in.Item[lockAttrOwnerName])
 		r.putFailed = true
 	}
 	return out, err
@@ -422,8 +422,8 @@ func (c captureClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o
 		r.done = true
 		r.found = out.Item != nil
 		r.released = released
-		r.rvn = layout.StringOf(out.Item[lockAttrRVN])
-		r.lease = layout.StringOf(out.Item[lockAttrLeaseDuration])
+		r.rvn = stringOf(out.Item[lockAttrRVN])
+		r.lease = stringOf(out.Item[lockAttrLeaseDuration])
 	}
 	return out, err
 }
@@ -470,7 +470,7 @@ func (l *Locker) takeOverExpired(ctx context.Context, userID, key string, read l
 			return false, nil
 		}
 	}
-	err = l.deleteLockItem(ctx, key, expression.Name(lockAttrRVN).Equal(expression.Value(read.rvn)))
+	err = l.deleteLockItem(ctx, key, expression.Name(lockAttrRVN).Equal(exprValue(read.rvn)))
 	if errors.As(err, new(*types.ConditionalCheckFailedException)) {
 		return false, nil // renewed or taken meanwhile
 	}

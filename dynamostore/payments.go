@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"context"
 	"fmt"
+	"github.com/dynabill/billing/internal/sdkav"
 	"log/slog"
 	"time"
 
@@ -67,14 +68,14 @@ func NewPayments(cfg PaymentsConfig) (*Payments, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Payments{cfg: cfg, tbl: cfg.Table.codec()}, nil
+	return &Payments{cfg: cfg, tbl: codecOf(cfg.Table)}, nil
 }
 
 func (p *Payments) now() time.Time { return p.cfg.Clock.Now().UTC().Truncate(time.Second) }
 
 func (p *Payments) subKey(accountID, subscriptionID, sku string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		layout.AttrPK: layout.StringAV(p.tbl.AccountPK(accountID)), layout.AttrSK: layout.StringAV(layout.RecurringSK(subscriptionID, sku)),
+		layout.AttrPK: stringAV(p.tbl.AccountPK(accountID)), layout.AttrSK: stringAV(layout.RecurringSK(subscriptionID, sku)),
 	}
 }
 
@@ -93,7 +94,7 @@ func (p *Payments) CreateSubscription(ctx context.Context, s entitlement.Recurri
 	}
 	cond := absent(layout.AttrPK)
 	_, err = p.cfg.Client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &p.tbl.Table, Item: item,
+		TableName: &p.tbl.Table, Item: sdkav.ToSDK(item),
 		ConditionExpression:      cond.Condition(),
 		ExpressionAttributeNames: cond.Names(),
 	})
@@ -120,7 +121,7 @@ func (p *Payments) GetSubscription(ctx context.Context, accountID, subscriptionI
 	if len(out.Item) == 0 {
 		return entitlement.RecurringSubscription{}, fmt.Errorf("billing: get subscription (%s): %w", key, billing.ErrNotFound)
 	}
-	return p.tbl.DecodeRecurringSubscription(out.Item)
+	return p.tbl.DecodeRecurringSubscription(sdkav.FromSDK(out.Item))
 }
 
 // SubscriptionsByAccount implements [Payments.SubscriptionsByAccount]:
@@ -133,7 +134,7 @@ func (p *Payments) SubscriptionsByAccount(ctx context.Context, accountID string)
 	if err != nil {
 		return nil, err
 	}
-	subs, err := layout.DecodeAll(items, p.tbl.DecodeRecurringSubscription)
+	subs, err := layout.DecodeAll(sdkav.FromSDKItems(items), p.tbl.DecodeRecurringSubscription)
 	if err != nil {
 		return nil, fmt.Errorf("billing: subscriptions by account: %w", err)
 	}

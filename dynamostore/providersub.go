@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"context"
 	"fmt"
+	"github.com/dynabill/billing/internal/sdkav"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -20,8 +21,8 @@ import (
 // same and the stored lastEventId is smaller than eventID.
 func sameInstantCondition(rank int, eventID string) expression.ConditionBuilder {
 	st, cape := expression.Name(layout.SubStatus), expression.Name(layout.SubCancelAtEnd)
-	endedV, expiredV := expression.Value(layout.StringAV(string(entitlement.ProviderCanceled))), expression.Value(layout.StringAV(string(entitlement.ProviderIncompleteExpired)))
-	incompleteV, trueV := expression.Value(layout.StringAV(string(entitlement.ProviderIncomplete))), expression.Value(layout.BoolAV(true))
+	endedV, expiredV := exprValue(layout.StringAV(string(entitlement.ProviderCanceled))), exprValue(layout.StringAV(string(entitlement.ProviderIncompleteExpired)))
+	incompleteV, trueV := exprValue(layout.StringAV(string(entitlement.ProviderIncomplete))), exprValue(boolAV(true))
 	ended := st.In(endedV, expiredV)
 	notEnded := expression.Not(ended)
 	notCape := expression.Not(cape.Equal(trueV)) // also true when the attribute is absent
@@ -38,7 +39,7 @@ func sameInstantCondition(rank int, eventID string) expression.ConditionBuilder 
 	default:
 		same, hasLower = incomplete.And(notCape), false
 	}
-	cond := same.And(expression.Name(layout.SubLastEventID).LessThan(expression.Value(layout.StringAV(eventID))))
+	cond := same.And(expression.Name(layout.SubLastEventID).LessThan(exprValue(layout.StringAV(eventID))))
 	if hasLower {
 		cond = lower.Or(cond)
 	}
@@ -67,16 +68,16 @@ func (a *Accounts) ApplyProviderEvent(ctx context.Context, ev entitlement.Provid
 	ts, _ := layout.AcctTime(now)
 	at, _ := timefmt.Nanos(ev.Created)
 	sk := layout.SKSubscriptionPrefix + ev.SubscriptionID
-	nowV := expression.Value(layout.StringAV(ts))
+	nowV := exprValue(layout.StringAV(ts))
 	created := expression.Name(layout.AcctCreatedAt)
-	upd := expression.Set(expression.Name(layout.AcctType), expression.Value(layout.StringAV(layout.SubTypeValue))).
-		Set(expression.Name(layout.SubID), expression.Value(layout.StringAV(ev.SubscriptionID))).
-		Set(expression.Name(layout.SubPlanTier), expression.Value(layout.StringAV(string(ev.Tier)))).
-		Set(expression.Name(layout.SubStatus), expression.Value(layout.StringAV(string(ev.Status)))).
-		Set(expression.Name(layout.SubCustomer), expression.Value(layout.StringAV(ev.Customer))).
-		Set(expression.Name(layout.SubCancelAtEnd), expression.Value(layout.BoolAV(ev.CancelAtPeriodEnd))).
-		Set(expression.Name(layout.SubLastEventID), expression.Value(layout.StringAV(ev.EventID))).
-		Set(expression.Name(layout.SubLastEventAt), expression.Value(layout.StringAV(at))).
+	upd := expression.Set(expression.Name(layout.AcctType), exprValue(layout.StringAV(layout.SubTypeValue))).
+		Set(expression.Name(layout.SubID), exprValue(layout.StringAV(ev.SubscriptionID))).
+		Set(expression.Name(layout.SubPlanTier), exprValue(layout.StringAV(string(ev.Tier)))).
+		Set(expression.Name(layout.SubStatus), exprValue(layout.StringAV(string(ev.Status)))).
+		Set(expression.Name(layout.SubCustomer), exprValue(layout.StringAV(ev.Customer))).
+		Set(expression.Name(layout.SubCancelAtEnd), exprValue(boolAV(ev.CancelAtPeriodEnd))).
+		Set(expression.Name(layout.SubLastEventID), exprValue(layout.StringAV(ev.EventID))).
+		Set(expression.Name(layout.SubLastEventAt), exprValue(layout.StringAV(at))).
 		Set(expression.Name(layout.AcctUpdatedAt), nowV).
 		Set(created, expression.IfNotExists(created, nowV))
 	for _, p := range []struct {
@@ -88,9 +89,9 @@ func (a *Accounts) ApplyProviderEvent(ctx context.Context, ev entitlement.Provid
 			continue
 		}
 		v, _ := layout.AcctTime(p.t)
-		upd = upd.Set(expression.Name(p.name), expression.Value(layout.StringAV(v)))
+		upd = upd.Set(expression.Name(p.name), exprValue(layout.StringAV(v)))
 	}
-	lea, leaV := expression.Name(layout.SubLastEventAt), expression.Value(layout.StringAV(at))
+	lea, leaV := expression.Name(layout.SubLastEventAt), exprValue(layout.StringAV(at))
 	cond := expression.Or(expression.AttributeNotExists(expression.Name(layout.AttrPK)), expression.AttributeNotExists(lea),
 		lea.LessThan(leaV), lea.Equal(leaV).And(sameInstantCondition(ev.Rank(), ev.EventID)))
 	expr := mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(cond))
@@ -129,7 +130,7 @@ func (a *Accounts) GetProviderSubscription(ctx context.Context, userID, subscrip
 	if item == nil {
 		return entitlement.ProviderSubscription{}, fmt.Errorf("%w: %s", billing.ErrNotFound, a.keyText(userID, sk))
 	}
-	return a.tbl.DecodeProviderSubscription(item)
+	return a.tbl.DecodeProviderSubscription(sdkav.FromSDK(item))
 }
 
 // ListProviderSubscriptions implements [Accounts.ListProviderSubscriptions]
@@ -143,5 +144,5 @@ func (a *Accounts) ListProviderSubscriptions(ctx context.Context, userID string)
 	if err != nil {
 		return nil, err
 	}
-	return layout.DecodeAll(items, a.tbl.DecodeProviderSubscription)
+	return layout.DecodeAll(sdkav.FromSDKItems(items), a.tbl.DecodeProviderSubscription)
 }

@@ -1,6 +1,7 @@
 package dynamostore_test
 
 import (
+	"github.com/dynabill/billing/internal/sdkav"
 	"strings"
 	"testing"
 	"time"
@@ -300,7 +301,7 @@ func FuzzProviderSubscriptionItem(f *testing.F) {
 	f.Fuzz(func(t *testing.T, pk, sk, status, tier, start, end string) {
 		item := map[string]types.AttributeValue{"PK": acctS(pk), "SK": acctS(sk), "status": acctS(status), "planTier": acctS(tier),
 			"currentPeriodStart": acctS(start), "currentPeriodEnd": acctS(end)}
-		sub, err := layout.SingleTableConfig{}.DecodeProviderSubscription(item)
+		sub, err := layout.SingleTableConfig{}.DecodeProviderSubscription(sdkav.FromSDK(item))
 		if err != nil {
 			var fe *billing.FieldError
 			require.ErrorAs(t, err, &fe, "not a FieldError with a key")

@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"context"
 	"fmt"
+	"github.com/dynabill/billing/internal/sdkav"
 	"maps"
 	"slices"
 	"strings"
@@ -33,16 +34,16 @@ func (p *Payments) receiptPut(r entitlement.Receipt) (*types.Put, entitlement.Re
 	txName := expression.Name(layout.RecTransactionID)
 	sameTx := expression.AttributeNotExists(txName)
 	if tx, ok := item[layout.RecTransactionID]; ok {
-		sameTx = txName.Equal(expression.Value(tx))
+		sameTx = txName.Equal(exprValue(tx))
 	}
-	same := expression.Name(layout.RecSubscriptionID).Equal(expression.Value(item[layout.RecSubscriptionID])).
-		And(expression.Name(layout.RecAmount).Equal(expression.Value(item[layout.RecAmount])), sameTx)
+	same := expression.Name(layout.RecSubscriptionID).Equal(exprValue(item[layout.RecSubscriptionID])).
+		And(expression.Name(layout.RecAmount).Equal(exprValue(item[layout.RecAmount])), sameTx)
 	expr, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(layout.AttrPK)).Or(same)).Build()
 	if err != nil {
 		return nil, r, err
 	}
 	return &types.Put{
-		TableName: &p.tbl.Table, Item: item,
+		TableName: &p.tbl.Table, Item: sdkav.ToSDK(item),
 		ConditionExpression:      expr.Condition(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 	}, r, nil
@@ -85,8 +86,8 @@ func (p *Payments) ReceiptsByAccount(ctx context.Context, accountID string, sinc
 		lo += ts
 	}
 	expr := mustBuild(expression.NewBuilder().WithKeyCondition(
-		expression.Key(layout.AttrPK).Equal(expression.Value(layout.StringAV(p.tbl.AccountPK(accountID)))).
-			And(expression.Key(layout.AttrSK).Between(expression.Value(layout.StringAV(lo)), expression.Value(layout.StringAV("REC$"))))))
+		expression.Key(layout.AttrPK).Equal(exprValue(layout.StringAV(p.tbl.AccountPK(accountID)))).
+			And(expression.Key(layout.AttrSK).Between(exprValue(layout.StringAV(lo)), exprValue(layout.StringAV("REC$"))))))
 	in := &dynamodb.QueryInput{
 		TableName:                 &p.tbl.Table,
 		KeyConditionExpression:    expr.KeyCondition(),
@@ -100,10 +101,10 @@ func (p *Payments) ReceiptsByAccount(ctx context.Context, accountID string, sinc
 			return nil, fmt.Errorf("billing: receipts by account (account %s): %w", accountID, err)
 		}
 		for _, it := range out.Items {
-			if !strings.HasPrefix(layout.StringOf(it[layout.AttrSK]), layout.SKReceiptPrefix) {
+			if !strings.HasPrefix(stringOf(it[layout.AttrSK]), layout.SKReceiptPrefix) {
 				continue
 			}
-			r, err := p.tbl.DecodeReceipt(it)
+			r, err := p.tbl.DecodeReceipt(sdkav.FromSDK(it))
 			if err != nil {
 				return nil, fmt.Errorf("billing: receipts by account: %w", err)
 			}
@@ -190,12 +191,12 @@ func (p *Payments) due(ctx context.Context, op, index, hash, rng string, day tim
 		KeyConditionExpression:    expr.KeyCondition(),
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
-		ExclusiveStartKey:         start, Limit: aws.Int32(int32(p.cfg.PageSize)),
+		ExclusiveStartKey:         sdkav.ToSDK(start), Limit: aws.Int32(int32(p.cfg.PageSize)),
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("billing: %s %s: %w", op, d, err)
 	}
-	next, err := cursor.Encode(scope, out.LastEvaluatedKey)
+	next, err := cursor.Encode(scope, sdkav.FromSDK(out.LastEvaluatedKey))
 	if err != nil {
 		return nil, "", fmt.Errorf("billing: %s %s: cursor: %w", op, d, err)
 	}
@@ -205,11 +206,11 @@ func (p *Payments) due(ctx context.Context, op, index, hash, rng string, day tim
 	}
 	var page []entitlement.RecurringSubscription
 	for _, it := range out.Items {
-		item, ok := full[layout.StringOf(it[layout.AttrPK])+"\x00"+layout.StringOf(it[layout.AttrSK])]
+		item, ok := full[stringOf(it[layout.AttrPK])+"\x00"+stringOf(it[layout.AttrSK])]
 		if !ok {
 			continue // deleted since
 		}
-		s, err := p.tbl.DecodeRecurringSubscription(item)
+		s, err := p.tbl.DecodeRecurringSubscription(sdkav.FromSDK(item))
 		if err != nil {
 			p.cfg.Logger.WarnContext(ctx, "billing: skipping undecodable subscription", "op", op, "day", d, "error", err)
 			continue
@@ -247,7 +248,7 @@ func (p *Payments) batchGet(ctx context.Context, op string, keys []map[string]ty
 			return nil, fmt.Errorf("billing: %s: batch get: %w", op, err)
 		}
 		for _, it := range out.Responses[p.tbl.Table] {
-			got[layout.StringOf(it[layout.AttrPK])+"\x00"+layout.StringOf(it[layout.AttrSK])] = it
+			got[stringOf(it[layout.AttrPK])+"\x00"+stringOf(it[layout.AttrSK])] = it
 		}
 		req = out.UnprocessedKeys
 	}
@@ -267,14 +268,14 @@ func (p *Payments) subUpdate(prevVersion int, next entitlement.RecurringSubscrip
 		if a == layout.AttrPK || a == layout.AttrSK || a == layout.PayCreatedAt {
 			continue
 		}
-		upd = upd.Set(expression.Name(a), expression.Value(item[a]))
+		upd = upd.Set(expression.Name(a), exprValue(item[a]))
 	}
 	for _, a := range []string{layout.AttrNextPaymentDate, layout.AttrNextReminderDate, layout.PayEmail, layout.PayDetails} {
 		if _, ok := item[a]; !ok {
 			upd = upd.Remove(expression.Name(a))
 		}
 	}
-	cond := expression.Name(layout.PayVersion).Equal(expression.Value(layout.NumberAV(int64(prevVersion))))
+	cond := expression.Name(layout.PayVersion).Equal(exprValue(layout.NumberAV(int64(prevVersion))))
 	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package dynamostore_test
 
 import (
 	"errors"
+	"github.com/dynabill/billing/internal/sdkav"
 	"testing"
 	"time"
 
@@ -152,7 +153,7 @@ func FuzzDecodeRecurringSubscription(f *testing.F) {
 			"PaymentAmount": &types.AttributeValueMemberS{Value: amount}, "NextPaymentDate": &types.AttributeValueMemberS{Value: next},
 			"LastPaymentDate": &types.AttributeValueMemberS{Value: last}, "Version": &types.AttributeValueMemberN{Value: version},
 		}
-		s, err := layout.SingleTableConfig(payTable).DecodeRecurringSubscription(item)
+		s, err := layout.SingleTableConfig(payTable).DecodeRecurringSubscription(sdkav.FromSDK(item))
 		if err != nil {
 			if !errors.Is(err, billing.ErrInvalidItem) && !errors.Is(err, billing.ErrInvalidDate) && !errors.Is(err, billing.ErrInvalidAmount) {
 				t.Fatalf("unexpected error kind: %v", err)
@@ -164,7 +165,7 @@ func FuzzDecodeRecurringSubscription(f *testing.F) {
 		s2, err := layout.SingleTableConfig(payTable).DecodeRecurringSubscription(again)
 		require.NoError(t, err, "round trip %+v", s)
 		require.Equal(t, s, s2, "round trip")
-		_, err = layout.SingleTableConfig(payTable).DecodeReceipt(item)
+		_, err = layout.SingleTableConfig(payTable).DecodeReceipt(sdkav.FromSDK(item))
 		require.Error(t, err, "a subscription item decodes as a receipt: %v", item)
 	})
 }
@@ -179,7 +180,7 @@ func FuzzDecodeReceipt(f *testing.F) {
 			"SubscriptionID": &types.AttributeValueMemberS{Value: sub}, "ProcessedDate": &types.AttributeValueMemberS{Value: processed},
 			"ProcessedAmount": &types.AttributeValueMemberS{Value: amount}, "TTL": &types.AttributeValueMemberN{Value: ttl},
 		}
-		r, err := layout.SingleTableConfig(payTable).DecodeReceipt(item)
+		r, err := layout.SingleTableConfig(payTable).DecodeReceipt(sdkav.FromSDK(item))
 		if err != nil {
 			return
 		}

@@ -1,6 +1,8 @@
 package dynamostore_test
 
 import (
+	"github.com/dynabill/billing/internal/av"
+	"github.com/dynabill/billing/internal/sdkav"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -45,12 +47,12 @@ func TestDynamoReminderWorkers(t *testing.T) {
 		repo, _ := storetest.NewDynamoStores(t, dynamostore.Config{Client: w, Tables: tables})
 		return billingtest.ReminderStore{
 			Repository: repo,
-			Items: func(t testing.TB, rec *billing.Subscription) map[string]map[string]types.AttributeValue {
-				key := map[string]types.AttributeValue{
+			Items: func(t testing.TB, rec *billing.Subscription) map[string]map[string]av.AttributeValue {
+				key := map[string]av.AttributeValue{
 					layout.AttrUserID: layout.StringAV(rec.UserID), layout.AttrBillingDate: layout.StringAV(layout.BillingDateKey(rec)),
 				}
-				return presentItems(map[string]map[string]types.AttributeValue{
-					billingtest.ReminderRecordItem: rawItem(t, client, tables.Subscriptions, key),
+				return presentItems(map[string]map[string]av.AttributeValue{
+					billingtest.ReminderRecordItem: sdkav.FromSDK(rawItem(t, client, tables.Subscriptions, sdkav.ToSDK(key))),
 				})
 			},
 		}
@@ -71,17 +73,17 @@ func TestSingleTableReminderWorkers(t *testing.T) {
 		require.NoError(t, err)
 		return billingtest.ReminderStore{
 			Repository: repo,
-			Items: func(t testing.TB, rec *billing.Subscription) map[string]map[string]types.AttributeValue {
+			Items: func(t testing.TB, rec *billing.Subscription) map[string]map[string]av.AttributeValue {
 				ref, err := layout.ParseSubscriptionRef(rec.UserID)
 				require.NoError(t, err)
 				pk := layout.StringAV(layout.SingleTableConfig(table).AccountPK(ref.AccountID))
-				return presentItems(map[string]map[string]types.AttributeValue{
-					billingtest.ReminderRecordItem: rawItem(t, client, table.Table, map[string]types.AttributeValue{
+				return presentItems(map[string]map[string]av.AttributeValue{
+					billingtest.ReminderRecordItem: sdkav.FromSDK(rawItem(t, client, table.Table, sdkav.ToSDK(map[string]av.AttributeValue{
 						layout.AttrPK: pk, layout.AttrSK: layout.StringAV(layout.PeriodSK(ref, layout.BillingDateKey(rec))),
-					}),
-					billingtest.ReminderSubscriptionItem: rawItem(t, client, table.Table, map[string]types.AttributeValue{
+					}))),
+					billingtest.ReminderSubscriptionItem: sdkav.FromSDK(rawItem(t, client, table.Table, sdkav.ToSDK(map[string]av.AttributeValue{
 						layout.AttrPK: pk, layout.AttrSK: layout.StringAV(ref.SK()),
-					}),
+					}))),
 				})
 			},
 		}
@@ -89,7 +91,7 @@ func TestSingleTableReminderWorkers(t *testing.T) {
 }
 
 // presentItems leaves out the roles without an item.
-func presentItems(m map[string]map[string]types.AttributeValue) map[string]map[string]types.AttributeValue {
+func presentItems(m map[string]map[string]av.AttributeValue) map[string]map[string]av.AttributeValue {
 	for role, item := range m {
 		if item == nil {
 			delete(m, role)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dynabill/billing/internal/av"
+	"github.com/dynabill/billing/internal/sdkav"
 	"log/slog"
 	"strconv"
 	"time"
@@ -136,14 +138,19 @@ func absent(pk string) expression.Expression {
 
 // putAbsent is the put of item into table conditional on absent(pk): it
 // creates the item, never overwrites one.
-func putAbsent(table *string, item map[string]types.AttributeValue, pk string) *types.Put {
+func putAbsent(table *string, item map[string]av.AttributeValue, pk string) *types.Put {
+	return putAbsentSDK(table, sdkav.ToSDK(item), pk)
+}
+
+// putAbsentSDK is [putAbsent] of an item built in the SDK's form.
+func putAbsentSDK(table *string, item map[string]types.AttributeValue, pk string) *types.Put {
 	expr := absent(pk)
 	return &types.Put{TableName: table, Item: item, ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names()}
 }
 
 // keyEquals is the key condition name = v on a string key attribute.
 func keyEquals(name, v string) expression.Expression {
-	return mustBuild(expression.NewBuilder().WithKeyCondition(expression.Key(name).Equal(expression.Value(layout.StringAV(v)))))
+	return mustBuild(expression.NewBuilder().WithKeyCondition(expression.Key(name).Equal(exprValue(layout.StringAV(v)))))
 }
 
 // Add implements [Repository.Add]. The legacy tables hold one
@@ -190,7 +197,7 @@ func (r *Repository) refuseSecondOpen(ctx context.Context, sub *billing.Subscrip
 	}
 	bd := layout.BillingDateKey(sub)
 	expr := mustBuild(expression.NewBuilder().
-		WithKeyCondition(expression.Key(layout.AttrUserID).Equal(expression.Value(layout.StringAV(sub.UserID)))).
+		WithKeyCondition(expression.Key(layout.AttrUserID).Equal(exprValue(layout.StringAV(sub.UserID)))).
 		WithProjection(expression.NamesList(expression.Name(layout.AttrBillingDate), expression.Name(layout.AttrBillingStatus))))
 	in := &dynamodb.QueryInput{
 		TableName:                 &r.cfg.Tables.Subscriptions,
@@ -206,7 +213,7 @@ func (r *Repository) refuseSecondOpen(ctx context.Context, sub *billing.Subscrip
 			return fmt.Errorf("billing: add (%s): reading the user's records: %w", sub.Key(), err)
 		}
 		for _, it := range out.Items {
-			st, other := billing.Status(layout.StringOf(it[layout.AttrBillingStatus])), layout.StringOf(it[layout.AttrBillingDate])
+			st, other := billing.Status(stringOf(it[layout.AttrBillingStatus])), stringOf(it[layout.AttrBillingDate])
 			switch {
 			case other == bd:
 				return nil // the key is taken: the transaction says so
@@ -227,7 +234,7 @@ func (r *Repository) getKey(ctx context.Context, userID, billingDate string) (bi
 	key := keyString(userID, billingDate)
 	out, err := r.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &r.cfg.Tables.Subscriptions,
-		Key:            map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(userID), layout.AttrBillingDate: layout.StringAV(billingDate)},
+		Key:            map[string]types.AttributeValue{layout.AttrUserID: stringAV(userID), layout.AttrBillingDate: stringAV(billingDate)},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -236,7 +243,7 @@ func (r *Repository) getKey(ctx context.Context, userID, billingDate string) (bi
 	if len(out.Item) == 0 {
 		return billing.Subscription{}, fmt.Errorf("%w: record %s", billing.ErrNotFound, key)
 	}
-	return decodeRecord(out.Item)
+	return decodeRecord(sdkav.FromSDK(out.Item))
 }
 
 func keyString(userID, billingDate string) string {
@@ -263,7 +270,7 @@ func (r *Repository) GetByID(ctx context.Context, subscriptionID string) (billin
 			return billing.Subscription{}, fmt.Errorf("billing: get by id %s: %w", subscriptionID, err)
 		}
 		for _, it := range out.Items {
-			sub, err := r.getKey(ctx, layout.StringOf(it[layout.AttrUserID]), layout.StringOf(it[layout.AttrBillingDate]))
+			sub, err := r.getKey(ctx, stringOf(it[layout.AttrUserID]), stringOf(it[layout.AttrBillingDate]))
 			if errors.Is(err, billing.ErrNotFound) {
 				continue
 			}
@@ -337,7 +344,7 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 	if err != nil {
 		return billing.Page{}, fmt.Errorf("%w: %v", billing.ErrInvalidCursor, err)
 	}
-	if start != nil && layout.StringOf(start[layout.AttrBillingStatus]) != string(q.Status) {
+	if start != nil && stringOf(start[layout.AttrBillingStatus]) != string(q.Status) {
 		return billing.Page{}, fmt.Errorf("%w: cursor of another status", billing.ErrInvalidCursor)
 	}
 	expr, err := r.statusConditions(q)
@@ -358,7 +365,7 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 // conditions from start (the query's Limit, else the page size) and
 // returns the records of q's status and shards it found, and the index's
 // LastEvaluatedKey.
-func (r *Repository) statusPage(ctx context.Context, q billing.StatusQuery, shards []int, expr expression.Expression, start map[string]types.AttributeValue) (billing.Page, map[string]types.AttributeValue, error) {
+func (r *Repository) statusPage(ctx context.Context, q billing.StatusQuery, shards []int, expr expression.Expression, start map[string]av.AttributeValue) (billing.Page, map[string]av.AttributeValue, error) {
 	limit := q.Limit
 	if limit == 0 {
 		limit = r.cfg.PageSize
@@ -370,7 +377,7 @@ func (r *Repository) statusPage(ctx context.Context, q billing.StatusQuery, shar
 		FilterExpression:          expr.Filter(),
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
-		ExclusiveStartKey:         start,
+		ExclusiveStartKey:         sdkav.ToSDK(start),
 		Limit:                     aws.Int32(int32(min(limit, 1<<30))),
 	})
 	if err != nil {
@@ -378,13 +385,13 @@ func (r *Repository) statusPage(ctx context.Context, q billing.StatusQuery, shar
 	}
 	page := billing.Page{Scanned: int(out.ScannedCount)}
 	r.addItems(ctx, &page, q, out.Items, shards)
-	return page, out.LastEvaluatedKey, nil
+	return page, sdkav.FromSDK(out.LastEvaluatedKey), nil
 }
 
 // statusConditions builds the key condition and filter of a status query
 // on the status index.
 func (r *Repository) statusConditions(q billing.StatusQuery) (expression.Expression, error) {
-	keyCond := expression.Key(layout.AttrBillingStatus).Equal(expression.Value(layout.StringAV(string(q.Status))))
+	keyCond := expression.Key(layout.AttrBillingStatus).Equal(exprValue(layout.StringAV(string(q.Status))))
 	return dateConditions(q, keyCond, r.cfg.Tables.StatusIndexMode == StatusIndexSorted)
 }
 
@@ -401,7 +408,7 @@ func dateConditions(q billing.StatusQuery, keyCond expression.KeyConditionBuilde
 		if err != nil {
 			return expression.ValueBuilder{}, fmt.Errorf("%w: %v", billing.ErrInvalidQuery, err)
 		}
-		return expression.Value(layout.StringAV(v)), nil
+		return exprValue(layout.StringAV(v)), nil
 	}
 	if !q.Since.IsZero() {
 		v, err := value(q.Since)
@@ -482,14 +489,14 @@ func updateCondition(prev *billing.Subscription) expression.Expression {
 // fence is updateCondition's condition, for expressions that add to it.
 func fence(prev *billing.Subscription) expression.ConditionBuilder {
 	cond := expression.AttributeExists(expression.Name(layout.AttrUserID)).
-		And(expression.Name(layout.AttrBillingStatus).Equal(expression.Value(string(prev.Status))))
+		And(expression.Name(layout.AttrBillingStatus).Equal(exprValue(string(prev.Status))))
 	if lr := layout.LastRunDateKey(prev); lr != "" {
-		cond = cond.And(expression.Name(layout.AttrLastRunDate).Equal(expression.Value(lr)))
+		cond = cond.And(expression.Name(layout.AttrLastRunDate).Equal(exprValue(lr)))
 	} else {
 		cond = cond.And(expression.AttributeNotExists(expression.Name(layout.AttrLastRunDate)))
 	}
 	for name, n := range map[string]int{layout.AttrAttempt: prev.Attempt, layout.AttrAttemptNumber: prev.LastAttempt.Number} {
-		v := expression.Name(name).Equal(expression.Value(&types.AttributeValueMemberN{Value: strconv.Itoa(n)}))
+		v := expression.Name(name).Equal(exprValue(&types.AttributeValueMemberN{Value: strconv.Itoa(n)}))
 		if n == 0 {
 			v = expression.AttributeNotExists(expression.Name(name)).Or(v)
 		}
@@ -520,7 +527,7 @@ const staleReason = "the record changed since it was read (status or last_run_da
 // SetAttempt implements [Repository.SetAttempt] with one conditional
 // UpdateItem.
 func (r *Repository) SetAttempt(ctx context.Context, prev, next *billing.Subscription) error {
-	key := map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(prev.UserID), layout.AttrBillingDate: layout.StringAV(layout.BillingDateKey(prev))}
+	key := map[string]types.AttributeValue{layout.AttrUserID: stringAV(prev.UserID), layout.AttrBillingDate: stringAV(layout.BillingDateKey(prev))}
 	return setAttempt(ctx, r.cfg.Client, &r.cfg.Tables.Subscriptions, key, prev, next)
 }
 
@@ -608,7 +615,7 @@ func (r *Repository) writeBackAction(prev, next *billing.Subscription) (*types.U
 	nextItem, _ := layout.EncodeItem(next) // ValidateUpdate encoded it
 	withDue(nextItem, next, r.cfg.Tables.DueShards)
 	writesDue(prevItem, next, r.cfg.Tables.DueShards)
-	key := map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(prev.UserID), layout.AttrBillingDate: layout.StringAV(layout.BillingDateKey(prev))}
+	key := map[string]types.AttributeValue{layout.AttrUserID: stringAV(prev.UserID), layout.AttrBillingDate: stringAV(layout.BillingDateKey(prev))}
 	upd, err := updateAction(&r.cfg.Tables.Subscriptions, key, prevItem, nextItem, fence(prev), layout.AttrLastRunDate)
 	if err != nil {
 		return nil, fmt.Errorf("billing: update (%s): %w", prev.Key(), err)
@@ -640,7 +647,7 @@ func (r *Repository) AdminUpdate(ctx context.Context, prev, next *billing.Subscr
 	cond := updateCondition(prev)
 	_, err := r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Delete: &types.Delete{TableName: &r.cfg.Tables.Subscriptions,
-			Key:                 map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(prev.UserID), layout.AttrBillingDate: layout.StringAV(layout.BillingDateKey(prev))},
+			Key:                 map[string]types.AttributeValue{layout.AttrUserID: stringAV(prev.UserID), layout.AttrBillingDate: stringAV(layout.BillingDateKey(prev))},
 			ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()}},
 		{Put: putAbsent(&r.cfg.Tables.Subscriptions, prim, layout.AttrUserID)},
 		{Put: putAbsent(&r.cfg.Tables.History, hist, layout.AttrUserID)},

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dynabill/billing/internal/av"
+	"github.com/dynabill/billing/internal/sdkav"
 	"maps"
 	"slices"
 	"time"
@@ -22,10 +24,10 @@ import (
 // items and the stored item its write is conditional on.
 type addAllRecord struct {
 	i      int // index in the resolved batch
-	prim   map[string]types.AttributeValue
-	hist   map[string]types.AttributeValue
-	stored map[string]types.AttributeValue // the item at its key as read; nil when there is none
-	noRow  bool                            // its history row is stored already: the item is written alone
+	prim   map[string]av.AttributeValue
+	hist   map[string]av.AttributeValue
+	stored map[string]av.AttributeValue // the item at its key as read; nil when there is none
+	noRow  bool                         // its history row is stored already: the item is written alone
 }
 
 // Limits of one AddAll transaction: DynamoDB allows 100 actions (a record
@@ -137,7 +139,7 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 // or after that row (an earlier try of the batch), and one with no free
 // key is noted in failed. It returns the records to write.
 func (r *Repository) placeRows(ctx context.Context, resolved []billing.Subscription, recs []*addAllRecord, failed map[int]error) ([]*addAllRecord, error) {
-	plans, err := r.legacyRowReader(resolved).planRows(ctx, resolved, func(i int, at time.Time) (map[string]types.AttributeValue, error) {
+	plans, err := r.legacyRowReader(resolved).planRows(ctx, resolved, func(i int, at time.Time) (map[string]av.AttributeValue, error) {
 		rec := resolved[i].Clone()
 		rec.LastRunDate = at
 		hist, err := layout.EncodeHistoryItem(&rec)
@@ -310,7 +312,7 @@ func (r *Repository) addAllPuts(sub *billing.Subscription, rec *addAllRecord) (p
 	layout.CarryOwned(item, row, rec.stored)
 	withDue(item, sub, r.cfg.Tables.DueShards)
 	expr := mustBuild(expression.NewBuilder().WithCondition(storedCondition(rec.stored)))
-	prim = &types.Put{TableName: &r.cfg.Tables.Subscriptions, Item: item,
+	prim = &types.Put{TableName: &r.cfg.Tables.Subscriptions, Item: sdkav.ToSDK(item),
 		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values()}
 	if rec.noRow {
 		return prim, nil
@@ -328,14 +330,14 @@ var fencedAttributes = []string{layout.AttrBillingStatus, layout.AttrLastRunDate
 // as read: absent when stored is nil, else present with the
 // fencedAttributes of stored, as stored (an attribute stored is absent
 // must still be absent).
-func storedCondition(stored map[string]types.AttributeValue) expression.ConditionBuilder {
+func storedCondition(stored map[string]av.AttributeValue) expression.ConditionBuilder {
 	if stored == nil {
 		return expression.AttributeNotExists(expression.Name(layout.AttrUserID))
 	}
 	cond := expression.AttributeExists(expression.Name(layout.AttrUserID))
 	for _, name := range fencedAttributes {
 		if v, ok := stored[name]; ok {
-			cond = cond.And(expression.Name(name).Equal(expression.Value(v)))
+			cond = cond.And(expression.Name(name).Equal(exprValue(v)))
 		} else {
 			cond = cond.And(expression.AttributeNotExists(expression.Name(name)))
 		}
@@ -349,14 +351,14 @@ func (r *Repository) readStored(ctx context.Context, resolved []billing.Subscrip
 	keys := make([]map[string]types.AttributeValue, len(recs))
 	for j, rec := range recs {
 		s := &resolved[rec.i]
-		keys[j] = map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(s.UserID), layout.AttrBillingDate: layout.StringAV(layout.BillingDateKey(s))}
+		keys[j] = map[string]types.AttributeValue{layout.AttrUserID: stringAV(s.UserID), layout.AttrBillingDate: stringAV(layout.BillingDateKey(s))}
 	}
 	items, err := readItems(ctx, r.cfg.Client, r.bw, r.cfg.Tables.Subscriptions, keys)
 	if err != nil {
 		return fmt.Errorf("billing: add all: reading the stored records: %w", err)
 	}
 	for j, rec := range recs {
-		rec.stored = items[j]
+		rec.stored = sdkav.FromSDK(items[j])
 	}
 	return nil
 }
@@ -375,7 +377,7 @@ func readItems(ctx context.Context, client API, bw *batchWriter, table string, k
 	keyOf := func(item map[string]types.AttributeValue) string {
 		var k string
 		for _, n := range names {
-			k += layout.StringOf(item[n]) + "\x00"
+			k += stringOf(item[n]) + "\x00"
 		}
 		return k
 	}

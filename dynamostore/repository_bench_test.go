@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"context"
 	"fmt"
+	"github.com/dynabill/billing/internal/sdkav"
 	"testing"
 	"time"
 
@@ -113,7 +114,7 @@ func seedScheduled(b *testing.B, repo *Repository, now time.Time, n, due int) {
 			Status: billing.StatusScheduled, Amount: billing.Cents(499), BillingDate: bd, LastRunDate: now.Add(-48 * time.Hour), Term: billing.TermMonthly}
 		item, err := layout.EncodeItem(&s)
 		require.NoError(b, err)
-		return []map[string]types.AttributeValue{withDue(item, &s, repo.cfg.Tables.DueShards)}
+		return []map[string]types.AttributeValue{sdkav.ToSDK(withDue(item, &s, repo.cfg.Tables.DueShards))}
 	})
 }
 
@@ -137,7 +138,7 @@ func seedSingleScheduled(b *testing.B, repo *SingleTableRepository, now time.Tim
 		item, err := repo.tbl.EncodeRecurringSubscription(sub)
 		require.NoError(b, err)
 		item[layout.AttrOpenPeriods] = open.AttributeValue()
-		return []map[string]types.AttributeValue{period, item}
+		return []map[string]types.AttributeValue{sdkav.ToSDK(period), sdkav.ToSDK(item)}
 	})
 }
 

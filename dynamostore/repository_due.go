@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dynabill/billing/internal/av"
+	"github.com/dynabill/billing/internal/sdkav"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -33,7 +35,7 @@ func (r *Repository) DueShards() int { return max(r.cfg.Tables.DueShards, 1) }
 // shard's key when the table has shards (without them, an existing key is
 // left for the backfill of a later configuration). Both layouts' writes
 // pass here.
-func withDue(item map[string]types.AttributeValue, sub *billing.Subscription, shards int) map[string]types.AttributeValue {
+func withDue(item map[string]av.AttributeValue, sub *billing.Subscription, shards int) map[string]av.AttributeValue {
 	switch {
 	case !layout.DueStatus(sub.Status):
 		delete(item, layout.AttrDue)
@@ -50,9 +52,9 @@ func withDue(item map[string]types.AttributeValue, sub *billing.Subscription, sh
 // from any key and from none, so the update sets the key of a record runs
 // read and removes it from any other. Without shards a record in a due
 // status keeps the key it has.
-func writesDue(prevItem map[string]types.AttributeValue, next *billing.Subscription, shards int) {
+func writesDue(prevItem map[string]av.AttributeValue, next *billing.Subscription, shards int) {
 	if !layout.DueStatus(next.Status) || shards > 0 {
-		prevItem[layout.AttrDue] = &types.AttributeValueMemberNULL{Value: true}
+		prevItem[layout.AttrDue] = &av.AttributeValueMemberNULL{Value: true}
 	}
 }
 
@@ -60,7 +62,7 @@ func writesDue(prevItem map[string]types.AttributeValue, next *billing.Subscript
 // the store's own, derived from the record, so it is neither carried in
 // the record's stored attributes nor compared when the record is written
 // back (withDue writes it anew).
-func decodeRecord(item map[string]types.AttributeValue) (billing.Subscription, error) {
+func decodeRecord(item map[string]av.AttributeValue) (billing.Subscription, error) {
 	delete(item, layout.AttrDue)
 	return layout.DecodeItem(item)
 }
@@ -87,7 +89,7 @@ func shardScope(named, shards []int) string {
 func (r *Repository) addItems(ctx context.Context, page *billing.Page, q billing.StatusQuery, items []map[string]types.AttributeValue, shards []int) {
 	k := r.DueShards()
 	for _, it := range items {
-		sub, err := decodeRecord(it)
+		sub, err := decodeRecord(sdkav.FromSDK(it))
 		if err != nil {
 			r.cfg.Logger.WarnContext(ctx, "billing: skipping undecodable item", "status", q.Status, "error", err)
 			page.Invalid = append(page.Invalid, err)
@@ -133,7 +135,7 @@ type dueIndex struct {
 	keys []string
 	// decode decodes an index item into its record, the layout's own
 	// attributes left out.
-	decode func(map[string]types.AttributeValue) (billing.Subscription, error)
+	decode func(map[string]av.AttributeValue) (billing.Subscription, error)
 }
 
 // page reads one page of q: one query of one shard, the first of q's
@@ -156,7 +158,7 @@ func (d dueIndex) page(ctx context.Context, q billing.StatusQuery) (billing.Page
 	if err != nil {
 		return billing.Page{}, err
 	}
-	expr, err := dateConditions(q, expression.Key(layout.AttrDue).Equal(expression.Value(layout.StringAV(layout.DueKey(q.Status, shard)))), true)
+	expr, err := dateConditions(q, expression.Key(layout.AttrDue).Equal(exprValue(layout.StringAV(layout.DueKey(q.Status, shard)))), true)
 	if err != nil {
 		return billing.Page{}, err
 	}
@@ -166,7 +168,7 @@ func (d dueIndex) page(ctx context.Context, q billing.StatusQuery) (billing.Page
 		FilterExpression:          expr.Filter(),
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
-		ExclusiveStartKey:         start,
+		ExclusiveStartKey:         sdkav.ToSDK(start),
 		Limit:                     aws.Int32(int32(min(cmp.Or(q.Limit, d.pageSize), 1<<30))),
 	})
 	if err != nil {
@@ -174,7 +176,7 @@ func (d dueIndex) page(ctx context.Context, q billing.StatusQuery) (billing.Page
 	}
 	page := billing.Page{Scanned: int(out.ScannedCount)}
 	for _, it := range out.Items {
-		sub, err := d.decode(it)
+		sub, err := d.decode(sdkav.FromSDK(it))
 		switch {
 		case err != nil:
 			d.logger.WarnContext(ctx, "billing: skipping undecodable item", "status", q.Status, "error", err)
@@ -187,13 +189,13 @@ func (d dueIndex) page(ctx context.Context, q billing.StatusQuery) (billing.Page
 			page.Count++
 		}
 	}
-	next := out.LastEvaluatedKey
+	next := sdkav.FromSDK(out.LastEvaluatedKey)
 	if len(next) == 0 {
 		i := slices.Index(shards, shard)
 		if i+1 == len(shards) {
 			return page, nil // the last shard is done
 		}
-		shard, next = shards[i+1], map[string]types.AttributeValue{}
+		shard, next = shards[i+1], map[string]av.AttributeValue{}
 	}
 	next[cursorShard] = layout.StringAV(strconv.Itoa(shard))
 	if page.Next, err = cursor.Encode(scope, next); err != nil {
@@ -205,7 +207,7 @@ func (d dueIndex) page(ctx context.Context, q billing.StatusQuery) (billing.Page
 // decodeCursor returns the shard a due query continues in and its start
 // key (nil at the shard's top): the first of shards for "". A start key
 // must be in the shard's partition of q's status.
-func (d dueIndex) decodeCursor(scope string, q billing.StatusQuery, shards []int) (int, map[string]types.AttributeValue, error) {
+func (d dueIndex) decodeCursor(scope string, q billing.StatusQuery, shards []int) (int, map[string]av.AttributeValue, error) {
 	if q.Cursor == "" {
 		return shards[0], nil, nil
 	}
@@ -216,15 +218,15 @@ func (d dueIndex) decodeCursor(scope string, q billing.StatusQuery, shards []int
 	if err != nil {
 		return 0, nil, fmt.Errorf("%w: %v", billing.ErrInvalidCursor, err)
 	}
-	shard, err := strconv.Atoi(layout.StringOf(key[cursorShard]))
+	shard, err := strconv.Atoi(stringOf(key[cursorShard]))
 	if err != nil || !slices.Contains(shards, shard) {
-		return 0, nil, fmt.Errorf("%w: shard %q is not one of the query's", billing.ErrInvalidCursor, layout.StringOf(key[cursorShard]))
+		return 0, nil, fmt.Errorf("%w: shard %q is not one of the query's", billing.ErrInvalidCursor, stringOf(key[cursorShard]))
 	}
 	delete(key, cursorShard)
 	if len(key) == 0 {
 		return shard, nil, nil
 	}
-	if due := layout.StringOf(key[layout.AttrDue]); due != layout.DueKey(q.Status, shard) {
+	if due := stringOf(key[layout.AttrDue]); due != layout.DueKey(q.Status, shard) {
 		return 0, nil, fmt.Errorf("%w: index key %q is not of shard %d of %s", billing.ErrInvalidCursor, due, shard, q.Status)
 	}
 	return shard, key, nil
@@ -265,7 +267,7 @@ func (r *Repository) BackfillDue(ctx context.Context, token string, limit int) (
 		scope: "backfill/" + t.Subscriptions + "/" + strconv.Itoa(t.DueShards),
 		keys:  []string{layout.AttrUserID, layout.AttrBillingDate},
 		keyText: func(it map[string]types.AttributeValue) string {
-			return keyString(layout.StringOf(it[layout.AttrUserID]), layout.StringOf(it[layout.AttrBillingDate]))
+			return keyString(stringOf(it[layout.AttrUserID]), stringOf(it[layout.AttrBillingDate]))
 		},
 	}
 	return b.page(ctx, token, cmp.Or(max(limit, 0), r.cfg.PageSize))
@@ -309,7 +311,7 @@ func (b dueBackfill) page(ctx context.Context, token string, limit int) (Backfil
 		TableName:                b.table,
 		ProjectionExpression:     expr.Projection(),
 		ExpressionAttributeNames: expr.Names(),
-		ExclusiveStartKey:        start,
+		ExclusiveStartKey:        sdkav.ToSDK(start),
 		Limit:                    aws.Int32(int32(min(limit, 1<<30))),
 	})
 	if err != nil {
@@ -322,7 +324,7 @@ func (b dueBackfill) page(ctx context.Context, token string, limit int) (Backfil
 			return page, err
 		}
 	}
-	if page.Next, err = cursor.Encode(b.scope, out.LastEvaluatedKey); err != nil {
+	if page.Next, err = cursor.Encode(b.scope, sdkav.FromSDK(out.LastEvaluatedKey)); err != nil {
 		return page, fmt.Errorf("billing: backfill: cursor: %w", err)
 	}
 	return page, nil
@@ -335,7 +337,7 @@ func (b dueBackfill) page(ctx context.Context, token string, limit int) (Backfil
 // (its writer set the key); an item whose key is right, or that carries
 // none (skip, or no user), counts nowhere.
 func (b dueBackfill) item(ctx context.Context, it map[string]types.AttributeValue, page *BackfillPage) error {
-	user, status := layout.StringOf(it[layout.AttrUserID]), billing.Status(layout.StringOf(it[layout.AttrBillingStatus]))
+	user, status := stringOf(it[layout.AttrUserID]), billing.Status(stringOf(it[layout.AttrBillingStatus]))
 	if user == "" || (b.skip != nil && b.skip(it)) {
 		return nil
 	}
@@ -344,19 +346,19 @@ func (b dueBackfill) item(ctx context.Context, it map[string]types.AttributeValu
 	if layout.DueStatus(status) {
 		want = layout.DueKey(status, layout.DueShard(user, b.shards))
 	}
-	if (want == "" && !had) || (had && layout.StringOf(have) == want) {
+	if (want == "" && !had) || (had && stringOf(have) == want) {
 		return nil
 	}
 	due := expression.Name(layout.AttrDue)
-	cond := expression.Name(layout.AttrBillingStatus).Equal(expression.Value(layout.StringAV(string(status))))
+	cond := expression.Name(layout.AttrBillingStatus).Equal(exprValue(layout.StringAV(string(status))))
 	if had {
-		cond = cond.And(due.Equal(expression.Value(have)))
+		cond = cond.And(due.Equal(exprValue(have)))
 	} else {
 		cond = cond.And(expression.AttributeNotExists(due))
 	}
 	upd := expression.Remove(due)
 	if want != "" {
-		upd = expression.Set(due, expression.Value(layout.StringAV(want)))
+		upd = expression.Set(due, exprValue(layout.StringAV(want)))
 	}
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {

@@ -3,6 +3,8 @@ package dynamostore
 import (
 	"context"
 	"fmt"
+	"github.com/dynabill/billing/internal/av"
+	"github.com/dynabill/billing/internal/sdkav"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -25,19 +27,19 @@ var (
 // exists with the reminder's status and subscription_id (when it sets
 // them) and is not reminded for this billing date already. It is the
 // DynamoDB form of [layout.ReminderClaimRefused].
-func reminderClaim(rem billing.Reminder, bd string, attrs map[string]types.AttributeValue) expression.Expression {
+func reminderClaim(rem billing.Reminder, bd string, attrs map[string]av.AttributeValue) expression.Expression {
 	cond := expression.AttributeExists(expression.Name(layout.AttrUserID))
 	if rem.Status != "" {
-		cond = cond.And(expression.Name(layout.AttrBillingStatus).Equal(expression.Value(layout.StringAV(string(rem.Status)))))
+		cond = cond.And(expression.Name(layout.AttrBillingStatus).Equal(exprValue(layout.StringAV(string(rem.Status)))))
 	}
 	if rem.SubscriptionID != "" {
-		cond = cond.And(expression.Name(layout.AttrSubscriptionID).Equal(expression.Value(layout.StringAV(rem.SubscriptionID))))
+		cond = cond.And(expression.Name(layout.AttrSubscriptionID).Equal(exprValue(layout.StringAV(rem.SubscriptionID))))
 	}
 	remindedFor := expression.Name(layout.AttrRemindedFor)
-	cond = cond.And(expression.AttributeNotExists(remindedFor).Or(remindedFor.NotEqual(expression.Value(layout.StringAV(bd)))))
+	cond = cond.And(expression.AttributeNotExists(remindedFor).Or(remindedFor.NotEqual(exprValue(layout.StringAV(bd)))))
 	var upd expression.UpdateBuilder
 	for _, a := range layout.ReminderAttributes() {
-		upd = upd.Set(expression.Name(a), expression.Value(attrs[a]))
+		upd = upd.Set(expression.Name(a), exprValue(attrs[a]))
 	}
 	return mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(cond))
 }
@@ -49,7 +51,7 @@ func reminderRelease(id string) expression.Expression {
 	for _, a := range layout.ReminderAttributes() {
 		upd = upd.Remove(expression.Name(a))
 	}
-	cond := expression.Name(layout.AttrReminderClaim).Equal(expression.Value(layout.StringAV(id)))
+	cond := expression.Name(layout.AttrReminderClaim).Equal(exprValue(layout.StringAV(id)))
 	return mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(cond))
 }
 
@@ -59,13 +61,13 @@ func reminderRelease(id string) expression.Expression {
 // also what it does for an item that does not exist, the item is read
 // again. An item that now allows the claim changed in between: a
 // conflict.
-func claimFailure(ctx context.Context, client API, table *string, key map[string]types.AttributeValue, rem billing.Reminder, bd string, item map[string]types.AttributeValue) error {
+func claimFailure(ctx context.Context, client API, table *string, key map[string]types.AttributeValue, rem billing.Reminder, bd string, item map[string]av.AttributeValue) error {
 	if len(item) == 0 {
 		out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: table, Key: key, ConsistentRead: aws.Bool(true)})
 		if err != nil {
 			return fmt.Errorf("billing: claim reminder (%s): read after a failed condition: %w", rem.Key(), err)
 		}
-		item = out.Item
+		item = sdkav.FromSDK(out.Item)
 	}
 	if err := layout.ReminderClaimRefused(rem, bd, item); err != nil {
 		return err
@@ -75,7 +77,7 @@ func claimFailure(ctx context.Context, client API, table *string, key map[string
 
 // claimRecordItem claims rem on the record's item at key with one
 // conditional UpdateItem (see [reminderClaim]).
-func claimRecordItem(ctx context.Context, client API, table *string, key map[string]types.AttributeValue, rem billing.Reminder, bd string, attrs map[string]types.AttributeValue) error {
+func claimRecordItem(ctx context.Context, client API, table *string, key map[string]types.AttributeValue, rem billing.Reminder, bd string, attrs map[string]av.AttributeValue) error {
 	expr := reminderClaim(rem, bd, attrs)
 	_, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: table, Key: key,
@@ -87,7 +89,7 @@ func claimRecordItem(ctx context.Context, client API, table *string, key map[str
 		return nil
 	}
 	if ccf, ok := isConditionFailed(err); ok {
-		return claimFailure(ctx, client, table, key, rem, bd, ccf.Item)
+		return claimFailure(ctx, client, table, key, rem, bd, sdkav.FromSDK(ccf.Item))
 	}
 	return fmt.Errorf("billing: claim reminder (%s): %w", rem.Key(), err)
 }
@@ -122,7 +124,7 @@ func (r *Repository) ClaimReminder(ctx context.Context, rem billing.Reminder, at
 	if err != nil {
 		return billing.ReminderClaim{}, err
 	}
-	key := map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(rem.UserID), layout.AttrBillingDate: layout.StringAV(bd)}
+	key := map[string]types.AttributeValue{layout.AttrUserID: stringAV(rem.UserID), layout.AttrBillingDate: stringAV(bd)}
 	if err := claimRecordItem(ctx, r.cfg.Client, &r.cfg.Tables.Subscriptions, key, rem, bd, attrs); err != nil {
 		return billing.ReminderClaim{}, err
 	}
@@ -141,6 +143,6 @@ func (r *Repository) ReleaseReminder(ctx context.Context, c billing.ReminderClai
 	if err != nil {
 		return fmt.Errorf("billing: release reminder (%s): %w: %w", c.Key(), billing.ErrInvalidDate, err)
 	}
-	key := map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV(c.UserID), layout.AttrBillingDate: layout.StringAV(bd)}
+	key := map[string]types.AttributeValue{layout.AttrUserID: stringAV(c.UserID), layout.AttrBillingDate: stringAV(bd)}
 	return releaseRecordItem(ctx, r.cfg.Client, &r.cfg.Tables.Subscriptions, key, c, tok.ID)
 }

@@ -27,7 +27,7 @@ func singleTableDefaults(cfg string, client *API, table *SingleTableConfig, cloc
 	}
 	*client = instrumentDynamo(*client, newTelemetry(mp, tp))
 	*table = table.WithDefaults()
-	if err := table.codec().Validate(); err != nil {
+	if err := codecOf(*table).Validate(); err != nil {
 		return err
 	}
 	if *clock == nil {
@@ -70,7 +70,7 @@ func includeGSI(name string, projection []string, keys ...types.KeySchemaElement
 // The TTL attribute is not part of a CreateTableInput: [CreateSingleTable]
 // enables it with UpdateTimeToLive.
 func SingleTableDefinition(config SingleTableConfig) *dynamodb.CreateTableInput {
-	cfg := config.codec()
+	cfg := codecOf(config)
 	def := &dynamodb.CreateTableInput{
 		TableName: aws.String(cfg.Table),
 		AttributeDefinitions: []types.AttributeDefinition{
@@ -113,7 +113,7 @@ var _ SingleTableClient = API(nil)
 // one, and changing it is a decision for its owner. Meant for tests, local
 // runs and first provisioning.
 func CreateSingleTable(ctx context.Context, client SingleTableClient, config SingleTableConfig) error {
-	cfg := config.codec()
+	cfg := codecOf(config)
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

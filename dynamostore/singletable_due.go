@@ -21,7 +21,7 @@ var _ billing.ShardedRepository = (*SingleTableRepository)(nil)
 // existing table with UpdateTable (with the attribute definitions of its
 // two keys, both strings), then run [SingleTableRepository.BackfillDue].
 func SingleTableDueIndexDefinition(config SingleTableConfig) types.GlobalSecondaryIndex {
-	return gsi(config.codec().DueIndex, keyElem(layout.AttrDue, types.KeyTypeHash), keyElem(layout.AttrBillingDate, types.KeyTypeRange))
+	return gsi(codecOf(config).DueIndex, keyElem(layout.AttrDue, types.KeyTypeHash), keyElem(layout.AttrBillingDate, types.KeyTypeRange))
 }
 
 // DueShards implements [billing.ShardedRepository]: the table's
@@ -72,10 +72,10 @@ func (r *SingleTableRepository) BackfillDue(ctx context.Context, token string, l
 		scope: "single-backfill/" + r.tbl.Table + "/" + strconv.Itoa(r.tbl.DueShards),
 		keys:  []string{layout.AttrPK, layout.AttrSK},
 		skip: func(it map[string]types.AttributeValue) bool {
-			return !r.tbl.IsPeriodKey(layout.StringOf(it[layout.AttrPK]), layout.StringOf(it[layout.AttrSK]))
+			return !r.tbl.IsPeriodKey(stringOf(it[layout.AttrPK]), stringOf(it[layout.AttrSK]))
 		},
 		keyText: func(it map[string]types.AttributeValue) string {
-			return "PK=" + layout.StringOf(it[layout.AttrPK]) + " SK=" + layout.StringOf(it[layout.AttrSK])
+			return "PK=" + stringOf(it[layout.AttrPK]) + " SK=" + stringOf(it[layout.AttrSK])
 		},
 	}
 	return b.page(ctx, token, cmp.Or(max(limit, 0), r.cfg.PageSize))

@@ -82,7 +82,7 @@ func (f *stDueFixture) scanAll(t *testing.T) map[string]map[string]types.Attribu
 		page, err := f.w.Scan(t.Context(), in)
 		require.NoError(t, err)
 		for _, it := range page.Items {
-			out[layout.StringOf(it[layout.AttrPK])+"|"+layout.StringOf(it[layout.AttrSK])] = it
+			out[stringOf(it[layout.AttrPK])+"|"+stringOf(it[layout.AttrSK])] = it
 		}
 		if in.ExclusiveStartKey = page.LastEvaluatedKey; in.ExclusiveStartKey == nil {
 			return out
@@ -110,7 +110,7 @@ func (f *stDueFixture) setRaw(t *testing.T, sub *billing.Subscription, name stri
 func requireDueKeys(t *testing.T, items map[string]map[string]types.AttributeValue, shards int) {
 	t.Helper()
 	requireDueKeysOf(t, items, shards, func(it map[string]types.AttributeValue) bool {
-		return layout.StringOf(it[layout.PayEntity]) == layout.EntityPeriod
+		return stringOf(it[layout.PayEntity]) == layout.EntityPeriod
 	})
 }
 
@@ -120,13 +120,13 @@ func requireDueKeys(t *testing.T, items map[string]map[string]types.AttributeVal
 func requireDueKeysOf(t *testing.T, items map[string]map[string]types.AttributeValue, shards int, record func(map[string]types.AttributeValue) bool) {
 	t.Helper()
 	for k, it := range items {
-		st := billing.Status(layout.StringOf(it[layout.AttrBillingStatus]))
+		st := billing.Status(stringOf(it[layout.AttrBillingStatus]))
 		if !record(it) || !layout.DueStatus(st) {
-			assert.NotContains(t, it, layout.AttrDue, "%s (%s %s) carries a due key", k, layout.StringOf(it[layout.PayEntity]), st)
+			assert.NotContains(t, it, layout.AttrDue, "%s (%s %s) carries a due key", k, stringOf(it[layout.PayEntity]), st)
 			continue
 		}
-		want := layout.DueKey(st, layout.DueShard(layout.StringOf(it[layout.AttrUserID]), shards))
-		assert.Equal(t, layout.StringAV(want), it[layout.AttrDue], k)
+		want := layout.DueKey(st, layout.DueShard(stringOf(it[layout.AttrUserID]), shards))
+		assert.Equal(t, stringAV(want), it[layout.AttrDue], k)
 	}
 }
 
@@ -179,7 +179,7 @@ func TestSingleTableDueKeyFollowsStatus(t *testing.T) {
 		require.NoError(t, f.repo.Update(ctx, &got, &done))
 		// A stale key on the next period: another shard's, then a pause
 		// in place rewrites it; a move keeps the status and its key.
-		f.setRaw(t, &next, layout.AttrDue, layout.StringAV("SCHEDULED#99"))
+		f.setRaw(t, &next, layout.AttrDue, stringAV("SCHEDULED#99"))
 		got, err = f.repo.Get(ctx, next.UserID, next.BillingDate)
 		require.NoError(t, err)
 		paused := got.Clone()
@@ -191,7 +191,7 @@ func TestSingleTableDueKeyFollowsStatus(t *testing.T) {
 		// A cancelled period with a stale key loses it.
 		c := stDueRecord(1, 1, billing.StatusScheduled)
 		require.NoError(t, f.repo.Add(ctx, &c))
-		f.setRaw(t, &c, layout.AttrDue, layout.StringAV("SCHEDULED#1"))
+		f.setRaw(t, &c, layout.AttrDue, stringAV("SCHEDULED#1"))
 		cancelled := c.Clone()
 		cancelled.Status, cancelled.LastRunDate = billing.StatusCancelled, c.LastRunDate.Add(time.Hour)
 		require.NoError(t, f.repo.Update(ctx, &c, &cancelled))
@@ -207,7 +207,7 @@ func TestSingleTableDueKeyFollowsStatus(t *testing.T) {
 	requireDueKeys(t, b, testShards)
 	var custom int
 	for _, it := range b {
-		if v, ok := it["x_custom"]; ok && layout.StringOf(it[layout.PayEntity]) == layout.EntityPeriod {
+		if v, ok := it["x_custom"]; ok && stringOf(it[layout.PayEntity]) == layout.EntityPeriod {
 			custom++
 			assert.Equal(t, &types.AttributeValueMemberN{Value: "007"}, v)
 		}
@@ -246,9 +246,9 @@ func TestSingleTableBackfillDue(t *testing.T) {
 	want := f.seed(t)
 	ctx := t.Context()
 	stale := stDueRecord(1, 0, billing.StatusCompleted)
-	f.setRaw(t, &stale, layout.AttrDue, layout.StringAV("SCHEDULED#3"))
+	f.setRaw(t, &stale, layout.AttrDue, stringAV("SCHEDULED#3"))
 	moved := stDueRecord(2, 1, billing.StatusScheduled)
-	f.setRaw(t, &moved, layout.AttrDue, layout.StringAV(layout.DueKey(billing.StatusScheduled, (layout.DueShard(moved.UserID, testShards)+1)%testShards)))
+	f.setRaw(t, &moved, layout.AttrDue, stringAV(layout.DueKey(billing.StatusScheduled, (layout.DueShard(moved.UserID, testShards)+1)%testShards)))
 	before := f.scanAll(t)
 
 	cfg := f.cfg

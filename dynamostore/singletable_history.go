@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"context"
 	"fmt"
+	"github.com/dynabill/billing/internal/sdkav"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -25,9 +26,9 @@ var _ billing.History = (*SingleTableHistory)(nil)
 func (h *SingleTableHistory) pointerUpdate(sub *billing.Subscription) *types.Update {
 	bd := expression.Name(layout.AttrBillingDate)
 	expr := mustBuild(expression.NewBuilder().WithUpdate(expression.
-		Set(expression.Name(layout.AttrUserID), expression.Value(layout.StringAV(sub.UserID))).
-		Set(bd, expression.IfNotExists(bd, expression.Value(layout.StringAV(layout.BillingDateKey(sub))))).
-		Set(expression.Name(layout.PayEntity), expression.Value(layout.StringAV(layout.EntityPeriodID)))))
+		Set(expression.Name(layout.AttrUserID), exprValue(layout.StringAV(sub.UserID))).
+		Set(bd, expression.IfNotExists(bd, exprValue(layout.StringAV(layout.BillingDateKey(sub))))).
+		Set(expression.Name(layout.PayEntity), exprValue(layout.StringAV(layout.EntityPeriodID)))))
 	return &types.Update{
 		TableName: h.r.table(), Key: pointerKey(sub.SubscriptionID, sub.UserID),
 		UpdateExpression:          expr.Update(),
@@ -74,9 +75,11 @@ func (h *SingleTableHistory) AddAll(ctx context.Context, subs []billing.Subscrip
 		if err != nil {
 			return err
 		}
-		if items[i], err = h.r.historyItem(ref, &subs[i]); err != nil {
+		item, err := h.r.historyItem(ref, &subs[i])
+		if err != nil {
 			return err
 		}
+		items[i] = sdkav.ToSDK(item)
 		if p := subs[i].SubscriptionID + "\x00" + subs[i].UserID; !seen[p] {
 			seen[p] = true
 			ptr := h.r.pointerItem(subs[i].SubscriptionID, subs[i].UserID, layout.BillingDateKey(&subs[i]))
@@ -116,7 +119,7 @@ func (h *SingleTableHistory) ListBySubscription(ctx context.Context, subscriptio
 	for _, p := range ptrs {
 		// A row that does not decode fails the lookup: it may be one of
 		// the subscription's.
-		all, err := h.rowsOf(ctx, layout.StringOf(p[layout.AttrUserID]), false)
+		all, err := h.rowsOf(ctx, stringOf(p[layout.AttrUserID]), false)
 		if err != nil {
 			return nil, err
 		}
@@ -157,7 +160,7 @@ func (h *SingleTableHistory) rowsOf(ctx context.Context, userID string, skip boo
 		if err != nil {
 			return nil, err
 		}
-		if rows, err = layout.DecodeAll(items, decodeEngineItem); err != nil {
+		if rows, err = layout.DecodeAll(sdkav.FromSDKItems(items), decodeEngineItem); err != nil {
 			return nil, err
 		}
 	}

@@ -3,6 +3,8 @@ package dynamostore
 import (
 	"context"
 	"fmt"
+	"github.com/dynabill/billing/internal/av"
+	"github.com/dynabill/billing/internal/sdkav"
 	"strings"
 	"time"
 
@@ -68,7 +70,7 @@ func (r *SingleTableRepository) QueryStatus(ctx context.Context, q billing.Statu
 			KeyConditionExpression:    expr.KeyCondition(),
 			ExpressionAttributeNames:  expr.Names(),
 			ExpressionAttributeValues: expr.Values(),
-			ExclusiveStartKey:         start, Limit: aws.Int32(int32(min(limit-read, 1<<30))),
+			ExclusiveStartKey:         sdkav.ToSDK(start), Limit: aws.Int32(int32(min(limit-read, 1<<30))),
 		})
 		if err != nil {
 			return billing.Page{}, fmt.Errorf("billing: status page %s, day %s: %w", q.Status, d, err)
@@ -81,7 +83,7 @@ func (r *SingleTableRepository) QueryStatus(ctx context.Context, q billing.Statu
 			}
 		}
 		if len(out.LastEvaluatedKey) > 0 {
-			key := out.LastEvaluatedKey
+			key := sdkav.FromSDK(out.LastEvaluatedKey)
 			key[layout.CursorDay] = layout.StringAV(d)
 			return r.finishPage(scope, page, key)
 		}
@@ -90,13 +92,13 @@ func (r *SingleTableRepository) QueryStatus(ctx context.Context, q billing.Statu
 			empty++
 		}
 		if !day.After(w.Last) && (read >= limit || page.Count > 0 || empty >= layout.MaxEmptyDays) {
-			return r.finishPage(scope, page, map[string]types.AttributeValue{layout.CursorDay: layout.StringAV(layout.PaymentDayKey(day))})
+			return r.finishPage(scope, page, map[string]av.AttributeValue{layout.CursorDay: layout.StringAV(layout.PaymentDayKey(day))})
 		}
 	}
 	return page, nil
 }
 
-func (r *SingleTableRepository) finishPage(scope string, page billing.Page, key map[string]types.AttributeValue) (billing.Page, error) {
+func (r *SingleTableRepository) finishPage(scope string, page billing.Page, key map[string]av.AttributeValue) (billing.Page, error) {
 	next, err := cursor.Encode(scope, key)
 	if err != nil {
 		return billing.Page{}, fmt.Errorf("billing: status page: cursor: %w", err)
@@ -107,7 +109,7 @@ func (r *SingleTableRepository) finishPage(scope string, page billing.Page, key 
 
 // decodeStatusCursor returns the day and index position a cursor
 // continues from: the walk's first day for "".
-func (r *SingleTableRepository) decodeStatusCursor(scope, token string, w layout.StatusWalk) (time.Time, map[string]types.AttributeValue, error) {
+func (r *SingleTableRepository) decodeStatusCursor(scope, token string, w layout.StatusWalk) (time.Time, map[string]av.AttributeValue, error) {
 	if token == "" {
 		return w.First, nil, nil
 	}
@@ -118,14 +120,14 @@ func (r *SingleTableRepository) decodeStatusCursor(scope, token string, w layout
 	if err != nil {
 		return time.Time{}, nil, fmt.Errorf("%w: %v", billing.ErrInvalidCursor, err)
 	}
-	day, err := time.Parse(layout.PayDayLayout, layout.StringOf(key[layout.CursorDay]))
+	day, err := time.Parse(layout.PayDayLayout, stringOf(key[layout.CursorDay]))
 	if err != nil || day.After(w.Last) { // an earlier day is a run continued later: it walks on from there
-		return time.Time{}, nil, fmt.Errorf("%w: day %q outside the query", billing.ErrInvalidCursor, layout.StringOf(key[layout.CursorDay]))
+		return time.Time{}, nil, fmt.Errorf("%w: day %q outside the query", billing.ErrInvalidCursor, stringOf(key[layout.CursorDay]))
 	}
 	delete(key, layout.CursorDay)
 	if len(key) == 0 {
 		key = nil
-	} else if layout.StringOf(key[layout.AttrNextPaymentDate]) != layout.PaymentDayKey(day) {
+	} else if stringOf(key[layout.AttrNextPaymentDate]) != layout.PaymentDayKey(day) {
 		return time.Time{}, nil, fmt.Errorf("%w: index key of another day", billing.ErrInvalidCursor)
 	}
 	return day, key, nil
@@ -147,14 +149,14 @@ func (r *SingleTableRepository) expand(ctx context.Context, q billing.StatusQuer
 	}
 	prefix := layout.PeriodSK(ref, "")
 	in := r.chainQuery(ref, prefix+lo, prefix+w.Hi, true,
-		expression.Name(layout.AttrBillingStatus).Equal(expression.Value(layout.StringAV(string(q.Status)))))
+		expression.Name(layout.AttrBillingStatus).Equal(exprValue(layout.StringAV(string(q.Status)))))
 	for out, err := range queryPages(ctx, r.cfg.Client, in) {
 		if err != nil {
 			return fmt.Errorf("billing: status page %s: periods of %s: %w", q.Status, ref.UserID(), err)
 		}
 		page.Scanned += int(out.ScannedCount)
 		for _, it := range out.Items {
-			sub, err := decodeEngineItem(it)
+			sub, err := decodeEngineItem(sdkav.FromSDK(it))
 			if err := w.Add(page, q, day, sub, err); err != nil {
 				r.cfg.Logger.WarnContext(ctx, "billing: skipping undecodable item", "status", q.Status, "error", err)
 			}
@@ -165,7 +167,7 @@ func (r *SingleTableRepository) expand(ctx context.Context, q billing.StatusQuer
 
 // refOfItem returns the subscription an index item (PK and SK) names.
 func (r *SingleTableRepository) refOfItem(item map[string]types.AttributeValue) (layout.SubscriptionRef, error) {
-	pk, sk := layout.StringOf(item[layout.AttrPK]), layout.StringOf(item[layout.AttrSK])
+	pk, sk := stringOf(item[layout.AttrPK]), stringOf(item[layout.AttrSK])
 	account, ok := strings.CutPrefix(pk, r.tbl.AccountPrefix)
 	rest, ok2 := strings.CutPrefix(sk, layout.SKRecurringPrefix)
 	if !ok || !ok2 {

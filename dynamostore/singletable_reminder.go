@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dynabill/billing/internal/sdkav"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -70,14 +71,14 @@ func (r *SingleTableRepository) ClaimReminder(ctx context.Context, rem billing.R
 		})
 		if err == nil {
 			c.Token = layout.ReminderToken{ID: c.Token, Sub: true, Version: cur.Version + 1,
-				PrevLastReminder: layout.StringOf(raw[layout.AttrLastReminderDate])}.String()
+				PrevLastReminder: stringOf(raw[layout.AttrLastReminderDate])}.String()
 			return c, nil
 		}
 		var tce *types.TransactionCanceledException
 		if errors.As(err, &tce) {
 			rs := tce.CancellationReasons
 			if len(rs) > 0 && aws.ToString(rs[0].Code) == "ConditionalCheckFailed" {
-				return billing.ReminderClaim{}, claimFailure(ctx, r.cfg.Client, r.table(), pkey, rem, bd, rs[0].Item)
+				return billing.ReminderClaim{}, claimFailure(ctx, r.cfg.Client, r.table(), pkey, rem, bd, sdkav.FromSDK(rs[0].Item))
 			}
 			if attempt < maxSubRetries && retryableClaim(rs) {
 				continue
@@ -174,13 +175,13 @@ func (r *SingleTableRepository) releaseWithSubscription(ctx context.Context, ref
 
 // periodKey is the key of a period.
 func (r *SingleTableRepository) periodKey(ref layout.SubscriptionRef, billingDateKey string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.tbl.AccountPK(ref.AccountID)), layout.AttrSK: layout.StringAV(layout.PeriodSK(ref, billingDateKey))}
+	return map[string]types.AttributeValue{layout.AttrPK: stringAV(r.tbl.AccountPK(ref.AccountID)), layout.AttrSK: stringAV(layout.PeriodSK(ref, billingDateKey))}
 }
 
 // readSubscription reads and decodes a subscription item with a
 // consistent read; ok is false when there is none.
 func (r *SingleTableRepository) readSubscription(ctx context.Context, ref layout.SubscriptionRef) (entitlement.RecurringSubscription, map[string]types.AttributeValue, bool, error) {
-	key := map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.tbl.AccountPK(ref.AccountID)), layout.AttrSK: layout.StringAV(ref.SK())}
+	key := map[string]types.AttributeValue{layout.AttrPK: stringAV(r.tbl.AccountPK(ref.AccountID)), layout.AttrSK: stringAV(ref.SK())}
 	out, err := r.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: r.table(), Key: key, ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return entitlement.RecurringSubscription{}, nil, false, fmt.Errorf("read subscription (%s): %w", r.keyText(ref.AccountID, ref.SK()), err)
@@ -188,7 +189,7 @@ func (r *SingleTableRepository) readSubscription(ctx context.Context, ref layout
 	if len(out.Item) == 0 {
 		return entitlement.RecurringSubscription{}, nil, false, nil
 	}
-	cur, err := r.tbl.DecodeRecurringSubscription(out.Item)
+	cur, err := r.tbl.DecodeRecurringSubscription(sdkav.FromSDK(out.Item))
 	if err != nil {
 		return entitlement.RecurringSubscription{}, nil, false, fmt.Errorf("subscription (%s): %w", r.keyText(ref.AccountID, ref.SK()), err)
 	}
@@ -210,7 +211,7 @@ func (r *SingleTableRepository) reminderSubUpdate(ref layout.SubscriptionRef, cu
 	if err != nil {
 		return nil, err
 	}
-	key := map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.tbl.AccountPK(ref.AccountID)), layout.AttrSK: layout.StringAV(ref.SK())}
-	cond := expression.Name(layout.PayVersion).Equal(expression.Value(layout.NumberAV(int64(cur.Version))))
+	key := map[string]types.AttributeValue{layout.AttrPK: stringAV(r.tbl.AccountPK(ref.AccountID)), layout.AttrSK: stringAV(ref.SK())}
+	cond := expression.Name(layout.PayVersion).Equal(exprValue(layout.NumberAV(int64(cur.Version))))
 	return updateAction(r.table(), key, was, enc, cond)
 }

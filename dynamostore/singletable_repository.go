@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dynabill/billing/internal/av"
+	"github.com/dynabill/billing/internal/sdkav"
 	"log/slog"
 	"maps"
 	"slices"
@@ -110,7 +112,7 @@ func NewSingleTableRepository(cfg SingleTableStoreConfig) (*SingleTableRepositor
 	case cfg.ReminderLeadDays < 0:
 		return nil, fmt.Errorf("billing: SingleTableStoreConfig.ReminderLeadDays: negative %d", cfg.ReminderLeadDays)
 	}
-	if err := cfg.Table.codec().CheckEngine("billing: SingleTableStoreConfig.Table"); err != nil {
+	if err := codecOf(cfg.Table).CheckEngine("billing: SingleTableStoreConfig.Table"); err != nil {
 		return nil, err
 	}
 	pay, err := NewPayments(PaymentsConfig{
@@ -156,7 +158,7 @@ func (r *SingleTableRepository) keyText(accountID, sk string) string {
 
 // periodItem is the item of a period: the legacy record's attributes
 // (EncodeItem) with the layout's keys and its due key (see withDue).
-func (r *SingleTableRepository) periodItem(ref layout.SubscriptionRef, sub *billing.Subscription) (map[string]types.AttributeValue, error) {
+func (r *SingleTableRepository) periodItem(ref layout.SubscriptionRef, sub *billing.Subscription) (map[string]av.AttributeValue, error) {
 	item, err := layout.EncodeItem(sub)
 	if err != nil {
 		return nil, err
@@ -167,7 +169,7 @@ func (r *SingleTableRepository) periodItem(ref layout.SubscriptionRef, sub *bill
 	return item, nil
 }
 
-func (r *SingleTableRepository) historyItem(ref layout.SubscriptionRef, sub *billing.Subscription) (map[string]types.AttributeValue, error) {
+func (r *SingleTableRepository) historyItem(ref layout.SubscriptionRef, sub *billing.Subscription) (map[string]av.AttributeValue, error) {
 	item, err := layout.EncodeHistoryItem(sub)
 	if err != nil {
 		return nil, err
@@ -179,7 +181,7 @@ func (r *SingleTableRepository) historyItem(ref layout.SubscriptionRef, sub *bil
 
 // pointerKey is the key of a period ID pointer.
 func pointerKey(subscriptionID, userID string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(layout.PeriodIDPrefix + subscriptionID), layout.AttrSK: layout.StringAV(userID)}
+	return map[string]types.AttributeValue{layout.AttrPK: stringAV(layout.PeriodIDPrefix + subscriptionID), layout.AttrSK: stringAV(userID)}
 }
 
 // decodeEngineItem decodes a period or history item: the layout's own
@@ -187,7 +189,7 @@ func pointerKey(subscriptionID, userID string) map[string]types.AttributeValue {
 // are neither carried in its stored attributes nor compared when it is
 // written back. The key of an error names the item's PK and SK before
 // the record's user_id and dates.
-func decodeEngineItem(item map[string]types.AttributeValue) (billing.Subscription, error) {
+func decodeEngineItem(item map[string]av.AttributeValue) (billing.Subscription, error) {
 	rec := maps.Clone(item)
 	delete(rec, layout.AttrPK)
 	delete(rec, layout.AttrSK)
@@ -195,7 +197,7 @@ func decodeEngineItem(item map[string]types.AttributeValue) (billing.Subscriptio
 	delete(rec, layout.AttrDue)
 	sub, err := layout.DecodeItem(rec)
 	if fe := (*billing.FieldError)(nil); errors.As(err, &fe) {
-		fe.Key = "PK=" + layout.StringOf(item[layout.AttrPK]) + " SK=" + layout.StringOf(item[layout.AttrSK]) + " " + fe.Key
+		fe.Key = "PK=" + stringOf(item[layout.AttrPK]) + " SK=" + stringOf(item[layout.AttrSK]) + " " + fe.Key
 	}
 	return sub, err
 }
@@ -265,7 +267,7 @@ func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *billing.Subscript
 	if err != nil {
 		return err
 	}
-	put := &types.Put{TableName: r.table(), Item: prim}
+	put := &types.Put{TableName: r.table()}
 	op := txOp{key: next.Key(), reason: "a record with this user_id and billing_date exists", exists: true}
 	switch {
 	case over != nil:
@@ -291,6 +293,8 @@ func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *billing.Subscript
 		}
 	}
 	if put != nil {
+		// prim is final only now (CarryOwned, withDue, carryData above).
+		put.Item = sdkav.ToSDK(prim)
 		t.add(types.TransactWriteItem{Put: put}, op)
 	}
 	if over == nil || !over.noRow {
@@ -323,13 +327,13 @@ func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *billing.Subscript
 
 // periodWriteBack is the update of prev's period to nextItem (next's
 // period item): see [writeBack].
-func (r *SingleTableRepository) periodWriteBack(ref layout.SubscriptionRef, prev, next *billing.Subscription, nextItem map[string]types.AttributeValue) (*types.Update, error) {
+func (r *SingleTableRepository) periodWriteBack(ref layout.SubscriptionRef, prev, next *billing.Subscription, nextItem map[string]av.AttributeValue) (*types.Update, error) {
 	prevItem, err := r.periodItem(ref, prev)
 	if err != nil {
 		return nil, err
 	}
 	writesDue(prevItem, next, r.tbl.DueShards)
-	key := map[string]types.AttributeValue{layout.AttrPK: prevItem[layout.AttrPK], layout.AttrSK: prevItem[layout.AttrSK]}
+	key := map[string]types.AttributeValue{layout.AttrPK: sdkav.ToSDKValue(prevItem[layout.AttrPK]), layout.AttrSK: sdkav.ToSDKValue(prevItem[layout.AttrSK])}
 	upd, err := updateAction(r.table(), key, prevItem, nextItem, fence(prev), layout.AttrLastRunDate)
 	if err != nil {
 		return nil, fmt.Errorf("billing: update (%s): %w", prev.Key(), err)
@@ -355,7 +359,7 @@ func (r *SingleTableRepository) putReceipt(t *stTx, i int, rc entitlement.Receip
 
 func (r *SingleTableRepository) pointerItem(subscriptionID, userID, billingDateKey string) map[string]types.AttributeValue {
 	item := pointerKey(subscriptionID, userID)
-	item[layout.AttrUserID], item[layout.AttrBillingDate], item[layout.PayEntity] = layout.StringAV(userID), layout.StringAV(billingDateKey), layout.StringAV(layout.EntityPeriodID)
+	item[layout.AttrUserID], item[layout.AttrBillingDate], item[layout.PayEntity] = stringAV(userID), stringAV(billingDateKey), stringAV(layout.EntityPeriodID)
 	return item
 }
 
@@ -428,7 +432,7 @@ func failedAction(err error) int {
 // [writeBack]): the rest, unknown attributes and the stored form of known
 // ones included, keep their bytes. A missing one is put.
 func (r *SingleTableRepository) subscriptionWrite(ctx context.Context, c *chainWrite) (types.TransactWriteItem, txOp, error) {
-	key := map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.tbl.AccountPK(c.ref.AccountID)), layout.AttrSK: layout.StringAV(c.ref.SK())}
+	key := map[string]types.AttributeValue{layout.AttrPK: stringAV(r.tbl.AccountPK(c.ref.AccountID)), layout.AttrSK: stringAV(c.ref.SK())}
 	keyText := r.keyText(c.ref.AccountID, c.ref.SK())
 	op := txOp{key: keyText, reason: "the subscription item changed concurrently"}
 	out, err := r.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: r.table(), Key: key, ConsistentRead: aws.Bool(true)})
@@ -437,12 +441,13 @@ func (r *SingleTableRepository) subscriptionWrite(ctx context.Context, c *chainW
 	}
 	var cur entitlement.RecurringSubscription
 	open := layout.OpenPeriods{}
-	exists := len(out.Item) > 0
+	stored := sdkav.FromSDK(out.Item)
+	exists := len(stored) > 0
 	if exists {
-		if cur, err = r.tbl.DecodeRecurringSubscription(out.Item); err != nil {
+		if cur, err = r.tbl.DecodeRecurringSubscription(stored); err != nil {
 			return types.TransactWriteItem{}, txOp{}, fmt.Errorf("subscription (%s): %w", keyText, err)
 		}
-		open = layout.DecodeOpenPeriods(out.Item[layout.AttrOpenPeriods])
+		open = layout.DecodeOpenPeriods(stored[layout.AttrOpenPeriods])
 	}
 	for _, d := range c.deleted {
 		delete(open, d)
@@ -467,13 +472,13 @@ func (r *SingleTableRepository) subscriptionWrite(ctx context.Context, c *chainW
 	// empty string): the write owns them, so they are compared as stored
 	// (a due date no period has left is removed, the index keys must go).
 	for _, name := range []string{layout.AttrOpenPeriods, layout.AttrNextPaymentDate, layout.AttrNextReminderDate} {
-		if v, ok := out.Item[name]; ok {
+		if v, ok := stored[name]; ok {
 			if _, known := was[name]; !known || name == layout.AttrOpenPeriods {
 				was[name] = v
 			}
 		}
 	}
-	cond := expression.Name(layout.PayVersion).Equal(expression.Value(layout.NumberAV(int64(cur.Version))))
+	cond := expression.Name(layout.PayVersion).Equal(exprValue(layout.NumberAV(int64(cur.Version))))
 	upd, err := updateAction(r.table(), key, was, enc, cond, layout.PayVersion)
 	if err != nil {
 		return types.TransactWriteItem{}, txOp{}, fmt.Errorf("subscription (%s): %w", keyText, err)
@@ -508,7 +513,7 @@ func (r *SingleTableRepository) getKey(ctx context.Context, userID, billingDateK
 	}
 	out, err := r.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: r.table(), ConsistentRead: aws.Bool(true),
-		Key: map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.tbl.AccountPK(ref.AccountID)), layout.AttrSK: layout.StringAV(layout.PeriodSK(ref, billingDateKey))},
+		Key: map[string]types.AttributeValue{layout.AttrPK: stringAV(r.tbl.AccountPK(ref.AccountID)), layout.AttrSK: stringAV(layout.PeriodSK(ref, billingDateKey))},
 	})
 	if err != nil {
 		return billing.Subscription{}, fmt.Errorf("billing: get (%s): %w", key, err)
@@ -516,7 +521,7 @@ func (r *SingleTableRepository) getKey(ctx context.Context, userID, billingDateK
 	if len(out.Item) == 0 {
 		return billing.Subscription{}, fmt.Errorf("%w: record %s", billing.ErrNotFound, key)
 	}
-	return decodeEngineItem(out.Item)
+	return decodeEngineItem(sdkav.FromSDK(out.Item))
 }
 
 // GetByID implements [Repository.GetByID]: a consistent query of the
@@ -530,7 +535,7 @@ func (r *SingleTableRepository) GetByID(ctx context.Context, subscriptionID stri
 		return billing.Subscription{}, err
 	}
 	for _, p := range ptrs {
-		sub, err := r.getKey(ctx, layout.StringOf(p[layout.AttrUserID]), layout.StringOf(p[layout.AttrBillingDate]))
+		sub, err := r.getKey(ctx, stringOf(p[layout.AttrUserID]), stringOf(p[layout.AttrBillingDate]))
 		if err == nil && sub.SubscriptionID == subscriptionID {
 			return sub, nil
 		}
@@ -539,7 +544,7 @@ func (r *SingleTableRepository) GetByID(ctx context.Context, subscriptionID stri
 		}
 		// The pointer was written by a history row or an overwrite: look
 		// through the user's periods, failing on one that does not decode.
-		subs, err := r.listPeriodsStrict(ctx, layout.StringOf(p[layout.AttrUserID]))
+		subs, err := r.listPeriodsStrict(ctx, stringOf(p[layout.AttrUserID]))
 		if err != nil {
 			return billing.Subscription{}, err
 		}
@@ -576,8 +581,8 @@ func (r *SingleTableRepository) queryAll(ctx context.Context, op string, in *dyn
 // key is between lo and hi (periods or history rows), keeping those that
 // match filter when one is given.
 func (r *SingleTableRepository) chainQuery(ref layout.SubscriptionRef, lo, hi string, forward bool, filter ...expression.ConditionBuilder) *dynamodb.QueryInput {
-	b := expression.NewBuilder().WithKeyCondition(expression.Key(layout.AttrPK).Equal(expression.Value(layout.StringAV(r.tbl.AccountPK(ref.AccountID)))).
-		And(expression.Key(layout.AttrSK).Between(expression.Value(layout.StringAV(lo)), expression.Value(layout.StringAV(hi)))))
+	b := expression.NewBuilder().WithKeyCondition(expression.Key(layout.AttrPK).Equal(exprValue(layout.StringAV(r.tbl.AccountPK(ref.AccountID)))).
+		And(expression.Key(layout.AttrSK).Between(exprValue(layout.StringAV(lo)), exprValue(layout.StringAV(hi)))))
 	if len(filter) > 0 {
 		b = b.WithFilter(joinAnd(filter))
 	}
@@ -634,7 +639,7 @@ func (r *SingleTableRepository) listPeriodsStrict(ctx context.Context, userID st
 	if err != nil {
 		return nil, err
 	}
-	return layout.DecodeAll(items, decodeEngineItem)
+	return layout.DecodeAll(sdkav.FromSDKItems(items), decodeEngineItem)
 }
 
 // userRead is a per-user read of the table's period or history items.
@@ -650,7 +655,7 @@ func (r *SingleTableRepository) SetAttempt(ctx context.Context, prev, next *bill
 	if err != nil {
 		return err
 	}
-	key := map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.tbl.AccountPK(ref.AccountID)), layout.AttrSK: layout.StringAV(layout.PeriodSK(ref, layout.BillingDateKey(prev)))}
+	key := map[string]types.AttributeValue{layout.AttrPK: stringAV(r.tbl.AccountPK(ref.AccountID)), layout.AttrSK: stringAV(layout.PeriodSK(ref, layout.BillingDateKey(prev)))}
 	return setAttempt(ctx, r.cfg.Client, r.table(), key, prev, next)
 }
 
@@ -694,7 +699,7 @@ func (r *SingleTableRepository) AdminUpdate(ctx context.Context, prev, next *bil
 	t := newSTTx("admin update")
 	cond := updateCondition(prev)
 	t.add(types.TransactWriteItem{Delete: &types.Delete{TableName: r.table(),
-		Key:                 map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.tbl.AccountPK(ref.AccountID)), layout.AttrSK: layout.StringAV(layout.PeriodSK(ref, layout.BillingDateKey(prev)))},
+		Key:                 map[string]types.AttributeValue{layout.AttrPK: stringAV(r.tbl.AccountPK(ref.AccountID)), layout.AttrSK: stringAV(layout.PeriodSK(ref, layout.BillingDateKey(prev)))},
 		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()}},
 		txOp{key: prev.Key(), reason: staleReason})
 	if err := r.putPeriod(t, prev, next, nil); err != nil {
@@ -708,7 +713,7 @@ func (r *SingleTableRepository) AdminUpdate(ctx context.Context, prev, next *bil
 // storedPeriod is a period as AddAll read it: item is nil when there was
 // none.
 type storedPeriod struct {
-	item  map[string]types.AttributeValue
+	item  map[string]av.AttributeValue
 	noRow bool // the period's history row is stored already: it is not put
 }
 
@@ -790,7 +795,7 @@ func (r *SingleTableRepository) AddAll(ctx context.Context, subs []billing.Subsc
 
 // planRows places the history rows of recs over the rows stored (see
 // [layout.PlanHistoryRows]); stored are the periods at their keys.
-func (r *SingleTableRepository) planRows(ctx context.Context, recs []billing.Subscription, stored []map[string]types.AttributeValue) ([]layout.RowPlan, error) {
+func (r *SingleTableRepository) planRows(ctx context.Context, recs []billing.Subscription, stored []map[string]av.AttributeValue) ([]layout.RowPlan, error) {
 	refs := make([]layout.SubscriptionRef, len(recs))
 	for i := range recs {
 		ref, err := layout.EngineRef(&recs[i])
@@ -801,14 +806,14 @@ func (r *SingleTableRepository) planRows(ctx context.Context, recs []billing.Sub
 	}
 	rr := &rowReader{client: r.cfg.Client, bw: r.bw, table: r.tbl.Table,
 		key: func(i int, lrd string) map[string]types.AttributeValue {
-			return map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.tbl.AccountPK(refs[i].AccountID)), layout.AttrSK: layout.StringAV(layout.HistorySK(refs[i], lrd))}
+			return map[string]types.AttributeValue{layout.AttrPK: stringAV(r.tbl.AccountPK(refs[i].AccountID)), layout.AttrSK: stringAV(layout.HistorySK(refs[i], lrd))}
 		},
 		span: func(i int, lo, hi string) *dynamodb.QueryInput {
 			expr := keyRange(layout.AttrPK, r.tbl.AccountPK(refs[i].AccountID), layout.AttrSK, layout.HistorySK(refs[i], lo), layout.HistorySK(refs[i], hi))
 			return &dynamodb.QueryInput{TableName: r.table(), KeyConditionExpression: expr.KeyCondition(),
 				ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(), ConsistentRead: aws.Bool(true)}
 		}}
-	return rr.planRows(ctx, recs, func(i int, at time.Time) (map[string]types.AttributeValue, error) {
+	return rr.planRows(ctx, recs, func(i int, at time.Time) (map[string]av.AttributeValue, error) {
 		rec := recs[i].Clone()
 		rec.LastRunDate = at
 		prim, err := r.periodItem(refs[i], &rec)
@@ -826,18 +831,18 @@ func (r *SingleTableRepository) planRows(ctx context.Context, recs []billing.Sub
 
 // readPeriods reads the stored periods at the keys of recs with
 // consistent reads, in the order of recs (nil where there is none).
-func (r *SingleTableRepository) readPeriods(ctx context.Context, recs []billing.Subscription) ([]map[string]types.AttributeValue, error) {
+func (r *SingleTableRepository) readPeriods(ctx context.Context, recs []billing.Subscription) ([]map[string]av.AttributeValue, error) {
 	keys := make([]map[string]types.AttributeValue, len(recs))
 	for i := range recs {
 		ref, err := layout.EngineRef(&recs[i])
 		if err != nil {
 			return nil, err
 		}
-		keys[i] = map[string]types.AttributeValue{layout.AttrPK: layout.StringAV(r.tbl.AccountPK(ref.AccountID)), layout.AttrSK: layout.StringAV(layout.PeriodSK(ref, layout.BillingDateKey(&recs[i])))}
+		keys[i] = map[string]types.AttributeValue{layout.AttrPK: stringAV(r.tbl.AccountPK(ref.AccountID)), layout.AttrSK: stringAV(layout.PeriodSK(ref, layout.BillingDateKey(&recs[i])))}
 	}
 	items, err := readItems(ctx, r.cfg.Client, r.bw, r.tbl.Table, keys)
 	if err != nil {
 		return nil, fmt.Errorf("billing: add all: reading the stored periods: %w", err)
 	}
-	return items, nil
+	return sdkav.FromSDKItems(items), nil
 }

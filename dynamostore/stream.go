@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"errors"
 	"fmt"
+	"github.com/dynabill/billing/internal/sdkav"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -166,7 +167,7 @@ func NewHistoryStreamDecoder() *StreamDecoder {
 // cfg.AccountPrefix); every other item of the table is skipped. cfg is
 // checked as [NewSingleTableRepository] checks it.
 func NewSingleTableStreamDecoder(cfg SingleTableConfig) (*StreamDecoder, error) {
-	tbl := cfg.codec()
+	tbl := codecOf(cfg)
 	if err := tbl.Validate(); err != nil {
 		return nil, err
 	}
@@ -257,9 +258,9 @@ func (d *StreamDecoder) decode(r streamRecord) (HistoryEvent, bool, error) {
 	}
 	var row billing.Subscription
 	if d.layout == streamSingle {
-		row, err = decodeEngineItem(r.image)
+		row, err = decodeEngineItem(sdkav.FromSDK(r.image))
 	} else {
-		row, err = layout.DecodeItem(r.image)
+		row, err = layout.DecodeItem(sdkav.FromSDK(r.image))
 	}
 	if err != nil {
 		return fail(key, err)

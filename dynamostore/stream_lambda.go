@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/dynabill/billing/internal/sdkav"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
@@ -102,5 +103,5 @@ func lambdaItem(raw json.RawMessage) (map[string]types.AttributeValue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", billing.ErrInvalidItem, err)
 	}
-	return item, nil
+	return sdkav.ToSDK(item), nil
 }

@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/dynabill/billing/internal/sdkav"
 	"strconv"
 	"testing"
 	"time"
@@ -46,19 +47,19 @@ type streamLayoutCase struct {
 func streamLayouts(t testing.TB) []streamLayoutCase {
 	single, err := NewSingleTableStreamDecoder(SingleTableConfig{})
 	require.NoError(t, err)
-	st := &SingleTableRepository{tbl: SingleTableConfig{}.codec()}
+	st := &SingleTableRepository{tbl: codecOf(SingleTableConfig{})}
 	return []streamLayoutCase{
 		{name: "legacy", decoder: NewHistoryStreamDecoder(), item: func(t testing.TB, s *billing.Subscription) map[string]types.AttributeValue {
 			item, err := layout.EncodeHistoryItem(s)
 			require.NoError(t, err)
-			return item
+			return sdkav.ToSDK(item)
 		}},
 		{name: "single", decoder: single, item: func(t testing.TB, s *billing.Subscription) map[string]types.AttributeValue {
 			ref, err := layout.EngineRef(s)
 			require.NoError(t, err)
 			item, err := st.historyItem(ref, s)
 			require.NoError(t, err)
-			return item
+			return sdkav.ToSDK(item)
 		}},
 	}
 }
@@ -149,7 +150,7 @@ func (r wireRecord) lambdaJSON(t testing.TB) json.RawMessage {
 		if item == nil {
 			return nil
 		}
-		b, err := ddbjson.MarshalItem(item)
+		b, err := ddbjson.MarshalItem(sdkav.FromSDK(item))
 		require.NoError(t, err)
 		return b
 	}
@@ -258,7 +259,7 @@ func TestStreamDecoderTypes(t *testing.T) {
 				row := streamRow(tc.status, tc.mod)
 				item := l.item(t, &row)
 				if row.Change != "" {
-					require.Equal(t, layout.StringAV(string(row.Change)), item[layout.AttrChange])
+					require.Equal(t, stringAV(string(row.Change)), item[layout.AttrChange])
 				}
 				rec := wireRecord{event: "INSERT", seq: strconv.Itoa(1000 + i), keys: l.keysOf(item), image: item}
 				ev, ok, err := decodeBoth(t, l.decoder, rec)
@@ -301,11 +302,11 @@ func TestStreamDecoderSkipsAndErrors(t *testing.T) {
 	st := &SingleTableRepository{tbl: single.decoder.tbl}
 	pointer := st.pointerItem(row.SubscriptionID, row.UserID, layout.BillingDateKey(&row))
 	subItem := map[string]types.AttributeValue{
-		layout.AttrPK: layout.StringAV("USER#acct-1"), layout.AttrSK: layout.StringAV(ref.SK()), "SKU": layout.StringAV("PLUS"),
+		layout.AttrPK: stringAV("USER#acct-1"), layout.AttrSK: stringAV(ref.SK()), "SKU": stringAV("PLUS"),
 	}
-	credits := map[string]types.AttributeValue{layout.AttrPK: layout.StringAV("USER#acct-1"), layout.AttrSK: layout.StringAV(layout.SKCredits)}
+	credits := map[string]types.AttributeValue{layout.AttrPK: stringAV("USER#acct-1"), layout.AttrSK: stringAV(layout.SKCredits)}
 	foreignHist := single.item(t, &row)
-	foreignHist[layout.AttrPK] = layout.StringAV("ORG#acct-1") // not an account partition of this table
+	foreignHist[layout.AttrPK] = stringAV("ORG#acct-1") // not an account partition of this table
 
 	histLegacy := legacy.item(t, &row)
 	histSingle := single.item(t, &row)
@@ -316,12 +317,12 @@ func TestStreamDecoderSkipsAndErrors(t *testing.T) {
 	}{
 		{"legacy ttl remove", legacy, wireRecord{event: "REMOVE", keys: legacy.keysOf(histLegacy), ttl: true}},
 		{"single ttl remove", single, wireRecord{event: "REMOVE", keys: single.keysOf(histSingle), ttl: true}},
-		{"single period modify", single, wireRecord{event: "MODIFY", keys: single.keysOf(period), image: period}},
-		{"single period remove", single, wireRecord{event: "REMOVE", keys: single.keysOf(period)}},
+		{"single period modify", single, wireRecord{event: "MODIFY", keys: single.keysOf(sdkav.ToSDK(period)), image: sdkav.ToSDK(period)}},
+		{"single period remove", single, wireRecord{event: "REMOVE", keys: single.keysOf(sdkav.ToSDK(period))}},
 		{"single subscription modify", single, wireRecord{event: "MODIFY", keys: single.keysOf(subItem), image: subItem}},
 		{"single credits remove", single, wireRecord{event: "REMOVE", keys: single.keysOf(credits)}},
 		{"single other partition modify", single, wireRecord{event: "MODIFY", keys: single.keysOf(foreignHist), image: foreignHist}},
-		{"single period item", single, wireRecord{event: "INSERT", keys: single.keysOf(period), image: period}},
+		{"single period item", single, wireRecord{event: "INSERT", keys: single.keysOf(sdkav.ToSDK(period)), image: sdkav.ToSDK(period)}},
 		{"single period ID pointer", single, wireRecord{event: "INSERT", keys: single.keysOf(pointer), image: pointer}},
 		{"single subscription item", single, wireRecord{event: "INSERT", keys: single.keysOf(subItem), image: subItem}},
 		{"single credits", single, wireRecord{event: "INSERT", keys: single.keysOf(credits), image: credits}},
@@ -339,7 +340,7 @@ func TestStreamDecoderSkipsAndErrors(t *testing.T) {
 
 	badAmount := func(l streamLayoutCase) map[string]types.AttributeValue {
 		item := l.item(t, &row)
-		item[layout.AttrBillingAmount] = layout.StringAV("4,99")
+		item[layout.AttrBillingAmount] = stringAV("4,99")
 		return item
 	}
 	errs := []struct {
@@ -353,12 +354,12 @@ func TestStreamDecoderSkipsAndErrors(t *testing.T) {
 		{"legacy unknown status", legacy, wireRecord{image: withStatus(legacy, "FROZEN")}, "user_id=acct-1#sub-1#PLUS last_run_date=2026-03-02T10:00:00.000000123Z", layout.AttrBillingStatus},
 		{"legacy bad amount", legacy, wireRecord{image: badAmount(legacy)}, "user_id=acct-1#sub-1#PLUS last_run_date=2026-03-02T10:00:00.000000123Z", layout.AttrBillingAmount},
 		{"legacy keys only", legacy, wireRecord{keys: legacy.keysOf(histLegacy)}, "user_id=acct-1#sub-1#PLUS last_run_date=2026-03-02T10:00:00.000000123Z", ""},
-		{"legacy no key", legacy, wireRecord{keys: map[string]types.AttributeValue{layout.AttrUserID: layout.StringAV("u1")}}, "user_id=u1 last_run_date=", ""},
+		{"legacy no key", legacy, wireRecord{keys: map[string]types.AttributeValue{layout.AttrUserID: stringAV("u1")}}, "user_id=u1 last_run_date=", ""},
 		{"single inactive", single, wireRecord{image: withStatus(single, "INACTIVE")}, "PK=USER#acct-1 SK=HIST#sub-1#SKU#PLUS#2026-03-02T10:00:00.000000123Z", layout.AttrBillingStatus},
 		{"single unknown status", single, wireRecord{image: withStatus(single, "FROZEN")}, "PK=USER#acct-1 SK=HIST#sub-1#SKU#PLUS#2026-03-02T10:00:00.000000123Z", layout.AttrBillingStatus},
 		{"single bad amount", single, wireRecord{image: badAmount(single)}, "PK=USER#acct-1 SK=HIST#sub-1#SKU#PLUS#2026-03-02T10:00:00.000000123Z", layout.AttrBillingAmount},
 		{"single keys only", single, wireRecord{keys: single.keysOf(histSingle)}, "PK=USER#acct-1 SK=HIST#sub-1#SKU#PLUS#2026-03-02T10:00:00.000000123Z", ""},
-		{"single numeric key", single, wireRecord{keys: map[string]types.AttributeValue{layout.AttrPK: &types.AttributeValueMemberN{Value: "1"}, layout.AttrSK: layout.StringAV("x")}}, "PK= SK=x", ""},
+		{"single numeric key", single, wireRecord{keys: map[string]types.AttributeValue{layout.AttrPK: &types.AttributeValueMemberN{Value: "1"}, layout.AttrSK: stringAV("x")}}, "PK= SK=x", ""},
 	}
 	// A history row is written once: a record that replaces or deletes
 	// one (other than by TTL) is reported, in both input forms.
@@ -447,7 +448,7 @@ func TestStreamDecoderLambdaPayload(t *testing.T) {
 	row := streamRow(billing.StatusCompleted, nil)
 	item, err := layout.EncodeHistoryItem(&row)
 	require.NoError(t, err)
-	good := wireRecord{event: "INSERT", seq: "11", keys: map[string]types.AttributeValue{layout.AttrUserID: item[layout.AttrUserID], layout.AttrLastRunDate: item[layout.AttrLastRunDate]}, image: item}
+	good := wireRecord{event: "INSERT", seq: "11", keys: map[string]types.AttributeValue{layout.AttrUserID: sdkav.ToSDKValue(item[layout.AttrUserID]), layout.AttrLastRunDate: sdkav.ToSDKValue(item[layout.AttrLastRunDate])}, image: sdkav.ToSDK(item)}
 
 	for _, payload := range []string{``, `null`, `[]`, `{}`, `{"Records":null}`, `{"Records":{}}`, `{"Records":[]`, `"x"`} {
 		res, err := d.DecodeLambda([]byte(payload))
@@ -495,12 +496,12 @@ func TestStreamDecoderLambdaPayload(t *testing.T) {
 
 func TestConvertStreamItem(t *testing.T) {
 	item := map[string]types.AttributeValue{
-		"s": layout.StringAV("x"), "n": &types.AttributeValueMemberN{Value: "4.5"}, "b": &types.AttributeValueMemberB{Value: []byte{1, 2}},
+		"s": stringAV("x"), "n": &types.AttributeValueMemberN{Value: "4.5"}, "b": &types.AttributeValueMemberB{Value: []byte{1, 2}},
 		"ss": &types.AttributeValueMemberSS{Value: []string{"a", "b"}}, "ns": &types.AttributeValueMemberNS{Value: []string{"1", "2"}},
 		"bs": &types.AttributeValueMemberBS{Value: [][]byte{{3}, {4}}}, "null": &types.AttributeValueMemberNULL{Value: true},
 		"bool": &types.AttributeValueMemberBOOL{Value: true},
 		"m": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-			"l": &types.AttributeValueMemberL{Value: []types.AttributeValue{layout.StringAV("y"), &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}}},
+			"l": &types.AttributeValueMemberL{Value: []types.AttributeValue{stringAV("y"), &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}}},
 		}},
 	}
 	got, err := convertStreamItem(toStreamItem(item))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dynabill/billing/internal/storeconf"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -12,45 +13,35 @@ import (
 	"github.com/dynabill/billing/internal/layout"
 )
 
-// StatusIndexMode selects how status pages are read.
-type StatusIndexMode int
+// StatusIndexMode selects how status pages are read. It is an alias of
+// a type in an internal package that the in-memory store shares without
+// linking the AWS SDK; memory.StatusIndexMode is the same type, so either
+// package's constants set either store.
+type StatusIndexMode = storeconf.StatusIndexMode
 
 const (
 	// StatusIndexLegacy reads the legacy billing_status-index, whose only
 	// key is billing_status: a page reads every record of the status and
 	// billing_date is a filter, so items read per item returned grows with
 	// the number of records that are not due.
-	StatusIndexLegacy StatusIndexMode = iota
+	StatusIndexLegacy = storeconf.StatusIndexLegacy
 	// StatusIndexSorted reads an index keyed by billing_status and
 	// billing_date: the date range is a key condition and only due records
 	// are read.
-	StatusIndexSorted
+	StatusIndexSorted = storeconf.StatusIndexSorted
 	// StatusIndexDue reads the sharded due index (see
 	// [TableConfig.DueShards], which it needs), one shard at a time. Only
 	// the statuses runs read are indexed: a query of another status is an
 	// [billing.ErrInvalidQuery]. Switch to it once every existing item has
 	// its due key, then drop the billing_status index (see
 	// [SubscriptionsTableDefinition]).
-	StatusIndexDue
+	StatusIndexDue = storeconf.StatusIndexDue
 )
-
-// String names the mode.
-func (m StatusIndexMode) String() string {
-	switch m {
-	case StatusIndexLegacy:
-		return "legacy"
-	case StatusIndexSorted:
-		return "sorted"
-	case StatusIndexDue:
-		return "due"
-	}
-	return fmt.Sprintf("StatusIndexMode(%d)", int(m))
-}
 
 // Default table and index names, as in the existing deployment.
 const (
-	DefaultSubscriptionsTable  = "billing-activity"
-	DefaultHistoryTable        = "billing-activity-history"
+	DefaultSubscriptionsTable  = storeconf.DefaultSubscriptionsTable
+	DefaultHistoryTable        = storeconf.DefaultHistoryTable
 	DefaultSubscriptionIDIndex = "subscription_id-index"
 	DefaultStatusIndex         = "billing_status-index"
 	DefaultSortedStatusIndex   = "billing_status-billing_date-index"
@@ -59,7 +50,7 @@ const (
 
 // MaxDueShards bounds [TableConfig.DueShards] and
 // [SingleTableConfig.DueShards].
-const MaxDueShards = layout.MaxDueShards
+const MaxDueShards = storeconf.MaxDueShards
 
 // TableConfig names the tables and indexes. The zero value is the existing
 // deployment with the legacy status index.

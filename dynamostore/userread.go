@@ -2,11 +2,12 @@ package dynamostore
 
 import (
 	"context"
+	"github.com/dynabill/billing/internal/av"
+	"github.com/dynabill/billing/internal/sdkav"
 	"log/slog"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/internal/layout"
 )
@@ -20,7 +21,7 @@ type userRead struct {
 	client API
 	logger *slog.Logger
 	op     string // for the errors and the log: "list user u1"
-	decode func(map[string]types.AttributeValue) (billing.Subscription, error)
+	decode func(map[string]av.AttributeValue) (billing.Subscription, error)
 }
 
 // query returns the records of in's items that decode, in the query's
@@ -43,7 +44,7 @@ func (u userRead) query(ctx context.Context, in *dynamodb.QueryInput, limit int)
 			return nil, err
 		}
 		for _, it := range page.Items {
-			sub, err := u.decode(it)
+			sub, err := u.decode(sdkav.FromSDK(it))
 			if err != nil {
 				layout.SkipItem(ctx, u.logger, u.op, err)
 				continue

@@ -3,6 +3,8 @@ package dynamostore
 import (
 	"bytes"
 	"context"
+	"github.com/dynabill/billing/internal/av"
+	"github.com/dynabill/billing/internal/sdkav"
 	"log/slog"
 	"testing"
 	"time"
@@ -49,11 +51,11 @@ func TestUserReadsSkipUndecodableItems(t *testing.T) {
 				Clock: billing.ClockFunc(func() time.Time { return time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC) })})
 			require.NoError(t, err)
 			return stores{repo, w, func(item map[string]types.AttributeValue) {
-				ref, err := layout.ParseSubscriptionRef(layout.StringOf(item[layout.AttrUserID]))
+				ref, err := layout.ParseSubscriptionRef(stringOf(item[layout.AttrUserID]))
 				require.NoError(t, err)
-				item[layout.AttrPK] = layout.StringAV(repo.tbl.AccountPK(ref.AccountID))
-				item[layout.AttrSK] = layout.StringAV(layout.PeriodSK(ref, layout.StringOf(item[layout.AttrBillingDate])))
-				item[layout.PayEntity] = layout.StringAV(layout.EntityPeriod)
+				item[layout.AttrPK] = stringAV(repo.tbl.AccountPK(ref.AccountID))
+				item[layout.AttrSK] = stringAV(layout.PeriodSK(ref, stringOf(item[layout.AttrBillingDate])))
+				item[layout.PayEntity] = stringAV(layout.EntityPeriod)
 				_, err = w.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: &table.Table, Item: item})
 				require.NoError(t, err)
 			}}
@@ -69,8 +71,8 @@ func TestUserReadsSkipUndecodableItems(t *testing.T) {
 			bad := testRecord(c.user, 2, billing.StatusCompleted) // the newest
 			item, err := layout.EncodeItem(&bad)
 			require.NoError(t, err)
-			item[layout.AttrBillingAmount] = &types.AttributeValueMemberS{Value: "4,99"}
-			s.put(item)
+			item[layout.AttrBillingAmount] = &av.AttributeValueMemberS{Value: "4,99"}
+			s.put(sdkav.ToSDK(item))
 
 			var reported []error
 			ctx := billing.WithInvalidItems(t.Context(), func(_ context.Context, err error) { reported = append(reported, err) })

@@ -1,6 +1,7 @@
 package dynamostore
 
 import (
+	"github.com/dynabill/billing/internal/av"
 	"reflect"
 	"slices"
 	"strings"
@@ -23,7 +24,7 @@ import (
 // keys are never written (DynamoDB rejects a SET of a key attribute; an
 // update never changes them). always are SET even when unchanged, so that
 // the expression is never empty.
-func writeBack(prev, next map[string]types.AttributeValue, keys, always []string) expression.UpdateBuilder {
+func writeBack(prev, next map[string]av.AttributeValue, keys, always []string) expression.UpdateBuilder {
 	var upd expression.UpdateBuilder
 	names := make([]string, 0, len(prev)+len(next))
 	for name := range prev {
@@ -44,7 +45,7 @@ func writeBack(prev, next map[string]types.AttributeValue, keys, always []string
 		n, inNext := next[name]
 		switch {
 		case inNext && (!inPrev || !reflect.DeepEqual(p, n) || slices.Contains(always, name)):
-			upd = upd.Set(expression.Name(name), expression.Value(n))
+			upd = upd.Set(expression.Name(name), exprValue(n))
 		case !inNext && inPrev:
 			upd = upd.Remove(expression.Name(name))
 		}
@@ -54,7 +55,7 @@ func writeBack(prev, next map[string]types.AttributeValue, keys, always []string
 
 // updateAction is the TransactWriteItems action writing back the change
 // from prevItem to nextItem (see [writeBack]) to the item of key, on cond.
-func updateAction(table *string, key, prevItem, nextItem map[string]types.AttributeValue, cond expression.ConditionBuilder, always ...string) (*types.Update, error) {
+func updateAction(table *string, key map[string]types.AttributeValue, prevItem, nextItem map[string]av.AttributeValue, cond expression.ConditionBuilder, always ...string) (*types.Update, error) {
 	keys := make([]string, 0, len(key))
 	for k := range key {
 		keys = append(keys, k)
@@ -75,7 +76,7 @@ func updateAction(table *string, key, prevItem, nextItem map[string]types.Attrib
 // to another, the data_ attributes of prev's stored item: they belong to
 // whoever put them there, and EncodeItem leaves data_ out of primary
 // items, so without this a move would drop them.
-func carryData(item map[string]types.AttributeValue, prev *billing.Subscription) {
+func carryData(item map[string]av.AttributeValue, prev *billing.Subscription) {
 	for name, v := range layout.DataAttributes(prev) {
 		if strings.HasPrefix(name, layout.DataPrefix) {
 			item[name] = v

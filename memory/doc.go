@@ -12,6 +12,15 @@
 // rows and subscription items, and the [Payments] view of the same data).
 // Neither persists anything: a process that stops loses its records.
 //
+// The package links no AWS code: no aws-sdk-go-v2, smithy-go or dynamolock
+// package, and not dynamostore. Items are encoded by the same codecs as
+// the DynamoDB store's, over an attribute value model of their own that
+// mirrors the SDK's ([AttributeValue] and its AttributeValueMember…
+// kinds, which [Store.PutRawItem] takes). The option types are shared with
+// dynamostore as aliases: [StatusIndexMode] and its constants,
+// [SingleTableConfig], [MaxDueShards] and [DefaultLeaseDuration] are the
+// same types and values under either package's name.
+//
 // [NewLocker] is the billing lock to go with them: per-user leases held in
 // the process, with the DynamoDB locker's contract (a lock that is taken
 // fails at once, a lease nobody renews runs out on the injected clock),

@@ -1,14 +1,14 @@
 package memory
 
 import (
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/layout"
 )
 
 // RawRecord returns a copy of the primary item at userID and
 // billingDateKey as stored, nil when there is none.
-func (s *Store) RawRecord(userID, billingDateKey string) map[string]types.AttributeValue {
+func (s *Store) RawRecord(userID, billingDateKey string) map[string]av.AttributeValue {
 	user := s.locks.of(userID)
 	s.locks.rlock(user)
 	defer s.locks.runlock(user)
@@ -18,7 +18,7 @@ func (s *Store) RawRecord(userID, billingDateKey string) map[string]types.Attrib
 
 // RawPeriod returns a copy of the period item at userID and
 // billingDateKey as stored, nil when there is none.
-func (s *SingleTable) RawPeriod(userID, billingDateKey string) map[string]types.AttributeValue {
+func (s *SingleTable) RawPeriod(userID, billingDateKey string) map[string]av.AttributeValue {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.periods.RawRecord(userID, billingDateKey)
@@ -26,7 +26,7 @@ func (s *SingleTable) RawPeriod(userID, billingDateKey string) map[string]types.
 
 // RawSubscription returns a copy of the subscription item of ref as
 // stored, nil when there is none.
-func (s *SingleTable) RawSubscription(ref layout.SubscriptionRef) map[string]types.AttributeValue {
+func (s *SingleTable) RawSubscription(ref layout.SubscriptionRef) map[string]av.AttributeValue {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pay.mu.Lock()

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/layout"
 )
 
@@ -42,7 +42,7 @@ func (h *History) AddAll(ctx context.Context, subs []billing.Subscription) error
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	items := make([]map[string]types.AttributeValue, len(subs))
+	items := make([]map[string]av.AttributeValue, len(subs))
 	seen := map[tableKey]int{}
 	for i := range subs {
 		item, err := historyItem(&subs[i])
@@ -103,7 +103,7 @@ func (h *History) ListByUser(ctx context.Context, userID string) ([]billing.Subs
 
 // historyItem encodes sub as a history row to store: EncodeHistoryItem's
 // item, sharing no attribute values with sub.
-func historyItem(sub *billing.Subscription) (map[string]types.AttributeValue, error) {
+func historyItem(sub *billing.Subscription) (map[string]av.AttributeValue, error) {
 	f := layout.NewFlat()
 	defer f.Release()
 	if err := f.EncodeHistory(sub); err != nil {

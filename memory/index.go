@@ -7,8 +7,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/layout"
 )
 
@@ -78,7 +78,7 @@ type partition struct{ recs []entry }
 
 type entry struct {
 	sk   string
-	item map[string]types.AttributeValue
+	item map[string]av.AttributeValue
 }
 
 // partitionCap is the room a new partition has: a subscription's periods
@@ -115,7 +115,7 @@ func (p *partition) findBytes(sk []byte) (int, bool) {
 
 // getBytes is get of user pk's item at the sort key sk given as bytes,
 // which it does not keep.
-func (t *table) getBytes(pk string, sk []byte) (map[string]types.AttributeValue, bool) {
+func (t *table) getBytes(pk string, sk []byte) (map[string]av.AttributeValue, bool) {
 	p := t.partitionOf(pk)
 	if p == nil {
 		return nil, false
@@ -128,7 +128,7 @@ func (t *table) getBytes(pk string, sk []byte) (map[string]types.AttributeValue,
 }
 
 // get returns the item at k.
-func (t *table) get(k tableKey) (map[string]types.AttributeValue, bool) {
+func (t *table) get(k tableKey) (map[string]av.AttributeValue, bool) {
 	p := t.partitionOf(k.pk)
 	if p == nil {
 		return nil, false
@@ -147,7 +147,7 @@ func (t *table) has(k tableKey) bool {
 }
 
 // put stores item at k, replacing any item there.
-func (t *table) put(k tableKey, item map[string]types.AttributeValue) {
+func (t *table) put(k tableKey, item map[string]av.AttributeValue) {
 	users := t.users[t.locks.stripe(k.pk)]
 	p := users[k.pk]
 	if p == nil {
@@ -155,7 +155,7 @@ func (t *table) put(k tableKey, item map[string]types.AttributeValue) {
 		users[k.pk] = p
 	}
 	i, ok := p.find(k.sk)
-	var old map[string]types.AttributeValue
+	var old map[string]av.AttributeValue
 	if ok {
 		old = p.recs[i].item
 		p.recs[i].item = item
@@ -196,7 +196,7 @@ func (t *table) del(k tableKey) {
 
 // update changes the item at k in place with f, and its index entries
 // with it. The item must exist.
-func (t *table) update(k tableKey, f func(item map[string]types.AttributeValue)) {
+func (t *table) update(k tableKey, f func(item map[string]av.AttributeValue)) {
 	item, ok := t.get(k)
 	if !ok {
 		panic("memory: update of a missing item")
@@ -229,7 +229,7 @@ func (t *table) count() int {
 // statusOf is the status index's key of item at k: the zero key when
 // the table has no status index, the item no status string, or (in the
 // due index) a status runs do not read.
-func (t *table) statusOf(k tableKey, item map[string]types.AttributeValue) statusKey {
+func (t *table) statusOf(k tableKey, item map[string]av.AttributeValue) statusKey {
 	if t.status == nil {
 		return statusKey{}
 	}
@@ -243,12 +243,12 @@ func (t *table) statusOf(k tableKey, item map[string]types.AttributeValue) statu
 	return statusKey{st, layout.DueShard(k.pk, t.dueShards)}
 }
 
-func (t *table) index(k tableKey, item map[string]types.AttributeValue) {
+func (t *table) index(k tableKey, item map[string]av.AttributeValue) {
 	t.bySub.add(stringAttr(item, layout.AttrSubscriptionID), k.pk)
 	t.addStatus(t.statusOf(k, item), k)
 }
 
-func (t *table) unindex(k tableKey, item map[string]types.AttributeValue) {
+func (t *table) unindex(k tableKey, item map[string]av.AttributeValue) {
 	t.bySub.remove(stringAttr(item, layout.AttrSubscriptionID), k.pk)
 	t.removeStatus(t.statusOf(k, item), k)
 }
@@ -478,7 +478,7 @@ func (s *posSet) ascend(from indexPos, after bool, f func(indexPos) bool) {
 // keyedItem is an item with its key, for sorting.
 type keyedItem struct {
 	key  tableKey
-	item map[string]types.AttributeValue
+	item map[string]av.AttributeValue
 }
 
 // sortByKey orders items by user_id then sort key string, or by the sort

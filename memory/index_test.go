@@ -6,8 +6,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/stretchr/testify/require"
 )
@@ -97,10 +97,10 @@ func TestSubIndexCountsHolders(t *testing.T) {
 func TestDueIndexIsPartitionedByShard(t *testing.T) {
 	const shards = 4
 	tb := newTable(newLocks(), true, true, shards)
-	item := func(user, status string) map[string]types.AttributeValue {
-		return map[string]types.AttributeValue{
-			layout.AttrUserID:        &types.AttributeValueMemberS{Value: user},
-			layout.AttrBillingStatus: &types.AttributeValueMemberS{Value: status},
+	item := func(user, status string) map[string]av.AttributeValue {
+		return map[string]av.AttributeValue{
+			layout.AttrUserID:        &av.AttributeValueMemberS{Value: user},
+			layout.AttrBillingStatus: &av.AttributeValueMemberS{Value: status},
 		}
 	}
 	want := map[statusKey]int{}
@@ -123,8 +123,8 @@ func TestDueIndexIsPartitionedByShard(t *testing.T) {
 	require.Equal(t, want, got)
 
 	moved := tableKey{"u00", "2024-06-01T00:00:00Z"}
-	tb.update(moved, func(it map[string]types.AttributeValue) {
-		it[layout.AttrBillingStatus] = &types.AttributeValueMemberS{Value: string(billing.StatusError)}
+	tb.update(moved, func(it map[string]av.AttributeValue) {
+		it[layout.AttrBillingStatus] = &av.AttributeValueMemberS{Value: string(billing.StatusError)}
 	})
 	shard := layout.DueShard(moved.pk, shards)
 	require.Equal(t, want[statusKey{string(billing.StatusScheduled), shard}]-1, tb.status[statusKey{string(billing.StatusScheduled), shard}].n)

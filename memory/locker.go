@@ -16,7 +16,7 @@ type LockerOptions struct {
 	// same time as everything else.
 	Clock billing.Clock
 	// LeaseDuration is how long a lease outlives its last renewal.
-	// Defaults to [dynamostore.DefaultLeaseDuration].
+	// Defaults to [DefaultLeaseDuration].
 	LeaseDuration time.Duration
 }
 

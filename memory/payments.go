@@ -8,20 +8,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
-	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/entitlement"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/cursor"
 	"github.com/dynabill/billing/internal/layout"
 )
 
 // PaymentsOptions configures an in-memory [Payments], like the matching
-// fields of [dynamostore.PaymentsConfig].
+// fields of dynamostore.PaymentsConfig.
 type PaymentsOptions struct {
 	// Table sets the account prefix and TTL attribute used in keys and
-	// errors. Defaults to [dynamostore.SingleTableConfig]'s defaults.
-	Table dynamostore.SingleTableConfig
+	// errors. Defaults to [SingleTableConfig]'s defaults.
+	Table SingleTableConfig
 	// Clock gives "now". Defaults to [billing.SystemClock].
 	Clock billing.Clock
 	// ReceiptRetention defaults to DefaultReceiptRetention.
@@ -32,7 +31,7 @@ type PaymentsOptions struct {
 }
 
 // Payments is an in-memory [entitlement.Payments] that behaves like
-// [dynamostore.Payments]: the same validation, normalization (dates to
+// dynamostore.Payments: the same validation, normalization (dates to
 // days, timestamps to seconds, through the same item encoding), version
 // conditions and errors, receipts idempotent on their key, due-date pages
 // in index order (last date, then key) with opaque cursors, and
@@ -47,13 +46,13 @@ type Payments struct {
 	pageSize  int
 
 	mu    sync.Mutex
-	items map[string]map[string]types.AttributeValue // PK "\x00" SK → item, as dynamostore.Payments writes it
+	items map[string]map[string]av.AttributeValue // PK "\x00" SK → item, as dynamostore.Payments writes it
 }
 
 var _ entitlement.Payments = (*Payments)(nil)
 
 // NewPayments returns an empty in-memory Payments; invalid options are
-// errors as for [dynamostore.NewPayments].
+// errors as for dynamostore.NewPayments.
 func NewPayments(opts PaymentsOptions) (*Payments, error) {
 	ret, size, err := layout.PaymentsLimits(opts.ReceiptRetention, opts.PageSize)
 	if err != nil {
@@ -63,23 +62,23 @@ func NewPayments(opts PaymentsOptions) (*Payments, error) {
 		opts.Clock = billing.SystemClock{}
 	}
 	t := layout.SingleTableConfig(opts.Table).WithDefaults()
-	return &Payments{table: t, clock: opts.Clock, retention: ret, pageSize: size, items: map[string]map[string]types.AttributeValue{}}, nil
+	return &Payments{table: t, clock: opts.Clock, retention: ret, pageSize: size, items: map[string]map[string]av.AttributeValue{}}, nil
 }
 
 func (p *Payments) now() time.Time { return p.clock.Now().UTC().Truncate(time.Second) }
 
-func itemKey(item map[string]types.AttributeValue) string {
+func itemKey(item map[string]av.AttributeValue) string {
 	return str(item["PK"]) + "\x00" + str(item["SK"])
 }
 
-func str(v types.AttributeValue) string {
-	if s, ok := v.(*types.AttributeValueMemberS); ok {
+func str(v av.AttributeValue) string {
+	if s, ok := v.(*av.AttributeValueMemberS); ok {
 		return s.Value
 	}
 	return ""
 }
 
-func keyText(item map[string]types.AttributeValue) string {
+func keyText(item map[string]av.AttributeValue) string {
 	return "PK=" + str(item["PK"]) + " SK=" + str(item["SK"])
 }
 
@@ -118,15 +117,15 @@ func (p *Payments) GetSubscription(_ context.Context, accountID, subscriptionID,
 
 // partition returns the items of the account whose SK starts with prefix,
 // by SK; the caller holds mu.
-func (p *Payments) partition(accountID, prefix string) []map[string]types.AttributeValue {
+func (p *Payments) partition(accountID, prefix string) []map[string]av.AttributeValue {
 	pk := p.table.AccountPrefix + accountID
-	var out []map[string]types.AttributeValue
+	var out []map[string]av.AttributeValue
 	for _, it := range p.items {
 		if str(it["PK"]) == pk && strings.HasPrefix(str(it["SK"]), prefix) {
 			out = append(out, it)
 		}
 	}
-	slices.SortFunc(out, func(a, b map[string]types.AttributeValue) int { return strings.Compare(str(a["SK"]), str(b["SK"])) })
+	slices.SortFunc(out, func(a, b map[string]av.AttributeValue) int { return strings.Compare(str(a["SK"]), str(b["SK"])) })
 	return out
 }
 
@@ -150,7 +149,7 @@ func (p *Payments) SubscriptionsByAccount(_ context.Context, accountID string) (
 
 // update checks prev's version and returns the item of next; the caller
 // holds mu and stores it.
-func (p *Payments) update(op string, prev, next entitlement.RecurringSubscription) (map[string]types.AttributeValue, entitlement.RecurringSubscription, error) {
+func (p *Payments) update(op string, prev, next entitlement.RecurringSubscription) (map[string]av.AttributeValue, entitlement.RecurringSubscription, error) {
 	next, err := layout.PrepareSubscriptionUpdate(prev, next, p.now())
 	if err != nil {
 		return nil, next, fmt.Errorf("billing: %s: %w", op, err)
@@ -171,8 +170,8 @@ func (p *Payments) update(op string, prev, next entitlement.RecurringSubscriptio
 	return item, next, err
 }
 
-func numText(v types.AttributeValue) string {
-	if n, ok := v.(*types.AttributeValueMemberN); ok {
+func numText(v av.AttributeValue) string {
+	if n, ok := v.(*av.AttributeValueMemberN); ok {
 		return n.Value
 	}
 	return ""
@@ -198,7 +197,7 @@ func (p *Payments) MarkReminded(ctx context.Context, prev entitlement.RecurringS
 }
 
 // receipt checks r's idempotency and returns its item; the caller holds mu.
-func (p *Payments) receipt(op string, r entitlement.Receipt) (map[string]types.AttributeValue, entitlement.Receipt, error) {
+func (p *Payments) receipt(op string, r entitlement.Receipt) (map[string]av.AttributeValue, entitlement.Receipt, error) {
 	r.ExpiresAt = r.ProcessedDate.Add(p.retention)
 	item, err := p.table.EncodeReceipt(r)
 	if err != nil {
@@ -294,23 +293,23 @@ func (p *Payments) due(op, hash, rng string, day time.Time, token string) ([]ent
 	if err != nil {
 		return nil, "", fmt.Errorf("billing: %s: %w: %v", op, billing.ErrInvalidCursor, err)
 	}
-	order := func(it map[string]types.AttributeValue) []string {
+	order := func(it map[string]av.AttributeValue) []string {
 		return []string{str(it[rng]), str(it["PK"]), str(it["SK"])}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var hits []map[string]types.AttributeValue
+	var hits []map[string]av.AttributeValue
 	for _, it := range p.items {
 		if str(it[hash]) == d && str(it[rng]) != "" && (start == nil || slices.Compare(order(it), order(start)) > 0) {
 			hits = append(hits, it)
 		}
 	}
-	slices.SortFunc(hits, func(a, b map[string]types.AttributeValue) int { return slices.Compare(order(a), order(b)) })
+	slices.SortFunc(hits, func(a, b map[string]av.AttributeValue) int { return slices.Compare(order(a), order(b)) })
 	next := ""
 	if len(hits) > p.pageSize {
 		hits = hits[:p.pageSize]
 		last := hits[len(hits)-1]
-		key := map[string]types.AttributeValue{}
+		key := map[string]av.AttributeValue{}
 		for _, a := range []string{"PK", "SK", hash, rng} {
 			key[a] = last[a]
 		}

@@ -7,9 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
-	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/cursor"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/internal/timefmt"
@@ -54,12 +53,12 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 	mode := r.s.opts.StatusIndexMode
 	// In due mode a page reads one shard of the due index: the records of
 	// the shard's users in the status, by billing_date.
-	due := mode == dynamostore.StatusIndexDue
+	due := mode == StatusIndexDue
 	if due {
 		if !layout.DueStatus(q.Status) {
 			return billing.Page{}, fmt.Errorf("%w: status %s is not indexed in the due mode", billing.ErrInvalidQuery, q.Status)
 		}
-		mode = dynamostore.StatusIndexSorted // within its shard
+		mode = StatusIndexSorted // within its shard
 	}
 	scope := cursorScope(r.s.opts.StatusIndexMode, q.Status) + fmt.Sprint("/", k, shards)
 	shard := shards[0]
@@ -98,7 +97,7 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 		limit = r.s.opts.PageSize
 	}
 
-	sorted := mode == dynamostore.StatusIndexSorted
+	sorted := mode == StatusIndexSorted
 	var page billing.Page
 	var last indexPos
 	// Every stripe, read: no write changes an item or an index meanwhile.
@@ -141,18 +140,18 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 		})
 	}
 	page.Count = len(page.Items) + len(page.Invalid)
-	var next map[string]types.AttributeValue
+	var next map[string]av.AttributeValue
 	switch i := slices.Index(shards, shard); {
 	case page.Scanned == limit:
 		k := t.key(last)
-		next = map[string]types.AttributeValue{
-			layout.AttrUserID:        &types.AttributeValueMemberS{Value: k.pk},
-			layout.AttrBillingDate:   &types.AttributeValueMemberS{Value: k.sk},
-			layout.AttrBillingStatus: &types.AttributeValueMemberS{Value: string(q.Status)},
-			cursorShard:              &types.AttributeValueMemberS{Value: strconv.Itoa(shard)},
+		next = map[string]av.AttributeValue{
+			layout.AttrUserID:        &av.AttributeValueMemberS{Value: k.pk},
+			layout.AttrBillingDate:   &av.AttributeValueMemberS{Value: k.sk},
+			layout.AttrBillingStatus: &av.AttributeValueMemberS{Value: string(q.Status)},
+			cursorShard:              &av.AttributeValueMemberS{Value: strconv.Itoa(shard)},
 		}
 	case due && i+1 < len(shards):
-		next = map[string]types.AttributeValue{cursorShard: &types.AttributeValueMemberS{Value: strconv.Itoa(shards[i+1])}}
+		next = map[string]av.AttributeValue{cursorShard: &av.AttributeValueMemberS{Value: strconv.Itoa(shards[i+1])}}
 	}
 	if next != nil {
 		if page.Next, err = cursor.Encode(scope, next); err != nil {
@@ -173,7 +172,7 @@ var _ billing.ShardedRepository = (*Repository)(nil)
 func (r *Repository) DueShards() int { return max(r.s.opts.DueShards, 1) }
 
 // cursorScope ties a cursor to the index mode and status it was made for.
-func cursorScope(mode dynamostore.StatusIndexMode, status billing.Status) string {
+func cursorScope(mode StatusIndexMode, status billing.Status) string {
 	return "billingtest/status-index/" + mode.String() + "/" + string(status)
 }
 

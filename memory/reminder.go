@@ -7,9 +7,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/entitlement"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/internal/timefmt"
 )
@@ -20,7 +20,7 @@ var (
 )
 
 // ClaimReminder implements [billing.ReminderClaimer] as
-// [dynamostore.Repository.ClaimReminder] does: on the conditions of
+// dynamostore.Repository.ClaimReminder does: on the conditions of
 // [billing.ReminderClaimer.ClaimReminder], the record's item gains
 // billing_reminded_for, billing_reminded_at and billing_reminder_claim,
 // and nothing else changes.
@@ -73,13 +73,13 @@ func releaseArgs(c billing.ReminderClaim) (layout.ReminderToken, string, error) 
 
 // claimReminder checks and writes a claim on the record at rem's key. The
 // caller holds the stripe of rem's user.
-func (s *Store) claimReminder(rem billing.Reminder, bd string, attrs map[string]types.AttributeValue) error {
+func (s *Store) claimReminder(rem billing.Reminder, bd string, attrs map[string]av.AttributeValue) error {
 	key := tableKey{rem.UserID, bd}
 	cur, _ := s.primary.get(key)
 	if err := layout.ReminderClaimRefused(rem, bd, cur); err != nil {
 		return err
 	}
-	s.primary.update(key, func(item map[string]types.AttributeValue) {
+	s.primary.update(key, func(item map[string]av.AttributeValue) {
 		for name, v := range attrs {
 			item[name] = cloneValue(v)
 		}
@@ -94,7 +94,7 @@ func (s *Store) releaseReminder(c billing.ReminderClaim, key tableKey, id string
 	if err := layout.ReminderReleaseRefused(c, id, cur); err != nil {
 		return err
 	}
-	s.primary.update(key, func(item map[string]types.AttributeValue) {
+	s.primary.update(key, func(item map[string]av.AttributeValue) {
 		for _, a := range layout.ReminderAttributes() {
 			delete(item, a)
 		}
@@ -103,7 +103,7 @@ func (s *Store) releaseReminder(c billing.ReminderClaim, key tableKey, id string
 }
 
 // ClaimReminder implements [billing.ReminderClaimer] as
-// [dynamostore.SingleTableRepository.ClaimReminder] does: the period is
+// dynamostore.SingleTableRepository.ClaimReminder does: the period is
 // claimed and, in the same write, its subscription item's
 // LastReminderDate becomes at's day with the next Version and UpdatedAt
 // (only those attributes change); a period without a subscription item is
@@ -154,7 +154,7 @@ func (r *stRepository) ClaimReminder(ctx context.Context, rem billing.Reminder, 
 }
 
 // ReleaseReminder implements [billing.ReminderClaimer] as
-// [dynamostore.SingleTableRepository.ReleaseReminder] does: the period's
+// dynamostore.SingleTableRepository.ReleaseReminder does: the period's
 // claim is removed if it is still c's, and the subscription item's
 // LastReminderDate put back if its version is still the one the claim
 // left.
@@ -207,7 +207,7 @@ func (r *stRepository) ReleaseReminder(ctx context.Context, c billing.ReminderCl
 // reminderSubItem returns the subscription item stored (decoded as cur)
 // with LastReminderDate lastReminder, UpdatedAt now and the next version,
 // as DynamoDB's write-back leaves it. The caller holds s.pay.mu.
-func (s *SingleTable) reminderSubItem(stored map[string]types.AttributeValue, cur entitlement.RecurringSubscription, lastReminder time.Time) (map[string]types.AttributeValue, error) {
+func (s *SingleTable) reminderSubItem(stored map[string]av.AttributeValue, cur entitlement.RecurringSubscription, lastReminder time.Time) (map[string]av.AttributeValue, error) {
 	was, err := s.table.EncodeRecurringSubscription(cur)
 	if err != nil {
 		return nil, err
@@ -227,7 +227,7 @@ func (s *SingleTable) reminderSubItem(stored map[string]types.AttributeValue, cu
 // changed one takes next's, one only prev has is removed, and attributes
 // in neither (unknown ones) stay. keys are never written; always are
 // written even when unchanged.
-func writeBackItem(cur, prev, next map[string]types.AttributeValue, keys, always []string) map[string]types.AttributeValue {
+func writeBackItem(cur, prev, next map[string]av.AttributeValue, keys, always []string) map[string]av.AttributeValue {
 	out := cloneItem(cur)
 	for name, n := range next {
 		if slices.Contains(keys, name) {

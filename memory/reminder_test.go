@@ -3,9 +3,9 @@ package memory_test
 import (
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/memory"
 	"github.com/stretchr/testify/require"
@@ -16,8 +16,8 @@ func TestMemoryReminderWorkers(t *testing.T) {
 		s := billingtest.NewMemoryStore(t, memory.Options{})
 		return billingtest.ReminderStore{
 			Repository: s.Repository(),
-			Items: func(t testing.TB, rec *billing.Subscription) map[string]map[string]types.AttributeValue {
-				return items(map[string]map[string]types.AttributeValue{
+			Items: func(t testing.TB, rec *billing.Subscription) map[string]map[string]av.AttributeValue {
+				return items(map[string]map[string]av.AttributeValue{
 					billingtest.ReminderRecordItem: s.RawRecord(rec.UserID, layout.BillingDateKey(rec)),
 				})
 			},
@@ -30,10 +30,10 @@ func TestMemorySingleTableReminderWorkers(t *testing.T) {
 		s := billingtest.NewMemorySingleTable(t, memory.SingleTableOptions{Clock: clock})
 		return billingtest.ReminderStore{
 			Repository: s.Repository(),
-			Items: func(t testing.TB, rec *billing.Subscription) map[string]map[string]types.AttributeValue {
+			Items: func(t testing.TB, rec *billing.Subscription) map[string]map[string]av.AttributeValue {
 				ref, err := layout.ParseSubscriptionRef(rec.UserID)
 				require.NoError(t, err)
-				return items(map[string]map[string]types.AttributeValue{
+				return items(map[string]map[string]av.AttributeValue{
 					billingtest.ReminderRecordItem:       s.RawPeriod(rec.UserID, layout.BillingDateKey(rec)),
 					billingtest.ReminderSubscriptionItem: s.RawSubscription(ref),
 				})
@@ -45,7 +45,7 @@ func TestMemorySingleTableReminderWorkers(t *testing.T) {
 }
 
 // items leaves out the roles without an item.
-func items(m map[string]map[string]types.AttributeValue) map[string]map[string]types.AttributeValue {
+func items(m map[string]map[string]av.AttributeValue) map[string]map[string]av.AttributeValue {
 	for role, item := range m {
 		if item == nil {
 			delete(m, role)

@@ -10,10 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
-	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/entitlement"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/cursor"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/internal/timefmt"
@@ -44,13 +43,13 @@ type SingleTableOptions struct {
 	Collisions billing.CollisionPolicy
 	// Table sets the account prefix, index names and TTL attribute used in
 	// keys, errors and cursors, and the due shards, as
-	// [dynamostore.SingleTableStoreConfig.Table] does: with DueShards,
+	// dynamostore.SingleTableStoreConfig.Table does: with DueShards,
 	// status queries read the sharded due index (one shard a page) instead
 	// of walking the payment index. Defaults to
-	// [dynamostore.SingleTableConfig]'s defaults.
-	Table dynamostore.SingleTableConfig
+	// [SingleTableConfig]'s defaults.
+	Table SingleTableConfig
 	// DueIndexPending keeps status queries on the payment-index walk with
-	// Table.DueShards, as [dynamostore.SingleTableStoreConfig.DueIndexPending]
+	// Table.DueShards, as dynamostore.SingleTableStoreConfig.DueIndexPending
 	// does. Defaults to false.
 	DueIndexPending bool
 	// Logger receives a warning for each item a per-user read (ListByUser,
@@ -60,7 +59,7 @@ type SingleTableOptions struct {
 }
 
 // stMaxEmptyDays bounds the days of the payment index one status page
-// walks without finding anything, as [dynamostore.SingleTableRepository]
+// walks without finding anything, as dynamostore.SingleTableRepository
 // does.
 const stMaxEmptyDays = 62
 
@@ -68,7 +67,7 @@ const stMaxEmptyDays = 62
 // payment index the walk is at.
 const stCursorDay = "day"
 
-// SingleTable is the in-memory twin of [dynamostore.SingleTableRepository]:
+// SingleTable is the in-memory twin of dynamostore.SingleTableRepository:
 // the collection engine's periods, history rows and period-ID pointers,
 // and the subscription items and receipts of the same single table,
 // which its [SingleTable.Payments] view reads and writes. It behaves like
@@ -111,7 +110,7 @@ type SingleTable struct {
 
 // NewSingleTable returns an empty single table. Options the DynamoDB
 // store rejects are an error naming the field, as
-// [dynamostore.NewSingleTableRepository] returns them: a negative
+// dynamostore.NewSingleTableRepository returns them: a negative
 // PageSize, CatchUpDays or ReminderLeadDays, a Table its config check
 // rejects, an account prefix that clashes with the period ID pointers'
 // prefix, or a negative ReceiptRetention.
@@ -136,7 +135,7 @@ func NewSingleTable(opts SingleTableOptions) (*SingleTable, error) {
 	if opts.Clock == nil {
 		opts.Clock = billing.ClockFunc(func() time.Time { return time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC) })
 	}
-	pay, err := NewPayments(PaymentsOptions{Table: dynamostore.SingleTableConfig(table), Clock: opts.Clock, ReceiptRetention: opts.ReceiptRetention})
+	pay, err := NewPayments(PaymentsOptions{Table: SingleTableConfig(table), Clock: opts.Clock, ReceiptRetention: opts.ReceiptRetention})
 	if err != nil {
 		return nil, fmt.Errorf("memory: SingleTableOptions: %w", err)
 	}
@@ -172,15 +171,15 @@ func NewSingleTable(opts SingleTableOptions) (*SingleTable, error) {
 }
 
 // Repository returns the engine's [billing.Repository] on the table, as
-// [dynamostore.SingleTableRepository] implements it.
+// dynamostore.SingleTableRepository implements it.
 func (s *SingleTable) Repository() billing.Repository { return (*stRepository)(s) }
 
 // History returns the engine's history rows in the table, as
-// [dynamostore.SingleTableRepository.History] implements [billing.History].
+// dynamostore.SingleTableRepository.History implements [billing.History].
 func (s *SingleTable) History() billing.History { return (*stHistory)(s) }
 
 // Payments returns the [Payments] view of the table, as
-// [dynamostore.SingleTableRepository.Payments]: the subscription items the
+// dynamostore.SingleTableRepository.Payments: the subscription items the
 // engine maintains and its receipts.
 func (s *SingleTable) Payments() entitlement.Payments { return (*stPayments)(s) }
 
@@ -192,7 +191,7 @@ func (s *SingleTable) Payments() entitlement.Payments { return (*stPayments)(s) 
 // entity: item needs user_id (an engine user ID) and billing_date or
 // last_run_date as non-empty strings, as [Store.PutRawItem] does. The
 // subscription item and the period ID pointers are left as they are.
-func (s *SingleTable) PutRawItem(tableName string, item map[string]types.AttributeValue) error {
+func (s *SingleTable) PutRawItem(tableName string, item map[string]AttributeValue) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.periods.PutRawItem(tableName, item)
@@ -241,7 +240,7 @@ type stTx struct {
 	pointers []stPointer
 	receipt  *entitlement.Receipt
 	// receiptItem is the receipt's item once checked against the table.
-	receiptItem map[string]types.AttributeValue
+	receiptItem map[string]av.AttributeValue
 }
 
 // stChain is the writes of one subscription (engine user) in a tx, and
@@ -250,7 +249,7 @@ type stChain struct {
 	ref     layout.SubscriptionRef
 	deleted []string // billing_date keys of periods removed
 	written []*billing.Subscription
-	item    map[string]types.AttributeValue
+	item    map[string]av.AttributeValue
 	open    layout.OpenPeriods
 }
 
@@ -785,7 +784,7 @@ func (r *stRepository) QueryStatus(ctx context.Context, q billing.StatusQuery) (
 			}
 		}
 		if more && len(hits) > 0 {
-			key := map[string]types.AttributeValue{stCursorDay: &types.AttributeValueMemberS{Value: d}}
+			key := map[string]av.AttributeValue{stCursorDay: &av.AttributeValueMemberS{Value: d}}
 			for _, a := range []string{layout.AttrPK, layout.AttrSK, layout.AttrNextPaymentDate, layout.AttrLastPaymentDate} {
 				key[a] = hits[len(hits)-1][a]
 			}
@@ -796,13 +795,13 @@ func (r *stRepository) QueryStatus(ctx context.Context, q billing.StatusQuery) (
 			empty++
 		}
 		if !day.After(w.Last) && (read >= limit || page.Count > 0 || empty >= stMaxEmptyDays) {
-			return finishStatusPage(scope, page, map[string]types.AttributeValue{stCursorDay: &types.AttributeValueMemberS{Value: layout.PaymentDayKey(day)}})
+			return finishStatusPage(scope, page, map[string]av.AttributeValue{stCursorDay: &av.AttributeValueMemberS{Value: layout.PaymentDayKey(day)}})
 		}
 	}
 	return page, nil
 }
 
-func finishStatusPage(scope string, page billing.Page, key map[string]types.AttributeValue) (billing.Page, error) {
+func finishStatusPage(scope string, page billing.Page, key map[string]av.AttributeValue) (billing.Page, error) {
 	next, err := cursor.Encode(scope, key)
 	if err != nil {
 		return billing.Page{}, fmt.Errorf("billing: status page: cursor: %w", err)
@@ -813,7 +812,7 @@ func finishStatusPage(scope string, page billing.Page, key map[string]types.Attr
 
 // decodeStatusCursor returns the day and index position a cursor
 // continues from: the walk's first day for "".
-func decodeStatusCursor(scope, token string, w layout.StatusWalk) (time.Time, map[string]types.AttributeValue, error) {
+func decodeStatusCursor(scope, token string, w layout.StatusWalk) (time.Time, map[string]av.AttributeValue, error) {
 	if token == "" {
 		return w.First, nil, nil
 	}
@@ -841,20 +840,20 @@ func decodeStatusCursor(scope, token string, w layout.StatusWalk) (time.Time, ma
 // paymentIndex returns the subscription items of the payment index on
 // day d after start, in index order (LastPaymentDate, then PK and SK), as
 // copies. The caller holds s.mu.
-func (s *SingleTable) paymentIndex(d string, start map[string]types.AttributeValue) []map[string]types.AttributeValue {
-	order := func(it map[string]types.AttributeValue) []string {
+func (s *SingleTable) paymentIndex(d string, start map[string]av.AttributeValue) []map[string]av.AttributeValue {
+	order := func(it map[string]av.AttributeValue) []string {
 		return []string{str(it[layout.AttrLastPaymentDate]), str(it[layout.AttrPK]), str(it[layout.AttrSK])}
 	}
 	s.pay.mu.Lock()
 	defer s.pay.mu.Unlock()
-	var hits []map[string]types.AttributeValue
+	var hits []map[string]av.AttributeValue
 	for _, it := range s.pay.items {
 		if str(it[layout.AttrNextPaymentDate]) == d && str(it[layout.AttrLastPaymentDate]) != "" &&
 			(start == nil || slices.Compare(order(it), order(start)) > 0) {
 			hits = append(hits, cloneItem(it))
 		}
 	}
-	slices.SortFunc(hits, func(a, b map[string]types.AttributeValue) int { return slices.Compare(order(a), order(b)) })
+	slices.SortFunc(hits, func(a, b map[string]av.AttributeValue) int { return slices.Compare(order(a), order(b)) })
 	return hits
 }
 
@@ -862,7 +861,7 @@ func (s *SingleTable) paymentIndex(d string, start map[string]types.AttributeVal
 // that are in the query's status and kept by the walk. It reads, and
 // counts in Scanned, the subscription's periods from the later of the
 // day and the range's start to the range's end.
-func (s *SingleTable) expand(ctx context.Context, q billing.StatusQuery, w layout.StatusWalk, day time.Time, hit map[string]types.AttributeValue, page *billing.Page) error {
+func (s *SingleTable) expand(ctx context.Context, q billing.StatusQuery, w layout.StatusWalk, day time.Time, hit map[string]av.AttributeValue, page *billing.Page) error {
 	rs, err := s.table.DecodeRecurringSubscription(hit)
 	if err != nil {
 		page.Invalid = append(page.Invalid, err)

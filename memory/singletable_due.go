@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
-	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/cursor"
 	"github.com/dynabill/billing/internal/layout"
 )
@@ -15,7 +14,7 @@ import (
 var _ billing.ShardedRepository = (*stRepository)(nil)
 
 // DueShards implements [billing.ShardedRepository] as
-// [dynamostore.SingleTableRepository.DueShards] does: the table's
+// dynamostore.SingleTableRepository.DueShards does: the table's
 // DueShards while status queries read the due index, else 1.
 func (r *stRepository) DueShards() int {
 	s := (*SingleTable)(r)
@@ -36,7 +35,7 @@ func (s *SingleTable) dueReads() bool { return s.table.DueShards > 0 && !s.duePe
 func periodOptions(table layout.SingleTableConfig, opts SingleTableOptions, keep billing.CollisionPolicy) Options {
 	o := Options{Collisions: keep, Logger: opts.Logger}
 	if table.DueShards > 0 {
-		o.DueShards, o.StatusIndexMode, o.PageSize = table.DueShards, dynamostore.StatusIndexDue, opts.PageSize
+		o.DueShards, o.StatusIndexMode, o.PageSize = table.DueShards, StatusIndexDue, opts.PageSize
 	}
 	return o
 }
@@ -63,7 +62,7 @@ func (s *SingleTable) queryDue(ctx context.Context, q billing.StatusQuery) (bill
 	if err != nil || p.Next == "" {
 		return p, err
 	}
-	if p.Next, err = cursor.Encode(scope, map[string]types.AttributeValue{stCursorPage: &types.AttributeValueMemberS{Value: p.Next}}); err != nil {
+	if p.Next, err = cursor.Encode(scope, map[string]av.AttributeValue{stCursorPage: &av.AttributeValueMemberS{Value: p.Next}}); err != nil {
 		return billing.Page{}, fmt.Errorf("memory: encode cursor: %w", err)
 	}
 	return p, nil

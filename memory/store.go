@@ -4,14 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dynabill/billing/internal/storeconf"
 	"log/slog"
 	"slices"
 	"strconv"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
-	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/internal/timefmt"
 )
@@ -24,11 +24,11 @@ type Options struct {
 	// sets no Limit (DynamoDB's Limit). Defaults to 100.
 	PageSize int
 	// StatusIndexMode selects the status index the store emulates, as
-	// [dynamostore.TableConfig] does. Defaults to [dynamostore.StatusIndexLegacy].
-	StatusIndexMode dynamostore.StatusIndexMode
+	// dynamostore.TableConfig does. Defaults to [StatusIndexLegacy].
+	StatusIndexMode StatusIndexMode
 	// DueShards splits the records into shards by user, as
-	// [dynamostore.TableConfig.DueShards] does: status queries may read
-	// some shards only, and in [dynamostore.StatusIndexDue] mode the
+	// dynamostore.TableConfig.DueShards does: status queries may read
+	// some shards only, and in [StatusIndexDue] mode the
 	// statuses runs read are read one shard a page, in billing_date order.
 	// Defaults to 0: one shard.
 	DueShards int
@@ -46,8 +46,8 @@ const defaultPageSize = 100
 
 // Table names accepted by [Store.Items] and [Store.PutRawItem].
 const (
-	SubscriptionsTable = dynamostore.DefaultSubscriptionsTable
-	HistoryTable       = dynamostore.DefaultHistoryTable
+	SubscriptionsTable = storeconf.DefaultSubscriptionsTable
+	HistoryTable       = storeconf.DefaultHistoryTable
 )
 
 // tableKey is an item's primary key: user_id and the sort key string
@@ -99,17 +99,17 @@ var (
 
 // New returns an empty store. Options out of range are an error naming
 // the field: a negative PageSize, an unknown StatusIndexMode, DueShards
-// outside 0..[dynamostore.MaxDueShards], or [dynamostore.StatusIndexDue]
+// outside 0..[MaxDueShards], or [StatusIndexDue]
 // without DueShards.
 func New(opts Options) (*Store, error) {
 	switch {
 	case opts.PageSize < 0:
 		return nil, fmt.Errorf("memory: Options.PageSize: negative %d", opts.PageSize)
-	case opts.StatusIndexMode < dynamostore.StatusIndexLegacy || opts.StatusIndexMode > dynamostore.StatusIndexDue:
+	case opts.StatusIndexMode < StatusIndexLegacy || opts.StatusIndexMode > StatusIndexDue:
 		return nil, fmt.Errorf("memory: Options.StatusIndexMode: unknown %v", opts.StatusIndexMode)
-	case opts.DueShards < 0 || opts.DueShards > dynamostore.MaxDueShards:
-		return nil, fmt.Errorf("memory: Options.DueShards: %d outside 0..%d", opts.DueShards, dynamostore.MaxDueShards)
-	case opts.StatusIndexMode == dynamostore.StatusIndexDue && opts.DueShards == 0:
+	case opts.DueShards < 0 || opts.DueShards > MaxDueShards:
+		return nil, fmt.Errorf("memory: Options.DueShards: %d outside 0..%d", opts.DueShards, MaxDueShards)
+	case opts.StatusIndexMode == StatusIndexDue && opts.DueShards == 0:
 		return nil, fmt.Errorf("memory: Options.StatusIndexMode: %v needs DueShards", opts.StatusIndexMode)
 	}
 	if opts.PageSize == 0 {
@@ -120,10 +120,10 @@ func New(opts Options) (*Store, error) {
 	}
 	l := newLocks()
 	dueShards := 0
-	if opts.StatusIndexMode == dynamostore.StatusIndexDue {
+	if opts.StatusIndexMode == StatusIndexDue {
 		dueShards = opts.DueShards
 	}
-	s := &Store{opts: opts, locks: l, primary: newTable(l, true, opts.StatusIndexMode != dynamostore.StatusIndexLegacy, dueShards), history: newTable(l, false, false, 0)}
+	s := &Store{opts: opts, locks: l, primary: newTable(l, true, opts.StatusIndexMode != StatusIndexLegacy, dueShards), history: newTable(l, false, false, 0)}
 	s.repo = &Repository{s: s}
 	s.hist = &History{s: s}
 	return s, nil
@@ -146,7 +146,7 @@ func (s *Store) Items(tableName string) int {
 // store items this library would not write, such as undecodable ones. The
 // item needs its key attributes as non-empty strings (user_id, and
 // billing_date or last_run_date); other attributes are not checked.
-func (s *Store) PutRawItem(tableName string, item map[string]types.AttributeValue) error {
+func (s *Store) PutRawItem(tableName string, item map[string]AttributeValue) error {
 	skName := layout.AttrBillingDate
 	switch tableName {
 	case SubscriptionsTable:
@@ -176,7 +176,7 @@ func (s *Store) table(name string) *table {
 	panic(fmt.Sprintf("memory: unknown table %q (want %q or %q)", name, SubscriptionsTable, HistoryTable))
 }
 
-// Add implements [billing.Repository.Add] as [dynamostore.Repository.Add]
+// Add implements [billing.Repository.Add] as dynamostore.Repository.Add
 // does on the legacy tables: a new SCHEDULED or PAUSED record of a user
 // who has one already is refused with a [*billing.OpenSubscriptionError].
 // The check and the write are made under the user's lock, so the race
@@ -363,7 +363,7 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 		return fmt.Errorf("memory: %s: %d records to create, at most %d", op, len(create), billing.MaxUpdateCreates)
 	}
 	type created struct {
-		item, hitem map[string]types.AttributeValue
+		item, hitem map[string]av.AttributeValue
 		key, hkey   tableKey
 	}
 	var room [billing.MaxUpdateCreates]created
@@ -388,7 +388,7 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 	var (
 		diff      layout.Diff
 		beforeErr error // reported after the conditions, as it was found
-		newItem   map[string]types.AttributeValue
+		newItem   map[string]av.AttributeValue
 	)
 	if newKey == oldKey {
 		// An update of the item in place, as DynamoDB's write-back: only
@@ -469,7 +469,7 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 // row. A record
 // replacing a stored one carries the stored one's attempt and reminder
 // claim unless it sets them itself, as the DynamoDB stores do (see
-// [dynamostore.Repository.AddAll]).
+// dynamostore.Repository.AddAll).
 func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([]billing.Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -481,8 +481,8 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 	if err != nil {
 		return nil, batchError(subs, err)
 	}
-	items := make([]map[string]types.AttributeValue, len(out))
-	hitems := make([]map[string]types.AttributeValue, len(out))
+	items := make([]map[string]av.AttributeValue, len(out))
+	hitems := make([]map[string]av.AttributeValue, len(out))
 	pks, hks := map[tableKey]bool{}, map[tableKey]bool{}
 	f := layout.NewFlat()
 	defer f.Release()
@@ -552,9 +552,9 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 func (s *Store) planRows(out []billing.Subscription) ([]layout.RowPlan, error) {
 	f := layout.NewFlat()
 	defer f.Release()
-	return layout.PlanHistoryRows(out, func(i int, key string) (map[string]types.AttributeValue, bool) {
+	return layout.PlanHistoryRows(out, func(i int, key string) (map[string]av.AttributeValue, bool) {
 		return s.history.get(tableKey{out[i].UserID, key})
-	}, func(i int, at time.Time) (map[string]types.AttributeValue, error) {
+	}, func(i int, at time.Time) (map[string]av.AttributeValue, error) {
 		rec := out[i].Clone()
 		rec.LastRunDate = at
 		if err := f.EncodeRecord(&rec); err != nil {
@@ -570,7 +570,7 @@ func (s *Store) planRows(out []billing.Subscription) ([]layout.RowPlan, error) {
 
 // itemInFlight reports whether a stored item carries an attempt whose
 // outcome is not recorded ([billing.Subscription.InFlight]).
-func itemInFlight(item map[string]types.AttributeValue) bool { return layout.ItemInFlight(item) }
+func itemInFlight(item map[string]av.AttributeValue) bool { return layout.ItemInFlight(item) }
 
 // inFlightAt reports whether the stored record at userID and billingDate
 // (as stored) is in flight.
@@ -585,7 +585,7 @@ func (s *Store) inFlightAt(userID, billingDate string) bool {
 // storedItems builds the items of a record encoded by EncodeRecord: its
 // primary item and its history row. They share their attribute values,
 // which the record does not (its Extra and data_ values are copied).
-func storedItems(f *layout.Flat) (item, hitem map[string]types.AttributeValue) {
+func storedItems(f *layout.Flat) (item, hitem map[string]av.AttributeValue) {
 	hitem = f.Item(true, cloneValue)
 	return primaryOf(hitem, f.Len(false)), hitem
 }
@@ -597,8 +597,8 @@ const primaryRoom = 24
 
 // primaryOf returns the primary item of a record whose history row is
 // hitem: its n attributes other than data_ ones, sharing their values.
-func primaryOf(hitem map[string]types.AttributeValue, n int) map[string]types.AttributeValue {
-	item := make(map[string]types.AttributeValue, max(n, primaryRoom))
+func primaryOf(hitem map[string]av.AttributeValue, n int) map[string]av.AttributeValue {
+	item := make(map[string]av.AttributeValue, max(n, primaryRoom))
 	for name, v := range hitem {
 		if !layout.HistoryOnly(name) {
 			item[name] = v
@@ -610,7 +610,7 @@ func primaryOf(hitem map[string]types.AttributeValue, n int) map[string]types.At
 // decodeItem decodes a stored item, which the caller holds the lock
 // for. The record shares only strings with the item: its Extra and data_
 // attributes are copies.
-func decodeItem(item map[string]types.AttributeValue) (billing.Subscription, error) {
+func decodeItem(item map[string]av.AttributeValue) (billing.Subscription, error) {
 	sub, err := layout.DecodeItem(item)
 	if err != nil {
 		return sub, err
@@ -632,17 +632,17 @@ func batchError(subs []billing.Subscription, err error) error {
 	return &billing.BatchError{Unwritten: keys, Err: err}
 }
 
-func primaryKey(item map[string]types.AttributeValue) tableKey {
+func primaryKey(item map[string]av.AttributeValue) tableKey {
 	return tableKey{stringAttr(item, layout.AttrUserID), stringAttr(item, layout.AttrBillingDate)}
 }
 
-func historyKey(item map[string]types.AttributeValue) tableKey {
+func historyKey(item map[string]av.AttributeValue) tableKey {
 	return tableKey{stringAttr(item, layout.AttrUserID), stringAttr(item, layout.AttrLastRunDate)}
 }
 
 // stringAttr returns an S attribute's value, "" when absent or not S.
-func stringAttr(item map[string]types.AttributeValue, name string) string {
-	if v, ok := item[name].(*types.AttributeValueMemberS); ok {
+func stringAttr(item map[string]av.AttributeValue, name string) string {
+	if v, ok := item[name].(*av.AttributeValueMemberS); ok {
 		return v.Value
 	}
 	return ""
@@ -650,9 +650,9 @@ func stringAttr(item map[string]types.AttributeValue, name string) string {
 
 // fenceHolds is the condition of every update of prev: the stored item
 // still has prev's status, last_run_date and attempt numbers.
-func fenceHolds(cur map[string]types.AttributeValue, prev *billing.Subscription) bool {
+func fenceHolds(cur map[string]av.AttributeValue, prev *billing.Subscription) bool {
 	num := func(name string, want int) bool {
-		v, ok := cur[name].(*types.AttributeValueMemberN)
+		v, ok := cur[name].(*av.AttributeValueMemberN)
 		if !ok {
 			return want == 0 && cur[name] == nil
 		}
@@ -664,12 +664,12 @@ func fenceHolds(cur map[string]types.AttributeValue, prev *billing.Subscription)
 
 // attrIs is a condition: attribute = want, or attribute_not_exists when
 // want is "".
-func attrIs(item map[string]types.AttributeValue, name, want string) bool {
+func attrIs(item map[string]av.AttributeValue, name, want string) bool {
 	v, ok := item[name]
 	if want == "" {
 		return !ok
 	}
-	s, isS := v.(*types.AttributeValueMemberS)
+	s, isS := v.(*av.AttributeValueMemberS)
 	return isS && s.Value == want
 }
 
@@ -736,47 +736,47 @@ func decodeAll(items []keyedItem) ([]billing.Subscription, error) {
 
 // cloneItem deep-copies an item, so that neither the store nor a caller
 // shares attribute values with the other.
-func cloneItem(item map[string]types.AttributeValue) map[string]types.AttributeValue {
+func cloneItem(item map[string]av.AttributeValue) map[string]av.AttributeValue {
 	if item == nil {
 		return nil
 	}
-	out := make(map[string]types.AttributeValue, len(item))
+	out := make(map[string]av.AttributeValue, len(item))
 	for k, v := range item {
 		out[k] = cloneValue(v)
 	}
 	return out
 }
 
-func cloneValue(v types.AttributeValue) types.AttributeValue {
+func cloneValue(v av.AttributeValue) av.AttributeValue {
 	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return &types.AttributeValueMemberS{Value: v.Value}
-	case *types.AttributeValueMemberN:
-		return &types.AttributeValueMemberN{Value: v.Value}
-	case *types.AttributeValueMemberBOOL:
-		return &types.AttributeValueMemberBOOL{Value: v.Value}
-	case *types.AttributeValueMemberNULL:
-		return &types.AttributeValueMemberNULL{Value: v.Value}
-	case *types.AttributeValueMemberB:
-		return &types.AttributeValueMemberB{Value: slices.Clone(v.Value)}
-	case *types.AttributeValueMemberSS:
-		return &types.AttributeValueMemberSS{Value: slices.Clone(v.Value)}
-	case *types.AttributeValueMemberNS:
-		return &types.AttributeValueMemberNS{Value: slices.Clone(v.Value)}
-	case *types.AttributeValueMemberBS:
+	case *av.AttributeValueMemberS:
+		return &av.AttributeValueMemberS{Value: v.Value}
+	case *av.AttributeValueMemberN:
+		return &av.AttributeValueMemberN{Value: v.Value}
+	case *av.AttributeValueMemberBOOL:
+		return &av.AttributeValueMemberBOOL{Value: v.Value}
+	case *av.AttributeValueMemberNULL:
+		return &av.AttributeValueMemberNULL{Value: v.Value}
+	case *av.AttributeValueMemberB:
+		return &av.AttributeValueMemberB{Value: slices.Clone(v.Value)}
+	case *av.AttributeValueMemberSS:
+		return &av.AttributeValueMemberSS{Value: slices.Clone(v.Value)}
+	case *av.AttributeValueMemberNS:
+		return &av.AttributeValueMemberNS{Value: slices.Clone(v.Value)}
+	case *av.AttributeValueMemberBS:
 		bs := make([][]byte, len(v.Value))
 		for i, b := range v.Value {
 			bs[i] = slices.Clone(b)
 		}
-		return &types.AttributeValueMemberBS{Value: bs}
-	case *types.AttributeValueMemberL:
-		l := make([]types.AttributeValue, len(v.Value))
+		return &av.AttributeValueMemberBS{Value: bs}
+	case *av.AttributeValueMemberL:
+		l := make([]av.AttributeValue, len(v.Value))
 		for i, e := range v.Value {
 			l[i] = cloneValue(e)
 		}
-		return &types.AttributeValueMemberL{Value: l}
-	case *types.AttributeValueMemberM:
-		return &types.AttributeValueMemberM{Value: cloneItem(v.Value)}
+		return &av.AttributeValueMemberL{Value: l}
+	case *av.AttributeValueMemberM:
+		return &av.AttributeValueMemberM{Value: cloneItem(v.Value)}
 	}
 	return v
 }

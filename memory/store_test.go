@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/memory"
 	"github.com/stretchr/testify/require"
@@ -26,7 +26,7 @@ import (
 // rawSuite gives the suites stores they can write raw items into.
 var rawSuite = billingtest.SuiteOptions{RawStores: func(t *testing.T) (billing.Repository, billing.History, billingtest.PutRawFunc) {
 	s := billingtest.NewMemoryStore(t, memory.Options{})
-	return s.Repository(), s.History(), func(_ context.Context, table string, item map[string]types.AttributeValue) error {
+	return s.Repository(), s.History(), func(_ context.Context, table string, item map[string]av.AttributeValue) error {
 		return s.PutRawItem(table, item)
 	}
 }}
@@ -73,13 +73,13 @@ func TestStoreInvalidItemsReported(t *testing.T) {
 			for i := range 5 { // one open record a user (Add refuses a second)
 				mustAdd(t, repo, rec(fmt.Sprint("u", i+1), i, due.AddDate(0, 0, -10+i), billing.StatusScheduled))
 			}
-			bad := func(date, amount string) map[string]types.AttributeValue {
-				return map[string]types.AttributeValue{
-					layout.AttrUserID:         &types.AttributeValueMemberS{Value: "u0"},
-					layout.AttrBillingDate:    &types.AttributeValueMemberS{Value: date},
-					layout.AttrSubscriptionID: &types.AttributeValueMemberS{Value: "bad-" + date},
-					layout.AttrBillingStatus:  &types.AttributeValueMemberS{Value: string(billing.StatusScheduled)},
-					layout.AttrBillingAmount:  &types.AttributeValueMemberS{Value: amount},
+			bad := func(date, amount string) map[string]av.AttributeValue {
+				return map[string]av.AttributeValue{
+					layout.AttrUserID:         &av.AttributeValueMemberS{Value: "u0"},
+					layout.AttrBillingDate:    &av.AttributeValueMemberS{Value: date},
+					layout.AttrSubscriptionID: &av.AttributeValueMemberS{Value: "bad-" + date},
+					layout.AttrBillingStatus:  &av.AttributeValueMemberS{Value: string(billing.StatusScheduled)},
+					layout.AttrBillingAmount:  &av.AttributeValueMemberS{Value: amount},
 				}
 			}
 			require.NoError(t, s.PutRawItem(memory.SubscriptionsTable, bad("2024-05-20T00:00:00Z", "4.999")))
@@ -169,22 +169,22 @@ func TestStoreLegacyPageOfFilteredItems(t *testing.T) {
 func TestStoreReturnsCopies(t *testing.T) {
 	s := billingtest.NewMemoryStore(t, memory.Options{})
 	r := rec("u1", 1, due, billing.StatusScheduled)
-	layout.SetExtraAttributes(&r, map[string]types.AttributeValue{"x_note": &types.AttributeValueMemberS{Value: "orig"}})
-	layout.SetDataAttributes(&r, map[string]types.AttributeValue{"data_l": &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: "orig"}}}})
+	layout.SetExtraAttributes(&r, map[string]av.AttributeValue{"x_note": &av.AttributeValueMemberS{Value: "orig"}})
+	layout.SetDataAttributes(&r, map[string]av.AttributeValue{"data_l": &av.AttributeValueMemberL{Value: []av.AttributeValue{&av.AttributeValueMemberS{Value: "orig"}}}})
 	mustAdd(t, s.Repository(), r)
 	// Changing the input after Add changes nothing stored.
-	layout.ExtraAttributes(&r)["x_note"].(*types.AttributeValueMemberS).Value = "input changed"
-	layout.DataAttributes(&r)["data_l"].(*types.AttributeValueMemberL).Value[0] = &types.AttributeValueMemberS{Value: "input changed"}
+	layout.ExtraAttributes(&r)["x_note"].(*av.AttributeValueMemberS).Value = "input changed"
+	layout.DataAttributes(&r)["data_l"].(*av.AttributeValueMemberL).Value[0] = &av.AttributeValueMemberS{Value: "input changed"}
 
 	mutate := func(sub billing.Subscription) {
 		sub.Status = billing.StatusError
-		if v, ok := layout.ExtraAttributes(&sub)["x_note"].(*types.AttributeValueMemberS); ok {
+		if v, ok := layout.ExtraAttributes(&sub)["x_note"].(*av.AttributeValueMemberS); ok {
 			v.Value = "mutated"
 		}
-		if l, ok := layout.DataAttributes(&sub)["data_l"].(*types.AttributeValueMemberL); ok {
-			l.Value[0].(*types.AttributeValueMemberS).Value = "mutated"
+		if l, ok := layout.DataAttributes(&sub)["data_l"].(*av.AttributeValueMemberL); ok {
+			l.Value[0].(*av.AttributeValueMemberS).Value = "mutated"
 		}
-		layout.ExtraAttributes(&sub)["added"] = &types.AttributeValueMemberS{Value: "x"}
+		layout.ExtraAttributes(&sub)["added"] = &av.AttributeValueMemberS{Value: "x"}
 	}
 	got, err := s.Repository().Get(t.Context(), "u1", due)
 	require.NoError(t, err)
@@ -198,11 +198,11 @@ func TestStoreReturnsCopies(t *testing.T) {
 
 	again, err := s.Repository().Get(t.Context(), "u1", due)
 	require.NoError(t, err)
-	if v := layout.ExtraAttributes(&again)["x_note"].(*types.AttributeValueMemberS).Value; v != "orig" || again.Status != billing.StatusScheduled || len(layout.ExtraAttributes(&again)) != 1 {
+	if v := layout.ExtraAttributes(&again)["x_note"].(*av.AttributeValueMemberS).Value; v != "orig" || again.Status != billing.StatusScheduled || len(layout.ExtraAttributes(&again)) != 1 {
 		t.Fatalf("stored record changed through a returned copy: status %s, Extra %v", again.Status, layout.ExtraAttributes(&again))
 	}
 	hrows, _ := s.History().ListBySubscription(t.Context(), r.SubscriptionID)
-	if v := layout.DataAttributes(&hrows[0])["data_l"].(*types.AttributeValueMemberL).Value[0].(*types.AttributeValueMemberS).Value; v != "orig" {
+	if v := layout.DataAttributes(&hrows[0])["data_l"].(*av.AttributeValueMemberL).Value[0].(*av.AttributeValueMemberS).Value; v != "orig" {
 		t.Fatalf("stored history row changed through a copy: data_l[0] = %q", v)
 	}
 }
@@ -213,8 +213,8 @@ func TestStoreItemsAndPutRawItem(t *testing.T) {
 	if n, h := s.Items(memory.SubscriptionsTable), s.Items(memory.HistoryTable); n != 2 || h != 2 {
 		t.Fatalf("Items = %d, %d; want 2, 2", n, h)
 	}
-	if err := s.PutRawItem(memory.HistoryTable, map[string]types.AttributeValue{
-		layout.AttrUserID: &types.AttributeValueMemberS{Value: "u1"},
+	if err := s.PutRawItem(memory.HistoryTable, map[string]av.AttributeValue{
+		layout.AttrUserID: &av.AttributeValueMemberS{Value: "u1"},
 	}); err == nil {
 		t.Fatal("PutRawItem without last_run_date succeeded")
 	}
@@ -287,12 +287,12 @@ func randomWrite(t *testing.T, s *memory.Store, rng *rand.Rand, users []string, 
 		require.True(t, err == nil || errors.Is(err, billing.ErrAttemptInFlight), "%v", err)
 	default:
 		cur := recs[rng.IntN(len(recs))]
-		require.NoError(t, s.PutRawItem(memory.SubscriptionsTable, map[string]types.AttributeValue{
-			layout.AttrUserID:         &types.AttributeValueMemberS{Value: cur.UserID},
-			layout.AttrBillingDate:    &types.AttributeValueMemberS{Value: layout.BillingDateKey(&cur)},
-			layout.AttrSubscriptionID: &types.AttributeValueMemberS{Value: fmt.Sprint("raw-", users[0], i)},
-			layout.AttrBillingStatus:  &types.AttributeValueMemberS{Value: string(indexStatuses[rng.IntN(len(indexStatuses))])},
-			layout.AttrBillingAmount:  &types.AttributeValueMemberS{Value: "1.00"},
+		require.NoError(t, s.PutRawItem(memory.SubscriptionsTable, map[string]av.AttributeValue{
+			layout.AttrUserID:         &av.AttributeValueMemberS{Value: cur.UserID},
+			layout.AttrBillingDate:    &av.AttributeValueMemberS{Value: layout.BillingDateKey(&cur)},
+			layout.AttrSubscriptionID: &av.AttributeValueMemberS{Value: fmt.Sprint("raw-", users[0], i)},
+			layout.AttrBillingStatus:  &av.AttributeValueMemberS{Value: string(indexStatuses[rng.IntN(len(indexStatuses))])},
+			layout.AttrBillingAmount:  &av.AttributeValueMemberS{Value: "1.00"},
 		}))
 	}
 }

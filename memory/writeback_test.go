@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/stretchr/testify/require"
 )
@@ -26,15 +26,15 @@ func TestDiffIsWriteBackItem(t *testing.T) {
 	settled := attempt.Clone()
 	settled.Attempt, settled.ReceiptTierName, settled.AnchorDay = 1, "", 0
 	extra := base.Clone()
-	layout.SetExtraAttributes(&extra, map[string]types.AttributeValue{"other": &types.AttributeValueMemberS{Value: "v"}})
+	layout.SetExtraAttributes(&extra, map[string]av.AttributeValue{"other": &av.AttributeValueMemberS{Value: "v"}})
 	recs := []billing.Subscription{base, done, attempt, settled, extra}
 	keys, always := []string{layout.AttrUserID, layout.AttrBillingDate}, []string{layout.AttrLastRunDate}
 	for i := range recs {
 		prevItem, err := layout.EncodeItem(&recs[i])
 		require.NoError(t, err)
 		stored := maps.Clone(prevItem)
-		stored["claimed_by"] = &types.AttributeValueMemberS{Value: "x"}
-		stored[layout.AttrCreatedDate] = &types.AttributeValueMemberS{Value: "2024-06-01T12:00:00Z"}
+		stored["claimed_by"] = &av.AttributeValueMemberS{Value: "x"}
+		stored[layout.AttrCreatedDate] = &av.AttributeValueMemberS{Value: "2024-06-01T12:00:00Z"}
 		prev := layout.NewFlat()
 		require.NoError(t, prev.Encode(&recs[i], false))
 		for j := range recs {

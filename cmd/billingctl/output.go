@@ -10,8 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/layout"
 )
 
@@ -42,7 +42,7 @@ var attrOrder = []string{
 }
 
 // orderedNames returns the attribute names of the items in print order.
-func orderedNames(items ...map[string]types.AttributeValue) []string {
+func orderedNames(items ...map[string]av.AttributeValue) []string {
 	seen := map[string]bool{}
 	for _, it := range items {
 		for name := range it {
@@ -75,7 +75,7 @@ func orderedNames(items ...map[string]types.AttributeValue) []string {
 
 // plainItem converts an item to plain JSON values: strings, numbers (exact,
 // as json.Number), booleans, null, lists, objects, base64 for binary.
-func plainItem(item map[string]types.AttributeValue) map[string]any {
+func plainItem(item map[string]av.AttributeValue) map[string]any {
 	out := make(map[string]any, len(item))
 	for k, v := range item {
 		out[k] = plainValue(v)
@@ -83,67 +83,67 @@ func plainItem(item map[string]types.AttributeValue) map[string]any {
 	return out
 }
 
-func plainValue(av types.AttributeValue) any {
-	switch v := av.(type) {
-	case *types.AttributeValueMemberS:
+func plainValue(attrVal av.AttributeValue) any {
+	switch v := attrVal.(type) {
+	case *av.AttributeValueMemberS:
 		return v.Value
-	case *types.AttributeValueMemberN:
+	case *av.AttributeValueMemberN:
 		return json.Number(v.Value)
-	case *types.AttributeValueMemberBOOL:
+	case *av.AttributeValueMemberBOOL:
 		return v.Value
-	case *types.AttributeValueMemberNULL:
+	case *av.AttributeValueMemberNULL:
 		return nil
-	case *types.AttributeValueMemberB:
+	case *av.AttributeValueMemberB:
 		return base64.StdEncoding.EncodeToString(v.Value)
-	case *types.AttributeValueMemberSS:
+	case *av.AttributeValueMemberSS:
 		return v.Value
-	case *types.AttributeValueMemberNS:
+	case *av.AttributeValueMemberNS:
 		ns := make([]json.Number, len(v.Value))
 		for i, n := range v.Value {
 			ns[i] = json.Number(n)
 		}
 		return ns
-	case *types.AttributeValueMemberBS:
+	case *av.AttributeValueMemberBS:
 		bs := make([]string, len(v.Value))
 		for i, b := range v.Value {
 			bs[i] = base64.StdEncoding.EncodeToString(b)
 		}
 		return bs
-	case *types.AttributeValueMemberL:
+	case *av.AttributeValueMemberL:
 		l := make([]any, len(v.Value))
 		for i, e := range v.Value {
 			l[i] = plainValue(e)
 		}
 		return l
-	case *types.AttributeValueMemberM:
+	case *av.AttributeValueMemberM:
 		return plainItem(v.Value)
 	}
-	return fmt.Sprintf("%T", av)
+	return fmt.Sprintf("%T", attrVal)
 }
 
 // valueText renders an attribute value for a table cell.
-func valueText(av types.AttributeValue) string {
-	switch v := av.(type) {
+func valueText(attrVal av.AttributeValue) string {
+	switch v := attrVal.(type) {
 	case nil:
 		return ""
-	case *types.AttributeValueMemberS:
+	case *av.AttributeValueMemberS:
 		return v.Value
-	case *types.AttributeValueMemberN:
+	case *av.AttributeValueMemberN:
 		return v.Value
-	case *types.AttributeValueMemberBOOL:
+	case *av.AttributeValueMemberBOOL:
 		return fmt.Sprint(v.Value)
-	case *types.AttributeValueMemberNULL:
+	case *av.AttributeValueMemberNULL:
 		return "null"
 	}
-	b, err := json.Marshal(plainValue(av))
+	b, err := json.Marshal(plainValue(attrVal))
 	if err != nil {
-		return fmt.Sprintf("%T", av)
+		return fmt.Sprintf("%T", attrVal)
 	}
 	return string(b)
 }
 
 // recordItem is the stored form of a record: what the table holds.
-func recordItem(s *billing.Subscription) map[string]types.AttributeValue {
+func recordItem(s *billing.Subscription) map[string]av.AttributeValue {
 	item, err := layout.EncodeItem(s)
 	if err != nil {
 		return fallbackItem(s, err)
@@ -153,7 +153,7 @@ func recordItem(s *billing.Subscription) map[string]types.AttributeValue {
 
 // historyItem is the stored form of a history row (data_ attributes
 // included).
-func historyItem(s *billing.Subscription) map[string]types.AttributeValue {
+func historyItem(s *billing.Subscription) map[string]av.AttributeValue {
 	item, err := layout.EncodeHistoryItem(s)
 	if err != nil {
 		return fallbackItem(s, err)
@@ -163,9 +163,9 @@ func historyItem(s *billing.Subscription) map[string]types.AttributeValue {
 
 // fallbackItem shows what can be shown of a record that does not encode
 // (it was decoded, so this should not happen).
-func fallbackItem(s *billing.Subscription, err error) map[string]types.AttributeValue {
-	str := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-	return map[string]types.AttributeValue{
+func fallbackItem(s *billing.Subscription, err error) map[string]av.AttributeValue {
+	str := func(v string) av.AttributeValue { return &av.AttributeValueMemberS{Value: v} }
+	return map[string]av.AttributeValue{
 		layout.AttrUserID:         str(s.UserID),
 		layout.AttrSubscriptionID: str(s.SubscriptionID),
 		layout.AttrBillingDate:    str(fmtTime(s.BillingDate)),
@@ -176,7 +176,7 @@ func fallbackItem(s *billing.Subscription, err error) map[string]types.Attribute
 }
 
 // writeRecord prints an item as "attribute  value" lines.
-func writeRecord(w io.Writer, item map[string]types.AttributeValue) error {
+func writeRecord(w io.Writer, item map[string]av.AttributeValue) error {
 	tw := newTable(w)
 	for _, n := range orderedNames(item) {
 		fmt.Fprintf(tw, "  %s\t%s\n", n, valueText(item[n]))
@@ -186,7 +186,7 @@ func writeRecord(w io.Writer, item map[string]types.AttributeValue) error {
 
 // writeChanged prints after as "attribute  value" lines, marking with "*"
 // the attributes that differ from before (a removed one shows "(removed)").
-func writeChanged(w io.Writer, before, after map[string]types.AttributeValue) error {
+func writeChanged(w io.Writer, before, after map[string]av.AttributeValue) error {
 	tw := newTable(w)
 	for _, n := range orderedNames(before, after) {
 		b, a := valueText(before[n]), valueText(after[n])

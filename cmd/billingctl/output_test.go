@@ -6,22 +6,22 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 func TestPlainItem(t *testing.T) {
 	t.Parallel()
-	item := map[string]types.AttributeValue{
-		"s":    &types.AttributeValueMemberS{Value: "x"},
-		"n":    &types.AttributeValueMemberN{Value: "12345678901234567890.5"},
-		"b":    &types.AttributeValueMemberBOOL{Value: true},
-		"null": &types.AttributeValueMemberNULL{Value: true},
-		"bin":  &types.AttributeValueMemberB{Value: []byte("hi")},
-		"ss":   &types.AttributeValueMemberSS{Value: []string{"a", "b"}},
-		"l":    &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberN{Value: "1"}}},
-		"m":    &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"k": &types.AttributeValueMemberS{Value: "v"}}},
+	item := map[string]av.AttributeValue{
+		"s":    &av.AttributeValueMemberS{Value: "x"},
+		"n":    &av.AttributeValueMemberN{Value: "12345678901234567890.5"},
+		"b":    &av.AttributeValueMemberBOOL{Value: true},
+		"null": &av.AttributeValueMemberNULL{Value: true},
+		"bin":  &av.AttributeValueMemberB{Value: []byte("hi")},
+		"ss":   &av.AttributeValueMemberSS{Value: []string{"a", "b"}},
+		"l":    &av.AttributeValueMemberL{Value: []av.AttributeValue{&av.AttributeValueMemberN{Value: "1"}}},
+		"m":    &av.AttributeValueMemberM{Value: map[string]av.AttributeValue{"k": &av.AttributeValueMemberS{Value: "v"}}},
 	}
 	var buf bytes.Buffer
 	require.NoError(t, writeJSON(&buf, plainItem(item)))
@@ -40,8 +40,8 @@ func TestPlainItem(t *testing.T) {
 
 func TestOrderedNames(t *testing.T) {
 	t.Parallel()
-	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-	got := orderedNames(map[string]types.AttributeValue{
+	s := func(v string) av.AttributeValue { return &av.AttributeValueMemberS{Value: v} }
+	got := orderedNames(map[string]av.AttributeValue{
 		"zeta": s(""), "data_x": s(""), "billing_status": s(""), "user_id": s(""), "subscription_id": s(""), "alpha": s(""),
 	})
 	want := "subscription_id user_id billing_status alpha zeta data_x"

@@ -19,7 +19,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing/internal/av"
 
 	"github.com/dynabill/billing/internal/ddbjson"
 )
@@ -35,7 +35,7 @@ const (
 var ErrInvalid = errors.New("invalid cursor")
 
 // Encode makes a token for key within scope. A nil or empty key gives "".
-func Encode(scope string, key map[string]types.AttributeValue) (string, error) {
+func Encode(scope string, key map[string]av.AttributeValue) (string, error) {
 	if len(key) == 0 {
 		return "", nil
 	}
@@ -55,7 +55,7 @@ func Encode(scope string, key map[string]types.AttributeValue) (string, error) {
 // Decode checks token against scope and returns its key, which holds exactly
 // the attribute names given, each a non-empty string. "" decodes to nil (start
 // from the top).
-func Decode(scope, token string, names ...string) (map[string]types.AttributeValue, error) {
+func Decode(scope, token string, names ...string) (map[string]av.AttributeValue, error) {
 	if token == "" {
 		return nil, nil
 	}
@@ -89,7 +89,7 @@ func Decode(scope, token string, names ...string) (map[string]types.AttributeVal
 		return nil, fmt.Errorf("%w: want key attributes %v", ErrInvalid, names)
 	}
 	for name, v := range key {
-		s, ok := v.(*types.AttributeValueMemberS)
+		s, ok := v.(*av.AttributeValueMemberS)
 		if !slices.Contains(names, name) || !ok || s.Value == "" || len(s.Value) > maxValue {
 			return nil, fmt.Errorf("%w: bad key attribute %q", ErrInvalid, name)
 		}

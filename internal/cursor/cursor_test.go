@@ -6,14 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing/internal/av"
 )
 
-func key() map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		"user_id":        &types.AttributeValueMemberS{Value: "u1"},
-		"billing_date":   &types.AttributeValueMemberS{Value: "2024-01-31T00:00:00Z"},
-		"billing_status": &types.AttributeValueMemberS{Value: "SCHEDULED"},
+func key() map[string]av.AttributeValue {
+	return map[string]av.AttributeValue{
+		"user_id":        &av.AttributeValueMemberS{Value: "u1"},
+		"billing_date":   &av.AttributeValueMemberS{Value: "2024-01-31T00:00:00Z"},
+		"billing_status": &av.AttributeValueMemberS{Value: "SCHEDULED"},
 	}
 }
 
@@ -43,10 +43,10 @@ func TestRejects(t *testing.T) {
 	tok, _ := Encode("q1", key())
 	flipped := []byte(tok)
 	flipped[len(flipped)/2] ^= 1
-	other, _ := Encode("q1", map[string]types.AttributeValue{"user_id": &types.AttributeValueMemberS{Value: "u"}})
-	num, _ := Encode("q1", map[string]types.AttributeValue{
-		"user_id": &types.AttributeValueMemberN{Value: "1"}, "billing_date": &types.AttributeValueMemberS{Value: "x"},
-		"billing_status": &types.AttributeValueMemberS{Value: "x"}})
+	other, _ := Encode("q1", map[string]av.AttributeValue{"user_id": &av.AttributeValueMemberS{Value: "u"}})
+	num, _ := Encode("q1", map[string]av.AttributeValue{
+		"user_id": &av.AttributeValueMemberN{Value: "1"}, "billing_date": &av.AttributeValueMemberS{Value: "x"},
+		"billing_status": &av.AttributeValueMemberS{Value: "x"}})
 	for name, bad := range map[string]string{
 		"other scope":    tok,
 		"flipped":        string(flipped),

@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing/internal/av"
 )
 
 // maxDepth bounds nesting so hostile input cannot exhaust the stack.
@@ -18,7 +18,7 @@ const maxDepth = 32
 
 // UnmarshalItem parses one item: a JSON object mapping attribute names to
 // typed values. Each value must be an object with exactly one type key.
-func UnmarshalItem(data []byte) (map[string]types.AttributeValue, error) {
+func UnmarshalItem(data []byte) (map[string]av.AttributeValue, error) {
 	var raw map[string]json.RawMessage
 	if err := strictDecode(data, &raw); err != nil {
 		return nil, fmt.Errorf("ddbjson: item: %w", err)
@@ -30,7 +30,7 @@ func UnmarshalItem(data []byte) (map[string]types.AttributeValue, error) {
 }
 
 // MarshalItem writes an item as indented JSON with sorted attribute names.
-func MarshalItem(item map[string]types.AttributeValue) ([]byte, error) {
+func MarshalItem(item map[string]av.AttributeValue) ([]byte, error) {
 	v, err := encodeMap(item)
 	if err != nil {
 		return nil, err
@@ -57,19 +57,19 @@ func strictDecode(data []byte, v any) error {
 	return nil
 }
 
-func decodeMap(raw map[string]json.RawMessage, depth int) (map[string]types.AttributeValue, error) {
-	out := make(map[string]types.AttributeValue, len(raw))
+func decodeMap(raw map[string]json.RawMessage, depth int) (map[string]av.AttributeValue, error) {
+	out := make(map[string]av.AttributeValue, len(raw))
 	for name, msg := range raw {
-		av, err := decodeValue(msg, depth+1)
+		attrVal, err := decodeValue(msg, depth+1)
 		if err != nil {
 			return nil, fmt.Errorf("attribute %q: %w", name, err)
 		}
-		out[name] = av
+		out[name] = attrVal
 	}
 	return out, nil
 }
 
-func decodeValue(msg json.RawMessage, depth int) (types.AttributeValue, error) {
+func decodeValue(msg json.RawMessage, depth int) (av.AttributeValue, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("nested deeper than %d", maxDepth)
 	}
@@ -87,40 +87,40 @@ func decodeValue(msg json.RawMessage, depth int) (types.AttributeValue, error) {
 			if err := strictDecode(body, &s); err != nil {
 				return nil, fmt.Errorf("S: %w", err)
 			}
-			return &types.AttributeValueMemberS{Value: s}, nil
+			return &av.AttributeValueMemberS{Value: s}, nil
 		case "N":
 			var s string
 			if err := strictDecode(body, &s); err != nil {
 				return nil, fmt.Errorf("N must be a string: %w", err)
 			}
-			return &types.AttributeValueMemberN{Value: s}, nil
+			return &av.AttributeValueMemberN{Value: s}, nil
 		case "B":
 			b, err := decodeBytes(body)
 			if err != nil {
 				return nil, fmt.Errorf("B: %w", err)
 			}
-			return &types.AttributeValueMemberB{Value: b}, nil
+			return &av.AttributeValueMemberB{Value: b}, nil
 		case "BOOL":
 			var b bool
 			if err := strictDecode(body, &b); err != nil {
 				return nil, fmt.Errorf("BOOL: %w", err)
 			}
-			return &types.AttributeValueMemberBOOL{Value: b}, nil
+			return &av.AttributeValueMemberBOOL{Value: b}, nil
 		case "NULL":
 			var b bool
 			if err := strictDecode(body, &b); err != nil || !b {
 				return nil, fmt.Errorf("NULL must be true")
 			}
-			return &types.AttributeValueMemberNULL{Value: true}, nil
+			return &av.AttributeValueMemberNULL{Value: true}, nil
 		case "SS", "NS":
 			var ss []string
 			if err := strictDecode(body, &ss); err != nil {
 				return nil, fmt.Errorf("%s: %w", typ, err)
 			}
 			if typ == "SS" {
-				return &types.AttributeValueMemberSS{Value: ss}, nil
+				return &av.AttributeValueMemberSS{Value: ss}, nil
 			}
-			return &types.AttributeValueMemberNS{Value: ss}, nil
+			return &av.AttributeValueMemberNS{Value: ss}, nil
 		case "BS":
 			var parts []json.RawMessage
 			if err := strictDecode(body, &parts); err != nil {
@@ -134,21 +134,21 @@ func decodeValue(msg json.RawMessage, depth int) (types.AttributeValue, error) {
 				}
 				bs = append(bs, b)
 			}
-			return &types.AttributeValueMemberBS{Value: bs}, nil
+			return &av.AttributeValueMemberBS{Value: bs}, nil
 		case "L":
 			var parts []json.RawMessage
 			if err := strictDecode(body, &parts); err != nil {
 				return nil, fmt.Errorf("L: %w", err)
 			}
-			l := make([]types.AttributeValue, 0, len(parts))
+			l := make([]av.AttributeValue, 0, len(parts))
 			for i, p := range parts {
-				av, err := decodeValue(p, depth+1)
+				attrVal, err := decodeValue(p, depth+1)
 				if err != nil {
 					return nil, fmt.Errorf("L[%d]: %w", i, err)
 				}
-				l = append(l, av)
+				l = append(l, attrVal)
 			}
-			return &types.AttributeValueMemberL{Value: l}, nil
+			return &av.AttributeValueMemberL{Value: l}, nil
 		case "M":
 			var m map[string]json.RawMessage
 			if err := strictDecode(body, &m); err != nil {
@@ -158,7 +158,7 @@ func decodeValue(msg json.RawMessage, depth int) (types.AttributeValue, error) {
 			if err != nil {
 				return nil, fmt.Errorf("M: %w", err)
 			}
-			return &types.AttributeValueMemberM{Value: mm}, nil
+			return &av.AttributeValueMemberM{Value: mm}, nil
 		default:
 			return nil, fmt.Errorf("unknown type key %q", typ)
 		}
@@ -174,7 +174,7 @@ func decodeBytes(body json.RawMessage) ([]byte, error) {
 	return base64.StdEncoding.DecodeString(s)
 }
 
-func encodeMap(m map[string]types.AttributeValue) (map[string]any, error) {
+func encodeMap(m map[string]av.AttributeValue) (map[string]any, error) {
 	out := make(map[string]any, len(m))
 	for k, v := range m {
 		e, err := encodeValue(v)
@@ -186,29 +186,29 @@ func encodeMap(m map[string]types.AttributeValue) (map[string]any, error) {
 	return out, nil
 }
 
-func encodeValue(av types.AttributeValue) (map[string]any, error) {
-	switch v := av.(type) {
-	case *types.AttributeValueMemberS:
+func encodeValue(attrVal av.AttributeValue) (map[string]any, error) {
+	switch v := attrVal.(type) {
+	case *av.AttributeValueMemberS:
 		return map[string]any{"S": v.Value}, nil
-	case *types.AttributeValueMemberN:
+	case *av.AttributeValueMemberN:
 		return map[string]any{"N": v.Value}, nil
-	case *types.AttributeValueMemberB:
+	case *av.AttributeValueMemberB:
 		return map[string]any{"B": base64.StdEncoding.EncodeToString(v.Value)}, nil
-	case *types.AttributeValueMemberBOOL:
+	case *av.AttributeValueMemberBOOL:
 		return map[string]any{"BOOL": v.Value}, nil
-	case *types.AttributeValueMemberNULL:
+	case *av.AttributeValueMemberNULL:
 		return map[string]any{"NULL": true}, nil
-	case *types.AttributeValueMemberSS:
+	case *av.AttributeValueMemberSS:
 		return map[string]any{"SS": nonNil(v.Value)}, nil
-	case *types.AttributeValueMemberNS:
+	case *av.AttributeValueMemberNS:
 		return map[string]any{"NS": nonNil(v.Value)}, nil
-	case *types.AttributeValueMemberBS:
+	case *av.AttributeValueMemberBS:
 		bs := make([]string, len(v.Value))
 		for i, b := range v.Value {
 			bs[i] = base64.StdEncoding.EncodeToString(b)
 		}
 		return map[string]any{"BS": bs}, nil
-	case *types.AttributeValueMemberL:
+	case *av.AttributeValueMemberL:
 		l := make([]any, len(v.Value))
 		for i, e := range v.Value {
 			x, err := encodeValue(e)
@@ -218,14 +218,14 @@ func encodeValue(av types.AttributeValue) (map[string]any, error) {
 			l[i] = x
 		}
 		return map[string]any{"L": l}, nil
-	case *types.AttributeValueMemberM:
+	case *av.AttributeValueMemberM:
 		m, err := encodeMap(v.Value)
 		if err != nil {
 			return nil, err
 		}
 		return map[string]any{"M": m}, nil
 	}
-	return nil, fmt.Errorf("unsupported attribute value %T", av)
+	return nil, fmt.Errorf("unsupported attribute value %T", attrVal)
 }
 
 func nonNil(s []string) []string {
@@ -237,7 +237,7 @@ func nonNil(s []string) []string {
 
 // SortedNames returns the attribute names of item in order; handy for stable
 // diffs in tests.
-func SortedNames(item map[string]types.AttributeValue) []string {
+func SortedNames(item map[string]av.AttributeValue) []string {
 	names := make([]string, 0, len(item))
 	for k := range item {
 		names = append(names, k)

@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing/internal/av"
 )
 
 func TestRoundTripEveryType(t *testing.T) {
@@ -20,7 +20,7 @@ func TestRoundTripEveryType(t *testing.T) {
 	if len(item) != 10 {
 		t.Fatalf("got %d attributes", len(item))
 	}
-	if b := item["b"].(*types.AttributeValueMemberB).Value; !reflect.DeepEqual(b, []byte{1, 2}) {
+	if b := item["b"].(*av.AttributeValueMemberB).Value; !reflect.DeepEqual(b, []byte{1, 2}) {
 		t.Errorf("B = %v", b)
 	}
 	out, err := MarshalItem(item)
@@ -76,22 +76,22 @@ func FuzzUnmarshalItem(f *testing.F) {
 }
 
 // normalize maps nil sets to empty ones, which JSON cannot tell apart.
-func normalize(m map[string]types.AttributeValue) map[string]types.AttributeValue {
+func normalize(m map[string]av.AttributeValue) map[string]av.AttributeValue {
 	for k, v := range m {
 		switch x := v.(type) {
-		case *types.AttributeValueMemberSS:
+		case *av.AttributeValueMemberSS:
 			if x.Value == nil {
-				m[k] = &types.AttributeValueMemberSS{Value: []string{}}
+				m[k] = &av.AttributeValueMemberSS{Value: []string{}}
 			}
-		case *types.AttributeValueMemberNS:
+		case *av.AttributeValueMemberNS:
 			if x.Value == nil {
-				m[k] = &types.AttributeValueMemberNS{Value: []string{}}
+				m[k] = &av.AttributeValueMemberNS{Value: []string{}}
 			}
-		case *types.AttributeValueMemberBS:
+		case *av.AttributeValueMemberBS:
 			if x.Value == nil {
-				m[k] = &types.AttributeValueMemberBS{Value: [][]byte{}}
+				m[k] = &av.AttributeValueMemberBS{Value: [][]byte{}}
 			}
-		case *types.AttributeValueMemberM:
+		case *av.AttributeValueMemberM:
 			normalize(x.Value)
 		}
 	}

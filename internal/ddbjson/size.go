@@ -3,7 +3,7 @@ package ddbjson
 import (
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing/internal/av"
 )
 
 // ItemSize returns the size of an item as DynamoDB counts it: for each
@@ -11,7 +11,7 @@ import (
 // B their length in bytes; N about one byte per two significant digits plus
 // one; BOOL and NULL 1; L and M 3 plus, per element, 1 plus the element (and,
 // for M, the length of its name); SS, NS and BS the sum of their elements.
-func ItemSize(item map[string]types.AttributeValue) int {
+func ItemSize(item map[string]av.AttributeValue) int {
 	n := 0
 	for name, v := range item {
 		n += len(name) + ValueSize(v)
@@ -20,41 +20,41 @@ func ItemSize(item map[string]types.AttributeValue) int {
 }
 
 // ValueSize is the size of an attribute value as [ItemSize] counts it.
-func ValueSize(v types.AttributeValue) int {
+func ValueSize(v av.AttributeValue) int {
 	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
+	case *av.AttributeValueMemberS:
 		return len(v.Value)
-	case *types.AttributeValueMemberN:
+	case *av.AttributeValueMemberN:
 		return numberSize(v.Value)
-	case *types.AttributeValueMemberB:
+	case *av.AttributeValueMemberB:
 		return len(v.Value)
-	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
+	case *av.AttributeValueMemberBOOL, *av.AttributeValueMemberNULL:
 		return 1
-	case *types.AttributeValueMemberL:
+	case *av.AttributeValueMemberL:
 		n := 3
 		for _, e := range v.Value {
 			n += 1 + ValueSize(e)
 		}
 		return n
-	case *types.AttributeValueMemberM:
+	case *av.AttributeValueMemberM:
 		n := 3
 		for k, e := range v.Value {
 			n += 1 + len(k) + ValueSize(e)
 		}
 		return n
-	case *types.AttributeValueMemberSS:
+	case *av.AttributeValueMemberSS:
 		n := 0
 		for _, e := range v.Value {
 			n += len(e)
 		}
 		return n
-	case *types.AttributeValueMemberNS:
+	case *av.AttributeValueMemberNS:
 		n := 0
 		for _, e := range v.Value {
 			n += numberSize(e)
 		}
 		return n
-	case *types.AttributeValueMemberBS:
+	case *av.AttributeValueMemberBS:
 		n := 0
 		for _, e := range v.Value {
 			n += len(e)

@@ -2,6 +2,7 @@ package dynamotest
 
 import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing/internal/sdkav"
 
 	"github.com/dynabill/billing/internal/ddbjson"
 )
@@ -37,7 +38,7 @@ func ReadUnits(size int, consistent bool) float64 {
 func updateSize(key, values map[string]types.AttributeValue, names map[string]string) int {
 	n := ItemSize(key)
 	for _, v := range values {
-		n += ddbjson.ValueSize(v)
+		n += ddbjson.ValueSize(sdkav.FromSDKValue(v))
 	}
 	for _, name := range names {
 		n += len(name)
@@ -55,4 +56,4 @@ func pageSize(items []map[string]types.AttributeValue) int {
 
 // ItemSize returns the size of an item as DynamoDB counts it (see
 // [ddbjson.ItemSize], which the stores bound their transactions with).
-func ItemSize(item map[string]types.AttributeValue) int { return ddbjson.ItemSize(item) }
+func ItemSize(item map[string]types.AttributeValue) int { return ddbjson.ItemSize(sdkav.FromSDK(item)) }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing/internal/av"
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/internal/layout"
@@ -350,15 +350,15 @@ func diffItems(got, want *billing.Subscription) string {
 	return strings.Join(diffs, "; ")
 }
 
-func show(v types.AttributeValue) string {
+func show(v av.AttributeValue) string {
 	switch v := v.(type) {
 	case nil:
 		return "(absent)"
-	case *types.AttributeValueMemberS:
+	case *av.AttributeValueMemberS:
 		return fmt.Sprintf("%q", v.Value)
-	case *types.AttributeValueMemberN:
+	case *av.AttributeValueMemberN:
 		return v.Value
-	case *types.AttributeValueMemberBOOL:
+	case *av.AttributeValueMemberBOOL:
 		return fmt.Sprint(v.Value)
 	}
 	return fmt.Sprintf("%T", v)

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/entitlement"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/timefmt"
 )
 
@@ -35,7 +35,7 @@ type founderPassItem struct {
 }
 
 // DecodeFounderPass decodes a founder pass item of this layout.
-func (c SingleTableConfig) DecodeFounderPass(item map[string]types.AttributeValue) (entitlement.FounderPass, error) {
+func (c SingleTableConfig) DecodeFounderPass(item map[string]av.AttributeValue) (entitlement.FounderPass, error) {
 	p, r := readAs[founderPassItem, entitlement.FounderPass](c, item)
 	pt := r.str(PassTypeAttr)
 	if pt == "" {
@@ -62,7 +62,7 @@ func (c SingleTableConfig) DecodeFounderPass(item map[string]types.AttributeValu
 
 // decodeAll decodes every item with decode, failing on the first that does
 // not decode.
-func DecodeAll[T any](items []map[string]types.AttributeValue, decode func(map[string]types.AttributeValue) (T, error)) ([]T, error) {
+func DecodeAll[T any](items []map[string]av.AttributeValue, decode func(map[string]av.AttributeValue) (T, error)) ([]T, error) {
 	out := make([]T, 0, len(items))
 	for _, it := range items {
 		v, err := decode(it)
@@ -86,7 +86,7 @@ func ProfileTierValue(t entitlement.Tier) string {
 
 // DecodeProfileTier decodes the tier of a profile item; "" when it has
 // none.
-func (c SingleTableConfig) DecodeProfileTier(item map[string]types.AttributeValue) (entitlement.Tier, error) {
+func (c SingleTableConfig) DecodeProfileTier(item map[string]av.AttributeValue) (entitlement.Tier, error) {
 	r := newItemReader(item)
 	v := r.str(ProfileTierAttr)
 	if r.err != nil || v == "" {
@@ -107,11 +107,11 @@ const (
 	AcctUpdatedAt = "updatedAt"
 )
 
-func NumberAV(n int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+func NumberAV(n int64) av.AttributeValue {
+	return &av.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
 }
 
-func BoolAV(b bool) types.AttributeValue { return &types.AttributeValueMemberBOOL{Value: b} }
+func BoolAV(b bool) av.AttributeValue { return &av.AttributeValueMemberBOOL{Value: b} }
 
 // acctTime encodes a timestamp of the account entities: UTC, whole
 // seconds, "2025-01-15T10:30:00Z", as existing items store them.
@@ -173,7 +173,7 @@ type creditsItem struct {
 
 // DecodeCredits decodes a credits item of this layout as read at now: an
 // expired record has Balance 0 and Expired set.
-func (c SingleTableConfig) DecodeCredits(item map[string]types.AttributeValue, now time.Time) (entitlement.Credits, error) {
+func (c SingleTableConfig) DecodeCredits(item map[string]av.AttributeValue, now time.Time) (entitlement.Credits, error) {
 	cr, r := readAs[creditsItem, entitlement.Credits](c, item)
 	if sk := r.str(AttrSK); r.err == nil && sk != SKCredits {
 		r.fail(AttrSK, sk, fmt.Errorf("%w: not a credits item", billing.ErrInvalidItem))
@@ -208,7 +208,7 @@ type providerSubscriptionItem struct {
 // DecodeProviderSubscription decodes a subscription item of this layout.
 // Status and planTier are checked strictly; a bad attribute is a
 // [*billing.FieldError] naming it and the item's key.
-func (c SingleTableConfig) DecodeProviderSubscription(item map[string]types.AttributeValue) (entitlement.ProviderSubscription, error) {
+func (c SingleTableConfig) DecodeProviderSubscription(item map[string]av.AttributeValue) (entitlement.ProviderSubscription, error) {
 	s, r := readAs[providerSubscriptionItem, entitlement.ProviderSubscription](c, item)
 	sk, id, ok := r.sortKey(SKSubscriptionPrefix)
 	if r.err == nil && (!ok || id == "") {

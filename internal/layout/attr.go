@@ -1,14 +1,14 @@
 package layout
 
 import (
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing/internal/av"
 )
 
-func StringOf(v types.AttributeValue) string {
-	if s, ok := v.(*types.AttributeValueMemberS); ok {
+func StringOf(v av.AttributeValue) string {
+	if s, ok := v.(*av.AttributeValueMemberS); ok {
 		return s.Value
 	}
 	return ""
 }
 
-func StringAV(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+func StringAV(v string) av.AttributeValue { return &av.AttributeValueMemberS{Value: v} }

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/timefmt"
 )
 
@@ -340,7 +340,7 @@ func appendAmount(b []byte, n int64) []byte {
 // comparing item maps. The zero Flat is an empty item.
 type Flat struct {
 	vals        [numAttrs]val
-	extra, data map[string]types.AttributeValue
+	extra, data map[string]av.AttributeValue
 	// change is the history row's billing_change, "" for none.
 	change string
 	// request is the history row's billing_request, "" for none.
@@ -417,11 +417,11 @@ func (f *Flat) Has(name string) bool {
 // values that share one allocation per type and one string for their
 // text; Extra and data_ values are the record's own, or clone's copies of
 // them when clone is not nil.
-func (f *Flat) Item(history bool, clone func(types.AttributeValue) types.AttributeValue) map[string]types.AttributeValue {
-	item := make(map[string]types.AttributeValue, f.Len(history))
+func (f *Flat) Item(history bool, clone func(av.AttributeValue) av.AttributeValue) map[string]av.AttributeValue {
+	item := make(map[string]av.AttributeValue, f.Len(history))
 	f.addKnown(item, allAttrs)
 	if clone == nil {
-		clone = func(v types.AttributeValue) types.AttributeValue { return v }
+		clone = func(v av.AttributeValue) av.AttributeValue { return v }
 	}
 	for name, v := range f.extra {
 		item[name] = clone(v)
@@ -431,10 +431,10 @@ func (f *Flat) Item(history bool, clone func(types.AttributeValue) types.Attribu
 			item[name] = clone(v)
 		}
 		if f.change != "" {
-			item[AttrChange] = &types.AttributeValueMemberS{Value: f.change}
+			item[AttrChange] = &av.AttributeValueMemberS{Value: f.change}
 		}
 		if f.request != "" {
-			item[AttrRequest] = &types.AttributeValueMemberS{Value: f.request}
+			item[AttrRequest] = &av.AttributeValueMemberS{Value: f.request}
 		}
 	}
 	return item
@@ -471,20 +471,20 @@ func (f *Flat) known() int {
 // intAttrs only.
 type (
 	fewValues struct {
-		s [8]types.AttributeValueMemberS
-		n [2]types.AttributeValueMemberN
-		b [2]types.AttributeValueMemberBOOL
+		s [8]av.AttributeValueMemberS
+		n [2]av.AttributeValueMemberN
+		b [2]av.AttributeValueMemberBOOL
 	}
 	allValues struct {
-		s [int(numAttrs) - len(intAttrs) - 2]types.AttributeValueMemberS // all but numbers and booleans
-		n [len(intAttrs)]types.AttributeValueMemberN
-		b [2]types.AttributeValueMemberBOOL
+		s [int(numAttrs) - len(intAttrs) - 2]av.AttributeValueMemberS // all but numbers and booleans
+		n [len(intAttrs)]av.AttributeValueMemberN
+		b [2]av.AttributeValueMemberBOOL
 	}
 )
 
 // newValues returns ns S, nn N and nb BOOL values to fill, allocated
 // together.
-func newValues(ns, nn, nb int) ([]types.AttributeValueMemberS, []types.AttributeValueMemberN, []types.AttributeValueMemberBOOL) {
+func newValues(ns, nn, nb int) ([]av.AttributeValueMemberS, []av.AttributeValueMemberN, []av.AttributeValueMemberBOOL) {
 	switch {
 	case ns+nn+nb == 0:
 		return nil, nil, nil
@@ -503,8 +503,8 @@ const allAttrs = attrSet(1)<<numAttrs - 1
 
 // addKnown puts the known attributes of f that are in set into item: new
 // values (see values).
-func (f *Flat) addKnown(item map[string]types.AttributeValue, set attrSet) {
-	var vals [numAttrs]types.AttributeValue
+func (f *Flat) addKnown(item map[string]av.AttributeValue, set attrSet) {
+	var vals [numAttrs]av.AttributeValue
 	f.values(set, &vals)
 	for a := range numAttrs {
 		if vals[a] != nil {
@@ -516,7 +516,7 @@ func (f *Flat) addKnown(item map[string]types.AttributeValue, set attrSet) {
 // values makes new values for the known attributes of f in set that f
 // writes, into vals: one allocation for the values (see newValues) and one
 // string for all their formatted text.
-func (f *Flat) values(set attrSet, vals *[numAttrs]types.AttributeValue) {
+func (f *Flat) values(set attrSet, vals *[numAttrs]av.AttributeValue) {
 	ns, nn, nb := 0, 0, 0
 	var buf [512]byte // the text of every formatted value: at most 5 times, 3 amounts and 6 numbers
 	text := buf[:0]
@@ -602,7 +602,7 @@ func (f *Flat) SameExceptAttempt(g *Flat) bool {
 
 // sameItems compares two attribute maps as reflect.DeepEqual compares
 // items, an absent map being an empty one.
-func sameItems(a, b map[string]types.AttributeValue) bool {
+func sameItems(a, b map[string]av.AttributeValue) bool {
 	if len(a) == 0 && len(b) == 0 {
 		return true
 	}
@@ -619,8 +619,8 @@ func sameItems(a, b map[string]types.AttributeValue) bool {
 // written.
 type Diff struct {
 	set, remove attrSet
-	vals        [numAttrs]types.AttributeValue // of set
-	extraSet    map[string]types.AttributeValue
+	vals        [numAttrs]av.AttributeValue // of set
+	extraSet    map[string]av.AttributeValue
 	extraRemove []string
 }
 
@@ -629,10 +629,10 @@ type Diff struct {
 // A value next writes is taken from src when it holds the attribute (an
 // item built from next, whose values may then be shared), else made anew;
 // clone, when not nil, copies the Extra values.
-func (d *Diff) Make(prev, next *Flat, src map[string]types.AttributeValue, clone func(types.AttributeValue) types.AttributeValue, writeRunDate bool) {
+func (d *Diff) Make(prev, next *Flat, src map[string]av.AttributeValue, clone func(av.AttributeValue) av.AttributeValue, writeRunDate bool) {
 	*d = Diff{}
 	if clone == nil {
-		clone = func(v types.AttributeValue) types.AttributeValue { return v }
+		clone = func(v av.AttributeValue) av.AttributeValue { return v }
 	}
 	var fresh attrSet // next's values to make
 	for a := range numAttrs {
@@ -660,7 +660,7 @@ func (d *Diff) Make(prev, next *Flat, src map[string]types.AttributeValue, clone
 	for name, n := range next.extra {
 		if p, ok := prev.extra[name]; !ok || !reflect.DeepEqual(p, n) {
 			if d.extraSet == nil {
-				d.extraSet = map[string]types.AttributeValue{}
+				d.extraSet = map[string]av.AttributeValue{}
 			}
 			d.extraSet[name] = clone(n)
 		}
@@ -673,7 +673,7 @@ func (d *Diff) Make(prev, next *Flat, src map[string]types.AttributeValue, clone
 }
 
 // Apply makes the write-back on cur: assignments and deletions only.
-func (d *Diff) Apply(cur map[string]types.AttributeValue) {
+func (d *Diff) Apply(cur map[string]av.AttributeValue) {
 	for a := range numAttrs {
 		switch {
 		case d.set&(1<<a) != 0:

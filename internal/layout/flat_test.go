@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/stretchr/testify/require"
 )
 
@@ -45,7 +45,7 @@ func flatRecords(t *testing.T) []billing.Subscription {
 		a.LastAttempt = billing.Attempt{Number: s.Attempt + 1, Key: "k", Amount: s.Amount, Tier: s.ReceiptTierName, Process: billing.ProcessInitial, Started: s.LastRunDate}
 		out = append(out, a)
 		x := s.Clone()
-		SetExtraAttributes(&x, map[string]types.AttributeValue{"other_service": &types.AttributeValueMemberS{Value: "v"}})
+		SetExtraAttributes(&x, map[string]av.AttributeValue{"other_service": &av.AttributeValueMemberS{Value: "v"}})
 		out = append(out, x)
 		// Another text of the same last_run_date: kept byte for byte.
 		l := s.Clone()
@@ -72,7 +72,7 @@ func flatRecords(t *testing.T) []billing.Subscription {
 // the Flat builds the item EncodeHistoryItem returns.
 func TestFlatEqualIsItemEquality(t *testing.T) {
 	recs := flatRecords(t)
-	items := make([]map[string]types.AttributeValue, len(recs))
+	items := make([]map[string]av.AttributeValue, len(recs))
 	flats := make([]Flat, len(recs))
 	for i := range recs {
 		var err error
@@ -89,7 +89,7 @@ func TestFlatEqualIsItemEquality(t *testing.T) {
 		for j := range recs {
 			want := reflect.DeepEqual(items[i], items[j])
 			require.Equal(t, want, flats[i].equal(&flats[j]), "records %d and %d", i, j)
-			noAttempt := func(item map[string]types.AttributeValue) map[string]types.AttributeValue {
+			noAttempt := func(item map[string]av.AttributeValue) map[string]av.AttributeValue {
 				out := maps.Clone(item)
 				for _, a := range []string{AttrAttempt, AttrAttemptNumber, AttrAttemptKey, AttrAttemptAmount, AttrAttemptTier, AttrAttemptProcess, AttrAttemptStarted} {
 					delete(out, a)
@@ -104,7 +104,7 @@ func TestFlatEqualIsItemEquality(t *testing.T) {
 
 // writeBackMaps is the write-back of the DynamoDB stores on items (see
 // dynamostore's writeBack): the reference a Diff must agree with.
-func writeBackMaps(cur, prev, next map[string]types.AttributeValue, runDate bool) map[string]types.AttributeValue {
+func writeBackMaps(cur, prev, next map[string]av.AttributeValue, runDate bool) map[string]av.AttributeValue {
 	keys := []string{AttrUserID, AttrBillingDate}
 	out := maps.Clone(cur)
 	for name, n := range next {
@@ -133,8 +133,8 @@ func TestWriteBackIsItemWriteBack(t *testing.T) {
 		stored, err := EncodeItem(&recs[i])
 		require.NoError(t, err)
 		// What another writer left: an unknown attribute and a legacy text.
-		stored["claimed_by"] = &types.AttributeValueMemberS{Value: "x"}
-		stored[AttrCreatedDate] = &types.AttributeValueMemberS{Value: "2020-01-01T00:00:00Z"}
+		stored["claimed_by"] = &av.AttributeValueMemberS{Value: "x"}
+		stored[AttrCreatedDate] = &av.AttributeValueMemberS{Value: "2020-01-01T00:00:00Z"}
 		prevItem, _ := EncodeItem(&recs[i])
 		prev := NewFlat()
 		require.NoError(t, prev.Encode(&recs[i], false))
@@ -149,7 +149,7 @@ func TestWriteBackIsItemWriteBack(t *testing.T) {
 			for _, runDate := range []bool{false, true} {
 				want := writeBackMaps(stored, prevItem, nextItem, runDate)
 				got := maps.Clone(stored)
-				writeBack(got, prev, next, nil, func(v types.AttributeValue) types.AttributeValue { return v }, runDate)
+				writeBack(got, prev, next, nil, func(v av.AttributeValue) av.AttributeValue { return v }, runDate)
 				require.Equal(t, want, got, "records %d to %d, run date %v", i, j, runDate)
 				got = maps.Clone(stored)
 				writeBack(got, prev, next, nextItem, nil, runDate)
@@ -171,7 +171,7 @@ func TestEncodeRecordErrorOrder(t *testing.T) {
 	base := billing.Subscription{UserID: "u", SubscriptionID: "s", BillingDate: time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC),
 		Status: billing.StatusScheduled, LastRunDate: time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)}
 	badData := base.Clone()
-	SetDataAttributes(&badData, map[string]types.AttributeValue{"nodata": &types.AttributeValueMemberS{Value: "v"}})
+	SetDataAttributes(&badData, map[string]av.AttributeValue{"nodata": &av.AttributeValueMemberS{Value: "v"}})
 	noRun := badData.Clone()
 	noRun.LastRunDate = time.Time{}
 	badWeek := noRun.Clone()
@@ -219,8 +219,8 @@ func TestStoredKeyTexts(t *testing.T) {
 			item, err := EncodeHistoryItem(&billing.Subscription{UserID: "u", SubscriptionID: "s", BillingDate: read,
 				Status: billing.StatusScheduled, LastRunDate: read})
 			require.NoError(t, err)
-			item[AttrBillingDate] = &types.AttributeValueMemberS{Value: form(read)}
-			item[AttrLastRunDate] = &types.AttributeValueMemberS{Value: form(read)}
+			item[AttrBillingDate] = &av.AttributeValueMemberS{Value: form(read)}
+			item[AttrLastRunDate] = &av.AttributeValueMemberS{Value: form(read)}
 			s, err := DecodeItem(item)
 			require.NoError(t, err)
 			for _, m := range moves {
@@ -302,7 +302,7 @@ func TestAttrTables(t *testing.T) {
 
 // writeBack applies to cur, the stored primary item of prev, the Diff from
 // prev to next, as a store does.
-func writeBack(cur map[string]types.AttributeValue, prev, next *Flat, src map[string]types.AttributeValue, clone func(types.AttributeValue) types.AttributeValue, writeRunDate bool) {
+func writeBack(cur map[string]av.AttributeValue, prev, next *Flat, src map[string]av.AttributeValue, clone func(av.AttributeValue) av.AttributeValue, writeRunDate bool) {
 	var d Diff
 	d.Make(prev, next, src, clone, writeRunDate)
 	d.Apply(cur)

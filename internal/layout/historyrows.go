@@ -5,8 +5,8 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/timefmt"
 )
 
@@ -53,8 +53,8 @@ type RowPlan struct {
 // the engine finds a record's latest row by it and fences its writes
 // on it. stored is asked only about the record's own key and, when that
 // holds another row, the keys of the span after it ([HistorySpanKeys]).
-func PlanHistoryRows(recs []billing.Subscription, stored func(i int, key string) (map[string]types.AttributeValue, bool),
-	want func(i int, at time.Time) (map[string]types.AttributeValue, error)) ([]RowPlan, error) {
+func PlanHistoryRows(recs []billing.Subscription, stored func(i int, key string) (map[string]av.AttributeValue, bool),
+	want func(i int, at time.Time) (map[string]av.AttributeValue, error)) ([]RowPlan, error) {
 	plans := make([]RowPlan, len(recs))
 	taken := make(map[string]bool, len(recs))
 	for i := range recs {
@@ -112,7 +112,7 @@ func HistorySpanKeys(s *billing.Subscription) (lo, hi string) {
 
 // SameItem reports whether two stored items hold the same attributes
 // with the same values, an absent item being an empty one.
-func SameItem(a, b map[string]types.AttributeValue) bool {
+func SameItem(a, b map[string]av.AttributeValue) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -125,7 +125,7 @@ func SameItem(a, b map[string]types.AttributeValue) bool {
 // the batch, and maybe changed since, so it is not written again. An
 // item with an older last_run_date (the row was imported before the
 // record) is written, without its row.
-func WrittenSince(prim map[string]types.AttributeValue, at time.Time) bool {
+func WrittenSince(prim map[string]av.AttributeValue, at time.Time) bool {
 	t, err := timefmt.Parse(StringOf(prim[AttrLastRunDate]))
 	return err == nil && !t.Before(at)
 }

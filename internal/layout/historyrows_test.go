@@ -4,21 +4,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // rowStore is a user's stored history rows by last_run_date key.
-type rowStore map[string]map[string]types.AttributeValue
+type rowStore map[string]map[string]av.AttributeValue
 
 func (s rowStore) plan(t *testing.T, recs []billing.Subscription) []RowPlan {
 	t.Helper()
-	plans, err := PlanHistoryRows(recs, func(i int, key string) (map[string]types.AttributeValue, bool) {
+	plans, err := PlanHistoryRows(recs, func(i int, key string) (map[string]av.AttributeValue, bool) {
 		row, ok := s[recs[i].UserID+"\x00"+key]
 		return row, ok
-	}, func(i int, at time.Time) (map[string]types.AttributeValue, error) {
+	}, func(i int, at time.Time) (map[string]av.AttributeValue, error) {
 		rec := recs[i].Clone()
 		rec.LastRunDate = at
 		return EncodeHistoryItem(&rec)

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/ddbjson"
 	"github.com/dynabill/billing/internal/timefmt"
 )
@@ -93,7 +93,7 @@ const (
 //
 // A record that cannot be stored (no user, subscription ID or billing date,
 // the INACTIVE status, out-of-range numbers) is an error naming the field.
-func EncodeItem(s *billing.Subscription) (map[string]types.AttributeValue, error) {
+func EncodeItem(s *billing.Subscription) (map[string]av.AttributeValue, error) {
 	f := NewFlat()
 	defer f.Release()
 	if err := f.Encode(s, false); err != nil {
@@ -105,7 +105,7 @@ func EncodeItem(s *billing.Subscription) (map[string]types.AttributeValue, error
 // EncodeHistoryItem encodes s as a billing-activity-history item: the same
 // attributes as [EncodeItem] plus the data_ attributes. Its key is user_id
 // and last_run_date, so LastRunDate must be set.
-func EncodeHistoryItem(s *billing.Subscription) (map[string]types.AttributeValue, error) {
+func EncodeHistoryItem(s *billing.Subscription) (map[string]av.AttributeValue, error) {
 	f := NewFlat()
 	defer f.Release()
 	if err := f.EncodeHistory(s); err != nil {
@@ -255,7 +255,7 @@ func encodeData(f *Flat, s *billing.Subscription) error {
 // user_id, billing_date, subscription_id, billing_status and billing_amount
 // are required. Any error is a [*billing.FieldError] wrapping [billing.ErrInvalidItem] that
 // names the attribute, its value and the item's key.
-func DecodeItem(item map[string]types.AttributeValue) (billing.Subscription, error) {
+func DecodeItem(item map[string]av.AttributeValue) (billing.Subscription, error) {
 	var s billing.Subscription
 	st := &stored{}
 	s.Stored = st
@@ -291,43 +291,43 @@ const requiredAttrs = attrSet(1)<<aUserID | 1<<aBillingDate | 1<<aSubscriptionID
 // decodeAttrs decodes item's attributes into s and st, and returns the
 // known attributes it saw that are not NULL; it stops at the first bad
 // attribute.
-func decodeAttrs(item map[string]types.AttributeValue, s *billing.Subscription, st *stored, bad func(field, value string, cause error) error) (seen attrSet, err error) {
-	for name, av := range item {
+func decodeAttrs(item map[string]av.AttributeValue, s *billing.Subscription, st *stored, bad func(field, value string, cause error) error) (seen attrSet, err error) {
+	for name, attrVal := range item {
 		if strings.HasPrefix(name, DataPrefix) {
 			if st.data == nil {
-				st.data = map[string]types.AttributeValue{}
+				st.data = map[string]av.AttributeValue{}
 			}
-			st.data[name] = av
+			st.data[name] = attrVal
 			continue
 		}
 		if name == AttrChange {
 			// The change a history row records: never carried to another
 			// item, so neither known nor extra.
-			if v, ok := av.(*types.AttributeValueMemberS); ok {
+			if v, ok := attrVal.(*av.AttributeValueMemberS); ok {
 				s.Change = billing.EventType(v.Value)
-			} else if !isNull(av) {
+			} else if !isNull(attrVal) {
 				return seen, bad(name, "", errors.New("not a string"))
 			}
 			continue
 		}
 		if name == AttrRequest {
 			// The request a history row records: as billing_change.
-			if v, ok := av.(*types.AttributeValueMemberS); ok {
+			if v, ok := attrVal.(*av.AttributeValueMemberS); ok {
 				s.Request = v.Value
-			} else if !isNull(av) {
+			} else if !isNull(attrVal) {
 				return seen, bad(name, "", errors.New("not a string"))
 			}
 			continue
 		}
 		a, known := attrOf(name)
-		if known && !isNull(av) {
+		if known && !isNull(attrVal) {
 			seen |= 1 << a
 		}
 		if !known {
 			if st.extra == nil {
-				st.extra = map[string]types.AttributeValue{}
+				st.extra = map[string]av.AttributeValue{}
 			}
-			st.extra[name] = av
+			st.extra[name] = attrVal
 			continue
 		}
 		if a == aIsPendingDowngrade || a == aNoRetry {
@@ -335,19 +335,19 @@ func decodeAttrs(item map[string]types.AttributeValue, s *billing.Subscription, 
 			if a == aNoRetry {
 				p = &s.NoRetry
 			}
-			switch v := av.(type) {
-			case *types.AttributeValueMemberBOOL:
+			switch v := attrVal.(type) {
+			case *av.AttributeValueMemberBOOL:
 				*p = v.Value
-			case *types.AttributeValueMemberNULL:
+			case *av.AttributeValueMemberNULL:
 			default:
-				return seen, bad(name, describe(av), errors.New("want BOOL"))
+				return seen, bad(name, describe(attrVal), errors.New("want BOOL"))
 			}
 			continue
 		}
 		if p, lo, hi := intField(s, a); p != nil {
-			raw, err := numberValue(av)
+			raw, err := numberValue(attrVal)
 			if err != nil {
-				return seen, bad(name, describe(av), err)
+				return seen, bad(name, describe(attrVal), err)
 			}
 			if raw == "" {
 				continue
@@ -359,9 +359,9 @@ func decodeAttrs(item map[string]types.AttributeValue, s *billing.Subscription, 
 			*p = n
 			continue
 		}
-		v, err := stringValue(av)
+		v, err := stringValue(attrVal)
 		if err != nil {
-			return seen, bad(name, describe(av), err)
+			return seen, bad(name, describe(attrVal), err)
 		}
 		if p := stringField(s, a); p != nil {
 			*p = v
@@ -435,65 +435,65 @@ func decodeAttrs(item map[string]types.AttributeValue, s *billing.Subscription, 
 	return seen, nil
 }
 
-func isNull(av types.AttributeValue) bool {
-	_, ok := av.(*types.AttributeValueMemberNULL)
+func isNull(attrVal av.AttributeValue) bool {
+	_, ok := attrVal.(*av.AttributeValueMemberNULL)
 	return ok
 }
 
 // stringValue reads an S attribute; NULL reads as "".
-func stringValue(av types.AttributeValue) (string, error) {
-	switch v := av.(type) {
-	case *types.AttributeValueMemberS:
+func stringValue(attrVal av.AttributeValue) (string, error) {
+	switch v := attrVal.(type) {
+	case *av.AttributeValueMemberS:
 		return v.Value, nil
-	case *types.AttributeValueMemberNULL:
+	case *av.AttributeValueMemberNULL:
 		return "", nil
 	}
 	return "", errors.New("want S")
 }
 
 // numberValue reads an N attribute; NULL reads as "".
-func numberValue(av types.AttributeValue) (string, error) {
-	switch v := av.(type) {
-	case *types.AttributeValueMemberN:
+func numberValue(attrVal av.AttributeValue) (string, error) {
+	switch v := attrVal.(type) {
+	case *av.AttributeValueMemberN:
 		return v.Value, nil
-	case *types.AttributeValueMemberNULL:
+	case *av.AttributeValueMemberNULL:
 		return "", nil
 	}
 	return "", errors.New("want N")
 }
 
 // describe renders an attribute value of any type for an error message.
-func describe(av types.AttributeValue) string {
-	switch v := av.(type) {
-	case *types.AttributeValueMemberS:
+func describe(attrVal av.AttributeValue) string {
+	switch v := attrVal.(type) {
+	case *av.AttributeValueMemberS:
 		return v.Value
-	case *types.AttributeValueMemberN:
+	case *av.AttributeValueMemberN:
 		return v.Value
-	case *types.AttributeValueMemberBOOL:
+	case *av.AttributeValueMemberBOOL:
 		return strconv.FormatBool(v.Value)
 	}
-	return fmt.Sprintf("%T", av)
+	return fmt.Sprintf("%T", attrVal)
 }
 
 // itemKey describes an item's key from its raw attributes, for errors about
 // items that could not be decoded.
 // readableKey returns item's billing date and status where they decode
 // (zero and "" where not), for the error of an item that does not.
-func readableKey(item map[string]types.AttributeValue) (time.Time, billing.Status) {
+func readableKey(item map[string]av.AttributeValue) (time.Time, billing.Status) {
 	var at time.Time
 	var st billing.Status
-	if v, ok := item[AttrBillingDate].(*types.AttributeValueMemberS); ok {
+	if v, ok := item[AttrBillingDate].(*av.AttributeValueMemberS); ok {
 		at, _ = timefmt.Parse(v.Value)
 	}
-	if v, ok := item[AttrBillingStatus].(*types.AttributeValueMemberS); ok {
+	if v, ok := item[AttrBillingStatus].(*av.AttributeValueMemberS); ok {
 		st, _ = billing.ParseStatus(v.Value)
 	}
 	return at, st
 }
 
-func itemKey(item map[string]types.AttributeValue) string {
+func itemKey(item map[string]av.AttributeValue) string {
 	get := func(n string) string {
-		if v, ok := item[n].(*types.AttributeValueMemberS); ok {
+		if v, ok := item[n].(*av.AttributeValueMemberS); ok {
 			return v.Value
 		}
 		return "?"
@@ -508,7 +508,7 @@ func itemKey(item map[string]types.AttributeValue) string {
 // stored is what DecodeItem keeps in Subscription.Stored: the attributes
 // the record does not model and the key text exactly as read.
 type stored struct {
-	data, extra              map[string]types.AttributeValue
+	data, extra              map[string]av.AttributeValue
 	billingDate, lastRunDate string
 	// billingDateAt and lastRunDateAt are the instants the two texts
 	// denote: encoding checks a record's times against them instead of
@@ -524,7 +524,7 @@ func (st *stored) String() string {
 }
 
 // compactItem is item as one line of DynamoDB JSON.
-func compactItem(item map[string]types.AttributeValue) string {
+func compactItem(item map[string]av.AttributeValue) string {
 	data, err := ddbjson.MarshalItem(item)
 	if err != nil {
 		return err.Error()
@@ -560,23 +560,23 @@ func withStored(s *billing.Subscription, f func(*stored)) {
 // DataAttributes returns the data_ attributes of s, keyed by their full
 // name: read with the item, or set with SetDataAttributes. They are written
 // to the history table only. The map must not be changed.
-func DataAttributes(s *billing.Subscription) map[string]types.AttributeValue { return storedOf(s).data }
+func DataAttributes(s *billing.Subscription) map[string]av.AttributeValue { return storedOf(s).data }
 
 // SetDataAttributes sets the data_ attributes s writes to its next history
 // row.
-func SetDataAttributes(s *billing.Subscription, m map[string]types.AttributeValue) {
+func SetDataAttributes(s *billing.Subscription, m map[string]av.AttributeValue) {
 	withStored(s, func(st *stored) { st.data = m })
 }
 
 // ExtraAttributes returns the attributes of the item s was read from that
 // this library does not know, keyed by name, so that rewriting an item
 // another service wrote never drops them. The map must not be changed.
-func ExtraAttributes(s *billing.Subscription) map[string]types.AttributeValue {
+func ExtraAttributes(s *billing.Subscription) map[string]av.AttributeValue {
 	return storedOf(s).extra
 }
 
 // SetExtraAttributes sets the unknown attributes written with s.
-func SetExtraAttributes(s *billing.Subscription, m map[string]types.AttributeValue) {
+func SetExtraAttributes(s *billing.Subscription, m map[string]av.AttributeValue) {
 	withStored(s, func(st *stored) { st.extra = m })
 }
 

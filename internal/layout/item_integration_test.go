@@ -1,6 +1,8 @@
 package layout
 
 import (
+	"github.com/dynabill/billing/internal/av"
+	"github.com/dynabill/billing/internal/sdkav"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -46,21 +48,22 @@ func TestItemRoundTripOnServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
+		if _, err := client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: sdkav.ToSDK(item)}); err != nil {
 			t.Fatalf("%s: put: %v", f, err)
 		}
 		out, err := client.GetItem(t.Context(), &dynamodb.GetItemInput{
 			TableName:      aws.String(table),
-			Key:            map[string]types.AttributeValue{AttrUserID: item[AttrUserID], AttrBillingDate: item[AttrBillingDate]},
+			Key:            sdkav.ToSDK(map[string]av.AttributeValue{AttrUserID: item[AttrUserID], AttrBillingDate: item[AttrBillingDate]}),
 			ConsistentRead: aws.Bool(true),
 		})
 		if err != nil {
 			t.Fatalf("%s: get: %v", f, err)
 		}
-		if !reflect.DeepEqual(out.Item, item) {
+		stored := sdkav.FromSDK(out.Item)
+		if !reflect.DeepEqual(stored, item) {
 			t.Errorf("%s: stored item differs from the encoded one", f)
 		}
-		got, err := DecodeItem(out.Item)
+		got, err := DecodeItem(stored)
 		if err != nil {
 			t.Fatalf("%s: decode: %v", f, err)
 		}

@@ -11,15 +11,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/ddbjson"
 	"github.com/stretchr/testify/require"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/legacy")
 
-func loadItem(t testing.TB, path string) map[string]types.AttributeValue {
+func loadItem(t testing.TB, path string) map[string]av.AttributeValue {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -81,7 +81,7 @@ func TestIntervalRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, s.Interval)
 
-	item[AttrInterval] = &types.AttributeValueMemberN{Value: "3"}
+	item[AttrInterval] = &av.AttributeValueMemberN{Value: "3"}
 	s, err = DecodeItem(item)
 	require.NoError(t, err)
 	require.Equal(t, 3, s.Interval)
@@ -104,7 +104,7 @@ func TestChangeIsHistoryOnly(t *testing.T) {
 	s.Change = billing.EventTierChanged
 	hist, err := EncodeHistoryItem(&s)
 	require.NoError(t, err)
-	require.Equal(t, &types.AttributeValueMemberS{Value: "subscription_tier_changed"}, hist[AttrChange])
+	require.Equal(t, &av.AttributeValueMemberS{Value: "subscription_tier_changed"}, hist[AttrChange])
 	primary, err := EncodeItem(&s)
 	require.NoError(t, err)
 	require.NotContains(t, primary, AttrChange, "the billing table's item")
@@ -118,7 +118,7 @@ func TestChangeIsHistoryOnly(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, again, AttrChange, "a row read back and written again without a change")
 
-	hist[AttrChange] = &types.AttributeValueMemberN{Value: "1"}
+	hist[AttrChange] = &av.AttributeValueMemberN{Value: "1"}
 	_, err = DecodeItem(hist)
 	require.ErrorIs(t, err, billing.ErrInvalidItem)
 	require.ErrorContains(t, err, AttrChange)
@@ -230,26 +230,26 @@ func TestLegacyKeyKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	item, _ := EncodeItem(&s)
-	if got := item[AttrBillingDate].(*types.AttributeValueMemberS).Value; got != "2022-02-28T00:00:00.000Z" {
+	if got := item[AttrBillingDate].(*av.AttributeValueMemberS).Value; got != "2022-02-28T00:00:00.000Z" {
 		t.Fatalf("billing_date = %q", got)
 	}
 	// Once the date changes, the canonical form is used.
 	s.BillingDate = s.BillingDate.AddDate(0, 1, 0)
 	item, _ = EncodeItem(&s)
-	if got := item[AttrBillingDate].(*types.AttributeValueMemberS).Value; got != "2022-03-28T00:00:00Z" {
+	if got := item[AttrBillingDate].(*av.AttributeValueMemberS).Value; got != "2022-03-28T00:00:00Z" {
 		t.Fatalf("billing_date = %q", got)
 	}
 }
 
 func TestDecodeErrorsNameAttributeAndKey(t *testing.T) {
-	base := func() map[string]types.AttributeValue {
+	base := func() map[string]av.AttributeValue {
 		return loadItem(t, "../../testdata/items/monthly_completed.json")
 	}
-	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-	n := func(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
+	s := func(v string) av.AttributeValue { return &av.AttributeValueMemberS{Value: v} }
+	n := func(v string) av.AttributeValue { return &av.AttributeValueMemberN{Value: v} }
 	tests := []struct {
 		attr  string
-		value types.AttributeValue // nil deletes
+		value av.AttributeValue // nil deletes
 		cause error
 	}{
 		{AttrUserID, nil, nil},
@@ -280,7 +280,7 @@ func TestDecodeErrorsNameAttributeAndKey(t *testing.T) {
 		{AttrInterval, s("3"), nil},
 		{AttrAttempt, n("99999999999999999999"), nil},
 		{AttrIsPendingDowngrade, s("true"), nil},
-		{AttrReceiptTierName, &types.AttributeValueMemberBOOL{Value: true}, nil},
+		{AttrReceiptTierName, &av.AttributeValueMemberBOOL{Value: true}, nil},
 	}
 	for _, tt := range tests {
 		item := base()
@@ -332,10 +332,10 @@ func TestEncodeRejectsUnstorable(t *testing.T) {
 		{AttrAnchorDay, func(s *billing.Subscription) { s.AnchorDay = -1 }},
 		{AttrPauseDurationMonths, func(s *billing.Subscription) { s.PauseDurationMonths = -1 }},
 		{AttrBillingStatus, func(s *billing.Subscription) {
-			SetExtraAttributes(s, map[string]types.AttributeValue{AttrBillingStatus: &types.AttributeValueMemberS{Value: "X"}})
+			SetExtraAttributes(s, map[string]av.AttributeValue{AttrBillingStatus: &av.AttributeValueMemberS{Value: "X"}})
 		}},
 		{"other", func(s *billing.Subscription) {
-			SetDataAttributes(s, map[string]types.AttributeValue{"other": &types.AttributeValueMemberS{Value: "X"}})
+			SetDataAttributes(s, map[string]av.AttributeValue{"other": &av.AttributeValueMemberS{Value: "X"}})
 		}},
 		{AttrLastRunDate, func(s *billing.Subscription) { s.LastRunDate = time.Time{} }},
 	}
@@ -358,16 +358,16 @@ func TestEncodeRejectsUnstorable(t *testing.T) {
 	if got := ddbjson.SortedNames(item); !reflect.DeepEqual(got, want) {
 		t.Fatalf("attributes = %v, want %v", got, want)
 	}
-	if item[AttrTerm].(*types.AttributeValueMemberS).Value != "MONTHLY" {
+	if item[AttrTerm].(*av.AttributeValueMemberS).Value != "MONTHLY" {
 		t.Error("empty term not written as MONTHLY")
 	}
 }
 
 func TestSetDataAttributesLeavesCopiesAlone(t *testing.T) {
 	var s billing.Subscription
-	SetDataAttributes(&s, map[string]types.AttributeValue{"data_a": &types.AttributeValueMemberS{Value: "1"}})
+	SetDataAttributes(&s, map[string]av.AttributeValue{"data_a": &av.AttributeValueMemberS{Value: "1"}})
 	c := s.Clone()
-	SetDataAttributes(&c, map[string]types.AttributeValue{"data_b": &types.AttributeValueMemberS{Value: "2"}})
+	SetDataAttributes(&c, map[string]av.AttributeValue{"data_b": &av.AttributeValueMemberS{Value: "2"}})
 	if len(DataAttributes(&s)) != 1 || DataAttributes(&s)["data_a"] == nil {
 		t.Fatalf("setting a copy's data_ attributes changed the original: %v", DataAttributes(&s))
 	}

@@ -3,17 +3,17 @@ package layout
 import (
 	"strconv"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/av"
 )
 
 // ItemInFlight reports whether a stored record's item carries an attempt
 // whose outcome is not recorded ([billing.Subscription.InFlight]): an
 // attempt number above the attempt count. It reads the two numbers
 // only, so it answers for items that do not decode too.
-func ItemInFlight(item map[string]types.AttributeValue) bool {
+func ItemInFlight(item map[string]av.AttributeValue) bool {
 	num := func(name string) int {
-		if v, ok := item[name].(*types.AttributeValueMemberN); ok {
+		if v, ok := item[name].(*av.AttributeValueMemberN); ok {
 			n, _ := strconv.Atoi(v.Value)
 			return n
 		}
@@ -47,11 +47,11 @@ func AttemptAttributes() []string {
 // Each group is carried whole or not at all, so that an attempt count
 // and number always come from one writer. The values are shared with
 // stored.
-func CarryOwned(prim, hist, stored map[string]types.AttributeValue) {
+func CarryOwned(prim, hist, stored map[string]av.AttributeValue) {
 	if len(stored) == 0 {
 		return
 	}
-	carry := func(group []string, items ...map[string]types.AttributeValue) {
+	carry := func(group []string, items ...map[string]av.AttributeValue) {
 		for _, name := range group {
 			if _, ok := prim[name]; ok {
 				return

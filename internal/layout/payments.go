@@ -5,10 +5,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/entitlement"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/timefmt"
 )
 
@@ -125,7 +124,7 @@ func PayDayText(field string, t time.Time, never bool) (string, error) {
 // EncodeRecurringSubscription returns the item of s, validating it. Dates
 // are written as days (see [entitlement.RecurringSubscription]); CreatedAt and
 // UpdatedAt as whole seconds.
-func (c SingleTableConfig) EncodeRecurringSubscription(s entitlement.RecurringSubscription) (map[string]types.AttributeValue, error) {
+func (c SingleTableConfig) EncodeRecurringSubscription(s entitlement.RecurringSubscription) (map[string]av.AttributeValue, error) {
 	c = c.decodeDefaults()
 	if err := CheckPaymentKey(s.AccountID, s.SubscriptionID, s.SKU); err != nil {
 		return nil, err
@@ -173,7 +172,7 @@ func (c SingleTableConfig) EncodeRecurringSubscription(s entitlement.RecurringSu
 		}
 		*ts.into = v
 	}
-	return attributevalue.MarshalMap(w)
+	return marshalTagged(w)
 }
 
 // recurringItem is the stored form of a RecurringSubscription, encoded with
@@ -224,7 +223,7 @@ type recurringFields struct {
 // DecodeRecurringSubscription decodes a subscription item of this layout.
 // Anything else, receipts included, is a [*billing.FieldError] wrapping
 // [billing.ErrInvalidItem].
-func (c SingleTableConfig) DecodeRecurringSubscription(item map[string]types.AttributeValue) (entitlement.RecurringSubscription, error) {
+func (c SingleTableConfig) DecodeRecurringSubscription(item map[string]av.AttributeValue) (entitlement.RecurringSubscription, error) {
 	s, r := readAs[recurringFields, entitlement.RecurringSubscription](c, item)
 	sk, rest, ok := r.sortKey(SKRecurringPrefix)
 	id, sku, ok2 := strings.Cut(rest, "#SKU#")
@@ -282,7 +281,7 @@ func ReceiptSK(processed time.Time, sku string) (string, error) {
 
 // EncodeReceipt returns the item of r, validating it. ExpiresAt is written
 // as is; the stores set it from the retention first.
-func (c SingleTableConfig) EncodeReceipt(r entitlement.Receipt) (map[string]types.AttributeValue, error) {
+func (c SingleTableConfig) EncodeReceipt(r entitlement.Receipt) (map[string]av.AttributeValue, error) {
 	c = c.decodeDefaults()
 	if err := CheckPaymentKey(r.AccountID, r.SubscriptionID, r.SKU); err != nil {
 		return nil, err
@@ -297,7 +296,7 @@ func (c SingleTableConfig) EncodeReceipt(r entitlement.Receipt) (map[string]type
 	if err != nil {
 		return nil, err
 	}
-	item, err := attributevalue.MarshalMap(receiptItem{
+	item, err := marshalTagged(receiptItem{
 		PK: c.AccountPK(r.AccountID), SK: sk, Entity: payEntityReceipt, SKU: r.SKU, SubscriptionID: r.SubscriptionID,
 		ProcessedDate: strings.Split(sk, "#")[1], ProcessedAmount: r.ProcessedAmount.String(), TransactionID: r.TransactionID,
 	})
@@ -339,7 +338,7 @@ type receiptFields struct {
 
 // DecodeReceipt decodes a receipt item of this layout. Anything else,
 // subscriptions included, is a [*billing.FieldError] wrapping [billing.ErrInvalidItem].
-func (c SingleTableConfig) DecodeReceipt(item map[string]types.AttributeValue) (entitlement.Receipt, error) {
+func (c SingleTableConfig) DecodeReceipt(item map[string]av.AttributeValue) (entitlement.Receipt, error) {
 	rc, r := readAs[receiptFields, entitlement.Receipt](c, item)
 	sk, rest, ok := r.sortKey(SKReceiptPrefix)
 	ts, sku, ok2 := strings.Cut(rest, "#SKU#")

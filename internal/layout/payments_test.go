@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/entitlement"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/stretchr/testify/require"
 )
 
@@ -20,9 +20,9 @@ func TestEncodersKeepTheWireForm(t *testing.T) {
 		PaymentAmount: billing.Cents(499), NextPaymentDate: time.Date(2024, 3, 5, 0, 0, 0, 0, time.UTC)}
 	item, err := c.EncodeRecurringSubscription(s)
 	require.NoError(t, err)
-	S := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-	N := func(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
-	require.Equal(t, map[string]types.AttributeValue{
+	S := func(v string) av.AttributeValue { return &av.AttributeValueMemberS{Value: v} }
+	N := func(v string) av.AttributeValue { return &av.AttributeValueMemberN{Value: v} }
+	require.Equal(t, map[string]av.AttributeValue{
 		"PK": S("ACC#a1"), "SK": S(RecurringSK("s1", "STREAM")), "Entity": S("Subscription"), "SKU": S("STREAM"),
 		"PaymentDay": N("5"), "PaymentAmount": S("4.99"), "Version": N("0"),
 		"NextPaymentDate": S("2024-03-05"), "LastPaymentDate": S("0001-01-01"), "LastReminderDate": S("0001-01-01"),
@@ -34,7 +34,7 @@ func TestEncodersKeepTheWireForm(t *testing.T) {
 	require.NoError(t, err)
 	sk, err := ReceiptSK(r.ProcessedDate, "STREAM")
 	require.NoError(t, err)
-	require.Equal(t, map[string]types.AttributeValue{
+	require.Equal(t, map[string]av.AttributeValue{
 		"PK": S("ACC#a1"), "SK": S(sk), "Entity": S("Receipt"), "SKU": S("STREAM"), "SubscriptionID": S("s1"),
 		"ProcessedDate": S("2024-03-05T09:00:00.000000000Z"), "ProcessedAmount": S("4.99"), "TTL": N("1800000000"),
 	}, item)

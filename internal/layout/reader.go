@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/timefmt"
 )
 
@@ -21,12 +21,12 @@ import (
 // a missing attribute meaning a default). Encoders use attributevalue
 // struct tags where the items' form allows it.
 type itemReader struct {
-	item map[string]types.AttributeValue
+	item map[string]av.AttributeValue
 	key  string
 	err  error
 }
 
-func newItemReader(item map[string]types.AttributeValue) *itemReader {
+func newItemReader(item map[string]av.AttributeValue) *itemReader {
 	return &itemReader{item: item, key: "PK=" + StringOf(item[AttrPK]) + " SK=" + StringOf(item[AttrSK])}
 }
 
@@ -42,7 +42,7 @@ func (r *itemReader) str(attr string) string {
 	if !ok {
 		return ""
 	}
-	s, ok := v.(*types.AttributeValueMemberS)
+	s, ok := v.(*av.AttributeValueMemberS)
 	if !ok {
 		r.fail(attr, fmt.Sprintf("%T", v), fmt.Errorf("%w: not a string", billing.ErrInvalidItem))
 		return ""
@@ -78,7 +78,7 @@ func (r *itemReader) num(attr string) int64 {
 	if !ok {
 		return 0
 	}
-	n, ok := v.(*types.AttributeValueMemberN)
+	n, ok := v.(*av.AttributeValueMemberN)
 	if !ok {
 		r.fail(attr, fmt.Sprintf("%T", v), fmt.Errorf("%w: not a number", billing.ErrInvalidItem))
 		return 0
@@ -96,7 +96,7 @@ func (r *itemReader) boolean(attr string) bool {
 	if !ok {
 		return false
 	}
-	b, ok := v.(*types.AttributeValueMemberBOOL)
+	b, ok := v.(*av.AttributeValueMemberBOOL)
 	if !ok {
 		r.fail(attr, fmt.Sprintf("%T", v), fmt.Errorf("%w: not a boolean", billing.ErrInvalidItem))
 		return false
@@ -210,7 +210,7 @@ func (c SingleTableConfig) readFields(r *itemReader, dst any) {
 
 // readAs decodes item into T through F, T's fields with tags (see
 // readFields), and returns the reader for the decoder's own checks.
-func readAs[F, T any](c SingleTableConfig, item map[string]types.AttributeValue) (T, *itemReader) {
+func readAs[F, T any](c SingleTableConfig, item map[string]av.AttributeValue) (T, *itemReader) {
 	var f F
 	r := newItemReader(item)
 	c.decodeDefaults().readFields(r, &f)

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/entitlement"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -33,8 +33,8 @@ func FuzzFounderPassItem(f *testing.F) {
 	f.Add("USER#u1", "FOUNDER#FOUNDING_MEMBER", "", "", "")
 	f.Add("USER#", "FOUNDER#X", "x", "gold", "now")
 	f.Fuzz(func(t *testing.T, pk, sk, passType, granted, purchased string) {
-		item := map[string]types.AttributeValue{"PK": StringAV(pk), "SK": StringAV(sk), "purchasedAt": StringAV(purchased),
-			"lifetimeAccess": &types.AttributeValueMemberBOOL{Value: true}}
+		item := map[string]av.AttributeValue{"PK": StringAV(pk), "SK": StringAV(sk), "purchasedAt": StringAV(purchased),
+			"lifetimeAccess": &av.AttributeValueMemberBOOL{Value: true}}
 		if passType != "" {
 			item["passType"] = StringAV(passType)
 		}

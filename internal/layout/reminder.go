@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/timefmt"
 	"github.com/google/uuid"
 )
@@ -50,7 +50,7 @@ func SubscriptionReminderAttributes() []string {
 // ReminderClaimItem checks r and at and returns a new claim of r (with a
 // fresh random ID as its Token), the claim attributes to SET on the
 // record's item, and the record's billing_date key.
-func ReminderClaimItem(r billing.Reminder, at time.Time) (billing.ReminderClaim, map[string]types.AttributeValue, string, error) {
+func ReminderClaimItem(r billing.Reminder, at time.Time) (billing.ReminderClaim, map[string]av.AttributeValue, string, error) {
 	if err := r.Validate(); err != nil {
 		return billing.ReminderClaim{}, nil, "", fmt.Errorf("billing: claim reminder: %w", err)
 	}
@@ -63,7 +63,7 @@ func ReminderClaimItem(r billing.Reminder, at time.Time) (billing.ReminderClaim,
 		return billing.ReminderClaim{}, nil, "", fmt.Errorf("billing: claim reminder (%s): %w: claim time %v", r.Key(), billing.ErrInvalidDate, at)
 	}
 	c := billing.ReminderClaim{Reminder: r, At: at.UTC(), Token: uuid.NewString()}
-	return c, map[string]types.AttributeValue{
+	return c, map[string]av.AttributeValue{
 		AttrRemindedFor:   StringAV(bd),
 		AttrRemindedAt:    StringAV(ts),
 		AttrReminderClaim: StringAV(c.Token),
@@ -76,7 +76,7 @@ func ReminderClaimItem(r billing.Reminder, at time.Time) (billing.ReminderClaim,
 // [billing.ReminderClaimer.ClaimReminder]. The DynamoDB stores express the
 // same rule as their condition and call this on the item a failed
 // condition returns; the in-memory stores call it before writing.
-func ReminderClaimRefused(r billing.Reminder, bd string, item map[string]types.AttributeValue) error {
+func ReminderClaimRefused(r billing.Reminder, bd string, item map[string]av.AttributeValue) error {
 	conflict := func(reason string) error {
 		return &billing.ConflictError{Op: "claim reminder", Key: r.Key(), Reason: reason, Err: billing.ErrConflict}
 	}
@@ -97,7 +97,7 @@ func ReminderClaimRefused(r billing.Reminder, bd string, item map[string]types.A
 
 // ReminderReleaseRefused returns the error of a release of the claim whose
 // ID is id on item (nil: none), or nil when the item still holds it.
-func ReminderReleaseRefused(c billing.ReminderClaim, id string, item map[string]types.AttributeValue) error {
+func ReminderReleaseRefused(c billing.ReminderClaim, id string, item map[string]av.AttributeValue) error {
 	if v, ok := item[AttrReminderClaim]; ok && StringOf(v) == id && id != "" {
 		return nil
 	}

@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/stretchr/testify/require"
 )
 
@@ -23,7 +23,7 @@ func TestRequestIsHistoryOnly(t *testing.T) {
 	s.Request = "op=subscribe&key=order-9"
 	hist, err := EncodeHistoryItem(&s)
 	require.NoError(t, err)
-	require.Equal(t, &types.AttributeValueMemberS{Value: "op=subscribe&key=order-9"}, hist[AttrRequest])
+	require.Equal(t, &av.AttributeValueMemberS{Value: "op=subscribe&key=order-9"}, hist[AttrRequest])
 	primary, err := EncodeItem(&s)
 	require.NoError(t, err)
 	require.NotContains(t, primary, AttrRequest, "the billing table's item")
@@ -33,7 +33,7 @@ func TestRequestIsHistoryOnly(t *testing.T) {
 	require.Equal(t, "op=subscribe&key=order-9", back.Request)
 	require.Empty(t, ExtraAttributes(&back), "billing_request is not an unknown attribute")
 
-	hist[AttrRequest] = &types.AttributeValueMemberN{Value: "1"}
+	hist[AttrRequest] = &av.AttributeValueMemberN{Value: "1"}
 	_, err = DecodeItem(hist)
 	require.ErrorContains(t, err, AttrRequest)
 }

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/entitlement"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/timefmt"
 )
 
@@ -129,17 +129,17 @@ func (o OpenPeriods) Due(leadDays int) (nextPayment, nextReminder time.Time) {
 	return nextPayment, nextReminder
 }
 
-func (o OpenPeriods) AttributeValue() types.AttributeValue {
-	m := make(map[string]types.AttributeValue, len(o))
+func (o OpenPeriods) AttributeValue() av.AttributeValue {
+	m := make(map[string]av.AttributeValue, len(o))
 	for k, st := range o {
 		m[k] = StringAV(string(st))
 	}
-	return &types.AttributeValueMemberM{Value: m}
+	return &av.AttributeValueMemberM{Value: m}
 }
 
-func DecodeOpenPeriods(av types.AttributeValue) OpenPeriods {
+func DecodeOpenPeriods(attrVal av.AttributeValue) OpenPeriods {
 	o := OpenPeriods{}
-	if m, ok := av.(*types.AttributeValueMemberM); ok {
+	if m, ok := attrVal.(*av.AttributeValueMemberM); ok {
 		for k, v := range m.Value {
 			o[k] = billing.Status(StringOf(v))
 		}

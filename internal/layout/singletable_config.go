@@ -2,6 +2,7 @@ package layout
 
 import (
 	"fmt"
+	"github.com/dynabill/billing/internal/storeconf"
 	"slices"
 	"strings"
 )
@@ -10,19 +11,20 @@ import (
 // USER#<id>, a sparse reminder index GSI-1 and payment index GSI-2, and
 // the TTL attribute expiresAt that credit balances, grant markers and
 // receipts expire by. Every one can be set in [SingleTableConfig].
+// They are storeconf's, where the public config types live.
 const (
-	DefaultSingleTable        = "billing"
-	DefaultAccountPrefix      = "USER#"
-	DefaultReminderIndex      = "GSI-1"
-	DefaultPaymentIndex       = "GSI-2"
-	DefaultSingleTTLAttribute = "expiresAt"
+	DefaultSingleTable        = storeconf.DefaultSingleTable
+	DefaultAccountPrefix      = storeconf.DefaultAccountPrefix
+	DefaultReminderIndex      = storeconf.DefaultReminderIndex
+	DefaultPaymentIndex       = storeconf.DefaultPaymentIndex
+	DefaultSingleTTLAttribute = storeconf.DefaultSingleTTLAttribute
 	// DefaultSingleDueIndex is the single table's sharded due index, named
 	// as the legacy table's is.
-	DefaultSingleDueIndex = "billing_due-billing_date-index"
+	DefaultSingleDueIndex = storeconf.DefaultSingleDueIndex
 	maxAccountPrefix      = 64
 	// MaxDueShards bounds the due shards of either layout
-	// (dynamostore.MaxDueShards is this value).
-	MaxDueShards = 1024
+	// (dynamostore.MaxDueShards and memory.MaxDueShards are this value).
+	MaxDueShards = storeconf.MaxDueShards
 )
 
 // Key and index attributes of the single-table layout.
@@ -58,19 +60,16 @@ const (
 // attributes the reminder and payment indexes project: what a reminder or
 // a collection run reads without fetching the item. The table's PK and SK and the index's own keys are always projected, so
 // they are not listed.
-func DefaultReminderProjection() []string {
-	return []string{"SKU", "Email", AttrNextPaymentDate}
-}
+func DefaultReminderProjection() []string { return storeconf.DefaultReminderProjection() }
 
 // DefaultPaymentProjection: see [DefaultReminderProjection].
-func DefaultPaymentProjection() []string {
-	return []string{"Email", "PaymentDay", "PaymentAmount", "SKU", "PaymentDetails"}
-}
+func DefaultPaymentProjection() []string { return storeconf.DefaultPaymentProjection() }
 
 // SingleTableConfig is the stores' table configuration with the
 // single-table codecs and key builders as methods. The public
-// dynamostore.SingleTableConfig, which documents the fields and their
-// defaults, converts to it field for field.
+// storeconf.SingleTableConfig (dynamostore.SingleTableConfig and
+// memory.SingleTableConfig are aliases of it), which documents the fields
+// and their defaults, converts to it field for field.
 type SingleTableConfig struct {
 	Table, AccountPrefix, ReminderIndex, PaymentIndex string
 	ReminderProjection, PaymentProjection             []string
@@ -82,28 +81,7 @@ type SingleTableConfig struct {
 // WithDefaults returns c with every empty field set to its default. The
 // projection slices are copied.
 func (c SingleTableConfig) WithDefaults() SingleTableConfig {
-	def := func(p *string, v string) {
-		if *p == "" {
-			*p = v
-		}
-	}
-	def(&c.Table, DefaultSingleTable)
-	def(&c.AccountPrefix, DefaultAccountPrefix)
-	def(&c.ReminderIndex, DefaultReminderIndex)
-	def(&c.PaymentIndex, DefaultPaymentIndex)
-	def(&c.TTLAttribute, DefaultSingleTTLAttribute)
-	def(&c.DueIndex, DefaultSingleDueIndex)
-	if c.ReminderProjection == nil {
-		c.ReminderProjection = DefaultReminderProjection()
-	} else {
-		c.ReminderProjection = slices.Clone(c.ReminderProjection)
-	}
-	if c.PaymentProjection == nil {
-		c.PaymentProjection = DefaultPaymentProjection()
-	} else {
-		c.PaymentProjection = slices.Clone(c.PaymentProjection)
-	}
-	return c
+	return SingleTableConfig(storeconf.SingleTableConfig(c).WithDefaults())
 }
 
 // decodeDefaults fills only what the item decoders read (WithDefaults

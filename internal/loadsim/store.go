@@ -2,11 +2,12 @@ package loadsim
 
 import (
 	"context"
+	"github.com/dynabill/billing/internal/ddbjson"
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/capacity"
 	"github.com/dynabill/billing/internal/dynamotest"
 	"github.com/dynabill/billing/internal/layout"
@@ -57,7 +58,7 @@ func (r *repository) itemSize(s *billing.Subscription) int {
 		if err != nil {
 			return 0
 		}
-		n := dynamotest.ItemSize(item)
+		n := ddbjson.ItemSize(item)
 		if k := r.indexKey(s); k != "" && r.w.cfg.Index == capacity.IndexDue {
 			n += len(layout.AttrDue) + len(k)
 		}
@@ -71,7 +72,7 @@ func (r *repository) historySize(s *billing.Subscription) int {
 		if err != nil {
 			return 0
 		}
-		return dynamotest.ItemSize(item)
+		return ddbjson.ItemSize(item)
 	})
 }
 
@@ -279,13 +280,13 @@ func (w *world) noteSizes(item, hist int) {
 // it: PartitionKey (the user ID), data, ownerName, leaseDuration,
 // recordVersionNumber; well under 1 KB.
 func lockItemSize(userID string) int {
-	return dynamotest.ItemSize(map[string]types.AttributeValue{
-		"PartitionKey":        &types.AttributeValueMemberS{Value: userID},
-		"data":                &types.AttributeValueMemberB{Value: nil},
-		"ownerName":           &types.AttributeValueMemberS{Value: "00000000-0000-0000-0000-000000000000"},
-		"leaseDuration":       &types.AttributeValueMemberS{Value: "1m0s"},
-		"recordVersionNumber": &types.AttributeValueMemberS{Value: "00000000-0000-0000-0000-000000000000"},
-		"isReleased":          &types.AttributeValueMemberS{Value: "1"},
+	return ddbjson.ItemSize(map[string]av.AttributeValue{
+		"PartitionKey":        &av.AttributeValueMemberS{Value: userID},
+		"data":                &av.AttributeValueMemberB{Value: nil},
+		"ownerName":           &av.AttributeValueMemberS{Value: "00000000-0000-0000-0000-000000000000"},
+		"leaseDuration":       &av.AttributeValueMemberS{Value: "1m0s"},
+		"recordVersionNumber": &av.AttributeValueMemberS{Value: "00000000-0000-0000-0000-000000000000"},
+		"isReleased":          &av.AttributeValueMemberS{Value: "1"},
 	})
 }
 

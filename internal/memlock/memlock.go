@@ -5,11 +5,11 @@ package memlock
 import (
 	"context"
 	"fmt"
+	"github.com/dynabill/billing/internal/storeconf"
 	"sync"
 	"time"
 
 	"github.com/dynabill/billing"
-	"github.com/dynabill/billing/dynamostore"
 )
 
 // lostPoll is how often a stopped lease reads the clock to see whether it
@@ -24,7 +24,7 @@ type Options struct {
 	// same time as everything else.
 	Clock billing.Clock
 	// LeaseDuration is how long a lease outlives its last renewal.
-	// Defaults to [dynamostore.DefaultLeaseDuration].
+	// Defaults to dynamostore.DefaultLeaseDuration.
 	LeaseDuration time.Duration
 }
 
@@ -67,7 +67,7 @@ func New(opts Options) *Locker {
 		opts.Clock = billing.SystemClock{}
 	}
 	if opts.LeaseDuration <= 0 {
-		opts.LeaseDuration = dynamostore.DefaultLeaseDuration
+		opts.LeaseDuration = storeconf.DefaultLeaseDuration
 	}
 	return &Locker{clock: opts.Clock, lease: opts.LeaseDuration, held: make(map[string]*lease)}
 }

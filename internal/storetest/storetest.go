@@ -6,6 +6,8 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"github.com/dynabill/billing/internal/av"
+	"github.com/dynabill/billing/internal/sdkav"
 	"maps"
 	"testing"
 	"time"
@@ -59,16 +61,16 @@ func DynamoStoresSeeded(t *testing.T, opts memory.Options, seed []billing.Subscr
 		}
 		req, keys, n = map[string][]types.WriteRequest{}, map[string]bool{}, 0
 	}
-	put := func(table, sk string, item map[string]types.AttributeValue) {
+	put := func(table, sk string, item map[string]av.AttributeValue) {
 		key := table + "\x00" + layout.StringOf(item[layout.AttrUserID]) + "\x00" + layout.StringOf(item[sk])
 		if n == 25 || keys[key] {
 			flush()
 		}
-		req[table] = append(req[table], types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
+		req[table] = append(req[table], types.WriteRequest{PutRequest: &types.PutRequest{Item: sdkav.ToSDK(item)}})
 		keys[key] = true
 		n++
 	}
-	var prims, hists []map[string]types.AttributeValue
+	var prims, hists []map[string]av.AttributeValue
 	for i := range seed {
 		prim, err := layout.EncodeItem(&seed[i])
 		if err != nil {
@@ -104,7 +106,7 @@ func DynamoRawStores(t *testing.T) (billing.Repository, billing.History, billing
 	w := dynamotest.Wrap(client)
 	t.Cleanup(func() { w.AssertNoViolations(t) })
 	repo, hist := NewDynamoStores(t, dynamostore.Config{Client: w, Tables: tables})
-	put := func(ctx context.Context, table string, item map[string]types.AttributeValue) error {
+	put := func(ctx context.Context, table string, item map[string]av.AttributeValue) error {
 		name := tables.Subscriptions
 		switch table {
 		case memory.SubscriptionsTable:
@@ -113,7 +115,7 @@ func DynamoRawStores(t *testing.T) (billing.Repository, billing.History, billing
 		default:
 			return fmt.Errorf("storetest: unknown table %q", table)
 		}
-		_, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &name, Item: item})
+		_, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &name, Item: sdkav.ToSDK(item)})
 		return err
 	}
 	return repo, hist, put
@@ -141,7 +143,7 @@ func SingleTableRawStores(t *testing.T) (billing.Repository, billing.History, bi
 	t.Helper()
 	repo, client, table := newSingleTableStore(t, nil, memory.Options{})
 	cfg := layout.SingleTableConfig(table).WithDefaults()
-	put := func(ctx context.Context, tableName string, item map[string]types.AttributeValue) error {
+	put := func(ctx context.Context, tableName string, item map[string]av.AttributeValue) error {
 		ref, err := layout.ParseSubscriptionRef(layout.StringOf(item[layout.AttrUserID]))
 		if err != nil {
 			return err
@@ -158,7 +160,7 @@ func SingleTableRawStores(t *testing.T) (billing.Repository, billing.History, bi
 			return fmt.Errorf("storetest: unknown table %q", tableName)
 		}
 		item[layout.AttrPK] = layout.StringAV(cfg.AccountPK(ref.AccountID))
-		_, err = client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &cfg.Table, Item: item})
+		_, err = client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &cfg.Table, Item: sdkav.ToSDK(item)})
 		return err
 	}
 	return repo, repo.History(), put
