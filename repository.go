@@ -126,8 +126,11 @@ type Repository interface {
 	// The records returned carry the last_run_dates written. A stored record in flight is
 	// never overwritten, nor is one changed meanwhile (e.g. an attempt
 	// made durable after the read) that the store cannot write on a fresh
-	// read: it is named in the [*BatchError], which wraps
-	// [ErrAttemptInFlight] or [ErrConflict]. Every record is either written
+	// read, nor one written after the copy the batch's record was made
+	// from (its last_run_date later than the record's: collected since the
+	// host read it, say, which the copy would make owed again): it is
+	// named in the [*BatchError], which wraps [ErrAttemptInFlight] or
+	// [ErrConflict]. Read such a record again. Every record is either written
 	// exactly once with its history row, or named in
 	// [BatchError.Unwritten].
 	AddAll(ctx context.Context, subs []Subscription) ([]Subscription, error)

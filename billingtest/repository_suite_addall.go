@@ -302,6 +302,35 @@ func (s *repoSuite) addAllCases() []repoCase {
 			e.requireAbsent(u, day(0))
 			e.requireAbsent(u, day(10))
 		}},
+		{"StaleCopyOverACollectedRecordRefused", func(t *testing.T) {
+			// A host batch read a SCHEDULED record, then a collection
+			// completed it, then the batch writes its copy back with another
+			// amount: written over, the paid period would be owed again and
+			// charged twice. The stored record's last_run_date is later than
+			// the copy's, so the copy is refused and nothing is written.
+			e := s.env(t, memory.Options{})
+			u := ids.user()
+			r := ids.record(u, day(0), billing.StatusScheduled)
+			e.add(r)
+			copyRead := e.get(u, day(0))
+			paid := copyRead.Clone()
+			paid.Status, paid.TransactionID = billing.StatusCompleted, "txn-paid"
+			paid.LastRunDate = copyRead.LastRunDate.Add(time.Hour)
+			paid.CompletionDate = paid.LastRunDate
+			e.update(copyRead, paid)
+			recs, hist := e.snapshot(u)
+			stale := copyRead.Clone()
+			stale.Amount = billing.Cents(1999)
+			_, err := e.repo.AddAll(e.ctx(), []billing.Subscription{stale})
+			var be *billing.BatchError
+			if !errors.As(err, &be) || !errors.Is(err, billing.ErrConflict) || len(be.Unwritten) != 1 {
+				t.Fatalf("AddAll of a copy older than the stored record = %v, want a *BatchError wrapping ErrConflict naming it", err)
+			}
+			e.requireUnchanged(u, recs, hist)
+			if got := e.get(u, day(0)); got.Status != billing.StatusCompleted {
+				t.Fatalf("the collected record is %s after the stale batch, want COMPLETED", got.Status)
+			}
+		}},
 		{"RewriteOfReadRecordAppends", func(t *testing.T) {
 			// A host batch re-reads a record, changes its amount and
 			// writes it back: its history key (the last_run_date read) holds
@@ -340,9 +369,22 @@ func (s *repoSuite) addAllCases() []repoCase {
 			}
 			e.requireUnchanged(u, recs, hist)
 
-			// Another rewrite of the same read is another request: it is
-			// appended after both rows.
-			other := cur.Clone()
+			// Another rewrite of the same read is over a stale copy: the
+			// stored record was written after it (the first rewrite). It is
+			// refused, and nothing is written.
+			stale := cur.Clone()
+			stale.Amount = billing.Cents(1299)
+			_, err := e.repo.AddAll(e.ctx(), []billing.Subscription{stale})
+			var be *billing.BatchError
+			if !errors.As(err, &be) || !errors.Is(err, billing.ErrConflict) || len(be.Unwritten) != 1 {
+				t.Fatalf("AddAll of a stale copy = %v, want a *BatchError wrapping ErrConflict naming it", err)
+			}
+			e.requireUnchanged(u, recs, hist)
+
+			// A rewrite of a fresh read is another request: it is appended
+			// after both rows.
+			fresh := e.get(u, day(0))
+			other := fresh.Clone()
 			other.Amount = billing.Cents(1299)
 			third := e.addAll([]billing.Subscription{other})
 			requireMovedPast(t, third[0], written[0])

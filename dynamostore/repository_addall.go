@@ -160,6 +160,9 @@ func (r *Repository) placeRows(ctx context.Context, resolved []billing.Subscript
 		case p.Err != nil:
 			failed[i] = p.Err
 			continue
+		case rec.stored != nil && !p.RowStored && layout.ChangedSince(rec.stored, resolved[i].LastRunDate):
+			failed[i] = layout.StaleCopyError(&resolved[i])
+			continue
 		case p.Moved:
 			resolved[i].LastRunDate = p.LastRunDate
 			rec.hist, _ = layout.EncodeHistoryItem(&resolved[i]) // it encoded at its own last_run_date

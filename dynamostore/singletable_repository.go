@@ -762,6 +762,10 @@ func (r *SingleTableRepository) AddAll(ctx context.Context, subs []billing.Subsc
 				gerr = plans[i].Err
 				break
 			}
+			if stored[i] != nil && !plans[i].RowStored && layout.ChangedSince(stored[i], resolved[i].LastRunDate) {
+				gerr = layout.StaleCopyError(&resolved[i])
+				break
+			}
 		}
 		if gerr == nil {
 			t := newSTTx("add all")

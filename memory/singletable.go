@@ -685,6 +685,9 @@ func (r *stRepository) AddAll(ctx context.Context, subs []billing.Subscription) 
 			if plans[i].Err != nil && err == nil {
 				err = plans[i].Err
 			}
+			if err == nil && !plans[i].RowStored && s.periods.changedSinceAt(resolved[i].UserID, layout.BillingDateKey(&resolved[i]), resolved[i].LastRunDate) {
+				err = layout.StaleCopyError(&resolved[i])
+			}
 			resolved[i].LastRunDate = plans[i].LastRunDate
 			if err := s.putPeriod(t, nil, &resolved[i]); err != nil {
 				return resolved, err

@@ -515,6 +515,9 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 			continue
 		}
 		p := plans[i]
+		if p.Err == nil && ok && !p.RowStored && layout.ChangedSince(cur, out[i].LastRunDate) {
+			p.Err = layout.StaleCopyError(&out[i])
+		}
 		if p.Err != nil {
 			be.Unwritten = append(be.Unwritten, out[i].Key())
 			be.Err = errors.Join(be.Err, p.Err)
@@ -574,6 +577,16 @@ func itemInFlight(item map[string]av.AttributeValue) bool { return layout.ItemIn
 
 // inFlightAt reports whether the stored record at userID and billingDate
 // (as stored) is in flight.
+// changedSinceAt reports whether the record stored at (userID,
+// billingDate) was written after at ([layout.ChangedSince]).
+func (s *Store) changedSinceAt(userID, billingDate string, at time.Time) bool {
+	user := s.locks.of(userID)
+	s.locks.rlock(user)
+	defer s.locks.runlock(user)
+	cur, ok := s.primary.get(tableKey{userID, billingDate})
+	return ok && layout.ChangedSince(cur, at)
+}
+
 func (s *Store) inFlightAt(userID, billingDate string) bool {
 	user := s.locks.of(userID)
 	s.locks.rlock(user)

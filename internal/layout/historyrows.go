@@ -129,3 +129,22 @@ func WrittenSince(prim map[string]av.AttributeValue, at time.Time) bool {
 	t, err := timefmt.Parse(StringOf(prim[AttrLastRunDate]))
 	return err == nil && !t.Before(at)
 }
+
+// ChangedSince reports whether the stored primary item prim was written
+// after at, the last_run_date of the copy a batch record was made from:
+// the record changed after the host read it (a collection, an admin
+// change), so the copy is stale and must not be written over it.
+func ChangedSince(prim map[string]av.AttributeValue, at time.Time) bool {
+	t, err := timefmt.Parse(StringOf(prim[AttrLastRunDate]))
+	return err == nil && t.After(at)
+}
+
+// StaleCopyError refuses a batch record whose stored record
+// [ChangedSince] the copy it was made from: a [*billing.ConflictError]
+// wrapping [billing.ErrConflict]. Written over, a period collected since
+// would go back to being owed, and be charged again.
+func StaleCopyError(rec *billing.Subscription) error {
+	return &billing.ConflictError{Op: "add all", Key: rec.Key(),
+		Reason: "the stored record was written after the copy this record was made from (a later last_run_date): not overwritten; read it again",
+		Err:    billing.ErrConflict}
+}
