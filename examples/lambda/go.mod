@@ -9,8 +9,8 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.73.1
 	github.com/aws/aws-sdk-go-v2/service/secretsmanager v1.50.10
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.52.10
-	github.com/dynabill/billing v0.0.0-20261128054042-5914b250eeed
-	github.com/dynabill/billing/billingstripe v0.0.0-20261128055234-4aafdbd87f5d
+	github.com/dynabill/billing v0.0.0-20261128063054-52f5983201c9
+	github.com/dynabill/billing/billingstripe v0.0.0-20261128063126-4f4d96d89480
 	github.com/stretchr/testify v1.12.1
 	github.com/stripe/stripe-go/v85 v85.0.0
 )
