@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -232,11 +233,15 @@ func (c *Collector) repeatInHistory(ctx context.Context, req SubscribeRequest) (
 	if c.cfg.History == nil {
 		return Subscribed{}, nil
 	}
+	// The user's rows, a consistent read: "no rows of this key" decides
+	// that a new subscription may be written, which an index read that
+	// lags behind could not.
 	id := SubscriptionIDFor(req.UserID, req.RequestKey)
-	rows, err := c.cfg.History.ListBySubscription(ctx, id)
+	rows, err := c.cfg.History.ListByUser(ctx, req.UserID)
 	if err != nil {
-		return Subscribed{}, fmt.Errorf("read the history of %s: %w", id, err)
+		return Subscribed{}, fmt.Errorf("read the history of user %s: %w", req.UserID, err)
 	}
+	rows = slices.DeleteFunc(rows, func(r Subscription) bool { return r.SubscriptionID != id })
 	if len(rows) == 0 {
 		return Subscribed{}, nil
 	}
