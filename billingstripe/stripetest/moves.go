@@ -25,40 +25,31 @@ var ErrIntentState = errors.New("stripetest: payment intent is not in a state fo
 // latest. Retrieve and list see the move; a replay of the request that
 // created the intent still answers what that request answered.
 func (s *Server) ConfirmOnSession(id string, o Outcome) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	in, err := s.intentLocked(id)
-	if err != nil {
-		return err
-	}
-	if in.Status != "requires_payment_method" {
-		return fmt.Errorf("%w: confirm payment intent %s on-session: it is %s, not requires_payment_method", ErrIntentState, id, in.Status)
-	}
+	return s.move(id, "confirm payment intent %s on-session", "requires_payment_method", func(in *intent) error {
+		s.confirmAgain(in, o)
+		return nil
+	})
+}
+
+// confirmAgain confirms in again with outcome o. The caller holds s.mu.
+func (s *Server) confirmAgain(in *intent, o Outcome) {
 	s.seq++
 	in.Charge = fmt.Sprintf("ch_%06d", s.seq)
 	if o.Code != "" {
 		s.fail(in, o)
-		return nil
+		return
 	}
 	in.LastError = nil
 	in.Status = s.goneThrough(in)
-	return nil
 }
 
 // Settle settles the processing bank debit id: it becomes succeeded, as
 // an ACH debit does days after it was made.
 func (s *Server) Settle(id string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	in, err := s.intentLocked(id)
-	if err != nil {
-		return err
-	}
-	if in.Status != "processing" {
-		return fmt.Errorf("%w: settle payment intent %s: it is %s, not processing", ErrIntentState, id, in.Status)
-	}
-	in.Status = "succeeded"
-	return nil
+	return s.move(id, "settle payment intent %s", "processing", func(in *intent) error {
+		in.Status = "succeeded"
+		return nil
+	})
 }
 
 // FailProcessing fails the processing bank debit id with the failed
@@ -68,37 +59,39 @@ func (s *Server) FailProcessing(id string, o Outcome) error {
 	if o.Code == "" {
 		return fmt.Errorf("stripetest: fail payment intent %s: the outcome has no failure code", id)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	in, err := s.intentLocked(id)
-	if err != nil {
-		return err
-	}
-	if in.Status != "processing" {
-		return fmt.Errorf("%w: fail payment intent %s: it is %s, not processing", ErrIntentState, id, in.Status)
-	}
-	s.fail(in, o)
-	return nil
+	return s.move(id, "fail payment intent %s", "processing", func(in *intent) error {
+		s.fail(in, o)
+		return nil
+	})
 }
 
 // Refund refunds the latest charge of the succeeded intent id in full.
 // The intent stays succeeded, as at Stripe; its charge.refunded event is
 // then available from [Server.Event].
 func (s *Server) Refund(id string) error {
+	return s.move(id, "refund payment intent %s", "succeeded", func(in *intent) error {
+		if in.Refunded {
+			return fmt.Errorf("%w: refund payment intent %s: charge %s is already refunded", ErrIntentState, id, in.Charge)
+		}
+		in.Refunded = true
+		return nil
+	})
+}
+
+// move applies fn to the intent id, under s.mu, when its status is want;
+// otherwise the error names the move (what, formatted with id) and
+// wraps [ErrNoSuchIntent] or [ErrIntentState].
+func (s *Server) move(id, what, want string, fn func(in *intent) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in, err := s.intentLocked(id)
 	if err != nil {
 		return err
 	}
-	switch {
-	case in.Status != "succeeded":
-		return fmt.Errorf("%w: refund payment intent %s: it is %s, not succeeded", ErrIntentState, id, in.Status)
-	case in.Refunded:
-		return fmt.Errorf("%w: refund payment intent %s: charge %s is already refunded", ErrIntentState, id, in.Charge)
+	if in.Status != want {
+		return fmt.Errorf("%w: %s: it is %s, not %s", ErrIntentState, fmt.Sprintf(what, id), in.Status, want)
 	}
-	in.Refunded = true
-	return nil
+	return fn(in)
 }
 
 // intentLocked is the intent id; the caller holds s.mu.
