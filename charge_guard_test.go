@@ -35,9 +35,8 @@ func TestChargeGuardRefusesAmountsOutsideTheLimits(t *testing.T) {
 		{name: "zero", amount: 0},
 		{name: "zero with a set limit", cfg: []func(*billing.Config){withMax}, amount: 0},
 		{name: "over a set limit with free tiers", cfg: []func(*billing.Config){withMax, freeTiers}, amount: billing.MustParseAmount("100.01")},
-		// The engine has no free-period path of its own: a host allowing
-		// free tiers has a zero presented to its processor.
-		{name: "zero with free tiers", cfg: []func(*billing.Config){freeTiers}, amount: 0, charged: true},
+		// A zero with free tiers is completed without the processor: see
+		// TestFreeTierCompletesWithoutProcessor.
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -108,14 +108,16 @@ type Config struct {
 	// corrected. Defaults to [DefaultMaxCharge].
 	MaxCharge Amount
 	// AllowFreeTiers lets a subscription or tier change set an amount of
-	// zero, and lets a record of zero be charged. Defaults to false: a
-	// zero amount is refused when a price is set and again before every
-	// charge (reported like an amount over MaxCharge), so that nothing
-	// sends a charge of nothing to the processor by mistake. The engine
-	// has no path that completes a free period on its own: with this set,
-	// a record of zero is presented to the processor like any other, so
-	// set it only for a processor that answers such a charge (the Stripe
-	// provider refuses one as an error, leaving the attempt in flight).
+	// zero, and lets the engine complete a record of zero when it is due:
+	// one conditional write with its history row
+	// ([EventFreePeriodCompleted]), no attempt, no key and no call to the
+	// processor, on every run kind and single collection; the next period
+	// opens as after a payment. A zero is never presented to the
+	// processor. A zero record attempted by an earlier version (still in
+	// flight) is resolved first like any other, then completed. Defaults
+	// to false: a zero amount is refused when a price is set and again
+	// before every collection (reported like an amount over MaxCharge), so
+	// that a period nobody meant to be free is not given away.
 	AllowFreeTiers bool
 	// MeterProvider makes the collection metrics (see
 	// dynabill.collection.attempts in the package doc). Defaults to otel.GetMeterProvider(), a
@@ -293,6 +295,9 @@ type Report struct {
 	// call whose outcome stays unknown (see [PaymentProvider]) is counted
 	// here and in Unknown.
 	RateLimited int `json:"rate_limited"`
+	// Free counts zero-amount periods completed without the processor
+	// (see [Config.AllowFreeTiers]).
+	Free int `json:"free,omitempty"`
 	// Advanced counts PAUSED records moved on by the pause run.
 	Advanced int `json:"advanced"`
 	Stale    int `json:"stale"`
@@ -383,6 +388,9 @@ type PlanAction string
 const (
 	// PlanCollect: the record is charged (process INITIAL or RETRY).
 	PlanCollect PlanAction = "collect"
+	// PlanCompleteFree: the record's amount is zero; it is completed
+	// without the processor (see [Config.AllowFreeTiers]).
+	PlanCompleteFree PlanAction = "complete free"
 	// PlanMarkStale: the record is too old to collect and becomes STALE.
 	PlanMarkStale PlanAction = "mark stale"
 	// PlanAdvancePause: the paused period is skipped and the next opened.
@@ -428,6 +436,9 @@ func (c *Collector) PlanRecord(kind RunKind, sub *Subscription, now time.Time) P
 	}
 	if ok, why := c.eligible(proc, sub, now); !ok {
 		return Plan{PlanSkip, why}
+	}
+	if c.freeable(sub) {
+		return Plan{PlanCompleteFree, ""}
 	}
 	return Plan{PlanCollect, ""}
 }

@@ -28,12 +28,17 @@ func (c *Collector) attempt(ctx context.Context, proc Process, cur *Subscription
 // and reported.
 func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Subscription, rep *Report) error {
 	if cur.InFlight() {
-		_, err := c.resolve(ctx, cur, rep)
+		res, err := c.resolve(ctx, cur, rep)
 		var unresolved *InFlightError
 		if errors.As(err, &unresolved) {
 			e := eventFor(EventAttemptUnresolved, cur, c.cfg.Clock.Now())
 			e.Amount, e.Reason = unresolved.Amount, unresolved.Error()
 			c.emit(ctx, e)
+		}
+		if err == nil {
+			// A zero period attempted before the free path: resolved, it
+			// is completed now rather than presented again.
+			err = c.completeResolvedFree(ctx, proc, &res, rep)
 		}
 		// Resolved: the outcome is recorded; a declined one is retried by
 		// the retry policy like any other.
@@ -55,6 +60,9 @@ func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Subscr
 		if err := c.checkSuccessor(ctx, cur); err != nil {
 			return fmt.Errorf("collect %s: %w", cur.SubscriptionID, err)
 		}
+	}
+	if c.freeable(cur) {
+		return c.completeFree(ctx, proc, cur, rep)
 	}
 	for try := 0; ; try++ {
 		marked, err := c.charge(ctx, rep, func() (Subscription, error) {
@@ -195,14 +203,19 @@ func (c *Collector) startAttempt(ctx context.Context, proc Process, cur *Subscri
 }
 
 // chargeable checks the amount of cur against the collector's limits
-// before an attempt to charge it is made: more than zero (zero too with
-// [Config.AllowFreeTiers]) and at most [Config.MaxCharge]. The record may
+// before an attempt to charge it is made: more than zero and at most
+// [Config.MaxCharge] (a zero period is completed by the engine without a
+// charge when [Config.AllowFreeTiers] is set, see [Collector.completeFree]). The record may
 // have been written by anything (a batch, a reactivation copying the last
 // amount, another program), so the limits checked when a price is set are
 // checked again here. A refusal is a [*FieldError] on billing_amount
 // naming the record's key, wrapping [ErrInvalidAmount].
 func (c *Collector) chargeable(cur *Subscription) error {
-	if why := c.outOfLimits(cur.Amount); why != "" {
+	why := c.outOfLimits(cur.Amount)
+	if cur.Amount == 0 {
+		why = "zero is never presented to the processor (a free period is completed without it)"
+	}
+	if why != "" {
 		return &FieldError{Field: "billing_amount", Value: cur.Amount.String(), Key: cur.Key(),
 			Err: fmt.Errorf("%w: %s", ErrInvalidAmount, why)}
 	}

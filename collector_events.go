@@ -12,6 +12,11 @@ type EventType string
 const (
 	// EventPaymentSucceeded: a collection completed (COMPLETED).
 	EventPaymentSucceeded EventType = "payment_succeeded"
+	// EventFreePeriodCompleted: a period of zero (a free tier) was
+	// completed by the engine itself (COMPLETED), with no attempt, key or
+	// processor call (see [Config.AllowFreeTiers]). Its history row carries
+	// this change; the next period is opened as after a payment.
+	EventFreePeriodCompleted EventType = "subscription_free_period_completed"
 	// EventPaymentPending: an ACH debit was submitted (ACHSENT).
 	EventPaymentPending EventType = "payment_pending"
 	// EventPaymentDeclined: a collection was declined (ERROR).

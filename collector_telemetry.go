@@ -26,6 +26,7 @@ const (
 	outcomeRateLimited   = "rate_limited"
 	outcomeStale         = "stale"
 	outcomeAdvanced      = "advanced"
+	outcomeFree          = "free"
 	outcomeSkippedLocked = "skipped_locked"
 	outcomeNotEligible   = "not_eligible"
 	outcomeConflict      = "conflict"
@@ -224,6 +225,8 @@ func (o *recordObs) outcome() string {
 		return outcomeStale
 	case r.Advanced > 0:
 		return outcomeAdvanced
+	case r.Free > 0:
+		return outcomeFree
 	case r.SkippedLocked > 0:
 		return outcomeSkippedLocked
 	}
@@ -245,6 +248,7 @@ func (r *Report) add(o *Report) {
 	r.Unknown += o.Unknown
 	r.RateLimited += o.RateLimited
 	r.Advanced += o.Advanced
+	r.Free += o.Free
 	r.Stale += o.Stale
 	r.ACHOverdue += o.ACHOverdue
 	r.SkippedLocked += o.SkippedLocked
