@@ -185,7 +185,12 @@ func (c *Collector) Resume(ctx context.Context, subscriptionID string) (Change, 
 // records: the error names that record. Moving a record past later records that are all
 // terminal (cancelled, completed, ...) is allowed: it stays the latest.
 func (c *Collector) ChangeBillingDate(ctx context.Context, subscriptionID string, date time.Time) (Change, error) {
-	return c.admin(ctx, OpChangeDate, subscriptionID, func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
+	return c.admin(ctx, OpChangeDate, subscriptionID, c.moveDate(date))
+}
+
+// moveDate is the edit of a record's move to date ([Collector.ChangeBillingDate]).
+func (c *Collector) moveDate(date time.Time) func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
+	return func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
 		d, err := c.billingDay("billing_date", date, now)
 		if err != nil {
 			return nil, err
@@ -221,7 +226,7 @@ func (c *Collector) ChangeBillingDate(ctx context.Context, subscriptionID string
 			}
 		}
 		return nil, nil
-	})
+	}
 }
 
 // DateMoveError reports a refused [Collector.ChangeBillingDate]: the
@@ -334,6 +339,13 @@ func (c *Collector) ChangeTier(ctx context.Context, subscriptionID, tier string,
 		}
 		if err := sameTier(cur, tier, amount, downgrade); err != nil {
 			return nil, err // a change to what it is writes no history row
+		}
+		if cur.IsTrial() {
+			// Nothing is charged in a trial: the first charge follows the
+			// new plan, whether it is an upgrade or a downgrade.
+			next.ReceiptTierName, next.TrialAmount = tier, amount
+			next.IsPendingDowngrade, next.PendingTierName, next.PendingAmount = false, "", 0
+			return nil, nil
 		}
 		if downgrade {
 			next.IsPendingDowngrade, next.PendingTierName, next.PendingAmount = true, tier, amount

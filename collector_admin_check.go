@@ -11,12 +11,14 @@ type AdminOp string
 
 // The admin changes of one record.
 const (
-	OpWaive      AdminOp = "waive"               // [Collector.Waive]
-	OpCancel     AdminOp = "cancel"              // [Collector.Cancel]
-	OpPause      AdminOp = "pause"               // [Collector.Pause]
-	OpResume     AdminOp = "resume"              // [Collector.Resume]
-	OpChangeDate AdminOp = "change billing date" // [Collector.ChangeBillingDate]
-	OpChangeTier AdminOp = "change tier"         // [Collector.ChangeTier]
+	OpWaive       AdminOp = "waive"               // [Collector.Waive]
+	OpCancel      AdminOp = "cancel"              // [Collector.Cancel]
+	OpPause       AdminOp = "pause"               // [Collector.Pause]
+	OpResume      AdminOp = "resume"              // [Collector.Resume]
+	OpChangeDate  AdminOp = "change billing date" // [Collector.ChangeBillingDate]
+	OpChangeTier  AdminOp = "change tier"         // [Collector.ChangeTier]
+	OpEndTrial    AdminOp = "end trial"           // [Collector.EndTrial]
+	OpExtendTrial AdminOp = "extend trial"        // [Collector.ExtendTrial]
 )
 
 // adminOp is what the engine knows of an admin change: the statuses it
@@ -29,12 +31,14 @@ type adminOp struct {
 // adminOps is the one table of the admin changes, read by the changes
 // themselves and by [Collector.CheckChange].
 var adminOps = map[AdminOp]adminOp{
-	OpWaive:      {[]Status{StatusScheduled, StatusError}, EventWaived},
-	OpCancel:     {[]Status{StatusScheduled, StatusError, StatusPaused}, EventCancelled},
-	OpPause:      {[]Status{StatusScheduled, StatusPaused}, EventPaused},
-	OpResume:     {[]Status{StatusPaused}, EventResumed},
-	OpChangeDate: {[]Status{StatusScheduled, StatusError, StatusPaused}, EventBillingDateMoved},
-	OpChangeTier: {[]Status{StatusScheduled}, EventTierChanged},
+	OpWaive:       {[]Status{StatusScheduled, StatusError}, EventWaived},
+	OpCancel:      {[]Status{StatusScheduled, StatusError, StatusPaused}, EventCancelled},
+	OpPause:       {[]Status{StatusScheduled, StatusPaused}, EventPaused},
+	OpResume:      {[]Status{StatusPaused}, EventResumed},
+	OpChangeDate:  {[]Status{StatusScheduled, StatusError, StatusPaused}, EventBillingDateMoved},
+	OpChangeTier:  {[]Status{StatusScheduled}, EventTierChanged},
+	OpEndTrial:    {[]Status{StatusScheduled}, EventTrialChanged},
+	OpExtendTrial: {[]Status{StatusScheduled}, EventTrialChanged},
 }
 
 // AdminChange is an admin change for [Collector.CheckChange]: the

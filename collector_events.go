@@ -17,6 +17,14 @@ const (
 	// processor call (see [Config.AllowFreeTiers]). Its history row carries
 	// this change; the next period is opened as after a payment.
 	EventFreePeriodCompleted EventType = "subscription_free_period_completed"
+	// EventTrialEnded: a trial period ended and was completed by the
+	// engine without a charge (COMPLETED); its history row carries this
+	// change.
+	EventTrialEnded EventType = "subscription_trial_ended"
+	// EventTrialConverted: the first paid period after a trial was opened
+	// (SCHEDULED on the trial's end, at the plan's price); the history row
+	// of that period carries this change.
+	EventTrialConverted EventType = "subscription_trial_converted"
 	// EventPaymentPending: an ACH debit was submitted (ACHSENT).
 	EventPaymentPending EventType = "payment_pending"
 	// EventPaymentDeclined: a collection was declined (ERROR).
@@ -86,6 +94,12 @@ const (
 	// EventSubscriptionCreated: the host subscribed a user ([Collector.Subscribe]);
 	// the row is the first period.
 	EventSubscriptionCreated EventType = "subscription_created"
+	// EventTrialStarted: the host subscribed a user with a trial
+	// ([SubscribeRequest.TrialDays]); the row is the trial period.
+	EventTrialStarted EventType = "subscription_trial_started"
+	// EventTrialChanged: an operator ended a trial early or extended it
+	// ([Collector.EndTrial], [Collector.ExtendTrial]).
+	EventTrialChanged EventType = "subscription_trial_changed"
 	// EventSubscriptionReactivated: an operator reactivated a user
 	// ([Collector.Reactivate]); the row is the new period.
 	EventSubscriptionReactivated EventType = "subscription_reactivated"

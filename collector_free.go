@@ -11,11 +11,12 @@ import (
 // attempt, a key or a call to the processor.
 
 // freeable reports whether cur, not in flight, is a zero-amount period the
-// engine completes by itself, when [Config.AllowFreeTiers] is set. Any
+// engine completes by itself: a trial always, any other when
+// [Config.AllowFreeTiers] is set. Any
 // other zero record is refused before a charge as an amount out of limits
 // (see [Collector.chargeable]).
 func (c *Collector) freeable(cur *Subscription) bool {
-	return cur.Amount == 0 && !cur.InFlight() && c.cfg.AllowFreeTiers
+	return cur.Amount == 0 && !cur.InFlight() && (c.cfg.AllowFreeTiers || cur.IsTrial())
 }
 
 // completeFree completes cur, a zero-amount period eligible for proc (read
@@ -44,6 +45,9 @@ func (c *Collector) completeFree(ctx context.Context, proc Process, cur *Subscri
 		}
 	}
 	ev := EventFreePeriodCompleted
+	if cur.IsTrial() {
+		ev = EventTrialEnded
+	}
 	err := c.write(ctx, ev, cur, &next, create)
 	if errors.Is(err, ErrAlreadyExists) && len(create) > 0 {
 		create = nil // the next period appeared meanwhile
@@ -54,6 +58,9 @@ func (c *Collector) completeFree(ctx context.Context, proc Process, cur *Subscri
 	}
 	rep.count(&rep.Free)
 	c.emit(ctx, eventFor(ev, &next, next.LastRunDate))
+	if cur.IsTrial() && len(create) > 0 {
+		c.emit(ctx, eventFor(EventTrialConverted, create[0], next.LastRunDate))
+	}
 	return nil
 }
 

@@ -122,6 +122,9 @@ func (c *Collector) later(ctx context.Context, cur *Subscription) ([]Subscriptio
 // followingDate is the billing date of the period after cur by its
 // schedule; a pause counts months, whatever the term (see advancePause).
 func followingDate(cur *Subscription) (time.Time, error) {
+	if cur.IsTrial() {
+		return cur.TrialEnd, nil // the first paid period
+	}
 	if cur.Status == StatusPaused {
 		return PauseResumeDate(cur.BillingDate, cur.Schedule(), 1)
 	}
@@ -245,6 +248,9 @@ func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Subscript
 	}
 	if cur.IsPendingDowngrade && cur.PendingTierName != "" {
 		f.ReceiptTierName, f.Amount = cur.PendingTierName, cur.PendingAmount
+	}
+	if cur.IsTrial() {
+		f.Amount, f.Change, f.UpdatedEvent = cur.TrialAmount, EventTrialConverted, UpdatedEventTrialConverted
 	}
 	return f, nil
 }

@@ -147,6 +147,10 @@ func subscribeRequest(req SubscribeRequest) keyedRequest {
 	if req.Amount != 0 && req.Amount != ListPrice { // both mean the list price
 		r = r.field("Amount", req.Amount.String())
 	}
+	if req.TrialDays != 0 || !req.TrialEnd.IsZero() { // absent on requests without, as before
+		r = r.field("TrialDays", fmt.Sprint(req.TrialDays)).time("TrialEnd", req.TrialEnd).
+			field("AllowRepeatTrial", fmt.Sprint(req.AllowRepeatTrial))
+	}
 	return r
 }
 

@@ -82,6 +82,22 @@ type SubscribeRequest struct {
 	// and the months after it are skipped, and the first charge is
 	// PauseMonths months after FirstBillingDate. 0 to 120. Defaults to 0.
 	PauseMonths int
+	// TrialDays starts the subscription with a trial of that many days, 1
+	// to [MaxTrialDays]: a period of its own at zero from
+	// FirstBillingDate, completed by the engine without a charge, after
+	// which the first paid period opens on the trial's end, the day the
+	// anchor (or the Friday of FridayBilling) follows. Defaults to no
+	// trial. See [Collector.Subscribe].
+	TrialDays int
+	// TrialEnd is the trial's end as a date instead of TrialDays (not
+	// both): the first paid period's billing date, read as
+	// FirstBillingDate is and after it.
+	TrialEnd time.Time
+	// AllowRepeatTrial lets a user who had a trial before have another.
+	// Defaults to false: a trial request for a user whose records or
+	// history show a trial is refused with a [*FieldError] on TrialDays
+	// wrapping [ErrTrialUsed].
+	AllowRepeatTrial bool
 }
 
 // Subscribed is what [Collector.Subscribe] did.
@@ -196,8 +212,15 @@ func (c *Collector) subscribeOnce(ctx context.Context, req SubscribeRequest) (Su
 	if err := refuseBesideUnreadable(*unread, sub.BillingDate); err != nil {
 		return Subscribed{}, err
 	}
+	if err := c.checkRepeatTrial(ctx, req, &sub, recs); err != nil {
+		return Subscribed{}, err
+	}
 	sub.Request = subscribeRequest(req).encode() // on its history row only
-	if err := c.placeFirst(ctx, EventSubscriptionCreated, &sub, over, recs); err != nil {
+	created := EventSubscriptionCreated
+	if sub.IsTrial() {
+		created = EventTrialStarted
+	}
+	if err := c.placeFirst(ctx, created, &sub, over, recs); err != nil {
 		return Subscribed{}, err
 	}
 	return Subscribed{Subscription: sub}, nil
@@ -342,6 +365,10 @@ func (c *Collector) newSubscription(ctx context.Context, req SubscribeRequest, n
 	if first.IsZero() {
 		first = now
 	}
+	start := first
+	if first, err = trialEnd(req, first); err != nil {
+		return Subscription{}, err
+	}
 	date, err := c.billingDay("FirstBillingDate", first, now)
 	if err != nil {
 		return Subscription{}, err
@@ -379,6 +406,9 @@ func (c *Collector) newSubscription(ctx context.Context, req SubscribeRequest, n
 	}
 	if _, err := NextBillingDate(date, sub.Schedule()); err != nil {
 		return Subscription{}, &FieldError{Field: "FirstBillingDate", Value: date.Format(time.RFC3339), Err: err}
+	}
+	if !start.Equal(first) {
+		return c.trialPeriod(sub, start, now)
 	}
 	if req.PauseMonths > 0 {
 		sub.Status, sub.PauseDurationMonths, sub.Process = StatusPaused, req.PauseMonths, ProcessSubscribe

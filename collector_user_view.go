@@ -3,6 +3,7 @@ package billing
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -19,6 +20,9 @@ const (
 	SubscriptionPastDue SubscriptionState = "PAST_DUE"
 	// SubscriptionPaused: a PAUSED period and nothing owed.
 	SubscriptionPaused SubscriptionState = "PAUSED"
+	// SubscriptionTrialing: in a trial, nothing charged yet (see
+	// [SubscribeRequest.TrialDays]); the first charge is on TrialEnd.
+	SubscriptionTrialing SubscriptionState = "TRIALING"
 	// SubscriptionEnded: no open period (cancelled, stale or never
 	// renewed); [Collector.Reactivate] or a new [Collector.Subscribe]
 	// starts it again.
@@ -58,6 +62,12 @@ type SubscriptionView struct {
 	// next period ("" when none is pending).
 	PendingTier   string
 	PendingAmount Amount
+	// Trial is the user's latest trial period, if any (its TrialEnd the
+	// end it was given); TrialEnd is when the trial ends now: the billing
+	// date of the first paid period while it is not charged, else the
+	// trial's own end. Zero when the user never had a trial.
+	Trial    *Subscription
+	TrialEnd time.Time
 }
 
 // Subscription returns the subscription of userID: its plan, state, open
@@ -102,19 +112,38 @@ func viewOf(userID string, recs []Subscription) SubscriptionView {
 			}
 		}
 	}
+	for i := range recs {
+		r := &recs[i]
+		switch {
+		case r.IsTrial():
+			t := *r
+			v.Trial, v.TrialEnd = &t, r.TrialEnd
+		case v.Trial != nil && requireTrialTarget(r) == nil:
+			v.TrialEnd = r.BillingDate // the first paid period, moved or not
+		}
+	}
+	trialing := v.Trial != nil && slices.ContainsFunc(v.Open, func(r Subscription) bool { return requireTrialTarget(&r) == nil })
 	switch {
 	case owed:
 		v.State = SubscriptionPastDue
 	case paused:
 		v.State = SubscriptionPaused
+	case trialing:
+		v.State = SubscriptionTrialing
 	case active:
 		v.State = SubscriptionActive
 	}
 	v.Tier, v.Amount, v.Term, v.Interval = plan.ReceiptTierName, plan.Amount, plan.Term, max(plan.Interval, 1)
+	if plan.IsTrial() {
+		v.Amount = plan.TrialAmount
+	}
 	if n := len(v.Paid); n > 0 {
 		last := &v.Paid[n-1]
-		if end, err := NextBillingDate(last.BillingDate, last.Schedule()); err == nil {
+		if end, err := followingDate(last); err == nil {
 			v.PaidThrough = end
+		}
+		if last.IsTrial() {
+			v.PaidThrough = v.TrialEnd
 		}
 	}
 	return v

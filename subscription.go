@@ -111,6 +111,15 @@ type Subscription struct {
 	PendingTierName string
 	PendingAmount   Amount
 
+	// TrialEnd, when set, makes the record a trial: a period of zero that
+	// the engine completes by itself, after which the first paid period
+	// opens on TrialEnd, the day the anchor follows (billing_trial_end,
+	// added by this library and optional: absent on every other record).
+	// TrialAmount is what that first paid period costs
+	// (billing_trial_amount, written with billing_trial_end).
+	TrialEnd    time.Time
+	TrialAmount Amount
+
 	// Change names the change a history row records: the event the engine
 	// wrote it for (billing_change, added by this library and written to
 	// history rows only). The engine sets it on the version it writes; it
@@ -188,6 +197,10 @@ func (a Attempt) Request(s *Subscription) PaymentRequest {
 // or change an in-flight record until that outcome is resolved, by a replay
 // of the same request or by asking the processor (see [PaymentLookup]).
 func (s *Subscription) InFlight() bool { return s.LastAttempt.Number > s.Attempt }
+
+// IsTrial reports whether the record is a trial period (see
+// [Subscription.TrialEnd]).
+func (s *Subscription) IsTrial() bool { return !s.TrialEnd.IsZero() }
 
 // Key describes the item's primary key for error messages and logs.
 func (s *Subscription) Key() string {

@@ -56,6 +56,8 @@ const (
 	aAttemptAmount
 	aAttemptProcess
 	aPendingAmount
+	aTrialEnd
+	aTrialAmount
 	numAttrs
 )
 
@@ -95,6 +97,8 @@ var attrNames = [numAttrs]string{
 	aAttemptAmount:       AttrAttemptAmount,
 	aAttemptProcess:      AttrAttemptProcess,
 	aPendingAmount:       AttrPendingAmount,
+	aTrialEnd:            AttrTrialEnd,
+	aTrialAmount:         AttrTrialAmount,
 }
 
 // attrOf returns the known attribute called name.
@@ -168,6 +172,10 @@ func attrOf(name string) (attr, bool) {
 		return aAttemptProcess, true
 	case AttrPendingAmount:
 		return aPendingAmount, true
+	case AttrTrialEnd:
+		return aTrialEnd, true
+	case AttrTrialAmount:
+		return aTrialAmount, true
 	}
 	return 0, false
 }
@@ -221,6 +229,8 @@ func timeField(s *billing.Subscription, a attr) *time.Time {
 		return &s.LastAttempt.Started
 	case aAttemptPresented:
 		return &s.LastAttempt.Presented
+	case aTrialEnd:
+		return &s.TrialEnd
 	}
 	return nil
 }
@@ -249,7 +259,7 @@ func intField(s *billing.Subscription, a attr) (p *int, lo, hi int) {
 var (
 	stringAttrs = []attr{aSubscriptionID, aBillingPeriod, aTransactionID, aPaymentError, aReceiptAccountMask,
 		aReceiptTierName, aReceiptPaymentType, aPendingTier, aAttemptKey, aAttemptTier}
-	timeAttrs = []attr{aInitialRunDate, aCompletionDate, aLastRunDate, aCreatedDate, aAttemptStarted, aAttemptPresented}
+	timeAttrs = []attr{aInitialRunDate, aCompletionDate, aLastRunDate, aCreatedDate, aAttemptStarted, aAttemptPresented, aTrialEnd}
 	intAttrs  = [...]attr{aBillingWeek, aPauseDurationMonths, aAnchorDay, aInterval, aAttempt, aAttemptNumber}
 )
 

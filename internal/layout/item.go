@@ -53,6 +53,13 @@ const (
 	AttrPendingTier = "billing_pending_tier"
 	// AttrPendingAmount is added by this library; optional on read.
 	AttrPendingAmount = "billing_pending_amount"
+	// AttrTrialEnd marks a trial period ([billing.Subscription.TrialEnd]):
+	// the billing date of the first paid period. Added by this library,
+	// optional on read (absent: not a trial).
+	AttrTrialEnd = "billing_trial_end"
+	// AttrTrialAmount is what the first paid period after a trial costs;
+	// written with billing_trial_end, optional on read.
+	AttrTrialAmount = "billing_trial_amount"
 	// The in-flight attempt ([billing.Subscription.LastAttempt]) is added by this
 	// library; optional on read.
 	AttrAttemptNumber  = "billing_attempt_number"
@@ -211,6 +218,12 @@ func encodeFlat(f *Flat, s *billing.Subscription, withData bool) error {
 			return bad(AttrPendingAmount, s.PendingAmount.String(), billing.ErrInvalidAmount)
 		}
 		v[aPendingAmount] = val{kind: vAmount, n: int64(s.PendingAmount)}
+	}
+	if !s.TrialEnd.IsZero() {
+		if s.TrialAmount < 0 {
+			return bad(AttrTrialAmount, s.TrialAmount.String(), billing.ErrInvalidAmount)
+		}
+		v[aTrialAmount] = val{kind: vAmount, n: int64(s.TrialAmount)}
 	}
 	for name := range st.extra {
 		if isKnown(name) || HistoryOnly(name) {
@@ -396,7 +409,7 @@ func decodeAttrs(item map[string]av.AttributeValue, s *billing.Subscription, st 
 			}
 			s.BillingDate = t
 			st.billingDate, st.billingDateAt = v, t
-		case aBillingAmount, aPendingAmount, aAttemptAmount:
+		case aBillingAmount, aPendingAmount, aAttemptAmount, aTrialAmount:
 			if v == "" && a != aBillingAmount {
 				continue
 			}
@@ -409,6 +422,8 @@ func decodeAttrs(item map[string]av.AttributeValue, s *billing.Subscription, st 
 				s.PendingAmount = amt
 			case aAttemptAmount:
 				s.LastAttempt.Amount = amt
+			case aTrialAmount:
+				s.TrialAmount = amt
 			default:
 				s.Amount = amt
 			}

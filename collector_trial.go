@@ -1,0 +1,186 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// This file is the trial: a period of its own at zero from the trial's
+// start, completed by the engine without a charge (see completeFree), after
+// which the first paid period opens on the trial's end at the plan's price
+// and the schedule follows that day.
+
+// MaxTrialDays bounds [SubscribeRequest.TrialDays].
+const MaxTrialDays = 730
+
+// DefaultTrialNoticeDays is [NotifierConfig.TrialNoticeDays] unless
+// configured: the trial-ending notice goes three days before the trial's
+// end, as Stripe's customer.subscription.trial_will_end does.
+const DefaultTrialNoticeDays = 3
+
+// ErrTrialUsed is wrapped by the [*FieldError] of a trial requested for a
+// user who had one before, without [SubscribeRequest.AllowRepeatTrial].
+var ErrTrialUsed = errors.New("billing: the user had a trial already")
+
+// UpdatedEventTrialConverted marks (updated_event) the first paid period
+// after a trial, opened when the trial ended: the period the trial-ending
+// notice is about.
+const UpdatedEventTrialConverted UpdatedEvent = "trial-converted"
+
+// trialEnd returns the first paid billing date of req, start being its
+// first billing date: start itself without a trial, else the trial's end.
+func trialEnd(req SubscribeRequest, start time.Time) (time.Time, error) {
+	switch {
+	case req.TrialDays == 0 && req.TrialEnd.IsZero():
+		return start, nil
+	case req.TrialDays != 0 && !req.TrialEnd.IsZero():
+		return time.Time{}, requestField("TrialEnd", req.TrialEnd.Format(time.RFC3339), "TrialDays or TrialEnd, not both")
+	case req.TrialDays < 0 || req.TrialDays > MaxTrialDays:
+		return time.Time{}, requestField("TrialDays", fmt.Sprint(req.TrialDays), "0 to %d", MaxTrialDays)
+	case req.PauseMonths != 0:
+		return time.Time{}, requestField("TrialDays", fmt.Sprint(req.TrialDays), "a trial cannot start paused (PauseMonths)")
+	case req.TrialDays != 0:
+		return start.AddDate(0, 0, req.TrialDays), nil
+	case !req.TrialEnd.After(start.Add(time.Second)):
+		return time.Time{}, requestField("TrialEnd", req.TrialEnd.Format(time.RFC3339), "after FirstBillingDate %s", start.Format(time.RFC3339))
+	case req.TrialEnd.Sub(start) > MaxTrialDays*24*time.Hour:
+		return time.Time{}, requestField("TrialEnd", req.TrialEnd.Format(time.RFC3339), "at most %d days after FirstBillingDate", MaxTrialDays)
+	}
+	return req.TrialEnd, nil
+}
+
+// trialPeriod returns the trial period before paid, the first paid period
+// a request with a trial describes (billed on the trial's end, its anchor
+// and Friday week that day's): the same plan at zero, billed on start,
+// carrying the trial's end and the paid amount.
+func (c *Collector) trialPeriod(paid Subscription, start, now time.Time) (Subscription, error) {
+	date, err := c.billingDay("FirstBillingDate", start, now)
+	if err != nil {
+		return Subscription{}, err
+	}
+	t := paid
+	t.BillingDate, t.BillingPeriod = date, BillingPeriod(date)
+	t.TrialEnd, t.TrialAmount, t.Amount = paid.BillingDate, paid.Amount, 0
+	return t, nil
+}
+
+// checkRepeatTrial refuses sub, a trial, for a user whose records recs
+// (read under the lock) or history rows show a trial already, unless req
+// allows it.
+func (c *Collector) checkRepeatTrial(ctx context.Context, req SubscribeRequest, sub *Subscription, recs []Subscription) error {
+	if !sub.IsTrial() || req.AllowRepeatTrial {
+		return nil
+	}
+	had := slices.ContainsFunc(recs, func(r Subscription) bool { return r.IsTrial() })
+	if !had && c.cfg.History != nil {
+		rows, err := c.cfg.History.ListByUser(ctx, req.UserID)
+		if err != nil {
+			return fmt.Errorf("read the history of user %s: %w", req.UserID, err)
+		}
+		had = slices.ContainsFunc(rows, func(r Subscription) bool { return r.IsTrial() })
+	}
+	if had {
+		return &FieldError{Field: "TrialDays", Value: fmt.Sprint(req.TrialDays), Err: fmt.Errorf("%w: user %s (AllowRepeatTrial lets the host give another)", ErrTrialUsed, req.UserID)}
+	}
+	return nil
+}
+
+// TrialRequest is what [Collector.ExtendTrial] takes.
+type TrialRequest struct {
+	UserRequest
+	// End is the trial's new end: the first paid period's billing date,
+	// read as [Collector.ChangeBillingDate] reads dates. Required; it
+	// must be after the trial's current end.
+	End time.Time
+}
+
+// EndTrial ends the user's trial now: the first paid period, not charged
+// yet, is moved to now (its anchor day and Friday week following), so the
+// next scheduled run charges it; a host that wants the charge at once
+// calls [Collector.CollectUser] after it. A trial not completed yet is
+// given its end now. The request is keyed like every change by user
+// ([UserRequest]); a user without a trial in progress is refused with an
+// error wrapping [ErrNotCollectible].
+func (c *Collector) EndTrial(ctx context.Context, req UserRequest) (UserChange, error) {
+	return c.changeTrial(ctx, req, time.Time{}, OpEndTrial)
+}
+
+// ExtendTrial moves the end of the user's trial in progress to req.End
+// (later than it is): the first paid period is billed then, its anchor
+// day and Friday week following. Keyed and refused as [Collector.EndTrial].
+func (c *Collector) ExtendTrial(ctx context.Context, req TrialRequest) (UserChange, error) {
+	if req.End.IsZero() {
+		return UserChange{}, fmt.Errorf("extend trial %s: %w", req.UserID, requestField("End", "", "required"))
+	}
+	return c.changeTrial(ctx, req.UserRequest, req.End, OpExtendTrial)
+}
+
+func (c *Collector) changeTrial(ctx context.Context, ur UserRequest, end time.Time, op AdminOp) (UserChange, error) {
+	kr := newKeyedRequest(string(op), ur.RequestKey)
+	if !end.IsZero() {
+		kr = kr.time("End", end)
+	}
+	return c.byUser(ctx, ur, kr, op, func(recs []Subscription, kr keyedRequest, now time.Time) ([]Subscription, keyedRequest, error) {
+		if t := trialTarget(recs, now); t != nil {
+			return []Subscription{*t}, kr, nil
+		}
+		return nil, kr, fmt.Errorf("%w: user %s has no trial in progress", ErrNotCollectible, ur.UserID)
+	}, func(ctx context.Context, id string) (Change, error) {
+		return c.admin(ctx, op, id, func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
+			date := end
+			if date.IsZero() {
+				date = now
+			}
+			if cur.IsTrial() { // not completed yet: its end moves
+				if !end.IsZero() && !date.After(cur.TrialEnd) {
+					return nil, requestField("End", date.Format(time.RFC3339), "after the trial's end %s", cur.TrialEnd.Format(time.RFC3339))
+				}
+				d, err := c.billingDay("End", date, now)
+				if err != nil {
+					return nil, err
+				}
+				next.TrialEnd, next.AnchorDay = d, d.Day()
+				if cur.BillingWeek != 0 {
+					if w := FridayWeek(d); w != 0 {
+						next.BillingWeek = w
+					}
+				}
+				return nil, nil
+			}
+			if !end.IsZero() && !date.After(cur.BillingDate) {
+				return nil, requestField("End", date.Format(time.RFC3339), "after the trial's end %s", cur.BillingDate.Format(time.RFC3339))
+			}
+			return c.moveDate(date)(ctx, cur, next, now)
+		}, requireTrialTarget)
+	})
+}
+
+// trialTarget returns the record of recs (ascending) a trial change acts
+// on: an open trial period not completed yet, or the first paid period
+// after a trial, not attempted yet.
+func trialTarget(recs []Subscription, _ time.Time) *Subscription {
+	for i := len(recs) - 1; i >= 0; i-- {
+		r := &recs[i]
+		if r.Status.IsTerminal() {
+			continue
+		}
+		if requireTrialTarget(r) == nil {
+			return r
+		}
+	}
+	return nil
+}
+
+// requireTrialTarget refuses a record a trial change may not act on (see
+// trialTarget), as read under the lock.
+func requireTrialTarget(r *Subscription) error {
+	switch {
+	case r.Status != StatusScheduled || !r.InitialRunDate.IsZero() || r.LastAttempt.Number != 0:
+	case r.IsTrial(), r.UpdatedEvent == UpdatedEventTrialConverted:
+		return nil
+	}
+	return fmt.Errorf("%w: %s is no trial in progress (%s)", ErrNotCollectible, r.SubscriptionID, r.Status)
+}
