@@ -92,6 +92,33 @@ func (s *repoSuite) addCases() []repoCase {
 			}
 			e.requireLastHistoryRow(r) // with its data_ attributes
 		}},
+		{"RoundTripsTrial", func(t *testing.T) {
+			// A trial's end and paid amount are kept on the record and its
+			// history rows, and change with an update (an extension); a
+			// record without them reads none.
+			e := s.env(t, memory.Options{})
+			u := ids.user()
+			start := time.Date(2025, 2, 3, 9, 0, 0, 0, time.UTC)
+			r := ids.record(u, start, billing.StatusScheduled)
+			r.Amount, r.TrialEnd, r.TrialAmount = 0, start.AddDate(0, 0, 14), billing.MustParseAmount("9.99")
+			e.add(r)
+			got := e.get(u, start)
+			if !got.IsTrial() || !got.TrialEnd.Equal(r.TrialEnd) || got.TrialAmount != r.TrialAmount || got.Amount != 0 {
+				t.Fatalf("trial lost in the round trip: got end %v amount %s paid %s", got.TrialEnd, got.Amount, got.TrialAmount)
+			}
+			e.requireLastHistoryRow(r)
+			next := got.Clone()
+			next.TrialEnd, next.LastRunDate = start.AddDate(0, 0, 21), got.LastRunDate.Add(time.Second)
+			e.update(got, next)
+			if got := e.get(u, start); !got.TrialEnd.Equal(next.TrialEnd) || got.TrialAmount != r.TrialAmount {
+				t.Fatalf("trial end not updated: got %v", got.TrialEnd)
+			}
+			plain := ids.record(ids.user(), start, billing.StatusScheduled)
+			e.add(plain)
+			if got := e.get(plain.UserID, start); got.IsTrial() || got.TrialAmount != 0 {
+				t.Fatalf("a record without a trial reads one: %v %s", got.TrialEnd, got.TrialAmount)
+			}
+		}},
 		{"BillingDateStoredInWholeSecondsUTC", func(t *testing.T) {
 			e := s.env(t, memory.Options{})
 			u := ids.user()
