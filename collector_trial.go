@@ -16,11 +16,6 @@ import (
 // MaxTrialDays bounds [SubscribeRequest.TrialDays].
 const MaxTrialDays = 730
 
-// DefaultTrialNoticeDays is [NotifierConfig.TrialNoticeDays] unless
-// configured: the trial-ending notice goes three days before the trial's
-// end, as Stripe's customer.subscription.trial_will_end does.
-const DefaultTrialNoticeDays = 3
-
 // ErrTrialUsed is wrapped by the [*FieldError] of a trial requested for a
 // user who had one before, without [SubscribeRequest.AllowRepeatTrial].
 var ErrTrialUsed = errors.New("billing: the user had a trial already")

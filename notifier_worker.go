@@ -98,7 +98,8 @@ type BankAccounts interface {
 // [NotificationLeadDays] (4) days ahead, so the notice arrives three to
 // four days before the charge.
 type ThreeDayNotification struct {
-	// EventType is [ThreeDayNotificationEvent].
+	// EventType is [ThreeDayNotificationEvent], or
+	// [TrialEndingNotificationEvent] for the first charge after a trial.
 	EventType string `json:"event_type"`
 	// UserID is the record's user_id.
 	UserID string `json:"user_id"`
@@ -358,6 +359,10 @@ func (w *Worker) handle(ctx context.Context, m NotificationMessage) (Notificatio
 		log.InfoContext(ctx, "User is pending cancellation")
 		return NotificationSkippedPendingCancellation, nil
 	}
+	if freeNotice(&m) {
+		log.InfoContext(ctx, "billing: notifier worker: free period, nothing to announce")
+		return NotificationSkippedFree, nil
+	}
 	user, err := w.cfg.Users.GetUser(ctx, m.UserID)
 	if err != nil {
 		return "", fmt.Errorf("billing: notifier worker: get user %s: %w", m.UserID, err)
@@ -409,7 +414,7 @@ func (w *Worker) notification(ctx context.Context, m *NotificationMessage, log *
 		tier = DefaultTierName
 	}
 	return ThreeDayNotification{
-		EventType:      ThreeDayNotificationEvent,
+		EventType:      notificationEventType(m),
 		UserID:         m.UserID,
 		BillingDate:    m.BillingDate.UTC().Format(NotificationDateLayout),
 		Amount:         m.Amount,

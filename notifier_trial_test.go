@@ -1,0 +1,76 @@
+package billing_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestTrialEndingReminderOnce: the pre-billing notifier sends the trial's
+// first paid period a trial-ending notice of its own type, once however
+// often the window is scheduled and its messages handled, in memory and on
+// the local DynamoDB server; a free tier's period is not announced.
+func TestTrialEndingReminderOnce(t *testing.T) {
+	t.Parallel()
+	for _, st := range []userStore{userStores()[0], userStores()[2]} {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			e := newTrialEnv(t, st)
+			e.c = trialCollector(t, e, func(c *billing.Config) {
+				c.AllowFreeTiers = true
+				c.Prices = billing.PriceListMap{"Plus:v2": plusPrice, "Free:v1": 0}
+			})
+			_, err := e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "o1", UserID: e.user, Tier: "Plus:v2", TrialDays: 14})
+			require.NoError(t, err)
+			// A free tier billed on the trial's end too.
+			freeUser := e.user + "-free"
+			end := feb3.AddDate(0, 0, 14)
+			_, err = e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "f1", UserID: freeUser, Tier: "Free:v1", FirstBillingDate: end})
+			require.NoError(t, err)
+			e.runAt(t, feb3.Add(time.Hour), billing.RunScheduled)
+
+			q := &billingtest.RecordingEnqueuer{}
+			sched, err := billing.NewScheduler(billing.SchedulerConfig{Repository: e.repo, Enqueuer: q, Clock: e.clock})
+			require.NoError(t, err)
+			notifier := &billingtest.RecordingNotifier{}
+			users := billingtest.NewUserDirectory(billing.User{ID: e.user, Email: "ann@example.com", Status: billing.UserStatusActive},
+				billing.User{ID: freeUser, Email: "bob@example.com", Status: billing.UserStatusActive})
+			w, err := billing.NewWorker(billing.WorkerConfig{Users: users, Notifier: notifier, Accounts: &billingtest.BankAccounts{},
+				Reminders: e.repo.(billing.ReminderClaimer), Clock: e.clock})
+			require.NoError(t, err)
+
+			e.clock.Set(end.AddDate(0, 0, -billing.NotificationLeadDays).Add(-6 * time.Hour))
+			var outcomes []billing.NotificationOutcome
+			for range 2 { // a rerun of the window, every message handled again
+				_, err := sched.Run(t.Context(), billing.SchedulerEvent{})
+				require.NoError(t, err)
+			}
+			for _, m := range q.Messages(t) {
+				out, err := w.Handle(t.Context(), m)
+				require.NoError(t, err)
+				outcomes = append(outcomes, out)
+			}
+			sent := notifier.Sent()
+			require.Len(t, sent, 1, "outcomes %v", outcomes)
+			n := sent[0].Notification
+			assert.Equal(t, billing.TrialEndingNotificationEvent, n.EventType)
+			assert.Equal(t, plusPrice, n.Amount)
+			assert.Equal(t, end.Format(billing.NotificationDateLayout), n.BillingDate)
+			assert.Contains(t, outcomes, billing.NotificationSkippedFree)
+		})
+	}
+}
+
+func trialCollector(t *testing.T, e *freeEnv, mut func(*billing.Config)) *billing.Collector {
+	t.Helper()
+	cfg := billing.Config{Repository: e.repo, History: e.hist, Locker: billingtest.NewLocker(e.clock, time.Minute),
+		Provider: e.pay, Clock: e.clock}
+	mut(&cfg)
+	c, err := billing.NewCollector(cfg)
+	require.NoError(t, err)
+	return c
+}
