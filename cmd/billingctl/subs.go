@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/dynabill/billing"
@@ -62,12 +63,22 @@ func runSubsList(a *app, c *command, args []string) error {
 		return err
 	}
 	tw := newTable(a.stdout)
-	fmt.Fprintln(tw, "SUBSCRIPTION_ID\tBILLING_DATE\tSTATUS\tAMOUNT\tTIER\tTERM\tPROCESS\tEVENT\tLAST_RUN")
+	// The TRIAL column is shown for users who had a trial.
+	trial := slices.ContainsFunc(subs, func(s billing.Subscription) bool { return trialCell(&s) != "-" })
+	head := "SUBSCRIPTION_ID\tBILLING_DATE\tSTATUS\tAMOUNT\tTIER\tTERM\tPROCESS\tEVENT\tLAST_RUN"
+	if trial {
+		head += "\tTRIAL"
+	}
+	fmt.Fprintln(tw, head)
 	for i := range subs {
 		s := &subs[i]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.SubscriptionID, fmtTime(s.BillingDate), s.Status,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", s.SubscriptionID, fmtTime(s.BillingDate), s.Status,
 			s.Amount, dash(s.ReceiptTierName), dash(string(s.Term)), dash(string(s.Process)), dash(string(s.UpdatedEvent)),
 			dash(fmtTime(s.LastRunDate)))
+		if trial {
+			fmt.Fprintf(tw, "\t%s", trialCell(s))
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }
@@ -151,6 +162,19 @@ func runHistory(a *app, c *command, args []string) error {
 			attempt, s.Amount, dash(s.ReceiptTierName), dash(s.TransactionID), dash(s.PaymentError))
 	}
 	return tw.Flush()
+}
+
+// trialCell shows a trial period's end and first charge ("until
+// 2025-02-17T09:00:00Z, then 9.99"), the first paid period after a trial
+// as "first charge", and "-" otherwise.
+func trialCell(s *billing.Subscription) string {
+	switch {
+	case s.IsTrial():
+		return fmt.Sprintf("until %s, then %s", fmtTime(s.TrialEnd), s.TrialAmount)
+	case s.UpdatedEvent == billing.UpdatedEventTrialConverted:
+		return "first charge"
+	}
+	return "-"
 }
 
 // dash shows an empty cell as "-".

@@ -14,7 +14,8 @@ import (
 var subscribeCmd = &command{
 	name: "subscribe",
 	synopsis: "USER_ID --tier NAME:VERSION --amount AMOUNT [--key KEY] [--first-date YYYY-MM-DD|RFC3339]\n" +
-		"    [--term MONTHLY|YEARLY|WEEKLY] [--interval N] [--anchor-day D] [--friday] [--pause-months N]",
+		"    [--term MONTHLY|YEARLY|WEEKLY] [--interval N] [--anchor-day D] [--friday] [--pause-months N]\n" +
+		"    [--trial-days N [--repeat-trial]]",
 	doc: `start a subscription: the user's first period (SCHEDULED, or PAUSED)
 The library's front door, Collector.Subscribe: it checks every field, derives
 the rest (IDs, billing period, anchor day, process SUBSCRIBE) and writes the
@@ -64,6 +65,7 @@ var subscribeFlags = map[string]string{
 	"RequestKey": "--key", "UserID": "USER_ID", "tier": "--tier", "amount": "--amount", "Term": "--term",
 	"Interval": "--interval", "AnchorDay": "--anchor-day", "FridayBilling": "--friday",
 	"FirstBillingDate": "--first-date", "PauseMonths": "--pause-months",
+	"TrialDays": "--trial-days", "TrialEnd": "--trial-days",
 }
 
 func runSubscribe(a *app, c *command, args []string) error {
@@ -77,6 +79,8 @@ func runSubscribe(a *app, c *command, args []string) error {
 	anchorDay := fs.Int("anchor-day", 0, "the `day` of the month later periods are billed on, 1 to 31 (default the first date's)")
 	friday := fs.Bool("friday", false, "bill on the same Friday of every month as the first date, which must be a Friday (monthly)")
 	pauseMonths := fs.Int("pause-months", 0, "start paused: the first charge is `N` months after the first date, 0 to 120")
+	trialDays := fs.Int("trial-days", 0, "start with a trial of `N` days at zero; the first charge is on its end, 1 to 730")
+	repeatTrial := fs.Bool("repeat-trial", false, "allow a trial for a user who had one")
 	pos, err := a.parse(c, fs, args)
 	if err != nil {
 		return err
@@ -91,7 +95,7 @@ func runSubscribe(a *app, c *command, args []string) error {
 	}
 	req := billing.SubscribeRequest{RequestKey: *key, UserID: user, Tier: *tier, Amount: amount,
 		Term: billing.Term(strings.ToUpper(*term)), Interval: *interval, AnchorDay: *anchorDay,
-		FridayBilling: *friday, PauseMonths: *pauseMonths}
+		FridayBilling: *friday, PauseMonths: *pauseMonths, TrialDays: *trialDays, AllowRepeatTrial: *repeatTrial}
 	day := a.clock().UTC()
 	if *firstDate != "" {
 		nd, err := dateFlag(c, "first-date", *firstDate)
@@ -119,6 +123,9 @@ func runSubscribe(a *app, c *command, args []string) error {
 	p := &plan.Subscription
 	what := fmt.Sprintf("subscribe %s: a new %s period billed %s, %s at %s, term %s (request key %s)",
 		user, p.Status, fmtTime(p.BillingDate), p.ReceiptTierName, p.Amount, p.Term, req.RequestKey)
+	if p.IsTrial() {
+		what += fmt.Sprintf("; a trial until %s, then %s", fmtTime(p.TrialEnd), p.TrialAmount)
+	}
 	if err := a.preview("New period", p, what); err != nil {
 		return err
 	}

@@ -225,3 +225,20 @@ func TestReactivateOnTheCancelledRenewalDate(t *testing.T) {
 	assert.Equal(t, "renew1", recs[1].SubscriptionID)
 	assert.Equal(t, billing.StatusScheduled, recs[1].Status)
 }
+
+// TestSubscribeTrial: billingctl subscribe --trial-days writes a trial
+// period at zero that carries its end and first charge, and subs list
+// shows them in its TRIAL column.
+func TestSubscribeTrial(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2024, 3, 15, 10, 0, 0, 0, time.UTC)
+	cli := layoutCLI(t, "legacy", now)
+	cli("", "--yes", "subscribe", "u1", "--tier", "Plus:v2", "--amount", "4.99", "--trial-days", "14").
+		want(t, exitOK, "a trial until 2024-03-29T10:00:00Z, then 4.99")
+	recs := listed(t, cli, "u1")
+	require.Len(t, recs, 1)
+	assert.Equal(t, "0.00", recs[0]["billing_amount"])
+	assert.Equal(t, "4.99", recs[0]["billing_trial_amount"])
+	assert.Equal(t, "2024-03-29T10:00:00.000000000Z", recs[0]["billing_trial_end"])
+	cli("", "subs", "list", "u1").want(t, exitOK, "TRIAL", "until 2024-03-29T10:00:00Z, then 4.99")
+}
