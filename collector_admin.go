@@ -437,6 +437,11 @@ func reactivated(userID string, recs []Subscription, d time.Time, over *Subscrip
 	if last.BillingWeek != 0 {
 		created.BillingWeek = FridayWeek(d)
 	}
+	if last.IsTrial() {
+		// A trial's zero is not the plan's price: a reactivation is paid
+		// (and brings no second trial).
+		created.Amount = last.TrialAmount
+	}
 	if over != nil {
 		// The cancelled renewal goes on: its ID, and its place in the
 		// schedule (an anchor on the 31st billed on the 30th stays the 31st).

@@ -264,3 +264,28 @@ func TestTrialEndEarlyAndExtend(t *testing.T) {
 	require.ErrorIs(t, err, billing.ErrNotCollectible, "no trial in progress")
 	assert.Equal(t, 2, e.changes(t)[billing.EventTrialChanged])
 }
+
+// TestTrialReactivationIsPaid: a user whose trial was cancelled before
+// it began is reactivated at the plan's price, not at the trial's zero
+// (which free tiers would complete for ever without a charge).
+func TestTrialReactivationIsPaid(t *testing.T) {
+	t.Parallel()
+	e := newTrialEnv(t, memoryUserStores()[0])
+	e.c = trialCollector(t, e, func(c *billing.Config) {
+		c.AllowFreeTiers = true
+		c.Prices = billing.PriceListMap{"Plus:v2": plusPrice}
+	})
+	_, err := e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "o1", UserID: e.user, Tier: "Plus:v2", TrialDays: 14})
+	require.NoError(t, err)
+	_, err = e.c.CancelSubscription(t.Context(), billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "c1"), When: billing.CancelNow})
+	require.NoError(t, err)
+	e.clock.Advance(time.Hour)
+	re, err := e.c.Reactivate(t.Context(), e.user, feb3.AddDate(0, 0, 1))
+	require.NoError(t, err)
+	assert.Equal(t, plusPrice, re.Amount)
+	assert.False(t, re.IsTrial())
+	e.runAt(t, feb3.AddDate(0, 0, 1).Add(time.Hour), billing.RunScheduled)
+	calls := e.pay.Calls()
+	require.Len(t, calls, 1)
+	assert.Equal(t, plusPrice, calls[0].Request.Amount)
+}
