@@ -84,6 +84,40 @@
 // it always was. [ExampleCollector_ChangePlan] follows a subscription from
 // subscribe to cancel by its user.
 //
+// # Trials and free tiers
+//
+// A trial is asked for at Subscribe: [SubscribeRequest.TrialDays] (or
+// TrialEnd). It is a period of its own at zero, billed on the first date
+// and carrying the trial's end and the plan's price
+// ([Subscription.TrialEnd], TrialAmount). The scheduled run completes it
+// without the processor and opens the first paid period on the trial's
+// end at that price; the anchor day (or the Friday of Friday billing,
+// which then needs the trial to end on a Friday) is the trial end's, as
+// Stripe's is. While it lasts, [Collector.Subscription] says
+// SubscriptionTrialing and TrialEnd. During the trial:
+//
+//	change plan    c.ChangePlan / c.ChangeTier: the first charge is the new plan's
+//	cancel         c.CancelSubscription: nothing is ever charged
+//	end it now     c.EndTrial(ctx, billing.UserRequest{...}): the first paid period is billed
+//	               now (the next scheduled run, or c.CollectUser at once, charges it)
+//	extend it      c.ExtendTrial(ctx, billing.TrialRequest{UserRequest: ..., End: d})
+//
+// A user has one trial: a trial for a user whose records or history show
+// one is refused ([ErrTrialUsed]) unless [SubscribeRequest.AllowRepeatTrial].
+// The pre-billing [Worker] announces the first charge after a trial with
+// its own event type, [TrialEndingNotificationEvent], once per trial.
+//
+// A free tier is a plan priced at zero, allowed by [Config.AllowFreeTiers].
+// A period of zero (a free tier, a trial, an amount set to zero later) is
+// never presented to the processor: when due, the engine completes it in
+// one conditional write with its history row
+// ([EventFreePeriodCompleted], or [EventTrialEnded]) and opens the next
+// period, on every run kind and collection call ([Report.Free] counts
+// them). The worker does not announce a period of zero. Without
+// AllowFreeTiers, a zero record that is not a trial is refused before any
+// charge (reported every run), so a period nobody meant to be free is not
+// given away.
+//
 // # Packages
 //
 // This package is what a host reads: the domain types, the ports and the
