@@ -212,8 +212,11 @@ func (c *Collector) startAttempt(ctx context.Context, proc Process, cur *Subscri
 // naming the record's key, wrapping [ErrInvalidAmount].
 func (c *Collector) chargeable(cur *Subscription) error {
 	why := c.outOfLimits(cur.Amount)
-	if cur.Amount == 0 {
+	switch {
+	case cur.Amount == 0:
 		why = "zero is never presented to the processor (a free period is completed without it)"
+	case cur.IsTrial():
+		why = "a trial period is never charged (its first paid period is)"
 	}
 	if why != "" {
 		return &FieldError{Field: "billing_amount", Value: cur.Amount.String(), Key: cur.Key(),

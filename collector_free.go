@@ -11,12 +11,14 @@ import (
 // attempt, a key or a call to the processor.
 
 // freeable reports whether cur, not in flight, is a zero-amount period the
-// engine completes by itself: a trial always, any other when
+// engine completes by itself: a trial always, whatever amount a batch of
+// the host's may have written on it (a trial is never charged: its price
+// is TrialAmount, the first paid period's), any other when
 // [Config.AllowFreeTiers] is set. Any
 // other zero record is refused before a charge as an amount out of limits
 // (see [Collector.chargeable]).
 func (c *Collector) freeable(cur *Subscription) bool {
-	return cur.Amount == 0 && !cur.InFlight() && (c.cfg.AllowFreeTiers || cur.IsTrial())
+	return !cur.InFlight() && (cur.IsTrial() || cur.Amount == 0 && c.cfg.AllowFreeTiers)
 }
 
 // completeFree completes cur, a zero-amount period eligible for proc (read

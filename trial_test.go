@@ -289,3 +289,25 @@ func TestTrialReactivationIsPaid(t *testing.T) {
 	require.Len(t, calls, 1)
 	assert.Equal(t, plusPrice, calls[0].Request.Amount)
 }
+
+// TestTrialRewrittenByBatchNotCharged: a host's batch that rewrites a
+// trial period with an amount (a reprice of every SCHEDULED record, as
+// read) does not get the trial charged: the period is completed without
+// the processor and the first charge is on the trial's end.
+func TestTrialRewrittenByBatchNotCharged(t *testing.T) {
+	t.Parallel()
+	e := newTrialEnv(t, memoryUserStores()[0])
+	out, err := e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "o1", UserID: e.user, Tier: "Plus:v2", TrialDays: 14})
+	require.NoError(t, err)
+	r := findRecord(t, e.records(t), out.Subscription.SubscriptionID)
+	r.Amount = billing.MustParseAmount("0.50")
+	_, err = e.repo.AddAll(t.Context(), []billing.Subscription{r})
+	require.NoError(t, err)
+	require.Equal(t, billing.MustParseAmount("0.50"), findRecord(t, e.records(t), r.SubscriptionID).Amount)
+	e.runAt(t, feb3.Add(time.Hour), billing.RunScheduled)
+	assert.Zero(t, e.pay.CallCount(), "the trial is not charged")
+	e.runAt(t, feb3.AddDate(0, 0, 14).Add(time.Hour), billing.RunScheduled)
+	calls := e.pay.Calls()
+	require.Len(t, calls, 1)
+	assert.Equal(t, plusPrice, calls[0].Request.Amount)
+}
