@@ -24,6 +24,8 @@ const (
 	invReminder = "a reminder at most once per record and billing date"
 	invHistory  = "history equals the primary table"
 	invAppend   = "history is append-only: no row replaced or removed"
+	invZero     = "no zero-amount processor call"
+	invTrial    = "a trial user is never charged before the trial's end"
 )
 
 // afterStep checks the invariants after a step: the users it wrote (or
@@ -42,6 +44,12 @@ func (s *Sim) afterStep(ctx context.Context, e *event) {
 	}
 	s.res.Checks[invLocks]++
 	s.fail(invLocks, s.locker.check(now))
+	s.res.Checks[invZero]++
+	var zero []string
+	for _, r := range s.proc.takeZero() {
+		zero = append(zero, fmt.Sprintf("user %s: period %s presented at zero (key %s, %s)", r.UserID, r.SubscriptionID, r.IdempotencyKey, r.Process))
+	}
+	s.fail(invZero, zero)
 	users := s.takeDirty()
 	if s.opts.FullChecks {
 		users = s.users
@@ -77,6 +85,19 @@ func (s *Sim) checkUsers(ctx context.Context, users []string) {
 		s.records[u] = recs
 		s.res.Checks[invMoney]++
 		m := checkMoney(u, recs, byUser[u])
+		if end, ok := s.trialEnds[u]; ok {
+			s.res.Checks[invTrial]++
+			var early []string
+			for _, c := range byUser[u] {
+				if c.At.Before(end) {
+					early = append(early, fmt.Sprintf("user %s: charge %s before the trial's end %s", u, descCharge(&c), end.Format(time.DateTime)))
+				}
+			}
+			if len(early) > 0 {
+				early = withTrail(early, s.trail(ctx, u))
+			}
+			s.fail(invTrial, early)
+		}
 		var o, h, a []string
 		if len(recs) > 0 {
 			s.res.Checks[invOpen]++

@@ -283,6 +283,9 @@ func (s *Sim) upgrade(ctx context.Context, h *host, d, i int, notInFlight func(*
 			continue
 		}
 		users = append(users, u)
+		// The batch bills the new tier on the record's date: a trial it
+		// replaces is the host's own to end.
+		delete(s.trialEnds, u)
 		old := r
 		old.Status, old.CompletionDate, old.LastRunDate = billing.StatusCancelled, now, now
 		up := billing.Subscription{UserID: u, BillingDate: r.BillingDate, SubscriptionID: nextID(r.SubscriptionID+"|upgrade", now),

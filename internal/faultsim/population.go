@@ -28,6 +28,7 @@ func (s *Sim) populate(ctx context.Context) error {
 			u = layout.SubscriptionRef{AccountID: acct, SubscriptionID: fmt.Sprintf("sub-%04d", i+1), SKU: skus[i%3]}.UserID()
 		}
 		rec := s.firstRecord(u, created, start, "seed", i)
+		s.freeOrTrial(&rec, created, i)
 		now := created
 		if rec.BillingDate.Before(created.AddDate(0, 0, -25)) {
 			now = rec.BillingDate.Add(-time.Hour)
@@ -53,7 +54,27 @@ func subscribeRequest(rec *billing.Subscription, key string) billing.SubscribeRe
 	if rec.Status == billing.StatusPaused {
 		req.PauseMonths = rec.PauseDurationMonths
 	}
+	if rec.IsTrial() {
+		req.TrialEnd = rec.TrialEnd
+	}
 	return req
+}
+
+// trialDays is the length of the trials users sign up with: from a
+// Friday, it ends on a Friday (Friday billing needs that).
+const trialDays = 14
+
+// freeOrTrial makes some signups a free tier (zero amount) and some, not
+// paused and not in the backlog, a trial of trialDays before their plan.
+func (s *Sim) freeOrTrial(rec *billing.Subscription, created time.Time, i int) {
+	seed := s.opts.Seed
+	switch x := draw(seed, "free or trial", i); {
+	case x < 0.06:
+		rec.ReceiptTierName, rec.Amount = "Free:v1", 0
+	case x < 0.16 && rec.Status == billing.StatusScheduled && !rec.BillingDate.Before(created.AddDate(0, 0, -25)):
+		rec.TrialEnd, rec.TrialAmount = rec.BillingDate.AddDate(0, 0, trialDays), rec.Amount
+		s.trialEnds[rec.UserID] = rec.TrialEnd
+	}
 }
 
 // skus are the SKUs of single-table accounts.

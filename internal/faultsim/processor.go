@@ -48,6 +48,9 @@ type Processor struct {
 	mu      sync.Mutex
 	keys    map[string]*keyState
 	charges []*Charge
+	// zero are the requests of zero amount the processor received: none
+	// may come (a free period is completed without the processor).
+	zero []billing.PaymentRequest
 }
 
 var (
@@ -197,6 +200,11 @@ func (p *Processor) Collect(ctx context.Context, req billing.PaymentRequest) (bi
 		return billing.PaymentResult{}, err
 	}
 	key := req.IdempotencyKey
+	if req.Amount == 0 {
+		p.mu.Lock()
+		p.zero = append(p.zero, req)
+		p.mu.Unlock()
+	}
 	if key == "" || req.Amount < 0 {
 		return billing.PaymentResult{}, fmt.Errorf("faultsim: processor: bad request %+v", req)
 	}
@@ -352,6 +360,15 @@ func (p *Processor) settle(now time.Time) []billing.Settlement {
 }
 
 // ledger returns copies of every answer acted on, in order.
+// takeZero returns the zero-amount requests received since the last call.
+func (p *Processor) takeZero() []billing.PaymentRequest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	z := p.zero
+	p.zero = nil
+	return z
+}
+
 func (p *Processor) ledger() []Charge {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -245,8 +245,10 @@ type Sim struct {
 	userSet map[string]bool
 	// records are every user's records as read by the checks after the
 	// last step that wrote them.
-	records  map[string][]billing.Subscription
-	accounts []string
+	records map[string][]billing.Subscription
+	// trialEnds are the trial ends of the users signed up with a trial.
+	trialEnds map[string]time.Time
+	accounts  []string
 
 	events []*event
 	seq    int
@@ -285,7 +287,7 @@ type event struct {
 func Run(ctx context.Context, opts Options) *Result {
 	opts = opts.withDefaults()
 	s := &Sim{opts: opts, clock: opts.Clock, raw: opts.Store.Repository, hist: opts.Store.History,
-		userSet: map[string]bool{}, failed: map[string]bool{}, dirty: map[string]bool{}, records: map[string][]billing.Subscription{},
+		userSet: map[string]bool{}, failed: map[string]bool{}, dirty: map[string]bool{}, records: map[string][]billing.Subscription{}, trialEnds: map[string]time.Time{},
 		shadow: map[string]map[string]billing.Subscription{}, reached: map[billing.RunKind]map[int]int{}}
 	s.res = Result{Seed: opts.Seed, Days: opts.Days, Faults: map[string]int{}, Checks: map[string]int{}, Ops: map[string]int{}, Weather: map[string]int{}}
 	s.clock.Set(opts.Start)
@@ -398,7 +400,7 @@ func (s *Sim) newHost(i int) *host {
 	rlr := []int{-1, 1, 2}[pick(seed, 3, "rate limit retries", i)]
 	r := newRepo(s, name)
 	col, err := billing.NewCollector(billing.Config{
-		Repository: r, History: s.hist, Locker: s.locker.forHost(name), Provider: s.proc, Clock: s.clock,
+		Repository: r, History: s.hist, Locker: s.locker.forHost(name), Provider: s.proc, Clock: s.clock, AllowFreeTiers: true,
 		Concurrency: conc, ShardConcurrency: shardConc, PagesPerInvocation: pages,
 		ProcessorBudget: billing.ProcessorBudget{Backoff: time.Nanosecond, MaxBackoff: time.Nanosecond, RateLimitRetries: rlr},
 		StoreBudget:     billing.StoreBudget{Backoff: time.Nanosecond, MaxBackoff: time.Nanosecond},
