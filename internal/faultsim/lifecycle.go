@@ -26,6 +26,9 @@ func paidRenewal(now time.Time) func([]billing.Subscription) (billing.Subscripti
 			return billing.Subscription{}, false
 		}
 		end, err := billing.NextBillingDate(paid.BillingDate, paid.Schedule())
+		if paid.IsTrial() {
+			end = paid.TrialEnd // a trial ends on its own date, not by the schedule
+		}
 		if err != nil {
 			return billing.Subscription{}, false
 		}
