@@ -137,6 +137,7 @@ func (t *telemetry) endRun(span trace.Span, rep *Report, err error) {
 			attribute.Int("dynabill.run.unknown", rep.Unknown),
 			attribute.Int("dynabill.run.rate_limited", rep.RateLimited),
 			attribute.Int("dynabill.run.advanced", rep.Advanced),
+			attribute.Int("dynabill.run.free", rep.Free),
 			attribute.Int("dynabill.run.stale", rep.Stale),
 			attribute.Int("dynabill.run.skipped_locked", rep.SkippedLocked),
 			attribute.Int("dynabill.run.not_eligible", rep.NotEligible),

@@ -248,7 +248,8 @@
 // pending (an ACH debit submitted), declined, unknown (the provider
 // returned an error: outcome unknown, retried later with the same key),
 // rate_limited (the processor refused the call for its rate limit: nothing
-// charged, tried again later), stale, advanced (a PAUSED record moved on), skipped_locked, not_eligible,
+// charged, tried again later), stale, advanced (a PAUSED record moved on), free (a period of zero
+// completed without the processor), skipped_locked, not_eligible,
 // conflict (a write lost to a concurrent writer) and failed (any other
 // error). process is the record's process (INITIAL, RETRY, PAUSE, WEBHOOK,
 // WEBHOOK_BALANCE, BATCH, MANUAL_REPAYMENT) and run the run kind or
@@ -283,7 +284,7 @@
 //	name                          attributes
 //	dynabill.collection.run       dynabill.run.kind; when it ends dynabill.run.pages, .scanned,
 //	                              .invalid, .attempted, .collected, .pending, .declined, .unknown,
-//	                              .rate_limited, .advanced, .stale, .skipped_locked, .not_eligible, .conflicts,
+//	                              .rate_limited, .advanced, .free, .stale, .skipped_locked, .not_eligible, .conflicts,
 //	                              .failed and .continues (Report.Next is set)
 //	dynabill.collection.attempt   dynabill.user_id, dynabill.subscription_id, dynabill.process,
 //	                              dynabill.run.kind, dynabill.attempt (the attempt number, when

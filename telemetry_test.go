@@ -187,7 +187,7 @@ func TestTelemetryScheduledRun(t *testing.T) {
 	assert.Equal(t, map[string]string{
 		"dynabill.run.kind": "scheduled", "dynabill.run.pages": fmt.Sprint(rep.Pages), "dynabill.run.scanned": fmt.Sprint(rep.Scanned),
 		"dynabill.run.invalid": "0", "dynabill.run.attempted": "4", "dynabill.run.collected": "1", "dynabill.run.pending": "1",
-		"dynabill.run.declined": "1", "dynabill.run.unknown": "1", "dynabill.run.rate_limited": "0", "dynabill.run.advanced": "0", "dynabill.run.stale": "1",
+		"dynabill.run.declined": "1", "dynabill.run.unknown": "1", "dynabill.run.rate_limited": "0", "dynabill.run.advanced": "0", "dynabill.run.free": "0", "dynabill.run.stale": "1",
 		"dynabill.run.skipped_locked": "1", "dynabill.run.not_eligible": "0", "dynabill.run.conflicts": "0",
 		"dynabill.run.failed": "1", "dynabill.run.continues": "false",
 	}, spanAttrs(run), "run span attributes")
