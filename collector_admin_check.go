@@ -239,9 +239,10 @@ func refuseBesideUnreadable(unread unreadable, d time.Time) error {
 // the period this request key created already. An invalid field is a
 // [*FieldError] naming it (a first billing date inside a paid period, or
 // on a record that cannot be reopened, one wrapping [ErrInvalidDate]), and
-// an open period of the user an [*OpenSubscriptionError]. It reads and
-// writes nothing: operator tools call it before they show a subscription
-// and ask for confirmation.
+// an open period of the user an [*OpenSubscriptionError]; a trial for a
+// user who had one, [ErrTrialUsed] (for which it reads the user's history
+// rows). It writes nothing: operator tools call it before they show a
+// subscription and ask for confirmation.
 func (c *Collector) CheckSubscribe(ctx context.Context, req SubscribeRequest, recs []Subscription) (Subscribed, error) {
 	if err := checkIdentity(req); err != nil {
 		return Subscribed{}, fmt.Errorf("subscribe %s: %w", req.UserID, err)
@@ -252,6 +253,9 @@ func (c *Collector) CheckSubscribe(ctx context.Context, req SubscribeRequest, re
 	sub, err := c.newSubscription(ctx, req, c.cfg.Clock.Now())
 	if err == nil {
 		_, err = againstUser(&sub, recs, req.AnchorDay == 0 && !req.FridayBilling)
+	}
+	if err == nil {
+		err = c.checkRepeatTrial(ctx, req, &sub, recs) // reads the history, as Subscribe does
 	}
 	if err != nil {
 		return Subscribed{}, fmt.Errorf("subscribe %s: %w", req.UserID, err)
