@@ -182,7 +182,9 @@ func clearSchedule(field string, sub *Subscription, recs []Subscription) error {
 					"and could not be opened: choose a date whose schedule avoids it, or that date itself to continue that period",
 				ErrInvalidDate, n, d.UTC().Format(time.RFC3339), r.SubscriptionID, r.Status)}
 		}
-		cur.BillingDate, cur.Status = next, StatusScheduled
+		// The period after a trial is a paid one: from it on, the
+		// schedule is the plan's, not the trial's end again.
+		cur.BillingDate, cur.Status, cur.TrialEnd = next, StatusScheduled, time.Time{}
 	}
 	return nil
 }

@@ -1,0 +1,94 @@
+package billing_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// subscribeWithin runs Subscribe and fails the test when it does not answer
+// within a few seconds (a schedule walk that never ends holds the user's
+// lock for good).
+func subscribeWithin(t *testing.T, c *billing.Collector, req billing.SubscribeRequest) (billing.Subscribed, error) {
+	t.Helper()
+	type answer struct {
+		s   billing.Subscribed
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		s, err := c.Subscribe(t.Context(), req)
+		done <- answer{s, err}
+	}()
+	select {
+	case a := <-done:
+		return a.s, a.err
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Subscribe %s did not answer in 5 s", req.RequestKey)
+	}
+	return billing.Subscribed{}, nil
+}
+
+// TestTrialSubscribeBeforeALaterRecord (both layouts, in memory and on
+// the local DynamoDB server): a user whose earlier subscription
+// was cancelled before its first date (a month on) subscribes now with a
+// 14-day trial. The check that the new schedule meets no record of the
+// earlier life walked from the trial's end to the trial's end again, for
+// ever; it answers, and the trial converts and is charged on its end.
+func TestTrialSubscribeBeforeALaterRecord(t *testing.T) {
+	t.Parallel()
+	for _, st := range userStores() {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			e := newTrialEnv(t, st)
+			_, err := e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "o1", UserID: e.user, Tier: "Plus:v2", FirstBillingDate: feb3.AddDate(0, 1, 0)})
+			require.NoError(t, err)
+			_, err = e.c.CancelSubscription(t.Context(), billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "c1")})
+			require.NoError(t, err)
+
+			_, err = subscribeWithin(t, e.c, billing.SubscribeRequest{RequestKey: "o2", UserID: e.user, Tier: "Plus:v2", TrialDays: 14})
+			require.NoError(t, err)
+			end := feb3.AddDate(0, 0, 14)
+			e.runAt(t, feb3.Add(time.Hour), billing.RunScheduled)
+			e.runAt(t, end.Add(-time.Hour), billing.RunScheduled)
+			assert.Zero(t, e.pay.CallCount(), "nothing charged in the trial")
+			e.runAt(t, end.Add(time.Hour), billing.RunScheduled)
+			calls := e.pay.Calls()
+			require.Len(t, calls, 1)
+			assert.Equal(t, plusPrice, calls[0].Request.Amount)
+			assert.Equal(t, end, e.latestPaid(t).BillingDate)
+		})
+	}
+}
+
+// TestTrialSubscribeMeetingALaterRecordRefused: the same check refuses a
+// trial whose end is the date of a record of the earlier life (that paid
+// period could not be opened), naming the date.
+func TestTrialSubscribeMeetingALaterRecordRefused(t *testing.T) {
+	t.Parallel()
+	e := newTrialEnv(t, memoryUserStores()[0])
+	taken := feb3.AddDate(0, 0, 14)
+	_, err := e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "o1", UserID: e.user, Tier: "Plus:v2", FirstBillingDate: taken})
+	require.NoError(t, err)
+	_, err = e.c.CancelSubscription(t.Context(), billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "c1")})
+	require.NoError(t, err)
+	_, err = subscribeWithin(t, e.c, billing.SubscribeRequest{RequestKey: "o2", UserID: e.user, Tier: "Plus:v2", TrialDays: 14})
+	require.ErrorIs(t, err, billing.ErrInvalidDate)
+	assert.Len(t, e.records(t), 1, "nothing written")
+}
+
+// latestPaid returns the user's latest COMPLETED record with an amount.
+func (e *freeEnv) latestPaid(t *testing.T) billing.Subscription {
+	t.Helper()
+	var l billing.Subscription
+	for _, r := range e.records(t) {
+		if r.Status == billing.StatusCompleted && r.Amount > 0 && r.BillingDate.After(l.BillingDate) {
+			l = r
+		}
+	}
+	require.NotEmpty(t, l.SubscriptionID, "no paid period")
+	return l
+}
