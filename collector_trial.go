@@ -143,7 +143,7 @@ func (c *Collector) changeTrial(ctx context.Context, ur UserRequest, end time.Ti
 						next.BillingWeek = w
 					}
 				}
-				return nil, nil
+				return nil, c.clearTrialEnd(ctx, next)
 			}
 			if !end.IsZero() && !date.After(cur.BillingDate) {
 				return nil, requestField("End", date.Format(time.RFC3339), "after the trial's end %s", cur.BillingDate.Format(time.RFC3339))
@@ -151,6 +151,25 @@ func (c *Collector) changeTrial(ctx context.Context, ur UserRequest, end time.Ti
 			return c.moveDate(date)(ctx, cur, next, now)
 		}, requireTrialTarget)
 	})
+}
+
+// clearTrialEnd refuses next, a trial period given a new end, when its
+// schedule from that end meets a record of the user's earlier life (read
+// under the lock): the paid period on that date could not be opened, and
+// the subscription would end with the trial. A date move is refused
+// alike (see [Collector.ChangeBillingDate]).
+func (c *Collector) clearTrialEnd(ctx context.Context, next *Subscription) error {
+	recs, err := c.cfg.Repository.ListByUser(ctx, next.UserID)
+	if err != nil {
+		return fmt.Errorf("list the records of user %s: %w", next.UserID, err)
+	}
+	var others []Subscription
+	for _, r := range recs {
+		if r.SubscriptionID != next.SubscriptionID && r.Status.IsTerminal() {
+			others = append(others, r)
+		}
+	}
+	return clearSchedule("End", next, others)
 }
 
 // trialTarget returns the record of recs (ascending) a trial change acts

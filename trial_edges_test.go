@@ -80,6 +80,68 @@ func TestTrialSubscribeMeetingALaterRecordRefused(t *testing.T) {
 	assert.Len(t, e.records(t), 1, "nothing written")
 }
 
+// TestExtendTrialOntoATakenDateRefused (both layouts, in memory and on
+// the local DynamoDB server): a trial not begun yet extended to
+// the date of the user's cancelled record of an earlier life was accepted;
+// the trial then completed, its paid period could not be opened on that
+// date, and the user was never charged again. The extension is refused
+// (nothing written) and the trial converts on its own end; an extension to
+// a free date is accepted.
+func TestExtendTrialOntoATakenDateRefused(t *testing.T) {
+	t.Parallel()
+	for _, st := range userStores() {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			e := newTrialEnv(t, st)
+			taken := feb3.AddDate(0, 0, 40)
+			_, err := e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "o1", UserID: e.user, Tier: "Plus:v2", FirstBillingDate: taken})
+			require.NoError(t, err)
+			_, err = e.c.CancelSubscription(t.Context(), billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "c1")})
+			require.NoError(t, err)
+			start := feb3.AddDate(0, 0, 5)
+			_, err = subscribeWithin(t, e.c, billing.SubscribeRequest{RequestKey: "o2", UserID: e.user, Tier: "Plus:v2", TrialDays: 14, FirstBillingDate: start})
+			require.NoError(t, err)
+			before := e.records(t)
+
+			_, err = e.c.ExtendTrial(t.Context(), billing.TrialRequest{UserRequest: ur(e.user, "x1"), End: taken})
+			require.ErrorIs(t, err, billing.ErrInvalidDate)
+			assert.Equal(t, before, e.records(t), "nothing written")
+
+			for d := 0; d <= 20; d++ {
+				e.runAt(t, feb3.AddDate(0, 0, d).Add(time.Hour), billing.RunScheduled)
+			}
+			calls := e.pay.Calls()
+			require.Len(t, calls, 1, "charged on the trial's own end")
+			assert.Equal(t, plusPrice, calls[0].Request.Amount)
+			assert.Equal(t, start.AddDate(0, 0, 14), e.latestPaid(t).BillingDate)
+		})
+	}
+}
+
+// TestExtendTrialToAFreeDate: the refusal above is about the taken date
+// only: a trial not begun yet is extended past the earlier life's record
+// (its schedule clear of it) and converts on the new end.
+func TestExtendTrialToAFreeDate(t *testing.T) {
+	t.Parallel()
+	e := newTrialEnv(t, memoryUserStores()[0])
+	_, err := e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "o1", UserID: e.user, Tier: "Plus:v2", FirstBillingDate: feb3.AddDate(0, 0, 40)})
+	require.NoError(t, err)
+	_, err = e.c.CancelSubscription(t.Context(), billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "c1")})
+	require.NoError(t, err)
+	start := feb3.AddDate(0, 0, 5)
+	_, err = subscribeWithin(t, e.c, billing.SubscribeRequest{RequestKey: "o2", UserID: e.user, Tier: "Plus:v2", TrialDays: 14, FirstBillingDate: start})
+	require.NoError(t, err)
+	end := feb3.AddDate(0, 0, 41)
+	_, err = e.c.ExtendTrial(t.Context(), billing.TrialRequest{UserRequest: ur(e.user, "x1"), End: end})
+	require.NoError(t, err)
+	for d := 0; d <= 42; d++ {
+		e.runAt(t, feb3.AddDate(0, 0, d).Add(time.Hour), billing.RunScheduled)
+	}
+	calls := e.pay.Calls()
+	require.Len(t, calls, 1)
+	assert.Equal(t, end, e.latestPaid(t).BillingDate)
+}
+
 // latestPaid returns the user's latest COMPLETED record with an amount.
 func (e *freeEnv) latestPaid(t *testing.T) billing.Subscription {
 	t.Helper()
