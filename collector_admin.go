@@ -347,7 +347,9 @@ func (c *Collector) ChangeTier(ctx context.Context, subscriptionID, tier string,
 			next.IsPendingDowngrade, next.PendingTierName, next.PendingAmount = false, "", 0
 			return nil, nil
 		}
-		if downgrade {
+		// While a trial runs (its period completed, the first paid one not
+		// charged yet) a downgrade too sets that first charge.
+		if downgrade && !firstAfterTrial(cur) {
 			next.IsPendingDowngrade, next.PendingTierName, next.PendingAmount = true, tier, amount
 			return nil, nil
 		}

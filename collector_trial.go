@@ -188,6 +188,12 @@ func trialTarget(recs []Subscription, _ time.Time) *Subscription {
 	return nil
 }
 
+// firstAfterTrial reports whether r is the first paid period after a
+// trial, not charged or attempted yet: the trial is still running.
+func firstAfterTrial(r *Subscription) bool {
+	return !r.IsTrial() && requireTrialTarget(r) == nil
+}
+
 // requireTrialTarget refuses a record a trial change may not act on (see
 // trialTarget), as read under the lock.
 func requireTrialTarget(r *Subscription) error {

@@ -142,6 +142,53 @@ func TestExtendTrialToAFreeDate(t *testing.T) {
 	assert.Equal(t, end, e.latestPaid(t).BillingDate)
 }
 
+// TestTrialDowngradeSetsFirstCharge: a downgrade at the next period asked
+// for while the trial runs sets the first charge, before the trial period
+// is completed and after (the first paid period open, not charged): it was
+// marked pending on that period, and the trial's end charged the old,
+// higher plan.
+func TestTrialDowngradeSetsFirstCharge(t *testing.T) {
+	t.Parallel()
+	for _, afterRun := range []bool{false, true} {
+		e := newTrialEnv(t, memoryUserStores()[0])
+		_, err := e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "o1", UserID: e.user, Tier: "Pro:v1", TrialDays: 14})
+		require.NoError(t, err)
+		if afterRun {
+			e.runAt(t, feb3.Add(time.Hour), billing.RunScheduled)
+		}
+		_, err = e.c.ChangePlan(t.Context(), billing.ChangePlanRequest{UserRequest: ur(e.user, "p1"), Tier: "Plus:v2", When: billing.ChangeAtNextPeriod})
+		require.NoError(t, err)
+		end := feb3.AddDate(0, 0, 14)
+		e.runAt(t, feb3.Add(2*time.Hour), billing.RunScheduled)
+		e.runAt(t, end.Add(time.Hour), billing.RunScheduled)
+		e.runAt(t, end.AddDate(0, 1, 0).Add(time.Hour), billing.RunScheduled)
+		calls := e.pay.Calls()
+		if assert.Len(t, calls, 2, "after run %v", afterRun) {
+			for i, call := range calls {
+				assert.Equal(t, plusPrice, call.Request.Amount, "after run %v, charge %d", afterRun, i)
+				assert.Equal(t, "Plus:v2", call.Request.Tier, "after run %v, charge %d", afterRun, i)
+			}
+		}
+	}
+}
+
+// TestDowngradeOfAPaidPeriodStaysPending: outside a trial a downgrade at
+// the next period still leaves the period's charge as it is.
+func TestDowngradeOfAPaidPeriodStaysPending(t *testing.T) {
+	t.Parallel()
+	e := newTrialEnv(t, memoryUserStores()[0])
+	_, err := e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "o1", UserID: e.user, Tier: "Pro:v1", FirstBillingDate: feb3.AddDate(0, 0, 2)})
+	require.NoError(t, err)
+	_, err = e.c.ChangePlan(t.Context(), billing.ChangePlanRequest{UserRequest: ur(e.user, "p1"), Tier: "Plus:v2", When: billing.ChangeAtNextPeriod})
+	require.NoError(t, err)
+	e.runAt(t, feb3.AddDate(0, 0, 2).Add(time.Hour), billing.RunScheduled)
+	e.runAt(t, feb3.AddDate(0, 1, 2).Add(time.Hour), billing.RunScheduled)
+	calls := e.pay.Calls()
+	require.Len(t, calls, 2)
+	assert.Equal(t, proPrice, calls[0].Request.Amount)
+	assert.Equal(t, plusPrice, calls[1].Request.Amount)
+}
+
 // latestPaid returns the user's latest COMPLETED record with an amount.
 func (e *freeEnv) latestPaid(t *testing.T) billing.Subscription {
 	t.Helper()
