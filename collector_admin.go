@@ -311,7 +311,9 @@ func newDateMoveError(cur *Subscription, d time.Time, r *Subscription, later boo
 // ChangeTier changes the tier of a SCHEDULED record. An upgrade applies
 // to this period at once; a downgrade is marked pending
 // (is_pending_downgrade) and applies from the next period, which the
-// collector opens with the new tier and amount.
+// collector opens with the new tier and amount. While a trial runs
+// (the trial period, or the first paid period after it not charged yet)
+// nothing has been charged: a downgrade too sets the first charge.
 //
 // The amount is the host's, never an end user's: with [Config.Prices] set
 // it comes from the price list (amount must then be [ListPrice] or that

@@ -105,7 +105,10 @@ func (c *Collector) EndTrial(ctx context.Context, req UserRequest) (UserChange, 
 
 // ExtendTrial moves the end of the user's trial in progress to req.End
 // (later than it is): the first paid period is billed then, its anchor
-// day and Friday week following. Keyed and refused as [Collector.EndTrial].
+// day and Friday week following. Keyed and refused as [Collector.EndTrial];
+// an end whose schedule meets a record of the user's earlier life is
+// refused as [Collector.ChangeBillingDate] refuses such a date (an error
+// wrapping [ErrInvalidDate]), since that paid period could not be opened.
 func (c *Collector) ExtendTrial(ctx context.Context, req TrialRequest) (UserChange, error) {
 	if req.End.IsZero() {
 		return UserChange{}, fmt.Errorf("extend trial %s: %w", req.UserID, requestField("End", "", "required"))
