@@ -574,7 +574,14 @@ func (c *Collector) emit(ctx context.Context, e Event) {
 	// A sink that calls the collector back gets no part of the call it is
 	// told about: not the user's lock a change by user holds (it would
 	// re-enter without locking), nor that change's request.
-	ctx = context.WithValue(context.WithValue(ctx, heldLockKey{}, nil), requestKey{}, nil)
+	// Hiding a value ctx does not carry changes nothing, so the common
+	// case (a run, which holds neither) allocates no contexts.
+	if ctx.Value(heldLockKey{}) != nil {
+		ctx = context.WithValue(ctx, heldLockKey{}, nil)
+	}
+	if ctx.Value(requestKey{}) != nil {
+		ctx = context.WithValue(ctx, requestKey{}, nil)
+	}
 	if err := c.cfg.Events.Emit(ctx, e); err != nil {
 		c.cfg.Logger.WarnContext(ctx, "billing: event sink", "type", e.Type, "subscription_id", e.SubscriptionID, "error", err)
 	}

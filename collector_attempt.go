@@ -442,13 +442,19 @@ const historyKeyRetries = 3
 // from the billing table, carry none.
 func (c *Collector) write(ctx context.Context, change EventType, cur, next *Subscription, create []*Subscription) error {
 	next.Change = change
-	defer func() { next.Change = "" }()
 	for _, f := range create {
 		if f.Change == "" {
 			f.Change = EventPeriodOpened
 		}
-		defer func() { f.Change = "" }()
 	}
+	// One deferred reset for all: a defer in the loop would be allocated
+	// per record.
+	defer func() {
+		next.Change = ""
+		for _, f := range create {
+			f.Change = ""
+		}
+	}()
 	for i := 0; ; i++ {
 		var err error
 		if !next.BillingDate.Truncate(time.Second).Equal(cur.BillingDate.Truncate(time.Second)) {

@@ -45,7 +45,14 @@ type telemetry struct {
 	// sets holds the attribute sets of the collection metrics, built once
 	// per combination instead of once per record.
 	setsMu sync.RWMutex
-	sets   map[attrKey]metric.MeasurementOption
+	sets   map[attrKey]attrSet
+}
+
+// attrSet is one cached attribute option, held in the option slices the
+// instruments take, so that passing them allocates no variadic slice.
+type attrSet struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
 }
 
 // attrKey names one combination of metric attributes: the attempts
@@ -61,17 +68,18 @@ const maxAttrSets = 1024
 
 // measurement returns the attribute option of k, built by build the first
 // time.
-func (t *telemetry) measurement(k attrKey, build func() metric.MeasurementOption) metric.MeasurementOption {
+func (t *telemetry) measurement(k attrKey, build func() metric.MeasurementOption) attrSet {
 	t.setsMu.RLock()
 	o, ok := t.sets[k]
 	t.setsMu.RUnlock()
 	if ok {
 		return o
 	}
-	o = build()
+	m := build()
+	o = attrSet{add: []metric.AddOption{m}, rec: []metric.RecordOption{m}}
 	t.setsMu.Lock()
 	if t.sets == nil {
-		t.sets = map[attrKey]metric.MeasurementOption{}
+		t.sets = map[attrKey]attrSet{}
 	}
 	if len(t.sets) < maxAttrSets {
 		t.sets[k] = o
@@ -191,7 +199,7 @@ func (o *recordObs) end(ctx context.Context, into *Report) {
 			attribute.String("process", string(o.proc)),
 			attribute.String("run", o.run),
 		)
-	}))
+	}).add...)
 	if o.span.IsRecording() { // a span that does not record drops attributes
 		o.span.SetAttributes(attribute.String("dynabill.outcome", out))
 	}
@@ -275,7 +283,7 @@ func (t *telemetry) providerCalled(ctx context.Context, n int, d time.Duration, 
 			attribute.String("outcome", out),
 			attribute.Bool("error", failed),
 		)
-	}))
+	}).rec...)
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(attribute.Int("dynabill.attempt", n))
 	}
