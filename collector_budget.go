@@ -43,6 +43,14 @@ type ProcessorBudget struct {
 	Backoff time.Duration
 	// MaxBackoff caps Backoff and RetryAfter. Defaults to 30 seconds.
 	MaxBackoff time.Duration
+	// Shared, when set, is a budget the processes of a fleet draw from
+	// together (see [ProcessorTokens]): every call also waits for one of
+	// its tokens, and a rate-limited answer slows the whole fleet. nil
+	// means the budget is this process's only.
+	Shared ProcessorTokens
+	// SharedBatch is how many tokens one Take of Shared asks for.
+	// Defaults to 10.
+	SharedBatch int
 }
 
 func (b ProcessorBudget) withDefaults() (ProcessorBudget, error) {
@@ -53,6 +61,9 @@ func (b ProcessorBudget) withDefaults() (ProcessorBudget, error) {
 		return b, fmt.Errorf("billing: Config.ProcessorBudget.Concurrency: negative %d", b.Concurrency)
 	case b.Backoff < 0 || b.MaxBackoff < 0:
 		return b, fmt.Errorf("billing: Config.ProcessorBudget: negative backoff %v / %v", b.Backoff, b.MaxBackoff)
+	}
+	if b.SharedBatch <= 0 {
+		b.SharedBatch = 10
 	}
 	if b.RateLimitRetries == 0 {
 		b.RateLimitRetries = 3
@@ -124,6 +135,7 @@ type pacer struct {
 	next        time.Time // earliest start of the next call
 	pausedUntil time.Time // no call starts before (rate-limited)
 	streak      int       // rate-limited answers in a row
+	shared      *sharedTurns
 }
 
 func newPacer(b ProcessorBudget) *pacer {
@@ -133,6 +145,9 @@ func newPacer(b ProcessorBudget) *pacer {
 	}
 	if b.Concurrency > 0 {
 		p.slots = make(chan struct{}, b.Concurrency)
+	}
+	if b.Shared != nil {
+		p.shared = &sharedTurns{tokens: b.Shared, batch: max(1, b.SharedBatch)}
 	}
 	return p
 }
@@ -179,6 +194,12 @@ func (p *pacer) acquire(ctx context.Context) (done func(), err error) {
 			return nil, err
 		}
 	}
+	if p.shared != nil {
+		if err := p.shared.turn(ctx, p.now, p.sleep); err != nil {
+			done()
+			return nil, err
+		}
+	}
 	return done, nil
 }
 
@@ -199,6 +220,11 @@ func (p *pacer) limited(retryAfter time.Duration) time.Duration {
 	d = min(d, p.maxBackoff)
 	if until := p.now().Add(d); until.After(p.pausedUntil) {
 		p.pausedUntil = until
+	}
+	if p.shared != nil {
+		// Best effort: the local pause holds if the shared state cannot be
+		// written.
+		_ = p.shared.tokens.Slow(context.Background(), d)
 	}
 	return d
 }
