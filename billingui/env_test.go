@@ -212,3 +212,6 @@ func errRow(body, id string) string {
 	}
 	return row
 }
+
+// linkEscape is a user ID as html/template writes it in a link's query.
+func linkEscape(s string) string { return strings.ReplaceAll(url.QueryEscape(s), "+", "%20") }

@@ -47,7 +47,7 @@ func TestPagesShowRealData(t *testing.T) {
 
 			att := op.get("/attention")
 			require.Equal(t, http.StatusOK, att.code, att.body)
-			assert.Contains(t, att.body, `href="customer?user=`+strings.ReplaceAll(url.QueryEscape(e.user), "+", "%20")+`"`)
+			assert.Contains(t, att.body, `href="customer?user=`+linkEscape(e.user)+`"`)
 			assert.Contains(t, att.body, "insufficient funds")
 
 			cust := op.get("/customer?user=" + url.QueryEscape(e.user))
@@ -61,20 +61,20 @@ func TestPagesShowRealData(t *testing.T) {
 			require.Equal(t, http.StatusSeeOther, s.code, s.body)
 			assert.Equal(t, "customer?user="+url.QueryEscape(e.user), s.loc)
 			s = op.get("/search?q=" + e.errID)
-			require.Equal(t, http.StatusSeeOther, s.code, s.body)
-			assert.Equal(t, "customer?user="+url.QueryEscape(e.user)+"#p-"+e.errID, s.loc)
+			require.Equal(t, http.StatusOK, s.code, s.body)
+			assert.Contains(t, s.body, `href="customer?user=`+linkEscape(e.user)+`#p-`+e.errID+`"`)
 			// A transaction: the declined period's (both layouts) and, on the
 			// legacy layout, a paid one's.
 			declined := e.only(t, e.user, billing.StatusError)
 			s = op.get("/search?q=" + url.QueryEscape(declined.TransactionID))
-			require.Equal(t, http.StatusSeeOther, s.code, s.body)
-			assert.Equal(t, "customer?user="+url.QueryEscape(e.user)+"#p-"+e.errID, s.loc)
+			require.Equal(t, http.StatusOK, s.code, s.body)
+			assert.Contains(t, s.body, `href="customer?user=`+linkEscape(e.user)+`#p-`+e.errID+`"`)
 			if l.name == "memory-legacy" {
 				paid := e.only(t, e.other, billing.StatusCompleted)
 				require.NotEmpty(t, paid.TransactionID)
 				s = op.get("/search?q=" + url.QueryEscape(paid.TransactionID))
-				require.Equal(t, http.StatusSeeOther, s.code, s.body)
-				assert.Equal(t, "customer?user="+url.QueryEscape(e.other)+"#p-"+paid.SubscriptionID, s.loc)
+				require.Equal(t, http.StatusOK, s.code, s.body)
+				assert.Contains(t, s.body, `href="customer?user=`+linkEscape(e.other)+`#p-`+paid.SubscriptionID+`"`)
 			}
 			s = op.get("/search?q=nobody")
 			assert.Equal(t, http.StatusOK, s.code)

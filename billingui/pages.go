@@ -191,9 +191,11 @@ func (h *Handler) attention(w http.ResponseWriter, r *http.Request) {
 		// Attempts are made on due SCHEDULED and on ERROR records; a stuck
 		// one stays in its status.
 		d.InFlight, err = h.scan(ctx, billing.StatusQuery{Status: billing.StatusScheduled, Before: now.Add(time.Second), Cursor: cur(secInFlight)}, stuck)
-		if err == nil {
+		if err == nil && cur(secInFlight) == "" {
+			// ERROR records on the first view; a continuation reads on in
+			// the SCHEDULED ones.
 			var more scanned
-			more, err = h.scan(ctx, billing.StatusQuery{Status: billing.StatusError, Cursor: cur(secInFlight + "-error")}, stuck)
+			more, err = h.scan(ctx, billing.StatusQuery{Status: billing.StatusError}, stuck)
 			d.InFlight.Items = append(d.InFlight.Items, more.Items...)
 			d.InFlight.Invalid = append(d.InFlight.Invalid, more.Invalid...)
 		}
@@ -291,12 +293,10 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
 			d.Partial = d.Partial || found.Next != ""
 		}
 	}
+	// A user ID goes to the customer; periods and transactions are listed,
+	// each linked to its customer.
 	if len(d.Users) == 1 && len(d.Matches) == 0 {
 		redirect(w, "customer?user="+queryEscape(q))
-		return
-	}
-	if len(d.Users) == 0 && len(d.Matches) == 1 {
-		redirect(w, "customer?user="+queryEscape(d.Matches[0].UserID)+"#p-"+queryEscape(d.Matches[0].SubscriptionID))
 		return
 	}
 	h.render(w, r, http.StatusOK, "search", page{Title: "Search", Nav: "search", Data: d})
