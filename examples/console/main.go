@@ -2,9 +2,12 @@
 // quickstart's simulated months: it simulates the users' billing, as
 // examples/quickstart does, then serves the pages on the store they left.
 //
-//	go run ./examples/console                 # in memory; open http://127.0.0.1:8080/billing/
-//	go run ./examples/console -role support   # the read-only role: no action buttons
-//	go run ./examples/console -endpoint http://localhost:8000   # on DynamoDB Local or moto
+//	go run -C examples/console .                 # in memory; open http://127.0.0.1:8080/billing/
+//	go run -C examples/console . -role support   # the read-only role: no action buttons
+//	go run -C examples/console . -endpoint http://localhost:8000   # on DynamoDB Local or moto
+//
+// (It is a module of its own, so that the browser tests' chromedp stays out
+// of the library's go.mod: hence -C.)
 //
 // The console is what a host mounts next to its routes:
 //
