@@ -226,6 +226,13 @@ func TestActionRefusals(t *testing.T) {
 			refused(op.confirmAndPost(e.user, e.errID, "resume", nil), http.StatusConflict, "billing:")
 			refused(op.confirmAndPost(e.user, e.errID, "pause", url.Values{"months": {"1"}}), http.StatusConflict, "billing:")
 
+			// Not collectible: a retry of the next period, not due yet.
+			next := e.only(t, e.user, billing.StatusScheduled)
+			tok0 := op.token(e.user, e.errID)
+			res0 := op.post(url.Values{"csrf": {tok0}, "op": {"retry"}, "user": {e.user}, "period": {next.SubscriptionID}})
+			refused(res0, http.StatusConflict, "not collectible")
+			assert.Empty(t, e.pay.ChargesFor(next.SubscriptionID))
+
 			// No such period; a period of another user is not found alike.
 			refused(op.confirmAndPost(e.user, "no-such-period", "waive", nil), http.StatusNotFound, "no such period")
 			paid := e.only(t, e.other, billing.StatusCompleted)
