@@ -2,7 +2,6 @@ package billingui_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -193,7 +192,6 @@ func (b *browser) token(user, period string) string {
 	return csrfInput.FindStringSubmatch(page.body)[1]
 }
 
-var errAny = errors.New("any")
 
 var (
 	regexpCustomer = regexp.MustCompile(`<a class="customer" href="customer\?user=([^"]+)"`)

@@ -2,7 +2,6 @@ package billingui
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"embed"
 	"errors"
@@ -219,4 +218,3 @@ func (h *Handler) internal(w http.ResponseWriter, r *http.Request, what string, 
 
 func (h *Handler) now() time.Time { return h.cfg.Collector.Clock().Now().UTC() }
 
-func (h *Handler) ctx(r *http.Request) context.Context { return r.Context() }
