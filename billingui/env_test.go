@@ -192,7 +192,6 @@ func (b *browser) token(user, period string) string {
 	return csrfInput.FindStringSubmatch(page.body)[1]
 }
 
-
 var (
 	regexpCustomer = regexp.MustCompile(`<a class="customer" href="customer\?user=([^"]+)"`)
 	regexpMore     = regexp.MustCompile(`<a href="(attention\?section=errors&amp;cursor=[^"]+)">More`)

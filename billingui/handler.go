@@ -217,4 +217,3 @@ func (h *Handler) internal(w http.ResponseWriter, r *http.Request, what string, 
 }
 
 func (h *Handler) now() time.Time { return h.cfg.Collector.Clock().Now().UTC() }
-
