@@ -1,0 +1,76 @@
+// Package billingui is an operator console for the billing engine: an
+// [http.Handler] a host mounts under a prefix of its own server, next to
+// its routes, as River's riverui is mounted.
+//
+//	console, err := billingui.New(billingui.Config{
+//		Collector:  collector,
+//		Repository: repo,
+//		History:    hist,
+//		Authorizer: authorize, // billinghttp.Authorizer: the same roles as the JSON API
+//		CSRFKey:    csrfKey,   // 32+ random bytes kept by the host
+//		Runs:       runs,      // *billingui.RunLog the host adds each Collector.Run report to
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	mux.Handle("/billing/", http.StripPrefix("/billing", console))
+//
+// # Pages
+//
+//   - Today (/): the latest scheduled, retry and pause runs' reports, the
+//     declines recorded today by reason, and the revenue of the last 30
+//     days per day as an inline SVG chart.
+//   - Attention (/attention): attempts in flight past the processor's
+//     request timeout, ACH debits past their settlement deadline, ERROR
+//     records by decline reason, and stored items that could not be decoded;
+//     each row links to its customer.
+//   - Customer (/customer?user=ID): the user's subscription view, periods and
+//     history as a timeline, and the actions the viewer's role allows.
+//   - Search (/search?q=…): a user ID, a period (subscription) ID, or a
+//     transaction ID among the records of the last 60 days.
+//
+// Pages are rendered on the server with html/template, which escapes
+// everything they show; the style sheet is embedded. There is no script:
+// every action is a form with a confirmation page, and works with
+// JavaScript off.
+//
+// # Reads
+//
+// Every read is bounded: status-index pages of Config.PageSize records, at
+// most Config.MaxPages of them per view, with a link that continues from the
+// index's cursor; a user's periods through Repository.Recent. The one read
+// the ports do not page is a user's history ([billing.History.ListByUser]);
+// the timeline shows it a page at a time.
+//
+// # Authorization and CSRF
+//
+// Each page and action is put to the host's [billinghttp.Authorizer] with the
+// action names of the JSON API, so a host configures its roles once: the
+// customer page asks [billinghttp.ActionGetSubscription] and
+// [billinghttp.ActionHistory] for the user; retry asks
+// [billinghttp.ActionPay], waive [billinghttp.ActionWaive], cancel
+// [billinghttp.ActionCancel] (and [billinghttp.ActionCancelOwed] when the
+// period is owed), pause and resume [billinghttp.ActionPause] and
+// [billinghttp.ActionResume], and a date move
+// [billinghttp.ActionChangeBillingDate]. The pages over every user (Today,
+// Attention, Search) ask [ActionOverview], a read with Operator set and
+// UserID "*", which [billinghttp.RoleAuthorizer] grants operators only. A
+// read-only support role is an Authorizer that allows what has Write false.
+// A button the viewer's role may not use is not shown, and its POST is
+// refused all the same.
+//
+// Every POST must carry the form's token (an HMAC, under Config.CSRFKey, of
+// a random value kept in a SameSite=Strict cookie) and come from the
+// console's own origin ([http.CrossOriginProtection]: Sec-Fetch-Site, or
+// Origin against Host): a forged cross-site POST is answered 403 and
+// reaches neither the Authorizer nor the engine.
+//
+// # Actions
+//
+// Every action goes through the [billing.Collector], so each rule (the
+// user's lock, attempts in flight, dates, prices, the transition table)
+// applies as it does to the API; a refusal is shown with the engine's
+// reason, answered 409 (conflict, lock held, in flight, not collectible),
+// 422 (a date out of order or invalid), 404 (no such period of this user)
+// or 403.
+package billingui

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/internal/dynamotest"
+)
+
+func TestMain(m *testing.M) { dynamotest.Main(m) }
+
+// TestConsoleOnDynamoDB serves the console as -endpoint does, on the local
+// DynamoDB server (moto, which the harness starts; under CI=true the test
+// fails without it), reads every page and waives a declined period through
+// the confirmation form.
+func TestConsoleOnDynamoDB(t *testing.T) {
+	ctx := context.Background()
+	endpoint := dynamotest.Endpoint(t)
+	prefix := dynamotest.TableName(t, "console") + "-"
+	client := dynamotest.Client(t)
+	t.Cleanup(func() {
+		for _, name := range []string{dynamostore.DefaultSubscriptionsTable, dynamostore.DefaultHistoryTable, dynamostore.DefaultLockTable} {
+			_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(prefix + name)})
+		}
+	})
+	d, err := build(ctx, options{Endpoint: endpoint, TablePrefix: prefix, Users: 12, Months: 1, Seed: 3, DeclineRate: 0.4})
+	require.NoError(t, err)
+	console, err := d.console("operator")
+	require.NoError(t, err)
+	srv := httptest.NewServer(mount(console))
+	defer srv.Close()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	get := func(path string) string {
+		t.Helper()
+		res, err := c.Get(srv.URL + "/billing/" + path)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		require.Equal(t, http.StatusOK, res.StatusCode, string(b))
+		return string(b)
+	}
+	require.Contains(t, get(""), `<svg id="revenue"`)
+	require.Contains(t, get("attention"), `id="errors"`)
+	p, err := d.repo.QueryStatus(ctx, billing.StatusQuery{Status: billing.StatusError})
+	require.NoError(t, err)
+	require.NotEmpty(t, p.Items, "declines on DynamoDB")
+	s := p.Items[0]
+	require.Contains(t, get("customer?user="+url.QueryEscape(s.UserID)), "payment_declined")
+	page := get("confirm?" + url.Values{"user": {s.UserID}, "period": {s.SubscriptionID}, "op": {"waive"}}.Encode())
+	tok := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page)
+	require.NotNil(t, tok)
+	form := url.Values{"csrf": {tok[1]}, "op": {"waive"}, "user": {s.UserID}, "period": {s.SubscriptionID}}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/billing/action", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", srv.URL)
+	res, err := c.Do(req)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode, string(b)) // after the 303
+	require.Contains(t, string(b), "Waive done")
+	got, err := d.repo.GetByID(ctx, s.SubscriptionID)
+	require.NoError(t, err)
+	require.Equal(t, billing.StatusWaived, got.Status)
+}

@@ -1,0 +1,85 @@
+// Command console serves the operator console (package billingui) over the
+// quickstart's simulated months: it simulates the users' billing, as
+// examples/quickstart does, then serves the pages on the store they left.
+//
+//	go run -C examples/console .                 # in memory; open http://127.0.0.1:8080/billing/
+//	go run -C examples/console . -role support   # the read-only role: no action buttons
+//	go run -C examples/console . -endpoint http://localhost:8000   # on DynamoDB Local or moto
+//
+// (It is a module of its own, so that the browser tests' chromedp stays out
+// of the library's go.mod: hence -C.)
+//
+// The console is what a host mounts next to its routes:
+//
+//	console, err := billingui.New(billingui.Config{Collector: c, Repository: repo, History: hist, Authorizer: authorize})
+//	mux.Handle("/billing/", http.StripPrefix("/billing", console))
+//
+// Every request here gets the role of -role; a host authenticates its
+// operators instead. The clock is the simulation's: "today" is the last
+// simulated day.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	var o options
+	addr := flag.String("addr", "127.0.0.1:8080", "serve on this `address`")
+	role := flag.String("role", "operator", `the role of every request: "operator", "support" or "user:ID"`)
+	flag.StringVar(&o.Endpoint, "endpoint", os.Getenv("DYNAMODB_ENDPOINT"), "keep the records on DynamoDB at this `URL` (DynamoDB Local, moto) instead of in memory (default $DYNAMODB_ENDPOINT)")
+	flag.IntVar(&o.Users, "users", 200, "number of simulated users")
+	flag.IntVar(&o.Months, "months", 2, "calendar months to simulate")
+	flag.Int64Var(&o.Seed, "seed", 1, "seed of the population and of the processor's answers")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, *addr, *role); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(ctx context.Context, o options, addr, role string) error {
+	if o.Endpoint != "" {
+		tag := make([]byte, 4)
+		_, _ = rand.Read(tag)
+		o.TablePrefix = "console-" + hex.EncodeToString(tag) + "-"
+	}
+	fmt.Fprintf(os.Stderr, "simulating %d users over %d months...\n", o.Users, o.Months)
+	d, err := build(ctx, o)
+	if err != nil {
+		return err
+	}
+	console, err := d.console(role)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mount(console)}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	fmt.Fprintf(os.Stderr, "console (%s) on http://%s/billing/ (today is %s); Ctrl-C stops it\n",
+		role, ln.Addr(), d.clock.Now().Format("Mon Jan 2 2006"))
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
