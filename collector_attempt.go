@@ -247,7 +247,10 @@ func (c *Collector) represent(ctx context.Context, cur *Subscription) (Subscript
 // once, so no request with the key starts later than the time mark
 // recorded. The lease is checked again before the call and before the
 // outcome is written; a lost lease stops the collection and leaves the
-// attempt in flight for the next holder to replay.
+// attempt in flight for the next holder to replay. With a shared budget
+// ([ProcessorBudget.Shared]) the call is sent only if its token's
+// one-second window is still open once mark has run; otherwise nothing is
+// sent and the error wraps [ErrRateLimited].
 //
 // charge returns the record as last stored: the outcome recorded, or on
 // an error the record as mark stored it (zero when mark did not run). A
@@ -255,7 +258,7 @@ func (c *Collector) represent(ctx context.Context, cur *Subscription) (Subscript
 // rate-limited answer is an error wrapping [ErrRateLimited]: the
 // processor did nothing with the attempt.
 func (c *Collector) charge(ctx context.Context, rep *Report, mark func() (Subscription, error)) (Subscription, error) {
-	done, err := c.pace.acquire(ctx)
+	done, end, err := c.pace.acquireCall(ctx)
 	if err != nil {
 		return Subscription{}, fmt.Errorf("waiting for the processor budget: %w", err)
 	}
@@ -267,6 +270,11 @@ func (c *Collector) charge(ctx context.Context, rep *Report, mark func() (Subscr
 	if err != nil {
 		done()
 		return Subscription{}, err
+	}
+	if c.pace.windowClosed(end) {
+		done()
+		a := cur.LastAttempt
+		return cur, fmt.Errorf("attempt %d of %s (key %s) not made: %w", a.Number, cur.SubscriptionID, a.Key, errWindowClosed)
 	}
 	res, err := c.call(ctx, &cur, rep)
 	done()
@@ -299,21 +307,21 @@ func (c *Collector) call(ctx context.Context, cur *Subscription, rep *Report) (P
 	start := time.Now()
 	res, err := c.cfg.Provider.Collect(ctx, a.Request(cur))
 	c.tel.providerCalled(ctx, a.Number, time.Since(start), res, err)
-	c.paced(err, rep)
+	c.paced(ctx, err, rep)
 	return res, err
 }
 
 // paced tells the budget how the processor answered a call.
-func (c *Collector) paced(err error, rep *Report) {
+func (c *Collector) paced(ctx context.Context, err error, rep *Report) {
 	var busy interface{ ProcessorThrottled() time.Duration }
 	switch {
 	case errors.Is(err, ErrRateLimited):
 		rep.count(&rep.RateLimited)
-		c.pace.limited(retryAfter(err))
+		c.pace.slowShared(ctx, c.pace.limited(retryAfter(err)))
 	case errors.As(err, &busy):
 		// Rate-limited with the outcome unknown (see [PaymentProvider]).
 		rep.count(&rep.RateLimited)
-		c.pace.limited(busy.ProcessorThrottled())
+		c.pace.slowShared(ctx, c.pace.limited(busy.ProcessorThrottled()))
 	case err == nil:
 		c.pace.answered()
 	}
@@ -327,7 +335,7 @@ func (c *Collector) lookup(ctx context.Context, l PaymentLookup, req PaymentRequ
 	}
 	defer done()
 	res, found, err := l.LookupPayment(ctx, req)
-	c.paced(err, rep)
+	c.paced(ctx, err, rep)
 	return res, found, err
 }
 

@@ -166,6 +166,12 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // acquire waits for the budget to allow a processor call and returns the
 // function that ends it.
 func (p *pacer) acquire(ctx context.Context) (done func(), err error) {
+	done, _, err = p.acquireCall(ctx)
+	return done, err
+}
+
+// acquireLocal waits for this process's own budget.
+func (p *pacer) acquireLocal(ctx context.Context) (done func(), err error) {
 	done = func() {}
 	if p.slots != nil {
 		select {
@@ -194,12 +200,6 @@ func (p *pacer) acquire(ctx context.Context) (done func(), err error) {
 			return nil, err
 		}
 	}
-	if p.shared != nil {
-		if err := p.shared.turn(ctx, p.now, p.sleep); err != nil {
-			done()
-			return nil, err
-		}
-	}
 	return done, nil
 }
 
@@ -220,11 +220,6 @@ func (p *pacer) limited(retryAfter time.Duration) time.Duration {
 	d = min(d, p.maxBackoff)
 	if until := p.now().Add(d); until.After(p.pausedUntil) {
 		p.pausedUntil = until
-	}
-	if p.shared != nil {
-		// Best effort: the local pause holds if the shared state cannot be
-		// written.
-		_ = p.shared.tokens.Slow(context.Background(), d)
 	}
 	return d
 }
