@@ -16,10 +16,11 @@ import (
 //
 // The budget belongs to one Collector: every run, shard and single
 // collection of that Collector draws on it, so the shards a process runs
-// in parallel share it. Processes do not share budgets. A run fanned out
-// over many Lambdas or servers makes up to their number times the budget's
-// calls, so give each process its share of the processor's limit (the
-// limit divided by the processes that run at once).
+// in parallel share it. A run fanned out over many Lambdas or servers
+// makes up to their number times the budget's calls: either give each
+// process its share of the processor's limit (the limit divided by the
+// processes that run at once; a share is lost while its process is done,
+// backing off or dead), or let them all draw on one budget, Shared.
 //
 // The zero ProcessorBudget sets no cap; a rate-limited answer is still
 // honoured (see [ErrRateLimited]).
@@ -45,8 +46,10 @@ type ProcessorBudget struct {
 	MaxBackoff time.Duration
 	// Shared, when set, is a budget the processes of a fleet draw from
 	// together (see [ProcessorTokens]): every call also waits for one of
-	// its tokens, and a rate-limited answer slows the whole fleet. nil
-	// means the budget is this process's only.
+	// its tokens and is sent only inside the token's one-second window,
+	// and a rate-limited answer slows the whole fleet. Its clock must be
+	// the machine's (the processor counts real seconds), not the
+	// Collector's Clock. nil means the budget is this process's only.
 	Shared ProcessorTokens
 	// SharedBatch is how many tokens one Take of Shared asks for.
 	// Defaults to 10.

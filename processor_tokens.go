@@ -108,7 +108,9 @@ type MemoryTokens struct {
 }
 
 // NewMemoryTokens returns a budget of limit calls a second on the clock
-// now (time.Now when nil).
+// now (time.Now when nil). A Collector drawing on it compares its grants
+// with the machine's clock: give it another clock only in tests that
+// drive the collector's pacing on that clock too.
 func NewMemoryTokens(limit int, now func() time.Time) (*MemoryTokens, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("billing: NewMemoryTokens: limit %d, want > 0", limit)

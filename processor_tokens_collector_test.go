@@ -93,3 +93,33 @@ func TestCollectorSharedWindowMissedChargedOnce(t *testing.T) {
 	assert.True(t, !at.Before(g.Start) && at.Before(g.End), "the call starts inside its token's window")
 	assert.True(t, at.After(tokens.grants[0].End), "not on the first token, whose window closed while the attempt was written")
 }
+
+// TestSharedBudgetOnAnotherClockRefused: a shared budget on a clock other
+// than the machine's (here the collector's test clock, standing in 2025)
+// grants only windows the machine has left. The collector refuses it at
+// once, saying so, instead of asking again and again until the run's
+// context ends; nothing is written or charged.
+func TestSharedBudgetOnAnotherClockRefused(t *testing.T) {
+	var tokens *billing.MemoryTokens
+	e := newCollectorEnv(t, func(c *billing.Config) {
+		var err error
+		tokens, err = billing.NewMemoryTokens(10, c.Clock.Now)
+		require.NoError(t, err)
+		c.ProcessorBudget = billing.ProcessorBudget{Shared: tokens}
+	})
+	s := e.add("u1", jan31, billing.StatusScheduled)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	rep, err := e.c.Run(ctx, billing.RunRequest{Kind: billing.RunScheduled})
+	require.NoError(t, err)
+	assert.Less(t, time.Since(start), time.Second, "refused at once")
+	require.Len(t, rep.Failed, 1)
+	assert.Contains(t, rep.Failed[0].Reason, "its clock must be the machine's")
+	assert.Zero(t, rep.Collected+rep.Attempted)
+	assert.Empty(t, e.pay.Charges())
+	got := e.records("u1")
+	require.Len(t, got, 1)
+	assert.False(t, got[0].InFlight())
+	assert.Equal(t, s.LastRunDate, got[0].LastRunDate)
+}

@@ -38,6 +38,12 @@ func (s *sharedTurns) turn(ctx context.Context, now func() time.Time, sleep func
 		if err != nil {
 			return time.Time{}, fmt.Errorf("taking %d processor tokens: %w", s.batch, err)
 		}
+		if g.N > 0 && !g.End.After(t) || g.N == 0 && g.Start.Before(t.Add(-time.Second)) {
+			// Asking again would spin: a budget on another clock (a test
+			// clock, say) grants only windows this machine has left.
+			return time.Time{}, fmt.Errorf("billing: ProcessorBudget.Shared granted %d tokens from %v to %v at %v: its clock must be the machine's",
+				g.N, g.Start.Format(time.RFC3339Nano), g.End.Format(time.RFC3339Nano), t.Format(time.RFC3339Nano))
+		}
 		s.grant = g
 		if g.N == 0 {
 			if err := sleep(ctx, max(g.Start.Sub(t), time.Millisecond)); err != nil {
