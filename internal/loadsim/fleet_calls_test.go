@@ -335,7 +335,8 @@ func TestFleetCallsSentInsideTheirWindow(t *testing.T) {
 	checked := f.run(t)
 	f.windowCheck = false
 	unchecked := f.run(t)
-	t.Logf("window check: busiest second %d, missed windows %d; without: busiest second %d", checked.worst, checked.missed, unchecked.worst)
+	t.Logf("5 workers a process, K=8, 400k charges: shared %.1f %%, busiest second %d, missed windows %d; sent anyway: busiest second %d",
+		checked.efficiency(limit), checked.worst, checked.missed, unchecked.worst)
 	require.Positive(t, checked.missed, "some attempts outlast their window")
 	require.LessOrEqual(t, checked.worst, limit, "no second over the limit")
 	require.Greater(t, unchecked.worst, limit, "sent late, calls land in a second whose tokens others spent")
