@@ -92,9 +92,16 @@ func sharedProcess(t *testing.T, tokens ProcessorTokens, batch int, clock *model
 	return &Collector{cfg: Config{Provider: prov}, tel: newTelemetry(nil, nil), pace: p}
 }
 
-// marked is the record as a mark step would store it.
-func marked(id string) Subscription {
-	return Subscription{SubscriptionID: id, UserID: "u-" + id, LastAttempt: Attempt{Number: 1, Key: "key-" + id}}
+// markAs is a mark step for charge: it runs meanwhile (what happens while
+// the attempt is recorded; nil for nothing) and returns the record as
+// stored with attempt 1 of id.
+func markAs(id string, meanwhile func()) func() (Subscription, error) {
+	return func() (Subscription, error) {
+		if meanwhile != nil {
+			meanwhile()
+		}
+		return Subscription{SubscriptionID: id, UserID: "u-" + id, LastAttempt: Attempt{Number: 1, Key: "key-" + id}}, nil
+	}
 }
 
 // TestSharedBudgetCallStartsInsideItsWindow: a call is recorded (mark)
@@ -116,22 +123,21 @@ func TestSharedBudgetCallStartsInsideItsWindow(t *testing.T) {
 	b := sharedProcess(t, tokens, 5, clock, proc)
 	ctx := context.Background()
 
-	_, err = a.charge(ctx, &Report{}, func() (Subscription, error) {
+	_, err = a.charge(ctx, &Report{}, markAs("a", func() {
 		// Recording a's attempt takes 30 ms; meanwhile the second turns and
 		// b spends the whole of its budget.
 		clock.Set(base.Add(time.Second))
 		for i := range limit {
-			_, err := b.charge(ctx, &Report{}, func() (Subscription, error) { return marked(fmt.Sprint("b", i)), nil })
+			_, err := b.charge(ctx, &Report{}, markAs(fmt.Sprint("b", i), nil))
 			require.ErrorIs(t, err, errAnswered, "b's call %d was sent", i)
 		}
 		clock.Set(base.Add(1020 * time.Millisecond))
-		return marked("a"), nil
-	})
+	}))
 	require.ErrorIs(t, err, ErrRateLimited, "a's token's window closed while a recorded its attempt: not sent")
 	require.NotErrorIs(t, err, errAnswered)
 	require.Equal(t, limit, proc.perSecond[base.Unix()+1], "the second a's call would have landed in holds b's calls only")
 
-	_, err = a.charge(ctx, &Report{}, func() (Subscription, error) { return marked("a"), nil })
+	_, err = a.charge(ctx, &Report{}, markAs("a", nil))
 	require.ErrorIs(t, err, errAnswered, "a's retry is sent")
 	require.Equal(t, 1, proc.perSecond[base.Unix()+2], "with a token of a later window")
 	for sec, n := range proc.perSecond {
@@ -178,7 +184,7 @@ func TestSharedSlowHoldsNoPacerLock(t *testing.T) {
 	defer cancel()
 	charged := make(chan error, 1)
 	go func() {
-		_, err := c.charge(ctx, &Report{}, func() (Subscription, error) { return marked("a"), nil })
+		_, err := c.charge(ctx, &Report{}, markAs("a", nil))
 		charged <- err
 	}()
 	<-shared.entered
