@@ -293,7 +293,9 @@ type Report struct {
 	// (see [ErrRateLimited]): not attempted, nothing charged; the record
 	// is tried again later in the run or by the next one. A rate-limited
 	// call whose outcome stays unknown (see [PaymentProvider]) is counted
-	// here and in Unknown.
+	// here and in Unknown. So is a call a shared budget did not send
+	// because its token's window closed while the attempt was recorded
+	// (see [ProcessorBudget.Shared]).
 	RateLimited int `json:"rate_limited"`
 	// Free counts zero-amount periods completed without the processor
 	// (see [Config.AllowFreeTiers]).

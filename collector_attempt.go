@@ -273,6 +273,7 @@ func (c *Collector) charge(ctx context.Context, rep *Report, mark func() (Subscr
 	}
 	if c.pace.windowClosed(end) {
 		done()
+		rep.count(&rep.RateLimited)
 		a := cur.LastAttempt
 		return cur, fmt.Errorf("attempt %d of %s (key %s) not made: %w", a.Number, cur.SubscriptionID, a.Key, errWindowClosed)
 	}

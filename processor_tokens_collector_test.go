@@ -77,6 +77,8 @@ func TestCollectorSharedWindowMissedChargedOnce(t *testing.T) {
 
 	rep := e.runOnce(billing.RunScheduled)
 	assert.Equal(t, 1, rep.Collected)
+	assert.Equal(t, 1, rep.RateLimited, "the call not sent is reported")
+	assert.Equal(t, 1, rep.Attempted, "one call reached the processor")
 	assert.Empty(t, rep.Failed)
 	assert.Zero(t, rep.Unknown)
 	require.Len(t, e.pay.Charges(), 1)
