@@ -81,7 +81,7 @@ func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Subscr
 		// attempt, so the record is as it was and nothing waits on a key
 		// the processor never saw. Should that write fail, the attempt
 		// stays in flight and its replay makes it.
-		if werr := c.cfg.Repository.SetAttempt(ctx, &marked, cur); werr != nil {
+		if werr := c.withdraw(ctx, marked, cur); werr != nil {
 			return fmt.Errorf("%w; withdraw the attempt: %w", err, werr)
 		}
 		if try >= c.cfg.ProcessorBudget.RateLimitRetries {
@@ -90,6 +90,12 @@ func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Subscr
 			return nil
 		}
 	}
+}
+
+// withdraw writes cur back over marked, the record with the attempt the
+// processor refused. marked is a copy: the caller's stays off the heap.
+func (c *Collector) withdraw(ctx context.Context, marked Subscription, cur *Subscription) error {
+	return c.cfg.Repository.SetAttempt(ctx, &marked, cur)
 }
 
 // resolve settles the attempt in flight on cur (re-read under the user's
