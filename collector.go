@@ -450,25 +450,46 @@ func (c *Collector) PlanRecord(kind RunKind, sub *Subscription, now time.Time) P
 // hold of the user's lock: concurrent holds would skip all but one of them.
 // Each record is observed (span, outcome metric) on its own.
 func (c *Collector) handlePage(ctx context.Context, kind RunKind, items []Subscription, rep *Report) {
+	// The users in order of first appearance, and each user's indexes in
+	// one slice of the page's (not one slice per user).
 	var order []string
-	byUser := map[string][]int{}
+	var ends []int // each user's count, then where its indexes end in idx
+	rank := make(map[string]int, len(items))
 	for i := range items {
-		u := items[i].UserID
-		if _, seen := byUser[u]; !seen {
-			order = append(order, u)
+		r, seen := rank[items[i].UserID]
+		if !seen {
+			r = len(order)
+			rank[items[i].UserID] = r
+			order = append(order, items[i].UserID)
+			ends = append(ends, 0)
 		}
-		byUser[u] = append(byUser[u], i)
+		ends[r]++
 	}
+	for r := 1; r < len(ends); r++ {
+		ends[r] += ends[r-1]
+	}
+	idx := make([]int, len(items))
+	for i := len(items) - 1; i >= 0; i-- { // backwards, so each user's stay in index order
+		r := rank[items[i].UserID]
+		ends[r]--
+		idx[ends[r]] = i
+	}
+	// ends[r] is now where user r's indexes start.
 	sem := make(chan struct{}, c.cfg.Concurrency)
 	var wg sync.WaitGroup
-	for _, u := range order {
+	for r, u := range order {
 		if ctx.Err() != nil {
 			break
 		}
+		end := len(idx)
+		if r+1 < len(ends) {
+			end = ends[r+1]
+		}
+		mine := idx[ends[r]:end:end]
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			c.handleUser(ctx, kind, u, items, byUser[u], rep)
+			c.handleUser(ctx, kind, u, items, mine, rep)
 		})
 	}
 	wg.Wait()

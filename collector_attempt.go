@@ -65,7 +65,7 @@ func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Subscr
 		return c.completeFree(ctx, proc, cur, rep)
 	}
 	for try := 0; ; try++ {
-		marked, err := c.charge(ctx, rep, func() (Subscription, error) {
+		marked, err := c.charge(ctx, rep, func() (*Subscription, error) {
 			return c.startAttempt(ctx, proc, cur, c.cfg.Clock.Now())
 		})
 		switch {
@@ -81,7 +81,7 @@ func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Subscr
 		// attempt, so the record is as it was and nothing waits on a key
 		// the processor never saw. Should that write fail, the attempt
 		// stays in flight and its replay makes it.
-		if werr := c.cfg.Repository.SetAttempt(ctx, &marked, cur); werr != nil {
+		if werr := c.withdraw(ctx, marked, cur); werr != nil {
 			return fmt.Errorf("%w; withdraw the attempt: %w", err, werr)
 		}
 		if try >= c.cfg.ProcessorBudget.RateLimitRetries {
@@ -90,6 +90,12 @@ func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Subscr
 			return nil
 		}
 	}
+}
+
+// withdraw writes cur back over marked, the record with the attempt the
+// processor refused. marked is a copy: the caller's stays off the heap.
+func (c *Collector) withdraw(ctx context.Context, marked Subscription, cur *Subscription) error {
+	return c.cfg.Repository.SetAttempt(ctx, &marked, cur)
 }
 
 // resolve settles the attempt in flight on cur (re-read under the user's
@@ -124,7 +130,10 @@ func (c *Collector) resolve(ctx context.Context, cur *Subscription, rep *Report)
 	if w, ok := c.cfg.Provider.(ReplayWindow); ok && w.ReplayWindow() > 0 && c.cfg.Clock.Now().Sub(cur.LastAttempt.Started) > w.ReplayWindow() {
 		why = fmt.Errorf("the processor's replay window (%v) has passed", w.ReplayWindow())
 	} else {
-		presented, err := c.charge(ctx, rep, func() (Subscription, error) { return c.represent(ctx, cur) }) // the replay
+		presented, err := c.charge(ctx, rep, func() (*Subscription, error) { // the replay
+			s, err := c.represent(ctx, cur)
+			return &s, err
+		})
 		var unresolved *InFlightError
 		switch {
 		case errors.Is(err, ErrRateLimited):
@@ -186,10 +195,10 @@ func (c *Collector) requestTimeout() time.Duration {
 // returns the record as stored with it. An amount the collector may not
 // charge (see [Collector.chargeable]) is refused first: nothing is
 // written, so nothing is presented to the processor.
-func (c *Collector) startAttempt(ctx context.Context, proc Process, cur *Subscription, now time.Time) (Subscription, error) {
+func (c *Collector) startAttempt(ctx context.Context, proc Process, cur *Subscription, now time.Time) (*Subscription, error) {
 	n := cur.Attempt + 1
 	if err := c.chargeable(cur); err != nil {
-		return Subscription{}, fmt.Errorf("attempt %d of %s not made: %w", n, cur.SubscriptionID, err)
+		return nil, fmt.Errorf("attempt %d of %s not made: %w", n, cur.SubscriptionID, err)
 	}
 	marked := cur.Clone()
 	marked.LastAttempt = Attempt{
@@ -197,9 +206,9 @@ func (c *Collector) startAttempt(ctx context.Context, proc Process, cur *Subscri
 		Tier: cur.ReceiptTierName, Process: proc, Started: now.UTC(),
 	}
 	if err := c.cfg.Repository.SetAttempt(ctx, cur, &marked); err != nil {
-		return Subscription{}, fmt.Errorf("record attempt %d of %s before the charge: %w", n, cur.SubscriptionID, err)
+		return nil, fmt.Errorf("record attempt %d of %s before the charge: %w", n, cur.SubscriptionID, err)
 	}
-	return marked, nil
+	return &marked, nil
 }
 
 // chargeable checks the amount of cur against the collector's limits
@@ -257,7 +266,7 @@ func (c *Collector) represent(ctx context.Context, cur *Subscription) (Subscript
 // provider error is an [*InFlightError]: the outcome is unknown. A
 // rate-limited answer is an error wrapping [ErrRateLimited]: the
 // processor did nothing with the attempt.
-func (c *Collector) charge(ctx context.Context, rep *Report, mark func() (Subscription, error)) (Subscription, error) {
+func (c *Collector) charge(ctx context.Context, rep *Report, mark func() (*Subscription, error)) (Subscription, error) {
 	done, end, err := c.pace.acquireCall(ctx)
 	if err != nil {
 		return Subscription{}, fmt.Errorf("waiting for the processor budget: %w", err)
@@ -266,7 +275,7 @@ func (c *Collector) charge(ctx context.Context, rep *Report, mark func() (Subscr
 		done()
 		return Subscription{}, err
 	}
-	cur, err := mark()
+	cur, err := mark() // a record of its own, not shared with the caller
 	if err != nil {
 		done()
 		return Subscription{}, err
@@ -275,9 +284,9 @@ func (c *Collector) charge(ctx context.Context, rep *Report, mark func() (Subscr
 		done()
 		rep.count(&rep.RateLimited)
 		a := cur.LastAttempt
-		return cur, fmt.Errorf("attempt %d of %s (key %s) not made: %w", a.Number, cur.SubscriptionID, a.Key, errWindowClosed)
+		return *cur, fmt.Errorf("attempt %d of %s (key %s) not made: %w", a.Number, cur.SubscriptionID, a.Key, errWindowClosed)
 	}
-	res, err := c.call(ctx, &cur, rep)
+	res, err := c.call(ctx, cur, rep)
 	done()
 	if err != nil {
 		switch {
@@ -285,14 +294,14 @@ func (c *Collector) charge(ctx context.Context, rep *Report, mark func() (Subscr
 			a := cur.LastAttempt
 			err = fmt.Errorf("attempt %d of %s (key %s) not made: %w", a.Number, cur.SubscriptionID, a.Key, err)
 		case !errors.Is(err, ErrLeaseLost):
-			err = inFlightErr(&cur, err)
+			err = inFlightErr(cur, err)
 		}
-		return cur, err
+		return *cur, err
 	}
 	if err := checkLease(ctx); err != nil {
-		return cur, fmt.Errorf("%s outcome of key %s not recorded: %w", res.Outcome, cur.LastAttempt.Key, err)
+		return *cur, fmt.Errorf("%s outcome of key %s not recorded: %w", res.Outcome, cur.LastAttempt.Key, err)
 	}
-	return c.recordOutcome(ctx, &cur, res, rep)
+	return c.recordOutcome(ctx, cur, res, rep)
 }
 
 // call presents the attempt recorded on cur to the provider once the lease

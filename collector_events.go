@@ -180,10 +180,30 @@ func (f EventSinkFunc) Emit(ctx context.Context, e Event) error { return f(ctx, 
 // [EventInvalidRecord]) each item the per-user reads of the collection
 // skip because it does not decode (see [WithInvalidItems]).
 func (c *Collector) reportInvalid(ctx context.Context, kind, userID string, rep *Report) context.Context {
-	return WithInvalidItems(ctx, func(ctx context.Context, err error) {
-		rep.count(&rep.Invalid)
-		c.invalidRecord(ctx, kind, userID, err)
-	})
+	return &invalidCountCtx{Context: ctx, c: c, kind: kind, userID: userID, rep: rep}
+}
+
+// invalidCountCtx is the context of [Collector.reportInvalid]: its
+// parent, with itself as the reporter of invalid items (in place of the
+// parent's, as [WithInvalidItems] would).
+type invalidCountCtx struct {
+	context.Context
+	c            *Collector
+	kind, userID string
+	rep          *Report
+}
+
+// Value returns x itself for invalidItemsKey, else the parent's value.
+func (x *invalidCountCtx) Value(key any) any {
+	if key == any(invalidItemsKey{}) {
+		return invalidReporter(x)
+	}
+	return x.Context.Value(key)
+}
+
+func (x *invalidCountCtx) reportInvalidItem(ctx context.Context, err error) {
+	x.rep.count(&x.rep.Invalid)
+	x.c.invalidRecord(ctx, x.kind, x.userID, err)
 }
 
 // invalidRecord logs and reports one undecodable item of userID ("" when

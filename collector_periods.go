@@ -68,6 +68,24 @@ type laterRead struct {
 	unread      unreadable // the user's records the read skipped
 }
 
+// laterCtx is the context readLatest returns: its parent with the
+// laterRead. It holds the context of the read too (un), so that one
+// allocation serves both.
+type laterCtx struct {
+	context.Context
+	lr laterRead
+	un unreadableCtx // the read's context, see [collectUnreadable]
+}
+
+// Value returns the laterRead (a *laterRead) for laterKey, else the
+// parent's value.
+func (c *laterCtx) Value(key any) any {
+	if key == any(laterKey{}) {
+		return &c.lr
+	}
+	return c.Context.Value(key)
+}
+
 // readDepth is how many of a user's latest records readLatest reads: the
 // record a run found is nearly always the user's latest (its first
 // attempt) or the one before (a retry, once the next period is open).
@@ -81,15 +99,15 @@ const readDepth = 2
 // carries them). A record older than those is read by its key.
 // [ErrNotFound] when the record is gone.
 func (c *Collector) readLatest(ctx context.Context, it *Subscription) (Subscription, context.Context, error) {
-	rctx, unread := collectUnreadable(ctx)
-	recent, err := c.cfg.Repository.Recent(rctx, it.UserID, readDepth)
+	lc := &laterCtx{Context: ctx, un: unreadableCtx{Context: ctx, report: invalidReporterOf(ctx)}}
+	recent, err := c.cfg.Repository.Recent(&lc.un, it.UserID, readDepth)
 	if err != nil {
 		return Subscription{}, ctx, fmt.Errorf("read %s: %w", it.SubscriptionID, err)
 	}
 	for i, r := range recent {
 		if r.SubscriptionID == it.SubscriptionID && sameSecond(r.BillingDate, it.BillingDate) {
-			lr := laterRead{userID: r.UserID, billingDate: r.BillingDate, later: recent[:i], unread: *unread}
-			return r, context.WithValue(ctx, laterKey{}, lr), nil
+			lc.lr = laterRead{userID: r.UserID, billingDate: r.BillingDate, later: recent[:i], unread: lc.un.u}
+			return r, lc, nil
 		}
 	}
 	cur, err := c.cfg.Repository.Get(ctx, it.UserID, it.BillingDate)
@@ -102,7 +120,7 @@ func sameSecond(a, b time.Time) bool { return a.Truncate(time.Second).Equal(b.Tr
 // same read skipped (see [unreadable]): read under the lock when the
 // context carries them, else by a read of the user's records.
 func (c *Collector) later(ctx context.Context, cur *Subscription) ([]Subscription, unreadable, error) {
-	if lr, ok := ctx.Value(laterKey{}).(laterRead); ok && lr.userID == cur.UserID && sameSecond(lr.billingDate, cur.BillingDate) {
+	if lr, ok := ctx.Value(laterKey{}).(*laterRead); ok && lr.userID == cur.UserID && sameSecond(lr.billingDate, cur.BillingDate) {
 		return lr.later, lr.unread, nil
 	}
 	rctx, unread := collectUnreadable(ctx)

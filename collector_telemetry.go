@@ -37,6 +37,7 @@ const (
 // the component is.
 type telemetry struct {
 	tracer           trace.Tracer
+	idle             itel.IdleGlobal // a record's span is skipped while inert
 	attempts         metric.Int64Counter
 	providerDuration metric.Float64Histogram
 	messages         metric.Int64Counter
@@ -94,6 +95,7 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) *telemetry {
 	m, tracer := itel.Providers(mp, tp)
 	return &telemetry{
 		tracer:           tracer,
+		idle:             itel.NewIdleGlobal(tp),
 		attempts:         itel.Counter(m, itel.MetricCollectionAttempts, "{record}", "Records handled by the collector, by outcome."),
 		providerDuration: itel.Histogram(m, itel.MetricProviderDuration, "Duration of PaymentProvider.Collect calls."),
 		messages:         itel.Counter(m, itel.MetricNotifierMessages, "{message}", "Notifier worker messages handled, by outcome."),
@@ -177,6 +179,14 @@ type recordObs struct {
 // startRecord starts observing the record of userID and subID, handled
 // by proc in run.
 func (t *telemetry) startRecord(ctx context.Context, run string, proc Process, userID, subID string) (context.Context, *recordObs) {
+	if t.idle.Inert(ctx) {
+		// The global provider, with none installed and no trace to carry
+		// on, would make a span that records nothing and an invalid span
+		// context: skip building it (and its attributes).
+		o := &recordObs{tel: t, span: itel.InertSpan, run: run, proc: proc}
+		o.rep = &o.own
+		return ctx, o
+	}
 	ctx, span := t.tracer.Start(ctx, itel.SpanCollectionAttempt, trace.WithAttributes(
 		attribute.String("dynabill.user_id", userID),
 		attribute.String("dynabill.subscription_id", subID),

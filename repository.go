@@ -303,7 +303,30 @@ type invalidItemsKey struct{}
 // every collection and change, counting the items in [Report.Invalid] and
 // emitting an [EventInvalidRecord] for each.
 func WithInvalidItems(ctx context.Context, fn func(ctx context.Context, err error)) context.Context {
-	return context.WithValue(ctx, invalidItemsKey{}, fn)
+	return context.WithValue(ctx, invalidItemsKey{}, invalidReporter(invalidFunc(fn)))
+}
+
+// invalidReporter is what a context carries under invalidItemsKey: the
+// function of [WithInvalidItems], or a context of the collector's own
+// that reports to itself (one allocation per record instead of a closure
+// and a context each).
+type invalidReporter interface {
+	reportInvalidItem(ctx context.Context, err error)
+}
+
+// invalidFunc is the function [WithInvalidItems] was given.
+type invalidFunc func(ctx context.Context, err error)
+
+func (f invalidFunc) reportInvalidItem(ctx context.Context, err error) {
+	if f != nil {
+		f(ctx, err)
+	}
+}
+
+// invalidReporterOf returns the reporter ctx carries, nil when none.
+func invalidReporterOf(ctx context.Context) invalidReporter {
+	r, _ := ctx.Value(invalidItemsKey{}).(invalidReporter)
+	return r
 }
 
 // unreadable holds the records of a user that the per-user reads made
@@ -317,18 +340,35 @@ type unreadable []*FieldError
 // is reported as before (to the function ctx carries) and added to the
 // returned list.
 func collectUnreadable(ctx context.Context) (context.Context, *unreadable) {
-	u := &unreadable{}
-	report, _ := ctx.Value(invalidItemsKey{}).(func(context.Context, error))
-	return WithInvalidItems(ctx, func(ctx context.Context, err error) {
-		if report != nil {
-			report(ctx, err)
-		}
-		fe := &FieldError{}
-		if !errors.As(err, &fe) {
-			fe = &FieldError{Err: err} // neither date nor status known
-		}
-		*u = append(*u, fe)
-	}), u
+	c := &unreadableCtx{Context: ctx, report: invalidReporterOf(ctx)}
+	return c, &c.u
+}
+
+// unreadableCtx is the context of [collectUnreadable]: its parent, with
+// itself as the reporter of invalid items.
+type unreadableCtx struct {
+	context.Context
+	report invalidReporter // the parent's, nil when none
+	u      unreadable
+}
+
+// Value returns c itself for invalidItemsKey, else the parent's value.
+func (c *unreadableCtx) Value(key any) any {
+	if key == any(invalidItemsKey{}) {
+		return invalidReporter(c)
+	}
+	return c.Context.Value(key)
+}
+
+func (c *unreadableCtx) reportInvalidItem(ctx context.Context, err error) {
+	if c.report != nil {
+		c.report.reportInvalidItem(ctx, err)
+	}
+	fe := &FieldError{}
+	if !errors.As(err, &fe) {
+		fe = &FieldError{Err: err} // neither date nor status known
+	}
+	c.u = append(c.u, fe)
 }
 
 // refuse returns an error wrapping the first unreadable record that may
@@ -353,7 +393,7 @@ func mayBeOpen(_ time.Time, st Status) bool { return st == "" || !st.IsTerminal(
 // store logs the item too (with its key), so a host that sets nothing
 // still sees it.
 func ReportInvalidItem(ctx context.Context, err error) {
-	if fn, ok := ctx.Value(invalidItemsKey{}).(func(context.Context, error)); ok && fn != nil {
-		fn(ctx, err)
+	if r := invalidReporterOf(ctx); r != nil {
+		r.reportInvalidItem(ctx, err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	itel "github.com/dynabill/billing/internal/telemetry"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 
@@ -26,6 +27,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
 // otelEnv is an OpenTelemetry SDK recording in memory: metrics through a
@@ -405,4 +407,31 @@ func TestTelemetryNilProviders(t *testing.T) {
 	_, err = repo.ListByUser(ctx, "u1")
 	require.NoError(t, err, "ListByUser: calls %v", fake.calls)
 	require.Len(t, fake.calls, 1, "ListByUser: calls %v", fake.calls)
+}
+
+// TestTelemetryGlobalProviderInstalledLater checks that a collector built
+// with no TracerProvider, while the global one is the default no-op,
+// makes no attempt span then, and records them once the host installs a
+// global provider after the collector was built (the collector skips the
+// inert spans of the default global, but asks again for every record).
+func TestTelemetryGlobalProviderInstalledLater(t *testing.T) {
+	ctx := context.Background()
+	e := newCollectorEnv(t)
+	before := e.add("u-global-before", jan31, billing.StatusScheduled)
+	after := e.add("u-global-after", jan31, billing.StatusScheduled)
+	_, err := e.c.CollectByID(ctx, before.SubscriptionID)
+	require.NoError(t, err)
+
+	o := newOtelEnv(t)
+	otel.SetTracerProvider(o.tp)
+	t.Cleanup(func() { otel.SetTracerProvider(tracenoop.NewTracerProvider()) })
+	rep, err := e.c.CollectByID(ctx, after.SubscriptionID)
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Collected, "report = %+v", rep)
+
+	users := map[string]int{}
+	for _, s := range o.ended(itel.SpanCollectionAttempt) {
+		users[spanAttrs(s)["dynabill.user_id"]]++
+	}
+	assert.Equal(t, map[string]int{"u-global-after": 1}, users, "attempt spans by user")
 }

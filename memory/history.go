@@ -97,7 +97,7 @@ func (h *History) ListBySubscription(ctx context.Context, subscriptionID string)
 // decode are skipped and reported (see [billing.WithInvalidItems]).
 func (h *History) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
 	rows, invalid, err := h.s.listUser(ctx, h.s.history, userID, false, 0)
-	h.s.skipItems(ctx, "history of user "+userID, invalid)
+	h.s.skipItems(ctx, "history of user ", userID, invalid)
 	return rows, err
 }
 

@@ -543,7 +543,7 @@ func (r *stRepository) ListByUser(ctx context.Context, userID string) ([]billing
 	s.mu.Lock()
 	subs, invalid, err := s.listPeriods(ctx, userID, false, 0)
 	s.mu.Unlock()
-	s.periods.skipItems(ctx, "list user "+userID, invalid)
+	s.periods.skipItems(ctx, "list user ", userID, invalid)
 	return subs, err
 }
 
@@ -558,7 +558,7 @@ func (r *stRepository) Recent(ctx context.Context, userID string, limit int) ([]
 	s.mu.Lock()
 	subs, invalid, err := s.listPeriods(ctx, userID, true, limit)
 	s.mu.Unlock()
-	s.periods.skipItems(ctx, "recent of user "+userID, invalid)
+	s.periods.skipItems(ctx, "recent of user ", userID, invalid)
 	return subs, err
 }
 
@@ -992,7 +992,7 @@ func (h *stHistory) ListByUser(ctx context.Context, userID string) ([]billing.Su
 	s.mu.Lock()
 	rows, invalid, err := s.periods.listUser(ctx, s.periods.history, userID, false, 0)
 	s.mu.Unlock()
-	s.periods.skipItems(ctx, "history of user "+userID, invalid)
+	s.periods.skipItems(ctx, "history of user ", userID, invalid)
 	return rows, err
 }
 

@@ -272,7 +272,7 @@ func (r *Repository) GetByID(ctx context.Context, subscriptionID string) (billin
 // decode are skipped and reported (see [billing.WithInvalidItems]).
 func (r *Repository) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
 	subs, invalid, err := r.s.listUser(ctx, r.s.primary, userID, false, 0)
-	r.s.skipItems(ctx, "list user "+userID, invalid)
+	r.s.skipItems(ctx, "list user ", userID, invalid)
 	return subs, err
 }
 
@@ -284,7 +284,7 @@ func (r *Repository) Recent(ctx context.Context, userID string, limit int) ([]bi
 		limit = 10
 	}
 	subs, invalid, err := r.s.listUser(ctx, r.s.primary, userID, true, limit)
-	r.s.skipItems(ctx, "recent of user "+userID, invalid)
+	r.s.skipItems(ctx, "recent of user ", userID, invalid)
 	return subs, err
 }
 
@@ -725,9 +725,14 @@ func (s *Store) listUser(ctx context.Context, t *table, userID string, desc bool
 	return out, invalid, nil
 }
 
-// skipItems logs and reports the items a per-user read skipped (see
-// [layout.SkipItem]). The caller holds no lock.
-func (s *Store) skipItems(ctx context.Context, op string, invalid []error) {
+// skipItems logs and reports the items a per-user read of userID skipped
+// (see [layout.SkipItem]), naming the read op followed by the user ID: a
+// name built only when there are some. The caller holds no lock.
+func (s *Store) skipItems(ctx context.Context, op, userID string, invalid []error) {
+	if len(invalid) == 0 {
+		return
+	}
+	op += userID
 	for _, err := range invalid {
 		layout.SkipItem(ctx, s.opts.Logger, op, err)
 	}

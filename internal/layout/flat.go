@@ -429,7 +429,12 @@ func (f *Flat) Has(name string) bool {
 // them when clone is not nil.
 func (f *Flat) Item(history bool, clone func(av.AttributeValue) av.AttributeValue) map[string]av.AttributeValue {
 	item := make(map[string]av.AttributeValue, f.Len(history))
-	f.addKnown(item, allAttrs)
+	var room []av.AttributeValueMemberS // change and request, with the known values
+	if history {
+		room = f.addKnown(item, allAttrs, 2)
+	} else {
+		f.addKnown(item, allAttrs, 0)
+	}
 	if clone == nil {
 		clone = func(v av.AttributeValue) av.AttributeValue { return v }
 	}
@@ -441,10 +446,12 @@ func (f *Flat) Item(history bool, clone func(av.AttributeValue) av.AttributeValu
 			item[name] = clone(v)
 		}
 		if f.change != "" {
-			item[AttrChange] = &av.AttributeValueMemberS{Value: f.change}
+			room[0].Value = f.change
+			item[AttrChange] = &room[0]
 		}
 		if f.request != "" {
-			item[AttrRequest] = &av.AttributeValueMemberS{Value: f.request}
+			room[1].Value = f.request
+			item[AttrRequest] = &room[1]
 		}
 	}
 	return item
@@ -481,12 +488,12 @@ func (f *Flat) known() int {
 // intAttrs only.
 type (
 	fewValues struct {
-		s [8]av.AttributeValueMemberS
+		s [8 + 2]av.AttributeValueMemberS // 2 for a history row's change and request
 		n [2]av.AttributeValueMemberN
 		b [2]av.AttributeValueMemberBOOL
 	}
 	allValues struct {
-		s [int(numAttrs) - len(intAttrs) - 2]av.AttributeValueMemberS // all but numbers and booleans
+		s [int(numAttrs) - len(intAttrs) - 2 + 2]av.AttributeValueMemberS // all but numbers and booleans, and 2 as in fewValues
 		n [len(intAttrs)]av.AttributeValueMemberN
 		b [2]av.AttributeValueMemberBOOL
 	}
@@ -498,7 +505,7 @@ func newValues(ns, nn, nb int) ([]av.AttributeValueMemberS, []av.AttributeValueM
 	switch {
 	case ns+nn+nb == 0:
 		return nil, nil, nil
-	case ns <= 8 && nn <= 2:
+	case ns <= len(fewValues{}.s) && nn <= 2:
 		v := new(fewValues)
 		return v.s[:ns], v.n[:nn], v.b[:nb]
 	}
@@ -512,21 +519,24 @@ type attrSet uint64
 const allAttrs = attrSet(1)<<numAttrs - 1
 
 // addKnown puts the known attributes of f that are in set into item: new
-// values (see values).
-func (f *Flat) addKnown(item map[string]av.AttributeValue, set attrSet) {
+// values (see values). It returns extra more S values (at most 2),
+// allocated with them.
+func (f *Flat) addKnown(item map[string]av.AttributeValue, set attrSet, extra int) []av.AttributeValueMemberS {
 	var vals [numAttrs]av.AttributeValue
-	f.values(set, &vals)
+	room := f.values(set, &vals, extra)
 	for a := range numAttrs {
 		if vals[a] != nil {
 			item[attrNames[a]] = vals[a]
 		}
 	}
+	return room
 }
 
 // values makes new values for the known attributes of f in set that f
 // writes, into vals: one allocation for the values (see newValues) and one
-// string for all their formatted text.
-func (f *Flat) values(set attrSet, vals *[numAttrs]av.AttributeValue) {
+// string for all their formatted text. It returns extra more S values (at
+// most 2), allocated with them, for the caller to fill.
+func (f *Flat) values(set attrSet, vals *[numAttrs]av.AttributeValue, extra int) []av.AttributeValueMemberS {
 	ns, nn, nb := 0, 0, 0
 	var buf [512]byte // the text of every formatted value: at most 5 times, 3 amounts and 6 numbers
 	text := buf[:0]
@@ -555,7 +565,9 @@ func (f *Flat) values(set attrSet, vals *[numAttrs]av.AttributeValue) {
 		text = v.appendText(text)
 		spans[a] = span{from, len(text)}
 	}
-	ss, nv, bv := newValues(ns, nn, nb)
+	ss, nv, bv := newValues(ns+extra, nn, nb)
+	room := ss[ns:]
+	ss = ss[:ns]
 	all := string(text)
 	for a := range numAttrs {
 		v := &f.vals[a]
@@ -582,6 +594,7 @@ func (f *Flat) values(set attrSet, vals *[numAttrs]av.AttributeValue) {
 			ss = ss[1:]
 		}
 	}
+	return room
 }
 
 // equal reports whether f and g encode the same item, as
@@ -665,7 +678,7 @@ func (d *Diff) Make(prev, next *Flat, src map[string]av.AttributeValue, clone fu
 		}
 	}
 	if fresh != 0 {
-		next.values(fresh, &d.vals)
+		next.values(fresh, &d.vals, 0)
 	}
 	for name, n := range next.extra {
 		if p, ok := prev.extra[name]; !ok || !reflect.DeepEqual(p, n) {

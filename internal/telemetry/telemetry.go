@@ -5,6 +5,9 @@
 package telemetry
 
 import (
+	"context"
+	"reflect"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -75,3 +78,45 @@ func FailSpan(span trace.Span, err error) {
 	span.RecordError(err)
 	span.SetStatus(codes.Error, err.Error())
 }
+
+// globalPkg is the package of the global TracerProvider otel hands out
+// before a host installs its own: it delegates to the first provider the
+// host installs, and until then makes spans that record nothing.
+const globalPkg = "go.opentelemetry.io/otel/internal/global"
+
+// IdleGlobal is a check, made per span, of whether a span started on the
+// global TracerProvider would be inert: no provider installed, and no
+// span context to carry on. Such a span only costs allocations, so a hot
+// path may skip it (see [IdleGlobal.Inert]).
+type IdleGlobal struct {
+	tp trace.TracerProvider // the delegating default; nil when not in use
+}
+
+// NewIdleGlobal returns the check for a component configured with tp: it
+// never holds when tp is set, or when a host provider was already
+// installed.
+func NewIdleGlobal(tp trace.TracerProvider) IdleGlobal {
+	if tp != nil {
+		return IdleGlobal{}
+	}
+	g := otel.GetTracerProvider()
+	if t := reflect.TypeOf(g); t == nil || t.Kind() != reflect.Pointer || t.Elem().PkgPath() != globalPkg {
+		return IdleGlobal{}
+	}
+	return IdleGlobal{tp: g}
+}
+
+// Inert reports whether a span started now on the global provider under
+// ctx would record nothing and carry no span context: the global provider
+// is still the default one (asked each time, so a host installing one
+// later is seen at once), and ctx carries no valid span context (which
+// the span would have copied). A caller that skips the span then uses
+// [InertSpan] and leaves ctx as it is.
+func (g IdleGlobal) Inert(ctx context.Context) bool {
+	return g.tp != nil && otel.GetTracerProvider() == g.tp && !trace.SpanContextFromContext(ctx).IsValid()
+}
+
+// InertSpan is a span that records nothing, for a caller that skipped
+// starting one (see [IdleGlobal.Inert]); shared, so it costs no
+// allocation.
+var InertSpan = trace.SpanFromContext(context.Background())
