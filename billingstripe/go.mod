@@ -5,7 +5,7 @@ go 1.26.0
 replace github.com/dynabill/billing => ..
 
 require (
-	github.com/dynabill/billing v0.0.0-20261128085604-d78d300fc23a
+	github.com/dynabill/billing v0.0.0-20261128092536-0a9a3179ac59
 	github.com/stretchr/testify v1.12.1
 	github.com/stripe/stripe-go/v85 v85.0.0
 )
