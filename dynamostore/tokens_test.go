@@ -75,3 +75,25 @@ func TestTokensNeverOverLimitAcrossProcesses(t *testing.T) {
 		require.Equal(t, gm, gd, "step %d", i)
 	}
 }
+
+// TestTokensSlowSeenByAnotherClient: a Slow from one process pauses and
+// halves the budget another process draws from.
+func TestTokensSlowSeenByAnotherClient(t *testing.T) {
+	c := dynamotest.Client(t)
+	table := dynamotest.TableName(t, "tokslow")
+	dynamotest.CreateTable(t, c, dynamostore.LockTableDefinition(table))
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	a, err := dynamostore.NewTokens(c, table, "", 10, clock)
+	require.NoError(t, err)
+	b, err := dynamostore.NewTokens(c, table, "", 10, clock)
+	require.NoError(t, err)
+	g, err := b.Take(context.Background(), 4)
+	require.NoError(t, err)
+	require.Equal(t, 4, g.N)
+	require.NoError(t, a.Slow(context.Background(), 2*time.Second))
+	g, err = b.Take(context.Background(), 10)
+	require.NoError(t, err)
+	require.Equal(t, now.Add(2*time.Second), g.Start, "paused until retryAfter")
+	require.Equal(t, 7, g.N, "rate halved to 5, grown back by 1 a window over the 2 paused windows")
+}
