@@ -88,18 +88,18 @@ func (t *Tokens) read(ctx context.Context) (billing.TokenState, bool, error) {
 func (t *Tokens) write(ctx context.Context, old, next billing.TokenState, exists bool) (bool, error) {
 	var cond expression.ConditionBuilder
 	if exists {
-		cond = expression.Name(tokAttrWindow).Equal(expression.Value(old.Window)).
-			And(expression.Name(tokAttrUsed).Equal(expression.Value(old.Used))).
-			And(expression.Name(tokAttrRate).Equal(expression.Value(old.Rate))).
-			And(expression.Name(tokAttrSlow).Equal(expression.Value(old.SlowUntil)))
+		cond = expression.Name(tokAttrWindow).Equal(exprValue(old.Window)).
+			And(expression.Name(tokAttrUsed).Equal(exprValue(old.Used))).
+			And(expression.Name(tokAttrRate).Equal(exprValue(old.Rate))).
+			And(expression.Name(tokAttrSlow).Equal(exprValue(old.SlowUntil)))
 	} else {
 		cond = expression.AttributeNotExists(expression.Name(lockAttrPartitionKey))
 	}
-	upd := expression.Set(expression.Name(tokAttrWindow), expression.Value(next.Window)).
-		Set(expression.Name(tokAttrUsed), expression.Value(next.Used)).
-		Set(expression.Name(tokAttrRate), expression.Value(next.Rate)).
-		Set(expression.Name(tokAttrCut), expression.Value(next.CutWindow)).
-		Set(expression.Name(tokAttrSlow), expression.Value(next.SlowUntil))
+	upd := expression.Set(expression.Name(tokAttrWindow), exprValue(next.Window)).
+		Set(expression.Name(tokAttrUsed), exprValue(next.Used)).
+		Set(expression.Name(tokAttrRate), exprValue(next.Rate)).
+		Set(expression.Name(tokAttrCut), exprValue(next.CutWindow)).
+		Set(expression.Name(tokAttrSlow), exprValue(next.SlowUntil))
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {
 		return false, fmt.Errorf("dynamostore: tokens %s: build: %w", t.key, err)
