@@ -240,10 +240,10 @@ type Provider struct {
 	opts     ProviderOptions
 	users    map[string]*sequence
 	attempts map[attemptKey]*sequence
-	answers  map[string]answer
+	answers  map[string]*answer
 	calls    []Call
 	charges  []Charge
-	ledger   map[string]answer // every answer ever given, for lookups
+	ledger   map[string]*answer // every answer ever given, for lookups
 	down     bool
 	lookups  int
 }
@@ -288,7 +288,10 @@ func (p *Provider) LookupPayment(ctx context.Context, req billing.PaymentRequest
 		return billing.PaymentResult{}, false, ErrTimeout
 	}
 	a, ok := p.ledger[req.IdempotencyKey]
-	res := a.result
+	var res billing.PaymentResult
+	if ok {
+		res = a.result
+	}
 	for _, c := range p.charges {
 		// An ACH debit's answer changes when it settles or comes back.
 		switch {
@@ -385,8 +388,18 @@ func (p *Provider) Collect(ctx context.Context, req billing.PaymentRequest) (bil
 	if c.Err != nil {
 		c.Result = billing.PaymentResult{}
 	}
-	p.calls = append(p.calls, c)
+	p.calls = appendDoubling(p.calls, c)
 	return c.Result, c.Err
+}
+
+// appendDoubling is append that doubles a full slice's capacity, where
+// append grows a long one by a quarter: a fake that logs every call of a
+// long run should not copy its log a dozen times over.
+func appendDoubling[T any](s []T, v T) []T {
+	if len(s) == cap(s) {
+		s = slices.Grow(s, max(cap(s), 16))
+	}
+	return append(s, v)
 }
 
 // collect answers req; p.mu is held.
@@ -429,17 +442,18 @@ func (p *Provider) collect(ctx context.Context, req billing.PaymentRequest, at t
 		res.DeclineReason, res.Retryable = st.DeclineReason, st.Retryable
 	}
 	if p.answers == nil {
-		p.answers = map[string]answer{}
+		p.answers = map[string]*answer{}
 	}
-	p.answers[key] = answer{userID: req.UserID, subscriptionID: req.SubscriptionID, amount: req.Amount, result: res, at: at}
+	a := &answer{userID: req.UserID, subscriptionID: req.SubscriptionID, amount: req.Amount, result: res, at: at}
+	p.answers[key] = a // never changed in place: the ledger may share it
 	if p.ledger == nil {
-		p.ledger = map[string]answer{}
+		p.ledger = map[string]*answer{}
 	}
 	if _, ok := p.ledger[key]; !ok {
-		p.ledger[key] = p.answers[key]
+		p.ledger[key] = a
 	}
 	if res.Outcome == billing.OutcomeSucceeded || res.Outcome == billing.OutcomePending {
-		p.charges = append(p.charges, Charge{
+		p.charges = appendDoubling(p.charges, Charge{
 			Key: key, UserID: req.UserID, SubscriptionID: req.SubscriptionID, Attempt: req.Attempt,
 			Amount: req.Amount, Outcome: res.Outcome, TransactionID: res.TransactionID, At: at,
 		})

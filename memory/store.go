@@ -599,8 +599,7 @@ func (s *Store) inFlightAt(userID, billingDate string) bool {
 // primary item and its history row. They share their attribute values,
 // which the record does not (its Extra and data_ values are copied).
 func storedItems(f *layout.Flat) (item, hitem map[string]av.AttributeValue) {
-	hitem = f.Item(true, cloneValue)
-	return primaryOf(hitem, f.Len(false)), hitem
+	return f.Items(primaryRoom, cloneValue)
 }
 
 // primaryRoom is the room a new primary item has: the attributes of a
