@@ -569,12 +569,12 @@ func (c *Collector) handleRecord(ctx context.Context, kind RunKind, it *Subscrip
 		return err
 	}
 	if kind == RunPause {
-		return c.advancePause(ctx, &cur, rep)
+		return c.advancePause(ctx, cur, rep)
 	}
 	if kind == RunRetry && cur.Status == StatusACHSent {
-		return c.achOverdue(ctx, &cur, rep)
+		return c.achOverdue(ctx, cur, rep)
 	}
-	return c.attemptRecord(ctx, kind.process(), &cur, rep)
+	return c.attemptRecord(ctx, kind.process(), cur, rep)
 }
 
 // handleRecordSafely is handleRecord with a panic of the host's code

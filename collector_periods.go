@@ -98,20 +98,20 @@ const readDepth = 2
 // opening the next period costs no query of its own (the context returned
 // carries them). A record older than those is read by its key.
 // [ErrNotFound] when the record is gone.
-func (c *Collector) readLatest(ctx context.Context, it *Subscription) (Subscription, context.Context, error) {
+func (c *Collector) readLatest(ctx context.Context, it *Subscription) (*Subscription, context.Context, error) {
 	lc := &laterCtx{Context: ctx, un: unreadableCtx{Context: ctx, report: invalidReporterOf(ctx)}}
 	recent, err := c.cfg.Repository.Recent(&lc.un, it.UserID, readDepth)
 	if err != nil {
-		return Subscription{}, ctx, fmt.Errorf("read %s: %w", it.SubscriptionID, err)
+		return nil, ctx, fmt.Errorf("read %s: %w", it.SubscriptionID, err)
 	}
-	for i, r := range recent {
-		if r.SubscriptionID == it.SubscriptionID && sameSecond(r.BillingDate, it.BillingDate) {
-			lc.lr = laterRead{userID: r.UserID, billingDate: r.BillingDate, later: recent[:i], unread: lc.un.u}
-			return r, lc, nil
+	for i := range recent {
+		if r := &recent[i]; r.SubscriptionID == it.SubscriptionID && sameSecond(r.BillingDate, it.BillingDate) {
+			lc.lr = laterRead{userID: r.UserID, billingDate: r.BillingDate, later: recent[:i:i], unread: lc.un.u}
+			return &recent[i], lc, nil // the read's own copy: no other holds it
 		}
 	}
 	cur, err := c.cfg.Repository.Get(ctx, it.UserID, it.BillingDate)
-	return cur, ctx, err
+	return &cur, ctx, err
 }
 
 func sameSecond(a, b time.Time) bool { return a.Truncate(time.Second).Equal(b.Truncate(time.Second)) }
