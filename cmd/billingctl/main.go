@@ -37,6 +37,9 @@
 //	                                   paced, resumable (legacy layout)
 //	simulate                           the quickstart simulation, in memory
 //	capacity                           what bounds a billing run at scale: a capacity model
+//	pacing [--processes 8,32,128] [--calls]
+//	                                   how well a fleet keeps the processor at its limit: the
+//	                                   shared budget beside a static split, modelled
 //	help [COMMAND]                     usage of billingctl or of a command
 //
 // Global flags may come before or after the command:
@@ -176,7 +179,7 @@ func init() {
 		subsListCmd, subsGetCmd, historyCmd,
 		dueCmd, notifyPreviewCmd,
 		subscribeCmd, waiveCmd, cancelCmd, pauseCmd, resumeCmd, changeDateCmd, changeTierCmd, reactivateCmd,
-		seedCmd, indexBackfillCmd, simulateCmd, capacityCmd,
+		seedCmd, indexBackfillCmd, simulateCmd, capacityCmd, pacingCmd,
 	}
 }
 

@@ -1,41 +1,15 @@
-package loadsim
+package pacing
 
 import (
 	"context"
 	"fmt"
 	"math/rand"
-	"os"
-	"testing"
 	"time"
 
 	billing "github.com/dynabill/billing"
-	"github.com/dynabill/billing/internal/dynamotest"
-	"github.com/stretchr/testify/require"
 )
 
-// callsFleet is the fleet model of runFleet at the grain of single calls,
-// in modelled time: each process runs its collections on workers, each
-// taking a turn of the budget, recording the attempt (a store write) and
-// only then calling the processor, as Collector.charge does. It measures
-// what the one-second model cannot: calls whose token's window closed
-// while their attempt was being recorded.
-type callsFleet struct {
-	k, limit, total, workers, batch int
-	shared, windowCheck             bool
-	seed                            int64
-}
-
-// callsResult is one run of callsFleet.
-type callsResult struct {
-	charges, span, worst int // charges made, seconds from the first call to the last, busiest second
-	missed, limited      int // calls not sent for a closed window; 429 answers
-	deaths               int // processes that died holding their tokens
-}
-
-func (r callsResult) efficiency(limit int) float64 {
-	return 100 * float64(r.charges) / float64(limit*r.span)
-}
-
+// The call model's events.
 const (
 	evReady  = iota // a worker wants to collect a record
 	evTurn          // a process hands its waiting workers their turns
@@ -113,12 +87,18 @@ type callProc struct {
 	next, pausedTo      time.Duration // static pacer; local pause after a 429
 }
 
-// run models the fleet until every shard is charged. Latencies: a store
-// write 5-25 ms, a processor answer 150-450 ms (5x for a slow process),
-// a 429 answer 50 ms. Shards, late starts, deaths and 429 bursts are
-// runFleet's.
-func (f callsFleet) run(t testing.TB) callsResult {
-	rng := rand.New(rand.NewSource(f.seed))
+// runCalls is the call model: it runs the fleet's events in modelled time
+// until every shard is charged. Latencies: a store write 5-25 ms, a
+// processor answer 150-450 ms (5x for a slow process), a 429 answer 50 ms.
+// Shards, late starts, deaths and 429 bursts are the one-second model's,
+// drawn the same way (not the same draws: this model draws instants, not
+// seconds); with fewer than 20 processes, the second always dies once.
+func runCalls(ctx context.Context, c Config) (Result, error) {
+	f := struct {
+		k, limit, total, workers, batch int
+		shared, windowCheck             bool
+	}{c.Processes, c.Limit, c.Charges, c.Workers, c.Batch, !c.Static, !c.SendLate}
+	rng := rand.New(rand.NewSource(c.Seed))
 	day := time.Duration(f.total/f.limit) * time.Second
 	ps, sum := make([]*callProc, f.k), 0
 	for i := range ps {
@@ -155,8 +135,9 @@ func (f callsFleet) run(t testing.TB) callsResult {
 	}
 	var now time.Duration
 	tokens, err := billing.NewMemoryTokens(f.limit, func() time.Time { return time.Unix(0, 0).Add(now) })
-	require.NoError(t, err)
-	ctx := context.Background()
+	if err != nil {
+		return Result{}, fmt.Errorf("pacing: %w", err)
+	}
 	interval := time.Duration(f.k) * time.Second / time.Duration(f.limit)
 	write := func() time.Duration { return time.Duration(5+rng.Intn(21)) * time.Millisecond }
 	q, seq := &callQueue{}, 0
@@ -170,7 +151,7 @@ func (f callsFleet) run(t testing.TB) callsResult {
 		}
 	}
 	calls := make([]int, 10*day/time.Second+1)
-	var r callsResult
+	r := Result{Limit: f.limit}
 	first, last := time.Duration(-1), time.Duration(0)
 	remaining := f.total
 	turn := func(i int, at time.Duration) {
@@ -181,14 +162,19 @@ func (f callsFleet) run(t testing.TB) callsResult {
 		p.turnAt = at
 		push(callEvent{at: at, kind: evTurn, p: i, epoch: p.epoch})
 	}
-	for remaining > 0 {
+	for events := 0; remaining > 0; events++ {
 		if len(*q) == 0 {
-			t.Fatalf("the fleet stopped with %d charges left", remaining)
+			return r, fmt.Errorf("%w: it stopped with %d charges left", ErrStalled, remaining)
+		}
+		if events%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return r, err
+			}
 		}
 		e := q.pop()
 		now = e.at
 		if now >= 10*day {
-			t.Fatalf("the fleet does not finish")
+			return r, fmt.Errorf("%w: %d charges left after %v", ErrStalled, remaining, now)
 		}
 		p := ps[e.p]
 		if e.kind != evDie && e.kind != evRevive && e.kind != evReady && e.epoch != p.epoch {
@@ -196,7 +182,7 @@ func (f callsFleet) run(t testing.TB) callsResult {
 		}
 		switch e.kind {
 		case evDie:
-			r.deaths++
+			r.Deaths++
 			p.epoch++
 			p.waiting, p.claimed, p.turnAt, p.grant = 0, p.done, -1, billing.TokenGrant{}
 			push(callEvent{at: now + 5*time.Minute, kind: evRevive, p: e.p})
@@ -225,7 +211,7 @@ func (f callsFleet) run(t testing.TB) callsResult {
 					g := p.grant
 					if g.N == 0 || now >= g.End.Sub(time.Unix(0, 0)) {
 						if g, err = tokens.Take(ctx, f.batch); err != nil {
-							t.Fatal(err)
+							return r, fmt.Errorf("pacing: take: %w", err)
 						}
 						p.grant = g
 					}
@@ -251,14 +237,14 @@ func (f callsFleet) run(t testing.TB) callsResult {
 			}
 		case evMarked:
 			if f.windowCheck && e.end > 0 && now >= e.end {
-				r.missed++ // not sent; withdrawn (a write) and tried again
+				r.MissedWindows++ // not sent; withdrawn (a write) and tried again
 				p.claimed--
 				push(callEvent{at: now + write(), kind: evReady, p: e.p, epoch: p.epoch})
 				continue
 			}
 			sec := int(now / time.Second)
 			calls[sec]++
-			r.worst = max(r.worst, calls[sec])
+			r.Busiest = max(r.Busiest, calls[sec])
 			if first < 0 {
 				first = now
 			}
@@ -273,7 +259,7 @@ func (f callsFleet) run(t testing.TB) callsResult {
 			}
 			p.done++
 			remaining--
-			r.charges++
+			r.Charges++
 			answer := time.Duration(150+rng.Intn(301)) * time.Millisecond
 			if p.slowFrom >= 0 && now >= p.slowFrom && now < p.slowFrom+10*time.Minute {
 				answer *= 5
@@ -282,12 +268,12 @@ func (f callsFleet) run(t testing.TB) callsResult {
 		case evAnswer:
 			next := now + 2*write() // the outcome and the next period
 			if e.limited {
-				r.limited++
+				r.RateLimited++
 				p.claimed-- // withdrawn, tried again after the pause
 				p.pausedTo = max(p.pausedTo, now+time.Second)
 				if f.shared {
 					if err := tokens.Slow(ctx, time.Second); err != nil {
-						t.Fatal(err)
+						return r, fmt.Errorf("pacing: slow: %w", err)
 					}
 				}
 				next = max(now+write(), p.pausedTo)
@@ -295,53 +281,6 @@ func (f callsFleet) run(t testing.TB) callsResult {
 			push(callEvent{at: next, kind: evReady, p: e.p, epoch: p.epoch})
 		}
 	}
-	r.span = int((last-first)/time.Second) + 1
-	return r
-}
-
-// TestFleetPacingCalls prints the pacing of the per-call fleet model for
-// 4M charges at 100/s at K = 8, 32 and 128 (docs/capacity.md): the shared
-// budget (batches of 10, 40 workers a process) and the static split. It
-// takes about 30 s, so it runs only with BILLING_LONG_TESTS set.
-func TestFleetPacingCalls(t *testing.T) {
-	if os.Getenv(dynamotest.LongEnv) == "" || raceBuild {
-		t.Skipf("about 30 s: %s=1 runs it (not in -race builds)", dynamotest.LongEnv)
-	}
-	const limit, total = 100, 4_000_000
-	span := func(s int) string {
-		d := time.Duration(s) * time.Second
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-	for _, k := range []int{8, 32, 128} {
-		f := callsFleet{k: k, limit: limit, total: total, workers: 40, batch: 10, seed: 1, shared: true, windowCheck: true}
-		sh := f.run(t)
-		require.LessOrEqual(t, sh.worst, limit, "K=%d: a second over the limit", k)
-		f.shared = false
-		st := f.run(t)
-		t.Logf("pacing calls K=%d shared %.1f %% span %s busiest second %d (missed windows %d, 429s %d, deaths %d) static %.1f %% span %s busiest second %d",
-			k, sh.efficiency(limit), span(sh.span), sh.worst, sh.missed, sh.limited, sh.deaths,
-			st.efficiency(limit), span(st.span), st.worst)
-		require.Greater(t, sh.efficiency(limit), st.efficiency(limit), "K=%d", k)
-	}
-}
-
-// TestFleetCallsSentInsideTheirWindow: in a fleet that does not saturate
-// the budget (5 workers a process), tokens are handed out late in their
-// window too, and some attempts are still being recorded when it closes.
-// Sent anyway, those calls make seconds of more than the limit; not sent
-// (Collector.charge), no second exceeds it, dying processes and 429
-// bursts included.
-func TestFleetCallsSentInsideTheirWindow(t *testing.T) {
-	const limit = 100
-	f := callsFleet{k: 8, limit: limit, total: 400_000, workers: 5, batch: 10, seed: 1, shared: true, windowCheck: true}
-	checked := f.run(t)
-	f.windowCheck = false
-	unchecked := f.run(t)
-	t.Logf("5 workers a process, K=8, 400k charges, %d deaths: shared %.1f %%, busiest second %d, missed windows %d; sent anyway: busiest second %d",
-		checked.deaths, checked.efficiency(limit), checked.worst, checked.missed, unchecked.worst)
-	require.Positive(t, checked.deaths, "processes die holding tokens")
-	require.Positive(t, checked.missed, "some attempts outlast their window")
-	require.LessOrEqual(t, checked.worst, limit, "no second over the limit")
-	require.Greater(t, unchecked.worst, limit, "sent late, calls land in a second whose tokens others spent")
-	require.Equal(t, 400_000, checked.charges)
+	r.Span = ((last-first)/time.Second + 1) * time.Second
+	return r, nil
 }

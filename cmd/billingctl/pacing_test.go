@@ -1,0 +1,193 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/dynabill/billing/internal/dynamotest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// pacingLine is a line of billingctl pacing; pacingCallsLine, of pacing
+// --calls.
+var (
+	pacingLine      = regexp.MustCompile(`^pacing K=(\d+) shared (\d+\.\d) % span (\d+h\d\dm) static (\d+\.\d) % span (\d+h\d\dm)$`)
+	pacingCallsLine = regexp.MustCompile(`^pacing calls K=(\d+) shared (\d+\.\d) % span (\d+h\d\dm) busiest second (\d+) ` +
+		`\(missed windows (\d+), 429s (\d+), deaths (\d+)\) static (\d+\.\d) % span (\d+h\d\dm) busiest second (\d+)$`)
+)
+
+// pacingLines checks that out is one line of re a K, in the order of ks,
+// and returns each line's submatches.
+func pacingLines(t *testing.T, re *regexp.Regexp, out string, ks ...int) [][]string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	require.Len(t, lines, len(ks), "one line a K:\n%s", out)
+	var got [][]string
+	for i, line := range lines {
+		m := re.FindStringSubmatch(line)
+		require.NotNil(t, m, "line %q is not a pacing line", line)
+		assert.Equal(t, strconv.Itoa(ks[i]), m[1], line)
+		got = append(got, m)
+	}
+	return got
+}
+
+// percent parses an efficiency of a line.
+func percent(t *testing.T, s string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(s, 64)
+	require.NoError(t, err)
+	return v
+}
+
+// spanMinutes parses a span of a line, 11h07m, to minutes.
+func spanMinutes(t *testing.T, s string) int {
+	t.Helper()
+	h, m, ok := strings.Cut(strings.TrimSuffix(s, "m"), "h")
+	require.True(t, ok, s)
+	hours, err := strconv.Atoi(h)
+	require.NoError(t, err)
+	minutes, err := strconv.Atoi(m)
+	require.NoError(t, err)
+	return 60*hours + minutes
+}
+
+// docsLines returns the lines of docs/capacity.md that start with prefix.
+func docsLines(t *testing.T, prefix string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "docs", "capacity.md"))
+	require.NoError(t, err)
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, prefix) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// TestPacing runs billingctl pacing at its default size (4M charges at
+// 100/s, K = 8, 32 and 128; well under a second): one line a K, the
+// shared budget at 99 % or more and within 1 % of the 11h07m the limit
+// allows, the static split printed beside it, slower; and the lines are
+// those docs/capacity.md shows.
+func TestPacing(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, "", "pacing")
+	r.want(t, exitOK)
+	assert.Empty(t, r.stderr)
+	for _, m := range pacingLines(t, pacingLine, r.stdout, 8, 32, 128) {
+		shared, static := percent(t, m[2]), percent(t, m[4])
+		assert.GreaterOrEqual(t, shared, 99.0, m[0])
+		span := spanMinutes(t, m[3])
+		assert.GreaterOrEqual(t, span, 666, "at least the 11h06m40s the limit allows: %s", m[0])
+		assert.LessOrEqual(t, span, 673, "within 1 %% of 11h06m40s: %s", m[0])
+		assert.Less(t, static, shared, m[0])
+	}
+	assert.Equal(t, docsLines(t, "pacing K="), strings.Split(strings.TrimSpace(r.stdout), "\n"),
+		"docs/capacity.md shows what billingctl pacing prints")
+}
+
+// TestPacingFlags: the flags reach the model; a small call model run has
+// the --calls line, the shared budget never over the limit a second.
+func TestPacingFlags(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, "", "pacing", "--processes", "8", "--limit", "50", "--charges", "1000000", "--seed", "2")
+	r.want(t, exitOK)
+	m := pacingLines(t, pacingLine, r.stdout, 8)[0]
+	assert.GreaterOrEqual(t, percent(t, m[2]), 99.0, m[0])
+	assert.Equal(t, "5h34m", m[3], "1,000,000 at 50/s is 5h33m20s, and a bit: %s", m[0])
+
+	r = runCLI(t, "", "pacing", "--calls", "--processes", "4,8", "--charges", "200000")
+	r.want(t, exitOK)
+	for _, m := range pacingLines(t, pacingCallsLine, r.stdout, 4, 8) {
+		assert.GreaterOrEqual(t, percent(t, m[2]), 95.0, m[0])
+		busiest, err := strconv.Atoi(m[4])
+		require.NoError(t, err)
+		assert.LessOrEqual(t, busiest, 100, m[0])
+		assert.Less(t, percent(t, m[8]), percent(t, m[2]), m[0])
+	}
+}
+
+// TestPacingJSON: --json has a row a K with both budgets' measures.
+func TestPacingJSON(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, "", "--json", "pacing", "--processes", "8,16", "--charges", "200000", "--calls")
+	r.want(t, exitOK)
+	var got struct {
+		Inputs struct {
+			Limit   int  `json:"limit"`
+			Charges int  `json:"charges"`
+			Calls   bool `json:"calls"`
+		} `json:"inputs"`
+		Rows []pacingRow `json:"rows"`
+	}
+	r.decode(t, &got)
+	assert.Equal(t, 100, got.Inputs.Limit)
+	assert.Equal(t, 200_000, got.Inputs.Charges)
+	assert.True(t, got.Inputs.Calls)
+	require.Len(t, got.Rows, 2, r.stdout)
+	for i, k := range []int{8, 16} {
+		row := got.Rows[i]
+		assert.Equal(t, k, row.Processes)
+		for _, run := range []pacingRun{row.Shared, row.Static} {
+			assert.Equal(t, 200_000, run.Charges, "K=%d: every record charged", k)
+			assert.Positive(t, run.SpanSeconds, "K=%d", k)
+			assert.InDelta(t, 100*200_000/(100*float64(run.SpanSeconds)), run.EfficiencyPercent, 1e-9, "K=%d", k)
+		}
+		assert.LessOrEqual(t, row.Shared.BusiestSecond, 100, "K=%d", k)
+		assert.Positive(t, row.Shared.RateLimited, "K=%d: the 429 bursts", k)
+		assert.Positive(t, row.Shared.Deaths, "K=%d: one process dies in a fleet of fewer than 20", k)
+		assert.Greater(t, row.Static.SpanSeconds, row.Shared.SpanSeconds, "K=%d", k)
+	}
+}
+
+// TestPacingCallsMatchesDocs runs billingctl pacing --calls at its
+// default size (about 20 s, so only with BILLING_LONG_TESTS set) and
+// checks it prints the lines docs/capacity.md shows.
+func TestPacingCallsMatchesDocs(t *testing.T) {
+	if os.Getenv(dynamotest.LongEnv) == "" || raceEnabled {
+		t.Skipf("about 20 s: %s=1 runs it (not in -race builds)", dynamotest.LongEnv)
+	}
+	t.Parallel()
+	r := runCLI(t, "", "pacing", "--calls")
+	r.want(t, exitOK)
+	pacingLines(t, pacingCallsLine, r.stdout, 8, 32, 128)
+	assert.Equal(t, docsLines(t, "pacing calls K="), strings.Split(strings.TrimSpace(r.stdout), "\n"),
+		"docs/capacity.md shows what billingctl pacing --calls prints")
+}
+
+func TestPacingUsage(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--processes", "0"}, "--processes 0: want 1 to 100000"},
+		{[]string{"--processes", "8,x"}, `"x" is not a whole number`},
+		{[]string{"--limit", "0"}, "--limit 0: want at least 1"},
+		{[]string{"--charges", "99"}, "--charges 99: want at least --limit, 100"},
+		{[]string{"--charges", "2000000", "--limit", "1"}, "--charges 2000000 at --limit 1: want a day of at most 1000000 s"},
+		{[]string{"--workers", "0", "--calls"}, "--workers 0: want at least 1"},
+		{[]string{"--batch", "-1"}, "--batch -1: want at least 1"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	}
+	for _, tc := range cases {
+		r := runCLI(t, "", append([]string{"pacing"}, tc.args...)...)
+		r.want(t, exitUsage, tc.want, "Run 'billingctl help pacing' for usage.")
+		assert.Empty(t, r.stdout, "%v", tc.args)
+	}
+}
+
+func TestPacingHelp(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, "", "help", "pacing")
+	r.want(t, exitOK, "Usage: billingctl pacing [--processes 8,32,128]", "--calls", "--charges", "(default 4000000)")
+	r = runCLI(t, "", "help")
+	r.want(t, exitOK, "pacing how well a fleet keeps the processor at its limit")
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package pacing_test
+
+const raceBuild = false
