@@ -13,6 +13,7 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/dynamotest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -317,4 +318,75 @@ func TestTokensInvalidItemRefused(t *testing.T) {
 	require.ErrorAs(t, err, &fe)
 	require.Equal(t, "rate", fe.Field)
 	require.Equal(t, map[string]string{"win": "1800000000", "used": "3"}, tokenItem(t, c, table, dynamostore.TokensKey), "nothing written")
+}
+
+// TestTokensDeadClientsTokensLapse: processes take tokens and die without
+// spending them while others keep taking. No window is granted more than
+// the limit, the dead processes' tokens stay theirs only in the windows
+// they were granted for, and from the next window on the survivors get the
+// whole rate between them.
+func TestTokensDeadClientsTokensLapse(t *testing.T) {
+	c := dynamotest.Client(t)
+	table := dynamotest.TableName(t, "tokdead")
+	dynamotest.CreateTable(t, c, dynamostore.LockTableDefinition(table))
+	const limit, batch = 20, 5
+	clk := newTokClock()
+	start := clk.now().Unix()
+	var mu sync.Mutex
+	dead, alive := map[int64]int{}, map[int64]int{}
+	// draw has every client take batches concurrently, each until the
+	// budget answers N == 0 (or takes times when takes > 0), adding
+	// what it was granted to into by window.
+	draw := func(clients []*dynamostore.Tokens, takes int, into map[int64]int) {
+		var wg sync.WaitGroup
+		for _, tok := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; takes == 0 || i < takes; i++ {
+					g, err := tok.Take(context.Background(), batch)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if g.N == 0 {
+						return
+					}
+					mu.Lock()
+					into[g.Start.Unix()] += g.N
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	fleet := func(n int) []*dynamostore.Tokens {
+		var out []*dynamostore.Tokens
+		for range n {
+			tok, err := dynamostore.NewTokens(c, table, "", limit, clk.now)
+			require.NoError(t, err)
+			out = append(out, tok)
+		}
+		return out
+	}
+	doomed, survivors := fleet(3), fleet(3)
+
+	// Three processes take two batches each and die holding them: 30
+	// tokens, the whole first window and half the next.
+	draw(doomed, 2, dead)
+	assert.Equal(t, map[int64]int{start: limit, start + 1: 10}, dead)
+	// The survivors draw until the budget says wait, second after second.
+	for range 6 {
+		draw(survivors, 0, alive)
+		clk.add(time.Second)
+	}
+	for w := start; w <= start+6; w++ {
+		assert.Equal(t, limit, dead[w]+alive[w], "window %d granted exactly the limit", w)
+	}
+	require.Zero(t, alive[start], "the first window went to the dead")
+	require.Equal(t, 10, alive[start+1], "what the dead left of the second")
+	for w := start + 2; w <= start+6; w++ {
+		assert.Equal(t, limit, alive[w], "window %d: the dead's tokens lapsed with their windows", w)
+	}
+	require.Len(t, alive, 6, "no window beyond the last second and the next")
 }
