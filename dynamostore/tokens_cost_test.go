@@ -27,9 +27,9 @@ const tokenCostSpan = 3 * time.Second
 // It logs, per granted Take and per collection (one token: one processor
 // call), the DynamoDB calls, the WCU and the RCU. moto reports a constant
 // ConsumedCapacity, so units are computed from item sizes by DynamoDB's
-// rules: dynamotest's wrapper counts the writes that applied, and every
-// failed condition costs the units of the item it checked (at least one),
-// which tokenCalls adds. Against DYNAMODB_ENDPOINT it also logs the WCU
+// rules: dynamotest's wrapper counts the writes that applied, and
+// tokenCalls adds the failed conditions, which DynamoDB charges like
+// writes. Against DYNAMODB_ENDPOINT it also logs the WCU
 // the server reported for the writes that applied.
 //
 //	CI=true go test -count=1 -v -run TestTokensCost ./dynamostore

@@ -125,8 +125,9 @@ func (c *tokClock) add(d time.Duration) {
 
 // tokenCalls counts the UpdateItem calls a Tokens makes, the failed
 // conditions among them and the write units DynamoDB charges for those
-// (a failed conditional write still costs the units of the item it
-// checked, at least one), which dynamotest's wrapper does not count.
+// (a failed conditional write is charged like a write, by the larger of
+// the stored and the new item; a token write is never larger than the
+// item it checks), which dynamotest's wrapper does not count.
 // It also sums the ConsumedCapacity the server reports.
 type tokenCalls struct {
 	dynamostore.API
