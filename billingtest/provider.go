@@ -240,10 +240,9 @@ type Provider struct {
 	opts     ProviderOptions
 	users    map[string]*sequence
 	attempts map[attemptKey]*sequence
-	answers  map[string]*answer
+	keys     map[string]keyAnswers // by idempotency key
 	calls    []Call
 	charges  []Charge
-	ledger   map[string]*answer // every answer ever given, for lookups
 	down     bool
 	lookups  int
 }
@@ -287,10 +286,10 @@ func (p *Provider) LookupPayment(ctx context.Context, req billing.PaymentRequest
 	case p.down:
 		return billing.PaymentResult{}, false, ErrTimeout
 	}
-	a, ok := p.ledger[req.IdempotencyKey]
+	k, ok := p.keys[req.IdempotencyKey]
 	var res billing.PaymentResult
 	if ok {
-		res = a.result
+		res = k.first.result
 	}
 	for _, c := range p.charges {
 		// An ACH debit's answer changes when it settles or comes back.
@@ -320,6 +319,13 @@ type attemptKey struct {
 
 // answer is what a key was first answered, with the parameters it was
 // answered for.
+// keyAnswers are the answers given to one idempotency key: the one a
+// replay gets (nil once the replay window forgot it) and the first ever,
+// which lookups read (the processor's ledger never forgets).
+type keyAnswers struct {
+	replay, first *answer
+}
+
 type answer struct {
 	userID, subscriptionID string
 	amount                 billing.Amount
@@ -417,10 +423,13 @@ func (p *Provider) collect(ctx context.Context, req billing.PaymentRequest, at t
 	if p.down {
 		return billing.PaymentResult{}, false, ErrTimeout
 	}
-	if a, ok := p.answers[key]; ok && p.opts.ReplayWindow > 0 && at.Sub(a.at) > p.opts.ReplayWindow {
-		delete(p.answers, key) // forgotten: the request is a new one
+	k, seen := p.keys[key]
+	if k.replay != nil && p.opts.ReplayWindow > 0 && at.Sub(k.replay.at) > p.opts.ReplayWindow {
+		k.replay = nil // forgotten: the request is a new one
+		p.keys[key] = k
 	}
-	if a, ok := p.answers[key]; ok {
+	if k.replay != nil {
+		a := k.replay
 		if a.userID != req.UserID || a.subscriptionID != req.SubscriptionID || a.amount != req.Amount {
 			return billing.PaymentResult{}, false, fmt.Errorf("%w: key %q was first used for user %q, subscription %q, amount %s; now user %q, subscription %q, amount %s",
 				ErrKeyReused, key, a.userID, a.subscriptionID, a.amount, req.UserID, req.SubscriptionID, req.Amount)
@@ -441,17 +450,15 @@ func (p *Provider) collect(ctx context.Context, req billing.PaymentRequest, at t
 	if res.Outcome == billing.OutcomeDeclined {
 		res.DeclineReason, res.Retryable = st.DeclineReason, st.Retryable
 	}
-	if p.answers == nil {
-		p.answers = map[string]*answer{}
-	}
 	a := &answer{userID: req.UserID, subscriptionID: req.SubscriptionID, amount: req.Amount, result: res, at: at}
-	p.answers[key] = a // never changed in place: the ledger may share it
-	if p.ledger == nil {
-		p.ledger = map[string]*answer{}
+	if !seen {
+		k.first = a
 	}
-	if _, ok := p.ledger[key]; !ok {
-		p.ledger[key] = a
+	if p.keys == nil {
+		p.keys = map[string]keyAnswers{}
 	}
+	k.replay = a
+	p.keys[key] = k
 	if res.Outcome == billing.OutcomeSucceeded || res.Outcome == billing.OutcomePending {
 		p.charges = appendDoubling(p.charges, Charge{
 			Key: key, UserID: req.UserID, SubscriptionID: req.SubscriptionID, Attempt: req.Attempt,

@@ -312,14 +312,10 @@ func (s *Store) setAttempt(ctx context.Context, prev, next *billing.Subscription
 	if prev == nil || next == nil {
 		return errors.New("memory: set attempt: nil record")
 	}
-	if err := layout.ValidateAttemptUpdate(prev, next); err != nil {
-		return err
-	}
 	before, enc := layout.NewFlat(), layout.NewFlat()
 	defer before.Release()
 	defer enc.Release()
-	_ = before.Encode(prev, false)
-	if err := enc.Encode(next, false); err != nil {
+	if err := layout.EncodeAttemptUpdate(prev, next, before, enc); err != nil {
 		return err
 	}
 	// Only the attempt differs between the two encodings (validated):

@@ -135,19 +135,26 @@ func checkHistoryItem(s *billing.Subscription) error {
 // LastAttempt and Attempt only, neither goes backwards, an attempt to make
 // durable has its key and start time, and next encodes.
 func ValidateAttemptUpdate(prev, next *billing.Subscription) error {
-	bad := func(field, value, why string) error {
-		return &billing.FieldError{Field: field, Value: value, Key: prev.Key(), Err: fmt.Errorf("%w: %s", billing.ErrInvalidItem, why)}
-	}
-	same := next.Clone()
-	same.LastAttempt, same.Attempt = prev.LastAttempt, prev.Attempt
 	a, b := NewFlat(), NewFlat()
 	defer a.Release()
 	defer b.Release()
-	_ = a.Encode(prev, false)
-	if err := b.Encode(&same, false); err != nil {
+	return EncodeAttemptUpdate(prev, next, a, b)
+}
+
+// EncodeAttemptUpdate is [ValidateAttemptUpdate] leaving prev encoded in
+// before and next in after (as Encode(s, false)) when it answers nil: the
+// encodings a store writes the attempt back from, made once.
+func EncodeAttemptUpdate(prev, next *billing.Subscription, before, after *Flat) error {
+	bad := func(field, value, why string) error {
+		return &billing.FieldError{Field: field, Value: value, Key: prev.Key(), Err: fmt.Errorf("%w: %s", billing.ErrInvalidItem, why)}
+	}
+	same := *next // encoded only, which reads its maps and never keeps it
+	same.LastAttempt, same.Attempt = prev.LastAttempt, prev.Attempt
+	_ = before.Encode(prev, false)
+	if err := after.Encode(&same, false); err != nil {
 		return err
 	}
-	if !a.equal(b) {
+	if !before.equal(after) {
 		return bad(AttrAttemptNumber, strconv.Itoa(next.LastAttempt.Number), "an attempt update changes nothing but the attempt")
 	}
 	// An attempt in flight that the processor refused before acting on it
@@ -163,7 +170,7 @@ func ValidateAttemptUpdate(prev, next *billing.Subscription) error {
 	case next.InFlight() && (next.LastAttempt.Key == "" || next.LastAttempt.Started.IsZero()):
 		return bad(AttrAttemptKey, next.LastAttempt.Key, "an attempt in flight needs its key and start time")
 	}
-	return b.Encode(next, false)
+	return after.Encode(next, false)
 }
 
 // ValidateCreates validates the records an update of prev to next
