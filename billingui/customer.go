@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -417,6 +418,11 @@ func (h *Handler) perform(r *http.Request, o op, s *billing.Subscription) (resul
 	if o.keyed && ur.RequestKey == "" {
 		return result{}, errNoKey
 	}
+	if o.keyed && o.Name != "move" {
+		if err := h.authorizeEach(r, o, s); err != nil {
+			return result{}, err
+		}
+	}
 	var (
 		uc  billing.UserChange
 		err error
@@ -487,6 +493,26 @@ func (h *Handler) perform(r *http.Request, o op, s *billing.Subscription) (resul
 	return result{changed: len(uc.Changes), repeated: uc.Repeated}, nil
 }
 
+// errPeriodForbidden refuses a keyed action whose call would change a
+// period of the user the Authorizer does not allow the action on.
+var errPeriodForbidden = errors.New("your role may not do this to every period it changes")
+
+// authorizeEach puts o to the Authorizer for each period of s's user that
+// o's call changes as they stand (it acts on the user's periods, not on s
+// alone; s itself was asked already).
+func (h *Handler) authorizeEach(r *http.Request, o op, s *billing.Subscription) error {
+	recs, err := h.cfg.Repository.ListByUser(r.Context(), s.UserID)
+	if err != nil {
+		return fmt.Errorf("list the periods of user %s: %w", s.UserID, err)
+	}
+	for _, p := range actsOn(o.Name, s, recs) {
+		if p.SubscriptionID != s.SubscriptionID && !h.allowed(r, o.action(s.UserID, p.SubscriptionID)) {
+			return fmt.Errorf("%w (%s of period %s)", errPeriodForbidden, o.Action, p.SubscriptionID)
+		}
+	}
+	return nil
+}
+
 // owes reports whether err, a cancel's refusal, is for a period the user
 // owes: the cancel would forgive it.
 func (h *Handler) owes(r *http.Request, userID string, err error) bool {
@@ -521,7 +547,7 @@ func classify(err error) (int, string) {
 	case errors.As(err, &fe), errors.Is(err, billing.ErrDateMove), errors.Is(err, billing.ErrInvalidDate),
 		errors.Is(err, billing.ErrInvalidRequest), errors.Is(err, billing.ErrInvalidAmount):
 		return http.StatusUnprocessableEntity, err.Error()
-	case errors.Is(err, errForgive):
+	case errors.Is(err, errForgive), errors.Is(err, errPeriodForbidden):
 		return http.StatusForbidden, err.Error()
 	case errors.Is(err, billing.ErrNotFound):
 		return http.StatusNotFound, err.Error()

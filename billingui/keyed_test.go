@@ -6,12 +6,15 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billinghttp"
+	"github.com/dynabill/billing/billingui"
 )
 
 // rowsOf returns the history rows of period id.
@@ -167,4 +170,43 @@ func TestMoveOfOwedPeriodMovesThatPeriod(t *testing.T) {
 			assert.Equal(t, next.BillingDate, e.only(t, e.user, billing.StatusScheduled).BillingDate, "the next period kept its date")
 		})
 	}
+}
+
+// TestKeyedActionWithoutKeyRefused: a keyed action's form without a
+// request key (a page rendered before the console sent them) is refused
+// and changes nothing.
+func TestKeyedActionWithoutKeyRefused(t *testing.T) {
+	e := newEnv(t, layouts[0].open, layouts[0].user)
+	op := e.as(t, "operator")
+	next := e.only(t, e.other, billing.StatusScheduled)
+	form, _ := op.confirmForm(e.other, next.SubscriptionID, "pause")
+	form.Del("key")
+	form.Set("months", "1")
+	res := op.post(form)
+	assert.Equal(t, http.StatusUnprocessableEntity, res.code)
+	assert.Contains(t, res.body, "the form carries no request key")
+	assert.Equal(t, next.BillingDate, e.only(t, e.other, billing.StatusScheduled).BillingDate, "not paused")
+}
+
+// TestKeyedCancelAsksForEachPeriod: a cancel changes every open period of
+// the user, so each is put to the Authorizer; one it refuses refuses the
+// cancel, and nothing changes.
+func TestKeyedCancelAsksForEachPeriod(t *testing.T) {
+	e := newEnv(t, layouts[0].open, layouts[0].user)
+	next := e.only(t, e.user, billing.StatusScheduled)
+	h, err := billingui.New(billingui.Config{Collector: e.c, Repository: e.repo, History: e.hist,
+		CSRFKey: []byte(strings.Repeat("k", 32)),
+		Authorizer: func(r *http.Request, a billinghttp.Action) error {
+			if a.Name == billinghttp.ActionCancel && a.SubscriptionID == next.SubscriptionID {
+				return billinghttp.ErrForbidden
+			}
+			return nil
+		}})
+	require.NoError(t, err)
+	b := &browser{t: t, h: h, role: "operator"}
+	res := b.confirmAndPost(e.user, e.errID, "cancel", nil)
+	assert.Equal(t, http.StatusForbidden, res.code)
+	assert.Contains(t, html.UnescapeString(res.body), "Cancel refused: your role may not do this to every period it changes (subscription.cancel of period "+next.SubscriptionID+")")
+	e.only(t, e.user, billing.StatusError)
+	e.only(t, e.user, billing.StatusScheduled)
 }
