@@ -220,7 +220,8 @@ type confirmData struct {
 }
 
 // confirm shows what an action will do and asks for it with a POST form
-// carrying a fresh request key.
+// carrying the request key of the page's address (see opButton), or a
+// fresh one.
 func (h *Handler) confirm(w http.ResponseWriter, r *http.Request) {
 	t, ok := h.target(w, r, r.URL.Query())
 	if !ok {
@@ -281,7 +282,7 @@ func newRequestKey() string {
 }
 
 // requestKeyOf returns the request key of a confirmation page's address,
-// or a fresh one when it has none (or one no console would have made).
+// or a fresh one when it has none (or one that is no valid key).
 func requestKeyOf(q url.Values) string {
 	if k := q.Get("key"); len(k) <= maxKey && validID(k) {
 		return k
@@ -294,20 +295,21 @@ const maxKey = 256
 
 // keyedMove reports whether a move of s is made by
 // [billing.Collector.MoveBillingDate], which moves the user's latest open
-// period after resolving any attempt in flight: only when s is that
-// period, with no attempt in flight, is it sure to move s. Another period
-// (an owed one before it) is moved by the period call, without a key.
+// period among recs (the user's records) once it has resolved every
+// attempt in flight, which may open another: only when s is that period
+// and no attempt is in flight is it sure to move s. Another period (an
+// owed one before it) is moved by the period call, without a key.
 func keyedMove(s *billing.Subscription, recs []billing.Subscription) bool {
-	if s.InFlight() {
-		return false
-	}
 	var latest string
 	for _, r := range recs {
+		if r.InFlight() {
+			return false
+		}
 		if !r.Status.IsTerminal() {
 			latest = r.SubscriptionID
 		}
 	}
-	return latest == s.SubscriptionID
+	return latest == s.SubscriptionID && !s.InFlight()
 }
 
 // actsOn returns the periods among the user's records recs that the call
