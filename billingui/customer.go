@@ -1,8 +1,12 @@
 package billingui
 
 import (
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -23,6 +27,9 @@ type op struct {
 	Operator bool
 	// Does says what it does, on the confirmation page.
 	Does string
+	// keyed: the action is made by a call that takes the user and a
+	// request key (see Handler.perform).
+	keyed bool
 	// on reports whether the action applies to a period in this state.
 	on func(s *billing.Subscription, now time.Time) bool
 }
@@ -38,18 +45,18 @@ var ops = []op{
 		on: func(s *billing.Subscription, _ time.Time) bool {
 			return s.Status == billing.StatusError || s.Status == billing.StatusScheduled
 		}},
-	{Name: "cancel", Label: "Cancel", Action: billinghttp.ActionCancel,
-		Does: "cancels the period (CANCELLED): the subscription ends, no next period is opened; an owed period is forgiven only by a role that may",
+	{Name: "cancel", Label: "Cancel", Action: billinghttp.ActionCancel, keyed: true,
+		Does: "cancels the subscription: every open period of the user becomes CANCELLED and no next period is opened; an owed period is forgiven only by a role that may, and refuses the cancel otherwise",
 		on:   func(s *billing.Subscription, _ time.Time) bool { return movable(s.Status) }},
-	{Name: "pause", Label: "Pause", Action: billinghttp.ActionPause,
-		Does: "pauses the period for the months given: its billing date is skipped, not charged",
+	{Name: "pause", Label: "Pause", Action: billinghttp.ActionPause, keyed: true,
+		Does: "pauses every open period of the user for the months given: their billing dates are skipped, not charged; an owed period refuses the pause",
 		on: func(s *billing.Subscription, _ time.Time) bool {
 			return s.Status == billing.StatusScheduled || s.Status == billing.StatusPaused
 		}},
-	{Name: "resume", Label: "Resume", Action: billinghttp.ActionResume,
-		Does: "ends the pause: the period is SCHEDULED again on its billing date",
+	{Name: "resume", Label: "Resume", Action: billinghttp.ActionResume, keyed: true,
+		Does: "ends the pause of every paused period of the user: each is SCHEDULED again on its billing date",
 		on:   func(s *billing.Subscription, _ time.Time) bool { return s.Status == billing.StatusPaused }},
-	{Name: "move", Label: "Move date", Action: billinghttp.ActionChangeBillingDate, Operator: true,
+	{Name: "move", Label: "Move date", Action: billinghttp.ActionChangeBillingDate, Operator: true, keyed: true,
 		Does: "moves the period to another billing date; its day becomes the subscription's billing day",
 		on:   func(s *billing.Subscription, _ time.Time) bool { return movable(s.Status) }},
 }
@@ -88,7 +95,17 @@ func validID(s string) bool {
 type periodRow struct {
 	billing.Subscription
 	InFlight bool
-	Ops      []op
+	Ops      []opButton
+}
+
+// opButton is an action's button on a period's row, with the request key
+// its confirmation page puts in its form. The key is in the confirmation
+// page's address so that the page, opened again (the back button after
+// the action), asks for the same request: sent again, it is answered as
+// done instead of refused by what the first made of the records.
+type opButton struct {
+	op
+	Key string
 }
 
 type timelineRow struct {
@@ -105,6 +122,10 @@ type customerData struct {
 	HasNext  bool
 	Done     string
 	Outcome  string
+	// Changed is the number of periods a keyed action changed, Repeated
+	// that its form had been sent before (see result).
+	Changed  int
+	Repeated bool
 }
 
 func (h *Handler) customer(w http.ResponseWriter, r *http.Request) {
@@ -143,7 +164,7 @@ func (h *Handler) showCustomer(w http.ResponseWriter, r *http.Request, userID st
 		row := periodRow{Subscription: s, InFlight: s.InFlight()}
 		for _, o := range ops {
 			if o.on(&s, now) && h.allowed(r, o.action(userID, s.SubscriptionID)) {
-				row.Ops = append(row.Ops, o)
+				row.Ops = append(row.Ops, opButton{op: o, Key: newRequestKey()})
 			}
 		}
 		d.Periods = append(d.Periods, row)
@@ -173,6 +194,9 @@ func (h *Handler) showCustomer(w http.ResponseWriter, r *http.Request, userID st
 			if oc := r.URL.Query().Get("outcome"); slices.Contains(outcomes, oc) {
 				d.Outcome = oc
 			}
+			d.Changed, _ = strconv.Atoi(r.URL.Query().Get("changed"))
+			d.Changed = max(d.Changed, 0)
+			d.Repeated = r.URL.Query().Get("repeated") == "1"
 		}
 	}
 	h.render(w, r, status, "customer", page{Title: "Customer " + userID, Nav: "customer", Error: msg, Data: d})
@@ -186,31 +210,122 @@ type confirmData struct {
 	UserID  string
 	Period  billing.Subscription
 	CSRF    string
+	Key     string
 	Date    string
 	Default int
+	// Keyed reports that the action is made by the request key Key (a
+	// call that takes the user), and Acts the periods it acts on now.
+	Keyed bool
+	Acts  []billing.Subscription
 }
 
-// confirm shows what an action will do and asks for it with a POST form.
+// confirm shows what an action will do and asks for it with a POST form
+// carrying the request key of the page's address (see opButton), or a
+// fresh one.
 func (h *Handler) confirm(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	userID, periodID := q.Get("user"), q.Get("period")
-	o, ok := findOp(q.Get("op"))
-	if !ok || !validID(userID) || !validID(periodID) {
-		h.fail(w, r, http.StatusBadRequest, "unknown action, user or period")
+	t, ok := h.target(w, r, r.URL.Query())
+	if !ok {
 		return
 	}
-	if !h.authorize(w, r, o.action(userID, periodID)) {
-		return
-	}
-	s, err := h.period(r, userID, periodID)
+	s, err := h.period(r, t.userID, t.periodID)
 	if err != nil {
 		h.fail(w, r, http.StatusNotFound, err.Error())
 		return
 	}
-	h.render(w, r, http.StatusOK, "confirm", page{Title: o.Label, Nav: "customer", Data: confirmData{
-		Op: o, UserID: userID, Period: s, CSRF: h.csrfToken(w, r),
+	d := confirmData{
+		Op: t.op, UserID: t.userID, Period: s, CSRF: h.csrfToken(w, r), Key: requestKeyOf(r.URL.Query()),
 		Date: s.BillingDate.UTC().Format("2006-01-02"), Default: 1,
-	}})
+	}
+	if t.op.keyed {
+		recs, err := h.cfg.Repository.ListByUser(r.Context(), t.userID)
+		if err != nil {
+			h.internal(w, r, "reading the periods", err)
+			return
+		}
+		d.Keyed = t.op.Name != "move" || keyedMove(&s, recs)
+		if d.Keyed {
+			d.Acts = actsOn(t.op.Name, &s, recs)
+		}
+	}
+	h.render(w, r, http.StatusOK, "confirm", page{Title: t.op.Label, Nav: "customer", Data: d})
+}
+
+// target is what a confirmation page or an action names: the action, the
+// user and the period.
+type target struct {
+	op               op
+	userID, periodID string
+}
+
+// target reads the op, user and period fields of v (a confirmation page's
+// query, an action's form) and asks the Authorizer for the action; when ok
+// is false it has answered the request.
+func (h *Handler) target(w http.ResponseWriter, r *http.Request, v url.Values) (t target, ok bool) {
+	t.userID, t.periodID = v.Get("user"), v.Get("period")
+	t.op, ok = findOp(v.Get("op"))
+	if !ok || !validID(t.userID) || !validID(t.periodID) {
+		h.fail(w, r, http.StatusBadRequest, "unknown action, user or period")
+		return target{}, false
+	}
+	if !h.authorize(w, r, t.op.action(t.userID, t.periodID)) {
+		return target{}, false
+	}
+	return t, true
+}
+
+// newRequestKey returns a fresh request key for a confirmation form: 128
+// random bits, so that a key names the one form it was rendered into.
+func newRequestKey() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand panics rather)
+	return "console-" + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// requestKeyOf returns the request key of a confirmation page's address,
+// or a fresh one when it has none (or one that is no valid key).
+func requestKeyOf(q url.Values) string {
+	if k := q.Get("key"); len(k) <= maxKey && validID(k) {
+		return k
+	}
+	return newRequestKey()
+}
+
+// maxKey bounds a request key, as the collector does.
+const maxKey = 256
+
+// keyedMove reports whether a move of s is made by
+// [billing.Collector.MoveBillingDate], which moves the user's latest open
+// period among recs (the user's records) once it has resolved every
+// attempt in flight, which may open another: only when s is that period
+// and no attempt is in flight is it sure to move s. Another period (an
+// owed one before it) is moved by the period call, without a key.
+func keyedMove(s *billing.Subscription, recs []billing.Subscription) bool {
+	var latest string
+	for _, r := range recs {
+		if r.InFlight() {
+			return false
+		}
+		if !r.Status.IsTerminal() {
+			latest = r.SubscriptionID
+		}
+	}
+	return latest == s.SubscriptionID && !s.InFlight()
+}
+
+// actsOn returns the periods among the user's records recs that the call
+// of op (a keyed one) changes as they stand: every open period for cancel
+// and pause, every paused one for resume, s for move.
+func actsOn(name string, s *billing.Subscription, recs []billing.Subscription) []billing.Subscription {
+	if name == "move" {
+		return []billing.Subscription{*s}
+	}
+	var out []billing.Subscription
+	for _, r := range recs {
+		if (name == "resume" && r.Status == billing.StatusPaused) || (name != "resume" && !r.Status.IsTerminal()) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 var errNoSuchPeriod = errors.New("no such period of this user")
@@ -243,32 +358,33 @@ func (h *Handler) action(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusForbidden, "the form's token is missing or wrong: reload the page and try again")
 		return
 	}
-	userID, periodID := r.PostFormValue("user"), r.PostFormValue("period")
-	o, ok := findOp(r.PostFormValue("op"))
-	if !ok || !validID(userID) || !validID(periodID) {
-		h.fail(w, r, http.StatusBadRequest, "unknown action, user or period")
+	t, ok := h.target(w, r, r.PostForm)
+	if !ok {
 		return
 	}
-	if !h.authorize(w, r, o.action(userID, periodID)) {
-		return
-	}
-	s, err := h.period(r, userID, periodID)
+	s, err := h.period(r, t.userID, t.periodID)
 	if err != nil {
-		h.showCustomer(w, r, userID, http.StatusNotFound, err.Error())
+		h.showCustomer(w, r, t.userID, http.StatusNotFound, err.Error())
 		return
 	}
-	outcome, err := h.perform(r, o, &s)
+	res, err := h.perform(r, t.op, &s)
 	if err != nil {
 		status, msg := classify(err)
 		if status == http.StatusInternalServerError {
-			h.log.ErrorContext(r.Context(), "billingui: action", "op", o.Name, "subscription_id", periodID, "error", err)
+			h.log.ErrorContext(r.Context(), "billingui: action", "op", t.op.Name, "subscription_id", t.periodID, "error", err)
 		}
-		h.showCustomer(w, r, userID, status, o.Label+" refused: "+msg)
+		h.showCustomer(w, r, t.userID, status, t.op.Label+" refused: "+msg)
 		return
 	}
-	loc := "customer?user=" + queryEscape(userID) + "&done=" + o.Name
-	if outcome != "" {
-		loc += "&outcome=" + queryEscape(outcome)
+	loc := "customer?user=" + queryEscape(t.userID) + "&done=" + t.op.Name
+	if res.outcome != "" {
+		loc += "&outcome=" + queryEscape(res.outcome)
+	}
+	if res.changed > 0 {
+		loc += "&changed=" + strconv.Itoa(res.changed)
+	}
+	if res.repeated {
+		loc += "&repeated=1"
 	}
 	redirect(w, loc)
 }
@@ -277,63 +393,147 @@ func (h *Handler) action(w http.ResponseWriter, r *http.Request) {
 // not forgive one.
 var errForgive = errors.New("your role may not cancel a period that is owed or whose payment is pending")
 
-// perform calls the collector for o on s.
-func (h *Handler) perform(r *http.Request, o op, s *billing.Subscription) (outcome string, err error) {
+// errNoKey refuses a form of an action made by request key without one (a
+// page rendered before the console sent keys).
+var errNoKey = &formError{"the form carries no request key: open the confirmation page again"}
+
+// result is what an action did, for the page after it.
+type result struct {
+	// outcome is a retry's (one of outcomes).
+	outcome string
+	// changed is the number of periods a keyed action changed, and
+	// repeated reports that its request key had been answered before:
+	// the form was sent again and nothing more was changed.
+	changed  int
+	repeated bool
+}
+
+// perform calls the collector for o on s. Cancel, pause, resume and a move
+// of the latest open period go through the calls that take the user, with
+// the form's request key: a form sent again answers what the first did.
+// Retry and waive have no such call and use the period's.
+func (h *Handler) perform(r *http.Request, o op, s *billing.Subscription) (result, error) {
 	ctx := r.Context()
 	c := h.cfg.Collector
 	id := s.SubscriptionID
+	ur := billing.UserRequest{UserID: s.UserID, RequestKey: r.PostFormValue("key")}
+	if o.keyed && ur.RequestKey == "" {
+		return result{}, errNoKey
+	}
+	if o.keyed && o.Name != "move" {
+		if err := h.authorizeEach(r, o, s); err != nil {
+			return result{}, err
+		}
+	}
+	var (
+		uc  billing.UserChange
+		err error
+	)
 	switch o.Name {
 	case "retry":
 		rep, err := c.ManualRepayment(ctx, id)
 		if err != nil {
-			return "", err
+			return result{}, err
 		}
 		switch {
 		case rep.Collected > 0:
-			return "collected", nil
+			return result{outcome: "collected"}, nil
 		case rep.Declined > 0:
-			return "declined", nil
+			return result{outcome: "declined"}, nil
 		case rep.Pending > 0:
-			return "pending", nil
+			return result{outcome: "pending"}, nil
 		case rep.RateLimited > 0:
-			return "rate-limited", nil
+			return result{outcome: "rate-limited"}, nil
 		case rep.Unknown > 0:
-			return "unknown", nil
+			return result{outcome: "unknown"}, nil
 		}
 		if len(rep.Failed) > 0 {
-			return "", errors.New(rep.Failed[0].Reason)
+			return result{}, errors.New(rep.Failed[0].Reason)
 		}
-		return "not charged", nil
+		return result{outcome: "not charged"}, nil
 	case "waive":
 		_, err = c.Waive(ctx, id)
+		return result{}, err
 	case "cancel":
-		_, err = c.CancelUnowed(ctx, id)
-		if errors.Is(err, billing.ErrOwed) {
-			a := billinghttp.Action{Name: billinghttp.ActionCancelOwed, UserID: s.UserID, SubscriptionID: id, Write: true, Operator: true}
-			if !h.allowed(r, a) {
-				return "", errForgive
-			}
-			_, err = c.Cancel(ctx, id)
+		// Whether the role may forgive is the request's parameter, the
+		// same each time the form is sent.
+		a := billinghttp.Action{Name: billinghttp.ActionCancelOwed, UserID: s.UserID, SubscriptionID: id, Write: true, Operator: true}
+		forgive := h.allowed(r, a)
+		uc, err = c.CancelSubscription(ctx, billing.CancelSubscriptionRequest{UserRequest: ur, ForgiveOwed: forgive})
+		if err != nil && !forgive && h.owes(r, s.UserID, err) {
+			return result{}, errForgive
 		}
 	case "pause":
 		months, perr := strconv.Atoi(r.PostFormValue("months"))
 		if perr != nil {
-			return "", &formError{"months must be a whole number"}
+			return result{}, &formError{"months must be a whole number"}
 		}
-		_, err = c.Pause(ctx, id, months)
+		uc, err = c.PauseSubscription(ctx, billing.PauseSubscriptionRequest{UserRequest: ur, Months: months})
 	case "resume":
-		_, err = c.Resume(ctx, id)
+		uc, err = c.ResumeSubscription(ctx, billing.ResumeSubscriptionRequest{UserRequest: ur})
 	case "move":
 		day, perr := time.Parse("2006-01-02", r.PostFormValue("date"))
 		if perr != nil {
-			return "", &formError{"the date must be YYYY-MM-DD"}
+			return result{}, &formError{"the date must be YYYY-MM-DD"}
 		}
 		// The period keeps its time of day.
 		b := s.BillingDate.UTC()
 		date := time.Date(day.Year(), day.Month(), day.Day(), b.Hour(), b.Minute(), b.Second(), 0, time.UTC)
-		_, err = c.ChangeBillingDate(ctx, id, date)
+		recs, rerr := h.cfg.Repository.ListByUser(ctx, s.UserID)
+		if rerr != nil {
+			return result{}, rerr
+		}
+		if !keyedMove(s, recs) {
+			_, err = c.ChangeBillingDate(ctx, id, date)
+			return result{}, err
+		}
+		uc, err = c.MoveBillingDate(ctx, billing.MoveBillingDateRequest{UserRequest: ur, Date: date})
 	}
-	return "", err
+	if err != nil {
+		return result{}, err
+	}
+	return result{changed: len(uc.Changes), repeated: uc.Repeated}, nil
+}
+
+// errPeriodForbidden refuses a keyed action whose call would change a
+// period of the user the Authorizer does not allow the action on.
+var errPeriodForbidden = errors.New("your role may not do this to every period it changes")
+
+// authorizeEach puts o to the Authorizer for each period of s's user that
+// o's call changes as they stand (it acts on the user's periods, not on s
+// alone; s itself was asked already).
+func (h *Handler) authorizeEach(r *http.Request, o op, s *billing.Subscription) error {
+	recs, err := h.cfg.Repository.ListByUser(r.Context(), s.UserID)
+	if err != nil {
+		return fmt.Errorf("list the periods of user %s: %w", s.UserID, err)
+	}
+	for _, p := range actsOn(o.Name, s, recs) {
+		if p.SubscriptionID != s.SubscriptionID && !h.allowed(r, o.action(s.UserID, p.SubscriptionID)) {
+			return fmt.Errorf("%w (%s of period %s)", errPeriodForbidden, o.Action, p.SubscriptionID)
+		}
+	}
+	return nil
+}
+
+// owes reports whether err, a cancel's refusal, is for a period the user
+// owes: the cancel would forgive it.
+func (h *Handler) owes(r *http.Request, userID string, err error) bool {
+	if errors.Is(err, billing.ErrOwed) {
+		return true
+	}
+	if !errors.Is(err, billing.ErrNotCollectible) {
+		return false
+	}
+	recs, rerr := h.cfg.Repository.ListByUser(r.Context(), userID)
+	if rerr != nil {
+		return false
+	}
+	for _, s := range recs {
+		if s.Status == billing.StatusError {
+			return true
+		}
+	}
+	return false
 }
 
 type formError struct{ msg string }
@@ -349,7 +549,7 @@ func classify(err error) (int, string) {
 	case errors.As(err, &fe), errors.Is(err, billing.ErrDateMove), errors.Is(err, billing.ErrInvalidDate),
 		errors.Is(err, billing.ErrInvalidRequest), errors.Is(err, billing.ErrInvalidAmount):
 		return http.StatusUnprocessableEntity, err.Error()
-	case errors.Is(err, errForgive):
+	case errors.Is(err, errForgive), errors.Is(err, errPeriodForbidden):
 		return http.StatusForbidden, err.Error()
 	case errors.Is(err, billing.ErrNotFound):
 		return http.StatusNotFound, err.Error()
@@ -358,6 +558,7 @@ func classify(err error) (int, string) {
 		errors.Is(err, billing.ErrIllegalTransition), errors.Is(err, billing.ErrAlreadyExists),
 		errors.Is(err, billing.ErrOpenSubscription), errors.Is(err, billing.ErrNoChange),
 		errors.Is(err, billing.ErrRateLimited), errors.Is(err, billing.ErrKeyInUse),
+		errors.Is(err, billing.ErrRequestKeyReused),
 		errors.Is(err, billing.ErrOwed), errors.Is(err, billing.ErrUnknownTier):
 		return http.StatusConflict, err.Error()
 	}

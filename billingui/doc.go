@@ -49,8 +49,8 @@
 // customer page asks [billinghttp.ActionGetSubscription] and
 // [billinghttp.ActionHistory] for the user; retry asks
 // [billinghttp.ActionPay], waive [billinghttp.ActionWaive], cancel
-// [billinghttp.ActionCancel] (and [billinghttp.ActionCancelOwed] when the
-// period is owed), pause and resume [billinghttp.ActionPause] and
+// [billinghttp.ActionCancel] (and [billinghttp.ActionCancelOwed], whose
+// answer says whether the cancel may forgive an owed period), pause and resume [billinghttp.ActionPause] and
 // [billinghttp.ActionResume], and a date move
 // [billinghttp.ActionChangeBillingDate]. The pages over every user (Today,
 // Attention, Search) ask [ActionOverview], a read with Operator set and
@@ -73,4 +73,22 @@
 // reason, answered 409 (conflict, lock held, in flight, not collectible),
 // 422 (a date out of order or invalid), 404 (no such period of this user)
 // or 403.
+//
+// Cancel, pause, resume and a move of the user's latest open period are
+// made by the calls that take the user ([billing.Collector.CancelSubscription],
+// PauseSubscription, ResumeSubscription, MoveBillingDate) with a request key:
+// the customer page puts a fresh key on each of its buttons, the
+// confirmation page carries it in its address and its form. The form sent
+// again (a double click, the back button and a second submit, a retried
+// request) is the same request: it is answered with the first one's result
+// and a note that it was already done, and changes nothing more; the key
+// sent with other parameters (another date) is refused with the engine's
+// reason. These calls act on the subscription, not on the one period whose
+// button was pressed: cancel and pause every open period of the user,
+// resume every paused one; the confirmation page lists them. A move of an
+// earlier open period (an owed one) is made by the period call,
+// [billing.Collector.ChangeBillingDate], as are retry
+// ([billing.Collector.ManualRepayment]) and waive ([billing.Collector.Waive]),
+// which have no keyed form: a second submit of those is refused by the
+// state the first left.
 package billingui

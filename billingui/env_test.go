@@ -2,6 +2,7 @@ package billingui_test
 
 import (
 	"context"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -165,23 +166,40 @@ func (b *browser) post(form url.Values) resp {
 	return b.do(req)
 }
 
-var csrfInput = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+var (
+	csrfInput = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+	keyInput  = regexp.MustCompile(`name="key" value="([^"]+)"`)
+)
 
 // confirmAndPost opens op's confirmation page for the period and posts its
 // form with extra fields; a confirmation page refused is returned as is.
 func (b *browser) confirmAndPost(user, period, op string, extra url.Values) resp {
 	b.t.Helper()
-	page := b.get("/confirm?" + url.Values{"user": {user}, "period": {period}, "op": {op}}.Encode())
+	form, page := b.confirmForm(user, period, op)
 	if page.code != http.StatusOK {
 		return page
 	}
-	m := csrfInput.FindStringSubmatch(page.body)
-	require.NotNil(b.t, m, page.body)
-	form := url.Values{"csrf": {m[1]}, "op": {op}, "user": {user}, "period": {period}}
 	for k, v := range extra {
 		form[k] = v
 	}
 	return b.post(form)
+}
+
+// confirmForm opens op's confirmation page for the period and returns the
+// fields its form posts (its token and request key), with the page.
+func (b *browser) confirmForm(user, period, op string) (url.Values, resp) {
+	b.t.Helper()
+	page := b.get("/confirm?" + url.Values{"user": {user}, "period": {period}, "op": {op}}.Encode())
+	if page.code != http.StatusOK {
+		return nil, page
+	}
+	m := csrfInput.FindStringSubmatch(page.body)
+	require.NotNil(b.t, m, page.body)
+	form := url.Values{"csrf": {m[1]}, "op": {op}, "user": {user}, "period": {period}}
+	if k := keyInput.FindStringSubmatch(page.body); k != nil {
+		form.Set("key", html.UnescapeString(k[1]))
+	}
+	return form, page
 }
 
 // token returns a valid CSRF token of this browser.

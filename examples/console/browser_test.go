@@ -58,8 +58,8 @@ func serve(t *testing.T, d *demo, role string) string {
 	return srv.URL + "/billing/"
 }
 
-// browser starts a headless Chromium for one test.
-func browser(t *testing.T) context.Context {
+// browser starts a headless Chromium for one test, with flags extra.
+func browser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
@@ -73,7 +73,7 @@ func browser(t *testing.T) context.Context {
 		}
 		t.Skipf("no chromium: %v", err)
 	}
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append([]chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.Headless,
 		chromedp.NoSandbox,
@@ -87,7 +87,7 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 1024),
-	)
+	}, extra...)...)
 	browserCtx, cancelCtx := chromedp.NewContext(alloc)
 	require.NoError(t, chromedp.Do(browserCtx)) // starts the browser, for the test's life
 	ctx, cancelTimeout := context.WithTimeout(browserCtx, 90*time.Second)
@@ -336,4 +336,44 @@ func TestBrowserSearchByTransaction(t *testing.T) {
 	screenshot(t, ctx, "search")
 	do(t, ctx, click("#matches a.customer"), visible("#timeline"))
 	require.Equal(t, s.UserID, text(t, ctx, "#user"))
+}
+
+// TestBrowserResubmitAfterBack: a cancel confirmed, then the back button
+// and the same form submitted again, answers that it was already done: no
+// error page, and one history row of the cancel per period.
+func TestBrowserResubmitAfterBack(t *testing.T) {
+	d := sharedDemo(t)
+	base := serve(t, d, "operator")
+	// Without the back-forward cache the back button loads the
+	// confirmation page again from the console (chromedp loses track of a
+	// page restored from that cache); either way its form has the same key.
+	ctx := browser(t, chromedp.Flag("disable-features", "BackForwardCache"))
+	users := errorUsers(t, d)
+	require.GreaterOrEqual(t, len(users), 6)
+	s := users[4] // 0 to 3 and the last are other tests'
+	act(t, ctx, base, s, "cancel")
+	require.Contains(t, text(t, ctx, "#done"), "Cancel done")
+	require.Zero(t, count(t, ctx, "#repeated"))
+
+	do(t, ctx, chromedp.NavigateBack(), visible("#confirm"), click("#do"), visible("#timeline"))
+	require.Zero(t, count(t, ctx, "#error"), "no error page")
+	require.Equal(t, "Customer "+s.UserID+" · billing console", title(t, ctx))
+	require.Contains(t, text(t, ctx, "#done"), "Cancel done")
+	require.Contains(t, text(t, ctx, "#repeated"), "already done")
+
+	rows, err := d.hist.ListByUser(context.Background(), s.UserID)
+	require.NoError(t, err)
+	cancelled := map[string]int{}
+	for _, r := range rows {
+		if r.Status == billing.StatusCancelled {
+			cancelled[r.SubscriptionID]++
+		}
+	}
+	require.Contains(t, cancelled, s.SubscriptionID)
+	for id, n := range cancelled {
+		require.Equal(t, 1, n, "history rows of the cancel of %s", id)
+	}
+	got, err := d.repo.GetByID(context.Background(), s.SubscriptionID)
+	require.NoError(t, err)
+	require.Equal(t, billing.StatusCancelled, got.Status)
 }
