@@ -355,6 +355,9 @@ type Flat struct {
 	change string
 	// request is the history row's billing_request, "" for none.
 	request string
+	// used is set by the Encode methods: f may hold an encoding, and is
+	// emptied before the next one (or by NewFlat), not on Release.
+	used bool
 }
 
 // A Flat is a kilobyte: kept off the stack of the goroutines that encode
@@ -364,11 +367,25 @@ var flats = sync.Pool{New: func() any { return new(Flat) }}
 
 // NewFlat returns an empty Flat, to give back with [Flat.Release] once
 // nothing refers to it.
-func NewFlat() *Flat { return flats.Get().(*Flat) }
+func NewFlat() *Flat {
+	f := flats.Get().(*Flat)
+	f.reset()
+	return f
+}
 
-// Release empties f and gives it back for reuse; f must not be used after.
+// reset empties f, if an Encode method filled it. A Flat is a kilobyte
+// of pointers: emptying it once between two uses, not on Release and
+// again on the next Encode, halves the clearing (and its write barriers
+// while the GC runs).
+func (f *Flat) reset() {
+	if f.used {
+		*f = Flat{}
+	}
+}
+
+// Release gives f back for reuse; f must not be used after. What it
+// holds is emptied when it is next taken.
 func (f *Flat) Release() {
-	*f = Flat{}
 	flats.Put(f)
 }
 
@@ -376,14 +393,16 @@ func (f *Flat) Release() {
 // attributes when history (checked as [EncodeHistoryItem] checks them,
 // but without its last_run_date check). The errors are EncodeItem's.
 func (f *Flat) Encode(s *billing.Subscription, history bool) error {
-	*f = Flat{}
+	f.reset()
+	f.used = true
 	return encodeFlat(f, s, history)
 }
 
 // EncodeHistory sets f to s encoded as [EncodeHistoryItem] does, with its
 // errors.
 func (f *Flat) EncodeHistory(s *billing.Subscription) error {
-	*f = Flat{}
+	f.reset()
+	f.used = true
 	if err := historyRowErr(s); err != nil {
 		return err
 	}
@@ -394,7 +413,8 @@ func (f *Flat) EncodeHistory(s *billing.Subscription) error {
 // attributes: the errors are those of [EncodeItem], then of
 // [EncodeHistoryItem], as encoding both items in turn gives them.
 func (f *Flat) EncodeRecord(s *billing.Subscription) error {
-	*f = Flat{}
+	f.reset()
+	f.used = true
 	if err := encodeFlat(f, s, false); err != nil {
 		return err
 	}
