@@ -10,7 +10,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/secretsmanager v1.50.10
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.52.10
 	github.com/dynabill/billing v0.0.0-20261128110515-fa4742b6f809
-	github.com/dynabill/billing/billingstripe v0.0.0-20261128094939-b5c195d68318
+	github.com/dynabill/billing/billingstripe v0.0.0-20261128110538-b1bb5bc61fcf
 	github.com/stretchr/testify v1.12.1
 	github.com/stripe/stripe-go/v85 v85.0.0
 )
