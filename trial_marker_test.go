@@ -1,0 +1,136 @@
+package billing_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// trialPausedAndResumed subscribes the user to tier with a 14-day trial,
+// completes the trial period (the first paid period opens on its end) and
+// pauses then resumes the subscription before that end: both writes set
+// updated_event on the first paid period, which it returns, SCHEDULED
+// again.
+func trialPausedAndResumed(t *testing.T, e *freeEnv, tier string) billing.Subscription {
+	t.Helper()
+	_, err := e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "o1", UserID: e.user, Tier: tier, TrialDays: 14})
+	require.NoError(t, err)
+	e.runAt(t, feb3.Add(time.Hour), billing.RunScheduled)
+	e.clock.Set(feb3.Add(2 * time.Hour))
+	_, err = e.c.PauseSubscription(t.Context(), billing.PauseSubscriptionRequest{UserRequest: ur(e.user, "pause1"), Months: 1})
+	require.NoError(t, err)
+	e.clock.Advance(time.Hour)
+	_, err = e.c.ResumeSubscription(t.Context(), billing.ResumeSubscriptionRequest{UserRequest: ur(e.user, "resume1")})
+	require.NoError(t, err)
+	paid := e.latest(t)
+	require.Equal(t, billing.StatusScheduled, paid.Status)
+	require.Equal(t, feb3.AddDate(0, 0, 14), paid.BillingDate)
+	require.Equal(t, billing.EventPauseResume, paid.UpdatedEvent, "the resume replaced trial-converted")
+	return paid
+}
+
+// TestTrialMarkerSurvivesPauseResume (every layout, in memory and on the
+// local DynamoDB server): the first paid period after a trial was known
+// only by updated_event trial-converted, which a pause and a resume
+// during the trial overwrote. After them the trial was lost: the notice
+// was the pre-billing one, EndTrial and ExtendTrial refused with
+// ErrNotCollectible, and a downgrade was left pending, so the trial's end
+// charged the old, higher price. The period keeps its marker
+// (billing_after_trial) through both writes, and all four behave as
+// before the pause.
+func TestTrialMarkerSurvivesPauseResume(t *testing.T) {
+	t.Parallel()
+	end := feb3.AddDate(0, 0, 14)
+	for _, st := range userStores() {
+		t.Run("marker+notice/"+st.name, func(t *testing.T) {
+			t.Parallel()
+			e := newTrialEnv(t, st)
+			paid := trialPausedAndResumed(t, e, "Plus:v2")
+			assert.True(t, paid.AfterTrial, "billing_after_trial kept")
+			assert.True(t, paid.IsAfterTrial())
+			assert.Equal(t, billing.TrialEndingNotificationEvent, trialNotice(t, e, end).EventType)
+		})
+		t.Run("extend/"+st.name, func(t *testing.T) {
+			t.Parallel()
+			e := newTrialEnv(t, st)
+			trialPausedAndResumed(t, e, "Plus:v2")
+			newEnd := feb3.AddDate(0, 0, 21)
+			_, err := e.c.ExtendTrial(t.Context(), billing.TrialRequest{UserRequest: ur(e.user, "x1"), End: newEnd})
+			require.NoError(t, err)
+			paid := e.latest(t)
+			assert.Equal(t, newEnd, paid.BillingDate)
+			assert.True(t, paid.AfterTrial, "a date move keeps the marker")
+			e.runAt(t, end.Add(time.Hour), billing.RunScheduled)
+			assert.Zero(t, e.pay.CallCount(), "not charged on the old end")
+			e.runAt(t, newEnd.Add(time.Hour), billing.RunScheduled)
+			calls := e.pay.Calls()
+			require.Len(t, calls, 1)
+			assert.Equal(t, plusPrice, calls[0].Request.Amount)
+			assert.False(t, e.latest(t).AfterTrial, "the next period is no trial's")
+		})
+		t.Run("end/"+st.name, func(t *testing.T) {
+			t.Parallel()
+			e := newTrialEnv(t, st)
+			trialPausedAndResumed(t, e, "Plus:v2")
+			now := feb3.AddDate(0, 0, 5)
+			e.clock.Set(now)
+			_, err := e.c.EndTrial(t.Context(), ur(e.user, "e1"))
+			require.NoError(t, err)
+			assert.Equal(t, now, e.latest(t).BillingDate)
+			e.runAt(t, now.Add(time.Minute), billing.RunScheduled)
+			calls := e.pay.Calls()
+			require.Len(t, calls, 1)
+			assert.Equal(t, plusPrice, calls[0].Request.Amount)
+			_, err = e.c.EndTrial(t.Context(), ur(e.user, "e2"))
+			require.ErrorIs(t, err, billing.ErrNotCollectible, "charged: the marker no longer means a trial")
+		})
+		t.Run("downgrade/"+st.name, func(t *testing.T) {
+			t.Parallel()
+			e := newTrialEnv(t, st)
+			trialPausedAndResumed(t, e, "Pro:v1")
+			_, err := e.c.ChangePlan(t.Context(), billing.ChangePlanRequest{UserRequest: ur(e.user, "p1"), Tier: "Plus:v2", When: billing.ChangeAtNextPeriod})
+			require.NoError(t, err)
+			e.runAt(t, end.Add(time.Hour), billing.RunScheduled)
+			e.runAt(t, end.AddDate(0, 1, 0).Add(time.Hour), billing.RunScheduled)
+			calls := e.pay.Calls()
+			require.Len(t, calls, 2)
+			for i, call := range calls {
+				assert.Equal(t, plusPrice, call.Request.Amount, "charge %d", i)
+				assert.Equal(t, "Plus:v2", call.Request.Tier, "charge %d", i)
+			}
+		})
+	}
+}
+
+// trialNotice schedules the pre-billing window of the trial ending on end
+// and handles its messages, each through its JSON body as a queue carries
+// it; it returns the one notification sent.
+func trialNotice(t *testing.T, e *freeEnv, end time.Time) billing.ThreeDayNotification {
+	t.Helper()
+	q := &billingtest.RecordingEnqueuer{}
+	sched, err := billing.NewScheduler(billing.SchedulerConfig{Repository: e.repo, Enqueuer: q, Clock: e.clock})
+	require.NoError(t, err)
+	notifier := &billingtest.RecordingNotifier{}
+	users := billingtest.NewUserDirectory(billing.User{ID: e.user, Email: "ann@example.com", Status: billing.UserStatusActive})
+	w, err := billing.NewWorker(billing.WorkerConfig{Users: users, Notifier: notifier, Accounts: &billingtest.BankAccounts{}, Clock: e.clock})
+	require.NoError(t, err)
+	e.clock.Set(end.AddDate(0, 0, -billing.NotificationLeadDays).Add(-6 * time.Hour))
+	_, err = sched.Run(t.Context(), billing.SchedulerEvent{})
+	require.NoError(t, err)
+	for _, m := range q.Messages(t) {
+		body, err := json.Marshal(m)
+		require.NoError(t, err)
+		var got billing.NotificationMessage
+		require.NoError(t, json.Unmarshal(body, &got))
+		_, err = w.Handle(t.Context(), got)
+		require.NoError(t, err)
+	}
+	sent := notifier.Sent()
+	require.Len(t, sent, 1)
+	return sent[0].Notification
+}
