@@ -134,3 +134,144 @@ func trialNotice(t *testing.T, e *freeEnv, end time.Time) billing.ThreeDayNotifi
 	require.Len(t, sent, 1)
 	return sent[0].Notification
 }
+
+// TestTrialConvertedBeforeTheMarkerKeepsTrial (every layout): a first
+// paid period opened before billing_after_trial existed is known by
+// updated_event trial-converted only. A pause during the trial used to
+// replace it and lose the trial; the pause's write adds the marker, so
+// after a resume the notice is the trial-ending one and EndTrial acts.
+func TestTrialConvertedBeforeTheMarkerKeepsTrial(t *testing.T) {
+	t.Parallel()
+	end := feb3.AddDate(0, 0, 14)
+	for _, st := range userStores() {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			e := newTrialEnv(t, st)
+			_, err := e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "o1", UserID: e.user, Tier: "Plus:v2", TrialDays: 14})
+			require.NoError(t, err)
+			e.runAt(t, feb3.Add(time.Hour), billing.RunScheduled)
+			// The period as an earlier version wrote it: no marker.
+			old := e.latest(t)
+			require.True(t, old.AfterTrial)
+			old.AfterTrial = false
+			_, err = e.repo.AddAll(t.Context(), []billing.Subscription{old})
+			require.NoError(t, err)
+			old = e.latest(t)
+			require.False(t, old.AfterTrial)
+			require.Equal(t, billing.UpdatedEventTrialConverted, old.UpdatedEvent)
+			require.True(t, old.IsAfterTrial(), "read by its updated_event")
+
+			e.clock.Set(feb3.Add(2 * time.Hour))
+			_, err = e.c.PauseSubscription(t.Context(), billing.PauseSubscriptionRequest{UserRequest: ur(e.user, "pause1"), Months: 2})
+			require.NoError(t, err)
+			paused := e.latest(t)
+			assert.Empty(t, paused.UpdatedEvent, "the pause replaced trial-converted")
+			assert.True(t, paused.AfterTrial, "the pause wrote the marker")
+			e.clock.Advance(time.Hour)
+			_, err = e.c.ResumeSubscription(t.Context(), billing.ResumeSubscriptionRequest{UserRequest: ur(e.user, "resume1")})
+			require.NoError(t, err)
+			assert.Equal(t, billing.TrialEndingNotificationEvent, trialNotice(t, e, end).EventType)
+
+			now := feb3.AddDate(0, 0, 9)
+			e.clock.Set(now)
+			_, err = e.c.EndTrial(t.Context(), ur(e.user, "e1"))
+			require.NoError(t, err)
+			assert.Equal(t, now, e.latest(t).BillingDate)
+		})
+	}
+}
+
+// TestTrialBatchRepriceKeepsTrial (every layout): a host's batch that
+// reprices every SCHEDULED record as read, noting its change in
+// updated_event, used to turn the first paid period after a trial into a
+// plain one (the trial-ending notice lost, EndTrial refused). It keeps
+// its marker: the first charge is the new price on the trial's end, after
+// the trial-ending notice. A trial period not completed yet is repriced
+// by its TrialAmount (its Amount is the trial's zero, never charged): the
+// first charge is then that price.
+func TestTrialBatchRepriceKeepsTrial(t *testing.T) {
+	t.Parallel()
+	newPrice := billing.MustParseAmount("12.99")
+	end := feb3.AddDate(0, 0, 14)
+	reprice := func(t *testing.T, e *freeEnv) {
+		t.Helper()
+		var batch []billing.Subscription
+		for _, r := range e.records(t) {
+			if r.Status != billing.StatusScheduled {
+				continue
+			}
+			if r.IsTrial() {
+				r.TrialAmount = newPrice
+			} else {
+				r.Amount = newPrice
+			}
+			r.UpdatedEvent = "price-change"
+			batch = append(batch, r)
+		}
+		require.Len(t, batch, 1)
+		_, err := e.repo.AddAll(t.Context(), batch)
+		require.NoError(t, err)
+	}
+	for _, st := range userStores() {
+		for _, afterRun := range []bool{false, true} {
+			name := "trial-period/" + st.name
+			if afterRun {
+				name = "first-paid-period/" + st.name
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				e := newTrialEnv(t, st)
+				_, err := e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "o1", UserID: e.user, Tier: "Plus:v2", TrialDays: 14})
+				require.NoError(t, err)
+				if afterRun {
+					e.runAt(t, feb3.Add(time.Hour), billing.RunScheduled)
+					e.clock.Advance(time.Hour)
+				}
+				reprice(t, e)
+				e.runAt(t, feb3.Add(3*time.Hour), billing.RunScheduled)
+				paid := e.latest(t)
+				assert.True(t, paid.AfterTrial, "after run %v", afterRun)
+				assert.Equal(t, newPrice, paid.Amount, "after run %v", afterRun)
+				n := trialNotice(t, e, end)
+				assert.Equal(t, billing.TrialEndingNotificationEvent, n.EventType, "after run %v", afterRun)
+				assert.Equal(t, newPrice, n.Amount, "after run %v", afterRun)
+				e.runAt(t, end.Add(time.Hour), billing.RunScheduled)
+				calls := e.pay.Calls()
+				require.Len(t, calls, 1, "after run %v", afterRun)
+				assert.Equal(t, newPrice, calls[0].Request.Amount, "after run %v", afterRun)
+			})
+		}
+	}
+}
+
+// TestNotificationMessageAfterTrialBody: a queued message carries the
+// marker of the first paid period after a trial (billing_after_trial),
+// so a worker reading it after a pause and resume sends the trial-ending
+// notice; the body of every other message is as before, without it. A
+// record with the marker but attempted already is no trial any more.
+func TestNotificationMessageAfterTrialBody(t *testing.T) {
+	t.Parallel()
+	rec := billing.Subscription{UserID: "u1", SubscriptionID: "s1", BillingDate: feb3, Amount: plusPrice,
+		Status: billing.StatusScheduled, ReceiptTierName: "Plus:v2", UpdatedEvent: billing.EventPauseResume, AfterTrial: true}
+	m, err := billing.NewNotificationMessage(&rec)
+	require.NoError(t, err)
+	assert.True(t, m.AfterTrial)
+	body, err := json.Marshal(m)
+	require.NoError(t, err)
+	assert.Contains(t, string(body), `"billing_after_trial":true`)
+	back, err := billing.ParseNotificationMessage(body)
+	require.NoError(t, err)
+	assert.Equal(t, m, back)
+
+	rec.AfterTrial = false
+	m, err = billing.NewNotificationMessage(&rec)
+	require.NoError(t, err)
+	body, err = json.Marshal(m)
+	require.NoError(t, err)
+	assert.NotContains(t, string(body), "billing_after_trial")
+
+	rec.AfterTrial, rec.Attempt, rec.InitialRunDate = true, 1, feb3
+	m, err = billing.NewNotificationMessage(&rec)
+	require.NoError(t, err)
+	assert.False(t, m.AfterTrial, "attempted: the trial is over")
+}
