@@ -116,7 +116,11 @@ type Subscription struct {
 	// opens on TrialEnd, the day the anchor follows (billing_trial_end,
 	// added by this library and optional: absent on every other record).
 	// TrialAmount is what that first paid period costs
-	// (billing_trial_amount, written with billing_trial_end).
+	// (billing_trial_amount, written with billing_trial_end). A host batch
+	// that reprices records ([Repository.AddAll]) reprices a trial by its
+	// TrialAmount: the trial's Amount is zero and never charged, whatever
+	// the batch writes there (the engine cannot tell a reprice from a
+	// mistaken write, and completes the trial without a charge).
 	TrialEnd    time.Time
 	TrialAmount Amount
 	// AfterTrial marks the first paid period after a trial: the record the
