@@ -39,8 +39,9 @@ func trialPausedAndResumed(t *testing.T, e *freeEnv, tier string) billing.Subscr
 // only by updated_event trial-converted, which a pause and a resume
 // during the trial overwrote. After them the trial was lost: the notice
 // was the pre-billing one, EndTrial and ExtendTrial refused with
-// ErrNotCollectible, and a downgrade was left pending, so the trial's end
-// charged the old, higher price. The period keeps its marker
+// ErrNotCollectible, a downgrade was left pending, so the trial's end
+// charged the old, higher price, and the view no longer said TRIALING.
+// The period keeps its marker
 // (billing_after_trial) through both writes, and all four behave as
 // before the pause.
 func TestTrialMarkerSurvivesPauseResume(t *testing.T) {
@@ -53,6 +54,10 @@ func TestTrialMarkerSurvivesPauseResume(t *testing.T) {
 			paid := trialPausedAndResumed(t, e, "Plus:v2")
 			assert.True(t, paid.AfterTrial, "billing_after_trial kept")
 			assert.True(t, paid.IsAfterTrial())
+			v, err := e.c.Subscription(t.Context(), e.user)
+			require.NoError(t, err)
+			assert.Equal(t, billing.SubscriptionTrialing, v.State)
+			assert.Equal(t, end, v.TrialEnd)
 			assert.Equal(t, billing.TrialEndingNotificationEvent, trialNotice(t, e, end).EventType)
 		})
 		t.Run("extend/"+st.name, func(t *testing.T) {
