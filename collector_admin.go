@@ -49,6 +49,11 @@ func (c *Collector) admin(ctx context.Context, op AdminOp, subscriptionID string
 		now := c.cfg.Clock.Now()
 		next := cur.Clone()
 		next.LastRunDate = runTime(&cur, now)
+		if firstAfterTrial(&cur) {
+			// A period opened before billing_after_trial existed is known
+			// by its updated_event only, which this write may replace.
+			next.AfterTrial = true
+		}
 		create, err := edit(ctx, &cur, &next, now)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", op, subscriptionID, err)

@@ -269,6 +269,7 @@ func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Subscript
 	}
 	if cur.IsTrial() {
 		f.Amount, f.Change, f.UpdatedEvent = cur.TrialAmount, EventTrialConverted, UpdatedEventTrialConverted
+		f.AfterTrial = true // the marker no later write of updated_event replaces
 	}
 	return f, nil
 }

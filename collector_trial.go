@@ -20,9 +20,12 @@ const MaxTrialDays = 730
 // user who had one before, without [SubscribeRequest.AllowRepeatTrial].
 var ErrTrialUsed = errors.New("billing: the user had a trial already")
 
-// UpdatedEventTrialConverted marks (updated_event) the first paid period
-// after a trial, opened when the trial ended: the period the trial-ending
-// notice is about.
+// UpdatedEventTrialConverted is the updated_event of the first paid period
+// after a trial when it is opened, on the trial's end: the period the
+// trial-ending notice is about. A later write of updated_event (a pause,
+// a resume) replaces it, so the engine marks that period with
+// [Subscription.AfterTrial] too and reads updated_event only for records
+// opened before that attribute existed.
 const UpdatedEventTrialConverted UpdatedEvent = "trial-converted"
 
 // trialEnd returns the first paid billing date of req, start being its
@@ -202,7 +205,7 @@ func firstAfterTrial(r *Subscription) bool {
 func requireTrialTarget(r *Subscription) error {
 	switch {
 	case r.Status != StatusScheduled || !r.InitialRunDate.IsZero() || r.LastAttempt.Number != 0:
-	case r.IsTrial(), r.UpdatedEvent == UpdatedEventTrialConverted:
+	case r.IsTrial(), r.IsAfterTrial():
 		return nil
 	}
 	return fmt.Errorf("%w: %s is no trial in progress (%s)", ErrNotCollectible, r.SubscriptionID, r.Status)

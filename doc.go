@@ -102,6 +102,13 @@
 //	               now (the next scheduled run, or c.CollectUser at once, charges it)
 //	extend it      c.ExtendTrial(ctx, billing.TrialRequest{UserRequest: ..., End: d})
 //
+// The first paid period carries [Subscription.AfterTrial]
+// (billing_after_trial): a pause and resume, a plan change or a date move
+// during the trial keep it, so the trial stays a trial until that period
+// is charged. A host batch that reprices records sets TrialAmount on a
+// trial period (its Amount is the trial's zero, never charged) and Amount
+// on the first paid period, each as read.
+//
 // A user has one trial: a trial for a user whose records or history show
 // one is refused ([ErrTrialUsed]) unless [SubscribeRequest.AllowRepeatTrial].
 // The pre-billing [Worker] announces the first charge after a trial with

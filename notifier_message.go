@@ -110,6 +110,11 @@ type NotificationMessage struct {
 	TierName string
 	// UpdatedEvent is the record's updated_event when it was enqueued.
 	UpdatedEvent UpdatedEvent
+	// AfterTrial is set when the record is the first paid period after a
+	// trial, SCHEDULED and not attempted: the trial is still running, and
+	// the notice is [TrialEndingNotificationEvent]. In the body it is
+	// billing_after_trial (true), left out when false.
+	AfterTrial bool
 }
 
 // NewNotificationMessage builds the message for a record. It fails, with a
@@ -125,6 +130,7 @@ func NewNotificationMessage(sub *Subscription) (NotificationMessage, error) {
 		Status:         sub.Status,
 		TierName:       sub.ReceiptTierName,
 		UpdatedEvent:   sub.UpdatedEvent,
+		AfterTrial:     firstAfterTrial(sub),
 	}
 	if err := m.validate(); err != nil {
 		err.Key = sub.Key()
@@ -149,6 +155,7 @@ type messageWire struct {
 	Status         string `json:"billing_status"`
 	TierName       string `json:"receipt_tier_name"`
 	UpdatedEvent   string `json:"updated_event"`
+	AfterTrial     bool   `json:"billing_after_trial,omitempty"`
 }
 
 // MarshalJSON implements [json.Marshaler]: the message body. A message that
@@ -166,6 +173,7 @@ func (m NotificationMessage) MarshalJSON() ([]byte, error) {
 		Status:         string(m.Status),
 		TierName:       m.TierName,
 		UpdatedEvent:   string(m.UpdatedEvent),
+		AfterTrial:     m.AfterTrial,
 	})
 }
 
@@ -181,7 +189,7 @@ func (m *NotificationMessage) UnmarshalJSON(data []byte) error {
 
 // ParseNotificationMessage parses a worker-queue message body in two steps,
 // as the legacy worker did. Parsing fails when the body is not a JSON object
-// with string fields; the error wraps [ErrInvalidMessage]. Decoding then
+// with string fields (billing_after_trial, when present, a boolean); the error wraps [ErrInvalidMessage]. Decoding then
 // fails, with a [*FieldError] wrapping ErrInvalidMessage and naming the
 // field, when event_type is not [ThreeDayNotificationEvent], user_id is
 // empty, billing_date is not RFC 3339 (or falls outside years 1–9999 in
@@ -206,6 +214,7 @@ func ParseNotificationMessage(body []byte) (NotificationMessage, error) {
 		SubscriptionID: w.SubscriptionID,
 		TierName:       w.TierName,
 		UpdatedEvent:   UpdatedEvent(w.UpdatedEvent),
+		AfterTrial:     w.AfterTrial,
 	}
 	t, err := time.Parse(time.RFC3339Nano, w.BillingDate)
 	if err != nil {

@@ -116,9 +116,28 @@ type Subscription struct {
 	// opens on TrialEnd, the day the anchor follows (billing_trial_end,
 	// added by this library and optional: absent on every other record).
 	// TrialAmount is what that first paid period costs
-	// (billing_trial_amount, written with billing_trial_end).
+	// (billing_trial_amount, written with billing_trial_end). A host batch
+	// that reprices records ([Repository.AddAll]) reprices a trial by its
+	// TrialAmount: the trial's Amount is zero and never charged, whatever
+	// the batch writes there (the engine cannot tell a reprice from a
+	// mistaken write, and completes the trial without a charge).
 	TrialEnd    time.Time
 	TrialAmount Amount
+	// AfterTrial marks the first paid period after a trial: the record the
+	// engine opens on the trial's end when it completes the trial period
+	// (billing_after_trial, BOOL, added by this library and optional:
+	// absent on every other record). While that record is SCHEDULED and
+	// not attempted the trial is still running: the notifier sends
+	// [TrialEndingNotificationEvent] for it, [Collector.EndTrial] and
+	// [Collector.ExtendTrial] move it, and a downgrade sets its charge.
+	// Every write that carries the record forward (pause, resume, plan
+	// change, date move, a host's batch of records as read) keeps it;
+	// once the period is attempted or closed it no longer means a trial,
+	// and it stays on the record as a fact. A later period never has it.
+	// Records opened before this attribute existed carry only updated_event
+	// [UpdatedEventTrialConverted]: [Subscription.IsAfterTrial] reads
+	// both.
+	AfterTrial bool
 
 	// Change names the change a history row records: the event the engine
 	// wrote it for (billing_change, added by this library and written to
@@ -201,6 +220,16 @@ func (s *Subscription) InFlight() bool { return s.LastAttempt.Number > s.Attempt
 // IsTrial reports whether the record is a trial period (see
 // [Subscription.TrialEnd]).
 func (s *Subscription) IsTrial() bool { return !s.TrialEnd.IsZero() }
+
+// IsAfterTrial reports whether s is the first paid period after a trial
+// ([Subscription.AfterTrial]), or a record opened as one before that
+// attribute existed: updated_event [UpdatedEventTrialConverted], which
+// any later write of updated_event (a pause, a resume) replaces. It says
+// nothing of the record's state: the trial is running only while the
+// record is SCHEDULED and not attempted.
+func (s *Subscription) IsAfterTrial() bool {
+	return s.AfterTrial || s.UpdatedEvent == UpdatedEventTrialConverted
+}
 
 // Key describes the item's primary key for error messages and logs.
 func (s *Subscription) Key() string {

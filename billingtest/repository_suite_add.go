@@ -115,8 +115,37 @@ func (s *repoSuite) addCases() []repoCase {
 			}
 			plain := ids.record(ids.user(), start, billing.StatusScheduled)
 			e.add(plain)
-			if got := e.get(plain.UserID, start); got.IsTrial() || got.TrialAmount != 0 {
-				t.Fatalf("a record without a trial reads one: %v %s", got.TrialEnd, got.TrialAmount)
+			if got := e.get(plain.UserID, start); got.IsTrial() || got.TrialAmount != 0 || got.AfterTrial {
+				t.Fatalf("a record without a trial reads one: %v %s after %v", got.TrialEnd, got.TrialAmount, got.AfterTrial)
+			}
+
+			// The first paid period after a trial keeps its marker
+			// (billing_after_trial) on the record and its history rows
+			// through an update that replaces updated_event (a pause), and
+			// loses it only when an update clears it.
+			pu := ids.user()
+			paid := ids.record(pu, start.AddDate(0, 0, 14), billing.StatusScheduled)
+			paid.AfterTrial, paid.UpdatedEvent = true, "trial-converted"
+			e.add(paid)
+			got = e.get(pu, paid.BillingDate)
+			if !got.AfterTrial {
+				t.Fatalf("billing_after_trial lost in the round trip: %+v", got)
+			}
+			e.requireLastHistoryRow(paid)
+			paused := got.Clone()
+			paused.Status, paused.UpdatedEvent, paused.PauseDurationMonths = billing.StatusPaused, billing.EventPausePendingResume, 1
+			paused.LastRunDate = got.LastRunDate.Add(time.Second)
+			e.update(got, paused)
+			got = e.get(pu, paid.BillingDate)
+			if !got.AfterTrial || got.UpdatedEvent != billing.EventPausePendingResume {
+				t.Fatalf("billing_after_trial lost in an update of updated_event: %+v", got)
+			}
+			e.requireLastHistoryRow(paused)
+			cleared := got.Clone()
+			cleared.AfterTrial, cleared.LastRunDate = false, got.LastRunDate.Add(time.Second)
+			e.update(got, cleared)
+			if got := e.get(pu, paid.BillingDate); got.AfterTrial {
+				t.Fatalf("billing_after_trial not removed by an update: %+v", got)
 			}
 		}},
 		{"BillingDateStoredInWholeSecondsUTC", func(t *testing.T) {

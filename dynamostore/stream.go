@@ -107,9 +107,13 @@ var streamIDSpace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://github.com/d
 // derived from its status, updated_event, process and dates, by the first
 // line that matches. "opening" means created_date equals last_run_date
 // (the row that created the record); "subscribed" means updated_event
-// user-subscribed or process SUBSCRIBE:
+// user-subscribed or process SUBSCRIBE; "trial" means billing_trial_end is
+// set (a trial period); "after trial" means billing_after_trial is true or
+// updated_event is trial-converted (the first paid period after a trial,
+// [billing.Subscription.IsAfterTrial]):
 //
 //	billing_status  condition                       type
+//	COMPLETED       billing_trial_end set           subscription_trial_ended
 //	COMPLETED                                       payment_succeeded
 //	ACHSENT                                         payment_pending
 //	ERROR                                           payment_declined (a returned ACH debit too)
@@ -119,7 +123,9 @@ var streamIDSpace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://github.com/d
 //	PAUSED_SKIPPED                                  subscription_pause_skipped
 //	WAIVED                                          payment_waived
 //	CANCELLED                                       subscription_cancelled
+//	SCHEDULED       opening, subscribed, trial      subscription_trial_started
 //	SCHEDULED       opening, subscribed             subscription_created
+//	SCHEDULED       opening, after trial            subscription_trial_converted
 //	SCHEDULED       opening, user-reactivated       subscription_reactivated
 //	SCHEDULED       opening                         subscription_period_opened
 //	SCHEDULED       updated_event pause-resume      subscription_resumed

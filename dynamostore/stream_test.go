@@ -247,6 +247,21 @@ func TestStreamDecoderTypes(t *testing.T) {
 		{name: "changed first period", status: billing.StatusScheduled, mod: ue(billing.EventUserSubscribed, false), want: billing.EventChanged},
 		{name: "subscribed by process", status: billing.StatusScheduled, mod: func(s *billing.Subscription) { s.Process = billing.ProcessSubscribe; at(s) }, want: billing.EventSubscriptionCreated},
 		{name: "changed reactivated period", status: billing.StatusScheduled, mod: ue(billing.EventUserReactivated, false), want: billing.EventChanged},
+		// Rows of a trial's life without billing_change: the trial period
+		// created and completed (billing_trial_end), and the first paid
+		// period opened on its end, by its marker or, on a row written
+		// before the marker, by updated_event trial-converted.
+		{name: "trial started", status: billing.StatusScheduled, mod: func(s *billing.Subscription) {
+			s.TrialEnd, s.TrialAmount, s.UpdatedEvent = streamT0.AddDate(0, 0, 14), billing.Cents(999), billing.EventUserSubscribed
+			at(s)
+		}, want: billing.EventTrialStarted},
+		{name: "trial ended", status: billing.StatusCompleted, mod: func(s *billing.Subscription) {
+			s.TrialEnd, s.TrialAmount = streamT0.AddDate(0, 0, 14), billing.Cents(999)
+		}, want: billing.EventTrialEnded},
+		{name: "trial converted", status: billing.StatusScheduled, mod: func(s *billing.Subscription) { s.AfterTrial = true; at(s) }, want: billing.EventTrialConverted},
+		{name: "trial converted before the marker", status: billing.StatusScheduled, mod: ue(billing.UpdatedEventTrialConverted, true), want: billing.EventTrialConverted},
+		{name: "first paid period resumed", status: billing.StatusScheduled, mod: func(s *billing.Subscription) { s.AfterTrial, s.UpdatedEvent = true, billing.EventPauseResume }, want: billing.EventResumed},
+		{name: "first paid period charged", status: billing.StatusCompleted, mod: func(s *billing.Subscription) { s.AfterTrial = true }, want: billing.EventPaymentSucceeded},
 		{name: "change written", status: billing.StatusScheduled, mod: func(s *billing.Subscription) { s.Change = billing.EventTierChanged }, want: billing.EventTierChanged},
 		{name: "change written overrides derivation", status: billing.StatusError, mod: func(s *billing.Subscription) {
 			s.Change, s.PaymentError = billing.EventPaymentReturned, "R01 insufficient funds"

@@ -17,6 +17,9 @@ func historyEventType(row *billing.Subscription) (billing.EventType, error) {
 	subscribed := row.UpdatedEvent == billing.EventUserSubscribed || row.Process == billing.ProcessSubscribe
 	switch row.Status {
 	case billing.StatusCompleted:
+		if row.IsTrial() {
+			return billing.EventTrialEnded, nil
+		}
 		return billing.EventPaymentSucceeded, nil
 	case billing.StatusACHSent:
 		return billing.EventPaymentPending, nil
@@ -45,8 +48,12 @@ func historyEventType(row *billing.Subscription) (billing.EventType, error) {
 		return billing.EventPaused, nil
 	case billing.StatusScheduled:
 		switch {
+		case opening && subscribed && row.IsTrial():
+			return billing.EventTrialStarted, nil
 		case opening && subscribed:
 			return billing.EventSubscriptionCreated, nil
+		case opening && row.IsAfterTrial():
+			return billing.EventTrialConverted, nil
 		case opening && row.UpdatedEvent == billing.EventUserReactivated:
 			return billing.EventSubscriptionReactivated, nil
 		case opening:

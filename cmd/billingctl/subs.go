@@ -171,7 +171,7 @@ func trialCell(s *billing.Subscription) string {
 	switch {
 	case s.IsTrial():
 		return fmt.Sprintf("until %s, then %s", fmtTime(s.TrialEnd), s.TrialAmount)
-	case s.UpdatedEvent == billing.UpdatedEventTrialConverted:
+	case s.IsAfterTrial():
 		return "first charge"
 	}
 	return "-"

@@ -58,6 +58,7 @@ const (
 	aPendingAmount
 	aTrialEnd
 	aTrialAmount
+	aAfterTrial
 	numAttrs
 )
 
@@ -99,6 +100,7 @@ var attrNames = [numAttrs]string{
 	aPendingAmount:       AttrPendingAmount,
 	aTrialEnd:            AttrTrialEnd,
 	aTrialAmount:         AttrTrialAmount,
+	aAfterTrial:          AttrAfterTrial,
 }
 
 // attrOf returns the known attribute called name.
@@ -176,6 +178,8 @@ func attrOf(name string) (attr, bool) {
 		return aTrialEnd, true
 	case AttrTrialAmount:
 		return aTrialAmount, true
+	case AttrAfterTrial:
+		return aAfterTrial, true
 	}
 	return 0, false
 }
@@ -551,14 +555,18 @@ type (
 	fewValues struct {
 		s [8 + 2]av.AttributeValueMemberS // 2 for a history row's change and request
 		n [2]av.AttributeValueMemberN
-		b [2]av.AttributeValueMemberBOOL
+		b [numBools]av.AttributeValueMemberBOOL
 	}
 	allValues struct {
-		s [int(numAttrs) - len(intAttrs) - 2 + 2]av.AttributeValueMemberS // all but numbers and booleans, and 2 as in fewValues
+		s [int(numAttrs) - len(intAttrs) - numBools + 2]av.AttributeValueMemberS // all but numbers and booleans, and 2 as in fewValues
 		n [len(intAttrs)]av.AttributeValueMemberN
-		b [2]av.AttributeValueMemberBOOL
+		b [numBools]av.AttributeValueMemberBOOL
 	}
 )
+
+// numBools is the number of BOOL attributes: is_pending_downgrade,
+// billing_no_retry and billing_after_trial.
+const numBools = 3
 
 // newValues returns ns S, nn N and nb BOOL values to fill, allocated
 // together.

@@ -60,6 +60,10 @@ const (
 	// AttrTrialAmount is what the first paid period after a trial costs;
 	// written with billing_trial_end, optional on read.
 	AttrTrialAmount = "billing_trial_amount"
+	// AttrAfterTrial (BOOL true) marks the first paid period after a trial
+	// ([billing.Subscription.AfterTrial]). Added by this library, optional
+	// on read (absent: false), omitted when false.
+	AttrAfterTrial = "billing_after_trial"
 	// The in-flight attempt ([billing.Subscription.LastAttempt]) is added by this
 	// library; optional on read.
 	AttrAttemptNumber  = "billing_attempt_number"
@@ -206,6 +210,9 @@ func encodeFlat(f *Flat, s *billing.Subscription, withData bool) error {
 	if s.NoRetry {
 		v[aNoRetry] = val{kind: vBool}
 	}
+	if s.AfterTrial {
+		v[aAfterTrial] = val{kind: vBool}
+	}
 	if s.LastAttempt.Number != 0 {
 		if s.LastAttempt.Amount < 0 {
 			return bad(AttrAttemptAmount, s.LastAttempt.Amount.String(), billing.ErrInvalidAmount)
@@ -343,10 +350,13 @@ func decodeAttrs(item map[string]av.AttributeValue, s *billing.Subscription, st 
 			st.extra[name] = attrVal
 			continue
 		}
-		if a == aIsPendingDowngrade || a == aNoRetry {
+		if a == aIsPendingDowngrade || a == aNoRetry || a == aAfterTrial {
 			p := &s.IsPendingDowngrade
-			if a == aNoRetry {
+			switch a {
+			case aNoRetry:
 				p = &s.NoRetry
+			case aAfterTrial:
+				p = &s.AfterTrial
 			}
 			switch v := attrVal.(type) {
 			case *av.AttributeValueMemberBOOL:
