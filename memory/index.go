@@ -78,7 +78,26 @@ type partition struct{ recs []entry }
 
 type entry struct {
 	sk   string
-	item map[string]av.AttributeValue
+	item map[string]av.AttributeValue // nil when row holds the item
+	// row is a history row kept without its map (see putRow).
+	row *layout.Row
+}
+
+// view returns the entry's item: its map, or one built from its row (a
+// new map each time, sharing the row's values, which must not change).
+func (e *entry) view() map[string]av.AttributeValue {
+	if e.row != nil {
+		return e.row.Item()
+	}
+	return e.item
+}
+
+// str returns the entry's S attribute name, "" when absent or not S.
+func (e *entry) str(name string) string {
+	if e.row != nil {
+		return e.row.String(name)
+	}
+	return stringAttr(e.item, name)
 }
 
 // partitionCap is the room a new partition has: a subscription's periods
@@ -124,7 +143,7 @@ func (t *table) getBytes(pk string, sk []byte) (map[string]av.AttributeValue, bo
 	if !ok {
 		return nil, false
 	}
-	return p.recs[i].item, true
+	return p.recs[i].view(), true
 }
 
 // get returns the item at k.
@@ -137,17 +156,31 @@ func (t *table) get(k tableKey) (map[string]av.AttributeValue, bool) {
 	if !ok {
 		return nil, false
 	}
-	return p.recs[i].item, true
+	return p.recs[i].view(), true
 }
 
 // has reports whether an item is at k.
 func (t *table) has(k tableKey) bool {
-	_, ok := t.get(k)
+	p := t.partitionOf(k.pk)
+	if p == nil {
+		return false
+	}
+	_, ok := p.find(k.sk)
 	return ok
 }
 
 // put stores item at k, replacing any item there.
 func (t *table) put(k tableKey, item map[string]av.AttributeValue) {
+	t.putEntry(k, entry{sk: k.sk, item: item})
+}
+
+// putRow stores the history row row at k, replacing any item there: kept
+// as it is, its item is built only when read.
+func (t *table) putRow(k tableKey, row *layout.Row) {
+	t.putEntry(k, entry{sk: k.sk, row: row})
+}
+
+func (t *table) putEntry(k tableKey, e entry) {
 	users := t.users[t.locks.stripe(k.pk)]
 	p := users[k.pk]
 	if p == nil {
@@ -155,21 +188,21 @@ func (t *table) put(k tableKey, item map[string]av.AttributeValue) {
 		users[k.pk] = p
 	}
 	i, ok := p.find(k.sk)
-	var old map[string]av.AttributeValue
+	var old entry
 	if ok {
-		old = p.recs[i].item
-		p.recs[i].item = item
+		old = p.recs[i]
+		p.recs[i] = e
 	} else {
-		p.recs = slices.Insert(p.recs, i, entry{k.sk, item})
+		p.recs = slices.Insert(p.recs, i, e)
 	}
 	t.locks.index.Lock()
 	defer t.locks.index.Unlock()
-	if old != nil {
-		t.unindex(k, old)
+	if ok {
+		t.unindex(k, &old)
 	} else {
 		t.n++
 	}
-	t.index(k, item)
+	t.index(k, &e)
 }
 
 // del removes the item at k, if any.
@@ -183,27 +216,36 @@ func (t *table) del(k tableKey) {
 	if !ok {
 		return
 	}
-	item := p.recs[i].item
+	old := p.recs[i]
 	p.recs = slices.Delete(p.recs, i, i+1)
 	if len(p.recs) == 0 {
 		delete(users, k.pk)
 	}
 	t.locks.index.Lock()
 	defer t.locks.index.Unlock()
-	t.unindex(k, item)
+	t.unindex(k, &old)
 	t.n--
 }
 
 // update changes the item at k in place with f, and its index entries
 // with it. The item must exist.
 func (t *table) update(k tableKey, f func(item map[string]av.AttributeValue)) {
-	item, ok := t.get(k)
+	p := t.partitionOf(k.pk)
+	i, ok := 0, false
+	if p != nil {
+		i, ok = p.find(k.sk)
+	}
 	if !ok {
 		panic("memory: update of a missing item")
 	}
-	sub, st := stringAttr(item, layout.AttrSubscriptionID), t.statusOf(k, item)
+	e := &p.recs[i]
+	if e.row != nil { // a kept row changed in place becomes a map
+		e.item, e.row = e.row.Item(), nil
+	}
+	item := e.item
+	sub, st := stringAttr(item, layout.AttrSubscriptionID), t.statusOf(k, e)
 	f(item)
-	nsub, nst := stringAttr(item, layout.AttrSubscriptionID), t.statusOf(k, item)
+	nsub, nst := stringAttr(item, layout.AttrSubscriptionID), t.statusOf(k, e)
 	if nsub == sub && nst == st {
 		return
 	}
@@ -229,11 +271,11 @@ func (t *table) count() int {
 // statusOf is the status index's key of item at k: the zero key when
 // the table has no status index, the item no status string, or (in the
 // due index) a status runs do not read.
-func (t *table) statusOf(k tableKey, item map[string]av.AttributeValue) statusKey {
+func (t *table) statusOf(k tableKey, e *entry) statusKey {
 	if t.status == nil {
 		return statusKey{}
 	}
-	st := stringAttr(item, layout.AttrBillingStatus)
+	st := e.str(layout.AttrBillingStatus)
 	if t.dueShards == 0 || st == "" {
 		return statusKey{status: st}
 	}
@@ -243,14 +285,14 @@ func (t *table) statusOf(k tableKey, item map[string]av.AttributeValue) statusKe
 	return statusKey{st, layout.DueShard(k.pk, t.dueShards)}
 }
 
-func (t *table) index(k tableKey, item map[string]av.AttributeValue) {
-	t.bySub.add(stringAttr(item, layout.AttrSubscriptionID), k.pk)
-	t.addStatus(t.statusOf(k, item), k)
+func (t *table) index(k tableKey, e *entry) {
+	t.bySub.add(e.str(layout.AttrSubscriptionID), k.pk)
+	t.addStatus(t.statusOf(k, e), k)
 }
 
-func (t *table) unindex(k tableKey, item map[string]av.AttributeValue) {
-	t.bySub.remove(stringAttr(item, layout.AttrSubscriptionID), k.pk)
-	t.removeStatus(t.statusOf(k, item), k)
+func (t *table) unindex(k tableKey, e *entry) {
+	t.bySub.remove(e.str(layout.AttrSubscriptionID), k.pk)
+	t.removeStatus(t.statusOf(k, e), k)
 }
 
 func (t *table) addStatus(st statusKey, k tableKey) {
@@ -299,8 +341,8 @@ func (t *table) withSub(id string) []keyedItem {
 	var out []keyedItem
 	for _, u := range users {
 		for _, e := range t.partitionOf(u).recs {
-			if stringAttr(e.item, layout.AttrSubscriptionID) == id {
-				out = append(out, keyedItem{tableKey{u, e.sk}, e.item})
+			if e.str(layout.AttrSubscriptionID) == id {
+				out = append(out, keyedItem{tableKey{u, e.sk}, e.view()})
 			}
 		}
 	}

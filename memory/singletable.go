@@ -881,7 +881,7 @@ func (s *SingleTable) expand(ctx context.Context, q billing.StatusQuery, w layou
 	var found []keyedItem
 	if p := s.periods.primary.partitionOf(ref.UserID()); p != nil {
 		for i, _ := p.find(lo); i < len(p.recs) && p.recs[i].sk <= w.Hi; i++ {
-			found = append(found, keyedItem{tableKey{ref.UserID(), p.recs[i].sk}, cloneItem(p.recs[i].item)})
+			found = append(found, keyedItem{tableKey{ref.UserID(), p.recs[i].sk}, cloneItem(p.recs[i].view())})
 		}
 	}
 	s.periods.locks.runlock(user)

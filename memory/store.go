@@ -225,7 +225,7 @@ func (s *Store) openRecord(sub *billing.Subscription) error {
 		return nil
 	}
 	for _, e := range p.recs {
-		if st := billing.Status(stringAttr(e.item, layout.AttrBillingStatus)); layout.OpenStatus(st) {
+		if st := billing.Status(e.str(layout.AttrBillingStatus)); layout.OpenStatus(st) {
 			return &billing.OpenSubscriptionError{UserID: sub.UserID, New: sub.Key(), Open: recordKey(sub.UserID, e.sk), Status: st}
 		}
 	}
@@ -359,8 +359,9 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 		return fmt.Errorf("memory: %s: %d records to create, at most %d", op, len(create), billing.MaxUpdateCreates)
 	}
 	type created struct {
-		item, hitem map[string]av.AttributeValue
-		key, hkey   tableKey
+		item      map[string]av.AttributeValue
+		hrow      *layout.Row
+		key, hkey tableKey
 	}
 	var room [billing.MaxUpdateCreates]created
 	adds := room[:0]
@@ -371,16 +372,18 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 			if err := cf.EncodeRecord(c); err != nil {
 				return err
 			}
-			ci, ch := storedItems(cf)
-			adds = append(adds, created{ci, ch, primaryKey(ci), historyKey(ch)})
+			ci, ch := cf.ItemAndRow(primaryRoom, cloneValue)
+			adds = append(adds, created{ci, ch, primaryKey(ci), rowKey(ch)})
 		}
 	}
-	// The history row is a new item; the record's changed attributes
-	// share its values. Everything is built before the lock, which covers
-	// only the checks and the writes.
-	hitem := enc.Item(true, cloneValue)
+	// The history row is a new item, kept as a row (history rows are
+	// written once and seldom read); the record's changed attributes share
+	// its values. Everything is built before the lock, which covers only
+	// the checks and the writes.
+	hrow := enc.HistoryRow(cloneValue)
 	oldKey := tableKey{prev.UserID, layout.BillingDateKey(prev)}
-	newKey, hk := primaryKey(hitem), historyKey(hitem)
+	newKey := tableKey{hrow.String(layout.AttrUserID), hrow.String(layout.AttrBillingDate)}
+	hk := rowKey(hrow)
 	var (
 		diff      layout.Diff
 		beforeErr error // reported after the conditions, as it was found
@@ -393,10 +396,10 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 		before := layout.NewFlat()
 		defer before.Release()
 		if beforeErr = before.Encode(prev, false); beforeErr == nil {
-			diff.Make(before, enc, hitem, cloneValue, true)
+			diff.Make(before, enc, hrow, cloneValue, true)
 		}
 	} else {
-		newItem = primaryOf(hitem, enc.Len(false))
+		newItem = hrow.Primary(max(enc.Len(false), primaryRoom))
 	}
 	conflict := func(key, reason string) error {
 		return &billing.ConflictError{Op: op, Key: key, Reason: reason, Err: billing.ErrConflict}
@@ -445,10 +448,10 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 		s.primary.del(oldKey)
 		s.primary.put(newKey, newItem)
 	}
-	s.history.put(hk, hitem)
+	s.history.putRow(hk, hrow)
 	for _, a := range adds {
 		s.primary.put(a.key, a.item)
-		s.history.put(a.hkey, a.hitem)
+		s.history.putRow(a.hkey, a.hrow)
 	}
 	return nil
 }
@@ -603,18 +606,6 @@ func storedItems(f *layout.Flat) (item, hitem map[string]av.AttributeValue) {
 // period's item, so that they do not grow its map.
 const primaryRoom = 24
 
-// primaryOf returns the primary item of a record whose history row is
-// hitem: its n attributes other than data_ ones, sharing their values.
-func primaryOf(hitem map[string]av.AttributeValue, n int) map[string]av.AttributeValue {
-	item := make(map[string]av.AttributeValue, max(n, primaryRoom))
-	for name, v := range hitem {
-		if !layout.HistoryOnly(name) {
-			item[name] = v
-		}
-	}
-	return item
-}
-
 // decodeItem decodes a stored item, which the caller holds the lock
 // for. The record shares only strings with the item: its Extra and data_
 // attributes are copies.
@@ -646,6 +637,11 @@ func primaryKey(item map[string]av.AttributeValue) tableKey {
 
 func historyKey(item map[string]av.AttributeValue) tableKey {
 	return tableKey{stringAttr(item, layout.AttrUserID), stringAttr(item, layout.AttrLastRunDate)}
+}
+
+// rowKey is historyKey of a history row kept as a row.
+func rowKey(r *layout.Row) tableKey {
+	return tableKey{r.String(layout.AttrUserID), r.String(layout.AttrLastRunDate)}
 }
 
 // stringAttr returns an S attribute's value, "" when absent or not S.
@@ -710,7 +706,7 @@ func (s *Store) listUser(ctx context.Context, t *table, userID string, desc bool
 		if desc {
 			j = len(recs) - 1 - i
 		}
-		sub, err := decodeItem(recs[j].item)
+		sub, err := decodeItem(recs[j].view())
 		if err != nil {
 			invalid = append(invalid, err)
 			continue

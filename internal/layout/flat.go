@@ -718,10 +718,10 @@ type Diff struct {
 
 // Make sets d to the write-back from prev to next. last_run_date is written
 // even when unchanged if writeRunDate (Update's write-back always sets it).
-// A value next writes is taken from src when it holds the attribute (an
-// item built from next, whose values may then be shared), else made anew;
-// clone, when not nil, copies the Extra values.
-func (d *Diff) Make(prev, next *Flat, src map[string]av.AttributeValue, clone func(av.AttributeValue) av.AttributeValue, writeRunDate bool) {
+// A value next writes is taken from src when it holds the attribute (the
+// history row built from next, whose values may then be shared), else
+// made anew; clone, when not nil, copies the Extra values.
+func (d *Diff) Make(prev, next *Flat, src *Row, clone func(av.AttributeValue) av.AttributeValue, writeRunDate bool) {
 	*d = Diff{}
 	if clone == nil {
 		clone = func(v av.AttributeValue) av.AttributeValue { return v }
@@ -739,7 +739,7 @@ func (d *Diff) Make(prev, next *Flat, src map[string]av.AttributeValue, clone fu
 			}
 		case p.kind == vNone || writeRunDate && a == aLastRunDate || !p.equal(n):
 			d.set |= 1 << a
-			if v, ok := src[attrNames[a]]; ok {
+			if v, ok := src.known(a); ok {
 				d.vals[a] = v
 			} else {
 				fresh |= 1 << a

@@ -152,10 +152,12 @@ func TestWriteBackIsItemWriteBack(t *testing.T) {
 				writeBack(got, prev, next, nil, func(v av.AttributeValue) av.AttributeValue { return v }, runDate)
 				require.Equal(t, want, got, "records %d to %d, run date %v", i, j, runDate)
 				got = maps.Clone(stored)
-				writeBack(got, prev, next, nextItem, nil, runDate)
+				src := next.HistoryRow(nil)
+				srcItem := src.Item()
+				writeBack(got, prev, next, src, nil, runDate)
 				require.Equal(t, want, got, "records %d to %d from src, run date %v", i, j, runDate)
 				for name, v := range got {
-					if n, ok := nextItem[name]; ok && reflect.DeepEqual(n, v) && (runDate && name == AttrLastRunDate || !reflect.DeepEqual(prevItem[name], n)) && name != AttrUserID && name != AttrBillingDate {
+					if n, ok := srcItem[name]; ok && reflect.DeepEqual(n, v) && (runDate && name == AttrLastRunDate || !reflect.DeepEqual(prevItem[name], n)) && name != AttrUserID && name != AttrBillingDate {
 						require.Same(t, n, v, "%s taken from src", name)
 					}
 				}
@@ -302,7 +304,7 @@ func TestAttrTables(t *testing.T) {
 
 // writeBack applies to cur, the stored primary item of prev, the Diff from
 // prev to next, as a store does.
-func writeBack(cur map[string]av.AttributeValue, prev, next *Flat, src map[string]av.AttributeValue, clone func(av.AttributeValue) av.AttributeValue, writeRunDate bool) {
+func writeBack(cur map[string]av.AttributeValue, prev, next *Flat, src *Row, clone func(av.AttributeValue) av.AttributeValue, writeRunDate bool) {
 	var d Diff
 	d.Make(prev, next, src, clone, writeRunDate)
 	d.Apply(cur)
