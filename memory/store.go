@@ -598,7 +598,8 @@ func (s *Store) inFlightAt(userID, billingDate string) bool {
 // primary item and its history row. They share their attribute values,
 // which the record does not (its Extra and data_ values are copied).
 func storedItems(f *layout.Flat) (item, hitem map[string]av.AttributeValue) {
-	return f.Items(primaryRoom, cloneValue)
+	item, row := f.ItemAndRow(primaryRoom, cloneValue)
+	return item, row.Item()
 }
 
 // primaryRoom is the room a new primary item has: the attributes of a

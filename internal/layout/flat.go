@@ -481,47 +481,6 @@ func (f *Flat) Item(history bool, clone func(av.AttributeValue) av.AttributeValu
 	return item
 }
 
-// Items builds both items of a record encoded with its data_ attributes,
-// sharing their values: the history row (Item(true, clone)) and the
-// primary item (its attributes but the history-only ones), the latter
-// with room for at least room attributes. It makes the values once and
-// puts them in each map directly, where building the history row and
-// filtering a copy of it would walk a map.
-func (f *Flat) Items(room int, clone func(av.AttributeValue) av.AttributeValue) (item, hitem map[string]av.AttributeValue) {
-	hitem = make(map[string]av.AttributeValue, f.Len(true))
-	item = make(map[string]av.AttributeValue, max(f.Len(false), room))
-	var vals [numAttrs]av.AttributeValue
-	spare := f.values(allAttrs, &vals, 2)
-	for a := range numAttrs {
-		if v := vals[a]; v != nil {
-			hitem[attrNames[a]] = v
-			item[attrNames[a]] = v
-		}
-	}
-	if clone == nil {
-		clone = func(v av.AttributeValue) av.AttributeValue { return v }
-	}
-	for name, v := range f.extra {
-		v = clone(v)
-		hitem[name] = v
-		if !HistoryOnly(name) {
-			item[name] = v
-		}
-	}
-	for name, v := range f.data {
-		hitem[name] = clone(v)
-	}
-	if f.change != "" {
-		spare[0].Value = f.change
-		hitem[AttrChange] = &spare[0]
-	}
-	if f.request != "" {
-		spare[1].Value = f.request
-		hitem[AttrRequest] = &spare[1]
-	}
-	return item, hitem
-}
-
 // Len returns the number of attributes of the item Item(history) builds.
 func (f *Flat) Len(history bool) int {
 	n := f.known() + len(f.extra)

@@ -25,9 +25,10 @@ func (f *Flat) HistoryRow(clone func(av.AttributeValue) av.AttributeValue) *Row 
 	return f.row(&vals, spare, clone, nil)
 }
 
-// ItemAndRow is [Flat.Items] with the history row kept as a Row: the
-// primary item (room for at least room attributes) and the row share
-// their values.
+// ItemAndRow builds both items of a record encoded with its data_
+// attributes, sharing their values: the primary item (its attributes but
+// the history-only ones, with room for at least room attributes) and the
+// history row (Item(true, clone)) kept as a Row.
 func (f *Flat) ItemAndRow(room int, clone func(av.AttributeValue) av.AttributeValue) (map[string]av.AttributeValue, *Row) {
 	item := make(map[string]av.AttributeValue, max(f.Len(false), room))
 	var vals [numAttrs]av.AttributeValue
@@ -103,13 +104,7 @@ func (r *Row) Len() int {
 // must not be changed).
 func (r *Row) Item() map[string]av.AttributeValue {
 	item := make(map[string]av.AttributeValue, r.Len())
-	i := 0
-	for a := range numAttrs {
-		if r.set&(1<<a) != 0 {
-			item[attrNames[a]] = r.vals[i]
-			i++
-		}
-	}
+	r.putKnown(item)
 	for name, v := range r.extra {
 		item[name] = v
 	}
@@ -130,6 +125,17 @@ func (r *Row) Item() map[string]av.AttributeValue {
 // room for at least room attributes.
 func (r *Row) Primary(room int) map[string]av.AttributeValue {
 	item := make(map[string]av.AttributeValue, max(len(r.vals)+len(r.extra), room))
+	r.putKnown(item)
+	for name, v := range r.extra {
+		if !HistoryOnly(name) {
+			item[name] = v
+		}
+	}
+	return item
+}
+
+// putKnown puts the row's known attributes in item.
+func (r *Row) putKnown(item map[string]av.AttributeValue) {
 	i := 0
 	for a := range numAttrs {
 		if r.set&(1<<a) != 0 {
@@ -137,12 +143,6 @@ func (r *Row) Primary(room int) map[string]av.AttributeValue {
 			i++
 		}
 	}
-	for name, v := range r.extra {
-		if !HistoryOnly(name) {
-			item[name] = v
-		}
-	}
-	return item
 }
 
 // known returns the value of known attribute a, if the row has it.
