@@ -1,10 +1,6 @@
 package billingui
 
 import (
-	"fmt"
-	"html/template"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/dynabill/billing"
@@ -55,43 +51,4 @@ func newChart(first time.Time, days []billing.Amount, partial bool) chart {
 		})
 	}
 	return c
-}
-
-var funcs = template.FuncMap{
-	"date": func(t time.Time) string {
-		if t.IsZero() {
-			return "—"
-		}
-		return t.UTC().Format("2006-01-02")
-	},
-	"datetime": func(t time.Time) string {
-		if t.IsZero() {
-			return "—"
-		}
-		return t.UTC().Format("2006-01-02 15:04:05")
-	},
-	"money": func(a billing.Amount) string { return a.String() },
-	"lower": func(s any) string { return strings.ToLower(fmt.Sprint(s)) },
-	"f1":    func(f float64) string { return fmt.Sprintf("%.1f", f) },
-	"qs":    queryEscape,
-	"ago":   ago,
-	"inc":   func(i int) int { return i + 1 },
-	"dec":   func(i int) int { return i - 1 },
-}
-
-func queryEscape(s string) string { return url.QueryEscape(s) }
-
-func ago(now, t time.Time) string {
-	if t.IsZero() {
-		return "—"
-	}
-	d := now.Sub(t)
-	switch {
-	case d < time.Hour:
-		return fmt.Sprintf("%d min", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%d h", int(d.Hours()))
-	default:
-		return fmt.Sprintf("%d days", int(d.Hours()/24))
-	}
 }

@@ -126,6 +126,11 @@ type customerData struct {
 	// that its form had been sent before (see result).
 	Changed  int
 	Repeated bool
+
+	// Owed is what the user owes (see owed); Resumes the date a paused
+	// user is charged again (see resumeDate), zero when not paused.
+	Owed    billing.Amount
+	Resumes time.Time
 }
 
 func (h *Handler) customer(w http.ResponseWriter, r *http.Request) {
@@ -139,6 +144,11 @@ func (h *Handler) showCustomer(w http.ResponseWriter, r *http.Request, userID st
 		h.fail(w, r, http.StatusBadRequest, "a user ID is 1 to 1024 bytes of UTF-8 without control characters")
 		return
 	}
+	pageNo, err := intParam(r.URL.Query(), "page", 0, maxPageNumber, 0)
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, "the history's "+err.Error())
+		return
+	}
 	if !h.authorize(w, r, billinghttp.Action{Name: billinghttp.ActionGetSubscription, UserID: userID}) ||
 		!h.authorize(w, r, billinghttp.Action{Name: billinghttp.ActionHistory, UserID: userID}) {
 		return
@@ -147,7 +157,7 @@ func (h *Handler) showCustomer(w http.ResponseWriter, r *http.Request, userID st
 	now := h.now()
 	view, err := h.cfg.Collector.Subscription(ctx, userID)
 	if errors.Is(err, billing.ErrNotFound) {
-		h.fail(w, r, http.StatusNotFound, "no records for user "+userID)
+		h.fail(w, r, http.StatusNotFound, "no records for user "+plainID(userID))
 		return
 	}
 	if err != nil {
@@ -159,7 +169,7 @@ func (h *Handler) showCustomer(w http.ResponseWriter, r *http.Request, userID st
 		h.internal(w, r, "reading the periods", err)
 		return
 	}
-	d := customerData{UserID: userID, View: view}
+	d := customerData{UserID: userID, View: view, Owed: owed(&view), Resumes: resumeDate(&view)}
 	for _, s := range recent {
 		row := periodRow{Subscription: s, InFlight: s.InFlight()}
 		for _, o := range ops {
@@ -183,8 +193,11 @@ func (h *Handler) showCustomer(w http.ResponseWriter, r *http.Request, userID st
 		last[s.SubscriptionID] = s.Status
 	}
 	slices.Reverse(tl)
-	d.Page, _ = strconv.Atoi(r.URL.Query().Get("page"))
-	d.Page = max(d.Page, 0)
+	d.Page = pageNo
+	if pages := (len(tl) + DefaultHistoryPage - 1) / DefaultHistoryPage; d.Page > 0 && d.Page >= pages {
+		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("the history of this user has %d page(s): page %d is past its end", pages, d.Page))
+		return
+	}
 	from := min(d.Page*DefaultHistoryPage, len(tl))
 	to := min(from+DefaultHistoryPage, len(tl))
 	d.Timeline, d.HasNext = tl[from:to], to < len(tl)
@@ -199,7 +212,7 @@ func (h *Handler) showCustomer(w http.ResponseWriter, r *http.Request, userID st
 			d.Repeated = r.URL.Query().Get("repeated") == "1"
 		}
 	}
-	h.render(w, r, status, "customer", page{Title: "Customer " + userID, Nav: "customer", Error: msg, Data: d})
+	h.render(w, r, status, "customer", page{Title: "Customer " + plainID(userID), Nav: "customer", Error: msg, Data: d})
 }
 
 // outcomes a retry reports on the page after it.

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/dynabill/billing"
@@ -28,6 +29,7 @@ const (
 	DefaultHistoryPage  = 50
 	DefaultRecentPeriod = 24
 	MinCSRFKeyLen       = 32
+	DefaultCSRFTokenTTL = 12 * time.Hour
 )
 
 // Config configures the console. Collector, Repository, History and
@@ -68,6 +70,30 @@ type Config struct {
 	// Logger receives the errors the pages do not show (storage failures).
 	// Defaults to none (quiet).
 	Logger *slog.Logger
+	// Currency is the ISO 4217 code of the amounts (a billing.Amount
+	// counts its minor units): they are shown with its symbol, a comma
+	// between thousands and its minor unit's decimals ("$1,408.45",
+	// "¥1,408"). Defaults to USD.
+	Currency string
+	// Location is the time zone the pages show times in, each with its
+	// zone's abbreviation. Defaults to UTC.
+	Location *time.Location
+	// SecureCookies marks the console's cookie Secure (sent over HTTPS
+	// only) on every response: set it behind a proxy that terminates TLS,
+	// where the handler sees plain HTTP. Defaults to false: the cookie is
+	// Secure when the request reached the handler over TLS.
+	SecureCookies bool
+	// CSRFTokenTTL is how long a form's token is accepted after the page
+	// was rendered; an older form is refused and asks for a reload.
+	// Defaults to 12 hours.
+	CSRFTokenTTL time.Duration
+	// Session returns what identifies the signed-in operator's session
+	// (a session ID, the operator's name and sign-in time, "" when
+	// none): each form's token is bound to it, so a token rendered for
+	// one operator's session is refused in another's, in the same browser
+	// too. Defaults to none: a token is bound to the browser's cookie
+	// only.
+	Session func(*http.Request) string
 }
 
 //go:embed templates/*.html
@@ -83,6 +109,8 @@ type Handler struct {
 	pages map[string]*template.Template
 	cop   *http.CrossOriginProtection
 	log   *slog.Logger
+	// currency is Config.Currency's.
+	currency currency
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -101,8 +129,18 @@ func New(cfg Config) (*Handler, error) {
 		return nil, errors.New("billingui: Config.Authorizer is required")
 	case cfg.CSRFKey != nil && len(cfg.CSRFKey) < MinCSRFKeyLen:
 		return nil, fmt.Errorf("billingui: Config.CSRFKey has %d bytes, want at least %d", len(cfg.CSRFKey), MinCSRFKeyLen)
-	case cfg.PageSize < 0 || cfg.MaxPages < 0 || cfg.RequestTimeout < 0 || cfg.ACHSettlementDeadline < 0:
-		return nil, errors.New("billingui: Config.PageSize, MaxPages, RequestTimeout and ACHSettlementDeadline must not be negative")
+	case cfg.PageSize < 0 || cfg.MaxPages < 0 || cfg.RequestTimeout < 0 || cfg.ACHSettlementDeadline < 0 || cfg.CSRFTokenTTL < 0:
+		return nil, errors.New("billingui: Config.PageSize, MaxPages, RequestTimeout, ACHSettlementDeadline and CSRFTokenTTL must not be negative")
+	}
+	cur, err := currencyOf(cfg.Currency)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Location == nil {
+		cfg.Location = time.UTC
+	}
+	if cfg.CSRFTokenTTL == 0 {
+		cfg.CSRFTokenTTL = DefaultCSRFTokenTTL
 	}
 	if cfg.CSRFKey == nil {
 		cfg.CSRFKey = make([]byte, MinCSRFKeyLen)
@@ -122,12 +160,12 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.ACHSettlementDeadline == 0 {
 		cfg.ACHSettlementDeadline = billing.DefaultACHSettlementDeadline
 	}
-	h := &Handler{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{}, log: cfg.Logger}
+	h := &Handler{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{}, log: cfg.Logger, currency: cur}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
 	for _, name := range []string{"today", "attention", "customer", "search", "confirm", "error"} {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		t, err := template.New("layout.html").Funcs(h.funcs()).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("billingui: template %s: %w", name, err)
 		}
@@ -138,7 +176,7 @@ func New(cfg Config) (*Handler, error) {
 		h.fail(w, r, http.StatusForbidden, "cross-origin request refused")
 	}))
 	assets, _ := fs.Sub(assetFS, "assets")
-	h.mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))
+	h.mux.Handle("GET /assets/", http.StripPrefix("/assets/", h.files(assets)))
 	h.mux.HandleFunc("GET /{$}", h.today)
 	h.mux.HandleFunc("GET /attention", h.attention)
 	h.mux.HandleFunc("GET /search", h.search)
@@ -156,6 +194,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("Referrer-Policy", "same-origin")
 	h.cop.Handler(h.mux).ServeHTTP(w, r)
+}
+
+// files serves the files of fsys; a directory (the listing FileServer
+// would write) is not found.
+func (h *Handler) files(fsys fs.FS) http.Handler {
+	srv := http.FileServerFS(fsys)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimSuffix(r.URL.Path, "/")
+		if name == "" || !fs.ValidPath(name) {
+			h.fail(w, r, http.StatusNotFound, "no such file")
+			return
+		}
+		if st, err := fs.Stat(fsys, name); err != nil || st.IsDir() {
+			h.fail(w, r, http.StatusNotFound, "no such file")
+			return
+		}
+		srv.ServeHTTP(w, r)
+	})
 }
 
 // authorize asks the host's Authorizer and answers a refusal; it reports

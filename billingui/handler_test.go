@@ -39,7 +39,7 @@ func TestPagesShowRealData(t *testing.T) {
 				// The single table's status index lists a subscription's
 				// periods from its next payment date on: paid periods are
 				// not in it (see paidBefore).
-				assert.Contains(t, today.body, `id="revenue-total">9.99<`)
+				assert.Contains(t, today.body, `id="revenue-total">$9.99<`)
 			}
 			assert.Contains(t, today.body, "insufficient funds")
 			assert.Contains(t, today.body, `<svg id="revenue"`)
