@@ -172,7 +172,7 @@ func TestBrowserTodayPage(t *testing.T) {
 	tall, err := chromedp.Run(ctx, chromedp.Evaluate[int](`[...document.querySelectorAll("#revenue rect.bar")].filter(r => parseFloat(r.getAttribute("height")) > 0).length`))
 	require.NoError(t, err)
 	require.Greater(t, tall, 5, "days with revenue in the last 30")
-	require.NotEqual(t, "0.00", text(t, ctx, "#revenue-total"))
+	require.NotEqual(t, "$0.00", text(t, ctx, "#revenue-total"))
 	screenshot(t, ctx, "today")
 }
 
