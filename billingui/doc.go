@@ -32,7 +32,27 @@
 // Pages are rendered on the server with html/template, which escapes
 // everything they show; the style sheet is embedded. There is no script:
 // every action is a form with a confirmation page, and works with
-// JavaScript off.
+// JavaScript off. Every page fits a 390 px phone: the header wraps, long
+// IDs break, and a wide table scrolls inside its own box.
+//
+// Amounts are shown in Config.Currency (ISO 4217, USD by default) with its
+// symbol, a comma between thousands and its minor unit's decimals: a
+// billing.Amount counts minor units, so $1,408.45 is Amount(140845) and
+// ¥1,408 is Amount(1408). Times are shown in Config.Location (UTC by
+// default) with the zone's abbreviation; a date's element carries the
+// instant and zone in its title. The customer page shows what the user
+// owes (the declined open periods) and, for a paused user, the date
+// billing resumes rather than the billing date the pause skips.
+//
+// An ID (a user's) is shown as an isolated run of text in which every
+// format character (the bidirectional overrides and isolates U+202A–U+202E
+// and U+2066–U+2069, zero-width characters, the byte order mark) is
+// written as a marked escape, \u202E: it never reorders or hides what is
+// around it, so an ID cannot display as another one.
+//
+// A number in a page's address (the history's page) is a decimal whole
+// number within its bounds; anything else is answered 400 with a
+// sentence, a page past the history's end 404.
 //
 // # Reads
 //
@@ -59,11 +79,17 @@
 // A button the viewer's role may not use is not shown, and its POST is
 // refused all the same.
 //
-// Every POST must carry the form's token (an HMAC, under Config.CSRFKey, of
-// a random value kept in a SameSite=Strict cookie) and come from the
-// console's own origin ([http.CrossOriginProtection]: Sec-Fetch-Site, or
-// Origin against Host): a forged cross-site POST is answered 403 and
-// reaches neither the Authorizer nor the engine.
+// Every POST must carry the form's token and come from the console's own
+// origin ([http.CrossOriginProtection]: Sec-Fetch-Site, or Origin against
+// Host): a forged cross-site POST is answered 403 and reaches neither the
+// Authorizer nor the engine. The token is an HMAC, under Config.CSRFKey,
+// of a random value kept in a SameSite=Strict, HttpOnly cookie, of the
+// operator's session (Config.Session's value, when the host gives one)
+// and of its expiry, Config.CSRFTokenTTL (12 hours) after the page was
+// rendered: it is refused in another browser, in another operator's
+// session and once expired. The cookie is Secure when the request reached
+// the console over TLS, or always with Config.SecureCookies (behind a
+// proxy that ends TLS).
 //
 // # Actions
 //
