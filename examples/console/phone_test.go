@@ -123,3 +123,19 @@ func TestBrowserPagesFitPhone(t *testing.T) {
 	}
 	require.Contains(t, text(t, ctx, "#error"), "page must be a whole number")
 }
+
+// TestBrowserFormatCharactersInUserIDShown: a user ID with a right-to-left
+// override reads as what it is (the override shown as \u202E), not as the
+// reordered ID the browser would display.
+func TestBrowserFormatCharactersInUserIDShown(t *testing.T) {
+	d := sharedDemo(t)
+	base := serve(t, d, "operator")
+	ctx := browser(t)
+	user := "invoice-\u202Efdp.exe"
+	_, err := d.collector.Subscribe(context.Background(), billing.SubscribeRequest{RequestKey: "bidi", UserID: user, Tier: "Plus:v2"})
+	require.NoError(t, err)
+	do(t, ctx, chromedp.Navigate(customerURL(base, user)), visible("#timeline"))
+	require.Equal(t, `invoice-\u202Efdp.exe`, text(t, ctx, "#user"))
+	require.Equal(t, 1, count(t, ctx, "#user bdi.id span.hidden-char"))
+	require.Equal(t, `Customer invoice-\u202Efdp.exe · billing console`, title(t, ctx))
+}
