@@ -45,6 +45,11 @@ type TotalsRepository interface {
 	// an empty or longer range is an [ErrInvalidQuery]. A store that does not
 	// keep totals answers [ErrNoTotals].
 	Totals(ctx context.Context, from, to time.Time) ([]DayTotal, error)
+	// DeclineReasons splits the declines of the UTC day of day by the
+	// processor's reason, the most frequent first (ties by reason). An
+	// attempt declined with no reason recorded has the reason "". A store
+	// that does not keep totals answers [ErrNoTotals].
+	DeclineReasons(ctx context.Context, day time.Time) ([]ReasonCount, error)
 }
 
 // ErrNoTotals is the answer of [TotalsRepository.Totals] by a store that
@@ -56,7 +61,7 @@ var ErrNoTotals = errors.New("billing: the store keeps no day totals")
 const MaxTotalsDays = 366
 
 // MaxTotalsReason is the length in bytes a decline reason is cut to in
-// [DayTotal.DeclineReasons] (at a character boundary).
+// [TotalsRepository.DeclineReasons] (at a character boundary).
 const MaxTotalsReason = 200
 
 // DayTotal is the outcomes of one UTC day (see [TotalsRepository]).
@@ -65,12 +70,9 @@ type DayTotal struct {
 	Day time.Time
 	// Collected is the periods collected and the money they brought.
 	Collected Tally
-	// Declined is the attempts declined, with the amounts asked.
+	// Declined is the attempts declined, with the amounts asked (their
+	// reasons: [TotalsRepository.DeclineReasons]).
 	Declined Tally
-	// DeclineReasons splits Declined.Count by the processor's reason, the
-	// most frequent first (ties by reason). An attempt declined with no
-	// reason recorded has the reason "".
-	DeclineReasons []ReasonCount
 	// Waived is the periods waived and the amounts forgiven.
 	Waived Tally
 	// Refunded is the periods refunded and the amounts given back.

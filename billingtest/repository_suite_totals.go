@@ -35,15 +35,20 @@ var (
 )
 
 // sumTotals reads the totals of [totalsFrom, totalsTo) and adds them up,
-// reasons included.
-func sumTotals(t *testing.T, e *repoEnv, tr billing.TotalsRepository) billing.DayTotal {
+// with the reasons of the days that have declines (checked to add up to
+// the day's count).
+func sumTotals(t *testing.T, e *repoEnv, tr billing.TotalsRepository) (sum totalsSum) {
 	t.Helper()
 	days, err := tr.Totals(e.ctx(), totalsFrom, totalsTo)
 	if err != nil {
 		t.Fatalf("Totals: %v", err)
 	}
-	var sum billing.DayTotal
 	reasons := map[string]int64{}
+	defer func() {
+		for r, n := range reasons {
+			sum.DeclineReasons = append(sum.DeclineReasons, billing.ReasonCount{Reason: r, Count: n})
+		}
+	}()
 	for _, d := range days {
 		sum.Collected.Count += d.Collected.Count
 		sum.Collected.Amount += d.Collected.Amount
@@ -53,12 +58,21 @@ func sumTotals(t *testing.T, e *repoEnv, tr billing.TotalsRepository) billing.Da
 		sum.Waived.Amount += d.Waived.Amount
 		sum.Refunded.Count += d.Refunded.Count
 		sum.Refunded.Amount += d.Refunded.Amount
-		for _, r := range d.DeclineReasons {
-			reasons[r.Reason] += r.Count
+		if d.Declined.Count == 0 {
+			continue
 		}
-	}
-	for r, n := range reasons {
-		sum.DeclineReasons = append(sum.DeclineReasons, billing.ReasonCount{Reason: r, Count: n})
+		rs, err := tr.DeclineReasons(e.ctx(), d.Day)
+		if err != nil {
+			t.Fatalf("DeclineReasons(%s): %v", d.Day.Format(time.DateOnly), err)
+		}
+		n := int64(0)
+		for _, r := range rs {
+			reasons[r.Reason] += r.Count
+			n += r.Count
+		}
+		if n != d.Declined.Count {
+			t.Fatalf("%s: reasons %v add up to %d declines, the day's total is %d", d.Day.Format(time.DateOnly), rs, n, d.Declined.Count)
+		}
 	}
 	return sum
 }
@@ -243,6 +257,12 @@ func (s *repoSuite) totalsCases() []repoCase {
 			}
 		}},
 	}
+}
+
+// totalsSum is the totals of many days, with their decline reasons.
+type totalsSum struct {
+	billing.DayTotal
+	DeclineReasons []billing.ReasonCount
 }
 
 // requireReasons checks the decline reasons, in any order.

@@ -105,11 +105,11 @@ func (h *Handler) today(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	now := h.now()
 	d := todayData{Runs: h.cfg.Runs.latest(), HasRunLog: h.cfg.Runs != nil}
-	days, err := h.totals(ctx, now)
+	days, reasons, err := h.totals(ctx, now)
 	switch {
 	case err == nil:
 		d.Exact, d.Today = true, days[len(days)-1]
-		for _, rc := range d.Today.DeclineReasons {
+		for _, rc := range reasons {
 			reason := rc.Reason
 			if reason == "" {
 				reason = noReason
@@ -133,19 +133,27 @@ func (h *Handler) today(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "today", page{Title: "Today", Nav: "today", Data: d})
 }
 
-// totals reads the day totals of the last 30 days, today last, when the
-// repository keeps them; billing.ErrNoTotals when it does not.
-func (h *Handler) totals(ctx context.Context, now time.Time) ([]billing.DayTotal, error) {
+// totals reads the day totals of the last 30 days, today last, and the
+// reasons of today's declines, when the repository keeps them;
+// billing.ErrNoTotals when it does not.
+func (h *Handler) totals(ctx context.Context, now time.Time) ([]billing.DayTotal, []billing.ReasonCount, error) {
 	tr, ok := h.cfg.Repository.(billing.TotalsRepository)
 	if !ok {
-		return nil, billing.ErrNoTotals
+		return nil, nil, billing.ErrNoTotals
 	}
 	day := now.UTC().Truncate(24 * time.Hour)
 	days, err := tr.Totals(ctx, day.AddDate(0, 0, -29), day.AddDate(0, 0, 1))
-	if err == nil && len(days) != 30 {
-		err = fmt.Errorf("billingui: %d days of totals for 30", len(days))
+	if err != nil {
+		return nil, nil, err
 	}
-	return days, err
+	if len(days) != 30 {
+		return nil, nil, fmt.Errorf("billingui: %d days of totals for 30", len(days))
+	}
+	var reasons []billing.ReasonCount
+	if days[29].Declined.Count > 0 {
+		reasons, err = tr.DeclineReasons(ctx, day)
+	}
+	return days, reasons, err
 }
 
 // todayFromRecords fills d from the records a view reads, for a

@@ -87,7 +87,6 @@ func (d TotalsDelta) AddTo(t *billing.DayTotal) {
 	case TotalsDeclined:
 		t.Declined.Count++
 		t.Declined.Amount += d.Amount
-		AddReason(t, d.Reason, 1)
 	case TotalsWaived:
 		t.Waived.Count++
 		t.Waived.Amount += d.Amount
@@ -97,21 +96,10 @@ func (d TotalsDelta) AddTo(t *billing.DayTotal) {
 	}
 }
 
-// AddReason adds n declines of reason to t's reasons (unsorted).
-func AddReason(t *billing.DayTotal, reason string, n int64) {
-	for i := range t.DeclineReasons {
-		if t.DeclineReasons[i].Reason == reason {
-			t.DeclineReasons[i].Count += n
-			return
-		}
-	}
-	t.DeclineReasons = append(t.DeclineReasons, billing.ReasonCount{Reason: reason, Count: n})
-}
-
-// SortReasons orders t's reasons as billing.DayTotal documents: the most
-// frequent first, ties by reason.
-func SortReasons(t *billing.DayTotal) {
-	slices.SortFunc(t.DeclineReasons, func(a, b billing.ReasonCount) int {
+// SortReasons orders reasons as billing.TotalsRepository.DeclineReasons
+// returns them: the most frequent first, ties by reason.
+func SortReasons(reasons []billing.ReasonCount) {
+	slices.SortFunc(reasons, func(a, b billing.ReasonCount) int {
 		if c := cmp.Compare(b.Count, a.Count); c != 0 {
 			return c
 		}
@@ -129,7 +117,4 @@ func MergeTotals(into *billing.DayTotal, from billing.DayTotal) {
 	into.Waived.Amount += from.Waived.Amount
 	into.Refunded.Count += from.Refunded.Count
 	into.Refunded.Amount += from.Refunded.Amount
-	for _, r := range from.DeclineReasons {
-		AddReason(into, r.Reason, r.Count)
-	}
 }
