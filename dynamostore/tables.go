@@ -106,7 +106,7 @@ type TableConfig struct {
 	// repository tries them again). Reading a day costs one eventually
 	// consistent read of each. At most [MaxTotalsShards]; every writer
 	// and reader of a table must use the same. Defaults to
-	// [DefaultTotalsShards].
+	// [DefaultTotalsShards] when Totals is set.
 	TotalsShards int
 }
 
@@ -122,7 +122,7 @@ func (c TableConfig) WithDefaults() TableConfig {
 	def(&c.Locks, DefaultLockTable)
 	def(&c.SubscriptionIDIndex, DefaultSubscriptionIDIndex)
 	def(&c.DueIndex, DefaultDueIndex)
-	if c.TotalsShards == 0 {
+	if c.Totals != "" && c.TotalsShards == 0 {
 		c.TotalsShards = DefaultTotalsShards
 	}
 	if c.StatusIndexMode == StatusIndexSorted {
