@@ -134,3 +134,42 @@ func TestTotalsCrashSweep(t *testing.T) {
 		}
 	}
 }
+
+// TestTotalsCapacity measures what the totals add: the WCU of a
+// collection and of a decline with and without them, and the reads of
+// Today's 30 days (docs/capacity.md, "Day totals").
+func TestTotalsCapacity(t *testing.T) {
+	ctx := context.Background()
+	repo, w := totalsStore(t)
+	client := dynamotest.Client(t)
+	plainTables := dynamostore.TableConfig{
+		Subscriptions: dynamotest.TableName(t, "plain-activity"),
+		History:       dynamotest.TableName(t, "plain-history"),
+	}
+	dynamotest.CreateTable(t, client, dynamostore.SubscriptionsTableDefinition(plainTables))
+	dynamotest.CreateTable(t, client, dynamostore.HistoryTableDefinition(plainTables))
+	pw := dynamotest.Wrap(client)
+	plain, err := dynamostore.NewRepository(dynamostore.Config{Client: pw, Tables: plainTables})
+	require.NoError(t, err)
+	measure := func(r *dynamostore.Repository, w *dynamotest.Wrapper, i int, decline bool) float64 {
+		s := scheduled(fmt.Sprintf("cap-%d", i), i)
+		require.NoError(t, r.Add(ctx, &s))
+		next := collected(s)
+		if decline {
+			next.Status, next.CompletionDate, next.PaymentError = billing.StatusError, time.Time{}, "insufficient funds"
+		}
+		w.Reset()
+		require.NoError(t, r.Update(ctx, &s, &next))
+		return w.WriteCapacity()
+	}
+	with, without := measure(repo, w, 1, false), measure(plain, pw, 2, false)
+	dWith, dWithout := measure(repo, w, 3, true), measure(plain, pw, 4, true)
+	t.Logf("collection: %.1f WCU with totals, %.1f without; decline: %.1f with, %.1f without", with, without, dWith, dWithout)
+	require.Equal(t, 2.0, with-without, "a collection adds one counter item in the transaction")
+	require.Equal(t, 4.0, dWith-dWithout, "a decline adds the counter and its reason's item")
+	w.Reset()
+	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	_, err = repo.Totals(ctx, now.AddDate(0, 0, -29), now.AddDate(0, 0, 1))
+	require.NoError(t, err)
+	t.Logf("30 days of totals (2 shards): %d BatchGetItem calls, %.1f RCU", w.Calls("BatchGetItem"), w.ReadCapacity())
+}
