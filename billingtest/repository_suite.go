@@ -112,6 +112,7 @@ func TestRepositoryWith(t *testing.T, newStores StoreFactory, opts SuiteOptions)
 		{"Reminder", s.reminderCases()},
 		{"InvalidItems", s.invalidCases()},
 		{"Subscribe", s.subscribeCases()},
+		{"Totals", s.totalsCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -13,7 +13,10 @@ type chart struct {
 	Total         billing.Amount
 	Max           billing.Amount
 	First, Last   string
-	Partial       bool
+	// Partial says the bars sum only the records read (Read of them):
+	// the read stopped at its bound before the days' last record.
+	Partial bool
+	Read    int
 }
 
 type bar struct {

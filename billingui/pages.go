@@ -3,6 +3,7 @@ package billingui
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -47,6 +48,9 @@ func (h *Handler) scan(ctx context.Context, q billing.StatusQuery, keep func(*bi
 	return out, nil
 }
 
+// noReason shows a decline recorded with no reason.
+const noReason = "(no reason recorded)"
+
 // reasonCount is a decline reason and its records.
 type reasonCount struct {
 	Reason string
@@ -58,7 +62,7 @@ func byReason(recs []billing.Subscription) []reasonCount {
 	for _, s := range recs {
 		reason := s.PaymentError
 		if reason == "" {
-			reason = "(no reason recorded)"
+			reason = noReason
 		}
 		m[reason]++
 	}
@@ -76,10 +80,21 @@ func byReason(recs []billing.Subscription) []reasonCount {
 }
 
 type todayData struct {
-	Runs         []runSummary
-	HasRunLog    bool
+	Runs      []runSummary
+	HasRunLog bool
+	// Exact says the figures come from the store's day totals
+	// (billing.TotalsRepository): whole at any scale. Otherwise they are
+	// sums over the records one view reads, marked partial when the read
+	// stopped at its bound.
+	Exact bool
+	// Today is today's totals, when Exact.
+	Today billing.DayTotal
+	// Declines are today's declines by reason: from the totals, or from
+	// the ERROR records read (DeclinesRead of them; DeclinesMore when the
+	// read stopped at its bound).
 	Declines     []reasonCount
 	DeclinesMore bool
+	DeclinesRead int
 	Chart        chart
 }
 
@@ -89,36 +104,86 @@ func (h *Handler) today(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	now := h.now()
-	day := now.Truncate(24 * time.Hour)
+	d := todayData{Runs: h.cfg.Runs.latest(), HasRunLog: h.cfg.Runs != nil}
+	days, reasons, err := h.totals(ctx, now)
+	switch {
+	case err == nil:
+		d.Exact, d.Today = true, days[len(days)-1]
+		for _, rc := range reasons {
+			reason := rc.Reason
+			if reason == "" {
+				reason = noReason
+			}
+			d.Declines = append(d.Declines, reasonCount{Reason: reason, Count: int(rc.Count)})
+		}
+		amounts := make([]billing.Amount, len(days))
+		for i := range days {
+			amounts[i] = days[i].Collected.Amount
+		}
+		d.Chart = newChart(days[0].Day, amounts, false)
+	case errors.Is(err, billing.ErrNoTotals):
+		if err := h.todayFromRecords(ctx, now, &d); err != nil {
+			h.internal(w, r, "reading revenue", err)
+			return
+		}
+	default:
+		h.internal(w, r, "reading the day totals", err)
+		return
+	}
+	h.render(w, r, http.StatusOK, "today", page{Title: "Today", Nav: "today", Data: d})
+}
+
+// totals reads the day totals of the last 30 days, today last, and the
+// reasons of today's declines, when the repository keeps them;
+// billing.ErrNoTotals when it does not.
+func (h *Handler) totals(ctx context.Context, now time.Time) ([]billing.DayTotal, []billing.ReasonCount, error) {
+	tr, ok := h.cfg.Repository.(billing.TotalsRepository)
+	if !ok {
+		return nil, nil, billing.ErrNoTotals
+	}
+	day := now.UTC().Truncate(24 * time.Hour)
+	days, err := tr.Totals(ctx, day.AddDate(0, 0, -29), day.AddDate(0, 0, 1))
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(days) != 30 {
+		return nil, nil, fmt.Errorf("billingui: %d days of totals for 30", len(days))
+	}
+	var reasons []billing.ReasonCount
+	if days[29].Declined.Count > 0 {
+		reasons, err = tr.DeclineReasons(ctx, day)
+	}
+	return days, reasons, err
+}
+
+// todayFromRecords fills d from the records a view reads, for a
+// repository that keeps no day totals: the figures are partial when the
+// reads stop at their bounds, and the page says so.
+func (h *Handler) todayFromRecords(ctx context.Context, now time.Time, d *todayData) error {
+	day := now.UTC().Truncate(24 * time.Hour)
 	// Declines written today: ERROR records whose latest write is today.
 	// Their billing dates are within the stale threshold, so a window of 60
 	// days back holds them.
 	errs, err := h.scan(ctx, billing.StatusQuery{Status: billing.StatusError, Since: day.AddDate(0, 0, -60)},
 		func(s *billing.Subscription) bool { return !s.LastRunDate.Before(day) })
 	if err != nil {
-		h.internal(w, r, "reading declines", err)
-		return
+		return err
 	}
-	ch, err := h.revenue(ctx, now)
-	if err != nil {
-		h.internal(w, r, "reading revenue", err)
-		return
-	}
-	h.render(w, r, http.StatusOK, "today", page{Title: "Today", Nav: "today", Data: todayData{
-		Runs: h.cfg.Runs.latest(), HasRunLog: h.cfg.Runs != nil,
-		Declines: byReason(errs.Items), DeclinesMore: errs.Next != "",
-		Chart: ch,
-	}})
+	d.Declines, d.DeclinesMore, d.DeclinesRead = byReason(errs.Items), errs.Next != "", errs.Read
+	d.Chart, err = h.revenue(ctx, now)
+	return err
 }
 
 // revenue sums the amounts of the periods completed on each of the last 30
-// days (by completion date), from COMPLETED records billed in the last 60.
+// days (by completion date), from COMPLETED records billed in the last 60,
+// for a repository that keeps no day totals. The chart is Partial when the
+// read stopped at its bound, with Read the records read.
 func (h *Handler) revenue(ctx context.Context, now time.Time) (chart, error) {
-	first := now.Truncate(24*time.Hour).AddDate(0, 0, -29)
+	first := now.UTC().Truncate(24*time.Hour).AddDate(0, 0, -29)
 	q := billing.StatusQuery{Status: billing.StatusCompleted, Since: first.AddDate(0, 0, -31), Before: paidBefore(now)}
 	q.Limit = h.cfg.PageSize
 	days := make([]billing.Amount, 30)
-	partial := false
+	partial, read := false, 0
 	// The chart reads more pages than a list: a month of a large fleet
 	// still ends, at 8 times MaxPages pages, with the chart marked partial.
 	for i := 0; ; i++ {
@@ -130,6 +195,7 @@ func (h *Handler) revenue(ctx context.Context, now time.Time) (chart, error) {
 		if err != nil {
 			return chart{}, err
 		}
+		read += p.Scanned
 		for _, s := range p.Items {
 			at := s.CompletionDate
 			if at.IsZero() {
@@ -146,16 +212,21 @@ func (h *Handler) revenue(ctx context.Context, now time.Time) (chart, error) {
 		}
 		q.Cursor = p.Next
 	}
-	return newChart(first, days, partial), nil
+	c := newChart(first, days, partial)
+	c.Read = read
+	return c, nil
 }
 
 type attentionData struct {
 	Section  string
 	InFlight scanned
-	Overdue  scanned
-	Errors   scanned
-	Reasons  []reasonCount
-	Invalid  []string
+	// InFlightErrorsMore says the first view's read of ERROR records for
+	// attempts in flight stopped at its bound.
+	InFlightErrorsMore bool
+	Overdue            scanned
+	Errors             scanned
+	Reasons            []reasonCount
+	Invalid            []string
 }
 
 // sections of the Attention page, each continued on its own.
@@ -198,6 +269,10 @@ func (h *Handler) attention(w http.ResponseWriter, r *http.Request) {
 			more, err = h.scan(ctx, billing.StatusQuery{Status: billing.StatusError}, stuck)
 			d.InFlight.Items = append(d.InFlight.Items, more.Items...)
 			d.InFlight.Invalid = append(d.InFlight.Invalid, more.Invalid...)
+			d.InFlight.Read += more.Read
+			// The section's link reads on in the SCHEDULED records; the
+			// ERROR ones left are in the declined list's.
+			d.InFlightErrorsMore = more.Next != ""
 		}
 		invalid = append(invalid, d.InFlight.Invalid...)
 	}

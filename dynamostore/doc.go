@@ -75,6 +75,8 @@
 //	SK HIST#S#SKU#K#<last_run>    one history row per write of a period
 //	SK REC#<processed>#SKU#K      one receipt per completed period (TTL)
 //	PK PERIODID#<id>, SK <user>   a period's subscription_id → its key
+//	PK TOTALS#<day>#<shard>       the day totals, with SingleTableStoreConfig.Totals
+//	                              (SK "#" the counts, SK R#<reason> a decline reason's)
 //
 // The engine's user ID of S is SubscriptionRef.UserID, "A#S#K": locks,
 // runs and idempotency keys are per subscription, so an account may hold
@@ -116,4 +118,21 @@
 // found: runs close SCHEDULED and ERROR periods (STALE) within 30 days and
 // advance PAUSED ones the day they are due, so only weeks of missed runs
 // leave one behind.
+//
+// # Day totals
+//
+// With [TableConfig.Totals] (a table of its own: the legacy tables are
+// shared with systems that scan them) or [SingleTableStoreConfig.Totals]
+// (items of the single table's own partitions, above), a repository is a
+// billing.TotalsRepository: each outcome its writes record (a period
+// collected, an attempt declined, a period waived or refunded) adds to a
+// counter item of its UTC day and of its user's shard
+// ([TableConfig.TotalsShards], 16 by default), with ADD updates in the
+// same transaction as the write. A write refused by its condition adds
+// nothing, so a repeated or replayed outcome counts once; a transaction
+// cancelled only because another was writing the same counter item is
+// tried again. It costs 2 WCU more a collection and 4 more a decline;
+// reading a day costs half an RCU per shard (docs/capacity.md). A host's
+// AddAll batches do not count. Totals count from the day writers are
+// configured with them; days before read as zero.
 package dynamostore

@@ -105,8 +105,9 @@ func (c Config) batchWriter() *batchWriter {
 // Repository is the [Repository] on the legacy billing-activity and
 // billing-activity-history tables.
 type Repository struct {
-	cfg Config
-	bw  *batchWriter
+	cfg    Config
+	bw     *batchWriter
+	totals *dayTotals // nil: no totals kept
 }
 
 var _ billing.Repository = (*Repository)(nil)
@@ -117,7 +118,11 @@ func NewRepository(cfg Config) (*Repository, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Repository{cfg: cfg, bw: cfg.batchWriter()}, nil
+	r := &Repository{cfg: cfg, bw: cfg.batchWriter()}
+	if cfg.Tables.Totals != "" {
+		r.totals = &dayTotals{client: cfg.Client, table: cfg.Tables.Totals, pk: totalsTablePK, sk: totalsTableSK, shards: cfg.Tables.TotalsShards}
+	}
+	return r, nil
 }
 
 // mustBuild builds an expression whose operands are all set (names and
@@ -178,14 +183,18 @@ func (r *Repository) Add(ctx context.Context, sub *billing.Subscription) error {
 	}
 	prim, _ := layout.EncodeItem(sub)
 	withDue(prim, sub, r.cfg.Tables.DueShards)
-	_, err = r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+	items := []types.TransactWriteItem{
 		{Put: putAbsent(&r.cfg.Tables.Subscriptions, prim, layout.AttrUserID)},
 		{Put: putAbsent(&r.cfg.Tables.History, hist, layout.AttrUserID)},
-	}})
-	return translateWrite("add", []txOp{
+	}
+	ops := []txOp{
 		{key: sub.Key(), reason: "a record with this user_id and billing_date exists", exists: true},
 		{key: sub.Key(), reason: "a history row with this user_id and last_run_date exists", exists: true, history: true},
-	}, err)
+	}
+	ti, to := r.totals.actions(write{nil, sub})
+	items, ops = append(items, ti...), append(ops, to...)
+	err = transact(ctx, r.cfg.Client, &dynamodb.TransactWriteItemsInput{TransactItems: items}, len(ti) > 0)
+	return translateWrite("add", ops, err)
 }
 
 // refuseSecondOpen returns the *billing.OpenSubscriptionError of adding
@@ -600,7 +609,13 @@ func (r *Repository) Update(ctx context.Context, prev, next *billing.Subscriptio
 			txOp{key: c.Key(), reason: "a record to create exists", exists: true},
 			txOp{key: c.Key(), reason: "a history row of a record to create exists", exists: true, history: true})
 	}
-	_, err = r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	writes := []write{{prev, next}}
+	for _, c := range create {
+		writes = append(writes, write{nil, c})
+	}
+	ti, to := r.totals.actions(writes...)
+	items, ops = append(items, ti...), append(ops, to...)
+	err = transact(ctx, r.cfg.Client, &dynamodb.TransactWriteItemsInput{TransactItems: items}, len(ti) > 0)
 	return translateWrite("update", ops, err)
 }
 
@@ -645,18 +660,22 @@ func (r *Repository) AdminUpdate(ctx context.Context, prev, next *billing.Subscr
 	withDue(prim, next, r.cfg.Tables.DueShards)
 	hist, _ := layout.EncodeHistoryItem(next)
 	cond := updateCondition(prev)
-	_, err := r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+	items := []types.TransactWriteItem{
 		{Delete: &types.Delete{TableName: &r.cfg.Tables.Subscriptions,
 			Key:                 map[string]types.AttributeValue{layout.AttrUserID: stringAV(prev.UserID), layout.AttrBillingDate: stringAV(layout.BillingDateKey(prev))},
 			ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()}},
 		{Put: putAbsent(&r.cfg.Tables.Subscriptions, prim, layout.AttrUserID)},
 		{Put: putAbsent(&r.cfg.Tables.History, hist, layout.AttrUserID)},
-	}})
-	return translateWrite("admin update", []txOp{
+	}
+	ops := []txOp{
 		{key: prev.Key(), reason: staleReason},
 		{key: next.Key(), reason: "new billing_date taken: a record with that key exists", taken: true},
 		{key: next.Key(), reason: "a history row with this user_id and last_run_date exists", history: true},
-	}, err)
+	}
+	ti, to := r.totals.actions(write{prev, next})
+	items, ops = append(items, ti...), append(ops, to...)
+	err := transact(ctx, r.cfg.Client, &dynamodb.TransactWriteItemsInput{TransactItems: items}, len(ti) > 0)
+	return translateWrite("admin update", ops, err)
 }
 
 // maxBatchGet is DynamoDB's limit of keys in one BatchGetItem.

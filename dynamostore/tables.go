@@ -90,6 +90,24 @@ type TableConfig struct {
 	// DueIndex is the sharded due GSI on the primary table. Defaults to
 	// "billing_due-billing_date-index".
 	DueIndex string
+	// Totals, when set, names a table of its own where the repository
+	// keeps the day totals of the records' outcomes
+	// ([billing.TotalsRepository]; [TotalsTableDefinition] makes it): an
+	// outcome adds to a counter item of its day and of its user's shard
+	// in the transaction of its write, 2 WCU more a collection, 4 more a
+	// decline (the reason's item too). The legacy tables stay as other
+	// systems know them. Totals count from the day the writers are given
+	// the table on. Defaults to "": no totals, and Totals answers
+	// [billing.ErrNoTotals].
+	Totals string
+	// TotalsShards is the number of counter items a day's totals are
+	// spread over, by user, so that concurrent collections seldom write
+	// one item at once (DynamoDB cancels such transactions; the
+	// repository tries them again). Reading a day costs one eventually
+	// consistent read of each. At most [MaxTotalsShards]; every writer
+	// and reader of a table must use the same. Defaults to
+	// [DefaultTotalsShards] when Totals is set.
+	TotalsShards int
 }
 
 // WithDefaults returns c with every empty name set to its default.
@@ -104,6 +122,9 @@ func (c TableConfig) WithDefaults() TableConfig {
 	def(&c.Locks, DefaultLockTable)
 	def(&c.SubscriptionIDIndex, DefaultSubscriptionIDIndex)
 	def(&c.DueIndex, DefaultDueIndex)
+	if c.Totals != "" && c.TotalsShards == 0 {
+		c.TotalsShards = DefaultTotalsShards
+	}
 	if c.StatusIndexMode == StatusIndexSorted {
 		def(&c.StatusIndex, DefaultSortedStatusIndex)
 	} else {
@@ -121,6 +142,9 @@ func (c TableConfig) validate() error {
 	}
 	if c.DueShards < 0 || c.DueShards > MaxDueShards {
 		return fmt.Errorf("billing: TableConfig.DueShards: %d outside 0..%d", c.DueShards, MaxDueShards)
+	}
+	if c.TotalsShards < 0 || c.TotalsShards > MaxTotalsShards {
+		return fmt.Errorf("billing: TableConfig.TotalsShards: %d outside 0..%d", c.TotalsShards, MaxTotalsShards)
 	}
 	return nil
 }
@@ -216,14 +240,19 @@ func HistoryTableDefinition(cfg TableConfig) *dynamodb.CreateTableInput {
 }
 
 // TableDefinitions returns the definitions of every table the library uses:
-// subscriptions, history and locks, in that order.
+// subscriptions, history and locks, in that order, and the day totals'
+// when cfg.Totals names it.
 func TableDefinitions(cfg TableConfig) []*dynamodb.CreateTableInput {
 	cfg = cfg.WithDefaults()
-	return []*dynamodb.CreateTableInput{
+	defs := []*dynamodb.CreateTableInput{
 		SubscriptionsTableDefinition(cfg),
 		HistoryTableDefinition(cfg),
 		LockTableDefinition(cfg.Locks),
 	}
+	if t := TotalsTableDefinition(cfg); t != nil {
+		defs = append(defs, t)
+	}
+	return defs
 }
 
 // tableClient is what CreateTables needs.

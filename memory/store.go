@@ -80,6 +80,9 @@ type Store struct {
 	repo *Repository
 	hist *History
 
+	// totals are the day totals of the records' outcomes.
+	totals totals
+
 	// severalOpen lets Add store a user's second open record: the
 	// single table's periods, where an account has several
 	// subscriptions.
@@ -210,6 +213,7 @@ func (r *Repository) Add(ctx context.Context, sub *billing.Subscription) error {
 	}
 	s.primary.put(pk, item)
 	s.history.put(hk, hitem)
+	s.totals.count(nil, sub)
 	return nil
 }
 
@@ -449,9 +453,11 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 		s.primary.put(newKey, newItem)
 	}
 	s.history.putRow(hk, hrow)
-	for _, a := range adds {
+	s.totals.count(prev, next)
+	for i, a := range adds {
 		s.primary.put(a.key, a.item)
 		s.history.putRow(a.hkey, a.hrow)
+		s.totals.count(nil, create[i])
 	}
 	return nil
 }

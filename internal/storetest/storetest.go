@@ -188,7 +188,7 @@ func newSingleTableStore(t *testing.T, clock billing.Clock, opts memory.Options)
 	if clock == nil {
 		clock = billingtest.NewClock(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
 	}
-	repo, err := dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{Client: w, Table: table, Clock: clock, PageSize: opts.PageSize, Collisions: opts.Collisions})
+	repo, err := dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{Client: w, Table: table, Clock: clock, PageSize: opts.PageSize, Collisions: opts.Collisions, Totals: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,8 +205,11 @@ func legacyTables(t *testing.T, opts memory.Options) (*dynamodb.Client, dynamost
 		History:         dynamotest.TableName(t, "billing-activity-history"),
 		StatusIndexMode: opts.StatusIndexMode,
 		DueShards:       opts.DueShards,
+		// The day totals are kept, so the suites check them.
+		Totals: dynamotest.TableName(t, "billing-totals"),
 	}
 	dynamotest.CreateTable(t, client, dynamostore.SubscriptionsTableDefinition(tables))
 	dynamotest.CreateTable(t, client, dynamostore.HistoryTableDefinition(tables))
+	dynamotest.CreateTable(t, client, dynamostore.TotalsTableDefinition(tables))
 	return client, tables
 }
