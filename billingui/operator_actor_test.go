@@ -24,7 +24,7 @@ func TestOperatorAndReasonRecorded(t *testing.T) {
 		t.Run(l.name, func(t *testing.T) {
 			e := newEnv(t, l.open, l.user)
 			h, err := billingui.New(billingui.Config{Collector: e.c, Repository: e.repo, History: e.hist, Authorizer: roles,
-				CSRFKey: []byte(strings.Repeat("k", 32)),
+				CSRFKey:  []byte(strings.Repeat("k", 32)),
 				Operator: func(r *http.Request) string { return r.Header.Get("X-Operator-Name") }})
 			require.NoError(t, err)
 			b := &browser{t: t, h: h, role: "operator"}
