@@ -80,9 +80,10 @@ type RetryResult struct {
 // request (with its Operator and Reason), and a repeat of the key with the
 // same parameters answers the first call's outcome, Repeated set, without
 // presenting anything to the processor, whatever that outcome was
-// (collected, declined, pending). The key given again with other
-// parameters (another period, another reason), or first used for another
-// call, is a [*RequestKeyError].
+// (collected, declined, pending). Operator and Reason are not compared: a
+// repeat with a reason typed anew is the same request, and the row keeps
+// the first. The key given again for another period, or first used for
+// another call, is a [*RequestKeyError].
 //
 // A period whose attempt is in flight is not charged again: its attempt
 // is resolved (its request replayed with the same idempotency key, or
@@ -285,9 +286,18 @@ func checkActor(ur UserRequest) error {
 	return nil
 }
 
-// withActor records who asks and why among the request's fields.
+// withActor records who asks and why with the request. They are not among
+// its fields (a repeat is not compared on them): the same form sent again
+// with its reason typed anew is the same request, and the rows keep the
+// first call's.
 func withActor(kr keyedRequest, ur UserRequest) keyedRequest {
-	return kr.field("Operator", ur.Operator).field("Reason", ur.Reason)
+	if ur.Operator != "" {
+		kr = kr.set("operator", ur.Operator)
+	}
+	if ur.Reason != "" {
+		kr = kr.set("reason", ur.Reason)
+	}
+	return kr
 }
 
 // stampRequest sets on next, a version to write, the request its history
@@ -296,7 +306,7 @@ func withActor(kr keyedRequest, ur UserRequest) keyedRequest {
 func stampRequest(next *Subscription, text string) {
 	next.Request = text
 	if kr, ok := parseKeyedRequest(text); ok {
-		next.Operator, next.Reason = kr.get("Operator"), kr.get("Reason")
+		next.Operator, next.Reason = kr.get("operator"), kr.get("reason")
 	}
 }
 

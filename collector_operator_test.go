@@ -94,8 +94,8 @@ func TestRetryPeriodRepeatMakesNoSecondAttempt(t *testing.T) {
 	}
 }
 
-// TestRetryPeriodKeyReused: the retry's key with another period or reason,
-// or a key first used for a cancel, is a RequestKeyError and charges
+// TestRetryPeriodKeyReused: the retry's key with another period, or a key
+// first used for a cancel, is a RequestKeyError and charges
 // nothing; the key of a retry given to a cancel is refused too.
 func TestRetryPeriodKeyReused(t *testing.T) {
 	t.Parallel()
@@ -111,12 +111,18 @@ func TestRetryPeriodKeyReused(t *testing.T) {
 			require.NoError(t, err)
 			calls := e.pay.CallCount()
 
+			// A reason typed anew is the same request: answered, not charged.
+			again := req
+			again.Reason = "typed again"
+			res, err := e.c.RetryPeriod(ctx, again)
+			require.NoError(t, err)
+			assert.True(t, res.Repeated)
 			other := req
-			other.Reason = "another reason"
+			other.PeriodID = "another-period"
 			_, err = e.c.RetryPeriod(ctx, other)
 			var rk *billing.RequestKeyError
 			require.ErrorAs(t, err, &rk)
-			assert.Equal(t, []string{"Reason"}, rk.Fields)
+			assert.Equal(t, []string{"Period"}, rk.Fields)
 
 			_, err = e.c.CancelSubscription(ctx, billing.CancelSubscriptionRequest{UserRequest: req.UserRequest, ForgiveOwed: true})
 			require.ErrorIs(t, err, billing.ErrRequestKeyReused)

@@ -72,8 +72,8 @@ type UserRequest struct {
 	RequestKey string
 	// Operator and Reason, for a change an operator makes (a console, a
 	// support tool), say who made it and why: the history rows of the
-	// change record them ([Subscription.Operator]). Both are part of the
-	// request, compared on a repeat of the key. Optional; at most
+	// change record them ([Subscription.Operator]). A repeat of the key is
+	// not compared on them: the rows keep the first call's. Optional; at most
 	// [MaxActorLen] bytes of UTF-8 each, without control characters but
 	// line breaks in Reason.
 	Operator string
