@@ -62,7 +62,7 @@ func (c *Collector) admin(ctx context.Context, op AdminOp, subscriptionID string
 			f.LastRunDate = next.LastRunDate.Add(time.Duration(i+1) * time.Nanosecond)
 			f.CreatedDate = f.LastRunDate
 		}
-		next.Request = requestOf(ctx) // a change by user records its request
+		stampRequest(&next, requestOf(ctx)) // a change by user records its request, and who made it
 		if err := c.write(ctx, adminOps[op].change, &cur, &next, create); err != nil {
 			return fmt.Errorf("%s %s: %w", op, subscriptionID, c.keyTaken(ctx, &cur, &next, err))
 		}

@@ -459,6 +459,7 @@ const historyKeyRetries = 3
 // are set for the write only: the records written, like those read back
 // from the billing table, carry none.
 func (c *Collector) write(ctx context.Context, change EventType, cur, next *Subscription, create []*Subscription) error {
+	stampAttemptRequest(ctx, next) // an operator's retry ([Collector.RetryNow])
 	next.Change = change
 	for _, f := range create {
 		if f.Change == "" {

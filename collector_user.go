@@ -70,6 +70,14 @@ type UserRequest struct {
 	// first did and changes nothing more; the key given again with other
 	// parameters is a [*RequestKeyError]. Required.
 	RequestKey string
+	// Operator and Reason, for a change an operator makes (a console, a
+	// support tool), say who made it and why: the history rows of the
+	// change record them ([Subscription.Operator]). A repeat of the key is
+	// not compared on them: the rows keep the first call's. Optional; at most
+	// [MaxActorLen] bytes of UTF-8 each, without control characters but
+	// line breaks in Reason.
+	Operator string
+	Reason   string
 }
 
 // CancelSubscriptionRequest is what [Collector.CancelSubscription] takes.
@@ -356,6 +364,10 @@ func (c *Collector) byUser(ctx context.Context, ur UserRequest, kr keyedRequest,
 	if err := checkIdentity(SubscribeRequest{UserID: ur.UserID, RequestKey: ur.RequestKey}); err != nil {
 		return fail(err)
 	}
+	if err := checkActor(ur); err != nil {
+		return fail(err)
+	}
+	kr = withActor(kr, ur) // who and why are the request's too
 	if c.cfg.History == nil {
 		return fail(fmt.Errorf("%w: a change by user reads its request back from the history: Config.History is required", ErrInvalidRequest))
 	}

@@ -158,6 +158,17 @@ type Subscription struct {
 	// hosts read it only to show it.
 	Request string
 
+	// Operator and Reason record who made a change and why, when an
+	// operator made it: the signed-in operator a host passes in a request
+	// ([UserRequest.Operator]) and the reason typed for it
+	// (data_operator and data_reason, added by this library, written to
+	// history rows only, like Request, and optional on read). They are
+	// empty on a record read from the billing table, on rows of the
+	// engine's own runs, and on rows written before the library recorded
+	// them.
+	Operator string
+	Reason   string
+
 	// Stored is what the store that read this record keeps about the item
 	// it came from and the domain does not model: attributes other
 	// services wrote and key text exactly as read. The engine copies it with

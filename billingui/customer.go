@@ -5,10 +5,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -28,19 +30,20 @@ type op struct {
 	// Does says what it does, on the confirmation page.
 	Does string
 	// keyed: the action is made by a call that takes the user and a
-	// request key (see Handler.perform).
-	keyed bool
+	// request key (see Handler.perform); one: that call acts on the
+	// period alone (retry, waive), not on every period of the user.
+	keyed, one bool
 	// on reports whether the action applies to a period in this state.
 	on func(s *billing.Subscription, now time.Time) bool
 }
 
 var ops = []op{
-	{Name: "retry", Label: "Retry now", Action: billinghttp.ActionPay,
+	{Name: "retry", Label: "Retry now", Action: billinghttp.ActionPay, keyed: true, one: true,
 		Does: "charges the period now, with the collector's idempotency key, whatever the retry policy says",
 		on: func(s *billing.Subscription, now time.Time) bool {
 			return s.Status == billing.StatusError || (s.Status == billing.StatusScheduled && !s.BillingDate.After(now))
 		}},
-	{Name: "waive", Label: "Waive", Action: billinghttp.ActionWaive, Operator: true,
+	{Name: "waive", Label: "Waive", Action: billinghttp.ActionWaive, Operator: true, keyed: true, one: true,
 		Does: "forgives the period without payment (WAIVED); the subscription goes on",
 		on: func(s *billing.Subscription, _ time.Time) bool {
 			return s.Status == billing.StatusError || s.Status == billing.StatusScheduled
@@ -120,17 +123,14 @@ type customerData struct {
 	Timeline []timelineRow
 	Page     int
 	HasNext  bool
-	Done     string
-	Outcome  string
-	// Changed is the number of periods a keyed action changed, Repeated
-	// that its form had been sent before (see result).
-	Changed  int
-	Repeated bool
-
 	// Owed is what the user owes (see owed); Resumes the date a paused
 	// user is charged again (see resumeDate), zero when not paused.
 	Owed    billing.Amount
 	Resumes time.Time
+	// Banner is what the action before this page did, from the signed
+	// flash of its redirect (see flash.go); HasBanner is false without one.
+	Banner    banner
+	HasBanner bool
 }
 
 func (h *Handler) customer(w http.ResponseWriter, r *http.Request) {
@@ -173,7 +173,9 @@ func (h *Handler) showCustomer(w http.ResponseWriter, r *http.Request, userID st
 	for _, s := range recent {
 		row := periodRow{Subscription: s, InFlight: s.InFlight()}
 		for _, o := range ops {
-			if o.on(&s, now) && h.allowed(r, o.action(userID, s.SubscriptionID)) {
+			// Nothing may change a period whose attempt is in flight
+			// before its outcome is known: no action is offered.
+			if !row.InFlight && o.on(&s, now) && h.allowed(r, o.action(userID, s.SubscriptionID)) {
 				row.Ops = append(row.Ops, opButton{op: o, Key: newRequestKey()})
 			}
 		}
@@ -202,21 +204,14 @@ func (h *Handler) showCustomer(w http.ResponseWriter, r *http.Request, userID st
 	to := min(from+DefaultHistoryPage, len(tl))
 	d.Timeline, d.HasNext = tl[from:to], to < len(tl)
 	if status == http.StatusOK {
-		if o, ok := findOp(r.URL.Query().Get("done")); ok {
-			d.Done = o.Label
-			if oc := r.URL.Query().Get("outcome"); slices.Contains(outcomes, oc) {
-				d.Outcome = oc
-			}
-			d.Changed, _ = strconv.Atoi(r.URL.Query().Get("changed"))
-			d.Changed = max(d.Changed, 0)
-			d.Repeated = r.URL.Query().Get("repeated") == "1"
-		}
+		d.Banner, d.HasBanner = h.bannerOf(r, userID)
 	}
 	h.render(w, r, status, "customer", page{Title: "Customer " + plainID(userID), Nav: "customer", Error: msg, Data: d})
 }
 
 // outcomes a retry reports on the page after it.
-var outcomes = []string{"collected", "declined", "pending", "unknown", "rate-limited", "not charged"}
+var outcomes = []string{string(billing.RetryCollected), string(billing.RetryDeclined), string(billing.RetryPending),
+	string(billing.RetryRateLimited), string(billing.RetryStale), string(billing.RetryNotCharged)}
 
 type confirmData struct {
 	Op      op
@@ -230,6 +225,10 @@ type confirmData struct {
 	// call that takes the user), and Acts the periods it acts on now.
 	Keyed bool
 	Acts  []billing.Subscription
+	// One reports that the call acts on the period alone (retry, waive).
+	One bool
+	// MaxReason bounds the reason typed.
+	MaxReason int
 }
 
 // confirm shows what an action will do and asks for it with a POST form
@@ -247,7 +246,7 @@ func (h *Handler) confirm(w http.ResponseWriter, r *http.Request) {
 	}
 	d := confirmData{
 		Op: t.op, UserID: t.userID, Period: s, CSRF: h.csrfToken(w, r), Key: requestKeyOf(r.URL.Query()),
-		Date: s.BillingDate.UTC().Format("2006-01-02"), Default: 1,
+		Date: s.BillingDate.UTC().Format("2006-01-02"), Default: 1, MaxReason: maxReason,
 	}
 	if t.op.keyed {
 		recs, err := h.cfg.Repository.ListByUser(r.Context(), t.userID)
@@ -256,6 +255,7 @@ func (h *Handler) confirm(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		d.Keyed = t.op.Name != "move" || keyedMove(&s, recs)
+		d.One = t.op.one
 		if d.Keyed {
 			d.Acts = actsOn(t.op.Name, &s, recs)
 		}
@@ -329,7 +329,7 @@ func keyedMove(s *billing.Subscription, recs []billing.Subscription) bool {
 // of op (a keyed one) changes as they stand: every open period for cancel
 // and pause, every paused one for resume, s for move.
 func actsOn(name string, s *billing.Subscription, recs []billing.Subscription) []billing.Subscription {
-	if name == "move" {
+	if name == "move" || name == "retry" || name == "waive" {
 		return []billing.Subscription{*s}
 	}
 	var out []billing.Subscription
@@ -383,23 +383,19 @@ func (h *Handler) action(w http.ResponseWriter, r *http.Request) {
 	res, err := h.perform(r, t.op, &s)
 	if err != nil {
 		status, msg := classify(err)
+		// The engine's own text (a chain of wrapped errors) is for the
+		// log; the page says what it means.
+		level := slog.LevelInfo
 		if status == http.StatusInternalServerError {
-			h.log.ErrorContext(r.Context(), "billingui: action", "op", t.op.Name, "subscription_id", t.periodID, "error", err)
+			level = slog.LevelError
 		}
+		h.log.Log(r.Context(), level, "billingui: action refused", "op", t.op.Name, "user_id", t.userID, "subscription_id", t.periodID, "status", status, "error", err)
 		h.showCustomer(w, r, t.userID, status, t.op.Label+" refused: "+msg)
 		return
 	}
-	loc := "customer?user=" + queryEscape(t.userID) + "&done=" + t.op.Name
-	if res.outcome != "" {
-		loc += "&outcome=" + queryEscape(res.outcome)
-	}
-	if res.changed > 0 {
-		loc += "&changed=" + strconv.Itoa(res.changed)
-	}
-	if res.repeated {
-		loc += "&repeated=1"
-	}
-	redirect(w, loc)
+	f := flash{Op: t.op.Name, Outcome: res.outcome, Changed: res.changed, Repeated: res.repeated,
+		User: t.userID, Expires: h.now().Add(flashTTL)}
+	redirect(w, "customer?user="+queryEscape(t.userID)+"&flash="+h.sealFlash(f))
 }
 
 // errForgive refuses a cancel that would forgive a debt to a role that may
@@ -429,11 +425,15 @@ func (h *Handler) perform(r *http.Request, o op, s *billing.Subscription) (resul
 	ctx := r.Context()
 	c := h.cfg.Collector
 	id := s.SubscriptionID
-	ur := billing.UserRequest{UserID: s.UserID, RequestKey: r.PostFormValue("key")}
+	ur := billing.UserRequest{UserID: s.UserID, RequestKey: r.PostFormValue("key"),
+		Operator: h.operator(r), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
 	if o.keyed && ur.RequestKey == "" {
 		return result{}, errNoKey
 	}
-	if o.keyed && o.Name != "move" {
+	if err := checkReason(ur.Reason); err != nil {
+		return result{}, err
+	}
+	if o.keyed && !o.one && o.Name != "move" {
 		if err := h.authorizeEach(r, o, s); err != nil {
 			return result{}, err
 		}
@@ -444,29 +444,13 @@ func (h *Handler) perform(r *http.Request, o op, s *billing.Subscription) (resul
 	)
 	switch o.Name {
 	case "retry":
-		rep, err := c.ManualRepayment(ctx, id)
+		res, err := c.RetryPeriod(ctx, billing.PeriodRequest{UserRequest: ur, PeriodID: id})
 		if err != nil {
 			return result{}, err
 		}
-		switch {
-		case rep.Collected > 0:
-			return result{outcome: "collected"}, nil
-		case rep.Declined > 0:
-			return result{outcome: "declined"}, nil
-		case rep.Pending > 0:
-			return result{outcome: "pending"}, nil
-		case rep.RateLimited > 0:
-			return result{outcome: "rate-limited"}, nil
-		case rep.Unknown > 0:
-			return result{outcome: "unknown"}, nil
-		}
-		if len(rep.Failed) > 0 {
-			return result{}, errors.New(rep.Failed[0].Reason)
-		}
-		return result{outcome: "not charged"}, nil
+		return result{outcome: string(res.Outcome), repeated: res.Repeated}, nil
 	case "waive":
-		_, err = c.Waive(ctx, id)
-		return result{}, err
+		uc, err = c.WaivePeriod(ctx, billing.PeriodRequest{UserRequest: ur, PeriodID: id})
 	case "cancel":
 		// Whether the role may forgive is the request's parameter, the
 		// same each time the form is sent.
@@ -553,31 +537,26 @@ type formError struct{ msg string }
 
 func (e *formError) Error() string { return e.msg }
 
-// classify maps an action's error to its status and the text shown: the
-// engine's own reason for every refusal it makes, nothing of an
-// unexpected error (it is logged).
+// classify maps an action's error to its status and a sentence an
+// operator understands (see refusal); the engine's own text, a chain of
+// wrapped errors, goes to the host's log, not to the page.
 func classify(err error) (int, string) {
 	var fe *formError
-	switch {
-	case errors.As(err, &fe), errors.Is(err, billing.ErrDateMove), errors.Is(err, billing.ErrInvalidDate),
-		errors.Is(err, billing.ErrInvalidRequest), errors.Is(err, billing.ErrInvalidAmount):
-		return http.StatusUnprocessableEntity, err.Error()
-	case errors.Is(err, errForgive), errors.Is(err, errPeriodForbidden):
-		return http.StatusForbidden, err.Error()
-	case errors.Is(err, billing.ErrNotFound):
-		return http.StatusNotFound, err.Error()
-	case errors.Is(err, billing.ErrAlreadyLocked), errors.Is(err, billing.ErrConflict),
-		errors.Is(err, billing.ErrAttemptInFlight), errors.Is(err, billing.ErrNotCollectible),
-		errors.Is(err, billing.ErrIllegalTransition), errors.Is(err, billing.ErrAlreadyExists),
-		errors.Is(err, billing.ErrOpenSubscription), errors.Is(err, billing.ErrNoChange),
-		errors.Is(err, billing.ErrRateLimited), errors.Is(err, billing.ErrKeyInUse),
-		errors.Is(err, billing.ErrRequestKeyReused),
-		errors.Is(err, billing.ErrOwed), errors.Is(err, billing.ErrUnknownTier):
-		return http.StatusConflict, err.Error()
+	if errors.As(err, &fe) || errors.Is(err, errForgive) || errors.Is(err, errPeriodForbidden) {
+		status := http.StatusUnprocessableEntity
+		if !errors.As(err, &fe) {
+			status = http.StatusForbidden
+		}
+		return status, err.Error()
+	}
+	for _, m := range refusals {
+		if m.match(err) {
+			return m.status, m.say(err)
+		}
 	}
 	var fieldErr *billing.FieldError
 	if errors.As(err, &fieldErr) {
-		return http.StatusUnprocessableEntity, err.Error()
+		return http.StatusUnprocessableEntity, "the engine refused the value of " + fieldErr.Field + ": check it and try again"
 	}
 	return http.StatusInternalServerError, "the action failed; the error is in the host's log"
 }

@@ -102,19 +102,32 @@
 //
 // Cancel, pause, resume and a move of the user's latest open period are
 // made by the calls that take the user ([billing.Collector.CancelSubscription],
-// PauseSubscription, ResumeSubscription, MoveBillingDate) with a request key:
-// the customer page puts a fresh key on each of its buttons, the
-// confirmation page carries it in its address and its form. The form sent
-// again (a double click, the back button and a second submit, a retried
-// request) is the same request: it is answered with the first one's result
-// and a note that it was already done, and changes nothing more; the key
-// sent with other parameters (another date) is refused with the engine's
-// reason. These calls act on the subscription, not on the one period whose
-// button was pressed: cancel and pause every open period of the user,
-// resume every paused one; the confirmation page lists them. A move of an
-// earlier open period (an owed one) is made by the period call,
-// [billing.Collector.ChangeBillingDate], as are retry
-// ([billing.Collector.ManualRepayment]) and waive ([billing.Collector.Waive]),
-// which have no keyed form: a second submit of those is refused by the
-// state the first left.
+// PauseSubscription, ResumeSubscription, MoveBillingDate), retry and waive
+// by the operator's period calls ([billing.Collector.RetryPeriod],
+// [billing.Collector.WaivePeriod]), each with a request key: the customer
+// page puts a fresh key on each of its buttons, the confirmation page
+// carries it in its address and its form. The form sent again (a double
+// click, the back button and a second submit, a retried request) is the
+// same request: it is answered with the first one's result and a note
+// that it was already done, and changes nothing more (a retry sent again
+// presents nothing to the processor); the key sent with other parameters
+// (another date) is refused. Cancel and pause act on the subscription,
+// not on the one period whose button was pressed: every open period of
+// the user, resume every paused one; the confirmation page lists them. A
+// move of an earlier open period (an owed one) is made by the period call,
+// [billing.Collector.ChangeBillingDate], which has no keyed form.
+//
+// Every confirmation page asks for a reason, required; the action's
+// history rows record it with the signed-in operator ([Config.Operator])
+// as data_reason and data_operator, and the timeline shows both. A period
+// whose attempt is in flight offers no action; a STALE one says why it was
+// given up on, and Attention lists those of the last 180 days.
+//
+// A refusal is shown as a sentence (409 for a state that does not take
+// the action, a lock held, an attempt in flight; 422 for a date or a form
+// value; 404; 403); the engine's own error is written to Config.Logger.
+// The banner after an action comes from a flash the action signs with
+// Config.CSRFKey, bound to the customer and valid two minutes: a link
+// whose query claims a result shows none. A decline, a rate-limited or a
+// stale retry is a red banner, not a green one.
 package billingui

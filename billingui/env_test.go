@@ -195,7 +195,8 @@ func (b *browser) confirmForm(user, period, op string) (url.Values, resp) {
 	}
 	m := csrfInput.FindStringSubmatch(page.body)
 	require.NotNil(b.t, m, page.body)
-	form := url.Values{"csrf": {m[1]}, "op": {op}, "user": {user}, "period": {period}}
+	// The reason an operator types on the confirmation page.
+	form := url.Values{"csrf": {m[1]}, "op": {op}, "user": {user}, "period": {period}, "reason": {"test: " + op}}
 	if k := keyInput.FindStringSubmatch(page.body); k != nil {
 		form.Set("key", html.UnescapeString(k[1]))
 	}

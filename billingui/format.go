@@ -131,6 +131,8 @@ func (h *Handler) funcs() template.FuncMap {
 		"ago":   ago,
 		"inc":   func(i int) int { return i + 1 },
 		"dec":   func(i int) int { return i - 1 },
+		// staleWhy says why a STALE period was given up on.
+		"staleWhy": staleWhy,
 	}
 }
 

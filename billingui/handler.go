@@ -46,6 +46,11 @@ type Config struct {
 	// Authorizer decides each page and action (see the package
 	// documentation). No default: New fails without one.
 	Authorizer billinghttp.Authorizer
+	// Operator names the signed-in operator of a request, recorded with
+	// who made each action (the history row's data_operator) and shown in
+	// the timeline; the Authorizer decides what they may do. Defaults to
+	// DefaultOperator: the basic-auth user name, else "console".
+	Operator func(*http.Request) string
 	// CSRFKey signs the forms' tokens; at least 32 bytes. Defaults to a
 	// random key made by New (forms then do not survive a restart, and
 	// several instances behind one load balancer need the same key).
@@ -147,6 +152,9 @@ func New(cfg Config) (*Handler, error) {
 		if _, err := rand.Read(cfg.CSRFKey); err != nil {
 			return nil, fmt.Errorf("billingui: CSRF key: %w", err)
 		}
+	}
+	if cfg.Operator == nil {
+		cfg.Operator = DefaultOperator
 	}
 	if cfg.PageSize == 0 {
 		cfg.PageSize = DefaultPageSize

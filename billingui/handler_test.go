@@ -118,7 +118,7 @@ func TestAuthorizationPerRole(t *testing.T) {
 				ob := e.as(t, "operator")
 				tok := ob.token(e.user, e.errID)
 				b.cookies = ob.cookies
-				res := b.post(url.Values{"csrf": {tok}, "op": {"waive"}, "user": {e.user}, "period": {e.errID}})
+				res := b.post(url.Values{"csrf": {tok}, "op": {"waive"}, "user": {e.user}, "period": {e.errID}, "key": {"k-" + c.role}, "reason": {"r"}})
 				if c.role != "operator" {
 					assert.Contains(t, []int{http.StatusForbidden, http.StatusUnauthorized}, res.code, "%s waive", c.role)
 					assert.Equal(t, billing.StatusError, e.only(t, e.user, billing.StatusError).Status)
@@ -143,17 +143,17 @@ func TestOperatorActionsChangeRecords(t *testing.T) {
 			e.pay.SetUser(e.user, billingtest.Declined("do not honor", true), billingtest.Succeeded())
 			res := op.confirmAndPost(e.user, e.errID, "retry", nil)
 			require.Equal(t, http.StatusSeeOther, res.code, res.body)
-			assert.Equal(t, "customer?user="+url.QueryEscape(e.user)+"&done=retry&outcome=declined", res.loc)
+			page := op.get("/" + res.loc)
+			assert.Contains(t, page.body, `<div class="flash err" id="done" data-tone="err">Retry now done: declined.`, "a decline is no green banner")
 			assert.Equal(t, "do not honor", e.only(t, e.user, billing.StatusError).PaymentError)
 			res = op.confirmAndPost(e.user, e.errID, "retry", nil)
 			require.Equal(t, http.StatusSeeOther, res.code, res.body)
-			assert.Contains(t, res.loc, "outcome=collected")
 			paid, err := e.repo.GetByID(context.Background(), e.errID)
 			require.NoError(t, err)
 			assert.Equal(t, billing.StatusCompleted, paid.Status)
 			require.Len(t, e.pay.ChargesFor(e.errID), 1, "one charge for the period")
-			page := op.get("/customer?user=" + url.QueryEscape(e.user) + "&done=retry&outcome=collected")
-			assert.Contains(t, page.body, "Retry now done: collected.")
+			page = op.get("/" + res.loc)
+			assert.Contains(t, page.body, `<div class="flash ok" id="done" data-tone="ok">Retry now done: collected.`)
 			assert.Contains(t, page.body, "ERROR → <span class=\"status completed\">COMPLETED")
 
 			// Waive the next period.
@@ -213,7 +213,7 @@ func TestActionRefusals(t *testing.T) {
 			lease, err := e.locker.Lock(ctx, e.user)
 			require.NoError(t, err)
 			for _, o := range []string{"retry", "waive", "cancel", "move"} {
-				refused(op.confirmAndPost(e.user, e.errID, o, url.Values{"date": {"2025-03-10"}}), http.StatusConflict, "locked")
+				refused(op.confirmAndPost(e.user, e.errID, o, url.Values{"date": {"2025-03-10"}}), http.StatusConflict, "a run or another action is working on this customer right now")
 			}
 			require.NoError(t, lease.Release(ctx))
 
@@ -223,21 +223,21 @@ func TestActionRefusals(t *testing.T) {
 			refused(op.confirmAndPost(e.user, e.errID, "pause", url.Values{"months": {"x"}}), http.StatusUnprocessableEntity, "months must be a whole number")
 
 			// Not this status: resume of an ERROR record, pause of one.
-			refused(op.confirmAndPost(e.user, e.errID, "resume", nil), http.StatusConflict, "billing:")
-			refused(op.confirmAndPost(e.user, e.errID, "pause", url.Values{"months": {"1"}}), http.StatusConflict, "billing:")
+			refused(op.confirmAndPost(e.user, e.errID, "resume", nil), http.StatusConflict, "does not take this action in its status")
+			refused(op.confirmAndPost(e.user, e.errID, "pause", url.Values{"months": {"1"}}), http.StatusConflict, "does not take this action in its status")
 
 			// Not collectible: a retry of the next period, not due yet.
 			next := e.only(t, e.user, billing.StatusScheduled)
 			tok0 := op.token(e.user, e.errID)
-			res0 := op.post(url.Values{"csrf": {tok0}, "op": {"retry"}, "user": {e.user}, "period": {next.SubscriptionID}})
-			refused(res0, http.StatusConflict, "not collectible")
+			res0 := op.post(url.Values{"csrf": {tok0}, "op": {"retry"}, "user": {e.user}, "period": {next.SubscriptionID}, "key": {"k0"}, "reason": {"r"}})
+			refused(res0, http.StatusConflict, "does not take this action in its status")
 			assert.Empty(t, e.pay.ChargesFor(next.SubscriptionID))
 
 			// No such period; a period of another user is not found alike.
 			refused(op.confirmAndPost(e.user, "no-such-period", "waive", nil), http.StatusNotFound, "no such period")
 			paid := e.only(t, e.other, billing.StatusCompleted)
 			tok := op.token(e.user, e.errID)
-			refused(op.post(url.Values{"csrf": {tok}, "op": {"waive"}, "user": {e.user}, "period": {paid.SubscriptionID}}),
+			refused(op.post(url.Values{"csrf": {tok}, "op": {"waive"}, "user": {e.user}, "period": {paid.SubscriptionID}, "key": {"k1"}, "reason": {"r"}}),
 				http.StatusNotFound, "no such period of this user")
 			assert.Equal(t, billing.StatusCompleted, e.only(t, e.other, billing.StatusCompleted).Status)
 			refused(op.post(url.Values{"csrf": {tok}, "op": {"delete"}, "user": {e.user}, "period": {e.errID}}),
@@ -250,7 +250,7 @@ func TestActionRefusals(t *testing.T) {
 			// An attempt in flight: the processor charged and timed out, and
 			// offers no lookup; every change is refused until it is resolved.
 			e.pay.SetUser(e.user, billingtest.UnknownAfterCharge(billingtest.Succeeded(), nil))
-			refused(op.confirmAndPost(e.user, e.errID, "retry", nil), http.StatusConflict, "attempt in flight, outcome unknown")
+			refused(op.confirmAndPost(e.user, e.errID, "retry", nil), http.StatusConflict, "is in flight and its outcome is not known yet")
 			rec := e.only(t, e.user, billing.StatusError)
 			require.True(t, rec.InFlight())
 			e.pay.SetUnreachable(true)
@@ -272,7 +272,7 @@ func TestForgedPostRefused(t *testing.T) {
 	e := newEnv(t, layouts[0].open, layouts[0].user)
 	op := e.as(t, "operator")
 	tok := op.token(e.user, e.errID)
-	form := url.Values{"csrf": {tok}, "op": {"waive"}, "user": {e.user}, "period": {e.errID}}
+	form := url.Values{"csrf": {tok}, "op": {"waive"}, "user": {e.user}, "period": {e.errID}, "key": {"k"}, "reason": {"r"}}
 
 	noToken := url.Values{"op": {"waive"}, "user": {e.user}, "period": {e.errID}}
 	assert.Equal(t, http.StatusForbidden, op.post(noToken).code)

@@ -224,6 +224,7 @@ type attentionData struct {
 	// attempts in flight stopped at its bound.
 	InFlightErrorsMore bool
 	Overdue            scanned
+	Stale              scanned
 	Errors             scanned
 	Reasons            []reasonCount
 	Invalid            []string
@@ -234,7 +235,12 @@ const (
 	secInFlight = "inflight"
 	secOverdue  = "ach"
 	secErrors   = "errors"
+	secStale    = "stale"
 )
+
+// staleWindow is how far back (by billing date) Attention lists periods
+// given up on (STALE).
+const staleWindow = 180 * 24 * time.Hour
 
 func (h *Handler) attention(w http.ResponseWriter, r *http.Request) {
 	if !h.authorize(w, r, overview()) {
@@ -295,6 +301,14 @@ func (h *Handler) attention(w http.ResponseWriter, r *http.Request) {
 			return d.Errors.Items[i].PaymentError < d.Errors.Items[j].PaymentError
 		})
 		invalid = append(invalid, d.Errors.Invalid...)
+	}
+	if err == nil && want(secStale) {
+		// Given up on: an ACH debit with no settlement by its deadline
+		// (its late settlement still completes it), or a period too old
+		// to collect. Nothing in the engine changes them any more: an
+		// operator reads why, and settles with the customer elsewhere.
+		d.Stale, err = h.scan(ctx, billing.StatusQuery{Status: billing.StatusStale, Since: now.Add(-staleWindow), Cursor: cur(secStale)}, nil)
+		invalid = append(invalid, d.Stale.Invalid...)
 	}
 	if err != nil {
 		if errors.Is(err, billing.ErrInvalidCursor) || errors.Is(err, billing.ErrInvalidQuery) {

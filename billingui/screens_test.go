@@ -2,6 +2,7 @@ package billingui_test
 
 import (
 	"context"
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -250,7 +251,10 @@ func TestCSRFTokenBoundToSession(t *testing.T) {
 	}
 	page := op.getWith("/confirm?"+url.Values{"user": {e.user}, "period": {e.errID}, "op": {"waive"}}.Encode(), withSession("alice-1"))
 	require.Equal(t, http.StatusOK, page.code, page.body)
-	form := url.Values{"csrf": {csrfInput.FindStringSubmatch(page.body)[1]}, "op": {"waive"}, "user": {e.user}, "period": {e.errID}}
+	form := url.Values{"csrf": {csrfInput.FindStringSubmatch(page.body)[1]}, "op": {"waive"}, "user": {e.user}, "period": {e.errID}, "reason": {"test: waive"}}
+	if k := keyInput.FindStringSubmatch(page.body); k != nil {
+		form.Set("key", html.UnescapeString(k[1]))
+	}
 	for _, other := range []string{"", "mallory-7", "alice-2"} {
 		res := op.postWith(form, withSession(other))
 		require.Equal(t, http.StatusForbidden, res.code, "session %q", other)

@@ -205,13 +205,14 @@ func TestBrowserDeclineToCustomer(t *testing.T) {
 }
 
 // act opens the customer page of s's user, presses op's button on s's row,
-// and confirms.
+// types a reason and confirms.
 func act(t *testing.T, ctx context.Context, base string, s billing.Subscription, op string) {
 	t.Helper()
 	do(t, ctx,
 		chromedp.Navigate(customerURL(base, s.UserID)), visible("#periods"),
 		click("#p-"+s.SubscriptionID+" button.op-"+op),
 		visible("#confirm"),
+		chromedp.SetValue(chromedp.CSS("#reason"), "browser test: "+op),
 		click("#do"),
 		visible("#timeline"),
 	)
@@ -355,7 +356,8 @@ func TestBrowserResubmitAfterBack(t *testing.T) {
 	require.Contains(t, text(t, ctx, "#done"), "Cancel done")
 	require.Zero(t, count(t, ctx, "#repeated"))
 
-	do(t, ctx, chromedp.NavigateBack(), visible("#confirm"), click("#do"), visible("#timeline"))
+	do(t, ctx, chromedp.NavigateBack(), visible("#confirm"),
+		chromedp.SetValue(chromedp.CSS("#reason"), "browser test: cancel"), click("#do"), visible("#timeline"))
 	require.Zero(t, count(t, ctx, "#error"), "no error page")
 	require.Equal(t, "Customer "+s.UserID+" · billing console", title(t, ctx))
 	require.Contains(t, text(t, ctx, "#done"), "Cancel done")
@@ -446,4 +448,78 @@ func digits(s string) string {
 		}
 		return r
 	}, s)
+}
+
+// TestBrowserRetrySentTwiceOneAttempt: a retry confirmed, then the back
+// button and the same form submitted again, presents one attempt to the
+// processor; the second answer says it was already done, and the banner
+// of a decline is not green.
+func TestBrowserRetrySentTwiceOneAttempt(t *testing.T) {
+	d := sharedDemo(t)
+	base := serve(t, d, "operator")
+	ctx := browser(t, chromedp.Flag("disable-features", "BackForwardCache"))
+	users := errorUsers(t, d)
+	require.GreaterOrEqual(t, len(users), 8)
+	s := users[5] // 0 to 4 and the last are other tests'
+	d.result.Provider.SetUser(s.UserID, billingtest.Declined("do not honor", true), billingtest.Succeeded())
+	keys := len(d.result.Provider.KeysFor(s.SubscriptionID))
+	act(t, ctx, base, s, "retry")
+	require.Contains(t, text(t, ctx, "#done"), "Retry now done: declined")
+	tone, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS("#done"), "data-tone"))
+	require.NoError(t, err)
+	require.Equal(t, "err", tone.Value, "a decline is no green banner")
+	require.Zero(t, count(t, ctx, "#repeated"))
+
+	do(t, ctx, chromedp.NavigateBack(), visible("#confirm"),
+		chromedp.SetValue(chromedp.CSS("#reason"), "browser test: retry"), click("#do"), visible("#timeline"))
+	require.Zero(t, count(t, ctx, "#error"), "no error page")
+	require.Contains(t, text(t, ctx, "#done"), "Retry now done: declined")
+	require.Contains(t, text(t, ctx, "#repeated"), "already done")
+	require.Len(t, d.result.Provider.KeysFor(s.SubscriptionID), keys+1, "one processor attempt")
+	got, err := d.repo.GetByID(context.Background(), s.SubscriptionID)
+	require.NoError(t, err)
+	require.Equal(t, billing.StatusError, got.Status, "the second answer of the script was never asked for")
+}
+
+// TestBrowserForgedBannerLink: a link whose query says an action
+// succeeded shows no banner; the period is as it is.
+func TestBrowserForgedBannerLink(t *testing.T) {
+	d := sharedDemo(t)
+	base := serve(t, d, "operator")
+	ctx := browser(t)
+	users := errorUsers(t, d)
+	s := users[6]
+	forged := customerURL(base, s.UserID) + "&done=retry&outcome=collected&changed=5&flash=" + url.QueryEscape("b3A9cmV0cnk.forged")
+	do(t, ctx, chromedp.Navigate(forged), visible("#timeline"))
+	require.Zero(t, count(t, ctx, "#done"), "no banner from a link")
+	require.Zero(t, count(t, ctx, ".flash.ok"))
+	require.Equal(t, 1, count(t, ctx, `#p-`+s.SubscriptionID+`[data-status="ERROR"]`))
+}
+
+// TestBrowserOperatorAndReasonInTimeline: a waive with its reason shows
+// the operator and the reason on its timeline row.
+func TestBrowserOperatorAndReasonInTimeline(t *testing.T) {
+	d := sharedDemo(t)
+	base := serve(t, d, "operator")
+	ctx := browser(t)
+	users := errorUsers(t, d)
+	s := users[7]
+	do(t, ctx,
+		chromedp.Navigate(customerURL(base, s.UserID)), visible("#periods"),
+		click("#p-"+s.SubscriptionID+" button.op-waive"), visible("#confirm"),
+		// Without a reason the browser does not send the form.
+		click("#do"), visible("#confirm"),
+		chromedp.SetValue(chromedp.CSS("#reason"), "goodwill: outage <b>on the 3rd</b>"),
+		click("#do"), visible("#timeline"))
+	require.Contains(t, text(t, ctx, "#done"), "Waive done")
+	row := text(t, ctx, "#timeline tr:nth-child(2)")
+	require.Contains(t, row, "ERROR → WAIVED")
+	require.Equal(t, "demo operator", text(t, ctx, "#timeline tr:nth-child(2) .operator"))
+	require.Equal(t, "goodwill: outage <b>on the 3rd</b>", text(t, ctx, "#timeline tr:nth-child(2) q.why"))
+	rows, err := d.hist.ListByUser(context.Background(), s.UserID)
+	require.NoError(t, err)
+	last := rows[len(rows)-1]
+	require.Equal(t, billing.StatusWaived, last.Status)
+	require.Equal(t, "demo operator", last.Operator)
+	require.Equal(t, "goodwill: outage <b>on the 3rd</b>", last.Reason)
 }

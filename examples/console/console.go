@@ -144,6 +144,8 @@ func (d *demo) console(role string) (http.Handler, error) {
 	return billingui.New(billingui.Config{
 		Collector: d.collector, Repository: d.repo, History: d.hist,
 		Authorizer: authorize, Runs: d.runs, CSRFKey: d.csrfKey,
+		// The signed-in operator a host's session tells; here the role.
+		Operator: func(*http.Request) string { return "demo " + role },
 	})
 }
 

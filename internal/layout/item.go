@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -86,6 +87,11 @@ const (
 
 	// DataPrefix starts the attributes kept only in the history table.
 	DataPrefix = "data_"
+	// AttrOperator and AttrReason are who made a change and why
+	// ([billing.Subscription.Operator] and Reason): data_ attributes,
+	// written to history rows only when set, optional on read.
+	AttrOperator = "data_operator"
+	AttrReason   = "data_reason"
 )
 
 // EncodeItem encodes s as a billing-activity item: the wire contract of the
@@ -259,6 +265,19 @@ func encodeData(f *Flat, s *billing.Subscription) error {
 			return &billing.FieldError{Field: name, Key: s.Key(), Err: fmt.Errorf("%w: %w", billing.ErrInvalidItem, errors.New("a Data attribute lacks the data_ prefix"))}
 		}
 	}
+	if s.Operator != "" || s.Reason != "" {
+		// Written from the record's fields, over any value of the same
+		// name the item was read with in another form.
+		m := make(map[string]av.AttributeValue, len(data)+2)
+		maps.Copy(m, data)
+		if s.Operator != "" {
+			m[AttrOperator] = &av.AttributeValueMemberS{Value: s.Operator}
+		}
+		if s.Reason != "" {
+			m[AttrReason] = &av.AttributeValueMemberS{Value: s.Reason}
+		}
+		data = m
+	}
 	f.data = data
 	f.change = string(s.Change)
 	f.request = s.Request
@@ -314,6 +333,16 @@ const requiredAttrs = attrSet(1)<<aUserID | 1<<aBillingDate | 1<<aSubscriptionID
 func decodeAttrs(item map[string]av.AttributeValue, s *billing.Subscription, st *stored, bad func(field, value string, cause error) error) (seen attrSet, err error) {
 	for name, attrVal := range item {
 		if strings.HasPrefix(name, DataPrefix) {
+			// Who made a change and why, as strings: the record's fields.
+			// Another form (another writer's) stays as read, in Stored.
+			if v, ok := attrVal.(*av.AttributeValueMemberS); ok && v.Value != "" && (name == AttrOperator || name == AttrReason) {
+				if name == AttrOperator {
+					s.Operator = v.Value
+				} else {
+					s.Reason = v.Value
+				}
+				continue
+			}
 			if st.data == nil {
 				st.data = map[string]av.AttributeValue{}
 			}

@@ -18,8 +18,9 @@ func TestRowIsTheHistoryItem(t *testing.T) {
 	h := recs[0].Clone()
 	SetDataAttributes(&h, map[string]av.AttributeValue{"data_note": &av.AttributeValueMemberS{Value: "n"}})
 	h.Change, h.Request = billing.EventType("payment_succeeded"), "req-1"
+	h.Operator, h.Reason = "ann", "asked by phone"
 	recs = append(recs, h)
-	names := append([]string{AttrChange, AttrRequest, "data_note", "other_service", "missing"}, attrNames[:]...)
+	names := append([]string{AttrChange, AttrRequest, "data_note", AttrOperator, AttrReason, "other_service", "missing"}, attrNames[:]...)
 	for i := range recs {
 		f := NewFlat()
 		require.NoError(t, f.EncodeRecord(&recs[i]), i)
