@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -63,7 +64,10 @@ func TestConsoleOnDynamoDB(t *testing.T) {
 	page := get("confirm?" + url.Values{"user": {s.UserID}, "period": {s.SubscriptionID}, "op": {"waive"}}.Encode())
 	tok := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page)
 	require.NotNil(t, tok)
-	form := url.Values{"csrf": {tok[1]}, "op": {"waive"}, "user": {s.UserID}, "period": {s.SubscriptionID}}
+	key := regexp.MustCompile(`name="key" value="([^"]+)"`).FindStringSubmatch(page)
+	require.NotNil(t, key, "a waive is keyed")
+	form := url.Values{"csrf": {tok[1]}, "op": {"waive"}, "user": {s.UserID}, "period": {s.SubscriptionID},
+		"key": {html.UnescapeString(key[1])}, "reason": {"test: waive on DynamoDB"}}
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/billing/action", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", srv.URL)
