@@ -64,7 +64,11 @@ func (p *Provider) LookupPayment(ctx context.Context, req billing.PaymentRequest
 	}
 	if match == nil {
 		p.cfg.Logger.DebugContext(ctx, "billingstripe: lookup found no PaymentIntent", "key", key, "customer", cust.ID)
-		return billing.PaymentResult{}, false, nil
+		res, found, err := p.lookupPrior(ctx, req)
+		if err != nil {
+			return billing.PaymentResult{}, false, fmt.Errorf("billingstripe: lookup: %w", err)
+		}
+		return res, found, nil
 	}
 	if err := p.check(req, match); err != nil {
 		return billing.PaymentResult{}, false, fmt.Errorf("billingstripe: lookup: %w", err)
