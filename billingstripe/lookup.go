@@ -29,6 +29,11 @@ import (
 // visible: an error, never a decline, since the confirmation may yet
 // charge.
 //
+// An attempt that confirmed the period's earlier intent again
+// (req.PriorPayment) left no intent with its key: when none carries it,
+// that intent is read, and its success or processing is the answer (in
+// any other state nothing was charged with the key: found false).
+//
 // found is false when the customer has no intent with the key. That alone
 // does not prove nothing was charged while a request with the key may
 // still be running; the collector only believes it after
