@@ -250,7 +250,7 @@ func (s *Server) InjectFault(key string, f Fault) {
 	s.faults[key] = append(s.faults[key], f)
 }
 
-// SetFaultFunc draws a fault for every create request whose key has none
+// SetFaultFunc draws a fault for every create, confirm or cancel request whose key has none
 // injected; nil (the default) draws none.
 func (s *Server) SetFaultFunc(f func(key string) Fault) {
 	s.mu.Lock()
