@@ -25,6 +25,20 @@ type recovery struct {
 	// ([LateRecoveryNotices]).
 	inv  string
 	late bool
+	// first is when the notice was first delivered.
+	first time.Time
+}
+
+// redeliver says whether a delivery of rc refused for a reason that may
+// pass is made again, and after how long: every 15 minutes, 14 times;
+// a late notice as Stripe redelivers, with a growing wait (15 minutes
+// doubling, at most 6 hours) for up to three days.
+func (rc *recovery) redeliver(now time.Time) (time.Duration, bool) {
+	if !rc.late {
+		return 15 * time.Minute, rc.tries < 14
+	}
+	wait := min(15*time.Minute<<min(rc.tries-1, 6), 6*time.Hour)
+	return wait, now.Add(wait).Sub(rc.first) <= 72*time.Hour
 }
 
 // invariant is the invariant rc is checked under.
@@ -139,6 +153,9 @@ func (s *Sim) paidWith(c *Charge) bool {
 // history row.
 func (s *Sim) deliverRecovery(ctx context.Context, rc *recovery) {
 	rc.tries++
+	if rc.tries == 1 {
+		rc.first = s.clock.Now()
+	}
 	c := &rc.charge
 	if rc.late && s.closedOtherwise(ctx, c) {
 		s.res.Ops["late recovery notice of a period closed otherwise (a payment to refund)"]++
@@ -158,11 +175,19 @@ func (s *Sim) deliverRecovery(ctx context.Context, rc *recovery) {
 		h := s.pickHost("recovery", c.Key, rc.next, rc.tries)
 		_, _, err := h.col.ApplySettlement(ctx, ev)
 		s.res.Ops["recovered decline, "+string(ev.Kind)+" event: "+classify(err)]++
+		wait, again := rc.redeliver(s.clock.Now())
 		switch {
-		case err != nil && retriable(err) && rc.tries < 14:
-			s.at(s.clock.Now().Add(15*time.Minute), h.name, "settlement of a decline confirmed on session (again)", func(ctx context.Context) {
+		case err != nil && retriable(err) && again:
+			s.at(s.clock.Now().Add(wait), h.name, "settlement of a decline confirmed on session (again)", func(ctx context.Context) {
 				s.deliverRecovery(ctx, rc)
 			})
+			return
+		case err != nil && retriable(err) && rc.late:
+			// Stripe stops redelivering after three days (a processor
+			// outage longer than that): the collector records the payment
+			// itself once the processor answers the attempt in flight.
+			// The charge stays out of the money invariant.
+			s.res.Ops["late recovery notice given up after three days of redeliveries"]++
 			return
 		case err != nil && ev.Kind == billing.SettlementSettled:
 			s.fail(rc.invariant(), withTrail([]string{fmt.Sprintf("user %s: the settled event of %s, a decline confirmed on session, was refused: %v",
