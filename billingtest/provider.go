@@ -30,6 +30,9 @@ var (
 	// ErrNoLookup is returned by [Provider.LookupPayment] unless
 	// [ProviderOptions.Lookup] is set.
 	ErrNoLookup = errors.New("billingtest: payment provider offers no lookup")
+	// ErrPriorPaid is returned, outcome unknown, for a request whose
+	// PriorPayment went through for another amount than the request's.
+	ErrPriorPaid = errors.New("billingtest: the earlier payment went through for another amount")
 )
 
 // Step is what a [Provider] does with one request: answer it (succeeded,
@@ -248,7 +251,9 @@ type Charge struct {
 // new one. A prior payment that succeeded or is pending is the answer
 // (with its transaction ID, nothing charged); a declined one is tried
 // again, the step deciding, and a success charges it, under its own
-// transaction ID. The zero value is ready to use with default
+// transaction ID. One of another amount than the request's is ended when
+// declined (a new payment is made) and an error ([ErrPriorPaid]) when it
+// went through. The zero value is ready to use with default
 // options. Safe for concurrent use: requests are handled one at a time, so
 // concurrent requests with one key charge once.
 type Provider struct {
@@ -472,8 +477,17 @@ func (p *Provider) collect(ctx context.Context, req billing.PaymentRequest, at t
 	}
 
 	prior := p.payments[req.PriorPayment]
-	if prior != nil && (p.opts.IgnorePriorPayment || prior.subscriptionID != req.SubscriptionID || prior.amount != req.Amount) {
-		prior = nil // another period's, or another amount: a new payment
+	switch {
+	case prior == nil:
+	case p.opts.IgnorePriorPayment || prior.subscriptionID != req.SubscriptionID:
+		prior = nil // another period's: a new payment
+	case prior.amount != req.Amount && prior.outcome != billing.OutcomeDeclined:
+		// Paid for another amount: billingstripe cannot take it as this
+		// attempt's answer either.
+		return billing.PaymentResult{}, false, fmt.Errorf("%w: key %q: the earlier payment %q went through for %s, the attempt is for %s",
+			ErrPriorPaid, key, req.PriorPayment, prior.amount, req.Amount)
+	case prior.amount != req.Amount:
+		prior = nil // declined for another amount: ended, and a new payment made
 	}
 	res := billing.PaymentResult{
 		AccountMask: cmp.Or(p.opts.AccountMask, "6789"),
