@@ -38,6 +38,26 @@ import (
 // attempt through [PaymentLookup], never by calling Collect with the old
 // key.
 //
+// # One payment per period
+//
+// A retry must not create a payment while an earlier payment of the same
+// period can still succeed: a card declined off-session can be confirmed
+// by the customer on session later (Stripe's standard recovery of a
+// decline), and the processor's word of that may reach the host only
+// after the next retry run. So every attempt after the period's first
+// names, in [PaymentRequest.PriorPayment], the processor payment the
+// period's earlier attempts left on the record (its transaction_id), and
+// the provider must answer from that payment before it makes a new one:
+// one that succeeded (or is pending) is the answer, with its transaction
+// ID, and nothing is charged again; one that can still succeed is retried
+// itself (on Stripe: the same PaymentIntent confirmed again, which
+// succeeds at most once) or ended first (canceled) so that it never can;
+// only a payment that can no longer succeed lets a new one be made. The
+// processor serialises these, so no race is left between the customer's
+// confirmation and the retry: whichever comes second finds the payment
+// succeeded. A provider for a processor whose payments cannot succeed
+// after a decline may ignore the field.
+//
 // # Rate limits
 //
 // When the processor refuses a request for its rate limit before acting on
@@ -153,6 +173,15 @@ type PaymentRequest struct {
 	// request with the key reached the processor earlier. Zero when the
 	// caller does not know.
 	Started time.Time
+	// PriorPayment is the processor's ID of the payment the period's
+	// earlier attempts left on the record (its transaction_id, e.g. a
+	// declined PaymentIntent), or "" for the period's first attempt and
+	// records that name none. A provider must not create a new payment
+	// while this one can still succeed (see One payment per period on
+	// [PaymentProvider]). It is the same for every presentation of one
+	// attempt: the record does not change while the attempt is in
+	// flight.
+	PriorPayment string
 }
 
 // PaymentOutcome is what the provider answered.

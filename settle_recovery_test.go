@@ -225,6 +225,7 @@ func TestSettlementOfEarlierAttemptRecordsUnpaidPeriod(t *testing.T) {
 	t.Run("the record declined again", func(t *testing.T) {
 		e, logs := newRecoveryEnv(t)
 		s := e.add("u1", jan31, billing.StatusScheduled)
+		e.pay.SetIgnorePriorPayment(true) // a new payment per attempt: the earlier one stays payable
 		e.pay.SetUser("u1", billingtest.Declined("insufficient_funds", true), billingtest.Declined("insufficient_funds", true))
 		e.run(billing.RunScheduled)
 		first := e.get(s.SubscriptionID).TransactionID
@@ -239,6 +240,7 @@ func TestSettlementOfEarlierAttemptRecordsUnpaidPeriod(t *testing.T) {
 	t.Run("the record's new debit is pending", func(t *testing.T) {
 		e, logs := newRecoveryEnv(t)
 		s := e.add("u1", jan31, billing.StatusScheduled)
+		e.pay.SetIgnorePriorPayment(true) // a new payment per attempt: the earlier one stays payable
 		e.pay.SetUser("u1", billingtest.Declined("insufficient_funds", true), billingtest.Pending())
 		e.run(billing.RunScheduled)
 		first := e.get(s.SubscriptionID).TransactionID
@@ -266,6 +268,7 @@ func TestSettlementOfEarlierAttemptRecordsUnpaidPeriod(t *testing.T) {
 func TestSettlementDuplicatePaymentReported(t *testing.T) {
 	e, logs := newRecoveryEnv(t)
 	s := e.add("u1", jan31, billing.StatusScheduled)
+	e.pay.SetIgnorePriorPayment(true) // a new payment per attempt: the earlier one stays payable
 	e.pay.SetUser("u1", billingtest.Declined("insufficient_funds", true), billingtest.Succeeded())
 	e.run(billing.RunScheduled)
 	first := e.get(s.SubscriptionID).TransactionID
@@ -376,6 +379,7 @@ func TestSettlementOfForgivenPeriodReported(t *testing.T) {
 			ctx := context.Background()
 			e, logs := newRecoveryEnv(t)
 			s := e.add("u1", jan31, billing.StatusScheduled)
+			e.pay.SetIgnorePriorPayment(true) // a new payment per attempt: the earlier one stays payable
 			e.pay.SetUser("u1", billingtest.Declined("insufficient_funds", true), billingtest.Declined("insufficient_funds", true))
 			e.run(billing.RunScheduled)
 			first := e.get(s.SubscriptionID).TransactionID

@@ -213,12 +213,18 @@ func (a Attempt) LastPresented() time.Time {
 }
 
 // Request returns the payment request of the attempt on s: the request a
-// replay presents.
+// replay presents. An attempt not yet recorded as answered on a record
+// whose earlier attempts left a payment names it as
+// [PaymentRequest.PriorPayment].
 func (a Attempt) Request(s *Subscription) PaymentRequest {
-	return PaymentRequest{
+	req := PaymentRequest{
 		UserID: s.UserID, SubscriptionID: s.SubscriptionID, Amount: a.Amount, BillingDate: s.BillingDate,
 		Tier: a.Tier, Process: a.Process, Attempt: a.Number, IdempotencyKey: a.Key, Started: a.Started,
 	}
+	if s.Attempt > 0 && a.Number > s.Attempt {
+		req.PriorPayment = s.TransactionID
+	}
+	return req
 }
 
 // InFlight reports whether the record carries an attempt whose outcome is

@@ -112,8 +112,10 @@ func requireOneChargePerPeriod(t *testing.T, srv *stripetest.Server, repo billin
 		seen[sub] = in.ID
 		rec, err := repo.GetByID(t.Context(), sub)
 		require.NoError(t, err)
-		if rec.InFlight() && rec.LastAttempt.Key == in.Metadata[billingstripe.MetadataIdempotencyKey] {
-			continue // the charge is known by its key; a later run records it
+		if rec.InFlight() && (rec.LastAttempt.Key == in.Metadata[billingstripe.MetadataIdempotencyKey] || rec.TransactionID == in.ID) {
+			// The charge is known by its key, or is the period's earlier
+			// intent the attempt confirmed again: a later run records it.
+			continue
 		}
 		assert.Equal(t, in.ID, rec.TransactionID, "record %s holds its charge", sub)
 		assert.Equal(t, in.Amount, rec.Amount.MinorUnits(), "record %s holds the charged amount", sub)
@@ -423,7 +425,8 @@ func TestCollectorDeclines(t *testing.T) {
 }
 
 // TestCollectorRetriesADecline: a retryable decline is collected by the
-// retry run with the next attempt's key, once.
+// retry run, once: the next attempt confirms the same intent again, under
+// its own key.
 func TestCollectorRetriesADecline(t *testing.T) {
 	e := newCollEnv(t, collOptions{})
 	e.addCard("u1")
@@ -438,6 +441,10 @@ func TestCollectorRetriesADecline(t *testing.T) {
 	cur := e.get(t, s.SubscriptionID)
 	assert.Equal(t, billing.StatusCompleted, cur.Status)
 	require.Len(t, e.srv.Charged(), 1)
-	assert.Equal(t, "dynabill:sub-u1:2", e.srv.Charged()[0].Metadata[billingstripe.MetadataIdempotencyKey])
+	require.Len(t, e.srv.Intents(), 1)
+	assert.Equal(t, "dynabill:sub-u1:1", e.srv.Charged()[0].Metadata[billingstripe.MetadataIdempotencyKey], "the intent names the attempt that made it")
+	assert.Equal(t, 1, e.srv.ConfirmRequests())
+	assert.Equal(t, e.srv.Charged()[0].ID, cur.TransactionID)
+	assert.Equal(t, "dynabill:sub-u1:2", cur.LastAttempt.Key)
 	requireOneChargePerPeriod(t, e.srv, e.repo)
 }

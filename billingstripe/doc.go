@@ -37,7 +37,7 @@
 //
 // # Charges
 //
-// Every collection attempt is one PaymentIntent, created and confirmed
+// A period's first collection attempt is one PaymentIntent, created and confirmed
 // off-session in one request (confirm=true, off_session=true) on the
 // customer's saved payment method, for the attempt's amount in cents, with
 // the attempt's idempotency key as the Idempotency-Key and metadata naming
@@ -45,6 +45,39 @@
 // [MetadataUserID], [MetadataBillingDate], [MetadataAttempt]). The record's
 // transaction_id is the PaymentIntent's ID ("pi_…"), its account mask and
 // payment type come from the expanded payment method ("CARD" or "ACH").
+//
+// # Retries: one PaymentIntent per period while it can succeed
+//
+// A retry never creates a PaymentIntent while the period's earlier one can
+// still succeed: a card declined off-session can be confirmed by its
+// customer on session (Stripe's standard recovery), and the
+// payment_intent.succeeded notice may reach the host only after the next
+// retry runs. Every attempt after the period's first names the record's
+// transaction_id ([billing.PaymentRequest.PriorPayment]), and Collect
+// reads that intent before anything else:
+//
+//   - succeeded or processing: it is the attempt's answer; nothing is
+//     charged, and the late notice is then a replay;
+//   - a card intent that needs a payment method, a confirmation or an
+//     action: the same intent is confirmed again, off-session with the
+//     customer's saved payment method, under the attempt's key plus
+//     ":confirm"; Stripe lets an intent succeed at most once, so the
+//     customer's confirmation and the retry's cannot both charge, and the
+//     customer's link to pay it stays valid;
+//   - a failed bank debit, or an intent of another amount than the
+//     attempt's: it is canceled first (key plus ":cancel"), then a new
+//     intent is created; if Stripe refuses the cancel because the intent
+//     moved (the customer paid it), the intent as it now is decides;
+//   - canceled, unknown to the account, or of another period (its
+//     [MetadataSubscriptionID]): a new intent is created.
+//
+// A reconfirmed intent keeps the metadata of the attempt that created it;
+// [Provider.LookupPayment], finding no intent with an attempt's key,
+// reads the intent the attempt named. The choice of confirming the same
+// intent over looking the earlier payment up before creating a new one is
+// deliberate: Stripe serialises confirmations of one intent, so there is
+// no window in which the customer pays the old intent while the new one
+// is created.
 //
 // Stripe answers a repeated key with its first answer for at least 24
 // hours, so the collector settles an attempt whose answer was lost by

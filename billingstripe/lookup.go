@@ -29,6 +29,11 @@ import (
 // visible: an error, never a decline, since the confirmation may yet
 // charge.
 //
+// An attempt that confirmed the period's earlier intent again
+// (req.PriorPayment) left no intent with its key: when none carries it,
+// that intent is read, and its success or processing is the answer (in
+// any other state nothing was charged with the key: found false).
+//
 // found is false when the customer has no intent with the key. That alone
 // does not prove nothing was charged while a request with the key may
 // still be running; the collector only believes it after
@@ -64,7 +69,11 @@ func (p *Provider) LookupPayment(ctx context.Context, req billing.PaymentRequest
 	}
 	if match == nil {
 		p.cfg.Logger.DebugContext(ctx, "billingstripe: lookup found no PaymentIntent", "key", key, "customer", cust.ID)
-		return billing.PaymentResult{}, false, nil
+		res, found, err := p.lookupPrior(ctx, req)
+		if err != nil {
+			return billing.PaymentResult{}, false, fmt.Errorf("billingstripe: lookup: %w", err)
+		}
+		return res, found, nil
 	}
 	if err := p.check(req, match); err != nil {
 		return billing.PaymentResult{}, false, fmt.Errorf("billingstripe: lookup: %w", err)

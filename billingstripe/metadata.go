@@ -5,8 +5,11 @@ package billingstripe
 // billing attempt that created it; their names are part of the package's
 // contract and never change.
 const (
-	// MetadataIdempotencyKey holds the attempt's idempotency key, the same
-	// value sent as the Idempotency-Key header. LookupPayment matches on it.
+	// MetadataIdempotencyKey holds the idempotency key of the attempt that
+	// created the intent, the same value sent as the Idempotency-Key
+	// header. LookupPayment matches on it. A later attempt that confirms
+	// the intent again (see Retries in the package documentation) leaves
+	// it as it is, as it does MetadataAttempt.
 	MetadataIdempotencyKey = "dynabill_idempotency_key"
 	// MetadataSubscriptionID holds the subscription's ID.
 	MetadataSubscriptionID = "dynabill_subscription_id"

@@ -353,6 +353,17 @@ func (p *Provider) Collect(ctx context.Context, req billing.PaymentRequest) (bil
 	if err != nil {
 		return billing.PaymentResult{}, fmt.Errorf("billingstripe: key %s: Stripe customer of user %s: %w", req.IdempotencyKey, req.UserID, err)
 	}
+	if req.PriorPayment != "" {
+		res, done, err := p.fromPrior(ctx, req, cust)
+		if err != nil {
+			p.cfg.Logger.InfoContext(ctx, "billingstripe: no outcome", "key", req.IdempotencyKey, "payment_intent", req.PriorPayment, "error", err)
+			return billing.PaymentResult{}, fmt.Errorf("billingstripe: %w", err)
+		}
+		if done {
+			p.cfg.Logger.DebugContext(ctx, "billingstripe: outcome", "key", req.IdempotencyKey, "outcome", res.Outcome.String(), "payment_intent", res.TransactionID)
+			return res, nil
+		}
+	}
 	params := &stripe.PaymentIntentCreateParams{
 		Amount:        stripe.Int64(req.Amount.MinorUnits()),
 		Currency:      stripe.String(p.cfg.Currency),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -161,4 +162,65 @@ func TestStripeMockDecodes(t *testing.T) {
 	assert.NotEmpty(t, pi.ID)
 	assert.NotEmpty(t, pi.Status)
 	var _ billing.PaymentProvider = (*billingstripe.Provider)(nil)
+}
+
+// priorIntent answers a retrieve of the PaymentIntent id with an intent of
+// request("u1", …)'s period that a confirmation failed on, paid by a
+// payment method of type pmType, and passes every other request on: the
+// stateless stripe-mock cannot hold such an intent itself.
+type priorIntent struct {
+	id, pmType string
+	next       http.RoundTripper
+}
+
+func (p *priorIntent) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet || req.URL.Path != "/v1/payment_intents/"+p.id {
+		return p.next.RoundTrip(req)
+	}
+	body := fmt.Sprintf(`{"id":%q,"object":"payment_intent","amount":499,"currency":"usd","status":"requires_payment_method",
+		"customer":"cus_123","payment_method":{"id":"pm_123","object":"payment_method","type":%q},
+		"metadata":{"dynabill_subscription_id":"sub-u1","dynabill_idempotency_key":"dynabill:sub-u1:1"},
+		"last_payment_error":{"type":"card_error","code":"card_declined","decline_code":"insufficient_funds"}}`, p.id, p.pmType)
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(strings.NewReader(body)), Request: req}, nil
+}
+
+// TestStripeMockAcceptsRetriesOfThePriorIntent sends the requests a retry
+// makes on the period's earlier PaymentIntent to stripe-mock: the
+// retrieve, the off-session confirmation of a declined card intent with
+// the saved payment method, and the cancel of a failed bank debit, each
+// with its own idempotency key. stripe-mock answers a fixture intent the
+// provider refuses as this attempt's outcome; what counts is that the
+// requests were valid (a 400 would be ErrRejected).
+func TestStripeMockAcceptsRetriesOfThePriorIntent(t *testing.T) {
+	url := stripeMockURL(t)
+	for _, tc := range []struct{ pmType, call string }{
+		{"card", `POST /v1/payment_intents/pi_prior/confirm 200 idempotency-key="dynabill:sub-u1:2:confirm"`},
+		{"us_bank_account", `POST /v1/payment_intents/pi_prior/cancel 200 idempotency-key="dynabill:sub-u1:2:cancel"`},
+	} {
+		t.Run(tc.pmType, func(t *testing.T) {
+			rec := &recorder{next: &priorIntent{id: "pi_prior", pmType: tc.pmType, next: http.DefaultTransport}}
+			backends := stripe.NewBackendsWithConfig(&stripe.BackendConfig{
+				URL: stripe.String(url), HTTPClient: &http.Client{Timeout: 10 * time.Second, Transport: rec},
+				MaxNetworkRetries: stripe.Int64(0), LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull},
+			})
+			client := stripe.NewClient("sk_test_123", stripe.WithBackends(backends))
+			p, err := billingstripe.New(billingstripe.Config{Client: client, Customers: billingstripe.CustomersFunc(
+				func(context.Context, string) (billingstripe.Customer, error) {
+					return billingstripe.Customer{ID: "cus_123", PaymentMethod: "pm_123"}, nil
+				})})
+			require.NoError(t, err)
+			req := request("u1", 2)
+			req.PriorPayment = "pi_prior"
+			_, err = p.Collect(t.Context(), req)
+			require.Error(t, err)
+			assert.NotErrorIs(t, err, billingstripe.ErrRejected)
+
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			require.GreaterOrEqual(t, len(rec.calls), 2, "%q", rec.calls)
+			assert.Equal(t, `GET /v1/payment_intents/pi_prior 200 idempotency-key=""`, rec.calls[0])
+			assert.Equal(t, tc.call, rec.calls[1])
+		})
+	}
 }

@@ -30,6 +30,9 @@ var (
 	// ErrNoLookup is returned by [Provider.LookupPayment] unless
 	// [ProviderOptions.Lookup] is set.
 	ErrNoLookup = errors.New("billingtest: payment provider offers no lookup")
+	// ErrPriorPaid is returned, outcome unknown, for a request whose
+	// PriorPayment went through for another amount than the request's.
+	ErrPriorPaid = errors.New("billingtest: the earlier payment went through for another amount")
 )
 
 // Step is what a [Provider] does with one request: answer it (succeeded,
@@ -183,6 +186,13 @@ type ProviderOptions struct {
 	// keys. The provider reports it through [billing.ReplayWindow]. 0 keeps
 	// keys for ever.
 	ReplayWindow time.Duration
+	// IgnorePriorPayment makes every attempt a new payment, whatever
+	// [billing.PaymentRequest.PriorPayment] names: an adapter that breaks
+	// that contract, or was written before it, for tests of what the
+	// collector does with a payment the record no longer carries (an
+	// earlier attempt's, paid later). See also
+	// [Provider.SetIgnorePriorPayment].
+	IgnorePriorPayment bool
 	// Lookup makes [Provider.LookupPayment] answer from the provider's
 	// ledger, which never forgets; without it LookupPayment fails with
 	// [ErrNoLookup], as for a processor that offers no lookup.
@@ -232,7 +242,18 @@ type Charge struct {
 // not a replay consumes one step of the script that decides it.
 //
 // Answers carry the transaction ID "txn-" + key, the account mask and the
-// payment type of the options. The zero value is ready to use with default
+// payment type of the options.
+//
+// Like a processor whose declined payments the customer can still pay
+// ([Provider.ConfirmOnSession]), it keeps the contract of
+// [billing.PaymentRequest.PriorPayment]: a request naming an earlier
+// payment of its subscription retries that payment rather than making a
+// new one. A prior payment that succeeded or is pending is the answer
+// (with its transaction ID, nothing charged); a declined one is tried
+// again, the step deciding, and a success charges it, under its own
+// transaction ID. One of another amount than the request's is ended when
+// declined (a new payment is made) and an error ([ErrPriorPaid]) when it
+// went through. The zero value is ready to use with default
 // options. Safe for concurrent use: requests are handled one at a time, so
 // concurrent requests with one key charge once.
 type Provider struct {
@@ -245,6 +266,17 @@ type Provider struct {
 	charges  []Charge
 	down     bool
 	lookups  int
+	// payments are the payments answered, by transaction ID: what a later
+	// attempt naming one as its PriorPayment retries.
+	payments map[string]*payment
+}
+
+// payment is one payment the provider made: its current outcome, and the
+// key of the request that made it.
+type payment struct {
+	key, userID, subscriptionID string
+	amount                      billing.Amount
+	outcome                     billing.PaymentOutcome
 }
 
 var (
@@ -343,6 +375,13 @@ func NewRandomProvider(seed int64, declineRate, pendingRate float64) *Provider {
 	return NewProvider(ProviderOptions{Default: RandomScript(seed, declineRate, pendingRate)})
 }
 
+// SetIgnorePriorPayment sets [ProviderOptions.IgnorePriorPayment].
+func (p *Provider) SetIgnorePriorPayment(ignore bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.opts.IgnorePriorPayment = ignore
+}
+
 // SetDefault replaces the default Script; nil restores Always(Succeeded()).
 func (p *Provider) SetDefault(s Script) {
 	p.mu.Lock()
@@ -437,18 +476,48 @@ func (p *Provider) collect(ctx context.Context, req billing.PaymentRequest, at t
 		return a.result, true, nil
 	}
 
-	st := p.step(req)
-	if st.Err != nil && !st.Charged {
-		return billing.PaymentResult{}, false, st.Err
+	prior := p.payments[req.PriorPayment]
+	switch {
+	case prior == nil:
+	case p.opts.IgnorePriorPayment || prior.subscriptionID != req.SubscriptionID:
+		prior = nil // another period's: a new payment
+	case prior.amount != req.Amount && prior.outcome != billing.OutcomeDeclined:
+		// Paid for another amount: billingstripe cannot take it as this
+		// attempt's answer either.
+		return billing.PaymentResult{}, false, fmt.Errorf("%w: key %q: the earlier payment %q went through for %s, the attempt is for %s",
+			ErrPriorPaid, key, req.PriorPayment, prior.amount, req.Amount)
+	case prior.amount != req.Amount:
+		prior = nil // declined for another amount: ended, and a new payment made
 	}
 	res := billing.PaymentResult{
-		Outcome:       cmp.Or(st.Outcome, billing.OutcomeSucceeded),
-		TransactionID: "txn-" + key,
-		AccountMask:   cmp.Or(p.opts.AccountMask, "6789"),
-		PaymentType:   cmp.Or(p.opts.PaymentType, "ACH"),
+		AccountMask: cmp.Or(p.opts.AccountMask, "6789"),
+		PaymentType: cmp.Or(p.opts.PaymentType, "ACH"),
 	}
-	if res.Outcome == billing.OutcomeDeclined {
-		res.DeclineReason, res.Retryable = st.DeclineReason, st.Retryable
+	var st Step
+	moved := true // the answer is this request's own, not an earlier payment's
+	if prior != nil && prior.outcome != billing.OutcomeDeclined {
+		// The earlier payment went through: it is the answer.
+		res.Outcome, res.TransactionID, moved = prior.outcome, req.PriorPayment, false
+	} else {
+		st = p.step(req)
+		if st.Err != nil && !st.Charged {
+			return billing.PaymentResult{}, false, st.Err
+		}
+		res.Outcome, res.TransactionID = cmp.Or(st.Outcome, billing.OutcomeSucceeded), "txn-"+key
+		if res.Outcome == billing.OutcomeDeclined {
+			res.DeclineReason, res.Retryable = st.DeclineReason, st.Retryable
+		}
+		if prior != nil {
+			// The declined earlier payment, tried again.
+			res.TransactionID = req.PriorPayment
+			prior.outcome = res.Outcome
+		} else {
+			if p.payments == nil {
+				p.payments = map[string]*payment{}
+			}
+			p.payments[res.TransactionID] = &payment{key: key, userID: req.UserID, subscriptionID: req.SubscriptionID,
+				amount: req.Amount, outcome: res.Outcome}
+		}
 	}
 	a := &answer{userID: req.UserID, subscriptionID: req.SubscriptionID, amount: req.Amount, result: res, at: at}
 	if !seen {
@@ -459,7 +528,7 @@ func (p *Provider) collect(ctx context.Context, req billing.PaymentRequest, at t
 	}
 	k.replay = a
 	p.keys[key] = k
-	if res.Outcome == billing.OutcomeSucceeded || res.Outcome == billing.OutcomePending {
+	if moved && (res.Outcome == billing.OutcomeSucceeded || res.Outcome == billing.OutcomePending) {
 		p.charges = appendDoubling(p.charges, Charge{
 			Key: key, UserID: req.UserID, SubscriptionID: req.SubscriptionID, Attempt: req.Attempt,
 			Amount: req.Amount, Outcome: res.Outcome, TransactionID: res.TransactionID, At: at,
@@ -578,8 +647,14 @@ func (p *Provider) resolve(op, key string, returned bool) error {
 	}
 	if returned {
 		p.charges[i].Returned = true
+		// A debit that came back is not retried: the next attempt makes a
+		// new payment (as billingstripe cancels a failed debit first).
+		delete(p.payments, p.charges[i].TransactionID)
 	} else {
 		p.charges[i].Settled = true
+		if pay := p.payments[p.charges[i].TransactionID]; pay != nil {
+			pay.outcome = billing.OutcomeSucceeded
+		}
 	}
 	return nil
 }
@@ -605,4 +680,29 @@ func RequireNoDoubleCharge(t testing.TB, p *Provider) {
 		slices.Sort(problems)
 		t.Fatalf("double charge:\n\t%s", strings.Join(problems, "\n\t"))
 	}
+}
+
+// ConfirmOnSession is the customer paying, on session, the declined
+// payment with transaction ID txn (a card declined off-session and
+// confirmed by its holder, Stripe's recovery of a decline): it succeeds,
+// and is charged under the key of the request that last answered it. A
+// payment succeeds at most once: one that is not declined, or unknown, is
+// an error. The processor's notice of it ([billing.SettlementSettled]) is
+// the caller's to deliver.
+func (p *Provider) ConfirmOnSession(txn string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pay := p.payments[txn]
+	switch {
+	case pay == nil:
+		return fmt.Errorf("billingtest: Provider.ConfirmOnSession: no payment %q", txn)
+	case pay.outcome != billing.OutcomeDeclined:
+		return fmt.Errorf("billingtest: Provider.ConfirmOnSession: payment %q is %v, not declined", txn, pay.outcome)
+	}
+	pay.outcome = billing.OutcomeSucceeded
+	p.charges = appendDoubling(p.charges, Charge{
+		Key: pay.key, UserID: pay.userID, SubscriptionID: pay.subscriptionID, Amount: pay.amount,
+		Outcome: billing.OutcomeSucceeded, TransactionID: txn, At: p.now(),
+	})
+	return nil
 }

@@ -118,6 +118,15 @@ func (s *Server) prune() {
 }
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
+	s.post(w, r, func() { s.creates++ }, s.validate, s.act)
+}
+
+// post serves a POST that acts on the fake (create, confirm, cancel) with
+// Stripe's idempotency and the injected faults of its key: count runs
+// first, under s.mu, for every request; validate refuses before acting
+// (the answer is not saved for the key); act acts and answers (saved).
+// validate and act run under s.mu.
+func (s *Server) post(w http.ResponseWriter, r *http.Request, count func(), validate func(url.Values) (int, map[string]any), act func(url.Values) (int, []byte)) {
 	if err := r.ParseForm(); err != nil {
 		writeError(w, http.StatusBadRequest, apiError("invalid_request_error", "parameter_invalid", err.Error()))
 		return
@@ -125,7 +134,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	form := r.PostForm
 	key := r.Header.Get("Idempotency-Key")
 	s.mu.Lock()
-	s.creates++
+	count()
 	s.prune()
 	f := s.fault(key)
 	if f.Kind == FaultRateLimit {
@@ -162,7 +171,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if status, e := s.validate(form); e != nil {
+	if status, e := validate(form); e != nil {
 		s.mu.Unlock()
 		writeError(w, status, e)
 		return
@@ -180,7 +189,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			s.keys[key] = &keyState{fingerprint: fp, created: s.clock(), running: true}
 		}
 		s.running = append(s.running, func() {
-			status, body := s.act(form)
+			status, body := act(form)
 			if key != "" {
 				delete(s.keys, key)
 			}
@@ -190,7 +199,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done() // the client gave up; the request runs on
 		return
 	}
-	status, body := s.act(form)
+	status, body := act(form)
 	s.save(key, fp, status, body)
 	s.mu.Unlock()
 	if f.Kind == FaultDropResponse {
@@ -272,20 +281,24 @@ func (s *Server) act(f url.Values) (int, []byte) {
 			in.Metadata[k[len("metadata["):len(k)-1]] = vs[0]
 		}
 	}
+	s.intents = append(s.intents, in)
+	s.byID[in.ID] = in
+	return s.confirmOffSession(in, expandSet(f)["payment_method"])
+}
+
+// confirmOffSession confirms in off-session with the next scripted
+// outcome of its customer and answers as Stripe does: the intent, or a
+// 402 card_error carrying the failed intent. The caller holds s.mu.
+func (s *Server) confirmOffSession(in *intent, expand bool) (int, []byte) {
 	c := s.customers[in.Customer]
 	o := Succeed()
 	if n := len(c.script); n > 0 {
 		o = c.script[min(c.charged, n-1)]
 	}
 	c.charged++
-	s.intents = append(s.intents, in)
-	s.byID[in.ID] = in
-	expand := expandSet(f)["payment_method"]
 	if o.Code == "" {
-		in.Status = "succeeded"
-		if s.methods[in.Method].Type == "us_bank_account" {
-			in.Status = "processing"
-		}
+		in.Status = s.goneThrough(in)
+		in.LastError = nil
 		body, _ := json.Marshal(s.render(in, expand))
 		return http.StatusOK, body
 	}

@@ -14,6 +14,14 @@
 //     customer and created[gte], paged by limit and starting_after, and
 //     immediately consistent; GET /v1/payment_intents/{id} retrieves one;
 //     expand[] of payment_method (data.payment_method in lists) is honoured;
+//   - POST /v1/payment_intents/{id}/confirm (off_session, with the saved
+//     payment_method) confirms again an intent that needs a payment
+//     method, a confirmation or an action, with the customer's next
+//     scripted outcome; POST /v1/payment_intents/{id}/cancel cancels such
+//     an intent. Both refuse an intent that succeeded, is processing or
+//     was canceled (400 payment_intent_unexpected_state): an intent
+//     succeeds at most once, whoever confirms it (the API or
+//     [Server.ConfirmOnSession]);
 //   - idempotency: a request with a key seen before and the same
 //     parameters gets the first response replayed, whatever it was (a
 //     saved 500 included); while the first is still running, 409
@@ -118,6 +126,8 @@ type Server struct {
 	running   []func() // completions of requests still running
 	seq       int
 	creates   int
+	confirms  int
+	cancels   int
 }
 
 // PaymentMethod is a saved payment method of a customer.
@@ -147,6 +157,8 @@ type intent struct {
 	LastError map[string]any
 	Charge    string
 	Refunded  bool
+	// CancelReason is the cancellation_reason of a canceled intent.
+	CancelReason string
 }
 
 type keyState struct {
@@ -238,7 +250,7 @@ func (s *Server) InjectFault(key string, f Fault) {
 	s.faults[key] = append(s.faults[key], f)
 }
 
-// SetFaultFunc draws a fault for every create request whose key has none
+// SetFaultFunc draws a fault for every create, confirm or cancel request whose key has none
 // injected; nil (the default) draws none.
 func (s *Server) SetFaultFunc(f func(key string) Fault) {
 	s.mu.Lock()
@@ -335,6 +347,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.list(w, r)
 	case strings.HasPrefix(r.URL.Path, "/v1/payment_intents/") && r.Method == http.MethodGet:
 		s.retrieve(w, r)
+	case r.Method == http.MethodPost:
+		id, action, ok := intentAction(r.URL.Path)
+		switch {
+		case ok && action == "confirm":
+			s.confirm(w, r, id)
+		case ok && action == "cancel":
+			s.cancel(w, r, id)
+		default:
+			writeError(w, http.StatusNotFound, apiError("invalid_request_error", "", "Unrecognized request URL ("+r.Method+": "+r.URL.Path+")."))
+		}
 	default:
 		writeError(w, http.StatusNotFound, apiError("invalid_request_error", "", "Unrecognized request URL ("+r.Method+": "+r.URL.Path+")."))
 	}
@@ -471,12 +493,16 @@ func (s *Server) render(in *intent, expand bool) map[string]any {
 	if in.LastError != nil {
 		lastErr = in.LastError
 	}
+	var cancelReason any
+	if in.CancelReason != "" {
+		cancelReason = in.CancelReason
+	}
 	return map[string]any{
 		"id": in.ID, "object": "payment_intent", "amount": in.Amount, "currency": in.Currency,
 		"customer": in.Customer, "payment_method": pm, "status": in.Status, "metadata": in.Metadata,
 		"description": in.Desc, "created": in.Created, "livemode": false, "confirmation_method": "automatic",
 		"capture_method": "automatic", "latest_charge": charge, "last_payment_error": lastErr,
-		"payment_method_types": []string{s.methods[in.Method].Type},
+		"payment_method_types": []string{s.methods[in.Method].Type}, "cancellation_reason": cancelReason,
 	}
 }
 

@@ -82,6 +82,11 @@
 //   - decline recovery: once the settled event of a decline confirmed on
 //     session is applied, its record is COMPLETED with that transaction
 //     and amount, recorded by exactly one history row;
+//   - late recovery notices: a decline the customer confirms on session
+//     whose settled event comes after one to three retry runs (once or
+//     twice, before or after a payment_failed) finds its period paid once,
+//     by that payment: the retries named it (PriorPayment) and the
+//     processor answered from it rather than charging again;
 //   - open periods: a user has at most one SCHEDULED or PAUSED record, and
 //     one unless cancelled after its newest record was created;
 //   - due periods (strict, after two calm days): nothing due before the

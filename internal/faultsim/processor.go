@@ -92,11 +92,22 @@ type Charge struct {
 	// session (the same payment, now succeeded); Told: its settled event
 	// was applied by the host, which knows of it from then on.
 	Recovered, Told bool
+	// Retried: a declined card charge a later attempt confirmed again
+	// (the same payment, Result.TransactionID, under that attempt's key):
+	// the later charge holds the payment's state from then on.
+	Retried bool
+	// Reports: an answer about the period's earlier payment, which went
+	// through before this request (the customer confirmed it on
+	// session): no money moved with it.
+	Reports bool
 }
 
 // Kept reports whether the charge moved money that stayed moved: a
 // collection that succeeded, or an ACH debit not returned.
 func (c *Charge) Kept() bool {
+	if c.Reports {
+		return false
+	}
 	if c.Recovered {
 		return true
 	}
@@ -147,10 +158,60 @@ func (p *Processor) insolvent(user string) bool {
 	return draw(p.env.seed, "insolvent", user) < 0.08
 }
 
+// prior is the latest charge of the period's earlier payment req names
+// (req.PriorPayment), when it is a card payment of req's subscription and
+// amount that has not been retried since; nil otherwise. The caller
+// holds p.mu.
+func (p *Processor) prior(req billing.PaymentRequest) *Charge {
+	if req.PriorPayment == "" {
+		return nil
+	}
+	for i := len(p.charges) - 1; i >= 0; i-- {
+		c := p.charges[i]
+		if c.Result.TransactionID != req.PriorPayment || c.SubscriptionID != req.SubscriptionID {
+			continue
+		}
+		if c.Retried || c.Result.PaymentType != "CARD" || c.Amount != req.Amount {
+			return nil
+		}
+		return c
+	}
+	return nil
+}
+
+// outcomeAfter draws the answer to req, which names the period's earlier
+// payment prior (nil: none the processor can retry), as billingstripe
+// answers from the earlier PaymentIntent: one the customer paid on
+// session is the answer, nothing charged (reports); a declined one is
+// confirmed again, the same payment under req's key (a bank debit's
+// outcome drawn for it reads as a card's success); otherwise a new
+// payment.
+func (p *Processor) outcomeAfter(req billing.PaymentRequest, prior *Charge) (res billing.PaymentResult, reports bool) {
+	switch {
+	case prior == nil:
+		return p.outcomeOf(req), false
+	case prior.Recovered || prior.Result.Outcome == billing.OutcomeSucceeded:
+		res = prior.Result
+		res.Outcome, res.DeclineReason, res.Retryable = billing.OutcomeSucceeded, "", false
+		return res, true
+	}
+	res = p.outcomeOf(req)
+	res.TransactionID, res.PaymentType = prior.Result.TransactionID, "CARD"
+	if res.Outcome == billing.OutcomePending {
+		res.Outcome = billing.OutcomeSucceeded
+	}
+	return res, false
+}
+
 // act applies req's answer at at; lookups see it from visible.
 func (p *Processor) act(st *keyState, req billing.PaymentRequest, at, visible time.Time) *Charge {
+	prior := p.prior(req)
+	res, reports := p.outcomeAfter(req, prior)
+	if prior != nil && !reports {
+		prior.Retried = true
+	}
 	c := &Charge{Key: req.IdempotencyKey, UserID: req.UserID, SubscriptionID: req.SubscriptionID, Attempt: req.Attempt,
-		Amount: req.Amount, Result: p.outcomeOf(req), At: at, VisibleAt: visible}
+		Amount: req.Amount, Result: res, At: at, VisibleAt: visible, Reports: reports}
 	if c.Result.Outcome == billing.OutcomePending {
 		// Drawn from the key and how often it was acted on, not from the
 		// ledger's order, which concurrent collections decide.

@@ -20,6 +20,33 @@ type recovery struct {
 	events []billing.Settlement
 	// next is the first event not applied yet; tries counts deliveries.
 	next, tries int
+	// inv is the invariant the recovery is checked under (invRecovery
+	// when empty); late: its notice comes after the retry runs
+	// ([LateRecoveryNotices]).
+	inv  string
+	late bool
+	// first is when the notice was first delivered.
+	first time.Time
+}
+
+// redeliver says whether a delivery of rc refused for a reason that may
+// pass is made again, and after how long: every 15 minutes, 14 times;
+// a late notice as Stripe redelivers, with a growing wait (15 minutes
+// doubling, at most 6 hours) for up to three days.
+func (rc *recovery) redeliver(now time.Time) (time.Duration, bool) {
+	if !rc.late {
+		return 15 * time.Minute, rc.tries < 14
+	}
+	wait := min(15*time.Minute<<min(rc.tries-1, 6), 6*time.Hour)
+	return wait, now.Add(wait).Sub(rc.first) <= 72*time.Hour
+}
+
+// invariant is the invariant rc is checked under.
+func (rc *recovery) invariant() string {
+	if rc.inv == "" {
+		return invRecovery
+	}
+	return rc.inv
 }
 
 // declinedSince returns copies of the retryable card declines the
@@ -30,7 +57,7 @@ func (p *Processor) declinedSince(from, to time.Time) []Charge {
 	var out []Charge
 	for _, c := range p.charges {
 		r := c.Result
-		if r.Outcome == billing.OutcomeDeclined && r.Retryable && r.PaymentType == "CARD" && !c.Recovered &&
+		if r.Outcome == billing.OutcomeDeclined && r.Retryable && r.PaymentType == "CARD" && !c.Recovered && !c.Retried &&
 			!c.At.Before(from) && c.At.Before(to) && p.keys[c.Key] != nil && p.keys[c.Key].answer == c {
 			out = append(out, *c)
 		}
@@ -71,6 +98,7 @@ func (p *Processor) tell(key string) {
 // succeeded and sends its succeeded event, sometimes twice, sometimes
 // after a payment_failed the webhook applies as a return.
 func (s *Sim) recoverDeclines(ctx context.Context) {
+	s.recoverDeclinesLate(ctx)
 	if s.opts.without(DeclineRecoveries) {
 		return
 	}
@@ -125,8 +153,15 @@ func (s *Sim) paidWith(c *Charge) bool {
 // history row.
 func (s *Sim) deliverRecovery(ctx context.Context, rc *recovery) {
 	rc.tries++
+	if rc.tries == 1 {
+		rc.first = s.clock.Now()
+	}
 	c := &rc.charge
-	if rc.tries > 1 && !s.unpaidWith(c) && !s.paidWith(c) {
+	if rc.late && s.closedOtherwise(ctx, c) {
+		s.res.Ops["late recovery notice of a period closed otherwise (a payment to refund)"]++
+		return
+	}
+	if !rc.late && rc.tries > 1 && !s.unpaidWith(c) && !s.paidWith(c) {
 		// Another attempt was made on the period before the event got
 		// through (a webhook collection, a manual repayment): the
 		// customer paid an earlier attempt after a later one started,
@@ -140,28 +175,36 @@ func (s *Sim) deliverRecovery(ctx context.Context, rc *recovery) {
 		h := s.pickHost("recovery", c.Key, rc.next, rc.tries)
 		_, _, err := h.col.ApplySettlement(ctx, ev)
 		s.res.Ops["recovered decline, "+string(ev.Kind)+" event: "+classify(err)]++
+		wait, again := rc.redeliver(s.clock.Now())
 		switch {
-		case err != nil && retriable(err) && rc.tries < 14:
-			s.at(s.clock.Now().Add(15*time.Minute), h.name, "settlement of a decline confirmed on session (again)", func(ctx context.Context) {
+		case err != nil && retriable(err) && again:
+			s.at(s.clock.Now().Add(wait), h.name, "settlement of a decline confirmed on session (again)", func(ctx context.Context) {
 				s.deliverRecovery(ctx, rc)
 			})
 			return
+		case err != nil && retriable(err) && rc.late:
+			// Stripe stops redelivering after three days (a processor
+			// outage longer than that): the collector records the payment
+			// itself once the processor answers the attempt in flight.
+			// The charge stays out of the money invariant.
+			s.res.Ops["late recovery notice given up after three days of redeliveries"]++
+			return
 		case err != nil && ev.Kind == billing.SettlementSettled:
-			s.fail(invRecovery, withTrail([]string{fmt.Sprintf("user %s: the settled event of %s, a decline confirmed on session, was refused: %v",
+			s.fail(rc.invariant(), withTrail([]string{fmt.Sprintf("user %s: the settled event of %s, a decline confirmed on session, was refused: %v",
 				c.UserID, descCharge(c), err)}, s.trail(ctx, c.UserID)))
 			return
 		}
 		rc.next++
 	}
 	s.proc.tell(c.Key)
-	s.checkRecovered(ctx, c)
+	s.checkRecovered(ctx, c, rc.invariant())
 }
 
 // checkRecovered checks that c, a decline the processor reported paid,
 // is recorded: its record COMPLETED with its transaction and amount, by
 // exactly one history row.
-func (s *Sim) checkRecovered(ctx context.Context, c *Charge) {
-	s.res.Checks[invRecovery]++
+func (s *Sim) checkRecovered(ctx context.Context, c *Charge, inv string) {
+	s.res.Checks[inv]++
 	recs, err := s.raw.ListByUser(ctx, c.UserID)
 	if err != nil {
 		s.fail("the store answers", []string{fmt.Sprintf("ListByUser(%s): %v", c.UserID, err)})
@@ -198,5 +241,5 @@ func (s *Sim) checkRecovered(ctx context.Context, c *Charge) {
 	if len(bad) == 0 && n != 1 {
 		bad = append(bad, fmt.Sprintf("user %s: charge %s, confirmed on session, is recorded COMPLETED by %d history rows, not one", c.UserID, descCharge(c), n))
 	}
-	s.fail(invRecovery, withTrail(bad, s.trail(ctx, c.UserID)))
+	s.fail(inv, withTrail(bad, s.trail(ctx, c.UserID)))
 }

@@ -116,6 +116,8 @@ const (
 	// DeclineRecoveries: card declines the customer confirms on session
 	// later, reported as settled events of the declined transaction.
 	DeclineRecoveries Scenario = "decline-recoveries"
+	// LateRecoveryNotices: card declines the customer confirms on session, told after 1-3 retry runs.
+	LateRecoveryNotices Scenario = "late-recovery-notices"
 	// Reprices: Repository.AddAll rewrites of re-read records with a
 	// changed amount, keeping their last_run_date, or giving two records
 	// of a user the same one.
