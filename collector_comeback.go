@@ -51,7 +51,8 @@ func comeBackOn(field string, d time.Time, recs []Subscription) (*Subscription, 
 // except that over as the first paid period after a trial
 // ([Subscription.IsAfterTrial]) leaves sub that marker: the user came
 // back during the trial, which goes on (TRIALING, the trial-ending
-// notice, [Collector.EndTrial]).
+// notice, [Collector.EndTrial]), and over's end of access
+// ([Subscription.AccessEnd]) stays on the record.
 // Its creation and last-run dates are after every row of the user.
 func (c *Collector) placeFirst(ctx context.Context, change EventType, sub, over *Subscription, recs []Subscription) error {
 	if over == nil {
@@ -62,6 +63,10 @@ func (c *Collector) placeFirst(ctx context.Context, change EventType, sub, over 
 		// The first paid period after a trial, cancelled during the trial:
 		// coming back on it goes on with the trial, whose end it is.
 		sub.AfterTrial = true
+	}
+	if !over.AccessEnd.IsZero() {
+		// A cancellation now refunded the time after it: it stays unpaid.
+		sub.AccessEnd = over.AccessEnd
 	}
 	sub.Change = change
 	defer func() { sub.Change = "" }()
