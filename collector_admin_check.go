@@ -191,7 +191,8 @@ func clearSchedule(field string, sub *Subscription, recs []Subscription) error {
 
 // afterLastPaid refuses d, the billing date of a new first period (field
 // names it), when it is before the end of a COMPLETED record among recs
-// (its next billing date by its own schedule): the days from d to that
+// (its next billing date by its own schedule, or the end of access a
+// cancellation now put before it: [paidEnd]): the days from d to that
 // end are paid for already. The error is a [*FieldError] wrapping
 // [ErrInvalidDate] that names the paid period and the first date not
 // paid for. A paid period whose schedule cannot be read ends, for this
@@ -206,7 +207,7 @@ func afterLastPaid(field string, d time.Time, recs []Subscription) error {
 		if r.Status != StatusCompleted {
 			continue
 		}
-		e, err := followingDate(r)
+		e, err := paidEnd(r, recs)
 		if err != nil {
 			e = r.BillingDate.Truncate(time.Second).Add(time.Second)
 		}

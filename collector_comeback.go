@@ -47,13 +47,27 @@ func comeBackOn(field string, d time.Time, recs []Subscription) (*Subscription, 
 // when over is the cancelled period on its date ([comeBackOn]), written
 // over it as an update conditional on over as read. sub then keeps what
 // the store holds of over beyond the record (attributes the library does
-// not own) and its key as stored; every field of the record is sub's.
+// not own) and its key as stored; every field of the record is sub's,
+// except that over as the first paid period after a trial
+// ([Subscription.IsAfterTrial]) leaves sub that marker: the user came
+// back during the trial, which goes on (TRIALING, the trial-ending
+// notice, [Collector.EndTrial]), and over's end of access
+// ([Subscription.AccessEnd]) stays on the record.
 // Its creation and last-run dates are after every row of the user.
 func (c *Collector) placeFirst(ctx context.Context, change EventType, sub, over *Subscription, recs []Subscription) error {
 	if over == nil {
 		return c.addPeriod(ctx, change, sub, recs)
 	}
 	sub.BillingDate, sub.BillingPeriod, sub.Stored = over.BillingDate, BillingPeriod(over.BillingDate), over.Stored
+	if over.IsAfterTrial() && !sub.IsTrial() {
+		// The first paid period after a trial, cancelled during the trial:
+		// coming back on it goes on with the trial, whose end it is.
+		sub.AfterTrial = true
+	}
+	if !over.AccessEnd.IsZero() {
+		// A cancellation now refunded the time after it: it stays unpaid.
+		sub.AccessEnd = over.AccessEnd
+	}
 	sub.Change = change
 	defer func() { sub.Change = "" }()
 	for i := range recs {

@@ -128,6 +128,12 @@ func SubscriptionIDFor(userID, requestKey string) string {
 // first period — SCHEDULED, or PAUSED when req.PauseMonths is set — with
 // its history row in one conditional write, under the user's billing lock.
 //
+// A request key names one request across every call: a key the user
+// gave a change by user before ([Collector.CancelSubscription],
+// [Collector.PauseSubscription], ...) refuses the request with a
+// [*RequestKeyError] (its Op that call's, "Op" among its Fields) and
+// nothing is written (read through [Config.History]).
+//
 // It is idempotent on (UserID, RequestKey): a repeated request returns the
 // period the first one created, Repeated set, and writes nothing, even
 // when it would no longer be accepted (its first billing date now too
@@ -250,8 +256,10 @@ func (c *Collector) addPeriod(ctx context.Context, change EventType, sub *Subscr
 // any more: a come-back by another Subscribe reopened it under that
 // request's ID. The key was used: the answer is the period as its last
 // history row left it, Repeated set, so that a late redelivery never opens
-// a subscription the user has left. Without [Config.History] nothing can
-// be told, and req is judged as a new request.
+// a subscription the user has left. A key the user's history rows record
+// for another call (a change by user: a cancel, a pause, ...) refuses req
+// with a [*RequestKeyError] naming that call. Without [Config.History]
+// nothing can be told, and req is judged as a new request.
 func (c *Collector) repeatInHistory(ctx context.Context, req SubscribeRequest) (Subscribed, error) {
 	if c.cfg.History == nil {
 		return Subscribed{}, nil
@@ -263,6 +271,11 @@ func (c *Collector) repeatInHistory(ctx context.Context, req SubscribeRequest) (
 	rows, err := c.cfg.History.ListByUser(ctx, req.UserID)
 	if err != nil {
 		return Subscribed{}, fmt.Errorf("read the history of user %s: %w", req.UserID, err)
+	}
+	if first, _ := firstRequest(rows, req.RequestKey); first != nil && first.op() != "subscribe" {
+		// The key names a change by user (a cancel, a pause, ...): one
+		// request across every call, never a sign-up too.
+		return Subscribed{}, subscribeRequest(req).reused(req.UserID, *first)
 	}
 	rows = slices.DeleteFunc(rows, func(r Subscription) bool { return r.SubscriptionID != id })
 	if len(rows) == 0 {

@@ -43,7 +43,12 @@ const (
 	// was paid until the end of the last paid period.
 	CancelAtPeriodEnd CancelWhen = "AT_PERIOD_END"
 	// CancelNow: access ends now, and the host refunds the unused share of
-	// the last paid period ([UserChange.Refund]).
+	// the last paid period ([UserChange.Refund]). Always: the refund is
+	// that whole share (rounded down to the minor unit), so the time after
+	// the cancellation is no longer paid for, whatever the host then
+	// refunds. The periods cancelled record the instant
+	// ([Subscription.AccessEnd]): the view's PaidThrough ends there, and
+	// the user may come back at once, charged from the come-back's date.
 	CancelNow CancelWhen = "NOW"
 )
 
@@ -166,13 +171,37 @@ func (c *Collector) CancelSubscription(ctx context.Context, req CancelSubscripti
 		}
 		return targets, kr, nil
 	}, func(ctx context.Context, id string) (Change, error) {
+		edit := cancelEdit
+		if when == CancelNow {
+			edit = endAccess(ctx)
+		}
 		if req.ForgiveOwed {
-			return c.Cancel(ctx, id)
+			return c.admin(ctx, OpCancel, id, edit) // as Cancel
 		}
 		// Decided again on the period as read under the lock: a period
 		// that became owed is refused (*OwedError), never forgiven.
-		return c.CancelUnowed(ctx, id)
+		return c.admin(ctx, OpCancel, id, edit, refuseOwed) // as CancelUnowed
 	})
+}
+
+// endAccess is the edit of a period a cancellation now cancels: as
+// [Collector.Cancel]'s, and the end of the user's access, the instant
+// the request recorded in ctx decided (access_until, the same for each
+// period and on a repeat), set on the record ([Subscription.AccessEnd]).
+// An earlier end the record carries already (from a cancellation now
+// before a come-back reopened it) stays: that time was refunded then.
+func endAccess(ctx context.Context) func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
+	kr, _ := parseKeyedRequest(requestOf(ctx))
+	end, err := time.Parse(time.RFC3339Nano, kr.get("access_until"))
+	return func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
+		if err != nil {
+			return nil, fmt.Errorf("the cancellation's end of access: %w", err)
+		}
+		if next.AccessEnd.IsZero() || end.Before(next.AccessEnd) {
+			next.AccessEnd = end
+		}
+		return cancelEdit(ctx, cur, next, now)
+	}
 }
 
 // unusedShare is the share of p's amount for the time from now to end,

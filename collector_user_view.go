@@ -52,7 +52,9 @@ type SubscriptionView struct {
 	// when there is none.
 	NextBillingDate time.Time
 	// PaidThrough is when the latest paid period ends (the billing date
-	// after it by its schedule); zero when none was paid.
+	// after it by its schedule), or when a cancellation now ended the
+	// access it paid for ([Subscription.AccessEnd]); zero when none was
+	// paid. A host gating access on it grants none after it.
 	PaidThrough time.Time
 	// InFlight are the open periods whose attempt's outcome is not
 	// recorded yet ([Subscription.InFlight]): no change touches them
@@ -145,6 +147,32 @@ func viewOf(userID string, recs []Subscription) SubscriptionView {
 		if last.IsTrial() {
 			v.PaidThrough = v.TrialEnd
 		}
+		v.PaidThrough = accessCut(last, v.PaidThrough, recs)
 	}
 	return v
+}
+
+// paidEnd is when p, a paid period of a user whose records are recs,
+// ends: the billing date after it by its schedule, or the end of access
+// a cancellation now put before it ([accessCut]).
+func paidEnd(p *Subscription, recs []Subscription) (time.Time, error) {
+	end, err := followingDate(p)
+	if err != nil {
+		return end, err
+	}
+	return accessCut(p, end, recs), nil
+}
+
+// accessCut returns end, the end of p, a paid period of a user whose
+// records are recs, or the earliest end of access before it that a
+// cancellation now put on a record of the user ([Subscription.AccessEnd])
+// after p was opened: the time after it was refunded. A period opened
+// after the cancellation (a come-back) is not cut.
+func accessCut(p *Subscription, end time.Time, recs []Subscription) time.Time {
+	for i := range recs {
+		if a := recs[i].AccessEnd; !a.IsZero() && a.Before(end) && !p.CreatedDate.After(a) {
+			end = a
+		}
+	}
+	return end
 }

@@ -78,7 +78,9 @@
 // ([Subscription.Request], the history-only attribute billing_request): the
 // same key again with the same parameters answers what the first call did
 // (Repeated set), with other parameters it is a [*RequestKeyError]
-// ([ErrRequestKeyReused]) naming the fields that differ. A Subscribe key
+// ([ErrRequestKeyReused]) naming the fields that differ, and so is a key
+// given to another call than the first (a cancel's key given to
+// Subscribe, a Subscribe key given to a pause). A Subscribe key
 // whose first period's opening row records no request (written before
 // this version, or without [Config.History]) is answered as a repeat, as
 // it always was. [ExampleCollector_ChangePlan] follows a subscription from

@@ -138,6 +138,18 @@ type Subscription struct {
 	// [UpdatedEventTrialConverted]: [Subscription.IsAfterTrial] reads
 	// both.
 	AfterTrial bool
+	// AccessEnd is when a cancellation now ([CancelNow]) ended the user's
+	// paid access (billing_access_end, added by this library and optional:
+	// absent on every other record), set on the periods it cancelled. The
+	// user's paid periods opened at or before that instant count as paid
+	// only up to it: [SubscriptionView.PaidThrough] ends there, and a new
+	// first period ([Collector.Subscribe], [Collector.Reactivate]) may
+	// start from it, charged from its own date. The host was told to
+	// refund the rest ([UserChange.Refund]); a later cancellation now
+	// finds nothing left to refund. A come-back that reopens such a record
+	// keeps it, so the refunded time stays unpaid; periods opened after it
+	// are not affected.
+	AccessEnd time.Time
 
 	// Change names the change a history row records: the event the engine
 	// wrote it for (billing_change, added by this library and written to

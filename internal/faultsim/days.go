@@ -71,6 +71,7 @@ func (s *Sim) planDay(d int) {
 		t := day.Add(afternoonAt + between(seed, 0, 7*time.Hour, "afternoon op at", d, i))
 		s.scheduleOp(t, d, 1000+i)
 	}
+	s.planCancelNow(d)
 	if d%7 == 6 {
 		s.at(day.Add(24*time.Hour-time.Second), "-", "weekly check of every user", func(ctx context.Context) { s.checkAll(ctx) })
 	}

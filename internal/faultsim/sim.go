@@ -126,6 +126,8 @@ const (
 	// the shards, and two) whose runs a host with a page budget of its
 	// own stops after their first invocation and never continues.
 	AbandonedRuns Scenario = "abandoned-runs"
+	// CancelNowComeBacks: cancellations now with a refund, and the user's come-back that day (cancelnow.go).
+	CancelNowComeBacks Scenario = "cancel-now-come-backs"
 )
 
 func (o Options) without(sc Scenario) bool { return slices.Contains(o.Without, sc) }
@@ -269,6 +271,8 @@ type Sim struct {
 	// shard, as the day index.
 	abandoner *host
 	reached   map[billing.RunKind]map[int]int
+
+	cancelNow *cancelNowModel // CancelNowComeBacks
 
 	res    Result
 	failed map[string]bool

@@ -59,6 +59,7 @@ const (
 	aTrialEnd
 	aTrialAmount
 	aAfterTrial
+	aAccessEnd
 	numAttrs
 )
 
@@ -101,6 +102,7 @@ var attrNames = [numAttrs]string{
 	aTrialEnd:            AttrTrialEnd,
 	aTrialAmount:         AttrTrialAmount,
 	aAfterTrial:          AttrAfterTrial,
+	aAccessEnd:           AttrAccessEnd,
 }
 
 // attrOf returns the known attribute called name.
@@ -180,6 +182,8 @@ func attrOf(name string) (attr, bool) {
 		return aTrialAmount, true
 	case AttrAfterTrial:
 		return aAfterTrial, true
+	case AttrAccessEnd:
+		return aAccessEnd, true
 	}
 	return 0, false
 }
@@ -235,6 +239,8 @@ func timeField(s *billing.Subscription, a attr) *time.Time {
 		return &s.LastAttempt.Presented
 	case aTrialEnd:
 		return &s.TrialEnd
+	case aAccessEnd:
+		return &s.AccessEnd
 	}
 	return nil
 }
@@ -263,7 +269,7 @@ func intField(s *billing.Subscription, a attr) (p *int, lo, hi int) {
 var (
 	stringAttrs = []attr{aSubscriptionID, aBillingPeriod, aTransactionID, aPaymentError, aReceiptAccountMask,
 		aReceiptTierName, aReceiptPaymentType, aPendingTier, aAttemptKey, aAttemptTier}
-	timeAttrs = []attr{aInitialRunDate, aCompletionDate, aLastRunDate, aCreatedDate, aAttemptStarted, aAttemptPresented, aTrialEnd}
+	timeAttrs = []attr{aInitialRunDate, aCompletionDate, aLastRunDate, aCreatedDate, aAttemptStarted, aAttemptPresented, aTrialEnd, aAccessEnd}
 	intAttrs  = [...]attr{aBillingWeek, aPauseDurationMonths, aAnchorDay, aInterval, aAttempt, aAttemptNumber}
 )
 

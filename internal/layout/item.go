@@ -65,6 +65,11 @@ const (
 	// ([billing.Subscription.AfterTrial]). Added by this library, optional
 	// on read (absent: false), omitted when false.
 	AttrAfterTrial = "billing_after_trial"
+	// AttrAccessEnd is when a cancellation now ended the user's paid
+	// access ([billing.Subscription.AccessEnd]), on the periods it
+	// cancelled. Added by this library, optional on read (absent: the
+	// paid periods run to their ends), omitted when zero.
+	AttrAccessEnd = "billing_access_end"
 	// The in-flight attempt ([billing.Subscription.LastAttempt]) is added by this
 	// library; optional on read.
 	AttrAttemptNumber  = "billing_attempt_number"
