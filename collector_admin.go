@@ -160,7 +160,10 @@ func (c *Collector) Resume(ctx context.Context, subscriptionID string) (Change, 
 // ChangeBillingDate moves a SCHEDULED, ERROR or PAUSED record to another
 // billing date (delete + put + history in one transaction). The new date's
 // day becomes the anchor day; a Friday-billing record takes the Friday week
-// of the new date.
+// of the new date. A trial period not completed yet moves whole: its end
+// moves as far as its start (the trial keeps its length), and the anchor
+// day and Friday week follow the new end, where the first paid period is
+// billed (see [Collector.ExtendTrial] to move the end alone).
 //
 // The date is read as a wall-clock date and time in UTC, whatever its
 // location, and must be at least a day inside the stale threshold
@@ -178,6 +181,10 @@ func (c *Collector) Resume(ctx context.Context, subscriptionID string) (Change, 
 //     its status: a record moved onto or before its previous period would
 //     no longer be the latest, and collecting it would open nothing;
 //   - the new date must not be the date of any other record of the user;
+//   - the new date must not be inside a period the user paid (before the
+//     billing date after it by its schedule, [DateMoveError.PaidThrough]):
+//     the days up to that date are paid for, and a charge before it would
+//     charge them again (a trial's period and a free one are not paid);
 //   - with no later open period, the schedule from the new date must not
 //     bill on the date of a record of the user's earlier life (a
 //     [*FieldError] wrapping [ErrInvalidDate] names it): the record's
@@ -217,20 +224,38 @@ func (c *Collector) moveDate(date time.Time) func(ctx context.Context, cur, next
 			case at.IsZero():
 				return true
 			case !at.After(cur.BillingDate):
-				return !d.After(at) // an earlier record: d must be after it
+				// An earlier record: d must be after it, and, moving
+				// earlier, out of its paid period, whose end cannot be told.
+				return !d.After(at) || d.Before(cur.BillingDate) && (st == "" || st == StatusCompleted)
 			}
 			return !d.Before(at) && (mayBeOpen(at, st) || d.Equal(at))
 		})
 		if err != nil {
 			return nil, err
 		}
-		next.BillingDate, next.BillingPeriod, next.AnchorDay = d, BillingPeriod(d), d.Day()
-		if cur.BillingWeek != 0 {
-			if w := FridayWeek(d); w != 0 {
-				next.BillingWeek = w
-			}
-		}
+		moveTo(next, d)
 		return nil, nil
+	}
+}
+
+// moveTo moves next, a record as read, to billing date d: the new date's
+// day becomes its anchor day and, on a Friday-billing record, the Friday
+// week of d its week. A trial period not completed yet moves whole: its
+// end moves as far as its start, so the trial keeps its length, and the
+// anchor day and Friday week follow the new end, the first paid period's
+// date (as [Collector.ExtendTrial] sets them): the paid schedule starts
+// there, and no paid period is shorter than its term.
+func moveTo(next *Subscription, d time.Time) {
+	anchor := d
+	if next.IsTrial() {
+		next.TrialEnd = next.TrialEnd.Add(d.Sub(next.BillingDate))
+		anchor = next.TrialEnd
+	}
+	next.BillingDate, next.BillingPeriod, next.AnchorDay = d, BillingPeriod(d), anchor.Day()
+	if next.BillingWeek != 0 {
+		if w := FridayWeek(anchor); w != 0 {
+			next.BillingWeek = w
+		}
 	}
 }
 
@@ -252,10 +277,22 @@ type DateMoveError struct {
 	// date), unset when it is an earlier period (the move would reach or
 	// precede it).
 	Later bool
+	// PaidThrough, when set, is the end of the paid period PeriodID the
+	// requested date is inside: the first date not paid for. A move
+	// there would charge paid days again; the new date must be on or
+	// after it.
+	PaidThrough time.Time
 }
 
 // Error implements error.
 func (e *DateMoveError) Error() string {
+	if !e.PaidThrough.IsZero() {
+		return fmt.Sprintf("%s: %s to %s is inside the paid period %s (billed %s, paid through %s); "+
+			"the new date must be on or after %s",
+			ErrDateMove, e.SubscriptionID, e.Date.UTC().Format(time.RFC3339), e.PeriodID,
+			e.PeriodDate.UTC().Format(time.RFC3339), e.PaidThrough.UTC().Format(time.RFC3339),
+			e.PaidThrough.UTC().Format(time.RFC3339))
+	}
 	rel, side := "on or before the earlier period", "after"
 	if e.Later {
 		rel, side = "on or past the later period", "before"
@@ -288,6 +325,11 @@ func checkDateMove(cur *Subscription, d time.Time, recs []Subscription) error {
 	if prev != nil && !d.After(prev.BillingDate) {
 		return newDateMoveError(cur, d, prev, false)
 	}
+	if paid, end := paidBefore(cur, recs); paid != nil && d.Before(end) {
+		e := newDateMoveError(cur, d, paid, false)
+		e.PaidThrough = end
+		return e
+	}
 	// With no later open period, cur's collection opens the next one from
 	// d on: its schedule must not meet a record of an earlier life.
 	var others []Subscription
@@ -301,11 +343,34 @@ func checkDateMove(cur *Subscription, d time.Time, recs []Subscription) error {
 		}
 	}
 	moved := cur.Clone()
-	moved.BillingDate, moved.AnchorDay = d, d.Day()
-	if w := FridayWeek(d); cur.BillingWeek != 0 && w != 0 {
-		moved.BillingWeek = w
-	}
+	moveTo(&moved, d)
 	return clearSchedule("billing_date", &moved, others)
+}
+
+// paidBefore returns the paid period among recs (ascending) before cur
+// that ends last, and its end (the billing date after it by its
+// schedule): the date up to which the user paid. A trial's period and a
+// free one are not paid. Nil when none was paid.
+func paidBefore(cur *Subscription, recs []Subscription) (*Subscription, time.Time) {
+	var (
+		paid *Subscription
+		end  time.Time
+	)
+	for i := range recs {
+		r := &recs[i]
+		if r.SubscriptionID == cur.SubscriptionID || !r.BillingDate.Before(cur.BillingDate) ||
+			r.Status != StatusCompleted || r.Amount <= 0 || r.IsTrial() {
+			continue
+		}
+		e, err := followingDate(r)
+		if err != nil {
+			continue
+		}
+		if e.After(end) {
+			paid, end = r, e
+		}
+	}
+	return paid, end
 }
 
 func newDateMoveError(cur *Subscription, d time.Time, r *Subscription, later bool) *DateMoveError {

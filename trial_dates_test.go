@@ -2,6 +2,7 @@ package billing_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -81,4 +82,146 @@ func TestPauseDuringTrialPushesFirstCharge(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestDateMoveDuringTrialKeepsTrialLength (every layout): moving the
+// date of a trial not started yet (its period not completed) used to set
+// the anchor day to the new date's day while the first paid period still
+// opened on the trial's end: a subscription moved to the 4th was billed on
+// the trial's end (the 19th) and again on the 4th, a 15-day period at a
+// full month's price. A date move of a trial moves the whole trial: its
+// end moves as far as its start, and the anchor day follows the new end,
+// as [billing.Collector.ExtendTrial] keeps it; every paid period is a full
+// month. Both the by-user move and the operator's ChangeBillingDate.
+func TestDateMoveDuringTrialKeepsTrialLength(t *testing.T) {
+	t.Parallel()
+	start := feb3.AddDate(0, 0, 2) // the 5th: the trial ends on the 19th
+	for _, st := range userStores() {
+		for _, tc := range []struct {
+			name string
+			to   time.Time
+		}{{"earlier", start.AddDate(0, 0, -1)}, {"later", start.AddDate(0, 1, -1)}} {
+			for _, byUser := range []bool{true, false} {
+				t.Run(fmt.Sprintf("%s/%s/byuser=%v", st.name, tc.name, byUser), func(t *testing.T) {
+					t.Parallel()
+					e := newTrialEnv(t, st)
+					sub, err := e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "o1", UserID: e.user, Tier: "Plus:v2",
+						FirstBillingDate: start, TrialDays: 14})
+					require.NoError(t, err)
+					e.clock.Advance(time.Minute)
+					if byUser {
+						_, err = e.c.MoveBillingDate(t.Context(), billing.MoveBillingDateRequest{UserRequest: ur(e.user, "m1"), Date: tc.to})
+					} else {
+						_, err = e.c.ChangeBillingDate(t.Context(), sub.Subscription.SubscriptionID, tc.to)
+					}
+					require.NoError(t, err)
+					trial := e.latest(t)
+					newEnd := tc.to.AddDate(0, 0, 14)
+					assert.Equal(t, tc.to, trial.BillingDate)
+					assert.Equal(t, newEnd, trial.TrialEnd, "the trial keeps its length")
+					assert.Equal(t, newEnd.Day(), trial.AnchorDay, "the anchor follows the trial's end")
+					v, err := e.c.Subscription(t.Context(), e.user)
+					require.NoError(t, err)
+					assert.Equal(t, newEnd, v.TrialEnd)
+
+					// Runs on every date either schedule could bill.
+					oldEnd := start.AddDate(0, 0, 14)
+					var days []time.Time
+					for _, d := range []time.Time{start, tc.to, oldEnd, tc.to.AddDate(0, 1, 0), oldEnd.AddDate(0, 1, 0), tc.to.AddDate(0, 2, 0), newEnd.AddDate(0, 2, 0)} {
+						days = append(days, d.Add(time.Hour))
+					}
+					slices.SortFunc(days, time.Time.Compare)
+					for _, d := range days {
+						e.runAt(t, d, billing.RunScheduled)
+						for _, c := range e.pay.Calls() {
+							require.False(t, c.At.Before(newEnd), "charged %s before the trial's end %s", c.At, newEnd)
+						}
+					}
+					var paid []time.Time
+					for _, r := range e.records(t) {
+						if r.Status == billing.StatusCompleted && r.Amount > 0 {
+							paid = append(paid, r.BillingDate)
+						}
+					}
+					assert.Equal(t, []time.Time{newEnd, newEnd.AddDate(0, 1, 0), newEnd.AddDate(0, 2, 0)}, paid,
+						"every paid period a full month from the trial's end")
+					assert.Equal(t, 3, e.pay.CallCount())
+				})
+			}
+		}
+	}
+}
+
+// TestDateMoveIntoPaidPeriodRefused (every layout): moving the next
+// renewal (billed on the paid period's end, the 3rd of next month) to a
+// date inside the paid period (the 20th of this month) used to be
+// accepted and charged the days from the 20th to the 3rd again. Until
+// proration exists such a move is refused, by the user's MoveBillingDate
+// and the operator's ChangeBillingDate alike (and by CheckChange): a
+// [*billing.DateMoveError] naming the paid period and the date it is paid
+// through, nothing written, nothing charged. Moves on or after that date
+// stay allowed.
+func TestDateMoveIntoPaidPeriodRefused(t *testing.T) {
+	t.Parallel()
+	paidThrough := feb3.AddDate(0, 1, 0)
+	for _, st := range userStores() {
+		for _, byUser := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/byuser=%v", st.name, byUser), func(t *testing.T) {
+				t.Parallel()
+				e := newUserEnv(t, st)
+				e.subscribeAndPay(t)
+				recs, err := e.repo.ListByUser(t.Context(), e.user)
+				require.NoError(t, err)
+				require.Len(t, recs, 2)
+				paid, renewal := recs[0], recs[1]
+				require.Equal(t, billing.StatusCompleted, paid.Status)
+				require.Equal(t, paidThrough, renewal.BillingDate)
+				move := func(key string, to time.Time) error {
+					if byUser {
+						_, err := e.c.MoveBillingDate(t.Context(), billing.MoveBillingDateRequest{UserRequest: ur(e.user, key), Date: to})
+						return err
+					}
+					_, err := e.c.ChangeBillingDate(t.Context(), renewal.SubscriptionID, to)
+					return err
+				}
+				e.clock.Set(feb3.AddDate(0, 0, 7))
+				inside := feb3.AddDate(0, 0, 17) // the 20th
+				rows := len(e.rows(t))
+				err = e.c.CheckChange(t.Context(), billing.AdminChange{Op: billing.OpChangeDate, Date: inside, UserRecords: recs}, &renewal)
+				var dme *billing.DateMoveError
+				require.ErrorAs(t, err, &dme, "CheckChange")
+				err = move("m1", inside)
+				require.ErrorAs(t, err, &dme)
+				assert.ErrorIs(t, err, billing.ErrDateMove)
+				assert.ErrorIs(t, err, billing.ErrInvalidDate)
+				assert.Equal(t, paid.SubscriptionID, dme.PeriodID)
+				assert.Equal(t, paidThrough, dme.PaidThrough)
+				assert.Contains(t, err.Error(), paidThrough.Format(time.RFC3339))
+				assert.Equal(t, renewal, e.latestRec(t), "nothing written")
+				assert.Len(t, e.rows(t), rows, "no history row")
+
+				// The 20th's run charges nothing; the renewal is charged on
+				// the date paid through, once.
+				e.clock.Set(inside.Add(time.Hour))
+				_, err = e.c.Run(t.Context(), billing.RunRequest{Kind: billing.RunScheduled})
+				require.NoError(t, err)
+				assert.Equal(t, 1, e.pay.CallCount())
+
+				// On the date paid through, or later: allowed.
+				require.NoError(t, move("m2", paidThrough.AddDate(0, 0, 7)))
+				assert.Equal(t, paidThrough.AddDate(0, 0, 7), e.latestRec(t).BillingDate)
+				require.NoError(t, move("m3", paidThrough))
+				assert.Equal(t, paidThrough, e.latestRec(t).BillingDate)
+			})
+		}
+	}
+}
+
+// latestRec returns the user's record with the latest billing date.
+func (e *userEnv) latestRec(t *testing.T) billing.Subscription {
+	t.Helper()
+	recs, err := e.repo.ListByUser(t.Context(), e.user)
+	require.NoError(t, err)
+	require.NotEmpty(t, recs)
+	return recs[len(recs)-1]
 }
