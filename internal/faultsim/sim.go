@@ -124,6 +124,12 @@ const (
 	// the shards, and two) whose runs a host with a page budget of its
 	// own stops after their first invocation and never continues.
 	AbandonedRuns Scenario = "abandoned-runs"
+	// TrialPauses: new users with a trial paused for one to three months
+	// before the trial's period is completed (trialdates.go).
+	TrialPauses Scenario = "trial-pauses"
+	// PaidDateMoves: renewals asked to move to a date inside the period
+	// paid before them, which must be refused (trialdates.go).
+	PaidDateMoves Scenario = "paid-date-moves"
 )
 
 func (o Options) without(sc Scenario) bool { return slices.Contains(o.Without, sc) }
@@ -248,7 +254,9 @@ type Sim struct {
 	records map[string][]billing.Subscription
 	// trialEnds are the trial ends of the users signed up with a trial.
 	trialEnds map[string]time.Time
-	accounts  []string
+	// trialDates is the state of the scenarios of trialdates.go.
+	trialDates *trialDates
+	accounts   []string
 
 	events []*event
 	seq    int
