@@ -44,8 +44,12 @@ func TestPauseDuringTrialPushesFirstCharge(t *testing.T) {
 				v, err := e.c.Subscription(t.Context(), e.user)
 				require.NoError(t, err)
 				assert.Equal(t, billing.SubscriptionPaused, v.State)
-
 				pushed := end.AddDate(0, months, 0)
+				require.Len(t, v.Open, 1)
+				resume, err := billing.ResumeDate(&v.Open[0])
+				require.NoError(t, err)
+				assert.Equal(t, pushed, resume, "the resume date a host shows")
+
 				days := []time.Time{feb3.Add(time.Hour), end.Add(-time.Hour), end.Add(time.Hour)}
 				for k := 1; k <= months; k++ {
 					days = append(days, end.AddDate(0, k, 0).Add(-24*time.Hour))
