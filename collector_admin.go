@@ -160,7 +160,9 @@ func (c *Collector) Resume(ctx context.Context, subscriptionID string) (Change, 
 // ChangeBillingDate moves a SCHEDULED, ERROR or PAUSED record to another
 // billing date (delete + put + history in one transaction). The new date's
 // day becomes the anchor day; a Friday-billing record takes the Friday week
-// of the new date. A trial period not completed yet moves whole: its end
+// of the new date, which must be a Friday (a [*FieldError] wrapping
+// [ErrInvalidDate] otherwise, as [Collector.Subscribe] refuses it: the next
+// period would be billed days later at a full month's price). A trial period not completed yet moves whole: its end
 // moves as far as its start (the trial keeps its length), and the anchor
 // day and Friday week follow the new end, where the first paid period is
 // billed (see [Collector.ExtendTrial] to move the end alone).
@@ -204,6 +206,9 @@ func (c *Collector) ChangeBillingDate(ctx context.Context, subscriptionID string
 func (c *Collector) moveDate(date time.Time) func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
 	return func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
 		d, err := c.billingDay("billing_date", date, now)
+		if err == nil {
+			err = fridayMove(cur, d)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -236,6 +241,30 @@ func (c *Collector) moveDate(date time.Time) func(ctx context.Context, cur, next
 		moveTo(next, d)
 		return nil, nil
 	}
+}
+
+// fridayMove refuses moving cur, a Friday-billing record, to d when the
+// date its schedule goes on from (d, or a trial's end moved with it, see
+// moveTo) is not a Friday: the next period would be billed on the record's
+// Friday of the next month, days later at a full month's price.
+// [Collector.Subscribe] refuses such a first date alike. The error is a
+// [*FieldError] wrapping [ErrInvalidDate].
+func fridayMove(cur *Subscription, d time.Time) error {
+	if cur.BillingWeek == 0 {
+		return nil
+	}
+	moved := cur.Clone()
+	moveTo(&moved, d)
+	anchor := moved.BillingDate
+	if moved.IsTrial() {
+		anchor = moved.TrialEnd
+	}
+	if FridayWeek(anchor) != 0 {
+		return nil
+	}
+	return &FieldError{Field: "billing_date", Value: d.Format(time.RFC3339), Err: fmt.Errorf(
+		"%w: %s bills on a Friday of the month, and its schedule would go on from %s, a %s: choose a Friday",
+		ErrInvalidDate, cur.SubscriptionID, anchor.UTC().Format(time.RFC3339), anchor.UTC().Weekday())}
 }
 
 // moveTo moves next, a record as read, to billing date d: the new date's

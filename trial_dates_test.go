@@ -229,3 +229,49 @@ func (e *userEnv) latestRec(t *testing.T) billing.Subscription {
 	require.NotEmpty(t, recs)
 	return recs[len(recs)-1]
 }
+
+// TestFridayDateMoveStaysOnFriday (every layout): a Friday-billing
+// renewal moved to a date that is not a Friday used to be accepted,
+// keeping its Friday week: moved to Wednesday March 12th, it was billed
+// then and again on the first Friday of April, 23 days later, at a full
+// month's price (found by the fault simulator, legacy-status seed 18, as
+// a paused period opened already past due). Such a move is refused, as
+// Subscribe refuses a Friday plan starting on another day; a move to a
+// Friday takes that Friday's week.
+func TestFridayDateMoveStaysOnFriday(t *testing.T) {
+	t.Parallel()
+	first := time.Date(2025, 2, 7, 9, 0, 0, 0, time.UTC) // the first Friday of February
+	renewal := time.Date(2025, 3, 7, 9, 0, 0, 0, time.UTC)
+	for _, st := range userStores() {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			e := newUserEnv(t, st)
+			_, err := e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "o1", UserID: e.user, Tier: "Plus:v2",
+				FirstBillingDate: first, FridayBilling: true})
+			require.NoError(t, err)
+			e.clock.Set(first.Add(time.Hour))
+			_, err = e.c.CollectUser(t.Context(), e.user, billing.ProcessWebhook)
+			require.NoError(t, err)
+			next := e.latestRec(t)
+			require.Equal(t, renewal, next.BillingDate)
+			require.Equal(t, 1, next.BillingWeek)
+
+			wednesday := renewal.AddDate(0, 0, 5)
+			_, err = e.c.MoveBillingDate(t.Context(), billing.MoveBillingDateRequest{UserRequest: ur(e.user, "m1"), Date: wednesday})
+			var fe *billing.FieldError
+			require.ErrorAs(t, err, &fe)
+			assert.ErrorIs(t, err, billing.ErrInvalidDate)
+			_, err = e.c.ChangeBillingDate(t.Context(), next.SubscriptionID, wednesday)
+			require.ErrorIs(t, err, billing.ErrInvalidDate)
+			require.Error(t, e.c.CheckChange(t.Context(), billing.AdminChange{Op: billing.OpChangeDate, Date: wednesday}, &next))
+			assert.Equal(t, next, e.latestRec(t), "nothing written")
+
+			friday := renewal.AddDate(0, 0, 7)
+			_, err = e.c.MoveBillingDate(t.Context(), billing.MoveBillingDateRequest{UserRequest: ur(e.user, "m2"), Date: friday})
+			require.NoError(t, err)
+			moved := e.latestRec(t)
+			assert.Equal(t, friday, moved.BillingDate)
+			assert.Equal(t, 2, moved.BillingWeek)
+		})
+	}
+}
