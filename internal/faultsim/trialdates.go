@@ -181,6 +181,19 @@ func (s *Sim) paidDateMove(ctx context.Context, h *host, d int) string {
 	prev := recs[len(recs)-2]
 	lo := latestOf(prev.BillingDate, now.AddDate(0, 0, -20)).Add(time.Hour)
 	date := lo.Add(between(seed, 0, paidEnd.Sub(lo)-time.Hour, "paid date move to", d)).Truncate(time.Second)
+	if r.BillingWeek != 0 {
+		// A Friday plan moves to a Friday only (another day is refused
+		// for that): the Friday inside the paid period nearest the date.
+		for date.Weekday() != time.Friday {
+			date = date.AddDate(0, 0, 1)
+		}
+		if !date.Before(paidEnd) {
+			date = date.AddDate(0, 0, -7)
+		}
+		if !date.After(lo) {
+			return "no Friday inside the paid period"
+		}
+	}
 	byUser := draw(seed, "paid date move by user", d) < 0.5
 	var err error
 	if byUser {
