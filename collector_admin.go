@@ -132,8 +132,12 @@ func cancelEdit(_ context.Context, _, next *Subscription, _ time.Time) ([]*Subsc
 // ([PauseResumeDate]), for a yearly plan too, which is then billed yearly
 // from that date. The pause run skips one month at a time: each skipped
 // PAUSED record opens the next one a month later with one month fewer,
-// and the last opens the SCHEDULED record (pause-resume). Months outside
-// 1 to 120 is a [*FieldError] wrapping [ErrInvalidQuery].
+// and the last opens the SCHEDULED record (pause-resume). A trial's period
+// paused before it was completed (a pause asked during a trial) is no
+// month of the pause: the first paid period opens on the trial's end
+// paused for all months, so the first charge comes months months after
+// the trial's end ([ResumeDate]). Months outside 1 to 120 is a
+// [*FieldError] wrapping [ErrInvalidQuery].
 func (c *Collector) Pause(ctx context.Context, subscriptionID string, months int) (Change, error) {
 	if err := checkPauseMonths(months); err != nil {
 		return Change{}, fmt.Errorf("%s %s: %w", OpPause, subscriptionID, err)
