@@ -212,9 +212,21 @@ func (s *Sim) trialMoved(u string, r *billing.Subscription, date time.Time) {
 	switch {
 	case r.IsTrial():
 		s.trialEnds[u] = end.Add(date.Sub(r.BillingDate))
-	case r.IsAfterTrial() && (r.Status == billing.StatusScheduled || r.Status == billing.StatusPaused):
+	case (r.IsAfterTrial() || !s.charged(u)) && (r.Status == billing.StatusScheduled || r.Status == billing.StatusPaused):
+		// The first paid period, by its marker or, where a write dropped
+		// it (a come-back reopening it), as the first the user is charged.
 		s.trialEnds[u] = date
 	}
+}
+
+// charged reports whether the processor holds a charge of u.
+func (s *Sim) charged(u string) bool {
+	for _, c := range s.proc.ledger() {
+		if c.UserID == u {
+			return true
+		}
+	}
+	return false
 }
 
 // trialReactivated follows, in the model of u's trial, a reactivation
