@@ -86,21 +86,23 @@ func TestChangeBillingDateKeepsPeriodOrder(t *testing.T) {
 		requireDateMoveError(t, err, retrying.SubscriptionID, old.BillingDate.AddDate(0, 0, -1), old, false)
 		require.Equal(t, before, e.records("u1"), "a refused move wrote")
 
-		// Inside the gap, both ways.
-		feb20 := time.Date(2024, 2, 20, 9, 0, 0, 0, time.UTC)
-		ch, err := e.c.ChangeBillingDate(ctx, retrying.SubscriptionID, feb20)
+		// Inside the gap, both ways, and past the end of the period old
+		// paid (February 21st): a date inside it is refused
+		// (TestDateMoveIntoPaidPeriodRefused).
+		feb22 := time.Date(2024, 2, 22, 9, 0, 0, 0, time.UTC)
+		ch, err := e.c.ChangeBillingDate(ctx, retrying.SubscriptionID, feb22)
 		require.NoError(t, err)
-		assert.True(t, ch.After.BillingDate.Equal(feb20))
-		feb21 := feb20.AddDate(0, 0, 1)
-		ch, err = e.c.ChangeBillingDate(ctx, nextPeriod.SubscriptionID, feb21)
+		assert.True(t, ch.After.BillingDate.Equal(feb22))
+		feb23 := feb22.AddDate(0, 0, 1)
+		ch, err = e.c.ChangeBillingDate(ctx, nextPeriod.SubscriptionID, feb23)
 		require.NoError(t, err)
-		assert.Equal(t, 21, ch.After.AnchorDay)
+		assert.Equal(t, 23, ch.After.AnchorDay)
 		recs := e.records("u1")
 		require.Len(t, recs, 3)
 		assert.Equal(t, []string{old.SubscriptionID, retrying.SubscriptionID, nextPeriod.SubscriptionID},
 			[]string{recs[0].SubscriptionID, recs[1].SubscriptionID, recs[2].SubscriptionID})
-		assert.True(t, recs[1].BillingDate.Equal(feb20) && recs[1].Status == billing.StatusError)
-		assert.True(t, recs[2].BillingDate.Equal(feb21) && recs[2].Status == billing.StatusScheduled)
+		assert.True(t, recs[1].BillingDate.Equal(feb22) && recs[1].Status == billing.StatusError)
+		assert.True(t, recs[2].BillingDate.Equal(feb23) && recs[2].Status == billing.StatusScheduled)
 		billingtest.RequireHistoryMatchesPrimary(t, e.repo, e.hist, "u1")
 	})
 }

@@ -132,8 +132,12 @@ func cancelEdit(_ context.Context, _, next *Subscription, _ time.Time) ([]*Subsc
 // ([PauseResumeDate]), for a yearly plan too, which is then billed yearly
 // from that date. The pause run skips one month at a time: each skipped
 // PAUSED record opens the next one a month later with one month fewer,
-// and the last opens the SCHEDULED record (pause-resume). Months outside
-// 1 to 120 is a [*FieldError] wrapping [ErrInvalidQuery].
+// and the last opens the SCHEDULED record (pause-resume). A trial's period
+// paused before it was completed (a pause asked during a trial) is no
+// month of the pause: the first paid period opens on the trial's end
+// paused for all months, so the first charge comes months months after
+// the trial's end ([ResumeDate]). Months outside 1 to 120 is a
+// [*FieldError] wrapping [ErrInvalidQuery].
 func (c *Collector) Pause(ctx context.Context, subscriptionID string, months int) (Change, error) {
 	if err := checkPauseMonths(months); err != nil {
 		return Change{}, fmt.Errorf("%s %s: %w", OpPause, subscriptionID, err)
@@ -160,7 +164,12 @@ func (c *Collector) Resume(ctx context.Context, subscriptionID string) (Change, 
 // ChangeBillingDate moves a SCHEDULED, ERROR or PAUSED record to another
 // billing date (delete + put + history in one transaction). The new date's
 // day becomes the anchor day; a Friday-billing record takes the Friday week
-// of the new date.
+// of the new date, which must be a Friday (a [*FieldError] wrapping
+// [ErrInvalidDate] otherwise, as [Collector.Subscribe] refuses it: the next
+// period would be billed days later at a full month's price). A trial period not completed yet moves whole: its end
+// moves as far as its start (the trial keeps its length), and the anchor
+// day and Friday week follow the new end, where the first paid period is
+// billed (see [Collector.ExtendTrial] to move the end alone).
 //
 // The date is read as a wall-clock date and time in UTC, whatever its
 // location, and must be at least a day inside the stale threshold
@@ -178,6 +187,10 @@ func (c *Collector) Resume(ctx context.Context, subscriptionID string) (Change, 
 //     its status: a record moved onto or before its previous period would
 //     no longer be the latest, and collecting it would open nothing;
 //   - the new date must not be the date of any other record of the user;
+//   - the new date must not be inside a period the user paid (before the
+//     billing date after it by its schedule, [DateMoveError.PaidThrough]):
+//     the days up to that date are paid for, and a charge before it would
+//     charge them again (a trial's period and a free one are not paid);
 //   - with no later open period, the schedule from the new date must not
 //     bill on the date of a record of the user's earlier life (a
 //     [*FieldError] wrapping [ErrInvalidDate] names it): the record's
@@ -197,6 +210,9 @@ func (c *Collector) ChangeBillingDate(ctx context.Context, subscriptionID string
 func (c *Collector) moveDate(date time.Time) func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
 	return func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
 		d, err := c.billingDay("billing_date", date, now)
+		if err == nil {
+			err = fridayMove(cur, d)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -217,20 +233,62 @@ func (c *Collector) moveDate(date time.Time) func(ctx context.Context, cur, next
 			case at.IsZero():
 				return true
 			case !at.After(cur.BillingDate):
-				return !d.After(at) // an earlier record: d must be after it
+				// An earlier record: d must be after it, and, moving
+				// earlier, out of its paid period, whose end cannot be told.
+				return !d.After(at) || d.Before(cur.BillingDate) && (st == "" || st == StatusCompleted)
 			}
 			return !d.Before(at) && (mayBeOpen(at, st) || d.Equal(at))
 		})
 		if err != nil {
 			return nil, err
 		}
-		next.BillingDate, next.BillingPeriod, next.AnchorDay = d, BillingPeriod(d), d.Day()
-		if cur.BillingWeek != 0 {
-			if w := FridayWeek(d); w != 0 {
-				next.BillingWeek = w
-			}
-		}
+		moveTo(next, d)
 		return nil, nil
+	}
+}
+
+// fridayMove refuses moving cur, a Friday-billing record, to d when the
+// date its schedule goes on from (d, or a trial's end moved with it, see
+// moveTo) is not a Friday: the next period would be billed on the record's
+// Friday of the next month, days later at a full month's price.
+// [Collector.Subscribe] refuses such a first date alike. The error is a
+// [*FieldError] wrapping [ErrInvalidDate].
+func fridayMove(cur *Subscription, d time.Time) error {
+	if cur.BillingWeek == 0 {
+		return nil
+	}
+	moved := cur.Clone()
+	moveTo(&moved, d)
+	anchor := moved.BillingDate
+	if moved.IsTrial() {
+		anchor = moved.TrialEnd
+	}
+	if FridayWeek(anchor) != 0 {
+		return nil
+	}
+	return &FieldError{Field: "billing_date", Value: d.Format(time.RFC3339), Err: fmt.Errorf(
+		"%w: %s bills on a Friday of the month, and its schedule would go on from %s, a %s: choose a Friday",
+		ErrInvalidDate, cur.SubscriptionID, anchor.UTC().Format(time.RFC3339), anchor.UTC().Weekday())}
+}
+
+// moveTo moves next, a record as read, to billing date d: the new date's
+// day becomes its anchor day and, on a Friday-billing record, the Friday
+// week of d its week. A trial period not completed yet moves whole: its
+// end moves as far as its start, so the trial keeps its length, and the
+// anchor day and Friday week follow the new end, the first paid period's
+// date (as [Collector.ExtendTrial] sets them): the paid schedule starts
+// there, and no paid period is shorter than its term.
+func moveTo(next *Subscription, d time.Time) {
+	anchor := d
+	if next.IsTrial() {
+		next.TrialEnd = next.TrialEnd.Add(d.Sub(next.BillingDate))
+		anchor = next.TrialEnd
+	}
+	next.BillingDate, next.BillingPeriod, next.AnchorDay = d, BillingPeriod(d), anchor.Day()
+	if next.BillingWeek != 0 {
+		if w := FridayWeek(anchor); w != 0 {
+			next.BillingWeek = w
+		}
 	}
 }
 
@@ -252,10 +310,22 @@ type DateMoveError struct {
 	// date), unset when it is an earlier period (the move would reach or
 	// precede it).
 	Later bool
+	// PaidThrough, when set, is the end of the paid period PeriodID the
+	// requested date is inside: the first date not paid for. A move
+	// there would charge paid days again; the new date must be on or
+	// after it.
+	PaidThrough time.Time
 }
 
 // Error implements error.
 func (e *DateMoveError) Error() string {
+	if !e.PaidThrough.IsZero() {
+		return fmt.Sprintf("%s: %s to %s is inside the paid period %s (billed %s, paid through %s); "+
+			"the new date must be on or after %s",
+			ErrDateMove, e.SubscriptionID, e.Date.UTC().Format(time.RFC3339), e.PeriodID,
+			e.PeriodDate.UTC().Format(time.RFC3339), e.PaidThrough.UTC().Format(time.RFC3339),
+			e.PaidThrough.UTC().Format(time.RFC3339))
+	}
 	rel, side := "on or before the earlier period", "after"
 	if e.Later {
 		rel, side = "on or past the later period", "before"
@@ -288,6 +358,11 @@ func checkDateMove(cur *Subscription, d time.Time, recs []Subscription) error {
 	if prev != nil && !d.After(prev.BillingDate) {
 		return newDateMoveError(cur, d, prev, false)
 	}
+	if paid, end := paidBefore(cur, recs); paid != nil && d.Before(end) {
+		e := newDateMoveError(cur, d, paid, false)
+		e.PaidThrough = end
+		return e
+	}
 	// With no later open period, cur's collection opens the next one from
 	// d on: its schedule must not meet a record of an earlier life.
 	var others []Subscription
@@ -301,11 +376,36 @@ func checkDateMove(cur *Subscription, d time.Time, recs []Subscription) error {
 		}
 	}
 	moved := cur.Clone()
-	moved.BillingDate, moved.AnchorDay = d, d.Day()
-	if w := FridayWeek(d); cur.BillingWeek != 0 && w != 0 {
-		moved.BillingWeek = w
-	}
+	moveTo(&moved, d)
 	return clearSchedule("billing_date", &moved, others)
+}
+
+// paidBefore returns the paid period among recs (ascending) before cur
+// that ends last, and its end (the billing date after it by its
+// schedule, or the end of access a cancellation now put before it:
+// [paidEnd]): the date up to which the user paid. A trial's period and a
+// free one are not paid, nor is the time a cancellation now refunded.
+// Nil when none was paid.
+func paidBefore(cur *Subscription, recs []Subscription) (*Subscription, time.Time) {
+	var (
+		paid *Subscription
+		end  time.Time
+	)
+	for i := range recs {
+		r := &recs[i]
+		if r.SubscriptionID == cur.SubscriptionID || !r.BillingDate.Before(cur.BillingDate) ||
+			r.Status != StatusCompleted || r.Amount <= 0 || r.IsTrial() {
+			continue
+		}
+		e, err := paidEnd(r, recs)
+		if err != nil {
+			continue
+		}
+		if e.After(end) {
+			paid, end = r, e
+		}
+	}
+	return paid, end
 }
 
 func newDateMoveError(cur *Subscription, d time.Time, r *Subscription, later bool) *DateMoveError {

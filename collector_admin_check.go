@@ -87,7 +87,10 @@ func (c *Collector) CheckChange(ctx context.Context, ch AdminChange, s *Subscrip
 		_, err = c.priceOf(ctx, PricePlan{Tier: ch.Tier, Term: s.Term, Interval: s.Interval}, ch.Amount)
 	case OpChangeDate:
 		var d time.Time
-		if d, err = c.billingDay("billing_date", ch.Date, c.cfg.Clock.Now()); err == nil && ch.UserRecords != nil {
+		if d, err = c.billingDay("billing_date", ch.Date, c.cfg.Clock.Now()); err == nil {
+			err = fridayMove(s, d)
+		}
+		if err == nil && ch.UserRecords != nil {
 			err = checkDateMove(s, d, ch.UserRecords)
 		}
 	}

@@ -314,6 +314,11 @@ func (c *Collector) markStale(ctx context.Context, proc Process, cur *Subscripti
 // paused for N months on billing date D thus goes through PAUSED records
 // on D, D+1, …, D+N-1 months and is charged again on D+N months (see
 // [PauseResumeDate]); its yearly schedule goes on from that date.
+//
+// A trial period paused before it was completed (a pause asked during a
+// trial) is not a month of the pause: it opens the first paid period on
+// the trial's end PAUSED for all the months, so that period is charged
+// months months after the trial's end.
 func (c *Collector) advancePause(ctx context.Context, cur *Subscription, rep *Report) error {
 	now := c.cfg.Clock.Now()
 	if c.PlanRecord(RunPause, cur, now).Action != PlanAdvancePause {
@@ -333,7 +338,15 @@ func (c *Collector) advancePause(ctx context.Context, cur *Subscription, rep *Re
 	if following != nil {
 		following.LastRunDate = next.LastRunDate.Add(time.Nanosecond)
 		following.CreatedDate = following.LastRunDate
-		if left := cur.PauseDurationMonths - 1; left > 0 {
+		left := cur.PauseDurationMonths - 1
+		if cur.IsTrial() {
+			// A trial paused before it was completed: its period is no
+			// month of the pause (nothing was to be charged on it). The
+			// first paid period opens on the trial's end paused for every
+			// month, so the pause pushes the first charge by its months.
+			left = cur.PauseDurationMonths
+		}
+		if left > 0 {
 			following.Status = StatusPaused
 			following.PauseDurationMonths = left
 			if left == 1 {

@@ -37,7 +37,7 @@ var (
 	faultsimSeeds     = flag.Int("faultsim.seeds", 0, "run seeds 1..N instead of the default seeds")
 	faultsimDays      = flag.Int("faultsim.days", 0, "simulated days (0: each store's default)")
 	faultsimKeepGoing = flag.Bool("faultsim.keepgoing", false, "continue after a broken invariant, reporting the first failure of each kind")
-	faultsimWithout   = flag.String("faultsim.without", "", "comma-separated scenarios to leave out (faultsim.Scenario: second-subscription, upgrades, running-requests, misroutes, later-continuations, mixed-shard-concurrency, final-repayments, early-reactivations, outages, come-backs, decline-recoveries, late-recovery-notices, reprices, abandoned-runs, cancel-now-come-backs)")
+	faultsimWithout   = flag.String("faultsim.without", "", "comma-separated scenarios to leave out (faultsim.Scenario: second-subscription, upgrades, running-requests, misroutes, later-continuations, mixed-shard-concurrency, final-repayments, early-reactivations, outages, come-backs, decline-recoveries, late-recovery-notices, reprices, abandoned-runs, cancel-now-come-backs, trial-pauses, paid-date-moves)")
 )
 
 // faultsimStore is one store the simulation runs on.

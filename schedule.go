@@ -194,6 +194,23 @@ func PauseResumeDate(paused time.Time, s Schedule, months int) (time.Time, error
 	return AddBillingPeriods(paused, s, months)
 }
 
+// ResumeDate returns the billing date on which the subscription of r, a
+// PAUSED record, is charged again: [PauseResumeDate] of its billing date
+// and its months, or, for a trial paused before its period was completed,
+// of the trial's end (the pause pushes the first charge). A record that is
+// not PAUSED is an error wrapping [ErrInvalidQuery]. A host shows it as a
+// paused subscription's resume date rather than the date skipped.
+func ResumeDate(r *Subscription) (time.Time, error) {
+	if r.Status != StatusPaused {
+		return time.Time{}, fmt.Errorf("%w: %s is %s, not PAUSED", ErrInvalidQuery, r.SubscriptionID, r.Status)
+	}
+	from := r.BillingDate
+	if r.IsTrial() {
+		from = r.TrialEnd
+	}
+	return PauseResumeDate(from, r.Schedule(), r.PauseDurationMonths)
+}
+
 // NthFriday returns the n-th Friday of the given month at midnight UTC.
 // When the month has fewer than n Fridays (n is 5 in a month with four) it
 // returns the month's last Friday; n below 1 is treated as 1. year and month

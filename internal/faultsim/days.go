@@ -67,6 +67,7 @@ func (s *Sim) planDay(d int) {
 			s.at(day.Add(15*time.Hour+5*time.Minute), "notifier", "notifier worker", s.notifier.work)
 		}
 	}
+	s.planTrialDates(d)
 	for i := range ops / 2 {
 		t := day.Add(afternoonAt + between(seed, 0, 7*time.Hour, "afternoon op at", d, i))
 		s.scheduleOp(t, d, 1000+i)

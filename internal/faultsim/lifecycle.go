@@ -198,3 +198,42 @@ func (s *Sim) reprice(ctx context.Context, h *host, d, i int) string {
 	_, err := h.repo.AddAll(ctx, batch)
 	return classify(err)
 }
+
+// trialMoved follows, in the model of u's trial, a date move of r (as
+// read before the move) to date: a trial period not completed yet moves
+// whole, its end as far as its start; the first paid period after the
+// trial, not attempted yet (paused or not: a resume charges it on its
+// date), is the trial's end, so the trial now ends on date. A move of any other period leaves the trial's end as it was.
+func (s *Sim) trialMoved(u string, r *billing.Subscription, date time.Time) {
+	end, ok := s.trialEnds[u]
+	if !ok || !r.InitialRunDate.IsZero() || r.LastAttempt.Number != 0 {
+		return
+	}
+	switch {
+	case r.IsTrial():
+		s.trialEnds[u] = end.Add(date.Sub(r.BillingDate))
+	case (r.IsAfterTrial() || !s.charged(u)) && (r.Status == billing.StatusScheduled || r.Status == billing.StatusPaused):
+		// The first paid period, by its marker or, where a write dropped
+		// it (a come-back reopening it), as the first the user is charged.
+		s.trialEnds[u] = date
+	}
+}
+
+// charged reports whether the processor holds a charge of u.
+func (s *Sim) charged(u string) bool {
+	for _, c := range s.proc.ledger() {
+		if c.UserID == u {
+			return true
+		}
+	}
+	return false
+}
+
+// trialReactivated follows, in the model of u's trial, a reactivation
+// that opened rec: a paid period on the date the host chose, which brings
+// no trial (a trial cancelled before it ended is over).
+func (s *Sim) trialReactivated(u string, rec *billing.Subscription) {
+	if end, ok := s.trialEnds[u]; ok && rec.BillingDate.Before(end) {
+		s.trialEnds[u] = rec.BillingDate
+	}
+}

@@ -116,7 +116,7 @@ func (s *Sim) find(ctx context.Context, tries int, ok func(recs []billing.Subscr
 	for j := 0; j < min(tries, len(s.users)); j++ {
 		u := s.users[(off+j)%len(s.users)]
 		recs := s.records[u]
-		if len(recs) == 0 {
+		if len(recs) == 0 || s.reservedUser(u) {
 			continue
 		}
 		if r, good := ok(recs); good {
@@ -173,7 +173,7 @@ func (s *Sim) doOp(ctx context.Context, h *host, kind string, d, i int) string {
 		}
 		_, err = h.col.Resume(ctx, r.SubscriptionID)
 	case "change date":
-		_, r, ok := s.find(ctx, tries, withStatus(nil, billing.StatusScheduled, billing.StatusError, billing.StatusPaused), kind, d, i)
+		u, r, ok := s.find(ctx, tries, withStatus(nil, billing.StatusScheduled, billing.StatusError, billing.StatusPaused), kind, d, i)
 		if !ok {
 			return "no target"
 		}
@@ -181,7 +181,9 @@ func (s *Sim) doOp(ctx context.Context, h *host, kind string, d, i int) string {
 		if shift == 0 {
 			shift = 36 * time.Hour
 		}
-		_, err = h.col.ChangeBillingDate(ctx, r.SubscriptionID, r.BillingDate.Add(shift))
+		if _, err = h.col.ChangeBillingDate(ctx, r.SubscriptionID, r.BillingDate.Add(shift)); err == nil {
+			s.trialMoved(u, &r, r.BillingDate.Add(shift))
+		}
 	case "change tier":
 		_, r, ok := s.find(ctx, tries, withStatus(nil, billing.StatusScheduled), kind, d, i)
 		if !ok {
@@ -208,7 +210,10 @@ func (s *Sim) doOp(ctx context.Context, h *host, kind string, d, i int) string {
 		if s.opts.without(EarlyReactivations) {
 			date = latestBilled(s.records[u]).AddDate(0, 0, 1+pick(seed, 10, "reactivate in", d, i))
 		}
-		_, err = h.col.Reactivate(ctx, u, date)
+		var rec billing.Subscription
+		if rec, err = h.col.Reactivate(ctx, u, date); err == nil {
+			s.trialReactivated(u, &rec)
+		}
 	case "manual repayment":
 		var pred func(*billing.Subscription) bool
 		if s.opts.without(FinalRepayments) {

@@ -128,6 +128,12 @@ const (
 	AbandonedRuns Scenario = "abandoned-runs"
 	// CancelNowComeBacks: cancellations now with a refund, and the user's come-back that day (cancelnow.go).
 	CancelNowComeBacks Scenario = "cancel-now-come-backs"
+	// TrialPauses: new users with a trial paused for one to three months
+	// before the trial's period is completed (trialdates.go).
+	TrialPauses Scenario = "trial-pauses"
+	// PaidDateMoves: renewals asked to move to a date inside the period
+	// paid before them, which must be refused (trialdates.go).
+	PaidDateMoves Scenario = "paid-date-moves"
 )
 
 func (o Options) without(sc Scenario) bool { return slices.Contains(o.Without, sc) }
@@ -252,7 +258,9 @@ type Sim struct {
 	records map[string][]billing.Subscription
 	// trialEnds are the trial ends of the users signed up with a trial.
 	trialEnds map[string]time.Time
-	accounts  []string
+	// trialDates is the state of the scenarios of trialdates.go.
+	trialDates *trialDates
+	accounts   []string
 
 	events []*event
 	seq    int
