@@ -10,7 +10,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/secretsmanager v1.50.10
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.52.10
 	github.com/dynabill/billing v0.0.0-20261129063334-08629d6b1c73
-	github.com/dynabill/billing/billingstripe v0.0.0-20261128120438-7011a0bbf3ac
+	github.com/dynabill/billing/billingstripe v0.0.0-20261129063339-a32aa258b17b
 	github.com/stretchr/testify v1.12.1
 	github.com/stripe/stripe-go/v85 v85.0.0
 )
