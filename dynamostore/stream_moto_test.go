@@ -196,6 +196,14 @@ func TestHistoryStreamEndToEnd(t *testing.T) {
 				t.Helper()
 				cur, err := repo.GetByID(ctx, first[name].SubscriptionID)
 				require.NoError(t, err)
+				// The processor knows first: a returned debit is never
+				// retried, a new payment is made (see PriorPayment).
+				switch ch := provider.ChargesFor(cur.SubscriptionID); kind {
+				case billing.SettlementSettled:
+					require.NoError(t, provider.Settle(ch[0].Key), name)
+				case billing.SettlementReturned:
+					require.NoError(t, provider.Return(ch[0].Key), name)
+				}
 				_, changed, err := c.ApplySettlement(ctx, billing.Settlement{SubscriptionID: cur.SubscriptionID, TransactionID: cur.TransactionID, Kind: kind, Reason: "R01 insufficient funds"})
 				require.NoError(t, err, name)
 				require.True(t, changed, name)

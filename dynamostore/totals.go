@@ -138,12 +138,12 @@ func (t *dayTotals) actions(writes ...write) ([]types.TransactWriteItem, []txOp)
 		if sk == totalsCountsSK {
 			for _, kind := range []layout.TotalsKind{layout.TotalsCollected, layout.TotalsDeclined, layout.TotalsWaived, layout.TotalsRefunded} {
 				if c, ok := s.counts[kind]; ok {
-					u = u.Add(expression.Name(totalsAttrs[kind][0]), expression.Value(c[0])).
-						Add(expression.Name(totalsAttrs[kind][1]), expression.Value(c[1]))
+					u = u.Add(expression.Name(totalsAttrs[kind][0]), exprValue(c[0])).
+						Add(expression.Name(totalsAttrs[kind][1]), exprValue(c[1]))
 				}
 			}
 		} else {
-			u = u.Add(expression.Name(attrDeclinedCount), expression.Value(s.counts[layout.TotalsDeclined][0])).
+			u = u.Add(expression.Name(attrDeclinedCount), exprValue(s.counts[layout.TotalsDeclined][0])).
 				Set(expression.Name(attrDeclineReason), exprValue(layout.StringAV(s.reason)))
 		}
 		items = append(items, types.TransactWriteItem{Update: t.update(pk, sk, u)})
@@ -230,7 +230,7 @@ func (t *dayTotals) reasons(ctx context.Context, day time.Time) ([]billing.Reaso
 	}
 	m := map[string]int64{}
 	for s := range t.shards {
-		kc := expression.Key(t.pk).Equal(expression.Value(totalsPK(day.UTC().Truncate(24*time.Hour), s))).
+		kc := expression.Key(t.pk).Equal(exprValue(totalsPK(day.UTC().Truncate(24*time.Hour), s))).
 			And(expression.Key(t.sk).BeginsWith(totalsReasonPrefix))
 		expr := mustBuild(expression.NewBuilder().WithKeyCondition(kc))
 		in := &dynamodb.QueryInput{TableName: aws.String(t.table), KeyConditionExpression: expr.KeyCondition(),
