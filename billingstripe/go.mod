@@ -5,7 +5,7 @@ go 1.26.0
 replace github.com/dynabill/billing => ..
 
 require (
-	github.com/dynabill/billing v0.0.0-20261129063334-08629d6b1c73
+	github.com/dynabill/billing v0.0.0-20261129065538-5abd822dc3ff
 	github.com/stretchr/testify v1.12.1
 	github.com/stripe/stripe-go/v85 v85.0.0
 )
