@@ -30,7 +30,7 @@ func forEachCollectorStore(t *testing.T, f func(t *testing.T, e *collectorEnv)) 
 
 // requireDateMoveError checks that err refuses a move of sub to date
 // because of the record other, and is a validation error, not a conflict.
-func requireDateMoveError(t *testing.T, err error, sub string, date time.Time, other billing.Subscription, later bool) {
+func requireDateMoveError(t *testing.T, err error, sub string, date time.Time, other billing.Period, later bool) {
 	t.Helper()
 	var de *billing.DateMoveError
 	require.ErrorAs(t, err, &de)
@@ -58,10 +58,10 @@ func TestChangeBillingDateKeepsPeriodOrder(t *testing.T) {
 		feb29 := time.Date(2024, 2, 29, 15, 0, 0, 0, time.UTC)
 		// Within the stale threshold: an older date is refused before the
 		// periods are compared (TestDatesAreValidatedWhereTheyEnter).
-		old := e.add("u1", jan31.AddDate(0, 0, -10), billing.StatusCompleted, func(s *billing.Subscription) {
+		old := e.add("u1", jan31.AddDate(0, 0, -10), billing.StatusCompleted, func(s *billing.Period) {
 			s.InitialRunDate, s.CompletionDate, s.Attempt = s.LastRunDate, s.LastRunDate, 1
 		})
-		retrying := e.add("u1", jan31, billing.StatusError, func(s *billing.Subscription) {
+		retrying := e.add("u1", jan31, billing.StatusError, func(s *billing.Period) {
 			s.InitialRunDate, s.Attempt, s.PaymentError = s.LastRunDate, 1, "insufficient funds"
 		})
 		nextPeriod := e.add("u1", feb29, billing.StatusScheduled)
@@ -115,7 +115,7 @@ func TestChangeBillingDatePastTerminalRecord(t *testing.T) {
 		ctx := t.Context()
 		s := e.add("u2", jan31, billing.StatusScheduled)
 		feb29 := time.Date(2024, 2, 29, 15, 0, 0, 0, time.UTC)
-		cancelled := e.add("u2", feb29, billing.StatusCancelled, func(s *billing.Subscription) { s.CompletionDate = s.LastRunDate })
+		cancelled := e.add("u2", feb29, billing.StatusCancelled, func(s *billing.Period) { s.CompletionDate = s.LastRunDate })
 
 		_, err := e.c.ChangeBillingDate(ctx, s.SubscriptionID, feb29)
 		requireDateMoveError(t, err, s.SubscriptionID, feb29, cancelled, true)

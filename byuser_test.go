@@ -77,7 +77,7 @@ func newUserEnv(t *testing.T, st userStore, wrap ...func(billing.Repository) bil
 }
 
 // rows returns the user's history rows.
-func (e *userEnv) rows(t *testing.T) []billing.Subscription {
+func (e *userEnv) rows(t *testing.T) []billing.Period {
 	t.Helper()
 	rows, err := e.hist.ListByUser(t.Context(), e.user)
 	require.NoError(t, err)
@@ -115,7 +115,7 @@ func TestByUserFlow(t *testing.T) {
 
 			v, err := e.c.Subscription(ctx, e.user)
 			require.NoError(t, err)
-			assert.Equal(t, billing.SubscriptionActive, v.State)
+			assert.Equal(t, billing.SubscriptionActive, v.Status)
 			assert.Equal(t, "Plus:v2", v.Tier)
 			assert.Equal(t, billing.MustParseAmount("9.99"), v.Amount)
 			require.Len(t, v.Paid, 1)
@@ -132,19 +132,19 @@ func TestByUserFlow(t *testing.T) {
 
 			p, err := e.c.PauseSubscription(ctx, billing.PauseSubscriptionRequest{UserRequest: ur(e.user, "pause-1"), Months: 2})
 			require.NoError(t, err)
-			assert.Equal(t, billing.SubscriptionPaused, p.Subscription.State)
+			assert.Equal(t, billing.SubscriptionPaused, p.Subscription.Status)
 			assert.Equal(t, billing.StatusPaused, p.Changes[0].After.Status)
 			assert.Equal(t, 2, p.Changes[0].After.PauseDurationMonths)
 
 			r, err := e.c.ResumeSubscription(ctx, billing.ResumeSubscriptionRequest{UserRequest: ur(e.user, "resume-1")})
 			require.NoError(t, err)
-			assert.Equal(t, billing.SubscriptionActive, r.Subscription.State)
+			assert.Equal(t, billing.SubscriptionActive, r.Subscription.Status)
 			assert.Equal(t, billing.StatusScheduled, r.Changes[0].After.Status)
 
 			e.clock.Set(feb3.Add(14 * 24 * time.Hour)) // half of the 28-day paid period left
 			cx, err := e.c.CancelSubscription(ctx, billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "cancel-1"), When: billing.CancelNow})
 			require.NoError(t, err)
-			assert.Equal(t, billing.SubscriptionEnded, cx.Subscription.State)
+			assert.Equal(t, billing.SubscriptionEnded, cx.Subscription.Status)
 			assert.Equal(t, billing.StatusCancelled, cx.Changes[0].After.Status)
 			assert.Equal(t, billing.MustParseAmount("4.99"), cx.Refund, "half of 9.99, rounded down")
 			assert.Equal(t, cx.Subscription.Paid[0].SubscriptionID, cx.RefundPeriodID)
@@ -204,7 +204,7 @@ func TestSubscribeRepeatOfAnOldRow(t *testing.T) {
 	t.Parallel()
 	e := newUserEnv(t, memoryUserStores()[0])
 	ctx := t.Context()
-	old := billing.Subscription{UserID: e.user, SubscriptionID: billing.SubscriptionIDFor(e.user, "order-1"), BillingDate: feb3,
+	old := billing.Period{UserID: e.user, SubscriptionID: billing.SubscriptionIDFor(e.user, "order-1"), BillingDate: feb3,
 		Amount: billing.MustParseAmount("4.99"), Status: billing.StatusScheduled, BillingPeriod: billing.BillingPeriod(feb3),
 		Term: billing.TermMonthly, ReceiptTierName: "Basic:v1", CreatedDate: feb3, LastRunDate: feb3}
 	require.NoError(t, e.repo.Add(ctx, &old))
@@ -309,7 +309,7 @@ func TestByUserExactRepeatAnswersFirst(t *testing.T) {
 			assert.Equal(t, billing.StatusPaused, again.Changes[0].After.Status)
 			assert.Equal(t, 2, again.Changes[0].After.PauseDurationMonths)
 			assert.Equal(t, billing.StatusScheduled, again.Changes[0].Before.Status)
-			assert.Equal(t, billing.SubscriptionActive, again.Subscription.State, "the subscription as it is now: resumed")
+			assert.Equal(t, billing.SubscriptionActive, again.Subscription.Status, "the subscription as it is now: resumed")
 			assert.Len(t, e.rows(t), n, "nothing written")
 		})
 	}
@@ -395,7 +395,7 @@ type failingUpdates struct {
 	fail map[int]bool
 }
 
-func (f *failingUpdates) Update(ctx context.Context, prev, next *billing.Subscription, create ...*billing.Subscription) error {
+func (f *failingUpdates) Update(ctx context.Context, prev, next *billing.Period, create ...*billing.Period) error {
 	f.n++
 	if f.fail[f.n] {
 		return errors.New("crash")
@@ -416,7 +416,7 @@ func TestByUserCrashBetweenPeriodsCompletedByRepeat(t *testing.T) {
 			ctx := t.Context()
 			fu := &failingUpdates{fail: map[int]bool{2: true}}
 			e := newUserEnv(t, st, func(r billing.Repository) billing.Repository { fu.Repository = r; return fu })
-			owed := billing.Subscription{UserID: e.user, SubscriptionID: "p-jan", BillingDate: feb3.AddDate(0, 0, -7),
+			owed := billing.Period{UserID: e.user, SubscriptionID: "p-jan", BillingDate: feb3.AddDate(0, 0, -7),
 				Amount: billing.MustParseAmount("9.99"), Status: billing.StatusError, BillingPeriod: "01/2025", Term: billing.TermMonthly,
 				ReceiptTierName: "Plus:v2", InitialRunDate: feb3.AddDate(0, 0, -7), CreatedDate: feb3.AddDate(0, 0, -8), LastRunDate: feb3.AddDate(0, 0, -7)}
 			next := owed
@@ -514,7 +514,7 @@ func TestByUserResolvesAttemptInFlight(t *testing.T) {
 			assert.Equal(t, billing.StatusCancelled, done.Changes[0].After.Status)
 			require.Len(t, done.Subscription.Paid, 1)
 			assert.Equal(t, id, done.Subscription.Paid[0].SubscriptionID, "the charge recorded")
-			assert.Equal(t, billing.SubscriptionEnded, done.Subscription.State)
+			assert.Equal(t, billing.SubscriptionEnded, done.Subscription.Status)
 			assert.Equal(t, done.Subscription.PaidThrough, done.AccessUntil)
 			assert.Len(t, e.pay.ChargesFor(id), 1, "charged once")
 			assert.Len(t, e.pay.Charges(), 1)

@@ -48,7 +48,7 @@ func TestCancelNowWithRefundEndsAccess(t *testing.T) {
 			assert.Equal(t, billing.MustParseAmount("6.42"), left.Refund)
 
 			v := mustView(t, e)
-			assert.Equal(t, billing.SubscriptionEnded, v.State)
+			assert.Equal(t, billing.SubscriptionEnded, v.Status)
 			assert.Equal(t, cancelAt, v.PaidThrough, "access ends at the cancel")
 			for _, r := range e.records(t) {
 				if r.Status == billing.StatusCancelled {
@@ -71,7 +71,7 @@ func TestCancelNowWithRefundEndsAccess(t *testing.T) {
 			assert.Equal(t, back, calls[1].Request.BillingDate.UTC())
 
 			v = mustView(t, e)
-			assert.Equal(t, billing.SubscriptionActive, v.State)
+			assert.Equal(t, billing.SubscriptionActive, v.Status)
 			assert.Equal(t, back.AddDate(0, 1, 0), v.PaidThrough, "the come-back's period, not cut")
 			assert.Equal(t, back.AddDate(0, 1, 0), v.NextBillingDate)
 			require.Len(t, v.Open, 1, "one open period")

@@ -45,7 +45,7 @@ func TestChargeGuardRefusesAmountsOutsideTheLimits(t *testing.T) {
 			ctx := context.Background()
 			s := envRecord("u1", jan31, billing.StatusScheduled)
 			s.Amount = tt.amount
-			_, err := e.repo.AddAll(ctx, []billing.Subscription{s})
+			_, err := e.repo.AddAll(ctx, []billing.Period{s})
 			require.NoError(t, err)
 			before := e.records("u1")
 			require.Len(t, before, 1)
@@ -129,15 +129,15 @@ func TestChargeGuardOneRunOfMixedAmounts(t *testing.T) {
 	e := newCollectorEnv(t, func(c *billing.Config) { c.MaxCharge = maxCharge })
 	ctx := context.Background()
 	amounts := map[string]billing.Amount{"over": maxCharge + 1, "zero": 0, "max": maxCharge}
-	recs := map[string]billing.Subscription{}
+	recs := map[string]billing.Period{}
 	for user, amount := range amounts {
 		s := envRecord(user, jan31, billing.StatusScheduled)
 		s.Amount = amount
-		_, err := e.repo.AddAll(ctx, []billing.Subscription{s})
+		_, err := e.repo.AddAll(ctx, []billing.Period{s})
 		require.NoError(t, err)
 		recs[user] = s
 	}
-	before := map[string][]billing.Subscription{"over": e.records("over"), "zero": e.records("zero")}
+	before := map[string][]billing.Period{"over": e.records("over"), "zero": e.records("zero")}
 	for run := range 2 {
 		if run > 0 {
 			e.clock.Advance(time.Hour)
@@ -166,7 +166,7 @@ func TestChargeGuardOneRunOfMixedAmounts(t *testing.T) {
 }
 
 // findRecord returns the record of recs with subscriptionID.
-func findRecord(t *testing.T, recs []billing.Subscription, subscriptionID string) billing.Subscription {
+func findRecord(t *testing.T, recs []billing.Period, subscriptionID string) billing.Period {
 	t.Helper()
 	for _, r := range recs {
 		if r.SubscriptionID == subscriptionID {
@@ -174,5 +174,5 @@ func findRecord(t *testing.T, recs []billing.Subscription, subscriptionID string
 		}
 	}
 	require.Failf(t, "record not found", "%s not among %+v", subscriptionID, recs)
-	return billing.Subscription{}
+	return billing.Period{}
 }

@@ -366,7 +366,7 @@ func (c *Collector) Run(ctx context.Context, req RunRequest) (*Report, error) {
 }
 
 // RunQuery returns the status query a run of kind makes at now (without a
-// cursor): SCHEDULED due at now ([Subscription.DueAt]: billed before
+// cursor): SCHEDULED due at now ([Period.DueAt]: billed before
 // now), ERROR billed after now minus the
 // stale threshold and a week (so a record crossing the threshold is seen and
 // marked STALE even when some daily runs were missed), PAUSED due before
@@ -417,7 +417,7 @@ type Plan struct {
 // PlanRecord says what a run of kind would do at now with sub as read
 // under the user's lock: the same decision the run makes, for operator
 // previews. It does no I/O.
-func (c *Collector) PlanRecord(kind RunKind, sub *Subscription, now time.Time) Plan {
+func (c *Collector) PlanRecord(kind RunKind, sub *Period, now time.Time) Plan {
 	if kind == RunRetry && sub.Status == StatusACHSent {
 		if now.Sub(sub.LastRunDate) <= c.cfg.ACHSettlementDeadline {
 			return Plan{PlanSkip, "ACH debit within its settlement deadline"}
@@ -450,7 +450,7 @@ func (c *Collector) PlanRecord(kind RunKind, sub *Subscription, now time.Time) P
 // once. A user's records on the page are handled in index order under one
 // hold of the user's lock: concurrent holds would skip all but one of them.
 // Each record is observed (span, outcome metric) on its own.
-func (c *Collector) handlePage(ctx context.Context, kind RunKind, items []Subscription, rep *Report) {
+func (c *Collector) handlePage(ctx context.Context, kind RunKind, items []Period, rep *Report) {
 	// The users in order of first appearance, and each user's indexes in
 	// one slice of the page's (not one slice per user).
 	var order []string
@@ -502,7 +502,7 @@ func (c *Collector) handlePage(ctx context.Context, kind RunKind, items []Subscr
 
 // handleUser handles the records items[idx] of one user under one hold of
 // the user's lock.
-func (c *Collector) handleUser(ctx context.Context, kind RunKind, userID string, items []Subscription, idx []int, rep *Report) {
+func (c *Collector) handleUser(ctx context.Context, kind RunKind, userID string, items []Period, idx []int, rep *Report) {
 	now := c.cfg.Clock.Now()
 	// Records the index shows as not worth a lock are skipped first, so an
 	// ineligible record never costs a lock and a read (they are checked
@@ -559,7 +559,7 @@ func (c *Collector) handleUser(ctx context.Context, kind RunKind, userID string,
 
 // handleRecord re-reads a record found by a run (indexes are eventually
 // consistent) and handles it; the caller holds the user's lock.
-func (c *Collector) handleRecord(ctx context.Context, kind RunKind, it *Subscription, rep *Report) error {
+func (c *Collector) handleRecord(ctx context.Context, kind RunKind, it *Period, rep *Report) error {
 	cur, ctx, err := c.readLatest(ctx, it)
 	if errors.Is(err, ErrNotFound) {
 		rep.count(&rep.NotEligible) // moved or deleted since the index read
@@ -580,7 +580,7 @@ func (c *Collector) handleRecord(ctx context.Context, kind RunKind, it *Subscrip
 // handleRecordSafely is handleRecord with a panic of the host's code
 // turned into a [*PanicError] for this record alone: the run goes on with
 // the others, and the user's lock is released as usual.
-func (c *Collector) handleRecordSafely(ctx context.Context, kind RunKind, it *Subscription, rep *Report) (err error) {
+func (c *Collector) handleRecordSafely(ctx context.Context, kind RunKind, it *Period, rep *Report) (err error) {
 	defer recoverPanic(ctx, c.cfg.Logger, it.UserID, &err)
 	return c.handleRecord(c.reportInvalid(ctx, string(kind), it.UserID, rep), kind, it, rep)
 }
@@ -588,7 +588,7 @@ func (c *Collector) handleRecordSafely(ctx context.Context, kind RunKind, it *Su
 // worthHandling reports whether a record as the index shows it may need
 // the run: the retry run skips records the policy would not attempt today
 // and that are not old enough to be marked stale.
-func (c *Collector) worthHandling(kind RunKind, it *Subscription, now time.Time) bool {
+func (c *Collector) worthHandling(kind RunKind, it *Period, now time.Time) bool {
 	if kind != RunRetry {
 		return true
 	}
@@ -615,7 +615,7 @@ func (c *Collector) emit(ctx context.Context, e Event) {
 	}
 }
 
-func eventFor(t EventType, s *Subscription, at time.Time) Event {
+func eventFor(t EventType, s *Period, at time.Time) Event {
 	return Event{Type: t, At: at, UserID: s.UserID, SubscriptionID: s.SubscriptionID, BillingDate: s.BillingDate,
 		Amount: s.Amount, Process: s.Process, TransactionID: s.TransactionID, Reason: s.PaymentError}
 }

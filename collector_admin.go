@@ -10,9 +10,9 @@ import (
 // Change is the result of an admin change: the record before and after,
 // and any records the change created.
 type Change struct {
-	Before  Subscription   `json:"before"`
-	After   Subscription   `json:"after"`
-	Created []Subscription `json:"created,omitempty"`
+	Before  Period   `json:"before"`
+	After   Period   `json:"after"`
+	Created []Period `json:"created,omitempty"`
 }
 
 // admin applies edit to the record subscriptionID under the user's lock
@@ -22,7 +22,7 @@ type Change struct {
 // records to create in the same transaction. A guard, when given, sees the
 // record as re-read under the lock, before its attempt is resolved, and
 // refuses the change by returning an error.
-func (c *Collector) admin(ctx context.Context, op AdminOp, subscriptionID string, edit func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error), guard ...func(cur *Subscription) error) (Change, error) {
+func (c *Collector) admin(ctx context.Context, op AdminOp, subscriptionID string, edit func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error), guard ...func(cur *Period) error) (Change, error) {
 	found, err := c.cfg.Repository.GetByID(ctx, subscriptionID)
 	if err != nil {
 		return Change{}, c.periodIDHint(ctx, subscriptionID, err)
@@ -75,7 +75,7 @@ func (c *Collector) admin(ctx context.Context, op AdminOp, subscriptionID string
 	return ch, err
 }
 
-func requireStatus(cur *Subscription, allowed ...Status) error {
+func requireStatus(cur *Period, allowed ...Status) error {
 	for _, s := range allowed {
 		if cur.Status == s {
 			return nil
@@ -91,7 +91,7 @@ func requireStatus(cur *Subscription, allowed ...Status) error {
 // wrapping [ErrConflict] (never [ErrAlreadyExists]): call again, and the
 // waive goes on with the period found.
 func (c *Collector) Waive(ctx context.Context, subscriptionID string) (Change, error) {
-	return c.admin(ctx, OpWaive, subscriptionID, func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
+	return c.admin(ctx, OpWaive, subscriptionID, func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
 		next.Status, next.CompletionDate = StatusWaived, next.LastRunDate
 		return c.openNext(ctx, cur, now)
 	})
@@ -119,7 +119,7 @@ func (c *Collector) CancelUnowed(ctx context.Context, subscriptionID string) (Ch
 	return c.admin(ctx, OpCancel, subscriptionID, cancelEdit, refuseOwed)
 }
 
-func cancelEdit(_ context.Context, _, next *Subscription, _ time.Time) ([]*Subscription, error) {
+func cancelEdit(_ context.Context, _, next *Period, _ time.Time) ([]*Period, error) {
 	next.Status, next.CompletionDate = StatusCancelled, next.LastRunDate
 	return nil, nil
 }
@@ -142,7 +142,7 @@ func (c *Collector) Pause(ctx context.Context, subscriptionID string, months int
 	if err := checkPauseMonths(months); err != nil {
 		return Change{}, fmt.Errorf("%s %s: %w", OpPause, subscriptionID, err)
 	}
-	return c.admin(ctx, OpPause, subscriptionID, func(ctx context.Context, cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
+	return c.admin(ctx, OpPause, subscriptionID, func(ctx context.Context, cur, next *Period, _ time.Time) ([]*Period, error) {
 		next.Status, next.PauseDurationMonths = StatusPaused, months
 		next.UpdatedEvent = ""
 		if months == 1 {
@@ -155,7 +155,7 @@ func (c *Collector) Pause(ctx context.Context, subscriptionID string, months int
 // Resume ends the pause of a PAUSED record: it becomes SCHEDULED again
 // (pause-resume) on its billing date.
 func (c *Collector) Resume(ctx context.Context, subscriptionID string) (Change, error) {
-	return c.admin(ctx, OpResume, subscriptionID, func(ctx context.Context, cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
+	return c.admin(ctx, OpResume, subscriptionID, func(ctx context.Context, cur, next *Period, _ time.Time) ([]*Period, error) {
 		next.Status, next.PauseDurationMonths, next.UpdatedEvent = StatusScheduled, 0, EventPauseResume
 		return nil, nil
 	})
@@ -207,8 +207,8 @@ func (c *Collector) ChangeBillingDate(ctx context.Context, subscriptionID string
 }
 
 // moveDate is the edit of a record's move to date ([Collector.ChangeBillingDate]).
-func (c *Collector) moveDate(date time.Time) func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
-	return func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
+func (c *Collector) moveDate(date time.Time) func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
+	return func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
 		d, err := c.billingDay("billing_date", date, now)
 		if err == nil {
 			err = fridayMove(cur, d)
@@ -253,7 +253,7 @@ func (c *Collector) moveDate(date time.Time) func(ctx context.Context, cur, next
 // Friday of the next month, days later at a full month's price.
 // [Collector.Subscribe] refuses such a first date alike. The error is a
 // [*FieldError] wrapping [ErrInvalidDate].
-func fridayMove(cur *Subscription, d time.Time) error {
+func fridayMove(cur *Period, d time.Time) error {
 	if cur.BillingWeek == 0 {
 		return nil
 	}
@@ -278,7 +278,7 @@ func fridayMove(cur *Subscription, d time.Time) error {
 // anchor day and Friday week follow the new end, the first paid period's
 // date (as [Collector.ExtendTrial] sets them): the paid schedule starts
 // there, and no paid period is shorter than its term.
-func moveTo(next *Subscription, d time.Time) {
+func moveTo(next *Period, d time.Time) {
 	anchor := d
 	if next.IsTrial() {
 		next.TrialEnd = next.TrialEnd.Add(d.Sub(next.BillingDate))
@@ -341,8 +341,8 @@ func (e *DateMoveError) Unwrap() []error { return []error{ErrDateMove, ErrInvali
 // checkDateMove refuses moving cur to d when d is on or past a later open
 // record of recs, on another later record, or on or before an earlier
 // record. recs are the user's records ascending by billing date.
-func checkDateMove(cur *Subscription, d time.Time, recs []Subscription) error {
-	var prev *Subscription
+func checkDateMove(cur *Period, d time.Time, recs []Period) error {
+	var prev *Period
 	for i := range recs {
 		r := &recs[i]
 		switch {
@@ -365,7 +365,7 @@ func checkDateMove(cur *Subscription, d time.Time, recs []Subscription) error {
 	}
 	// With no later open period, cur's collection opens the next one from
 	// d on: its schedule must not meet a record of an earlier life.
-	var others []Subscription
+	var others []Period
 	for _, r := range recs {
 		switch {
 		case r.SubscriptionID == cur.SubscriptionID:
@@ -386,9 +386,9 @@ func checkDateMove(cur *Subscription, d time.Time, recs []Subscription) error {
 // [paidEnd]): the date up to which the user paid. A trial's period and a
 // free one are not paid, nor is the time a cancellation now refunded.
 // Nil when none was paid.
-func paidBefore(cur *Subscription, recs []Subscription) (*Subscription, time.Time) {
+func paidBefore(cur *Period, recs []Period) (*Period, time.Time) {
 	var (
-		paid *Subscription
+		paid *Period
 		end  time.Time
 	)
 	for i := range recs {
@@ -408,7 +408,7 @@ func paidBefore(cur *Subscription, recs []Subscription) (*Subscription, time.Tim
 	return paid, end
 }
 
-func newDateMoveError(cur *Subscription, d time.Time, r *Subscription, later bool) *DateMoveError {
+func newDateMoveError(cur *Period, d time.Time, r *Period, later bool) *DateMoveError {
 	return &DateMoveError{SubscriptionID: cur.SubscriptionID, Date: d, PeriodID: r.SubscriptionID,
 		PeriodDate: r.BillingDate, PeriodStatus: r.Status, Later: later}
 }
@@ -439,7 +439,7 @@ func (c *Collector) ChangeTier(ctx context.Context, subscriptionID, tier string,
 			return Change{}, fmt.Errorf("change tier %s: %w", subscriptionID, err)
 		}
 	}
-	return c.admin(ctx, OpChangeTier, subscriptionID, func(ctx context.Context, cur, next *Subscription, _ time.Time) ([]*Subscription, error) {
+	return c.admin(ctx, OpChangeTier, subscriptionID, func(ctx context.Context, cur, next *Period, _ time.Time) ([]*Period, error) {
 		amount, err := c.priceOf(ctx, PricePlan{Tier: tier, Term: cur.Term, Interval: cur.Interval}, given)
 		if err != nil {
 			return nil, err
@@ -493,8 +493,8 @@ func (c *Collector) ChangeTier(ctx context.Context, subscriptionID, tier string,
 // skipped) refuses it with a [*FieldError] wrapping [ErrInvalidDate]
 // naming that record. A write that loses a race with another writer is a
 // [*ConflictError] wrapping [ErrConflict]: call again.
-func (c *Collector) Reactivate(ctx context.Context, userID string, date time.Time) (Subscription, error) {
-	var created Subscription
+func (c *Collector) Reactivate(ctx context.Context, userID string, date time.Time) (Period, error) {
+	var created Period
 	_, err := c.single(ctx, "reactivate", userID, "", func(ctx context.Context, _ *Report) error {
 		var err error
 		for pass := 0; ; pass++ {
@@ -510,11 +510,11 @@ func (c *Collector) Reactivate(ctx context.Context, userID string, date time.Tim
 
 // reactivateOnce is one read and write of [Collector.Reactivate], under
 // the user's lock.
-func (c *Collector) reactivateOnce(ctx context.Context, userID string, date time.Time) (Subscription, error) {
+func (c *Collector) reactivateOnce(ctx context.Context, userID string, date time.Time) (Period, error) {
 	rctx, unread := collectUnreadable(ctx)
 	recs, err := c.cfg.Repository.ListByUser(rctx, userID)
 	if err != nil {
-		return Subscription{}, err
+		return Period{}, err
 	}
 	now := c.cfg.Clock.Now()
 	d, over, err := c.checkReactivate(userID, recs, date, now)
@@ -522,11 +522,11 @@ func (c *Collector) reactivateOnce(ctx context.Context, userID string, date time
 		err = refuseBesideUnreadable(*unread, d)
 	}
 	if err != nil {
-		return Subscription{}, err
+		return Period{}, err
 	}
 	created := reactivated(userID, recs, d, over, c.cfg.NewID(), now)
 	if err := c.placeFirst(ctx, EventSubscriptionReactivated, &created, over, recs); err != nil {
-		return Subscription{}, err
+		return Period{}, err
 	}
 	return created, nil
 }
@@ -535,9 +535,9 @@ func (c *Collector) reactivateOnce(ctx context.Context, userID string, date time
 // are recs, on d: with id, the tier, amount, term and Friday week of the
 // user's latest record; or, when over is the cancelled renewal on d
 // ([comeBackOn]), that period going on, its ID and anchor kept.
-func reactivated(userID string, recs []Subscription, d time.Time, over *Subscription, id string, now time.Time) Subscription {
+func reactivated(userID string, recs []Period, d time.Time, over *Period, id string, now time.Time) Period {
 	last := recs[len(recs)-1]
-	created := Subscription{
+	created := Period{
 		UserID: userID, BillingDate: d, SubscriptionID: id, Amount: last.Amount,
 		Status: StatusScheduled, BillingPeriod: BillingPeriod(d), Process: ProcessReactivation,
 		UpdatedEvent: EventUserReactivated, Term: last.Term, AnchorDay: d.Day(), Interval: last.Interval, ReceiptTierName: last.ReceiptTierName,
@@ -567,7 +567,7 @@ func reactivated(userID string, recs []Subscription, d time.Time, over *Subscrip
 
 // openNext returns the next period's record for a record leaving SCHEDULED
 // without an attempt (so the subscription goes on), or nil.
-func (c *Collector) openNext(ctx context.Context, cur *Subscription, now time.Time) ([]*Subscription, error) {
+func (c *Collector) openNext(ctx context.Context, cur *Period, now time.Time) ([]*Period, error) {
 	if !cur.InitialRunDate.IsZero() {
 		return nil, nil
 	}
@@ -575,5 +575,5 @@ func (c *Collector) openNext(ctx context.Context, cur *Subscription, now time.Ti
 	if err != nil || f == nil {
 		return nil, err
 	}
-	return []*Subscription{f}, nil
+	return []*Period{f}, nil
 }

@@ -58,7 +58,7 @@ type AdminChange struct {
 	// billing date ([Repository.ListByUser]): an [OpChangeDate] is then
 	// also checked against the user's other periods, as
 	// [Collector.ChangeBillingDate] checks it under the user's lock.
-	UserRecords []Subscription
+	UserRecords []Period
 }
 
 // CheckChange reports whether ch may be applied to s as it is now, by the
@@ -71,7 +71,7 @@ type AdminChange struct {
 // ask for confirmation. Nil does not promise success: the record may change
 // before the change is applied, and an attempt in flight on it is resolved
 // first.
-func (c *Collector) CheckChange(ctx context.Context, ch AdminChange, s *Subscription) error {
+func (c *Collector) CheckChange(ctx context.Context, ch AdminChange, s *Period) error {
 	op, ok := adminOps[ch.Op]
 	if !ok {
 		return fmt.Errorf("%w: unknown admin change %q", ErrInvalidQuery, ch.Op)
@@ -112,7 +112,7 @@ func checkPauseMonths(months int) error {
 // for userID billed on date, the user's records being recs (ascending by
 // billing date, as [Repository.ListByUser] returns them), by the rules
 // Reactivate applies under the user's lock. It reads and writes nothing.
-func (c *Collector) CheckReactivate(userID string, recs []Subscription, date time.Time) error {
+func (c *Collector) CheckReactivate(userID string, recs []Period, date time.Time) error {
 	_, _, err := c.checkReactivate(userID, recs, date, c.cfg.Clock.Now())
 	return err
 }
@@ -120,7 +120,7 @@ func (c *Collector) CheckReactivate(userID string, recs []Subscription, date tim
 // checkReactivate checks a reactivation of userID, whose records are recs,
 // on date at now, and returns the new period's billing date and the
 // cancelled period it takes the place of, if any (see [comeBackOn]).
-func (c *Collector) checkReactivate(userID string, recs []Subscription, date, now time.Time) (time.Time, *Subscription, error) {
+func (c *Collector) checkReactivate(userID string, recs []Period, date, now time.Time) (time.Time, *Period, error) {
 	if len(recs) == 0 {
 		return time.Time{}, nil, fmt.Errorf("%w: user %s has no records to reactivate", ErrNotFound, userID)
 	}
@@ -156,8 +156,8 @@ func (c *Collector) checkReactivate(userID string, recs []Subscription, date, no
 // again. The error is a [*FieldError] wrapping [ErrInvalidDate] that names
 // the record and the period that would meet it. A schedule that cannot be
 // computed is left to the collector's own checks.
-func clearSchedule(field string, sub *Subscription, recs []Subscription) error {
-	taken := map[int64]*Subscription{}
+func clearSchedule(field string, sub *Period, recs []Period) error {
+	taken := map[int64]*Period{}
 	var last time.Time
 	first := sub.BillingDate.Truncate(time.Second)
 	for i := range recs {
@@ -200,10 +200,10 @@ func clearSchedule(field string, sub *Subscription, recs []Subscription) error {
 // [ErrInvalidDate] that names the paid period and the first date not
 // paid for. A paid period whose schedule cannot be read ends, for this
 // rule, a second after its billing date.
-func afterLastPaid(field string, d time.Time, recs []Subscription) error {
+func afterLastPaid(field string, d time.Time, recs []Period) error {
 	var (
 		end  time.Time
-		paid *Subscription
+		paid *Period
 	)
 	for i := range recs {
 		r := &recs[i]
@@ -249,7 +249,7 @@ func refuseBesideUnreadable(unread unreadable, d time.Time) error {
 // user who had one, [ErrTrialUsed] (for which it reads the user's history
 // rows). It writes nothing: operator tools call it before they show a
 // subscription and ask for confirmation.
-func (c *Collector) CheckSubscribe(ctx context.Context, req SubscribeRequest, recs []Subscription) (Subscribed, error) {
+func (c *Collector) CheckSubscribe(ctx context.Context, req SubscribeRequest, recs []Period) (Subscribed, error) {
 	if err := checkIdentity(req); err != nil {
 		return Subscribed{}, fmt.Errorf("subscribe %s: %w", req.UserID, err)
 	}

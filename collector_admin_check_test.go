@@ -89,7 +89,7 @@ func TestCheckChangeAgreesWithTheChange(t *testing.T) {
 				c, err := billing.NewCollector(billing.Config{Repository: repo, History: store.History(),
 					Locker: billingtest.NewLocker(clock, time.Minute), Provider: billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock}), Clock: clock})
 				require.NoError(t, err)
-				rec := billing.Subscription{UserID: "u1", SubscriptionID: "s1", BillingDate: jan31, BillingPeriod: billing.BillingPeriod(jan31),
+				rec := billing.Period{UserID: "u1", SubscriptionID: "s1", BillingDate: jan31, BillingPeriod: billing.BillingPeriod(jan31),
 					Amount: 499, Status: st, Term: billing.TermMonthly, AnchorDay: 31, ReceiptTierName: "Plus:v2",
 					Process: billing.ProcessInitial, CreatedDate: jan31.Add(-time.Hour), LastRunDate: jan31.Add(-time.Hour)}
 				if st == billing.StatusPaused {
@@ -139,7 +139,7 @@ func TestCheckChangeAgreesWithTheChange(t *testing.T) {
 		c, err := billing.NewCollector(billing.Config{Repository: billingtest.NewMemoryStore(t, memory.Options{}).Repository(),
 			Locker: billingtest.NewLocker(clock, time.Minute), Provider: billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock}), Clock: clock})
 		require.NoError(t, err)
-		rec := billing.Subscription{UserID: "u1", SubscriptionID: "s1", BillingDate: jan31, Status: billing.StatusScheduled}
+		rec := billing.Period{UserID: "u1", SubscriptionID: "s1", BillingDate: jan31, Status: billing.StatusScheduled}
 		later := rec
 		later.SubscriptionID, later.BillingDate = "s2", jan31.AddDate(0, 1, 0)
 		var fe *billing.FieldError
@@ -155,7 +155,7 @@ func TestCheckChangeAgreesWithTheChange(t *testing.T) {
 			{billing.AdminChange{Op: billing.OpChangeTier, Amount: 499}, "tier", billing.ErrUnknownTier},
 			{billing.AdminChange{Op: billing.OpChangeDate, Date: jan31.AddDate(-1, 0, 0)}, "billing_date", billing.ErrInvalidDate},
 			{billing.AdminChange{Op: billing.OpChangeDate}, "billing_date", billing.ErrInvalidDate},
-			{billing.AdminChange{Op: billing.OpChangeDate, Date: later.BillingDate, UserRecords: []billing.Subscription{rec, later}}, "", billing.ErrDateMove},
+			{billing.AdminChange{Op: billing.OpChangeDate, Date: later.BillingDate, UserRecords: []billing.Period{rec, later}}, "", billing.ErrDateMove},
 			{billing.AdminChange{Op: "refund"}, "", billing.ErrInvalidQuery},
 		} {
 			err := c.CheckChange(t.Context(), bad.ch, &rec)
@@ -190,7 +190,7 @@ func TestCheckReactivateAndSubscribeAgreeWithTheCalls(t *testing.T) {
 		Locker: billingtest.NewLocker(clock, time.Minute), Provider: billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock}), Clock: clock})
 	require.NoError(t, err)
 	ctx := t.Context()
-	list := func() []billing.Subscription {
+	list := func() []billing.Period {
 		recs, err := repo.ListByUser(ctx, "u1")
 		require.NoError(t, err)
 		return recs

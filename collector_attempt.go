@@ -15,7 +15,7 @@ import (
 // attempt collects cur (re-read under the user's lock) by proc for a single
 // collection, observed as a record of its own (a run observes each record
 // around its lock and calls attemptRecord).
-func (c *Collector) attempt(ctx context.Context, proc Process, cur *Subscription, rep *Report) error {
+func (c *Collector) attempt(ctx context.Context, proc Process, cur *Period, rep *Report) error {
 	ctx, obs := c.tel.startRecord(ctx, singleRun(proc), proc, cur.UserID, cur.SubscriptionID)
 	obs.err = c.attemptRecord(ctx, proc, cur, obs.rep)
 	obs.end(ctx, rep)
@@ -26,7 +26,7 @@ func (c *Collector) attempt(ctx context.Context, proc Process, cur *Subscription
 // record in flight is first resolved (see [Collector.resolve]); when its
 // outcome stays unknown it is left alone, even past the stale threshold,
 // and reported.
-func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Subscription, rep *Report) error {
+func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Period, rep *Report) error {
 	if cur.InFlight() {
 		res, err := c.resolve(ctx, cur, rep)
 		var unresolved *InFlightError
@@ -65,7 +65,7 @@ func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Subscr
 		return c.completeFree(ctx, proc, cur, rep)
 	}
 	for try := 0; ; try++ {
-		marked, err := c.charge(ctx, rep, func() (*Subscription, error) {
+		marked, err := c.charge(ctx, rep, func() (*Period, error) {
 			return c.startAttempt(ctx, proc, cur, c.cfg.Clock.Now())
 		})
 		switch {
@@ -94,7 +94,7 @@ func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Subscr
 
 // withdraw writes cur back over marked, the record with the attempt the
 // processor refused. marked is a copy: the caller's stays off the heap.
-func (c *Collector) withdraw(ctx context.Context, marked Subscription, cur *Subscription) error {
+func (c *Collector) withdraw(ctx context.Context, marked Period, cur *Period) error {
 	return c.cfg.Repository.SetAttempt(ctx, &marked, cur)
 }
 
@@ -113,7 +113,7 @@ func (c *Collector) withdraw(ctx context.Context, marked Subscription, cur *Subs
 // the processor's [RequestTimeout] must have passed since the latest.
 // Before that (a holder that lost its lease mid-call, a replay answered
 // [ErrKeyInUse]) the attempt stays in flight.
-func (c *Collector) resolve(ctx context.Context, cur *Subscription, rep *Report) (Subscription, error) {
+func (c *Collector) resolve(ctx context.Context, cur *Period, rep *Report) (Period, error) {
 	if !cur.InFlight() {
 		return *cur, nil
 	}
@@ -130,7 +130,7 @@ func (c *Collector) resolve(ctx context.Context, cur *Subscription, rep *Report)
 	if w, ok := c.cfg.Provider.(ReplayWindow); ok && w.ReplayWindow() > 0 && c.cfg.Clock.Now().Sub(cur.LastAttempt.Started) > w.ReplayWindow() {
 		why = fmt.Errorf("the processor's replay window (%v) has passed", w.ReplayWindow())
 	} else {
-		presented, err := c.charge(ctx, rep, func() (*Subscription, error) { // the replay
+		presented, err := c.charge(ctx, rep, func() (*Period, error) { // the replay
 			s, err := c.represent(ctx, cur)
 			return &s, err
 		})
@@ -149,23 +149,23 @@ func (c *Collector) resolve(ctx context.Context, cur *Subscription, rep *Report)
 	}
 	if errors.Is(why, ErrRateLimited) {
 		// A lookup now would be refused too: ask again in a later run.
-		return Subscription{}, unknown(why, why)
+		return Period{}, unknown(why, why)
 	}
 	if !canLookup {
-		return Subscription{}, unknown(why, fmt.Errorf("%w; the provider offers no lookup", why))
+		return Period{}, unknown(why, fmt.Errorf("%w; the provider offers no lookup", why))
 	}
 	if err := checkLease(ctx); err != nil {
-		return Subscription{}, err
+		return Period{}, err
 	}
 	a := cur.LastAttempt
 	res, found, err := c.lookup(ctx, lookup, a.Request(cur), rep)
 	if err != nil {
-		return Subscription{}, unknown(err, fmt.Errorf("%w; lookup: %w", why, err))
+		return Period{}, unknown(err, fmt.Errorf("%w; lookup: %w", why, err))
 	}
 	if !found {
 		timeout := c.requestTimeout()
 		if since := c.cfg.Clock.Now().Sub(a.LastPresented()); since <= timeout {
-			return Subscription{}, unknown(nil, fmt.Errorf("%w; the processor has no payment for the key yet, but the request sent %v ago may still be running (request timeout %v)",
+			return Period{}, unknown(nil, fmt.Errorf("%w; the processor has no payment for the key yet, but the request sent %v ago may still be running (request timeout %v)",
 				why, since.Round(time.Second), timeout))
 		}
 		// The processor has nothing for the key and no request for it can
@@ -174,7 +174,7 @@ func (c *Collector) resolve(ctx context.Context, cur *Subscription, rep *Report)
 		settled := cur.Clone()
 		settled.Attempt = a.Number
 		if err := c.cfg.Repository.SetAttempt(ctx, cur, &settled); err != nil {
-			return Subscription{}, fmt.Errorf("settle attempt %d of %s (not found by the processor): %w", a.Number, cur.SubscriptionID, err)
+			return Period{}, fmt.Errorf("settle attempt %d of %s (not found by the processor): %w", a.Number, cur.SubscriptionID, err)
 		}
 		c.cfg.Logger.InfoContext(ctx, "billing: attempt not found by the processor, settled", "subscription_id", cur.SubscriptionID, "key", a.Key)
 		return settled, nil
@@ -195,7 +195,7 @@ func (c *Collector) requestTimeout() time.Duration {
 // returns the record as stored with it. An amount the collector may not
 // charge (see [Collector.chargeable]) is refused first: nothing is
 // written, so nothing is presented to the processor.
-func (c *Collector) startAttempt(ctx context.Context, proc Process, cur *Subscription, now time.Time) (*Subscription, error) {
+func (c *Collector) startAttempt(ctx context.Context, proc Process, cur *Period, now time.Time) (*Period, error) {
 	n := cur.Attempt + 1
 	if err := c.chargeable(cur); err != nil {
 		return nil, fmt.Errorf("attempt %d of %s not made: %w", n, cur.SubscriptionID, err)
@@ -219,7 +219,7 @@ func (c *Collector) startAttempt(ctx context.Context, proc Process, cur *Subscri
 // amount, another program), so the limits checked when a price is set are
 // checked again here. A refusal is a [*FieldError] on billing_amount
 // naming the record's key, wrapping [ErrInvalidAmount].
-func (c *Collector) chargeable(cur *Subscription) error {
+func (c *Collector) chargeable(cur *Period) error {
 	why := c.outOfLimits(cur.Amount)
 	switch {
 	case cur.Amount == 0:
@@ -236,7 +236,7 @@ func (c *Collector) chargeable(cur *Subscription) error {
 
 // represent records that the attempt in flight on cur is presented again
 // (a replay) and returns the record as stored with the replay's time.
-func (c *Collector) represent(ctx context.Context, cur *Subscription) (Subscription, error) {
+func (c *Collector) represent(ctx context.Context, cur *Period) (Period, error) {
 	now := c.cfg.Clock.Now().UTC()
 	if !now.After(cur.LastAttempt.Presented) {
 		return *cur, nil // recorded at this instant already
@@ -244,7 +244,7 @@ func (c *Collector) represent(ctx context.Context, cur *Subscription) (Subscript
 	replay := cur.Clone()
 	replay.LastAttempt.Presented = now
 	if err := c.cfg.Repository.SetAttempt(ctx, cur, &replay); err != nil {
-		return Subscription{}, fmt.Errorf("record the replay of key %s before it: %w", cur.LastAttempt.Key, err)
+		return Period{}, fmt.Errorf("record the replay of key %s before it: %w", cur.LastAttempt.Key, err)
 	}
 	return replay, nil
 }
@@ -266,19 +266,19 @@ func (c *Collector) represent(ctx context.Context, cur *Subscription) (Subscript
 // provider error is an [*InFlightError]: the outcome is unknown. A
 // rate-limited answer is an error wrapping [ErrRateLimited]: the
 // processor did nothing with the attempt.
-func (c *Collector) charge(ctx context.Context, rep *Report, mark func() (*Subscription, error)) (Subscription, error) {
+func (c *Collector) charge(ctx context.Context, rep *Report, mark func() (*Period, error)) (Period, error) {
 	done, end, err := c.pace.acquireCall(ctx)
 	if err != nil {
-		return Subscription{}, fmt.Errorf("waiting for the processor budget: %w", err)
+		return Period{}, fmt.Errorf("waiting for the processor budget: %w", err)
 	}
 	if err := checkLease(ctx); err != nil {
 		done()
-		return Subscription{}, err
+		return Period{}, err
 	}
 	cur, err := mark() // a record of its own, not shared with the caller
 	if err != nil {
 		done()
-		return Subscription{}, err
+		return Period{}, err
 	}
 	if c.pace.windowClosed(end) {
 		done()
@@ -308,7 +308,7 @@ func (c *Collector) charge(ctx context.Context, rep *Report, mark func() (*Subsc
 // is checked; the caller holds a turn of the processor budget. An error
 // other than a lost lease or a rate-limited answer is the provider's: the
 // outcome is unknown.
-func (c *Collector) call(ctx context.Context, cur *Subscription, rep *Report) (PaymentResult, error) {
+func (c *Collector) call(ctx context.Context, cur *Period, rep *Report) (PaymentResult, error) {
 	if err := checkLease(ctx); err != nil {
 		return PaymentResult{}, err
 	}
@@ -349,7 +349,7 @@ func (c *Collector) lookup(ctx context.Context, l PaymentLookup, req PaymentRequ
 	return res, found, err
 }
 
-func inFlightErr(cur *Subscription, why error) error {
+func inFlightErr(cur *Period, why error) error {
 	a := cur.LastAttempt
 	return &InFlightError{SubscriptionID: cur.SubscriptionID, Key: a.Key, Amount: a.Amount, Started: a.Started, Err: why}
 }
@@ -358,14 +358,14 @@ func inFlightErr(cur *Subscription, why error) error {
 // cur, with the next period's record when this was the period's first
 // attempt, in one transaction conditional on cur, and returns the record
 // as written.
-func (c *Collector) recordOutcome(ctx context.Context, cur *Subscription, res PaymentResult, rep *Report) (Subscription, error) {
+func (c *Collector) recordOutcome(ctx context.Context, cur *Period, res PaymentResult, rep *Report) (Period, error) {
 	a := cur.LastAttempt
 	now := c.cfg.Clock.Now()
-	var create []*Subscription
+	var create []*Period
 	if cur.InitialRunDate.IsZero() {
 		following, err := c.nextPeriod(ctx, a.Process, cur, now, rep)
 		if err != nil {
-			return Subscription{}, err
+			return Period{}, err
 		}
 		if following != nil {
 			create = append(create, following)
@@ -373,7 +373,7 @@ func (c *Collector) recordOutcome(ctx context.Context, cur *Subscription, res Pa
 	}
 	next, ev, err := outcome(cur, res, a.Process, a.Number, runTime(cur, now))
 	if err != nil {
-		return Subscription{}, err
+		return Period{}, err
 	}
 	next.Amount = a.Amount // what was asked for is what the answer is about
 	for _, f := range create {
@@ -393,7 +393,7 @@ func (c *Collector) recordOutcome(ctx context.Context, cur *Subscription, res Pa
 			e.Reason = fmt.Sprintf("%s outcome of key %s not recorded: %v", res.Outcome, a.Key, err)
 			c.emit(ctx, e)
 		}
-		return Subscription{}, fmt.Errorf("record %s outcome of %s: %w", res.Outcome, cur.SubscriptionID, err)
+		return Period{}, fmt.Errorf("record %s outcome of %s: %w", res.Outcome, cur.SubscriptionID, err)
 	}
 	switch res.Outcome {
 	case OutcomeSucceeded:
@@ -408,7 +408,7 @@ func (c *Collector) recordOutcome(ctx context.Context, cur *Subscription, res Pa
 }
 
 // outcome applies a provider result to cur.
-func outcome(cur *Subscription, res PaymentResult, proc Process, attempt int, at time.Time) (Subscription, EventType, error) {
+func outcome(cur *Period, res PaymentResult, proc Process, attempt int, at time.Time) (Period, EventType, error) {
 	next := cur.Clone()
 	next.Process = proc
 	next.Attempt = attempt
@@ -440,7 +440,7 @@ func outcome(cur *Subscription, res PaymentResult, proc Process, attempt int, at
 		}
 		ev = EventPaymentDeclined
 	default:
-		return Subscription{}, "", fmt.Errorf("provider returned unknown outcome %v for %s", res.Outcome, cur.SubscriptionID)
+		return Period{}, "", fmt.Errorf("provider returned unknown outcome %v for %s", res.Outcome, cur.SubscriptionID)
 	}
 	return next, ev, nil
 }
@@ -454,11 +454,11 @@ const historyKeyRetries = 3
 // two writes of one user in the same instant), the record's condition held,
 // so the write is repeated with later last_run_dates.
 //
-// next's history row records change ([Subscription.Change]), and each
+// next's history row records change ([Period.Change]), and each
 // created record's its own change, or [EventPeriodOpened]. The changes
 // are set for the write only: the records written, like those read back
 // from the billing table, carry none.
-func (c *Collector) write(ctx context.Context, change EventType, cur, next *Subscription, create []*Subscription) error {
+func (c *Collector) write(ctx context.Context, change EventType, cur, next *Period, create []*Period) error {
 	stampAttemptRequest(ctx, next) // an operator's retry ([Collector.RetryNow])
 	next.Change = change
 	for _, f := range create {
@@ -496,7 +496,7 @@ func (c *Collector) write(ctx context.Context, change EventType, cur, next *Subs
 // after cur's when the clock is behind it (history rows need distinct,
 // increasing keys). Records created in the same write take this time plus
 // a few nanoseconds, so the next write of either record cannot collide.
-func runTime(cur *Subscription, now time.Time) time.Time {
+func runTime(cur *Period, now time.Time) time.Time {
 	if now.After(cur.LastRunDate) {
 		return now.UTC()
 	}

@@ -207,13 +207,13 @@ var benchNow = time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
 // billed after it, one per user (the i-th is userID(i)).
 func seedDue(b *testing.B, repo billing.Repository, now time.Time, due, notDue int, userID func(int) string) {
 	b.Helper()
-	recs := make([]billing.Subscription, due+notDue)
+	recs := make([]billing.Period, due+notDue)
 	for i := range recs {
 		bd := now.Add(-time.Duration(i+1) * time.Minute).Truncate(time.Second)
 		if i >= due {
 			bd = now.Add(time.Duration(i+1) * time.Hour).Truncate(time.Second)
 		}
-		recs[i] = billing.Subscription{
+		recs[i] = billing.Period{
 			UserID: userID(i), SubscriptionID: fmt.Sprintf("bench-sub-%05d", i),
 			BillingDate: bd, AnchorDay: bd.Day(), BillingPeriod: billing.BillingPeriod(bd), Status: billing.StatusScheduled,
 			Amount: billing.MustParseAmount("9.99"), Term: billing.TermMonthly, ReceiptTierName: "Plus:v2",

@@ -31,7 +31,7 @@ func TestCancelUnowedRefusesOwedPeriods(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newCollectorEnv(t)
-			s := e.add("u1", due, tc.status, func(s *billing.Subscription) {
+			s := e.add("u1", due, tc.status, func(s *billing.Period) {
 				switch s.Status {
 				case billing.StatusError, billing.StatusACHSent:
 					s.Attempt, s.InitialRunDate, s.LastRunDate, s.TransactionID = 1, due.Add(time.Hour), due.Add(time.Hour), "txn-1"

@@ -22,7 +22,7 @@ import (
 // record on d cannot be billed again or reopened: the error is a
 // [*FieldError] (field names the date) wrapping [ErrInvalidDate] that
 // names it.
-func comeBackOn(field string, d time.Time, recs []Subscription) (*Subscription, error) {
+func comeBackOn(field string, d time.Time, recs []Period) (*Period, error) {
 	for i := range recs {
 		r := &recs[i]
 		if !sameSecond(r.BillingDate, d) {
@@ -49,12 +49,12 @@ func comeBackOn(field string, d time.Time, recs []Subscription) (*Subscription, 
 // the store holds of over beyond the record (attributes the library does
 // not own) and its key as stored; every field of the record is sub's,
 // except that over as the first paid period after a trial
-// ([Subscription.IsAfterTrial]) leaves sub that marker: the user came
+// ([Period.IsAfterTrial]) leaves sub that marker: the user came
 // back during the trial, which goes on (TRIALING, the trial-ending
 // notice, [Collector.EndTrial]), and over's end of access
-// ([Subscription.AccessEnd]) stays on the record.
+// ([Period.AccessEnd]) stays on the record.
 // Its creation and last-run dates are after every row of the user.
-func (c *Collector) placeFirst(ctx context.Context, change EventType, sub, over *Subscription, recs []Subscription) error {
+func (c *Collector) placeFirst(ctx context.Context, change EventType, sub, over *Period, recs []Period) error {
 	if over == nil {
 		return c.addPeriod(ctx, change, sub, recs)
 	}
@@ -116,7 +116,7 @@ func anchorFits(anchor int, d time.Time) bool {
 // record, as when it was there before, and a period to open (the one
 // after a waived record) a [*ConflictError] wrapping [ErrConflict]
 // (see [lostRace]).
-func (c *Collector) keyTaken(ctx context.Context, cur, next *Subscription, err error) error {
+func (c *Collector) keyTaken(ctx context.Context, cur, next *Period, err error) error {
 	var ce *ConflictError
 	if errors.As(err, &ce) && ce.Taken {
 		if r, gerr := c.cfg.Repository.Get(ctx, next.UserID, next.BillingDate); gerr == nil && r.SubscriptionID != cur.SubscriptionID {

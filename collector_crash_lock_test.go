@@ -35,7 +35,7 @@ type lockCrashEnv struct {
 	clock  *billingtest.Clock
 	locks  string
 	user   string
-	sub    billing.Subscription
+	sub    billing.Period
 	lockNo int
 }
 
@@ -46,7 +46,7 @@ func newLockCrashEnv(t *testing.T) *lockCrashEnv {
 		locks: dynamotest.TableName(t, "locks"), user: "lock-crash-user"}
 	dynamotest.CreateTable(t, dynamotest.Client(t), dynamostore.LockTableDefinition(e.locks))
 	e.pay = billingtest.NewProvider(billingtest.ProviderOptions{Clock: e.clock})
-	e.sub = billing.Subscription{UserID: e.user, SubscriptionID: "lock-crash-jan", BillingDate: jan31, Amount: billing.MustParseAmount("9.99"),
+	e.sub = billing.Period{UserID: e.user, SubscriptionID: "lock-crash-jan", BillingDate: jan31, Amount: billing.MustParseAmount("9.99"),
 		Status: billing.StatusScheduled, BillingPeriod: "01/2024", Term: billing.TermMonthly, AnchorDay: 31,
 		CreatedDate: jan31.AddDate(0, -1, 0), LastRunDate: jan31.AddDate(0, -1, 0)}
 	require.NoError(t, repo.Add(context.Background(), &e.sub))

@@ -98,7 +98,7 @@ func startCrashEnv(t *testing.T, e *crashEnv, users int, userID func(int) string
 	for i := range users {
 		u := userID(i)
 		e.users = append(e.users, u)
-		s := billing.Subscription{UserID: u, SubscriptionID: fmt.Sprintf("sub-%d-jan", i), BillingDate: jan31, Amount: billing.MustParseAmount("9.99"),
+		s := billing.Period{UserID: u, SubscriptionID: fmt.Sprintf("sub-%d-jan", i), BillingDate: jan31, Amount: billing.MustParseAmount("9.99"),
 			Status: billing.StatusScheduled, BillingPeriod: "01/2024", Term: billing.TermMonthly, AnchorDay: 31,
 			CreatedDate: jan31.AddDate(0, -1, 0), LastRunDate: jan31.AddDate(0, -1, 0)}
 		require.NoError(t, repo.Add(context.Background(), &s))

@@ -6,7 +6,7 @@ import (
 )
 
 // InFlightError reports an operation refused, or a record left alone,
-// because the record's attempt [Subscription.LastAttempt] is in flight and
+// because the record's attempt [Period.LastAttempt] is in flight and
 // its outcome could not be resolved. It wraps [ErrAttemptInFlight] and the
 // reason the outcome is unknown.
 type InFlightError struct {

@@ -87,7 +87,7 @@ const (
 )
 
 // The changes of a subscription's life that are not collection outcomes.
-// Each is the [Subscription.Change] of the history row its write adds, so
+// Each is the [Period.Change] of the history row its write adds, so
 // the history table's stream carries them; the in-process [EventSink] is
 // told only the collection outcomes above.
 const (
@@ -127,7 +127,7 @@ const (
 	// ([Collector.ChangeBillingDate]).
 	EventBillingDateMoved EventType = "subscription_billing_date_moved"
 	// EventChanged: a change a history row written without
-	// [Subscription.Change] does not tell apart (a tier change or a date
+	// [Period.Change] does not tell apart (a tier change or a date
 	// move by an earlier version or another program).
 	EventChanged EventType = "subscription_changed"
 )

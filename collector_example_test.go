@@ -33,7 +33,7 @@ func ExampleCollector() {
 		panic(err)
 	}
 	due := time.Date(2024, 1, 31, 15, 0, 0, 0, time.UTC)
-	first := billing.Subscription{
+	first := billing.Period{
 		UserID: "user-1", SubscriptionID: "sub-0", BillingDate: due, AnchorDay: 31,
 		Amount: billing.MustParseAmount("4.99"), Status: billing.StatusScheduled, Term: billing.TermMonthly,
 		BillingPeriod: billing.BillingPeriod(due), LastRunDate: due.AddDate(0, -1, 0),

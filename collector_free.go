@@ -17,7 +17,7 @@ import (
 // [Config.AllowFreeTiers] is set. Any
 // other zero record is refused before a charge as an amount out of limits
 // (see [Collector.chargeable]).
-func (c *Collector) freeable(cur *Subscription) bool {
+func (c *Collector) freeable(cur *Period) bool {
 	return !cur.InFlight() && (cur.IsTrial() || cur.Amount == 0 && c.cfg.AllowFreeTiers)
 }
 
@@ -25,7 +25,7 @@ func (c *Collector) freeable(cur *Subscription) bool {
 // under the user's lock), in one write conditional on cur with its history
 // row ([EventFreePeriodCompleted]), and opens the next period as a paid
 // collection does. The attempt counter is not touched: no key is used.
-func (c *Collector) completeFree(ctx context.Context, proc Process, cur *Subscription, rep *Report) error {
+func (c *Collector) completeFree(ctx context.Context, proc Process, cur *Period, rep *Report) error {
 	now := c.cfg.Clock.Now()
 	next := cur.Clone()
 	at := runTime(cur, now)
@@ -34,7 +34,7 @@ func (c *Collector) completeFree(ctx context.Context, proc Process, cur *Subscri
 	if next.InitialRunDate.IsZero() {
 		next.InitialRunDate = at
 	}
-	var create []*Subscription
+	var create []*Period
 	if cur.InitialRunDate.IsZero() {
 		following, err := c.nextPeriod(ctx, proc, cur, now, rep)
 		if err != nil {
@@ -69,7 +69,7 @@ func (c *Collector) completeFree(ctx context.Context, proc Process, cur *Subscri
 // completeResolvedFree completes a zero-amount record whose attempt (made
 // before the engine had a free path) was just resolved: declined, or found
 // never made. A record the resolution completed needs nothing more.
-func (c *Collector) completeResolvedFree(ctx context.Context, proc Process, res *Subscription, rep *Report) error {
+func (c *Collector) completeResolvedFree(ctx context.Context, proc Process, res *Period, rep *Report) error {
 	if !c.freeable(res) || (res.Status != StatusScheduled && res.Status != StatusError) {
 		return nil
 	}

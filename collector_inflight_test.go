@@ -79,16 +79,16 @@ func eachStore(t *testing.T, popts billingtest.ProviderOptions, fn func(t *testi
 }
 
 // add stores a SCHEDULED record of the env's user billed on jan31.
-func (e *moneyEnv) add() billing.Subscription {
+func (e *moneyEnv) add() billing.Period {
 	e.t.Helper()
-	s := billing.Subscription{UserID: e.user, SubscriptionID: fmt.Sprintf("%s-rec", e.t.Name()), BillingDate: jan31,
+	s := billing.Period{UserID: e.user, SubscriptionID: fmt.Sprintf("%s-rec", e.t.Name()), BillingDate: jan31,
 		Amount: billing.MustParseAmount("4.99"), Status: billing.StatusScheduled, BillingPeriod: billing.BillingPeriod(jan31),
 		Term: billing.TermMonthly, AnchorDay: 31, ReceiptTierName: "Plus:v2", CreatedDate: jan31.AddDate(0, -1, 0), LastRunDate: jan31.AddDate(0, -1, 0)}
 	require.NoError(e.t, e.repo.Add(e.t.Context(), &s))
 	return s
 }
 
-func (e *moneyEnv) get(s billing.Subscription) billing.Subscription {
+func (e *moneyEnv) get(s billing.Period) billing.Period {
 	e.t.Helper()
 	got, err := e.repo.GetByID(e.t.Context(), s.SubscriptionID)
 	require.NoError(e.t, err)
@@ -103,7 +103,7 @@ func (e *moneyEnv) run(kind billing.RunKind) *billing.Report {
 // chargedInFlight makes the scheduled run charge s while the processor's
 // answer is lost (the money moved, the collector saw a timeout), and
 // leaves the processor unreachable.
-func (e *moneyEnv) chargedInFlight(s billing.Subscription, answer billingtest.Step) billing.Subscription {
+func (e *moneyEnv) chargedInFlight(s billing.Period, answer billingtest.Step) billing.Period {
 	e.t.Helper()
 	e.pay.SetAttempt(s.SubscriptionID, 1, billingtest.UnknownAfterCharge(answer, nil))
 	rep := e.run(billing.RunScheduled)
@@ -121,7 +121,7 @@ func (e *moneyEnv) chargedInFlight(s billing.Subscription, answer billingtest.St
 // requireRecordedOnce checks that the one charge of s is recorded: the
 // record COMPLETED with the charge's transaction and amount, a COMPLETED
 // history row carrying the attempt, one next period.
-func (e *moneyEnv) requireRecordedOnce(s billing.Subscription) billing.Subscription {
+func (e *moneyEnv) requireRecordedOnce(s billing.Period) billing.Period {
 	e.t.Helper()
 	charges := e.pay.ChargesFor(s.SubscriptionID)
 	require.Len(e.t, charges, 1)
@@ -434,7 +434,7 @@ func newLeaseEnv(t *testing.T, failRelease bool) (*billing.Collector, *losingLoc
 	pay := billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock})
 	c, err := billing.NewCollector(billing.Config{Repository: st.Repository(), Locker: locker, Provider: pay, Clock: clock})
 	require.NoError(t, err)
-	s := billing.Subscription{UserID: "u1", SubscriptionID: "s1", BillingDate: jan31, Amount: billing.MustParseAmount("4.99"),
+	s := billing.Period{UserID: "u1", SubscriptionID: "s1", BillingDate: jan31, Amount: billing.MustParseAmount("4.99"),
 		Status: billing.StatusScheduled, Term: billing.TermMonthly, LastRunDate: jan31.AddDate(0, -1, 0)}
 	require.NoError(t, st.Repository().Add(t.Context(), &s))
 	return c, locker, pay

@@ -27,7 +27,7 @@ type PeriodRequest struct {
 	// UserRequest is the user, the request key, and who asks and why
 	// (Operator and Reason, recorded on the history row of the change).
 	UserRequest
-	// PeriodID is the period: a [Subscription.SubscriptionID] of the user.
+	// PeriodID is the period: a [Period.SubscriptionID] of the user.
 	// A period of another user is not found. Required.
 	PeriodID string
 }
@@ -62,7 +62,7 @@ type RetryResult struct {
 	Outcome RetryOutcome
 	// Period is the period after the retry; on a repeat, as the history
 	// row of the first call recorded it.
-	Period Subscription
+	Period Period
 	// Repeated reports that the request key had been answered before for
 	// this same request: nothing was presented to the processor, and
 	// Outcome and Period are the first call's.
@@ -166,10 +166,10 @@ func (c *Collector) WaivePeriod(ctx context.Context, req PeriodRequest) (UserCha
 		return UserChange{}, fmt.Errorf("waive period %s of user %s: %w", req.PeriodID, req.UserID, err)
 	}
 	kr := newKeyedRequest("waive", req.RequestKey).field("Period", req.PeriodID)
-	return c.byUser(ctx, req.UserRequest, kr, OpWaive, func(recs []Subscription, kr keyedRequest, _ time.Time) ([]Subscription, keyedRequest, error) {
+	return c.byUser(ctx, req.UserRequest, kr, OpWaive, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
 		for _, r := range recs {
 			if r.SubscriptionID == req.PeriodID {
-				return []Subscription{r}, kr, nil // its status is checked by the call
+				return []Period{r}, kr, nil // its status is checked by the call
 			}
 		}
 		return nil, kr, fmt.Errorf("%w: user %s has no period %s", ErrNotFound, req.UserID, req.PeriodID)
@@ -197,13 +197,13 @@ func (c *Collector) checkPeriodRequest(req PeriodRequest) error {
 
 // periodOf reads the period req names and checks that it is the user's:
 // a period of another user is not found, as an unknown ID is.
-func (c *Collector) periodOf(ctx context.Context, req PeriodRequest) (Subscription, error) {
+func (c *Collector) periodOf(ctx context.Context, req PeriodRequest) (Period, error) {
 	s, err := c.cfg.Repository.GetByID(ctx, req.PeriodID)
 	if err != nil {
-		return Subscription{}, err
+		return Period{}, err
 	}
 	if s.UserID != req.UserID {
-		return Subscription{}, fmt.Errorf("%w: user %s has no period %s", ErrNotFound, req.UserID, req.PeriodID)
+		return Period{}, fmt.Errorf("%w: user %s has no period %s", ErrNotFound, req.UserID, req.PeriodID)
 	}
 	return s, nil
 }
@@ -212,32 +212,32 @@ func (c *Collector) periodOf(ctx context.Context, req PeriodRequest) (Subscripti
 // the latest history row recording the key left it. The key recorded for
 // a request with other parameters (another call among them) is a
 // [*RequestKeyError].
-func (c *Collector) repeatOf(ctx context.Context, req PeriodRequest, kr keyedRequest) (Subscription, bool, error) {
+func (c *Collector) repeatOf(ctx context.Context, req PeriodRequest, kr keyedRequest) (Period, bool, error) {
 	rows, err := c.cfg.History.ListByUser(ctx, req.UserID)
 	if err != nil {
-		return Subscription{}, false, fmt.Errorf("read the history: %w", err)
+		return Period{}, false, fmt.Errorf("read the history: %w", err)
 	}
 	first, done := firstRequest(rows, req.RequestKey)
 	if first == nil {
-		return Subscription{}, false, nil
+		return Period{}, false, nil
 	}
 	if err := kr.reused(req.UserID, *first); err != nil {
-		return Subscription{}, false, err
+		return Period{}, false, err
 	}
-	var last *Subscription
+	var last *Period
 	for i := range done {
 		if done[i].After.SubscriptionID == req.PeriodID {
 			last = &done[i].After
 		}
 	}
 	if last == nil {
-		return Subscription{}, false, nil
+		return Period{}, false, nil
 	}
 	return *last, true, nil
 }
 
 // retryOutcomeOf is the outcome a history row of a retry records.
-func retryOutcomeOf(s *Subscription) RetryOutcome {
+func retryOutcomeOf(s *Period) RetryOutcome {
 	switch s.Status {
 	case StatusCompleted:
 		if s.Attempt == 0 {
@@ -256,7 +256,7 @@ func retryOutcomeOf(s *Subscription) RetryOutcome {
 
 // retryOutcomeOfReport is the outcome of a retry that made rep and left
 // the period after.
-func retryOutcomeOfReport(rep *Report, after *Subscription) RetryOutcome {
+func retryOutcomeOfReport(rep *Report, after *Period) RetryOutcome {
 	switch {
 	case rep.Collected > 0:
 		return RetryCollected
@@ -303,7 +303,7 @@ func withActor(kr keyedRequest, ur UserRequest) keyedRequest {
 // stampRequest sets on next, a version to write, the request its history
 // row records (text, as keyedRequest encodes it; "" for none) and who made
 // it and why.
-func stampRequest(next *Subscription, text string) {
+func stampRequest(next *Period, text string) {
 	next.Request = text
 	if kr, ok := parseKeyedRequest(text); ok {
 		next.Operator, next.Reason = kr.get("operator"), kr.get("reason")
@@ -316,7 +316,7 @@ type attemptRequestKey struct{}
 
 // stampAttemptRequest sets the request of an operator's retry, when ctx
 // carries one, on next, a version the retry writes.
-func stampAttemptRequest(ctx context.Context, next *Subscription) {
+func stampAttemptRequest(ctx context.Context, next *Period) {
 	if text, ok := ctx.Value(attemptRequestKey{}).(string); ok {
 		stampRequest(next, text)
 	}

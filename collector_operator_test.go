@@ -77,7 +77,7 @@ func TestRetryPeriodRepeatMakesNoSecondAttempt(t *testing.T) {
 					assert.Equal(t, calls, e.pay.CallCount(), "nothing presented to the processor")
 					assert.Len(t, e.pay.KeysFor(id), 2, "no second processor attempt")
 
-					var recorded []billing.Subscription
+					var recorded []billing.Period
 					for _, r := range e.rows(t) {
 						if r.Operator != "" {
 							recorded = append(recorded, r)

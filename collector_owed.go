@@ -32,7 +32,7 @@ func (e *OwedError) Unwrap() error { return ErrOwed }
 
 // refuseOwed refuses a change that would forgive cur: an ERROR or ACHSENT
 // record, or one with an attempt in flight.
-func refuseOwed(cur *Subscription) error {
+func refuseOwed(cur *Period) error {
 	if cur.InFlight() || cur.Status == StatusError || cur.Status == StatusACHSent {
 		return &OwedError{SubscriptionID: cur.SubscriptionID, Status: cur.Status, InFlight: cur.InFlight()}
 	}

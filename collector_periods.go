@@ -14,7 +14,7 @@ const (
 )
 
 // eligible reports whether cur may be attempted by proc at now, and why not.
-func (c *Collector) eligible(proc Process, cur *Subscription, now time.Time) (bool, string) {
+func (c *Collector) eligible(proc Process, cur *Period, now time.Time) (bool, string) {
 	due := cur.DueAt(now)
 	switch proc {
 	case ProcessInitial:
@@ -38,7 +38,7 @@ func (c *Collector) eligible(proc Process, cur *Subscription, now time.Time) (bo
 
 // staleable reports whether proc should mark cur STALE: a SCHEDULED or
 // ERROR record older than the threshold, found by a collecting process.
-func (c *Collector) staleable(proc Process, cur *Subscription, now time.Time) bool {
+func (c *Collector) staleable(proc Process, cur *Period, now time.Time) bool {
 	if cur.Status != StatusScheduled && cur.Status != StatusError {
 		return false
 	}
@@ -50,7 +50,7 @@ func (c *Collector) staleable(proc Process, cur *Subscription, now time.Time) bo
 }
 
 // stale reports whether cur is older than the stale threshold.
-func (c *Collector) stale(cur *Subscription, now time.Time) bool {
+func (c *Collector) stale(cur *Period, now time.Time) bool {
 	return now.Sub(cur.BillingDate) > c.staleAge()
 }
 
@@ -64,7 +64,7 @@ type laterKey struct{}
 type laterRead struct {
 	userID      string
 	billingDate time.Time
-	later       []Subscription
+	later       []Period
 	unread      unreadable // the user's records the read skipped
 }
 
@@ -98,7 +98,7 @@ const readDepth = 2
 // opening the next period costs no query of its own (the context returned
 // carries them). A record older than those is read by its key.
 // [ErrNotFound] when the record is gone.
-func (c *Collector) readLatest(ctx context.Context, it *Subscription) (*Subscription, context.Context, error) {
+func (c *Collector) readLatest(ctx context.Context, it *Period) (*Period, context.Context, error) {
 	lc := &laterCtx{Context: ctx, un: unreadableCtx{Context: ctx, report: invalidReporterOf(ctx)}}
 	recent, err := c.cfg.Repository.Recent(&lc.un, it.UserID, readDepth)
 	if err != nil {
@@ -119,7 +119,7 @@ func sameSecond(a, b time.Time) bool { return a.Truncate(time.Second).Equal(b.Tr
 // later returns the user's records after cur, and those of the user the
 // same read skipped (see [unreadable]): read under the lock when the
 // context carries them, else by a read of the user's records.
-func (c *Collector) later(ctx context.Context, cur *Subscription) ([]Subscription, unreadable, error) {
+func (c *Collector) later(ctx context.Context, cur *Period) ([]Period, unreadable, error) {
 	if lr, ok := ctx.Value(laterKey{}).(*laterRead); ok && lr.userID == cur.UserID && sameSecond(lr.billingDate, cur.BillingDate) {
 		return lr.later, lr.unread, nil
 	}
@@ -128,7 +128,7 @@ func (c *Collector) later(ctx context.Context, cur *Subscription) ([]Subscriptio
 	if err != nil {
 		return nil, nil, err
 	}
-	var later []Subscription
+	var later []Period
 	for _, r := range all {
 		if r.BillingDate.After(cur.BillingDate) {
 			later = append(later, r)
@@ -139,7 +139,7 @@ func (c *Collector) later(ctx context.Context, cur *Subscription) ([]Subscriptio
 
 // followingDate is the billing date of the period after cur by its
 // schedule; a pause counts months, whatever the term (see advancePause).
-func followingDate(cur *Subscription) (time.Time, error) {
+func followingDate(cur *Period) (time.Time, error) {
 	if cur.IsTrial() {
 		return cur.TrialEnd, nil // the first paid period
 	}
@@ -163,7 +163,7 @@ func unreadableSuccessor(unread unreadable, first time.Time) error {
 // of a record of the user that cannot be read, asked before cur is
 // charged so that nothing is charged whose next period could not be
 // opened.
-func (c *Collector) checkSuccessor(ctx context.Context, cur *Subscription) error {
+func (c *Collector) checkSuccessor(ctx context.Context, cur *Period) error {
 	_, unread, err := c.later(ctx, cur)
 	if err != nil || len(unread) == 0 {
 		return err
@@ -202,7 +202,7 @@ const successorSlack = 24 * time.Hour
 // written after the user's records were read. A record of the user that
 // cannot be read and may be the next period or a later one refuses it
 // (see [unreadableSuccessor]).
-func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Subscription, now time.Time, rep *Report) (*Subscription, error) {
+func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Period, now time.Time, rep *Report) (*Period, error) {
 	later, unread, err := c.later(ctx, cur)
 	if err != nil {
 		return nil, fmt.Errorf("look for the next period of %s: %w", cur.SubscriptionID, err)
@@ -228,7 +228,7 @@ func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Subscript
 	if err != nil {
 		return nil, fmt.Errorf("next billing date of %s: %w", cur.SubscriptionID, err)
 	}
-	var unexpected []Subscription
+	var unexpected []Period
 	for _, l := range later {
 		open := l.Status == StatusScheduled || l.Status == StatusPaused
 		from := !l.BillingDate.Before(first.Add(-successorSlack))
@@ -255,7 +255,7 @@ func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Subscript
 		c.cfg.Logger.WarnContext(ctx, "billing: unexpected open record", "user_id", u.UserID, "subscription_id", u.SubscriptionID, "reason", e.Reason)
 		c.emit(ctx, e)
 	}
-	f := &Subscription{
+	f := &Period{
 		UserID: cur.UserID, BillingDate: date, SubscriptionID: c.cfg.NewID(), Amount: cur.Amount,
 		Status: StatusScheduled, BillingPeriod: BillingPeriod(date), Process: proc, Term: cur.Term,
 		AnchorDay: cur.EffectiveAnchorDay(), BillingWeek: cur.BillingWeek, Interval: cur.Interval, ReceiptTierName: cur.ReceiptTierName,
@@ -276,13 +276,13 @@ func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Subscript
 
 // markStale moves a record too old to collect to STALE. A record that was
 // never attempted also opens the next period, so the subscription goes on.
-func (c *Collector) markStale(ctx context.Context, proc Process, cur *Subscription, now time.Time, rep *Report) error {
+func (c *Collector) markStale(ctx context.Context, proc Process, cur *Period, now time.Time, rep *Report) error {
 	next := cur.Clone()
 	next.Status = StatusStale
 	next.Process = proc
 	next.LastRunDate = runTime(cur, now)
 	next.CompletionDate = next.LastRunDate
-	var create []*Subscription
+	var create []*Period
 	if cur.InitialRunDate.IsZero() {
 		following, err := c.nextPeriod(ctx, proc, cur, now, rep)
 		if err != nil {
@@ -319,7 +319,7 @@ func (c *Collector) markStale(ctx context.Context, proc Process, cur *Subscripti
 // trial) is not a month of the pause: it opens the first paid period on
 // the trial's end PAUSED for all the months, so that period is charged
 // months months after the trial's end.
-func (c *Collector) advancePause(ctx context.Context, cur *Subscription, rep *Report) error {
+func (c *Collector) advancePause(ctx context.Context, cur *Period, rep *Report) error {
 	now := c.cfg.Clock.Now()
 	if c.PlanRecord(RunPause, cur, now).Action != PlanAdvancePause {
 		rep.count(&rep.NotEligible)
@@ -330,7 +330,7 @@ func (c *Collector) advancePause(ctx context.Context, cur *Subscription, rep *Re
 	next.UpdatedEvent = EventPauseSkipped
 	next.Process = ProcessPause
 	next.LastRunDate = runTime(cur, now)
-	var create []*Subscription
+	var create []*Period
 	following, err := c.nextPeriod(ctx, ProcessPause, cur, now, rep)
 	if err != nil {
 		return err

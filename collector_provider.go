@@ -19,7 +19,7 @@ import (
 // # Attempts in flight
 //
 // Before it calls Collect the collector records the attempt on the record
-// (its key, amount, tier, process and start: [Subscription.LastAttempt]).
+// (its key, amount, tier, process and start: [Period.LastAttempt]).
 // Until the outcome is recorded the record is in flight: runs, single
 // collections and every operator action (waive, cancel, pause, tier and
 // date changes, stale marking) first resolve the attempt, by presenting

@@ -71,7 +71,7 @@ func TestCollectorRateLimitedLeftForNextRun(t *testing.T) {
 	assert.Zero(t, rep.Collected+rep.Unknown+rep.Declined)
 	assert.Empty(t, rep.Failed)
 	assert.Empty(t, e.pay.Charges())
-	for _, r := range []billing.Subscription{s, w} {
+	for _, r := range []billing.Period{s, w} {
 		got := e.records(r.UserID)
 		require.Len(t, got, 1)
 		assert.Equal(t, billing.StatusScheduled, got[0].Status)
@@ -131,7 +131,7 @@ func TestCollectorRateLimitedReplayStaysInFlight(t *testing.T) {
 // record once and loses none.
 func TestCollectorRateLimitedStormChargesOnce(t *testing.T) {
 	e := newCollectorEnv(t, fastBudget(2))
-	var subs []billing.Subscription
+	var subs []billing.Period
 	for i := range 6 {
 		u := string(rune('a'+i)) + "-user"
 		subs = append(subs, e.add(u, jan31, billing.StatusScheduled))

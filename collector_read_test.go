@@ -21,14 +21,14 @@ type readCountingRepo struct {
 	gets   map[string]int
 }
 
-func (r *readCountingRepo) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
+func (r *readCountingRepo) Recent(ctx context.Context, userID string, limit int) ([]billing.Period, error) {
 	r.mu.Lock()
 	r.recent[userID]++
 	r.mu.Unlock()
 	return r.Repository.Recent(ctx, userID, limit)
 }
 
-func (r *readCountingRepo) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Subscription, error) {
+func (r *readCountingRepo) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Period, error) {
 	r.mu.Lock()
 	r.gets[userID]++
 	r.mu.Unlock()
@@ -124,8 +124,8 @@ func TestCollectorNextPeriodBesideBatchRecords(t *testing.T) {
 
 func testNextPeriodBesideBatchRecords(t *testing.T, e *collectorEnv) {
 	feb29 := time.Date(2024, 2, 29, 15, 0, 0, 0, time.UTC)
-	rec := func(user, id string, date time.Time, st billing.Status) billing.Subscription {
-		s := billing.Subscription{UserID: user, SubscriptionID: id, BillingDate: date, Amount: billing.MustParseAmount("4.99"),
+	rec := func(user, id string, date time.Time, st billing.Status) billing.Period {
+		s := billing.Period{UserID: user, SubscriptionID: id, BillingDate: date, Amount: billing.MustParseAmount("4.99"),
 			Status: st, BillingPeriod: billing.BillingPeriod(date), Term: billing.TermMonthly, AnchorDay: 31,
 			CreatedDate: jan31.AddDate(0, -1, 0), LastRunDate: jan31.AddDate(0, -1, 0)}
 		if st != billing.StatusScheduled && st != billing.StatusPaused {
@@ -135,7 +135,7 @@ func testNextPeriodBesideBatchRecords(t *testing.T, e *collectorEnv) {
 	}
 	for _, c := range []struct {
 		user   string
-		beside billing.Subscription
+		beside billing.Period
 		opens  bool
 	}{
 		{"beside-completed", rec("beside-completed", "beside-completed-charge", jan31, billing.StatusCompleted), true},
@@ -150,7 +150,7 @@ func testNextPeriodBesideBatchRecords(t *testing.T, e *collectorEnv) {
 		// Within a day of it, a later open record is the next period.
 		{"successor", rec("successor", "successor-next", feb29.Add(2*time.Hour), billing.StatusScheduled), false},
 	} {
-		written, err := e.repo.AddAll(context.Background(), []billing.Subscription{rec(c.user, c.user+"-due", jan31, billing.StatusScheduled), c.beside})
+		written, err := e.repo.AddAll(context.Background(), []billing.Period{rec(c.user, c.user+"-due", jan31, billing.StatusScheduled), c.beside})
 		require.NoError(t, err, c.user)
 		require.True(t, written[1].BillingDate.After(jan31), "%s: the batch keeps the other record after the SCHEDULED one", c.user)
 	}

@@ -6,14 +6,14 @@ import "time"
 type RetryPolicy interface {
 	// ShouldRetry reports whether sub (status ERROR) should be attempted at
 	// now. Records declined as not retryable (NoRetry) never reach it.
-	ShouldRetry(sub *Subscription, now time.Time) bool
+	ShouldRetry(sub *Period, now time.Time) bool
 }
 
 // RetryPolicyFunc adapts a function to [RetryPolicy].
-type RetryPolicyFunc func(sub *Subscription, now time.Time) bool
+type RetryPolicyFunc func(sub *Period, now time.Time) bool
 
 // ShouldRetry calls f.
-func (f RetryPolicyFunc) ShouldRetry(sub *Subscription, now time.Time) bool { return f(sub, now) }
+func (f RetryPolicyFunc) ShouldRetry(sub *Period, now time.Time) bool { return f(sub, now) }
 
 // DefaultRetryPolicy attempts an ERROR record once a day (UTC calendar
 // days: not again on the day of its last run) while its billing date is
@@ -25,7 +25,7 @@ type DefaultRetryPolicy struct {
 }
 
 // ShouldRetry implements [RetryPolicy].
-func (p DefaultRetryPolicy) ShouldRetry(sub *Subscription, now time.Time) bool {
+func (p DefaultRetryPolicy) ShouldRetry(sub *Period, now time.Time) bool {
 	window := p.Window
 	if window <= 0 {
 		window = 30 * 24 * time.Hour

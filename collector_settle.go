@@ -76,7 +76,7 @@ type Settlement struct {
 //   - For another transaction of a record still SCHEDULED: early, as the
 //     record may not have recorded the attempt yet.
 //   - For a record forgiven or cancelled after a charge was attempted
-//     (WAIVED or CANCELLED, [Subscription.Attempted]): the customer paid
+//     (WAIVED or CANCELLED, [Period.Attempted]): the customer paid
 //     for a period no longer owed. Nothing is written; it is reported as a
 //     duplicate payment (below: the warning, [EventDuplicatePayment] to
 //     refund, [ErrDuplicatePayment]).
@@ -95,13 +95,13 @@ type Settlement struct {
 // record is waiting to be collected). A return after the record's return
 // changes nothing; a return of a completed payment, and any change the
 // transition table forbids, is an error wrapping [ErrIllegalTransition].
-func (c *Collector) ApplySettlement(ctx context.Context, s Settlement) (rec Subscription, changed bool, err error) {
+func (c *Collector) ApplySettlement(ctx context.Context, s Settlement) (rec Period, changed bool, err error) {
 	if s.SubscriptionID == "" || s.TransactionID == "" {
-		return Subscription{}, false, fmt.Errorf("%w: settlement needs subscription and transaction IDs", ErrInvalidQuery)
+		return Period{}, false, fmt.Errorf("%w: settlement needs subscription and transaction IDs", ErrInvalidQuery)
 	}
 	found, err := c.cfg.Repository.GetByID(ctx, s.SubscriptionID)
 	if err != nil {
-		return Subscription{}, false, err
+		return Period{}, false, err
 	}
 	_, err = c.single(ctx, "settlement", found.UserID, s.SubscriptionID, func(ctx context.Context, _ *Report) error {
 		cur, err := c.reread(ctx, &found)
@@ -161,7 +161,7 @@ func (c *Collector) ApplySettlement(ctx context.Context, s Settlement) (rec Subs
 // lock, its attempt resolved if it could be) as [Collector.ApplySettlement]
 // documents, and returns the record as stored afterwards (cur itself when
 // nothing was written) and whether it wrote.
-func (c *Collector) settled(ctx context.Context, cur *Subscription, s Settlement) (Subscription, bool, error) {
+func (c *Collector) settled(ctx context.Context, cur *Period, s Settlement) (Period, bool, error) {
 	own := cur.TransactionID == s.TransactionID
 	switch {
 	case cur.InFlight():
@@ -194,7 +194,7 @@ func (c *Collector) settled(ctx context.Context, cur *Subscription, s Settlement
 	// A recovery of a period given up on or declined: read the user's later
 	// periods before the write, so that an overlap is reported whatever
 	// happens after it (a redelivery would find the record paid).
-	var overlaps []Subscription
+	var overlaps []Period
 	if cur.Status == StatusError || cur.Status == StatusStale {
 		var err error
 		if overlaps, err = c.overlapping(ctx, cur); err != nil {
@@ -225,7 +225,7 @@ func (c *Collector) settled(ctx context.Context, cur *Subscription, s Settlement
 
 // duplicatePayment reports a settled payment s for the period cur, which
 // another transaction paid already, and returns the error for it.
-func (c *Collector) duplicatePayment(ctx context.Context, cur *Subscription, s Settlement) error {
+func (c *Collector) duplicatePayment(ctx context.Context, cur *Period, s Settlement) error {
 	c.cfg.Logger.WarnContext(ctx, "billing: duplicate payment", "user_id", cur.UserID, "subscription_id", cur.SubscriptionID,
 		"transaction_id", s.TransactionID, "paid_by", cur.TransactionID, "status", cur.Status)
 	e := eventFor(EventDuplicatePayment, cur, c.cfg.Clock.Now())
@@ -244,7 +244,7 @@ func (c *Collector) duplicatePayment(ctx context.Context, cur *Subscription, s S
 // overlapping returns the user's periods after cur that start before cur's
 // period ends and are billed or may still be: the periods a payment of cur
 // would pay twice.
-func (c *Collector) overlapping(ctx context.Context, cur *Subscription) ([]Subscription, error) {
+func (c *Collector) overlapping(ctx context.Context, cur *Period) ([]Period, error) {
 	end, err := followingDate(cur)
 	if err != nil {
 		return nil, err
@@ -253,7 +253,7 @@ func (c *Collector) overlapping(ctx context.Context, cur *Subscription) ([]Subsc
 	if err != nil {
 		return nil, err
 	}
-	var out []Subscription
+	var out []Period
 	for _, r := range later {
 		if r.SubscriptionID == cur.SubscriptionID || !r.BillingDate.Before(end) {
 			continue
@@ -268,7 +268,7 @@ func (c *Collector) overlapping(ctx context.Context, cur *Subscription) ([]Subsc
 
 // reportOverlap logs and emits [EventPeriodsOverlap] for the period later,
 // which starts inside the period paid recorded as paid.
-func (c *Collector) reportOverlap(ctx context.Context, paid, later *Subscription) {
+func (c *Collector) reportOverlap(ctx context.Context, paid, later *Period) {
 	c.cfg.Logger.WarnContext(ctx, "billing: paid period overlaps a later one", "user_id", paid.UserID,
 		"subscription_id", paid.SubscriptionID, "transaction_id", paid.TransactionID,
 		"later_subscription_id", later.SubscriptionID, "later_billing_date", later.BillingDate, "later_status", later.Status)
@@ -281,12 +281,12 @@ func (c *Collector) reportOverlap(ctx context.Context, paid, later *Subscription
 
 // settle writes cur's move to status to (COMPLETED, ERROR, REFUNDED or,
 // for an overdue ACH debit, STALE) with its history row, and emits ev.
-func (c *Collector) settle(ctx context.Context, cur *Subscription, to Status, ev EventType, reason string) (Subscription, error) {
+func (c *Collector) settle(ctx context.Context, cur *Period, to Status, ev EventType, reason string) (Period, error) {
 	return c.settleAs(ctx, cur, to, ev, reason, cur.TransactionID)
 }
 
 // settleAs is settle recording txn as the record's transaction.
-func (c *Collector) settleAs(ctx context.Context, cur *Subscription, to Status, ev EventType, reason, txn string) (Subscription, error) {
+func (c *Collector) settleAs(ctx context.Context, cur *Period, to Status, ev EventType, reason, txn string) (Period, error) {
 	now := c.cfg.Clock.Now()
 	next := cur.Clone()
 	next.Status = to
@@ -306,7 +306,7 @@ func (c *Collector) settleAs(ctx context.Context, cur *Subscription, to Status, 
 		next.CompletionDate, next.UpdatedEvent = next.LastRunDate, EventACHOverdue
 	}
 	if err := c.write(ctx, ev, cur, &next, nil); err != nil {
-		return Subscription{}, err
+		return Period{}, err
 	}
 	e := eventFor(ev, &next, next.LastRunDate)
 	e.Reason = reason
@@ -318,7 +318,7 @@ func (c *Collector) settleAs(ctx context.Context, cur *Subscription, to Status, 
 // settlement deadline it asks the processor (when the provider offers
 // [PaymentLookup]) and records a settled or returned debit; otherwise it
 // gives up on the debit: STALE (ach-overdue) and [EventPaymentACHOverdue].
-func (c *Collector) achOverdue(ctx context.Context, cur *Subscription, rep *Report) error {
+func (c *Collector) achOverdue(ctx context.Context, cur *Period, rep *Report) error {
 	now := c.cfg.Clock.Now()
 	if c.PlanRecord(RunRetry, cur, now).Action != PlanACHOverdue {
 		rep.count(&rep.NotEligible)

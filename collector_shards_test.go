@@ -30,7 +30,7 @@ type shardEnv struct {
 	pay   *billingtest.Provider
 	clock *billingtest.Clock
 	lock  *billingtest.Locker
-	due   []billing.Subscription
+	due   []billing.Period
 }
 
 func newShardEnv(t *testing.T, repo billing.Repository, users int) *shardEnv {
@@ -40,13 +40,13 @@ func newShardEnv(t *testing.T, repo billing.Repository, users int) *shardEnv {
 	e.lock = billingtest.NewLocker(e.clock, time.Minute)
 	for i := range users {
 		for j, bd := range []time.Time{jan31, time.Date(2024, 2, 29, 15, 0, 0, 0, time.UTC)} { // due, and its next period
-			s := billing.Subscription{UserID: fmt.Sprintf("shard-user-%03d", i), SubscriptionID: fmt.Sprintf("shard-sub-%03d-%02d", i, bd.Day()),
+			s := billing.Period{UserID: fmt.Sprintf("shard-user-%03d", i), SubscriptionID: fmt.Sprintf("shard-sub-%03d-%02d", i, bd.Day()),
 				BillingDate: bd, Amount: billing.MustParseAmount("9.99"), Status: billing.StatusScheduled, BillingPeriod: billing.BillingPeriod(bd),
 				Term: billing.TermMonthly, AnchorDay: bd.Day(), CreatedDate: jan31.AddDate(0, -1, 0), LastRunDate: jan31.AddDate(0, -1, 0).Add(time.Duration(j) * time.Second)}
 			if j == 0 {
 				require.NoError(t, repo.Add(context.Background(), &s))
 			} else {
-				_, err := repo.AddAll(context.Background(), []billing.Subscription{s}) // the next period, from a batch
+				_, err := repo.AddAll(context.Background(), []billing.Period{s}) // the next period, from a batch
 				require.NoError(t, err)
 			}
 			if !bd.After(jan31) {
@@ -227,28 +227,28 @@ func (r *throttlingRepo) refuse(n *int) bool {
 	return false
 }
 
-func (r *throttlingRepo) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Subscription, error) {
+func (r *throttlingRepo) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Period, error) {
 	if r.refuse(&r.reads) {
-		return billing.Subscription{}, fmt.Errorf("get: %w", billing.ErrThrottled)
+		return billing.Period{}, fmt.Errorf("get: %w", billing.ErrThrottled)
 	}
 	return r.Repository.Get(ctx, userID, billingDate)
 }
 
-func (r *throttlingRepo) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
+func (r *throttlingRepo) Recent(ctx context.Context, userID string, limit int) ([]billing.Period, error) {
 	if r.refuse(&r.reads) {
 		return nil, fmt.Errorf("recent: %w", billing.ErrThrottled)
 	}
 	return r.Repository.Recent(ctx, userID, limit)
 }
 
-func (r *throttlingRepo) SetAttempt(ctx context.Context, prev, next *billing.Subscription) error {
+func (r *throttlingRepo) SetAttempt(ctx context.Context, prev, next *billing.Period) error {
 	if r.refuse(&r.setAttempts) {
 		return fmt.Errorf("set attempt: %w", billing.ErrThrottled)
 	}
 	return r.Repository.SetAttempt(ctx, prev, next)
 }
 
-func (r *throttlingRepo) Update(ctx context.Context, prev, next *billing.Subscription, create ...*billing.Subscription) error {
+func (r *throttlingRepo) Update(ctx context.Context, prev, next *billing.Period, create ...*billing.Period) error {
 	if r.refuse(&r.updates) {
 		return fmt.Errorf("update: %w", billing.ErrThrottled)
 	}
@@ -328,8 +328,8 @@ func TestCollectorFreshDailyRunsReachEveryShard(t *testing.T) {
 			repo := mem.Repository()
 			// Each shard holds a run's page budget of due users: a run
 			// that starts on it spends its budget there.
-			perShard := make([][]billing.Subscription, k)
-			for i := 0; slices.ContainsFunc(perShard, func(s []billing.Subscription) bool { return len(s) < pageSize*pages }); i++ {
+			perShard := make([][]billing.Period, k)
+			for i := 0; slices.ContainsFunc(perShard, func(s []billing.Period) bool { return len(s) < pageSize*pages }); i++ {
 				u := fmt.Sprintf("rot-user-%04d", i)
 				s := layout.DueShard(u, k)
 				if len(perShard[s]) == pageSize*pages {

@@ -121,13 +121,13 @@ func (c *Collector) single(ctx context.Context, kind, userID, subID string, fn f
 // key (one call), or, when it has moved since (an admin change of its
 // billing date) or its key is not in the canonical form, by its
 // subscription ID (an index query and a consistent read).
-func (c *Collector) reread(ctx context.Context, found *Subscription) (Subscription, error) {
+func (c *Collector) reread(ctx context.Context, found *Period) (Period, error) {
 	cur, err := c.cfg.Repository.Get(ctx, found.UserID, found.BillingDate)
 	if err == nil && cur.SubscriptionID == found.SubscriptionID {
 		return cur, nil
 	}
 	if err != nil && !errors.Is(err, ErrNotFound) {
-		return Subscription{}, err
+		return Period{}, err
 	}
 	return c.cfg.Repository.GetByID(ctx, found.SubscriptionID)
 }

@@ -48,7 +48,7 @@ func TestCollectorSingleCollections(t *testing.T) {
 			if !tt.due {
 				date = jan31.AddDate(0, 0, 3)
 			}
-			s := e.add("u1", date, tt.status, func(s *billing.Subscription) {
+			s := e.add("u1", date, tt.status, func(s *billing.Period) {
 				s.NoRetry = tt.noRetry
 				if tt.status != billing.StatusScheduled && tt.status != billing.StatusPaused {
 					s.InitialRunDate, s.Attempt = date, 1
@@ -72,8 +72,8 @@ func TestCollectorSingleCollections(t *testing.T) {
 
 func TestCollectorCollectUserTakesOldestFirst(t *testing.T) {
 	e := newCollectorEnv(t)
-	e.add("u1", jan31.AddDate(0, 0, -10), billing.StatusError, func(s *billing.Subscription) { s.InitialRunDate, s.Attempt = s.BillingDate, 1 })
-	e.add("u1", jan31, billing.StatusScheduled, func(s *billing.Subscription) { s.InitialRunDate = time.Time{} })
+	e.add("u1", jan31.AddDate(0, 0, -10), billing.StatusError, func(s *billing.Period) { s.InitialRunDate, s.Attempt = s.BillingDate, 1 })
+	e.add("u1", jan31, billing.StatusScheduled, func(s *billing.Period) { s.InitialRunDate = time.Time{} })
 	rep, err := e.c.CollectUser(context.Background(), "u1", billing.ProcessWebhookBalance)
 	if err != nil || rep.Collected != 2 {
 		t.Fatalf("report = %+v, %v", rep, err)
@@ -147,7 +147,7 @@ func TestDefaultRetryPolicy(t *testing.T) {
 		{"never run", time.Time{}, bd.Add(time.Hour), true},
 	}
 	for _, tt := range tests {
-		s := billing.Subscription{BillingDate: bd, LastRunDate: tt.lastRun}
+		s := billing.Period{BillingDate: bd, LastRunDate: tt.lastRun}
 		if got := p.ShouldRetry(&s, tt.now); got != tt.want {
 			t.Errorf("%s: ShouldRetry = %v", tt.name, got)
 		}

@@ -48,7 +48,7 @@ type SubscribeRequest struct {
 	// reads dates (a wall-clock date and time in UTC, at least a day
 	// inside the stale threshold, at most [MaxDateAhead] ahead). Defaults to now: charged by
 	// the next scheduled run. A record is due once its billing date is
-	// strictly before a run's instant ([Subscription.DueAt]): a run in the
+	// strictly before a run's instant ([Period.DueAt]): a run in the
 	// same second as the date leaves it to the next run.
 	FirstBillingDate time.Time
 	// AnchorDay is the day of the month the later periods are billed on,
@@ -103,7 +103,7 @@ type SubscribeRequest struct {
 // Subscribed is what [Collector.Subscribe] did.
 type Subscribed struct {
 	// Subscription is the subscription's first period.
-	Subscription Subscription
+	Subscription Period
 	// Repeated reports that the request key had been used already: nothing
 	// was written and Subscription is the period that first call created
 	// (as it is now).
@@ -236,7 +236,7 @@ func (c *Collector) subscribeOnce(ctx context.Context, req SubscribeRequest) (Su
 // recs, with its history row recording change: written after every row of the user (its
 // creation and last-run dates moved past theirs), and a little later again
 // when another row took its history key meanwhile.
-func (c *Collector) addPeriod(ctx context.Context, change EventType, sub *Subscription, recs []Subscription) error {
+func (c *Collector) addPeriod(ctx context.Context, change EventType, sub *Period, recs []Period) error {
 	sub.Change = change
 	defer func() { sub.Change = "" }()
 	for i := range recs {
@@ -277,7 +277,7 @@ func (c *Collector) repeatInHistory(ctx context.Context, req SubscribeRequest) (
 		// request across every call, never a sign-up too.
 		return Subscribed{}, subscribeRequest(req).reused(req.UserID, *first)
 	}
-	rows = slices.DeleteFunc(rows, func(r Subscription) bool { return r.SubscriptionID != id })
+	rows = slices.DeleteFunc(rows, func(r Period) bool { return r.SubscriptionID != id })
 	if len(rows) == 0 {
 		return Subscribed{}, nil
 	}
@@ -288,7 +288,7 @@ func (c *Collector) repeatInHistory(ctx context.Context, req SubscribeRequest) (
 
 // repeatOf returns, Repeated set, the period req created already among
 // its user's records recs, or the zero Subscribed.
-func repeatOf(req SubscribeRequest, recs []Subscription) Subscribed {
+func repeatOf(req SubscribeRequest, recs []Period) Subscribed {
 	id := SubscriptionIDFor(req.UserID, req.RequestKey)
 	for _, r := range recs {
 		if r.SubscriptionID == id {
@@ -305,7 +305,7 @@ func repeatOf(req SubscribeRequest, recs []Subscription) Subscribed {
 // [Collector.Reactivate] refuses). It returns the cancelled period sub
 // takes the place of, if any (see [comeBackOn]), whose anchor day sub
 // then takes when anchorDefault (the request named none) and it fits.
-func againstUser(sub *Subscription, recs []Subscription, anchorDefault bool) (*Subscription, error) {
+func againstUser(sub *Period, recs []Period, anchorDefault bool) (*Period, error) {
 	for _, r := range recs {
 		if !r.Status.IsTerminal() {
 			return nil, &OpenSubscriptionError{UserID: sub.UserID, New: sub.Key(), Open: r.Key(), Status: r.Status}
@@ -344,20 +344,20 @@ func requestField(name, value string, why string, args ...any) error {
 }
 
 // newSubscription checks req and returns its first period.
-func (c *Collector) newSubscription(ctx context.Context, req SubscribeRequest, now time.Time) (Subscription, error) {
+func (c *Collector) newSubscription(ctx context.Context, req SubscribeRequest, now time.Time) (Period, error) {
 	if err := checkIdentity(req); err != nil {
-		return Subscription{}, err
+		return Period{}, err
 	}
 	field := requestField
 	switch {
 	case req.Interval < 0 || req.Interval > MaxInterval:
-		return Subscription{}, field("Interval", fmt.Sprint(req.Interval), "1 to %d", MaxInterval)
+		return Period{}, field("Interval", fmt.Sprint(req.Interval), "1 to %d", MaxInterval)
 	case req.AnchorDay < 0 || req.AnchorDay > 31:
-		return Subscription{}, field("AnchorDay", fmt.Sprint(req.AnchorDay), "1 to 31")
+		return Period{}, field("AnchorDay", fmt.Sprint(req.AnchorDay), "1 to 31")
 	case req.PauseMonths < 0 || req.PauseMonths > 120:
-		return Subscription{}, field("PauseMonths", fmt.Sprint(req.PauseMonths), "0 to 120")
+		return Period{}, field("PauseMonths", fmt.Sprint(req.PauseMonths), "0 to 120")
 	case req.FridayWeek < 0 || req.FridayWeek > 5 || (req.FridayWeek != 0 && !req.FridayBilling):
-		return Subscription{}, field("FridayWeek", fmt.Sprint(req.FridayWeek), "1 to 5, with FridayBilling")
+		return Period{}, field("FridayWeek", fmt.Sprint(req.FridayWeek), "1 to 5, with FridayBilling")
 	}
 	amount := req.Amount
 	if amount == 0 && c.cfg.Prices != nil {
@@ -368,11 +368,11 @@ func (c *Collector) newSubscription(ctx context.Context, req SubscribeRequest, n
 		term = TermMonthly
 	}
 	if !terms.Valid(term) {
-		return Subscription{}, &FieldError{Field: "Term", Value: string(term), Err: ErrInvalidTerm}
+		return Period{}, &FieldError{Field: "Term", Value: string(term), Err: ErrInvalidTerm}
 	}
 	amount, err := c.priceOf(ctx, PricePlan{Tier: req.Tier, Term: term, Interval: req.Interval}, amount)
 	if err != nil {
-		return Subscription{}, err
+		return Period{}, err
 	}
 	first := req.FirstBillingDate
 	if first.IsZero() {
@@ -380,13 +380,13 @@ func (c *Collector) newSubscription(ctx context.Context, req SubscribeRequest, n
 	}
 	start := first
 	if first, err = trialEnd(req, first); err != nil {
-		return Subscription{}, err
+		return Period{}, err
 	}
 	date, err := c.billingDay("FirstBillingDate", first, now)
 	if err != nil {
-		return Subscription{}, err
+		return Period{}, err
 	}
-	sub := Subscription{
+	sub := Period{
 		UserID: req.UserID, BillingDate: date, SubscriptionID: SubscriptionIDFor(req.UserID, req.RequestKey),
 		Amount: amount, Status: StatusScheduled, BillingPeriod: BillingPeriod(date), Process: ProcessSubscribe,
 		UpdatedEvent: EventUserSubscribed, Term: term, AnchorDay: date.Day(), Interval: req.Interval,
@@ -394,10 +394,10 @@ func (c *Collector) newSubscription(ctx context.Context, req SubscribeRequest, n
 	}
 	if req.AnchorDay != 0 {
 		if term == TermWeekly {
-			return Subscription{}, field("AnchorDay", fmt.Sprint(req.AnchorDay), "a weekly term has no anchor day")
+			return Period{}, field("AnchorDay", fmt.Sprint(req.AnchorDay), "a weekly term has no anchor day")
 		}
 		if !req.FridayBilling && !anchorFits(req.AnchorDay, date) {
-			return Subscription{}, field("AnchorDay", fmt.Sprint(req.AnchorDay),
+			return Period{}, field("AnchorDay", fmt.Sprint(req.AnchorDay),
 				"FirstBillingDate %s is day %d of its month: the anchor must be that day (a month's last day may take a later one), "+
 					"or the first charge would cover a short period and the next come days later", date.Format(time.DateOnly), date.Day())
 		}
@@ -405,20 +405,20 @@ func (c *Collector) newSubscription(ctx context.Context, req SubscribeRequest, n
 	}
 	if req.FridayBilling {
 		if term != TermMonthly {
-			return Subscription{}, field("FridayBilling", "true", "Friday billing needs the monthly term")
+			return Period{}, field("FridayBilling", "true", "Friday billing needs the monthly term")
 		}
 		if sub.BillingWeek = FridayWeek(date); sub.BillingWeek == 0 {
-			return Subscription{}, field("FirstBillingDate", date.Format(time.RFC3339), "Friday billing starts on a Friday")
+			return Period{}, field("FirstBillingDate", date.Format(time.RFC3339), "Friday billing starts on a Friday")
 		}
 		if w := req.FridayWeek; w != 0 && w != sub.BillingWeek {
 			if w != 5 || !NthFriday(date.Year(), date.Month(), 5).Equal(NthFriday(date.Year(), date.Month(), 4)) || sub.BillingWeek != 4 {
-				return Subscription{}, field("FridayWeek", fmt.Sprint(w), "FirstBillingDate %s is Friday %d of its month", date.Format(time.DateOnly), sub.BillingWeek)
+				return Period{}, field("FridayWeek", fmt.Sprint(w), "FirstBillingDate %s is Friday %d of its month", date.Format(time.DateOnly), sub.BillingWeek)
 			}
 			sub.BillingWeek = w
 		}
 	}
 	if _, err := NextBillingDate(date, sub.Schedule()); err != nil {
-		return Subscription{}, &FieldError{Field: "FirstBillingDate", Value: date.Format(time.RFC3339), Err: err}
+		return Period{}, &FieldError{Field: "FirstBillingDate", Value: date.Format(time.RFC3339), Err: err}
 	}
 	if !start.Equal(first) {
 		return c.trialPeriod(sub, start, now)

@@ -51,7 +51,7 @@ func newCollectorEnv(t *testing.T, mut ...func(*billing.Config)) *collectorEnv {
 	return e
 }
 
-func (e *collectorEnv) add(user string, date time.Time, st billing.Status, mut ...func(*billing.Subscription)) billing.Subscription {
+func (e *collectorEnv) add(user string, date time.Time, st billing.Status, mut ...func(*billing.Period)) billing.Period {
 	e.t.Helper()
 	s := envRecord(user, date, st)
 	for _, m := range mut {
@@ -66,7 +66,7 @@ func (e *collectorEnv) add(user string, date time.Time, st billing.Status, mut .
 // record).
 func (e *collectorEnv) addBatch(user string, dates ...time.Time) {
 	e.t.Helper()
-	var recs []billing.Subscription
+	var recs []billing.Period
 	for _, d := range dates {
 		recs = append(recs, envRecord(user, d, billing.StatusScheduled))
 	}
@@ -74,8 +74,8 @@ func (e *collectorEnv) addBatch(user string, dates ...time.Time) {
 	require.NoError(e.t, err)
 }
 
-func envRecord(user string, date time.Time, st billing.Status) billing.Subscription {
-	return billing.Subscription{UserID: user, SubscriptionID: user + "-" + date.Format("20060102"), BillingDate: date,
+func envRecord(user string, date time.Time, st billing.Status) billing.Period {
+	return billing.Period{UserID: user, SubscriptionID: user + "-" + date.Format("20060102"), BillingDate: date,
 		Amount: billing.MustParseAmount("4.99"), Status: st, BillingPeriod: billing.BillingPeriod(date), Term: billing.TermMonthly,
 		AnchorDay: date.Day(), ReceiptTierName: "Plus:v2", CreatedDate: date.AddDate(0, -1, 0), LastRunDate: date.AddDate(0, -1, 0)}
 }
@@ -106,7 +106,7 @@ func runToCompletion(t testing.TB, c *billing.Collector, kind billing.RunKind) *
 	}
 }
 
-func (e *collectorEnv) records(user string) []billing.Subscription {
+func (e *collectorEnv) records(user string) []billing.Period {
 	e.t.Helper()
 	recs, err := e.repo.ListByUser(context.Background(), user)
 	require.NoError(e.t, err)
@@ -262,7 +262,7 @@ func TestCollectorACHReturn(t *testing.T) {
 func TestCollectorStaleAndPause(t *testing.T) {
 	e := newCollectorEnv(t)
 	old := e.add("u-old", jan31.AddDate(0, 0, -40), billing.StatusScheduled)
-	p := e.add("u-pause", jan31.AddDate(0, 0, -1), billing.StatusPaused, func(s *billing.Subscription) { s.PauseDurationMonths = 2 })
+	p := e.add("u-pause", jan31.AddDate(0, 0, -1), billing.StatusPaused, func(s *billing.Period) { s.PauseDurationMonths = 2 })
 	rep := e.run(billing.RunScheduled)
 	require.Equal(t, 1, rep.Stale, "scheduled run: %+v", rep)
 	require.Zero(t, rep.Attempted, "scheduled run: %+v", rep)

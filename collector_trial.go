@@ -24,7 +24,7 @@ var ErrTrialUsed = errors.New("billing: the user had a trial already")
 // after a trial when it is opened, on the trial's end: the period the
 // trial-ending notice is about. A later write of updated_event (a pause,
 // a resume) replaces it, so the engine marks that period with
-// [Subscription.AfterTrial] too and reads updated_event only for records
+// [Period.AfterTrial] too and reads updated_event only for records
 // opened before that attribute existed.
 const UpdatedEventTrialConverted UpdatedEvent = "trial-converted"
 
@@ -54,10 +54,10 @@ func trialEnd(req SubscribeRequest, start time.Time) (time.Time, error) {
 // a request with a trial describes (billed on the trial's end, its anchor
 // and Friday week that day's): the same plan at zero, billed on start,
 // carrying the trial's end and the paid amount.
-func (c *Collector) trialPeriod(paid Subscription, start, now time.Time) (Subscription, error) {
+func (c *Collector) trialPeriod(paid Period, start, now time.Time) (Period, error) {
 	date, err := c.billingDay("FirstBillingDate", start, now)
 	if err != nil {
-		return Subscription{}, err
+		return Period{}, err
 	}
 	t := paid
 	t.BillingDate, t.BillingPeriod = date, BillingPeriod(date)
@@ -68,17 +68,17 @@ func (c *Collector) trialPeriod(paid Subscription, start, now time.Time) (Subscr
 // checkRepeatTrial refuses sub, a trial, for a user whose records recs
 // (read under the lock) or history rows show a trial already, unless req
 // allows it.
-func (c *Collector) checkRepeatTrial(ctx context.Context, req SubscribeRequest, sub *Subscription, recs []Subscription) error {
+func (c *Collector) checkRepeatTrial(ctx context.Context, req SubscribeRequest, sub *Period, recs []Period) error {
 	if !sub.IsTrial() || req.AllowRepeatTrial {
 		return nil
 	}
-	had := slices.ContainsFunc(recs, func(r Subscription) bool { return r.IsTrial() })
+	had := slices.ContainsFunc(recs, func(r Period) bool { return r.IsTrial() })
 	if !had && c.cfg.History != nil {
 		rows, err := c.cfg.History.ListByUser(ctx, req.UserID)
 		if err != nil {
 			return fmt.Errorf("read the history of user %s: %w", req.UserID, err)
 		}
-		had = slices.ContainsFunc(rows, func(r Subscription) bool { return r.IsTrial() })
+		had = slices.ContainsFunc(rows, func(r Period) bool { return r.IsTrial() })
 	}
 	if had {
 		return &FieldError{Field: "TrialDays", Value: fmt.Sprint(req.TrialDays), Err: fmt.Errorf("%w: user %s (AllowRepeatTrial lets the host give another)", ErrTrialUsed, req.UserID)}
@@ -124,13 +124,13 @@ func (c *Collector) changeTrial(ctx context.Context, ur UserRequest, end time.Ti
 	if !end.IsZero() {
 		kr = kr.time("End", end)
 	}
-	return c.byUser(ctx, ur, kr, op, func(recs []Subscription, kr keyedRequest, now time.Time) ([]Subscription, keyedRequest, error) {
+	return c.byUser(ctx, ur, kr, op, func(recs []Period, kr keyedRequest, now time.Time) ([]Period, keyedRequest, error) {
 		if t := trialTarget(recs, now); t != nil {
-			return []Subscription{*t}, kr, nil
+			return []Period{*t}, kr, nil
 		}
 		return nil, kr, fmt.Errorf("%w: user %s has no trial in progress", ErrNotCollectible, ur.UserID)
 	}, func(ctx context.Context, id string) (Change, error) {
-		return c.admin(ctx, op, id, func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
+		return c.admin(ctx, op, id, func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
 			date := end
 			if date.IsZero() {
 				date = now
@@ -164,12 +164,12 @@ func (c *Collector) changeTrial(ctx context.Context, ur UserRequest, end time.Ti
 // under the lock): the paid period on that date could not be opened, and
 // the subscription would end with the trial. A date move is refused
 // alike (see [Collector.ChangeBillingDate]).
-func (c *Collector) clearTrialEnd(ctx context.Context, next *Subscription) error {
+func (c *Collector) clearTrialEnd(ctx context.Context, next *Period) error {
 	recs, err := c.cfg.Repository.ListByUser(ctx, next.UserID)
 	if err != nil {
 		return fmt.Errorf("list the records of user %s: %w", next.UserID, err)
 	}
-	var others []Subscription
+	var others []Period
 	for _, r := range recs {
 		if r.SubscriptionID != next.SubscriptionID && r.Status.IsTerminal() {
 			others = append(others, r)
@@ -181,7 +181,7 @@ func (c *Collector) clearTrialEnd(ctx context.Context, next *Subscription) error
 // trialTarget returns the record of recs (ascending) a trial change acts
 // on: an open trial period not completed yet, or the first paid period
 // after a trial, not attempted yet.
-func trialTarget(recs []Subscription, _ time.Time) *Subscription {
+func trialTarget(recs []Period, _ time.Time) *Period {
 	for i := len(recs) - 1; i >= 0; i-- {
 		r := &recs[i]
 		if r.Status.IsTerminal() {
@@ -196,13 +196,13 @@ func trialTarget(recs []Subscription, _ time.Time) *Subscription {
 
 // firstAfterTrial reports whether r is the first paid period after a
 // trial, not charged or attempted yet: the trial is still running.
-func firstAfterTrial(r *Subscription) bool {
+func firstAfterTrial(r *Period) bool {
 	return !r.IsTrial() && requireTrialTarget(r) == nil
 }
 
 // requireTrialTarget refuses a record a trial change may not act on (see
 // trialTarget), as read under the lock.
-func requireTrialTarget(r *Subscription) error {
+func requireTrialTarget(r *Period) error {
 	switch {
 	case r.Status != StatusScheduled || !r.InitialRunDate.IsZero() || r.LastAttempt.Number != 0:
 	case r.IsTrial(), r.IsAfterTrial():

@@ -18,7 +18,7 @@ type UserChange struct {
 	// before it).
 	Changes []Change
 	// Subscription is the subscription after the change.
-	Subscription SubscriptionView
+	Subscription Subscription
 	// Repeated reports that the request key had been used for this same
 	// request, which had been applied in full: nothing was written, and
 	// Changes are what the first call did.
@@ -47,7 +47,7 @@ const (
 	// that whole share (rounded down to the minor unit), so the time after
 	// the cancellation is no longer paid for, whatever the host then
 	// refunds. The periods cancelled record the instant
-	// ([Subscription.AccessEnd]): the view's PaidThrough ends there, and
+	// ([Period.AccessEnd]): the view's PaidThrough ends there, and
 	// the user may come back at once, charged from the come-back's date.
 	CancelNow CancelWhen = "NOW"
 )
@@ -77,7 +77,7 @@ type UserRequest struct {
 	RequestKey string
 	// Operator and Reason, for a change an operator makes (a console, a
 	// support tool), say who made it and why: the history rows of the
-	// change record them ([Subscription.Operator]). A repeat of the key is
+	// change record them ([Period.Operator]). A repeat of the key is
 	// not compared on them: the rows keep the first call's. Optional; at most
 	// [MaxActorLen] bytes of UTF-8 each, without control characters but
 	// line breaks in Reason.
@@ -153,7 +153,7 @@ func (c *Collector) CancelSubscription(ctx context.Context, req CancelSubscripti
 	}
 	kr := newKeyedRequest("cancel", req.RequestKey).field("When", string(when)).
 		field("ForgiveOwed", fmt.Sprint(req.ForgiveOwed))
-	return c.byUser(ctx, req.UserRequest, kr, OpCancel, func(recs []Subscription, kr keyedRequest, now time.Time) ([]Subscription, keyedRequest, error) {
+	return c.byUser(ctx, req.UserRequest, kr, OpCancel, func(recs []Period, kr keyedRequest, now time.Time) ([]Period, keyedRequest, error) {
 		targets := openPeriods(recs)
 		for _, r := range targets {
 			if r.Status == StatusError && !req.ForgiveOwed {
@@ -187,13 +187,13 @@ func (c *Collector) CancelSubscription(ctx context.Context, req CancelSubscripti
 // endAccess is the edit of a period a cancellation now cancels: as
 // [Collector.Cancel]'s, and the end of the user's access, the instant
 // the request recorded in ctx decided (access_until, the same for each
-// period and on a repeat), set on the record ([Subscription.AccessEnd]).
+// period and on a repeat), set on the record ([Period.AccessEnd]).
 // An earlier end the record carries already (from a cancellation now
 // before a come-back reopened it) stays: that time was refunded then.
-func endAccess(ctx context.Context) func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
+func endAccess(ctx context.Context) func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
 	kr, _ := parseKeyedRequest(requestOf(ctx))
 	end, err := time.Parse(time.RFC3339Nano, kr.get("access_until"))
-	return func(ctx context.Context, cur, next *Subscription, now time.Time) ([]*Subscription, error) {
+	return func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
 		if err != nil {
 			return nil, fmt.Errorf("the cancellation's end of access: %w", err)
 		}
@@ -206,7 +206,7 @@ func endAccess(ctx context.Context) func(ctx context.Context, cur, next *Subscri
 
 // unusedShare is the share of p's amount for the time from now to end,
 // the end of the period p paid for, rounded down.
-func unusedShare(p *Subscription, end, now time.Time) Amount {
+func unusedShare(p *Period, end, now time.Time) Amount {
 	if end.IsZero() || !now.Before(end) {
 		return 0
 	}
@@ -229,7 +229,7 @@ func (c *Collector) PauseSubscription(ctx context.Context, req PauseSubscription
 		return UserChange{}, fmt.Errorf("pause subscription %s: %w", req.UserID, err)
 	}
 	kr := newKeyedRequest("pause", req.RequestKey).field("Months", fmt.Sprint(req.Months))
-	return c.byUser(ctx, req.UserRequest, kr, OpPause, func(recs []Subscription, kr keyedRequest, _ time.Time) ([]Subscription, keyedRequest, error) {
+	return c.byUser(ctx, req.UserRequest, kr, OpPause, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
 		return openPeriods(recs), kr, nil
 	}, func(ctx context.Context, id string) (Change, error) { return c.Pause(ctx, id, req.Months) })
 }
@@ -239,7 +239,7 @@ func (c *Collector) PauseSubscription(ctx context.Context, req PauseSubscription
 // period is refused ([ErrNotCollectible]).
 func (c *Collector) ResumeSubscription(ctx context.Context, req ResumeSubscriptionRequest) (UserChange, error) {
 	kr := newKeyedRequest("resume", req.RequestKey)
-	return c.byUser(ctx, req.UserRequest, kr, OpResume, func(recs []Subscription, kr keyedRequest, _ time.Time) ([]Subscription, keyedRequest, error) {
+	return c.byUser(ctx, req.UserRequest, kr, OpResume, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
 		return inStatus(recs, StatusPaused), kr, nil
 	}, func(ctx context.Context, id string) (Change, error) { return c.Resume(ctx, id) })
 }
@@ -263,7 +263,7 @@ func (c *Collector) ResumeSubscription(ctx context.Context, req ResumeSubscripti
 //     change's statuses, before anything is written: a period in a status
 //     the change refuses refuses the whole change;
 //   - each period is one conditional write with its history row; the rows
-//     record the request ([Subscription.Request]). The stores cannot write
+//     record the request ([Period.Request]). The stores cannot write
 //     several periods in one transaction, so a crash (or a refusal) between
 //     two periods leaves the first changed: the same call repeated with the
 //     same key completes the rest, and only the periods the first call
@@ -302,13 +302,13 @@ func (c *Collector) ChangePlan(ctx context.Context, req ChangePlanRequest) (User
 	if req.Amount != 0 && req.Amount != ListPrice {
 		kr = kr.field("Amount", req.Amount.String())
 	}
-	return c.byUser(ctx, req.UserRequest, kr, OpChangeTier, func(recs []Subscription, kr keyedRequest, _ time.Time) ([]Subscription, keyedRequest, error) {
+	return c.byUser(ctx, req.UserRequest, kr, OpChangeTier, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
 		v := viewOf(req.UserID, recs)
 		var err error
 		if amount, err = c.priceOf(ctx, PricePlan{Tier: req.Tier, Term: v.Term, Interval: v.Interval}, given); err != nil {
 			return nil, kr, err
 		}
-		var targets []Subscription
+		var targets []Period
 		for _, r := range inStatus(recs, StatusScheduled) {
 			if sameTier(&r, req.Tier, amount, down) == nil {
 				targets = append(targets, r)
@@ -331,7 +331,7 @@ func (c *Collector) MoveBillingDate(ctx context.Context, req MoveBillingDateRequ
 		return UserChange{}, fmt.Errorf("move billing date %s: %w", req.UserID, requestField("Date", "", "required"))
 	}
 	kr := newKeyedRequest("move billing date", req.RequestKey).time("Date", req.Date)
-	return c.byUser(ctx, req.UserRequest, kr, OpChangeDate, func(recs []Subscription, kr keyedRequest, _ time.Time) ([]Subscription, keyedRequest, error) {
+	return c.byUser(ctx, req.UserRequest, kr, OpChangeDate, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
 		open := openPeriods(recs)
 		if len(open) == 0 {
 			return nil, kr, nil
@@ -341,8 +341,8 @@ func (c *Collector) MoveBillingDate(ctx context.Context, req MoveBillingDateRequ
 }
 
 // openPeriods returns the records of recs that are not terminal.
-func openPeriods(recs []Subscription) []Subscription {
-	var out []Subscription
+func openPeriods(recs []Period) []Period {
+	var out []Period
 	for _, r := range recs {
 		if !r.Status.IsTerminal() {
 			out = append(out, r)
@@ -352,8 +352,8 @@ func openPeriods(recs []Subscription) []Subscription {
 }
 
 // inStatus returns the records of recs in status st.
-func inStatus(recs []Subscription, st Status) []Subscription {
-	var out []Subscription
+func inStatus(recs []Period, st Status) []Period {
+	var out []Period
 	for _, r := range recs {
 		if r.Status == st {
 			out = append(out, r)
@@ -364,7 +364,7 @@ func inStatus(recs []Subscription, st Status) []Subscription {
 
 // sameTier returns [ErrNoChange] when a tier change of cur to tier and
 // amount (a downgrade when down) would leave it as it is.
-func sameTier(cur *Subscription, tier string, amount Amount, down bool) error {
+func sameTier(cur *Period, tier string, amount Amount, down bool) error {
 	same := cur.ReceiptTierName == tier && cur.Amount == amount
 	if down && cur.IsPendingDowngrade {
 		same = cur.PendingTierName == tier && cur.PendingAmount == amount
@@ -380,7 +380,7 @@ func sameTier(cur *Subscription, tier string, amount Amount, down bool) error {
 // choose picks the periods a change by user acts on among the user's
 // records recs, at now, and completes the request's record with what the
 // call decides (its refund, ...).
-type choose func(recs []Subscription, kr keyedRequest, now time.Time) ([]Subscription, keyedRequest, error)
+type choose func(recs []Period, kr keyedRequest, now time.Time) ([]Period, keyedRequest, error)
 
 // byUser runs a change by user: under the user's lock it answers a repeat
 // of the key from the history rows, or picks the periods (choose), checks
@@ -478,7 +478,7 @@ func (c *Collector) byUser(ctx context.Context, ur UserRequest, kr keyedRequest,
 // resolveOpen resolves the attempt in flight of each of recs, the user's
 // records, and returns them read again when it resolved one. An attempt
 // whose outcome stays unknown refuses the change ([*InFlightError]).
-func (c *Collector) resolveOpen(ctx context.Context, userID string, recs []Subscription) ([]Subscription, error) {
+func (c *Collector) resolveOpen(ctx context.Context, userID string, recs []Period) ([]Period, error) {
 	resolved := false
 	for i := range recs {
 		if !recs[i].InFlight() {
@@ -495,7 +495,7 @@ func (c *Collector) resolveOpen(ctx context.Context, userID string, recs []Subsc
 	return c.cfg.Repository.ListByUser(ctx, userID)
 }
 
-func statusesOf(recs []Subscription) string {
+func statusesOf(recs []Period) string {
 	var s []string
 	for _, r := range recs {
 		s = append(s, string(r.Status))
@@ -509,7 +509,7 @@ func statusesOf(recs []Subscription) string {
 // firstRequest finds among a user's history rows (ascending) those that
 // record request key key: the request recorded on the first, and the
 // period changes they made (Before the period's row before each).
-func firstRequest(rows []Subscription, key string) (*keyedRequest, []Change) {
+func firstRequest(rows []Period, key string) (*keyedRequest, []Change) {
 	var first *keyedRequest
 	var done []Change
 	last := map[string]int{}
@@ -531,7 +531,7 @@ func firstRequest(rows []Subscription, key string) (*keyedRequest, []Change) {
 }
 
 // requestKey carries in a change's context the request its history row
-// records ([Subscription.Request]).
+// records ([Period.Request]).
 type requestKey struct{}
 
 // requestOf returns the request ctx carries for the history row of a

@@ -7,36 +7,36 @@ import (
 	"time"
 )
 
-// SubscriptionState is the state of a subscription as a host shows it,
-// derived from its open periods (see [SubscriptionView.State]).
-type SubscriptionState string
+// SubscriptionStatus is the state of a subscription as a host shows it,
+// derived from its open periods (see [Subscription.State]).
+type SubscriptionStatus string
 
 // The states of a subscription.
 const (
 	// SubscriptionActive: a SCHEDULED period (or an ACH debit awaiting
 	// settlement) and nothing owed.
-	SubscriptionActive SubscriptionState = "ACTIVE"
+	SubscriptionActive SubscriptionStatus = "ACTIVE"
 	// SubscriptionPastDue: an ERROR period is owed.
-	SubscriptionPastDue SubscriptionState = "PAST_DUE"
+	SubscriptionPastDue SubscriptionStatus = "PAST_DUE"
 	// SubscriptionPaused: a PAUSED period and nothing owed.
-	SubscriptionPaused SubscriptionState = "PAUSED"
+	SubscriptionPaused SubscriptionStatus = "PAUSED"
 	// SubscriptionTrialing: in a trial, nothing charged yet (see
 	// [SubscribeRequest.TrialDays]); the first charge is on TrialEnd.
-	SubscriptionTrialing SubscriptionState = "TRIALING"
+	SubscriptionTrialing SubscriptionStatus = "TRIALING"
 	// SubscriptionEnded: no open period (cancelled, stale or never
 	// renewed); [Collector.Reactivate] or a new [Collector.Subscribe]
 	// starts it again.
-	SubscriptionEnded SubscriptionState = "ENDED"
+	SubscriptionEnded SubscriptionStatus = "ENDED"
 )
 
-// SubscriptionView is a subscription as a host holds it: by its user, over
+// Subscription is a subscription as a host holds it: by its user, over
 // all its billing periods. [Collector.Subscription] returns it.
-type SubscriptionView struct {
+type Subscription struct {
 	// UserID is the user (on the single table, one subscription of an
 	// account: "account#subscription#SKU").
 	UserID string
-	// State sums up the open periods.
-	State SubscriptionState
+	// Status sums up the open periods.
+	Status SubscriptionStatus
 	// Tier, Amount, Term and Interval are the plan of the latest open
 	// period, or of the latest period when none is open.
 	Tier     string
@@ -45,21 +45,21 @@ type SubscriptionView struct {
 	Interval int
 	// Open are the open periods (SCHEDULED, ERROR, ACHSENT, PAUSED),
 	// ascending by billing date; Paid the COMPLETED ones.
-	Open []Subscription
-	Paid []Subscription
+	Open []Period
+	Paid []Period
 	// NextBillingDate is the billing date of the latest SCHEDULED or
 	// PAUSED period (a PAUSED one is skipped, not charged, on it); zero
 	// when there is none.
 	NextBillingDate time.Time
 	// PaidThrough is when the latest paid period ends (the billing date
 	// after it by its schedule), or when a cancellation now ended the
-	// access it paid for ([Subscription.AccessEnd]); zero when none was
+	// access it paid for ([Period.AccessEnd]); zero when none was
 	// paid. A host gating access on it grants none after it.
 	PaidThrough time.Time
 	// InFlight are the open periods whose attempt's outcome is not
-	// recorded yet ([Subscription.InFlight]): no change touches them
+	// recorded yet ([Period.InFlight]): no change touches them
 	// before it is resolved.
-	InFlight []Subscription
+	InFlight []Period
 	// PendingTier and PendingAmount are a downgrade that applies from the
 	// next period ("" when none is pending).
 	PendingTier   string
@@ -68,7 +68,7 @@ type SubscriptionView struct {
 	// end it was given); TrialEnd is when the trial ends now: the billing
 	// date of the first paid period while it is not charged, else the
 	// trial's own end. Zero when the user never had a trial.
-	Trial    *Subscription
+	Trial    *Period
 	TrialEnd time.Time
 }
 
@@ -76,20 +76,20 @@ type SubscriptionView struct {
 // and paid periods, next billing date, in-flight attempts and pending
 // downgrade, from one consistent read of the user's records. A user
 // without records is [ErrNotFound]. It reads no lock and writes nothing.
-func (c *Collector) Subscription(ctx context.Context, userID string) (SubscriptionView, error) {
+func (c *Collector) Subscription(ctx context.Context, userID string) (Subscription, error) {
 	recs, err := c.cfg.Repository.ListByUser(ctx, userID)
 	if err != nil {
-		return SubscriptionView{}, fmt.Errorf("subscription of user %s: %w", userID, err)
+		return Subscription{}, fmt.Errorf("subscription of user %s: %w", userID, err)
 	}
 	if len(recs) == 0 {
-		return SubscriptionView{}, fmt.Errorf("%w: user_id=%s has no billing periods", ErrNotFound, userID)
+		return Subscription{}, fmt.Errorf("%w: user_id=%s has no billing periods", ErrNotFound, userID)
 	}
 	return viewOf(userID, recs), nil
 }
 
 // viewOf builds the view of userID from its records recs (ascending).
-func viewOf(userID string, recs []Subscription) SubscriptionView {
-	v := SubscriptionView{UserID: userID, State: SubscriptionEnded}
+func viewOf(userID string, recs []Period) Subscription {
+	v := Subscription{UserID: userID, Status: SubscriptionEnded}
 	plan := &recs[len(recs)-1]
 	var owed, paused, active bool
 	for i := range recs {
@@ -124,16 +124,16 @@ func viewOf(userID string, recs []Subscription) SubscriptionView {
 			v.TrialEnd = r.BillingDate // the first paid period, moved or not
 		}
 	}
-	trialing := v.Trial != nil && slices.ContainsFunc(v.Open, func(r Subscription) bool { return requireTrialTarget(&r) == nil })
+	trialing := v.Trial != nil && slices.ContainsFunc(v.Open, func(r Period) bool { return requireTrialTarget(&r) == nil })
 	switch {
 	case owed:
-		v.State = SubscriptionPastDue
+		v.Status = SubscriptionPastDue
 	case paused:
-		v.State = SubscriptionPaused
+		v.Status = SubscriptionPaused
 	case trialing:
-		v.State = SubscriptionTrialing
+		v.Status = SubscriptionTrialing
 	case active:
-		v.State = SubscriptionActive
+		v.Status = SubscriptionActive
 	}
 	v.Tier, v.Amount, v.Term, v.Interval = plan.ReceiptTierName, plan.Amount, plan.Term, max(plan.Interval, 1)
 	if plan.IsTrial() {
@@ -155,7 +155,7 @@ func viewOf(userID string, recs []Subscription) SubscriptionView {
 // paidEnd is when p, a paid period of a user whose records are recs,
 // ends: the billing date after it by its schedule, or the end of access
 // a cancellation now put before it ([accessCut]).
-func paidEnd(p *Subscription, recs []Subscription) (time.Time, error) {
+func paidEnd(p *Period, recs []Period) (time.Time, error) {
 	end, err := followingDate(p)
 	if err != nil {
 		return end, err
@@ -165,10 +165,10 @@ func paidEnd(p *Subscription, recs []Subscription) (time.Time, error) {
 
 // accessCut returns end, the end of p, a paid period of a user whose
 // records are recs, or the earliest end of access before it that a
-// cancellation now put on a record of the user ([Subscription.AccessEnd])
+// cancellation now put on a record of the user ([Period.AccessEnd])
 // after p was opened: the time after it was refunded. A period opened
 // after the cancellation (a come-back) is not cut.
-func accessCut(p *Subscription, end time.Time, recs []Subscription) time.Time {
+func accessCut(p *Period, end time.Time, recs []Period) time.Time {
 	for i := range recs {
 		if a := recs[i].AccessEnd; !a.IsZero() && a.Before(end) && !p.CreatedDate.After(a) {
 			end = a

@@ -77,14 +77,14 @@ func newComebackEnv(t *testing.T, st comebackStore, wrap ...func(billing.Reposit
 	return e
 }
 
-func (e *comebackEnv) records() []billing.Subscription {
+func (e *comebackEnv) records() []billing.Period {
 	e.t.Helper()
 	recs, err := e.repo.ListByUser(e.t.Context(), e.user)
 	require.NoError(e.t, err)
 	return recs
 }
 
-func (e *comebackEnv) history() []billing.Subscription {
+func (e *comebackEnv) history() []billing.Period {
 	e.t.Helper()
 	rows, err := e.hist.ListByUser(e.t.Context(), e.user)
 	require.NoError(e.t, err)
@@ -102,7 +102,7 @@ func (e *comebackEnv) runAt(date time.Time) *billing.Report {
 // period and cancels the renewal the collection opened: the user keeps
 // the paid month until Feb 29 and is not charged again. It returns the
 // cancelled renewal.
-func (e *comebackEnv) cancelAtPeriodEnd() billing.Subscription {
+func (e *comebackEnv) cancelAtPeriodEnd() billing.Period {
 	e.t.Helper()
 	ctx := e.t.Context()
 	first, err := e.c.Subscribe(ctx, billing.SubscribeRequest{RequestKey: "signup", UserID: e.user, Tier: "Plus:v2",
@@ -142,7 +142,7 @@ func TestComeBackOnTheRenewalDate(t *testing.T) {
 				before := e.history()
 				e.clock.Set(jan31.AddDate(0, 0, 10))
 
-				var back billing.Subscription
+				var back billing.Period
 				req := billing.SubscribeRequest{RequestKey: "comeback", UserID: e.user, Tier: "Pro:v1",
 					Amount: billing.MustParseAmount("9.99"), FirstBillingDate: cancelled.BillingDate}
 				switch how {
@@ -349,21 +349,21 @@ func (r *racingRepo) race(ctx context.Context, op string) error {
 	return err
 }
 
-func (r *racingRepo) Add(ctx context.Context, s *billing.Subscription) error {
+func (r *racingRepo) Add(ctx context.Context, s *billing.Period) error {
 	if err := r.race(ctx, "add"); err != nil {
 		return err
 	}
 	return r.Repository.Add(ctx, s)
 }
 
-func (r *racingRepo) Update(ctx context.Context, prev, next *billing.Subscription, create ...*billing.Subscription) error {
+func (r *racingRepo) Update(ctx context.Context, prev, next *billing.Period, create ...*billing.Period) error {
 	if err := r.race(ctx, "update"); err != nil {
 		return err
 	}
 	return r.Repository.Update(ctx, prev, next, create...)
 }
 
-func (r *racingRepo) AdminUpdate(ctx context.Context, prev, next *billing.Subscription) error {
+func (r *racingRepo) AdminUpdate(ctx context.Context, prev, next *billing.Period) error {
 	if err := r.race(ctx, "admin"); err != nil {
 		return err
 	}
@@ -382,13 +382,13 @@ func TestLifecycleCallsNeverAnswerAlreadyExists(t *testing.T) {
 	t.Parallel()
 	date := jan31.AddDate(0, 0, 10)
 	for _, st := range comebackStores()[:2] {
-		setup := func(t *testing.T, on string, rec billing.Subscription) *comebackEnv {
+		setup := func(t *testing.T, on string, rec billing.Period) *comebackEnv {
 			var inner billing.Repository
 			e := newComebackEnv(t, st, func(r billing.Repository) billing.Repository {
 				inner = r
 				return &racingRepo{Repository: r, on: on, put: func(ctx context.Context) error {
 					rec.UserID = st.user
-					_, err := inner.AddAll(ctx, []billing.Subscription{rec}) // as another program would, beside an open period too
+					_, err := inner.AddAll(ctx, []billing.Period{rec}) // as another program would, beside an open period too
 					return err
 				}}
 			})
@@ -591,10 +591,10 @@ func TestDateMoveMeetingALaterRecordRefused(t *testing.T) {
 	ctx := t.Context()
 	mar15 := time.Date(2024, 3, 15, 10, 0, 0, 0, time.UTC)
 	feb5 := time.Date(2024, 2, 5, 10, 0, 0, 0, time.UTC)
-	old := billing.Subscription{UserID: e.user, SubscriptionID: "earlier-life", BillingDate: mar15, BillingPeriod: billing.BillingPeriod(mar15),
+	old := billing.Period{UserID: e.user, SubscriptionID: "earlier-life", BillingDate: mar15, BillingPeriod: billing.BillingPeriod(mar15),
 		Amount: billing.MustParseAmount("4.99"), Status: billing.StatusCancelled, Term: billing.TermMonthly, AnchorDay: 15,
 		ReceiptTierName: "Plus:v2", CreatedDate: jan31, LastRunDate: jan31}
-	cur := billing.Subscription{UserID: e.user, SubscriptionID: "now", BillingDate: feb5, BillingPeriod: billing.BillingPeriod(feb5),
+	cur := billing.Period{UserID: e.user, SubscriptionID: "now", BillingDate: feb5, BillingPeriod: billing.BillingPeriod(feb5),
 		Amount: billing.MustParseAmount("4.99"), Status: billing.StatusScheduled, Term: billing.TermMonthly, AnchorDay: 5,
 		ReceiptTierName: "Plus:v2", CreatedDate: jan31.Add(time.Hour), LastRunDate: jan31.Add(time.Hour)}
 	require.NoError(t, e.repo.Add(ctx, &old))

@@ -22,7 +22,7 @@ func cancelledInTrial(t *testing.T, e *freeEnv) time.Time {
 	left, err := e.c.CancelSubscription(t.Context(), billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "leave")})
 	require.NoError(t, err)
 	require.Equal(t, end, left.AccessUntil, "the trial is kept to its end")
-	require.Equal(t, billing.SubscriptionEnded, mustView(t, e).State)
+	require.Equal(t, billing.SubscriptionEnded, mustView(t, e).Status)
 	e.clock.Advance(time.Hour)
 	return end
 }
@@ -65,7 +65,7 @@ func TestComeBackInTrialKeepsTrial(t *testing.T) {
 				assert.Len(t, e.records(t), 2, "reopened in place, not added")
 				assert.True(t, paid.AfterTrial, "billing_after_trial carried by the reopen")
 				v := mustView(t, e)
-				assert.Equal(t, billing.SubscriptionTrialing, v.State)
+				assert.Equal(t, billing.SubscriptionTrialing, v.Status)
 				assert.Equal(t, end, v.TrialEnd)
 				assert.Equal(t, billing.TrialEndingNotificationEvent, trialNotice(t, e, end).EventType)
 			})
@@ -83,7 +83,7 @@ func TestComeBackInTrialKeepsTrial(t *testing.T) {
 				calls := e.pay.Calls()
 				require.Len(t, calls, 1)
 				assert.Equal(t, plusPrice, calls[0].Request.Amount)
-				assert.Equal(t, billing.SubscriptionActive, mustView(t, e).State)
+				assert.Equal(t, billing.SubscriptionActive, mustView(t, e).Status)
 			})
 		}
 	}

@@ -25,25 +25,25 @@ func TestDatesNearTheStaleLimitAreCollected(t *testing.T) {
 	type setter struct {
 		field string
 		setup func(e *collectorEnv) string // the record or user the call takes
-		set   func(e *collectorEnv, target string, date time.Time) (billing.Subscription, error)
+		set   func(e *collectorEnv, target string, date time.Time) (billing.Period, error)
 	}
 	via := map[string]setter{
 		"subscribe": {"FirstBillingDate", func(*collectorEnv) string { return "u1" },
-			func(e *collectorEnv, user string, date time.Time) (billing.Subscription, error) {
+			func(e *collectorEnv, user string, date time.Time) (billing.Period, error) {
 				got, err := e.c.Subscribe(e.t.Context(), billing.SubscribeRequest{RequestKey: "k1", UserID: user, Tier: "Plus:v2",
 					Amount: billing.MustParseAmount("4.99"), FirstBillingDate: date})
 				return got.Subscription, err
 			}},
 		"change date": {"billing_date", func(e *collectorEnv) string {
 			return e.add("u1", jan31.AddDate(0, 0, 5), billing.StatusScheduled).SubscriptionID
-		}, func(e *collectorEnv, id string, date time.Time) (billing.Subscription, error) {
+		}, func(e *collectorEnv, id string, date time.Time) (billing.Period, error) {
 			ch, err := e.c.ChangeBillingDate(e.t.Context(), id, date)
 			return ch.After, err
 		}},
 		"reactivate": {"billing_date", func(e *collectorEnv) string {
 			e.add("u1", jan31.AddDate(0, 0, -80), billing.StatusCancelled)
 			return "u1"
-		}, func(e *collectorEnv, user string, date time.Time) (billing.Subscription, error) {
+		}, func(e *collectorEnv, user string, date time.Time) (billing.Period, error) {
 			return e.c.Reactivate(e.t.Context(), user, date)
 		}},
 	}
@@ -117,14 +117,14 @@ func TestTooOldRecordReopensInsideTheMargin(t *testing.T) {
 	// The env's clock is 2024-01-31T16:00Z: the stale limit is
 	// 2024-01-01T16:00Z and the oldest date a record goes on at
 	// 2024-01-02T16:00Z.
-	weekly := func(s *billing.Subscription) { s.Term, s.AnchorDay = billing.TermWeekly, 0 }
+	weekly := func(s *billing.Period) { s.Term, s.AnchorDay = billing.TermWeekly, 0 }
 	cases := []struct {
 		name string
 		old  time.Time
-		mut  []func(*billing.Subscription)
+		mut  []func(*billing.Period)
 		want time.Time // the reopened period's billing date
 	}{
-		{"weekly, a week past the margin", time.Date(2023, 10, 23, 16, 30, 0, 0, time.UTC), []func(*billing.Subscription){weekly},
+		{"weekly, a week past the margin", time.Date(2023, 10, 23, 16, 30, 0, 0, time.UTC), []func(*billing.Period){weekly},
 			time.Date(2024, 1, 8, 16, 30, 0, 0, time.UTC)}, // not Jan 1 16:30, 30 minutes inside the limit
 		{"monthly, at the oldest date", time.Date(2023, 6, 2, 16, 0, 0, 0, time.UTC), nil,
 			time.Date(2024, 1, 2, 16, 0, 0, 0, time.UTC)},

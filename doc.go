@@ -34,7 +34,7 @@
 //	read           repo.ListByUser(ctx, userID) (the periods, oldest first),
 //	               hist.ListByUser(ctx, userID) (every change), repo.GetByID(ctx, periodID)
 //
-// periodID is a [Subscription]'s SubscriptionID: each billing period is a
+// periodID is a [Period]'s SubscriptionID: each billing period is a
 // record of its own with its own ID, and the calls above act on one open
 // period, a SCHEDULED, PAUSED or ERROR record. A user may have several: a
 // declined first attempt leaves its period ERROR and opens the next one
@@ -75,7 +75,7 @@
 //
 // A request key names one request. [Collector.Subscribe] and the changes
 // above record what was asked on the history rows they write
-// ([Subscription.Request], the history-only attribute billing_request): the
+// ([Period.Request], the history-only attribute billing_request): the
 // same key again with the same parameters answers what the first call did
 // (Repeated set), with other parameters it is a [*RequestKeyError]
 // ([ErrRequestKeyReused]) naming the fields that differ, and so is a key
@@ -91,7 +91,7 @@
 // A trial is asked for at Subscribe: [SubscribeRequest.TrialDays] (or
 // TrialEnd). It is a period of its own at zero, billed on the first date
 // and carrying the trial's end and the plan's price
-// ([Subscription.TrialEnd], TrialAmount). The scheduled run completes it
+// ([Period.TrialEnd], TrialAmount). The scheduled run completes it
 // without the processor and opens the first paid period on the trial's
 // end at that price; the anchor day (or the Friday of Friday billing,
 // which then needs the trial to end on a Friday) is the trial end's, as
@@ -104,7 +104,7 @@
 //	               now (the next scheduled run, or c.CollectUser at once, charges it)
 //	extend it      c.ExtendTrial(ctx, billing.TrialRequest{UserRequest: ..., End: d})
 //
-// The first paid period carries [Subscription.AfterTrial]
+// The first paid period carries [Period.AfterTrial]
 // (billing_after_trial): a pause and resume, a plan change or a date move
 // during the trial keep it, so the trial stays a trial until that period
 // is charged. A host batch that reprices records sets TrialAmount on a
@@ -145,7 +145,7 @@
 //
 // # The domain model
 //
-// A [Subscription] is one billing period of one user. Its [Status] moves
+// A [Period] is one billing period of one user. Its [Status] moves
 // only along the transition table documented on [Status] and checked by
 // [CanTransition]. Money is an [Amount] in integer cents, parsed and printed
 // exactly ("4.99"); there are no floats in any money path. Billing dates
@@ -197,7 +197,7 @@
 // changes. See ExampleCollector and examples/lambda.
 //
 // Before each charge the attempt is written on the record
-// ([Subscription.LastAttempt]); a record whose attempt has no recorded
+// ([Period.LastAttempt]); a record whose attempt has no recorded
 // outcome is in flight, and nothing closes or changes it before the
 // attempt is resolved by a replay of the same request or through the
 // optional [PaymentLookup] port: otherwise the operation fails with
@@ -378,7 +378,7 @@ var (
 	ErrInvalidDate = errors.New("billing: invalid date")
 
 	// ErrInvalidItem reports a stored item that cannot be decoded into a
-	// [Subscription]. The error is always a [*FieldError] naming the attribute.
+	// [Period]. The error is always a [*FieldError] naming the attribute.
 	ErrInvalidItem = errors.New("billing: invalid item")
 
 	// Status changes.

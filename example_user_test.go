@@ -36,8 +36,8 @@ func ExampleCollector_ChangePlan() {
 		log.Fatal(err)
 	}
 	clock.RunCollector(collector)
-	show := func(what string, v billing.SubscriptionView) {
-		fmt.Printf("%-10s %-7s %-8s %6s next %s\n", what, v.State, v.Tier, v.Amount, v.NextBillingDate.Format(time.DateOnly))
+	show := func(what string, v billing.Subscription) {
+		fmt.Printf("%-10s %-7s %-8s %6s next %s\n", what, v.Status, v.Tier, v.Amount, v.NextBillingDate.Format(time.DateOnly))
 	}
 
 	if _, err := collector.Subscribe(ctx, billing.SubscribeRequest{RequestKey: "order-1", UserID: "ann", Tier: "Plus:v2"}); err != nil {
@@ -83,7 +83,7 @@ func ExampleCollector_ChangePlan() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("cancelled:", c.Subscription.State, "access until", c.AccessUntil.Format(time.DateOnly), "charges", processor.CallCount())
+	fmt.Println("cancelled:", c.Subscription.Status, "access until", c.AccessUntil.Format(time.DateOnly), "charges", processor.CallCount())
 
 	_, err = collector.Cancel(ctx, "ann") // a period call given the user
 	fmt.Println(errors.Is(err, billing.ErrNotFound))

@@ -49,7 +49,7 @@ func newFreeEnv(t *testing.T, st userStore, opts billingtest.ProviderOptions, mu
 	return e
 }
 
-func (e *freeEnv) records(t *testing.T) []billing.Subscription {
+func (e *freeEnv) records(t *testing.T) []billing.Period {
 	t.Helper()
 	recs, err := e.repo.ListByUser(t.Context(), e.user)
 	require.NoError(t, err)
@@ -132,25 +132,25 @@ func TestFreePeriodOnEveryCollectingPath(t *testing.T) {
 	tests := []struct {
 		name    string
 		status  billing.Status
-		collect func(t *testing.T, e *freeEnv, s billing.Subscription)
+		collect func(t *testing.T, e *freeEnv, s billing.Period)
 	}{
-		{"retry run", billing.StatusError, func(t *testing.T, e *freeEnv, _ billing.Subscription) {
+		{"retry run", billing.StatusError, func(t *testing.T, e *freeEnv, _ billing.Period) {
 			_, err := e.c.Run(t.Context(), billing.RunRequest{Kind: billing.RunRetry})
 			require.NoError(t, err)
 		}},
-		{"batch", billing.StatusScheduled, func(t *testing.T, e *freeEnv, _ billing.Subscription) {
+		{"batch", billing.StatusScheduled, func(t *testing.T, e *freeEnv, _ billing.Period) {
 			_, err := e.c.CollectUser(t.Context(), e.user, billing.ProcessBatch)
 			require.NoError(t, err)
 		}},
-		{"webhook", billing.StatusScheduled, func(t *testing.T, e *freeEnv, _ billing.Subscription) {
+		{"webhook", billing.StatusScheduled, func(t *testing.T, e *freeEnv, _ billing.Period) {
 			_, err := e.c.CollectUser(t.Context(), e.user, billing.ProcessWebhook)
 			require.NoError(t, err)
 		}},
-		{"manual repayment", billing.StatusError, func(t *testing.T, e *freeEnv, s billing.Subscription) {
+		{"manual repayment", billing.StatusError, func(t *testing.T, e *freeEnv, s billing.Period) {
 			_, err := e.c.ManualRepayment(t.Context(), s.SubscriptionID)
 			require.NoError(t, err)
 		}},
-		{"by ID", billing.StatusScheduled, func(t *testing.T, e *freeEnv, s billing.Subscription) {
+		{"by ID", billing.StatusScheduled, func(t *testing.T, e *freeEnv, s billing.Period) {
 			_, err := e.c.CollectByID(t.Context(), s.SubscriptionID)
 			require.NoError(t, err)
 		}},
@@ -166,7 +166,7 @@ func TestFreePeriodOnEveryCollectingPath(t *testing.T) {
 				s.LastRunDate = feb3.Add(-25 * time.Hour)
 				s.PaymentError = "declined"
 			}
-			_, err := e.repo.AddAll(t.Context(), []billing.Subscription{s})
+			_, err := e.repo.AddAll(t.Context(), []billing.Period{s})
 			require.NoError(t, err)
 			kind := billing.RunScheduled
 			if tt.status == billing.StatusError {
@@ -202,7 +202,7 @@ func TestFreeStuckZeroAttemptResolvedOnce(t *testing.T) {
 			s.Amount = 0
 			s.LastAttempt = billing.Attempt{Number: 1, Key: billing.IdempotencyKey(s.SubscriptionID, 1), Tier: s.ReceiptTierName,
 				Process: billing.ProcessInitial, Started: feb3.Add(-71 * time.Hour)}
-			_, err := e.repo.AddAll(t.Context(), []billing.Subscription{s})
+			_, err := e.repo.AddAll(t.Context(), []billing.Period{s})
 			require.NoError(t, err)
 			stuck := findRecord(t, e.records(t), s.SubscriptionID)
 			require.True(t, stuck.InFlight())

@@ -76,7 +76,7 @@ func TestPanicLeavesNoLock(t *testing.T) {
 			assert.False(t, e.locker.Locked("u2"), "u2's lock is released")
 
 			// The record is in flight; the next collection resolves it once.
-			var panicked billing.Subscription
+			var panicked billing.Period
 			for _, r := range append(e.records("u1"), e.records("u2")...) {
 				if r.InFlight() {
 					panicked = r
@@ -85,7 +85,7 @@ func TestPanicLeavesNoLock(t *testing.T) {
 			require.NotEmpty(t, panicked.SubscriptionID, "the attempt made before the panic is durable")
 			_, err = e.c.ManualRepayment(ctx, panicked.SubscriptionID)
 			require.NoError(t, err)
-			charged := []billing.Subscription{due}
+			charged := []billing.Period{due}
 			if via == "run" {
 				charged = append(charged, other)
 			}
@@ -105,7 +105,7 @@ type panickyRepo struct {
 	armed atomic.Bool
 }
 
-func (r *panickyRepo) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+func (r *panickyRepo) ListByUser(ctx context.Context, userID string) ([]billing.Period, error) {
 	if r.armed.Load() {
 		panic("store adapter bug")
 	}
@@ -212,12 +212,12 @@ func (r *ctxCheckingRepo) check(ctx context.Context) {
 	}
 }
 
-func (r *ctxCheckingRepo) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+func (r *ctxCheckingRepo) ListByUser(ctx context.Context, userID string) ([]billing.Period, error) {
 	r.check(ctx)
 	return r.Repository.ListByUser(ctx, userID)
 }
 
-func (r *ctxCheckingRepo) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
+func (r *ctxCheckingRepo) Recent(ctx context.Context, userID string, limit int) ([]billing.Period, error) {
 	r.check(ctx)
 	return r.Repository.Recent(ctx, userID, limit)
 }

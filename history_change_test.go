@@ -45,7 +45,7 @@ func TestHistoryRowsNameTheirChange(t *testing.T) {
 	// A record too old to collect.
 	e.add("old", due.AddDate(0, -3, 0), billing.StatusScheduled)
 	// A paused month skipped by the pause run.
-	e.add("paused", due, billing.StatusPaused, func(s *billing.Subscription) { s.PauseDurationMonths = 2 })
+	e.add("paused", due, billing.StatusPaused, func(s *billing.Period) { s.PauseDurationMonths = 2 })
 
 	e.run(billing.RunScheduled)
 	e.clock.Advance(time.Hour)

@@ -240,7 +240,7 @@ func (s *Scheduler) RunBatch(ctx context.Context, bodies []string) (SchedulerRes
 }
 
 // messageBody turns a record into the worker message body.
-func messageBody(sub *Subscription) (string, error) {
+func messageBody(sub *Period) (string, error) {
 	m, err := NewNotificationMessage(sub)
 	if err != nil {
 		return "", err

@@ -23,10 +23,10 @@ func ExampleScheduler() {
 		log.Fatal(err)
 	}
 	now := time.Date(2024, 3, 10, 12, 0, 0, 0, time.UTC) // due: 2024-03-14
-	var subs []billing.Subscription
+	var subs []billing.Period
 	for i, user := range []string{"ann", "bo", "cy"} {
 		bd := time.Date(2024, 3, 14, 9+i, 0, 0, 0, time.UTC)
-		subs = append(subs, billing.Subscription{
+		subs = append(subs, billing.Period{
 			UserID: user, SubscriptionID: "sub-" + user, BillingDate: bd, Status: billing.StatusScheduled,
 			Amount: billing.MustParseAmount("4.99"), ReceiptTierName: "Plus:v2", LastRunDate: now,
 		})

@@ -121,7 +121,7 @@ type NotificationMessage struct {
 // [*FieldError] naming the record, for a record without user_id, with a
 // billing_date outside years 1–9999 or a negative amount: the scheduler
 // logs and skips such records.
-func NewNotificationMessage(sub *Subscription) (NotificationMessage, error) {
+func NewNotificationMessage(sub *Period) (NotificationMessage, error) {
 	m := NotificationMessage{
 		UserID:         sub.UserID,
 		SubscriptionID: sub.SubscriptionID,

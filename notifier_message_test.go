@@ -71,13 +71,13 @@ func TestParseNotificationMessageErrors(t *testing.T) {
 func TestNewNotificationMessageErrors(t *testing.T) {
 	bd := time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
-		mut   func(*billing.Subscription)
+		mut   func(*billing.Period)
 		field string
 	}{
-		{func(s *billing.Subscription) { s.UserID = "" }, "user_id"},
-		{func(s *billing.Subscription) { s.BillingDate = time.Time{} }, "billing_date"},
-		{func(s *billing.Subscription) { s.Amount = -1 }, "billing_amount"},
-		{func(s *billing.Subscription) { s.Status = "NOPE" }, "billing_status"},
+		{func(s *billing.Period) { s.UserID = "" }, "user_id"},
+		{func(s *billing.Period) { s.BillingDate = time.Time{} }, "billing_date"},
+		{func(s *billing.Period) { s.Amount = -1 }, "billing_amount"},
+		{func(s *billing.Period) { s.Status = "NOPE" }, "billing_status"},
 	} {
 		sub := notifSub("u1", bd)
 		tc.mut(&sub)

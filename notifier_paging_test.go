@@ -33,9 +33,9 @@ var notifNow = time.Date(2024, 3, 10, 12, 0, 0, 0, time.UTC)
 // SCHEDULED decoys, so that in the legacy index mode (which reads every
 // SCHEDULED record and filters on billing_date) the status holds 2,505
 // records: still 7 pages of 358, the last one short.
-func notifRecords(start time.Time) (due, decoys []billing.Subscription) {
-	rec := func(user, id string, bd time.Time, st billing.Status) billing.Subscription {
-		return billing.Subscription{
+func notifRecords(start time.Time) (due, decoys []billing.Period) {
+	rec := func(user, id string, bd time.Time, st billing.Status) billing.Period {
+		return billing.Period{
 			UserID: user, SubscriptionID: id, BillingDate: bd, Status: st,
 			Amount: billing.Cents(499), BillingPeriod: billing.BillingPeriod(bd), Term: billing.TermMonthly,
 			ReceiptTierName: "Plus:v2", Process: billing.ProcessInitial,
@@ -66,7 +66,7 @@ func notifRecords(start time.Time) (due, decoys []billing.Subscription) {
 // message, each continuation serialized to JSON and back through the
 // scheduler queue's handler. The clock passes midnight UTC between
 // invocations, which must not move the window.
-func testNotifierPaging(t *testing.T, open func(seed []billing.Subscription) billing.Repository) {
+func testNotifierPaging(t *testing.T, open func(seed []billing.Period) billing.Repository) {
 	ctx := context.Background()
 	start := time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC)
 	due, decoys := notifRecords(start)
@@ -145,7 +145,7 @@ func TestSchedulerPagingMemory(t *testing.T) {
 	for _, mode := range []dynamostore.StatusIndexMode{dynamostore.StatusIndexLegacy, dynamostore.StatusIndexSorted} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
-			testNotifierPaging(t, func(seed []billing.Subscription) billing.Repository {
+			testNotifierPaging(t, func(seed []billing.Period) billing.Repository {
 				repo := billingtest.NewMemoryStore(t, memory.Options{PageSize: notifPageSize, StatusIndexMode: mode}).Repository()
 				_, err := repo.AddAll(context.Background(), seed)
 				require.NoError(t, err)
@@ -159,7 +159,7 @@ func TestSchedulerPagingDynamoDB(t *testing.T) {
 	for _, mode := range []dynamostore.StatusIndexMode{dynamostore.StatusIndexLegacy, dynamostore.StatusIndexSorted} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
-			testNotifierPaging(t, func(seed []billing.Subscription) billing.Repository {
+			testNotifierPaging(t, func(seed []billing.Period) billing.Repository {
 				repo, _ := storetest.DynamoStoresSeeded(t, memory.Options{PageSize: notifPageSize, StatusIndexMode: mode}, seed)
 				return repo
 			})

@@ -29,7 +29,7 @@ func (m *NotificationMessage) Reminder() Reminder {
 	return Reminder{UserID: m.UserID, BillingDate: m.BillingDate, SubscriptionID: m.SubscriptionID, Status: m.Status}
 }
 
-// Key names the record, as [Subscription.Key] does.
+// Key names the record, as [Period.Key] does.
 func (r Reminder) Key() string {
 	return fmt.Sprintf("user_id=%s billing_date=%s", r.UserID, r.BillingDate.UTC().Format(time.RFC3339))
 }

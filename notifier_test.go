@@ -43,8 +43,8 @@ func (r *notifStubRepo) QueryStatus(_ context.Context, q billing.StatusQuery) (b
 	return p, nil
 }
 
-func notifSub(user string, bd time.Time) billing.Subscription {
-	return billing.Subscription{
+func notifSub(user string, bd time.Time) billing.Period {
+	return billing.Period{
 		UserID: user, SubscriptionID: "sub-" + user, BillingDate: bd, Status: billing.StatusScheduled,
 		Amount: billing.Cents(499), Term: billing.TermMonthly, BillingPeriod: billing.BillingPeriod(bd),
 		CreatedDate: bd.AddDate(0, -1, 0), LastRunDate: bd.AddDate(0, -1, 0),
@@ -68,7 +68,7 @@ func TestSchedulerEnqueuesInBatchesOf10(t *testing.T) {
 	ctx := context.Background()
 	store := billingtest.NewMemoryStore(t, memory.Options{PageSize: 100})
 	start := time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC)
-	var subs []billing.Subscription
+	var subs []billing.Period
 	for i := range 25 {
 		subs = append(subs, notifSub(fmt.Sprintf("u%02d", i), start.Add(time.Duration(i)*time.Minute)))
 	}
@@ -153,7 +153,7 @@ func TestSchedulerWindowStatusAndDate(t *testing.T) {
 	ctx := context.Background()
 	store := billingtest.NewMemoryStore(t, memory.Options{PageSize: 2})
 	day := func(d int) time.Time { return time.Date(2024, 3, d, 9, 30, 0, 0, time.UTC) }
-	var subs []billing.Subscription
+	var subs []billing.Period
 	for i, d := range []int{13, 14, 14, 14, 15, 20} {
 		subs = append(subs, notifSub(fmt.Sprintf("u%d-%d", d, i), day(d)))
 	}
@@ -192,7 +192,7 @@ func TestSchedulerDefaultPagesPerInvocation(t *testing.T) {
 	ctx := context.Background()
 	store := billingtest.NewMemoryStore(t, memory.Options{PageSize: 1})
 	start := time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC)
-	var subs []billing.Subscription
+	var subs []billing.Period
 	for i := range 5 {
 		subs = append(subs, notifSub(fmt.Sprintf("u%d", i), start.Add(time.Duration(i)*time.Hour)))
 	}
@@ -223,7 +223,7 @@ func TestSchedulerSkipsRecordsItCannotUse(t *testing.T) {
 
 	// An undecodable item in the window (Page.Invalid) is logged and skipped.
 	store := billingtest.NewMemoryStore(t, memory.Options{PageSize: 2})
-	_, err := store.Repository().AddAll(ctx, []billing.Subscription{
+	_, err := store.Repository().AddAll(ctx, []billing.Period{
 		notifSub("u1", start.Add(time.Hour)), notifSub("u2", start.Add(2*time.Hour)),
 	})
 	require.NoError(t, err)
@@ -243,7 +243,7 @@ func TestSchedulerSkipsRecordsItCannotUse(t *testing.T) {
 	negative := notifSub("u-neg", start)
 	negative.Amount = -1
 	good := notifSub("u-good", start)
-	repo := &notifStubRepo{pages: []billing.Page{{Items: []billing.Subscription{noUser, good, negative}, Scanned: 3, Count: 3}}}
+	repo := &notifStubRepo{pages: []billing.Page{{Items: []billing.Period{noUser, good, negative}, Scanned: 3, Count: 3}}}
 	q = &billingtest.RecordingEnqueuer{}
 	res, err = newNotifScheduler(t, repo, q).Run(ctx, billing.SchedulerEvent{})
 	require.NoError(t, err)
@@ -256,7 +256,7 @@ func TestSchedulerSkipsRecordsItCannotUse(t *testing.T) {
 func TestSchedulerErrors(t *testing.T) {
 	ctx := context.Background()
 	start := time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC)
-	var items []billing.Subscription
+	var items []billing.Period
 	for i := range 25 {
 		items = append(items, notifSub(fmt.Sprintf("u%02d", i), start))
 	}

@@ -38,7 +38,7 @@ func TestRunGroupsAPagesRecordsByUser(t *testing.T) {
 		lk = &countingLocker{Locker: c.Locker, locks: map[string]int{}}
 		c.Locker, c.MeterProvider = lk, o.mp
 	})
-	var singles []billing.Subscription
+	var singles []billing.Period
 	for i := range 5 {
 		singles = append(singles, e.add(fmt.Sprintf("u%d", i), jan31, billing.StatusScheduled))
 	}

@@ -90,7 +90,7 @@ func TestPriceListPricesThePlan(t *testing.T) {
 	require.ErrorIs(t, err, billing.ErrUnknownTier)
 }
 
-func historyOf(t *testing.T, h billing.History, user string) []billing.Subscription {
+func historyOf(t *testing.T, h billing.History, user string) []billing.Period {
 	t.Helper()
 	rows, err := h.ListByUser(t.Context(), user)
 	require.NoError(t, err)

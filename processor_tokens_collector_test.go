@@ -40,7 +40,7 @@ type slowFirstMark struct {
 	once sync.Once
 }
 
-func (r *slowFirstMark) SetAttempt(ctx context.Context, prev, next *billing.Subscription) error {
+func (r *slowFirstMark) SetAttempt(ctx context.Context, prev, next *billing.Period) error {
 	r.once.Do(func() { time.Sleep(150 * time.Millisecond) })
 	return r.Repository.SetAttempt(ctx, prev, next)
 }

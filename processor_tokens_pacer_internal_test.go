@@ -95,12 +95,12 @@ func sharedProcess(t *testing.T, tokens ProcessorTokens, batch int, clock *model
 // markAs is a mark step for charge: it runs meanwhile (what happens while
 // the attempt is recorded; nil for nothing) and returns the record as
 // stored with attempt 1 of id.
-func markAs(id string, meanwhile func()) func() (*Subscription, error) {
-	return func() (*Subscription, error) {
+func markAs(id string, meanwhile func()) func() (*Period, error) {
+	return func() (*Period, error) {
 		if meanwhile != nil {
 			meanwhile()
 		}
-		return &Subscription{SubscriptionID: id, UserID: "u-" + id, LastAttempt: Attempt{Number: 1, Key: "key-" + id}}, nil
+		return &Period{SubscriptionID: id, UserID: "u-" + id, LastAttempt: Attempt{Number: 1, Key: "key-" + id}}, nil
 	}
 }
 

@@ -34,23 +34,23 @@ type Repository interface {
 	// it handles nor its successor, rather than collect it for that
 	// subscription. The single table, where an account has several
 	// subscriptions, does not refuse.
-	Add(ctx context.Context, s *Subscription) error
+	Add(ctx context.Context, s *Period) error
 
 	// Get reads a record by its key with a consistent read. [ErrNotFound]
 	// when there is none.
-	Get(ctx context.Context, userID string, billingDate time.Time) (Subscription, error)
+	Get(ctx context.Context, userID string, billingDate time.Time) (Period, error)
 
 	// GetByID finds a record by subscription_id through the
 	// subscription_id-index, then re-reads it from the table with a
 	// consistent read (indexes are eventually consistent). [ErrNotFound]
 	// when there is none.
-	GetByID(ctx context.Context, subscriptionID string) (Subscription, error)
+	GetByID(ctx context.Context, subscriptionID string) (Period, error)
 
 	// ListByUser returns all records of a user ascending by billing_date,
 	// reading every page. An item that cannot be decoded is skipped, not
 	// an error: the store logs it and reports it through the function
 	// [WithInvalidItems] put in ctx.
-	ListByUser(ctx context.Context, userID string) ([]Subscription, error)
+	ListByUser(ctx context.Context, userID string) ([]Period, error)
 
 	// Recent returns at most limit records of a user, most recent
 	// billing_date first, with a consistent read: the collector re-reads
@@ -58,7 +58,7 @@ type Repository interface {
 	// a later period is open. limit <= 0 means 10. An item that cannot be
 	// decoded is skipped, as by ListByUser, and takes no record's place:
 	// the read goes on until it has limit records or the user has no more.
-	Recent(ctx context.Context, userID string, limit int) ([]Subscription, error)
+	Recent(ctx context.Context, userID string, limit int) ([]Period, error)
 
 	// QueryStatus returns one page of records in a status, narrowed by
 	// billing_date (see [StatusQuery]). Items that cannot be decoded are
@@ -83,13 +83,13 @@ type Repository interface {
 	// transaction with their history rows, each key required to be free
 	// (else [ErrAlreadyExists] and nothing is written): the collector
 	// records an attempt and creates the next period's record at once.
-	Update(ctx context.Context, prev, next *Subscription, create ...*Subscription) error
+	Update(ctx context.Context, prev, next *Period, create ...*Period) error
 
 	// AdminUpdate is Update for changes of billing_date (the sort key): the
 	// old item is deleted, the new one put (its key must be free) and the
 	// history row appended, in one transaction conditional on prev as in
 	// Update. With an unchanged billing_date it is Update.
-	AdminUpdate(ctx context.Context, prev, next *Subscription) error
+	AdminUpdate(ctx context.Context, prev, next *Period) error
 
 	// SetAttempt makes an attempt durable before the processor is called,
 	// settles one that will never have an outcome, or withdraws one the
@@ -103,7 +103,7 @@ type Repository interface {
 	// history row (the row that records the attempt's outcome carries the
 	// attempt). When someone else wrote first the error is a
 	// [*ConflictError] wrapping [ErrConflict].
-	SetAttempt(ctx context.Context, prev, next *Subscription) error
+	SetAttempt(ctx context.Context, prev, next *Period) error
 
 	// AddAll writes many records (upgrades and downgrades) to the table and
 	// their history rows. It first applies the collision policy (the
@@ -133,7 +133,7 @@ type Repository interface {
 	// [ErrConflict]. Read such a record again. Every record is either written
 	// exactly once with its history row, or named in
 	// [BatchError.Unwritten].
-	AddAll(ctx context.Context, subs []Subscription) ([]Subscription, error)
+	AddAll(ctx context.Context, subs []Period) ([]Period, error)
 }
 
 // MaxUpdateCreates bounds the records [Repository.Update] creates in its
@@ -246,7 +246,7 @@ func (q StatusQuery) Matches(billingDate time.Time) bool {
 // Page is one page of a status query.
 type Page struct {
 	// Items are the decoded records of the page, in index order.
-	Items []Subscription
+	Items []Period
 	// Invalid holds one error per item of the page that could not be
 	// decoded (a [*FieldError] naming the attribute and key).
 	Invalid []error

@@ -21,7 +21,7 @@ import (
 // (see [Repository.AddAll]), but a history row is never replaced: a
 // record whose last_run_date another stored row holds moves on to a free
 // one.
-type CollisionPolicy func(subs []Subscription) ([]Subscription, error)
+type CollisionPolicy func(subs []Period) ([]Period, error)
 
 // IsConflict reports whether err is a lost race ([ErrConflict] or
 // [ErrAlreadyExists]) rather than a failure: the caller re-reads and

@@ -200,7 +200,7 @@ func PauseResumeDate(paused time.Time, s Schedule, months int) (time.Time, error
 // of the trial's end (the pause pushes the first charge). A record that is
 // not PAUSED is an error wrapping [ErrInvalidQuery]. A host shows it as a
 // paused subscription's resume date rather than the date skipped.
-func ResumeDate(r *Subscription) (time.Time, error) {
+func ResumeDate(r *Period) (time.Time, error) {
 	if r.Status != StatusPaused {
 		return time.Time{}, fmt.Errorf("%w: %s is %s, not PAUSED", ErrInvalidQuery, r.SubscriptionID, r.Status)
 	}
@@ -362,4 +362,4 @@ func floorMod(a, b int) int { return a - floorDiv(a, b)*b }
 // scheduled and pause runs query by it ([Collector.RunQuery]), single
 // collections and the HTTP API's repayment check it, and `billingctl due`
 // previews a run at an instant with it.
-func (s *Subscription) DueAt(now time.Time) bool { return s.BillingDate.Before(now) }
+func (s *Period) DueAt(now time.Time) bool { return s.BillingDate.Before(now) }

@@ -139,7 +139,7 @@ func TestCollectorIntervalOpensNextPeriod(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newCollectorEnv(t)
-			e.add("u1", c.start, billing.StatusScheduled, func(s *billing.Subscription) { s.Term, s.Interval = c.term, c.n })
+			e.add("u1", c.start, billing.StatusScheduled, func(s *billing.Period) { s.Term, s.Interval = c.term, c.n })
 			rep := e.runOnce(billing.RunScheduled)
 			require.Equal(t, 1, rep.Collected)
 			recs := e.records("u1")

@@ -248,9 +248,9 @@ func runStores() []runStore {
 }
 
 // addDue stores a SCHEDULED monthly record of user billed on date.
-func addDue(t *testing.T, repo billing.Repository, user string, date time.Time) billing.Subscription {
+func addDue(t *testing.T, repo billing.Repository, user string, date time.Time) billing.Period {
 	t.Helper()
-	s := billing.Subscription{UserID: user, SubscriptionID: user + "-" + date.Format("0102"), BillingDate: date, Amount: billing.MustParseAmount("4.99"),
+	s := billing.Period{UserID: user, SubscriptionID: user + "-" + date.Format("0102"), BillingDate: date, Amount: billing.MustParseAmount("4.99"),
 		Status: billing.StatusScheduled, BillingPeriod: billing.BillingPeriod(date), Term: billing.TermMonthly, AnchorDay: date.Day(),
 		ReceiptTierName: "Plus:v2", CreatedDate: date.AddDate(0, -1, 0), LastRunDate: date.AddDate(0, -1, 0)}
 	require.NoError(t, repo.Add(t.Context(), &s))
@@ -274,7 +274,7 @@ func TestRunContinuesAfterTheClockMoved(t *testing.T) {
 				clock := billingtest.NewClock(jan31.Add(time.Hour))
 				repo := st.open(t, clock)
 				const users = 40
-				var subs []billing.Subscription
+				var subs []billing.Period
 				for i := range users {
 					subs = append(subs, addDue(t, repo, st.user(i), jan31.Add(-time.Duration(i)*time.Minute)))
 				}
@@ -380,7 +380,7 @@ func TestAbandonedRunsStarveNoShard(t *testing.T) {
 	clock := billingtest.NewClock(jan31.Add(time.Hour))
 	repo := billingtest.NewMemoryStore(t, memory.Options{PageSize: 10, StatusIndexMode: dynamostore.StatusIndexDue, DueShards: k}).Repository()
 	// One user in each shard.
-	var subs []billing.Subscription
+	var subs []billing.Period
 	for i, seen := 0, map[int]bool{}; len(seen) < k; i++ {
 		if u := legacyUser(i); !seen[layout.DueShard(u, k)] {
 			seen[layout.DueShard(u, k)] = true
@@ -499,10 +499,10 @@ func TestSecondOpenSubscriptionDoesNotStopTheFirst(t *testing.T) {
 	repo := store.Repository()
 	addDue(t, repo, "u1", jan5)
 	// The other service writes its plan with a batch write.
-	other := billing.Subscription{UserID: "u1", SubscriptionID: "other-plan", BillingDate: jan5.AddDate(0, 0, 15), Amount: billing.MustParseAmount("9.99"),
+	other := billing.Period{UserID: "u1", SubscriptionID: "other-plan", BillingDate: jan5.AddDate(0, 0, 15), Amount: billing.MustParseAmount("9.99"),
 		Status: billing.StatusScheduled, BillingPeriod: "01/2024", Term: billing.TermMonthly, AnchorDay: 20,
 		ReceiptTierName: "Pro:v1", CreatedDate: jan5.AddDate(0, -1, 0), LastRunDate: jan5.AddDate(0, -1, 0).Add(time.Second)}
-	_, err := repo.AddAll(ctx, []billing.Subscription{other})
+	_, err := repo.AddAll(ctx, []billing.Period{other})
 	require.NoError(t, err)
 
 	pay := billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock})
@@ -548,7 +548,7 @@ func TestReactivatedBeforeOldPeriodsGoesOn(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Waive(ctx, s.SubscriptionID) // opens Feb 29
 	require.NoError(t, err)
-	latest := func() billing.Subscription {
+	latest := func() billing.Period {
 		recs, err := repo.ListByUser(ctx, "u1")
 		require.NoError(t, err)
 		return recs[len(recs)-1]

@@ -59,7 +59,7 @@ func (e *collectorEnv) historyStatuses(subID string) []billing.Status {
 	return out
 }
 
-func (e *collectorEnv) get(subID string) billing.Subscription {
+func (e *collectorEnv) get(subID string) billing.Period {
 	e.t.Helper()
 	cur, err := e.repo.GetByID(context.Background(), subID)
 	require.NoError(e.t, err)

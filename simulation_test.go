@@ -155,7 +155,7 @@ func runSimulation(t *testing.T, opts simulation.Options) *simulation.Result {
 
 // dueFunc returns the records a step's run reads and, among them, those
 // it must handle (see runDue).
-type dueFunc func(ctx context.Context, s simulation.Step) (read, due []billing.Subscription, err error)
+type dueFunc func(ctx context.Context, s simulation.Step) (read, due []billing.Period, err error)
 
 // runSimulationWith is runSimulation with the step checks' oracle of what
 // is due: due, or when nil the run's own status queries (runDue), which a
@@ -171,7 +171,7 @@ func runSimulationWith(t *testing.T, opts simulation.Options, due dueFunc) *simu
 	}
 	ck := &stepChecker{repo: opts.Repository, prov: opts.Provider, due: due}
 	if ck.due == nil {
-		ck.due = func(ctx context.Context, s simulation.Step) (read, due []billing.Subscription, err error) {
+		ck.due = func(ctx context.Context, s simulation.Step) (read, due []billing.Period, err error) {
 			return runDue(ctx, ck.repo, s)
 		}
 	}
@@ -211,7 +211,7 @@ type stepChecker struct {
 	due  dueFunc // the records due at a step
 
 	calls         int                             // provider calls before the step
-	snapshot      map[string]billing.Subscription // by subscription ID
+	snapshot      map[string]billing.Period // by subscription ID
 	perUser       map[string]int                  // records the run reads, per user
 	runs          map[time.Time]map[string]bool   // users with several records in a run
 	lastScheduled time.Time
@@ -219,8 +219,8 @@ type stepChecker struct {
 }
 
 // queryStatusAll reads every page of q, in large pages.
-func queryStatusAll(ctx context.Context, repo billing.Repository, q billing.StatusQuery) ([]billing.Subscription, error) {
-	var out []billing.Subscription
+func queryStatusAll(ctx context.Context, repo billing.Repository, q billing.StatusQuery) ([]billing.Period, error) {
+	var out []billing.Period
 	q.Limit = 1000
 	for {
 		p, err := repo.QueryStatus(ctx, q)
@@ -239,7 +239,7 @@ func queryStatusAll(ctx context.Context, repo billing.Repository, q billing.Stat
 
 // runDue returns the records the step's run reads (its status query)
 // and, among them, those it must handle.
-func runDue(ctx context.Context, repo billing.Repository, s simulation.Step) (read, due []billing.Subscription, err error) {
+func runDue(ctx context.Context, repo billing.Repository, s simulation.Step) (read, due []billing.Period, err error) {
 	switch s.Kind {
 	case simulation.StepScheduled:
 		read, err = queryStatusAll(ctx, repo, billing.StatusQuery{Status: billing.StatusScheduled, Before: s.At})
@@ -267,7 +267,7 @@ func (ck *stepChecker) before(ctx context.Context, s simulation.Step) error {
 	if err != nil {
 		return err
 	}
-	ck.snapshot, ck.perUser = map[string]billing.Subscription{}, map[string]int{}
+	ck.snapshot, ck.perUser = map[string]billing.Period{}, map[string]int{}
 	for _, r := range due {
 		ck.snapshot[r.SubscriptionID] = r
 	}
@@ -339,7 +339,7 @@ func (ck *stepChecker) after(ctx context.Context, s simulation.Step) error {
 	if err != nil {
 		return err
 	}
-	left := map[string]billing.Subscription{}
+	left := map[string]billing.Period{}
 	for _, r := range leftList {
 		left[r.SubscriptionID] = r
 	}
@@ -555,7 +555,7 @@ func checkEndState(t *testing.T, res *simulation.Result, lastScheduled time.Time
 		rows, err := res.History.ListByUser(ctx, u.ID)
 		require.NoError(t, err)
 		historyRows += len(rows)
-		rowsOf := map[string][]billing.Subscription{}
+		rowsOf := map[string][]billing.Period{}
 		for _, r := range rows {
 			rowsOf[r.SubscriptionID] = append(rowsOf[r.SubscriptionID], r)
 		}
@@ -701,7 +701,7 @@ func checkEndState(t *testing.T, res *simulation.Result, lastScheduled time.Time
 		}
 		delete(rowsOf, "")
 		for sub := range rowsOf {
-			if !slices.ContainsFunc(recs, func(r billing.Subscription) bool { return r.SubscriptionID == sub }) {
+			if !slices.ContainsFunc(recs, func(r billing.Period) bool { return r.SubscriptionID == sub }) {
 				bad(u, "history rows of %s, which is not a record", sub)
 			}
 		}
@@ -779,8 +779,8 @@ func TestCollectorTwoRecordsOfOneUserInOneRun(t *testing.T) {
 		c.Locker = &barrierLocker{Locker: c.Locker, waiting: map[string]chan struct{}{}}
 	})
 	e.clock.Set(now)
-	declined := func(attempt int, last time.Time) func(*billing.Subscription) {
-		return func(s *billing.Subscription) {
+	declined := func(attempt int, last time.Time) func(*billing.Period) {
+		return func(s *billing.Period) {
 			s.BillingWeek, s.Attempt, s.PaymentError = 1, attempt, "R01"
 			s.InitialRunDate, s.LastRunDate = s.BillingDate.Add(9*time.Hour), last
 		}
@@ -788,7 +788,7 @@ func TestCollectorTwoRecordsOfOneUserInOneRun(t *testing.T) {
 	jan := e.add("u1", time.Date(2024, 1, 5, 3, 0, 0, 0, time.UTC), billing.StatusError, declined(29, now.Add(-24*time.Hour)))
 	feb := e.add("u1", time.Date(2024, 2, 2, 3, 0, 0, 0, time.UTC), billing.StatusError, declined(1, now.Add(-24*time.Hour-10*time.Minute)))
 	rep := e.run(billing.RunRetry)
-	for _, s := range []billing.Subscription{jan, feb} {
+	for _, s := range []billing.Period{jan, feb} {
 		assert.Len(t, e.pay.KeysFor(s.SubscriptionID), 1, "retryable record billed %v not attempted (report: attempted %d, skipped for a held lock %d)",
 			s.BillingDate, rep.Attempted, rep.SkippedLocked)
 	}
@@ -806,7 +806,7 @@ func TestCollectorErrorRecordPastWindowBecomesStale(t *testing.T) {
 	now := time.Date(2024, 2, 5, 12, 10, 0, 0, time.UTC)
 	e := newCollectorEnv(t)
 	e.clock.Set(now)
-	s := e.add("u1", time.Date(2024, 1, 3, 2, 0, 0, 0, time.UTC), billing.StatusError, func(s *billing.Subscription) {
+	s := e.add("u1", time.Date(2024, 1, 3, 2, 0, 0, 0, time.UTC), billing.StatusError, func(s *billing.Period) {
 		s.Attempt, s.PaymentError, s.Process = 30, "R01", billing.ProcessRetry
 		s.InitialRunDate, s.LastRunDate = time.Date(2024, 1, 3, 12, 0, 0, 0, time.UTC), time.Date(2024, 2, 1, 12, 10, 0, 0, time.UTC)
 	})

@@ -214,13 +214,13 @@ type stOracle struct {
 
 	mu    sync.Mutex
 	dirty map[string]bool // users written since they were read
-	recs  map[string][]billing.Subscription
+	recs  map[string][]billing.Period
 
 	listed, verified int
 }
 
 func newSTOracle(repo billing.Repository, users []string) *stOracle {
-	o := &stOracle{repo: repo, users: users, dirty: map[string]bool{}, recs: map[string][]billing.Subscription{}}
+	o := &stOracle{repo: repo, users: users, dirty: map[string]bool{}, recs: map[string][]billing.Period{}}
 	for _, u := range users {
 		o.dirty[u] = true
 	}
@@ -238,10 +238,10 @@ func (o *stOracle) touch(userIDs ...string) {
 
 // records returns every user's records, in the population's order and
 // ascending by billing_date.
-func (o *stOracle) records(ctx context.Context) ([]billing.Subscription, error) {
+func (o *stOracle) records(ctx context.Context) ([]billing.Period, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var out []billing.Subscription
+	var out []billing.Period
 	for _, u := range o.users {
 		if o.dirty[u] {
 			recs, err := o.repo.ListByUser(ctx, u)
@@ -285,22 +285,22 @@ func (o *stOracle) verify(ctx context.Context) error {
 
 // due is the step checks' dueFunc: the filters of the runs' status
 // queries (runDue) applied to every user's records.
-func (o *stOracle) due(ctx context.Context, s simulation.Step) (read, due []billing.Subscription, err error) {
-	var keep func(r *billing.Subscription) bool
+func (o *stOracle) due(ctx context.Context, s simulation.Step) (read, due []billing.Period, err error) {
+	var keep func(r *billing.Period) bool
 	switch s.Kind {
 	case simulation.StepScheduled:
-		keep = func(r *billing.Subscription) bool {
+		keep = func(r *billing.Period) bool {
 			return r.Status == billing.StatusScheduled && r.BillingDate.Before(s.At)
 		}
 	case simulation.StepPause:
-		keep = func(r *billing.Subscription) bool {
+		keep = func(r *billing.Period) bool {
 			return r.Status == billing.StatusPaused && r.BillingDate.Before(s.At)
 		}
 	case simulation.StepRetry:
 		// The retry run reads 30 + 7 days of ERROR records; the policy
 		// picks those retried.
 		after := s.At.AddDate(0, 0, -37)
-		keep = func(r *billing.Subscription) bool {
+		keep = func(r *billing.Period) bool {
 			return r.Status == billing.StatusError && r.BillingDate.After(after)
 		}
 	default:
@@ -330,12 +330,12 @@ type stWriteTracker struct {
 	o *stOracle
 }
 
-func (w *stWriteTracker) Add(ctx context.Context, s *billing.Subscription) error {
+func (w *stWriteTracker) Add(ctx context.Context, s *billing.Period) error {
 	w.o.touch(s.UserID)
 	return w.Repository.Add(ctx, s)
 }
 
-func (w *stWriteTracker) Update(ctx context.Context, prev, next *billing.Subscription, create ...*billing.Subscription) error {
+func (w *stWriteTracker) Update(ctx context.Context, prev, next *billing.Period, create ...*billing.Period) error {
 	w.o.touch(prev.UserID, next.UserID)
 	for _, c := range create {
 		w.o.touch(c.UserID)
@@ -343,17 +343,17 @@ func (w *stWriteTracker) Update(ctx context.Context, prev, next *billing.Subscri
 	return w.Repository.Update(ctx, prev, next, create...)
 }
 
-func (w *stWriteTracker) SetAttempt(ctx context.Context, prev, next *billing.Subscription) error {
+func (w *stWriteTracker) SetAttempt(ctx context.Context, prev, next *billing.Period) error {
 	w.o.touch(prev.UserID)
 	return w.Repository.SetAttempt(ctx, prev, next)
 }
 
-func (w *stWriteTracker) AdminUpdate(ctx context.Context, prev, next *billing.Subscription) error {
+func (w *stWriteTracker) AdminUpdate(ctx context.Context, prev, next *billing.Period) error {
 	w.o.touch(prev.UserID, next.UserID)
 	return w.Repository.AdminUpdate(ctx, prev, next)
 }
 
-func (w *stWriteTracker) AddAll(ctx context.Context, subs []billing.Subscription) ([]billing.Subscription, error) {
+func (w *stWriteTracker) AddAll(ctx context.Context, subs []billing.Period) ([]billing.Period, error) {
 	for i := range subs {
 		w.o.touch(subs[i].UserID)
 	}
@@ -422,7 +422,7 @@ func (c *stReminderCheck) check(ctx context.Context, s simulation.Step) error {
 	if err != nil {
 		return err
 	}
-	byKey := map[string]*billing.Subscription{}
+	byKey := map[string]*billing.Period{}
 	inWindow := map[string]bool{} // record keys
 	wantUsers := map[string]bool{}
 	for i := range recs {
@@ -442,7 +442,7 @@ func (c *stReminderCheck) check(ctx context.Context, s simulation.Step) error {
 			bad("message %s: %v", b, err)
 			continue
 		}
-		key := (&billing.Subscription{UserID: m.UserID, BillingDate: m.BillingDate}).Key()
+		key := (&billing.Period{UserID: m.UserID, BillingDate: m.BillingDate}).Key()
 		r, ok := byKey[key]
 		switch {
 		case !ok:
@@ -519,7 +519,7 @@ func checkSingleTablePayments(t *testing.T, res *simulation.Result, pay entitlem
 	ctx := t.Context()
 	type account struct {
 		refs []layout.SubscriptionRef
-		recs [][]billing.Subscription // per ref
+		recs [][]billing.Period // per ref
 	}
 	accounts := map[string]*account{}
 	var names []string
@@ -549,7 +549,7 @@ func checkSingleTablePayments(t *testing.T, res *simulation.Result, pay entitlem
 		receipts += len(got)
 		type want struct {
 			ref layout.SubscriptionRef
-			rec billing.Subscription
+			rec billing.Period
 		}
 		wanted := map[string]want{} // by subscription, SKU and transaction ID
 		for i, ref := range a.refs {

@@ -59,7 +59,7 @@ import (
 //
 // One change of a stored record is not in the table, because it depends on
 // the record and not only on its status: a CANCELLED record that was never
-// attempted ([Subscription.Attempted] false: nothing was charged, asked
+// attempted ([Period.Attempted] false: nothing was charged, asked
 // for or declined on it) may become SCHEDULED or PAUSED again. That is
 // how a user who cancelled at period end and comes back on the day the
 // paid period ends ([Collector.Reactivate], [Collector.Subscribe]) goes
@@ -166,7 +166,7 @@ func CheckTransition(from, to Status) error {
 // attempted reopened as SCHEDULED or PAUSED (see "Coming back" on
 // [Status]). Otherwise the error is a [*TransitionError] wrapping
 // [ErrIllegalTransition].
-func CheckRecordTransition(prev, next *Subscription) error {
+func CheckRecordTransition(prev, next *Period) error {
 	if CanTransition(prev.Status, next.Status) {
 		return nil
 	}
@@ -183,7 +183,7 @@ func CheckRecordTransition(prev, next *Subscription) error {
 // reopens reports whether writing prev as next reopens a cancelled period:
 // prev is CANCELLED and next SCHEDULED or PAUSED. [CheckRecordTransition]
 // allows it only for a period never attempted.
-func reopens(prev, next *Subscription) bool {
+func reopens(prev, next *Period) bool {
 	return prev.Status == StatusCancelled && (next.Status == StatusScheduled || next.Status == StatusPaused)
 }
 
@@ -191,7 +191,7 @@ func reopens(prev, next *Subscription) bool {
 // period, or may have been: it has an initial run date, a transaction ID,
 // an attempt recorded or one made durable before the processor was
 // called.
-func (s *Subscription) Attempted() bool {
+func (s *Period) Attempted() bool {
 	return !s.InitialRunDate.IsZero() || s.TransactionID != "" || s.Attempt != 0 || s.LastAttempt.Number != 0
 }
 

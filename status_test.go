@@ -164,9 +164,9 @@ func TestProcessesValid(t *testing.T) {
 // refused, and a user coming back on the cancelled renewal's date could
 // never be billed there.
 func TestCheckRecordTransitionReopensOnlyNeverAttempted(t *testing.T) {
-	fresh := &Subscription{Status: StatusCancelled}
+	fresh := &Period{Status: StatusCancelled}
 	for _, to := range Statuses() {
-		next := &Subscription{Status: to}
+		next := &Period{Status: to}
 		err := CheckRecordTransition(fresh, next)
 		if to == StatusScheduled || to == StatusPaused {
 			assert.NoError(t, err, "reopen as %s", to)
@@ -174,16 +174,16 @@ func TestCheckRecordTransitionReopensOnlyNeverAttempted(t *testing.T) {
 			assert.ErrorIs(t, err, ErrIllegalTransition, "CANCELLED -> %s", to)
 		}
 	}
-	for name, mut := range map[string]func(*Subscription){
-		"initial run":     func(s *Subscription) { s.InitialRunDate = time.Unix(1, 0) },
-		"transaction":     func(s *Subscription) { s.TransactionID = "txn" },
-		"attempt":         func(s *Subscription) { s.Attempt = 1 },
-		"attempt durable": func(s *Subscription) { s.LastAttempt.Number = 1 },
+	for name, mut := range map[string]func(*Period){
+		"initial run":     func(s *Period) { s.InitialRunDate = time.Unix(1, 0) },
+		"transaction":     func(s *Period) { s.TransactionID = "txn" },
+		"attempt":         func(s *Period) { s.Attempt = 1 },
+		"attempt durable": func(s *Period) { s.LastAttempt.Number = 1 },
 	} {
-		prev := &Subscription{Status: StatusCancelled}
+		prev := &Period{Status: StatusCancelled}
 		mut(prev)
 		require.True(t, prev.Attempted(), name)
-		err := CheckRecordTransition(prev, &Subscription{Status: StatusScheduled})
+		err := CheckRecordTransition(prev, &Period{Status: StatusScheduled})
 		var te *TransitionError
 		require.ErrorAs(t, err, &te, name)
 		assert.Contains(t, te.Reason, "never attempted", name)
@@ -194,7 +194,7 @@ func TestCheckRecordTransitionReopensOnlyNeverAttempted(t *testing.T) {
 			if from == StatusCancelled {
 				continue
 			}
-			assert.Equal(t, CanTransition(from, to), CheckRecordTransition(&Subscription{Status: from}, &Subscription{Status: to}) == nil, "%s -> %s", from, to)
+			assert.Equal(t, CanTransition(from, to), CheckRecordTransition(&Period{Status: from}, &Period{Status: to}) == nil, "%s -> %s", from, to)
 		}
 	}
 }

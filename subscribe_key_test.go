@@ -88,7 +88,7 @@ func TestSubscribeRefusesKeyOfAChange(t *testing.T) {
 				// renewal's, once the paid (or trial) time is over.
 				v, err := e.c.Subscription(ctx, e.user)
 				require.NoError(t, err)
-				require.Equal(t, billing.SubscriptionEnded, v.State)
+				require.Equal(t, billing.SubscriptionEnded, v.Status)
 				date := v.PaidThrough
 				for _, r := range e.records(t) {
 					if r.Status == billing.StatusCancelled && r.BillingDate.After(date) {
@@ -108,7 +108,7 @@ func TestSubscribeRefusesKeyOfAChange(t *testing.T) {
 				assert.Contains(t, rk.Fields, "Op")
 				assert.Equal(t, recs, e.records(t), "no record written")
 				assert.Equal(t, rows, e.changes(t), "no history row written")
-				assert.Equal(t, billing.SubscriptionEnded, mustView(t, e).State)
+				assert.Equal(t, billing.SubscriptionEnded, mustView(t, e).Status)
 
 				// The same come-back under a key of its own is a sign-up.
 				req.RequestKey = "order-2"
@@ -117,13 +117,13 @@ func TestSubscribeRefusesKeyOfAChange(t *testing.T) {
 				assert.False(t, got.Repeated)
 				// (TRIALING when it reopens the first paid period after a
 				// trial, before the trial's end.)
-				assert.Contains(t, []billing.SubscriptionState{billing.SubscriptionActive, billing.SubscriptionTrialing}, mustView(t, e).State)
+				assert.Contains(t, []billing.SubscriptionStatus{billing.SubscriptionActive, billing.SubscriptionTrialing}, mustView(t, e).Status)
 			})
 		}
 	}
 }
 
-func mustView(t *testing.T, e *freeEnv) billing.SubscriptionView {
+func mustView(t *testing.T, e *freeEnv) billing.Subscription {
 	t.Helper()
 	v, err := e.c.Subscription(t.Context(), e.user)
 	require.NoError(t, err)

@@ -114,7 +114,7 @@ func TestSubscribePaused(t *testing.T) {
 	recs, err := repo.ListByUser(ctx, "u1")
 	require.NoError(t, err)
 	require.Len(t, recs, len(want), "records = %+v", recs)
-	var completed []billing.Subscription
+	var completed []billing.Period
 	for i, w := range want {
 		r := recs[i]
 		assert.True(t, w.date.Equal(r.BillingDate), "record %d billed %v, want %v", i, r.BillingDate, w.date)
@@ -201,7 +201,7 @@ func TestSubscribeNeverBillsAPaidPeriodAgain(t *testing.T) {
 				var fe *billing.FieldError
 				require.ErrorAs(t, err, &fe)
 				assert.Equal(t, "FirstBillingDate", fe.Field)
-				_, checked := c.CheckSubscribe(ctx, req, []billing.Subscription{paid})
+				_, checked := c.CheckSubscribe(ctx, req, []billing.Period{paid})
 				require.ErrorIs(t, checked, billing.ErrInvalidDate, "CheckSubscribe agrees")
 			}
 			recs, err := repo.ListByUser(ctx, user)

@@ -8,7 +8,7 @@ import (
 	"github.com/dynabill/billing/internal/enum"
 )
 
-// Subscription is one billing period of one user, not the whole
+// Period is one billing period of one user, not the whole
 // subscription: a user subscribed for a year has twelve of them, one per
 // month, each with its own SubscriptionID (a new one every period). What
 // a host calls the subscription is the user's chain of periods; the latest
@@ -19,7 +19,7 @@ import (
 // fields, a row of billing-activity-history). Field comments give the stored attribute name;
 // those names, the key schema and the encodings are the wire contract with
 // existing tables (documented in package dynamostore).
-type Subscription struct {
+type Period struct {
 	// UserID is the owning user (user_id, partition key).
 	UserID string
 	// BillingDate is the due date of the period (billing_date, sort key),
@@ -62,7 +62,7 @@ type Subscription struct {
 	// (receipt_account_mask).
 	ReceiptAccountMask string
 	// ReceiptTierName is the tier at collection time, "Name:Version"
-	// (receipt_tier_name); see [Subscription.Tier].
+	// (receipt_tier_name); see [Period.Tier].
 	ReceiptTierName string
 	// ReceiptPaymentType is the payment method type, e.g. "ACH" (receipt_payment_type).
 	ReceiptPaymentType string
@@ -101,7 +101,7 @@ type Subscription struct {
 	// billing_attempt_amount, billing_attempt_tier, billing_attempt_process,
 	// billing_attempt_started and billing_attempt_presented, added by this library, optional: the
 	// zero Attempt when none was recorded). While its Number is above
-	// Attempt the record is in flight: see [Subscription.InFlight].
+	// Attempt the record is in flight: see [Period.InFlight].
 	LastAttempt Attempt
 
 	// PendingTierName and PendingAmount are the tier and amount a pending
@@ -135,14 +135,14 @@ type Subscription struct {
 	// once the period is attempted or closed it no longer means a trial,
 	// and it stays on the record as a fact. A later period never has it.
 	// Records opened before this attribute existed carry only updated_event
-	// [UpdatedEventTrialConverted]: [Subscription.IsAfterTrial] reads
+	// [UpdatedEventTrialConverted]: [Period.IsAfterTrial] reads
 	// both.
 	AfterTrial bool
 	// AccessEnd is when a cancellation now ([CancelNow]) ended the user's
 	// paid access (billing_access_end, added by this library and optional:
 	// absent on every other record), set on the periods it cancelled. The
 	// user's paid periods opened at or before that instant count as paid
-	// only up to it: [SubscriptionView.PaidThrough] ends there, and a new
+	// only up to it: [Subscription.PaidThrough] ends there, and a new
 	// first period ([Collector.Subscribe], [Collector.Reactivate]) may
 	// start from it, charged from its own date. The host was told to
 	// refund the rest ([UserChange.Refund]); a later cancellation now
@@ -228,7 +228,7 @@ func (a Attempt) LastPresented() time.Time {
 // replay presents. An attempt not yet recorded as answered on a record
 // whose earlier attempts left a payment names it as
 // [PaymentRequest.PriorPayment].
-func (a Attempt) Request(s *Subscription) PaymentRequest {
+func (a Attempt) Request(s *Period) PaymentRequest {
 	req := PaymentRequest{
 		UserID: s.UserID, SubscriptionID: s.SubscriptionID, Amount: a.Amount, BillingDate: s.BillingDate,
 		Tier: a.Tier, Process: a.Process, Attempt: a.Number, IdempotencyKey: a.Key, Started: a.Started,
@@ -244,43 +244,43 @@ func (a Attempt) Request(s *Subscription) PaymentRequest {
 // LastAttempt's key, and nobody knows what it answered. Nothing may close
 // or change an in-flight record until that outcome is resolved, by a replay
 // of the same request or by asking the processor (see [PaymentLookup]).
-func (s *Subscription) InFlight() bool { return s.LastAttempt.Number > s.Attempt }
+func (s *Period) InFlight() bool { return s.LastAttempt.Number > s.Attempt }
 
 // IsTrial reports whether the record is a trial period (see
-// [Subscription.TrialEnd]).
-func (s *Subscription) IsTrial() bool { return !s.TrialEnd.IsZero() }
+// [Period.TrialEnd]).
+func (s *Period) IsTrial() bool { return !s.TrialEnd.IsZero() }
 
 // IsAfterTrial reports whether s is the first paid period after a trial
-// ([Subscription.AfterTrial]), or a record opened as one before that
+// ([Period.AfterTrial]), or a record opened as one before that
 // attribute existed: updated_event [UpdatedEventTrialConverted], which
 // any later write of updated_event (a pause, a resume) replaces. It says
 // nothing of the record's state: the trial is running only while the
 // record is SCHEDULED and not attempted.
-func (s *Subscription) IsAfterTrial() bool {
+func (s *Period) IsAfterTrial() bool {
 	return s.AfterTrial || s.UpdatedEvent == UpdatedEventTrialConverted
 }
 
 // Key describes the item's primary key for error messages and logs.
-func (s *Subscription) Key() string {
+func (s *Period) Key() string {
 	return fmt.Sprintf("user_id=%s billing_date=%s", s.UserID, s.BillingDate.UTC().Format(time.RFC3339))
 }
 
 // Tier returns the tier name of ReceiptTierName: "Plus" for "Plus:v2".
-func (s *Subscription) Tier() string {
+func (s *Period) Tier() string {
 	name, _ := SplitTier(s.ReceiptTierName)
 	return name
 }
 
 // TierVersion returns the tier version of ReceiptTierName: "v2" for
 // "Plus:v2", "" when there is none.
-func (s *Subscription) TierVersion() string {
+func (s *Period) TierVersion() string {
 	_, v := SplitTier(s.ReceiptTierName)
 	return v
 }
 
 // EffectiveAnchorDay returns AnchorDay, or the day of BillingDate when the
 // record does not carry one (legacy items).
-func (s *Subscription) EffectiveAnchorDay() int {
+func (s *Period) EffectiveAnchorDay() int {
 	if s.AnchorDay > 0 {
 		return s.AnchorDay
 	}
@@ -289,14 +289,14 @@ func (s *Subscription) EffectiveAnchorDay() int {
 
 // Schedule returns the record's billing schedule: its term, anchor day and
 // Friday billing week, as used by [NextBillingDate].
-func (s *Subscription) Schedule() Schedule {
+func (s *Period) Schedule() Schedule {
 	return Schedule{Term: s.Term, AnchorDay: s.EffectiveAnchorDay(), BillingWeek: s.BillingWeek, Interval: s.Interval}
 }
 
 // Clone returns a copy of s. It is kept for callers that copied records
 // before Stored was shared: a Subscription holds no mutable references, so
 // an assignment copies it as well.
-func (s *Subscription) Clone() Subscription {
+func (s *Period) Clone() Period {
 	return *s
 }
 

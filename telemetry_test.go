@@ -266,7 +266,7 @@ func TestTelemetryNotifier(t *testing.T) {
 	day := time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC)
 	for i := range 3 {
 		bd := day.Add(time.Duration(10+i) * time.Hour)
-		sub := billing.Subscription{UserID: fmt.Sprintf("u%d", i), SubscriptionID: fmt.Sprintf("s%d", i), BillingDate: bd,
+		sub := billing.Period{UserID: fmt.Sprintf("u%d", i), SubscriptionID: fmt.Sprintf("s%d", i), BillingDate: bd,
 			Status: billing.StatusScheduled, Amount: billing.Cents(499), Term: billing.TermMonthly,
 			BillingPeriod: billing.BillingPeriod(bd), CreatedDate: bd.AddDate(0, -1, 0), LastRunDate: bd.AddDate(0, -1, 0)}
 		require.NoError(t, store.Repository().Add(ctx, &sub))
@@ -349,7 +349,7 @@ func TestTelemetryDynamoDB(t *testing.T) {
 	require.NoError(t, err)
 	_, err = hist.ListByUser(ctx, "u1")
 	require.NoError(t, err)
-	sub := billing.Subscription{UserID: "u1", SubscriptionID: "s1", BillingDate: jan31, Status: billing.StatusScheduled,
+	sub := billing.Period{UserID: "u1", SubscriptionID: "s1", BillingDate: jan31, Status: billing.StatusScheduled,
 		Amount: billing.Cents(499), Term: billing.TermMonthly, BillingPeriod: billing.BillingPeriod(jan31),
 		CreatedDate: jan31, LastRunDate: jan31}
 	// Add of a SCHEDULED record reads the user's records (one open

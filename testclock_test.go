@@ -29,7 +29,7 @@ func TestTestClockThirteenMonths(t *testing.T) {
 	clock.RunCollector(c)
 
 	first := time.Date(2025, 1, 15, 0, 0, 0, 0, time.UTC)
-	require.NoError(t, store.Repository().Add(ctx, &billing.Subscription{
+	require.NoError(t, store.Repository().Add(ctx, &billing.Period{
 		UserID: "ann", SubscriptionID: "sub-1", BillingDate: first, BillingPeriod: billing.BillingPeriod(first),
 		Amount: billing.MustParseAmount("9.99"), Status: billing.StatusScheduled, Term: billing.TermMonthly,
 		AnchorDay: 15, ReceiptTierName: "Plus:v2", CreatedDate: first.AddDate(0, -1, 0), LastRunDate: first.AddDate(0, -1, 0),

@@ -43,7 +43,7 @@ func TestPauseDuringTrialPushesFirstCharge(t *testing.T) {
 				require.NoError(t, err)
 				v, err := e.c.Subscription(t.Context(), e.user)
 				require.NoError(t, err)
-				assert.Equal(t, billing.SubscriptionPaused, v.State)
+				assert.Equal(t, billing.SubscriptionPaused, v.Status)
 				pushed := end.AddDate(0, months, 0)
 				require.Len(t, v.Open, 1)
 				resume, err := billing.ResumeDate(&v.Open[0])
@@ -63,10 +63,10 @@ func TestPauseDuringTrialPushesFirstCharge(t *testing.T) {
 					// once its last month is, the period it resumes on is
 					// open (as after any pause): billed on the pushed date.
 					if d.Before(end) {
-						assert.Equal(t, billing.SubscriptionPaused, v.State, "on %s", d)
+						assert.Equal(t, billing.SubscriptionPaused, v.Status, "on %s", d)
 					}
-					if v.State != billing.SubscriptionPaused {
-						assert.Equal(t, billing.SubscriptionActive, v.State, "on %s", d)
+					if v.Status != billing.SubscriptionPaused {
+						assert.Equal(t, billing.SubscriptionActive, v.Status, "on %s", d)
 						assert.Equal(t, pushed, v.NextBillingDate, "on %s", d)
 					}
 				}
@@ -81,7 +81,7 @@ func TestPauseDuringTrialPushesFirstCharge(t *testing.T) {
 				assert.Equal(t, pushed, paid.BillingDate)
 				v, err = e.c.Subscription(t.Context(), e.user)
 				require.NoError(t, err)
-				assert.Equal(t, billing.SubscriptionActive, v.State)
+				assert.Equal(t, billing.SubscriptionActive, v.Status)
 				assert.Equal(t, pushed.AddDate(0, 1, 0), v.PaidThrough)
 			})
 		}
@@ -222,7 +222,7 @@ func TestDateMoveIntoPaidPeriodRefused(t *testing.T) {
 }
 
 // latestRec returns the user's record with the latest billing date.
-func (e *userEnv) latestRec(t *testing.T) billing.Subscription {
+func (e *userEnv) latestRec(t *testing.T) billing.Period {
 	t.Helper()
 	recs, err := e.repo.ListByUser(t.Context(), e.user)
 	require.NoError(t, err)

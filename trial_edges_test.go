@@ -190,9 +190,9 @@ func TestDowngradeOfAPaidPeriodStaysPending(t *testing.T) {
 }
 
 // latestPaid returns the user's latest COMPLETED record with an amount.
-func (e *freeEnv) latestPaid(t *testing.T) billing.Subscription {
+func (e *freeEnv) latestPaid(t *testing.T) billing.Period {
 	t.Helper()
-	var l billing.Subscription
+	var l billing.Period
 	for _, r := range e.records(t) {
 		if r.Status == billing.StatusCompleted && r.Amount > 0 && r.BillingDate.After(l.BillingDate) {
 			l = r

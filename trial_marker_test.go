@@ -16,7 +16,7 @@ import (
 // pauses then resumes the subscription before that end: both writes set
 // updated_event on the first paid period, which it returns, SCHEDULED
 // again.
-func trialPausedAndResumed(t *testing.T, e *freeEnv, tier string) billing.Subscription {
+func trialPausedAndResumed(t *testing.T, e *freeEnv, tier string) billing.Period {
 	t.Helper()
 	_, err := e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "o1", UserID: e.user, Tier: tier, TrialDays: 14})
 	require.NoError(t, err)
@@ -56,7 +56,7 @@ func TestTrialMarkerSurvivesPauseResume(t *testing.T) {
 			assert.True(t, paid.IsAfterTrial())
 			v, err := e.c.Subscription(t.Context(), e.user)
 			require.NoError(t, err)
-			assert.Equal(t, billing.SubscriptionTrialing, v.State)
+			assert.Equal(t, billing.SubscriptionTrialing, v.Status)
 			assert.Equal(t, end, v.TrialEnd)
 			assert.Equal(t, billing.TrialEndingNotificationEvent, trialNotice(t, e, end).EventType)
 		})
@@ -159,7 +159,7 @@ func TestTrialConvertedBeforeTheMarkerKeepsTrial(t *testing.T) {
 			old := e.latest(t)
 			require.True(t, old.AfterTrial)
 			old.AfterTrial = false
-			_, err = e.repo.AddAll(t.Context(), []billing.Subscription{old})
+			_, err = e.repo.AddAll(t.Context(), []billing.Period{old})
 			require.NoError(t, err)
 			old = e.latest(t)
 			require.False(t, old.AfterTrial)
@@ -200,7 +200,7 @@ func TestTrialBatchRepriceKeepsTrial(t *testing.T) {
 	end := feb3.AddDate(0, 0, 14)
 	reprice := func(t *testing.T, e *freeEnv) {
 		t.Helper()
-		var batch []billing.Subscription
+		var batch []billing.Period
 		for _, r := range e.records(t) {
 			if r.Status != billing.StatusScheduled {
 				continue
@@ -256,7 +256,7 @@ func TestTrialBatchRepriceKeepsTrial(t *testing.T) {
 // record with the marker but attempted already is no trial any more.
 func TestNotificationMessageAfterTrialBody(t *testing.T) {
 	t.Parallel()
-	rec := billing.Subscription{UserID: "u1", SubscriptionID: "s1", BillingDate: feb3, Amount: plusPrice,
+	rec := billing.Period{UserID: "u1", SubscriptionID: "s1", BillingDate: feb3, Amount: plusPrice,
 		Status: billing.StatusScheduled, ReceiptTierName: "Plus:v2", UpdatedEvent: billing.EventPauseResume, AfterTrial: true}
 	m, err := billing.NewNotificationMessage(&rec)
 	require.NoError(t, err)

@@ -36,7 +36,7 @@ func (e *freeEnv) runAt(t *testing.T, at time.Time, kind billing.RunKind) *billi
 }
 
 // latest returns the user's record with the latest billing date.
-func (e *freeEnv) latest(t *testing.T) billing.Subscription {
+func (e *freeEnv) latest(t *testing.T) billing.Period {
 	t.Helper()
 	recs := e.records(t)
 	require.NotEmpty(t, recs)
@@ -73,7 +73,7 @@ func TestTrialConvertsToPaidMonthly(t *testing.T) {
 
 			v, err := e.c.Subscription(t.Context(), e.user)
 			require.NoError(t, err)
-			assert.Equal(t, billing.SubscriptionTrialing, v.State)
+			assert.Equal(t, billing.SubscriptionTrialing, v.Status)
 			assert.Equal(t, end, v.TrialEnd)
 			assert.Equal(t, plusPrice, v.Amount)
 
@@ -87,7 +87,7 @@ func TestTrialConvertsToPaidMonthly(t *testing.T) {
 			assert.False(t, paid.IsTrial())
 			v, err = e.c.Subscription(t.Context(), e.user)
 			require.NoError(t, err)
-			assert.Equal(t, billing.SubscriptionTrialing, v.State)
+			assert.Equal(t, billing.SubscriptionTrialing, v.Status)
 			assert.Equal(t, end, v.TrialEnd)
 			assert.Equal(t, end, v.PaidThrough)
 
@@ -104,7 +104,7 @@ func TestTrialConvertsToPaidMonthly(t *testing.T) {
 			assert.Equal(t, plusPrice, next.Amount)
 			v, err = e.c.Subscription(t.Context(), e.user)
 			require.NoError(t, err)
-			assert.Equal(t, billing.SubscriptionActive, v.State)
+			assert.Equal(t, billing.SubscriptionActive, v.Status)
 
 			ch := e.changes(t)
 			assert.Equal(t, 1, ch[billing.EventTrialStarted], "%v", ch)
@@ -317,7 +317,7 @@ func TestTrialRewrittenByBatchNotCharged(t *testing.T) {
 	require.NoError(t, err)
 	r := findRecord(t, e.records(t), out.Subscription.SubscriptionID)
 	r.Amount = billing.MustParseAmount("0.50")
-	_, err = e.repo.AddAll(t.Context(), []billing.Subscription{r})
+	_, err = e.repo.AddAll(t.Context(), []billing.Period{r})
 	require.NoError(t, err)
 	require.Equal(t, billing.MustParseAmount("0.50"), findRecord(t, e.records(t), r.SubscriptionID).Amount)
 	e.runAt(t, feb3.Add(time.Hour), billing.RunScheduled)

@@ -22,7 +22,7 @@ func seedOwed(t *testing.T, e *env) {
 	ach.TransactionID = "txn-ach"
 	busy := rec("gina", "g-busy", "2024-03-15", billing.StatusScheduled)
 	repo := e.store.Repository()
-	for _, s := range []billing.Subscription{ach, busy} {
+	for _, s := range []billing.Period{ach, busy} {
 		require.NoError(t, repo.Add(t.Context(), &s), "seeding %s", s.SubscriptionID)
 	}
 	marked := busy.Clone()

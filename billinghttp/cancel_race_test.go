@@ -24,7 +24,7 @@ type afterRead struct {
 	fired     atomic.Bool
 }
 
-func (r *afterRead) GetByID(ctx context.Context, id string) (billing.Subscription, error) {
+func (r *afterRead) GetByID(ctx context.Context, id string) (billing.Period, error) {
 	s, err := r.Repository.GetByID(ctx, id)
 	if id == r.id && r.fired.CompareAndSwap(false, true) {
 		r.meanwhile(ctx)
@@ -58,8 +58,8 @@ func TestCancelOwedDecidedUnderTheLock(t *testing.T) {
 			e.provider.SetUser("hank", billingtest.Declined("insufficient funds", true))
 
 			var (
-				left     billing.Subscription   // the record as the other process left it
-				leftHist []billing.Subscription // and its history
+				left     billing.Period   // the record as the other process left it
+				leftHist []billing.Period // and its history
 				calls    int                    // processor calls by then
 			)
 			repo := &afterRead{Repository: e.store.Repository(), id: "h-due", meanwhile: func(ctx context.Context) {

@@ -165,7 +165,7 @@ func TestErrorStatuses(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(e)
 			}
-			var before billing.Subscription
+			var before billing.Period
 			if tc.unchanged != "" {
 				before = e.stored(tc.unchanged)
 			}

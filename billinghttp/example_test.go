@@ -42,7 +42,7 @@ func ExampleNew() {
 		panic(err)
 	}
 	due := time.Date(2024, 3, 15, 0, 0, 0, 0, time.UTC)
-	failed := billing.Subscription{
+	failed := billing.Period{
 		UserID: "user-1", SubscriptionID: "sub-1", BillingDate: due, BillingPeriod: billing.BillingPeriod(due),
 		Amount: billing.MustParseAmount("4.99"), Status: billing.StatusError, Term: billing.TermMonthly,
 		PaymentError: "insufficient funds", InitialRunDate: due, LastRunDate: due, Attempt: 1,

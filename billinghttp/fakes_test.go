@@ -63,35 +63,35 @@ type faultRepo struct {
 
 var _ billing.Repository = (*faultRepo)(nil)
 
-func (r *faultRepo) Add(ctx context.Context, s *billing.Subscription) error {
+func (r *faultRepo) Add(ctx context.Context, s *billing.Period) error {
 	if err := r.f.hit("Repository.Add"); err != nil {
 		return err
 	}
 	return r.inner.Add(ctx, s)
 }
 
-func (r *faultRepo) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Subscription, error) {
+func (r *faultRepo) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Period, error) {
 	if err := r.f.hit("Repository.Get"); err != nil {
-		return billing.Subscription{}, err
+		return billing.Period{}, err
 	}
 	return r.inner.Get(ctx, userID, billingDate)
 }
 
-func (r *faultRepo) GetByID(ctx context.Context, id string) (billing.Subscription, error) {
+func (r *faultRepo) GetByID(ctx context.Context, id string) (billing.Period, error) {
 	if err := r.f.hit("Repository.GetByID"); err != nil {
-		return billing.Subscription{}, err
+		return billing.Period{}, err
 	}
 	return r.inner.GetByID(ctx, id)
 }
 
-func (r *faultRepo) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+func (r *faultRepo) ListByUser(ctx context.Context, userID string) ([]billing.Period, error) {
 	if err := r.f.hit("Repository.ListByUser"); err != nil {
 		return nil, err
 	}
 	return r.inner.ListByUser(ctx, userID)
 }
 
-func (r *faultRepo) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
+func (r *faultRepo) Recent(ctx context.Context, userID string, limit int) ([]billing.Period, error) {
 	if err := r.f.hit("Repository.Recent"); err != nil {
 		return nil, err
 	}
@@ -105,28 +105,28 @@ func (r *faultRepo) QueryStatus(ctx context.Context, q billing.StatusQuery) (bil
 	return r.inner.QueryStatus(ctx, q)
 }
 
-func (r *faultRepo) Update(ctx context.Context, prev, next *billing.Subscription, create ...*billing.Subscription) error {
+func (r *faultRepo) Update(ctx context.Context, prev, next *billing.Period, create ...*billing.Period) error {
 	if err := r.f.hit("Repository.Update"); err != nil {
 		return err
 	}
 	return r.inner.Update(ctx, prev, next, create...)
 }
 
-func (r *faultRepo) SetAttempt(ctx context.Context, prev, next *billing.Subscription) error {
+func (r *faultRepo) SetAttempt(ctx context.Context, prev, next *billing.Period) error {
 	if err := r.f.hit("Repository.SetAttempt"); err != nil {
 		return err
 	}
 	return r.inner.SetAttempt(ctx, prev, next)
 }
 
-func (r *faultRepo) AdminUpdate(ctx context.Context, prev, next *billing.Subscription) error {
+func (r *faultRepo) AdminUpdate(ctx context.Context, prev, next *billing.Period) error {
 	if err := r.f.hit("Repository.AdminUpdate"); err != nil {
 		return err
 	}
 	return r.inner.AdminUpdate(ctx, prev, next)
 }
 
-func (r *faultRepo) AddAll(ctx context.Context, subs []billing.Subscription) ([]billing.Subscription, error) {
+func (r *faultRepo) AddAll(ctx context.Context, subs []billing.Period) ([]billing.Period, error) {
 	if err := r.f.hit("Repository.AddAll"); err != nil {
 		return nil, err
 	}
@@ -141,28 +141,28 @@ type faultHistory struct {
 
 var _ billing.History = (*faultHistory)(nil)
 
-func (h *faultHistory) Add(ctx context.Context, s *billing.Subscription) error {
+func (h *faultHistory) Add(ctx context.Context, s *billing.Period) error {
 	if err := h.f.hit("History.Add"); err != nil {
 		return err
 	}
 	return h.inner.Add(ctx, s)
 }
 
-func (h *faultHistory) AddAll(ctx context.Context, subs []billing.Subscription) error {
+func (h *faultHistory) AddAll(ctx context.Context, subs []billing.Period) error {
 	if err := h.f.hit("History.AddAll"); err != nil {
 		return err
 	}
 	return h.inner.AddAll(ctx, subs)
 }
 
-func (h *faultHistory) ListBySubscription(ctx context.Context, id string) ([]billing.Subscription, error) {
+func (h *faultHistory) ListBySubscription(ctx context.Context, id string) ([]billing.Period, error) {
 	if err := h.f.hit("History.ListBySubscription"); err != nil {
 		return nil, err
 	}
 	return h.inner.ListBySubscription(ctx, id)
 }
 
-func (h *faultHistory) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+func (h *faultHistory) ListByUser(ctx context.Context, userID string) ([]billing.Period, error) {
 	if err := h.f.hit("History.ListByUser"); err != nil {
 		return nil, err
 	}

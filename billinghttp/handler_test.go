@@ -35,9 +35,9 @@ func day(s string) time.Time {
 }
 
 // rec builds a record of user billed on the given day in status st.
-func rec(user, id, billed string, st billing.Status) billing.Subscription {
+func rec(user, id, billed string, st billing.Status) billing.Period {
 	bd := day(billed)
-	s := billing.Subscription{
+	s := billing.Period{
 		UserID: user, SubscriptionID: id, BillingDate: bd, Amount: billing.MustParseAmount("4.99"),
 		Status: st, BillingPeriod: billing.BillingPeriod(bd), Term: billing.TermMonthly, AnchorDay: bd.Day(),
 		ReceiptTierName: "Plus:v2", Process: billing.ProcessInitial,
@@ -62,8 +62,8 @@ func rec(user, id, billed string, st billing.Status) billing.Subscription {
 //	carol  c-paused PAUSED 03-25
 //	dave   d-new SCHEDULED 03-25, never attempted
 //	erin   e-gone CANCELLED 01-10
-func fixture() []billing.Subscription {
-	return []billing.Subscription{
+func fixture() []billing.Period {
+	return []billing.Period{
 		rec("alice", "a-old", "2024-02-15", billing.StatusCompleted),
 		rec("alice", "a-err", "2024-03-15", billing.StatusError),
 		rec("alice", "a-next", "2024-04-15", billing.StatusScheduled),
@@ -138,7 +138,7 @@ func (e *env) do(method, path, token, body string) *httptest.ResponseRecorder {
 }
 
 // stored reads a record from the store, around the counting wrapper.
-func (e *env) stored(id string) billing.Subscription {
+func (e *env) stored(id string) billing.Period {
 	e.t.Helper()
 	s, err := e.store.Repository().GetByID(e.t.Context(), id)
 	require.NoError(e.t, err, "reading %s", id)

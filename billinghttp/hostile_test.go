@@ -33,7 +33,7 @@ var hostileUsers = []string{"alice", "bob", "carol", "dave", "erin", "frank"}
 func newHostileEnv(t *testing.T, opts ...func(*billing.Config)) *env {
 	t.Helper()
 	e := newEnv(t, opts...)
-	for _, s := range []billing.Subscription{
+	for _, s := range []billing.Period{
 		rec("frank", "f-paid", "2024-03-05", billing.StatusCompleted),
 		rec("frank", "f-gone", "2024-04-05", billing.StatusCancelled),
 	} {
@@ -46,13 +46,13 @@ func newHostileEnv(t *testing.T, opts ...func(*billing.Config)) *env {
 // history row of every user, and the number of items in each table (which
 // catches an item written for a user not listed).
 type snapshot struct {
-	records, history map[string][]billing.Subscription
+	records, history map[string][]billing.Period
 	items, rows      int
 }
 
 func (e *env) snapshot() snapshot {
 	e.t.Helper()
-	s := snapshot{records: map[string][]billing.Subscription{}, history: map[string][]billing.Subscription{},
+	s := snapshot{records: map[string][]billing.Period{}, history: map[string][]billing.Period{},
 		items: e.store.Items(memory.SubscriptionsTable), rows: e.store.Items(memory.HistoryTable)}
 	for _, u := range hostileUsers {
 		recs, err := e.store.Repository().ListByUser(e.t.Context(), u)

@@ -11,16 +11,16 @@ import (
 // owned loads the subscription of the path and checks that it belongs to
 // the path's user. An unknown ID and another user's subscription are the
 // same 404, so the answer never tells that the ID exists.
-func (h *Handler) owned(ctx context.Context, a Action) (billing.Subscription, error) {
+func (h *Handler) owned(ctx context.Context, a Action) (billing.Period, error) {
 	s, err := h.cfg.Repository.GetByID(ctx, a.SubscriptionID)
 	if errors.Is(err, billing.ErrNotFound) {
-		return billing.Subscription{}, errSubscriptionNotFound
+		return billing.Period{}, errSubscriptionNotFound
 	}
 	if err != nil {
-		return billing.Subscription{}, err
+		return billing.Period{}, err
 	}
 	if s.UserID != a.UserID {
-		return billing.Subscription{}, errSubscriptionNotFound
+		return billing.Period{}, errSubscriptionNotFound
 	}
 	return s, nil
 }
@@ -59,7 +59,7 @@ func (h *Handler) history(ctx context.Context, _ *http.Request, a Action) (int, 
 	if err != nil {
 		return 0, nil, err
 	}
-	mine := make([]billing.Subscription, 0, len(rows))
+	mine := make([]billing.Period, 0, len(rows))
 	for _, r := range rows {
 		if r.UserID == a.UserID { // defence in depth: the ID is the user's
 			mine = append(mine, r)

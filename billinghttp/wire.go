@@ -6,7 +6,7 @@ import (
 	"github.com/dynabill/billing"
 )
 
-// SubscriptionJSON is the wire form of a [billing.Subscription]: the JSON
+// SubscriptionJSON is the wire form of a [billing.Period]: the JSON
 // the handler answers with. It is a stable contract of its own, decoupled
 // from the library struct: field names are the billing-activity attribute
 // names (snake_case) — except payment_error, the processor's message for
@@ -49,7 +49,7 @@ type SubscriptionJSON struct {
 
 // NewSubscriptionJSON converts a record to its wire form. A missing term
 // reads as MONTHLY, as stored records do.
-func NewSubscriptionJSON(s billing.Subscription) SubscriptionJSON {
+func NewSubscriptionJSON(s billing.Period) SubscriptionJSON {
 	term := s.Term
 	if term == "" {
 		term = billing.TermMonthly
@@ -88,7 +88,7 @@ func NewSubscriptionJSON(s billing.Subscription) SubscriptionJSON {
 	return out
 }
 
-func newSubscriptionsJSON(subs []billing.Subscription) []SubscriptionJSON {
+func newSubscriptionsJSON(subs []billing.Period) []SubscriptionJSON {
 	out := make([]SubscriptionJSON, 0, len(subs)) // [] rather than null when empty
 	for _, s := range subs {
 		out = append(out, NewSubscriptionJSON(s))

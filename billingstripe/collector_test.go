@@ -54,16 +54,16 @@ func newCollEnv(t *testing.T, o collOptions) *collEnv {
 }
 
 // subscribe stores the user's SCHEDULED record billed on billed.
-func (e *collEnv) subscribe(t *testing.T, user string) billing.Subscription {
+func (e *collEnv) subscribe(t *testing.T, user string) billing.Period {
 	t.Helper()
-	s := billing.Subscription{UserID: user, SubscriptionID: "sub-" + user, BillingDate: billed, Amount: billing.MustParseAmount("4.99"),
+	s := billing.Period{UserID: user, SubscriptionID: "sub-" + user, BillingDate: billed, Amount: billing.MustParseAmount("4.99"),
 		Status: billing.StatusScheduled, BillingPeriod: billing.BillingPeriod(billed), Term: billing.TermMonthly, AnchorDay: 31,
 		ReceiptTierName: "Plus:v2", CreatedDate: billed.AddDate(0, -1, 0), LastRunDate: billed.AddDate(0, -1, 0)}
 	require.NoError(t, e.repo.Add(t.Context(), &s))
 	return s
 }
 
-func (e *collEnv) get(t *testing.T, id string) billing.Subscription {
+func (e *collEnv) get(t *testing.T, id string) billing.Period {
 	t.Helper()
 	s, err := e.repo.GetByID(t.Context(), id)
 	require.NoError(t, err)

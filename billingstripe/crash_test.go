@@ -54,21 +54,21 @@ func (r *faultyRepo) total() int {
 	return r.calls
 }
 
-func (r *faultyRepo) Add(ctx context.Context, s *billing.Subscription) error {
+func (r *faultyRepo) Add(ctx context.Context, s *billing.Period) error {
 	return r.do(func() error { return r.Repository.Add(ctx, s) })
 }
 
-func (r *faultyRepo) Get(ctx context.Context, userID string, billingDate time.Time) (s billing.Subscription, err error) {
+func (r *faultyRepo) Get(ctx context.Context, userID string, billingDate time.Time) (s billing.Period, err error) {
 	err = r.do(func() (err error) { s, err = r.Repository.Get(ctx, userID, billingDate); return err })
 	return s, err
 }
 
-func (r *faultyRepo) GetByID(ctx context.Context, id string) (s billing.Subscription, err error) {
+func (r *faultyRepo) GetByID(ctx context.Context, id string) (s billing.Period, err error) {
 	err = r.do(func() (err error) { s, err = r.Repository.GetByID(ctx, id); return err })
 	return s, err
 }
 
-func (r *faultyRepo) ListByUser(ctx context.Context, userID string) (s []billing.Subscription, err error) {
+func (r *faultyRepo) ListByUser(ctx context.Context, userID string) (s []billing.Period, err error) {
 	err = r.do(func() (err error) { s, err = r.Repository.ListByUser(ctx, userID); return err })
 	return s, err
 }
@@ -78,15 +78,15 @@ func (r *faultyRepo) QueryStatus(ctx context.Context, q billing.StatusQuery) (p 
 	return p, err
 }
 
-func (r *faultyRepo) Update(ctx context.Context, prev, next *billing.Subscription, create ...*billing.Subscription) error {
+func (r *faultyRepo) Update(ctx context.Context, prev, next *billing.Period, create ...*billing.Period) error {
 	return r.do(func() error { return r.Repository.Update(ctx, prev, next, create...) })
 }
 
-func (r *faultyRepo) AdminUpdate(ctx context.Context, prev, next *billing.Subscription) error {
+func (r *faultyRepo) AdminUpdate(ctx context.Context, prev, next *billing.Period) error {
 	return r.do(func() error { return r.Repository.AdminUpdate(ctx, prev, next) })
 }
 
-func (r *faultyRepo) SetAttempt(ctx context.Context, prev, next *billing.Subscription) error {
+func (r *faultyRepo) SetAttempt(ctx context.Context, prev, next *billing.Period) error {
 	return r.do(func() error { return r.Repository.SetAttempt(ctx, prev, next) })
 }
 

@@ -43,7 +43,7 @@ func ExampleNew() {
 		panic(err)
 	}
 	due := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
-	s := billing.Subscription{UserID: "ada", SubscriptionID: "sub-ada-march", BillingDate: due, Amount: billing.MustParseAmount("4.99"),
+	s := billing.Period{UserID: "ada", SubscriptionID: "sub-ada-march", BillingDate: due, Amount: billing.MustParseAmount("4.99"),
 		Status: billing.StatusScheduled, BillingPeriod: billing.BillingPeriod(due), Term: billing.TermMonthly, AnchorDay: 1,
 		ReceiptTierName: "Plus:v2", CreatedDate: due.AddDate(0, -1, 0), LastRunDate: due.AddDate(0, -1, 0)}
 	if err := store.Repository().Add(ctx, &s); err != nil {

@@ -126,7 +126,7 @@ func simulate(t *testing.T, seed uint64) {
 		script = append(script, stripetest.Succeed())
 		e.srv.Script("cus_"+u, script...)
 		date := billed.AddDate(0, 0, i%7-7) // billing dates over a week
-		s := billing.Subscription{UserID: u, SubscriptionID: "sub-" + u, BillingDate: date, Amount: billing.Cents(int64(499 + 100*i)),
+		s := billing.Period{UserID: u, SubscriptionID: "sub-" + u, BillingDate: date, Amount: billing.Cents(int64(499 + 100*i)),
 			Status: billing.StatusScheduled, BillingPeriod: billing.BillingPeriod(date), Term: billing.TermMonthly, AnchorDay: date.Day(),
 			ReceiptTierName: "Plus:v2", CreatedDate: date.AddDate(0, -1, 0), LastRunDate: date.AddDate(0, -1, 0)}
 		require.NoError(t, e.repo.Add(t.Context(), &s))

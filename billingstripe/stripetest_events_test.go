@@ -36,7 +36,7 @@ func newHookEnv(t *testing.T) *hookEnv {
 
 // charge runs the scheduled collection of user's record and returns the
 // record and the one PaymentIntent it made.
-func (e *hookEnv) charge(t *testing.T, user string) (billing.Subscription, string) {
+func (e *hookEnv) charge(t *testing.T, user string) (billing.Period, string) {
 	t.Helper()
 	s := e.subscribe(t, user)
 	e.run(t, billing.RunScheduled)

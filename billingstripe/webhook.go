@@ -34,7 +34,7 @@ var errMalformed = errors.New("billingstripe: malformed event")
 // Settler applies the settlement of a payment to its billing record;
 // [*billing.Collector] implements it.
 type Settler interface {
-	ApplySettlement(ctx context.Context, s billing.Settlement) (billing.Subscription, bool, error)
+	ApplySettlement(ctx context.Context, s billing.Settlement) (billing.Period, bool, error)
 }
 
 // Entitlements is the part of [entitlement.Accounts] the handler writes:

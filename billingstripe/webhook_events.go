@@ -134,7 +134,7 @@ func intentMethodType(pi *stripe.PaymentIntent) stripe.PaymentMethodType {
 // attempt whose key is not the one in pi's metadata. An early settlement
 // of the record's own attempt (in flight, its answer lost) keeps the key
 // and is redelivered until that attempt is recorded.
-func staleAttempt(pi *stripe.PaymentIntent, sub string, rec *billing.Subscription) bool {
+func staleAttempt(pi *stripe.PaymentIntent, sub string, rec *billing.Period) bool {
 	key := pi.Metadata[MetadataIdempotencyKey]
 	return key != "" && rec.SubscriptionID == sub && rec.LastAttempt.Key != "" && rec.LastAttempt.Key != key
 }
@@ -142,7 +142,7 @@ func staleAttempt(pi *stripe.PaymentIntent, sub string, rec *billing.Subscriptio
 // succeededBefore reports whether rec, the record of subscription sub that
 // refused the return of pi as an illegal transition, holds pi as a
 // payment that succeeded (COMPLETED, or REFUNDED since).
-func succeededBefore(pi *stripe.PaymentIntent, sub string, rec *billing.Subscription) bool {
+func succeededBefore(pi *stripe.PaymentIntent, sub string, rec *billing.Period) bool {
 	return rec.SubscriptionID == sub && rec.TransactionID == pi.ID &&
 		(rec.Status == billing.StatusCompleted || rec.Status == billing.StatusRefunded)
 }

@@ -67,7 +67,7 @@ type settleEnv struct {
 	c      *billing.Collector
 	h      *billingstripe.WebhookHandler
 	intent *fakeIntents
-	sub    billing.Subscription
+	sub    billing.Period
 }
 
 var jan31 = time.Date(2025, 1, 31, 0, 0, 0, 0, time.UTC)
@@ -81,7 +81,7 @@ func newSettleEnv(t *testing.T, first billingtest.Step) *settleEnv {
 		Locker: billingtest.NewLocker(e.clock, time.Minute), Provider: e.pay, Clock: e.clock})
 	require.NoError(t, err)
 	e.c = c
-	e.sub = billing.Subscription{UserID: "u1", SubscriptionID: "sub-u1-0131", BillingDate: jan31,
+	e.sub = billing.Period{UserID: "u1", SubscriptionID: "sub-u1-0131", BillingDate: jan31,
 		Amount: billing.MustParseAmount("4.99"), Status: billing.StatusScheduled, BillingPeriod: billing.BillingPeriod(jan31),
 		Term: billing.TermMonthly, AnchorDay: 31, ReceiptTierName: "Plus:v2",
 		CreatedDate: jan31.AddDate(0, -1, 0), LastRunDate: jan31.AddDate(0, -1, 0)}
@@ -95,7 +95,7 @@ func newSettleEnv(t *testing.T, first billingtest.Step) *settleEnv {
 }
 
 // record is the record's current state.
-func (e *settleEnv) record() billing.Subscription {
+func (e *settleEnv) record() billing.Period {
 	e.t.Helper()
 	cur, err := e.store.Repository().GetByID(context.Background(), e.sub.SubscriptionID)
 	require.NoError(e.t, err)
@@ -365,9 +365,9 @@ func TestWebhookRefundLooksUpTheIntent(t *testing.T) {
 // failingSettler fails every settlement as a store outage would.
 type failingSettler struct{ calls int }
 
-func (f *failingSettler) ApplySettlement(context.Context, billing.Settlement) (billing.Subscription, bool, error) {
+func (f *failingSettler) ApplySettlement(context.Context, billing.Settlement) (billing.Period, bool, error) {
 	f.calls++
-	return billing.Subscription{}, false, errors.New("dynamodb: throughput exceeded")
+	return billing.Period{}, false, errors.New("dynamodb: throughput exceeded")
 }
 
 func TestWebhookStoreFailureIsRetried(t *testing.T) {

@@ -67,7 +67,7 @@ func (s *histSuite) env(t *testing.T) *histEnv {
 	return &histEnv{t: t, hist: h}
 }
 
-func (e *histEnv) add(rows ...billing.Subscription) {
+func (e *histEnv) add(rows ...billing.Period) {
 	e.t.Helper()
 	for i := range rows {
 		if err := e.hist.Add(e.t.Context(), &rows[i]); err != nil {
@@ -76,7 +76,7 @@ func (e *histEnv) add(rows ...billing.Subscription) {
 	}
 }
 
-func (e *histEnv) bySub(id string) []billing.Subscription {
+func (e *histEnv) bySub(id string) []billing.Period {
 	e.t.Helper()
 	rows, err := e.hist.ListBySubscription(e.t.Context(), id)
 	if err != nil {
@@ -85,7 +85,7 @@ func (e *histEnv) bySub(id string) []billing.Subscription {
 	return rows
 }
 
-func (e *histEnv) byUser(u string) []billing.Subscription {
+func (e *histEnv) byUser(u string) []billing.Period {
 	e.t.Helper()
 	rows, err := e.hist.ListByUser(e.t.Context(), u)
 	if err != nil {
@@ -96,7 +96,7 @@ func (e *histEnv) byUser(u string) []billing.Subscription {
 
 // requireRows checks that got are want in this order, attribute for
 // attribute (data_ included).
-func (e *histEnv) requireRows(what string, got, want []billing.Subscription) {
+func (e *histEnv) requireRows(what string, got, want []billing.Period) {
 	e.t.Helper()
 	if len(got) != len(want) {
 		e.t.Fatalf("%s: %d rows %v, want %d %v", what, len(got), runDates(got), len(want), runDates(want))
@@ -108,7 +108,7 @@ func (e *histEnv) requireRows(what string, got, want []billing.Subscription) {
 	}
 }
 
-func runDates(rows []billing.Subscription) []string {
+func runDates(rows []billing.Period) []string {
 	out := make([]string, len(rows))
 	for i := range rows {
 		out[i] = layout.LastRunDateKey(&rows[i])
@@ -119,10 +119,10 @@ func runDates(rows []billing.Subscription) []string {
 // rowsOf returns n rows of one subscription at increasing last_run_dates,
 // some of them a fraction of a second apart (a trimmed encoding would
 // misorder 10:00:05.5 and 10:00:05).
-func (s *histSuite) rowsOf(user, subID string, n int) []billing.Subscription {
+func (s *histSuite) rowsOf(user, subID string, n int) []billing.Period {
 	base := s.ids.record(user, day(0), billing.StatusScheduled)
 	base.SubscriptionID = subID
-	rows := make([]billing.Subscription, n)
+	rows := make([]billing.Period, n)
 	var sec time.Time
 	for i := range rows {
 		if i%2 == 0 {
@@ -139,8 +139,8 @@ func (s *histSuite) rowsOf(user, subID string, n int) []billing.Subscription {
 }
 
 // shuffled returns rows in a fixed scrambled order.
-func shuffled(rows []billing.Subscription) []billing.Subscription {
-	out := make([]billing.Subscription, 0, len(rows))
+func shuffled(rows []billing.Period) []billing.Period {
+	out := make([]billing.Period, 0, len(rows))
 	n := len(rows)
 	step := 7
 	for n > 0 && gcd(step, n) != 1 {
@@ -166,8 +166,8 @@ func (s *histSuite) cases() []repoCase {
 			e := s.env(t)
 			r := ids.fullRecord(ids.user())
 			e.add(r)
-			e.requireRows("ListBySubscription", e.bySub(r.SubscriptionID), []billing.Subscription{r})
-			e.requireRows("ListByUser", e.byUser(r.UserID), []billing.Subscription{r})
+			e.requireRows("ListBySubscription", e.bySub(r.SubscriptionID), []billing.Period{r})
+			e.requireRows("ListByUser", e.byUser(r.UserID), []billing.Period{r})
 		}},
 		{"ListBySubscriptionAscending", func(t *testing.T) {
 			e := s.env(t)
@@ -181,7 +181,7 @@ func (s *histSuite) cases() []repoCase {
 		{"ListByUserAscending", func(t *testing.T) {
 			e := s.env(t)
 			u := ids.user()
-			var all []billing.Subscription
+			var all []billing.Period
 			for range 3 {
 				all = append(all, s.rowsOf(u, ids.subID(), 5)...)
 			}
@@ -189,7 +189,7 @@ func (s *histSuite) cases() []repoCase {
 			e.add(s.rowsOf(ids.user(), ids.subID(), 4)...)
 			got := e.byUser(u)
 			want := slices.Clone(all)
-			slices.SortFunc(want, func(a, b billing.Subscription) int { return a.LastRunDate.Compare(b.LastRunDate) })
+			slices.SortFunc(want, func(a, b billing.Period) int { return a.LastRunDate.Compare(b.LastRunDate) })
 			e.requireRows("ListByUser", got, want)
 		}},
 		{"DuplicateKey", func(t *testing.T) {
@@ -200,7 +200,7 @@ func (s *histSuite) cases() []repoCase {
 			dup.LastRunDate = r.LastRunDate
 			err := e.hist.Add(t.Context(), &dup)
 			requireConflict(t, err, billing.ErrAlreadyExists, "history add", r.UserID)
-			e.requireRows("ListByUser", e.byUser(r.UserID), []billing.Subscription{r})
+			e.requireRows("ListByUser", e.byUser(r.UserID), []billing.Period{r})
 			if rows := e.bySub(dup.SubscriptionID); len(rows) != 0 {
 				t.Fatalf("the rejected row is listed under its subscription: %d rows", len(rows))
 			}
@@ -211,14 +211,14 @@ func (s *histSuite) cases() []repoCase {
 			b := ids.record(ids.user(), day(0), billing.StatusScheduled)
 			b.LastRunDate = a.LastRunDate
 			e.add(a, b)
-			e.requireRows("ListByUser a", e.byUser(a.UserID), []billing.Subscription{a})
-			e.requireRows("ListByUser b", e.byUser(b.UserID), []billing.Subscription{b})
+			e.requireRows("ListByUser a", e.byUser(a.UserID), []billing.Period{a})
+			e.requireRows("ListByUser b", e.byUser(b.UserID), []billing.Period{b})
 		}},
 		{"AddAllSixty", func(t *testing.T) {
 			e := s.env(t)
 			users := []string{ids.user(), ids.user()}
 			subs := []string{ids.subID(), ids.subID(), ids.subID(), ids.subID(), ids.subID(), ids.subID()}
-			var all []billing.Subscription
+			var all []billing.Period
 			for i, sub := range subs {
 				all = append(all, s.rowsOf(users[i%2], sub, 10)...)
 			}
@@ -261,7 +261,7 @@ func (s *histSuite) cases() []repoCase {
 			}
 			changed := rows[0].Clone()
 			changed.Amount = billing.Cents(999)
-			err := e.hist.AddAll(t.Context(), []billing.Subscription{changed, rows[2]})
+			err := e.hist.AddAll(t.Context(), []billing.Period{changed, rows[2]})
 			var be *billing.BatchError
 			if !errors.As(err, &be) || !errors.Is(err, billing.ErrAlreadyExists) || len(be.Unwritten) != 1 || !strings.Contains(be.Unwritten[0], u) {
 				t.Fatalf("AddAll of another row at a taken key = %v, want a BatchError naming it, wrapping ErrAlreadyExists", err)
@@ -275,7 +275,7 @@ func (s *histSuite) cases() []repoCase {
 			noRunDate := ids.record(u, day(1), billing.StatusScheduled)
 			noRunDate.LastRunDate = time.Time{}
 			inactive := ids.record(u, day(2), billing.StatusInactive)
-			for _, bad := range []billing.Subscription{noRunDate, inactive} {
+			for _, bad := range []billing.Period{noRunDate, inactive} {
 				if err := e.hist.AddAll(t.Context(), append(slices.Clone(rows), bad)); err == nil {
 					t.Fatalf("AddAll with an unstorable row (%s, last_run_date %q) succeeded", bad.Status, layout.LastRunDateKey(&bad))
 				}
@@ -327,7 +327,7 @@ func (s *histSuite) cases() []repoCase {
 			})
 			layout.SetExtraAttributes(&r, map[string]av.AttributeValue{"legacy_note": &av.AttributeValueMemberS{Value: "kept"}})
 			e.add(r)
-			for _, got := range [][]billing.Subscription{e.bySub(r.SubscriptionID), e.byUser(r.UserID)} {
+			for _, got := range [][]billing.Period{e.bySub(r.SubscriptionID), e.byUser(r.UserID)} {
 				if len(got) != 1 {
 					t.Fatalf("%d rows, want 1", len(got))
 				}

@@ -40,10 +40,10 @@ func (s *repoSuite) invalidCases() []repoCase {
 	// stores returns a user's records, added through the repository, and
 	// two undecodable records of the user written raw: one between them
 	// and one newer than all.
-	stores := func(t *testing.T) (e *rawEnv, u string, good []billing.Subscription, badMid, badNew string) {
+	stores := func(t *testing.T) (e *rawEnv, u string, good []billing.Period, badMid, badNew string) {
 		e = newRawEnv(t, s.raw)
 		u = ids.user()
-		good = []billing.Subscription{
+		good = []billing.Period{
 			ids.record(u, day(-62), billing.StatusCompleted),
 			ids.record(u, day(-31), billing.StatusCompleted),
 			ids.record(u, day(0), billing.StatusScheduled),
@@ -75,7 +75,7 @@ func (s *repoSuite) invalidCases() []repoCase {
 			slices.Reverse(desc)
 			for _, c := range []struct {
 				limit     int
-				want      []billing.Subscription
+				want      []billing.Period
 				must, may []string
 			}{
 				{0, desc, []string{badMid, badNew}, nil}, // the default limit, 10
@@ -102,8 +102,8 @@ func (s *histSuite) invalidCase(t *testing.T) {
 	u := ids.user()
 	first := ids.record(u, day(0), billing.StatusScheduled)
 	bad := ids.record(u, day(31), billing.StatusCompleted) // a later last_run_date
-	rest := []billing.Subscription{ids.record(u, day(31), billing.StatusScheduled), ids.record(u, day(62), billing.StatusScheduled)}
-	good := append([]billing.Subscription{first}, rest...)
+	rest := []billing.Period{ids.record(u, day(31), billing.StatusScheduled), ids.record(u, day(62), billing.StatusScheduled)}
+	good := append([]billing.Period{first}, rest...)
 	for i := range good {
 		require.NoError(t, e.hist.Add(t.Context(), &good[i]), "History.Add(%s)", good[i].Key())
 	}
@@ -136,7 +136,7 @@ func newRawEnv(t *testing.T, raw RawStoresFunc) *rawEnv {
 // putBad writes r into table as its item, except for billing_amount
 // "4,99" (a decimal comma, as another service might write it): an item
 // that does not decode.
-func (e *rawEnv) putBad(table string, r billing.Subscription) {
+func (e *rawEnv) putBad(table string, r billing.Period) {
 	e.t.Helper()
 	encode := layout.EncodeItem
 	if table == memory.HistoryTable {

@@ -38,7 +38,7 @@ type ReminderStore struct {
 	// reminder may change, by role: [ReminderRecordItem] always, and
 	// [ReminderSubscriptionItem] when the layout has one. A missing item
 	// is left out.
-	Items func(t testing.TB, rec *billing.Subscription) map[string]map[string]av.AttributeValue
+	Items func(t testing.TB, rec *billing.Period) map[string]map[string]av.AttributeValue
 }
 
 // ReminderStoreFactory returns a store on fresh, empty tables, reading the
@@ -95,7 +95,7 @@ type reminderEnv struct {
 	users    *UserDirectory
 	accounts *BankAccounts
 	notifier *RecordingNotifier
-	recs     []billing.Subscription
+	recs     []billing.Period
 }
 
 // env returns a store holding n SCHEDULED records due in the window, each
@@ -186,7 +186,7 @@ func (e *reminderEnv) items() []map[string]map[string]av.AttributeValue {
 
 // requireSent checks that each record's user got exactly one notification
 // of its billing date, and nobody else any.
-func (e *reminderEnv) requireSent(recs ...billing.Subscription) {
+func (e *reminderEnv) requireSent(recs ...billing.Period) {
 	e.t.Helper()
 	var got, want []string
 	for _, s := range e.notifier.Sent() {
@@ -222,7 +222,7 @@ func changed(before, after map[string]av.AttributeValue) []string {
 
 // requireClaimOnly checks that after differs from before only by the
 // claim of rec's reminder made at the clock's time.
-func (e *reminderEnv) requireClaimOnly(rec *billing.Subscription, before, after map[string]map[string]av.AttributeValue) {
+func (e *reminderEnv) requireClaimOnly(rec *billing.Period, before, after map[string]map[string]av.AttributeValue) {
 	e.t.Helper()
 	bd, _ := timefmt.Seconds(rec.BillingDate)
 	at, _ := timefmt.Nanos(e.clock.Now())
@@ -267,7 +267,7 @@ func (e *reminderEnv) requireClaimOnly(rec *billing.Subscription, before, after 
 // requireReleased checks that after (a claim then its release) is before
 // again: the record byte for byte, the subscription item's
 // LastReminderDate too (its Version and UpdatedAt move on).
-func (e *reminderEnv) requireReleased(rec *billing.Subscription, before, after map[string]map[string]av.AttributeValue) {
+func (e *reminderEnv) requireReleased(rec *billing.Period, before, after map[string]map[string]av.AttributeValue) {
 	e.t.Helper()
 	if got := changed(before[ReminderRecordItem], after[ReminderRecordItem]); len(got) > 0 {
 		e.t.Fatalf("record %s: released, but attributes %q differ from before the claim", rec.Key(), got)

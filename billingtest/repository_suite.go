@@ -214,9 +214,9 @@ var billingBase = time.Date(2024, 5, 15, 0, 0, 0, 0, time.UTC)
 func day(n int) time.Time { return billingBase.AddDate(0, 0, n) }
 
 // record returns a new record of user due on billingDate.
-func (ids *suiteIDs) record(user string, billingDate time.Time, status billing.Status) billing.Subscription {
+func (ids *suiteIDs) record(user string, billingDate time.Time, status billing.Status) billing.Period {
 	run := ids.runDate()
-	return billing.Subscription{
+	return billing.Period{
 		UserID:          user,
 		BillingDate:     billingDate,
 		SubscriptionID:  ids.subID(),
@@ -232,7 +232,7 @@ func (ids *suiteIDs) record(user string, billingDate time.Time, status billing.S
 }
 
 // next returns prev moved to status with a later last_run_date.
-func (ids *suiteIDs) next(prev billing.Subscription, status billing.Status) billing.Subscription {
+func (ids *suiteIDs) next(prev billing.Period, status billing.Status) billing.Period {
 	n := prev.Clone()
 	n.Status = status
 	n.LastRunDate = ids.runDate()
@@ -241,7 +241,7 @@ func (ids *suiteIDs) next(prev billing.Subscription, status billing.Status) bill
 
 func (e *repoEnv) ctx() context.Context { return e.t.Context() }
 
-func (e *repoEnv) add(recs ...billing.Subscription) {
+func (e *repoEnv) add(recs ...billing.Period) {
 	e.t.Helper()
 	for i := range recs {
 		if err := e.repo.Add(e.ctx(), &recs[i]); err != nil {
@@ -250,14 +250,14 @@ func (e *repoEnv) add(recs ...billing.Subscription) {
 	}
 }
 
-func (e *repoEnv) update(prev, next billing.Subscription) {
+func (e *repoEnv) update(prev, next billing.Period) {
 	e.t.Helper()
 	if err := e.repo.Update(e.ctx(), &prev, &next); err != nil {
 		e.t.Fatalf("Update(%s, %s -> %s): %v", prev.Key(), prev.Status, next.Status, err)
 	}
 }
 
-func (e *repoEnv) get(userID string, billingDate time.Time) billing.Subscription {
+func (e *repoEnv) get(userID string, billingDate time.Time) billing.Period {
 	e.t.Helper()
 	got, err := e.repo.Get(e.ctx(), userID, billingDate)
 	if err != nil {
@@ -268,7 +268,7 @@ func (e *repoEnv) get(userID string, billingDate time.Time) billing.Subscription
 
 // requireStored checks that the record at want's key is want, attribute
 // for attribute as the table stores it.
-func (e *repoEnv) requireStored(want billing.Subscription) {
+func (e *repoEnv) requireStored(want billing.Period) {
 	e.t.Helper()
 	got := e.get(want.UserID, want.BillingDate)
 	if d := diffStored(&got, &want); d != "" {
@@ -284,7 +284,7 @@ func (e *repoEnv) requireAbsent(userID string, billingDate time.Time) {
 	}
 }
 
-func (e *repoEnv) list(userID string) []billing.Subscription {
+func (e *repoEnv) list(userID string) []billing.Period {
 	e.t.Helper()
 	got, err := e.repo.ListByUser(e.ctx(), userID)
 	if err != nil {
@@ -293,7 +293,7 @@ func (e *repoEnv) list(userID string) []billing.Subscription {
 	return got
 }
 
-func (e *repoEnv) historyRows(userID string) []billing.Subscription {
+func (e *repoEnv) historyRows(userID string) []billing.Period {
 	e.t.Helper()
 	rows, err := e.hist.ListByUser(e.ctx(), userID)
 	if err != nil {
@@ -311,7 +311,7 @@ func (e *repoEnv) requireHistoryCount(userID string, want int) {
 
 // requireLastHistoryRow checks that the user's newest history row is want,
 // data_ attributes included.
-func (e *repoEnv) requireLastHistoryRow(want billing.Subscription) {
+func (e *repoEnv) requireLastHistoryRow(want billing.Period) {
 	e.t.Helper()
 	rows := e.historyRows(want.UserID)
 	if len(rows) == 0 {
@@ -350,7 +350,7 @@ func requireRejected(t *testing.T, err, sentinel error) {
 	}
 }
 
-func subIDs(recs []billing.Subscription) []string {
+func subIDs(recs []billing.Period) []string {
 	out := make([]string, len(recs))
 	for i := range recs {
 		out[i] = recs[i].SubscriptionID
@@ -358,7 +358,7 @@ func subIDs(recs []billing.Subscription) []string {
 	return out
 }
 
-func sortedIDs(recs []billing.Subscription) []string {
+func sortedIDs(recs []billing.Period) []string {
 	out := subIDs(recs)
 	slices.Sort(out)
 	return out

@@ -15,7 +15,7 @@ import (
 
 // fullRecord returns a record with every field set, data_ and unknown
 // attributes included.
-func (ids *suiteIDs) fullRecord(user string) billing.Subscription {
+func (ids *suiteIDs) fullRecord(user string) billing.Period {
 	r := ids.record(user, day(0), billing.StatusError)
 	r.Amount = billing.Cents(3999)
 	r.Term = billing.TermYearly
@@ -206,7 +206,7 @@ func (s *repoSuite) addCases() []repoCase {
 				t.Skip("the store keeps several open records of a user (SuiteOptions.SeveralOpen)")
 			}
 			e := s.env(t, memory.Options{})
-			requireRefused := func(err error, rec, open billing.Subscription) {
+			requireRefused := func(err error, rec, open billing.Period) {
 				t.Helper()
 				var oe *billing.OpenSubscriptionError
 				switch {
@@ -306,7 +306,7 @@ func (s *repoSuite) readCases() []repoCase {
 		{"GetByIDFindsRecord", func(t *testing.T) {
 			e := s.env(t, memory.Options{})
 			u := ids.user()
-			recs := []billing.Subscription{
+			recs := []billing.Period{
 				ids.record(u, day(-31), billing.StatusCompleted),
 				ids.record(u, day(0), billing.StatusScheduled),
 				ids.record(u, day(31), billing.StatusCancelled),
@@ -332,7 +332,7 @@ func (s *repoSuite) readCases() []repoCase {
 			e := s.env(t, memory.Options{})
 			u, other := ids.user(), ids.user()
 			const n = 30
-			want := make([]billing.Subscription, n)
+			want := make([]billing.Period, n)
 			for i := range n {
 				want[i] = ids.record(u, billingBase.AddDate(0, i-12, 0), billing.StatusCompleted)
 			}
@@ -360,7 +360,7 @@ func (s *repoSuite) readCases() []repoCase {
 		{"RecentMostRecentFirst", func(t *testing.T) {
 			e := s.env(t, memory.Options{})
 			u := ids.user()
-			var asc []billing.Subscription
+			var asc []billing.Period
 			for i := range 15 {
 				asc = append(asc, ids.record(u, billingBase.AddDate(0, i, 0), billing.StatusCompleted))
 			}
@@ -383,7 +383,7 @@ func (s *repoSuite) readCases() []repoCase {
 		{"RecentDefaultLimit", func(t *testing.T) {
 			e := s.env(t, memory.Options{})
 			u := ids.user()
-			var asc []billing.Subscription
+			var asc []billing.Period
 			for i := range 14 {
 				asc = append(asc, ids.record(u, billingBase.AddDate(0, 0, 7*i), billing.StatusCompleted))
 			}

@@ -13,7 +13,7 @@ import (
 )
 
 // addAll calls AddAll and fails the test on an error.
-func (e *repoEnv) addAll(recs []billing.Subscription) []billing.Subscription {
+func (e *repoEnv) addAll(recs []billing.Period) []billing.Period {
 	e.t.Helper()
 	written, err := e.repo.AddAll(e.ctx(), recs)
 	if err != nil {
@@ -27,9 +27,9 @@ func (e *repoEnv) addAll(recs []billing.Subscription) []billing.Subscription {
 
 // requireAllStored checks that each record is stored and has a history
 // row equal to it.
-func (e *repoEnv) requireAllStored(recs []billing.Subscription) {
+func (e *repoEnv) requireAllStored(recs []billing.Period) {
 	e.t.Helper()
-	rows := map[string][]billing.Subscription{}
+	rows := map[string][]billing.Period{}
 	for i := range recs {
 		e.requireStored(recs[i])
 		u := recs[i].UserID
@@ -54,7 +54,7 @@ func (e *repoEnv) requireAllStored(recs []billing.Subscription) {
 // requireMovedPast checks that AddAll wrote rec at a last_run_date just
 // after taken's, which another history row holds: the next free keys
 // within [layout.HistoryKeySpan].
-func requireMovedPast(t *testing.T, rec, taken billing.Subscription) {
+func requireMovedPast(t *testing.T, rec, taken billing.Period) {
 	t.Helper()
 	if !rec.LastRunDate.After(taken.LastRunDate) || !rec.LastRunDate.Before(taken.LastRunDate.Add(layout.HistoryKeySpan)) {
 		t.Fatalf("%s written at last_run_date %s, want one just after the taken %s", rec.Key(), layout.LastRunDateKey(&rec), layout.LastRunDateKey(&taken))
@@ -67,7 +67,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 		{"WritesAllWithHistory", func(t *testing.T) {
 			e := s.env(t, memory.Options{})
 			u1, u2 := ids.user(), ids.user()
-			recs := []billing.Subscription{
+			recs := []billing.Period{
 				ids.record(u1, day(0), billing.StatusScheduled),
 				ids.record(u1, day(31), billing.StatusScheduled),
 				ids.record(u2, day(0), billing.StatusCompleted),
@@ -95,7 +95,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 			cancelled := ids.record(u, day(0), billing.StatusCancelled)
 			scheduled := ids.record(u, day(0), billing.StatusScheduled)
 			scheduled.LastRunDate = cancelled.LastRunDate // one history key too
-			in := []billing.Subscription{cancelled, scheduled}
+			in := []billing.Period{cancelled, scheduled}
 			written := e.addAll(in)
 			if !written[0].BillingDate.Equal(day(0).Add(time.Hour)) || written[0].Status != billing.StatusCancelled {
 				t.Fatalf("cancelled record written at %v, want %v (+1h)", written[0].BillingDate, day(0).Add(time.Hour))
@@ -119,13 +119,13 @@ func (s *repoSuite) addAllCases() []repoCase {
 		{"SixtyRecords", func(t *testing.T) {
 			e := s.env(t, memory.Options{})
 			users := []string{ids.user(), ids.user(), ids.user()}
-			var recs []billing.Subscription
+			var recs []billing.Period
 			for i := range 60 {
 				recs = append(recs, ids.record(users[i%3], billingBase.AddDate(0, i/3, 0), billing.StatusScheduled))
 			}
 			written := e.addAll(recs)
 			for _, u := range users {
-				var want []billing.Subscription
+				var want []billing.Period
 				for _, w := range written {
 					if w.UserID == u {
 						want = append(want, w)
@@ -145,7 +145,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 		{"TwoScheduledSameKey", func(t *testing.T) {
 			e := s.env(t, memory.Options{})
 			u, other := ids.user(), ids.user()
-			recs := []billing.Subscription{
+			recs := []billing.Period{
 				ids.record(other, day(0), billing.StatusScheduled),
 				ids.record(u, day(0), billing.StatusScheduled),
 				ids.record(u, day(1), billing.StatusScheduled),
@@ -168,8 +168,8 @@ func (s *repoSuite) addAllCases() []repoCase {
 			bad := ids.record(u, day(1), billing.StatusScheduled)
 			bad.LastRunDate = time.Time{}
 			inactive := ids.record(u, day(2), billing.StatusInactive)
-			for _, b := range []billing.Subscription{bad, inactive} {
-				recs := []billing.Subscription{ids.record(u, day(0), billing.StatusScheduled), b}
+			for _, b := range []billing.Period{bad, inactive} {
+				recs := []billing.Period{ids.record(u, day(0), billing.StatusScheduled), b}
 				if written, err := e.repo.AddAll(e.ctx(), recs); err == nil || len(written) != 0 {
 					t.Fatalf("AddAll with an unstorable record = %d records, %v; want an error", len(written), err)
 				}
@@ -187,7 +187,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 			repl := ids.record(u, day(0), billing.StatusScheduled)
 			repl.Amount = billing.Cents(999)
 			repl.ReceiptTierName = "Premium:v1"
-			e.addAll([]billing.Subscription{repl})
+			e.addAll([]billing.Period{repl})
 			e.requireStored(repl)
 			if got := e.list(u); len(got) != 1 {
 				t.Fatalf("user has %d records, want the overwritten one", len(got))
@@ -212,7 +212,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 			rewrite := ids.record(done.UserID, day(-31), billing.StatusCompleted)
 			rewrite.Amount = billing.Cents(1299)
 			fresh := ids.record(ids.user(), day(3), billing.StatusScheduled)
-			_, err := e.repo.AddAll(e.ctx(), []billing.Subscription{rewrite, upgrade, fresh})
+			_, err := e.repo.AddAll(e.ctx(), []billing.Period{rewrite, upgrade, fresh})
 			var be *billing.BatchError
 			if !errors.As(err, &be) || !errors.Is(err, billing.ErrAttemptInFlight) || !slices.Equal(be.Unwritten, []string{busy.Key()}) {
 				t.Fatalf("AddAll over a record in flight: %v, want a BatchError naming only %s, wrapping ErrAttemptInFlight", err, busy.Key())
@@ -221,7 +221,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 			if got := e.get(busy.UserID, busy.BillingDate); !got.InFlight() || got.LastAttempt.Key != marked.LastAttempt.Key || got.Amount != busy.Amount {
 				t.Fatalf("record in flight after AddAll: in flight %v, attempt %+v, amount %v; want its attempt and amount kept", got.InFlight(), got.LastAttempt, got.Amount)
 			}
-			e.requireAllStored([]billing.Subscription{rewrite, fresh})
+			e.requireAllStored([]billing.Period{rewrite, fresh})
 			e.requireHistoryCount(done.UserID, 2)
 			e.requireHistoryCount(fresh.UserID, 1)
 			RequireHistoryMatchesPrimary(t, e.repo, e.hist, done.UserID)
@@ -247,7 +247,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 			}
 			upgrade := ids.record(r.UserID, day(0), billing.StatusScheduled)
 			upgrade.SubscriptionID, upgrade.Amount, upgrade.ReceiptTierName = r.SubscriptionID, r.Amount+500, "Premium:v1"
-			e.addAll([]billing.Subscription{upgrade})
+			e.addAll([]billing.Period{upgrade})
 			got := e.get(r.UserID, r.BillingDate)
 			if got.Amount != upgrade.Amount || got.ReceiptTierName != upgrade.ReceiptTierName || !got.LastRunDate.Equal(upgrade.LastRunDate) {
 				t.Fatalf("record after AddAll: %v %s %v, want the upgrade's %v %s %v", got.Amount, got.ReceiptTierName, got.LastRunDate, upgrade.Amount, upgrade.ReceiptTierName, upgrade.LastRunDate)
@@ -264,7 +264,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 			// replaces the stored attempt, whole.
 			own := upgrade.Clone()
 			own.Attempt, own.LastAttempt, own.LastRunDate = 2, billing.Attempt{}, ids.runDate()
-			e.addAll([]billing.Subscription{own})
+			e.addAll([]billing.Period{own})
 			got = e.get(r.UserID, r.BillingDate)
 			if got.Attempt != 2 || got.LastAttempt != (billing.Attempt{}) {
 				t.Fatalf("record after AddAll with its own attempt count: count %d, latest attempt %+v; want 2 and none", got.Attempt, got.LastAttempt)
@@ -276,9 +276,9 @@ func (s *repoSuite) addAllCases() []repoCase {
 		}},
 		{"CustomCollisionPolicy", func(t *testing.T) {
 			var seen int
-			shift := func(subs []billing.Subscription) ([]billing.Subscription, error) {
+			shift := func(subs []billing.Period) ([]billing.Period, error) {
 				seen = len(subs)
-				out := make([]billing.Subscription, len(subs))
+				out := make([]billing.Period, len(subs))
 				for i := range subs {
 					out[i] = subs[i].Clone()
 					out[i].BillingDate = out[i].BillingDate.AddDate(0, 0, 1)
@@ -288,7 +288,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 			}
 			e := s.env(t, memory.Options{Collisions: shift})
 			u := ids.user()
-			recs := []billing.Subscription{ids.record(u, day(0), billing.StatusScheduled), ids.record(u, day(10), billing.StatusCancelled)}
+			recs := []billing.Period{ids.record(u, day(0), billing.StatusScheduled), ids.record(u, day(10), billing.StatusCancelled)}
 			written := e.addAll(recs)
 			if seen != 2 {
 				t.Fatalf("the configured policy saw %d records, want 2", seen)
@@ -321,7 +321,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 			recs, hist := e.snapshot(u)
 			stale := copyRead.Clone()
 			stale.Amount = billing.Cents(1999)
-			_, err := e.repo.AddAll(e.ctx(), []billing.Subscription{stale})
+			_, err := e.repo.AddAll(e.ctx(), []billing.Period{stale})
 			var be *billing.BatchError
 			if !errors.As(err, &be) || !errors.Is(err, billing.ErrConflict) || len(be.Unwritten) != 1 {
 				t.Fatalf("AddAll of a copy older than the stored record = %v, want a *BatchError wrapping ErrConflict naming it", err)
@@ -346,7 +346,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 			cur := e.get(u, day(0))
 			changed := cur.Clone()
 			changed.Amount = billing.Cents(999)
-			written := e.addAll([]billing.Subscription{changed})
+			written := e.addAll([]billing.Period{changed})
 			requireMovedPast(t, written[0], cur)
 			e.requireStored(written[0])
 			rows := e.historyRows(u)
@@ -363,7 +363,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 
 			// The identical batch again (a retry) writes nothing.
 			recs, hist := e.snapshot(u)
-			again := e.addAll([]billing.Subscription{changed})
+			again := e.addAll([]billing.Period{changed})
 			if !again[0].LastRunDate.Equal(written[0].LastRunDate) {
 				t.Fatalf("the retry was written at last_run_date %v, want the first try's %v", again[0].LastRunDate, written[0].LastRunDate)
 			}
@@ -374,7 +374,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 			// refused, and nothing is written.
 			stale := cur.Clone()
 			stale.Amount = billing.Cents(1299)
-			_, err := e.repo.AddAll(e.ctx(), []billing.Subscription{stale})
+			_, err := e.repo.AddAll(e.ctx(), []billing.Period{stale})
 			var be *billing.BatchError
 			if !errors.As(err, &be) || !errors.Is(err, billing.ErrConflict) || len(be.Unwritten) != 1 {
 				t.Fatalf("AddAll of a stale copy = %v, want a *BatchError wrapping ErrConflict naming it", err)
@@ -386,7 +386,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 			fresh := e.get(u, day(0))
 			other := fresh.Clone()
 			other.Amount = billing.Cents(1299)
-			third := e.addAll([]billing.Subscription{other})
+			third := e.addAll([]billing.Period{other})
 			requireMovedPast(t, third[0], written[0])
 			rows = e.historyRows(u)
 			if len(rows) != 3 {
@@ -408,8 +408,8 @@ func (s *repoSuite) addAllCases() []repoCase {
 			a := ids.record(u, day(0), billing.StatusScheduled)
 			b := ids.record(u, day(31), billing.StatusCancelled)
 			b.LastRunDate = a.LastRunDate
-			e.addAll([]billing.Subscription{a})
-			written := e.addAll([]billing.Subscription{b})
+			e.addAll([]billing.Period{a})
+			written := e.addAll([]billing.Period{b})
 			requireMovedPast(t, written[0], a)
 			rows := e.historyRows(u)
 			if len(rows) != 2 {
@@ -418,11 +418,11 @@ func (s *repoSuite) addAllCases() []repoCase {
 			if d := diffHistoryRow(&rows[0], &a); d != "" {
 				t.Fatalf("the first record's history row changed: %s", d)
 			}
-			e.requireAllStored([]billing.Subscription{a, written[0]})
+			e.requireAllStored([]billing.Period{a, written[0]})
 			RequireHistoryMatchesPrimary(t, e.repo, e.hist, u)
 
 			recs, hist := e.snapshot(u)
-			again := e.addAll([]billing.Subscription{b})
+			again := e.addAll([]billing.Period{b})
 			if !again[0].LastRunDate.Equal(written[0].LastRunDate) {
 				t.Fatalf("the retry was written at last_run_date %v, want the first try's %v", again[0].LastRunDate, written[0].LastRunDate)
 			}
@@ -434,7 +434,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 			cancelled := ids.record(u1, day(0), billing.StatusCancelled)
 			scheduled := ids.record(u1, day(0), billing.StatusScheduled)
 			scheduled.LastRunDate = cancelled.LastRunDate // both keys collide within the batch
-			batch := []billing.Subscription{cancelled, scheduled, ids.record(u2, day(3), billing.StatusScheduled)}
+			batch := []billing.Period{cancelled, scheduled, ids.record(u2, day(3), billing.StatusScheduled)}
 			first := e.addAll(batch)
 			recs1, hist1 := e.snapshot(u1)
 			recs2, hist2 := e.snapshot(u2)
@@ -471,7 +471,7 @@ func (s *repoSuite) invariantCases() []repoCase {
 			// b and c beside the open a: an import's batch (Add refuses a
 			// second open record on the legacy layout).
 			e.add(a)
-			e.addAll([]billing.Subscription{b, c})
+			e.addAll([]billing.Period{b, c})
 			writes := 3
 			RequireHistoryMatchesPrimary(t, e.repo, e.hist, u)
 
@@ -501,7 +501,7 @@ func (s *repoSuite) invariantCases() []repoCase {
 			e.update(c, c1)
 			writes++
 
-			more := []billing.Subscription{ids.record(u, day(93), billing.StatusScheduled), ids.record(u, day(35), billing.StatusCancelled)}
+			more := []billing.Period{ids.record(u, day(93), billing.StatusScheduled), ids.record(u, day(35), billing.StatusCancelled)}
 			e.addAll(more) // the second overwrites b1's key
 			writes += 2
 

@@ -12,7 +12,7 @@ import (
 
 // inFlight returns r with attempt n made durable at the suite's next run
 // time.
-func (ids *suiteIDs) inFlight(r billing.Subscription, n int, amount billing.Amount) billing.Subscription {
+func (ids *suiteIDs) inFlight(r billing.Period, n int, amount billing.Amount) billing.Period {
 	next := r.Clone()
 	next.LastAttempt = billing.Attempt{
 		Number: n, Key: billing.IdempotencyKey(r.SubscriptionID, n), Amount: amount,
@@ -21,7 +21,7 @@ func (ids *suiteIDs) inFlight(r billing.Subscription, n int, amount billing.Amou
 	return next
 }
 
-func (e *repoEnv) setAttempt(prev, next billing.Subscription) {
+func (e *repoEnv) setAttempt(prev, next billing.Period) {
 	e.t.Helper()
 	if err := e.repo.SetAttempt(e.ctx(), &prev, &next); err != nil {
 		e.t.Fatalf("SetAttempt(%s): %v", prev.Key(), err)
@@ -30,7 +30,7 @@ func (e *repoEnv) setAttempt(prev, next billing.Subscription) {
 
 func (s *repoSuite) attemptCases() []repoCase {
 	ids := s.ids
-	added := func(t *testing.T) (*repoEnv, billing.Subscription) {
+	added := func(t *testing.T) (*repoEnv, billing.Period) {
 		t.Helper()
 		e := s.env(t, memory.Options{})
 		r := ids.record(ids.user(), day(0), billing.StatusScheduled)
@@ -164,7 +164,7 @@ func (s *repoSuite) attemptCases() []repoCase {
 			upgrade.Amount, upgrade.ReceiptTierName = r.Amount+500, "Premium:v1"
 			upgrade.LastRunDate = ids.runDate()
 			other := ids.record(ids.user(), day(0), billing.StatusScheduled)
-			_, err := e.repo.AddAll(e.ctx(), []billing.Subscription{upgrade, other})
+			_, err := e.repo.AddAll(e.ctx(), []billing.Period{upgrade, other})
 			var be *billing.BatchError
 			if !errors.As(err, &be) || !errors.Is(err, billing.ErrAttemptInFlight) || len(be.Unwritten) != 1 || be.Unwritten[0] != r.Key() {
 				t.Fatalf("AddAll over a record in flight: %v, want a BatchError naming %s, wrapping ErrAttemptInFlight", err, r.Key())

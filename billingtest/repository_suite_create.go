@@ -12,7 +12,7 @@ import (
 // period at once.
 func (s *repoSuite) updateCreateCases() []repoCase {
 	ids := s.ids
-	setup := func(t *testing.T) (*repoEnv, billing.Subscription, billing.Subscription, billing.Subscription) {
+	setup := func(t *testing.T) (*repoEnv, billing.Period, billing.Period, billing.Period) {
 		t.Helper()
 		e := s.env(t, memory.Options{})
 		r := ids.record(ids.user(), day(0), billing.StatusScheduled)
@@ -42,7 +42,7 @@ func (s *repoSuite) updateCreateCases() []repoCase {
 			// Another service wrote the next period (Add refuses a second
 			// open record on the legacy layout; a batch import does not).
 			squatter := ids.record(r.UserID, day(31), billing.StatusScheduled)
-			e.addAll([]billing.Subscription{squatter})
+			e.addAll([]billing.Period{squatter})
 			recs, hist := e.snapshot(r.UserID)
 			err := e.repo.Update(e.ctx(), &r, &next, &following)
 			requireConflict(t, err, billing.ErrAlreadyExists, "", r.UserID)
@@ -96,7 +96,7 @@ func (s *repoSuite) updateCreateCases() []repoCase {
 		}},
 		{"TooManyCreatesRejected", func(t *testing.T) {
 			e, r, next, _ := setup(t)
-			var many []*billing.Subscription
+			var many []*billing.Period
 			for i := range billing.MaxUpdateCreates + 1 {
 				c := ids.record(r.UserID, day(40+i), billing.StatusScheduled)
 				many = append(many, &c)

@@ -53,7 +53,7 @@ type pager func(cursor string) (billing.Page, error)
 
 // queryRun is the outcome of reading every page of a query.
 type queryRun struct {
-	items   []billing.Subscription
+	items   []billing.Period
 	pages   []billing.Page
 	scanned int
 }
@@ -92,7 +92,7 @@ func (e *repoEnv) collect(mode dynamostore.StatusIndexMode, limit int, fetch pag
 		cur = p.Next
 	}
 	if isSorted(mode) {
-		require.True(e.t, slices.IsSortedFunc(run.items, func(a, b billing.Subscription) int {
+		require.True(e.t, slices.IsSortedFunc(run.items, func(a, b billing.Period) int {
 			return a.BillingDate.Compare(b.BillingDate)
 		}), "sorted index: items not ascending by billing_date: %v", billingDates(run.items))
 	}
@@ -101,7 +101,7 @@ func (e *repoEnv) collect(mode dynamostore.StatusIndexMode, limit int, fetch pag
 
 // requireExactly checks that items are want, each exactly once (in any
 // order), with the status queried and as stored.
-func (e *repoEnv) requireExactly(items, want []billing.Subscription) {
+func (e *repoEnv) requireExactly(items, want []billing.Period) {
 	e.t.Helper()
 	seen := map[string]int{}
 	for _, it := range items {
@@ -112,7 +112,7 @@ func (e *repoEnv) requireExactly(items, want []billing.Subscription) {
 	}
 	got, w := sortedIDs(items), sortedIDs(want)
 	require.True(e.t, slices.Equal(got, w), "query returned %d records %v\nwant %d: %v", len(got), billingDates(items), len(w), billingDates(want))
-	byID := map[string]billing.Subscription{}
+	byID := map[string]billing.Period{}
 	for _, w := range want {
 		byID[w.SubscriptionID] = w
 	}
@@ -122,7 +122,7 @@ func (e *repoEnv) requireExactly(items, want []billing.Subscription) {
 	}
 }
 
-func billingDates(recs []billing.Subscription) []string {
+func billingDates(recs []billing.Period) []string {
 	out := make([]string, len(recs))
 	for i := range recs {
 		out[i] = recs[i].Status.String() + "@" + layout.BillingDateKey(&recs[i])
@@ -130,7 +130,7 @@ func billingDates(recs []billing.Subscription) []string {
 	return out
 }
 
-func countStatus(recs []billing.Subscription, st billing.Status) int {
+func countStatus(recs []billing.Period, st billing.Status) int {
 	n := 0
 	for i := range recs {
 		if recs[i].Status == st {
@@ -144,7 +144,7 @@ func countStatus(recs []billing.Subscription, st billing.Status) int {
 type queryFixture struct {
 	e     *repoEnv
 	users []string
-	all   []billing.Subscription
+	all   []billing.Period
 	taken map[string]bool
 }
 
@@ -165,20 +165,20 @@ func (s *repoSuite) queryFixture(t *testing.T, mode dynamostore.StatusIndexMode,
 // users that have a record due at d). It writes it with AddAll, as an
 // import would: the queries read whatever the table holds, several open
 // records of a user included, which Add refuses on the legacy layout.
-func (f *queryFixture) put(d time.Time, st billing.Status) billing.Subscription {
+func (f *queryFixture) put(d time.Time, st billing.Status) billing.Period {
 	f.e.t.Helper()
 	for i := range f.users {
 		u := f.users[(len(f.all)+i)%len(f.users)]
 		if k := u + " " + d.UTC().Format(time.RFC3339); !f.taken[k] {
 			f.taken[k] = true
 			r := f.e.ids.record(u, d, st)
-			f.e.addAll([]billing.Subscription{r})
+			f.e.addAll([]billing.Period{r})
 			f.all = append(f.all, r)
 			return r
 		}
 	}
 	f.e.t.Fatalf("queryFixture: every user has a record due at %v", d)
-	return billing.Subscription{}
+	return billing.Period{}
 }
 
 func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
@@ -186,11 +186,11 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 	sorted := isSorted(mode)
 	// window runs a range query case: records put by fill, the query read
 	// with a named helper, the result compared with the records want keeps.
-	window := func(t *testing.T, st billing.Status, fill func(f *queryFixture), fetch func(e *repoEnv) pager, want func(r billing.Subscription) bool) {
+	window := func(t *testing.T, st billing.Status, fill func(f *queryFixture), fetch func(e *repoEnv) pager, want func(r billing.Period) bool) {
 		f := s.queryFixture(t, mode, pageSize)
 		fill(f)
 		run := f.e.collect(mode, pageSize, fetch(f.e))
-		var expected []billing.Subscription
+		var expected []billing.Period
 		for _, r := range f.all {
 			if r.Status == st && want(r) {
 				expected = append(expected, r)
@@ -214,7 +214,7 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 				f.put(day(4), billing.StatusACHSent)
 			}, func(e *repoEnv) pager {
 				return func(c string) (billing.Page, error) { return billing.ScheduledPage(e.ctx(), e.repo, cut, c) }
-			}, func(r billing.Subscription) bool { return r.BillingDate.Before(cut) })
+			}, func(r billing.Period) bool { return r.BillingDate.Before(cut) })
 		}},
 		{"RetryAfter", func(t *testing.T) {
 			window(t, billing.StatusError, func(f *queryFixture) {
@@ -225,7 +225,7 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 				f.put(day(41), billing.StatusACHSent)
 			}, func(e *repoEnv) pager {
 				return func(c string) (billing.Page, error) { return billing.RetryPage(e.ctx(), e.repo, cut, c) }
-			}, func(r billing.Subscription) bool { return r.BillingDate.After(cut) })
+			}, func(r billing.Period) bool { return r.BillingDate.After(cut) })
 		}},
 		{"PausedBefore", func(t *testing.T) {
 			window(t, billing.StatusPaused, func(f *queryFixture) {
@@ -236,7 +236,7 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 				f.put(day(2), billing.StatusPausedSkipped)
 			}, func(e *repoEnv) pager {
 				return func(c string) (billing.Page, error) { return billing.PausedPage(e.ctx(), e.repo, cut, c) }
-			}, func(r billing.Subscription) bool { return r.BillingDate.Before(cut) })
+			}, func(r billing.Period) bool { return r.BillingDate.Before(cut) })
 		}},
 		{"NotificationWindow", func(t *testing.T) {
 			start, end := day(10), day(17)
@@ -253,7 +253,7 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 				return func(c string) (billing.Page, error) {
 					return billing.NotificationPage(e.ctx(), e.repo, billing.StatusScheduled, start, end, c)
 				}
-			}, func(r billing.Subscription) bool { return !r.BillingDate.Before(start) && r.BillingDate.Before(end) })
+			}, func(r billing.Period) bool { return !r.BillingDate.Before(start) && r.BillingDate.Before(end) })
 		}},
 		{"Unbounded", func(t *testing.T) {
 			window(t, billing.StatusError, func(f *queryFixture) {
@@ -265,7 +265,7 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 				return func(c string) (billing.Page, error) {
 					return e.repo.QueryStatus(e.ctx(), billing.StatusQuery{Status: billing.StatusError, Cursor: c})
 				}
-			}, func(billing.Subscription) bool { return true })
+			}, func(billing.Period) bool { return true })
 		}},
 		{"NoRecordsOfStatus", func(t *testing.T) {
 			f := s.queryFixture(t, mode, pageSize)
@@ -281,7 +281,7 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 			for _, c := range []struct{ due, pageSize int }{{20, 3}, {6, 3}, {1, 3}, {7, 1}} {
 				t.Run(fmt.Sprintf("%dDueByPage%d", c.due, c.pageSize), func(t *testing.T) {
 					f := s.queryFixture(t, mode, c.pageSize)
-					var due []billing.Subscription
+					var due []billing.Period
 					for i := range c.due { // several users share each date: ties in the sorted index
 						due = append(due, f.put(day(-i/3), billing.StatusScheduled))
 					}
@@ -435,7 +435,7 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 			for _, it := range first.Items {
 				read[it.SubscriptionID] = true
 			}
-			var unread []billing.Subscription
+			var unread []billing.Period
 			for _, r := range f.all {
 				if !read[r.SubscriptionID] {
 					unread = append(unread, r)
@@ -453,7 +453,7 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 				}
 				return fetch(c)
 			})
-			var want []billing.Subscription
+			var want []billing.Period
 			for _, r := range unread {
 				if r.SubscriptionID != gone.SubscriptionID {
 					want = append(want, r)
@@ -483,7 +483,7 @@ func (s *repoSuite) shardCase(t *testing.T, mode dynamostore.StatusIndexMode) {
 	for range 9 {
 		f.users = append(f.users, f.e.ids.user())
 	}
-	var due []billing.Subscription
+	var due []billing.Period
 	for i := range 12 {
 		due = append(due, f.put(day(-i/4), billing.StatusScheduled))
 		f.put(day(1+i), billing.StatusScheduled)
@@ -493,7 +493,7 @@ func (s *repoSuite) shardCase(t *testing.T, mode dynamostore.StatusIndexMode) {
 		k = sr.DueShards()
 	}
 	q := billing.StatusQuery{Status: billing.StatusScheduled, Before: day(1)}
-	var union []billing.Subscription
+	var union []billing.Period
 	shardOf := map[string]int{}
 	for shard := range k {
 		q.Shards = []int{shard}
@@ -518,7 +518,7 @@ func (s *repoSuite) shardCase(t *testing.T, mode dynamostore.StatusIndexMode) {
 	f.e.requireExactly(union, due)
 	// Every shard, one after the other (in billing_date order within each).
 	q.Shards, q.Cursor = nil, ""
-	var all []billing.Subscription
+	var all []billing.Period
 	for range maxPages {
 		p, err := f.e.repo.QueryStatus(f.e.ctx(), q)
 		require.NoError(t, err, "every shard")

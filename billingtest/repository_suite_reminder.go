@@ -41,7 +41,7 @@ func (e *repoEnv) claimer() billing.ReminderClaimer {
 	return rc
 }
 
-func recordReminder(rec *billing.Subscription) billing.Reminder {
+func recordReminder(rec *billing.Period) billing.Reminder {
 	return billing.Reminder{UserID: rec.UserID, BillingDate: rec.BillingDate, SubscriptionID: rec.SubscriptionID, Status: rec.Status}
 }
 

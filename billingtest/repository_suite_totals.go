@@ -79,14 +79,14 @@ func sumTotals(t *testing.T, e *repoEnv, tr billing.TotalsRepository) (sum total
 
 func (s *repoSuite) totalsCases() []repoCase {
 	ids := s.ids
-	completeOn := func(prev billing.Subscription, at time.Time) billing.Subscription {
+	completeOn := func(prev billing.Period, at time.Time) billing.Period {
 		n := ids.next(prev, billing.StatusCompleted)
 		n.CompletionDate = at
 		n.Attempt = prev.Attempt + 1
 		n.TransactionID = "tx-" + n.SubscriptionID
 		return n
 	}
-	decline := func(prev billing.Subscription, reason string) billing.Subscription {
+	decline := func(prev billing.Period, reason string) billing.Period {
 		n := ids.next(prev, billing.StatusError)
 		n.Attempt = prev.Attempt + 1
 		n.PaymentError = reason
@@ -197,7 +197,7 @@ func (s *repoSuite) totalsCases() []repoCase {
 			}
 			batch := ids.record(ids.user(), day(-90), billing.StatusCompleted)
 			batch.CompletionDate = runBase
-			if _, err := e.repo.AddAll(e.ctx(), []billing.Subscription{batch}); err != nil {
+			if _, err := e.repo.AddAll(e.ctx(), []billing.Period{batch}); err != nil {
 				t.Fatalf("AddAll: %v", err)
 			}
 			if sum := sumTotals(t, e, tr); sum.Collected != (billing.Tally{Count: 2, Amount: 998}) {
@@ -210,7 +210,7 @@ func (s *repoSuite) totalsCases() []repoCase {
 			// cancelled by another's write of them is retried).
 			e, tr := s.totalsEnv(t)
 			const n = 12
-			recs := make([]billing.Subscription, n)
+			recs := make([]billing.Period, n)
 			for i := range recs {
 				recs[i] = ids.record(ids.user(), day(0), billing.StatusScheduled)
 				recs[i].Amount = billing.Cents(int64(100 + i))

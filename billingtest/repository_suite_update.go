@@ -17,7 +17,7 @@ const updateRacers = 8
 
 // requireUnchanged checks that a failed write left the user's records and
 // history exactly as before.
-func (e *repoEnv) requireUnchanged(userID string, records, history []billing.Subscription) {
+func (e *repoEnv) requireUnchanged(userID string, records, history []billing.Period) {
 	e.t.Helper()
 	got := e.list(userID)
 	if len(got) != len(records) {
@@ -40,7 +40,7 @@ func (e *repoEnv) requireUnchanged(userID string, records, history []billing.Sub
 }
 
 // snapshot returns the user's records and history rows.
-func (e *repoEnv) snapshot(userID string) (records, history []billing.Subscription) {
+func (e *repoEnv) snapshot(userID string) (records, history []billing.Period) {
 	e.t.Helper()
 	return e.list(userID), e.historyRows(userID)
 }
@@ -48,7 +48,7 @@ func (e *repoEnv) snapshot(userID string) (records, history []billing.Subscripti
 func (s *repoSuite) updateCases() []repoCase {
 	ids := s.ids
 	// added returns a fresh env and a stored SCHEDULED record.
-	added := func(t *testing.T) (*repoEnv, billing.Subscription) {
+	added := func(t *testing.T) (*repoEnv, billing.Period) {
 		t.Helper()
 		e := s.env(t, memory.Options{})
 		r := ids.record(ids.user(), day(0), billing.StatusScheduled)
@@ -288,7 +288,7 @@ func (s *repoSuite) updateCases() []repoCase {
 		}},
 		{"ConcurrentRace", func(t *testing.T) {
 			e, r := added(t)
-			nexts := make([]billing.Subscription, updateRacers)
+			nexts := make([]billing.Period, updateRacers)
 			for i := range nexts {
 				nexts[i] = ids.next(r, billing.StatusError)
 				nexts[i].TransactionID = "racer-" + string(rune('a'+i))
@@ -328,14 +328,14 @@ func (s *repoSuite) updateCases() []repoCase {
 
 func (s *repoSuite) adminUpdateCases() []repoCase {
 	ids := s.ids
-	added := func(t *testing.T) (*repoEnv, billing.Subscription) {
+	added := func(t *testing.T) (*repoEnv, billing.Period) {
 		t.Helper()
 		e := s.env(t, memory.Options{})
 		r := ids.record(ids.user(), day(0), billing.StatusScheduled)
 		e.add(r)
 		return e, r
 	}
-	moveTo := func(prev billing.Subscription, d time.Time) billing.Subscription {
+	moveTo := func(prev billing.Period, d time.Time) billing.Period {
 		next := ids.next(prev, billing.StatusScheduled)
 		next.BillingDate = d
 		next.BillingPeriod = billing.BillingPeriod(d)

@@ -97,7 +97,7 @@ func (e *stEnv) ref(account, sku string) layout.SubscriptionRef {
 	return layout.SubscriptionRef{AccountID: account, SubscriptionID: "sub" + strings.ReplaceAll(e.ids.subID()[len(e.ids.tag):], "-", ""), SKU: sku}
 }
 
-func (e *stEnv) add(ref layout.SubscriptionRef, billingDate time.Time, st billing.Status) billing.Subscription {
+func (e *stEnv) add(ref layout.SubscriptionRef, billingDate time.Time, st billing.Status) billing.Period {
 	e.t.Helper()
 	r := e.ids.record(ref.UserID(), billingDate, st)
 	if err := e.Repository.Add(e.ctx(), &r); err != nil {
@@ -106,9 +106,9 @@ func (e *stEnv) add(ref layout.SubscriptionRef, billingDate time.Time, st billin
 	return r
 }
 
-func (e *stEnv) update(prev, next billing.Subscription, create ...billing.Subscription) {
+func (e *stEnv) update(prev, next billing.Period, create ...billing.Period) {
 	e.t.Helper()
-	ptrs := make([]*billing.Subscription, len(create))
+	ptrs := make([]*billing.Period, len(create))
 	for i := range create {
 		ptrs[i] = &create[i]
 	}
@@ -210,7 +210,7 @@ func (s *stSuite) severalSKUs(t *testing.T) {
 	first := e.ref("", "STREAM")
 	refs := []layout.SubscriptionRef{first, e.ref(first.AccountID, "MUSIC"), e.ref(first.AccountID, "NEWS")}
 	due := day(-1).Add(7 * time.Hour)
-	var added []billing.Subscription
+	var added []billing.Period
 	for _, ref := range refs {
 		added = append(added, e.add(ref, due, billing.StatusScheduled)) // one billing date, three keys
 	}
@@ -265,9 +265,9 @@ func (s *stSuite) adminMove(t *testing.T) {
 }
 
 // collect reads every page of q and fails on undecodable items.
-func (e *stEnv) collect(q billing.StatusQuery) []billing.Subscription {
+func (e *stEnv) collect(q billing.StatusQuery) []billing.Period {
 	e.t.Helper()
-	var out []billing.Subscription
+	var out []billing.Period
 	for pages := 0; ; pages++ {
 		if pages > 500 {
 			e.t.Fatalf("QueryStatus(%+v): more than 500 pages", q)
@@ -289,9 +289,9 @@ func (e *stEnv) collect(q billing.StatusQuery) []billing.Subscription {
 // requireSameRecords compares by subscription ID, ignoring repeats (a
 // walk may return a period twice when its subscription moves days
 // during the walk; not here, but the suite does not pin it).
-func requireSameRecords(t *testing.T, got, want []billing.Subscription) {
+func requireSameRecords(t *testing.T, got, want []billing.Period) {
 	t.Helper()
-	ids := func(recs []billing.Subscription) []string {
+	ids := func(recs []billing.Period) []string {
 		var out []string
 		for _, r := range recs {
 			out = append(out, r.SubscriptionID+" "+r.BillingDate.UTC().Format(time.RFC3339)+" "+string(r.Status))
@@ -309,7 +309,7 @@ func (s *stSuite) statusWalk(t *testing.T, pageSize int) {
 	at := func(days int, h time.Duration) time.Time {
 		return entitlement.PaymentDate(stNow).AddDate(0, 0, days).Add(h)
 	}
-	var scheduled, errored, paused, window []billing.Subscription
+	var scheduled, errored, paused, window []billing.Period
 	// SCHEDULED: overdue within the catch-up, yesterday, earlier today,
 	// later today (not before now), in ten days (the notification window).
 	for _, d := range []time.Time{at(-40, 0), at(-1, 3*time.Hour), at(0, time.Hour)} {
@@ -397,7 +397,7 @@ func (s *stSuite) addAllSharedID(t *testing.T) {
 	a := e.ids.record(ref.UserID(), day(1), billing.StatusCompleted)
 	b := e.ids.record(ref.UserID(), day(31), billing.StatusScheduled)
 	b.SubscriptionID = a.SubscriptionID
-	if _, err := e.Repository.AddAll(e.ctx(), []billing.Subscription{a, b}); err != nil {
+	if _, err := e.Repository.AddAll(e.ctx(), []billing.Period{a, b}); err != nil {
 		t.Fatalf("AddAll: %v", err)
 	}
 	recs, err := e.Repository.ListByUser(e.ctx(), ref.UserID())

@@ -77,9 +77,9 @@ var stNow = time.Date(2024, 5, 15, 12, 0, 0, 0, time.UTC)
 func stDay(n int) time.Time { return time.Date(2024, 5, 15, 0, 0, 0, 0, time.UTC).AddDate(0, 0, n) }
 
 // stRecord is a period of ref; n makes its IDs and last_run_date unique.
-func stRecord(ref layout.SubscriptionRef, n int, billingDate time.Time, st billing.Status) billing.Subscription {
+func stRecord(ref layout.SubscriptionRef, n int, billingDate time.Time, st billing.Status) billing.Period {
 	run := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(n) * time.Minute)
-	return billing.Subscription{
+	return billing.Period{
 		UserID: ref.UserID(), BillingDate: billingDate, SubscriptionID: fmt.Sprintf("period-%d", n),
 		Amount: billing.Cents(499), Status: st, BillingPeriod: billing.BillingPeriod(billingDate),
 		LastRunDate: run, CreatedDate: run, Process: billing.ProcessInitial, Term: billing.TermMonthly,
@@ -87,7 +87,7 @@ func stRecord(ref layout.SubscriptionRef, n int, billingDate time.Time, st billi
 }
 
 // stNext is prev rewritten in status st by run n.
-func stNext(prev billing.Subscription, n int, st billing.Status) billing.Subscription {
+func stNext(prev billing.Period, n int, st billing.Status) billing.Period {
 	next := prev.Clone()
 	next.Status = st
 	next.LastRunDate = time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(n) * time.Minute)
@@ -140,7 +140,7 @@ func newSTEnv(t *testing.T, opts memory.SingleTableOptions) *stEnv {
 	return &stEnv{t: t, clock: clock, st: s, repo: s.Repository(), hist: s.History(), pay: s.Payments()}
 }
 
-func (e *stEnv) add(recs ...billing.Subscription) {
+func (e *stEnv) add(recs ...billing.Period) {
 	e.t.Helper()
 	for i := range recs {
 		require.NoError(e.t, e.repo.Add(e.t.Context(), &recs[i]), "Add(%s)", recs[i].Key())
@@ -285,8 +285,8 @@ func TestSingleTableAdminMoveCompletes(t *testing.T) {
 // transaction would reject is reported alone.
 func TestSingleTableAddAllGroups(t *testing.T) {
 	var bad bool
-	policy := func(subs []billing.Subscription) ([]billing.Subscription, error) {
-		out := make([]billing.Subscription, len(subs))
+	policy := func(subs []billing.Period) ([]billing.Period, error) {
+		out := make([]billing.Period, len(subs))
 		for i := range subs {
 			out[i] = subs[i].Clone()
 		}
@@ -299,7 +299,7 @@ func TestSingleTableAddAllGroups(t *testing.T) {
 	ctx := t.Context()
 	ref := layout.SubscriptionRef{AccountID: "acct", SubscriptionID: "sub", SKU: "STREAM"}
 	other := layout.SubscriptionRef{AccountID: "acct2", SubscriptionID: "sub", SKU: "STREAM"}
-	var recs []billing.Subscription
+	var recs []billing.Period
 	for i := range 20 {
 		recs = append(recs, stRecord(ref, i, stDay(31*i), billing.StatusScheduled))
 	}
@@ -334,7 +334,7 @@ func TestSingleTableGetByIDPointers(t *testing.T) {
 	e.add(r)
 	row := stRecord(ref, 2, stDay(9), billing.StatusScheduled)
 	row.SubscriptionID = r.SubscriptionID
-	require.NoError(t, e.hist.AddAll(ctx, []billing.Subscription{row}))
+	require.NoError(t, e.hist.AddAll(ctx, []billing.Period{row}))
 	got, err := e.repo.GetByID(ctx, r.SubscriptionID)
 	require.NoError(t, err, "GetByID")
 	require.True(t, got.BillingDate.Equal(stDay(5)), "GetByID = %v; want the period at %v", got.BillingDate, stDay(5))
@@ -370,11 +370,11 @@ func TestSingleTableRejectsUserIDs(t *testing.T) {
 	next := stNext(r, 2, billing.StatusError)
 	checks := map[string]error{
 		"AddAll": func() error {
-			_, err := e.repo.AddAll(ctx, []billing.Subscription{stRecord(ref, 3, stDay(40), billing.StatusScheduled), plain})
+			_, err := e.repo.AddAll(ctx, []billing.Period{stRecord(ref, 3, stDay(40), billing.StatusScheduled), plain})
 			return err
 		}(),
 		"UpdateCreate":  e.repo.Update(ctx, &r, &next, &plain),
-		"HistoryAddAll": e.hist.AddAll(ctx, []billing.Subscription{plain}),
+		"HistoryAddAll": e.hist.AddAll(ctx, []billing.Period{plain}),
 		"HistoryAdd":    e.hist.Add(ctx, &plain),
 	}
 	for name, err := range checks {
@@ -392,7 +392,7 @@ func TestSingleTableRejectsUserIDs(t *testing.T) {
 func TestSingleTableStatusPages(t *testing.T) {
 	e := newSTEnv(t, memory.SingleTableOptions{PageSize: 2, CatchUpDays: 70})
 	ctx := t.Context()
-	var want []billing.Subscription
+	var want []billing.Period
 	for i := range 3 {
 		ref := layout.SubscriptionRef{AccountID: fmt.Sprintf("acct%d", i), SubscriptionID: "sub", SKU: "STREAM"}
 		r := stRecord(ref, i, stDay(-2).Add(time.Duration(i)*time.Hour), billing.StatusScheduled)
@@ -415,7 +415,7 @@ func TestSingleTableStatusPages(t *testing.T) {
 	// 62 empty days, the second with the full page of two index items (2
 	// × 2 periods read, the later ones outside the range), the third with
 	// the day's last item, the fourth with the two empty days left.
-	var items []billing.Subscription
+	var items []billing.Period
 	scanned := 0
 	for _, p := range pages {
 		items = append(items, p.Items...)
@@ -437,7 +437,7 @@ func TestSingleTableStatusPages(t *testing.T) {
 	// Limit 1 reaches the limit on a day with one item left: the cursor
 	// stays on that day, the next page finds nothing there and goes on.
 	q = billing.StatusQuery{Status: billing.StatusScheduled, Since: stDay(-2), Before: stNow, Limit: 1}
-	var got []billing.Subscription
+	var got []billing.Period
 	for n := 0; ; n++ {
 		p, err := e.repo.QueryStatus(ctx, q)
 		require.NoError(t, err, "page %d", n)
@@ -468,7 +468,7 @@ func TestSingleTableConcurrent(t *testing.T) {
 	e := newSTEnv(t, memory.SingleTableOptions{PageSize: 3})
 	ctx := t.Context()
 	var refs []layout.SubscriptionRef
-	var firsts []billing.Subscription
+	var firsts []billing.Period
 	for i := range 6 {
 		ref := layout.SubscriptionRef{AccountID: fmt.Sprintf("acct%d", i%2), SubscriptionID: fmt.Sprintf("sub%d", i), SKU: "STREAM"}
 		r := stRecord(ref, i, stDay(-1), billing.StatusScheduled)
@@ -579,19 +579,19 @@ func singleTableMatchesDynamo(t *testing.T, shards int) {
 	d := layout.SubscriptionRef{AccountID: "a2", SubscriptionID: "subD", SKU: "STREAM"}
 	refs := []layout.SubscriptionRef{a, b, c, d}
 	ids := map[string]bool{}
-	rec := func(ref layout.SubscriptionRef, n int, bd time.Time, st billing.Status) billing.Subscription {
+	rec := func(ref layout.SubscriptionRef, n int, bd time.Time, st billing.Status) billing.Period {
 		r := stRecord(ref, n, bd, st)
 		ids[r.SubscriptionID] = true
 		return r
 	}
-	add := func(r billing.Subscription) {
+	add := func(r billing.Period) {
 		t.Helper()
 		write("Add "+r.Key(), func(s billingtest.SingleTableStores) error { return s.Repository.Add(ctx, &r) })
 	}
-	update := func(name string, prev, next billing.Subscription, create ...billing.Subscription) {
+	update := func(name string, prev, next billing.Period, create ...billing.Period) {
 		t.Helper()
 		write(name, func(s billingtest.SingleTableStores) error {
-			ptrs := make([]*billing.Subscription, len(create))
+			ptrs := make([]*billing.Period, len(create))
 			for i := range create {
 				c := create[i].Clone()
 				ptrs[i] = &c
@@ -599,7 +599,7 @@ func singleTableMatchesDynamo(t *testing.T, shards int) {
 			return s.Repository.Update(ctx, &prev, &next, ptrs...)
 		})
 	}
-	admin := func(name string, prev, next billing.Subscription) {
+	admin := func(name string, prev, next billing.Period) {
 		t.Helper()
 		write(name, func(s billingtest.SingleTableStores) error { return s.Repository.AdminUpdate(ctx, &prev, &next) })
 	}
@@ -614,7 +614,7 @@ func singleTableMatchesDynamo(t *testing.T, shards int) {
 	c1 := rec(c, 3, stDay(5), billing.StatusPaused)
 	d1 := rec(d, 4, stDay(-1), billing.StatusScheduled)
 	d1.AnchorDay = 31
-	for _, r := range []billing.Subscription{p1, p1, q1, c1, d1} {
+	for _, r := range []billing.Period{p1, p1, q1, c1, d1} {
 		add(r)
 	}
 	plain := rec(a, 5, stDay(1), billing.StatusScheduled)
@@ -681,7 +681,7 @@ func singleTableMatchesDynamo(t *testing.T, shards int) {
 	update("fail p2, create d2", p2, p2e, d2)
 	bad := rec(a, 21, stDay(28).Add(9*time.Hour), billing.StatusScheduled)
 	update("create onto prev's key", p2e, stNext(p2e, 22, billing.StatusError), bad)
-	many := make([]billing.Subscription, billing.MaxUpdateCreates+1)
+	many := make([]billing.Period, billing.MaxUpdateCreates+1)
 	for i := range many {
 		many[i] = rec(a, 100+i, stDay(60+i), billing.StatusScheduled)
 	}
@@ -707,18 +707,18 @@ func singleTableMatchesDynamo(t *testing.T, shards int) {
 	write("History.Add", func(s billingtest.SingleTableStores) error { return s.History.Add(ctx, &lone) })
 	write("History.Add again", func(s billingtest.SingleTableStores) error { return s.History.Add(ctx, &lone) })
 	write("History.Add plain", func(s billingtest.SingleTableStores) error { return s.History.Add(ctx, &plain) })
-	rows := []billing.Subscription{rec(b, 29, stDay(70), billing.StatusScheduled), rec(b, 30, stDay(71), billing.StatusCancelled)}
+	rows := []billing.Period{rec(b, 29, stDay(70), billing.StatusScheduled), rec(b, 30, stDay(71), billing.StatusCancelled)}
 	rows[1].SubscriptionID = q1.SubscriptionID
 	write("History.AddAll", func(s billingtest.SingleTableStores) error { return s.History.AddAll(ctx, rows) })
 	write("History.AddAll twice one key", func(s billingtest.SingleTableStores) error {
-		return s.History.AddAll(ctx, []billing.Subscription{rows[0], rows[0]})
+		return s.History.AddAll(ctx, []billing.Period{rows[0], rows[0]})
 	})
 	write("History.AddAll plain", func(s billingtest.SingleTableStores) error {
-		return s.History.AddAll(ctx, []billing.Subscription{plain})
+		return s.History.AddAll(ctx, []billing.Period{plain})
 	})
 
 	// AddAll: overwrites, collisions, groups.
-	var batch []billing.Subscription
+	var batch []billing.Period
 	for i := range 10 {
 		batch = append(batch, rec(d, 200+i, stDay(-1+31*i), billing.StatusScheduled))
 	}
@@ -726,10 +726,10 @@ func singleTableMatchesDynamo(t *testing.T, shards int) {
 	batch = append(batch, rec(d, 220, stDay(92), billing.StatusCancelled), rec(b, 221, stDay(-2), billing.StatusError))
 	step("AddAll", func(s billingtest.SingleTableStores) (any, error) { return s.Repository.AddAll(ctx, batch) })
 	step("AddAll two SCHEDULED on one key", func(s billingtest.SingleTableStores) (any, error) {
-		return s.Repository.AddAll(ctx, []billing.Subscription{batch[0], batch[0]})
+		return s.Repository.AddAll(ctx, []billing.Period{batch[0], batch[0]})
 	})
 	step("AddAll plain", func(s billingtest.SingleTableStores) (any, error) {
-		return s.Repository.AddAll(ctx, []billing.Subscription{plain})
+		return s.Repository.AddAll(ctx, []billing.Period{plain})
 	})
 	step("AddAll nothing", func(s billingtest.SingleTableStores) (any, error) { return s.Repository.AddAll(ctx, nil) })
 

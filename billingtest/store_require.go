@@ -32,7 +32,7 @@ func RequireHistoryMatchesPrimary(t testing.TB, repo billing.Repository, hist bi
 	if err != nil {
 		t.Fatalf("RequireHistoryMatchesPrimary: History.ListByUser(%q): %v", userID, err)
 	}
-	newest := map[string]billing.Subscription{}
+	newest := map[string]billing.Period{}
 	for _, r := range rows {
 		cur, ok := newest[r.SubscriptionID]
 		if !ok || r.LastRunDate.After(cur.LastRunDate) {
@@ -61,16 +61,16 @@ func RequireHistoryMatchesPrimary(t testing.TB, repo billing.Repository, hist bi
 // (EncodeItem: data_ attributes left out, and a reminder's claim
 // attributes ignored) and describes the attributes that differ as
 // "name: got vs want"; "" when equal.
-func diffStored(got, want *billing.Subscription) string {
+func diffStored(got, want *billing.Period) string {
 	return diffItems(layout.EncodeItem, got, want)
 }
 
 // diffHistoryRow is diffStored with the data_ attributes.
-func diffHistoryRow(got, want *billing.Subscription) string {
+func diffHistoryRow(got, want *billing.Period) string {
 	return diffItems(layout.EncodeHistoryItem, got, want)
 }
 
-func diffItems(encode func(*billing.Subscription) (map[string]av.AttributeValue, error), got, want *billing.Subscription) string {
+func diffItems(encode func(*billing.Period) (map[string]av.AttributeValue, error), got, want *billing.Period) string {
 	g, err := encode(got)
 	if err != nil {
 		return "got does not encode: " + err.Error()

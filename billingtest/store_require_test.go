@@ -78,12 +78,12 @@ func TestRequireHistoryMatchesPrimary(t *testing.T) {
 var due = time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC)
 
 // rec is record n of user, due on billingDate.
-func rec(user string, n int, billingDate time.Time, st billing.Status) billing.Subscription {
-	return billing.Subscription{UserID: user, BillingDate: billingDate, SubscriptionID: fmt.Sprintf("sub-%s-%d", user, n),
+func rec(user string, n int, billingDate time.Time, st billing.Status) billing.Period {
+	return billing.Period{UserID: user, BillingDate: billingDate, SubscriptionID: fmt.Sprintf("sub-%s-%d", user, n),
 		Amount: billing.Cents(499), Status: st, LastRunDate: time.Date(2024, 1, 1, 0, 0, n, 0, time.UTC)}
 }
 
-func mustAdd(t *testing.T, r billing.Repository, subs ...billing.Subscription) {
+func mustAdd(t *testing.T, r billing.Repository, subs ...billing.Period) {
 	t.Helper()
 	for i := range subs {
 		require.NoError(t, r.Add(t.Context(), &subs[i]))

@@ -34,7 +34,7 @@ func ExampleTestClock_AdvanceMonths() {
 	clock.RunCollector(collector)
 
 	first := time.Date(2025, 1, 31, 0, 0, 0, 0, time.UTC)
-	if err := store.Repository().Add(ctx, &billing.Subscription{
+	if err := store.Repository().Add(ctx, &billing.Period{
 		UserID: "ann", SubscriptionID: "sub-1", BillingDate: first, BillingPeriod: billing.BillingPeriod(first),
 		Amount: billing.MustParseAmount("9.99"), Status: billing.StatusScheduled, Term: billing.TermMonthly,
 		AnchorDay: 31, ReceiptTierName: "Plus:v2", CreatedDate: first.AddDate(0, -1, 0), LastRunDate: first.AddDate(0, -1, 0),

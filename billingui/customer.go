@@ -34,34 +34,34 @@ type op struct {
 	// period alone (retry, waive), not on every period of the user.
 	keyed, one bool
 	// on reports whether the action applies to a period in this state.
-	on func(s *billing.Subscription, now time.Time) bool
+	on func(s *billing.Period, now time.Time) bool
 }
 
 var ops = []op{
 	{Name: "retry", Label: "Retry now", Action: billinghttp.ActionPay, keyed: true, one: true,
 		Does: "charges the period now, with the collector's idempotency key, whatever the retry policy says",
-		on: func(s *billing.Subscription, now time.Time) bool {
+		on: func(s *billing.Period, now time.Time) bool {
 			return s.Status == billing.StatusError || (s.Status == billing.StatusScheduled && !s.BillingDate.After(now))
 		}},
 	{Name: "waive", Label: "Waive", Action: billinghttp.ActionWaive, Operator: true, keyed: true, one: true,
 		Does: "forgives the period without payment (WAIVED); the subscription goes on",
-		on: func(s *billing.Subscription, _ time.Time) bool {
+		on: func(s *billing.Period, _ time.Time) bool {
 			return s.Status == billing.StatusError || s.Status == billing.StatusScheduled
 		}},
 	{Name: "cancel", Label: "Cancel", Action: billinghttp.ActionCancel, keyed: true,
 		Does: "cancels the subscription: every open period of the user becomes CANCELLED and no next period is opened; an owed period is forgiven only by a role that may, and refuses the cancel otherwise",
-		on:   func(s *billing.Subscription, _ time.Time) bool { return movable(s.Status) }},
+		on:   func(s *billing.Period, _ time.Time) bool { return movable(s.Status) }},
 	{Name: "pause", Label: "Pause", Action: billinghttp.ActionPause, keyed: true,
 		Does: "pauses every open period of the user for the months given: their billing dates are skipped, not charged; an owed period refuses the pause",
-		on: func(s *billing.Subscription, _ time.Time) bool {
+		on: func(s *billing.Period, _ time.Time) bool {
 			return s.Status == billing.StatusScheduled || s.Status == billing.StatusPaused
 		}},
 	{Name: "resume", Label: "Resume", Action: billinghttp.ActionResume, keyed: true,
 		Does: "ends the pause of every paused period of the user: each is SCHEDULED again on its billing date",
-		on:   func(s *billing.Subscription, _ time.Time) bool { return s.Status == billing.StatusPaused }},
+		on:   func(s *billing.Period, _ time.Time) bool { return s.Status == billing.StatusPaused }},
 	{Name: "move", Label: "Move date", Action: billinghttp.ActionChangeBillingDate, Operator: true, keyed: true,
 		Does: "moves the period to another billing date; its day becomes the subscription's billing day",
-		on:   func(s *billing.Subscription, _ time.Time) bool { return movable(s.Status) }},
+		on:   func(s *billing.Period, _ time.Time) bool { return movable(s.Status) }},
 }
 
 func movable(st billing.Status) bool {
@@ -96,7 +96,7 @@ func validID(s string) bool {
 }
 
 type periodRow struct {
-	billing.Subscription
+	billing.Period
 	InFlight bool
 	Ops      []opButton
 }
@@ -112,13 +112,13 @@ type opButton struct {
 }
 
 type timelineRow struct {
-	billing.Subscription
+	billing.Period
 	Prev billing.Status
 }
 
 type customerData struct {
 	UserID   string
-	View     billing.SubscriptionView
+	View     billing.Subscription
 	Periods  []periodRow
 	Timeline []timelineRow
 	Page     int
@@ -171,7 +171,7 @@ func (h *Handler) showCustomer(w http.ResponseWriter, r *http.Request, userID st
 	}
 	d := customerData{UserID: userID, View: view, Owed: owed(&view), Resumes: resumeDate(&view)}
 	for _, s := range recent {
-		row := periodRow{Subscription: s, InFlight: s.InFlight()}
+		row := periodRow{Period: s, InFlight: s.InFlight()}
 		for _, o := range ops {
 			// Nothing may change a period whose attempt is in flight
 			// before its outcome is known: no action is offered.
@@ -191,7 +191,7 @@ func (h *Handler) showCustomer(w http.ResponseWriter, r *http.Request, userID st
 	last := map[string]billing.Status{}
 	tl := make([]timelineRow, len(rows))
 	for i, s := range rows {
-		tl[i] = timelineRow{Subscription: s, Prev: last[s.SubscriptionID]}
+		tl[i] = timelineRow{Period: s, Prev: last[s.SubscriptionID]}
 		last[s.SubscriptionID] = s.Status
 	}
 	slices.Reverse(tl)
@@ -216,7 +216,7 @@ var outcomes = []string{string(billing.RetryCollected), string(billing.RetryDecl
 type confirmData struct {
 	Op      op
 	UserID  string
-	Period  billing.Subscription
+	Period  billing.Period
 	CSRF    string
 	Key     string
 	Date    string
@@ -224,7 +224,7 @@ type confirmData struct {
 	// Keyed reports that the action is made by the request key Key (a
 	// call that takes the user), and Acts the periods it acts on now.
 	Keyed bool
-	Acts  []billing.Subscription
+	Acts  []billing.Period
 	// One reports that the call acts on the period alone (retry, waive).
 	One bool
 	// MaxReason bounds the reason typed.
@@ -312,7 +312,7 @@ const maxKey = 256
 // attempt in flight, which may open another: only when s is that period
 // and no attempt is in flight is it sure to move s. Another period (an
 // owed one before it) is moved by the period call, without a key.
-func keyedMove(s *billing.Subscription, recs []billing.Subscription) bool {
+func keyedMove(s *billing.Period, recs []billing.Period) bool {
 	var latest string
 	for _, r := range recs {
 		if r.InFlight() {
@@ -328,11 +328,11 @@ func keyedMove(s *billing.Subscription, recs []billing.Subscription) bool {
 // actsOn returns the periods among the user's records recs that the call
 // of op (a keyed one) changes as they stand: every open period for cancel
 // and pause, every paused one for resume, s for move.
-func actsOn(name string, s *billing.Subscription, recs []billing.Subscription) []billing.Subscription {
+func actsOn(name string, s *billing.Period, recs []billing.Period) []billing.Period {
 	if name == "move" || name == "retry" || name == "waive" {
-		return []billing.Subscription{*s}
+		return []billing.Period{*s}
 	}
-	var out []billing.Subscription
+	var out []billing.Period
 	for _, r := range recs {
 		if (name == "resume" && r.Status == billing.StatusPaused) || (name != "resume" && !r.Status.IsTerminal()) {
 			out = append(out, r)
@@ -345,13 +345,13 @@ var errNoSuchPeriod = errors.New("no such period of this user")
 
 // period reads a period and checks that it belongs to userID: a period of
 // another user is not found, exactly like an unknown ID.
-func (h *Handler) period(r *http.Request, userID, periodID string) (billing.Subscription, error) {
+func (h *Handler) period(r *http.Request, userID, periodID string) (billing.Period, error) {
 	s, err := h.cfg.Repository.GetByID(r.Context(), periodID)
 	if err != nil || s.UserID != userID {
 		if err != nil && !errors.Is(err, billing.ErrNotFound) {
 			h.log.ErrorContext(r.Context(), "billingui: reading a period", "error", err)
 		}
-		return billing.Subscription{}, errNoSuchPeriod
+		return billing.Period{}, errNoSuchPeriod
 	}
 	return s, nil
 }
@@ -421,7 +421,7 @@ type result struct {
 // of the latest open period go through the calls that take the user, with
 // the form's request key: a form sent again answers what the first did.
 // Retry and waive have no such call and use the period's.
-func (h *Handler) perform(r *http.Request, o op, s *billing.Subscription) (result, error) {
+func (h *Handler) perform(r *http.Request, o op, s *billing.Period) (result, error) {
 	ctx := r.Context()
 	c := h.cfg.Collector
 	id := s.SubscriptionID
@@ -499,7 +499,7 @@ var errPeriodForbidden = errors.New("your role may not do this to every period i
 // authorizeEach puts o to the Authorizer for each period of s's user that
 // o's call changes as they stand (it acts on the user's periods, not on s
 // alone; s itself was asked already).
-func (h *Handler) authorizeEach(r *http.Request, o op, s *billing.Subscription) error {
+func (h *Handler) authorizeEach(r *http.Request, o op, s *billing.Period) error {
 	recs, err := h.cfg.Repository.ListByUser(r.Context(), s.UserID)
 	if err != nil {
 		return fmt.Errorf("list the periods of user %s: %w", s.UserID, err)

@@ -91,11 +91,11 @@ func newEnv(t *testing.T, open func(*testing.T, billing.Clock) (billing.Reposito
 }
 
 // only returns the user's one record in status st.
-func (e *env) only(t *testing.T, user string, st billing.Status) billing.Subscription {
+func (e *env) only(t *testing.T, user string, st billing.Status) billing.Period {
 	t.Helper()
 	recs, err := e.repo.ListByUser(context.Background(), user)
 	require.NoError(t, err)
-	var found []billing.Subscription
+	var found []billing.Period
 	for _, s := range recs {
 		if s.Status == st {
 			found = append(found, s)

@@ -18,11 +18,11 @@ import (
 )
 
 // rowsOf returns the history rows of period id.
-func (e *env) rowsOf(t *testing.T, user, id string) []billing.Subscription {
+func (e *env) rowsOf(t *testing.T, user, id string) []billing.Period {
 	t.Helper()
 	rows, err := e.hist.ListByUser(context.Background(), user)
 	require.NoError(t, err)
-	var out []billing.Subscription
+	var out []billing.Period
 	for _, r := range rows {
 		if r.SubscriptionID == id {
 			out = append(out, r)

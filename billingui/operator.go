@@ -126,7 +126,7 @@ var refusals = []refusal{
 }
 
 // staleWhy says why a period was given up on (STALE).
-func staleWhy(s billing.Subscription) string {
+func staleWhy(s billing.Period) string {
 	if s.UpdatedEvent == billing.EventACHOverdue {
 		return "ACH debit with no settlement by the deadline; a late settlement still completes it"
 	}

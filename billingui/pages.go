@@ -14,7 +14,7 @@ import (
 
 // scanned is what a bounded walk over status-index pages found.
 type scanned struct {
-	Items   []billing.Subscription
+	Items   []billing.Period
 	Invalid []string
 	Next    string // the index's cursor where the walk stopped; "" when done
 	Read    int
@@ -22,7 +22,7 @@ type scanned struct {
 
 // scan reads at most Config.MaxPages pages of q, keeping the records keep
 // accepts (all when nil).
-func (h *Handler) scan(ctx context.Context, q billing.StatusQuery, keep func(*billing.Subscription) bool) (scanned, error) {
+func (h *Handler) scan(ctx context.Context, q billing.StatusQuery, keep func(*billing.Period) bool) (scanned, error) {
 	var out scanned
 	q.Limit = h.cfg.PageSize
 	for range h.cfg.MaxPages {
@@ -57,7 +57,7 @@ type reasonCount struct {
 	Count  int
 }
 
-func byReason(recs []billing.Subscription) []reasonCount {
+func byReason(recs []billing.Period) []reasonCount {
 	m := map[string]int{}
 	for _, s := range recs {
 		reason := s.PaymentError
@@ -165,7 +165,7 @@ func (h *Handler) todayFromRecords(ctx context.Context, now time.Time, d *todayD
 	// Their billing dates are within the stale threshold, so a window of 60
 	// days back holds them.
 	errs, err := h.scan(ctx, billing.StatusQuery{Status: billing.StatusError, Since: day.AddDate(0, 0, -60)},
-		func(s *billing.Subscription) bool { return !s.LastRunDate.Before(day) })
+		func(s *billing.Period) bool { return !s.LastRunDate.Before(day) })
 	if err != nil {
 		return err
 	}
@@ -259,7 +259,7 @@ func (h *Handler) attention(w http.ResponseWriter, r *http.Request) {
 		return ""
 	}
 	timeout := h.cfg.RequestTimeout
-	stuck := func(s *billing.Subscription) bool {
+	stuck := func(s *billing.Period) bool {
 		return s.InFlight() && now.Sub(s.LastAttempt.LastPresented()) > timeout
 	}
 	var invalid []string
@@ -285,7 +285,7 @@ func (h *Handler) attention(w http.ResponseWriter, r *http.Request) {
 	if err == nil && want(secOverdue) {
 		deadline := h.cfg.ACHSettlementDeadline
 		d.Overdue, err = h.scan(ctx, billing.StatusQuery{Status: billing.StatusACHSent, Cursor: cur(secOverdue)},
-			func(s *billing.Subscription) bool {
+			func(s *billing.Period) bool {
 				sent := s.LastRunDate
 				if !s.InitialRunDate.IsZero() && s.InitialRunDate.After(sent) {
 					sent = s.InitialRunDate
@@ -336,7 +336,7 @@ func dedupe(s []string) []string {
 
 type searchData struct {
 	Query   string
-	Matches []billing.Subscription
+	Matches []billing.Period
 	Users   []string
 	Looked  bool
 	Partial bool
@@ -373,7 +373,7 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
 		since := h.now().AddDate(0, 0, -60)
 		for _, st := range []billing.Status{billing.StatusError, billing.StatusACHSent, billing.StatusCompleted, billing.StatusStale} {
 			found, err := h.scan(ctx, billing.StatusQuery{Status: st, Since: since, Before: paidBefore(h.now())},
-				func(s *billing.Subscription) bool { return s.TransactionID == q })
+				func(s *billing.Period) bool { return s.TransactionID == q })
 			if err != nil {
 				h.internal(w, r, "searching", err)
 				return

@@ -9,7 +9,7 @@ import (
 // owed sums what the user owes: the amounts of the open periods whose
 // charge was declined (ERROR). A period being charged (ACHSENT) or not due
 // yet is not owed.
-func owed(v *billing.SubscriptionView) billing.Amount {
+func owed(v *billing.Subscription) billing.Amount {
 	var sum billing.Amount
 	for _, p := range v.Open {
 		if p.Status == billing.StatusError {
@@ -27,8 +27,8 @@ func owed(v *billing.SubscriptionView) billing.Amount {
 //
 // The view does not carry this date; it is computed here from the view's
 // open periods.
-func resumeDate(v *billing.SubscriptionView) time.Time {
-	var last *billing.Subscription
+func resumeDate(v *billing.Subscription) time.Time {
+	var last *billing.Period
 	for i := range v.Open {
 		if v.Open[i].Status == billing.StatusPaused {
 			last = &v.Open[i]

@@ -44,7 +44,7 @@ func newFleet(t *testing.T) *fleet {
 	for i := range fleetUsers {
 		user := fmt.Sprintf("fleet-%03d", i)
 		due := now.Truncate(24*time.Hour).AddDate(0, 0, -(i % 10))
-		s := billing.Subscription{UserID: user, BillingDate: due, SubscriptionID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
+		s := billing.Period{UserID: user, BillingDate: due, SubscriptionID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
 			Amount: billing.Cents(int64(500 + i)), Status: billing.StatusScheduled, BillingPeriod: billing.BillingPeriod(due),
 			LastRunDate: due.Add(-time.Hour), CreatedDate: due.Add(-time.Hour), Process: billing.ProcessInitial, Term: billing.TermMonthly,
 			ReceiptTierName: "Plus:v2"}

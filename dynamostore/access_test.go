@@ -343,10 +343,10 @@ func TestAccessResolveReadsIndependentOfHistory(t *testing.T) {
 	require.NoError(t, err)
 	pad := acctS(strings.Repeat("x", 2000))
 	t0 := time.Date(2020, 1, 1, 10, 0, 0, 0, time.UTC)
-	var rows []billing.Subscription
+	var rows []billing.Period
 	for i := range 250 {
 		at := t0.AddDate(0, 0, i)
-		rows = append(rows, billing.Subscription{
+		rows = append(rows, billing.Period{
 			UserID: "u1#s1#PLUS", SubscriptionID: "per-" + strconv.Itoa(i), BillingDate: at, Amount: billing.Cents(499),
 			Status: billing.StatusCompleted, BillingPeriod: at.Format("01/2006"), TransactionID: "tx-" + strconv.Itoa(i),
 			Process: billing.ProcessInitial, Term: billing.TermMonthly, ReceiptTierName: "Plus:v2",

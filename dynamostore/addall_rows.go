@@ -35,7 +35,7 @@ type rowReader struct {
 // another row (a re-read record written back, another record of the same
 // instant) costs a Query of the keys it may move to. want is the row
 // record i writes at a last_run_date.
-func (rr *rowReader) planRows(ctx context.Context, recs []billing.Subscription,
+func (rr *rowReader) planRows(ctx context.Context, recs []billing.Period,
 	want func(i int, at time.Time) (map[string]av.AttributeValue, error)) ([]layout.RowPlan, error) {
 	keys := make([]map[string]types.AttributeValue, len(recs))
 	for i := range recs {
@@ -75,7 +75,7 @@ func (rr *rowReader) planRows(ctx context.Context, recs []billing.Subscription,
 }
 
 // legacyRowReader is the rowReader of the legacy history table.
-func (r *Repository) legacyRowReader(recs []billing.Subscription) *rowReader {
+func (r *Repository) legacyRowReader(recs []billing.Period) *rowReader {
 	return &rowReader{client: r.cfg.Client, bw: r.bw, table: r.cfg.Tables.History,
 		key: func(i int, lrd string) map[string]types.AttributeValue {
 			return map[string]types.AttributeValue{layout.AttrUserID: stringAV(recs[i].UserID), layout.AttrLastRunDate: stringAV(lrd)}

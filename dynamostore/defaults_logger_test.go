@@ -90,7 +90,7 @@ func TestZeroConfigLogPathsSingleTable(t *testing.T) {
 func TestZeroConfigLogPathsStatusQuery(t *testing.T) {
 	repo, _, put := storetest.DynamoRawStores(t)
 	at := time.Date(2024, 3, 15, 0, 0, 0, 0, time.UTC)
-	good := billing.Subscription{UserID: "good", SubscriptionID: "g-1", BillingDate: at, Amount: billing.MustParseAmount("4.99"),
+	good := billing.Period{UserID: "good", SubscriptionID: "g-1", BillingDate: at, Amount: billing.MustParseAmount("4.99"),
 		Status: billing.StatusScheduled, BillingPeriod: billing.BillingPeriod(at), Term: billing.TermMonthly, AnchorDay: 15,
 		ReceiptTierName: "Plus:v2", CreatedDate: at.AddDate(0, -1, 0), LastRunDate: at.AddDate(0, -1, 0)}
 	require.NoError(t, repo.Add(t.Context(), &good))

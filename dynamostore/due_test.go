@@ -46,7 +46,7 @@ func dueFixture(t *testing.T, mode StatusIndexMode, shards int) (f *dynamoFixtur
 	want = map[billing.Status][]string{}
 	for u := range 12 {
 		user := fmt.Sprintf("due-user-%02d", u)
-		recs := []billing.Subscription{testRecord(user, 0, billing.StatusCompleted), testRecord(user, 1, billing.StatusScheduled), testRecord(user, 5, billing.StatusScheduled)}
+		recs := []billing.Period{testRecord(user, 0, billing.StatusCompleted), testRecord(user, 1, billing.StatusScheduled), testRecord(user, 5, billing.StatusScheduled)}
 		if u%3 == 0 {
 			recs = append(recs, testRecord(user, 2, billing.StatusError), testRecord(user, 3, billing.StatusPaused))
 		}
@@ -203,7 +203,7 @@ func TestDynamoDueKeyFollowsStatus(t *testing.T) {
 	assert.ElementsMatch(t, want[billing.StatusPaused], keys)
 }
 
-func (f *dynamoFixture) rawItem(t *testing.T, s *billing.Subscription) map[string]types.AttributeValue {
+func (f *dynamoFixture) rawItem(t *testing.T, s *billing.Period) map[string]types.AttributeValue {
 	t.Helper()
 	out, err := f.w.GetItem(t.Context(), &dynamodb.GetItemInput{
 		TableName: &f.cfg.Tables.Subscriptions, ConsistentRead: new(true),
@@ -259,7 +259,7 @@ func TestDynamoBackfillDue(t *testing.T) {
 	require.Error(t, err, "no shards, nothing to fill")
 }
 
-func (f *dynamoFixture) setRaw(t *testing.T, s *billing.Subscription, v types.AttributeValue) {
+func (f *dynamoFixture) setRaw(t *testing.T, s *billing.Period, v types.AttributeValue) {
 	t.Helper()
 	item := f.rawItem(t, s)
 	item[layout.AttrDue] = v

@@ -34,12 +34,12 @@ func NewHistory(cfg Config) (*History, error) {
 	return &History{cfg: cfg, bw: cfg.batchWriter()}, nil
 }
 
-func historyKey(sub *billing.Subscription) string {
+func historyKey(sub *billing.Period) string {
 	return "user_id=" + sub.UserID + " last_run_date=" + layout.LastRunDateKey(sub)
 }
 
 // Add implements [History.Add].
-func (h *History) Add(ctx context.Context, sub *billing.Subscription) error {
+func (h *History) Add(ctx context.Context, sub *billing.Period) error {
 	item, err := layout.EncodeHistoryItem(sub)
 	if err != nil {
 		return err
@@ -60,7 +60,7 @@ func (h *History) Add(ctx context.Context, sub *billing.Subscription) error {
 // [*billing.BatchError] with a [*billing.ConflictError] wrapping
 // [billing.ErrAlreadyExists]. The capacity is a batch write's (one write
 // a row), in one call a row.
-func (h *History) AddAll(ctx context.Context, subs []billing.Subscription) error {
+func (h *History) AddAll(ctx context.Context, subs []billing.Period) error {
 	if err := checkHistoryBatch(subs); err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func (h *History) AddAll(ctx context.Context, subs []billing.Subscription) error
 // consistent read, and holds the very row (written already) or another
 // (refused). Failed requests are retried with bw's backoff. The error is
 // a [*billing.BatchError] naming the rows not written, or nil.
-func putRows(ctx context.Context, client API, bw *batchWriter, table, pk string, subs []billing.Subscription,
+func putRows(ctx context.Context, client API, bw *batchWriter, table, pk string, subs []billing.Period,
 	items []map[string]types.AttributeValue, key func(i int) map[string]types.AttributeValue) error {
 	cond := absent(pk)
 	be := &billing.BatchError{}
@@ -136,7 +136,7 @@ func historyKeyOf(key map[string]types.AttributeValue) string {
 
 // checkHistoryBatch validates the rows of a History.AddAll before
 // anything is written: each storable, no two sharing a key.
-func checkHistoryBatch(subs []billing.Subscription) error {
+func checkHistoryBatch(subs []billing.Period) error {
 	seen := map[string]bool{}
 	for i := range subs {
 		if _, err := layout.EncodeHistoryItem(&subs[i]); err != nil {
@@ -153,7 +153,7 @@ func checkHistoryBatch(subs []billing.Subscription) error {
 
 // historyBatchError is the [*billing.BatchError] naming the rows not written, or
 // nil.
-func historyBatchError(subs []billing.Subscription, unwritten map[int]bool, lastErr error) error {
+func historyBatchError(subs []billing.Period, unwritten map[int]bool, lastErr error) error {
 	if len(unwritten) == 0 {
 		return nil
 	}
@@ -168,7 +168,7 @@ func historyBatchError(subs []billing.Subscription, unwritten map[int]bool, last
 
 // ListBySubscription implements [History.ListBySubscription]. The index has
 // no range key, so rows are sorted by last_run_date after reading all pages.
-func (h *History) ListBySubscription(ctx context.Context, subscriptionID string) ([]billing.Subscription, error) {
+func (h *History) ListBySubscription(ctx context.Context, subscriptionID string) ([]billing.Period, error) {
 	expr := keyEquals(layout.AttrSubscriptionID, subscriptionID)
 	rows, err := h.query(ctx, &dynamodb.QueryInput{
 		TableName:                 &h.cfg.Tables.History,
@@ -186,7 +186,7 @@ func (h *History) ListBySubscription(ctx context.Context, subscriptionID string)
 
 // ListByUser implements [History.ListByUser]. Rows that do not decode are
 // skipped: logged at Warn and reported (see [billing.WithInvalidItems]).
-func (h *History) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+func (h *History) ListByUser(ctx context.Context, userID string) ([]billing.Period, error) {
 	expr := keyEquals(layout.AttrUserID, userID)
 	read := userRead{client: h.cfg.Client, logger: h.cfg.Logger, op: "history of user " + userID, decode: layout.DecodeItem}
 	rows, err := read.query(ctx, &dynamodb.QueryInput{
@@ -203,7 +203,7 @@ func (h *History) ListByUser(ctx context.Context, userID string) ([]billing.Subs
 	return rows, nil
 }
 
-func (h *History) query(ctx context.Context, in *dynamodb.QueryInput) ([]billing.Subscription, error) {
+func (h *History) query(ctx context.Context, in *dynamodb.QueryInput) ([]billing.Period, error) {
 	items, err := queryAll(ctx, h.cfg.Client, in, 0)
 	if err != nil {
 		return nil, err
@@ -213,8 +213,8 @@ func (h *History) query(ctx context.Context, in *dynamodb.QueryInput) ([]billing
 
 // sortHistory orders rows by last_run_date as a time (legacy rows may use
 // other string forms, whose string order is not time order), then by user.
-func sortHistory(rows []billing.Subscription) {
-	slices.SortStableFunc(rows, func(a, b billing.Subscription) int {
+func sortHistory(rows []billing.Period) {
+	slices.SortStableFunc(rows, func(a, b billing.Period) int {
 		return cmp.Or(a.LastRunDate.Compare(b.LastRunDate), cmp.Compare(a.UserID, b.UserID))
 	})
 }

@@ -47,7 +47,7 @@ func TestDynamoReminderWorkers(t *testing.T) {
 		repo, _ := storetest.NewDynamoStores(t, dynamostore.Config{Client: w, Tables: tables})
 		return billingtest.ReminderStore{
 			Repository: repo,
-			Items: func(t testing.TB, rec *billing.Subscription) map[string]map[string]av.AttributeValue {
+			Items: func(t testing.TB, rec *billing.Period) map[string]map[string]av.AttributeValue {
 				key := map[string]av.AttributeValue{
 					layout.AttrUserID: layout.StringAV(rec.UserID), layout.AttrBillingDate: layout.StringAV(layout.BillingDateKey(rec)),
 				}
@@ -73,7 +73,7 @@ func TestSingleTableReminderWorkers(t *testing.T) {
 		require.NoError(t, err)
 		return billingtest.ReminderStore{
 			Repository: repo,
-			Items: func(t testing.TB, rec *billing.Subscription) map[string]map[string]av.AttributeValue {
+			Items: func(t testing.TB, rec *billing.Period) map[string]map[string]av.AttributeValue {
 				ref, err := layout.ParseSubscriptionRef(rec.UserID)
 				require.NoError(t, err)
 				pk := layout.StringAV(layout.SingleTableConfig(table).AccountPK(ref.AccountID))

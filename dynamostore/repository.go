@@ -173,7 +173,7 @@ func keyEquals(name, v string) expression.Expression {
 // that is neither that period nor its successor
 // ([billing.EventUnexpectedRecord]) rather than collect it for the
 // subscription.
-func (r *Repository) Add(ctx context.Context, sub *billing.Subscription) error {
+func (r *Repository) Add(ctx context.Context, sub *billing.Period) error {
 	hist, err := layout.EncodeHistoryItem(sub)
 	if err != nil {
 		return err
@@ -200,7 +200,7 @@ func (r *Repository) Add(ctx context.Context, sub *billing.Subscription) error {
 // refuseSecondOpen returns the *billing.OpenSubscriptionError of adding
 // sub when sub is open (SCHEDULED or PAUSED) and a consistent read of its
 // user's records finds an open one at another billing_date, else nil.
-func (r *Repository) refuseSecondOpen(ctx context.Context, sub *billing.Subscription) error {
+func (r *Repository) refuseSecondOpen(ctx context.Context, sub *billing.Period) error {
 	if !layout.OpenStatus(sub.Status) {
 		return nil
 	}
@@ -235,11 +235,11 @@ func (r *Repository) refuseSecondOpen(ctx context.Context, sub *billing.Subscrip
 }
 
 // Get implements [Repository.Get].
-func (r *Repository) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Subscription, error) {
+func (r *Repository) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Period, error) {
 	return getByDate(ctx, r.getKey, userID, billingDate)
 }
 
-func (r *Repository) getKey(ctx context.Context, userID, billingDate string) (billing.Subscription, error) {
+func (r *Repository) getKey(ctx context.Context, userID, billingDate string) (billing.Period, error) {
 	key := keyString(userID, billingDate)
 	out, err := r.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &r.cfg.Tables.Subscriptions,
@@ -247,10 +247,10 @@ func (r *Repository) getKey(ctx context.Context, userID, billingDate string) (bi
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return billing.Subscription{}, fmt.Errorf("billing: get (%s): %w", key, err)
+		return billing.Period{}, fmt.Errorf("billing: get (%s): %w", key, err)
 	}
 	if len(out.Item) == 0 {
-		return billing.Subscription{}, fmt.Errorf("%w: record %s", billing.ErrNotFound, key)
+		return billing.Period{}, fmt.Errorf("%w: record %s", billing.ErrNotFound, key)
 	}
 	return decodeRecord(sdkav.FromSDK(out.Item))
 }
@@ -262,9 +262,9 @@ func keyString(userID, billingDate string) string {
 // GetByID implements [Repository.GetByID]: an index query, then a consistent
 // read of each key found (an index lagging behind an AdminUpdate may still
 // list the old key).
-func (r *Repository) GetByID(ctx context.Context, subscriptionID string) (billing.Subscription, error) {
+func (r *Repository) GetByID(ctx context.Context, subscriptionID string) (billing.Period, error) {
 	if subscriptionID == "" {
-		return billing.Subscription{}, fmt.Errorf("%w: empty subscription ID", billing.ErrNotFound)
+		return billing.Period{}, fmt.Errorf("%w: empty subscription ID", billing.ErrNotFound)
 	}
 	expr := keyEquals(layout.AttrSubscriptionID, subscriptionID)
 	in := &dynamodb.QueryInput{
@@ -276,7 +276,7 @@ func (r *Repository) GetByID(ctx context.Context, subscriptionID string) (billin
 	}
 	for out, err := range queryPages(ctx, r.cfg.Client, in) {
 		if err != nil {
-			return billing.Subscription{}, fmt.Errorf("billing: get by id %s: %w", subscriptionID, err)
+			return billing.Period{}, fmt.Errorf("billing: get by id %s: %w", subscriptionID, err)
 		}
 		for _, it := range out.Items {
 			sub, err := r.getKey(ctx, stringOf(it[layout.AttrUserID]), stringOf(it[layout.AttrBillingDate]))
@@ -284,30 +284,30 @@ func (r *Repository) GetByID(ctx context.Context, subscriptionID string) (billin
 				continue
 			}
 			if err != nil {
-				return billing.Subscription{}, err
+				return billing.Period{}, err
 			}
 			if sub.SubscriptionID == subscriptionID {
 				return sub, nil
 			}
 		}
 	}
-	return billing.Subscription{}, fmt.Errorf("%w: subscription_id %s", billing.ErrNotFound, subscriptionID)
+	return billing.Period{}, fmt.Errorf("%w: subscription_id %s", billing.ErrNotFound, subscriptionID)
 }
 
 // ListByUser implements [Repository.ListByUser]. Items that do not decode
 // are skipped: logged at Warn and reported (see [billing.WithInvalidItems]).
-func (r *Repository) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+func (r *Repository) ListByUser(ctx context.Context, userID string) ([]billing.Period, error) {
 	return r.queryUser(ctx, userID, true, 0)
 }
 
 // Recent implements [Repository.Recent]. Items that do not decode are
 // skipped: logged at Warn and reported (see [billing.WithInvalidItems]);
 // the read goes on past them, so that they take no record's place.
-func (r *Repository) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
+func (r *Repository) Recent(ctx context.Context, userID string, limit int) ([]billing.Period, error) {
 	return r.queryUser(ctx, userID, false, recentLimit(limit))
 }
 
-func (r *Repository) queryUser(ctx context.Context, userID string, forward bool, limit int) ([]billing.Subscription, error) {
+func (r *Repository) queryUser(ctx context.Context, userID string, forward bool, limit int) ([]billing.Period, error) {
 	expr := keyEquals(layout.AttrUserID, userID)
 	in := &dynamodb.QueryInput{
 		TableName:                 &r.cfg.Tables.Subscriptions,
@@ -491,12 +491,12 @@ func joinAnd(conds []expression.ConditionBuilder) expression.ConditionBuilder {
 // updateCondition is the fence of Update, AdminUpdate and SetAttempt: the
 // stored record still has the status, last_run_date and attempt fields the
 // writer read.
-func updateCondition(prev *billing.Subscription) expression.Expression {
+func updateCondition(prev *billing.Period) expression.Expression {
 	return mustBuild(expression.NewBuilder().WithCondition(fence(prev)))
 }
 
 // fence is updateCondition's condition, for expressions that add to it.
-func fence(prev *billing.Subscription) expression.ConditionBuilder {
+func fence(prev *billing.Period) expression.ConditionBuilder {
 	cond := expression.AttributeExists(expression.Name(layout.AttrUserID)).
 		And(expression.Name(layout.AttrBillingStatus).Equal(exprValue(string(prev.Status))))
 	if lr := layout.LastRunDateKey(prev); lr != "" {
@@ -517,7 +517,7 @@ func fence(prev *billing.Subscription) expression.ConditionBuilder {
 // attemptUpdate is SetAttempt's write on the fence of prev: the
 // write-back of prev to next (see [writeBack]), which ValidateAttemptUpdate
 // has checked differ in their attempt attributes only.
-func attemptUpdate(prev, next *billing.Subscription) (expression.Expression, error) {
+func attemptUpdate(prev, next *billing.Period) (expression.Expression, error) {
 	if err := layout.ValidateAttemptUpdate(prev, next); err != nil {
 		return expression.Expression{}, err
 	}
@@ -535,7 +535,7 @@ const staleReason = "the record changed since it was read (status or last_run_da
 
 // SetAttempt implements [Repository.SetAttempt] with one conditional
 // UpdateItem.
-func (r *Repository) SetAttempt(ctx context.Context, prev, next *billing.Subscription) error {
+func (r *Repository) SetAttempt(ctx context.Context, prev, next *billing.Period) error {
 	key := map[string]types.AttributeValue{layout.AttrUserID: stringAV(prev.UserID), layout.AttrBillingDate: stringAV(layout.BillingDateKey(prev))}
 	return setAttempt(ctx, r.cfg.Client, &r.cfg.Tables.Subscriptions, key, prev, next)
 }
@@ -543,7 +543,7 @@ func (r *Repository) SetAttempt(ctx context.Context, prev, next *billing.Subscri
 // setAttempt writes next's attempt on prev's item at key with one
 // UpdateItem conditional on prev's fence: both layouts store a record's
 // attempt the same way and differ only in its key.
-func setAttempt(ctx context.Context, client API, table *string, key map[string]types.AttributeValue, prev, next *billing.Subscription) error {
+func setAttempt(ctx context.Context, client API, table *string, key map[string]types.AttributeValue, prev, next *billing.Period) error {
 	expr, err := attemptUpdate(prev, next)
 	if err != nil {
 		return err
@@ -559,7 +559,7 @@ func setAttempt(ctx context.Context, client API, table *string, key map[string]t
 // checkUpdate checks what Update of either layout requires before it
 // builds anything: a valid change of prev into next and few enough
 // records to create in the same transaction.
-func checkUpdate(prev, next *billing.Subscription, create []*billing.Subscription) error {
+func checkUpdate(prev, next *billing.Period, create []*billing.Period) error {
 	if err := layout.ValidateUpdate(prev, next, false); err != nil {
 		return err
 	}
@@ -578,7 +578,7 @@ func checkUpdate(prev, next *billing.Subscription, create []*billing.Subscriptio
 // never heard of. The update is conditional on the fence of prev (status,
 // last_run_date and attempt as read); the history row is a new item, a
 // full put of next.
-func (r *Repository) Update(ctx context.Context, prev, next *billing.Subscription, create ...*billing.Subscription) error {
+func (r *Repository) Update(ctx context.Context, prev, next *billing.Period, create ...*billing.Period) error {
 	if err := checkUpdate(prev, next, create); err != nil {
 		return err
 	}
@@ -622,7 +622,7 @@ func (r *Repository) Update(ctx context.Context, prev, next *billing.Subscriptio
 // writeBackAction is the update action of Update: the change from prev's
 // encoding to next's (see [writeBack]) on prev's key, conditional on the
 // fence of prev.
-func (r *Repository) writeBackAction(prev, next *billing.Subscription) (*types.Update, error) {
+func (r *Repository) writeBackAction(prev, next *billing.Period) (*types.Update, error) {
 	prevItem, err := layout.EncodeItem(prev)
 	if err != nil {
 		return nil, err
@@ -648,7 +648,7 @@ func (r *Repository) writeBackAction(prev, next *billing.Subscription) (*types.U
 // attributes it does not own are carried over: unknown ones (prev's Extra,
 // which next carries) and the data_ attributes of prev's primary item
 // (prev's Data) keep their values.
-func (r *Repository) AdminUpdate(ctx context.Context, prev, next *billing.Subscription) error {
+func (r *Repository) AdminUpdate(ctx context.Context, prev, next *billing.Period) error {
 	if layout.BillingDateKey(next) == layout.BillingDateKey(prev) {
 		return r.Update(ctx, prev, next)
 	}
@@ -681,7 +681,7 @@ func (r *Repository) AdminUpdate(ctx context.Context, prev, next *billing.Subscr
 // maxBatchGet is DynamoDB's limit of keys in one BatchGetItem.
 const maxBatchGet = 100
 
-func keysOf(recs []billing.Subscription) []string {
+func keysOf(recs []billing.Period) []string {
 	out := make([]string, len(recs))
 	for i := range recs {
 		out[i] = recs[i].Key()
@@ -715,11 +715,11 @@ func recentLimit(limit int) int {
 
 // getByDate is Get of either layout: the billing_date argument as its
 // stored key (whole seconds), read by the layout's getKey.
-func getByDate(ctx context.Context, getKey func(context.Context, string, string) (billing.Subscription, error),
-	userID string, billingDate time.Time) (billing.Subscription, error) {
+func getByDate(ctx context.Context, getKey func(context.Context, string, string) (billing.Period, error),
+	userID string, billingDate time.Time) (billing.Period, error) {
 	bd, err := timefmt.Seconds(billingDate)
 	if err != nil {
-		return billing.Subscription{}, fmt.Errorf("%w: billing_date %v: %w", billing.ErrInvalidDate, billingDate, err)
+		return billing.Period{}, fmt.Errorf("%w: billing_date %v: %w", billing.ErrInvalidDate, billingDate, err)
 	}
 	return getKey(ctx, userID, bd)
 }

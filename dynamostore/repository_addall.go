@@ -60,7 +60,7 @@ const (
 // (wrapping [billing.ErrAttemptInFlight] or [billing.ErrConflict]), as is
 // every record of a transaction that failed for another reason after the
 // retries (throttling, a network error).
-func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([]billing.Subscription, error) {
+func (r *Repository) AddAll(ctx context.Context, subs []billing.Period) ([]billing.Period, error) {
 	resolved, err := r.cfg.Collisions(subs)
 	if err != nil {
 		return nil, err
@@ -138,7 +138,7 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 // written without it, or not at all when its stored item was written at
 // or after that row (an earlier try of the batch), and one with no free
 // key is noted in failed. It returns the records to write.
-func (r *Repository) placeRows(ctx context.Context, resolved []billing.Subscription, recs []*addAllRecord, failed map[int]error) ([]*addAllRecord, error) {
+func (r *Repository) placeRows(ctx context.Context, resolved []billing.Period, recs []*addAllRecord, failed map[int]error) ([]*addAllRecord, error) {
 	plans, err := r.legacyRowReader(resolved).planRows(ctx, resolved, func(i int, at time.Time) (map[string]av.AttributeValue, error) {
 		rec := resolved[i].Clone()
 		rec.LastRunDate = at
@@ -182,7 +182,7 @@ func (r *Repository) placeRows(ctx context.Context, resolved []billing.Subscript
 // spareInFlight returns the records of todo whose stored item is not in
 // flight, and notes the others in failed: a record whose charge may have
 // happened is never overwritten.
-func (r *Repository) spareInFlight(resolved []billing.Subscription, todo []*addAllRecord, failed map[int]error) []*addAllRecord {
+func (r *Repository) spareInFlight(resolved []billing.Period, todo []*addAllRecord, failed map[int]error) []*addAllRecord {
 	refused := map[string]bool{} // users with a record not written: none of theirs is
 	for _, rec := range todo {
 		if rec.stored != nil && layout.ItemInFlight(rec.stored) {
@@ -212,7 +212,7 @@ func (r *Repository) spareInFlight(resolved []billing.Subscription, todo []*addA
 // at most maxAddAllTx, and items of at most maxAddAllTxSize bytes, a
 // user's records in one transaction (unless they alone pass the bounds),
 // so that they are written together or not at all.
-func addAllGroups(resolved []billing.Subscription, recs []*addAllRecord) [][]*addAllRecord {
+func addAllGroups(resolved []billing.Period, recs []*addAllRecord) [][]*addAllRecord {
 	var users []string
 	byUser := map[string][]*addAllRecord{}
 	for _, rec := range recs {
@@ -255,7 +255,7 @@ func addAllGroups(resolved []billing.Subscription, recs []*addAllRecord) [][]*ad
 // request with the same client request token, so that DynamoDB applies a
 // transaction that reached it once only; the error is the last one when
 // the retries are spent.
-func (r *Repository) writeGroup(ctx context.Context, resolved []billing.Subscription, g []*addAllRecord) (conflicted, rest []*addAllRecord, err error) {
+func (r *Repository) writeGroup(ctx context.Context, resolved []billing.Period, g []*addAllRecord) (conflicted, rest []*addAllRecord, err error) {
 	items := make([]types.TransactWriteItem, 0, 2*len(g))
 	owner := make([]*addAllRecord, 0, 2*len(g)) // the record of each action
 	for _, rec := range g {
@@ -310,7 +310,7 @@ func (r *Repository) writeGroup(ctx context.Context, resolved []billing.Subscrip
 // DynamoDB carries the same client request token). The library's own
 // attributes of the stored item are carried onto both (see
 // [layout.CarryOwned]), and the item gets the new record's due key.
-func (r *Repository) addAllPuts(sub *billing.Subscription, rec *addAllRecord) (prim, hist *types.Put) {
+func (r *Repository) addAllPuts(sub *billing.Period, rec *addAllRecord) (prim, hist *types.Put) {
 	item, row := maps.Clone(rec.prim), maps.Clone(rec.hist)
 	layout.CarryOwned(item, row, rec.stored)
 	withDue(item, sub, r.cfg.Tables.DueShards)
@@ -350,7 +350,7 @@ func storedCondition(stored map[string]av.AttributeValue) expression.ConditionBu
 
 // readStored reads the stored items at the keys of recs with consistent
 // reads and sets each record's stored item (nil when there is none).
-func (r *Repository) readStored(ctx context.Context, resolved []billing.Subscription, recs []*addAllRecord) error {
+func (r *Repository) readStored(ctx context.Context, resolved []billing.Period, recs []*addAllRecord) error {
 	keys := make([]map[string]types.AttributeValue, len(recs))
 	for j, rec := range recs {
 		s := &resolved[rec.i]

@@ -85,7 +85,7 @@ func TestDynamoAddAllAttemptMarkedAfterRead(t *testing.T) {
 	batcher, err := NewRepository(Config{Client: hooked, Tables: f.cfg.Tables, BatchBackoff: time.Millisecond, BatchMaxBackoff: 20 * time.Millisecond})
 	require.NoError(t, err)
 
-	_, err = batcher.AddAll(ctx, []billing.Subscription{upgrade, rewrite, fresh})
+	_, err = batcher.AddAll(ctx, []billing.Period{upgrade, rewrite, fresh})
 	require.Nil(t, hooked.hook, "the hook ran")
 	var be *billing.BatchError
 	require.ErrorAs(t, err, &be, "AddAll over a record marked in flight after its read")
@@ -102,7 +102,7 @@ func TestDynamoAddAllAttemptMarkedAfterRead(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, rows, 1, "no history row of the upgrade not written")
 
-	for _, want := range []billing.Subscription{rewrite, fresh} {
+	for _, want := range []billing.Period{rewrite, fresh} {
 		got, err := f.repo.Get(ctx, want.UserID, want.BillingDate)
 		require.NoError(t, err)
 		assert.Equal(t, want.Amount, got.Amount, "%s written", want.Key())
@@ -138,7 +138,7 @@ func TestDynamoAddAllRecordChangedAfterRead(t *testing.T) {
 	batcher, err := NewRepository(Config{Client: hooked, Tables: f.cfg.Tables})
 	require.NoError(t, err)
 	calls := f.w.Calls("TransactWriteItems")
-	_, err = batcher.AddAll(ctx, []billing.Subscription{upgrade, other})
+	_, err = batcher.AddAll(ctx, []billing.Period{upgrade, other})
 	require.Nil(t, hooked.hook, "the hook ran")
 	// The record changed since AddAll read it (an attempt was made and
 	// settled): it is not overwritten, the other record is written. Two

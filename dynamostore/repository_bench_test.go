@@ -110,7 +110,7 @@ func benchScheduledRuns(b *testing.B, repo billing.Repository, w *dynamotest.Wra
 func seedScheduled(b *testing.B, repo *Repository, now time.Time, n, due int) {
 	b.Helper()
 	seedItems(b, repo.cfg.Client, repo.cfg.Tables.Subscriptions, now, n, due, func(i int, bd time.Time) []map[string]types.AttributeValue {
-		s := billing.Subscription{UserID: fmt.Sprintf("bench-user-%05d", i), SubscriptionID: fmt.Sprintf("bench-sub-%05d", i),
+		s := billing.Period{UserID: fmt.Sprintf("bench-user-%05d", i), SubscriptionID: fmt.Sprintf("bench-sub-%05d", i),
 			Status: billing.StatusScheduled, Amount: billing.Cents(499), BillingDate: bd, LastRunDate: now.Add(-48 * time.Hour), Term: billing.TermMonthly}
 		item, err := layout.EncodeItem(&s)
 		require.NoError(b, err)
@@ -127,13 +127,13 @@ func seedSingleScheduled(b *testing.B, repo *SingleTableRepository, now time.Tim
 	b.Helper()
 	seedItems(b, repo.cfg.Client, repo.tbl.Table, now, n, due, func(i int, bd time.Time) []map[string]types.AttributeValue {
 		ref := layout.SubscriptionRef{AccountID: fmt.Sprintf("bench-acct-%05d", i), SubscriptionID: "S1", SKU: "STREAM"}
-		s := billing.Subscription{UserID: ref.UserID(), SubscriptionID: fmt.Sprintf("bench-sub-%05d", i),
+		s := billing.Period{UserID: ref.UserID(), SubscriptionID: fmt.Sprintf("bench-sub-%05d", i),
 			Status: billing.StatusScheduled, Amount: billing.Cents(499), BillingDate: bd, LastRunDate: now.Add(-48 * time.Hour), Term: billing.TermMonthly}
 		period, err := repo.periodItem(ref, &s)
 		require.NoError(b, err)
 		open := layout.OpenPeriods{}
 		open.Record(&s)
-		sub := layout.EngineSubscription(ref, entitlement.RecurringSubscription{}, false, open, []*billing.Subscription{&s}, now, repo.cfg.ReminderLeadDays)
+		sub := layout.EngineSubscription(ref, entitlement.RecurringSubscription{}, false, open, []*billing.Period{&s}, now, repo.cfg.ReminderLeadDays)
 		sub.LastPaymentDate = now.AddDate(0, -1, 0) // in the payment index, as a subscription paid before
 		item, err := repo.tbl.EncodeRecurringSubscription(sub)
 		require.NoError(b, err)

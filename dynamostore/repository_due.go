@@ -35,7 +35,7 @@ func (r *Repository) DueShards() int { return max(r.cfg.Tables.DueShards, 1) }
 // shard's key when the table has shards (without them, an existing key is
 // left for the backfill of a later configuration). Both layouts' writes
 // pass here.
-func withDue(item map[string]av.AttributeValue, sub *billing.Subscription, shards int) map[string]av.AttributeValue {
+func withDue(item map[string]av.AttributeValue, sub *billing.Period, shards int) map[string]av.AttributeValue {
 	switch {
 	case !layout.DueStatus(sub.Status):
 		delete(item, layout.AttrDue)
@@ -52,7 +52,7 @@ func withDue(item map[string]av.AttributeValue, sub *billing.Subscription, shard
 // from any key and from none, so the update sets the key of a record runs
 // read and removes it from any other. Without shards a record in a due
 // status keeps the key it has.
-func writesDue(prevItem map[string]av.AttributeValue, next *billing.Subscription, shards int) {
+func writesDue(prevItem map[string]av.AttributeValue, next *billing.Period, shards int) {
 	if !layout.DueStatus(next.Status) || shards > 0 {
 		prevItem[layout.AttrDue] = &av.AttributeValueMemberNULL{Value: true}
 	}
@@ -62,7 +62,7 @@ func writesDue(prevItem map[string]av.AttributeValue, next *billing.Subscription
 // the store's own, derived from the record, so it is neither carried in
 // the record's stored attributes nor compared when the record is written
 // back (withDue writes it anew).
-func decodeRecord(item map[string]av.AttributeValue) (billing.Subscription, error) {
+func decodeRecord(item map[string]av.AttributeValue) (billing.Period, error) {
 	delete(item, layout.AttrDue)
 	return layout.DecodeItem(item)
 }
@@ -135,7 +135,7 @@ type dueIndex struct {
 	keys []string
 	// decode decodes an index item into its record, the layout's own
 	// attributes left out.
-	decode func(map[string]av.AttributeValue) (billing.Subscription, error)
+	decode func(map[string]av.AttributeValue) (billing.Period, error)
 }
 
 // page reads one page of q: one query of one shard, the first of q's

@@ -46,9 +46,9 @@ func newDynamoFixture(t *testing.T, mode StatusIndexMode, pageSize int, mut ...f
 	return &dynamoFixture{repo: repo, hist: hist, w: w, cfg: cfg}
 }
 
-func testRecord(user string, i int, st billing.Status) billing.Subscription {
+func testRecord(user string, i int, st billing.Status) billing.Period {
 	bd := time.Date(2024, 1, 31, 15, 0, 0, 0, time.UTC).AddDate(0, i, 0)
-	return billing.Subscription{
+	return billing.Period{
 		UserID: user, SubscriptionID: fmt.Sprintf("%s-sub-%03d", user, i), Status: st, Amount: billing.Cents(499),
 		BillingDate: bd, BillingPeriod: billing.BillingPeriod(bd), Term: billing.TermMonthly, AnchorDay: 31,
 		CreatedDate: bd.AddDate(0, -1, 0), LastRunDate: bd.AddDate(0, -1, 0).Add(time.Duration(i) * time.Millisecond),
@@ -65,7 +65,7 @@ func requireConsistent(t *testing.T, f *dynamoFixture, user string) (prim, hist 
 	require.NoError(t, err)
 	rows, err := f.hist.ListByUser(ctx, user)
 	require.NoError(t, err)
-	byKey := map[string]billing.Subscription{}
+	byKey := map[string]billing.Period{}
 	for _, r := range rows {
 		byKey[r.SubscriptionID+"|"+layout.LastRunDateKey(&r)] = r
 	}
@@ -82,7 +82,7 @@ func requireConsistent(t *testing.T, f *dynamoFixture, user string) (prim, hist 
 func TestDynamoAddAllSurvivesThrottling(t *testing.T) {
 	t.Parallel()
 	f := newDynamoFixture(t, StatusIndexLegacy, 0)
-	var subs []billing.Subscription
+	var subs []billing.Period
 	for i := range 60 {
 		subs = append(subs, testRecord("u-batch", i, billing.StatusScheduled))
 	}
@@ -103,7 +103,7 @@ func TestDynamoAddAllSurvivesThrottling(t *testing.T) {
 func TestDynamoAddAllNamesWhatWasNotWritten(t *testing.T) {
 	t.Parallel()
 	f := newDynamoFixture(t, StatusIndexLegacy, 0, func(c *Config) { c.BatchRetries = 2 })
-	var subs []billing.Subscription
+	var subs []billing.Period
 	for i := range 60 {
 		subs = append(subs, testRecord("u-partial", i, billing.StatusScheduled))
 	}

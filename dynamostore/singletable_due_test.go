@@ -45,7 +45,7 @@ func stDueUser(u int) string {
 }
 
 // stDueRecord is testRecord for subscription u, with an ID free of '#'.
-func stDueRecord(u, i int, st billing.Status) billing.Subscription {
+func stDueRecord(u, i int, st billing.Status) billing.Period {
 	r := testRecord(stDueUser(u), i, st)
 	r.SubscriptionID = fmt.Sprintf("due-%02d-sub-%03d", u, i)
 	return r
@@ -59,7 +59,7 @@ func (f *stDueFixture) seed(t *testing.T) map[billing.Status][]string {
 	t.Helper()
 	want := map[billing.Status][]string{}
 	for u := range 12 {
-		recs := []billing.Subscription{stDueRecord(u, 0, billing.StatusCompleted), stDueRecord(u, 1, billing.StatusScheduled), stDueRecord(u, 5, billing.StatusScheduled)}
+		recs := []billing.Period{stDueRecord(u, 0, billing.StatusCompleted), stDueRecord(u, 1, billing.StatusScheduled), stDueRecord(u, 5, billing.StatusScheduled)}
 		if u%3 == 0 {
 			recs = append(recs, stDueRecord(u, 2, billing.StatusError), stDueRecord(u, 3, billing.StatusPaused))
 		}
@@ -91,7 +91,7 @@ func (f *stDueFixture) scanAll(t *testing.T) map[string]map[string]types.Attribu
 }
 
 // setRaw writes attribute name of sub's period item directly.
-func (f *stDueFixture) setRaw(t *testing.T, sub *billing.Subscription, name string, v types.AttributeValue) {
+func (f *stDueFixture) setRaw(t *testing.T, sub *billing.Period, name string, v types.AttributeValue) {
 	t.Helper()
 	ref, err := layout.EngineRef(sub)
 	require.NoError(t, err)
@@ -196,7 +196,7 @@ func TestSingleTableDueKeyFollowsStatus(t *testing.T) {
 		cancelled.Status, cancelled.LastRunDate = billing.StatusCancelled, c.LastRunDate.Add(time.Hour)
 		require.NoError(t, f.repo.Update(ctx, &c, &cancelled))
 		// An import.
-		_, err = f.repo.AddAll(ctx, []billing.Subscription{stDueRecord(2, 1, billing.StatusScheduled), stDueRecord(2, 2, billing.StatusCompleted), stDueRecord(3, 1, billing.StatusError)})
+		_, err = f.repo.AddAll(ctx, []billing.Period{stDueRecord(2, 1, billing.StatusScheduled), stDueRecord(2, 2, billing.StatusCompleted), stDueRecord(3, 1, billing.StatusError)})
 		require.NoError(t, err)
 	}
 	a, b := plain.scanAll(t), sharded.scanAll(t)

@@ -81,7 +81,7 @@ func TestOpenPeriodsDue(t *testing.T) {
 		assert.True(t, r.Equal(c.reminder), "%s: Due reminder = %v, want %v", c.name, r, c.reminder)
 	}
 	o := layout.OpenPeriods{}
-	rec := billing.Subscription{BillingDate: time.Date(2024, 3, 5, 0, 0, 0, 0, time.UTC), Status: billing.StatusScheduled}
+	rec := billing.Period{BillingDate: time.Date(2024, 3, 5, 0, 0, 0, 0, time.UTC), Status: billing.StatusScheduled}
 	o.Record(&rec)
 	rec.Status = billing.StatusACHSent // still open: the retry run gives up on it past its deadline
 	o.Record(&rec)
@@ -95,12 +95,12 @@ func TestOpenPeriodsDue(t *testing.T) {
 func TestPeriodReceipt(t *testing.T) {
 	ref := layout.SubscriptionRef{AccountID: "a", SubscriptionID: "s", SKU: "k"}
 	done := time.Date(2024, 3, 5, 12, 0, 0, 7, time.UTC)
-	rec := func(st billing.Status) *billing.Subscription {
-		return &billing.Subscription{Status: st, Amount: billing.Cents(999), TransactionID: "tx", CompletionDate: done, LastRunDate: done.Add(time.Second)}
+	rec := func(st billing.Status) *billing.Period {
+		return &billing.Period{Status: st, Amount: billing.Cents(999), TransactionID: "tx", CompletionDate: done, LastRunDate: done.Add(time.Second)}
 	}
 	for _, c := range []struct {
 		name       string
-		prev, next *billing.Subscription
+		prev, next *billing.Period
 		want       bool
 	}{
 		{"collected", rec(billing.StatusScheduled), rec(billing.StatusCompleted), true},

@@ -34,7 +34,7 @@ func Example_singleTableDailyJobs() {
 		ref layout.SubscriptionRef
 		due time.Time
 	}{{stream, time.Date(2024, 3, 1, 9, 0, 0, 0, time.UTC)}, {music, time.Date(2024, 3, 5, 9, 0, 0, 0, time.UTC)}} {
-		rec := billing.Subscription{
+		rec := billing.Period{
 			UserID: s.ref.UserID(), SubscriptionID: s.ref.SKU + "-2024-03", BillingDate: s.due, AnchorDay: s.due.Day(),
 			Amount: billing.MustParseAmount("9.99"), Status: billing.StatusScheduled, Term: billing.TermMonthly,
 			BillingPeriod: billing.BillingPeriod(s.due), LastRunDate: s.due.AddDate(0, -1, 0),

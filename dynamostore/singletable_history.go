@@ -23,7 +23,7 @@ var _ billing.History = (*SingleTableHistory)(nil)
 
 // pointerUpdate records that a row of subscriptionID belongs to userID,
 // keeping the billing_date a period write put there.
-func (h *SingleTableHistory) pointerUpdate(sub *billing.Subscription) *types.Update {
+func (h *SingleTableHistory) pointerUpdate(sub *billing.Period) *types.Update {
 	bd := expression.Name(layout.AttrBillingDate)
 	expr := mustBuild(expression.NewBuilder().WithUpdate(expression.
 		Set(expression.Name(layout.AttrUserID), exprValue(layout.StringAV(sub.UserID))).
@@ -39,7 +39,7 @@ func (h *SingleTableHistory) pointerUpdate(sub *billing.Subscription) *types.Upd
 
 // Add implements [History.Add]: the row and its ID pointer in one
 // transaction.
-func (h *SingleTableHistory) Add(ctx context.Context, sub *billing.Subscription) error {
+func (h *SingleTableHistory) Add(ctx context.Context, sub *billing.Period) error {
 	ref, err := layout.EngineRef(sub)
 	if err != nil {
 		return err
@@ -63,7 +63,7 @@ func (h *SingleTableHistory) Add(ctx context.Context, sub *billing.Subscription)
 // first row in the call), then each row with a PutItem conditional on its
 // key being free, as [History.AddAll] does on the legacy table: a row is
 // never replaced.
-func (h *SingleTableHistory) AddAll(ctx context.Context, subs []billing.Subscription) error {
+func (h *SingleTableHistory) AddAll(ctx context.Context, subs []billing.Period) error {
 	if err := checkHistoryBatch(subs); err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func (h *SingleTableHistory) AddAll(ctx context.Context, subs []billing.Subscrip
 }
 
 // allRows marks every row of subs unwritten.
-func allRows(subs []billing.Subscription) map[int]bool {
+func allRows(subs []billing.Period) map[int]bool {
 	out := make(map[int]bool, len(subs))
 	for i := range subs {
 		out[i] = true
@@ -107,7 +107,7 @@ func allRows(subs []billing.Subscription) map[int]bool {
 
 // ListBySubscription implements [History.ListBySubscription]: the ID
 // pointers, then the rows of each subscription they name.
-func (h *SingleTableHistory) ListBySubscription(ctx context.Context, subscriptionID string) ([]billing.Subscription, error) {
+func (h *SingleTableHistory) ListBySubscription(ctx context.Context, subscriptionID string) ([]billing.Period, error) {
 	if subscriptionID == "" {
 		return nil, nil
 	}
@@ -115,7 +115,7 @@ func (h *SingleTableHistory) ListBySubscription(ctx context.Context, subscriptio
 	if err != nil {
 		return nil, err
 	}
-	var rows []billing.Subscription
+	var rows []billing.Period
 	for _, p := range ptrs {
 		// A row that does not decode fails the lookup: it may be one of
 		// the subscription's.
@@ -135,13 +135,13 @@ func (h *SingleTableHistory) ListBySubscription(ctx context.Context, subscriptio
 
 // ListByUser implements [History.ListByUser]. Rows that do not decode are
 // skipped: logged at Warn and reported (see [billing.WithInvalidItems]).
-func (h *SingleTableHistory) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+func (h *SingleTableHistory) ListByUser(ctx context.Context, userID string) ([]billing.Period, error) {
 	return h.rowsOf(ctx, userID, true)
 }
 
 // rowsOf returns the history rows of userID ascending by last_run_date,
 // skipping (skip) or failing on the first row that does not decode.
-func (h *SingleTableHistory) rowsOf(ctx context.Context, userID string, skip bool) ([]billing.Subscription, error) {
+func (h *SingleTableHistory) rowsOf(ctx context.Context, userID string, skip bool) ([]billing.Period, error) {
 	ref, err := layout.ParseSubscriptionRef(userID)
 	if err != nil {
 		return nil, nil // no such user can be stored
@@ -149,7 +149,7 @@ func (h *SingleTableHistory) rowsOf(ctx context.Context, userID string, skip boo
 	prefix := layout.HistorySK(ref, "")
 	op := "history of user " + userID
 	in := h.r.chainQuery(ref, prefix, prefix+"~", true)
-	var rows []billing.Subscription
+	var rows []billing.Period
 	if skip {
 		rows, err = h.r.userRead(op).query(ctx, in, 0)
 		if err != nil {

@@ -180,7 +180,7 @@ func (r *SingleTableRepository) keyText(accountID, sk string) string {
 
 // periodItem is the item of a period: the legacy record's attributes
 // (EncodeItem) with the layout's keys and its due key (see withDue).
-func (r *SingleTableRepository) periodItem(ref layout.SubscriptionRef, sub *billing.Subscription) (map[string]av.AttributeValue, error) {
+func (r *SingleTableRepository) periodItem(ref layout.SubscriptionRef, sub *billing.Period) (map[string]av.AttributeValue, error) {
 	item, err := layout.EncodeItem(sub)
 	if err != nil {
 		return nil, err
@@ -191,7 +191,7 @@ func (r *SingleTableRepository) periodItem(ref layout.SubscriptionRef, sub *bill
 	return item, nil
 }
 
-func (r *SingleTableRepository) historyItem(ref layout.SubscriptionRef, sub *billing.Subscription) (map[string]av.AttributeValue, error) {
+func (r *SingleTableRepository) historyItem(ref layout.SubscriptionRef, sub *billing.Period) (map[string]av.AttributeValue, error) {
 	item, err := layout.EncodeHistoryItem(sub)
 	if err != nil {
 		return nil, err
@@ -211,7 +211,7 @@ func pointerKey(subscriptionID, userID string) map[string]types.AttributeValue {
 // are neither carried in its stored attributes nor compared when it is
 // written back. The key of an error names the item's PK and SK before
 // the record's user_id and dates.
-func decodeEngineItem(item map[string]av.AttributeValue) (billing.Subscription, error) {
+func decodeEngineItem(item map[string]av.AttributeValue) (billing.Period, error) {
 	rec := maps.Clone(item)
 	delete(rec, layout.AttrPK)
 	delete(rec, layout.AttrSK)
@@ -244,7 +244,7 @@ type stTx struct {
 type chainWrite struct {
 	ref     layout.SubscriptionRef
 	deleted []string // billing_date keys of periods removed
-	written []*billing.Subscription
+	written []*billing.Period
 }
 
 func newSTTx(op string) *stTx {
@@ -278,7 +278,7 @@ func (t *stTx) chain(ref layout.SubscriptionRef) *chainWrite {
 // library-owned attributes (see [layout.CarryOwned]). The history row's
 // key must be free; AddAll leaves out a row it found stored already
 // (over.noRow).
-func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *billing.Subscription, over *storedPeriod) error {
+func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *billing.Period, over *storedPeriod) error {
 	ref, err := layout.EngineRef(next)
 	if err != nil {
 		return err
@@ -354,7 +354,7 @@ func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *billing.Subscript
 
 // periodWriteBack is the update of prev's period to nextItem (next's
 // period item): see [writeBack].
-func (r *SingleTableRepository) periodWriteBack(ref layout.SubscriptionRef, prev, next *billing.Subscription, nextItem map[string]av.AttributeValue) (*types.Update, error) {
+func (r *SingleTableRepository) periodWriteBack(ref layout.SubscriptionRef, prev, next *billing.Period, nextItem map[string]av.AttributeValue) (*types.Update, error) {
 	prevItem, err := r.periodItem(ref, prev)
 	if err != nil {
 		return nil, err
@@ -527,7 +527,7 @@ func (r *SingleTableRepository) subscriptionWrite(ctx context.Context, c *chainW
 // Add implements [Repository.Add]: the period, its history row, its ID
 // pointer and the subscription item (created when absent) in one
 // transaction.
-func (r *SingleTableRepository) Add(ctx context.Context, sub *billing.Subscription) error {
+func (r *SingleTableRepository) Add(ctx context.Context, sub *billing.Period) error {
 	if _, err := layout.EncodeHistoryItem(sub); err != nil {
 		return err
 	}
@@ -539,38 +539,38 @@ func (r *SingleTableRepository) Add(ctx context.Context, sub *billing.Subscripti
 }
 
 // Get implements [Repository.Get] with one consistent GetItem.
-func (r *SingleTableRepository) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Subscription, error) {
+func (r *SingleTableRepository) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Period, error) {
 	return getByDate(ctx, r.getKey, userID, billingDate)
 }
 
-func (r *SingleTableRepository) getKey(ctx context.Context, userID, billingDateKey string) (billing.Subscription, error) {
+func (r *SingleTableRepository) getKey(ctx context.Context, userID, billingDateKey string) (billing.Period, error) {
 	key := keyString(userID, billingDateKey)
 	ref, err := layout.ParseSubscriptionRef(userID)
 	if err != nil {
-		return billing.Subscription{}, fmt.Errorf("%w: record %s: %w", billing.ErrNotFound, key, err)
+		return billing.Period{}, fmt.Errorf("%w: record %s: %w", billing.ErrNotFound, key, err)
 	}
 	out, err := r.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: r.table(), ConsistentRead: aws.Bool(true),
 		Key: map[string]types.AttributeValue{layout.AttrPK: stringAV(r.tbl.AccountPK(ref.AccountID)), layout.AttrSK: stringAV(layout.PeriodSK(ref, billingDateKey))},
 	})
 	if err != nil {
-		return billing.Subscription{}, fmt.Errorf("billing: get (%s): %w", key, err)
+		return billing.Period{}, fmt.Errorf("billing: get (%s): %w", key, err)
 	}
 	if len(out.Item) == 0 {
-		return billing.Subscription{}, fmt.Errorf("%w: record %s", billing.ErrNotFound, key)
+		return billing.Period{}, fmt.Errorf("%w: record %s", billing.ErrNotFound, key)
 	}
 	return decodeEngineItem(sdkav.FromSDK(out.Item))
 }
 
 // GetByID implements [Repository.GetByID]: a consistent query of the
 // period's ID pointers, then a consistent read of each period they name.
-func (r *SingleTableRepository) GetByID(ctx context.Context, subscriptionID string) (billing.Subscription, error) {
+func (r *SingleTableRepository) GetByID(ctx context.Context, subscriptionID string) (billing.Period, error) {
 	if subscriptionID == "" {
-		return billing.Subscription{}, fmt.Errorf("%w: empty subscription ID", billing.ErrNotFound)
+		return billing.Period{}, fmt.Errorf("%w: empty subscription ID", billing.ErrNotFound)
 	}
 	ptrs, err := r.pointers(ctx, subscriptionID)
 	if err != nil {
-		return billing.Subscription{}, err
+		return billing.Period{}, err
 	}
 	for _, p := range ptrs {
 		sub, err := r.getKey(ctx, stringOf(p[layout.AttrUserID]), stringOf(p[layout.AttrBillingDate]))
@@ -578,13 +578,13 @@ func (r *SingleTableRepository) GetByID(ctx context.Context, subscriptionID stri
 			return sub, nil
 		}
 		if err != nil && !errors.Is(err, billing.ErrNotFound) {
-			return billing.Subscription{}, err
+			return billing.Period{}, err
 		}
 		// The pointer was written by a history row or an overwrite: look
 		// through the user's periods, failing on one that does not decode.
 		subs, err := r.listPeriodsStrict(ctx, stringOf(p[layout.AttrUserID]))
 		if err != nil {
-			return billing.Subscription{}, err
+			return billing.Period{}, err
 		}
 		for _, s := range subs {
 			if s.SubscriptionID == subscriptionID {
@@ -592,7 +592,7 @@ func (r *SingleTableRepository) GetByID(ctx context.Context, subscriptionID stri
 			}
 		}
 	}
-	return billing.Subscription{}, fmt.Errorf("%w: subscription_id %s", billing.ErrNotFound, subscriptionID)
+	return billing.Period{}, fmt.Errorf("%w: subscription_id %s", billing.ErrNotFound, subscriptionID)
 }
 
 func (r *SingleTableRepository) pointers(ctx context.Context, subscriptionID string) ([]map[string]types.AttributeValue, error) {
@@ -638,18 +638,18 @@ func (r *SingleTableRepository) chainQuery(ref layout.SubscriptionRef, lo, hi st
 
 // ListByUser implements [Repository.ListByUser]. Items that do not decode
 // are skipped: logged at Warn and reported (see [billing.WithInvalidItems]).
-func (r *SingleTableRepository) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+func (r *SingleTableRepository) ListByUser(ctx context.Context, userID string) ([]billing.Period, error) {
 	return r.listPeriods(ctx, userID, true, 0)
 }
 
 // Recent implements [Repository.Recent]. Items that do not decode are
 // skipped: logged at Warn and reported (see [billing.WithInvalidItems]);
 // the read goes on past them, so that they take no period's place.
-func (r *SingleTableRepository) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
+func (r *SingleTableRepository) Recent(ctx context.Context, userID string, limit int) ([]billing.Period, error) {
 	return r.listPeriods(ctx, userID, false, recentLimit(limit))
 }
 
-func (r *SingleTableRepository) listPeriods(ctx context.Context, userID string, forward bool, limit int) ([]billing.Subscription, error) {
+func (r *SingleTableRepository) listPeriods(ctx context.Context, userID string, forward bool, limit int) ([]billing.Period, error) {
 	ref, err := layout.ParseSubscriptionRef(userID)
 	if err != nil {
 		return nil, nil // no such user can be stored
@@ -667,7 +667,7 @@ func (r *SingleTableRepository) listPeriods(ctx context.Context, userID string, 
 // decode, for the lookups by ID (GetByID, History.ListBySubscription),
 // which are not per-user reads: a period they cannot decode may be the
 // one they look for.
-func (r *SingleTableRepository) listPeriodsStrict(ctx context.Context, userID string) ([]billing.Subscription, error) {
+func (r *SingleTableRepository) listPeriodsStrict(ctx context.Context, userID string) ([]billing.Period, error) {
 	ref, err := layout.ParseSubscriptionRef(userID)
 	if err != nil {
 		return nil, nil // no such user can be stored
@@ -688,7 +688,7 @@ func (r *SingleTableRepository) userRead(op string) userRead {
 // SetAttempt implements [Repository.SetAttempt] with one conditional
 // UpdateItem of the period; the subscription item does not change (its
 // open periods and due dates depend on statuses only).
-func (r *SingleTableRepository) SetAttempt(ctx context.Context, prev, next *billing.Subscription) error {
+func (r *SingleTableRepository) SetAttempt(ctx context.Context, prev, next *billing.Period) error {
 	ref, err := layout.EngineRef(prev)
 	if err != nil {
 		return err
@@ -701,7 +701,7 @@ func (r *SingleTableRepository) SetAttempt(ctx context.Context, prev, next *bill
 // prev), its history row, the records created with theirs, a receipt when
 // next completes the period, and the subscription items, in one
 // transaction.
-func (r *SingleTableRepository) Update(ctx context.Context, prev, next *billing.Subscription, create ...*billing.Subscription) error {
+func (r *SingleTableRepository) Update(ctx context.Context, prev, next *billing.Period, create ...*billing.Period) error {
 	if err := checkUpdate(prev, next, create); err != nil {
 		return err
 	}
@@ -723,7 +723,7 @@ func (r *SingleTableRepository) Update(ctx context.Context, prev, next *billing.
 // AdminUpdate implements [Repository.AdminUpdate]: a move deletes the old
 // period (conditional on prev), puts the new one (its key must be free),
 // moves the ID pointer and updates the subscription item, atomically.
-func (r *SingleTableRepository) AdminUpdate(ctx context.Context, prev, next *billing.Subscription) error {
+func (r *SingleTableRepository) AdminUpdate(ctx context.Context, prev, next *billing.Period) error {
 	if layout.BillingDateKey(next) == layout.BillingDateKey(prev) {
 		return r.Update(ctx, prev, next)
 	}
@@ -770,7 +770,7 @@ type storedPeriod struct {
 // failed request): its records are named in the [*billing.BatchError]
 // (wrapping [billing.ErrAttemptInFlight], or the transaction's error:
 // [billing.ErrConflict] for a changed period).
-func (r *SingleTableRepository) AddAll(ctx context.Context, subs []billing.Subscription) ([]billing.Subscription, error) {
+func (r *SingleTableRepository) AddAll(ctx context.Context, subs []billing.Period) ([]billing.Period, error) {
 	resolved, err := r.cfg.Collisions(subs)
 	if err != nil {
 		return nil, err
@@ -837,7 +837,7 @@ func (r *SingleTableRepository) AddAll(ctx context.Context, subs []billing.Subsc
 
 // planRows places the history rows of recs over the rows stored (see
 // [layout.PlanHistoryRows]); stored are the periods at their keys.
-func (r *SingleTableRepository) planRows(ctx context.Context, recs []billing.Subscription, stored []map[string]av.AttributeValue) ([]layout.RowPlan, error) {
+func (r *SingleTableRepository) planRows(ctx context.Context, recs []billing.Period, stored []map[string]av.AttributeValue) ([]layout.RowPlan, error) {
 	refs := make([]layout.SubscriptionRef, len(recs))
 	for i := range recs {
 		ref, err := layout.EngineRef(&recs[i])
@@ -873,7 +873,7 @@ func (r *SingleTableRepository) planRows(ctx context.Context, recs []billing.Sub
 
 // readPeriods reads the stored periods at the keys of recs with
 // consistent reads, in the order of recs (nil where there is none).
-func (r *SingleTableRepository) readPeriods(ctx context.Context, recs []billing.Subscription) ([]map[string]av.AttributeValue, error) {
+func (r *SingleTableRepository) readPeriods(ctx context.Context, recs []billing.Period) ([]map[string]av.AttributeValue, error) {
 	keys := make([]map[string]types.AttributeValue, len(recs))
 	for i := range recs {
 		ref, err := layout.EngineRef(&recs[i])

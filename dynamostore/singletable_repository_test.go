@@ -55,19 +55,19 @@ func TestSingleTableConcurrentPeriodsOfOneSubscription(t *testing.T) {
 	for i := range rounds {
 		ref := layout.SubscriptionRef{AccountID: "conc", SubscriptionID: fmt.Sprint("s", i), SKU: "STREAM"}
 		run := time.Date(2024, 3, 1, 8, 0, 0, 0, time.UTC)
-		mk := func(bd time.Time, st billing.Status, id string) billing.Subscription {
-			return billing.Subscription{UserID: ref.UserID(), BillingDate: bd, SubscriptionID: id, Amount: billing.Cents(999),
+		mk := func(bd time.Time, st billing.Status, id string) billing.Period {
+			return billing.Period{UserID: ref.UserID(), BillingDate: bd, SubscriptionID: id, Amount: billing.Cents(999),
 				Status: st, Term: billing.TermMonthly, LastRunDate: run, CreatedDate: run}
 		}
 		feb, mar := mk(time.Date(2024, 2, 10, 9, 0, 0, 0, time.UTC), billing.StatusError, fmt.Sprint("feb", i)),
 			mk(time.Date(2024, 3, 10, 9, 0, 0, 0, time.UTC), billing.StatusScheduled, fmt.Sprint("mar", i))
 		mar.LastRunDate = run.Add(time.Second)
-		for _, r := range []*billing.Subscription{&feb, &mar} {
+		for _, r := range []*billing.Period{&feb, &mar} {
 			require.NoError(t, repo.Add(ctx, r))
 		}
 		var wg sync.WaitGroup
 		errs := make([]error, 2)
-		for j, prev := range []billing.Subscription{feb, mar} {
+		for j, prev := range []billing.Period{feb, mar} {
 			wg.Go(func() {
 				next := prev.Clone()
 				next.Status, next.LastRunDate = billing.StatusCompleted, clock.Now().Add(time.Duration(j)*time.Millisecond)

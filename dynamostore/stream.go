@@ -29,7 +29,7 @@ type HistoryEvent struct {
 	Event billing.Event
 	// Row is the history row as written, decoded as the store's History
 	// reads it.
-	Row billing.Subscription
+	Row billing.Period
 	// SequenceNumber is the stream record's sequence number: the item
 	// identifier a Lambda partial batch response names.
 	SequenceNumber string
@@ -100,7 +100,7 @@ var streamIDSpace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://github.com/d
 // each at least once and in order per item key; [HistoryEvent.ID] tells
 // the deliveries of one row apart from other rows.
 //
-// The type of an event is the row's [billing.Subscription.Change] (the
+// The type of an event is the row's [billing.Period.Change] (the
 // billing_change attribute) when the row carries one, passed on as written
 // even when this version of the library does not know it. A row without
 // it (written by an earlier version or another program) gets a type
@@ -110,7 +110,7 @@ var streamIDSpace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://github.com/d
 // user-subscribed or process SUBSCRIBE; "trial" means billing_trial_end is
 // set (a trial period); "after trial" means billing_after_trial is true or
 // updated_event is trial-converted (the first paid period after a trial,
-// [billing.Subscription.IsAfterTrial]):
+// [billing.Period.IsAfterTrial]):
 //
 //	billing_status  condition                       type
 //	COMPLETED       billing_trial_end set           subscription_trial_ended
@@ -262,7 +262,7 @@ func (d *StreamDecoder) decode(r streamRecord) (HistoryEvent, bool, error) {
 	if r.image == nil {
 		return fail(key, fmt.Errorf("%w: history row without a new image (the stream's view type must be NEW_IMAGE or NEW_AND_OLD_IMAGES)", billing.ErrInvalidItem))
 	}
-	var row billing.Subscription
+	var row billing.Period
 	if d.layout == streamSingle {
 		row, err = decodeEngineItem(sdkav.FromSDK(r.image))
 	} else {

@@ -9,7 +9,7 @@ import (
 
 // DeriveHistoryEventType is the event type the stream decoder derives
 // for row when the row does not name its change.
-func DeriveHistoryEventType(t testing.TB, row billing.Subscription) billing.EventType {
+func DeriveHistoryEventType(t testing.TB, row billing.Period) billing.EventType {
 	t.Helper()
 	row.Change = ""
 	typ, err := historyEventType(&row)

@@ -141,7 +141,7 @@ func TestHistoryStreamEndToEnd(t *testing.T) {
 
 			// The first periods: due now, or in ten days for the admin
 			// operations, one paused from the start.
-			first := map[string]billing.Subscription{}
+			first := map[string]billing.Period{}
 			subscribe := func(name string, date time.Time, pause int) {
 				got, err := c.Subscribe(ctx, billing.SubscribeRequest{
 					RequestKey: "req-" + name, UserID: u(name), Tier: "Plus:v2", Amount: billing.Cents(499),
@@ -332,36 +332,36 @@ func TestHistoryStreamReportsReimport(t *testing.T) {
 			ctx := t.Context()
 			e := setup(t)
 			t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
-			row := billing.Subscription{
+			row := billing.Period{
 				UserID: e.user, SubscriptionID: "per-1", BillingDate: t0.AddDate(0, -1, 0), Amount: billing.Cents(499),
 				Status: billing.StatusCompleted, BillingPeriod: "02/2026", TransactionID: "tx-1", Process: billing.ProcessInitial,
 				Term: billing.TermMonthly, ReceiptTierName: "Plus:v2", CreatedDate: t0.Add(-48 * time.Hour), LastRunDate: t0.Add(-time.Hour),
 			}
 			// History.AddAll: the same row again is accepted, another at
 			// its key refused.
-			require.NoError(t, e.hist.AddAll(ctx, []billing.Subscription{row}))
-			require.NoError(t, e.hist.AddAll(ctx, []billing.Subscription{row}), "the very same row again")
+			require.NoError(t, e.hist.AddAll(ctx, []billing.Period{row}))
+			require.NoError(t, e.hist.AddAll(ctx, []billing.Period{row}), "the very same row again")
 			again := row
 			again.Amount = billing.Cents(999)
-			err := e.hist.AddAll(ctx, []billing.Subscription{again})
+			err := e.hist.AddAll(ctx, []billing.Period{again})
 			require.ErrorIs(t, err, billing.ErrAlreadyExists, "another row at a taken key")
 
 			// Repository.AddAll: a record re-read, its amount changed, and
 			// written back (twice: the retry writes nothing).
-			rec := billing.Subscription{
+			rec := billing.Period{
 				UserID: e.user, SubscriptionID: "per-2", BillingDate: t0, Amount: billing.Cents(499),
 				Status: billing.StatusScheduled, BillingPeriod: "03/2026", Process: billing.ProcessInitial,
 				Term: billing.TermMonthly, ReceiptTierName: "Plus:v2", CreatedDate: t0.Add(-time.Hour), LastRunDate: t0.Add(-time.Hour + time.Minute),
 			}
-			_, err = e.repo.AddAll(ctx, []billing.Subscription{rec})
+			_, err = e.repo.AddAll(ctx, []billing.Period{rec})
 			require.NoError(t, err)
 			cur, err := e.repo.Get(ctx, rec.UserID, rec.BillingDate)
 			require.NoError(t, err)
 			upgrade := cur.Clone()
 			upgrade.Amount, upgrade.ReceiptTierName = billing.Cents(999), "Premium:v1"
-			written, err := e.repo.AddAll(ctx, []billing.Subscription{upgrade})
+			written, err := e.repo.AddAll(ctx, []billing.Period{upgrade})
 			require.NoError(t, err)
-			_, err = e.repo.AddAll(ctx, []billing.Subscription{upgrade})
+			_, err = e.repo.AddAll(ctx, []billing.Period{upgrade})
 			require.NoError(t, err, "the identical retry")
 			assert.True(t, written[0].LastRunDate.After(cur.LastRunDate), "the rewrite moves past the taken key")
 

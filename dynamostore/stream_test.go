@@ -23,8 +23,8 @@ var streamT0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 
 // streamRow is a history row of a single-table engine user (which the
 // legacy table stores just as well).
-func streamRow(status billing.Status, mod func(*billing.Subscription)) billing.Subscription {
-	s := billing.Subscription{
+func streamRow(status billing.Status, mod func(*billing.Period)) billing.Period {
+	s := billing.Period{
 		UserID: "acct-1#sub-1#PLUS", SubscriptionID: "per-1", BillingDate: streamT0, Amount: billing.Cents(499),
 		Status: status, BillingPeriod: "03/2026", TransactionID: "tx-1", Process: billing.ProcessInitial,
 		Term: billing.TermMonthly, ReceiptTierName: "Plus:v2",
@@ -41,7 +41,7 @@ func streamRow(status billing.Status, mod func(*billing.Subscription)) billing.S
 type streamLayoutCase struct {
 	name    string
 	decoder *StreamDecoder
-	item    func(t testing.TB, s *billing.Subscription) map[string]types.AttributeValue
+	item    func(t testing.TB, s *billing.Period) map[string]types.AttributeValue
 }
 
 func streamLayouts(t testing.TB) []streamLayoutCase {
@@ -49,12 +49,12 @@ func streamLayouts(t testing.TB) []streamLayoutCase {
 	require.NoError(t, err)
 	st := &SingleTableRepository{tbl: codecOf(SingleTableConfig{})}
 	return []streamLayoutCase{
-		{name: "legacy", decoder: NewHistoryStreamDecoder(), item: func(t testing.TB, s *billing.Subscription) map[string]types.AttributeValue {
+		{name: "legacy", decoder: NewHistoryStreamDecoder(), item: func(t testing.TB, s *billing.Period) map[string]types.AttributeValue {
 			item, err := layout.EncodeHistoryItem(s)
 			require.NoError(t, err)
 			return sdkav.ToSDK(item)
 		}},
-		{name: "single", decoder: single, item: func(t testing.TB, s *billing.Subscription) map[string]types.AttributeValue {
+		{name: "single", decoder: single, item: func(t testing.TB, s *billing.Period) map[string]types.AttributeValue {
 			ref, err := layout.EngineRef(s)
 			require.NoError(t, err)
 			item, err := st.historyItem(ref, s)
@@ -205,9 +205,9 @@ func decodeBoth(t *testing.T, d *StreamDecoder, r wireRecord) (HistoryEvent, boo
 }
 
 func TestStreamDecoderTypes(t *testing.T) {
-	at := func(s *billing.Subscription) { s.CreatedDate = s.LastRunDate } // the row that created the record
-	ue := func(e billing.UpdatedEvent, opening bool) func(*billing.Subscription) {
-		return func(s *billing.Subscription) {
+	at := func(s *billing.Period) { s.CreatedDate = s.LastRunDate } // the row that created the record
+	ue := func(e billing.UpdatedEvent, opening bool) func(*billing.Period) {
+		return func(s *billing.Period) {
 			s.UpdatedEvent = e
 			if opening {
 				at(s)
@@ -217,13 +217,13 @@ func TestStreamDecoderTypes(t *testing.T) {
 	cases := []struct {
 		name   string
 		status billing.Status
-		mod    func(*billing.Subscription)
+		mod    func(*billing.Period)
 		want   billing.EventType
 		reason string
 	}{
 		{name: "completed", status: billing.StatusCompleted, want: billing.EventPaymentSucceeded},
 		{name: "ach sent", status: billing.StatusACHSent, want: billing.EventPaymentPending},
-		{name: "declined", status: billing.StatusError, mod: func(s *billing.Subscription) { s.PaymentError = "insufficient funds" }, want: billing.EventPaymentDeclined, reason: "insufficient funds"},
+		{name: "declined", status: billing.StatusError, mod: func(s *billing.Period) { s.PaymentError = "insufficient funds" }, want: billing.EventPaymentDeclined, reason: "insufficient funds"},
 		{name: "refunded", status: billing.StatusRefunded, want: billing.EventPaymentRefunded},
 		{name: "ach overdue", status: billing.StatusStale, mod: ue(billing.EventACHOverdue, false), want: billing.EventPaymentACHOverdue},
 		{name: "stale", status: billing.StatusStale, want: billing.EventStale},
@@ -232,7 +232,7 @@ func TestStreamDecoderTypes(t *testing.T) {
 		{name: "cancelled", status: billing.StatusCancelled, want: billing.EventCancelled},
 		{name: "paused period opened", status: billing.StatusPaused, mod: ue(billing.EventPausePendingResume, true), want: billing.EventPeriodOpened},
 		{name: "paused subscription created", status: billing.StatusPaused, mod: ue(billing.EventUserSubscribed, true), want: billing.EventSubscriptionCreated},
-		{name: "paused subscription created for one month", status: billing.StatusPaused, mod: func(s *billing.Subscription) {
+		{name: "paused subscription created for one month", status: billing.StatusPaused, mod: func(s *billing.Period) {
 			s.Process, s.UpdatedEvent = billing.ProcessSubscribe, billing.EventPausePendingResume
 			at(s)
 		}, want: billing.EventSubscriptionCreated},
@@ -245,28 +245,28 @@ func TestStreamDecoderTypes(t *testing.T) {
 		{name: "resumed", status: billing.StatusScheduled, mod: ue(billing.EventPauseResume, false), want: billing.EventResumed},
 		{name: "changed", status: billing.StatusScheduled, want: billing.EventChanged},
 		{name: "changed first period", status: billing.StatusScheduled, mod: ue(billing.EventUserSubscribed, false), want: billing.EventChanged},
-		{name: "subscribed by process", status: billing.StatusScheduled, mod: func(s *billing.Subscription) { s.Process = billing.ProcessSubscribe; at(s) }, want: billing.EventSubscriptionCreated},
+		{name: "subscribed by process", status: billing.StatusScheduled, mod: func(s *billing.Period) { s.Process = billing.ProcessSubscribe; at(s) }, want: billing.EventSubscriptionCreated},
 		{name: "changed reactivated period", status: billing.StatusScheduled, mod: ue(billing.EventUserReactivated, false), want: billing.EventChanged},
 		// Rows of a trial's life without billing_change: the trial period
 		// created and completed (billing_trial_end), and the first paid
 		// period opened on its end, by its marker or, on a row written
 		// before the marker, by updated_event trial-converted.
-		{name: "trial started", status: billing.StatusScheduled, mod: func(s *billing.Subscription) {
+		{name: "trial started", status: billing.StatusScheduled, mod: func(s *billing.Period) {
 			s.TrialEnd, s.TrialAmount, s.UpdatedEvent = streamT0.AddDate(0, 0, 14), billing.Cents(999), billing.EventUserSubscribed
 			at(s)
 		}, want: billing.EventTrialStarted},
-		{name: "trial ended", status: billing.StatusCompleted, mod: func(s *billing.Subscription) {
+		{name: "trial ended", status: billing.StatusCompleted, mod: func(s *billing.Period) {
 			s.TrialEnd, s.TrialAmount = streamT0.AddDate(0, 0, 14), billing.Cents(999)
 		}, want: billing.EventTrialEnded},
-		{name: "trial converted", status: billing.StatusScheduled, mod: func(s *billing.Subscription) { s.AfterTrial = true; at(s) }, want: billing.EventTrialConverted},
+		{name: "trial converted", status: billing.StatusScheduled, mod: func(s *billing.Period) { s.AfterTrial = true; at(s) }, want: billing.EventTrialConverted},
 		{name: "trial converted before the marker", status: billing.StatusScheduled, mod: ue(billing.UpdatedEventTrialConverted, true), want: billing.EventTrialConverted},
-		{name: "first paid period resumed", status: billing.StatusScheduled, mod: func(s *billing.Subscription) { s.AfterTrial, s.UpdatedEvent = true, billing.EventPauseResume }, want: billing.EventResumed},
-		{name: "first paid period charged", status: billing.StatusCompleted, mod: func(s *billing.Subscription) { s.AfterTrial = true }, want: billing.EventPaymentSucceeded},
-		{name: "change written", status: billing.StatusScheduled, mod: func(s *billing.Subscription) { s.Change = billing.EventTierChanged }, want: billing.EventTierChanged},
-		{name: "change written overrides derivation", status: billing.StatusError, mod: func(s *billing.Subscription) {
+		{name: "first paid period resumed", status: billing.StatusScheduled, mod: func(s *billing.Period) { s.AfterTrial, s.UpdatedEvent = true, billing.EventPauseResume }, want: billing.EventResumed},
+		{name: "first paid period charged", status: billing.StatusCompleted, mod: func(s *billing.Period) { s.AfterTrial = true }, want: billing.EventPaymentSucceeded},
+		{name: "change written", status: billing.StatusScheduled, mod: func(s *billing.Period) { s.Change = billing.EventTierChanged }, want: billing.EventTierChanged},
+		{name: "change written overrides derivation", status: billing.StatusError, mod: func(s *billing.Period) {
 			s.Change, s.PaymentError = billing.EventPaymentReturned, "R01 insufficient funds"
 		}, want: billing.EventPaymentReturned, reason: "R01 insufficient funds"},
-		{name: "change of a newer library", status: billing.StatusScheduled, mod: func(s *billing.Subscription) { s.Change = "subscription_teleported" }, want: "subscription_teleported"},
+		{name: "change of a newer library", status: billing.StatusScheduled, mod: func(s *billing.Period) { s.Change = "subscription_teleported" }, want: "subscription_teleported"},
 	}
 	for _, l := range streamLayouts(t) {
 		for i, tc := range cases {
@@ -433,11 +433,11 @@ func TestStreamDecoderSkipsAndErrors(t *testing.T) {
 func TestStreamDecoderIDs(t *testing.T) {
 	ls := streamLayouts(t)
 	first := streamRow(billing.StatusCompleted, nil)
-	later := streamRow(billing.StatusCompleted, func(s *billing.Subscription) { s.LastRunDate = s.LastRunDate.Add(time.Nanosecond) })
-	otherUser := streamRow(billing.StatusCompleted, func(s *billing.Subscription) { s.UserID = "acct-2#sub-1#PLUS" })
+	later := streamRow(billing.StatusCompleted, func(s *billing.Period) { s.LastRunDate = s.LastRunDate.Add(time.Nanosecond) })
+	otherUser := streamRow(billing.StatusCompleted, func(s *billing.Period) { s.UserID = "acct-2#sub-1#PLUS" })
 	ids := map[string]string{}
 	for _, l := range ls {
-		decode := func(row billing.Subscription, seq string) HistoryEvent {
+		decode := func(row billing.Period, seq string) HistoryEvent {
 			item := l.item(t, &row)
 			ev, ok, err := decodeBoth(t, l.decoder, wireRecord{event: "INSERT", seq: seq, keys: l.keysOf(item), image: item})
 			require.NoError(t, err)
@@ -448,7 +448,7 @@ func TestStreamDecoderIDs(t *testing.T) {
 		assert.Equal(t, a.ID, a.Event.ID, "the event carries the ID")
 		assert.Equal(t, a.ID, again.ID, "%s: a redelivery keeps the ID", l.name)
 		assert.Equal(t, a.Event, again.Event)
-		for name, row := range map[string]billing.Subscription{"first": first, "later": later, "other user": otherUser} {
+		for name, row := range map[string]billing.Period{"first": first, "later": later, "other user": otherUser} {
 			id := decode(row, "5").ID
 			_, dup := ids[id]
 			assert.False(t, dup, "%s/%s shares its ID with %s", l.name, name, ids[id])

@@ -9,7 +9,7 @@ import (
 
 // historyEventType is the event type of a history row: its Change, or the
 // type derived from the row by the table on [StreamDecoder].
-func historyEventType(row *billing.Subscription) (billing.EventType, error) {
+func historyEventType(row *billing.Period) (billing.EventType, error) {
 	if row.Change != "" {
 		return row.Change, nil
 	}

@@ -86,7 +86,7 @@ func (t *dayTotals) key(pk, sk string) map[string]types.AttributeValue {
 
 // write is one record's write in a transaction: prev (nil for a record
 // added) into next.
-type write struct{ prev, next *billing.Subscription }
+type write struct{ prev, next *billing.Period }
 
 // actions returns the updates the writes of a transaction add to it (none
 // when they record no outcome), with their txOps. Outcomes of one item

@@ -39,15 +39,15 @@ func totalsStore(t *testing.T) (*dynamostore.Repository, *dynamotest.Wrapper) {
 	return repo, w
 }
 
-func scheduled(user string, i int) billing.Subscription {
+func scheduled(user string, i int) billing.Period {
 	due := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
 	run := due.Add(-time.Hour)
-	return billing.Subscription{UserID: user, BillingDate: due, SubscriptionID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
+	return billing.Period{UserID: user, BillingDate: due, SubscriptionID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
 		Amount: billing.Cents(int64(100 * (i + 1))), Status: billing.StatusScheduled, BillingPeriod: "03/2025",
 		LastRunDate: run, CreatedDate: run, Process: billing.ProcessInitial, Term: billing.TermMonthly, ReceiptTierName: "Plus:v2"}
 }
 
-func collected(s billing.Subscription) billing.Subscription {
+func collected(s billing.Period) billing.Period {
 	n := s.Clone()
 	n.Status, n.Attempt = billing.StatusCompleted, s.Attempt+1
 	n.LastRunDate = s.LastRunDate.Add(10 * time.Hour)
@@ -88,7 +88,7 @@ func TestTotalsCrashSweep(t *testing.T) {
 		for _, after := range []bool{false, true} {
 			t.Run(fmt.Sprintf("call%d/after=%v", k, after), func(t *testing.T) {
 				base := (k*2 + map[bool]int{false: 0, true: 1}[after]) * 100
-				var recs []billing.Subscription
+				var recs []billing.Period
 				for i := range users {
 					s := scheduled(fmt.Sprintf("sweep-%d-%d", base, i), base+i)
 					require.NoError(t, repo.Add(ctx, &s))

@@ -21,7 +21,7 @@ type userRead struct {
 	client API
 	logger *slog.Logger
 	op     string // for the errors and the log: "list user u1"
-	decode func(map[string]av.AttributeValue) (billing.Subscription, error)
+	decode func(map[string]av.AttributeValue) (billing.Period, error)
 }
 
 // query returns the records of in's items that decode, in the query's
@@ -34,11 +34,11 @@ type userRead struct {
 // thus costs a further query of the items after it, never a record;
 // items past the last record returned are not read, so a bad one there is
 // not reported.
-func (u userRead) query(ctx context.Context, in *dynamodb.QueryInput, limit int) ([]billing.Subscription, error) {
+func (u userRead) query(ctx context.Context, in *dynamodb.QueryInput, limit int) ([]billing.Period, error) {
 	if limit > 0 {
 		in.Limit = aws.Int32(int32(limit))
 	}
-	var out []billing.Subscription
+	var out []billing.Period
 	for page, err := range queryPages(ctx, u.client, in) {
 		if err != nil {
 			return nil, err
@@ -59,7 +59,7 @@ func (u userRead) query(ctx context.Context, in *dynamodb.QueryInput, limit int)
 		}
 	}
 	if out == nil {
-		out = []billing.Subscription{}
+		out = []billing.Period{}
 	}
 	return out, nil
 }

@@ -64,7 +64,7 @@ func TestUserReadsSkipUndecodableItems(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var logs bytes.Buffer
 			s := c.newRepo(t, slog.New(slog.NewTextHandler(&logs, nil)))
-			good := []billing.Subscription{testRecord(c.user, 0, billing.StatusCompleted), testRecord(c.user, 1, billing.StatusCompleted)}
+			good := []billing.Period{testRecord(c.user, 0, billing.StatusCompleted), testRecord(c.user, 1, billing.StatusCompleted)}
 			for i := range good {
 				require.NoError(t, s.repo.Add(t.Context(), &good[i]))
 			}

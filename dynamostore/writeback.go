@@ -76,7 +76,7 @@ func updateAction(table *string, key map[string]types.AttributeValue, prevItem, 
 // to another, the data_ attributes of prev's stored item: they belong to
 // whoever put them there, and EncodeItem leaves data_ out of primary
 // items, so without this a move would drop them.
-func carryData(item map[string]av.AttributeValue, prev *billing.Subscription) {
+func carryData(item map[string]av.AttributeValue, prev *billing.Period) {
 	for name, v := range layout.DataAttributes(prev) {
 		if strings.HasPrefix(name, layout.DataPrefix) {
 			item[name] = v

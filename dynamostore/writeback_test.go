@@ -421,7 +421,7 @@ func TestSingleTableWriteBackKeepsItemBytes(t *testing.T) {
 	e := newSingleWriteBackEnv(t, time.Date(2024, 1, 31, 16, 0, 0, 0, time.UTC))
 	ref := layout.SubscriptionRef{AccountID: "wb-acc", SubscriptionID: "s1", SKU: "STREAM"}
 	bd := time.Date(2024, 1, 31, 15, 0, 0, 0, time.UTC)
-	rec := billing.Subscription{UserID: ref.UserID(), SubscriptionID: "wb-period-jan", BillingDate: bd,
+	rec := billing.Period{UserID: ref.UserID(), SubscriptionID: "wb-period-jan", BillingDate: bd,
 		Amount: billing.MustParseAmount("4.99"), Status: billing.StatusScheduled, BillingPeriod: "01/2024",
 		Term: billing.TermMonthly, AnchorDay: 31, ReceiptTierName: "Plus:v2",
 		CreatedDate: bd.AddDate(0, -1, 0), LastRunDate: bd.AddDate(0, -1, 0)}

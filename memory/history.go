@@ -12,7 +12,7 @@ import (
 
 // Add implements [billing.History.Add]: a put conditional on the key being
 // free.
-func (h *History) Add(ctx context.Context, sub *billing.Subscription) error {
+func (h *History) Add(ctx context.Context, sub *billing.Period) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -38,7 +38,7 @@ func (h *History) Add(ctx context.Context, sub *billing.Subscription) error {
 // whose key holds the very same row is written already; one whose key
 // holds another row is not written (history is append-only) but named
 // in the *billing.BatchError.
-func (h *History) AddAll(ctx context.Context, subs []billing.Subscription) error {
+func (h *History) AddAll(ctx context.Context, subs []billing.Period) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (h *History) AddAll(ctx context.Context, subs []billing.Subscription) error
 
 // ListBySubscription implements [billing.History.ListBySubscription]:
 // rows ascending by last_run_date (then user_id).
-func (h *History) ListBySubscription(ctx context.Context, subscriptionID string) ([]billing.Subscription, error) {
+func (h *History) ListBySubscription(ctx context.Context, subscriptionID string) ([]billing.Period, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func (h *History) ListBySubscription(ctx context.Context, subscriptionID string)
 
 // ListByUser implements [billing.History.ListByUser]: rows that do not
 // decode are skipped and reported (see [billing.WithInvalidItems]).
-func (h *History) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+func (h *History) ListByUser(ctx context.Context, userID string) ([]billing.Period, error) {
 	rows, invalid, err := h.s.listUser(ctx, h.s.history, userID, false, 0)
 	h.s.skipItems(ctx, "history of user ", userID, invalid)
 	return rows, err
@@ -103,7 +103,7 @@ func (h *History) ListByUser(ctx context.Context, userID string) ([]billing.Subs
 
 // historyItem encodes sub as a history row to store: EncodeHistoryItem's
 // item, sharing no attribute values with sub.
-func historyItem(sub *billing.Subscription) (map[string]av.AttributeValue, error) {
+func historyItem(sub *billing.Period) (map[string]av.AttributeValue, error) {
 	f := layout.NewFlat()
 	defer f.Release()
 	if err := f.EncodeHistory(sub); err != nil {
@@ -112,11 +112,11 @@ func historyItem(sub *billing.Subscription) (map[string]av.AttributeValue, error
 	return f.Item(true, cloneValue), nil
 }
 
-func historyRowKey(s *billing.Subscription) string {
+func historyRowKey(s *billing.Period) string {
 	return s.Key() + " last_run_date=" + layout.LastRunDateKey(s)
 }
 
-func historyBatchError(subs []billing.Subscription, err error) error {
+func historyBatchError(subs []billing.Period, err error) error {
 	keys := make([]string, len(subs))
 	for i := range subs {
 		keys[i] = historyRowKey(&subs[i])

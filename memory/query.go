@@ -105,7 +105,7 @@ func (r *Repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 	defer r.s.locks.runlock(allStripes)
 	t := r.s.primary
 	if set := t.status[index]; set != nil {
-		page.Items = make([]billing.Subscription, 0, min(limit, set.n))
+		page.Items = make([]billing.Period, 0, min(limit, set.n))
 		// The sorted index's key condition starts the read at the range's
 		// lower bound; the legacy index is read from its start.
 		var from indexPos

@@ -16,7 +16,7 @@ func TestMemoryReminderWorkers(t *testing.T) {
 		s := billingtest.NewMemoryStore(t, memory.Options{})
 		return billingtest.ReminderStore{
 			Repository: s.Repository(),
-			Items: func(t testing.TB, rec *billing.Subscription) map[string]map[string]av.AttributeValue {
+			Items: func(t testing.TB, rec *billing.Period) map[string]map[string]av.AttributeValue {
 				return items(map[string]map[string]av.AttributeValue{
 					billingtest.ReminderRecordItem: s.RawRecord(rec.UserID, layout.BillingDateKey(rec)),
 				})
@@ -30,7 +30,7 @@ func TestMemorySingleTableReminderWorkers(t *testing.T) {
 		s := billingtest.NewMemorySingleTable(t, memory.SingleTableOptions{Clock: clock})
 		return billingtest.ReminderStore{
 			Repository: s.Repository(),
-			Items: func(t testing.TB, rec *billing.Subscription) map[string]map[string]av.AttributeValue {
+			Items: func(t testing.TB, rec *billing.Period) map[string]map[string]av.AttributeValue {
 				ref, err := layout.ParseSubscriptionRef(rec.UserID)
 				require.NoError(t, err)
 				return items(map[string]map[string]av.AttributeValue{

@@ -154,7 +154,7 @@ func NewSingleTable(opts SingleTableOptions) (*SingleTable, error) {
 	// The inner store writes what it is given: the collision policy is
 	// applied here, before records are grouped like the DynamoDB store's
 	// transactions.
-	keep := func(subs []billing.Subscription) ([]billing.Subscription, error) { return subs, nil }
+	keep := func(subs []billing.Period) ([]billing.Period, error) { return subs, nil }
 	// An account has several subscriptions: several open periods of one
 	// engine user are the table's to keep, not refused.
 	periods, err := New(periodOptions(table, opts, keep))
@@ -211,7 +211,7 @@ var (
 
 // engineRef parses the UserID of a record to be stored, with the error
 // of the DynamoDB store.
-func engineRef(sub *billing.Subscription) (layout.SubscriptionRef, error) {
+func engineRef(sub *billing.Period) (layout.SubscriptionRef, error) {
 	ref, err := layout.ParseSubscriptionRef(sub.UserID)
 	if err != nil {
 		return ref, fmt.Errorf("billing: single table: record %s: %w", sub.Key(), err)
@@ -248,7 +248,7 @@ type stTx struct {
 type stChain struct {
 	ref     layout.SubscriptionRef
 	deleted []string // billing_date keys of periods removed
-	written []*billing.Subscription
+	written []*billing.Period
 	item    map[string]av.AttributeValue
 	open    layout.OpenPeriods
 }
@@ -273,7 +273,7 @@ func (t *stTx) chain(ref layout.SubscriptionRef) *stChain {
 // putPeriod checks next as the DynamoDB store does before its
 // transaction (user ID, period and history items, receipt) and notes its
 // writes: prev is the record it replaces (nil for a new one).
-func (s *SingleTable) putPeriod(t *stTx, prev, next *billing.Subscription) error {
+func (s *SingleTable) putPeriod(t *stTx, prev, next *billing.Period) error {
 	ref, err := engineRef(next)
 	if err != nil {
 		return err
@@ -390,7 +390,7 @@ func (s *SingleTable) apply(t *stTx) {
 // finds no free key fails the write, after the conditions of next's own
 // items (the DynamoDB transaction's order): prev's record as read, the
 // new key of a move, next's history row.
-func (s *SingleTable) write(t *stTx, prev, next *billing.Subscription, inner func() error) error {
+func (s *SingleTable) write(t *stTx, prev, next *billing.Period, inner func() error) error {
 	if err := s.prepare(t); err != nil {
 		var ce *billing.ConflictError
 		if t.receipt != nil && t.receiptItem == nil && errors.As(err, &ce) {
@@ -409,7 +409,7 @@ func (s *SingleTable) write(t *stTx, prev, next *billing.Subscription, inner fun
 
 // periodConflict returns the error the inner store gives when the update
 // of prev to next fails a condition of next's own items, or nil.
-func (s *SingleTable) periodConflict(op string, prev, next *billing.Subscription) error {
+func (s *SingleTable) periodConflict(op string, prev, next *billing.Period) error {
 	st := s.periods
 	st.locks.rlock(allStripes)
 	defer st.locks.runlock(allStripes)
@@ -435,7 +435,7 @@ func (s *SingleTable) periodConflict(op string, prev, next *billing.Subscription
 // Add implements [billing.Repository.Add]: the period, its history row,
 // its ID pointer and the subscription item (created when absent), all or
 // nothing.
-func (r *stRepository) Add(ctx context.Context, sub *billing.Subscription) error {
+func (r *stRepository) Add(ctx context.Context, sub *billing.Period) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -456,13 +456,13 @@ func (r *stRepository) Add(ctx context.Context, sub *billing.Subscription) error
 }
 
 // Get implements [billing.Repository.Get].
-func (r *stRepository) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Subscription, error) {
+func (r *stRepository) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Period, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.Subscription{}, err
+		return billing.Period{}, err
 	}
 	bd, err := timefmt.Seconds(billingDate)
 	if err != nil {
-		return billing.Subscription{}, fmt.Errorf("%w: billing_date %v: %w", billing.ErrInvalidDate, billingDate, err)
+		return billing.Period{}, fmt.Errorf("%w: billing_date %v: %w", billing.ErrInvalidDate, billingDate, err)
 	}
 	s := (*SingleTable)(r)
 	s.mu.Lock()
@@ -471,17 +471,17 @@ func (r *stRepository) Get(ctx context.Context, userID string, billingDate time.
 }
 
 // getKey reads one period by its key strings; the caller holds s.mu.
-func (s *SingleTable) getKey(userID, billingDateKey string) (billing.Subscription, error) {
+func (s *SingleTable) getKey(userID, billingDateKey string) (billing.Period, error) {
 	key := recordKey(userID, billingDateKey)
 	if _, err := layout.ParseSubscriptionRef(userID); err != nil {
-		return billing.Subscription{}, fmt.Errorf("%w: record %s: %w", billing.ErrNotFound, key, err)
+		return billing.Period{}, fmt.Errorf("%w: record %s: %w", billing.ErrNotFound, key, err)
 	}
 	user := s.periods.locks.of(userID)
 	s.periods.locks.rlock(user)
 	defer s.periods.locks.runlock(user)
 	item, ok := s.periods.primary.get(tableKey{userID, billingDateKey})
 	if !ok {
-		return billing.Subscription{}, fmt.Errorf("%w: record %s", billing.ErrNotFound, key)
+		return billing.Period{}, fmt.Errorf("%w: record %s", billing.ErrNotFound, key)
 	}
 	return decodeItem(item)
 }
@@ -489,12 +489,12 @@ func (s *SingleTable) getKey(userID, billingDateKey string) (billing.Subscriptio
 // GetByID implements [billing.Repository.GetByID] through the period ID
 // pointers, as the DynamoDB store does: the period each pointer names,
 // else the first period of its user with the ID.
-func (r *stRepository) GetByID(ctx context.Context, subscriptionID string) (billing.Subscription, error) {
+func (r *stRepository) GetByID(ctx context.Context, subscriptionID string) (billing.Period, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.Subscription{}, err
+		return billing.Period{}, err
 	}
 	if subscriptionID == "" {
-		return billing.Subscription{}, fmt.Errorf("%w: empty subscription ID", billing.ErrNotFound)
+		return billing.Period{}, fmt.Errorf("%w: empty subscription ID", billing.ErrNotFound)
 	}
 	s := (*SingleTable)(r)
 	s.mu.Lock()
@@ -506,7 +506,7 @@ func (r *stRepository) GetByID(ctx context.Context, subscriptionID string) (bill
 			return sub, nil
 		}
 		if err != nil && !errors.Is(err, billing.ErrNotFound) {
-			return billing.Subscription{}, err
+			return billing.Period{}, err
 		}
 		// The fallback fails on an item that does not decode, as the
 		// DynamoDB store's does.
@@ -515,7 +515,7 @@ func (r *stRepository) GetByID(ctx context.Context, subscriptionID string) (bill
 			err = invalid[0]
 		}
 		if err != nil {
-			return billing.Subscription{}, err
+			return billing.Period{}, err
 		}
 		for _, p := range subs {
 			if p.SubscriptionID == subscriptionID {
@@ -523,13 +523,13 @@ func (r *stRepository) GetByID(ctx context.Context, subscriptionID string) (bill
 			}
 		}
 	}
-	return billing.Subscription{}, fmt.Errorf("%w: subscription_id %s", billing.ErrNotFound, subscriptionID)
+	return billing.Period{}, fmt.Errorf("%w: subscription_id %s", billing.ErrNotFound, subscriptionID)
 }
 
 // listPeriods lists a user's periods, and the errors of the items it
 // skipped (see [Store.listUser]); no user that is not a subscription
 // reference can be stored. The caller holds s.mu.
-func (s *SingleTable) listPeriods(ctx context.Context, userID string, desc bool, limit int) ([]billing.Subscription, []error, error) {
+func (s *SingleTable) listPeriods(ctx context.Context, userID string, desc bool, limit int) ([]billing.Period, []error, error) {
 	if _, err := layout.ParseSubscriptionRef(userID); err != nil {
 		return nil, nil, nil
 	}
@@ -538,7 +538,7 @@ func (s *SingleTable) listPeriods(ctx context.Context, userID string, desc bool,
 
 // ListByUser implements [billing.Repository.ListByUser]: items that do not
 // decode are skipped and reported (see [billing.WithInvalidItems]).
-func (r *stRepository) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+func (r *stRepository) ListByUser(ctx context.Context, userID string) ([]billing.Period, error) {
 	s := (*SingleTable)(r)
 	s.mu.Lock()
 	subs, invalid, err := s.listPeriods(ctx, userID, false, 0)
@@ -550,7 +550,7 @@ func (r *stRepository) ListByUser(ctx context.Context, userID string) ([]billing
 // Recent implements [billing.Repository.Recent]: items that do not decode
 // are skipped and reported (see [billing.WithInvalidItems]), and do not
 // count in limit.
-func (r *stRepository) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
+func (r *stRepository) Recent(ctx context.Context, userID string, limit int) ([]billing.Period, error) {
 	if limit <= 0 {
 		limit = 10
 	}
@@ -566,7 +566,7 @@ func (r *stRepository) Recent(ctx context.Context, userID string, limit int) ([]
 // (conditional on prev), its history row, the records created with
 // theirs, a receipt when next completes the period, and the subscription
 // items, all or nothing.
-func (r *stRepository) Update(ctx context.Context, prev, next *billing.Subscription, create ...*billing.Subscription) error {
+func (r *stRepository) Update(ctx context.Context, prev, next *billing.Period, create ...*billing.Period) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -599,7 +599,7 @@ func (r *stRepository) Update(ctx context.Context, prev, next *billing.Subscript
 
 // SetAttempt implements [billing.Repository.SetAttempt]: the period's
 // attempt attributes only; the subscription item does not change.
-func (r *stRepository) SetAttempt(ctx context.Context, prev, next *billing.Subscription) error {
+func (r *stRepository) SetAttempt(ctx context.Context, prev, next *billing.Period) error {
 	if prev != nil {
 		if _, err := layout.ParseSubscriptionRef(prev.UserID); err != nil {
 			return err
@@ -615,7 +615,7 @@ func (r *stRepository) SetAttempt(ctx context.Context, prev, next *billing.Subsc
 // the old period (conditional on prev), puts the new one (its key must be
 // free), moves the ID pointer and updates the subscription item, all or
 // nothing. With an unchanged billing_date it is Update.
-func (r *stRepository) AdminUpdate(ctx context.Context, prev, next *billing.Subscription) error {
+func (r *stRepository) AdminUpdate(ctx context.Context, prev, next *billing.Period) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -653,7 +653,7 @@ func (r *stRepository) AdminUpdate(ctx context.Context, prev, next *billing.Subs
 // twice in it, which a DynamoDB transaction rejects, a record in flight,
 // or one with no free history key) is named in a [*billing.BatchError];
 // the others are written.
-func (r *stRepository) AddAll(ctx context.Context, subs []billing.Subscription) ([]billing.Subscription, error) {
+func (r *stRepository) AddAll(ctx context.Context, subs []billing.Period) ([]billing.Period, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -679,7 +679,7 @@ func (r *stRepository) AddAll(ctx context.Context, subs []billing.Subscription) 
 	be := &billing.BatchError{}
 	for _, g := range groups {
 		t := &stTx{op: "add all"}
-		recs := make([]billing.Subscription, 0, len(g))
+		recs := make([]billing.Period, 0, len(g))
 		var err error
 		for _, i := range g {
 			if plans[i].Err != nil && err == nil {
@@ -724,7 +724,7 @@ func (r *stRepository) AddAll(ctx context.Context, subs []billing.Subscription) 
 // checkGroup fails a group of AddAll that would write one period or
 // history row twice: DynamoDB rejects a transaction with two actions on
 // one item. The default collision policy never leaves such keys.
-func checkGroup(recs []billing.Subscription) error {
+func checkGroup(recs []billing.Period) error {
 	periods, rows := map[string]bool{}, map[string]bool{}
 	for i := range recs {
 		p, h := recs[i].UserID+"\x00"+layout.BillingDateKey(&recs[i]), recs[i].UserID+"\x00"+layout.LastRunDateKey(&recs[i])
@@ -901,7 +901,7 @@ func (s *SingleTable) expand(ctx context.Context, q billing.StatusQuery, w layou
 
 // Add implements [billing.History.Add]: the row and its ID pointer (whose
 // billing_date a period write set is kept), all or nothing.
-func (h *stHistory) Add(ctx context.Context, sub *billing.Subscription) error {
+func (h *stHistory) Add(ctx context.Context, sub *billing.Period) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -928,7 +928,7 @@ func (h *stHistory) Add(ctx context.Context, sub *billing.Subscription) error {
 // [History.AddAll]).
 // Unstorable rows, rows sharing a key and user IDs that are not
 // subscription references are errors before anything is written.
-func (h *stHistory) AddAll(ctx context.Context, subs []billing.Subscription) error {
+func (h *stHistory) AddAll(ctx context.Context, subs []billing.Period) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -968,7 +968,7 @@ func (h *stHistory) AddAll(ctx context.Context, subs []billing.Subscription) err
 
 // ListBySubscription implements [billing.History.ListBySubscription]:
 // rows ascending by last_run_date, then user ID.
-func (h *stHistory) ListBySubscription(ctx context.Context, subscriptionID string) ([]billing.Subscription, error) {
+func (h *stHistory) ListBySubscription(ctx context.Context, subscriptionID string) ([]billing.Period, error) {
 	if subscriptionID == "" {
 		return nil, ctx.Err()
 	}
@@ -984,7 +984,7 @@ func (h *stHistory) ListBySubscription(ctx context.Context, subscriptionID strin
 
 // ListByUser implements [billing.History.ListByUser]: rows that do not
 // decode are skipped and reported (see [billing.WithInvalidItems]).
-func (h *stHistory) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+func (h *stHistory) ListByUser(ctx context.Context, userID string) ([]billing.Period, error) {
 	if _, err := layout.ParseSubscriptionRef(userID); err != nil {
 		return nil, ctx.Err()
 	}

@@ -184,7 +184,7 @@ func (s *Store) table(name string) *table {
 // who has one already is refused with a [*billing.OpenSubscriptionError].
 // The check and the write are made under the user's lock, so the race
 // the DynamoDB store documents does not happen here.
-func (r *Repository) Add(ctx context.Context, sub *billing.Subscription) error {
+func (r *Repository) Add(ctx context.Context, sub *billing.Period) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -220,7 +220,7 @@ func (r *Repository) Add(ctx context.Context, sub *billing.Subscription) error {
 // openRecord returns the *billing.OpenSubscriptionError of adding sub
 // when sub is open (SCHEDULED or PAUSED) and its user has an open record
 // already, else nil. The caller holds the user's lock.
-func (s *Store) openRecord(sub *billing.Subscription) error {
+func (s *Store) openRecord(sub *billing.Period) error {
 	if s.severalOpen || !layout.OpenStatus(sub.Status) {
 		return nil
 	}
@@ -237,36 +237,36 @@ func (s *Store) openRecord(sub *billing.Subscription) error {
 }
 
 // Get implements [billing.Repository.Get].
-func (r *Repository) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Subscription, error) {
+func (r *Repository) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Period, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.Subscription{}, err
+		return billing.Period{}, err
 	}
 	var buf [32]byte
 	bd, err := timefmt.AppendSeconds(buf[:0], billingDate)
 	if err != nil || billingDate.IsZero() || userID == "" {
-		return billing.Subscription{}, fmt.Errorf("memory: get user_id=%q billing_date=%v: %w: not a key", userID, billingDate, billing.ErrInvalidDate)
+		return billing.Period{}, fmt.Errorf("memory: get user_id=%q billing_date=%v: %w: not a key", userID, billingDate, billing.ErrInvalidDate)
 	}
 	user := r.s.locks.of(userID)
 	r.s.locks.rlock(user)
 	defer r.s.locks.runlock(user)
 	item, ok := r.s.primary.getBytes(userID, bd)
 	if !ok {
-		return billing.Subscription{}, fmt.Errorf("%w: user_id=%s billing_date=%s", billing.ErrNotFound, userID, bd)
+		return billing.Period{}, fmt.Errorf("%w: user_id=%s billing_date=%s", billing.ErrNotFound, userID, bd)
 	}
 	return decodeItem(item)
 }
 
 // GetByID implements [billing.Repository.GetByID]. Should several records
 // share the ID, the one with the smallest key is returned.
-func (r *Repository) GetByID(ctx context.Context, subscriptionID string) (billing.Subscription, error) {
+func (r *Repository) GetByID(ctx context.Context, subscriptionID string) (billing.Period, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.Subscription{}, err
+		return billing.Period{}, err
 	}
 	r.s.locks.rlock(allStripes)
 	defer r.s.locks.runlock(allStripes)
 	found := r.s.primary.withSub(subscriptionID)
 	if len(found) == 0 {
-		return billing.Subscription{}, fmt.Errorf("%w: subscription_id=%s", billing.ErrNotFound, subscriptionID)
+		return billing.Period{}, fmt.Errorf("%w: subscription_id=%s", billing.ErrNotFound, subscriptionID)
 	}
 	sortByKey(found, false)
 	return decodeItem(found[0].item)
@@ -274,7 +274,7 @@ func (r *Repository) GetByID(ctx context.Context, subscriptionID string) (billin
 
 // ListByUser implements [billing.Repository.ListByUser]: items that do not
 // decode are skipped and reported (see [billing.WithInvalidItems]).
-func (r *Repository) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+func (r *Repository) ListByUser(ctx context.Context, userID string) ([]billing.Period, error) {
 	subs, invalid, err := r.s.listUser(ctx, r.s.primary, userID, false, 0)
 	r.s.skipItems(ctx, "list user ", userID, invalid)
 	return subs, err
@@ -283,7 +283,7 @@ func (r *Repository) ListByUser(ctx context.Context, userID string) ([]billing.S
 // Recent implements [billing.Repository.Recent]: items that do not decode
 // are skipped and reported (see [billing.WithInvalidItems]), and do not
 // count in limit.
-func (r *Repository) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
+func (r *Repository) Recent(ctx context.Context, userID string, limit int) ([]billing.Period, error) {
 	if limit <= 0 {
 		limit = 10
 	}
@@ -293,23 +293,23 @@ func (r *Repository) Recent(ctx context.Context, userID string, limit int) ([]bi
 }
 
 // Update implements [billing.Repository.Update].
-func (r *Repository) Update(ctx context.Context, prev, next *billing.Subscription, create ...*billing.Subscription) error {
+func (r *Repository) Update(ctx context.Context, prev, next *billing.Period, create ...*billing.Period) error {
 	return r.s.update(ctx, "update", prev, next, false, create)
 }
 
 // AdminUpdate implements [billing.Repository.AdminUpdate].
-func (r *Repository) AdminUpdate(ctx context.Context, prev, next *billing.Subscription) error {
+func (r *Repository) AdminUpdate(ctx context.Context, prev, next *billing.Period) error {
 	return r.s.update(ctx, "admin update", prev, next, true, nil)
 }
 
 // SetAttempt implements [billing.Repository.SetAttempt].
-func (r *Repository) SetAttempt(ctx context.Context, prev, next *billing.Subscription) error {
+func (r *Repository) SetAttempt(ctx context.Context, prev, next *billing.Period) error {
 	return r.s.setAttempt(ctx, prev, next)
 }
 
 // setAttempt writes next's attempt attributes on the stored record,
 // conditional on prev; no history row.
-func (s *Store) setAttempt(ctx context.Context, prev, next *billing.Subscription) error {
+func (s *Store) setAttempt(ctx context.Context, prev, next *billing.Period) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -344,7 +344,7 @@ func (s *Store) setAttempt(ctx context.Context, prev, next *billing.Subscription
 // status and last_run_date), the new key free when it moves, the history
 // row free; then delete, put and history put. Any failed condition is a
 // *ConflictError wrapping ErrConflict, a taken history row included.
-func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subscription, dateChange bool, create []*billing.Subscription) error {
+func (s *Store) update(ctx context.Context, op string, prev, next *billing.Period, dateChange bool, create []*billing.Period) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -475,7 +475,7 @@ func (s *Store) update(ctx context.Context, op string, prev, next *billing.Subsc
 // replacing a stored one carries the stored one's attempt and reminder
 // claim unless it sets them itself, as the DynamoDB stores do (see
 // dynamostore.Repository.AddAll).
-func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([]billing.Subscription, error) {
+func (r *Repository) AddAll(ctx context.Context, subs []billing.Period) ([]billing.Period, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -544,7 +544,7 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 			r.s.history.put(historyKey(hitems[i]), hitems[i])
 		}
 	}
-	written := make([]billing.Subscription, len(out))
+	written := make([]billing.Period, len(out))
 	for i := range out {
 		written[i] = out[i].Clone()
 	}
@@ -557,7 +557,7 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Subscription) ([
 // planRows places the history rows of a batch of AddAll (see
 // [layout.PlanHistoryRows]) over the rows stored: no row is replaced.
 // The caller holds every lock.
-func (s *Store) planRows(out []billing.Subscription) ([]layout.RowPlan, error) {
+func (s *Store) planRows(out []billing.Period) ([]layout.RowPlan, error) {
 	f := layout.NewFlat()
 	defer f.Release()
 	return layout.PlanHistoryRows(out, func(i int, key string) (map[string]av.AttributeValue, bool) {
@@ -577,7 +577,7 @@ func (s *Store) planRows(out []billing.Subscription) ([]layout.RowPlan, error) {
 }
 
 // itemInFlight reports whether a stored item carries an attempt whose
-// outcome is not recorded ([billing.Subscription.InFlight]).
+// outcome is not recorded ([billing.Period.InFlight]).
 func itemInFlight(item map[string]av.AttributeValue) bool { return layout.ItemInFlight(item) }
 
 // inFlightAt reports whether the stored record at userID and billingDate
@@ -616,7 +616,7 @@ const primaryRoom = 24
 // decodeItem decodes a stored item, which the caller holds the lock
 // for. The record shares only strings with the item: its Extra and data_
 // attributes are copies.
-func decodeItem(item map[string]av.AttributeValue) (billing.Subscription, error) {
+func decodeItem(item map[string]av.AttributeValue) (billing.Period, error) {
 	sub, err := layout.DecodeItem(item)
 	if err != nil {
 		return sub, err
@@ -630,7 +630,7 @@ func decodeItem(item map[string]av.AttributeValue) (billing.Subscription, error)
 	return sub, nil
 }
 
-func batchError(subs []billing.Subscription, err error) error {
+func batchError(subs []billing.Period, err error) error {
 	keys := make([]string, len(subs))
 	for i := range subs {
 		keys[i] = subs[i].Key()
@@ -661,7 +661,7 @@ func stringAttr(item map[string]av.AttributeValue, name string) string {
 
 // fenceHolds is the condition of every update of prev: the stored item
 // still has prev's status, last_run_date and attempt numbers.
-func fenceHolds(cur map[string]av.AttributeValue, prev *billing.Subscription) bool {
+func fenceHolds(cur map[string]av.AttributeValue, prev *billing.Period) bool {
 	num := func(name string, want int) bool {
 		v, ok := cur[name].(*av.AttributeValueMemberN)
 		if !ok {
@@ -689,7 +689,7 @@ func attrIs(item map[string]av.AttributeValue, name, want string) bool {
 // does not decode is skipped and does not count in limit: its error is in
 // invalid, for the caller to report once it holds no lock (skipItems), as
 // the DynamoDB store reads on past an item it cannot decode.
-func (s *Store) listUser(ctx context.Context, t *table, userID string, desc bool, limit int) (out []billing.Subscription, invalid []error, err error) {
+func (s *Store) listUser(ctx context.Context, t *table, userID string, desc bool, limit int) (out []billing.Period, invalid []error, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
@@ -704,7 +704,7 @@ func (s *Store) listUser(ctx context.Context, t *table, userID string, desc bool
 	if limit > 0 && n > limit {
 		n = limit
 	}
-	out = make([]billing.Subscription, 0, n)
+	out = make([]billing.Period, 0, n)
 	for i := range recs {
 		if limit > 0 && len(out) == limit {
 			break
@@ -738,8 +738,8 @@ func (s *Store) skipItems(ctx context.Context, op, userID string, invalid []erro
 
 // decodeAll decodes items in order; the first that fails is the error.
 // The caller holds the lock.
-func decodeAll(items []keyedItem) ([]billing.Subscription, error) {
-	out := make([]billing.Subscription, 0, len(items))
+func decodeAll(items []keyedItem) ([]billing.Period, error) {
+	out := make([]billing.Period, 0, len(items))
 	for _, ki := range items {
 		sub, err := decodeItem(ki.item)
 		if err != nil {

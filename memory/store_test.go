@@ -46,8 +46,8 @@ func TestHistorySuite(t *testing.T) {
 
 var due = time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC)
 
-func rec(user string, n int, billingDate time.Time, st billing.Status) billing.Subscription {
-	return billing.Subscription{
+func rec(user string, n int, billingDate time.Time, st billing.Status) billing.Period {
+	return billing.Period{
 		UserID:         user,
 		BillingDate:    billingDate,
 		SubscriptionID: fmt.Sprintf("sub-%s-%d", user, n),
@@ -57,7 +57,7 @@ func rec(user string, n int, billingDate time.Time, st billing.Status) billing.S
 	}
 }
 
-func mustAdd(t *testing.T, r billing.Repository, subs ...billing.Subscription) {
+func mustAdd(t *testing.T, r billing.Repository, subs ...billing.Period) {
 	t.Helper()
 	for i := range subs {
 		require.NoError(t, r.Add(t.Context(), &subs[i]))
@@ -85,7 +85,7 @@ func TestStoreInvalidItemsReported(t *testing.T) {
 			require.NoError(t, s.PutRawItem(memory.SubscriptionsTable, bad("2024-05-20T00:00:00Z", "4.999")))
 			// Out of range: read in legacy mode, but filtered out, not reported.
 			require.NoError(t, s.PutRawItem(memory.SubscriptionsTable, bad("2024-07-01T00:00:00Z", "x")))
-			var items []billing.Subscription
+			var items []billing.Period
 			var invalid []error
 			scanned, pages, cur := 0, 0, ""
 			for {
@@ -176,7 +176,7 @@ func TestStoreReturnsCopies(t *testing.T) {
 	layout.ExtraAttributes(&r)["x_note"].(*av.AttributeValueMemberS).Value = "input changed"
 	layout.DataAttributes(&r)["data_l"].(*av.AttributeValueMemberL).Value[0] = &av.AttributeValueMemberS{Value: "input changed"}
 
-	mutate := func(sub billing.Subscription) {
+	mutate := func(sub billing.Period) {
 		sub.Status = billing.StatusError
 		if v, ok := layout.ExtraAttributes(&sub)["x_note"].(*av.AttributeValueMemberS); ok {
 			v.Value = "mutated"
@@ -233,9 +233,9 @@ func TestStoreItemsAndPutRawItem(t *testing.T) {
 var indexStatuses = []billing.Status{billing.StatusScheduled, billing.StatusError, billing.StatusCompleted, billing.StatusPaused, billing.StatusStale}
 
 // listAll returns every record of users, by user then billing date.
-func listAll(t *testing.T, repo billing.Repository, users []string) []billing.Subscription {
+func listAll(t *testing.T, repo billing.Repository, users []string) []billing.Period {
 	t.Helper()
-	var out []billing.Subscription
+	var out []billing.Period
 	for _, u := range users {
 		recs, err := repo.ListByUser(t.Context(), u)
 		require.NoError(t, err)
@@ -280,7 +280,7 @@ func randomWrite(t *testing.T, s *memory.Store, rng *rand.Rand, users []string, 
 		}
 	case op == 4:
 		// An overwriting batch: the same keys, other statuses and IDs.
-		batch := []billing.Subscription{recs[rng.IntN(len(recs))].Clone()}
+		batch := []billing.Period{recs[rng.IntN(len(recs))].Clone()}
 		batch[0].Status, batch[0].SubscriptionID, batch[0].LastRunDate = indexStatuses[rng.IntN(len(indexStatuses))], fmt.Sprint("batch-", users[0], i), run()
 		batch[0].LastAttempt, batch[0].Attempt = billing.Attempt{}, 0
 		_, err := repo.AddAll(ctx, batch)
@@ -314,18 +314,18 @@ func requireIndexesMatchScans(t *testing.T, s *memory.Store, mode dynamostore.St
 			{Status: st, Since: due.AddDate(0, 0, -5)},
 			{Status: st, After: due.AddDate(0, 0, -10), Before: due.AddDate(0, 0, 10)},
 		} {
-			var want []billing.Subscription
+			var want []billing.Period
 			for _, r := range recs {
 				if r.Status == st && q.Matches(r.BillingDate) {
 					want = append(want, r)
 				}
 			}
 			if mode == dynamostore.StatusIndexSorted {
-				slices.SortStableFunc(want, func(a, b billing.Subscription) int {
+				slices.SortStableFunc(want, func(a, b billing.Period) int {
 					return strings.Compare(layout.BillingDateKey(&a), layout.BillingDateKey(&b))
 				})
 			}
-			var got []billing.Subscription
+			var got []billing.Period
 			for cur := ""; ; {
 				q.Cursor = cur
 				p, err := repo.QueryStatus(ctx, q)
@@ -340,7 +340,7 @@ func requireIndexesMatchScans(t *testing.T, s *memory.Store, mode dynamostore.St
 		}
 	}
 	for _, r := range recs {
-		var want *billing.Subscription
+		var want *billing.Period
 		for i := range recs {
 			if recs[i].SubscriptionID == r.SubscriptionID {
 				want = &recs[i]
@@ -351,7 +351,7 @@ func requireIndexesMatchScans(t *testing.T, s *memory.Store, mode dynamostore.St
 		require.NoError(t, err)
 		require.Equal(t, *want, got)
 	}
-	var rows []billing.Subscription
+	var rows []billing.Period
 	for _, u := range users {
 		hs, err := s.History().ListByUser(ctx, u)
 		require.NoError(t, err)
@@ -359,13 +359,13 @@ func requireIndexesMatchScans(t *testing.T, s *memory.Store, mode dynamostore.St
 	}
 	require.Equal(t, len(rows), s.Items(memory.HistoryTable))
 	for _, r := range rows[:min(len(rows), 40)] {
-		var want []billing.Subscription
+		var want []billing.Period
 		for _, h := range rows {
 			if h.SubscriptionID == r.SubscriptionID {
 				want = append(want, h)
 			}
 		}
-		slices.SortStableFunc(want, func(a, b billing.Subscription) int {
+		slices.SortStableFunc(want, func(a, b billing.Period) int {
 			return strings.Compare(layout.LastRunDateKey(&a), layout.LastRunDateKey(&b))
 		})
 		got, err := s.History().ListBySubscription(ctx, r.SubscriptionID)

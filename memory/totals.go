@@ -21,7 +21,7 @@ type totals struct {
 // count adds what the write of prev into next adds to the totals (prev
 // nil for a record added). The caller holds the locks of the write and
 // calls it only once the write is certain.
-func (t *totals) count(prev, next *billing.Subscription) {
+func (t *totals) count(prev, next *billing.Period) {
 	d, ok := layout.TotalsOf(prev, next)
 	if !ok {
 		return

@@ -17,7 +17,7 @@ import (
 // item, whatever else the stored item holds.
 func TestDiffIsWriteBackItem(t *testing.T) {
 	at := time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
-	base := billing.Subscription{UserID: "u", SubscriptionID: "s", BillingDate: at, Status: billing.StatusScheduled,
+	base := billing.Period{UserID: "u", SubscriptionID: "s", BillingDate: at, Status: billing.StatusScheduled,
 		Amount: 999, Term: billing.TermMonthly, ReceiptTierName: "Plus", CreatedDate: at, LastRunDate: at, AnchorDay: 1}
 	done := base.Clone()
 	done.Status, done.TransactionID, done.CompletionDate, done.LastRunDate = billing.StatusCompleted, "txn", at.Add(time.Hour), at.Add(time.Hour)
@@ -27,7 +27,7 @@ func TestDiffIsWriteBackItem(t *testing.T) {
 	settled.Attempt, settled.ReceiptTierName, settled.AnchorDay = 1, "", 0
 	extra := base.Clone()
 	layout.SetExtraAttributes(&extra, map[string]av.AttributeValue{"other": &av.AttributeValueMemberS{Value: "v"}})
-	recs := []billing.Subscription{base, done, attempt, settled, extra}
+	recs := []billing.Period{base, done, attempt, settled, extra}
 	keys, always := []string{layout.AttrUserID, layout.AttrBillingDate}, []string{layout.AttrLastRunDate}
 	for i := range recs {
 		prevItem, err := layout.EncodeItem(&recs[i])

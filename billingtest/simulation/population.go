@@ -97,8 +97,8 @@ func (u *User) SubscribeRequest() billing.SubscribeRequest {
 // LegacyRecord returns the first period of a Legacy user as another
 // service wrote it (process NOT_IDENTIFIED; SCHEDULED, or PAUSED for a
 // pause), created at created.
-func (u *User) LegacyRecord(created time.Time) billing.Subscription {
-	s := billing.Subscription{
+func (u *User) LegacyRecord(created time.Time) billing.Period {
+	s := billing.Period{
 		UserID: u.ID, BillingDate: u.FirstBillingDate, SubscriptionID: u.FirstSubscriptionID,
 		Amount: u.Amount, Status: billing.StatusScheduled, BillingPeriod: billing.BillingPeriod(u.FirstBillingDate),
 		Term: u.Term, AnchorDay: u.AnchorDay, BillingWeek: u.BillingWeek, ReceiptTierName: u.Tier,
@@ -237,7 +237,7 @@ func daysIn(t time.Time) int {
 // other user, in order; each must have written the user's first period.
 func signUp(ctx context.Context, repo billing.Repository, users []User, created time.Time, signUp func(context.Context, User) error) error {
 	const chunk = 500
-	var legacy []billing.Subscription
+	var legacy []billing.Period
 	for i := range users {
 		if users[i].Legacy {
 			legacy = append(legacy, users[i].LegacyRecord(created))

@@ -177,7 +177,7 @@ outcome (%d timeouts in all) and were replayed by a later run.
 
 // FormatHistory prints history rows (History.ListByUser or
 // ListBySubscription), oldest first: one line per write of a record.
-func FormatHistory(w io.Writer, rows []billing.Subscription) error {
+func FormatHistory(w io.Writer, rows []billing.Period) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "written\tbilling date\tperiod\tstatus\tprocess\tattempt\tamount\tevent\t")
 	prev := map[string]billing.Status{}

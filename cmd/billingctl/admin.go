@@ -138,16 +138,16 @@ var adminFlags = map[string]string{"tier": "--tier", "amount": "--amount", "bill
 type adminChange struct {
 	// check is the change as [billing.Collector.CheckChange] takes it,
 	// for the record b.
-	check func(b *billing.Subscription) billing.AdminChange
+	check func(b *billing.Period) billing.AdminChange
 	// describe says what the change does to the record b.
-	describe func(b *billing.Subscription) string
+	describe func(b *billing.Period) string
 	// apply makes the change with the collector.
-	apply func(ctx context.Context, col *billing.Collector, b *billing.Subscription) (billing.Change, error)
+	apply func(ctx context.Context, col *billing.Collector, b *billing.Period) (billing.Change, error)
 }
 
 // idOnlyAdmin makes an admin command that takes one SUBSCRIPTION_ID and no
 // flags of its own: describe says what will change, op makes the change.
-func idOnlyAdmin(kind billing.AdminOp, describe func(b *billing.Subscription) string,
+func idOnlyAdmin(kind billing.AdminOp, describe func(b *billing.Period) string,
 	op func(col *billing.Collector, ctx context.Context, id string) (billing.Change, error)) func(a *app, c *command, args []string) error {
 	return func(a *app, c *command, args []string) error {
 		pos, err := a.parse(c, a.newFlags(c), args)
@@ -159,9 +159,9 @@ func idOnlyAdmin(kind billing.AdminOp, describe func(b *billing.Subscription) st
 			return err
 		}
 		return a.admin(c, id, adminChange{
-			check:    func(*billing.Subscription) billing.AdminChange { return billing.AdminChange{Op: kind} },
+			check:    func(*billing.Period) billing.AdminChange { return billing.AdminChange{Op: kind} },
 			describe: describe,
-			apply: func(ctx context.Context, col *billing.Collector, _ *billing.Subscription) (billing.Change, error) {
+			apply: func(ctx context.Context, col *billing.Collector, _ *billing.Period) (billing.Change, error) {
 				return op(col, ctx, id)
 			},
 		})
@@ -169,15 +169,15 @@ func idOnlyAdmin(kind billing.AdminOp, describe func(b *billing.Subscription) st
 }
 
 var (
-	runWaive = idOnlyAdmin(billing.OpWaive, func(b *billing.Subscription) string {
+	runWaive = idOnlyAdmin(billing.OpWaive, func(b *billing.Period) string {
 		return fmt.Sprintf("billing_status %s -> %s (a record never attempted also opens the next period)", b.Status, billing.StatusWaived)
 	}, (*billing.Collector).Waive)
 
-	runCancel = idOnlyAdmin(billing.OpCancel, func(b *billing.Subscription) string {
+	runCancel = idOnlyAdmin(billing.OpCancel, func(b *billing.Period) string {
 		return fmt.Sprintf("billing_status %s -> %s (the subscription ends)", b.Status, billing.StatusCancelled)
 	}, (*billing.Collector).Cancel)
 
-	runResume = idOnlyAdmin(billing.OpResume, func(b *billing.Subscription) string {
+	runResume = idOnlyAdmin(billing.OpResume, func(b *billing.Period) string {
 		return fmt.Sprintf("billing_status %s -> %s (pause-resume) on its billing date %s", b.Status, billing.StatusScheduled, fmtTime(b.BillingDate))
 	}, (*billing.Collector).Resume)
 )
@@ -200,13 +200,13 @@ func runPause(a *app, c *command, args []string) error {
 		return usagef(c.name, "--months %d: want 1 to 120", *months)
 	}
 	return a.admin(c, id, adminChange{
-		check: func(*billing.Subscription) billing.AdminChange {
+		check: func(*billing.Period) billing.AdminChange {
 			return billing.AdminChange{Op: billing.OpPause, Months: *months}
 		},
-		describe: func(b *billing.Subscription) string {
+		describe: func(b *billing.Period) string {
 			return fmt.Sprintf("billing_status %s -> %s for %d billing period(s)", b.Status, billing.StatusPaused, *months)
 		},
-		apply: func(ctx context.Context, col *billing.Collector, _ *billing.Subscription) (billing.Change, error) {
+		apply: func(ctx context.Context, col *billing.Collector, _ *billing.Period) (billing.Change, error) {
 			return col.Pause(ctx, id, *months)
 		},
 	})
@@ -250,7 +250,7 @@ func dateFlag(c *command, name, value string) (newBillingDate, error) {
 }
 
 // on returns the new billing date for the record b.
-func (d newBillingDate) on(b *billing.Subscription) time.Time {
+func (d newBillingDate) on(b *billing.Period) time.Time {
 	if !d.dayOnly {
 		return d.t.Truncate(time.Second)
 	}
@@ -289,14 +289,14 @@ func runChangeDate(a *app, c *command, args []string) error {
 		return err
 	}
 	return a.admin(c, id, adminChange{
-		check: func(b *billing.Subscription) billing.AdminChange {
+		check: func(b *billing.Period) billing.AdminChange {
 			return billing.AdminChange{Op: billing.OpChangeDate, Date: nd.on(b)}
 		},
-		describe: func(b *billing.Subscription) string {
+		describe: func(b *billing.Period) string {
 			to := nd.on(b)
 			return fmt.Sprintf("billing_date %s -> %s (anchor day %d)", fmtTime(b.BillingDate), fmtTime(to), to.Day())
 		},
-		apply: func(ctx context.Context, col *billing.Collector, b *billing.Subscription) (billing.Change, error) {
+		apply: func(ctx context.Context, col *billing.Collector, b *billing.Period) (billing.Change, error) {
 			return col.ChangeBillingDate(ctx, id, nd.on(b))
 		},
 	})
@@ -320,17 +320,17 @@ func runChangeTier(a *app, c *command, args []string) error {
 		return err
 	}
 	return a.admin(c, id, adminChange{
-		check: func(*billing.Subscription) billing.AdminChange {
+		check: func(*billing.Period) billing.AdminChange {
 			return billing.AdminChange{Op: billing.OpChangeTier, Tier: *tier, Amount: amount}
 		},
-		describe: func(b *billing.Subscription) string {
+		describe: func(b *billing.Period) string {
 			if *downgrade {
 				return fmt.Sprintf("pending downgrade to %s at %s from the next period (now %s at %s)",
 					*tier, amount, dash(b.ReceiptTierName), b.Amount)
 			}
 			return fmt.Sprintf("tier %s -> %s, amount %s -> %s from this period", dash(b.ReceiptTierName), *tier, b.Amount, amount)
 		},
-		apply: func(ctx context.Context, col *billing.Collector, _ *billing.Subscription) (billing.Change, error) {
+		apply: func(ctx context.Context, col *billing.Collector, _ *billing.Period) (billing.Change, error) {
 			return col.ChangeTier(ctx, id, *tier, amount, *downgrade)
 		},
 	})
@@ -421,7 +421,7 @@ func (a *app) admin(c *command, id string, ch adminChange) error {
 }
 
 // changed reports whether cur is not the version of the record shown.
-func changed(shown, cur *billing.Subscription) bool {
+func changed(shown, cur *billing.Period) bool {
 	return shown.Status != cur.Status || layout.LastRunDateKey(shown) != layout.LastRunDateKey(cur) ||
 		layout.BillingDateKey(shown) != layout.BillingDateKey(cur)
 }
@@ -497,7 +497,7 @@ func lockOwner() string {
 // preview shows rec under heading and the change it is about to make
 // (unless --json with --yes), then asks "Apply? [y/N]" unless --yes: an
 // answer other than yes is [errAborted].
-func (a *app) preview(heading string, rec *billing.Subscription, change string) error {
+func (a *app) preview(heading string, rec *billing.Period, change string) error {
 	if !a.g.json || !a.g.yes {
 		human := a.human()
 		fmt.Fprintf(human, "%s:\n", heading)

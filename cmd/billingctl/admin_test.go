@@ -35,25 +35,25 @@ func TestAdminChanges(t *testing.T) {
 		name  string
 		args  []string
 		out   []string
-		check func(t *testing.T, s billing.Subscription)
+		check func(t *testing.T, s billing.Period)
 	}{{
 		name: "waive", args: []string{"waive", "a1"},
 		out: []string{"Change: waive a1: billing_status SCHEDULED -> WAIVED", "* billing_status WAIVED",
 			"Created (the next period):", "2024-04-14T15:00:00Z"},
-		check: func(t *testing.T, s billing.Subscription) {
+		check: func(t *testing.T, s billing.Period) {
 			assert.Equal(t, billing.StatusWaived, s.Status, "status %s", s.Status)
 		},
 	}, {
 		name: "cancel", args: []string{"cancel", "a2"},
 		out: []string{"Change: cancel a2: billing_status ERROR -> CANCELLED", "* billing_status CANCELLED", "* completion_date"},
-		check: func(t *testing.T, s billing.Subscription) {
+		check: func(t *testing.T, s billing.Period) {
 			assert.Equal(t, billing.StatusCancelled, s.Status, "status %s completion %v", s.Status, s.CompletionDate)
 			assert.False(t, s.CompletionDate.IsZero(), "status %s completion %v", s.Status, s.CompletionDate)
 		},
 	}, {
 		name: "pause", args: []string{"pause", "a3", "--months", "3"},
 		out: []string{"PAUSED for 3 billing period(s)", "* billing_status PAUSED", "* pause_duration_months 3"},
-		check: func(t *testing.T, s billing.Subscription) {
+		check: func(t *testing.T, s billing.Period) {
 			assert.Equal(t, billing.StatusPaused, s.Status, "status %s months %d", s.Status, s.PauseDurationMonths)
 			assert.Equal(t, 3, s.PauseDurationMonths, "status %s months %d", s.Status, s.PauseDurationMonths)
 		},
@@ -61,7 +61,7 @@ func TestAdminChanges(t *testing.T) {
 		name: "resume", args: []string{"resume", "a4"},
 		out: []string{"billing_status PAUSED -> SCHEDULED (pause-resume)", "* billing_status SCHEDULED",
 			"* updated_event pause-resume", "* pause_duration_months (removed; was 2)"},
-		check: func(t *testing.T, s billing.Subscription) {
+		check: func(t *testing.T, s billing.Period) {
 			assert.Equal(t, billing.StatusScheduled, s.Status, "status %s months %d", s.Status, s.PauseDurationMonths)
 			assert.Zero(t, s.PauseDurationMonths, "status %s months %d", s.Status, s.PauseDurationMonths)
 		},
@@ -69,14 +69,14 @@ func TestAdminChanges(t *testing.T) {
 		name: "change-date", args: []string{"change-date", "a5", "--date", "2024-03-20"},
 		out: []string{"billing_date 2024-03-14T15:00:00Z -> 2024-03-20T15:00:00Z (anchor day 20)",
 			"* billing_date 2024-03-20T15:00:00Z", "* billing_anchor_day 20"},
-		check: func(t *testing.T, s billing.Subscription) {
+		check: func(t *testing.T, s billing.Period) {
 			assert.True(t, s.BillingDate.Equal(time.Date(2024, 3, 20, 15, 0, 0, 0, time.UTC)), "billing date %v anchor %d", s.BillingDate, s.AnchorDay)
 			assert.Equal(t, 20, s.AnchorDay, "billing date %v anchor %d", s.BillingDate, s.AnchorDay)
 		},
 	}, {
 		name: "change-tier", args: []string{"change-tier", "a6", "--tier", "Premium:v1", "--amount", "9.99"},
 		out: []string{"tier Plus:v2 -> Premium:v1, amount 4.99 -> 9.99", "* billing_amount 9.99", "* receipt_tier_name Premium:v1"},
-		check: func(t *testing.T, s billing.Subscription) {
+		check: func(t *testing.T, s billing.Period) {
 			assert.Equal(t, "Premium:v1", s.ReceiptTierName, "tier %s amount %s", s.ReceiptTierName, s.Amount)
 			assert.Equal(t, billing.Amount(999), s.Amount, "tier %s amount %s", s.ReceiptTierName, s.Amount)
 		},
@@ -84,7 +84,7 @@ func TestAdminChanges(t *testing.T) {
 		name: "change-tier downgrade", args: []string{"change-tier", "a7", "--tier", "Lite:v1", "--amount", "1.99", "--downgrade"},
 		out: []string{"pending downgrade to Lite:v1 at 1.99", "* is_pending_downgrade true", "* billing_pending_amount 1.99",
 			"\n billing_amount 4.99"},
-		check: func(t *testing.T, s billing.Subscription) {
+		check: func(t *testing.T, s billing.Period) {
 			assert.True(t, s.IsPendingDowngrade, "downgrade %v %s amount %s", s.IsPendingDowngrade, s.PendingTierName, s.Amount)
 			assert.Equal(t, "Lite:v1", s.PendingTierName, "downgrade %v %s amount %s", s.IsPendingDowngrade, s.PendingTierName, s.Amount)
 			assert.Equal(t, billing.Amount(499), s.Amount, "downgrade %v %s amount %s", s.IsPendingDowngrade, s.PendingTierName, s.Amount)
@@ -157,7 +157,7 @@ func TestAdminErrors(t *testing.T) {
 	)
 	// u2's later period beside its open one, as a batch import writes it
 	// (Add refuses a second open record of a legacy user).
-	_, err := e.repo.AddAll(t.Context(), []billing.Subscription{rec("u2", "x3", "2024-04-14T15:00:00Z", billing.StatusScheduled, "4.99")})
+	_, err := e.repo.AddAll(t.Context(), []billing.Period{rec("u2", "x3", "2024-04-14T15:00:00Z", billing.StatusScheduled, "4.99")})
 	require.NoError(t, err, "seeding x3")
 
 	t.Run("unknown ID", func(t *testing.T) {
@@ -216,7 +216,7 @@ func TestAdminRefusesBeforePreview(t *testing.T) {
 		paused,
 		rec("u5", "r5", "2024-03-14T15:00:00Z", billing.StatusScheduled, "4.99"),
 	)
-	_, err := e.repo.AddAll(t.Context(), []billing.Subscription{rec("u5", "r6", "2024-04-14T15:00:00Z", billing.StatusScheduled, "4.99")})
+	_, err := e.repo.AddAll(t.Context(), []billing.Period{rec("u5", "r6", "2024-04-14T15:00:00Z", billing.StatusScheduled, "4.99")})
 	require.NoError(t, err, "seeding r6")
 	for _, tc := range []struct {
 		name string

@@ -316,7 +316,7 @@ func (e *notFoundError) Error() string { return "unknown subscription ID " + e.i
 
 // getByID reads a record by subscription ID; an unknown ID is a
 // *notFoundError.
-func getByID(ctx context.Context, repo billing.Repository, id string) (billing.Subscription, error) {
+func getByID(ctx context.Context, repo billing.Repository, id string) (billing.Period, error) {
 	sub, err := repo.GetByID(ctx, id)
 	if errors.Is(err, billing.ErrNotFound) {
 		return sub, &notFoundError{id: id}

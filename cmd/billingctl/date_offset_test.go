@@ -103,7 +103,7 @@ func TestDateOffsetKeepsTheDay(t *testing.T) {
 			r.want(t, exitOK, tc.out...)
 			recs, err := e.repo.ListByUser(t.Context(), tc.user)
 			require.NoError(t, err)
-			var open []billing.Subscription
+			var open []billing.Period
 			for _, s := range recs {
 				if s.Status == billing.StatusScheduled {
 					open = append(open, s)

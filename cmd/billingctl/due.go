@@ -294,7 +294,7 @@ type dueEvaluator struct {
 	planner *billing.Collector
 }
 
-func (e *dueEvaluator) action(kind billing.RunKind, s *billing.Subscription) string {
+func (e *dueEvaluator) action(kind billing.RunKind, s *billing.Period) string {
 	p := e.planner.PlanRecord(kind, s, e.now)
 	switch p.Action {
 	case billing.PlanCollect:

@@ -172,7 +172,7 @@ func (e *testEnv) runAt(now time.Time, args ...string) result {
 }
 
 // seed adds records through the library.
-func (e *testEnv) seed(subs ...billing.Subscription) {
+func (e *testEnv) seed(subs ...billing.Period) {
 	e.t.Helper()
 	for i := range subs {
 		require.NoError(e.t, e.repo.Add(e.t.Context(), &subs[i]), "seeding %s", subs[i].SubscriptionID)
@@ -180,7 +180,7 @@ func (e *testEnv) seed(subs ...billing.Subscription) {
 }
 
 // get reads a record back through the library.
-func (e *testEnv) get(id string) billing.Subscription {
+func (e *testEnv) get(id string) billing.Period {
 	e.t.Helper()
 	s, err := e.repo.GetByID(e.t.Context(), id)
 	require.NoError(e.t, err, "reading %s back", id)
@@ -188,13 +188,13 @@ func (e *testEnv) get(id string) billing.Subscription {
 }
 
 // rec builds a record of user billed at date; written three days before.
-func rec(user, id, date string, status billing.Status, amount string) billing.Subscription {
+func rec(user, id, date string, status billing.Status, amount string) billing.Period {
 	d, err := time.Parse(time.RFC3339, date)
 	if err != nil {
 		panic(err)
 	}
 	written := d.Add(-72 * time.Hour)
-	return billing.Subscription{
+	return billing.Period{
 		UserID: user, SubscriptionID: id, BillingDate: d, Amount: billing.MustParseAmount(amount), Status: status,
 		BillingPeriod: billing.BillingPeriod(d), Term: billing.TermMonthly, ReceiptTierName: "Plus:v2",
 		Process: billing.ProcessNotIdentified, AnchorDay: d.Day(), CreatedDate: written, LastRunDate: written,

@@ -144,7 +144,7 @@ func valueText(attrVal av.AttributeValue) string {
 }
 
 // recordItem is the stored form of a record: what the table holds.
-func recordItem(s *billing.Subscription) map[string]av.AttributeValue {
+func recordItem(s *billing.Period) map[string]av.AttributeValue {
 	item, err := layout.EncodeItem(s)
 	if err != nil {
 		return fallbackItem(s, err)
@@ -154,7 +154,7 @@ func recordItem(s *billing.Subscription) map[string]av.AttributeValue {
 
 // historyItem is the stored form of a history row (data_ attributes
 // included).
-func historyItem(s *billing.Subscription) map[string]av.AttributeValue {
+func historyItem(s *billing.Period) map[string]av.AttributeValue {
 	item, err := layout.EncodeHistoryItem(s)
 	if err != nil {
 		return fallbackItem(s, err)
@@ -164,7 +164,7 @@ func historyItem(s *billing.Subscription) map[string]av.AttributeValue {
 
 // fallbackItem shows what can be shown of a record that does not encode
 // (it was decoded, so this should not happen).
-func fallbackItem(s *billing.Subscription, err error) map[string]av.AttributeValue {
+func fallbackItem(s *billing.Period, err error) map[string]av.AttributeValue {
 	str := func(v string) av.AttributeValue { return &av.AttributeValueMemberS{Value: v} }
 	return map[string]av.AttributeValue{
 		layout.AttrUserID:         str(s.UserID),

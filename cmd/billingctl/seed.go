@@ -91,10 +91,10 @@ func (a *app) seedUserID(i int) string {
 // kind of user cycles through six: due now, due in ten days, declined
 // yesterday (retry due), paused, paid last month with the next period
 // open, yearly due now.
-func seedUser(user string, i int, now time.Time) []billing.Subscription {
+func seedUser(user string, i int, now time.Time) []billing.Period {
 	day := now.Truncate(24 * time.Hour)
-	rec := func(suffix string, date time.Time, st billing.Status) billing.Subscription {
-		return billing.Subscription{
+	rec := func(suffix string, date time.Time, st billing.Status) billing.Period {
+		return billing.Period{
 			UserID: user, SubscriptionID: fmt.Sprintf("seed-%02d-%s", i, suffix), BillingDate: date,
 			BillingPeriod: billing.BillingPeriod(date), Amount: billing.MustParseAmount("9.99"), Status: st,
 			Term: billing.TermMonthly, AnchorDay: date.Day(), ReceiptTierName: "Plus:v2", Process: billing.ProcessInitial,
@@ -103,27 +103,27 @@ func seedUser(user string, i int, now time.Time) []billing.Subscription {
 	}
 	switch i % 6 {
 	case 0:
-		return []billing.Subscription{rec("due", day.Add(-time.Hour), billing.StatusScheduled)}
+		return []billing.Period{rec("due", day.Add(-time.Hour), billing.StatusScheduled)}
 	case 1:
-		return []billing.Subscription{rec("later", day.AddDate(0, 0, 10), billing.StatusScheduled)}
+		return []billing.Period{rec("later", day.AddDate(0, 0, 10), billing.StatusScheduled)}
 	case 2:
 		s := rec("declined", day.AddDate(0, 0, -1), billing.StatusError)
 		s.Attempt, s.PaymentError, s.LastRunDate, s.InitialRunDate = 1, "insufficient funds", day.Add(-12*time.Hour), day.Add(-12*time.Hour)
-		return []billing.Subscription{s}
+		return []billing.Period{s}
 	case 3:
 		s := rec("paused", day.AddDate(0, 0, -3), billing.StatusPaused)
 		s.PauseDurationMonths = 2
-		return []billing.Subscription{s}
+		return []billing.Period{s}
 	case 4:
 		paid := rec("paid", day.AddDate(0, -1, 0), billing.StatusCompleted)
 		paid.Attempt, paid.InitialRunDate, paid.CompletionDate = 1, paid.BillingDate.Add(time.Hour), paid.BillingDate.Add(time.Hour)
 		paid.LastRunDate, paid.TransactionID = paid.CompletionDate, fmt.Sprintf("txn-seed-%02d", i)
 		next := rec("next", day.AddDate(0, 0, 5), billing.StatusScheduled)
 		next.LastRunDate = paid.LastRunDate.Add(time.Second)
-		return []billing.Subscription{paid, next}
+		return []billing.Period{paid, next}
 	default:
 		s := rec("yearly", day.Add(-2*time.Hour), billing.StatusScheduled)
 		s.Term, s.Amount = billing.TermYearly, billing.MustParseAmount("99.00")
-		return []billing.Subscription{s}
+		return []billing.Period{s}
 	}
 }

@@ -64,7 +64,7 @@ func runSubsList(a *app, c *command, args []string) error {
 	}
 	tw := newTable(a.stdout)
 	// The TRIAL column is shown for users who had a trial.
-	trial := slices.ContainsFunc(subs, func(s billing.Subscription) bool { return trialCell(&s) != "-" })
+	trial := slices.ContainsFunc(subs, func(s billing.Period) bool { return trialCell(&s) != "-" })
 	head := "SUBSCRIPTION_ID\tBILLING_DATE\tSTATUS\tAMOUNT\tTIER\tTERM\tPROCESS\tEVENT\tLAST_RUN"
 	if trial {
 		head += "\tTRIAL"
@@ -123,7 +123,7 @@ func runHistory(a *app, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
-	var rows []billing.Subscription
+	var rows []billing.Period
 	if *user != "" {
 		rows, err = hist.ListByUser(a.ctx, *user)
 	} else {
@@ -167,7 +167,7 @@ func runHistory(a *app, c *command, args []string) error {
 // trialCell shows a trial period's end and first charge ("until
 // 2025-02-17T09:00:00Z, then 9.99"), the first paid period after a trial
 // as "first charge", and "-" otherwise.
-func trialCell(s *billing.Subscription) string {
+func trialCell(s *billing.Period) string {
 	switch {
 	case s.IsTrial():
 		return fmt.Sprintf("until %s, then %s", fmtTime(s.TrialEnd), s.TrialAmount)

@@ -177,7 +177,7 @@ func runReactivate(a *app, c *command, args []string) error {
 	}
 	defer closeCol()
 	date := nd.t
-	var last billing.Subscription
+	var last billing.Period
 	if len(recs) > 0 {
 		last = recs[len(recs)-1]
 		date = nd.on(&last)
@@ -223,7 +223,7 @@ func runReactivate(a *app, c *command, args []string) error {
 
 // userForChange opens the stores and an admin collector on them, and reads
 // the records of user; closeCol releases the collector's locker.
-func (a *app) userForChange(user string) (col *billing.Collector, recs []billing.Subscription, closeCol func(), err error) {
+func (a *app) userForChange(user string) (col *billing.Collector, recs []billing.Period, closeCol func(), err error) {
 	repo, hist, err := a.stores()
 	if err != nil {
 		return nil, nil, nil, err

@@ -108,11 +108,11 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 
 // errorUsers returns users with an ERROR period and no attempt in flight,
 // read from the status index.
-func errorUsers(t *testing.T, d *demo) []billing.Subscription {
+func errorUsers(t *testing.T, d *demo) []billing.Period {
 	t.Helper()
 	p, err := d.repo.QueryStatus(context.Background(), billing.StatusQuery{Status: billing.StatusError, Limit: 1000})
 	require.NoError(t, err)
-	var out []billing.Subscription
+	var out []billing.Period
 	for _, s := range p.Items {
 		if !s.InFlight() {
 			out = append(out, s)
@@ -206,7 +206,7 @@ func TestBrowserDeclineToCustomer(t *testing.T) {
 
 // act opens the customer page of s's user, presses op's button on s's row,
 // types a reason and confirms.
-func act(t *testing.T, ctx context.Context, base string, s billing.Subscription, op string) {
+func act(t *testing.T, ctx context.Context, base string, s billing.Period, op string) {
 	t.Helper()
 	do(t, ctx,
 		chromedp.Navigate(customerURL(base, s.UserID)), visible("#periods"),

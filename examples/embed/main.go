@@ -46,7 +46,7 @@ func main() {
 		UserRequest: billing.UserRequest{UserID: "ann", RequestKey: "cancel-1001"}})
 	check(err)
 	fmt.Printf("collected %d, amount %s; subscription %s, paid through %s\n", rep.Collected,
-		left.Subscription.Amount, left.Subscription.State, left.AccessUntil.Format(time.DateOnly))
+		left.Subscription.Amount, left.Subscription.Status, left.AccessUntil.Format(time.DateOnly))
 }
 
 // readme:end

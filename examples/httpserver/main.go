@@ -201,8 +201,8 @@ func toyIdentify(operatorToken string) func(r *http.Request) (userID string, ope
 func seed(ctx context.Context, repo billing.Repository, now time.Time) error {
 	today := now.Truncate(24 * time.Hour)
 	overdue := today.AddDate(0, 0, -5)
-	record := func(id string, billed time.Time, st billing.Status) billing.Subscription {
-		return billing.Subscription{
+	record := func(id string, billed time.Time, st billing.Status) billing.Period {
+		return billing.Period{
 			UserID: demoUser, SubscriptionID: id, BillingDate: billed, BillingPeriod: billing.BillingPeriod(billed),
 			Amount: billing.MustParseAmount("4.99"), Status: st, Term: billing.TermMonthly, AnchorDay: billed.Day(),
 			ReceiptTierName: "Plus:v2", Process: billing.ProcessInitial,
@@ -217,7 +217,7 @@ func seed(ctx context.Context, repo billing.Repository, now time.Time) error {
 	failed.PaymentError = "insufficient funds"
 	next := record("sub-next", overdue.AddDate(0, 1, 0), billing.StatusScheduled)
 	next.LastRunDate, next.CreatedDate = overdue.Add(time.Hour+time.Nanosecond), overdue.Add(time.Hour+time.Nanosecond)
-	for _, s := range []billing.Subscription{done, failed, next} {
+	for _, s := range []billing.Period{done, failed, next} {
 		if err := repo.Add(ctx, &s); err != nil {
 			return fmt.Errorf("seeding %s: %w", s.SubscriptionID, err)
 		}

@@ -63,7 +63,7 @@ func TestCollectorHandlerSignedContinuationAcrossContainers(t *testing.T) {
 	store := billingtest.NewMemoryStore(t, memory.Options{PageSize: 1})
 	for i := range 5 {
 		d := time.Date(2024, 1, 31, 0, 0, 0, 0, time.UTC)
-		s := billing.Subscription{UserID: fmt.Sprintf("u%d", i), SubscriptionID: fmt.Sprintf("s%d", i), BillingDate: d,
+		s := billing.Period{UserID: fmt.Sprintf("u%d", i), SubscriptionID: fmt.Sprintf("s%d", i), BillingDate: d,
 			Amount: billing.MustParseAmount("4.99"), Status: billing.StatusScheduled, Term: billing.TermMonthly, LastRunDate: d.AddDate(0, -1, 0)}
 		require.NoError(t, store.Repository().Add(ctx, &s))
 	}

@@ -80,7 +80,7 @@ func TestSchedulerHandlerTriggers(t *testing.T) {
 	now := time.Now().UTC()
 	due := time.Date(now.Year(), now.Month(), now.Day()+billing.NotificationLeadDays, 10, 0, 0, 0, time.UTC)
 	for _, u := range []string{"a", "b"} {
-		if _, err := store.Repository().AddAll(ctx, []billing.Subscription{{
+		if _, err := store.Repository().AddAll(ctx, []billing.Period{{
 			UserID: u, SubscriptionID: "s-" + u, BillingDate: due, Status: billing.StatusScheduled,
 			Amount: 499, LastRunDate: now,
 		}}); err != nil {
@@ -149,7 +149,7 @@ func TestCollectorHandlerContinuesThroughItsQueue(t *testing.T) {
 	store := billingtest.NewMemoryStore(t, memory.Options{PageSize: 1})
 	for i := range 3 {
 		d := time.Date(2024, 1, 31, 0, 0, 0, 0, time.UTC)
-		s := billing.Subscription{UserID: fmt.Sprintf("u%d", i), SubscriptionID: fmt.Sprintf("s%d", i), BillingDate: d,
+		s := billing.Period{UserID: fmt.Sprintf("u%d", i), SubscriptionID: fmt.Sprintf("s%d", i), BillingDate: d,
 			Amount: billing.MustParseAmount("4.99"), Status: billing.StatusScheduled, Term: billing.TermMonthly, LastRunDate: d.AddDate(0, -1, 0)}
 		if err := store.Repository().Add(ctx, &s); err != nil {
 			t.Fatal(err)
@@ -242,7 +242,7 @@ func (r shardedRepo) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 		return p, err
 	}
 	if len(shards) > 0 {
-		p.Items = slices.DeleteFunc(p.Items, func(s billing.Subscription) bool { return !slices.Contains(shards, shardOf(s.UserID)) })
+		p.Items = slices.DeleteFunc(p.Items, func(s billing.Period) bool { return !slices.Contains(shards, shardOf(s.UserID)) })
 	}
 	if p.Next != "" {
 		p.Next = scope + p.Next
@@ -261,7 +261,7 @@ func shardedCollector(t *testing.T, perShard map[int]int) (*billing.Collector, *
 	for shard, n := range perShard {
 		for i := range n {
 			d := time.Date(2024, 1, 31, 0, 0, 0, 0, time.UTC)
-			s := billing.Subscription{UserID: fmt.Sprintf("s%d-u%d", shard, i), SubscriptionID: fmt.Sprintf("sub-%d-%d", shard, i), BillingDate: d,
+			s := billing.Period{UserID: fmt.Sprintf("s%d-u%d", shard, i), SubscriptionID: fmt.Sprintf("sub-%d-%d", shard, i), BillingDate: d,
 				Amount: billing.MustParseAmount("4.99"), Status: billing.StatusScheduled, Term: billing.TermMonthly, LastRunDate: d.AddDate(0, -1, 0)}
 			require.NoError(t, store.Repository().Add(ctx, &s))
 		}

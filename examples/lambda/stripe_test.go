@@ -43,7 +43,7 @@ func achSent(t *testing.T) (*billing.Collector, billing.Repository, string) {
 	c, err := billing.NewCollector(billing.Config{Repository: store.Repository(), History: store.History(),
 		Locker: billingtest.NewLocker(clock, time.Minute), Provider: pay, Clock: clock})
 	require.NoError(t, err)
-	sub := billing.Subscription{UserID: "u1", SubscriptionID: "sub-u1", BillingDate: date, Amount: billing.MustParseAmount("4.99"),
+	sub := billing.Period{UserID: "u1", SubscriptionID: "sub-u1", BillingDate: date, Amount: billing.MustParseAmount("4.99"),
 		Status: billing.StatusScheduled, BillingPeriod: billing.BillingPeriod(date), Term: billing.TermMonthly, AnchorDay: 31,
 		ReceiptTierName: "Plus:v2", CreatedDate: date.AddDate(0, -1, 0), LastRunDate: date.AddDate(0, -1, 0)}
 	require.NoError(t, store.Repository().Add(context.Background(), &sub))

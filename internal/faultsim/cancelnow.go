@@ -59,28 +59,28 @@ func (s *Sim) planCancelNow(d int) {
 // are SCHEDULED or PAUSED with no attempt in flight: a user a
 // cancellation now may act on and owes a refund to. It returns the
 // latest open period (the plan a come-back takes again).
-func paidRunning(now time.Time) func([]billing.Subscription) (billing.Subscription, bool) {
-	return func(recs []billing.Subscription) (billing.Subscription, bool) {
+func paidRunning(now time.Time) func([]billing.Period) (billing.Period, bool) {
+	return func(recs []billing.Period) (billing.Period, bool) {
 		paid := lastPaid(recs)
 		if paid == nil || paid.IsTrial() || paid.Amount <= 0 || paid.BillingDate.After(now) {
-			return billing.Subscription{}, false
+			return billing.Period{}, false
 		}
 		if end, err := billing.NextBillingDate(paid.BillingDate, paid.Schedule()); err != nil || !now.Before(end) {
-			return billing.Subscription{}, false
+			return billing.Period{}, false
 		}
-		var plan *billing.Subscription
+		var plan *billing.Period
 		for i := range recs {
 			r := &recs[i]
 			if r.Status.IsTerminal() {
 				continue
 			}
 			if r.Status != billing.StatusScheduled && r.Status != billing.StatusPaused || r.InFlight() {
-				return billing.Subscription{}, false
+				return billing.Period{}, false
 			}
 			plan = r
 		}
 		if plan == nil {
-			return billing.Subscription{}, false
+			return billing.Period{}, false
 		}
 		return *plan, true
 	}
@@ -89,9 +89,9 @@ func paidRunning(now time.Time) func([]billing.Subscription) (billing.Subscripti
 // cancelNowStart picks the user of day d's cancellation now and makes it.
 func (s *Sim) cancelNowStart(ctx context.Context, d int) string {
 	m := s.cancelNowModel()
-	u, plan, ok := s.find(ctx, 25, func(recs []billing.Subscription) (billing.Subscription, bool) {
+	u, plan, ok := s.find(ctx, 25, func(recs []billing.Period) (billing.Period, bool) {
 		if len(recs) == 0 || m.unknown[recs[0].UserID] {
-			return billing.Subscription{}, false
+			return billing.Period{}, false
 		}
 		return paidRunning(s.clock.Now())(recs)
 	}, "cancel now", d)
@@ -105,7 +105,7 @@ func (s *Sim) cancelNowStart(ctx context.Context, d int) string {
 // being the plan of its latest open period as read before the first
 // try; a failure that may pass is tried again an hour later with the
 // same key. It checks the answer, the view, and schedules the come-back.
-func (s *Sim) cancelNowTry(ctx context.Context, u, key string, plan billing.Subscription, n int) string {
+func (s *Sim) cancelNowTry(ctx context.Context, u, key string, plan billing.Period, n int) string {
 	m, now := s.cancelNowModel(), s.clock.Now()
 	before := s.records[u]
 	h := s.pickHost("cancel now try", u, key, n)
@@ -174,7 +174,7 @@ func (s *Sim) cancelNowTry(ctx context.Context, u, key string, plan billing.Subs
 // Reactivate, after its cancellation now at at: it must be accepted and
 // billed from now, the one open period, access still ending at the
 // cancel until it is paid.
-func (s *Sim) cancelNowComeBack(ctx context.Context, u string, at time.Time, plan billing.Subscription, n int) string {
+func (s *Sim) cancelNowComeBack(ctx context.Context, u string, at time.Time, plan billing.Period, n int) string {
 	seed, now := s.opts.Seed, s.clock.Now()
 	for _, r := range s.records[u] {
 		if !r.Status.IsTerminal() {
@@ -183,7 +183,7 @@ func (s *Sim) cancelNowComeBack(ctx context.Context, u string, at time.Time, pla
 	}
 	h := s.pickHost("come back after cancel now", u, at, n)
 	bySubscribe := draw(seed, "come back after cancel now by subscribe", u, at) < 0.5
-	var rec billing.Subscription
+	var rec billing.Period
 	var err error
 	if bySubscribe {
 		var out billing.Subscribed
@@ -239,7 +239,7 @@ func (s *Sim) cancelNowComeBack(ctx context.Context, u string, at time.Time, pla
 // its transaction, else its completion: a free period). A charge whose
 // outcome came after the cancellation (a bank debit settled late) was
 // asked before it: the cancellation ended that access too.
-func (s *Sim) paidThrough(u string, paid *billing.Subscription) time.Time {
+func (s *Sim) paidThrough(u string, paid *billing.Period) time.Time {
 	end, err := billing.NextBillingDate(paid.BillingDate, paid.Schedule())
 	if err != nil {
 		return time.Time{}
@@ -262,7 +262,7 @@ func (s *Sim) paidThrough(u string, paid *billing.Subscription) time.Time {
 // paid time ends where the model says (never after a cancellation now
 // for a period paid before it), one open period (SCHEDULED or PAUSED)
 // at most, and the state want when given.
-func (s *Sim) checkAccess(ctx context.Context, u string, want billing.SubscriptionState) []string {
+func (s *Sim) checkAccess(ctx context.Context, u string, want billing.SubscriptionStatus) []string {
 	m := s.cancelNowModel()
 	if m.unknown[u] {
 		return nil
@@ -272,8 +272,8 @@ func (s *Sim) checkAccess(ctx context.Context, u string, want billing.Subscripti
 		return []string{fmt.Sprintf("user %s: the view: %v", u, err)}
 	}
 	var bad []string
-	if want != "" && v.State != want {
-		bad = append(bad, fmt.Sprintf("user %s: the view says %s, want %s", u, v.State, want))
+	if want != "" && v.Status != want {
+		bad = append(bad, fmt.Sprintf("user %s: the view says %s, want %s", u, v.Status, want))
 	}
 	open := 0
 	for _, r := range v.Open {
@@ -317,7 +317,7 @@ func (s *Sim) checkRefundedUnpaid(u string, at time.Time) []string {
 
 // unusedShare is the share of p's amount for the time from now to end,
 // by the second, rounded down: what a cancellation now refunds.
-func unusedShare(p *billing.Subscription, end, now time.Time) billing.Amount {
+func unusedShare(p *billing.Period, end, now time.Time) billing.Amount {
 	if end.IsZero() || !now.Before(end) {
 		return 0
 	}

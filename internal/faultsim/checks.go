@@ -118,7 +118,7 @@ func (s *Sim) checkUsers(ctx context.Context, users []string) {
 	s.fail(invHistory, hist)
 }
 
-func desc(r *billing.Subscription) string {
+func desc(r *billing.Period) string {
 	d := fmt.Sprintf("%s (%s, billed %s, %s", r.SubscriptionID, r.Status, r.BillingDate.Format(time.DateTime), r.Amount)
 	if r.TransactionID != "" {
 		d += ", txn " + r.TransactionID
@@ -143,9 +143,9 @@ func descCharge(c *Charge) string {
 // of its subscription ID, with its transaction and amount (or on the
 // record in flight with its key), no subscription ID is charged twice,
 // and every COMPLETED record has its charge.
-func checkMoney(u string, recs []billing.Subscription, ledger []Charge) []string {
+func checkMoney(u string, recs []billing.Period, ledger []Charge) []string {
 	var bad []string
-	bySub := map[string][]*billing.Subscription{}
+	bySub := map[string][]*billing.Period{}
 	for i := range recs {
 		bySub[recs[i].SubscriptionID] = append(bySub[recs[i].SubscriptionID], &recs[i])
 	}
@@ -166,7 +166,7 @@ func checkMoney(u string, recs []billing.Subscription, ledger []Charge) []string
 		kept[c.SubscriptionID] = append(kept[c.SubscriptionID], c)
 		// The records of its subscription ID that carry it: recorded
 		// with its transaction and amount, or in flight with its key.
-		var on []*billing.Subscription
+		var on []*billing.Period
 		for _, r := range bySub[c.SubscriptionID] {
 			recorded := r.TransactionID == c.Result.TransactionID && r.Amount == c.Amount &&
 				(r.Status == billing.StatusCompleted || r.Status == billing.StatusACHSent || r.Status == billing.StatusStale || r.Status == billing.StatusRefunded)
@@ -211,7 +211,7 @@ func checkMoney(u string, recs []billing.Subscription, ledger []Charge) []string
 // one unless the subscription was cancelled: no record of the user was
 // created after its latest cancellation (a reactivation, an upgrade or a
 // next period opened since would have to be open).
-func checkOpen(u string, recs []billing.Subscription) []string {
+func checkOpen(u string, recs []billing.Period) []string {
 	var open []string
 	var cancelled, created time.Time
 	latest := &recs[0]
@@ -253,13 +253,13 @@ func checkOpen(u string, recs []billing.Subscription) []string {
 // the helper counts the attempt attributes, so it fails on every record
 // in flight. The second result is what checkAppendOnly finds in the rows
 // read.
-func (s *Sim) checkHistory(ctx context.Context, u string, recs []billing.Subscription) (mirror, appendOnly []string) {
+func (s *Sim) checkHistory(ctx context.Context, u string, recs []billing.Period) (mirror, appendOnly []string) {
 	rows, err := s.hist.ListByUser(ctx, u)
 	if err != nil {
 		return []string{fmt.Sprintf("History.ListByUser(%s): %v", u, err)}, nil
 	}
 	appendOnly = s.checkAppendOnly(u, rows)
-	newest := map[string]*billing.Subscription{}
+	newest := map[string]*billing.Period{}
 	for i := range rows {
 		r := &rows[i]
 		if cur, ok := newest[r.SubscriptionID]; !ok || r.LastRunDate.After(cur.LastRunDate) {
@@ -290,13 +290,13 @@ func (s *Sim) checkHistory(ctx context.Context, u string, recs []billing.Subscri
 // by an earlier check (a shadow kept by last_run_date and subscription
 // ID): each must still be there, byte for byte; then it adds the new
 // rows to the shadow.
-func (s *Sim) checkAppendOnly(u string, rows []billing.Subscription) []string {
+func (s *Sim) checkAppendOnly(u string, rows []billing.Period) []string {
 	seen := s.shadow[u]
 	if seen == nil {
-		seen = map[string]billing.Subscription{}
+		seen = map[string]billing.Period{}
 		s.shadow[u] = seen
 	}
-	cur := make(map[string]*billing.Subscription, len(rows))
+	cur := make(map[string]*billing.Period, len(rows))
 	for i := range rows {
 		cur[layout.LastRunDateKey(&rows[i])+" "+rows[i].SubscriptionID] = &rows[i]
 	}
@@ -335,7 +335,7 @@ func (s *Sim) checkAppendOnly(u string, rows []billing.Subscription) []string {
 }
 
 // sameItem reports whether a and b encode to the same item.
-func sameItem(a, b *billing.Subscription) bool {
+func sameItem(a, b *billing.Period) bool {
 	x, errA := layout.EncodeItem(a)
 	y, errB := layout.EncodeItem(b)
 	return errA == nil && errB == nil && reflect.DeepEqual(x, y)
@@ -343,7 +343,7 @@ func sameItem(a, b *billing.Subscription) bool {
 
 // diffItems describes the attributes the primary table would store
 // differently for got and want, a reminder's claim aside; "" when none.
-func diffItems(got, want *billing.Subscription) string {
+func diffItems(got, want *billing.Period) string {
 	g, err := layout.EncodeItem(got)
 	if err != nil {
 		return "history row does not encode: " + err.Error()
@@ -443,7 +443,7 @@ func withTrail(problems, trail []string) []string {
 
 // strictUser returns what the strict checks find wrong with the records
 // of u.
-func strictUser(u string, recs []billing.Subscription, sched, retry, pause, calm1 time.Time, stale time.Duration) []string {
+func strictUser(u string, recs []billing.Period, sched, retry, pause, calm1 time.Time, stale time.Duration) []string {
 	var bad []string
 	for i := range recs {
 		r := &recs[i]

@@ -19,18 +19,18 @@ const (
 // followed by its renewal, never attempted and billed on the date the
 // paid period ends, more than two days after now: the record a
 // cancellation at period end cancels.
-func paidRenewal(now time.Time) func([]billing.Subscription) (billing.Subscription, bool) {
-	return func(recs []billing.Subscription) (billing.Subscription, bool) {
+func paidRenewal(now time.Time) func([]billing.Period) (billing.Period, bool) {
+	return func(recs []billing.Period) (billing.Period, bool) {
 		paid := lastPaid(recs)
 		if paid == nil {
-			return billing.Subscription{}, false
+			return billing.Period{}, false
 		}
 		end, err := billing.NextBillingDate(paid.BillingDate, paid.Schedule())
 		if paid.IsTrial() {
 			end = paid.TrialEnd // a trial ends on its own date, not by the schedule
 		}
 		if err != nil {
-			return billing.Subscription{}, false
+			return billing.Period{}, false
 		}
 		for _, r := range recs {
 			if r.Status == billing.StatusScheduled && r.BillingDate.Equal(end) && r.LastAttempt.Number == 0 && r.Attempt == 0 &&
@@ -38,13 +38,13 @@ func paidRenewal(now time.Time) func([]billing.Subscription) (billing.Subscripti
 				return r, true
 			}
 		}
-		return billing.Subscription{}, false
+		return billing.Period{}, false
 	}
 }
 
 // lastPaid is the COMPLETED record of recs billed last, or nil.
-func lastPaid(recs []billing.Subscription) *billing.Subscription {
-	var paid *billing.Subscription
+func lastPaid(recs []billing.Period) *billing.Period {
+	var paid *billing.Period
 	for i := range recs {
 		if r := &recs[i]; r.Status == billing.StatusCompleted && (paid == nil || r.BillingDate.After(paid.BillingDate)) {
 			paid = r
@@ -75,7 +75,7 @@ func (s *Sim) cancelAtPeriodEnd(ctx context.Context, h *host, d, i int) string {
 // paid period paid ends (the billing date of renewal, the renewal it
 // cancelled); sometimes first on a date inside the paid period, which
 // must be refused. A refusal that may pass is tried again an hour later.
-func (s *Sim) comeBack(ctx context.Context, u string, paid, renewal billing.Subscription, n int) {
+func (s *Sim) comeBack(ctx context.Context, u string, paid, renewal billing.Period, n int) {
 	seed, now := s.opts.Seed, s.clock.Now()
 	end := renewal.BillingDate
 	for _, r := range s.records[u] {
@@ -89,7 +89,7 @@ func (s *Sim) comeBack(ctx context.Context, u string, paid, renewal billing.Subs
 	// One come-back, one request key: the cancelled renewal names it (a
 	// user who leaves and comes back twice on one date makes two requests;
 	// the same key would be answered with the first one's period).
-	on := func(date time.Time, anchor bool) (billing.Subscription, error) {
+	on := func(date time.Time, anchor bool) (billing.Period, error) {
 		if !bySubscribe {
 			return h.col.Reactivate(ctx, u, date)
 		}
@@ -148,7 +148,7 @@ func (s *Sim) comeBack(ctx context.Context, u string, paid, renewal billing.Subs
 		s.fail("the store answers", []string{fmt.Sprintf("ListByUser(%s): %v", u, err)})
 		return
 	}
-	var open []billing.Subscription
+	var open []billing.Period
 	for _, r := range recs {
 		if r.Status == billing.StatusScheduled || r.Status == billing.StatusPaused {
 			open = append(open, r)
@@ -171,10 +171,10 @@ func (s *Sim) comeBack(ctx context.Context, u string, paid, renewal billing.Subs
 // new one SCHEDULED) carry the batch's time as last_run_date both.
 func (s *Sim) reprice(ctx context.Context, h *host, d, i int) string {
 	seed, now := s.opts.Seed, s.clock.Now()
-	var batch []billing.Subscription
+	var batch []billing.Period
 	var users []string
 	for j := range 1 + pick(seed, 3, "reprice users", d, i) {
-		u, r, ok := s.find(ctx, 25, withStatus(func(r *billing.Subscription) bool { return !r.InFlight() }, billing.StatusScheduled), "reprice", d, i, j)
+		u, r, ok := s.find(ctx, 25, withStatus(func(r *billing.Period) bool { return !r.InFlight() }, billing.StatusScheduled), "reprice", d, i, j)
 		if !ok || contains(users, u) {
 			continue
 		}
@@ -204,7 +204,7 @@ func (s *Sim) reprice(ctx context.Context, h *host, d, i int) string {
 // whole, its end as far as its start; the first paid period after the
 // trial, not attempted yet (paused or not: a resume charges it on its
 // date), is the trial's end, so the trial now ends on date. A move of any other period leaves the trial's end as it was.
-func (s *Sim) trialMoved(u string, r *billing.Subscription, date time.Time) {
+func (s *Sim) trialMoved(u string, r *billing.Period, date time.Time) {
 	end, ok := s.trialEnds[u]
 	if !ok || !r.InitialRunDate.IsZero() || r.LastAttempt.Number != 0 {
 		return
@@ -232,7 +232,7 @@ func (s *Sim) charged(u string) bool {
 // trialReactivated follows, in the model of u's trial, a reactivation
 // that opened rec: a paid period on the date the host chose, which brings
 // no trial (a trial cancelled before it ended is over).
-func (s *Sim) trialReactivated(u string, rec *billing.Subscription) {
+func (s *Sim) trialReactivated(u string, rec *billing.Period) {
 	if end, ok := s.trialEnds[u]; ok && rec.BillingDate.Before(end) {
 		s.trialEnds[u] = rec.BillingDate
 	}

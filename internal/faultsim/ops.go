@@ -108,9 +108,9 @@ func (s *Sim) scheduleOp(t time.Time, d, i int) {
 // ascending by billing date, as the checks after the last step that wrote
 // them read them (what the store holds now: every write marks its user
 // to be read again after the step).
-func (s *Sim) find(ctx context.Context, tries int, ok func(recs []billing.Subscription) (billing.Subscription, bool), parts ...any) (string, billing.Subscription, bool) {
+func (s *Sim) find(ctx context.Context, tries int, ok func(recs []billing.Period) (billing.Period, bool), parts ...any) (string, billing.Period, bool) {
 	if len(s.users) == 0 {
-		return "", billing.Subscription{}, false
+		return "", billing.Period{}, false
 	}
 	off := pick(s.opts.Seed, len(s.users), append([]any{"find"}, parts...)...)
 	for j := 0; j < min(tries, len(s.users)); j++ {
@@ -123,12 +123,12 @@ func (s *Sim) find(ctx context.Context, tries int, ok func(recs []billing.Subscr
 			return u, r, true
 		}
 	}
-	return "", billing.Subscription{}, false
+	return "", billing.Period{}, false
 }
 
 // withStatus accepts the latest record in one of the statuses.
-func withStatus(pred func(r *billing.Subscription) bool, st ...billing.Status) func([]billing.Subscription) (billing.Subscription, bool) {
-	return func(recs []billing.Subscription) (billing.Subscription, bool) {
+func withStatus(pred func(r *billing.Period) bool, st ...billing.Status) func([]billing.Period) (billing.Period, bool) {
+	return func(recs []billing.Period) (billing.Period, bool) {
 		for i := len(recs) - 1; i >= 0; i-- {
 			for _, x := range st {
 				if recs[i].Status == x && (pred == nil || pred(&recs[i])) {
@@ -136,7 +136,7 @@ func withStatus(pred func(r *billing.Subscription) bool, st ...billing.Status) f
 				}
 			}
 		}
-		return billing.Subscription{}, false
+		return billing.Period{}, false
 	}
 }
 
@@ -144,8 +144,8 @@ func withStatus(pred func(r *billing.Subscription) bool, st ...billing.Status) f
 func (s *Sim) doOp(ctx context.Context, h *host, kind string, d, i int) string {
 	seed, now := s.opts.Seed, s.clock.Now()
 	const tries = 25
-	notInFlight := func(r *billing.Subscription) bool { return !r.InFlight() }
-	due := func(r *billing.Subscription) bool { return r.DueAt(now) }
+	notInFlight := func(r *billing.Period) bool { return !r.InFlight() }
+	due := func(r *billing.Period) bool { return r.DueAt(now) }
 	var err error
 	switch kind {
 	case "waive":
@@ -195,10 +195,10 @@ func (s *Sim) doOp(ctx context.Context, h *host, kind string, d, i int) string {
 			_, err = h.col.ChangeTier(ctx, r.SubscriptionID, "Premium:v1", billing.MustParseAmount("14.99"), false)
 		}
 	case "reactivate":
-		u, _, ok := s.find(ctx, tries, func(recs []billing.Subscription) (billing.Subscription, bool) {
+		u, _, ok := s.find(ctx, tries, func(recs []billing.Period) (billing.Period, bool) {
 			for _, r := range recs {
 				if !r.Status.IsTerminal() {
-					return billing.Subscription{}, false
+					return billing.Period{}, false
 				}
 			}
 			return recs[len(recs)-1], true
@@ -210,14 +210,14 @@ func (s *Sim) doOp(ctx context.Context, h *host, kind string, d, i int) string {
 		if s.opts.without(EarlyReactivations) {
 			date = latestBilled(s.records[u]).AddDate(0, 0, 1+pick(seed, 10, "reactivate in", d, i))
 		}
-		var rec billing.Subscription
+		var rec billing.Period
 		if rec, err = h.col.Reactivate(ctx, u, date); err == nil {
 			s.trialReactivated(u, &rec)
 		}
 	case "manual repayment":
-		var pred func(*billing.Subscription) bool
+		var pred func(*billing.Period) bool
 		if s.opts.without(FinalRepayments) {
-			pred = func(r *billing.Subscription) bool { return !r.NoRetry }
+			pred = func(r *billing.Period) bool { return !r.NoRetry }
 		}
 		_, r, ok := s.find(ctx, tries, withStatus(pred, billing.StatusError), kind, d, i)
 		if !ok {
@@ -253,7 +253,7 @@ func (s *Sim) doOp(ctx context.Context, h *host, kind string, d, i int) string {
 // webhookInFlight collects a user whose record is in flight, soon after
 // the day's runs: its request may still be running at the processor.
 func (s *Sim) webhookInFlight(ctx context.Context, d, i int) {
-	u, _, ok := s.find(ctx, len(s.users), withStatus(func(r *billing.Subscription) bool { return r.InFlight() },
+	u, _, ok := s.find(ctx, len(s.users), withStatus(func(r *billing.Period) bool { return r.InFlight() },
 		billing.StatusScheduled, billing.StatusError), "inflight", d, i)
 	if !ok {
 		s.res.Ops["webhook of a user in flight: no target"]++
@@ -270,14 +270,14 @@ func (s *Sim) webhookInFlight(ctx context.Context, d, i int) {
 // on) beside a new SCHEDULED record of the new tier on its billing date.
 // With an Interleaver, another host collects the first user right before
 // AddAll's first write.
-func (s *Sim) upgrade(ctx context.Context, h *host, d, i int, notInFlight func(*billing.Subscription) bool) string {
+func (s *Sim) upgrade(ctx context.Context, h *host, d, i int, notInFlight func(*billing.Period) bool) string {
 	seed, now := s.opts.Seed, s.clock.Now()
 	pred := notInFlight
 	if s.opts.Interleave != nil {
 		// A due record, so that the collection in between charges it.
-		pred = func(r *billing.Subscription) bool { return !r.InFlight() && r.DueAt(now) }
+		pred = func(r *billing.Period) bool { return !r.InFlight() && r.DueAt(now) }
 	}
-	var batch []billing.Subscription
+	var batch []billing.Period
 	var users []string
 	for j := range 1 + pick(seed, 3, "upgrade users", d, i) {
 		u, r, ok := s.find(ctx, 25, withStatus(pred, billing.StatusScheduled), "upgrade", d, i, j)
@@ -293,7 +293,7 @@ func (s *Sim) upgrade(ctx context.Context, h *host, d, i int, notInFlight func(*
 		delete(s.trialEnds, u)
 		old := r
 		old.Status, old.CompletionDate, old.LastRunDate = billing.StatusCancelled, now, now
-		up := billing.Subscription{UserID: u, BillingDate: r.BillingDate, SubscriptionID: nextID(r.SubscriptionID+"|upgrade", now),
+		up := billing.Period{UserID: u, BillingDate: r.BillingDate, SubscriptionID: nextID(r.SubscriptionID+"|upgrade", now),
 			Amount: billing.MustParseAmount("19.99"), Status: billing.StatusScheduled, BillingPeriod: r.BillingPeriod,
 			Process: billing.ProcessNotIdentified, Term: r.Term, AnchorDay: r.EffectiveAnchorDay(), BillingWeek: r.BillingWeek,
 			Interval: r.Interval, ReceiptTierName: "Premium:v2", CreatedDate: now, LastRunDate: now.Add(time.Microsecond)}
@@ -381,7 +381,7 @@ func indexOf(hosts []*host, h *host) int {
 }
 
 // latestBilled is the latest billing date of recs (ascending).
-func latestBilled(recs []billing.Subscription) time.Time {
+func latestBilled(recs []billing.Period) time.Time {
 	var t time.Time
 	for i := range recs {
 		if recs[i].BillingDate.After(t) {

@@ -45,7 +45,7 @@ func (s *Sim) populate(ctx context.Context) error {
 
 // subscribeRequest is the request that signs rec's user up for a
 // subscription whose first period is rec.
-func subscribeRequest(rec *billing.Subscription, key string) billing.SubscribeRequest {
+func subscribeRequest(rec *billing.Period, key string) billing.SubscribeRequest {
 	req := billing.SubscribeRequest{RequestKey: key, UserID: rec.UserID, Tier: rec.ReceiptTierName, Amount: rec.Amount,
 		Term: rec.Term, FirstBillingDate: rec.BillingDate}
 	if rec.BillingWeek > 0 {
@@ -66,7 +66,7 @@ const trialDays = 14
 
 // freeOrTrial makes some signups a free tier (zero amount) and some, not
 // paused and not in the backlog, a trial of trialDays before their plan.
-func (s *Sim) freeOrTrial(rec *billing.Subscription, created time.Time, i int) {
+func (s *Sim) freeOrTrial(rec *billing.Period, created time.Time, i int) {
 	seed := s.opts.Seed
 	switch x := draw(seed, "free or trial", i); {
 	case x < 0.06:
@@ -82,11 +82,11 @@ var skus = []string{"STREAM", "MUSIC", "NEWS", "GAMES", "BOOKS", "CLOUD"}
 
 // firstRecord draws the first record of a new subscription of user u,
 // billed around from.
-func (s *Sim) firstRecord(u string, created, from time.Time, parts ...any) billing.Subscription {
+func (s *Sim) firstRecord(u string, created, from time.Time, parts ...any) billing.Period {
 	seed := s.opts.Seed
 	p := func(n int, what string) int { return pick(seed, n, append([]any{what}, parts...)...) }
 	hour, minute := p(24, "hour"), p(60, "minute")
-	rec := billing.Subscription{UserID: u, Status: billing.StatusScheduled, Process: billing.ProcessNotIdentified,
+	rec := billing.Period{UserID: u, Status: billing.StatusScheduled, Process: billing.ProcessNotIdentified,
 		Term: billing.TermMonthly, ReceiptTierName: "Plus:v2", Amount: billing.MustParseAmount("9.99"),
 		CreatedDate: created, LastRunDate: created}
 	switch x := draw(seed, append([]any{"plan"}, parts...)...); {

@@ -119,35 +119,35 @@ func (r *repo) read(op, id string) error {
 	return faultErr(r.fault(op, id, false), op, id)
 }
 
-func (r *repo) Add(ctx context.Context, s *billing.Subscription) error {
+func (r *repo) Add(ctx context.Context, s *billing.Period) error {
 	if strings.HasPrefix(s.SubscriptionID, tmpIDPrefix) {
 		s.SubscriptionID = nextID(s.UserID+"|reactivated", s.BillingDate)
 	}
 	return r.write("add", s.UserID, func() error { return r.inner.Add(ctx, s) })
 }
 
-func (r *repo) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Subscription, error) {
+func (r *repo) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Period, error) {
 	if err := r.read("get", userID); err != nil {
-		return billing.Subscription{}, err
+		return billing.Period{}, err
 	}
 	return r.inner.Get(ctx, userID, billingDate)
 }
 
-func (r *repo) GetByID(ctx context.Context, subscriptionID string) (billing.Subscription, error) {
+func (r *repo) GetByID(ctx context.Context, subscriptionID string) (billing.Period, error) {
 	if err := r.read("get by id", subscriptionID); err != nil {
-		return billing.Subscription{}, err
+		return billing.Period{}, err
 	}
 	return r.inner.GetByID(ctx, subscriptionID)
 }
 
-func (r *repo) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+func (r *repo) ListByUser(ctx context.Context, userID string) ([]billing.Period, error) {
 	if err := r.read("list", userID); err != nil {
 		return nil, err
 	}
 	return r.inner.ListByUser(ctx, userID)
 }
 
-func (r *repo) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
+func (r *repo) Recent(ctx context.Context, userID string, limit int) ([]billing.Period, error) {
 	if err := r.read("recent", userID); err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func (r *repo) QueryStatus(ctx context.Context, q billing.StatusQuery) (billing.
 	return r.inner.QueryStatus(ctx, q)
 }
 
-func (r *repo) Update(ctx context.Context, prev, next *billing.Subscription, create ...*billing.Subscription) error {
+func (r *repo) Update(ctx context.Context, prev, next *billing.Period, create ...*billing.Period) error {
 	for _, c := range create {
 		if strings.HasPrefix(c.SubscriptionID, tmpIDPrefix) {
 			c.SubscriptionID = nextID(prev.SubscriptionID, c.BillingDate)
@@ -173,16 +173,16 @@ func (r *repo) Update(ctx context.Context, prev, next *billing.Subscription, cre
 	return r.write("update", prev.UserID, func() error { return r.inner.Update(ctx, prev, next, create...) })
 }
 
-func (r *repo) AdminUpdate(ctx context.Context, prev, next *billing.Subscription) error {
+func (r *repo) AdminUpdate(ctx context.Context, prev, next *billing.Period) error {
 	return r.write("admin update", prev.UserID, func() error { return r.inner.AdminUpdate(ctx, prev, next) })
 }
 
-func (r *repo) SetAttempt(ctx context.Context, prev, next *billing.Subscription) error {
+func (r *repo) SetAttempt(ctx context.Context, prev, next *billing.Period) error {
 	return r.write("set attempt", prev.UserID, func() error { return r.inner.SetAttempt(ctx, prev, next) })
 }
 
-func (r *repo) AddAll(ctx context.Context, subs []billing.Subscription) ([]billing.Subscription, error) {
-	var out []billing.Subscription
+func (r *repo) AddAll(ctx context.Context, subs []billing.Period) ([]billing.Period, error) {
+	var out []billing.Period
 	id := "batch"
 	for i := range subs {
 		r.sim.touch(subs[i].UserID)

@@ -255,7 +255,7 @@ type Sim struct {
 	userSet map[string]bool
 	// records are every user's records as read by the checks after the
 	// last step that wrote them.
-	records map[string][]billing.Subscription
+	records map[string][]billing.Period
 	// trialEnds are the trial ends of the users signed up with a trial.
 	trialEnds map[string]time.Time
 	// trialDates is the state of the scenarios of trialdates.go.
@@ -273,7 +273,7 @@ type Sim struct {
 	settingUp bool
 	// shadow is every history row seen, by user, then by last_run_date
 	// and subscription ID (the append-only invariant).
-	shadow map[string]map[string]billing.Subscription
+	shadow map[string]map[string]billing.Period
 	// abandoner runs every run of the abandoned days (AbandonedRuns);
 	// reached are the shards its fresh runs reached, by run kind, then
 	// shard, as the day index.
@@ -301,8 +301,8 @@ type event struct {
 func Run(ctx context.Context, opts Options) *Result {
 	opts = opts.withDefaults()
 	s := &Sim{opts: opts, clock: opts.Clock, raw: opts.Store.Repository, hist: opts.Store.History,
-		userSet: map[string]bool{}, failed: map[string]bool{}, dirty: map[string]bool{}, records: map[string][]billing.Subscription{}, trialEnds: map[string]time.Time{},
-		shadow: map[string]map[string]billing.Subscription{}, reached: map[billing.RunKind]map[int]int{}}
+		userSet: map[string]bool{}, failed: map[string]bool{}, dirty: map[string]bool{}, records: map[string][]billing.Period{}, trialEnds: map[string]time.Time{},
+		shadow: map[string]map[string]billing.Period{}, reached: map[billing.RunKind]map[int]int{}}
 	s.res = Result{Seed: opts.Seed, Days: opts.Days, Faults: map[string]int{}, Checks: map[string]int{}, Ops: map[string]int{}, Weather: map[string]int{}}
 	s.clock.Set(opts.Start)
 	if sh, ok := s.raw.(billing.ShardedRepository); ok {

@@ -101,9 +101,9 @@ func (s *Sim) trialPause(ctx context.Context, h *host, d int) string {
 	}
 	s.trialEnds[u] = resume
 	s.res.Checks[invTrialPause]++
-	if v, err := h.col.Subscription(ctx, u); err == nil && v.State != billing.SubscriptionPaused {
+	if v, err := h.col.Subscription(ctx, u); err == nil && v.Status != billing.SubscriptionPaused {
 		s.fail(invTrialPause, withTrail([]string{fmt.Sprintf("user %s: paused for %d months during the trial ending %s, the view says %s",
-			u, months, trial.TrialEnd.Format(time.DateTime), v.State)}, s.trail(ctx, u)))
+			u, months, trial.TrialEnd.Format(time.DateTime), v.Status)}, s.trail(ctx, u)))
 	}
 	at := resume.Truncate(24*time.Hour).AddDate(0, 0, 1).Add(strictAt)
 	s.at(at, "-", "check the first charge of "+u+" after its trial's pause", func(ctx context.Context) {
@@ -117,7 +117,7 @@ func (s *Sim) trialPause(ctx context.Context, h *host, d int) string {
 // charged for no period billed before resume, and that the period on
 // resume is open or was charged (unless the pause runs have not reached
 // it yet: abandoned runs).
-func (s *Sim) checkTrialPause(ctx context.Context, u string, trial billing.Subscription, months int, resume time.Time) {
+func (s *Sim) checkTrialPause(ctx context.Context, u string, trial billing.Period, months int, resume time.Time) {
 	if s.stop {
 		return
 	}
@@ -127,7 +127,7 @@ func (s *Sim) checkTrialPause(ctx context.Context, u string, trial billing.Subsc
 		return
 	}
 	s.res.Checks[invTrialPause]++
-	byID := map[string]billing.Subscription{}
+	byID := map[string]billing.Period{}
 	on := false
 	for _, r := range recs {
 		byID[r.SubscriptionID] = r
@@ -158,18 +158,18 @@ func (s *Sim) checkTrialPause(ctx context.Context, u string, trial billing.Subsc
 func (s *Sim) paidDateMove(ctx context.Context, h *host, d int) string {
 	seed, now := s.opts.Seed, s.clock.Now()
 	var paidEnd time.Time
-	u, r, ok := s.find(ctx, 25, func(recs []billing.Subscription) (billing.Subscription, bool) {
+	u, r, ok := s.find(ctx, 25, func(recs []billing.Period) (billing.Period, bool) {
 		if len(recs) < 2 {
-			return billing.Subscription{}, false
+			return billing.Period{}, false
 		}
 		r, prev := recs[len(recs)-1], recs[len(recs)-2]
 		if r.Status != billing.StatusScheduled || r.InFlight() || r.LastAttempt.Number != 0 || !r.InitialRunDate.IsZero() ||
 			prev.Status != billing.StatusCompleted || prev.Amount <= 0 || prev.IsTrial() {
-			return billing.Subscription{}, false
+			return billing.Period{}, false
 		}
 		end, err := billing.NextBillingDate(prev.BillingDate, prev.Schedule())
 		if err != nil || r.BillingDate.Before(end) || end.Sub(latestOf(prev.BillingDate, now.AddDate(0, 0, -20))) < 4*time.Hour {
-			return billing.Subscription{}, false
+			return billing.Period{}, false
 		}
 		paidEnd = end
 		return r, true

@@ -16,7 +16,7 @@ import (
 // and one string, and checking or comparing records nothing.
 func TestCodecAllocations(t *testing.T) {
 	now := time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
-	rec := billing.Subscription{UserID: "u", SubscriptionID: "s", BillingDate: now, AnchorDay: 1, BillingPeriod: "2024-06",
+	rec := billing.Period{UserID: "u", SubscriptionID: "s", BillingDate: now, AnchorDay: 1, BillingPeriod: "2024-06",
 		Status: billing.StatusScheduled, Amount: 999, Term: billing.TermMonthly, ReceiptTierName: "Plus:v2",
 		CreatedDate: now, LastRunDate: now, Attempt: 1, LastAttempt: billing.Attempt{Number: 2, Key: "k", Amount: 999,
 			Tier: "Plus:v2", Process: billing.ProcessInitial, Started: now}}

@@ -195,7 +195,7 @@ func isKnown(name string) bool {
 
 // stringField returns the plain string field of a, which is written when
 // not empty, or nil when a is not one.
-func stringField(s *billing.Subscription, a attr) *string {
+func stringField(s *billing.Period, a attr) *string {
 	switch a {
 	case aSubscriptionID:
 		return &s.SubscriptionID
@@ -223,7 +223,7 @@ func stringField(s *billing.Subscription, a attr) *string {
 
 // timeField returns the timestamp field of a, written with a nine-digit
 // fraction and omitted when zero, or nil when a is not one.
-func timeField(s *billing.Subscription, a attr) *time.Time {
+func timeField(s *billing.Period, a attr) *time.Time {
 	switch a {
 	case aInitialRunDate:
 		return &s.InitialRunDate
@@ -247,7 +247,7 @@ func timeField(s *billing.Subscription, a attr) *time.Time {
 
 // intField returns the optional number field of a and its inclusive
 // bounds, or nil when a is not one.
-func intField(s *billing.Subscription, a attr) (p *int, lo, hi int) {
+func intField(s *billing.Period, a attr) (p *int, lo, hi int) {
 	switch a {
 	case aBillingWeek:
 		return &s.BillingWeek, 0, 5
@@ -402,7 +402,7 @@ func (f *Flat) Release() {
 // Encode sets f to s encoded as [EncodeItem] does, with its data_
 // attributes when history (checked as [EncodeHistoryItem] checks them,
 // but without its last_run_date check). The errors are EncodeItem's.
-func (f *Flat) Encode(s *billing.Subscription, history bool) error {
+func (f *Flat) Encode(s *billing.Period, history bool) error {
 	f.reset()
 	f.used = true
 	return encodeFlat(f, s, history)
@@ -410,7 +410,7 @@ func (f *Flat) Encode(s *billing.Subscription, history bool) error {
 
 // EncodeHistory sets f to s encoded as [EncodeHistoryItem] does, with its
 // errors.
-func (f *Flat) EncodeHistory(s *billing.Subscription) error {
+func (f *Flat) EncodeHistory(s *billing.Period) error {
 	f.reset()
 	f.used = true
 	if err := historyRowErr(s); err != nil {
@@ -422,7 +422,7 @@ func (f *Flat) EncodeHistory(s *billing.Subscription) error {
 // EncodeRecord sets f to s encoded for both tables, with its data_
 // attributes: the errors are those of [EncodeItem], then of
 // [EncodeHistoryItem], as encoding both items in turn gives them.
-func (f *Flat) EncodeRecord(s *billing.Subscription) error {
+func (f *Flat) EncodeRecord(s *billing.Period) error {
 	f.reset()
 	f.used = true
 	if err := encodeFlat(f, s, false); err != nil {

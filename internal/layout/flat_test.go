@@ -19,7 +19,7 @@ import (
 // and legacy, as decoded (their stored key texts kept), and changed copies
 // of each (status, run date, attempt, an unknown attribute, a legacy
 // timestamp text).
-func flatRecords(t *testing.T) []billing.Subscription {
+func flatRecords(t *testing.T) []billing.Period {
 	t.Helper()
 	files, _ := filepath.Glob("../../testdata/items/*.json")
 	legacy, _ := filepath.Glob("../../testdata/legacy/*.json")
@@ -29,7 +29,7 @@ func flatRecords(t *testing.T) []billing.Subscription {
 		}
 	}
 	require.GreaterOrEqual(t, len(files), 7)
-	var out []billing.Subscription
+	var out []billing.Period
 	for _, f := range files {
 		s, err := DecodeItem(loadItem(t, f))
 		require.NoError(t, err, f)
@@ -170,7 +170,7 @@ func TestWriteBackIsItemWriteBack(t *testing.T) {
 // primary item and then the history row reports, and EncodeHistory what
 // EncodeHistoryItem does.
 func TestEncodeRecordErrorOrder(t *testing.T) {
-	base := billing.Subscription{UserID: "u", SubscriptionID: "s", BillingDate: time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC),
+	base := billing.Period{UserID: "u", SubscriptionID: "s", BillingDate: time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC),
 		Status: billing.StatusScheduled, LastRunDate: time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)}
 	badData := base.Clone()
 	SetDataAttributes(&badData, map[string]av.AttributeValue{"nodata": &av.AttributeValueMemberS{Value: "v"}})
@@ -178,7 +178,7 @@ func TestEncodeRecordErrorOrder(t *testing.T) {
 	noRun.LastRunDate = time.Time{}
 	badWeek := noRun.Clone()
 	badWeek.BillingWeek = 9
-	for _, s := range []billing.Subscription{base, badData, noRun, badWeek} {
+	for _, s := range []billing.Period{base, badData, noRun, badWeek} {
 		var f Flat
 		err := f.EncodeRecord(&s)
 		_, perr := EncodeItem(&s)
@@ -218,7 +218,7 @@ func TestStoredKeyTexts(t *testing.T) {
 	}
 	for _, read := range []time.Time{base, base.Add(250 * time.Millisecond)} {
 		for _, form := range forms {
-			item, err := EncodeHistoryItem(&billing.Subscription{UserID: "u", SubscriptionID: "s", BillingDate: read,
+			item, err := EncodeHistoryItem(&billing.Period{UserID: "u", SubscriptionID: "s", BillingDate: read,
 				Status: billing.StatusScheduled, LastRunDate: read})
 			require.NoError(t, err)
 			item[AttrBillingDate] = &av.AttributeValueMemberS{Value: form(read)}
@@ -281,7 +281,7 @@ func TestAttrTables(t *testing.T) {
 		_, ok := attrOf(name)
 		require.False(t, ok, "%q", name)
 	}
-	var s billing.Subscription
+	var s billing.Period
 	var str, tm, num []attr
 	for a := range numAttrs {
 		kinds := 0

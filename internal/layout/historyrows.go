@@ -53,7 +53,7 @@ type RowPlan struct {
 // the engine finds a record's latest row by it and fences its writes
 // on it. stored is asked only about the record's own key and, when that
 // holds another row, the keys of the span after it ([HistorySpanKeys]).
-func PlanHistoryRows(recs []billing.Subscription, stored func(i int, key string) (map[string]av.AttributeValue, bool),
+func PlanHistoryRows(recs []billing.Period, stored func(i int, key string) (map[string]av.AttributeValue, bool),
 	want func(i int, at time.Time) (map[string]av.AttributeValue, error)) ([]RowPlan, error) {
 	plans := make([]RowPlan, len(recs))
 	taken := make(map[string]bool, len(recs))
@@ -104,7 +104,7 @@ func PlanHistoryRows(recs []billing.Subscription, stored func(i int, key string)
 // HistorySpanKeys returns the lowest and highest history keys a record
 // whose own key is taken may move to (see [PlanHistoryRows]): the range
 // of a key condition that reads every row it may be asked about.
-func HistorySpanKeys(s *billing.Subscription) (lo, hi string) {
+func HistorySpanKeys(s *billing.Period) (lo, hi string) {
 	lo, _ = timefmt.Nanos(s.LastRunDate.Add(1))
 	hi, _ = timefmt.Nanos(s.LastRunDate.Add(HistoryKeySpan - 1))
 	return lo, hi
@@ -143,7 +143,7 @@ func ChangedSince(prim map[string]av.AttributeValue, at time.Time) bool {
 // [ChangedSince] the copy it was made from: a [*billing.ConflictError]
 // wrapping [billing.ErrConflict]. Written over, a period collected since
 // would go back to being owed, and be charged again.
-func StaleCopyError(rec *billing.Subscription) error {
+func StaleCopyError(rec *billing.Period) error {
 	return &billing.ConflictError{Op: "add all", Key: rec.Key(),
 		Reason: "the stored record was written after the copy this record was made from (a later last_run_date): not overwritten; read it again",
 		Err:    billing.ErrConflict}

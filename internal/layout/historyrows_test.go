@@ -13,7 +13,7 @@ import (
 // rowStore is a user's stored history rows by last_run_date key.
 type rowStore map[string]map[string]av.AttributeValue
 
-func (s rowStore) plan(t *testing.T, recs []billing.Subscription) []RowPlan {
+func (s rowStore) plan(t *testing.T, recs []billing.Period) []RowPlan {
 	t.Helper()
 	plans, err := PlanHistoryRows(recs, func(i int, key string) (map[string]av.AttributeValue, bool) {
 		row, ok := s[recs[i].UserID+"\x00"+key]
@@ -28,7 +28,7 @@ func (s rowStore) plan(t *testing.T, recs []billing.Subscription) []RowPlan {
 }
 
 // write stores the rows the plans write, as a store would.
-func (s rowStore) write(recs []billing.Subscription, plans []RowPlan) {
+func (s rowStore) write(recs []billing.Period, plans []RowPlan) {
 	for i, p := range plans {
 		if p.Err != nil || p.RowStored {
 			continue
@@ -39,9 +39,9 @@ func (s rowStore) write(recs []billing.Subscription, plans []RowPlan) {
 	}
 }
 
-func planRecord(id string, lrd time.Time) billing.Subscription {
+func planRecord(id string, lrd time.Time) billing.Period {
 	bd := time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)
-	return billing.Subscription{UserID: "u1", SubscriptionID: id, Status: billing.StatusScheduled, Amount: billing.Cents(499),
+	return billing.Period{UserID: "u1", SubscriptionID: id, Status: billing.StatusScheduled, Amount: billing.Cents(499),
 		BillingDate: bd, BillingPeriod: billing.BillingPeriod(bd), LastRunDate: lrd}
 }
 
@@ -52,8 +52,8 @@ func TestPlanHistoryRowsRetryFindsItsRows(t *testing.T) {
 	l := time.Date(2024, 2, 20, 8, 0, 0, 0, time.UTC)
 	stored := rowStore{}
 	other := planRecord("other", l)
-	stored.write([]billing.Subscription{other}, []RowPlan{{LastRunDate: l}})
-	batch := []billing.Subscription{planRecord("a", l), planRecord("b", l.Add(1))}
+	stored.write([]billing.Period{other}, []RowPlan{{LastRunDate: l}})
+	batch := []billing.Period{planRecord("a", l), planRecord("b", l.Add(1))}
 
 	first := stored.plan(t, batch)
 	assert.Equal(t, []RowPlan{{LastRunDate: l.Add(2), Moved: true}, {LastRunDate: l.Add(1)}}, first,
@@ -71,9 +71,9 @@ func TestPlanHistoryRowsRefusesWhenSpanIsTaken(t *testing.T) {
 	l := time.Date(2024, 2, 20, 8, 0, 0, 0, time.UTC)
 	stored := rowStore{}
 	for n := time.Duration(0); n < HistoryKeySpan; n++ {
-		stored.write([]billing.Subscription{planRecord("other", l.Add(n))}, []RowPlan{{LastRunDate: l.Add(n)}})
+		stored.write([]billing.Period{planRecord("other", l.Add(n))}, []RowPlan{{LastRunDate: l.Add(n)}})
 	}
-	plans := stored.plan(t, []billing.Subscription{planRecord("a", l)})
+	plans := stored.plan(t, []billing.Period{planRecord("a", l)})
 	require.ErrorIs(t, plans[0].Err, billing.ErrAlreadyExists)
 	assert.True(t, billing.IsHistoryKeyConflict(plans[0].Err))
 	assert.Len(t, stored, int(HistoryKeySpan))

@@ -54,7 +54,7 @@ const (
 	AttrPendingTier = "billing_pending_tier"
 	// AttrPendingAmount is added by this library; optional on read.
 	AttrPendingAmount = "billing_pending_amount"
-	// AttrTrialEnd marks a trial period ([billing.Subscription.TrialEnd]):
+	// AttrTrialEnd marks a trial period ([billing.Period.TrialEnd]):
 	// the billing date of the first paid period. Added by this library,
 	// optional on read (absent: not a trial).
 	AttrTrialEnd = "billing_trial_end"
@@ -62,15 +62,15 @@ const (
 	// written with billing_trial_end, optional on read.
 	AttrTrialAmount = "billing_trial_amount"
 	// AttrAfterTrial (BOOL true) marks the first paid period after a trial
-	// ([billing.Subscription.AfterTrial]). Added by this library, optional
+	// ([billing.Period.AfterTrial]). Added by this library, optional
 	// on read (absent: false), omitted when false.
 	AttrAfterTrial = "billing_after_trial"
 	// AttrAccessEnd is when a cancellation now ended the user's paid
-	// access ([billing.Subscription.AccessEnd]), on the periods it
+	// access ([billing.Period.AccessEnd]), on the periods it
 	// cancelled. Added by this library, optional on read (absent: the
 	// paid periods run to their ends), omitted when zero.
 	AttrAccessEnd = "billing_access_end"
-	// The in-flight attempt ([billing.Subscription.LastAttempt]) is added by this
+	// The in-flight attempt ([billing.Period.LastAttempt]) is added by this
 	// library; optional on read.
 	AttrAttemptNumber  = "billing_attempt_number"
 	AttrAttemptKey     = "billing_attempt_key"
@@ -82,18 +82,18 @@ const (
 	AttrAttemptPresented = "billing_attempt_presented"
 
 	// AttrChange names the change a history row records
-	// ([billing.Subscription.Change]); added by this library, written to
+	// ([billing.Period.Change]); added by this library, written to
 	// history rows only, optional on read.
 	AttrChange = "billing_change"
 	// AttrRequest is the request a history row records
-	// ([billing.Subscription.Request]); added by this library, written to
+	// ([billing.Period.Request]); added by this library, written to
 	// history rows only, optional on read.
 	AttrRequest = "billing_request"
 
 	// DataPrefix starts the attributes kept only in the history table.
 	DataPrefix = "data_"
 	// AttrOperator and AttrReason are who made a change and why
-	// ([billing.Subscription.Operator] and Reason): data_ attributes,
+	// ([billing.Period.Operator] and Reason): data_ attributes,
 	// written to history rows only when set, optional on read.
 	AttrOperator = "data_operator"
 	AttrReason   = "data_reason"
@@ -115,7 +115,7 @@ const (
 //
 // A record that cannot be stored (no user, subscription ID or billing date,
 // the INACTIVE status, out-of-range numbers) is an error naming the field.
-func EncodeItem(s *billing.Subscription) (map[string]av.AttributeValue, error) {
+func EncodeItem(s *billing.Period) (map[string]av.AttributeValue, error) {
 	f := NewFlat()
 	defer f.Release()
 	if err := f.Encode(s, false); err != nil {
@@ -127,7 +127,7 @@ func EncodeItem(s *billing.Subscription) (map[string]av.AttributeValue, error) {
 // EncodeHistoryItem encodes s as a billing-activity-history item: the same
 // attributes as [EncodeItem] plus the data_ attributes. Its key is user_id
 // and last_run_date, so LastRunDate must be set.
-func EncodeHistoryItem(s *billing.Subscription) (map[string]av.AttributeValue, error) {
+func EncodeHistoryItem(s *billing.Period) (map[string]av.AttributeValue, error) {
 	f := NewFlat()
 	defer f.Release()
 	if err := f.EncodeHistory(s); err != nil {
@@ -138,7 +138,7 @@ func EncodeHistoryItem(s *billing.Subscription) (map[string]av.AttributeValue, e
 
 // historyRowErr is the error of a record that cannot have a history row
 // whatever its attributes: one without last_run_date.
-func historyRowErr(s *billing.Subscription) error {
+func historyRowErr(s *billing.Period) error {
 	if s.LastRunDate.IsZero() {
 		return &billing.FieldError{Field: AttrLastRunDate, Key: s.Key(), Err: fmt.Errorf("%w: history rows need last_run_date", billing.ErrInvalidItem)}
 	}
@@ -148,7 +148,7 @@ func historyRowErr(s *billing.Subscription) error {
 // encodeFlat encodes s into f, which is zero; withData adds (and checks)
 // the data_ attributes. The checks, and their order, are the wire
 // contract's (see EncodeItem).
-func encodeFlat(f *Flat, s *billing.Subscription, withData bool) error {
+func encodeFlat(f *Flat, s *billing.Period, withData bool) error {
 	bad := func(field, value string, cause error) error {
 		return &billing.FieldError{Field: field, Value: value, Key: s.Key(), Err: fmt.Errorf("%w: %w", billing.ErrInvalidItem, cause)}
 	}
@@ -263,7 +263,7 @@ func HistoryOnly(name string) bool {
 }
 
 // encodeData checks and sets the data_ attributes of s on f.
-func encodeData(f *Flat, s *billing.Subscription) error {
+func encodeData(f *Flat, s *billing.Period) error {
 	data := storedOf(s).data
 	for name := range data {
 		if !strings.HasPrefix(name, DataPrefix) {
@@ -299,8 +299,8 @@ func encodeData(f *Flat, s *billing.Subscription) error {
 // user_id, billing_date, subscription_id, billing_status and billing_amount
 // are required. Any error is a [*billing.FieldError] wrapping [billing.ErrInvalidItem] that
 // names the attribute, its value and the item's key.
-func DecodeItem(item map[string]av.AttributeValue) (billing.Subscription, error) {
-	var s billing.Subscription
+func DecodeItem(item map[string]av.AttributeValue) (billing.Period, error) {
+	var s billing.Period
 	st := &stored{}
 	s.Stored = st
 	bad := func(field, value string, cause error) error {
@@ -315,13 +315,13 @@ func DecodeItem(item map[string]av.AttributeValue) (billing.Subscription, error)
 	if err != nil || seen&requiredAttrs != requiredAttrs {
 		for _, req := range [...]string{AttrUserID, AttrBillingDate, AttrSubscriptionID, AttrBillingStatus, AttrBillingAmount} {
 			if v, ok := item[req]; !ok || isNull(v) {
-				return billing.Subscription{}, bad(req, "", errors.New("missing"))
+				return billing.Period{}, bad(req, "", errors.New("missing"))
 			}
 		}
-		return billing.Subscription{}, err
+		return billing.Period{}, err
 	}
 	if s.SubscriptionID == "" {
-		return billing.Subscription{}, bad(AttrSubscriptionID, "", errors.New("empty"))
+		return billing.Period{}, bad(AttrSubscriptionID, "", errors.New("empty"))
 	}
 	if s.Term == "" {
 		s.Term = billing.TermMonthly
@@ -335,7 +335,7 @@ const requiredAttrs = attrSet(1)<<aUserID | 1<<aBillingDate | 1<<aSubscriptionID
 // decodeAttrs decodes item's attributes into s and st, and returns the
 // known attributes it saw that are not NULL; it stops at the first bad
 // attribute.
-func decodeAttrs(item map[string]av.AttributeValue, s *billing.Subscription, st *stored, bad func(field, value string, cause error) error) (seen attrSet, err error) {
+func decodeAttrs(item map[string]av.AttributeValue, s *billing.Period, st *stored, bad func(field, value string, cause error) error) (seen attrSet, err error) {
 	for name, attrVal := range item {
 		if strings.HasPrefix(name, DataPrefix) {
 			// Who made a change and why, as strings: the record's fields.
@@ -597,7 +597,7 @@ func compactItem(item map[string]av.AttributeValue) string {
 
 // storedOf returns the stored part of s; a record not read by DecodeItem
 // has an empty one.
-func storedOf(s *billing.Subscription) *stored {
+func storedOf(s *billing.Period) *stored {
 	if st, ok := s.Stored.(*stored); ok && st != nil {
 		return st
 	}
@@ -610,7 +610,7 @@ var noStored stored
 
 // withStored sets a copy of s's stored part, changed by f, on s: the value
 // in Stored may be shared with copies of s, so it is never changed in place.
-func withStored(s *billing.Subscription, f func(*stored)) {
+func withStored(s *billing.Period, f func(*stored)) {
 	st := *storedOf(s)
 	f(&st)
 	s.Stored = &st
@@ -619,23 +619,23 @@ func withStored(s *billing.Subscription, f func(*stored)) {
 // DataAttributes returns the data_ attributes of s, keyed by their full
 // name: read with the item, or set with SetDataAttributes. They are written
 // to the history table only. The map must not be changed.
-func DataAttributes(s *billing.Subscription) map[string]av.AttributeValue { return storedOf(s).data }
+func DataAttributes(s *billing.Period) map[string]av.AttributeValue { return storedOf(s).data }
 
 // SetDataAttributes sets the data_ attributes s writes to its next history
 // row.
-func SetDataAttributes(s *billing.Subscription, m map[string]av.AttributeValue) {
+func SetDataAttributes(s *billing.Period, m map[string]av.AttributeValue) {
 	withStored(s, func(st *stored) { st.data = m })
 }
 
 // ExtraAttributes returns the attributes of the item s was read from that
 // this library does not know, keyed by name, so that rewriting an item
 // another service wrote never drops them. The map must not be changed.
-func ExtraAttributes(s *billing.Subscription) map[string]av.AttributeValue {
+func ExtraAttributes(s *billing.Period) map[string]av.AttributeValue {
 	return storedOf(s).extra
 }
 
 // SetExtraAttributes sets the unknown attributes written with s.
-func SetExtraAttributes(s *billing.Subscription, m map[string]av.AttributeValue) {
+func SetExtraAttributes(s *billing.Period, m map[string]av.AttributeValue) {
 	withStored(s, func(st *stored) { st.extra = m })
 }
 
@@ -643,7 +643,7 @@ func SetExtraAttributes(s *billing.Subscription, m map[string]av.AttributeValue)
 // whole seconds UTC, or the original string of a legacy item read with
 // another form of the same instant (so a rewrite addresses the same item).
 // It returns "" for a zero or unencodable BillingDate.
-func BillingDateKey(s *billing.Subscription) string {
+func BillingDateKey(s *billing.Period) string {
 	if s.BillingDate.IsZero() {
 		return ""
 	}
@@ -671,7 +671,7 @@ func billingDateVal(t time.Time, st *stored) (val, error) {
 // a fixed nine-digit fraction, or the original string of a legacy item read
 // with another form of the same instant. Conditional writes compare this
 // string. It returns "" when LastRunDate is zero.
-func LastRunDateKey(s *billing.Subscription) string {
+func LastRunDateKey(s *billing.Period) string {
 	if s.LastRunDate.IsZero() || timefmt.Check(s.LastRunDate) != nil {
 		return ""
 	}

@@ -177,7 +177,7 @@ func TestDecodeValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := billing.Subscription{
+	want := billing.Period{
 		UserID:             "user-6006",
 		BillingDate:        time.Date(2023, 11, 30, 9, 0, 0, 0, time.UTC),
 		SubscriptionID:     "7c6b5a49-3827-4160-9f5e-4d3c2b1a0f9e",
@@ -309,8 +309,8 @@ func TestDecodeErrorsNameAttributeAndKey(t *testing.T) {
 }
 
 func TestEncodeRejectsUnstorable(t *testing.T) {
-	good := func() billing.Subscription {
-		return billing.Subscription{
+	good := func() billing.Period {
+		return billing.Period{
 			UserID: "u", SubscriptionID: "s", Status: billing.StatusScheduled, Amount: billing.Cents(499),
 			BillingDate: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC),
 			LastRunDate: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC),
@@ -318,26 +318,26 @@ func TestEncodeRejectsUnstorable(t *testing.T) {
 	}
 	tests := []struct {
 		field string
-		mut   func(*billing.Subscription)
+		mut   func(*billing.Period)
 	}{
-		{AttrUserID, func(s *billing.Subscription) { s.UserID = "" }},
-		{AttrSubscriptionID, func(s *billing.Subscription) { s.SubscriptionID = "" }},
-		{AttrBillingDate, func(s *billing.Subscription) { s.BillingDate = time.Time{} }},
-		{AttrBillingDate, func(s *billing.Subscription) { s.BillingDate = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }},
-		{AttrBillingStatus, func(s *billing.Subscription) { s.Status = billing.StatusInactive }},
-		{AttrBillingStatus, func(s *billing.Subscription) { s.Status = "" }},
-		{AttrBillingAmount, func(s *billing.Subscription) { s.Amount = -1 }},
-		{AttrTerm, func(s *billing.Subscription) { s.Term = "DAILY" }},
-		{AttrBillingWeek, func(s *billing.Subscription) { s.BillingWeek = 6 }},
-		{AttrAnchorDay, func(s *billing.Subscription) { s.AnchorDay = -1 }},
-		{AttrPauseDurationMonths, func(s *billing.Subscription) { s.PauseDurationMonths = -1 }},
-		{AttrBillingStatus, func(s *billing.Subscription) {
+		{AttrUserID, func(s *billing.Period) { s.UserID = "" }},
+		{AttrSubscriptionID, func(s *billing.Period) { s.SubscriptionID = "" }},
+		{AttrBillingDate, func(s *billing.Period) { s.BillingDate = time.Time{} }},
+		{AttrBillingDate, func(s *billing.Period) { s.BillingDate = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }},
+		{AttrBillingStatus, func(s *billing.Period) { s.Status = billing.StatusInactive }},
+		{AttrBillingStatus, func(s *billing.Period) { s.Status = "" }},
+		{AttrBillingAmount, func(s *billing.Period) { s.Amount = -1 }},
+		{AttrTerm, func(s *billing.Period) { s.Term = "DAILY" }},
+		{AttrBillingWeek, func(s *billing.Period) { s.BillingWeek = 6 }},
+		{AttrAnchorDay, func(s *billing.Period) { s.AnchorDay = -1 }},
+		{AttrPauseDurationMonths, func(s *billing.Period) { s.PauseDurationMonths = -1 }},
+		{AttrBillingStatus, func(s *billing.Period) {
 			SetExtraAttributes(s, map[string]av.AttributeValue{AttrBillingStatus: &av.AttributeValueMemberS{Value: "X"}})
 		}},
-		{"other", func(s *billing.Subscription) {
+		{"other", func(s *billing.Period) {
 			SetDataAttributes(s, map[string]av.AttributeValue{"other": &av.AttributeValueMemberS{Value: "X"}})
 		}},
-		{AttrLastRunDate, func(s *billing.Subscription) { s.LastRunDate = time.Time{} }},
+		{AttrLastRunDate, func(s *billing.Period) { s.LastRunDate = time.Time{} }},
 	}
 	for _, tt := range tests {
 		s := good()
@@ -364,7 +364,7 @@ func TestEncodeRejectsUnstorable(t *testing.T) {
 }
 
 func TestSetDataAttributesLeavesCopiesAlone(t *testing.T) {
-	var s billing.Subscription
+	var s billing.Period
 	SetDataAttributes(&s, map[string]av.AttributeValue{"data_a": &av.AttributeValueMemberS{Value: "1"}})
 	c := s.Clone()
 	SetDataAttributes(&c, map[string]av.AttributeValue{"data_b": &av.AttributeValueMemberS{Value: "2"}})

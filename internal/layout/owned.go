@@ -8,7 +8,7 @@ import (
 )
 
 // ItemInFlight reports whether a stored record's item carries an attempt
-// whose outcome is not recorded ([billing.Subscription.InFlight]): an
+// whose outcome is not recorded ([billing.Period.InFlight]): an
 // attempt number above the attempt count. It reads the two numbers
 // only, so it answers for items that do not decode too.
 func ItemInFlight(item map[string]av.AttributeValue) bool {
@@ -23,7 +23,7 @@ func ItemInFlight(item map[string]av.AttributeValue) bool {
 }
 
 // AttemptAttributes are the attributes of a record's attempt count and
-// latest attempt ([billing.Subscription.Attempt] and LastAttempt).
+// latest attempt ([billing.Period.Attempt] and LastAttempt).
 func AttemptAttributes() []string {
 	return []string{AttrAttempt, AttrAttemptNumber, AttrAttemptKey, AttrAttemptAmount, AttrAttemptTier,
 		AttrAttemptProcess, AttrAttemptStarted, AttrAttemptPresented}

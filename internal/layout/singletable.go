@@ -43,7 +43,7 @@ const (
 // SubscriptionRef names one subscription of an account in the single
 // table: the item PK=<prefix><AccountID>, SK=SUB#<SubscriptionID>#SKU#<SKU>.
 // The collection engine sees each subscription as one "user": its
-// [billing.Subscription.UserID] is [SubscriptionRef.UserID], so locks, keys and
+// [billing.Period.UserID] is [SubscriptionRef.UserID], so locks, keys and
 // runs are per subscription, and an account may hold several SKUs.
 type SubscriptionRef struct {
 	AccountID      string
@@ -91,12 +91,12 @@ func PeriodOpen(st billing.Status) bool {
 }
 
 // OpenPeriods is the [AttrOpenPeriods] map of a subscription item: the
-// billing_date (as stored, [billing.Subscription.BillingDateKey]) of each open
+// billing_date (as stored, [billing.Period.BillingDateKey]) of each open
 // period and its status.
 type OpenPeriods map[string]billing.Status
 
 // Record notes sub's status: kept when open, dropped otherwise.
-func (o OpenPeriods) Record(sub *billing.Subscription) {
+func (o OpenPeriods) Record(sub *billing.Period) {
 	if PeriodOpen(sub.Status) {
 		o[BillingDateKey(sub)] = sub.Status
 		return
@@ -152,7 +152,7 @@ func DecodeOpenPeriods(attrVal av.AttributeValue) OpenPeriods {
 // for records added already complete, prev nil: imports are not
 // payments). ProcessedDate is next's CompletionDate (LastRunDate when it
 // has none), the amount next's Amount.
-func PeriodReceipt(ref SubscriptionRef, prev, next *billing.Subscription) (entitlement.Receipt, bool) {
+func PeriodReceipt(ref SubscriptionRef, prev, next *billing.Period) (entitlement.Receipt, bool) {
 	if prev == nil || next.Status != billing.StatusCompleted || prev.Status == billing.StatusCompleted {
 		return entitlement.Receipt{}, false
 	}
@@ -175,7 +175,7 @@ func PeriodReceipt(ref SubscriptionRef, prev, next *billing.Subscription) (entit
 // last day every month has; the periods keep the exact anchor), LastPaymentDate to the latest completion written,
 // UpdatedAt to now and the version one up. Email and PaymentDetails,
 // which the engine's records do not carry, are kept.
-func EngineSubscription(ref SubscriptionRef, cur entitlement.RecurringSubscription, exists bool, open OpenPeriods, written []*billing.Subscription, now time.Time, leadDays int) entitlement.RecurringSubscription {
+func EngineSubscription(ref SubscriptionRef, cur entitlement.RecurringSubscription, exists bool, open OpenPeriods, written []*billing.Period, now time.Time, leadDays int) entitlement.RecurringSubscription {
 	next := cur
 	next.AccountID, next.SubscriptionID, next.SKU = ref.AccountID, ref.SubscriptionID, ref.SKU
 	now = now.UTC().Truncate(time.Second)
@@ -221,7 +221,7 @@ func HistorySK(ref SubscriptionRef, lastRunDateKey string) string {
 }
 
 // engineRef parses the UserID of a record to be stored in the single table.
-func EngineRef(sub *billing.Subscription) (SubscriptionRef, error) {
+func EngineRef(sub *billing.Period) (SubscriptionRef, error) {
 	ref, err := ParseSubscriptionRef(sub.UserID)
 	if err != nil {
 		return ref, fmt.Errorf("billing: single table: record %s: %w", sub.Key(), err)
@@ -238,7 +238,7 @@ const maxAddAllGroup = 8
 // up to 8 records of one subscription, written by one transaction. Every
 // record must be storable with a [SubscriptionRef] user ID, else the error
 // names the first that is not.
-func SingleTableGroups(recs []billing.Subscription) ([][]int, error) {
+func SingleTableGroups(recs []billing.Period) ([][]int, error) {
 	var groups [][]int
 	open := map[string]int{}
 	for i := range recs {

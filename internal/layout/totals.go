@@ -33,7 +33,7 @@ type TotalsDelta struct {
 // totals (prev nil for a record added), and false when it adds nothing:
 // the rules of billing.TotalsRepository. Every store derives its counter
 // updates from it, in the transaction of the write.
-func TotalsOf(prev, next *billing.Subscription) (TotalsDelta, bool) {
+func TotalsOf(prev, next *billing.Period) (TotalsDelta, bool) {
 	if next == nil {
 		return TotalsDelta{}, false
 	}

@@ -25,8 +25,8 @@ import (
 // not is returned as the error, before anything is resolved. Rows stored
 // already are not the policy's: the stores then place the history rows
 // over them ([PlanHistoryRows]), never replacing one.
-func DefaultCollisionPolicy(subs []billing.Subscription) ([]billing.Subscription, error) {
-	out := make([]billing.Subscription, len(subs))
+func DefaultCollisionPolicy(subs []billing.Period) ([]billing.Period, error) {
+	out := make([]billing.Period, len(subs))
 	for i := range subs {
 		out[i] = subs[i].Clone()
 		if err := checkHistoryItem(&out[i]); err != nil {
@@ -98,7 +98,7 @@ func DefaultCollisionPolicy(subs []billing.Subscription) ([]billing.Subscription
 // [billing.CheckRecordTransition] allows, and a later last_run_date.
 // Storage implementations call it before writing; the error wraps
 // [billing.ErrIllegalTransition] or [billing.ErrInvalidItem].
-func ValidateUpdate(prev, next *billing.Subscription, dateChange bool) error {
+func ValidateUpdate(prev, next *billing.Period, dateChange bool) error {
 	bad := func(field, value, why string) error {
 		return &billing.FieldError{Field: field, Value: value, Key: prev.Key(), Err: fmt.Errorf("%w: %s", billing.ErrInvalidItem, why)}
 	}
@@ -124,7 +124,7 @@ func ValidateUpdate(prev, next *billing.Subscription, dateChange bool) error {
 
 // checkHistoryItem returns the error of EncodeHistoryItem(s), building no
 // item.
-func checkHistoryItem(s *billing.Subscription) error {
+func checkHistoryItem(s *billing.Period) error {
 	f := NewFlat()
 	defer f.Release()
 	return f.EncodeHistory(s)
@@ -134,7 +134,7 @@ func checkHistoryItem(s *billing.Subscription) error {
 // as every store does before writing: next differs from prev in
 // LastAttempt and Attempt only, neither goes backwards, an attempt to make
 // durable has its key and start time, and next encodes.
-func ValidateAttemptUpdate(prev, next *billing.Subscription) error {
+func ValidateAttemptUpdate(prev, next *billing.Period) error {
 	a, b := NewFlat(), NewFlat()
 	defer a.Release()
 	defer b.Release()
@@ -144,7 +144,7 @@ func ValidateAttemptUpdate(prev, next *billing.Subscription) error {
 // EncodeAttemptUpdate is [ValidateAttemptUpdate] leaving prev encoded in
 // before and next in after (as Encode(s, false)) when it answers nil: the
 // encodings a store writes the attempt back from, made once.
-func EncodeAttemptUpdate(prev, next *billing.Subscription, before, after *Flat) error {
+func EncodeAttemptUpdate(prev, next *billing.Period, before, after *Flat) error {
 	bad := func(field, value, why string) error {
 		return &billing.FieldError{Field: field, Value: value, Key: prev.Key(), Err: fmt.Errorf("%w: %s", billing.ErrInvalidItem, why)}
 	}
@@ -179,7 +179,7 @@ func EncodeAttemptUpdate(prev, next *billing.Subscription, before, after *Flat) 
 // item (DynamoDB rejects that), so records of prev's user must not share a
 // key with prev, next or each other (a [*billing.ConflictError] wrapping
 // [billing.ErrAlreadyExists]).
-func ValidateCreates(prev, next *billing.Subscription, create []*billing.Subscription) error {
+func ValidateCreates(prev, next *billing.Period, create []*billing.Period) error {
 	usedP := map[string]bool{BillingDateKey(prev): true}
 	usedH := map[string]bool{LastRunDateKey(next): true}
 	for _, c := range create {

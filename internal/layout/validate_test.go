@@ -11,34 +11,34 @@ import (
 func TestDefaultCollisionPolicy(t *testing.T) {
 	d := time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
 	lr := time.Date(2024, 2, 20, 8, 0, 0, 0, time.UTC)
-	rec := func(user, id string, st billing.Status, bd time.Time) billing.Subscription {
-		return billing.Subscription{UserID: user, SubscriptionID: id, Status: st, Amount: billing.Cents(499),
+	rec := func(user, id string, st billing.Status, bd time.Time) billing.Period {
+		return billing.Period{UserID: user, SubscriptionID: id, Status: st, Amount: billing.Cents(499),
 			BillingDate: bd, LastRunDate: lr, BillingPeriod: billing.BillingPeriod(bd)}
 	}
 	tests := []struct {
 		name      string
-		in        []billing.Subscription
+		in        []billing.Period
 		wantDates []time.Time
 		wantErr   error
 	}{
-		{"no collision", []billing.Subscription{rec("u", "a", billing.StatusScheduled, d), rec("u", "b", billing.StatusCancelled, d.AddDate(0, 1, 0))},
+		{"no collision", []billing.Period{rec("u", "a", billing.StatusScheduled, d), rec("u", "b", billing.StatusCancelled, d.AddDate(0, 1, 0))},
 			[]time.Time{d, d.AddDate(0, 1, 0)}, nil},
-		{"cancelled before scheduled moves", []billing.Subscription{rec("u", "a", billing.StatusCancelled, d), rec("u", "b", billing.StatusScheduled, d)},
+		{"cancelled before scheduled moves", []billing.Period{rec("u", "a", billing.StatusCancelled, d), rec("u", "b", billing.StatusScheduled, d)},
 			[]time.Time{d.Add(time.Hour), d}, nil},
-		{"three way", []billing.Subscription{rec("u", "a", billing.StatusCancelled, d), rec("u", "b", billing.StatusScheduled, d), rec("u", "c", billing.StatusWaived, d)},
+		{"three way", []billing.Period{rec("u", "a", billing.StatusCancelled, d), rec("u", "b", billing.StatusScheduled, d), rec("u", "c", billing.StatusWaived, d)},
 			[]time.Time{d.Add(time.Hour), d, d.Add(2 * time.Hour)}, nil},
-		{"shift skips a taken hour", []billing.Subscription{rec("u", "a", billing.StatusScheduled, d), rec("u", "b", billing.StatusCancelled, d.Add(time.Hour)), rec("u", "c", billing.StatusCancelled, d)},
+		{"shift skips a taken hour", []billing.Period{rec("u", "a", billing.StatusScheduled, d), rec("u", "b", billing.StatusCancelled, d.Add(time.Hour)), rec("u", "c", billing.StatusCancelled, d)},
 			[]time.Time{d, d.Add(time.Hour), d.Add(2 * time.Hour)}, nil},
-		{"none scheduled: first keeps", []billing.Subscription{rec("u", "a", billing.StatusCancelled, d), rec("u", "b", billing.StatusCompleted, d)},
+		{"none scheduled: first keeps", []billing.Period{rec("u", "a", billing.StatusCancelled, d), rec("u", "b", billing.StatusCompleted, d)},
 			[]time.Time{d, d.Add(time.Hour)}, nil},
-		{"other users untouched", []billing.Subscription{rec("u", "a", billing.StatusScheduled, d), rec("v", "b", billing.StatusCancelled, d)},
+		{"other users untouched", []billing.Period{rec("u", "a", billing.StatusScheduled, d), rec("v", "b", billing.StatusCancelled, d)},
 			[]time.Time{d, d}, nil},
-		{"two scheduled", []billing.Subscription{rec("u", "a", billing.StatusScheduled, d), rec("u", "b", billing.StatusScheduled, d)}, nil, billing.ErrAlreadyExists},
-		{"unencodable", []billing.Subscription{rec("u", "", billing.StatusScheduled, d)}, nil, billing.ErrInvalidItem},
+		{"two scheduled", []billing.Period{rec("u", "a", billing.StatusScheduled, d), rec("u", "b", billing.StatusScheduled, d)}, nil, billing.ErrAlreadyExists},
+		{"unencodable", []billing.Period{rec("u", "", billing.StatusScheduled, d)}, nil, billing.ErrInvalidItem},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			in := make([]billing.Subscription, len(tt.in))
+			in := make([]billing.Period, len(tt.in))
 			copy(in, tt.in)
 			out, err := DefaultCollisionPolicy(in)
 			if tt.wantErr != nil {
@@ -81,7 +81,7 @@ func TestDefaultCollisionPolicy(t *testing.T) {
 }
 
 func TestValidateUpdate(t *testing.T) {
-	prev := billing.Subscription{UserID: "u", SubscriptionID: "s", Status: billing.StatusScheduled, Amount: billing.Cents(499),
+	prev := billing.Period{UserID: "u", SubscriptionID: "s", Status: billing.StatusScheduled, Amount: billing.Cents(499),
 		BillingDate: time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC), LastRunDate: time.Date(2024, 2, 1, 0, 0, 0, 0, time.UTC)}
 	ok := prev.Clone()
 	ok.Status = billing.StatusACHSent
@@ -91,16 +91,16 @@ func TestValidateUpdate(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		mut  func(*billing.Subscription)
+		mut  func(*billing.Period)
 		date bool
 		want error
 	}{
-		{"user", func(s *billing.Subscription) { s.UserID = "x" }, false, billing.ErrInvalidItem},
-		{"id", func(s *billing.Subscription) { s.SubscriptionID = "x" }, false, billing.ErrInvalidItem},
-		{"date without admin", func(s *billing.Subscription) { s.BillingDate = s.BillingDate.Add(time.Hour) }, false, billing.ErrInvalidItem},
-		{"illegal", func(s *billing.Subscription) { s.Status = billing.StatusRefunded }, false, billing.ErrIllegalTransition},
-		{"same last run", func(s *billing.Subscription) { s.LastRunDate = prev.LastRunDate }, false, billing.ErrInvalidItem},
-		{"inactive", func(s *billing.Subscription) { s.Status = billing.StatusInactive }, false, billing.ErrIllegalTransition},
+		{"user", func(s *billing.Period) { s.UserID = "x" }, false, billing.ErrInvalidItem},
+		{"id", func(s *billing.Period) { s.SubscriptionID = "x" }, false, billing.ErrInvalidItem},
+		{"date without admin", func(s *billing.Period) { s.BillingDate = s.BillingDate.Add(time.Hour) }, false, billing.ErrInvalidItem},
+		{"illegal", func(s *billing.Period) { s.Status = billing.StatusRefunded }, false, billing.ErrIllegalTransition},
+		{"same last run", func(s *billing.Period) { s.LastRunDate = prev.LastRunDate }, false, billing.ErrInvalidItem},
+		{"inactive", func(s *billing.Period) { s.Status = billing.StatusInactive }, false, billing.ErrIllegalTransition},
 	}
 	for _, tt := range tests {
 		n := ok.Clone()
@@ -121,7 +121,7 @@ func TestValidateUpdate(t *testing.T) {
 // a new subscribe request); an attempted one may not, and no other
 // update changes the ID.
 func TestValidateUpdateReopen(t *testing.T) {
-	prev := billing.Subscription{UserID: "u", SubscriptionID: "s", Status: billing.StatusCancelled, Amount: billing.Cents(499),
+	prev := billing.Period{UserID: "u", SubscriptionID: "s", Status: billing.StatusCancelled, Amount: billing.Cents(499),
 		BillingDate: time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC), LastRunDate: time.Date(2024, 2, 1, 0, 0, 0, 0, time.UTC)}
 	next := prev.Clone()
 	next.Status, next.SubscriptionID = billing.StatusScheduled, "s2"

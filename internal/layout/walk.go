@@ -87,7 +87,7 @@ func (w StatusWalk) Keeps(q billing.StatusQuery, day, billingDate time.Time) boo
 // when it decodes, is in the query's status and the walk keeps it; counted
 // as invalid when it does not decode. It reports the decoding error, for
 // the caller to log.
-func (w StatusWalk) Add(page *billing.Page, q billing.StatusQuery, day time.Time, sub billing.Subscription, err error) error {
+func (w StatusWalk) Add(page *billing.Page, q billing.StatusQuery, day time.Time, sub billing.Period, err error) error {
 	switch {
 	case err != nil:
 		page.Invalid = append(page.Invalid, err)

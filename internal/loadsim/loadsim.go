@@ -305,13 +305,13 @@ func seed(ctx context.Context, repo billing.Repository, cfg Config) error {
 	const batch = 5000
 	total := cfg.Due + cfg.NotDue
 	for start := 0; start < total; start += batch {
-		recs := make([]billing.Subscription, 0, batch)
+		recs := make([]billing.Period, 0, batch)
 		for i := start; i < min(start+batch, total); i++ {
 			bd := now.Add(-time.Duration(i%(28*24*60)+1) * time.Minute).Truncate(time.Second)
 			if i >= cfg.Due {
 				bd = now.AddDate(0, 0, 1+i%27)
 			}
-			recs = append(recs, billing.Subscription{
+			recs = append(recs, billing.Period{
 				UserID: userID(i), SubscriptionID: fmt.Sprintf("sub-%07d", i),
 				BillingDate: bd, AnchorDay: bd.Day(), BillingPeriod: billing.BillingPeriod(bd), Status: billing.StatusScheduled,
 				Amount: billing.MustParseAmount("9.99"), Term: billing.TermMonthly, ReceiptTierName: "Plus:v2",

@@ -39,7 +39,7 @@ func (r *repository) shard(userID string) int {
 // indexKey is the status index partition a record is on, "" for none:
 // the due index's "<STATUS>#<shard>" for the statuses it holds, the legacy
 // index's status for every record.
-func (r *repository) indexKey(s *billing.Subscription) string {
+func (r *repository) indexKey(s *billing.Period) string {
 	if r.w.cfg.Index == capacity.IndexLegacy {
 		return string(s.Status)
 	}
@@ -52,7 +52,7 @@ func (r *repository) indexKey(s *billing.Subscription) string {
 // itemSize is the size of s's item in the subscriptions table, its due
 // key included. Encoding every item would cost the simulation more than
 // the store does, so sizes are measured on a sample (see sizer).
-func (r *repository) itemSize(s *billing.Subscription) int {
+func (r *repository) itemSize(s *billing.Period) int {
 	return r.w.itemSizes.size(s, func() int {
 		item, err := layout.EncodeItem(s)
 		if err != nil {
@@ -66,7 +66,7 @@ func (r *repository) itemSize(s *billing.Subscription) int {
 	})
 }
 
-func (r *repository) historySize(s *billing.Subscription) int {
+func (r *repository) historySize(s *billing.Period) int {
 	return r.w.historySizes.size(s, func() int {
 		item, err := layout.EncodeHistoryItem(s)
 		if err != nil {
@@ -96,7 +96,7 @@ type sample struct{ n, size int }
 
 const sampleEvery = 64
 
-func (z *sizer) size(s *billing.Subscription, measure func() int) int {
+func (z *sizer) size(s *billing.Period, measure func() int) int {
 	k := sizeKind{s.Status, s.InFlight()}
 	z.mu.Lock()
 	if z.kinds == nil {
@@ -123,7 +123,7 @@ func (z *sizer) size(s *billing.Subscription, measure func() int) int {
 // indexWrites are the index partition writes of a change of a record from
 // prev (nil: a new one) to next: a put where it stays or arrives, a delete
 // where it leaves (an index key that changes costs both).
-func (r *repository) indexWrites(prev, next *billing.Subscription, nextSize int, out []charge) []charge {
+func (r *repository) indexWrites(prev, next *billing.Period, nextSize int, out []charge) []charge {
 	to := r.indexKey(next)
 	if prev != nil {
 		if from := r.indexKey(prev); from != "" && from != to {
@@ -145,12 +145,12 @@ func (r *repository) read(userID string, units float64) {
 	w.tableRead.units += units
 }
 
-func (r *repository) Add(ctx context.Context, s *billing.Subscription) error {
+func (r *repository) Add(ctx context.Context, s *billing.Period) error {
 	r.read(s.UserID, 0)
 	return r.inner.Add(ctx, s)
 }
 
-func (r *repository) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Subscription, error) {
+func (r *repository) Get(ctx context.Context, userID string, billingDate time.Time) (billing.Period, error) {
 	sub, err := r.inner.Get(ctx, userID, billingDate)
 	size := 0
 	if err == nil {
@@ -160,19 +160,19 @@ func (r *repository) Get(ctx context.Context, userID string, billingDate time.Ti
 	return sub, err
 }
 
-func (r *repository) GetByID(ctx context.Context, id string) (billing.Subscription, error) {
+func (r *repository) GetByID(ctx context.Context, id string) (billing.Period, error) {
 	sub, err := r.inner.GetByID(ctx, id)
 	r.read(sub.UserID, 1.5)
 	return sub, err
 }
 
-func (r *repository) ListByUser(ctx context.Context, userID string) ([]billing.Subscription, error) {
+func (r *repository) ListByUser(ctx context.Context, userID string) ([]billing.Period, error) {
 	subs, err := r.inner.ListByUser(ctx, userID)
 	r.read(userID, r.pageUnits(subs, len(subs), true))
 	return subs, err
 }
 
-func (r *repository) Recent(ctx context.Context, userID string, limit int) ([]billing.Subscription, error) {
+func (r *repository) Recent(ctx context.Context, userID string, limit int) ([]billing.Period, error) {
 	subs, err := r.inner.Recent(ctx, userID, limit)
 	r.read(userID, r.pageUnits(subs, len(subs), true))
 	return subs, err
@@ -181,7 +181,7 @@ func (r *repository) Recent(ctx context.Context, userID string, limit int) ([]bi
 // pageUnits is the RCU of a query page that read n items like subs: their
 // sizes summed, rounded up once (the first item's size stands for the
 // items a filter dropped).
-func (r *repository) pageUnits(subs []billing.Subscription, n int, consistent bool) float64 {
+func (r *repository) pageUnits(subs []billing.Period, n int, consistent bool) float64 {
 	if len(subs) == 0 {
 		return dynamotest.ReadUnits(0, consistent)
 	}
@@ -221,7 +221,7 @@ func (r *repository) QueryStatus(ctx context.Context, q billing.StatusQuery) (bi
 	return p, nil
 }
 
-func (r *repository) Update(ctx context.Context, prev, next *billing.Subscription, create ...*billing.Subscription) error {
+func (r *repository) Update(ctx context.Context, prev, next *billing.Period, create ...*billing.Period) error {
 	size := max(r.itemSize(prev), r.itemSize(next))
 	hist := r.historySize(next)
 	// A transaction: every item it writes costs twice; the index
@@ -244,7 +244,7 @@ func (r *repository) Update(ctx context.Context, prev, next *billing.Subscriptio
 	return r.inner.Update(ctx, prev, next, create...)
 }
 
-func (r *repository) AdminUpdate(ctx context.Context, prev, next *billing.Subscription) error {
+func (r *repository) AdminUpdate(ctx context.Context, prev, next *billing.Period) error {
 	size := max(r.itemSize(prev), r.itemSize(next))
 	charges := []charge{{r.w.table, 4*dynamotest.WriteUnits(size) + 2*dynamotest.WriteUnits(r.historySize(next))}}
 	charges = r.indexWrites(prev, next, r.itemSize(next), charges)
@@ -254,7 +254,7 @@ func (r *repository) AdminUpdate(ctx context.Context, prev, next *billing.Subscr
 	return r.inner.AdminUpdate(ctx, prev, next)
 }
 
-func (r *repository) SetAttempt(ctx context.Context, prev, next *billing.Subscription) error {
+func (r *repository) SetAttempt(ctx context.Context, prev, next *billing.Period) error {
 	size := max(r.itemSize(prev), r.itemSize(next))
 	// One UpdateItem: the item's size, and the index rewrites its
 	// projection of the item.
@@ -265,7 +265,7 @@ func (r *repository) SetAttempt(ctx context.Context, prev, next *billing.Subscri
 	return r.inner.SetAttempt(ctx, prev, next)
 }
 
-func (r *repository) AddAll(ctx context.Context, subs []billing.Subscription) ([]billing.Subscription, error) {
+func (r *repository) AddAll(ctx context.Context, subs []billing.Period) ([]billing.Period, error) {
 	return r.inner.AddAll(ctx, subs)
 }
 

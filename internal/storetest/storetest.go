@@ -36,7 +36,7 @@ func DynamoStores(t *testing.T, opts memory.Options) (billing.Repository, billin
 // in plain batch writes (no due keys, no conditions): for tests that need many records, since the local server
 // copies the whole table for every action of a transaction, which makes
 // seeding thousands through Add or AddAll take minutes.
-func DynamoStoresSeeded(t *testing.T, opts memory.Options, seed []billing.Subscription) (billing.Repository, billing.History) {
+func DynamoStoresSeeded(t *testing.T, opts memory.Options, seed []billing.Period) (billing.Repository, billing.History) {
 	t.Helper()
 	client, tables := legacyTables(t, opts)
 	collisions := opts.Collisions
