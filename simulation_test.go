@@ -210,10 +210,10 @@ type stepChecker struct {
 	prov *billingtest.Provider
 	due  dueFunc // the records due at a step
 
-	calls         int                             // provider calls before the step
-	snapshot      map[string]billing.Period // by subscription ID
-	perUser       map[string]int                  // records the run reads, per user
-	runs          map[time.Time]map[string]bool   // users with several records in a run
+	calls         int                           // provider calls before the step
+	snapshot      map[string]billing.Period     // by subscription ID
+	perUser       map[string]int                // records the run reads, per user
+	runs          map[time.Time]map[string]bool // users with several records in a run
 	lastScheduled time.Time
 	tolerated     []string
 }

@@ -60,7 +60,7 @@ func TestCancelOwedDecidedUnderTheLock(t *testing.T) {
 			var (
 				left     billing.Period   // the record as the other process left it
 				leftHist []billing.Period // and its history
-				calls    int                    // processor calls by then
+				calls    int              // processor calls by then
 			)
 			repo := &afterRead{Repository: e.store.Repository(), id: "h-due", meanwhile: func(ctx context.Context) {
 				switch tc.meanwhile {
