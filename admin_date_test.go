@@ -70,19 +70,19 @@ func TestChangeBillingDateKeepsPeriodOrder(t *testing.T) {
 		// Past the next open period: the bug left two open periods out of
 		// order and no period after them.
 		past := time.Date(2024, 3, 10, 15, 0, 0, 0, time.UTC)
-		_, err := e.c.ChangeBillingDate(ctx, retrying.SubscriptionID, past)
+		_, err := e.c.Periods().Move(ctx, retrying.SubscriptionID, past)
 		requireDateMoveError(t, err, retrying.SubscriptionID, past, nextPeriod, true)
 		// Exactly onto it: the same validation error, not a conflict.
-		_, err = e.c.ChangeBillingDate(ctx, retrying.SubscriptionID, feb29)
+		_, err = e.c.Periods().Move(ctx, retrying.SubscriptionID, feb29)
 		requireDateMoveError(t, err, retrying.SubscriptionID, feb29, nextPeriod, true)
 		// The next period onto or before the previous one.
-		_, err = e.c.ChangeBillingDate(ctx, nextPeriod.SubscriptionID, jan31)
+		_, err = e.c.Periods().Move(ctx, nextPeriod.SubscriptionID, jan31)
 		requireDateMoveError(t, err, nextPeriod.SubscriptionID, jan31, retrying, false)
 		early := jan31.AddDate(0, 0, -3)
-		_, err = e.c.ChangeBillingDate(ctx, nextPeriod.SubscriptionID, early)
+		_, err = e.c.Periods().Move(ctx, nextPeriod.SubscriptionID, early)
 		requireDateMoveError(t, err, nextPeriod.SubscriptionID, early, retrying, false)
 		// Before an earlier terminal period.
-		_, err = e.c.ChangeBillingDate(ctx, retrying.SubscriptionID, old.BillingDate.AddDate(0, 0, -1))
+		_, err = e.c.Periods().Move(ctx, retrying.SubscriptionID, old.BillingDate.AddDate(0, 0, -1))
 		requireDateMoveError(t, err, retrying.SubscriptionID, old.BillingDate.AddDate(0, 0, -1), old, false)
 		require.Equal(t, before, e.records("u1"), "a refused move wrote")
 
@@ -90,11 +90,11 @@ func TestChangeBillingDateKeepsPeriodOrder(t *testing.T) {
 		// paid (February 21st): a date inside it is refused
 		// (TestDateMoveIntoPaidPeriodRefused).
 		feb22 := time.Date(2024, 2, 22, 9, 0, 0, 0, time.UTC)
-		ch, err := e.c.ChangeBillingDate(ctx, retrying.SubscriptionID, feb22)
+		ch, err := e.c.Periods().Move(ctx, retrying.SubscriptionID, feb22)
 		require.NoError(t, err)
 		assert.True(t, ch.After.BillingDate.Equal(feb22))
 		feb23 := feb22.AddDate(0, 0, 1)
-		ch, err = e.c.ChangeBillingDate(ctx, nextPeriod.SubscriptionID, feb23)
+		ch, err = e.c.Periods().Move(ctx, nextPeriod.SubscriptionID, feb23)
 		require.NoError(t, err)
 		assert.Equal(t, 23, ch.After.AnchorDay)
 		recs := e.records("u1")
@@ -117,11 +117,11 @@ func TestChangeBillingDatePastTerminalRecord(t *testing.T) {
 		feb29 := time.Date(2024, 2, 29, 15, 0, 0, 0, time.UTC)
 		cancelled := e.add("u2", feb29, billing.StatusCancelled, func(s *billing.Period) { s.CompletionDate = s.LastRunDate })
 
-		_, err := e.c.ChangeBillingDate(ctx, s.SubscriptionID, feb29)
+		_, err := e.c.Periods().Move(ctx, s.SubscriptionID, feb29)
 		requireDateMoveError(t, err, s.SubscriptionID, feb29, cancelled, true)
 
 		mar15 := time.Date(2024, 3, 15, 15, 0, 0, 0, time.UTC)
-		_, err = e.c.ChangeBillingDate(ctx, s.SubscriptionID, mar15)
+		_, err = e.c.Periods().Move(ctx, s.SubscriptionID, mar15)
 		require.NoError(t, err)
 		e.clock.Set(mar15.Add(time.Hour))
 		rep := e.run(billing.RunScheduled)

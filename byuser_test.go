@@ -130,19 +130,19 @@ func TestByUserFlow(t *testing.T) {
 			assert.Equal(t, billing.MustParseAmount("19.99"), up.Changes[0].After.Amount)
 			assert.Equal(t, "Pro:v1", up.Subscription.Tier)
 
-			p, err := e.c.PauseSubscription(ctx, billing.PauseSubscriptionRequest{UserRequest: ur(e.user, "pause-1"), Months: 2})
+			p, err := e.c.Pause(ctx, billing.PauseRequest{UserRequest: ur(e.user, "pause-1"), Months: 2})
 			require.NoError(t, err)
 			assert.Equal(t, billing.SubscriptionPaused, p.Subscription.Status)
 			assert.Equal(t, billing.StatusPaused, p.Changes[0].After.Status)
 			assert.Equal(t, 2, p.Changes[0].After.PauseDurationMonths)
 
-			r, err := e.c.ResumeSubscription(ctx, billing.ResumeSubscriptionRequest{UserRequest: ur(e.user, "resume-1")})
+			r, err := e.c.Resume(ctx, billing.ResumeRequest{UserRequest: ur(e.user, "resume-1")})
 			require.NoError(t, err)
 			assert.Equal(t, billing.SubscriptionActive, r.Subscription.Status)
 			assert.Equal(t, billing.StatusScheduled, r.Changes[0].After.Status)
 
 			e.clock.Set(feb3.Add(14 * 24 * time.Hour)) // half of the 28-day paid period left
-			cx, err := e.c.CancelSubscription(ctx, billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "cancel-1"), When: billing.CancelNow})
+			cx, err := e.c.Cancel(ctx, billing.CancelRequest{UserRequest: ur(e.user, "cancel-1"), When: billing.CancelNow})
 			require.NoError(t, err)
 			assert.Equal(t, billing.SubscriptionEnded, cx.Subscription.Status)
 			assert.Equal(t, billing.StatusCancelled, cx.Changes[0].After.Status)
@@ -186,7 +186,7 @@ func TestSubscribeRequestKeyReused(t *testing.T) {
 			assert.Equal(t, "subscribe", rk.Op)
 			assert.Len(t, e.rows(t), n, "nothing written")
 
-			_, err = e.c.ChangeTier(ctx, sub.Subscription.SubscriptionID, "Plus:v2", billing.ListPrice, false)
+			_, err = e.c.Periods().ChangeTier(ctx, sub.Subscription.SubscriptionID, "Plus:v2", billing.ListPrice, false)
 			require.NoError(t, err)
 			again, err := e.c.Subscribe(ctx, first)
 			require.NoError(t, err, "an exact repeat after a tier change")
@@ -230,11 +230,11 @@ func TestByUserRequestKeyReused(t *testing.T) {
 			require.NoError(t, err)
 			_, err = e.c.MoveBillingDate(ctx, billing.MoveBillingDateRequest{UserRequest: ur(u, "k-move"), Date: feb3.AddDate(0, 1, 2)})
 			require.NoError(t, err)
-			_, err = e.c.PauseSubscription(ctx, billing.PauseSubscriptionRequest{UserRequest: ur(u, "k-pause"), Months: 2})
+			_, err = e.c.Pause(ctx, billing.PauseRequest{UserRequest: ur(u, "k-pause"), Months: 2})
 			require.NoError(t, err)
-			_, err = e.c.ResumeSubscription(ctx, billing.ResumeSubscriptionRequest{UserRequest: ur(u, "k-resume")})
+			_, err = e.c.Resume(ctx, billing.ResumeRequest{UserRequest: ur(u, "k-resume")})
 			require.NoError(t, err)
-			_, err = e.c.CancelSubscription(ctx, billing.CancelSubscriptionRequest{UserRequest: ur(u, "k-cancel")})
+			_, err = e.c.Cancel(ctx, billing.CancelRequest{UserRequest: ur(u, "k-cancel")})
 			require.NoError(t, err)
 			n := len(e.rows(t))
 
@@ -253,19 +253,19 @@ func TestByUserRequestKeyReused(t *testing.T) {
 					return err
 				}, "move billing date", []string{"Date"}},
 				{"pause", func() error {
-					_, err := e.c.PauseSubscription(ctx, billing.PauseSubscriptionRequest{UserRequest: ur(u, "k-pause"), Months: 3})
+					_, err := e.c.Pause(ctx, billing.PauseRequest{UserRequest: ur(u, "k-pause"), Months: 3})
 					return err
 				}, "pause", []string{"Months"}},
 				{"resume key for a cancel", func() error {
-					_, err := e.c.CancelSubscription(ctx, billing.CancelSubscriptionRequest{UserRequest: ur(u, "k-resume")})
+					_, err := e.c.Cancel(ctx, billing.CancelRequest{UserRequest: ur(u, "k-resume")})
 					return err
 				}, "resume", []string{"Op", "When"}},
 				{"cancel", func() error {
-					_, err := e.c.CancelSubscription(ctx, billing.CancelSubscriptionRequest{UserRequest: ur(u, "k-cancel"), When: billing.CancelNow})
+					_, err := e.c.Cancel(ctx, billing.CancelRequest{UserRequest: ur(u, "k-cancel"), When: billing.CancelNow})
 					return err
 				}, "cancel", []string{"When"}},
 				{"subscribe key for a pause", func() error {
-					_, err := e.c.PauseSubscription(ctx, billing.PauseSubscriptionRequest{UserRequest: ur(u, "order-1"), Months: 1})
+					_, err := e.c.Pause(ctx, billing.PauseRequest{UserRequest: ur(u, "order-1"), Months: 1})
 					return err
 				}, "subscribe", []string{"Interval", "Months", "Op", "Term", "Tier"}},
 			}
@@ -293,15 +293,15 @@ func TestByUserExactRepeatAnswersFirst(t *testing.T) {
 			ctx := t.Context()
 			e := newUserEnv(t, st)
 			e.subscribeAndPay(t)
-			req := billing.PauseSubscriptionRequest{UserRequest: ur(e.user, "pause-7"), Months: 2}
-			first, err := e.c.PauseSubscription(ctx, req)
+			req := billing.PauseRequest{UserRequest: ur(e.user, "pause-7"), Months: 2}
+			first, err := e.c.Pause(ctx, req)
 			require.NoError(t, err)
 			require.False(t, first.Repeated)
-			_, err = e.c.ResumeSubscription(ctx, billing.ResumeSubscriptionRequest{UserRequest: ur(e.user, "resume-7")})
+			_, err = e.c.Resume(ctx, billing.ResumeRequest{UserRequest: ur(e.user, "resume-7")})
 			require.NoError(t, err)
 			n := len(e.rows(t))
 
-			again, err := e.c.PauseSubscription(ctx, req)
+			again, err := e.c.Pause(ctx, req)
 			require.NoError(t, err)
 			assert.True(t, again.Repeated)
 			require.Len(t, again.Changes, 1)
@@ -329,9 +329,9 @@ func TestChangeTierToSameTierWritesNothing(t *testing.T) {
 			v, err := e.c.Subscription(ctx, e.user)
 			require.NoError(t, err)
 			n := len(e.rows(t))
-			_, err = e.c.ChangeTier(ctx, v.Open[0].SubscriptionID, "Plus:v2", billing.ListPrice, false)
+			_, err = e.c.Periods().ChangeTier(ctx, v.Open[0].SubscriptionID, "Plus:v2", billing.ListPrice, false)
 			require.ErrorIs(t, err, billing.ErrNoChange)
-			_, err = e.c.ChangeTier(ctx, v.Open[0].SubscriptionID, "Plus:v2", billing.ListPrice, true)
+			_, err = e.c.Periods().ChangeTier(ctx, v.Open[0].SubscriptionID, "Plus:v2", billing.ListPrice, true)
 			require.ErrorIs(t, err, billing.ErrNoChange, "a downgrade to what it has")
 			_, err = e.c.ChangePlan(ctx, billing.ChangePlanRequest{UserRequest: ur(e.user, "same"), Tier: "Plus:v2"})
 			require.ErrorIs(t, err, billing.ErrNoChange)
@@ -354,12 +354,12 @@ func TestPeriodCallGivenUserID(t *testing.T) {
 			e := newUserEnv(t, st)
 			e.subscribeAndPay(t)
 			n := len(e.rows(t))
-			_, err := e.c.Cancel(ctx, e.user)
+			_, err := e.c.Periods().Cancel(ctx, e.user)
 			require.ErrorIs(t, err, billing.ErrNotFound)
 			assert.ErrorContains(t, err, "is a user ID: this call expects a period ID; see Collector.Subscription")
-			_, err = e.c.ManualRepayment(ctx, e.user)
+			_, err = e.c.Periods().Repay(ctx, e.user)
 			assert.ErrorContains(t, err, "expects a period ID")
-			_, err = e.c.Cancel(ctx, "nobody")
+			_, err = e.c.Periods().Cancel(ctx, "nobody")
 			require.ErrorIs(t, err, billing.ErrNotFound)
 			assert.NotContains(t, err.Error(), "user ID", "an ID that is no user's gets no hint")
 			assert.Len(t, e.rows(t), n)
@@ -376,13 +376,13 @@ func TestPauseZeroMonthsIsFieldError(t *testing.T) {
 	e.subscribeAndPay(t)
 	v, err := e.c.Subscription(ctx, e.user)
 	require.NoError(t, err)
-	_, err = e.c.Pause(ctx, v.Open[0].SubscriptionID, 0)
+	_, err = e.c.Periods().Pause(ctx, v.Open[0].SubscriptionID, 0)
 	var fe *billing.FieldError
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "months", fe.Field)
 	assert.Equal(t, "0", fe.Value)
 	assert.ErrorIs(t, err, billing.ErrInvalidQuery)
-	_, err = e.c.PauseSubscription(ctx, billing.PauseSubscriptionRequest{UserRequest: ur(e.user, "p0")})
+	_, err = e.c.Pause(ctx, billing.PauseRequest{UserRequest: ur(e.user, "p0")})
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "months", fe.Field)
 }
@@ -424,13 +424,13 @@ func TestByUserCrashBetweenPeriodsCompletedByRepeat(t *testing.T) {
 			next.LastRunDate = owed.LastRunDate.Add(time.Second)
 			require.NoError(t, e.repo.Add(ctx, &owed))
 			require.NoError(t, e.repo.Add(ctx, &next))
-			_, err := e.c.CancelSubscription(ctx, billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "cancel-8")})
+			_, err := e.c.Cancel(ctx, billing.CancelRequest{UserRequest: ur(e.user, "cancel-8")})
 			require.ErrorIs(t, err, billing.ErrNotCollectible, "an owed period is not forgiven unasked")
 			require.ErrorContains(t, err, "p-jan is ERROR")
 			require.Empty(t, e.rows(t)[len(e.rows(t))-1].Request, "nothing written")
-			req := billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "cancel-9"), ForgiveOwed: true}
+			req := billing.CancelRequest{UserRequest: ur(e.user, "cancel-9"), ForgiveOwed: true}
 
-			_, err = e.c.CancelSubscription(ctx, req)
+			_, err = e.c.Cancel(ctx, req)
 			require.ErrorContains(t, err, "crash")
 			recs, err := e.repo.ListByUser(ctx, e.user)
 			require.NoError(t, err)
@@ -444,7 +444,7 @@ func TestByUserCrashBetweenPeriodsCompletedByRepeat(t *testing.T) {
 			later.LastRunDate = next.LastRunDate.Add(time.Second)
 			require.NoError(t, e.repo.Add(ctx, &later))
 
-			done, err := e.c.CancelSubscription(ctx, req)
+			done, err := e.c.Cancel(ctx, req)
 			require.NoError(t, err)
 			assert.False(t, done.Repeated, "it wrote the rest")
 			require.Len(t, done.Changes, 2)
@@ -457,7 +457,7 @@ func TestByUserCrashBetweenPeriodsCompletedByRepeat(t *testing.T) {
 			require.Len(t, recs, 3)
 			assert.Equal(t, billing.StatusCancelled, recs[1].Status)
 
-			again, err := e.c.CancelSubscription(ctx, req)
+			again, err := e.c.Cancel(ctx, req)
 			require.NoError(t, err)
 			assert.True(t, again.Repeated)
 			assert.Len(t, again.Changes, 2)
@@ -497,8 +497,8 @@ func TestByUserResolvesAttemptInFlight(t *testing.T) {
 			e.pay.SetUnreachable(true)
 			n := len(e.rows(t))
 
-			req := billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "cancel-1")}
-			_, err = e.c.CancelSubscription(ctx, req)
+			req := billing.CancelRequest{UserRequest: ur(e.user, "cancel-1")}
+			_, err = e.c.Cancel(ctx, req)
 			require.ErrorIs(t, err, billing.ErrAttemptInFlight)
 			assert.Len(t, e.rows(t), n, "nothing written")
 			v, err := e.c.Subscription(ctx, e.user)
@@ -507,7 +507,7 @@ func TestByUserResolvesAttemptInFlight(t *testing.T) {
 			assert.Equal(t, billing.StatusScheduled, v.InFlight[0].Status)
 
 			e.pay.SetUnreachable(false)
-			done, err := e.c.CancelSubscription(ctx, req)
+			done, err := e.c.Cancel(ctx, req)
 			require.NoError(t, err)
 			require.Len(t, done.Changes, 1)
 			assert.NotEqual(t, id, done.Changes[0].After.SubscriptionID, "the period the charge opened")

@@ -20,7 +20,7 @@ func paidMonth(t *testing.T, e *freeEnv) {
 }
 
 // TestCancelNowWithRefundEndsAccess (every layout, in memory and on the
-// local DynamoDB server): after CancelSubscription now, whose answer
+// local DynamoDB server): after Cancel now, whose answer
 // tells the host to refund the unused share of the paid period, the view
 // still said paid through the old period's end (a host gating access on
 // it kept granting it) and a come-back that day was refused "inside the
@@ -41,7 +41,7 @@ func TestCancelNowWithRefundEndsAccess(t *testing.T) {
 			e := newTrialEnv(t, st)
 			paidMonth(t, e)
 			e.clock.Set(cancelAt)
-			left, err := e.c.CancelSubscription(ctx, billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "c1"), When: billing.CancelNow})
+			left, err := e.c.Cancel(ctx, billing.CancelRequest{UserRequest: ur(e.user, "c1"), When: billing.CancelNow})
 			require.NoError(t, err)
 			assert.Equal(t, cancelAt, left.AccessUntil)
 			// 18 of the period's 28 days, rounded down: 9.99 × 18 / 28.
@@ -78,7 +78,7 @@ func TestCancelNowWithRefundEndsAccess(t *testing.T) {
 
 			// Its own cancellation now refunds its own unused share.
 			e.clock.Set(back.AddDate(0, 0, 7))
-			again, err := e.c.CancelSubscription(ctx, billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "c2"), When: billing.CancelNow})
+			again, err := e.c.Cancel(ctx, billing.CancelRequest{UserRequest: ur(e.user, "c2"), When: billing.CancelNow})
 			require.NoError(t, err)
 			assert.Equal(t, got.Subscription.SubscriptionID, again.RefundPeriodID)
 			assert.Equal(t, billing.MustParseAmount("7.49"), again.Refund, "9.99 × 21 / 28")
@@ -89,7 +89,7 @@ func TestCancelNowWithRefundEndsAccess(t *testing.T) {
 			e := newTrialEnv(t, st)
 			paidMonth(t, e)
 			e.clock.Set(cancelAt)
-			_, err := e.c.CancelSubscription(ctx, billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "c1"), When: billing.CancelNow})
+			_, err := e.c.Cancel(ctx, billing.CancelRequest{UserRequest: ur(e.user, "c1"), When: billing.CancelNow})
 			require.NoError(t, err)
 			e.clock.Advance(time.Hour)
 			_, err = e.c.Subscribe(ctx, billing.SubscribeRequest{RequestKey: "order-2", UserID: e.user, Tier: "Plus:v2", FirstBillingDate: mar3})
@@ -101,7 +101,7 @@ func TestCancelNowWithRefundEndsAccess(t *testing.T) {
 			assert.Equal(t, cancelAt, mustView(t, e).PaidThrough)
 
 			e.clock.Advance(time.Hour)
-			again, err := e.c.CancelSubscription(ctx, billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "c2"), When: billing.CancelNow})
+			again, err := e.c.Cancel(ctx, billing.CancelRequest{UserRequest: ur(e.user, "c2"), When: billing.CancelNow})
 			require.NoError(t, err)
 			assert.Zero(t, again.Refund, "refunded once")
 			assert.Equal(t, cancelAt, mustView(t, e).PaidThrough)
@@ -113,7 +113,7 @@ func TestCancelNowWithRefundEndsAccess(t *testing.T) {
 			e := newTrialEnv(t, st)
 			paidMonth(t, e)
 			e.clock.Set(cancelAt)
-			left, err := e.c.CancelSubscription(ctx, billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "c1")})
+			left, err := e.c.Cancel(ctx, billing.CancelRequest{UserRequest: ur(e.user, "c1")})
 			require.NoError(t, err)
 			assert.Equal(t, mar3, left.AccessUntil)
 			assert.Zero(t, left.Refund)

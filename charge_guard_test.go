@@ -95,7 +95,7 @@ func TestChargeGuardRefusesAmountsOutsideTheLimits(t *testing.T) {
 
 			// A collection of the record alone is refused the same way, with
 			// the typed error.
-			_, err = e.c.CollectByID(ctx, s.SubscriptionID)
+			_, err = e.c.Periods().Collect(ctx, s.SubscriptionID)
 			require.ErrorIs(t, err, billing.ErrInvalidAmount)
 			var fe *billing.FieldError
 			if assert.True(t, errors.As(err, &fe), "error %v is no *FieldError", err) {

@@ -98,7 +98,7 @@ type Config struct {
 	// Prices is the host's price list, by plan: a tier on a term and
 	// interval ([PricePlan]; [PriceListMap] holds one in memory). When set,
 	// Subscribe, a tier or plan change take their amount from it (see
-	// [Collector.ChangeTier]), so a caller never sets a price. Optional.
+	// [Periods.ChangeTier]), so a caller never sets a price. Optional.
 	Prices PriceList
 	// MaxCharge is the largest amount a record may be charged per period.
 	// It is checked when a price is set (a subscription or tier change to

@@ -84,13 +84,14 @@ func requireStatus(cur *Period, allowed ...Status) error {
 	return fmt.Errorf("%w: record is %s, want one of %v", ErrNotCollectible, cur.Status, allowed)
 }
 
-// Waive forgives a SCHEDULED or ERROR record without payment (WAIVED).
+// WaiveByID forgives a SCHEDULED or ERROR record without payment (WAIVED).
 // A record never attempted also opens the next period, as an attempt would.
-// When another writer put that next period in place after Waive read the
+// When another writer put that next period in place after WaiveByID read the
 // user's records, nothing is written and the error is a [*ConflictError]
 // wrapping [ErrConflict] (never [ErrAlreadyExists]): call again, and the
 // waive goes on with the period found.
-func (c *Collector) Waive(ctx context.Context, subscriptionID string) (Change, error) {
+func (p *Periods) WaiveByID(ctx context.Context, subscriptionID string) (Change, error) {
+	c := p.c
 	return c.admin(ctx, OpWaive, subscriptionID, func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
 		next.Status, next.CompletionDate = StatusWaived, next.LastRunDate
 		return c.openNext(ctx, cur, now)
@@ -99,13 +100,14 @@ func (c *Collector) Waive(ctx context.Context, subscriptionID string) (Change, e
 
 // Cancel cancels a SCHEDULED, ERROR or PAUSED record (CANCELLED). The
 // subscription ends: no next period is opened. Cancelling an ERROR record
-// forgives what it owes, as [Collector.Waive] does; a host acting for the
-// end user calls [Collector.CancelUnowed] instead.
-func (c *Collector) Cancel(ctx context.Context, subscriptionID string) (Change, error) {
+// forgives what it owes, as [Periods.WaiveByID] does; a host acting for the
+// end user calls [Periods.CancelUnowed] instead.
+func (p *Periods) Cancel(ctx context.Context, subscriptionID string) (Change, error) {
+	c := p.c
 	return c.admin(ctx, OpCancel, subscriptionID, cancelEdit)
 }
 
-// CancelUnowed cancels a record as [Collector.Cancel] does, but only while
+// CancelUnowed cancels a record as [Periods.Cancel] does, but only while
 // cancelling forgives nothing: the record, re-read under the user's lock,
 // must be SCHEDULED or PAUSED with no attempt in flight. A record that is
 // ERROR (its charge was declined), ACHSENT (its bank debit has not settled)
@@ -115,7 +117,8 @@ func (c *Collector) Cancel(ctx context.Context, subscriptionID string) (Change, 
 // means to forgive the period calls Cancel. Because the decision is made
 // under the lock, a decline that lands after the caller's own read of the
 // record still refuses the cancel.
-func (c *Collector) CancelUnowed(ctx context.Context, subscriptionID string) (Change, error) {
+func (p *Periods) CancelUnowed(ctx context.Context, subscriptionID string) (Change, error) {
+	c := p.c
 	return c.admin(ctx, OpCancel, subscriptionID, cancelEdit, refuseOwed)
 }
 
@@ -138,7 +141,8 @@ func cancelEdit(_ context.Context, _, next *Period, _ time.Time) ([]*Period, err
 // paused for all months, so the first charge comes months months after
 // the trial's end ([ResumeDate]). Months outside 1 to 120 is a
 // [*FieldError] wrapping [ErrInvalidQuery].
-func (c *Collector) Pause(ctx context.Context, subscriptionID string, months int) (Change, error) {
+func (p *Periods) Pause(ctx context.Context, subscriptionID string, months int) (Change, error) {
+	c := p.c
 	if err := checkPauseMonths(months); err != nil {
 		return Change{}, fmt.Errorf("%s %s: %w", OpPause, subscriptionID, err)
 	}
@@ -154,14 +158,15 @@ func (c *Collector) Pause(ctx context.Context, subscriptionID string, months int
 
 // Resume ends the pause of a PAUSED record: it becomes SCHEDULED again
 // (pause-resume) on its billing date.
-func (c *Collector) Resume(ctx context.Context, subscriptionID string) (Change, error) {
+func (p *Periods) Resume(ctx context.Context, subscriptionID string) (Change, error) {
+	c := p.c
 	return c.admin(ctx, OpResume, subscriptionID, func(ctx context.Context, cur, next *Period, _ time.Time) ([]*Period, error) {
 		next.Status, next.PauseDurationMonths, next.UpdatedEvent = StatusScheduled, 0, EventPauseResume
 		return nil, nil
 	})
 }
 
-// ChangeBillingDate moves a SCHEDULED, ERROR or PAUSED record to another
+// Move moves a SCHEDULED, ERROR or PAUSED record to another
 // billing date (delete + put + history in one transaction). The new date's
 // day becomes the anchor day; a Friday-billing record takes the Friday week
 // of the new date, which must be a Friday (a [*FieldError] wrapping
@@ -202,11 +207,12 @@ func (c *Collector) Resume(ctx context.Context, subscriptionID string) (Change, 
 // another writer put on the new date after the move read the user's
 // records: the error names that record. Moving a record past later records that are all
 // terminal (cancelled, completed, ...) is allowed: it stays the latest.
-func (c *Collector) ChangeBillingDate(ctx context.Context, subscriptionID string, date time.Time) (Change, error) {
+func (p *Periods) Move(ctx context.Context, subscriptionID string, date time.Time) (Change, error) {
+	c := p.c
 	return c.admin(ctx, OpChangeDate, subscriptionID, c.moveDate(date))
 }
 
-// moveDate is the edit of a record's move to date ([Collector.ChangeBillingDate]).
+// moveDate is the edit of a record's move to date ([Periods.Move]).
 func (c *Collector) moveDate(date time.Time) func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
 	return func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
 		d, err := c.billingDay("billing_date", date, now)
@@ -292,7 +298,7 @@ func moveTo(next *Period, d time.Time) {
 	}
 }
 
-// DateMoveError reports a refused [Collector.ChangeBillingDate]: the
+// DateMoveError reports a refused [Periods.Move]: the
 // requested date is on or past a later open period of the user, or on or
 // before an earlier period. It matches [ErrDateMove] and [ErrInvalidDate].
 type DateMoveError struct {
@@ -429,7 +435,8 @@ func newDateMoveError(cur *Period, d time.Time, r *Period, later bool) *DateMove
 // record's plan: the tier on the record's term and interval
 // ([PricePlan]). A change to the tier
 // and amount the record has (or has pending) is [ErrNoChange], unwritten.
-func (c *Collector) ChangeTier(ctx context.Context, subscriptionID, tier string, amount Amount, downgrade bool) (Change, error) {
+func (p *Periods) ChangeTier(ctx context.Context, subscriptionID, tier string, amount Amount, downgrade bool) (Change, error) {
+	c := p.c
 	// What needs no record is refused before anything is read: the tier
 	// name, and without a price list the amount itself. A price list
 	// prices the record's plan (its term and interval), read under the lock.
@@ -474,7 +481,7 @@ func (c *Collector) ChangeTier(ctx context.Context, subscriptionID, tier string,
 // flight). An ACH debit given up on past [Config.ACHSettlementDeadline] is
 // STALE and no longer blocks reactivation.
 //
-// The date is read as [Collector.ChangeBillingDate] reads it. It must not
+// The date is read as [Periods.Move] reads it. It must not
 // be before the end of the user's last COMPLETED period (its next billing
 // date by its own term, interval and anchor), so that no paid day is
 // billed again; otherwise nothing is written and the error is a

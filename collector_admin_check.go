@@ -11,12 +11,12 @@ type AdminOp string
 
 // The admin changes of one record.
 const (
-	OpWaive       AdminOp = "waive"               // [Collector.Waive]
-	OpCancel      AdminOp = "cancel"              // [Collector.Cancel]
-	OpPause       AdminOp = "pause"               // [Collector.Pause]
-	OpResume      AdminOp = "resume"              // [Collector.Resume]
-	OpChangeDate  AdminOp = "change billing date" // [Collector.ChangeBillingDate]
-	OpChangeTier  AdminOp = "change tier"         // [Collector.ChangeTier]
+	OpWaive       AdminOp = "waive"               // [Periods.WaiveByID]
+	OpCancel      AdminOp = "cancel"              // [Periods.Cancel]
+	OpPause       AdminOp = "pause"               // [Periods.Pause]
+	OpResume      AdminOp = "resume"              // [Periods.Resume]
+	OpChangeDate  AdminOp = "change billing date" // [Periods.Move]
+	OpChangeTier  AdminOp = "change tier"         // [Periods.ChangeTier]
 	OpEndTrial    AdminOp = "end trial"           // [Collector.EndTrial]
 	OpExtendTrial AdminOp = "extend trial"        // [Collector.ExtendTrial]
 )
@@ -51,13 +51,13 @@ type AdminChange struct {
 	// Date is the new billing date of [OpChangeDate].
 	Date time.Time
 	// Tier and Amount are the tier and amount of [OpChangeTier], as
-	// [Collector.ChangeTier] takes them.
+	// [Periods.ChangeTier] takes them.
 	Tier   string
 	Amount Amount
 	// UserRecords, when not nil, are the user's records ascending by
 	// billing date ([Repository.ListByUser]): an [OpChangeDate] is then
 	// also checked against the user's other periods, as
-	// [Collector.ChangeBillingDate] checks it under the user's lock.
+	// [Periods.Move] checks it under the user's lock.
 	UserRecords []Period
 }
 

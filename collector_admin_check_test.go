@@ -53,27 +53,27 @@ func TestCheckChangeAgreesWithTheChange(t *testing.T) {
 		apply func(c *billing.Collector, ctx context.Context, id string) error
 	}{
 		{billing.AdminChange{Op: billing.OpWaive}, func(c *billing.Collector, ctx context.Context, id string) error {
-			_, err := c.Waive(ctx, id)
+			_, err := c.Periods().WaiveByID(ctx, id)
 			return err
 		}},
 		{billing.AdminChange{Op: billing.OpCancel}, func(c *billing.Collector, ctx context.Context, id string) error {
-			_, err := c.Cancel(ctx, id)
+			_, err := c.Periods().Cancel(ctx, id)
 			return err
 		}},
 		{billing.AdminChange{Op: billing.OpPause, Months: 2}, func(c *billing.Collector, ctx context.Context, id string) error {
-			_, err := c.Pause(ctx, id, 2)
+			_, err := c.Periods().Pause(ctx, id, 2)
 			return err
 		}},
 		{billing.AdminChange{Op: billing.OpResume}, func(c *billing.Collector, ctx context.Context, id string) error {
-			_, err := c.Resume(ctx, id)
+			_, err := c.Periods().Resume(ctx, id)
 			return err
 		}},
 		{billing.AdminChange{Op: billing.OpChangeDate, Date: jan31.AddDate(0, 0, 3)}, func(c *billing.Collector, ctx context.Context, id string) error {
-			_, err := c.ChangeBillingDate(ctx, id, jan31.AddDate(0, 0, 3))
+			_, err := c.Periods().Move(ctx, id, jan31.AddDate(0, 0, 3))
 			return err
 		}},
 		{billing.AdminChange{Op: billing.OpChangeTier, Tier: "Premium:v1", Amount: 999}, func(c *billing.Collector, ctx context.Context, id string) error {
-			_, err := c.ChangeTier(ctx, id, "Premium:v1", 999, false)
+			_, err := c.Periods().ChangeTier(ctx, id, "Premium:v1", 999, false)
 			return err
 		}},
 	}
@@ -234,7 +234,7 @@ func TestCheckReactivateAndSubscribeAgreeWithTheCalls(t *testing.T) {
 	_, applied = c.Reactivate(ctx, "u1", jan31.AddDate(0, 0, 2))
 	assert.ErrorIs(t, checked, billing.ErrNotCollectible)
 	assert.Equal(t, applied.Error(), checked.Error())
-	_, err = c.Cancel(ctx, got.Subscription.SubscriptionID)
+	_, err = c.Periods().Cancel(ctx, got.Subscription.SubscriptionID)
 	require.NoError(t, err)
 	checked = c.CheckReactivate("u1", list(), jan31.AddDate(-1, 0, 0))
 	_, applied = c.Reactivate(ctx, "u1", jan31.AddDate(-1, 0, 0))

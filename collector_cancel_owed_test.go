@@ -51,9 +51,9 @@ func TestCancelUnowedRefusesOwedPeriods(t *testing.T) {
 			histBefore, err := e.hist.ListBySubscription(t.Context(), s.SubscriptionID)
 			require.NoError(t, err)
 
-			cancel := e.c.CancelUnowed
+			cancel := e.c.Periods().CancelUnowed
 			if tc.operator {
-				cancel = e.c.Cancel
+				cancel = e.c.Periods().Cancel
 			}
 			ch, err := cancel(t.Context(), s.SubscriptionID)
 

@@ -112,7 +112,7 @@ func anchorFits(anchor int, d time.Time) bool {
 // keyTaken returns err, the error of an admin write of cur as next,
 // except that a key taken by a record another writer put there after the
 // change read the user's records is no [ErrAlreadyExists]: a move onto
-// it ([Collector.ChangeBillingDate]) is a [*DateMoveError] naming that
+// it ([Periods.Move]) is a [*DateMoveError] naming that
 // record, as when it was there before, and a period to open (the one
 // after a waived record) a [*ConflictError] wrapping [ErrConflict]
 // (see [lostRace]).

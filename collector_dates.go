@@ -6,7 +6,7 @@ import (
 )
 
 // MaxDateAhead is how far after now an operator may set a billing date
-// ([Collector.ChangeBillingDate], [Collector.Reactivate]): three years. A
+// ([Periods.Move], [Collector.Reactivate]): three years. A
 // date further out is nearly always a typing error ("2205" for "2025")
 // that would leave a user unbilled for ever.
 const MaxDateAhead = 3 * 366 * 24 * time.Hour
@@ -14,7 +14,7 @@ const MaxDateAhead = 3 * 366 * 24 * time.Hour
 // staleMargin is how much newer than the stale limit
 // ([Config.OldSubscriptionDays] before now) a billing date must be for the
 // engine to set it: a date a caller gives ([Collector.Subscribe],
-// [Collector.ChangeBillingDate], [Collector.Reactivate]) and the date a
+// [Periods.Move], [Collector.Reactivate]) and the date a
 // record too old to collect goes on at. The limit moves with the clock: a
 // date accepted minutes inside it would be past it at the next run, marked
 // STALE and not charged, and the period lost. With the margin, a run within

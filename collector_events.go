@@ -108,23 +108,23 @@ const (
 	// a stale marking or the pause run.
 	EventPeriodOpened EventType = "subscription_period_opened"
 	// EventPaused: a record was paused, or the months of a pause changed
-	// ([Collector.Pause]).
+	// ([Periods.Pause]).
 	EventPaused EventType = "subscription_paused"
 	// EventPauseMonthSkipped: the pause run skipped a paused month
 	// (PAUSED_SKIPPED).
 	EventPauseMonthSkipped EventType = "subscription_pause_skipped"
-	// EventResumed: a pause was ended early ([Collector.Resume]).
+	// EventResumed: a pause was ended early ([Periods.Resume]).
 	EventResumed EventType = "subscription_resumed"
-	// EventCancelled: a record was cancelled ([Collector.Cancel]); the
+	// EventCancelled: a record was cancelled ([Periods.Cancel]); the
 	// subscription ends.
 	EventCancelled EventType = "subscription_cancelled"
-	// EventWaived: a period was forgiven without payment ([Collector.Waive]).
+	// EventWaived: a period was forgiven without payment ([Periods.WaiveByID]).
 	EventWaived EventType = "payment_waived"
 	// EventTierChanged: a record's tier and amount changed, or a downgrade
-	// was set pending ([Collector.ChangeTier]).
+	// was set pending ([Periods.ChangeTier]).
 	EventTierChanged EventType = "subscription_tier_changed"
 	// EventBillingDateMoved: a record moved to another billing date
-	// ([Collector.ChangeBillingDate]).
+	// ([Periods.Move]).
 	EventBillingDateMoved EventType = "subscription_billing_date_moved"
 	// EventChanged: a change a history row written without
 	// [Period.Change] does not tell apart (a tier change or a date

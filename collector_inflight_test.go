@@ -158,11 +158,11 @@ func TestInFlightAttemptIsNotClosed(t *testing.T) {
 		name string
 		do   func(e *moneyEnv, id string) error
 	}{
-		{"waive", func(e *moneyEnv, id string) error { _, err := e.c.Waive(e.t.Context(), id); return err }},
-		{"cancel", func(e *moneyEnv, id string) error { _, err := e.c.Cancel(e.t.Context(), id); return err }},
-		{"pause", func(e *moneyEnv, id string) error { _, err := e.c.Pause(e.t.Context(), id, 2); return err }},
+		{"waive", func(e *moneyEnv, id string) error { _, err := e.c.Periods().WaiveByID(e.t.Context(), id); return err }},
+		{"cancel", func(e *moneyEnv, id string) error { _, err := e.c.Periods().Cancel(e.t.Context(), id); return err }},
+		{"pause", func(e *moneyEnv, id string) error { _, err := e.c.Periods().Pause(e.t.Context(), id, 2); return err }},
 		{"change billing date", func(e *moneyEnv, id string) error {
-			_, err := e.c.ChangeBillingDate(e.t.Context(), id, jan31.AddDate(0, 0, 3))
+			_, err := e.c.Periods().Move(e.t.Context(), id, jan31.AddDate(0, 0, 3))
 			return err
 		}},
 		{"stale run", func(e *moneyEnv, id string) error {
@@ -230,7 +230,7 @@ func TestInFlightACHSettlementApplies(t *testing.T) {
 	eachStore(t, billingtest.ProviderOptions{}, func(t *testing.T, e *moneyEnv) {
 		s := e.add()
 		e.chargedInFlight(s, billingtest.Pending())
-		_, err := e.c.Waive(t.Context(), s.SubscriptionID)
+		_, err := e.c.Periods().WaiveByID(t.Context(), s.SubscriptionID)
 		require.ErrorIs(t, err, billing.ErrAttemptInFlight)
 		e.pay.SetUnreachable(false)
 		ch := e.pay.ChargesFor(s.SubscriptionID)[0]
@@ -250,13 +250,13 @@ func TestInFlightTierChange(t *testing.T) {
 	eachStore(t, billingtest.ProviderOptions{}, func(t *testing.T, e *moneyEnv) {
 		s := e.add()
 		e.chargedInFlight(s, billingtest.Succeeded())
-		_, err := e.c.ChangeTier(t.Context(), s.SubscriptionID, "Premium:v1", billing.MustParseAmount("9.99"), false)
+		_, err := e.c.Periods().ChangeTier(t.Context(), s.SubscriptionID, "Premium:v1", billing.MustParseAmount("9.99"), false)
 		require.ErrorIs(t, err, billing.ErrAttemptInFlight)
 		assert.Equal(t, s.Amount, e.get(s).Amount)
 
 		e.pay.SetUnreachable(false)
 		e.clock.Advance(time.Hour)
-		_, err = e.c.ChangeTier(t.Context(), s.SubscriptionID, "Premium:v1", billing.MustParseAmount("9.99"), false)
+		_, err = e.c.Periods().ChangeTier(t.Context(), s.SubscriptionID, "Premium:v1", billing.MustParseAmount("9.99"), false)
 		require.ErrorIs(t, err, billing.ErrNotCollectible, "the period turned out paid")
 		got := e.requireRecordedOnce(s)
 		assert.Equal(t, billing.MustParseAmount("4.99"), got.Amount)
@@ -267,7 +267,7 @@ func TestInFlightTierChange(t *testing.T) {
 		// The change applies from the next attempt: the next period.
 		recs, err := e.repo.ListByUser(t.Context(), e.user)
 		require.NoError(t, err)
-		_, err = e.c.ChangeTier(t.Context(), recs[1].SubscriptionID, "Premium:v1", billing.MustParseAmount("9.99"), false)
+		_, err = e.c.Periods().ChangeTier(t.Context(), recs[1].SubscriptionID, "Premium:v1", billing.MustParseAmount("9.99"), false)
 		require.NoError(t, err)
 		e.clock.Set(recs[1].BillingDate.Add(time.Hour))
 		e.run(billing.RunScheduled)
@@ -362,7 +362,7 @@ func TestACHSettlementDeadline(t *testing.T) {
 			// Cancel the open next period; reactivation is then allowed.
 			recs, err := e.repo.ListByUser(t.Context(), e.user)
 			require.NoError(t, err)
-			_, err = e.c.Cancel(t.Context(), recs[1].SubscriptionID)
+			_, err = e.c.Periods().Cancel(t.Context(), recs[1].SubscriptionID)
 			require.NoError(t, err)
 			_, err = e.c.Reactivate(t.Context(), e.user, jan31.AddDate(0, 3, 0))
 			require.NoError(t, err)
@@ -413,7 +413,7 @@ func TestCollectorStopsOnLostLease(t *testing.T) {
 func TestCollectorReportsFailedRelease(t *testing.T) {
 	c, locker, pay := newLeaseEnv(t, true)
 
-	rep, err := c.CollectByID(t.Context(), "s1")
+	rep, err := c.Periods().Collect(t.Context(), "s1")
 	require.ErrorIs(t, err, errReleaseFailed)
 	assert.Equal(t, 1, rep.Collected, "the collection itself is done")
 	assert.Equal(t, 3, locker.releases, "retried")

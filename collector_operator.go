@@ -11,18 +11,18 @@ import (
 
 // This file holds the calls an operator (a console, a support tool) makes
 // on one period of a user: retry it now, waive it. Like the calls that
-// take a user ([Collector.CancelSubscription] and its siblings) they take a
+// take a user ([Collector.Cancel] and its siblings) they take a
 // request key, so a form sent twice (a double click, the back button and a
 // second submit) is one request: the repeat answers what the first call
-// did, marked Repeated, and changes nothing more. [Collector.ManualRepayment]
-// and [Collector.Waive] stay for hosts that key requests themselves.
+// did, marked Repeated, and changes nothing more. [Periods.Repay]
+// and [Periods.WaiveByID] stay for hosts that key requests themselves.
 
 // MaxActorLen bounds [UserRequest.Operator] and [UserRequest.Reason], in
 // bytes.
 const MaxActorLen = 1024
 
 // PeriodRequest names one period of a user and the request of an
-// operator's call on it ([Collector.RetryPeriod], [Collector.WaivePeriod]).
+// operator's call on it ([Periods.Retry], [Periods.Waive]).
 type PeriodRequest struct {
 	// UserRequest is the user, the request key, and who asks and why
 	// (Operator and Reason, recorded on the history row of the change).
@@ -35,7 +35,7 @@ type PeriodRequest struct {
 // RetryOutcome is what a retry of a period came to.
 type RetryOutcome string
 
-// The outcomes of [Collector.RetryPeriod].
+// The outcomes of [Periods.Retry].
 const (
 	// RetryCollected: the processor took the payment; the period is
 	// COMPLETED.
@@ -56,7 +56,7 @@ const (
 	RetryNotCharged RetryOutcome = "not charged"
 )
 
-// RetryResult is what [Collector.RetryPeriod] did.
+// RetryResult is what [Periods.Retry] did.
 type RetryResult struct {
 	// Outcome is what the retry came to.
 	Outcome RetryOutcome
@@ -67,13 +67,13 @@ type RetryResult struct {
 	// this same request: nothing was presented to the processor, and
 	// Outcome and Period are the first call's.
 	Repeated bool
-	// Report counts the call's work, as [Collector.ManualRepayment]'s
+	// Report counts the call's work, as [Periods.Repay]'s
 	// report does; empty on a repeat.
 	Report *Report
 }
 
-// RetryPeriod charges the user's period req.PeriodID now, whatever the
-// retry policy says, as [Collector.ManualRepayment] does (process
+// Retry charges the user's period req.PeriodID now, whatever the
+// retry policy says, as [Periods.Repay] does (process
 // MANUAL_REPAYMENT, the legacy value of a charge asked for outside the
 // runs): an ERROR period, or a SCHEDULED one that is due. It is an
 // operator's call, keyed: the history row of the outcome records the
@@ -97,7 +97,8 @@ type RetryResult struct {
 // It needs [Config.History] to read the requests back
 // ([ErrInvalidRequest] without it). A period that is not ERROR or a due
 // SCHEDULED one is refused with an error wrapping [ErrNotCollectible].
-func (c *Collector) RetryPeriod(ctx context.Context, req PeriodRequest) (RetryResult, error) {
+func (p *Periods) Retry(ctx context.Context, req PeriodRequest) (RetryResult, error) {
+	c := p.c
 	fail := func(err error) (RetryResult, error) {
 		return RetryResult{}, fmt.Errorf("retry period %s of user %s: %w", req.PeriodID, req.UserID, err)
 	}
@@ -150,8 +151,8 @@ func (c *Collector) RetryPeriod(ctx context.Context, req PeriodRequest) (RetryRe
 	return out, nil
 }
 
-// WaivePeriod forgives the user's period req.PeriodID without payment
-// (WAIVED), as [Collector.Waive] does: a SCHEDULED or ERROR period; one
+// Waive forgives the user's period req.PeriodID without payment
+// (WAIVED), as [Periods.WaiveByID] does: a SCHEDULED or ERROR period; one
 // never attempted opens the next period. It is an operator's call, keyed
 // as the calls that take a user are (see [Collector.ChangePlan] for what
 // they share): its history row records the request with its Operator and
@@ -161,7 +162,8 @@ func (c *Collector) RetryPeriod(ctx context.Context, req PeriodRequest) (RetryRe
 // any period of the user is resolved first, or the waive is refused
 // ([*InFlightError]); a period the processor collected meanwhile refuses
 // it ([ErrNotCollectible]).
-func (c *Collector) WaivePeriod(ctx context.Context, req PeriodRequest) (UserChange, error) {
+func (p *Periods) Waive(ctx context.Context, req PeriodRequest) (UserChange, error) {
+	c := p.c
 	if err := c.checkPeriodRequest(req); err != nil {
 		return UserChange{}, fmt.Errorf("waive period %s of user %s: %w", req.PeriodID, req.UserID, err)
 	}
@@ -173,7 +175,7 @@ func (c *Collector) WaivePeriod(ctx context.Context, req PeriodRequest) (UserCha
 			}
 		}
 		return nil, kr, fmt.Errorf("%w: user %s has no period %s", ErrNotFound, req.UserID, req.PeriodID)
-	}, func(ctx context.Context, id string) (Change, error) { return c.Waive(ctx, id) })
+	}, func(ctx context.Context, id string) (Change, error) { return c.Periods().WaiveByID(ctx, id) })
 }
 
 // checkPeriodRequest checks what needs no record: the identity, the
@@ -311,7 +313,7 @@ func stampRequest(next *Period, text string) {
 }
 
 // attemptRequestKey carries in the context of an operator's retry the
-// request the rows of its attempt record ([Collector.RetryPeriod]).
+// request the rows of its attempt record ([Periods.Retry]).
 type attemptRequestKey struct{}
 
 // stampAttemptRequest sets the request of an operator's retry, when ctx
@@ -321,3 +323,14 @@ func stampAttemptRequest(ctx context.Context, next *Period) {
 		stampRequest(next, text)
 	}
 }
+
+// Periods holds the calls an operator makes on one billing period by its
+// ID: collect or retry it now, waive it, cancel it, move its date, pause or
+// resume it, change its tier. A host acting for its users calls the
+// by-user methods of [Collector] instead ([Periods.Cancel],
+// [Periods.Pause], ...); these are for a support console or a script
+// that has looked the period up. [Collector.Periods] returns it.
+type Periods struct{ c *Collector }
+
+// Periods returns the operator's calls on single periods.
+func (c *Collector) Periods() *Periods { return &Periods{c: c} }

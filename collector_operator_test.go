@@ -57,11 +57,11 @@ func TestRetryPeriodRepeatMakesNoSecondAttempt(t *testing.T) {
 					e.pay.SetAttempt(id, 2, tc.steps...)
 					req := periodReq(e.user, "console-retry-1", id)
 
-					first, err := e.c.RetryPeriod(ctx, req)
+					first, err := e.c.Periods().Retry(ctx, req)
 					if tc.name == "in flight" {
 						require.ErrorIs(t, err, billing.ErrAttemptInFlight)
 						// The form sent again: the same attempt resolved, no other.
-						first, err = e.c.RetryPeriod(ctx, req)
+						first, err = e.c.Periods().Retry(ctx, req)
 					}
 					require.NoError(t, err)
 					assert.False(t, first.Repeated)
@@ -69,7 +69,7 @@ func TestRetryPeriodRepeatMakesNoSecondAttempt(t *testing.T) {
 					calls := e.pay.CallCount()
 					require.Len(t, e.pay.KeysFor(id), 2, "the first charge and the retry")
 
-					again, err := e.c.RetryPeriod(ctx, req)
+					again, err := e.c.Periods().Retry(ctx, req)
 					require.NoError(t, err)
 					assert.True(t, again.Repeated)
 					assert.Equal(t, tc.want, again.Outcome)
@@ -107,29 +107,29 @@ func TestRetryPeriodKeyReused(t *testing.T) {
 			id := e.declinedPeriod(t)
 			e.pay.SetAttempt(id, 2, billingtest.Declined("card expired", false))
 			req := periodReq(e.user, "k1", id)
-			_, err := e.c.RetryPeriod(ctx, req)
+			_, err := e.c.Periods().Retry(ctx, req)
 			require.NoError(t, err)
 			calls := e.pay.CallCount()
 
 			// A reason typed anew is the same request: answered, not charged.
 			again := req
 			again.Reason = "typed again"
-			res, err := e.c.RetryPeriod(ctx, again)
+			res, err := e.c.Periods().Retry(ctx, again)
 			require.NoError(t, err)
 			assert.True(t, res.Repeated)
 			other := req
 			other.PeriodID = "another-period"
-			_, err = e.c.RetryPeriod(ctx, other)
+			_, err = e.c.Periods().Retry(ctx, other)
 			var rk *billing.RequestKeyError
 			require.ErrorAs(t, err, &rk)
 			assert.Equal(t, []string{"Period"}, rk.Fields)
 
-			_, err = e.c.CancelSubscription(ctx, billing.CancelSubscriptionRequest{UserRequest: req.UserRequest, ForgiveOwed: true})
+			_, err = e.c.Cancel(ctx, billing.CancelRequest{UserRequest: req.UserRequest, ForgiveOwed: true})
 			require.ErrorIs(t, err, billing.ErrRequestKeyReused)
 
-			_, err = e.c.CancelSubscription(ctx, billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "k2"), ForgiveOwed: true})
+			_, err = e.c.Cancel(ctx, billing.CancelRequest{UserRequest: ur(e.user, "k2"), ForgiveOwed: true})
 			require.NoError(t, err)
-			_, err = e.c.RetryPeriod(ctx, periodReq(e.user, "k2", id))
+			_, err = e.c.Periods().Retry(ctx, periodReq(e.user, "k2", id))
 			require.ErrorAs(t, err, &rk)
 			assert.Equal(t, "cancel", rk.Op)
 			assert.Equal(t, calls, e.pay.CallCount(), "nothing charged")
@@ -148,14 +148,14 @@ func TestWaivePeriodRepeatAnswersDone(t *testing.T) {
 			e := newUserEnv(t, st)
 			id := e.declinedPeriod(t)
 			req := periodReq(e.user, "console-waive-1", id)
-			first, err := e.c.WaivePeriod(ctx, req)
+			first, err := e.c.Periods().Waive(ctx, req)
 			require.NoError(t, err)
 			require.Len(t, first.Changes, 1)
 			assert.Equal(t, billing.StatusWaived, first.Changes[0].After.Status)
 			assert.False(t, first.Repeated)
 			n := len(e.rows(t))
 
-			again, err := e.c.WaivePeriod(ctx, req)
+			again, err := e.c.Periods().Waive(ctx, req)
 			require.NoError(t, err)
 			assert.True(t, again.Repeated)
 			require.Len(t, again.Changes, 1)
@@ -168,10 +168,10 @@ func TestWaivePeriodRepeatAnswersDone(t *testing.T) {
 			assert.Equal(t, "customer called: card topped up", last.Reason)
 
 			// A new request on the waived period is the engine's refusal.
-			_, err = e.c.WaivePeriod(ctx, periodReq(e.user, "console-waive-2", id))
+			_, err = e.c.Periods().Waive(ctx, periodReq(e.user, "console-waive-2", id))
 			require.ErrorIs(t, err, billing.ErrNotCollectible)
 			// Another user's period is not found.
-			_, err = e.c.WaivePeriod(ctx, periodReq("someone-else", "w3", id))
+			_, err = e.c.Periods().Waive(ctx, periodReq("someone-else", "w3", id))
 			require.ErrorIs(t, err, billing.ErrNotFound)
 		})
 	}
@@ -185,7 +185,7 @@ func TestOperatorOnByUserChange(t *testing.T) {
 	e := newUserEnv(t, memoryUserStores()[0])
 	e.subscribeAndPay(t)
 	u := billing.UserRequest{UserID: e.user, RequestKey: "c1", Operator: "ann", Reason: "asked by phone\nticket 42"}
-	_, err := e.c.CancelSubscription(t.Context(), billing.CancelSubscriptionRequest{UserRequest: u})
+	_, err := e.c.Cancel(t.Context(), billing.CancelRequest{UserRequest: u})
 	require.NoError(t, err)
 	rows := e.rows(t)
 	last := rows[len(rows)-1]
@@ -194,7 +194,7 @@ func TestOperatorOnByUserChange(t *testing.T) {
 	assert.Equal(t, "asked by phone\nticket 42", last.Reason)
 
 	u.RequestKey, u.Operator = "c2", "ann\x00"
-	_, err = e.c.CancelSubscription(t.Context(), billing.CancelSubscriptionRequest{UserRequest: u})
+	_, err = e.c.Cancel(t.Context(), billing.CancelRequest{UserRequest: u})
 	var fe *billing.FieldError
 	require.True(t, errors.As(err, &fe), "%v", err)
 	assert.Equal(t, "Operator", fe.Field)

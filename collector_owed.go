@@ -2,7 +2,7 @@ package billing
 
 import "fmt"
 
-// OwedError reports a [Collector.CancelUnowed] refused because cancelling
+// OwedError reports a [Periods.CancelUnowed] refused because cancelling
 // the record would forgive money: its period is owed, or its payment is
 // not settled yet. It matches [ErrOwed].
 type OwedError struct {

@@ -75,7 +75,7 @@ func (m PriceListMap) Price(_ context.Context, plan PricePlan) (Amount, error) {
 	return a, nil
 }
 
-// ListPrice, given as the amount of [Collector.ChangeTier], asks for the
+// ListPrice, given as the amount of [Periods.ChangeTier], asks for the
 // price in [Config.Prices] of the tier on the record's term and interval. It is no amount (amounts are never
 // negative), so a caller's zero always means zero.
 const ListPrice Amount = -1

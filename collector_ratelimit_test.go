@@ -85,7 +85,7 @@ func TestCollectorRateLimitedLeftForNextRun(t *testing.T) {
 	assert.Len(t, histAfter, len(histBefore), "a refused call writes no history")
 
 	// Not in flight: waiving needs no replay and charges nothing.
-	_, err = e.c.Waive(ctx, w.SubscriptionID)
+	_, err = e.c.Periods().WaiveByID(ctx, w.SubscriptionID)
 	require.NoError(t, err)
 	assert.Empty(t, e.pay.Charges())
 

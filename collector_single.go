@@ -33,17 +33,19 @@ func (c *Collector) CollectUser(ctx context.Context, userID string, proc Process
 	})
 }
 
-// CollectByID collects one record by subscription ID (BATCH): the batch
+// Collect collects one record by subscription ID (BATCH): the batch
 // worker's operation. A record that is not a due SCHEDULED or retryable
 // ERROR record is an error wrapping [ErrNotCollectible].
-func (c *Collector) CollectByID(ctx context.Context, subscriptionID string) (*Report, error) {
+func (p *Periods) Collect(ctx context.Context, subscriptionID string) (*Report, error) {
+	c := p.c
 	return c.collectOne(ctx, ProcessBatch, subscriptionID)
 }
 
-// ManualRepayment collects one ERROR (or due SCHEDULED) record at the
+// Repay collects one ERROR (or due SCHEDULED) record at the
 // user's request (MANUAL_REPAYMENT, the POST .../pay endpoint), whatever
 // the retry policy says.
-func (c *Collector) ManualRepayment(ctx context.Context, subscriptionID string) (*Report, error) {
+func (p *Periods) Repay(ctx context.Context, subscriptionID string) (*Report, error) {
+	c := p.c
 	return c.collectOne(ctx, ProcessManualRepayment, subscriptionID)
 }
 

@@ -27,19 +27,21 @@ func TestCollectorSingleCollections(t *testing.T) {
 		process billing.Process
 	}{
 		{"batch collects due scheduled", billing.StatusScheduled, true, false,
-			func(c *billing.Collector, id string) (*billing.Report, error) { return c.CollectByID(ctx, id) }, nil, billing.StatusCompleted, billing.ProcessBatch},
+			func(c *billing.Collector, id string) (*billing.Report, error) { return c.Periods().Collect(ctx, id) }, nil, billing.StatusCompleted, billing.ProcessBatch},
 		{"batch refuses not due", billing.StatusScheduled, false, false,
-			func(c *billing.Collector, id string) (*billing.Report, error) { return c.CollectByID(ctx, id) }, billing.ErrNotCollectible, billing.StatusScheduled, ""},
+			func(c *billing.Collector, id string) (*billing.Report, error) { return c.Periods().Collect(ctx, id) }, billing.ErrNotCollectible, billing.StatusScheduled, ""},
 		{"batch refuses completed", billing.StatusCompleted, true, false,
-			func(c *billing.Collector, id string) (*billing.Report, error) { return c.CollectByID(ctx, id) }, billing.ErrNotCollectible, billing.StatusCompleted, ""},
+			func(c *billing.Collector, id string) (*billing.Report, error) { return c.Periods().Collect(ctx, id) }, billing.ErrNotCollectible, billing.StatusCompleted, ""},
 		{"batch refuses no-retry error", billing.StatusError, true, true,
-			func(c *billing.Collector, id string) (*billing.Report, error) { return c.CollectByID(ctx, id) }, billing.ErrNotCollectible, billing.StatusError, ""},
+			func(c *billing.Collector, id string) (*billing.Report, error) { return c.Periods().Collect(ctx, id) }, billing.ErrNotCollectible, billing.StatusError, ""},
 		{"manual repayment of no-retry error", billing.StatusError, true, true,
-			func(c *billing.Collector, id string) (*billing.Report, error) { return c.ManualRepayment(ctx, id) }, nil, billing.StatusCompleted, billing.ProcessManualRepayment},
+			func(c *billing.Collector, id string) (*billing.Report, error) { return c.Periods().Repay(ctx, id) }, nil, billing.StatusCompleted, billing.ProcessManualRepayment},
 		{"manual repayment refuses paused", billing.StatusPaused, true, false,
-			func(c *billing.Collector, id string) (*billing.Report, error) { return c.ManualRepayment(ctx, id) }, billing.ErrNotCollectible, billing.StatusPaused, ""},
+			func(c *billing.Collector, id string) (*billing.Report, error) { return c.Periods().Repay(ctx, id) }, billing.ErrNotCollectible, billing.StatusPaused, ""},
 		{"unknown id", billing.StatusScheduled, true, false,
-			func(c *billing.Collector, id string) (*billing.Report, error) { return c.CollectByID(ctx, "nope") }, billing.ErrNotFound, billing.StatusScheduled, ""},
+			func(c *billing.Collector, id string) (*billing.Report, error) {
+				return c.Periods().Collect(ctx, "nope")
+			}, billing.ErrNotFound, billing.StatusScheduled, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -91,7 +93,7 @@ func TestCollectorLockedSingleCollectionReturnsErrAlreadyLocked(t *testing.T) {
 	s := e.add("u1", jan31, billing.StatusScheduled)
 	lease, _ := e.locker.Lock(context.Background(), "u1")
 	defer lease.Release(context.Background())
-	_, err := e.c.CollectByID(context.Background(), s.SubscriptionID)
+	_, err := e.c.Periods().Collect(context.Background(), s.SubscriptionID)
 	require.ErrorIs(t, err, billing.ErrAlreadyLocked, "err =")
 }
 

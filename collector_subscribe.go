@@ -44,7 +44,7 @@ type SubscribeRequest struct {
 	Interval int
 	// FirstBillingDate is the first period's billing date: the first charge
 	// is made by the first scheduled run after it. A later date gives a
-	// free first stretch, like a trial. Read as [Collector.ChangeBillingDate]
+	// free first stretch, like a trial. Read as [Periods.Move]
 	// reads dates (a wall-clock date and time in UTC, at least a day
 	// inside the stale threshold, at most [MaxDateAhead] ahead). Defaults to now: charged by
 	// the next scheduled run. A record is due once its billing date is
@@ -129,8 +129,8 @@ func SubscriptionIDFor(userID, requestKey string) string {
 // its history row in one conditional write, under the user's billing lock.
 //
 // A request key names one request across every call: a key the user
-// gave a change by user before ([Collector.CancelSubscription],
-// [Collector.PauseSubscription], ...) refuses the request with a
+// gave a change by user before ([Collector.Cancel],
+// [Collector.Pause], ...) refuses the request with a
 // [*RequestKeyError] (its Op that call's, "Op" among its Fields) and
 // nothing is written (read through [Config.History]).
 //

@@ -90,7 +90,7 @@ func (c *Collector) checkRepeatTrial(ctx context.Context, req SubscribeRequest, 
 type TrialRequest struct {
 	UserRequest
 	// End is the trial's new end: the first paid period's billing date,
-	// read as [Collector.ChangeBillingDate] reads dates. Required; it
+	// read as [Periods.Move] reads dates. Required; it
 	// must be after the trial's current end.
 	End time.Time
 }
@@ -110,7 +110,7 @@ func (c *Collector) EndTrial(ctx context.Context, req UserRequest) (UserChange, 
 // (later than it is): the first paid period is billed then, its anchor
 // day and Friday week following. Keyed and refused as [Collector.EndTrial];
 // an end whose schedule meets a record of the user's earlier life is
-// refused as [Collector.ChangeBillingDate] refuses such a date (an error
+// refused as [Periods.Move] refuses such a date (an error
 // wrapping [ErrInvalidDate]), since that paid period could not be opened.
 func (c *Collector) ExtendTrial(ctx context.Context, req TrialRequest) (UserChange, error) {
 	if req.End.IsZero() {
@@ -163,7 +163,7 @@ func (c *Collector) changeTrial(ctx context.Context, ur UserRequest, end time.Ti
 // schedule from that end meets a record of the user's earlier life (read
 // under the lock): the paid period on that date could not be opened, and
 // the subscription would end with the trial. A date move is refused
-// alike (see [Collector.ChangeBillingDate]).
+// alike (see [Periods.Move]).
 func (c *Collector) clearTrialEnd(ctx context.Context, next *Period) error {
 	recs, err := c.cfg.Repository.ListByUser(ctx, next.UserID)
 	if err != nil {

@@ -85,29 +85,29 @@ type UserRequest struct {
 	Reason   string
 }
 
-// CancelSubscriptionRequest is what [Collector.CancelSubscription] takes.
-type CancelSubscriptionRequest struct {
+// CancelRequest is what [Collector.Cancel] takes.
+type CancelRequest struct {
 	UserRequest
 	// When says when access ends. Defaults to [CancelAtPeriodEnd].
 	When CancelWhen
 	// ForgiveOwed cancels an owed ERROR period too, forgiving what it
-	// owes, as [Collector.Cancel] does: an operator's decision. Defaults to
+	// owes, as [Periods.Cancel] does: an operator's decision. Defaults to
 	// false: an ERROR period refuses the whole cancellation (an error
 	// wrapping [ErrNotCollectible] that names it, nothing written), so
 	// that an end user's cancel never forgives a debt; collect it
-	// ([Collector.ManualRepayment]) first.
+	// ([Periods.Repay]) first.
 	ForgiveOwed bool
 }
 
-// PauseSubscriptionRequest is what [Collector.PauseSubscription] takes.
-type PauseSubscriptionRequest struct {
+// PauseRequest is what [Collector.Pause] takes.
+type PauseRequest struct {
 	UserRequest
-	// Months is the pause, 1 to 120 calendar months (see [Collector.Pause]). Required.
+	// Months is the pause, 1 to 120 calendar months (see [Periods.Pause]). Required.
 	Months int
 }
 
-// ResumeSubscriptionRequest is what [Collector.ResumeSubscription] takes.
-type ResumeSubscriptionRequest struct {
+// ResumeRequest is what [Collector.Resume] takes.
+type ResumeRequest struct {
 	UserRequest
 }
 
@@ -119,7 +119,7 @@ type ChangePlanRequest struct {
 	// Amount is what each period of the new plan costs. Defaults to the
 	// price in [Config.Prices] ([ListPrice]) of Tier on the subscription's
 	// term and interval ([PricePlan]); without a price list
-	// it is required. Checked as [Collector.ChangeTier] checks it.
+	// it is required. Checked as [Periods.ChangeTier] checks it.
 	Amount Amount
 	// When says when the plan applies. Defaults to [ChangeNow].
 	When PlanChangeWhen
@@ -129,11 +129,11 @@ type ChangePlanRequest struct {
 type MoveBillingDateRequest struct {
 	UserRequest
 	// Date is the new billing date of the next period, read as
-	// [Collector.ChangeBillingDate] reads it. Required.
+	// [Periods.Move] reads it. Required.
 	Date time.Time
 }
 
-// CancelSubscription cancels every open period of the user (SCHEDULED,
+// Cancel cancels every open period of the user (SCHEDULED,
 // ERROR, PAUSED) as one change: nothing is charged again. An owed ERROR
 // period refuses it unless req.ForgiveOwed is set, which forgives it. With
 // [CancelNow] the result says what the host must refund. An ACH debit awaiting settlement (ACHSENT) refuses the
@@ -142,7 +142,7 @@ type MoveBillingDateRequest struct {
 // particular, repeat a cancellation that failed part-way at once, with
 // its key: until then a period it did not reach is still collected by the
 // runs, and once collected it fails the repeat.
-func (c *Collector) CancelSubscription(ctx context.Context, req CancelSubscriptionRequest) (UserChange, error) {
+func (c *Collector) Cancel(ctx context.Context, req CancelRequest) (UserChange, error) {
 	when := req.When
 	if when == "" {
 		when = CancelAtPeriodEnd
@@ -185,7 +185,7 @@ func (c *Collector) CancelSubscription(ctx context.Context, req CancelSubscripti
 }
 
 // endAccess is the edit of a period a cancellation now cancels: as
-// [Collector.Cancel]'s, and the end of the user's access, the instant
+// [Periods.Cancel]'s, and the end of the user's access, the instant
 // the request recorded in ctx decided (access_until, the same for each
 // period and on a repeat), set on the record ([Period.AccessEnd]).
 // An earlier end the record carries already (from a cancellation now
@@ -219,43 +219,43 @@ func unusedShare(p *Period, end, now time.Time) Amount {
 	return Amount(share.Int64())
 }
 
-// PauseSubscription pauses every open period of the user for req.Months
-// months, as [Collector.Pause] pauses one, as one change. An owed ERROR
+// Pause pauses every open period of the user for req.Months
+// months, as [Periods.Pause] pauses one, as one change. An owed ERROR
 // period (or an ACH debit awaiting settlement) refuses the whole change
 // ([ErrNotCollectible]): settle, waive or cancel it first. Months outside
 // 1 to 120 is a [*FieldError].
-func (c *Collector) PauseSubscription(ctx context.Context, req PauseSubscriptionRequest) (UserChange, error) {
+func (c *Collector) Pause(ctx context.Context, req PauseRequest) (UserChange, error) {
 	if err := checkPauseMonths(req.Months); err != nil {
 		return UserChange{}, fmt.Errorf("pause subscription %s: %w", req.UserID, err)
 	}
 	kr := newKeyedRequest("pause", req.RequestKey).field("Months", fmt.Sprint(req.Months))
 	return c.byUser(ctx, req.UserRequest, kr, OpPause, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
 		return openPeriods(recs), kr, nil
-	}, func(ctx context.Context, id string) (Change, error) { return c.Pause(ctx, id, req.Months) })
+	}, func(ctx context.Context, id string) (Change, error) { return c.Periods().Pause(ctx, id, req.Months) })
 }
 
-// ResumeSubscription resumes every PAUSED period of the user, as
-// [Collector.Resume] resumes one, as one change. A user without a PAUSED
+// Resume resumes every PAUSED period of the user, as
+// [Periods.Resume] resumes one, as one change. A user without a PAUSED
 // period is refused ([ErrNotCollectible]).
-func (c *Collector) ResumeSubscription(ctx context.Context, req ResumeSubscriptionRequest) (UserChange, error) {
+func (c *Collector) Resume(ctx context.Context, req ResumeRequest) (UserChange, error) {
 	kr := newKeyedRequest("resume", req.RequestKey)
 	return c.byUser(ctx, req.UserRequest, kr, OpResume, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
 		return inStatus(recs, StatusPaused), kr, nil
-	}, func(ctx context.Context, id string) (Change, error) { return c.Resume(ctx, id) })
+	}, func(ctx context.Context, id string) (Change, error) { return c.Periods().Resume(ctx, id) })
 }
 
 // ChangePlan moves every SCHEDULED period of the user to req's tier and
-// amount, as [Collector.ChangeTier] moves one ([ChangeAtNextPeriod] is
+// amount, as [Periods.ChangeTier] moves one ([ChangeAtNextPeriod] is
 // its downgrade), as one change. An owed ERROR period and an ACH debit
 // awaiting settlement keep the plan they were billed at; a user with no
 // SCHEDULED period (paused, ended) is refused ([ErrNotCollectible]). A
 // plan the periods have already is [ErrNoChange], and nothing is written.
 //
-// What every change by user shares (CancelSubscription,
-// PauseSubscription, ResumeSubscription, ChangePlan, MoveBillingDate):
+// What every change by user shares (Cancel,
+// Pause, Resume, ChangePlan, MoveBillingDate):
 //
 //   - it runs under the user's billing lock, and each period is changed by
-//     the period call ([Collector.Cancel], ...) with every rule that call
+//     the period call ([Periods.Cancel], ...) with every rule that call
 //     applies: an in-flight attempt is resolved first or the change is
 //     refused ([*InFlightError]), the status must allow it, the write is
 //     conditional on the record read;
@@ -319,12 +319,12 @@ func (c *Collector) ChangePlan(ctx context.Context, req ChangePlanRequest) (User
 		}
 		return targets, kr, nil
 	}, func(ctx context.Context, id string) (Change, error) {
-		return c.ChangeTier(ctx, id, req.Tier, amount, down)
+		return c.Periods().ChangeTier(ctx, id, req.Tier, amount, down)
 	})
 }
 
 // MoveBillingDate moves the user's next period — its latest open one — to
-// req.Date, as [Collector.ChangeBillingDate] moves it (its rules and
+// req.Date, as [Periods.Move] moves it (its rules and
 // errors). Earlier open periods (an owed ERROR one) keep their dates.
 func (c *Collector) MoveBillingDate(ctx context.Context, req MoveBillingDateRequest) (UserChange, error) {
 	if req.Date.IsZero() {
@@ -337,7 +337,7 @@ func (c *Collector) MoveBillingDate(ctx context.Context, req MoveBillingDateRequ
 			return nil, kr, nil
 		}
 		return open[len(open)-1:], kr, nil
-	}, func(ctx context.Context, id string) (Change, error) { return c.ChangeBillingDate(ctx, id, req.Date) })
+	}, func(ctx context.Context, id string) (Change, error) { return c.Periods().Move(ctx, id, req.Date) })
 }
 
 // openPeriods returns the records of recs that are not terminal.

@@ -116,7 +116,7 @@ func (e *comebackEnv) cancelAtPeriodEnd() billing.Period {
 	require.Equal(e.t, billing.StatusScheduled, renewal.Status)
 	require.Equal(e.t, time.Date(2024, 2, 29, 16, 0, 0, 0, time.UTC), renewal.BillingDate.UTC(), "anchored on the 31st")
 	e.clock.Set(jan31.AddDate(0, 0, 3))
-	ch, err := e.c.Cancel(ctx, renewal.SubscriptionID)
+	ch, err := e.c.Periods().Cancel(ctx, renewal.SubscriptionID)
 	require.NoError(e.t, err)
 	require.Equal(e.t, billing.StatusCancelled, ch.After.Status)
 	return ch.After
@@ -435,7 +435,7 @@ func TestLifecycleCallsNeverAnswerAlreadyExists(t *testing.T) {
 			e := setup(t, "admin", in)
 			cur := envRecord(e.user, jan31.AddDate(0, 0, 5), billing.StatusScheduled)
 			require.NoError(t, e.repo.Add(t.Context(), &cur))
-			_, err := e.c.ChangeBillingDate(t.Context(), cur.SubscriptionID, date)
+			_, err := e.c.Periods().Move(t.Context(), cur.SubscriptionID, date)
 			require.ErrorIs(t, err, billing.ErrDateMove)
 			assert.NotErrorIs(t, err, billing.ErrAlreadyExists)
 			var dm *billing.DateMoveError
@@ -450,11 +450,11 @@ func TestLifecycleCallsNeverAnswerAlreadyExists(t *testing.T) {
 			next.CreatedDate, next.LastRunDate = jan31.Add(time.Minute), jan31.Add(time.Minute)
 			e := setup(t, "update", next)
 			require.NoError(t, e.repo.Add(t.Context(), &cur))
-			_, err := e.c.Waive(t.Context(), cur.SubscriptionID)
+			_, err := e.c.Periods().WaiveByID(t.Context(), cur.SubscriptionID)
 			require.ErrorIs(t, err, billing.ErrConflict)
 			assert.NotErrorIs(t, err, billing.ErrAlreadyExists)
 			e.clock.Advance(time.Minute)
-			ch, err := e.c.Waive(t.Context(), cur.SubscriptionID)
+			ch, err := e.c.Periods().WaiveByID(t.Context(), cur.SubscriptionID)
 			require.NoError(t, err, "the retry finds the next period")
 			assert.Empty(t, ch.Created)
 			assert.Len(t, e.records(), 2)
@@ -541,7 +541,7 @@ func TestNewFirstPeriodMeetingALaterRecordRefused(t *testing.T) {
 				first, err := e.c.Subscribe(ctx, billing.SubscribeRequest{RequestKey: "later", UserID: e.user, Tier: "Plus:v2",
 					Amount: billing.MustParseAmount("4.99"), FirstBillingDate: mar15})
 				require.NoError(t, err)
-				_, err = e.c.Cancel(ctx, first.Subscription.SubscriptionID)
+				_, err = e.c.Periods().Cancel(ctx, first.Subscription.SubscriptionID)
 				require.NoError(t, err)
 				before := e.history()
 
@@ -600,7 +600,7 @@ func TestDateMoveMeetingALaterRecordRefused(t *testing.T) {
 	require.NoError(t, e.repo.Add(ctx, &old))
 	require.NoError(t, e.repo.Add(ctx, &cur))
 
-	_, err := e.c.ChangeBillingDate(ctx, "now", mar15.AddDate(0, -1, 0))
+	_, err := e.c.Periods().Move(ctx, "now", mar15.AddDate(0, -1, 0))
 	var fe *billing.FieldError
 	require.ErrorAs(t, err, &fe)
 	assert.ErrorIs(t, err, billing.ErrInvalidDate)
@@ -609,7 +609,7 @@ func TestDateMoveMeetingALaterRecordRefused(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, feb5, got.BillingDate.UTC(), "not moved")
 
-	ch, err := e.c.ChangeBillingDate(ctx, "now", mar15.AddDate(0, -1, 1))
+	ch, err := e.c.Periods().Move(ctx, "now", mar15.AddDate(0, -1, 1))
 	require.NoError(t, err)
 	assert.Equal(t, mar15.AddDate(0, -1, 1), ch.After.BillingDate.UTC())
 }
@@ -634,7 +634,7 @@ func TestSubscribeKeyOfAReopenedPeriodIsStillARepeat(t *testing.T) {
 			first, err := e.c.Subscribe(ctx, req)
 			require.NoError(t, err)
 			cancel := func(key string) {
-				_, err := e.c.CancelSubscription(ctx, billing.CancelSubscriptionRequest{UserRequest: billing.UserRequest{UserID: e.user, RequestKey: key}})
+				_, err := e.c.Cancel(ctx, billing.CancelRequest{UserRequest: billing.UserRequest{UserID: e.user, RequestKey: key}})
 				require.NoError(t, err)
 			}
 			cancel("c1")

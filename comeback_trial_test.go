@@ -19,7 +19,7 @@ func cancelledInTrial(t *testing.T, e *freeEnv) time.Time {
 	require.NoError(t, err)
 	e.runAt(t, feb3.Add(time.Hour), billing.RunScheduled)
 	e.clock.Set(feb3.Add(2 * time.Hour))
-	left, err := e.c.CancelSubscription(t.Context(), billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "leave")})
+	left, err := e.c.Cancel(t.Context(), billing.CancelRequest{UserRequest: ur(e.user, "leave")})
 	require.NoError(t, err)
 	require.Equal(t, end, left.AccessUntil, "the trial is kept to its end")
 	require.Equal(t, billing.SubscriptionEnded, mustView(t, e).Status)

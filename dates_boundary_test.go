@@ -37,7 +37,7 @@ func TestDatesNearTheStaleLimitAreCollected(t *testing.T) {
 		"change date": {"billing_date", func(e *collectorEnv) string {
 			return e.add("u1", jan31.AddDate(0, 0, 5), billing.StatusScheduled).SubscriptionID
 		}, func(e *collectorEnv, id string, date time.Time) (billing.Period, error) {
-			ch, err := e.c.ChangeBillingDate(e.t.Context(), id, date)
+			ch, err := e.c.Periods().Move(e.t.Context(), id, date)
 			return ch.After, err
 		}},
 		"reactivate": {"billing_date", func(e *collectorEnv) string {

@@ -79,7 +79,7 @@ func TestZeroConfigLogPaths(t *testing.T) {
 		require.NoError(t, err)
 		next := recs[len(recs)-1] // the period the collection opened
 		require.Equal(t, billing.StatusScheduled, next.Status, "records %+v", recs)
-		ch, err := c.Cancel(t.Context(), next.SubscriptionID)
+		ch, err := c.Periods().Cancel(t.Context(), next.SubscriptionID)
 		require.NoError(t, err)
 		assert.Equal(t, billing.StatusCancelled, ch.After.Status)
 	})

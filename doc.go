@@ -58,8 +58,8 @@
 // a request key of the host's own:
 //
 //	c.ChangePlan(ctx, billing.ChangePlanRequest{UserRequest: billing.UserRequest{UserID: u, RequestKey: k}, Tier: "Pro:v1"})
-//	c.PauseSubscription, c.ResumeSubscription, c.MoveBillingDate
-//	c.CancelSubscription (at period end, or now with the refund the host owes)
+//	c.Pause, c.Resume, c.MoveBillingDate
+//	c.Cancel (at period end, or now with the refund the host owes)
 //
 // Each acts on every open period it applies to, as one change under the
 // user's lock, through the period call with all its rules (attempts in
@@ -99,7 +99,7 @@
 // SubscriptionTrialing and TrialEnd. During the trial:
 //
 //	change plan    c.ChangePlan / c.ChangeTier: the first charge is the new plan's
-//	cancel         c.CancelSubscription: nothing is ever charged
+//	cancel         c.Cancel: nothing is ever charged
 //	end it now     c.EndTrial(ctx, billing.UserRequest{...}): the first paid period is billed
 //	               now (the next scheduled run, or c.CollectUser at once, charges it)
 //	extend it      c.ExtendTrial(ctx, billing.TrialRequest{UserRequest: ..., End: d})
@@ -264,8 +264,8 @@
 // WEBHOOK_BALANCE, BATCH, MANUAL_REPAYMENT) and run the run kind or
 // single-collection entry point (scheduled, retry, pause, webhook, batch,
 // manual). A run counts every record of its pages; a single collection
-// ([Collector.CollectUser], [Collector.CollectByID],
-// [Collector.ManualRepayment]) counts the records it attempts, not those it
+// ([Collector.CollectUser], [Periods.Collect],
+// [Periods.Repay]) counts the records it attempts, not those it
 // finds locked or ineligible (it returns those as errors).
 //
 // dynabill.provider.duration times each [PaymentProvider] Collect call;
@@ -405,11 +405,11 @@ var (
 	ErrNotCollectible = errors.New("billing: record not collectible")
 
 	// ErrDateMove reports a billing date move that would take a record onto or
-	// across another period of its user (see [Collector.ChangeBillingDate]).
+	// across another period of its user (see [Periods.Move]).
 	// The error is a [*DateMoveError].
 	ErrDateMove = errors.New("billing: billing date move out of order")
 
-	// ErrOwed reports a [Collector.CancelUnowed] of a record whose
+	// ErrOwed reports a [Periods.CancelUnowed] of a record whose
 	// cancelling would forgive money: ERROR, ACHSENT, or with an attempt in
 	// flight. Nothing was changed. The error is an [*OwedError].
 	ErrOwed = errors.New("billing: period owed or payment pending")

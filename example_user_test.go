@@ -69,23 +69,23 @@ func ExampleCollector_ChangePlan() {
 	var reused *billing.RequestKeyError
 	fmt.Println("same key, other tier:", errors.As(err, &reused), reused.Fields)
 
-	p, err := collector.PauseSubscription(ctx, billing.PauseSubscriptionRequest{UserRequest: billing.UserRequest{UserID: "ann", RequestKey: "pause-1"}, Months: 2})
+	p, err := collector.Pause(ctx, billing.PauseRequest{UserRequest: billing.UserRequest{UserID: "ann", RequestKey: "pause-1"}, Months: 2})
 	if err != nil {
 		log.Fatal(err)
 	}
 	show("paused", p.Subscription)
-	r, err := collector.ResumeSubscription(ctx, billing.ResumeSubscriptionRequest{UserRequest: billing.UserRequest{UserID: "ann", RequestKey: "resume-1"}})
+	r, err := collector.Resume(ctx, billing.ResumeRequest{UserRequest: billing.UserRequest{UserID: "ann", RequestKey: "resume-1"}})
 	if err != nil {
 		log.Fatal(err)
 	}
 	show("resumed", r.Subscription)
-	c, err := collector.CancelSubscription(ctx, billing.CancelSubscriptionRequest{UserRequest: billing.UserRequest{UserID: "ann", RequestKey: "cancel-1"}})
+	c, err := collector.Cancel(ctx, billing.CancelRequest{UserRequest: billing.UserRequest{UserID: "ann", RequestKey: "cancel-1"}})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("cancelled:", c.Subscription.Status, "access until", c.AccessUntil.Format(time.DateOnly), "charges", processor.CallCount())
 
-	_, err = collector.Cancel(ctx, "ann") // a period call given the user
+	_, err = collector.Periods().Cancel(ctx, "ann") // a period call given the user
 	fmt.Println(errors.Is(err, billing.ErrNotFound))
 	// Output:
 	// subscribed ACTIVE  Plus:v2    9.99 next 2025-02-15

@@ -147,11 +147,11 @@ func TestFreePeriodOnEveryCollectingPath(t *testing.T) {
 			require.NoError(t, err)
 		}},
 		{"manual repayment", billing.StatusError, func(t *testing.T, e *freeEnv, s billing.Period) {
-			_, err := e.c.ManualRepayment(t.Context(), s.SubscriptionID)
+			_, err := e.c.Periods().Repay(t.Context(), s.SubscriptionID)
 			require.NoError(t, err)
 		}},
 		{"by ID", billing.StatusScheduled, func(t *testing.T, e *freeEnv, s billing.Period) {
-			_, err := e.c.CollectByID(t.Context(), s.SubscriptionID)
+			_, err := e.c.Periods().Collect(t.Context(), s.SubscriptionID)
 			require.NoError(t, err)
 		}},
 	}

@@ -55,7 +55,7 @@ func TestPanicLeavesNoLock(t *testing.T) {
 			var err error
 			switch via {
 			case "manual":
-				_, err = e.c.ManualRepayment(ctx, due.SubscriptionID)
+				_, err = e.c.Periods().Repay(ctx, due.SubscriptionID)
 			case "collect-user":
 				_, err = e.c.CollectUser(ctx, "u1", billing.ProcessWebhook)
 			case "run":
@@ -83,7 +83,7 @@ func TestPanicLeavesNoLock(t *testing.T) {
 				}
 			}
 			require.NotEmpty(t, panicked.SubscriptionID, "the attempt made before the panic is durable")
-			_, err = e.c.ManualRepayment(ctx, panicked.SubscriptionID)
+			_, err = e.c.Periods().Repay(ctx, panicked.SubscriptionID)
 			require.NoError(t, err)
 			charged := []billing.Period{due}
 			if via == "run" {
@@ -131,7 +131,7 @@ func TestPanicInAnAdminChangeLeavesNoLock(t *testing.T) {
 		c.Repository = repo
 	})
 	s := e.add("u1", jan31, billing.StatusScheduled)
-	_, err := e.c.ManualRepayment(t.Context(), s.SubscriptionID)
+	_, err := e.c.Periods().Repay(t.Context(), s.SubscriptionID)
 	var pe *billing.PanicError
 	require.ErrorAs(t, err, &pe)
 	assert.False(t, e.locker.Locked("u1"))
@@ -141,7 +141,7 @@ func TestPanicInAnAdminChangeLeavesNoLock(t *testing.T) {
 
 	sinkPanics.Store(false)
 	repo.armed.Store(true)
-	_, err = e.c.Waive(t.Context(), recs[1].SubscriptionID)
+	_, err = e.c.Periods().WaiveByID(t.Context(), recs[1].SubscriptionID)
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, "store adapter bug", pe.Value)
 	assert.False(t, e.locker.Locked("u1"))
@@ -187,7 +187,7 @@ func TestReleaseHasADeadline(t *testing.T) {
 	e := newCollectorEnv(t, func(c *billing.Config) { bl.Locker = c.Locker; c.Locker = bl })
 	s := e.add("u1", jan31, billing.StatusScheduled)
 	done := make(chan error, 1)
-	go func() { _, err := e.c.ManualRepayment(context.Background(), s.SubscriptionID); done <- err }()
+	go func() { _, err := e.c.Periods().Repay(context.Background(), s.SubscriptionID); done <- err }()
 	select {
 	case err := <-done:
 		require.NoError(t, err)
@@ -231,7 +231,7 @@ func TestAdminChangesReadWithTheCallersContext(t *testing.T) {
 	e := newCollectorEnv(t, func(c *billing.Config) { repo = &ctxCheckingRepo{Repository: c.Repository}; c.Repository = repo })
 	s := e.add("u1", jan31, billing.StatusScheduled)
 	ctx := context.WithValue(t.Context(), ctxKey{}, true)
-	ch, err := e.c.Waive(ctx, s.SubscriptionID)
+	ch, err := e.c.Periods().WaiveByID(ctx, s.SubscriptionID)
 	require.NoError(t, err)
 	require.Len(t, ch.Created, 1)
 	assert.Zero(t, repo.lost.Load(), "reads that dropped the caller's context")
@@ -262,7 +262,7 @@ func TestDatesAreValidatedWhereTheyEnter(t *testing.T) {
 			e := newCollectorEnv(t)
 			s := e.add("u1", jan31.AddDate(0, 0, 5), billing.StatusScheduled)
 			before := e.records("u1")
-			_, err := e.c.ChangeBillingDate(t.Context(), s.SubscriptionID, date)
+			_, err := e.c.Periods().Move(t.Context(), s.SubscriptionID, date)
 			require.ErrorIs(t, err, billing.ErrInvalidDate)
 			var fe *billing.FieldError
 			require.ErrorAs(t, err, &fe)
@@ -285,7 +285,7 @@ func TestDatesAreValidatedWhereTheyEnter(t *testing.T) {
 		t.Parallel()
 		e := newCollectorEnv(t)
 		s := e.add("u1", jan31.AddDate(0, 0, 5), billing.StatusScheduled)
-		ch, err := e.c.ChangeBillingDate(t.Context(), s.SubscriptionID, time.Date(2024, 2, 16, 9, 30, 0, 0, time.FixedZone("+14", 14*3600)))
+		ch, err := e.c.Periods().Move(t.Context(), s.SubscriptionID, time.Date(2024, 2, 16, 9, 30, 0, 0, time.FixedZone("+14", 14*3600)))
 		require.NoError(t, err)
 		assert.Equal(t, time.Date(2024, 2, 16, 9, 30, 0, 0, time.UTC), ch.After.BillingDate)
 		assert.Equal(t, 16, ch.After.AnchorDay)
@@ -382,7 +382,7 @@ func TestTierPriceIsTheHosts(t *testing.T) {
 			e := newCollectorEnv(t, muts...)
 			s := e.add("u1", jan31.AddDate(0, 0, 5), billing.StatusScheduled)
 			before := e.records("u1")
-			ch, err := e.c.ChangeTier(t.Context(), s.SubscriptionID, tc.tier, tc.amount, false)
+			ch, err := e.c.Periods().ChangeTier(t.Context(), s.SubscriptionID, tc.tier, tc.amount, false)
 			if tc.err != nil {
 				require.ErrorIs(t, err, tc.err)
 				var fe *billing.FieldError
@@ -455,7 +455,7 @@ func TestPanicReleasesTheDynamoDBLock(t *testing.T) {
 	c, err := billing.NewCollector(billing.Config{Repository: e.repo, History: e.hist, Locker: l, Provider: p,
 		Clock: e.clock, NewID: func() string { return "lock-crash-feb" }})
 	require.NoError(t, err)
-	_, err = c.ManualRepayment(t.Context(), e.sub.SubscriptionID)
+	_, err = c.Periods().Repay(t.Context(), e.sub.SubscriptionID)
 	var pe *billing.PanicError
 	require.ErrorAs(t, err, &pe)
 
@@ -471,7 +471,7 @@ func TestPanicReleasesTheDynamoDBLock(t *testing.T) {
 	time.Sleep(600 * time.Millisecond) // three heartbeat periods
 	assert.Equal(t, before, e.w.Calls("UpdateItem"), "no heartbeat after the release")
 
-	_, err = c.ManualRepayment(t.Context(), e.sub.SubscriptionID)
+	_, err = c.Periods().Repay(t.Context(), e.sub.SubscriptionID)
 	require.NoError(t, err)
 	recs, err := e.repo.ListByUser(t.Context(), e.user)
 	require.NoError(t, err)
@@ -643,13 +643,13 @@ func TestUnreadableRecordGuardsNewPeriods(t *testing.T) {
 				cur := e.add("u1", jan31, billing.StatusScheduled)
 				open := jan31.AddDate(0, 1, 15)
 				putUnreadable(t, put, "u1", open, billing.StatusScheduled, "")
-				_, err := e.c.ChangeBillingDate(ctx, cur.SubscriptionID, open.AddDate(0, 0, 5))
+				_, err := e.c.Periods().Move(ctx, cur.SubscriptionID, open.AddDate(0, 0, 5))
 				require.ErrorIs(t, err, billing.ErrInvalidItem, "moved past a record that may be open")
 				got, err := e.repo.Get(ctx, "u1", jan31)
 				require.NoError(t, err)
 				assert.Equal(t, cur.LastRunDate, got.LastRunDate, "the record changed")
 				e.clock.Advance(time.Hour)
-				_, err = e.c.ChangeBillingDate(ctx, cur.SubscriptionID, jan31.AddDate(0, 0, 10))
+				_, err = e.c.Periods().Move(ctx, cur.SubscriptionID, jan31.AddDate(0, 0, 10))
 				require.NoError(t, err, "a move that stays before it")
 			})
 		})
@@ -694,7 +694,7 @@ func TestInvalidItemNeverBlocksAUser(t *testing.T) {
 			assert.Equal(t, billing.StatusCompleted, recs[0].Status)
 
 			// The user's other calls work too.
-			_, err = e.c.Cancel(ctx, recs[1].SubscriptionID)
+			_, err = e.c.Periods().Cancel(ctx, recs[1].SubscriptionID)
 			require.NoError(t, err)
 			e.clock.Advance(time.Hour)
 			back, err := e.c.Reactivate(ctx, "u1", recs[1].BillingDate.AddDate(0, 0, 1))

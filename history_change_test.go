@@ -58,7 +58,7 @@ func TestHistoryRowsNameTheirChange(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, changed)
 	e.clock.Advance(time.Hour)
-	ch, err := e.c.Waive(ctx, dec.SubscriptionID)
+	ch, err := e.c.Periods().WaiveByID(ctx, dec.SubscriptionID)
 	require.NoError(t, err)
 	require.Empty(t, ch.After.Change, "a returned record carries no change")
 	e.clock.Advance(time.Hour)
@@ -74,11 +74,11 @@ func TestHistoryRowsNameTheirChange(t *testing.T) {
 	id := sub.Subscription.SubscriptionID
 	// Each change an hour after the last, by another call.
 	for _, change := range []func() error{
-		func() error { _, err := e.c.ChangeTier(ctx, id, "Pro:v1", 999, false); return err },
-		func() error { _, err := e.c.ChangeBillingDate(ctx, id, due.AddDate(0, 0, 12)); return err },
-		func() error { _, err := e.c.Pause(ctx, id, 2); return err },
-		func() error { _, err := e.c.Resume(ctx, id); return err },
-		func() error { _, err := e.c.Cancel(ctx, id); return err },
+		func() error { _, err := e.c.Periods().ChangeTier(ctx, id, "Pro:v1", 999, false); return err },
+		func() error { _, err := e.c.Periods().Move(ctx, id, due.AddDate(0, 0, 12)); return err },
+		func() error { _, err := e.c.Periods().Pause(ctx, id, 2); return err },
+		func() error { _, err := e.c.Periods().Resume(ctx, id); return err },
+		func() error { _, err := e.c.Periods().Cancel(ctx, id); return err },
 	} {
 		e.clock.Advance(time.Hour)
 		require.NoError(t, change())
@@ -151,10 +151,10 @@ func TestHistoryChangeOnEveryLayout(t *testing.T) {
 			next := recs[1]
 			require.NotEqual(t, sub.Subscription.SubscriptionID, next.SubscriptionID)
 			clock.Advance(24 * time.Hour) // the operator, days later
-			_, err = c.ChangeTier(ctx, next.SubscriptionID, "Pro:v1", 999, false)
+			_, err = c.Periods().ChangeTier(ctx, next.SubscriptionID, "Pro:v1", 999, false)
 			require.NoError(t, err)
 			clock.Advance(24 * time.Hour)
-			_, err = c.Cancel(ctx, next.SubscriptionID)
+			_, err = c.Periods().Cancel(ctx, next.SubscriptionID)
 			require.NoError(t, err)
 
 			recs, err = st.repo.ListByUser(ctx, l.user)

@@ -148,7 +148,7 @@ func TestPauseCountsMonthsOnEveryTerm(t *testing.T) {
 				muts = append(muts, c.mut)
 			}
 			s := e.add(c.user, c.first, billing.StatusScheduled, muts...)
-			ch, err := e.c.Pause(ctx, s.SubscriptionID, c.months)
+			ch, err := e.c.Periods().Pause(ctx, s.SubscriptionID, c.months)
 			require.NoError(t, err)
 			require.Equal(t, billing.StatusPaused, ch.After.Status)
 		}

@@ -74,10 +74,10 @@ func TestPriceListPricesThePlan(t *testing.T) {
 	// Pro:v1 is sold monthly only: the yearly record's change is refused
 	// after the read, and nothing is written; the monthly one's is priced.
 	rows := len(historyOf(t, store.History(), "y"))
-	_, err = c.ChangeTier(ctx, yearly.Subscription.SubscriptionID, "Pro:v1", billing.ListPrice, false)
+	_, err = c.Periods().ChangeTier(ctx, yearly.Subscription.SubscriptionID, "Pro:v1", billing.ListPrice, false)
 	require.ErrorIs(t, err, billing.ErrUnknownTier)
 	assert.Len(t, historyOf(t, store.History(), "y"), rows, "nothing written")
-	ch, err := c.ChangeTier(ctx, monthly.Subscription.SubscriptionID, "Pro:v1", billing.ListPrice, false)
+	ch, err := c.Periods().ChangeTier(ctx, monthly.Subscription.SubscriptionID, "Pro:v1", billing.ListPrice, false)
 	require.NoError(t, err)
 	assert.Equal(t, billing.MustParseAmount("19.99"), ch.After.Amount)
 

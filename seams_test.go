@@ -114,7 +114,7 @@ func TestLookupNotFoundWhileTheFirstCallRuns(t *testing.T) {
 	// A charges; its call hangs at the processor.
 	aDone := make(chan error, 1)
 	go func() {
-		_, err := a.CollectByID(ctx, s.SubscriptionID)
+		_, err := a.Periods().Collect(ctx, s.SubscriptionID)
 		aDone <- err
 	}()
 	<-slow.entered
@@ -124,7 +124,7 @@ func TestLookupNotFoundWhileTheFirstCallRuns(t *testing.T) {
 	<-leaseA.Lost()
 
 	// B takes the lock over and finds the attempt in flight.
-	_, err := b.CollectByID(ctx, s.SubscriptionID)
+	_, err := b.Periods().Collect(ctx, s.SubscriptionID)
 	require.ErrorIs(t, err, billing.ErrAttemptInFlight, "a lookup that finds nothing while a request may still run proves nothing")
 	require.ErrorContains(t, err, "may still be running")
 	cur, err := repo.GetByID(ctx, s.SubscriptionID)
@@ -142,7 +142,7 @@ func TestLookupNotFoundWhileTheFirstCallRuns(t *testing.T) {
 
 	// The next collection replays the key and records A's charge.
 	clock.Advance(time.Hour)
-	rep, err := b.CollectByID(ctx, s.SubscriptionID)
+	rep, err := b.Periods().Collect(ctx, s.SubscriptionID)
 	require.NoError(t, err)
 	assert.Equal(t, 1, rep.Collected)
 	got, err := repo.GetByID(ctx, s.SubscriptionID)
@@ -174,21 +174,21 @@ func TestLookupNotFoundBelievedOnceNoRequestCanRun(t *testing.T) {
 	c, err := billing.NewCollector(billing.Config{Repository: repo, Locker: billingtest.NewLocker(clock, time.Minute), Provider: pay, Clock: clock})
 	require.NoError(t, err)
 
-	_, err = c.CollectByID(ctx, s.SubscriptionID)
+	_, err = c.Periods().Collect(ctx, s.SubscriptionID)
 	require.ErrorIs(t, err, billing.ErrAttemptInFlight)
 	pay.SetUnreachable(true)
 	clock.Advance(30 * time.Minute) // replays still within the window fail
-	_, err = c.CollectByID(ctx, s.SubscriptionID)
+	_, err = c.Periods().Collect(ctx, s.SubscriptionID)
 	require.ErrorIs(t, err, billing.ErrAttemptInFlight)
 	pay.SetUnreachable(false)
 	clock.Advance(25 * time.Hour) // past the replay window: lookup only, and past every request's end
-	_, err = c.CollectByID(ctx, s.SubscriptionID)
+	_, err = c.Periods().Collect(ctx, s.SubscriptionID)
 	require.NoError(t, err, "attempt 1 is settled as never made")
 	cur, err := repo.GetByID(ctx, s.SubscriptionID)
 	require.NoError(t, err)
 	assert.False(t, cur.InFlight())
 	assert.Equal(t, 1, cur.Attempt)
-	rep, err := c.CollectByID(ctx, s.SubscriptionID)
+	rep, err := c.Periods().Collect(ctx, s.SubscriptionID)
 	require.NoError(t, err)
 	assert.Equal(t, 1, rep.Collected, "attempt 2 takes a fresh key")
 	charges := pay.Charges()
@@ -546,7 +546,7 @@ func TestReactivatedBeforeOldPeriodsGoesOn(t *testing.T) {
 	pay := billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock})
 	c, err := billing.NewCollector(billing.Config{Repository: repo, Locker: billingtest.NewLocker(clock, time.Minute), Provider: pay, Clock: clock})
 	require.NoError(t, err)
-	_, err = c.Waive(ctx, s.SubscriptionID) // opens Feb 29
+	_, err = c.Periods().WaiveByID(ctx, s.SubscriptionID) // opens Feb 29
 	require.NoError(t, err)
 	latest := func() billing.Period {
 		recs, err := repo.ListByUser(ctx, "u1")
@@ -554,10 +554,10 @@ func TestReactivatedBeforeOldPeriodsGoesOn(t *testing.T) {
 		return recs[len(recs)-1]
 	}
 	clock.Advance(time.Hour)
-	_, err = c.Waive(ctx, latest().SubscriptionID) // Feb 29 waived, opens Mar 31
+	_, err = c.Periods().WaiveByID(ctx, latest().SubscriptionID) // Feb 29 waived, opens Mar 31
 	require.NoError(t, err)
 	clock.Advance(time.Hour)
-	_, err = c.Cancel(ctx, latest().SubscriptionID) // Mar 31: the subscription ends
+	_, err = c.Periods().Cancel(ctx, latest().SubscriptionID) // Mar 31: the subscription ends
 	require.NoError(t, err)
 
 	clock.Advance(24 * time.Hour)

@@ -329,7 +329,7 @@ func TestSettlementOverlapReportedAfterReactivate(t *testing.T) {
 			require.Equal(t, billing.StatusStale, e.get(s.SubscriptionID).Status)
 			recs := e.records("u1")
 			require.Len(t, recs, 2)
-			_, err := e.c.Cancel(context.Background(), recs[1].SubscriptionID)
+			_, err := e.c.Periods().Cancel(context.Background(), recs[1].SubscriptionID)
 			require.NoError(t, err)
 			r, err := e.c.Reactivate(context.Background(), "u1", tc.reactivate)
 			require.NoError(t, err)
@@ -389,9 +389,9 @@ func TestSettlementOfForgivenPeriodReported(t *testing.T) {
 			require.NotEqual(t, first, second)
 			var err error
 			if forgive == "cancel" {
-				_, err = e.c.Cancel(ctx, s.SubscriptionID)
+				_, err = e.c.Periods().Cancel(ctx, s.SubscriptionID)
 			} else {
-				_, err = e.c.Waive(ctx, s.SubscriptionID)
+				_, err = e.c.Periods().WaiveByID(ctx, s.SubscriptionID)
 			}
 			require.NoError(t, err)
 			closed := e.get(s.SubscriptionID)

@@ -41,17 +41,17 @@ func TestSubscribeRefusesKeyOfAChange(t *testing.T) {
 		change   func(t *testing.T, e *freeEnv) error
 	}{
 		{"cancel", "cancel", paid, func(t *testing.T, e *freeEnv) error {
-			_, err := e.c.CancelSubscription(t.Context(), billing.CancelSubscriptionRequest{UserRequest: ur(e.user, key)})
+			_, err := e.c.Cancel(t.Context(), billing.CancelRequest{UserRequest: ur(e.user, key)})
 			return err
 		}},
 		{"pause", "pause", paid, func(t *testing.T, e *freeEnv) error {
-			_, err := e.c.PauseSubscription(t.Context(), billing.PauseSubscriptionRequest{UserRequest: ur(e.user, key), Months: 1})
+			_, err := e.c.Pause(t.Context(), billing.PauseRequest{UserRequest: ur(e.user, key), Months: 1})
 			return err
 		}},
 		{"resume", "resume", paid, func(t *testing.T, e *freeEnv) error {
-			_, err := e.c.PauseSubscription(t.Context(), billing.PauseSubscriptionRequest{UserRequest: ur(e.user, "k-pause"), Months: 2})
+			_, err := e.c.Pause(t.Context(), billing.PauseRequest{UserRequest: ur(e.user, "k-pause"), Months: 2})
 			require.NoError(t, err)
-			_, err = e.c.ResumeSubscription(t.Context(), billing.ResumeSubscriptionRequest{UserRequest: ur(e.user, key)})
+			_, err = e.c.Resume(t.Context(), billing.ResumeRequest{UserRequest: ur(e.user, key)})
 			return err
 		}},
 		{"change plan", "change plan", paid, func(t *testing.T, e *freeEnv) error {
@@ -81,7 +81,7 @@ func TestSubscribeRefusesKeyOfAChange(t *testing.T) {
 				require.NoError(t, tc.change(t, e))
 				if tc.op != "cancel" {
 					e.clock.Advance(time.Minute)
-					_, err := e.c.CancelSubscription(ctx, billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "k-leave")})
+					_, err := e.c.Cancel(ctx, billing.CancelRequest{UserRequest: ur(e.user, "k-leave")})
 					require.NoError(t, err)
 				}
 				// The come-back date a new sign-up may take: the cancelled

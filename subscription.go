@@ -162,7 +162,7 @@ type Period struct {
 	// Request is the request a history row records: what the host asked
 	// for under a request key (billing_request, added by this library and
 	// written to history rows only, like Change). [Collector.Subscribe] and
-	// the calls that take a user ([Collector.CancelSubscription] and its
+	// the calls that take a user ([Collector.Cancel] and its
 	// siblings) set it on the rows they write, so that a repeat of the key
 	// can be told from another request; it is empty on a record read from
 	// the billing table and on rows written before the library recorded it.

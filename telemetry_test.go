@@ -232,7 +232,7 @@ func TestTelemetrySingleCollection(t *testing.T) {
 	o := newOtelEnv(t)
 	e := newCollectorEnv(t, func(c *billing.Config) { c.MeterProvider, c.TracerProvider = o.mp, o.tp })
 	s := e.add("u1", jan31, billing.StatusScheduled)
-	_, err := e.c.CollectByID(context.Background(), s.SubscriptionID)
+	_, err := e.c.Periods().Collect(context.Background(), s.SubscriptionID)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int64{"outcome=collected,process=BATCH,run=batch": 1}, o.counts(t, itel.MetricCollectionAttempts), itel.MetricCollectionAttempts)
 	spans := o.ended(itel.SpanCollectionAttempt)
@@ -244,12 +244,12 @@ func TestTelemetrySingleCollection(t *testing.T) {
 
 	// Refusals before an attempt are counted too: a collected record is
 	// not collectible any more, and a held lock skips.
-	_, err = e.c.CollectByID(context.Background(), s.SubscriptionID)
+	_, err = e.c.Periods().Collect(context.Background(), s.SubscriptionID)
 	require.ErrorIs(t, err, billing.ErrNotCollectible, "second collection")
 	lease, err := e.locker.Lock(context.Background(), "u1")
 	require.NoError(t, err)
 	defer lease.Release(context.Background())
-	_, err = e.c.ManualRepayment(context.Background(), s.SubscriptionID)
+	_, err = e.c.Periods().Repay(context.Background(), s.SubscriptionID)
 	require.ErrorIs(t, err, billing.ErrAlreadyLocked, "locked repayment")
 	assert.Equal(t, map[string]int64{
 		"outcome=collected,process=BATCH,run=batch":                  1,
@@ -419,13 +419,13 @@ func TestTelemetryGlobalProviderInstalledLater(t *testing.T) {
 	e := newCollectorEnv(t)
 	before := e.add("u-global-before", jan31, billing.StatusScheduled)
 	after := e.add("u-global-after", jan31, billing.StatusScheduled)
-	_, err := e.c.CollectByID(ctx, before.SubscriptionID)
+	_, err := e.c.Periods().Collect(ctx, before.SubscriptionID)
 	require.NoError(t, err)
 
 	o := newOtelEnv(t)
 	otel.SetTracerProvider(o.tp)
 	t.Cleanup(func() { otel.SetTracerProvider(tracenoop.NewTracerProvider()) })
-	rep, err := e.c.CollectByID(ctx, after.SubscriptionID)
+	rep, err := e.c.Periods().Collect(ctx, after.SubscriptionID)
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Collected, "report = %+v", rep)
 

@@ -39,7 +39,7 @@ func TestPauseDuringTrialPushesFirstCharge(t *testing.T) {
 				_, err := e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "o1", UserID: e.user, Tier: "Plus:v2", TrialDays: 14})
 				require.NoError(t, err)
 				e.clock.Advance(time.Minute)
-				_, err = e.c.PauseSubscription(t.Context(), billing.PauseSubscriptionRequest{UserRequest: ur(e.user, "p1"), Months: months})
+				_, err = e.c.Pause(t.Context(), billing.PauseRequest{UserRequest: ur(e.user, "p1"), Months: months})
 				require.NoError(t, err)
 				v, err := e.c.Subscription(t.Context(), e.user)
 				require.NoError(t, err)
@@ -116,7 +116,7 @@ func TestDateMoveDuringTrialKeepsTrialLength(t *testing.T) {
 					if byUser {
 						_, err = e.c.MoveBillingDate(t.Context(), billing.MoveBillingDateRequest{UserRequest: ur(e.user, "m1"), Date: tc.to})
 					} else {
-						_, err = e.c.ChangeBillingDate(t.Context(), sub.Subscription.SubscriptionID, tc.to)
+						_, err = e.c.Periods().Move(t.Context(), sub.Subscription.SubscriptionID, tc.to)
 					}
 					require.NoError(t, err)
 					trial := e.latest(t)
@@ -185,7 +185,7 @@ func TestDateMoveIntoPaidPeriodRefused(t *testing.T) {
 						_, err := e.c.MoveBillingDate(t.Context(), billing.MoveBillingDateRequest{UserRequest: ur(e.user, key), Date: to})
 						return err
 					}
-					_, err := e.c.ChangeBillingDate(t.Context(), renewal.SubscriptionID, to)
+					_, err := e.c.Periods().Move(t.Context(), renewal.SubscriptionID, to)
 					return err
 				}
 				e.clock.Set(feb3.AddDate(0, 0, 7))
@@ -261,7 +261,7 @@ func TestFridayDateMoveStaysOnFriday(t *testing.T) {
 			var fe *billing.FieldError
 			require.ErrorAs(t, err, &fe)
 			assert.ErrorIs(t, err, billing.ErrInvalidDate)
-			_, err = e.c.ChangeBillingDate(t.Context(), next.SubscriptionID, wednesday)
+			_, err = e.c.Periods().Move(t.Context(), next.SubscriptionID, wednesday)
 			require.ErrorIs(t, err, billing.ErrInvalidDate)
 			require.Error(t, e.c.CheckChange(t.Context(), billing.AdminChange{Op: billing.OpChangeDate, Date: wednesday}, &next))
 			assert.Equal(t, next, e.latestRec(t), "nothing written")

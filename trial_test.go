@@ -129,7 +129,7 @@ func TestTrialCancelNeverCharges(t *testing.T) {
 				if afterRun {
 					e.runAt(t, feb3.Add(time.Hour), billing.RunScheduled)
 				}
-				_, err = e.c.CancelSubscription(t.Context(), billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "c1")})
+				_, err = e.c.Cancel(t.Context(), billing.CancelRequest{UserRequest: ur(e.user, "c1")})
 				require.NoError(t, err)
 				for d := 1; d <= 60; d += 7 {
 					e.runAt(t, feb3.AddDate(0, 0, d), billing.RunScheduled)
@@ -177,7 +177,7 @@ func TestTrialOncePerUser(t *testing.T) {
 	_, err := e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "o1", UserID: e.user, Tier: "Plus:v2", TrialDays: 14})
 	require.NoError(t, err)
 	e.runAt(t, feb3.Add(time.Hour), billing.RunScheduled)
-	_, err = e.c.CancelSubscription(t.Context(), billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "c1")})
+	_, err = e.c.Cancel(t.Context(), billing.CancelRequest{UserRequest: ur(e.user, "c1")})
 	require.NoError(t, err)
 	e.clock.Advance(time.Hour)
 	before := e.records(t)
@@ -293,7 +293,7 @@ func TestTrialReactivationIsPaid(t *testing.T) {
 	})
 	_, err := e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "o1", UserID: e.user, Tier: "Plus:v2", TrialDays: 14})
 	require.NoError(t, err)
-	_, err = e.c.CancelSubscription(t.Context(), billing.CancelSubscriptionRequest{UserRequest: ur(e.user, "c1"), When: billing.CancelNow})
+	_, err = e.c.Cancel(t.Context(), billing.CancelRequest{UserRequest: ur(e.user, "c1"), When: billing.CancelNow})
 	require.NoError(t, err)
 	e.clock.Advance(time.Hour)
 	re, err := e.c.Reactivate(t.Context(), e.user, feb3.AddDate(0, 0, 1))

@@ -65,7 +65,7 @@ func TestCancelOwedDecidedUnderTheLock(t *testing.T) {
 			repo := &afterRead{Repository: e.store.Repository(), id: "h-due", meanwhile: func(ctx context.Context) {
 				switch tc.meanwhile {
 				case "decline":
-					rep, err := e.c.CollectByID(ctx, "h-due")
+					rep, err := e.c.Periods().Collect(ctx, "h-due")
 					require.NoError(t, err)
 					require.Equal(t, 1, rep.Declined, "report %+v", rep)
 				case "attempt":

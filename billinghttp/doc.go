@@ -28,7 +28,7 @@
 // UTC ("…Z" or "…+00:00"); a timestamp with another offset is refused
 // (400, field billing_date) rather than converted, since converting
 // would move the day. The collector further refuses dates out of its
-// range (400, field billing_date; see [billing.Collector.ChangeBillingDate]
+// range (400, field billing_date; see [billing.Periods.Move]
 // and [billing.Collector.Reactivate]). Amounts are strings. A tier
 // change's amount is optional when the collector has a price list
 // ([billing.Config.Prices]): the tier's price is charged, and an amount
@@ -83,11 +83,11 @@
 // lock: when the ownership check's read finds the period owed, the handler
 // asks the Authorizer again, for [ActionCancelOwed] with Action.Operator
 // true, before it calls the collector; when the read finds it not owed,
-// the handler cancels with [billing.Collector.CancelUnowed], which re-reads
+// the handler cancels with [billing.Periods.CancelUnowed], which re-reads
 // the record under the lock and refuses it ([billing.ErrOwed]) if a
 // decline or an attempt landed in between; the Authorizer is then asked
 // for ActionCancelOwed, and only if it allows that is the period cancelled
-// ([billing.Collector.Cancel]). A refusal is a 403 (code "forbidden")
+// ([billing.Periods.Cancel]). A refusal is a 403 (code "forbidden")
 // whose message says the period is owed or its payment pending, to pay it
 // or ask support, whichever read found it owed: the caller lacks the right
 // to forgive a debt, which retrying does not change, so it is a 403 and

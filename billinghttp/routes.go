@@ -81,7 +81,7 @@ func (h *Handler) pay(ctx context.Context, r *http.Request, a Action) (int, any,
 	if _, err := h.owned(ctx, a); err != nil {
 		return 0, nil, err
 	}
-	rep, err := h.cfg.Collector.ManualRepayment(ctx, a.SubscriptionID)
+	rep, err := h.cfg.Collector.Periods().Repay(ctx, a.SubscriptionID)
 	if err != nil {
 		return 0, nil, err // an unknown outcome is billing.ErrAttemptInFlight: 502
 	}
@@ -129,10 +129,10 @@ func (h *Handler) change(ctx context.Context, a Action, apply func() (billing.Ch
 //
 // The ownership check's read is only a first look: a decline may land
 // between it and the collector's lock. So a caller not (yet) allowed
-// ActionCancelOwed gets billing.Collector.CancelUnowed, which decides again
+// ActionCancelOwed gets billing.Periods.CancelUnowed, which decides again
 // on the record read under the user's lock and refuses an owed one; the
 // Authorizer is then asked for ActionCancelOwed, and only if it allows
-// that is the period cancelled with billing.Collector.Cancel. Either way
+// that is the period cancelled with billing.Periods.Cancel. Either way
 // the Authorizer is asked at most twice and before anything is changed.
 func (h *Handler) cancel(ctx context.Context, r *http.Request, a Action) (int, any, error) {
 	if err := decodeEmpty(r); err != nil {
@@ -142,12 +142,12 @@ func (h *Handler) cancel(ctx context.Context, r *http.Request, a Action) (int, a
 	if err != nil {
 		return 0, nil, err
 	}
-	cancel := h.cfg.Collector.CancelUnowed
+	cancel := h.cfg.Collector.Periods().CancelUnowed
 	if why := owedReason(s.Status, s.InFlight()); why != "" {
 		if err := h.mayCancelOwed(r, a, why); err != nil {
 			return 0, nil, err
 		}
-		cancel = h.cfg.Collector.Cancel
+		cancel = h.cfg.Collector.Periods().Cancel
 	}
 	ch, err := cancel(ctx, a.SubscriptionID)
 	if owed := (*billing.OwedError)(nil); errors.As(err, &owed) {
@@ -156,7 +156,7 @@ func (h *Handler) cancel(ctx context.Context, r *http.Request, a Action) (int, a
 		if err := h.mayCancelOwed(r, a, owedReason(owed.Status, owed.InFlight)); err != nil {
 			return 0, nil, err
 		}
-		ch, err = h.cfg.Collector.Cancel(ctx, a.SubscriptionID)
+		ch, err = h.cfg.Collector.Periods().Cancel(ctx, a.SubscriptionID)
 	}
 	if err != nil {
 		return 0, nil, err
@@ -185,7 +185,7 @@ func (h *Handler) mayCancelOwed(r *http.Request, a Action, why string) error {
 // not: it is ERROR (its charge was declined and is being retried), ACHSENT
 // (a bank debit not yet settled) or carries an attempt whose outcome is
 // unknown (resolved as declined, it turns ERROR before the cancel
-// applies). billing.Collector.CancelUnowed refuses the same records.
+// applies). billing.Periods.CancelUnowed refuses the same records.
 func owedReason(st billing.Status, inFlight bool) string {
 	switch {
 	case st == billing.StatusError:
@@ -211,7 +211,7 @@ func (h *Handler) pause(ctx context.Context, r *http.Request, a Action) (int, an
 		return 0, nil, badRequest("months", "months must be between 1 and 120")
 	}
 	return h.change(ctx, a, func() (billing.Change, error) {
-		return h.cfg.Collector.Pause(ctx, a.SubscriptionID, *req.Months)
+		return h.cfg.Collector.Periods().Pause(ctx, a.SubscriptionID, *req.Months)
 	})
 }
 
@@ -226,7 +226,7 @@ func (h *Handler) billingDate(ctx context.Context, r *http.Request, a Action) (i
 		return 0, nil, err
 	}
 	return h.change(ctx, a, func() (billing.Change, error) {
-		ch, err := h.cfg.Collector.ChangeBillingDate(ctx, a.SubscriptionID, date)
+		ch, err := h.cfg.Collector.Periods().Move(ctx, a.SubscriptionID, date)
 		if errors.Is(err, billing.ErrAlreadyExists) {
 			// The store's conditional move found the new key taken.
 			return ch, &apiError{status: http.StatusConflict, code: CodeAlreadyExists, field: "billing_date",
@@ -259,7 +259,7 @@ func (h *Handler) tier(ctx context.Context, r *http.Request, a Action) (int, any
 		}
 	}
 	return h.change(ctx, a, func() (billing.Change, error) {
-		return h.cfg.Collector.ChangeTier(ctx, a.SubscriptionID, req.Tier, amount, req.Downgrade)
+		return h.cfg.Collector.Periods().ChangeTier(ctx, a.SubscriptionID, req.Tier, amount, req.Downgrade)
 	})
 }
 

@@ -221,7 +221,7 @@ func TestWebhookEarlierIntentSucceedsAfterRetry(t *testing.T) {
 		e.srv.Script("cus_u1", stripetest.Decline("insufficient_funds"))
 		e.run(t, billing.RunScheduled)
 		first := e.srv.Intents()[0].ID
-		_, err := e.c.Waive(t.Context(), s.SubscriptionID)
+		_, err := e.c.Periods().WaiveByID(t.Context(), s.SubscriptionID)
 		require.NoError(t, err)
 		waived := e.get(t, s.SubscriptionID)
 		require.Equal(t, billing.StatusWaived, waived.Status)

@@ -123,7 +123,7 @@ func (s *repoSuite) subscribeCases() []repoCase {
 			}
 			e.requireHistoryCount(u, 1)
 			// Once it has ended, the user may subscribe again.
-			if _, err := c.Cancel(e.ctx(), first.Subscription.SubscriptionID); err != nil {
+			if _, err := c.Periods().Cancel(e.ctx(), first.Subscription.SubscriptionID); err != nil {
 				t.Fatal(err)
 			}
 			other.FirstBillingDate = now.Add(time.Hour)

@@ -444,19 +444,19 @@ func (h *Handler) perform(r *http.Request, o op, s *billing.Period) (result, err
 	)
 	switch o.Name {
 	case "retry":
-		res, err := c.RetryPeriod(ctx, billing.PeriodRequest{UserRequest: ur, PeriodID: id})
+		res, err := c.Periods().Retry(ctx, billing.PeriodRequest{UserRequest: ur, PeriodID: id})
 		if err != nil {
 			return result{}, err
 		}
 		return result{outcome: string(res.Outcome), repeated: res.Repeated}, nil
 	case "waive":
-		uc, err = c.WaivePeriod(ctx, billing.PeriodRequest{UserRequest: ur, PeriodID: id})
+		uc, err = c.Periods().Waive(ctx, billing.PeriodRequest{UserRequest: ur, PeriodID: id})
 	case "cancel":
 		// Whether the role may forgive is the request's parameter, the
 		// same each time the form is sent.
 		a := billinghttp.Action{Name: billinghttp.ActionCancelOwed, UserID: s.UserID, SubscriptionID: id, Write: true, Operator: true}
 		forgive := h.allowed(r, a)
-		uc, err = c.CancelSubscription(ctx, billing.CancelSubscriptionRequest{UserRequest: ur, ForgiveOwed: forgive})
+		uc, err = c.Cancel(ctx, billing.CancelRequest{UserRequest: ur, ForgiveOwed: forgive})
 		if err != nil && !forgive && h.owes(r, s.UserID, err) {
 			return result{}, errForgive
 		}
@@ -465,9 +465,9 @@ func (h *Handler) perform(r *http.Request, o op, s *billing.Period) (result, err
 		if perr != nil {
 			return result{}, &formError{"months must be a whole number"}
 		}
-		uc, err = c.PauseSubscription(ctx, billing.PauseSubscriptionRequest{UserRequest: ur, Months: months})
+		uc, err = c.Pause(ctx, billing.PauseRequest{UserRequest: ur, Months: months})
 	case "resume":
-		uc, err = c.ResumeSubscription(ctx, billing.ResumeSubscriptionRequest{UserRequest: ur})
+		uc, err = c.Resume(ctx, billing.ResumeRequest{UserRequest: ur})
 	case "move":
 		day, perr := time.Parse("2006-01-02", r.PostFormValue("date"))
 		if perr != nil {
@@ -481,7 +481,7 @@ func (h *Handler) perform(r *http.Request, o op, s *billing.Period) (result, err
 			return result{}, rerr
 		}
 		if !keyedMove(s, recs) {
-			_, err = c.ChangeBillingDate(ctx, id, date)
+			_, err = c.Periods().Move(ctx, id, date)
 			return result{}, err
 		}
 		uc, err = c.MoveBillingDate(ctx, billing.MoveBillingDateRequest{UserRequest: ur, Date: date})

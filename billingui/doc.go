@@ -101,10 +101,10 @@
 // or 403.
 //
 // Cancel, pause, resume and a move of the user's latest open period are
-// made by the calls that take the user ([billing.Collector.CancelSubscription],
-// PauseSubscription, ResumeSubscription, MoveBillingDate), retry and waive
-// by the operator's period calls ([billing.Collector.RetryPeriod],
-// [billing.Collector.WaivePeriod]), each with a request key: the customer
+// made by the calls that take the user ([billing.Collector.Cancel],
+// Pause, Resume, MoveBillingDate), retry and waive
+// by the operator's period calls ([billing.Periods.Retry],
+// [billing.Periods.Waive]), each with a request key: the customer
 // page puts a fresh key on each of its buttons, the confirmation page
 // carries it in its address and its form. The form sent again (a double
 // click, the back button and a second submit, a retried request) is the
@@ -115,7 +115,7 @@
 // not on the one period whose button was pressed: every open period of
 // the user, resume every paused one; the confirmation page lists them. A
 // move of an earlier open period (an owed one) is made by the period call,
-// [billing.Collector.ChangeBillingDate], which has no keyed form.
+// [billing.Periods.Move], which has no keyed form.
 //
 // Every confirmation page asks for a reason, required; the action's
 // history rows record it with the signed-in operator ([Config.Operator])

@@ -105,7 +105,7 @@ func TestInFlightPeriodOffersNoAction(t *testing.T) {
 	e := newEnv(t, layouts[0].open, layouts[0].user)
 	op := e.as(t, "operator")
 	e.pay.SetUser(e.user, billingtest.UnknownAfterCharge(billingtest.Succeeded(), nil))
-	_, err := e.c.ManualRepayment(context.Background(), e.errID)
+	_, err := e.c.Periods().Repay(context.Background(), e.errID)
 	require.ErrorIs(t, err, billing.ErrAttemptInFlight)
 	e.pay.SetUnreachable(true)
 

@@ -161,7 +161,7 @@ func TestCustomerShowsOwedAndResumeDate(t *testing.T) {
 			page = op.get("/customer?user=" + url.QueryEscape(e.other))
 			assert.NotContains(t, page.body, `id="owed"`)
 			assert.Contains(t, page.body, `id="next-billing"><time datetime="`+next.BillingDate.Format(time.RFC3339)+`"`)
-			_, err := e.c.PauseSubscription(ctx, billing.PauseSubscriptionRequest{
+			_, err := e.c.Pause(ctx, billing.PauseRequest{
 				UserRequest: billing.UserRequest{UserID: e.other, RequestKey: "pause-2"}, Months: 2})
 			require.NoError(t, err)
 			resumes := next.BillingDate.AddDate(0, 2, 0)

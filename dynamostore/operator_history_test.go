@@ -38,7 +38,7 @@ func TestDynamoOperatorOnHistoryRowOnly(t *testing.T) {
 	before[layout.AttrInitialRunDate] = avS("2024-01-31T15:00:00Z")
 	e.put(t, before)
 
-	ch, err := e.c.WaivePeriod(t.Context(), operatorWaive("op-user", "op-jan"))
+	ch, err := e.c.Periods().Waive(t.Context(), operatorWaive("op-user", "op-jan"))
 	require.NoError(t, err)
 	require.Equal(t, billing.StatusWaived, ch.Changes[0].After.Status)
 	after := e.get(t, "op-user", legacyBillingDate)
@@ -71,7 +71,7 @@ func TestSingleTableOperatorOnHistoryRowOnly(t *testing.T) {
 	pk, periodSK := "ACC#op-acc", "PER#s1#SKU#STREAM#"+legacyBillingDate
 	before := e.get(t, pk, periodSK)
 
-	_, err := e.c.WaivePeriod(t.Context(), operatorWaive(ref.UserID(), "op-period-jan"))
+	_, err := e.c.Periods().Waive(t.Context(), operatorWaive(ref.UserID(), "op-period-jan"))
 	require.NoError(t, err)
 	after := e.get(t, pk, periodSK)
 	require.NotContains(t, after, layout.AttrOperator)

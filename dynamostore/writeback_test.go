@@ -253,20 +253,20 @@ func TestDynamoWriteBackAdminOperationsKeepLegacyBytes(t *testing.T) {
 		changed []string
 		check   func(t *testing.T, after map[string]types.AttributeValue)
 	}{
-		{"waive", billing.StatusScheduled, func(id string) error { _, err := e.c.Waive(t.Context(), id); return err },
+		{"waive", billing.StatusScheduled, func(id string) error { _, err := e.c.Periods().WaiveByID(t.Context(), id); return err },
 			[]string{layout.AttrBillingStatus, layout.AttrLastRunDate, layout.AttrCompletionDate},
 			func(t *testing.T, after map[string]types.AttributeValue) {
 				require.Equal(t, avS("WAIVED"), after[layout.AttrBillingStatus], layout.AttrBillingStatus)
 				require.Equal(t, avS(requireNanos(t, after, layout.AttrLastRunDate)), after[layout.AttrCompletionDate], layout.AttrCompletionDate)
 			}},
-		{"cancel", billing.StatusError, func(id string) error { _, err := e.c.Cancel(t.Context(), id); return err },
+		{"cancel", billing.StatusError, func(id string) error { _, err := e.c.Periods().Cancel(t.Context(), id); return err },
 			[]string{layout.AttrBillingStatus, layout.AttrLastRunDate, layout.AttrCompletionDate},
 			func(t *testing.T, after map[string]types.AttributeValue) {
 				require.Equal(t, avS("CANCELLED"), after[layout.AttrBillingStatus], layout.AttrBillingStatus)
 				require.Equal(t, avS(requireNanos(t, after, layout.AttrLastRunDate)), after[layout.AttrCompletionDate], layout.AttrCompletionDate)
 			}},
 		{"upgrade", billing.StatusScheduled, func(id string) error {
-			_, err := e.c.ChangeTier(t.Context(), id, "Premium:v3", billing.MustParseAmount("9.99"), false)
+			_, err := e.c.Periods().ChangeTier(t.Context(), id, "Premium:v3", billing.MustParseAmount("9.99"), false)
 			return err
 		},
 			[]string{layout.AttrReceiptTierName, layout.AttrBillingAmount, layout.AttrLastRunDate},
@@ -276,7 +276,7 @@ func TestDynamoWriteBackAdminOperationsKeepLegacyBytes(t *testing.T) {
 				requireNanos(t, after, layout.AttrLastRunDate)
 			}},
 		{"downgrade", billing.StatusScheduled, func(id string) error {
-			_, err := e.c.ChangeTier(t.Context(), id, "Basic:v1", billing.MustParseAmount("1.99"), true)
+			_, err := e.c.Periods().ChangeTier(t.Context(), id, "Basic:v1", billing.MustParseAmount("1.99"), true)
 			return err
 		},
 			[]string{layout.AttrIsPendingDowngrade, layout.AttrPendingTier, layout.AttrPendingAmount, layout.AttrLastRunDate},
@@ -353,7 +353,7 @@ func TestDynamoWriteBackMoveKeepsUnownedAttributes(t *testing.T) {
 	e := newLegacyEnv(t, time.Date(2024, 1, 20, 12, 0, 0, 0, time.UTC))
 	before := legacyItem("wb-move", "wb-move-jan", billing.StatusScheduled)
 	e.put(t, before)
-	_, err := e.c.ChangeBillingDate(t.Context(), "wb-move-jan", time.Date(2024, 2, 5, 15, 0, 0, 0, time.UTC))
+	_, err := e.c.Periods().Move(t.Context(), "wb-move-jan", time.Date(2024, 2, 5, 15, 0, 0, 0, time.UTC))
 	require.NoError(t, err)
 
 	require.Nil(t, e.get(t, "wb-move", legacyBillingDate), "the old key is deleted")

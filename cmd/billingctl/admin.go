@@ -148,7 +148,7 @@ type adminChange struct {
 // idOnlyAdmin makes an admin command that takes one SUBSCRIPTION_ID and no
 // flags of its own: describe says what will change, op makes the change.
 func idOnlyAdmin(kind billing.AdminOp, describe func(b *billing.Period) string,
-	op func(col *billing.Collector, ctx context.Context, id string) (billing.Change, error)) func(a *app, c *command, args []string) error {
+	op func(p *billing.Periods, ctx context.Context, id string) (billing.Change, error)) func(a *app, c *command, args []string) error {
 	return func(a *app, c *command, args []string) error {
 		pos, err := a.parse(c, a.newFlags(c), args)
 		if err != nil {
@@ -162,7 +162,7 @@ func idOnlyAdmin(kind billing.AdminOp, describe func(b *billing.Period) string,
 			check:    func(*billing.Period) billing.AdminChange { return billing.AdminChange{Op: kind} },
 			describe: describe,
 			apply: func(ctx context.Context, col *billing.Collector, _ *billing.Period) (billing.Change, error) {
-				return op(col, ctx, id)
+				return op(col.Periods(), ctx, id)
 			},
 		})
 	}
@@ -171,15 +171,15 @@ func idOnlyAdmin(kind billing.AdminOp, describe func(b *billing.Period) string,
 var (
 	runWaive = idOnlyAdmin(billing.OpWaive, func(b *billing.Period) string {
 		return fmt.Sprintf("billing_status %s -> %s (a record never attempted also opens the next period)", b.Status, billing.StatusWaived)
-	}, (*billing.Collector).Waive)
+	}, (*billing.Periods).WaiveByID)
 
 	runCancel = idOnlyAdmin(billing.OpCancel, func(b *billing.Period) string {
 		return fmt.Sprintf("billing_status %s -> %s (the subscription ends)", b.Status, billing.StatusCancelled)
-	}, (*billing.Collector).Cancel)
+	}, (*billing.Periods).Cancel)
 
 	runResume = idOnlyAdmin(billing.OpResume, func(b *billing.Period) string {
 		return fmt.Sprintf("billing_status %s -> %s (pause-resume) on its billing date %s", b.Status, billing.StatusScheduled, fmtTime(b.BillingDate))
-	}, (*billing.Collector).Resume)
+	}, (*billing.Periods).Resume)
 )
 
 func runPause(a *app, c *command, args []string) error {
@@ -207,7 +207,7 @@ func runPause(a *app, c *command, args []string) error {
 			return fmt.Sprintf("billing_status %s -> %s for %d billing period(s)", b.Status, billing.StatusPaused, *months)
 		},
 		apply: func(ctx context.Context, col *billing.Collector, _ *billing.Period) (billing.Change, error) {
-			return col.Pause(ctx, id, *months)
+			return col.Periods().Pause(ctx, id, *months)
 		},
 	})
 }
@@ -297,7 +297,7 @@ func runChangeDate(a *app, c *command, args []string) error {
 			return fmt.Sprintf("billing_date %s -> %s (anchor day %d)", fmtTime(b.BillingDate), fmtTime(to), to.Day())
 		},
 		apply: func(ctx context.Context, col *billing.Collector, b *billing.Period) (billing.Change, error) {
-			return col.ChangeBillingDate(ctx, id, nd.on(b))
+			return col.Periods().Move(ctx, id, nd.on(b))
 		},
 	})
 }
@@ -331,7 +331,7 @@ func runChangeTier(a *app, c *command, args []string) error {
 			return fmt.Sprintf("tier %s -> %s, amount %s -> %s from this period", dash(b.ReceiptTierName), *tier, b.Amount, amount)
 		},
 		apply: func(ctx context.Context, col *billing.Collector, _ *billing.Period) (billing.Change, error) {
-			return col.ChangeTier(ctx, id, *tier, amount, *downgrade)
+			return col.Periods().ChangeTier(ctx, id, *tier, amount, *downgrade)
 		},
 	})
 }

@@ -42,7 +42,7 @@ func main() {
 	check(err)
 
 	// The user leaves: nothing more is charged, the paid month runs to its end.
-	left, err := collector.CancelSubscription(ctx, billing.CancelSubscriptionRequest{
+	left, err := collector.Cancel(ctx, billing.CancelRequest{
 		UserRequest: billing.UserRequest{UserID: "ann", RequestKey: "cancel-1001"}})
 	check(err)
 	fmt.Printf("collected %d, amount %s; subscription %s, paid through %s\n", rep.Collected,

@@ -109,7 +109,7 @@ func (s *Sim) cancelNowTry(ctx context.Context, u, key string, plan billing.Peri
 	m, now := s.cancelNowModel(), s.clock.Now()
 	before := s.records[u]
 	h := s.pickHost("cancel now try", u, key, n)
-	out, err := h.col.CancelSubscription(ctx, billing.CancelSubscriptionRequest{
+	out, err := h.col.Cancel(ctx, billing.CancelRequest{
 		UserRequest: billing.UserRequest{UserID: u, RequestKey: key}, When: billing.CancelNow})
 	switch {
 	case err != nil && retriable(err) && n < 6:

@@ -62,7 +62,7 @@ func (s *Sim) cancelAtPeriodEnd(ctx context.Context, h *host, d, i int) string {
 		return "no target"
 	}
 	paid := *lastPaid(s.records[u])
-	if _, err := h.col.Cancel(ctx, renewal.SubscriptionID); err != nil {
+	if _, err := h.col.Periods().Cancel(ctx, renewal.SubscriptionID); err != nil {
 		return classify(err)
 	}
 	end := renewal.BillingDate

@@ -153,25 +153,25 @@ func (s *Sim) doOp(ctx context.Context, h *host, kind string, d, i int) string {
 		if !ok {
 			return "no target"
 		}
-		_, err = h.col.Waive(ctx, r.SubscriptionID)
+		_, err = h.col.Periods().WaiveByID(ctx, r.SubscriptionID)
 	case "cancel":
 		_, r, ok := s.find(ctx, tries, withStatus(nil, billing.StatusScheduled, billing.StatusPaused, billing.StatusError), kind, d, i)
 		if !ok {
 			return "no target"
 		}
-		_, err = h.col.Cancel(ctx, r.SubscriptionID)
+		_, err = h.col.Periods().Cancel(ctx, r.SubscriptionID)
 	case "pause":
 		_, r, ok := s.find(ctx, tries, withStatus(nil, billing.StatusScheduled, billing.StatusPaused), kind, d, i)
 		if !ok {
 			return "no target"
 		}
-		_, err = h.col.Pause(ctx, r.SubscriptionID, 1+pick(seed, 3, "months", d, i))
+		_, err = h.col.Periods().Pause(ctx, r.SubscriptionID, 1+pick(seed, 3, "months", d, i))
 	case "resume":
 		_, r, ok := s.find(ctx, tries, withStatus(nil, billing.StatusPaused), kind, d, i)
 		if !ok {
 			return "no target"
 		}
-		_, err = h.col.Resume(ctx, r.SubscriptionID)
+		_, err = h.col.Periods().Resume(ctx, r.SubscriptionID)
 	case "change date":
 		u, r, ok := s.find(ctx, tries, withStatus(nil, billing.StatusScheduled, billing.StatusError, billing.StatusPaused), kind, d, i)
 		if !ok {
@@ -181,7 +181,7 @@ func (s *Sim) doOp(ctx context.Context, h *host, kind string, d, i int) string {
 		if shift == 0 {
 			shift = 36 * time.Hour
 		}
-		if _, err = h.col.ChangeBillingDate(ctx, r.SubscriptionID, r.BillingDate.Add(shift)); err == nil {
+		if _, err = h.col.Periods().Move(ctx, r.SubscriptionID, r.BillingDate.Add(shift)); err == nil {
 			s.trialMoved(u, &r, r.BillingDate.Add(shift))
 		}
 	case "change tier":
@@ -190,9 +190,9 @@ func (s *Sim) doOp(ctx context.Context, h *host, kind string, d, i int) string {
 			return "no target"
 		}
 		if draw(seed, "downgrade", d, i) < 0.4 {
-			_, err = h.col.ChangeTier(ctx, r.SubscriptionID, "Basic:v1", billing.MustParseAmount("4.99"), true)
+			_, err = h.col.Periods().ChangeTier(ctx, r.SubscriptionID, "Basic:v1", billing.MustParseAmount("4.99"), true)
 		} else {
-			_, err = h.col.ChangeTier(ctx, r.SubscriptionID, "Premium:v1", billing.MustParseAmount("14.99"), false)
+			_, err = h.col.Periods().ChangeTier(ctx, r.SubscriptionID, "Premium:v1", billing.MustParseAmount("14.99"), false)
 		}
 	case "reactivate":
 		u, _, ok := s.find(ctx, tries, func(recs []billing.Period) (billing.Period, bool) {
@@ -223,7 +223,7 @@ func (s *Sim) doOp(ctx context.Context, h *host, kind string, d, i int) string {
 		if !ok {
 			return "no target"
 		}
-		_, err = h.col.ManualRepayment(ctx, r.SubscriptionID)
+		_, err = h.col.Periods().Repay(ctx, r.SubscriptionID)
 	case "webhook":
 		u, _, ok := s.find(ctx, tries, withStatus(due, billing.StatusScheduled, billing.StatusError), kind, d, i)
 		if !ok {
@@ -235,7 +235,7 @@ func (s *Sim) doOp(ctx context.Context, h *host, kind string, d, i int) string {
 		if !ok {
 			return "no target"
 		}
-		_, err = h.col.CollectByID(ctx, r.SubscriptionID)
+		_, err = h.col.Periods().Collect(ctx, r.SubscriptionID)
 	case "upgrade":
 		return s.upgrade(ctx, h, d, i, notInFlight)
 	case "new subscription":

@@ -56,7 +56,7 @@ func (s *Sim) reservedUser(u string) bool {
 
 // trialPause signs a new user up with a trial starting within three days
 // and, before the trial's period is completed, pauses the subscription
-// for one to three months, by the user (PauseSubscription) or an operator
+// for one to three months, by the user (Pause) or an operator
 // (Pause). The first charge must come on the pause's resume date counted
 // from the trial's end ([billing.PauseResumeDate]), not before: the model
 // of the user's trial ends there, and a check after that date's runs
@@ -85,9 +85,9 @@ func (s *Sim) trialPause(ctx context.Context, h *host, d int) string {
 	months := 1 + pick(seed, 3, "trial pause months", d)
 	byUser := draw(seed, "trial pause by user", d) < 0.5
 	if byUser {
-		_, err = h.col.PauseSubscription(ctx, billing.PauseSubscriptionRequest{UserRequest: billing.UserRequest{UserID: u, RequestKey: "pause-" + u}, Months: months})
+		_, err = h.col.Pause(ctx, billing.PauseRequest{UserRequest: billing.UserRequest{UserID: u, RequestKey: "pause-" + u}, Months: months})
 	} else {
-		_, err = h.col.Pause(ctx, trial.SubscriptionID, months)
+		_, err = h.col.Periods().Pause(ctx, trial.SubscriptionID, months)
 	}
 	if err != nil {
 		// The pause may have been written before the fault: the trial's
@@ -199,7 +199,7 @@ func (s *Sim) paidDateMove(ctx context.Context, h *host, d int) string {
 	if byUser {
 		_, err = h.col.MoveBillingDate(ctx, billing.MoveBillingDateRequest{UserRequest: billing.UserRequest{UserID: u, RequestKey: fmt.Sprintf("move-in-%d", d)}, Date: date})
 	} else {
-		_, err = h.col.ChangeBillingDate(ctx, r.SubscriptionID, date)
+		_, err = h.col.Periods().Move(ctx, r.SubscriptionID, date)
 	}
 	s.res.Checks[invPaidMove]++
 	what := fmt.Sprintf("user %s: move of %s to %s, inside the period paid by %s (until %s)", u, desc(&r), date.Format(time.DateTime), desc(&prev), paidEnd.Format(time.DateTime))
