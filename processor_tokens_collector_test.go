@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dynabill/billing"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/memory"
 )
 
 // shortFirstWindow is a shared budget whose first grant's window closes
@@ -102,10 +104,10 @@ func TestCollectorSharedWindowMissedChargedOnce(t *testing.T) {
 // once, saying so, instead of asking again and again until the run's
 // context ends; nothing is written or charged.
 func TestSharedBudgetOnAnotherClockRefused(t *testing.T) {
-	var tokens *billing.MemoryTokens
+	var tokens *memory.Tokens
 	e := newCollectorEnv(t, func(c *billing.Config) {
 		var err error
-		tokens, err = billing.NewMemoryTokens(10, c.Clock.Now)
+		tokens, err = memory.NewTokens(10, c.Clock.Now)
 		require.NoError(t, err)
 		c.ProcessorBudget = billing.ProcessorBudget{Shared: tokens}
 	})

@@ -9,13 +9,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/dynabill/billing/internal/tokens"
 )
 
 // TestPacerSharedBudgetCapsEverySecond: two processes' pacers on one
 // shared budget start no more than its limit's calls in any second, and a
 // rate-limited answer in one slows the other.
 func TestPacerSharedBudgetCapsEverySecond(t *testing.T) {
-	tokens, err := NewMemoryTokens(20, nil)
+	tokens, err := newMemTokens(20, nil)
 	require.NoError(t, err)
 	a, _ := fakePacer(t, ProcessorBudget{Shared: tokens, SharedBatch: 5})
 	b, _ := fakePacer(t, ProcessorBudget{Shared: tokens, SharedBatch: 5})
@@ -115,7 +117,7 @@ func TestSharedBudgetCallStartsInsideItsWindow(t *testing.T) {
 	const limit = 10
 	base := time.Unix(1_800_000_000, 0)
 	clock := &modelClock{now: base.Add(990 * time.Millisecond)}
-	tokens, err := NewMemoryTokens(limit, clock.Now)
+	tokens, err := newMemTokens(limit, clock.Now)
 	require.NoError(t, err)
 	errAnswered := errors.New("answered") // any answer: the call was sent
 	proc := &countingProcessor{clock: clock, perSecond: map[int64]int{}, answer: func() error { return errAnswered }}
@@ -211,4 +213,35 @@ func TestSharedSlowHoldsNoPacerLock(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		require.Fail(t, "Slow does not end with the collection's context")
 	}
+}
+
+// memTokens is memory.Tokens for this package's own tests (which cannot
+// import memory): the same arithmetic, from internal/tokens.
+type memTokens struct {
+	limit int64
+	now   func() time.Time
+	mu    sync.Mutex
+	state tokens.State
+}
+
+func newMemTokens(limit int, now func() time.Time) (*memTokens, error) {
+	if now == nil {
+		now = time.Now
+	}
+	return &memTokens{limit: int64(limit), now: now}, nil
+}
+
+func (m *memTokens) Take(_ context.Context, n int) (TokenGrant, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var g tokens.Grant
+	m.state, g = tokens.Take(m.state, m.now(), int64(n), m.limit)
+	return TokenGrant(g), nil
+}
+
+func (m *memTokens) Slow(_ context.Context, retryAfter time.Duration) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.state = tokens.Slow(m.state, m.now(), retryAfter, m.limit)
+	return nil
 }

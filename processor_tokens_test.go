@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
-	billing "github.com/dynabill/billing"
 	"github.com/stretchr/testify/require"
+
+	"github.com/dynabill/billing/memory"
 )
 
 // TestProcessorTokensNeverExceedLimit runs a modelled fleet of processes
-// drawing from one MemoryTokens, some dying while they hold tokens, some
+// drawing from one memory.Tokens, some dying while they hold tokens, some
 // seeing rate-limited answers, and counts the calls the processor sees a
 // second: never more than the limit, and the fleet keeps it busy.
 func TestProcessorTokensNeverExceedLimit(t *testing.T) {
@@ -19,7 +20,7 @@ func TestProcessorTokensNeverExceedLimit(t *testing.T) {
 	ctx := context.Background()
 	base := time.Unix(1_800_000_000, 0)
 	now := base
-	tokens, err := billing.NewMemoryTokens(limit, func() time.Time { return now })
+	tokens, err := memory.NewTokens(limit, func() time.Time { return now })
 	require.NoError(t, err)
 	rng := rand.New(rand.NewSource(7))
 	perSecond := map[int64]int{}
@@ -95,7 +96,7 @@ func TestProcessorTokensNeverExceedLimit(t *testing.T) {
 func TestProcessorTokensSlowPausesFleet(t *testing.T) {
 	ctx := context.Background()
 	now := time.Unix(1_800_000_000, 0)
-	tokens, err := billing.NewMemoryTokens(100, func() time.Time { return now })
+	tokens, err := memory.NewTokens(100, func() time.Time { return now })
 	require.NoError(t, err)
 	g, err := tokens.Take(ctx, 100)
 	require.NoError(t, err)

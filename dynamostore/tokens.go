@@ -11,7 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/tokens"
 )
 
 // TokensKey is the PartitionKey of the item in the lock table that holds
@@ -32,8 +34,8 @@ const (
 // (string hash key PartitionKey), shared by every process of a fleet.
 //
 // A Tokens value remembers the item as it last saw it and decides each
-// Take or Slow on that with [billing.GrantTokens] or [billing.SlowTokens],
-// as [billing.MemoryTokens] does. It then sends one conditional UpdateItem
+// Take or Slow on that with the shared arithmetic of internal/tokens,
+// as memory.Tokens does. It then sends one conditional UpdateItem
 // and no read: the answer carries the item back, the new one when the
 // write applied, the current one when its condition failed (then it
 // decides again on that). In the common case a Take is therefore one call.
@@ -60,7 +62,7 @@ type Tokens struct {
 	turn chan struct{}
 	// seen is the item as last written or returned; exists is false
 	// until an answer has shown the item (the next write then creates it).
-	seen   billing.TokenState
+	seen   tokens.State
 	exists bool
 }
 
@@ -99,10 +101,10 @@ func (t *Tokens) unlock() { <-t.turn }
 // remember decodes item into seen; a nil item is an absent one.
 func (t *Tokens) remember(item map[string]types.AttributeValue) error {
 	if item == nil {
-		t.seen, t.exists = billing.TokenState{}, false
+		t.seen, t.exists = tokens.State{}, false
 		return nil
 	}
-	var s billing.TokenState
+	var s tokens.State
 	for _, a := range []struct {
 		name string
 		dst  *int64
@@ -173,7 +175,7 @@ func (t *Tokens) update(ctx context.Context, cond expression.ConditionBuilder, u
 
 // create is the write of the first state: the whole item, on condition
 // that there is none.
-func create(next billing.TokenState) (expression.ConditionBuilder, expression.UpdateBuilder) {
+func create(next tokens.State) (expression.ConditionBuilder, expression.UpdateBuilder) {
 	return expression.AttributeNotExists(expression.Name(lockAttrPartitionKey)),
 		expression.Set(expression.Name(tokAttrWindow), exprValue(next.Window)).
 			Set(expression.Name(tokAttrUsed), exprValue(next.Used)).
@@ -183,7 +185,7 @@ func create(next billing.TokenState) (expression.ConditionBuilder, expression.Up
 }
 
 // grantWrite is the write of a grant of g decided on s, giving next.
-func (t *Tokens) grantWrite(s, next billing.TokenState, g int64) (expression.ConditionBuilder, expression.UpdateBuilder) {
+func (t *Tokens) grantWrite(s, next tokens.State, g int64) (expression.ConditionBuilder, expression.UpdateBuilder) {
 	if !t.exists {
 		return create(next)
 	}
@@ -224,9 +226,9 @@ func (t *Tokens) Take(ctx context.Context, n int) (billing.TokenGrant, error) {
 			return billing.TokenGrant{}, err
 		}
 		s := t.seen
-		next, g := billing.GrantTokens(s, t.now(), int64(n), t.limit)
+		next, g := tokens.Take(s, t.now(), int64(n), t.limit)
 		if g.N == 0 {
-			return g, nil
+			return billing.TokenGrant(g), nil
 		}
 		cond, upd := t.grantWrite(s, next, int64(g.N))
 		ok, err := t.update(ctx, cond, upd)
@@ -234,7 +236,7 @@ func (t *Tokens) Take(ctx context.Context, n int) (billing.TokenGrant, error) {
 			return billing.TokenGrant{}, err
 		}
 		if ok {
-			return g, nil
+			return billing.TokenGrant(g), nil
 		}
 	}
 }
@@ -250,7 +252,7 @@ func (t *Tokens) Slow(ctx context.Context, retryAfter time.Duration) error {
 			return err
 		}
 		s := t.seen
-		next := billing.SlowTokens(s, t.now(), retryAfter, t.limit)
+		next := tokens.Slow(s, t.now(), retryAfter, t.limit)
 		if t.exists && next == s {
 			// Pauses and cut windows only grow: what was seen already
 			// pauses as long and was cut this second.

@@ -10,16 +10,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/dynamotest"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+	"github.com/dynabill/billing/memory"
 )
 
 // TestTokensNeverOverLimitAcrossProcesses has several "processes" (each
 // its own Tokens on the same item) draw at once; no window may be granted
-// more than the limit, and they match MemoryTokens on a scripted sequence.
+// more than the limit, and they match memory.Tokens on a scripted sequence.
 func TestTokensNeverOverLimitAcrossProcesses(t *testing.T) {
 	c := dynamotest.Client(t)
 	table := dynamotest.TableName(t, "tokens")
@@ -54,12 +56,12 @@ func TestTokensNeverOverLimitAcrossProcesses(t *testing.T) {
 	}
 	require.Positive(t, total)
 
-	// Same decisions as MemoryTokens on a scripted clock.
+	// Same decisions as memory.Tokens on a scripted clock.
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { return now }
 	d, err := dynamostore.NewTokens(c, table, "scripted", limit, clock)
 	require.NoError(t, err)
-	m, err := billing.NewMemoryTokens(limit, clock)
+	m, err := memory.NewTokens(limit, clock)
 	require.NoError(t, err)
 	steps := []struct {
 		n    int

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	billing "github.com/dynabill/billing"
+	"github.com/dynabill/billing/memory"
 )
 
 // The call model's events.
@@ -134,7 +135,7 @@ func runCalls(ctx context.Context, c Config) (Result, error) {
 		}
 	}
 	var now time.Duration
-	tokens, err := billing.NewMemoryTokens(f.limit, func() time.Time { return time.Unix(0, 0).Add(now) })
+	tokens, err := memory.NewTokens(f.limit, func() time.Time { return time.Unix(0, 0).Add(now) })
 	if err != nil {
 		return Result{}, fmt.Errorf("pacing: %w", err)
 	}

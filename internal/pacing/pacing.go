@@ -5,7 +5,7 @@
 // in the run's span.
 //
 // Two budgets are compared. The shared one is billing.ProcessorTokens as
-// the collector uses it (here billing.MemoryTokens): every process takes
+// the collector uses it (here memory.Tokens): every process takes
 // batches of tokens for one-second windows from one budget, and a
 // rate-limited answer slows the whole fleet. The static one gives each
 // process Limit/K calls a second, and a rate-limited answer pauses only

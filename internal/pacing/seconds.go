@@ -7,12 +7,13 @@ import (
 	"time"
 
 	billing "github.com/dynabill/billing"
+	"github.com/dynabill/billing/memory"
 )
 
 // runSeconds is the one-second model: it steps through modelled seconds,
 // each process in turn (starting from a different one every second)
 // making up to 125 calls (25 while slow). Shared: a process draws batches
-// of c.Batch from one billing.MemoryTokens; what is left of a grant when
+// of c.Batch from one memory.Tokens; what is left of a grant when
 // its process has made its calls for the second is lost, and a 429 slows
 // the fleet. Static: a process earns Limit/K calls a second, keeps at most
 // one second's worth and one call more, and a 429 pauses it for the next
@@ -59,7 +60,7 @@ func runSeconds(ctx context.Context, c Config) (Result, error) {
 		}
 	}
 	now := time.Unix(0, 0)
-	tokens, err := billing.NewMemoryTokens(limit, func() time.Time { return now })
+	tokens, err := memory.NewTokens(limit, func() time.Time { return now })
 	if err != nil {
 		return Result{}, fmt.Errorf("pacing: %w", err)
 	}
