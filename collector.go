@@ -197,10 +197,6 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// DefaultACHSettlementDeadline is [Config.ACHSettlementDeadline] unless
-// configured.
-const DefaultACHSettlementDeadline = 14 * 24 * time.Hour
-
 // Collector is the collection engine: runs over status pages (scheduled,
 // retry, pause), single collections for queue workers and APIs, ACH
 // settlement and admin changes. It is safe for concurrent use; all state

@@ -150,7 +150,7 @@ func (p *Periods) Pause(ctx context.Context, subscriptionID string, months int) 
 		next.Status, next.PauseDurationMonths = StatusPaused, months
 		next.UpdatedEvent = ""
 		if months == 1 {
-			next.UpdatedEvent = EventPausePendingResume
+			next.UpdatedEvent = UpdatedPausePendingResume
 		}
 		return nil, nil
 	})
@@ -161,7 +161,7 @@ func (p *Periods) Pause(ctx context.Context, subscriptionID string, months int) 
 func (p *Periods) Resume(ctx context.Context, subscriptionID string) (Change, error) {
 	c := p.c
 	return c.admin(ctx, OpResume, subscriptionID, func(ctx context.Context, cur, next *Period, _ time.Time) ([]*Period, error) {
-		next.Status, next.PauseDurationMonths, next.UpdatedEvent = StatusScheduled, 0, EventPauseResume
+		next.Status, next.PauseDurationMonths, next.UpdatedEvent = StatusScheduled, 0, UpdatedPauseResume
 		return nil, nil
 	})
 }
@@ -547,7 +547,7 @@ func reactivated(userID string, recs []Period, d time.Time, over *Period, id str
 	created := Period{
 		UserID: userID, BillingDate: d, SubscriptionID: id, Amount: last.Amount,
 		Status: StatusScheduled, BillingPeriod: BillingPeriod(d), Process: ProcessReactivation,
-		UpdatedEvent: EventUserReactivated, Term: last.Term, AnchorDay: d.Day(), Interval: last.Interval, ReceiptTierName: last.ReceiptTierName,
+		UpdatedEvent: UpdatedUserReactivated, Term: last.Term, AnchorDay: d.Day(), Interval: last.Interval, ReceiptTierName: last.ReceiptTierName,
 		CreatedDate: now, LastRunDate: now,
 	}
 	if last.BillingWeek != 0 {

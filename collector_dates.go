@@ -5,12 +5,6 @@ import (
 	"time"
 )
 
-// MaxDateAhead is how far after now an operator may set a billing date
-// ([Periods.Move], [Collector.Reactivate]): three years. A
-// date further out is nearly always a typing error ("2205" for "2025")
-// that would leave a user unbilled for ever.
-const MaxDateAhead = 3 * 366 * 24 * time.Hour
-
 // staleMargin is how much newer than the stale limit
 // ([Config.OldSubscriptionDays] before now) a billing date must be for the
 // engine to set it: a date a caller gives ([Collector.Subscribe],

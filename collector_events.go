@@ -84,13 +84,12 @@ const (
 	// as usual. Reason carries the decoding error, which names the
 	// attribute and the item's key; the item needs an operator's repair.
 	EventInvalidRecord EventType = "subscription_invalid_record"
-)
 
-// The changes of a subscription's life that are not collection outcomes.
-// Each is the [Period.Change] of the history row its write adds, so
-// the history table's stream carries them; the in-process [EventSink] is
-// told only the collection outcomes above.
-const (
+	// The changes of a subscription's life that are not collection outcomes.
+	// Each is the [Period.Change] of the history row its write adds, so
+	// the history table's stream carries them; the in-process [EventSink] is
+	// told only the collection outcomes above.
+
 	// EventSubscriptionCreated: the host subscribed a user ([Collector.Subscribe]);
 	// the row is the first period.
 	EventSubscriptionCreated EventType = "subscription_created"

@@ -355,7 +355,7 @@ func TestACHSettlementDeadline(t *testing.T) {
 			assert.Equal(t, 1, rep.ACHOverdue)
 			got := e.get(s)
 			assert.Equal(t, billing.StatusStale, got.Status)
-			assert.Equal(t, billing.EventACHOverdue, got.UpdatedEvent)
+			assert.Equal(t, billing.UpdatedACHOverdue, got.UpdatedEvent)
 			require.Len(t, e.events.OfType(billing.EventPaymentACHOverdue), 1)
 			assert.Equal(t, s.SubscriptionID, e.events.OfType(billing.EventPaymentACHOverdue)[0].SubscriptionID)
 

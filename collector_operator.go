@@ -17,10 +17,6 @@ import (
 // did, marked Repeated, and changes nothing more. [Periods.Repay]
 // and [Periods.WaiveByID] stay for hosts that key requests themselves.
 
-// MaxActorLen bounds [UserRequest.Operator] and [UserRequest.Reason], in
-// bytes.
-const MaxActorLen = 1024
-
 // PeriodRequest names one period of a user and the request of an
 // operator's call on it ([Periods.Retry], [Periods.Waive]).
 type PeriodRequest struct {

@@ -268,7 +268,7 @@ func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Period, n
 		f.ReceiptTierName, f.Amount = cur.PendingTierName, cur.PendingAmount
 	}
 	if cur.IsTrial() {
-		f.Amount, f.Change, f.UpdatedEvent = cur.TrialAmount, EventTrialConverted, UpdatedEventTrialConverted
+		f.Amount, f.Change, f.UpdatedEvent = cur.TrialAmount, EventTrialConverted, UpdatedTrialConverted
 		f.AfterTrial = true // the marker no later write of updated_event replaces
 	}
 	return f, nil
@@ -327,7 +327,7 @@ func (c *Collector) advancePause(ctx context.Context, cur *Period, rep *Report) 
 	}
 	next := cur.Clone()
 	next.Status = StatusPausedSkipped
-	next.UpdatedEvent = EventPauseSkipped
+	next.UpdatedEvent = UpdatedPauseSkipped
 	next.Process = ProcessPause
 	next.LastRunDate = runTime(cur, now)
 	var create []*Period
@@ -350,10 +350,10 @@ func (c *Collector) advancePause(ctx context.Context, cur *Period, rep *Report) 
 			following.Status = StatusPaused
 			following.PauseDurationMonths = left
 			if left == 1 {
-				following.UpdatedEvent = EventPausePendingResume
+				following.UpdatedEvent = UpdatedPausePendingResume
 			}
 		} else {
-			following.UpdatedEvent = EventPauseResume
+			following.UpdatedEvent = UpdatedPauseResume
 		}
 		create = append(create, following)
 	}

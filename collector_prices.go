@@ -8,9 +8,6 @@ import (
 	"unicode/utf8"
 )
 
-// DefaultMaxCharge is the default [Config.MaxCharge]: 10,000.00.
-const DefaultMaxCharge = Amount(1_000_000)
-
 // PricePlan is what a subscription buys, as a price list prices it: a tier ("Plus:v2", name and version
 // together, as records carry it in ReceiptTierName) billed on a term, a
 // period spanning Interval terms (3 monthly terms: quarterly).
@@ -74,11 +71,6 @@ func (m PriceListMap) Price(_ context.Context, plan PricePlan) (Amount, error) {
 	}
 	return a, nil
 }
-
-// ListPrice, given as the amount of [Periods.ChangeTier], asks for the
-// price in [Config.Prices] of the tier on the record's term and interval. It is no amount (amounts are never
-// negative), so a caller's zero always means zero.
-const ListPrice Amount = -1
 
 // priceOf returns the amount a record of plan is to be charged: the price
 // list's when the host has one (a caller's amount other than [ListPrice]

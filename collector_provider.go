@@ -149,10 +149,6 @@ type RequestTimeout interface {
 	RequestTimeout() time.Duration
 }
 
-// DefaultRequestTimeout is the [RequestTimeout] of a provider that names
-// none: an hour, far beyond any processor's client timeout and retries.
-const DefaultRequestTimeout = time.Hour
-
 // PaymentRequest is one collection attempt.
 type PaymentRequest struct {
 	UserID         string

@@ -2,7 +2,6 @@ package billing
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -10,17 +9,6 @@ import (
 	"time"
 	"unicode"
 )
-
-// ErrRequestKeyReused reports a request key given again with other
-// parameters: a request key names one request, so the second request is
-// refused and nothing is written. It is carried by a [*RequestKeyError]
-// naming the fields that differ.
-var ErrRequestKeyReused = errors.New("billing: request key reused with other parameters")
-
-// ErrNoChange reports a change that would leave the subscription as it is
-// (a plan change to the tier and amount it has): nothing is written, no
-// history row either.
-var ErrNoChange = errors.New("billing: nothing to change")
 
 // RequestKeyError reports a request key used before, by the same user, for
 // a request with other parameters. It matches [ErrRequestKeyReused].

@@ -60,10 +60,6 @@ const (
 	signedRunCursorPrefix = "run2."
 )
 
-// MinRunCursorKeyLen is the shortest key [Config.RunCursorKeys] takes: 32
-// bytes, the size of the HMAC-SHA256 output.
-const MinRunCursorKeyLen = 32
-
 // runCursorMACLabel starts every signed message, so that a key a host
 // also uses elsewhere cannot be made to sign a run cursor by another
 // party's message (or the reverse).

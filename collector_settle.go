@@ -132,7 +132,7 @@ func (c *Collector) ApplySettlement(ctx context.Context, s Settlement) (rec Peri
 		var ev EventType
 		switch s.Kind {
 		case SettlementReturned:
-			if cur.Status == StatusError || (cur.Status == StatusStale && cur.UpdatedEvent == EventACHOverdue) {
+			if cur.Status == StatusError || (cur.Status == StatusStale && cur.UpdatedEvent == UpdatedACHOverdue) {
 				return nil // replay, or the return of a debit given up on: nothing was collected
 			}
 			to, ev = StatusError, EventPaymentReturned
@@ -303,7 +303,7 @@ func (c *Collector) settleAs(ctx context.Context, cur *Period, to Status, ev Eve
 	case StatusRefunded:
 		next.CompletionDate = next.LastRunDate
 	case StatusStale:
-		next.CompletionDate, next.UpdatedEvent = next.LastRunDate, EventACHOverdue
+		next.CompletionDate, next.UpdatedEvent = next.LastRunDate, UpdatedACHOverdue
 	}
 	if err := c.write(ctx, ev, cur, &next, nil); err != nil {
 		return Period{}, err

@@ -389,7 +389,7 @@ func (c *Collector) newSubscription(ctx context.Context, req SubscribeRequest, n
 	sub := Period{
 		UserID: req.UserID, BillingDate: date, SubscriptionID: SubscriptionIDFor(req.UserID, req.RequestKey),
 		Amount: amount, Status: StatusScheduled, BillingPeriod: BillingPeriod(date), Process: ProcessSubscribe,
-		UpdatedEvent: EventUserSubscribed, Term: term, AnchorDay: date.Day(), Interval: req.Interval,
+		UpdatedEvent: UpdatedUserSubscribed, Term: term, AnchorDay: date.Day(), Interval: req.Interval,
 		ReceiptTierName: req.Tier, LastRunDate: now, CreatedDate: now,
 	}
 	if req.AnchorDay != 0 {
@@ -426,7 +426,7 @@ func (c *Collector) newSubscription(ctx context.Context, req SubscribeRequest, n
 	if req.PauseMonths > 0 {
 		sub.Status, sub.PauseDurationMonths, sub.Process = StatusPaused, req.PauseMonths, ProcessSubscribe
 		if req.PauseMonths == 1 {
-			sub.UpdatedEvent = EventPausePendingResume
+			sub.UpdatedEvent = UpdatedPausePendingResume
 		}
 	}
 	return sub, nil

@@ -2,7 +2,6 @@ package billing
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -12,21 +11,6 @@ import (
 // start, completed by the engine without a charge (see completeFree), after
 // which the first paid period opens on the trial's end at the plan's price
 // and the schedule follows that day.
-
-// MaxTrialDays bounds [SubscribeRequest.TrialDays].
-const MaxTrialDays = 730
-
-// ErrTrialUsed is wrapped by the [*FieldError] of a trial requested for a
-// user who had one before, without [SubscribeRequest.AllowRepeatTrial].
-var ErrTrialUsed = errors.New("billing: the user had a trial already")
-
-// UpdatedEventTrialConverted is the updated_event of the first paid period
-// after a trial when it is opened, on the trial's end: the period the
-// trial-ending notice is about. A later write of updated_event (a pause,
-// a resume) replaces it, so the engine marks that period with
-// [Period.AfterTrial] too and reads updated_event only for records
-// opened before that attribute existed.
-const UpdatedEventTrialConverted UpdatedEvent = "trial-converted"
 
 // trialEnd returns the first paid billing date of req, start being its
 // first billing date: start itself without a trial, else the trial's end.

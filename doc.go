@@ -316,6 +316,26 @@ import "errors"
 // wrap them with the operation and the key; several are carried by a typed
 // error that says more (named in each one's comment).
 var (
+	// ErrRequestKeyReused reports a request key given again with other
+	// parameters: a request key names one request, so the second request is
+	// refused and nothing is written. It is carried by a [*RequestKeyError]
+	// naming the fields that differ.
+	ErrRequestKeyReused = errors.New("billing: request key reused with other parameters")
+
+	// ErrNoChange reports a change that would leave the subscription as it is
+	// (a plan change to the tier and amount it has): nothing is written, no
+	// history row either.
+	ErrNoChange = errors.New("billing: nothing to change")
+
+	// ErrTrialUsed is wrapped by the [*FieldError] of a trial requested for a
+	// user who had one before, without [SubscribeRequest.AllowRepeatTrial].
+	ErrTrialUsed = errors.New("billing: the user had a trial already")
+
+	// ErrNoTotals is the answer of [TotalsRepository.Totals] by a store that
+	// keeps no totals (a DynamoDB store not configured to): the figures are
+	// to be read from the records, and are then only as complete as the read.
+	ErrNoTotals = errors.New("billing: the store keeps no day totals")
+
 	// Records. The storage implementations translate DynamoDB's exceptions
 	// into these; callers never match SDK types or strings.
 

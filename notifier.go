@@ -11,21 +11,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// DefaultPagesPerInvocation is the number of status pages one notifier
-// [Scheduler] invocation reads before it hands back a continuation (the
-// legacy PAGES_PER_INVOKE). It is the notifier's: a [Collector] run reads
-// [DefaultRunPagesPerInvocation] pages unless [Config.PagesPerInvocation]
-// says otherwise.
-const DefaultPagesPerInvocation = 3
-
-// DefaultRunPagesPerInvocation is the default [Config.PagesPerInvocation]
-// of a [Collector]: the status pages one run invocation reads.
-const DefaultRunPagesPerInvocation = 10
-
-// MaxEnqueueBatch is the largest batch an [Enqueuer] is handed: SQS
-// SendMessageBatch takes at most 10 entries.
-const MaxEnqueueBatch = 10
-
 // Enqueuer sends message bodies to the worker queue (the legacy
 // pre-subscription-notifier-worker SQS queue).
 type Enqueuer interface {

@@ -14,7 +14,7 @@ import (
 func TestNotificationMessageJSON(t *testing.T) {
 	sub := notifSub("u1", time.Date(2024, 3, 14, 15, 0, 0, 0, time.UTC))
 	sub.ReceiptTierName = "Plus:v2"
-	sub.UpdatedEvent = billing.EventPendingCancellation
+	sub.UpdatedEvent = billing.UpdatedPendingCancellation
 	m, err := billing.NewNotificationMessage(&sub)
 	require.NoError(t, err)
 	b, err := json.Marshal(m)

@@ -131,7 +131,7 @@ func TestWorkerReminderSkipsBeforeClaim(t *testing.T) {
 	claimer := &scriptedClaimer{}
 	e.cfg.Reminders = claimer
 	m := notifMessage()
-	m.UpdatedEvent = billing.EventPendingCancellation
+	m.UpdatedEvent = billing.UpdatedPendingCancellation
 	out, err := e.worker(t).Handle(t.Context(), m)
 	require.NoError(t, err)
 	assert.Equal(t, billing.NotificationSkippedPendingCancellation, out)

@@ -8,7 +8,7 @@ package billing
 // [Worker] sends instead of the pre-billing one when the record is the
 // first paid period after a trial, not attempted yet
 // ([NotificationMessage.AfterTrial], or updated_event
-// [UpdatedEventTrialConverted] on a message or record written before that
+// [UpdatedTrialConverted] on a message or record written before that
 // marker existed): the trial ends and the first charge
 // follows on the billing date, as Stripe's
 // customer.subscription.trial_will_end. It goes out with the pre-billing
@@ -24,7 +24,7 @@ const NotificationSkippedFree NotificationOutcome = "skipped_free"
 
 // notificationEventType is the event_type of the notification for m.
 func notificationEventType(m *NotificationMessage) string {
-	if m.AfterTrial || m.UpdatedEvent == UpdatedEventTrialConverted {
+	if m.AfterTrial || m.UpdatedEvent == UpdatedTrialConverted {
 		return TrialEndingNotificationEvent
 	}
 	return ThreeDayNotificationEvent

@@ -355,7 +355,7 @@ func (w *Worker) Handle(ctx context.Context, m NotificationMessage) (Notificatio
 
 func (w *Worker) handle(ctx context.Context, m NotificationMessage) (NotificationOutcome, error) {
 	log := w.cfg.Logger.With("user_id", m.UserID, "subscription_id", m.SubscriptionID)
-	if m.UpdatedEvent == EventPendingCancellation {
+	if m.UpdatedEvent == UpdatedPendingCancellation {
 		log.InfoContext(ctx, "User is pending cancellation")
 		return NotificationSkippedPendingCancellation, nil
 	}

@@ -137,7 +137,7 @@ func TestWorkerBranches(t *testing.T) {
 		{name: "decode error: a continuation on the worker queue: dropped",
 			body: `{"date":"20240314","status":"SCHEDULED","start_key":"tok"}`},
 		{name: "pending cancellation: skipped before the user lookup",
-			msg: func(m *billing.NotificationMessage) { m.UpdatedEvent = billing.EventPendingCancellation }},
+			msg: func(m *billing.NotificationMessage) { m.UpdatedEvent = billing.UpdatedPendingCancellation }},
 		{name: "user lookup error: failure", failed: true, lookups: 1,
 			setup: func(e *notifEnv) { e.users.FailFor("u1", boom) }},
 		{name: "unknown user: failure", failed: true, lookups: 1,
@@ -222,7 +222,7 @@ func TestWorkerHandleOutcomes(t *testing.T) {
 		want billing.NotificationOutcome
 	}{
 		{func(*billing.NotificationMessage) {}, billing.NotificationSent},
-		{func(m *billing.NotificationMessage) { m.UpdatedEvent = billing.EventPendingCancellation }, billing.NotificationSkippedPendingCancellation},
+		{func(m *billing.NotificationMessage) { m.UpdatedEvent = billing.UpdatedPendingCancellation }, billing.NotificationSkippedPendingCancellation},
 		{func(m *billing.NotificationMessage) { m.UserID = "u2" }, billing.NotificationSkippedInactiveUser},
 		{func(m *billing.NotificationMessage) { m.UserID = "u3" }, billing.NotificationSkippedTestEnvironment},
 	} {

@@ -122,21 +122,21 @@ func TestPauseCountsMonthsOnEveryTerm(t *testing.T) {
 		want   []want
 	}{
 		{"y-31", pday(2024, 1, 31), func(s *billing.Period) { s.Term, s.AnchorDay = billing.TermYearly, 31 }, 2, []want{
-			{pday(2024, 1, 31), billing.StatusPausedSkipped, 2, billing.EventPauseSkipped},
-			{pday(2024, 2, 29), billing.StatusPausedSkipped, 1, billing.EventPauseSkipped},
-			{pday(2024, 3, 31), billing.StatusCompleted, 0, billing.EventPauseResume},
+			{pday(2024, 1, 31), billing.StatusPausedSkipped, 2, billing.UpdatedPauseSkipped},
+			{pday(2024, 2, 29), billing.StatusPausedSkipped, 1, billing.UpdatedPauseSkipped},
+			{pday(2024, 3, 31), billing.StatusCompleted, 0, billing.UpdatedPauseResume},
 			{pday(2025, 3, 31), billing.StatusScheduled, 0, ""},
 		}},
 		{"y-fri", pday(2024, 3, 29), func(s *billing.Period) { s.Term, s.BillingWeek = billing.TermYearly, 5 }, 1, []want{
-			{pday(2024, 3, 29), billing.StatusPausedSkipped, 1, billing.EventPauseSkipped},
-			{pday(2024, 4, 26), billing.StatusCompleted, 0, billing.EventPauseResume},
+			{pday(2024, 3, 29), billing.StatusPausedSkipped, 1, billing.UpdatedPauseSkipped},
+			{pday(2024, 4, 26), billing.StatusCompleted, 0, billing.UpdatedPauseResume},
 			{pday(2025, 4, 25), billing.StatusScheduled, 0, ""},
 		}},
 		{"y-feb29", pday(2024, 2, 29), func(s *billing.Period) { s.Term, s.AnchorDay = billing.TermYearly, 29 }, 13, nil},
 		{"m-15", pday(2024, 2, 15), nil, 2, []want{
-			{pday(2024, 2, 15), billing.StatusPausedSkipped, 2, billing.EventPauseSkipped},
-			{pday(2024, 3, 15), billing.StatusPausedSkipped, 1, billing.EventPauseSkipped},
-			{pday(2024, 4, 15), billing.StatusCompleted, 0, billing.EventPauseResume},
+			{pday(2024, 2, 15), billing.StatusPausedSkipped, 2, billing.UpdatedPauseSkipped},
+			{pday(2024, 3, 15), billing.StatusPausedSkipped, 1, billing.UpdatedPauseSkipped},
+			{pday(2024, 4, 15), billing.StatusCompleted, 0, billing.UpdatedPauseResume},
 			{pday(2024, 5, 15), billing.StatusScheduled, 0, ""},
 		}},
 	}

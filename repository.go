@@ -136,10 +136,6 @@ type Repository interface {
 	AddAll(ctx context.Context, subs []Period) ([]Period, error)
 }
 
-// MaxUpdateCreates bounds the records [Repository.Update] creates in its
-// transaction (DynamoDB allows 100 actions; each record takes two).
-const MaxUpdateCreates = 8
-
 // StatusQuery selects one page of records in a status by billing_date.
 // At most one of Since and After may be set; zero times are unbounded.
 type StatusQuery struct {

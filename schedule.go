@@ -61,9 +61,6 @@ type Schedule struct {
 // which gives users roughly a three-day heads-up. See [NotificationWindow].
 const NotificationLeadDays = 4
 
-// MaxInterval bounds [Schedule.Interval]: ten years of months.
-const MaxInterval = 120
-
 // maxPeriods bounds n in [AddBillingPeriods] so month arithmetic cannot
 // overflow; results must in any case fall in years 1..9999.
 const maxPeriods = 12 * 10000

@@ -604,7 +604,7 @@ func checkEndState(t *testing.T, res *simulation.Result, lastScheduled time.Time
 				bad(u, "record %d is %s, want a skipped pause (%d months)", j, r.Status, u.PauseMonths)
 			case !paused && (r.Status == billing.StatusPaused || r.Status == billing.StatusPausedSkipped):
 				bad(u, "record %d is %s beyond the pause of %d months", j, r.Status, u.PauseMonths)
-			case j == u.PauseMonths && j > 0 && r.UpdatedEvent != billing.EventPauseResume:
+			case j == u.PauseMonths && j > 0 && r.UpdatedEvent != billing.UpdatedPauseResume:
 				bad(u, "record %d after the pause has updated_event %q", j, r.UpdatedEvent)
 			case u.Backlog && j == 0 && r.Status != billing.StatusStale:
 				bad(u, "the backlog record is %s, want STALE", r.Status)

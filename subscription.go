@@ -135,7 +135,7 @@ type Period struct {
 	// once the period is attempted or closed it no longer means a trial,
 	// and it stays on the record as a fact. A later period never has it.
 	// Records opened before this attribute existed carry only updated_event
-	// [UpdatedEventTrialConverted]: [Period.IsAfterTrial] reads
+	// [UpdatedTrialConverted]: [Period.IsAfterTrial] reads
 	// both.
 	AfterTrial bool
 	// AccessEnd is when a cancellation now ([CancelNow]) ended the user's
@@ -252,12 +252,12 @@ func (s *Period) IsTrial() bool { return !s.TrialEnd.IsZero() }
 
 // IsAfterTrial reports whether s is the first paid period after a trial
 // ([Period.AfterTrial]), or a record opened as one before that
-// attribute existed: updated_event [UpdatedEventTrialConverted], which
+// attribute existed: updated_event [UpdatedTrialConverted], which
 // any later write of updated_event (a pause, a resume) replaces. It says
 // nothing of the record's state: the trial is running only while the
 // record is SCHEDULED and not attempted.
 func (s *Period) IsAfterTrial() bool {
-	return s.AfterTrial || s.UpdatedEvent == UpdatedEventTrialConverted
+	return s.AfterTrial || s.UpdatedEvent == UpdatedTrialConverted
 }
 
 // Key describes the item's primary key for error messages and logs.
@@ -390,23 +390,32 @@ func Processes() []Process { return processes.Values() }
 // as they are (the attribute is informational); writers should use known ones.
 func (p Process) Valid() bool { return processes.Valid(p) }
 
-// UpdatedEvent tags a specific lifecycle update (the updated_event attribute).
-// Other services write it too, so decoding keeps any value.
+// UpdatedEvent is a period's updated_event attribute: a mark the legacy
+// services read (a pending cancellation, a skipped pause month), not an
+// event a host subscribes to — those are [EventType]. Other services write
+// it too, so decoding keeps any value.
 type UpdatedEvent string
 
 // The known updated events.
 const (
-	EventPauseSkipped       UpdatedEvent = "pause-skipped"
-	EventPausePendingResume UpdatedEvent = "pause-pending-resume"
-	EventPauseResume        UpdatedEvent = "pause-resume"
-	EventUserReactivated    UpdatedEvent = "user-reactivated"
-	// EventUserSubscribed marks the first period of a subscription made by
+	UpdatedPauseSkipped       UpdatedEvent = "pause-skipped"
+	UpdatedPausePendingResume UpdatedEvent = "pause-pending-resume"
+	UpdatedPauseResume        UpdatedEvent = "pause-resume"
+	UpdatedUserReactivated    UpdatedEvent = "user-reactivated"
+	// UpdatedUserSubscribed marks the first period of a subscription made by
 	// [Collector.Subscribe].
-	EventUserSubscribed UpdatedEvent = "user-subscribed"
-	// EventACHOverdue marks an ACHSENT record moved to STALE because no
+	UpdatedUserSubscribed UpdatedEvent = "user-subscribed"
+	// UpdatedACHOverdue marks an ACHSENT record moved to STALE because no
 	// settlement came within the collector's ACH settlement deadline.
-	EventACHOverdue UpdatedEvent = "ach-overdue"
-	// EventPendingCancellation marks a user who has started cancelling; the
+	UpdatedACHOverdue UpdatedEvent = "ach-overdue"
+	// UpdatedPendingCancellation marks a user who has started cancelling; the
 	// notifier sends them nothing.
-	EventPendingCancellation UpdatedEvent = "PENDING_CANCELLATION"
+	UpdatedPendingCancellation UpdatedEvent = "PENDING_CANCELLATION"
+	// UpdatedTrialConverted is the updated_event of the first paid period
+	// after a trial when it is opened, on the trial's end: the period the
+	// trial-ending notice is about. A later write of updated_event (a pause,
+	// a resume) replaces it, so the engine marks that period with
+	// [Period.AfterTrial] too and reads updated_event only for records
+	// opened before that attribute existed.
+	UpdatedTrialConverted UpdatedEvent = "trial-converted"
 )

@@ -22,8 +22,15 @@ import (
 // results, not storable values.
 type Amount int64
 
-// MaxAmount is the largest representable amount, 92233720368547758.07.
-const MaxAmount Amount = math.MaxInt64
+const (
+	// MaxAmount is the largest representable amount, 92233720368547758.07.
+	MaxAmount Amount = math.MaxInt64
+
+	// ListPrice, given as the amount of [Periods.ChangeTier], asks for the
+	// price in [Config.Prices] of the tier on the record's term and interval. It is no amount (amounts are never
+	// negative), so a caller's zero always means zero.
+	ListPrice Amount = -1
+)
 
 // maxQuoted bounds how much of an offending input an error message quotes,
 // matching the truncation done by [FieldError].

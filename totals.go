@@ -2,7 +2,6 @@ package billing
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -51,18 +50,6 @@ type TotalsRepository interface {
 	// that does not keep totals answers [ErrNoTotals].
 	DeclineReasons(ctx context.Context, day time.Time) ([]ReasonCount, error)
 }
-
-// ErrNoTotals is the answer of [TotalsRepository.Totals] by a store that
-// keeps no totals (a DynamoDB store not configured to): the figures are
-// to be read from the records, and are then only as complete as the read.
-var ErrNoTotals = errors.New("billing: the store keeps no day totals")
-
-// MaxTotalsDays bounds the days of one [TotalsRepository.Totals] call.
-const MaxTotalsDays = 366
-
-// MaxTotalsReason is the length in bytes a decline reason is cut to in
-// [TotalsRepository.DeclineReasons] (at a character boundary).
-const MaxTotalsReason = 200
 
 // DayTotal is the outcomes of one UTC day (see [TotalsRepository]).
 type DayTotal struct {

@@ -30,7 +30,7 @@ func trialPausedAndResumed(t *testing.T, e *freeEnv, tier string) billing.Period
 	paid := e.latest(t)
 	require.Equal(t, billing.StatusScheduled, paid.Status)
 	require.Equal(t, feb3.AddDate(0, 0, 14), paid.BillingDate)
-	require.Equal(t, billing.EventPauseResume, paid.UpdatedEvent, "the resume replaced trial-converted")
+	require.Equal(t, billing.UpdatedPauseResume, paid.UpdatedEvent, "the resume replaced trial-converted")
 	return paid
 }
 
@@ -163,7 +163,7 @@ func TestTrialConvertedBeforeTheMarkerKeepsTrial(t *testing.T) {
 			require.NoError(t, err)
 			old = e.latest(t)
 			require.False(t, old.AfterTrial)
-			require.Equal(t, billing.UpdatedEventTrialConverted, old.UpdatedEvent)
+			require.Equal(t, billing.UpdatedTrialConverted, old.UpdatedEvent)
 			require.True(t, old.IsAfterTrial(), "read by its updated_event")
 
 			e.clock.Set(feb3.Add(2 * time.Hour))
@@ -257,7 +257,7 @@ func TestTrialBatchRepriceKeepsTrial(t *testing.T) {
 func TestNotificationMessageAfterTrialBody(t *testing.T) {
 	t.Parallel()
 	rec := billing.Period{UserID: "u1", SubscriptionID: "s1", BillingDate: feb3, Amount: plusPrice,
-		Status: billing.StatusScheduled, ReceiptTierName: "Plus:v2", UpdatedEvent: billing.EventPauseResume, AfterTrial: true}
+		Status: billing.StatusScheduled, ReceiptTierName: "Plus:v2", UpdatedEvent: billing.UpdatedPauseResume, AfterTrial: true}
 	m, err := billing.NewNotificationMessage(&rec)
 	require.NoError(t, err)
 	assert.True(t, m.AfterTrial)

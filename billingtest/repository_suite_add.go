@@ -24,7 +24,7 @@ func (ids *suiteIDs) fullRecord(user string) billing.Period {
 	r.InitialRunDate = r.LastRunDate.Add(-48*time.Hour + 123456789)
 	r.CompletionDate = time.Time{}
 	r.Process = billing.ProcessRetry
-	r.UpdatedEvent = billing.EventUserReactivated
+	r.UpdatedEvent = billing.UpdatedUserReactivated
 	r.ReceiptAccountMask = "6789"
 	r.ReceiptTierName = "Premium:v3"
 	r.ReceiptPaymentType = "ACH"
@@ -133,11 +133,11 @@ func (s *repoSuite) addCases() []repoCase {
 			}
 			e.requireLastHistoryRow(paid)
 			paused := got.Clone()
-			paused.Status, paused.UpdatedEvent, paused.PauseDurationMonths = billing.StatusPaused, billing.EventPausePendingResume, 1
+			paused.Status, paused.UpdatedEvent, paused.PauseDurationMonths = billing.StatusPaused, billing.UpdatedPausePendingResume, 1
 			paused.LastRunDate = got.LastRunDate.Add(time.Second)
 			e.update(got, paused)
 			got = e.get(pu, paid.BillingDate)
-			if !got.AfterTrial || got.UpdatedEvent != billing.EventPausePendingResume {
+			if !got.AfterTrial || got.UpdatedEvent != billing.UpdatedPausePendingResume {
 				t.Fatalf("billing_after_trial lost in an update of updated_event: %+v", got)
 			}
 			e.requireLastHistoryRow(paused)

@@ -45,7 +45,7 @@ func (s *repoSuite) subscribeCases() []repoCase {
 			want := billing.Period{UserID: u, SubscriptionID: billing.SubscriptionIDFor(u, "order-1"),
 				BillingDate: req.FirstBillingDate, BillingPeriod: "02/2024", Amount: req.Amount, Status: billing.StatusScheduled,
 				Term: billing.TermMonthly, AnchorDay: 31, ReceiptTierName: "Plus:v2", Process: billing.ProcessSubscribe,
-				UpdatedEvent: billing.EventUserSubscribed, CreatedDate: clock.Now(), LastRunDate: clock.Now()}
+				UpdatedEvent: billing.UpdatedUserSubscribed, CreatedDate: clock.Now(), LastRunDate: clock.Now()}
 			if d := diffStored(&s, &want); d != "" {
 				t.Fatalf("the first period differs: %s", d)
 			}

@@ -127,7 +127,7 @@ var refusals = []refusal{
 
 // staleWhy says why a period was given up on (STALE).
 func staleWhy(s billing.Period) string {
-	if s.UpdatedEvent == billing.EventACHOverdue {
+	if s.UpdatedEvent == billing.UpdatedACHOverdue {
 		return "ACH debit with no settlement by the deadline; a late settlement still completes it"
 	}
 	return "older than the collector's stale threshold: no longer collected"

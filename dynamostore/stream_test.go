@@ -225,42 +225,42 @@ func TestStreamDecoderTypes(t *testing.T) {
 		{name: "ach sent", status: billing.StatusACHSent, want: billing.EventPaymentPending},
 		{name: "declined", status: billing.StatusError, mod: func(s *billing.Period) { s.PaymentError = "insufficient funds" }, want: billing.EventPaymentDeclined, reason: "insufficient funds"},
 		{name: "refunded", status: billing.StatusRefunded, want: billing.EventPaymentRefunded},
-		{name: "ach overdue", status: billing.StatusStale, mod: ue(billing.EventACHOverdue, false), want: billing.EventPaymentACHOverdue},
+		{name: "ach overdue", status: billing.StatusStale, mod: ue(billing.UpdatedACHOverdue, false), want: billing.EventPaymentACHOverdue},
 		{name: "stale", status: billing.StatusStale, want: billing.EventStale},
-		{name: "pause skipped", status: billing.StatusPausedSkipped, mod: ue(billing.EventPauseSkipped, false), want: billing.EventPauseMonthSkipped},
+		{name: "pause skipped", status: billing.StatusPausedSkipped, mod: ue(billing.UpdatedPauseSkipped, false), want: billing.EventPauseMonthSkipped},
 		{name: "waived", status: billing.StatusWaived, want: billing.EventWaived},
 		{name: "cancelled", status: billing.StatusCancelled, want: billing.EventCancelled},
-		{name: "paused period opened", status: billing.StatusPaused, mod: ue(billing.EventPausePendingResume, true), want: billing.EventPeriodOpened},
-		{name: "paused subscription created", status: billing.StatusPaused, mod: ue(billing.EventUserSubscribed, true), want: billing.EventSubscriptionCreated},
+		{name: "paused period opened", status: billing.StatusPaused, mod: ue(billing.UpdatedPausePendingResume, true), want: billing.EventPeriodOpened},
+		{name: "paused subscription created", status: billing.StatusPaused, mod: ue(billing.UpdatedUserSubscribed, true), want: billing.EventSubscriptionCreated},
 		{name: "paused subscription created for one month", status: billing.StatusPaused, mod: func(s *billing.Period) {
-			s.Process, s.UpdatedEvent = billing.ProcessSubscribe, billing.EventPausePendingResume
+			s.Process, s.UpdatedEvent = billing.ProcessSubscribe, billing.UpdatedPausePendingResume
 			at(s)
 		}, want: billing.EventSubscriptionCreated},
 		{name: "paused", status: billing.StatusPaused, want: billing.EventPaused},
-		{name: "paused user-subscribed later", status: billing.StatusPaused, mod: ue(billing.EventUserSubscribed, false), want: billing.EventPaused},
-		{name: "subscribed", status: billing.StatusScheduled, mod: ue(billing.EventUserSubscribed, true), want: billing.EventSubscriptionCreated},
-		{name: "reactivated", status: billing.StatusScheduled, mod: ue(billing.EventUserReactivated, true), want: billing.EventSubscriptionReactivated},
+		{name: "paused user-subscribed later", status: billing.StatusPaused, mod: ue(billing.UpdatedUserSubscribed, false), want: billing.EventPaused},
+		{name: "subscribed", status: billing.StatusScheduled, mod: ue(billing.UpdatedUserSubscribed, true), want: billing.EventSubscriptionCreated},
+		{name: "reactivated", status: billing.StatusScheduled, mod: ue(billing.UpdatedUserReactivated, true), want: billing.EventSubscriptionReactivated},
 		{name: "period opened", status: billing.StatusScheduled, mod: at, want: billing.EventPeriodOpened},
-		{name: "period opened after a pause", status: billing.StatusScheduled, mod: ue(billing.EventPauseResume, true), want: billing.EventPeriodOpened},
-		{name: "resumed", status: billing.StatusScheduled, mod: ue(billing.EventPauseResume, false), want: billing.EventResumed},
+		{name: "period opened after a pause", status: billing.StatusScheduled, mod: ue(billing.UpdatedPauseResume, true), want: billing.EventPeriodOpened},
+		{name: "resumed", status: billing.StatusScheduled, mod: ue(billing.UpdatedPauseResume, false), want: billing.EventResumed},
 		{name: "changed", status: billing.StatusScheduled, want: billing.EventChanged},
-		{name: "changed first period", status: billing.StatusScheduled, mod: ue(billing.EventUserSubscribed, false), want: billing.EventChanged},
+		{name: "changed first period", status: billing.StatusScheduled, mod: ue(billing.UpdatedUserSubscribed, false), want: billing.EventChanged},
 		{name: "subscribed by process", status: billing.StatusScheduled, mod: func(s *billing.Period) { s.Process = billing.ProcessSubscribe; at(s) }, want: billing.EventSubscriptionCreated},
-		{name: "changed reactivated period", status: billing.StatusScheduled, mod: ue(billing.EventUserReactivated, false), want: billing.EventChanged},
+		{name: "changed reactivated period", status: billing.StatusScheduled, mod: ue(billing.UpdatedUserReactivated, false), want: billing.EventChanged},
 		// Rows of a trial's life without billing_change: the trial period
 		// created and completed (billing_trial_end), and the first paid
 		// period opened on its end, by its marker or, on a row written
 		// before the marker, by updated_event trial-converted.
 		{name: "trial started", status: billing.StatusScheduled, mod: func(s *billing.Period) {
-			s.TrialEnd, s.TrialAmount, s.UpdatedEvent = streamT0.AddDate(0, 0, 14), billing.Cents(999), billing.EventUserSubscribed
+			s.TrialEnd, s.TrialAmount, s.UpdatedEvent = streamT0.AddDate(0, 0, 14), billing.Cents(999), billing.UpdatedUserSubscribed
 			at(s)
 		}, want: billing.EventTrialStarted},
 		{name: "trial ended", status: billing.StatusCompleted, mod: func(s *billing.Period) {
 			s.TrialEnd, s.TrialAmount = streamT0.AddDate(0, 0, 14), billing.Cents(999)
 		}, want: billing.EventTrialEnded},
 		{name: "trial converted", status: billing.StatusScheduled, mod: func(s *billing.Period) { s.AfterTrial = true; at(s) }, want: billing.EventTrialConverted},
-		{name: "trial converted before the marker", status: billing.StatusScheduled, mod: ue(billing.UpdatedEventTrialConverted, true), want: billing.EventTrialConverted},
-		{name: "first paid period resumed", status: billing.StatusScheduled, mod: func(s *billing.Period) { s.AfterTrial, s.UpdatedEvent = true, billing.EventPauseResume }, want: billing.EventResumed},
+		{name: "trial converted before the marker", status: billing.StatusScheduled, mod: ue(billing.UpdatedTrialConverted, true), want: billing.EventTrialConverted},
+		{name: "first paid period resumed", status: billing.StatusScheduled, mod: func(s *billing.Period) { s.AfterTrial, s.UpdatedEvent = true, billing.UpdatedPauseResume }, want: billing.EventResumed},
 		{name: "first paid period charged", status: billing.StatusCompleted, mod: func(s *billing.Period) { s.AfterTrial = true }, want: billing.EventPaymentSucceeded},
 		{name: "change written", status: billing.StatusScheduled, mod: func(s *billing.Period) { s.Change = billing.EventTierChanged }, want: billing.EventTierChanged},
 		{name: "change written overrides derivation", status: billing.StatusError, mod: func(s *billing.Period) {

@@ -14,7 +14,7 @@ func historyEventType(row *billing.Period) (billing.EventType, error) {
 		return row.Change, nil
 	}
 	opening := !row.CreatedDate.IsZero() && row.CreatedDate.Equal(row.LastRunDate)
-	subscribed := row.UpdatedEvent == billing.EventUserSubscribed || row.Process == billing.ProcessSubscribe
+	subscribed := row.UpdatedEvent == billing.UpdatedUserSubscribed || row.Process == billing.ProcessSubscribe
 	switch row.Status {
 	case billing.StatusCompleted:
 		if row.IsTrial() {
@@ -28,7 +28,7 @@ func historyEventType(row *billing.Period) (billing.EventType, error) {
 	case billing.StatusRefunded:
 		return billing.EventPaymentRefunded, nil
 	case billing.StatusStale:
-		if row.UpdatedEvent == billing.EventACHOverdue {
+		if row.UpdatedEvent == billing.UpdatedACHOverdue {
 			return billing.EventPaymentACHOverdue, nil
 		}
 		return billing.EventStale, nil
@@ -54,11 +54,11 @@ func historyEventType(row *billing.Period) (billing.EventType, error) {
 			return billing.EventSubscriptionCreated, nil
 		case opening && row.IsAfterTrial():
 			return billing.EventTrialConverted, nil
-		case opening && row.UpdatedEvent == billing.EventUserReactivated:
+		case opening && row.UpdatedEvent == billing.UpdatedUserReactivated:
 			return billing.EventSubscriptionReactivated, nil
 		case opening:
 			return billing.EventPeriodOpened, nil
-		case row.UpdatedEvent == billing.EventPauseResume:
+		case row.UpdatedEvent == billing.UpdatedPauseResume:
 			return billing.EventResumed, nil
 		}
 		return billing.EventChanged, nil

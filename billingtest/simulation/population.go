@@ -107,7 +107,7 @@ func (u *User) LegacyRecord(created time.Time) billing.Period {
 	if u.PauseMonths > 0 {
 		s.Status, s.PauseDurationMonths = billing.StatusPaused, u.PauseMonths
 		if u.PauseMonths == 1 {
-			s.UpdatedEvent = billing.EventPausePendingResume
+			s.UpdatedEvent = billing.UpdatedPausePendingResume
 		}
 	}
 	return s

@@ -123,7 +123,7 @@ func runNotifyPreview(a *app, c *command, args []string) error {
 		}
 		r := notifyRow{UserID: m.UserID, SubscriptionID: m.SubscriptionID, BillingDate: fmtTime(m.BillingDate),
 			Amount: m.Amount, Status: string(m.Status), TierName: m.TierName, UpdatedEvent: string(m.UpdatedEvent), Notify: true}
-		if m.UpdatedEvent == billing.EventPendingCancellation {
+		if m.UpdatedEvent == billing.UpdatedPendingCancellation {
 			r.Notify, r.Skip = false, "pending cancellation"
 			pending++
 		} else {

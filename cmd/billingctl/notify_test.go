@@ -13,7 +13,7 @@ func TestNotifyPreview(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "legacy")
 	cancelling := rec("u3", "n3", "2024-03-14T18:00:00Z", billing.StatusScheduled, "9.99")
-	cancelling.UpdatedEvent = billing.EventPendingCancellation
+	cancelling.UpdatedEvent = billing.UpdatedPendingCancellation
 	e.seed(
 		rec("u1", "n1", "2024-03-14T00:00:00Z", billing.StatusScheduled, "4.99"),
 		rec("u2", "n2", "2024-03-14T23:59:59Z", billing.StatusScheduled, "4.99"),

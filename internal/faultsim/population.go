@@ -121,7 +121,7 @@ func (s *Sim) firstRecord(u string, created, from time.Time, parts ...any) billi
 	if draw(seed, append([]any{"paused"}, parts...)...) < 0.08 {
 		rec.Status, rec.PauseDurationMonths = billing.StatusPaused, 1+p(2, "pause months")
 		if rec.PauseDurationMonths == 1 {
-			rec.UpdatedEvent = billing.EventPausePendingResume
+			rec.UpdatedEvent = billing.UpdatedPausePendingResume
 		}
 	}
 	return rec

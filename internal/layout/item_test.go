@@ -213,7 +213,7 @@ func TestDecodeValues(t *testing.T) {
 	if len(ExtraAttributes(&h)) != 1 || ExtraAttributes(&h)["kinesis_sequence"] == nil {
 		t.Errorf("Extra = %v", ExtraAttributes(&h))
 	}
-	if !h.IsPendingDowngrade || h.UpdatedEvent != billing.EventUserReactivated || h.Process != billing.ProcessReactivation {
+	if !h.IsPendingDowngrade || h.UpdatedEvent != billing.UpdatedUserReactivated || h.Process != billing.ProcessReactivation {
 		t.Errorf("decoded %+v", h)
 	}
 	f, err := DecodeItem(loadItem(t, "../../testdata/items/friday_billing_error.json"))
