@@ -144,7 +144,7 @@ func (c *Collector) ApplySettlement(ctx context.Context, s Settlement) (rec Peri
 		default:
 			return fmt.Errorf("%w: settlement kind %q", ErrInvalidQuery, s.Kind)
 		}
-		if err := CheckTransition(cur.Status, to); err != nil {
+		if err := checkTransition(cur.Status, to); err != nil {
 			return fmt.Errorf("%s event for %s: %w", s.Kind, s.SubscriptionID, err)
 		}
 		next, err := c.settle(ctx, &cur, to, ev, s.Reason)
@@ -188,7 +188,7 @@ func (c *Collector) settled(ctx context.Context, cur *Period, s Settlement) (Per
 		return *cur, false, fmt.Errorf("%w: %s %s event for %s, record is %s with %q", ErrTransactionMismatch,
 			s.SubscriptionID, s.Kind, s.TransactionID, cur.Status, cur.TransactionID)
 	}
-	if err := CheckTransition(cur.Status, StatusCompleted); err != nil {
+	if err := checkTransition(cur.Status, StatusCompleted); err != nil {
 		return *cur, false, fmt.Errorf("%s event for %s: %w", s.Kind, s.SubscriptionID, err)
 	}
 	// A recovery of a period given up on or declined: read the user's later

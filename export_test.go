@@ -13,3 +13,10 @@ const StaleMargin = staleMargin
 // AddReport adds the counts and failures of o to r, as a run adds its
 // records' reports, for the tests that sum a run's invocations.
 func AddReport(r, o *Report) { r.add(o) }
+
+// Helpers unexported from the API that this package's external tests use.
+var (
+	AddBillingPeriods     = addBillingPeriods
+	CanTransition         = canTransition
+	CheckStatusTransition = checkTransition
+)

@@ -7,7 +7,7 @@ import (
 
 // Schedule says when a subscription is billed. It is derived from a
 // subscription record (its term, billing anchor day and billing week) and
-// drives [NextBillingDate] and [AddBillingPeriods]. All computations are in
+// drives [NextBillingDate] and [addBillingPeriods]. All computations are in
 // UTC and never read the clock: callers pass the times in.
 //
 // # Where the anchor day comes from, and why
@@ -61,7 +61,7 @@ type Schedule struct {
 // which gives users roughly a three-day heads-up. See [NotificationWindow].
 const NotificationLeadDays = 4
 
-// maxPeriods bounds n in [AddBillingPeriods] so month arithmetic cannot
+// maxPeriods bounds n in [addBillingPeriods] so month arithmetic cannot
 // overflow; results must in any case fall in years 1..9999.
 const maxPeriods = 12 * 10000
 
@@ -97,7 +97,7 @@ func (s Schedule) validate() (length int, weekly bool, err error) {
 // NextBillingDate returns the billing date one period after current under
 // schedule s: Interval months later for a monthly (or empty) term,
 // 12·Interval months for a yearly term, 7·Interval days for a weekly one
-// (Interval 0 counting as 1). It is AddBillingPeriods(current, s, 1).
+// (Interval 0 counting as 1). It is addBillingPeriods(current, s, 1).
 //
 // For monthly and yearly terms the day is min(anchor, days in the target month), where the anchor is
 // s.AnchorDay or, when that is 0, the day of current; so with AnchorDay 31,
@@ -112,10 +112,10 @@ func (s Schedule) validate() (length int, weekly bool, err error) {
 // for an AnchorDay outside 0..31, a BillingWeek outside 0..5 or a zero
 // current.
 func NextBillingDate(current time.Time, s Schedule) (time.Time, error) {
-	return AddBillingPeriods(current, s, 1)
+	return addBillingPeriods(current, s, 1)
 }
 
-// AddBillingPeriods returns the billing date n periods after start under
+// addBillingPeriods returns the billing date n periods after start under
 // schedule s (n may be 0 or negative). It is computed directly from start's
 // month and the anchor day, not by stepping one period at a time, so it never
 // drifts: with AnchorDay 31 the 13th period after Jan 31 is Feb 28 of the
@@ -125,7 +125,7 @@ func NextBillingDate(current time.Time, s Schedule) (time.Time, error) {
 //
 // The rules, time-of-day handling and errors are those of [NextBillingDate];
 // in addition the result must fall in the years 1..9999.
-func AddBillingPeriods(start time.Time, s Schedule, n int) (time.Time, error) {
+func addBillingPeriods(start time.Time, s Schedule, n int) (time.Time, error) {
 	step, weekly, err := s.validate()
 	if err != nil {
 		return time.Time{}, err
@@ -174,11 +174,11 @@ func AddBillingPeriods(start time.Time, s Schedule, n int) (time.Time, error) {
 // again: that many calendar months later on every term, so a yearly plan
 // paused for two months resumes two months after paused (and is billed
 // yearly from the resume date). The day follows s as in
-// [AddBillingPeriods]: min(anchor, days in the month), or the n-th Friday
+// [addBillingPeriods]: min(anchor, days in the month), or the n-th Friday
 // for a Friday-billing schedule; the time of day is kept.
 //
 // months must be at least 1 (an error wrapping [ErrInvalidQuery]
-// otherwise); the other errors are those of [AddBillingPeriods], including
+// otherwise); the other errors are those of [addBillingPeriods], including
 // [ErrInvalidTerm] for an unknown term.
 func PauseResumeDate(paused time.Time, s Schedule, months int) (time.Time, error) {
 	if _, _, err := s.validate(); err != nil {
@@ -188,7 +188,7 @@ func PauseResumeDate(paused time.Time, s Schedule, months int) (time.Time, error
 		return time.Time{}, fmt.Errorf("%w: pause of %d months", ErrInvalidQuery, months)
 	}
 	s.Term, s.Interval = TermMonthly, 1
-	return AddBillingPeriods(paused, s, months)
+	return addBillingPeriods(paused, s, months)
 }
 
 // ResumeDate returns the billing date on which the subscription of r, a
@@ -242,11 +242,11 @@ func BillingPeriod(t time.Time) string {
 	return t.UTC().Format("01/2006")
 }
 
-// ParseBillingPeriod parses a billing_period value. The input must be exactly
+// parseBillingPeriod parses a billing_period value. The input must be exactly
 // "MM/YYYY": a two-digit month 01..12, a slash and a four-digit year
 // 0001..9999, nothing else (no spaces, signs or shorter forms). The error is
 // a [*FieldError] for field billing_period wrapping [ErrInvalidDate].
-func ParseBillingPeriod(s string) (year int, month time.Month, err error) {
+func parseBillingPeriod(s string) (year int, month time.Month, err error) {
 	bad := func(why string) (int, time.Month, error) {
 		return 0, 0, &FieldError{Field: "billing_period", Value: s,
 			Err: fmt.Errorf("%w: %s (want MM/YYYY)", ErrInvalidDate, why)}

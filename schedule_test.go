@@ -113,10 +113,10 @@ func TestScheduleAddBillingPeriods(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			from, want := ts(tc.from), ts(tc.want)
-			got, err := AddBillingPeriods(from, tc.s, tc.n)
-			require.NoError(t, err, "AddBillingPeriods(%s, %+v, %d)", tc.from, tc.s, tc.n)
-			require.True(t, got.Equal(want), "AddBillingPeriods(%s, %+v, %d) = %s, want %s (UTC)", tc.from, tc.s, tc.n, got.Format(time.RFC3339Nano), tc.want)
-			require.Same(t, time.UTC, got.Location(), "AddBillingPeriods(%s, %+v, %d) = %s, want %s (UTC)", tc.from, tc.s, tc.n, got.Format(time.RFC3339Nano), tc.want)
+			got, err := addBillingPeriods(from, tc.s, tc.n)
+			require.NoError(t, err, "addBillingPeriods(%s, %+v, %d)", tc.from, tc.s, tc.n)
+			require.True(t, got.Equal(want), "addBillingPeriods(%s, %+v, %d) = %s, want %s (UTC)", tc.from, tc.s, tc.n, got.Format(time.RFC3339Nano), tc.want)
+			require.Same(t, time.UTC, got.Location(), "addBillingPeriods(%s, %+v, %d) = %s, want %s (UTC)", tc.from, tc.s, tc.n, got.Format(time.RFC3339Nano), tc.want)
 			if tc.n == 1 {
 				next, err := NextBillingDate(from, tc.s)
 				require.NoError(t, err, "NextBillingDate(%s, %+v)", tc.from, tc.s)
@@ -161,7 +161,7 @@ func TestScheduleChainNeverDrifts(t *testing.T) {
 	for i := 1; i <= 24; i++ {
 		next, err := NextBillingDate(cur, monthly(31))
 		require.NoError(t, err)
-		direct, err := AddBillingPeriods(start, monthly(31), i)
+		direct, err := addBillingPeriods(start, monthly(31), i)
 		require.NoError(t, err)
 		require.Equal(t, direct, next, "period %d: stepped %s, direct %s", i, next, direct)
 		y, m := next.Year(), next.Month()
@@ -225,7 +225,7 @@ func TestScheduleErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := AddBillingPeriods(tc.from, tc.s, tc.n)
+			got, err := addBillingPeriods(tc.from, tc.s, tc.n)
 			require.ErrorIs(t, err, tc.want, "err = %v, want %v", err, tc.want)
 			require.True(t, got.IsZero(), "got %s with error", got)
 			if tc.field != "" {
@@ -346,7 +346,7 @@ func TestBillingPeriod(t *testing.T) {
 		{"０1/2024", 0, 0, false}, // full-width digit
 	}
 	for _, tc := range parse {
-		y, m, err := ParseBillingPeriod(tc.in)
+		y, m, err := parseBillingPeriod(tc.in)
 		if tc.ok {
 			assert.NoError(t, err, "ParseBillingPeriod(%q)", tc.in)
 			assert.Equal(t, tc.year, y, "ParseBillingPeriod(%q) year", tc.in)
@@ -453,7 +453,7 @@ func FuzzParseBillingPeriod(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		y, m, err := ParseBillingPeriod(s)
+		y, m, err := parseBillingPeriod(s)
 		if err != nil {
 			require.ErrorIs(t, err, ErrInvalidDate, "%q: error %v does not wrap ErrInvalidDate", s, err)
 			return

@@ -12,8 +12,8 @@ import (
 //
 // # Transition table
 //
-// Every state change the library writes is checked against this table by
-// [CanTransition]; a change the table does not allow is an
+// Every state change the library writes is checked against this table
+// ([CheckTransition]); a change the table does not allow is an
 // [ErrIllegalTransition] and is never written. Rows are the current status,
 // the second column lists every status it may move to. A status moving to
 // itself is only allowed where listed (an ERROR record that fails again stays
@@ -146,28 +146,28 @@ func (s Status) IsCollectible() bool {
 // String returns the stored form.
 func (s Status) String() string { return string(s) }
 
-// CanTransition reports whether the table on [Status] allows a record in
+// canTransition reports whether the table on [Status] allows a record in
 // status from to be written with status to.
-func CanTransition(from, to Status) bool {
+func canTransition(from, to Status) bool {
 	return slices.Contains(transitions[from], to)
 }
 
-// CheckTransition returns nil when [CanTransition] allows the change and a
+// checkTransition returns nil when the transition table (see [Status]) allows the change and a
 // [*TransitionError] wrapping [ErrIllegalTransition] otherwise.
-func CheckTransition(from, to Status) error {
-	if CanTransition(from, to) {
+func checkTransition(from, to Status) error {
+	if canTransition(from, to) {
 		return nil
 	}
 	return &TransitionError{From: from, To: to}
 }
 
 // CheckRecordTransition returns nil when prev may be written as next by
-// an update: a change [CanTransition] allows, or a CANCELLED record never
+// an update: a change the transition table on [Status] allows, or a CANCELLED record never
 // attempted reopened as SCHEDULED or PAUSED (see "Coming back" on
 // [Status]). Otherwise the error is a [*TransitionError] wrapping
 // [ErrIllegalTransition].
 func CheckRecordTransition(prev, next *Period) error {
-	if CanTransition(prev.Status, next.Status) {
+	if canTransition(prev.Status, next.Status) {
 		return nil
 	}
 	if !reopens(prev, next) {

@@ -36,16 +36,16 @@ func TestCanTransitionEveryPair(t *testing.T) {
 		}
 		for _, to := range all {
 			checked++
-			got := CanTransition(from, to)
-			assert.Equal(t, want[to], got, "CanTransition(%s, %s) = %v, want %v", from, to, got, want[to])
-			err := CheckTransition(from, to)
-			assert.Equal(t, want[to], err == nil, "CheckTransition(%s, %s) = %v", from, to, err)
+			got := canTransition(from, to)
+			assert.Equal(t, want[to], got, "canTransition(%s, %s) = %v, want %v", from, to, got, want[to])
+			err := checkTransition(from, to)
+			assert.Equal(t, want[to], err == nil, "checkTransition(%s, %s) = %v", from, to, err)
 			if err != nil {
 				var te *TransitionError
-				assert.ErrorIs(t, err, ErrIllegalTransition, "CheckTransition(%s, %s) error %v does not carry the pair", from, to, err)
-				if assert.ErrorAs(t, err, &te, "CheckTransition(%s, %s) error %v does not carry the pair", from, to, err) {
-					assert.Equal(t, from, te.From, "CheckTransition(%s, %s) error %v does not carry the pair", from, to, err)
-					assert.Equal(t, to, te.To, "CheckTransition(%s, %s) error %v does not carry the pair", from, to, err)
+				assert.ErrorIs(t, err, ErrIllegalTransition, "checkTransition(%s, %s) error %v does not carry the pair", from, to, err)
+				if assert.ErrorAs(t, err, &te, "checkTransition(%s, %s) error %v does not carry the pair", from, to, err) {
+					assert.Equal(t, from, te.From, "checkTransition(%s, %s) error %v does not carry the pair", from, to, err)
+					assert.Equal(t, to, te.To, "checkTransition(%s, %s) error %v does not carry the pair", from, to, err)
 				}
 				assert.Contains(t, err.Error(), string(from)+" -> "+string(to), "error does not name the pair")
 			}
@@ -54,8 +54,8 @@ func TestCanTransitionEveryPair(t *testing.T) {
 	require.Equal(t, 121, checked, "checked %d pairs, want 121", checked)
 	// Unknown statuses never transition.
 	for _, s := range []Status{"", "scheduled", "PENDING"} {
-		assert.False(t, CanTransition(s, StatusScheduled), "unknown status %q transitions", s)
-		assert.False(t, CanTransition(StatusScheduled, s), "unknown status %q transitions", s)
+		assert.False(t, canTransition(s, StatusScheduled), "unknown status %q transitions", s)
+		assert.False(t, canTransition(StatusScheduled, s), "unknown status %q transitions", s)
 	}
 }
 
@@ -188,13 +188,13 @@ func TestCheckRecordTransitionReopensOnlyNeverAttempted(t *testing.T) {
 		require.ErrorAs(t, err, &te, name)
 		assert.Contains(t, te.Reason, "never attempted", name)
 	}
-	// The table itself is unchanged: its pairs are what CheckTransition says.
+	// The table itself is unchanged: its pairs are what checkTransition says.
 	for _, from := range Statuses() {
 		for _, to := range Statuses() {
 			if from == StatusCancelled {
 				continue
 			}
-			assert.Equal(t, CanTransition(from, to), CheckRecordTransition(&Period{Status: from}, &Period{Status: to}) == nil, "%s -> %s", from, to)
+			assert.Equal(t, canTransition(from, to), CheckRecordTransition(&Period{Status: from}, &Period{Status: to}) == nil, "%s -> %s", from, to)
 		}
 	}
 }

@@ -307,9 +307,9 @@ func SplitTier(s string) (name, version string) {
 	return name, version
 }
 
-// JoinTier builds a receipt_tier_name: JoinTier("Plus", "v2") is "Plus:v2";
+// joinTier builds a receipt_tier_name: joinTier("Plus", "v2") is "Plus:v2";
 // an empty version gives just the name.
-func JoinTier(name, version string) string {
+func joinTier(name, version string) string {
 	if version == "" {
 		return name
 	}

