@@ -257,31 +257,6 @@ type Page struct {
 	Count int
 }
 
-// ScheduledPage returns a page of SCHEDULED records due before the given
-// time (billing_date < before): the scheduled collection run.
-func ScheduledPage(ctx context.Context, r Repository, before time.Time, cursor string) (Page, error) {
-	return r.QueryStatus(ctx, StatusQuery{Status: StatusScheduled, Before: before, Cursor: cursor})
-}
-
-// RetryPage returns a page of ERROR records billed after the given time
-// (billing_date > after): the retry run.
-func RetryPage(ctx context.Context, r Repository, after time.Time, cursor string) (Page, error) {
-	return r.QueryStatus(ctx, StatusQuery{Status: StatusError, After: after, Cursor: cursor})
-}
-
-// PausedPage returns a page of PAUSED records due before the given time
-// (billing_date < before): the pause run.
-func PausedPage(ctx context.Context, r Repository, before time.Time, cursor string) (Page, error) {
-	return r.QueryStatus(ctx, StatusQuery{Status: StatusPaused, Before: before, Cursor: cursor})
-}
-
-// NotificationPage returns a page of records in status with billing_date in
-// [start, end): the notifier's window.
-func NotificationPage(ctx context.Context, r Repository, status Status, start, end time.Time, cursor string) (Page, error) {
-	return r.QueryStatus(ctx, StatusQuery{Status: status, Since: start, Before: end, Cursor: cursor})
-}
-
-// invalidItemsKey carries the function [WithInvalidItems] set.
 type invalidItemsKey struct{}
 
 // WithInvalidItems returns a copy of ctx in which the per-user reads of a

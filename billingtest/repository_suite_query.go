@@ -213,7 +213,9 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 				f.put(day(3), billing.StatusCompleted)
 				f.put(day(4), billing.StatusACHSent)
 			}, func(e *repoEnv) pager {
-				return func(c string) (billing.Page, error) { return billing.ScheduledPage(e.ctx(), e.repo, cut, c) }
+				return func(c string) (billing.Page, error) {
+					return e.repo.QueryStatus(e.ctx(), billing.StatusQuery{Status: billing.StatusScheduled, Before: cut, Cursor: c})
+				}
 			}, func(r billing.Period) bool { return r.BillingDate.Before(cut) })
 		}},
 		{"RetryAfter", func(t *testing.T) {
@@ -224,7 +226,9 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 				f.put(day(40), billing.StatusScheduled)
 				f.put(day(41), billing.StatusACHSent)
 			}, func(e *repoEnv) pager {
-				return func(c string) (billing.Page, error) { return billing.RetryPage(e.ctx(), e.repo, cut, c) }
+				return func(c string) (billing.Page, error) {
+					return e.repo.QueryStatus(e.ctx(), billing.StatusQuery{Status: billing.StatusError, After: cut, Cursor: c})
+				}
 			}, func(r billing.Period) bool { return r.BillingDate.After(cut) })
 		}},
 		{"PausedBefore", func(t *testing.T) {
@@ -235,7 +239,9 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 				f.put(day(1), billing.StatusScheduled)
 				f.put(day(2), billing.StatusPausedSkipped)
 			}, func(e *repoEnv) pager {
-				return func(c string) (billing.Page, error) { return billing.PausedPage(e.ctx(), e.repo, cut, c) }
+				return func(c string) (billing.Page, error) {
+					return e.repo.QueryStatus(e.ctx(), billing.StatusQuery{Status: billing.StatusPaused, Before: cut, Cursor: c})
+				}
 			}, func(r billing.Period) bool { return r.BillingDate.Before(cut) })
 		}},
 		{"NotificationWindow", func(t *testing.T) {
@@ -251,7 +257,7 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 				f.put(day(12), billing.StatusCancelled)
 			}, func(e *repoEnv) pager {
 				return func(c string) (billing.Page, error) {
-					return billing.NotificationPage(e.ctx(), e.repo, billing.StatusScheduled, start, end, c)
+					return e.repo.QueryStatus(e.ctx(), billing.StatusQuery{Status: billing.StatusScheduled, Since: start, Before: end, Cursor: c})
 				}
 			}, func(r billing.Period) bool { return !r.BillingDate.Before(start) && r.BillingDate.Before(end) })
 		}},
@@ -270,7 +276,7 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 		{"NoRecordsOfStatus", func(t *testing.T) {
 			f := s.queryFixture(t, mode, pageSize)
 			f.put(day(0), billing.StatusScheduled)
-			p, err := billing.PausedPage(f.e.ctx(), f.e.repo, day(100), "")
+			p, err := f.e.repo.QueryStatus(f.e.ctx(), billing.StatusQuery{Status: billing.StatusPaused, Before: day(100), Cursor: ""})
 			require.NoError(t, err, "page of a status without records")
 			require.Empty(t, p.Items, "page of a status without records = %+v; want an empty last page", p)
 			require.Zero(t, p.Count, "page of a status without records = %+v; want an empty last page", p)
@@ -292,7 +298,7 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 						f.put(day(-i).Add(time.Hour), billing.StatusError)
 					}
 					run := f.e.collect(mode, c.pageSize, func(cur string) (billing.Page, error) {
-						return billing.ScheduledPage(f.e.ctx(), f.e.repo, day(1), cur)
+						return f.e.repo.QueryStatus(f.e.ctx(), billing.StatusQuery{Status: billing.StatusScheduled, Before: day(1), Cursor: cur})
 					})
 					f.e.requireExactly(run.items, due)
 					read := c.due
@@ -330,7 +336,7 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 			for i := range 12 {
 				d.put(day(-i), billing.StatusScheduled)
 			}
-			all, err := billing.ScheduledPage(d.e.ctx(), d.e.repo, day(1), "")
+			all, err := d.e.repo.QueryStatus(d.e.ctx(), billing.StatusQuery{Status: billing.StatusScheduled, Before: day(1), Cursor: ""})
 			require.NoError(t, err, "page with the default page size")
 			require.Equal(t, 12, all.Scanned, "page with the default page size = %d read, next %q; want all 12 in one page", all.Scanned, all.Next)
 			require.Empty(t, all.Next, "page with the default page size = %d read, next %q; want all 12 in one page", all.Scanned, all.Next)
@@ -341,7 +347,7 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 				f.put(day(-i), billing.StatusScheduled)
 				f.put(day(-i).Add(time.Hour), billing.StatusError)
 			}
-			p, err := billing.ScheduledPage(f.e.ctx(), f.e.repo, day(1), "")
+			p, err := f.e.repo.QueryStatus(f.e.ctx(), billing.StatusQuery{Status: billing.StatusScheduled, Before: day(1), Cursor: ""})
 			require.NoError(t, err, "first page")
 			require.NotEmpty(t, p.Next, "first page: next")
 			for _, st := range []billing.Status{billing.StatusError, billing.StatusPaused} {
@@ -355,7 +361,7 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 			for i := range 6 {
 				f.put(day(-i), billing.StatusScheduled)
 			}
-			p, err := billing.ScheduledPage(f.e.ctx(), f.e.repo, day(1), "")
+			p, err := f.e.repo.QueryStatus(f.e.ctx(), billing.StatusQuery{Status: billing.StatusScheduled, Before: day(1), Cursor: ""})
 			require.NoError(t, err, "first page")
 			require.NotEmpty(t, p.Next, "first page: next")
 			otherMode := dynamostore.StatusIndexLegacy
@@ -366,7 +372,7 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 			for i := range 6 {
 				other.put(day(-i), billing.StatusScheduled)
 			}
-			op, err := billing.ScheduledPage(other.e.ctx(), other.e.repo, day(1), "")
+			op, err := other.e.repo.QueryStatus(other.e.ctx(), billing.StatusQuery{Status: billing.StatusScheduled, Before: day(1), Cursor: ""})
 			require.NoError(t, err, "first page of the other mode")
 			require.NotEmpty(t, op.Next, "first page of the other mode: next")
 			tok := p.Next
@@ -394,7 +400,7 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 					if c.cursor == tok {
 						t.Skip("mutation left the token unchanged")
 					}
-					got, err := billing.ScheduledPage(f.e.ctx(), f.e.repo, day(1), c.cursor)
+					got, err := f.e.repo.QueryStatus(f.e.ctx(), billing.StatusQuery{Status: billing.StatusScheduled, Before: day(1), Cursor: c.cursor})
 					require.ErrorIs(t, err, billing.ErrInvalidCursor, "page with cursor %q = %d items; want ErrInvalidCursor and nothing (never a restart)", c.cursor, len(got.Items))
 					require.Empty(t, got.Items, "page with cursor %q; want ErrInvalidCursor and nothing (never a restart)", c.cursor)
 				})
@@ -426,7 +432,9 @@ func (s *repoSuite) queryCases(mode dynamostore.StatusIndexMode) []repoCase {
 			for i := range 12 {
 				f.put(day(-i/2), billing.StatusScheduled)
 			}
-			fetch := func(c string) (billing.Page, error) { return billing.ScheduledPage(f.e.ctx(), f.e.repo, day(1), c) }
+			fetch := func(c string) (billing.Page, error) {
+				return f.e.repo.QueryStatus(f.e.ctx(), billing.StatusQuery{Status: billing.StatusScheduled, Before: day(1), Cursor: c})
+			}
 			first, err := fetch("")
 			require.NoError(t, err, "first page")
 			require.Len(t, first.Items, 3, "first page = %d items, next %q; want 3 and a cursor", len(first.Items), first.Next)

@@ -81,7 +81,7 @@ func benchScheduledRuns(b *testing.B, repo billing.Repository, w *dynamotest.Wra
 				read, due = 0, 0
 				cur := ""
 				for {
-					p, err := billing.ScheduledPage(context.Background(), repo, c.before, cur)
+					p, err := repo.QueryStatus(context.Background(), billing.StatusQuery{Status: billing.StatusScheduled, Before: c.before, Cursor: cur})
 					require.NoError(b, err)
 					due += len(p.Items)
 					if cur = p.Next; cur == "" {

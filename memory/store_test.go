@@ -89,7 +89,7 @@ func TestStoreInvalidItemsReported(t *testing.T) {
 			var invalid []error
 			scanned, pages, cur := 0, 0, ""
 			for {
-				p, err := billing.ScheduledPage(t.Context(), repo, due, cur)
+				p, err := repo.QueryStatus(t.Context(), billing.StatusQuery{Status: billing.StatusScheduled, Before: due, Cursor: cur})
 				require.NoError(t, err)
 				if p.Count != len(p.Items)+len(p.Invalid) {
 					t.Fatalf("Count %d with %d items and %d invalid", p.Count, len(p.Items), len(p.Invalid))
@@ -139,11 +139,11 @@ func TestStoreLastPageExactlyFull(t *testing.T) {
 	for i := range 3 { // one open record a user (Add refuses a second)
 		mustAdd(t, s.Repository(), rec(fmt.Sprint("u", i+1), i, due.AddDate(0, 0, -i-1), billing.StatusScheduled))
 	}
-	p, err := billing.ScheduledPage(t.Context(), s.Repository(), due, "")
+	p, err := s.Repository().QueryStatus(t.Context(), billing.StatusQuery{Status: billing.StatusScheduled, Before: due, Cursor: ""})
 	if err != nil || len(p.Items) != 3 || p.Next == "" {
 		t.Fatalf("full page = %d items, next %q, %v; want 3 and a cursor", len(p.Items), p.Next, err)
 	}
-	p2, err := billing.ScheduledPage(t.Context(), s.Repository(), due, p.Next)
+	p2, err := s.Repository().QueryStatus(t.Context(), billing.StatusQuery{Status: billing.StatusScheduled, Before: due, Cursor: p.Next})
 	if err != nil || len(p2.Items) != 0 || p2.Scanned != 0 || p2.Next != "" {
 		t.Fatalf("page after the full one = %+v, %v; want empty and last", p2, err)
 	}
@@ -156,11 +156,11 @@ func TestStoreLegacyPageOfFilteredItems(t *testing.T) {
 		rec("b", 2, due.AddDate(0, 0, 6), billing.StatusScheduled),
 		rec("c", 3, due.AddDate(0, 0, -1), billing.StatusScheduled),
 	)
-	p, err := billing.ScheduledPage(t.Context(), s.Repository(), due, "")
+	p, err := s.Repository().QueryStatus(t.Context(), billing.StatusQuery{Status: billing.StatusScheduled, Before: due, Cursor: ""})
 	if err != nil || len(p.Items) != 0 || p.Scanned != 2 || p.Count != 0 || p.Next == "" {
 		t.Fatalf("first legacy page = %+v, %v; want nothing due among 2 read, and a cursor", p, err)
 	}
-	p2, err := billing.ScheduledPage(t.Context(), s.Repository(), due, p.Next)
+	p2, err := s.Repository().QueryStatus(t.Context(), billing.StatusQuery{Status: billing.StatusScheduled, Before: due, Cursor: p.Next})
 	if err != nil || len(p2.Items) != 1 || p2.Items[0].UserID != "c" || p2.Next != "" {
 		t.Fatalf("second legacy page = %+v, %v; want user c's record", p2, err)
 	}

@@ -339,7 +339,7 @@ func userID(i int) string {
 // flight, every due record COMPLETED, and each charged exactly once.
 func checkCollected(ctx context.Context, repo billing.Repository, cfg Config, prov *provider) error {
 	for cur := ""; ; {
-		left, err := billing.ScheduledPage(ctx, repo, now, cur)
+		left, err := repo.QueryStatus(ctx, billing.StatusQuery{Status: billing.StatusScheduled, Before: now, Cursor: cur})
 		if err != nil {
 			return err
 		}
