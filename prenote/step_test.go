@@ -12,7 +12,7 @@ import (
 )
 
 // TestNewStepConfig checks the step's required fields and its defaults
-// (what WorkerConfig's Submitter, Metrics and PrenoteMetric did before
+// (what the prenote fields of WorkerConfig did before
 // the step left package billing).
 func TestNewStepConfig(t *testing.T) {
 	e := newNotifEnv(t)
