@@ -102,8 +102,7 @@ func TestZeroConfigLogPaths(t *testing.T) {
 	})
 
 	t.Run("worker", func(t *testing.T) {
-		w, err := billing.NewWorker(billing.WorkerConfig{Users: billingtest.NewUserDirectory(), Notifier: &billingtest.RecordingNotifier{},
-			Accounts: &billingtest.BankAccounts{}})
+		w, err := billing.NewWorker(billing.WorkerConfig{Users: billingtest.NewUserDirectory(), Notifier: &billingtest.RecordingNotifier{}})
 		require.NoError(t, err)
 		failed := w.HandleBatch(t.Context(), []billing.Message{{ID: "m1", Body: "not json"}, {ID: "m2", Body: `{"user_id": "nobody"}`}})
 		assert.Empty(t, failed, "an unreadable message is dropped, not redelivered")

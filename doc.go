@@ -230,7 +230,8 @@
 // hands each page to an [Enqueuer] in batches of 10, returning a
 // continuation [SchedulerEvent] while pages remain; [Worker] turns each
 // message into a [ThreeDayNotification] for the host's [Notifier] and then
-// applies a [PrenotePolicy]. See ExampleScheduler, ExampleWorker and
+// runs the host's [WorkerConfig.AfterSend], if any (package prenote is the
+// legacy host's ACH prenote step). See ExampleScheduler, ExampleWorker and
 // examples/lambda.
 //
 // # Observability

@@ -61,7 +61,7 @@ func TestWorkerEmailAllowList(t *testing.T) {
 		{nil, "anyone@anywhere.org", true}, // no list: production
 	} {
 		e := newNotifEnv(t)
-		e.cfg.Prenote, e.cfg.Submitter = nil, nil
+		e.step.Policy = nil
 		e.cfg.AllowedEmailSuffixes = tc.allowed
 		e.users.Put(billing.User{ID: "u1", Email: tc.email, Status: billing.UserStatusActive})
 		out, err := e.worker(t).Handle(context.Background(), notifMessage())

@@ -80,9 +80,9 @@ func ExampleScheduler() {
 
 // The worker handles a batch from the worker queue and returns the IDs of
 // the messages SQS should redeliver (a body that cannot be parsed is not
-// one of them: it is logged and dropped); after each notification it
-// decides on an ACH prenote with the default policy and meters the
-// decision.
+// one of them: it is logged and dropped). AccountMask gives the notice the
+// last four digits of the account charged; package prenote's Step is the
+// legacy host's AfterSend.
 func ExampleWorker() {
 	ctx := context.Background()
 	now := time.Date(2024, 3, 10, 12, 0, 0, 0, time.UTC)
@@ -90,21 +90,13 @@ func ExampleWorker() {
 		ID: "ann", Email: "ann@example.com", FirstName: "Ann", LastName: "Lee",
 		Status: billing.UserStatusActive, DateJoined: now.AddDate(0, 0, -10),
 	})
-	accounts := &billingtest.BankAccounts{}
-	accounts.Set("ann", billing.BankLink{PrimaryAccountID: "acc-1", Accounts: []billing.BankAccount{{ID: "acc-1", Mask: "6789"}}})
-	flags := &billingtest.FeatureFlags{}
-	flags.SetEnabled(billing.PrenotesFlag, true)
-	policy, err := billing.NewDefaultPrenotePolicy(billing.PrenotePolicyConfig{
-		Flags: flags, Accounts: accounts, Payments: &billingtest.UserPayments{}, Clock: billingtest.NewClock(now),
-		Provider: "ach", // the host's name for its prenote provider
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	notifier, metrics := &billingtest.RecordingNotifier{}, &billingtest.MetricsRecorder{}
+	notifier := &billingtest.RecordingNotifier{}
 	worker, err := billing.NewWorker(billing.WorkerConfig{
-		Users: users, Notifier: notifier, Accounts: accounts,
-		Prenote: policy, Submitter: &billingtest.PrenoteSubmitter{}, Metrics: metrics,
+		Users: users, Notifier: notifier,
+		AccountMask: func(_ context.Context, userID string) (string, error) {
+			return "6789", nil // the host's payment method on file for userID
+		},
+		AfterSend: func(_ context.Context, u billing.User) { fmt.Println("after send:", u.ID) },
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -125,11 +117,8 @@ func ExampleWorker() {
 		b, _ := json.Marshal(s.Notification)
 		fmt.Println("sent to", s.Email, string(b))
 	}
-	for _, c := range metrics.Counts() {
-		fmt.Println("metric", c.Name, c.Tags)
-	}
 	// Output:
+	// after send: ann
 	// failed: [m3]
 	// sent to ann@example.com {"event_type":"three_day_notification","user_id":"ann","billing_date":"03/14/2024","amount":"4.99","membership_tier":"Plus","account":"6789"}
-	// metric subscriptions.notifier.prenotes [submitted:true provider:ach]
 }

@@ -39,7 +39,7 @@ func TestTrialEndingReminderOnce(t *testing.T) {
 			notifier := &billingtest.RecordingNotifier{}
 			users := billingtest.NewUserDirectory(billing.User{ID: e.user, Email: "ann@example.com", Status: billing.UserStatusActive},
 				billing.User{ID: freeUser, Email: "bob@example.com", Status: billing.UserStatusActive})
-			w, err := billing.NewWorker(billing.WorkerConfig{Users: users, Notifier: notifier, Accounts: &billingtest.BankAccounts{},
+			w, err := billing.NewWorker(billing.WorkerConfig{Users: users, Notifier: notifier,
 				Reminders: e.repo.(billing.ReminderClaimer), Clock: e.clock})
 			require.NoError(t, err)
 

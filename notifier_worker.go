@@ -29,14 +29,15 @@ type User struct {
 	ID string
 	// Email identifies the user to the [Notifier].
 	Email string
-	// FirstName and LastName go into a prenote submission.
+	// FirstName and LastName are for the host's [WorkerConfig.AfterSend]
+	// step (the legacy prenote submission).
 	FirstName, LastName string
 	// Status is the user-service status; only [UserStatusActive] users are
 	// notified.
 	Status string
-	// DateJoined is when the user signed up; the default prenote policy
-	// skips the payment check for users younger than 30 days. Zero means
-	// unknown (the user counts as old).
+	// DateJoined is when the user signed up, for the host's AfterSend step
+	// (the legacy prenote policy skips its payment check for users younger
+	// than 30 days). Zero means unknown.
 	DateJoined time.Time
 }
 
@@ -45,50 +46,6 @@ type UserDirectory interface {
 	// GetUser returns the user with the ID. Any error (including "no such
 	// user") fails the message, which SQS then redelivers.
 	GetUser(ctx context.Context, userID string) (User, error)
-}
-
-// BankAccount is one linked bank account.
-type BankAccount struct {
-	// ID identifies the account in its link.
-	ID string
-	// Mask is the end of the account number as the link reports it; only its last four characters are ever put in a notification.
-	Mask string
-}
-
-// BankLink is a user's linked bank (an account aggregator's item): the
-// primary account that is charged and every linked account.
-type BankLink struct {
-	// PrimaryAccountID is the ID of the account collections debit (the
-	// legacy main_account_id / primary_account_id); empty when none is set.
-	PrimaryAccountID string
-	// Accounts are the linked accounts.
-	Accounts []BankAccount
-}
-
-// Primary returns the primary account, if the link has it.
-func (l BankLink) Primary() (BankAccount, bool) {
-	if l.PrimaryAccountID == "" {
-		return BankAccount{}, false
-	}
-	for _, a := range l.Accounts {
-		if a.ID == l.PrimaryAccountID {
-			return a, true
-		}
-	}
-	return BankAccount{}, false
-}
-
-// Usable reports whether the link can take a prenote: it has a primary
-// account ID and at least one account.
-func (l BankLink) Usable() bool { return l.PrimaryAccountID != "" && len(l.Accounts) > 0 }
-
-// BankAccounts looks up users' linked bank accounts.
-type BankAccounts interface {
-	// BankLink returns the user's link; a user without one gets the zero
-	// BankLink and a nil error. An error fails the message when the
-	// notification needs the account, and is a prenote error in the
-	// prenote policy.
-	BankLink(ctx context.Context, userID string) (BankLink, error)
 }
 
 // ThreeDayNotification is the pre-billing notification's payload (the
@@ -110,8 +67,9 @@ type ThreeDayNotification struct {
 	// MembershipTier is the record's tier name, [DefaultTierName] when it
 	// has none.
 	MembershipTier string `json:"membership_tier"`
-	// Account is the last four characters of the primary account's number,
-	// empty when the user has no primary account.
+	// Account is the last four characters of the account the user is
+	// charged from ([WorkerConfig.AccountMask]), empty when there is none
+	// or the worker has no AccountMask.
 	Account string `json:"account"`
 }
 
@@ -135,7 +93,7 @@ type NotificationOutcome string
 
 // The outcomes.
 const (
-	// NotificationSent: the notification was sent (the prenote step ran after it).
+	// NotificationSent: the notification was sent (AfterSend ran after it).
 	NotificationSent NotificationOutcome = "sent"
 	// NotificationSkippedPendingCancellation: the record's updated_event is
 	// PENDING_CANCELLATION.
@@ -153,15 +111,19 @@ type WorkerConfig struct {
 	Users UserDirectory
 	// Notifier sends the notification. Required.
 	Notifier Notifier
-	// Accounts gives the primary account's last four digits. Required.
-	Accounts BankAccounts
-	// Prenote decides whether to submit an ACH prenote after the
-	// notification, usually a [*DefaultPrenotePolicy]. Defaults to nil: no
-	// prenote step, and no prenote metric.
-	Prenote PrenotePolicy
-	// Submitter submits the prenotes Prenote decides on. Required when
-	// Prenote is set.
-	Submitter PrenoteSubmitter
+	// AccountMask returns the last four characters of the account the
+	// user is charged from, for the notice's Account; "" when there is none
+	// (the worker logs a warning and sends the notice without digits). Only
+	// the last four characters of what it returns are ever sent. An error
+	// fails the message, which SQS then redelivers. Defaults to nil: every
+	// notice goes without digits (a host that does not debit bank accounts).
+	// Package prenote's AccountMask adapts the legacy bank links.
+	AccountMask func(ctx context.Context, userID string) (string, error)
+	// AfterSend is called after a notice was sent to user, with the
+	// message's context; it cannot fail the message (a step of its own
+	// logs what goes wrong). Defaults to nil: nothing runs after the send.
+	// Package prenote's Step.AfterSend is the legacy ACH prenote step.
+	AfterSend func(ctx context.Context, user User)
 	// Reminders records on each record that its reminder was sent, so that
 	// a rerun of the scheduler, a redelivered message or a second worker
 	// never sends it twice (see [ReminderClaimer]): usually the Repository
@@ -171,11 +133,6 @@ type WorkerConfig struct {
 	// Clock gives the time a reminder is claimed at. Defaults to
 	// [SystemClock].
 	Clock Clock
-	// Metrics receives the prenote metric. Defaults to discarding it.
-	Metrics Metrics
-	// PrenoteMetric names the prenote metric. Defaults to
-	// [PrenoteMetricName] ("subscriptions.notifier.prenotes").
-	PrenoteMetric string
 	// AllowedEmailSuffixes, when not empty, restricts notifications to
 	// users whose email domain one of its entries allows; other users are
 	// skipped. Set it in test environments, e.g. to "test.example.com" and
@@ -197,8 +154,8 @@ type WorkerConfig struct {
 	// allowed. [NewWorker] rejects an entry that is not a domain, "@domain"
 	// or ".domain" in that sense. Defaults to nil: everyone (production).
 	AllowedEmailSuffixes []string
-	// Logger receives a line per skipped or failed message and per prenote
-	// decision. Defaults to discarding logs.
+	// Logger receives a line per skipped or failed message. Defaults to
+	// discarding logs.
 	Logger *slog.Logger
 	// MeterProvider makes the handled-messages metric (see
 	// dynabill.notifier.messages). Defaults to otel.GetMeterProvider(), a
@@ -212,7 +169,8 @@ type WorkerConfig struct {
 
 // Worker is the second half of the pre-billing notifier (the legacy
 // notifier-worker Lambda): for each message the [Scheduler] enqueued it
-// looks the user up, sends the notification and then tries an ACH prenote.
+// looks the user up, sends the notification and then runs the host's
+// [WorkerConfig.AfterSend] step, if any.
 // Safe for concurrent use.
 type Worker struct {
 	cfg        WorkerConfig
@@ -227,19 +185,9 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, errors.New("billing: WorkerConfig.Users is required")
 	case cfg.Notifier == nil:
 		return nil, errors.New("billing: WorkerConfig.Notifier is required")
-	case cfg.Accounts == nil:
-		return nil, errors.New("billing: WorkerConfig.Accounts is required")
-	case cfg.Prenote != nil && cfg.Submitter == nil:
-		return nil, errors.New("billing: WorkerConfig.Submitter is required with Prenote")
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = discardMetrics{}
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = SystemClock{}
-	}
-	if cfg.PrenoteMetric == "" {
-		cfg.PrenoteMetric = PrenoteMetricName
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -264,7 +212,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 // dropped.
 //
 // A message fails when [Worker.Handle] returns an error: the user lookup,
-// the bank account lookup, the reminder's claim or the send failed, all of
+// the account mask's lookup, the reminder's claim or the send failed, all of
 // which a redelivery may get past. Once ctx is done, the remaining messages
 // fail without being tried.
 //
@@ -330,9 +278,10 @@ func (w *Worker) dropInvalid(ctx context.Context, log *slog.Logger, msg *Message
 //     domain none of them allows is skipped, so tests never mail real
 //     users.
 //  5. The notification is built: billing date as MM/DD/YYYY, amount, tier
-//     name (LITE when the record has none) and the primary account's last
-//     four digits; a bank account lookup error is returned. A user without
-//     a primary account is notified without the digits.
+//     name (LITE when the record has none) and, with AccountMask set, the
+//     last four characters of the account charged; its error is returned.
+//     A user without one (or a worker without AccountMask) is notified
+//     without the digits.
 //  6. With Reminders set, the reminder is claimed on the record (see
 //     [ReminderClaimer]): a reminder claimed already is skipped as a
 //     duplicate, a record gone or no longer in the message's status or
@@ -341,8 +290,8 @@ func (w *Worker) dropInvalid(ctx context.Context, log *slog.Logger, msg *Message
 //     claim is released (even when ctx is done, within 10 seconds) so that
 //     the retry can send. A release that fails is joined to the error and
 //     logged: that reminder is then never sent.
-//  8. The prenote step runs (see [PrenotePolicy]). Its errors are logged
-//     and metered, never returned: a prenote failure does not undo the
+//  8. With AfterSend set, it runs (package prenote's step submits an ACH
+//     prenote). It returns nothing: a failure there does not undo the
 //     notification that was delivered.
 //
 // Skips return their outcome and a nil error.
@@ -391,23 +340,23 @@ func (w *Worker) handle(ctx context.Context, m NotificationMessage) (Notificatio
 		return "", w.releaseReminder(ctx, claim, fmt.Errorf("billing: notifier worker: send %s: %w", ThreeDayNotificationEvent, err))
 	}
 	log.InfoContext(ctx, "billing: notifier worker: notification sent")
-	if w.cfg.Prenote != nil {
-		w.prenote(ctx, user, log)
+	if w.cfg.AfterSend != nil {
+		w.cfg.AfterSend(ctx, user)
 	}
 	return NotificationSent, nil
 }
 
 // notification builds the payload of m (the legacy buildNotification).
 func (w *Worker) notification(ctx context.Context, m *NotificationMessage, log *slog.Logger) (ThreeDayNotification, error) {
-	link, err := w.cfg.Accounts.BankLink(ctx, m.UserID)
-	if err != nil {
-		return ThreeDayNotification{}, fmt.Errorf("billing: notifier worker: bank account of %s: %w", m.UserID, err)
-	}
 	var account string
-	if a, ok := link.Primary(); ok {
-		account = lastFour(a.Mask)
-	} else {
-		log.WarnContext(ctx, "billing: notifier worker: no primary bank account, notifying without account digits")
+	if w.cfg.AccountMask != nil {
+		mask, err := w.cfg.AccountMask(ctx, m.UserID)
+		if err != nil {
+			return ThreeDayNotification{}, fmt.Errorf("billing: notifier worker: account of %s: %w", m.UserID, err)
+		}
+		if account = lastFour(mask); account == "" {
+			log.WarnContext(ctx, "billing: notifier worker: no account to show, notifying without account digits")
+		}
 	}
 	tier := m.Tier()
 	if tier == "" {

@@ -14,25 +14,29 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/prenote"
+	"github.com/dynabill/billing/prenote/prenotetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // notifEnv is a Worker wired to a fake for every port, with one ACTIVE new
-// user "u1" whose prenote flag is on and whose bank link is usable. Its
-// prenote providers are "primary" and "secondary" (submitted under the
-// default account "subscription").
+// user "u1" whose prenote flag is on and whose bank link is usable, and the
+// legacy prenote step plugged in as its AfterSend. Its prenote providers are
+// "primary" and "secondary" (submitted under the default account
+// "subscription").
 type notifEnv struct {
 	clock     *billingtest.Clock
 	users     *billingtest.UserDirectory
 	notifier  *billingtest.RecordingNotifier
-	accounts  *billingtest.BankAccounts
-	payments  *billingtest.UserPayments
-	flags     *billingtest.FeatureFlags
-	submitter *billingtest.PrenoteSubmitter
-	metrics   *billingtest.MetricsRecorder
-	policy    *billing.DefaultPrenotePolicy
+	accounts  *prenotetest.BankAccounts
+	payments  *prenotetest.Payments
+	flags     *prenotetest.FeatureFlags
+	submitter *prenotetest.Submitter
+	metrics   *prenotetest.MetricsRecorder
+	policy    *prenote.DefaultPolicy
 	cfg       billing.WorkerConfig
+	step      prenote.StepConfig // the AfterSend step; no step when its Policy is nil
 }
 
 var notifUser = billing.User{
@@ -46,32 +50,38 @@ func newNotifEnv(t *testing.T) *notifEnv {
 		clock:     billingtest.NewClock(notifNow),
 		users:     billingtest.NewUserDirectory(notifUser),
 		notifier:  &billingtest.RecordingNotifier{},
-		accounts:  &billingtest.BankAccounts{},
-		payments:  &billingtest.UserPayments{},
-		flags:     &billingtest.FeatureFlags{},
-		submitter: &billingtest.PrenoteSubmitter{},
-		metrics:   &billingtest.MetricsRecorder{},
+		accounts:  &prenotetest.BankAccounts{},
+		payments:  &prenotetest.Payments{},
+		flags:     &prenotetest.FeatureFlags{},
+		submitter: &prenotetest.Submitter{},
+		metrics:   &prenotetest.MetricsRecorder{},
 	}
-	e.accounts.Set("u1", billing.BankLink{PrimaryAccountID: "acc-1", Accounts: []billing.BankAccount{
+	e.accounts.Set("u1", prenote.BankLink{PrimaryAccountID: "acc-1", Accounts: []prenote.BankAccount{
 		{ID: "acc-2", Mask: "4321"}, {ID: "acc-1", Mask: "123456789"},
 	}})
-	e.flags.SetEnabled(billing.PrenotesFlag, true)
-	policy, err := billing.NewDefaultPrenotePolicy(billing.PrenotePolicyConfig{
+	e.flags.SetEnabled(prenote.EnabledFlag, true)
+	policy, err := prenote.NewDefaultPolicy(prenote.PolicyConfig{
 		Flags: e.flags, Accounts: e.accounts, Payments: e.payments, Clock: e.clock,
 		Provider: "primary", AlternateProvider: "secondary",
 	})
 	require.NoError(t, err)
 	e.policy = policy
 	e.cfg = billing.WorkerConfig{
-		Users: e.users, Notifier: e.notifier, Accounts: e.accounts,
-		Prenote: policy, Submitter: e.submitter, Metrics: e.metrics,
+		Users: e.users, Notifier: e.notifier, AccountMask: prenote.AccountMask(e.accounts),
 	}
+	e.step = prenote.StepConfig{Policy: policy, Submitter: e.submitter, Metrics: e.metrics}
 	return e
 }
 
 func (e *notifEnv) worker(t *testing.T) *billing.Worker {
 	t.Helper()
-	w, err := billing.NewWorker(e.cfg)
+	cfg := e.cfg
+	if e.step.Policy != nil {
+		step, err := prenote.NewStep(e.step)
+		require.NoError(t, err)
+		cfg.AfterSend = step.AfterSend
+	}
+	w, err := billing.NewWorker(cfg)
 	require.NoError(t, err)
 	return w
 }
@@ -82,7 +92,7 @@ func (e *notifEnv) metricTags(t *testing.T) [][]string {
 	t.Helper()
 	var out [][]string
 	for _, c := range e.metrics.Counts() {
-		if c.Name != billing.PrenoteMetricName || c.Value != 1 {
+		if c.Name != prenote.MetricName || c.Value != 1 {
 			t.Errorf("unexpected count %+v", c)
 		}
 		out = append(out, c.Tags)
@@ -163,18 +173,18 @@ func TestWorkerBranches(t *testing.T) {
 			sent: sent("6789", "LITE"), metrics: submittedPrimary, submits: 1},
 		{name: "no primary account: sent without digits, prenote no_good_plaid_item", lookups: 1,
 			setup: func(e *notifEnv) {
-				e.accounts.Set("u1", billing.BankLink{Accounts: []billing.BankAccount{{ID: "acc-2", Mask: "4321"}}})
+				e.accounts.Set("u1", prenote.BankLink{Accounts: []prenote.BankAccount{{ID: "acc-2", Mask: "4321"}}})
 			},
 			sent: sent("", "Plus"), metrics: [][]string{{"submitted:false", "submitted_reason:no_good_plaid_item"}}},
 		{name: "prenote error: logged and metered, not a failure", lookups: 1,
-			setup: func(e *notifEnv) { e.flags.Fail(billing.PrenotesFlag, boom) },
+			setup: func(e *notifEnv) { e.flags.Fail(prenote.EnabledFlag, boom) },
 			sent:  sent("6789", "Plus"), metrics: [][]string{{"submitted:false", "submitted_reason:error"}}},
 		{name: "prenote refused: not a failure", lookups: 1,
 			setup: func(e *notifEnv) { e.submitter.Respond(500, nil) },
 			sent:  sent("6789", "Plus"), submits: 1,
 			metrics: [][]string{{"submitted:false", "submitted_reason:bad_response_code", "provider:primary"}}},
 		{name: "no prenote policy: no prenote step", lookups: 1,
-			setup: func(e *notifEnv) { e.cfg.Prenote, e.cfg.Submitter = nil, nil },
+			setup: func(e *notifEnv) { e.step.Policy = nil },
 			sent:  sent("6789", "Plus")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -348,8 +358,6 @@ func TestNewWorkerConfig(t *testing.T) {
 	}{
 		{func(c *billing.WorkerConfig) { c.Users = nil }, "Users"},
 		{func(c *billing.WorkerConfig) { c.Notifier = nil }, "Notifier"},
-		{func(c *billing.WorkerConfig) { c.Accounts = nil }, "Accounts"},
-		{func(c *billing.WorkerConfig) { c.Submitter = nil }, "Submitter"},
 		{func(c *billing.WorkerConfig) { c.AllowedEmailSuffixes = []string{""} }, "AllowedEmailSuffixes"},
 	} {
 		cfg := e.cfg
@@ -358,20 +366,52 @@ func TestNewWorkerConfig(t *testing.T) {
 			t.Errorf("want an error naming %s, got %v", tc.want, err)
 		}
 	}
-	// Metrics and the metric name have defaults.
-	cfg := e.cfg
-	cfg.Metrics = nil
-	if _, err := billing.NewWorker(cfg); err != nil {
-		t.Fatal(err)
+}
+
+// TestWorkerAccountMask checks the notice's digits come from AccountMask
+// alone: a worker without one (a host that does not debit bank accounts)
+// sends every notice without digits and still runs AfterSend; one with it
+// sends at most the last four characters it returns, and its error fails
+// the message before anything is sent.
+func TestWorkerAccountMask(t *testing.T) {
+	ctx := context.Background()
+	want := func(account string) []billingtest.SentNotification {
+		return []billingtest.SentNotification{{Email: "ann@example.com", Notification: billing.ThreeDayNotification{
+			EventType: "three_day_notification", UserID: "u1", BillingDate: "03/14/2024",
+			Amount: billing.Cents(499), MembershipTier: "Plus", Account: account,
+		}}}
 	}
-	cfg = e.cfg
-	cfg.PrenoteMetric = "custom.prenotes"
-	w, err := billing.NewWorker(cfg)
-	require.NoError(t, err)
-	if _, err := w.Handle(context.Background(), notifMessage()); err != nil {
-		t.Fatal(err)
-	}
-	if e.metrics.Total("custom.prenotes", "submitted:true") != 1 {
-		t.Fatalf("custom metric name not used: %+v", e.metrics.Counts())
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name   string
+		mask   func(context.Context, string) (string, error)
+		failed bool
+		sent   []billingtest.SentNotification
+	}{
+		{name: "nil: no digits", sent: want("")},
+		{name: "none: no digits", mask: func(context.Context, string) (string, error) { return "", nil }, sent: want("")},
+		{name: "four", mask: func(context.Context, string) (string, error) { return "6789", nil }, sent: want("6789")},
+		{name: "longer: last four only", mask: func(context.Context, string) (string, error) { return "123456789", nil }, sent: want("6789")},
+		{name: "error: failure, nothing sent", mask: func(context.Context, string) (string, error) { return "", boom }, failed: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			users := billingtest.NewUserDirectory(notifUser)
+			notifier := &billingtest.RecordingNotifier{}
+			var after []string
+			w, err := billing.NewWorker(billing.WorkerConfig{Users: users, Notifier: notifier, AccountMask: tc.mask,
+				AfterSend: func(_ context.Context, u billing.User) { after = append(after, u.ID) }})
+			require.NoError(t, err)
+			out, err := w.Handle(ctx, notifMessage())
+			if tc.failed {
+				require.ErrorIs(t, err, boom)
+				assert.Empty(t, notifier.Sent(), "sent despite the error")
+				assert.Empty(t, after, "AfterSend ran without a send")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, billing.NotificationSent, out)
+			assert.Equal(t, tc.sent, notifier.Sent())
+			assert.Equal(t, []string{"u1"}, after, "AfterSend")
+		})
 	}
 }

@@ -289,7 +289,7 @@ func TestTelemetryNotifier(t *testing.T) {
 			billing.User{ID: "u0", Email: "a@example.com", Status: billing.UserStatusActive},
 			billing.User{ID: "u1", Email: "b@example.com", Status: "SUSPENDED"},
 		),
-		Notifier: &billingtest.RecordingNotifier{}, Accounts: &billingtest.BankAccounts{},
+		Notifier:      &billingtest.RecordingNotifier{},
 		MeterProvider: o.mp, TracerProvider: o.tp,
 	})
 	require.NoError(t, err)
@@ -396,7 +396,7 @@ func TestTelemetryNilProviders(t *testing.T) {
 	_, err = s.Run(ctx, billing.SchedulerEvent{})
 	require.NoError(t, err)
 	w, err := billing.NewWorker(billing.WorkerConfig{Users: billingtest.NewUserDirectory(),
-		Notifier: &billingtest.RecordingNotifier{}, Accounts: &billingtest.BankAccounts{}})
+		Notifier: &billingtest.RecordingNotifier{}})
 	require.NoError(t, err)
 	failed := w.HandleBatch(ctx, []billing.Message{{ID: "m", Body: "{"}})
 	require.Empty(t, failed, "unparseable messages are dropped, not redelivered")

@@ -122,7 +122,7 @@ func trialNotice(t *testing.T, e *freeEnv, end time.Time) billing.ThreeDayNotifi
 	require.NoError(t, err)
 	notifier := &billingtest.RecordingNotifier{}
 	users := billingtest.NewUserDirectory(billing.User{ID: e.user, Email: "ann@example.com", Status: billing.UserStatusActive})
-	w, err := billing.NewWorker(billing.WorkerConfig{Users: users, Notifier: notifier, Accounts: &billingtest.BankAccounts{}, Clock: e.clock})
+	w, err := billing.NewWorker(billing.WorkerConfig{Users: users, Notifier: notifier, Clock: e.clock})
 	require.NoError(t, err)
 	e.clock.Set(end.AddDate(0, 0, -billing.NotificationLeadDays).Add(-6 * time.Hour))
 	_, err = sched.Run(t.Context(), billing.SchedulerEvent{})

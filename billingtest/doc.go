@@ -4,8 +4,8 @@
 // [Provider] implementing billing.PaymentProvider that honours idempotency
 // keys like a real processor, a recording [EventRecorder] implementing
 // billing.EventSink, recording fakes of the notifier's ports
-// ([RecordingEnqueuer], [RecordingNotifier], [UserDirectory], [BankAccounts],
-// [UserPayments], [FeatureFlags], [PrenoteSubmitter], [MetricsRecorder]), an
+// ([RecordingEnqueuer], [RecordingNotifier], [UserDirectory]; the legacy
+// prenote step's are in package prenote/prenotetest), an
 // in-memory [Accounts] twin of the single-table credits and access store,
 // and [NewMemoryStore] and [NewMemorySingleTable], which fail the test on
 // options package memory refuses)

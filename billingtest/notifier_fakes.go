@@ -12,17 +12,13 @@ import (
 
 // Fakes for the notifier's ports. Each records its calls, can be scripted to
 // fail, and is safe for concurrent use. The zero value of each is ready to
-// use (no users, no links, all flags off, every submission answered 201).
+// use (no users, nothing enqueued or sent). The legacy prenote step's fakes
+// are in package prenote/prenotetest.
 
 var (
-	_ billing.Enqueuer         = (*RecordingEnqueuer)(nil)
-	_ billing.Notifier         = (*RecordingNotifier)(nil)
-	_ billing.UserDirectory    = (*UserDirectory)(nil)
-	_ billing.BankAccounts     = (*BankAccounts)(nil)
-	_ billing.UserPayments     = (*UserPayments)(nil)
-	_ billing.FeatureFlags     = (*FeatureFlags)(nil)
-	_ billing.PrenoteSubmitter = (*PrenoteSubmitter)(nil)
-	_ billing.Metrics          = (*MetricsRecorder)(nil)
+	_ billing.Enqueuer      = (*RecordingEnqueuer)(nil)
+	_ billing.Notifier      = (*RecordingNotifier)(nil)
+	_ billing.UserDirectory = (*UserDirectory)(nil)
 )
 
 // errorScript holds scripted errors: per key, and for every key.
@@ -243,54 +239,4 @@ func (d *UserDirectory) Calls() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return slices.Clone(d.calls)
-}
-
-// BankAccounts is a [billing.BankAccounts] over a map of links.
-type BankAccounts struct {
-	mu    sync.Mutex
-	links map[string]billing.BankLink
-	errs  errorScript
-	calls []string
-}
-
-// Set gives userID a link.
-func (b *BankAccounts) Set(userID string, link billing.BankLink) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.links == nil {
-		b.links = map[string]billing.BankLink{}
-	}
-	link.Accounts = slices.Clone(link.Accounts)
-	b.links[userID] = link
-}
-
-// FailFor makes BankLink of userID fail with err (nil clears it).
-func (b *BankAccounts) FailFor(userID string, err error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.errs.set(userID, err)
-}
-
-// BankLink implements [billing.BankAccounts]: the link set for the user,
-// or the zero link.
-func (b *BankAccounts) BankLink(ctx context.Context, userID string) (billing.BankLink, error) {
-	if err := ctx.Err(); err != nil {
-		return billing.BankLink{}, err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.calls = append(b.calls, userID)
-	if err := b.errs.get(userID); err != nil {
-		return billing.BankLink{}, err
-	}
-	link := b.links[userID]
-	link.Accounts = slices.Clone(link.Accounts)
-	return link, nil
-}
-
-// Calls returns the user IDs looked up, in order.
-func (b *BankAccounts) Calls() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return slices.Clone(b.calls)
 }

@@ -1,6 +1,7 @@
 package billingtest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -93,7 +94,6 @@ type reminderEnv struct {
 	clock    *Clock
 	store    ReminderStore
 	users    *UserDirectory
-	accounts *BankAccounts
 	notifier *RecordingNotifier
 	recs     []billing.Period
 }
@@ -102,7 +102,7 @@ type reminderEnv struct {
 // of its own ACTIVE user.
 func (s *reminderSuite) env(t *testing.T, n int) *reminderEnv {
 	t.Helper()
-	e := &reminderEnv{t: t, clock: NewClock(reminderNow), users: NewUserDirectory(), accounts: &BankAccounts{}, notifier: &RecordingNotifier{}}
+	e := &reminderEnv{t: t, clock: NewClock(reminderNow), users: NewUserDirectory(), notifier: &RecordingNotifier{}}
 	e.store = s.newStore(t, e.clock)
 	if _, ok := e.store.Repository.(billing.ReminderClaimer); !ok {
 		t.Fatalf("billingtest.TestReminderWorkers: %T does not implement billing.ReminderClaimer", e.store.Repository)
@@ -110,7 +110,6 @@ func (s *reminderSuite) env(t *testing.T, n int) *reminderEnv {
 	for i := range n {
 		rec := s.ids.record(s.ids.user(), billingBase.Add(time.Duration(i+1)*time.Hour), billing.StatusScheduled)
 		e.users.Put(billing.User{ID: rec.UserID, Email: fmt.Sprintf("reminder-%d@example.com", i), Status: billing.UserStatusActive})
-		e.accounts.Set(rec.UserID, billing.BankLink{PrimaryAccountID: "a", Accounts: []billing.BankAccount{{ID: "a", Mask: "00001234"}}})
 		if err := e.store.Repository.Add(t.Context(), &rec); err != nil {
 			t.Fatalf("Add(%s): %v", rec.Key(), err)
 		}
@@ -122,8 +121,9 @@ func (s *reminderSuite) env(t *testing.T, n int) *reminderEnv {
 func (e *reminderEnv) worker() *billing.Worker {
 	e.t.Helper()
 	w, err := billing.NewWorker(billing.WorkerConfig{
-		Users: e.users, Notifier: e.notifier, Accounts: e.accounts,
-		Reminders: e.store.Repository.(billing.ReminderClaimer), Clock: e.clock,
+		Users: e.users, Notifier: e.notifier,
+		AccountMask: func(context.Context, string) (string, error) { return "00001234", nil },
+		Reminders:   e.store.Repository.(billing.ReminderClaimer), Clock: e.clock,
 	})
 	if err != nil {
 		e.t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/prenote"
 )
 
 // Stubs for the ports a real service implements against its own systems.
@@ -14,15 +15,15 @@ import (
 // until stubUsers returns real users.
 
 var (
-	_ billing.UserDirectory    = stubUsers{}
-	_ billing.BankAccounts     = stubBankAccounts{}
-	_ billing.UserPayments     = stubPayments{}
-	_ billing.FeatureFlags     = stubFlags{}
-	_ billing.PrenoteSubmitter = stubSubmitter{}
-	_ billing.Notifier         = logNotifier{}
-	_ billing.Metrics          = logMetrics{}
-	_ billing.PaymentProvider  = stubProvider{}
-	_ billing.EventSink        = logEvents{}
+	_ billing.UserDirectory   = stubUsers{}
+	_ prenote.BankAccounts    = stubBankAccounts{}
+	_ prenote.Payments        = stubPayments{}
+	_ prenote.FeatureFlags    = stubFlags{}
+	_ prenote.Submitter       = stubSubmitter{}
+	_ billing.Notifier        = logNotifier{}
+	_ prenote.Metrics         = logMetrics{}
+	_ billing.PaymentProvider = stubProvider{}
+	_ billing.EventSink       = logEvents{}
 )
 
 // errNotWired fails the worker's messages until a user service is wired,
@@ -42,16 +43,16 @@ func (s stubUsers) GetUser(ctx context.Context, userID string) (billing.User, er
 // /plaid-accounts and the payments service's bank account).
 type stubBankAccounts struct{ log *slog.Logger }
 
-func (s stubBankAccounts) BankLink(ctx context.Context, userID string) (billing.BankLink, error) {
+func (s stubBankAccounts) BankLink(ctx context.Context, userID string) (prenote.BankLink, error) {
 	s.log.InfoContext(ctx, "stub bank accounts: BankLink", "user_id", userID)
-	return billing.BankLink{}, nil
+	return prenote.BankLink{}, nil
 }
 
 // stubPayments stands in for the payments history (legacy:
 // GetPaymentsByUserID).
 type stubPayments struct{ log *slog.Logger }
 
-func (s stubPayments) Payments(ctx context.Context, userID string) ([]billing.UserPayment, error) {
+func (s stubPayments) Payments(ctx context.Context, userID string) ([]prenote.Payment, error) {
 	s.log.InfoContext(ctx, "stub payments: Payments", "user_id", userID)
 	return nil, nil
 }
@@ -74,7 +75,7 @@ func (s stubFlags) Value(ctx context.Context, flag, userID string) (string, erro
 // (legacy: SubmitJpmPrenoteWithResponse / SubmitUsioPrenoteWithResponse).
 type stubSubmitter struct{ log *slog.Logger }
 
-func (s stubSubmitter) Submit(ctx context.Context, provider string, req billing.PrenoteRequest) (int, error) {
+func (s stubSubmitter) Submit(ctx context.Context, provider string, req prenote.Request) (int, error) {
 	s.log.InfoContext(ctx, "stub prenote: Submit", "provider", provider, "user_id", req.UserID)
 	return http.StatusCreated, nil
 }

@@ -158,6 +158,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/prenote"
 )
 
 func main() {
@@ -405,14 +406,17 @@ func singleTableFromEnv() dynamostore.SingleTableConfig {
 	}
 }
 
-// newWorker wires the worker to the host ports and the default prenote
-// rule, configured the way the legacy service ran it: prenotes go through
-// "jpm" unless the provider flag says "usio", whose prenotes are submitted
-// under the account "subscription" with the user's email; a good payment
-// went through "jpm". The names are this host's; the library has none.
+// newWorker wires the worker to the host ports and the legacy prenote step
+// (package prenote), configured the way the legacy service ran it: the
+// notice carries the primary bank account's last four digits; prenotes go
+// through "jpm" unless the provider flag says "usio", whose prenotes are
+// submitted under the account "subscription" with the user's email; a good
+// payment went through "jpm". The names are this host's; the library has
+// none. A host without bank accounts or prenotes leaves AccountMask and
+// AfterSend nil.
 func newWorker(logger *slog.Logger, reminders billing.ReminderClaimer) (*billing.Worker, error) {
 	accounts := stubBankAccounts{logger}
-	policy, err := billing.NewDefaultPrenotePolicy(billing.PrenotePolicyConfig{
+	policy, err := prenote.NewDefaultPolicy(prenote.PolicyConfig{
 		Flags:               stubFlags{logger},
 		Accounts:            accounts,
 		Payments:            stubPayments{logger},
@@ -420,6 +424,15 @@ func newWorker(logger *slog.Logger, reminders billing.ReminderClaimer) (*billing
 		AlternateProvider:   "usio",
 		AlternateAccount:    "subscription",
 		GoodPaymentProvider: "jpm",
+	})
+	if err != nil {
+		return nil, err
+	}
+	step, err := prenote.NewStep(prenote.StepConfig{
+		Policy:    policy,
+		Submitter: stubSubmitter{logger},
+		Metrics:   logMetrics{logger},
+		Logger:    logger,
 	})
 	if err != nil {
 		return nil, err
@@ -434,10 +447,8 @@ func newWorker(logger *slog.Logger, reminders billing.ReminderClaimer) (*billing
 		Reminders:            reminders,
 		Users:                stubUsers{logger},
 		Notifier:             logNotifier{logger},
-		Accounts:             accounts,
-		Prenote:              policy,
-		Submitter:            stubSubmitter{logger},
-		Metrics:              logMetrics{logger},
+		AccountMask:          prenote.AccountMask(accounts),
+		AfterSend:            step.AfterSend,
 		AllowedEmailSuffixes: suffixes,
 		Logger:               logger,
 	})

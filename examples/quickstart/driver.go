@@ -2,7 +2,8 @@ package main
 
 // The simulation driver: it runs what main.go wires over simulated months
 // and prints what happened, and it stands in for the host's services (a
-// queue, a user directory, bank links). A service needs none of it.
+// queue, a user directory, the account each user is charged from). A
+// service needs none of it.
 
 import (
 	"context"
@@ -195,13 +196,10 @@ func (demoUsers) GetUser(_ context.Context, userID string) (billing.User, error)
 	return billing.User{ID: userID, Email: userID + "@example.com", Status: billing.UserStatusActive}, nil
 }
 
-// demoAccounts is a billing.BankAccounts standing in for the host's bank
-// links: every user has one account, ending in 6789.
-type demoAccounts struct{}
-
-func (demoAccounts) BankLink(context.Context, string) (billing.BankLink, error) {
-	return billing.BankLink{PrimaryAccountID: "acct-1", Accounts: []billing.BankAccount{{ID: "acct-1", Mask: "6789"}}}, nil
-}
+// demoAccountMask is the WorkerConfig.AccountMask standing in for the
+// host's payment methods: every user is charged from an account ending in
+// 6789.
+func demoAccountMask(context.Context, string) (string, error) { return "6789", nil }
 
 // createTables creates the tables (lock table included) under a unique
 // prefix on the DynamoDB at endpoint, and returns a client for it, their

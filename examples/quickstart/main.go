@@ -114,11 +114,11 @@ func run(ctx context.Context, endpoint string, keep bool, sim simulation.Options
 	}
 	reminders := &countingNotifier{}
 	worker, err := billing.NewWorker(billing.WorkerConfig{
-		Users:     demoUsers{},    // the service's user directory: driver.go
-		Accounts:  demoAccounts{}, // and its bank links
-		Notifier:  reminders,
-		Reminders: repo, // one reminder per record and billing date, however often it runs
-		Clock:     clock,
+		Users:       demoUsers{},     // the service's user directory: driver.go
+		AccountMask: demoAccountMask, // and the account each user is charged from
+		Notifier:    reminders,
+		Reminders:   repo, // one reminder per record and billing date, however often it runs
+		Clock:       clock,
 	})
 	if err != nil {
 		return nil, err

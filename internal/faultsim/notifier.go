@@ -47,7 +47,7 @@ func newNotifier(s *Sim) *notifierModel {
 	if err != nil {
 		panic(err)
 	}
-	n.work_, err = billing.NewWorker(billing.WorkerConfig{Users: users{}, Notifier: n, Accounts: accounts{}, Reminders: n.repo, Clock: s.clock})
+	n.work_, err = billing.NewWorker(billing.WorkerConfig{Users: users{}, Notifier: n, Reminders: n.repo, Clock: s.clock})
 	if err != nil {
 		panic(err)
 	}
@@ -156,11 +156,4 @@ type users struct{}
 
 func (users) GetUser(_ context.Context, id string) (billing.User, error) {
 	return billing.User{ID: id, Email: "user@example.com", Status: billing.UserStatusActive}, nil
-}
-
-// accounts is the bank-account directory: nobody has a linked account.
-type accounts struct{}
-
-func (accounts) BankLink(context.Context, string) (billing.BankLink, error) {
-	return billing.BankLink{}, nil
 }

@@ -1,4 +1,8 @@
-package billingtest
+// Package prenotetest has fakes of package prenote's ports for hosts'
+// _test.go files. Each records its calls, can be scripted to fail, and is
+// safe for concurrent use. The zero value of each is ready to use (no links,
+// no payments, all flags off, every submission answered 201).
+package prenotetest
 
 import (
 	"context"
@@ -6,38 +10,114 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/prenote"
 )
 
-// Fakes for the prenote's ports (see notifier_fakes.go for the others).
+var (
+	_ prenote.BankAccounts = (*BankAccounts)(nil)
+	_ prenote.Payments     = (*Payments)(nil)
+	_ prenote.FeatureFlags = (*FeatureFlags)(nil)
+	_ prenote.Submitter    = (*Submitter)(nil)
+	_ prenote.Metrics      = (*MetricsRecorder)(nil)
+)
 
-// UserPayments is a [billing.UserPayments] over a map of payments.
-type UserPayments struct {
+// errorScript holds scripted errors: per key, and for every key.
+type errorScript struct {
+	all error
+	by  map[string]error
+}
+
+func (s *errorScript) set(key string, err error) {
+	if s.by == nil {
+		s.by = map[string]error{}
+	}
+	s.by[key] = err
+}
+
+func (s *errorScript) get(key string) error {
+	if err := s.by[key]; err != nil {
+		return err
+	}
+	return s.all
+}
+
+// BankAccounts is a [prenote.BankAccounts] over a map of links.
+type BankAccounts struct {
+	mu    sync.Mutex
+	links map[string]prenote.BankLink
+	errs  errorScript
+	calls []string
+}
+
+// Set gives userID a link.
+func (b *BankAccounts) Set(userID string, link prenote.BankLink) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.links == nil {
+		b.links = map[string]prenote.BankLink{}
+	}
+	link.Accounts = slices.Clone(link.Accounts)
+	b.links[userID] = link
+}
+
+// FailFor makes BankLink of userID fail with err (nil clears it).
+func (b *BankAccounts) FailFor(userID string, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.errs.set(userID, err)
+}
+
+// BankLink implements [prenote.BankAccounts]: the link set for the user,
+// or the zero link.
+func (b *BankAccounts) BankLink(ctx context.Context, userID string) (prenote.BankLink, error) {
+	if err := ctx.Err(); err != nil {
+		return prenote.BankLink{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls = append(b.calls, userID)
+	if err := b.errs.get(userID); err != nil {
+		return prenote.BankLink{}, err
+	}
+	link := b.links[userID]
+	link.Accounts = slices.Clone(link.Accounts)
+	return link, nil
+}
+
+// Calls returns the user IDs looked up, in order.
+func (b *BankAccounts) Calls() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.calls)
+}
+
+// Payments is a [prenote.Payments] over a map of payments.
+type Payments struct {
 	mu       sync.Mutex
-	payments map[string][]billing.UserPayment
+	payments map[string][]prenote.Payment
 	errs     errorScript
 	calls    []string
 }
 
 // Set replaces userID's payments.
-func (p *UserPayments) Set(userID string, payments ...billing.UserPayment) {
+func (p *Payments) Set(userID string, payments ...prenote.Payment) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.payments == nil {
-		p.payments = map[string][]billing.UserPayment{}
+		p.payments = map[string][]prenote.Payment{}
 	}
 	p.payments[userID] = slices.Clone(payments)
 }
 
 // FailFor makes Payments of userID fail with err (nil clears it).
-func (p *UserPayments) FailFor(userID string, err error) {
+func (p *Payments) FailFor(userID string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.errs.set(userID, err)
 }
 
-// Payments implements [billing.UserPayments].
-func (p *UserPayments) Payments(ctx context.Context, userID string) ([]billing.UserPayment, error) {
+// Payments implements [prenote.Payments].
+func (p *Payments) Payments(ctx context.Context, userID string) ([]prenote.Payment, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -51,7 +131,7 @@ func (p *UserPayments) Payments(ctx context.Context, userID string) ([]billing.U
 }
 
 // Calls returns the user IDs looked up, in order.
-func (p *UserPayments) Calls() []string {
+func (p *Payments) Calls() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.calls)
@@ -62,7 +142,7 @@ type FlagCall struct {
 	Flag, UserID string
 }
 
-// FeatureFlags is a [billing.FeatureFlags] with values per flag, optionally
+// FeatureFlags is a [prenote.FeatureFlags] with values per flag, optionally
 // per user. Unset boolean flags are off and unset string flags are "".
 type FeatureFlags struct {
 	mu      sync.Mutex
@@ -105,7 +185,7 @@ func (f *FeatureFlags) Fail(flag string, err error) {
 	f.errs.set(flag, err)
 }
 
-// Enabled implements [billing.FeatureFlags].
+// Enabled implements [prenote.FeatureFlags].
 func (f *FeatureFlags) Enabled(ctx context.Context, flag, userID string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
@@ -122,7 +202,7 @@ func (f *FeatureFlags) Enabled(ctx context.Context, flag, userID string) (bool, 
 	return f.enabled[FlagCall{flag, ""}], nil
 }
 
-// Value implements [billing.FeatureFlags].
+// Value implements [prenote.FeatureFlags].
 func (f *FeatureFlags) Value(ctx context.Context, flag, userID string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -146,42 +226,42 @@ func (f *FeatureFlags) Calls() []FlagCall {
 	return slices.Clone(f.calls)
 }
 
-// PrenoteSubmission is one call a [PrenoteSubmitter] answered.
-type PrenoteSubmission struct {
+// Submission is one call a [Submitter] answered.
+type Submission struct {
 	Provider string
-	Request  billing.PrenoteRequest
+	Request  prenote.Request
 }
 
-// prenoteResponse is one scripted answer.
-type prenoteResponse struct {
+// response is one scripted answer.
+type response struct {
 	code int
 	err  error
 }
 
-// PrenoteSubmitter is a [billing.PrenoteSubmitter] that answers 201 Created
+// Submitter is a [prenote.Submitter] that answers 201 Created
 // unless scripted otherwise, and records every submission.
-type PrenoteSubmitter struct {
+type Submitter struct {
 	mu          sync.Mutex
-	script      []prenoteResponse
-	submissions []PrenoteSubmission
+	script      []response
+	submissions []Submission
 }
 
 // Respond queues an answer: the next Submit without an earlier queued
 // answer returns code and err. Answers are used once each, in order.
-func (s *PrenoteSubmitter) Respond(code int, err error) {
+func (s *Submitter) Respond(code int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.script = append(s.script, prenoteResponse{code, err})
+	s.script = append(s.script, response{code, err})
 }
 
-// Submit implements [billing.PrenoteSubmitter].
-func (s *PrenoteSubmitter) Submit(ctx context.Context, provider string, req billing.PrenoteRequest) (int, error) {
+// Submit implements [prenote.Submitter].
+func (s *Submitter) Submit(ctx context.Context, provider string, req prenote.Request) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.submissions = append(s.submissions, PrenoteSubmission{Provider: provider, Request: req})
+	s.submissions = append(s.submissions, Submission{Provider: provider, Request: req})
 	if len(s.script) == 0 {
 		return http.StatusCreated, nil
 	}
@@ -191,7 +271,7 @@ func (s *PrenoteSubmitter) Submit(ctx context.Context, provider string, req bill
 }
 
 // Submissions returns the submissions, in order.
-func (s *PrenoteSubmitter) Submissions() []PrenoteSubmission {
+func (s *Submitter) Submissions() []Submission {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.submissions)
@@ -204,13 +284,13 @@ type MetricCount struct {
 	Tags  []string
 }
 
-// MetricsRecorder is a [billing.Metrics] that keeps every count.
+// MetricsRecorder is a [prenote.Metrics] that keeps every count.
 type MetricsRecorder struct {
 	mu     sync.Mutex
 	counts []MetricCount
 }
 
-// Count implements [billing.Metrics].
+// Count implements [prenote.Metrics].
 func (m *MetricsRecorder) Count(_ context.Context, name string, value int64, tags []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
