@@ -51,6 +51,13 @@ func main() {
 }
 
 func run(ctx context.Context, o options, addr, role string) error {
+	// Listened on first: a taken address is refused at once, not after the
+	// simulation.
+	ln, err := listen(addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	if o.Endpoint != "" {
 		tag := make([]byte, 4)
 		_, _ = rand.Read(tag)
@@ -62,10 +69,6 @@ func run(ctx context.Context, o options, addr, role string) error {
 		return err
 	}
 	console, err := d.console(role)
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
@@ -82,4 +85,14 @@ func run(ctx context.Context, o options, addr, role string) error {
 		return err
 	}
 	return nil
+}
+
+// listen listens on addr, the -addr flag: a refusal (the address in use,
+// say) says to pass another.
+func listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("console: %w: pass -addr with a free address (e.g. -addr 127.0.0.1:8081, or -addr 127.0.0.1:0 for any free port)", err)
+	}
+	return ln, nil
 }
