@@ -61,12 +61,16 @@ func run(ctx context.Context, o options, addr, role string) error {
 	if o.Endpoint != "" {
 		tag := make([]byte, 4)
 		_, _ = rand.Read(tag)
-		o.TablePrefix = "console-" + hex.EncodeToString(tag) + "-"
+		o.TablePrefix = "console-" + hex.EncodeToString(tag)
 	}
 	fmt.Fprintf(os.Stderr, "simulating %d users over %d months...\n", o.Users, o.Months)
 	d, err := build(ctx, o)
 	if err != nil {
 		return err
+	}
+	if o.Endpoint != "" {
+		fmt.Fprintf(os.Stderr, "tables %[2]s-activity, %[2]s-activity-history and %[2]s-locks kept on %[1]s; read them with\n"+
+			"  billingctl --endpoint %[1]s --tables %[2]s subs list USER_ID\n", o.Endpoint, o.TablePrefix)
 	}
 	console, err := d.console(role)
 	if err != nil {
