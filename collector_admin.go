@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -41,9 +42,9 @@ func (c *Collector) admin(ctx context.Context, op AdminOp, subscriptionID string
 		// Nothing changes a record whose charge may have happened: its
 		// attempt is resolved first, or the change is refused.
 		if cur, err = c.resolve(ctx, &cur, &Report{}); err != nil {
-			return fmt.Errorf("%s %s: %w", op, subscriptionID, err)
+			return fmt.Errorf("%s %s: %w", op, subscriptionID, inFlightRefused(op, err))
 		}
-		if err := requireStatus(&cur, adminOps[op].statuses...); err != nil {
+		if err := requireStatus(op, &cur); err != nil {
 			return fmt.Errorf("%s %s: %w", op, subscriptionID, err)
 		}
 		now := c.cfg.Clock.Now()
@@ -75,13 +76,19 @@ func (c *Collector) admin(ctx context.Context, op AdminOp, subscriptionID string
 	return ch, err
 }
 
-func requireStatus(cur *Period, allowed ...Status) error {
-	for _, s := range allowed {
-		if cur.Status == s {
-			return nil
-		}
+// requireStatus refuses op on cur unless cur's status is one op takes
+// ([adminOps]): the refusal names the status, those op takes, and what to
+// do first.
+func requireStatus(op AdminOp, cur *Period) error {
+	allowed := adminOps[op].statuses
+	if slices.Contains(allowed, cur.Status) {
+		return nil
 	}
-	return fmt.Errorf("%w: record is %s, want one of %v", ErrNotCollectible, cur.Status, allowed)
+	msg := fmt.Sprintf("record is %s, want one of %v", cur.Status, allowed)
+	if fix := statusFix(op, cur.Status); fix != "" {
+		msg += ": " + fix
+	}
+	return refused(op, "%s", msg)
 }
 
 // WaiveByID forgives a SCHEDULED or ERROR record without payment (WAIVED).

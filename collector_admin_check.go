@@ -72,11 +72,10 @@ type AdminChange struct {
 // before the change is applied, and an attempt in flight on it is resolved
 // first.
 func (c *Collector) CheckChange(ctx context.Context, ch AdminChange, s *Period) error {
-	op, ok := adminOps[ch.Op]
-	if !ok {
+	if _, ok := adminOps[ch.Op]; !ok {
 		return fmt.Errorf("%w: unknown admin change %q", ErrInvalidQuery, ch.Op)
 	}
-	if err := requireStatus(s, op.statuses...); err != nil {
+	if err := requireStatus(ch.Op, s); err != nil {
 		return fmt.Errorf("%s %s: %w", ch.Op, s.SubscriptionID, err)
 	}
 	var err error

@@ -1,6 +1,7 @@
 package billing
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -29,3 +30,72 @@ func (e *InFlightError) Error() string {
 
 // Unwrap returns [ErrAttemptInFlight] and the reason.
 func (e *InFlightError) Unwrap() []error { return []error{ErrAttemptInFlight, e.Err} }
+
+// refusal is a change refused for the status of the subscription or of
+// one of its periods: nothing was written. It matches the change's own
+// sentinel ([ErrPauseRefused], ...) and [ErrNotCollectible], and its
+// message says what to do first.
+type refusal struct {
+	sentinel error
+	msg      string
+}
+
+func (e *refusal) Error() string { return e.sentinel.Error() + ": " + e.msg }
+
+// Unwrap returns the change's sentinel and [ErrNotCollectible].
+func (e *refusal) Unwrap() []error {
+	if e.sentinel == ErrNotCollectible {
+		return []error{ErrNotCollectible}
+	}
+	return []error{e.sentinel, ErrNotCollectible}
+}
+
+// refusedSentinel is the sentinel of op's refusals: its own for a plan
+// change, a pause and a resume, [ErrNotCollectible] for the others.
+func refusedSentinel(op AdminOp) error {
+	switch op {
+	case OpChangeTier:
+		return ErrPlanChangeRefused
+	case OpPause:
+		return ErrPauseRefused
+	case OpResume:
+		return ErrResumeRefused
+	}
+	return ErrNotCollectible
+}
+
+// refused returns op's refusal, the message formatted from format and args.
+func refused(op AdminOp, format string, args ...any) error {
+	return &refusal{sentinel: refusedSentinel(op), msg: fmt.Sprintf(format, args...)}
+}
+
+// inFlightRefused adds op's own sentinel to err, an attempt in flight
+// refusing op, with what to do: try again once the outcome is known.
+// Any other error, and the error of an op without a sentinel of its own,
+// is returned as it is.
+func inFlightRefused(op AdminOp, err error) error {
+	s := refusedSentinel(op)
+	if s == ErrNotCollectible || !errors.Is(err, ErrAttemptInFlight) {
+		return err
+	}
+	return fmt.Errorf("%w: a payment of the subscription has no known outcome yet: try again once the processor "+
+		"answers (the call resolves the payment first, as the next run does): %w", s, err)
+}
+
+// statusFix says what to do before op may act on a period in status st,
+// a status op does not take: "" when nothing helps.
+func statusFix(op AdminOp, st Status) string {
+	switch {
+	case op == OpResume && st != StatusPaused:
+		return "it is not paused: nothing to resume"
+	case st == StatusError:
+		return "its charge was declined and is owed: collect it (Periods.Repay) or waive it (Periods.Waive) first"
+	case st == StatusACHSent:
+		return "its bank debit awaits settlement: try again once it settles"
+	case st == StatusPaused:
+		return "it is paused: resume it first (Collector.Resume, or Periods.Resume for this period)"
+	case st.IsTerminal():
+		return "it is closed: act on the subscription's open period (Collector.Subscription lists it)"
+	}
+	return ""
+}

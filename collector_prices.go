@@ -119,8 +119,10 @@ func (c *Collector) priceOf(ctx context.Context, plan PricePlan, amount Amount) 
 // charge.
 func (c *Collector) outOfLimits(amount Amount) string {
 	switch {
-	case amount < 0, amount == 0 && !c.cfg.AllowFreeTiers:
+	case amount < 0:
 		return "must be more than zero"
+	case amount == 0 && !c.cfg.AllowFreeTiers:
+		return "must be more than zero: set Config.AllowFreeTiers to allow a free tier at zero"
 	case amount > c.cfg.MaxCharge:
 		return "more than the largest charge allowed, " + c.cfg.MaxCharge.String()
 	}

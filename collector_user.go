@@ -222,7 +222,8 @@ func unusedShare(p *Period, end, now time.Time) Amount {
 // Pause pauses every open period of the user for req.Months
 // months, as [Periods.Pause] pauses one, as one change. An owed ERROR
 // period (or an ACH debit awaiting settlement) refuses the whole change
-// ([ErrNotCollectible]): settle, waive or cancel it first. Months outside
+// ([ErrPauseRefused], matching [ErrNotCollectible]): settle, waive or
+// cancel it first. A paused user's pause sets its months anew. Months outside
 // 1 to 120 is a [*FieldError].
 func (c *Collector) Pause(ctx context.Context, req PauseRequest) (UserChange, error) {
 	if err := checkPauseMonths(req.Months); err != nil {
@@ -236,7 +237,7 @@ func (c *Collector) Pause(ctx context.Context, req PauseRequest) (UserChange, er
 
 // Resume resumes every PAUSED period of the user, as
 // [Periods.Resume] resumes one, as one change. A user without a PAUSED
-// period is refused ([ErrNotCollectible]).
+// period is refused ([ErrResumeRefused], matching [ErrNotCollectible]).
 func (c *Collector) Resume(ctx context.Context, req ResumeRequest) (UserChange, error) {
 	kr := newKeyedRequest("resume", req.RequestKey)
 	return c.byUser(ctx, req.UserRequest, kr, OpResume, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
@@ -248,7 +249,8 @@ func (c *Collector) Resume(ctx context.Context, req ResumeRequest) (UserChange, 
 // amount, as [Periods.ChangeTier] moves one ([ChangeAtNextPeriod] is
 // its downgrade), as one change. An owed ERROR period and an ACH debit
 // awaiting settlement keep the plan they were billed at; a user with no
-// SCHEDULED period (paused, ended) is refused ([ErrNotCollectible]). A
+// SCHEDULED period (paused: resume first; ended) is refused
+// ([ErrPlanChangeRefused], matching [ErrNotCollectible]). A
 // plan the periods have already is [ErrNoChange], and nothing is written.
 //
 // What every change by user shares (Cancel,
@@ -431,17 +433,17 @@ func (c *Collector) byUser(ctx context.Context, ur UserRequest, kr keyedRequest,
 			// resolved: a charge that went through completes its period
 			// and opens the next, which is then the one to change.
 			if recs, err = c.resolveOpen(ctx, ur.UserID, recs); err != nil {
-				return err
+				return inFlightRefused(op, err)
 			}
 			targets, k, err := pick(recs, kr, c.cfg.Clock.Now())
 			if err != nil {
 				return err
 			}
 			if len(targets) == 0 {
-				return fmt.Errorf("%w: user %s has no period a %s applies to (open: %s)", ErrNotCollectible, ur.UserID, op, statusesOf(openPeriods(recs)))
+				return noPeriodFor(op, ur.UserID, openPeriods(recs))
 			}
 			for i := range targets {
-				if err := requireStatus(&targets[i], adminOps[op].statuses...); err != nil {
+				if err := requireStatus(op, &targets[i]); err != nil {
 					return fmt.Errorf("%s %s: %w", op, targets[i].SubscriptionID, err)
 				}
 				todo = append(todo, targets[i].SubscriptionID)
@@ -493,6 +495,34 @@ func (c *Collector) resolveOpen(ctx context.Context, userID string, recs []Perio
 		return recs, nil
 	}
 	return c.cfg.Repository.ListByUser(ctx, userID)
+}
+
+// noPeriodFor is the refusal of op, a change by user of userID, when none
+// of the user's open periods (open) is one op acts on: it says why, and
+// what to do first.
+func noPeriodFor(op AdminOp, userID string, open []Period) error {
+	what := map[AdminOp]string{OpChangeTier: "plan change", OpChangeDate: "billing date move"}[op]
+	if what == "" {
+		what = string(op)
+	}
+	fix := ""
+	switch {
+	case len(open) == 0:
+		fix = "the subscription has ended: subscribe again (Collector.Subscribe)"
+	case op == OpResume:
+		fix = "the subscription is not paused: nothing to resume"
+	case len(inStatus(open, StatusPaused)) > 0:
+		fix = "the subscription is paused: resume it first (Collector.Resume)"
+	case len(inStatus(open, StatusError)) > 0:
+		fix = "a declined charge is owed: collect it (Periods.Repay) or waive it (Periods.Waive) first"
+	case len(inStatus(open, StatusACHSent)) > 0:
+		fix = "a bank debit awaits settlement: try again once it settles"
+	}
+	msg := fmt.Sprintf("user %s has no period a %s applies to (open: %s)", userID, what, statusesOf(open))
+	if fix != "" {
+		msg += ": " + fix
+	}
+	return refused(op, "%s", msg)
 }
 
 func statusesOf(recs []Period) string {

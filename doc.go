@@ -422,8 +422,22 @@ var (
 	// Collections.
 
 	// ErrNotCollectible reports a single collection of a record that is not
-	// eligible now (already collected, not due, paused, cancelled, ...).
+	// eligible now (already collected, not due, paused, cancelled, ...), or
+	// a change a record's status does not take.
 	ErrNotCollectible = errors.New("billing: record not collectible")
+
+	// ErrPlanChangeRefused, ErrPauseRefused and ErrResumeRefused report a
+	// plan change ([Collector.ChangePlan], [Periods.ChangeTier]), a pause
+	// or a resume the subscription does not take as it is now: paused, owed,
+	// ended, not paused, or with a payment whose outcome is not known yet.
+	// Nothing was written, and the message says what to do first (resume,
+	// collect the owed period, wait for a payment to settle). A refusal for
+	// a period's status matches [ErrNotCollectible] too; one for an attempt
+	// in flight is an [*InFlightError]. A request field out of range (a
+	// pause's months, an unknown tier) is a [*FieldError] instead.
+	ErrPlanChangeRefused = errors.New("billing: plan change refused")
+	ErrPauseRefused      = errors.New("billing: pause refused")
+	ErrResumeRefused     = errors.New("billing: resume refused")
 
 	// ErrDateMove reports a billing date move that would take a record onto or
 	// across another period of its user (see [Periods.Move]).

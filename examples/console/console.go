@@ -24,7 +24,9 @@ type options struct {
 	// Endpoint is a DynamoDB endpoint (DynamoDB Local, moto); "" keeps the
 	// records in memory.
 	Endpoint string
-	// TablePrefix names the tables created on Endpoint.
+	// TablePrefix names the tables created on Endpoint as billingctl's
+	// --tables PREFIX names them: PREFIX-activity, PREFIX-activity-history
+	// and PREFIX-locks.
 	TablePrefix string
 	Users       int
 	Months      int
@@ -70,9 +72,9 @@ func build(ctx context.Context, o options) (*demo, error) {
 			Credentials:  credentials.NewStaticCredentialsProvider("dummy", "dummy", ""),
 		})
 		tables := dynamostore.TableConfig{
-			Subscriptions: o.TablePrefix + dynamostore.DefaultSubscriptionsTable,
-			History:       o.TablePrefix + dynamostore.DefaultHistoryTable,
-			Locks:         o.TablePrefix + dynamostore.DefaultLockTable,
+			Subscriptions: o.TablePrefix + "-activity",
+			History:       o.TablePrefix + "-activity-history",
+			Locks:         o.TablePrefix + "-locks",
 		}
 		if err := dynamostore.CreateTables(ctx, client, tables); err != nil {
 			return nil, fmt.Errorf("creating the tables on %s: %w", o.Endpoint, err)

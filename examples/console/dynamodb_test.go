@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dynabill/billing"
-	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/dynamotest"
 )
 
@@ -30,15 +29,21 @@ func TestMain(m *testing.M) { dynamotest.Main(m) }
 func TestConsoleOnDynamoDB(t *testing.T) {
 	ctx := context.Background()
 	endpoint := dynamotest.Endpoint(t)
-	prefix := dynamotest.TableName(t, "console") + "-"
+	prefix := dynamotest.TableName(t, "console")
 	client := dynamotest.Client(t)
+	// The names billingctl --tables prefix reads.
+	names := []string{prefix + "-activity", prefix + "-activity-history", prefix + "-locks"}
 	t.Cleanup(func() {
-		for _, name := range []string{dynamostore.DefaultSubscriptionsTable, dynamostore.DefaultHistoryTable, dynamostore.DefaultLockTable} {
-			_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(prefix + name)})
+		for _, name := range names {
+			_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
 		}
 	})
 	d, err := build(ctx, options{Endpoint: endpoint, TablePrefix: prefix, Users: 12, Months: 1, Seed: 3, DeclineRate: 0.4})
 	require.NoError(t, err)
+	for _, name := range names {
+		_, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+		require.NoError(t, err, "table %s, which billingctl --tables %s reads", name, prefix)
+	}
 	console, err := d.console("operator")
 	require.NoError(t, err)
 	srv := httptest.NewServer(mount(console))

@@ -51,21 +51,28 @@ func main() {
 }
 
 func run(ctx context.Context, o options, addr, role string) error {
+	// Listened on first: a taken address is refused at once, not after the
+	// simulation.
+	ln, err := listen(addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	if o.Endpoint != "" {
 		tag := make([]byte, 4)
 		_, _ = rand.Read(tag)
-		o.TablePrefix = "console-" + hex.EncodeToString(tag) + "-"
+		o.TablePrefix = "console-" + hex.EncodeToString(tag)
 	}
 	fmt.Fprintf(os.Stderr, "simulating %d users over %d months...\n", o.Users, o.Months)
 	d, err := build(ctx, o)
 	if err != nil {
 		return err
 	}
-	console, err := d.console(role)
-	if err != nil {
-		return err
+	if o.Endpoint != "" {
+		fmt.Fprintf(os.Stderr, "tables %[2]s-activity, %[2]s-activity-history and %[2]s-locks kept on %[1]s; read them with\n"+
+			"  billingctl --endpoint %[1]s --tables %[2]s subs list USER_ID\n", o.Endpoint, o.TablePrefix)
 	}
-	ln, err := net.Listen("tcp", addr)
+	console, err := d.console(role)
 	if err != nil {
 		return err
 	}
@@ -82,4 +89,14 @@ func run(ctx context.Context, o options, addr, role string) error {
 		return err
 	}
 	return nil
+}
+
+// listen listens on addr, the -addr flag: a refusal (the address in use,
+// say) says to pass another.
+func listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("console: %w: pass -addr with a free address (e.g. -addr 127.0.0.1:8081, or -addr 127.0.0.1:0 for any free port)", err)
+	}
+	return ln, nil
 }

@@ -43,6 +43,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -92,8 +93,13 @@ func run(ctx context.Context, addr, operatorToken string) error {
 	if err != nil {
 		return err
 	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("httpserver: %w: pass -addr with a free address (e.g. -addr 127.0.0.1:8081)", err)
+	}
+	defer ln.Close()
+	addr = ln.Addr().String() // the port chosen for -addr host:0
 	srv := &http.Server{
-		Addr:              addr,
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
@@ -111,7 +117,7 @@ func run(ctx context.Context, addr, operatorToken string) error {
 	if generated {
 		fmt.Printf("operator token (generated; set %s to choose it): %s\n", operatorTokenEnv, operatorToken)
 	}
-	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

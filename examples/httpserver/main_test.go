@@ -2,9 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"log/slog"
+	"net"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -65,5 +68,20 @@ func TestRoles(t *testing.T) {
 func TestOperatorTokenRequired(t *testing.T) {
 	if _, err := newServer(t.Context(), time.Now().UTC(), "", slog.New(slog.DiscardHandler)); err == nil {
 		t.Fatal("newServer without an operator token: no error")
+	}
+}
+
+// TestAddrInUseNamesTheFlag: an address in use refuses the server with an
+// error that names the address and says to pass -addr.
+func TestAddrInUseNamesTheFlag(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	err = run(t.Context(), taken.Addr().String(), "op-0123456789abcdef")
+	if !errors.Is(err, syscall.EADDRINUSE) || !strings.Contains(err.Error(), taken.Addr().String()) ||
+		!strings.Contains(err.Error(), "pass -addr with a free address") {
+		t.Fatalf("run on a taken address: %v; want EADDRINUSE naming the address and -addr", err)
 	}
 }

@@ -213,12 +213,8 @@ func createTables(ctx context.Context, endpoint string, keep bool) (*dynamodb.Cl
 	})
 	tag := make([]byte, 4)
 	_, _ = rand.Read(tag)
-	prefix := "quickstart-" + hex.EncodeToString(tag) + "-"
-	tables := dynamostore.TableConfig{
-		Subscriptions: prefix + dynamostore.DefaultSubscriptionsTable,
-		History:       prefix + dynamostore.DefaultHistoryTable,
-		Locks:         prefix + dynamostore.DefaultLockTable,
-	}
+	prefix := "quickstart-" + hex.EncodeToString(tag)
+	tables := prefixedTables(prefix)
 	names := []string{tables.Subscriptions, tables.History, tables.Locks}
 	// Deleting runs after an interrupt too, so it does not take the run's
 	// context; a table that was never created is not an error.
@@ -246,12 +242,34 @@ func createTables(ctx context.Context, endpoint string, keep bool) (*dynamodb.Cl
 		deleteTables()
 		return nil, tables, nil, fmt.Errorf("creating the tables on %s: %w", endpoint, err)
 	}
+	deleted := "deleted at exit (-keep keeps them)"
+	if keep {
+		deleted = "kept at exit (-keep)"
+	}
+	fmt.Fprintf(stderr, "tables %s created, %s; read them with\n  %s\n", strings.Join(names, ", "), deleted, billingctlLine(endpoint, prefix))
 	if keep {
 		return client, tables, func() {
-			fmt.Fprintf(stderr, "tables kept: %s\n", strings.Join(names, ", "))
+			fmt.Fprintf(stderr, "tables kept: %s; read them with\n  %s\n", strings.Join(names, ", "), billingctlLine(endpoint, prefix))
 		}, nil
 	}
 	return client, tables, deleteTables, nil
+}
+
+// prefixedTables names the legacy layout's tables from prefix as
+// billingctl's --tables PREFIX does: PREFIX-activity,
+// PREFIX-activity-history and PREFIX-locks.
+func prefixedTables(prefix string) dynamostore.TableConfig {
+	return dynamostore.TableConfig{
+		Subscriptions: prefix + "-activity",
+		History:       prefix + "-activity-history",
+		Locks:         prefix + "-locks",
+	}
+}
+
+// billingctlLine is the billingctl command that reads the tables of
+// prefix on endpoint (a user's records; "History of" in the output names one).
+func billingctlLine(endpoint, prefix string) string {
+	return fmt.Sprintf("billingctl --endpoint %s --tables %s subs list USER_ID", endpoint, prefix)
 }
 
 // closeLocker closes the DynamoDB locker, reporting a failure on stderr.

@@ -17,7 +17,10 @@
 //
 // With -endpoint (or $DYNAMODB_ENDPOINT) the records and locks live in
 // DynamoDB Local or moto, in tables created for the run and deleted at
-// exit, on Ctrl-C (SIGINT) and on SIGTERM, unless -keep. The default is
+// exit, on Ctrl-C (SIGINT) and on SIGTERM, unless -keep. Their names
+// follow billingctl's --tables PREFIX (PREFIX-activity,
+// PREFIX-activity-history, PREFIX-locks), and the run prints the
+// billingctl line that reads them. The default is
 // then 75 users, about a minute on moto (see -users):
 //
 //	docker run -p 8000:8000 amazon/dynamodb-local   # or: moto_server -p 8000
