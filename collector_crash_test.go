@@ -173,7 +173,7 @@ func (e *crashEnv) checkSingleTable(t *testing.T) {
 	}
 	feb := time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC)
 	for _, s := range subs {
-		if !s.NextPaymentDate.Equal(feb) || !s.NextReminderDate.Equal(feb.AddDate(0, 0, -billing.NotificationLeadDays)) || !s.LastPaymentDate.Equal(entitlement.PaymentDate(jan31)) {
+		if !s.NextPaymentDate.Equal(feb) || !s.NextReminderDate.Equal(feb.AddDate(0, 0, -billing.NoticeLeadDays)) || !s.LastPaymentDate.Equal(entitlement.PaymentDate(jan31)) {
 			t.Fatalf("subscription item after rerun: %+v; want due %v, paid %v", s, feb, entitlement.PaymentDate(jan31))
 		}
 	}

@@ -67,7 +67,7 @@ func TestComeBackInTrialKeepsTrial(t *testing.T) {
 				v := mustView(t, e)
 				assert.Equal(t, billing.SubscriptionTrialing, v.Status)
 				assert.Equal(t, end, v.TrialEnd)
-				assert.Equal(t, billing.TrialEndingNotificationEvent, trialNotice(t, e, end).EventType)
+				assert.Equal(t, billing.TrialEndingNoticeEvent, trialNotice(t, e, end).EventType)
 			})
 			t.Run("end/"+st.name+"/"+cb.name, func(t *testing.T) {
 				t.Parallel()

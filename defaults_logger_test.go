@@ -86,7 +86,7 @@ func TestZeroConfigLogPaths(t *testing.T) {
 
 	t.Run("scheduler", func(t *testing.T) {
 		store := billingtest.NewMemoryStore(t, memory.Options{})
-		notify := time.Now().UTC().AddDate(0, 0, billing.NotificationLeadDays).Truncate(24 * time.Hour).Add(15 * time.Hour)
+		notify := time.Now().UTC().AddDate(0, 0, billing.NoticeLeadDays).Truncate(24 * time.Hour).Add(15 * time.Hour)
 		good := envRecord("ann", notify, billing.StatusScheduled)
 		require.NoError(t, store.Repository().Add(t.Context(), &good))
 		putUndecodable(t, store, "garbled", notify, billing.StatusScheduled)

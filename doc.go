@@ -114,7 +114,7 @@
 // A user has one trial: a trial for a user whose records or history show
 // one is refused ([ErrTrialUsed]) unless [SubscribeRequest.AllowRepeatTrial].
 // The pre-billing [Worker] announces the first charge after a trial with
-// its own event type, [TrialEndingNotificationEvent], once per trial.
+// its own event type, [TrialEndingNoticeEvent], once per trial.
 //
 // A free tier is a plan priced at zero, allowed by [Config.AllowFreeTiers].
 // A period of zero (a free tier, a trial, an amount set to zero later) is
@@ -229,7 +229,7 @@
 // [Scheduler] pages through the records due in [NotificationWindow] and
 // hands each page to an [Enqueuer] in batches of 10, returning a
 // continuation [SchedulerEvent] while pages remain; [Worker] turns each
-// message into a [ThreeDayNotification] for the host's [Notifier] and then
+// message into a [RenewalNotice] for the host's [Notifier] and then
 // runs the host's [WorkerConfig.AfterSend], if any (package prenote is the
 // legacy host's ACH prenote step). See ExampleScheduler, ExampleWorker and
 // examples/lambda.

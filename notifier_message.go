@@ -17,7 +17,7 @@ const eventDateLayout = "20060102"
 //	{"date": "20240314", "status": "SCHEDULED", "start_key": "AQ…"}
 type SchedulerEvent struct {
 	// Date, "YYYYMMDD", is the billing date to notify about; empty means
-	// today (UTC, by the scheduler's clock) + [NotificationLeadDays]. Set it
+	// today (UTC, by the scheduler's clock) + [NoticeLeadDays]. Set it
 	// for manual backfill runs. A continuation always carries it, so a run
 	// that goes on after midnight UTC keeps reading the window it started.
 	Date string `json:"date"`
@@ -84,10 +84,6 @@ func ParseSchedulerEvent(data []byte) (SchedulerEvent, error) {
 	return ev, nil
 }
 
-// ThreeDayNotificationEvent is the event name (and event_type) of the
-// pre-billing notification and of the worker messages.
-const ThreeDayNotificationEvent = "three_day_notification"
-
 // NotificationMessage is one worker-queue message: the fields of a due
 // record the [Worker] needs. [NotificationMessage.MarshalJSON] gives the
 // body, with the record's attribute names:
@@ -112,7 +108,7 @@ type NotificationMessage struct {
 	UpdatedEvent UpdatedEvent
 	// AfterTrial is set when the record is the first paid period after a
 	// trial, SCHEDULED and not attempted: the trial is still running, and
-	// the notice is [TrialEndingNotificationEvent]. In the body it is
+	// the notice is [TrialEndingNoticeEvent]. In the body it is
 	// billing_after_trial (true), left out when false.
 	AfterTrial bool
 }
@@ -165,7 +161,7 @@ func (m NotificationMessage) MarshalJSON() ([]byte, error) {
 		return nil, err
 	}
 	return json.Marshal(messageWire{
-		EventType:      ThreeDayNotificationEvent,
+		EventType:      RenewalNoticeEvent,
 		UserID:         m.UserID,
 		SubscriptionID: m.SubscriptionID,
 		BillingDate:    m.BillingDate.UTC().Format(time.RFC3339Nano),
@@ -191,7 +187,7 @@ func (m *NotificationMessage) UnmarshalJSON(data []byte) error {
 // as the legacy worker did. Parsing fails when the body is not a JSON object
 // with string fields (billing_after_trial, when present, a boolean); the error wraps [ErrInvalidMessage]. Decoding then
 // fails, with a [*FieldError] wrapping ErrInvalidMessage and naming the
-// field, when event_type is not [ThreeDayNotificationEvent], user_id is
+// field, when event_type is not [RenewalNoticeEvent], user_id is
 // empty, billing_date is not RFC 3339 (or falls outside years 1–9999 in
 // UTC), billing_amount is not an exact non-negative amount, or
 // billing_status is not a known status. Unknown fields are ignored.
@@ -206,8 +202,8 @@ func ParseNotificationMessage(body []byte) (NotificationMessage, error) {
 	bad := func(field, value string, why any) (NotificationMessage, error) {
 		return NotificationMessage{}, &FieldError{Field: field, Value: value, Err: fmt.Errorf("%w: %v", ErrInvalidMessage, why)}
 	}
-	if w.EventType != ThreeDayNotificationEvent {
-		return bad("event_type", w.EventType, "want "+ThreeDayNotificationEvent)
+	if w.EventType != RenewalNoticeEvent {
+		return bad("event_type", w.EventType, "want "+RenewalNoticeEvent)
 	}
 	m := NotificationMessage{
 		UserID:         w.UserID,

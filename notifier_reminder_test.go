@@ -83,7 +83,7 @@ func TestWorkerReminderClaimBranches(t *testing.T) {
 			defer cancel()
 			notifier := billing.Notifier(e.notifier)
 			if tc.sendErr != nil {
-				notifier = notifierFunc(func(context.Context, string, billing.ThreeDayNotification) error {
+				notifier = notifierFunc(func(context.Context, string, billing.RenewalNotice) error {
 					if tc.cancel {
 						cancel()
 					}
@@ -117,9 +117,9 @@ func TestWorkerReminderClaimBranches(t *testing.T) {
 	}
 }
 
-type notifierFunc func(ctx context.Context, email string, n billing.ThreeDayNotification) error
+type notifierFunc func(ctx context.Context, email string, n billing.RenewalNotice) error
 
-func (f notifierFunc) Send(ctx context.Context, email string, n billing.ThreeDayNotification) error {
+func (f notifierFunc) Send(ctx context.Context, email string, n billing.RenewalNotice) error {
 	return f(ctx, email, n)
 }
 

@@ -43,7 +43,7 @@ func TestTrialEndingReminderOnce(t *testing.T) {
 				Reminders: e.repo.(billing.ReminderClaimer), Clock: e.clock})
 			require.NoError(t, err)
 
-			e.clock.Set(end.AddDate(0, 0, -billing.NotificationLeadDays).Add(-6 * time.Hour))
+			e.clock.Set(end.AddDate(0, 0, -billing.NoticeLeadDays).Add(-6 * time.Hour))
 			var outcomes []billing.NotificationOutcome
 			for range 2 { // a rerun of the window, every message handled again
 				_, err := sched.Run(t.Context(), billing.SchedulerEvent{})
@@ -57,7 +57,7 @@ func TestTrialEndingReminderOnce(t *testing.T) {
 			sent := notifier.Sent()
 			require.Len(t, sent, 1, "outcomes %v", outcomes)
 			n := sent[0].Notification
-			assert.Equal(t, billing.TrialEndingNotificationEvent, n.EventType)
+			assert.Equal(t, billing.TrialEndingNoticeEvent, n.EventType)
 			assert.Equal(t, plusPrice, n.Amount)
 			assert.Equal(t, end.Format(billing.NotificationDateLayout), n.BillingDate)
 			assert.Contains(t, outcomes, billing.NotificationSkippedFree)

@@ -12,16 +12,43 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// UserStatusActive is the user-service status of a user who is notified.
-const UserStatusActive = "ACTIVE"
+// The pre-billing notice: its lead, its event names and what it shows.
+const (
+	// NoticeLeadDays is how many days ahead of a billing date the
+	// pre-billing notification is sent: the notifier runs daily and looks for
+	// subscriptions whose billing_date falls on today (UTC) + NoticeLeadDays,
+	// which gives users about four days' notice. See [NotificationWindow].
+	NoticeLeadDays = 4
 
-// NotificationDateLayout formats the billing date in the notification:
-// "01/02/2006" (MM/DD/YYYY).
-const NotificationDateLayout = "01/02/2006"
+	// RenewalNoticeEvent is the event name (and event_type) of the
+	// pre-billing notification and of the worker messages.
+	RenewalNoticeEvent = "three_day_notification"
 
-// DefaultTierName is the membership tier of the notification when the
-// record has no receipt_tier_name.
-const DefaultTierName = "LITE"
+	// TrialEndingNoticeEvent is the event_type of the notification the
+	// [Worker] sends instead of the pre-billing one when the record is the
+	// first paid period after a trial, not attempted yet
+	// ([NotificationMessage.AfterTrial], or updated_event
+	// [UpdatedTrialConverted] on a message or record written before that
+	// marker existed): the trial ends and the first charge
+	// follows on the billing date, as Stripe's
+	// customer.subscription.trial_will_end. It goes out with the pre-billing
+	// notices, [NoticeLeadDays] before the trial's end (so three to four
+	// days before it), and at most once per trial: it is that record's
+	// reminder, claimed like any other (see [WorkerConfig.Reminders]). A
+	// [Notifier] tells it apart by [RenewalNotice.EventType].
+	TrialEndingNoticeEvent = "trial_will_end"
+
+	// UserStatusActive is the user-service status of a user who is notified.
+	UserStatusActive = "ACTIVE"
+
+	// NotificationDateLayout formats the billing date in the notification:
+	// "01/02/2006" (MM/DD/YYYY).
+	NotificationDateLayout = "01/02/2006"
+
+	// DefaultTierName is the membership tier of the notification when the
+	// record has no receipt_tier_name.
+	DefaultTierName = "LITE"
+)
 
 // User is what the worker needs from the host's user service.
 type User struct {
@@ -48,15 +75,14 @@ type UserDirectory interface {
 	GetUser(ctx context.Context, userID string) (User, error)
 }
 
-// ThreeDayNotification is the pre-billing notification's payload (the
-// legacy ThreeDaySubNotification, sent as the properties of a messaging
-// platform's track event named three_day_notification). The name is the
-// legacy event's: the scheduler picks the records billed
-// [NotificationLeadDays] (4) days ahead, so the notice arrives three to
-// four days before the charge.
-type ThreeDayNotification struct {
-	// EventType is [ThreeDayNotificationEvent], or
-	// [TrialEndingNotificationEvent] for the first charge after a trial.
+// RenewalNotice is the notice a user gets before a charge: the [Scheduler]
+// picks the periods billed [NoticeLeadDays] (4) days ahead, so it arrives
+// about four days before the charge. On the wire it keeps the legacy
+// ThreeDaySubNotification's shape and event name (three_day_notification,
+// sent as the properties of a messaging platform's track event).
+type RenewalNotice struct {
+	// EventType is [RenewalNoticeEvent], or
+	// [TrialEndingNoticeEvent] for the first charge after a trial.
 	EventType string `json:"event_type"`
 	// UserID is the record's user_id.
 	UserID string `json:"user_id"`
@@ -78,7 +104,7 @@ type ThreeDayNotification struct {
 type Notifier interface {
 	// Send delivers n to the user with the email. An error fails the
 	// message, which SQS then redelivers.
-	Send(ctx context.Context, email string, n ThreeDayNotification) error
+	Send(ctx context.Context, email string, n RenewalNotice) error
 }
 
 // Message is one worker-queue record: the SQS message ID and body.
@@ -103,6 +129,9 @@ const (
 	// NotificationSkippedTestEnvironment: WorkerConfig.AllowedEmailSuffixes
 	// is set and does not allow the email's domain.
 	NotificationSkippedTestEnvironment NotificationOutcome = "skipped_test_environment"
+	// NotificationSkippedFree: the record's amount is zero (a free tier, or a
+	// trial period itself): nothing will be charged, so nothing is announced.
+	NotificationSkippedFree NotificationOutcome = "skipped_free"
 )
 
 // WorkerConfig configures [NewWorker].
@@ -337,7 +366,7 @@ func (w *Worker) handle(ctx context.Context, m NotificationMessage) (Notificatio
 		return skip, nil
 	}
 	if err := w.cfg.Notifier.Send(ctx, user.Email, n); err != nil {
-		return "", w.releaseReminder(ctx, claim, fmt.Errorf("billing: notifier worker: send %s: %w", ThreeDayNotificationEvent, err))
+		return "", w.releaseReminder(ctx, claim, fmt.Errorf("billing: notifier worker: send %s: %w", RenewalNoticeEvent, err))
 	}
 	log.InfoContext(ctx, "billing: notifier worker: notification sent")
 	if w.cfg.AfterSend != nil {
@@ -347,12 +376,12 @@ func (w *Worker) handle(ctx context.Context, m NotificationMessage) (Notificatio
 }
 
 // notification builds the payload of m (the legacy buildNotification).
-func (w *Worker) notification(ctx context.Context, m *NotificationMessage, log *slog.Logger) (ThreeDayNotification, error) {
+func (w *Worker) notification(ctx context.Context, m *NotificationMessage, log *slog.Logger) (RenewalNotice, error) {
 	var account string
 	if w.cfg.AccountMask != nil {
 		mask, err := w.cfg.AccountMask(ctx, m.UserID)
 		if err != nil {
-			return ThreeDayNotification{}, fmt.Errorf("billing: notifier worker: account of %s: %w", m.UserID, err)
+			return RenewalNotice{}, fmt.Errorf("billing: notifier worker: account of %s: %w", m.UserID, err)
 		}
 		if account = lastFour(mask); account == "" {
 			log.WarnContext(ctx, "billing: notifier worker: no account to show, notifying without account digits")
@@ -362,7 +391,7 @@ func (w *Worker) notification(ctx context.Context, m *NotificationMessage, log *
 	if tier == "" {
 		tier = DefaultTierName
 	}
-	return ThreeDayNotification{
+	return RenewalNotice{
 		EventType:      notificationEventType(m),
 		UserID:         m.UserID,
 		BillingDate:    m.BillingDate.UTC().Format(NotificationDateLayout),

@@ -121,7 +121,7 @@ func notifBody(t *testing.T, m billing.NotificationMessage) string {
 func TestWorkerBranches(t *testing.T) {
 	boom := errors.New("boom")
 	sent := func(account, tier string) []billingtest.SentNotification {
-		return []billingtest.SentNotification{{Email: "ann@example.com", Notification: billing.ThreeDayNotification{
+		return []billingtest.SentNotification{{Email: "ann@example.com", Notification: billing.RenewalNotice{
 			EventType: "three_day_notification", UserID: "u1", BillingDate: "03/14/2024",
 			Amount: billing.Cents(499), MembershipTier: tier, Account: account,
 		}}}
@@ -376,7 +376,7 @@ func TestNewWorkerConfig(t *testing.T) {
 func TestWorkerAccountMask(t *testing.T) {
 	ctx := context.Background()
 	want := func(account string) []billingtest.SentNotification {
-		return []billingtest.SentNotification{{Email: "ann@example.com", Notification: billing.ThreeDayNotification{
+		return []billingtest.SentNotification{{Email: "ann@example.com", Notification: billing.RenewalNotice{
 			EventType: "three_day_notification", UserID: "u1", BillingDate: "03/14/2024",
 			Amount: billing.Cents(499), MembershipTier: "Plus", Account: account,
 		}}}

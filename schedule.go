@@ -55,12 +55,6 @@ type Schedule struct {
 	BillingWeek int
 }
 
-// NotificationLeadDays is how many days ahead of a billing date the
-// pre-billing notification is sent: the notifier runs daily and looks for
-// subscriptions whose billing_date falls on today (UTC) + NotificationLeadDays,
-// which gives users roughly a three-day heads-up. See [NotificationWindow].
-const NotificationLeadDays = 4
-
 // maxPeriods bounds n in [addBillingPeriods] so month arithmetic cannot
 // overflow; results must in any case fall in years 1..9999.
 const maxPeriods = 12 * 10000
@@ -273,7 +267,7 @@ func parseBillingPeriod(s string) (year int, month time.Month, err error) {
 
 // NotificationWindow returns the range of billing dates the daily pre-billing
 // notifier looks at when it runs at now: [start, end), where start is
-// midnight UTC of now's UTC date plus [NotificationLeadDays] days and end is
+// midnight UTC of now's UTC date plus [NoticeLeadDays] days and end is
 // start plus one day. For a run at 2026-12-29T23:59Z the window is
 // [2027-01-02, 2027-01-03).
 //
@@ -295,7 +289,7 @@ func NotificationWindow(now time.Time, override string) (start, end time.Time, e
 				Err: fmt.Errorf("%w: zero time (clock not set)", ErrInvalidDate)}
 		}
 		now = now.UTC()
-		start = time.Date(now.Year(), now.Month(), now.Day()+NotificationLeadDays, 0, 0, 0, 0, time.UTC)
+		start = time.Date(now.Year(), now.Month(), now.Day()+NoticeLeadDays, 0, 0, 0, 0, time.UTC)
 	}
 	return start, start.AddDate(0, 0, 1), nil
 }

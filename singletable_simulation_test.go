@@ -46,7 +46,7 @@ import (
 //   - subscription items: at the end, per account, exactly its
 //     subscriptions, each due (NextPaymentDate) on the day of its earliest
 //     SCHEDULED, ERROR or PAUSED record and reminded (NextReminderDate)
-//     NotificationLeadDays before the day of its earliest SCHEDULED one.
+//     NoticeLeadDays before the day of its earliest SCHEDULED one.
 
 // stSimSKUs are the SKUs of an account: user i is the subscription
 // sub-<i> of SKU stSimSKUs[i%3] of account acct-<i/3>.
@@ -625,7 +625,7 @@ func checkSingleTablePayments(t *testing.T, res *simulation.Result, pay entitlem
 				if r.Status != billing.StatusScheduled {
 					continue
 				}
-				if d := entitlement.PaymentDate(r.BillingDate).AddDate(0, 0, -billing.NotificationLeadDays); nextRemind.IsZero() || d.Before(nextRemind) {
+				if d := entitlement.PaymentDate(r.BillingDate).AddDate(0, 0, -billing.NoticeLeadDays); nextRemind.IsZero() || d.Before(nextRemind) {
 					nextRemind = d
 				}
 			}

@@ -128,7 +128,7 @@ type Period struct {
 	// (billing_after_trial, BOOL, added by this library and optional:
 	// absent on every other record). While that record is SCHEDULED and
 	// not attempted the trial is still running: the notifier sends
-	// [TrialEndingNotificationEvent] for it, [Collector.EndTrial] and
+	// [TrialEndingNoticeEvent] for it, [Collector.EndTrial] and
 	// [Collector.ExtendTrial] move it, and a downgrade sets its charge.
 	// Every write that carries the record forward (pause, resume, plan
 	// change, date move, a host's batch of records as read) keeps it;

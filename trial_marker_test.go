@@ -58,7 +58,7 @@ func TestTrialMarkerSurvivesPauseResume(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, billing.SubscriptionTrialing, v.Status)
 			assert.Equal(t, end, v.TrialEnd)
-			assert.Equal(t, billing.TrialEndingNotificationEvent, trialNotice(t, e, end).EventType)
+			assert.Equal(t, billing.TrialEndingNoticeEvent, trialNotice(t, e, end).EventType)
 		})
 		t.Run("extend/"+st.name, func(t *testing.T) {
 			t.Parallel()
@@ -115,7 +115,7 @@ func TestTrialMarkerSurvivesPauseResume(t *testing.T) {
 // trialNotice schedules the pre-billing window of the trial ending on end
 // and handles its messages, each through its JSON body as a queue carries
 // it; it returns the one notification sent.
-func trialNotice(t *testing.T, e *freeEnv, end time.Time) billing.ThreeDayNotification {
+func trialNotice(t *testing.T, e *freeEnv, end time.Time) billing.RenewalNotice {
 	t.Helper()
 	q := &billingtest.RecordingEnqueuer{}
 	sched, err := billing.NewScheduler(billing.SchedulerConfig{Repository: e.repo, Enqueuer: q, Clock: e.clock})
@@ -124,7 +124,7 @@ func trialNotice(t *testing.T, e *freeEnv, end time.Time) billing.ThreeDayNotifi
 	users := billingtest.NewUserDirectory(billing.User{ID: e.user, Email: "ann@example.com", Status: billing.UserStatusActive})
 	w, err := billing.NewWorker(billing.WorkerConfig{Users: users, Notifier: notifier, Clock: e.clock})
 	require.NoError(t, err)
-	e.clock.Set(end.AddDate(0, 0, -billing.NotificationLeadDays).Add(-6 * time.Hour))
+	e.clock.Set(end.AddDate(0, 0, -billing.NoticeLeadDays).Add(-6 * time.Hour))
 	_, err = sched.Run(t.Context(), billing.SchedulerEvent{})
 	require.NoError(t, err)
 	for _, m := range q.Messages(t) {
@@ -175,7 +175,7 @@ func TestTrialConvertedBeforeTheMarkerKeepsTrial(t *testing.T) {
 			e.clock.Advance(time.Hour)
 			_, err = e.c.Resume(t.Context(), billing.ResumeRequest{UserRequest: ur(e.user, "resume1")})
 			require.NoError(t, err)
-			assert.Equal(t, billing.TrialEndingNotificationEvent, trialNotice(t, e, end).EventType)
+			assert.Equal(t, billing.TrialEndingNoticeEvent, trialNotice(t, e, end).EventType)
 
 			now := feb3.AddDate(0, 0, 9)
 			e.clock.Set(now)
@@ -238,7 +238,7 @@ func TestTrialBatchRepriceKeepsTrial(t *testing.T) {
 				assert.True(t, paid.AfterTrial, "after run %v", afterRun)
 				assert.Equal(t, newPrice, paid.Amount, "after run %v", afterRun)
 				n := trialNotice(t, e, end)
-				assert.Equal(t, billing.TrialEndingNotificationEvent, n.EventType, "after run %v", afterRun)
+				assert.Equal(t, billing.TrialEndingNoticeEvent, n.EventType, "after run %v", afterRun)
 				assert.Equal(t, newPrice, n.Amount, "after run %v", afterRun)
 				e.runAt(t, end.Add(time.Hour), billing.RunScheduled)
 				calls := e.pay.Calls()

@@ -135,7 +135,7 @@ func (q *RecordingEnqueuer) Reset() {
 // SentNotification is one notification a [RecordingNotifier] delivered.
 type SentNotification struct {
 	Email        string
-	Notification billing.ThreeDayNotification
+	Notification billing.RenewalNotice
 }
 
 // RecordingNotifier is a [billing.Notifier] that keeps what it delivers.
@@ -147,7 +147,7 @@ type RecordingNotifier struct {
 
 // Send implements [billing.Notifier]: it fails with the error scripted for
 // the email (or for all), else records the notification.
-func (n *RecordingNotifier) Send(ctx context.Context, email string, note billing.ThreeDayNotification) error {
+func (n *RecordingNotifier) Send(ctx context.Context, email string, note billing.RenewalNotice) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -41,10 +41,10 @@ func TestNotifierFakesScriptAndRecord(t *testing.T) {
 
 	n := &billingtest.RecordingNotifier{}
 	n.FailFor("x@example.com", boom)
-	require.ErrorIs(t, n.Send(ctx, "x@example.com", billing.ThreeDayNotification{}), boom)
-	require.NoError(t, n.Send(ctx, "y@example.com", billing.ThreeDayNotification{UserID: "y"}))
+	require.ErrorIs(t, n.Send(ctx, "x@example.com", billing.RenewalNotice{}), boom)
+	require.NoError(t, n.Send(ctx, "y@example.com", billing.RenewalNotice{UserID: "y"}))
 	n.FailAll(boom)
-	require.ErrorIs(t, n.Send(ctx, "y@example.com", billing.ThreeDayNotification{}), boom)
+	require.ErrorIs(t, n.Send(ctx, "y@example.com", billing.RenewalNotice{}), boom)
 	s := n.Sent()
 	require.Len(t, s, 1, "sent %+v", s)
 	require.Equal(t, "y@example.com", s[0].Email, "sent %+v", s)
@@ -70,7 +70,7 @@ func TestNotifierFakesConcurrent(t *testing.T) {
 	for i := range 20 {
 		wg.Go(func() {
 			_ = q.Enqueue(ctx, []string{fmt.Sprint(i)})
-			_ = n.Send(ctx, fmt.Sprint(i), billing.ThreeDayNotification{})
+			_ = n.Send(ctx, fmt.Sprint(i), billing.RenewalNotice{})
 		})
 	}
 	wg.Wait()

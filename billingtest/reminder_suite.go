@@ -87,7 +87,7 @@ type reminderSuite struct {
 }
 
 // reminderNow is the suite's clock: its notification window is billingBase.
-var reminderNow = billingBase.AddDate(0, 0, -billing.NotificationLeadDays).Add(9*time.Hour + 123456789)
+var reminderNow = billingBase.AddDate(0, 0, -billing.NoticeLeadDays).Add(9*time.Hour + 123456789)
 
 type reminderEnv struct {
 	t        *testing.T

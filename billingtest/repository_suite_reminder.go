@@ -30,7 +30,7 @@ func (s *repoSuite) reminderCases() []repoCase {
 
 // reminderAt is the claim time of the cases: the morning of the
 // notification day of billingBase.
-var reminderAt = billingBase.AddDate(0, 0, -billing.NotificationLeadDays).Add(12*time.Hour + 250*time.Millisecond)
+var reminderAt = billingBase.AddDate(0, 0, -billing.NoticeLeadDays).Add(12*time.Hour + 250*time.Millisecond)
 
 func (e *repoEnv) claimer() billing.ReminderClaimer {
 	e.t.Helper()

@@ -25,7 +25,7 @@ type SingleTableStores struct {
 // SingleTableFactory returns stores on a fresh, empty table, reading the
 // time from clock, with pageSize index items per status page (0: the
 // store's default) and the default catch-up (billing.DefaultCatchUpDays),
-// reminder lead (billing.NotificationLeadDays) and receipt retention.
+// reminder lead (billing.NoticeLeadDays) and receipt retention.
 type SingleTableFactory func(t *testing.T, clock billing.Clock, pageSize int) SingleTableStores
 
 // TestSingleTable runs the suite of the single-table layout of the
@@ -138,7 +138,7 @@ func (e *stEnv) requireDue(ref layout.SubscriptionRef, payment, reminder time.Ti
 }
 
 func reminderOf(billingDate time.Time) time.Time {
-	return entitlement.PaymentDate(billingDate).AddDate(0, 0, -billing.NotificationLeadDays)
+	return entitlement.PaymentDate(billingDate).AddDate(0, 0, -billing.NoticeLeadDays)
 }
 
 func (s *stSuite) subscriptionFollowsPeriods(t *testing.T) {

@@ -105,7 +105,7 @@ func TestSingleTableDefaults(t *testing.T) {
 	require.True(t, sub.CreatedAt.Equal(want), "subscription item = %+v; want created and updated at %v (the default clock), version 1", sub, want)
 	require.True(t, sub.UpdatedAt.Equal(want), "subscription item = %+v; want created and updated at %v (the default clock), version 1", sub, want)
 	require.Equal(t, 1, sub.Version, "subscription item = %+v; want version 1", sub)
-	require.True(t, sub.NextReminderDate.Equal(stDayOf(r.BillingDate).AddDate(0, 0, -billing.NotificationLeadDays)),
+	require.True(t, sub.NextReminderDate.Equal(stDayOf(r.BillingDate).AddDate(0, 0, -billing.NoticeLeadDays)),
 		"NextReminderDate = %v; want the default lead before %v", sub.NextReminderDate, r.BillingDate)
 	// The open end of a status query is the day after the default clock's.
 	p, err := s.Repository().QueryStatus(t.Context(), billing.StatusQuery{Status: billing.StatusScheduled})

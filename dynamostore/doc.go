@@ -94,7 +94,7 @@
 // periods (SCHEDULED, ERROR, PAUSED: what a run may still act on) to their
 // status. NextPaymentDate is the day of the earliest one: the first day a
 // run acts on the subscription (an unpaid period keeps it there while it
-// is retried); NextReminderDate is billing.NotificationLeadDays before the day
+// is retried); NextReminderDate is billing.NoticeLeadDays before the day
 // of the earliest SCHEDULED one. With nothing open both are removed and
 // the item leaves the sparse indexes; LastPaymentDate is the day of the
 // latest completed period ("0001-01-01" before the first, because the
@@ -103,7 +103,7 @@
 //
 // The two daily jobs of recurring payments are the engine's own runs on this
 // repository: reminders due today are the notifier's daily billing.Scheduler.Run
-// (its window, billing dates billing.NotificationLeadDays days ahead, is exactly
+// (its window, billing dates billing.NoticeLeadDays days ahead, is exactly
 // the subscriptions whose NextReminderDate is today, which
 // Payments.DueRemindersByDate lists from GSI-1), and payments due today
 // are the collector's scheduled run, then its retry and pause runs. A

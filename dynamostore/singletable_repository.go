@@ -58,7 +58,7 @@ type SingleTableStoreConfig struct {
 	// DefaultCatchUpDays.
 	CatchUpDays int
 	// ReminderLeadDays is how many days before a SCHEDULED period's day
-	// NextReminderDate falls. Defaults to [billing.NotificationLeadDays], the
+	// NextReminderDate falls. Defaults to [billing.NoticeLeadDays], the
 	// notifier's window, so that the notifier's daily run and the reminder
 	// index agree.
 	ReminderLeadDays int
@@ -149,7 +149,7 @@ func NewSingleTableRepository(cfg SingleTableStoreConfig) (*SingleTableRepositor
 		cfg.CatchUpDays = layout.DefaultCatchUpDays
 	}
 	if cfg.ReminderLeadDays == 0 {
-		cfg.ReminderLeadDays = billing.NotificationLeadDays
+		cfg.ReminderLeadDays = billing.NoticeLeadDays
 	}
 	if cfg.Collisions == nil {
 		cfg.Collisions = layout.DefaultCollisionPolicy

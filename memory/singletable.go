@@ -33,7 +33,7 @@ type SingleTableOptions struct {
 	// DefaultCatchUpDays.
 	CatchUpDays int
 	// ReminderLeadDays is how many days before a SCHEDULED period's day
-	// NextReminderDate falls. Defaults to [billing.NotificationLeadDays].
+	// NextReminderDate falls. Defaults to [billing.NoticeLeadDays].
 	ReminderLeadDays int
 	// ReceiptRetention is how long after its processed date a receipt
 	// expires. Defaults to DefaultReceiptRetention.
@@ -146,7 +146,7 @@ func NewSingleTable(opts SingleTableOptions) (*SingleTable, error) {
 		opts.CatchUpDays = layout.DefaultCatchUpDays
 	}
 	if opts.ReminderLeadDays == 0 {
-		opts.ReminderLeadDays = billing.NotificationLeadDays
+		opts.ReminderLeadDays = billing.NoticeLeadDays
 	}
 	if opts.Collisions == nil {
 		opts.Collisions = layout.DefaultCollisionPolicy

@@ -18,7 +18,7 @@ lists them. Nothing is written or sent.
 
 --date is the scheduler event's date: the billing date whose records are
 notified (the window [date, date+1 day)). --run-date is the day of a daily
-run instead, which notifies the records billed ` + fmt.Sprint(billing.NotificationLeadDays) + ` days later. The default
+run instead, which notifies the records billed ` + fmt.Sprint(billing.NoticeLeadDays) + ` days later. The default
 is today's run. Records whose updated_event is PENDING_CANCELLATION are
 listed as skipped, as the worker skips them; the worker also skips users who
 are not ACTIVE in the user service, which billingctl cannot see.`,

@@ -32,9 +32,9 @@ func TestNotifyPreview(t *testing.T) {
 		assert.NotContains(t, r.stdout, s, "%s is outside the window, yet listed:\n%s", s, r)
 	}
 
-	// A daily run notifies the records billed NotificationLeadDays later;
+	// A daily run notifies the records billed NoticeLeadDays later;
 	// small pages make the scheduler hand back continuations.
-	runDay := time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC).AddDate(0, 0, -billing.NotificationLeadDays)
+	runDay := time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC).AddDate(0, 0, -billing.NoticeLeadDays)
 	var got struct {
 		WindowStart string      `json:"window_start"`
 		Messages    []notifyRow `json:"messages"`
@@ -81,7 +81,7 @@ func TestNotifyPreviewOnAppClock(t *testing.T) {
 	)
 	// Late on the run's day (UTC) and later still in a zone east of UTC:
 	// the window counts from the UTC day.
-	now := time.Date(2024, 3, 14, 23, 30, 0, 0, time.UTC).AddDate(0, 0, -billing.NotificationLeadDays).
+	now := time.Date(2024, 3, 14, 23, 30, 0, 0, time.UTC).AddDate(0, 0, -billing.NoticeLeadDays).
 		In(time.FixedZone("UTC+3", 3*60*60))
 
 	r := e.runAt(now, "notify", "preview")

@@ -84,7 +84,7 @@ func (s stubSubmitter) Submit(ctx context.Context, provider string, req prenote.
 // Iterable track event three_day_notification keyed by the email).
 type logNotifier struct{ log *slog.Logger }
 
-func (n logNotifier) Send(ctx context.Context, email string, note billing.ThreeDayNotification) error {
+func (n logNotifier) Send(ctx context.Context, email string, note billing.RenewalNotice) error {
 	n.log.InfoContext(ctx, "notification", "event", note.EventType, "user_id", note.UserID,
 		"billing_date", note.BillingDate, "amount", note.Amount.String(), "tier", note.MembershipTier)
 	return nil

@@ -78,7 +78,7 @@ func TestSchedulerHandlerTriggers(t *testing.T) {
 	ctx := context.Background()
 	store := billingtest.NewMemoryStore(t, memory.Options{PageSize: 1})
 	now := time.Now().UTC()
-	due := time.Date(now.Year(), now.Month(), now.Day()+billing.NotificationLeadDays, 10, 0, 0, 0, time.UTC)
+	due := time.Date(now.Year(), now.Month(), now.Day()+billing.NoticeLeadDays, 10, 0, 0, 0, time.UTC)
 	for _, u := range []string{"a", "b"} {
 		if _, err := store.Repository().AddAll(ctx, []billing.Period{{
 			UserID: u, SubscriptionID: "s-" + u, BillingDate: due, Status: billing.StatusScheduled,

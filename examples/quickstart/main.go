@@ -186,7 +186,7 @@ func run(ctx context.Context, endpoint string, keep bool, sim simulation.Options
 // account's last digits); this one counts what it would have sent.
 type countingNotifier struct{ sent atomic.Int64 }
 
-func (c *countingNotifier) Send(ctx context.Context, email string, n billing.ThreeDayNotification) error {
+func (c *countingNotifier) Send(ctx context.Context, email string, n billing.RenewalNotice) error {
 	c.sent.Add(1)
 	return nil
 }

@@ -117,7 +117,7 @@ func (n *notifierModel) work(ctx context.Context) {
 
 // Send implements [billing.Notifier]: it fails on a stormy day now and
 // then, else records the reminder.
-func (n *notifierModel) Send(ctx context.Context, email string, note billing.ThreeDayNotification) error {
+func (n *notifierModel) Send(ctx context.Context, email string, note billing.RenewalNotice) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
