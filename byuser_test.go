@@ -204,7 +204,7 @@ func TestSubscribeRepeatOfAnOldRow(t *testing.T) {
 	t.Parallel()
 	e := newUserEnv(t, memoryUserStores()[0])
 	ctx := t.Context()
-	old := billing.Period{UserID: e.user, SubscriptionID: billing.SubscriptionIDFor(e.user, "order-1"), BillingDate: feb3,
+	old := billing.Period{UserID: e.user, SubscriptionID: billing.FirstPeriodID(e.user, "order-1"), BillingDate: feb3,
 		Amount: billing.MustParseAmount("4.99"), Status: billing.StatusScheduled, BillingPeriod: billing.BillingPeriod(feb3),
 		Term: billing.TermMonthly, ReceiptTierName: "Basic:v1", CreatedDate: feb3, LastRunDate: feb3}
 	require.NoError(t, e.repo.Add(ctx, &old))

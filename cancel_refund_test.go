@@ -67,7 +67,7 @@ func TestCancelNowWithRefundEndsAccess(t *testing.T) {
 			calls := e.pay.Calls()
 			require.Len(t, calls, 2)
 			assert.Equal(t, plusPrice, calls[1].Request.Amount, "a full period from today")
-			assert.Equal(t, billing.SubscriptionIDFor(e.user, "order-2"), calls[1].Request.SubscriptionID)
+			assert.Equal(t, billing.FirstPeriodID(e.user, "order-2"), calls[1].Request.SubscriptionID)
 			assert.Equal(t, back, calls[1].Request.BillingDate.UTC())
 
 			v = mustView(t, e)

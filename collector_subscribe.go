@@ -116,10 +116,10 @@ const maxRequestKey = 256
 // subscriptionNamespace makes the subscription IDs of [Collector.Subscribe].
 var subscriptionNamespace = uuid.MustParse("6f1b8a52-4f7e-4d0a-9b57-2c6a1e9d3b10")
 
-// SubscriptionIDFor is the subscription ID [Collector.Subscribe] gives the
+// FirstPeriodID is the ID (subscription_id) [Collector.Subscribe] gives the
 // first period of the request (userID, requestKey): a name-based UUID, so
 // that a repeated request finds what the first one wrote.
-func SubscriptionIDFor(userID, requestKey string) string {
+func FirstPeriodID(userID, requestKey string) string {
 	return uuid.NewSHA1(subscriptionNamespace, []byte(userID+"\x00"+requestKey)).String()
 }
 
@@ -174,7 +174,7 @@ func (c *Collector) Subscribe(ctx context.Context, req SubscribeRequest) (Subscr
 		return Subscribed{}, fmt.Errorf("subscribe %s: %w", req.UserID, err)
 	}
 	var out Subscribed
-	_, err := c.single(ctx, "subscribe", req.UserID, SubscriptionIDFor(req.UserID, req.RequestKey), func(ctx context.Context, _ *Report) error {
+	_, err := c.single(ctx, "subscribe", req.UserID, FirstPeriodID(req.UserID, req.RequestKey), func(ctx context.Context, _ *Report) error {
 		var err error
 		for pass := 0; ; pass++ {
 			out, err = c.subscribeOnce(ctx, req)
@@ -267,7 +267,7 @@ func (c *Collector) repeatInHistory(ctx context.Context, req SubscribeRequest) (
 	// The user's rows, a consistent read: "no rows of this key" decides
 	// that a new subscription may be written, which an index read that
 	// lags behind could not.
-	id := SubscriptionIDFor(req.UserID, req.RequestKey)
+	id := FirstPeriodID(req.UserID, req.RequestKey)
 	rows, err := c.cfg.History.ListByUser(ctx, req.UserID)
 	if err != nil {
 		return Subscribed{}, fmt.Errorf("read the history of user %s: %w", req.UserID, err)
@@ -289,7 +289,7 @@ func (c *Collector) repeatInHistory(ctx context.Context, req SubscribeRequest) (
 // repeatOf returns, Repeated set, the period req created already among
 // its user's records recs, or the zero Subscribed.
 func repeatOf(req SubscribeRequest, recs []Period) Subscribed {
-	id := SubscriptionIDFor(req.UserID, req.RequestKey)
+	id := FirstPeriodID(req.UserID, req.RequestKey)
 	for _, r := range recs {
 		if r.SubscriptionID == id {
 			return Subscribed{Subscription: r, Repeated: true}
@@ -387,7 +387,7 @@ func (c *Collector) newSubscription(ctx context.Context, req SubscribeRequest, n
 		return Period{}, err
 	}
 	sub := Period{
-		UserID: req.UserID, BillingDate: date, SubscriptionID: SubscriptionIDFor(req.UserID, req.RequestKey),
+		UserID: req.UserID, BillingDate: date, SubscriptionID: FirstPeriodID(req.UserID, req.RequestKey),
 		Amount: amount, Status: StatusScheduled, BillingPeriod: BillingPeriod(date), Process: ProcessSubscribe,
 		UpdatedEvent: UpdatedUserSubscribed, Term: term, AnchorDay: date.Day(), Interval: req.Interval,
 		ReceiptTierName: req.Tier, LastRunDate: now, CreatedDate: now,

@@ -158,7 +158,7 @@ func TestComeBackOnTheRenewalDate(t *testing.T) {
 					require.NoError(t, err)
 					require.False(t, r.Repeated)
 					back = r.Subscription
-					assert.Equal(t, billing.SubscriptionIDFor(e.user, "comeback"), back.SubscriptionID)
+					assert.Equal(t, billing.FirstPeriodID(e.user, "comeback"), back.SubscriptionID)
 					assert.Equal(t, "Pro:v1", back.ReceiptTierName)
 				}
 				assert.Equal(t, billing.StatusScheduled, back.Status)

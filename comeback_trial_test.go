@@ -45,7 +45,7 @@ func TestComeBackInTrialKeepsTrial(t *testing.T) {
 		{"subscribe", func(t *testing.T, e *freeEnv, end time.Time) {
 			got, err := e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "o2", UserID: e.user, Tier: "Plus:v2", FirstBillingDate: end})
 			require.NoError(t, err)
-			assert.Equal(t, billing.SubscriptionIDFor(e.user, "o2"), got.Subscription.SubscriptionID)
+			assert.Equal(t, billing.FirstPeriodID(e.user, "o2"), got.Subscription.SubscriptionID)
 		}},
 		{"reactivate", func(t *testing.T, e *freeEnv, end time.Time) {
 			_, err := e.c.Reactivate(t.Context(), e.user, end)

@@ -95,17 +95,6 @@ type ReminderClaimer interface {
 // usual failure), so that a retry can send.
 const reminderReleaseTimeout = 10 * time.Second
 
-// NotificationSkippedDuplicate and NotificationSkippedRecordChanged are
-// the outcomes of a [Worker] with [WorkerConfig.Reminders].
-const (
-	// NotificationSkippedDuplicate: the reminder was claimed already (sent
-	// by an earlier run or by another worker); nothing was sent.
-	NotificationSkippedDuplicate NotificationOutcome = "skipped_duplicate"
-	// NotificationSkippedRecordChanged: the record is gone, or no longer
-	// in the message's status or subscription; nothing was sent.
-	NotificationSkippedRecordChanged NotificationOutcome = "skipped_record_changed"
-)
-
 // claimReminder claims m's reminder. It returns the claim, or the outcome
 // of a message that must not be sent, or an error to retry the message.
 func (w *Worker) claimReminder(ctx context.Context, m *NotificationMessage) (*ReminderClaim, NotificationOutcome, error) {

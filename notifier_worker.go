@@ -132,6 +132,13 @@ const (
 	// NotificationSkippedFree: the record's amount is zero (a free tier, or a
 	// trial period itself): nothing will be charged, so nothing is announced.
 	NotificationSkippedFree NotificationOutcome = "skipped_free"
+	// With [WorkerConfig.Reminders]:
+	// NotificationSkippedDuplicate: the reminder was claimed already (sent
+	// by an earlier run or by another worker); nothing was sent.
+	NotificationSkippedDuplicate NotificationOutcome = "skipped_duplicate"
+	// NotificationSkippedRecordChanged: the record is gone, or no longer
+	// in the message's status or subscription; nothing was sent.
+	NotificationSkippedRecordChanged NotificationOutcome = "skipped_record_changed"
 )
 
 // WorkerConfig configures [NewWorker].

@@ -72,7 +72,7 @@ type Repository interface {
 	// billing_status, last_run_date and attempt (billing_attempt and
 	// billing_attempt_number): a record made in flight since it was read is
 	// never overwritten. The change prev → next must be allowed by
-	// [CheckRecordTransition] (the table of [canTransition], and a
+	// [CheckTransition] (the table of [canTransition], and a
 	// cancelled period never attempted reopened, which may also take a new
 	// subscription_id: [Repository.GetByID] then finds it by that ID), and
 	// next.LastRunDate must be after prev.LastRunDate. When someone else wrote first (or the

@@ -66,7 +66,7 @@ import (
 // on without a gap: the renewal that was never charged is the period
 // billed, under its key, instead of a second record the key could not
 // hold. Such a reopening may also give the record a new subscription_id
-// (the first period of a new subscription request). [CheckRecordTransition]
+// (the first period of a new subscription request). [CheckTransition]
 // is the whole rule, table included; stores check every update with it.
 type Status string
 
@@ -88,15 +88,15 @@ const (
 	StatusInactive Status = "INACTIVE"
 )
 
-// statuses is every status in the order [Statuses] lists them.
+// statuses is every status in the order statusValues lists them.
 var statuses = enum.New(
 	StatusScheduled, StatusACHSent, StatusCompleted, StatusError,
 	StatusWaived, StatusCancelled, StatusPaused, StatusPausedSkipped,
 	StatusRefunded, StatusStale, StatusInactive,
 )
 
-// Statuses lists every status, the INACTIVE sentinel last.
-func Statuses() []Status { return statuses.Values() }
+// statusValues lists every status, the INACTIVE sentinel last.
+func statusValues() []Status { return statuses.Values() }
 
 // transitions is the table documented on [Status].
 var transitions = map[Status][]Status{
@@ -161,12 +161,12 @@ func checkTransition(from, to Status) error {
 	return &TransitionError{From: from, To: to}
 }
 
-// CheckRecordTransition returns nil when prev may be written as next by
+// CheckTransition returns nil when prev may be written as next by
 // an update: a change the transition table on [Status] allows, or a CANCELLED record never
 // attempted reopened as SCHEDULED or PAUSED (see "Coming back" on
 // [Status]). Otherwise the error is a [*TransitionError] wrapping
 // [ErrIllegalTransition].
-func CheckRecordTransition(prev, next *Period) error {
+func CheckTransition(prev, next *Period) error {
 	if canTransition(prev.Status, next.Status) {
 		return nil
 	}
@@ -181,7 +181,7 @@ func CheckRecordTransition(prev, next *Period) error {
 }
 
 // reopens reports whether writing prev as next reopens a cancelled period:
-// prev is CANCELLED and next SCHEDULED or PAUSED. [CheckRecordTransition]
+// prev is CANCELLED and next SCHEDULED or PAUSED. [CheckTransition]
 // allows it only for a period never attempted.
 func reopens(prev, next *Period) bool {
 	return prev.Status == StatusCancelled && (next.Status == StatusScheduled || next.Status == StatusPaused)

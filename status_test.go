@@ -26,8 +26,8 @@ var allowed = map[Status]string{
 }
 
 func TestCanTransitionEveryPair(t *testing.T) {
-	all := Statuses()
-	require.Len(t, all, 11, "Statuses() = %d values, want 11", len(all))
+	all := statusValues()
+	require.Len(t, all, 11, "statusValues() = %d values, want 11", len(all))
 	checked := 0
 	for _, from := range all {
 		want := map[Status]bool{}
@@ -60,7 +60,7 @@ func TestCanTransitionEveryPair(t *testing.T) {
 }
 
 func TestTerminalStatusesHaveNoWayBack(t *testing.T) {
-	for _, s := range Statuses() {
+	for _, s := range statusValues() {
 		outs := strings.Fields(allowed[s])
 		switch {
 		case s == StatusCompleted:
@@ -106,7 +106,7 @@ func TestStatusPredicates(t *testing.T) {
 }
 
 func TestParseStatus(t *testing.T) {
-	for _, s := range Statuses() {
+	for _, s := range statusValues() {
 		got, err := ParseStatus(string(s))
 		assert.NoError(t, err, "ParseStatus(%q)", s)
 		assert.Equal(t, s, got, "ParseStatus(%q)", s)
@@ -143,9 +143,9 @@ func TestParseTerm(t *testing.T) {
 }
 
 func TestProcessesValid(t *testing.T) {
-	all := Processes()
+	all := processValues()
 	want := []Process{"INITIAL", "RETRY", "PAUSE", "WEBHOOK", "WEBHOOK_BALANCE", "BATCH", "REACTIVATION", "MANUAL_REPAYMENT", "NOT_IDENTIFIED", "SUBSCRIBE"}
-	require.Equal(t, want, all, "Processes()")
+	require.Equal(t, want, all, "processValues()")
 	for _, p := range all {
 		assert.True(t, p.Valid(), "%q.Valid() = false", p)
 	}
@@ -153,21 +153,21 @@ func TestProcessesValid(t *testing.T) {
 		assert.False(t, bad.Valid(), "%q.Valid() = true", bad)
 	}
 	all[0] = "CHANGED"
-	assert.Equal(t, ProcessInitial, Processes()[0], "Processes/Statuses must return a fresh slice")
-	assert.Equal(t, StatusScheduled, Statuses()[0], "Processes/Statuses must return a fresh slice")
+	assert.Equal(t, ProcessInitial, processValues()[0], "Processes/Statuses must return a fresh slice")
+	assert.Equal(t, StatusScheduled, statusValues()[0], "Processes/Statuses must return a fresh slice")
 }
 
-// TestCheckRecordTransitionReopensOnlyNeverAttempted: beyond the table, a
+// TestCheckTransitionReopensOnlyNeverAttempted: beyond the table, a
 // CANCELLED record that was never attempted may be reopened as SCHEDULED
 // or PAUSED (a come-back on its date); one that was attempted may not,
 // nor may it go anywhere else. Before, every change out of CANCELLED was
 // refused, and a user coming back on the cancelled renewal's date could
 // never be billed there.
-func TestCheckRecordTransitionReopensOnlyNeverAttempted(t *testing.T) {
+func TestCheckTransitionReopensOnlyNeverAttempted(t *testing.T) {
 	fresh := &Period{Status: StatusCancelled}
-	for _, to := range Statuses() {
+	for _, to := range statusValues() {
 		next := &Period{Status: to}
-		err := CheckRecordTransition(fresh, next)
+		err := CheckTransition(fresh, next)
 		if to == StatusScheduled || to == StatusPaused {
 			assert.NoError(t, err, "reopen as %s", to)
 		} else {
@@ -183,18 +183,18 @@ func TestCheckRecordTransitionReopensOnlyNeverAttempted(t *testing.T) {
 		prev := &Period{Status: StatusCancelled}
 		mut(prev)
 		require.True(t, prev.Attempted(), name)
-		err := CheckRecordTransition(prev, &Period{Status: StatusScheduled})
+		err := CheckTransition(prev, &Period{Status: StatusScheduled})
 		var te *TransitionError
 		require.ErrorAs(t, err, &te, name)
 		assert.Contains(t, te.Reason, "never attempted", name)
 	}
 	// The table itself is unchanged: its pairs are what checkTransition says.
-	for _, from := range Statuses() {
-		for _, to := range Statuses() {
+	for _, from := range statusValues() {
+		for _, to := range statusValues() {
 			if from == StatusCancelled {
 				continue
 			}
-			assert.Equal(t, canTransition(from, to), CheckRecordTransition(&Period{Status: from}, &Period{Status: to}) == nil, "%s -> %s", from, to)
+			assert.Equal(t, canTransition(from, to), CheckTransition(&Period{Status: from}, &Period{Status: to}) == nil, "%s -> %s", from, to)
 		}
 	}
 }

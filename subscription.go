@@ -377,14 +377,14 @@ const (
 	ProcessSubscribe       Process = "SUBSCRIBE"        // the host's Collector.Subscribe created the record
 )
 
-// processes is every known process in the order [Processes] lists them.
+// processes is every known process in the order processValues lists them.
 var processes = enum.New(
 	ProcessInitial, ProcessRetry, ProcessPause, ProcessWebhook, ProcessWebhookBalance,
 	ProcessBatch, ProcessReactivation, ProcessManualRepayment, ProcessNotIdentified, ProcessSubscribe,
 )
 
-// Processes lists every known process.
-func Processes() []Process { return processes.Values() }
+// processValues lists every known process.
+func processValues() []Process { return processes.Values() }
 
 // Valid reports whether p is a known process. Decoding keeps unknown values
 // as they are (the attribute is informational); writers should use known ones.

@@ -42,7 +42,7 @@ func (s *repoSuite) subscribeCases() []repoCase {
 				t.Fatalf("Subscribe = %+v, %v", got, err)
 			}
 			s := got.Subscription
-			want := billing.Period{UserID: u, SubscriptionID: billing.SubscriptionIDFor(u, "order-1"),
+			want := billing.Period{UserID: u, SubscriptionID: billing.FirstPeriodID(u, "order-1"),
 				BillingDate: req.FirstBillingDate, BillingPeriod: "02/2024", Amount: req.Amount, Status: billing.StatusScheduled,
 				Term: billing.TermMonthly, AnchorDay: 31, ReceiptTierName: "Plus:v2", Process: billing.ProcessSubscribe,
 				UpdatedEvent: billing.UpdatedUserSubscribed, CreatedDate: clock.Now(), LastRunDate: clock.Now()}

@@ -224,7 +224,7 @@ func (s *repoSuite) updateCases() []repoCase {
 				{billing.StatusCompleted, billing.StatusScheduled, true},
 				{billing.StatusACHSent, billing.StatusScheduled, true},
 				// Only a cancelled period never attempted is reopened
-				// (billing.CheckRecordTransition), and only as SCHEDULED
+				// (billing.CheckTransition), and only as SCHEDULED
 				// or PAUSED.
 				{billing.StatusCancelled, billing.StatusScheduled, true},
 				{billing.StatusCancelled, billing.StatusError, false},

@@ -326,7 +326,7 @@ func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *billing.Period, o
 		t.add(types.TransactWriteItem{Put: putAbsent(r.table(), hist, layout.AttrPK)}, txOp{key: next.Key(), reason: "a history row with this user_id and last_run_date exists",
 			exists: prev == nil, history: true})
 	}
-	// A new ID (a reopened period, see billing.CheckRecordTransition)
+	// A new ID (a reopened period, see billing.CheckTransition)
 	// gets its pointer; the old one finds the period no more.
 	if prev == nil || layout.BillingDateKey(prev) != layout.BillingDateKey(next) || prev.SubscriptionID != next.SubscriptionID {
 		ptr := types.TransactWriteItem{Put: &types.Put{TableName: r.table(), Item: r.pointerItem(next.SubscriptionID, next.UserID, layout.BillingDateKey(next))}}

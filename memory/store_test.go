@@ -260,7 +260,7 @@ func randomWrite(t *testing.T, s *memory.Store, rng *rand.Rand, users []string, 
 		cur := recs[rng.IntN(len(recs))]
 		upd := cur.Clone()
 		upd.Status, upd.LastRunDate = indexStatuses[rng.IntN(len(indexStatuses))], run()
-		if billing.CheckRecordTransition(&cur, &upd) == nil {
+		if billing.CheckTransition(&cur, &upd) == nil {
 			err := repo.Update(ctx, &cur, &upd)
 			require.True(t, err == nil || billing.IsConflict(err), "%v", err)
 		}

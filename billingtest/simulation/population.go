@@ -62,7 +62,7 @@ type User struct {
 	// FirstBillingDate is the billing date of the first period.
 	FirstBillingDate time.Time
 	// FirstSubscriptionID is the subscription ID of the first period:
-	// billing.SubscriptionIDFor(ID, RequestKey), what Subscribe gives it
+	// billing.FirstPeriodID(ID, RequestKey), what Subscribe gives it
 	// (a Legacy user's record has it too).
 	FirstSubscriptionID string
 	// PauseMonths is the pause the user starts with (the first period is
@@ -222,7 +222,7 @@ func population(seed int64, n int, start time.Time, userID func(i int) string, l
 		case x < 0.05:
 			u.Behavior = BehaviorTimeoutAfterCharge
 		}
-		u.FirstSubscriptionID = billing.SubscriptionIDFor(u.ID, u.RequestKey)
+		u.FirstSubscriptionID = billing.FirstPeriodID(u.ID, u.RequestKey)
 		users[i] = u
 	}
 	return users, nil

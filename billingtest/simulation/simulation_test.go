@@ -290,7 +290,7 @@ func TestSignUp(t *testing.T) {
 		if u.Legacy {
 			want = billing.ProcessNotIdentified
 		}
-		if rows[0].Process != want || rows[0].BillingWeek != u.BillingWeek || u.FirstSubscriptionID != billing.SubscriptionIDFor(u.ID, u.RequestKey) {
+		if rows[0].Process != want || rows[0].BillingWeek != u.BillingWeek || u.FirstSubscriptionID != billing.FirstPeriodID(u.ID, u.RequestKey) {
 			t.Errorf("%s (legacy %v): first period %s created by %s, week %d; want %s, week %d", u.ID, u.Legacy, rows[0].SubscriptionID, rows[0].Process, rows[0].BillingWeek, want, u.BillingWeek)
 		}
 		if v.Legacy || v.Backlog {

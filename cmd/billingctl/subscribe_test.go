@@ -56,7 +56,7 @@ func TestSubscribe(t *testing.T) {
 			cli := layoutCLI(t, tc.layout, now)
 			args := []string{"subscribe", tc.user, "--tier", "Plus:v2", "--amount", "4.99", "--first-date", "2024-03-20"}
 			key := "billingctl:Plus:v2:2024-03-20"
-			id := billing.SubscriptionIDFor(tc.user, key)
+			id := billing.FirstPeriodID(tc.user, key)
 
 			// Declined: shown, nothing written.
 			r := cli("n\n", args...)
@@ -122,7 +122,7 @@ func TestSubscribeOptions(t *testing.T) {
 	r.decode(t, &got)
 	s := got.Subscription
 	assert.False(t, got.Repeated, "JSON: %s", r)
-	assert.Equal(t, billing.SubscriptionIDFor("p1", "order-7"), s["subscription_id"], "JSON: %s", r)
+	assert.Equal(t, billing.FirstPeriodID("p1", "order-7"), s["subscription_id"], "JSON: %s", r)
 	assert.Equal(t, "2024-03-22T09:30:00Z", s["billing_date"], "JSON: %s", r)
 	assert.Equal(t, "PAUSED", s["billing_status"], "JSON: %s", r)
 	assert.EqualValues(t, 2, s["pause_duration_months"], "JSON: %s", r)

@@ -42,7 +42,7 @@ func TestQuickstart(t *testing.T) {
 		switch {
 		case u.Legacy:
 			t.Errorf("%s: a record another service wrote, in the quickstart", u.ID)
-		case first.SubscriptionID != billing.SubscriptionIDFor(u.ID, u.RequestKey):
+		case first.SubscriptionID != billing.FirstPeriodID(u.ID, u.RequestKey):
 			t.Errorf("%s: first period %s, not that of its sign-up request %q", u.ID, first.SubscriptionID, u.RequestKey)
 		case created.Process != billing.ProcessSubscribe:
 			t.Errorf("%s: first period created by process %s, want %s", u.ID, created.Process, billing.ProcessSubscribe)

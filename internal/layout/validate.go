@@ -95,7 +95,7 @@ func DefaultCollisionPolicy(subs []billing.Period) ([]billing.Period, error) {
 // (dateChange false) or [billing.Repository.AdminUpdate] (dateChange true) require:
 // the same user, the same subscription ID (a reopened cancelled period
 // may take a new one), the same billing_date unless dateChange, a change
-// [billing.CheckRecordTransition] allows, and a later last_run_date.
+// [billing.CheckTransition] allows, and a later last_run_date.
 // Storage implementations call it before writing; the error wraps
 // [billing.ErrIllegalTransition] or [billing.ErrInvalidItem].
 func ValidateUpdate(prev, next *billing.Period, dateChange bool) error {
@@ -108,7 +108,7 @@ func ValidateUpdate(prev, next *billing.Period, dateChange bool) error {
 	if !dateChange && BillingDateKey(next) != BillingDateKey(prev) {
 		return bad(AttrBillingDate, BillingDateKey(next), "billing_date changed: use AdminUpdate")
 	}
-	if err := billing.CheckRecordTransition(prev, next); err != nil {
+	if err := billing.CheckTransition(prev, next); err != nil {
 		return fmt.Errorf("%s: %w", prev.Key(), err)
 	}
 	// A CANCELLED record changes only by being reopened (the check
