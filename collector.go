@@ -361,13 +361,13 @@ func (c *Collector) Run(ctx context.Context, req RunRequest) (*Report, error) {
 	return rep, err
 }
 
-// RunQuery returns the status query a run of kind makes at now (without a
+// runQuery returns the status query a run of kind makes at now (without a
 // cursor): SCHEDULED due at now ([Period.DueAt]: billed before
 // now), ERROR billed after now minus the
 // stale threshold and a week (so a record crossing the threshold is seen and
 // marked STALE even when some daily runs were missed), PAUSED due before
 // now. Operator tools use it to preview a run.
-func (c *Collector) RunQuery(kind RunKind, now time.Time) (StatusQuery, error) {
+func (c *Collector) runQuery(kind RunKind, now time.Time) (StatusQuery, error) {
 	switch kind {
 	case RunScheduled:
 		return StatusQuery{Status: StatusScheduled, Before: now}, nil
@@ -380,66 +380,66 @@ func (c *Collector) RunQuery(kind RunKind, now time.Time) (StatusQuery, error) {
 	return StatusQuery{}, fmt.Errorf("%w: run kind %q", ErrInvalidQuery, kind)
 }
 
-// PlanAction is what a run would do with a record.
-type PlanAction string
+// planAction is what a run would do with a record.
+type planAction string
 
 // The plan actions.
 const (
-	// PlanCollect: the record is charged (process INITIAL or RETRY).
-	PlanCollect PlanAction = "collect"
-	// PlanCompleteFree: the record's amount is zero; it is completed
+	// planCollect: the record is charged (process INITIAL or RETRY).
+	planCollect planAction = "collect"
+	// planCompleteFree: the record's amount is zero; it is completed
 	// without the processor (see [Config.AllowFreeTiers]).
-	PlanCompleteFree PlanAction = "complete free"
-	// PlanMarkStale: the record is too old to collect and becomes STALE.
-	PlanMarkStale PlanAction = "mark stale"
-	// PlanAdvancePause: the paused period is skipped and the next opened.
-	PlanAdvancePause PlanAction = "advance pause"
-	// PlanResolve: the record's attempt is in flight; the run replays it
+	planCompleteFree planAction = "complete free"
+	// planMarkStale: the record is too old to collect and becomes STALE.
+	planMarkStale planAction = "mark stale"
+	// planAdvancePause: the paused period is skipped and the next opened.
+	planAdvancePause planAction = "advance pause"
+	// planResolve: the record's attempt is in flight; the run replays it
 	// or looks it up, and records its outcome (see [PaymentLookup]).
-	PlanResolve PlanAction = "resolve attempt"
-	// PlanACHOverdue: an ACH debit past its settlement deadline is looked
+	planResolve planAction = "resolve attempt"
+	// planACHOverdue: an ACH debit past its settlement deadline is looked
 	// up with the processor, or marked STALE (ach-overdue).
-	PlanACHOverdue PlanAction = "ach overdue"
-	// PlanSkip: the run leaves the record alone (Reason says why).
-	PlanSkip PlanAction = "skip"
+	planACHOverdue planAction = "ach overdue"
+	// planSkip: the run leaves the record alone (Reason says why).
+	planSkip planAction = "skip"
 )
 
-// Plan is what a run would do with one record, and why.
-type Plan struct {
-	Action PlanAction
+// runPlan is what a run would do with one record, and why.
+type runPlan struct {
+	Action planAction
 	Reason string
 }
 
-// PlanRecord says what a run of kind would do at now with sub as read
+// planRecord says what a run of kind would do at now with sub as read
 // under the user's lock: the same decision the run makes, for operator
 // previews. It does no I/O.
-func (c *Collector) PlanRecord(kind RunKind, sub *Period, now time.Time) Plan {
+func (c *Collector) planRecord(kind RunKind, sub *Period, now time.Time) runPlan {
 	if kind == RunRetry && sub.Status == StatusACHSent {
 		if now.Sub(sub.LastRunDate) <= c.cfg.ACHSettlementDeadline {
-			return Plan{PlanSkip, "ACH debit within its settlement deadline"}
+			return runPlan{planSkip, "ACH debit within its settlement deadline"}
 		}
-		return Plan{PlanACHOverdue, fmt.Sprintf("no settlement within %v", c.cfg.ACHSettlementDeadline)}
+		return runPlan{planACHOverdue, fmt.Sprintf("no settlement within %v", c.cfg.ACHSettlementDeadline)}
 	}
 	if kind == RunPause {
 		if sub.Status != StatusPaused || !sub.DueAt(now) {
-			return Plan{PlanSkip, "not a PAUSED record past due"}
+			return runPlan{planSkip, "not a PAUSED record past due"}
 		}
-		return Plan{PlanAdvancePause, ""}
+		return runPlan{planAdvancePause, ""}
 	}
 	if sub.InFlight() {
-		return Plan{PlanResolve, fmt.Sprintf("attempt %d in flight (key %s)", sub.LastAttempt.Number, sub.LastAttempt.Key)}
+		return runPlan{planResolve, fmt.Sprintf("attempt %d in flight (key %s)", sub.LastAttempt.Number, sub.LastAttempt.Key)}
 	}
 	proc := kind.process()
 	if c.staleable(proc, sub, now) {
-		return Plan{PlanMarkStale, fmt.Sprintf("older than %d days", c.cfg.OldSubscriptionDays)}
+		return runPlan{planMarkStale, fmt.Sprintf("older than %d days", c.cfg.OldSubscriptionDays)}
 	}
 	if ok, why := c.eligible(proc, sub, now); !ok {
-		return Plan{PlanSkip, why}
+		return runPlan{planSkip, why}
 	}
 	if c.freeable(sub) {
-		return Plan{PlanCompleteFree, ""}
+		return runPlan{planCompleteFree, ""}
 	}
-	return Plan{PlanCollect, ""}
+	return runPlan{planCollect, ""}
 }
 
 // handlePage handles a page's records with at most Concurrency users at

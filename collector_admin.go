@@ -19,11 +19,11 @@ type Change struct {
 // admin applies edit to the record subscriptionID under the user's lock
 // and writes it (with its history row) conditionally on the record read,
 // once the record, re-read and its attempt resolved, is in a status op
-// accepts (the table [Collector.CheckChange] reads too). edit returns the
+// accepts (the table checkChange reads too). edit returns the
 // records to create in the same transaction. A guard, when given, sees the
 // record as re-read under the lock, before its attempt is resolved, and
 // refuses the change by returning an error.
-func (c *Collector) admin(ctx context.Context, op AdminOp, subscriptionID string, edit func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error), guard ...func(cur *Period) error) (Change, error) {
+func (c *Collector) admin(ctx context.Context, op opName, subscriptionID string, edit func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error), guard ...func(cur *Period) error) (Change, error) {
 	found, err := c.cfg.Repository.GetByID(ctx, subscriptionID)
 	if err != nil {
 		return Change{}, c.periodIDHint(ctx, subscriptionID, err)
@@ -79,7 +79,7 @@ func (c *Collector) admin(ctx context.Context, op AdminOp, subscriptionID string
 // requireStatus refuses op on cur unless cur's status is one op takes
 // ([adminOps]): the refusal names the status, those op takes, and what to
 // do first.
-func requireStatus(op AdminOp, cur *Period) error {
+func requireStatus(op opName, cur *Period) error {
 	allowed := adminOps[op].statuses
 	if slices.Contains(allowed, cur.Status) {
 		return nil
@@ -99,7 +99,7 @@ func requireStatus(op AdminOp, cur *Period) error {
 // waive goes on with the period found.
 func (p *Periods) WaiveByID(ctx context.Context, subscriptionID string) (Change, error) {
 	c := p.c
-	return c.admin(ctx, OpWaive, subscriptionID, func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
+	return c.admin(ctx, opWaive, subscriptionID, func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
 		next.Status, next.CompletionDate = StatusWaived, next.LastRunDate
 		return c.openNext(ctx, cur, now)
 	})
@@ -111,7 +111,7 @@ func (p *Periods) WaiveByID(ctx context.Context, subscriptionID string) (Change,
 // end user calls [Periods.CancelUnowed] instead.
 func (p *Periods) Cancel(ctx context.Context, subscriptionID string) (Change, error) {
 	c := p.c
-	return c.admin(ctx, OpCancel, subscriptionID, cancelEdit)
+	return c.admin(ctx, opCancel, subscriptionID, cancelEdit)
 }
 
 // CancelUnowed cancels a record as [Periods.Cancel] does, but only while
@@ -126,7 +126,7 @@ func (p *Periods) Cancel(ctx context.Context, subscriptionID string) (Change, er
 // record still refuses the cancel.
 func (p *Periods) CancelUnowed(ctx context.Context, subscriptionID string) (Change, error) {
 	c := p.c
-	return c.admin(ctx, OpCancel, subscriptionID, cancelEdit, refuseOwed)
+	return c.admin(ctx, opCancel, subscriptionID, cancelEdit, refuseOwed)
 }
 
 func cancelEdit(_ context.Context, _, next *Period, _ time.Time) ([]*Period, error) {
@@ -151,9 +151,9 @@ func cancelEdit(_ context.Context, _, next *Period, _ time.Time) ([]*Period, err
 func (p *Periods) Pause(ctx context.Context, subscriptionID string, months int) (Change, error) {
 	c := p.c
 	if err := checkPauseMonths(months); err != nil {
-		return Change{}, fmt.Errorf("%s %s: %w", OpPause, subscriptionID, err)
+		return Change{}, fmt.Errorf("%s %s: %w", opPause, subscriptionID, err)
 	}
-	return c.admin(ctx, OpPause, subscriptionID, func(ctx context.Context, cur, next *Period, _ time.Time) ([]*Period, error) {
+	return c.admin(ctx, opPause, subscriptionID, func(ctx context.Context, cur, next *Period, _ time.Time) ([]*Period, error) {
 		next.Status, next.PauseDurationMonths = StatusPaused, months
 		next.UpdatedEvent = ""
 		if months == 1 {
@@ -167,7 +167,7 @@ func (p *Periods) Pause(ctx context.Context, subscriptionID string, months int) 
 // (pause-resume) on its billing date.
 func (p *Periods) Resume(ctx context.Context, subscriptionID string) (Change, error) {
 	c := p.c
-	return c.admin(ctx, OpResume, subscriptionID, func(ctx context.Context, cur, next *Period, _ time.Time) ([]*Period, error) {
+	return c.admin(ctx, opResume, subscriptionID, func(ctx context.Context, cur, next *Period, _ time.Time) ([]*Period, error) {
 		next.Status, next.PauseDurationMonths, next.UpdatedEvent = StatusScheduled, 0, UpdatedPauseResume
 		return nil, nil
 	})
@@ -216,7 +216,7 @@ func (p *Periods) Resume(ctx context.Context, subscriptionID string) (Change, er
 // terminal (cancelled, completed, ...) is allowed: it stays the latest.
 func (p *Periods) Move(ctx context.Context, subscriptionID string, date time.Time) (Change, error) {
 	c := p.c
-	return c.admin(ctx, OpChangeDate, subscriptionID, c.moveDate(date))
+	return c.admin(ctx, opChangeDate, subscriptionID, c.moveDate(date))
 }
 
 // moveDate is the edit of a record's move to date ([Periods.Move]).
@@ -453,7 +453,7 @@ func (p *Periods) ChangeTier(ctx context.Context, subscriptionID, tier string, a
 			return Change{}, fmt.Errorf("change tier %s: %w", subscriptionID, err)
 		}
 	}
-	return c.admin(ctx, OpChangeTier, subscriptionID, func(ctx context.Context, cur, next *Period, _ time.Time) ([]*Period, error) {
+	return c.admin(ctx, opChangeTier, subscriptionID, func(ctx context.Context, cur, next *Period, _ time.Time) ([]*Period, error) {
 		amount, err := c.priceOf(ctx, PricePlan{Tier: tier, Term: cur.Term, Interval: cur.Interval}, given)
 		if err != nil {
 			return nil, err

@@ -6,19 +6,19 @@ import (
 	"time"
 )
 
-// AdminOp names an admin change of one record, for [Collector.CheckChange].
-type AdminOp string
+// opName names an admin change of one record, for checkChange.
+type opName string
 
 // The admin changes of one record.
 const (
-	OpWaive       AdminOp = "waive"               // [Periods.WaiveByID]
-	OpCancel      AdminOp = "cancel"              // [Periods.Cancel]
-	OpPause       AdminOp = "pause"               // [Periods.Pause]
-	OpResume      AdminOp = "resume"              // [Periods.Resume]
-	OpChangeDate  AdminOp = "change billing date" // [Periods.Move]
-	OpChangeTier  AdminOp = "change tier"         // [Periods.ChangeTier]
-	OpEndTrial    AdminOp = "end trial"           // [Collector.EndTrial]
-	OpExtendTrial AdminOp = "extend trial"        // [Collector.ExtendTrial]
+	opWaive       opName = "waive"               // [Periods.WaiveByID]
+	opCancel      opName = "cancel"              // [Periods.Cancel]
+	opPause       opName = "pause"               // [Periods.Pause]
+	opResume      opName = "resume"              // [Periods.Resume]
+	opChangeDate  opName = "change billing date" // [Periods.Move]
+	opChangeTier  opName = "change tier"         // [Periods.ChangeTier]
+	opEndTrial    opName = "end trial"           // [Collector.EndTrial]
+	opExtendTrial opName = "extend trial"        // [Collector.ExtendTrial]
 )
 
 // adminOp is what the engine knows of an admin change: the statuses it
@@ -29,39 +29,39 @@ type adminOp struct {
 }
 
 // adminOps is the one table of the admin changes, read by the changes
-// themselves and by [Collector.CheckChange].
-var adminOps = map[AdminOp]adminOp{
-	OpWaive:       {[]Status{StatusScheduled, StatusError}, EventWaived},
-	OpCancel:      {[]Status{StatusScheduled, StatusError, StatusPaused}, EventCancelled},
-	OpPause:       {[]Status{StatusScheduled, StatusPaused}, EventPaused},
-	OpResume:      {[]Status{StatusPaused}, EventResumed},
-	OpChangeDate:  {[]Status{StatusScheduled, StatusError, StatusPaused}, EventBillingDateMoved},
-	OpChangeTier:  {[]Status{StatusScheduled}, EventTierChanged},
-	OpEndTrial:    {[]Status{StatusScheduled}, EventTrialChanged},
-	OpExtendTrial: {[]Status{StatusScheduled}, EventTrialChanged},
+// themselves and by checkChange.
+var adminOps = map[opName]adminOp{
+	opWaive:       {[]Status{StatusScheduled, StatusError}, EventWaived},
+	opCancel:      {[]Status{StatusScheduled, StatusError, StatusPaused}, EventCancelled},
+	opPause:       {[]Status{StatusScheduled, StatusPaused}, EventPaused},
+	opResume:      {[]Status{StatusPaused}, EventResumed},
+	opChangeDate:  {[]Status{StatusScheduled, StatusError, StatusPaused}, EventBillingDateMoved},
+	opChangeTier:  {[]Status{StatusScheduled}, EventTierChanged},
+	opEndTrial:    {[]Status{StatusScheduled}, EventTrialChanged},
+	opExtendTrial: {[]Status{StatusScheduled}, EventTrialChanged},
 }
 
-// AdminChange is an admin change for [Collector.CheckChange]: the
+// adminChange is an admin change for checkChange: the
 // operation and the inputs it takes.
-type AdminChange struct {
+type adminChange struct {
 	// Op is the change.
-	Op AdminOp
-	// Months is the pause of [OpPause], 1 to 120.
+	Op opName
+	// Months is the pause of opPause, 1 to 120.
 	Months int
-	// Date is the new billing date of [OpChangeDate].
+	// Date is the new billing date of opChangeDate.
 	Date time.Time
-	// Tier and Amount are the tier and amount of [OpChangeTier], as
+	// Tier and Amount are the tier and amount of opChangeTier, as
 	// [Periods.ChangeTier] takes them.
 	Tier   string
 	Amount Amount
 	// UserRecords, when not nil, are the user's records ascending by
-	// billing date ([Repository.ListByUser]): an [OpChangeDate] is then
+	// billing date ([Repository.ListByUser]): an opChangeDate is then
 	// also checked against the user's other periods, as
 	// [Periods.Move] checks it under the user's lock.
 	UserRecords []Period
 }
 
-// CheckChange reports whether ch may be applied to s as it is now, by the
+// checkChange reports whether ch may be applied to s as it is now, by the
 // rules the change itself applies under the user's lock: the record's
 // status (an error wrapping [ErrNotCollectible] naming the status and
 // those allowed) and the inputs (a [*FieldError] for a tier, amount or
@@ -71,7 +71,7 @@ type AdminChange struct {
 // ask for confirmation. Nil does not promise success: the record may change
 // before the change is applied, and an attempt in flight on it is resolved
 // first.
-func (c *Collector) CheckChange(ctx context.Context, ch AdminChange, s *Period) error {
+func (c *Collector) checkChange(ctx context.Context, ch adminChange, s *Period) error {
 	if _, ok := adminOps[ch.Op]; !ok {
 		return fmt.Errorf("%w: unknown admin change %q", ErrInvalidQuery, ch.Op)
 	}
@@ -80,11 +80,11 @@ func (c *Collector) CheckChange(ctx context.Context, ch AdminChange, s *Period) 
 	}
 	var err error
 	switch ch.Op {
-	case OpPause:
+	case opPause:
 		err = checkPauseMonths(ch.Months)
-	case OpChangeTier:
+	case opChangeTier:
 		_, err = c.priceOf(ctx, PricePlan{Tier: ch.Tier, Term: s.Term, Interval: s.Interval}, ch.Amount)
-	case OpChangeDate:
+	case opChangeDate:
 		var d time.Time
 		if d, err = c.billingDay("billing_date", ch.Date, c.cfg.Clock.Now()); err == nil {
 			err = fridayMove(s, d)
@@ -107,11 +107,11 @@ func checkPauseMonths(months int) error {
 	return nil
 }
 
-// CheckReactivate reports whether [Collector.Reactivate] may open a period
+// canReactivate reports whether [Collector.Reactivate] may open a period
 // for userID billed on date, the user's records being recs (ascending by
 // billing date, as [Repository.ListByUser] returns them), by the rules
 // Reactivate applies under the user's lock. It reads and writes nothing.
-func (c *Collector) CheckReactivate(userID string, recs []Period, date time.Time) error {
+func (c *Collector) canReactivate(userID string, recs []Period, date time.Time) error {
 	_, _, err := c.checkReactivate(userID, recs, date, c.cfg.Clock.Now())
 	return err
 }
@@ -236,7 +236,7 @@ func refuseBesideUnreadable(unread unreadable, d time.Time) error {
 	})
 }
 
-// CheckSubscribe checks req as [Collector.Subscribe] does and says what it
+// checkSubscribe checks req as [Collector.Subscribe] does and says what it
 // would do for a user whose records are recs ([Repository.ListByUser]):
 // the first period it would write (its dates of writing are those of now;
 // Subscribe writes it after every row of the user, in place of the
@@ -248,7 +248,7 @@ func refuseBesideUnreadable(unread unreadable, d time.Time) error {
 // user who had one, [ErrTrialUsed] (for which it reads the user's history
 // rows). It writes nothing: operator tools call it before they show a
 // subscription and ask for confirmation.
-func (c *Collector) CheckSubscribe(ctx context.Context, req SubscribeRequest, recs []Period) (Subscribed, error) {
+func (c *Collector) checkSubscribe(ctx context.Context, req SubscribeRequest, recs []Period) (Subscribed, error) {
 	if err := checkIdentity(req); err != nil {
 		return Subscribed{}, fmt.Errorf("subscribe %s: %w", req.UserID, err)
 	}

@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dynabill/billing"
-	"github.com/dynabill/billing/billingtest"
-	"github.com/dynabill/billing/memory"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/internal/preview"
+	"github.com/dynabill/billing/memory"
 )
 
 // adminRules is what each admin change accepts and records, written out
@@ -27,16 +29,16 @@ import (
 //   - ChangeTier: SCHEDULED.
 //
 // Each records its own change on the history row it writes.
-var adminRules = map[billing.AdminOp]struct {
+var adminRules = map[preview.Op]struct {
 	statuses []billing.Status
 	change   billing.EventType
 }{
-	billing.OpWaive:      {[]billing.Status{billing.StatusScheduled, billing.StatusError}, billing.EventWaived},
-	billing.OpCancel:     {[]billing.Status{billing.StatusScheduled, billing.StatusError, billing.StatusPaused}, billing.EventCancelled},
-	billing.OpPause:      {[]billing.Status{billing.StatusScheduled, billing.StatusPaused}, billing.EventPaused},
-	billing.OpResume:     {[]billing.Status{billing.StatusPaused}, billing.EventResumed},
-	billing.OpChangeDate: {[]billing.Status{billing.StatusScheduled, billing.StatusError, billing.StatusPaused}, billing.EventBillingDateMoved},
-	billing.OpChangeTier: {[]billing.Status{billing.StatusScheduled}, billing.EventTierChanged},
+	preview.Waive:      {[]billing.Status{billing.StatusScheduled, billing.StatusError}, billing.EventWaived},
+	preview.Cancel:     {[]billing.Status{billing.StatusScheduled, billing.StatusError, billing.StatusPaused}, billing.EventCancelled},
+	preview.Pause:      {[]billing.Status{billing.StatusScheduled, billing.StatusPaused}, billing.EventPaused},
+	preview.Resume:     {[]billing.Status{billing.StatusPaused}, billing.EventResumed},
+	preview.ChangeDate: {[]billing.Status{billing.StatusScheduled, billing.StatusError, billing.StatusPaused}, billing.EventBillingDateMoved},
+	preview.ChangeTier: {[]billing.Status{billing.StatusScheduled}, billing.EventTierChanged},
 }
 
 // TestCheckChangeAgreesWithTheChange: for every admin change and every
@@ -49,30 +51,30 @@ func TestCheckChangeAgreesWithTheChange(t *testing.T) {
 	t.Parallel()
 	now := jan31.Add(time.Hour)
 	changes := []struct {
-		ch    billing.AdminChange
+		ch    preview.Change
 		apply func(c *billing.Collector, ctx context.Context, id string) error
 	}{
-		{billing.AdminChange{Op: billing.OpWaive}, func(c *billing.Collector, ctx context.Context, id string) error {
+		{preview.Change{Op: preview.Waive}, func(c *billing.Collector, ctx context.Context, id string) error {
 			_, err := c.Periods().WaiveByID(ctx, id)
 			return err
 		}},
-		{billing.AdminChange{Op: billing.OpCancel}, func(c *billing.Collector, ctx context.Context, id string) error {
+		{preview.Change{Op: preview.Cancel}, func(c *billing.Collector, ctx context.Context, id string) error {
 			_, err := c.Periods().Cancel(ctx, id)
 			return err
 		}},
-		{billing.AdminChange{Op: billing.OpPause, Months: 2}, func(c *billing.Collector, ctx context.Context, id string) error {
+		{preview.Change{Op: preview.Pause, Months: 2}, func(c *billing.Collector, ctx context.Context, id string) error {
 			_, err := c.Periods().Pause(ctx, id, 2)
 			return err
 		}},
-		{billing.AdminChange{Op: billing.OpResume}, func(c *billing.Collector, ctx context.Context, id string) error {
+		{preview.Change{Op: preview.Resume}, func(c *billing.Collector, ctx context.Context, id string) error {
 			_, err := c.Periods().Resume(ctx, id)
 			return err
 		}},
-		{billing.AdminChange{Op: billing.OpChangeDate, Date: jan31.AddDate(0, 0, 3)}, func(c *billing.Collector, ctx context.Context, id string) error {
+		{preview.Change{Op: preview.ChangeDate, Date: jan31.AddDate(0, 0, 3)}, func(c *billing.Collector, ctx context.Context, id string) error {
 			_, err := c.Periods().Move(ctx, id, jan31.AddDate(0, 0, 3))
 			return err
 		}},
-		{billing.AdminChange{Op: billing.OpChangeTier, Tier: "Premium:v1", Amount: 999}, func(c *billing.Collector, ctx context.Context, id string) error {
+		{preview.Change{Op: preview.ChangeTier, Tier: "Premium:v1", Amount: 999}, func(c *billing.Collector, ctx context.Context, id string) error {
 			_, err := c.Periods().ChangeTier(ctx, id, "Premium:v1", 999, false)
 			return err
 		}},
@@ -105,7 +107,7 @@ func TestCheckChangeAgreesWithTheChange(t *testing.T) {
 				want := containsStatus(rule.statuses, st)
 				before, err := store.History().ListBySubscription(t.Context(), "s1")
 				require.NoError(t, err)
-				checked := c.CheckChange(t.Context(), tc.ch, &rec)
+				checked := preview.CheckChange(t.Context(), c, tc.ch, &rec)
 				applied := tc.apply(c, t.Context(), "s1")
 				assert.Equal(t, want, applied == nil, "%s of a %s record: want accepted %v, got %v", tc.ch.Op, st, want, applied)
 				if assert.Equal(t, applied == nil, checked == nil, "check: %v, change: %v", checked, applied) && checked != nil {
@@ -144,28 +146,28 @@ func TestCheckChangeAgreesWithTheChange(t *testing.T) {
 		later.SubscriptionID, later.BillingDate = "s2", jan31.AddDate(0, 1, 0)
 		var fe *billing.FieldError
 		for _, bad := range []struct {
-			ch    billing.AdminChange
+			ch    preview.Change
 			field string
 			err   error
 		}{
-			{billing.AdminChange{Op: billing.OpPause, Months: 0}, "", billing.ErrInvalidQuery},
-			{billing.AdminChange{Op: billing.OpPause, Months: 121}, "", billing.ErrInvalidQuery},
-			{billing.AdminChange{Op: billing.OpChangeTier, Tier: "Plus:v2", Amount: 0}, "amount", billing.ErrInvalidAmount},
-			{billing.AdminChange{Op: billing.OpChangeTier, Tier: "Plus:v2", Amount: billing.DefaultMaxCharge + 1}, "amount", billing.ErrInvalidAmount},
-			{billing.AdminChange{Op: billing.OpChangeTier, Amount: 499}, "tier", billing.ErrUnknownTier},
-			{billing.AdminChange{Op: billing.OpChangeDate, Date: jan31.AddDate(-1, 0, 0)}, "billing_date", billing.ErrInvalidDate},
-			{billing.AdminChange{Op: billing.OpChangeDate}, "billing_date", billing.ErrInvalidDate},
-			{billing.AdminChange{Op: billing.OpChangeDate, Date: later.BillingDate, UserRecords: []billing.Period{rec, later}}, "", billing.ErrDateMove},
-			{billing.AdminChange{Op: "refund"}, "", billing.ErrInvalidQuery},
+			{preview.Change{Op: preview.Pause, Months: 0}, "", billing.ErrInvalidQuery},
+			{preview.Change{Op: preview.Pause, Months: 121}, "", billing.ErrInvalidQuery},
+			{preview.Change{Op: preview.ChangeTier, Tier: "Plus:v2", Amount: 0}, "amount", billing.ErrInvalidAmount},
+			{preview.Change{Op: preview.ChangeTier, Tier: "Plus:v2", Amount: billing.DefaultMaxCharge + 1}, "amount", billing.ErrInvalidAmount},
+			{preview.Change{Op: preview.ChangeTier, Amount: 499}, "tier", billing.ErrUnknownTier},
+			{preview.Change{Op: preview.ChangeDate, Date: jan31.AddDate(-1, 0, 0)}, "billing_date", billing.ErrInvalidDate},
+			{preview.Change{Op: preview.ChangeDate}, "billing_date", billing.ErrInvalidDate},
+			{preview.Change{Op: preview.ChangeDate, Date: later.BillingDate, UserRecords: []billing.Period{rec, later}}, "", billing.ErrDateMove},
+			{preview.Change{Op: "refund"}, "", billing.ErrInvalidQuery},
 		} {
-			err := c.CheckChange(t.Context(), bad.ch, &rec)
+			err := preview.CheckChange(t.Context(), c, bad.ch, &rec)
 			assert.ErrorIs(t, err, bad.err, "%+v", bad.ch)
 			if bad.field != "" && assert.ErrorAs(t, err, &fe, "%+v", bad.ch) {
 				assert.Equal(t, bad.field, fe.Field, "%+v: %v", bad.ch, err)
 			}
 		}
 		// The same move without the user's records: only the date itself is checked.
-		assert.NoError(t, c.CheckChange(t.Context(), billing.AdminChange{Op: billing.OpChangeDate, Date: later.BillingDate}, &rec))
+		assert.NoError(t, preview.CheckChange(t.Context(), c, preview.Change{Op: preview.ChangeDate, Date: later.BillingDate}, &rec))
 	})
 }
 
@@ -198,8 +200,8 @@ func TestCheckReactivateAndSubscribeAgreeWithTheCalls(t *testing.T) {
 	req := billing.SubscribeRequest{RequestKey: "k1", UserID: "u1", Tier: "Plus:v2", Amount: 499}
 
 	// No records: nothing to reactivate; a subscription is planned.
-	assert.ErrorIs(t, c.CheckReactivate("u1", list(), jan31), billing.ErrNotFound)
-	plan, err := c.CheckSubscribe(ctx, req, list())
+	assert.ErrorIs(t, preview.CheckReactivate(c, "u1", list(), jan31), billing.ErrNotFound)
+	plan, err := preview.CheckSubscribe(ctx, c, req, list())
 	require.NoError(t, err)
 	assert.False(t, plan.Repeated)
 	got, err := c.Subscribe(ctx, req)
@@ -209,12 +211,12 @@ func TestCheckReactivateAndSubscribeAgreeWithTheCalls(t *testing.T) {
 	assert.Equal(t, plan.Subscription.Status, got.Subscription.Status)
 
 	// The same key again: repeated; another key: an open period.
-	plan, err = c.CheckSubscribe(ctx, req, list())
+	plan, err = preview.CheckSubscribe(ctx, c, req, list())
 	require.NoError(t, err)
 	assert.True(t, plan.Repeated)
 	other := req
 	other.RequestKey = "k2"
-	_, checked := c.CheckSubscribe(ctx, other, list())
+	_, checked := preview.CheckSubscribe(ctx, c, other, list())
 	_, applied := c.Subscribe(ctx, other)
 	var open *billing.OpenSubscriptionError
 	assert.ErrorAs(t, checked, &open)
@@ -222,7 +224,7 @@ func TestCheckReactivateAndSubscribeAgreeWithTheCalls(t *testing.T) {
 	assert.Equal(t, applied.Error(), checked.Error())
 	bad := req
 	bad.RequestKey, bad.Amount = "k3", 0 // a repeated key is answered first
-	_, checked = c.CheckSubscribe(ctx, bad, list())
+	_, checked = preview.CheckSubscribe(ctx, c, bad, list())
 	var fe *billing.FieldError
 	if assert.ErrorAs(t, checked, &fe) {
 		assert.Equal(t, "amount", fe.Field)
@@ -230,18 +232,18 @@ func TestCheckReactivateAndSubscribeAgreeWithTheCalls(t *testing.T) {
 
 	// An open period refuses reactivation; once cancelled, a date too old
 	// is refused and a good one accepted, as by Reactivate.
-	checked = c.CheckReactivate("u1", list(), jan31.AddDate(0, 0, 2))
+	checked = preview.CheckReactivate(c, "u1", list(), jan31.AddDate(0, 0, 2))
 	_, applied = c.Reactivate(ctx, "u1", jan31.AddDate(0, 0, 2))
 	assert.ErrorIs(t, checked, billing.ErrNotCollectible)
 	assert.Equal(t, applied.Error(), checked.Error())
 	_, err = c.Periods().Cancel(ctx, got.Subscription.SubscriptionID)
 	require.NoError(t, err)
-	checked = c.CheckReactivate("u1", list(), jan31.AddDate(-1, 0, 0))
+	checked = preview.CheckReactivate(c, "u1", list(), jan31.AddDate(-1, 0, 0))
 	_, applied = c.Reactivate(ctx, "u1", jan31.AddDate(-1, 0, 0))
 	assert.ErrorIs(t, checked, billing.ErrInvalidDate)
 	assert.Equal(t, applied.Error(), checked.Error())
-	assert.NoError(t, c.CheckReactivate("u1", list(), jan31.AddDate(0, 0, 2)))
+	assert.NoError(t, preview.CheckReactivate(c, "u1", list(), jan31.AddDate(0, 0, 2)))
 	_, err = c.Reactivate(ctx, "u1", jan31.AddDate(0, 0, 2))
 	assert.NoError(t, err)
-	assert.True(t, errors.Is(c.CheckReactivate("u1", list(), jan31.AddDate(0, 0, 3)), billing.ErrNotCollectible))
+	assert.True(t, errors.Is(preview.CheckReactivate(c, "u1", list(), jan31.AddDate(0, 0, 3)), billing.ErrNotCollectible))
 }

@@ -52,20 +52,20 @@ func (e *refusal) Unwrap() []error {
 
 // refusedSentinel is the sentinel of op's refusals: its own for a plan
 // change, a pause and a resume, [ErrNotCollectible] for the others.
-func refusedSentinel(op AdminOp) error {
+func refusedSentinel(op opName) error {
 	switch op {
-	case OpChangeTier:
+	case opChangeTier:
 		return ErrPlanChangeRefused
-	case OpPause:
+	case opPause:
 		return ErrPauseRefused
-	case OpResume:
+	case opResume:
 		return ErrResumeRefused
 	}
 	return ErrNotCollectible
 }
 
 // refused returns op's refusal, the message formatted from format and args.
-func refused(op AdminOp, format string, args ...any) error {
+func refused(op opName, format string, args ...any) error {
 	return &refusal{sentinel: refusedSentinel(op), msg: fmt.Sprintf(format, args...)}
 }
 
@@ -73,7 +73,7 @@ func refused(op AdminOp, format string, args ...any) error {
 // refusing op, with what to do: try again once the outcome is known.
 // Any other error, and the error of an op without a sentinel of its own,
 // is returned as it is.
-func inFlightRefused(op AdminOp, err error) error {
+func inFlightRefused(op opName, err error) error {
 	s := refusedSentinel(op)
 	if s == ErrNotCollectible || !errors.Is(err, ErrAttemptInFlight) {
 		return err
@@ -84,9 +84,9 @@ func inFlightRefused(op AdminOp, err error) error {
 
 // statusFix says what to do before op may act on a period in status st,
 // a status op does not take: "" when nothing helps.
-func statusFix(op AdminOp, st Status) string {
+func statusFix(op opName, st Status) string {
 	switch {
-	case op == OpResume && st != StatusPaused:
+	case op == opResume && st != StatusPaused:
 		return "it is not paused: nothing to resume"
 	case st == StatusError:
 		return "its charge was declined and is owed: collect it (Periods.Repay) or waive it (Periods.Waive) first"

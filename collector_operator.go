@@ -164,7 +164,7 @@ func (p *Periods) Waive(ctx context.Context, req PeriodRequest) (UserChange, err
 		return UserChange{}, fmt.Errorf("waive period %s of user %s: %w", req.PeriodID, req.UserID, err)
 	}
 	kr := newKeyedRequest("waive", req.RequestKey).field("Period", req.PeriodID)
-	return c.byUser(ctx, req.UserRequest, kr, OpWaive, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
+	return c.byUser(ctx, req.UserRequest, kr, opWaive, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
 		for _, r := range recs {
 			if r.SubscriptionID == req.PeriodID {
 				return []Period{r}, kr, nil // its status is checked by the call

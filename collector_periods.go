@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// Reasons a retry run leaves an ERROR record alone ([Plan.Reason]).
+// Reasons a retry run leaves an ERROR record alone (runPlan.Reason).
 const (
-	ReasonNotError      = "not an ERROR record"
-	ReasonDeclinedFinal = "declined as final"
-	ReasonRetryNotNow   = "retry policy: not now"
+	reasonNotError      = "not an ERROR record"
+	reasonDeclinedFinal = "declined as final"
+	reasonRetryNotNow   = "retry policy: not now"
 )
 
 // eligible reports whether cur may be attempted by proc at now, and why not.
@@ -22,11 +22,11 @@ func (c *Collector) eligible(proc Process, cur *Period, now time.Time) (bool, st
 	case ProcessRetry:
 		switch {
 		case cur.Status != StatusError:
-			return false, ReasonNotError
+			return false, reasonNotError
 		case cur.NoRetry:
-			return false, ReasonDeclinedFinal
+			return false, reasonDeclinedFinal
 		}
-		return c.cfg.RetryPolicy.ShouldRetry(cur, now), ReasonRetryNotNow
+		return c.cfg.RetryPolicy.ShouldRetry(cur, now), reasonRetryNotNow
 	case ProcessWebhook, ProcessWebhookBalance, ProcessBatch:
 		ok := due && (cur.Status == StatusScheduled || (cur.Status == StatusError && !cur.NoRetry))
 		return ok, "not a due SCHEDULED or retryable ERROR record"
@@ -321,7 +321,7 @@ func (c *Collector) markStale(ctx context.Context, proc Process, cur *Period, no
 // months months after the trial's end.
 func (c *Collector) advancePause(ctx context.Context, cur *Period, rep *Report) error {
 	now := c.cfg.Clock.Now()
-	if c.PlanRecord(RunPause, cur, now).Action != PlanAdvancePause {
+	if c.planRecord(RunPause, cur, now).Action != planAdvancePause {
 		rep.count(&rep.NotEligible)
 		return nil
 	}

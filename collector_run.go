@@ -45,7 +45,7 @@ type runState struct {
 }
 
 // chain is a sequence of pages of the run's queries over some shards: the
-// query it is at (Phase, an index into RunQueries) and the store's cursor
+// query it is at (Phase, an index into runQueries) and the store's cursor
 // in it ("" at its top).
 type chain struct {
 	Shards []int  `json:"shards"`
@@ -98,7 +98,7 @@ func (c *Collector) run(ctx context.Context, req RunRequest) (*Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	queries, err := c.RunQueries(req.Kind, st.At)
+	queries, err := c.runQueries(req.Kind, st.At)
 	if err != nil {
 		return rep, err
 	}
@@ -207,14 +207,14 @@ func gcd(a, b int) int {
 	return a
 }
 
-// RunQueries returns the status queries a run of kind at reads, one after
-// the other: its records (see [Collector.RunQuery]); for the retry run also
+// runQueries returns the status queries a run of kind at reads, one after
+// the other: its records (see runQuery); for the retry run also
 // ACH debits past their settlement deadline, and ERROR records older than
 // its window — only records whose attempt is in flight (they cannot be
 // closed before it is resolved) or that missed being marked STALE are
 // there, and the run resolves or closes them.
-func (c *Collector) RunQueries(kind RunKind, at time.Time) ([]StatusQuery, error) {
-	q, err := c.RunQuery(kind, at)
+func (c *Collector) runQueries(kind RunKind, at time.Time) ([]StatusQuery, error) {
+	q, err := c.runQuery(kind, at)
 	if err != nil {
 		return nil, err
 	}

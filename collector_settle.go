@@ -320,7 +320,7 @@ func (c *Collector) settleAs(ctx context.Context, cur *Period, to Status, ev Eve
 // gives up on the debit: STALE (ach-overdue) and [EventPaymentACHOverdue].
 func (c *Collector) achOverdue(ctx context.Context, cur *Period, rep *Report) error {
 	now := c.cfg.Clock.Now()
-	if c.PlanRecord(RunRetry, cur, now).Action != PlanACHOverdue {
+	if c.planRecord(RunRetry, cur, now).Action != planACHOverdue {
 		rep.count(&rep.NotEligible)
 		return nil
 	}

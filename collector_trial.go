@@ -87,7 +87,7 @@ type TrialRequest struct {
 // ([UserRequest]); a user without a trial in progress is refused with an
 // error wrapping [ErrNotCollectible].
 func (c *Collector) EndTrial(ctx context.Context, req UserRequest) (UserChange, error) {
-	return c.changeTrial(ctx, req, time.Time{}, OpEndTrial)
+	return c.changeTrial(ctx, req, time.Time{}, opEndTrial)
 }
 
 // ExtendTrial moves the end of the user's trial in progress to req.End
@@ -100,10 +100,10 @@ func (c *Collector) ExtendTrial(ctx context.Context, req TrialRequest) (UserChan
 	if req.End.IsZero() {
 		return UserChange{}, fmt.Errorf("extend trial %s: %w", req.UserID, requestField("End", "", "required"))
 	}
-	return c.changeTrial(ctx, req.UserRequest, req.End, OpExtendTrial)
+	return c.changeTrial(ctx, req.UserRequest, req.End, opExtendTrial)
 }
 
-func (c *Collector) changeTrial(ctx context.Context, ur UserRequest, end time.Time, op AdminOp) (UserChange, error) {
+func (c *Collector) changeTrial(ctx context.Context, ur UserRequest, end time.Time, op opName) (UserChange, error) {
 	kr := newKeyedRequest(string(op), ur.RequestKey)
 	if !end.IsZero() {
 		kr = kr.time("End", end)

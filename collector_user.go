@@ -153,7 +153,7 @@ func (c *Collector) Cancel(ctx context.Context, req CancelRequest) (UserChange, 
 	}
 	kr := newKeyedRequest("cancel", req.RequestKey).field("When", string(when)).
 		field("ForgiveOwed", fmt.Sprint(req.ForgiveOwed))
-	return c.byUser(ctx, req.UserRequest, kr, OpCancel, func(recs []Period, kr keyedRequest, now time.Time) ([]Period, keyedRequest, error) {
+	return c.byUser(ctx, req.UserRequest, kr, opCancel, func(recs []Period, kr keyedRequest, now time.Time) ([]Period, keyedRequest, error) {
 		targets := openPeriods(recs)
 		for _, r := range targets {
 			if r.Status == StatusError && !req.ForgiveOwed {
@@ -176,11 +176,11 @@ func (c *Collector) Cancel(ctx context.Context, req CancelRequest) (UserChange, 
 			edit = endAccess(ctx)
 		}
 		if req.ForgiveOwed {
-			return c.admin(ctx, OpCancel, id, edit) // as Cancel
+			return c.admin(ctx, opCancel, id, edit) // as Cancel
 		}
 		// Decided again on the period as read under the lock: a period
 		// that became owed is refused (*OwedError), never forgiven.
-		return c.admin(ctx, OpCancel, id, edit, refuseOwed) // as CancelUnowed
+		return c.admin(ctx, opCancel, id, edit, refuseOwed) // as CancelUnowed
 	})
 }
 
@@ -230,7 +230,7 @@ func (c *Collector) Pause(ctx context.Context, req PauseRequest) (UserChange, er
 		return UserChange{}, fmt.Errorf("pause subscription %s: %w", req.UserID, err)
 	}
 	kr := newKeyedRequest("pause", req.RequestKey).field("Months", fmt.Sprint(req.Months))
-	return c.byUser(ctx, req.UserRequest, kr, OpPause, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
+	return c.byUser(ctx, req.UserRequest, kr, opPause, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
 		return openPeriods(recs), kr, nil
 	}, func(ctx context.Context, id string) (Change, error) { return c.Periods().Pause(ctx, id, req.Months) })
 }
@@ -240,7 +240,7 @@ func (c *Collector) Pause(ctx context.Context, req PauseRequest) (UserChange, er
 // period is refused ([ErrResumeRefused], matching [ErrNotCollectible]).
 func (c *Collector) Resume(ctx context.Context, req ResumeRequest) (UserChange, error) {
 	kr := newKeyedRequest("resume", req.RequestKey)
-	return c.byUser(ctx, req.UserRequest, kr, OpResume, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
+	return c.byUser(ctx, req.UserRequest, kr, opResume, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
 		return inStatus(recs, StatusPaused), kr, nil
 	}, func(ctx context.Context, id string) (Change, error) { return c.Periods().Resume(ctx, id) })
 }
@@ -304,7 +304,7 @@ func (c *Collector) ChangePlan(ctx context.Context, req ChangePlanRequest) (User
 	if req.Amount != 0 && req.Amount != ListPrice {
 		kr = kr.field("Amount", req.Amount.String())
 	}
-	return c.byUser(ctx, req.UserRequest, kr, OpChangeTier, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
+	return c.byUser(ctx, req.UserRequest, kr, opChangeTier, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
 		v := viewOf(req.UserID, recs)
 		var err error
 		if amount, err = c.priceOf(ctx, PricePlan{Tier: req.Tier, Term: v.Term, Interval: v.Interval}, given); err != nil {
@@ -333,7 +333,7 @@ func (c *Collector) MoveBillingDate(ctx context.Context, req MoveBillingDateRequ
 		return UserChange{}, fmt.Errorf("move billing date %s: %w", req.UserID, requestField("Date", "", "required"))
 	}
 	kr := newKeyedRequest("move billing date", req.RequestKey).time("Date", req.Date)
-	return c.byUser(ctx, req.UserRequest, kr, OpChangeDate, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
+	return c.byUser(ctx, req.UserRequest, kr, opChangeDate, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
 		open := openPeriods(recs)
 		if len(open) == 0 {
 			return nil, kr, nil
@@ -388,7 +388,7 @@ type choose func(recs []Period, kr keyedRequest, now time.Time) ([]Period, keyed
 // of the key from the history rows, or picks the periods (choose), checks
 // each against op's statuses, and applies apply to each, every history row
 // recording kr. See [Collector.ChangePlan] for the rules.
-func (c *Collector) byUser(ctx context.Context, ur UserRequest, kr keyedRequest, op AdminOp, pick choose, apply func(ctx context.Context, periodID string) (Change, error)) (UserChange, error) {
+func (c *Collector) byUser(ctx context.Context, ur UserRequest, kr keyedRequest, op opName, pick choose, apply func(ctx context.Context, periodID string) (Change, error)) (UserChange, error) {
 	fail := func(err error) (UserChange, error) {
 		return UserChange{}, fmt.Errorf("%s subscription %s: %w", kr.op(), ur.UserID, err)
 	}
@@ -500,8 +500,8 @@ func (c *Collector) resolveOpen(ctx context.Context, userID string, recs []Perio
 // noPeriodFor is the refusal of op, a change by user of userID, when none
 // of the user's open periods (open) is one op acts on: it says why, and
 // what to do first.
-func noPeriodFor(op AdminOp, userID string, open []Period) error {
-	what := map[AdminOp]string{OpChangeTier: "plan change", OpChangeDate: "billing date move"}[op]
+func noPeriodFor(op opName, userID string, open []Period) error {
+	what := map[opName]string{opChangeTier: "plan change", opChangeDate: "billing date move"}[op]
 	if what == "" {
 		what = string(op)
 	}
@@ -509,7 +509,7 @@ func noPeriodFor(op AdminOp, userID string, open []Period) error {
 	switch {
 	case len(open) == 0:
 		fix = "the subscription has ended: subscribe again (Collector.Subscribe)"
-	case op == OpResume:
+	case op == opResume:
 		fix = "the subscription is not paused: nothing to resume"
 	case len(inStatus(open, StatusPaused)) > 0:
 		fix = "the subscription is paused: resume it first (Collector.Resume)"

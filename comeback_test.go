@@ -9,14 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/internal/preview"
 	"github.com/dynabill/billing/internal/storetest"
 	"github.com/dynabill/billing/memory"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // comebackStore is a layout the come-back tests run on, with its history.
@@ -258,12 +260,12 @@ func TestComeBackInsidePaidPeriodRefused(t *testing.T) {
 					switch how {
 					case "reactivate":
 						_, err = e.c.Reactivate(ctx, e.user, tc.date)
-						checked = e.c.CheckReactivate(e.user, recs, tc.date)
+						checked = preview.CheckReactivate(e.c, e.user, recs, tc.date)
 					case "subscribe":
 						req := billing.SubscribeRequest{RequestKey: "k", UserID: e.user, Tier: "Plus:v2",
 							Amount: billing.MustParseAmount("4.99"), FirstBillingDate: tc.date}
 						_, err = e.c.Subscribe(ctx, req)
-						_, checked = e.c.CheckSubscribe(ctx, req, recs)
+						_, checked = preview.CheckSubscribe(ctx, e.c, req, recs)
 					}
 					if tc.ok {
 						require.NoError(t, err)

@@ -3,8 +3,8 @@ package billing
 import "slices"
 
 // AdminStatuses returns the statuses a record must be in for op to change
-// it (nil for an unknown op), for the tests of CheckChange.
-func AdminStatuses(op AdminOp) []Status { return slices.Clone(adminOps[op].statuses) }
+// it (nil for an unknown op), for the tests of checkChange.
+func AdminStatuses[S ~string](op S) []Status { return slices.Clone(adminOps[opName(op)].statuses) }
 
 // StaleMargin is how much newer than the stale limit a date set by a
 // caller must be, for the tests of the date checks.

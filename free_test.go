@@ -4,13 +4,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/internal/preview"
 	"github.com/dynabill/billing/internal/storetest"
 	"github.com/dynabill/billing/memory"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // freeStores are the layouts of userStores and the legacy tables read
@@ -125,7 +127,7 @@ func TestFreeTierCompletesWithoutProcessor(t *testing.T) {
 // TestFreePeriodOnEveryCollectingPath: a zero record is completed without
 // the processor whichever path finds it: the retry run (a zero ERROR
 // record), a batch, webhook or manual collection of the user, and a
-// single collection by ID; PlanRecord says so.
+// single collection by ID; preview.Period says so.
 func TestFreePeriodOnEveryCollectingPath(t *testing.T) {
 	t.Parallel()
 	st := memoryUserStores()[0]
@@ -172,7 +174,7 @@ func TestFreePeriodOnEveryCollectingPath(t *testing.T) {
 			if tt.status == billing.StatusError {
 				kind = billing.RunRetry
 			}
-			assert.Equal(t, billing.PlanCompleteFree, e.c.PlanRecord(kind, &s, feb3).Action)
+			assert.Equal(t, preview.CompleteFree, preview.Period(e.c, kind, &s, feb3).Action)
 			tt.collect(t, e, s)
 			assert.Zero(t, e.pay.CallCount())
 			got := findRecord(t, e.records(t), s.SubscriptionID)

@@ -350,7 +350,7 @@ func floorMod(a, b int) int { return a - floorDiv(a, b)*b }
 // billing date is before now. A record is never charged before its billing
 // date and time: a run at noon collects what is billed before noon, and a
 // record billed at 18:00 is collected by the next run after 18:00. The
-// scheduled and pause runs query by it ([Collector.RunQuery]), single
+// scheduled and pause runs query by it (runQuery), single
 // collections and the HTTP API's repayment check it, and `billingctl due`
 // previews a run at an instant with it.
 func (s *Period) DueAt(now time.Time) bool { return s.BillingDate.Before(now) }

@@ -4,9 +4,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dynabill/billing"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/preview"
 )
 
 // TestSubscribeRefusesKeyOfAChange (every layout, in memory and on the
@@ -62,11 +64,11 @@ func TestSubscribeRefusesKeyOfAChange(t *testing.T) {
 			_, err := e.c.MoveBillingDate(t.Context(), billing.MoveBillingDateRequest{UserRequest: ur(e.user, key), Date: feb3.AddDate(0, 1, 2)})
 			return err
 		}},
-		{"end trial", string(billing.OpEndTrial), trial, func(t *testing.T, e *freeEnv) error {
+		{"end trial", string(preview.EndTrial), trial, func(t *testing.T, e *freeEnv) error {
 			_, err := e.c.EndTrial(t.Context(), ur(e.user, key))
 			return err
 		}},
-		{"extend trial", string(billing.OpExtendTrial), trial, func(t *testing.T, e *freeEnv) error {
+		{"extend trial", string(preview.ExtendTrial), trial, func(t *testing.T, e *freeEnv) error {
 			_, err := e.c.ExtendTrial(t.Context(), billing.TrialRequest{UserRequest: ur(e.user, key), End: feb3.AddDate(0, 0, 21)})
 			return err
 		}},

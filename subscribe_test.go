@@ -5,11 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/internal/layout"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+	"github.com/dynabill/billing/internal/preview"
 )
 
 // subscribeStores are the layouts Subscribe is tested on: both, in memory
@@ -201,7 +203,7 @@ func TestSubscribeNeverBillsAPaidPeriodAgain(t *testing.T) {
 				var fe *billing.FieldError
 				require.ErrorAs(t, err, &fe)
 				assert.Equal(t, "FirstBillingDate", fe.Field)
-				_, checked := c.CheckSubscribe(ctx, req, []billing.Period{paid})
+				_, checked := preview.CheckSubscribe(ctx, c, req, []billing.Period{paid})
 				require.ErrorIs(t, checked, billing.ErrInvalidDate, "CheckSubscribe agrees")
 			}
 			recs, err := repo.ListByUser(ctx, user)

@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dynabill/billing"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/preview"
 )
 
 // runDay runs the day's scheduled and pause runs at at, as a host's
@@ -161,7 +163,7 @@ func TestDateMoveDuringTrialKeepsTrialLength(t *testing.T) {
 // date inside the paid period (the 20th of this month) used to be
 // accepted and charged the days from the 20th to the 3rd again. Until
 // proration exists such a move is refused, by the user's MoveBillingDate
-// and the operator's ChangeBillingDate alike (and by CheckChange): a
+// and the operator's Periods.Move alike (and by CheckChange): a
 // [*billing.DateMoveError] naming the paid period and the date it is paid
 // through, nothing written, nothing charged. Moves on or after that date
 // stay allowed.
@@ -191,7 +193,7 @@ func TestDateMoveIntoPaidPeriodRefused(t *testing.T) {
 				e.clock.Set(feb3.AddDate(0, 0, 7))
 				inside := feb3.AddDate(0, 0, 17) // the 20th
 				rows := len(e.rows(t))
-				err = e.c.CheckChange(t.Context(), billing.AdminChange{Op: billing.OpChangeDate, Date: inside, UserRecords: recs}, &renewal)
+				err = preview.CheckChange(t.Context(), e.c, preview.Change{Op: preview.ChangeDate, Date: inside, UserRecords: recs}, &renewal)
 				var dme *billing.DateMoveError
 				require.ErrorAs(t, err, &dme, "CheckChange")
 				err = move("m1", inside)
@@ -263,7 +265,7 @@ func TestFridayDateMoveStaysOnFriday(t *testing.T) {
 			assert.ErrorIs(t, err, billing.ErrInvalidDate)
 			_, err = e.c.Periods().Move(t.Context(), next.SubscriptionID, wednesday)
 			require.ErrorIs(t, err, billing.ErrInvalidDate)
-			require.Error(t, e.c.CheckChange(t.Context(), billing.AdminChange{Op: billing.OpChangeDate, Date: wednesday}, &next))
+			require.Error(t, preview.CheckChange(t.Context(), e.c, preview.Change{Op: preview.ChangeDate, Date: wednesday}, &next))
 			assert.Equal(t, next, e.latestRec(t), "nothing written")
 
 			friday := renewal.AddDate(0, 0, 7)

@@ -4,10 +4,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dynabill/billing"
-	"github.com/dynabill/billing/billingtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/internal/preview"
 )
 
 var (
@@ -185,7 +187,7 @@ func TestTrialOncePerUser(t *testing.T) {
 	again := feb3.AddDate(0, 0, 14)
 	_, err = e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "o2", UserID: e.user, Tier: "Plus:v2", TrialDays: 7, FirstBillingDate: again})
 	require.ErrorIs(t, err, billing.ErrTrialUsed)
-	_, cerr := e.c.CheckSubscribe(t.Context(), billing.SubscribeRequest{RequestKey: "o2", UserID: e.user, Tier: "Plus:v2", TrialDays: 7, FirstBillingDate: again}, before)
+	_, cerr := preview.CheckSubscribe(t.Context(), e.c, billing.SubscribeRequest{RequestKey: "o2", UserID: e.user, Tier: "Plus:v2", TrialDays: 7, FirstBillingDate: again}, before)
 	require.ErrorIs(t, cerr, billing.ErrTrialUsed, "the preview refuses it too")
 	var fe *billing.FieldError
 	require.ErrorAs(t, err, &fe)

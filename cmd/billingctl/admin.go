@@ -16,6 +16,7 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/internal/preview"
 )
 
 const adminDoc = `
@@ -136,9 +137,9 @@ var adminFlags = map[string]string{"tier": "--tier", "amount": "--amount", "bill
 
 // adminChange is an admin change of one record, for admin.
 type adminChange struct {
-	// check is the change as [billing.Collector.CheckChange] takes it,
+	// check is the change as preview.CheckChange takes it,
 	// for the record b.
-	check func(b *billing.Period) billing.AdminChange
+	check func(b *billing.Period) preview.Change
 	// describe says what the change does to the record b.
 	describe func(b *billing.Period) string
 	// apply makes the change with the collector.
@@ -147,7 +148,7 @@ type adminChange struct {
 
 // idOnlyAdmin makes an admin command that takes one SUBSCRIPTION_ID and no
 // flags of its own: describe says what will change, op makes the change.
-func idOnlyAdmin(kind billing.AdminOp, describe func(b *billing.Period) string,
+func idOnlyAdmin(kind preview.Op, describe func(b *billing.Period) string,
 	op func(p *billing.Periods, ctx context.Context, id string) (billing.Change, error)) func(a *app, c *command, args []string) error {
 	return func(a *app, c *command, args []string) error {
 		pos, err := a.parse(c, a.newFlags(c), args)
@@ -159,7 +160,7 @@ func idOnlyAdmin(kind billing.AdminOp, describe func(b *billing.Period) string,
 			return err
 		}
 		return a.admin(c, id, adminChange{
-			check:    func(*billing.Period) billing.AdminChange { return billing.AdminChange{Op: kind} },
+			check:    func(*billing.Period) preview.Change { return preview.Change{Op: kind} },
 			describe: describe,
 			apply: func(ctx context.Context, col *billing.Collector, _ *billing.Period) (billing.Change, error) {
 				return op(col.Periods(), ctx, id)
@@ -169,15 +170,15 @@ func idOnlyAdmin(kind billing.AdminOp, describe func(b *billing.Period) string,
 }
 
 var (
-	runWaive = idOnlyAdmin(billing.OpWaive, func(b *billing.Period) string {
+	runWaive = idOnlyAdmin(preview.Waive, func(b *billing.Period) string {
 		return fmt.Sprintf("billing_status %s -> %s (a record never attempted also opens the next period)", b.Status, billing.StatusWaived)
 	}, (*billing.Periods).WaiveByID)
 
-	runCancel = idOnlyAdmin(billing.OpCancel, func(b *billing.Period) string {
+	runCancel = idOnlyAdmin(preview.Cancel, func(b *billing.Period) string {
 		return fmt.Sprintf("billing_status %s -> %s (the subscription ends)", b.Status, billing.StatusCancelled)
 	}, (*billing.Periods).Cancel)
 
-	runResume = idOnlyAdmin(billing.OpResume, func(b *billing.Period) string {
+	runResume = idOnlyAdmin(preview.Resume, func(b *billing.Period) string {
 		return fmt.Sprintf("billing_status %s -> %s (pause-resume) on its billing date %s", b.Status, billing.StatusScheduled, fmtTime(b.BillingDate))
 	}, (*billing.Periods).Resume)
 )
@@ -200,8 +201,8 @@ func runPause(a *app, c *command, args []string) error {
 		return usagef(c.name, "--months %d: want 1 to 120", *months)
 	}
 	return a.admin(c, id, adminChange{
-		check: func(*billing.Period) billing.AdminChange {
-			return billing.AdminChange{Op: billing.OpPause, Months: *months}
+		check: func(*billing.Period) preview.Change {
+			return preview.Change{Op: preview.Pause, Months: *months}
 		},
 		describe: func(b *billing.Period) string {
 			return fmt.Sprintf("billing_status %s -> %s for %d billing period(s)", b.Status, billing.StatusPaused, *months)
@@ -289,8 +290,8 @@ func runChangeDate(a *app, c *command, args []string) error {
 		return err
 	}
 	return a.admin(c, id, adminChange{
-		check: func(b *billing.Period) billing.AdminChange {
-			return billing.AdminChange{Op: billing.OpChangeDate, Date: nd.on(b)}
+		check: func(b *billing.Period) preview.Change {
+			return preview.Change{Op: preview.ChangeDate, Date: nd.on(b)}
 		},
 		describe: func(b *billing.Period) string {
 			to := nd.on(b)
@@ -320,8 +321,8 @@ func runChangeTier(a *app, c *command, args []string) error {
 		return err
 	}
 	return a.admin(c, id, adminChange{
-		check: func(*billing.Period) billing.AdminChange {
-			return billing.AdminChange{Op: billing.OpChangeTier, Tier: *tier, Amount: amount}
+		check: func(*billing.Period) preview.Change {
+			return preview.Change{Op: preview.ChangeTier, Tier: *tier, Amount: amount}
 		},
 		describe: func(b *billing.Period) string {
 			if *downgrade {
@@ -363,13 +364,13 @@ func (a *app) admin(c *command, id string, ch adminChange) error {
 	}
 	defer closeCol()
 	check := ch.check(&before)
-	if check.Op == billing.OpChangeDate {
+	if check.Op == preview.ChangeDate {
 		// The move is checked against the user's other periods too.
 		if check.UserRecords, err = repo.ListByUser(a.ctx, before.UserID); err != nil {
 			return err
 		}
 	}
-	if err := col.CheckChange(a.ctx, check, &before); err != nil {
+	if err := preview.CheckChange(a.ctx, col, check, &before); err != nil {
 		return refused(c, err, adminFlags)
 	}
 	plan := fmt.Sprintf("%s %s: %s", c.name, id, ch.describe(&before))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/internal/preview"
 )
 
 var dueCmd = &command{
@@ -16,8 +17,8 @@ var dueCmd = &command{
 	synopsis: "[--run scheduled|retry|pause] [--at RFC3339 | --date YYYY-MM-DD [--time HH:MM]]",
 	doc: `what the scheduled, retry and pause runs would pick up at an instant
 Previews the collector's runs at one instant: every status query they make
-(Collector.RunQueries) and, for each record returned, what the run would do
-with it (Collector.PlanRecord, with the library's default retry policy and
+(preview.RunQueries) and, for each record returned, what the run would do
+with it (preview.Period, with the library's default retry policy and
 --stale-days). A record is due when it is billed before the run's instant
 (Subscription.DueAt), so a record billed at 18:00 is not due for a run at
 noon, and the preview agrees with what a run at that instant collects.
@@ -152,7 +153,7 @@ func runDue(a *app, c *command, args []string) error {
 		// Every query the run reads: the retry run also reads ACH debits
 		// past their settlement deadline and ERROR records older than its
 		// window (attempts in flight, records to mark stale).
-		qs, err := planner.RunQueries(k, at)
+		qs, err := preview.RunQueries(planner, k, at)
 		if err != nil {
 			return err
 		}
@@ -288,30 +289,30 @@ func (a *app) dueRun(repo billing.Repository, r dueRun, ev *dueEvaluator) (dueSu
 }
 
 // dueEvaluator says what a run would do with a record: the collector's
-// own decision ([billing.Collector.PlanRecord]), worded for operators.
+// own decision (preview.Period), worded for operators.
 type dueEvaluator struct {
 	now     time.Time
 	planner *billing.Collector
 }
 
 func (e *dueEvaluator) action(kind billing.RunKind, s *billing.Period) string {
-	p := e.planner.PlanRecord(kind, s, e.now)
+	p := preview.Period(e.planner, kind, s, e.now)
 	switch p.Action {
-	case billing.PlanCollect:
+	case preview.Collect:
 		if kind == billing.RunRetry {
 			return "retry"
 		}
 		return "collect"
-	case billing.PlanMarkStale:
+	case preview.MarkStale:
 		return "mark stale"
-	case billing.PlanAdvancePause:
+	case preview.AdvancePause:
 		if s.PauseDurationMonths > 1 {
 			return "skip period, stay paused"
 		}
 		return "skip period, then resume"
 	}
 	switch p.Reason {
-	case billing.ReasonDeclinedFinal, billing.ReasonRetryNotNow:
+	case preview.ReasonDeclinedFinal, preview.ReasonRetryNotNow:
 		return "skip (" + p.Reason + ")"
 	}
 	return "not eligible"

@@ -96,7 +96,7 @@
 // reactivate go through the collector: under the user's billing lock (the
 // --lock-table dynamolock table), conditional on the record read, with a
 // history row. Each first checks the change by the collector's own rules
-// (Collector.CheckChange, CheckSubscribe, CheckReactivate) and refuses it
+// (internal/preview: CheckChange, CheckSubscribe, CheckReactivate) and refuses it
 // before showing anything when the record's status does not allow it or
 // the library refuses an input; then prints the record, asks
 // "Apply? [y/N]" on stderr (unless --yes), applies the change and prints

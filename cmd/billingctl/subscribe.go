@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/preview"
 )
 
 // The user-level admin commands: subscribe and reactivate open a user's
@@ -113,7 +114,7 @@ func runSubscribe(a *app, c *command, args []string) error {
 		return err
 	}
 	defer closeCol()
-	plan, err := col.CheckSubscribe(a.ctx, req, recs)
+	plan, err := preview.CheckSubscribe(a.ctx, col, req, recs)
 	if err != nil {
 		return refused(c, err, subscribeFlags)
 	}
@@ -182,7 +183,7 @@ func runReactivate(a *app, c *command, args []string) error {
 		last = recs[len(recs)-1]
 		date = nd.on(&last)
 	}
-	if err := col.CheckReactivate(user, recs, date); err != nil {
+	if err := preview.CheckReactivate(col, user, recs, date); err != nil {
 		return refused(c, err, adminFlags)
 	}
 	what := fmt.Sprintf("reactivate %s: a new %s period billed %s, %s at %s, term %s (the latest record's)",
