@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/dynabill/billing/internal/calendar"
 )
 
 // Change is the result of an admin change: the record before and after,
@@ -276,7 +278,7 @@ func fridayMove(cur *Period, d time.Time) error {
 	if moved.IsTrial() {
 		anchor = moved.TrialEnd
 	}
-	if FridayWeek(anchor) != 0 {
+	if calendar.FridayWeek(anchor) != 0 {
 		return nil
 	}
 	return &FieldError{Field: "billing_date", Value: d.Format(time.RFC3339), Err: fmt.Errorf(
@@ -299,7 +301,7 @@ func moveTo(next *Period, d time.Time) {
 	}
 	next.BillingDate, next.BillingPeriod, next.AnchorDay = d, BillingPeriod(d), anchor.Day()
 	if next.BillingWeek != 0 {
-		if w := FridayWeek(anchor); w != 0 {
+		if w := calendar.FridayWeek(anchor); w != 0 {
 			next.BillingWeek = w
 		}
 	}
@@ -558,7 +560,7 @@ func reactivated(userID string, recs []Period, d time.Time, over *Period, id str
 		CreatedDate: now, LastRunDate: now,
 	}
 	if last.BillingWeek != 0 {
-		created.BillingWeek = FridayWeek(d)
+		created.BillingWeek = calendar.FridayWeek(d)
 	}
 	if last.IsTrial() {
 		// A trial's zero is not the plan's price: a reactivation is paid

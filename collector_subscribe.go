@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/dynabill/billing/internal/calendar"
 )
 
 // SubscribeRequest starts a subscription: what [Collector.Subscribe]
@@ -407,11 +409,11 @@ func (c *Collector) newSubscription(ctx context.Context, req SubscribeRequest, n
 		if term != TermMonthly {
 			return Period{}, field("FridayBilling", "true", "Friday billing needs the monthly term")
 		}
-		if sub.BillingWeek = FridayWeek(date); sub.BillingWeek == 0 {
+		if sub.BillingWeek = calendar.FridayWeek(date); sub.BillingWeek == 0 {
 			return Period{}, field("FirstBillingDate", date.Format(time.RFC3339), "Friday billing starts on a Friday")
 		}
 		if w := req.FridayWeek; w != 0 && w != sub.BillingWeek {
-			if w != 5 || !NthFriday(date.Year(), date.Month(), 5).Equal(NthFriday(date.Year(), date.Month(), 4)) || sub.BillingWeek != 4 {
+			if w != 5 || !calendar.NthFriday(date.Year(), date.Month(), 5).Equal(calendar.NthFriday(date.Year(), date.Month(), 4)) || sub.BillingWeek != 4 {
 				return Period{}, field("FridayWeek", fmt.Sprint(w), "FirstBillingDate %s is Friday %d of its month", date.Format(time.DateOnly), sub.BillingWeek)
 			}
 			sub.BillingWeek = w

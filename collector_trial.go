@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/dynabill/billing/internal/calendar"
 )
 
 // This file is the trial: a period of its own at zero from the trial's
@@ -129,7 +131,7 @@ func (c *Collector) changeTrial(ctx context.Context, ur UserRequest, end time.Ti
 				}
 				next.TrialEnd, next.AnchorDay = d, d.Day()
 				if cur.BillingWeek != 0 {
-					if w := FridayWeek(d); w != 0 {
+					if w := calendar.FridayWeek(d); w != 0 {
 						next.BillingWeek = w
 					}
 				}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/dynabill/billing/internal/calendar"
 )
 
 // ts parses an RFC 3339 timestamp for test tables; it panics on bad input
@@ -261,9 +263,9 @@ func TestNthFridayAndFridayWeek(t *testing.T) {
 		{2025, time.December + 1, 1, "2026-01-02"},
 	}
 	for _, tc := range tests {
-		got := NthFriday(tc.year, tc.month, tc.n)
-		assert.Equal(t, tc.want, got.Format(time.DateOnly), "NthFriday(%d, %s, %d)", tc.year, tc.month, tc.n)
-		assert.Equal(t, ts(tc.want+"T00:00:00Z"), got, "NthFriday(%d, %s, %d)", tc.year, tc.month, tc.n)
+		got := calendar.NthFriday(tc.year, tc.month, tc.n)
+		assert.Equal(t, tc.want, got.Format(time.DateOnly), "calendar.NthFriday(%d, %s, %d)", tc.year, tc.month, tc.n)
+		assert.Equal(t, ts(tc.want+"T00:00:00Z"), got, "calendar.NthFriday(%d, %s, %d)", tc.year, tc.month, tc.n)
 	}
 
 	weeks := []struct {
@@ -281,7 +283,7 @@ func TestNthFridayAndFridayWeek(t *testing.T) {
 		{"2026-01-01T22:00:00-05:00", 1}, // Friday 03:00 in UTC
 	}
 	for _, tc := range weeks {
-		assert.Equal(t, tc.want, FridayWeek(ts(tc.at)), "FridayWeek(%s)", tc.at)
+		assert.Equal(t, tc.want, calendar.FridayWeek(ts(tc.at)), "calendar.FridayWeek(%s)", tc.at)
 	}
 
 	// Round trip over two centuries of months.
@@ -289,14 +291,14 @@ func TestNthFridayAndFridayWeek(t *testing.T) {
 		for m := time.January; m <= time.December; m++ {
 			last := 0
 			for n := 1; n <= 5; n++ {
-				f := NthFriday(y, m, n)
-				require.Equal(t, time.Friday, f.Weekday(), "NthFriday(%d, %s, %d) = %s", y, m, n, f)
-				require.Equal(t, m, f.Month(), "NthFriday(%d, %s, %d) = %s", y, m, n, f)
-				require.Equal(t, y, f.Year(), "NthFriday(%d, %s, %d) = %s", y, m, n, f)
-				w := FridayWeek(f)
-				require.True(t, w == n || (n == 5 && w == 4), "FridayWeek(NthFriday(%d, %s, %d)) = %d", y, m, n, w)
+				f := calendar.NthFriday(y, m, n)
+				require.Equal(t, time.Friday, f.Weekday(), "calendar.NthFriday(%d, %s, %d) = %s", y, m, n, f)
+				require.Equal(t, m, f.Month(), "calendar.NthFriday(%d, %s, %d) = %s", y, m, n, f)
+				require.Equal(t, y, f.Year(), "calendar.NthFriday(%d, %s, %d) = %s", y, m, n, f)
+				w := calendar.FridayWeek(f)
+				require.True(t, w == n || (n == 5 && w == 4), "calendar.FridayWeek(calendar.NthFriday(%d, %s, %d)) = %d", y, m, n, w)
 				if f.AddDate(0, 0, 7).Month() == m {
-					require.Equal(t, n, w, "NthFriday(%d, %s, %d) = %s is not the last Friday", y, m, n, f)
+					require.Equal(t, n, w, "calendar.NthFriday(%d, %s, %d) = %s is not the last Friday", y, m, n, f)
 				}
 				last = f.Day()
 			}

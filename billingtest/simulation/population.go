@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/calendar"
 )
 
 // Behavior is how the scripted processor treats a user's collections.
@@ -182,9 +183,9 @@ func population(seed int64, n int, start time.Time, userID func(i int) string, l
 		}
 		u.Tier, u.Term, u.Amount = p.tier, p.term, p.amount
 		if u.BillingWeek > 0 {
-			u.FirstBillingDate = billing.NthFriday(start.Year(), start.Month(), u.BillingWeek).
+			u.FirstBillingDate = calendar.NthFriday(start.Year(), start.Month(), u.BillingWeek).
 				Add(time.Duration(hour)*time.Hour + time.Duration(minute)*time.Minute)
-			if w := billing.FridayWeek(u.FirstBillingDate); w != u.BillingWeek { // no fifth Friday
+			if w := calendar.FridayWeek(u.FirstBillingDate); w != u.BillingWeek { // no fifth Friday
 				if legacy {
 					u.Legacy = true
 				} else {

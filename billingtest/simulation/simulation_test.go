@@ -10,6 +10,7 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/billingtest/simulation"
+	"github.com/dynabill/billing/internal/calendar"
 	"github.com/dynabill/billing/memory"
 )
 
@@ -80,7 +81,7 @@ func TestPopulationMix(t *testing.T) {
 		if u.BillingWeek > 0 {
 			friday++
 			d := u.FirstBillingDate
-			if d.Weekday() != time.Friday || billing.NthFriday(d.Year(), d.Month(), u.BillingWeek).Day() != d.Day() {
+			if d.Weekday() != time.Friday || calendar.NthFriday(d.Year(), d.Month(), u.BillingWeek).Day() != d.Day() {
 				t.Errorf("%s: Friday week %d billed %v", u.ID, u.BillingWeek, u.FirstBillingDate)
 			}
 		}
@@ -305,7 +306,7 @@ func TestSignUp(t *testing.T) {
 			u.FirstBillingDate, u.AnchorDay = v.FirstBillingDate, v.AnchorDay
 		case u.Legacy:
 			fifth++
-			if u.BillingWeek != 5 || v.BillingWeek != 4 || billing.FridayWeek(u.FirstBillingDate) != 4 {
+			if u.BillingWeek != 5 || v.BillingWeek != 4 || calendar.FridayWeek(u.FirstBillingDate) != 4 {
 				t.Errorf("%s: legacy week %d billed %v; without legacy week %d", u.ID, u.BillingWeek, u.FirstBillingDate, v.BillingWeek)
 			}
 			u.BillingWeek = v.BillingWeek

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/calendar"
 )
 
 // The invariants of a subscription's life.
@@ -95,7 +96,7 @@ func (s *Sim) comeBack(ctx context.Context, u string, paid, renewal billing.Peri
 		}
 		req := billing.SubscribeRequest{RequestKey: fmt.Sprintf("come-back-%s-%s", renewal.SubscriptionID, date.Format(time.RFC3339)), UserID: u,
 			Tier: renewal.ReceiptTierName, Amount: renewal.Amount, Term: renewal.Term, Interval: renewal.Interval, FirstBillingDate: date}
-		if renewal.BillingWeek > 0 && billing.FridayWeek(date) > 0 {
+		if renewal.BillingWeek > 0 && calendar.FridayWeek(date) > 0 {
 			req.FridayBilling = true
 		} else if anchor && renewal.BillingWeek == 0 && renewal.Term != billing.TermWeekly {
 			req.AnchorDay = renewal.EffectiveAnchorDay()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/calendar"
 	"github.com/dynabill/billing/internal/layout"
 )
 
@@ -107,10 +108,10 @@ func (s *Sim) firstRecord(u string, created, from time.Time, parts ...any) billi
 		// weeks before it, beyond what a single table's walk catches up
 		// on (layout.DefaultCatchUpDays) for a backlog user.
 		f := time.Date(d.Year(), d.Month(), d.Day(), 0, 0, 0, 0, time.UTC)
-		for f.Weekday() != time.Friday || billing.FridayWeek(f) == 5 {
+		for f.Weekday() != time.Friday || calendar.FridayWeek(f) == 5 {
 			f = f.AddDate(0, 0, 1)
 		}
-		rec.BillingWeek = billing.FridayWeek(f)
+		rec.BillingWeek = calendar.FridayWeek(f)
 		rec.BillingDate = f.Add(time.Duration(hour)*time.Hour + time.Duration(minute)*time.Minute)
 	} else {
 		rec.BillingDate = time.Date(d.Year(), d.Month(), d.Day(), hour, minute, 0, 0, time.UTC)
