@@ -514,7 +514,9 @@ func TestByUserResolvesAttemptInFlight(t *testing.T) {
 			assert.Equal(t, billing.StatusCancelled, done.Changes[0].After.Status)
 			require.Len(t, done.Subscription.Paid, 1)
 			assert.Equal(t, id, done.Subscription.Paid[0].SubscriptionID, "the charge recorded")
-			assert.Equal(t, billing.SubscriptionEnded, done.Subscription.Status)
+			// Cancelled at period end: active until the paid period ends.
+			assert.Equal(t, billing.SubscriptionActive, done.Subscription.Status)
+			assert.Equal(t, done.Subscription.PaidThrough, done.Subscription.CancelAt)
 			assert.Equal(t, done.Subscription.PaidThrough, done.AccessUntil)
 			assert.Len(t, e.pay.ChargesFor(id), 1, "charged once")
 			assert.Len(t, e.pay.Charges(), 1)

@@ -160,13 +160,15 @@ func (c *Collector) Cancel(ctx context.Context, req CancelRequest) (UserChange, 
 				return nil, kr, fmt.Errorf("%w: %s is ERROR: its charge was declined and is owed; collect it first, or set ForgiveOwed", ErrNotCollectible, r.SubscriptionID)
 			}
 		}
-		v := viewOf(req.UserID, recs)
+		v := viewOf(req.UserID, recs, now)
 		kr = kr.time("access_until", v.PaidThrough)
 		if when == CancelNow {
 			kr = kr.time("access_until", now)
-			if n := len(v.Paid); n > 0 {
-				refund := unusedShare(&v.Paid[n-1], v.PaidThrough, now)
-				kr = kr.set("refund", refund.String()).set("refund_period", v.Paid[n-1].SubscriptionID)
+			// The latest completed period, a trial's or a free one too
+			// (refunding zero), as PaidThrough counts it.
+			if last := lastCompleted(recs); last != nil {
+				refund := unusedShare(last, v.PaidThrough, now)
+				kr = kr.set("refund", refund.String()).set("refund_period", last.SubscriptionID)
 			}
 		}
 		return targets, kr, nil
@@ -304,8 +306,8 @@ func (c *Collector) ChangePlan(ctx context.Context, req ChangePlanRequest) (User
 	if req.Amount != 0 && req.Amount != ListPrice {
 		kr = kr.field("Amount", req.Amount.String())
 	}
-	return c.byUser(ctx, req.UserRequest, kr, opChangeTier, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
-		v := viewOf(req.UserID, recs)
+	return c.byUser(ctx, req.UserRequest, kr, opChangeTier, func(recs []Period, kr keyedRequest, now time.Time) ([]Period, keyedRequest, error) {
+		v := viewOf(req.UserID, recs, now)
 		var err error
 		if amount, err = c.priceOf(ctx, PricePlan{Tier: req.Tier, Term: v.Term, Interval: v.Interval}, given); err != nil {
 			return nil, kr, err
@@ -463,7 +465,7 @@ func (c *Collector) byUser(ctx context.Context, ur UserRequest, kr keyedRequest,
 		if err != nil {
 			return err
 		}
-		out.Subscription = viewOf(ur.UserID, recs)
+		out.Subscription = viewOf(ur.UserID, recs, c.cfg.Clock.Now())
 		out.AccessUntil, _ = time.Parse(time.RFC3339Nano, kr.get("access_until"))
 		if r := kr.get("refund"); r != "" {
 			out.Refund, _ = ParseAmount(r)

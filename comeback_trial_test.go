@@ -22,7 +22,10 @@ func cancelledInTrial(t *testing.T, e *freeEnv) time.Time {
 	left, err := e.c.Cancel(t.Context(), billing.CancelRequest{UserRequest: ur(e.user, "leave")})
 	require.NoError(t, err)
 	require.Equal(t, end, left.AccessUntil, "the trial is kept to its end")
-	require.Equal(t, billing.SubscriptionEnded, mustView(t, e).Status)
+	v := mustView(t, e)
+	require.Equal(t, billing.SubscriptionTrialing, v.Status, "the trial is kept to its end")
+	require.Equal(t, end, v.CancelAt)
+	require.Zero(t, v.NextChargeAmount, "nothing is ever charged")
 	e.clock.Advance(time.Hour)
 	return end
 }

@@ -37,7 +37,7 @@ func ExampleCollector_ChangePlan() {
 	}
 	clock.RunCollector(collector)
 	show := func(what string, v billing.Subscription) {
-		fmt.Printf("%-10s %-7s %-8s %6s next %s\n", what, v.Status, v.Tier, v.Amount, v.NextBillingDate.Format(time.DateOnly))
+		fmt.Printf("%-10s %-7s %-8s %6s next %s\n", what, v.Status, v.Tier, v.Amount, v.NextChargeDate.Format(time.DateOnly))
 	}
 
 	if _, err := collector.Subscribe(ctx, billing.SubscribeRequest{RequestKey: "order-1", UserID: "ann", Tier: "Plus:v2"}); err != nil {
@@ -83,7 +83,7 @@ func ExampleCollector_ChangePlan() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("cancelled:", c.Subscription.Status, "access until", c.AccessUntil.Format(time.DateOnly), "charges", processor.CallCount())
+	fmt.Println("cancelled:", c.Subscription.Status, "until", c.Subscription.CancelAt.Format(time.DateOnly), "charges", processor.CallCount())
 
 	_, err = collector.Periods().Cancel(ctx, "ann") // a period call given the user
 	fmt.Println(errors.Is(err, billing.ErrNotFound))
@@ -92,8 +92,8 @@ func ExampleCollector_ChangePlan() {
 	// upgraded   ACTIVE  Pro:v1    19.99 next 2025-02-15
 	// same request again, repeated: true
 	// same key, other tier: true [Tier]
-	// paused     PAUSED  Pro:v1    19.99 next 2025-02-15
+	// paused     PAUSED  Pro:v1    19.99 next 2025-04-15
 	// resumed    ACTIVE  Pro:v1    19.99 next 2025-02-15
-	// cancelled: ENDED access until 2025-02-15 charges 1
+	// cancelled: ACTIVE until 2025-02-15 charges 1
 	// true
 }

@@ -181,6 +181,26 @@ func TestCustomerShowsOwedAndResumeDate(t *testing.T) {
 	}
 }
 
+// TestCustomerShowsCancelAt: a user who cancelled at period end is shown
+// ACTIVE with the date access ends, not ENDED while the month paid for
+// runs.
+func TestCustomerShowsCancelAt(t *testing.T) {
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) {
+			e := newEnv(t, l.open, l.user)
+			op := e.as(t, "operator")
+			next := e.only(t, e.other, billing.StatusScheduled) // the renewal of the month paid for
+			_, err := e.c.Cancel(context.Background(), billing.CancelRequest{
+				UserRequest: billing.UserRequest{UserID: e.other, RequestKey: "leave-2"}})
+			require.NoError(t, err)
+			page := op.get("/customer?user=" + url.QueryEscape(e.other))
+			require.Equal(t, http.StatusOK, page.code, page.body)
+			assert.Contains(t, page.body, `id="state">ACTIVE<`)
+			assert.Contains(t, page.body, `id="cancel-at"><time datetime="`+next.BillingDate.Format(time.RFC3339)+`"`)
+		})
+	}
+}
+
 // cookieOf returns the console's CSRF cookie set by res, if any.
 func csrfCookieOf(t *testing.T, e *env, target string) *http.Cookie {
 	t.Helper()

@@ -1,6 +1,7 @@
 // Command embed is the README's first Go block, runnable: a service's
-// wiring of the library on the in-memory store, one subscription, the
-// next day's run and a cancellation by user.
+// wiring of the library on the in-memory store, three subscriptions (one
+// with a trial, one paused), the next day's run, a cancellation by user,
+// and the access check a host makes on each subscription's status.
 //
 //	go run ./examples/embed
 package main
@@ -21,7 +22,7 @@ func main() {
 	ctx := context.Background()
 	store, err := memory.New(memory.Options{}) // on DynamoDB: dynamostore, below
 	check(err)
-	clock := billingtest.NewClock(time.Now()) // moved a day below; a service leaves Config.Clock unset
+	clock := billingtest.NewClock(time.Date(2025, 1, 15, 9, 0, 0, 0, time.UTC)) // a service leaves Config.Clock unset
 	collector, err := billing.NewCollector(billing.Config{
 		Repository: store.Repository(),
 		History:    store.History(),
@@ -32,21 +33,30 @@ func main() {
 	})
 	check(err)
 
-	// The sign-up handler: billed from now, monthly; a repeat of the request key writes nothing.
-	_, err = collector.Subscribe(ctx, billing.SubscribeRequest{RequestKey: "order-1001", UserID: "ann", Tier: "Plus:v2"})
-	check(err)
+	// Sign-ups, billed from today (bob after a 14-day trial); a repeat of a request key writes nothing.
+	for _, req := range []billing.SubscribeRequest{{UserID: "ann"}, {UserID: "bob", TrialDays: 14}, {UserID: "cy"}} {
+		req.RequestKey, req.Tier = "order-"+req.UserID, "Plus:v2"
+		_, err = collector.Subscribe(ctx, req)
+		check(err)
+	}
+	_, err = collector.Pause(ctx, billing.PauseRequest{UserRequest: billing.UserRequest{UserID: "cy", RequestKey: "pause-1"}, Months: 2})
+	check(err) // cy pauses for two months before her first charge
 
 	// Once a day (a cron, an EventBridge rule): charge what is due; rep.Next continues a long run.
 	clock.Advance(24 * time.Hour)
-	rep, err := collector.Run(ctx, billing.RunRequest{Kind: billing.RunScheduled})
+	_, err = collector.Run(ctx, billing.RunRequest{Kind: billing.RunScheduled})
+	check(err)
+	// ann leaves: nothing more is charged, the month she paid for runs to its end.
+	_, err = collector.Cancel(ctx, billing.CancelRequest{UserRequest: billing.UserRequest{UserID: "ann", RequestKey: "cancel-1"}})
 	check(err)
 
-	// The user leaves: nothing more is charged, the paid month runs to its end.
-	left, err := collector.Cancel(ctx, billing.CancelRequest{
-		UserRequest: billing.UserRequest{UserID: "ann", RequestKey: "cancel-1001"}})
-	check(err)
-	fmt.Printf("collected %d, amount %s; subscription %s, paid through %s\n", rep.Collected,
-		left.Subscription.Amount, left.Subscription.Status, left.AccessUntil.Format(time.DateOnly))
+	for _, user := range []string{"ann", "bob", "cy"} {
+		sub, err := collector.Subscription(ctx, user)
+		check(err)
+		access := sub.Status == billing.SubscriptionActive || sub.Status == billing.SubscriptionTrialing // the gate
+		fmt.Printf("%s: %s, access %t, cancel at %s, next charge %s on %s\n", user, sub.Status, access,
+			day(sub.CancelAt), sub.NextChargeAmount, day(sub.NextChargeDate))
+	}
 }
 
 // readme:end
@@ -55,4 +65,12 @@ func check(err error) {
 	if err != nil {
 		log.Fatal(err)
 	}
+}
+
+// day is t's date, "-" for none.
+func day(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Format(time.DateOnly)
 }

@@ -35,9 +35,12 @@ func TestReadmeShowsThisProgram(t *testing.T) {
 	assert.LessOrEqual(t, strings.Count(block, "\n")+1, 40, "the README's block fits a first screen")
 }
 
-// TestMainBillsAndCancels runs the program: one collection of the
-// plan's price, then a subscription that renews no more.
-func TestMainBillsAndCancels(t *testing.T) {
+// TestMainGatesAccessOnStatus runs the program: a subscription cancelled
+// at period end is ACTIVE until the month paid for ends (it said ENDED at
+// once), a trialing one is charged first on the trial's end (it said the
+// trial's start), a paused one on the date the pause resumes it (it said
+// the date skipped); access follows the status.
+func TestMainGatesAccessOnStatus(t *testing.T) {
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
 	stdout := os.Stdout
@@ -48,5 +51,9 @@ func TestMainBillsAndCancels(t *testing.T) {
 	var out bytes.Buffer
 	_, err = io.Copy(&out, r)
 	require.NoError(t, err)
-	assert.Regexp(t, `^collected 1, amount 9\.99; subscription ENDED, paid through \d{4}-\d\d-\d\d\n$`, out.String())
+	assert.Equal(t, []string{
+		"ann: ACTIVE, access true, cancel at 2025-02-15, next charge 0.00 on -",
+		"bob: TRIALING, access true, cancel at -, next charge 9.99 on 2025-01-29",
+		"cy: PAUSED, access false, cancel at -, next charge 9.99 on 2025-03-15",
+	}, strings.Split(strings.TrimSpace(out.String()), "\n"))
 }
