@@ -141,14 +141,14 @@ func cancelEdit(_ context.Context, _, next *Period, _ time.Time) ([]*Period, err
 //
 // A pause counts calendar months on every term: the record's billing date
 // is skipped and the subscription is charged again months months after it
-// ([PauseResumeDate]), for a yearly plan too, which is then billed yearly
+// ([Schedule.AfterPause]), for a yearly plan too, which is then billed yearly
 // from that date. The pause run skips one month at a time: each skipped
 // PAUSED record opens the next one a month later with one month fewer,
 // and the last opens the SCHEDULED record (pause-resume). A trial's period
 // paused before it was completed (a pause asked during a trial) is no
 // month of the pause: the first paid period opens on the trial's end
 // paused for all months, so the first charge comes months months after
-// the trial's end ([ResumeDate]). Months outside 1 to 120 is a
+// the trial's end ([Period.ResumeDate]). Months outside 1 to 120 is a
 // [*FieldError] wrapping [ErrInvalidQuery].
 func (p *Periods) Pause(ctx context.Context, subscriptionID string, months int) (Change, error) {
 	c := p.c

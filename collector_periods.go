@@ -144,9 +144,9 @@ func followingDate(cur *Period) (time.Time, error) {
 		return cur.TrialEnd, nil // the first paid period
 	}
 	if cur.Status == StatusPaused {
-		return PauseResumeDate(cur.BillingDate, cur.Schedule(), 1)
+		return cur.Schedule().AfterPause(cur.BillingDate, 1)
 	}
-	return NextBillingDate(cur.BillingDate, cur.Schedule())
+	return cur.Schedule().Next(cur.BillingDate)
 }
 
 // unreadableSuccessor refuses to open the period after a record, billed
@@ -223,7 +223,7 @@ func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Period, n
 			err = fmt.Errorf("%w: more than %d periods behind", ErrInvalidDate, maxSkippedPeriods)
 			break
 		}
-		date, err = NextBillingDate(date, cur.Schedule())
+		date, err = cur.Schedule().Next(date)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("next billing date of %s: %w", cur.SubscriptionID, err)
@@ -313,7 +313,7 @@ func (c *Collector) markStale(ctx context.Context, proc Process, cur *Period, no
 // (anchor day and Friday week kept), for a yearly plan too. A yearly plan
 // paused for N months on billing date D thus goes through PAUSED records
 // on D, D+1, …, D+N-1 months and is charged again on D+N months (see
-// [PauseResumeDate]); its yearly schedule goes on from that date.
+// [Schedule.AfterPause]); its yearly schedule goes on from that date.
 //
 // A trial period paused before it was completed (a pause asked during a
 // trial) is not a month of the pause: it opens the first paid period on

@@ -419,7 +419,7 @@ func (c *Collector) newSubscription(ctx context.Context, req SubscribeRequest, n
 			sub.BillingWeek = w
 		}
 	}
-	if _, err := NextBillingDate(date, sub.Schedule()); err != nil {
+	if _, err := sub.Schedule().Next(date); err != nil {
 		return Period{}, &FieldError{Field: "FirstBillingDate", Value: date.Format(time.RFC3339), Err: err}
 	}
 	if !start.Equal(first) {

@@ -88,7 +88,7 @@ type Subscription struct {
 	// NextChargeDate and NextChargeAmount are the next charge the
 	// processor is asked for: during a trial the first charge, on the
 	// trial's end; for a paused subscription the charge on the date the
-	// pause resumes it ([ResumeDate]), not the date it skips; else the
+	// pause resumes it ([Period.ResumeDate]), not the date it skips; else the
 	// renewal, on the billing date of the next open period (a date before
 	// now is due and charged by the next run). A pending downgrade is in
 	// the amount from the period it applies to. Zero when nothing more
@@ -236,7 +236,7 @@ func nextCharge(r *Period) (time.Time, Amount) {
 			from = r.TrialEnd
 		}
 		var err error
-		if date, err = PauseResumeDate(from, r.Schedule(), max(r.PauseDurationMonths, 1)); err != nil {
+		if date, err = r.Schedule().AfterPause(from, max(r.PauseDurationMonths, 1)); err != nil {
 			return time.Time{}, 0
 		}
 		if r.IsPendingDowngrade && r.PendingTierName != "" {
@@ -298,9 +298,9 @@ func (v *Subscription) periodEnd(p *Period, recs []Period) time.Time {
 			end = v.TrialEnd
 		}
 	case p.Status == StatusPaused || p.Status == StatusPausedSkipped:
-		end, err = PauseResumeDate(p.BillingDate, p.Schedule(), 1)
+		end, err = p.Schedule().AfterPause(p.BillingDate, 1)
 	default:
-		end, err = NextBillingDate(p.BillingDate, p.Schedule())
+		end, err = p.Schedule().Next(p.BillingDate)
 	}
 	if err != nil {
 		return time.Time{}

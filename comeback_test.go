@@ -326,7 +326,7 @@ func TestSubscribeAnchorDayMustFitFirstDate(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tc.anchor, got.Subscription.AnchorDay)
-			next, err := billing.NextBillingDate(got.Subscription.BillingDate, got.Subscription.Schedule())
+			next, err := got.Subscription.Schedule().Next(got.Subscription.BillingDate)
 			require.NoError(t, err)
 			assert.Equal(t, tc.next, next.UTC())
 		})

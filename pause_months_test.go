@@ -58,17 +58,17 @@ func TestPauseResumeDate(t *testing.T) {
 		{"monthly Friday week 2, 13", pday(2024, 3, 8), billing.Schedule{BillingWeek: 2}, 13, pday(2025, 4, 11)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := billing.PauseResumeDate(c.paused, c.s, c.months)
+			got, err := c.s.AfterPause(c.paused, c.months)
 			require.NoError(t, err)
 			assert.Equal(t, c.want, got)
 		})
 	}
 
-	_, err := billing.PauseResumeDate(pday(2024, 1, 15), billing.Schedule{}, 0)
+	_, err := billing.Schedule{}.AfterPause(pday(2024, 1, 15), 0)
 	assert.ErrorIs(t, err, billing.ErrInvalidQuery)
-	_, err = billing.PauseResumeDate(pday(2024, 1, 15), billing.Schedule{Term: "DAILY"}, 1)
+	_, err = billing.Schedule{Term: "DAILY"}.AfterPause(pday(2024, 1, 15), 1)
 	assert.ErrorIs(t, err, billing.ErrInvalidTerm)
-	_, err = billing.PauseResumeDate(pday(2024, 1, 15), billing.Schedule{AnchorDay: 32}, 1)
+	_, err = billing.Schedule{AnchorDay: 32}.AfterPause(pday(2024, 1, 15), 1)
 	assert.ErrorIs(t, err, billing.ErrInvalidDate)
 }
 
@@ -86,7 +86,7 @@ func TestPauseResumeDateProperty(t *testing.T) {
 		term := []billing.Term{billing.TermMonthly, billing.TermYearly, ""}[r.IntN(3)]
 		n := 1 + r.IntN(130)
 		s := billing.Schedule{Term: term, AnchorDay: anchor}
-		got, err := billing.PauseResumeDate(paused, s, n)
+		got, err := s.AfterPause(paused, n)
 		require.NoError(t, err)
 
 		idx := y*12 + int(m-1) + n
@@ -96,7 +96,7 @@ func TestPauseResumeDateProperty(t *testing.T) {
 
 		step := paused
 		for range n {
-			step, err = billing.PauseResumeDate(step, s, 1)
+			step, err = s.AfterPause(step, 1)
 			require.NoError(t, err)
 		}
 		require.Equal(t, want, step, "case %d: %d one-month steps from %v", i, n, paused)
@@ -184,7 +184,7 @@ func TestPauseCountsMonthsOnEveryTerm(t *testing.T) {
 				for i, r := range recs[:13] {
 					assert.Equal(t, billing.StatusPausedSkipped, r.Status, "%s record %d", c.user, i)
 					assert.Equal(t, 13-i, r.PauseDurationMonths, "%s record %d", c.user, i)
-					w, err := billing.PauseResumeDate(c.first, billing.Schedule{Term: billing.TermYearly, AnchorDay: 29}, max(i, 1))
+					w, err := billing.Schedule{Term: billing.TermYearly, AnchorDay: 29}.AfterPause(c.first, max(i, 1))
 					require.NoError(t, err)
 					if i == 0 {
 						w = c.first

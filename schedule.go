@@ -9,7 +9,7 @@ import (
 
 // Schedule says when a subscription is billed. It is derived from a
 // subscription record (its term, billing anchor day and billing week) and
-// drives [NextBillingDate] and [addBillingPeriods]. All computations are in
+// drives [Schedule.Next] and [addBillingPeriods]. All computations are in
 // UTC and never read the clock: callers pass the times in.
 //
 // # Where the anchor day comes from, and why
@@ -90,7 +90,7 @@ func (s Schedule) validate() (length int, weekly bool, err error) {
 	return length, weekly, nil
 }
 
-// NextBillingDate returns the billing date one period after current under
+// Next returns the billing date one period after current under
 // schedule s: Interval months later for a monthly (or empty) term,
 // 12·Interval months for a yearly term, 7·Interval days for a weekly one
 // (Interval 0 counting as 1). It is addBillingPeriods(current, s, 1).
@@ -107,7 +107,7 @@ func (s Schedule) validate() (length int, weekly bool, err error) {
 // The error wraps [ErrInvalidTerm] for an unknown term, and [ErrInvalidDate]
 // for an AnchorDay outside 0..31, a BillingWeek outside 0..5 or a zero
 // current.
-func NextBillingDate(current time.Time, s Schedule) (time.Time, error) {
+func (s Schedule) Next(current time.Time) (time.Time, error) {
 	return addBillingPeriods(current, s, 1)
 }
 
@@ -119,7 +119,7 @@ func NextBillingDate(current time.Time, s Schedule) (time.Time, error) {
 // quarter of a Jan 31 quarterly plan falls on its month's last day or the
 // 31st. A weekly term adds 7·Interval·n days.
 //
-// The rules, time-of-day handling and errors are those of [NextBillingDate];
+// The rules, time-of-day handling and errors are those of [Schedule.Next];
 // in addition the result must fall in the years 1..9999.
 func addBillingPeriods(start time.Time, s Schedule, n int) (time.Time, error) {
 	step, weekly, err := s.validate()
@@ -165,7 +165,7 @@ func addBillingPeriods(start time.Time, s Schedule, n int) (time.Time, error) {
 		start.Hour(), start.Minute(), start.Second(), start.Nanosecond(), time.UTC), nil
 }
 
-// PauseResumeDate returns the billing date on which a subscription paused
+// AfterPause returns the billing date on which a subscription paused
 // on its billing date paused for the given number of months is charged
 // again: that many calendar months later on every term, so a yearly plan
 // paused for two months resumes two months after paused (and is billed
@@ -176,7 +176,7 @@ func addBillingPeriods(start time.Time, s Schedule, n int) (time.Time, error) {
 // months must be at least 1 (an error wrapping [ErrInvalidQuery]
 // otherwise); the other errors are those of [addBillingPeriods], including
 // [ErrInvalidTerm] for an unknown term.
-func PauseResumeDate(paused time.Time, s Schedule, months int) (time.Time, error) {
+func (s Schedule) AfterPause(paused time.Time, months int) (time.Time, error) {
 	if _, _, err := s.validate(); err != nil {
 		return time.Time{}, err
 	}
@@ -187,21 +187,21 @@ func PauseResumeDate(paused time.Time, s Schedule, months int) (time.Time, error
 	return addBillingPeriods(paused, s, months)
 }
 
-// ResumeDate returns the billing date on which the subscription of r, a
-// PAUSED record, is charged again: [PauseResumeDate] of its billing date
+// ResumeDate returns the billing date on which the subscription of s, a
+// PAUSED record, is charged again: [Schedule.AfterPause] of its billing date
 // and its months, or, for a trial paused before its period was completed,
 // of the trial's end (the pause pushes the first charge). A record that is
 // not PAUSED is an error wrapping [ErrInvalidQuery]. A host shows it as a
 // paused subscription's resume date rather than the date skipped.
-func ResumeDate(r *Period) (time.Time, error) {
-	if r.Status != StatusPaused {
-		return time.Time{}, fmt.Errorf("%w: %s is %s, not PAUSED", ErrInvalidQuery, r.SubscriptionID, r.Status)
+func (s *Period) ResumeDate() (time.Time, error) {
+	if s.Status != StatusPaused {
+		return time.Time{}, fmt.Errorf("%w: %s is %s, not PAUSED", ErrInvalidQuery, s.SubscriptionID, s.Status)
 	}
-	from := r.BillingDate
-	if r.IsTrial() {
-		from = r.TrialEnd
+	from := s.BillingDate
+	if s.IsTrial() {
+		from = s.TrialEnd
 	}
-	return PauseResumeDate(from, r.Schedule(), r.PauseDurationMonths)
+	return s.Schedule().AfterPause(from, s.PauseDurationMonths)
 }
 
 // BillingPeriod returns the billing_period attribute value of t: its UTC

@@ -10,12 +10,12 @@ import (
 // A monthly subscription first billed on Jan 31 keeps its anchor day: it is
 // billed on the last day of shorter months and returns to the 31st whenever
 // the month has one, instead of drifting to the 29th.
-func ExampleNextBillingDate() {
+func ExampleSchedule_Next() {
 	s := billing.Schedule{Term: billing.TermMonthly, AnchorDay: 31}
 	date := time.Date(2024, time.January, 31, 9, 0, 0, 0, time.UTC)
 	fmt.Println(date.Format(time.RFC3339))
 	for range 5 {
-		next, err := billing.NextBillingDate(date, s)
+		next, err := s.Next(date)
 		if err != nil {
 			fmt.Println("error:", err)
 			return

@@ -43,7 +43,7 @@ func TestScheduleIntervalTable(t *testing.T) {
 				got, err := billing.AddBillingPeriods(c.start, c.s, k+1)
 				require.NoError(t, err)
 				assert.Equal(t, want, got, "period %d directly", k+1)
-				cur, err = billing.NextBillingDate(cur, c.s)
+				cur, err = c.s.Next(cur)
 				require.NoError(t, err)
 				if c.s.AnchorDay != 0 || c.s.Term == billing.TermWeekly || c.s.BillingWeek != 0 {
 					assert.Equal(t, want, cur, "period %d stepped", k+1)
@@ -55,7 +55,7 @@ func TestScheduleIntervalTable(t *testing.T) {
 
 func TestScheduleIntervalInvalid(t *testing.T) {
 	for _, n := range []int{-1, billing.MaxInterval + 1} {
-		_, err := billing.NextBillingDate(utcDay(2024, 1, 1), billing.Schedule{Interval: n})
+		_, err := billing.Schedule{Interval: n}.Next(utcDay(2024, 1, 1))
 		var fe *billing.FieldError
 		require.ErrorAs(t, err, &fe, "interval %d", n)
 		assert.Equal(t, "billing_interval", fe.Field)
@@ -112,7 +112,7 @@ func TestScheduleIntervalProperty(t *testing.T) {
 				t.Logf("%+v from %v: period %d %v not after %v", s, start, k, got, prev)
 				return false
 			}
-			if stepped, err = billing.NextBillingDate(stepped, s); err != nil || !stepped.Equal(got) {
+			if stepped, err = s.Next(stepped); err != nil || !stepped.Equal(got) {
 				t.Logf("%+v from %v: stepped to %v at period %d, want %v (%v)", s, start, stepped, k, got, err)
 				return false
 			}

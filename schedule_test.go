@@ -120,7 +120,7 @@ func TestScheduleAddBillingPeriods(t *testing.T) {
 			require.True(t, got.Equal(want), "addBillingPeriods(%s, %+v, %d) = %s, want %s (UTC)", tc.from, tc.s, tc.n, got.Format(time.RFC3339Nano), tc.want)
 			require.Same(t, time.UTC, got.Location(), "addBillingPeriods(%s, %+v, %d) = %s, want %s (UTC)", tc.from, tc.s, tc.n, got.Format(time.RFC3339Nano), tc.want)
 			if tc.n == 1 {
-				next, err := NextBillingDate(from, tc.s)
+				next, err := tc.s.Next(from)
 				require.NoError(t, err, "NextBillingDate(%s, %+v)", tc.from, tc.s)
 				require.Equal(t, got, next, "NextBillingDate(%s, %+v) = %s; want %s", tc.from, tc.s, next, got)
 			}
@@ -142,7 +142,7 @@ func TestScheduleEveryMonthEnd(t *testing.T) {
 		t.Run(fmt.Sprint(tc.year), func(t *testing.T) {
 			cur := time.Date(tc.year, time.January, 31, 12, 0, 0, 0, time.UTC)
 			for i, day := range tc.want {
-				next, err := NextBillingDate(cur, monthly(31))
+				next, err := monthly(31).Next(cur)
 				require.NoError(t, err)
 				want := time.Date(tc.year, time.February+time.Month(i), day, 12, 0, 0, 0, time.UTC)
 				require.Equal(t, want, next, "after %s: got %s, want %s", cur.Format(time.DateOnly), next.Format(time.DateOnly), want.Format(time.DateOnly))
@@ -161,7 +161,7 @@ func TestScheduleChainNeverDrifts(t *testing.T) {
 	start := ts("2024-01-31T08:15:00Z")
 	cur := start
 	for i := 1; i <= 24; i++ {
-		next, err := NextBillingDate(cur, monthly(31))
+		next, err := monthly(31).Next(cur)
 		require.NoError(t, err)
 		direct, err := addBillingPeriods(start, monthly(31), i)
 		require.NoError(t, err)
@@ -179,7 +179,7 @@ func TestScheduleChainNeverDrifts(t *testing.T) {
 	cur = ts(chain[0] + "T00:00:00Z")
 	for _, want := range chain[1:] {
 		var err error
-		cur, err = NextBillingDate(cur, monthly(31))
+		cur, err = monthly(31).Next(cur)
 		require.NoError(t, err)
 		require.Equal(t, want, cur.Format(time.DateOnly))
 	}
@@ -187,7 +187,7 @@ func TestScheduleChainNeverDrifts(t *testing.T) {
 	// Without the anchor the day drifts to the 29th after February.
 	cur = ts("2024-01-31T00:00:00Z")
 	for range 2 {
-		cur, _ = NextBillingDate(cur, monthly(0))
+		cur, _ = monthly(0).Next(cur)
 	}
 	require.Equal(t, "2024-03-29", cur.Format(time.DateOnly), "legacy drift")
 }
@@ -196,7 +196,7 @@ func TestScheduleYearlyFeb29Chain(t *testing.T) {
 	want := []string{"2025-02-28", "2026-02-28", "2027-02-28", "2028-02-29", "2029-02-28"}
 	cur := ts("2024-02-29T10:00:00Z")
 	for i, w := range want {
-		next, err := NextBillingDate(cur, yearly(29))
+		next, err := yearly(29).Next(cur)
 		require.NoError(t, err)
 		require.Equal(t, w, next.Format(time.DateOnly), "year %d", i+1)
 		require.Equal(t, 10, next.Hour(), "time of day lost: %s", next)
@@ -236,7 +236,7 @@ func TestScheduleErrors(t *testing.T) {
 				require.Equal(t, tc.field, fe.Field, "err = %#v, want *FieldError for %s", err, tc.field)
 			}
 			if tc.n == 1 {
-				_, err := NextBillingDate(tc.from, tc.s)
+				_, err := tc.s.Next(tc.from)
 				require.ErrorIs(t, err, tc.want, "NextBillingDate err = %v, want %v", err, tc.want)
 			}
 		})

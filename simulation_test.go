@@ -571,9 +571,9 @@ func checkEndState(t *testing.T, res *simulation.Result, lastScheduled time.Time
 			if j > 0 {
 				// A pause counts months on every term: the record after a
 				// paused one is a month later.
-				want, _ := billing.NextBillingDate(recs[j-1].BillingDate, sched)
+				want, _ := sched.Next(recs[j-1].BillingDate)
 				if recs[j-1].Status == billing.StatusPausedSkipped {
-					want, _ = billing.PauseResumeDate(recs[j-1].BillingDate, sched, 1)
+					want, _ = sched.AfterPause(recs[j-1].BillingDate, 1)
 				}
 				if !r.BillingDate.Equal(want) {
 					bad(u, "record %d billed %v, want %v (one period after %v)", j, r.BillingDate, want, recs[j-1].BillingDate)

@@ -288,7 +288,7 @@ func (s *Period) EffectiveAnchorDay() int {
 }
 
 // Schedule returns the record's billing schedule: its term, anchor day and
-// Friday billing week, as used by [NextBillingDate].
+// Friday billing week, as used by [Schedule.Next].
 func (s *Period) Schedule() Schedule {
 	return Schedule{Term: s.Term, AnchorDay: s.EffectiveAnchorDay(), BillingWeek: s.BillingWeek, Interval: s.Interval}
 }

@@ -48,7 +48,7 @@ func TestPauseDuringTrialPushesFirstCharge(t *testing.T) {
 				assert.Equal(t, billing.SubscriptionPaused, v.Status)
 				pushed := end.AddDate(0, months, 0)
 				require.Len(t, v.Open, 1)
-				resume, err := billing.ResumeDate(&v.Open[0])
+				resume, err := (&v.Open[0]).ResumeDate()
 				require.NoError(t, err)
 				assert.Equal(t, pushed, resume, "the resume date a host shows")
 

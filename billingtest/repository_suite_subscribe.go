@@ -66,7 +66,7 @@ func (s *repoSuite) subscribeCases() []repoCase {
 			if got.Subscription.BillingWeek != 5 {
 				t.Fatalf("billing week %d, want 5", got.Subscription.BillingWeek)
 			}
-			next, err := billing.NextBillingDate(got.Subscription.BillingDate, got.Subscription.Schedule())
+			next, err := got.Subscription.Schedule().Next(got.Subscription.BillingDate)
 			if err != nil || !next.Equal(time.Date(2024, 2, 23, 10, 0, 0, 0, time.UTC)) {
 				t.Fatalf("next billing date %v, %v; want Feb 23, the last Friday", next, err)
 			}

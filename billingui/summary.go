@@ -22,7 +22,7 @@ func owed(v *billing.Subscription) billing.Amount {
 // resumeDate returns the date a paused user is charged again: the latest
 // PAUSED period stands for the month on its billing date and carries the
 // months left of the pause (this one included), so billing resumes that
-// many calendar months after it ([billing.PauseResumeDate], as the pause
+// many calendar months after it ([billing.Schedule.AfterPause], as the pause
 // run opens the periods). Zero when the user has no PAUSED period.
 //
 // The view does not carry this date; it is computed here from the view's
@@ -37,7 +37,7 @@ func resumeDate(v *billing.Subscription) time.Time {
 	if last == nil {
 		return time.Time{}
 	}
-	at, err := billing.PauseResumeDate(last.BillingDate, last.Schedule(), max(last.PauseDurationMonths, 1))
+	at, err := last.Schedule().AfterPause(last.BillingDate, max(last.PauseDurationMonths, 1))
 	if err != nil {
 		return time.Time{}
 	}

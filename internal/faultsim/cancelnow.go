@@ -65,7 +65,7 @@ func paidRunning(now time.Time) func([]billing.Period) (billing.Period, bool) {
 		if paid == nil || paid.IsTrial() || paid.Amount <= 0 || paid.BillingDate.After(now) {
 			return billing.Period{}, false
 		}
-		if end, err := billing.NextBillingDate(paid.BillingDate, paid.Schedule()); err != nil || !now.Before(end) {
+		if end, err := paid.Schedule().Next(paid.BillingDate); err != nil || !now.Before(end) {
 			return billing.Period{}, false
 		}
 		var plan *billing.Period
@@ -240,7 +240,7 @@ func (s *Sim) cancelNowComeBack(ctx context.Context, u string, at time.Time, pla
 // outcome came after the cancellation (a bank debit settled late) was
 // asked before it: the cancellation ended that access too.
 func (s *Sim) paidThrough(u string, paid *billing.Period) time.Time {
-	end, err := billing.NextBillingDate(paid.BillingDate, paid.Schedule())
+	end, err := paid.Schedule().Next(paid.BillingDate)
 	if err != nil {
 		return time.Time{}
 	}

@@ -26,7 +26,7 @@ func paidRenewal(now time.Time) func([]billing.Period) (billing.Period, bool) {
 		if paid == nil {
 			return billing.Period{}, false
 		}
-		end, err := billing.NextBillingDate(paid.BillingDate, paid.Schedule())
+		end, err := paid.Schedule().Next(paid.BillingDate)
 		if paid.IsTrial() {
 			end = paid.TrialEnd // a trial ends on its own date, not by the schedule
 		}

@@ -58,7 +58,7 @@ func (s *Sim) reservedUser(u string) bool {
 // and, before the trial's period is completed, pauses the subscription
 // for one to three months, by the user (Pause) or an operator
 // (Pause). The first charge must come on the pause's resume date counted
-// from the trial's end ([billing.PauseResumeDate]), not before: the model
+// from the trial's end ([billing.Schedule.AfterPause]), not before: the model
 // of the user's trial ends there, and a check after that date's runs
 // looks at the first period charged.
 func (s *Sim) trialPause(ctx context.Context, h *host, d int) string {
@@ -94,7 +94,7 @@ func (s *Sim) trialPause(ctx context.Context, h *host, d int) string {
 		// own end stays the bound, which holds either way.
 		return "pause: " + classify(err)
 	}
-	resume, err := billing.PauseResumeDate(trial.TrialEnd, trial.Schedule(), months)
+	resume, err := trial.Schedule().AfterPause(trial.TrialEnd, months)
 	if err != nil {
 		s.fail(invTrialPause, []string{fmt.Sprintf("user %s: PauseResumeDate(%s, %d months): %v", u, trial.TrialEnd.Format(time.DateTime), months, err)})
 		return "resume date"
@@ -167,7 +167,7 @@ func (s *Sim) paidDateMove(ctx context.Context, h *host, d int) string {
 			prev.Status != billing.StatusCompleted || prev.Amount <= 0 || prev.IsTrial() {
 			return billing.Period{}, false
 		}
-		end, err := billing.NextBillingDate(prev.BillingDate, prev.Schedule())
+		end, err := prev.Schedule().Next(prev.BillingDate)
 		if err != nil || r.BillingDate.Before(end) || end.Sub(latestOf(prev.BillingDate, now.AddDate(0, 0, -20))) < 4*time.Hour {
 			return billing.Period{}, false
 		}
