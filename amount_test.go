@@ -361,14 +361,14 @@ func TestAmountMarshalNegative(t *testing.T) {
 	}
 }
 
-func TestNewAmount(t *testing.T) {
-	a, err := NewAmount(4, 99)
+func TestNewAmountInternal(t *testing.T) {
+	a, err := newAmount(4, 99)
 	amtNoError(t, err)
 	amtEqual(t, MustParseAmount("4.99"), a)
-	a, err = NewAmount(0, 0)
+	a, err = newAmount(0, 0)
 	amtNoError(t, err)
 	amtZero(t, a)
-	a, err = NewAmount(92233720368547758, 7)
+	a, err = newAmount(92233720368547758, 7)
 	amtNoError(t, err)
 	amtEqual(t, MaxAmount, a)
 
@@ -381,8 +381,8 @@ func TestNewAmount(t *testing.T) {
 		{math.MaxInt64, 0},
 		{math.MinInt64, 0},
 	} {
-		_, err := NewAmount(tc[0], tc[1])
-		amtErrorIs(t, err, ErrInvalidAmount, "NewAmount(%d, %d)", tc[0], tc[1])
+		_, err := newAmount(tc[0], tc[1])
+		amtErrorIs(t, err, ErrInvalidAmount, "newAmount(%d, %d)", tc[0], tc[1])
 	}
 
 	amtEqual(t, Amount(499), Cents(499))

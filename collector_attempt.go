@@ -481,7 +481,7 @@ func (c *Collector) write(ctx context.Context, change EventType, cur, next *Peri
 		} else {
 			err = c.cfg.Repository.Update(ctx, cur, next, create...)
 		}
-		if !IsHistoryKeyConflict(err) || i == historyKeyRetries {
+		if !isHistoryKeyConflict(err) || i == historyKeyRetries {
 			return err
 		}
 		next.LastRunDate = next.LastRunDate.Add(time.Duration(i+1) * time.Millisecond)

@@ -76,7 +76,7 @@ func (c *Collector) placeFirst(ctx context.Context, change EventType, sub, over 
 	for i := 0; ; i++ {
 		sub.CreatedDate = sub.LastRunDate
 		err := c.cfg.Repository.Update(ctx, over, sub)
-		if !IsHistoryKeyConflict(err) || i == historyKeyRetries {
+		if !isHistoryKeyConflict(err) || i == historyKeyRetries {
 			return err
 		}
 		sub.LastRunDate = sub.LastRunDate.Add(time.Millisecond)

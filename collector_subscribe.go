@@ -247,7 +247,7 @@ func (c *Collector) addPeriod(ctx context.Context, change EventType, sub *Period
 	for i := 0; ; i++ {
 		sub.CreatedDate = sub.LastRunDate
 		err := c.cfg.Repository.Add(ctx, sub)
-		if !IsHistoryKeyConflict(err) || i == historyKeyRetries {
+		if !isHistoryKeyConflict(err) || i == historyKeyRetries {
 			return err
 		}
 		sub.LastRunDate = sub.LastRunDate.Add(time.Millisecond)

@@ -83,9 +83,9 @@ func (e *BatchError) Error() string {
 // Unwrap returns the last error seen.
 func (e *BatchError) Unwrap() error { return e.Err }
 
-// IsHistoryKeyConflict reports whether err is a [*ConflictError] caused only
+// isHistoryKeyConflict reports whether err is a [*ConflictError] caused only
 // by a taken history key (see [ConflictError.HistoryRow]).
-func IsHistoryKeyConflict(err error) bool {
+func isHistoryKeyConflict(err error) bool {
 	if err == nil {
 		return false // without errors.As, whose target would escape
 	}

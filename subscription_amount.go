@@ -152,10 +152,10 @@ func MustParseAmount(s string) Amount {
 // negative.
 func Cents(n int64) Amount { return Amount(n) }
 
-// NewAmount returns the amount units + cents/100, e.g. NewAmount(4, 99) is
+// newAmount returns the amount units + cents/100, e.g. newAmount(4, 99) is
 // 4.99. units must be >= 0 and cents in [0, 99]; the result must not exceed
 // [MaxAmount]. Otherwise the error wraps [ErrInvalidAmount].
-func NewAmount(units, cents int64) (Amount, error) {
+func newAmount(units, cents int64) (Amount, error) {
 	var reason string
 	switch {
 	case units < 0:
@@ -167,7 +167,7 @@ func NewAmount(units, cents int64) (Amount, error) {
 	default:
 		return Amount(units*100 + cents), nil
 	}
-	return 0, fmt.Errorf("%w: NewAmount(%d, %d): %s", ErrInvalidAmount, units, cents, reason)
+	return 0, fmt.Errorf("%w: newAmount(%d, %d): %s", ErrInvalidAmount, units, cents, reason)
 }
 
 // MinorUnits returns a in minor units (cents).

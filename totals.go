@@ -2,7 +2,6 @@ package billing
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -76,23 +75,4 @@ type Tally struct {
 type ReasonCount struct {
 	Reason string
 	Count  int64
-}
-
-// TotalsDays returns the UTC midnights of the days [TotalsRepository.Totals]
-// reads for from and to, checking the range: not empty, at most
-// [MaxTotalsDays] days. Stores check their queries with it.
-func TotalsDays(from, to time.Time) ([]time.Time, error) {
-	first, end := from.UTC().Truncate(24*time.Hour), to.UTC().Truncate(24*time.Hour)
-	n := int(end.Sub(first) / (24 * time.Hour))
-	switch {
-	case n <= 0:
-		return nil, fmt.Errorf("%w: empty day range [%s, %s)", ErrInvalidQuery, first.Format(time.DateOnly), end.Format(time.DateOnly))
-	case n > MaxTotalsDays:
-		return nil, fmt.Errorf("%w: %d days of totals, at most %d", ErrInvalidQuery, n, MaxTotalsDays)
-	}
-	days := make([]time.Time, n)
-	for i := range days {
-		days[i] = first.AddDate(0, 0, i)
-	}
-	return days, nil
 }

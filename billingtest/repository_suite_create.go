@@ -1,6 +1,7 @@
 package billingtest
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/dynabill/billing"
@@ -79,18 +80,18 @@ func (s *repoSuite) updateCreateCases() []repoCase {
 			recs, hist := e.snapshot(r.UserID)
 			err := e.repo.Update(e.ctx(), &r, &clash)
 			requireConflict(t, err, billing.ErrConflict, "update", r.UserID)
-			if !billing.IsHistoryKeyConflict(err) {
+			if !historyKeyConflict(err) {
 				t.Fatalf("history key conflict not marked: %v", err)
 			}
 			e.requireUnchanged(r.UserID, recs, hist)
 			stale := ids.next(r, billing.StatusError)
 			e.update(r, stale)
-			if err := e.repo.Update(e.ctx(), &r, &next); billing.IsHistoryKeyConflict(err) || !billing.IsConflict(err) {
+			if err := e.repo.Update(e.ctx(), &r, &next); historyKeyConflict(err) || !billing.IsConflict(err) {
 				t.Fatalf("stale record conflict marked as history key conflict: %v", err)
 			}
 			dup := ids.record(r.UserID, day(90), billing.StatusScheduled)
 			dup.LastRunDate = other.LastRunDate
-			if err := e.repo.Add(e.ctx(), &dup); !billing.IsHistoryKeyConflict(err) {
+			if err := e.repo.Add(e.ctx(), &dup); !historyKeyConflict(err) {
 				t.Fatalf("Add onto a taken history key: %v", err)
 			}
 		}},
@@ -108,4 +109,11 @@ func (s *repoSuite) updateCreateCases() []repoCase {
 			e.requireUnchanged(r.UserID, recs, hist)
 		}},
 	}
+}
+
+// historyKeyConflict reports whether err is a conflict caused only by a
+// taken history key.
+func historyKeyConflict(err error) bool {
+	var ce *billing.ConflictError
+	return errors.As(err, &ce) && ce.HistoryRow
 }

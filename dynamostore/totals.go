@@ -164,7 +164,7 @@ func (t *dayTotals) read(ctx context.Context, from, to time.Time) ([]billing.Day
 	if t == nil {
 		return nil, billing.ErrNoTotals
 	}
-	days, err := billing.TotalsDays(from, to)
+	days, err := layout.TotalsDays(from, to)
 	if err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ func (t *totals) read(ctx context.Context, from, to time.Time) ([]billing.DayTot
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	days, err := billing.TotalsDays(from, to)
+	days, err := layout.TotalsDays(from, to)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package layout
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -75,6 +76,7 @@ func TestPlanHistoryRowsRefusesWhenSpanIsTaken(t *testing.T) {
 	}
 	plans := stored.plan(t, []billing.Period{planRecord("a", l)})
 	require.ErrorIs(t, plans[0].Err, billing.ErrAlreadyExists)
-	assert.True(t, billing.IsHistoryKeyConflict(plans[0].Err))
+	var ce *billing.ConflictError
+	assert.True(t, errors.As(plans[0].Err, &ce) && ce.HistoryRow)
 	assert.Len(t, stored, int(HistoryKeySpan))
 }

@@ -2,6 +2,7 @@ package layout
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -117,4 +118,23 @@ func MergeTotals(into *billing.DayTotal, from billing.DayTotal) {
 	into.Waived.Amount += from.Waived.Amount
 	into.Refunded.Count += from.Refunded.Count
 	into.Refunded.Amount += from.Refunded.Amount
+}
+
+// TotalsDays returns the UTC midnights of the days [billing.TotalsRepository.Totals]
+// reads for from and to, checking the range: not empty, at most
+// [billing.MaxTotalsDays] days. Stores check their queries with it.
+func TotalsDays(from, to time.Time) ([]time.Time, error) {
+	first, end := from.UTC().Truncate(24*time.Hour), to.UTC().Truncate(24*time.Hour)
+	n := int(end.Sub(first) / (24 * time.Hour))
+	switch {
+	case n <= 0:
+		return nil, fmt.Errorf("%w: empty day range [%s, %s)", billing.ErrInvalidQuery, first.Format(time.DateOnly), end.Format(time.DateOnly))
+	case n > billing.MaxTotalsDays:
+		return nil, fmt.Errorf("%w: %d days of totals, at most %d", billing.ErrInvalidQuery, n, billing.MaxTotalsDays)
+	}
+	days := make([]time.Time, n)
+	for i := range days {
+		days[i] = first.AddDate(0, 0, i)
+	}
+	return days, nil
 }
