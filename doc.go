@@ -10,68 +10,56 @@
 //
 // # A subscription's life
 //
-// Every call a host makes, from its side, with the [Collector] built on
-// its stores ([NewCollector]):
+// A host holds a [Subscription] by its user: one per user (on the single
+// table, one per account and SKU), billed as a series of billing periods,
+// each a [Period] record of its own. Every call a host makes is on the
+// [Collector] built on its stores ([NewCollector]), by user, with a
+// request key of the host's own (a repeat with the same parameters
+// answers what the first call did; with others it is refused):
 //
 //	start          c.Subscribe(ctx, billing.SubscribeRequest{RequestKey: orderID, UserID: u, Tier: "Plus:v2"})
-//	               (amount from Config.Prices or given; first date, term, interval,
-//	               anchor day, Friday billing and a paused start optional; retry-safe)
+//	               (amount from Config.Prices or given; first date, term, interval, anchor day,
+//	               Friday billing, a trial (TrialDays) and a paused start optional)
 //	charge         c.Run(ctx, billing.RunRequest{Kind: billing.RunScheduled}) every day,
-//	               RunRetry for declined periods and RunPause for paused ones; or
-//	               c.CollectUser / c.CollectByID from a queue, c.ManualRepayment on request
-//	change plan    c.ChangeTier(ctx, periodID, tier, amount, downgrade): an upgrade now,
-//	               a downgrade (downgrade true) from the next period on
-//	pause, resume  c.Pause(ctx, periodID, months), c.Resume(ctx, periodID)
-//	cancel         c.Cancel(ctx, periodID) on every open period (see below): then nothing more
-//	               is charged and the periods already paid run to their end (cancel at period
-//	               end); the library keeps no refunds, so "cancel now" is this plus the host's refund;
-//	               c.CancelUnowed(ctx, periodID) is an end user's own cancel: it refuses (ErrOwed)
-//	               a period that is ERROR, ACHSENT or has an attempt in flight
-//	move the date  c.ChangeBillingDate(ctx, periodID, date)
-//	forgive        c.Waive(ctx, periodID): the period is not charged, the next one opens
-//	come back      c.Reactivate(ctx, userID, date) once no period is open, on or after the day
-//	               the paid period ends; on that day the cancelled renewal goes on (no gap)
-//	read           repo.ListByUser(ctx, userID) (the periods, oldest first),
-//	               hist.ListByUser(ctx, userID) (every change), repo.GetByID(ctx, periodID)
+//	               RunRetry for declined periods and RunPause for paused ones (rep.Next continues
+//	               a long run in a later invocation); c.CollectUser from a queue or a webhook
+//	read           c.Subscription(ctx, u): Status (TRIALING, ACTIVE, PAST_DUE, PAUSED, ENDED),
+//	               CancelAt, the current period, the trial, NextChargeDate and NextChargeAmount,
+//	               PaidThrough, the pending plan change and the periods
+//	change plan    c.ChangePlan(ctx, billing.ChangePlanRequest{UserRequest: ur, Tier: "Pro:v1"}):
+//	               an upgrade now, a downgrade from the next period on
+//	pause, resume  c.Pause(ctx, billing.PauseRequest{UserRequest: ur, Months: 2}), c.Resume
+//	move the date  c.MoveBillingDate(ctx, billing.MoveBillingDateRequest{UserRequest: ur, Date: d})
+//	trial          c.EndTrial, c.ExtendTrial
+//	cancel         c.Cancel(ctx, billing.CancelRequest{UserRequest: ur}): nothing more is charged;
+//	               the paid period runs to its end (Status ACTIVE with CancelAt until then,
+//	               ENDED after), or ends now with the refund the host owes (When: CancelNow)
+//	come back      c.Subscribe again (the cancelled renewal goes on, no gap), or c.Reactivate
+//	settle         c.ApplySettlement for an ACH debit's settlement or return
 //
-// periodID is a [Period]'s SubscriptionID: each billing period is a
-// record of its own with its own ID, and the calls above act on one open
-// period, a SCHEDULED, PAUSED or ERROR record. A user may have several: a
-// declined first attempt leaves its period ERROR and opens the next one
-// SCHEDULED. An ERROR record left alone is still collected (by the retry
-// run unless the decline was final, by a queued collection or a manual
-// repayment) until it turns STALE, [Config.OldSubscriptionDays] after its
-// billing date: the debt stands. A full stop therefore cancels every open
-// period: the SCHEDULED or PAUSED one and every ERROR one. An ACH debit
-// already sent (ACHSENT) cannot be cancelled; if it is returned its record
-// becomes ERROR, to cancel then. Every change is made under the user's
-// billing lock, conditional on the record read, with its history row.
-// [ExampleCollector_Subscribe] subscribes a user and follows three months
-// of charges.
+// A host gating access reads Status: TRIALING and ACTIVE have access;
+// PAST_DUE owes a declined charge the retry run keeps collecting; PAUSED
+// is charged again on NextChargeDate; ENDED has none. [ExampleCollector_Subscribe]
+// follows three months of charges, [ExampleCollector_ChangePlan] a
+// subscription from sign-up to cancel.
 //
-// # A subscription held by its user
+// Under the calls, each billing period is a record with its own ID (its
+// SubscriptionID, on the wire) and status ([Status]: SCHEDULED, ERROR,
+// PAUSED, ACHSENT, COMPLETED, ...). A declined attempt leaves its period
+// ERROR and opens the next one SCHEDULED; an ERROR period is still
+// collected (by the retry run unless the decline was final, by a queued
+// collection) until it turns STALE, [Config.OldSubscriptionDays] after its
+// billing date: the debt stands. Every change is made under the user's
+// billing lock, conditional on the periods read, each with its history
+// row. The stores cannot write several periods in one transaction: a
+// crash between two leaves the first changed, and the same call with the
+// same key completes the rest.
 //
-// A host need not know period IDs: it holds a subscription by its user,
-// and the period calls above are for operators. [Collector.Subscription]
-// shows the user's plan, state, open and paid periods, next billing date,
-// attempts in flight and pending downgrade. The changes take the user and
-// a request key of the host's own:
-//
-//	c.ChangePlan(ctx, billing.ChangePlanRequest{UserRequest: billing.UserRequest{UserID: u, RequestKey: k}, Tier: "Pro:v1"})
-//	c.Pause, c.Resume, c.MoveBillingDate
-//	c.Cancel (at period end, or now with the refund the host owes)
-//
-// Each acts on every open period it applies to, as one change under the
-// user's lock, through the period call with all its rules (attempts in
-// flight resolved first, statuses, dates, prices); each period is one
-// conditional write with its history row. The stores cannot write several
-// periods in one transaction: a crash between two leaves the first
-// changed, and the same call with the same key completes the rest (see
-// [Collector.ChangePlan]). On the single table the engine's user ID is
-// already one subscription of an account ("account#subscription#SKU"):
-// these calls take that ID, so an account with several SKUs changes each
-// on its own. A period call given a user's ID says so in its
-// [ErrNotFound].
+// An operator who has looked a period up acts on it alone through
+// [Collector.Periods]: Collect or Retry it now, Repay, Waive (keyed) or
+// WaiveByID, Cancel or CancelUnowed (which refuses a period still owed),
+// Move, Pause, Resume, ChangeTier. A period call given a user's ID says so
+// in its [ErrNotFound].
 //
 // A request key names one request. [Collector.Subscribe] and the changes
 // above record what was asked on the history rows they write
@@ -96,9 +84,10 @@
 // end at that price; the anchor day (or the Friday of Friday billing,
 // which then needs the trial to end on a Friday) is the trial end's, as
 // Stripe's is. While it lasts, [Collector.Subscription] says
-// SubscriptionTrialing and TrialEnd. During the trial:
+// [SubscriptionTrialing], with the first charge on NextChargeDate. During
+// the trial:
 //
-//	change plan    c.ChangePlan / c.ChangeTier: the first charge is the new plan's
+//	change plan    c.ChangePlan: the first charge is the new plan's
 //	cancel         c.Cancel: nothing is ever charged
 //	end it now     c.EndTrial(ctx, billing.UserRequest{...}): the first paid period is billed
 //	               now (the next scheduled run, or c.CollectUser at once, charges it)
