@@ -6,6 +6,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/notice"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -34,19 +35,19 @@ func TestTrialEndingReminderOnce(t *testing.T) {
 			e.runAt(t, feb3.Add(time.Hour), billing.RunScheduled)
 
 			q := &billingtest.RecordingEnqueuer{}
-			sched, err := billing.NewScheduler(billing.SchedulerConfig{Repository: e.repo, Enqueuer: q, Clock: e.clock})
+			sched, err := notice.NewScheduler(notice.SchedulerConfig{Repository: e.repo, Enqueuer: q, Clock: e.clock})
 			require.NoError(t, err)
 			notifier := &billingtest.RecordingNotifier{}
 			users := billingtest.NewUserDirectory(billing.User{ID: e.user, Email: "ann@example.com", Status: billing.UserStatusActive},
 				billing.User{ID: freeUser, Email: "bob@example.com", Status: billing.UserStatusActive})
-			w, err := billing.NewWorker(billing.WorkerConfig{Users: users, Notifier: notifier,
+			w, err := notice.NewWorker(notice.WorkerConfig{Users: users, Notifier: notifier,
 				Reminders: e.repo.(billing.ReminderClaimer), Clock: e.clock})
 			require.NoError(t, err)
 
 			e.clock.Set(end.AddDate(0, 0, -billing.NoticeLeadDays).Add(-6 * time.Hour))
-			var outcomes []billing.NotificationOutcome
+			var outcomes []notice.Outcome
 			for range 2 { // a rerun of the window, every message handled again
-				_, err := sched.Run(t.Context(), billing.SchedulerEvent{})
+				_, err := sched.Run(t.Context(), notice.Event{})
 				require.NoError(t, err)
 			}
 			for _, m := range q.Messages(t) {
@@ -60,7 +61,7 @@ func TestTrialEndingReminderOnce(t *testing.T) {
 			assert.Equal(t, billing.TrialEndingNoticeEvent, n.EventType)
 			assert.Equal(t, plusPrice, n.Amount)
 			assert.Equal(t, end.Format(billing.NotificationDateLayout), n.BillingDate)
-			assert.Contains(t, outcomes, billing.NotificationSkippedFree)
+			assert.Contains(t, outcomes, notice.SkippedFree)
 		})
 	}
 }
