@@ -75,3 +75,32 @@ func trialCollector(t *testing.T, e *freeEnv, mut func(*billing.Config)) *billin
 	require.NoError(t, err)
 	return c
 }
+
+// TestNoticeAfterTrialMatchesCollector: package notice marks a message
+// AfterTrial (the trial-ending notice) for exactly the periods the
+// collector itself treats as the first paid period of a running trial,
+// over every combination of the fields that decide it.
+func TestNoticeAfterTrialMatchesCollector(t *testing.T) {
+	t.Parallel()
+	checked := 0
+	for _, trialEnd := range []time.Time{{}, feb3} {
+		for _, marker := range []bool{false, true} {
+			for _, ev := range []billing.UpdatedEvent{"", billing.UpdatedTrialConverted, billing.UpdatedPauseResume} {
+				for _, st := range []billing.Status{billing.StatusScheduled, billing.StatusError, billing.StatusPaused, billing.StatusCompleted} {
+					for _, run := range []time.Time{{}, feb3} {
+						for _, n := range []int{0, 1} {
+							p := billing.Period{UserID: "u1", SubscriptionID: "s1", BillingDate: feb3, Amount: plusPrice,
+								Status: st, TrialEnd: trialEnd, AfterTrial: marker, UpdatedEvent: ev, InitialRunDate: run}
+							p.LastAttempt.Number = n
+							m, err := notice.NewMessage(&p)
+							require.NoError(t, err)
+							assert.Equal(t, billing.FirstAfterTrial(&p), m.AfterTrial, "%+v", p)
+							checked++
+						}
+					}
+				}
+			}
+		}
+	}
+	require.Equal(t, 2*2*3*4*2*2, checked)
+}
