@@ -40,8 +40,6 @@ type telemetry struct {
 	idle             itel.IdleGlobal // a record's span is skipped while inert
 	attempts         metric.Int64Counter
 	providerDuration metric.Float64Histogram
-	messages         metric.Int64Counter
-	enqueued         metric.Int64Counter
 
 	// sets holds the attribute sets of the collection metrics, built once
 	// per combination instead of once per record.
@@ -98,8 +96,6 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) *telemetry {
 		idle:             itel.NewIdleGlobal(tp),
 		attempts:         itel.Counter(m, itel.MetricCollectionAttempts, "{record}", "Records handled by the collector, by outcome."),
 		providerDuration: itel.Histogram(m, itel.MetricProviderDuration, "Duration of PaymentProvider.Collect calls."),
-		messages:         itel.Counter(m, itel.MetricNotifierMessages, "{message}", "Notifier worker messages handled, by outcome."),
-		enqueued:         itel.Counter(m, itel.MetricNotifierEnqueued, "{message}", "Messages the notifier scheduler enqueued."),
 	}
 }
 
@@ -297,64 +293,4 @@ func (t *telemetry) providerCalled(ctx context.Context, n int, d time.Duration, 
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(attribute.Int("dynabill.attempt", n))
 	}
-}
-
-// startSchedule starts the span of a scheduler run.
-func (t *telemetry) startSchedule(ctx context.Context, ev SchedulerEvent) (context.Context, trace.Span) {
-	status := ev.Status
-	if status == "" {
-		status = StatusScheduled
-	}
-	return t.tracer.Start(ctx, itel.SpanNotifierSchedule, trace.WithAttributes(attribute.String("dynabill.notifier.status", string(status))))
-}
-
-// endSchedule counts what a scheduler run enqueued and ends its span.
-func (t *telemetry) endSchedule(ctx context.Context, span trace.Span, res SchedulerResult, err error) {
-	if res.Enqueued > 0 {
-		t.enqueued.Add(ctx, int64(res.Enqueued))
-	}
-	span.SetAttributes(
-		attribute.Int("dynabill.notifier.pages", res.Pages),
-		attribute.Int("dynabill.notifier.scanned", res.Scanned),
-		attribute.Int("dynabill.notifier.enqueued", res.Enqueued),
-		attribute.Int("dynabill.notifier.skipped", res.Skipped),
-		attribute.Bool("dynabill.notifier.continues", res.Continuation != nil),
-	)
-	if err != nil {
-		itel.FailSpan(span, err)
-	}
-	span.End()
-}
-
-// The notifier outcomes the worker sets itself: messageFailed for a
-// message that goes back to the queue, messageDroppedInvalid for one whose
-// body cannot be parsed or decoded (acknowledged, never redelivered).
-const (
-	messageFailed         = "failed"
-	messageDroppedInvalid = "dropped_invalid"
-)
-
-// countMessage counts a worker message by outcome.
-func (t *telemetry) countMessage(ctx context.Context, outcome string) {
-	t.messages.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
-}
-
-// startMessage starts the span of a worker message.
-func (t *telemetry) startMessage(ctx context.Context, m *NotificationMessage) (context.Context, trace.Span) {
-	return t.tracer.Start(ctx, itel.SpanNotifierMessage, trace.WithAttributes(
-		attribute.String("dynabill.user_id", m.UserID),
-		attribute.String("dynabill.subscription_id", m.SubscriptionID),
-	))
-}
-
-// endMessage counts a handled message and ends its span.
-func (t *telemetry) endMessage(ctx context.Context, span trace.Span, out NotificationOutcome, err error) {
-	outcome := string(out)
-	if err != nil {
-		outcome = messageFailed
-		itel.FailSpan(span, err)
-	}
-	t.countMessage(ctx, outcome)
-	span.SetAttributes(attribute.String("dynabill.outcome", outcome))
-	span.End()
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/memory"
+	"github.com/dynabill/billing/notice"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -91,10 +92,10 @@ func TestZeroConfigLogPaths(t *testing.T) {
 		require.NoError(t, store.Repository().Add(t.Context(), &good))
 		putUndecodable(t, store, "garbled", notify, billing.StatusScheduled)
 		var sent []string
-		s, err := billing.NewScheduler(billing.SchedulerConfig{Repository: store.Repository(),
-			Enqueuer: billing.EnqueuerFunc(func(_ context.Context, bodies []string) error { sent = append(sent, bodies...); return nil })})
+		s, err := notice.NewScheduler(notice.SchedulerConfig{Repository: store.Repository(),
+			Enqueuer: notice.EnqueuerFunc(func(_ context.Context, bodies []string) error { sent = append(sent, bodies...); return nil })})
 		require.NoError(t, err)
-		res, err := s.Run(t.Context(), billing.SchedulerEvent{})
+		res, err := s.Run(t.Context(), notice.Event{})
 		require.NoError(t, err)
 		assert.Equal(t, 1, res.Enqueued, "result %+v", res)
 		assert.Equal(t, 1, res.Skipped, "result %+v", res)
@@ -102,9 +103,9 @@ func TestZeroConfigLogPaths(t *testing.T) {
 	})
 
 	t.Run("worker", func(t *testing.T) {
-		w, err := billing.NewWorker(billing.WorkerConfig{Users: billingtest.NewUserDirectory(), Notifier: &billingtest.RecordingNotifier{}})
+		w, err := notice.NewWorker(notice.WorkerConfig{Users: billingtest.NewUserDirectory(), Notifier: &billingtest.RecordingNotifier{}})
 		require.NoError(t, err)
-		failed := w.HandleBatch(t.Context(), []billing.Message{{ID: "m1", Body: "not json"}, {ID: "m2", Body: `{"user_id": "nobody"}`}})
+		failed := w.HandleBatch(t.Context(), []notice.QueueMessage{{ID: "m1", Body: "not json"}, {ID: "m2", Body: `{"user_id": "nobody"}`}})
 		assert.Empty(t, failed, "an unreadable message is dropped, not redelivered")
 	})
 }

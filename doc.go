@@ -102,8 +102,8 @@
 //
 // A user has one trial: a trial for a user whose records or history show
 // one is refused ([ErrTrialUsed]) unless [SubscribeRequest.AllowRepeatTrial].
-// The pre-billing [Worker] announces the first charge after a trial with
-// its own event type, [TrialEndingNoticeEvent], once per trial.
+// The pre-billing notifier (package notice) announces the first charge
+// after a trial with its own event type, [TrialEndingNoticeEvent], once per trial.
 //
 // A free tier is a plan priced at zero, allowed by [Config.AllowFreeTiers].
 // A period of zero (a free tier, a trial, an amount set to zero later) is
@@ -128,6 +128,8 @@
 //	                                          default for examples, local runs and development
 //	github.com/dynabill/billing/billingtest   fakes (provider, notifier, clock, locker) and the
 //	                                          conformance suites every store passes
+//	github.com/dynabill/billing/notice        the pre-billing notifier: a daily scheduler and
+//	                                          a queue worker that send each RenewalNotice once
 //	github.com/dynabill/billing/entitlement   the provider-billed tiers domain: tiers, passes,
 //	                                          credits, provider subscriptions, recurring payments
 //	github.com/dynabill/billing/billinghttp   an admin HTTP handler a host may mount
@@ -215,18 +217,20 @@
 //
 // # Notifier
 //
-// [Scheduler] pages through the records due in [NotificationWindow] and
-// hands each page to an [Enqueuer] in batches of 10, returning a
-// continuation [SchedulerEvent] while pages remain; [Worker] turns each
-// message into a [RenewalNotice] for the host's [Notifier] and then
-// runs the host's [WorkerConfig.AfterSend], if any (package prenote is the
-// legacy host's ACH prenote step). See ExampleScheduler, ExampleWorker and
-// examples/lambda.
+// The pre-billing notifier is package
+// [github.com/dynabill/billing/notice]: its daily Scheduler pages through
+// the records billed [NoticeLeadDays] ahead and enqueues a message per
+// record; its Worker turns each message into a [RenewalNotice] for the
+// host's [Notifier], looking the [User] up in the host's [UserDirectory],
+// and claims each [Reminder] on its record first ([ReminderClaimer]), so
+// that it is sent at most once. This package holds only those ports (package
+// prenote is the legacy host's ACH prenote step). See package notice's
+// ExampleScheduler, ExampleWorker and examples/lambda.
 //
 // # Observability
 //
-// The [Collector], the notifier's [Scheduler] and
-// [Worker], and the DynamoDB stores of package dynamostore record through the
+// The [Collector], the notifier's Scheduler and
+// Worker (package notice), and the DynamoDB stores of package dynamostore record through the
 // OpenTelemetry API with the MeterProvider and TracerProvider of their
 // configs. Nil providers mean otel.GetMeterProvider() and
 // otel.GetTracerProvider(), the global ones: no-ops unless the host
@@ -271,11 +275,11 @@
 // dynabill.notifier.messages counts the worker messages handled, by
 // outcome: sent, skipped_pending_cancellation, skipped_inactive_user,
 // skipped_test_environment, dropped_invalid (the body cannot be parsed or
-// decoded: [Worker.HandleBatch] logs it and acknowledges it, since a
+// decoded: the worker's HandleBatch logs it and acknowledges it, since a
 // redelivery would fail the same way), or failed (the message goes back to
-// the queue: not tried before the deadline, or [Worker.Handle] returned an
-// error). dynabill.notifier.enqueued counts the messages the scheduler's
-// [Enqueuer] accepted.
+// the queue: not tried before the deadline, or the worker's Handle returned
+// an error). dynabill.notifier.enqueued counts the messages the scheduler's
+// Enqueuer accepted.
 //
 // Spans (user and subscription IDs are span attributes only, never metric
 // attributes):
@@ -479,24 +483,8 @@ var (
 
 	// Notifications.
 
-	// ErrTooManyRecords reports a scheduler-queue batch with more than one
-	// continuation message. The scheduler queue's event source mapping has
-	// batch size 1; a larger batch fails whole, without processing any of its
-	// messages, so no continuation is run twice or lost.
-	ErrTooManyRecords = errors.New("billing: notifier: more than one continuation in the batch")
-
-	// ErrInvalidEvent reports a scheduler event that cannot be parsed: not a
-	// JSON object, an unknown status, a malformed date or a start_key that
-	// is not a continuation token (see [ParseSchedulerEvent]).
-	ErrInvalidEvent = errors.New("billing: invalid scheduler event")
-
-	// ErrInvalidMessage reports a worker-queue message that cannot be parsed
-	// or decoded (see [ParseNotificationMessage]); [Worker.HandleBatch]
-	// drops such messages rather than have them redelivered.
-	ErrInvalidMessage = errors.New("billing: invalid notification message")
-
 	// ErrReminderClaimed reports that the reminder of a record for its billing
 	// date was claimed already, by this worker or another one: the
-	// [Worker] skips the message as a duplicate and sends nothing.
+	// notifier's worker skips the message as a duplicate and sends nothing.
 	ErrReminderClaimed = errors.New("billing: reminder already claimed")
 )

@@ -19,4 +19,7 @@ var (
 	AddBillingPeriods     = addBillingPeriods
 	CanTransition         = canTransition
 	CheckStatusTransition = checkTransition
+	// FirstAfterTrial is the collector's test of a trial still running on
+	// the first paid period, which package notice's messages repeat.
+	FirstAfterTrial = firstAfterTrial
 )

@@ -16,13 +16,6 @@ const (
 	// none: an hour, far beyond any processor's client timeout and retries.
 	DefaultRequestTimeout = time.Hour
 
-	// DefaultPagesPerInvocation is the number of status pages one notifier
-	// [Scheduler] invocation reads before it hands back a continuation (the
-	// legacy PAGES_PER_INVOKE). It is the notifier's: a [Collector] run reads
-	// [DefaultRunPagesPerInvocation] pages unless [Config.PagesPerInvocation]
-	// says otherwise.
-	DefaultPagesPerInvocation = 3
-
 	// DefaultRunPagesPerInvocation is the default [Config.PagesPerInvocation]
 	// of a [Collector]: the status pages one run invocation reads.
 	DefaultRunPagesPerInvocation = 10
@@ -42,10 +35,6 @@ const (
 
 	// MaxInterval bounds [Schedule.Interval]: ten years of months.
 	MaxInterval = 120
-
-	// MaxEnqueueBatch is the largest batch an [Enqueuer] is handed: SQS
-	// SendMessageBatch takes at most 10 entries.
-	MaxEnqueueBatch = 10
 
 	// MaxUpdateCreates bounds the records [Repository.Update] creates in its
 	// transaction (DynamoDB allows 100 actions; each record takes two).

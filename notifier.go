@@ -2,237 +2,185 @@ package billing
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
-	"slices"
-
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
+	"time"
 )
 
-// Enqueuer sends message bodies to the worker queue (the legacy
-// pre-subscription-notifier-worker SQS queue).
-type Enqueuer interface {
-	// Enqueue sends one batch of 1 to [MaxEnqueueBatch] message bodies, as
-	// one SQS SendMessageBatch does. It returns nil only when every body was
-	// accepted; an adapter turns SendMessageBatch's per-entry failures into
-	// an error.
-	Enqueue(ctx context.Context, bodies []string) error
+// This file holds the ports of the pre-billing notifier: what the host
+// plugs in (a [Notifier], a [UserDirectory]), what its Notifier receives
+// (a [RenewalNotice]) and what the stores implement ([ReminderClaimer]).
+// The notifier itself, a daily scheduler and a queue worker, is package
+// [github.com/dynabill/billing/notice].
+
+// The pre-billing notice: its lead, its event names and what it shows.
+const (
+	// NoticeLeadDays is how many days ahead of a billing date the
+	// pre-billing notification is sent: the notifier runs daily and looks for
+	// subscriptions whose billing_date falls on today (UTC) + NoticeLeadDays,
+	// which gives users about four days' notice (see package notice's
+	// Window).
+	NoticeLeadDays = 4
+
+	// RenewalNoticeEvent is the event name (and event_type) of the
+	// pre-billing notification and of the worker messages.
+	RenewalNoticeEvent = "three_day_notification"
+
+	// TrialEndingNoticeEvent is the event_type of the notification the
+	// notifier's worker sends instead of the pre-billing one when the record
+	// is the first paid period after a trial, not attempted yet (a message
+	// with AfterTrial set, or updated_event [UpdatedTrialConverted] on a
+	// message or record written before that marker existed): the trial ends
+	// and the first charge follows on the billing date, as Stripe's
+	// customer.subscription.trial_will_end. It goes out with the pre-billing
+	// notices, [NoticeLeadDays] before the trial's end (so three to four
+	// days before it), and at most once per trial: it is that record's
+	// reminder, claimed like any other (see [ReminderClaimer]). A
+	// [Notifier] tells it apart by [RenewalNotice.EventType].
+	TrialEndingNoticeEvent = "trial_will_end"
+
+	// UserStatusActive is the user-service status of a user who is notified.
+	UserStatusActive = "ACTIVE"
+
+	// NotificationDateLayout formats the billing date in the notification:
+	// "01/02/2006" (MM/DD/YYYY).
+	NotificationDateLayout = "01/02/2006"
+
+	// DefaultTierName is the membership tier of the notification when the
+	// record has no receipt_tier_name.
+	DefaultTierName = "LITE"
+)
+
+// User is what the notifier's worker needs from the host's user service.
+type User struct {
+	// ID is the user's ID, the records' user_id.
+	ID string
+	// Email identifies the user to the [Notifier].
+	Email string
+	// FirstName and LastName are for the host's step after a send (the
+	// worker's AfterSend, the legacy prenote submission).
+	FirstName, LastName string
+	// Status is the user-service status; only [UserStatusActive] users are
+	// notified.
+	Status string
+	// DateJoined is when the user signed up, for the host's AfterSend step
+	// (the legacy prenote policy skips its payment check for users younger
+	// than 30 days). Zero means unknown.
+	DateJoined time.Time
 }
 
-// EnqueuerFunc adapts a function to [Enqueuer].
-type EnqueuerFunc func(ctx context.Context, bodies []string) error
-
-// Enqueue calls f.
-func (f EnqueuerFunc) Enqueue(ctx context.Context, bodies []string) error { return f(ctx, bodies) }
-
-// SchedulerConfig configures [NewScheduler].
-type SchedulerConfig struct {
-	// Repository is queried for the records due in the notification window.
-	// Required.
-	Repository Repository
-	// Enqueuer receives the worker messages. Required.
-	Enqueuer Enqueuer
-	// Clock gives "today" for the default window. Defaults to [SystemClock].
-	Clock Clock
-	// PagesPerInvocation is how many status pages one [Scheduler.Run] reads
-	// before handing back a continuation. Defaults to
-	// [DefaultPagesPerInvocation] (3).
-	PagesPerInvocation int
-	// PageSize is the number of items a status page reads (DynamoDB's
-	// Limit). Defaults to 0: the repository's own page size.
-	PageSize int
-	// Logger receives a summary per run and a warning per skipped record.
-	// Defaults to discarding logs.
-	Logger *slog.Logger
-	// MeterProvider makes the enqueued-messages metric (see
-	// dynabill.notifier.enqueued). Defaults to otel.GetMeterProvider(), a
-	// no-op unless the host installs a global provider.
-	MeterProvider metric.MeterProvider
-	// TracerProvider makes a span per run (see dynabill.notifier.schedule).
-	// Defaults to otel.GetTracerProvider(), a no-op unless the host
-	// installs a global provider.
-	TracerProvider trace.TracerProvider
+// UserDirectory looks users up in the host's user service.
+type UserDirectory interface {
+	// GetUser returns the user with the ID. Any error (including "no such
+	// user") fails the message, which SQS then redelivers.
+	GetUser(ctx context.Context, userID string) (User, error)
 }
 
-// Scheduler is the first half of the pre-billing notifier (the legacy
-// notifier-scheduler Lambda): it pages through the records due in the
-// notification window and enqueues one [NotificationMessage] per record for
-// the [Worker]. Safe for concurrent use.
+// RenewalNotice is the notice a user gets before a charge: the notifier
+// picks the periods billed [NoticeLeadDays] (4) days ahead, so it arrives
+// about four days before the charge. On the wire it keeps the legacy
+// ThreeDaySubNotification's shape and event name (three_day_notification,
+// sent as the properties of a messaging platform's track event).
+type RenewalNotice struct {
+	// EventType is [RenewalNoticeEvent], or
+	// [TrialEndingNoticeEvent] for the first charge after a trial.
+	EventType string `json:"event_type"`
+	// UserID is the record's user_id.
+	UserID string `json:"user_id"`
+	// BillingDate is the record's billing date as [NotificationDateLayout].
+	BillingDate string `json:"billing_date"`
+	// Amount is the record's billing_amount (JSON "4.99").
+	Amount Amount `json:"amount"`
+	// MembershipTier is the record's tier name, [DefaultTierName] when it
+	// has none.
+	MembershipTier string `json:"membership_tier"`
+	// Account is the last four characters of the account the user is
+	// charged from (the worker's AccountMask), empty when there is none
+	// or the worker has no AccountMask.
+	Account string `json:"account"`
+}
+
+// Notifier delivers notifications through the host's channel (the legacy
+// service sent a messaging platform's track event keyed by the email).
+type Notifier interface {
+	// Send delivers n to the user with the email. An error fails the
+	// message, which SQS then redelivers.
+	Send(ctx context.Context, email string, n RenewalNotice) error
+}
+
+// Reminder names the pre-billing reminder of one record as the worker
+// message showed it: the record's key and what a claim checks is still
+// true of the stored record.
+type Reminder struct {
+	// UserID and BillingDate are the record's key. Required.
+	UserID      string
+	BillingDate time.Time
+	// SubscriptionID, when set, must be the stored record's
+	// subscription_id: a record rewritten under the same key for another
+	// subscription is not reminded.
+	SubscriptionID string
+	// Status, when set, must be the stored record's billing_status: a
+	// record collected, cancelled or paused since the message was built is
+	// not reminded.
+	Status Status
+}
+
+// Key names the record, as [Period.Key] does.
+func (r Reminder) Key() string {
+	return fmt.Sprintf("user_id=%s billing_date=%s", r.UserID, r.BillingDate.UTC().Format(time.RFC3339))
+}
+
+// Validate checks what every store needs of a reminder: a user ID, a
+// billing date a record can have (years 1–9999, not zero) and, when set,
+// a status the store keeps. The error is a [*FieldError].
+func (r Reminder) Validate() error {
+	switch y := r.BillingDate.UTC().Year(); {
+	case r.UserID == "":
+		return &FieldError{Field: "user_id", Err: fmt.Errorf("%w: reminder: required", ErrInvalidQuery)}
+	case r.BillingDate.IsZero() || y < 1 || y > 9999:
+		return &FieldError{Field: "billing_date", Value: r.BillingDate.String(), Key: r.Key(), Err: ErrInvalidDate}
+	case r.Status != "" && !r.Status.Storable():
+		return &FieldError{Field: "billing_status", Value: string(r.Status), Key: r.Key(), Err: ErrInvalidStatus}
+	}
+	return nil
+}
+
+// ReminderClaim is a reminder a [ReminderClaimer] claimed: what
+// [ReminderClaimer.ReleaseReminder] needs to undo it.
+type ReminderClaim struct {
+	Reminder
+	// At is when the reminder was claimed: the day it is sent.
+	At time.Time
+	// Token identifies the claim. The store makes it and keeps part of it
+	// on the record; it is opaque and means something only to the
+	// ReleaseReminder of the store that made it.
+	Token string
+}
+
+// ReminderClaimer is implemented by repositories that record, on the record
+// a pre-billing reminder is about, that the reminder was sent: every
+// repository of this module does. Given as the Reminders of package
+// notice's WorkerConfig, it makes the worker send each reminder at most
+// once per record and billing date, however often the scheduler runs and
+// however many workers receive the message.
 //
-// # Paging and continuation
-//
-// A daily trigger (the legacy CloudWatch rule at 12:00 UTC, whose detail is
-// {"status": "SCHEDULED"}) starts a run with an event without a start key.
-// The scheduler reads PagesPerInvocation pages of the window; each page is
-// enqueued, in batches of at most 10, before the next one is read. If the
-// last page read still has a next page, the run returns a continuation
-// event, which the host sends to its scheduler queue; the same scheduler
-// consumes that queue (batch size 1, see [Scheduler.RunBatch]) and goes on
-// from the saved position. The loop ends when a page has no next page.
-//
-// Delivery is at least once: when a page cannot be read or enqueued, Run
-// returns the error and the host lets the invocation be retried from its
-// start key, which may enqueue the pages of that invocation again. A
-// [Worker] with Reminders set sends each of those reminders once all the
-// same (see [ReminderClaimer]).
-type Scheduler struct {
-	cfg SchedulerConfig
-	tel *telemetry
-}
-
-// NewScheduler returns a Scheduler, or an error naming the missing or bad
-// config field.
-func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
-	switch {
-	case cfg.Repository == nil:
-		return nil, errors.New("billing: SchedulerConfig.Repository is required")
-	case cfg.Enqueuer == nil:
-		return nil, errors.New("billing: SchedulerConfig.Enqueuer is required")
-	case cfg.PagesPerInvocation < 0:
-		return nil, fmt.Errorf("billing: SchedulerConfig.PagesPerInvocation: negative %d", cfg.PagesPerInvocation)
-	case cfg.PageSize < 0:
-		return nil, fmt.Errorf("billing: SchedulerConfig.PageSize: negative %d", cfg.PageSize)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = SystemClock{}
-	}
-	if cfg.PagesPerInvocation == 0 {
-		cfg.PagesPerInvocation = DefaultPagesPerInvocation
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	return &Scheduler{cfg: cfg, tel: newTelemetry(cfg.MeterProvider, cfg.TracerProvider)}, nil
-}
-
-// SchedulerResult reports one [Scheduler.Run].
-type SchedulerResult struct {
-	// Enqueued is the number of messages the Enqueuer accepted.
-	Enqueued int
-	// Skipped is the number of records that could not be read or turned
-	// into a message; each was logged.
-	Skipped int
-	// Pages is the number of status pages read.
-	Pages int
-	// Scanned is the number of items those pages read (what they cost).
-	Scanned int
-	// Continuation is the event that continues the run, to be sent to the
-	// scheduler queue; nil when the window is done.
-	Continuation *SchedulerEvent
-}
-
-// Run reads up to PagesPerInvocation pages of the event's window and
-// enqueues a message per record, then returns the continuation if more
-// pages remain.
-//
-// The window is [date, date+1 day) for the event's date, or
-// [NotificationWindow] of the clock's now when the event has none; the
-// status defaults to SCHEDULED. A continuation carries the window's date
-// explicitly (see [SchedulerEvent]), so a run that crosses midnight UTC
-// keeps reading the window it started.
-//
-// Records that cannot be decoded (Page.Invalid) or turned into a message
-// are logged, counted in Skipped and left out: one bad record never stops
-// the run. A query or enqueue error ends the run and is returned with the
-// result so far; a malformed start key is an [ErrInvalidCursor] error, never
-// a restart from the top.
-func (s *Scheduler) Run(ctx context.Context, ev SchedulerEvent) (SchedulerResult, error) {
-	ctx, span := s.tel.startSchedule(ctx, ev)
-	res, err := s.run(ctx, ev)
-	s.tel.endSchedule(ctx, span, res, err)
-	return res, err
-}
-
-func (s *Scheduler) run(ctx context.Context, ev SchedulerEvent) (SchedulerResult, error) {
-	var res SchedulerResult
-	status := ev.Status
-	if status == "" {
-		status = StatusScheduled
-	}
-	if !status.Storable() {
-		return res, fmt.Errorf("%w: status %q", ErrInvalidEvent, status)
-	}
-	start, end, err := NotificationWindow(s.cfg.Clock.Now(), ev.Date)
-	if err != nil {
-		return res, fmt.Errorf("billing: notifier: window: %w", err)
-	}
-	log := s.cfg.Logger.With("status", status, "date", start.Format(eventDateLayout))
-	cursor := ev.StartKey
-	for range s.cfg.PagesPerInvocation {
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
-		page, err := s.cfg.Repository.QueryStatus(ctx, StatusQuery{
-			Status: status, Since: start, Before: end, Cursor: cursor, Limit: s.cfg.PageSize,
-		})
-		if err != nil {
-			return res, fmt.Errorf("billing: notifier: page %d: %w", res.Pages+1, err)
-		}
-		res.Pages++
-		res.Scanned += page.Scanned
-		for _, bad := range page.Invalid {
-			log.WarnContext(ctx, "billing: notifier: skipping undecodable record", "error", bad)
-			res.Skipped++
-		}
-		bodies := make([]string, 0, len(page.Items))
-		for i := range page.Items {
-			body, err := messageBody(&page.Items[i])
-			if err != nil {
-				log.WarnContext(ctx, "billing: notifier: skipping record", "key", page.Items[i].Key(), "error", err)
-				res.Skipped++
-				continue
-			}
-			bodies = append(bodies, body)
-		}
-		for batch := range slices.Chunk(bodies, MaxEnqueueBatch) {
-			if err := s.cfg.Enqueuer.Enqueue(ctx, batch); err != nil {
-				return res, fmt.Errorf("billing: notifier: enqueue page %d: %w", res.Pages, err)
-			}
-			res.Enqueued += len(batch)
-		}
-		if page.Next == "" {
-			log.InfoContext(ctx, "billing: notifier: window done",
-				"pages", res.Pages, "enqueued", res.Enqueued, "skipped", res.Skipped, "scanned", res.Scanned)
-			return res, nil
-		}
-		cursor = page.Next
-	}
-	res.Continuation = &SchedulerEvent{Date: start.Format(eventDateLayout), Status: status, StartKey: cursor}
-	log.InfoContext(ctx, "billing: notifier: continuing in the next invocation",
-		"pages", res.Pages, "enqueued", res.Enqueued, "skipped", res.Skipped, "scanned", res.Scanned)
-	return res, nil
-}
-
-// RunBatch runs the scheduler for a batch of scheduler-queue message bodies
-// (the legacy HandleSQS). The queue's batch size is 1: more than one body is
-// an [ErrTooManyRecords] error and none is run; no body does nothing. The
-// body is parsed with [ParseSchedulerEvent].
-func (s *Scheduler) RunBatch(ctx context.Context, bodies []string) (SchedulerResult, error) {
-	switch len(bodies) {
-	case 0:
-		return SchedulerResult{}, nil
-	case 1:
-	default:
-		return SchedulerResult{}, fmt.Errorf("%w: got %d records", ErrTooManyRecords, len(bodies))
-	}
-	ev, err := ParseSchedulerEvent([]byte(bodies[0]))
-	if err != nil {
-		return SchedulerResult{}, err
-	}
-	return s.Run(ctx, ev)
-}
-
-// messageBody turns a record into the worker message body.
-func messageBody(sub *Period) (string, error) {
-	m, err := NewNotificationMessage(sub)
-	if err != nil {
-		return "", err
-	}
-	b, err := m.MarshalJSON()
-	if err != nil {
-		return "", err
-	}
-	return string(b), nil
+// The guarantee is at most once, not exactly once: the claim is written
+// before the send, so a worker that crashes between the two loses that
+// reminder rather than risking a second one, and a send that fails is
+// followed by a release that may itself fail (the reminder is then lost
+// too, and the worker logs it).
+type ReminderClaimer interface {
+	// ClaimReminder records, in one conditional write, that r's record is
+	// reminded for its billing date at at. The write is conditional on the
+	// stored record existing with r's subscription ID and status (when r
+	// sets them) and on no claim for that billing date: when the
+	// reminder was claimed already the error wraps [ErrReminderClaimed];
+	// when the record is gone or differs it is a [*ConflictError] wrapping
+	// [ErrConflict]. Either way nothing is written. The write sets only the
+	// claim's own attributes: every other attribute keeps its bytes.
+	ClaimReminder(ctx context.Context, r Reminder, at time.Time) (ReminderClaim, error)
+	// ReleaseReminder undoes c after a failed send, so that a retry can
+	// claim the reminder again: one conditional write that removes the
+	// claim only while it is still c (else a [*ConflictError] wrapping
+	// [ErrConflict], and nothing is written).
+	ReleaseReminder(ctx context.Context, c ReminderClaim) error
 }

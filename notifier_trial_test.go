@@ -6,6 +6,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/notice"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -34,19 +35,19 @@ func TestTrialEndingReminderOnce(t *testing.T) {
 			e.runAt(t, feb3.Add(time.Hour), billing.RunScheduled)
 
 			q := &billingtest.RecordingEnqueuer{}
-			sched, err := billing.NewScheduler(billing.SchedulerConfig{Repository: e.repo, Enqueuer: q, Clock: e.clock})
+			sched, err := notice.NewScheduler(notice.SchedulerConfig{Repository: e.repo, Enqueuer: q, Clock: e.clock})
 			require.NoError(t, err)
 			notifier := &billingtest.RecordingNotifier{}
 			users := billingtest.NewUserDirectory(billing.User{ID: e.user, Email: "ann@example.com", Status: billing.UserStatusActive},
 				billing.User{ID: freeUser, Email: "bob@example.com", Status: billing.UserStatusActive})
-			w, err := billing.NewWorker(billing.WorkerConfig{Users: users, Notifier: notifier,
+			w, err := notice.NewWorker(notice.WorkerConfig{Users: users, Notifier: notifier,
 				Reminders: e.repo.(billing.ReminderClaimer), Clock: e.clock})
 			require.NoError(t, err)
 
 			e.clock.Set(end.AddDate(0, 0, -billing.NoticeLeadDays).Add(-6 * time.Hour))
-			var outcomes []billing.NotificationOutcome
+			var outcomes []notice.Outcome
 			for range 2 { // a rerun of the window, every message handled again
-				_, err := sched.Run(t.Context(), billing.SchedulerEvent{})
+				_, err := sched.Run(t.Context(), notice.Event{})
 				require.NoError(t, err)
 			}
 			for _, m := range q.Messages(t) {
@@ -60,7 +61,7 @@ func TestTrialEndingReminderOnce(t *testing.T) {
 			assert.Equal(t, billing.TrialEndingNoticeEvent, n.EventType)
 			assert.Equal(t, plusPrice, n.Amount)
 			assert.Equal(t, end.Format(billing.NotificationDateLayout), n.BillingDate)
-			assert.Contains(t, outcomes, billing.NotificationSkippedFree)
+			assert.Contains(t, outcomes, notice.SkippedFree)
 		})
 	}
 }
@@ -73,4 +74,33 @@ func trialCollector(t *testing.T, e *freeEnv, mut func(*billing.Config)) *billin
 	c, err := billing.NewCollector(cfg)
 	require.NoError(t, err)
 	return c
+}
+
+// TestNoticeAfterTrialMatchesCollector: package notice marks a message
+// AfterTrial (the trial-ending notice) for exactly the periods the
+// collector itself treats as the first paid period of a running trial,
+// over every combination of the fields that decide it.
+func TestNoticeAfterTrialMatchesCollector(t *testing.T) {
+	t.Parallel()
+	checked := 0
+	for _, trialEnd := range []time.Time{{}, feb3} {
+		for _, marker := range []bool{false, true} {
+			for _, ev := range []billing.UpdatedEvent{"", billing.UpdatedTrialConverted, billing.UpdatedPauseResume} {
+				for _, st := range []billing.Status{billing.StatusScheduled, billing.StatusError, billing.StatusPaused, billing.StatusCompleted} {
+					for _, run := range []time.Time{{}, feb3} {
+						for _, n := range []int{0, 1} {
+							p := billing.Period{UserID: "u1", SubscriptionID: "s1", BillingDate: feb3, Amount: plusPrice,
+								Status: st, TrialEnd: trialEnd, AfterTrial: marker, UpdatedEvent: ev, InitialRunDate: run}
+							p.LastAttempt.Number = n
+							m, err := notice.NewMessage(&p)
+							require.NoError(t, err)
+							assert.Equal(t, billing.FirstAfterTrial(&p), m.AfterTrial, "%+v", p)
+							checked++
+						}
+					}
+				}
+			}
+		}
+	}
+	require.Equal(t, 2*2*3*4*2*2, checked)
 }

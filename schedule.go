@@ -239,56 +239,6 @@ func parseBillingPeriod(s string) (year int, month time.Month, err error) {
 	return y, time.Month(m), nil
 }
 
-// NotificationWindow returns the range of billing dates the daily pre-billing
-// notifier looks at when it runs at now: [start, end), where start is
-// midnight UTC of now's UTC date plus [NoticeLeadDays] days and end is
-// start plus one day. For a run at 2026-12-29T23:59Z the window is
-// [2027-01-02, 2027-01-03).
-//
-// A non-empty override (the scheduler event's date field, used for manual
-// backfill runs) replaces the computed start: it must be exactly eight digits
-// "YYYYMMDD" naming a real date (year 0001..9999), and start is that date at
-// 00:00 UTC; now is then ignored. The error is a [*FieldError] wrapping
-// [ErrInvalidDate] for a malformed override, or for a zero now when there is
-// no override (a clock that was never injected).
-func NotificationWindow(now time.Time, override string) (start, end time.Time, err error) {
-	if override != "" {
-		start, err = parseDay(override)
-		if err != nil {
-			return time.Time{}, time.Time{}, err
-		}
-	} else {
-		if now.IsZero() {
-			return time.Time{}, time.Time{}, &FieldError{Field: "now", Value: "0001-01-01T00:00:00Z",
-				Err: fmt.Errorf("%w: zero time (clock not set)", ErrInvalidDate)}
-		}
-		now = now.UTC()
-		start = time.Date(now.Year(), now.Month(), now.Day()+NoticeLeadDays, 0, 0, 0, 0, time.UTC)
-	}
-	return start, start.AddDate(0, 0, 1), nil
-}
-
-// parseDay parses a strict "YYYYMMDD" date to midnight UTC.
-func parseDay(s string) (time.Time, error) {
-	bad := func(why string) (time.Time, error) {
-		return time.Time{}, &FieldError{Field: "date", Value: s,
-			Err: fmt.Errorf("%w: %s (want YYYYMMDD)", ErrInvalidDate, why)}
-	}
-	if len(s) != 8 {
-		return bad("malformed")
-	}
-	y, ok1 := digits(s[0:4])
-	m, ok2 := digits(s[4:6])
-	d, ok3 := digits(s[6:8])
-	if !ok1 || !ok2 || !ok3 {
-		return bad("malformed")
-	}
-	if y < 1 || m < 1 || m > 12 || d < 1 || d > daysIn(y, time.Month(m)) {
-		return bad("no such date")
-	}
-	return time.Date(y, time.Month(m), d, 0, 0, 0, 0, time.UTC), nil
-}
-
 // digits parses s, which must consist only of ASCII digits, as a decimal.
 func digits(s string) (int, bool) {
 	if s == "" {

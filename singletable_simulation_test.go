@@ -22,6 +22,7 @@ import (
 	"github.com/dynabill/billing/internal/dynamotest"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/memory"
+	"github.com/dynabill/billing/notice"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -374,9 +375,9 @@ type stReminderCheck struct {
 func (c *stReminderCheck) check(ctx context.Context, s simulation.Step) error {
 	var mu sync.Mutex
 	var bodies []string
-	sched, err := billing.NewScheduler(billing.SchedulerConfig{
+	sched, err := notice.NewScheduler(notice.SchedulerConfig{
 		Repository: c.repo, Clock: c.clock,
-		Enqueuer: billing.EnqueuerFunc(func(_ context.Context, b []string) error {
+		Enqueuer: notice.EnqueuerFunc(func(_ context.Context, b []string) error {
 			mu.Lock()
 			defer mu.Unlock()
 			bodies = append(bodies, b...)
@@ -390,7 +391,7 @@ func (c *stReminderCheck) check(ctx context.Context, s simulation.Step) error {
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	// The daily trigger, then the continuations through the scheduler
 	// queue (as JSON).
-	ev := billing.SchedulerEvent{}
+	ev := notice.Event{}
 	for invocations := 1; ; invocations++ {
 		res, err := sched.Run(ctx, ev)
 		if err != nil {
@@ -409,11 +410,11 @@ func (c *stReminderCheck) check(ctx context.Context, s simulation.Step) error {
 		if err != nil {
 			return err
 		}
-		if ev, err = billing.ParseSchedulerEvent(body); err != nil {
+		if ev, err = notice.ParseEvent(body); err != nil {
 			return fmt.Errorf("notifier continuation %s: %w", body, err)
 		}
 	}
-	start, end, err := billing.NotificationWindow(s.At, "")
+	start, end, err := notice.Window(s.At, "")
 	if err != nil {
 		return err
 	}
@@ -437,7 +438,7 @@ func (c *stReminderCheck) check(ctx context.Context, s simulation.Step) error {
 	messaged := map[string]bool{}
 	sent := map[string]bool{} // record keys
 	for _, b := range bodies {
-		m, err := billing.ParseNotificationMessage([]byte(b))
+		m, err := notice.ParseMessage([]byte(b))
 		if err != nil {
 			bad("message %s: %v", b, err)
 			continue

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dynabill/billing/internal/storetest"
 	"github.com/dynabill/billing/memory"
+	"github.com/dynabill/billing/notice"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -272,10 +273,10 @@ func TestTelemetryNotifier(t *testing.T) {
 		require.NoError(t, store.Repository().Add(ctx, &sub))
 	}
 	q := &billingtest.RecordingEnqueuer{}
-	s, err := billing.NewScheduler(billing.SchedulerConfig{Repository: store.Repository(), Enqueuer: q,
+	s, err := notice.NewScheduler(notice.SchedulerConfig{Repository: store.Repository(), Enqueuer: q,
 		Clock: billingtest.NewClock(day.AddDate(0, 0, -4)), MeterProvider: o.mp, TracerProvider: o.tp})
 	require.NoError(t, err)
-	res, err := s.Run(ctx, billing.SchedulerEvent{})
+	res, err := s.Run(ctx, notice.Event{})
 	require.NoError(t, err, "scheduler run = %+v", res)
 	require.Equal(t, 3, res.Enqueued, "scheduler run = %+v", res)
 	assert.Equal(t, map[string]int64{"": 3}, o.counts(t, itel.MetricNotifierEnqueued), itel.MetricNotifierEnqueued)
@@ -284,7 +285,7 @@ func TestTelemetryNotifier(t *testing.T) {
 	}
 
 	bodies := q.Bodies()
-	w, err := billing.NewWorker(billing.WorkerConfig{
+	w, err := notice.NewWorker(notice.WorkerConfig{
 		Users: billingtest.NewUserDirectory(
 			billing.User{ID: "u0", Email: "a@example.com", Status: billing.UserStatusActive},
 			billing.User{ID: "u1", Email: "b@example.com", Status: "SUSPENDED"},
@@ -293,7 +294,7 @@ func TestTelemetryNotifier(t *testing.T) {
 		MeterProvider: o.mp, TracerProvider: o.tp,
 	})
 	require.NoError(t, err)
-	failed := w.HandleBatch(ctx, []billing.Message{
+	failed := w.HandleBatch(ctx, []notice.QueueMessage{
 		{ID: "m0", Body: bodies[0]}, // u0: sent
 		{ID: "m1", Body: bodies[1]}, // u1: inactive
 		{ID: "m2", Body: bodies[2]}, // u2: unknown user, fails
@@ -390,15 +391,15 @@ func TestTelemetryNilProviders(t *testing.T) {
 	require.NoError(t, err, "CollectUser = %+v", urep)
 	require.Equal(t, 1, urep.Collected, "CollectUser = %+v", urep)
 
-	s, err := billing.NewScheduler(billing.SchedulerConfig{Repository: e.repo, Enqueuer: &billingtest.RecordingEnqueuer{},
+	s, err := notice.NewScheduler(notice.SchedulerConfig{Repository: e.repo, Enqueuer: &billingtest.RecordingEnqueuer{},
 		Clock: e.clock})
 	require.NoError(t, err)
-	_, err = s.Run(ctx, billing.SchedulerEvent{})
+	_, err = s.Run(ctx, notice.Event{})
 	require.NoError(t, err)
-	w, err := billing.NewWorker(billing.WorkerConfig{Users: billingtest.NewUserDirectory(),
+	w, err := notice.NewWorker(notice.WorkerConfig{Users: billingtest.NewUserDirectory(),
 		Notifier: &billingtest.RecordingNotifier{}})
 	require.NoError(t, err)
-	failed := w.HandleBatch(ctx, []billing.Message{{ID: "m", Body: "{"}})
+	failed := w.HandleBatch(ctx, []notice.QueueMessage{{ID: "m", Body: "{"}})
 	require.Empty(t, failed, "unparseable messages are dropped, not redelivered")
 
 	fake := &fakeDynamo{}

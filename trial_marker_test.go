@@ -7,6 +7,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/notice"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -118,19 +119,19 @@ func TestTrialMarkerSurvivesPauseResume(t *testing.T) {
 func trialNotice(t *testing.T, e *freeEnv, end time.Time) billing.RenewalNotice {
 	t.Helper()
 	q := &billingtest.RecordingEnqueuer{}
-	sched, err := billing.NewScheduler(billing.SchedulerConfig{Repository: e.repo, Enqueuer: q, Clock: e.clock})
+	sched, err := notice.NewScheduler(notice.SchedulerConfig{Repository: e.repo, Enqueuer: q, Clock: e.clock})
 	require.NoError(t, err)
 	notifier := &billingtest.RecordingNotifier{}
 	users := billingtest.NewUserDirectory(billing.User{ID: e.user, Email: "ann@example.com", Status: billing.UserStatusActive})
-	w, err := billing.NewWorker(billing.WorkerConfig{Users: users, Notifier: notifier, Clock: e.clock})
+	w, err := notice.NewWorker(notice.WorkerConfig{Users: users, Notifier: notifier, Clock: e.clock})
 	require.NoError(t, err)
 	e.clock.Set(end.AddDate(0, 0, -billing.NoticeLeadDays).Add(-6 * time.Hour))
-	_, err = sched.Run(t.Context(), billing.SchedulerEvent{})
+	_, err = sched.Run(t.Context(), notice.Event{})
 	require.NoError(t, err)
 	for _, m := range q.Messages(t) {
 		body, err := json.Marshal(m)
 		require.NoError(t, err)
-		var got billing.NotificationMessage
+		var got notice.Message
 		require.NoError(t, json.Unmarshal(body, &got))
 		_, err = w.Handle(t.Context(), got)
 		require.NoError(t, err)
@@ -258,25 +259,25 @@ func TestNotificationMessageAfterTrialBody(t *testing.T) {
 	t.Parallel()
 	rec := billing.Period{UserID: "u1", SubscriptionID: "s1", BillingDate: feb3, Amount: plusPrice,
 		Status: billing.StatusScheduled, ReceiptTierName: "Plus:v2", UpdatedEvent: billing.UpdatedPauseResume, AfterTrial: true}
-	m, err := billing.NewNotificationMessage(&rec)
+	m, err := notice.NewMessage(&rec)
 	require.NoError(t, err)
 	assert.True(t, m.AfterTrial)
 	body, err := json.Marshal(m)
 	require.NoError(t, err)
 	assert.Contains(t, string(body), `"billing_after_trial":true`)
-	back, err := billing.ParseNotificationMessage(body)
+	back, err := notice.ParseMessage(body)
 	require.NoError(t, err)
 	assert.Equal(t, m, back)
 
 	rec.AfterTrial = false
-	m, err = billing.NewNotificationMessage(&rec)
+	m, err = notice.NewMessage(&rec)
 	require.NoError(t, err)
 	body, err = json.Marshal(m)
 	require.NoError(t, err)
 	assert.NotContains(t, string(body), "billing_after_trial")
 
 	rec.AfterTrial, rec.Attempt, rec.InitialRunDate = true, 1, feb3
-	m, err = billing.NewNotificationMessage(&rec)
+	m, err = notice.NewMessage(&rec)
 	require.NoError(t, err)
 	assert.False(t, m.AfterTrial, "attempted: the trial is over")
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/notice"
 )
 
 // Fakes for the notifier's ports. Each records its calls, can be scripted to
@@ -16,7 +17,7 @@ import (
 // are in package prenote/prenotetest.
 
 var (
-	_ billing.Enqueuer      = (*RecordingEnqueuer)(nil)
+	_ notice.Enqueuer       = (*RecordingEnqueuer)(nil)
 	_ billing.Notifier      = (*RecordingNotifier)(nil)
 	_ billing.UserDirectory = (*UserDirectory)(nil)
 )
@@ -41,7 +42,7 @@ func (s *errorScript) get(key string) error {
 	return s.all
 }
 
-// RecordingEnqueuer is a [billing.Enqueuer] that keeps every batch it
+// RecordingEnqueuer is a [notice.Enqueuer] that keeps every batch it
 // accepts, in order.
 type RecordingEnqueuer struct {
 	mu      sync.Mutex
@@ -50,8 +51,8 @@ type RecordingEnqueuer struct {
 	batches [][]string
 }
 
-// Enqueue implements [billing.Enqueuer]. It rejects an empty batch or one
-// of more than [billing.MaxEnqueueBatch] bodies, as SQS does, and fails
+// Enqueue implements [notice.Enqueuer]. It rejects an empty batch or one
+// of more than [notice.MaxEnqueueBatch] bodies, as SQS does, and fails
 // the calls scripted with FailNth; a failed batch is not kept.
 func (q *RecordingEnqueuer) Enqueue(ctx context.Context, bodies []string) error {
 	if err := ctx.Err(); err != nil {
@@ -63,8 +64,8 @@ func (q *RecordingEnqueuer) Enqueue(ctx context.Context, bodies []string) error 
 	if err := q.failNth[q.calls]; err != nil {
 		return err
 	}
-	if len(bodies) == 0 || len(bodies) > billing.MaxEnqueueBatch {
-		return fmt.Errorf("billingtest: Enqueue: batch of %d bodies (SQS takes 1 to %d)", len(bodies), billing.MaxEnqueueBatch)
+	if len(bodies) == 0 || len(bodies) > notice.MaxEnqueueBatch {
+		return fmt.Errorf("billingtest: Enqueue: batch of %d bodies (SQS takes 1 to %d)", len(bodies), notice.MaxEnqueueBatch)
 	}
 	q.batches = append(q.batches, slices.Clone(bodies))
 	return nil
@@ -111,12 +112,12 @@ func (q *RecordingEnqueuer) Bodies() []string {
 }
 
 // Messages parses every accepted body; a body that does not parse fails t.
-func (q *RecordingEnqueuer) Messages(t testing.TB) []billing.NotificationMessage {
+func (q *RecordingEnqueuer) Messages(t testing.TB) []notice.Message {
 	t.Helper()
 	bodies := q.Bodies()
-	out := make([]billing.NotificationMessage, 0, len(bodies))
+	out := make([]notice.Message, 0, len(bodies))
 	for i, b := range bodies {
-		m, err := billing.ParseNotificationMessage([]byte(b))
+		m, err := notice.ParseMessage([]byte(b))
 		if err != nil {
 			t.Fatalf("billingtest: enqueued body %d does not parse: %v\n%s", i, err, b)
 		}

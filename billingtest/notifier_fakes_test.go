@@ -10,6 +10,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/notice"
 	"github.com/stretchr/testify/require"
 )
 
@@ -25,7 +26,7 @@ func TestNotifierFakeEnqueuer(t *testing.T) {
 	require.Equal(t, 4, q.Calls(), "calls %d bodies %v", q.Calls(), q.Bodies())
 	require.Equal(t, []string{"a", "b"}, q.Bodies(), "calls %d bodies %v", q.Calls(), q.Bodies())
 	require.Len(t, q.Batches(), 1, "calls %d bodies %v", q.Calls(), q.Bodies())
-	m := billing.NotificationMessage{UserID: "u1", BillingDate: time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC), Amount: 499}
+	m := notice.Message{UserID: "u1", BillingDate: time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC), Amount: 499}
 	b, err := m.MarshalJSON()
 	require.NoError(t, err)
 	q.Reset()

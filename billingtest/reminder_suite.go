@@ -17,6 +17,7 @@ import (
 	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/internal/timefmt"
+	"github.com/dynabill/billing/notice"
 )
 
 // The roles of the stored items a reminder's claim may change, the keys of
@@ -46,8 +47,8 @@ type ReminderStore struct {
 // time from clock.
 type ReminderStoreFactory func(t *testing.T, clock billing.Clock) ReminderStore
 
-// TestReminderWorkers runs the pre-billing notifier's [billing.Scheduler]
-// and several [billing.Worker] instances with Reminders set to the store,
+// TestReminderWorkers runs the pre-billing notifier's [notice.Scheduler]
+// and several [notice.Worker] instances with Reminders set to the store,
 // and checks that every reminder is sent at most once per record and
 // billing date:
 //
@@ -118,9 +119,9 @@ func (s *reminderSuite) env(t *testing.T, n int) *reminderEnv {
 	return e
 }
 
-func (e *reminderEnv) worker() *billing.Worker {
+func (e *reminderEnv) worker() *notice.Worker {
 	e.t.Helper()
-	w, err := billing.NewWorker(billing.WorkerConfig{
+	w, err := notice.NewWorker(notice.WorkerConfig{
 		Users: e.users, Notifier: e.notifier,
 		AccountMask: func(context.Context, string) (string, error) { return "00001234", nil },
 		Reminders:   e.store.Repository.(billing.ReminderClaimer), Clock: e.clock,
@@ -133,14 +134,14 @@ func (e *reminderEnv) worker() *billing.Worker {
 
 // schedule runs the scheduler over the window and returns the messages
 // it enqueued, one per record.
-func (e *reminderEnv) schedule() []billing.Message {
+func (e *reminderEnv) schedule() []notice.QueueMessage {
 	e.t.Helper()
 	q := &RecordingEnqueuer{}
-	sched, err := billing.NewScheduler(billing.SchedulerConfig{Repository: e.store.Repository, Enqueuer: q, Clock: e.clock})
+	sched, err := notice.NewScheduler(notice.SchedulerConfig{Repository: e.store.Repository, Enqueuer: q, Clock: e.clock})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	ev := billing.SchedulerEvent{}
+	ev := notice.Event{}
 	for range 20 {
 		res, err := sched.Run(e.t.Context(), ev)
 		if err != nil {
@@ -155,16 +156,16 @@ func (e *reminderEnv) schedule() []billing.Message {
 	if len(bodies) != len(e.recs) {
 		e.t.Fatalf("the scheduler enqueued %d messages, want %d (one per record)", len(bodies), len(e.recs))
 	}
-	msgs := make([]billing.Message, len(bodies))
+	msgs := make([]notice.QueueMessage, len(bodies))
 	for i, b := range bodies {
-		msgs[i] = billing.Message{ID: fmt.Sprint("m", i), Body: b}
+		msgs[i] = notice.QueueMessage{ID: fmt.Sprint("m", i), Body: b}
 	}
 	return msgs
 }
 
-func (e *reminderEnv) parse(msg billing.Message) billing.NotificationMessage {
+func (e *reminderEnv) parse(msg notice.QueueMessage) notice.Message {
 	e.t.Helper()
-	m, err := billing.ParseNotificationMessage([]byte(msg.Body))
+	m, err := notice.ParseMessage([]byte(msg.Body))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -300,9 +301,9 @@ func (s *reminderSuite) twoWorkers(t *testing.T) {
 		m := e.parse(msg)
 		var wg sync.WaitGroup
 		start := make(chan struct{})
-		outs := make([]billing.NotificationOutcome, 2)
+		outs := make([]notice.Outcome, 2)
 		errs := make([]error, 2)
-		for i, w := range []*billing.Worker{w1, w2} {
+		for i, w := range []*notice.Worker{w1, w2} {
 			wg.Go(func() {
 				<-start
 				outs[i], errs[i] = w.Handle(t.Context(), m)
@@ -314,7 +315,7 @@ func (s *reminderSuite) twoWorkers(t *testing.T) {
 			t.Fatalf("message of %s: errors %v, %v", m.UserID, errs[0], errs[1])
 		}
 		slices.Sort(outs)
-		if want := []billing.NotificationOutcome{billing.NotificationSent, billing.NotificationSkippedDuplicate}; !slices.Equal(outs, want) {
+		if want := []notice.Outcome{notice.Sent, notice.SkippedDuplicate}; !slices.Equal(outs, want) {
 			t.Fatalf("message of %s handled by two workers at once: outcomes %q, want %q", m.UserID, outs, want)
 		}
 	}
@@ -337,8 +338,8 @@ func (s *reminderSuite) rerun(t *testing.T) {
 	e.clock.Advance(3 * time.Hour) // the same day
 	for _, msg := range e.schedule() {
 		out, err := e.worker().Handle(t.Context(), e.parse(msg))
-		if err != nil || out != billing.NotificationSkippedDuplicate {
-			t.Fatalf("rerun: Handle = %q, %v; want %q", out, err, billing.NotificationSkippedDuplicate)
+		if err != nil || out != notice.SkippedDuplicate {
+			t.Fatalf("rerun: Handle = %q, %v; want %q", out, err, notice.SkippedDuplicate)
 		}
 	}
 	e.requireSent(e.recs...)
@@ -396,8 +397,8 @@ func (s *reminderSuite) recordChanged(t *testing.T) {
 	}
 	before := e.items()[0]
 	out, err := e.worker().Handle(t.Context(), e.parse(msgs[0]))
-	if err != nil || out != billing.NotificationSkippedRecordChanged {
-		t.Fatalf("Handle of a record completed since: %q, %v; want %q", out, err, billing.NotificationSkippedRecordChanged)
+	if err != nil || out != notice.SkippedRecordChanged {
+		t.Fatalf("Handle of a record completed since: %q, %v; want %q", out, err, notice.SkippedRecordChanged)
 	}
 	e.requireSent()
 	after := e.items()[0]

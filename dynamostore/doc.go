@@ -102,7 +102,7 @@
 // subscriptions only.
 //
 // The two daily jobs of recurring payments are the engine's own runs on this
-// repository: reminders due today are the notifier's daily billing.Scheduler.Run
+// repository: reminders due today are the notifier's daily notice.Scheduler.Run
 // (its window, billing dates billing.NoticeLeadDays days ahead, is exactly
 // the subscriptions whose NextReminderDate is today, which
 // Payments.DueRemindersByDate lists from GSI-1), and payments due today

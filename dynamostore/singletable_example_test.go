@@ -13,6 +13,7 @@ import (
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/memory"
+	"github.com/dynabill/billing/notice"
 )
 
 // Example_singleTableDailyJobs runs the two daily jobs of recurring
@@ -49,11 +50,11 @@ func Example_singleTableDailyJobs() {
 	for _, s := range reminders {
 		fmt.Println("reminder due today:", s.SKU, "payment on", s.NextPaymentDate.Format("2006-01-02"))
 	}
-	sched, err := billing.NewScheduler(billing.SchedulerConfig{
+	sched, err := notice.NewScheduler(notice.SchedulerConfig{
 		Repository: repo, Clock: clock,
-		Enqueuer: billing.EnqueuerFunc(func(_ context.Context, bodies []string) error {
+		Enqueuer: notice.EnqueuerFunc(func(_ context.Context, bodies []string) error {
 			for _, b := range bodies {
-				m, err := billing.ParseNotificationMessage([]byte(b))
+				m, err := notice.ParseMessage([]byte(b))
 				if err != nil {
 					return err
 				}
@@ -65,7 +66,7 @@ func Example_singleTableDailyJobs() {
 	if err != nil {
 		panic(err)
 	}
-	if _, err := sched.Run(ctx, billing.SchedulerEvent{}); err != nil {
+	if _, err := sched.Run(ctx, notice.Event{}); err != nil {
 		panic(err)
 	}
 

@@ -47,7 +47,8 @@ type BankAccounts interface {
 	BankLink(ctx context.Context, userID string) (BankLink, error)
 }
 
-// AccountMask adapts accounts to [billing.WorkerConfig.AccountMask]: the
+// AccountMask adapts accounts to the notifier worker's AccountMask
+// ([github.com/dynabill/billing/notice.WorkerConfig]): the
 // last four characters of the primary account's mask, "" when the user has
 // no primary account (the worker then logs a warning and sends the notice
 // without digits). A lookup error is returned, and fails the message.

@@ -9,12 +9,13 @@
 // allowed it and the user's bank link and payment history made it worth
 // doing ([DefaultPolicy]).
 //
-// Nothing in package billing needs this package. A host plugs it into the
-// notifier's [billing.Worker] through two optional hooks:
+// Nothing in package billing or package notice needs this package. A host
+// plugs it into the notifier's worker
+// ([github.com/dynabill/billing/notice.Worker]) through two optional hooks:
 //
 //	step, err := prenote.NewStep(prenote.StepConfig{Policy: policy, Submitter: submitter, Metrics: metrics})
 //	...
-//	w, err := billing.NewWorker(billing.WorkerConfig{
+//	w, err := notice.NewWorker(notice.WorkerConfig{
 //		Users: users, Notifier: notifier,
 //		AccountMask: prenote.AccountMask(accounts), // the notice's last four digits
 //		AfterSend:   step.AfterSend,                // decide, submit, meter

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/notice"
 	"github.com/dynabill/billing/prenote"
 	"github.com/dynabill/billing/prenote/prenotetest"
 	"github.com/stretchr/testify/require"
@@ -15,7 +16,7 @@ import (
 // notifNow is the worker's clock: the notice is for a charge on 2024-03-14.
 var notifNow = time.Date(2024, 3, 10, 12, 0, 0, 0, time.UTC)
 
-// notifEnv is a billing.Worker wired to a fake for every port, with one
+// notifEnv is a notice.Worker wired to a fake for every port, with one
 // ACTIVE new user "u1" whose prenote flag is on and whose bank link is
 // usable, and the prenote step as its AfterSend. Its prenote providers are
 // "primary" and "secondary" (submitted under the default account
@@ -66,11 +67,11 @@ func newNotifEnv(t *testing.T) *notifEnv {
 
 // worker returns a Worker that takes the notice's digits from the bank
 // links and runs the step after each send.
-func (e *notifEnv) worker(t *testing.T) *billing.Worker {
+func (e *notifEnv) worker(t *testing.T) *notice.Worker {
 	t.Helper()
 	step, err := prenote.NewStep(e.step)
 	require.NoError(t, err)
-	w, err := billing.NewWorker(billing.WorkerConfig{
+	w, err := notice.NewWorker(notice.WorkerConfig{
 		Users: e.users, Notifier: e.notifier,
 		AccountMask: prenote.AccountMask(e.accounts), AfterSend: step.AfterSend,
 	})
@@ -92,14 +93,14 @@ func (e *notifEnv) metricTags(t *testing.T) [][]string {
 	return out
 }
 
-func notifMessage() billing.NotificationMessage {
-	return billing.NotificationMessage{
+func notifMessage() notice.Message {
+	return notice.Message{
 		UserID: "u1", SubscriptionID: "s1", BillingDate: time.Date(2024, 3, 14, 15, 0, 0, 0, time.UTC),
 		Amount: billing.Cents(499), Status: billing.StatusScheduled, TierName: "Plus:v2",
 	}
 }
 
-func notifBody(t *testing.T, m billing.NotificationMessage) string {
+func notifBody(t *testing.T, m notice.Message) string {
 	t.Helper()
 	b, err := json.Marshal(m)
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/notice"
 	"github.com/dynabill/billing/prenote"
 	"github.com/dynabill/billing/prenote/prenotetest"
 )
@@ -41,7 +42,7 @@ func ExampleStep() {
 		log.Fatal(err)
 	}
 	notifier := &billingtest.RecordingNotifier{}
-	worker, err := billing.NewWorker(billing.WorkerConfig{
+	worker, err := notice.NewWorker(notice.WorkerConfig{
 		Users: users, Notifier: notifier,
 		AccountMask: prenote.AccountMask(accounts),
 		AfterSend:   step.AfterSend,
@@ -55,7 +56,7 @@ func ExampleStep() {
 			`"billing_date":"2024-03-14T09:00:00Z","billing_amount":"4.99","billing_status":"SCHEDULED","receipt_tier_name":"Plus:v2"}`
 	}
 	users.FailFor("bo", errors.New("user service down"))
-	failed := worker.HandleBatch(ctx, []billing.Message{
+	failed := worker.HandleBatch(ctx, []notice.QueueMessage{
 		{ID: "m1", Body: body("ann")}, // sent, then a prenote
 		{ID: "m2", Body: "not json"},  // dropped: logged, and never redelivered
 		{ID: "m3", Body: body("bo")},  // failed: redelivered, the user service may be back

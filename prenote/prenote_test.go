@@ -8,6 +8,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/notice"
 	"github.com/dynabill/billing/prenote"
 	"github.com/dynabill/billing/prenote/prenotetest"
 	"github.com/stretchr/testify/assert"
@@ -150,7 +151,7 @@ func TestStepBranches(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(e)
 			}
-			failed := e.worker(t).HandleBatch(context.Background(), []billing.Message{{ID: "m1", Body: notifBody(t, notifMessage())}})
+			failed := e.worker(t).HandleBatch(context.Background(), []notice.QueueMessage{{ID: "m1", Body: notifBody(t, notifMessage())}})
 			require.Empty(t, failed, "a prenote outcome failed the message: %v", failed)
 			require.Len(t, e.notifier.Sent(), 1, "notification not sent")
 			tags := e.metricTags(t)
@@ -267,7 +268,7 @@ func TestPolicyFunc(t *testing.T) {
 	e.step.Policy = prenote.PolicyFunc(func(_ context.Context, u billing.User) (prenote.Decision, error) {
 		return prenote.Decision{Submit: true, Reason: "always", Provider: "acme"}, nil
 	})
-	failed := e.worker(t).HandleBatch(context.Background(), []billing.Message{{ID: "m", Body: notifBody(t, notifMessage())}})
+	failed := e.worker(t).HandleBatch(context.Background(), []notice.QueueMessage{{ID: "m", Body: notifBody(t, notifMessage())}})
 	require.Empty(t, failed)
 	subs := e.submitter.Submissions()
 	require.Len(t, subs, 1, "submissions %+v", subs)
@@ -279,7 +280,7 @@ func TestPolicyFunc(t *testing.T) {
 	e.step.Policy = prenote.PolicyFunc(func(_ context.Context, u billing.User) (prenote.Decision, error) {
 		return prenote.Decision{Submit: true, Reason: "always", Provider: "acme", Account: "acct-9"}, nil
 	})
-	failed = e.worker(t).HandleBatch(context.Background(), []billing.Message{{ID: "m", Body: notifBody(t, notifMessage())}})
+	failed = e.worker(t).HandleBatch(context.Background(), []notice.QueueMessage{{ID: "m", Body: notifBody(t, notifMessage())}})
 	require.Empty(t, failed)
 	want := []prenotetest.Submission{{Provider: "acme", Request: prenote.Request{
 		UserID: "u1", FirstName: "Ann", LastName: "Lee", Email: "ann@example.com", Account: "acct-9"}}}

@@ -60,7 +60,9 @@ type StepConfig struct {
 
 // Step is the worker's prenote step: after the pre-billing notice was
 // sent to a user, it decides, submits and meters. Plug its AfterSend
-// method into [billing.WorkerConfig.AfterSend]. Safe for concurrent use.
+// method into the notifier worker's AfterSend
+// ([github.com/dynabill/billing/notice.WorkerConfig]). Safe for concurrent
+// use.
 type Step struct {
 	cfg StepConfig
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/notice"
 )
 
 var notifyPreviewCmd = &command{
@@ -59,19 +60,19 @@ func runNotifyPreview(a *app, c *command, args []string) error {
 	case *dateFlag != "" && *runDate != "":
 		return usagef(c.name, "give --date or --run-date, not both")
 	case *dateFlag != "":
-		if start, end, err = billing.NotificationWindow(time.Time{}, *dateFlag); err != nil {
+		if start, end, err = notice.Window(time.Time{}, *dateFlag); err != nil {
 			return usagef(c.name, "--date %q: want YYYYMMDD, a real date", *dateFlag)
 		}
 	default:
 		now := a.clock().UTC()
 		if *runDate != "" {
-			day, _, err := billing.NotificationWindow(time.Time{}, *runDate)
+			day, _, err := notice.Window(time.Time{}, *runDate)
 			if err != nil {
 				return usagef(c.name, "--run-date %q: want YYYYMMDD, a real date", *runDate)
 			}
 			now = day
 		}
-		if start, end, err = billing.NotificationWindow(now, ""); err != nil {
+		if start, end, err = notice.Window(now, ""); err != nil {
 			return err
 		}
 	}
@@ -81,9 +82,9 @@ func runNotifyPreview(a *app, c *command, args []string) error {
 		return err
 	}
 	var bodies []string
-	sched, err := billing.NewScheduler(billing.SchedulerConfig{
+	sched, err := notice.NewScheduler(notice.SchedulerConfig{
 		Repository: repo,
-		Enqueuer: billing.EnqueuerFunc(func(_ context.Context, batch []string) error {
+		Enqueuer: notice.EnqueuerFunc(func(_ context.Context, batch []string) error {
 			bodies = append(bodies, batch...)
 			return nil
 		}),
@@ -95,7 +96,7 @@ func runNotifyPreview(a *app, c *command, args []string) error {
 	}
 	bar := a.newProgress("notify preview")
 	defer bar.finish()
-	ev := billing.SchedulerEvent{Date: start.Format("20060102"), Status: status}
+	ev := notice.Event{Date: start.Format("20060102"), Status: status}
 	var pages, read, skippedInvalid, invocations int
 	for {
 		res, err := sched.Run(a.ctx, ev)
@@ -117,7 +118,7 @@ func runNotifyPreview(a *app, c *command, args []string) error {
 	rows := make([]notifyRow, 0, len(bodies))
 	toMessage, pending := 0, 0
 	for _, body := range bodies {
-		m, err := billing.ParseNotificationMessage([]byte(body))
+		m, err := notice.ParseMessage([]byte(body))
 		if err != nil {
 			return fmt.Errorf("the scheduler enqueued a message the worker cannot parse: %w", err)
 		}

@@ -158,6 +158,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/notice"
 	"github.com/dynabill/billing/prenote"
 )
 
@@ -201,7 +202,7 @@ func newHandler(ctx context.Context, role string, logger *slog.Logger) (any, err
 		if err != nil {
 			return nil, err
 		}
-		sched, err := billing.NewScheduler(billing.SchedulerConfig{
+		sched, err := notice.NewScheduler(notice.SchedulerConfig{
 			Repository:         repo,
 			Enqueuer:           &sqsEnqueuer{client: client, queueURL: workerQueue},
 			PagesPerInvocation: pages,
@@ -414,7 +415,7 @@ func singleTableFromEnv() dynamostore.SingleTableConfig {
 // payment went through "jpm". The names are this host's; the library has
 // none. A host without bank accounts or prenotes leaves AccountMask and
 // AfterSend nil.
-func newWorker(logger *slog.Logger, reminders billing.ReminderClaimer) (*billing.Worker, error) {
+func newWorker(logger *slog.Logger, reminders billing.ReminderClaimer) (*notice.Worker, error) {
 	accounts := stubBankAccounts{logger}
 	policy, err := prenote.NewDefaultPolicy(prenote.PolicyConfig{
 		Flags:               stubFlags{logger},
@@ -443,7 +444,7 @@ func newWorker(logger *slog.Logger, reminders billing.ReminderClaimer) (*billing
 			suffixes = append(suffixes, s)
 		}
 	}
-	return billing.NewWorker(billing.WorkerConfig{
+	return notice.NewWorker(notice.WorkerConfig{
 		Reminders:            reminders,
 		Users:                stubUsers{logger},
 		Notifier:             logNotifier{logger},
@@ -465,7 +466,7 @@ type continuationSender interface {
 // queue (one continuation). When pages remain, it sends the continuation
 // to the scheduler queue before returning.
 type schedulerHandler struct {
-	sched         *billing.Scheduler
+	sched         *notice.Scheduler
 	continuations continuationSender
 	logger        *slog.Logger
 }
@@ -479,7 +480,7 @@ func (h *schedulerHandler) Handle(ctx context.Context, raw json.RawMessage) erro
 		return fmt.Errorf("scheduler: unrecognised event: %w", err)
 	}
 	var (
-		res billing.SchedulerResult
+		res notice.Result
 		err error
 	)
 	if len(probe.Records) > 0 {
@@ -488,14 +489,14 @@ func (h *schedulerHandler) Handle(ctx context.Context, raw json.RawMessage) erro
 			bodies[i] = r.Body
 		}
 		// More than one record fails the whole invocation
-		// (billing.ErrTooManyRecords): the mapping's batch size is 1.
+		// (notice.ErrTooManyRecords): the mapping's batch size is 1.
 		res, err = h.sched.RunBatch(ctx, bodies)
 	} else {
 		var cw events.CloudWatchEvent
 		if err := json.Unmarshal(raw, &cw); err != nil {
 			return fmt.Errorf("scheduler: CloudWatch event: %w", err)
 		}
-		ev, perr := billing.ParseSchedulerEvent(cw.Detail)
+		ev, perr := notice.ParseEvent(cw.Detail)
 		if perr != nil {
 			return perr
 		}
@@ -521,11 +522,11 @@ func (h *schedulerHandler) Handle(ctx context.Context, raw json.RawMessage) erro
 
 // workerHandler is the notifier-worker function: it reports the failed
 // messages so that SQS redelivers only those.
-func workerHandler(w *billing.Worker) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+func workerHandler(w *notice.Worker) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-		msgs := make([]billing.Message, len(ev.Records))
+		msgs := make([]notice.QueueMessage, len(ev.Records))
 		for i, r := range ev.Records {
-			msgs[i] = billing.Message{ID: r.MessageId, Body: r.Body}
+			msgs[i] = notice.QueueMessage{ID: r.MessageId, Body: r.Body}
 		}
 		var resp events.SQSEventResponse
 		for _, id := range w.HandleBatch(ctx, msgs) {

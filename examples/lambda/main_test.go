@@ -26,6 +26,7 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/memory"
+	"github.com/dynabill/billing/notice"
 )
 
 // fakeSQS records what the adapters send and rejects scripted entries.
@@ -88,7 +89,7 @@ func TestSchedulerHandlerTriggers(t *testing.T) {
 		}
 	}
 	f := &fakeSQS{}
-	sched, err := billing.NewScheduler(billing.SchedulerConfig{
+	sched, err := notice.NewScheduler(notice.SchedulerConfig{
 		Repository: store.Repository(), Enqueuer: &sqsEnqueuer{client: f, queueURL: "w"}, PagesPerInvocation: 1,
 	})
 	if err != nil {
@@ -111,7 +112,7 @@ func TestSchedulerHandlerTriggers(t *testing.T) {
 		t.Fatalf("after the continuation: batches %v", f.batches)
 	}
 	two, _ := json.Marshal(events.SQSEvent{Records: []events.SQSMessage{{Body: "{}"}, {Body: "{}"}}})
-	if err := h.Handle(ctx, two); !errors.Is(err, billing.ErrTooManyRecords) {
+	if err := h.Handle(ctx, two); !errors.Is(err, notice.ErrTooManyRecords) {
 		t.Fatalf("two records: %v", err)
 	}
 }

@@ -10,8 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
-	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/notice"
 )
 
 // sqsAPI is the part of the SQS client the adapters use; *sqs.Client
@@ -22,11 +21,11 @@ type sqsAPI interface {
 }
 
 var (
-	_ sqsAPI           = (*sqs.Client)(nil)
-	_ billing.Enqueuer = (*sqsEnqueuer)(nil)
+	_ sqsAPI          = (*sqs.Client)(nil)
+	_ notice.Enqueuer = (*sqsEnqueuer)(nil)
 )
 
-// sqsEnqueuer is the scheduler's billing.Enqueuer: one SendMessageBatch per
+// sqsEnqueuer is the scheduler's notice.Enqueuer: one SendMessageBatch per
 // batch of at most 10 bodies. Entries SQS rejects for a server-side reason
 // are retried a few times; any entry still rejected makes Enqueue fail, so
 // the scheduler's invocation fails and is retried.

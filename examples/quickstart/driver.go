@@ -25,6 +25,7 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest/simulation"
 	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/notice"
 )
 
 // dynamoUsers is the number of users on DynamoDB by default: three months
@@ -136,8 +137,8 @@ func simulateMonths(ctx context.Context, sim simulation.Options, daily notifier,
 
 // notifier is the pre-billing notifier as main.go wires it.
 type notifier struct {
-	scheduler *billing.Scheduler
-	worker    *billing.Worker
+	scheduler *notice.Scheduler
+	worker    *notice.Worker
 	queue     *memoryQueue
 }
 
@@ -145,7 +146,7 @@ type notifier struct {
 // make it: the scheduler reads its window, following its continuations,
 // then the worker handles every message queued.
 func (n notifier) run(ctx context.Context) error {
-	var ev billing.SchedulerEvent // the daily trigger's: today's window
+	var ev notice.Event // the daily trigger's: today's window
 	for {
 		res, err := n.scheduler.Run(ctx, ev)
 		if err != nil {
@@ -163,24 +164,24 @@ func (n notifier) run(ctx context.Context) error {
 	return nil
 }
 
-// memoryQueue is a billing.Enqueuer standing in for the worker's SQS
+// memoryQueue is a notice.Enqueuer standing in for the worker's SQS
 // queue.
 type memoryQueue struct {
 	mu   sync.Mutex
-	msgs []billing.Message
+	msgs []notice.QueueMessage
 }
 
 func (q *memoryQueue) Enqueue(_ context.Context, bodies []string) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, b := range bodies {
-		q.msgs = append(q.msgs, billing.Message{ID: fmt.Sprintf("msg-%d", len(q.msgs)+1), Body: b})
+		q.msgs = append(q.msgs, notice.QueueMessage{ID: fmt.Sprintf("msg-%d", len(q.msgs)+1), Body: b})
 	}
 	return nil
 }
 
 // take empties the queue.
-func (q *memoryQueue) take() []billing.Message {
+func (q *memoryQueue) take() []notice.QueueMessage {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	msgs := q.msgs

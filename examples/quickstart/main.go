@@ -40,6 +40,7 @@ import (
 	"github.com/dynabill/billing/billingtest/simulation"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/memory"
+	"github.com/dynabill/billing/notice"
 )
 
 func main() {
@@ -111,12 +112,12 @@ func run(ctx context.Context, endpoint string, keep bool, sim simulation.Options
 	// The pre-billing notifier: each day the scheduler queues one message
 	// per record billed in four days, and the worker sends its reminder.
 	queue := &memoryQueue{} // a service's SQS queue: driver.go
-	scheduler, err := billing.NewScheduler(billing.SchedulerConfig{Repository: repo, Enqueuer: queue, Clock: clock})
+	scheduler, err := notice.NewScheduler(notice.SchedulerConfig{Repository: repo, Enqueuer: queue, Clock: clock})
 	if err != nil {
 		return nil, err
 	}
 	reminders := &countingNotifier{}
-	worker, err := billing.NewWorker(billing.WorkerConfig{
+	worker, err := notice.NewWorker(notice.WorkerConfig{
 		Users:       demoUsers{},     // the service's user directory: driver.go
 		AccountMask: demoAccountMask, // and the account each user is charged from
 		Notifier:    reminders,

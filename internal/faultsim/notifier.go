@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/notice"
 )
 
 // notifierModel runs the pre-billing notifier: its scheduler enqueues a
@@ -20,13 +21,13 @@ import (
 type notifierModel struct {
 	s     *Sim
 	repo  *repo
-	sched *billing.Scheduler
-	work_ *billing.Worker
+	sched *notice.Scheduler
+	work_ *notice.Worker
 
 	queue []queued
 	// current is the message the worker handles (it handles one at a
 	// time): its record's key names the reminder Send delivers.
-	current billing.NotificationMessage
+	current notice.Message
 	mu      sync.Mutex
 	sent    map[string]int // record key (user, billing date) → reminders sent
 	dups    []dup
@@ -42,12 +43,12 @@ type queued struct {
 func newNotifier(s *Sim) *notifierModel {
 	n := &notifierModel{s: s, repo: newRepo(s, "notifier"), sent: map[string]int{}, calls: newCounter()}
 	var err error
-	n.sched, err = billing.NewScheduler(billing.SchedulerConfig{Repository: n.repo, Enqueuer: billing.EnqueuerFunc(n.enqueue),
+	n.sched, err = notice.NewScheduler(notice.SchedulerConfig{Repository: n.repo, Enqueuer: notice.EnqueuerFunc(n.enqueue),
 		Clock: s.clock, PagesPerInvocation: 1})
 	if err != nil {
 		panic(err)
 	}
-	n.work_, err = billing.NewWorker(billing.WorkerConfig{Users: users{}, Notifier: n, Reminders: n.repo, Clock: s.clock})
+	n.work_, err = notice.NewWorker(notice.WorkerConfig{Users: users{}, Notifier: n, Reminders: n.repo, Clock: s.clock})
 	if err != nil {
 		panic(err)
 	}
@@ -64,7 +65,7 @@ func (n *notifierModel) enqueue(_ context.Context, bodies []string) error {
 // schedule runs the scheduler over today's window to its end, following
 // its continuations; a failed invocation is tried again once.
 func (n *notifierModel) schedule(ctx context.Context) {
-	ev := billing.SchedulerEvent{}
+	ev := notice.Event{}
 	failures := 0
 	for range 1000 {
 		res, err := n.sched.Run(ctx, ev)
@@ -95,10 +96,10 @@ func (n *notifierModel) work(ctx context.Context) {
 		}
 		var err error
 		for range times {
-			var msg billing.NotificationMessage
-			msg, err = billing.ParseNotificationMessage([]byte(m.body))
+			var msg notice.Message
+			msg, err = notice.ParseMessage([]byte(m.body))
 			if err == nil {
-				var out billing.NotificationOutcome
+				var out notice.Outcome
 				n.current = msg
 				out, err = n.work_.Handle(ctx, msg)
 				n.s.res.Ops["reminder: "+string(out)]++

@@ -1,4 +1,4 @@
-package billing_test
+package notice_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/internal/storetest"
 	"github.com/dynabill/billing/memory"
+	"github.com/dynabill/billing/notice"
 	"github.com/stretchr/testify/require"
 )
 
@@ -76,13 +77,13 @@ func testNotifierPaging(t *testing.T, open func(seed []billing.Period) billing.R
 
 	clock := billingtest.NewClock(notifNow)
 	queue := &billingtest.RecordingEnqueuer{}
-	sched, err := billing.NewScheduler(billing.SchedulerConfig{
+	sched, err := notice.NewScheduler(notice.SchedulerConfig{
 		Repository: repo, Enqueuer: queue, Clock: clock, PagesPerInvocation: 3,
 	})
 	require.NoError(t, err)
 
 	began = time.Now()
-	trigger, err := billing.ParseSchedulerEvent([]byte(`{"status": "SCHEDULED"}`))
+	trigger, err := notice.ParseEvent([]byte(`{"status": "SCHEDULED"}`))
 	require.NoError(t, err)
 	res, err := sched.Run(ctx, trigger)
 	require.NoError(t, err)

@@ -1,46 +1,48 @@
-package billing
+package notice
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/dynabill/billing"
 )
 
 // eventDateLayout is the scheduler event's date format, YYYYMMDD.
 const eventDateLayout = "20060102"
 
-// SchedulerEvent is the input of [Scheduler.Run]: the detail of the daily
+// Event is the input of [Scheduler.Run]: the detail of the daily
 // trigger, or a continuation the scheduler handed back. Its JSON form keeps
 // the legacy field names:
 //
 //	{"date": "20240314", "status": "SCHEDULED", "start_key": "AQ…"}
-type SchedulerEvent struct {
+type Event struct {
 	// Date, "YYYYMMDD", is the billing date to notify about; empty means
-	// today (UTC, by the scheduler's clock) + [NoticeLeadDays]. Set it
+	// today (UTC, by the scheduler's clock) + [billing.NoticeLeadDays]. Set it
 	// for manual backfill runs. A continuation always carries it, so a run
 	// that goes on after midnight UTC keeps reading the window it started.
 	Date string `json:"date"`
 	// Status is the billing_status to query. Empty means SCHEDULED.
-	Status Status `json:"status"`
+	Status billing.Status `json:"status"`
 	// StartKey continues a run from where the previous invocation stopped;
 	// empty starts at the top of the window. It is the repository's opaque
-	// [Page.Next] token (a URL-safe string), which replaces the raw DynamoDB
+	// [billing.Page.Next] token (a URL-safe string), which replaces the raw DynamoDB
 	// LastEvaluatedKey map the legacy service put here: a legacy map, or a
 	// token that is malformed or belongs to another query, is an error,
 	// never a restart from the top.
 	StartKey string `json:"start_key"`
 }
 
-// ParseSchedulerEvent parses a scheduler event: the trigger's detail object
+// ParseEvent parses a scheduler event: the trigger's detail object
 // or a scheduler-queue message body. Empty input and JSON null give the zero
 // event (today's window, SCHEDULED). Unknown fields are ignored; start_key
 // may be absent, null or a string. Errors wrap [ErrInvalidEvent]: input that
 // is not a JSON object, a status that is unknown or never stored, a date
 // that is not a real "YYYYMMDD", a start_key that is not a string (such as
 // a legacy LastEvaluatedKey map).
-func ParseSchedulerEvent(data []byte) (SchedulerEvent, error) {
-	var ev SchedulerEvent
+func ParseEvent(data []byte) (Event, error) {
+	var ev Event
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 {
 		return ev, nil
@@ -60,7 +62,7 @@ func ParseSchedulerEvent(data []byte) (SchedulerEvent, error) {
 		ev.Date = *w.Date
 	}
 	if w.Status != nil && *w.Status != "" {
-		st, err := ParseStatus(*w.Status)
+		st, err := billing.ParseStatus(*w.Status)
 		if err != nil {
 			return ev, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 		}
@@ -73,25 +75,25 @@ func ParseSchedulerEvent(data []byte) (SchedulerEvent, error) {
 	case len(key) == 0 || string(key) == "null":
 	case key[0] == '"':
 		if err := json.Unmarshal(key, &ev.StartKey); err != nil {
-			return SchedulerEvent{}, fmt.Errorf("%w: start_key: %v", ErrInvalidEvent, err)
+			return Event{}, fmt.Errorf("%w: start_key: %v", ErrInvalidEvent, err)
 		}
 	case key[0] == '{':
-		return SchedulerEvent{}, fmt.Errorf("%w: start_key is a DynamoDB LastEvaluatedKey map (legacy format); "+
+		return Event{}, fmt.Errorf("%w: start_key is a DynamoDB LastEvaluatedKey map (legacy format); "+
 			"the continuation token is a string: rerun the day with date set instead", ErrInvalidEvent)
 	default:
-		return SchedulerEvent{}, fmt.Errorf("%w: start_key must be a string, got %.32s", ErrInvalidEvent, key)
+		return Event{}, fmt.Errorf("%w: start_key must be a string, got %.32s", ErrInvalidEvent, key)
 	}
 	return ev, nil
 }
 
-// NotificationMessage is one worker-queue message: the fields of a due
-// record the [Worker] needs. [NotificationMessage.MarshalJSON] gives the
+// Message is one worker-queue message: the fields of a due
+// record the [Worker] needs. [Message.MarshalJSON] gives the
 // body, with the record's attribute names:
 //
 //	{"event_type":"three_day_notification","user_id":"u1","subscription_id":"…",
 //	 "billing_date":"2024-03-14T15:00:00Z","billing_amount":"4.99",
 //	 "billing_status":"SCHEDULED","receipt_tier_name":"Plus:v2","updated_event":""}
-type NotificationMessage struct {
+type Message struct {
 	// UserID is the record's user_id. Required.
 	UserID string
 	// SubscriptionID is the record's subscription_id.
@@ -99,26 +101,26 @@ type NotificationMessage struct {
 	// BillingDate is the record's billing_date, in UTC. Required.
 	BillingDate time.Time
 	// Amount is the record's billing_amount; never negative.
-	Amount Amount
+	Amount billing.Amount
 	// Status is the record's billing_status when it was enqueued.
-	Status Status
+	Status billing.Status
 	// TierName is the record's receipt_tier_name, "Name:Version".
 	TierName string
 	// UpdatedEvent is the record's updated_event when it was enqueued.
-	UpdatedEvent UpdatedEvent
+	UpdatedEvent billing.UpdatedEvent
 	// AfterTrial is set when the record is the first paid period after a
 	// trial, SCHEDULED and not attempted: the trial is still running, and
-	// the notice is [TrialEndingNoticeEvent]. In the body it is
+	// the notice is [billing.TrialEndingNoticeEvent]. In the body it is
 	// billing_after_trial (true), left out when false.
 	AfterTrial bool
 }
 
-// NewNotificationMessage builds the message for a record. It fails, with a
-// [*FieldError] naming the record, for a record without user_id, with a
+// NewMessage builds the message for a record. It fails, with a
+// [*billing.FieldError] naming the record, for a record without user_id, with a
 // billing_date outside years 1–9999 or a negative amount: the scheduler
 // logs and skips such records.
-func NewNotificationMessage(sub *Period) (NotificationMessage, error) {
-	m := NotificationMessage{
+func NewMessage(sub *billing.Period) (Message, error) {
+	m := Message{
 		UserID:         sub.UserID,
 		SubscriptionID: sub.SubscriptionID,
 		BillingDate:    sub.BillingDate.UTC(),
@@ -126,22 +128,22 @@ func NewNotificationMessage(sub *Period) (NotificationMessage, error) {
 		Status:         sub.Status,
 		TierName:       sub.ReceiptTierName,
 		UpdatedEvent:   sub.UpdatedEvent,
-		AfterTrial:     firstAfterTrial(sub),
+		AfterTrial:     afterTrial(sub),
 	}
 	if err := m.validate(); err != nil {
 		err.Key = sub.Key()
-		return NotificationMessage{}, err
+		return Message{}, err
 	}
 	return m, nil
 }
 
 // Tier returns the tier name of TierName ("Plus" for "Plus:v2").
-func (m *NotificationMessage) Tier() string {
-	name, _ := SplitTier(m.TierName)
+func (m *Message) Tier() string {
+	name, _ := billing.SplitTier(m.TierName)
 	return name
 }
 
-// messageWire is the JSON form of a NotificationMessage.
+// messageWire is the JSON form of a Message.
 type messageWire struct {
 	EventType      string `json:"event_type"`
 	UserID         string `json:"user_id"`
@@ -155,13 +157,13 @@ type messageWire struct {
 }
 
 // MarshalJSON implements [json.Marshaler]: the message body. A message that
-// [ParseNotificationMessage] would reject is an error.
-func (m NotificationMessage) MarshalJSON() ([]byte, error) {
+// [ParseMessage] would reject is an error.
+func (m Message) MarshalJSON() ([]byte, error) {
 	if err := m.validate(); err != nil {
 		return nil, err
 	}
 	return json.Marshal(messageWire{
-		EventType:      RenewalNoticeEvent,
+		EventType:      billing.RenewalNoticeEvent,
 		UserID:         m.UserID,
 		SubscriptionID: m.SubscriptionID,
 		BillingDate:    m.BillingDate.UTC().Format(time.RFC3339Nano),
@@ -173,9 +175,9 @@ func (m NotificationMessage) MarshalJSON() ([]byte, error) {
 	})
 }
 
-// UnmarshalJSON implements [json.Unmarshaler] with [ParseNotificationMessage].
-func (m *NotificationMessage) UnmarshalJSON(data []byte) error {
-	v, err := ParseNotificationMessage(data)
+// UnmarshalJSON implements [json.Unmarshaler] with [ParseMessage].
+func (m *Message) UnmarshalJSON(data []byte) error {
+	v, err := ParseMessage(data)
 	if err != nil {
 		return err
 	}
@@ -183,33 +185,33 @@ func (m *NotificationMessage) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// ParseNotificationMessage parses a worker-queue message body in two steps,
+// ParseMessage parses a worker-queue message body in two steps,
 // as the legacy worker did. Parsing fails when the body is not a JSON object
 // with string fields (billing_after_trial, when present, a boolean); the error wraps [ErrInvalidMessage]. Decoding then
-// fails, with a [*FieldError] wrapping ErrInvalidMessage and naming the
-// field, when event_type is not [RenewalNoticeEvent], user_id is
+// fails, with a [*billing.FieldError] wrapping ErrInvalidMessage and naming the
+// field, when event_type is not [billing.RenewalNoticeEvent], user_id is
 // empty, billing_date is not RFC 3339 (or falls outside years 1–9999 in
 // UTC), billing_amount is not an exact non-negative amount, or
 // billing_status is not a known status. Unknown fields are ignored.
-func ParseNotificationMessage(body []byte) (NotificationMessage, error) {
+func ParseMessage(body []byte) (Message, error) {
 	var w messageWire
 	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' {
-		return NotificationMessage{}, fmt.Errorf("%w: parse: not a JSON object", ErrInvalidMessage)
+		return Message{}, fmt.Errorf("%w: parse: not a JSON object", ErrInvalidMessage)
 	}
 	if err := json.Unmarshal(body, &w); err != nil {
-		return NotificationMessage{}, fmt.Errorf("%w: parse: %v", ErrInvalidMessage, err)
+		return Message{}, fmt.Errorf("%w: parse: %v", ErrInvalidMessage, err)
 	}
-	bad := func(field, value string, why any) (NotificationMessage, error) {
-		return NotificationMessage{}, &FieldError{Field: field, Value: value, Err: fmt.Errorf("%w: %v", ErrInvalidMessage, why)}
+	bad := func(field, value string, why any) (Message, error) {
+		return Message{}, &billing.FieldError{Field: field, Value: value, Err: fmt.Errorf("%w: %v", ErrInvalidMessage, why)}
 	}
-	if w.EventType != RenewalNoticeEvent {
-		return bad("event_type", w.EventType, "want "+RenewalNoticeEvent)
+	if w.EventType != billing.RenewalNoticeEvent {
+		return bad("event_type", w.EventType, "want "+billing.RenewalNoticeEvent)
 	}
-	m := NotificationMessage{
+	m := Message{
 		UserID:         w.UserID,
 		SubscriptionID: w.SubscriptionID,
 		TierName:       w.TierName,
-		UpdatedEvent:   UpdatedEvent(w.UpdatedEvent),
+		UpdatedEvent:   billing.UpdatedEvent(w.UpdatedEvent),
 		AfterTrial:     w.AfterTrial,
 	}
 	t, err := time.Parse(time.RFC3339Nano, w.BillingDate)
@@ -217,24 +219,24 @@ func ParseNotificationMessage(body []byte) (NotificationMessage, error) {
 		return bad("billing_date", w.BillingDate, "want RFC 3339")
 	}
 	m.BillingDate = t.UTC()
-	if m.Amount, err = ParseAmount(w.Amount); err != nil {
+	if m.Amount, err = billing.ParseAmount(w.Amount); err != nil {
 		return bad("billing_amount", w.Amount, err)
 	}
 	if w.Status != "" {
-		if m.Status, err = ParseStatus(w.Status); err != nil {
+		if m.Status, err = billing.ParseStatus(w.Status); err != nil {
 			return bad("billing_status", w.Status, err)
 		}
 	}
 	if err := m.validate(); err != nil {
-		return NotificationMessage{}, err
+		return Message{}, err
 	}
 	return m, nil
 }
 
 // validate checks what both the encoder and the parser require.
-func (m *NotificationMessage) validate() *FieldError {
-	bad := func(field, value, why string) *FieldError {
-		return &FieldError{Field: field, Value: value, Err: fmt.Errorf("%w: %s", ErrInvalidMessage, why)}
+func (m *Message) validate() *billing.FieldError {
+	bad := func(field, value, why string) *billing.FieldError {
+		return &billing.FieldError{Field: field, Value: value, Err: fmt.Errorf("%w: %s", ErrInvalidMessage, why)}
 	}
 	switch y := m.BillingDate.UTC().Year(); {
 	case m.UserID == "":

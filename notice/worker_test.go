@@ -1,4 +1,4 @@
-package billing_test
+package notice_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
+	"github.com/dynabill/billing/notice"
 	"github.com/dynabill/billing/prenote"
 	"github.com/dynabill/billing/prenote/prenotetest"
 	"github.com/stretchr/testify/assert"
@@ -35,7 +36,7 @@ type notifEnv struct {
 	submitter *prenotetest.Submitter
 	metrics   *prenotetest.MetricsRecorder
 	policy    *prenote.DefaultPolicy
-	cfg       billing.WorkerConfig
+	cfg       notice.WorkerConfig
 	step      prenote.StepConfig // the AfterSend step; no step when its Policy is nil
 }
 
@@ -66,14 +67,14 @@ func newNotifEnv(t *testing.T) *notifEnv {
 	})
 	require.NoError(t, err)
 	e.policy = policy
-	e.cfg = billing.WorkerConfig{
+	e.cfg = notice.WorkerConfig{
 		Users: e.users, Notifier: e.notifier, AccountMask: prenote.AccountMask(e.accounts),
 	}
 	e.step = prenote.StepConfig{Policy: policy, Submitter: e.submitter, Metrics: e.metrics}
 	return e
 }
 
-func (e *notifEnv) worker(t *testing.T) *billing.Worker {
+func (e *notifEnv) worker(t *testing.T) *notice.Worker {
 	t.Helper()
 	cfg := e.cfg
 	if e.step.Policy != nil {
@@ -81,7 +82,7 @@ func (e *notifEnv) worker(t *testing.T) *billing.Worker {
 		require.NoError(t, err)
 		cfg.AfterSend = step.AfterSend
 	}
-	w, err := billing.NewWorker(cfg)
+	w, err := notice.NewWorker(cfg)
 	require.NoError(t, err)
 	return w
 }
@@ -100,14 +101,14 @@ func (e *notifEnv) metricTags(t *testing.T) [][]string {
 	return out
 }
 
-func notifMessage() billing.NotificationMessage {
-	return billing.NotificationMessage{
+func notifMessage() notice.Message {
+	return notice.Message{
 		UserID: "u1", SubscriptionID: "s1", BillingDate: time.Date(2024, 3, 14, 15, 0, 0, 0, time.UTC),
 		Amount: billing.Cents(499), Status: billing.StatusScheduled, TierName: "Plus:v2",
 	}
 }
 
-func notifBody(t *testing.T, m billing.NotificationMessage) string {
+func notifBody(t *testing.T, m notice.Message) string {
 	t.Helper()
 	b, err := json.Marshal(m)
 	require.NoError(t, err)
@@ -129,14 +130,14 @@ func TestWorkerBranches(t *testing.T) {
 	submittedPrimary := [][]string{{"submitted:true", "provider:primary"}}
 	for _, tc := range []struct {
 		name    string
-		body    string                             // raw body; empty: the message below
-		msg     func(*billing.NotificationMessage) // changes the default message
-		setup   func(*notifEnv)                    // scripts the fakes
-		failed  bool                               // reported as a batch item failure
-		lookups int                                // user lookups
-		sent    []billingtest.SentNotification     // what the Notifier got
-		metrics [][]string                         // prenote metric tags
-		submits int                                // prenote submissions
+		body    string                         // raw body; empty: the message below
+		msg     func(*notice.Message)          // changes the default message
+		setup   func(*notifEnv)                // scripts the fakes
+		failed  bool                           // reported as a batch item failure
+		lookups int                            // user lookups
+		sent    []billingtest.SentNotification // what the Notifier got
+		metrics [][]string                     // prenote metric tags
+		submits int                            // prenote submissions
 	}{
 		// A body that cannot be parsed or decoded is dropped: no
 		// redelivery could change it.
@@ -147,11 +148,11 @@ func TestWorkerBranches(t *testing.T) {
 		{name: "decode error: a continuation on the worker queue: dropped",
 			body: `{"date":"20240314","status":"SCHEDULED","start_key":"tok"}`},
 		{name: "pending cancellation: skipped before the user lookup",
-			msg: func(m *billing.NotificationMessage) { m.UpdatedEvent = billing.UpdatedPendingCancellation }},
+			msg: func(m *notice.Message) { m.UpdatedEvent = billing.UpdatedPendingCancellation }},
 		{name: "user lookup error: failure", failed: true, lookups: 1,
 			setup: func(e *notifEnv) { e.users.FailFor("u1", boom) }},
 		{name: "unknown user: failure", failed: true, lookups: 1,
-			msg: func(m *billing.NotificationMessage) { m.UserID = "ghost" }},
+			msg: func(m *notice.Message) { m.UserID = "ghost" }},
 		{name: "user not active: skipped", lookups: 1,
 			setup: func(e *notifEnv) { e.users.Put(billing.User{ID: "u1", Email: "ann@example.com", Status: "SUSPENDED"}) }},
 		{name: "test environment: email not allowed: skipped", lookups: 1,
@@ -169,7 +170,7 @@ func TestWorkerBranches(t *testing.T) {
 			setup: func(e *notifEnv) { e.notifier.FailFor("ann@example.com", boom) }},
 		{name: "sent: date MM/DD/YYYY, amount, tier, last four; then the prenote", lookups: 1,
 			sent: sent("6789", "Plus"), metrics: submittedPrimary, submits: 1},
-		{name: "no tier: LITE", lookups: 1, msg: func(m *billing.NotificationMessage) { m.TierName = "" },
+		{name: "no tier: LITE", lookups: 1, msg: func(m *notice.Message) { m.TierName = "" },
 			sent: sent("6789", "LITE"), metrics: submittedPrimary, submits: 1},
 		{name: "no primary account: sent without digits, prenote no_good_plaid_item", lookups: 1,
 			setup: func(e *notifEnv) {
@@ -200,7 +201,7 @@ func TestWorkerBranches(t *testing.T) {
 				}
 				body = notifBody(t, m)
 			}
-			failed := e.worker(t).HandleBatch(context.Background(), []billing.Message{{ID: "m1", Body: body}})
+			failed := e.worker(t).HandleBatch(context.Background(), []notice.QueueMessage{{ID: "m1", Body: body}})
 			if got := len(failed) == 1 && failed[0] == "m1"; got != tc.failed || (!tc.failed && len(failed) != 0) {
 				t.Errorf("failed IDs %v, want failed=%v", failed, tc.failed)
 			}
@@ -228,13 +229,13 @@ func TestWorkerHandleOutcomes(t *testing.T) {
 	e.cfg.AllowedEmailSuffixes = []string{"@example.com"}
 	w := e.worker(t)
 	for _, tc := range []struct {
-		mut  func(*billing.NotificationMessage)
-		want billing.NotificationOutcome
+		mut  func(*notice.Message)
+		want notice.Outcome
 	}{
-		{func(*billing.NotificationMessage) {}, billing.NotificationSent},
-		{func(m *billing.NotificationMessage) { m.UpdatedEvent = billing.UpdatedPendingCancellation }, billing.NotificationSkippedPendingCancellation},
-		{func(m *billing.NotificationMessage) { m.UserID = "u2" }, billing.NotificationSkippedInactiveUser},
-		{func(m *billing.NotificationMessage) { m.UserID = "u3" }, billing.NotificationSkippedTestEnvironment},
+		{func(*notice.Message) {}, notice.Sent},
+		{func(m *notice.Message) { m.UpdatedEvent = billing.UpdatedPendingCancellation }, notice.SkippedPendingCancellation},
+		{func(m *notice.Message) { m.UserID = "u2" }, notice.SkippedInactiveUser},
+		{func(m *notice.Message) { m.UserID = "u3" }, notice.SkippedTestEnvironment},
 	} {
 		m := notifMessage()
 		tc.mut(&m)
@@ -258,7 +259,7 @@ func TestWorkerBatchReportsOnlyFailures(t *testing.T) {
 		m.UserID = user
 		return notifBody(t, m)
 	}
-	batch := []billing.Message{
+	batch := []notice.QueueMessage{
 		{ID: "a", Body: msg("u1")}, // sent
 		{ID: "b", Body: "garbage"}, // parse error: dropped
 		{ID: "c", Body: msg("u2")}, // send error
@@ -307,12 +308,12 @@ func TestWorkerBatchDropsInvalidMessages(t *testing.T) {
 		{id: "bad-status", field: "billing_status", body: record(`"user_id":"u1","billing_amount":"4.99","billing_status":"` + secret + `"`)},
 		{id: "continuation", field: "event_type", body: `{"date":"20240314","status":"SCHEDULED","start_key":"` + secret + `"}`},
 	}
-	batch := []billing.Message{{ID: "sent", Body: msg("u1")}}
+	batch := []notice.QueueMessage{{ID: "sent", Body: msg("u1")}}
 	for _, m := range invalid {
-		batch = append(batch, billing.Message{ID: m.id, Body: m.body})
+		batch = append(batch, notice.QueueMessage{ID: m.id, Body: m.body})
 	}
-	batch = append(batch, billing.Message{ID: "user-service-down", Body: msg("u3")},
-		billing.Message{ID: "channel-down", Body: msg("u2")})
+	batch = append(batch, notice.QueueMessage{ID: "user-service-down", Body: msg("u3")},
+		notice.QueueMessage{ID: "channel-down", Body: msg("u2")})
 
 	w := e.worker(t)
 	failed := w.HandleBatch(context.Background(), batch)
@@ -353,16 +354,16 @@ func TestWorkerBatchDropsInvalidMessages(t *testing.T) {
 func TestNewWorkerConfig(t *testing.T) {
 	e := newNotifEnv(t)
 	for _, tc := range []struct {
-		mut  func(*billing.WorkerConfig)
+		mut  func(*notice.WorkerConfig)
 		want string
 	}{
-		{func(c *billing.WorkerConfig) { c.Users = nil }, "Users"},
-		{func(c *billing.WorkerConfig) { c.Notifier = nil }, "Notifier"},
-		{func(c *billing.WorkerConfig) { c.AllowedEmailSuffixes = []string{""} }, "AllowedEmailSuffixes"},
+		{func(c *notice.WorkerConfig) { c.Users = nil }, "Users"},
+		{func(c *notice.WorkerConfig) { c.Notifier = nil }, "Notifier"},
+		{func(c *notice.WorkerConfig) { c.AllowedEmailSuffixes = []string{""} }, "AllowedEmailSuffixes"},
 	} {
 		cfg := e.cfg
 		tc.mut(&cfg)
-		if _, err := billing.NewWorker(cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := notice.NewWorker(cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("want an error naming %s, got %v", tc.want, err)
 		}
 	}
@@ -398,7 +399,7 @@ func TestWorkerAccountMask(t *testing.T) {
 			users := billingtest.NewUserDirectory(notifUser)
 			notifier := &billingtest.RecordingNotifier{}
 			var after []string
-			w, err := billing.NewWorker(billing.WorkerConfig{Users: users, Notifier: notifier, AccountMask: tc.mask,
+			w, err := notice.NewWorker(notice.WorkerConfig{Users: users, Notifier: notifier, AccountMask: tc.mask,
 				AfterSend: func(_ context.Context, u billing.User) { after = append(after, u.ID) }})
 			require.NoError(t, err)
 			out, err := w.Handle(ctx, notifMessage())
@@ -409,7 +410,7 @@ func TestWorkerAccountMask(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, billing.NotificationSent, out)
+			assert.Equal(t, notice.Sent, out)
 			assert.Equal(t, tc.sent, notifier.Sent())
 			assert.Equal(t, []string{"u1"}, after, "AfterSend")
 		})

@@ -1,4 +1,4 @@
-package billing_test
+package notice_test
 
 import (
 	"encoding/json"
@@ -7,15 +7,16 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/notice"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-func TestNotificationMessageJSON(t *testing.T) {
+func TestMessageJSON(t *testing.T) {
 	sub := notifSub("u1", time.Date(2024, 3, 14, 15, 0, 0, 0, time.UTC))
 	sub.ReceiptTierName = "Plus:v2"
 	sub.UpdatedEvent = billing.UpdatedPendingCancellation
-	m, err := billing.NewNotificationMessage(&sub)
+	m, err := notice.NewMessage(&sub)
 	require.NoError(t, err)
 	b, err := json.Marshal(m)
 	require.NoError(t, err)
@@ -23,27 +24,27 @@ func TestNotificationMessageJSON(t *testing.T) {
 		`"billing_date":"2024-03-14T15:00:00Z","billing_amount":"4.99","billing_status":"SCHEDULED",` +
 		`"receipt_tier_name":"Plus:v2","updated_event":"PENDING_CANCELLATION"}`
 	require.Equal(t, want, string(b), "body\n got %s\nwant %s", b, want)
-	back, err := billing.ParseNotificationMessage(b)
+	back, err := notice.ParseMessage(b)
 	require.NoError(t, err)
 	if back != m || back.Tier() != "Plus" {
 		t.Fatalf("round trip: %+v != %+v", back, m)
 	}
-	var viaJSON billing.NotificationMessage
+	var viaJSON notice.Message
 	if err := json.Unmarshal(b, &viaJSON); err != nil || viaJSON != m {
 		t.Fatalf("json.Unmarshal: %+v, %v", viaJSON, err)
 	}
 }
 
-func TestParseNotificationMessageErrors(t *testing.T) {
+func TestParseMessageErrors(t *testing.T) {
 	const ok = `"event_type":"three_day_notification","user_id":"u1","billing_date":"2024-03-14T15:00:00Z","billing_amount":"4.99"`
-	if _, err := billing.ParseNotificationMessage([]byte(`{` + ok + `}`)); err != nil {
+	if _, err := notice.ParseMessage([]byte(`{` + ok + `}`)); err != nil {
 		t.Fatalf("minimal message: %v", err)
 	}
 	// Parse errors: not a JSON object with string fields.
 	for _, body := range []string{``, `hello`, `null`, `[]`, `"x"`, `{`, `{"user_id": 5}`, `{"billing_amount": 4.99}`} {
-		_, err := billing.ParseNotificationMessage([]byte(body))
+		_, err := notice.ParseMessage([]byte(body))
 		var fe *billing.FieldError
-		if !errors.Is(err, billing.ErrInvalidMessage) || errors.As(err, &fe) {
+		if !errors.Is(err, notice.ErrInvalidMessage) || errors.As(err, &fe) {
 			t.Errorf("%s: want a parse error, got %v", body, err)
 		}
 	}
@@ -60,15 +61,15 @@ func TestParseNotificationMessageErrors(t *testing.T) {
 		{`{` + ok + `,"billing_amount":""}`, "billing_amount"},
 		{`{` + ok + `,"billing_status":"NOPE"}`, "billing_status"},
 	} {
-		_, err := billing.ParseNotificationMessage([]byte(tc.body))
+		_, err := notice.ParseMessage([]byte(tc.body))
 		var fe *billing.FieldError
-		if !errors.Is(err, billing.ErrInvalidMessage) || !errors.As(err, &fe) || fe.Field != tc.field {
+		if !errors.Is(err, notice.ErrInvalidMessage) || !errors.As(err, &fe) || fe.Field != tc.field {
 			t.Errorf("%s: want a decode error on %s, got %v", tc.body, tc.field, err)
 		}
 	}
 }
 
-func TestNewNotificationMessageErrors(t *testing.T) {
+func TestNewMessageErrors(t *testing.T) {
 	bd := time.Date(2024, 3, 14, 0, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		mut   func(*billing.Period)
@@ -81,12 +82,12 @@ func TestNewNotificationMessageErrors(t *testing.T) {
 	} {
 		sub := notifSub("u1", bd)
 		tc.mut(&sub)
-		_, err := billing.NewNotificationMessage(&sub)
+		_, err := notice.NewMessage(&sub)
 		var fe *billing.FieldError
-		if !errors.As(err, &fe) || fe.Field != tc.field || fe.Key == "" || !errors.Is(err, billing.ErrInvalidMessage) {
+		if !errors.As(err, &fe) || fe.Field != tc.field || fe.Key == "" || !errors.Is(err, notice.ErrInvalidMessage) {
 			t.Errorf("want an error on %s naming the record, got %v", tc.field, err)
 		}
 	}
-	_, err := json.Marshal(billing.NotificationMessage{UserID: "u1"})
-	assert.ErrorIs(t, err, billing.ErrInvalidMessage, "marshal without billing date")
+	_, err := json.Marshal(notice.Message{UserID: "u1"})
+	assert.ErrorIs(t, err, notice.ErrInvalidMessage, "marshal without billing date")
 }

@@ -1,4 +1,4 @@
-package billing
+package notice
 
 import (
 	"context"
@@ -6,147 +6,52 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"time"
 
+	"github.com/dynabill/billing"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
 
-// The pre-billing notice: its lead, its event names and what it shows.
-const (
-	// NoticeLeadDays is how many days ahead of a billing date the
-	// pre-billing notification is sent: the notifier runs daily and looks for
-	// subscriptions whose billing_date falls on today (UTC) + NoticeLeadDays,
-	// which gives users about four days' notice. See [NotificationWindow].
-	NoticeLeadDays = 4
-
-	// RenewalNoticeEvent is the event name (and event_type) of the
-	// pre-billing notification and of the worker messages.
-	RenewalNoticeEvent = "three_day_notification"
-
-	// TrialEndingNoticeEvent is the event_type of the notification the
-	// [Worker] sends instead of the pre-billing one when the record is the
-	// first paid period after a trial, not attempted yet
-	// ([NotificationMessage.AfterTrial], or updated_event
-	// [UpdatedTrialConverted] on a message or record written before that
-	// marker existed): the trial ends and the first charge
-	// follows on the billing date, as Stripe's
-	// customer.subscription.trial_will_end. It goes out with the pre-billing
-	// notices, [NoticeLeadDays] before the trial's end (so three to four
-	// days before it), and at most once per trial: it is that record's
-	// reminder, claimed like any other (see [WorkerConfig.Reminders]). A
-	// [Notifier] tells it apart by [RenewalNotice.EventType].
-	TrialEndingNoticeEvent = "trial_will_end"
-
-	// UserStatusActive is the user-service status of a user who is notified.
-	UserStatusActive = "ACTIVE"
-
-	// NotificationDateLayout formats the billing date in the notification:
-	// "01/02/2006" (MM/DD/YYYY).
-	NotificationDateLayout = "01/02/2006"
-
-	// DefaultTierName is the membership tier of the notification when the
-	// record has no receipt_tier_name.
-	DefaultTierName = "LITE"
-)
-
-// User is what the worker needs from the host's user service.
-type User struct {
-	// ID is the user's ID, the records' user_id.
-	ID string
-	// Email identifies the user to the [Notifier].
-	Email string
-	// FirstName and LastName are for the host's [WorkerConfig.AfterSend]
-	// step (the legacy prenote submission).
-	FirstName, LastName string
-	// Status is the user-service status; only [UserStatusActive] users are
-	// notified.
-	Status string
-	// DateJoined is when the user signed up, for the host's AfterSend step
-	// (the legacy prenote policy skips its payment check for users younger
-	// than 30 days). Zero means unknown.
-	DateJoined time.Time
-}
-
-// UserDirectory looks users up in the host's user service.
-type UserDirectory interface {
-	// GetUser returns the user with the ID. Any error (including "no such
-	// user") fails the message, which SQS then redelivers.
-	GetUser(ctx context.Context, userID string) (User, error)
-}
-
-// RenewalNotice is the notice a user gets before a charge: the [Scheduler]
-// picks the periods billed [NoticeLeadDays] (4) days ahead, so it arrives
-// about four days before the charge. On the wire it keeps the legacy
-// ThreeDaySubNotification's shape and event name (three_day_notification,
-// sent as the properties of a messaging platform's track event).
-type RenewalNotice struct {
-	// EventType is [RenewalNoticeEvent], or
-	// [TrialEndingNoticeEvent] for the first charge after a trial.
-	EventType string `json:"event_type"`
-	// UserID is the record's user_id.
-	UserID string `json:"user_id"`
-	// BillingDate is the record's billing date as [NotificationDateLayout].
-	BillingDate string `json:"billing_date"`
-	// Amount is the record's billing_amount (JSON "4.99").
-	Amount Amount `json:"amount"`
-	// MembershipTier is the record's tier name, [DefaultTierName] when it
-	// has none.
-	MembershipTier string `json:"membership_tier"`
-	// Account is the last four characters of the account the user is
-	// charged from ([WorkerConfig.AccountMask]), empty when there is none
-	// or the worker has no AccountMask.
-	Account string `json:"account"`
-}
-
-// Notifier delivers notifications through the host's channel (the legacy
-// service sent a messaging platform's track event keyed by the email).
-type Notifier interface {
-	// Send delivers n to the user with the email. An error fails the
-	// message, which SQS then redelivers.
-	Send(ctx context.Context, email string, n RenewalNotice) error
-}
-
-// Message is one worker-queue record: the SQS message ID and body.
-type Message struct {
+// QueueMessage is one worker-queue record: the SQS message ID and body.
+type QueueMessage struct {
 	ID   string
 	Body string
 }
 
-// NotificationOutcome says how [Worker.Handle] finished a message without
+// Outcome says how [Worker.Handle] finished a message without
 // error.
-type NotificationOutcome string
+type Outcome string
 
 // The outcomes.
 const (
-	// NotificationSent: the notification was sent (AfterSend ran after it).
-	NotificationSent NotificationOutcome = "sent"
-	// NotificationSkippedPendingCancellation: the record's updated_event is
+	// Sent: the notification was sent (AfterSend ran after it).
+	Sent Outcome = "sent"
+	// SkippedPendingCancellation: the record's updated_event is
 	// PENDING_CANCELLATION.
-	NotificationSkippedPendingCancellation NotificationOutcome = "skipped_pending_cancellation"
-	// NotificationSkippedInactiveUser: the user's status is not ACTIVE.
-	NotificationSkippedInactiveUser NotificationOutcome = "skipped_inactive_user"
-	// NotificationSkippedTestEnvironment: WorkerConfig.AllowedEmailSuffixes
+	SkippedPendingCancellation Outcome = "skipped_pending_cancellation"
+	// SkippedInactiveUser: the user's status is not ACTIVE.
+	SkippedInactiveUser Outcome = "skipped_inactive_user"
+	// SkippedTestEnvironment: WorkerConfig.AllowedEmailSuffixes
 	// is set and does not allow the email's domain.
-	NotificationSkippedTestEnvironment NotificationOutcome = "skipped_test_environment"
-	// NotificationSkippedFree: the record's amount is zero (a free tier, or a
+	SkippedTestEnvironment Outcome = "skipped_test_environment"
+	// SkippedFree: the record's amount is zero (a free tier, or a
 	// trial period itself): nothing will be charged, so nothing is announced.
-	NotificationSkippedFree NotificationOutcome = "skipped_free"
+	SkippedFree Outcome = "skipped_free"
 	// With [WorkerConfig.Reminders]:
-	// NotificationSkippedDuplicate: the reminder was claimed already (sent
+	// SkippedDuplicate: the reminder was claimed already (sent
 	// by an earlier run or by another worker); nothing was sent.
-	NotificationSkippedDuplicate NotificationOutcome = "skipped_duplicate"
-	// NotificationSkippedRecordChanged: the record is gone, or no longer
+	SkippedDuplicate Outcome = "skipped_duplicate"
+	// SkippedRecordChanged: the record is gone, or no longer
 	// in the message's status or subscription; nothing was sent.
-	NotificationSkippedRecordChanged NotificationOutcome = "skipped_record_changed"
+	SkippedRecordChanged Outcome = "skipped_record_changed"
 )
 
 // WorkerConfig configures [NewWorker].
 type WorkerConfig struct {
 	// Users looks up the message's user. Required.
-	Users UserDirectory
+	Users billing.UserDirectory
 	// Notifier sends the notification. Required.
-	Notifier Notifier
+	Notifier billing.Notifier
 	// AccountMask returns the last four characters of the account the
 	// user is charged from, for the notice's Account; "" when there is none
 	// (the worker logs a warning and sends the notice without digits). Only
@@ -159,16 +64,16 @@ type WorkerConfig struct {
 	// message's context; it cannot fail the message (a step of its own
 	// logs what goes wrong). Defaults to nil: nothing runs after the send.
 	// Package prenote's Step.AfterSend is the legacy ACH prenote step.
-	AfterSend func(ctx context.Context, user User)
+	AfterSend func(ctx context.Context, user billing.User)
 	// Reminders records on each record that its reminder was sent, so that
 	// a rerun of the scheduler, a redelivered message or a second worker
-	// never sends it twice (see [ReminderClaimer]): usually the Repository
+	// never sends it twice (see [billing.ReminderClaimer]): usually the Repository
 	// the [Scheduler] reads. Defaults to nil: every message handled is
 	// sent, as the legacy worker did.
-	Reminders ReminderClaimer
+	Reminders billing.ReminderClaimer
 	// Clock gives the time a reminder is claimed at. Defaults to
-	// [SystemClock].
-	Clock Clock
+	// [billing.SystemClock].
+	Clock billing.Clock
 	// AllowedEmailSuffixes, when not empty, restricts notifications to
 	// users whose email domain one of its entries allows; other users are
 	// skipped. Set it in test environments, e.g. to "test.example.com" and
@@ -223,7 +128,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, errors.New("billing: WorkerConfig.Notifier is required")
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = SystemClock{}
+		cfg.Clock = billing.SystemClock{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -253,7 +158,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 // fail without being tried.
 //
 // A message whose body cannot be parsed or decoded
-// ([ParseNotificationMessage]: not a JSON object of strings, a wrong
+// ([ParseMessage]: not a JSON object of strings, a wrong
 // event_type, no user_id, a bad billing_date, billing_amount or
 // billing_status) is dropped instead: no redelivery can change its body, so
 // reporting it would have SQS deliver it again until it expires (or, with a
@@ -262,7 +167,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 // message_id, reason — the parse error, at most 200 bytes, never the body —
 // field when a field is at fault, and body_bytes) and counted with outcome
 // dropped_invalid in dynabill.notifier.messages; it is not returned.
-func (w *Worker) HandleBatch(ctx context.Context, msgs []Message) (failedIDs []string) {
+func (w *Worker) HandleBatch(ctx context.Context, msgs []QueueMessage) (failedIDs []string) {
 	for _, msg := range msgs {
 		log := w.cfg.Logger.With("message_id", msg.ID)
 		if err := ctx.Err(); err != nil {
@@ -271,7 +176,7 @@ func (w *Worker) HandleBatch(ctx context.Context, msgs []Message) (failedIDs []s
 			failedIDs = append(failedIDs, msg.ID)
 			continue
 		}
-		m, err := ParseNotificationMessage([]byte(msg.Body))
+		m, err := ParseMessage([]byte(msg.Body))
 		if err != nil {
 			w.dropInvalid(ctx, log, &msg, err)
 			continue
@@ -291,13 +196,13 @@ const maxReasonBytes = 200
 // dropInvalid logs and counts a message [Worker.HandleBatch] acknowledges
 // without handling, because err, its parse error, would recur on every
 // delivery.
-func (w *Worker) dropInvalid(ctx context.Context, log *slog.Logger, msg *Message, err error) {
+func (w *Worker) dropInvalid(ctx context.Context, log *slog.Logger, msg *QueueMessage, err error) {
 	reason := err.Error()
 	if len(reason) > maxReasonBytes {
 		reason = strings.ToValidUTF8(reason[:maxReasonBytes], "") + "…"
 	}
 	attrs := []any{"reason", reason, "body_bytes", len(msg.Body)}
-	if fe := (*FieldError)(nil); errors.As(err, &fe) {
+	if fe := (*billing.FieldError)(nil); errors.As(err, &fe) {
 		attrs = append(attrs, "field", fe.Field)
 	}
 	log.ErrorContext(ctx, "billing: notifier worker: invalid message dropped", attrs...)
@@ -319,7 +224,7 @@ func (w *Worker) dropInvalid(ctx context.Context, log *slog.Logger, msg *Message
 //     A user without one (or a worker without AccountMask) is notified
 //     without the digits.
 //  6. With Reminders set, the reminder is claimed on the record (see
-//     [ReminderClaimer]): a reminder claimed already is skipped as a
+//     [billing.ReminderClaimer]): a reminder claimed already is skipped as a
 //     duplicate, a record gone or no longer in the message's status or
 //     subscription is skipped as changed, and another error is returned.
 //  7. It is sent to the user's email; an error is returned, after the
@@ -331,34 +236,34 @@ func (w *Worker) dropInvalid(ctx context.Context, log *slog.Logger, msg *Message
 //     notification that was delivered.
 //
 // Skips return their outcome and a nil error.
-func (w *Worker) Handle(ctx context.Context, m NotificationMessage) (NotificationOutcome, error) {
+func (w *Worker) Handle(ctx context.Context, m Message) (Outcome, error) {
 	ctx, span := w.tel.startMessage(ctx, &m)
 	out, err := w.handle(ctx, m)
 	w.tel.endMessage(ctx, span, out, err)
 	return out, err
 }
 
-func (w *Worker) handle(ctx context.Context, m NotificationMessage) (NotificationOutcome, error) {
+func (w *Worker) handle(ctx context.Context, m Message) (Outcome, error) {
 	log := w.cfg.Logger.With("user_id", m.UserID, "subscription_id", m.SubscriptionID)
-	if m.UpdatedEvent == UpdatedPendingCancellation {
+	if m.UpdatedEvent == billing.UpdatedPendingCancellation {
 		log.InfoContext(ctx, "User is pending cancellation")
-		return NotificationSkippedPendingCancellation, nil
+		return SkippedPendingCancellation, nil
 	}
 	if freeNotice(&m) {
 		log.InfoContext(ctx, "billing: notifier worker: free period, nothing to announce")
-		return NotificationSkippedFree, nil
+		return SkippedFree, nil
 	}
 	user, err := w.cfg.Users.GetUser(ctx, m.UserID)
 	if err != nil {
 		return "", fmt.Errorf("billing: notifier worker: get user %s: %w", m.UserID, err)
 	}
-	if user.Status != UserStatusActive {
+	if user.Status != billing.UserStatusActive {
 		log.InfoContext(ctx, "User is not active, skipping", "user_status", user.Status)
-		return NotificationSkippedInactiveUser, nil
+		return SkippedInactiveUser, nil
 	}
 	if !w.emailAllowed(user.Email) {
 		log.InfoContext(ctx, "User email is not allowed in this environment, skipping")
-		return NotificationSkippedTestEnvironment, nil
+		return SkippedTestEnvironment, nil
 	}
 	n, err := w.notification(ctx, &m, log)
 	if err != nil {
@@ -373,22 +278,22 @@ func (w *Worker) handle(ctx context.Context, m NotificationMessage) (Notificatio
 		return skip, nil
 	}
 	if err := w.cfg.Notifier.Send(ctx, user.Email, n); err != nil {
-		return "", w.releaseReminder(ctx, claim, fmt.Errorf("billing: notifier worker: send %s: %w", RenewalNoticeEvent, err))
+		return "", w.releaseReminder(ctx, claim, fmt.Errorf("billing: notifier worker: send %s: %w", billing.RenewalNoticeEvent, err))
 	}
 	log.InfoContext(ctx, "billing: notifier worker: notification sent")
 	if w.cfg.AfterSend != nil {
 		w.cfg.AfterSend(ctx, user)
 	}
-	return NotificationSent, nil
+	return Sent, nil
 }
 
 // notification builds the payload of m (the legacy buildNotification).
-func (w *Worker) notification(ctx context.Context, m *NotificationMessage, log *slog.Logger) (RenewalNotice, error) {
+func (w *Worker) notification(ctx context.Context, m *Message, log *slog.Logger) (billing.RenewalNotice, error) {
 	var account string
 	if w.cfg.AccountMask != nil {
 		mask, err := w.cfg.AccountMask(ctx, m.UserID)
 		if err != nil {
-			return RenewalNotice{}, fmt.Errorf("billing: notifier worker: account of %s: %w", m.UserID, err)
+			return billing.RenewalNotice{}, fmt.Errorf("billing: notifier worker: account of %s: %w", m.UserID, err)
 		}
 		if account = lastFour(mask); account == "" {
 			log.WarnContext(ctx, "billing: notifier worker: no account to show, notifying without account digits")
@@ -396,12 +301,12 @@ func (w *Worker) notification(ctx context.Context, m *NotificationMessage, log *
 	}
 	tier := m.Tier()
 	if tier == "" {
-		tier = DefaultTierName
+		tier = billing.DefaultTierName
 	}
-	return RenewalNotice{
+	return billing.RenewalNotice{
 		EventType:      notificationEventType(m),
 		UserID:         m.UserID,
-		BillingDate:    m.BillingDate.UTC().Format(NotificationDateLayout),
+		BillingDate:    m.BillingDate.UTC().Format(billing.NotificationDateLayout),
 		Amount:         m.Amount,
 		MembershipTier: tier,
 		Account:        account,

@@ -1,14 +1,14 @@
-package billing_test
+package notice_test
 
 import (
 	"encoding/json"
 	"testing"
 
-	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/notice"
 	"github.com/stretchr/testify/require"
 )
 
-// FuzzParseEvent: ParseSchedulerEvent never panics, fails only with
+// FuzzParseEvent: ParseEvent never panics, fails only with
 // ErrInvalidEvent, and what it accepts re-encodes to JSON that parses back
 // to the same event.
 func FuzzParseEvent(f *testing.F) {
@@ -22,14 +22,14 @@ func FuzzParseEvent(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ev, err := billing.ParseSchedulerEvent(data)
+		ev, err := notice.ParseEvent(data)
 		if err != nil {
-			require.ErrorIs(t, err, billing.ErrInvalidEvent, "error without ErrInvalidEvent: %v", err)
+			require.ErrorIs(t, err, notice.ErrInvalidEvent, "error without ErrInvalidEvent: %v", err)
 			return
 		}
 		b, err := json.Marshal(ev)
 		require.NoError(t, err, "accepted %q but cannot encode %+v", data, ev)
-		back, err := billing.ParseSchedulerEvent(b)
+		back, err := notice.ParseEvent(b)
 		require.NoError(t, err, "re-encoded %s does not parse", b)
 		if back != ev {
 			t.Fatalf("round trip changed %+v to %+v", ev, back)
@@ -37,7 +37,7 @@ func FuzzParseEvent(f *testing.F) {
 	})
 }
 
-// FuzzParseMessage: ParseNotificationMessage never panics, fails only with
+// FuzzParseMessage: ParseMessage never panics, fails only with
 // ErrInvalidMessage, and what it accepts re-encodes to a body that parses
 // back to the same message.
 func FuzzParseMessage(f *testing.F) {
@@ -52,14 +52,14 @@ func FuzzParseMessage(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := billing.ParseNotificationMessage(data)
+		m, err := notice.ParseMessage(data)
 		if err != nil {
-			require.ErrorIs(t, err, billing.ErrInvalidMessage, "error without ErrInvalidMessage: %v", err)
+			require.ErrorIs(t, err, notice.ErrInvalidMessage, "error without ErrInvalidMessage: %v", err)
 			return
 		}
 		b, err := json.Marshal(m)
 		require.NoError(t, err, "accepted %q but cannot encode %+v", data, m)
-		back, err := billing.ParseNotificationMessage(b)
+		back, err := notice.ParseMessage(b)
 		require.NoError(t, err, "re-encoded %s does not parse", b)
 		if back != m {
 			t.Fatalf("round trip changed %+v to %+v", m, back)

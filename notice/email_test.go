@@ -1,10 +1,11 @@
-package billing_test
+package notice_test
 
 import (
 	"context"
 	"testing"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/notice"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -66,9 +67,9 @@ func TestWorkerEmailAllowList(t *testing.T) {
 		e.users.Put(billing.User{ID: "u1", Email: tc.email, Status: billing.UserStatusActive})
 		out, err := e.worker(t).Handle(context.Background(), notifMessage())
 		require.NoError(t, err, "%q with %q", tc.email, tc.allowed)
-		want, wantSent := billing.NotificationSkippedTestEnvironment, 0
+		want, wantSent := notice.SkippedTestEnvironment, 0
 		if tc.sent {
-			want, wantSent = billing.NotificationSent, 1
+			want, wantSent = notice.Sent, 1
 		}
 		assert.Equal(t, want, out, "%q with %q", tc.email, tc.allowed)
 		assert.Len(t, e.notifier.Sent(), wantSent, "%q with %q: sent %v", tc.email, tc.allowed, e.notifier.Sent())
@@ -84,13 +85,13 @@ func TestNewWorkerRejectsNonDomainEntries(t *testing.T) {
 		"+qa@example.com", "a@example.com", "example .com", "*.example.com", "example.com/"} {
 		cfg := e.cfg
 		cfg.AllowedEmailSuffixes = []string{"example.org", entry}
-		_, err := billing.NewWorker(cfg)
+		_, err := notice.NewWorker(cfg)
 		assert.ErrorContains(t, err, "AllowedEmailSuffixes", "entry %q", entry)
 	}
 	for _, entry := range []string{"example.com", "@example.com", ".example.com", "EXAMPLE.COM", "xn--bcher-kva.example", "bücher.example", "my-host.example"} {
 		cfg := e.cfg
 		cfg.AllowedEmailSuffixes = []string{entry}
-		_, err := billing.NewWorker(cfg)
+		_, err := notice.NewWorker(cfg)
 		assert.NoError(t, err, "entry %q", entry)
 	}
 }

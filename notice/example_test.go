@@ -1,4 +1,4 @@
-package billing_test
+package notice_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/memory"
+	"github.com/dynabill/billing/notice"
 )
 
 // The scheduler pages through the records due in four days and hands back a
@@ -36,7 +37,7 @@ func ExampleScheduler() {
 	}
 
 	queue := &billingtest.RecordingEnqueuer{} // in production: SQS SendMessageBatch
-	sched, err := billing.NewScheduler(billing.SchedulerConfig{
+	sched, err := notice.NewScheduler(notice.SchedulerConfig{
 		Repository:         store.Repository(),
 		Enqueuer:           queue,
 		Clock:              billingtest.NewClock(now),
@@ -46,7 +47,7 @@ func ExampleScheduler() {
 		log.Fatal(err)
 	}
 	// The daily trigger's detail.
-	ev, err := billing.ParseSchedulerEvent([]byte(`{"status": "SCHEDULED"}`))
+	ev, err := notice.ParseEvent([]byte(`{"status": "SCHEDULED"}`))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -61,12 +62,12 @@ func ExampleScheduler() {
 		}
 		body, _ := json.Marshal(res.Continuation) // sent to the scheduler queue
 		fmt.Printf("  continue with date %s, status %s\n", res.Continuation.Date, res.Continuation.Status)
-		if ev, err = billing.ParseSchedulerEvent(body); err != nil {
+		if ev, err = notice.ParseEvent(body); err != nil {
 			log.Fatal(err)
 		}
 	}
 	for _, body := range queue.Bodies() {
-		m, _ := billing.ParseNotificationMessage([]byte(body))
+		m, _ := notice.ParseMessage([]byte(body))
 		fmt.Println(m.UserID, m.BillingDate.Format(time.DateOnly), m.Amount)
 	}
 	// Output:
@@ -91,7 +92,7 @@ func ExampleWorker() {
 		Status: billing.UserStatusActive, DateJoined: now.AddDate(0, 0, -10),
 	})
 	notifier := &billingtest.RecordingNotifier{}
-	worker, err := billing.NewWorker(billing.WorkerConfig{
+	worker, err := notice.NewWorker(notice.WorkerConfig{
 		Users: users, Notifier: notifier,
 		AccountMask: func(_ context.Context, userID string) (string, error) {
 			return "6789", nil // the host's payment method on file for userID
@@ -107,7 +108,7 @@ func ExampleWorker() {
 			`"billing_date":"2024-03-14T09:00:00Z","billing_amount":"4.99","billing_status":"SCHEDULED","receipt_tier_name":"Plus:v2"}`
 	}
 	users.FailFor("bo", errors.New("user service down"))
-	failed := worker.HandleBatch(ctx, []billing.Message{
+	failed := worker.HandleBatch(ctx, []notice.QueueMessage{
 		{ID: "m1", Body: body("ann")}, // sent
 		{ID: "m2", Body: "not json"},  // dropped: logged, and never redelivered
 		{ID: "m3", Body: body("bo")},  // failed: redelivered, the user service may be back

@@ -1,4 +1,4 @@
-package billing_test
+package notice_test
 
 import (
 	"context"
@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
-	"github.com/dynabill/billing/billingtest"
-	"github.com/dynabill/billing/memory"
+	"github.com/dynabill/billing/notice"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -59,14 +58,14 @@ func TestWorkerReminderClaimBranches(t *testing.T) {
 		releaseErr error
 		sendErr    error
 		cancel     bool // the send cancels the message's context, then fails
-		want       billing.NotificationOutcome
+		want       notice.Outcome
 		wantErr    []error
 		sent       int
 		released   bool
 	}{
-		{name: "claimed: sent, prenote", want: billing.NotificationSent, sent: 1},
-		{name: "already claimed: duplicate", claimErr: billing.ErrReminderClaimed, want: billing.NotificationSkippedDuplicate},
-		{name: "record changed: skipped", want: billing.NotificationSkippedRecordChanged,
+		{name: "claimed: sent, prenote", want: notice.Sent, sent: 1},
+		{name: "already claimed: duplicate", claimErr: billing.ErrReminderClaimed, want: notice.SkippedDuplicate},
+		{name: "record changed: skipped", want: notice.SkippedRecordChanged,
 			claimErr: &billing.ConflictError{Op: "claim reminder", Key: "k", Reason: "gone", Err: billing.ErrConflict}},
 		{name: "claim error: failure", claimErr: boom, wantErr: []error{boom}},
 		{name: "send error: released", sendErr: boom, wantErr: []error{boom}, released: true},
@@ -134,29 +133,10 @@ func TestWorkerReminderSkipsBeforeClaim(t *testing.T) {
 	m.UpdatedEvent = billing.UpdatedPendingCancellation
 	out, err := e.worker(t).Handle(t.Context(), m)
 	require.NoError(t, err)
-	assert.Equal(t, billing.NotificationSkippedPendingCancellation, out)
+	assert.Equal(t, notice.SkippedPendingCancellation, out)
 	e.users.Put(billing.User{ID: "u1", Email: "ann@example.com", Status: "SUSPENDED"})
 	out, err = e.worker(t).Handle(t.Context(), notifMessage())
 	require.NoError(t, err)
-	assert.Equal(t, billing.NotificationSkippedInactiveUser, out)
+	assert.Equal(t, notice.SkippedInactiveUser, out)
 	assert.Empty(t, claimer.claims)
-}
-
-// TestReminderClaimValidation: stores refuse a reminder without a user ID
-// or billing date before writing anything.
-func TestReminderClaimValidation(t *testing.T) {
-	repo := billingtest.NewMemoryStore(t, memory.Options{}).Repository()
-	at := time.Date(2024, 3, 10, 12, 0, 0, 0, time.UTC)
-	for _, r := range []billing.Reminder{
-		{BillingDate: at},
-		{UserID: "u1"},
-		{UserID: "u1", BillingDate: at, Status: "NOPE"},
-	} {
-		_, err := repo.ClaimReminder(t.Context(), r, at)
-		var fe *billing.FieldError
-		require.ErrorAs(t, err, &fe, "reminder %+v", r)
-		assert.False(t, billing.IsConflict(err))
-	}
-	_, err := repo.ClaimReminder(t.Context(), billing.Reminder{UserID: "u1", BillingDate: at}, time.Time{})
-	require.ErrorIs(t, err, billing.ErrInvalidDate)
 }
