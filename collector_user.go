@@ -34,14 +34,15 @@ type UserChange struct {
 	RefundPeriodID string
 }
 
-// CancelWhen says when a cancellation ends the user's access.
-type CancelWhen string
+// When says when a change by user takes effect: a cancel
+// ([CancelRequest.When]) or a plan change ([ChangePlanRequest.When]).
+type When string
 
-// When a cancellation takes effect.
+// When a cancel or a plan change takes effect.
 const (
 	// CancelAtPeriodEnd: no period is charged again; the user keeps what
 	// was paid until the end of the last paid period.
-	CancelAtPeriodEnd CancelWhen = "AT_PERIOD_END"
+	CancelAtPeriodEnd When = "AT_PERIOD_END"
 	// CancelNow: access ends now, and the host refunds the unused share of
 	// the last paid period ([UserChange.Refund]). Always: the refund is
 	// that whole share (rounded down to the minor unit), so the time after
@@ -49,19 +50,13 @@ const (
 	// refunds. The periods cancelled record the instant
 	// ([Period.AccessEnd]): the view's PaidThrough ends there, and
 	// the user may come back at once, charged from the come-back's date.
-	CancelNow CancelWhen = "NOW"
-)
+	CancelNow When = "NOW"
 
-// PlanChangeWhen says when a plan change applies.
-type PlanChangeWhen string
-
-// When a plan change applies.
-const (
 	// ChangeNow applies the new plan to the next charge (an upgrade).
-	ChangeNow PlanChangeWhen = "NOW"
+	ChangeNow When = "NOW"
 	// ChangeAtNextPeriod keeps this period's plan and applies the new one
 	// from the period after it (a downgrade, marked pending).
-	ChangeAtNextPeriod PlanChangeWhen = "NEXT_PERIOD"
+	ChangeAtNextPeriod When = "NEXT_PERIOD"
 )
 
 // UserRequest names the subscription and the request of a change by user.
@@ -89,7 +84,7 @@ type UserRequest struct {
 type CancelRequest struct {
 	UserRequest
 	// When says when access ends. Defaults to [CancelAtPeriodEnd].
-	When CancelWhen
+	When When
 	// ForgiveOwed cancels an owed ERROR period too, forgiving what it
 	// owes, as [Periods.Cancel] does: an operator's decision. Defaults to
 	// false: an ERROR period refuses the whole cancellation (an error
@@ -122,7 +117,7 @@ type ChangePlanRequest struct {
 	// it is required. Checked as [Periods.ChangeTier] checks it.
 	Amount Amount
 	// When says when the plan applies. Defaults to [ChangeNow].
-	When PlanChangeWhen
+	When When
 }
 
 // MoveBillingDateRequest is what [Collector.MoveBillingDate] takes.

@@ -75,7 +75,7 @@ func TestSubscriptionViewTellsTheTruth(t *testing.T) {
 		_, err := e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "order-1", UserID: e.user, Tier: "Plus:v2", TrialDays: 14})
 		require.NoError(t, err)
 	}
-	cancel := func(t *testing.T, e *freeEnv, when billing.CancelWhen) {
+	cancel := func(t *testing.T, e *freeEnv, when billing.When) {
 		_, err := e.c.Cancel(t.Context(), billing.CancelRequest{UserRequest: ur(e.user, "leave"), When: when})
 		require.NoError(t, err)
 	}
