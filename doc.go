@@ -222,7 +222,7 @@
 // the records billed [NoticeLeadDays] ahead and enqueues a message per
 // record; its Worker turns each message into a [RenewalNotice] for the
 // host's [Notifier], looking the [User] up in the host's [UserDirectory],
-// and claims each [Reminder] on its record first ([ReminderClaimer]), so
+// and claims each reminder on its record first (notice.ReminderClaimer), so
 // that it is sent at most once. This package holds only those ports (package
 // prenote is the legacy host's ACH prenote step). See package notice's
 // ExampleScheduler, ExampleWorker and examples/lambda.

@@ -4,11 +4,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/notice"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // TestTrialEndingReminderOnce: the pre-billing notifier sends the trial's
@@ -41,7 +42,7 @@ func TestTrialEndingReminderOnce(t *testing.T) {
 			users := billingtest.NewUserDirectory(billing.User{ID: e.user, Email: "ann@example.com", Status: billing.UserStatusActive},
 				billing.User{ID: freeUser, Email: "bob@example.com", Status: billing.UserStatusActive})
 			w, err := notice.NewWorker(notice.WorkerConfig{Users: users, Notifier: notifier,
-				Reminders: e.repo.(billing.ReminderClaimer), Clock: e.clock})
+				Reminders: e.repo.(notice.ReminderClaimer), Clock: e.clock})
 			require.NoError(t, err)
 
 			e.clock.Set(end.AddDate(0, 0, -billing.NoticeLeadDays).Add(-6 * time.Hour))

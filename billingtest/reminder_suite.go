@@ -34,7 +34,7 @@ const (
 // ReminderStore is one store under [TestReminderWorkers].
 type ReminderStore struct {
 	// Repository holds the records. It must implement
-	// [billing.ReminderClaimer].
+	// [notice.ReminderClaimer].
 	Repository billing.Repository
 	// Items returns, as the table stores them, the items a claim of rec's
 	// reminder may change, by role: [ReminderRecordItem] always, and
@@ -105,8 +105,8 @@ func (s *reminderSuite) env(t *testing.T, n int) *reminderEnv {
 	t.Helper()
 	e := &reminderEnv{t: t, clock: NewClock(reminderNow), users: NewUserDirectory(), notifier: &RecordingNotifier{}}
 	e.store = s.newStore(t, e.clock)
-	if _, ok := e.store.Repository.(billing.ReminderClaimer); !ok {
-		t.Fatalf("billingtest.TestReminderWorkers: %T does not implement billing.ReminderClaimer", e.store.Repository)
+	if _, ok := e.store.Repository.(notice.ReminderClaimer); !ok {
+		t.Fatalf("billingtest.TestReminderWorkers: %T does not implement notice.ReminderClaimer", e.store.Repository)
 	}
 	for i := range n {
 		rec := s.ids.record(s.ids.user(), billingBase.Add(time.Duration(i+1)*time.Hour), billing.StatusScheduled)
@@ -124,7 +124,7 @@ func (e *reminderEnv) worker() *notice.Worker {
 	w, err := notice.NewWorker(notice.WorkerConfig{
 		Users: e.users, Notifier: e.notifier,
 		AccountMask: func(context.Context, string) (string, error) { return "00001234", nil },
-		Reminders:   e.store.Repository.(billing.ReminderClaimer), Clock: e.clock,
+		Reminders:   e.store.Repository.(notice.ReminderClaimer), Clock: e.clock,
 	})
 	if err != nil {
 		e.t.Fatal(err)

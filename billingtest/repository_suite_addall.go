@@ -10,6 +10,7 @@ import (
 	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/memory"
+	"github.com/dynabill/billing/notice"
 )
 
 // addAll calls AddAll and fails the test on an error.
@@ -241,7 +242,7 @@ func (s *repoSuite) addAllCases() []repoCase {
 			settled := marked.Clone()
 			settled.Attempt = 1
 			e.setAttempt(marked, settled)
-			_, ok := e.repo.(billing.ReminderClaimer)
+			_, ok := e.repo.(notice.ReminderClaimer)
 			if ok {
 				e.claim(recordReminder(&r), reminderAt)
 			}

@@ -8,9 +8,10 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/memory"
+	"github.com/dynabill/billing/notice"
 )
 
-// reminderCases are the cases of [billing.ReminderClaimer], for a
+// reminderCases are the cases of [notice.ReminderClaimer], for a
 // repository that implements it (the others skip them): a claim is once
 // per record and billing date, concurrent claims make one winner, a claim
 // is refused on a record gone or in another status or subscription, a
@@ -32,20 +33,20 @@ func (s *repoSuite) reminderCases() []repoCase {
 // notification day of billingBase.
 var reminderAt = billingBase.AddDate(0, 0, -billing.NoticeLeadDays).Add(12*time.Hour + 250*time.Millisecond)
 
-func (e *repoEnv) claimer() billing.ReminderClaimer {
+func (e *repoEnv) claimer() notice.ReminderClaimer {
 	e.t.Helper()
-	rc, ok := e.repo.(billing.ReminderClaimer)
+	rc, ok := e.repo.(notice.ReminderClaimer)
 	if !ok {
-		e.t.Skip("the repository does not implement billing.ReminderClaimer")
+		e.t.Skip("the repository does not implement notice.ReminderClaimer")
 	}
 	return rc
 }
 
-func recordReminder(rec *billing.Period) billing.Reminder {
-	return billing.Reminder{UserID: rec.UserID, BillingDate: rec.BillingDate, SubscriptionID: rec.SubscriptionID, Status: rec.Status}
+func recordReminder(rec *billing.Period) notice.Reminder {
+	return notice.Reminder{UserID: rec.UserID, BillingDate: rec.BillingDate, SubscriptionID: rec.SubscriptionID, Status: rec.Status}
 }
 
-func (e *repoEnv) claim(rem billing.Reminder, at time.Time) billing.ReminderClaim {
+func (e *repoEnv) claim(rem notice.Reminder, at time.Time) notice.ReminderClaim {
 	e.t.Helper()
 	c, err := e.claimer().ClaimReminder(e.ctx(), rem, at)
 	if err != nil {
@@ -58,7 +59,7 @@ func (e *repoEnv) claim(rem billing.Reminder, at time.Time) billing.ReminderClai
 }
 
 // requireClaimed checks that a claim of rem is refused as a duplicate.
-func (e *repoEnv) requireClaimed(rem billing.Reminder) {
+func (e *repoEnv) requireClaimed(rem notice.Reminder) {
 	e.t.Helper()
 	_, err := e.claimer().ClaimReminder(e.ctx(), rem, reminderAt.Add(time.Minute))
 	if !errors.Is(err, billing.ErrReminderClaimed) || errors.Is(err, billing.ErrConflict) {
@@ -73,11 +74,11 @@ func (s *repoSuite) reminderClaimOnce(t *testing.T) {
 	e.claim(recordReminder(&rec), reminderAt)
 	e.requireClaimed(recordReminder(&rec))
 	// Without the optional checks it is the same reminder.
-	e.requireClaimed(billing.Reminder{UserID: rec.UserID, BillingDate: rec.BillingDate})
+	e.requireClaimed(notice.Reminder{UserID: rec.UserID, BillingDate: rec.BillingDate})
 	e.requireStored(rec)
 	e.requireHistoryCount(rec.UserID, 1)
 
-	if _, err := e.claimer().ClaimReminder(e.ctx(), billing.Reminder{BillingDate: rec.BillingDate}, reminderAt); err == nil || billing.IsConflict(err) {
+	if _, err := e.claimer().ClaimReminder(e.ctx(), notice.Reminder{BillingDate: rec.BillingDate}, reminderAt); err == nil || billing.IsConflict(err) {
 		t.Fatalf("ClaimReminder without a user ID: error %v, want a validation error", err)
 	}
 }
@@ -117,7 +118,7 @@ func (s *repoSuite) reminderRefused(t *testing.T) {
 	e := s.env(t, memory.Options{})
 	rec := s.ids.record(s.ids.user(), day(2), billing.StatusScheduled)
 	e.add(rec)
-	refused := func(name string, rem billing.Reminder) {
+	refused := func(name string, rem notice.Reminder) {
 		t.Helper()
 		_, err := e.claimer().ClaimReminder(e.ctx(), rem, reminderAt)
 		requireConflict(t, err, billing.ErrConflict, "claim reminder", rec.UserID)

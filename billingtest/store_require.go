@@ -17,7 +17,7 @@ import (
 // the primary table: for every record of the user, the history holds a row
 // of its subscription_id, and the newest such row (latest last_run_date)
 // equals the record in every stored attribute except the history-only
-// data_ ones and a reminder's claim (billing.ReminderClaimer), which only
+// data_ ones and a reminder's claim (notice.ReminderClaimer), which only
 // the record carries. It fails t at once otherwise, listing every mismatch.
 //
 // It reads the history with ListByUser (a base-table query), not through

@@ -3,22 +3,25 @@ package dynamostore
 import (
 	"context"
 	"fmt"
+	"time"
+
 	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/sdkav"
-	"time"
+	"github.com/dynabill/billing/notice"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/internal/timefmt"
 )
 
 var (
-	_ billing.ReminderClaimer = (*Repository)(nil)
-	_ billing.ReminderClaimer = (*SingleTableRepository)(nil)
+	_ notice.ReminderClaimer = (*Repository)(nil)
+	_ notice.ReminderClaimer = (*SingleTableRepository)(nil)
 )
 
 // reminderClaim is the claim of a pre-billing reminder on a record's item
@@ -27,7 +30,7 @@ var (
 // exists with the reminder's status and subscription_id (when it sets
 // them) and is not reminded for this billing date already. It is the
 // DynamoDB form of [layout.ReminderClaimRefused].
-func reminderClaim(rem billing.Reminder, bd string, attrs map[string]av.AttributeValue) expression.Expression {
+func reminderClaim(rem notice.Reminder, bd string, attrs map[string]av.AttributeValue) expression.Expression {
 	cond := expression.AttributeExists(expression.Name(layout.AttrUserID))
 	if rem.Status != "" {
 		cond = cond.And(expression.Name(layout.AttrBillingStatus).Equal(exprValue(layout.StringAV(string(rem.Status)))))
@@ -61,7 +64,7 @@ func reminderRelease(id string) expression.Expression {
 // also what it does for an item that does not exist, the item is read
 // again. An item that now allows the claim changed in between: a
 // conflict.
-func claimFailure(ctx context.Context, client API, table *string, key map[string]types.AttributeValue, rem billing.Reminder, bd string, item map[string]av.AttributeValue) error {
+func claimFailure(ctx context.Context, client API, table *string, key map[string]types.AttributeValue, rem notice.Reminder, bd string, item map[string]av.AttributeValue) error {
 	if len(item) == 0 {
 		out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: table, Key: key, ConsistentRead: aws.Bool(true)})
 		if err != nil {
@@ -77,7 +80,7 @@ func claimFailure(ctx context.Context, client API, table *string, key map[string
 
 // claimRecordItem claims rem on the record's item at key with one
 // conditional UpdateItem (see [reminderClaim]).
-func claimRecordItem(ctx context.Context, client API, table *string, key map[string]types.AttributeValue, rem billing.Reminder, bd string, attrs map[string]av.AttributeValue) error {
+func claimRecordItem(ctx context.Context, client API, table *string, key map[string]types.AttributeValue, rem notice.Reminder, bd string, attrs map[string]av.AttributeValue) error {
 	expr := reminderClaim(rem, bd, attrs)
 	_, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: table, Key: key,
@@ -96,7 +99,7 @@ func claimRecordItem(ctx context.Context, client API, table *string, key map[str
 
 // releaseRecordItem releases the claim with ID id on the record's item at
 // key with one conditional UpdateItem (see [reminderRelease]).
-func releaseRecordItem(ctx context.Context, client API, table *string, key map[string]types.AttributeValue, c billing.ReminderClaim, id string) error {
+func releaseRecordItem(ctx context.Context, client API, table *string, key map[string]types.AttributeValue, c notice.ReminderClaim, id string) error {
 	expr := reminderRelease(id)
 	_, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: table, Key: key,
@@ -112,29 +115,29 @@ func releaseRecordItem(ctx context.Context, client API, table *string, key map[s
 	return nil
 }
 
-// ClaimReminder implements [billing.ReminderClaimer] on the legacy tables:
+// ClaimReminder implements [notice.ReminderClaimer] on the legacy tables:
 // one conditional UpdateItem of the record that SETs billing_reminded_for
 // (the record's billing_date), billing_reminded_at (at) and
 // billing_reminder_claim (the claim's random ID), and nothing else. No
 // history row is written: a reminder is not a change of the record's
 // state. Update and SetAttempt never touch these attributes; AddAll's
 // rewrite of the record carries them (unless the new record sets them).
-func (r *Repository) ClaimReminder(ctx context.Context, rem billing.Reminder, at time.Time) (billing.ReminderClaim, error) {
+func (r *Repository) ClaimReminder(ctx context.Context, rem notice.Reminder, at time.Time) (notice.ReminderClaim, error) {
 	c, attrs, bd, err := layout.ReminderClaimItem(rem, at)
 	if err != nil {
-		return billing.ReminderClaim{}, err
+		return notice.ReminderClaim{}, err
 	}
 	key := map[string]types.AttributeValue{layout.AttrUserID: stringAV(rem.UserID), layout.AttrBillingDate: stringAV(bd)}
 	if err := claimRecordItem(ctx, r.cfg.Client, &r.cfg.Tables.Subscriptions, key, rem, bd, attrs); err != nil {
-		return billing.ReminderClaim{}, err
+		return notice.ReminderClaim{}, err
 	}
 	return c, nil
 }
 
-// ReleaseReminder implements [billing.ReminderClaimer] on the legacy
+// ReleaseReminder implements [notice.ReminderClaimer] on the legacy
 // tables: one UpdateItem that REMOVEs the claim's three attributes, on
 // condition that billing_reminder_claim is still c's ID.
-func (r *Repository) ReleaseReminder(ctx context.Context, c billing.ReminderClaim) error {
+func (r *Repository) ReleaseReminder(ctx context.Context, c notice.ReminderClaim) error {
 	tok, err := layout.ParseReminderToken(c.Token)
 	if err != nil {
 		return err

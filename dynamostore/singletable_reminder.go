@@ -4,20 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/dynabill/billing/internal/sdkav"
 	"time"
+
+	"github.com/dynabill/billing/internal/sdkav"
+	"github.com/dynabill/billing/notice"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/entitlement"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/internal/timefmt"
 )
 
-// ClaimReminder implements [billing.ReminderClaimer] on the single table:
+// ClaimReminder implements [notice.ReminderClaimer] on the single table:
 // one transaction of two conditional updates.
 //
 //   - The period: billing_reminded_for, billing_reminded_at and
@@ -32,14 +35,14 @@ import (
 //     again and the transaction retried.
 //
 // A period whose subscription item is missing is claimed alone.
-func (r *SingleTableRepository) ClaimReminder(ctx context.Context, rem billing.Reminder, at time.Time) (billing.ReminderClaim, error) {
+func (r *SingleTableRepository) ClaimReminder(ctx context.Context, rem notice.Reminder, at time.Time) (notice.ReminderClaim, error) {
 	c, attrs, bd, err := layout.ReminderClaimItem(rem, at)
 	if err != nil {
-		return billing.ReminderClaim{}, err
+		return notice.ReminderClaim{}, err
 	}
 	ref, err := layout.ParseSubscriptionRef(rem.UserID)
 	if err != nil {
-		return billing.ReminderClaim{}, &billing.ConflictError{Op: "claim reminder", Key: rem.Key(),
+		return notice.ReminderClaim{}, &billing.ConflictError{Op: "claim reminder", Key: rem.Key(),
 			Reason: "record does not exist: the user ID names no subscription", Err: billing.ErrConflict}
 	}
 	pkey := r.periodKey(ref, bd)
@@ -54,17 +57,17 @@ func (r *SingleTableRepository) ClaimReminder(ctx context.Context, rem billing.R
 	for attempt := 0; ; attempt++ {
 		cur, raw, ok, err := r.readSubscription(ctx, ref)
 		if err != nil {
-			return billing.ReminderClaim{}, fmt.Errorf("billing: claim reminder (%s): %w", rem.Key(), err)
+			return notice.ReminderClaim{}, fmt.Errorf("billing: claim reminder (%s): %w", rem.Key(), err)
 		}
 		if !ok {
 			if err := claimRecordItem(ctx, r.cfg.Client, r.table(), pkey, rem, bd, attrs); err != nil {
-				return billing.ReminderClaim{}, err
+				return notice.ReminderClaim{}, err
 			}
 			return c, nil
 		}
 		sub, err := r.reminderSubUpdate(ref, cur, day)
 		if err != nil {
-			return billing.ReminderClaim{}, fmt.Errorf("billing: claim reminder (%s): %w", rem.Key(), err)
+			return notice.ReminderClaim{}, fmt.Errorf("billing: claim reminder (%s): %w", rem.Key(), err)
 		}
 		_, err = r.cfg.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 			TransactItems: []types.TransactWriteItem{{Update: period}, {Update: sub}},
@@ -78,13 +81,13 @@ func (r *SingleTableRepository) ClaimReminder(ctx context.Context, rem billing.R
 		if errors.As(err, &tce) {
 			rs := tce.CancellationReasons
 			if len(rs) > 0 && aws.ToString(rs[0].Code) == "ConditionalCheckFailed" {
-				return billing.ReminderClaim{}, claimFailure(ctx, r.cfg.Client, r.table(), pkey, rem, bd, sdkav.FromSDK(rs[0].Item))
+				return notice.ReminderClaim{}, claimFailure(ctx, r.cfg.Client, r.table(), pkey, rem, bd, sdkav.FromSDK(rs[0].Item))
 			}
 			if attempt < maxSubRetries && retryableClaim(rs) {
 				continue
 			}
 		}
-		return billing.ReminderClaim{}, fmt.Errorf("billing: claim reminder (%s): %w", rem.Key(), err)
+		return notice.ReminderClaim{}, fmt.Errorf("billing: claim reminder (%s): %w", rem.Key(), err)
 	}
 }
 
@@ -104,14 +107,14 @@ func retryableClaim(reasons []types.CancellationReason) bool {
 	return retry
 }
 
-// ReleaseReminder implements [billing.ReminderClaimer] on the single
+// ReleaseReminder implements [notice.ReminderClaimer] on the single
 // table: the period's claim attributes are REMOVEd on condition that it
 // still holds c's claim ID, and in the same transaction the subscription
 // item's LastReminderDate is put back as it was before the claim, if the
 // item's version is still the one the claim left (nothing else wrote it
 // since). When it moved, the period is released alone and
 // LastReminderDate keeps the claim's day.
-func (r *SingleTableRepository) ReleaseReminder(ctx context.Context, c billing.ReminderClaim) error {
+func (r *SingleTableRepository) ReleaseReminder(ctx context.Context, c notice.ReminderClaim) error {
 	tok, err := layout.ParseReminderToken(c.Token)
 	if err != nil {
 		return err
@@ -137,7 +140,7 @@ func (r *SingleTableRepository) ReleaseReminder(ctx context.Context, c billing.R
 // subscription item. done is false when the item's version moved (or
 // its previous LastReminderDate cannot be put back): the period is then
 // to be released alone.
-func (r *SingleTableRepository) releaseWithSubscription(ctx context.Context, ref layout.SubscriptionRef, pkey map[string]types.AttributeValue, c billing.ReminderClaim, tok layout.ReminderToken) (done bool, err error) {
+func (r *SingleTableRepository) releaseWithSubscription(ctx context.Context, ref layout.SubscriptionRef, pkey map[string]types.AttributeValue, c notice.ReminderClaim, tok layout.ReminderToken) (done bool, err error) {
 	var prev time.Time
 	if tok.PrevLastReminder != "" {
 		if prev, err = time.Parse(layout.PayDayLayout, tok.PrevLastReminder); err != nil {

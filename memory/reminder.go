@@ -12,39 +12,40 @@ import (
 	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/internal/timefmt"
+	"github.com/dynabill/billing/notice"
 )
 
 var (
-	_ billing.ReminderClaimer = (*Repository)(nil)
-	_ billing.ReminderClaimer = (*stRepository)(nil)
+	_ notice.ReminderClaimer = (*Repository)(nil)
+	_ notice.ReminderClaimer = (*stRepository)(nil)
 )
 
-// ClaimReminder implements [billing.ReminderClaimer] as
+// ClaimReminder implements [notice.ReminderClaimer] as
 // dynamostore.Repository.ClaimReminder does: on the conditions of
-// [billing.ReminderClaimer.ClaimReminder], the record's item gains
+// [notice.ReminderClaimer.ClaimReminder], the record's item gains
 // billing_reminded_for, billing_reminded_at and billing_reminder_claim,
 // and nothing else changes.
-func (r *Repository) ClaimReminder(ctx context.Context, rem billing.Reminder, at time.Time) (billing.ReminderClaim, error) {
+func (r *Repository) ClaimReminder(ctx context.Context, rem notice.Reminder, at time.Time) (notice.ReminderClaim, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.ReminderClaim{}, err
+		return notice.ReminderClaim{}, err
 	}
 	c, attrs, bd, err := layout.ReminderClaimItem(rem, at)
 	if err != nil {
-		return billing.ReminderClaim{}, err
+		return notice.ReminderClaim{}, err
 	}
 	s := r.s
 	user := s.locks.of(rem.UserID)
 	s.locks.lock(user)
 	defer s.locks.unlock(user)
 	if err := s.claimReminder(rem, bd, attrs); err != nil {
-		return billing.ReminderClaim{}, err
+		return notice.ReminderClaim{}, err
 	}
 	return c, nil
 }
 
-// ReleaseReminder implements [billing.ReminderClaimer]: the claim's
+// ReleaseReminder implements [notice.ReminderClaimer]: the claim's
 // attributes are removed if the record still holds c's claim.
-func (r *Repository) ReleaseReminder(ctx context.Context, c billing.ReminderClaim) error {
+func (r *Repository) ReleaseReminder(ctx context.Context, c notice.ReminderClaim) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -59,7 +60,7 @@ func (r *Repository) ReleaseReminder(ctx context.Context, c billing.ReminderClai
 	return s.releaseReminder(c, tableKey{c.UserID, bd}, tok.ID)
 }
 
-func releaseArgs(c billing.ReminderClaim) (layout.ReminderToken, string, error) {
+func releaseArgs(c notice.ReminderClaim) (layout.ReminderToken, string, error) {
 	tok, err := layout.ParseReminderToken(c.Token)
 	if err != nil {
 		return tok, "", err
@@ -73,7 +74,7 @@ func releaseArgs(c billing.ReminderClaim) (layout.ReminderToken, string, error) 
 
 // claimReminder checks and writes a claim on the record at rem's key. The
 // caller holds the stripe of rem's user.
-func (s *Store) claimReminder(rem billing.Reminder, bd string, attrs map[string]av.AttributeValue) error {
+func (s *Store) claimReminder(rem notice.Reminder, bd string, attrs map[string]av.AttributeValue) error {
 	key := tableKey{rem.UserID, bd}
 	cur, _ := s.primary.get(key)
 	if err := layout.ReminderClaimRefused(rem, bd, cur); err != nil {
@@ -89,7 +90,7 @@ func (s *Store) claimReminder(rem billing.Reminder, bd string, attrs map[string]
 
 // releaseReminder removes the claim with ID id from the record at key. The
 // caller holds the stripe of key's user.
-func (s *Store) releaseReminder(c billing.ReminderClaim, key tableKey, id string) error {
+func (s *Store) releaseReminder(c notice.ReminderClaim, key tableKey, id string) error {
 	cur, _ := s.primary.get(key)
 	if err := layout.ReminderReleaseRefused(c, id, cur); err != nil {
 		return err
@@ -102,23 +103,23 @@ func (s *Store) releaseReminder(c billing.ReminderClaim, key tableKey, id string
 	return nil
 }
 
-// ClaimReminder implements [billing.ReminderClaimer] as
+// ClaimReminder implements [notice.ReminderClaimer] as
 // dynamostore.SingleTableRepository.ClaimReminder does: the period is
 // claimed and, in the same write, its subscription item's
 // LastReminderDate becomes at's day with the next Version and UpdatedAt
 // (only those attributes change); a period without a subscription item is
 // claimed alone.
-func (r *stRepository) ClaimReminder(ctx context.Context, rem billing.Reminder, at time.Time) (billing.ReminderClaim, error) {
+func (r *stRepository) ClaimReminder(ctx context.Context, rem notice.Reminder, at time.Time) (notice.ReminderClaim, error) {
 	if err := ctx.Err(); err != nil {
-		return billing.ReminderClaim{}, err
+		return notice.ReminderClaim{}, err
 	}
 	c, attrs, bd, err := layout.ReminderClaimItem(rem, at)
 	if err != nil {
-		return billing.ReminderClaim{}, err
+		return notice.ReminderClaim{}, err
 	}
 	ref, err := layout.ParseSubscriptionRef(rem.UserID)
 	if err != nil {
-		return billing.ReminderClaim{}, &billing.ConflictError{Op: "claim reminder", Key: rem.Key(),
+		return notice.ReminderClaim{}, &billing.ConflictError{Op: "claim reminder", Key: rem.Key(),
 			Reason: "record does not exist: the user ID names no subscription", Err: billing.ErrConflict}
 	}
 	s := (*SingleTable)(r)
@@ -129,7 +130,7 @@ func (r *stRepository) ClaimReminder(ctx context.Context, rem billing.Reminder, 
 	defer s.periods.locks.unlock(user)
 	period, _ := s.periods.primary.get(tableKey{rem.UserID, bd})
 	if err := layout.ReminderClaimRefused(rem, bd, period); err != nil {
-		return billing.ReminderClaim{}, err
+		return notice.ReminderClaim{}, err
 	}
 	s.pay.mu.Lock()
 	defer s.pay.mu.Unlock()
@@ -137,28 +138,28 @@ func (r *stRepository) ClaimReminder(ctx context.Context, rem billing.Reminder, 
 	if ok {
 		cur, err := s.table.DecodeRecurringSubscription(stored)
 		if err != nil {
-			return billing.ReminderClaim{}, fmt.Errorf("billing: claim reminder (%s): subscription (%s): %w", rem.Key(), s.subKeyText(ref), err)
+			return notice.ReminderClaim{}, fmt.Errorf("billing: claim reminder (%s): subscription (%s): %w", rem.Key(), s.subKeyText(ref), err)
 		}
 		item, err := s.reminderSubItem(stored, cur, entitlement.PaymentDate(at))
 		if err != nil {
-			return billing.ReminderClaim{}, fmt.Errorf("billing: claim reminder (%s): %w", rem.Key(), err)
+			return notice.ReminderClaim{}, fmt.Errorf("billing: claim reminder (%s): %w", rem.Key(), err)
 		}
 		s.pay.items[s.subItemKey(ref)] = item
 		c.Token = layout.ReminderToken{ID: c.Token, Sub: true, Version: cur.Version + 1,
 			PrevLastReminder: layout.StringOf(stored[layout.AttrLastReminderDate])}.String()
 	}
 	if err := s.periods.claimReminder(rem, bd, attrs); err != nil {
-		return billing.ReminderClaim{}, err // checked above: cannot happen
+		return notice.ReminderClaim{}, err // checked above: cannot happen
 	}
 	return c, nil
 }
 
-// ReleaseReminder implements [billing.ReminderClaimer] as
+// ReleaseReminder implements [notice.ReminderClaimer] as
 // dynamostore.SingleTableRepository.ReleaseReminder does: the period's
 // claim is removed if it is still c's, and the subscription item's
 // LastReminderDate put back if its version is still the one the claim
 // left.
-func (r *stRepository) ReleaseReminder(ctx context.Context, c billing.ReminderClaim) error {
+func (r *stRepository) ReleaseReminder(ctx context.Context, c notice.ReminderClaim) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@
 //
 // Delivery through the queue is at least once; with
 // [WorkerConfig.Reminders] set to the store (every repository of this
-// module is a [billing.ReminderClaimer]), each reminder is claimed on its
+// module is a [ReminderClaimer]), each reminder is claimed on its
 // period before it is sent, so it goes out at most once however often the
 // scheduler runs and however many workers receive the message.
 //

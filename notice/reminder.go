@@ -10,8 +10,8 @@ import (
 )
 
 // Reminder returns the reminder m is about.
-func (m *Message) Reminder() billing.Reminder {
-	return billing.Reminder{UserID: m.UserID, BillingDate: m.BillingDate, SubscriptionID: m.SubscriptionID, Status: m.Status}
+func (m *Message) Reminder() Reminder {
+	return Reminder{UserID: m.UserID, BillingDate: m.BillingDate, SubscriptionID: m.SubscriptionID, Status: m.Status}
 }
 
 // reminderReleaseTimeout bounds the release that follows a failed send; it
@@ -21,7 +21,7 @@ const reminderReleaseTimeout = 10 * time.Second
 
 // claimReminder claims m's reminder. It returns the claim, or the outcome
 // of a message that must not be sent, or an error to retry the message.
-func (w *Worker) claimReminder(ctx context.Context, m *Message) (*billing.ReminderClaim, Outcome, error) {
+func (w *Worker) claimReminder(ctx context.Context, m *Message) (*ReminderClaim, Outcome, error) {
 	if w.cfg.Reminders == nil {
 		return nil, "", nil
 	}
@@ -40,7 +40,7 @@ func (w *Worker) claimReminder(ctx context.Context, m *Message) (*billing.Remind
 // releaseReminder undoes c after the send failed with sendErr and returns
 // the message's error: sendErr, joined with the release's error if it
 // failed too (the reminder is then lost: a retry finds it claimed).
-func (w *Worker) releaseReminder(ctx context.Context, c *billing.ReminderClaim, sendErr error) error {
+func (w *Worker) releaseReminder(ctx context.Context, c *ReminderClaim, sendErr error) error {
 	if c == nil {
 		return sendErr
 	}

@@ -7,36 +7,37 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dynabill/billing"
-	"github.com/dynabill/billing/notice"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/notice"
 )
 
-// scriptedClaimer is a billing.ReminderClaimer whose answers are scripted
+// scriptedClaimer is a notice.ReminderClaimer whose answers are scripted
 // and whose calls are recorded.
 type scriptedClaimer struct {
 	mu         sync.Mutex
 	claimErr   error
 	releaseErr error
-	claims     []billing.Reminder
+	claims     []notice.Reminder
 	claimedAt  []time.Time
-	releases   []billing.ReminderClaim
+	releases   []notice.ReminderClaim
 	releaseCtx []error // ctx.Err() of each release
 }
 
-func (c *scriptedClaimer) ClaimReminder(_ context.Context, r billing.Reminder, at time.Time) (billing.ReminderClaim, error) {
+func (c *scriptedClaimer) ClaimReminder(_ context.Context, r notice.Reminder, at time.Time) (notice.ReminderClaim, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.claims = append(c.claims, r)
 	c.claimedAt = append(c.claimedAt, at)
 	if c.claimErr != nil {
-		return billing.ReminderClaim{}, c.claimErr
+		return notice.ReminderClaim{}, c.claimErr
 	}
-	return billing.ReminderClaim{Reminder: r, At: at, Token: "tok"}, nil
+	return notice.ReminderClaim{Reminder: r, At: at, Token: "tok"}, nil
 }
 
-func (c *scriptedClaimer) ReleaseReminder(ctx context.Context, claim billing.ReminderClaim) error {
+func (c *scriptedClaimer) ReleaseReminder(ctx context.Context, claim notice.ReminderClaim) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.releases = append(c.releases, claim)
@@ -100,7 +101,7 @@ func TestWorkerReminderClaimBranches(t *testing.T) {
 					assert.ErrorIs(t, err, want)
 				}
 			}
-			require.Equal(t, []billing.Reminder{m.Reminder()}, claimer.claims)
+			require.Equal(t, []notice.Reminder{m.Reminder()}, claimer.claims)
 			assert.Equal(t, []time.Time{notifNow}, claimer.claimedAt)
 			assert.Len(t, e.users.Calls(), 1, "the claim comes after the user lookup")
 			assert.Len(t, e.notifier.Sent(), tc.sent)

@@ -7,9 +7,10 @@ import (
 	"log/slog"
 	"slices"
 
-	"github.com/dynabill/billing"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dynabill/billing"
 )
 
 // Enqueuer sends message bodies to the worker queue (the legacy
@@ -77,7 +78,7 @@ type SchedulerConfig struct {
 // returns the error and the host lets the invocation be retried from its
 // start key, which may enqueue the pages of that invocation again. A
 // [Worker] with Reminders set sends each of those reminders once all the
-// same (see [billing.ReminderClaimer]).
+// same (see [ReminderClaimer]).
 type Scheduler struct {
 	cfg SchedulerConfig
 	tel *telemetry

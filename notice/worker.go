@@ -7,9 +7,10 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/dynabill/billing"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dynabill/billing"
 )
 
 // QueueMessage is one worker-queue record: the SQS message ID and body.
@@ -67,10 +68,10 @@ type WorkerConfig struct {
 	AfterSend func(ctx context.Context, user billing.User)
 	// Reminders records on each record that its reminder was sent, so that
 	// a rerun of the scheduler, a redelivered message or a second worker
-	// never sends it twice (see [billing.ReminderClaimer]): usually the Repository
+	// never sends it twice (see [ReminderClaimer]): usually the Repository
 	// the [Scheduler] reads. Defaults to nil: every message handled is
 	// sent, as the legacy worker did.
-	Reminders billing.ReminderClaimer
+	Reminders ReminderClaimer
 	// Clock gives the time a reminder is claimed at. Defaults to
 	// [billing.SystemClock].
 	Clock billing.Clock
@@ -224,7 +225,7 @@ func (w *Worker) dropInvalid(ctx context.Context, log *slog.Logger, msg *QueueMe
 //     A user without one (or a worker without AccountMask) is notified
 //     without the digits.
 //  6. With Reminders set, the reminder is claimed on the record (see
-//     [billing.ReminderClaimer]): a reminder claimed already is skipped as a
+//     [ReminderClaimer]): a reminder claimed already is skipped as a
 //     duplicate, a record gone or no longer in the message's status or
 //     subscription is skipped as changed, and another error is returned.
 //  7. It is sent to the user's email; an error is returned, after the

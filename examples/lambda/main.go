@@ -220,7 +220,7 @@ func newHandler(ctx context.Context, role string, logger *slog.Logger) (any, err
 		}
 		// The worker claims each reminder on its record before sending, so
 		// a redelivered message or a rerun never sends one twice.
-		claims, ok := repo.(billing.ReminderClaimer)
+		claims, ok := repo.(notice.ReminderClaimer)
 		if !ok {
 			return nil, fmt.Errorf("repository %T cannot record reminders", repo)
 		}
@@ -415,7 +415,7 @@ func singleTableFromEnv() dynamostore.SingleTableConfig {
 // payment went through "jpm". The names are this host's; the library has
 // none. A host without bank accounts or prenotes leaves AccountMask and
 // AfterSend nil.
-func newWorker(logger *slog.Logger, reminders billing.ReminderClaimer) (*notice.Worker, error) {
+func newWorker(logger *slog.Logger, reminders notice.ReminderClaimer) (*notice.Worker, error) {
 	accounts := stubBankAccounts{logger}
 	policy, err := prenote.NewDefaultPolicy(prenote.PolicyConfig{
 		Flags:               stubFlags{logger},

@@ -62,7 +62,7 @@ func main() {
 // memory's and dynamostore's repositories are both.
 type repository interface {
 	billing.Repository
-	billing.ReminderClaimer
+	notice.ReminderClaimer
 }
 
 func run(ctx context.Context, endpoint string, keep bool, sim simulation.Options) (*simulation.Result, error) {

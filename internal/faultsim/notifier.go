@@ -14,7 +14,7 @@ import (
 
 // notifierModel runs the pre-billing notifier: its scheduler enqueues a
 // message per SCHEDULED record in the day's window, its worker claims
-// each reminder on the record (billing.ReminderClaimer) and sends it.
+// each reminder on the record (notice.ReminderClaimer) and sends it.
 // The queue delivers at least once: failed messages come back, some
 // messages twice. The channel records what it delivered, which the
 // reminder invariant reads.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/notice"
 )
 
 // tmpIDPrefix starts the subscription IDs the collectors make (their
@@ -36,7 +37,7 @@ var (
 // identity) on stormy days. A read fails or is throttled before it reads;
 // a write fails or is throttled before it applies ([billing.ErrThrottled]:
 // nothing written), or applies and then fails. It also implements
-// [billing.ReminderClaimer] and [billing.ShardedRepository] when the real
+// [notice.ReminderClaimer] and [billing.ShardedRepository] when the real
 // store does.
 type repo struct {
 	inner billing.Repository
@@ -49,7 +50,7 @@ type repo struct {
 
 var (
 	_ billing.ShardedRepository = (*repo)(nil)
-	_ billing.ReminderClaimer   = (*repo)(nil)
+	_ notice.ReminderClaimer    = (*repo)(nil)
 )
 
 func newRepo(s *Sim, host string) *repo {
@@ -203,13 +204,13 @@ func (r *repo) DueShards() int {
 	return 1
 }
 
-func (r *repo) claimer() billing.ReminderClaimer {
-	c, _ := r.inner.(billing.ReminderClaimer)
+func (r *repo) claimer() notice.ReminderClaimer {
+	c, _ := r.inner.(notice.ReminderClaimer)
 	return c
 }
 
-func (r *repo) ClaimReminder(ctx context.Context, rem billing.Reminder, at time.Time) (billing.ReminderClaim, error) {
-	var c billing.ReminderClaim
+func (r *repo) ClaimReminder(ctx context.Context, rem notice.Reminder, at time.Time) (notice.ReminderClaim, error) {
+	var c notice.ReminderClaim
 	err := r.write("claim reminder", rem.UserID, func() error {
 		var err error
 		c, err = r.claimer().ClaimReminder(ctx, rem, at)
@@ -218,6 +219,6 @@ func (r *repo) ClaimReminder(ctx context.Context, rem billing.Reminder, at time.
 	return c, err
 }
 
-func (r *repo) ReleaseReminder(ctx context.Context, c billing.ReminderClaim) error {
+func (r *repo) ReleaseReminder(ctx context.Context, c notice.ReminderClaim) error {
 	return r.write("release reminder", c.UserID, func() error { return r.claimer().ReleaseReminder(ctx, c) })
 }

@@ -7,13 +7,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/internal/av"
 	"github.com/dynabill/billing/internal/timefmt"
-	"github.com/google/uuid"
+	"github.com/dynabill/billing/notice"
 )
 
-// Attributes of a pre-billing reminder's claim ([billing.ReminderClaimer]),
+// Attributes of a pre-billing reminder's claim ([notice.ReminderClaimer]),
 // added by this library on a record's item: the legacy tables' record, the
 // single table's period. Optional on read, and unknown to the record's
 // codec, so they travel as extra attributes: updates of the record never
@@ -50,19 +52,19 @@ func SubscriptionReminderAttributes() []string {
 // ReminderClaimItem checks r and at and returns a new claim of r (with a
 // fresh random ID as its Token), the claim attributes to SET on the
 // record's item, and the record's billing_date key.
-func ReminderClaimItem(r billing.Reminder, at time.Time) (billing.ReminderClaim, map[string]av.AttributeValue, string, error) {
+func ReminderClaimItem(r notice.Reminder, at time.Time) (notice.ReminderClaim, map[string]av.AttributeValue, string, error) {
 	if err := r.Validate(); err != nil {
-		return billing.ReminderClaim{}, nil, "", fmt.Errorf("billing: claim reminder: %w", err)
+		return notice.ReminderClaim{}, nil, "", fmt.Errorf("billing: claim reminder: %w", err)
 	}
 	bd, err := timefmt.Seconds(r.BillingDate)
 	if err != nil {
-		return billing.ReminderClaim{}, nil, "", fmt.Errorf("billing: claim reminder (%s): %w: %w", r.Key(), billing.ErrInvalidDate, err)
+		return notice.ReminderClaim{}, nil, "", fmt.Errorf("billing: claim reminder (%s): %w: %w", r.Key(), billing.ErrInvalidDate, err)
 	}
 	ts, err := timefmt.Nanos(at)
 	if err != nil || at.IsZero() {
-		return billing.ReminderClaim{}, nil, "", fmt.Errorf("billing: claim reminder (%s): %w: claim time %v", r.Key(), billing.ErrInvalidDate, at)
+		return notice.ReminderClaim{}, nil, "", fmt.Errorf("billing: claim reminder (%s): %w: claim time %v", r.Key(), billing.ErrInvalidDate, at)
 	}
-	c := billing.ReminderClaim{Reminder: r, At: at.UTC(), Token: uuid.NewString()}
+	c := notice.ReminderClaim{Reminder: r, At: at.UTC(), Token: uuid.NewString()}
 	return c, map[string]av.AttributeValue{
 		AttrRemindedFor:   StringAV(bd),
 		AttrRemindedAt:    StringAV(ts),
@@ -73,10 +75,10 @@ func ReminderClaimItem(r billing.Reminder, at time.Time) (billing.ReminderClaim,
 // ReminderClaimRefused returns why the claim of r (its billing_date key
 // bd) may not be written on item, the record's item as stored (nil when
 // there is none), or nil when it may: the error of
-// [billing.ReminderClaimer.ClaimReminder]. The DynamoDB stores express the
+// [notice.ReminderClaimer.ClaimReminder]. The DynamoDB stores express the
 // same rule as their condition and call this on the item a failed
 // condition returns; the in-memory stores call it before writing.
-func ReminderClaimRefused(r billing.Reminder, bd string, item map[string]av.AttributeValue) error {
+func ReminderClaimRefused(r notice.Reminder, bd string, item map[string]av.AttributeValue) error {
 	conflict := func(reason string) error {
 		return &billing.ConflictError{Op: "claim reminder", Key: r.Key(), Reason: reason, Err: billing.ErrConflict}
 	}
@@ -97,7 +99,7 @@ func ReminderClaimRefused(r billing.Reminder, bd string, item map[string]av.Attr
 
 // ReminderReleaseRefused returns the error of a release of the claim whose
 // ID is id on item (nil: none), or nil when the item still holds it.
-func ReminderReleaseRefused(c billing.ReminderClaim, id string, item map[string]av.AttributeValue) error {
+func ReminderReleaseRefused(c notice.ReminderClaim, id string, item map[string]av.AttributeValue) error {
 	if v, ok := item[AttrReminderClaim]; ok && StringOf(v) == id && id != "" {
 		return nil
 	}
@@ -106,12 +108,12 @@ func ReminderReleaseRefused(c billing.ReminderClaim, id string, item map[string]
 
 // ReminderNotOurs is the error of a release whose claim the record no
 // longer holds.
-func ReminderNotOurs(c billing.ReminderClaim) error {
+func ReminderNotOurs(c notice.ReminderClaim) error {
 	return &billing.ConflictError{Op: "release reminder", Key: c.Key(),
 		Reason: "the record no longer holds this claim (released, claimed again, or gone)", Err: billing.ErrConflict}
 }
 
-// ReminderToken is the [billing.ReminderClaim.Token] of the single table:
+// ReminderToken is the [notice.ReminderClaim.Token] of the single table:
 // the claim's ID (kept on the period as AttrReminderClaim) and, when the
 // claim also wrote the subscription item, that item's Version after the
 // claim and its LastReminderDate before it, which a release puts back
