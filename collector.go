@@ -189,7 +189,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.PagesPerInvocation = DefaultRunPagesPerInvocation
 	}
 	if c.Events == nil {
-		c.Events = EventSinkFunc(func(context.Context, Event) error { return nil })
+		c.Events = eventSinkFunc(func(context.Context, Event) error { return nil })
 	}
 	if c.NewID == nil {
 		c.NewID = uuid.NewString

@@ -20,7 +20,7 @@ func (l fakeLease) UserID() string { return l.user }
 // sees neither the user's lock a change holds nor that change's request.
 func TestEmitHidesHeldLockAndRequest(t *testing.T) {
 	var seen []any
-	c := &Collector{cfg: Config{Events: EventSinkFunc(func(ctx context.Context, e Event) error {
+	c := &Collector{cfg: Config{Events: eventSinkFunc(func(ctx context.Context, e Event) error {
 		seen = append(seen, ctx.Value(heldLockKey{}), ctx.Value(requestKey{}), e.UserID)
 		return nil
 	})}}
@@ -37,7 +37,7 @@ func TestEmitHidesHeldLockAndRequest(t *testing.T) {
 // TestEmitWithoutHeldLockAllocatesNothing: a run's context holds neither
 // a lock nor a request, so an event costs no context of its own.
 func TestEmitWithoutHeldLockAllocatesNothing(t *testing.T) {
-	c := &Collector{cfg: Config{Events: EventSinkFunc(func(context.Context, Event) error { return nil })}}
+	c := &Collector{cfg: Config{Events: eventSinkFunc(func(context.Context, Event) error { return nil })}}
 	ctx := withLease(context.Background(), fakeLease{user: "u1"})
 	e := Event{Type: EventPaymentSucceeded, UserID: "u1"}
 	allocs := testing.AllocsPerRun(100, func() { c.emit(ctx, e) })

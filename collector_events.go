@@ -169,11 +169,11 @@ type EventSink interface {
 	Emit(ctx context.Context, e Event) error
 }
 
-// EventSinkFunc adapts a function to [EventSink].
-type EventSinkFunc func(ctx context.Context, e Event) error
+// eventSinkFunc adapts a function to [EventSink].
+type eventSinkFunc func(ctx context.Context, e Event) error
 
 // Emit calls f.
-func (f EventSinkFunc) Emit(ctx context.Context, e Event) error { return f(ctx, e) }
+func (f eventSinkFunc) Emit(ctx context.Context, e Event) error { return f(ctx, e) }
 
 // reportInvalid returns ctx set to count, log and report (as an
 // [EventInvalidRecord]) each item the per-user reads of the collection

@@ -9,12 +9,6 @@ type RetryPolicy interface {
 	ShouldRetry(sub *Period, now time.Time) bool
 }
 
-// RetryPolicyFunc adapts a function to [RetryPolicy].
-type RetryPolicyFunc func(sub *Period, now time.Time) bool
-
-// ShouldRetry calls f.
-func (f RetryPolicyFunc) ShouldRetry(sub *Period, now time.Time) bool { return f(sub, now) }
-
 // DefaultRetryPolicy attempts an ERROR record once a day (UTC calendar
 // days: not again on the day of its last run) while its billing date is
 // within Window of now.

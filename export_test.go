@@ -23,3 +23,6 @@ var (
 	// the first paid period, which package notice's messages repeat.
 	FirstAfterTrial = firstAfterTrial
 )
+
+// EventSinkFunc adapts a function to EventSink in the external tests.
+type EventSinkFunc = eventSinkFunc

@@ -107,7 +107,7 @@ type Repository interface {
 
 	// AddAll writes many records (upgrades and downgrades) to the table and
 	// their history rows. It first applies the collision policy (the
-	// legacy rule of [CollisionPolicy] unless configured), so records
+	// legacy rule unless the store is configured otherwise), so records
 	// sharing a key get distinct ones, and returns the records as written.
 	// A record replaces the stored record with its key, if any; each
 	// record's write is conditional on what AddAll read at its key (no

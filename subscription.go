@@ -267,14 +267,14 @@ func (s *Period) Key() string {
 
 // Tier returns the tier name of ReceiptTierName: "Plus" for "Plus:v2".
 func (s *Period) Tier() string {
-	name, _ := SplitTier(s.ReceiptTierName)
+	name, _ := splitTier(s.ReceiptTierName)
 	return name
 }
 
 // TierVersion returns the tier version of ReceiptTierName: "v2" for
 // "Plus:v2", "" when there is none.
 func (s *Period) TierVersion() string {
-	_, v := SplitTier(s.ReceiptTierName)
+	_, v := splitTier(s.ReceiptTierName)
 	return v
 }
 
@@ -300,9 +300,9 @@ func (s *Period) Clone() Period {
 	return *s
 }
 
-// SplitTier splits a receipt_tier_name "Name:Version" at its first colon:
+// splitTier splits a receipt_tier_name "Name:Version" at its first colon:
 // "Plus:v2" gives ("Plus", "v2"), "Plus" gives ("Plus", "").
-func SplitTier(s string) (name, version string) {
+func splitTier(s string) (name, version string) {
 	name, version, _ = strings.Cut(s, ":")
 	return name, version
 }

@@ -318,7 +318,7 @@ func New(cfg Config) (*Provider, error) {
 }
 
 func defaultDescription(req billing.PaymentRequest) string {
-	tier, _ := billing.SplitTier(req.Tier)
+	tier, _, _ := strings.Cut(req.Tier, ":") // "Name:Version"
 	if tier == "" {
 		tier = "dynabill"
 	}

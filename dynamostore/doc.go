@@ -55,7 +55,7 @@
 // entitlement.ResolveAccess: the highest tier of a pass or an active or
 // in-grace subscription, else the profile tier, else free. (This
 // entitlement.Tier is an access tier; a record's receipt tier
-// "Name:Version" is read with billing.SplitTier.)
+// "Name:Version" is split at its first colon.)
 //
 // # Single-table layout
 //

@@ -33,8 +33,11 @@ type Config struct {
 	// Limit). Defaults to 100.
 	PageSize int
 	// Collisions resolves duplicate keys in AddAll. Defaults to
-	// the legacy rule described on [billing.CollisionPolicy].
-	Collisions billing.CollisionPolicy
+	// the legacy rule: of the records of one user sharing a billing_date, the
+	// SCHEDULED one (else the first) keeps the date and every other moves on
+	// by whole hours; records sharing a last_run_date by nanoseconds. A
+	// policy returns the records to write (copies) or an error.
+	Collisions func(batch []billing.Period) ([]billing.Period, error)
 	// BatchRetries is how many times a batch chunk with unprocessed items or
 	// a failed request is retried. Defaults to 8.
 	BatchRetries int

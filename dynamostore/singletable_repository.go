@@ -66,8 +66,11 @@ type SingleTableStoreConfig struct {
 	// expires. Defaults to DefaultReceiptRetention.
 	ReceiptRetention time.Duration
 	// Collisions resolves duplicate keys in AddAll. Defaults to
-	// the legacy rule described on [billing.CollisionPolicy].
-	Collisions billing.CollisionPolicy
+	// the legacy rule: of the records of one user sharing a billing_date, the
+	// SCHEDULED one (else the first) keeps the date and every other moves on
+	// by whole hours; records sharing a last_run_date by nanoseconds. A
+	// policy returns the records to write (copies) or an error.
+	Collisions func(batch []billing.Period) ([]billing.Period, error)
 	// DueIndexPending keeps status queries on the payment-index walk (one
 	// shard) while Table.DueShards already writes the due keys: the state
 	// of a table whose [SingleTableRepository.BackfillDue] has not

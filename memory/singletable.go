@@ -39,8 +39,11 @@ type SingleTableOptions struct {
 	// expires. Defaults to DefaultReceiptRetention.
 	ReceiptRetention time.Duration
 	// Collisions resolves duplicate keys in AddAll. Defaults to
-	// the legacy rule described on [billing.CollisionPolicy].
-	Collisions billing.CollisionPolicy
+	// the legacy rule: of the records of one user sharing a billing_date, the
+	// SCHEDULED one (else the first) keeps the date and every other moves on
+	// by whole hours; records sharing a last_run_date by nanoseconds. A
+	// policy returns the records to write (copies) or an error.
+	Collisions func(batch []billing.Period) ([]billing.Period, error)
 	// Table sets the account prefix, index names and TTL attribute used in
 	// keys, errors and cursors, and the due shards, as
 	// dynamostore.SingleTableStoreConfig.Table does: with DueShards,
@@ -93,7 +96,7 @@ type SingleTable struct {
 	pageSize   int
 	catchUp    int
 	leadDays   int
-	collisions billing.CollisionPolicy
+	collisions layout.CollisionPolicy
 	duePending bool
 
 	mu      sync.Mutex

@@ -32,7 +32,7 @@ func (s *SingleTable) dueReads() bool { return s.table.DueShards > 0 && !s.duePe
 // of the single table reads exactly as the legacy table's (the period
 // items and the due keys are the same, only the table's keys differ), one
 // shard a page of the table's page size.
-func periodOptions(table layout.SingleTableConfig, opts SingleTableOptions, keep billing.CollisionPolicy) Options {
+func periodOptions(table layout.SingleTableConfig, opts SingleTableOptions, keep layout.CollisionPolicy) Options {
 	o := Options{Collisions: keep, Logger: opts.Logger}
 	if table.DueShards > 0 {
 		o.DueShards, o.StatusIndexMode, o.PageSize = table.DueShards, StatusIndexDue, opts.PageSize

@@ -33,8 +33,11 @@ type Options struct {
 	// Defaults to 0: one shard.
 	DueShards int
 	// Collisions makes the keys of an AddAll batch distinct. Defaults to
-	// the legacy rule described on [billing.CollisionPolicy].
-	Collisions billing.CollisionPolicy
+	// the legacy rule: of the records of one user sharing a billing_date, the
+	// SCHEDULED one (else the first) keeps the date and every other moves on
+	// by whole hours; records sharing a last_run_date by nanoseconds. A
+	// policy returns the records to write (copies) or an error.
+	Collisions func(batch []billing.Period) ([]billing.Period, error)
 	// Logger receives a warning for each item a per-user read (ListByUser,
 	// Recent, History.ListByUser) skips because it does not decode.
 	// Defaults to nil: not logged.

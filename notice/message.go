@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dynabill/billing"
@@ -139,7 +140,7 @@ func NewMessage(sub *billing.Period) (Message, error) {
 
 // Tier returns the tier name of TierName ("Plus" for "Plus:v2").
 func (m *Message) Tier() string {
-	name, _ := billing.SplitTier(m.TierName)
+	name, _, _ := strings.Cut(m.TierName, ":") // "Name:Version"
 	return name
 }
 

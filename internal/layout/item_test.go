@@ -377,9 +377,10 @@ func TestSplitTier(t *testing.T) {
 	for _, tt := range []struct{ in, name, version string }{
 		{"Plus:v2", "Plus", "v2"}, {"Plus", "Plus", ""}, {"", "", ""}, {"A:b:c", "A", "b:c"}, {":v1", "", "v1"},
 	} {
-		n, v := billing.SplitTier(tt.in)
+		p := billing.Period{ReceiptTierName: tt.in}
+		n, v := p.Tier(), p.TierVersion()
 		if n != tt.name || v != tt.version {
-			t.Errorf("SplitTier(%q) = %q, %q", tt.in, n, v)
+			t.Errorf("Tier, TierVersion of %q = %q, %q", tt.in, n, v)
 		}
 		if tt.in != "" && tt.version != "" && n+":"+v != tt.in {
 			t.Errorf("JoinTier(%q, %q) = %q", n, v, n+":"+v)
