@@ -368,3 +368,10 @@ func ReportInvalidItem(ctx context.Context, err error) {
 		r.reportInvalidItem(ctx, err)
 	}
 }
+
+// IsConflict reports whether err is a lost race ([ErrConflict] or
+// [ErrAlreadyExists]) rather than a failure: the caller re-reads and
+// decides again.
+func IsConflict(err error) bool {
+	return errors.Is(err, ErrConflict) || errors.Is(err, ErrAlreadyExists)
+}

@@ -1,421 +1,1091 @@
 package billing
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"math/big"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
-
-	"github.com/dynabill/billing/internal/enum"
+	"unicode"
 )
 
-// Period is one billing period of one user, not the whole
-// subscription: a user subscribed for a year has twelve of them, one per
-// month, each with its own SubscriptionID (a new one every period). What
-// a host calls the subscription is the user's chain of periods; the latest
-// open one (SCHEDULED, ERROR, ACHSENT or PAUSED) is where it stands, and
-// [Collector.Subscribe] returns the first.
-//
-// It is a record of the billing-activity table (and, with its data_
-// fields, a row of billing-activity-history). Field comments give the stored attribute name;
-// those names, the key schema and the encodings are the wire contract with
-// existing tables (documented in package dynamostore).
-type Period struct {
-	// UserID is the owning user (user_id, partition key).
+// SubscriptionStatus is the state of a subscription as a host gates access
+// on it, at the time the view was read (see [Subscription.Status]).
+type SubscriptionStatus string
+
+// The states of a subscription, as Stripe names them. A host grants access
+// while a subscription is TRIALING or ACTIVE (and, if it gives a grace
+// period to a declined card, PAST_DUE), and none while it is PAUSED or
+// ENDED.
+const (
+	// SubscriptionActive: the user is billed and owes nothing: an open
+	// period (SCHEDULED, or an ACH debit awaiting settlement) renews it.
+	// A subscription cancelled at period end stays ACTIVE, with
+	// [Subscription.CancelAt] set, until the paid time runs out.
+	SubscriptionActive SubscriptionStatus = "ACTIVE"
+	// SubscriptionPastDue: a charge was declined and is owed (an ERROR
+	// period); the retry runs try it again.
+	SubscriptionPastDue SubscriptionStatus = "PAST_DUE"
+	// SubscriptionPaused: a PAUSED period and nothing owed; nothing is
+	// charged before [Subscription.NextChargeDate], the resume date.
+	SubscriptionPaused SubscriptionStatus = "PAUSED"
+	// SubscriptionTrialing: in a trial, nothing charged yet (see
+	// [SubscribeRequest.TrialDays]); the first charge is on TrialEnd
+	// ([Subscription.NextChargeDate]). A trial cancelled stays TRIALING,
+	// with [Subscription.CancelAt] set, until its end.
+	SubscriptionTrialing SubscriptionStatus = "TRIALING"
+	// SubscriptionEnded: no open period and no paid (or trial) time left:
+	// cancelled, cancelled now ([CancelNow]), given up on (STALE) or never
+	// renewed. [Collector.Reactivate] or a new [Collector.Subscribe]
+	// starts it again.
+	SubscriptionEnded SubscriptionStatus = "ENDED"
+)
+
+// Subscription is a subscription as a host holds it: by its user, over
+// all its billing periods, at the time it was read. [Collector.Subscription]
+// returns it, and every change by user ([UserChange.Subscription]). It is
+// modelled on Stripe's Subscription object: gate access on Status, show
+// the dates and amounts as they are.
+type Subscription struct {
+	// UserID is the user (on the single table, one subscription of an
+	// account: "account#subscription#SKU").
 	UserID string
-	// BillingDate is the due date of the period (billing_date, sort key),
-	// stored in whole seconds UTC.
-	BillingDate time.Time
-	// SubscriptionID is the UUID of this record, that is of this period
-	// (subscription_id, key of subscription_id-index): the next period has
-	// another. It does not change when the period's billing date moves.
-	SubscriptionID string
-	// Amount is charged for the period (billing_amount, a string like "4.99").
-	Amount Amount
-	// Status is the lifecycle status (billing_status).
-	Status Status
-	// BillingPeriod is BillingDate as "MM/YYYY" (billing_period);
-	// informational, see [BillingPeriod].
-	BillingPeriod string
-	// TransactionID is the processor's confirmation ID of the latest attempt
-	// (transaction_id).
-	TransactionID string
-	// PaymentError is the processor's message for the latest failed attempt
-	// (usio_error); cleared when the record completes.
-	PaymentError string
-	// InitialRunDate is the first collection attempt of the period (initial_run_date).
-	InitialRunDate time.Time
-	// CompletionDate is when the record reached a terminal status (completion_date).
-	CompletionDate time.Time
-	// LastRunDate is the latest update (last_run_date, sort key of the history
-	// table), stored with a fixed nine-digit fraction. Every write advances it.
-	LastRunDate time.Time
-	// CreatedDate is when the record was first written (created_date).
-	CreatedDate time.Time
-	// Process is the stage that last updated the record (process).
-	Process Process
-	// UpdatedEvent tags a lifecycle update (updated_event).
-	UpdatedEvent UpdatedEvent
-	// Term is MONTHLY, YEARLY or WEEKLY (term); a missing term reads as
-	// MONTHLY.
-	Term Term
-	// ReceiptAccountMask is the last four digits of the charged account
-	// (receipt_account_mask).
-	ReceiptAccountMask string
-	// ReceiptTierName is the tier at collection time, "Name:Version"
-	// (receipt_tier_name); see [Period.Tier].
-	ReceiptTierName string
-	// ReceiptPaymentType is the payment method type, e.g. "ACH" (receipt_payment_type).
-	ReceiptPaymentType string
-	// BillingWeek is which Friday of the month the user is billed on, 1–5,
-	// for Friday billing; 0 means not on Friday billing and the attribute
-	// billing_week is absent.
-	BillingWeek int
-	// PauseDurationMonths is how many months the subscription stays paused
-	// (pause_duration_months).
-	PauseDurationMonths int
-	// IsPendingDowngrade is true while a requested downgrade is not applied
-	// (is_pending_downgrade, omitted when false).
-	IsPendingDowngrade bool
-
-	// AnchorDay is the day of month the subscription was first billed on,
-	// 1–31, carried from period to period so that a Jan 31 subscription bills
-	// on Mar 31 after Feb 28 (billing_anchor_day, added by this library and
-	// optional: 0 means unknown, and the day of BillingDate is used).
-	AnchorDay int
-	// Interval is how many terms one billing period spans: 3 with a monthly
-	// term bills quarterly, 2 with a weekly term every other week
-	// (billing_interval, added by this library and optional: 0 means 1, as
-	// every record written without it is billed every term).
+	// Status is what a host gates access on (see [SubscriptionStatus]).
+	Status SubscriptionStatus
+	// Tier, Amount, Term and Interval are the plan of the latest open
+	// period, or of the latest period when none is open. During a trial
+	// Amount is what the first charge will be, not the trial's zero.
+	Tier     string
+	Amount   Amount
+	Term     Term
 	Interval int
-	// Attempt counts the collection attempts of this period whose outcome was
-	// recorded (billing_attempt, added by this library, optional). Together
-	// with SubscriptionID it derives the payment idempotency key.
-	Attempt int
 
-	// NoRetry is set when the provider declined the latest attempt as not
-	// worth retrying; retry runs leave the record alone (billing_no_retry,
-	// added by this library, omitted when false).
-	NoRetry bool
-	// LastAttempt is the latest collection attempt made durable before the
-	// processor was called (billing_attempt_number, billing_attempt_key,
-	// billing_attempt_amount, billing_attempt_tier, billing_attempt_process,
-	// billing_attempt_started and billing_attempt_presented, added by this library, optional: the
-	// zero Attempt when none was recorded). While its Number is above
-	// Attempt the record is in flight: see [Period.InFlight].
-	LastAttempt Attempt
+	// CancelAt is when a cancelled subscription's access ends: set while
+	// it is ACTIVE (or TRIALING) with nothing more to charge, after a
+	// cancel at period end ([CancelAtPeriodEnd]), to the end of the paid
+	// (or trial) time, which is PaidThrough. Zero otherwise; once it is
+	// past the subscription is ENDED.
+	CancelAt time.Time
 
-	// PendingTierName and PendingAmount are the tier and amount a pending
-	// downgrade (IsPendingDowngrade) moves the next period to
-	// (billing_pending_tier and billing_pending_amount, added by this
-	// library, written only while PendingTierName is set).
-	PendingTierName string
-	PendingAmount   Amount
+	// CurrentPeriodStart and CurrentPeriodEnd are the billing period now
+	// runs in: the latest period billed at or before now that was
+	// paid, is being collected, was skipped by a pause or is a trial (a
+	// cancelled renewal is none), from its billing date to the next one
+	// by its schedule (a trial to its end, a paused month a month later),
+	// or to the instant a cancellation now ended its access. For an ENDED
+	// subscription it is the last such period; zero when none is billed
+	// yet (a first billing date in the future).
+	CurrentPeriodStart time.Time
+	CurrentPeriodEnd   time.Time
 
-	// TrialEnd, when set, makes the record a trial: a period of zero that
-	// the engine completes by itself, after which the first paid period
-	// opens on TrialEnd, the day the anchor follows (billing_trial_end,
-	// added by this library and optional: absent on every other record).
-	// TrialAmount is what that first paid period costs
-	// (billing_trial_amount, written with billing_trial_end). A host batch
-	// that reprices records ([Repository.AddAll]) reprices a trial by its
-	// TrialAmount: the trial's Amount is zero and never charged, whatever
-	// the batch writes there (the engine cannot tell a reprice from a
-	// mistaken write, and completes the trial without a charge).
-	TrialEnd    time.Time
-	TrialAmount Amount
-	// AfterTrial marks the first paid period after a trial: the record the
-	// engine opens on the trial's end when it completes the trial period
-	// (billing_after_trial, BOOL, added by this library and optional:
-	// absent on every other record). While that record is SCHEDULED and
-	// not attempted the trial is still running: the notifier sends
-	// [TrialEndingNoticeEvent] for it, [Collector.EndTrial] and
-	// [Collector.ExtendTrial] move it, and a downgrade sets its charge.
-	// Every write that carries the record forward (pause, resume, plan
-	// change, date move, a host's batch of records as read) keeps it;
-	// once the period is attempted or closed it no longer means a trial,
-	// and it stays on the record as a fact. A later period never has it.
-	// Records opened before this attribute existed carry only updated_event
-	// [UpdatedTrialConverted]: [Period.IsAfterTrial] reads
-	// both.
-	AfterTrial bool
-	// AccessEnd is when a cancellation now ([CancelNow]) ended the user's
-	// paid access (billing_access_end, added by this library and optional:
-	// absent on every other record), set on the periods it cancelled. The
-	// user's paid periods opened at or before that instant count as paid
-	// only up to it: [Subscription.PaidThrough] ends there, and a new
-	// first period ([Collector.Subscribe], [Collector.Reactivate]) may
-	// start from it, charged from its own date. The host was told to
-	// refund the rest ([UserChange.Refund]); a later cancellation now
-	// finds nothing left to refund. A come-back that reopens such a record
-	// keeps it, so the refunded time stays unpaid; periods opened after it
-	// are not affected.
-	AccessEnd time.Time
+	// TrialStart and TrialEnd are the user's latest trial: its first day
+	// and its end, which is the first paid period's billing date while
+	// that period is not charged (moved by [Collector.EndTrial] and
+	// [Collector.ExtendTrial]), else the end the trial was given. Zero
+	// when the user never had a trial. Trial is that trial's period.
+	TrialStart time.Time
+	TrialEnd   time.Time
+	Trial      *Period
 
-	// Change names the change a history row records: the event the engine
-	// wrote it for (billing_change, added by this library and written to
-	// history rows only). The engine sets it on the version it writes; it
-	// is empty on a record read from the billing table, and on history rows
-	// written before the library recorded it or by another program, whose
-	// change the stream decoder derives from the row (package dynamostore).
-	Change EventType
+	// NextChargeDate and NextChargeAmount are the next charge the
+	// processor is asked for: during a trial the first charge, on the
+	// trial's end; for a paused subscription the charge on the date the
+	// pause resumes it ([Period.ResumeDate]), not the date it skips; else the
+	// renewal, on the billing date of the next open period (a date before
+	// now is due and charged by the next run). A pending downgrade is in
+	// the amount from the period it applies to. Zero when nothing more
+	// will be charged: cancelled (at period end too), ended, or a free
+	// plan. An owed ERROR period is retried besides (see Open).
+	NextChargeDate   time.Time
+	NextChargeAmount Amount
 
-	// Request is the request a history row records: what the host asked
-	// for under a request key (billing_request, added by this library and
-	// written to history rows only, like Change). [Collector.Subscribe] and
-	// the calls that take a user ([Collector.Cancel] and its
-	// siblings) set it on the rows they write, so that a repeat of the key
-	// can be told from another request; it is empty on a record read from
-	// the billing table and on rows written before the library recorded it.
-	// The text is the library's own (see [Collector.Subscription]'s doc);
-	// hosts read it only to show it.
-	Request string
+	// PaidThrough is when the time the user's completed periods cover
+	// ends: the billing date after the latest (a trial's end after a
+	// trial, which covers its time at zero, as a free period does), or the
+	// instant a cancellation now ended that access ([Period.AccessEnd]),
+	// the rest having been refunded. Zero when no period was completed.
+	// An ACTIVE subscription with CancelAt set ends here.
+	PaidThrough time.Time
 
-	// Operator and Reason record who made a change and why, when an
-	// operator made it: the signed-in operator a host passes in a request
-	// ([UserRequest.Operator]) and the reason typed for it
-	// (data_operator and data_reason, added by this library, written to
-	// history rows only, like Request, and optional on read). They are
-	// empty on a record read from the billing table, on rows of the
-	// engine's own runs, and on rows written before the library recorded
-	// them.
-	Operator string
-	Reason   string
+	// PendingTier and PendingAmount are a downgrade that applies from the
+	// next period ("" when none is pending).
+	PendingTier   string
+	PendingAmount Amount
 
-	// Stored is what the store that read this record keeps about the item
-	// it came from and the domain does not model: attributes other
-	// services wrote and key text exactly as read. The engine copies it with
-	// the record and never looks inside; a store reads it back when the
-	// record is written again, so that bytes it does not own stay as they
-	// were. Nil for a record that was not read from a store. Stores treat
-	// the value as immutable, so copies of a record may share it.
-	Stored any
+	// Periods are all the user's billing periods, ascending by billing
+	// date, whatever their status. Open are the open ones (SCHEDULED,
+	// ERROR, ACHSENT, PAUSED); Paid the COMPLETED ones that were charged:
+	// a trial's period and a free period (completed at zero) are in
+	// Periods only.
+	Periods []Period
+	Open    []Period
+	Paid    []Period
+	// InFlight are the open periods whose attempt's outcome is not
+	// recorded yet ([Period.InFlight]): no change touches them
+	// before it is resolved.
+	InFlight []Period
+
+	// NextBillingDate is the billing date of the latest SCHEDULED or
+	// PAUSED period: the date the engine acts on next, which for a PAUSED
+	// period is skipped, not charged, and for a trial's own period is
+	// its start. A host shows NextChargeDate instead.
+	NextBillingDate time.Time
 }
 
-// Attempt is one collection attempt as the collector records it on the
-// record before it calls the processor: what it asked for, so that a later
-// try can present exactly the same request.
-type Attempt struct {
-	// Number is the attempt's number within the period, from 1.
-	Number int
-	// Key is the idempotency key the processor was given.
-	Key string
-	// Amount is the amount asked for. A replay asks for this amount again,
-	// whatever the record's amount has become since.
-	Amount Amount
-	// Tier is the receipt_tier_name sent with the request.
-	Tier string
-	// Process is the process that made the attempt.
-	Process Process
-	// Started is when the attempt was recorded, just before the first call.
-	Started time.Time
-	// Presented is when the request was last presented to the processor
-	// again (a replay), recorded just before that call; zero before any
-	// replay. A request for the key may be running until the later of
-	// Started and Presented plus the processor's [RequestTimeout].
-	Presented time.Time
-}
-
-// LastPresented is when the attempt's request was last sent to the
-// processor: the later of Started and Presented.
-func (a Attempt) LastPresented() time.Time {
-	if a.Presented.After(a.Started) {
-		return a.Presented
+// Subscription returns the subscription of userID at the collector's
+// clock's now: its status, plan, dates, next charge and periods, from one
+// consistent read of the user's records. A user without records is
+// [ErrNotFound]. It reads no lock and writes nothing.
+func (c *Collector) Subscription(ctx context.Context, userID string) (Subscription, error) {
+	recs, err := c.cfg.Repository.ListByUser(ctx, userID)
+	if err != nil {
+		return Subscription{}, fmt.Errorf("subscription of user %s: %w", userID, err)
 	}
-	return a.Started
-}
-
-// Request returns the payment request of the attempt on s: the request a
-// replay presents. An attempt not yet recorded as answered on a record
-// whose earlier attempts left a payment names it as
-// [PaymentRequest.PriorPayment].
-func (a Attempt) Request(s *Period) PaymentRequest {
-	req := PaymentRequest{
-		UserID: s.UserID, SubscriptionID: s.SubscriptionID, Amount: a.Amount, BillingDate: s.BillingDate,
-		Tier: a.Tier, Process: a.Process, Attempt: a.Number, IdempotencyKey: a.Key, Started: a.Started,
+	if len(recs) == 0 {
+		return Subscription{}, fmt.Errorf("%w: user_id=%s has no billing periods", ErrNotFound, userID)
 	}
-	if s.Attempt > 0 && a.Number > s.Attempt {
-		req.PriorPayment = s.TransactionID
+	return viewOf(userID, recs, c.cfg.Clock.Now()), nil
+}
+
+// viewOf builds the view of userID from its records recs (ascending) at
+// now.
+func viewOf(userID string, recs []Period, now time.Time) Subscription {
+	v := Subscription{UserID: userID, Status: SubscriptionEnded, Periods: slices.Clone(recs)}
+	plan := &recs[len(recs)-1]
+	var next *Period // the latest SCHEDULED or PAUSED period
+	var owed, paused, active bool
+	for i := range recs {
+		r := &recs[i]
+		switch {
+		case r.Status == StatusCompleted:
+			if r.Amount > 0 && !r.IsTrial() {
+				v.Paid = append(v.Paid, *r)
+			}
+		case !r.Status.IsTerminal():
+			v.Open = append(v.Open, *r)
+			plan = r
+			owed = owed || r.Status == StatusError
+			paused = paused || r.Status == StatusPaused
+			active = active || r.Status == StatusScheduled || r.Status == StatusACHSent
+			if r.Status == StatusScheduled || r.Status == StatusPaused {
+				next = r
+			}
+			if r.InFlight() {
+				v.InFlight = append(v.InFlight, *r)
+			}
+			if r.IsPendingDowngrade {
+				v.PendingTier, v.PendingAmount = r.PendingTierName, r.PendingAmount
+			}
+		}
 	}
-	return req
-}
-
-// InFlight reports whether the record carries an attempt whose outcome is
-// not recorded yet: the processor was (or may have been) called with
-// LastAttempt's key, and nobody knows what it answered. Nothing may close
-// or change an in-flight record until that outcome is resolved, by a replay
-// of the same request or by asking the processor (see [PaymentLookup]).
-func (s *Period) InFlight() bool { return s.LastAttempt.Number > s.Attempt }
-
-// IsTrial reports whether the record is a trial period (see
-// [Period.TrialEnd]).
-func (s *Period) IsTrial() bool { return !s.TrialEnd.IsZero() }
-
-// IsAfterTrial reports whether s is the first paid period after a trial
-// ([Period.AfterTrial]), or a record opened as one before that
-// attribute existed: updated_event [UpdatedTrialConverted], which
-// any later write of updated_event (a pause, a resume) replaces. It says
-// nothing of the record's state: the trial is running only while the
-// record is SCHEDULED and not attempted.
-func (s *Period) IsAfterTrial() bool {
-	return s.AfterTrial || s.UpdatedEvent == UpdatedTrialConverted
-}
-
-// Key describes the item's primary key for error messages and logs.
-func (s *Period) Key() string {
-	return fmt.Sprintf("user_id=%s billing_date=%s", s.UserID, s.BillingDate.UTC().Format(time.RFC3339))
-}
-
-// Tier returns the tier name of ReceiptTierName: "Plus" for "Plus:v2".
-func (s *Period) Tier() string {
-	name, _ := splitTier(s.ReceiptTierName)
-	return name
-}
-
-// TierVersion returns the tier version of ReceiptTierName: "v2" for
-// "Plus:v2", "" when there is none.
-func (s *Period) TierVersion() string {
-	_, v := splitTier(s.ReceiptTierName)
+	for i := range recs {
+		r := &recs[i]
+		switch {
+		case r.IsTrial():
+			t := *r
+			v.Trial, v.TrialStart, v.TrialEnd = &t, r.BillingDate, r.TrialEnd
+		case v.Trial != nil && requireTrialTarget(r) == nil:
+			v.TrialEnd = r.BillingDate // the first paid period, moved or not
+		}
+	}
+	if next != nil {
+		v.NextBillingDate = next.BillingDate
+		v.NextChargeDate, v.NextChargeAmount = nextCharge(next)
+	}
+	v.Tier, v.Amount, v.Term, v.Interval = plan.ReceiptTierName, plan.Amount, plan.Term, max(plan.Interval, 1)
+	if plan.IsTrial() {
+		v.Amount = plan.TrialAmount
+	}
+	done := lastCompleted(recs)
+	if done != nil {
+		v.PaidThrough = v.periodEnd(done, recs)
+	}
+	if cur := currentPeriod(recs, now); cur != nil {
+		v.CurrentPeriodStart, v.CurrentPeriodEnd = cur.BillingDate, v.periodEnd(cur, recs)
+	}
+	trialing := v.Trial != nil && slices.ContainsFunc(v.Open, func(r Period) bool { return requireTrialTarget(&r) == nil })
+	switch {
+	case owed:
+		v.Status = SubscriptionPastDue
+	case paused:
+		v.Status = SubscriptionPaused
+	case trialing:
+		v.Status = SubscriptionTrialing
+	case active:
+		v.Status = SubscriptionActive
+	case v.PaidThrough.After(now):
+		// Nothing open, nothing more to charge, and the time paid for
+		// (or the trial) runs on: a cancel at period end, until then.
+		v.Status, v.CancelAt = SubscriptionActive, v.PaidThrough
+		if done.IsTrial() {
+			v.Status = SubscriptionTrialing
+		}
+	}
 	return v
 }
 
-// EffectiveAnchorDay returns AnchorDay, or the day of BillingDate when the
-// record does not carry one (legacy items).
-func (s *Period) EffectiveAnchorDay() int {
-	if s.AnchorDay > 0 {
-		return s.AnchorDay
+// nextCharge returns the date and amount of the charge r, the user's
+// latest SCHEDULED or PAUSED period, leads to: a trial's at its end, a
+// paused one's on the resume date (after the pause run has opened the
+// period it resumes on, with a pending downgrade applied), else r's own.
+// A charge of zero (a free plan) is none: both zero.
+func nextCharge(r *Period) (time.Time, Amount) {
+	date, amount := r.BillingDate, r.Amount
+	switch {
+	case r.Status == StatusPaused:
+		from := r.BillingDate
+		if r.IsTrial() {
+			from = r.TrialEnd
+		}
+		var err error
+		if date, err = r.Schedule().AfterPause(from, max(r.PauseDurationMonths, 1)); err != nil {
+			return time.Time{}, 0
+		}
+		if r.IsPendingDowngrade && r.PendingTierName != "" {
+			amount = r.PendingAmount
+		}
+		if r.IsTrial() {
+			amount = r.TrialAmount
+		}
+	case r.IsTrial():
+		date, amount = r.TrialEnd, r.TrialAmount
 	}
-	return s.BillingDate.UTC().Day()
-}
-
-// Schedule returns the record's billing schedule: its term, anchor day and
-// Friday billing week, as used by [Schedule.Next].
-func (s *Period) Schedule() Schedule {
-	return Schedule{Term: s.Term, AnchorDay: s.EffectiveAnchorDay(), BillingWeek: s.BillingWeek, Interval: s.Interval}
-}
-
-// Clone returns a copy of s. It is kept for callers that copied records
-// before Stored was shared: a Subscription holds no mutable references, so
-// an assignment copies it as well.
-func (s *Period) Clone() Period {
-	return *s
-}
-
-// splitTier splits a receipt_tier_name "Name:Version" at its first colon:
-// "Plus:v2" gives ("Plus", "v2"), "Plus" gives ("Plus", "").
-func splitTier(s string) (name, version string) {
-	name, version, _ = strings.Cut(s, ":")
-	return name, version
-}
-
-// joinTier builds a receipt_tier_name: joinTier("Plus", "v2") is "Plus:v2";
-// an empty version gives just the name.
-func joinTier(name, version string) string {
-	if version == "" {
-		return name
+	if amount <= 0 {
+		return time.Time{}, 0
 	}
-	return name + ":" + version
+	return date, amount
 }
 
-// Term is the billing term of a subscription: how far apart its billing
-// periods are. It is stored in the term attribute.
-type Term string
+// lastCompleted returns the latest COMPLETED period of recs (ascending),
+// charged or at zero, or nil.
+func lastCompleted(recs []Period) *Period {
+	for i := len(recs) - 1; i >= 0; i-- {
+		if recs[i].Status == StatusCompleted {
+			return &recs[i]
+		}
+	}
+	return nil
+}
 
-// The terms. An empty stored term decodes as [TermMonthly].
+// currentPeriod returns the latest period of recs (ascending) billed at or
+// before now that covers its time: completed, open, skipped by a pause or
+// waived; nil when there is none.
+func currentPeriod(recs []Period, now time.Time) *Period {
+	var cur *Period
+	for i := range recs {
+		r := &recs[i]
+		if r.BillingDate.After(now) {
+			continue
+		}
+		switch r.Status {
+		case StatusCompleted, StatusScheduled, StatusACHSent, StatusError, StatusPaused, StatusPausedSkipped, StatusWaived:
+			cur = r
+		}
+	}
+	return cur
+}
+
+// periodEnd is when p, a period of the user whose records are recs and
+// view v, ends: a trial at the view's trial end (its own when it is not
+// the latest trial), a paused or skipped month a month after it, any
+// other at the next billing date by its schedule; or at the end of access
+// a cancellation now put before that ([accessCut]).
+func (v *Subscription) periodEnd(p *Period, recs []Period) time.Time {
+	var end time.Time
+	var err error
+	switch {
+	case p.IsTrial():
+		end = p.TrialEnd
+		if v.Trial != nil && v.Trial.SubscriptionID == p.SubscriptionID {
+			end = v.TrialEnd
+		}
+	case p.Status == StatusPaused || p.Status == StatusPausedSkipped:
+		end, err = p.Schedule().AfterPause(p.BillingDate, 1)
+	default:
+		end, err = p.Schedule().Next(p.BillingDate)
+	}
+	if err != nil {
+		return time.Time{}
+	}
+	return accessCut(p, end, recs)
+}
+
+// paidEnd is when p, a paid period of a user whose records are recs,
+// ends: the billing date after it by its schedule, or the end of access
+// a cancellation now put before it ([accessCut]).
+func paidEnd(p *Period, recs []Period) (time.Time, error) {
+	end, err := followingDate(p)
+	if err != nil {
+		return end, err
+	}
+	return accessCut(p, end, recs), nil
+}
+
+// accessCut returns end, the end of p, a paid period of a user whose
+// records are recs, or the earliest end of access before it that a
+// cancellation now put on a record of the user ([Period.AccessEnd])
+// after p was opened: the time after it was refunded. A period opened
+// after the cancellation (a come-back) is not cut.
+func accessCut(p *Period, end time.Time, recs []Period) time.Time {
+	for i := range recs {
+		if a := recs[i].AccessEnd; !a.IsZero() && a.Before(end) && !p.CreatedDate.After(a) {
+			end = a
+		}
+	}
+	return end
+}
+
+// UserChange is what a change of a subscription by its user did.
+type UserChange struct {
+	// Changes are the period changes made, in the order made: one per open
+	// period the change acted on. On a repeat they are read back from
+	// the history rows the first call wrote (Before is the period's row
+	// before it).
+	Changes []Change
+	// Subscription is the subscription after the change.
+	Subscription Subscription
+	// Repeated reports that the request key had been used for this same
+	// request, which had been applied in full: nothing was written, and
+	// Changes are what the first call did.
+	Repeated bool
+	// AccessUntil is, for a cancellation, when the user's paid access
+	// ends: the end of the last paid period ([CancelAtPeriodEnd]), or the
+	// time of the cancellation ([CancelNow]).
+	AccessUntil time.Time
+	// Refund is, for [CancelNow], what the host owes back: the unused
+	// share of the last paid period (RefundPeriodID), pro rata by time and
+	// rounded down to the minor unit. The library refunds nothing itself.
+	Refund         Amount
+	RefundPeriodID string
+}
+
+// When says when a change by user takes effect: a cancel
+// ([CancelRequest.When]) or a plan change ([ChangePlanRequest.When]).
+type When string
+
+// When a cancel or a plan change takes effect.
 const (
-	TermMonthly Term = "MONTHLY"
-	TermYearly  Term = "YEARLY"
-	// TermWeekly bills every seven days (times [Schedule.Interval]) from
-	// the billing date; anchor day and Friday week do not apply.
-	TermWeekly Term = "WEEKLY"
+	// CancelAtPeriodEnd: no period is charged again; the user keeps what
+	// was paid until the end of the last paid period.
+	CancelAtPeriodEnd When = "AT_PERIOD_END"
+	// CancelNow: access ends now, and the host refunds the unused share of
+	// the last paid period ([UserChange.Refund]). Always: the refund is
+	// that whole share (rounded down to the minor unit), so the time after
+	// the cancellation is no longer paid for, whatever the host then
+	// refunds. The periods cancelled record the instant
+	// ([Period.AccessEnd]): the view's PaidThrough ends there, and
+	// the user may come back at once, charged from the come-back's date.
+	CancelNow When = "NOW"
+
+	// ChangeNow applies the new plan to the next charge (an upgrade).
+	ChangeNow When = "NOW"
+	// ChangeAtNextPeriod keeps this period's plan and applies the new one
+	// from the period after it (a downgrade, marked pending).
+	ChangeAtNextPeriod When = "NEXT_PERIOD"
 )
 
-// terms is every term, MONTHLY first.
-var terms = enum.New(TermMonthly, TermYearly, TermWeekly)
-
-// ParseTerm parses a stored term: "MONTHLY", "YEARLY", "WEEKLY", or ""
-// (MONTHLY).
-// Anything else wraps [ErrInvalidTerm].
-func ParseTerm(s string) (Term, error) {
-	return terms.Parse(s, emptyTermIsMonthly, invalidField("term", ErrInvalidTerm))
+// UserRequest names the subscription and the request of a change by user.
+type UserRequest struct {
+	// UserID is the user: the user's ID on the legacy tables, one
+	// subscription of an account ("account#subscription#SKU") on the single
+	// table, where an account holds one such user per SKU. Required.
+	UserID string
+	// RequestKey names the request, 1 to 256 bytes of UTF-8 chosen by the
+	// host: a call repeated with the same user and key answers what the
+	// first did and changes nothing more; the key given again with other
+	// parameters is a [*RequestKeyError]. Required.
+	RequestKey string
+	// Operator and Reason, for a change an operator makes (a console, a
+	// support tool), say who made it and why: the history rows of the
+	// change record them ([Period.Operator]). A repeat of the key is
+	// not compared on them: the rows keep the first call's. Optional; at most
+	// [MaxActorLen] bytes of UTF-8 each, without control characters but
+	// line breaks in Reason.
+	Operator string
+	Reason   string
 }
 
-// emptyTermIsMonthly reads a missing term as MONTHLY, as legacy items mean it.
-func emptyTermIsMonthly(s string) string {
-	if s == "" {
-		return string(TermMonthly)
+// CancelRequest is what [Collector.Cancel] takes.
+type CancelRequest struct {
+	UserRequest
+	// When says when access ends. Defaults to [CancelAtPeriodEnd].
+	When When
+	// ForgiveOwed cancels an owed ERROR period too, forgiving what it
+	// owes, as [Periods.Cancel] does: an operator's decision. Defaults to
+	// false: an ERROR period refuses the whole cancellation (an error
+	// wrapping [ErrNotCollectible] that names it, nothing written), so
+	// that an end user's cancel never forgives a debt; collect it
+	// ([Periods.Repay]) first.
+	ForgiveOwed bool
+}
+
+// PauseRequest is what [Collector.Pause] takes.
+type PauseRequest struct {
+	UserRequest
+	// Months is the pause, 1 to 120 calendar months (see [Periods.Pause]). Required.
+	Months int
+}
+
+// ResumeRequest is what [Collector.Resume] takes.
+type ResumeRequest struct {
+	UserRequest
+}
+
+// ChangePlanRequest is what [Collector.ChangePlan] takes.
+type ChangePlanRequest struct {
+	UserRequest
+	// Tier is the new plan, name and version ("Plus:v2"). Required.
+	Tier string
+	// Amount is what each period of the new plan costs. Defaults to the
+	// price in [Config.Prices] ([ListPrice]) of Tier on the subscription's
+	// term and interval ([PricePlan]); without a price list
+	// it is required. Checked as [Periods.ChangeTier] checks it.
+	Amount Amount
+	// When says when the plan applies. Defaults to [ChangeNow].
+	When When
+}
+
+// MoveBillingDateRequest is what [Collector.MoveBillingDate] takes.
+type MoveBillingDateRequest struct {
+	UserRequest
+	// Date is the new billing date of the next period, read as
+	// [Periods.Move] reads it. Required.
+	Date time.Time
+}
+
+// Cancel cancels every open period of the user (SCHEDULED,
+// ERROR, PAUSED) as one change: nothing is charged again. An owed ERROR
+// period refuses it unless req.ForgiveOwed is set, which forgives it. With
+// [CancelNow] the result says what the host must refund. An ACH debit awaiting settlement (ACHSENT) refuses the
+// whole change ([ErrNotCollectible]): cancel once it settles. See
+// [Collector.ChangePlan] for what every change by user shares; in
+// particular, repeat a cancellation that failed part-way at once, with
+// its key: until then a period it did not reach is still collected by the
+// runs, and once collected it fails the repeat.
+func (c *Collector) Cancel(ctx context.Context, req CancelRequest) (UserChange, error) {
+	when := req.When
+	if when == "" {
+		when = CancelAtPeriodEnd
 	}
+	if when != CancelAtPeriodEnd && when != CancelNow {
+		return UserChange{}, fmt.Errorf("cancel subscription %s: %w", req.UserID,
+			requestField("When", string(when), "%s or %s", CancelAtPeriodEnd, CancelNow))
+	}
+	kr := newKeyedRequest("cancel", req.RequestKey).field("When", string(when)).
+		field("ForgiveOwed", fmt.Sprint(req.ForgiveOwed))
+	return c.byUser(ctx, req.UserRequest, kr, opCancel, func(recs []Period, kr keyedRequest, now time.Time) ([]Period, keyedRequest, error) {
+		targets := openPeriods(recs)
+		for _, r := range targets {
+			if r.Status == StatusError && !req.ForgiveOwed {
+				return nil, kr, fmt.Errorf("%w: %s is ERROR: its charge was declined and is owed; collect it first, or set ForgiveOwed", ErrNotCollectible, r.SubscriptionID)
+			}
+		}
+		v := viewOf(req.UserID, recs, now)
+		kr = kr.time("access_until", v.PaidThrough)
+		if when == CancelNow {
+			kr = kr.time("access_until", now)
+			// The latest completed period, a trial's or a free one too
+			// (refunding zero), as PaidThrough counts it.
+			if last := lastCompleted(recs); last != nil {
+				refund := unusedShare(last, v.PaidThrough, now)
+				kr = kr.set("refund", refund.String()).set("refund_period", last.SubscriptionID)
+			}
+		}
+		return targets, kr, nil
+	}, func(ctx context.Context, id string) (Change, error) {
+		edit := cancelEdit
+		if when == CancelNow {
+			edit = endAccess(ctx)
+		}
+		if req.ForgiveOwed {
+			return c.admin(ctx, opCancel, id, edit) // as Cancel
+		}
+		// Decided again on the period as read under the lock: a period
+		// that became owed is refused (*OwedError), never forgiven.
+		return c.admin(ctx, opCancel, id, edit, refuseOwed) // as CancelUnowed
+	})
+}
+
+// endAccess is the edit of a period a cancellation now cancels: as
+// [Periods.Cancel]'s, and the end of the user's access, the instant
+// the request recorded in ctx decided (access_until, the same for each
+// period and on a repeat), set on the record ([Period.AccessEnd]).
+// An earlier end the record carries already (from a cancellation now
+// before a come-back reopened it) stays: that time was refunded then.
+func endAccess(ctx context.Context) func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
+	kr, _ := parseKeyedRequest(requestOf(ctx))
+	end, err := time.Parse(time.RFC3339Nano, kr.get("access_until"))
+	return func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
+		if err != nil {
+			return nil, fmt.Errorf("the cancellation's end of access: %w", err)
+		}
+		if next.AccessEnd.IsZero() || end.Before(next.AccessEnd) {
+			next.AccessEnd = end
+		}
+		return cancelEdit(ctx, cur, next, now)
+	}
+}
+
+// unusedShare is the share of p's amount for the time from now to end,
+// the end of the period p paid for, rounded down.
+func unusedShare(p *Period, end, now time.Time) Amount {
+	if end.IsZero() || !now.Before(end) {
+		return 0
+	}
+	start := p.BillingDate
+	if now.Before(start) {
+		now = start
+	}
+	share := new(big.Int).Mul(big.NewInt(int64(p.Amount)), big.NewInt(int64(end.Sub(now)/time.Second)))
+	share.Quo(share, big.NewInt(max(int64(end.Sub(start)/time.Second), 1)))
+	return Amount(share.Int64())
+}
+
+// Pause pauses every open period of the user for req.Months
+// months, as [Periods.Pause] pauses one, as one change. An owed ERROR
+// period (or an ACH debit awaiting settlement) refuses the whole change
+// ([ErrPauseRefused], matching [ErrNotCollectible]): settle, waive or
+// cancel it first. A paused user's pause sets its months anew. Months outside
+// 1 to 120 is a [*FieldError].
+func (c *Collector) Pause(ctx context.Context, req PauseRequest) (UserChange, error) {
+	if err := checkPauseMonths(req.Months); err != nil {
+		return UserChange{}, fmt.Errorf("pause subscription %s: %w", req.UserID, err)
+	}
+	kr := newKeyedRequest("pause", req.RequestKey).field("Months", fmt.Sprint(req.Months))
+	return c.byUser(ctx, req.UserRequest, kr, opPause, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
+		return openPeriods(recs), kr, nil
+	}, func(ctx context.Context, id string) (Change, error) { return c.Periods().Pause(ctx, id, req.Months) })
+}
+
+// Resume resumes every PAUSED period of the user, as
+// [Periods.Resume] resumes one, as one change. A user without a PAUSED
+// period is refused ([ErrResumeRefused], matching [ErrNotCollectible]).
+func (c *Collector) Resume(ctx context.Context, req ResumeRequest) (UserChange, error) {
+	kr := newKeyedRequest("resume", req.RequestKey)
+	return c.byUser(ctx, req.UserRequest, kr, opResume, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
+		return inStatus(recs, StatusPaused), kr, nil
+	}, func(ctx context.Context, id string) (Change, error) { return c.Periods().Resume(ctx, id) })
+}
+
+// ChangePlan moves every SCHEDULED period of the user to req's tier and
+// amount, as [Periods.ChangeTier] moves one ([ChangeAtNextPeriod] is
+// its downgrade), as one change. An owed ERROR period and an ACH debit
+// awaiting settlement keep the plan they were billed at; a user with no
+// SCHEDULED period (paused: resume first; ended) is refused
+// ([ErrPlanChangeRefused], matching [ErrNotCollectible]). A
+// plan the periods have already is [ErrNoChange], and nothing is written.
+//
+// What every change by user shares (Cancel,
+// Pause, Resume, ChangePlan, MoveBillingDate):
+//
+//   - it runs under the user's billing lock, and each period is changed by
+//     the period call ([Periods.Cancel], ...) with every rule that call
+//     applies: an in-flight attempt is resolved first or the change is
+//     refused ([*InFlightError]), the status must allow it, the write is
+//     conditional on the record read;
+//   - the periods it acts on are chosen, and all checked against the
+//     change's statuses, before anything is written: a period in a status
+//     the change refuses refuses the whole change;
+//   - each period is one conditional write with its history row; the rows
+//     record the request ([Period.Request]). The stores cannot write
+//     several periods in one transaction, so a crash (or a refusal) between
+//     two periods leaves the first changed: the same call repeated with the
+//     same key completes the rest, and only the periods the first call
+//     chose (a chosen period that no longer takes the change, say one
+//     collected meanwhile, fails the repeat with the period call's error:
+//     a new request, with a new key, acts on the periods as they are);
+//   - it needs [Config.History] to read the requests back: without it the
+//     call is refused ([ErrInvalidRequest]);
+//   - a repeat of the key with the same parameters answers what the first
+//     call did (Repeated set); with other parameters it is a
+//     [*RequestKeyError], whatever the subscription has become since.
+func (c *Collector) ChangePlan(ctx context.Context, req ChangePlanRequest) (UserChange, error) {
+	when := req.When
+	if when == "" {
+		when = ChangeNow
+	}
+	if when != ChangeNow && when != ChangeAtNextPeriod {
+		return UserChange{}, fmt.Errorf("change plan %s: %w", req.UserID,
+			requestField("When", string(when), "%s or %s", ChangeNow, ChangeAtNextPeriod))
+	}
+	amount := req.Amount
+	if amount == 0 && c.cfg.Prices != nil {
+		amount = ListPrice
+	}
+	// Refused before anything is read when no record is needed to tell;
+	// a price list prices the user's plan (term and interval), read below.
+	if c.cfg.Prices == nil || !validTierName(req.Tier) {
+		if _, err := c.priceOf(ctx, PricePlan{Tier: req.Tier}, amount); err != nil {
+			return UserChange{}, fmt.Errorf("change plan %s: %w", req.UserID, err)
+		}
+	}
+	given := amount
+	down := when == ChangeAtNextPeriod
+	kr := newKeyedRequest("change plan", req.RequestKey).field("Tier", req.Tier).
+		field("When", string(when))
+	if req.Amount != 0 && req.Amount != ListPrice {
+		kr = kr.field("Amount", req.Amount.String())
+	}
+	return c.byUser(ctx, req.UserRequest, kr, opChangeTier, func(recs []Period, kr keyedRequest, now time.Time) ([]Period, keyedRequest, error) {
+		v := viewOf(req.UserID, recs, now)
+		var err error
+		if amount, err = c.priceOf(ctx, PricePlan{Tier: req.Tier, Term: v.Term, Interval: v.Interval}, given); err != nil {
+			return nil, kr, err
+		}
+		var targets []Period
+		for _, r := range inStatus(recs, StatusScheduled) {
+			if sameTier(&r, req.Tier, amount, down) == nil {
+				targets = append(targets, r)
+			}
+		}
+		if len(targets) == 0 && len(inStatus(recs, StatusScheduled)) > 0 {
+			return nil, kr, fmt.Errorf("%w: user %s is on %s at %s already", ErrNoChange, req.UserID, req.Tier, amount)
+		}
+		return targets, kr, nil
+	}, func(ctx context.Context, id string) (Change, error) {
+		return c.Periods().ChangeTier(ctx, id, req.Tier, amount, down)
+	})
+}
+
+// MoveBillingDate moves the user's next period — its latest open one — to
+// req.Date, as [Periods.Move] moves it (its rules and
+// errors). Earlier open periods (an owed ERROR one) keep their dates.
+func (c *Collector) MoveBillingDate(ctx context.Context, req MoveBillingDateRequest) (UserChange, error) {
+	if req.Date.IsZero() {
+		return UserChange{}, fmt.Errorf("move billing date %s: %w", req.UserID, requestField("Date", "", "required"))
+	}
+	kr := newKeyedRequest("move billing date", req.RequestKey).time("Date", req.Date)
+	return c.byUser(ctx, req.UserRequest, kr, opChangeDate, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
+		open := openPeriods(recs)
+		if len(open) == 0 {
+			return nil, kr, nil
+		}
+		return open[len(open)-1:], kr, nil
+	}, func(ctx context.Context, id string) (Change, error) { return c.Periods().Move(ctx, id, req.Date) })
+}
+
+// openPeriods returns the records of recs that are not terminal.
+func openPeriods(recs []Period) []Period {
+	var out []Period
+	for _, r := range recs {
+		if !r.Status.IsTerminal() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// inStatus returns the records of recs in status st.
+func inStatus(recs []Period, st Status) []Period {
+	var out []Period
+	for _, r := range recs {
+		if r.Status == st {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// sameTier returns [ErrNoChange] when a tier change of cur to tier and
+// amount (a downgrade when down) would leave it as it is.
+func sameTier(cur *Period, tier string, amount Amount, down bool) error {
+	same := cur.ReceiptTierName == tier && cur.Amount == amount
+	if down && cur.IsPendingDowngrade {
+		same = cur.PendingTierName == tier && cur.PendingAmount == amount
+	} else if !down {
+		same = same && !cur.IsPendingDowngrade
+	}
+	if same {
+		return fmt.Errorf("%w: %s is on %s at %s already", ErrNoChange, cur.SubscriptionID, tier, amount)
+	}
+	return nil
+}
+
+// choose picks the periods a change by user acts on among the user's
+// records recs, at now, and completes the request's record with what the
+// call decides (its refund, ...).
+type choose func(recs []Period, kr keyedRequest, now time.Time) ([]Period, keyedRequest, error)
+
+// byUser runs a change by user: under the user's lock it answers a repeat
+// of the key from the history rows, or picks the periods (choose), checks
+// each against op's statuses, and applies apply to each, every history row
+// recording kr. See [Collector.ChangePlan] for the rules.
+func (c *Collector) byUser(ctx context.Context, ur UserRequest, kr keyedRequest, op opName, pick choose, apply func(ctx context.Context, periodID string) (Change, error)) (UserChange, error) {
+	fail := func(err error) (UserChange, error) {
+		return UserChange{}, fmt.Errorf("%s subscription %s: %w", kr.op(), ur.UserID, err)
+	}
+	if err := checkIdentity(SubscribeRequest{UserID: ur.UserID, RequestKey: ur.RequestKey}); err != nil {
+		return fail(err)
+	}
+	if err := checkActor(ur); err != nil {
+		return fail(err)
+	}
+	kr = withActor(kr, ur) // who and why are the request's too
+	if c.cfg.History == nil {
+		return fail(fmt.Errorf("%w: a change by user reads its request back from the history: Config.History is required", ErrInvalidRequest))
+	}
+	var out UserChange
+	_, err := c.single(ctx, kr.op(), ur.UserID, "", func(ctx context.Context, _ *Report) error {
+		rows, err := c.cfg.History.ListByUser(ctx, ur.UserID)
+		if err != nil {
+			return fmt.Errorf("read the history: %w", err)
+		}
+		first, done := firstRequest(rows, ur.RequestKey)
+		var todo []string
+		if first != nil {
+			if err := kr.reused(ur.UserID, *first); err != nil {
+				return err
+			}
+			kr = *first // what the first call decided stands
+			for _, id := range strings.Split(first.get("periods"), ",") {
+				if id != "" && !slices.ContainsFunc(done, func(ch Change) bool { return ch.After.SubscriptionID == id }) {
+					todo = append(todo, id)
+				}
+			}
+			out.Changes, out.Repeated = done, len(todo) == 0
+		} else {
+			recs, err := c.cfg.Repository.ListByUser(ctx, ur.UserID)
+			if err != nil {
+				return err
+			}
+			if len(recs) == 0 {
+				return fmt.Errorf("%w: user_id=%s has no billing periods", ErrNotFound, ur.UserID)
+			}
+			// The periods are chosen once every attempt in flight is
+			// resolved: a charge that went through completes its period
+			// and opens the next, which is then the one to change.
+			if recs, err = c.resolveOpen(ctx, ur.UserID, recs); err != nil {
+				return inFlightRefused(op, err)
+			}
+			targets, k, err := pick(recs, kr, c.cfg.Clock.Now())
+			if err != nil {
+				return err
+			}
+			if len(targets) == 0 {
+				return noPeriodFor(op, ur.UserID, openPeriods(recs))
+			}
+			for i := range targets {
+				if err := requireStatus(op, &targets[i]); err != nil {
+					return fmt.Errorf("%s %s: %w", op, targets[i].SubscriptionID, err)
+				}
+				todo = append(todo, targets[i].SubscriptionID)
+			}
+			kr = k.set("periods", strings.Join(todo, ","))
+		}
+		ctx = context.WithValue(ctx, heldLockKey{}, leaseOf(ctx))
+		ctx = context.WithValue(ctx, requestKey{}, kr.encode())
+		for _, id := range todo {
+			ch, err := apply(ctx, id)
+			if err != nil {
+				return err
+			}
+			out.Changes = append(out.Changes, ch)
+		}
+		recs, err := c.cfg.Repository.ListByUser(ctx, ur.UserID)
+		if err != nil {
+			return err
+		}
+		out.Subscription = viewOf(ur.UserID, recs, c.cfg.Clock.Now())
+		out.AccessUntil, _ = time.Parse(time.RFC3339Nano, kr.get("access_until"))
+		if r := kr.get("refund"); r != "" {
+			out.Refund, _ = ParseAmount(r)
+			out.RefundPeriodID = kr.get("refund_period")
+		}
+		return nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return out, nil
+}
+
+// resolveOpen resolves the attempt in flight of each of recs, the user's
+// records, and returns them read again when it resolved one. An attempt
+// whose outcome stays unknown refuses the change ([*InFlightError]).
+func (c *Collector) resolveOpen(ctx context.Context, userID string, recs []Period) ([]Period, error) {
+	resolved := false
+	for i := range recs {
+		if !recs[i].InFlight() {
+			continue
+		}
+		if _, err := c.resolve(ctx, &recs[i], &Report{}); err != nil {
+			return nil, fmt.Errorf("%s: %w", recs[i].SubscriptionID, err)
+		}
+		resolved = true
+	}
+	if !resolved {
+		return recs, nil
+	}
+	return c.cfg.Repository.ListByUser(ctx, userID)
+}
+
+// noPeriodFor is the refusal of op, a change by user of userID, when none
+// of the user's open periods (open) is one op acts on: it says why, and
+// what to do first.
+func noPeriodFor(op opName, userID string, open []Period) error {
+	what := map[opName]string{opChangeTier: "plan change", opChangeDate: "billing date move"}[op]
+	if what == "" {
+		what = string(op)
+	}
+	fix := ""
+	switch {
+	case len(open) == 0:
+		fix = "the subscription has ended: subscribe again (Collector.Subscribe)"
+	case op == opResume:
+		fix = "the subscription is not paused: nothing to resume"
+	case len(inStatus(open, StatusPaused)) > 0:
+		fix = "the subscription is paused: resume it first (Collector.Resume)"
+	case len(inStatus(open, StatusError)) > 0:
+		fix = "a declined charge is owed: collect it (Periods.Repay) or waive it (Periods.Waive) first"
+	case len(inStatus(open, StatusACHSent)) > 0:
+		fix = "a bank debit awaits settlement: try again once it settles"
+	}
+	msg := fmt.Sprintf("user %s has no period a %s applies to (open: %s)", userID, what, statusesOf(open))
+	if fix != "" {
+		msg += ": " + fix
+	}
+	return refused(op, "%s", msg)
+}
+
+func statusesOf(recs []Period) string {
+	var s []string
+	for _, r := range recs {
+		s = append(s, string(r.Status))
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// firstRequest finds among a user's history rows (ascending) those that
+// record request key key: the request recorded on the first, and the
+// period changes they made (Before the period's row before each).
+func firstRequest(rows []Period, key string) (*keyedRequest, []Change) {
+	var first *keyedRequest
+	var done []Change
+	last := map[string]int{}
+	for i, r := range rows {
+		kr, ok := parseKeyedRequest(r.Request)
+		if ok && kr.key() == key {
+			if first == nil {
+				first = &kr
+			}
+			ch := Change{After: r}
+			if j, ok := last[r.SubscriptionID]; ok {
+				ch.Before = rows[j]
+			}
+			done = append(done, ch)
+		}
+		last[r.SubscriptionID] = i
+	}
+	return first, done
+}
+
+// requestKey carries in a change's context the request its history row
+// records ([Period.Request]).
+type requestKey struct{}
+
+// requestOf returns the request ctx carries for the history row of a
+// change, "" for none.
+func requestOf(ctx context.Context) string {
+	s, _ := ctx.Value(requestKey{}).(string)
 	return s
 }
 
-// Months returns the length of the term in months: 1 or 12 (empty is MONTHLY).
-// It returns 0 for the weekly term and an unknown one.
-func (t Term) Months() int {
-	switch t {
-	case "", TermMonthly:
-		return 1
-	case TermYearly:
-		return 12
-	}
-	return 0
+// heldLockKey carries the lease a change by user holds, so that the period
+// calls it makes run under it instead of locking the user again.
+type heldLockKey struct{}
+
+func leaseOf(ctx context.Context) Lease {
+	l, _ := ctx.Value(leaseKey{}).(Lease)
+	return l
 }
 
-// Process names the collection stage or flow that last wrote a record
-// (the process attribute).
-type Process string
+// lock locks userID, or, within a change by user of that user, returns
+// its lease, whose release is left to the change.
+func (c *Collector) lock(ctx context.Context, userID string) (Lease, error) {
+	if l, ok := ctx.Value(heldLockKey{}).(Lease); ok && l != nil && l.UserID() == userID {
+		return heldLease{l}, nil
+	}
+	return c.cfg.Locker.Lock(ctx, userID)
+}
 
-// The processes.
-const (
-	ProcessInitial         Process = "INITIAL"          // first scheduled attempt
-	ProcessRetry           Process = "RETRY"            // daily retry of an ERROR record
-	ProcessPause           Process = "PAUSE"            // pause run advancing a past-due PAUSED record
-	ProcessWebhook         Process = "WEBHOOK"          // income-detection event
-	ProcessWebhookBalance  Process = "WEBHOOK_BALANCE"  // new-account balance event
-	ProcessBatch           Process = "BATCH"            // operational batch run
-	ProcessReactivation    Process = "REACTIVATION"     // user reactivation flow
-	ProcessManualRepayment Process = "MANUAL_REPAYMENT" // POST .../pay
-	ProcessNotIdentified   Process = "NOT_IDENTIFIED"   // could not be determined
-	ProcessSubscribe       Process = "SUBSCRIBE"        // the host's Collector.Subscribe created the record
-)
+// heldLease is a lease held by an outer call: released by it.
+type heldLease struct{ Lease }
 
-// processes is every known process in the order processValues lists them.
-var processes = enum.New(
-	ProcessInitial, ProcessRetry, ProcessPause, ProcessWebhook, ProcessWebhookBalance,
-	ProcessBatch, ProcessReactivation, ProcessManualRepayment, ProcessNotIdentified, ProcessSubscribe,
-)
+func (heldLease) Release(context.Context) error { return nil }
 
-// processValues lists every known process.
-func processValues() []Process { return processes.Values() }
+// periodIDHint adds to err, a period call's [ErrNotFound] for id, that id
+// is a user's ID when the user has records: the call expects a period ID.
+func (c *Collector) periodIDHint(ctx context.Context, id string, err error) error {
+	if !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	if recs, rerr := c.cfg.Repository.Recent(ctx, id, 1); rerr == nil && len(recs) > 0 {
+		return fmt.Errorf("%w (%s is a user ID: this call expects a period ID; see Collector.Subscription and Repository.ListByUser, or the calls that take the user)", err, id)
+	}
+	return err
+}
 
-// Valid reports whether p is a known process. Decoding keeps unknown values
-// as they are (the attribute is informational); writers should use known ones.
-func (p Process) Valid() bool { return processes.Valid(p) }
+// RequestKeyError reports a request key used before, by the same user, for
+// a request with other parameters. It matches [ErrRequestKeyReused].
+type RequestKeyError struct {
+	// UserID and RequestKey name the request.
+	UserID, RequestKey string
+	// Op is the operation the key was first used for ("subscribe",
+	// "cancel", "pause", "resume", "change plan", "move billing date").
+	Op string
+	// Fields are the request's fields whose values differ from the first
+	// request's, sorted ("Op" when the key was used for another operation).
+	Fields []string
+}
 
-// UpdatedEvent is a period's updated_event attribute: a mark the legacy
-// services read (a pending cancellation, a skipped pause month), not an
-// event a host subscribes to — those are [EventType]. Other services write
-// it too, so decoding keeps any value.
-type UpdatedEvent string
+// Error implements error.
+func (e *RequestKeyError) Error() string {
+	return fmt.Sprintf("%s: user %s key %q was used for a %s request; differing fields: %s",
+		ErrRequestKeyReused, e.UserID, e.RequestKey, e.Op, strings.Join(e.Fields, ", "))
+}
 
-// The known updated events.
-const (
-	UpdatedPauseSkipped       UpdatedEvent = "pause-skipped"
-	UpdatedPausePendingResume UpdatedEvent = "pause-pending-resume"
-	UpdatedPauseResume        UpdatedEvent = "pause-resume"
-	UpdatedUserReactivated    UpdatedEvent = "user-reactivated"
-	// UpdatedUserSubscribed marks the first period of a subscription made by
-	// [Collector.Subscribe].
-	UpdatedUserSubscribed UpdatedEvent = "user-subscribed"
-	// UpdatedACHOverdue marks an ACHSENT record moved to STALE because no
-	// settlement came within the collector's ACH settlement deadline.
-	UpdatedACHOverdue UpdatedEvent = "ach-overdue"
-	// UpdatedPendingCancellation marks a user who has started cancelling; the
-	// notifier sends them nothing.
-	UpdatedPendingCancellation UpdatedEvent = "PENDING_CANCELLATION"
-	// UpdatedTrialConverted is the updated_event of the first paid period
-	// after a trial when it is opened, on the trial's end: the period the
-	// trial-ending notice is about. A later write of updated_event (a pause,
-	// a resume) replaces it, so the engine marks that period with
-	// [Period.AfterTrial] too and reads updated_event only for records
-	// opened before that attribute existed.
-	UpdatedTrialConverted UpdatedEvent = "trial-converted"
-)
+// Unwrap returns [ErrRequestKeyReused].
+func (e *RequestKeyError) Unwrap() error { return ErrRequestKeyReused }
+
+// keyedRequest is what a keyed request asked, as recorded on the history
+// rows it writes (billing_request): URL query text whose names starting
+// with an upper-case letter are the request's fields (Op among them), and
+// whose lower-case names say which request it is (key) and what the first
+// call decided (periods, refund, ...). Two requests are the same when
+// their fields are.
+type keyedRequest struct{ v url.Values }
+
+// newKeyedRequest starts the record of request key key of operation op.
+func newKeyedRequest(op, key string) keyedRequest {
+	return keyedRequest{v: url.Values{"Op": {op}, "key": {key}}}
+}
+
+// field records a field of the request; a zero value (as its text) is
+// left out, so that a default and its absence are the same request.
+func (r keyedRequest) field(name, value string) keyedRequest {
+	if value != "" && value != "0" && value != "false" {
+		r.v.Set(name, value)
+	}
+	return r
+}
+
+// time records a time field, as UTC text with its fraction.
+func (r keyedRequest) time(name string, t time.Time) keyedRequest {
+	if t.IsZero() {
+		return r
+	}
+	return r.field(name, t.UTC().Format(time.RFC3339Nano))
+}
+
+// set records what the first call decided (a lower-case name).
+func (r keyedRequest) set(name string, values ...string) keyedRequest {
+	r.v[name] = values
+	return r
+}
+
+func (r keyedRequest) op() string             { return r.v.Get("Op") }
+func (r keyedRequest) key() string            { return r.v.Get("key") }
+func (r keyedRequest) encode() string         { return r.v.Encode() }
+func (r keyedRequest) get(name string) string { return r.v.Get(name) }
+
+// parseKeyedRequest reads a history row's billing_request; ok is false for
+// a row without one (or with text this library did not write).
+func parseKeyedRequest(s string) (keyedRequest, bool) {
+	if s == "" {
+		return keyedRequest{}, false
+	}
+	v, err := url.ParseQuery(s)
+	if err != nil || v.Get("key") == "" || v.Get("Op") == "" {
+		return keyedRequest{}, false
+	}
+	return keyedRequest{v: v}, true
+}
+
+// differs returns the fields of r whose values differ from first's, sorted.
+func (r keyedRequest) differs(first keyedRequest) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, v := range []url.Values{r.v, first.v} {
+		for name := range v {
+			if seen[name] || !isField(name) {
+				continue
+			}
+			seen[name] = true
+			if !slices.Equal(r.v[name], first.v[name]) {
+				out = append(out, name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func isField(name string) bool {
+	return name != "" && unicode.IsUpper(rune(name[0]))
+}
+
+// reused returns the [*RequestKeyError] of r given again after first, or
+// nil when r is the same request.
+func (r keyedRequest) reused(userID string, first keyedRequest) error {
+	if d := r.differs(first); len(d) > 0 {
+		return &RequestKeyError{UserID: userID, RequestKey: r.key(), Op: first.op(), Fields: d}
+	}
+	return nil
+}
+
+// subscribeRequest is what req asked, its defaults applied.
+func subscribeRequest(req SubscribeRequest) keyedRequest {
+	term := req.Term
+	if term == "" {
+		term = TermMonthly
+	}
+	r := newKeyedRequest("subscribe", req.RequestKey).
+		field("Tier", req.Tier).field("Term", string(term)).
+		field("Interval", fmt.Sprint(max(req.Interval, 1))).
+		time("FirstBillingDate", req.FirstBillingDate).
+		field("AnchorDay", fmt.Sprint(req.AnchorDay)).
+		field("FridayBilling", fmt.Sprint(req.FridayBilling)).
+		field("FridayWeek", fmt.Sprint(req.FridayWeek)).
+		field("PauseMonths", fmt.Sprint(req.PauseMonths))
+	if req.Amount != 0 && req.Amount != ListPrice { // both mean the list price
+		r = r.field("Amount", req.Amount.String())
+	}
+	if req.TrialDays != 0 || !req.TrialEnd.IsZero() { // absent on requests without, as before
+		r = r.field("TrialDays", fmt.Sprint(req.TrialDays)).time("TrialEnd", req.TrialEnd).
+			field("AllowRepeatTrial", fmt.Sprint(req.AllowRepeatTrial))
+	}
+	return r
+}
+
+// checkSubscribeRepeat refuses req, a repeat of the request that created
+// the period id, when that request asked for something else: it reads the
+// user's history rows and compares req with the request recorded on the
+// period's first row. A first row without one (written before the library
+// recorded requests), no row at all, or no [Config.History] to read them
+// from: the repeat is answered, as it always was.
+func (c *Collector) checkSubscribeRepeat(ctx context.Context, req SubscribeRequest, id string) error {
+	if c.cfg.History == nil {
+		return nil
+	}
+	rows, err := c.cfg.History.ListByUser(ctx, req.UserID)
+	if err != nil {
+		return fmt.Errorf("read the history of user %s: %w", req.UserID, err)
+	}
+	for _, r := range rows {
+		if r.SubscriptionID != id {
+			continue
+		}
+		first, ok := parseKeyedRequest(r.Request)
+		if !ok {
+			return nil
+		}
+		return subscribeRequest(req).reused(req.UserID, first)
+	}
+	return nil
+}
