@@ -132,7 +132,10 @@ func TestByUserFlow(t *testing.T) {
 
 			p, err := e.c.Pause(ctx, billing.PauseRequest{UserRequest: ur(e.user, "pause-1"), Months: 2})
 			require.NoError(t, err)
-			assert.Equal(t, billing.SubscriptionPaused, p.Subscription.Status)
+			// Asked in the paid month: the month runs on, the pause begins
+			// on the date it skips.
+			assert.Equal(t, billing.SubscriptionActive, p.Subscription.Status)
+			assert.Equal(t, feb3.AddDate(0, 1, 0), p.Subscription.PauseAt)
 			assert.Equal(t, billing.StatusPaused, p.Changes[0].After.Status)
 			assert.Equal(t, 2, p.Changes[0].After.PauseDurationMonths)
 

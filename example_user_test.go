@@ -73,7 +73,8 @@ func ExampleCollector_ChangePlan() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	show("paused", p.Subscription)
+	show("paused", p.Subscription) // the paid month runs on: ACTIVE until PauseAt
+	fmt.Println("pause from", p.Subscription.PauseAt.Format(time.DateOnly))
 	r, err := collector.Resume(ctx, billing.ResumeRequest{UserRequest: billing.UserRequest{UserID: "ann", RequestKey: "resume-1"}})
 	if err != nil {
 		log.Fatal(err)
@@ -92,7 +93,8 @@ func ExampleCollector_ChangePlan() {
 	// upgraded   ACTIVE  Pro:v1    19.99 next 2025-02-15
 	// same request again, repeated: true
 	// same key, other tier: true [Tier]
-	// paused     PAUSED  Pro:v1    19.99 next 2025-04-15
+	// paused     ACTIVE  Pro:v1    19.99 next 2025-04-15
+	// pause from 2025-02-15
 	// resumed    ACTIVE  Pro:v1    19.99 next 2025-02-15
 	// cancelled: ACTIVE until 2025-02-15 charges 1
 	// true

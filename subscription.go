@@ -29,8 +29,10 @@ const (
 	// SubscriptionPastDue: a charge was declined and is owed (an ERROR
 	// period); the retry runs try it again.
 	SubscriptionPastDue SubscriptionStatus = "PAST_DUE"
-	// SubscriptionPaused: a PAUSED period and nothing owed; nothing is
-	// charged before [Subscription.NextChargeDate], the resume date.
+	// SubscriptionPaused: a PAUSED period, nothing owed and no paid time
+	// left; nothing is charged before [Subscription.NextChargeDate], the
+	// resume date. A pause asked during a paid period is ACTIVE, with
+	// [Subscription.PauseAt] set, until the paid time runs out.
 	SubscriptionPaused SubscriptionStatus = "PAUSED"
 	// SubscriptionTrialing: in a trial, nothing charged yet (see
 	// [SubscribeRequest.TrialDays]); the first charge is on TrialEnd
@@ -69,6 +71,12 @@ type Subscription struct {
 	// (or trial) time, which is PaidThrough. Zero otherwise; once it is
 	// past the subscription is ENDED.
 	CancelAt time.Time
+
+	// PauseAt is when a pause asked during a paid (or trial) period takes
+	// effect: the billing date it skips first. Until then the time paid
+	// for runs on and Status stays ACTIVE (or TRIALING); from then on it is
+	// PAUSED. Zero when no pause is pending.
+	PauseAt time.Time
 
 	// CurrentPeriodStart and CurrentPeriodEnd are the billing period now
 	// runs in: the latest period billed at or before now that was
@@ -157,6 +165,7 @@ func viewOf(userID string, recs []Period, now time.Time) Subscription {
 	plan := &recs[len(recs)-1]
 	var next *Period // the latest SCHEDULED or PAUSED period
 	var owed, paused, active bool
+	var pausedFrom time.Time // the first PAUSED period's billing date
 	for i := range recs {
 		r := &recs[i]
 		switch {
@@ -168,7 +177,9 @@ func viewOf(userID string, recs []Period, now time.Time) Subscription {
 			v.Open = append(v.Open, *r)
 			plan = r
 			owed = owed || r.Status == StatusError
-			paused = paused || r.Status == StatusPaused
+			if r.Status == StatusPaused && !paused {
+				paused, pausedFrom = true, r.BillingDate
+			}
 			active = active || r.Status == StatusScheduled || r.Status == StatusACHSent
 			if r.Status == StatusScheduled || r.Status == StatusPaused {
 				next = r
@@ -210,6 +221,13 @@ func viewOf(userID string, recs []Period, now time.Time) Subscription {
 	switch {
 	case owed:
 		v.Status = SubscriptionPastDue
+	case paused && v.PaidThrough.After(now):
+		// A pause asked during a paid (or trial) period begins when that
+		// time runs out: the user keeps what was paid for until then.
+		v.Status, v.PauseAt = SubscriptionActive, pausedFrom
+		if done.IsTrial() {
+			v.Status = SubscriptionTrialing
+		}
 	case paused:
 		v.Status = SubscriptionPaused
 	case trialing:

@@ -16,6 +16,7 @@ import (
 type viewShape struct {
 	Status                               billing.SubscriptionStatus
 	CancelAt                             string
+	PauseAt                              string
 	CurrentPeriodStart, CurrentPeriodEnd string
 	TrialStart, TrialEnd                 string
 	NextChargeDate                       string
@@ -29,7 +30,7 @@ type viewShape struct {
 
 func shapeOf(v billing.Subscription) viewShape {
 	s := viewShape{
-		Status: v.Status, CancelAt: day(v.CancelAt),
+		Status: v.Status, CancelAt: day(v.CancelAt), PauseAt: day(v.PauseAt),
 		CurrentPeriodStart: day(v.CurrentPeriodStart), CurrentPeriodEnd: day(v.CurrentPeriodEnd),
 		TrialStart: day(v.TrialStart), TrialEnd: day(v.TrialEnd),
 		NextChargeDate: day(v.NextChargeDate), NextChargeAmount: v.NextChargeAmount,
@@ -146,12 +147,20 @@ func TestSubscriptionViewTellsTheTruth(t *testing.T) {
 		}, viewShape{Status: billing.SubscriptionPaused, CurrentPeriodStart: day(feb3), CurrentPeriodEnd: day(feb17),
 			TrialStart: day(feb3), TrialEnd: day(feb17), NextChargeDate: day(mar17), NextChargeAmount: plusPrice, Periods: 1}},
 
-		{"paused", func(t *testing.T, e *freeEnv) {
+		{"paused in a paid month: active until it ends", func(t *testing.T, e *freeEnv) {
 			paidMonth(t, e)
 			e.clock.Set(feb3.Add(2 * time.Hour))
 			pause(t, e, 2)
 			e.clock.Set(feb20)
-		}, viewShape{Status: billing.SubscriptionPaused, CurrentPeriodStart: day(feb3), CurrentPeriodEnd: day(mar3),
+		}, viewShape{Status: billing.SubscriptionActive, PauseAt: day(mar3), CurrentPeriodStart: day(feb3), CurrentPeriodEnd: day(mar3),
+			NextChargeDate: day(may3), NextChargeAmount: plusPrice, PaidThrough: day(mar3), Paid: 1, Periods: 2, FirstPaidAmount: plusPrice}},
+
+		{"paused, the paid month over", func(t *testing.T, e *freeEnv) {
+			paidMonth(t, e)
+			e.clock.Set(feb3.Add(2 * time.Hour))
+			pause(t, e, 2)
+			e.clock.Set(mar3)
+		}, viewShape{Status: billing.SubscriptionPaused, CurrentPeriodStart: day(mar3), CurrentPeriodEnd: day(apr3),
 			NextChargeDate: day(may3), NextChargeAmount: plusPrice, PaidThrough: day(mar3), Paid: 1, Periods: 2, FirstPaidAmount: plusPrice}},
 
 		{"paused, a month skipped", func(t *testing.T, e *freeEnv) {
