@@ -197,11 +197,16 @@ func (s *Period) ResumeDate() (time.Time, error) {
 	if s.Status != StatusPaused {
 		return time.Time{}, fmt.Errorf("%w: %s is %s, not PAUSED", ErrInvalidQuery, s.SubscriptionID, s.Status)
 	}
-	from := s.BillingDate
+	// As the pause run counts: a paused month is skipped even when its
+	// months say 0; a trial's own period is no month of the pause.
+	from, months := s.BillingDate, max(s.PauseDurationMonths, 1)
 	if s.IsTrial() {
-		from = s.TrialEnd
+		from, months = s.TrialEnd, s.PauseDurationMonths
+		if months <= 0 {
+			return from, nil
+		}
 	}
-	return s.Schedule().AfterPause(from, s.PauseDurationMonths)
+	return s.Schedule().AfterPause(from, months)
 }
 
 // BillingPeriod returns the billing_period attribute value of t: its UTC

@@ -19,14 +19,11 @@ func owed(v *billing.Subscription) billing.Amount {
 	return sum
 }
 
-// resumeDate returns the date a paused user is charged again: the latest
-// PAUSED period stands for the month on its billing date and carries the
-// months left of the pause (this one included), so billing resumes that
-// many calendar months after it ([billing.Schedule.AfterPause], as the pause
-// run opens the periods). Zero when the user has no PAUSED period.
-//
-// The view does not carry this date; it is computed here from the view's
-// open periods.
+// resumeDate returns the date a paused user is charged again: that of the
+// latest PAUSED period ([billing.Period.ResumeDate]: its months from its
+// billing date, or from the trial's end for a trial paused before its
+// period was completed). Zero when the user has no PAUSED period. Unlike
+// the view's NextChargeDate it is set for a free plan too.
 func resumeDate(v *billing.Subscription) time.Time {
 	var last *billing.Period
 	for i := range v.Open {
@@ -37,7 +34,7 @@ func resumeDate(v *billing.Subscription) time.Time {
 	if last == nil {
 		return time.Time{}
 	}
-	at, err := last.Schedule().AfterPause(last.BillingDate, max(last.PauseDurationMonths, 1))
+	at, err := last.ResumeDate()
 	if err != nil {
 		return time.Time{}
 	}
