@@ -39,14 +39,6 @@ const (
 
 	// UserStatusActive is the user-service status of a user who is notified.
 	UserStatusActive = "ACTIVE"
-
-	// NotificationDateLayout formats the billing date in the notification:
-	// "01/02/2006" (MM/DD/YYYY).
-	NotificationDateLayout = "01/02/2006"
-
-	// DefaultTierName is the membership tier of the notification when the
-	// record has no receipt_tier_name.
-	DefaultTierName = "LITE"
 )
 
 // User is what the notifier's worker needs from the host's user service.
@@ -85,11 +77,11 @@ type RenewalNotice struct {
 	EventType string `json:"event_type"`
 	// UserID is the record's user_id.
 	UserID string `json:"user_id"`
-	// BillingDate is the record's billing date as [NotificationDateLayout].
+	// BillingDate is the record's billing date as MM/DD/YYYY (notice.DateLayout).
 	BillingDate string `json:"billing_date"`
 	// Amount is the record's billing_amount (JSON "4.99").
 	Amount Amount `json:"amount"`
-	// MembershipTier is the record's tier name, [DefaultTierName] when it
+	// MembershipTier is the record's tier name, notice.DefaultTierName ("LITE") when it
 	// has none.
 	MembershipTier string `json:"membership_tier"`
 	// Account is the last four characters of the account the user is

@@ -61,7 +61,7 @@ func TestTrialEndingReminderOnce(t *testing.T) {
 			n := sent[0].Notification
 			assert.Equal(t, billing.TrialEndingNoticeEvent, n.EventType)
 			assert.Equal(t, plusPrice, n.Amount)
-			assert.Equal(t, end.Format(billing.NotificationDateLayout), n.BillingDate)
+			assert.Equal(t, end.Format(notice.DateLayout), n.BillingDate)
 			assert.Contains(t, outcomes, notice.SkippedFree)
 		})
 	}

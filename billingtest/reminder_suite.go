@@ -194,7 +194,7 @@ func (e *reminderEnv) requireSent(recs ...billing.Period) {
 		got = append(got, s.Notification.UserID+" "+s.Notification.BillingDate)
 	}
 	for _, r := range recs {
-		want = append(want, r.UserID+" "+r.BillingDate.Format(billing.NotificationDateLayout))
+		want = append(want, r.UserID+" "+r.BillingDate.Format(notice.DateLayout))
 	}
 	sort.Strings(got)
 	sort.Strings(want)

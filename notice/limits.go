@@ -33,3 +33,14 @@ var (
 	// messages rather than have them redelivered.
 	ErrInvalidMessage = errors.New("billing: invalid notification message")
 )
+
+// What the notice shows.
+const (
+	// DateLayout formats the billing date in the notification:
+	// "01/02/2006" (MM/DD/YYYY).
+	DateLayout = "01/02/2006"
+
+	// DefaultTierName is the membership tier of the notification when the
+	// record has no receipt_tier_name.
+	DefaultTierName = "LITE"
+)

@@ -302,12 +302,12 @@ func (w *Worker) notification(ctx context.Context, m *Message, log *slog.Logger)
 	}
 	tier := m.Tier()
 	if tier == "" {
-		tier = billing.DefaultTierName
+		tier = DefaultTierName
 	}
 	return billing.RenewalNotice{
 		EventType:      notificationEventType(m),
 		UserID:         m.UserID,
-		BillingDate:    m.BillingDate.UTC().Format(billing.NotificationDateLayout),
+		BillingDate:    m.BillingDate.UTC().Format(DateLayout),
 		Amount:         m.Amount,
 		MembershipTier: tier,
 		Account:        account,
