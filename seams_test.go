@@ -3,6 +3,7 @@ package billing_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/dynamostore"
+	"github.com/dynabill/billing/internal/dynamotest"
 	"github.com/dynabill/billing/internal/layout"
 	"github.com/dynabill/billing/internal/storetest"
 	"github.com/dynabill/billing/memory"
@@ -268,6 +270,9 @@ func TestRunContinuesAfterTheClockMoved(t *testing.T) {
 	t.Parallel()
 	for _, st := range runStores() {
 		for _, at := range []int{1, 4} {
+			if at > 1 && strings.HasPrefix(st.name, "dynamodb-") && os.Getenv(dynamotest.LongEnv) == "" {
+				continue // on the server, shards at once in CI's long step (BILLING_LONG_TESTS=1); in memory here
+			}
 			t.Run(fmt.Sprintf("%s/shards-at-once-%d", st.name, at), func(t *testing.T) {
 				t.Parallel()
 				ctx := t.Context()
@@ -414,6 +419,9 @@ func TestInFlightRetryOutlivesTheRetryWindow(t *testing.T) {
 			continue // the walk covers CatchUpDays before the window (see below); the DynamoDB runs of the other modes cover the store code
 		}
 		t.Run(st.name, func(t *testing.T) {
+			if strings.HasPrefix(st.name, "dynamodb-") {
+				dynamotest.Long(t) // 40 days of retry runs over 32 shards: 30 s of CPU; the in-memory stores run here
+			}
 			t.Parallel()
 			inFlightOutage(t, st, 40)
 		})

@@ -41,11 +41,13 @@ func (r result) String() string {
 // noEnv is an empty environment: no AWS variables, no TERM.
 func noEnv(string) string { return "" }
 
-// runCLI runs billingctl with args and stdin.
+// runCLI runs billingctl with args and stdin. Its deadline leaves room
+// for pacing's models under -race on loaded cores (TestPacingJSON took
+// over 60 s there).
 func runCLI(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	code := run(ctx, args, strings.NewReader(stdin), &out, &errb, noEnv)
 	return result{code: code, stdout: out.String(), stderr: errb.String()}

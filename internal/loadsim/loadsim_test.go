@@ -66,12 +66,15 @@ func simRows() []simRow {
 //	go test -run TestSimulationConfirmsModel -count=1 -v ./internal/loadsim
 func TestSimulationConfirmsModel(t *testing.T) {
 	if small() {
-		t.Log("-short or -race: the small sizes; the 100k rows run without either")
+		t.Log("-short or -race: the small sizes (under -race, four rows); the 100k rows run without either")
 	}
 	var table strings.Builder
 	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "INDEX\tK\tW\tPROCESSOR\tDUE\tMODEL/H\tSIMULATED/H\tDIFF\tMODEL_BINDING\tSIMULATED_BINDING\tTHROTTLED\tREPLAYS\tPASSES")
 	for _, row := range simRows() {
+		if raceBuild && !raceRow(row.cfg) {
+			continue // CI's long step runs every row, at full size, without -race
+		}
 		cfg := row.cfg
 		cfg.Due = row.full
 		if small() {
@@ -143,6 +146,18 @@ func TestExpectedSkew(t *testing.T) {
 	assert.Zero(t, expectedSkew(1000, 1))
 	assert.InDelta(t, 0.0073, expectedSkew(4_000_000, 32), 0.0005)
 	assert.InDelta(t, 0.046, expectedSkew(100_000, 32), 0.001)
+}
+
+// raceRow reports whether a -race build runs the row: one a shape (each
+// index with 4 workers a shard and with 200, the throttled rows), about
+// half the CPU of every row under the race detector.
+func raceRow(c Config) bool {
+	switch {
+	case c.Index == capacity.IndexLegacy:
+		return c.Workers > 0 || c.ProcessorLimit > 0
+	default:
+		return c.Shards == 32 && (c.Workers > 0 || c.ProcessorLimit == 0)
+	}
 }
 
 // small reports whether the simulation runs its small sizes: under -short,
