@@ -260,6 +260,11 @@ func (s *Period) IsAfterTrial() bool {
 	return s.AfterTrial || s.UpdatedEvent == UpdatedTrialConverted
 }
 
+// IsFirstAfterTrial reports whether the period is the first paid one
+// after a trial and not attempted yet: the trial is still running. It is
+// the engine's own test, for the notifier's trial-ending notice.
+func (s *Period) IsFirstAfterTrial() bool { return firstAfterTrial(s) }
+
 // Key describes the item's primary key for error messages and logs.
 func (s *Period) Key() string {
 	return fmt.Sprintf("user_id=%s billing_date=%s", s.UserID, s.BillingDate.UTC().Format(time.RFC3339))

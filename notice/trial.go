@@ -19,11 +19,6 @@ func notificationEventType(m *Message) string {
 func freeNotice(m *Message) bool { return m.Amount == 0 }
 
 // afterTrial reports whether p is the first paid period after a trial,
-// not charged or attempted yet: the trial is still running. It is the
-// collector's own test of a trial in progress (a SCHEDULED period never
-// attempted, marked as the one after a trial), read from the period's
-// exported fields.
-func afterTrial(p *billing.Period) bool {
-	return !p.IsTrial() && p.IsAfterTrial() &&
-		p.Status == billing.StatusScheduled && p.InitialRunDate.IsZero() && p.LastAttempt.Number == 0
-}
+// not charged or attempted yet: the trial is still running (the engine's
+// own test, [billing.Period.IsFirstAfterTrial]).
+func afterTrial(p *billing.Period) bool { return p.IsFirstAfterTrial() }
