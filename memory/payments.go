@@ -47,6 +47,60 @@ type Payments struct {
 
 	mu    sync.Mutex
 	items map[string]map[string]av.AttributeValue // PK "\x00" SK → item, as dynamostore.Payments writes it
+	// byDate finds the items of a day as the table's sparse indexes do
+	// (attribute of indexedDates → day → item keys), and byPK the items of
+	// an account, so that neither walks every item. Only put changes
+	// items.
+	byDate map[string]map[string]map[string]struct{}
+	byPK   map[string]map[string]struct{}
+}
+
+// indexedDates are the date attributes the due queries and the single
+// table's payment index look items up by.
+var indexedDates = []string{layout.AttrNextPaymentDate, layout.AttrNextReminderDate}
+
+// put stores item under key and keeps byDate and byPK; the caller holds
+// mu.
+func (p *Payments) put(key string, item map[string]av.AttributeValue) {
+	if old, ok := p.items[key]; ok {
+		for _, a := range indexedDates {
+			if d := str(old[a]); d != "" {
+				delete(p.byDate[a][d], key)
+				if len(p.byDate[a][d]) == 0 {
+					delete(p.byDate[a], d)
+				}
+			}
+		}
+	} else {
+		pk := str(item["PK"])
+		if p.byPK[pk] == nil {
+			p.byPK[pk] = map[string]struct{}{}
+		}
+		p.byPK[pk][key] = struct{}{}
+	}
+	p.items[key] = item
+	for _, a := range indexedDates {
+		if d := str(item[a]); d != "" {
+			if p.byDate[a] == nil {
+				p.byDate[a] = map[string]map[string]struct{}{}
+			}
+			if p.byDate[a][d] == nil {
+				p.byDate[a][d] = map[string]struct{}{}
+			}
+			p.byDate[a][d][key] = struct{}{}
+		}
+	}
+}
+
+// dated returns the items whose attribute a (one of indexedDates) is day
+// d, in no order; the caller holds mu.
+func (p *Payments) dated(a, d string) []map[string]av.AttributeValue {
+	keys := p.byDate[a][d]
+	out := make([]map[string]av.AttributeValue, 0, len(keys))
+	for k := range keys {
+		out = append(out, p.items[k])
+	}
+	return out
 }
 
 var _ entitlement.Payments = (*Payments)(nil)
@@ -62,7 +116,8 @@ func NewPayments(opts PaymentsOptions) (*Payments, error) {
 		opts.Clock = billing.SystemClock{}
 	}
 	t := layout.SingleTableConfig(opts.Table).WithDefaults()
-	return &Payments{table: t, clock: opts.Clock, retention: ret, pageSize: size, items: map[string]map[string]av.AttributeValue{}}, nil
+	return &Payments{table: t, clock: opts.Clock, retention: ret, pageSize: size,
+		items: map[string]map[string]av.AttributeValue{}, byDate: map[string]map[string]map[string]struct{}{}, byPK: map[string]map[string]struct{}{}}, nil
 }
 
 func (p *Payments) now() time.Time { return p.clock.Now().UTC().Truncate(time.Second) }
@@ -95,7 +150,7 @@ func (p *Payments) CreateSubscription(_ context.Context, s entitlement.Recurring
 	if _, ok := p.items[itemKey(item)]; ok {
 		return entitlement.RecurringSubscription{}, &billing.ConflictError{Op: "create subscription", Key: keyText(item), Reason: "subscription exists", Err: billing.ErrAlreadyExists}
 	}
-	p.items[itemKey(item)] = item
+	p.put(itemKey(item), item)
 	return p.table.DecodeRecurringSubscription(item)
 }
 
@@ -120,8 +175,8 @@ func (p *Payments) GetSubscription(_ context.Context, accountID, subscriptionID,
 func (p *Payments) partition(accountID, prefix string) []map[string]av.AttributeValue {
 	pk := p.table.AccountPrefix + accountID
 	var out []map[string]av.AttributeValue
-	for _, it := range p.items {
-		if str(it["PK"]) == pk && strings.HasPrefix(str(it["SK"]), prefix) {
+	for k := range p.byPK[pk] {
+		if it := p.items[k]; strings.HasPrefix(str(it["SK"]), prefix) {
 			out = append(out, it)
 		}
 	}
@@ -185,7 +240,7 @@ func (p *Payments) UpdateSubscription(_ context.Context, prev, next entitlement.
 	if err != nil {
 		return entitlement.RecurringSubscription{}, err
 	}
-	p.items[itemKey(item)] = item
+	p.put(itemKey(item), item)
 	return next, nil
 }
 
@@ -224,7 +279,7 @@ func (p *Payments) CreateReceipt(_ context.Context, r entitlement.Receipt) (enti
 	if err != nil {
 		return entitlement.Receipt{}, err
 	}
-	p.items[itemKey(item)] = item
+	p.put(itemKey(item), item)
 	return r, nil
 }
 
@@ -267,7 +322,8 @@ func (p *Payments) RecordPayment(_ context.Context, prev entitlement.RecurringSu
 	if err != nil {
 		return entitlement.RecurringSubscription{}, entitlement.Receipt{}, err
 	}
-	p.items[itemKey(recItem)], p.items[itemKey(subItem)] = recItem, subItem
+	p.put(itemKey(recItem), recItem)
+	p.put(itemKey(subItem), subItem)
 	return next, r, nil
 }
 
@@ -299,8 +355,8 @@ func (p *Payments) due(op, hash, rng string, day time.Time, token string) ([]ent
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var hits []map[string]av.AttributeValue
-	for _, it := range p.items {
-		if str(it[hash]) == d && str(it[rng]) != "" && (start == nil || slices.Compare(order(it), order(start)) > 0) {
+	for _, it := range p.dated(hash, d) {
+		if str(it[rng]) != "" && (start == nil || slices.Compare(order(it), order(start)) > 0) {
 			hits = append(hits, it)
 		}
 	}

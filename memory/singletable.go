@@ -368,11 +368,11 @@ const stMaxReceiptMoves = 8
 func (s *SingleTable) apply(t *stTx) {
 	s.pay.mu.Lock()
 	for _, c := range t.chains {
-		s.pay.items[itemKey(c.item)] = c.item
+		s.pay.put(itemKey(c.item), c.item)
 		s.open[c.ref.UserID()] = c.open
 	}
 	if t.receiptItem != nil {
-		s.pay.items[itemKey(t.receiptItem)] = t.receiptItem
+		s.pay.put(itemKey(t.receiptItem), t.receiptItem)
 	}
 	s.pay.mu.Unlock()
 	for _, p := range t.pointers {
@@ -853,8 +853,8 @@ func (s *SingleTable) paymentIndex(d string, start map[string]av.AttributeValue)
 	s.pay.mu.Lock()
 	defer s.pay.mu.Unlock()
 	var hits []map[string]av.AttributeValue
-	for _, it := range s.pay.items {
-		if str(it[layout.AttrNextPaymentDate]) == d && str(it[layout.AttrLastPaymentDate]) != "" &&
+	for _, it := range s.pay.dated(layout.AttrNextPaymentDate, d) {
+		if str(it[layout.AttrLastPaymentDate]) != "" &&
 			(start == nil || slices.Compare(order(it), order(start)) > 0) {
 			hits = append(hits, cloneItem(it))
 		}

@@ -210,7 +210,7 @@ func (b *tailBuffer) tail(n int) string {
 // stream records) when it fails; moto's own rollback then restores each
 // table to itself. moto 5's transact_write_items writes only those items.
 //
-// Four more paths of moto 5 are made fast, each answering exactly as
+// More paths of moto 5 are made fast, each answering exactly as
 // moto does (TestFastMotoAnswersAsMoto compares the two on one script of
 // requests; DYNAMOTEST_MOTO_PLAIN=1 in the server's environment turns them
 // off). Together they cut the server's time in the tests by about three
@@ -223,7 +223,9 @@ func (b *tailBuffer) tail(n int) string {
 //   - a condition expression is parsed once per expression, names and
 //     values (the parsed tree only reads the item it is given);
 //   - an attribute value is written to JSON as it is (binary data
-//     base64-encoded), where moto's generic serializer walks its model.
+//     base64-encoded), where moto's generic serializer walks its model;
+//   - the lists moto rebuilds for every request (its backends, by listing
+//     its package directory; a handler's methods) are kept.
 //
 // A patch whose moto internals are missing (another moto version) is left
 // out with a line on the server's output; the server still answers.
@@ -372,6 +374,17 @@ def _fast_paths():
             return
         structure(self, serialized, value, shape, key)
 
+    # Per request, moto lists its own package directory to find the
+    # backend, and lists the handler class's methods: both the same for the
+    # server's life.
+    import functools
+    from moto import backends
+    import moto.core.responses as core_responses
+    modules = tuple(backends.list_of_moto_modules())
+    method_names = functools.lru_cache(maxsize=None)(core_responses.method_names_from_class)
+
+    backends.list_of_moto_modules = lambda: modules
+    core_responses.method_names_from_class = method_names
     Table.all_items = all_items
     Table.sorted_items = sorted_items
     Table.query = query_one_partition
