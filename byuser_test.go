@@ -38,7 +38,7 @@ func userStores() []userStore {
 			return storetest.DynamoStores(t, memory.Options{})
 		}, "u1"},
 		{"dynamodb-single", func(t *testing.T, clock billing.Clock) (billing.Repository, billing.History) {
-			s := storetest.NewSingleTableStore(t, clock, memory.Options{})
+			s := singleTableOnServer(t, clock, memory.Options{})
 			return s, s.History()
 		}, singleUserID},
 	}

@@ -51,7 +51,7 @@ func moneyStores() []moneyStore {
 			return repo, hist, "u1"
 		}},
 		{"dynamodb-single", func(t *testing.T, clock *billingtest.Clock) (billing.Repository, billing.History, string) {
-			repo := storetest.NewSingleTableStore(t, clock, memory.Options{PageSize: 5})
+			repo := singleTableOnServer(t, clock, memory.Options{PageSize: 5})
 			return repo, repo.History(), layout.SubscriptionRef{AccountID: "a1", SubscriptionID: "s1", SKU: "PLUS"}.UserID()
 		}},
 	}

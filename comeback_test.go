@@ -45,7 +45,7 @@ func comebackStores() []comebackStore {
 			return storetest.DynamoStores(t, memory.Options{})
 		}, "u1"},
 		{"dynamodb-single", func(t *testing.T, clock billing.Clock) (billing.Repository, billing.History) {
-			s := storetest.NewSingleTableStore(t, clock, memory.Options{})
+			s := singleTableOnServer(t, clock, memory.Options{})
 			return s, s.History()
 		}, single},
 	}

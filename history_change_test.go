@@ -125,7 +125,7 @@ func TestHistoryChangeOnEveryLayout(t *testing.T) {
 			return stores{repo, hist}
 		}, legacyUser(1)},
 		{"dynamodb-single", func(t *testing.T, clock billing.Clock) stores {
-			repo := storetest.NewSingleTableStore(t, clock, memory.Options{})
+			repo := singleTableOnServer(t, clock, memory.Options{})
 			return stores{repo, repo.History()}
 		}, singleUser(1)},
 	}

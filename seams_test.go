@@ -232,7 +232,7 @@ func runStores() []runStore {
 	}
 	dynamoSingle := func(k int) func(t *testing.T, clock billing.Clock) billing.Repository {
 		return func(t *testing.T, clock billing.Clock) billing.Repository {
-			return storetest.NewSingleTableStore(t, clock, memory.Options{PageSize: 4, DueShards: k})
+			return singleTableOnServer(t, clock, memory.Options{PageSize: 4, DueShards: k})
 		}
 	}
 	return []runStore{

@@ -268,18 +268,21 @@ func tableActive(_ context.Context, _ *dynamodb.DescribeTableInput, out *dynamod
 	return false, nil
 }
 
-// LongEnv names the variable that turns on the long simulations on the
-// local server.
+// LongEnv names the variable that turns on the long tests on the local
+// server.
 const LongEnv = "BILLING_LONG_TESTS"
 
-// Long skips t, a simulation of months on the local DynamoDB server that
-// takes minutes (the server answers one request at a time), unless
-// $BILLING_LONG_TESTS is set. The README's test command leaves them out so
-// that it stays within a few minutes; .ci/run runs them in a step of its
-// own with the variable set, where they fail rather than skip.
+// Long skips t unless $BILLING_LONG_TESTS is set: a test on the local
+// DynamoDB server that CI runs in a step of its own, because the server
+// answers one request at a time and the README's test command must stay
+// within minutes. Those are the simulations of months on the server, and
+// the engine's by-store tests on the single table on the server (the
+// README's command runs them on both in-memory layouts and on the legacy
+// tables on the server; dynamostore's own tests cover the single table on
+// the server there). With the variable set they fail rather than skip.
 func Long(t testing.TB) {
 	t.Helper()
 	if os.Getenv(LongEnv) == "" {
-		t.Skipf("a long simulation on the local DynamoDB server: %s=1 runs it (CI does, in a step of its own)", LongEnv)
+		t.Skipf("left to CI's long step on the local DynamoDB server: %s=1 runs it", LongEnv)
 	}
 }
