@@ -63,11 +63,15 @@ func TestSingleTableSimulationInMemory(t *testing.T) {
 	t.Parallel()
 	clock := billingtest.NewClock(simulation.DefaultStart)
 	st := billingtest.NewMemorySingleTable(t, memory.SingleTableOptions{Clock: clock, PageSize: 250})
+	users := 900
+	if os.Getenv(dynamotest.LongEnv) == "" {
+		users = 300 // the README's test command: 9 s of CPU under -race instead of 27; CI's long step runs 900
+	}
 	res := runSingleTableSimulation(t, st.Repository(), st.History(), st.Payments(), simulation.Options{
-		Users: 900, Months: 3, Seed: 7, Clock: clock,
+		Users: users, Months: 3, Seed: 7, Clock: clock,
 	})
 	little := "the simulation exercised too little:\n" + formatResult(res)
-	assert.GreaterOrEqual(t, res.Total.Collected, 1800, little)
+	assert.GreaterOrEqual(t, res.Total.Collected, 2*users, little)
 	assert.NotZero(t, res.Total.Returned, little)
 	assert.NotZero(t, res.Total.Stale, little)
 	assert.NotZero(t, res.Total.Paused, little)
