@@ -97,11 +97,14 @@ func TestFastMotoAnswersAsMoto(t *testing.T) {
 	t.Cleanup(plain.stop)
 
 	for i, step := range fastMotoScript() {
-		fs, fb := rawDynamoDB(t, fast.endpoint, step.op, step.body)
-		ps, pb := rawDynamoDB(t, plain.endpoint, step.op, step.body)
+		fs, fh, fb := rawDynamoDB(t, fast.endpoint, step.op, step.body)
+		ps, ph, pb := rawDynamoDB(t, plain.endpoint, step.op, step.body)
 		require.Equal(t, ps, fs, "step %d %s %s: status", i, step.op, step.body)
+		require.Equal(t, ph.Get("Content-Type"), fh.Get("Content-Type"), "step %d %s: Content-Type", i, step.op)
 		if step.op != "CreateTable" { // its creation time differs
 			require.Equal(t, pb, fb, "step %d %s %s: body", i, step.op, step.body)
+			// The SDK checks the body against this checksum.
+			require.Equal(t, ph.Get("X-Amz-Crc32"), fh.Get("X-Amz-Crc32"), "step %d %s: X-Amz-Crc32", i, step.op)
 		}
 		if step.status != 0 {
 			require.Equal(t, step.status, fs, "step %d %s %s: %v", i, step.op, step.body, fb)
@@ -197,9 +200,9 @@ func fastMotoScript() []scriptStep {
 	return steps
 }
 
-// rawDynamoDB posts one DynamoDB JSON request and returns the status and
-// the decoded body.
-func rawDynamoDB(t *testing.T, endpoint, op, body string) (int, any) {
+// rawDynamoDB posts one DynamoDB JSON request and returns the status, the
+// headers and the decoded body.
+func rawDynamoDB(t *testing.T, endpoint, op, body string) (int, http.Header, any) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, endpoint+"/", strings.NewReader(body))
 	require.NoError(t, err)
@@ -213,5 +216,6 @@ func rawDynamoDB(t *testing.T, endpoint, op, body string) (int, any) {
 	require.NoError(t, err)
 	var out any
 	require.NoError(t, json.Unmarshal(raw, &out), "%s: %s", op, raw)
-	return resp.StatusCode, out
+	require.NotEmpty(t, resp.Header.Get("X-Amz-Crc32"), "%s", op)
+	return resp.StatusCode, resp.Header, out
 }
