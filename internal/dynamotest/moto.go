@@ -222,12 +222,11 @@ func (b *tailBuffer) tail(n int) string {
 //     rebuild each value per comparison;
 //   - a condition expression is parsed once per expression, names and
 //     values (the parsed tree only reads the item it is given);
-//   - an attribute value is written to JSON as it is (binary data
-//     base64-encoded), where moto's generic serializer walks its model;
+//   - an item operation's answer is written as the JSON it already is, and
+//     any attribute value as it is (binary data base64-encoded), where
+//     moto's generic serializer walks its model;
 //   - the lists moto rebuilds for every request (its backends, by listing
-//     its package directory; a handler's methods) are kept;
-//   - a DynamoDB request goes straight to moto's DynamoDB handler, without
-//     Flask.
+//     its package directory; a handler's methods) are kept.
 //
 // A patch whose moto internals are missing (another moto version) is left
 // out with a line on the server's output; the server still answers.
@@ -387,43 +386,46 @@ def _fast_paths():
 
     backends.list_of_moto_modules = lambda: modules
     core_responses.method_names_from_class = method_names
+    # The answer to an item operation is moto's result dict as JSON: it is
+    # in the wire format already, and moto's serializer walks the
+    # operation's model to write it. Anything json cannot write as it is
+    # (a timestamp, bytes, a Decimal) goes through the serializer.
+    from moto.core.responses import ActionResult
+    from moto.dynamodb.responses import DynamoHandler, DynamoResult
+    item_ops = {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan",
+                "BatchGetItem", "BatchWriteItem", "TransactGetItems", "TransactWriteItems"}
+    def no_json(o):
+        raise TypeError("not plain JSON: %r" % (type(o),))
+    def drop_none(v):
+        if isinstance(v, dict):
+            return {k: drop_none(x) for k, x in v.items() if x is not None}
+        if isinstance(v, list):
+            return [drop_none(x) for x in v]
+        return v
+    handler_serialized = DynamoHandler.serialized
+    def serialized_as_json(self, action_result):
+        if type(action_result) in (ActionResult, DynamoResult) and self._get_action() in item_ops:
+            result = action_result.result
+            if isinstance(result, dict):
+                try:
+                    body = json.dumps(drop_none(result), default=no_json)
+                except (TypeError, ValueError):
+                    return handler_serialized(self, action_result)
+                headers = {"Content-Type": "application/x-amz-json-1.0"}
+                headers.update(self.response_headers)
+                return 200, headers, body
+        return handler_serialized(self, action_result)
+
+    DynamoHandler.serialized = serialized_as_json
     Table.all_items = all_items
     Table.sorted_items = sorted_items
     Table.query = query_one_partition
     ConditionExpressionParser.parse = parse_once
     BaseJSONSerializer._serialize_type_structure = av_structure
 
-# A DynamoDB request goes straight to moto's DynamoDB handler, as its Flask
-# view would call it, without finding the backend by host and running it
-# through Flask (a fifth of the server's time per request). Anything else
-# (Streams, a compressed body, a browser's CORS request) goes the usual way.
-_direct = None
-def _direct_dynamodb():
-    from werkzeug.wrappers import Request, Response
-    from botocore.exceptions import ClientError
-    from moto.dynamodb.responses import DynamoHandler
-    def direct(environ, start_response):
-        request = Request(environ)
-        try:
-            result = DynamoHandler.dispatch(request, request.url, dict(request.headers))
-        except ClientError as exc:
-            result = 400, {}, exc.response["Error"]["Message"]
-        if len(result) == 3:
-            status, headers, content = result
-        else:
-            status, headers, content = 200, {}, result
-        return Response(response=content, status=status, headers=headers)(environ, start_response)
-    return direct
-
-def _is_direct(environ):
-    return (environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_20120810.")
-            and not environ.get("HTTP_CONTENT_ENCODING") and not environ.get("HTTP_ORIGIN")
-            and environ.get("REQUEST_METHOD") == "POST")
-
 if os.environ.get("DYNAMOTEST_MOTO_PLAIN") != "1":
     try:
         _fast_paths()
-        _direct = _direct_dynamodb()
     except Exception as e:  # another moto: serve it as it is
         sys.stderr.write("dynamotest: moto's fast paths left out: %r\n" % (e,))
 
@@ -434,7 +436,7 @@ app = DomainDispatcherApplication(create_backend_app)
 lock = threading.Lock()
 def serialized(environ, start_response):
     with lock:
-        body = (_direct if _direct is not None and _is_direct(environ) else app)(environ, start_response)
+        body = app(environ, start_response)
         try:
             return [b"".join(body)]
         finally:

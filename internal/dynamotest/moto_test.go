@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -103,8 +105,7 @@ func TestFastMotoAnswersAsMoto(t *testing.T) {
 		require.Equal(t, ph.Get("Content-Type"), fh.Get("Content-Type"), "step %d %s: Content-Type", i, step.op)
 		if step.op != "CreateTable" { // its creation time differs
 			require.Equal(t, pb, fb, "step %d %s %s: body", i, step.op, step.body)
-			// The SDK checks the body against this checksum.
-			require.Equal(t, ph.Get("X-Amz-Crc32"), fh.Get("X-Amz-Crc32"), "step %d %s: X-Amz-Crc32", i, step.op)
+
 		}
 		if step.status != 0 {
 			require.Equal(t, step.status, fs, "step %d %s %s: %v", i, step.op, step.body, fb)
@@ -193,6 +194,10 @@ func fastMotoScript() []scriptStep {
 	add(200, "TransactWriteItems", `{"TransactItems":[
 		{"Update":{"TableName":"t","Key":{"user_id":{"S":"u0"},"billing_date":{"S":"2024-01-01"}},"UpdateExpression":"SET #s = :c","ExpressionAttributeNames":{"#s":"status"},"ExpressionAttributeValues":{":c":{"S":"COMPLETED"}}}},
 		{"ConditionCheck":{"TableName":"h","Key":{"n":{"N":"4"}},"ConditionExpression":"v = :v","ExpressionAttributeValues":{":v":{"S":"v2"}}}}]}`)
+	add(200, "BatchWriteItem", `{"RequestItems":{"h":[{"PutRequest":{"Item":{"n":{"N":"100"},"v":{"S":"batch"}}}},{"DeleteRequest":{"Key":{"n":{"N":"7"}}}}]},"ReturnConsumedCapacity":"INDEXES"}`)
+	add(200, "TransactGetItems", `{"TransactItems":[{"Get":{"TableName":"t","Key":{"user_id":{"S":"u3"},"billing_date":{"S":"2024-02-01"}}}},{"Get":{"TableName":"h","Key":{"n":{"N":"100"}}}},{"Get":{"TableName":"h","Key":{"n":{"N":"7"}}}}]}`)
+	add(200, "PutItem", `{"TableName":"t","Item":{"user_id":{"S":"u5"},"billing_date":{"S":"2024-01-01"},"due":{"S":"day-0"}},"ReturnConsumedCapacity":"INDEXES","ReturnValues":"ALL_OLD"}`)
+	add(200, "Query", `{"TableName":"t","IndexName":"by-due","KeyConditionExpression":"due = :d","ExpressionAttributeValues":{":d":{"S":"day-0"}},"ReturnConsumedCapacity":"TOTAL","Select":"COUNT"}`)
 	add(200, "BatchGetItem", `{"RequestItems":{"t":{"Keys":[{"user_id":{"S":"u0"},"billing_date":{"S":"2024-01-01"}},{"user_id":{"S":"u3"},"billing_date":{"S":"2024-05-01"}}]}}}`)
 	add(200, "Query", `{"TableName":"t","KeyConditionExpression":"user_id = :u","ExpressionAttributeValues":{":u":{"S":"u0"}}}`)
 	add(200, "DeleteItem", `{"TableName":"t","Key":{"user_id":{"S":"u0"},"billing_date":{"S":"2024-01-01"}},"ReturnValues":"ALL_OLD"}`)
@@ -216,6 +221,7 @@ func rawDynamoDB(t *testing.T, endpoint, op, body string) (int, http.Header, any
 	require.NoError(t, err)
 	var out any
 	require.NoError(t, json.Unmarshal(raw, &out), "%s: %s", op, raw)
-	require.NotEmpty(t, resp.Header.Get("X-Amz-Crc32"), "%s", op)
+	// The SDK checks the body against this checksum.
+	require.Equal(t, strconv.FormatUint(uint64(crc32.ChecksumIEEE(raw)), 10), resp.Header.Get("X-Amz-Crc32"), "%s: %s", op, raw)
 	return resp.StatusCode, resp.Header, out
 }
