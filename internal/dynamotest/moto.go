@@ -222,9 +222,8 @@ func (b *tailBuffer) tail(n int) string {
 //     rebuild each value per comparison;
 //   - a condition expression is parsed once per expression, names and
 //     values (the parsed tree only reads the item it is given);
-//   - an item operation's answer is written as the JSON it already is, and
-//     any attribute value as it is (binary data base64-encoded), where
-//     moto's generic serializer walks its model;
+//   - an attribute value is written to JSON as it is (binary data
+//     base64-encoded), where moto's generic serializer walks its model;
 //   - the lists moto rebuilds for every request (its backends, by listing
 //     its package directory; a handler's methods) are kept.
 //
@@ -386,37 +385,6 @@ def _fast_paths():
 
     backends.list_of_moto_modules = lambda: modules
     core_responses.method_names_from_class = method_names
-    # The answer to an item operation is moto's result dict as JSON: it is
-    # in the wire format already, and moto's serializer walks the
-    # operation's model to write it. Anything json cannot write as it is
-    # (a timestamp, bytes, a Decimal) goes through the serializer.
-    from moto.core.responses import ActionResult
-    from moto.dynamodb.responses import DynamoHandler, DynamoResult
-    item_ops = {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan",
-                "BatchGetItem", "BatchWriteItem", "TransactGetItems", "TransactWriteItems"}
-    def no_json(o):
-        raise TypeError("not plain JSON: %r" % (type(o),))
-    def drop_none(v):
-        if isinstance(v, dict):
-            return {k: drop_none(x) for k, x in v.items() if x is not None}
-        if isinstance(v, list):
-            return [drop_none(x) for x in v]
-        return v
-    handler_serialized = DynamoHandler.serialized
-    def serialized_as_json(self, action_result):
-        if type(action_result) in (ActionResult, DynamoResult) and self._get_action() in item_ops:
-            result = action_result.result
-            if isinstance(result, dict):
-                try:
-                    body = json.dumps(drop_none(result), default=no_json)
-                except (TypeError, ValueError):
-                    return handler_serialized(self, action_result)
-                headers = {"Content-Type": "application/x-amz-json-1.0"}
-                headers.update(self.response_headers)
-                return 200, headers, body
-        return handler_serialized(self, action_result)
-
-    DynamoHandler.serialized = serialized_as_json
     Table.all_items = all_items
     Table.sorted_items = sorted_items
     Table.query = query_one_partition
