@@ -213,8 +213,9 @@ func (b *tailBuffer) tail(n int) string {
 // More paths of moto 5 are made fast, each answering exactly as
 // moto does (TestFastMotoAnswersAsMoto compares the two on one script of
 // requests; DYNAMOTEST_MOTO_PLAIN=1 in the server's environment turns them
-// off). Together they cut the server's time in the tests by about three
-// quarters:
+// off). With them one Query-heavy test (TestRunContinuesAfterTheClockMoved)
+// went from 98 s to 23 s, and four runs of TestDynamoRepositoryConformance
+// from 202 s to 134 s:
 //   - a Query of a table reads its one partition, where moto sorts and
 //     walks every item of the table for each Query;
 //   - a table's items are ordered (to page a Scan or an index Query) by a
