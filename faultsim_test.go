@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -121,7 +120,7 @@ func TestFaultSimulation(t *testing.T) {
 			if *faultsimDays > 0 {
 				days = *faultsimDays
 			}
-			if *faultsimSeed == 0 && *faultsimSeeds == 0 && os.Getenv(dynamotest.LongEnv) == "" {
+			if *faultsimSeed == 0 && *faultsimSeeds == 0 && !dynamotest.LongTests() {
 				// The README's test command: the first seed and days of each
 				// store; CI's long step (BILLING_LONG_TESTS=1) runs every
 				// default seed and day.

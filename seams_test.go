@@ -3,7 +3,6 @@ package billing_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -270,7 +269,7 @@ func TestRunContinuesAfterTheClockMoved(t *testing.T) {
 	t.Parallel()
 	for _, st := range runStores() {
 		for _, at := range []int{1, 4} {
-			if at > 1 && strings.HasPrefix(st.name, "dynamodb-") && os.Getenv(dynamotest.LongEnv) == "" {
+			if at > 1 && strings.HasPrefix(st.name, "dynamodb-") && !dynamotest.LongTests() {
 				continue // on the server, shards at once in CI's long step (BILLING_LONG_TESTS=1); in memory here
 			}
 			t.Run(fmt.Sprintf("%s/shards-at-once-%d", st.name, at), func(t *testing.T) {

@@ -64,7 +64,7 @@ func TestSingleTableSimulationInMemory(t *testing.T) {
 	clock := billingtest.NewClock(simulation.DefaultStart)
 	st := billingtest.NewMemorySingleTable(t, memory.SingleTableOptions{Clock: clock, PageSize: 250})
 	users := 900
-	if os.Getenv(dynamotest.LongEnv) == "" {
+	if !dynamotest.LongTests() {
 		users = 300 // the README's test command: 9 s of CPU under -race instead of 27; CI's long step runs 900
 	}
 	res := runSingleTableSimulation(t, st.Repository(), st.History(), st.Payments(), simulation.Options{

@@ -59,9 +59,10 @@ type Payments struct {
 // table's payment index look items up by.
 var indexedDates = []string{layout.AttrNextPaymentDate, layout.AttrNextReminderDate}
 
-// put stores item under key and keeps byDate and byPK; the caller holds
-// mu.
-func (p *Payments) put(key string, item map[string]av.AttributeValue) {
+// put stores item under its key and keeps byDate and byPK; the caller
+// holds mu.
+func (p *Payments) put(item map[string]av.AttributeValue) {
+	key := itemKey(item)
 	if old, ok := p.items[key]; ok {
 		for _, a := range indexedDates {
 			if d := str(old[a]); d != "" {
@@ -150,7 +151,7 @@ func (p *Payments) CreateSubscription(_ context.Context, s entitlement.Recurring
 	if _, ok := p.items[itemKey(item)]; ok {
 		return entitlement.RecurringSubscription{}, &billing.ConflictError{Op: "create subscription", Key: keyText(item), Reason: "subscription exists", Err: billing.ErrAlreadyExists}
 	}
-	p.put(itemKey(item), item)
+	p.put(item)
 	return p.table.DecodeRecurringSubscription(item)
 }
 
@@ -240,7 +241,7 @@ func (p *Payments) UpdateSubscription(_ context.Context, prev, next entitlement.
 	if err != nil {
 		return entitlement.RecurringSubscription{}, err
 	}
-	p.put(itemKey(item), item)
+	p.put(item)
 	return next, nil
 }
 
@@ -279,7 +280,7 @@ func (p *Payments) CreateReceipt(_ context.Context, r entitlement.Receipt) (enti
 	if err != nil {
 		return entitlement.Receipt{}, err
 	}
-	p.put(itemKey(item), item)
+	p.put(item)
 	return r, nil
 }
 
@@ -322,8 +323,8 @@ func (p *Payments) RecordPayment(_ context.Context, prev entitlement.RecurringSu
 	if err != nil {
 		return entitlement.RecurringSubscription{}, entitlement.Receipt{}, err
 	}
-	p.put(itemKey(recItem), recItem)
-	p.put(itemKey(subItem), subItem)
+	p.put(recItem)
+	p.put(subItem)
 	return next, r, nil
 }
 

@@ -144,7 +144,7 @@ func (r *stRepository) ClaimReminder(ctx context.Context, rem notice.Reminder, a
 		if err != nil {
 			return notice.ReminderClaim{}, fmt.Errorf("billing: claim reminder (%s): %w", rem.Key(), err)
 		}
-		s.pay.put(s.subItemKey(ref), item)
+		s.pay.put(item)
 		c.Token = layout.ReminderToken{ID: c.Token, Sub: true, Version: cur.Version + 1,
 			PrevLastReminder: layout.StringOf(stored[layout.AttrLastReminderDate])}.String()
 	}
@@ -200,7 +200,7 @@ func (r *stRepository) ReleaseReminder(ctx context.Context, c notice.ReminderCla
 		return nil
 	}
 	if item, err := s.reminderSubItem(stored, cur, prev); err == nil {
-		s.pay.put(s.subItemKey(ref), item)
+		s.pay.put(item)
 	}
 	return nil
 }

@@ -368,11 +368,11 @@ const stMaxReceiptMoves = 8
 func (s *SingleTable) apply(t *stTx) {
 	s.pay.mu.Lock()
 	for _, c := range t.chains {
-		s.pay.put(itemKey(c.item), c.item)
+		s.pay.put(c.item)
 		s.open[c.ref.UserID()] = c.open
 	}
 	if t.receiptItem != nil {
-		s.pay.put(itemKey(t.receiptItem), t.receiptItem)
+		s.pay.put(t.receiptItem)
 	}
 	s.pay.mu.Unlock()
 	for _, p := range t.pointers {

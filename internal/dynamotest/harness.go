@@ -272,6 +272,10 @@ func tableActive(_ context.Context, _ *dynamodb.DescribeTableInput, out *dynamod
 // server.
 const LongEnv = "BILLING_LONG_TESTS"
 
+// LongTests reports whether $BILLING_LONG_TESTS is set: CI's long step,
+// where a test runs its full size instead of the README command's share.
+func LongTests() bool { return os.Getenv(LongEnv) != "" }
+
 // Long skips t unless $BILLING_LONG_TESTS is set: a test on the local
 // DynamoDB server that CI runs in a step of its own, because the server
 // answers one request at a time and the README's test command must stay
@@ -282,7 +286,7 @@ const LongEnv = "BILLING_LONG_TESTS"
 // the server there). With the variable set they fail rather than skip.
 func Long(t testing.TB) {
 	t.Helper()
-	if os.Getenv(LongEnv) == "" {
+	if !LongTests() {
 		t.Skipf("left to CI's long step on the local DynamoDB server: %s=1 runs it", LongEnv)
 	}
 }

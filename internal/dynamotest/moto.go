@@ -286,7 +286,6 @@ import base64, inspect, json, logging
 logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
 
 def _fast_paths():
-    from moto.dynamodb.models.table import Table
     from moto.dynamodb.comparisons import ConditionExpressionParser
     from moto.core.serialize import BaseJSONSerializer
 

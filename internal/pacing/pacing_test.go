@@ -2,7 +2,6 @@ package pacing_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -52,7 +51,7 @@ func TestFleetPacing(t *testing.T) {
 // the static split. It takes about 20 s, so it runs only with
 // BILLING_LONG_TESTS set.
 func TestFleetPacingCalls(t *testing.T) {
-	if os.Getenv(dynamotest.LongEnv) == "" || raceBuild {
+	if !dynamotest.LongTests() || raceBuild {
 		t.Skipf("about 20 s: %s=1 runs it (not in -race builds)", dynamotest.LongEnv)
 	}
 	for _, k := range []int{8, 32, 128} {
