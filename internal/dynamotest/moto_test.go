@@ -105,7 +105,6 @@ func TestFastMotoAnswersAsMoto(t *testing.T) {
 		require.Equal(t, ph.Get("Content-Type"), fh.Get("Content-Type"), "step %d %s: Content-Type", i, step.op)
 		if step.op != "CreateTable" { // its creation time differs
 			require.Equal(t, pb, fb, "step %d %s %s: body", i, step.op, step.body)
-
 		}
 		if step.status != 0 {
 			require.Equal(t, step.status, fs, "step %d %s %s: %v", i, step.op, step.body, fb)
