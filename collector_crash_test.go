@@ -218,6 +218,23 @@ func TestDueIndexCrashAtEveryCall(t *testing.T) {
 	t.Run("single-table", func(t *testing.T) { t.Parallel(); crashAtEveryCall(t, newSingleDueCrashEnv) })
 }
 
+// sweepsCall says whether a crash sweep on the server fails call k (before
+// the call reaches it, or after it was applied). CI's long step
+// (BILLING_LONG_TESTS=1) fails every call both ways; the README's test
+// command fails every third call before (3, 6, 9, ...) and every third
+// after (2, 5, 8, ...), so two calls in three are failed one way or the
+// other, in a third of the time: each failure is a fresh pair of tables
+// on the server.
+func sweepsCall(k int, after bool) bool {
+	if dynamotest.LongTests() {
+		return true
+	}
+	if after {
+		return k%3 == 2
+	}
+	return k%3 == 0
+}
+
 func crashAtEveryCall(t *testing.T, newEnv func(t *testing.T, users int) *crashEnv) {
 	probe := newEnv(t, 3)
 	probe.runUntilDone(t)
@@ -228,6 +245,9 @@ func crashAtEveryCall(t *testing.T, newEnv func(t *testing.T, users int) *crashE
 	}
 	for _, after := range []bool{false, true} {
 		for k := 1; k <= calls; k++ {
+			if !sweepsCall(k, after) {
+				continue
+			}
 			name := fmt.Sprintf("before-%d", k)
 			if after {
 				name = fmt.Sprintf("after-%d", k)
