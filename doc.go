@@ -391,6 +391,11 @@ var (
 	// ErrInvalidDate reports a malformed or out-of-range date or timestamp.
 	ErrInvalidDate = errors.New("billing: invalid date")
 
+	// ErrInvalidInvoice reports an [Invoice] or [CreditNote] that does not
+	// add up or is not a draft the store may create. The error is a
+	// [*FieldError] naming the field.
+	ErrInvalidInvoice = errors.New("billing: invalid invoice")
+
 	// ErrInvalidItem reports a stored item that cannot be decoded into a
 	// [Period]. The error is always a [*FieldError] naming the attribute.
 	ErrInvalidItem = errors.New("billing: invalid item")

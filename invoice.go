@@ -1,0 +1,292 @@
+package billing
+
+import (
+	"fmt"
+	"math/bits"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Invoice is the numbered document a customer receives for a charge: what
+// was billed (its lines), the totals, and where it stands (its status).
+// It is decided as a draft before the processor is called, numbered when it
+// is finalized, and paid when the charge succeeds. Amounts are integer
+// minor units of Currency: 499 is 4.99 USD, 500 is ¥500 (JPY has no minor
+// unit, so nothing is scaled by 100).
+//
+// An account's invoices are stored by an [Invoices] store; a draft is
+// created once per issuance key ([Invoice.Key]) however often it is asked
+// for.
+type Invoice struct {
+	// ID names the invoice; the store gives it at [Invoices.CreateDraft].
+	ID string
+	// UserID is the account billed.
+	UserID string
+	// Key is what is billed: the period's ID, or a change's request key. An
+	// account has at most one invoice per key.
+	Key string
+
+	// Sequence names a sequence shared by every invoice that names it: give
+	// one name for the whole host (one partition: about 1,000 numbers a
+	// second). Defaults to "": the account's own sequence.
+	Sequence string
+	// Prefix starts the number: "ACME" numbers ACME-0001, ACME-0002, ...
+	// Defaults to the Sequence, or the UserID for the account's own.
+	Prefix string
+	// Number and Seq are the invoice's number and its place in the sequence
+	// (1, 2, ...), given at [Invoices.Finalize]; a draft has none.
+	Number string
+	Seq    int64
+
+	// Currency is the ISO 4217 code of every amount, e.g. "USD", "JPY".
+	Currency string
+	// Lines are what is billed, in order.
+	Lines []InvoiceLine
+	// Subtotal is the sum of the plan and proration lines, Discounts of
+	// the discount lines and Tax of the tax lines. Total is
+	// Subtotal - Discounts + Tax, never negative.
+	Subtotal, Discounts, Tax, Total int64
+	// AmountPaid is what has been paid of Total (the balance applied, then
+	// the charge); AmountDue is Total - AmountPaid. AmountCredited is the
+	// sum of the credit notes issued against it.
+	AmountPaid, AmountDue, AmountCredited int64
+
+	// Status is where the invoice stands; see [InvoiceStatus].
+	Status InvoiceStatus
+	// Created is when the draft was made (defaults to the store's now);
+	// IssuedAt when it was finalized; DueAt when it is due; PaidAt, VoidedAt
+	// and UncollectibleAt when it was paid, voided or given up.
+	Created, IssuedAt, DueAt, PaidAt, VoidedAt, UncollectibleAt time.Time
+
+	// PeriodIDs are the billing periods it bills; TransactionID is the
+	// processor's transaction that paid it.
+	PeriodIDs     []string
+	TransactionID string
+
+	// Version counts the invoice's writes: the draft is 1, each change
+	// adds one, and each writes the history row of that version.
+	Version int64
+	// Event names the change that wrote this version on a history row:
+	// "invoice_created", "invoice_finalized", "invoice_paid",
+	// "invoice_voided", "invoice_uncollectible", "credit_note_issued".
+	Event string
+}
+
+// InvoiceLine is one line of an [Invoice] or a [CreditNote]. Amount is
+// never negative: its Kind says whether it adds (plan, proration, tax) or
+// takes off (discount, credit).
+type InvoiceLine struct {
+	Description            string
+	PeriodStart, PeriodEnd time.Time
+	// Quantity times UnitAmount is Amount on a plan line; other lines
+	// carry the Amount computed (and rounded) on its own.
+	Quantity   int64
+	UnitAmount int64
+	Amount     int64
+	Kind       LineKind
+}
+
+// LineKind says what an [InvoiceLine] is.
+type LineKind string
+
+// The kinds of line.
+const (
+	LinePlan      LineKind = "plan"
+	LineProration LineKind = "proration"
+	LineDiscount  LineKind = "discount"
+	// LineCredit is the customer's balance applied: it counts in AmountPaid.
+	LineCredit LineKind = "credit"
+	LineTax    LineKind = "tax"
+)
+
+// InvoiceStatus is where an [Invoice] stands:
+//
+//	draft  → open (finalized: numbered), void
+//	open   → paid, void, uncollectible
+//	uncollectible → paid (a late payment), void
+//	paid   → nothing (a refund is a [CreditNote])
+//	void   → nothing
+type InvoiceStatus string
+
+// The statuses of an invoice.
+const (
+	InvoiceDraft         InvoiceStatus = "draft"
+	InvoiceOpen          InvoiceStatus = "open"
+	InvoicePaid          InvoiceStatus = "paid"
+	InvoiceVoid          InvoiceStatus = "void"
+	InvoiceUncollectible InvoiceStatus = "uncollectible"
+)
+
+var invoiceTransitions = map[InvoiceStatus][]InvoiceStatus{
+	InvoiceDraft:         {InvoiceOpen, InvoiceVoid},
+	InvoiceOpen:          {InvoicePaid, InvoiceVoid, InvoiceUncollectible},
+	InvoiceUncollectible: {InvoicePaid, InvoiceVoid},
+}
+
+// CheckTransition returns nil when an invoice in status s may move to
+// next, and otherwise an error wrapping [ErrIllegalTransition] naming both.
+func (s InvoiceStatus) CheckTransition(next InvoiceStatus) error {
+	for _, to := range invoiceTransitions[s] {
+		if to == next {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: invoice %s -> %s", ErrIllegalTransition, s, next)
+}
+
+// CreditNote is the document of a refund, against a finalized [Invoice]:
+// numbered in a series of its own beside the invoice's sequence
+// (ACME-CN-0001), for at most what the invoice has not been credited yet.
+type CreditNote struct {
+	// ID names the note; the store gives it.
+	ID string
+	// Key is the refund's key: an invoice has one note per key.
+	Key string
+	// InvoiceID is the invoice it credits; UserID, Currency, Sequence and
+	// Prefix are the invoice's, set by the store.
+	InvoiceID        string
+	UserID           string
+	Currency         string
+	Sequence, Prefix string
+	Number           string
+	Seq              int64
+	Lines            []InvoiceLine
+	Total            int64
+	Reason           string
+	IssuedAt         time.Time
+}
+
+// Validate checks that the invoice adds up: a known currency, lines of a
+// known kind with amounts never negative (a plan line's is quantity times
+// unit amount), the totals the sums of their lines, Total = Subtotal -
+// Discounts + Tax and AmountDue = Total - AmountPaid, none negative. The
+// error is a [*FieldError] naming the field and the invoice's key,
+// wrapping [ErrInvalidInvoice].
+func (inv *Invoice) Validate() error {
+	bad := func(field string, v any, format string, args ...any) error {
+		return &FieldError{Field: field, Value: fmt.Sprint(v), Key: inv.Key,
+			Err: fmt.Errorf("%w: %s", ErrInvalidInvoice, fmt.Sprintf(format, args...))}
+	}
+	if inv.UserID == "" {
+		return bad("UserID", "", "missing")
+	}
+	if inv.Key == "" {
+		return bad("Key", "", "missing")
+	}
+	if _, ok := currencyDigits(inv.Currency); !ok {
+		return bad("Currency", inv.Currency, "not an ISO 4217 code")
+	}
+	sums := map[LineKind]int64{}
+	for i, l := range inv.Lines {
+		f := func(name string) string { return fmt.Sprintf("Lines[%d].%s", i, name) }
+		switch l.Kind {
+		case LinePlan, LineProration, LineDiscount, LineCredit, LineTax:
+		default:
+			return bad(f("Kind"), l.Kind, "unknown kind")
+		}
+		if l.Amount < 0 || l.Quantity < 0 || l.UnitAmount < 0 {
+			return bad(f("Amount"), l.Amount, "negative")
+		}
+		if l.Kind == LinePlan {
+			hi, lo := bits.Mul64(uint64(l.Quantity), uint64(l.UnitAmount))
+			if hi != 0 || lo != uint64(l.Amount) {
+				return bad(f("Amount"), l.Amount, "is not quantity %d × unit amount %d", l.Quantity, l.UnitAmount)
+			}
+		}
+		s, ok := add(sums[l.Kind], l.Amount)
+		if !ok {
+			return bad(f("Amount"), l.Amount, "sum overflows")
+		}
+		sums[l.Kind] = s
+	}
+	sub, ok := add(sums[LinePlan], sums[LineProration])
+	switch {
+	case !ok:
+		return bad("Subtotal", inv.Subtotal, "sum overflows")
+	case inv.Subtotal != sub:
+		return bad("Subtotal", inv.Subtotal, "the plan and proration lines sum to %d", sub)
+	case inv.Discounts != sums[LineDiscount]:
+		return bad("Discounts", inv.Discounts, "the discount lines sum to %d", sums[LineDiscount])
+	case inv.Discounts > inv.Subtotal:
+		return bad("Discounts", inv.Discounts, "more than the subtotal %d", inv.Subtotal)
+	case inv.Tax != sums[LineTax]:
+		return bad("Tax", inv.Tax, "the tax lines sum to %d", sums[LineTax])
+	}
+	total, ok := add(inv.Subtotal-inv.Discounts, inv.Tax)
+	switch {
+	case !ok || inv.Total != total:
+		return bad("Total", inv.Total, "is not subtotal - discounts + tax = %d", total)
+	case inv.AmountPaid < 0 || inv.AmountPaid > inv.Total:
+		return bad("AmountPaid", inv.AmountPaid, "outside 0..total %d", inv.Total)
+	case inv.AmountPaid < sums[LineCredit]:
+		return bad("AmountPaid", inv.AmountPaid, "less than the credit lines' %d", sums[LineCredit])
+	case inv.AmountDue != inv.Total-inv.AmountPaid:
+		return bad("AmountDue", inv.AmountDue, "is not total - paid = %d", inv.Total-inv.AmountPaid)
+	case inv.AmountCredited < 0 || inv.AmountCredited > inv.Total:
+		return bad("AmountCredited", inv.AmountCredited, "outside 0..total %d", inv.Total)
+	}
+	return nil
+}
+
+func add(a, b int64) (int64, bool) {
+	s := a + b
+	return s, (s > a) == (b > 0)
+}
+
+// FormatAmount writes v, in minor units of the invoice's currency, as a
+// decimal with the currency's digits: "4.99", "500" (JPY), "1.250" (KWD).
+// Rendering with symbols and grouping is left to the host.
+func (inv *Invoice) FormatAmount(v int64) string {
+	d, _ := currencyDigits(inv.Currency)
+	return formatMinor(v, d)
+}
+
+func formatMinor(v int64, digits int) string {
+	neg := v < 0
+	u := uint64(v)
+	if neg {
+		u = -u
+	}
+	s := strconv.FormatUint(u, 10)
+	if digits > 0 {
+		if len(s) <= digits {
+			s = strings.Repeat("0", digits-len(s)+1) + s
+		}
+		s = s[:len(s)-digits] + "." + s[len(s)-digits:]
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
+}
+
+// currencyDigits returns the number of minor-unit digits of an ISO 4217
+// currency code (2 for USD, 0 for JPY, 3 for KWD) and whether the code is
+// known.
+func currencyDigits(code string) (int, bool) {
+	if len(code) != 3 || strings.ContainsFunc(code, func(r rune) bool { return r < 'A' || r > 'Z' }) {
+		return 0, false
+	}
+	if d, ok := currencyExceptions[code]; ok {
+		return d, true
+	}
+	return 2, strings.Contains(twoDigitCurrencies, code)
+}
+
+// currencyExceptions are the active ISO 4217 codes whose minor unit is
+// not 2 digits.
+var currencyExceptions = map[string]int{
+	"BIF": 0, "CLP": 0, "DJF": 0, "GNF": 0, "ISK": 0, "JPY": 0, "KMF": 0, "KRW": 0, "PYG": 0,
+	"RWF": 0, "UGX": 0, "UYI": 0, "VND": 0, "VUV": 0, "XAF": 0, "XOF": 0, "XPF": 0,
+	"BHD": 3, "IQD": 3, "JOD": 3, "KWD": 3, "LYD": 3, "OMR": 3, "TND": 3,
+	"CLF": 4, "UYW": 4,
+}
+
+// twoDigitCurrencies are the other active ISO 4217 codes (minor unit 2).
+const twoDigitCurrencies = "AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BMD BND BOB BOV BRL BSD " +
+	"BTN BWP BYN BZD CAD CDF CHE CHF CHW CNY COP COU CRC CUP CVE CZK DKK DOP DZD EGP ERN ETB EUR FJD FKP GBP " +
+	"GEL GHS GIP GMD GTQ GYD HKD HNL HTG HUF IDR ILS INR IRR JMD KES KGS KHR KPW KYD KZT LAK LBP LKR LRD LSL " +
+	"MAD MDL MGA MKD MMK MNT MOP MRU MUR MVR MWK MXN MXV MYR MZN NAD NGN NIO NOK NPR NZD PAB PEN PGK PHP PKR " +
+	"PLN QAR RON RSD RUB SAR SBD SCR SDG SEK SGD SHP SLE SOS SRD SSP STN SVC SYP SZL THB TJS TMT TOP TRY TTD " +
+	"TWD TZS UAH USD USN UYU UZS VES VED WST XCD XCG YER ZAR ZMW ZWG"
