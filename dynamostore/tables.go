@@ -100,6 +100,11 @@ type TableConfig struct {
 	// the table on. Defaults to "": no totals, and Totals answers
 	// [billing.ErrNoTotals].
 	Totals string
+	// Invoices, when set, names a table of its own where [Invoices] keeps
+	// invoices and credit notes, their history rows, the sequences'
+	// counters and the numbers' claims ([InvoicesTableDefinition] makes
+	// it; key pk, sk). Defaults to "": no invoices table.
+	Invoices string
 	// TotalsShards is the number of counter items a day's totals are
 	// spread over, by user, so that concurrent collections seldom write
 	// one item at once (DynamoDB cancels such transactions; the
@@ -239,9 +244,23 @@ func HistoryTableDefinition(cfg TableConfig) *dynamodb.CreateTableInput {
 	}
 }
 
+// InvoicesTableDefinition returns the definition of the invoices table
+// cfg.Invoices names (key pk, sk; on demand), or nil when it names none.
+func InvoicesTableDefinition(cfg TableConfig) *dynamodb.CreateTableInput {
+	if cfg.Invoices == "" {
+		return nil
+	}
+	return &dynamodb.CreateTableInput{
+		TableName:            aws.String(cfg.Invoices),
+		AttributeDefinitions: []types.AttributeDefinition{attrDef(attrInvoicePK), attrDef(attrInvoiceSK)},
+		KeySchema:            []types.KeySchemaElement{keyElem(attrInvoicePK, types.KeyTypeHash), keyElem(attrInvoiceSK, types.KeyTypeRange)},
+		BillingMode:          types.BillingModePayPerRequest,
+	}
+}
+
 // TableDefinitions returns the definitions of every table the library uses:
-// subscriptions, history and locks, in that order, and the day totals'
-// when cfg.Totals names it.
+// subscriptions, history and locks, in that order, then the day totals'
+// and the invoices' when cfg.Totals and cfg.Invoices name them.
 func TableDefinitions(cfg TableConfig) []*dynamodb.CreateTableInput {
 	cfg = cfg.WithDefaults()
 	defs := []*dynamodb.CreateTableInput{
@@ -250,6 +269,9 @@ func TableDefinitions(cfg TableConfig) []*dynamodb.CreateTableInput {
 		LockTableDefinition(cfg.Locks),
 	}
 	if t := TotalsTableDefinition(cfg); t != nil {
+		defs = append(defs, t)
+	}
+	if t := InvoicesTableDefinition(cfg); t != nil {
 		defs = append(defs, t)
 	}
 	return defs
