@@ -4,10 +4,16 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/billingtest"
@@ -113,4 +119,127 @@ func TestInvoicesCrashSweep(t *testing.T) {
 			}, modes...)
 		})
 	}
+}
+
+// TestInvoicesCost measures what one invoice costs without contention: a
+// draft, a finalization in the account's own sequence and in a host-wide
+// one, and a payment.
+func TestInvoicesCost(t *testing.T) {
+	client, newStore := storetest.InvoiceTables(t, false)
+	s, w := newStore(t, client)
+	ctx := t.Context()
+	measure := func(name string, calls int, wcu float64, fn func()) {
+		t.Helper()
+		w.Reset()
+		fn()
+		t.Logf("%s: %d calls, %.1f WCU, %.1f RCU", name, w.TotalCalls(), w.WriteCapacity(), w.ReadCapacity())
+		assert.Equal(t, calls, w.TotalCalls(), name)
+		assert.Equal(t, wcu, w.WriteCapacity(), name)
+	}
+	var own, host billing.Invoice
+	measure("draft", 1, 6, func() {
+		var err error
+		own, err = s.CreateDraft(ctx, billingtest.NewTestInvoice("u1", "p1", 1))
+		require.NoError(t, err)
+	})
+	inv := billingtest.NewTestInvoice("u1", "p2", 2)
+	inv.Sequence = "HOST"
+	host, err := s.CreateDraft(ctx, inv)
+	require.NoError(t, err)
+	measure("finalize, account's sequence", 2, 8, func() {
+		_, err := s.Finalize(ctx, own.ID, time.Now())
+		require.NoError(t, err)
+	})
+	measure("finalize, host-wide sequence", 3, 8, func() {
+		_, err := s.Finalize(ctx, host.ID, time.Now())
+		require.NoError(t, err)
+	})
+	measure("finalize repeated", 1, 0, func() {
+		_, err := s.Finalize(ctx, own.ID, time.Now())
+		require.NoError(t, err)
+	})
+	measure("mark paid", 2, 4, func() {
+		_, err := s.MarkPaid(ctx, own.ID, "tx1", time.Now())
+		require.NoError(t, err)
+	})
+}
+
+// TestInvoicesItems reads the items an invoice leaves on each layout: the
+// wire contract of the invoice items.
+func TestInvoicesItems(t *testing.T) {
+	for name, legacy := range map[string]bool{"Legacy": true, "SingleTable": false} {
+		t.Run(name, func(t *testing.T) {
+			client, newStore := storetest.InvoiceTables(t, legacy)
+			s, _ := newStore(t, client)
+			ctx := t.Context()
+			own, err := s.CreateDraft(ctx, billingtest.NewTestInvoice("u1", "p1", 1))
+			require.NoError(t, err)
+			_, err = s.Finalize(ctx, own.ID, time.Now())
+			require.NoError(t, err)
+			inv := billingtest.NewTestInvoice("u1", "p2", 2)
+			inv.Sequence = "HOST"
+			host, err := s.CreateDraft(ctx, inv)
+			require.NoError(t, err)
+			_, err = s.Finalize(ctx, host.ID, time.Now())
+			require.NoError(t, err)
+
+			pkName, skName, account := "pk", "sk", "USER#u1"
+			if !legacy {
+				pkName, skName, account = "PK", "SK", "ACC#u1"
+			}
+			out, err := client.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(dynamostore.InvoicesTable(s))})
+			require.NoError(t, err)
+			items := map[string]map[string]any{}
+			for _, it := range out.Items {
+				var m map[string]any
+				require.NoError(t, attributevalue.UnmarshalMap(it, &m))
+				items[m[pkName].(string)+" "+m[skName].(string)] = m
+			}
+			_, local, _ := strings.Cut(strings.TrimPrefix(own.ID, "in_"), ".")
+			_, hlocal, _ := strings.Cut(strings.TrimPrefix(host.ID, "in_"), ".")
+			want := map[string]map[string]any{
+				account + " INV#" + local:               {"invoice_status": "open", "number": "u1-0001", "seq": 1.0, "version": 2.0, "invoice_key": "p1", "total": 979.0, "currency": "USD"},
+				account + " INVKEY#p1":                  {"invoice_id": own.ID},
+				account + " INVH#" + local + "#000001":  {"invoice_status": "draft", "event": "invoice_created"},
+				account + " INVH#" + local + "#000002":  {"invoice_status": "open", "event": "invoice_finalized", "number": "u1-0001"},
+				account + " SEQ#INV":                    {"last_seq": 1.0},
+				account + " INVNO#000000000001":         {"invoice_id": own.ID, "number": "u1-0001"},
+				account + " INV#" + hlocal:              {"invoice_status": "open", "number": "HOST-0001", "sequence": "HOST"},
+				account + " INVKEY#p2":                  {"invoice_id": host.ID},
+				account + " INVH#" + hlocal + "#000001": {"event": "invoice_created"},
+				account + " INVH#" + hlocal + "#000002": {"event": "invoice_finalized"},
+				"SEQ#HOST SEQ#INV":                      {"last_seq": 1.0},
+				"SEQ#HOST INVNO#000000000001":           {"invoice_id": host.ID, "number": "HOST-0001"},
+			}
+			require.Len(t, items, len(want), "items: %v", keysOf(items))
+			for key, attrs := range want {
+				require.Contains(t, items, key)
+				for a, v := range attrs {
+					assert.Equal(t, v, items[key][a], "%s %s", key, a)
+				}
+			}
+		})
+	}
+}
+
+func keysOf(m map[string]map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestInvoicesTableDefinition(t *testing.T) {
+	assert.Nil(t, dynamostore.InvoicesTableDefinition(dynamostore.TableConfig{}), "no invoices table unless named")
+	assert.Len(t, dynamostore.TableDefinitions(dynamostore.TableConfig{}), 3)
+	defs := dynamostore.TableDefinitions(dynamostore.TableConfig{Invoices: "billing-invoices"})
+	require.Len(t, defs, 4, "CreateTables makes the invoices table")
+	def := defs[3]
+	assert.Equal(t, "billing-invoices", aws.ToString(def.TableName))
+	require.Len(t, def.KeySchema, 2)
+	assert.Equal(t, "pk", aws.ToString(def.KeySchema[0].AttributeName))
+	assert.Equal(t, "sk", aws.ToString(def.KeySchema[1].AttributeName))
+	_, err := dynamostore.NewInvoices(dynamostore.Config{Client: dynamostore.API(nil)})
+	require.Error(t, err)
 }
