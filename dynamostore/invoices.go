@@ -222,7 +222,7 @@ func (s *Invoices) changeUpdate(pk, sk string, cur, next *billing.Invoice) *type
 	var upd expression.UpdateBuilder
 	for _, name := range slices.Sorted(maps.Keys(after)) {
 		if !reflect.DeepEqual(before[name], after[name]) {
-			upd = upd.Set(expression.Name(name), expression.Value(after[name]))
+			upd = upd.Set(expression.Name(name), exprValue(after[name]))
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(before)) {
@@ -230,8 +230,8 @@ func (s *Invoices) changeUpdate(pk, sk string, cur, next *billing.Invoice) *type
 			upd = upd.Remove(expression.Name(name))
 		}
 	}
-	cond := expression.Name(attrVersion).Equal(expression.Value(cur.Version)).
-		And(expression.Name(attrStatus).Equal(expression.Value(string(cur.Status))))
+	cond := expression.Name(attrVersion).Equal(exprValue(cur.Version)).
+		And(expression.Name(attrStatus).Equal(exprValue(string(cur.Status))))
 	expr := mustBuild(expression.NewBuilder().WithUpdate(upd).WithCondition(cond))
 	return &types.Update{TableName: &s.table, Key: s.keyOf(pk, sk), UpdateExpression: expr.Update(),
 		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values()}
@@ -241,12 +241,12 @@ func (s *Invoices) changeUpdate(pk, sk string, cur, next *billing.Invoice) *type
 // for 0).
 func (s *Invoices) counterUpdate(pk, sk string, seq int64) *types.Update {
 	last := expression.Name(attrLastSeq)
-	cond := last.Equal(expression.Value(seq - 1))
+	cond := last.Equal(exprValue(seq - 1))
 	if seq == 1 {
 		cond = expression.AttributeNotExists(last)
 	}
 	expr := mustBuild(expression.NewBuilder().
-		WithUpdate(expression.Set(last, expression.Value(seq)).Set(expression.Name(attrEntity), expression.Value("InvoiceSequence"))).
+		WithUpdate(expression.Set(last, exprValue(seq)).Set(expression.Name(attrEntity), exprValue("InvoiceSequence"))).
 		WithCondition(cond))
 	return &types.Update{TableName: &s.table, Key: s.keyOf(pk, sk), UpdateExpression: expr.Update(),
 		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
@@ -483,7 +483,7 @@ func (s *Invoices) IssueCreditNote(ctx context.Context, note *billing.CreditNote
 // prefix, consistently, in order (or reverse order), at most limit (0: all)
 // after exclusive start key from.
 func (s *Invoices) query(ctx context.Context, pk, prefix string, forward bool, limit int, from string) ([]map[string]types.AttributeValue, bool, error) {
-	key := expression.Key(s.pk).Equal(expression.Value(pk)).And(expression.Key(s.sk).BeginsWith(prefix))
+	key := expression.Key(s.pk).Equal(exprValue(pk)).And(expression.Key(s.sk).BeginsWith(prefix))
 	expr := mustBuild(expression.NewBuilder().WithKeyCondition(key))
 	in := &dynamodb.QueryInput{TableName: &s.table, KeyConditionExpression: expr.KeyCondition(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
