@@ -64,9 +64,18 @@ func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Period
 	if c.freeable(cur) {
 		return c.completeFree(ctx, proc, cur, rep)
 	}
+	if err := c.chargeable(cur); err != nil {
+		return fmt.Errorf("attempt %d of %s not made: %w", cur.Attempt+1, cur.SubscriptionID, err)
+	}
+	// The invoice the charge pays is decided (and numbered) before the
+	// attempt is recorded: the attempt names it, and so does every replay.
+	inv, err := c.invoice(ctx, cur)
+	if err != nil {
+		return err
+	}
 	for try := 0; ; try++ {
 		marked, err := c.charge(ctx, rep, func() (*Period, error) {
-			return c.startAttempt(ctx, proc, cur, c.cfg.Clock.Now())
+			return c.startAttempt(ctx, proc, cur, &inv, c.cfg.Clock.Now())
 		})
 		switch {
 		case err == nil:
@@ -195,7 +204,7 @@ func (c *Collector) requestTimeout() time.Duration {
 // returns the record as stored with it. An amount the collector may not
 // charge (see [Collector.chargeable]) is refused first: nothing is
 // written, so nothing is presented to the processor.
-func (c *Collector) startAttempt(ctx context.Context, proc Process, cur *Period, now time.Time) (*Period, error) {
+func (c *Collector) startAttempt(ctx context.Context, proc Process, cur *Period, inv *Invoice, now time.Time) (*Period, error) {
 	n := cur.Attempt + 1
 	if err := c.chargeable(cur); err != nil {
 		return nil, fmt.Errorf("attempt %d of %s not made: %w", n, cur.SubscriptionID, err)
@@ -204,6 +213,7 @@ func (c *Collector) startAttempt(ctx context.Context, proc Process, cur *Period,
 	marked.LastAttempt = Attempt{
 		Number: n, Key: IdempotencyKey(cur.SubscriptionID, n), Amount: cur.Amount,
 		Tier: cur.ReceiptTierName, Process: proc, Started: now.UTC(),
+		Invoice: inv.ID, InvoiceNumber: inv.Number,
 	}
 	if err := c.cfg.Repository.SetAttempt(ctx, cur, &marked); err != nil {
 		return nil, fmt.Errorf("record attempt %d of %s before the charge: %w", n, cur.SubscriptionID, err)
@@ -383,7 +393,7 @@ func (c *Collector) recordOutcome(ctx context.Context, cur *Period, res PaymentR
 	err = c.write(ctx, ev, cur, &next, create)
 	if errors.Is(err, ErrAlreadyExists) && len(create) > 0 {
 		// The next period appeared meanwhile: record the outcome alone.
-		err = c.write(ctx, ev, cur, &next, nil)
+		err = c.writeRecord(ctx, ev, cur, &next, nil)
 	}
 	if err != nil {
 		if IsConflict(err) {
@@ -459,6 +469,15 @@ const historyKeyRetries = 3
 // are set for the write only: the records written, like those read back
 // from the billing table, carry none.
 func (c *Collector) write(ctx context.Context, change EventType, cur, next *Period, create []*Period) error {
+	if err := c.invoiceFollows(ctx, cur, next); err != nil {
+		return err
+	}
+	return c.writeRecord(ctx, change, cur, next, create)
+}
+
+// writeRecord is [Collector.write] once the period's invoices follow the
+// change: a write made again with fewer records to create.
+func (c *Collector) writeRecord(ctx context.Context, change EventType, cur, next *Period, create []*Period) error {
 	stampAttemptRequest(ctx, next) // an operator's retry ([Collector.RetryNow])
 	next.Change = change
 	for _, f := range create {
@@ -908,7 +927,7 @@ func (c *Collector) completeFree(ctx context.Context, proc Process, cur *Period,
 	err := c.write(ctx, ev, cur, &next, create)
 	if errors.Is(err, ErrAlreadyExists) && len(create) > 0 {
 		create = nil // the next period appeared meanwhile
-		err = c.write(ctx, ev, cur, &next, nil)
+		err = c.writeRecord(ctx, ev, cur, &next, nil)
 	}
 	if err != nil {
 		return fmt.Errorf("complete free period %s: %w", cur.SubscriptionID, err)

@@ -128,6 +128,18 @@ type Config struct {
 	// before every collection (reported like an amount over MaxCharge), so
 	// that a period nobody meant to be free is not given away.
 	AllowFreeTiers bool
+	// Invoices, when set, has the collector issue an [Invoice] for every
+	// charge: decided as a draft (keyed by the period) and numbered before
+	// the processor is called, so the amount charged is the invoice's
+	// total; paid when the charge succeeds (or its bank debit settles),
+	// void when the period is waived or cancelled unpaid, uncollectible
+	// when the period goes stale, and credited (a [CreditNote]) when the
+	// payment is refunded. A period of zero (a trial, a free tier) is not
+	// charged and gets none. Defaults to none.
+	Invoices Invoices
+	// Invoicing sets the currency and the number sequence of the invoices
+	// issued. See [Invoicing].
+	Invoicing Invoicing
 	// MeterProvider makes the collection metrics (see
 	// dynabill.collection.attempts in the package doc). Defaults to otel.GetMeterProvider(), a
 	// no-op unless the host installs a global provider.
@@ -195,6 +207,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.PagesPerInvocation == 0 {
 		c.PagesPerInvocation = DefaultRunPagesPerInvocation
+	}
+	if c.Invoicing.Currency == "" {
+		c.Invoicing.Currency = "USD"
+	}
+	if _, ok := currencyDigits(c.Invoicing.Currency); !ok {
+		return c, fmt.Errorf("billing: Config.Invoicing.Currency: %q is not an ISO 4217 code", c.Invoicing.Currency)
 	}
 	if c.Events == nil {
 		c.Events = eventSinkFunc(func(context.Context, Event) error { return nil })

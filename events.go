@@ -135,6 +135,18 @@ const (
 	// EventBillingDateMoved: a record moved to another billing date
 	// ([Periods.Move]).
 	EventBillingDateMoved EventType = "subscription_billing_date_moved"
+	// EventInvoiceFinalized: an invoice the collector issued before a
+	// charge was numbered ([Config.Invoices]).
+	EventInvoiceFinalized EventType = "invoice_finalized"
+	// EventInvoicePaid: the charge paid the invoice.
+	EventInvoicePaid EventType = "invoice_paid"
+	// EventInvoiceVoided: the period was waived or cancelled unpaid, or
+	// its charge was decided again (another amount or dates).
+	EventInvoiceVoided EventType = "invoice_voided"
+	// EventInvoiceUncollectible: the period went stale unpaid.
+	EventInvoiceUncollectible EventType = "invoice_uncollectible"
+	// EventCreditNoteIssued: a refund of a paid period was credited.
+	EventCreditNoteIssued EventType = "credit_note_issued"
 	// EventChanged: a change a history row written without
 	// [Period.Change] does not tell apart (a tier change or a date
 	// move by an earlier version or another program).
@@ -162,6 +174,10 @@ type Event struct {
 	// RelatedSubscriptionID is another period the event is about: the
 	// later period of an [EventPeriodsOverlap]; empty otherwise.
 	RelatedSubscriptionID string `json:"related_subscription_id,omitempty"`
+	// InvoiceID and InvoiceNumber name the invoice of an invoice event
+	// (and the credit note's number, of [EventCreditNoteIssued]).
+	InvoiceID     string `json:"invoice_id,omitempty"`
+	InvoiceNumber string `json:"invoice_number,omitempty"`
 }
 
 // EventSink receives events after the change they describe is stored. It

@@ -84,9 +84,11 @@ var faultsimStores = []faultsimStore{
 		tables := dynamostore.TableConfig{
 			Subscriptions: dynamotest.TableName(t, "billing-activity"),
 			History:       dynamotest.TableName(t, "billing-activity-history"),
+			Invoices:      dynamotest.TableName(t, "billing-invoices"),
 		}
 		dynamotest.CreateTable(t, client, dynamostore.SubscriptionsTableDefinition(tables))
 		dynamotest.CreateTable(t, client, dynamostore.HistoryTableDefinition(tables))
+		dynamotest.CreateTable(t, client, dynamostore.InvoicesTableDefinition(tables))
 		w := dynamotest.Wrap(client)
 		t.Cleanup(func() { w.AssertNoViolations(t) })
 		o.Interleave = faultsim.NewInterleaver(w)
@@ -95,7 +97,9 @@ var faultsimStores = []faultsimStore{
 		require.NoError(t, err)
 		hist, err := dynamostore.NewHistory(cfg)
 		require.NoError(t, err)
-		o.Store = faultsim.Store{Repository: repo, History: hist, Layout: faultsim.LayoutLegacy, AddAll: true}
+		invoices, err := dynamostore.NewInvoices(dynamostore.Config{Client: w, Tables: tables})
+		require.NoError(t, err)
+		o.Store = faultsim.Store{Repository: repo, History: hist, Layout: faultsim.LayoutLegacy, AddAll: true, Invoices: invoices}
 		// One collection at a time: moto orders a hash-only index by
 		// write order, so concurrent writes would change the pages.
 		o.MaxConcurrency = 1
@@ -162,6 +166,11 @@ func runFaultSimulation(t *testing.T, st faultsimStore, seed int64, days int) {
 		return cmd
 	}
 	st.build(t, &opts)
+	if opts.Store.Invoices == nil {
+		// The collectors issue invoices (checked by the simulation) into
+		// the in-memory store beside an in-memory layout.
+		opts.Store.Invoices = memory.NewInvoices(opts.Clock)
+	}
 	began := time.Now()
 	res := faultsim.Run(context.Background(), opts)
 	t.Logf("%s seed %d: %d days (%s), %d steps in %v", st.name, seed, res.Days, formatCounts(res.Weather), res.Steps, time.Since(began).Round(time.Millisecond))

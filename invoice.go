@@ -1,8 +1,12 @@
 package billing
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"math"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -290,3 +294,244 @@ const twoDigitCurrencies = "AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT 
 	"MAD MDL MGA MKD MMK MNT MOP MRU MUR MVR MWK MXN MXV MYR MZN NAD NGN NIO NOK NPR NZD PAB PEN PGK PHP PKR " +
 	"PLN QAR RON RSD RUB SAR SBD SCR SDG SEK SGD SHP SLE SOS SRD SSP STN SVC SYP SZL THB TJS TMT TOP TRY TTD " +
 	"TWD TZS UAH USD USN UYU UZS VES VED WST XCD XCG YER ZAR ZMW ZWG"
+
+// Invoicing sets what the invoices the collector issues carry
+// ([Config.Invoices]).
+type Invoicing struct {
+	// Currency is the ISO 4217 code of the invoices' amounts: a period's
+	// amount in cents ([Amount]) is written in the currency's own minor
+	// units (¥500 is 500, not 50000). Defaults to "USD".
+	Currency string
+	// Sequence numbers every invoice in one sequence of that name, for the
+	// whole host (one counter item: about 1,000 invoices a second).
+	// Defaults to "": each account numbers its own invoices.
+	Sequence string
+	// Prefix starts each number ("ACME" gives ACME-0001). Defaults to the
+	// store's: the Sequence, or the account's ID.
+	Prefix string
+}
+
+// maxInvoiceKeys bounds the invoices one period is issued: a period whose
+// charge is decided again (its amount or dates changed since its invoice
+// was numbered) voids that invoice and takes the next key.
+const maxInvoiceKeys = 16
+
+// invoice decides the invoice the next attempt on cur pays, before the
+// attempt is recorded: the period's draft, created once per key (a rerun
+// after a crash gets the same one back) and numbered. An invoice of the
+// period that bills something else (the amount or dates changed since it
+// was made) is voided, unless paid, and the period takes its next key
+// ("<period ID>/2", ...). Without [Config.Invoices] it returns the zero
+// Invoice.
+func (c *Collector) invoice(ctx context.Context, cur *Period) (Invoice, error) {
+	if c.cfg.Invoices == nil {
+		return Invoice{}, nil
+	}
+	now := c.cfg.Clock.Now().UTC()
+	draft, err := c.invoiceDraft(cur, now)
+	if err != nil {
+		return Invoice{}, err
+	}
+	for n := 1; n <= maxInvoiceKeys; n++ {
+		d := draft
+		d.Lines = slices.Clone(draft.Lines)
+		if n > 1 {
+			d.Key = cur.SubscriptionID + "/" + strconv.Itoa(n)
+		}
+		inv, err := c.cfg.Invoices.CreateDraft(ctx, &d)
+		if reused := (*RequestKeyError)(nil); errors.As(err, &reused) {
+			// This key's invoice bills what the period no longer is.
+			if err := c.closeInvoices(ctx, cur, func(inv *Invoice) bool { return inv.Key == d.Key }, InvoiceVoid); err != nil {
+				return Invoice{}, err
+			}
+			continue
+		}
+		if err != nil {
+			return Invoice{}, fmt.Errorf("invoice %s of %s: %w", d.Key, cur.SubscriptionID, err)
+		}
+		switch inv.Status {
+		case InvoiceVoid, InvoicePaid:
+			continue // closed: a returned payment, a change decided again
+		case InvoiceDraft:
+			if inv, err = c.cfg.Invoices.Finalize(ctx, inv.ID, now); err != nil {
+				return Invoice{}, fmt.Errorf("finalize invoice %s of %s: %w", inv.ID, cur.SubscriptionID, err)
+			}
+			c.emitInvoice(ctx, EventInvoiceFinalized, cur, &inv, now)
+		}
+		return inv, nil
+	}
+	return Invoice{}, fmt.Errorf("invoice of %s: %d keys taken by invoices closed or billing something else", cur.SubscriptionID, maxInvoiceKeys)
+}
+
+// invoiceDraft is the draft of cur's invoice: one plan line for the
+// period, at its amount in the configured currency's minor units.
+func (c *Collector) invoiceDraft(cur *Period, now time.Time) (Invoice, error) {
+	iv := c.cfg.Invoicing
+	amount, err := minorUnits(cur.Amount, iv.Currency)
+	if err != nil {
+		return Invoice{}, fmt.Errorf("invoice of %s: %w", cur.SubscriptionID, err)
+	}
+	end, err := followingDate(cur)
+	if err != nil {
+		return Invoice{}, fmt.Errorf("invoice of %s: %w", cur.SubscriptionID, err)
+	}
+	desc := cur.Tier()
+	if desc == "" {
+		desc = "Subscription"
+	}
+	if cur.BillingPeriod != "" {
+		desc += " " + cur.BillingPeriod
+	}
+	return Invoice{
+		UserID: cur.UserID, Key: cur.SubscriptionID, Sequence: iv.Sequence, Prefix: iv.Prefix,
+		Currency: iv.Currency, Status: InvoiceDraft, Created: now, DueAt: cur.BillingDate.UTC(),
+		Lines: []InvoiceLine{{Description: desc, PeriodStart: cur.BillingDate.UTC(), PeriodEnd: end.UTC(),
+			Quantity: 1, UnitAmount: amount, Amount: amount, Kind: LinePlan}},
+		Subtotal: amount, Total: amount, AmountDue: amount,
+		PeriodIDs: []string{cur.SubscriptionID},
+	}, nil
+}
+
+// minorUnits writes a (cents) in the minor units of currency.
+func minorUnits(a Amount, currency string) (int64, error) {
+	d, ok := currencyDigits(currency)
+	if !ok {
+		return 0, fmt.Errorf("%w: currency %q", ErrInvalidInvoice, currency)
+	}
+	v := int64(a)
+	for ; d < 2; d++ {
+		if v%10 != 0 {
+			return 0, fmt.Errorf("%w: %s has cents, %s has none", ErrInvalidInvoice, a, currency)
+		}
+		v /= 10
+	}
+	for ; d > 2; d-- {
+		if v > math.MaxInt64/10 {
+			return 0, fmt.Errorf("%w: %s overflows in %s", ErrInvalidInvoice, a, currency)
+		}
+		v *= 10
+	}
+	return v, nil
+}
+
+// invoiceFollows brings the invoices of the period cur along with the
+// change to next, before next is written (one record's change, under its
+// user's lock): a payment marks the attempt's invoice paid; a waive or
+// cancel voids the period's unpaid invoices, a period gone stale makes
+// them uncollectible, and a refund credits the paid one in full. Each
+// invoice change is conditional on the invoice's status and repeats as a
+// no-op, so a write of next that fails and is made again changes nothing
+// more; a void or uncollectible invoice of a period collected after all
+// is replaced by the next attempt's (see [Collector.invoice]).
+func (c *Collector) invoiceFollows(ctx context.Context, cur, next *Period) error {
+	if c.cfg.Invoices == nil || cur.Status == next.Status {
+		return nil
+	}
+	now := c.cfg.Clock.Now().UTC()
+	switch next.Status {
+	case StatusCompleted:
+		id := next.LastAttempt.Invoice
+		if id == "" || next.TransactionID == "" {
+			return nil // free, or paid before invoices were issued
+		}
+		inv, err := c.cfg.Invoices.MarkPaid(ctx, id, next.TransactionID, now)
+		switch {
+		case errors.Is(err, ErrIllegalTransition) || errors.Is(err, ErrTransactionMismatch):
+			// Voided meanwhile (a lease lost to an operator's waive), or
+			// paid by another transaction: the payment is recorded on the
+			// period whatever the invoice says.
+			c.cfg.Logger.WarnContext(ctx, "billing: invoice not marked paid", "invoice_id", id, "subscription_id", next.SubscriptionID, "error", err)
+			return nil
+		case err != nil:
+			return fmt.Errorf("mark invoice %s of %s paid: %w", id, next.SubscriptionID, err)
+		}
+		if inv.Version > 0 && inv.PaidAt.Equal(now) {
+			c.emitInvoice(ctx, EventInvoicePaid, next, &inv, now)
+		}
+	case StatusWaived, StatusCancelled:
+		if !cur.Attempted() {
+			return nil
+		}
+		return c.closeInvoices(ctx, cur, unpaidInvoice, InvoiceVoid)
+	case StatusStale:
+		return c.closeInvoices(ctx, cur, unpaidInvoice, InvoiceUncollectible)
+	case StatusRefunded:
+		id := cur.LastAttempt.Invoice
+		if id == "" {
+			return nil
+		}
+		inv, err := c.cfg.Invoices.Invoice(ctx, id)
+		if err != nil {
+			return fmt.Errorf("invoice %s of %s: %w", id, cur.SubscriptionID, err)
+		}
+		left := inv.AmountPaid - inv.AmountCredited
+		if left <= 0 {
+			return nil
+		}
+		note, err := c.cfg.Invoices.IssueCreditNote(ctx, &CreditNote{
+			Key: "refund/" + cur.TransactionID, InvoiceID: id, Reason: "refund",
+			Lines: []InvoiceLine{{Description: "Refund of " + inv.Number, Quantity: 1, UnitAmount: left, Amount: left, Kind: LineCredit}},
+			Total: left, IssuedAt: now,
+		})
+		if err != nil {
+			return fmt.Errorf("credit note for invoice %s of %s: %w", id, cur.SubscriptionID, err)
+		}
+		e := eventFor(EventCreditNoteIssued, next, now)
+		e.InvoiceID, e.InvoiceNumber = note.ID, note.Number
+		c.emit(ctx, e)
+	}
+	return nil
+}
+
+func unpaidInvoice(inv *Invoice) bool {
+	return inv.Status == InvoiceDraft || inv.Status == InvoiceOpen || inv.Status == InvoiceUncollectible
+}
+
+// closeInvoices voids (or makes uncollectible) the invoices of the period
+// cur that match: found among its user's invoices, newest first.
+func (c *Collector) closeInvoices(ctx context.Context, cur *Period, match func(*Invoice) bool, to InvoiceStatus) error {
+	now := c.cfg.Clock.Now().UTC()
+	after := ""
+	for range maxInvoicePages {
+		page, next, err := c.cfg.Invoices.ByUser(ctx, cur.UserID, after, 50)
+		if err != nil {
+			return fmt.Errorf("invoices of %s: %w", cur.UserID, err)
+		}
+		for i := range page {
+			inv := &page[i]
+			if !slices.Contains(inv.PeriodIDs, cur.SubscriptionID) || !match(inv) || inv.Status == to {
+				continue
+			}
+			if to == InvoiceUncollectible && inv.Status != InvoiceOpen {
+				continue // a draft is voided, never given up on
+			}
+			var closed Invoice
+			ev := EventInvoiceVoided
+			if to == InvoiceVoid {
+				closed, err = c.cfg.Invoices.Void(ctx, inv.ID, now)
+			} else {
+				closed, err = c.cfg.Invoices.MarkUncollectible(ctx, inv.ID, now)
+				ev = EventInvoiceUncollectible
+			}
+			if err != nil {
+				return fmt.Errorf("%s invoice %s of %s: %w", to, inv.ID, cur.SubscriptionID, err)
+			}
+			c.emitInvoice(ctx, ev, cur, &closed, now)
+		}
+		if next == "" {
+			return nil
+		}
+		after = next
+	}
+	return nil
+}
+
+// maxInvoicePages bounds the pages of a user's invoices read to find a
+// period's: its invoices are among the newest.
+const maxInvoicePages = 20
+
+func (c *Collector) emitInvoice(ctx context.Context, t EventType, p *Period, inv *Invoice, at time.Time) {
+	e := eventFor(t, p, at)
+	e.InvoiceID, e.InvoiceNumber = inv.ID, inv.Number
+	c.emit(ctx, e)
+}

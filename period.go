@@ -213,6 +213,10 @@ type Attempt struct {
 	// replay. A request for the key may be running until the later of
 	// Started and Presented plus the processor's [RequestTimeout].
 	Presented time.Time
+	// Invoice and InvoiceNumber name the invoice the attempt pays, when
+	// the collector issues invoices ([Config.Invoices]): decided before
+	// the attempt is recorded, so a replay names the same one.
+	Invoice, InvoiceNumber string
 }
 
 // LastPresented is when the attempt's request was last sent to the
@@ -232,6 +236,7 @@ func (a Attempt) Request(s *Period) PaymentRequest {
 	req := PaymentRequest{
 		UserID: s.UserID, SubscriptionID: s.SubscriptionID, Amount: a.Amount, BillingDate: s.BillingDate,
 		Tier: a.Tier, Process: a.Process, Attempt: a.Number, IdempotencyKey: a.Key, Started: a.Started,
+		InvoiceID: a.Invoice, InvoiceNumber: a.InvoiceNumber,
 	}
 	if s.Attempt > 0 && a.Number > s.Attempt {
 		req.PriorPayment = s.TransactionID

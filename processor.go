@@ -179,6 +179,11 @@ type PaymentRequest struct {
 	// attempt: the record does not change while the attempt is in
 	// flight.
 	PriorPayment string
+	// InvoiceID and InvoiceNumber name the invoice the charge pays, when
+	// the collector issues invoices ([Config.Invoices]); the same on every
+	// presentation of the attempt. A provider may show the number to the
+	// customer (a statement descriptor, a receipt).
+	InvoiceID, InvoiceNumber string
 }
 
 // PaymentOutcome is what the provider answered.

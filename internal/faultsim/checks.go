@@ -26,6 +26,7 @@ const (
 	invAppend   = "history is append-only: no row replaced or removed"
 	invZero     = "no zero-amount processor call"
 	invTrial    = "a trial user is never charged before the trial's end"
+	invInvoices = "one paid invoice per paid period, numbers gapless, totals what was charged"
 )
 
 // afterStep checks the invariants after a step: the users it wrote (or
@@ -97,6 +98,14 @@ func (s *Sim) checkUsers(ctx context.Context, users []string) {
 				early = withTrail(early, s.trail(ctx, u))
 			}
 			s.fail(invTrial, early)
+		}
+		if s.opts.Store.Invoices != nil {
+			s.res.Checks[invInvoices]++
+			inv := s.checkInvoices(ctx, u, recs, byUser[u])
+			if len(inv) > 0 {
+				inv = withTrail(inv, s.trail(ctx, u))
+			}
+			s.fail(invInvoices, inv)
 		}
 		var o, h, a []string
 		if len(recs) > 0 {
@@ -490,4 +499,68 @@ func latestOf(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// checkInvoices checks u's invoices against u's periods and charges: the
+// numbers of the account's sequence are 1..N, each once; a period paid
+// through an attempt that names an invoice has exactly one paid invoice,
+// and no period has two; a paid invoice's total is what a charge with its
+// transaction took.
+func (s *Sim) checkInvoices(ctx context.Context, u string, recs []billing.Period, charges []Charge) []string {
+	var invs []billing.Invoice
+	for after := ""; ; {
+		page, next, err := s.opts.Store.Invoices.ByUser(ctx, u, after, 100)
+		if err != nil {
+			return []string{fmt.Sprintf("user %s: invoices: %v", u, err)}
+		}
+		invs = append(invs, page...)
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	var problems []string
+	var seqs []int64
+	paid := map[string][]string{} // period ID -> paid invoice numbers
+	for i := range invs {
+		inv := &invs[i]
+		if inv.Number != "" {
+			seqs = append(seqs, inv.Seq)
+		}
+		if inv.Status != billing.InvoicePaid {
+			continue
+		}
+		for _, p := range inv.PeriodIDs {
+			paid[p] = append(paid[p], inv.Number)
+		}
+		took := false
+		for _, c := range charges {
+			if c.Result.TransactionID == inv.TransactionID && int64(c.Amount) == inv.Total {
+				took = true
+				break
+			}
+		}
+		if !took {
+			problems = append(problems, fmt.Sprintf("user %s: invoice %s paid by %s for %d: no charge of that amount with that transaction",
+				u, inv.Number, inv.TransactionID, inv.Total))
+		}
+	}
+	slices.Sort(seqs)
+	for i, n := range seqs {
+		if n != int64(i+1) {
+			problems = append(problems, fmt.Sprintf("user %s: invoice numbers %v are not 1..%d", u, seqs, len(seqs)))
+			break
+		}
+	}
+	for i := range recs {
+		r := &recs[i]
+		n := len(paid[r.SubscriptionID])
+		switch {
+		case n > 1:
+			problems = append(problems, fmt.Sprintf("user %s: period %s has %d paid invoices %v", u, desc(r), n, paid[r.SubscriptionID]))
+		case n == 0 && (r.Status == billing.StatusCompleted || r.Status == billing.StatusRefunded) && r.LastAttempt.Invoice != "" && r.TransactionID != "":
+			problems = append(problems, fmt.Sprintf("user %s: period %s paid, its invoice %s not", u, desc(r), r.LastAttempt.InvoiceNumber))
+		}
+	}
+	return problems
 }

@@ -36,6 +36,11 @@ type Store struct {
 	// AddAll says whether upgrades are written through
 	// Repository.AddAll.
 	AddAll bool
+	// Invoices, when set, is the invoice store the hosts' collectors
+	// issue invoices into (billing.Config.Invoices), and the invoices
+	// are checked: one paid invoice per paid period, numbers gapless in
+	// each account's sequence, totals what was charged.
+	Invoices billing.Invoices
 }
 
 // Options configures [Run].
@@ -415,7 +420,7 @@ func (s *Sim) newHost(i int) *host {
 	r := newRepo(s, name)
 	col, err := billing.NewCollector(billing.Config{
 		Repository: r, History: s.hist, Locker: s.locker.forHost(name), Provider: s.proc, Clock: s.clock, AllowFreeTiers: true,
-		Concurrency: conc, ShardConcurrency: shardConc, PagesPerInvocation: pages,
+		Invoices: s.opts.Store.Invoices, Concurrency: conc, ShardConcurrency: shardConc, PagesPerInvocation: pages,
 		ProcessorBudget: billing.ProcessorBudget{Backoff: time.Nanosecond, MaxBackoff: time.Nanosecond, RateLimitRetries: rlr},
 		StoreBudget:     billing.StoreBudget{Backoff: time.Nanosecond, MaxBackoff: time.Nanosecond},
 		NewID:           func() string { return tmpIDPrefix + strconv.FormatInt(s.ids.Add(1), 10) },

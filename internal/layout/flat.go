@@ -60,49 +60,53 @@ const (
 	aTrialAmount
 	aAfterTrial
 	aAccessEnd
+	aAttemptInvoice
+	aAttemptInvoiceNumber
 	numAttrs
 )
 
 // attrNames are the names of the known attributes, by attr.
 var attrNames = [numAttrs]string{
-	aUserID:              AttrUserID,
-	aBillingDate:         AttrBillingDate,
-	aBillingAmount:       AttrBillingAmount,
-	aBillingStatus:       AttrBillingStatus,
-	aTerm:                AttrTerm,
-	aSubscriptionID:      AttrSubscriptionID,
-	aBillingPeriod:       AttrBillingPeriod,
-	aTransactionID:       AttrTransactionID,
-	aPaymentError:        AttrPaymentError,
-	aReceiptAccountMask:  AttrReceiptAccountMask,
-	aReceiptTierName:     AttrReceiptTierName,
-	aReceiptPaymentType:  AttrReceiptPaymentType,
-	aPendingTier:         AttrPendingTier,
-	aAttemptKey:          AttrAttemptKey,
-	aAttemptTier:         AttrAttemptTier,
-	aProcess:             AttrProcess,
-	aUpdatedEvent:        AttrUpdatedEvent,
-	aInitialRunDate:      AttrInitialRunDate,
-	aCompletionDate:      AttrCompletionDate,
-	aLastRunDate:         AttrLastRunDate,
-	aCreatedDate:         AttrCreatedDate,
-	aAttemptStarted:      AttrAttemptStarted,
-	aAttemptPresented:    AttrAttemptPresented,
-	aBillingWeek:         AttrBillingWeek,
-	aPauseDurationMonths: AttrPauseDurationMonths,
-	aAnchorDay:           AttrAnchorDay,
-	aInterval:            AttrInterval,
-	aAttempt:             AttrAttempt,
-	aAttemptNumber:       AttrAttemptNumber,
-	aIsPendingDowngrade:  AttrIsPendingDowngrade,
-	aNoRetry:             AttrNoRetry,
-	aAttemptAmount:       AttrAttemptAmount,
-	aAttemptProcess:      AttrAttemptProcess,
-	aPendingAmount:       AttrPendingAmount,
-	aTrialEnd:            AttrTrialEnd,
-	aTrialAmount:         AttrTrialAmount,
-	aAfterTrial:          AttrAfterTrial,
-	aAccessEnd:           AttrAccessEnd,
+	aUserID:               AttrUserID,
+	aBillingDate:          AttrBillingDate,
+	aBillingAmount:        AttrBillingAmount,
+	aBillingStatus:        AttrBillingStatus,
+	aTerm:                 AttrTerm,
+	aSubscriptionID:       AttrSubscriptionID,
+	aBillingPeriod:        AttrBillingPeriod,
+	aTransactionID:        AttrTransactionID,
+	aPaymentError:         AttrPaymentError,
+	aReceiptAccountMask:   AttrReceiptAccountMask,
+	aReceiptTierName:      AttrReceiptTierName,
+	aReceiptPaymentType:   AttrReceiptPaymentType,
+	aPendingTier:          AttrPendingTier,
+	aAttemptKey:           AttrAttemptKey,
+	aAttemptTier:          AttrAttemptTier,
+	aProcess:              AttrProcess,
+	aUpdatedEvent:         AttrUpdatedEvent,
+	aInitialRunDate:       AttrInitialRunDate,
+	aCompletionDate:       AttrCompletionDate,
+	aLastRunDate:          AttrLastRunDate,
+	aCreatedDate:          AttrCreatedDate,
+	aAttemptStarted:       AttrAttemptStarted,
+	aAttemptPresented:     AttrAttemptPresented,
+	aBillingWeek:          AttrBillingWeek,
+	aPauseDurationMonths:  AttrPauseDurationMonths,
+	aAnchorDay:            AttrAnchorDay,
+	aInterval:             AttrInterval,
+	aAttempt:              AttrAttempt,
+	aAttemptNumber:        AttrAttemptNumber,
+	aIsPendingDowngrade:   AttrIsPendingDowngrade,
+	aNoRetry:              AttrNoRetry,
+	aAttemptAmount:        AttrAttemptAmount,
+	aAttemptProcess:       AttrAttemptProcess,
+	aPendingAmount:        AttrPendingAmount,
+	aTrialEnd:             AttrTrialEnd,
+	aTrialAmount:          AttrTrialAmount,
+	aAfterTrial:           AttrAfterTrial,
+	aAccessEnd:            AttrAccessEnd,
+	aAttemptInvoice:       AttrAttemptInvoice,
+	aAttemptInvoiceNumber: AttrAttemptInvoiceNumber,
 }
 
 // attrOf returns the known attribute called name.
@@ -154,6 +158,10 @@ func attrOf(name string) (attr, bool) {
 		return aAttemptStarted, true
 	case AttrAttemptPresented:
 		return aAttemptPresented, true
+	case AttrAttemptInvoice:
+		return aAttemptInvoice, true
+	case AttrAttemptInvoiceNumber:
+		return aAttemptInvoiceNumber, true
 	case AttrBillingWeek:
 		return aBillingWeek, true
 	case AttrPauseDurationMonths:
@@ -217,6 +225,10 @@ func stringField(s *billing.Period, a attr) *string {
 		return &s.LastAttempt.Key
 	case aAttemptTier:
 		return &s.LastAttempt.Tier
+	case aAttemptInvoice:
+		return &s.LastAttempt.Invoice
+	case aAttemptInvoiceNumber:
+		return &s.LastAttempt.InvoiceNumber
 	}
 	return nil
 }
@@ -268,7 +280,7 @@ func intField(s *billing.Period, a attr) (p *int, lo, hi int) {
 // The attributes of each kind of field, in encode's order.
 var (
 	stringAttrs = []attr{aSubscriptionID, aBillingPeriod, aTransactionID, aPaymentError, aReceiptAccountMask,
-		aReceiptTierName, aReceiptPaymentType, aPendingTier, aAttemptKey, aAttemptTier}
+		aReceiptTierName, aReceiptPaymentType, aPendingTier, aAttemptKey, aAttemptTier, aAttemptInvoice, aAttemptInvoiceNumber}
 	timeAttrs = []attr{aInitialRunDate, aCompletionDate, aLastRunDate, aCreatedDate, aAttemptStarted, aAttemptPresented, aTrialEnd, aAccessEnd}
 	intAttrs  = [...]attr{aBillingWeek, aPauseDurationMonths, aAnchorDay, aInterval, aAttempt, aAttemptNumber}
 )
@@ -647,7 +659,8 @@ func (f *Flat) equal(g *Flat) bool {
 func (f *Flat) SameExceptAttempt(g *Flat) bool {
 	for a := range numAttrs {
 		switch a {
-		case aAttempt, aAttemptNumber, aAttemptKey, aAttemptAmount, aAttemptTier, aAttemptProcess, aAttemptStarted, aAttemptPresented:
+		case aAttempt, aAttemptNumber, aAttemptKey, aAttemptAmount, aAttemptTier, aAttemptProcess, aAttemptStarted, aAttemptPresented,
+			aAttemptInvoice, aAttemptInvoiceNumber:
 			continue
 		}
 		if !f.vals[a].equal(&g.vals[a]) {

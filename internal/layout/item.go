@@ -80,6 +80,10 @@ const (
 	AttrAttemptStarted = "billing_attempt_started"
 	// AttrAttemptPresented is when the attempt was last replayed.
 	AttrAttemptPresented = "billing_attempt_presented"
+	// AttrAttemptInvoice and AttrAttemptInvoiceNumber name the invoice
+	// the attempt pays (the collector's Config.Invoices).
+	AttrAttemptInvoice       = "billing_attempt_invoice"
+	AttrAttemptInvoiceNumber = "billing_attempt_invoice_number"
 
 	// AttrChange names the change a history row records
 	// ([billing.Period.Change]); added by this library, written to

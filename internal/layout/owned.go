@@ -26,7 +26,7 @@ func ItemInFlight(item map[string]av.AttributeValue) bool {
 // latest attempt ([billing.Period.Attempt] and LastAttempt).
 func AttemptAttributes() []string {
 	return []string{AttrAttempt, AttrAttemptNumber, AttrAttemptKey, AttrAttemptAmount, AttrAttemptTier,
-		AttrAttemptProcess, AttrAttemptStarted, AttrAttemptPresented}
+		AttrAttemptProcess, AttrAttemptStarted, AttrAttemptPresented, AttrAttemptInvoice, AttrAttemptInvoiceNumber}
 }
 
 // CarryOwned carries the library's own attributes of stored, the item a
