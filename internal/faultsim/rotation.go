@@ -49,7 +49,7 @@ func (s *Sim) newAbandoner() *host {
 	r.queries = &queryLog{}
 	col, err := billing.NewCollector(billing.Config{
 		Repository: r, History: s.hist, Locker: s.locker.forHost("hx"), Provider: s.proc, Clock: s.clock, AllowFreeTiers: true,
-		Invoices: s.opts.Store.Invoices,
+		Invoices:    s.opts.Store.Invoices,
 		Concurrency: min(2, s.opts.MaxConcurrency), ShardConcurrency: 1, PagesPerInvocation: pages,
 		StoreBudget: billing.StoreBudget{Backoff: time.Nanosecond, MaxBackoff: time.Nanosecond},
 		NewID:       func() string { return tmpIDPrefix + strconv.FormatInt(s.ids.Add(1), 10) },
