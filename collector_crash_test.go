@@ -30,6 +30,9 @@ type crashEnv struct {
 	users []string
 	// single is the store when the env runs on the single-table layout.
 	single *dynamostore.SingleTableRepository
+	// inv is the invoice store the collector issues into, on the same
+	// server and behind the same wrapper: its calls are failed too.
+	inv billing.Invoices
 }
 
 func newCrashEnv(t *testing.T, users int) *crashEnv {
@@ -47,7 +50,11 @@ func newDueCrashEnv(t *testing.T, users int) *crashEnv {
 func newCrashEnvWith(t *testing.T, users int, opts memory.Options) *crashEnv {
 	t.Helper()
 	repo, hist := storetest.DynamoStores(t, opts)
-	return startCrashEnv(t, &crashEnv{repo: repo, hist: hist, clock: billingtest.NewClock(jan31.Add(time.Hour))}, users,
+	tables := dynamostore.TableConfig{Invoices: dynamotest.TableName(t, "billing-invoices")}
+	dynamotest.CreateTable(t, dynamotest.Client(t), dynamostore.InvoicesTableDefinition(tables))
+	inv, err := dynamostore.NewInvoices(dynamostore.Config{Client: wrapperOf(t, repo), Tables: tables})
+	require.NoError(t, err)
+	return startCrashEnv(t, &crashEnv{repo: repo, hist: hist, inv: inv, clock: billingtest.NewClock(jan31.Add(time.Hour))}, users,
 		func(i int) string { return fmt.Sprintf("crash-user-%d", i) })
 }
 
@@ -76,8 +83,10 @@ func newSingleCrashEnvWith(t *testing.T, users, dueShards int) *crashEnv {
 	t.Cleanup(func() { w.AssertNoViolations(t) })
 	repo, err := dynamostore.NewSingleTableRepository(dynamostore.SingleTableStoreConfig{Client: w, Table: table, Clock: clock, PageSize: 2, CatchUpDays: 2})
 	require.NoError(t, err)
+	inv, err := dynamostore.NewSingleTableInvoices(dynamostore.SingleTableStoreConfig{Client: w, Table: table, Clock: clock})
+	require.NoError(t, err)
 	skus := []string{"STREAM", "MUSIC", "NEWS"}
-	return startCrashEnv(t, &crashEnv{repo: repo, hist: repo.History(), single: repo, clock: clock}, users, func(i int) string {
+	return startCrashEnv(t, &crashEnv{repo: repo, hist: repo.History(), single: repo, inv: inv, clock: clock}, users, func(i int) string {
 		return layout.SubscriptionRef{AccountID: "crash", SubscriptionID: fmt.Sprint("s", i), SKU: skus[i%len(skus)]}.UserID()
 	})
 }
@@ -90,7 +99,7 @@ func startCrashEnv(t *testing.T, e *crashEnv, users int, userID func(int) string
 	seq := 0
 	c, err := billing.NewCollector(billing.Config{
 		Repository: repo, History: e.hist, Locker: billingtest.NewLocker(e.clock, time.Minute), Provider: e.pay,
-		Clock: e.clock, Concurrency: 1, PagesPerInvocation: 100,
+		Invoices: e.inv, Clock: e.clock, Concurrency: 1, PagesPerInvocation: 100,
 		NewID: func() string { seq++; return fmt.Sprintf("next-%d", seq) },
 	})
 	require.NoError(t, err)
@@ -138,6 +147,9 @@ func (e *crashEnv) check(t *testing.T) {
 		billingtest.RequireHistoryMatchesPrimary(t, e.repo, e.hist, u)
 	}
 	billingtest.RequireNoDoubleCharge(t, e.pay)
+	if e.inv != nil {
+		e.checkInvoices(t)
+	}
 	if e.single != nil {
 		e.checkSingleTable(t)
 	}
@@ -146,6 +158,31 @@ func (e *crashEnv) check(t *testing.T) {
 	for _, call := range e.pay.Calls() {
 		if want := billing.IdempotencyKey(call.Request.SubscriptionID, 1); call.Request.IdempotencyKey != want {
 			t.Fatalf("call with key %s, want %s", call.Request.IdempotencyKey, want)
+		}
+	}
+}
+
+// checkInvoices asserts that each user's January period has one invoice,
+// numbered 1 in the account's sequence (no number skipped or given twice
+// however the run crashed), paid by the charge's transaction for what was
+// charged, and that every charge named it.
+func (e *crashEnv) checkInvoices(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	for _, u := range e.users {
+		invs, _, err := e.inv.ByUser(ctx, u, "", 10)
+		require.NoError(t, err)
+		if len(invs) != 1 || invs[0].Seq != 1 || invs[0].Status != billing.InvoicePaid || invs[0].Total != 999 || invs[0].AmountDue != 0 {
+			t.Fatalf("user %s invoices after rerun: %+v; want one, numbered 1, paid 999", u, invs)
+		}
+		charges := e.pay.ChargesFor(invs[0].PeriodIDs[0])
+		if len(charges) != 1 || charges[0].TransactionID != invs[0].TransactionID {
+			t.Fatalf("user %s: invoice %s paid by %q, charges %+v", u, invs[0].Number, invs[0].TransactionID, charges)
+		}
+	}
+	for _, call := range e.pay.Calls() {
+		if call.Request.InvoiceNumber == "" || call.Request.InvoiceID == "" {
+			t.Fatalf("call with key %s names no invoice", call.Request.IdempotencyKey)
 		}
 	}
 }
