@@ -59,9 +59,12 @@ func BenchmarkCollectorDynamoDB(b *testing.B) {
 		// stores creates fresh tables and returns the repository on
 		// client and the lock table.
 		stores func(b *testing.B, client *dynamodb.Client) (repo func(dynamostore.API) billing.Repository, userID func(int) string, locks string)
+		// invoices, when set, makes the invoice store the collector
+		// issues into, on the same tables' client.
+		invoices func(b *testing.B, client *dynamodb.Client) func(dynamostore.API) billing.Invoices
 	}
 	legacy := func(mode dynamostore.StatusIndexMode) storeLayout {
-		return storeLayout{mode.String(), func(b *testing.B, client *dynamodb.Client) (func(dynamostore.API) billing.Repository, func(int) string, string) {
+		return storeLayout{name: mode.String(), stores: func(b *testing.B, client *dynamodb.Client) (func(dynamostore.API) billing.Repository, func(int) string, string) {
 			tables := dynamostore.TableConfig{
 				Subscriptions:   dynamotest.TableName(b, "bench-activity"),
 				History:         dynamotest.TableName(b, "bench-history"),
@@ -82,7 +85,7 @@ func BenchmarkCollectorDynamoDB(b *testing.B) {
 		}}
 	}
 	single := func(name string, dueShards int) storeLayout {
-		return storeLayout{name, func(b *testing.B, client *dynamodb.Client) (func(dynamostore.API) billing.Repository, func(int) string, string) {
+		return storeLayout{name: name, stores: func(b *testing.B, client *dynamodb.Client) (func(dynamostore.API) billing.Repository, func(int) string, string) {
 			table := dynamostore.SingleTableConfig{Table: dynamotest.TableName(b, "bench-payments"), AccountPrefix: "ACC#", DueShards: dueShards}
 			locks := dynamotest.TableName(b, "bench-locks")
 			dynamotest.CreateTable(b, client, dynamostore.SingleTableDefinition(table))
@@ -98,8 +101,23 @@ func BenchmarkCollectorDynamoDB(b *testing.B) {
 				}, locks
 		}}
 	}
+	// withInvoices is l with the collector issuing invoices into a table
+	// of their own (one per account's sequence, the default).
+	withInvoices := func(l storeLayout) storeLayout {
+		l.name += "+invoices"
+		l.invoices = func(b *testing.B, client *dynamodb.Client) func(dynamostore.API) billing.Invoices {
+			tables := dynamostore.TableConfig{Invoices: dynamotest.TableName(b, "bench-invoices")}
+			dynamotest.CreateTable(b, client, dynamostore.InvoicesTableDefinition(tables))
+			return func(c dynamostore.API) billing.Invoices {
+				inv, err := dynamostore.NewInvoices(dynamostore.Config{Client: c, Tables: tables})
+				require.NoError(b, err)
+				return inv
+			}
+		}
+		return l
+	}
 	for _, l := range []storeLayout{legacy(dynamostore.StatusIndexLegacy), legacy(dynamostore.StatusIndexSorted), legacy(dynamostore.StatusIndexDue),
-		single("single-table", 0), single("single-table-due", 8)} {
+		withInvoices(legacy(dynamostore.StatusIndexDue)), single("single-table", 0), single("single-table-due", 8)} {
 		b.Run(l.name, func(b *testing.B) {
 			client := dynamotest.Client(b)
 			now := benchNow
@@ -117,12 +135,16 @@ func BenchmarkCollectorDynamoDB(b *testing.B) {
 				w := dynamotest.Wrap(gc)
 				cc := &consumedCounter{API: w}
 				repo := newRepo(cc)
+				var inv billing.Invoices
+				if l.invoices != nil {
+					inv = l.invoices(b, client)(cc)
+				}
 				// The locks get a wrapper of their own: their heartbeats
 				// depend on how long the run takes, the data calls do not.
 				wl := dynamotest.Wrap(client)
 				locker, err := dynamostore.NewLocker(wl, dynamostore.WithLockTable(locks))
 				require.NoError(b, err)
-				c := newBenchCollector(b, repo, locker, now)
+				c := newBenchCollector(b, repo, locker, now, inv)
 				b.StartTimer()
 				rep := runToEnd(b, c, billing.RunScheduled)
 				b.StopTimer()
@@ -227,14 +249,18 @@ func seedDue(b *testing.B, repo billing.Repository, now time.Time, due, notDue i
 
 // newBenchCollector returns a collector on repo whose provider collects
 // every charge at once; a nil locker means the in-memory one.
-func newBenchCollector(b *testing.B, repo billing.Repository, locker billing.Locker, now time.Time) *billing.Collector {
+func newBenchCollector(b *testing.B, repo billing.Repository, locker billing.Locker, now time.Time, inv ...billing.Invoices) *billing.Collector {
 	b.Helper()
 	clock := billingtest.NewClock(now)
 	if locker == nil {
 		locker = billingtest.NewLocker(clock, 0)
 	}
+	var invoices billing.Invoices
+	if len(inv) > 0 {
+		invoices = inv[0]
+	}
 	c, err := billing.NewCollector(billing.Config{
-		Repository: repo, Locker: locker, Clock: clock,
+		Repository: repo, Locker: locker, Clock: clock, Invoices: invoices,
 		Provider: billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock}),
 	})
 	require.NoError(b, err)
