@@ -227,7 +227,7 @@ var benchNow = time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
 
 // seedDue writes due SCHEDULED records billed before now and notDue
 // billed after it, one per user (the i-th is userID(i)).
-func seedDue(b *testing.B, repo billing.Repository, now time.Time, due, notDue int, userID func(int) string) {
+func seedDue(b testing.TB, repo billing.Repository, now time.Time, due, notDue int, userID func(int) string) {
 	b.Helper()
 	recs := make([]billing.Period, due+notDue)
 	for i := range recs {

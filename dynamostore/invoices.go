@@ -19,6 +19,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/internal/invoicedoc"
+	"github.com/dynabill/billing/internal/layout"
 )
 
 // Invoices stores invoices and credit notes in DynamoDB: on the legacy
@@ -47,6 +48,10 @@ type Invoices struct {
 	pk, sk  string // key attribute names
 	account string // prefix of account partitions
 	retries int
+	// single: on the single table, where a subscription's user ID
+	// (account#subscription#SKU) keeps its invoices in its account's
+	// partition and numbers them in its account's sequence.
+	single bool
 }
 
 var _ billing.Invoices = (*Invoices)(nil)
@@ -80,7 +85,7 @@ func NewSingleTableInvoices(cfg SingleTableStoreConfig) (*Invoices, error) {
 		clock = billing.SystemClock{}
 	}
 	return &Invoices{client: cfg.Client, clock: clock, table: tbl.Table, pk: "PK", sk: "SK", account: tbl.AccountPrefix,
-		retries: maxNumberRetries}, nil
+		retries: maxNumberRetries, single: true}, nil
 }
 
 // keyOf is an item's primary key.
@@ -99,7 +104,19 @@ func (s *Invoices) seqPK(userID, sequence string) string {
 	if sequence != "" {
 		return pkSharedPrefix + sequence
 	}
-	return s.account + userID
+	return s.account + s.accountOf(userID)
+}
+
+// accountOf is whose partition holds userID's invoices: on the single
+// table the account of a subscription's user ID (its invoices are items of
+// the account, numbered in the account's sequence), else the user.
+func (s *Invoices) accountOf(userID string) string {
+	if s.single {
+		if ref, err := layout.ParseSubscriptionRef(userID); err == nil {
+			return ref.AccountID
+		}
+	}
+	return userID
 }
 
 func (s *Invoices) putAbsent(it map[string]types.AttributeValue) types.TransactWriteItem {
@@ -118,7 +135,7 @@ func (s *Invoices) invoiceKey(id string) (pk, sk, local string, err error) {
 	if err != nil {
 		return "", "", "", err
 	}
-	return s.account + user, skInvoice + local, local, nil
+	return s.account + s.accountOf(user), skInvoice + local, local, nil
 }
 
 // txWrite runs a transaction; it returns the cancellation reasons of a
@@ -155,6 +172,11 @@ func invoiceBackoff(ctx context.Context, attempt int) error {
 // of the key's claim, the invoice and its first history row, each
 // conditional on its key being free.
 func (s *Invoices) CreateDraft(ctx context.Context, inv *billing.Invoice) (billing.Invoice, error) {
+	if acct := s.accountOf(inv.UserID); acct != inv.UserID && inv.Prefix == "" && inv.Sequence == "" {
+		own := *inv
+		own.Prefix = acct // the account's sequence: its numbers start with the account
+		inv = &own
+	}
 	d, err := invoicedoc.Draft(inv, s.clock.Now())
 	if err != nil {
 		return billing.Invoice{}, err
@@ -521,22 +543,27 @@ func (s *Invoices) ByUser(ctx context.Context, userID, after string, limit int) 
 		}
 		from = skInvoice + local
 	}
-	items, more, err := s.query(ctx, s.account+userID, skInvoice, false, limit, from)
+	items, more, err := s.query(ctx, s.account+s.accountOf(userID), skInvoice, false, limit, from)
 	if err != nil {
 		return nil, "", fmt.Errorf("billing: invoices of user %s: %w", userID, err)
 	}
 	out := make([]billing.Invoice, 0, len(items))
+	last := ""
 	for _, it := range items {
 		inv, err := decodeInvoice(it, userID)
 		if err != nil {
 			billing.ReportInvalidItem(ctx, err)
 			continue
 		}
+		last = inv.ID
+		if inv.UserID != userID && s.accountOf(userID) != userID {
+			continue // another subscription of the account (a page may come out short)
+		}
 		out = append(out, inv)
 	}
 	next := ""
-	if more && len(out) > 0 {
-		next = out[len(out)-1].ID
+	if more {
+		next = last
 	}
 	return out, next, nil
 }
