@@ -72,7 +72,7 @@ func TestInvoicesBothLayouts(t *testing.T) {
 			day := time.Date(2025, 3, 19, 1, 0, 0, 0, time.UTC)
 			line := []billing.InvoiceLine{{Description: "Plus:v2, monthly", Quantity: 1, UnitAmount: 999, Amount: 999, Kind: billing.LinePlan}}
 			void, err := store.CreateDraft(ctx, &billing.Invoice{UserID: c.account, Key: "seed-04-next", Currency: "USD", Lines: line,
-				Subtotal: 999, Total: 999, AmountDue: 999, Created: day})
+				Subtotal: 999, Total: 999, AmountDue: 999, Created: day, DueAt: day.AddDate(0, 0, 14)})
 			require.NoError(t, err)
 			_, err = store.Finalize(ctx, void.ID, day.Add(time.Second))
 			require.NoError(t, err)
@@ -86,7 +86,7 @@ func TestInvoicesBothLayouts(t *testing.T) {
 			r = cli("invoices", "list", "--user", c.account)
 			r.want(t, exitOK, "NUMBER STATUS TOTAL AMOUNT_DUE DUE PAID ID",
 				"- draft 9.99 USD 9.99 USD - - in_",
-				n2+" void 9.99 USD 9.99 USD - - "+void.ID,
+				n2+" void 9.99 USD 9.99 USD 2025-04-02 - "+void.ID,
 				n1+" paid 9.99 USD 0.00 USD 2025-02-14 2025-02-14 "+paid.ID)
 			assert.Less(t, strings.Index(r.stdout, n2), strings.Index(r.stdout, n1), "newest first:\n%s", r)
 			cli("invoices", "list", "--user", c.account, "--limit", "1").want(t, exitOK, "- draft")
