@@ -28,6 +28,7 @@ type globals struct {
 	table        string
 	historyTable string
 	lockTable    string
+	invoiceTable string
 	statusIndex  string
 	dueShards    int
 	layout       string
@@ -38,7 +39,8 @@ type globals struct {
 
 // globalNames are the names of the global flags, to leave them out of a
 // command's own flag list.
-var globalNames = []string{"endpoint", "region", "layout", "tables", "table", "history-table", "lock-table", "status-index", "due-shards", "json", "yes"}
+var globalNames = []string{"endpoint", "region", "layout", "tables", "table", "history-table", "lock-table", "invoices-table", "status-index",
+	"due-shards", "json", "yes"}
 
 // register defines the global flags on fs with the values parsed so far as
 // defaults, so a later FlagSet keeps what an earlier one set.
@@ -46,11 +48,13 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.endpoint, "endpoint", g.endpoint, "DynamoDB endpoint `URL`, e.g. http://localhost:8000 (default: $"+endpointEnv+", else AWS)")
 	fs.StringVar(&g.region, "region", g.region, "AWS `region` (default: $AWS_REGION, $AWS_DEFAULT_REGION, shared config, "+defaultRegion+")")
 	fs.StringVar(&g.layout, "layout", g.layout, "table `layout`: legacy (two tables and a lock table) or single (one table and a lock table) (default legacy)")
-	fs.StringVar(&g.tablesPrefix, "tables", g.tablesPrefix, "`prefix` naming every table of the layout: PREFIX-activity, PREFIX-activity-history and\n"+
-		"PREFIX-locks (legacy), PREFIX and PREFIX-locks (single); the per-table flags win")
+	fs.StringVar(&g.tablesPrefix, "tables", g.tablesPrefix, "`prefix` naming every table of the layout: PREFIX-activity, PREFIX-activity-history,\n"+
+		"PREFIX-locks and PREFIX-invoices (legacy), PREFIX and PREFIX-locks (single); the per-table flags win")
 	fs.StringVar(&g.table, "table", g.table, "subscriptions table `name` (default "+dynamostore.DefaultSubscriptionsTable+")")
 	fs.StringVar(&g.historyTable, "history-table", g.historyTable, "history table `name` (default "+dynamostore.DefaultHistoryTable+")")
 	fs.StringVar(&g.lockTable, "lock-table", g.lockTable, "lock table `name` (default "+dynamostore.DefaultLockTable+")")
+	fs.StringVar(&g.invoiceTable, "invoices-table", g.invoiceTable, "invoices table `name` of the legacy layout (default "+defaultInvoicesTable+
+		"; the single table\nkeeps invoices in the account's partition)")
 	fs.StringVar(&g.statusIndex, "status-index", g.statusIndex, "status index `mode`: legacy ("+dynamostore.DefaultStatusIndex+
 		"), sorted ("+dynamostore.DefaultSortedStatusIndex+") or due\n"+
 		"(the sharded "+dynamostore.DefaultDueIndex+", needs --due-shards); with --layout single, legacy walks the\n"+
@@ -217,7 +221,7 @@ func (a *app) commandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 		printFlags(w, fs, globalNames)
 	}
 	fmt.Fprint(w, "\nGlobal flags (--endpoint, --layout, --tables, --region, --table, --history-table, --lock-table,\n"+
-		"--status-index, --due-shards, --json, --yes): see 'billingctl help'.\n")
+		"--invoices-table, --status-index, --due-shards, --json, --yes): see 'billingctl help'.\n")
 }
 
 func capitalize(s string) string {
@@ -234,11 +238,12 @@ func (a *app) single() bool { return a.g.layout == "single" }
 // the single-table layout only Locks and Subscriptions, the single table's
 // name, are used).
 func (a *app) tables() dynamostore.TableConfig {
-	cfg := dynamostore.TableConfig{Subscriptions: a.g.table, History: a.g.historyTable, Locks: a.g.lockTable}
+	cfg := dynamostore.TableConfig{Subscriptions: a.g.table, History: a.g.historyTable, Locks: a.g.lockTable, Invoices: a.g.invoiceTable}
 	if p := a.g.tablesPrefix; p != "" {
 		cfg.Subscriptions = cmpOr(cfg.Subscriptions, p+"-activity")
 		cfg.History = cmpOr(cfg.History, p+"-activity-history")
 		cfg.Locks = cmpOr(cfg.Locks, p+"-locks")
+		cfg.Invoices = cmpOr(cfg.Invoices, p+"-invoices")
 		if a.single() {
 			cfg.Subscriptions = cmpOr(a.g.table, p)
 		}
@@ -246,6 +251,7 @@ func (a *app) tables() dynamostore.TableConfig {
 	if a.single() && cfg.Subscriptions == "" {
 		cfg.Subscriptions = singleDefaultTable
 	}
+	cfg.Invoices = cmpOr(cfg.Invoices, defaultInvoicesTable)
 	switch a.g.statusIndex {
 	case "sorted":
 		cfg.StatusIndexMode = dynamostore.StatusIndexSorted
@@ -267,6 +273,11 @@ func cmpOr(vals ...string) string {
 
 // singleDefaultTable is the single table's name unless configured.
 const singleDefaultTable = "billing"
+
+// defaultInvoicesTable is the legacy layout's invoices table unless
+// configured (dynamostore has no default: a host names it in
+// TableConfig.Invoices).
+const defaultInvoicesTable = "billing-invoices"
 
 // singleTable is the single-table configuration of the global flags:
 // with --due-shards, writes keep the due index.
@@ -349,7 +360,7 @@ func (a *app) explain(err error) string {
 	case errors.Is(err, billing.ErrNotCollectible), billing.IsConflict(err):
 		return "conflict: " + err.Error()
 	case errors.As(err, &rnf):
-		return "table not found (check --table, --history-table, --lock-table, --region and --endpoint, " +
+		return "table not found (check --table, --history-table, --lock-table, --invoices-table, --region and --endpoint, " +
 			"or run 'billingctl tables create'): " + err.Error()
 	}
 	return err.Error()

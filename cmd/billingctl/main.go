@@ -14,6 +14,12 @@
 //	subs list USER                     a user's records, oldest billing date first
 //	subs get SUBSCRIPTION_ID           one record, every attribute
 //	history SUBSCRIPTION_ID            the audit rows of a record, oldest first (or --user USER)
+//	invoices list --user USER          a user's invoices, newest first
+//	invoices show INVOICE_ID           one invoice, its lines, history rows and credit notes (or
+//	                                   --number N --user USER [--sequence S])
+//	invoices pdf ID -o FILE --seller NAME [--html]
+//	                                   write an invoice or credit note as the PDF (or HTML page) a
+//	                                   customer downloads (package render)
 //	due [--at RFC3339 | --date D [--time HH:MM]]
 //	                                   what the scheduled, retry and pause runs at an instant would
 //	                                   pick up: the records billed before it (default now)
@@ -49,13 +55,16 @@
 //	--layout LAYOUT         legacy (two tables and a lock table, the default) or single
 //	                        (one table and a lock table)
 //	--tables PREFIX         name every table from one prefix: PREFIX-activity,
-//	                        PREFIX-activity-history, PREFIX-locks (legacy); PREFIX and
-//	                        PREFIX-locks (single). The per-table flags below win.
+//	                        PREFIX-activity-history, PREFIX-locks, PREFIX-invoices
+//	                        (legacy); PREFIX and PREFIX-locks (single). The per-table
+//	                        flags below win.
 //	--region REGION         AWS region (default: $AWS_REGION, $AWS_DEFAULT_REGION, the
 //	                        shared config, then us-east-1)
 //	--table NAME            subscriptions table (default billing-activity)
 //	--history-table NAME    history table (default billing-activity-history)
 //	--lock-table NAME       lock table (default locks)
+//	--invoices-table NAME   invoices table of the legacy layout (default billing-invoices;
+//	                        the single table keeps invoices in the account's partition)
 //	--status-index MODE     legacy (billing_status-index), sorted
 //	                        (billing_status-billing_date-index) or due (the sharded
 //	                        billing_due-billing_date-index; needs --due-shards);
@@ -177,6 +186,7 @@ func init() {
 	commands = []*command{
 		tablesCreateCmd, tablesDescribeCmd,
 		subsListCmd, subsGetCmd, historyCmd,
+		invoicesListCmd, invoicesShowCmd, invoicesPDFCmd,
 		dueCmd, notifyPreviewCmd,
 		subscribeCmd, waiveCmd, cancelCmd, pauseCmd, resumeCmd, changeDateCmd, changeTierCmd, reactivateCmd,
 		seedCmd, indexBackfillCmd, simulateCmd, capacityCmd, pacingCmd,
@@ -184,7 +194,7 @@ func init() {
 }
 
 // groups are the commands that take a subcommand.
-var groups = map[string]bool{"tables": true, "subs": true, "notify": true, "index": true}
+var groups = map[string]bool{"tables": true, "subs": true, "notify": true, "index": true, "invoices": true}
 
 // lookup finds the command args start with and returns the rest.
 func lookup(args []string) (*command, []string, error) {
@@ -361,6 +371,9 @@ func printFlags(w io.Writer, fs *flag.FlagSet, skip []string) {
 		}
 		name, usage := flag.UnquoteUsage(f)
 		line := "  --" + f.Name
+		if len(f.Name) == 1 {
+			line = "  -" + f.Name // -o, as Unix tools spell it
+		}
 		if name != "" {
 			line += " " + name
 		}

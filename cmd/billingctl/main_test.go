@@ -104,12 +104,13 @@ func newEnv(t *testing.T, mode string) *testEnv {
 		Subscriptions: dynamotest.TableName(t, "billing-activity"),
 		History:       dynamotest.TableName(t, "billing-activity-history"),
 		Locks:         dynamotest.TableName(t, "locks"),
+		Invoices:      dynamotest.TableName(t, "billing-invoices"),
 	}
 	if mode == "sorted" {
 		e.tables.StatusIndexMode = dynamostore.StatusIndexSorted
 	}
 	e.tables = e.tables.WithDefaults()
-	dropTables(t, e.client, e.tables.Subscriptions, e.tables.History, e.tables.Locks)
+	dropTables(t, e.client, e.tables.Subscriptions, e.tables.History, e.tables.Locks, e.tables.Invoices)
 	e.run("", "tables", "create").want(t, 0, "created")
 	repo, err := dynamostore.NewRepository(dynamostore.Config{Client: e.client, Tables: e.tables})
 	require.NoError(t, err)
@@ -140,7 +141,7 @@ func cliWith(t *testing.T, global ...string) func(args ...string) result {
 // flags are the global flags pointing billingctl at the env's tables.
 func (e *testEnv) flags() []string {
 	return []string{"--endpoint", e.endpoint, "--table", e.tables.Subscriptions, "--history-table", e.tables.History,
-		"--lock-table", e.tables.Locks, "--status-index", e.mode}
+		"--lock-table", e.tables.Locks, "--invoices-table", e.tables.Invoices, "--status-index", e.mode}
 }
 
 // run runs billingctl on the env's tables; the global flags come first,
@@ -245,6 +246,16 @@ func TestUsage(t *testing.T) {
 		{"simulate bad rate", []string{"simulate", "--decline-rate", "1.5"}, "--decline-rate 1.5"},
 		{"simulate rates above 1", []string{"simulate", "--decline-rate", "0.6", "--pending-rate", "0.6"}, "must sum to at most 1"},
 		{"help of unknown command", []string{"help", "frobnicate"}, `unknown command "frobnicate"`},
+		{"invoices without subcommand", []string{"invoices"}, `"invoices" needs a subcommand: list, show, pdf`},
+		{"invoices list without user", []string{"invoices", "list"}, "--user is required"},
+		{"invoices list limit", []string{"invoices", "list", "--user", "u1", "--limit", "0"}, "--limit 0"},
+		{"invoices show nothing", []string{"invoices", "show"}, "want one ID argument (or --number N --user USER), got 0"},
+		{"invoices show number without user", []string{"invoices", "show", "--number", "A-0001"}, "--number needs --user"},
+		{"invoices show ID and number", []string{"invoices", "show", "in_x", "--number", "A-0001", "--user", "u"}, "not both"},
+		{"invoices pdf without file", []string{"invoices", "pdf", "in_x", "--seller", "S"}, "-o is required"},
+		{"invoices pdf without seller", []string{"invoices", "pdf", "in_x", "-o", "x.pdf"}, "--seller is required"},
+		{"invoices pdf bad page", []string{"invoices", "pdf", "in_x", "-o", "x.pdf", "--seller", "S", "--page-size", "A3"}, "PageSize"},
+		{"invoices pdf missing logo", []string{"invoices", "pdf", "in_x", "-o", "x.pdf", "--seller", "S", "--logo", "/no/such.png"}, "--logo"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -366,8 +377,9 @@ func TestRequiredFlagsAreNamed(t *testing.T) {
 			assert.Equal(t, "", r.stdout, "%v printed something:\n%s", args, r)
 		}
 	}
-	// pause, change-date, change-tier (two), subscribe (two), reactivate.
-	assert.Equal(t, 7, seen, "required flags found in the commands' help")
+	// pause, change-date, change-tier (two), subscribe (two), reactivate,
+	// invoices list and pdf (its -o is not spelled --).
+	assert.Equal(t, 9, seen, "required flags found in the commands' help")
 }
 
 // TestUnreachableServerIsOneLine: with no server at the endpoint, every
@@ -386,6 +398,7 @@ func TestUnreachableServerIsOneLine(t *testing.T) {
 		{"pause", "s1", "--months", "1"}, {"resume", "s1"}, {"change-date", "s1", "--date", "2024-03-20"},
 		{"change-tier", "s1", "--tier", "Plus:v2", "--amount", "4.99"}, {"reactivate", "u1", "--date", "2024-03-20"},
 		{"--due-shards", "2", "index", "backfill"},
+		{"invoices", "list", "--user", "u1"}, {"invoices", "show", wellFormedInvoiceID}, {"invoices", "pdf", wellFormedInvoiceID, "-o", "-", "--seller", "S"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			t.Parallel()
@@ -464,3 +477,7 @@ func captureStderr(t *testing.T, fn func()) string {
 	require.NoError(t, w.Close())
 	return <-done
 }
+
+// wellFormedInvoiceID is an invoice ID of user u1 that no table holds:
+// the store reads it (a malformed one is not found without a call).
+const wellFormedInvoiceID = "in_dTE.20250314T000000.000000000Z_abcdef123456"

@@ -270,7 +270,7 @@ func TestReadmeSamplesArePrinted(t *testing.T) {
 	t.Parallel()
 	endpoint, client := dynamotest.Endpoint(t), dynamotest.Client(t)
 	prefix := dynamotest.TableName(t, "demo")
-	dropTables(t, client, prefix, prefix+"-activity", prefix+"-activity-history", prefix+"-locks")
+	dropTables(t, client, prefix, prefix+"-activity", prefix+"-activity-history", prefix+"-locks", prefix+"-invoices")
 	env := func(k string) string {
 		if k == endpointEnv {
 			return endpoint

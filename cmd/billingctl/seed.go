@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dynabill/billing"
@@ -14,9 +15,12 @@ var seedCmd = &command{
 	doc: `fill the tables with sample subscriptions
 Writes a few records per user through the library (so they are valid for the
 chosen --layout): some due now, some due later, a declined one waiting for its
-retry, a paused one, a paid period followed by the next. Names and dates are
-fixed for a given --now, so a rerun writes nothing new ("exists"). Meant for
-local servers: without --endpoint it refuses unless --yes is given.`,
+retry, a paused one, a paid period followed by the next. The paid period gets
+its invoice, paid, and the declined one its invoice, open (the INVOICE column;
+in the invoices table, or the account's partition of the single table). Names
+and dates are fixed for a given --now, so a rerun writes nothing new
+("exists"). Meant for local servers: without --endpoint it refuses unless
+--yes is given.`,
 	run: runSeed,
 }
 
@@ -26,7 +30,9 @@ type seedRecord struct {
 	ID     string `json:"subscription_id"`
 	Date   string `json:"billing_date"`
 	Status string `json:"status"`
-	Action string `json:"action"`
+	// Invoice is the number of the period's invoice, when seed gave it one.
+	Invoice string `json:"invoice,omitempty"`
+	Action  string `json:"action"`
 }
 
 func runSeed(a *app, c *command, args []string) error {
@@ -55,6 +61,10 @@ func runSeed(a *app, c *command, args []string) error {
 	if err != nil {
 		return err
 	}
+	invoices, err := a.invoices()
+	if err != nil {
+		return err
+	}
 	var out []seedRecord
 	for i := range *users {
 		for _, s := range seedUser(a.seedUserID(i), i, now) {
@@ -64,16 +74,20 @@ func runSeed(a *app, c *command, args []string) error {
 			} else if err != nil {
 				return fmt.Errorf("seed %s: %w", s.SubscriptionID, err)
 			}
-			out = append(out, seedRecord{User: s.UserID, ID: s.SubscriptionID, Date: fmtTime(s.BillingDate), Status: string(s.Status), Action: action})
+			rec := seedRecord{User: s.UserID, ID: s.SubscriptionID, Date: fmtTime(s.BillingDate), Status: string(s.Status), Action: action}
+			if rec.Invoice, err = seedInvoice(a, invoices, &s); err != nil {
+				return fmt.Errorf("seed the invoice of %s: %w", s.SubscriptionID, err)
+			}
+			out = append(out, rec)
 		}
 	}
 	if a.g.json {
 		return writeJSON(a.stdout, out)
 	}
 	tw := newTable(a.stdout)
-	fmt.Fprintln(tw, "USER\tSUBSCRIPTION_ID\tBILLING_DATE\tSTATUS\tACTION")
+	fmt.Fprintln(tw, "USER\tSUBSCRIPTION_ID\tBILLING_DATE\tSTATUS\tINVOICE\tACTION")
 	for _, r := range out {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.User, r.ID, r.Date, r.Status, r.Action)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.User, r.ID, r.Date, r.Status, dash(r.Invoice), r.Action)
 	}
 	return tw.Flush()
 }
@@ -126,4 +140,36 @@ func seedUser(user string, i int, now time.Time) []billing.Period {
 		s.Term, s.Amount = billing.TermYearly, billing.MustParseAmount("99.00")
 		return []billing.Period{s}
 	}
+}
+
+// seedInvoice gives a charged sample period its invoice, as the engine
+// issues one: decided (a draft) and numbered (finalized) before the
+// processor is called, then paid when the charge succeeded; a declined
+// charge leaves it open. It returns the invoice's number, "" for a period
+// not charged. A rerun finds the invoice as it is (each step repeats).
+func seedInvoice(a *app, store billing.Invoices, p *billing.Period) (string, error) {
+	if p.Status != billing.StatusCompleted && p.Status != billing.StatusError {
+		return "", nil
+	}
+	account, _, _ := strings.Cut(p.UserID, "#") // the single table's account#subscription#SKU
+	charged := p.InitialRunDate
+	cents := p.Amount.MinorUnits()
+	draft := billing.Invoice{UserID: account, Key: p.SubscriptionID, Currency: "USD",
+		Lines: []billing.InvoiceLine{{Description: p.ReceiptTierName + ", monthly", PeriodStart: p.BillingDate,
+			PeriodEnd: p.BillingDate.AddDate(0, 1, 0), Quantity: 1, UnitAmount: cents, Amount: cents, Kind: billing.LinePlan}},
+		Subtotal: cents, Total: cents, AmountDue: cents, Created: charged.Add(-2 * time.Second), DueAt: p.BillingDate,
+		PeriodIDs: []string{p.SubscriptionID}}
+	inv, err := store.CreateDraft(a.ctx, &draft)
+	if err != nil {
+		return "", err
+	}
+	if inv, err = store.Finalize(a.ctx, inv.ID, charged.Add(-time.Second)); err != nil {
+		return "", err
+	}
+	if p.Status == billing.StatusCompleted {
+		if inv, err = store.MarkPaid(a.ctx, inv.ID, p.TransactionID, p.CompletionDate); err != nil {
+			return "", err
+		}
+	}
+	return inv.Number, nil
 }

@@ -17,9 +17,10 @@ var tablesCreateCmd = &command{
 	name: "tables create",
 	doc: `create the library's tables (those missing) and wait until ACTIVE
 The subscriptions table (with the subscription ID index, the status index of
---status-index and, with --due-shards, the due index), the history table and
-the lock table, named by --table, --history-table and --lock-table, on-demand
-billing. Existing tables are left as they are; compare them with 'billingctl
+--status-index and, with --due-shards, the due index), the history table, the
+lock table and the invoices table, named by --table, --history-table,
+--lock-table and --invoices-table, on-demand billing (with --layout single,
+the single table, which keeps invoices too, and the lock table). Existing tables are left as they are; compare them with 'billingctl
 tables describe', and add the due index to an existing table with 'billingctl
 index backfill --create-index'.`,
 	run: runTablesCreate,
@@ -37,7 +38,7 @@ Exits 1 when a table is missing or differs, so it can gate a deployment.`,
 }
 
 // tableRoles names the tables of billing.TableDefinitions, in its order.
-var tableRoles = []string{"subscriptions", "history", "locks"}
+var tableRoles = []string{"subscriptions", "history", "locks", "invoices"}
 
 // tableDefs returns the tables of the chosen layout and their roles.
 func (a *app) tableDefs() ([]string, []*dynamodb.CreateTableInput) {

@@ -27,13 +27,14 @@ func TestTablesCreateDescribe(t *testing.T) {
 		e.tables.Subscriptions+" (subscriptions): ACTIVE", "user_id:S HASH, billing_date:S RANGE",
 		"billing_status-index billing_status:S HASH projection ALL", "matches the library's definition",
 		e.tables.History+" (history)", "user_id:S HASH, last_run_date:S RANGE",
-		e.tables.Locks+" (locks)", "PartitionKey:S HASH")
+		e.tables.Locks+" (locks)", "PartitionKey:S HASH",
+		e.tables.Invoices+" (invoices)", "pk:S HASH, sk:S RANGE")
 
 	var reports []tableReport
 	r = e.run("", "tables", "describe", "--json")
 	r.want(t, exitOK)
 	r.decode(t, &reports)
-	require.Len(t, reports, 3, "want 3 table reports, got %d", len(reports))
+	require.Len(t, reports, 4, "want 4 table reports, got %d", len(reports))
 	for _, rep := range reports {
 		assert.True(t, rep.Exists, "table %s: %+v", rep.Name, rep)
 		assert.Empty(t, rep.Differences, "table %s: %+v", rep.Name, rep)
