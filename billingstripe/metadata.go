@@ -19,6 +19,11 @@ const (
 	MetadataBillingDate = "dynabill_billing_date"
 	// MetadataAttempt holds the attempt number within the period, in decimal.
 	MetadataAttempt = "dynabill_attempt"
+	// MetadataInvoiceNumber and MetadataInvoiceID hold the number and ID
+	// of the invoice the charge pays, when the collector issues invoices
+	// (billing.Config.Invoices); absent otherwise.
+	MetadataInvoiceNumber = "dynabill_invoice_number"
+	MetadataInvoiceID     = "dynabill_invoice_id"
 )
 
 // billingDateLayout is the layout of MetadataBillingDate values.

@@ -150,7 +150,8 @@ type Config struct {
 	// Defaults to an hour.
 	LookupMargin time.Duration
 	// Description is the PaymentIntent description of a request. Defaults
-	// to "<tier> subscription, billing date <YYYY-MM-DD>".
+	// to "<tier> subscription, billing date <YYYY-MM-DD>", followed by
+	// ", invoice <number>" when the request names its invoice.
 	Description func(req billing.PaymentRequest) string
 	// Logger logs what the provider does. Defaults to a logger that
 	// discards everything.
@@ -322,7 +323,11 @@ func defaultDescription(req billing.PaymentRequest) string {
 	if tier == "" {
 		tier = "dynabill"
 	}
-	return tier + " subscription, billing date " + req.BillingDate.UTC().Format(billingDateLayout)
+	d := tier + " subscription, billing date " + req.BillingDate.UTC().Format(billingDateLayout)
+	if req.InvoiceNumber != "" {
+		d += ", invoice " + req.InvoiceNumber
+	}
+	return d
 }
 
 // ReplayWindow is how long after an attempt's start the collector may
@@ -410,13 +415,18 @@ func (p *Provider) check(req billing.PaymentRequest, pi *stripe.PaymentIntent) e
 
 // metadata is the PaymentIntent metadata of req.
 func metadata(req billing.PaymentRequest) map[string]string {
-	return map[string]string{
+	m := map[string]string{
 		MetadataIdempotencyKey: req.IdempotencyKey,
 		MetadataSubscriptionID: req.SubscriptionID,
 		MetadataUserID:         req.UserID,
 		MetadataBillingDate:    req.BillingDate.UTC().Format(billingDateLayout),
 		MetadataAttempt:        strconv.Itoa(req.Attempt),
 	}
+	if req.InvoiceNumber != "" {
+		m[MetadataInvoiceNumber] = req.InvoiceNumber
+		m[MetadataInvoiceID] = req.InvoiceID
+	}
+	return m
 }
 
 // confirmRefusal settles a 429 answer to Collect, refused, as far as a

@@ -157,6 +157,30 @@ func TestCollectOutcomes(t *testing.T) {
 	}
 }
 
+// TestCollectNamesTheInvoice: a request that names its invoice (the
+// collector issues invoices) creates an intent whose description and
+// metadata carry the invoice's number, and its ID; one that names none
+// carries neither.
+func TestCollectNamesTheInvoice(t *testing.T) {
+	e := newFakeEnv(t, stripetest.ClientOptions{})
+	e.addCard("u1")
+	e.addCard("u2")
+	req := request("u1", 1)
+	req.InvoiceID, req.InvoiceNumber = "in_dTE.20260305T090000Z_0a1b2c", "ACME-0007"
+	_, err := e.p.Collect(t.Context(), req)
+	require.NoError(t, err)
+	_, err = e.p.Collect(t.Context(), request("u2", 1))
+	require.NoError(t, err)
+	intents := e.srv.Intents()
+	require.Len(t, intents, 2)
+	assert.Equal(t, "Plus subscription, billing date 2026-03-05, invoice ACME-0007", intents[0].Description)
+	assert.Equal(t, "ACME-0007", intents[0].Metadata[billingstripe.MetadataInvoiceNumber])
+	assert.Equal(t, req.InvoiceID, intents[0].Metadata[billingstripe.MetadataInvoiceID])
+	assert.Equal(t, "Plus subscription, billing date 2026-03-05", intents[1].Description)
+	assert.NotContains(t, intents[1].Metadata, billingstripe.MetadataInvoiceNumber)
+	assert.NotContains(t, intents[1].Metadata, billingstripe.MetadataInvoiceID)
+}
+
 func TestCollectFaults(t *testing.T) {
 	t.Run("429 with no intent for the key: unknown, never a refusal; the replay charges once", func(t *testing.T) {
 		e := newFakeEnv(t, stripetest.ClientOptions{})

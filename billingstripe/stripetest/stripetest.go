@@ -276,9 +276,11 @@ func (s *Server) CompleteRunning() int {
 // Intent is a PaymentIntent as the fake holds it.
 type Intent struct {
 	ID, Customer, Currency, Status, PaymentMethod string
-	Amount                                        int64
-	Metadata                                      map[string]string
-	Created                                       time.Time
+	// Description is the description the intent was created with.
+	Description string
+	Amount      int64
+	Metadata    map[string]string
+	Created     time.Time
 	// Refunded is whether the intent's charge was refunded in full
 	// ([Server.Refund]).
 	Refunded bool
@@ -291,7 +293,7 @@ func (s *Server) Intents() []Intent {
 	out := make([]Intent, 0, len(s.intents))
 	for _, in := range s.intents {
 		out = append(out, Intent{ID: in.ID, Customer: in.Customer, Currency: in.Currency, Status: in.Status,
-			PaymentMethod: in.Method, Amount: in.Amount, Metadata: maps(in.Metadata), Created: time.Unix(in.Created, 0).UTC(), Refunded: in.Refunded})
+			PaymentMethod: in.Method, Description: in.Desc, Amount: in.Amount, Metadata: maps(in.Metadata), Created: time.Unix(in.Created, 0).UTC(), Refunded: in.Refunded})
 	}
 	return out
 }
