@@ -2,7 +2,6 @@ package dynamostore_test
 
 import (
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -23,7 +22,7 @@ import (
 // the long step 500 (about a minute each on the local server).
 func TestInvoicesContention(t *testing.T) {
 	n := 48
-	if os.Getenv(dynamotest.LongEnv) != "" {
+	if dynamotest.LongTests() {
 		n = 500
 	}
 	const finalizers, accounts = 8, 10

@@ -3,7 +3,6 @@ package dynamostore_test
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -102,7 +101,7 @@ func TestInvoicesCrashSweep(t *testing.T) {
 		if !legacy {
 			modes = append(modes, billingtest.PanicBefore)
 		}
-		if os.Getenv(dynamotest.LongEnv) != "" {
+		if dynamotest.LongTests() {
 			modes = nil // all
 		}
 		t.Run(name, func(t *testing.T) {
