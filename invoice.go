@@ -449,9 +449,9 @@ func (c *Collector) invoiceFollows(ctx context.Context, cur, next *Period) error
 			c.emitInvoice(ctx, EventInvoicePaid, next, &inv, now)
 		}
 	case StatusWaived, StatusCancelled:
-		if !cur.Attempted() {
-			return nil
-		}
+		// Read even for a period never attempted: a run that crashed
+		// between numbering the invoice and recording the attempt left it
+		// open.
 		return c.closeInvoices(ctx, cur, unpaidInvoice, InvoiceVoid)
 	case StatusStale:
 		return c.closeInvoices(ctx, cur, unpaidInvoice, InvoiceUncollectible)

@@ -1,6 +1,8 @@
 package billing_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -246,4 +248,49 @@ func TestInvoiceInZeroDecimalCurrency(t *testing.T) {
 	assert.Equal(t, "JPY", invs[0].Currency)
 	assert.Equal(t, int64(500), invs[0].Total)
 	assert.Equal(t, "500", invs[0].FormatAmount(invs[0].Total))
+}
+
+// failFirstAttempt is a repository whose first SetAttempt fails: a run
+// that crashed after numbering the invoice, before recording the attempt.
+type failFirstAttempt struct {
+	billing.Repository
+	failed bool
+}
+
+func (r *failFirstAttempt) SetAttempt(ctx context.Context, prev, next *billing.Period) error {
+	if !r.failed {
+		r.failed = true
+		return errors.New("injected: the process died")
+	}
+	return r.Repository.SetAttempt(ctx, prev, next)
+}
+
+// TestOrphanInvoiceVoidedByCancel: a run numbers a period's invoice and
+// dies before recording the attempt; the period is then cancelled
+// without ever being attempted. Its invoice does not stay open.
+func TestOrphanInvoiceVoidedByCancel(t *testing.T) {
+	t.Parallel()
+	st := memoryUserStores()[0]
+	open := st.open
+	st.open = func(t *testing.T, c billing.Clock) (billing.Repository, billing.History) {
+		repo, hist := open(t, c)
+		return &failFirstAttempt{Repository: repo}, hist
+	}
+	e := newInvoiceEnv(t, st)
+	_, err := e.c.Subscribe(t.Context(), billing.SubscribeRequest{RequestKey: "s1", UserID: e.user, Tier: "Plus:v2"})
+	require.NoError(t, err)
+	e.clock.Set(feb3.Add(time.Hour))
+	rep, err := e.c.Run(t.Context(), billing.RunRequest{Kind: billing.RunScheduled})
+	require.NoError(t, err)
+	require.Len(t, rep.Failed, 1, "the attempt was not recorded")
+	invs := e.invoices(t)
+	require.Len(t, invs, 1)
+	require.Equal(t, billing.InvoiceOpen, invs[0].Status)
+	assert.Zero(t, e.pay.CallCount(), "nothing was charged")
+
+	_, err = e.c.Cancel(t.Context(), billing.CancelRequest{UserRequest: ur(e.user, "c1"), When: billing.CancelNow})
+	require.NoError(t, err)
+	invs = e.invoices(t)
+	require.Len(t, invs, 1)
+	assert.Equal(t, billing.InvoiceVoid, invs[0].Status)
 }
