@@ -20,11 +20,11 @@ import (
 // periods of eight shards at once, issuing every invoice in one host-wide
 // sequence: each finalization races the others for the sequence's counter.
 // The numbers are 1..N, each once, one per charge, each paid by its
-// charge. The README's test command collects 48 periods; CI's long step
+// charge. The README's test command collects 24 periods; CI's long step
 // (BILLING_LONG_TESTS=1) 500.
 func TestInvoiceFleetSharesOneSequence(t *testing.T) {
 	t.Parallel()
-	n := 48
+	n := 24
 	if dynamotest.LongTests() {
 		n = 500
 	}

@@ -18,10 +18,10 @@ import (
 // accounts at once: in one host-wide sequence, then in each account's own.
 // Each draft is finalized by two of them at once. The numbers must be
 // exactly 1..N per sequence, none twice. It reports the calls and WCU per
-// finalization (two Finalize calls of each draft). The test command finalizes 48 invoices;
+// finalization (two Finalize calls of each draft). The test command finalizes 24 invoices;
 // the long step 500 (about a minute each on the local server).
 func TestInvoicesContention(t *testing.T) {
-	n := 48
+	n := 24
 	if dynamotest.LongTests() {
 		n = 500
 	}
