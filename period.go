@@ -99,7 +99,8 @@ type Period struct {
 	// LastAttempt is the latest collection attempt made durable before the
 	// processor was called (billing_attempt_number, billing_attempt_key,
 	// billing_attempt_amount, billing_attempt_tier, billing_attempt_process,
-	// billing_attempt_started and billing_attempt_presented, added by this library, optional: the
+	// billing_attempt_started, billing_attempt_presented, billing_attempt_invoice and
+	// billing_attempt_invoice_number, added by this library, optional: the
 	// zero Attempt when none was recorded). While its Number is above
 	// Attempt the record is in flight: see [Period.InFlight].
 	LastAttempt Attempt
@@ -215,8 +216,9 @@ type Attempt struct {
 	Presented time.Time
 	// Invoice and InvoiceNumber name the invoice the attempt pays, when
 	// the collector issues invoices ([Config.Invoices]): decided before
-	// the attempt is recorded, so a replay names the same one.
-	Invoice, InvoiceNumber string
+	// the attempt is recorded, so a replay names the same one. Empty (and
+	// left out of JSON) without invoices.
+	Invoice, InvoiceNumber string `json:",omitempty"`
 }
 
 // LastPresented is when the attempt's request was last sent to the

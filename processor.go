@@ -183,7 +183,7 @@ type PaymentRequest struct {
 	// the collector issues invoices ([Config.Invoices]); the same on every
 	// presentation of the attempt. A provider may show the number to the
 	// customer (a statement descriptor, a receipt).
-	InvoiceID, InvoiceNumber string
+	InvoiceID, InvoiceNumber string `json:",omitempty"`
 }
 
 // PaymentOutcome is what the provider answered.
