@@ -69,9 +69,13 @@ type invoiceLife struct {
 }
 
 func newInvoiceLife(t testing.TB, currency string, total int64) invoiceLife {
+	return newUserInvoiceLife(t, "acct-1#sub-1#PLUS", currency, total)
+}
+
+func newUserInvoiceLife(t testing.TB, user, currency string, total int64) invoiceLife {
 	t0 := streamT0
 	base := billing.Invoice{
-		UserID: "acct-1#sub-1#PLUS", Key: "per-1", Currency: currency, DueAt: t0,
+		UserID: user, Key: "per-1", Currency: currency, DueAt: t0,
 		Lines: []billing.InvoiceLine{{Description: "Plus:v2 03/2026", PeriodStart: t0, PeriodEnd: t0.AddDate(0, 1, 0),
 			Quantity: 1, UnitAmount: total, Amount: total, Kind: billing.LinePlan}},
 		Subtotal: total, Total: total, AmountDue: total, PeriodIDs: []string{"per-1"},
@@ -299,20 +303,22 @@ func TestStreamDecoderInvoiceSkipsAndErrors(t *testing.T) {
 
 // TestStreamDecoderInvoiceIDs: an invoice row's ID is stable across
 // deliveries and its own: no other row, version, layout or period row
-// shares it.
+// shares it, not even the row of the other layout at the very same key
+// (user acct-1 is partition USER#acct-1 of either table).
 func TestStreamDecoderInvoiceIDs(t *testing.T) {
-	life := newInvoiceLife(t, "USD", 499)
+	life, plain := newInvoiceLife(t, "USD", 499), newUserInvoiceLife(t, "acct-1", "USD", 499)
 	ids := map[string]string{}
 	add := func(name, id string) {
 		_, dup := ids[id]
 		assert.False(t, dup, "%s shares its ID with %s", name, ids[id])
 		ids[id] = name
 	}
+	keys := map[string][]types.AttributeValue{}
 	for _, l := range invoiceStreamLayouts(t) {
 		for name, v := range map[string]struct {
 			inv  billing.Invoice
 			note *billing.CreditNote
-		}{"open": {life.open, nil}, "paid": {life.paid, nil}, "credited": {life.credited1, &life.note1}} {
+		}{"open": {life.open, nil}, "paid": {life.paid, nil}, "credited": {life.credited1, &life.note1}, "plain user": {plain.paid, nil}} {
 			item := l.row(t, &v.inv, v.note)
 			a, ok, err := decodeBoth(t, l.decoder, wireRecord{event: "INSERT", seq: "1", keys: l.keysOf(item), image: item})
 			require.NoError(t, err)
@@ -322,8 +328,13 @@ func TestStreamDecoderInvoiceIDs(t *testing.T) {
 			assert.Equal(t, a.ID, again.ID, "%s/%s: a redelivery keeps the ID", l.name, name)
 			assert.Equal(t, a.Event, again.Event)
 			add(l.name+"/"+name, a.ID)
+			if name == "plain user" {
+				keys[l.name] = []types.AttributeValue{item[l.store.pk], item[l.store.sk]}
+			}
 		}
 	}
+	require.Equal(t, stringAV("USER#acct-1"), keys["legacy"][0])
+	require.Equal(t, keys["legacy"], keys["single"], "the same key values on either layout")
 	// The period rows of the same user on either layout.
 	for _, l := range streamLayouts(t) {
 		row := streamRow(billing.StatusCompleted, nil)
@@ -333,7 +344,7 @@ func TestStreamDecoderInvoiceIDs(t *testing.T) {
 		require.True(t, ok)
 		add("period/"+l.name, ev.ID)
 	}
-	assert.Len(t, ids, 8)
+	assert.Len(t, ids, 10)
 }
 
 // TestSingleTableStreamDecoderReadsBothRows: the single table's decoder
