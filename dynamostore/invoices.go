@@ -70,7 +70,7 @@ func NewInvoices(cfg Config) (*Invoices, error) {
 		return nil, errors.New("billing: dynamostore invoices: Tables.Invoices is required")
 	}
 	return &Invoices{client: cfg.Client, clock: billing.SystemClock{}, table: cfg.Tables.Invoices,
-		pk: attrInvoicePK, sk: attrInvoiceSK, account: "USER#", retries: maxNumberRetries}, nil
+		pk: attrInvoicePK, sk: attrInvoiceSK, account: legacyInvoiceAccountPrefix, retries: maxNumberRetries}, nil
 }
 
 // NewSingleTableInvoices returns the invoice store of the single table:
@@ -127,6 +127,19 @@ func (s *Invoices) putAbsent(it map[string]types.AttributeValue) types.TransactW
 
 func histSK(local string, version int64) string {
 	return fmt.Sprintf("%s%s#%06d", skInvoiceHist, local, version)
+}
+
+// historyItem is the history row of version inv.Version of the invoice
+// whose ID's local part is local, in partition pk; note is the credit
+// note that version issued (nil for every other change), whose ID,
+// number, total and issue time the row carries for the stream's
+// credit_note_issued event.
+func (s *Invoices) historyItem(pk, local string, inv *billing.Invoice, note *billing.CreditNote) map[string]types.AttributeValue {
+	attrs := encodeInvoice(inv, "InvoiceHistory")
+	if note != nil {
+		maps.Copy(attrs, encodeNoteOnHistory(note))
+	}
+	return s.item(pk, histSK(local, inv.Version), attrs)
 }
 
 // invoiceKey returns the partition and sort key of invoice id.
@@ -188,7 +201,7 @@ func (s *Invoices) CreateDraft(ctx context.Context, inv *billing.Invoice) (billi
 	codes, _, err := s.txWrite(ctx, []types.TransactWriteItem{
 		s.putAbsent(claim),
 		s.putAbsent(s.item(pk, sk, attrs)),
-		s.putAbsent(s.item(pk, histSK(local, 1), encodeInvoice(&d, "InvoiceHistory"))),
+		s.putAbsent(s.historyItem(pk, local, &d, nil)),
 	})
 	switch {
 	case err != nil:
@@ -357,7 +370,7 @@ func (s *Invoices) Finalize(ctx context.Context, id string, at time.Time) (billi
 			{Update: s.counterUpdate(ctrPK, skCounterInv, next.Seq)},
 			{Update: s.changeUpdate(pk, sk, &cur, &next)},
 			s.putAbsent(claim),
-			s.putAbsent(s.item(pk, histSK(local, next.Version), encodeInvoice(&next, "InvoiceHistory"))),
+			s.putAbsent(s.historyItem(pk, local, &next, nil)),
 		})
 		switch {
 		case err != nil:
@@ -409,7 +422,7 @@ func (s *Invoices) change(ctx context.Context, op, id string, ch invoicedoc.Chan
 		}
 		codes, _, err := s.txWrite(ctx, []types.TransactWriteItem{
 			{Update: s.changeUpdate(pk, sk, &cur, &next)},
-			s.putAbsent(s.item(pk, histSK(local, next.Version), encodeInvoice(&next, "InvoiceHistory"))),
+			s.putAbsent(s.historyItem(pk, local, &next, nil)),
 		})
 		switch {
 		case err != nil:
@@ -485,7 +498,7 @@ func (s *Invoices) IssueCreditNote(ctx context.Context, note *billing.CreditNote
 			{Update: s.counterUpdate(ctrPK, skCounterNote, n.Seq)},
 			s.putAbsent(claim),
 			{Update: s.changeUpdate(pk, sk, &inv, &next)},
-			s.putAbsent(s.item(pk, histSK(local, next.Version), encodeInvoice(&next, "InvoiceHistory"))),
+			s.putAbsent(s.historyItem(pk, local, &next, &n)),
 		})
 		switch {
 		case err != nil:

@@ -16,7 +16,8 @@ import (
 //	INV#<local>             the invoice (local: the ID's creation stamp and key hash, so the
 //	                        account's invoices sort by creation)
 //	INVKEY#<key>            the issuance key's claim: the ID of its invoice
-//	INVH#<local>#<version>  a history row, the invoice as that version left it
+//	INVH#<local>#<version>  a history row, the invoice as that version left it (a credit
+//	                        note's row carries the note's ID, number, total and issue time)
 //	CN#<note local>         a credit note
 //	SEQ#INV, SEQ#CN         a sequence's counters: last_seq, the last number given
 //	INVNO#<seq>, CNNO#<seq> a number's claim: the ID it was given to
@@ -30,6 +31,9 @@ const (
 	skNumberInv    = "INVNO#"
 	skNumberNote   = "CNNO#"
 	pkSharedPrefix = "SEQ#"
+	// legacyInvoiceAccountPrefix starts an account's partition in the
+	// legacy layout's invoices table.
+	legacyInvoiceAccountPrefix = "USER#"
 )
 
 // Attribute names of the invoice items (new names of their own on either
@@ -103,6 +107,25 @@ type noteItem struct {
 	Total     int64      `dynamodbav:"total"`
 	Reason    string     `dynamodbav:"reason,omitempty"`
 	IssuedAt  string     `dynamodbav:"issued_at"`
+}
+
+// noteOnHistory is what the history row of a credit note's issue carries
+// besides the invoice: the note's ID, number, total and issue time, so
+// the row alone makes the stream's credit_note_issued event (attributes
+// of history rows only, optional on read elsewhere).
+type noteOnHistory struct {
+	ID       string `dynamodbav:"credit_note_id"`
+	Number   string `dynamodbav:"credit_note_number"`
+	Total    int64  `dynamodbav:"credit_note_total"`
+	IssuedAt string `dynamodbav:"credit_note_issued_at"`
+}
+
+func encodeNoteOnHistory(n *billing.CreditNote) map[string]types.AttributeValue {
+	m, err := attributevalue.MarshalMap(noteOnHistory{ID: n.ID, Number: n.Number, Total: n.Total, IssuedAt: invoiceTime(n.IssuedAt)})
+	if err != nil {
+		panic("billing: encode credit note on history: " + err.Error()) // plain strings and numbers: cannot fail
+	}
+	return m
 }
 
 // invoiceTime writes t with a fixed nine-digit fraction (string order is

@@ -14,22 +14,32 @@ import (
 	"github.com/google/uuid"
 )
 
-// HistoryEvent is one history row read from a table's stream.
+// HistoryEvent is one history row read from a table's stream: a row of a
+// period (subscription record) or of an invoice.
 type HistoryEvent struct {
 	// ID identifies the row: a name-based UUID (SHA-1) of the layout and
 	// the text of the row's key attributes. Every delivery of the row and
 	// every replay of the stream give the same ID, and rows of the legacy
-	// history table and of a single table never share one, so a consumer
-	// can use it as an idempotency key.
+	// history table, of the legacy invoices table and of a single table
+	// never share one, so a consumer can use it as an idempotency key.
 	ID string
 	// Event is the row as an event: ID as above, its Type (see
-	// [StreamDecoder]), At the row's LastRunDate, and the row's user,
-	// subscription, billing date, amount, process and transaction ID;
-	// Reason is the row's PaymentError for declines and returns.
+	// [StreamDecoder]). Of a period's row: At the row's LastRunDate, and
+	// the row's user, subscription, billing date, amount, process and
+	// transaction ID; Reason is the row's PaymentError for declines and
+	// returns. Of an invoice's row: At the change's time, UserID,
+	// TransactionID, InvoiceID and InvoiceNumber the invoice's (the credit
+	// note's ID and number for [billing.EventCreditNoteIssued], as the
+	// collector's event names them), SubscriptionID the period the invoice
+	// bills when it bills one, and Amount in cents: the invoice's total,
+	// or the note's (what that change credited).
 	Event billing.Event
-	// Row is the history row as written, decoded as the store's History
-	// reads it.
+	// Row is the period's history row as written, decoded as the store's
+	// History reads it; the zero Period for an invoice's row.
 	Row billing.Period
+	// Invoice is the invoice as the version its row records left it
+	// (what [billing.Invoices.History] reads); nil for a period's row.
+	Invoice *billing.Invoice
 	// SequenceNumber is the stream record's sequence number: the item
 	// identifier a Lambda partial batch response names.
 	SequenceNumber string
@@ -44,8 +54,8 @@ type StreamResult struct {
 	// Event is the decoded history row when OK.
 	Event HistoryEvent
 	// OK is true when the record is a history row and decoded. False
-	// means skipped when Err is nil (not a history row, or a history row
-	// deleted by TTL), reported when Err is set.
+	// means skipped when Err is nil (not a history row, a history row
+	// deleted by TTL, or an invoice's draft row), reported when Err is set.
 	OK bool
 	// Err is the [*StreamRecordError] of a record that is (or may be) a
 	// history row and does not decode, or that modifies or deletes one: a
@@ -69,8 +79,8 @@ var ErrHistoryRowChanged = errors.New("billing: history row modified or deleted"
 type StreamRecordError struct {
 	// SequenceNumber is the record's sequence number.
 	SequenceNumber string
-	// Key is the item's key as text ("user_id=… last_run_date=…" or
-	// "PK=… SK=…"), or "" when the record has none.
+	// Key is the item's key as text ("user_id=… last_run_date=…",
+	// "pk=… sk=…" or "PK=… SK=…"), or "" when the record has none.
 	Key string
 	// Err is why the record does not decode.
 	Err error
@@ -88,6 +98,16 @@ type streamLayout int
 const (
 	streamLegacy streamLayout = iota + 1
 	streamSingle
+	streamInvoices // the legacy layout's invoices table
+)
+
+// rowKind is what a stream record's item is to a decoder.
+type rowKind int
+
+const (
+	rowOther   rowKind = iota // not a history row: skipped
+	rowPeriod                 // a period's history row
+	rowInvoice                // an invoice's history row (INVH#…)
 )
 
 // streamIDSpace is the UUID namespace of [HistoryEvent.ID].
@@ -96,11 +116,20 @@ var streamIDSpace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://github.com/d
 // StreamDecoder decodes the records of a table's DynamoDB stream (view
 // type NEW_IMAGE or NEW_AND_OLD_IMAGES) into [HistoryEvent]s: one for
 // each history row the table received. The history row written with
-// every change of a record is the durable event, and the stream delivers
-// each at least once and in order per item key; [HistoryEvent.ID] tells
-// the deliveries of one row apart from other rows.
+// every change of a record or of an invoice is the durable event, and the
+// stream delivers each at least once and in order per item key;
+// [HistoryEvent.ID] tells the deliveries of one row apart from other rows.
+// Which rows a decoder reads:
 //
-// The type of an event is the row's [billing.Period.Change] (the
+//	decoder                         table                        history rows
+//	[NewHistoryStreamDecoder]       legacy history table         every item (a period's row)
+//	[NewInvoiceStreamDecoder]       legacy invoices table        sort key INVH#… (an invoice's row)
+//	[NewSingleTableStreamDecoder]   single table                 in an account partition: sort key
+//	                                                             HIST#… (a period's) and INVH#… (an invoice's)
+//
+// # Periods
+//
+// The type of a period's event is the row's [billing.Period.Change] (the
 // billing_change attribute) when the row carries one, passed on as written
 // even when this version of the library does not know it. A row without
 // it (written by an earlier version or another program) gets a type
@@ -140,23 +169,50 @@ var streamIDSpace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://github.com/d
 // reading: a tier change of a resumed record reads as resumed, and a
 // returned ACH debit as a decline.
 //
-// History is append-only, so a record that changes or deletes a history
-// row is reported, never dropped:
+// # Invoices
 //
-//	record   item                               outcome
-//	INSERT   history row                        a HistoryEvent (or an error if it does not decode)
-//	MODIFY   history row                        error: the row was replaced (by another program:
-//	                                            the library's writes never replace one)
-//	REMOVE   history row, deleted by TTL        skipped
-//	REMOVE   history row, any other deletion    error: the row was deleted
-//	any      not a history row (single table)   skipped
+// Every change of an invoice writes a history row, the invoice as that
+// version left it ([HistoryEvent.Invoice]); its event attribute names the
+// change and gives the event's type, time and amount. Amounts are
+// converted from the currency's minor units into cents ([billing.Amount]):
+// ¥500 is 500.00, and the total of a currency with three digits is
+// rounded half to even (1.255 KWD is 1.26; the exact total is on the
+// invoice).
+//
+//	event                  type                    At                      Amount
+//	invoice_created        none: skipped (a draft)
+//	invoice_finalized      invoice_finalized       issued_at               the invoice's total
+//	invoice_paid           invoice_paid            paid_at                 the invoice's total
+//	invoice_voided         invoice_voided          voided_at               the invoice's total
+//	invoice_uncollectible  invoice_uncollectible   uncollectible_at        the invoice's total
+//	credit_note_issued     credit_note_issued      credit_note_issued_at   credit_note_total (what it credited)
+//
+// A row of another event (of a newer library), one whose time is missing,
+// or one whose invoice does not add up ([billing.Invoice.Validate]) is an
+// error: the record is reported, never dropped.
+//
+// # Changes of history rows
+//
+// History is append-only, so a record that changes or deletes a history
+// row, a period's or an invoice's, is reported, never dropped:
+//
+//	record   item                                   outcome
+//	INSERT   history row                            a HistoryEvent (or an error if it does not decode;
+//	                                                none for an invoice's draft row)
+//	MODIFY   history row                            error: the row was replaced (by another program:
+//	                                                the library's writes never replace one)
+//	REMOVE   history row, deleted by TTL            skipped
+//	REMOVE   history row, any other deletion        error: the row was deleted
+//	any      not a history row (single table,       skipped: a period, an invoice, its counters,
+//	         invoices table)                        claims and credit notes, every other entity
 //
 // These errors are [*StreamRecordError]s wrapping [ErrHistoryRowChanged]
 // and [billing.ErrInvalidItem]. A TTL deletion is a record whose
 // userIdentity has principalId "dynamodb.amazonaws.com" and type
-// "Service". On a single table, the MODIFY and REMOVE records of every
-// item that is not a history row are skipped like its INSERTs. A
-// StreamDecoder holds no state and is safe for concurrent use.
+// "Service". On a single table and the invoices table, the MODIFY and
+// REMOVE records of every item that is not a history row are skipped like
+// its INSERTs. A StreamDecoder holds no state and is safe for concurrent
+// use.
 type StreamDecoder struct {
 	layout streamLayout
 	tbl    layout.SingleTableConfig
@@ -168,9 +224,18 @@ func NewHistoryStreamDecoder() *StreamDecoder {
 	return &StreamDecoder{layout: streamLegacy}
 }
 
+// NewInvoiceStreamDecoder returns the decoder of the legacy layout's
+// invoices table's stream ([TableConfig.Invoices], made with a stream by
+// [InvoicesTableDefinition]): its invoices' history rows (sort key INVH#…
+// in an account partition); every other item of the table is skipped.
+func NewInvoiceStreamDecoder() *StreamDecoder {
+	return &StreamDecoder{layout: streamInvoices}
+}
+
 // NewSingleTableStreamDecoder returns the decoder of a single table's
-// stream: its history items (sort key HIST#… in an account partition of
-// cfg.AccountPrefix); every other item of the table is skipped. cfg is
+// stream: its history items, a period's (sort key HIST#…) and an
+// invoice's (sort key INVH#…), in an account partition of
+// cfg.AccountPrefix; every other item of the table is skipped. cfg is
 // checked as [NewSingleTableRepository] checks it.
 func NewSingleTableStreamDecoder(cfg SingleTableConfig) (*StreamDecoder, error) {
 	tbl := codecOf(cfg)
@@ -241,11 +306,11 @@ func (d *StreamDecoder) decode(r streamRecord) (HistoryEvent, bool, error) {
 	if len(keys) == 0 && r.imageErr == nil {
 		keys = r.image // the key attributes are on the image too
 	}
-	key, name, history, err := d.keyOf(keys)
+	key, name, kind, err := d.keyOf(keys)
 	if err != nil {
 		return fail(key, err)
 	}
-	if !history {
+	if kind == rowOther {
 		return HistoryEvent{}, false, nil
 	}
 	switch {
@@ -262,6 +327,17 @@ func (d *StreamDecoder) decode(r streamRecord) (HistoryEvent, bool, error) {
 	if r.image == nil {
 		return fail(key, fmt.Errorf("%w: history row without a new image (the stream's view type must be NEW_IMAGE or NEW_AND_OLD_IMAGES)", billing.ErrInvalidItem))
 	}
+	id := uuid.NewSHA1(streamIDSpace, []byte(name)).String()
+	if kind == rowInvoice {
+		ev, ok, err := invoiceHistoryEvent(r.image, key)
+		if err != nil {
+			return fail(key, err)
+		}
+		if ok {
+			ev.ID, ev.Event.ID, ev.SequenceNumber = id, id, r.seq
+		}
+		return ev, ok, nil
+	}
 	var row billing.Period
 	if d.layout == streamSingle {
 		row, err = decodeEngineItem(sdkav.FromSDK(r.image))
@@ -275,7 +351,6 @@ func (d *StreamDecoder) decode(r streamRecord) (HistoryEvent, bool, error) {
 	if err != nil {
 		return fail(key, err)
 	}
-	id := uuid.NewSHA1(streamIDSpace, []byte(name)).String()
 	e := billing.Event{
 		ID: id, Type: typ, At: row.LastRunDate, UserID: row.UserID, SubscriptionID: row.SubscriptionID,
 		BillingDate: row.BillingDate, Amount: row.Amount, Process: row.Process, TransactionID: row.TransactionID,
@@ -292,8 +367,8 @@ func (d *StreamDecoder) decode(r streamRecord) (HistoryEvent, bool, error) {
 }
 
 // keyOf reads a record's key: its text for errors, the name its ID is
-// derived from, and whether the item is a history row of the layout.
-func (d *StreamDecoder) keyOf(keys map[string]types.AttributeValue) (text, name string, history bool, err error) {
+// derived from, and what the item is to the layout.
+func (d *StreamDecoder) keyOf(keys map[string]types.AttributeValue) (text, name string, kind rowKind, err error) {
 	str := func(attr string) (string, bool) {
 		s, ok := keys[attr].(*types.AttributeValueMemberS)
 		if !ok {
@@ -301,23 +376,42 @@ func (d *StreamDecoder) keyOf(keys map[string]types.AttributeValue) (text, name 
 		}
 		return s.Value, true
 	}
-	if d.layout == streamSingle {
+	switch d.layout {
+	case streamSingle:
 		pk, okPK := str(layout.AttrPK)
 		sk, okSK := str(layout.AttrSK)
 		text = "PK=" + pk + " SK=" + sk
 		if !okPK || !okSK {
-			return text, "", false, fmt.Errorf("%w: stream record of table %s without string keys PK and SK", billing.ErrInvalidItem, d.tbl.Table)
+			return text, "", rowOther, fmt.Errorf("%w: stream record of table %s without string keys PK and SK", billing.ErrInvalidItem, d.tbl.Table)
 		}
-		if !strings.HasPrefix(pk, d.tbl.AccountPrefix) || !strings.HasPrefix(sk, layout.SKHistoryPrefix) {
-			return text, "", false, nil
+		switch {
+		case !strings.HasPrefix(pk, d.tbl.AccountPrefix):
+			return text, "", rowOther, nil
+		case strings.HasPrefix(sk, layout.SKHistoryPrefix):
+			kind = rowPeriod
+		case strings.HasPrefix(sk, skInvoiceHist):
+			kind = rowInvoice
+		default:
+			return text, "", rowOther, nil
 		}
-		return text, "single-table\x00" + pk + "\x00" + sk, true, nil
+		return text, "single-table\x00" + pk + "\x00" + sk, kind, nil
+	case streamInvoices:
+		pk, okPK := str(attrInvoicePK)
+		sk, okSK := str(attrInvoiceSK)
+		text = attrInvoicePK + "=" + pk + " " + attrInvoiceSK + "=" + sk
+		if !okPK || !okSK {
+			return text, "", rowOther, fmt.Errorf("%w: invoices stream record without string keys %s and %s", billing.ErrInvalidItem, attrInvoicePK, attrInvoiceSK)
+		}
+		if !strings.HasPrefix(pk, legacyInvoiceAccountPrefix) || !strings.HasPrefix(sk, skInvoiceHist) {
+			return text, "", rowOther, nil
+		}
+		return text, "legacy-invoices\x00" + pk + "\x00" + sk, rowInvoice, nil
 	}
 	user, okUser := str(layout.AttrUserID)
 	run, okRun := str(layout.AttrLastRunDate)
 	text = "user_id=" + user + " last_run_date=" + run
 	if !okUser || !okRun {
-		return text, "", true, fmt.Errorf("%w: history stream record without string keys user_id and last_run_date", billing.ErrInvalidItem)
+		return text, "", rowPeriod, fmt.Errorf("%w: history stream record without string keys user_id and last_run_date", billing.ErrInvalidItem)
 	}
-	return text, "legacy-history\x00" + user + "\x00" + run, true, nil
+	return text, "legacy-history\x00" + user + "\x00" + run, rowPeriod, nil
 }

@@ -586,7 +586,7 @@ func TestNewSingleTableStreamDecoderChecksConfig(t *testing.T) {
 	assert.Equal(t, "ACC#", d.tbl.AccountPrefix)
 }
 
-// FuzzDecodeLambda feeds arbitrary payloads to both decoders: they never
+// FuzzDecodeLambda feeds arbitrary payloads to the decoders: they never
 // panic, and every record is either decoded, skipped or reported.
 func FuzzDecodeLambda(f *testing.F) {
 	for _, l := range streamLayouts(f) {
@@ -600,9 +600,19 @@ func FuzzDecodeLambda(f *testing.F) {
 			))
 		}
 	}
+	life := newInvoiceLife(f, "USD", 499)
+	for _, l := range invoiceStreamLayouts(f) {
+		open, credited := l.row(f, &life.open, nil), l.row(f, &life.credited1, &life.note1)
+		f.Add(lambdaPayload(f,
+			wireRecord{event: "INSERT", seq: "1", keys: l.keysOf(open), image: open},
+			wireRecord{event: "INSERT", seq: "2", keys: l.keysOf(credited), image: credited},
+			wireRecord{event: "MODIFY", seq: "3", keys: l.keysOf(open), image: open},
+		))
+	}
 	f.Add([]byte(`{"Records":[{"eventName":"INSERT","dynamodb":{"Keys":{"PK":{"S":"USER#a"},"SK":{"S":"HIST#x"}},"NewImage":{"m":{"M":{"l":{"L":[{"NULL":true}]}}}}}}]}`))
+	f.Add([]byte(`{"Records":[{"eventName":"INSERT","dynamodb":{"Keys":{"pk":{"S":"USER#a"},"sk":{"S":"INVH#x"}},"NewImage":{"event":{"S":"invoice_paid"},"currency":{"S":"JPY"},"total":{"N":"9223372036854775807"}}}}]}`))
 	f.Add([]byte(`{"Records":[17,null,{}]}`))
-	decoders := []*StreamDecoder{NewHistoryStreamDecoder()}
+	decoders := []*StreamDecoder{NewHistoryStreamDecoder(), NewInvoiceStreamDecoder()}
 	single, err := NewSingleTableStreamDecoder(SingleTableConfig{})
 	require.NoError(f, err)
 	decoders = append(decoders, single)

@@ -245,7 +245,9 @@ func HistoryTableDefinition(cfg TableConfig) *dynamodb.CreateTableInput {
 }
 
 // InvoicesTableDefinition returns the definition of the invoices table
-// cfg.Invoices names (key pk, sk; on demand), or nil when it names none.
+// cfg.Invoices names (key pk, sk; on demand; a NEW_IMAGE stream, whose
+// invoice history rows [NewInvoiceStreamDecoder] reads), or nil when it
+// names none.
 func InvoicesTableDefinition(cfg TableConfig) *dynamodb.CreateTableInput {
 	if cfg.Invoices == "" {
 		return nil
@@ -255,6 +257,9 @@ func InvoicesTableDefinition(cfg TableConfig) *dynamodb.CreateTableInput {
 		AttributeDefinitions: []types.AttributeDefinition{attrDef(attrInvoicePK), attrDef(attrInvoiceSK)},
 		KeySchema:            []types.KeySchemaElement{keyElem(attrInvoicePK, types.KeyTypeHash), keyElem(attrInvoiceSK, types.KeyTypeRange)},
 		BillingMode:          types.BillingModePayPerRequest,
+		// The stream carries every change of an invoice as the INSERT of
+		// its history row (see StreamDecoder).
+		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewImage},
 	}
 }
 
