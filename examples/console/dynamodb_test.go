@@ -32,7 +32,7 @@ func TestConsoleOnDynamoDB(t *testing.T) {
 	prefix := dynamotest.TableName(t, "console")
 	client := dynamotest.Client(t)
 	// The names billingctl --tables prefix reads.
-	names := []string{prefix + "-activity", prefix + "-activity-history", prefix + "-locks"}
+	names := []string{prefix + "-activity", prefix + "-activity-history", prefix + "-locks", prefix + "-invoices"}
 	t.Cleanup(func() {
 		for _, name := range names {
 			_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
