@@ -127,6 +127,9 @@ type customerData struct {
 	// user is charged again (see resumeDate), zero when not paused.
 	Owed    billing.Amount
 	Resumes time.Time
+	// Invoices is the page of the user's invoices, nil when the console
+	// has no invoice store or the viewer may not read them.
+	Invoices *invoiceSection
 	// Banner is what the action before this page did, from the signed
 	// flash of its redirect (see flash.go); HasBanner is false without one.
 	Banner    banner
@@ -147,6 +150,11 @@ func (h *Handler) showCustomer(w http.ResponseWriter, r *http.Request, userID st
 	pageNo, err := intParam(r.URL.Query(), "page", 0, maxPageNumber, 0)
 	if err != nil {
 		h.fail(w, r, http.StatusBadRequest, "the history's "+err.Error())
+		return
+	}
+	invoicesAfter, err := invoiceCursor(r)
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
 	if !h.authorize(w, r, billinghttp.Action{Name: billinghttp.ActionGetSubscription, UserID: userID}) ||
@@ -180,6 +188,15 @@ func (h *Handler) showCustomer(w http.ResponseWriter, r *http.Request, userID st
 			}
 		}
 		d.Periods = append(d.Periods, row)
+	}
+	d.Invoices, err = h.invoiceSection(r, userID, invoicesAfter)
+	if errors.Is(err, errInvoiceCursor) {
+		h.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err != nil {
+		h.internal(w, r, "reading the invoices", err)
+		return
 	}
 	rows, err := h.cfg.History.ListByUser(ctx, userID)
 	if err != nil {

@@ -25,7 +25,8 @@
 //     records by decline reason, and stored items that could not be decoded;
 //     each row links to its customer.
 //   - Customer (/customer?user=ID): the user's subscription view, periods and
-//     history as a timeline, and the actions the viewer's role allows.
+//     history as a timeline, and the actions the viewer's role allows; with
+//     Config.Invoices, the user's invoices (see below).
 //   - Search (/search?q=…): a user ID, a period (subscription) ID, or a
 //     transaction ID among the records of the last 60 days.
 //
@@ -54,6 +55,31 @@
 // number within its bounds; anything else is answered 400 with a
 // sentence, a page past the history's end 404.
 //
+// # Invoices
+//
+// With Config.Invoices (the store of billing.Config.Invoices) the
+// customer page lists the user's invoices, newest first,
+// DefaultInvoicePage at a time with a link to the next ones (the store's
+// ByUser cursor): number ("draft" before it has one), status, total in
+// the invoice's own currency, the issue, due and paid dates, and the
+// credit notes issued against each under it. With Config.Documents (a
+// *render.Renderer, or anything with its PDF, HTML and CreditNotePDF
+// methods) each row links to its documents:
+//
+//	invoice.pdf?user=ID&invoice=ID             application/pdf
+//	invoice.html?user=ID&invoice=ID            text/html
+//	credit-note.pdf?user=ID&invoice=ID&note=ID application/pdf
+//
+// each shown in the browser (Content-Disposition inline) and saved under
+// the document's number, ACME-0001.pdf. They are reads: the Authorizer is
+// asked [ActionInvoices] for the user first, then an invoice of another
+// user is not found, exactly like an unknown ID. The console imports no
+// PDF library: a host that serves it without documents links none.
+//
+//	docs, err := render.New(render.Config{Seller: render.Seller{Name: "Acme Video Ltd"}})
+//	...
+//	console, err := billingui.New(billingui.Config{..., Invoices: invoices, Documents: docs})
+//
 // # Reads
 //
 // Every read is bounded: status-index pages of Config.PageSize records, at
@@ -67,7 +93,9 @@
 // Each page and action is put to the host's [billinghttp.Authorizer] with the
 // action names of the JSON API, so a host configures its roles once: the
 // customer page asks [billinghttp.ActionGetSubscription] and
-// [billinghttp.ActionHistory] for the user; retry asks
+// [billinghttp.ActionHistory] for the user (and [ActionInvoices], a read
+// the JSON API has no route for yet, for its invoice section and the
+// documents: a refusal hides the section); retry asks
 // [billinghttp.ActionPay], waive [billinghttp.ActionWaive], cancel
 // [billinghttp.ActionCancel] (and [billinghttp.ActionCancelOwed], whose
 // answer says whether the cancel may forgive an owed period), pause and resume [billinghttp.ActionPause] and

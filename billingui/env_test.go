@@ -57,7 +57,8 @@ type env struct {
 	runs   *billingui.RunLog
 }
 
-func newEnv(t *testing.T, open func(*testing.T, billing.Clock) (billing.Repository, billing.History), user string) *env {
+// mods change the collector's configuration before it is built.
+func newEnv(t *testing.T, open func(*testing.T, billing.Clock) (billing.Repository, billing.History), user string, mods ...func(*billing.Config)) *env {
 	t.Helper()
 	ctx := context.Background()
 	clock := billingtest.NewClock(mar3.Add(-48 * time.Hour))
@@ -66,8 +67,12 @@ func newEnv(t *testing.T, open func(*testing.T, billing.Clock) (billing.Reposito
 		pay:    billingtest.NewProvider(billingtest.ProviderOptions{Clock: clock}),
 		locker: billingtest.NewLocker(clock, time.Minute)}
 	e.other = strings.Replace(user, "1", "2", 1)
-	c, err := billing.NewCollector(billing.Config{Repository: repo, History: hist, Locker: e.locker, Provider: e.pay, Clock: clock,
-		Prices: billing.PriceListMap{"Plus:v2": billing.MustParseAmount("9.99")}})
+	cfg := billing.Config{Repository: repo, History: hist, Locker: e.locker, Provider: e.pay, Clock: clock,
+		Prices: billing.PriceListMap{"Plus:v2": billing.MustParseAmount("9.99")}}
+	for _, mod := range mods {
+		mod(&cfg)
+	}
+	c, err := billing.NewCollector(cfg)
 	require.NoError(t, err)
 	e.c = c
 	for i, u := range []string{user, e.other} {

@@ -133,7 +133,22 @@ func (h *Handler) funcs() template.FuncMap {
 		"dec":   func(i int) int { return i - 1 },
 		// staleWhy says why a STALE period was given up on.
 		"staleWhy": staleWhy,
+		// imoney shows v, in minor units of the ISO 4217 currency code (an
+		// invoice's), with that currency's symbol and digits.
+		"imoney": documentMoney,
 	}
+}
+
+// documentMoney shows v, in minor units of currency code (an invoice's or
+// a credit note's), as the pages show amounts: "$1,408.45", "¥500". A
+// code the table cannot take is written after the bare number.
+func documentMoney(code string, v int64) string {
+	c, err := currencyOf(code)
+	if err != nil || code == "" {
+		inv := billing.Invoice{Currency: code}
+		return strings.TrimSpace(inv.FormatAmount(v) + " " + code)
+	}
+	return c.format(billing.Amount(v))
 }
 
 func queryEscape(s string) string { return url.QueryEscape(s) }

@@ -55,6 +55,16 @@ type Config struct {
 	// random key made by New (forms then do not survive a restart, and
 	// several instances behind one load balancer need the same key).
 	CSRFKey []byte
+	// Invoices is the store of the invoices the collector issues
+	// (billing.Config.Invoices): the customer page lists the user's,
+	// newest first, with their credit notes. Defaults to none: the page
+	// shows no invoice section.
+	Invoices billing.Invoices
+	// Documents writes the PDF and HTML of an invoice and the PDF of a
+	// credit note, which the invoice section links to (a
+	// *render.Renderer is one). Defaults to none: invoices are listed
+	// without links to documents.
+	Documents Documents
 	// Runs holds the reports of recent runs for the Today page. Defaults to
 	// none: Today then shows only what the status index tells.
 	Runs *RunLog
@@ -191,6 +201,9 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("GET /customer", h.customer)
 	h.mux.HandleFunc("GET /confirm", h.confirm)
 	h.mux.HandleFunc("POST /action", h.action)
+	h.mux.HandleFunc("GET /invoice.pdf", h.invoicePDF)
+	h.mux.HandleFunc("GET /invoice.html", h.invoiceHTML)
+	h.mux.HandleFunc("GET /credit-note.pdf", h.creditNotePDF)
 	return h, nil
 }
 

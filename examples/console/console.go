@@ -17,6 +17,7 @@ import (
 	"github.com/dynabill/billing/billingui"
 	"github.com/dynabill/billing/dynamostore"
 	"github.com/dynabill/billing/memory"
+	"github.com/dynabill/billing/render"
 )
 
 // options are the command's flags.
@@ -25,8 +26,8 @@ type options struct {
 	// records in memory.
 	Endpoint string
 	// TablePrefix names the tables created on Endpoint as billingctl's
-	// --tables PREFIX names them: PREFIX-activity, PREFIX-activity-history
-	// and PREFIX-locks.
+	// --tables PREFIX names them: PREFIX-activity, PREFIX-activity-history,
+	// PREFIX-locks and PREFIX-invoices.
 	TablePrefix string
 	Users       int
 	Months      int
@@ -42,6 +43,8 @@ type demo struct {
 	collector *billing.Collector
 	repo      billing.Repository
 	hist      billing.History
+	invoices  billing.Invoices
+	docs      *render.Renderer
 	runs      *billingui.RunLog
 	clock     simulation.Clock
 	result    *simulation.Result
@@ -54,9 +57,10 @@ type demo struct {
 func build(ctx context.Context, o options) (*demo, error) {
 	clock := simulation.NewClock()
 	var (
-		repo   billing.Repository
-		hist   billing.History
-		locker billing.Locker
+		repo     billing.Repository
+		hist     billing.History
+		locker   billing.Locker
+		invoices billing.Invoices
 	)
 	if o.Endpoint == "" {
 		store, err := memory.New(memory.Options{PageSize: 250})
@@ -65,6 +69,7 @@ func build(ctx context.Context, o options) (*demo, error) {
 		}
 		repo, hist = store.Repository(), store.History()
 		locker = memory.NewLocker(memory.LockerOptions{Clock: clock})
+		invoices = memory.NewInvoices(clock)
 	} else {
 		client := dynamodb.New(dynamodb.Options{
 			Region:       "us-east-1",
@@ -75,6 +80,7 @@ func build(ctx context.Context, o options) (*demo, error) {
 			Subscriptions: o.TablePrefix + "-activity",
 			History:       o.TablePrefix + "-activity-history",
 			Locks:         o.TablePrefix + "-locks",
+			Invoices:      o.TablePrefix + "-invoices",
 		}
 		if err := dynamostore.CreateTables(ctx, client, tables); err != nil {
 			return nil, fmt.Errorf("creating the tables on %s: %w", o.Endpoint, err)
@@ -92,12 +98,33 @@ func build(ctx context.Context, o options) (*demo, error) {
 		if err != nil {
 			return nil, err
 		}
-		repo, hist, locker = r, h, l
+		inv, err := dynamostore.NewInvoices(cfg)
+		if err != nil {
+			return nil, err
+		}
+		repo, hist, locker, invoices = r, h, l, inv
+	}
+	// The collector the simulation runs, and the console's after it: each
+	// charge is invoiced before the processor is called (billing.Config.Invoices),
+	// so the customer pages list paid, open and void invoices.
+	provider, tally := simulation.NewProvider(clock), simulation.NewTally()
+	collector, err := billing.NewCollector(billing.Config{
+		Repository: repo, History: hist, Locker: locker,
+		Provider: provider, Clock: clock, Prices: simulation.Prices(),
+		Invoices: invoices, Invoicing: billing.Invoicing{Currency: "USD"},
+		Events: tally, PagesPerInvocation: simulation.DefaultPagesPerInvocation,
+	})
+	if err != nil {
+		return nil, err
+	}
+	docs, err := render.New(render.Config{Seller: demoSeller})
+	if err != nil {
+		return nil, err
 	}
 	runs := billingui.NewRunLog(0)
 	res, err := simulation.Run(ctx, simulation.Options{
 		Users: o.Users, Months: o.Months, Seed: o.Seed, DeclineRate: o.DeclineRate, NoLegacy: true,
-		Repository: repo, History: hist, Locker: locker, Clock: clock,
+		Repository: repo, History: hist, Clock: clock, Provider: provider, Collector: collector, Tally: tally,
 		// The host's part: it keeps each run's report for the Today page.
 		AfterStep: func(_ context.Context, s simulation.Step) error {
 			for _, r := range s.Reports {
@@ -109,14 +136,56 @@ func build(ctx context.Context, o options) (*demo, error) {
 	if err != nil {
 		return nil, err
 	}
-	collector, err := billing.NewCollector(billing.Config{
-		Repository: repo, History: hist, Locker: locker,
-		Provider: res.Provider, Clock: clock, Prices: simulation.Prices(),
-	})
-	if err != nil {
+	if err := sampleWaives(ctx, collector, repo); err != nil {
 		return nil, err
 	}
-	return &demo{collector: collector, repo: repo, hist: hist, runs: runs, clock: clock, result: res}, nil
+	return &demo{collector: collector, repo: repo, hist: hist, invoices: invoices, docs: docs, runs: runs, clock: clock, result: res}, nil
+}
+
+// sampleWaives waives one declined period in five, as an operator
+// forgives a few customers, once the months are simulated: their invoices,
+// numbered before the declined charge, are voided, so the sample customer
+// pages show void invoices beside paid and open ones (the simulation
+// itself waives and cancels nothing). The other declines stay owed.
+func sampleWaives(ctx context.Context, c *billing.Collector, repo billing.Repository) error {
+	var declined []billing.Period
+	q := billing.StatusQuery{Status: billing.StatusError, Limit: 250}
+	for {
+		p, err := repo.QueryStatus(ctx, q)
+		if err != nil {
+			return err
+		}
+		for _, s := range p.Items {
+			if !s.InFlight() {
+				declined = append(declined, s)
+			}
+		}
+		if p.Next == "" {
+			break
+		}
+		q.Cursor = p.Next
+	}
+	for i, s := range declined {
+		if i%5 != 4 {
+			continue
+		}
+		_, err := c.Periods().Waive(ctx, billing.PeriodRequest{PeriodID: s.SubscriptionID, UserRequest: billing.UserRequest{
+			UserID: s.UserID, RequestKey: "sample-waive-" + s.SubscriptionID,
+			Operator: "sample data", Reason: "goodwill: a sample operator's waive",
+		}})
+		if err != nil {
+			return fmt.Errorf("sample waive of %s: %w", s.SubscriptionID, err)
+		}
+	}
+	return nil
+}
+
+// demoSeller heads the invoices' documents: a host names itself.
+var demoSeller = render.Seller{
+	Name:    "Dynabill Demo Ltd",
+	Address: []string{"1 Example Street", "Dublin D02 X285", "Ireland"},
+	TaxID:   "VAT IE0000000DM",
+	Footer:  "A sample document of the dynabill console example.",
 }
 
 // console returns the console with every request given role: "operator"
@@ -146,6 +215,9 @@ func (d *demo) console(role string) (http.Handler, error) {
 	return billingui.New(billingui.Config{
 		Collector: d.collector, Repository: d.repo, History: d.hist,
 		Authorizer: authorize, Runs: d.runs, CSRFKey: d.csrfKey,
+		// The invoices and their documents (a *render.Renderer): the
+		// customer page lists them with links to their PDFs.
+		Invoices: d.invoices, Documents: d.docs,
 		// The signed-in operator a host's session tells; here the role.
 		Operator: func(*http.Request) string { return "demo " + role },
 	})

@@ -24,15 +24,15 @@ func TestMain(m *testing.M) { dynamotest.Main(m) }
 
 // TestConsoleOnDynamoDB serves the console as -endpoint does, on the local
 // DynamoDB server (moto, which the harness starts; under CI=true the test
-// fails without it), reads every page and waives a declined period through
-// the confirmation form.
+// fails without it), reads every page, a declined charge's invoice PDF, and
+// waives a declined period through the confirmation form.
 func TestConsoleOnDynamoDB(t *testing.T) {
 	ctx := context.Background()
 	endpoint := dynamotest.Endpoint(t)
 	prefix := dynamotest.TableName(t, "console")
 	client := dynamotest.Client(t)
 	// The names billingctl --tables prefix reads.
-	names := []string{prefix + "-activity", prefix + "-activity-history", prefix + "-locks"}
+	names := []string{prefix + "-activity", prefix + "-activity-history", prefix + "-locks", prefix + "-invoices"}
 	t.Cleanup(func() {
 		for _, name := range names {
 			_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
@@ -65,7 +65,20 @@ func TestConsoleOnDynamoDB(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, p.Items, "declines on DynamoDB")
 	s := p.Items[0]
-	require.Contains(t, get("customer?user="+url.QueryEscape(s.UserID)), "payment_declined")
+	cust := get("customer?user=" + url.QueryEscape(s.UserID))
+	require.Contains(t, cust, "payment_declined")
+	// The declined charge's invoice, open, from the invoices table, and
+	// its PDF.
+	require.Contains(t, cust, `<span class="status open">open</span>`)
+	pdf := regexp.MustCompile(`<a class="pdf" href="([^"]+)">PDF</a>`).FindStringSubmatch(cust)
+	require.NotNil(t, pdf, "a link to an invoice's PDF")
+	res, err := c.Get(srv.URL + "/billing/" + html.UnescapeString(pdf[1]))
+	require.NoError(t, err)
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode, string(b))
+	require.Equal(t, "application/pdf", res.Header.Get("Content-Type"))
+	require.True(t, strings.HasPrefix(string(b), "%PDF-"))
 	page := get("confirm?" + url.Values{"user": {s.UserID}, "period": {s.SubscriptionID}, "op": {"waive"}}.Encode())
 	tok := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page)
 	require.NotNil(t, tok)
@@ -76,12 +89,13 @@ func TestConsoleOnDynamoDB(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/billing/action", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", srv.URL)
-	res, err := c.Do(req)
+	res, err = c.Do(req)
 	require.NoError(t, err)
-	b, _ := io.ReadAll(res.Body)
+	b, _ = io.ReadAll(res.Body)
 	res.Body.Close()
 	require.Equal(t, http.StatusOK, res.StatusCode, string(b)) // after the 303
 	require.Contains(t, string(b), "Waive done")
+	require.Contains(t, string(b), `<span class="status void">void</span>`, "the waive voided the open invoice")
 	got, err := d.repo.GetByID(ctx, s.SubscriptionID)
 	require.NoError(t, err)
 	require.Equal(t, billing.StatusWaived, got.Status)

@@ -1,6 +1,8 @@
 // Command console serves the operator console (package billingui) over the
 // quickstart's simulated months: it simulates the users' billing, as
-// examples/quickstart does, then serves the pages on the store they left.
+// examples/quickstart does, with every charge invoiced, then serves the
+// pages on the store they left; a customer's page lists their invoices
+// with links to their PDFs (package render).
 //
 //	go run -C examples/console .                 # in memory; open http://127.0.0.1:8080/billing/
 //	go run -C examples/console . -role support   # the read-only role: no action buttons
@@ -69,8 +71,9 @@ func run(ctx context.Context, o options, addr, role string) error {
 		return err
 	}
 	if o.Endpoint != "" {
-		fmt.Fprintf(os.Stderr, "tables %[2]s-activity, %[2]s-activity-history and %[2]s-locks kept on %[1]s; read them with\n"+
-			"  billingctl --endpoint %[1]s --tables %[2]s subs list USER_ID\n", o.Endpoint, o.TablePrefix)
+		fmt.Fprintf(os.Stderr, "tables %[2]s-activity, %[2]s-activity-history, %[2]s-locks and %[2]s-invoices kept on %[1]s; read them with\n"+
+			"  billingctl --endpoint %[1]s --tables %[2]s subs list USER_ID\n"+
+			"  billingctl --endpoint %[1]s --tables %[2]s invoices list USER_ID\n", o.Endpoint, o.TablePrefix)
 	}
 	console, err := d.console(role)
 	if err != nil {
