@@ -170,6 +170,9 @@ func runFaultSimulation(t *testing.T, st faultsimStore, seed int64, days int) {
 		// The collectors issue invoices (checked by the simulation) into
 		// the in-memory store beside an in-memory layout.
 		opts.Store.Invoices = memory.NewInvoices(opts.Clock)
+		if opts.Store.Layout == faultsim.LayoutSingleTable {
+			opts.Store.Invoices = memory.NewSingleTableInvoices(opts.Clock)
+		}
 	}
 	began := time.Now()
 	res := faultsim.Run(context.Background(), opts)

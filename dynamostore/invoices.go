@@ -551,7 +551,7 @@ func (s *Invoices) ByUser(ctx context.Context, userID, after string, limit int) 
 	from := ""
 	if after != "" {
 		u, local, err := invoicedoc.ParseID(after, false)
-		if err != nil || u != userID {
+		if err != nil || s.accountOf(u) != s.accountOf(userID) {
 			return nil, "", fmt.Errorf("%w: invoice page after %q of user %s", billing.ErrInvalidCursor, after, userID)
 		}
 		from = skInvoice + local

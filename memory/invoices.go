@@ -11,6 +11,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/internal/invoicedoc"
+	"github.com/dynabill/billing/internal/layout"
 )
 
 // Invoices is the in-memory twin of dynamostore's invoice stores: the same
@@ -31,6 +32,11 @@ type Invoices struct {
 	// before leaves the store as it was, one returned after is the answer
 	// of a write that was made; a panic crashes the call.
 	fault func(op string, applied bool) error
+
+	// single: the single table's model, where a subscription's user ID
+	// (account#subscription#SKU) numbers its invoices in its account's
+	// sequence, as dynamostore.NewSingleTableInvoices does.
+	single bool
 }
 
 var _ billing.Invoices = (*Invoices)(nil)
@@ -46,8 +52,33 @@ func NewInvoices(clock billing.Clock) *Invoices {
 		notes: map[string]billing.CreditNote{}}
 }
 
+// NewSingleTableInvoices is [NewInvoices] as the single table keeps
+// invoices: a subscription's user ID (account#subscription#SKU) has its
+// invoices numbered in its account's sequence, with the account as the
+// default prefix, and ByUser of the account lists every subscription's.
+func NewSingleTableInvoices(clock billing.Clock) *Invoices {
+	s := NewInvoices(clock)
+	s.single = true
+	return s
+}
+
+// accountOf is whose sequence numbers userID's invoices: on the single
+// table the account of a subscription's user ID, else the user.
+func (s *Invoices) accountOf(userID string) string {
+	if s.single {
+		if ref, err := layout.ParseSubscriptionRef(userID); err == nil {
+			return ref.AccountID
+		}
+	}
+	return userID
+}
+
 // scope names the counter of inv's sequence: the account's own, or the
 // shared one of its name.
+func (s *Invoices) scope(userID, sequence string, note bool) string {
+	return scope(s.accountOf(userID), sequence, note)
+}
+
 func scope(userID, sequence string, note bool) string {
 	s := "acct\x00" + userID
 	if sequence != "" {
@@ -77,6 +108,11 @@ func (s *Invoices) commit(op string, write func()) error {
 func (s *Invoices) CreateDraft(ctx context.Context, inv *billing.Invoice) (billing.Invoice, error) {
 	if err := ctx.Err(); err != nil {
 		return billing.Invoice{}, err
+	}
+	if acct := s.accountOf(inv.UserID); acct != inv.UserID && inv.Prefix == "" && inv.Sequence == "" {
+		own := *inv
+		own.Prefix = acct // the account's sequence: its numbers start with the account
+		inv = &own
 	}
 	d, err := invoicedoc.Draft(inv, s.clock.Now())
 	if err != nil {
@@ -132,7 +168,7 @@ func (s *Invoices) Finalize(ctx context.Context, id string, at time.Time) (billi
 	if err := cur.Status.CheckTransition(billing.InvoiceOpen); err != nil {
 		return billing.Invoice{}, fmt.Errorf("billing: finalize invoice %s (key %s): %w", id, cur.Key, err)
 	}
-	sc := scope(cur.UserID, cur.Sequence, false)
+	sc := s.scope(cur.UserID, cur.Sequence, false)
 	seq := s.counters[sc] + 1
 	num := fmt.Sprintf("%s\x00%d", sc, seq)
 	if other, ok := s.numbers[num]; ok {
@@ -205,7 +241,7 @@ func (s *Invoices) IssueCreditNote(ctx context.Context, note *billing.CreditNote
 	if err != nil {
 		return billing.CreditNote{}, err
 	}
-	sc := scope(inv.UserID, inv.Sequence, true)
+	sc := s.scope(inv.UserID, inv.Sequence, true)
 	n.Seq = s.counters[sc] + 1
 	n.Number = invoicedoc.Number(n.Prefix, n.Seq, true)
 	err = s.commit("issue credit note", func() {
@@ -236,7 +272,7 @@ func (s *Invoices) ByUser(ctx context.Context, userID, after string, limit int) 
 	var from string
 	if after != "" {
 		u, local, err := invoicedoc.ParseID(after, false)
-		if err != nil || u != userID {
+		if err != nil || s.accountOf(u) != s.accountOf(userID) {
 			return nil, "", fmt.Errorf("%w: invoice page after %q of user %s", billing.ErrInvalidCursor, after, userID)
 		}
 		from = local
@@ -251,8 +287,9 @@ func (s *Invoices) ByUser(ctx context.Context, userID, after string, limit int) 
 		inv   billing.Invoice
 	}
 	var rows []row
+	whole := s.accountOf(userID) == userID // an account: every subscription's
 	for id, inv := range s.invoices {
-		if inv.UserID != userID {
+		if inv.UserID != userID && (!whole || s.accountOf(inv.UserID) != userID) {
 			continue
 		}
 		_, local, _ := invoicedoc.ParseID(id, false)
@@ -281,7 +318,7 @@ func (s *Invoices) ByNumber(ctx context.Context, userID, sequence, number string
 	seq, ok := invoicedoc.ParseSeq(number)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id := s.numbers[fmt.Sprintf("%s\x00%d", scope(userID, sequence, false), seq)]
+	id := s.numbers[fmt.Sprintf("%s\x00%d", s.scope(userID, sequence, false), seq)]
 	inv, found := s.invoices[id]
 	if !ok || !found || inv.Number != number {
 		return billing.Invoice{}, fmt.Errorf("%w: invoice number %s", billing.ErrNotFound, number)

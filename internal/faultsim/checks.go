@@ -77,6 +77,7 @@ func (s *Sim) checkUsers(ctx context.Context, users []string) {
 		byUser[c.UserID] = append(byUser[c.UserID], c)
 	}
 	var money, open, hist, appendOnly []string
+	seqs := map[string][]int64{} // each sequence's numbers (by prefix), from the users checked
 	for _, u := range users {
 		recs, err := s.raw.ListByUser(ctx, u)
 		if err != nil {
@@ -101,7 +102,7 @@ func (s *Sim) checkUsers(ctx context.Context, users []string) {
 		}
 		if s.opts.Store.Invoices != nil {
 			s.res.Checks[invInvoices]++
-			inv := s.checkInvoices(ctx, u, recs, byUser[u])
+			inv := s.checkInvoices(ctx, u, recs, byUser[u], seqs)
 			if len(inv) > 0 {
 				inv = withTrail(inv, s.trail(ctx, u))
 			}
@@ -120,6 +121,22 @@ func (s *Sim) checkUsers(ctx context.Context, users []string) {
 			m, o, h, a = withTrail(m, trail), withTrail(o, trail), withTrail(h, trail), withTrail(a, trail)
 		}
 		money, open, hist, appendOnly = append(money, m...), append(open, o...), append(hist, h...), append(appendOnly, a...)
+	}
+	if s.opts.Store.Invoices != nil && len(users) == len(s.users) {
+		// Every user read: each sequence (an account's, shared by its
+		// subscriptions on the single table) is 1..N, each number once.
+		var gaps []string
+		for _, prefix := range slices.Sorted(maps.Keys(seqs)) {
+			got := seqs[prefix]
+			slices.Sort(got)
+			for i, n := range got {
+				if n != int64(i+1) {
+					gaps = append(gaps, fmt.Sprintf("sequence %s: invoice numbers %v are not 1..%d", prefix, got, len(got)))
+					break
+				}
+			}
+		}
+		s.fail(invInvoices, gaps)
 	}
 	s.fail(invMoney, money)
 	s.fail(invOpen, open)
@@ -501,12 +518,13 @@ func latestOf(a, b time.Time) time.Time {
 	return b
 }
 
-// checkInvoices checks u's invoices against u's periods and charges: the
-// numbers of the account's sequence are 1..N, each once; a period paid
+// checkInvoices checks u's invoices against u's periods and charges, and
+// adds their numbers to seqs (checkUsers checks each sequence is 1..N
+// once it has read every user): a period paid
 // through an attempt that names an invoice has exactly one paid invoice,
 // and no period has two; a paid invoice's total is what a charge with its
 // transaction took.
-func (s *Sim) checkInvoices(ctx context.Context, u string, recs []billing.Period, charges []Charge) []string {
+func (s *Sim) checkInvoices(ctx context.Context, u string, recs []billing.Period, charges []Charge, seqs map[string][]int64) []string {
 	var invs []billing.Invoice
 	for after := ""; ; {
 		page, next, err := s.opts.Store.Invoices.ByUser(ctx, u, after, 100)
@@ -520,12 +538,11 @@ func (s *Sim) checkInvoices(ctx context.Context, u string, recs []billing.Period
 		after = next
 	}
 	var problems []string
-	var seqs []int64
 	paid := map[string][]string{} // period ID -> paid invoice numbers
 	for i := range invs {
 		inv := &invs[i]
 		if inv.Number != "" {
-			seqs = append(seqs, inv.Seq)
+			seqs[inv.Prefix] = append(seqs[inv.Prefix], inv.Seq)
 		}
 		if inv.Status != billing.InvoicePaid {
 			continue
@@ -543,13 +560,6 @@ func (s *Sim) checkInvoices(ctx context.Context, u string, recs []billing.Period
 		if !took {
 			problems = append(problems, fmt.Sprintf("user %s: invoice %s paid by %s for %d: no charge of that amount with that transaction",
 				u, inv.Number, inv.TransactionID, inv.Total))
-		}
-	}
-	slices.Sort(seqs)
-	for i, n := range seqs {
-		if n != int64(i+1) {
-			problems = append(problems, fmt.Sprintf("user %s: invoice numbers %v are not 1..%d", u, seqs, len(seqs)))
-			break
 		}
 	}
 	for i := range recs {
