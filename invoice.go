@@ -353,8 +353,9 @@ func (c *Collector) invoice(ctx context.Context, cur *Period) (Invoice, error) {
 		case InvoiceVoid, InvoicePaid:
 			continue // closed: a returned payment, a change decided again
 		case InvoiceDraft:
-			if inv, err = c.cfg.Invoices.Finalize(ctx, inv.ID, now); err != nil {
-				return Invoice{}, fmt.Errorf("finalize invoice %s of %s: %w", inv.ID, cur.SubscriptionID, err)
+			id := inv.ID
+			if inv, err = c.cfg.Invoices.Finalize(ctx, id, now); err != nil {
+				return Invoice{}, fmt.Errorf("finalize invoice %s of %s: %w", id, cur.SubscriptionID, err)
 			}
 			c.emitInvoice(ctx, EventInvoiceFinalized, cur, &inv, now)
 		}
