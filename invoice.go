@@ -158,7 +158,9 @@ type CreditNote struct {
 	Lines            []InvoiceLine
 	Total            int64
 	Reason           string
-	IssuedAt         time.Time
+	// IssuedAt is when the note was issued: the time given, or the store's
+	// now when none is.
+	IssuedAt time.Time
 }
 
 // Validate checks that the invoice adds up: a known currency, lines of a

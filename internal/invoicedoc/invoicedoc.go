@@ -278,7 +278,10 @@ func Note(inv billing.Invoice, note *billing.CreditNote, at time.Time) (billing.
 		return n, inv, bad("Total", n.Total, fmt.Sprintf("more than the %d left to credit", inv.Total-inv.AmountCredited))
 	}
 	n.UserID, n.Currency, n.Sequence, n.Prefix = inv.UserID, inv.Currency, inv.Sequence, inv.Prefix
-	n.IssuedAt = at.UTC()
+	if n.IssuedAt.IsZero() {
+		n.IssuedAt = at // the caller's time when it gives one (the collector's clock), else the store's
+	}
+	n.IssuedAt = n.IssuedAt.UTC()
 	n.ID = NoteID(inv.ID, n.Key)
 	next := Clone(inv)
 	next.AmountCredited += n.Total
