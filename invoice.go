@@ -244,8 +244,15 @@ func add(a, b int64) (int64, bool) {
 // decimal with the currency's digits: "4.99", "500" (JPY), "1.250" (KWD).
 // Rendering with symbols and grouping is left to the host.
 func (inv *Invoice) FormatAmount(v int64) string {
+	return formatMinor(v, inv.MinorDigits())
+}
+
+// MinorDigits is the number of minor-unit digits of the invoice's
+// currency in ISO 4217: 2 for USD, 0 for JPY, 3 for KWD (and 2 for a code
+// the table does not know, which Validate refuses).
+func (inv *Invoice) MinorDigits() int {
 	d, _ := currencyDigits(inv.Currency)
-	return formatMinor(v, d)
+	return d
 }
 
 func formatMinor(v int64, digits int) string {

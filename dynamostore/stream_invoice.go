@@ -3,7 +3,6 @@ package dynamostore
 import (
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -84,14 +83,9 @@ func invoiceRowError(field, value, key, why string) error {
 // invoiceCents converts v (never negative), in minor units of inv's
 // currency, into cents: multiplied by 100 for a currency without minor
 // units (¥500 is 500.00), by 10 for one of a single digit, divided for
-// one of three or four digits and rounded half to even. The currency's
-// digits are those [billing.Invoice.FormatAmount] writes.
+// one of three or four digits and rounded half to even.
 func invoiceCents(inv *billing.Invoice, v int64) (billing.Amount, error) {
-	zero := inv.FormatAmount(0)
-	d := 0
-	if i := strings.IndexByte(zero, '.'); i >= 0 {
-		d = len(zero) - i - 1
-	}
+	d := inv.MinorDigits()
 	if d <= 2 {
 		m := pow10(2 - d)
 		if v > math.MaxInt64/m {

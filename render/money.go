@@ -27,18 +27,10 @@ func (r *Renderer) money(code string, cp1252 bool) *money {
 		m.f = currency.NewFormatter(r.locale)
 		// The digits are ISO 4217's, as the amounts are stored: 500 JPY is
 		// ¥500, 1250 KWD is 1.250 KWD, whatever CLDR rounds cash to.
-		d := digits(m.plain(0))
+		d := uint8(doc.MinorDigits())
 		m.f.MinDigits, m.f.MaxDigits = d, d
 	}
 	return m
-}
-
-// digits counts the fraction digits of a decimal such as "0.00".
-func digits(dec string) uint8 {
-	if i := strings.IndexByte(dec, '.'); i >= 0 {
-		return uint8(len(dec) - i - 1)
-	}
-	return 0
 }
 
 // format writes v minor units with the locale's symbol and grouping:
