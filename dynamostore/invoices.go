@@ -19,7 +19,6 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/internal/invoicedoc"
-	"github.com/dynabill/billing/internal/layout"
 )
 
 // Invoices stores invoices and credit notes in DynamoDB: on the legacy
@@ -112,9 +111,7 @@ func (s *Invoices) seqPK(userID, sequence string) string {
 // the account, numbered in the account's sequence), else the user.
 func (s *Invoices) accountOf(userID string) string {
 	if s.single {
-		if ref, err := layout.ParseSubscriptionRef(userID); err == nil {
-			return ref.AccountID
-		}
+		return invoicedoc.Account(userID)
 	}
 	return userID
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/internal/invoicedoc"
-	"github.com/dynabill/billing/internal/layout"
 )
 
 // Invoices is the in-memory twin of dynamostore's invoice stores: the same
@@ -66,9 +65,7 @@ func NewSingleTableInvoices(clock billing.Clock) *Invoices {
 // table the account of a subscription's user ID, else the user.
 func (s *Invoices) accountOf(userID string) string {
 	if s.single {
-		if ref, err := layout.ParseSubscriptionRef(userID); err == nil {
-			return ref.AccountID
-		}
+		return invoicedoc.Account(userID)
 	}
 	return userID
 }

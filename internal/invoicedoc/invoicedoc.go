@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/layout"
 )
 
 // Events written on history rows.
@@ -43,6 +44,16 @@ func stamp(t time.Time) string { return t.UTC().Format("20060102T150405.00000000
 func newID(prefix, userID, key string, created time.Time) string {
 	h := sha256.Sum256([]byte(userID + "\x00" + key))
 	return prefix + base64.RawURLEncoding.EncodeToString([]byte(userID)) + "." + stamp(created) + "_" + hex.EncodeToString(h[:6])
+}
+
+// Account is whose sequence and partition hold userID's invoices on the
+// single table: the account of a subscription's user ID
+// (account#subscription#SKU), or userID itself when it is not one.
+func Account(userID string) string {
+	if ref, err := layout.ParseSubscriptionRef(userID); err == nil {
+		return ref.AccountID
+	}
+	return userID
 }
 
 // NoteID is the ID of the credit note of invoice invoiceID and key: the
