@@ -137,6 +137,7 @@ func TestInvoiceVoidedWhenWaived(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, owed.SubscriptionID, "%+v", recs)
+	e.clock.Advance(26 * time.Hour) // an operator's waive the next day
 	_, err = e.c.Periods().WaiveByID(t.Context(), owed.SubscriptionID)
 	require.NoError(t, err)
 	invs := e.invoices(t)
@@ -194,6 +195,8 @@ func TestInvoiceCreditedOnRefund(t *testing.T) {
 	require.Len(t, invs, 1)
 	paid := e.pay.Calls()[0]
 	for range 2 {
+		// The refund, then its redelivery an hour later.
+		e.clock.Advance(time.Hour)
 		_, _, err = e.c.ApplySettlement(t.Context(), billing.Settlement{SubscriptionID: paid.Request.SubscriptionID,
 			TransactionID: paid.Result.TransactionID, Kind: billing.SettlementRefunded})
 		require.NoError(t, err)
@@ -288,6 +291,7 @@ func TestOrphanInvoiceVoidedByCancel(t *testing.T) {
 	require.Equal(t, billing.InvoiceOpen, invs[0].Status)
 	assert.Zero(t, e.pay.CallCount(), "nothing was charged")
 
+	e.clock.Advance(time.Hour) // the user cancels an hour later
 	_, err = e.c.Cancel(t.Context(), billing.CancelRequest{UserRequest: ur(e.user, "c1"), When: billing.CancelNow})
 	require.NoError(t, err)
 	invs = e.invoices(t)
