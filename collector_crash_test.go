@@ -250,9 +250,10 @@ func wrapperOf(t *testing.T, repo billing.Repository) *dynamotest.Wrapper {
 // TestCollectorCrashAtEveryCall fails the k-th DynamoDB call of a
 // scheduled run over three users, for every k of a clean run, both before
 // the call reaches the server and after it was applied (a timeout on the
-// way back; the README's test command fails a sample, see sweepsCall); then reruns cleanly and checks that no period is lost, no one
-// is charged twice, retries reuse the open attempt's key, and every record
-// equals its newest history row.
+// way back; the README's test command fails a sample, see sweepsCall);
+// then reruns cleanly and checks that no period is lost, no one is charged
+// twice, retries reuse the open attempt's key, and every record equals its
+// newest history row.
 func TestCollectorCrashAtEveryCall(t *testing.T) {
 	t.Parallel()
 	crashAtEveryCall(t, newCrashEnv)

@@ -490,12 +490,13 @@ class _Front(socketserver.StreamRequestHandler):
                 "wsgi.errors": sys.stderr, "wsgi.multithread": True, "wsgi.multiprocess": False,
                 "wsgi.run_once": False,
             })
-            answer = []
+            answer, written = [], []
             def start_response(status, headers, exc_info=None):
                 answer[:] = [status, headers]
-                return None
+                return written.append  # WSGI's write callable
             try:
                 data = b"".join(serialized(environ, start_response))
+                data = b"".join(written) + data
                 status, headers = answer
             except Exception:
                 import traceback
