@@ -50,6 +50,7 @@ func RunInvoiceConformance(t *testing.T, newStore func(t *testing.T) billing.Inv
 		{"DraftRepeat", invoiceDraftRepeat},
 		{"DraftKeyReused", invoiceDraftKeyReused},
 		{"DraftInvalid", invoiceDraftInvalid},
+		{"TimeOutOfRange", invoiceTimeOutOfRange},
 		{"FinalizeGapless", invoiceFinalizeGapless},
 		{"FinalizeRepeat", invoiceFinalizeRepeat},
 		{"FinalizeRefused", invoiceFinalizeRefused},
@@ -473,3 +474,31 @@ func RequireGaplessInvoices(t testing.TB, s billing.Invoices, users []string, se
 }
 
 var _ = errors.Is
+
+// invoiceTimeOutOfRange: a time the items cannot hold (past the year 9999)
+// is refused with ErrInvalidDate and nothing is written: on a draft's due
+// date, and as the time of a finalization or payment.
+func invoiceTimeOutOfRange(t *testing.T, s billing.Invoices) {
+	ctx := t.Context()
+	far := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+	bad := NewTestInvoice("u-far", "due-far", 1)
+	bad.DueAt = far
+	_, err := s.CreateDraft(ctx, bad)
+	require.ErrorIs(t, err, billing.ErrInvalidDate)
+	page, _, err := s.ByUser(ctx, "u-far", "", 10)
+	require.NoError(t, err)
+	require.Empty(t, page, "a refused draft writes nothing")
+
+	d, err := s.CreateDraft(ctx, NewTestInvoice("u-far", "ok", 2))
+	require.NoError(t, err)
+	_, err = s.Finalize(ctx, d.ID, far)
+	require.ErrorIs(t, err, billing.ErrInvalidDate)
+	open, err := s.Finalize(ctx, d.ID, time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC))
+	require.NoError(t, err)
+	require.Equal(t, int64(1), open.Seq, "the refused finalization took no number")
+	_, err = s.MarkPaid(ctx, d.ID, "tx-1", far)
+	require.ErrorIs(t, err, billing.ErrInvalidDate)
+	got, err := s.Invoice(ctx, d.ID)
+	require.NoError(t, err)
+	require.Equal(t, billing.InvoiceOpen, got.Status)
+}

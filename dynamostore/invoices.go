@@ -359,6 +359,9 @@ func (s *Invoices) Finalize(ctx context.Context, id string, at time.Time) (billi
 		if err := cur.Status.CheckTransition(billing.InvoiceOpen); err != nil {
 			return billing.Invoice{}, fmt.Errorf("billing: finalize invoice %s (key %s): %w", id, cur.Key, err)
 		}
+		if err := invoicedoc.CheckTime(cur.Key, at); err != nil {
+			return billing.Invoice{}, err
+		}
 		next := invoicedoc.Finalized(cur, seq+1, at)
 		claim := s.item(ctrPK, fmt.Sprintf("%s%012d", skNumberInv, next.Seq), map[string]types.AttributeValue{
 			attrInvoiceID: &types.AttributeValueMemberS{Value: id}, "number": &types.AttributeValueMemberS{Value: next.Number},

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/internal/timefmt"
 )
 
 // Sort keys of the invoice items, in the account's partition (or, for a
@@ -128,20 +129,26 @@ func encodeNoteOnHistory(n *billing.CreditNote) map[string]types.AttributeValue 
 	return m
 }
 
-// invoiceTime writes t with a fixed nine-digit fraction (string order is
-// time order); the zero time is "".
+// invoiceTime writes t as the library writes timestamps (timefmt.Nanos: a
+// fixed nine-digit fraction, so string order is time order); the zero
+// time is "". invoicedoc checked every time the store is given
+// (invoicedoc.CheckTime), so the range error cannot happen.
 func invoiceTime(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	return t.UTC().Format("2006-01-02T15:04:05.000000000Z07:00")
+	s, err := timefmt.Nanos(t)
+	if err != nil {
+		panic("billing: invoice time unchecked: " + err.Error())
+	}
+	return s
 }
 
 func parseInvoiceTime(field, s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
+	t, err := timefmt.Parse(s)
 	if err != nil {
 		return time.Time{}, &billing.FieldError{Field: field, Value: s, Err: fmt.Errorf("%w: %w", billing.ErrInvalidDate, err)}
 	}

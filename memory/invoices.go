@@ -165,6 +165,9 @@ func (s *Invoices) Finalize(ctx context.Context, id string, at time.Time) (billi
 	if err := cur.Status.CheckTransition(billing.InvoiceOpen); err != nil {
 		return billing.Invoice{}, fmt.Errorf("billing: finalize invoice %s (key %s): %w", id, cur.Key, err)
 	}
+	if err := invoicedoc.CheckTime(cur.Key, at); err != nil {
+		return billing.Invoice{}, err
+	}
 	sc := s.scope(cur.UserID, cur.Sequence, false)
 	seq := s.counters[sc] + 1
 	num := fmt.Sprintf("%s\x00%d", sc, seq)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/internal/layout"
+	"github.com/dynabill/billing/internal/timefmt"
 )
 
 // Events written on history rows.
@@ -119,6 +120,13 @@ func Draft(inv *billing.Invoice, now time.Time) (billing.Invoice, error) {
 	if d.Created.IsZero() {
 		d.Created = now
 	}
+	times := []time.Time{d.Created, d.DueAt}
+	for _, l := range d.Lines {
+		times = append(times, l.PeriodStart, l.PeriodEnd)
+	}
+	if err := CheckTime(inv.Key, times...); err != nil {
+		return billing.Invoice{}, err
+	}
 	d.Created = d.Created.UTC()
 	if d.Prefix == "" {
 		d.Prefix = d.Sequence
@@ -129,6 +137,21 @@ func Draft(inv *billing.Invoice, now time.Time) (billing.Invoice, error) {
 	d.ID = newID(invoiceIDPrefix, d.UserID, d.Key, d.Created)
 	d.Version, d.Event = 1, EventCreated
 	return d, nil
+}
+
+// CheckTime refuses a time the items cannot hold (timefmt: years
+// 0000-9999), as a [*billing.FieldError] naming key and wrapping
+// [billing.ErrInvalidDate]; the zero time (unset) passes.
+func CheckTime(key string, ts ...time.Time) error {
+	for _, t := range ts {
+		if t.IsZero() {
+			continue
+		}
+		if err := timefmt.Check(t); err != nil {
+			return &billing.FieldError{Field: "time", Value: t.String(), Key: key, Err: fmt.Errorf("%w: %w", billing.ErrInvalidDate, err)}
+		}
+	}
+	return nil
 }
 
 // Clone copies inv and its slices.
@@ -234,6 +257,9 @@ type Change struct {
 // Apply returns what ch makes of cur. repeat is set when cur is already
 // what ch asks (nothing to write).
 func Apply(cur billing.Invoice, ch Change, at time.Time) (next billing.Invoice, repeat bool, err error) {
+	if err := CheckTime(cur.Key, at); err != nil {
+		return cur, false, err
+	}
 	if cur.Status == ch.To {
 		if ch.To == billing.InvoicePaid && cur.TransactionID != ch.TxID {
 			return cur, false, fmt.Errorf("%w: invoice %s (key %s) was paid by transaction %s, not %s",
@@ -293,6 +319,9 @@ func Note(inv billing.Invoice, note *billing.CreditNote, at time.Time) (billing.
 		n.IssuedAt = at // the caller's time when it gives one (the collector's clock), else the store's
 	}
 	n.IssuedAt = n.IssuedAt.UTC()
+	if err := CheckTime(n.Key, n.IssuedAt); err != nil {
+		return n, inv, err
+	}
 	n.ID = NoteID(inv.ID, n.Key)
 	next := Clone(inv)
 	next.AmountCredited += n.Total
