@@ -2,6 +2,7 @@ package billing
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -151,6 +152,19 @@ type Period struct {
 	// keeps it, so the refunded time stays unpaid; periods opened after it
 	// are not affected.
 	AccessEnd time.Time
+
+	// Adjustments are the lines this period's charge carries besides its
+	// plan: the proration of a plan change made during the period before
+	// ([ProrateNextCharge]), credits and charges (billing_adjustments, a
+	// JSON list, added by this library and optional: absent when none).
+	// The engine replaces the slice, never changes it in place.
+	Adjustments []Adjustment
+	// Balance is the customer's credit balance this period carries: it
+	// pays what it can of the period's charge, and what is left goes to
+	// the next period ([Period.Due]) (billing_balance, an amount like
+	// billing_amount, added by this library and optional: absent when
+	// zero). On a user's latest open period it is the customer's balance.
+	Balance Amount
 
 	// Change names the change a history row records: the event the engine
 	// wrote it for (billing_change, added by this library and written to
@@ -305,11 +319,13 @@ func (s *Period) Schedule() Schedule {
 	return Schedule{Term: s.Term, AnchorDay: s.EffectiveAnchorDay(), BillingWeek: s.BillingWeek, Interval: s.Interval}
 }
 
-// Clone returns a copy of s. It is kept for callers that copied records
-// before Stored was shared: a Subscription holds no mutable references, so
-// an assignment copies it as well.
+// Clone returns a copy of s, with its own Adjustments. The engine never
+// changes a record's Adjustments in place (it sets a new slice), so an
+// assignment copies a record as well, as long as the copy does the same.
 func (s *Period) Clone() Period {
-	return *s
+	v := *s
+	v.Adjustments = slices.Clone(s.Adjustments)
+	return v
 }
 
 // splitTier splits a receipt_tier_name "Name:Version" at its first colon:

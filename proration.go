@@ -1,0 +1,259 @@
+package billing
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"strconv"
+	"time"
+)
+
+// This file is proration: what a plan change made during a paid period
+// bills for the rest of that period, and the customer's balance that a
+// credit larger than the next charge goes to.
+//
+// A change now at instant t, in a period P paid from S to E, makes two
+// lines, by the second:
+//
+//	credit = what P's plan was charged × (E − t) / (E − S)
+//	charge = the new plan's price     × (E − t) / (E − S)
+//
+// each rounded half to even in the currency's minor unit, the exact
+// fraction kept on the line (and so on the history row of the period that
+// carries it). The lines are added to the next charge, the period after P
+// ([Period.Adjustments]): its invoice shows them. When the credit is more
+// than that charge, the rest goes to the customer's balance
+// ([Period.Balance]), which comes off later charges: no charge and no
+// invoice is ever negative, and nothing is refunded.
+
+// Proration says how [Collector.ChangePlan] bills a plan change made now
+// ([ChangeNow]) during a paid period.
+type Proration string
+
+// How a plan change during a paid period is billed.
+const (
+	// ProrateNextCharge credits the old plan's unused time and charges the
+	// new plan's price for it, both on the next charge (lines of its
+	// invoice); a credit larger than that charge goes to the customer's
+	// balance. The default.
+	ProrateNextCharge Proration = "NEXT_CHARGE"
+	// ProrateNone applies the new plan from the next charge on, with no
+	// credit or charge for the rest of the current period.
+	ProrateNone Proration = "NONE"
+)
+
+// Adjustment is a line a period's charge carries besides its plan: the
+// credit for the old plan's unused time, or the charge for the new plan's,
+// of a plan change made during the period before ([ProrateNextCharge]).
+// The next charge is the period's Amount plus its charges less its
+// credits, less the customer's balance ([Period.Due]).
+type Adjustment struct {
+	// Request is the request key of the change that made the line.
+	Request string `json:"request"`
+	// Description names the line on the invoice ("Unused time on Basic",
+	// "Remaining time on Plus").
+	Description string `json:"description"`
+	// Tier is the plan prorated: the old one for a credit, the new one
+	// for a charge.
+	Tier string `json:"tier,omitempty"`
+	// PeriodID is the paid period whose time is prorated; Start and End
+	// are that time (the change's instant and the period's end), and
+	// Length the whole period's, in seconds.
+	PeriodID string    `json:"period"`
+	Start    time.Time `json:"start"`
+	End      time.Time `json:"end"`
+	Length   int64     `json:"length"`
+	// Price is the full period's price of Tier.
+	Price Amount `json:"price"`
+	// Amount is Price × (End − Start) / Length, rounded half to even in
+	// the currency's minor unit (after a clamp, see [Collector.ChangePlan]).
+	Amount Amount `json:"amount"`
+	// Credit is set on a credit: Amount comes off the charge.
+	Credit bool `json:"credit,omitempty"`
+	// Fraction is the exact amount before rounding, in cents and seconds:
+	// "2000*1296000/2592000".
+	Fraction string `json:"fraction"`
+}
+
+// maxAdjustments bounds the lines one period carries: every plan change
+// during a period adds two.
+const maxAdjustments = 64
+
+// Due returns what the period's charge is: its Amount with its
+// adjustments ([Period.Adjustments]: charges added, credits taken off),
+// less what the customer's balance ([Period.Balance]) pays of it. Applied
+// is that part of the balance, and Left the balance after this charge,
+// which the next period carries: a credit larger than the charge adds to
+// it. The charge is never negative.
+func (s *Period) Due() (due, applied, left Amount) {
+	total := s.Amount
+	for _, a := range s.Adjustments {
+		if a.Credit {
+			total -= a.Amount
+		} else {
+			total += a.Amount
+		}
+	}
+	if total < 0 {
+		return 0, 0, s.Balance - total
+	}
+	applied = min(s.Balance, total)
+	return total - applied, applied, s.Balance - applied
+}
+
+// charged reports whether s carries more than its plan: adjustments or a
+// balance, so that what it charges is not its Amount.
+func (s *Period) charged() bool {
+	return len(s.Adjustments) > 0 || s.Balance != 0
+}
+
+// checkAdjustments checks the adjustments and balance of s as a store
+// writes them: at most [maxAdjustments] lines, amounts and the balance in
+// 0..[MaxAmount], and a charge (see [Period.Due]) that does not overflow.
+func (s *Period) checkAdjustments() error {
+	if len(s.Adjustments) > maxAdjustments {
+		return fmt.Errorf("%w: %d adjustments, at most %d", ErrInvalidAmount, len(s.Adjustments), maxAdjustments)
+	}
+	if s.Balance < 0 {
+		return fmt.Errorf("%w: balance %s is negative", ErrInvalidAmount, s.Balance)
+	}
+	sum := new(big.Int).SetInt64(int64(s.Amount))
+	for i, a := range s.Adjustments {
+		if a.Amount < 0 || a.Price < 0 {
+			return fmt.Errorf("%w: adjustment %d: a negative amount", ErrInvalidAmount, i)
+		}
+		if a.Credit {
+			sum.Sub(sum, big.NewInt(int64(a.Amount)))
+		} else {
+			sum.Add(sum, big.NewInt(int64(a.Amount)))
+		}
+	}
+	sum.Abs(sum).Add(sum, big.NewInt(int64(s.Balance)))
+	if !sum.IsInt64() {
+		return fmt.Errorf("%w: the adjustments and balance overflow", ErrInvalidAmount)
+	}
+	return nil
+}
+
+// prorate returns price × part / whole, both in whole seconds, rounded
+// half to even in a minor unit of unit cents (100 for a currency without
+// one, such as JPY), and the exact fraction.
+func prorate(price Amount, part, whole time.Duration, unit int64) (Amount, string) {
+	p, w := int64(part/time.Second), int64(whole/time.Second)
+	frac := strconv.FormatInt(int64(price), 10) + "*" + strconv.FormatInt(p, 10) + "/" + strconv.FormatInt(w, 10)
+	if w <= 0 || p <= 0 || price <= 0 {
+		return 0, frac
+	}
+	p = min(p, w)
+	num := new(big.Int).Mul(big.NewInt(int64(price)), big.NewInt(p))
+	den := new(big.Int).Mul(big.NewInt(w), big.NewInt(unit))
+	q, r := new(big.Int).QuoRem(num, den, new(big.Int))
+	switch r.Lsh(r, 1).Cmp(den) {
+	case 1:
+		q.Add(q, big.NewInt(1))
+	case 0:
+		if q.Bit(0) == 1 {
+			q.Add(q, big.NewInt(1))
+		}
+	}
+	return Amount(q.Int64() * unit), frac
+}
+
+// centsPerMinorUnit is how many cents make the minor unit of currency:
+// 100 for one without a minor unit (JPY), else 1 (a currency with three
+// decimals is prorated to the cent, the precision of an [Amount]).
+func centsPerMinorUnit(currency string) int64 {
+	if d, ok := currencyDigits(currency); ok && d == 0 {
+		return 100
+	}
+	return 1
+}
+
+// planChange is the proration of a plan change at an instant: the paid
+// period it prorates and the lines it adds to the next charge.
+type planChange struct {
+	paid  *Period // nil: nothing to prorate
+	end   time.Time
+	lines []Adjustment
+}
+
+// errNoProration says why a change is not prorated (for a preview).
+var errNoProration = errors.New("nothing to prorate")
+
+// prorateChange prorates the change of next (the SCHEDULED period that
+// will be charged next) to tier at price, at instant at, among the user's
+// records recs: it finds the paid period running at that instant, and
+// returns the credit for its plan's unused time and the charge for the new
+// plan's. Nothing is prorated (the zero planChange) when no paid period
+// runs then: during a trial, before the first charge, after an owed
+// period, or at the period's end.
+//
+// The credit is at the price in force: the paid period's amount, or the
+// plan an earlier change in the same period moved to (its charge line on
+// next). Two clamps keep any sequence of changes inside one period
+// between zero and the highest plan's full price for it, whatever the
+// rounding: a credit is at most what was paid or is owed for the period
+// and not credited yet, and a charge at most what takes the period to the
+// highest price it had.
+func prorateChange(recs []Period, next *Period, tier string, price Amount, at time.Time, unit int64) (planChange, error) {
+	var paid *Period
+	for i := range recs {
+		r := &recs[i]
+		if r.Status != StatusCompleted || r.IsTrial() || !r.AccessEnd.IsZero() ||
+			r.BillingDate.After(at) || !r.BillingDate.Before(next.BillingDate) {
+			continue
+		}
+		if paid == nil || r.BillingDate.After(paid.BillingDate) {
+			paid = r
+		}
+	}
+	if paid == nil {
+		return planChange{}, fmt.Errorf("%w: no paid period runs at %s", errNoProration, at.UTC().Format(time.RFC3339))
+	}
+	end, err := followingDate(paid)
+	if err != nil {
+		return planChange{}, err
+	}
+	if !at.Before(end) {
+		return planChange{}, fmt.Errorf("%w: the paid period %s ended at %s", errNoProration, paid.SubscriptionID, end.UTC().Format(time.RFC3339))
+	}
+	// What the period was paid (or owes) at, and what was credited, by
+	// earlier changes in it.
+	inForce, inForceTier, top := paid.Amount, paid.ReceiptTierName, paid.Amount
+	paidFor, credited := paid.Amount, Amount(0)
+	for _, a := range next.Adjustments {
+		if a.PeriodID != paid.SubscriptionID {
+			continue
+		}
+		if a.Credit {
+			credited += a.Amount
+			continue
+		}
+		paidFor += a.Amount
+		inForce, inForceTier, top = a.Price, a.Tier, max(top, a.Price)
+	}
+	top = max(top, price)
+	length, left := end.Sub(paid.BillingDate), end.Sub(at)
+	credit, cfrac := prorate(inForce, left, length, unit)
+	credit = min(credit, max(paidFor-credited, 0))
+	charge, chfrac := prorate(price, left, length, unit)
+	charge = min(charge, max(top-(paidFor-credited-credit), 0))
+	line := func(desc, tier string, p, amount Amount, credit bool, frac string) Adjustment {
+		return Adjustment{Description: desc, Tier: tier, PeriodID: paid.SubscriptionID,
+			Start: at.UTC(), End: end.UTC(), Length: int64(length / time.Second),
+			Price: p, Amount: amount, Credit: credit, Fraction: frac}
+	}
+	return planChange{paid: paid, end: end, lines: []Adjustment{
+		line("Unused time on "+tierLabel(inForceTier), inForceTier, inForce, credit, true, cfrac),
+		line("Remaining time on "+tierLabel(tier), tier, price, charge, false, chfrac),
+	}}, nil
+}
+
+// tierLabel is a tier's name for a line: the tier, or "the plan" when
+// the record names none.
+func tierLabel(tier string) string {
+	if tier == "" {
+		return "the plan"
+	}
+	return tier
+}
