@@ -209,9 +209,10 @@ func (c *Collector) startAttempt(ctx context.Context, proc Process, cur *Period,
 	if err := c.chargeable(cur); err != nil {
 		return nil, fmt.Errorf("attempt %d of %s not made: %w", n, cur.SubscriptionID, err)
 	}
+	due, _, _ := cur.Due()
 	marked := cur.Clone()
 	marked.LastAttempt = Attempt{
-		Number: n, Key: IdempotencyKey(cur.SubscriptionID, n), Amount: cur.Amount,
+		Number: n, Key: IdempotencyKey(cur.SubscriptionID, n), Amount: due,
 		Tier: cur.ReceiptTierName, Process: proc, Started: now.UTC(),
 		Invoice: inv.ID, InvoiceNumber: inv.Number,
 	}
@@ -230,15 +231,19 @@ func (c *Collector) startAttempt(ctx context.Context, proc Process, cur *Period,
 // checked again here. A refusal is a [*FieldError] on billing_amount
 // naming the record's key, wrapping [ErrInvalidAmount].
 func (c *Collector) chargeable(cur *Period) error {
-	why := c.outOfLimits(cur.Amount)
+	if err := cur.checkAdjustments(); err != nil {
+		return &FieldError{Field: "billing_adjustments", Key: cur.Key(), Err: err}
+	}
+	due, _, _ := cur.Due()
+	why := c.outOfLimits(due)
 	switch {
-	case cur.Amount == 0:
+	case due == 0:
 		why = "zero is never presented to the processor (a free period is completed without it)"
 	case cur.IsTrial():
 		why = "a trial period is never charged (its first paid period is)"
 	}
 	if why != "" {
-		return &FieldError{Field: "billing_amount", Value: cur.Amount.String(), Key: cur.Key(),
+		return &FieldError{Field: "billing_amount", Value: due.String(), Key: cur.Key(),
 			Err: fmt.Errorf("%w: %s", ErrInvalidAmount, why)}
 	}
 	return nil
@@ -378,6 +383,7 @@ func (c *Collector) recordOutcome(ctx context.Context, cur *Period, res PaymentR
 			return Period{}, err
 		}
 		if following != nil {
+			carryTo(following, cur, carryCharged)
 			create = append(create, following)
 		}
 	}
@@ -385,7 +391,9 @@ func (c *Collector) recordOutcome(ctx context.Context, cur *Period, res PaymentR
 	if err != nil {
 		return Period{}, err
 	}
-	next.Amount = a.Amount // what was asked for is what the answer is about
+	if !cur.charged() {
+		next.Amount = a.Amount // what was asked for is what the answer is about
+	}
 	for _, f := range create {
 		f.LastRunDate = next.LastRunDate.Add(time.Nanosecond)
 		f.CreatedDate = f.LastRunDate
@@ -805,6 +813,7 @@ func (c *Collector) markStale(ctx context.Context, proc Process, cur *Period, no
 			return err
 		}
 		if following != nil {
+			carryTo(following, cur, carryForgiven)
 			following.LastRunDate = next.LastRunDate.Add(time.Nanosecond)
 			following.CreatedDate = following.LastRunDate
 			create = append(create, following)
@@ -852,6 +861,7 @@ func (c *Collector) advancePause(ctx context.Context, cur *Period, rep *Report) 
 		return err
 	}
 	if following != nil {
+		carryTo(following, cur, carryDeferred)
 		following.LastRunDate = next.LastRunDate.Add(time.Nanosecond)
 		following.CreatedDate = following.LastRunDate
 		left := cur.PauseDurationMonths - 1
@@ -892,7 +902,11 @@ func (c *Collector) advancePause(ctx context.Context, cur *Period, rep *Report) 
 // other zero record is refused before a charge as an amount out of limits
 // (see [Collector.chargeable]).
 func (c *Collector) freeable(cur *Period) bool {
-	return !cur.InFlight() && (cur.IsTrial() || cur.Amount == 0 && c.cfg.AllowFreeTiers)
+	if cur.InFlight() {
+		return false
+	}
+	due, _, _ := cur.Due()
+	return cur.IsTrial() || due == 0 && (c.cfg.AllowFreeTiers || cur.Amount > 0)
 }
 
 // completeFree completes cur, a zero-amount period eligible for proc (read
@@ -915,6 +929,7 @@ func (c *Collector) completeFree(ctx context.Context, proc Process, cur *Period,
 			return err
 		}
 		if following != nil {
+			carryTo(following, cur, carryCharged)
 			following.LastRunDate = at.Add(1)
 			following.CreatedDate = following.LastRunDate
 			create = append(create, following)

@@ -47,8 +47,8 @@ type Invoice struct {
 	Currency string
 	// Lines are what is billed, in order.
 	Lines []InvoiceLine
-	// Subtotal is the sum of the plan and proration lines, Discounts of
-	// the discount lines and Tax of the tax lines. Total is
+	// Subtotal is the sum of the plan and proration lines less the unused
+	// time lines, Discounts of the discount lines and Tax of the tax lines. Total is
 	// Subtotal - Discounts + Tax, never negative.
 	Subtotal, Discounts, Tax, Total int64
 	// AmountPaid is what has been paid of Total (the balance applied, then
@@ -98,7 +98,10 @@ type LineKind string
 const (
 	LinePlan      LineKind = "plan"
 	LineProration LineKind = "proration"
-	LineDiscount  LineKind = "discount"
+	// LineUnusedTime is the credit for a plan's unused time (a plan
+	// change's proration): it comes off the subtotal.
+	LineUnusedTime LineKind = "unused_time"
+	LineDiscount   LineKind = "discount"
 	// LineCredit is the customer's balance applied: it counts in AmountPaid.
 	LineCredit LineKind = "credit"
 	LineTax    LineKind = "tax"
@@ -187,7 +190,7 @@ func (inv *Invoice) Validate() error {
 	for i, l := range inv.Lines {
 		f := func(name string) string { return fmt.Sprintf("Lines[%d].%s", i, name) }
 		switch l.Kind {
-		case LinePlan, LineProration, LineDiscount, LineCredit, LineTax:
+		case LinePlan, LineProration, LineUnusedTime, LineDiscount, LineCredit, LineTax:
 		default:
 			return bad(f("Kind"), l.Kind, "unknown kind")
 		}
@@ -210,8 +213,10 @@ func (inv *Invoice) Validate() error {
 	switch {
 	case !ok:
 		return bad("Subtotal", inv.Subtotal, "sum overflows")
-	case inv.Subtotal != sub:
-		return bad("Subtotal", inv.Subtotal, "the plan and proration lines sum to %d", sub)
+	case sums[LineUnusedTime] > sub:
+		return bad("Subtotal", inv.Subtotal, "the unused time lines (%d) are more than the plan and proration lines (%d)", sums[LineUnusedTime], sub)
+	case inv.Subtotal != sub-sums[LineUnusedTime]:
+		return bad("Subtotal", inv.Subtotal, "the plan and proration lines less the unused time lines sum to %d", sub-sums[LineUnusedTime])
 	case inv.Discounts != sums[LineDiscount]:
 		return bad("Discounts", inv.Discounts, "the discount lines sum to %d", sums[LineDiscount])
 	case inv.Discounts > inv.Subtotal:
@@ -392,14 +397,68 @@ func (c *Collector) invoiceDraft(cur *Period, now time.Time) (Invoice, error) {
 	if cur.BillingPeriod != "" {
 		desc += " " + cur.BillingPeriod
 	}
-	return Invoice{
+	inv := Invoice{
 		UserID: cur.UserID, Key: cur.SubscriptionID, Sequence: iv.Sequence, Prefix: iv.Prefix,
 		Currency: iv.Currency, Status: InvoiceDraft, Created: now, DueAt: cur.BillingDate.UTC(),
 		Lines: []InvoiceLine{{Description: desc, PeriodStart: cur.BillingDate.UTC(), PeriodEnd: end.UTC(),
 			Quantity: 1, UnitAmount: amount, Amount: amount, Kind: LinePlan}},
-		Subtotal: amount, Total: amount, AmountDue: amount,
+		Subtotal: amount,
 		PeriodIDs: []string{cur.SubscriptionID},
-	}, nil
+	}
+	if err := c.adjustmentLines(&inv, cur); err != nil {
+		return Invoice{}, fmt.Errorf("invoice of %s: %w", cur.SubscriptionID, err)
+	}
+	inv.Total, inv.AmountDue = inv.Subtotal, inv.Subtotal-inv.AmountPaid
+	return inv, nil
+}
+
+// adjustmentLines adds to inv the lines of cur's adjustments and the
+// balance it applies (see [Period.Due]): a plan change's charges
+// (proration), then its credits for unused time, each at most what is
+// left of the subtotal (a credit larger than the charge goes to the
+// customer's balance, not below zero), then the balance applied, which
+// pays part of the total (AmountPaid).
+func (c *Collector) adjustmentLines(inv *Invoice, cur *Period) error {
+	line := func(a *Adjustment, kind LineKind) (InvoiceLine, error) {
+		v, err := minorUnits(a.Amount, inv.Currency)
+		return InvoiceLine{Description: a.Description, PeriodStart: a.Start, PeriodEnd: a.End,
+			Quantity: 1, UnitAmount: v, Amount: v, Kind: kind}, err
+	}
+	for _, credits := range []bool{false, true} {
+		for i := range cur.Adjustments {
+			a := &cur.Adjustments[i]
+			if a.Credit != credits {
+				continue
+			}
+			kind := LineProration
+			if a.Credit {
+				kind = LineUnusedTime
+			}
+			l, err := line(a, kind)
+			if err != nil {
+				return err
+			}
+			if a.Credit {
+				l.Amount = min(l.Amount, inv.Subtotal)
+				l.UnitAmount = l.Amount
+				inv.Subtotal -= l.Amount
+			} else {
+				inv.Subtotal += l.Amount
+			}
+			if l.Amount > 0 {
+				inv.Lines = append(inv.Lines, l)
+			}
+		}
+	}
+	if _, applied, _ := cur.Due(); applied > 0 {
+		v, err := minorUnits(applied, inv.Currency)
+		if err != nil {
+			return err
+		}
+		inv.Lines = append(inv.Lines, InvoiceLine{Description: "Applied balance", Quantity: 1, UnitAmount: v, Amount: v, Kind: LineCredit})
+		inv.AmountPaid = v
+	}
+	return nil
 }
 
 // minorUnits writes a (cents) in the minor units of currency.

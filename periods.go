@@ -770,7 +770,12 @@ func newDateMoveError(cur *Period, d time.Time, r *Period, later bool) *DateMove
 // ([PricePlan]). A change to the tier
 // and amount the record has (or has pending) is [ErrNoChange], unwritten.
 func (p *Periods) ChangeTier(ctx context.Context, subscriptionID, tier string, amount Amount, downgrade bool) (Change, error) {
-	c := p.c
+	return p.c.changeTier(ctx, subscriptionID, tier, amount, downgrade, nil)
+}
+
+// changeTier is [Periods.ChangeTier], adding lines (a plan change's
+// proration) to the record's adjustments with the new plan, after guard.
+func (c *Collector) changeTier(ctx context.Context, subscriptionID, tier string, amount Amount, downgrade bool, lines []Adjustment, guard ...func(*Period) error) (Change, error) {
 	// What needs no record is refused before anything is read: the tier
 	// name, and without a price list the amount itself. A price list
 	// prices the record's plan (its term and interval), read under the lock.
@@ -803,8 +808,14 @@ func (p *Periods) ChangeTier(ctx context.Context, subscriptionID, tier string, a
 		}
 		next.ReceiptTierName, next.Amount = tier, amount
 		next.IsPendingDowngrade, next.PendingTierName, next.PendingAmount = false, "", 0
+		if len(lines) > 0 {
+			next.Adjustments = append(slices.Clone(cur.Adjustments), lines...)
+			if err := next.checkAdjustments(); err != nil {
+				return nil, err
+			}
+		}
 		return nil, nil
-	})
+	}, guard...)
 }
 
 // Reactivate opens a new SCHEDULED record for a user whose subscription
@@ -916,6 +927,7 @@ func (c *Collector) openNext(ctx context.Context, cur *Period, now time.Time) ([
 	if err != nil || f == nil {
 		return nil, err
 	}
+	carryTo(f, cur, carryForgiven)
 	return []*Period{f}, nil
 }
 

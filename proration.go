@@ -1,9 +1,11 @@
 package billing
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -256,4 +258,102 @@ func tierLabel(tier string) string {
 		return "the plan"
 	}
 	return tier
+}
+
+// carry says what the period opened after a record takes from it.
+type carry int
+
+const (
+	// carryCharged: the record was charged (or completed at zero): it
+	// keeps its adjustments and the part of the balance it applied, and
+	// the next period gets the balance left ([Period.Due]).
+	carryCharged carry = iota
+	// carryForgiven: the record is given up on (waived, stale): its
+	// charges go with it, and its balance and credits go on as balance.
+	carryForgiven
+	// carryDeferred: the record is skipped (a pause month): the next
+	// period charges what it would have, adjustments and all.
+	carryDeferred
+)
+
+// carryTo sets on f, the period opened after cur, the adjustments and
+// balance cur passes on (see [carry]).
+func carryTo(f, cur *Period, how carry) {
+	switch how {
+	case carryCharged:
+		_, _, f.Balance = cur.Due()
+	case carryForgiven:
+		f.Balance = cur.Balance
+		for _, a := range cur.Adjustments {
+			if a.Credit {
+				f.Balance += a.Amount
+			}
+		}
+	case carryDeferred:
+		f.Balance, f.Adjustments = cur.Balance, slices.Clone(cur.Adjustments)
+	}
+}
+
+// ChangePreview is what a plan change would bill, as
+// [Collector.PreviewChangePlan] answers.
+type ChangePreview struct {
+	// Adjustments are the lines the change would add to the next charge
+	// (see [UserChange.Adjustments]).
+	Adjustments []Adjustment
+	// NextChargeDate and NextChargeAmount are the next charge with them,
+	// as [Subscription] would say after the change.
+	NextChargeDate   time.Time
+	NextChargeAmount Amount
+	// Balance is the customer's balance after that charge: what is left
+	// of a credit larger than it, and of the balance before.
+	Balance Amount
+}
+
+// PreviewChangePlan answers what [Collector.ChangePlan] with req would
+// bill were it made at instant at (zero: now), within the paid period
+// running then (Stripe's proration date), and changes nothing: no lock,
+// no write, and req.RequestKey is not used. It is refused as ChangePlan
+// would refuse the change ([ErrNoChange], [ErrPlanChangeRefused], a
+// [*FieldError]).
+func (c *Collector) PreviewChangePlan(ctx context.Context, req ChangePlanRequest, at time.Time) (ChangePreview, error) {
+	fail := func(err error) (ChangePreview, error) {
+		return ChangePreview{}, fmt.Errorf("preview plan change %s: %w", req.UserID, err)
+	}
+	when, given, prorate, err := c.checkPlanChange(ctx, req)
+	if err != nil {
+		return fail(err)
+	}
+	if at.IsZero() {
+		at = c.cfg.Clock.Now()
+	}
+	recs, err := c.cfg.Repository.ListByUser(ctx, req.UserID)
+	if err != nil {
+		return fail(err)
+	}
+	if len(recs) == 0 {
+		return fail(fmt.Errorf("%w: user_id=%s has no billing periods", ErrNotFound, req.UserID))
+	}
+	down := when == ChangeAtNextPeriod
+	targets, price, lines, err := c.planChangeTargets(ctx, req, given, down, prorate, recs, at)
+	if err != nil {
+		return fail(err)
+	}
+	if len(targets) == 0 {
+		return fail(noPeriodFor(opChangeTier, req.UserID, openPeriods(recs)))
+	}
+	next := targets[0].Clone()
+	switch {
+	case next.IsTrial():
+		next.TrialAmount = price
+	case down && !firstAfterTrial(&next):
+		next.IsPendingDowngrade, next.PendingTierName, next.PendingAmount = true, req.Tier, price
+	default:
+		next.ReceiptTierName, next.Amount = req.Tier, price
+		next.IsPendingDowngrade = false
+		next.Adjustments = append(next.Adjustments, lines...)
+	}
+	out := ChangePreview{Adjustments: lines}
+	out.NextChargeDate, out.NextChargeAmount = nextCharge(&next)
+	_, _, out.Balance = next.Due()
+	return out, nil
 }

@@ -2,6 +2,7 @@ package billing
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -270,6 +271,11 @@ func nextCharge(r *Period) (time.Time, Amount) {
 		}
 	case r.IsTrial():
 		date, amount = r.TrialEnd, r.TrialAmount
+	case r.charged():
+		// A plan change's proration and the customer's balance are in
+		// the charge; a balance that pays all of it leaves the date.
+		due, _, _ := r.Due()
+		return date, due
 	}
 	if amount <= 0 {
 		return time.Time{}, 0
@@ -378,6 +384,11 @@ type UserChange struct {
 	// rounded down to the minor unit. The library refunds nothing itself.
 	Refund         Amount
 	RefundPeriodID string
+	// Adjustments are, for a plan change now ([ProrateNextCharge]), the
+	// lines it added to the next charge: the credit for the old plan's
+	// unused time and the charge for the new plan's. None when no paid
+	// period was running (a trial, before the first charge).
+	Adjustments []Adjustment
 }
 
 // When says when a change by user takes effect: a cancel
@@ -464,6 +475,10 @@ type ChangePlanRequest struct {
 	Amount Amount
 	// When says when the plan applies. Defaults to [ChangeNow].
 	When When
+	// Proration says how a change now ([ChangeNow]) bills the rest of the
+	// paid period it is made in. Defaults to [ProrateNextCharge]; a change
+	// at the next period takes only the default or [ProrateNone].
+	Proration Proration
 }
 
 // MoveBillingDateRequest is what [Collector.MoveBillingDate] takes.
@@ -621,51 +636,159 @@ func (c *Collector) Resume(ctx context.Context, req ResumeRequest) (UserChange, 
 //     call did (Repeated set); with other parameters it is a
 //     [*RequestKeyError], whatever the subscription has become since.
 func (c *Collector) ChangePlan(ctx context.Context, req ChangePlanRequest) (UserChange, error) {
-	when := req.When
-	if when == "" {
-		when = ChangeNow
+	when, given, prorate, err := c.checkPlanChange(ctx, req)
+	if err != nil {
+		return UserChange{}, fmt.Errorf("change plan %s: %w", req.UserID, err)
 	}
-	if when != ChangeNow && when != ChangeAtNextPeriod {
-		return UserChange{}, fmt.Errorf("change plan %s: %w", req.UserID,
-			requestField("When", string(when), "%s or %s", ChangeNow, ChangeAtNextPeriod))
-	}
-	amount := req.Amount
-	if amount == 0 && c.cfg.Prices != nil {
-		amount = ListPrice
-	}
-	// Refused before anything is read when no record is needed to tell;
-	// a price list prices the user's plan (term and interval), read below.
-	if c.cfg.Prices == nil || !validTierName(req.Tier) {
-		if _, err := c.priceOf(ctx, PricePlan{Tier: req.Tier}, amount); err != nil {
-			return UserChange{}, fmt.Errorf("change plan %s: %w", req.UserID, err)
-		}
-	}
-	given := amount
+	amount := given
 	down := when == ChangeAtNextPeriod
 	kr := newKeyedRequest("change plan", req.RequestKey).field("Tier", req.Tier).
 		field("When", string(when))
 	if req.Amount != 0 && req.Amount != ListPrice {
 		kr = kr.field("Amount", req.Amount.String())
 	}
-	return c.byUser(ctx, req.UserRequest, kr, opChangeTier, func(recs []Period, kr keyedRequest, now time.Time) ([]Period, keyedRequest, error) {
-		v := viewOf(req.UserID, recs, now)
-		var err error
-		if amount, err = c.priceOf(ctx, PricePlan{Tier: req.Tier, Term: v.Term, Interval: v.Interval}, given); err != nil {
+	if !prorate && !down {
+		kr = kr.field("Proration", string(ProrateNone))
+	}
+	var read Period // the period prorated, as read when the lines were made
+	out, err := c.byUser(ctx, req.UserRequest, kr, opChangeTier, func(recs []Period, kr keyedRequest, now time.Time) ([]Period, keyedRequest, error) {
+		targets, price, lines, err := c.planChangeTargets(ctx, req, given, down, prorate, recs, now)
+		if err != nil {
 			return nil, kr, err
 		}
-		var targets []Period
-		for _, r := range inStatus(recs, StatusScheduled) {
-			if sameTier(&r, req.Tier, amount, down) == nil {
-				targets = append(targets, r)
+		amount = price
+		if len(lines) > 0 {
+			read = targets[0]
+			b, err := json.Marshal(lines)
+			if err != nil {
+				return nil, kr, err
 			}
-		}
-		if len(targets) == 0 && len(inStatus(recs, StatusScheduled)) > 0 {
-			return nil, kr, fmt.Errorf("%w: user %s is on %s at %s already", ErrNoChange, req.UserID, req.Tier, amount)
+			kr = kr.set("adjustments", read.SubscriptionID, string(b))
 		}
 		return targets, kr, nil
 	}, func(ctx context.Context, id string) (Change, error) {
-		return c.Periods().ChangeTier(ctx, id, req.Tier, amount, down)
+		lines, err := recordedLines(ctx, id)
+		if err != nil {
+			return Change{}, err
+		}
+		var guard []func(*Period) error
+		if len(lines) > 0 && read.SubscriptionID == id {
+			guard = append(guard, func(cur *Period) error {
+				if !cur.LastRunDate.Equal(read.LastRunDate) {
+					return fmt.Errorf("%w: %s changed after its proration was made", ErrConflict, id)
+				}
+				return nil
+			})
+		}
+		return c.changeTier(ctx, id, req.Tier, amount, down, lines, guard...)
 	})
+	if err != nil {
+		return out, err
+	}
+	for _, ch := range out.Changes {
+		out.Adjustments = append(out.Adjustments, addedLines(&ch.Before, &ch.After)...)
+	}
+	return out, nil
+}
+
+// checkPlanChange checks what req asks for before anything is read, and
+// returns when it takes effect, the amount given (or [ListPrice]) and
+// whether it is prorated.
+func (c *Collector) checkPlanChange(ctx context.Context, req ChangePlanRequest) (when When, amount Amount, prorate bool, err error) {
+	when = req.When
+	if when == "" {
+		when = ChangeNow
+	}
+	if when != ChangeNow && when != ChangeAtNextPeriod {
+		return "", 0, false, requestField("When", string(when), "%s or %s", ChangeNow, ChangeAtNextPeriod)
+	}
+	amount = req.Amount
+	if amount == 0 && c.cfg.Prices != nil {
+		amount = ListPrice
+	}
+	// Refused before anything is read when no record is needed to tell;
+	// a price list prices the user's plan (term and interval), read later.
+	if c.cfg.Prices == nil || !validTierName(req.Tier) {
+		if _, err := c.priceOf(ctx, PricePlan{Tier: req.Tier}, amount); err != nil {
+			return "", 0, false, err
+		}
+	}
+	prorate, err = prorationOf(req.Proration, when)
+	return when, amount, prorate, err
+}
+
+// prorationOf checks p for a change taking effect when, and reports
+// whether the change is prorated.
+func prorationOf(p Proration, when When) (bool, error) {
+	switch {
+	case p == "" || p == ProrateNextCharge && when == ChangeNow:
+		return when == ChangeNow, nil
+	case p == ProrateNone:
+		return false, nil
+	}
+	return false, requestField("Proration", string(p), "%s or %s (%s only with %s)", ProrateNextCharge, ProrateNone, ProrateNextCharge, ChangeNow)
+}
+
+// planChangeTargets picks the periods a plan change of the user (records
+// recs) moves, at now: every SCHEDULED one not on the plan already. It
+// returns them, the plan's price, and, prorated, the lines the change adds
+// to the first of them, the next charge (see [prorateChange]).
+func (c *Collector) planChangeTargets(ctx context.Context, req ChangePlanRequest, given Amount, down, prorate bool, recs []Period, now time.Time) ([]Period, Amount, []Adjustment, error) {
+	v := viewOf(req.UserID, recs, now)
+	amount, err := c.priceOf(ctx, PricePlan{Tier: req.Tier, Term: v.Term, Interval: v.Interval}, given)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	var targets []Period
+	for _, r := range inStatus(recs, StatusScheduled) {
+		if sameTier(&r, req.Tier, amount, down) == nil {
+			targets = append(targets, r)
+		}
+	}
+	if len(targets) == 0 && len(inStatus(recs, StatusScheduled)) > 0 {
+		return nil, 0, nil, fmt.Errorf("%w: user %s is on %s at %s already", ErrNoChange, req.UserID, req.Tier, amount)
+	}
+	if !prorate || len(targets) == 0 || targets[0].IsTrial() {
+		return targets, amount, nil, nil
+	}
+	pc, err := prorateChange(recs, &targets[0], req.Tier, amount, now, centsPerMinorUnit(c.cfg.Invoicing.Currency))
+	switch {
+	case errors.Is(err, errNoProration):
+		return targets, amount, nil, nil
+	case err != nil:
+		return nil, 0, nil, err
+	}
+	for i := range pc.lines {
+		pc.lines[i].Request = req.RequestKey
+	}
+	return targets, amount, pc.lines, nil
+}
+
+// recordedLines returns the proration lines the change by user in ctx
+// (its first call's request) decided for the period id, if any.
+func recordedLines(ctx context.Context, id string) ([]Adjustment, error) {
+	enc, _ := ctx.Value(requestKey{}).(string)
+	kr, ok := parseKeyedRequest(enc)
+	if !ok {
+		return nil, nil
+	}
+	v := kr.v["adjustments"]
+	if len(v) != 2 || v[0] != id {
+		return nil, nil
+	}
+	var lines []Adjustment
+	if err := json.Unmarshal([]byte(v[1]), &lines); err != nil {
+		return nil, fmt.Errorf("the recorded proration of %s: %w", id, err)
+	}
+	return lines, nil
+}
+
+// addedLines returns the adjustments after has that before had not.
+func addedLines(before, after *Period) []Adjustment {
+	if len(after.Adjustments) <= len(before.Adjustments) {
+		return nil
+	}
+	return slices.Clone(after.Adjustments[len(before.Adjustments):])
 }
 
 // MoveBillingDate moves the user's next period — its latest open one — to

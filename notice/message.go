@@ -101,7 +101,9 @@ type Message struct {
 	SubscriptionID string
 	// BillingDate is the record's billing_date, in UTC. Required.
 	BillingDate time.Time
-	// Amount is the record's billing_amount; never negative.
+	// Amount is what the record will charge ([billing.Period.Due]): its
+	// billing_amount, with a plan change's proration, less the balance;
+	// never negative.
 	Amount billing.Amount
 	// Status is the record's billing_status when it was enqueued.
 	Status billing.Status
@@ -121,11 +123,12 @@ type Message struct {
 // billing_date outside years 1–9999 or a negative amount: the scheduler
 // logs and skips such records.
 func NewMessage(sub *billing.Period) (Message, error) {
+	due, _, _ := sub.Due() // with a plan change's proration, less the balance
 	m := Message{
 		UserID:         sub.UserID,
 		SubscriptionID: sub.SubscriptionID,
 		BillingDate:    sub.BillingDate.UTC(),
-		Amount:         sub.Amount,
+		Amount:         due,
 		Status:         sub.Status,
 		TierName:       sub.ReceiptTierName,
 		UpdatedEvent:   sub.UpdatedEvent,

@@ -132,7 +132,7 @@ func (r *Renderer) noteView(note *billing.CreditNote, inv *billing.Invoice, cp12
 func (r *Renderer) lines(ls []billing.InvoiceLine, m *money, signed bool) []line {
 	out := make([]line, len(ls))
 	for i, l := range ls {
-		off := signed && (l.Kind == billing.LineDiscount || l.Kind == billing.LineCredit)
+		off := signed && (l.Kind == billing.LineDiscount || l.Kind == billing.LineCredit || l.Kind == billing.LineUnusedTime)
 		row := line{Description: l.Description, Amount: m.format(l.Amount, off)}
 		if !l.PeriodStart.IsZero() || !l.PeriodEnd.IsZero() {
 			row.Period = r.date(l.PeriodStart) + " – " + r.date(l.PeriodEnd)

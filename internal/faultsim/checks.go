@@ -550,16 +550,24 @@ func (s *Sim) checkInvoices(ctx context.Context, u string, recs []billing.Period
 		for _, p := range inv.PeriodIDs {
 			paid[p] = append(paid[p], inv.Number)
 		}
+		// What was charged is the total less the customer's balance
+		// applied (the credit lines).
+		want := inv.Total
+		for _, l := range inv.Lines {
+			if l.Kind == billing.LineCredit {
+				want -= l.Amount
+			}
+		}
 		took := false
 		for _, c := range charges {
-			if c.Result.TransactionID == inv.TransactionID && int64(c.Amount) == inv.Total {
+			if c.Result.TransactionID == inv.TransactionID && int64(c.Amount) == want {
 				took = true
 				break
 			}
 		}
 		if !took {
-			problems = append(problems, fmt.Sprintf("user %s: invoice %s paid by %s for %d: no charge of that amount with that transaction",
-				u, inv.Number, inv.TransactionID, inv.Total))
+			problems = append(problems, fmt.Sprintf("user %s: invoice %s paid by %s for %d (total %d): no charge of that amount with that transaction",
+				u, inv.Number, inv.TransactionID, want, inv.Total))
 		}
 	}
 	for i := range recs {
