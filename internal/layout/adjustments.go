@@ -61,11 +61,11 @@ func checkAdjustments(s *billing.Period) (field, value string, cause error) {
 	}
 	sum.Abs(sum).Add(sum, big.NewInt(int64(s.Balance)))
 	if !sum.IsInt64() {
-		field = AttrAdjustments
+		field, value = AttrAdjustments, strconv.Itoa(len(s.Adjustments))+" lines"
 		if len(s.Adjustments) == 0 {
-			field = AttrBalance
+			field, value = AttrBalance, s.Balance.String()
 		}
-		return field, "", fmt.Errorf("%w: the adjustments and balance overflow", billing.ErrInvalidAmount)
+		return field, value, fmt.Errorf("%w: the adjustments and balance overflow", billing.ErrInvalidAmount)
 	}
 	return "", "", nil
 }
