@@ -113,6 +113,7 @@ func TestRepositoryWith(t *testing.T, newStores StoreFactory, opts SuiteOptions)
 		{"InvalidItems", s.invalidCases()},
 		{"Subscribe", s.subscribeCases()},
 		{"Totals", s.totalsCases()},
+		{"Proration", s.prorationCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -60,6 +60,8 @@ const (
 	aTrialAmount
 	aAfterTrial
 	aAccessEnd
+	aBalance
+	aAdjustments
 	aAttemptInvoice
 	aAttemptInvoiceNumber
 	numAttrs
@@ -105,6 +107,8 @@ var attrNames = [numAttrs]string{
 	aTrialAmount:          AttrTrialAmount,
 	aAfterTrial:           AttrAfterTrial,
 	aAccessEnd:            AttrAccessEnd,
+	aBalance:              AttrBalance,
+	aAdjustments:          AttrAdjustments,
 	aAttemptInvoice:       AttrAttemptInvoice,
 	aAttemptInvoiceNumber: AttrAttemptInvoiceNumber,
 }
@@ -192,6 +196,10 @@ func attrOf(name string) (attr, bool) {
 		return aAfterTrial, true
 	case AttrAccessEnd:
 		return aAccessEnd, true
+	case AttrBalance:
+		return aBalance, true
+	case AttrAdjustments:
+		return aAdjustments, true
 	}
 	return 0, false
 }
@@ -584,7 +592,7 @@ func (f *Flat) addKnown(item map[string]av.AttributeValue, set attrSet, extra in
 // most 2), allocated with them, for the caller to fill.
 func (f *Flat) values(set attrSet, vals *[numAttrs]av.AttributeValue, extra int) []av.AttributeValueMemberS {
 	ns, nn, nb := 0, 0, 0
-	var buf [512]byte // the text of every formatted value: at most 5 times, 3 amounts and 6 numbers
+	var buf [512]byte // the text of every formatted value: at most 8 times, 5 amounts and 6 numbers (billing_adjustments is a vS, not formatted here)
 	text := buf[:0]
 	type span struct{ from, to int }
 	var spans [numAttrs]span

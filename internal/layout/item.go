@@ -70,6 +70,17 @@ const (
 	// cancelled. Added by this library, optional on read (absent: the
 	// paid periods run to their ends), omitted when zero.
 	AttrAccessEnd = "billing_access_end"
+	// AttrAdjustments (S) holds the lines a period's charge carries
+	// besides its plan ([billing.Period.Adjustments]: a plan change's
+	// proration credits and charges) as a JSON array of
+	// [billing.Adjustment] (amounts as strings like "4.99", times RFC 3339
+	// UTC). Added by this library, optional on read (absent: none),
+	// omitted when there are none.
+	AttrAdjustments = "billing_adjustments"
+	// AttrBalance (S, an amount like billing_amount) is the customer's
+	// credit balance a period carries ([billing.Period.Balance]). Added by
+	// this library, optional on read (absent: zero), omitted when zero.
+	AttrBalance = "billing_balance"
 	// The in-flight attempt ([billing.Period.LastAttempt]) is added by this
 	// library; optional on read.
 	AttrAttemptNumber  = "billing_attempt_number"
@@ -112,13 +123,17 @@ const (
 // a fixed nine-digit fraction, omitted when zero; billing_amount as a string
 // ("4.99"); term always written (MONTHLY when empty); empty strings, a zero
 // billing_week, pause_duration_months, billing_anchor_day, billing_interval and
-// billing_attempt, and a false is_pending_downgrade are omitted; Extra
-// attributes are written back unchanged. A record decoded from an item keeps
-// that item's billing_date and last_run_date strings while they denote the
-// same instants, so a legacy key is addressed byte for byte.
+// billing_attempt, and a false is_pending_downgrade are omitted;
+// billing_balance is an amount like billing_amount, omitted when zero, and
+// billing_adjustments a JSON array of the lines (see [AttrAdjustments]),
+// omitted when there are none; Extra attributes are written back
+// unchanged. A record decoded from an item keeps that item's billing_date
+// and last_run_date strings while they denote the same instants, so a
+// legacy key is addressed byte for byte.
 //
 // A record that cannot be stored (no user, subscription ID or billing date,
-// the INACTIVE status, out-of-range numbers) is an error naming the field.
+// the INACTIVE status, out-of-range numbers, negative amounts, more than 64
+// adjustments or ones whose sum overflows) is an error naming the field.
 func EncodeItem(s *billing.Period) (map[string]av.AttributeValue, error) {
 	f := NewFlat()
 	defer f.Release()
@@ -247,6 +262,19 @@ func encodeFlat(f *Flat, s *billing.Period, withData bool) error {
 		}
 		v[aTrialAmount] = val{kind: vAmount, n: int64(s.TrialAmount)}
 	}
+	if field, value, cause := checkAdjustments(s); cause != nil {
+		return bad(field, value, cause)
+	}
+	if s.Balance != 0 {
+		v[aBalance] = val{kind: vAmount, n: int64(s.Balance)}
+	}
+	if len(s.Adjustments) > 0 {
+		text, err := encodeAdjustments(s.Adjustments)
+		if err != nil {
+			return bad(AttrAdjustments, "", err)
+		}
+		v[aAdjustments] = val{kind: vS, s: text}
+	}
 	for name := range st.extra {
 		if isKnown(name) || HistoryOnly(name) {
 			return bad(name, "", errors.New("an Extra attribute shadows a known or data_ attribute"))
@@ -301,7 +329,9 @@ func encodeData(f *Flat, s *billing.Period) error {
 // billing_week. data_ attributes and unknown ones are kept in Stored (see
 // [DataAttributes] and [ExtraAttributes]).
 // user_id, billing_date, subscription_id, billing_status and billing_amount
-// are required. Any error is a [*billing.FieldError] wrapping [billing.ErrInvalidItem] that
+// are required; billing_adjustments and billing_balance must be what
+// [EncodeItem] writes (a JSON array of at most 64 lines, amounts not
+// negative). Any error is a [*billing.FieldError] wrapping [billing.ErrInvalidItem] that
 // names the attribute, its value and the item's key.
 func DecodeItem(item map[string]av.AttributeValue) (billing.Period, error) {
 	var s billing.Period
@@ -329,6 +359,9 @@ func DecodeItem(item map[string]av.AttributeValue) (billing.Period, error) {
 	}
 	if s.Term == "" {
 		s.Term = billing.TermMonthly
+	}
+	if field, value, cause := checkAdjustments(&s); cause != nil {
+		return billing.Period{}, bad(field, value, cause)
 	}
 	return s, nil
 }
@@ -457,7 +490,16 @@ func decodeAttrs(item map[string]av.AttributeValue, s *billing.Period, st *store
 			}
 			s.BillingDate = t
 			st.billingDate, st.billingDateAt = v, t
-		case aBillingAmount, aPendingAmount, aAttemptAmount, aTrialAmount:
+		case aAdjustments:
+			if v == "" {
+				continue
+			}
+			lines, err := decodeAdjustments(v)
+			if err != nil {
+				return seen, bad(name, v, err)
+			}
+			s.Adjustments = lines
+		case aBillingAmount, aPendingAmount, aAttemptAmount, aTrialAmount, aBalance:
 			if v == "" && a != aBillingAmount {
 				continue
 			}
@@ -472,6 +514,8 @@ func decodeAttrs(item map[string]av.AttributeValue, s *billing.Period, st *store
 				s.LastAttempt.Amount = amt
 			case aTrialAmount:
 				s.TrialAmount = amt
+			case aBalance:
+				s.Balance = amt
 			default:
 				s.Amount = amt
 			}

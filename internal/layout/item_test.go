@@ -395,6 +395,16 @@ func FuzzDecodeItem(f *testing.F) {
 		f.Add(data)
 	}
 	f.Add([]byte(`{"user_id":{"S":"u"},"billing_date":{"S":"x"}}`))
+	// Proration attributes beside testdata/items/proration_next_charge.json:
+	// a time with an offset (written back in UTC), an unknown field (dropped)
+	// and a balance; and an empty array (read as none) with a balance that
+	// overflows with billing_amount (refused on read as on write).
+	f.Add([]byte(`{"user_id":{"S":"u"},"billing_date":{"S":"2024-04-01T00:00:00Z"},"subscription_id":{"S":"s"},` +
+		`"billing_status":{"S":"SCHEDULED"},"billing_amount":{"S":"20.00"},"last_run_date":{"S":"2024-03-16T00:00:00Z"},` +
+		`"billing_balance":{"S":"0.01"},"billing_adjustments":{"S":"[{\"start\":\"2024-03-16T02:00:00+02:00\",\"amount\":\"5.16\",\"credit\":true,\"x\":1}]"}}`))
+	f.Add([]byte(`{"user_id":{"S":"u"},"billing_date":{"S":"2024-04-01T00:00:00Z"},"subscription_id":{"S":"s"},` +
+		`"billing_status":{"S":"SCHEDULED"},"billing_amount":{"S":"20.00"},"last_run_date":{"S":"2024-03-16T00:00:00Z"},` +
+		`"billing_balance":{"S":"92233720368547758.07"},"billing_adjustments":{"S":"[]"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		item, err := ddbjson.UnmarshalItem(data)
 		if err != nil {
