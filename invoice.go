@@ -402,7 +402,7 @@ func (c *Collector) invoiceDraft(cur *Period, now time.Time) (Invoice, error) {
 		Currency: iv.Currency, Status: InvoiceDraft, Created: now, DueAt: cur.BillingDate.UTC(),
 		Lines: []InvoiceLine{{Description: desc, PeriodStart: cur.BillingDate.UTC(), PeriodEnd: end.UTC(),
 			Quantity: 1, UnitAmount: amount, Amount: amount, Kind: LinePlan}},
-		Subtotal: amount,
+		Subtotal:  amount,
 		PeriodIDs: []string{cur.SubscriptionID},
 	}
 	if err := c.adjustmentLines(&inv, cur); err != nil {

@@ -77,9 +77,9 @@ func TestProrationPeersExamples(t *testing.T) {
 			"B:v1", "A:v1", "10.00", "5.00", "5.00", [2]string{"2000*1296000/2592000", "1000*1296000/2592000"}},
 		{"anchor on the 31st, February of 28 days", day(2027, 1, 31), day(2027, 2, 14), day(2027, 2, 28), billing.TermMonthly,
 			"A:v1", "B:v1", "5.00", "10.00", "25.00", [2]string{"1000*1209600/2419200", "2000*1209600/2419200"}},
-		// 15 of 29 days: 5.1724… and 10.3448…
+		// 14 of 29 days: 4.8275… and 9.6551…
 		{"29 February", day(2028, 2, 29), day(2028, 3, 15), day(2028, 3, 29), billing.TermMonthly,
-			"A:v1", "B:v1", "5.17", "10.34", "25.17", [2]string{"1000*1209600/2505600", "2000*1209600/2505600"}},
+			"A:v1", "B:v1", "4.83", "9.66", "24.83", [2]string{"1000*1209600/2505600", "2000*1209600/2505600"}},
 		// 2028 has 366 days; 184 are left on 1 July: 60.3278… and 120.6557…
 		{"yearly over a leap year", day(2028, 1, 1), day(2028, 7, 1), day(2029, 1, 1), billing.TermYearly,
 			"A:v1", "B:v1", "60.33", "120.66", "300.33", [2]string{"12000*15897600/31622400", "24000*15897600/31622400"}},
@@ -316,7 +316,7 @@ func TestProrationSequencesStayBounded(t *testing.T) {
 	}
 	nov1 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	end := nov1.AddDate(0, 1, 0)
-	for seed := uint64(1); seed <= 40; seed++ {
+	for seed := uint64(1); seed <= 200; seed++ {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			t.Parallel()
 			rng := rand.New(rand.NewPCG(seed, 43))
@@ -386,5 +386,3 @@ func TestProrationSequencesStayBounded(t *testing.T) {
 		})
 	}
 }
-
-

@@ -123,7 +123,10 @@ type Message struct {
 // billing_date outside years 1–9999 or a negative amount: the scheduler
 // logs and skips such records.
 func NewMessage(sub *billing.Period) (Message, error) {
-	due, _, _ := sub.Due() // with a plan change's proration, less the balance
+	due := sub.Amount
+	if len(sub.Adjustments) > 0 || sub.Balance != 0 {
+		due, _, _ = sub.Due() // with a plan change's proration, less the balance
+	}
 	m := Message{
 		UserID:         sub.UserID,
 		SubscriptionID: sub.SubscriptionID,
