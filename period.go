@@ -165,6 +165,12 @@ type Period struct {
 	// billing_amount, added by this library and optional: absent when
 	// zero). On a user's latest open period it is the customer's balance.
 	Balance Amount
+	// Discounts are the coupons applied to the subscription that come off
+	// this period's charge, in the order applied (billing_discounts, a
+	// JSON list, added by this library and optional: absent when none).
+	// The next period carries those with charges left. The engine
+	// replaces the slice, never changes it in place.
+	Discounts []Discount
 
 	// Change names the change a history row records: the event the engine
 	// wrote it for (billing_change, added by this library and written to
@@ -319,12 +325,14 @@ func (s *Period) Schedule() Schedule {
 	return Schedule{Term: s.Term, AnchorDay: s.EffectiveAnchorDay(), BillingWeek: s.BillingWeek, Interval: s.Interval}
 }
 
-// Clone returns a copy of s, with its own Adjustments. The engine never
-// changes a record's Adjustments in place (it sets a new slice), so an
-// assignment copies a record as well, as long as the copy does the same.
+// Clone returns a copy of s, with its own Adjustments and Discounts. The
+// engine never changes a record's Adjustments or Discounts in place (it
+// sets a new slice), so an assignment copies a record as well, as long
+// as the copy does the same.
 func (s *Period) Clone() Period {
 	v := *s
 	v.Adjustments = slices.Clone(s.Adjustments)
+	v.Discounts = slices.Clone(s.Discounts)
 	return v
 }
 
