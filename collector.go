@@ -140,6 +140,11 @@ type Config struct {
 	// Invoicing sets the currency and the number sequence of the invoices
 	// issued. See [Invoicing].
 	Invoicing Invoicing
+	// Coupons, when set, stores the host's coupons and promotion codes and
+	// counts their redemptions: [Collector.ApplyCoupon] needs it. A
+	// coupon's discount comes off the plan of each charge it lasts for
+	// (see [Period.Due]). Defaults to none.
+	Coupons Coupons
 	// MeterProvider makes the collection metrics (see
 	// dynabill.collection.attempts in the package doc). Defaults to otel.GetMeterProvider(), a
 	// no-op unless the host installs a global provider.

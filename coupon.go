@@ -2,8 +2,10 @@ package billing
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -216,10 +218,175 @@ type Discount struct {
 	// as they were when it was applied.
 	PercentOff int    `json:"percent_off,omitempty"`
 	AmountOff  Amount `json:"amount_off,omitempty"`
+	// Currency is the code of the charges it comes off: a percent is
+	// rounded half to even in its minor unit (whole yen for JPY).
+	Currency string `json:"currency,omitempty"`
 	// ChargesLeft is how many charges it still comes off, the one of the
 	// period carrying it included; -1 for ever.
 	ChargesLeft int `json:"charges_left"`
 }
 
+// off returns what d takes off left, the plan's amount that earlier
+// discounts left: a percent of it rounded half to even in the currency's
+// minor unit, or the amount off, at most left.
+func (d *Discount) off(left Amount) Amount {
+	if left <= 0 {
+		return 0
+	}
+	if d.PercentOff > 0 {
+		v, _ := prorate(left, time.Duration(d.PercentOff)*time.Second, 10000*time.Second, centsPerMinorUnit(d.Currency))
+		return min(v, left)
+	}
+	return min(d.AmountOff, left)
+}
+
+// discounted returns amount less discounts, applied in order (each
+// percent of what the ones before left), never below zero, and what each
+// took off.
+func discounted(amount Amount, discounts []Discount) (Amount, []Amount) {
+	offs := make([]Amount, len(discounts))
+	for i := range discounts {
+		offs[i] = discounts[i].off(amount)
+		amount -= offs[i]
+	}
+	return max(amount, 0), offs
+}
+
+// label names d on an invoice line: "WELCOME20 (20% off)".
+func (d *Discount) label() string {
+	name := d.CouponID
+	if d.Code != "" {
+		name = d.Code
+	}
+	if d.PercentOff > 0 {
+		p := fmt.Sprintf("%d", d.PercentOff/100)
+		if r := d.PercentOff % 100; r != 0 {
+			p = strings.TrimRight(fmt.Sprintf("%d.%02d", d.PercentOff/100, r), "0")
+		}
+		return name + " (" + p + "% off)"
+	}
+	return name + " (" + d.AmountOff.String() + " off)"
+}
+
 // maxDiscounts bounds the discounts one subscription carries.
 const maxDiscounts = 8
+
+// ApplyCouponRequest is what [Collector.ApplyCoupon] takes.
+type ApplyCouponRequest struct {
+	UserRequest
+	// CouponID names the coupon, or Code is a promotion code the customer
+	// typed (any case). Exactly one is required.
+	CouponID string
+	Code     string
+}
+
+// ApplyCoupon applies a coupon to the user's subscription, by its ID or
+// a promotion code: it comes off the plan of the next charge (the user's
+// first SCHEDULED period), and of the ones after while it lasts
+// ([Coupon.Duration]), in the order coupons were applied, each a percent
+// of what the ones before left ([Period.Due]). It is a change by user
+// (see [Collector.ChangePlan] for what they share), with [Config.Coupons]
+// required.
+//
+// Before anything is written the coupon is checked: its currency is the
+// collector's ([Invoicing.Currency]), it is not past RedeemBy nor the code
+// past ExpiresAt, the next charge's plan is at least the code's MinAmount,
+// and a FirstTimeOnly code finds no period of the user that was charged.
+// Then the redemption is counted ([Coupons.Redeem]: within the maxima,
+// once per user and request key, so a repeat after a crash counts it
+// once) and the discount written on the period with its history row
+// ([EventCouponApplied]). A refusal wraps [ErrCouponNotRedeemable]; a
+// coupon the subscription has already, [ErrNoChange].
+func (c *Collector) ApplyCoupon(ctx context.Context, req ApplyCouponRequest) (UserChange, error) {
+	fail := func(err error) (UserChange, error) {
+		return UserChange{}, fmt.Errorf("apply coupon %s: %w", req.UserID, err)
+	}
+	if c.cfg.Coupons == nil {
+		return fail(fmt.Errorf("%w: Config.Coupons is required", ErrInvalidRequest))
+	}
+	if (req.CouponID == "") == (req.Code == "") {
+		return fail(requestField("CouponID", req.CouponID, "exactly one of CouponID and Code"))
+	}
+	kr := newKeyedRequest("apply coupon", req.RequestKey).field("CouponID", req.CouponID).field("Code", FoldCode(req.Code))
+	return c.byUser(ctx, req.UserRequest, kr, opCoupon, func(recs []Period, kr keyedRequest, now time.Time) ([]Period, keyedRequest, error) {
+		next := inStatus(recs, StatusScheduled)
+		if len(next) == 0 {
+			return nil, kr, nil
+		}
+		d, err := c.redeem(ctx, req, recs, &next[0], now)
+		if err != nil {
+			return nil, kr, err
+		}
+		b, err := json.Marshal(d)
+		if err != nil {
+			return nil, kr, err
+		}
+		return next[:1], kr.set("discount", string(b)), nil
+	}, func(ctx context.Context, id string) (Change, error) {
+		enc, _ := ctx.Value(requestKey{}).(string)
+		kr, _ := parseKeyedRequest(enc)
+		var d Discount
+		if err := json.Unmarshal([]byte(kr.get("discount")), &d); err != nil {
+			return Change{}, fmt.Errorf("the recorded discount of %s: %w", id, err)
+		}
+		return c.admin(ctx, opCoupon, id, func(_ context.Context, cur, next *Period, _ time.Time) ([]*Period, error) {
+			if slices.ContainsFunc(cur.Discounts, func(o Discount) bool { return o.CouponID == d.CouponID }) {
+				return nil, fmt.Errorf("%w: %s has coupon %s already", ErrNoChange, id, d.CouponID)
+			}
+			if len(cur.Discounts) >= maxDiscounts {
+				return nil, fmt.Errorf("%w: %s has %d coupons, at most %d", ErrCouponNotRedeemable, id, len(cur.Discounts), maxDiscounts)
+			}
+			next.Discounts = append(slices.Clone(cur.Discounts), d)
+			return nil, nil
+		})
+	})
+}
+
+// redeem checks the coupon req names against the rules, for the user's
+// records recs and its next charge next, and counts its redemption: the
+// discount to write.
+func (c *Collector) redeem(ctx context.Context, req ApplyCouponRequest, recs []Period, next *Period, now time.Time) (Discount, error) {
+	refuse := func(format string, args ...any) (Discount, error) {
+		return Discount{}, fmt.Errorf("%w: %s", ErrCouponNotRedeemable, fmt.Sprintf(format, args...))
+	}
+	id, code := req.CouponID, ""
+	if req.Code != "" {
+		p, err := c.cfg.Coupons.PromotionCode(ctx, req.Code)
+		if err != nil {
+			return Discount{}, fmt.Errorf("promotion code %q: %w", req.Code, err)
+		}
+		switch {
+		case !p.ExpiresAt.IsZero() && now.After(p.ExpiresAt):
+			return refuse("code %s expired at %s", p.Code, p.ExpiresAt.UTC().Format(time.RFC3339))
+		case next.Amount < p.MinAmount:
+			return refuse("code %s needs a charge of %s at least, the next is %s", p.Code, p.MinAmount, next.Amount)
+		case p.FirstTimeOnly && slices.ContainsFunc(recs, func(r Period) bool { return r.TransactionID != "" }):
+			return refuse("code %s is for a first purchase, and %s has paid before", p.Code, req.UserID)
+		}
+		id, code = p.CouponID, p.Code
+	}
+	cp, err := c.cfg.Coupons.Coupon(ctx, id)
+	if err != nil {
+		return Discount{}, fmt.Errorf("coupon %q: %w", id, err)
+	}
+	switch {
+	case cp.currency() != c.cfg.Invoicing.Currency:
+		return refuse("coupon %s is in %s, charges are in %s", cp.ID, cp.currency(), c.cfg.Invoicing.Currency)
+	case !cp.RedeemBy.IsZero() && now.After(cp.RedeemBy):
+		return refuse("coupon %s could be redeemed until %s", cp.ID, cp.RedeemBy.UTC().Format(time.RFC3339))
+	case slices.ContainsFunc(next.Discounts, func(o Discount) bool { return o.CouponID == cp.ID }):
+		return Discount{}, fmt.Errorf("%w: %s has coupon %s already", ErrNoChange, req.UserID, cp.ID)
+	}
+	if _, err := c.cfg.Coupons.Redeem(ctx, Redemption{UserID: req.UserID, RequestKey: req.RequestKey, CouponID: cp.ID, Code: code, At: now.UTC()}); err != nil {
+		return Discount{}, fmt.Errorf("redeem coupon %s: %w", cp.ID, err)
+	}
+	left := -1
+	switch cp.Duration {
+	case CouponOnce:
+		left = 1
+	case CouponRepeating:
+		left = cp.Periods
+	}
+	return Discount{CouponID: cp.ID, Code: code, Request: req.RequestKey, PercentOff: cp.PercentOff, AmountOff: cp.AmountOff,
+		Currency: c.cfg.Invoicing.Currency, ChargesLeft: left}, nil
+}

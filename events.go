@@ -132,6 +132,9 @@ const (
 	// EventTierChanged: a record's tier and amount changed, or a downgrade
 	// was set pending ([Periods.ChangeTier]).
 	EventTierChanged EventType = "subscription_tier_changed"
+	// EventCouponApplied: a coupon was applied to the subscription's next
+	// charge ([Collector.ApplyCoupon]), and counted as redeemed.
+	EventCouponApplied EventType = "subscription_coupon_applied"
 	// EventBillingDateMoved: a record moved to another billing date
 	// ([Periods.Move]).
 	EventBillingDateMoved EventType = "subscription_billing_date_moved"

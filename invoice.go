@@ -408,21 +408,34 @@ func (c *Collector) invoiceDraft(cur *Period, now time.Time) (Invoice, error) {
 	if err := c.adjustmentLines(&inv, cur); err != nil {
 		return Invoice{}, fmt.Errorf("invoice of %s: %w", cur.SubscriptionID, err)
 	}
-	inv.Total, inv.AmountDue = inv.Subtotal, inv.Subtotal-inv.AmountPaid
+	inv.Total = inv.Subtotal - inv.Discounts
+	inv.AmountDue = inv.Total - inv.AmountPaid
 	return inv, nil
 }
 
-// adjustmentLines adds to inv the lines of cur's adjustments and the
-// balance it applies (see [Period.Due]): a plan change's charges
-// (proration), then its credits for unused time, each at most what is
-// left of the subtotal (a credit larger than the charge goes to the
-// customer's balance, not below zero), then the balance applied, which
+// adjustmentLines adds to inv the lines of cur's discounts, adjustments
+// and the balance it applies, as [Period.Due] counts them: the discounts
+// off the plan line, each a percent of what the ones before left; a plan
+// change's charges (proration); its credits for unused time, each at most
+// what is left of the total (a credit larger than the charge goes to the
+// customer's balance: never below zero); then the balance applied, which
 // pays part of the total (AmountPaid).
 func (c *Collector) adjustmentLines(inv *Invoice, cur *Period) error {
-	line := func(a *Adjustment, kind LineKind) (InvoiceLine, error) {
-		v, err := minorUnits(a.Amount, inv.Currency)
-		return InvoiceLine{Description: a.Description, PeriodStart: a.Start, PeriodEnd: a.End,
-			Quantity: 1, UnitAmount: v, Amount: v, Kind: kind}, err
+	line := func(desc string, a Amount, kind LineKind) (InvoiceLine, error) {
+		v, err := minorUnits(a, inv.Currency)
+		return InvoiceLine{Description: desc, Quantity: 1, UnitAmount: v, Amount: v, Kind: kind}, err
+	}
+	_, offs := discounted(cur.Amount, cur.Discounts)
+	for i := range cur.Discounts {
+		if offs[i] == 0 {
+			continue
+		}
+		l, err := line(cur.Discounts[i].label(), offs[i], LineDiscount)
+		if err != nil {
+			return err
+		}
+		inv.Lines = append(inv.Lines, l)
+		inv.Discounts += l.Amount
 	}
 	for _, credits := range []bool{false, true} {
 		for i := range cur.Adjustments {
@@ -434,12 +447,13 @@ func (c *Collector) adjustmentLines(inv *Invoice, cur *Period) error {
 			if a.Credit {
 				kind = LineUnusedTime
 			}
-			l, err := line(a, kind)
+			l, err := line(a.Description, a.Amount, kind)
 			if err != nil {
 				return err
 			}
+			l.PeriodStart, l.PeriodEnd = a.Start, a.End
 			if a.Credit {
-				l.Amount = min(l.Amount, inv.Subtotal)
+				l.Amount = min(l.Amount, inv.Subtotal-inv.Discounts)
 				l.UnitAmount = l.Amount
 				inv.Subtotal -= l.Amount
 			} else {
@@ -451,12 +465,12 @@ func (c *Collector) adjustmentLines(inv *Invoice, cur *Period) error {
 		}
 	}
 	if _, applied, _ := cur.Due(); applied > 0 {
-		v, err := minorUnits(applied, inv.Currency)
+		l, err := line("Applied balance", applied, LineCredit)
 		if err != nil {
 			return err
 		}
-		inv.Lines = append(inv.Lines, InvoiceLine{Description: "Applied balance", Quantity: 1, UnitAmount: v, Amount: v, Kind: LineCredit})
-		inv.AmountPaid = v
+		inv.Lines = append(inv.Lines, l)
+		inv.AmountPaid = l.Amount
 	}
 	return nil
 }

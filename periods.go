@@ -543,11 +543,21 @@ func (p *Periods) Resume(ctx context.Context, subscriptionID string) (Change, er
 // terminal (cancelled, completed, ...) is allowed: it stays the latest.
 func (p *Periods) Move(ctx context.Context, subscriptionID string, date time.Time) (Change, error) {
 	c := p.c
-	return c.admin(ctx, opChangeDate, subscriptionID, c.moveDate(date))
+	return c.admin(ctx, opChangeDate, subscriptionID, c.moveDate(date, ""))
 }
 
-// moveDate is the edit of a record's move to date ([Periods.Move]).
-func (c *Collector) moveDate(date time.Time) func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
+// moveDate is the edit of a record's move to date ([Periods.Move]). With
+// a request key (a move by user, [Collector.MoveBillingDate]) a SCHEDULED
+// record may move into the paid period before it: the paid period's
+// unused time from the new date on is credited on it (a proration
+// [Adjustment] of that request) instead of the move being refused.
+func (c *Collector) moveDate(date time.Time, prorateKey string) func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
+	return c.moveInto(date, prorateKey != "", prorateKey)
+}
+
+// moveInto is moveDate, a move into the paid period allowed when intoPaid
+// and credited when creditKey is set.
+func (c *Collector) moveInto(date time.Time, intoPaid bool, creditKey string) func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
 	return func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
 		d, err := c.billingDay("billing_date", date, now)
 		if err == nil {
@@ -563,7 +573,8 @@ func (c *Collector) moveDate(date time.Time) func(ctx context.Context, cur, next
 		if err != nil {
 			return nil, fmt.Errorf("list the records of user %s: %w", cur.UserID, err)
 		}
-		if err := checkDateMove(cur, d, recs); err != nil {
+		prorate := intoPaid && cur.Status == StatusScheduled
+		if err := checkDateMove(cur, d, recs, prorate); err != nil {
 			return nil, err
 		}
 		// A record that cannot be read is taken for one the move may not
@@ -583,8 +594,28 @@ func (c *Collector) moveDate(date time.Time) func(ctx context.Context, cur, next
 			return nil, err
 		}
 		moveTo(next, d)
+		if prorate && creditKey != "" {
+			return nil, c.creditUnused(recs, cur, next, d, creditKey)
+		}
 		return nil, nil
 	}
+}
+
+// creditUnused adds to next (cur moved or changed, as read) the credit for
+// the unused time from at on of the paid period before cur, if at is
+// inside it: what a charge from at on bills again.
+func (c *Collector) creditUnused(recs []Period, cur, next *Period, at time.Time, key string) error {
+	pc, err := prorateChange(recs, cur, cur.ReceiptTierName, 0, at, centsPerMinorUnit(c.cfg.Invoicing.Currency))
+	switch {
+	case errors.Is(err, errNoProration):
+		return nil
+	case err != nil:
+		return err
+	}
+	credit := pc.lines[0]
+	credit.Request = key
+	next.Adjustments = append(slices.Clone(cur.Adjustments), credit)
+	return next.checkAdjustments()
 }
 
 // fridayMove refuses moving cur, a Friday-billing record, to d when the
@@ -680,8 +711,9 @@ func (e *DateMoveError) Unwrap() []error { return []error{ErrDateMove, ErrInvali
 
 // checkDateMove refuses moving cur to d when d is on or past a later open
 // record of recs, on another later record, or on or before an earlier
-// record. recs are the user's records ascending by billing date.
-func checkDateMove(cur *Period, d time.Time, recs []Period) error {
+// record, or inside a paid period unless intoPaid (the move credits it).
+// recs are the user's records ascending by billing date.
+func checkDateMove(cur *Period, d time.Time, recs []Period, intoPaid bool) error {
 	var prev *Period
 	for i := range recs {
 		r := &recs[i]
@@ -698,7 +730,7 @@ func checkDateMove(cur *Period, d time.Time, recs []Period) error {
 	if prev != nil && !d.After(prev.BillingDate) {
 		return newDateMoveError(cur, d, prev, false)
 	}
-	if paid, end := paidBefore(cur, recs); paid != nil && d.Before(end) {
+	if paid, end := paidBefore(cur, recs); paid != nil && d.Before(end) && !intoPaid {
 		e := newDateMoveError(cur, d, paid, false)
 		e.PaidThrough = end
 		return e
@@ -944,6 +976,7 @@ const (
 	opChangeTier  opName = "change tier"         // [Periods.ChangeTier]
 	opEndTrial    opName = "end trial"           // [Collector.EndTrial]
 	opExtendTrial opName = "extend trial"        // [Collector.ExtendTrial]
+	opCoupon      opName = "apply coupon"        // [Collector.ApplyCoupon]
 )
 
 // adminOp is what the engine knows of an admin change: the statuses it
@@ -964,6 +997,7 @@ var adminOps = map[opName]adminOp{
 	opChangeTier:  {[]Status{StatusScheduled}, EventTierChanged},
 	opEndTrial:    {[]Status{StatusScheduled}, EventTrialChanged},
 	opExtendTrial: {[]Status{StatusScheduled}, EventTrialChanged},
+	opCoupon:      {[]Status{StatusScheduled}, EventCouponApplied},
 }
 
 // adminChange is an admin change for checkChange: the
@@ -1015,7 +1049,7 @@ func (c *Collector) checkChange(ctx context.Context, ch adminChange, s *Period) 
 			err = fridayMove(s, d)
 		}
 		if err == nil && ch.UserRecords != nil {
-			err = checkDateMove(s, d, ch.UserRecords)
+			err = checkDateMove(s, d, ch.UserRecords, false)
 		}
 	}
 	if err != nil {

@@ -65,7 +65,8 @@ type Adjustment struct {
 	Start    time.Time `json:"start"`
 	End      time.Time `json:"end"`
 	Length   int64     `json:"length"`
-	// Price is the full period's price of Tier.
+	// Price is the full period's price of Tier, after the discounts the
+	// prorated period had.
 	Price Amount `json:"price"`
 	// Amount is Price × (End − Start) / Length, rounded half to even in
 	// the currency's minor unit (after a clamp, see [Collector.ChangePlan]).
@@ -81,14 +82,15 @@ type Adjustment struct {
 // during a period adds two.
 const maxAdjustments = 64
 
-// Due returns what the period's charge is: its Amount with its
-// adjustments ([Period.Adjustments]: charges added, credits taken off),
+// Due returns what the period's charge is: its Amount less its discounts
+// ([Period.Discounts], never below zero), with its adjustments
+// ([Period.Adjustments]: charges added, credits taken off),
 // less what the customer's balance ([Period.Balance]) pays of it. Applied
 // is that part of the balance, and Left the balance after this charge,
 // which the next period carries: a credit larger than the charge adds to
 // it. The charge is never negative.
 func (s *Period) Due() (due, applied, left Amount) {
-	total := s.Amount
+	total, _ := discounted(s.Amount, s.Discounts)
 	for _, a := range s.Adjustments {
 		if a.Credit {
 			total -= a.Amount
@@ -103,10 +105,10 @@ func (s *Period) Due() (due, applied, left Amount) {
 	return total - applied, applied, s.Balance - applied
 }
 
-// charged reports whether s carries more than its plan: adjustments or a
-// balance, so that what it charges is not its Amount.
+// charged reports whether s carries more than its plan: adjustments, a
+// balance or discounts, so that what it charges is not its Amount.
 func (s *Period) charged() bool {
-	return len(s.Adjustments) > 0 || s.Balance != 0
+	return len(s.Adjustments) > 0 || s.Balance != 0 || len(s.Discounts) > 0
 }
 
 // checkAdjustments checks the adjustments and balance of s as a store
@@ -192,7 +194,8 @@ var errNoProration = errors.New("nothing to prorate")
 //
 // The credit is at the price in force: the paid period's amount, or the
 // plan an earlier change in the same period moved to (its charge line on
-// next). Two clamps keep any sequence of changes inside one period
+// next). Both prices are after the discounts the paid period had
+// ([Period.Discounts]): the lines are not discounted again. Two clamps keep any sequence of changes inside one period
 // between zero and the highest plan's full price for it, whatever the
 // rounding: a credit is at most what was paid or is owed for the period
 // and not credited yet, and a charge at most what takes the period to the
@@ -221,8 +224,12 @@ func prorateChange(recs []Period, next *Period, tier string, price Amount, at ti
 	}
 	// What the period was paid (or owes) at, and what was credited, by
 	// earlier changes in it.
-	inForce, inForceTier, top := paid.Amount, paid.ReceiptTierName, paid.Amount
-	paidFor, credited := paid.Amount, Amount(0)
+	// Prices after the discounts the period had: the proration lines carry
+	// them, and are not discounted again.
+	paidAt, _ := discounted(paid.Amount, paid.Discounts)
+	price, _ = discounted(price, paid.Discounts)
+	inForce, inForceTier, top := paidAt, paid.ReceiptTierName, paidAt
+	paidFor, credited := paidAt, Amount(0)
 	for _, a := range next.Adjustments {
 		if a.PeriodID != paid.SubscriptionID {
 			continue
@@ -266,13 +273,15 @@ type carry int
 const (
 	// carryCharged: the record was charged (or completed at zero): it
 	// keeps its adjustments and the part of the balance it applied, and
-	// the next period gets the balance left ([Period.Due]).
+	// the next period gets the balance left ([Period.Due]) and the
+	// discounts with charges left after this one.
 	carryCharged carry = iota
 	// carryForgiven: the record is given up on (waived, stale): its
-	// charges go with it, and its balance and credits go on as balance.
+	// charges go with it, and its balance and credits go on as balance,
+	// its discounts as they were.
 	carryForgiven
 	// carryDeferred: the record is skipped (a pause month): the next
-	// period charges what it would have, adjustments and all.
+	// period charges what it would have, adjustments, discounts and all.
 	carryDeferred
 )
 
@@ -282,6 +291,15 @@ func carryTo(f, cur *Period, how carry) {
 	switch how {
 	case carryCharged:
 		_, _, f.Balance = cur.Due()
+		for _, d := range cur.Discounts {
+			if d.ChargesLeft > 0 {
+				d.ChargesLeft--
+			}
+			if d.ChargesLeft != 0 {
+				f.Discounts = append(f.Discounts, d)
+			}
+		}
+		return
 	case carryForgiven:
 		f.Balance = cur.Balance
 		for _, a := range cur.Adjustments {
@@ -292,6 +310,7 @@ func carryTo(f, cur *Period, how carry) {
 	case carryDeferred:
 		f.Balance, f.Adjustments = cur.Balance, slices.Clone(cur.Adjustments)
 	}
+	f.Discounts = slices.Clone(cur.Discounts) // not used by this charge
 }
 
 // ChangePreview is what a plan change would bill, as

@@ -386,3 +386,45 @@ func TestProrationSequencesStayBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestProrationDateMoveIntoPaidPeriod (every layout): the user moves the
+// renewal (3 March, the end of the paid period from 3 February) to 20
+// February. The move is prorated: the renewal is charged on the 20th, a
+// full period from then, less the 11 days of 28 it paid for already
+// (9.99 × 11 / 28 = 3.9246… → 3.92): 6.07, once; the period after costs
+// the plan again.
+func TestProrationDateMoveIntoPaidPeriod(t *testing.T) {
+	t.Parallel()
+	for _, st := range userStores() {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			e := newUserEnv(t, st)
+			e.subscribeAndPay(t)
+			e.clock.Set(feb3.AddDate(0, 0, 7))
+			to := feb3.AddDate(0, 0, 17) // 20 February, 09:00
+			ch, err := e.c.MoveBillingDate(t.Context(), billing.MoveBillingDateRequest{UserRequest: ur(e.user, "m1"), Date: to})
+			require.NoError(t, err)
+			require.Len(t, ch.Adjustments, 1)
+			credit := ch.Adjustments[0]
+			assert.True(t, credit.Credit)
+			assert.Equal(t, billing.MustParseAmount("3.92"), credit.Amount)
+			assert.Equal(t, "999*950400/2419200", credit.Fraction)
+			assert.Equal(t, to, credit.Start)
+			assert.Equal(t, feb3.AddDate(0, 1, 0), credit.End)
+			renewal := e.latestRec(t)
+			assert.Equal(t, to, renewal.BillingDate)
+			assert.Equal(t, billing.MustParseAmount("6.07"), ch.Subscription.NextChargeAmount)
+
+			e.clock.Set(to.Add(time.Hour))
+			_, err = e.c.Run(t.Context(), billing.RunRequest{Kind: billing.RunScheduled})
+			require.NoError(t, err)
+			calls := e.pay.Calls()
+			require.Len(t, calls, 2)
+			assert.Equal(t, billing.MustParseAmount("6.07"), calls[1].Request.Amount)
+			next := e.latestRec(t)
+			assert.Equal(t, to.AddDate(0, 1, 0), next.BillingDate, "a full period from the 20th")
+			assert.Equal(t, billing.MustParseAmount("9.99"), next.Amount)
+			assert.Empty(t, next.Adjustments)
+		})
+	}
+}

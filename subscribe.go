@@ -686,7 +686,7 @@ func (c *Collector) changeTrial(ctx context.Context, ur UserRequest, end time.Ti
 			if !end.IsZero() && !date.After(cur.BillingDate) {
 				return nil, requestField("End", date.Format(time.RFC3339), "after the trial's end %s", cur.BillingDate.Format(time.RFC3339))
 			}
-			return c.moveDate(date)(ctx, cur, next, now)
+			return c.moveDate(date, "")(ctx, cur, next, now)
 		}, requireTrialTarget)
 	})
 }

@@ -479,6 +479,15 @@ type ChangePlanRequest struct {
 	// paid period it is made in. Defaults to [ProrateNextCharge]; a change
 	// at the next period takes only the default or [ProrateNone].
 	Proration Proration
+	// Term and Interval, when set and not the subscription's, change how
+	// often it is billed (monthly to yearly, every 3 months): the next
+	// period starts now, a full period of the new plan (charged by the
+	// next run, or at once by [Collector.CollectUser]), and the unused
+	// time of the period paid before is credited on it
+	// ([ProrateNextCharge]; [ProrateNone] credits nothing). Only with
+	// [ChangeNow]. Default to the subscription's.
+	Term     Term
+	Interval int
 }
 
 // MoveBillingDateRequest is what [Collector.MoveBillingDate] takes.
@@ -487,6 +496,11 @@ type MoveBillingDateRequest struct {
 	// Date is the new billing date of the next period, read as
 	// [Periods.Move] reads it. Required.
 	Date time.Time
+	// Proration says how a date inside the paid period before is billed:
+	// [ProrateNextCharge] (the default) credits that period's unused time
+	// from Date on, on the moved charge; [ProrateNone] refuses such a
+	// date ([*DateMoveError]), as [Periods.Move] does.
+	Proration Proration
 }
 
 // Cancel cancels every open period of the user (SCHEDULED,
@@ -650,6 +664,19 @@ func (c *Collector) ChangePlan(ctx context.Context, req ChangePlanRequest) (User
 	if !prorate && !down {
 		kr = kr.field("Proration", string(ProrateNone))
 	}
+	if req.Term != "" || req.Interval != 0 {
+		if down {
+			return UserChange{}, fmt.Errorf("change plan %s: %w", req.UserID,
+				requestField("When", string(when), "a change of term or interval starts a new period now: %s", ChangeNow))
+		}
+		if _, err := ParseTerm(string(req.Term)); req.Term != "" && err != nil {
+			return UserChange{}, fmt.Errorf("change plan %s: %w", req.UserID, requestField("Term", string(req.Term), "%v", err))
+		}
+		if req.Interval < 0 || req.Interval > MaxInterval {
+			return UserChange{}, fmt.Errorf("change plan %s: %w", req.UserID, requestField("Interval", fmt.Sprint(req.Interval), "0 to %d", MaxInterval))
+		}
+		kr = kr.field("Term", string(req.Term)).field("Interval", fmt.Sprint(req.Interval))
+	}
 	var read Period // the period prorated, as read when the lines were made
 	out, err := c.byUser(ctx, req.UserRequest, kr, opChangeTier, func(recs []Period, kr keyedRequest, now time.Time) ([]Period, keyedRequest, error) {
 		targets, price, lines, err := c.planChangeTargets(ctx, req, given, down, prorate, recs, now)
@@ -657,6 +684,12 @@ func (c *Collector) ChangePlan(ctx context.Context, req ChangePlanRequest) (User
 			return nil, kr, err
 		}
 		amount = price
+		if term, interval, ok := termChange(req, recs, now); ok {
+			// A new full period from now: the move credits what is left
+			// of the paid one (see changeTerm).
+			kr = kr.set("term", string(term), fmt.Sprint(interval)).time("at", now)
+			return targets[:min(len(targets), 1)], kr, nil
+		}
 		if len(lines) > 0 {
 			read = targets[0]
 			b, err := json.Marshal(lines)
@@ -667,6 +700,9 @@ func (c *Collector) ChangePlan(ctx context.Context, req ChangePlanRequest) (User
 		}
 		return targets, kr, nil
 	}, func(ctx context.Context, id string) (Change, error) {
+		if ch, ok, err := c.changeTerm(ctx, id, req, amount, prorate); ok {
+			return ch, err
+		}
 		lines, err := recordedLines(ctx, id)
 		if err != nil {
 			return Change{}, err
@@ -764,6 +800,63 @@ func (c *Collector) planChangeTargets(ctx context.Context, req ChangePlanRequest
 	return targets, amount, pc.lines, nil
 }
 
+// termChange returns the term and interval req asks for when they are
+// not those of the user's subscription (records recs at now).
+func termChange(req ChangePlanRequest, recs []Period, now time.Time) (Term, int, bool) {
+	v := viewOf(req.UserID, recs, now)
+	term, interval := v.Term, max(v.Interval, 1)
+	if req.Term != "" {
+		term = req.Term
+	}
+	if req.Interval != 0 {
+		interval = req.Interval
+	}
+	return term, interval, term != v.Term || interval != max(v.Interval, 1)
+}
+
+// changeTerm applies the change of term the change by user in ctx
+// decided (ok false when it decided none) to the period id: moved to the
+// change's instant, a full period of the new plan (tier, amount, term,
+// interval) from there, with the paid period's unused time credited when
+// prorated. A trial's period, or the first one after it not charged yet,
+// stays on its date and takes the new plan.
+func (c *Collector) changeTerm(ctx context.Context, id string, req ChangePlanRequest, amount Amount, prorate bool) (Change, bool, error) {
+	enc, _ := ctx.Value(requestKey{}).(string)
+	kr, _ := parseKeyedRequest(enc)
+	v := kr.v["term"]
+	if len(v) != 2 {
+		return Change{}, false, nil
+	}
+	term, interval := Term(v[0]), 1
+	fmt.Sscan(v[1], &interval)
+	at, err := time.Parse(time.RFC3339Nano, kr.get("at"))
+	if err != nil {
+		return Change{}, true, fmt.Errorf("the recorded instant of the term change of %s: %w", id, err)
+	}
+	key := ""
+	if prorate {
+		key = req.RequestKey
+	}
+	amount, err = c.priceOf(ctx, PricePlan{Tier: req.Tier, Term: term, Interval: interval}, amount)
+	if err != nil {
+		return Change{}, true, err
+	}
+	ch, err := c.admin(ctx, opChangeTier, id, func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
+		next.ReceiptTierName, next.Term, next.Interval = req.Tier, term, interval
+		next.IsPendingDowngrade, next.PendingTierName, next.PendingAmount = false, "", 0
+		if cur.IsTrial() {
+			next.TrialAmount = amount
+			return nil, nil
+		}
+		next.Amount = amount
+		if firstAfterTrial(cur) {
+			return nil, nil
+		}
+		return c.moveInto(at, true, key)(ctx, cur, next, now)
+	})
+	return ch, true, err
+}
+
 // recordedLines returns the proration lines the change by user in ctx
 // (its first call's request) decided for the period id, if any.
 func recordedLines(ctx context.Context, id string) ([]Adjustment, error) {
@@ -794,18 +887,41 @@ func addedLines(before, after *Period) []Adjustment {
 // MoveBillingDate moves the user's next period — its latest open one — to
 // req.Date, as [Periods.Move] moves it (its rules and
 // errors). Earlier open periods (an owed ERROR one) keep their dates.
+//
+// A date inside the period paid before it (earlier than its end) is
+// prorated by default: the moved period starts a full period on that
+// date, and the paid period's unused time from it on is credited on that
+// charge (a credit line of [UserChange.Adjustments], as a plan change's),
+// so no day is paid twice.
 func (c *Collector) MoveBillingDate(ctx context.Context, req MoveBillingDateRequest) (UserChange, error) {
 	if req.Date.IsZero() {
 		return UserChange{}, fmt.Errorf("move billing date %s: %w", req.UserID, requestField("Date", "", "required"))
 	}
+	prorate, err := prorationOf(req.Proration, ChangeNow)
+	if err != nil {
+		return UserChange{}, fmt.Errorf("move billing date %s: %w", req.UserID, err)
+	}
+	key := ""
+	if prorate {
+		key = req.RequestKey
+	}
 	kr := newKeyedRequest("move billing date", req.RequestKey).time("Date", req.Date)
-	return c.byUser(ctx, req.UserRequest, kr, opChangeDate, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
+	if !prorate {
+		kr = kr.field("Proration", string(ProrateNone))
+	}
+	out, err := c.byUser(ctx, req.UserRequest, kr, opChangeDate, func(recs []Period, kr keyedRequest, _ time.Time) ([]Period, keyedRequest, error) {
 		open := openPeriods(recs)
 		if len(open) == 0 {
 			return nil, kr, nil
 		}
 		return open[len(open)-1:], kr, nil
-	}, func(ctx context.Context, id string) (Change, error) { return c.Periods().Move(ctx, id, req.Date) })
+	}, func(ctx context.Context, id string) (Change, error) {
+		return c.admin(ctx, opChangeDate, id, c.moveDate(req.Date, key))
+	})
+	for _, ch := range out.Changes {
+		out.Adjustments = append(out.Adjustments, addedLines(&ch.Before, &ch.After)...)
+	}
+	return out, err
 }
 
 // openPeriods returns the records of recs that are not terminal.

@@ -158,16 +158,16 @@ func TestDateMoveDuringTrialKeepsTrialLength(t *testing.T) {
 	}
 }
 
-// TestDateMoveIntoPaidPeriodRefused (every layout): moving the next
+// TestDateMoveIntoPaidPeriodRefusedWithoutProration (every layout): moving the next
 // renewal (billed on the paid period's end, the 3rd of next month) to a
 // date inside the paid period (the 20th of this month) used to be
-// accepted and charged the days from the 20th to the 3rd again. Until
-// proration exists such a move is refused, by the user's MoveBillingDate
-// and the operator's Periods.Move alike (and by CheckChange): a
+// accepted and charged the days from the 20th to the 3rd again. Without
+// proration such a move is refused, by the user's MoveBillingDate with
+// ProrateNone and the operator's Periods.Move alike (and by CheckChange): a
 // [*billing.DateMoveError] naming the paid period and the date it is paid
 // through, nothing written, nothing charged. Moves on or after that date
 // stay allowed.
-func TestDateMoveIntoPaidPeriodRefused(t *testing.T) {
+func TestDateMoveIntoPaidPeriodRefusedWithoutProration(t *testing.T) {
 	t.Parallel()
 	paidThrough := feb3.AddDate(0, 1, 0)
 	for _, st := range userStores() {
@@ -184,7 +184,7 @@ func TestDateMoveIntoPaidPeriodRefused(t *testing.T) {
 				require.Equal(t, paidThrough, renewal.BillingDate)
 				move := func(key string, to time.Time) error {
 					if byUser {
-						_, err := e.c.MoveBillingDate(t.Context(), billing.MoveBillingDateRequest{UserRequest: ur(e.user, key), Date: to})
+						_, err := e.c.MoveBillingDate(t.Context(), billing.MoveBillingDateRequest{UserRequest: ur(e.user, key), Date: to, Proration: billing.ProrateNone})
 						return err
 					}
 					_, err := e.c.Periods().Move(t.Context(), renewal.SubscriptionID, to)
