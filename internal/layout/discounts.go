@@ -36,7 +36,7 @@ func checkDiscounts(s *billing.Period) (value string, cause error) {
 		case d.AmountOff < 0:
 			return d.AmountOff.String(), fmt.Errorf("%w: discount %d: a negative amount off", billing.ErrInvalidAmount, i)
 		case (d.PercentOff != 0) == (d.AmountOff != 0):
-			return strconv.Itoa(d.PercentOff) + "% and " + d.AmountOff.String(), fmt.Errorf("discount %d: exactly one of a percent and an amount off", i)
+			return "percent_off " + strconv.Itoa(d.PercentOff) + ", amount_off " + d.AmountOff.String(), fmt.Errorf("discount %d: exactly one of a percent and an amount off", i)
 		case d.PercentOff < 0 || d.PercentOff > 10000:
 			return strconv.Itoa(d.PercentOff), fmt.Errorf("discount %d: a percent off of 1 to 10000 hundredths", i)
 		case d.ChargesLeft < -1:
