@@ -32,7 +32,7 @@ func checkDiscounts(s *billing.Period) (value string, cause error) {
 		d := &s.Discounts[i]
 		switch {
 		case d.CouponID == "" || len(d.CouponID) > 64:
-			return d.CouponID, fmt.Errorf("discount %d: a coupon ID of 1 to 64 bytes", i)
+			return "coupon " + strconv.Quote(d.CouponID), fmt.Errorf("discount %d: a coupon ID of 1 to 64 bytes", i)
 		case d.AmountOff < 0:
 			return d.AmountOff.String(), fmt.Errorf("%w: discount %d: a negative amount off", billing.ErrInvalidAmount, i)
 		case (d.PercentOff != 0) == (d.AmountOff != 0):

@@ -162,13 +162,15 @@ func TestDiscountsAbsent(t *testing.T) {
 // for an amount off): malformed JSON on read; more than 8 discounts, a
 // coupon ID empty or longer than 64 bytes, none or both of a percent and
 // an amount off, a percent outside 1..10000, a negative amount off,
-// charges left below -1, either way. The limits themselves are stored.
+// charges left below -1, either way, the error showing the value at
+// fault. The limits themselves are stored.
 func TestDiscountsRefused(t *testing.T) {
 	requireRefused := func(t *testing.T, err error, cause error, what string) {
 		t.Helper()
 		var fe *billing.FieldError
 		require.True(t, errors.As(err, &fe), "%s: err = %v, want a FieldError", what, err)
 		require.Equal(t, AttrDiscounts, fe.Field, "%s: %v", what, err)
+		require.NotEmpty(t, fe.Value, "%s: the error shows the value at fault", what)
 		require.ErrorIs(t, err, billing.ErrInvalidItem, what)
 		if cause != nil {
 			require.ErrorIs(t, err, cause, what)
