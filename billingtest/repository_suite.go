@@ -114,6 +114,7 @@ func TestRepositoryWith(t *testing.T, newStores StoreFactory, opts SuiteOptions)
 		{"Subscribe", s.subscribeCases()},
 		{"Totals", s.totalsCases()},
 		{"Proration", s.prorationCases()},
+		{"Discounts", s.discountCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

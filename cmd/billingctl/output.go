@@ -36,7 +36,7 @@ var attrOrder = []string{
 	layout.AttrBillingAmount, layout.AttrReceiptTierName, layout.AttrTerm, layout.AttrBillingPeriod,
 	layout.AttrBillingWeek, layout.AttrAnchorDay, layout.AttrInterval, layout.AttrProcess, layout.AttrUpdatedEvent,
 	layout.AttrPauseDurationMonths, layout.AttrIsPendingDowngrade, layout.AttrPendingTier, layout.AttrPendingAmount,
-	layout.AttrTrialEnd, layout.AttrTrialAmount, layout.AttrBalance, layout.AttrAdjustments,
+	layout.AttrTrialEnd, layout.AttrTrialAmount, layout.AttrBalance, layout.AttrAdjustments, layout.AttrDiscounts,
 	layout.AttrAttempt, layout.AttrNoRetry, layout.AttrTransactionID, layout.AttrPaymentError,
 	layout.AttrReceiptAccountMask, layout.AttrReceiptPaymentType,
 	layout.AttrInitialRunDate, layout.AttrCompletionDate, layout.AttrCreatedDate, layout.AttrLastRunDate,

@@ -47,3 +47,17 @@ func TestOrderedNames(t *testing.T) {
 	want := "subscription_id user_id billing_status alpha zeta data_x"
 	assert.Equal(t, want, strings.Join(got, " "))
 }
+
+// TestOrderedNamesLibraryAttributes: the proration and discount
+// attributes are printed beside the trial's, in the order of attrOrder,
+// not among the unknown attributes sorted at the end.
+func TestOrderedNamesLibraryAttributes(t *testing.T) {
+	t.Parallel()
+	s := func(v string) av.AttributeValue { return &av.AttributeValueMemberS{Value: v} }
+	got := orderedNames(map[string]av.AttributeValue{
+		"alpha": s(""), "billing_attempt": s(""), "billing_discounts": s(""), "billing_adjustments": s(""),
+		"billing_balance": s(""), "billing_trial_amount": s(""), "user_id": s(""),
+	})
+	want := "user_id billing_trial_amount billing_balance billing_adjustments billing_discounts billing_attempt alpha"
+	assert.Equal(t, want, strings.Join(got, " "))
+}

@@ -62,6 +62,7 @@ const (
 	aAccessEnd
 	aBalance
 	aAdjustments
+	aDiscounts
 	aAttemptInvoice
 	aAttemptInvoiceNumber
 	numAttrs
@@ -109,6 +110,7 @@ var attrNames = [numAttrs]string{
 	aAccessEnd:            AttrAccessEnd,
 	aBalance:              AttrBalance,
 	aAdjustments:          AttrAdjustments,
+	aDiscounts:            AttrDiscounts,
 	aAttemptInvoice:       AttrAttemptInvoice,
 	aAttemptInvoiceNumber: AttrAttemptInvoiceNumber,
 }
@@ -200,6 +202,8 @@ func attrOf(name string) (attr, bool) {
 		return aBalance, true
 	case AttrAdjustments:
 		return aAdjustments, true
+	case AttrDiscounts:
+		return aDiscounts, true
 	}
 	return 0, false
 }
@@ -592,7 +596,7 @@ func (f *Flat) addKnown(item map[string]av.AttributeValue, set attrSet, extra in
 // most 2), allocated with them, for the caller to fill.
 func (f *Flat) values(set attrSet, vals *[numAttrs]av.AttributeValue, extra int) []av.AttributeValueMemberS {
 	ns, nn, nb := 0, 0, 0
-	var buf [512]byte // the text of every formatted value: at most 8 times, 5 amounts and 6 numbers (billing_adjustments is a vS, not formatted here)
+	var buf [512]byte // the text of every formatted value: at most 8 times, 5 amounts and 6 numbers (billing_adjustments and billing_discounts are vS, not formatted here)
 	text := buf[:0]
 	type span struct{ from, to int }
 	var spans [numAttrs]span

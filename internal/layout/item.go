@@ -81,6 +81,12 @@ const (
 	// credit balance a period carries ([billing.Period.Balance]). Added by
 	// this library, optional on read (absent: zero), omitted when zero.
 	AttrBalance = "billing_balance"
+	// AttrDiscounts (S) holds the coupons applied to the subscription that
+	// come off a period's charge ([billing.Period.Discounts]), in the
+	// order applied, as a JSON array of [billing.Discount] (amounts off as
+	// strings like "4.99"). Added by this library, optional on read
+	// (absent: none), omitted when there are none.
+	AttrDiscounts = "billing_discounts"
 	// The in-flight attempt ([billing.Period.LastAttempt]) is added by this
 	// library; optional on read.
 	AttrAttemptNumber  = "billing_attempt_number"
@@ -126,14 +132,16 @@ const (
 // billing_attempt, and a false is_pending_downgrade are omitted;
 // billing_balance is an amount like billing_amount, omitted when zero, and
 // billing_adjustments a JSON array of the lines (see [AttrAdjustments]),
-// omitted when there are none; Extra attributes are written back
-// unchanged. A record decoded from an item keeps that item's billing_date
+// omitted when there are none, as is billing_discounts (see
+// [AttrDiscounts]); Extra attributes are written back unchanged. A record decoded from an item keeps that item's billing_date
 // and last_run_date strings while they denote the same instants, so a
 // legacy key is addressed byte for byte.
 //
 // A record that cannot be stored (no user, subscription ID or billing date,
 // the INACTIVE status, out-of-range numbers, negative amounts, more than 64
-// adjustments or ones whose sum overflows) is an error naming the field.
+// adjustments or ones whose sum overflows, more than 8 discounts or one
+// without a coupon ID or with other than exactly one of a percent (1 to
+// 10000) and an amount off) is an error naming the field.
 func EncodeItem(s *billing.Period) (map[string]av.AttributeValue, error) {
 	f := NewFlat()
 	defer f.Release()
@@ -275,6 +283,16 @@ func encodeFlat(f *Flat, s *billing.Period, withData bool) error {
 		}
 		v[aAdjustments] = val{kind: vS, s: text}
 	}
+	if value, cause := checkDiscounts(s); cause != nil {
+		return bad(AttrDiscounts, value, cause)
+	}
+	if len(s.Discounts) > 0 {
+		text, err := encodeDiscounts(s.Discounts)
+		if err != nil {
+			return bad(AttrDiscounts, "", err)
+		}
+		v[aDiscounts] = val{kind: vS, s: text}
+	}
 	for name := range st.extra {
 		if isKnown(name) || HistoryOnly(name) {
 			return bad(name, "", errors.New("an Extra attribute shadows a known or data_ attribute"))
@@ -329,9 +347,10 @@ func encodeData(f *Flat, s *billing.Period) error {
 // billing_week. data_ attributes and unknown ones are kept in Stored (see
 // [DataAttributes] and [ExtraAttributes]).
 // user_id, billing_date, subscription_id, billing_status and billing_amount
-// are required; billing_adjustments and billing_balance must be what
-// [EncodeItem] writes (a JSON array of at most 64 lines, amounts not
-// negative). Any error is a [*billing.FieldError] wrapping [billing.ErrInvalidItem] that
+// are required; billing_adjustments, billing_balance and billing_discounts
+// must be what [EncodeItem] writes (a JSON array of at most 64 lines,
+// amounts not negative; a JSON array of at most 8 discounts, each as
+// EncodeItem checks it). Any error is a [*billing.FieldError] wrapping [billing.ErrInvalidItem] that
 // names the attribute, its value and the item's key.
 func DecodeItem(item map[string]av.AttributeValue) (billing.Period, error) {
 	var s billing.Period
@@ -362,6 +381,9 @@ func DecodeItem(item map[string]av.AttributeValue) (billing.Period, error) {
 	}
 	if field, value, cause := checkAdjustments(&s); cause != nil {
 		return billing.Period{}, bad(field, value, cause)
+	}
+	if value, cause := checkDiscounts(&s); cause != nil {
+		return billing.Period{}, bad(AttrDiscounts, value, cause)
 	}
 	return s, nil
 }
@@ -499,6 +521,15 @@ func decodeAttrs(item map[string]av.AttributeValue, s *billing.Period, st *store
 				return seen, bad(name, v, err)
 			}
 			s.Adjustments = lines
+		case aDiscounts:
+			if v == "" {
+				continue
+			}
+			discounts, err := decodeDiscounts(v)
+			if err != nil {
+				return seen, bad(name, v, err)
+			}
+			s.Discounts = discounts
 		case aBillingAmount, aPendingAmount, aAttemptAmount, aTrialAmount, aBalance:
 			if v == "" && a != aBillingAmount {
 				continue

@@ -405,6 +405,22 @@ func FuzzDecodeItem(f *testing.F) {
 	f.Add([]byte(`{"user_id":{"S":"u"},"billing_date":{"S":"2024-04-01T00:00:00Z"},"subscription_id":{"S":"s"},` +
 		`"billing_status":{"S":"SCHEDULED"},"billing_amount":{"S":"20.00"},"last_run_date":{"S":"2024-03-16T00:00:00Z"},` +
 		`"billing_balance":{"S":"92233720368547758.07"},"billing_adjustments":{"S":"[]"}}`))
+	// Discounts beside testdata/items/discounts_next_charge.json: another
+	// writer's key order, spacing, an unknown field and a literal '<'
+	// (written back in encoding/json's form), with adjustments; a percent
+	// and an amount off together (refused); and the limits (8 discounts,
+	// charges left -1 and 0, a percent of 10000).
+	f.Add([]byte(`{"user_id":{"S":"u"},"billing_date":{"S":"2024-05-01T00:00:00Z"},"subscription_id":{"S":"s"},` +
+		`"billing_status":{"S":"SCHEDULED"},"billing_amount":{"S":"20.00"},"last_run_date":{"S":"2024-04-01T00:00:00Z"},` +
+		`"billing_adjustments":{"S":"[{\"amount\":\"5.16\",\"credit\":true}]"},` +
+		`"billing_discounts":{"S":" [{\"charges_left\":2, \"percent_off\":2000, \"coupon\":\"W<20>\", \"x\":[1]}] "}}`))
+	f.Add([]byte(`{"user_id":{"S":"u"},"billing_date":{"S":"2024-05-01T00:00:00Z"},"subscription_id":{"S":"s"},` +
+		`"billing_status":{"S":"SCHEDULED"},"billing_amount":{"S":"20.00"},"last_run_date":{"S":"2024-04-01T00:00:00Z"},` +
+		`"billing_discounts":{"S":"[{\"coupon\":\"C\",\"percent_off\":500,\"amount_off\":\"1.00\",\"charges_left\":1}]"}}`))
+	f.Add([]byte(`{"user_id":{"S":"u"},"billing_date":{"S":"2024-05-01T00:00:00Z"},"subscription_id":{"S":"s"},` +
+		`"billing_status":{"S":"SCHEDULED"},"billing_amount":{"S":"20.00"},"last_run_date":{"S":"2024-04-01T00:00:00Z"},` +
+		`"billing_discounts":{"S":"[` + strings.Repeat(`{\"coupon\":\"C\",\"percent_off\":10000,\"charges_left\":-1},`, 7) +
+		`{\"coupon\":\"D\",\"amount_off\":\"0.01\",\"charges_left\":0}]"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		item, err := ddbjson.UnmarshalItem(data)
 		if err != nil {
