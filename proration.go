@@ -361,6 +361,22 @@ func (c *Collector) PreviewChangePlan(ctx context.Context, req ChangePlanRequest
 		return fail(noPeriodFor(opChangeTier, req.UserID, openPeriods(recs)))
 	}
 	next := targets[0].Clone()
+	if term, interval, ok := termChange(req, recs, at); ok && !next.IsTrial() && !firstAfterTrial(&next) {
+		// A new full period from at, less the paid period's unused time.
+		next.ReceiptTierName, next.Amount, next.Term, next.Interval = req.Tier, price, term, interval
+		moveTo(&next, at)
+		if prorate {
+			if pc, err := prorateChange(recs, &targets[0], targets[0].ReceiptTierName, 0, at, centsPerMinorUnit(c.cfg.Invoicing.Currency)); err == nil {
+				lines = pc.lines[:1]
+				lines[0].Request = req.RequestKey
+				next.Adjustments = append(next.Adjustments, lines...)
+			}
+		}
+		out := ChangePreview{Adjustments: lines}
+		out.NextChargeDate, out.NextChargeAmount = nextCharge(&next)
+		_, _, out.Balance = next.Due()
+		return out, nil
+	}
 	switch {
 	case next.IsTrial():
 		next.TrialAmount = price

@@ -428,3 +428,58 @@ func TestProrationDateMoveIntoPaidPeriod(t *testing.T) {
 		})
 	}
 }
+
+// TestProrationTermChangeStartsAFullPeriodNow (every layout): on day 15
+// of a 30-day month a monthly $10.00 plan becomes yearly at $120.00. The
+// next period starts at that instant, a full year at the yearly price,
+// less the 15 unused days of the month paid ($5.00): one charge of
+// $115.00 by the next run, and the year after is billed from that day.
+// A term change at the next period is refused; without proration
+// nothing is credited.
+func TestProrationTermChangeStartsAFullPeriodNow(t *testing.T) {
+	t.Parallel()
+	nov1 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	at := nov1.AddDate(0, 0, 15)
+	for _, st := range userStores() {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			e := newProrationEnv(t, st, nov1)
+			e.paidPeriod(t, "A:v1", billing.TermMonthly)
+			e.clock.Set(at)
+			_, err := e.c.ChangePlan(ctx, billing.ChangePlanRequest{UserRequest: ur(e.user, "y0"), Tier: "A:v1", Term: billing.TermYearly, When: billing.ChangeAtNextPeriod})
+			var fe *billing.FieldError
+			require.ErrorAs(t, err, &fe)
+
+			yearly := billing.ChangePlanRequest{UserRequest: ur(e.user, "y1"), Tier: "A:v1", Term: billing.TermYearly}
+			preview, err := e.c.PreviewChangePlan(ctx, yearly, time.Time{})
+			require.NoError(t, err)
+			ch, err := e.c.ChangePlan(ctx, yearly)
+			require.NoError(t, err)
+			require.Len(t, ch.Adjustments, 1)
+			assert.Equal(t, ch.Adjustments, preview.Adjustments)
+			assert.Equal(t, billing.MustParseAmount("115.00"), preview.NextChargeAmount)
+			assert.Equal(t, at, preview.NextChargeDate)
+			assert.True(t, ch.Adjustments[0].Credit)
+			assert.Equal(t, billing.MustParseAmount("5.00"), ch.Adjustments[0].Amount)
+			next := e.next(t)
+			assert.Equal(t, at, next.BillingDate, "the new period starts now")
+			assert.Equal(t, billing.TermYearly, next.Term)
+			assert.Equal(t, billing.MustParseAmount("120.00"), next.Amount)
+			assert.Equal(t, billing.MustParseAmount("115.00"), ch.Subscription.NextChargeAmount)
+			assert.Equal(t, at, ch.Subscription.NextChargeDate)
+
+			again, err := e.c.ChangePlan(ctx, billing.ChangePlanRequest{UserRequest: ur(e.user, "y1"), Tier: "A:v1", Term: billing.TermYearly})
+			require.NoError(t, err)
+			assert.True(t, again.Repeated)
+
+			e.runAt(t, at.Add(time.Minute), billing.RunScheduled)
+			calls := e.pay.Calls()
+			require.Len(t, calls, 2)
+			assert.Equal(t, billing.MustParseAmount("115.00"), calls[1].Request.Amount)
+			after := e.next(t)
+			assert.Equal(t, at.AddDate(1, 0, 0), after.BillingDate, "a year from the change")
+			assert.Equal(t, billing.MustParseAmount("120.00"), after.Amount)
+		})
+	}
+}

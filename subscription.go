@@ -770,10 +770,14 @@ func prorationOf(p Proration, when When) (bool, error) {
 // returns them, the plan's price, and, prorated, the lines the change adds
 // to the first of them, the next charge (see [prorateChange]).
 func (c *Collector) planChangeTargets(ctx context.Context, req ChangePlanRequest, given Amount, down, prorate bool, recs []Period, now time.Time) ([]Period, Amount, []Adjustment, error) {
-	v := viewOf(req.UserID, recs, now)
-	amount, err := c.priceOf(ctx, PricePlan{Tier: req.Tier, Term: v.Term, Interval: v.Interval}, given)
+	term, interval, newTerm := termChange(req, recs, now)
+	amount, err := c.priceOf(ctx, PricePlan{Tier: req.Tier, Term: term, Interval: interval}, given)
 	if err != nil {
 		return nil, 0, nil, err
+	}
+	if newTerm {
+		// The next period alone starts anew; its credit is the move's.
+		return inStatus(recs, StatusScheduled)[:min(1, len(inStatus(recs, StatusScheduled)))], amount, nil, nil
 	}
 	var targets []Period
 	for _, r := range inStatus(recs, StatusScheduled) {
