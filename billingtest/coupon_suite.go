@@ -245,6 +245,17 @@ func couponRepeat(t *testing.T, s billing.Coupons) {
 	assert.Equal(t, first, again, "the stored redemption")
 	requireCounts(t, s, c.ID, 1, "WELCOME", 1)
 	assert.Len(t, redemptionsOf(t, s, "u1"), 1)
+
+	// Of a coupon and a code without a maximum: still counted once.
+	putCoupon(t, s, billing.Coupon{ID: "OPEN", PercentOff: 100, Duration: billing.CouponForever})
+	putCode(t, s, billing.PromotionCode{Code: "HELLO", CouponID: "OPEN"})
+	first = redeem(t, s, "u2", "k1", "OPEN", "HELLO", couponT0)
+	for range 2 {
+		again = redeem(t, s, "u2", "k1", "OPEN", "hello", couponT0.Add(time.Minute))
+		assert.Equal(t, first, again, "the stored redemption")
+	}
+	requireCounts(t, s, "OPEN", 1, "HELLO", 1)
+	assert.Len(t, redemptionsOf(t, s, "u2"), 1)
 }
 
 func couponKeyReused(t *testing.T, s billing.Coupons) {
@@ -367,7 +378,9 @@ func couponRedemptionsOrder(t *testing.T, s billing.Coupons) {
 		redeem(t, s, "u1", "c", "OTHER", "", couponT0.Add(time.Second)),
 		redeem(t, s, "u1", "b", "WELCOME20", "", couponT0.Add(2*time.Hour+500*time.Millisecond)),
 	}
-	redeem(t, s, "u1#sub#SKU", "d", "WELCOME20", "", couponT0) // another user whose ID begins with u1's
+	// Another user whose ID begins with u1's (on the single table, a
+	// subscription of account u1), under a key of u1's: its own.
+	redeem(t, s, "u1#sub#SKU", "a", "WELCOME20", "", couponT0)
 	redeem(t, s, "u2", "e", "WELCOME20", "", couponT0)
 	got := redemptionsOf(t, s, "u1")
 	assert.Equal(t, []billing.Redemption{made[1], made[2], made[0]}, got, "oldest first, the user's only")
