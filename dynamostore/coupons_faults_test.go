@@ -82,3 +82,43 @@ func TestCouponsFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestCouponsCost measures what the coupon store's calls cost without
+// contention, on the single table: the puts, a redemption by ID and with
+// a code, and the two-call paths (a refusal, a repeat).
+func TestCouponsCost(t *testing.T) {
+	client, newStore := storetest.CouponTables(t, false)
+	s, w := newStore(t, client)
+	ctx := t.Context()
+	at := time.Date(2026, 4, 1, 9, 0, 0, 0, time.UTC)
+	measure := func(name string, calls int, wcu float64, fn func()) {
+		t.Helper()
+		w.Reset()
+		fn()
+		t.Logf("%s: %d calls, %.1f WCU, %.1f RCU", name, w.TotalCalls(), w.WriteCapacity(), w.ReadCapacity())
+		assert.Equal(t, calls, w.TotalCalls(), name)
+		assert.Equal(t, wcu, w.WriteCapacity(), name)
+	}
+	measure("put coupon", 1, 1, func() {
+		require.NoError(t, s.PutCoupon(ctx, billing.Coupon{ID: "TWO", PercentOff: 1000, Duration: billing.CouponOnce, MaxRedemptions: 2}))
+	})
+	measure("put promotion code", 1, 4, func() { // the coupon's check is a write in a transaction
+		require.NoError(t, s.PutPromotionCode(ctx, billing.PromotionCode{Code: "TWO", CouponID: "TWO"}))
+	})
+	measure("redeem by ID", 1, 4, func() {
+		_, err := s.Redeem(ctx, billing.Redemption{UserID: "u1", RequestKey: "k", CouponID: "TWO", At: at})
+		require.NoError(t, err)
+	})
+	measure("redeem with a code", 1, 6, func() {
+		_, err := s.Redeem(ctx, billing.Redemption{UserID: "u2", RequestKey: "k", CouponID: "TWO", Code: "two", At: at})
+		require.NoError(t, err)
+	})
+	measure("refused (used up)", 2, 0, func() {
+		_, err := s.Redeem(ctx, billing.Redemption{UserID: "u3", RequestKey: "k", CouponID: "TWO", At: at})
+		require.ErrorIs(t, err, billing.ErrCouponNotRedeemable)
+	})
+	measure("repeat", 2, 0, func() {
+		_, err := s.Redeem(ctx, billing.Redemption{UserID: "u1", RequestKey: "k", CouponID: "TWO", At: at})
+		require.NoError(t, err)
+	})
+}

@@ -77,6 +77,9 @@
 //	PK PERIODID#<id>, SK <user>   a period's subscription_id → its key
 //	PK TOTALS#<day>#<shard>       the day totals, with SingleTableStoreConfig.Totals
 //	                              (SK "#" the counts, SK R#<reason> a decline reason's)
+//	PK COUPON#<id>, SK COUPON     a coupon and its count ([Coupons])
+//	PK PROMO#<code>, SK PROMO     a promotion code (folded) and its count
+//	SK REDEEM#<user hash>#<key>   one coupon redemption of the account's user
 //
 // The engine's user ID of S is SubscriptionRef.UserID, "A#S#K": locks,
 // runs and idempotency keys are per subscription, so an account may hold

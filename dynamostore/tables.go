@@ -103,7 +103,8 @@ type TableConfig struct {
 	// Invoices, when set, names a table of its own where [Invoices] keeps
 	// invoices and credit notes, their history rows, the sequences'
 	// counters and the numbers' claims ([InvoicesTableDefinition] makes
-	// it; key pk, sk). Defaults to "": no invoices table.
+	// it; key pk, sk), and [Coupons] the coupons, promotion codes and
+	// redemptions. Defaults to "": no invoices table.
 	Invoices string
 	// TotalsShards is the number of counter items a day's totals are
 	// spread over, by user, so that concurrent collections seldom write
