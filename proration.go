@@ -258,13 +258,13 @@ func prorateChange(recs []Period, next *Period, tier string, price Amount, at ti
 	}}, nil
 }
 
-// tierLabel is a tier's name for a line: the tier, or "the plan" when
-// the record names none.
+// tierLabel is a tier's name for a line, as the plan line names it (the
+// name without its version), or "the plan" when the record names none.
 func tierLabel(tier string) string {
-	if tier == "" {
-		return "the plan"
+	if name, _ := splitTier(tier); name != "" {
+		return name
 	}
-	return tier
+	return "the plan"
 }
 
 // carry says what the period opened after a record takes from it.
