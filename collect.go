@@ -401,6 +401,7 @@ func (c *Collector) recordOutcome(ctx context.Context, cur *Period, res PaymentR
 	err = c.write(ctx, ev, cur, &next, create)
 	if errors.Is(err, ErrAlreadyExists) && len(create) > 0 {
 		// The next period appeared meanwhile: record the outcome alone.
+		create = nil
 		err = c.writeRecord(ctx, ev, cur, &next, nil)
 	}
 	if err != nil {
@@ -422,6 +423,7 @@ func (c *Collector) recordOutcome(ctx context.Context, cur *Period, res PaymentR
 		rep.count(&rep.Declined)
 	}
 	c.emit(ctx, eventFor(ev, &next, next.LastRunDate))
+	c.emitBalance(ctx, cur, create, next.LastRunDate)
 	return next, nil
 }
 
@@ -949,6 +951,7 @@ func (c *Collector) completeFree(ctx context.Context, proc Process, cur *Period,
 	}
 	rep.count(&rep.Free)
 	c.emit(ctx, eventFor(ev, &next, next.LastRunDate))
+	c.emitBalance(ctx, cur, create, next.LastRunDate)
 	if cur.IsTrial() && len(create) > 0 {
 		c.emit(ctx, eventFor(EventTrialConverted, create[0], next.LastRunDate))
 	}

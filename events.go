@@ -150,6 +150,11 @@ const (
 	EventInvoiceUncollectible EventType = "invoice_uncollectible"
 	// EventCreditNoteIssued: a refund of a paid period was credited.
 	EventCreditNoteIssued EventType = "credit_note_issued"
+	// EventBalanceChanged: the customer's balance changed when a period's
+	// charge opened the next period ([Period.Balance]): a credit larger
+	// than the charge added to it, or the charge used some. Amount is the
+	// balance after, on the period that carries it (SubscriptionID).
+	EventBalanceChanged EventType = "customer_balance_changed"
 	// EventChanged: a change a history row written without
 	// [Period.Change] does not tell apart (a tier change or a date
 	// move by an earlier version or another program).

@@ -392,3 +392,14 @@ func (c *Collector) PreviewChangePlan(ctx context.Context, req ChangePlanRequest
 	_, _, out.Balance = next.Due()
 	return out, nil
 }
+
+// emitBalance tells the host of a balance the next period (created, if
+// any, as written) carries other than cur's ([EventBalanceChanged]).
+func (c *Collector) emitBalance(ctx context.Context, cur *Period, created []*Period, at time.Time) {
+	if len(created) == 0 || created[0].Balance == cur.Balance {
+		return
+	}
+	e := eventFor(EventBalanceChanged, created[0], at)
+	e.Amount = created[0].Balance
+	c.emit(ctx, e)
+}

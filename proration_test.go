@@ -223,10 +223,17 @@ func TestProrationDowngradeCreditGoesToBalance(t *testing.T) {
 			// January to March are paid by it, April pays 0.83 of 5.00.
 			wantBalance := []string{"19.17", "14.17", "9.17", "4.17", "0.00", "0.00"}
 			var charged []billing.Amount
+			events := 0
 			for i, b := range wantBalance {
 				e.runAt(t, nov1.AddDate(0, i+1, 0).Add(time.Minute), billing.RunScheduled)
 				assert.Equal(t, billing.MustParseAmount(b), e.next(t).Balance, "balance after month %d", i+1)
+				assert.Equal(t, billing.MustParseAmount(b), mustView(t, e.freeEnv).Balance)
+				if got := e.events.OfType(billing.EventBalanceChanged); len(got) > events {
+					assert.Equal(t, billing.MustParseAmount(b), got[len(got)-1].Amount, "the event says the balance after")
+					events = len(got)
+				}
 			}
+			assert.Equal(t, 5, events, "one event per change: 19.17, 14.17, 9.17, 4.17, 0.00")
 			for _, c := range e.pay.Calls()[1:] {
 				charged = append(charged, c.Request.Amount)
 			}

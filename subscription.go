@@ -110,6 +110,12 @@ type Subscription struct {
 	// plan. An owed ERROR period is retried besides (see Open).
 	NextChargeDate   time.Time
 	NextChargeAmount Amount
+	// Balance is the customer's credit balance: what the next charge's
+	// period carries ([Period.Balance]), which pays what it can of that
+	// charge (already taken off NextChargeAmount) and of later ones.
+	// Discounts are the coupons that come off the next charge.
+	Balance   Amount
+	Discounts []Discount
 
 	// PaidThrough is when the time the user's completed periods cover
 	// ends: the billing date after the latest (a trial's end after a
@@ -206,6 +212,7 @@ func viewOf(userID string, recs []Period, now time.Time) Subscription {
 	if next != nil {
 		v.NextBillingDate = next.BillingDate
 		v.NextChargeDate, v.NextChargeAmount = nextCharge(next)
+		v.Balance, v.Discounts = next.Balance, slices.Clone(next.Discounts)
 	}
 	v.Tier, v.Amount, v.Term, v.Interval = plan.ReceiptTierName, plan.Amount, plan.Term, max(plan.Interval, 1)
 	if plan.IsTrial() {
