@@ -284,6 +284,14 @@ func nextCharge(r *Period) (time.Time, Amount) {
 		due, _, _ := r.Due()
 		return date, due
 	}
+	if r.charged() && !r.IsTrial() {
+		// A pause defers the proration, discounts and balance to the
+		// charge it resumes with.
+		p := *r
+		p.Amount = amount
+		due, _, _ := p.Due()
+		return date, due
+	}
 	if amount <= 0 {
 		return time.Time{}, 0
 	}
