@@ -127,6 +127,11 @@ type customerData struct {
 	// user is charged again (see resumeDate), zero when not paused.
 	Owed    billing.Amount
 	Resumes time.Time
+	// Balance is the customer's credit balance (the latest open period's),
+	// and Next the next charge's parts, nil when it is the plan alone
+	// (see nextChargeOf).
+	Balance billing.Amount
+	Next    *nextCharge
 	// Invoices is the page of the user's invoices, nil when the console
 	// has no invoice store or the viewer may not read them.
 	Invoices *invoiceSection
@@ -178,6 +183,7 @@ func (h *Handler) showCustomer(w http.ResponseWriter, r *http.Request, userID st
 		return
 	}
 	d := customerData{UserID: userID, View: view, Owed: owed(&view), Resumes: resumeDate(&view)}
+	d.Next, d.Balance = nextChargeOf(&view, h.currency)
 	for _, s := range recent {
 		row := periodRow{Period: s, InFlight: s.InFlight()}
 		for _, o := range ops {

@@ -45,6 +45,17 @@
 // owes (the declined open periods) and, for a paused user, the date
 // billing resumes rather than the billing date the pause skips.
 //
+// It shows the customer's credit balance (the latest open period's
+// billing.Period.Balance, "none" when zero) and, when the next charge is
+// more than its plan, that charge's parts: the plan, each coupon applied
+// (its code or ID, "25% off" or "$3.00 off", for how many more charges,
+// and what it takes off, in the order applied), the proration lines of
+// plan changes waiting on it (a credit negative), the balance it uses and
+// what it comes to (billing.Period.Due, which is
+// billing.Subscription.NextChargeAmount). A paused period or a trial's
+// shows its coupons and lines without a total: it is charged when the
+// pause or the trial ends.
+//
 // An ID (a user's) is shown as an isolated run of text in which every
 // format character (the bidirectional overrides and isolates U+202A–U+202E
 // and U+2066–U+2069, zero-width characters, the byte order mark) is

@@ -136,6 +136,9 @@ func (h *Handler) funcs() template.FuncMap {
 		// imoney shows v, in minor units of the ISO 4217 currency code (an
 		// invoice's), with that currency's symbol and digits.
 		"imoney": documentMoney,
+		// span shows the time a proration line prorates.
+		"neg":  func(a billing.Amount) billing.Amount { return -a },
+		"span": func(a billing.Adjustment) string { return lineSpan(a, loc) },
 	}
 }
 

@@ -44,6 +44,7 @@ type demo struct {
 	repo      billing.Repository
 	hist      billing.History
 	invoices  billing.Invoices
+	coupons   billing.Coupons
 	docs      *render.Renderer
 	runs      *billingui.RunLog
 	clock     simulation.Clock
@@ -61,6 +62,7 @@ func build(ctx context.Context, o options) (*demo, error) {
 		hist     billing.History
 		locker   billing.Locker
 		invoices billing.Invoices
+		coupons  billing.Coupons
 	)
 	if o.Endpoint == "" {
 		store, err := memory.New(memory.Options{PageSize: 250})
@@ -70,6 +72,7 @@ func build(ctx context.Context, o options) (*demo, error) {
 		repo, hist = store.Repository(), store.History()
 		locker = memory.NewLocker(memory.LockerOptions{Clock: clock})
 		invoices = memory.NewInvoices(clock)
+		coupons = memory.NewCoupons()
 	} else {
 		client := dynamodb.New(dynamodb.Options{
 			Region:       "us-east-1",
@@ -102,16 +105,23 @@ func build(ctx context.Context, o options) (*demo, error) {
 		if err != nil {
 			return nil, err
 		}
-		repo, hist, locker, invoices = r, h, l, inv
+		// The coupons live in the invoices table, beside the invoices.
+		cp, err := dynamostore.NewCoupons(cfg)
+		if err != nil {
+			return nil, err
+		}
+		repo, hist, locker, invoices, coupons = r, h, l, inv, cp
 	}
 	// The collector the simulation runs, and the console's after it: each
 	// charge is invoiced before the processor is called (billing.Config.Invoices),
-	// so the customer pages list paid, open and void invoices.
+	// so the customer pages list paid, open and void invoices. The coupon
+	// store lets the host apply coupons (billing.Collector.ApplyCoupon): the
+	// customer page shows them on the next charge.
 	provider, tally := simulation.NewProvider(clock), simulation.NewTally()
 	collector, err := billing.NewCollector(billing.Config{
 		Repository: repo, History: hist, Locker: locker,
 		Provider: provider, Clock: clock, Prices: simulation.Prices(),
-		Invoices: invoices, Invoicing: billing.Invoicing{Currency: "USD"},
+		Invoices: invoices, Invoicing: billing.Invoicing{Currency: "USD"}, Coupons: coupons,
 		Events: tally, PagesPerInvocation: simulation.DefaultPagesPerInvocation,
 	})
 	if err != nil {
@@ -139,7 +149,7 @@ func build(ctx context.Context, o options) (*demo, error) {
 	if err := sampleWaives(ctx, collector, repo); err != nil {
 		return nil, err
 	}
-	return &demo{collector: collector, repo: repo, hist: hist, invoices: invoices, docs: docs, runs: runs, clock: clock, result: res}, nil
+	return &demo{collector: collector, repo: repo, hist: hist, invoices: invoices, coupons: coupons, docs: docs, runs: runs, clock: clock, result: res}, nil
 }
 
 // sampleWaives waives one declined period in five, as an operator
