@@ -178,3 +178,48 @@ func TestCouponInsideProration(t *testing.T) {
 	assert.Equal(t, billing.MustParseAmount("5.00"), ch.Adjustments[1].Amount)
 	assert.Equal(t, billing.MustParseAmount("12.50"), ch.Subscription.NextChargeAmount)
 }
+
+// TestSubscribeWithCoupon: a promotion code given at Subscribe comes off
+// the first charge, after a trial that does not use it up; the subscribe
+// repeated counts one redemption; the key with another coupon is
+// refused; an unknown coupon refuses the subscription before anything is
+// written.
+func TestSubscribeWithCoupon(t *testing.T) {
+	t.Parallel()
+	nov1 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	ctx := t.Context()
+	e, store := newCouponEnv(t, memoryUserStores()[0], nov1,
+		billing.Coupon{ID: "HALF", PercentOff: 5000, Duration: billing.CouponOnce})
+	require.NoError(t, store.PutPromotionCode(ctx, billing.PromotionCode{Code: "WELCOME", CouponID: "HALF", FirstTimeOnly: true}))
+
+	_, err := e.c.Subscribe(ctx, billing.SubscribeRequest{RequestKey: "o0", UserID: e.user, Tier: "B:v1", CouponID: "NOPE"})
+	require.ErrorIs(t, err, billing.ErrNotFound)
+	assert.Empty(t, e.records(t), "nothing written")
+
+	req := billing.SubscribeRequest{RequestKey: "o1", UserID: e.user, Tier: "B:v1", TrialDays: 14, Code: "welcome"}
+	sub, err := e.c.Subscribe(ctx, req)
+	require.NoError(t, err)
+	require.Len(t, sub.Subscription.Discounts, 1)
+	again, err := e.c.Subscribe(ctx, req)
+	require.NoError(t, err)
+	assert.True(t, again.Repeated)
+	other := req
+	other.Code = ""
+	other.CouponID = "HALF"
+	_, err = e.c.Subscribe(ctx, other)
+	var reused *billing.RequestKeyError
+	require.ErrorAs(t, err, &reused)
+	half, err := store.Coupon(ctx, "HALF")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), half.Redeemed)
+
+	e.runAt(t, nov1.Add(time.Minute), billing.RunScheduled) // the trial, at zero
+	require.Zero(t, e.pay.CallCount())
+	e.runAt(t, nov1.AddDate(0, 0, 14).Add(time.Minute), billing.RunScheduled)
+	e.runAt(t, nov1.AddDate(0, 1, 14).Add(time.Minute), billing.RunScheduled)
+	var charged []billing.Amount
+	for _, c := range e.pay.Calls() {
+		charged = append(charged, c.Request.Amount)
+	}
+	assert.Equal(t, []billing.Amount{1000, 2000}, charged, "half off the first charge after the trial, once")
+}

@@ -292,7 +292,7 @@ func carryTo(f, cur *Period, how carry) {
 	case carryCharged:
 		_, _, f.Balance = cur.Due()
 		for _, d := range cur.Discounts {
-			if d.ChargesLeft > 0 {
+			if d.ChargesLeft > 0 && !cur.IsTrial() { // a trial charges nothing
 				d.ChargesLeft--
 			}
 			if d.ChargesLeft != 0 {

@@ -2,6 +2,8 @@ package billing
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -99,6 +101,16 @@ type SubscribeRequest struct {
 	// history show a trial is refused with a [*FieldError] on TrialDays
 	// wrapping [ErrTrialUsed].
 	AllowRepeatTrial bool
+	// CouponID or Code (a promotion code, any case) applies a coupon to
+	// the first charge, as [Collector.ApplyCoupon] would right after the
+	// subscription, under a request key derived from RequestKey (a repeat
+	// of the subscribe applies it at most once). Optional, at most one;
+	// needs [Config.Coupons]. A coupon unknown, of another currency or
+	// past its date refuses the subscription before anything is written;
+	// one refused when applied (used up meanwhile, a rule of the code
+	// unmet) leaves the subscription made and returns it with the error.
+	CouponID string
+	Code     string
 }
 
 // Subscribed is what [Collector.Subscribe] did.
@@ -174,6 +186,9 @@ func (c *Collector) Subscribe(ctx context.Context, req SubscribeRequest) (Subscr
 	if err := checkIdentity(req); err != nil {
 		return Subscribed{}, fmt.Errorf("subscribe %s: %w", req.UserID, err)
 	}
+	if err := c.checkSubscribeCoupon(ctx, req); err != nil {
+		return Subscribed{}, fmt.Errorf("subscribe %s: %w", req.UserID, err)
+	}
 	var out Subscribed
 	_, err := c.single(ctx, "subscribe", req.UserID, FirstPeriodID(req.UserID, req.RequestKey), func(ctx context.Context, _ *Report) error {
 		var err error
@@ -189,7 +204,71 @@ func (c *Collector) Subscribe(ctx context.Context, req SubscribeRequest) (Subscr
 	if err != nil {
 		return Subscribed{}, fmt.Errorf("subscribe %s: %w", req.UserID, err)
 	}
+	if req.CouponID == "" && req.Code == "" {
+		return out, nil
+	}
+	ch, err := c.ApplyCoupon(ctx, ApplyCouponRequest{UserRequest: UserRequest{UserID: req.UserID, RequestKey: subscribeCouponKey(req.RequestKey)},
+		CouponID: req.CouponID, Code: req.Code})
+	switch {
+	case errors.Is(err, ErrNoChange):
+		// The coupon is on the subscription already.
+	case err != nil:
+		return out, fmt.Errorf("subscribe %s: subscribed, coupon not applied: %w", req.UserID, err)
+	default:
+		for _, p := range ch.Subscription.Periods {
+			if p.SubscriptionID == out.Subscription.SubscriptionID {
+				out.Subscription = p
+			}
+		}
+	}
 	return out, nil
+}
+
+// subscribeCouponKey is the request key of the coupon a subscribe of key
+// applies.
+func subscribeCouponKey(key string) string {
+	k := "subscribe-coupon:" + key
+	if len(k) > maxRequestKey {
+		sum := sha256.Sum256([]byte(key))
+		k = "subscribe-coupon:" + hex.EncodeToString(sum[:])
+	}
+	return k
+}
+
+// checkSubscribeCoupon refuses a coupon of req that could not be applied
+// whoever subscribes: unknown, of another currency, past its date.
+func (c *Collector) checkSubscribeCoupon(ctx context.Context, req SubscribeRequest) error {
+	if req.CouponID == "" && req.Code == "" {
+		return nil
+	}
+	if c.cfg.Coupons == nil {
+		return fmt.Errorf("%w: a coupon needs Config.Coupons", ErrInvalidRequest)
+	}
+	if req.CouponID != "" && req.Code != "" {
+		return requestField("CouponID", req.CouponID, "at most one of CouponID and Code")
+	}
+	now := c.cfg.Clock.Now()
+	id := req.CouponID
+	if req.Code != "" {
+		p, err := c.cfg.Coupons.PromotionCode(ctx, req.Code)
+		if err != nil {
+			return fmt.Errorf("promotion code %q: %w", req.Code, err)
+		}
+		if !p.ExpiresAt.IsZero() && now.After(p.ExpiresAt) {
+			return fmt.Errorf("%w: code %s expired at %s", ErrCouponNotRedeemable, p.Code, p.ExpiresAt.UTC().Format(time.RFC3339))
+		}
+		id = p.CouponID
+	}
+	cp, err := c.cfg.Coupons.Coupon(ctx, id)
+	switch {
+	case err != nil:
+		return fmt.Errorf("coupon %q: %w", id, err)
+	case cp.currency() != c.cfg.Invoicing.Currency:
+		return fmt.Errorf("%w: coupon %s is in %s, charges are in %s", ErrCouponNotRedeemable, cp.ID, cp.currency(), c.cfg.Invoicing.Currency)
+	case !cp.RedeemBy.IsZero() && now.After(cp.RedeemBy):
+		return fmt.Errorf("%w: coupon %s could be redeemed until %s", ErrCouponNotRedeemable, cp.ID, cp.RedeemBy.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // subscribeOnce is one read and write of [Collector.Subscribe], under

@@ -1336,7 +1336,7 @@ func subscribeRequest(req SubscribeRequest) keyedRequest {
 		r = r.field("TrialDays", fmt.Sprint(req.TrialDays)).time("TrialEnd", req.TrialEnd).
 			field("AllowRepeatTrial", fmt.Sprint(req.AllowRepeatTrial))
 	}
-	return r
+	return r.field("CouponID", req.CouponID).field("Code", FoldCode(req.Code))
 }
 
 // checkSubscribeRepeat refuses req, a repeat of the request that created
