@@ -223,3 +223,21 @@ func TestSubscribeWithCoupon(t *testing.T) {
 	}
 	assert.Equal(t, []billing.Amount{1000, 2000}, charged, "half off the first charge after the trial, once")
 }
+
+// TestCancelNowRefundsWhatTheDiscountLeft: a cancellation now refunds the
+// unused share of what the period was charged, its discount taken off,
+// not of its list price.
+func TestCancelNowRefundsWhatTheDiscountLeft(t *testing.T) {
+	t.Parallel()
+	nov1 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	ctx := t.Context()
+	e, _ := newCouponEnv(t, memoryUserStores()[0], nov1, billing.Coupon{ID: "HALF", PercentOff: 5000, Duration: billing.CouponForever})
+	_, err := e.c.Subscribe(ctx, billing.SubscribeRequest{RequestKey: "o", UserID: e.user, Tier: "B:v1", CouponID: "HALF"})
+	require.NoError(t, err)
+	e.runAt(t, nov1.Add(time.Minute), billing.RunScheduled)
+	require.Equal(t, billing.MustParseAmount("10.00"), e.pay.Calls()[0].Request.Amount)
+	e.clock.Set(nov1.AddDate(0, 0, 15))
+	left, err := e.c.Cancel(ctx, billing.CancelRequest{UserRequest: ur(e.user, "c"), When: billing.CancelNow})
+	require.NoError(t, err)
+	assert.Equal(t, billing.MustParseAmount("5.00"), left.Refund, "half of the 10.00 charged, not of the 20.00 list price")
+}

@@ -591,8 +591,9 @@ func endAccess(ctx context.Context) func(ctx context.Context, cur, next *Period,
 	}
 }
 
-// unusedShare is the share of p's amount for the time from now to end,
-// the end of the period p paid for, rounded down.
+// unusedShare is the share of what p was charged for its plan (its
+// amount less its discounts) for the time from now to end, the end of the
+// period p paid for, rounded down.
 func unusedShare(p *Period, end, now time.Time) Amount {
 	if end.IsZero() || !now.Before(end) {
 		return 0
@@ -601,7 +602,8 @@ func unusedShare(p *Period, end, now time.Time) Amount {
 	if now.Before(start) {
 		now = start
 	}
-	share := new(big.Int).Mul(big.NewInt(int64(p.Amount)), big.NewInt(int64(end.Sub(now)/time.Second)))
+	paid, _ := discounted(p.Amount, p.Discounts)
+	share := new(big.Int).Mul(big.NewInt(int64(paid)), big.NewInt(int64(end.Sub(now)/time.Second)))
 	share.Quo(share, big.NewInt(max(int64(end.Sub(start)/time.Second), 1)))
 	return Amount(share.Int64())
 }
