@@ -200,7 +200,10 @@ func (s *Sim) paidDateMove(ctx context.Context, h *host, d int) string {
 	byUser := draw(seed, "paid date move by user", d) < 0.5
 	var err error
 	if byUser {
-		_, err = h.col.MoveBillingDate(ctx, billing.MoveBillingDateRequest{UserRequest: billing.UserRequest{UserID: u, RequestKey: fmt.Sprintf("move-in-%d", d)}, Date: date})
+		// Without proration, as Periods.Move: a prorated move into the
+		// paid period is accepted, with a credit (PlanChanges moves so).
+		_, err = h.col.MoveBillingDate(ctx, billing.MoveBillingDateRequest{UserRequest: billing.UserRequest{UserID: u, RequestKey: fmt.Sprintf("move-in-%d", d)},
+			Date: date, Proration: billing.ProrateNone})
 	} else {
 		_, err = h.col.Periods().Move(ctx, r.SubscriptionID, date)
 	}
