@@ -63,7 +63,7 @@ type faultsimStore struct {
 	// -faultsim.seeds): plan-changes, until the engine's paid-through
 	// after a term change is fixed (its seeds fail on it).
 	explicit bool
-	build  func(t *testing.T, opts *faultsim.Options)
+	build    func(t *testing.T, opts *faultsim.Options)
 }
 
 var faultsimStores = []faultsimStore{
