@@ -20,7 +20,7 @@ import (
 
 // The invariants of the PlanChanges scenario.
 const (
-	invBalance   = "no customer balance negative"
+	invBalance   = "no customer balance negative; a period opens with the balance the one before passed on"
 	invProration = "a paid period's plan with its proration lines is within 0 .. its highest price; no credit more than paid and not credited"
 	invCouponMax = "a coupon's redemptions never pass its maximum"
 	invDiscount  = "a discount of N charges comes off at most N charges"

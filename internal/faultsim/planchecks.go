@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/dynabill/billing"
 )
@@ -30,6 +31,7 @@ func (s *Sim) checkPlanUser(ctx context.Context, u string, recs []billing.Period
 			neg = append(neg, fmt.Sprintf("user %s: record %s carries a negative balance %s", u, desc(r), r.Balance))
 		}
 	}
+	neg = append(neg, s.checkCarry(ctx, u, recs)...)
 	s.res.Checks[invBalance]++
 	s.fail(invBalance, withTrail(neg, s.trail(ctx, u)))
 
@@ -322,4 +324,69 @@ func (c *faultyCoupons) Redemptions(ctx context.Context, userID string) ([]billi
 		return nil, err
 	}
 	return c.inner.Redemptions(ctx, userID)
+}
+
+// checkCarry checks the balance each period of u opened with (its first
+// history row) against the period it was opened after: the row written
+// in the same transaction (the same last_run_date, or a nanosecond
+// before for a period gone stale) that took that period out of SCHEDULED.
+// Charged (or attempted: a declined first attempt applied the balance
+// too), it passes on what its charge left of the balance (Period.Due);
+// waived, stale or cancelled unpaid, its balance and its credit lines;
+// skipped by a pause, its balance (its lines go on whole).
+func (s *Sim) checkCarry(ctx context.Context, u string, recs []billing.Period) []string {
+	rows, err := s.hist.ListByUser(ctx, u)
+	if err != nil {
+		return []string{fmt.Sprintf("History.ListByUser(%s): %v", u, err)}
+	}
+	first := map[string]*billing.Period{}
+	byTime := map[time.Time][]*billing.Period{}
+	for i := range rows {
+		r := &rows[i]
+		if f, ok := first[r.SubscriptionID]; !ok || r.LastRunDate.Before(f.LastRunDate) {
+			first[r.SubscriptionID] = r
+		}
+		byTime[r.LastRunDate] = append(byTime[r.LastRunDate], r)
+	}
+	var bad []string
+	for i := range recs {
+		f := first[recs[i].SubscriptionID]
+		if f == nil {
+			continue
+		}
+		var from []*billing.Period
+		for _, t := range []time.Time{f.LastRunDate, f.LastRunDate.Add(-time.Nanosecond)} {
+			for _, r := range byTime[t] {
+				if r.SubscriptionID != f.SubscriptionID && r.Status != billing.StatusScheduled && r.Status != billing.StatusPaused {
+					from = append(from, r)
+				}
+			}
+		}
+		if len(from) != 1 {
+			continue // opened by a sign-up, a come-back, or ambiguous
+		}
+		cur := from[0]
+		var want billing.Amount
+		switch cur.Status {
+		case billing.StatusCompleted, billing.StatusError, billing.StatusACHSent:
+			_, _, want = cur.Due()
+		case billing.StatusPausedSkipped:
+			want = cur.Balance
+		case billing.StatusStale, billing.StatusWaived, billing.StatusCancelled:
+			want = cur.Balance
+			for _, a := range cur.Adjustments {
+				if a.Credit {
+					want += a.Amount
+				}
+			}
+		default:
+			continue
+		}
+		s.res.Checks[invBalance]++
+		if f.Balance != want {
+			bad = append(bad, fmt.Sprintf("user %s: period %s opened with a balance of %s; the period it follows, %s, passed on %s",
+				u, desc(f), f.Balance, desc(cur), want))
+		}
+	}
+	return bad
 }
