@@ -284,8 +284,15 @@ func (s *Sim) checkAccess(ctx context.Context, u string, want billing.Subscripti
 	if open > 1 {
 		bad = append(bad, fmt.Sprintf("user %s: %d open periods", u, open))
 	}
-	if n := len(v.Paid); n > 0 && !v.Paid[n-1].IsTrial() {
-		paid := &v.Paid[n-1]
+	// The latest period completed, a free one included (the view's
+	// PaidThrough runs to its end; Paid lists the charged ones only).
+	var paid *billing.Period
+	for i := range v.Periods {
+		if r := &v.Periods[i]; r.Status == billing.StatusCompleted && (paid == nil || !r.BillingDate.Before(paid.BillingDate)) {
+			paid = r
+		}
+	}
+	if paid != nil && !paid.IsTrial() {
 		if end := s.paidThrough(u, paid); !v.PaidThrough.Equal(end) {
 			bad = append(bad, fmt.Sprintf("user %s: the view says paid through %s, want %s (paid by %s; cancellations now at %v)",
 				u, v.PaidThrough.Format(time.RFC3339Nano), end.Format(time.RFC3339Nano), desc(paid), m.ends[u]))

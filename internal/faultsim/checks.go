@@ -108,6 +108,9 @@ func (s *Sim) checkUsers(ctx context.Context, users []string) {
 			}
 			s.fail(invInvoices, inv)
 		}
+		if s.plan != nil {
+			s.checkPlanUser(ctx, u, recs)
+		}
 		var o, h, a []string
 		if len(recs) > 0 {
 			s.res.Checks[invOpen]++
@@ -138,6 +141,9 @@ func (s *Sim) checkUsers(ctx context.Context, users []string) {
 		}
 		s.fail(invInvoices, gaps)
 	}
+	if s.plan != nil {
+		s.checkCoupons(ctx, len(users) == len(s.users))
+	}
 	s.fail(invMoney, money)
 	s.fail(invOpen, open)
 	s.fail(invAppend, appendOnly)
@@ -146,6 +152,9 @@ func (s *Sim) checkUsers(ctx context.Context, users []string) {
 
 func desc(r *billing.Period) string {
 	d := fmt.Sprintf("%s (%s, billed %s, %s", r.SubscriptionID, r.Status, r.BillingDate.Format(time.DateTime), r.Amount)
+	if due, _, _ := r.Due(); due != r.Amount || r.Balance != 0 {
+		d += fmt.Sprintf(", due %s (%d lines, %d discounts, balance %s)", due, len(r.Adjustments), len(r.Discounts), r.Balance)
+	}
 	if r.TransactionID != "" {
 		d += ", txn " + r.TransactionID
 	}
@@ -194,7 +203,11 @@ func checkMoney(u string, recs []billing.Period, ledger []Charge) []string {
 		// with its transaction and amount, or in flight with its key.
 		var on []*billing.Period
 		for _, r := range bySub[c.SubscriptionID] {
-			recorded := r.TransactionID == c.Result.TransactionID && r.Amount == c.Amount &&
+			// What a record charges is its Due (its plan less its
+			// discounts, with its proration lines, less the balance it
+			// applied): the record keeps them, so it says what it took.
+			due, _, _ := r.Due()
+			recorded := r.TransactionID == c.Result.TransactionID && due == c.Amount &&
 				(r.Status == billing.StatusCompleted || r.Status == billing.StatusACHSent || r.Status == billing.StatusStale || r.Status == billing.StatusRefunded)
 			if recorded || r.InFlight() && r.LastAttempt.Key == c.Key {
 				on = append(on, r)

@@ -73,6 +73,7 @@ func (s *Sim) planDay(d int) {
 		s.scheduleOp(t, d, 1000+i)
 	}
 	s.planCancelNow(d)
+	s.planPlanChanges(d)
 	if d%7 == 6 {
 		s.at(day.Add(24*time.Hour-time.Second), "-", "weekly check of every user", func(ctx context.Context) { s.checkAll(ctx) })
 	}

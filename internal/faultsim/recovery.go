@@ -224,7 +224,7 @@ func (s *Sim) checkRecovered(ctx context.Context, c *Charge, inv string) {
 			continue
 		}
 		found = true
-		if r.Status != billing.StatusCompleted || r.TransactionID != txn || r.Amount != c.Amount {
+		if due, _, _ := r.Due(); r.Status != billing.StatusCompleted || r.TransactionID != txn || due != c.Amount {
 			bad = append(bad, fmt.Sprintf("user %s: charge %s was declined, then confirmed on session and its settled event applied; its record is %s, not COMPLETED with it",
 				c.UserID, descCharge(c), desc(r)))
 		}

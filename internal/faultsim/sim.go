@@ -41,6 +41,10 @@ type Store struct {
 	// are checked: one paid invoice per paid period, numbers gapless in
 	// each account's sequence, totals what was charged.
 	Invoices billing.Invoices
+	// Coupons, when set, is the coupon store the hosts' collectors redeem
+	// coupons in (billing.Config.Coupons), behind faults of its own: the
+	// PlanChanges scenario needs it.
+	Coupons billing.Coupons
 }
 
 // Options configures [Run].
@@ -80,6 +84,10 @@ type Options struct {
 	// Scenario constants): to tell which scenario a failure needs, or to
 	// check that the invariants hold where no known bug is exercised.
 	Without []Scenario
+	// With names scenarios the simulation adds that are off by default
+	// (PlanChanges), so that the seeds of a run without them replay as
+	// they did before the scenario existed.
+	With []Scenario
 	// Logf, when set, receives progress lines.
 	Logf func(format string, args ...any)
 }
@@ -139,9 +147,23 @@ const (
 	// PaidDateMoves: renewals asked to move to a date inside the period
 	// paid before them, which must be refused (trialdates.go).
 	PaidDateMoves Scenario = "paid-date-moves"
+	// PlanChanges: plan changes now and at the next period (upgrades,
+	// downgrades, a $0 plan, without proration, monthly<->yearly), billing
+	// date moves (into the paid period, prorated, and later), previews and
+	// coupons (percent and amount off, once, repeating, forever, some
+	// bounded, some by promotion code), by user with request keys that
+	// are sometimes repeated; and the proration invariants
+	// (planchanges.go). Off unless Options.With names it; needs
+	// Store.Coupons.
+	PlanChanges Scenario = "plan-changes"
 )
 
 func (o Options) without(sc Scenario) bool { return slices.Contains(o.Without, sc) }
+
+// with reports whether sc, a scenario off by default, is on.
+func (o Options) with(sc Scenario) bool {
+	return slices.Contains(o.With, sc) && !o.without(sc)
+}
 
 func (o Options) withDefaults() Options {
 	if o.Days <= 0 {
@@ -286,6 +308,7 @@ type Sim struct {
 	reached   map[billing.RunKind]map[int]int
 
 	cancelNow *cancelNowModel // CancelNowComeBacks
+	plan      *planModel      // PlanChanges
 
 	res    Result
 	failed map[string]bool
@@ -349,6 +372,12 @@ func Run(ctx context.Context, opts Options) *Result {
 	if err := s.populate(ctx); err != nil {
 		s.fail("setup", []string{err.Error()})
 		return s.finish(ctx)
+	}
+	if s.opts.with(PlanChanges) {
+		if err := s.setupPlanChanges(ctx); err != nil {
+			s.fail("setup", []string{err.Error()})
+			return s.finish(ctx)
+		}
 	}
 	s.step = "seeded"
 	s.checkAll(ctx)
@@ -418,7 +447,12 @@ func (s *Sim) newHost(i int) *host {
 	}
 	rlr := []int{-1, 1, 2}[pick(seed, 3, "rate limit retries", i)]
 	r := newRepo(s, name)
+	var coupons billing.Coupons
+	if s.opts.with(PlanChanges) && s.opts.Store.Coupons != nil {
+		coupons = &faultyCoupons{inner: s.opts.Store.Coupons, sim: s, host: name, calls: newCounter()}
+	}
 	col, err := billing.NewCollector(billing.Config{
+		Coupons:    coupons,
 		Repository: r, History: s.hist, Locker: s.locker.forHost(name), Provider: s.proc, Clock: s.clock, AllowFreeTiers: true,
 		Invoices: s.opts.Store.Invoices, Concurrency: conc, ShardConcurrency: shardConc, PagesPerInvocation: pages,
 		ProcessorBudget: billing.ProcessorBudget{Backoff: time.Nanosecond, MaxBackoff: time.Nanosecond, RateLimitRetries: rlr},

@@ -153,9 +153,9 @@ func (s *Sim) checkTrialPause(ctx context.Context, u string, trial billing.Perio
 	s.fail(invTrialPause, withTrail(bad, s.trail(ctx, u)))
 }
 
-// paidDateMove asks, by the user (MoveBillingDate without proration) or
-// an operator (ChangeBillingDate), to move the renewal of a user whose
-// last period is paid to a date inside that paid period: the move must be refused
+// paidDateMove asks, by the user (MoveBillingDate) or an operator
+// (ChangeBillingDate), to move the renewal of a user whose last period
+// is paid to a date inside that paid period: the move must be refused
 // with a [*billing.DateMoveError] (or an error that may pass), nothing
 // written, the renewal still on its date.
 func (s *Sim) paidDateMove(ctx context.Context, h *host, d int) string {
@@ -200,7 +200,10 @@ func (s *Sim) paidDateMove(ctx context.Context, h *host, d int) string {
 	byUser := draw(seed, "paid date move by user", d) < 0.5
 	var err error
 	if byUser {
-		_, err = h.col.MoveBillingDate(ctx, billing.MoveBillingDateRequest{UserRequest: billing.UserRequest{UserID: u, RequestKey: fmt.Sprintf("move-in-%d", d)}, Date: date, Proration: billing.ProrateNone})
+		// Without proration, as Periods.Move: a prorated move into the
+		// paid period is accepted, with a credit (PlanChanges moves so).
+		_, err = h.col.MoveBillingDate(ctx, billing.MoveBillingDateRequest{UserRequest: billing.UserRequest{UserID: u, RequestKey: fmt.Sprintf("move-in-%d", d)},
+			Date: date, Proration: billing.ProrateNone})
 	} else {
 		_, err = h.col.Periods().Move(ctx, r.SubscriptionID, date)
 	}
