@@ -613,7 +613,7 @@ func (c *Collector) creditUnused(recs []Period, cur, next *Period, at time.Time,
 		return err
 	}
 	credit := pc.lines[0]
-	credit.Request = key
+	credit.Request, credit.EndsPeriod = key, true
 	next.Adjustments = append(slices.Clone(cur.Adjustments), credit)
 	return next.checkAdjustments()
 }

@@ -73,6 +73,12 @@ type Adjustment struct {
 	Amount Amount `json:"amount"`
 	// Credit is set on a credit: Amount comes off the charge.
 	Credit bool `json:"credit,omitempty"`
+	// EndsPeriod is set on the credit of a move into the paid period or a
+	// change of term: the paid period ends at Start, where the period
+	// carrying the credit starts ([Subscription.PaidThrough] and the
+	// come-back rules count it so), unless that period is cancelled,
+	// waived or given up before its charge.
+	EndsPeriod bool `json:"ends_period,omitempty"`
 	// Fraction is the exact amount before rounding, in cents and seconds:
 	// "2000*1296000/2592000".
 	Fraction string `json:"fraction"`
@@ -368,7 +374,7 @@ func (c *Collector) PreviewChangePlan(ctx context.Context, req ChangePlanRequest
 		if prorate {
 			if pc, err := prorateChange(recs, &targets[0], targets[0].ReceiptTierName, 0, at, centsPerMinorUnit(c.cfg.Invoicing.Currency)); err == nil {
 				lines = pc.lines[:1]
-				lines[0].Request = req.RequestKey
+				lines[0].Request, lines[0].EndsPeriod = req.RequestKey, true
 				next.Adjustments = append(next.Adjustments, lines...)
 			}
 		}

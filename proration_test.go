@@ -421,6 +421,7 @@ func TestProrationDateMoveIntoPaidPeriod(t *testing.T) {
 			renewal := e.latestRec(t)
 			assert.Equal(t, to, renewal.BillingDate)
 			assert.Equal(t, billing.MustParseAmount("6.07"), ch.Subscription.NextChargeAmount)
+			assert.Equal(t, to, ch.Subscription.PaidThrough, "the paid period ends where the moved one starts")
 
 			e.clock.Set(to.Add(time.Hour))
 			_, err = e.c.Run(t.Context(), billing.RunRequest{Kind: billing.RunScheduled})
@@ -475,6 +476,7 @@ func TestProrationTermChangeStartsAFullPeriodNow(t *testing.T) {
 			assert.Equal(t, billing.MustParseAmount("120.00"), next.Amount)
 			assert.Equal(t, billing.MustParseAmount("115.00"), ch.Subscription.NextChargeAmount)
 			assert.Equal(t, at, ch.Subscription.NextChargeDate)
+			assert.Equal(t, at, ch.Subscription.PaidThrough, "the month paid ends where the year starts")
 
 			again, err := e.c.ChangePlan(ctx, billing.ChangePlanRequest{UserRequest: ur(e.user, "y1"), Tier: "A:v1", Term: billing.TermYearly})
 			require.NoError(t, err)

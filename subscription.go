@@ -367,11 +367,22 @@ func paidEnd(p *Period, recs []Period) (time.Time, error) {
 // records are recs, or the earliest end of access before it that a
 // cancellation now put on a record of the user ([Period.AccessEnd])
 // after p was opened: the time after it was refunded. A period opened
-// after the cancellation (a come-back) is not cut.
+// after the cancellation (a come-back) is not cut. So is p's end where a
+// move into it or a change of term started a new period, crediting the
+// rest ([Adjustment.EndsPeriod]).
 func accessCut(p *Period, end time.Time, recs []Period) time.Time {
 	for i := range recs {
-		if a := recs[i].AccessEnd; !a.IsZero() && a.Before(end) && !p.CreatedDate.After(a) {
+		r := &recs[i]
+		if a := r.AccessEnd; !a.IsZero() && a.Before(end) && !p.CreatedDate.After(a) {
 			end = a
+		}
+		if r.Status == StatusCancelled || r.Status == StatusWaived || r.Status == StatusStale {
+			continue // its credit was never applied
+		}
+		for _, a := range r.Adjustments {
+			if a.EndsPeriod && a.PeriodID == p.SubscriptionID && a.Start.Before(end) {
+				end = a.Start // a new period started there, crediting the rest
+			}
 		}
 	}
 	return end
@@ -870,10 +881,16 @@ func (c *Collector) changeTerm(ctx context.Context, id string, req ChangePlanReq
 			return nil, nil
 		}
 		next.Amount = amount
+		if term != TermMonthly {
+			// Friday billing is for monthly terms (as Subscribe says).
+			next.BillingWeek = 0
+		}
 		if firstAfterTrial(cur) {
 			return nil, nil
 		}
-		return c.moveInto(at, true, key)(ctx, cur, next, now)
+		moved := *cur
+		moved.BillingWeek = next.BillingWeek
+		return c.moveInto(at, true, key)(ctx, &moved, next, now)
 	})
 	return ch, true, err
 }
