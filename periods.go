@@ -552,12 +552,13 @@ func (p *Periods) Move(ctx context.Context, subscriptionID string, date time.Tim
 // unused time from the new date on is credited on it (a proration
 // [Adjustment] of that request) instead of the move being refused.
 func (c *Collector) moveDate(date time.Time, prorateKey string) func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
-	return c.moveInto(date, prorateKey != "", prorateKey)
+	return c.moveInto(date, prorateKey != "", prorateKey, true)
 }
 
-// moveInto is moveDate, a move into the paid period allowed when intoPaid
-// and credited when creditKey is set.
-func (c *Collector) moveInto(date time.Time, intoPaid bool, creditKey string) func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
+// moveInto is moveDate, a move into the paid period allowed when intoPaid,
+// which ends that period at date with a line of request creditKey: its
+// unused time credited, or credit false, nothing (no proration).
+func (c *Collector) moveInto(date time.Time, intoPaid bool, creditKey string, credit bool) func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
 	return func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
 		d, err := c.billingDay("billing_date", date, now)
 		if err == nil {
@@ -595,7 +596,7 @@ func (c *Collector) moveInto(date time.Time, intoPaid bool, creditKey string) fu
 		}
 		moveTo(next, d)
 		if prorate && creditKey != "" {
-			return nil, c.creditUnused(recs, cur, next, d, creditKey)
+			return nil, c.creditUnused(recs, cur, next, d, creditKey, credit)
 		}
 		return nil, nil
 	}
@@ -603,8 +604,9 @@ func (c *Collector) moveInto(date time.Time, intoPaid bool, creditKey string) fu
 
 // creditUnused adds to next (cur moved or changed, as read) the credit for
 // the unused time from at on of the paid period before cur, if at is
-// inside it: what a charge from at on bills again.
-func (c *Collector) creditUnused(recs []Period, cur, next *Period, at time.Time, key string) error {
+// inside it: what a charge from at on bills again. Without credit the
+// line is zero: it only ends the paid period at at ([Adjustment.EndsPeriod]).
+func (c *Collector) creditUnused(recs []Period, cur, next *Period, at time.Time, key string, credit bool) error {
 	pc, err := prorateChange(recs, cur, cur.ReceiptTierName, 0, at, centsPerMinorUnit(c.cfg.Invoicing.Currency))
 	switch {
 	case errors.Is(err, errNoProration):
@@ -612,9 +614,12 @@ func (c *Collector) creditUnused(recs []Period, cur, next *Period, at time.Time,
 	case err != nil:
 		return err
 	}
-	credit := pc.lines[0]
-	credit.Request, credit.EndsPeriod = key, true
-	next.Adjustments = append(slices.Clone(cur.Adjustments), credit)
+	line := pc.lines[0]
+	line.Request, line.EndsPeriod = key, true
+	if !credit {
+		line.Amount, line.Description = 0, line.Description+" (not credited)"
+	}
+	next.Adjustments = append(slices.Clone(cur.Adjustments), line)
 	return next.checkAdjustments()
 }
 

@@ -74,10 +74,11 @@ type Adjustment struct {
 	// Credit is set on a credit: Amount comes off the charge.
 	Credit bool `json:"credit,omitempty"`
 	// EndsPeriod is set on the credit of a move into the paid period or a
-	// change of term: the paid period ends at Start, where the period
-	// carrying the credit starts ([Subscription.PaidThrough] and the
-	// come-back rules count it so), unless that period is cancelled,
-	// waived or given up before its charge.
+	// change of term: once the period carrying the credit is charged, the
+	// paid period ends at Start, where that period starts
+	// ([Subscription.PaidThrough] and the come-back rules count it so).
+	// Until then (and if it is cancelled, waived or given up) the paid
+	// period runs to its end.
 	EndsPeriod bool `json:"ends_period,omitempty"`
 	// Fraction is the exact amount before rounding, in cents and seconds:
 	// "2000*1296000/2592000".
@@ -371,12 +372,13 @@ func (c *Collector) PreviewChangePlan(ctx context.Context, req ChangePlanRequest
 		// A new full period from at, less the paid period's unused time.
 		next.ReceiptTierName, next.Amount, next.Term, next.Interval = req.Tier, price, term, interval
 		moveTo(&next, at)
-		if prorate {
-			if pc, err := prorateChange(recs, &targets[0], targets[0].ReceiptTierName, 0, at, centsPerMinorUnit(c.cfg.Invoicing.Currency)); err == nil {
-				lines = pc.lines[:1]
-				lines[0].Request, lines[0].EndsPeriod = req.RequestKey, true
-				next.Adjustments = append(next.Adjustments, lines...)
+		if pc, err := prorateChange(recs, &targets[0], targets[0].ReceiptTierName, 0, at, centsPerMinorUnit(c.cfg.Invoicing.Currency)); err == nil {
+			lines = pc.lines[:1] // as creditUnused makes it
+			lines[0].Request, lines[0].EndsPeriod = req.RequestKey, true
+			if !prorate {
+				lines[0].Amount, lines[0].Description = 0, lines[0].Description+" (not credited)"
 			}
+			next.Adjustments = append(next.Adjustments, lines...)
 		}
 		out := ChangePreview{Adjustments: lines}
 		out.NextChargeDate, out.NextChargeAmount = nextCharge(&next)

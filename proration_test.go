@@ -421,7 +421,6 @@ func TestProrationDateMoveIntoPaidPeriod(t *testing.T) {
 			renewal := e.latestRec(t)
 			assert.Equal(t, to, renewal.BillingDate)
 			assert.Equal(t, billing.MustParseAmount("6.07"), ch.Subscription.NextChargeAmount)
-			assert.Equal(t, to, ch.Subscription.PaidThrough, "the paid period ends where the moved one starts")
 
 			e.clock.Set(to.Add(time.Hour))
 			_, err = e.c.Run(t.Context(), billing.RunRequest{Kind: billing.RunScheduled})
@@ -431,6 +430,9 @@ func TestProrationDateMoveIntoPaidPeriod(t *testing.T) {
 			assert.Equal(t, billing.MustParseAmount("6.07"), calls[1].Request.Amount)
 			next := e.latestRec(t)
 			assert.Equal(t, to.AddDate(0, 1, 0), next.BillingDate, "a full period from the 20th")
+			v, err := e.c.Subscription(t.Context(), e.user)
+			require.NoError(t, err)
+			assert.Equal(t, to.AddDate(0, 1, 0), v.PaidThrough, "the paid month ended where the moved one started")
 			assert.Equal(t, billing.MustParseAmount("9.99"), next.Amount)
 			assert.Empty(t, next.Adjustments)
 		})
@@ -476,7 +478,6 @@ func TestProrationTermChangeStartsAFullPeriodNow(t *testing.T) {
 			assert.Equal(t, billing.MustParseAmount("120.00"), next.Amount)
 			assert.Equal(t, billing.MustParseAmount("115.00"), ch.Subscription.NextChargeAmount)
 			assert.Equal(t, at, ch.Subscription.NextChargeDate)
-			assert.Equal(t, at, ch.Subscription.PaidThrough, "the month paid ends where the year starts")
 
 			again, err := e.c.ChangePlan(ctx, billing.ChangePlanRequest{UserRequest: ur(e.user, "y1"), Tier: "A:v1", Term: billing.TermYearly})
 			require.NoError(t, err)
@@ -488,6 +489,15 @@ func TestProrationTermChangeStartsAFullPeriodNow(t *testing.T) {
 			assert.Equal(t, billing.MustParseAmount("115.00"), calls[1].Request.Amount)
 			after := e.next(t)
 			assert.Equal(t, at.AddDate(1, 0, 0), after.BillingDate, "a year from the change")
+			v := mustView(t, e.freeEnv)
+			assert.Equal(t, at, v.CurrentPeriodStart)
+			assert.Equal(t, at.AddDate(1, 0, 0), v.PaidThrough)
+			// Cancelled now a month in, the refund is the year's unused share.
+			e.clock.Set(at.AddDate(0, 1, 0))
+			left, err := e.c.Cancel(ctx, billing.CancelRequest{UserRequest: ur(e.user, "cancel"), When: billing.CancelNow})
+			require.NoError(t, err)
+			// 120.00 × (365 - 30) / 365 days = 110.136…
+			assert.Equal(t, billing.MustParseAmount("110.13"), left.Refund)
 			assert.Equal(t, billing.MustParseAmount("120.00"), after.Amount)
 		})
 	}

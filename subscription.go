@@ -369,15 +369,15 @@ func paidEnd(p *Period, recs []Period) (time.Time, error) {
 // after p was opened: the time after it was refunded. A period opened
 // after the cancellation (a come-back) is not cut. So is p's end where a
 // move into it or a change of term started a new period, crediting the
-// rest ([Adjustment.EndsPeriod]).
+// rest ([Adjustment.EndsPeriod]), once that period is charged.
 func accessCut(p *Period, end time.Time, recs []Period) time.Time {
 	for i := range recs {
 		r := &recs[i]
 		if a := r.AccessEnd; !a.IsZero() && a.Before(end) && !p.CreatedDate.After(a) {
 			end = a
 		}
-		if r.Status == StatusCancelled || r.Status == StatusWaived || r.Status == StatusStale {
-			continue // its credit was never applied
+		if r.Status != StatusCompleted && r.Status != StatusACHSent && r.Status != StatusRefunded {
+			continue // not charged (yet): its credit is not applied
 		}
 		for _, a := range r.Adjustments {
 			if a.EndsPeriod && a.PeriodID == p.SubscriptionID && a.Start.Before(end) {
@@ -613,9 +613,14 @@ func unusedShare(p *Period, end, now time.Time) Amount {
 	if now.Before(start) {
 		now = start
 	}
+	// At the period's own rate: end may be cut before its natural end.
+	whole := end
+	if natural, err := followingDate(p); err == nil && natural.After(end) {
+		whole = natural
+	}
 	paid, _ := discounted(p.Amount, p.Discounts)
 	share := new(big.Int).Mul(big.NewInt(int64(paid)), big.NewInt(int64(end.Sub(now)/time.Second)))
-	share.Quo(share, big.NewInt(max(int64(end.Sub(start)/time.Second), 1)))
+	share.Quo(share, big.NewInt(max(int64(whole.Sub(start)/time.Second), 1)))
 	return Amount(share.Int64())
 }
 
@@ -865,10 +870,6 @@ func (c *Collector) changeTerm(ctx context.Context, id string, req ChangePlanReq
 	if err != nil {
 		return Change{}, true, fmt.Errorf("the recorded instant of the term change of %s: %w", id, err)
 	}
-	key := ""
-	if prorate {
-		key = req.RequestKey
-	}
 	amount, err = c.priceOf(ctx, PricePlan{Tier: req.Tier, Term: term, Interval: interval}, amount)
 	if err != nil {
 		return Change{}, true, err
@@ -890,7 +891,7 @@ func (c *Collector) changeTerm(ctx context.Context, id string, req ChangePlanReq
 		}
 		moved := *cur
 		moved.BillingWeek = next.BillingWeek
-		return c.moveInto(at, true, key)(ctx, &moved, next, now)
+		return c.moveInto(at, true, req.RequestKey, prorate)(ctx, &moved, next, now)
 	})
 	return ch, true, err
 }

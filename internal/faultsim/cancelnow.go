@@ -322,8 +322,10 @@ func (s *Sim) checkRefundedUnpaid(u string, at time.Time) []string {
 	return bad
 }
 
-// unusedShare is the share of p's amount for the time from now to end,
-// by the second, rounded down: what a cancellation now refunds.
+// unusedShare is the share of what p was charged for its plan (its
+// amount less its discounts) for the time from now to end, at the rate of
+// its whole period, by the second, rounded down: what a cancellation now
+// refunds.
 func unusedShare(p *billing.Period, end, now time.Time) billing.Amount {
 	if end.IsZero() || !now.Before(end) {
 		return 0
@@ -332,7 +334,14 @@ func unusedShare(p *billing.Period, end, now time.Time) billing.Amount {
 	if now.Before(start) {
 		now = start
 	}
-	share := new(big.Int).Mul(big.NewInt(int64(p.Amount)), big.NewInt(int64(end.Sub(now)/time.Second)))
-	share.Quo(share, big.NewInt(max(int64(end.Sub(start)/time.Second), 1)))
+	whole := end
+	if natural, err := p.Schedule().Next(p.BillingDate); err == nil && natural.After(end) {
+		whole = natural
+	}
+	plan := *p // the plan less its discounts: no lines, no balance
+	plan.Adjustments, plan.Balance = nil, 0
+	paid, _, _ := plan.Due()
+	share := new(big.Int).Mul(big.NewInt(int64(paid)), big.NewInt(int64(end.Sub(now)/time.Second)))
+	share.Quo(share, big.NewInt(max(int64(whole.Sub(start)/time.Second), 1)))
 	return billing.Amount(share.Int64())
 }

@@ -85,8 +85,10 @@ func (s *Sim) checkPlanUser(ctx context.Context, u string, recs []billing.Period
 	charges := map[applied]int{}
 	for i := range recs {
 		r := &recs[i]
-		switch r.Status {
-		case billing.StatusCompleted, billing.StatusACHSent, billing.StatusRefunded:
+		switch {
+		case r.IsTrial():
+			continue // a trial charges nothing: it does not use a coupon up
+		case r.Status == billing.StatusCompleted, r.Status == billing.StatusACHSent, r.Status == billing.StatusRefunded:
 		default:
 			continue
 		}
