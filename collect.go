@@ -916,6 +916,9 @@ func (c *Collector) freeable(cur *Period) bool {
 // row ([EventFreePeriodCompleted]), and opens the next period as a paid
 // collection does. The attempt counter is not touched: no key is used.
 func (c *Collector) completeFree(ctx context.Context, proc Process, cur *Period, rep *Report) error {
+	if err := c.coveredInvoice(ctx, cur); err != nil {
+		return err
+	}
 	now := c.cfg.Clock.Now()
 	next := cur.Clone()
 	at := runTime(cur, now)

@@ -135,7 +135,9 @@ type Config struct {
 	// void when the period is waived or cancelled unpaid, uncollectible
 	// when the period goes stale, and credited (a [CreditNote]) when the
 	// payment is refunded. A period of zero (a trial, a free tier) is not
-	// charged and gets none. Defaults to none.
+	// charged and gets none; a charge that a plan change's credit, a coupon
+	// or the customer's balance covers in full gets one, paid without a
+	// charge. Defaults to none.
 	Invoices Invoices
 	// Invoicing sets the currency and the number sequence of the invoices
 	// issued. See [Invoicing].

@@ -338,6 +338,12 @@ const maxInvoiceKeys = 16
 // ("<period ID>/2", ...). Without [Config.Invoices] it returns the zero
 // Invoice.
 func (c *Collector) invoice(ctx context.Context, cur *Period) (Invoice, error) {
+	return c.invoiceKeeping(ctx, cur, nil)
+}
+
+// invoiceKeeping is [Collector.invoice], returning a paid or void
+// invoice of the period that keep accepts rather than taking the next key.
+func (c *Collector) invoiceKeeping(ctx context.Context, cur *Period, keep func(*Invoice) bool) (Invoice, error) {
 	if c.cfg.Invoices == nil {
 		return Invoice{}, nil
 	}
@@ -365,6 +371,9 @@ func (c *Collector) invoice(ctx context.Context, cur *Period) (Invoice, error) {
 		}
 		switch inv.Status {
 		case InvoiceVoid, InvoicePaid:
+			if keep != nil && keep(&inv) {
+				return inv, nil
+			}
 			continue // closed: a returned payment, a change decided again
 		case InvoiceDraft:
 			id := inv.ID
@@ -617,4 +626,34 @@ func (c *Collector) emitInvoice(ctx context.Context, t EventType, p *Period, inv
 	e := eventFor(t, p, at)
 	e.InvoiceID, e.InvoiceNumber = inv.ID, inv.Number
 	c.emit(ctx, e)
+}
+
+// coveredBy is the transaction an invoice paid without a charge records:
+// its period's charge was covered by a plan change's credit or the
+// customer's balance ([Collector.coveredInvoice]).
+func coveredBy(periodID string) string { return "covered:" + periodID }
+
+// coveredInvoice issues the invoice of cur, a period whose charge its
+// credits or the customer's balance cover in full (nothing is charged),
+// before the period is completed: numbered and paid by
+// coveredBy(cur's ID), so that its lines (the plan, the discounts, the
+// proration, the balance applied) are on a document. A rerun after a crash
+// finds that invoice paid and keeps it. A trial and a free plan (nothing
+// but a zero plan) get none, as before.
+func (c *Collector) coveredInvoice(ctx context.Context, cur *Period) error {
+	if c.cfg.Invoices == nil || cur.IsTrial() || !cur.charged() || cur.Amount == 0 && len(cur.Adjustments) == 0 {
+		return nil
+	}
+	tx := coveredBy(cur.SubscriptionID)
+	inv, err := c.invoiceKeeping(ctx, cur, func(inv *Invoice) bool { return inv.TransactionID == tx })
+	if err != nil || inv.Status == InvoicePaid {
+		return err
+	}
+	now := c.cfg.Clock.Now().UTC()
+	paid, err := c.cfg.Invoices.MarkPaid(ctx, inv.ID, tx, now)
+	if err != nil {
+		return fmt.Errorf("mark invoice %s of %s paid (covered): %w", inv.ID, cur.SubscriptionID, err)
+	}
+	c.emitInvoice(ctx, EventInvoicePaid, cur, &paid, now)
+	return nil
 }

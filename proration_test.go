@@ -3,6 +3,7 @@ package billing_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -238,6 +239,33 @@ func TestProrationDowngradeCreditGoesToBalance(t *testing.T) {
 				charged = append(charged, c.Request.Amount)
 			}
 			assert.Equal(t, []billing.Amount{billing.MustParseAmount("0.83"), billing.MustParseAmount("5.00")}, charged)
+
+			// Every period has its invoice: the four the balance and the
+			// credit covered are paid without a charge, and show it.
+			invs := e.invoices(t)
+			require.Len(t, invs, 7, "November, then December to May")
+			type doc struct {
+				Total, Paid, Due int64
+				Covered          bool
+			}
+			var docs []doc
+			for _, inv := range invs[1:] {
+				assert.Equal(t, billing.InvoicePaid, inv.Status)
+				docs = append(docs, doc{inv.Total, inv.AmountPaid, inv.AmountDue, strings.HasPrefix(inv.TransactionID, "covered:")})
+			}
+			assert.Equal(t, []doc{{0, 0, 0, true}, {500, 500, 0, true}, {500, 500, 0, true}, {500, 500, 0, true},
+				{500, 500, 0, false}, {500, 500, 0, false}}, docs)
+			var dec []billing.LineKind
+			for _, l := range invs[1].Lines {
+				dec = append(dec, l.Kind)
+			}
+			assert.Equal(t, []billing.LineKind{billing.LinePlan, billing.LineProration, billing.LineUnusedTime}, dec,
+				"December: the plan and the change's lines, the credit capped at what they come to")
+			var jan []string
+			for _, l := range invs[2].Lines {
+				jan = append(jan, fmt.Sprint(l.Kind, " ", l.Amount))
+			}
+			assert.Equal(t, []string{"plan 500", "credit 500"}, jan, "January: paid by the balance")
 			// Every cent of the credit is accounted for: 19.17 of balance
 			// paid 5.00 × 3 + 4.17.
 		})

@@ -571,6 +571,14 @@ func (s *Sim) checkInvoices(ctx context.Context, u string, recs []billing.Period
 				want -= l.Amount
 			}
 		}
+		if inv.TransactionID == "covered:"+strings.Join(inv.PeriodIDs, ",") {
+			// Paid without a charge: the period's credits or the
+			// customer's balance covered it all.
+			if want != 0 {
+				problems = append(problems, fmt.Sprintf("user %s: invoice %s paid as covered, yet %d of it was due", u, inv.Number, want))
+			}
+			continue
+		}
 		took := false
 		for _, c := range charges {
 			if c.Result.TransactionID == inv.TransactionID && int64(c.Amount) == want {
