@@ -350,6 +350,10 @@ func (c *Collector) redeem(ctx context.Context, req ApplyCouponRequest, recs []P
 		return Discount{}, fmt.Errorf("%w: %s", ErrCouponNotRedeemable, fmt.Sprintf(format, args...))
 	}
 	id, code := req.CouponID, ""
+	first := next.Amount // the plan of the next charge: after a trial, its first
+	if next.IsTrial() {
+		first = next.TrialAmount
+	}
 	if req.Code != "" {
 		p, err := c.cfg.Coupons.PromotionCode(ctx, req.Code)
 		if err != nil {
@@ -358,8 +362,8 @@ func (c *Collector) redeem(ctx context.Context, req ApplyCouponRequest, recs []P
 		switch {
 		case !p.ExpiresAt.IsZero() && now.After(p.ExpiresAt):
 			return refuse("code %s expired at %s", p.Code, p.ExpiresAt.UTC().Format(time.RFC3339))
-		case next.Amount < p.MinAmount:
-			return refuse("code %s needs a charge of %s at least, the next is %s", p.Code, p.MinAmount, next.Amount)
+		case first < p.MinAmount:
+			return refuse("code %s needs a charge of %s at least, the next is %s", p.Code, p.MinAmount, first)
 		case p.FirstTimeOnly && slices.ContainsFunc(recs, func(r Period) bool { return r.TransactionID != "" }):
 			return refuse("code %s is for a first purchase, and %s has paid before", p.Code, req.UserID)
 		}

@@ -1,8 +1,11 @@
 package billing_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -527,6 +530,83 @@ func TestProrationTermChangeStartsAFullPeriodNow(t *testing.T) {
 			// 120.00 × (365 - 30) / 365 days = 110.136…
 			assert.Equal(t, billing.MustParseAmount("110.13"), left.Refund)
 			assert.Equal(t, billing.MustParseAmount("120.00"), after.Amount)
+		})
+	}
+}
+
+// lossyInvoices loses the answer of its k-th change (CreateDraft,
+// Finalize, MarkPaid), made all the same: a crash after the store applied
+// it.
+type lossyInvoices struct {
+	billing.Invoices
+	k, n int
+}
+
+func (l *lossyInvoices) lose() bool { l.n++; return l.n == l.k }
+
+func (l *lossyInvoices) CreateDraft(ctx context.Context, inv *billing.Invoice) (billing.Invoice, error) {
+	out, err := l.Invoices.CreateDraft(ctx, inv)
+	if err == nil && l.lose() {
+		return billing.Invoice{}, errors.New("answer lost")
+	}
+	return out, err
+}
+
+func (l *lossyInvoices) Finalize(ctx context.Context, id string, at time.Time) (billing.Invoice, error) {
+	out, err := l.Invoices.Finalize(ctx, id, at)
+	if err == nil && l.lose() {
+		return billing.Invoice{}, errors.New("answer lost")
+	}
+	return out, err
+}
+
+func (l *lossyInvoices) MarkPaid(ctx context.Context, id, tx string, at time.Time) (billing.Invoice, error) {
+	out, err := l.Invoices.MarkPaid(ctx, id, tx, at)
+	if err == nil && l.lose() {
+		return billing.Invoice{}, errors.New("answer lost")
+	}
+	return out, err
+}
+
+// TestCoveredInvoiceOnceWhateverIsLost: the invoice of a charge a
+// downgrade's credit covers is issued before the period completes; with
+// the answer of each of its store calls lost in turn, the run failing and
+// the next one going on, the period has one invoice, numbered after
+// November's without a gap, paid as covered, and nothing is charged.
+func TestCoveredInvoiceOnceWhateverIsLost(t *testing.T) {
+	t.Parallel()
+	nov1 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for k := 1; k <= 4; k++ {
+		t.Run(fmt.Sprint("lose=", k), func(t *testing.T) {
+			t.Parallel()
+			lossy := &lossyInvoices{}
+			e := newInvoiceEnv(t, memoryUserStores()[0], func(c *billing.Config) {
+				c.Prices = prorationPrices
+				lossy.Invoices = c.Invoices
+				c.Invoices = lossy
+			})
+			e.clock.Set(nov1)
+			e.paidPeriod(t, "C:v1", billing.TermMonthly)
+			e.clock.Set(nov1.AddDate(0, 0, 1))
+			_, err := e.c.ChangePlan(t.Context(), billing.ChangePlanRequest{UserRequest: ur(e.user, "down"), Tier: "D:v1"})
+			require.NoError(t, err)
+			dec := e.next(t)
+			lossy.k, lossy.n = k, 0
+			e.clock.Set(nov1.AddDate(0, 1, 0).Add(time.Minute))
+			_, _ = e.c.Run(t.Context(), billing.RunRequest{Kind: billing.RunScheduled})
+			e.runAt(t, nov1.AddDate(0, 1, 0).Add(time.Hour), billing.RunScheduled)
+
+			require.Equal(t, 1, e.pay.CallCount(), "November only: December is covered")
+			var decInvs []billing.Invoice
+			for _, inv := range e.invoices(t) {
+				if slices.Contains(inv.PeriodIDs, dec.SubscriptionID) {
+					decInvs = append(decInvs, inv)
+				}
+			}
+			require.Len(t, decInvs, 1, "one invoice for the period")
+			assert.Equal(t, billing.InvoicePaid, decInvs[0].Status)
+			assert.Equal(t, "covered:"+dec.SubscriptionID, decInvs[0].TransactionID)
+			assert.Equal(t, "ACME-0002", decInvs[0].Number, "no number skipped")
 		})
 	}
 }
