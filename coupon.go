@@ -234,8 +234,7 @@ func (d *Discount) off(left Amount) Amount {
 		return 0
 	}
 	if d.PercentOff > 0 {
-		v, _ := prorate(left, time.Duration(d.PercentOff)*time.Second, 10000*time.Second, centsPerMinorUnit(d.Currency))
-		return min(v, left)
+		return min(share(left, int64(d.PercentOff), 10000, centsPerMinorUnit(d.Currency)), left)
 	}
 	return min(d.AmountOff, left)
 }

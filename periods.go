@@ -607,20 +607,31 @@ func (c *Collector) moveInto(date time.Time, intoPaid bool, creditKey string, cr
 // inside it: what a charge from at on bills again. Without credit the
 // line is zero: it only ends the paid period at at ([Adjustment.EndsPeriod]).
 func (c *Collector) creditUnused(recs []Period, cur, next *Period, at time.Time, key string, credit bool) error {
+	line, ok, err := c.unusedCredit(recs, cur, at, key, credit)
+	if err != nil || !ok {
+		return err
+	}
+	next.Adjustments = append(slices.Clone(cur.Adjustments), line)
+	return next.checkAdjustments()
+}
+
+// unusedCredit is the line that ends the paid period before cur at at
+// ([Adjustment.EndsPeriod]): its unused time credited, or nothing when
+// not credit. ok is false when at is inside no paid period.
+func (c *Collector) unusedCredit(recs []Period, cur *Period, at time.Time, key string, credit bool) (Adjustment, bool, error) {
 	pc, err := prorateChange(recs, cur, cur.ReceiptTierName, 0, at, centsPerMinorUnit(c.cfg.Invoicing.Currency))
 	switch {
 	case errors.Is(err, errNoProration):
-		return nil
+		return Adjustment{}, false, nil
 	case err != nil:
-		return err
+		return Adjustment{}, false, err
 	}
 	line := pc.lines[0]
 	line.Request, line.EndsPeriod = key, true
 	if !credit {
 		line.Amount, line.Description = 0, line.Description+" (not credited)"
 	}
-	next.Adjustments = append(slices.Clone(cur.Adjustments), line)
-	return next.checkAdjustments()
+	return line, true, nil
 }
 
 // fridayMove refuses moving cur, a Friday-billing record, to d when the

@@ -155,9 +155,14 @@ func prorate(price Amount, part, whole time.Duration, unit int64) (Amount, strin
 	if w <= 0 || p <= 0 || price <= 0 {
 		return 0, frac
 	}
-	p = min(p, w)
-	num := new(big.Int).Mul(big.NewInt(int64(price)), big.NewInt(p))
-	den := new(big.Int).Mul(big.NewInt(w), big.NewInt(unit))
+	return share(price, min(p, w), w, unit), frac
+}
+
+// share returns amount × part / whole (part at most whole), rounded half
+// to even in a minor unit of unit cents.
+func share(amount Amount, part, whole, unit int64) Amount {
+	num := new(big.Int).Mul(big.NewInt(int64(amount)), big.NewInt(part))
+	den := new(big.Int).Mul(big.NewInt(whole), big.NewInt(unit))
 	q, r := new(big.Int).QuoRem(num, den, new(big.Int))
 	switch r.Lsh(r, 1).Cmp(den) {
 	case 1:
@@ -167,7 +172,7 @@ func prorate(price Amount, part, whole time.Duration, unit int64) (Amount, strin
 			q.Add(q, big.NewInt(1))
 		}
 	}
-	return Amount(q.Int64() * unit), frac
+	return Amount(q.Int64() * unit)
 }
 
 // centsPerMinorUnit is how many cents make the minor unit of currency:
@@ -372,13 +377,13 @@ func (c *Collector) PreviewChangePlan(ctx context.Context, req ChangePlanRequest
 		// A new full period from at, less the paid period's unused time.
 		next.ReceiptTierName, next.Amount, next.Term, next.Interval = req.Tier, price, term, interval
 		moveTo(&next, at)
-		if pc, err := prorateChange(recs, &targets[0], targets[0].ReceiptTierName, 0, at, centsPerMinorUnit(c.cfg.Invoicing.Currency)); err == nil {
-			lines = pc.lines[:1] // as creditUnused makes it
-			lines[0].Request, lines[0].EndsPeriod = req.RequestKey, true
-			if !prorate {
-				lines[0].Amount, lines[0].Description = 0, lines[0].Description+" (not credited)"
-			}
-			next.Adjustments = append(next.Adjustments, lines...)
+		line, ok, err := c.unusedCredit(recs, &targets[0], at, req.RequestKey, prorate)
+		if err != nil {
+			return fail(err)
+		}
+		if ok {
+			lines = []Adjustment{line}
+			next.Adjustments = append(next.Adjustments, line)
 		}
 		out := ChangePreview{Adjustments: lines}
 		out.NextChargeDate, out.NextChargeAmount = nextCharge(&next)
