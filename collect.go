@@ -541,7 +541,8 @@ const (
 
 // eligible reports whether cur may be attempted by proc at now, and why not.
 func (c *Collector) eligible(proc Process, cur *Period, now time.Time) (bool, string) {
-	due := cur.DueAt(now)
+	// A one-off charge is due from the instant it was made.
+	due := cur.DueAt(now) || cur.IsOneOff() && !cur.BillingDate.After(now)
 	switch proc {
 	case ProcessInitial:
 		return cur.Status == StatusScheduled && due, "not SCHEDULED and due"
@@ -690,6 +691,9 @@ func unreadableSuccessor(unread unreadable, first time.Time) error {
 // charged so that nothing is charged whose next period could not be
 // opened.
 func (c *Collector) checkSuccessor(ctx context.Context, cur *Period) error {
+	if cur.IsOneOff() {
+		return nil // no period follows a one-off charge
+	}
 	_, unread, err := c.later(ctx, cur)
 	if err != nil || len(unread) == 0 {
 		return err
@@ -729,6 +733,9 @@ const successorSlack = 24 * time.Hour
 // cannot be read and may be the next period or a later one refuses it
 // (see [unreadableSuccessor]).
 func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Period, now time.Time, rep *Report) (*Period, error) {
+	if cur.IsOneOff() {
+		return nil, nil // a one-off charge is no period of the schedule
+	}
 	later, unread, err := c.later(ctx, cur)
 	if err != nil {
 		return nil, fmt.Errorf("look for the next period of %s: %w", cur.SubscriptionID, err)
@@ -756,6 +763,9 @@ func (c *Collector) nextPeriod(ctx context.Context, proc Process, cur *Period, n
 	}
 	var unexpected []Period
 	for _, l := range later {
+		if l.IsOneOff() {
+			continue // a charge made beside the periods, not one of them
+		}
 		open := l.Status == StatusScheduled || l.Status == StatusPaused
 		from := !l.BillingDate.Before(first.Add(-successorSlack))
 		switch {

@@ -414,6 +414,11 @@ func (c *Collector) invoiceDraft(cur *Period, now time.Time) (Invoice, error) {
 		Subtotal:  amount,
 		PeriodIDs: []string{cur.SubscriptionID},
 	}
+	if cur.IsOneOff() {
+		// A plan change's difference charged at once: its lines alone,
+		// over the time they prorate.
+		inv.Lines, inv.Subtotal = nil, 0
+	}
 	if err := c.adjustmentLines(&inv, cur); err != nil {
 		return Invoice{}, fmt.Errorf("invoice of %s: %w", cur.SubscriptionID, err)
 	}

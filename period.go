@@ -172,6 +172,18 @@ type Period struct {
 	// replaces the slice, never changes it in place.
 	Discounts []Discount
 
+	// ChargeOf, when set, makes the record a one-off charge rather than a
+	// period: the difference of a plan change made during the paid period
+	// it names (that period's SubscriptionID), charged at once
+	// ([ProrateNow]) (billing_charge_of, added by this library and
+	// optional: absent on every other record). Its Amount is zero and its
+	// Adjustments are the change's lines, so [Period.Due] is what it
+	// charges. It is collected, retried and owed as a period is, but it
+	// is no period of the schedule: no period follows it, and what a
+	// subscription's plan, next charge and paid time are never come from
+	// it. See [Period.IsOneOff].
+	ChargeOf string
+
 	// Change names the change a history row records: the event the engine
 	// wrote it for (billing_change, added by this library and written to
 	// history rows only). The engine sets it on the version it writes; it
@@ -272,6 +284,10 @@ func (a Attempt) Request(s *Period) PaymentRequest {
 // or change an in-flight record until that outcome is resolved, by a replay
 // of the same request or by asking the processor (see [PaymentLookup]).
 func (s *Period) InFlight() bool { return s.LastAttempt.Number > s.Attempt }
+
+// IsOneOff reports whether the record is a one-off charge, not a period
+// of the schedule (see [Period.ChargeOf]).
+func (s *Period) IsOneOff() bool { return s.ChargeOf != "" }
 
 // IsTrial reports whether the record is a trial period (see
 // [Period.TrialEnd]).

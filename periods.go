@@ -818,12 +818,12 @@ func newDateMoveError(cur *Period, d time.Time, r *Period, later bool) *DateMove
 // ([PricePlan]). A change to the tier
 // and amount the record has (or has pending) is [ErrNoChange], unwritten.
 func (p *Periods) ChangeTier(ctx context.Context, subscriptionID, tier string, amount Amount, downgrade bool) (Change, error) {
-	return p.c.changeTier(ctx, subscriptionID, tier, amount, downgrade, nil)
+	return p.c.changeTier(ctx, subscriptionID, tier, amount, downgrade, nil, nil)
 }
 
 // changeTier is [Periods.ChangeTier], adding lines (a plan change's
 // proration) to the record's adjustments with the new plan, after guard.
-func (c *Collector) changeTier(ctx context.Context, subscriptionID, tier string, amount Amount, downgrade bool, lines []Adjustment, guard ...func(*Period) error) (Change, error) {
+func (c *Collector) changeTier(ctx context.Context, subscriptionID, tier string, amount Amount, downgrade bool, lines []Adjustment, now *chargeNow, guard ...func(*Period) error) (Change, error) {
 	// What needs no record is refused before anything is read: the tier
 	// name, and without a price list the amount itself. A price list
 	// prices the record's plan (its term and interval), read under the lock.
@@ -856,6 +856,13 @@ func (c *Collector) changeTier(ctx context.Context, subscriptionID, tier string,
 		}
 		next.ReceiptTierName, next.Amount = tier, amount
 		next.IsPendingDowngrade, next.PendingTierName, next.PendingAmount = false, "", 0
+		if len(lines) > 0 && now != nil {
+			// The lines are charged at once, by a record of their own
+			// written with the change.
+			o := oneOff(now.id, cur, tier, lines, now.date, nil)
+			o.Change = adminOps[opChangeTier].change // written by the change
+			return []*Period{o}, nil
+		}
 		if len(lines) > 0 {
 			next.Adjustments = append(slices.Clone(cur.Adjustments), lines...)
 			if err := next.checkAdjustments(); err != nil {
@@ -1181,7 +1188,7 @@ func afterLastPaid(field string, d time.Time, recs []Period) error {
 	)
 	for i := range recs {
 		r := &recs[i]
-		if r.Status != StatusCompleted {
+		if r.Status != StatusCompleted || r.IsOneOff() {
 			continue
 		}
 		e, err := paidEnd(r, recs)

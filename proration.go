@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // This file is proration: what a plan change made during a paid period
@@ -42,7 +44,61 @@ const (
 	// ProrateNone applies the new plan from the next charge on, with no
 	// credit or charge for the rest of the current period.
 	ProrateNone Proration = "NONE"
+	// ProrateNow makes the same lines as ProrateNextCharge, and when
+	// they charge more than they credit (an upgrade) charges that
+	// difference at once: a one-off charge of its own ([Period.IsOneOff]),
+	// recorded with the change and collected by the same call, under the
+	// request's key. A difference that credits more (a downgrade) rides
+	// on the next charge as with ProrateNextCharge.
+	ProrateNow Proration = "NOW"
 )
+
+// oneOffNamespace makes the IDs of the one-off charges of [ProrateNow].
+var oneOffNamespace = uuid.MustParse("0d6c2a8e-93b1-4f53-8f3e-5b7a1c4e2f90")
+
+// OneOffChargeID is the ID (subscription_id) of the one-off charge a plan
+// change of userID under requestKey makes with [ProrateNow]: a name-based
+// UUID, so that a repeat of the request finds it.
+func OneOffChargeID(userID, requestKey string) string {
+	return uuid.NewSHA1(oneOffNamespace, []byte(userID+"\x00"+requestKey)).String()
+}
+
+// oneOff is the one-off charge of the lines of a plan change of the
+// period next to tier, made at instant at under the user's records recs:
+// dated at that second (or the first one after it no record of the user
+// has), charging the lines' difference.
+func oneOff(id string, next *Period, tier string, lines []Adjustment, at time.Time, recs []Period) *Period {
+	d := at.UTC().Truncate(time.Second)
+	for slices.ContainsFunc(recs, func(r Period) bool { return sameSecond(r.BillingDate, d) }) {
+		d = d.Add(time.Second)
+	}
+	return &Period{
+		UserID: next.UserID, BillingDate: d, SubscriptionID: id, Status: StatusScheduled,
+		BillingPeriod: BillingPeriod(d), Process: ProcessNotIdentified, Term: next.Term, Interval: next.Interval,
+		AnchorDay: next.EffectiveAnchorDay(), ReceiptTierName: tier,
+		Adjustments: slices.Clone(lines), ChargeOf: lines[0].PeriodID,
+	}
+}
+
+// chargeNow names the one-off charge a plan change with [ProrateNow]
+// writes: its ID and billing date, as the change's request recorded them.
+type chargeNow struct {
+	id   string
+	date time.Time
+}
+
+// difference is what lines charge more than they credit (negative: less).
+func difference(lines []Adjustment) Amount {
+	var d Amount
+	for _, a := range lines {
+		if a.Credit {
+			d -= a.Amount
+		} else {
+			d += a.Amount
+		}
+	}
+	return d
+}
 
 // Adjustment is a line a period's charge carries besides its plan: the
 // credit for the old plan's unused time, or the charge for the new plan's,
@@ -216,7 +272,7 @@ func prorateChange(recs []Period, next *Period, tier string, price Amount, at ti
 	var paid *Period
 	for i := range recs {
 		r := &recs[i]
-		if r.Status != StatusCompleted || r.IsTrial() || !r.AccessEnd.IsZero() ||
+		if r.Status != StatusCompleted || r.IsTrial() || r.IsOneOff() || !r.AccessEnd.IsZero() ||
 			r.BillingDate.After(at) || !r.BillingDate.Before(next.BillingDate) {
 			continue
 		}
@@ -338,6 +394,10 @@ type ChangePreview struct {
 	// Balance is the customer's balance after that charge: what is left
 	// of a credit larger than it, and of the balance before.
 	Balance Amount
+	// ChargeNow is, with [ProrateNow], the difference the change would
+	// charge at once (the lines are then not on the next charge); zero
+	// when the lines ride on the next charge.
+	ChargeNow Amount
 }
 
 // PreviewChangePlan answers what [Collector.ChangePlan] with req would
@@ -390,6 +450,7 @@ func (c *Collector) PreviewChangePlan(ctx context.Context, req ChangePlanRequest
 		_, _, out.Balance = next.Due()
 		return out, nil
 	}
+	var now Amount // charged at once
 	switch {
 	case next.IsTrial():
 		next.TrialAmount = price
@@ -398,9 +459,13 @@ func (c *Collector) PreviewChangePlan(ctx context.Context, req ChangePlanRequest
 	default:
 		next.ReceiptTierName, next.Amount = req.Tier, price
 		next.IsPendingDowngrade = false
+		if req.Proration == ProrateNow && difference(lines) > 0 {
+			now = difference(lines)
+			break
+		}
 		next.Adjustments = append(next.Adjustments, lines...)
 	}
-	out := ChangePreview{Adjustments: lines}
+	out := ChangePreview{Adjustments: lines, ChargeNow: now}
 	out.NextChargeDate, out.NextChargeAmount = nextCharge(&next)
 	_, _, out.Balance = next.Due()
 	return out, nil

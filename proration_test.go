@@ -44,12 +44,12 @@ func (e *invoiceEnv) paidPeriod(t *testing.T, tier string, term billing.Term) {
 	e.runAt(t, start.Add(time.Minute), billing.RunScheduled)
 }
 
-// next returns the user's one SCHEDULED period.
+// next returns the user's one SCHEDULED period (not a one-off charge).
 func (e *invoiceEnv) next(t *testing.T) billing.Period {
 	t.Helper()
 	var out []billing.Period
 	for _, r := range e.records(t) {
-		if r.Status == billing.StatusScheduled {
+		if r.Status == billing.StatusScheduled && !r.IsOneOff() {
 			out = append(out, r)
 		}
 	}

@@ -245,6 +245,9 @@ func (c *Collector) duplicatePayment(ctx context.Context, cur *Period, s Settlem
 // period ends and are billed or may still be: the periods a payment of cur
 // would pay twice.
 func (c *Collector) overlapping(ctx context.Context, cur *Period) ([]Period, error) {
+	if cur.IsOneOff() {
+		return nil, nil // it pays a change, not time
+	}
 	end, err := followingDate(cur)
 	if err != nil {
 		return nil, err
@@ -255,7 +258,7 @@ func (c *Collector) overlapping(ctx context.Context, cur *Period) ([]Period, err
 	}
 	var out []Period
 	for _, r := range later {
-		if r.SubscriptionID == cur.SubscriptionID || !r.BillingDate.Before(end) {
+		if r.SubscriptionID == cur.SubscriptionID || !r.BillingDate.Before(end) || r.IsOneOff() {
 			continue
 		}
 		switch r.Status {

@@ -134,7 +134,10 @@ type Subscription struct {
 	// date, whatever their status. Open are the open ones (SCHEDULED,
 	// ERROR, ACHSENT, PAUSED); Paid the COMPLETED ones that were charged:
 	// a trial's period and a free period (completed at zero) are in
-	// Periods only.
+	// Periods only. A plan change's one-off charge ([Period.IsOneOff])
+	// is among them as any record is (in Open while owed, in Paid once
+	// charged), but the plan, the next charge and the paid time never
+	// come from it.
 	Periods []Period
 	Open    []Period
 	Paid    []Period
@@ -176,6 +179,17 @@ func viewOf(userID string, recs []Period, now time.Time) Subscription {
 	for i := range recs {
 		r := &recs[i]
 		switch {
+		case r.IsOneOff():
+			switch {
+			case r.Status == StatusCompleted:
+				v.Paid = append(v.Paid, *r)
+			case !r.Status.IsTerminal():
+				v.Open = append(v.Open, *r)
+				owed = owed || r.Status == StatusError
+				if r.InFlight() {
+					v.InFlight = append(v.InFlight, *r)
+				}
+			}
 		case r.Status == StatusCompleted:
 			if r.Amount > 0 && !r.IsTrial() {
 				v.Paid = append(v.Paid, *r)
@@ -302,7 +316,7 @@ func nextCharge(r *Period) (time.Time, Amount) {
 // charged or at zero, or nil.
 func lastCompleted(recs []Period) *Period {
 	for i := len(recs) - 1; i >= 0; i-- {
-		if recs[i].Status == StatusCompleted {
+		if recs[i].Status == StatusCompleted && !recs[i].IsOneOff() {
 			return &recs[i]
 		}
 	}
@@ -316,7 +330,7 @@ func currentPeriod(recs []Period, now time.Time) *Period {
 	var cur *Period
 	for i := range recs {
 		r := &recs[i]
-		if r.BillingDate.After(now) {
+		if r.BillingDate.After(now) || r.IsOneOff() {
 			continue
 		}
 		switch r.Status {
@@ -412,9 +426,17 @@ type UserChange struct {
 	RefundPeriodID string
 	// Adjustments are, for a plan change now ([ProrateNextCharge]), the
 	// lines it added to the next charge: the credit for the old plan's
-	// unused time and the charge for the new plan's. None when no paid
+	// unused time and the charge for the new plan's (with [ProrateNow],
+	// the lines of Charge when it charged them at once). None when no paid
 	// period was running (a trial, before the first charge).
 	Adjustments []Adjustment
+	// Charge is, for a plan change with [ProrateNow] whose lines charge
+	// more than they credit, the one-off charge of that difference as it
+	// stands after the call: COMPLETED when paid, ERROR when declined
+	// (owed: retried, repaid or waived as an owed period is, and the
+	// subscription is past due), ACHSENT while a bank debit settles. Nil
+	// otherwise: the lines ride on the next charge.
+	Charge *Period
 }
 
 // When says when a change by user takes effect: a cancel
@@ -551,6 +573,13 @@ func (c *Collector) Cancel(ctx context.Context, req CancelRequest) (UserChange, 
 		field("ForgiveOwed", fmt.Sprint(req.ForgiveOwed))
 	return c.byUser(ctx, req.UserRequest, kr, opCancel, func(recs []Period, kr keyedRequest, now time.Time) ([]Period, keyedRequest, error) {
 		targets := openPeriods(recs)
+		for _, r := range recs {
+			// A plan change's difference not charged yet is cancelled
+			// with the rest; one owed is owed as a period is.
+			if r.IsOneOff() && !r.Status.IsTerminal() {
+				targets = append(targets, r)
+			}
+		}
 		for _, r := range targets {
 			if r.Status == StatusError && !req.ForgiveOwed {
 				return nil, kr, fmt.Errorf("%w: %s is ERROR: its charge was declined and is owed; collect it first, or set ForgiveOwed", ErrNotCollectible, r.SubscriptionID)
@@ -563,7 +592,18 @@ func (c *Collector) Cancel(ctx context.Context, req CancelRequest) (UserChange, 
 			// The latest completed period, a trial's or a free one too
 			// (refunding zero), as PaidThrough counts it.
 			if last := lastCompleted(recs); last != nil {
-				refund := unusedShare(last, v.PaidThrough, now)
+				// With what a one-off charge paid for the rest of it
+				// (an upgrade charged at once), rounded down once.
+				exact := unusedShare(last, v.PaidThrough, now)
+				for i := range recs {
+					if o := &recs[i]; o.IsOneOff() && o.Status == StatusCompleted && o.ChargeOf == last.SubscriptionID {
+						exact.Add(exact, unusedLines(o, v.PaidThrough, now))
+					}
+				}
+				refund := Amount(0)
+				if exact.Sign() > 0 {
+					refund = Amount(new(big.Int).Quo(exact.Num(), exact.Denom()).Int64())
+				}
 				kr = kr.set("refund", refund.String()).set("refund_period", last.SubscriptionID)
 			}
 		}
@@ -604,10 +644,10 @@ func endAccess(ctx context.Context) func(ctx context.Context, cur, next *Period,
 
 // unusedShare is the share of what p was charged for its plan (its
 // amount less its discounts) for the time from now to end, the end of the
-// period p paid for, rounded down.
-func unusedShare(p *Period, end, now time.Time) Amount {
+// period p paid for, exact (the refund rounds it down).
+func unusedShare(p *Period, end, now time.Time) *big.Rat {
 	if end.IsZero() || !now.Before(end) {
-		return 0
+		return new(big.Rat)
 	}
 	start := p.BillingDate
 	if now.Before(start) {
@@ -620,8 +660,34 @@ func unusedShare(p *Period, end, now time.Time) Amount {
 	}
 	paid, _ := discounted(p.Amount, p.Discounts)
 	share := new(big.Int).Mul(big.NewInt(int64(paid)), big.NewInt(int64(end.Sub(now)/time.Second)))
-	share.Quo(share, big.NewInt(max(int64(whole.Sub(start)/time.Second), 1)))
-	return Amount(share.Int64())
+	return new(big.Rat).SetFrac(share, big.NewInt(max(int64(whole.Sub(start)/time.Second), 1)))
+}
+
+// unusedLines is the share of what the one-off charge o was paid for its
+// lines' time (charges less credits) for the time from now to end, the
+// end of the paid time, exact.
+func unusedLines(o *Period, end, now time.Time) *big.Rat {
+	sum := new(big.Rat)
+	for _, a := range o.Adjustments {
+		from, to := a.Start, a.End
+		if now.After(from) {
+			from = now
+		}
+		if end.Before(to) {
+			to = end
+		}
+		whole := int64(a.End.Sub(a.Start) / time.Second)
+		if !from.Before(to) || whole <= 0 {
+			continue
+		}
+		part := new(big.Int).Mul(big.NewInt(int64(a.Amount)), big.NewInt(int64(to.Sub(from)/time.Second)))
+		r := new(big.Rat).SetFrac(part, big.NewInt(whole))
+		if a.Credit {
+			r.Neg(r)
+		}
+		sum.Add(sum, r)
+	}
+	return sum
 }
 
 // Pause pauses every open period of the user for req.Months
@@ -697,6 +763,10 @@ func (c *Collector) ChangePlan(ctx context.Context, req ChangePlanRequest) (User
 	if !prorate && !down {
 		kr = kr.field("Proration", string(ProrateNone))
 	}
+	atOnce := req.Proration == ProrateNow
+	if atOnce {
+		kr = kr.field("Proration", string(ProrateNow))
+	}
 	if req.Term != "" || req.Interval != 0 {
 		if down {
 			return UserChange{}, fmt.Errorf("change plan %s: %w", req.UserID,
@@ -730,6 +800,12 @@ func (c *Collector) ChangePlan(ctx context.Context, req ChangePlanRequest) (User
 				return nil, kr, err
 			}
 			kr = kr.set("adjustments", read.SubscriptionID, string(b))
+			if atOnce && difference(lines) > 0 {
+				// Charged at once, by a one-off charge made with the
+				// change: its ID and date are the request's.
+				o := oneOff(OneOffChargeID(req.UserID, req.RequestKey), &read, req.Tier, lines, now, recs)
+				kr = kr.set("charge_now", o.SubscriptionID).time("charge_now_date", o.BillingDate)
+			}
 		}
 		return targets, kr, nil
 	}, func(ctx context.Context, id string) (Change, error) {
@@ -740,6 +816,14 @@ func (c *Collector) ChangePlan(ctx context.Context, req ChangePlanRequest) (User
 		if err != nil {
 			return Change{}, err
 		}
+		var now *chargeNow
+		if kr := recorded(ctx); len(lines) > 0 && kr.get("charge_now") != "" {
+			d, err := time.Parse(time.RFC3339Nano, kr.get("charge_now_date"))
+			if err != nil {
+				return Change{}, fmt.Errorf("the recorded one-off charge of %s: %w", id, err)
+			}
+			now = &chargeNow{id: kr.get("charge_now"), date: d}
+		}
 		var guard []func(*Period) error
 		if len(lines) > 0 && read.SubscriptionID == id {
 			guard = append(guard, func(cur *Period) error {
@@ -749,15 +833,50 @@ func (c *Collector) ChangePlan(ctx context.Context, req ChangePlanRequest) (User
 				return nil
 			})
 		}
-		return c.changeTier(ctx, id, req.Tier, amount, down, lines, guard...)
-	})
+		return c.changeTier(ctx, id, req.Tier, amount, down, lines, now, guard...)
+	}, func(ctx context.Context, out *UserChange) error { return c.chargeNow(ctx, req.UserID, out) })
 	if err != nil {
 		return out, err
 	}
 	for _, ch := range out.Changes {
 		out.Adjustments = append(out.Adjustments, addedLines(&ch.Before, &ch.After)...)
 	}
+	if out.Charge != nil {
+		out.Adjustments = append(out.Adjustments, out.Charge.Adjustments...)
+	}
 	return out, nil
+}
+
+// chargeNow collects, under the user's lock, the one-off charge the
+// plan change in ctx (its first call's request) wrote, if any and not
+// collected yet, and sets it on out: on the first call, and on every
+// repeat until it has an outcome, so that a repeat resolves a charge
+// whose outcome was unknown (an [*InFlightError] until then).
+func (c *Collector) chargeNow(ctx context.Context, userID string, out *UserChange) error {
+	kr := recorded(ctx)
+	id := kr.get("charge_now")
+	if id == "" {
+		return nil
+	}
+	date, err := time.Parse(time.RFC3339Nano, kr.get("charge_now_date"))
+	if err != nil {
+		return fmt.Errorf("the recorded one-off charge %s: %w", id, err)
+	}
+	found := Period{UserID: userID, BillingDate: date, SubscriptionID: id}
+	cur, err := c.reread(ctx, &found)
+	if err != nil {
+		return fmt.Errorf("the one-off charge %s: %w", id, err)
+	}
+	if cur.Status == StatusScheduled {
+		if err := c.attempt(ctx, ProcessInitial, &cur, &Report{}); err != nil {
+			return fmt.Errorf("the one-off charge %s of the plan change: %w", id, err)
+		}
+		if cur, err = c.reread(ctx, &found); err != nil {
+			return fmt.Errorf("the one-off charge %s: %w", id, err)
+		}
+	}
+	out.Charge = &cur
+	return nil
 }
 
 // checkPlanChange checks what req asks for before anything is read, and
@@ -782,6 +901,10 @@ func (c *Collector) checkPlanChange(ctx context.Context, req ChangePlanRequest) 
 			return "", 0, false, err
 		}
 	}
+	if req.Proration == ProrateNow && (req.Term != "" || req.Interval != 0) {
+		return "", 0, false, requestField("Proration", string(req.Proration),
+			"a change of term or interval starts a new period, charged by the next run or Collector.CollectUser: %s or %s", ProrateNextCharge, ProrateNone)
+	}
 	prorate, err = prorationOf(req.Proration, when)
 	return when, amount, prorate, err
 }
@@ -790,12 +913,13 @@ func (c *Collector) checkPlanChange(ctx context.Context, req ChangePlanRequest) 
 // whether the change is prorated.
 func prorationOf(p Proration, when When) (bool, error) {
 	switch {
-	case p == "" || p == ProrateNextCharge && when == ChangeNow:
+	case p == "" || (p == ProrateNextCharge || p == ProrateNow) && when == ChangeNow:
 		return when == ChangeNow, nil
 	case p == ProrateNone:
 		return false, nil
 	}
-	return false, requestField("Proration", string(p), "%s or %s (%s only with %s)", ProrateNextCharge, ProrateNone, ProrateNextCharge, ChangeNow)
+	return false, requestField("Proration", string(p), "%s, %s or %s (%s and %s only with %s)",
+		ProrateNextCharge, ProrateNow, ProrateNone, ProrateNextCharge, ProrateNow, ChangeNow)
 }
 
 // planChangeTargets picks the periods a plan change of the user (records
@@ -963,22 +1087,24 @@ func (c *Collector) MoveBillingDate(ctx context.Context, req MoveBillingDateRequ
 	return out, err
 }
 
-// openPeriods returns the records of recs that are not terminal.
+// openPeriods returns the records of recs that are not terminal, but
+// for one-off charges: no change of the subscription acts on those.
 func openPeriods(recs []Period) []Period {
 	var out []Period
 	for _, r := range recs {
-		if !r.Status.IsTerminal() {
+		if !r.Status.IsTerminal() && !r.IsOneOff() {
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-// inStatus returns the records of recs in status st.
+// inStatus returns the records of recs in status st, but for one-off
+// charges.
 func inStatus(recs []Period, st Status) []Period {
 	var out []Period
 	for _, r := range recs {
-		if r.Status == st {
+		if r.Status == st && !r.IsOneOff() {
 			out = append(out, r)
 		}
 	}
@@ -1009,7 +1135,7 @@ type choose func(recs []Period, kr keyedRequest, now time.Time) ([]Period, keyed
 // of the key from the history rows, or picks the periods (choose), checks
 // each against op's statuses, and applies apply to each, every history row
 // recording kr. See [Collector.ChangePlan] for the rules.
-func (c *Collector) byUser(ctx context.Context, ur UserRequest, kr keyedRequest, op opName, pick choose, apply func(ctx context.Context, periodID string) (Change, error)) (UserChange, error) {
+func (c *Collector) byUser(ctx context.Context, ur UserRequest, kr keyedRequest, op opName, pick choose, apply func(ctx context.Context, periodID string) (Change, error), then ...func(ctx context.Context, out *UserChange) error) (UserChange, error) {
 	fail := func(err error) (UserChange, error) {
 		return UserChange{}, fmt.Errorf("%s subscription %s: %w", kr.op(), ur.UserID, err)
 	}
@@ -1079,6 +1205,11 @@ func (c *Collector) byUser(ctx context.Context, ur UserRequest, kr keyedRequest,
 				return err
 			}
 			out.Changes = append(out.Changes, ch)
+		}
+		for _, f := range then {
+			if err := f(ctx, &out); err != nil {
+				return err
+			}
 		}
 		recs, err := c.cfg.Repository.ListByUser(ctx, ur.UserID)
 		if err != nil {
@@ -1190,6 +1321,13 @@ type requestKey struct{}
 func requestOf(ctx context.Context) string {
 	s, _ := ctx.Value(requestKey{}).(string)
 	return s
+}
+
+// recorded returns the request of the change by user in ctx, as its
+// first call decided it (empty when none).
+func recorded(ctx context.Context) keyedRequest {
+	kr, _ := parseKeyedRequest(requestOf(ctx))
+	return kr
 }
 
 // heldLockKey carries the lease a change by user holds, so that the period

@@ -65,6 +65,7 @@ const (
 	aDiscounts
 	aAttemptInvoice
 	aAttemptInvoiceNumber
+	aChargeOf
 	numAttrs
 )
 
@@ -113,6 +114,7 @@ var attrNames = [numAttrs]string{
 	aDiscounts:            AttrDiscounts,
 	aAttemptInvoice:       AttrAttemptInvoice,
 	aAttemptInvoiceNumber: AttrAttemptInvoiceNumber,
+	aChargeOf:             AttrChargeOf,
 }
 
 // attrOf returns the known attribute called name.
@@ -168,6 +170,8 @@ func attrOf(name string) (attr, bool) {
 		return aAttemptInvoice, true
 	case AttrAttemptInvoiceNumber:
 		return aAttemptInvoiceNumber, true
+	case AttrChargeOf:
+		return aChargeOf, true
 	case AttrBillingWeek:
 		return aBillingWeek, true
 	case AttrPauseDurationMonths:
@@ -241,6 +245,8 @@ func stringField(s *billing.Period, a attr) *string {
 		return &s.LastAttempt.Invoice
 	case aAttemptInvoiceNumber:
 		return &s.LastAttempt.InvoiceNumber
+	case aChargeOf:
+		return &s.ChargeOf
 	}
 	return nil
 }
@@ -292,7 +298,7 @@ func intField(s *billing.Period, a attr) (p *int, lo, hi int) {
 // The attributes of each kind of field, in encode's order.
 var (
 	stringAttrs = []attr{aSubscriptionID, aBillingPeriod, aTransactionID, aPaymentError, aReceiptAccountMask,
-		aReceiptTierName, aReceiptPaymentType, aPendingTier, aAttemptKey, aAttemptTier, aAttemptInvoice, aAttemptInvoiceNumber}
+		aReceiptTierName, aReceiptPaymentType, aPendingTier, aAttemptKey, aAttemptTier, aAttemptInvoice, aAttemptInvoiceNumber, aChargeOf}
 	timeAttrs = []attr{aInitialRunDate, aCompletionDate, aLastRunDate, aCreatedDate, aAttemptStarted, aAttemptPresented, aTrialEnd, aAccessEnd}
 	intAttrs  = [...]attr{aBillingWeek, aPauseDurationMonths, aAnchorDay, aInterval, aAttempt, aAttemptNumber}
 )

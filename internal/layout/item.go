@@ -101,6 +101,10 @@ const (
 	// the attempt pays (the collector's Config.Invoices).
 	AttrAttemptInvoice       = "billing_attempt_invoice"
 	AttrAttemptInvoiceNumber = "billing_attempt_invoice_number"
+	// AttrChargeOf (S) makes the record a one-off charge of a plan change
+	// made during the paid period it names ([billing.Period.ChargeOf]).
+	// Added by this library, optional: absent on every other record.
+	AttrChargeOf = "billing_charge_of"
 
 	// AttrChange names the change a history row records
 	// ([billing.Period.Change]); added by this library, written to
