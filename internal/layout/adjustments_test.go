@@ -273,3 +273,29 @@ func TestAdjustmentsRefused(t *testing.T) {
 	_, err = EncodeItem(&rec)
 	require.NoError(t, err)
 }
+
+// TestChargeOfRoundTrip: a one-off charge's billing_charge_of is written
+// as a string on the record and its history row, read back, and changes
+// nothing else; a record without it (every period) writes none.
+func TestChargeOfRoundTrip(t *testing.T) {
+	rec := prorationRecord()
+	plain, err := EncodeHistoryItem(&rec)
+	require.NoError(t, err)
+	require.NotContains(t, plain, AttrChargeOf)
+
+	rec.ChargeOf = "2f0c5b1e-8d7a-4c3b-9e6f-1a2b3c4d5e6f"
+	item, err := EncodeHistoryItem(&rec)
+	require.NoError(t, err)
+	require.Equal(t, &av.AttributeValueMemberS{Value: rec.ChargeOf}, item[AttrChargeOf])
+	delete(item, AttrChargeOf)
+	require.Equal(t, plain, item, "nothing else changes")
+	primary, err := EncodeItem(&rec)
+	require.NoError(t, err)
+	require.Equal(t, &av.AttributeValueMemberS{Value: rec.ChargeOf}, primary[AttrChargeOf])
+
+	back, err := DecodeItem(primary)
+	require.NoError(t, err)
+	require.Equal(t, rec.ChargeOf, back.ChargeOf)
+	require.True(t, back.IsOneOff())
+	require.Empty(t, ExtraAttributes(&back), "a known attribute, not an unknown one")
+}
