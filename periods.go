@@ -374,6 +374,12 @@ func (c *Collector) admin(ctx context.Context, op opName, subscriptionID string,
 		if err := requireStatus(op, &cur); err != nil {
 			return fmt.Errorf("%s %s: %w", op, subscriptionID, err)
 		}
+		if cur.IsOneOff() && op != opWaive && op != opCancel {
+			// It charges a change made already: forgiven or cancelled,
+			// never changed.
+			return fmt.Errorf("%s %s: %w", op, subscriptionID,
+				refused(op, "it is a one-off charge of a plan change (billing_charge_of %s), not a period: waive or cancel it, or collect it", cur.ChargeOf))
+		}
 		now := c.cfg.Clock.Now()
 		next := cur.Clone()
 		next.LastRunDate = runTime(&cur, now)

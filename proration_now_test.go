@@ -298,3 +298,37 @@ func TestProrateNowLeftForARun(t *testing.T) {
 		})
 	}
 }
+
+// TestProrateNowOneOffIsNeverChanged: the period calls that change a
+// period (pause, plan, date) refuse a one-off charge, which charges a
+// change made already; waiving it forgives the difference and opens no
+// period after it.
+func TestProrateNowOneOffIsNeverChanged(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	nov1 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	e := newProrationEnv(t, memoryUserStores()[0], nov1)
+	e.paidPeriod(t, "A:v1", billing.TermMonthly)
+	id := billing.OneOffChargeID(e.user, "up")
+	e.pay.SetAttempt(id, 1, billingtest.Declined("R01: insufficient funds", true))
+	e.clock.Set(nov1.AddDate(0, 0, 15))
+	_, err := e.c.ChangePlan(ctx, billing.ChangePlanRequest{UserRequest: ur(e.user, "up"), Tier: "B:v1", Proration: billing.ProrateNow})
+	require.NoError(t, err)
+
+	_, err = e.c.Periods().Pause(ctx, id, 1)
+	require.ErrorIs(t, err, billing.ErrPauseRefused)
+	_, err = e.c.Periods().ChangeTier(ctx, id, "C:v1", billing.ListPrice, false)
+	require.ErrorIs(t, err, billing.ErrPlanChangeRefused)
+	_, err = e.c.Periods().Move(ctx, id, nov1.AddDate(0, 0, 20))
+	require.ErrorIs(t, err, billing.ErrNotCollectible)
+	o := e.oneOffs(t)
+	require.Len(t, o, 1)
+	assert.Equal(t, billing.StatusError, o[0].Status)
+	assert.Equal(t, billing.Amount(0), o[0].Amount, "unchanged")
+
+	_, err = e.c.Periods().WaiveByID(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, billing.StatusWaived, e.oneOffs(t)[0].Status)
+	assert.Len(t, e.records(t), 3, "no period opened after it")
+	assert.Equal(t, billing.SubscriptionActive, mustView(t, e.freeEnv).Status)
+}
