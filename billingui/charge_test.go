@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dynabill/billing"
+	"github.com/dynabill/billing/billingtest"
 	"github.com/dynabill/billing/memory"
 )
 
@@ -152,6 +153,43 @@ func TestCustomerShowsDiscountsInOrder(t *testing.T) {
 				`<tr class="unpriced"><td colspan="3" class="muted">The charge is made when the pause or the trial ends, on these lines and the balance then.</td></tr>`),
 				nextChargeRows(page.body))
 			assert.NotContains(t, page.body, `id="due"`)
+		})
+	}
+}
+
+// TestCustomerShowsAnOwedOneOffCharge: an upgrade charged at once
+// (ProrateNow) whose charge was declined is owed: its row says what it is
+// and charges its difference (not the zero of its plan amount), and the
+// owed total counts it.
+func TestCustomerShowsAnOwedOneOffCharge(t *testing.T) {
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) {
+			ctx := context.Background()
+			e := newEnv(t, l.open, l.user, func(c *billing.Config) {
+				c.Prices = billing.PriceListMap{"Plus:v2": billing.MustParseAmount("9.99"), "Pro:v1": billing.MustParseAmount("19.99")}
+			})
+			id := billing.OneOffChargeID(e.other, "up")
+			e.pay.SetAttempt(id, 1, billingtest.Declined("insufficient funds", true))
+			// Paid Plus on 2025-03-02 04:00 for the month; Pro from the
+			// middle of it, the difference charged at once and declined.
+			april := e.only(t, e.other, billing.StatusScheduled)
+			e.clock.Set(april.BillingDate.Add(-15 * 24 * time.Hour))
+			ch, err := e.c.ChangePlan(ctx, billing.ChangePlanRequest{UserRequest: billing.UserRequest{UserID: e.other, RequestKey: "up"},
+				Tier: "Pro:v1", Proration: billing.ProrateNow})
+			require.NoError(t, err)
+			require.NotNil(t, ch.Charge)
+			require.Equal(t, billing.StatusError, ch.Charge.Status)
+			due, _, _ := ch.Charge.Due()
+			require.Positive(t, due)
+
+			page := e.as(t, "operator").get("/customer?user=" + url.QueryEscape(e.other))
+			require.Equal(t, http.StatusOK, page.code, page.body)
+			i := strings.Index(page.body, `<tr id="p-`+id+`"`)
+			require.GreaterOrEqual(t, i, 0, page.body)
+			row := page.body[i : i+strings.Index(page.body[i:], "</tr>")]
+			assert.Contains(t, row, `<span class="muted one-off">one-off: plan change</span>`)
+			assert.Contains(t, row, `<td class="num">$`+due.String()+`</td>`)
+			assert.Contains(t, page.body, `<b id="owed">$`+due.String()+`</b>`)
 		})
 	}
 }

@@ -98,7 +98,11 @@ func validID(s string) bool {
 type periodRow struct {
 	billing.Period
 	InFlight bool
-	Ops      []opButton
+	// OneOff is set on a plan change's one-off charge, and Charge is
+	// what the row charges: the period's plan, or the one-off's lines.
+	OneOff bool
+	Charge billing.Amount
+	Ops    []opButton
 }
 
 // opButton is an action's button on a period's row, with the request key
@@ -185,7 +189,10 @@ func (h *Handler) showCustomer(w http.ResponseWriter, r *http.Request, userID st
 	d := customerData{UserID: userID, View: view, Owed: owed(&view), Resumes: resumeDate(&view)}
 	d.Next, d.Balance = nextChargeOf(&view, h.currency)
 	for _, s := range recent {
-		row := periodRow{Period: s, InFlight: s.InFlight()}
+		row := periodRow{Period: s, InFlight: s.InFlight(), OneOff: s.IsOneOff(), Charge: s.Amount}
+		if row.OneOff {
+			row.Charge, _, _ = s.Due()
+		}
 		for _, o := range ops {
 			// Nothing may change a period whose attempt is in flight
 			// before its outcome is known: no action is offered.

@@ -13,7 +13,10 @@ func owed(v *billing.Subscription) billing.Amount {
 	var sum billing.Amount
 	for _, p := range v.Open {
 		if p.Status == billing.StatusError {
-			sum += p.Amount
+			// What its next attempt asks: the plan less discounts, with
+			// proration and balance (a one-off charge: its lines).
+			due, _, _ := p.Due()
+			sum += due
 		}
 	}
 	return sum
