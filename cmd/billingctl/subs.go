@@ -73,7 +73,7 @@ func runSubsList(a *app, c *command, args []string) error {
 	for i := range subs {
 		s := &subs[i]
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", s.SubscriptionID, fmtTime(s.BillingDate), s.Status,
-			s.Amount, dash(s.ReceiptTierName), dash(string(s.Term)), dash(string(s.Process)), dash(string(s.UpdatedEvent)),
+			amountCell(s), dash(s.ReceiptTierName), dash(string(s.Term)), dash(string(s.Process)), dash(string(s.UpdatedEvent)),
 			dash(fmtTime(s.LastRunDate)))
 		if trial {
 			fmt.Fprintf(tw, "\t%s", trialCell(s))
@@ -159,7 +159,7 @@ func runHistory(a *app, c *command, args []string) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.LastRunDate.UTC().Format("2006-01-02T15:04:05.000Z"),
 			dash(string(s.Change)), s.SubscriptionID, fmtTime(s.BillingDate), s.Status, dash(string(s.Process)), dash(string(s.UpdatedEvent)),
-			attempt, s.Amount, dash(s.ReceiptTierName), dash(s.TransactionID), dash(s.PaymentError))
+			attempt, amountCell(s), dash(s.ReceiptTierName), dash(s.TransactionID), dash(s.PaymentError))
 	}
 	return tw.Flush()
 }
@@ -175,6 +175,16 @@ func trialCell(s *billing.Period) string {
 		return "first charge"
 	}
 	return "-"
+}
+
+// amountCell shows what a record charges: a period's amount, or a plan
+// change's one-off charge's difference, marked ("5.00 one-off").
+func amountCell(s *billing.Period) string {
+	if s.IsOneOff() {
+		due, _, _ := s.Due()
+		return due.String() + " one-off"
+	}
+	return s.Amount.String()
 }
 
 // dash shows an empty cell as "-".
