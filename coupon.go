@@ -322,8 +322,7 @@ func (c *Collector) ApplyCoupon(ctx context.Context, req ApplyCouponRequest) (Us
 		}
 		return next[:1], kr.set("discount", string(b)), nil
 	}, func(ctx context.Context, id string) (Change, error) {
-		enc, _ := ctx.Value(requestKey{}).(string)
-		kr, _ := parseKeyedRequest(enc)
+		kr := recorded(ctx)
 		var d Discount
 		if err := json.Unmarshal([]byte(kr.get("discount")), &d); err != nil {
 			return Change{}, fmt.Errorf("the recorded discount of %s: %w", id, err)

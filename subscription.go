@@ -629,8 +629,7 @@ func (c *Collector) Cancel(ctx context.Context, req CancelRequest) (UserChange, 
 // An earlier end the record carries already (from a cancellation now
 // before a come-back reopened it) stays: that time was refunded then.
 func endAccess(ctx context.Context) func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
-	kr, _ := parseKeyedRequest(requestOf(ctx))
-	end, err := time.Parse(time.RFC3339Nano, kr.get("access_until"))
+	end, err := time.Parse(time.RFC3339Nano, recorded(ctx).get("access_until"))
 	return func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
 		if err != nil {
 			return nil, fmt.Errorf("the cancellation's end of access: %w", err)
@@ -982,8 +981,7 @@ func termChange(req ChangePlanRequest, recs []Period, now time.Time) (Term, int,
 // prorated. A trial's period, or the first one after it not charged yet,
 // stays on its date and takes the new plan.
 func (c *Collector) changeTerm(ctx context.Context, id string, req ChangePlanRequest, amount Amount, prorate bool) (Change, bool, error) {
-	enc, _ := ctx.Value(requestKey{}).(string)
-	kr, _ := parseKeyedRequest(enc)
+	kr := recorded(ctx)
 	v := kr.v["term"]
 	if len(v) != 2 {
 		return Change{}, false, nil
@@ -1023,12 +1021,7 @@ func (c *Collector) changeTerm(ctx context.Context, id string, req ChangePlanReq
 // recordedLines returns the proration lines the change by user in ctx
 // (its first call's request) decided for the period id, if any.
 func recordedLines(ctx context.Context, id string) ([]Adjustment, error) {
-	enc, _ := ctx.Value(requestKey{}).(string)
-	kr, ok := parseKeyedRequest(enc)
-	if !ok {
-		return nil, nil
-	}
-	v := kr.v["adjustments"]
+	v := recorded(ctx).v["adjustments"]
 	if len(v) != 2 || v[0] != id {
 		return nil, nil
 	}
