@@ -298,10 +298,7 @@ func prorateChange(recs []Period, next *Period, tier string, price Amount, at ti
 	price, _ = discounted(price, paid.Discounts)
 	inForce, inForceTier, top := paidAt, paid.ReceiptTierName, paidAt
 	paidFor, credited := paidAt, Amount(0)
-	for _, a := range next.Adjustments {
-		if a.PeriodID != paid.SubscriptionID {
-			continue
-		}
+	for _, a := range earlierLines(recs, next, paid.SubscriptionID) {
 		if a.Credit {
 			credited += a.Amount
 			continue
@@ -324,6 +321,31 @@ func prorateChange(recs []Period, next *Period, tier string, price Amount, at ti
 		line("Unused time on "+tierLabel(inForceTier), inForceTier, inForce, credit, true, cfrac),
 		line("Remaining time on "+tierLabel(tier), tier, price, charge, false, chfrac),
 	}}, nil
+}
+
+// earlierLines returns the lines earlier changes made for the paid period
+// id, in the order made: those on next, the charge they ride on, and those
+// of the one-off charges of recs that charge them at once ([ProrateNow])
+// and are paid or owed. A one-off charge waived, cancelled or given up
+// was never paid: its lines count for nothing, so a later change credits
+// no more than was paid.
+func earlierLines(recs []Period, next *Period, id string) []Adjustment {
+	var out []Adjustment
+	for _, a := range next.Adjustments {
+		if a.PeriodID == id {
+			out = append(out, a)
+		}
+	}
+	for i := range recs {
+		r := &recs[i]
+		switch {
+		case !r.IsOneOff() || r.ChargeOf != id:
+		case r.Status == StatusCompleted || !r.Status.IsTerminal():
+			out = append(out, r.Adjustments...)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Adjustment) int { return a.Start.Compare(b.Start) })
+	return out
 }
 
 // tierLabel is a tier's name for a line, as the plan line names it (the

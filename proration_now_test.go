@@ -332,3 +332,46 @@ func TestProrateNowOneOffIsNeverChanged(t *testing.T) {
 	assert.Len(t, e.records(t), 3, "no period opened after it")
 	assert.Equal(t, billing.SubscriptionActive, mustView(t, e.freeEnv).Status)
 }
+
+// TestProrateNowTwiceInOnePeriod: a second change in the period credits
+// the plan the first one moved to and charged at once, and a change that
+// rides on the next charge after one charged at once does too: $10 for
+// 15 days of A, then B for 5 days, then C for 10 costs 5.00 + 3.33 +
+// 10.00 = 18.33 in all, whichever way each change is billed.
+func TestProrateNowTwiceInOnePeriod(t *testing.T) {
+	t.Parallel()
+	nov1 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for _, second := range []billing.Proration{billing.ProrateNow, billing.ProrateNextCharge} {
+		t.Run(string(second), func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			e := newProrationEnv(t, memoryUserStores()[0], nov1)
+			e.paidPeriod(t, "A:v1", billing.TermMonthly)
+			e.clock.Set(nov1.AddDate(0, 0, 15))
+			_, err := e.c.ChangePlan(ctx, billing.ChangePlanRequest{UserRequest: ur(e.user, "b"), Tier: "B:v1", Proration: billing.ProrateNow})
+			require.NoError(t, err)
+			e.clock.Set(nov1.AddDate(0, 0, 20))
+			req := billing.ChangePlanRequest{UserRequest: ur(e.user, "c"), Tier: "C:v1", Proration: second}
+			preview, err := e.c.PreviewChangePlan(ctx, req, time.Time{})
+			require.NoError(t, err)
+			ch, err := e.c.ChangePlan(ctx, req)
+			require.NoError(t, err)
+			require.Len(t, ch.Adjustments, 2)
+			assert.Equal(t, preview.Adjustments, ch.Adjustments)
+			assert.Equal(t, "B:v1", ch.Adjustments[0].Tier, "the plan in force is credited")
+			assert.Equal(t, billing.MustParseAmount("6.67"), ch.Adjustments[0].Amount, "20.00 × 10/30")
+			assert.Equal(t, billing.MustParseAmount("10.00"), ch.Adjustments[1].Amount, "30.00 × 10/30")
+
+			var paid billing.Amount
+			for _, c := range e.pay.Charges() {
+				paid += c.Amount
+			}
+			if second == billing.ProrateNextCharge {
+				next := e.next(t)
+				due, _, _ := next.Due()
+				paid += due - next.Amount // the lines riding on December's charge
+			}
+			assert.Equal(t, billing.MustParseAmount("18.33"), paid)
+		})
+	}
+}
