@@ -48,8 +48,9 @@ const (
 	// they charge more than they credit (an upgrade) charges that
 	// difference at once: a one-off charge of its own ([Period.IsOneOff]),
 	// recorded with the change and collected by the same call, under the
-	// request's key. A difference that credits more (a downgrade) rides
-	// on the next charge as with ProrateNextCharge.
+	// request's key. A difference that credits more (a downgrade), or
+	// one above [Config.MaxCharge], rides on the next charge as with
+	// ProrateNextCharge.
 	ProrateNow Proration = "NOW"
 )
 
@@ -481,7 +482,7 @@ func (c *Collector) PreviewChangePlan(ctx context.Context, req ChangePlanRequest
 	default:
 		next.ReceiptTierName, next.Amount = req.Tier, price
 		next.IsPendingDowngrade = false
-		if req.Proration == ProrateNow && difference(lines) > 0 {
+		if d := difference(lines); req.Proration == ProrateNow && d > 0 && c.outOfLimits(d) == "" {
 			now = difference(lines)
 			break
 		}

@@ -524,8 +524,10 @@ type ChangePlanRequest struct {
 	// When says when the plan applies. Defaults to [ChangeNow].
 	When When
 	// Proration says how a change now ([ChangeNow]) bills the rest of the
-	// paid period it is made in. Defaults to [ProrateNextCharge]; a change
-	// at the next period takes only the default or [ProrateNone].
+	// paid period it is made in. Defaults to [ProrateNextCharge];
+	// [ProrateNow] charges an upgrade's difference in this call (see
+	// [UserChange.Charge]); a change at the next period takes only the
+	// default or [ProrateNone].
 	Proration Proration
 	// Term and Interval, when set and not the subscription's, change how
 	// often it is billed (monthly to yearly, every 3 months): the next
@@ -799,7 +801,7 @@ func (c *Collector) ChangePlan(ctx context.Context, req ChangePlanRequest) (User
 				return nil, kr, err
 			}
 			kr = kr.set("adjustments", read.SubscriptionID, string(b))
-			if atOnce && difference(lines) > 0 {
+			if d := difference(lines); atOnce && d > 0 && c.outOfLimits(d) == "" {
 				// Charged at once, by a one-off charge made with the
 				// change: its ID and date are the request's.
 				o := oneOff(OneOffChargeID(req.UserID, req.RequestKey), &read, req.Tier, lines, now, recs)
