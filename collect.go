@@ -402,8 +402,10 @@ func (c *Collector) recordOutcome(ctx context.Context, cur *Period, res PaymentR
 	if err != nil {
 		return Period{}, err
 	}
-	if !cur.charged() {
-		next.Amount = a.Amount // what was asked for is what the answer is about
+	if !cur.charged() && !cur.Tax.Fixed() {
+		// What was asked for is what the answer is about; a charge with
+		// more than its plan (a tax added) keeps its plan's amount.
+		next.Amount = a.Amount
 	}
 	for _, f := range create {
 		f.LastRunDate = next.LastRunDate.Add(time.Nanosecond)
