@@ -2,6 +2,8 @@ package billing_test
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -354,4 +356,85 @@ func TestTaxWithdrawnAttempt(t *testing.T) {
 	assert.Len(t, tax.Calls(), 2)
 	calls := e.pay.Calls()
 	assert.Equal(t, billing.Amount(1200), calls[len(calls)-1].Request.Amount)
+}
+
+// TestTaxInvoiceProperty: over seeded random plans, discounts, proration
+// lines, balances and taxes (exclusive and inclusive), the invoice of the
+// charge adds up (its lines, signed by kind, sum to its Total, and
+// Validate accepts it), what the processor is asked for is the Total less
+// the balance applied (nothing when that is zero), and the tax engine is
+// asked about the total before tax, once, only when it is above zero.
+func TestTaxInvoiceProperty(t *testing.T) {
+	t.Parallel()
+	kinds := map[string]int{}
+	defer func() { t.Logf("cases: %v", kinds) }()
+	for seed := uint64(1); seed <= 120; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 43))
+		st := memoryUserStores()[int(seed)%2]
+		tax := &billingtest.TaxRate{BasisPoints: rng.Int64N(3001), Inclusive: rng.IntN(2) == 0}
+		e := newTaxEnv(t, st, tax)
+		plan := billing.Amount(100 + rng.Int64N(50000))
+		first := e.subscribe(t, func(p *billing.Period) {
+			p.Amount = plan
+			for i := range rng.IntN(3) {
+				d := billing.Discount{CouponID: fmt.Sprintf("c%d", i), Request: fmt.Sprintf("r%d", i), ChargesLeft: 1}
+				if rng.IntN(2) == 0 {
+					d.PercentOff = 1 + rng.IntN(10000)
+				} else {
+					d.AmountOff = billing.Amount(1 + rng.Int64N(int64(plan)))
+				}
+				p.Discounts = append(p.Discounts, d)
+			}
+			for i := range rng.IntN(4) {
+				p.Adjustments = append(p.Adjustments, billing.Adjustment{Request: fmt.Sprintf("chg%d", i), Description: "line",
+					PeriodID: "before", Start: feb3.AddDate(0, 0, -10), End: feb3, Length: 28 * 86400,
+					Price: plan, Amount: billing.Amount(1 + rng.Int64N(int64(plan))), Credit: rng.IntN(2) == 0, Fraction: "x"})
+			}
+			if rng.IntN(3) > 0 {
+				p.Balance = billing.Amount(rng.Int64N(2 * int64(plan)))
+			}
+		})
+		e.runAt(t, feb3.Add(time.Hour), billing.RunScheduled)
+
+		what := fmt.Sprintf("seed %d (%s)", seed, st.name)
+		invs := e.invoices(t)
+		require.Len(t, invs, 1, what)
+		inv := invs[0]
+		require.NoError(t, inv.Validate(), what)
+		sum := int64(0)
+		var applied int64
+		for _, l := range inv.Lines {
+			switch l.Kind {
+			case billing.LinePlan, billing.LineProration:
+				sum += l.Amount
+			case billing.LineTax:
+				if !inv.TaxInclusive {
+					sum += l.Amount
+				}
+			case billing.LineDiscount, billing.LineUnusedTime:
+				sum -= l.Amount
+			case billing.LineCredit:
+				applied += l.Amount
+			}
+		}
+		assert.Equal(t, inv.Total, sum, "%s: the lines sum to the total", what)
+		calls := e.pay.Calls()
+		kinds[fmt.Sprintf("inclusive=%v charged=%v balance=%v taxed=%v", inv.TaxInclusive, inv.Total > applied, applied > 0, inv.Tax > 0)]++
+		if charge := inv.Total - applied; charge > 0 {
+			require.Len(t, calls, 1, what)
+			assert.Equal(t, billing.Amount(charge), calls[0].Request.Amount, "%s: charged the total less the balance applied", what)
+		} else {
+			assert.Empty(t, calls, "%s: nothing to charge", what)
+		}
+		assert.Equal(t, billing.InvoicePaid, inv.Status, what)
+		taxCalls := tax.Calls()
+		if taxable := inv.Subtotal - inv.Discounts; taxable > 0 {
+			require.Len(t, taxCalls, 1, what)
+			assert.Equal(t, billing.Amount(taxable), taxCalls[0].Amount, "%s: the total before tax is taxed", what)
+			assert.Equal(t, int64(e.period(t, first.SubscriptionID).Tax.Amount), inv.Tax, what)
+		} else {
+			assert.Empty(t, taxCalls, "%s: a charge of zero is not taxed", what)
+			assert.Zero(t, inv.Tax, what)
+		}
+	}
 }
