@@ -331,7 +331,8 @@ type ChangePreview struct {
 	// (see [UserChange.Adjustments]).
 	Adjustments []Adjustment
 	// NextChargeDate and NextChargeAmount are the next charge with them,
-	// as [Subscription] would say after the change.
+	// as [Subscription] would say after the change: before tax, which is
+	// fixed only when the charge is attempted ([Config.Tax]).
 	NextChargeDate   time.Time
 	NextChargeAmount Amount
 	// Balance is the customer's balance after that charge: what is left
