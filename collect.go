@@ -61,8 +61,16 @@ func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Period
 			return fmt.Errorf("collect %s: %w", cur.SubscriptionID, err)
 		}
 	}
+	// The tax is fixed before anything else is decided (a copy of cur with
+	// it, written with the attempt or the completion): the balance pays
+	// the taxed total, and the invoice is numbered with it.
+	stored := cur
+	cur, err := c.fixTax(ctx, cur)
+	if err != nil {
+		return fmt.Errorf("attempt %d of %s not made: %w", stored.Attempt+1, stored.SubscriptionID, err)
+	}
 	if c.freeable(cur) {
-		return c.completeFree(ctx, proc, cur, rep)
+		return c.completeTaxedFree(ctx, proc, stored, cur, rep)
 	}
 	if err := c.chargeable(cur); err != nil {
 		return fmt.Errorf("attempt %d of %s not made: %w", cur.Attempt+1, cur.SubscriptionID, err)
@@ -75,7 +83,7 @@ func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Period
 	}
 	for try := 0; ; try++ {
 		marked, err := c.charge(ctx, rep, func() (*Period, error) {
-			return c.startAttempt(ctx, proc, cur, &inv, c.cfg.Clock.Now())
+			return c.startAttempt(ctx, proc, stored, cur, &inv, c.cfg.Clock.Now())
 		})
 		switch {
 		case err == nil:
@@ -87,10 +95,11 @@ func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Period
 			return err
 		}
 		// The processor refused the call before acting on it: withdraw the
-		// attempt, so the record is as it was and nothing waits on a key
-		// the processor never saw. Should that write fail, the attempt
-		// stays in flight and its replay makes it.
-		if werr := c.withdraw(ctx, marked, cur); werr != nil {
+		// attempt, so the record is as it was (without a tax fixed for it:
+		// the next run asks again) and nothing waits on a key the
+		// processor never saw. Should that write fail, the attempt stays
+		// in flight and its replay makes it.
+		if werr := c.withdraw(ctx, marked, stored); werr != nil {
 			return fmt.Errorf("%w; withdraw the attempt: %w", err, werr)
 		}
 		if try >= c.cfg.ProcessorBudget.RateLimitRetries {
@@ -201,10 +210,12 @@ func (c *Collector) requestTimeout() time.Duration {
 }
 
 // startAttempt makes attempt n of cur durable (the in-flight marker) and
-// returns the record as stored with it. An amount the collector may not
-// charge (see [Collector.chargeable]) is refused first: nothing is
-// written, so nothing is presented to the processor.
-func (c *Collector) startAttempt(ctx context.Context, proc Process, cur *Period, inv *Invoice, now time.Time) (*Period, error) {
+// returns the record as stored with it. stored is the record as read: cur
+// itself, or cur without the tax fixed for this attempt ([Collector.fixTax]),
+// which the same write stores. An amount the collector may not charge
+// (see [Collector.chargeable]) is refused first: nothing is written, so
+// nothing is presented to the processor.
+func (c *Collector) startAttempt(ctx context.Context, proc Process, stored, cur *Period, inv *Invoice, now time.Time) (*Period, error) {
 	n := cur.Attempt + 1
 	if err := c.chargeable(cur); err != nil {
 		return nil, fmt.Errorf("attempt %d of %s not made: %w", n, cur.SubscriptionID, err)
@@ -216,7 +227,7 @@ func (c *Collector) startAttempt(ctx context.Context, proc Process, cur *Period,
 		Tier: cur.ReceiptTierName, Process: proc, Started: now.UTC(),
 		Invoice: inv.ID, InvoiceNumber: inv.Number,
 	}
-	if err := c.cfg.Repository.SetAttempt(ctx, cur, &marked); err != nil {
+	if err := c.cfg.Repository.SetAttempt(ctx, stored, &marked); err != nil {
 		return nil, fmt.Errorf("record attempt %d of %s before the charge: %w", n, cur.SubscriptionID, err)
 	}
 	return &marked, nil
@@ -391,8 +402,10 @@ func (c *Collector) recordOutcome(ctx context.Context, cur *Period, res PaymentR
 	if err != nil {
 		return Period{}, err
 	}
-	if !cur.charged() {
-		next.Amount = a.Amount // what was asked for is what the answer is about
+	if !cur.charged() && !cur.Tax.Fixed() {
+		// What was asked for is what the answer is about; a charge with
+		// more than its plan (a tax added) keeps its plan's amount.
+		next.Amount = a.Amount
 	}
 	for _, f := range create {
 		f.LastRunDate = next.LastRunDate.Add(time.Nanosecond)
@@ -926,11 +939,18 @@ func (c *Collector) freeable(cur *Period) bool {
 // row ([EventFreePeriodCompleted]), and opens the next period as a paid
 // collection does. The attempt counter is not touched: no key is used.
 func (c *Collector) completeFree(ctx context.Context, proc Process, cur *Period, rep *Report) error {
-	if err := c.coveredInvoice(ctx, cur); err != nil {
+	return c.completeTaxedFree(ctx, proc, cur, cur, rep)
+}
+
+// completeTaxedFree is [Collector.completeFree] of taxed, cur with the tax
+// fixed for its charge (which the customer's balance pays in full), or cur
+// itself: the write is conditional on cur and stores taxed.
+func (c *Collector) completeTaxedFree(ctx context.Context, proc Process, cur, taxed *Period, rep *Report) error {
+	if err := c.coveredInvoice(ctx, taxed); err != nil {
 		return err
 	}
 	now := c.cfg.Clock.Now()
-	next := cur.Clone()
+	next := taxed.Clone()
 	at := runTime(cur, now)
 	next.Status, next.Process, next.LastRunDate, next.CompletionDate = StatusCompleted, proc, at, at
 	next.PaymentError, next.NoRetry = "", false
@@ -944,7 +964,7 @@ func (c *Collector) completeFree(ctx context.Context, proc Process, cur *Period,
 			return err
 		}
 		if following != nil {
-			carryTo(following, cur, carryCharged)
+			carryTo(following, taxed, carryCharged)
 			following.LastRunDate = at.Add(1)
 			following.CreatedDate = following.LastRunDate
 			create = append(create, following)

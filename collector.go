@@ -147,6 +147,11 @@ type Config struct {
 	// coupon's discount comes off the plan of each charge it lasts for
 	// (see [Period.Due]). Defaults to none.
 	Coupons Coupons
+	// Tax, when set, is asked for the tax of each period's charge before
+	// the period's first attempt (see [TaxProvider]); the period keeps the
+	// answer ([Period.Tax]) and its invoice has a tax line. Defaults to
+	// nil: no tax.
+	Tax TaxProvider
 	// MeterProvider makes the collection metrics (see
 	// dynabill.collection.attempts in the package doc). Defaults to otel.GetMeterProvider(), a
 	// no-op unless the host installs a global provider.

@@ -49,8 +49,12 @@ type Invoice struct {
 	Lines []InvoiceLine
 	// Subtotal is the sum of the plan and proration lines less the unused
 	// time lines, Discounts of the discount lines and Tax of the tax lines. Total is
-	// Subtotal - Discounts + Tax, never negative.
+	// Subtotal - Discounts + Tax, never negative; with TaxInclusive it is
+	// Subtotal - Discounts, of which Tax is the tax.
 	Subtotal, Discounts, Tax, Total int64
+	// TaxInclusive says the prices include the tax ([Tax.Inclusive]): the
+	// tax lines say how much of the total is tax and add nothing to it.
+	TaxInclusive bool
 	// AmountPaid is what has been paid of Total (the balance applied, then
 	// the charge); AmountDue is Total - AmountPaid. AmountCredited is the
 	// sum of the credit notes issued against it.
@@ -169,7 +173,8 @@ type CreditNote struct {
 // Validate checks that the invoice adds up: a known currency, lines of a
 // known kind with amounts never negative (a plan line's is quantity times
 // unit amount), the totals the sums of their lines, Total = Subtotal -
-// Discounts + Tax and AmountDue = Total - AmountPaid, none negative. The
+// Discounts + Tax (with TaxInclusive, Total = Subtotal - Discounts and Tax
+// at most Total) and AmountDue = Total - AmountPaid, none negative. The
 // error is a [*FieldError] naming the field and the invoice's key,
 // wrapping [ErrInvalidInvoice].
 func (inv *Invoice) Validate() error {
@@ -225,9 +230,16 @@ func (inv *Invoice) Validate() error {
 		return bad("Tax", inv.Tax, "the tax lines sum to %d", sums[LineTax])
 	}
 	total, ok := add(inv.Subtotal-inv.Discounts, inv.Tax)
+	if inv.TaxInclusive {
+		total, ok = inv.Subtotal-inv.Discounts, true
+	}
 	switch {
-	case !ok || inv.Total != total:
+	case !ok || inv.Total != total && !inv.TaxInclusive:
 		return bad("Total", inv.Total, "is not subtotal - discounts + tax = %d", total)
+	case inv.Total != total:
+		return bad("Total", inv.Total, "is not subtotal - discounts = %d (the tax is included)", total)
+	case inv.TaxInclusive && inv.Tax > inv.Total:
+		return bad("Tax", inv.Tax, "more than the total %d that includes it", inv.Total)
 	case inv.AmountPaid < 0 || inv.AmountPaid > inv.Total:
 		return bad("AmountPaid", inv.AmountPaid, "outside 0..total %d", inv.Total)
 	case inv.AmountPaid < sums[LineCredit]:
@@ -423,17 +435,21 @@ func (c *Collector) invoiceDraft(cur *Period, now time.Time) (Invoice, error) {
 		return Invoice{}, fmt.Errorf("invoice of %s: %w", cur.SubscriptionID, err)
 	}
 	inv.Total = inv.Subtotal - inv.Discounts
+	if !inv.TaxInclusive {
+		inv.Total += inv.Tax
+	}
 	inv.AmountDue = inv.Total - inv.AmountPaid
 	return inv, nil
 }
 
-// adjustmentLines adds to inv the lines of cur's discounts, adjustments
-// and the balance it applies, as [Period.Due] counts them: the discounts
-// off the plan line, each a percent of what the ones before left; a plan
-// change's charges (proration); its credits for unused time, each at most
-// what is left of the total (a credit larger than the charge goes to the
-// customer's balance: never below zero); then the balance applied, which
-// pays part of the total (AmountPaid).
+// adjustmentLines adds to inv the lines of cur's discounts, adjustments,
+// tax and the balance it applies, as [Period.Due] counts them: the
+// discounts off the plan line, each a percent of what the ones before
+// left; a plan change's charges (proration); its credits for unused time,
+// each at most what is left of the total (a credit larger than the charge
+// goes to the customer's balance: never below zero); the tax fixed for the
+// charge ([Period.Tax]: added to the total, or included in it); then the
+// balance applied, which pays part of the total (AmountPaid).
 func (c *Collector) adjustmentLines(inv *Invoice, cur *Period) error {
 	line := func(desc string, a Amount, kind LineKind) (InvoiceLine, error) {
 		v, err := minorUnits(a, inv.Currency)
@@ -477,6 +493,14 @@ func (c *Collector) adjustmentLines(inv *Invoice, cur *Period) error {
 				inv.Lines = append(inv.Lines, l)
 			}
 		}
+	}
+	if t := cur.Tax; t.Fixed() {
+		l, err := line(t.Description, t.Amount, LineTax)
+		if err != nil {
+			return err
+		}
+		inv.Lines = append(inv.Lines, l)
+		inv.Tax, inv.TaxInclusive = l.Amount, t.Inclusive
 	}
 	if _, applied, _ := cur.Due(); applied > 0 {
 		l, err := line("Applied balance", applied, LineCredit)

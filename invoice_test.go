@@ -39,6 +39,13 @@ func TestInvoiceValidate(t *testing.T) {
 			inv.Lines[1].Amount, inv.Discounts, inv.Total, inv.AmountDue = 1000, 1000, 79, 79
 		}},
 		{"no key", "Key", func(inv *billing.Invoice) { inv.Key = "" }},
+		// Prices that include the tax: the tax line adds nothing.
+		{"tax included", "", func(inv *billing.Invoice) { inv.TaxInclusive, inv.Total, inv.AmountDue = true, 898, 898 }},
+		{"tax included but added", "Total", func(inv *billing.Invoice) { inv.TaxInclusive = true }},
+		{"tax added but included", "Total", func(inv *billing.Invoice) { inv.Total, inv.AmountDue = 898, 898 }},
+		{"tax included beyond the total", "Tax", func(inv *billing.Invoice) {
+			inv.Lines[2].Amount, inv.Tax, inv.TaxInclusive, inv.Total, inv.AmountDue = 899, 899, true, 898, 898
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inv := billingtest.NewTestInvoice("u1", "p1", 0)

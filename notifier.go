@@ -79,7 +79,8 @@ type RenewalNotice struct {
 	UserID string `json:"user_id"`
 	// BillingDate is the record's billing date as MM/DD/YYYY (notice.DateLayout).
 	BillingDate string `json:"billing_date"`
-	// Amount is the record's billing_amount (JSON "4.99").
+	// Amount is the record's billing_amount (JSON "4.99"): before tax,
+	// which is fixed only when the charge is attempted ([Config.Tax]).
 	Amount Amount `json:"amount"`
 	// MembershipTier is the record's tier name, notice.DefaultTierName ("LITE") when it
 	// has none.

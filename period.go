@@ -165,6 +165,15 @@ type Period struct {
 	// billing_amount, added by this library and optional: absent when
 	// zero). On a user's latest open period it is the customer's balance.
 	Balance Amount
+	// Tax is the tax of the period's charge ([Config.Tax]), fixed just
+	// before the period's first attempt and kept for every later one: a
+	// retry and a replay charge the same (billing_tax, an amount like
+	// billing_amount, billing_tax_inclusive, BOOL, omitted when false, and
+	// billing_tax_description, added by this library and optional: all
+	// absent when the tax is the zero Tax, not fixed). It is added to the
+	// charge after the discounts, before the balance ([Period.Due]); the
+	// next period does not carry it.
+	Tax Tax
 	// Discounts are the coupons applied to the subscription that come off
 	// this period's charge, in the order applied (billing_discounts, a
 	// JSON list, added by this library and optional: absent when none).
@@ -341,7 +350,8 @@ func (s *Period) Schedule() Schedule {
 	return Schedule{Term: s.Term, AnchorDay: s.EffectiveAnchorDay(), BillingWeek: s.BillingWeek, Interval: s.Interval}
 }
 
-// Clone returns a copy of s, with its own Adjustments and Discounts. The
+// Clone returns a copy of s, with its own Adjustments and Discounts (its
+// Tax is a value, copied with it). The
 // engine never changes a record's Adjustments or Discounts in place (it
 // sets a new slice), so an assignment copies a record as well, as long
 // as the copy does the same.

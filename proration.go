@@ -148,23 +148,18 @@ const maxAdjustments = 64
 
 // Due returns what the period's charge is: its Amount less its discounts
 // ([Period.Discounts], never below zero), with its adjustments
-// ([Period.Adjustments]: charges added, credits taken off),
-// less what the customer's balance ([Period.Balance]) pays of it. Applied
-// is that part of the balance, and Left the balance after this charge,
-// which the next period carries: a credit larger than the charge adds to
-// it. The charge is never negative.
+// ([Period.Adjustments]: charges added, credits taken off), never below
+// zero, plus its tax when the prices exclude it ([Period.Tax]), less what
+// the customer's balance ([Period.Balance]) pays of it. Applied is that
+// part of the balance, and Left the balance after this charge, which the
+// next period carries: a credit larger than the charge adds to it. The
+// charge is never negative.
 func (s *Period) Due() (due, applied, left Amount) {
-	total, _ := discounted(s.Amount, s.Discounts)
-	for _, a := range s.Adjustments {
-		if a.Credit {
-			total -= a.Amount
-		} else {
-			total += a.Amount
-		}
-	}
+	total := s.taxable()
 	if total < 0 {
 		return 0, 0, s.Balance - total
 	}
+	total += s.Tax.added()
 	applied = min(s.Balance, total)
 	return total - applied, applied, s.Balance - applied
 }
@@ -175,9 +170,10 @@ func (s *Period) charged() bool {
 	return len(s.Adjustments) > 0 || s.Balance != 0 || len(s.Discounts) > 0
 }
 
-// checkAdjustments checks the adjustments and balance of s as a store
-// writes them: at most [maxAdjustments] lines, amounts and the balance in
-// 0..[MaxAmount], and a charge (see [Period.Due]) that does not overflow.
+// checkAdjustments checks the adjustments, tax and balance of s as a
+// store writes them: at most [maxAdjustments] lines, amounts, the tax and
+// the balance in 0..[MaxAmount], and a charge (see [Period.Due]) that does
+// not overflow.
 func (s *Period) checkAdjustments() error {
 	if len(s.Adjustments) > maxAdjustments {
 		return fmt.Errorf("%w: %d adjustments, at most %d", ErrInvalidAmount, len(s.Adjustments), maxAdjustments)
@@ -196,9 +192,12 @@ func (s *Period) checkAdjustments() error {
 			sum.Add(sum, big.NewInt(int64(a.Amount)))
 		}
 	}
-	sum.Abs(sum).Add(sum, big.NewInt(int64(s.Balance)))
+	if s.Tax.Amount < 0 {
+		return fmt.Errorf("%w: tax %s is negative", ErrInvalidAmount, s.Tax.Amount)
+	}
+	sum.Abs(sum).Add(sum, big.NewInt(int64(s.Balance))).Add(sum, big.NewInt(int64(s.Tax.Amount)))
 	if !sum.IsInt64() {
-		return fmt.Errorf("%w: the adjustments and balance overflow", ErrInvalidAmount)
+		return fmt.Errorf("%w: the adjustments, tax and balance overflow", ErrInvalidAmount)
 	}
 	return nil
 }
@@ -411,7 +410,8 @@ type ChangePreview struct {
 	// (see [UserChange.Adjustments]).
 	Adjustments []Adjustment
 	// NextChargeDate and NextChargeAmount are the next charge with them,
-	// as [Subscription] would say after the change.
+	// as [Subscription] would say after the change: before tax, which is
+	// fixed only when the charge is attempted ([Config.Tax]).
 	NextChargeDate   time.Time
 	NextChargeAmount Amount
 	// Balance is the customer's balance after that charge: what is left

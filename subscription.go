@@ -107,7 +107,9 @@ type Subscription struct {
 	// now is due and charged by the next run). A pending downgrade is in
 	// the amount from the period it applies to. Zero when nothing more
 	// will be charged: cancelled (at period end too), ended, or a free
-	// plan. An owed ERROR period is retried besides (see Open).
+	// plan. An owed ERROR period is retried besides (see Open). The
+	// amount is before tax: a [Config.Tax] is asked for the tax only when
+	// the charge is attempted ([Period.Tax]).
 	NextChargeDate   time.Time
 	NextChargeAmount Amount
 	// Balance is the customer's credit balance: what the next charge's

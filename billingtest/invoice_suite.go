@@ -49,6 +49,7 @@ func RunInvoiceConformance(t *testing.T, newStore func(t *testing.T) billing.Inv
 	}{
 		{"DraftRepeat", invoiceDraftRepeat},
 		{"DraftKeyReused", invoiceDraftKeyReused},
+		{"TaxInclusive", invoiceTaxInclusive},
 		{"DraftInvalid", invoiceDraftInvalid},
 		{"TimeOutOfRange", invoiceTimeOutOfRange},
 		{"FinalizeGapless", invoiceFinalizeGapless},
@@ -119,6 +120,44 @@ func invoiceDraftKeyReused(t *testing.T, s billing.Invoices) {
 	// Another account's key of the same name is its own.
 	other.UserID = "u2"
 	draft(t, s, other)
+}
+
+// invoiceTaxInclusive: an invoice whose prices include the tax keeps
+// TaxInclusive through every read and change, and its history rows; a
+// repeat of its key with the tax added instead asks for another invoice
+// (the fields that differ name TaxInclusive). An invoice whose tax is
+// added reads back without it.
+func invoiceTaxInclusive(t *testing.T, s billing.Invoices) {
+	ctx := t.Context()
+	incl := NewTestInvoice("u1", "p-incl", 1)
+	incl.TaxInclusive, incl.Total, incl.AmountDue = true, 898, 898
+	first := draft(t, s, incl)
+	assert.True(t, first.TaxInclusive)
+	fin := finalize(t, s, first.ID)
+	assert.True(t, fin.TaxInclusive)
+	got, err := s.Invoice(ctx, first.ID)
+	require.NoError(t, err)
+	assert.True(t, got.TaxInclusive, "read back")
+	assert.Equal(t, int64(898), got.Total)
+	assert.Equal(t, int64(81), got.Tax)
+	hist, err := s.History(ctx, first.ID)
+	require.NoError(t, err)
+	require.Len(t, hist, 2)
+	for _, h := range hist {
+		assert.True(t, h.TaxInclusive, "history row %s", h.Event)
+	}
+
+	added := NewTestInvoice("u1", "p-incl", 1)
+	_, err = s.CreateDraft(ctx, added)
+	var rk *billing.RequestKeyError
+	require.ErrorAs(t, err, &rk)
+	assert.Contains(t, rk.Fields, "TaxInclusive")
+
+	excl := draft(t, s, NewTestInvoice("u1", "p-excl", 2))
+	got, err = s.Invoice(ctx, excl.ID)
+	require.NoError(t, err)
+	assert.False(t, got.TaxInclusive)
+	assert.Equal(t, int64(979), got.Total)
 }
 
 func invoiceDraftInvalid(t *testing.T, s billing.Invoices) {

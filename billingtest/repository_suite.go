@@ -115,6 +115,7 @@ func TestRepositoryWith(t *testing.T, newStores StoreFactory, opts SuiteOptions)
 		{"Totals", s.totalsCases()},
 		{"Proration", s.prorationCases()},
 		{"Discounts", s.discountCases()},
+		{"Tax", s.taxCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

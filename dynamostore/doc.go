@@ -43,6 +43,15 @@
 // billing_change, the change they record (history rows only, optional on
 // read).
 //
+// Attributes this library adds are optional on read. Among them, a
+// period's tax (billing.Period.Tax), fixed before the period's first
+// attempt and written with it, is billing_tax (an amount like
+// billing_amount, "2.00", written even at zero), billing_tax_inclusive
+// (BOOL true, omitted when false) and billing_tax_description (S, "VAT
+// 20%"), all absent until the tax is fixed; an invoice item says
+// tax_inclusive (BOOL true, omitted when false) when its prices include
+// the tax.
+//
 // # Single table
 //
 // [NewAccounts] serves the provider-billed tiers' entities on one

@@ -65,6 +65,7 @@ type invoiceItem struct {
 	Subtotal        int64      `dynamodbav:"subtotal"`
 	Discounts       int64      `dynamodbav:"discounts"`
 	Tax             int64      `dynamodbav:"tax"`
+	TaxInclusive    bool       `dynamodbav:"tax_inclusive,omitempty"`
 	Total           int64      `dynamodbav:"total"`
 	AmountPaid      int64      `dynamodbav:"amount_paid"`
 	AmountDue       int64      `dynamodbav:"amount_due"`
@@ -185,7 +186,7 @@ func decodeLines(ls []lineItem) ([]billing.InvoiceLine, error) {
 func encodeInvoice(inv *billing.Invoice, entity string) map[string]types.AttributeValue {
 	it := invoiceItem{Entity: entity, ID: inv.ID, UserID: inv.UserID, Key: inv.Key, Sequence: inv.Sequence, Prefix: inv.Prefix,
 		Number: inv.Number, Seq: inv.Seq, Currency: inv.Currency, Lines: encodeLines(inv.Lines), Subtotal: inv.Subtotal,
-		Discounts: inv.Discounts, Tax: inv.Tax, Total: inv.Total, AmountPaid: inv.AmountPaid, AmountDue: inv.AmountDue,
+		Discounts: inv.Discounts, Tax: inv.Tax, TaxInclusive: inv.TaxInclusive, Total: inv.Total, AmountPaid: inv.AmountPaid, AmountDue: inv.AmountDue,
 		AmountCredited: inv.AmountCredited, Status: string(inv.Status), Created: invoiceTime(inv.Created),
 		IssuedAt: invoiceTime(inv.IssuedAt), DueAt: invoiceTime(inv.DueAt), PaidAt: invoiceTime(inv.PaidAt),
 		VoidedAt: invoiceTime(inv.VoidedAt), UncollectibleAt: invoiceTime(inv.UncollectibleAt), PeriodIDs: inv.PeriodIDs,
@@ -205,7 +206,7 @@ func decodeInvoice(m map[string]types.AttributeValue, key string) (billing.Invoi
 		return billing.Invoice{}, &billing.FieldError{Field: "invoice", Key: key, Err: fmt.Errorf("%w: %w", billing.ErrInvalidItem, err)}
 	}
 	inv := billing.Invoice{ID: it.ID, UserID: it.UserID, Key: it.Key, Sequence: it.Sequence, Prefix: it.Prefix, Number: it.Number,
-		Seq: it.Seq, Currency: it.Currency, Subtotal: it.Subtotal, Discounts: it.Discounts, Tax: it.Tax, Total: it.Total,
+		Seq: it.Seq, Currency: it.Currency, Subtotal: it.Subtotal, Discounts: it.Discounts, Tax: it.Tax, TaxInclusive: it.TaxInclusive, Total: it.Total,
 		AmountPaid: it.AmountPaid, AmountDue: it.AmountDue, AmountCredited: it.AmountCredited, Status: billing.InvoiceStatus(it.Status),
 		PeriodIDs: it.PeriodIDs, TransactionID: it.TransactionID, Version: it.Version, Event: it.Event}
 	var err error

@@ -204,3 +204,23 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestTaxIncluded: an invoice whose prices include the tax says that its
+// total includes the tax, beside the amount, and does not list it as
+// added; one whose tax is added lists it as Tax.
+func TestTaxIncluded(t *testing.T) {
+	t.Parallel()
+	r := newRenderer(t)
+	inv := sampleUSD()
+	inv.TaxInclusive, inv.Total, inv.AmountPaid = true, inv.Subtotal-inv.Discounts, inv.Subtotal-inv.Discounts
+	require.NoError(t, inv.Validate())
+	var buf bytes.Buffer
+	require.NoError(t, r.HTML(&buf, inv))
+	page := buf.String()
+	assert.Contains(t, page, "Total includes tax")
+	assert.Contains(t, page, "$228.73")
+
+	buf.Reset()
+	require.NoError(t, r.HTML(&buf, sampleUSD()))
+	assert.NotContains(t, buf.String(), "includes tax")
+}

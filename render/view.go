@@ -78,10 +78,14 @@ func (r *Renderer) invoiceView(inv *billing.Invoice, cp1252 bool) view {
 	}
 	v.Facts = []pair{{"Issue date", r.date(inv.IssuedAt)}, {"Due date", r.date(inv.DueAt)}, {"Status", v.Status}}
 	v.Lines = r.lines(inv.Lines, m, true)
+	taxLabel := "Tax"
+	if inv.TaxInclusive {
+		taxLabel = "Total includes tax" // part of the total, not added to it
+	}
 	v.Totals = []total{
 		{"Subtotal", m.format(inv.Subtotal, false), false},
 		{"Discounts", m.format(inv.Discounts, true), false},
-		{"Tax", m.format(inv.Tax, false), false},
+		{taxLabel, m.format(inv.Tax, false), false},
 		{"Total", m.format(inv.Total, false), true},
 		{"Amount paid", m.format(inv.AmountPaid, false), false},
 	}

@@ -211,10 +211,14 @@ func writeInvoice(w io.Writer, inv *billing.Invoice, hist []billing.Invoice, not
 	if seq == "" {
 		seq = "(the user's own)"
 	}
+	tax := money(inv, inv.Tax)
+	if inv.TaxInclusive {
+		tax += " (included in the total)"
+	}
 	for _, f := range [][2]string{
 		{"id", inv.ID}, {"number", dash(inv.Number)}, {"sequence", seq}, {"user_id", inv.UserID}, {"key", inv.Key},
 		{"status", string(inv.Status)}, {"currency", inv.Currency},
-		{"subtotal", money(inv, inv.Subtotal)}, {"discounts", money(inv, inv.Discounts)}, {"tax", money(inv, inv.Tax)},
+		{"subtotal", money(inv, inv.Subtotal)}, {"discounts", money(inv, inv.Discounts)}, {"tax", tax},
 		{"total", money(inv, inv.Total)}, {"amount_paid", money(inv, inv.AmountPaid)}, {"amount_due", money(inv, inv.AmountDue)},
 		{"amount_credited", money(inv, inv.AmountCredited)},
 		{"created", dash(fmtTime(inv.Created))}, {"issued_at", dash(fmtTime(inv.IssuedAt))}, {"due_at", dash(fmtTime(inv.DueAt))},
@@ -323,6 +327,7 @@ type invoiceJSON struct {
 	Subtotal        int64      `json:"subtotal"`
 	Discounts       int64      `json:"discounts"`
 	Tax             int64      `json:"tax"`
+	TaxInclusive    bool       `json:"tax_inclusive,omitempty"`
 	Total           int64      `json:"total"`
 	AmountPaid      int64      `json:"amount_paid"`
 	AmountDue       int64      `json:"amount_due"`
@@ -377,7 +382,7 @@ func toInvoiceJSON(inv *billing.Invoice) invoiceJSON {
 	}
 	return invoiceJSON{ID: inv.ID, Number: inv.Number, Seq: inv.Seq, Sequence: inv.Sequence, Prefix: inv.Prefix, UserID: inv.UserID,
 		Key: inv.Key, Status: string(inv.Status), Currency: inv.Currency, Lines: toLinesJSON(inv.Lines), Subtotal: inv.Subtotal,
-		Discounts: inv.Discounts, Tax: inv.Tax, Total: inv.Total, AmountPaid: inv.AmountPaid, AmountDue: inv.AmountDue,
+		Discounts: inv.Discounts, Tax: inv.Tax, TaxInclusive: inv.TaxInclusive, Total: inv.Total, AmountPaid: inv.AmountPaid, AmountDue: inv.AmountDue,
 		AmountCredited: inv.AmountCredited, Created: jsonTime(inv.Created), IssuedAt: jsonTime(inv.IssuedAt), DueAt: jsonTime(inv.DueAt),
 		PaidAt: jsonTime(inv.PaidAt), VoidedAt: jsonTime(inv.VoidedAt), UncollectibleAt: jsonTime(inv.UncollectibleAt),
 		PeriodIDs: periods, TransactionID: inv.TransactionID, Version: inv.Version, Event: inv.Event}

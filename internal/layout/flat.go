@@ -66,6 +66,9 @@ const (
 	aAttemptInvoice
 	aAttemptInvoiceNumber
 	aChargeOf
+	aTax
+	aTaxInclusive
+	aTaxDescription
 	numAttrs
 )
 
@@ -115,6 +118,9 @@ var attrNames = [numAttrs]string{
 	aAttemptInvoice:       AttrAttemptInvoice,
 	aAttemptInvoiceNumber: AttrAttemptInvoiceNumber,
 	aChargeOf:             AttrChargeOf,
+	aTax:                  AttrTax,
+	aTaxInclusive:         AttrTaxInclusive,
+	aTaxDescription:       AttrTaxDescription,
 }
 
 // attrOf returns the known attribute called name.
@@ -208,6 +214,12 @@ func attrOf(name string) (attr, bool) {
 		return aAdjustments, true
 	case AttrDiscounts:
 		return aDiscounts, true
+	case AttrTax:
+		return aTax, true
+	case AttrTaxInclusive:
+		return aTaxInclusive, true
+	case AttrTaxDescription:
+		return aTaxDescription, true
 	}
 	return 0, false
 }
@@ -560,8 +572,8 @@ type (
 )
 
 // numBools is the number of BOOL attributes: is_pending_downgrade,
-// billing_no_retry and billing_after_trial.
-const numBools = 3
+// billing_no_retry, billing_after_trial and billing_tax_inclusive.
+const numBools = 4
 
 // newValues returns ns S, nn N and nb BOOL values to fill, allocated
 // together.
@@ -602,7 +614,7 @@ func (f *Flat) addKnown(item map[string]av.AttributeValue, set attrSet, extra in
 // most 2), allocated with them, for the caller to fill.
 func (f *Flat) values(set attrSet, vals *[numAttrs]av.AttributeValue, extra int) []av.AttributeValueMemberS {
 	ns, nn, nb := 0, 0, 0
-	var buf [512]byte // the text of every formatted value: at most 8 times, 5 amounts and 6 numbers (billing_adjustments and billing_discounts are vS, not formatted here)
+	var buf [512]byte // the text of every formatted value: at most 8 times, 6 amounts and 6 numbers (billing_adjustments, billing_discounts and billing_tax_description are vS, not formatted here)
 	text := buf[:0]
 	type span struct{ from, to int }
 	var spans [numAttrs]span

@@ -87,6 +87,14 @@ const (
 	// strings like "4.99"). Added by this library, optional on read
 	// (absent: none), omitted when there are none.
 	AttrDiscounts = "billing_discounts"
+	// AttrTax (S, an amount like billing_amount), AttrTaxInclusive (BOOL
+	// true, omitted when false) and AttrTaxDescription (S) are the tax
+	// fixed for a period's charge ([billing.Period.Tax]): written together
+	// once it is fixed, billing_tax even at zero, all absent before.
+	// Added by this library, optional on read (absent: not fixed).
+	AttrTax            = "billing_tax"
+	AttrTaxInclusive   = "billing_tax_inclusive"
+	AttrTaxDescription = "billing_tax_description"
 	// The in-flight attempt ([billing.Period.LastAttempt]) is added by this
 	// library; optional on read.
 	AttrAttemptNumber  = "billing_attempt_number"
@@ -137,7 +145,8 @@ const (
 // billing_balance is an amount like billing_amount, omitted when zero, and
 // billing_adjustments a JSON array of the lines (see [AttrAdjustments]),
 // omitted when there are none, as is billing_discounts (see
-// [AttrDiscounts]); Extra attributes are written back unchanged. A record decoded from an item keeps that item's billing_date
+// [AttrDiscounts]); the tax attributes only once a tax is fixed (see
+// [AttrTax]); Extra attributes are written back unchanged. A record decoded from an item keeps that item's billing_date
 // and last_run_date strings while they denote the same instants, so a
 // legacy key is addressed byte for byte.
 //
@@ -145,7 +154,8 @@ const (
 // the INACTIVE status, out-of-range numbers, negative amounts, more than 64
 // adjustments or ones whose sum overflows, more than 8 discounts or one
 // without a coupon ID or with other than exactly one of a percent (1 to
-// 10000) and an amount off) is an error naming the field.
+// 10000) and an amount off, a tax without its description or negative) is
+// an error naming the field.
 func EncodeItem(s *billing.Period) (map[string]av.AttributeValue, error) {
 	f := NewFlat()
 	defer f.Release()
@@ -255,6 +265,16 @@ func encodeFlat(f *Flat, s *billing.Period, withData bool) error {
 	if s.AfterTrial {
 		v[aAfterTrial] = val{kind: vBool}
 	}
+	if field, value, cause := checkTax(s); cause != nil {
+		return bad(field, value, cause)
+	}
+	if s.Tax.Fixed() {
+		v[aTax] = val{kind: vAmount, n: int64(s.Tax.Amount)}
+		v[aTaxDescription] = val{kind: vS, s: s.Tax.Description}
+		if s.Tax.Inclusive {
+			v[aTaxInclusive] = val{kind: vBool}
+		}
+	}
 	if s.LastAttempt.Number != 0 {
 		if s.LastAttempt.Amount < 0 {
 			return bad(AttrAttemptAmount, s.LastAttempt.Amount.String(), billing.ErrInvalidAmount)
@@ -351,8 +371,8 @@ func encodeData(f *Flat, s *billing.Period) error {
 // billing_week. data_ attributes and unknown ones are kept in Stored (see
 // [DataAttributes] and [ExtraAttributes]).
 // user_id, billing_date, subscription_id, billing_status and billing_amount
-// are required; billing_adjustments, billing_balance and billing_discounts
-// must be what [EncodeItem] writes (a JSON array of at most 64 lines,
+// are required; billing_adjustments, billing_balance, billing_discounts
+// and the tax attributes must be what [EncodeItem] writes (a JSON array of at most 64 lines,
 // amounts not negative; a JSON array of at most 8 discounts, each as
 // EncodeItem checks it). Any error is a [*billing.FieldError] wrapping [billing.ErrInvalidItem] that
 // names the attribute, its value and the item's key.
@@ -388,6 +408,9 @@ func DecodeItem(item map[string]av.AttributeValue) (billing.Period, error) {
 	}
 	if value, cause := checkDiscounts(&s); cause != nil {
 		return billing.Period{}, bad(AttrDiscounts, value, cause)
+	}
+	if field, value, cause := checkTaxRead(&s, seen); cause != nil {
+		return billing.Period{}, bad(field, value, cause)
 	}
 	return s, nil
 }
@@ -447,13 +470,15 @@ func decodeAttrs(item map[string]av.AttributeValue, s *billing.Period, st *store
 			st.extra[name] = attrVal
 			continue
 		}
-		if a == aIsPendingDowngrade || a == aNoRetry || a == aAfterTrial {
+		if a == aIsPendingDowngrade || a == aNoRetry || a == aAfterTrial || a == aTaxInclusive {
 			p := &s.IsPendingDowngrade
 			switch a {
 			case aNoRetry:
 				p = &s.NoRetry
 			case aAfterTrial:
 				p = &s.AfterTrial
+			case aTaxInclusive:
+				p = &s.Tax.Inclusive
 			}
 			switch v := attrVal.(type) {
 			case *av.AttributeValueMemberBOOL:
@@ -534,7 +559,9 @@ func decodeAttrs(item map[string]av.AttributeValue, s *billing.Period, st *store
 				return seen, bad(name, v, err)
 			}
 			s.Discounts = discounts
-		case aBillingAmount, aPendingAmount, aAttemptAmount, aTrialAmount, aBalance:
+		case aTaxDescription:
+			s.Tax.Description = v
+		case aBillingAmount, aPendingAmount, aAttemptAmount, aTrialAmount, aBalance, aTax:
 			if v == "" && a != aBillingAmount {
 				continue
 			}
@@ -551,6 +578,8 @@ func decodeAttrs(item map[string]av.AttributeValue, s *billing.Period, st *store
 				s.TrialAmount = amt
 			case aBalance:
 				s.Balance = amt
+			case aTax:
+				s.Tax.Amount = amt
 			default:
 				s.Amount = amt
 			}

@@ -152,7 +152,10 @@ func checkHistoryItem(s *billing.Period) error {
 // ValidateAttemptUpdate checks a [billing.Repository.SetAttempt] of prev to next,
 // as every store does before writing: next differs from prev in
 // LastAttempt and Attempt only, neither goes backwards, an attempt to make
-// durable has its key and start time, and next encodes.
+// durable has its key and start time, and next encodes. The tax
+// ([billing.Period.Tax]) may change too, with the attempt it is fixed for:
+// set on a record without one by a new attempt made durable, and taken
+// off again by the withdrawal of that attempt.
 func ValidateAttemptUpdate(prev, next *billing.Period) error {
 	a, b := NewFlat(), NewFlat()
 	defer a.Release()
@@ -169,16 +172,20 @@ func EncodeAttemptUpdate(prev, next *billing.Period, before, after *Flat) error 
 	}
 	same := *next // encoded only, which reads its maps and never keeps it
 	same.LastAttempt, same.Attempt = prev.LastAttempt, prev.Attempt
+	// An attempt in flight that the processor refused before acting on it
+	// is withdrawn: the record gets back the attempt it had before.
+	withdrawn := prev.InFlight() && !next.InFlight() && next.Attempt == prev.Attempt
+	started := next.InFlight() && next.LastAttempt.Number > prev.LastAttempt.Number
+	if started && !prev.Tax.Fixed() || withdrawn && !next.Tax.Fixed() {
+		same.Tax = prev.Tax // fixed for the attempt made, or off with the one withdrawn
+	}
 	_ = before.Encode(prev, false)
 	if err := after.Encode(&same, false); err != nil {
 		return err
 	}
 	if !before.equal(after) {
-		return bad(AttrAttemptNumber, strconv.Itoa(next.LastAttempt.Number), "an attempt update changes nothing but the attempt")
+		return bad(AttrAttemptNumber, strconv.Itoa(next.LastAttempt.Number), "an attempt update changes nothing but the attempt (and the tax fixed for it)")
 	}
-	// An attempt in flight that the processor refused before acting on it
-	// is withdrawn: the record gets back the attempt it had before.
-	withdrawn := prev.InFlight() && !next.InFlight() && next.Attempt == prev.Attempt
 	switch {
 	case next.LastAttempt == prev.LastAttempt && next.Attempt == prev.Attempt:
 		return bad(AttrAttemptNumber, strconv.Itoa(next.LastAttempt.Number), "an attempt update changes nothing")
