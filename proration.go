@@ -283,9 +283,24 @@ func prorateChange(recs []Period, next *Period, tier string, price Amount, at ti
 	if paid == nil {
 		return planChange{}, fmt.Errorf("%w: no paid period runs at %s", errNoProration, at.UTC().Format(time.RFC3339))
 	}
-	end, err := followingDate(paid)
+	natural, err := followingDate(paid)
 	if err != nil {
 		return planChange{}, err
+	}
+	// The time after a move or a term change started a new period in it
+	// is credited there already (an EndsPeriod line, on a record charged,
+	// pending or still to be charged; a waived one's credit went to the
+	// balance): it is not credited again.
+	end := natural
+	for i := range recs {
+		if recs[i].Status == StatusCancelled {
+			continue
+		}
+		for _, a := range recs[i].Adjustments {
+			if a.EndsPeriod && a.PeriodID == paid.SubscriptionID && a.Start.Before(end) {
+				end = a.Start
+			}
+		}
 	}
 	if !at.Before(end) {
 		return planChange{}, fmt.Errorf("%w: the paid period %s ended at %s", errNoProration, paid.SubscriptionID, end.UTC().Format(time.RFC3339))
@@ -307,7 +322,7 @@ func prorateChange(recs []Period, next *Period, tier string, price Amount, at ti
 		inForce, inForceTier, top = a.Price, a.Tier, max(top, a.Price)
 	}
 	top = max(top, price)
-	length, left := end.Sub(paid.BillingDate), end.Sub(at)
+	length, left := natural.Sub(paid.BillingDate), end.Sub(at)
 	credit, cfrac := prorate(inForce, left, length, unit)
 	credit = min(credit, max(paidFor-credited, 0))
 	charge, chfrac := prorate(price, left, length, unit)
