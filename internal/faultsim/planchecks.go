@@ -68,10 +68,11 @@ func (s *Sim) checkPlanUser(ctx context.Context, u string, recs []billing.Period
 			continue
 		}
 		s.res.Checks[invProration]++
-		all := slices.Clone(lines[p.SubscriptionID])
+		var all []billing.Adjustment
 		var on []string
 		if c := carrier[p.SubscriptionID]; c != nil {
 			on = append(on, desc(c))
+			all = append(all, lines[p.SubscriptionID]...)
 		}
 		for _, o := range charged[p.SubscriptionID] {
 			on = append(on, desc(o))
