@@ -98,6 +98,14 @@ var faultsimStores = []faultsimStore{
 		o.Store = faultsim.Store{Repository: st.Repository(), History: st.History(), Layout: faultsim.LayoutLegacy, Coupons: memory.NewCoupons()}
 		o.With = append(o.With, faultsim.PlanChanges)
 	}},
+	// plan-changes-single-table: the PlanChanges scenario on the single
+	// table (accounts with several subscriptions, invoices in one
+	// sequence per account). Its 30 days take 2 s without -race.
+	{name: "plan-changes-single-table", days: 120, users: 60, seeds: []int64{1, 2}, shortDays: 30, build: func(t *testing.T, o *faultsim.Options) {
+		st := billingtest.NewMemorySingleTable(t, memory.SingleTableOptions{Clock: o.Clock, PageSize: 6})
+		o.Store = faultsim.Store{Repository: st.Repository(), History: st.History(), Layout: faultsim.LayoutSingleTable, Coupons: memory.NewCoupons()}
+		o.With = append(o.With, faultsim.PlanChanges)
+	}},
 	{name: "dynamodb-legacy", days: 60, users: 20, seeds: []int64{1}, dynamo: true, build: func(t *testing.T, o *faultsim.Options) {
 		client := dynamotest.Client(t)
 		tables := dynamostore.TableConfig{

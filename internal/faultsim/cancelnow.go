@@ -139,11 +139,22 @@ func (s *Sim) cancelNowTry(ctx context.Context, u, key string, plan billing.Peri
 	}
 	// The refund: the unused share of the latest paid period, by the
 	// second, up to the end of access the model knows for it (a period
-	// already cut by an earlier cancellation now owes nothing again).
+	// already cut by an earlier cancellation now owes nothing again),
+	// with the unused share of what the plan changes charged at once for
+	// it (their one-off charges, paid), rounded down once.
 	if n == 0 {
 		if paid := lastPaid(before); paid != nil {
 			end := s.paidThrough(u, paid)
-			want := unusedShare(paid, end, at)
+			exact := unusedShare(paid, end, at)
+			for i := range before {
+				if o := &before[i]; o.IsOneOff() && o.Status == billing.StatusCompleted && o.ChargeOf == paid.SubscriptionID {
+					exact.Add(exact, unusedLines(o, end, at))
+				}
+			}
+			want := billing.Amount(0)
+			if exact.Sign() > 0 {
+				want = billing.Amount(new(big.Int).Quo(exact.Num(), exact.Denom()).Int64())
+			}
 			if out.Refund != want || want > 0 && out.RefundPeriodID != paid.SubscriptionID {
 				bad = append(bad, fmt.Sprintf("user %s: cancel now at %s refunds %s for %q, want %s for %s (paid until %s)",
 					u, at.Format(time.DateTime), out.Refund, out.RefundPeriodID, want, desc(paid), end.Format(time.DateTime)))
@@ -288,7 +299,7 @@ func (s *Sim) checkAccess(ctx context.Context, u string, want billing.Subscripti
 	// PaidThrough runs to its end; Paid lists the charged ones only).
 	var paid *billing.Period
 	for i := range v.Periods {
-		if r := &v.Periods[i]; r.Status == billing.StatusCompleted && (paid == nil || !r.BillingDate.Before(paid.BillingDate)) {
+		if r := &v.Periods[i]; r.Status == billing.StatusCompleted && !r.IsOneOff() && (paid == nil || !r.BillingDate.Before(paid.BillingDate)) {
 			paid = r
 		}
 	}
@@ -324,11 +335,11 @@ func (s *Sim) checkRefundedUnpaid(u string, at time.Time) []string {
 
 // unusedShare is the share of what p was charged for its plan (its
 // amount less its discounts) for the time from now to end, at the rate of
-// its whole period, by the second, rounded down: what a cancellation now
-// refunds.
-func unusedShare(p *billing.Period, end, now time.Time) billing.Amount {
+// its whole period, by the second, exact: what a cancellation now
+// refunds, rounded down.
+func unusedShare(p *billing.Period, end, now time.Time) *big.Rat {
 	if end.IsZero() || !now.Before(end) {
-		return 0
+		return new(big.Rat)
 	}
 	start := p.BillingDate
 	if now.Before(start) {
@@ -342,6 +353,32 @@ func unusedShare(p *billing.Period, end, now time.Time) billing.Amount {
 	plan.Adjustments, plan.Balance = nil, 0
 	paid, _, _ := plan.Due()
 	share := new(big.Int).Mul(big.NewInt(int64(paid)), big.NewInt(int64(end.Sub(now)/time.Second)))
-	share.Quo(share, big.NewInt(max(int64(whole.Sub(start)/time.Second), 1)))
-	return billing.Amount(share.Int64())
+	return new(big.Rat).SetFrac(share, big.NewInt(max(int64(whole.Sub(start)/time.Second), 1)))
+}
+
+// unusedLines is the share of what the one-off charge o was paid for its
+// lines (charges less credits), each at the rate of the time it prorates,
+// for the part of that time from now to end, exact.
+func unusedLines(o *billing.Period, end, now time.Time) *big.Rat {
+	sum := new(big.Rat)
+	for _, a := range o.Adjustments {
+		from, to := a.Start, a.End
+		if now.After(from) {
+			from = now
+		}
+		if end.Before(to) {
+			to = end
+		}
+		whole := int64(a.End.Sub(a.Start) / time.Second)
+		if !from.Before(to) || whole <= 0 {
+			continue
+		}
+		part := new(big.Int).Mul(big.NewInt(int64(a.Amount)), big.NewInt(int64(to.Sub(from)/time.Second)))
+		r := new(big.Rat).SetFrac(part, big.NewInt(whole))
+		if a.Credit {
+			r.Neg(r)
+		}
+		sum.Add(sum, r)
+	}
+	return sum
 }

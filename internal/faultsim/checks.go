@@ -110,6 +110,7 @@ func (s *Sim) checkUsers(ctx context.Context, users []string) {
 		}
 		if s.plan != nil {
 			s.checkPlanUser(ctx, u, recs)
+			s.checkOneOffs(ctx, u, recs, byUser[u])
 		}
 		var o, h, a []string
 		if len(recs) > 0 {
@@ -249,13 +250,18 @@ func checkMoney(u string, recs []billing.Period, ledger []Charge) []string {
 // checkOpen: at most one open period (SCHEDULED or PAUSED) per user, and
 // one unless the subscription was cancelled: no record of the user was
 // created after its latest cancellation (a reactivation, an upgrade or a
-// next period opened since would have to be open).
+// next period opened since would have to be open). A plan change's
+// one-off charge is no period: SCHEDULED until it is collected, it is
+// not counted, nor is its creation.
 func checkOpen(u string, recs []billing.Period) []string {
 	var open []string
 	var cancelled, created time.Time
 	latest := &recs[0]
 	for i := range recs {
 		r := &recs[i]
+		if r.IsOneOff() {
+			continue
+		}
 		switch r.Status {
 		case billing.StatusScheduled, billing.StatusPaused:
 			open = append(open, desc(r))
@@ -551,6 +557,10 @@ func (s *Sim) checkInvoices(ctx context.Context, u string, recs []billing.Period
 		after = next
 	}
 	var problems []string
+	oneOff := map[string]bool{}
+	for i := range recs {
+		oneOff[recs[i].SubscriptionID] = recs[i].IsOneOff()
+	}
 	paid := map[string][]string{} // period ID -> paid invoice numbers
 	for i := range invs {
 		inv := &invs[i]
@@ -562,6 +572,17 @@ func (s *Sim) checkInvoices(ctx context.Context, u string, recs []billing.Period
 		}
 		for _, p := range inv.PeriodIDs {
 			paid[p] = append(paid[p], inv.Number)
+			if !oneOff[p] {
+				continue
+			}
+			// A plan change's one-off charge bills its proration lines
+			// alone: no plan, no discount of a plan.
+			for _, l := range inv.Lines {
+				if l.Kind != billing.LineProration && l.Kind != billing.LineUnusedTime && l.Kind != billing.LineTax {
+					problems = append(problems, fmt.Sprintf("user %s: invoice %s of the one-off charge %s has a %s line %q of %d",
+						u, inv.Number, p, l.Kind, l.Description, l.Amount))
+				}
+			}
 		}
 		// What was charged is the total less the customer's balance
 		// applied (the credit lines).

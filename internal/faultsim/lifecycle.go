@@ -43,11 +43,12 @@ func paidRenewal(now time.Time) func([]billing.Period) (billing.Period, bool) {
 	}
 }
 
-// lastPaid is the COMPLETED record of recs billed last, or nil.
+// lastPaid is the COMPLETED period of recs billed last, or nil: a plan
+// change's one-off charge is a charge, not a period of the schedule.
 func lastPaid(recs []billing.Period) *billing.Period {
 	var paid *billing.Period
 	for i := range recs {
-		if r := &recs[i]; r.Status == billing.StatusCompleted && (paid == nil || r.BillingDate.After(paid.BillingDate)) {
+		if r := &recs[i]; r.Status == billing.StatusCompleted && !r.IsOneOff() && (paid == nil || r.BillingDate.After(paid.BillingDate)) {
 			paid = r
 		}
 	}

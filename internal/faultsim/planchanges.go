@@ -11,8 +11,8 @@ import (
 )
 
 // This file is the PlanChanges scenario: hosts change their users'
-// plans now (prorated onto the next charge, or not) and at the next
-// period, change terms (monthly<->yearly, quarterly), move billing dates
+// plans now (prorated onto the next charge, charged at once, or not) and
+// at the next period, change terms (monthly<->yearly, quarterly), move billing dates
 // (into the paid period, which credits its unused time, and later),
 // preview changes, and apply coupons by ID or promotion code, each by
 // user with a request key that is sometimes repeated, at once or days
@@ -114,7 +114,10 @@ func (s *Sim) setupPlanChanges(ctx context.Context) error {
 
 // The operations of the scenario, with their weights.
 const (
-	opChangeNow  = "plan change now"
+	opChangeNow = "plan change now"
+	// opChargeNow is a share of opChangeNow's draws: charged at once
+	// (billing.ProrateNow), reported apart.
+	opChargeNow  = "plan change now, charged at once"
 	opChangeNone = "plan change now, not prorated"
 	opChangeNext = "plan change at the next period"
 	opTermChange = "term change"
@@ -201,6 +204,11 @@ func (s *Sim) planOp(ctx context.Context, h *host, kind string, d, i int) string
 	if kind == opPreview {
 		return s.preview(ctx, h, u, req, d, i)
 	}
+	if req.Proration == billing.ProrateNow {
+		// The one-off charge the change makes, if an upgrade: its
+		// answers, retries and repeats are checked (oneoff.go).
+		return s.keyedNow(ctx, h, u, req, d, i)
+	}
 	return s.keyed(ctx, h, u, kind, d, i, func(ctx context.Context, h *host) (billing.UserChange, error) {
 		return h.col.ChangePlan(ctx, req)
 	})
@@ -249,6 +257,9 @@ func (s *Sim) planRequest(u string, r *billing.Period, kind, key string, d, i in
 		if draw(seed, "explicit proration", d, i) < 0.5 {
 			req.Proration = billing.ProrateNextCharge
 		}
+		if draw(seed, "prorate now", d, i) < 0.4 {
+			req.Proration = billing.ProrateNow
+		}
 	case opChangeNone:
 		req.Proration = billing.ProrateNone
 	case opChangeNext:
@@ -287,6 +298,9 @@ func (s *Sim) planMove(ctx context.Context, h *host, kind, key string, d, i int)
 	seed, now := s.opts.Seed, s.clock.Now()
 	var paidEnd time.Time
 	u, r, ok := s.find(ctx, 25, func(recs []billing.Period) (billing.Period, bool) {
+		if recs = periodsOf(recs); len(recs) == 0 {
+			return billing.Period{}, false
+		}
 		r := recs[len(recs)-1]
 		if r.Status != billing.StatusScheduled || r.InFlight() {
 			return billing.Period{}, false
@@ -315,7 +329,7 @@ func (s *Sim) planMove(ctx context.Context, h *host, kind, key string, d, i int)
 	if kind == opMoveLater {
 		date = r.BillingDate.Add(between(seed, 24*time.Hour, 10*24*time.Hour, "move later by", d, i)).Truncate(time.Second)
 	} else {
-		recs := s.records[u]
+		recs := periodsOf(s.records[u])
 		prev := recs[len(recs)-2]
 		lo := latestOf(prev.BillingDate, now.AddDate(0, 0, -20)).Add(time.Hour)
 		date = lo.Add(between(seed, 0, paidEnd.Sub(lo)-time.Hour, "move into paid to", d, i)).Truncate(time.Second)
@@ -347,11 +361,11 @@ func (s *Sim) keyed(ctx context.Context, h *host, u, kind string, d, i int, call
 	x := draw(seed, "repeat", kind, d, i)
 	switch {
 	case err == nil && x < 0.25:
-		s.repeat(ctx, s.pickHost("repeat now", kind, d, i), u, kind, call)
+		s.repeat(ctx, s.pickHost("repeat now", kind, d, i), u, kind, "", call)
 	case err == nil && x < 0.45:
 		at := now.Add(between(seed, time.Minute, 72*time.Hour, "repeat at", kind, d, i))
 		h2 := s.pickHost("repeat later", kind, d, i)
-		s.at(at, h2.name, kind+" of "+u+" repeated", func(ctx context.Context) { s.repeat(ctx, h2, u, kind, call) })
+		s.at(at, h2.name, kind+" of "+u+" repeated", func(ctx context.Context) { s.repeat(ctx, h2, u, kind, "", call) })
 	case err != nil && retriable(err) && x < 0.6:
 		at := now.Add(between(seed, time.Second, 10*time.Minute, "retry at", kind, d, i))
 		h2 := s.pickHost("retry", kind, d, i)
@@ -365,8 +379,12 @@ func (s *Sim) keyed(ctx context.Context, h *host, u, kind string, d, i int, call
 
 // repeat repeats a change by user that succeeded, with its request key:
 // it must answer Repeated and write nothing (records, history, charges,
-// redemptions), or fail for a reason that may pass, writing nothing.
-func (s *Sim) repeat(ctx context.Context, h *host, u, kind string, call func(context.Context, *host) (billing.UserChange, error)) {
+// redemptions), or fail for a reason that may pass, writing nothing. A
+// plan change that made the one-off charge oneOff (billing.ProrateNow)
+// left not collected (a rate limit) or in flight collects it again on a
+// repeat: that record, its rows and its charge may change then, nothing
+// else (its charge is counted by checkOneOffs).
+func (s *Sim) repeat(ctx context.Context, h *host, u, kind, oneOff string, call func(context.Context, *host) (billing.UserChange, error)) {
 	if s.stop {
 		return
 	}
@@ -381,6 +399,12 @@ func (s *Sim) repeat(ctx context.Context, h *host, u, kind string, call func(con
 	if err2 != nil {
 		s.fail("the store answers", []string{err2.Error()})
 		return
+	}
+	if o := before.record(oneOff); o != nil && o.Status == billing.StatusScheduled {
+		before, after = before.without(oneOff), after.without(oneOff)
+	}
+	if oneOff != "" {
+		s.checkChargeAnswer(ctx, u, kind+" repeated", oneOff, out, err)
 	}
 	s.res.Checks[invRepeat]++
 	var bad []string
@@ -441,6 +465,16 @@ func (s *Sim) preview(ctx context.Context, h *host, u string, req billing.Change
 	if got, want := descLines(out.Adjustments), descLines(p.Adjustments); got != want {
 		s.fail(invPreview, withTrail([]string{fmt.Sprintf("user %s: %s previewed at %s with lines [%s], made at that instant with [%s]",
 			u, descPlan(req), now.Format(time.DateTime), want, got)}, s.trail(ctx, u)))
+	}
+	// Charged at once (billing.ProrateNow): the preview's ChargeNow is
+	// what the change's one-off charge charges (none: zero).
+	var charged billing.Amount
+	if out.Charge != nil {
+		charged, _, _ = out.Charge.Due()
+	}
+	if p.ChargeNow != charged {
+		s.fail(invPreview, withTrail([]string{fmt.Sprintf("user %s: %s previewed at %s to charge %s at once; made at that instant, its one-off charge %s charges %s",
+			u, descPlan(req), now.Format(time.DateTime), p.ChargeNow, descOpt(out.Charge), charged)}, s.trail(ctx, u)))
 	}
 	return outcome
 }

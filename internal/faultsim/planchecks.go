@@ -35,12 +35,23 @@ func (s *Sim) checkPlanUser(ctx context.Context, u string, recs []billing.Period
 	s.res.Checks[invBalance]++
 	s.fail(invBalance, withTrail(neg, s.trail(ctx, u)))
 
-	// The lines of each paid period, as the latest record carrying them
-	// has them (a period skipped by a pause passes its lines on whole).
+	// The lines of each paid period, as the latest period carrying them
+	// has them (a period skipped by a pause passes its lines on whole),
+	// and those of the plan changes charged at once for it: the one-off
+	// charges whose ChargeOf it is, but for those closed unpaid.
 	lines := map[string][]billing.Adjustment{}
 	carrier := map[string]*billing.Period{}
+	charged := map[string][]*billing.Period{} // one-off charges by ChargeOf
 	for i := range recs {
 		r := &recs[i]
+		if r.IsOneOff() {
+			switch r.Status {
+			case billing.StatusCancelled, billing.StatusWaived, billing.StatusStale:
+			default:
+				charged[r.ChargeOf] = append(charged[r.ChargeOf], r)
+			}
+			continue
+		}
 		by := map[string][]billing.Adjustment{}
 		for _, a := range r.Adjustments {
 			by[a.PeriodID] = append(by[a.PeriodID], a)
@@ -53,13 +64,29 @@ func (s *Sim) checkPlanUser(ctx context.Context, u string, recs []billing.Period
 	}
 	for i := range recs {
 		p := &recs[i]
-		if (p.Status != billing.StatusCompleted && p.Status != billing.StatusRefunded) || p.IsTrial() {
+		if (p.Status != billing.StatusCompleted && p.Status != billing.StatusRefunded) || p.IsTrial() || p.IsOneOff() {
 			continue
 		}
 		s.res.Checks[invProration]++
+		var all []billing.Adjustment
+		var on []string
+		if c := carrier[p.SubscriptionID]; c != nil {
+			on = append(on, desc(c))
+			all = append(all, lines[p.SubscriptionID]...)
+		}
+		for _, o := range charged[p.SubscriptionID] {
+			on = append(on, desc(o))
+			for _, a := range o.Adjustments {
+				if a.PeriodID == p.SubscriptionID {
+					all = append(all, a)
+				}
+			}
+		}
+		// In the order the changes were made.
+		slices.SortStableFunc(all, func(a, b billing.Adjustment) int { return a.Start.Compare(b.Start) })
 		paid := discountedAmount(p.Amount, p.Discounts)
 		top, credited := paid, billing.Amount(0)
-		for _, a := range lines[p.SubscriptionID] {
+		for _, a := range all {
 			if !a.Credit {
 				paid += a.Amount
 				top = max(top, a.Price)
@@ -67,13 +94,13 @@ func (s *Sim) checkPlanUser(ctx context.Context, u string, recs []billing.Period
 			}
 			if a.Amount > paid-credited {
 				pro = append(pro, fmt.Sprintf("user %s: period %s: a credit of %s (%s) on %s, more than the %s paid or owed for it and not credited before",
-					u, desc(p), a.Amount, a.Fraction, desc(carrier[p.SubscriptionID]), paid-credited))
+					u, desc(p), a.Amount, a.Fraction, strings.Join(on, ", "), paid-credited))
 			}
 			credited += a.Amount
 		}
 		if net := paid - credited; net < 0 || net > top {
 			pro = append(pro, fmt.Sprintf("user %s: period %s: its plan with its proration lines on %s comes to %s, outside 0 .. %s (lines: %s)",
-				u, desc(p), desc(carrier[p.SubscriptionID]), net, top, descLines(lines[p.SubscriptionID])))
+				u, desc(p), strings.Join(on, ", "), net, top, descLines(all)))
 		}
 	}
 	s.fail(invProration, withTrail(pro, s.trail(ctx, u)))
@@ -183,10 +210,33 @@ func discountedAmount(amount billing.Amount, discounts []billing.Discount) billi
 // coupon store hold of a user: a preview or a repeat must leave it as it
 // was.
 type userSnapshot struct {
-	recs, rows  []billing.Period
-	charges     int
+	recs, rows []billing.Period
+	// charges counts the processor's answers by subscription ID.
+	charges     map[string]int
 	redemptions int
 	counts      map[string]int64
+}
+
+// record is the record id of the snapshot, or nil.
+func (a userSnapshot) record(id string) *billing.Period {
+	for i := range a.recs {
+		if id != "" && a.recs[i].SubscriptionID == id {
+			return &a.recs[i]
+		}
+	}
+	return nil
+}
+
+// without is the snapshot without the record id: its record, history
+// rows and charges.
+func (a userSnapshot) without(id string) userSnapshot {
+	drop := func(rs []billing.Period) []billing.Period {
+		return slices.DeleteFunc(slices.Clone(rs), func(r billing.Period) bool { return r.SubscriptionID == id })
+	}
+	a.recs, a.rows = drop(a.recs), drop(a.rows)
+	a.charges = maps.Clone(a.charges)
+	delete(a.charges, id)
+	return a
 }
 
 func (s *Sim) snapshotUser(ctx context.Context, u string) (userSnapshot, error) {
@@ -198,9 +248,10 @@ func (s *Sim) snapshotUser(ctx context.Context, u string) (userSnapshot, error) 
 	if sn.rows, err = s.hist.ListByUser(ctx, u); err != nil {
 		return sn, fmt.Errorf("History.ListByUser(%s): %w", u, err)
 	}
+	sn.charges = map[string]int{}
 	for _, c := range s.proc.ledger() {
 		if c.UserID == u {
-			sn.charges++
+			sn.charges[c.SubscriptionID]++
 		}
 	}
 	st := s.opts.Store.Coupons
@@ -235,8 +286,8 @@ func (a userSnapshot) diff(b userSnapshot) string {
 	if len(a.rows) != len(b.rows) {
 		out = append(out, fmt.Sprintf("its history (%d rows, now %d)", len(a.rows), len(b.rows)))
 	}
-	if a.charges != b.charges {
-		out = append(out, fmt.Sprintf("the processor's charges (%d, now %d)", a.charges, b.charges))
+	if !maps.Equal(a.charges, b.charges) {
+		out = append(out, fmt.Sprintf("the processor's charges (%v, now %v)", a.charges, b.charges))
 	}
 	if a.redemptions != b.redemptions {
 		out = append(out, fmt.Sprintf("its redemptions (%d, now %d)", a.redemptions, b.redemptions))

@@ -162,7 +162,7 @@ func (s *Sim) paidDateMove(ctx context.Context, h *host, d int) string {
 	seed, now := s.opts.Seed, s.clock.Now()
 	var paidEnd time.Time
 	u, r, ok := s.find(ctx, 25, func(recs []billing.Period) (billing.Period, bool) {
-		if len(recs) < 2 {
+		if recs = periodsOf(recs); len(recs) < 2 {
 			return billing.Period{}, false
 		}
 		r, prev := recs[len(recs)-1], recs[len(recs)-2]
@@ -180,7 +180,7 @@ func (s *Sim) paidDateMove(ctx context.Context, h *host, d int) string {
 	if !ok {
 		return "no target"
 	}
-	recs := s.records[u]
+	recs := periodsOf(s.records[u])
 	prev := recs[len(recs)-2]
 	lo := latestOf(prev.BillingDate, now.AddDate(0, 0, -20)).Add(time.Hour)
 	date := lo.Add(between(seed, 0, paidEnd.Sub(lo)-time.Hour, "paid date move to", d)).Truncate(time.Second)
