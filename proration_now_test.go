@@ -375,3 +375,35 @@ func TestProrateNowTwiceInOnePeriod(t *testing.T) {
 		})
 	}
 }
+
+// TestComeBackKeepsTheCreditOfAChange: a downgrade during a paid month
+// leaves its credit and charge on the next period; cancelled at the
+// period's end and subscribed again from that date, the subscription goes
+// on with them: the first charge of the come-back is what the cancelled
+// one would have been, and the customer's balance is kept.
+func TestComeBackKeepsTheCreditOfAChange(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	nov1 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	e := newProrationEnv(t, memoryUserStores()[0], nov1)
+	e.paidPeriod(t, "B:v1", billing.TermMonthly)
+	e.clock.Set(nov1.AddDate(0, 0, 15))
+	_, err := e.c.ChangePlan(ctx, billing.ChangePlanRequest{UserRequest: ur(e.user, "down"), Tier: "A:v1"})
+	require.NoError(t, err)
+	before := e.next(t)
+	due, _, _ := before.Due()
+	require.Equal(t, billing.MustParseAmount("5.00"), due, "10.00 − 10.00 credit + 5.00")
+
+	_, err = e.c.Cancel(ctx, billing.CancelRequest{UserRequest: ur(e.user, "stop")})
+	require.NoError(t, err)
+	e.clock.Set(nov1.AddDate(0, 0, 20))
+	_, err = e.c.Subscribe(ctx, billing.SubscribeRequest{RequestKey: "again", UserID: e.user, Tier: "A:v1",
+		FirstBillingDate: nov1.AddDate(0, 1, 0)})
+	require.NoError(t, err)
+	after := e.next(t)
+	assert.Equal(t, before.Adjustments, after.Adjustments, "the change's lines go on")
+	e.runAt(t, nov1.AddDate(0, 1, 0).Add(time.Minute), billing.RunScheduled)
+	calls := e.pay.Calls()
+	require.Len(t, calls, 2)
+	assert.Equal(t, billing.MustParseAmount("5.00"), calls[1].Request.Amount)
+}

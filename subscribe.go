@@ -560,7 +560,9 @@ func comeBackOn(field string, d time.Time, recs []Period) (*Period, error) {
 // ([Period.IsAfterTrial]) leaves sub that marker: the user came
 // back during the trial, which goes on (TRIALING, the trial-ending
 // notice, [Collector.EndTrial]), and over's end of access
-// ([Period.AccessEnd]) stays on the record.
+// ([Period.AccessEnd]) stays on the record. Over's balance
+// ([Period.Balance]) is added to sub's, and so are its proration lines
+// ([Period.Adjustments]) unless a cancellation now ended access.
 // Its creation and last-run dates are after every row of the user.
 func (c *Collector) placeFirst(ctx context.Context, change EventType, sub, over *Period, recs []Period) error {
 	if over == nil {
@@ -575,6 +577,14 @@ func (c *Collector) placeFirst(ctx context.Context, change EventType, sub, over 
 	if !over.AccessEnd.IsZero() {
 		// A cancellation now refunded the time after it: it stays unpaid.
 		sub.AccessEnd = over.AccessEnd
+	}
+	// The customer's balance is theirs whatever was cancelled; the lines
+	// of a plan change made during the paid period (its credits and
+	// charges) are still owed when the subscription goes on from that
+	// period's end, unless a cancellation now refunded its rest.
+	sub.Balance += over.Balance
+	if over.AccessEnd.IsZero() && !sub.IsTrial() {
+		sub.Adjustments = append(slices.Clone(over.Adjustments), sub.Adjustments...)
 	}
 	sub.Change = change
 	defer func() { sub.Change = "" }()
