@@ -305,6 +305,14 @@ func prorateChange(recs []Period, next *Period, tier string, price Amount, at ti
 	if !at.Before(end) {
 		return planChange{}, fmt.Errorf("%w: the paid period %s ended at %s", errNoProration, paid.SubscriptionID, end.UTC().Format(time.RFC3339))
 	}
+	for i := range recs {
+		// What an earlier change charged at once is what a credit now may
+		// give back: it must be paid first (or given up on).
+		if o := &recs[i]; o.IsOneOff() && o.ChargeOf == paid.SubscriptionID && !o.Status.IsTerminal() {
+			return planChange{}, fmt.Errorf("%w: the one-off charge %s of an earlier plan change in period %s is %s, not paid yet: change again once it is paid, or waive it",
+				ErrNotCollectible, o.SubscriptionID, paid.SubscriptionID, o.Status)
+		}
+	}
 	// What the period was paid (or owes) at, and what was credited, by
 	// earlier changes in it.
 	// Prices after the discounts the period had: the proration lines carry
@@ -313,7 +321,15 @@ func prorateChange(recs []Period, next *Period, tier string, price Amount, at ti
 	price, _ = discounted(price, paid.Discounts)
 	inForce, inForceTier, top := paidAt, paid.ReceiptTierName, paidAt
 	paidFor, credited := paidAt, Amount(0)
-	for _, a := range earlierLines(recs, next, paid.SubscriptionID) {
+	earlier := earlierLines(recs, paid.SubscriptionID)
+	if n := len(earlier); n > 0 && earlier[n-1].Start.After(at) {
+		// The lines from then on price the period as changed: a credit
+		// from before it would count that time at the wrong plan.
+		return planChange{}, &FieldError{Field: "billing_date", Value: at.UTC().Format(time.RFC3339), Err: fmt.Errorf(
+			"%w: a change on %s prorated the period %s from then already: choose an instant on or after it",
+			ErrInvalidDate, earlier[n-1].Start.UTC().Format(time.RFC3339), paid.SubscriptionID)}
+	}
+	for _, a := range earlier {
 		if a.Credit {
 			credited += a.Amount
 			continue
@@ -339,24 +355,32 @@ func prorateChange(recs []Period, next *Period, tier string, price Amount, at ti
 }
 
 // earlierLines returns the lines earlier changes made for the paid period
-// id, in the order made: those on next, the charge they ride on, and those
-// of the one-off charges of recs that charge them at once ([ProrateNow])
-// and are paid or owed. A one-off charge waived, cancelled or given up
-// was never paid: its lines count for nothing, so a later change credits
-// no more than was paid.
-func earlierLines(recs []Period, next *Period, id string) []Adjustment {
+// id that are in effect, in the order made, wherever they are among the
+// user's records recs: on the charge they ride on (to be charged, owed,
+// pending or charged, paused with it, waived or given up: a forgiven
+// charge counts as paid, and its credits went to the customer's balance;
+// or cancelled, which keeps them for a come-back on its date), or on a
+// one-off charge paid ([ProrateNow]). Those of a one-off charge not paid
+// count for nothing (one not paid yet refuses the change: see
+// [prorateChange]); a month a pause skipped passed its lines on. So a
+// later change credits no more than was paid (or forgiven) and not
+// credited before.
+func earlierLines(recs []Period, id string) []Adjustment {
 	var out []Adjustment
-	for _, a := range next.Adjustments {
-		if a.PeriodID == id {
-			out = append(out, a)
-		}
-	}
 	for i := range recs {
 		r := &recs[i]
 		switch {
-		case !r.IsOneOff() || r.ChargeOf != id:
-		case r.Status == StatusCompleted || !r.Status.IsTerminal():
-			out = append(out, r.Adjustments...)
+		case r.IsOneOff():
+			if r.Status != StatusCompleted {
+				continue
+			}
+		case r.Status == StatusPausedSkipped:
+			continue
+		}
+		for _, a := range r.Adjustments {
+			if a.PeriodID == id {
+				out = append(out, a)
+			}
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Adjustment) int { return a.Start.Compare(b.Start) })

@@ -170,9 +170,14 @@ func TestProrateNowDeclinedIsOwed(t *testing.T) {
 			assert.Equal(t, "B:v1", e.next(t).ReceiptTierName, "the change stands")
 			assert.Empty(t, e.next(t).Adjustments, "the difference is owed on its own record, not added to the next charge")
 
-			// Owed: a cancellation refuses to forgive it.
+			// Owed: a cancellation refuses to forgive it, and another
+			// prorated change in the period waits until it is paid (its
+			// credit would give back what was not paid).
 			_, err = e.c.Cancel(ctx, billing.CancelRequest{UserRequest: ur(e.user, "cancel")})
 			require.ErrorIs(t, err, billing.ErrNotCollectible)
+			_, err = e.c.ChangePlan(ctx, billing.ChangePlanRequest{UserRequest: ur(e.user, "down"), Tier: "A:v1"})
+			require.ErrorIs(t, err, billing.ErrNotCollectible)
+			assert.Equal(t, "B:v1", e.next(t).ReceiptTierName)
 
 			// The next period moves meanwhile: the one-off charge, once
 			// paid, opens no period of its own.

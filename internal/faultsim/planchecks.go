@@ -35,31 +35,42 @@ func (s *Sim) checkPlanUser(ctx context.Context, u string, recs []billing.Period
 	s.res.Checks[invBalance]++
 	s.fail(invBalance, withTrail(neg, s.trail(ctx, u)))
 
-	// The lines of each paid period, as the latest period carrying them
-	// has them (a period skipped by a pause passes its lines on whole),
-	// and those of the plan changes charged at once for it: the one-off
-	// charges whose ChargeOf it is, but for those closed unpaid.
-	lines := map[string][]billing.Adjustment{}
-	carrier := map[string]*billing.Period{}
-	charged := map[string][]*billing.Period{} // one-off charges by ChargeOf
+	// The lines of each paid period that are in effect, wherever they
+	// are: on a charge to be made, owed, pending or made (a paused one
+	// too), waived or given up (a forgiven charge counts as paid, its
+	// credits went to the balance), or cancelled (kept for a come-back on
+	// its date); none of a month a pause skipped (it passed its lines on
+	// whole); and those of
+	// the plan changes charged at once for it, the one-off charges whose
+	// ChargeOf it is, but for those closed unpaid.
+	type carried struct {
+		on    []*billing.Period
+		lines []billing.Adjustment
+	}
+	byPeriod := map[string]*carried{}
 	for i := range recs {
 		r := &recs[i]
-		if r.IsOneOff() {
+		switch {
+		case r.IsOneOff():
 			switch r.Status {
 			case billing.StatusCancelled, billing.StatusWaived, billing.StatusStale:
-			default:
-				charged[r.ChargeOf] = append(charged[r.ChargeOf], r)
+				continue
 			}
+		case r.Status == billing.StatusPausedSkipped:
 			continue
 		}
-		by := map[string][]billing.Adjustment{}
+		seen := map[string]bool{}
 		for _, a := range r.Adjustments {
-			by[a.PeriodID] = append(by[a.PeriodID], a)
-		}
-		for p, ls := range by {
-			if c := carrier[p]; c == nil || !r.BillingDate.Before(c.BillingDate) {
-				lines[p], carrier[p] = ls, r
+			c := byPeriod[a.PeriodID]
+			if c == nil {
+				c = &carried{}
+				byPeriod[a.PeriodID] = c
 			}
+			if !seen[a.PeriodID] {
+				seen[a.PeriodID] = true
+				c.on = append(c.on, r)
+			}
+			c.lines = append(c.lines, a)
 		}
 	}
 	for i := range recs {
@@ -70,17 +81,11 @@ func (s *Sim) checkPlanUser(ctx context.Context, u string, recs []billing.Period
 		s.res.Checks[invProration]++
 		var all []billing.Adjustment
 		var on []string
-		if c := carrier[p.SubscriptionID]; c != nil {
-			on = append(on, desc(c))
-			all = append(all, lines[p.SubscriptionID]...)
-		}
-		for _, o := range charged[p.SubscriptionID] {
-			on = append(on, desc(o))
-			for _, a := range o.Adjustments {
-				if a.PeriodID == p.SubscriptionID {
-					all = append(all, a)
-				}
+		if c := byPeriod[p.SubscriptionID]; c != nil {
+			for _, r := range c.on {
+				on = append(on, desc(r))
 			}
+			all = slices.Clone(c.lines)
 		}
 		// In the order the changes were made.
 		slices.SortStableFunc(all, func(a, b billing.Adjustment) int { return a.Start.Compare(b.Start) })
