@@ -412,3 +412,43 @@ func TestComeBackKeepsTheCreditOfAChange(t *testing.T) {
 	require.Len(t, calls, 2)
 	assert.Equal(t, billing.MustParseAmount("5.00"), calls[1].Request.Amount)
 }
+
+// TestProrationNeverCreditsTimeTwice: a move into the paid period credits
+// its rest on the moved charge; while that charge's bank debit is pending
+// a plan change finds no paid time left to credit (it was credited
+// already), and a move to an instant before a change already prorated
+// is refused: that time is priced by the change's lines.
+func TestProrationNeverCreditsTimeTwice(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	nov1 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+
+	e := newProrationEnv(t, memoryUserStores()[0], nov1)
+	e.paidPeriod(t, "A:v1", billing.TermMonthly)
+	e.clock.Set(nov1.AddDate(0, 0, 15))
+	_, err := e.c.MoveBillingDate(ctx, billing.MoveBillingDateRequest{UserRequest: ur(e.user, "move"), Date: nov1.AddDate(0, 0, 20)})
+	require.NoError(t, err)
+	moved := e.next(t)
+	require.Len(t, moved.Adjustments, 1)
+	assert.True(t, moved.Adjustments[0].EndsPeriod)
+	e.pay.SetAttempt(moved.SubscriptionID, 1, billingtest.Pending())
+	e.runAt(t, nov1.AddDate(0, 0, 20).Add(time.Minute), billing.RunScheduled)
+	e.clock.Set(nov1.AddDate(0, 0, 25))
+	ch, err := e.c.ChangePlan(ctx, billing.ChangePlanRequest{UserRequest: ur(e.user, "up"), Tier: "B:v1"})
+	require.NoError(t, err)
+	assert.Empty(t, ch.Adjustments, "the paid period's rest was credited by the move")
+
+	e = newProrationEnv(t, memoryUserStores()[0], nov1)
+	e.paidPeriod(t, "A:v1", billing.TermMonthly)
+	e.clock.Set(nov1.AddDate(0, 0, 15))
+	_, err = e.c.ChangePlan(ctx, billing.ChangePlanRequest{UserRequest: ur(e.user, "up"), Tier: "B:v1"})
+	require.NoError(t, err)
+	e.clock.Set(nov1.AddDate(0, 0, 20))
+	_, err = e.c.MoveBillingDate(ctx, billing.MoveBillingDateRequest{UserRequest: ur(e.user, "early"), Date: nov1.AddDate(0, 0, 10)})
+	var fe *billing.FieldError
+	require.ErrorAs(t, err, &fe)
+	require.ErrorIs(t, err, billing.ErrInvalidDate)
+	_, err = e.c.MoveBillingDate(ctx, billing.MoveBillingDateRequest{UserRequest: ur(e.user, "later"), Date: nov1.AddDate(0, 0, 22)})
+	require.NoError(t, err, "after the change's instant")
+	require.Len(t, e.next(t).Adjustments, 3)
+}
