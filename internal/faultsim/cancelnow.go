@@ -288,8 +288,8 @@ func (s *Sim) checkAccess(ctx context.Context, u string, want billing.Subscripti
 	}
 	open := 0
 	for _, r := range v.Open {
-		if r.Status == billing.StatusScheduled || r.Status == billing.StatusPaused {
-			open++
+		if (r.Status == billing.StatusScheduled || r.Status == billing.StatusPaused) && !r.IsOneOff() {
+			open++ // a plan change's one-off charge is no period
 		}
 	}
 	if open > 1 {
