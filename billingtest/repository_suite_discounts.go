@@ -3,6 +3,7 @@ package billingtest
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/memory"
@@ -159,6 +160,47 @@ func (s *repoSuite) discountCases() []repoCase {
 			}
 			for _, u := range []string{u1, u2} {
 				RequireHistoryMatchesPrimary(t, e.repo, e.hist, u)
+			}
+		}},
+		{"AddAllFromScratch", func(t *testing.T) {
+			// A host's batch that writes a record from what it knows (a
+			// reprice) over one carrying proration lines, a balance,
+			// discounts and a one-off marker keeps them, on the record and
+			// its history row; a batch record carrying its own keeps
+			// those.
+			e := s.env(t, memory.Options{})
+			u := ids.user()
+			stored := discounted(u, 0, 2)
+			stored.Adjustments = prorationLines(ids.subID(), "req-"+ids.subID(), day(-15), day(0))
+			stored.Balance = billing.Cents(350)
+			stored.ChargeOf = ids.subID()
+			e.addAll([]billing.Period{stored})
+			scratch := ids.record(u, day(0), billing.StatusScheduled)
+			scratch.SubscriptionID, scratch.Amount = stored.SubscriptionID, billing.Cents(2500)
+			e.addAll([]billing.Period{scratch})
+			got := e.get(u, day(0))
+			if got.Amount != billing.Cents(2500) {
+				t.Fatalf("the batch's amount was not written: %s", got.Amount)
+			}
+			requireDiscounts(t, "Get after AddAll from scratch", &got, &stored)
+			if len(got.Adjustments) != len(stored.Adjustments) || got.Balance != stored.Balance || got.ChargeOf != stored.ChargeOf {
+				t.Fatalf("AddAll from scratch dropped what the record carried: %d lines, balance %s, charge of %q; want %d, %s, %q",
+					len(got.Adjustments), got.Balance, got.ChargeOf, len(stored.Adjustments), stored.Balance, stored.ChargeOf)
+			}
+			row := e.newestRow(u, stored.SubscriptionID)
+			if len(row.Adjustments) != len(stored.Adjustments) || row.Balance != stored.Balance {
+				t.Fatalf("the history row of AddAll from scratch dropped them: %d lines, balance %s", len(row.Adjustments), row.Balance)
+			}
+			RequireHistoryMatchesPrimary(t, e.repo, e.hist, u)
+
+			own := got
+			own.Adjustments, own.Discounts, own.Balance = nil, suiteDiscounts("req-own", 1)[:1], 0
+			own.LastRunDate = own.LastRunDate.Add(time.Second)
+			e.addAll([]billing.Period{own})
+			got = e.get(u, day(0))
+			requireDiscounts(t, "Get after AddAll with its own", &got, &own)
+			if len(got.Adjustments) != 0 || got.Balance != 0 {
+				t.Fatalf("a batch record carrying its own discounts took the stored lines too: %d lines, balance %s", len(got.Adjustments), got.Balance)
 			}
 		}},
 	}

@@ -3,6 +3,7 @@ package billingtest
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/dynabill/billing"
 	"github.com/dynabill/billing/memory"
@@ -29,6 +30,27 @@ func (s *repoSuite) taxCases() []repoCase {
 		return m
 	}
 	return []repoCase{
+		{"KeptByAddAllFromScratch", func(t *testing.T) {
+			// A host's batch written from what it knows over a declined
+			// record keeps its attempt and the tax fixed with it: what
+			// the next attempt asks for goes on including it.
+			e, r := added(t)
+			marked := taxed(r, 1, tax)
+			e.setAttempt(r, marked)
+			got := e.get(r.UserID, r.BillingDate)
+			done := ids.next(got, billing.StatusError)
+			done.Attempt = 1
+			e.update(got, done)
+			scratch := ids.record(r.UserID, r.BillingDate, billing.StatusError)
+			scratch.SubscriptionID, scratch.Amount, scratch.ReceiptTierName = r.SubscriptionID, r.Amount, r.ReceiptTierName
+			scratch.LastRunDate = done.LastRunDate.Add(time.Second)
+			e.addAll([]billing.Period{scratch})
+			got = e.get(r.UserID, r.BillingDate)
+			if got.Tax != tax || got.Attempt != 1 || got.LastAttempt.Number != 1 {
+				t.Fatalf("after AddAll from scratch: tax %+v, attempt %d/%d; want %+v, 1/1", got.Tax, got.Attempt, got.LastAttempt.Number, tax)
+			}
+			RequireHistoryMatchesPrimary(t, e.repo, e.hist, r.UserID)
+		}},
 		{"FixedWithTheAttempt", func(t *testing.T) {
 			e, r := added(t)
 			_, hist := e.snapshot(r.UserID)

@@ -67,9 +67,49 @@ func CarryOwned(prim, hist, stored map[string]av.AttributeValue) {
 			}
 		}
 	}
-	carry(AttemptAttributes(), prim, hist)
+	// The tax is fixed with the attempt ([billing.Period.Tax]): what the
+	// attempt asked for includes it, so it goes with the attempt.
+	carry(append(AttemptAttributes(), TaxAttributes()...), prim, hist)
 	carry(ReminderAttributes(), prim)
 	carry([]string{AttrDue}, prim)
+}
+
+// TaxAttributes are the attributes of a period's tax ([billing.Period.Tax]).
+func TaxAttributes() []string { return []string{AttrTax, AttrTaxInclusive, AttrTaxDescription} }
+
+// ProrationAttributes are the attributes of what a period charges besides
+// its plan, which only the library writes: its proration lines, the
+// customer's balance, its discounts, and the paid period a one-off charge
+// charges a change of.
+func ProrationAttributes() []string {
+	return []string{AttrAdjustments, AttrBalance, AttrDiscounts, AttrChargeOf}
+}
+
+// CarryProration carries the proration attributes of stored, the item a
+// host's batch (AddAll) replaces at its key (nil: none), onto prim and
+// hist, the batch's item and history row, unless prim has any of them: a
+// host that writes the record from what it knows (a reprice) does not
+// know them, and dropping them would lose a customer's credit or balance,
+// a coupon, or a charge's lines. A batch of records as read carries them
+// itself.
+func CarryProration(prim, hist, stored map[string]av.AttributeValue) {
+	if len(stored) == 0 {
+		return
+	}
+	group := ProrationAttributes()
+	for _, name := range group {
+		if _, ok := prim[name]; ok {
+			return
+		}
+	}
+	for _, name := range group {
+		if v, ok := stored[name]; ok {
+			prim[name] = v
+			if hist != nil {
+				hist[name] = v
+			}
+		}
+	}
 }
 
 // OpenStatus reports whether a record in st is a user's open
