@@ -121,14 +121,7 @@ func (e *TaxError) Unwrap() error { return e.Err }
 // taxed.
 func (s *Period) taxable() Amount {
 	total, _ := discounted(s.Amount, s.Discounts)
-	for _, a := range s.Adjustments {
-		if a.Credit {
-			total -= a.Amount
-		} else {
-			total += a.Amount
-		}
-	}
-	return total
+	return total + difference(s.Adjustments)
 }
 
 // checkTax checks t as the tax of a charge of taxable: not negative, at
