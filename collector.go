@@ -39,8 +39,17 @@ type Config struct {
 	// Logger receives logs. Defaults to discarding them.
 	Logger *slog.Logger
 	// RetryPolicy decides which ERROR records the retry run attempts.
-	// Defaults to DefaultRetryPolicy{} (once a day for 30 days).
+	// Defaults to DefaultRetryPolicy{} (once a day for 30 days). Not
+	// with Dunning, whose schedule decides instead.
 	RetryPolicy RetryPolicy
+	// Dunning, when set, bounds what follows a declined charge: retries
+	// on a schedule counted from the first decline and by kind of decline,
+	// notices to the customer, a final action when the schedule ends
+	// unpaid, and periods after an owed one held until it is paid (see
+	// [DunningPolicy]). Defaults to nil: the RetryPolicy retries, nobody
+	// is told, nothing ends but the stale threshold (the behaviour before
+	// dunning, kept so that an upgrade never starts cancelling by itself).
+	Dunning *DunningPolicy
 	// OldSubscriptionDays is the age (now minus billing date) past which a
 	// SCHEDULED or ERROR record is marked STALE instead of collected. A
 	// billing date the engine sets (a caller's, or the date a stale record
@@ -189,6 +198,16 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Dunning != nil {
+		if c.RetryPolicy != nil {
+			return c, errors.New("billing: Config.RetryPolicy and Config.Dunning: set one, the dunning schedule decides the retries")
+		}
+		pol, err := c.Dunning.withDefaults()
+		if err != nil {
+			return c, err
+		}
+		c.Dunning = &pol
 	}
 	if c.RetryPolicy == nil {
 		c.RetryPolicy = DefaultRetryPolicy{}

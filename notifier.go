@@ -89,6 +89,31 @@ type RenewalNotice struct {
 	// charged from (the worker's AccountMask), empty when there is none
 	// or the worker has no AccountMask.
 	Account string `json:"account"`
+
+	// The fields below are set on the notices of dunning alone
+	// ([PaymentFailedNoticeEvent], [PaymentActionRequiredNoticeEvent],
+	// [PaymentFinalNoticeEvent]), whose Amount is what the period owes
+	// (its [Period.Due], tax included) and whose BillingDate is the owed
+	// period's; absent from the pre-billing notices, whose shape they
+	// leave as it was.
+
+	// Reason is why the charge was declined, in words for the customer
+	// (see [DeclineReasonText]).
+	Reason string `json:"reason,omitempty"`
+	// Attempt is the declined attempt the notice is about.
+	Attempt int `json:"attempt,omitempty"`
+	// UpdatePaymentURL is the host's page to update the payment method
+	// ([DunningPolicy.UpdatePaymentURL]).
+	UpdatePaymentURL string `json:"update_payment_url,omitempty"`
+	// ActionURL is the processor's page where the customer confirms the
+	// payment (an action-required notice).
+	ActionURL string `json:"action_url,omitempty"`
+	// NextRetry is the day of the next try (MM/DD/YYYY), when one is
+	// scheduled; FinalDate the day of the final action, and FinalAction
+	// the action ([FinalAction]).
+	NextRetry   string `json:"next_retry,omitempty"`
+	FinalDate   string `json:"final_date,omitempty"`
+	FinalAction string `json:"final_action,omitempty"`
 }
 
 // Notifier delivers notifications through the host's channel (the legacy

@@ -193,6 +193,13 @@ type Period struct {
 	// it. See [Period.IsOneOff].
 	ChargeOf string
 
+	// Dunning is the period's dunning once its charge was declined with
+	// [Config.Dunning] set: the retry schedule's progress, the notices
+	// sent, how it ended (billing_dunning; see [Dunning]). The zero
+	// Dunning, absent from the item, on every other record. The engine
+	// replaces its Notices, never changes them in place.
+	Dunning Dunning
+
 	// Change names the change a history row records: the event the engine
 	// wrote it for (billing_change, added by this library and written to
 	// history rows only). The engine sets it on the version it writes; it
@@ -359,6 +366,7 @@ func (s *Period) Clone() Period {
 	v := *s
 	v.Adjustments = slices.Clone(s.Adjustments)
 	v.Discounts = slices.Clone(s.Discounts)
+	v.Dunning = s.Dunning.clone()
 	return v
 }
 

@@ -224,6 +224,14 @@ type PaymentResult struct {
 	DeclineReason string
 	// Retryable says whether a declined collection is worth retrying.
 	Retryable bool
+	// Decline says why a declined collection was declined, for the
+	// dunning schedule ([Config.Dunning]); a decline not Retryable is
+	// [DeclineHard] whatever it says.
+	Decline DeclineKind
+	// ActionURL is the processor's link where the customer confirms a
+	// payment held for authentication ([DeclineAuthenticationRequired]),
+	// sent in the action-required notice.
+	ActionURL string
 	// AccountMask is the last four digits of the charged account
 	// (receipt_account_mask).
 	AccountMask string
