@@ -37,7 +37,7 @@ var attrOrder = []string{
 	layout.AttrBillingWeek, layout.AttrAnchorDay, layout.AttrInterval, layout.AttrProcess, layout.AttrUpdatedEvent,
 	layout.AttrPauseDurationMonths, layout.AttrIsPendingDowngrade, layout.AttrPendingTier, layout.AttrPendingAmount,
 	layout.AttrTrialEnd, layout.AttrTrialAmount, layout.AttrBalance, layout.AttrAdjustments, layout.AttrDiscounts,
-	layout.AttrTax, layout.AttrTaxInclusive, layout.AttrTaxDescription,
+	layout.AttrTax, layout.AttrTaxInclusive, layout.AttrTaxDescription, layout.AttrDunning,
 	layout.AttrAttempt, layout.AttrNoRetry, layout.AttrTransactionID, layout.AttrPaymentError,
 	layout.AttrReceiptAccountMask, layout.AttrReceiptPaymentType,
 	layout.AttrInitialRunDate, layout.AttrCompletionDate, layout.AttrCreatedDate, layout.AttrLastRunDate,

@@ -69,6 +69,7 @@ const (
 	aTax
 	aTaxInclusive
 	aTaxDescription
+	aDunning
 	numAttrs
 )
 
@@ -121,6 +122,7 @@ var attrNames = [numAttrs]string{
 	aTax:                  AttrTax,
 	aTaxInclusive:         AttrTaxInclusive,
 	aTaxDescription:       AttrTaxDescription,
+	aDunning:              AttrDunning,
 }
 
 // attrOf returns the known attribute called name.
@@ -220,6 +222,8 @@ func attrOf(name string) (attr, bool) {
 		return aTaxInclusive, true
 	case AttrTaxDescription:
 		return aTaxDescription, true
+	case AttrDunning:
+		return aDunning, true
 	}
 	return 0, false
 }
@@ -614,7 +618,7 @@ func (f *Flat) addKnown(item map[string]av.AttributeValue, set attrSet, extra in
 // most 2), allocated with them, for the caller to fill.
 func (f *Flat) values(set attrSet, vals *[numAttrs]av.AttributeValue, extra int) []av.AttributeValueMemberS {
 	ns, nn, nb := 0, 0, 0
-	var buf [512]byte // the text of every formatted value: at most 8 times, 6 amounts and 6 numbers (billing_adjustments, billing_discounts and billing_tax_description are vS, not formatted here)
+	var buf [512]byte // the text of every formatted value: at most 8 times, 6 amounts and 6 numbers (billing_adjustments, billing_discounts, billing_tax_description and billing_dunning are vS, not formatted here)
 	text := buf[:0]
 	type span struct{ from, to int }
 	var spans [numAttrs]span

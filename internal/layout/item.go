@@ -95,6 +95,13 @@ const (
 	AttrTax            = "billing_tax"
 	AttrTaxInclusive   = "billing_tax_inclusive"
 	AttrTaxDescription = "billing_tax_description"
+	// AttrDunning (S) holds a declined period's dunning
+	// ([billing.Period.Dunning]: the retry schedule's progress, the
+	// notices claimed, how it ended) as a JSON object of
+	// [billing.Dunning], its times in the nine-digit form of
+	// last_run_date. Added by this library, optional on read (absent: the
+	// zero Dunning), omitted when the Dunning is zero.
+	AttrDunning = "billing_dunning"
 	// The in-flight attempt ([billing.Period.LastAttempt]) is added by this
 	// library; optional on read.
 	AttrAttemptNumber  = "billing_attempt_number"
@@ -146,7 +153,8 @@ const (
 // billing_adjustments a JSON array of the lines (see [AttrAdjustments]),
 // omitted when there are none, as is billing_discounts (see
 // [AttrDiscounts]); the tax attributes only once a tax is fixed (see
-// [AttrTax]); Extra attributes are written back unchanged. A record decoded from an item keeps that item's billing_date
+// [AttrTax]); billing_dunning a JSON object, omitted when the Dunning is
+// zero (see [AttrDunning]); Extra attributes are written back unchanged. A record decoded from an item keeps that item's billing_date
 // and last_run_date strings while they denote the same instants, so a
 // legacy key is addressed byte for byte.
 //
@@ -154,8 +162,9 @@ const (
 // the INACTIVE status, out-of-range numbers, negative amounts, more than 64
 // adjustments or ones whose sum overflows, more than 8 discounts or one
 // without a coupon ID or with other than exactly one of a percent (1 to
-// 10000) and an amount off, a tax without its description or negative) is
-// an error naming the field.
+// 10000) and an amount off, a tax without its description or negative, a
+// dunning without its start or attempt, or out of its bounds) is an error
+// naming the field.
 func EncodeItem(s *billing.Period) (map[string]av.AttributeValue, error) {
 	f := NewFlat()
 	defer f.Release()
@@ -317,6 +326,16 @@ func encodeFlat(f *Flat, s *billing.Period, withData bool) error {
 		}
 		v[aDiscounts] = val{kind: vS, s: text}
 	}
+	if value, cause := checkDunning(s); cause != nil {
+		return bad(AttrDunning, value, cause)
+	}
+	if !dunningZero(&s.Dunning) {
+		text, err := encodeDunning(&s.Dunning)
+		if err != nil {
+			return bad(AttrDunning, "", err)
+		}
+		v[aDunning] = val{kind: vS, s: text}
+	}
 	for name := range st.extra {
 		if isKnown(name) || HistoryOnly(name) {
 			return bad(name, "", errors.New("an Extra attribute shadows a known or data_ attribute"))
@@ -371,10 +390,11 @@ func encodeData(f *Flat, s *billing.Period) error {
 // billing_week. data_ attributes and unknown ones are kept in Stored (see
 // [DataAttributes] and [ExtraAttributes]).
 // user_id, billing_date, subscription_id, billing_status and billing_amount
-// are required; billing_adjustments, billing_balance, billing_discounts
-// and the tax attributes must be what [EncodeItem] writes (a JSON array of at most 64 lines,
+// are required; billing_adjustments, billing_balance, billing_discounts,
+// the tax attributes and billing_dunning must be what [EncodeItem] writes (a JSON array of at most 64 lines,
 // amounts not negative; a JSON array of at most 8 discounts, each as
-// EncodeItem checks it). Any error is a [*billing.FieldError] wrapping [billing.ErrInvalidItem] that
+// EncodeItem checks it; a JSON object of a dunning, checked as EncodeItem
+// checks it). Any error is a [*billing.FieldError] wrapping [billing.ErrInvalidItem] that
 // names the attribute, its value and the item's key.
 func DecodeItem(item map[string]av.AttributeValue) (billing.Period, error) {
 	var s billing.Period
@@ -411,6 +431,9 @@ func DecodeItem(item map[string]av.AttributeValue) (billing.Period, error) {
 	}
 	if field, value, cause := checkTaxRead(&s, seen); cause != nil {
 		return billing.Period{}, bad(field, value, cause)
+	}
+	if value, cause := checkDunning(&s); cause != nil {
+		return billing.Period{}, bad(AttrDunning, value, cause)
 	}
 	return s, nil
 }
@@ -559,6 +582,15 @@ func decodeAttrs(item map[string]av.AttributeValue, s *billing.Period, st *store
 				return seen, bad(name, v, err)
 			}
 			s.Discounts = discounts
+		case aDunning:
+			if v == "" {
+				continue
+			}
+			d, err := decodeDunning(v)
+			if err != nil {
+				return seen, bad(name, v, err)
+			}
+			s.Dunning = d
 		case aTaxDescription:
 			s.Tax.Description = v
 		case aBillingAmount, aPendingAmount, aAttemptAmount, aTrialAmount, aBalance, aTax:
