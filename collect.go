@@ -18,6 +18,9 @@ import (
 func (c *Collector) attempt(ctx context.Context, proc Process, cur *Period, rep *Report) error {
 	ctx, obs := c.tel.startRecord(ctx, singleRun(proc), proc, cur.UserID, cur.SubscriptionID)
 	obs.err = c.attemptRecord(ctx, proc, cur, obs.rep)
+	if obs.rep.Declined > 0 {
+		c.afterDecline(ctx, cur)
+	}
 	obs.end(ctx, rep)
 	return obs.err
 }
@@ -53,6 +56,18 @@ func (c *Collector) attemptRecord(ctx context.Context, proc Process, cur *Period
 		rep.count(&rep.NotEligible)
 		c.cfg.Logger.DebugContext(ctx, "billing: not eligible", "subscription_id", cur.SubscriptionID, "status", cur.Status, "why", why)
 		return nil
+	}
+	if c.cfg.Dunning != nil && heldProcess(proc) {
+		owed, err := c.owedBefore(ctx, cur)
+		if err != nil {
+			return fmt.Errorf("collect %s: read the user's earlier periods: %w", cur.SubscriptionID, err)
+		}
+		if owed != nil {
+			rep.count(&rep.NotEligible)
+			c.cfg.Logger.DebugContext(ctx, "billing: held while an earlier period is owed", "subscription_id", cur.SubscriptionID,
+				"owed_subscription_id", owed.SubscriptionID)
+			return nil
+		}
 	}
 	if cur.InitialRunDate.IsZero() {
 		// The outcome of a period's first attempt is written with its next
@@ -402,6 +417,7 @@ func (c *Collector) recordOutcome(ctx context.Context, cur *Period, res PaymentR
 	if err != nil {
 		return Period{}, err
 	}
+	ended := c.dunningMove(cur, &next, a.Process, declineKindOf(&res), res.ActionURL, next.LastRunDate)
 	if !cur.charged() && !cur.Tax.Fixed() {
 		// What was asked for is what the answer is about; a charge with
 		// more than its plan (a tax added) keeps its plan's amount.
@@ -436,6 +452,9 @@ func (c *Collector) recordOutcome(ctx context.Context, cur *Period, res PaymentR
 		rep.count(&rep.Declined)
 	}
 	c.emit(ctx, eventFor(ev, &next, next.LastRunDate))
+	if ended {
+		c.emitDunningEnded(ctx, &next)
+	}
 	c.emitBalance(ctx, cur, create, next.LastRunDate)
 	return next, nil
 }
@@ -467,7 +486,7 @@ func outcome(cur *Period, res PaymentResult, proc Process, attempt int, at time.
 		next.Status, next.NoRetry = StatusACHSent, false
 		ev = EventPaymentPending
 	case OutcomeDeclined:
-		next.Status, next.PaymentError, next.NoRetry = StatusError, res.DeclineReason, !res.Retryable
+		next.Status, next.PaymentError, next.NoRetry = StatusError, res.DeclineReason, declineKindOf(&res) == DeclineHard
 		if next.PaymentError == "" {
 			next.PaymentError = "declined"
 		}
@@ -566,6 +585,9 @@ func (c *Collector) eligible(proc Process, cur *Period, now time.Time) (bool, st
 		case cur.NoRetry:
 			return false, reasonDeclinedFinal
 		}
+		if c.cfg.Dunning != nil {
+			return c.retryDue(cur, now), reasonRetryNotNow
+		}
 		return c.cfg.RetryPolicy.ShouldRetry(cur, now), reasonRetryNotNow
 	case ProcessWebhook, ProcessWebhookBalance, ProcessBatch:
 		ok := due && (cur.Status == StatusScheduled || (cur.Status == StatusError && !cur.NoRetry))
@@ -605,6 +627,7 @@ type laterRead struct {
 	userID      string
 	billingDate time.Time
 	later       []Period
+	earlier     []Period   // the user's records before it the same read returned
 	unread      unreadable // the user's records the read skipped
 }
 
@@ -646,7 +669,7 @@ func (c *Collector) readLatest(ctx context.Context, it *Period) (*Period, contex
 	}
 	for i := range recent {
 		if r := &recent[i]; r.SubscriptionID == it.SubscriptionID && sameSecond(r.BillingDate, it.BillingDate) {
-			lc.lr = laterRead{userID: r.UserID, billingDate: r.BillingDate, later: recent[:i:i], unread: lc.un.u}
+			lc.lr = laterRead{userID: r.UserID, billingDate: r.BillingDate, later: recent[:i:i], earlier: recent[i+1:], unread: lc.un.u}
 			return &recent[i], lc, nil // the read's own copy: no other holds it
 		}
 	}
@@ -675,6 +698,16 @@ func (c *Collector) later(ctx context.Context, cur *Period) ([]Period, unreadabl
 		}
 	}
 	return later, *unread, nil
+}
+
+// earlierOf returns the user's records before cur as the read under the
+// lock returned them (at most readDepth-1, most recent first), when ctx
+// carries that read.
+func earlierOf(ctx context.Context, cur *Period) ([]Period, bool) {
+	if lr, ok := ctx.Value(laterKey{}).(*laterRead); ok && lr.userID == cur.UserID && sameSecond(lr.billingDate, cur.BillingDate) {
+		return lr.earlier, true
+	}
+	return nil, false
 }
 
 // followingDate is the billing date of the period after cur by its

@@ -627,7 +627,15 @@ func (c *Collector) handleRecord(ctx context.Context, kind RunKind, it *Period, 
 	if kind == RunRetry && cur.Status == StatusACHSent {
 		return c.achOverdue(ctx, cur, rep)
 	}
-	return c.attemptRecord(ctx, kind.process(), cur, rep)
+	if c.cfg.Dunning != nil && kind == RunRetry && cur.Status == StatusError {
+		return c.dun(ctx, cur, rep)
+	}
+	declined := rep.Declined
+	err = c.attemptRecord(ctx, kind.process(), cur, rep)
+	if rep.Declined > declined {
+		c.afterDecline(ctx, cur)
+	}
+	return err
 }
 
 // handleRecordSafely is handleRecord with a panic of the host's code
@@ -647,6 +655,9 @@ func (c *Collector) worthHandling(kind RunKind, it *Period, now time.Time) bool 
 	}
 	if it.Status != StatusError || it.InFlight() {
 		return true // changed since (the consistent read decides), or an attempt to resolve
+	}
+	if c.cfg.Dunning != nil {
+		return c.stale(it, now) || c.dunningWorth(it, now)
 	}
 	return c.stale(it, now) || (!it.NoRetry && c.cfg.RetryPolicy.ShouldRetry(it, now))
 }

@@ -1,6 +1,7 @@
 package billing
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -326,4 +327,473 @@ func (c *Collector) DunningOf(p *Period) DunningState {
 		st.NextRetry = dayOf(d.Since, days[d.Retries])
 	}
 	return st
+}
+
+// The events of dunning.
+const (
+	// EventDunningNotice: a notice of a period's dunning was sent to the
+	// customer; Reason is its kind (such as [PaymentFailedNoticeEvent]).
+	// The history row that claimed it records the same change.
+	EventDunningNotice EventType = "payment_dunning_notice"
+	// EventDunningEnded: a period's dunning ended, once: Reason is how
+	// ([DunningRecovered], or the final action applied: "cancel",
+	// "pause", "past_due").
+	EventDunningEnded EventType = "payment_dunning_ended"
+)
+
+// declineKindOf is the kind of a declined result: hard when the provider
+// says retrying is not worth it.
+func declineKindOf(res *PaymentResult) DeclineKind {
+	switch {
+	case !res.Retryable || res.Decline == DeclineHard:
+		return DeclineHard
+	case !res.Decline.Valid():
+		return DeclineOther
+	}
+	return res.Decline
+}
+
+// dunningMove sets on next, the version of cur an outcome (by proc, of a
+// decline of kind with actionURL, when next is ERROR) or a settlement
+// writes at at, what the move does to the period's dunning: a first
+// decline starts it, a retry's decline counts, a payment ends it. It
+// reports whether the move ends the dunning (the write's event follows).
+func (c *Collector) dunningMove(cur, next *Period, proc Process, kind DeclineKind, actionURL string, at time.Time) (ended bool) {
+	if c.cfg.Dunning == nil {
+		return false
+	}
+	d := &next.Dunning
+	switch next.Status {
+	case StatusCompleted:
+		if d.Active() {
+			d.Ended, d.End = at, DunningRecovered
+			return true
+		}
+	case StatusError:
+		switch {
+		case !d.Started():
+			*d = Dunning{Since: at, Attempt: next.Attempt}
+		case !d.Active():
+			return false // ended: a later decline (a customer's own retry) starts nothing
+		case proc == ProcessRetry && cur.Status == StatusError:
+			d.Retries++
+		}
+		d.Kind, d.ActionURL = kind, ""
+		if kind == DeclineAuthenticationRequired {
+			d.ActionURL = actionURL
+		}
+	}
+	return false
+}
+
+// retryDue reports whether the schedule allows the retry run to attempt
+// cur, an ERROR record, at now. A record declined before dunning was
+// configured (no state yet) is retried once a day, as the policy before
+// it did; that retry's outcome starts its schedule.
+func (c *Collector) retryDue(cur *Period, now time.Time) bool {
+	d := &cur.Dunning
+	switch {
+	case cur.NoRetry:
+		return false
+	case !d.Started():
+		return DefaultRetryPolicy{}.ShouldRetry(cur, now)
+	case !d.Active():
+		return false
+	}
+	days := c.cfg.Dunning.retryDays(d.Kind)
+	return d.Retries < len(days) && !now.Before(dayOf(d.Since, days[d.Retries])) && !now.After(dayOf(d.Since, c.cfg.Dunning.FinalDay))
+}
+
+// finalDue reports whether cur's final action is due at now.
+func (c *Collector) finalDue(cur *Period, now time.Time) bool {
+	d := &cur.Dunning
+	return cur.Status == StatusError && d.Active() && !cur.InFlight() && !now.Before(dayOf(d.Since, c.cfg.Dunning.FinalDay))
+}
+
+// noticesOwed returns the notices cur owes its customer at now, in the
+// order they go out: each notice is owed until claimed, and only while
+// the dunning goes on.
+func (c *Collector) noticesOwed(cur *Period, now time.Time) []DunningNotice {
+	pol := c.cfg.Dunning
+	d := &cur.Dunning
+	if pol.Notifier == nil || cur.Status != StatusError || cur.InFlight() || !d.Active() {
+		return nil
+	}
+	var out []DunningNotice
+	switch {
+	case d.Kind == DeclineAuthenticationRequired && d.ActionURL != "":
+		if !d.sent(PaymentActionRequiredNoticeEvent, cur.Attempt) {
+			out = append(out, DunningNotice{Kind: PaymentActionRequiredNoticeEvent, Attempt: cur.Attempt})
+		}
+	case !d.sentKind(PaymentFailedNoticeEvent):
+		out = append(out, DunningNotice{Kind: PaymentFailedNoticeEvent, Attempt: d.Attempt})
+	}
+	if pol.FinalNoticeDays >= 0 && !d.sentKind(PaymentFinalNoticeEvent) &&
+		!now.Before(dayOf(d.Since, pol.FinalDay-pol.FinalNoticeDays)) {
+		out = append(out, DunningNotice{Kind: PaymentFinalNoticeEvent, Attempt: cur.Attempt})
+	}
+	return out
+}
+
+// dunningWorth reports whether the retry run has anything to do with
+// it, an ERROR record as the index shows it: a retry, a notice, the final
+// action.
+func (c *Collector) dunningWorth(it *Period, now time.Time) bool {
+	return c.retryDue(it, now) || c.finalDue(it, now) || len(c.noticesOwed(it, now)) > 0
+}
+
+// dun handles cur, an ERROR record the retry run found, under the
+// user's lock: its attempt in flight resolved or the retry the schedule
+// allows made (or the record given up on, past the stale threshold),
+// then the notices it owes sent, then its final action applied when the
+// schedule ended unpaid.
+func (c *Collector) dun(ctx context.Context, cur *Period, rep *Report) error {
+	now := c.cfg.Clock.Now()
+	if cur.InFlight() || c.staleable(ProcessRetry, cur, now) || c.retryDue(cur, now) {
+		if err := c.attemptRecord(ctx, ProcessRetry, cur, rep); err != nil {
+			return err
+		}
+		after, err := c.cfg.Repository.Get(ctx, cur.UserID, cur.BillingDate)
+		if err != nil {
+			return err
+		}
+		cur = &after
+	} else {
+		rep.count(&rep.NotEligible)
+	}
+	return c.dunningStep(ctx, cur, now, true)
+}
+
+// dunningStep sends the notices cur owes and, when final, applies its
+// final action once it is due.
+func (c *Collector) dunningStep(ctx context.Context, cur *Period, now time.Time, final bool) error {
+	if cur.Status != StatusError || cur.InFlight() || !cur.Dunning.Active() {
+		return nil
+	}
+	for _, n := range c.noticesOwed(cur, now) {
+		next, err := c.notify(ctx, cur, n, now)
+		if err != nil {
+			c.cfg.Logger.WarnContext(ctx, "billing: dunning notice not sent; the next retry run tries again",
+				"subscription_id", cur.SubscriptionID, "notice", n.Kind, "error", err)
+			if next == nil {
+				return nil // the record changed: the next run sees it
+			}
+		}
+		cur = next
+	}
+	if final && c.finalDue(cur, now) {
+		return c.applyFinal(ctx, cur, now)
+	}
+	return nil
+}
+
+// afterDecline sends the notices of a decline just recorded on the
+// record at cur's key, read again: for a collection made outside the
+// retry run, so the customer hears at once rather than at the next run.
+// Failures are logged; the retry run sends what is still owed.
+func (c *Collector) afterDecline(ctx context.Context, cur *Period) {
+	if c.cfg.Dunning == nil || c.cfg.Dunning.Notifier == nil {
+		return
+	}
+	rec, err := c.cfg.Repository.Get(ctx, cur.UserID, cur.BillingDate)
+	if err != nil || rec.SubscriptionID != cur.SubscriptionID {
+		return
+	}
+	if err := c.dunningStep(ctx, &rec, c.cfg.Clock.Now(), false); err != nil {
+		c.cfg.Logger.WarnContext(ctx, "billing: dunning notices", "subscription_id", cur.SubscriptionID, "error", err)
+	}
+}
+
+// notify claims notice n on cur (one conditional write with its history
+// row), then sends it; a failed send releases the claim, so that the
+// next run sends it. It returns the record as stored afterwards (nil
+// when the claim was refused: the record changed). The claim before the
+// send makes a notice go out at most once, whatever is redelivered or
+// crashes: a crash between the claim and the send loses that notice
+// rather than risk a second.
+func (c *Collector) notify(ctx context.Context, cur *Period, n DunningNotice, now time.Time) (*Period, error) {
+	claimed := cur.Clone()
+	n.At = now.UTC()
+	claimed.Dunning.Notices = append(claimed.Dunning.Notices, n)
+	claimed.LastRunDate = runTime(cur, now)
+	if err := c.write(ctx, EventDunningNotice, cur, &claimed, nil); err != nil {
+		return nil, fmt.Errorf("claim the %s notice of %s: %w", n.Kind, cur.SubscriptionID, err)
+	}
+	err := c.sendNotice(ctx, &claimed, n)
+	if err == nil {
+		e := eventFor(EventDunningNotice, &claimed, claimed.LastRunDate)
+		e.Reason = n.Kind
+		c.emit(ctx, e)
+		return &claimed, nil
+	}
+	released := claimed.Clone()
+	released.Dunning.Notices = slices.Clone(cur.Dunning.Notices)
+	released.LastRunDate = runTime(&claimed, c.cfg.Clock.Now())
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if werr := c.write(rctx, EventDunningNotice, &claimed, &released, nil); werr != nil {
+		c.cfg.Logger.ErrorContext(ctx, "billing: cannot release a dunning notice after a failed send; it will not be sent",
+			"subscription_id", cur.SubscriptionID, "notice", n.Kind, "error", werr)
+		return &claimed, errors.Join(err, werr)
+	}
+	return &released, err
+}
+
+// sendNotice looks the user up and sends n about p.
+func (c *Collector) sendNotice(ctx context.Context, p *Period, n DunningNotice) error {
+	pol := c.cfg.Dunning
+	u, err := pol.Users.GetUser(ctx, p.UserID)
+	if err != nil {
+		return fmt.Errorf("look user %s up: %w", p.UserID, err)
+	}
+	due, _, _ := p.Due()
+	st := c.DunningOf(p)
+	msg := RenewalNotice{
+		EventType: n.Kind, UserID: p.UserID, BillingDate: p.BillingDate.UTC().Format("01/02/2006"),
+		Amount: due, MembershipTier: p.Tier(), Account: p.ReceiptAccountMask,
+		Reason: DeclineReasonText(p.Dunning.Kind), Attempt: n.Attempt,
+		UpdatePaymentURL: pol.UpdatePaymentURL, FinalAction: string(pol.FinalAction),
+		FinalDate: st.FinalAction.Format("01/02/2006"),
+	}
+	if n.Kind == PaymentActionRequiredNoticeEvent {
+		msg.ActionURL = p.Dunning.ActionURL
+	}
+	if !st.NextRetry.IsZero() {
+		msg.NextRetry = st.NextRetry.Format("01/02/2006")
+	}
+	return pol.Notifier.Send(ctx, u.Email, msg)
+}
+
+// DeclineReasonText says why a charge of kind k was declined, in words
+// for the customer (the processor's own message is for the operator).
+func DeclineReasonText(k DeclineKind) string {
+	switch k {
+	case DeclineInsufficientFunds:
+		return "Your bank declined the payment: the account did not have enough funds."
+	case DeclineExpiredCard:
+		return "Your card has expired or its details are no longer valid."
+	case DeclineAuthenticationRequired:
+		return "Your bank asks you to confirm this payment."
+	case DeclineHard:
+		return "Your bank declined the payment and it cannot be tried again. Please add another payment method."
+	}
+	return "Your payment was declined."
+}
+
+// applyFinal applies the final action to cur, an ERROR record whose
+// schedule ended unpaid, once: first what it does to the later periods
+// (each one conditional write, skipped when done already), then the
+// period's invoice marked uncollectible, then the end written on cur
+// (conditional on cur as read: a second host finds it written and does
+// nothing), then [EventDunningEnded]. A crash half way leaves the end
+// unwritten, and the next run does the rest.
+func (c *Collector) applyFinal(ctx context.Context, cur *Period, now time.Time) error {
+	pol := c.cfg.Dunning
+	if pol.FinalAction != FinalLeavePastDue {
+		recs, err := c.cfg.Repository.ListByUser(ctx, cur.UserID)
+		if err != nil {
+			return fmt.Errorf("final action of %s: read the user's periods: %w", cur.SubscriptionID, err)
+		}
+		for i := range recs {
+			r := &recs[i]
+			if !r.BillingDate.After(cur.BillingDate) || r.IsOneOff() || r.Attempted() || r.InFlight() {
+				continue
+			}
+			next := r.Clone()
+			next.LastRunDate = runTime(r, now)
+			ev := EventCancelled
+			switch {
+			case pol.FinalAction == FinalCancel && (r.Status == StatusScheduled || r.Status == StatusPaused):
+				next.Status = StatusCancelled
+			case pol.FinalAction == FinalPause && r.Status == StatusScheduled:
+				next.Status, next.PauseDurationMonths, next.UpdatedEvent, ev = StatusPaused, pol.PauseMonths, "", EventPaused
+				if pol.PauseMonths == 1 {
+					next.UpdatedEvent = UpdatedPausePendingResume
+				}
+			default:
+				continue
+			}
+			if err := c.write(ctx, ev, r, &next, nil); err != nil {
+				return fmt.Errorf("final action %s of %s on %s: %w", pol.FinalAction, cur.SubscriptionID, r.SubscriptionID, err)
+			}
+			c.emit(ctx, eventFor(ev, &next, next.LastRunDate))
+		}
+	}
+	if c.cfg.Invoices != nil {
+		if err := c.closeInvoices(ctx, cur, func(*Invoice) bool { return true }, InvoiceUncollectible); err != nil {
+			return fmt.Errorf("final action of %s: %w", cur.SubscriptionID, err)
+		}
+	}
+	next := cur.Clone()
+	next.LastRunDate = runTime(cur, now)
+	next.Dunning.Ended, next.Dunning.End = next.LastRunDate, DunningEnd(pol.FinalAction)
+	if err := c.write(ctx, EventDunningEnded, cur, &next, nil); err != nil {
+		return fmt.Errorf("final action of %s: %w", cur.SubscriptionID, err)
+	}
+	c.emitDunningEnded(ctx, &next)
+	return nil
+}
+
+// emitDunningEnded emits [EventDunningEnded] for p, whose dunning ended
+// with the write that made it.
+func (c *Collector) emitDunningEnded(ctx context.Context, p *Period) {
+	e := eventFor(EventDunningEnded, p, p.Dunning.Ended)
+	e.Reason = string(p.Dunning.End)
+	c.emit(ctx, e)
+}
+
+// heldProcesses are the collections a period owed before holds back:
+// the runs and the host's batch and webhook collections. A customer's
+// own payment ([Periods.Repay], [Collector.PaymentMethodUpdated]) is not
+// held.
+func heldProcess(proc Process) bool {
+	switch proc {
+	case ProcessInitial, ProcessWebhook, ProcessWebhookBalance, ProcessBatch:
+		return true
+	}
+	return false
+}
+
+// owedBefore returns an earlier record of cur's user whose dunning goes
+// on, which holds cur's charge back, or nil: while one period is owed
+// the next is not charged; once the owed one is paid (or its schedule
+// ends) the next is charged as usual, by the next run or at once by
+// [Collector.PaymentMethodUpdated].
+func (c *Collector) owedBefore(ctx context.Context, cur *Period) (*Period, error) {
+	earlier, ok := earlierOf(ctx, cur)
+	if !ok {
+		all, err := c.cfg.Repository.ListByUser(ctx, cur.UserID)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range all {
+			if r.BillingDate.Before(cur.BillingDate) {
+				earlier = append(earlier, r)
+			}
+		}
+	}
+	for i := range earlier {
+		if r := &earlier[i]; r.Status == StatusError && r.Dunning.Active() {
+			return r, nil
+		}
+	}
+	return nil, nil
+}
+
+// PaymentMethodUpdate is what [Collector.PaymentMethodUpdated] did.
+type PaymentMethodUpdate struct {
+	// Periods are the periods charged, oldest first: the user's owed
+	// periods, then the periods they held back, each with what came of
+	// its charge. A decline stops the call: the periods after it are
+	// left as they are.
+	Periods []RetryResult
+	// Repeated reports that the request key had been answered before for
+	// every period listed: nothing was presented to the processor.
+	Repeated bool
+	// Report counts the call's work.
+	Report *Report
+}
+
+// PaymentMethodUpdated tells the collector that the user's payment
+// method was updated (a new card, a confirmed bank account): the owed
+// periods are charged at once, oldest first, whatever the retry schedule
+// says, hard declines and periods whose schedule ended included, then
+// the periods they held back that are due (see [Config.Dunning]). A
+// payment ends a period's dunning; a decline stops the call and leaves
+// the schedule where it was (the decline counts as no retry of it).
+//
+// It is keyed as [Periods.Retry] is: every row its charges write records
+// the request, and a repeat of the key answers from those rows for the
+// periods it charged, charging only those it had not reached (a call cut
+// off half way finishes). Each charge is process MANUAL_REPAYMENT, the
+// customer's own payment; an attempt in flight is resolved, never made
+// twice. It needs [Config.History] ([ErrInvalidRequest] without it).
+// With nothing owed it charges nothing.
+func (c *Collector) PaymentMethodUpdated(ctx context.Context, req UserRequest) (PaymentMethodUpdate, error) {
+	fail := func(err error) (PaymentMethodUpdate, error) {
+		return PaymentMethodUpdate{}, fmt.Errorf("payment method updated for user %s: %w", req.UserID, err)
+	}
+	if err := checkIdentity(SubscribeRequest{UserID: req.UserID, RequestKey: req.RequestKey}); err != nil {
+		return fail(err)
+	}
+	if err := checkActor(req); err != nil {
+		return fail(err)
+	}
+	if c.cfg.History == nil {
+		return fail(fmt.Errorf("%w: the call reads its request back from the history: Config.History is required", ErrInvalidRequest))
+	}
+	kr := withActor(newKeyedRequest("payment method updated", req.RequestKey), req)
+	var out PaymentMethodUpdate
+	rep, err := c.single(ctx, "payment method updated", req.UserID, "", func(ctx context.Context, rep *Report) error {
+		rows, err := c.cfg.History.ListByUser(ctx, req.UserID)
+		if err != nil {
+			return fmt.Errorf("read the history: %w", err)
+		}
+		answered := map[string]Period{}
+		if first, done := firstRequest(rows, req.RequestKey); first != nil {
+			if err := kr.reused(req.UserID, *first); err != nil {
+				return err
+			}
+			for _, ch := range done {
+				answered[ch.After.SubscriptionID] = ch.After
+			}
+		}
+		recs, err := c.cfg.Repository.ListByUser(ctx, req.UserID)
+		if err != nil {
+			return err
+		}
+		out.Repeated = true
+		owed := false
+		for i := range recs {
+			cur := &recs[i]
+			if first, ok := answered[cur.SubscriptionID]; ok {
+				// Charged by the first call with the key: its answer.
+				owed = true
+				out.Periods = append(out.Periods, RetryResult{Outcome: retryOutcomeOf(&first), Period: first, Repeated: true})
+				if first.Status == StatusError {
+					return nil
+				}
+				continue
+			}
+			switch {
+			case cur.Status == StatusError || cur.InFlight():
+				owed = true
+			case owed && cur.Status == StatusScheduled && c.eligibleNow(cur, c.cfg.Clock.Now()):
+			default:
+				continue
+			}
+			out.Repeated = false
+			one := &Report{}
+			actx := context.WithValue(ctx, attemptRequestKey{}, kr.encode())
+			if err := c.attempt(actx, ProcessManualRepayment, cur, one); err != nil {
+				rep.add(one)
+				return err
+			}
+			rep.add(one)
+			after, err := c.reread(ctx, cur)
+			if err != nil {
+				return err
+			}
+			out.Periods = append(out.Periods, RetryResult{Outcome: retryOutcomeOfReport(one, &after), Period: after, Report: one})
+			if after.Status == StatusError || after.InFlight() {
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	if len(out.Periods) == 0 {
+		out.Repeated = false
+	}
+	out.Report = rep
+	return out, nil
+}
+
+// eligibleNow reports whether cur is a due SCHEDULED period the
+// customer's own payment may charge at now.
+func (c *Collector) eligibleNow(cur *Period, now time.Time) bool {
+	ok, _ := c.eligible(ProcessManualRepayment, cur, now)
+	return ok
 }

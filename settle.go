@@ -308,12 +308,16 @@ func (c *Collector) settleAs(ctx context.Context, cur *Period, to Status, ev Eve
 	case StatusStale:
 		next.CompletionDate, next.UpdatedEvent = next.LastRunDate, UpdatedACHOverdue
 	}
+	ended := c.dunningMove(cur, &next, "", DeclineOther, "", next.LastRunDate)
 	if err := c.write(ctx, ev, cur, &next, nil); err != nil {
 		return Period{}, err
 	}
 	e := eventFor(ev, &next, next.LastRunDate)
 	e.Reason = reason
 	c.emit(ctx, e)
+	if ended {
+		c.emitDunningEnded(ctx, &next)
+	}
 	return next, nil
 }
 

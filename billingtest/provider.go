@@ -48,6 +48,10 @@ type Step struct {
 	// for other outcomes.
 	DeclineReason string
 	Retryable     bool
+	// Decline and ActionURL are what the answer's Decline and ActionURL
+	// say (see [DeclinedAs]).
+	Decline   billing.DeclineKind
+	ActionURL string
 	// Err, when not nil, is returned to the caller instead of the answer.
 	Err error
 	// Charged, with Err, says the processor acted before the error: the
@@ -69,6 +73,14 @@ func Pending() Step { return Step{Outcome: billing.OutcomePending} }
 // is what the answer's Retryable says.
 func Declined(reason string, retryable bool) Step {
 	return Step{Outcome: billing.OutcomeDeclined, DeclineReason: reason, Retryable: retryable}
+}
+
+// DeclinedAs is a Step that declines the collection as kind, with
+// reason; a hard decline is not retryable, every other kind is. An
+// authentication-required decline carries actionURL.
+func DeclinedAs(kind billing.DeclineKind, reason, actionURL string) Step {
+	return Step{Outcome: billing.OutcomeDeclined, DeclineReason: reason, Retryable: kind != billing.DeclineHard,
+		Decline: kind, ActionURL: actionURL}
 }
 
 // UnknownBeforeCharge is a Step that fails with err (nil means
@@ -506,6 +518,7 @@ func (p *Provider) collect(ctx context.Context, req billing.PaymentRequest, at t
 		res.Outcome, res.TransactionID = cmp.Or(st.Outcome, billing.OutcomeSucceeded), "txn-"+key
 		if res.Outcome == billing.OutcomeDeclined {
 			res.DeclineReason, res.Retryable = st.DeclineReason, st.Retryable
+			res.Decline, res.ActionURL = st.Decline, st.ActionURL
 		}
 		if prior != nil {
 			// The declined earlier payment, tried again.
