@@ -335,6 +335,10 @@ const (
 	// customer; Reason is its kind (such as [PaymentFailedNoticeEvent]).
 	// The history row that claimed it records the same change.
 	EventDunningNotice EventType = "payment_dunning_notice"
+	// EventDunningNoticeReleased is the change of the history row that
+	// takes a notice's claim back after its send failed (so that the next
+	// run sends it). The collector emits no event of it.
+	EventDunningNoticeReleased EventType = "payment_dunning_notice_released"
 	// EventDunningEnded: a period's dunning ended, once: Reason is how
 	// ([DunningRecovered], or the final action applied: "cancel",
 	// "pause", "past_due").
@@ -531,7 +535,7 @@ func (c *Collector) notify(ctx context.Context, cur *Period, n DunningNotice, no
 	released.LastRunDate = runTime(&claimed, c.cfg.Clock.Now())
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if werr := c.write(rctx, EventDunningNotice, &claimed, &released, nil); werr != nil {
+	if werr := c.write(rctx, EventDunningNoticeReleased, &claimed, &released, nil); werr != nil {
 		c.cfg.Logger.ErrorContext(ctx, "billing: cannot release a dunning notice after a failed send; it will not be sent",
 			"subscription_id", cur.SubscriptionID, "notice", n.Kind, "error", werr)
 		return &claimed, errors.Join(err, werr)
