@@ -194,6 +194,11 @@ func (s *repoSuite) dunningCases() []repoCase {
 			row := e.newestRow(u, stored.SubscriptionID)
 			requireDunning(t, "history row of AddAll from scratch", &row, &stored)
 			RequireHistoryMatchesPrimary(t, e.repo, e.hist, u)
+			// The identical batch again (a retry) finds its row stored,
+			// with the dunning carried: it writes nothing.
+			recs, hist := e.snapshot(u)
+			e.addAll([]billing.Period{scratch})
+			e.requireUnchanged(u, recs, hist)
 
 			lines := ids.record(u, day(0), billing.StatusError)
 			lines.SubscriptionID, lines.Amount, lines.Attempt = stored.SubscriptionID, billing.Cents(2000), 1
