@@ -116,6 +116,7 @@ func TestRepositoryWith(t *testing.T, newStores StoreFactory, opts SuiteOptions)
 		{"Proration", s.prorationCases()},
 		{"Discounts", s.discountCases()},
 		{"Tax", s.taxCases()},
+		{"Dunning", s.dunningCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -149,6 +149,7 @@ func (r *Repository) placeRows(ctx context.Context, resolved []billing.Period, r
 		prim, _ := layout.EncodeItem(&rec)
 		layout.CarryOwned(prim, hist, recs[i].stored)
 		layout.CarryProration(prim, hist, recs[i].stored)
+		layout.CarryDunning(prim, hist, recs[i].stored)
 		return hist, nil
 	})
 	if err != nil {
@@ -315,6 +316,7 @@ func (r *Repository) addAllPuts(sub *billing.Period, rec *addAllRecord) (prim, h
 	item, row := maps.Clone(rec.prim), maps.Clone(rec.hist)
 	layout.CarryOwned(item, row, rec.stored)
 	layout.CarryProration(item, row, rec.stored)
+	layout.CarryDunning(item, row, rec.stored)
 	withDue(item, sub, r.cfg.Tables.DueShards)
 	expr := mustBuild(expression.NewBuilder().WithCondition(storedCondition(rec.stored)))
 	prim = &types.Put{TableName: &r.cfg.Tables.Subscriptions, Item: sdkav.ToSDK(item),

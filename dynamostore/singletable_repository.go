@@ -302,6 +302,7 @@ func (r *SingleTableRepository) putPeriod(t *stTx, prev, next *billing.Period, o
 		// own attributes; the due key is next's.
 		layout.CarryOwned(prim, hist, over.item)
 		layout.CarryProration(prim, hist, over.item)
+		layout.CarryDunning(prim, hist, over.item)
 		withDue(prim, next, r.tbl.DueShards)
 		expr := mustBuild(expression.NewBuilder().WithCondition(storedCondition(over.item)))
 		put.ConditionExpression, put.ExpressionAttributeNames, put.ExpressionAttributeValues = expr.Condition(), expr.Names(), expr.Values()
@@ -872,6 +873,7 @@ func (r *SingleTableRepository) planRows(ctx context.Context, recs []billing.Per
 		}
 		layout.CarryOwned(prim, hist, stored[i])
 		layout.CarryProration(prim, hist, stored[i])
+		layout.CarryDunning(prim, hist, stored[i])
 		return hist, nil
 	})
 }

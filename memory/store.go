@@ -542,6 +542,7 @@ func (r *Repository) AddAll(ctx context.Context, subs []billing.Period) ([]billi
 		if ok {
 			layout.CarryOwned(items[i], hitems[i], cloneItem(cur))
 			layout.CarryProration(items[i], hitems[i], cloneItem(cur))
+			layout.CarryDunning(items[i], hitems[i], cloneItem(cur))
 		}
 		r.s.primary.put(primaryKey(items[i]), items[i])
 		if !p.RowStored {
@@ -576,6 +577,7 @@ func (s *Store) planRows(out []billing.Period) ([]layout.RowPlan, error) {
 		if cur, ok := s.primary.get(primaryKey(item)); ok {
 			layout.CarryOwned(item, hitem, cur)
 			layout.CarryProration(item, hitem, cur)
+			layout.CarryDunning(item, hitem, cur)
 		}
 		return hitem, nil
 	})

@@ -48,7 +48,7 @@ func TestOrderedNames(t *testing.T) {
 	assert.Equal(t, want, strings.Join(got, " "))
 }
 
-// TestOrderedNamesLibraryAttributes: the proration and discount
+// TestOrderedNamesLibraryAttributes: the proration, discount and dunning
 // attributes are printed beside the trial's, in the order of attrOrder,
 // not among the unknown attributes sorted at the end.
 func TestOrderedNamesLibraryAttributes(t *testing.T) {
@@ -56,8 +56,8 @@ func TestOrderedNamesLibraryAttributes(t *testing.T) {
 	s := func(v string) av.AttributeValue { return &av.AttributeValueMemberS{Value: v} }
 	got := orderedNames(map[string]av.AttributeValue{
 		"alpha": s(""), "billing_attempt": s(""), "billing_discounts": s(""), "billing_adjustments": s(""),
-		"billing_balance": s(""), "billing_trial_amount": s(""), "user_id": s(""),
+		"billing_balance": s(""), "billing_trial_amount": s(""), "user_id": s(""), "billing_dunning": s(""),
 	})
-	want := "user_id billing_trial_amount billing_balance billing_adjustments billing_discounts billing_attempt alpha"
+	want := "user_id billing_trial_amount billing_balance billing_adjustments billing_discounts billing_dunning billing_attempt alpha"
 	assert.Equal(t, want, strings.Join(got, " "))
 }

@@ -421,6 +421,31 @@ func FuzzDecodeItem(f *testing.F) {
 		`"billing_status":{"S":"SCHEDULED"},"billing_amount":{"S":"20.00"},"last_run_date":{"S":"2024-04-01T00:00:00Z"},` +
 		`"billing_discounts":{"S":"[` + strings.Repeat(`{\"coupon\":\"C\",\"percent_off\":10000,\"charges_left\":-1},`, 7) +
 		`{\"coupon\":\"D\",\"amount_off\":\"0.01\",\"charges_left\":0}]"}}`))
+	// Dunning beside testdata/items/dunning_declined.json: another
+	// writer's key order, spacing, times with an offset and without a
+	// fraction, an unknown field and a literal '&' (written back in the
+	// library's form); an ended one at its start; an end without its time
+	// and a notice without one (refused); and the limits (year 1 and 9999,
+	// retries 400, an end of 32 bytes).
+	f.Add([]byte(`{"user_id":{"S":"u"},"billing_date":{"S":"2024-06-01T00:00:00Z"},"subscription_id":{"S":"s"},` +
+		`"billing_status":{"S":"ERROR"},"billing_amount":{"S":"20.00"},"last_run_date":{"S":"2024-06-02T00:00:00Z"},` +
+		`"billing_dunning":{"S":" { \"notices\": [ {\"at\": \"2024-06-01T10:00:04+02:00\", \"attempt\": 1, \"kind\": \"payment_failed\", \"x\": 1} ], ` +
+		`\"kind\": \"authentication_required\", \"action_url\": \"https://p/c?a=1&b=2\", \"attempt\": 1, \"since\": \"2024-06-01T08:00:03Z\" } "}}`))
+	f.Add([]byte(`{"user_id":{"S":"u"},"billing_date":{"S":"2024-06-01T00:00:00Z"},"subscription_id":{"S":"s"},` +
+		`"billing_status":{"S":"ERROR"},"billing_amount":{"S":"20.00"},"last_run_date":{"S":"2024-06-02T00:00:00Z"},` +
+		`"billing_dunning":{"S":"{\"since\":\"2024-06-01T08:00:03.000000000Z\",\"attempt\":2,\"kind\":\"hard\",` +
+		`\"ended\":\"2024-06-01T08:00:03.000000000Z\",\"end\":\"cancel\"}"}}`))
+	f.Add([]byte(`{"user_id":{"S":"u"},"billing_date":{"S":"2024-06-01T00:00:00Z"},"subscription_id":{"S":"s"},` +
+		`"billing_status":{"S":"ERROR"},"billing_amount":{"S":"20.00"},"last_run_date":{"S":"2024-06-02T00:00:00Z"},` +
+		`"billing_dunning":{"S":"{\"since\":\"2024-06-01T08:00:03Z\",\"attempt\":1,\"end\":\"recovered\"}"}}`))
+	f.Add([]byte(`{"user_id":{"S":"u"},"billing_date":{"S":"2024-06-01T00:00:00Z"},"subscription_id":{"S":"s"},` +
+		`"billing_status":{"S":"ERROR"},"billing_amount":{"S":"20.00"},"last_run_date":{"S":"2024-06-02T00:00:00Z"},` +
+		`"billing_dunning":{"S":"{\"since\":\"2024-06-01T08:00:03Z\",\"attempt\":1,\"notices\":[{\"kind\":\"k\",\"attempt\":1}]}"}}`))
+	f.Add([]byte(`{"user_id":{"S":"u"},"billing_date":{"S":"2024-06-01T00:00:00Z"},"subscription_id":{"S":"s"},` +
+		`"billing_status":{"S":"ERROR"},"billing_amount":{"S":"20.00"},"last_run_date":{"S":"2024-06-02T00:00:00Z"},` +
+		`"billing_dunning":{"S":"{\"since\":\"0001-01-01T00:00:00.000000001Z\",\"attempt\":1,\"retries\":400,` +
+		`\"notices\":[{\"kind\":\"k\",\"attempt\":0,\"at\":\"9999-12-31T23:59:59.999999999Z\"}],` +
+		`\"ended\":\"9999-12-31T23:59:59.999999999Z\",\"end\":\"` + strings.Repeat("e", 32) + `\"}"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		item, err := ddbjson.UnmarshalItem(data)
 		if err != nil {

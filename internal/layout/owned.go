@@ -112,6 +112,28 @@ func CarryProration(prim, hist, stored map[string]av.AttributeValue) {
 	}
 }
 
+// CarryDunning carries billing_dunning of stored, the item a host's batch
+// (AddAll) replaces at its key (nil: none), onto prim and hist, the
+// batch's item and history row, unless prim has its own: a period's
+// dunning ([billing.Period.Dunning]) is the library's own state, which a
+// host writing the record from what it knows does not know, and dropping
+// it would restart a schedule, send its notices again or forget a final
+// action applied. It is carried on its own, not with the proration
+// attributes (CarryProration), so that a batch record carrying its own
+// lines or discounts still keeps it; a batch record carrying a dunning
+// (a record as read) writes its own.
+func CarryDunning(prim, hist, stored map[string]av.AttributeValue) {
+	if _, ok := prim[AttrDunning]; ok {
+		return
+	}
+	if v, ok := stored[AttrDunning]; ok {
+		prim[AttrDunning] = v
+		if hist != nil {
+			hist[AttrDunning] = v
+		}
+	}
+}
+
 // OpenStatus reports whether a record in st is a user's open
 // subscription on the legacy layout, which allows one a user: SCHEDULED
 // or PAUSED, the statuses an active subscription's record always has one
