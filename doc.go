@@ -49,7 +49,11 @@
 // ERROR and opens the next one SCHEDULED; an ERROR period is still
 // collected (by the retry run unless the decline was final, by a queued
 // collection) until it turns STALE, [Config.OldSubscriptionDays] after its
-// billing date: the debt stands. Every change is made under the user's
+// billing date: the debt stands. With [Config.Dunning] the retries follow
+// a schedule from the first decline instead, the customer is told, the
+// next period waits, a final action ends it, and
+// [Collector.PaymentMethodUpdated] pays what is owed at once (see
+// [DunningPolicy]). Every change is made under the user's
 // billing lock, conditional on the periods read, each with its history
 // row. The stores cannot write several periods in one transaction: a
 // crash between two leaves the first changed, and the same call with the
