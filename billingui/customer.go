@@ -103,6 +103,9 @@ type periodRow struct {
 	OneOff bool
 	Charge billing.Amount
 	Ops    []opButton
+	// Dunning is what the row shows of the period's dunning, nil when
+	// nothing (see dunningOf).
+	Dunning *dunningView
 }
 
 // opButton is an action's button on a period's row, with the request key
@@ -118,6 +121,9 @@ type opButton struct {
 type timelineRow struct {
 	billing.Period
 	Prev billing.Status
+	// DunningEnded is how the period's dunning ended when this row is the
+	// change that ended it ("" otherwise).
+	DunningEnded billing.DunningEnd
 }
 
 type customerData struct {
@@ -189,7 +195,7 @@ func (h *Handler) showCustomer(w http.ResponseWriter, r *http.Request, userID st
 	d := customerData{UserID: userID, View: view, Owed: owed(&view), Resumes: resumeDate(&view)}
 	d.Next, d.Balance = nextChargeOf(&view, h.currency)
 	for _, s := range recent {
-		row := periodRow{Period: s, InFlight: s.InFlight(), OneOff: s.IsOneOff(), Charge: s.Amount}
+		row := periodRow{Period: s, InFlight: s.InFlight(), OneOff: s.IsOneOff(), Charge: s.Amount, Dunning: h.dunningOf(&s, now)}
 		if row.OneOff {
 			row.Charge, _, _ = s.Due()
 		}
@@ -217,12 +223,18 @@ func (h *Handler) showCustomer(w http.ResponseWriter, r *http.Request, userID st
 		return
 	}
 	// The timeline, newest first, a page at a time; each row says the status
-	// its period had before it.
+	// its period had before it, and whether it ended the period's dunning.
 	last := map[string]billing.Status{}
+	ended := map[string]bool{}
 	tl := make([]timelineRow, len(rows))
 	for i, s := range rows {
 		tl[i] = timelineRow{Period: s, Prev: last[s.SubscriptionID]}
+		done := !s.Dunning.Ended.IsZero()
+		if done && !ended[s.SubscriptionID] {
+			tl[i].DunningEnded = s.Dunning.End
+		}
 		last[s.SubscriptionID] = s.Status
+		ended[s.SubscriptionID] = done
 	}
 	slices.Reverse(tl)
 	d.Page = pageNo

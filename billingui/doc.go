@@ -22,11 +22,18 @@
 //     days per day as an inline SVG chart.
 //   - Attention (/attention): attempts in flight past the processor's
 //     request timeout, ACH debits past their settlement deadline, ERROR
-//     records by decline reason, and stored items that could not be decoded;
-//     each row links to its customer.
+//     records by decline reason, with a collector that has dunning
+//     (billing.Config.Dunning) the owed periods whose final action comes
+//     within three days (or is due, not yet applied), and stored items that
+//     could not be decoded; each row links to its customer.
 //   - Customer (/customer?user=ID): the user's subscription view, periods and
 //     history as a timeline, and the actions the viewer's role allows; with
-//     Config.Invoices, the user's invoices (see below).
+//     Config.Invoices, the user's invoices (see below). A period declined
+//     under dunning shows its schedule (billing.Collector.DunningOf): the
+//     retries left, the next retry's day, the final action and its day,
+//     the decline in the customer's words and the notices sent; once it
+//     ended, how ("recovered", or the final action applied) and when. The
+//     schedule's days are UTC days, shown as such.
 //   - Search (/search?q=…): a user ID, a period (subscription) ID, or a
 //     transaction ID among the records of the last 60 days.
 //

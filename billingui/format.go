@@ -117,6 +117,16 @@ func (h *Handler) funcs() template.FuncMap {
 			return template.HTML(`<time datetime="` + t.Format(time.RFC3339) + `" title="` +
 				template.HTMLEscapeString(t.Format(dateTimeLayout)) + `">` + t.Format(dateLayout) + `</time>`)
 		},
+		// day shows a UTC calendar day (a dunning schedule's: the retry
+		// run on or after it acts), whatever the console's location.
+		"day": func(t time.Time) template.HTML {
+			if t.IsZero() {
+				return "—"
+			}
+			d := t.UTC().Format(dateLayout)
+			return template.HTML(`<time datetime="` + d + `" title="` + d + ` (UTC day)">` + d + `</time>`)
+		},
+		"finalAction": finalActionText,
 		"datetime": func(t time.Time) string {
 			if t.IsZero() {
 				return "—"

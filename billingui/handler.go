@@ -126,6 +126,9 @@ type Handler struct {
 	log   *slog.Logger
 	// currency is Config.Currency's.
 	currency currency
+	// dunning reports that the collector has a dunning policy
+	// (billing.Config.Dunning): the pages show the schedules.
+	dunning bool
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -178,7 +181,8 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.ACHSettlementDeadline == 0 {
 		cfg.ACHSettlementDeadline = billing.DefaultACHSettlementDeadline
 	}
-	h := &Handler{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{}, log: cfg.Logger, currency: cur}
+	h := &Handler{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{}, log: cfg.Logger, currency: cur,
+		dunning: hasDunning(cfg.Collector)}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}

@@ -228,6 +228,10 @@ type attentionData struct {
 	Errors             scanned
 	Reasons            []reasonCount
 	Invalid            []string
+	// Dunning lists the owed periods whose dunning ends within three
+	// days (see dunningSection); not On when the collector has no
+	// dunning policy.
+	Dunning dunningSection
 }
 
 // sections of the Attention page, each continued on its own.
@@ -236,6 +240,7 @@ const (
 	secOverdue  = "ach"
 	secErrors   = "errors"
 	secStale    = "stale"
+	secDunning  = "dunning"
 )
 
 // staleWindow is how far back (by billing date) Attention lists periods
@@ -301,6 +306,16 @@ func (h *Handler) attention(w http.ResponseWriter, r *http.Request) {
 			return d.Errors.Items[i].PaymentError < d.Errors.Items[j].PaymentError
 		})
 		invalid = append(invalid, d.Errors.Invalid...)
+	}
+	if err == nil && h.dunning && want(secDunning) {
+		if section == "" {
+			// The first view: the declined list's ERROR records, read once.
+			d.Dunning = dunningSection{On: true, Rows: h.endingSoon(d.Errors.Items, now), Read: d.Errors.Read, Next: d.Errors.Next}
+		} else {
+			var inv []string
+			d.Dunning, inv, err = h.dunningScan(ctx, cursor, now)
+			invalid = append(invalid, inv...)
+		}
 	}
 	if err == nil && want(secStale) {
 		// Given up on: an ACH debit with no settlement by its deadline

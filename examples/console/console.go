@@ -50,6 +50,8 @@ type demo struct {
 	clock     simulation.Clock
 	result    *simulation.Result
 	csrfKey   []byte
+	// notices are the dunning notices the collector sent.
+	notices *noticeLog
 }
 
 // build simulates o.Months months of o.Users users, as the quickstart does,
@@ -117,12 +119,16 @@ func build(ctx context.Context, o options) (*demo, error) {
 	// so the customer pages list paid, open and void invoices. The coupon
 	// store lets the host apply coupons (billing.Collector.ApplyCoupon): the
 	// customer page shows them on the next charge.
-	provider, tally := simulation.NewProvider(clock), simulation.NewTally()
+	// With dunning (see dunning.go) a declined period is retried on a
+	// schedule, its customer told, and the subscription cancelled when
+	// the schedule ends unpaid.
+	provider, tally, notices := simulation.NewProvider(clock), simulation.NewTally(), &noticeLog{}
 	collector, err := billing.NewCollector(billing.Config{
 		Repository: repo, History: hist, Locker: locker,
 		Provider: provider, Clock: clock, Prices: simulation.Prices(),
 		Invoices: invoices, Invoicing: billing.Invoicing{Currency: "USD"}, Coupons: coupons,
 		Events: tally, PagesPerInvocation: simulation.DefaultPagesPerInvocation,
+		Dunning: dunningPolicy(notices),
 	})
 	if err != nil {
 		return nil, err
@@ -149,7 +155,8 @@ func build(ctx context.Context, o options) (*demo, error) {
 	if err := sampleWaives(ctx, collector, repo); err != nil {
 		return nil, err
 	}
-	return &demo{collector: collector, repo: repo, hist: hist, invoices: invoices, coupons: coupons, docs: docs, runs: runs, clock: clock, result: res}, nil
+	return &demo{collector: collector, repo: repo, hist: hist, invoices: invoices, coupons: coupons, docs: docs, runs: runs,
+		clock: clock, result: res, notices: notices}, nil
 }
 
 // sampleWaives waives one declined period in five, as an operator

@@ -16,6 +16,12 @@
 //	console, err := billingui.New(billingui.Config{Collector: c, Repository: repo, History: hist, Authorizer: authorize})
 //	mux.Handle("/billing/", http.StripPrefix("/billing", console))
 //
+// Dunning is on (dunning.go): a declined period is retried on the default
+// schedule, its customer told (the notices are kept, not mailed), and the
+// subscription cancelled when the schedule ends unpaid; a customer page
+// shows an owed period's retries left, next retry and notices, and
+// Attention the customers whose dunning ends within three days.
+//
 // Every request here gets the role of -role; a host authenticates its
 // operators instead. The clock is the simulation's: "today" is the last
 // simulated day.
@@ -70,6 +76,7 @@ func run(ctx context.Context, o options, addr, role string) error {
 	if err != nil {
 		return err
 	}
+	fmt.Fprintln(os.Stderr, d.notices.summary())
 	if o.Endpoint != "" {
 		fmt.Fprintf(os.Stderr, "tables %[2]s-activity, %[2]s-activity-history, %[2]s-locks and %[2]s-invoices kept on %[1]s; read them with\n"+
 			"  billingctl --endpoint %[1]s --tables %[2]s subs list USER_ID\n"+
