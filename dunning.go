@@ -801,3 +801,12 @@ func (c *Collector) eligibleNow(cur *Period, now time.Time) bool {
 	ok, _ := c.eligible(ProcessManualRepayment, cur, now)
 	return ok
 }
+
+// Dunning returns the collector's dunning policy with its defaults
+// filled, and whether it has one ([Config.Dunning]).
+func (c *Collector) Dunning() (DunningPolicy, bool) {
+	if c.cfg.Dunning == nil {
+		return DunningPolicy{}, false
+	}
+	return *c.cfg.Dunning, true
+}

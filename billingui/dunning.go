@@ -18,13 +18,10 @@ import (
 // action is for Attention to list it.
 const dunningSoon = 3 * 24 * time.Hour
 
-// hasDunning reports whether c was built with a dunning policy. The
-// collector does not say so itself: a period declined under dunning is
-// asked about, and only a collector with a policy finds it in dunning.
+// hasDunning reports whether c was built with a dunning policy.
 func hasDunning(c *billing.Collector) bool {
-	probe := billing.Period{Status: billing.StatusError, Attempt: 1,
-		Dunning: billing.Dunning{Since: time.Unix(0, 0).UTC(), Attempt: 1}}
-	return c.DunningOf(&probe).Active
+	_, ok := c.Dunning()
+	return ok
 }
 
 // dunningView is what the customer page shows of a period's dunning.
