@@ -486,7 +486,7 @@ func outcome(cur *Period, res PaymentResult, proc Process, attempt int, at time.
 		next.Status, next.NoRetry = StatusACHSent, false
 		ev = EventPaymentPending
 	case OutcomeDeclined:
-		next.Status, next.PaymentError, next.NoRetry = StatusError, res.DeclineReason, declineKindOf(&res) == DeclineHard
+		next.Status, next.PaymentError, next.NoRetry = StatusError, res.DeclineReason, !res.Retryable || declineKindOf(&res) == DeclineHard
 		if next.PaymentError == "" {
 			next.PaymentError = "declined"
 		}
@@ -590,7 +590,7 @@ func (c *Collector) eligible(proc Process, cur *Period, now time.Time) (bool, st
 		}
 		return c.cfg.RetryPolicy.ShouldRetry(cur, now), reasonRetryNotNow
 	case ProcessWebhook, ProcessWebhookBalance, ProcessBatch:
-		ok := due && (cur.Status == StatusScheduled || (cur.Status == StatusError && !cur.NoRetry))
+		ok := due && (cur.Status == StatusScheduled || (cur.Status == StatusError && !cur.NoRetry && c.dunningRetries(cur)))
 		return ok, "not a due SCHEDULED or retryable ERROR record"
 	case ProcessManualRepayment:
 		return cur.Status == StatusError || (cur.Status == StatusScheduled && due), "not ERROR or a due SCHEDULED record"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 )
 
 // This file is dunning: what happens to a period after its charge is
@@ -43,7 +44,8 @@ const (
 	// DeclineHard: the card was reported lost or stolen, the account is
 	// closed, or the processor suspects fraud. Never retried, whatever
 	// the schedule says; only a new payment method pays the period. A
-	// decline the provider marks not [PaymentResult.Retryable] is hard.
+	// decline the provider marks not [PaymentResult.Retryable] is hard
+	// unless its kind is an expired card or an authentication.
 	DeclineHard DeclineKind = "hard"
 )
 
@@ -345,16 +347,23 @@ const (
 	EventDunningEnded EventType = "payment_dunning_ended"
 )
 
-// declineKindOf is the kind of a declined result: hard when the provider
+// declineKindOf is the kind of a declined result: the kind the provider
+// gave, hard when it gave none (or one this library does not know) and
 // says retrying is not worth it.
 func declineKindOf(res *PaymentResult) DeclineKind {
-	switch {
-	case !res.Retryable || res.Decline == DeclineHard:
-		return DeclineHard
-	case !res.Decline.Valid():
-		return DeclineOther
+	switch res.Decline {
+	case DeclineExpiredCard, DeclineAuthenticationRequired, DeclineHard:
+		// Not worth retrying as it stands, but not hopeless: an expired
+		// card or a payment to confirm is the customer's to fix.
+		return res.Decline
 	}
-	return res.Decline
+	switch {
+	case !res.Retryable:
+		return DeclineHard
+	case res.Decline == DeclineInsufficientFunds:
+		return DeclineInsufficientFunds
+	}
+	return DeclineOther
 }
 
 // dunningMove sets on next, the version of cur an outcome (by proc, of a
@@ -383,12 +392,16 @@ func (c *Collector) dunningMove(cur, next *Period, proc Process, kind DeclineKin
 			d.Retries++
 		}
 		d.Kind, d.ActionURL = kind, ""
-		if kind == DeclineAuthenticationRequired {
-			d.ActionURL = actionURL
+		if kind == DeclineAuthenticationRequired && len(actionURL) <= maxActionURL && utf8.ValidString(actionURL) {
+			d.ActionURL = actionURL // a link the store would refuse is dropped: the record is what matters
 		}
 	}
 	return false
 }
+
+// maxActionURL bounds the confirmation link kept on a record, as the
+// stores do.
+const maxActionURL = 2048
 
 // retryDue reports whether the schedule allows the retry run to attempt
 // cur, an ERROR record, at now. A record declined before dunning was
@@ -406,6 +419,19 @@ func (c *Collector) retryDue(cur *Period, now time.Time) bool {
 	}
 	days := c.cfg.Dunning.retryDays(d.Kind)
 	return d.Retries < len(days) && !now.Before(dayOf(d.Since, days[d.Retries])) && !now.After(dayOf(d.Since, c.cfg.Dunning.FinalDay))
+}
+
+// dunningRetries reports whether a host's own collection of cur, an
+// ERROR record (a webhook's, a batch's), may try it under dunning: while
+// its schedule goes on and its kind of decline is retried at all. After
+// the final action only the customer's own payment
+// ([Periods.Repay], [Collector.PaymentMethodUpdated]) tries it.
+func (c *Collector) dunningRetries(cur *Period) bool {
+	d := &cur.Dunning
+	if c.cfg.Dunning == nil || !d.Started() {
+		return true
+	}
+	return d.Active() && len(c.cfg.Dunning.retryDays(d.Kind)) > 0
 }
 
 // finalDue reports whether cur's final action is due at now.

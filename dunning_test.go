@@ -217,6 +217,8 @@ func TestDunningPauseFinalAction(t *testing.T) {
 	owed := e.subscribeDeclined(t, billingtest.DeclinedAs(billing.DeclineExpiredCard, "expired_card", ""), billing.TermMonthly)
 	e.days(t, 1, 16)
 	assert.Equal(t, []int{0}, e.attemptDays(owed.SubscriptionID), "an expired card is not tried again")
+	assert.Equal(t, billing.DeclineExpiredCard, e.period(t, owed.SubscriptionID).Dunning.Kind, "not retryable, yet not hard")
+	assert.Equal(t, billing.DeclineReasonText(billing.DeclineExpiredCard), e.sent.Sent()[0].Notification.Reason)
 	recs := e.records(t)
 	require.Len(t, recs, 2)
 	assert.Equal(t, billing.StatusPaused, recs[1].Status)
@@ -354,4 +356,35 @@ func TestDunningNoticeOnceUnderFailuresAndCrashes(t *testing.T) {
 			assert.Equal(t, map[string]int{billing.PaymentFailedNoticeEvent: 1, billing.PaymentFinalNoticeEvent: 1}, kinds)
 		})
 	}
+}
+
+// TestDunningEndsHostCollectionsToo: once the final action is applied
+// (left past due), a host's webhook collection no longer tries the owed
+// period; the customer's own payment (Repay) still does, and pays it.
+// An expired card is not tried by a webhook either.
+func TestDunningEndsHostCollectionsToo(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e := newDunningEnv(t, memoryUserStores()[0], billing.DunningPolicy{FinalAction: billing.FinalLeavePastDue})
+	owed := e.subscribeDeclined(t, billingtest.DeclinedAs(billing.DeclineInsufficientFunds, "insufficient_funds", ""), billing.TermMonthly)
+	e.clock.Set(time.Date(2025, 2, 4, 12, 0, 0, 0, time.UTC))
+	rep, err := e.c.CollectUser(ctx, e.user, billing.ProcessWebhook)
+	require.NoError(t, err)
+	assert.Equal(t, 1, rep.Declined, "while the schedule goes on a webhook may try it")
+
+	e.days(t, 1, 15)
+	require.Equal(t, billing.DunningEnd(billing.FinalLeavePastDue), e.period(t, owed.SubscriptionID).Dunning.End)
+	calls := len(e.pay.Calls())
+	rep, err = e.c.CollectUser(ctx, e.user, billing.ProcessWebhook)
+	require.NoError(t, err)
+	assert.Zero(t, rep.Attempted)
+	assert.Len(t, e.pay.Calls(), calls, "no attempt after the final action")
+
+	e.pay.SetDefault(billingtest.Always(billingtest.Succeeded()))
+	_, err = e.c.Periods().Repay(ctx, owed.SubscriptionID)
+	require.NoError(t, err)
+	got := e.period(t, owed.SubscriptionID)
+	assert.Equal(t, billing.StatusCompleted, got.Status)
+	assert.Equal(t, billing.DunningEnd(billing.FinalLeavePastDue), got.Dunning.End, "ended once, by the final action")
+	assert.Equal(t, 1, e.events.Count(billing.EventDunningEnded))
 }

@@ -225,8 +225,10 @@ type PaymentResult struct {
 	// Retryable says whether a declined collection is worth retrying.
 	Retryable bool
 	// Decline says why a declined collection was declined, for the
-	// dunning schedule ([Config.Dunning]); a decline not Retryable is
-	// [DeclineHard] whatever it says.
+	// dunning schedule ([Config.Dunning]). A decline not Retryable is
+	// [DeclineHard] unless it says [DeclineExpiredCard] or
+	// [DeclineAuthenticationRequired] (not retried either, but the
+	// customer's to fix).
 	Decline DeclineKind
 	// ActionURL is the processor's link where the customer confirms a
 	// payment held for authentication ([DeclineAuthenticationRequired]),

@@ -76,10 +76,13 @@ func Declined(reason string, retryable bool) Step {
 }
 
 // DeclinedAs is a Step that declines the collection as kind, with
-// reason; a hard decline is not retryable, every other kind is. An
+// reason, retryable as a processor says it is (billingstripe): a lack of
+// funds and an unexplained decline are, an expired card, an
+// authentication and a hard decline are not. An
 // authentication-required decline carries actionURL.
 func DeclinedAs(kind billing.DeclineKind, reason, actionURL string) Step {
-	return Step{Outcome: billing.OutcomeDeclined, DeclineReason: reason, Retryable: kind != billing.DeclineHard,
+	retryable := kind == billing.DeclineInsufficientFunds || kind == billing.DeclineOther
+	return Step{Outcome: billing.OutcomeDeclined, DeclineReason: reason, Retryable: retryable,
 		Decline: kind, ActionURL: actionURL}
 }
 
