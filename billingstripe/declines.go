@@ -1,5 +1,7 @@
 package billingstripe
 
+import "github.com/dynabill/billing"
+
 // retryableDecline says, for each decline code Stripe documents (and the
 // error codes it gives instead of one), whether collecting again later can
 // succeed without the customer doing anything; the reasons are on
@@ -70,4 +72,56 @@ func declineRetryable(declineCode, code string) bool {
 		return true
 	}
 	return retryableDecline[code]
+}
+
+// declineKinds names the dunning kind ([billing.PaymentResult.Decline]) of
+// the codes that say more than "declined": a lack of funds, a card whose
+// details the customer must update, a payment the customer must confirm,
+// and the codes Stripe says never to retry (a card gone or suspected, an
+// authorization withdrawn, an issuer that said never again). A code
+// missing here is [billing.DeclineOther] when retryable and
+// [billing.DeclineHard] when not, as the collector takes a decline that
+// is not retryable.
+var declineKinds = map[string]billing.DeclineKind{
+	"insufficient_funds": billing.DeclineInsufficientFunds,
+
+	"expired_card":                      billing.DeclineExpiredCard,
+	"incorrect_number":                  billing.DeclineExpiredCard,
+	"invalid_number":                    billing.DeclineExpiredCard,
+	"invalid_expiry_month":              billing.DeclineExpiredCard,
+	"invalid_expiry_year":               billing.DeclineExpiredCard,
+	"new_account_information_available": billing.DeclineExpiredCard,
+
+	"authentication_required": billing.DeclineAuthenticationRequired,
+
+	"stolen_card":                      billing.DeclineHard,
+	"lost_card":                        billing.DeclineHard,
+	"pickup_card":                      billing.DeclineHard,
+	"fraudulent":                       billing.DeclineHard,
+	"merchant_blacklist":               billing.DeclineHard,
+	"restricted_card":                  billing.DeclineHard,
+	"security_violation":               billing.DeclineHard,
+	"revocation_of_authorization":      billing.DeclineHard,
+	"revocation_of_all_authorizations": billing.DeclineHard,
+	"stop_payment_order":               billing.DeclineHard,
+	"do_not_honor":                     billing.DeclineHard,
+	"do_not_try_again":                 billing.DeclineHard,
+	"invalid_account":                  billing.DeclineHard,
+}
+
+// declineKind is the dunning kind of a decline with the given decline
+// code and error code, read as [declineRetryable] reads them: the decline
+// code wins, the error code stands in when there is none.
+func declineKind(declineCode, code string) billing.DeclineKind {
+	c := declineCode
+	if c == "" {
+		c = code
+	}
+	if k, ok := declineKinds[c]; ok {
+		return k
+	}
+	if !declineRetryable(declineCode, code) {
+		return billing.DeclineHard
+	}
+	return billing.DeclineOther
 }

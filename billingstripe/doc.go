@@ -10,7 +10,11 @@
 //		}
 //		return billingstripe.Customer{ID: acct.StripeCustomerID, PaymentMethod: acct.StripePaymentMethodID}, nil
 //	})
-//	p, err := billingstripe.New(billingstripe.Config{Client: client, Customers: customers, Logger: logger})
+//	p, err := billingstripe.New(billingstripe.Config{Client: client, Customers: customers, Logger: logger,
+//		// The page where a customer confirms a payment the bank holds for
+//		// 3-D Secure, sent in the dunning's action-required notice.
+//		ConfirmURL: func(pi *stripe.PaymentIntent) string { return "https://app.example/billing/confirm?pi=" + pi.ID },
+//	})
 //	if err != nil {
 //		return err
 //	}
@@ -21,12 +25,14 @@
 //	if err != nil {
 //		return err
 //	}
-//	// Stripe's events: ACH debits settled or returned, refunds (and, with
-//	// Accounts, Users and Tiers, subscriptions, founder passes and
-//	// monthly credit grants).
+//	// Stripe's events: ACH debits settled or returned, refunds, a new
+//	// payment method charging the owed periods at once (with Users), and,
+//	// with Accounts, Users and Tiers, subscriptions, founder passes and
+//	// monthly credit grants.
 //	hooks, err := billingstripe.NewWebhookHandler(billingstripe.WebhookConfig{
 //		Secret:    os.Getenv("STRIPE_WEBHOOK_SECRET"),
 //		Collector: c,
+//		Users:     customerUsers, // the host's map from Stripe customer to user
 //		Intents:   billingstripe.NewIntentMetadata(client),
 //		Logger:    logger,
 //	})
@@ -107,9 +113,16 @@
 // (payment_intent.succeeded and payment_intent.payment_failed settle or
 // return a pending ACH debit, charge.refunded refunds) and, for
 // provider-billed tiers, subscription events, founder-pass purchases and
-// paid invoices. It answers 200 for what it applied, repeated or ignores,
-// 4xx for what no delivery can fix, and 5xx for what a later delivery can,
-// so that Stripe retries only those.
+// paid invoices. When the customer's payment method changes
+// (customer.updated with a new invoice_settings.default_payment_method,
+// or payment_method.automatically_updated when the card network renews
+// a card), it calls [billing.Collector.PaymentMethodUpdated] for the
+// customer's user ([WebhookConfig.Users]) with the request key "stripe:"
+// and the event's ID: the owed periods are charged at once and their
+// dunning ends when paid, and a redelivered event is the same request,
+// which charges nothing more. It answers 200 for what it applied,
+// repeated or ignores, 4xx for what no delivery can fix, and 5xx for
+// what a later delivery can, so that Stripe retries only those.
 //
 // # Currencies
 //

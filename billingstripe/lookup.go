@@ -86,6 +86,7 @@ func (p *Provider) LookupPayment(ctx context.Context, req billing.PaymentRequest
 	if err != nil {
 		return billing.PaymentResult{}, false, fmt.Errorf("billingstripe: lookup: %w", err)
 	}
+	p.withConfirmURL(ctx, &res, match)
 	p.cfg.Logger.DebugContext(ctx, "billingstripe: lookup found", "key", key, "payment_intent", match.ID, "outcome", res.Outcome.String())
 	return res, true, nil
 }

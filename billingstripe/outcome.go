@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dynabill/billing"
 	"github.com/stripe/stripe-go/v85"
@@ -71,10 +73,14 @@ func classify(key string, pi *stripe.PaymentIntent, err error, now time.Time) (b
 			Outcome:       billing.OutcomeDeclined,
 			DeclineReason: declineReason(se),
 			Retryable:     declineRetryable(string(se.DeclineCode), string(se.Code)),
+			Decline:       declineKind(string(se.DeclineCode), string(se.Code)),
 		}
 		if se.PaymentIntent != nil {
 			res.TransactionID = se.PaymentIntent.ID
 			account(&res, se.PaymentIntent.PaymentMethod)
+			if res.Decline == billing.DeclineAuthenticationRequired {
+				res.ActionURL = redirectURL(se.PaymentIntent)
+			}
 		}
 		account(&res, se.PaymentMethod)
 		return res, nil
@@ -113,18 +119,27 @@ func fromIntent(key string, pi *stripe.PaymentIntent) (billing.PaymentResult, er
 		if e := pi.LastPaymentError; e != nil {
 			res.DeclineReason = declineReason(e)
 			res.Retryable = declineRetryable(string(e.DeclineCode), string(e.Code))
+			res.Decline = declineKind(string(e.DeclineCode), string(e.Code))
+			if res.Decline == billing.DeclineAuthenticationRequired {
+				res.ActionURL = redirectURL(pi)
+			}
 		} else {
 			res.DeclineReason = "payment failed (requires_payment_method)"
+			res.Decline = billing.DeclineHard
 		}
 	case stripe.PaymentIntentStatusRequiresAction:
 		res.Outcome = billing.OutcomeDeclined
 		res.DeclineReason = "the customer must authenticate the payment (requires_action)"
+		res.Decline = billing.DeclineAuthenticationRequired
+		res.ActionURL = redirectURL(pi)
 	case stripe.PaymentIntentStatusRequiresConfirmation:
 		res.Outcome = billing.OutcomeDeclined
 		res.DeclineReason = "the payment was never confirmed (requires_confirmation)"
+		res.Decline = billing.DeclineHard
 	case stripe.PaymentIntentStatusCanceled:
 		res.Outcome = billing.OutcomeDeclined
 		res.DeclineReason = "the payment was canceled"
+		res.Decline = billing.DeclineHard
 		if pi.CancellationReason != "" {
 			res.DeclineReason += " (" + string(pi.CancellationReason) + ")"
 		}
@@ -132,6 +147,34 @@ func fromIntent(key string, pi *stripe.PaymentIntent) (billing.PaymentResult, er
 		return billing.PaymentResult{}, fmt.Errorf("key %s: %w: PaymentIntent %s is %q", key, ErrUnexpectedAnswer, pi.ID, pi.Status)
 	}
 	return res, nil
+}
+
+// maxActionURL is the longest confirmation link a decline carries: the
+// collector keeps it on the period's record, which takes at most 2048
+// bytes.
+const maxActionURL = 2048
+
+// redirectURL is the link Stripe gives for the customer to authenticate
+// pi (next_action.redirect_to_url.url), "" when it gives none or one
+// that is no absolute http(s) URL of at most [maxActionURL] bytes.
+func redirectURL(pi *stripe.PaymentIntent) string {
+	if pi == nil || pi.NextAction == nil || pi.NextAction.RedirectToURL == nil {
+		return ""
+	}
+	return checkedURL(pi.NextAction.RedirectToURL.URL)
+}
+
+// checkedURL is u when it is an absolute http or https URL of at most
+// [maxActionURL] bytes of UTF-8, else "".
+func checkedURL(u string) string {
+	if u == "" || len(u) > maxActionURL || !utf8.ValidString(u) {
+		return ""
+	}
+	parsed, err := url.Parse(u)
+	if err != nil || (parsed.Scheme != "https" && parsed.Scheme != "http") || parsed.Host == "" {
+		return ""
+	}
+	return u
 }
 
 // declineReason is Stripe's message with its codes, e.g. "Your card has

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,6 +43,27 @@ func apiErr(status int, typ stripe.ErrorType, code string, header http.Header) *
 	return e
 }
 
+// redirecting is an intent that requires the customer's action at link.
+func redirecting(link string) *stripe.PaymentIntent {
+	pi := intent(stripe.PaymentIntentStatusRequiresAction, nil)
+	pi.NextAction = &stripe.PaymentIntentNextAction{Type: stripe.PaymentIntentNextActionTypeRedirectToURL,
+		RedirectToURL: &stripe.PaymentIntentNextActionRedirectToURL{URL: link}}
+	return pi
+}
+
+// withIntentLink gives the intent e carries the redirect link.
+func withIntentLink(e *stripe.Error, link string) *stripe.Error {
+	e.PaymentIntent.NextAction = &stripe.PaymentIntentNextAction{Type: stripe.PaymentIntentNextActionTypeRedirectToURL,
+		RedirectToURL: &stripe.PaymentIntentNextActionRedirectToURL{URL: link}}
+	return e
+}
+
+// authErr is an off-session authentication_required decline whose intent
+// carries the redirect link.
+func authErr(link string) *stripe.Error {
+	return withIntentLink(cardErr("authentication_required", "authentication_required", "Authenticate."), link)
+}
+
 func declinedIntent(code, decline string) *stripe.PaymentIntent {
 	pi := intent(stripe.PaymentIntentStatusRequiresPaymentMethod, card("0005"))
 	pi.LastPaymentError = &stripe.Error{Type: stripe.ErrorTypeCard, Code: stripe.ErrorCode(code), DeclineCode: stripe.DeclineCode(decline), Msg: "Your card was declined."}
@@ -61,9 +83,21 @@ func TestClassify(t *testing.T) {
 		rateLimit  time.Duration
 		unknownErr bool // a plain error: outcome unknown
 	}
-	declined := func(reason string, retryable bool, mask, typ string) want {
-		return want{res: billing.PaymentResult{Outcome: billing.OutcomeDeclined, TransactionID: "pi_1", DeclineReason: reason, Retryable: retryable, AccountMask: mask, PaymentType: typ}}
+	declined := func(reason string, retryable bool, mask, typ string, kind billing.DeclineKind) want {
+		return want{res: billing.PaymentResult{Outcome: billing.OutcomeDeclined, TransactionID: "pi_1", DeclineReason: reason, Retryable: retryable,
+			Decline: kind, AccountMask: mask, PaymentType: typ}}
 	}
+	withLink := func(w want, link string) want {
+		w.res.ActionURL = link
+		return w
+	}
+	const (
+		other   = billing.DeclineOther
+		ins     = billing.DeclineInsufficientFunds
+		expired = billing.DeclineExpiredCard
+		auth    = billing.DeclineAuthenticationRequired
+		hard    = billing.DeclineHard
+	)
 	tests := []struct {
 		name string
 		pi   *stripe.PaymentIntent
@@ -79,49 +113,59 @@ func TestClassify(t *testing.T) {
 		{"payment method not expanded: no mask", intent(stripe.PaymentIntentStatusSucceeded, &stripe.PaymentMethod{ID: "pm_1"}), nil,
 			want{res: billing.PaymentResult{Outcome: billing.OutcomeSucceeded, TransactionID: "pi_1"}}},
 		{"requires_payment_method, insufficient funds", declinedIntent("card_declined", "insufficient_funds"), nil,
-			declined("Your card was declined. (card_declined/insufficient_funds)", true, "0005", "CARD")},
+			declined("Your card was declined. (card_declined/insufficient_funds)", true, "0005", "CARD", ins)},
 		{"requires_payment_method, stolen card", declinedIntent("card_declined", "stolen_card"), nil,
-			declined("Your card was declined. (card_declined/stolen_card)", false, "0005", "CARD")},
+			declined("Your card was declined. (card_declined/stolen_card)", false, "0005", "CARD", hard)},
 		{"requires_payment_method without an error", intent(stripe.PaymentIntentStatusRequiresPaymentMethod, nil), nil,
-			declined("payment failed (requires_payment_method)", false, "", "")},
+			declined("payment failed (requires_payment_method)", false, "", "", hard)},
 		{"requires_action off-session", intent(stripe.PaymentIntentStatusRequiresAction, card("3155")), nil,
-			declined("the customer must authenticate the payment (requires_action)", false, "3155", "CARD")},
+			declined("the customer must authenticate the payment (requires_action)", false, "3155", "CARD", auth)},
 		{"requires_confirmation", intent(stripe.PaymentIntentStatusRequiresConfirmation, nil), nil,
-			declined("the payment was never confirmed (requires_confirmation)", false, "", "")},
-		{"canceled", canceled, nil, declined("the payment was canceled (requested_by_customer)", false, "1111", "CARD")},
+			declined("the payment was never confirmed (requires_confirmation)", false, "", "", hard)},
+		{"canceled", canceled, nil, declined("the payment was canceled (requested_by_customer)", false, "1111", "CARD", hard)},
 		{"requires_capture is unexpected", intent(stripe.PaymentIntentStatusRequiresCapture, nil), nil, want{errIs: ErrUnexpectedAnswer}},
 		{"an unknown status is unexpected", intent("requires_something_new", nil), nil, want{errIs: ErrUnexpectedAnswer}},
 		{"no intent and no error", nil, nil, want{errIs: ErrUnexpectedAnswer}},
 
 		{"402 insufficient funds", nil, cardErr("card_declined", "insufficient_funds", "Your card has insufficient funds."),
-			declined("Your card has insufficient funds. (card_declined/insufficient_funds)", true, "4242", "CARD")},
+			declined("Your card has insufficient funds. (card_declined/insufficient_funds)", true, "4242", "CARD", ins)},
 		{"402 processing_error", nil, cardErr("processing_error", "", "An error occurred while processing your card."),
-			declined("An error occurred while processing your card. (processing_error)", true, "4242", "CARD")},
+			declined("An error occurred while processing your card. (processing_error)", true, "4242", "CARD", other)},
 		{"402 try_again_later", nil, cardErr("card_declined", "try_again_later", "Try again."),
-			declined("Try again. (card_declined/try_again_later)", true, "4242", "CARD")},
+			declined("Try again. (card_declined/try_again_later)", true, "4242", "CARD", other)},
 		{"402 generic decline", nil, cardErr("card_declined", "generic_decline", "Your card was declined."),
-			declined("Your card was declined. (card_declined/generic_decline)", true, "4242", "CARD")},
+			declined("Your card was declined. (card_declined/generic_decline)", true, "4242", "CARD", other)},
 		{"402 card_declined without a decline code", nil, cardErr("card_declined", "", "Your card was declined."),
-			declined("Your card was declined. (card_declined)", true, "4242", "CARD")},
+			declined("Your card was declined. (card_declined)", true, "4242", "CARD", other)},
 		{"402 stolen_card", nil, cardErr("card_declined", "stolen_card", "Your card was declined."),
-			declined("Your card was declined. (card_declined/stolen_card)", false, "4242", "CARD")},
+			declined("Your card was declined. (card_declined/stolen_card)", false, "4242", "CARD", hard)},
 		{"402 lost_card", nil, cardErr("card_declined", "lost_card", "Your card was declined."),
-			declined("Your card was declined. (card_declined/lost_card)", false, "4242", "CARD")},
+			declined("Your card was declined. (card_declined/lost_card)", false, "4242", "CARD", hard)},
 		{"402 fraudulent", nil, cardErr("card_declined", "fraudulent", "Your card was declined."),
-			declined("Your card was declined. (card_declined/fraudulent)", false, "4242", "CARD")},
-		{"402 pickup_card", nil, cardErr("card_declined", "pickup_card", "x"), declined("x (card_declined/pickup_card)", false, "4242", "CARD")},
-		{"402 do_not_honor", nil, cardErr("card_declined", "do_not_honor", "x"), declined("x (card_declined/do_not_honor)", false, "4242", "CARD")},
-		{"402 restricted_card", nil, cardErr("card_declined", "restricted_card", "x"), declined("x (card_declined/restricted_card)", false, "4242", "CARD")},
-		{"402 security_violation", nil, cardErr("card_declined", "security_violation", "x"), declined("x (card_declined/security_violation)", false, "4242", "CARD")},
+			declined("Your card was declined. (card_declined/fraudulent)", false, "4242", "CARD", hard)},
+		{"402 pickup_card", nil, cardErr("card_declined", "pickup_card", "x"), declined("x (card_declined/pickup_card)", false, "4242", "CARD", hard)},
+		{"402 do_not_honor", nil, cardErr("card_declined", "do_not_honor", "x"), declined("x (card_declined/do_not_honor)", false, "4242", "CARD", hard)},
+		{"402 restricted_card", nil, cardErr("card_declined", "restricted_card", "x"), declined("x (card_declined/restricted_card)", false, "4242", "CARD", hard)},
+		{"402 security_violation", nil, cardErr("card_declined", "security_violation", "x"), declined("x (card_declined/security_violation)", false, "4242", "CARD", hard)},
 		{"402 revocation_of_authorization", nil, cardErr("card_declined", "revocation_of_authorization", "x"),
-			declined("x (card_declined/revocation_of_authorization)", false, "4242", "CARD")},
-		{"402 expired_card", nil, cardErr("expired_card", "", "Your card has expired."), declined("Your card has expired. (expired_card)", false, "4242", "CARD")},
-		{"402 an undocumented decline code", nil, cardErr("card_declined", "brand_new_reason", "x"), declined("x (card_declined/brand_new_reason)", false, "4242", "CARD")},
+			declined("x (card_declined/revocation_of_authorization)", false, "4242", "CARD", hard)},
+		{"402 expired_card", nil, cardErr("expired_card", "", "Your card has expired."), declined("Your card has expired. (expired_card)", false, "4242", "CARD", expired)},
+		{"402 an undocumented decline code", nil, cardErr("card_declined", "brand_new_reason", "x"), declined("x (card_declined/brand_new_reason)", false, "4242", "CARD", hard)},
 		{"402 authentication_required off-session", nil, cardErr("authentication_required", "authentication_required", "This transaction requires authentication."),
-			declined("This transaction requires authentication. (authentication_required/authentication_required)", false, "4242", "CARD")},
+			declined("This transaction requires authentication. (authentication_required/authentication_required)", false, "4242", "CARD", auth)},
 		{"400 carrying an intent that requires action", nil,
 			&stripe.Error{HTTPStatusCode: 400, Type: stripe.ErrorTypeInvalidRequest, Code: "payment_intent_authentication_failure", PaymentIntent: intent(stripe.PaymentIntentStatusRequiresAction, nil)},
-			declined("the customer must authenticate the payment (requires_action)", false, "", "")},
+			declined("the customer must authenticate the payment (requires_action)", false, "", "", auth)},
+		{"requires_action with Stripe's link", redirecting("https://hooks.stripe.com/3d_secure_2/hosted?pi=pi_1"), nil,
+			withLink(declined("the customer must authenticate the payment (requires_action)", false, "", "", auth), "https://hooks.stripe.com/3d_secure_2/hosted?pi=pi_1")},
+		{"requires_action with a link that is no http(s) URL", redirecting("javascript:alert(1)"), nil,
+			declined("the customer must authenticate the payment (requires_action)", false, "", "", auth)},
+		{"requires_action with a link over 2048 bytes", redirecting("https://example.com/" + strings.Repeat("a", 2048)), nil,
+			declined("the customer must authenticate the payment (requires_action)", false, "", "", auth)},
+		{"402 authentication_required, its intent with Stripe's link", nil, authErr("https://hooks.stripe.com/redirect/authenticate/src_1"),
+			withLink(declined("Authenticate. (authentication_required/authentication_required)", false, "4242", "CARD", auth), "https://hooks.stripe.com/redirect/authenticate/src_1")},
+		{"402 insufficient funds, its intent with a link: no link", nil, withIntentLink(cardErr("card_declined", "insufficient_funds", "x"), "https://hooks.stripe.com/x"),
+			declined("x (card_declined/insufficient_funds)", true, "4242", "CARD", ins)},
 
 		{"429 rate_limit with Retry-After seconds", nil, apiErr(429, stripe.ErrorTypeInvalidRequest, "rate_limit", http.Header{"Retry-After": {"7"}}),
 			want{errIs: billing.ErrRateLimited, rateLimit: 7 * time.Second}},
@@ -193,5 +237,56 @@ func TestDeclineRetryable(t *testing.T) {
 		t.Run(tt.decline+"/"+tt.code, func(t *testing.T) {
 			assert.Equal(t, tt.want, declineRetryable(tt.decline, tt.code))
 		})
+	}
+}
+
+// TestDeclineKind: the kind of every code the brief names, and the rule
+// for the rest (not retryable is hard, retryable is other).
+func TestDeclineKind(t *testing.T) {
+	tests := []struct {
+		decline, code string
+		want          billing.DeclineKind
+	}{
+		{"insufficient_funds", "card_declined", billing.DeclineInsufficientFunds},
+		{"", "insufficient_funds", billing.DeclineInsufficientFunds}, // ACH gives the reason as the code
+		{"expired_card", "expired_card", billing.DeclineExpiredCard},
+		{"", "expired_card", billing.DeclineExpiredCard},
+		{"", "incorrect_number", billing.DeclineExpiredCard},
+		{"incorrect_number", "card_declined", billing.DeclineExpiredCard},
+		{"", "invalid_number", billing.DeclineExpiredCard},
+		{"", "invalid_expiry_month", billing.DeclineExpiredCard},
+		{"", "invalid_expiry_year", billing.DeclineExpiredCard},
+		{"new_account_information_available", "card_declined", billing.DeclineExpiredCard},
+		{"authentication_required", "authentication_required", billing.DeclineAuthenticationRequired},
+		{"", "authentication_required", billing.DeclineAuthenticationRequired},
+		{"lost_card", "card_declined", billing.DeclineHard},
+		{"stolen_card", "card_declined", billing.DeclineHard},
+		{"pickup_card", "card_declined", billing.DeclineHard},
+		{"fraudulent", "card_declined", billing.DeclineHard},
+		{"do_not_honor", "card_declined", billing.DeclineHard},
+		{"do_not_try_again", "card_declined", billing.DeclineHard},
+		{"revocation_of_all_authorizations", "card_declined", billing.DeclineHard},
+		{"invalid_account", "card_declined", billing.DeclineHard},
+		{"", "incorrect_cvc", billing.DeclineHard}, // not retryable, no kind of its own
+		{"card_not_supported", "card_declined", billing.DeclineHard},
+		{"brand_new_reason", "card_declined", billing.DeclineHard},
+		{"", "some_new_code", billing.DeclineHard},
+		{"generic_decline", "card_declined", billing.DeclineOther},
+		{"try_again_later", "card_declined", billing.DeclineOther},
+		{"", "processing_error", billing.DeclineOther},
+		{"", "card_declined", billing.DeclineOther},
+		{"generic_decline", "expired_card", billing.DeclineOther}, // the decline code wins
+	}
+	for _, tt := range tests {
+		t.Run(tt.decline+"/"+tt.code, func(t *testing.T) {
+			assert.Equal(t, tt.want, declineKind(tt.decline, tt.code))
+		})
+	}
+	// Every code of a kind other than hard is one the schedule may
+	// treat apart; every hard one is one the collector never retries.
+	for code, k := range declineKinds {
+		if k == billing.DeclineHard || k == billing.DeclineExpiredCard || k == billing.DeclineAuthenticationRequired {
+			assert.False(t, declineRetryable(code, ""), "%s is %s but retryable", code, k)
+		}
 	}
 }

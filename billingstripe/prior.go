@@ -1,6 +1,7 @@
 package billingstripe
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -197,6 +198,7 @@ func (p *Provider) confirmPrior(ctx context.Context, req billing.PaymentRequest,
 	if res.TransactionID != pi.ID {
 		return billing.PaymentResult{}, false, nil, fmt.Errorf("key %s: %w: confirmed PaymentIntent %s, the answer is about %s", key, ErrUnexpectedAnswer, pi.ID, res.TransactionID)
 	}
+	p.withConfirmURL(ctx, &res, cmp.Or(got, errIntent(callErr), pi))
 	return res, true, nil, nil
 }
 

@@ -1,6 +1,7 @@
 package billingstripe
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -153,6 +154,23 @@ type Config struct {
 	// to "<tier> subscription, billing date <YYYY-MM-DD>", followed by
 	// ", invoice <number>" when the request names its invoice.
 	Description func(req billing.PaymentRequest) string
+	// ConfirmURL returns the link where the customer confirms a payment
+	// their bank holds for authentication (3-D Secure), the
+	// [billing.PaymentResult.ActionURL] of a decline of kind
+	// [billing.DeclineAuthenticationRequired] that the collector's
+	// dunning sends in its action-required notice. Stripe gives a link
+	// of its own (next_action.redirect_to_url.url, which wins when
+	// present) only for an intent confirmed with a return_url; an
+	// off-session decline carries none: the customer confirms the
+	// intent on a page of the host's, with Stripe.js
+	// (stripe.confirmCardPayment and the intent's client_secret). It is
+	// called with the PaymentIntent as Stripe's answer carries it (its
+	// ID, customer, metadata naming the attempt, client_secret); a link
+	// that is no absolute http(s) URL of at most 2048 bytes is dropped
+	// and logged, as is "". Defaults to nil: only Stripe's own links are
+	// sent, and a decline without one gets the payment-failed notice,
+	// with the host's update-payment link, instead.
+	ConfirmURL func(pi *stripe.PaymentIntent) string
 	// Logger logs what the provider does. Defaults to a logger that
 	// discards everything.
 	Logger *slog.Logger
@@ -219,6 +237,24 @@ type Config struct {
 // declines, and every code Stripe may add later: card networks penalise
 // retries of final declines, and an operator can still collect such a
 // record by hand.
+//
+// Each decline also names its kind ([billing.PaymentResult.Decline]), on
+// which the collector's dunning schedule decides: insufficient_funds is
+// [billing.DeclineInsufficientFunds]; a card whose details the customer
+// must update (expired_card, incorrect_number, invalid_number,
+// invalid_expiry_month, invalid_expiry_year,
+// new_account_information_available) is [billing.DeclineExpiredCard];
+// authentication_required, and an intent left requires_action, is
+// [billing.DeclineAuthenticationRequired], with the link where the
+// customer confirms it ([billing.PaymentResult.ActionURL]: Stripe's
+// next_action.redirect_to_url.url when the intent has one, else
+// [Config.ConfirmURL]); the codes Stripe and the card networks say not
+// to retry (stolen_card, lost_card, pickup_card, fraudulent,
+// restricted_card, security_violation, merchant_blacklist, the
+// revocations, stop_payment_order, do_not_honor, do_not_try_again,
+// invalid_account), and every other decline not retryable, are
+// [billing.DeclineHard]; the rest, retryable, are
+// [billing.DeclineOther].
 //
 // # Rate limits
 //
@@ -390,6 +426,9 @@ func (p *Provider) Collect(ctx context.Context, req billing.PaymentRequest) (bil
 	if err == nil && pi != nil {
 		err = p.check(req, pi)
 	}
+	if err == nil {
+		p.withConfirmURL(ctx, &res, cmp.Or(pi, errIntent(callErr)))
+	}
 	if errors.Is(err, billing.ErrRateLimited) {
 		res, err = p.confirmRefusal(ctx, req, err)
 	}
@@ -399,6 +438,30 @@ func (p *Provider) Collect(ctx context.Context, req billing.PaymentRequest) (bil
 	}
 	p.cfg.Logger.DebugContext(ctx, "billingstripe: outcome", "key", req.IdempotencyKey, "outcome", res.Outcome.String(), "payment_intent", res.TransactionID)
 	return res, nil
+}
+
+// errIntent is the PaymentIntent a Stripe error carries, nil for none.
+func errIntent(err error) *stripe.PaymentIntent {
+	var se *stripe.Error
+	if errors.As(err, &se) {
+		return se.PaymentIntent
+	}
+	return nil
+}
+
+// withConfirmURL gives res, Stripe's answer about pi, the host's
+// confirmation link ([Config.ConfirmURL]) when it is a decline that
+// asks for the customer's authentication and Stripe gave no link.
+func (p *Provider) withConfirmURL(ctx context.Context, res *billing.PaymentResult, pi *stripe.PaymentIntent) {
+	if res.Outcome != billing.OutcomeDeclined || res.Decline != billing.DeclineAuthenticationRequired || res.ActionURL != "" ||
+		p.cfg.ConfirmURL == nil || pi == nil || pi.ID == "" {
+		return
+	}
+	u := p.cfg.ConfirmURL(pi)
+	if res.ActionURL = checkedURL(u); res.ActionURL == "" {
+		p.cfg.Logger.WarnContext(ctx, "billingstripe: Config.ConfirmURL gave no absolute http(s) URL of at most 2048 bytes; the decline carries no link",
+			"payment_intent", pi.ID, "url_bytes", len(u))
+	}
 }
 
 // check refuses an intent that is not the one req asked for.

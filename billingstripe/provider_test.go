@@ -109,14 +109,14 @@ func TestCollectOutcomes(t *testing.T) {
 			billing.PaymentResult{Outcome: billing.OutcomePending, AccountMask: "6789", PaymentType: "ACH"}, "processing"},
 		{"insufficient funds", false, stripetest.Decline("insufficient_funds"),
 			billing.PaymentResult{Outcome: billing.OutcomeDeclined, Retryable: true, DeclineReason: "Your card was declined. (card_declined/insufficient_funds)",
-				AccountMask: "4242", PaymentType: "CARD"}, "requires_payment_method"},
+				Decline: billing.DeclineInsufficientFunds, AccountMask: "4242", PaymentType: "CARD"}, "requires_payment_method"},
 		{"stolen card", false, stripetest.Decline("stolen_card"),
 			billing.PaymentResult{Outcome: billing.OutcomeDeclined, DeclineReason: "Your card was declined. (card_declined/stolen_card)",
-				AccountMask: "4242", PaymentType: "CARD"}, "requires_payment_method"},
+				Decline: billing.DeclineHard, AccountMask: "4242", PaymentType: "CARD"}, "requires_payment_method"},
 		{"authentication required off-session", false, stripetest.AuthenticationRequired(),
 			billing.PaymentResult{Outcome: billing.OutcomeDeclined,
 				DeclineReason: "Your card was declined. This transaction requires authentication. (authentication_required/authentication_required)",
-				AccountMask:   "4242", PaymentType: "CARD"}, "requires_payment_method"},
+				Decline:       billing.DeclineAuthenticationRequired, AccountMask: "4242", PaymentType: "CARD"}, "requires_payment_method"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

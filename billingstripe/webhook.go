@@ -37,6 +37,15 @@ type Settler interface {
 	ApplySettlement(ctx context.Context, s billing.Settlement) (billing.Period, bool, error)
 }
 
+// PaymentMethodUpdater charges a user's owed periods at once when the
+// user's payment method was updated; [*billing.Collector] implements it.
+// The handler uses it when [WebhookConfig.Collector] implements it too.
+type PaymentMethodUpdater interface {
+	PaymentMethodUpdated(ctx context.Context, req billing.UserRequest) (billing.PaymentMethodUpdate, error)
+}
+
+var _ PaymentMethodUpdater = (*billing.Collector)(nil)
+
 // Entitlements is the part of [entitlement.Accounts] the handler writes:
 // provider subscriptions, founder passes and monthly credit grants.
 type Entitlements interface {
@@ -83,8 +92,10 @@ type WebhookConfig struct {
 	// Required. It is never logged.
 	Secret string
 	// Collector applies the settlement, return and refund of the
-	// payments the [Provider] made. Defaults to nil: those events are
-	// ignored.
+	// payments the [Provider] made and, when it is also a
+	// [PaymentMethodUpdater] (as [*billing.Collector] is) and Users is
+	// set, charges a customer's owed periods when the payment method
+	// changed. Defaults to nil: those events are ignored.
 	Collector Settler
 	// Intents looks up the metadata of a refunded charge's PaymentIntent
 	// when the charge does not carry the dynabill metadata itself.
@@ -95,7 +106,9 @@ type WebhookConfig struct {
 	// credit grants. Defaults to nil: those events are ignored. When set,
 	// Users and Tiers are required.
 	Accounts Entitlements
-	// Users maps customers to users (with Accounts).
+	// Users maps customers to users: required with Accounts; with
+	// Collector, the payment-method events need it (without it they are
+	// ignored).
 	Users CustomerUsers
 	// Tiers maps prices to tiers (with Accounts).
 	Tiers PriceTiers
@@ -159,6 +172,25 @@ type WebhookConfig struct {
 //     the subscription line's tier for the period it pays, named by the
 //     line's period start as "2006-01-02T15:04:05Z", so a redelivered
 //     invoice grants nothing twice.
+//   - customer.updated whose invoice_settings.default_payment_method
+//     changed to a payment method (its previous_attributes name the
+//     field), and payment_method.automatically_updated of a customer's
+//     method (the card network gave the card a new number or expiry):
+//     the payment method changed, so
+//     [billing.Collector.PaymentMethodUpdated] charges the owed
+//     periods of the customer's user ([CustomerUsers]) at once, and the
+//     periods they held back, with the request key
+//     "stripe:" + the event's ID: a redelivered event is the same
+//     request, answered from the first delivery's rows, and charges
+//     nothing more. payment_method.attached and setup_intent.succeeded
+//     are not handled: a method attached or set up is not yet the one
+//     the [Provider] charges (the host's [Customers] names that); a host
+//     that makes it the customer's default, as Stripe's guide to
+//     updating payment details does, sends customer.updated, and a host
+//     that keeps the method in its own records calls
+//     PaymentMethodUpdated itself when it stores the new one. A decline
+//     of the new method answers 200 too: the period stays owed and its
+//     dunning goes on.
 //
 // Every other event type answers 200 and is ignored, as are events about
 // objects that are not the host's (no dynabill metadata, a customer or
@@ -201,7 +233,9 @@ type WebhookConfig struct {
 //     before the settlement of the same debit); a redelivery applies it.
 //   - 503: the settlement arrived before the outcome of the record's
 //     latest attempt, the one that made the intent, could be recorded
-//     ([billing.ErrSettlementEarly]).
+//     ([billing.ErrSettlementEarly]), or an owed period's attempt is in
+//     flight with its outcome unknown, so the new payment method cannot
+//     be charged yet ([billing.ErrAttemptInFlight]).
 //   - 500: a store, collector or host port failed; Stripe retries.
 type WebhookHandler struct {
 	cfg WebhookConfig
@@ -311,6 +345,8 @@ func (h *WebhookHandler) statusOf(err error) (int, string) {
 		return http.StatusBadRequest, "malformed"
 	case errors.Is(err, billing.ErrSettlementEarly):
 		return http.StatusServiceUnavailable, "early"
+	case errors.Is(err, billing.ErrAttemptInFlight):
+		return http.StatusServiceUnavailable, "attempt in flight"
 	case errors.Is(err, billing.ErrIllegalTransition):
 		return http.StatusConflict, "not yet applicable"
 	case errors.Is(err, billing.ErrDuplicatePayment):
@@ -333,6 +369,8 @@ func (h *WebhookHandler) apply(ctx context.Context, ev *stripe.Event) (string, e
 		return h.subscription(ctx, ev)
 	case stripe.EventTypeInvoicePaid:
 		return h.invoicePaid(ctx, ev)
+	case stripe.EventTypeCustomerUpdated, stripe.EventTypePaymentMethodAutomaticallyUpdated:
+		return h.paymentMethodUpdated(ctx, ev)
 	}
 	return outcomeIgnored, nil
 }

@@ -369,3 +369,74 @@ func (h *WebhookHandler) paidLine(ctx context.Context, inv *stripe.Invoice) (*st
 	}
 	return best, bestTier, nil
 }
+
+// outcomeNothingOwed answers a payment-method event of a user who owes
+// nothing.
+const outcomeNothingOwed = "applied, nothing owed"
+
+// paymentMethodUpdated handles customer.updated whose default payment
+// method changed and payment_method.automatically_updated: the owed
+// periods of the customer's user are charged at once, keyed by the
+// event.
+func (h *WebhookHandler) paymentMethodUpdated(ctx context.Context, ev *stripe.Event) (string, error) {
+	updater, ok := h.cfg.Collector.(PaymentMethodUpdater)
+	if !ok || h.cfg.Users == nil {
+		return outcomeIgnored, nil
+	}
+	var customer string
+	switch ev.Type {
+	case stripe.EventTypeCustomerUpdated:
+		var c stripe.Customer
+		if err := decodeEventObject(ev, &c); err != nil {
+			return "", err
+		}
+		if !defaultMethodChanged(ev) || c.InvoiceSettings == nil || c.InvoiceSettings.DefaultPaymentMethod == nil ||
+			c.InvoiceSettings.DefaultPaymentMethod.ID == "" {
+			return outcomeIgnored, nil // another change, or the default removed
+		}
+		if c.ID == "" {
+			return "", fmt.Errorf("%w: %s %s: customer without an ID", errMalformed, ev.Type, ev.ID)
+		}
+		customer = c.ID
+	default: // payment_method.automatically_updated
+		var pm stripe.PaymentMethod
+		if err := decodeEventObject(ev, &pm); err != nil {
+			return "", err
+		}
+		if pm.Customer == nil || pm.Customer.ID == "" {
+			return outcomeIgnored, nil // a method of no customer charges nobody
+		}
+		customer = pm.Customer.ID
+	}
+	user, err := h.userOf(ctx, customer)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", ev.Type, ev.ID, err)
+	}
+	up, err := updater.PaymentMethodUpdated(ctx, billing.UserRequest{UserID: user, RequestKey: "stripe:" + ev.ID})
+	if err != nil {
+		return "", fmt.Errorf("%s %s of customer %s: %w", ev.Type, ev.ID, customer, err)
+	}
+	switch {
+	case len(up.Periods) == 0:
+		return outcomeNothingOwed, nil
+	case up.Repeated:
+		return outcomeReplay, nil
+	}
+	return outcomeApplied, nil
+}
+
+// defaultMethodChanged reports whether ev, a customer.updated, changed
+// the customer's invoice_settings.default_payment_method: Stripe names
+// the fields an update changed, with their earlier values, in
+// previous_attributes.
+func defaultMethodChanged(ev *stripe.Event) bool {
+	if ev.Data == nil {
+		return false
+	}
+	prev, ok := ev.Data.PreviousAttributes["invoice_settings"].(map[string]any)
+	if !ok {
+		return false
+	}
+	_, changed := prev["default_payment_method"]
+	return changed
+}
