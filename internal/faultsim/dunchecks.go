@@ -36,7 +36,9 @@ func (s *Sim) recoveryOf(u string) string {
 // planDunning schedules day d's card updates: a user whose period is in
 // dunning and who recovers by a new card gives it on a day drawn from 1
 // to 18 days after the dunning started (some after the final action),
-// at a drawn time.
+// at a drawn time. And of a third of the periods entering dunning, the
+// next period is moved (Periods.Move) to be due within the dunning: the
+// runs must hold it.
 func (s *Sim) planDunning(d int) {
 	if s.dun == nil {
 		return
@@ -44,12 +46,17 @@ func (s *Sim) planDunning(d int) {
 	seed := s.opts.Seed
 	day := s.opts.Start.AddDate(0, 0, d)
 	for _, u := range s.users {
-		if s.recoveryOf(u) != recoverByCard {
-			continue
-		}
 		for _, r := range s.records[u] {
 			dn := &r.Dunning
 			if r.Status != billing.StatusError || !dn.Started() {
+				continue
+			}
+			if draw(seed, "hold", r.SubscriptionID) < 0.35 && dayOf(dn.Since, 1+pick(seed, 5, "hold after", r.SubscriptionID)).Equal(day) {
+				t := day.Add(between(seed, 0, 23*time.Hour, "hold at", u, d))
+				h := s.pickHost("hold", u, d)
+				s.at(t, h.name, "next period of "+u+" moved into its dunning", func(ctx context.Context) { s.moveIntoDunning(ctx, h, u, d) })
+			}
+			if s.recoveryOf(u) != recoverByCard {
 				continue
 			}
 			after := 1 + pick(seed, 18, "card after", r.SubscriptionID)
@@ -63,6 +70,23 @@ func (s *Sim) planDunning(d int) {
 			break
 		}
 	}
+}
+
+// moveIntoDunning moves u's SCHEDULED period to a date within days
+// (Periods.Move, as an operator would): due while the period before it
+// is in dunning, the runs must hold it.
+func (s *Sim) moveIntoDunning(ctx context.Context, h *host, u string, d int) {
+	now := s.clock.Now()
+	for _, r := range s.records[u] {
+		if r.Status != billing.StatusScheduled || r.InFlight() || r.IsOneOff() {
+			continue
+		}
+		date := now.Add(between(s.opts.Seed, time.Hour, 6*24*time.Hour, "hold to", u, d)).Truncate(time.Second)
+		_, err := h.col.Periods().Move(ctx, r.SubscriptionID, date)
+		s.res.Ops["next period moved into its dunning: "+classify(err)]++
+		return
+	}
+	s.res.Ops["next period moved into its dunning: no target"]++
 }
 
 // cardUpdated is user u's new card: the processor charges it from now
