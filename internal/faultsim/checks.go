@@ -43,6 +43,9 @@ func (s *Sim) afterStep(ctx context.Context, e *event) {
 			s.fail(invReminder, withTrail([]string{d.msg}, s.trail(ctx, d.user)))
 		}
 	}
+	if s.dun != nil {
+		s.dun.flush(ctx)
+	}
 	s.res.Checks[invLocks]++
 	s.fail(invLocks, s.locker.check(now))
 	s.res.Checks[invZero]++
@@ -111,6 +114,9 @@ func (s *Sim) checkUsers(ctx context.Context, users []string) {
 		if s.plan != nil {
 			s.checkPlanUser(ctx, u, recs)
 			s.checkOneOffs(ctx, u, recs, byUser[u])
+		}
+		if s.dun != nil {
+			s.checkDunningUser(ctx, u, recs)
 		}
 		var o, h, a []string
 		if len(recs) > 0 {
@@ -448,7 +454,7 @@ func (s *Sim) strictCheck(ctx context.Context, day time.Time) {
 	var bad, trails []string
 	for _, u := range s.users {
 		s.res.Checks[invDue]++
-		p := strictUser(u, s.records[u], sched, retry, pause, calm1, stale) // read after the last step that wrote u
+		p := strictUser(u, s.records[u], sched, retry, pause, calm1, stale, s.dun != nil) // read after the last step that wrote u
 		if len(p) > 0 && len(trails) < 60 {
 			trails = append(trails, s.trail(ctx, u)...)
 		}
@@ -494,13 +500,19 @@ func withTrail(problems, trail []string) []string {
 
 // strictUser returns what the strict checks find wrong with the records
 // of u.
-func strictUser(u string, recs []billing.Period, sched, retry, pause, calm1 time.Time, stale time.Duration) []string {
+func strictUser(u string, recs []billing.Period, sched, retry, pause, calm1 time.Time, stale time.Duration, dunning bool) []string {
 	var bad []string
 	for i := range recs {
 		r := &recs[i]
 		if r.InFlight() && r.LastAttempt.Started.Before(calm1) {
 			bad = append(bad, fmt.Sprintf("user %s: attempt in flight since %s not resolved after two calm days: %s", u, r.LastAttempt.Started.Format(time.DateTime), desc(r)))
 			continue
+		}
+		if dunning && r.Status == billing.StatusScheduled {
+			// Held while an earlier period is in dunning: not due.
+			if held, _ := dunningStrict(u, recs, r, retry); held {
+				continue
+			}
 		}
 		switch r.Status {
 		case billing.StatusScheduled:
@@ -511,6 +523,10 @@ func strictUser(u string, recs []billing.Period, sched, retry, pause, calm1 time
 			switch {
 			case retry.Sub(r.BillingDate) > stale:
 				bad = append(bad, fmt.Sprintf("user %s: ERROR record past the stale threshold at the retry run of %s, not STALE: %s", u, retry.Format(time.DateTime), desc(r)))
+			case dunning && r.Dunning.Started():
+				// The schedule decides (dunchecks.go).
+				_, p := dunningStrict(u, recs, r, retry)
+				bad = append(bad, p...)
 			case !r.NoRetry && !r.InFlight() && (billing.DefaultRetryPolicy{}).ShouldRetry(r, retry):
 				bad = append(bad, fmt.Sprintf("user %s: retryable ERROR record not retried by the retry run of %s (last run %s): %s", u, retry.Format(time.DateTime), r.LastRunDate.Format(time.DateTime), desc(r)))
 			}

@@ -74,6 +74,7 @@ func (s *Sim) planDay(d int) {
 	}
 	s.planCancelNow(d)
 	s.planPlanChanges(d)
+	s.planDunning(d)
 	if d%7 == 6 {
 		s.at(day.Add(24*time.Hour-time.Second), "-", "weekly check of every user", func(ctx context.Context) { s.checkAll(ctx) })
 	}

@@ -44,6 +44,10 @@ type Processor struct {
 	// lags enables requests still running after the caller gave up and
 	// lookups that lag behind a charge.
 	lags bool
+	// dun, when set (the Dunning scenario), draws a kind for every
+	// decline, makes a user's new card pay, and is told of every request
+	// the processor acts on (dunning.go).
+	dun *dunModel
 
 	mu      sync.Mutex
 	keys    map[string]*keyState
@@ -134,6 +138,9 @@ func (p *Processor) ReplayWindow() time.Duration { return p.window }
 // outcomeOf draws the answer to the first request acting on key.
 func (p *Processor) outcomeOf(req billing.PaymentRequest) billing.PaymentResult {
 	res := billing.PaymentResult{TransactionID: "txn-" + req.IdempotencyKey, AccountMask: "6789", PaymentType: "CARD"}
+	if p.dun != nil {
+		return p.dun.outcomeOf(req, res)
+	}
 	if p.insolvent(req.UserID) {
 		res.Outcome, res.DeclineReason, res.Retryable = billing.OutcomeDeclined, "R01: insufficient funds", true
 		return res
@@ -313,6 +320,7 @@ func (p *Processor) Collect(ctx context.Context, req billing.PaymentRequest) (bi
 			return billing.PaymentResult{}, p.timedOut(req)
 		case v < 0.08:
 			p.env.faults.add("processor: timeout after the charge")
+			p.presented(req, now)
 			lag := time.Duration(0)
 			if p.lags && draw(p.env.seed, "lags", key, n) < 0.5 {
 				lag = between(p.env.seed, time.Second, p.timeout, "lag", key, n)
@@ -322,6 +330,7 @@ func (p *Processor) Collect(ctx context.Context, req billing.PaymentRequest) (bi
 			return billing.PaymentResult{}, p.timedOut(req)
 		case v < 0.11 && p.lags:
 			p.env.faults.add("processor: request still running when the caller gave up")
+			p.presented(req, now)
 			d := between(p.env.seed, time.Minute, p.timeout*6/10, "runs", key, n)
 			st.running, st.runReq, st.completeAt = true, req, now.Add(d)
 			st.lag = between(p.env.seed, 0, p.timeout-d, "run-lag", key, n)
@@ -335,7 +344,16 @@ func (p *Processor) Collect(ctx context.Context, req billing.PaymentRequest) (bi
 			p.locker.stall(req.UserID)
 		}
 	}
+	p.presented(req, now)
 	return p.act(st, req, now, now).Result, nil
+}
+
+// presented tells the Dunning scenario of req, a request the processor
+// acts on (now, or later while it runs), presented at now.
+func (p *Processor) presented(req billing.PaymentRequest, now time.Time) {
+	if p.dun != nil {
+		p.dun.presented(req, now)
+	}
 }
 
 // LookupPayment implements [billing.PaymentLookup]: the answer given to

@@ -47,7 +47,13 @@ func (s *Sim) newAbandoner() *host {
 	pages := []int{2, 4, 6, 10}[pick(s.opts.Seed, 4, "abandoner pages")]
 	r := newRepo(s, "hx")
 	r.queries = &queryLog{}
+	var dunning *billing.DunningPolicy
+	var events billing.EventSink
+	if s.dun != nil {
+		dunning, events = s.dun.policy(), s.dun
+	}
 	col, err := billing.NewCollector(billing.Config{
+		Dunning: dunning, Events: events,
 		Repository: r, History: s.hist, Locker: s.locker.forHost("hx"), Provider: s.proc, Clock: s.clock, AllowFreeTiers: true,
 		Invoices:    s.opts.Store.Invoices,
 		Concurrency: min(2, s.opts.MaxConcurrency), ShardConcurrency: 1, PagesPerInvocation: pages,

@@ -156,6 +156,22 @@ const (
 	// (planchanges.go). Off unless Options.With names it; needs
 	// Store.Coupons.
 	PlanChanges Scenario = "plan-changes"
+	// Dunning: the hosts' collectors run with Config.Dunning (the
+	// default schedule, a final action drawn for the seed, notices
+	// through a notifier that fails and loses answers); declines have
+	// kinds; declined customers recover by a new card
+	// (Collector.PaymentMethodUpdated, keyed, sometimes repeated), on
+	// session, or never; and the dunning invariants (dunning.go,
+	// dunchecks.go). Off unless Options.With names it.
+	Dunning Scenario = "dunning"
+	// DunningGaps: the Dunning scenario's checks of two gaps of the
+	// engine (see dunning.go's presented): a webhook or batch collection
+	// attempts a period in dunning whatever its schedule says (eligible
+	// lets ProcessWebhook and ProcessBatch charge a retryable ERROR
+	// record), and a retry answered as a bank debit that comes back is
+	// not counted as a retry (its schedule entry is tried again). Left
+	// out, such attempts are counted, not failed.
+	DunningGaps Scenario = "dunning-gaps"
 )
 
 func (o Options) without(sc Scenario) bool { return slices.Contains(o.Without, sc) }
@@ -309,6 +325,7 @@ type Sim struct {
 
 	cancelNow *cancelNowModel // CancelNowComeBacks
 	plan      *planModel      // PlanChanges
+	dun       *dunModel       // Dunning
 
 	res    Result
 	failed map[string]bool
@@ -359,6 +376,10 @@ func Run(ctx context.Context, opts Options) *Result {
 	s.proc = newProcessor(s.env, s.locker, 2*time.Hour, window)
 	s.proc.touch = s.touch
 	s.proc.lags = !opts.without(RunningRequests)
+	if opts.with(Dunning) {
+		s.dun = newDunModel(s)
+		s.proc.dun = s.dun
+	}
 	for i := range opts.Hosts {
 		h := s.newHost(i)
 		s.hosts = append(s.hosts, h)
@@ -451,7 +472,13 @@ func (s *Sim) newHost(i int) *host {
 	if s.opts.with(PlanChanges) && s.opts.Store.Coupons != nil {
 		coupons = &faultyCoupons{inner: s.opts.Store.Coupons, sim: s, host: name, calls: newCounter()}
 	}
+	var dunning *billing.DunningPolicy
+	var events billing.EventSink
+	if s.dun != nil {
+		dunning, events = s.dun.policy(), s.dun
+	}
 	col, err := billing.NewCollector(billing.Config{
+		Dunning: dunning, Events: events,
 		Coupons:    coupons,
 		Repository: r, History: s.hist, Locker: s.locker.forHost(name), Provider: s.proc, Clock: s.clock, AllowFreeTiers: true,
 		Invoices: s.opts.Store.Invoices, Concurrency: conc, ShardConcurrency: shardConc, PagesPerInvocation: pages,
