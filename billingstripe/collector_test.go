@@ -12,6 +12,7 @@ import (
 	"github.com/dynabill/billing/memory"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/stripe/stripe-go/v85"
 )
 
 // billed is the billing date of the first period in the collector tests.
@@ -30,6 +31,10 @@ type collOptions struct {
 	client stripetest.ClientOptions
 	budget billing.ProcessorBudget
 	repo   func(billing.Repository) billing.Repository
+	// dunning is the collector's Config.Dunning; confirmURL the
+	// provider's Config.ConfirmURL.
+	dunning    *billing.DunningPolicy
+	confirmURL func(*stripe.PaymentIntent) string
 }
 
 func newCollEnv(t *testing.T, o collOptions) *collEnv {
@@ -37,6 +42,12 @@ func newCollEnv(t *testing.T, o collOptions) *collEnv {
 	fe := newFakeEnv(t, o.client)
 	fe.clock.Set(billed.Add(3 * time.Hour))
 	st := billingtest.NewMemoryStore(t, memory.Options{PageSize: 3})
+	if o.confirmURL != nil {
+		p, err := billingstripe.New(billingstripe.Config{Client: fe.srv.Client(o.client), Customers: fe.cust, Clock: fe.clock.Now,
+			Logger: debugLogger(), ConfirmURL: o.confirmURL})
+		require.NoError(t, err)
+		fe.p = p
+	}
 	e := &collEnv{fakeEnv: fe, repo: st.Repository(), hist: st.History()}
 	repo := e.repo
 	if o.repo != nil {
@@ -46,7 +57,7 @@ func newCollEnv(t *testing.T, o collOptions) *collEnv {
 	c, err := billing.NewCollector(billing.Config{
 		Repository: repo, History: e.hist, Locker: billingtest.NewLocker(fe.clock, time.Minute),
 		Provider: fe.p, Clock: fe.clock, ProcessorBudget: o.budget, Concurrency: 1, Logger: debugLogger(),
-		NewID: func() string { ids++; return fmt.Sprintf("gen-%d", ids) },
+		NewID: func() string { ids++; return fmt.Sprintf("gen-%d", ids) }, Dunning: o.dunning,
 	})
 	require.NoError(t, err)
 	e.c = c

@@ -86,3 +86,39 @@ func TestCancelEndsAnIntent(t *testing.T) {
 	assert.Equal(t, stripe.PaymentIntentStatusSucceeded, se.PaymentIntent.Status)
 	assert.Equal(t, 2, s.CancelRequests())
 }
+
+// TestRequiresActionWaitsForTheCustomer: a confirmation left
+// requires_action is answered 200 with its next action (Stripe's redirect
+// link, or use_stripe_sdk without one), retrieved the same, charges
+// nothing, and can be confirmed again; once it goes through the next
+// action is gone.
+func TestRequiresActionWaitsForTheCustomer(t *testing.T) {
+	s, _, c := newServer(t)
+	const link = "https://hooks.stripe.com/3d_secure_2/hosted?pi=1"
+	s.Script("cus_1", stripetest.RequiresAction(link), stripetest.RequiresAction(""), stripetest.Succeed())
+	got, err := create(t, c, "k1", 499)
+	require.NoError(t, err)
+	assert.Equal(t, stripe.PaymentIntentStatusRequiresAction, got.Status)
+	require.NotNil(t, got.NextAction)
+	assert.Equal(t, stripe.PaymentIntentNextActionType("redirect_to_url"), got.NextAction.Type)
+	require.NotNil(t, got.NextAction.RedirectToURL)
+	assert.Equal(t, link, got.NextAction.RedirectToURL.URL)
+	assert.Nil(t, got.LastPaymentError)
+	found, err := c.V1PaymentIntents.Retrieve(t.Context(), got.ID, nil)
+	require.NoError(t, err)
+	assert.Equal(t, link, found.NextAction.RedirectToURL.URL)
+	assert.Empty(t, s.Charged())
+
+	again, err := confirm(t, c, got.ID, "k2")
+	require.NoError(t, err)
+	assert.Equal(t, stripe.PaymentIntentStatusRequiresAction, again.Status)
+	require.NotNil(t, again.NextAction)
+	assert.Equal(t, stripe.PaymentIntentNextActionType("use_stripe_sdk"), again.NextAction.Type)
+	assert.Nil(t, again.NextAction.RedirectToURL)
+
+	done, err := confirm(t, c, got.ID, "k3")
+	require.NoError(t, err)
+	assert.Equal(t, stripe.PaymentIntentStatusSucceeded, done.Status)
+	assert.Nil(t, done.NextAction)
+	require.Len(t, s.Charged(), 1)
+}

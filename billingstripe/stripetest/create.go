@@ -20,6 +20,12 @@ type Outcome struct {
 	DeclineCode string
 	// Message is Stripe's message.
 	Message string
+	// Action leaves the payment waiting for the customer (see
+	// [RequiresAction]); Code and DeclineCode are then ignored.
+	Action bool
+	// RedirectURL is the next_action.redirect_to_url.url of an Action
+	// outcome; empty, the next action is use_stripe_sdk, with no link.
+	RedirectURL string
 }
 
 // Succeed is a payment that goes through: succeeded for a card, processing
@@ -37,6 +43,20 @@ func Decline(declineCode string) Outcome {
 func AuthenticationRequired() Outcome {
 	return Outcome{Code: "authentication_required", DeclineCode: "authentication_required",
 		Message: "Your card was declined. This transaction requires authentication."}
+}
+
+// RequiresAction is a confirmation Stripe leaves waiting for the
+// customer to authenticate: answered 200 with the intent requires_action
+// and its next_action, a redirect_to_url to redirectURL (or, with "",
+// use_stripe_sdk: the customer confirms with Stripe.js, no link). Stripe
+// answers so a confirmation that may wait for the customer (one made
+// with a return_url, or for a payment method type that redirects); an
+// off-session card payment is declined authentication_required instead
+// ([AuthenticationRequired]). The fake answers it to whatever
+// confirmation meets it, so that a test can drive a client's handling
+// of an intent left requires_action, as a lookup may also find one.
+func RequiresAction(redirectURL string) Outcome {
+	return Outcome{Action: true, RedirectURL: redirectURL}
 }
 
 // BankDebitFailed is a bank debit (us_bank_account) that failed after
@@ -296,6 +316,11 @@ func (s *Server) confirmOffSession(in *intent, expand bool) (int, []byte) {
 		o = c.script[min(c.charged, n-1)]
 	}
 	c.charged++
+	if o.Action {
+		s.await(in, o)
+		body, _ := json.Marshal(s.render(in, expand))
+		return http.StatusOK, body
+	}
 	if o.Code == "" {
 		in.Status = s.goneThrough(in)
 		in.LastError = nil

@@ -35,6 +35,10 @@ func (s *Server) ConfirmOnSession(id string, o Outcome) error {
 func (s *Server) confirmAgain(in *intent, o Outcome) {
 	s.seq++
 	in.Charge = fmt.Sprintf("ch_%06d", s.seq)
+	if o.Action {
+		s.await(in, o)
+		return
+	}
 	if o.Code != "" {
 		s.fail(in, o)
 		return
@@ -124,4 +128,12 @@ func (s *Server) fail(in *intent, o Outcome) {
 	e["charge"] = in.Charge
 	e["payment_method"] = s.renderMethod(in.Method, in.Customer)
 	in.LastError = e
+}
+
+// await leaves in waiting for the customer's action, the Action outcome
+// o (see [RequiresAction]). The caller holds s.mu.
+func (s *Server) await(in *intent, o Outcome) {
+	in.Status = "requires_action"
+	in.LastError = nil
+	in.Redirect = o.RedirectURL
 }

@@ -8,8 +8,9 @@
 //   - POST /v1/payment_intents (form-encoded, confirm and off_session)
 //     creates an intent and confirms it at once, with the outcome scripted
 //     for its customer ([Server.Script]): succeeded, processing (ACH), a
-//     card decline (HTTP 402 card_error carrying the failed intent) or
-//     authentication required;
+//     card decline (HTTP 402 card_error carrying the failed intent),
+//     authentication required, or the intent left requires_action with
+//     its next_action ([RequiresAction]);
 //   - GET /v1/payment_intents lists intents newest first, filtered by
 //     customer and created[gte], paged by limit and starting_after, and
 //     immediately consistent; GET /v1/payment_intents/{id} retrieves one;
@@ -159,6 +160,9 @@ type intent struct {
 	Refunded  bool
 	// CancelReason is the cancellation_reason of a canceled intent.
 	CancelReason string
+	// Redirect is the redirect link of an intent requires_action ("":
+	// use_stripe_sdk).
+	Redirect string
 }
 
 type keyState struct {
@@ -499,12 +503,21 @@ func (s *Server) render(in *intent, expand bool) map[string]any {
 	if in.CancelReason != "" {
 		cancelReason = in.CancelReason
 	}
+	var next any
+	switch {
+	case in.Status != "requires_action":
+	case in.Redirect != "":
+		next = map[string]any{"type": "redirect_to_url", "redirect_to_url": map[string]any{"url": in.Redirect, "return_url": nil}}
+	default:
+		next = map[string]any{"type": "use_stripe_sdk", "use_stripe_sdk": map[string]any{}}
+	}
 	return map[string]any{
 		"id": in.ID, "object": "payment_intent", "amount": in.Amount, "currency": in.Currency,
 		"customer": in.Customer, "payment_method": pm, "status": in.Status, "metadata": in.Metadata,
 		"description": in.Desc, "created": in.Created, "livemode": false, "confirmation_method": "automatic",
 		"capture_method": "automatic", "latest_charge": charge, "last_payment_error": lastErr,
 		"payment_method_types": []string{s.methods[in.Method].Type}, "cancellation_reason": cancelReason,
+		"next_action": next,
 	}
 }
 
