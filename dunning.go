@@ -241,8 +241,9 @@ type Dunning struct {
 	Attempt int `json:"attempt"`
 	// Kind is the latest decline's kind, which picks the schedule.
 	Kind DeclineKind `json:"kind,omitempty"`
-	// Retries counts the retries of the schedule made (outcomes of the
-	// retry run's attempts recorded since Since).
+	// Retries counts the schedule's retries spent: the retry run's
+	// attempts declined since Since, or whose bank debit came back. (A
+	// retry that pays ends the dunning instead.)
 	Retries int `json:"retries,omitempty"`
 	// ActionURL is the processor's confirmation link of the latest
 	// decline that asked the customer to act.
@@ -388,7 +389,10 @@ func (c *Collector) dunningMove(cur, next *Period, proc Process, kind DeclineKin
 			*d = Dunning{Since: at, Attempt: next.Attempt}
 		case !d.Active():
 			return false // ended: a later decline (a customer's own retry) starts nothing
-		case proc == ProcessRetry && cur.Status == StatusError:
+		case proc == ProcessRetry:
+			// A retry's decline, or the return of the bank debit a
+			// retry submitted: either way that entry of the schedule
+			// is spent.
 			d.Retries++
 		}
 		d.Kind, d.ActionURL = kind, ""
@@ -422,16 +426,13 @@ func (c *Collector) retryDue(cur *Period, now time.Time) bool {
 }
 
 // dunningRetries reports whether a host's own collection of cur, an
-// ERROR record (a webhook's, a batch's), may try it under dunning: while
-// its schedule goes on and its kind of decline is retried at all. After
-// the final action only the customer's own payment
-// ([Periods.Repay], [Collector.PaymentMethodUpdated]) tries it.
+// ERROR record (a webhook's, a batch's), may try it: without dunning, or
+// for a record declined before dunning was configured. Under dunning the
+// schedule alone retries a declined period, and after the final action
+// only the customer's own payment ([Periods.Repay],
+// [Collector.PaymentMethodUpdated]) tries it.
 func (c *Collector) dunningRetries(cur *Period) bool {
-	d := &cur.Dunning
-	if c.cfg.Dunning == nil || !d.Started() {
-		return true
-	}
-	return d.Active() && len(c.cfg.Dunning.retryDays(d.Kind)) > 0
+	return c.cfg.Dunning == nil || !cur.Dunning.Started()
 }
 
 // finalDue reports whether cur's final action is due at now.
@@ -703,7 +704,7 @@ func (c *Collector) owedBefore(ctx context.Context, cur *Period) (*Period, error
 		}
 	}
 	for i := range earlier {
-		if r := &earlier[i]; r.Status == StatusError && r.Dunning.Active() {
+		if r := &earlier[i]; (r.Status == StatusError || r.Status == StatusACHSent) && r.Dunning.Active() {
 			return r, nil
 		}
 	}

@@ -358,11 +358,12 @@ func TestDunningNoticeOnceUnderFailuresAndCrashes(t *testing.T) {
 	}
 }
 
-// TestDunningEndsHostCollectionsToo: once the final action is applied
-// (left past due), a host's webhook collection no longer tries the owed
-// period; the customer's own payment (Repay) still does, and pays it.
-// An expired card is not tried by a webhook either.
-func TestDunningEndsHostCollectionsToo(t *testing.T) {
+// TestDunningHostCollectionsFollowTheSchedule: under dunning a host's
+// webhook collection never tries an owed period, neither while the
+// schedule goes on (the schedule alone retries) nor after the final
+// action (left past due); the customer's own payment (Repay) does, and
+// pays it.
+func TestDunningHostCollectionsFollowTheSchedule(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	e := newDunningEnv(t, memoryUserStores()[0], billing.DunningPolicy{FinalAction: billing.FinalLeavePastDue})
@@ -370,7 +371,7 @@ func TestDunningEndsHostCollectionsToo(t *testing.T) {
 	e.clock.Set(time.Date(2025, 2, 4, 12, 0, 0, 0, time.UTC))
 	rep, err := e.c.CollectUser(ctx, e.user, billing.ProcessWebhook)
 	require.NoError(t, err)
-	assert.Equal(t, 1, rep.Declined, "while the schedule goes on a webhook may try it")
+	assert.Zero(t, rep.Attempted, "the schedule retries, not a webhook")
 
 	e.days(t, 1, 15)
 	require.Equal(t, billing.DunningEnd(billing.FinalLeavePastDue), e.period(t, owed.SubscriptionID).Dunning.End)

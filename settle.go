@@ -308,7 +308,8 @@ func (c *Collector) settleAs(ctx context.Context, cur *Period, to Status, ev Eve
 	case StatusStale:
 		next.CompletionDate, next.UpdatedEvent = next.LastRunDate, UpdatedACHOverdue
 	}
-	ended := c.dunningMove(cur, &next, "", DeclineOther, "", next.LastRunDate)
+	// A return is the decline of the attempt that submitted the debit.
+	ended := c.dunningMove(cur, &next, cur.LastAttempt.Process, DeclineOther, "", next.LastRunDate)
 	if err := c.write(ctx, ev, cur, &next, nil); err != nil {
 		return Period{}, err
 	}
