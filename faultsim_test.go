@@ -111,16 +111,7 @@ var faultsimStores = []faultsimStore{
 	// lose answers, declines of every kind recovered by a new card, on
 	// session or never, and the dunning invariants). No AddAll batches,
 	// as in plan-changes: they rewrite records outside the engine.
-	// Two gaps of the engine are counted, not failed
-	// (faultsim.DunningGaps left out): webhook and batch collections of
-	// a period in dunning, off its schedule, and a retry whose bank debit
-	// came back not counted (its entry tried again); dunning-gaps (seeds
-	// given only) fails on them.
-	{name: "dunning", days: 120, users: 60, seeds: []int64{1, 2}, shortDays: 30, build: func(t *testing.T, o *faultsim.Options) {
-		buildDunning(t, o)
-		o.Without = append(o.Without, faultsim.DunningGaps)
-	}},
-	{name: "dunning-gaps", days: 120, users: 60, seeds: []int64{1}, explicit: true, build: buildDunning},
+	{name: "dunning", days: 120, users: 60, seeds: []int64{1, 2}, shortDays: 30, build: buildDunning},
 	{name: "dynamodb-legacy", days: 60, users: 20, seeds: []int64{1}, dynamo: true, build: func(t *testing.T, o *faultsim.Options) {
 		client := dynamotest.Client(t)
 		tables := dynamostore.TableConfig{

@@ -229,16 +229,12 @@ func (m *dunModel) presented(req billing.PaymentRequest, now time.Time) {
 		m.entries[entry]++
 		n := m.entries[entry]
 		m.mu.Unlock()
-		if n > 1 && m.s.opts.without(DunningGaps) && m.returnedBefore(req.SubscriptionID) {
-			m.s.countOp("retry entry tried again after its bank debit came back (dunning-gaps left out)")
-		} else if n > 1 {
+		if n > 1 {
 			m.report(invDunSchedule, fmt.Sprintf("%s: attempt %d for retry %d of the schedule", what, n, d.Retries+1))
 		}
 		return
 	}
-	if r.Status == billing.StatusError && d.Started() && m.s.opts.without(DunningGaps) {
-		m.s.countOp(fmt.Sprintf("declined period attempted by %s outside its schedule (dunning-gaps left out)", req.Process))
-	} else if r.Status == billing.StatusError && d.Started() {
+	if r.Status == billing.StatusError && d.Started() {
 		m.report(invDunOthers, what+": a declined period attempted by "+string(req.Process)+", outside its schedule")
 	}
 	if !fresh {
@@ -258,18 +254,6 @@ func (m *dunModel) declinedBefore(sub string) bool {
 	for _, c := range m.s.proc.charges {
 		if c.SubscriptionID == sub && c.Result.Outcome == billing.OutcomeDeclined && c.Result.PaymentType == "CARD" {
 			return true
-		}
-	}
-	return false
-}
-
-// returnedBefore reports whether the processor's latest answer for sub
-// is a bank debit that came back. The processor holds its lock.
-func (m *dunModel) returnedBefore(sub string) bool {
-	cs := m.s.proc.charges
-	for i := len(cs) - 1; i >= 0; i-- {
-		if cs[i].SubscriptionID == sub {
-			return cs[i].Result.Outcome == billing.OutcomePending && cs[i].Returned
 		}
 	}
 	return false

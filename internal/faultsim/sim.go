@@ -164,14 +164,6 @@ const (
 	// session, or never; and the dunning invariants (dunning.go,
 	// dunchecks.go). Off unless Options.With names it.
 	Dunning Scenario = "dunning"
-	// DunningGaps: the Dunning scenario's checks of two gaps of the
-	// engine (see dunning.go's presented): a webhook or batch collection
-	// attempts a period in dunning whatever its schedule says (eligible
-	// lets ProcessWebhook and ProcessBatch charge a retryable ERROR
-	// record), and a retry answered as a bank debit that comes back is
-	// not counted as a retry (its schedule entry is tried again). Left
-	// out, such attempts are counted, not failed.
-	DunningGaps Scenario = "dunning-gaps"
 )
 
 func (o Options) without(sc Scenario) bool { return slices.Contains(o.Without, sc) }
