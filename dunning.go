@@ -309,9 +309,6 @@ type DunningState struct {
 	Action                   FinalAction
 }
 
-// ErrNoDunning reports a call that needs [Config.Dunning].
-var ErrNoDunning = errors.New("billing: dunning is not configured")
-
 // DunningOf returns the state of p's dunning under the collector's
 // policy; the zero DunningState when p is not in dunning, or the collector
 // has none.
