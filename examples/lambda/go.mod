@@ -10,7 +10,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/secretsmanager v1.50.10
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.52.10
 	github.com/dynabill/billing v0.0.0-20261130002550-036361ae5b91
-	github.com/dynabill/billing/billingstripe v0.0.0-20261130002510-23cd3f8e2643
+	github.com/dynabill/billing/billingstripe v0.0.0-20261130002553-94ecac80c517
 	github.com/stretchr/testify v1.12.1
 	github.com/stripe/stripe-go/v85 v85.0.0
 )
