@@ -38,7 +38,7 @@ var (
 func sharedDemo(t *testing.T) *demo {
 	t.Helper()
 	demoOnce.Do(func() {
-		demoData, demoErr = build(context.Background(), options{Users: 300, Months: 2, Seed: 7, DeclineRate: 0.2})
+		demoData, demoErr = build(context.Background(), options{Users: 300, Months: 2, Seed: 7, DeclineRate: 0.35})
 		if demoErr == nil {
 			demoData.csrfKey = []byte(strings.Repeat("s", 32))
 		}
