@@ -100,13 +100,13 @@ func fluid(c Config, w int) Bound {
 
 // String says what binds the fleet:
 //
-//	bound K=8: at most 38.6 %: from 0h00m 8 processes have records left, 40 workers each at 345 ms a collection make 116 calls a second: 928 of the limit's 1000 (--workers 329 paces at 99 %)
+//	bound K=8: at most 38.6 %: from 0h00m 8 processes have records left, 40 workers each at 345 ms a collection make 116 calls a second: 928 of the limit's 1000 (--workers 329: 99 % but for faults)
 func (b Bound) String() string {
 	procs := "processes have"
 	if b.Left == 1 {
 		procs = "process has"
 	}
-	return fmt.Sprintf("bound K=%d: at most %.1f %%: from %s %d %s records left, %d workers each at %d ms a collection make %.0f calls a second: %.0f of the limit's %d (--workers %d paces at 99 %%)",
+	return fmt.Sprintf("bound K=%d: at most %.1f %%: from %s %d %s records left, %d workers each at %d ms a collection make %.0f calls a second: %.0f of the limit's %d (--workers %d: 99 %% but for faults)",
 		b.cfg.Processes, b.Efficiency, FormatSpan(b.From), b.Left, procs, b.cfg.Workers, b.cfg.Cycle().Milliseconds(),
 		b.PerProcess, b.PerProcess*float64(b.Left), b.cfg.Limit, b.Workers)
 }

@@ -12,16 +12,20 @@
 // the process that saw it.
 //
 // The fleet is the same in both models: shards skewed (every 8th shard
-// has 3 times the records of the others), 1 process in 10 starting up to
-// 10 minutes late, 1 in 20 dying once at a random instant of the day,
-// losing the tokens it held, its shard taken over 5 minutes later, 1 in 4
-// having ten minutes of answers five times slower, and 6 bursts of 20
-// seconds in which the processor allows 60 % of its limit. Declined
-// charges are answers like any other: they count as charges made.
+// has Skew, by default 3, times the records of the others), 1 process in
+// 10 starting up to 10 minutes late, 1 in 20 dying once at a random
+// instant of the day, losing the tokens it held, its shard taken over 5
+// minutes later, 1 in 4 having ten minutes of answers five times slower,
+// and 6 bursts of 20 seconds in which the processor allows 60 % of its
+// limit. Those are the faults of the default day, 11h06m40s; a shorter
+// day (Charges/Limit seconds) has their durations shrunk in proportion,
+// none under a second. Declined charges are answers like any other: they
+// count as charges made. BoundOf says what the fleet's shape (processes,
+// workers, the processor's latency, the skew) allows at best.
 //
 // The one-second model (Run with Config.Calls false) steps through
-// modelled seconds; a process makes at most 125 calls a second (25 while
-// slow). It runs 4,000,000 charges in well under a second. The call model
+// modelled seconds; a process makes at most Workers*25/8 calls a second
+// (125 for 40), a fifth of that while slow. It runs 4,000,000 charges in well under a second. The call model
 // (Config.Calls) follows every call in modelled time: each process runs
 // Workers collections at once, each taking its token, recording the
 // attempt (a store write of 5-25 ms) and only then calling the processor
