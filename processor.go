@@ -513,9 +513,11 @@ type ProcessorTokens interface {
 	// is spent for now: ask again at Start.
 	Take(ctx context.Context, n int) (TokenGrant, error)
 	// Slow tells the fleet that the processor answered a call with its
-	// rate limit: the budget pauses every process for retryAfter (a
-	// second when 0) and halves its rate, which grows back by a tenth of
-	// the limit a window.
+	// rate limit: the budget grants no window that lies wholly inside
+	// retryAfter from now (a second when 0), nor the rest of the current
+	// one, and halves its rate, at most once a window, which grows back
+	// by a quarter of the limit a window. (The process that saw the
+	// answer waits out the whole pause itself.)
 	Slow(ctx context.Context, retryAfter time.Duration) error
 }
 

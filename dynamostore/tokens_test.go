@@ -102,7 +102,7 @@ func TestTokensSlowSeenByAnotherClient(t *testing.T) {
 	g, err = b.Take(context.Background(), 10)
 	require.NoError(t, err)
 	require.Equal(t, now.Add(2*time.Second), g.Start, "paused until retryAfter")
-	require.Equal(t, 7, g.N, "rate halved to 5, grown back by 1 a window over the 2 paused windows")
+	require.Equal(t, 9, g.N, "rate halved to 5, grown back by 2 (a quarter of 10) a window over the 2 paused windows")
 }
 
 // tokClock is a clock the test moves, shared by several Tokens.

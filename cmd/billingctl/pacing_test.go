@@ -22,10 +22,16 @@ var (
 )
 
 // pacingLines checks that out is one line of re a K, in the order of ks,
-// and returns each line's submatches.
+// each maybe followed by a bound line, and returns each line's
+// submatches.
 func pacingLines(t *testing.T, re *regexp.Regexp, out string, ks ...int) [][]string {
 	t.Helper()
-	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	var lines []string
+	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if !strings.HasPrefix(line, "bound K=") {
+			lines = append(lines, line)
+		}
+	}
 	require.Len(t, lines, len(ks), "one line a K:\n%s", out)
 	var got [][]string
 	for i, line := range lines {
@@ -114,7 +120,7 @@ func TestPacingFlags(t *testing.T) {
 	r.want(t, exitOK)
 	m := pacingLines(t, pacingLine, r.stdout, 8)[0]
 	assert.GreaterOrEqual(t, percent(t, m[2]), 99.0, m[0])
-	assert.Equal(t, "5h34m", m[3], "1,000,000 at 50/s is 5h33m20s, and a bit: %s", m[0])
+	assert.Equal(t, "5h33m", m[3], "1,000,000 at 50/s is 5h33m20s, and a bit under a minute: %s", m[0])
 
 	r = runCLI(t, "", "pacing", "--calls", "--processes", "4,8", "--charges", "200000")
 	r.want(t, exitOK)
@@ -161,19 +167,84 @@ func TestPacingJSON(t *testing.T) {
 	}
 }
 
+// pacingDocsRuns are the runs of billingctl pacing --calls whose lines
+// docs/capacity.md shows, in its order: the default 100/s day, 1,000/s
+// (the skew at its default 3x and at 5x) and 25/s; each at 99 % or more
+// (98 % for the 5x skew) with no second over its limit.
+var pacingDocsRuns = []struct {
+	args  []string
+	limit int
+	least float64
+}{
+	{[]string{"pacing", "--calls"}, 100, 99},
+	{[]string{"pacing", "--calls", "--limit", "1000", "--charges", "1000000"}, 1000, 99},
+	{[]string{"pacing", "--calls", "--limit", "1000", "--charges", "1000000", "--skew", "5"}, 1000, 98},
+	{[]string{"pacing", "--calls", "--limit", "25", "--charges", "1000000"}, 25, 99},
+}
+
 // TestPacingCallsMatchesDocs runs billingctl pacing --calls at its
-// default size (about 20 s, so only with BILLING_LONG_TESTS set) and
-// checks it prints the lines docs/capacity.md shows.
+// default size and at 1,000/s and 25/s (about 50 s, so only with
+// BILLING_LONG_TESTS set): each K's shared budget paces at the least its
+// run asks with no second over the limit, no line says the fleet is
+// bound, and docs/capacity.md shows exactly these lines.
 func TestPacingCallsMatchesDocs(t *testing.T) {
 	if !dynamotest.LongTests() || raceEnabled {
-		t.Skipf("about 20 s: %s=1 runs it (not in -race builds)", dynamotest.LongEnv)
+		t.Skipf("about 50 s: %s=1 runs it (not in -race builds)", dynamotest.LongEnv)
 	}
 	t.Parallel()
-	r := runCLI(t, "", "pacing", "--calls")
-	r.want(t, exitOK)
-	pacingLines(t, pacingCallsLine, r.stdout, 8, 32, 128)
-	assert.Equal(t, docsLines(t, "pacing calls K="), strings.Split(strings.TrimSpace(r.stdout), "\n"),
+	var got []string
+	for _, run := range pacingDocsRuns {
+		r := runCLI(t, "", run.args...)
+		r.want(t, exitOK)
+		assert.NotContains(t, r.stdout, "bound K=", "%v: the default workers keep the limit", run.args)
+		for _, m := range pacingLines(t, pacingCallsLine, r.stdout, 8, 32, 128) {
+			assert.GreaterOrEqual(t, percent(t, m[2]), run.least, "%v: %s", run.args, m[0])
+			busiest, err := strconv.Atoi(m[4])
+			require.NoError(t, err)
+			assert.LessOrEqual(t, busiest, run.limit, "%v: %s", run.args, m[0])
+			got = append(got, m[0])
+		}
+	}
+	assert.Equal(t, docsLines(t, "pacing calls K="), got,
 		"docs/capacity.md shows what billingctl pacing --calls prints")
+}
+
+// TestPacingBound: a fleet too small for the limit (1,000/s, 40 workers a
+// process) has a bound line after each K's line saying what binds it,
+// and the --workers it names paces at 99 %; in JSON too.
+func TestPacingBound(t *testing.T) {
+	skipUnderRace(t)
+	t.Parallel()
+	r := runCLI(t, "", "pacing", "--calls", "--processes", "8", "--limit", "1000", "--charges", "200000", "--workers", "40")
+	r.want(t, exitOK)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 2, r.stdout)
+	m := pacingCallsLine.FindStringSubmatch(lines[0])
+	require.NotNil(t, m, lines[0])
+	bound := regexp.MustCompile(`^bound K=8: at most (\d+\.\d) %: from \d+h\d\dm (\d+) process(es have| has) records left, 40 workers each at 345 ms a collection make 116 calls a second: \d+ of the limit's 1000 \(--workers (\d+): 99 % but for faults\)$`)
+	b := bound.FindStringSubmatch(lines[1])
+	require.NotNil(t, b, lines[1])
+	assert.InDelta(t, percent(t, m[2]), percent(t, b[1]), 3, "the bound is what the run made: %s", r.stdout)
+	workers := b[4]
+
+	r = runCLI(t, "", "pacing", "--calls", "--processes", "8", "--limit", "1000", "--charges", "200000", "--workers", workers)
+	r.want(t, exitOK)
+	assert.NotContains(t, r.stdout, "bound K=")
+	m = pacingLines(t, pacingCallsLine, r.stdout, 8)[0]
+	assert.GreaterOrEqual(t, percent(t, m[2]), 95.0, "with --workers %s: %s", workers, m[0])
+
+	r = runCLI(t, "", "--json", "pacing", "--processes", "8", "--limit", "1000", "--charges", "200000", "--workers", "40")
+	r.want(t, exitOK)
+	var got struct {
+		Rows []pacingRow `json:"rows"`
+	}
+	r.decode(t, &got)
+	require.Len(t, got.Rows, 1)
+	require.NotNil(t, got.Rows[0].Bound, r.stdout)
+	assert.Equal(t, 1, got.Rows[0].Bound.ProcessesLeft, "the one-second model: the 3x shard alone at the end, 125 a second")
+	assert.Equal(t, 320, int(got.Rows[0].Bound.CycleMillis))
+	assert.Contains(t, got.Rows[0].Bound.Line, "bound K=8: ")
+	assert.Less(t, got.Rows[0].Bound.EfficiencyPercent, 99.0)
 }
 
 func TestPacingUsage(t *testing.T) {
@@ -187,7 +258,8 @@ func TestPacingUsage(t *testing.T) {
 		{[]string{"--limit", "0"}, "--limit 0: want at least 1"},
 		{[]string{"--charges", "99"}, "--charges 99: want at least --limit, 100"},
 		{[]string{"--charges", "2000000", "--limit", "1"}, "--charges 2000000 at --limit 1: want a day of at most 1000000 s"},
-		{[]string{"--workers", "0", "--calls"}, "--workers 0: want at least 1"},
+		{[]string{"--workers", "-1", "--calls"}, "--workers -1: want at least 1 (0: by --limit)"},
+		{[]string{"--skew", "0"}, "--skew 0: want 1 to 100"},
 		{[]string{"--batch", "-1"}, "--batch -1: want at least 1"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	}

@@ -101,14 +101,11 @@ func runCalls(ctx context.Context, c Config) (Result, error) {
 	}{c.Processes, c.Limit, c.Charges, c.Workers, c.Batch, !c.Static, !c.SendLate}
 	rng := rand.New(rand.NewSource(c.Seed))
 	day := time.Duration(f.total/f.limit) * time.Second
-	ps, sum := make([]*callProc, f.k), 0
+	weights, sum := c.weights()
+	fl := c.faults()
+	ps := make([]*callProc, f.k)
 	for i := range ps {
-		w := 1
-		if i%8 == 0 {
-			w = 3
-		}
-		sum += w
-		ps[i] = &callProc{left: w, dieAt: -1, slowFrom: -1, turnAt: -1}
+		ps[i] = &callProc{left: weights[i], dieAt: -1, slowFrom: -1, turnAt: -1}
 	}
 	given := 0
 	for i, p := range ps {
@@ -118,7 +115,7 @@ func runCalls(ctx context.Context, c Config) (Result, error) {
 		}
 		given += p.left
 		if rng.Intn(10) == 0 {
-			p.start = time.Duration(rng.Intn(600)) * time.Second
+			p.start = time.Duration(rng.Intn(fl.late)) * time.Second
 		}
 		if rng.Intn(20) == 0 || f.k < 20 && i == 1 {
 			p.dieAt = time.Duration(rng.Int63n(int64(day)))
@@ -130,7 +127,7 @@ func runCalls(ctx context.Context, c Config) (Result, error) {
 	burst := map[int]bool{}
 	for range 6 {
 		b := rng.Intn(f.total / f.limit)
-		for s := b; s < b+20; s++ {
+		for s := b; s < b+fl.burst; s++ {
 			burst[s] = true
 		}
 	}
@@ -186,7 +183,7 @@ func runCalls(ctx context.Context, c Config) (Result, error) {
 			r.Deaths++
 			p.epoch++
 			p.waiting, p.claimed, p.turnAt, p.grant = 0, p.done, -1, billing.TokenGrant{}
-			push(callEvent{at: now + 5*time.Minute, kind: evRevive, p: e.p})
+			push(callEvent{at: now + time.Duration(fl.takeover)*time.Second, kind: evRevive, p: e.p})
 		case evRevive:
 			for range f.workers {
 				push(callEvent{at: now, kind: evReady, p: e.p, epoch: p.epoch})
@@ -262,7 +259,7 @@ func runCalls(ctx context.Context, c Config) (Result, error) {
 			remaining--
 			r.Charges++
 			answer := time.Duration(150+rng.Intn(301)) * time.Millisecond
-			if p.slowFrom >= 0 && now >= p.slowFrom && now < p.slowFrom+10*time.Minute {
+			if p.slowFrom >= 0 && now >= p.slowFrom && now < p.slowFrom+time.Duration(fl.slow)*time.Second {
 				answer *= 5
 			}
 			push(callEvent{at: now + answer, kind: evAnswer, p: e.p, epoch: p.epoch, ok: true})

@@ -12,16 +12,20 @@
 // the process that saw it.
 //
 // The fleet is the same in both models: shards skewed (every 8th shard
-// has 3 times the records of the others), 1 process in 10 starting up to
-// 10 minutes late, 1 in 20 dying once at a random instant of the day,
-// losing the tokens it held, its shard taken over 5 minutes later, 1 in 4
-// having ten minutes of answers five times slower, and 6 bursts of 20
-// seconds in which the processor allows 60 % of its limit. Declined
-// charges are answers like any other: they count as charges made.
+// has Skew, by default 3, times the records of the others), 1 process in
+// 10 starting up to 10 minutes late, 1 in 20 dying once at a random
+// instant of the day, losing the tokens it held, its shard taken over 5
+// minutes later, 1 in 4 having ten minutes of answers five times slower,
+// and 6 bursts of 20 seconds in which the processor allows 60 % of its
+// limit. Those are the faults of the default day, 11h06m40s; a shorter
+// day (Charges/Limit seconds) has their durations shrunk in proportion,
+// none under a second. Declined charges are answers like any other: they
+// count as charges made. BoundOf says what the fleet's shape (processes,
+// workers, the processor's latency, the skew) allows at best.
 //
 // The one-second model (Run with Config.Calls false) steps through
-// modelled seconds; a process makes at most 125 calls a second (25 while
-// slow). It runs 4,000,000 charges in well under a second. The call model
+// modelled seconds; a process makes at most Workers*25/8 calls a second
+// (125 for 40), a fifth of that while slow. It runs 4,000,000 charges in well under a second. The call model
 // (Config.Calls) follows every call in modelled time: each process runs
 // Workers collections at once, each taking its token, recording the
 // attempt (a store write of 5-25 ms) and only then calling the processor
@@ -47,7 +51,15 @@ const (
 	DefaultCharges = 4_000_000
 	DefaultWorkers = 40
 	DefaultBatch   = 10
+	DefaultSkew    = 3
 )
+
+// faultDay is the day the fleet's faults are sized for: the default
+// 4,000,000 charges at 100 a second, 11h06m40s. A shorter day (fewer
+// charges, or a higher limit) has them shrunk in proportion, so that it
+// models the same day at another size rather than eleven hours of faults
+// packed into minutes.
+const faultDay = DefaultCharges / DefaultLimit // seconds
 
 // MaxDay is the largest Charges/Limit, in seconds, a Config may ask for:
 // the call model keeps a counter for every second of ten such days.
@@ -79,12 +91,19 @@ type Config struct {
 	Seed int64
 	// Calls runs the call model instead of the one-second model.
 	Calls bool
-	// Workers is, in the call model, the collections a process makes at
-	// once (the collector's Concurrency). Defaults to 40.
+	// Workers is the collections a process makes at once (the
+	// collector's Concurrency). In the one-second model a process makes
+	// Workers*25/8 calls a second (125 for 40), a fifth of that while
+	// slow. Defaults to 40, or to 2/5 of Limit when that is more: enough
+	// for the last process running to keep the processor at its limit
+	// alone (a call and its writes take about 345 ms).
 	Workers int
 	// Batch is the tokens a process takes from the shared budget at once
 	// (the collector's SharedBatch). Defaults to 10.
 	Batch int
+	// Skew is how many times the records of the other shards every 8th
+	// shard has. Defaults to 3; 1 is no skew.
+	Skew int
 	// SendLate sends, in the call model, a call whose token's window
 	// closed while its attempt was being recorded. The collector never
 	// does (it withdraws the attempt and tries again); this measures what
@@ -101,7 +120,10 @@ func (c Config) WithDefaults() Config {
 		c.Charges = DefaultCharges
 	}
 	if c.Workers == 0 {
-		c.Workers = DefaultWorkers
+		c.Workers = max(DefaultWorkers, c.Limit*2/5)
+	}
+	if c.Skew == 0 {
+		c.Skew = DefaultSkew
 	}
 	if c.Batch == 0 {
 		c.Batch = DefaultBatch
@@ -123,6 +145,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: Workers %d: want at least 1", ErrConfig, c.Workers)
 	case c.Batch < 1:
 		return fmt.Errorf("%w: Batch %d: want at least 1", ErrConfig, c.Batch)
+	case c.Skew < 1 || c.Skew > 100:
+		return fmt.Errorf("%w: Skew %d: want 1 to 100", ErrConfig, c.Skew)
 	}
 	return nil
 }
@@ -148,6 +172,32 @@ type Result struct {
 	RateLimited int
 	// Deaths is the processes that died holding their tokens.
 	Deaths int
+}
+
+// faults is the fleet's fault schedule for c's day, in seconds: late
+// starts up to late, a dead process's shard taken over takeover later,
+// slow answers for slow, and 429 bursts of burst. For the default day
+// (faultDay) and longer ones: 600, 300, 600 and 20; shorter days have
+// them in proportion, none under a second.
+type faults struct{ late, takeover, slow, burst int }
+
+func (c Config) faults() faults {
+	day := min(c.Charges/c.Limit, faultDay)
+	scale := func(s int) int { return max(1, s*day/faultDay) }
+	return faults{late: scale(600), takeover: scale(300), slow: scale(600), burst: scale(20)}
+}
+
+// weights returns the shards' weights: every 8th Skew, the others 1.
+func (c Config) weights() (w []int, sum int) {
+	w = make([]int, c.Processes)
+	for i := range w {
+		w[i] = 1
+		if i%8 == 0 {
+			w[i] = c.Skew
+		}
+		sum += w[i]
+	}
+	return w, sum
 }
 
 // Efficiency is the charges made over the charges the limit allowed in

@@ -59,7 +59,7 @@ func TestFleetPacingCalls(t *testing.T) {
 		require.NoError(t, err)
 		t.Log(c)
 		requirePaced(t, c, pacing.DefaultCharges)
-		assert.Zero(t, c.Shared.MissedWindows, "K=%d: a saturated fleet takes each window's tokens as it opens", k)
+		assert.Less(t, c.Shared.MissedWindows, pacing.DefaultCharges/10_000, "K=%d: a saturated fleet takes nearly every window's tokens as it opens", k)
 	}
 }
 
@@ -119,6 +119,7 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		"a day of":  {Processes: 8, Limit: 1, Charges: pacing.MaxDay + 1},
 		"Workers":   {Processes: 8, Workers: -5, Calls: true},
 		"Batch":     {Processes: 8, Batch: -1},
+		"Skew":      {Processes: 8, Skew: -1},
 	}
 	for field, cfg := range cases {
 		_, err := pacing.Run(t.Context(), cfg)
@@ -153,4 +154,32 @@ func TestComparisonString(t *testing.T) {
 	assert.Equal(t, "pacing K=8 shared 99.8 % span 11h08m static 41.7 % span 26h40m", c.String())
 	c.Calls = true
 	assert.Equal(t, "pacing calls K=8 shared 99.8 % span 11h08m busiest second 100 (missed windows 1, 429s 557, deaths 2) static 41.7 % span 26h40m busiest second 104", c.String())
+}
+
+// TestBound: the bound of a fleet too small for its limit is what the
+// call model measures within a point or two (1,000/s: 8 processes of 40
+// workers; 32 processes of 40 workers, bound by the four 3x shards left
+// at the end), and the workers it names pace the fleet at 95 % or more
+// with the faults (six 1-second 429 bursts in this 200-second day cost
+// about 3 %); the default workers are not bound.
+func TestBound(t *testing.T) {
+	t.Parallel()
+	for _, k := range []int{8, 32} {
+		cfg := pacing.Config{Processes: k, Limit: 1000, Charges: 200_000, Workers: 40, Seed: 1, Calls: true}
+		b := pacing.BoundOf(cfg)
+		require.True(t, b.Bounded(), "K=%d: %v", k, b)
+		r, err := pacing.Run(t.Context(), cfg)
+		require.NoError(t, err)
+		t.Logf("%v; measured %.1f %%", b, r.Efficiency())
+		assert.InDelta(t, r.Efficiency(), b.Efficiency, 3, "K=%d", k)
+		cfg.Workers = b.Workers
+		require.False(t, pacing.BoundOf(cfg).Bounded(), "K=%d", k)
+		r, err = pacing.Run(t.Context(), cfg)
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, r.Efficiency(), 95.0, "K=%d with %d workers", k, b.Workers)
+	}
+	for _, limit := range []int{25, 100, 1000, 2000} {
+		cfg := pacing.Config{Processes: 8, Limit: limit, Charges: 1_000_000, Calls: true}
+		assert.False(t, pacing.BoundOf(cfg).Bounded(), "limit %d: the default workers", limit)
+	}
 }

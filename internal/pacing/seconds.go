@@ -26,14 +26,8 @@ func runSeconds(ctx context.Context, c Config) (Result, error) {
 		pending                                billing.TokenGrant
 		credit                                 float64
 	}
-	weights, sum := make([]int, k), 0
-	for i := range weights {
-		weights[i] = 1
-		if i%8 == 0 {
-			weights[i] = 3
-		}
-		sum += weights[i]
-	}
+	weights, sum := c.weights()
+	fl := c.faults()
 	ps, given := make([]*proc, k), 0
 	for i := range ps {
 		p := &proc{left: total * weights[i] / sum, dieAt: -1, slowFrom: -1}
@@ -42,7 +36,7 @@ func runSeconds(ctx context.Context, c Config) (Result, error) {
 		}
 		given += p.left
 		if rng.Intn(10) == 0 {
-			p.start = rng.Intn(600)
+			p.start = rng.Intn(fl.late)
 		}
 		if rng.Intn(20) == 0 {
 			p.dieAt = rng.Intn(total / limit)
@@ -55,7 +49,7 @@ func runSeconds(ctx context.Context, c Config) (Result, error) {
 	bursts := map[int]bool{}
 	for range 6 {
 		b := rng.Intn(total / limit)
-		for s := b; s < b+20; s++ {
+		for s := b; s < b+fl.burst; s++ {
 			bursts[s] = true
 		}
 	}
@@ -87,12 +81,12 @@ func runSeconds(ctx context.Context, c Config) (Result, error) {
 			}
 			if sec == p.dieAt { // dies holding its grant; resumed later
 				r.Deaths++
-				p.pending, p.start, p.dieAt = billing.TokenGrant{}, sec+300, -1
+				p.pending, p.start, p.dieAt = billing.TokenGrant{}, sec+fl.takeover, -1
 				continue
 			}
-			capacity := 125
-			if p.slowFrom >= 0 && sec >= p.slowFrom && sec < p.slowFrom+600 {
-				capacity = 25
+			capacity := c.Workers * 25 / 8
+			if p.slowFrom >= 0 && sec >= p.slowFrom && sec < p.slowFrom+fl.slow {
+				capacity = max(1, c.Workers*5/8)
 			}
 			want := min(capacity, p.left)
 			n := 0
