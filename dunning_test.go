@@ -320,13 +320,14 @@ func TestDunningRecoveredOnSession(t *testing.T) {
 	}
 }
 
-// TestDunningNoticeOnceUnderFailuresAndCrashes: a send that fails is
+// TestDunningNoticeOnceUnderFailuresAndCrashes (every layout, in memory
+// and on the local DynamoDB server): a send that fails is
 // released and sent by the next run, once; a crash between the claim and
 // the send (the directory panics) loses that notice rather than send it
 // twice; runs repeated the same day send nothing again.
 func TestDunningNoticeOnceUnderFailuresAndCrashes(t *testing.T) {
 	t.Parallel()
-	for _, st := range memoryUserStores() {
+	for _, st := range userStores() {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
 			e := newDunningEnv(t, st, billing.DunningPolicy{})
