@@ -481,7 +481,7 @@ func (c *Collector) dun(ctx context.Context, cur *Period, rep *Report) error {
 		if err := c.attemptRecord(ctx, ProcessRetry, cur, rep); err != nil {
 			return err
 		}
-		after, err := c.cfg.Repository.Get(ctx, cur.UserID, cur.BillingDate)
+		after, err := c.reread(ctx, cur)
 		if err != nil {
 			return err
 		}
@@ -515,16 +515,21 @@ func (c *Collector) dunningStep(ctx context.Context, cur *Period, now time.Time,
 	return nil
 }
 
-// afterDecline sends the notices of a decline just recorded on the
-// record at cur's key, read again: for a collection made outside the
-// retry run, so the customer hears at once rather than at the next run.
-// Failures are logged; the retry run sends what is still owed.
+// afterDecline sends the notices of a decline just recorded on cur,
+// read again: for a collection made outside the retry run, so the
+// customer hears at once rather than at the next run. Failures are
+// logged; the retry run sends what is still owed. The notices' rows are
+// the collector's own, not the request of the call that charged (an
+// operator's retry, a card update): that request is taken off ctx.
 func (c *Collector) afterDecline(ctx context.Context, cur *Period) {
 	if c.cfg.Dunning == nil || c.cfg.Dunning.Notifier == nil {
 		return
 	}
-	rec, err := c.cfg.Repository.Get(ctx, cur.UserID, cur.BillingDate)
-	if err != nil || rec.SubscriptionID != cur.SubscriptionID {
+	if ctx.Value(attemptRequestKey{}) != nil {
+		ctx = context.WithValue(ctx, attemptRequestKey{}, nil)
+	}
+	rec, err := c.reread(ctx, cur)
+	if err != nil {
 		return
 	}
 	if err := c.dunningStep(ctx, &rec, c.cfg.Clock.Now(), false); err != nil {
@@ -577,20 +582,24 @@ func (c *Collector) sendNotice(ctx context.Context, p *Period, n DunningNotice) 
 	due, _, _ := p.Due()
 	st := c.DunningOf(p)
 	msg := RenewalNotice{
-		EventType: n.Kind, UserID: p.UserID, BillingDate: p.BillingDate.UTC().Format("01/02/2006"),
+		EventType: n.Kind, UserID: p.UserID, BillingDate: p.BillingDate.UTC().Format(noticeDateLayout),
 		Amount: due, MembershipTier: p.Tier(), Account: p.ReceiptAccountMask,
 		Reason: DeclineReasonText(p.Dunning.Kind), Attempt: n.Attempt,
 		UpdatePaymentURL: pol.UpdatePaymentURL, FinalAction: string(pol.FinalAction),
-		FinalDate: st.FinalAction.Format("01/02/2006"),
+		FinalDate: st.FinalAction.Format(noticeDateLayout),
 	}
 	if n.Kind == PaymentActionRequiredNoticeEvent {
 		msg.ActionURL = p.Dunning.ActionURL
 	}
 	if !st.NextRetry.IsZero() {
-		msg.NextRetry = st.NextRetry.Format("01/02/2006")
+		msg.NextRetry = st.NextRetry.Format(noticeDateLayout)
 	}
 	return pol.Notifier.Send(ctx, u.Email, msg)
 }
+
+// noticeDateLayout is how a notice writes its dates, MM/DD/YYYY, as the
+// pre-billing notice does (notice.DateLayout).
+const noticeDateLayout = "01/02/2006"
 
 // DeclineReasonText says why a charge of kind k was declined, in words
 // for the customer (the processor's own message is for the operator).
@@ -629,17 +638,17 @@ func (c *Collector) applyFinal(ctx context.Context, cur *Period, now time.Time) 
 			}
 			next := r.Clone()
 			next.LastRunDate = runTime(r, now)
-			ev := EventCancelled
+			// The same edits as an operator's cancel and pause.
+			ev, edit := EventCancelled, cancelEdit
 			switch {
 			case pol.FinalAction == FinalCancel && (r.Status == StatusScheduled || r.Status == StatusPaused):
-				next.Status = StatusCancelled
 			case pol.FinalAction == FinalPause && r.Status == StatusScheduled:
-				next.Status, next.PauseDurationMonths, next.UpdatedEvent, ev = StatusPaused, pol.PauseMonths, "", EventPaused
-				if pol.PauseMonths == 1 {
-					next.UpdatedEvent = UpdatedPausePendingResume
-				}
+				ev, edit = EventPaused, pauseEdit(pol.PauseMonths)
 			default:
 				continue
+			}
+			if _, err := edit(ctx, r, &next, now); err != nil {
+				return err
 			}
 			if err := c.write(ctx, ev, r, &next, nil); err != nil {
 				return fmt.Errorf("final action %s of %s on %s: %w", pol.FinalAction, cur.SubscriptionID, r.SubscriptionID, err)
@@ -786,7 +795,10 @@ func (c *Collector) PaymentMethodUpdated(ctx context.Context, req UserRequest) (
 			switch {
 			case cur.Status == StatusError || cur.InFlight():
 				owed = true
-			case owed && cur.Status == StatusScheduled && c.eligibleNow(cur, c.cfg.Clock.Now()):
+			case owed && cur.Status == StatusScheduled:
+				if ok, _ := c.eligible(ProcessManualRepayment, cur, c.cfg.Clock.Now()); !ok {
+					continue // not due yet
+				}
 			default:
 				continue
 			}
@@ -817,13 +829,6 @@ func (c *Collector) PaymentMethodUpdated(ctx context.Context, req UserRequest) (
 	}
 	out.Report = rep
 	return out, nil
-}
-
-// eligibleNow reports whether cur is a due SCHEDULED period the
-// customer's own payment may charge at now.
-func (c *Collector) eligibleNow(cur *Period, now time.Time) bool {
-	ok, _ := c.eligible(ProcessManualRepayment, cur, now)
-	return ok
 }
 
 // Dunning returns the collector's dunning policy with its defaults

@@ -159,6 +159,7 @@ func TestDunningFollowsTheSchedule(t *testing.T) {
 				statuses = append(statuses, r.Status)
 			}
 			assert.Equal(t, []billing.Status{billing.StatusError, billing.StatusCancelled}, statuses)
+			assert.False(t, e.records(t)[1].CompletionDate.IsZero(), "cancelled as an operator's cancel is: with its completion date")
 			assert.Equal(t, 1, e.events.Count(billing.EventDunningEnded))
 			assert.Equal(t, 2, e.events.Count(billing.EventDunningNotice))
 			invs := e.invoices(t)

@@ -486,14 +486,20 @@ func (p *Periods) Pause(ctx context.Context, subscriptionID string, months int) 
 	if err := checkPauseMonths(months); err != nil {
 		return Change{}, fmt.Errorf("%s %s: %w", opPause, subscriptionID, err)
 	}
-	return c.admin(ctx, opPause, subscriptionID, func(ctx context.Context, cur, next *Period, _ time.Time) ([]*Period, error) {
+	return c.admin(ctx, opPause, subscriptionID, pauseEdit(months))
+}
+
+// pauseEdit is the edit of a pause for months: an operator's, or the
+// final action of a dunning ([FinalPause]).
+func pauseEdit(months int) func(ctx context.Context, cur, next *Period, now time.Time) ([]*Period, error) {
+	return func(_ context.Context, _, next *Period, _ time.Time) ([]*Period, error) {
 		next.Status, next.PauseDurationMonths = StatusPaused, months
 		next.UpdatedEvent = ""
 		if months == 1 {
 			next.UpdatedEvent = UpdatedPausePendingResume
 		}
 		return nil, nil
-	})
+	}
 }
 
 // Resume ends the pause of a PAUSED record: it becomes SCHEDULED again
