@@ -5,7 +5,7 @@ go 1.26.0
 replace github.com/dynabill/billing => ..
 
 require (
-	github.com/dynabill/billing v0.0.0-20261130010101-b6ff4d86e36a
+	github.com/dynabill/billing v0.0.0-20261130015313-1c2e755a3315
 	github.com/stretchr/testify v1.12.1
 	github.com/stripe/stripe-go/v85 v85.0.0
 )
