@@ -10,7 +10,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/secretsmanager v1.50.10
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.52.10
 	github.com/dynabill/billing v0.0.0-20261130015313-1c2e755a3315
-	github.com/dynabill/billing/billingstripe v0.0.0-20261130010527-38b08a4fa1be
+	github.com/dynabill/billing/billingstripe v0.0.0-20261130015316-fbdf3672f301
 	github.com/stretchr/testify v1.12.1
 	github.com/stripe/stripe-go/v85 v85.0.0
 )
